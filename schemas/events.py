@@ -1,0 +1,81 @@
+"""The event vocabulary of esched: type names, which are external input, and streams.
+
+Every event is a CloudEvents 1.0 envelope in JSON structured mode. ``id`` is the
+idempotency key; ``type`` is one of the names below; ``data`` is a
+Kubernetes-shaped object (external events) or an esched record (internal events).
+The JSON Schema of each type is ``schemas/v1/<type>.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "EXTERNAL_TYPES",
+    "INTERNAL_TYPES",
+    "TYPES",
+    "stream_of",
+]
+
+NODE_ADDED = "esched.node.added"
+NODE_UPDATED = "esched.node.updated"
+NODE_REMOVED = "esched.node.removed"
+POD_SUBMITTED = "esched.pod.submitted"
+POD_DELETED = "esched.pod.deleted"
+POD_SUCCEEDED = "esched.pod.succeeded"
+POD_FAILED = "esched.pod.failed"
+PODGROUP_SUBMITTED = "esched.podgroup.submitted"
+QUEUE_UPSERTED = "esched.queue.upserted"
+USAGE_REPORTED = "esched.usage.reported"
+
+PLACEMENT_PROPOSED = "esched.placement.proposed"
+PLACEMENT_COMMITTED = "esched.placement.committed"
+PLACEMENT_REJECTED = "esched.placement.rejected"
+POD_EVICTED = "esched.pod.evicted"
+POD_UNSCHEDULABLE = "esched.pod.unschedulable"
+
+#: Types operators publish (accepted by ingest from Kafka).
+EXTERNAL_TYPES = (
+    NODE_ADDED,
+    NODE_UPDATED,
+    NODE_REMOVED,
+    POD_SUBMITTED,
+    POD_DELETED,
+    POD_SUCCEEDED,
+    POD_FAILED,
+    PODGROUP_SUBMITTED,
+    QUEUE_UPSERTED,
+    USAGE_REPORTED,
+)
+#: Types only esched's own services write (decisions and their consequences).
+INTERNAL_TYPES = (
+    PLACEMENT_PROPOSED,
+    PLACEMENT_COMMITTED,
+    PLACEMENT_REJECTED,
+    POD_EVICTED,
+    POD_UNSCHEDULABLE,
+)
+TYPES = EXTERNAL_TYPES + INTERNAL_TYPES
+
+_NAMESPACED_KIND = {"pod": True, "podgroup": True, "node": False, "queue": False}
+
+
+def stream_of(event: dict[str, Any]) -> str:
+    """The stream an event belongs to: ``kind/name`` or ``kind/namespace/name``.
+
+    Per-stream versions give optimistic concurrency on one object's history.
+    """
+    kind = event["type"].split(".")[1]
+    data = event.get("data") or {}
+    if kind in _NAMESPACED_KIND:
+        meta = data.get("metadata")
+        if meta is None and "pod" in data:  # internal pod records carry "pod": "ns/name"
+            return f"pod/{data['pod']}"
+        meta = meta or {}
+        name = meta.get("name", "")
+        if _NAMESPACED_KIND[kind]:
+            return f"{kind}/{meta.get('namespace') or 'default'}/{name}"
+        return f"{kind}/{name}"
+    if kind == "placement":
+        return f"placement/{data.get('proposal', event['id'])}"
+    return f"{kind}/{event.get('source', '')}"

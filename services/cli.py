@@ -1,0 +1,3 @@
+def main():
+    from esched.core import _probe
+    print(_probe.hello())

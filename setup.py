@@ -1,0 +1,69 @@
+"""Build the Cython extensions of esched.core.
+
+Every ``core/**/*.pyx`` becomes the extension ``esched.core.<dotted path>``.
+Directives live here, in one place; ``ESCHED_CYTHON_DEBUG=1`` turns on bounds
+checks, line tracing and the annotated HTML (``cython -a``) for hot-loop review.
+"""
+
+import os
+from pathlib import Path
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+HERE = Path(__file__).parent
+DEBUG = os.environ.get("ESCHED_CYTHON_DEBUG") == "1"
+
+directives = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": False,
+    "cdivision": True,
+    "initializedcheck": DEBUG,
+    "nonecheck": False,
+    "embedsignature": True,
+}
+if DEBUG:
+    directives["linetrace"] = True
+
+
+def _extensions() -> list[Extension]:
+    exts = []
+    for pyx in sorted((HERE / "core").rglob("*.pyx")):
+        rel = pyx.relative_to(HERE / "core").with_suffix("")
+        name = "esched.core." + ".".join(rel.parts)
+        exts.append(
+            Extension(
+                name,
+                [str(pyx.relative_to(HERE))],
+                include_dirs=[numpy.get_include(), str(HERE / "core")],
+                define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                extra_compile_args=["-O3"] if not DEBUG else ["-O0", "-g"],
+            )
+        )
+    return exts
+
+
+setup(
+    packages=[
+        "esched.core",
+        "esched.core.scoring",
+        "esched.services",
+        "esched.services.store",
+        "esched.services.bus",
+        "esched.schemas",
+    ],
+    package_dir={
+        "esched.core": "core",
+        "esched.services": "services",
+        "esched.schemas": "schemas",
+    },
+    ext_modules=cythonize(
+        _extensions(),
+        compiler_directives=directives,
+        annotate=DEBUG,
+        include_path=[str(HERE / "core")],
+    ),
+    zip_safe=False,
+)
