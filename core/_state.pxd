@@ -1,0 +1,123 @@
+# ClusterState: the cluster as contiguous typed arrays, and the fold that builds it.
+#
+# Every table is a numpy array kept as an attribute (``*_np``, owns the memory and
+# is what snapshots serialize) plus a typed memoryview of it (what the hot loops
+# index). Growth replaces both; rows are slots, columns of the 2-D tables are
+# resources in registration order (``res_names``).
+from esched.core._types cimport flag_t, index_t, phase_t, units_t, word_t
+
+
+cdef class ClusterState:
+    # --- log position and counters ---
+    cdef public long long position      # position of the last folded event; 0 = none
+    cdef public dict anomalies           # reason -> count (ignored or odd events)
+    cdef public dict event_counts        # event type -> count folded
+
+    # --- resources ---
+    cdef public list res_names           # column -> resource name ("cpu", "memory", "pods", ...)
+    cdef public dict res_index           # resource name -> column
+    cdef public Py_ssize_t n_res         # registered resources
+    cdef Py_ssize_t res_cap              # allocated columns (>= n_res)
+    cdef dict _units_memo                # resource -> {quantity -> base units}
+
+    # --- nodes (slots; a removed node's slot is dead and reusable) ---
+    cdef public Py_ssize_t n_nodes       # slots in use (alive or dead)
+    cdef Py_ssize_t node_cap
+    cdef public list node_names          # slot -> name, None when dead
+    cdef public dict node_index          # name -> slot (alive nodes only)
+    cdef list node_free                  # dead slots to reuse
+    cdef public list node_labels         # slot -> {key: value} (for explain and Gt/Lt)
+    cdef public list node_taint_list     # slot -> [(key, value, effect), ...]
+    cdef public object allocatable_np, allocated_np, version_np, flags_np
+    cdef public object label_bits_np, taint_bits_np
+    cdef units_t[:, ::1] allocatable     # [node, res] capacity the scheduler may use
+    cdef units_t[:, ::1] allocated       # [node, res] sum of bound pods' allocations
+    cdef long long[::1] version          # [node] bumped on every change of the node
+    cdef public object nz_np
+    cdef units_t[:, ::1] nz              # [node, 2] non-zero requested cpu, memory (scoring)
+    cdef flag_t[::1] flags               # [node] NODE_ALIVE | NODE_UNSCHEDULABLE
+    cdef word_t[:, ::1] label_bits       # [node, word] interned "key=value" and "key" ids
+    cdef word_t[:, ::1] taint_bits       # [node, word] interned taint ids
+    cdef public Py_ssize_t label_words, taint_words
+    cdef public dict label_ids           # "key=value" or "key" -> bit
+    cdef public list label_strs          # bit -> "key=value" or "key"
+    cdef public dict taint_ids           # (key, value, effect) -> bit
+    cdef public list taint_strs          # bit -> (key, value, effect)
+
+    # --- pods (slots; a deleted pod's slot is reusable) ---
+    cdef public Py_ssize_t n_pods
+    cdef Py_ssize_t pod_cap
+    cdef public dict pod_index           # "ns/name" -> slot
+    cdef public list pod_keys            # slot -> "ns/name", None when free
+    cdef list pod_free
+    cdef public object pod_node_np, pod_class_np, pod_gang_np, pod_queue_np
+    cdef public object pod_phase_np, pod_prio_np, pod_alloc_np
+    cdef index_t[::1] pod_node           # [pod] bound node slot or -1
+    cdef index_t[::1] pod_class          # [pod] equivalence class
+    cdef index_t[::1] pod_gang           # [pod] gang or -1
+    cdef index_t[::1] pod_queue          # [pod] queue
+    cdef phase_t[::1] pod_phase          # [pod] PHASE_*
+    cdef long long[::1] pod_prio         # [pod] priority
+    cdef units_t[:, ::1] pod_alloc       # [pod, res] what its binding allocated (0 unbound)
+    cdef long long phase_counts[4]      # pods per phase (PHASE_PENDING..PHASE_FAILED)
+
+    # --- equivalence classes: identical requests + constraints + priority ---
+    cdef public Py_ssize_t n_classes
+    cdef Py_ssize_t class_cap
+    cdef public dict class_index         # class key -> id
+    cdef public list class_specs         # id -> {"requests", "priority", "constraints"}
+    cdef public object class_req_np
+    cdef units_t[:, ::1] class_req       # [class, res] requests in base units
+    cdef public object class_nz_np
+    cdef units_t[:, ::1] class_nz        # [class, 2] cpu, memory with kube's non-zero defaults
+
+    # --- gangs (PodGroups) ---
+    cdef public Py_ssize_t n_gangs
+    cdef Py_ssize_t gang_cap
+    cdef public dict gang_index          # "ns/name" -> id
+    cdef public list gang_keys
+    cdef public list gang_meta           # id -> {"queue", "priorityClassName", "minResources"}
+    cdef public object gang_min_np, gang_counts_np
+    cdef index_t[::1] gang_min           # [gang] minMember
+    cdef long long[:, ::1] gang_counts   # [gang, phase] member pods per phase
+
+    # --- queues (Volcano) ---
+    cdef public Py_ssize_t n_queues
+    cdef Py_ssize_t queue_cap
+    cdef public dict queue_index
+    cdef public list queue_names
+    cdef public list queue_meta          # id -> spec fields (see _queue_defaults)
+    cdef public object queue_alloc_np, queue_counts_np
+    cdef units_t[:, ::1] queue_alloc     # [queue, res] allocated to its bound pods
+    cdef long long[:, ::1] queue_counts  # [queue, phase]
+
+    # --- last reported usage (for reclamation; no effect on allocation) ---
+    cdef public dict node_usage          # node name -> {resource: units}
+    cdef public dict pod_usage           # "ns/name" -> {resource: units}
+
+    # --- internals shared with the other core modules ---
+    cdef void _bind_views(self)
+    cdef Py_ssize_t _resource(self, str name) except -1
+    cdef units_t _units(self, str name, object value) except -1
+    cdef Py_ssize_t _label_bit(self, str text) except -1
+    cdef Py_ssize_t _taint_bit(self, tuple taint) except -1
+    cdef Py_ssize_t _queue(self, str name) except -1
+    cdef Py_ssize_t _gang(self, str key, str queue) except -1
+    cdef Py_ssize_t _class_for(self, dict pod) except -2
+    cdef void _bind(self, Py_ssize_t p, Py_ssize_t n) noexcept
+    cdef void _release(self, Py_ssize_t p) noexcept
+    cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept
+    cdef void _anomaly(self, str reason)
+    cdef Py_ssize_t _new_pod_slot(self, str key) except -1
+    cdef Py_ssize_t _new_node_slot(self, str name) except -1
+    cdef int _node_upsert(self, dict node) except -1
+    cdef int _node_removed(self, dict data) except -1
+    cdef int _pod_submitted(self, dict pod) except -1
+    cdef int _pod_finished(self, dict data, int phase) except -1
+    cdef int _podgroup(self, dict pg) except -1
+    cdef int _queue_upsert(self, dict queue) except -1
+    cdef int _usage(self, dict data) except -1
+    cdef int _committed(self, dict data) except -1
+    cdef int _evicted(self, dict data) except -1
+    cdef int _apply(self, dict event) except -1
+    cpdef apply(self, dict event, long long position)

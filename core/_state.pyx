@@ -1,0 +1,1089 @@
+"""ClusterState and THE fold: the one function that turns the event log into state.
+
+Replay, replicas, the commit service, the simulator and the audit all call
+:meth:`ClusterState.apply` (or :meth:`ClusterState.apply_many`); nothing else
+mutates a state. Like eventsourcing's ``mutate``, the fold first checks that the
+event's log position is after the state's, then applies, then advances.
+
+Layout (see ``_state.pxd``): nodes, pods, equivalence classes, gangs and queues
+are rows of contiguous numpy tables, with typed memoryviews for the hot loops;
+names live in Python dicts that map to rows. Resources are columns, registered on
+first sight (``cpu``, ``memory`` and ``pods`` always exist; ``pods`` makes the
+node's pod-count limit an ordinary dimension). Quantities are integer base units.
+
+The fold never raises on a well-formed envelope: events that do not make sense
+against the state (a resubmitted active pod, a binding to a dead node, an unknown
+type, a malformed body) are ignored and counted in :attr:`ClusterState.anomalies`.
+"""
+
+import numpy as np
+import orjson
+
+from esched.schemas import events as _ev
+from esched.schemas.objects import gang_key, node_allocatable, pod_priority, pod_queue, pod_requests
+
+from esched.core._requests import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, nonzero_requests
+from esched.schemas.quantity import QuantityError, resource_list, to_base_units
+
+from esched.core._types cimport (
+    NODE_ALIVE,
+    NODE_UNSCHEDULABLE,
+    PHASE_FAILED,
+    PHASE_FREE,
+    PHASE_PENDING,
+    PHASE_RUNNING,
+    PHASE_SUCCEEDED,
+    index_t,
+    units_t,
+    word_t,
+)
+
+__all__ = ["ClusterState", "PositionError", "PHASES", "SNAPSHOT_MAGIC"]
+
+#: Phase names by PHASE_* code, in summary order.
+PHASES = ("Pending", "Running", "Succeeded", "Failed")
+#: First bytes of a snapshot; bump the digit when the layout changes.
+SNAPSHOT_MAGIC = b"ESCHEDS1"
+
+# Dispatch codes: the type string is looked up once per event.
+cdef enum:
+    EV_UNKNOWN = 0
+    EV_NODE_UPSERT
+    EV_NODE_REMOVED
+    EV_POD_SUBMITTED
+    EV_POD_DELETED
+    EV_POD_SUCCEEDED
+    EV_POD_FAILED
+    EV_PODGROUP
+    EV_QUEUE
+    EV_USAGE
+    EV_COMMITTED
+    EV_EVICTED
+    EV_NOOP
+
+cdef dict _TYPE_CODES = {
+    _ev.NODE_ADDED: EV_NODE_UPSERT,
+    _ev.NODE_UPDATED: EV_NODE_UPSERT,
+    _ev.NODE_REMOVED: EV_NODE_REMOVED,
+    _ev.POD_SUBMITTED: EV_POD_SUBMITTED,
+    _ev.POD_DELETED: EV_POD_DELETED,
+    _ev.POD_SUCCEEDED: EV_POD_SUCCEEDED,
+    _ev.POD_FAILED: EV_POD_FAILED,
+    _ev.PODGROUP_SUBMITTED: EV_PODGROUP,
+    _ev.QUEUE_UPSERTED: EV_QUEUE,
+    _ev.USAGE_REPORTED: EV_USAGE,
+    _ev.PLACEMENT_COMMITTED: EV_COMMITTED,
+    _ev.POD_EVICTED: EV_EVICTED,
+    _ev.PLACEMENT_PROPOSED: EV_NOOP,
+    _ev.PLACEMENT_REJECTED: EV_NOOP,
+    _ev.POD_UNSCHEDULABLE: EV_NOOP,
+}
+
+#: Resources every state has, in this column order.
+BASE_RESOURCES = ("cpu", "memory", "pods")
+# Initial table sizes; tables double when full, so these only avoid early copies.
+DEF_NODES = 64
+DEF_PODS = 1024
+DEF_SMALL = 16
+DEF_RES = 8
+# A memo of quantity strings is bounded: real clusters use a few hundred distinct
+# values, so overflowing this means garbage input and the memo is simply reset.
+MEMO_LIMIT = 100000
+# Bodies that fail inside a handler (wrong JSON types where objects were expected).
+_MALFORMED = (QuantityError, TypeError, ValueError, AttributeError, KeyError)
+
+
+class PositionError(ValueError):
+    """An event's log position is not after the state's position (out of order or replayed)."""
+
+    def __init__(self, position: int, current: int) -> None:
+        self.position = position
+        self.current = current
+        super().__init__(
+            f"event at log position {position} cannot be folded into a state at position "
+            f"{current}: positions must strictly increase"
+        )
+
+
+def _grown(arr, rows: int, cols: int = -1):
+    """A zeroed copy of ``arr`` with at least ``rows`` rows (and ``cols`` columns)."""
+    if arr.ndim == 1:
+        new = np.zeros(rows, dtype=arr.dtype)
+        new[: arr.shape[0]] = arr
+        return new
+    new = np.zeros((rows, max(cols, arr.shape[1])), dtype=arr.dtype)
+    new[: arr.shape[0], : arr.shape[1]] = arr
+    return new
+
+
+def _queue_defaults() -> dict:
+    """A queue as Volcano defaults it: Open, weight 1, reclaimable, no limits."""
+    return {
+        "state": "Open",
+        "weight": 1,
+        "priority": 0,
+        "reclaimable": True,
+        "parent": None,
+        "capability": {},
+        "deserved": {},
+        "guarantee": {},
+    }
+
+
+cdef class ClusterState:
+    """The cluster as contiguous typed arrays, built only by folding events.
+
+    ``ClusterState()`` is the empty state at position 0 (log positions start at 1).
+    Public tables are numpy arrays (``allocatable_np``, ``allocated_np``, ...);
+    rows of removed nodes and deleted pods are dead/free and may be reused.
+    """
+
+    def __cinit__(self):
+        self.position = 0
+        self.anomalies = {}
+        self.event_counts = {}
+        self.res_names = []
+        self.res_index = {}
+        self.n_res = 0
+        self.res_cap = DEF_RES
+        self._units_memo = {}
+
+        self.n_nodes = 0
+        self.node_cap = DEF_NODES
+        self.node_names = []
+        self.node_index = {}
+        self.node_free = []
+        self.node_labels = []
+        self.node_taint_list = []
+        self.label_words = 1
+        self.taint_words = 1
+        self.label_ids = {}
+        self.label_strs = []
+        self.taint_ids = {}
+        self.taint_strs = []
+        self.allocatable_np = np.zeros((DEF_NODES, DEF_RES), dtype=np.int64)
+        self.allocated_np = np.zeros((DEF_NODES, DEF_RES), dtype=np.int64)
+        self.version_np = np.zeros(DEF_NODES, dtype=np.int64)
+        self.nz_np = np.zeros((DEF_NODES, 2), dtype=np.int64)
+        self.flags_np = np.zeros(DEF_NODES, dtype=np.uint8)
+        self.label_bits_np = np.zeros((DEF_NODES, 1), dtype=np.uint64)
+        self.taint_bits_np = np.zeros((DEF_NODES, 1), dtype=np.uint64)
+
+        self.n_pods = 0
+        self.pod_cap = DEF_PODS
+        self.pod_index = {}
+        self.pod_keys = []
+        self.pod_free = []
+        self.pod_node_np = np.full(DEF_PODS, -1, dtype=np.int32)
+        self.pod_class_np = np.full(DEF_PODS, -1, dtype=np.int32)
+        self.pod_gang_np = np.full(DEF_PODS, -1, dtype=np.int32)
+        self.pod_queue_np = np.full(DEF_PODS, -1, dtype=np.int32)
+        self.pod_phase_np = np.full(DEF_PODS, PHASE_FREE, dtype=np.int8)
+        self.pod_prio_np = np.zeros(DEF_PODS, dtype=np.int64)
+        self.pod_alloc_np = np.zeros((DEF_PODS, DEF_RES), dtype=np.int64)
+        for i in range(4):
+            self.phase_counts[i] = 0
+
+        self.n_classes = 0
+        self.class_cap = DEF_SMALL
+        self.class_index = {}
+        self.class_specs = []
+        self.class_req_np = np.zeros((DEF_SMALL, DEF_RES), dtype=np.int64)
+        self.class_nz_np = np.zeros((DEF_SMALL, 2), dtype=np.int64)
+
+        self.n_gangs = 0
+        self.gang_cap = DEF_SMALL
+        self.gang_index = {}
+        self.gang_keys = []
+        self.gang_meta = []
+        self.gang_min_np = np.zeros(DEF_SMALL, dtype=np.int32)
+        self.gang_counts_np = np.zeros((DEF_SMALL, 4), dtype=np.int64)
+
+        self.n_queues = 0
+        self.queue_cap = DEF_SMALL
+        self.queue_index = {}
+        self.queue_names = []
+        self.queue_meta = []
+        self.queue_alloc_np = np.zeros((DEF_SMALL, DEF_RES), dtype=np.int64)
+        self.queue_counts_np = np.zeros((DEF_SMALL, 4), dtype=np.int64)
+
+        self.node_usage = {}
+        self.pod_usage = {}
+        self._bind_views()
+        for name in BASE_RESOURCES:
+            self._resource(name)
+
+    cdef void _bind_views(self):
+        # Called after any table is replaced (growth, restore).
+        self.allocatable = self.allocatable_np
+        self.allocated = self.allocated_np
+        self.version = self.version_np
+        self.flags = self.flags_np
+        self.label_bits = self.label_bits_np
+        self.taint_bits = self.taint_bits_np
+        self.pod_node = self.pod_node_np
+        self.pod_class = self.pod_class_np
+        self.pod_gang = self.pod_gang_np
+        self.pod_queue = self.pod_queue_np
+        self.pod_phase = self.pod_phase_np
+        self.pod_prio = self.pod_prio_np
+        self.pod_alloc = self.pod_alloc_np
+        self.class_req = self.class_req_np
+        self.class_nz = self.class_nz_np
+        self.nz = self.nz_np
+        self.gang_min = self.gang_min_np
+        self.gang_counts = self.gang_counts_np
+        self.queue_alloc = self.queue_alloc_np
+        self.queue_counts = self.queue_counts_np
+
+    # ------------------------------------------------------------------ interning
+
+    cdef Py_ssize_t _resource(self, str name) except -1:
+        """Column of resource ``name``, registering it (and widening tables) if new."""
+        col = self.res_index.get(name)
+        if col is not None:
+            return col
+        cdef Py_ssize_t c = self.n_res
+        if c >= self.res_cap:
+            self.res_cap *= 2
+            rc = self.res_cap
+            self.allocatable_np = _grown(self.allocatable_np, self.node_cap, rc)
+            self.allocated_np = _grown(self.allocated_np, self.node_cap, rc)
+            self.pod_alloc_np = _grown(self.pod_alloc_np, self.pod_cap, rc)
+            self.class_req_np = _grown(self.class_req_np, self.class_cap, rc)
+            self.queue_alloc_np = _grown(self.queue_alloc_np, self.queue_cap, rc)
+            self._bind_views()
+        self.res_names.append(name)
+        self.res_index[name] = c
+        self.n_res = c + 1
+        return c
+
+    cdef units_t _units(self, str name, object value) except -1:
+        """Base units of one quantity, memoized (Fraction parsing is the fold's cost)."""
+        memo = self._units_memo.get(name)
+        if memo is None:
+            memo = self._units_memo[name] = {}
+        units = memo.get(value)
+        if units is None:
+            units = to_base_units(name, value)
+            if len(memo) >= MEMO_LIMIT:
+                memo.clear()
+            memo[value] = units
+        return units
+
+    cdef Py_ssize_t _label_bit(self, str text) except -1:
+        bit = self.label_ids.get(text)
+        if bit is not None:
+            return bit
+        cdef Py_ssize_t b = len(self.label_strs)
+        self.label_strs.append(text)
+        self.label_ids[text] = b
+        if b >= 64 * self.label_words:
+            self.label_words *= 2
+            self.label_bits_np = _grown(self.label_bits_np, self.node_cap, self.label_words)
+            self._bind_views()
+        return b
+
+    cdef Py_ssize_t _taint_bit(self, tuple taint) except -1:
+        bit = self.taint_ids.get(taint)
+        if bit is not None:
+            return bit
+        cdef Py_ssize_t b = len(self.taint_strs)
+        self.taint_strs.append(taint)
+        self.taint_ids[taint] = b
+        if b >= 64 * self.taint_words:
+            self.taint_words *= 2
+            self.taint_bits_np = _grown(self.taint_bits_np, self.node_cap, self.taint_words)
+            self._bind_views()
+        return b
+
+    cdef Py_ssize_t _queue(self, str name) except -1:
+        q = self.queue_index.get(name)
+        if q is not None:
+            return q
+        cdef Py_ssize_t i = self.n_queues
+        if i >= self.queue_cap:
+            self.queue_cap *= 2
+            self.queue_alloc_np = _grown(self.queue_alloc_np, self.queue_cap, self.res_cap)
+            self.queue_counts_np = _grown(self.queue_counts_np, self.queue_cap, 4)
+            self._bind_views()
+        self.queue_names.append(name)
+        self.queue_meta.append(_queue_defaults())
+        self.queue_index[name] = i
+        self.n_queues = i + 1
+        return i
+
+    cdef Py_ssize_t _gang(self, str key, str queue) except -1:
+        g = self.gang_index.get(key)
+        if g is not None:
+            return g
+        cdef Py_ssize_t i = self.n_gangs
+        if i >= self.gang_cap:
+            self.gang_cap *= 2
+            self.gang_min_np = _grown(self.gang_min_np, self.gang_cap)
+            self.gang_counts_np = _grown(self.gang_counts_np, self.gang_cap, 4)
+            self._bind_views()
+        # Pods may name a gang before its PodGroup arrives: minMember 1 until it does.
+        self.gang_keys.append(key)
+        self.gang_meta.append({"queue": queue, "priorityClassName": None, "minResources": {}})
+        self.gang_index[key] = i
+        self.gang_min[i] = 1
+        self.n_gangs = i + 1
+        return i
+
+    cdef Py_ssize_t _class_for(self, dict pod) except -2:
+        """Equivalence class of a pod: same requests, priority and constraints.
+
+        Returns -1 (and counts an anomaly) when a quantity is invalid.
+        """
+        spec = pod.get("spec") or {}
+        cdef dict req
+        try:
+            if spec.get("initContainers") or spec.get("overhead"):
+                # Rare shapes take the reference aggregations.
+                req = pod_requests(pod)
+                nz = nonzero_requests(pod)
+            else:
+                # Same aggregation as schemas.objects.pod_requests for plain containers
+                # (a limit without a request counts as the request), with memoized
+                # quantities; tests/core check both agree.
+                # Scoring's non-zero cpu/memory (core._requests) is summed alongside.
+                req = {}
+                nz_cpu = nz_mem = 0
+                for c in spec.get("containers") or ():
+                    res = c.get("resources")
+                    if not res:
+                        nz_cpu += DEFAULT_MILLI_CPU_REQUEST
+                        nz_mem += DEFAULT_MEMORY_REQUEST
+                        continue
+                    requests = res.get("requests") or {}
+                    limits = res.get("limits") or {}
+                    for name, value in limits.items():
+                        if name not in requests:
+                            req[name] = req.get(name, 0) + self._units(name, value)
+                    for name, value in requests.items():
+                        req[name] = req.get(name, 0) + self._units(name, value)
+                    if "cpu" in requests:
+                        nz_cpu += self._units("cpu", requests["cpu"])
+                    elif "cpu" in limits:
+                        nz_cpu += self._units("cpu", limits["cpu"])
+                    else:
+                        nz_cpu += DEFAULT_MILLI_CPU_REQUEST
+                    if "memory" in requests:
+                        nz_mem += self._units("memory", requests["memory"])
+                    elif "memory" in limits:
+                        nz_mem += self._units("memory", limits["memory"])
+                    else:
+                        nz_mem += DEFAULT_MEMORY_REQUEST
+                req["pods"] = 1
+                nz = (nz_cpu, nz_mem)
+            prio = spec.get("priority")
+            if prio is None:
+                prio = pod_priority(pod) if spec.get("priorityClassName") else 0
+            else:
+                prio = int(prio)
+        except _MALFORMED:
+            self._anomaly("invalid_pod")
+            return -1
+        node_selector = spec.get("nodeSelector")
+        tolerations = spec.get("tolerations")
+        affinity = spec.get("affinity")
+        required = None
+        if affinity:
+            required = ((affinity.get("nodeAffinity") or {})
+                        .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        cdef str ckey = ""
+        if node_selector or tolerations or required:
+            ckey = orjson.dumps(
+                {"nodeSelector": node_selector or None, "required": required or None,
+                 "tolerations": tolerations or None},
+                option=orjson.OPT_SORT_KEYS,
+            ).decode()
+        key = (tuple(sorted(req.items())), nz, prio, ckey)
+        cid = self.class_index.get(key)
+        if cid is not None:
+            return cid
+        return self._new_class(key, req, nz, prio, ckey)
+
+    def _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey) -> int:
+        cdef Py_ssize_t i = self.n_classes
+        cols = [self._resource(name) for name in req]
+        if i >= self.class_cap:
+            self.class_cap *= 2
+            self.class_req_np = _grown(self.class_req_np, self.class_cap, self.res_cap)
+            self.class_nz_np = _grown(self.class_nz_np, self.class_cap, 2)
+            self._bind_views()
+        self.class_nz[i, 0] = nz[0]
+        self.class_nz[i, 1] = nz[1]
+        for col, units in zip(cols, req.values()):
+            self.class_req[i, col] = units
+        self.class_specs.append({
+            "requests": dict(req),
+            "nonzero": list(nz),
+            "priority": prio,
+            "constraints": orjson.loads(ckey) if ckey else None,
+        })
+        self.class_index[key] = i
+        self.n_classes = i + 1
+        return i
+
+    # ------------------------------------------------------------------ accounting
+
+    cdef void _bind(self, Py_ssize_t p, Py_ssize_t n) noexcept:
+        # pod_alloc[p] already holds what the binding allocates.
+        cdef Py_ssize_t r, q = self.pod_queue[p]
+        cdef units_t v
+        for r in range(self.n_res):
+            v = self.pod_alloc[p, r]
+            self.allocated[n, r] += v
+            self.queue_alloc[q, r] += v
+        cdef Py_ssize_t c = self.pod_class[p]
+        self.nz[n, 0] += self.class_nz[c, 0]
+        self.nz[n, 1] += self.class_nz[c, 1]
+        self.pod_node[p] = <index_t>n
+        self.version[n] += 1
+
+    cdef void _release(self, Py_ssize_t p) noexcept:
+        cdef Py_ssize_t r, n = self.pod_node[p], q = self.pod_queue[p]
+        cdef units_t v
+        if n < 0:
+            return
+        for r in range(self.n_res):
+            v = self.pod_alloc[p, r]
+            self.allocated[n, r] -= v
+            self.queue_alloc[q, r] -= v
+            self.pod_alloc[p, r] = 0
+        cdef Py_ssize_t c = self.pod_class[p]
+        self.nz[n, 0] -= self.class_nz[c, 0]
+        self.nz[n, 1] -= self.class_nz[c, 1]
+        self.pod_node[p] = -1
+        self.version[n] += 1
+
+    cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept:
+        cdef int old = self.pod_phase[p]
+        cdef Py_ssize_t g = self.pod_gang[p], q = self.pod_queue[p]
+        if old >= 0:
+            self.phase_counts[old] -= 1
+            self.queue_counts[q, old] -= 1
+            if g >= 0:
+                self.gang_counts[g, old] -= 1
+        if phase >= 0:
+            self.phase_counts[phase] += 1
+            self.queue_counts[q, phase] += 1
+            if g >= 0:
+                self.gang_counts[g, phase] += 1
+        self.pod_phase[p] = phase
+
+    cdef void _anomaly(self, str reason):
+        self.anomalies[reason] = self.anomalies.get(reason, 0) + 1
+
+    cdef Py_ssize_t _new_pod_slot(self, str key) except -1:
+        cdef Py_ssize_t p
+        if self.pod_free:
+            p = self.pod_free.pop()
+            self.pod_keys[p] = key
+        else:
+            p = self.n_pods
+            if p >= self.pod_cap:
+                self.pod_cap *= 2
+                cap = self.pod_cap
+                self.pod_node_np = _grown(self.pod_node_np, cap)
+                self.pod_node_np[p:] = -1
+                self.pod_class_np = _grown(self.pod_class_np, cap)
+                self.pod_gang_np = _grown(self.pod_gang_np, cap)
+                self.pod_queue_np = _grown(self.pod_queue_np, cap)
+                self.pod_phase_np = _grown(self.pod_phase_np, cap)
+                self.pod_phase_np[p:] = PHASE_FREE
+                self.pod_prio_np = _grown(self.pod_prio_np, cap)
+                self.pod_alloc_np = _grown(self.pod_alloc_np, cap, self.res_cap)
+                self._bind_views()
+            self.n_pods = p + 1
+            self.pod_keys.append(key)
+        self.pod_index[key] = p
+        return p
+
+    cdef Py_ssize_t _new_node_slot(self, str name) except -1:
+        cdef Py_ssize_t n
+        if self.node_free:
+            n = self.node_free.pop()
+            self.node_names[n] = name
+            self.node_labels[n] = {}
+            self.node_taint_list[n] = []
+        else:
+            n = self.n_nodes
+            if n >= self.node_cap:
+                self.node_cap *= 2
+                cap = self.node_cap
+                self.allocatable_np = _grown(self.allocatable_np, cap, self.res_cap)
+                self.allocated_np = _grown(self.allocated_np, cap, self.res_cap)
+                self.version_np = _grown(self.version_np, cap)
+                self.nz_np = _grown(self.nz_np, cap, 2)
+                self.flags_np = _grown(self.flags_np, cap)
+                self.label_bits_np = _grown(self.label_bits_np, cap, self.label_words)
+                self.taint_bits_np = _grown(self.taint_bits_np, cap, self.taint_words)
+                self._bind_views()
+            self.n_nodes = n + 1
+            self.node_names.append(name)
+            self.node_labels.append({})
+            self.node_taint_list.append([])
+        self.node_index[name] = n
+        return n
+
+    # ------------------------------------------------------------------ handlers
+
+    cdef int _node_upsert(self, dict node) except -1:
+        meta = node.get("metadata") or {}
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            self._anomaly("malformed")
+            return 0
+        allocatable = node_allocatable(node)  # validate before touching the state
+        labels = dict(meta.get("labels") or {})
+        spec = node.get("spec") or {}
+        taints = [
+            (t.get("key") or "", t.get("value") or "", t.get("effect") or "")
+            for t in (spec.get("taints") or ())
+        ]
+        cols = [(self._resource(rname), u) for rname, u in allocatable.items()]
+        label_bits = []
+        for k, v in labels.items():
+            label_bits.append(self._label_bit(f"{k}={v}"))
+            label_bits.append(self._label_bit(k))
+        taint_bits = [self._taint_bit(t) for t in taints]
+
+        cdef Py_ssize_t n, r, b
+        idx = self.node_index.get(name)
+        n = self._new_node_slot(name) if idx is None else idx
+        # Allocated is kept: an update changes capacity and constraints, not bindings.
+        for r in range(self.n_res):
+            self.allocatable[n, r] = 0
+        for r, units in cols:
+            self.allocatable[n, r] = units
+        for r in range(self.label_words):
+            self.label_bits[n, r] = 0
+        for r in range(self.taint_words):
+            self.taint_bits[n, r] = 0
+        for b in label_bits:
+            self.label_bits[n, b >> 6] |= (<word_t>1) << (b & 63)
+        for b in taint_bits:
+            self.taint_bits[n, b >> 6] |= (<word_t>1) << (b & 63)
+        self.node_labels[n] = labels
+        self.node_taint_list[n] = taints
+        self.flags[n] = NODE_ALIVE | (NODE_UNSCHEDULABLE if spec.get("unschedulable") else 0)
+        self.version[n] += 1
+        return 0
+
+    cdef int _node_removed(self, dict data) except -1:
+        name = (data.get("metadata") or {}).get("name")
+        idx = self.node_index.get(name)
+        if idx is None:
+            self._anomaly("unknown_node")
+            return 0
+        cdef Py_ssize_t n = idx, p, r
+        # Pods bound there go back to Pending, unbound, their allocation released.
+        for p in np.flatnonzero(self.pod_node_np[: self.n_pods] == n):
+            self._release(p)
+            self._set_phase(p, PHASE_PENDING)
+        for r in range(self.n_res):
+            self.allocatable[n, r] = 0
+            self.allocated[n, r] = 0
+        self.nz[n, 0] = 0
+        self.nz[n, 1] = 0
+        for r in range(self.label_words):
+            self.label_bits[n, r] = 0
+        for r in range(self.taint_words):
+            self.taint_bits[n, r] = 0
+        self.flags[n] = 0
+        self.version[n] += 1  # never reset: caches keyed on version stay sound on reuse
+        del self.node_index[name]
+        self.node_names[n] = None
+        self.node_labels[n] = {}
+        self.node_taint_list[n] = []
+        self.node_free.append(n)
+        self.node_usage.pop(name, None)
+        return 0
+
+    cdef int _pod_submitted(self, dict pod) except -1:
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        idx = self.pod_index.get(key)
+        cdef Py_ssize_t p, c, r, n
+        if idx is not None and self.pod_phase[<Py_ssize_t>idx] <= PHASE_RUNNING:
+            self._anomaly("resubmitted_active_pod")
+            return 0
+        c = self._class_for(pod)
+        if c < 0:
+            return 0
+        # gang_key / pod_queue, inlined for the common pod without annotations or labels.
+        annotations = meta.get("annotations")
+        if annotations or meta.get("labels"):
+            queue = pod_queue(pod)
+            gkey = gang_key(pod)
+        else:
+            queue = "default"
+            gkey = None
+        q = self._queue(queue)
+        g = self._gang(gkey, queue) if gkey is not None else -1
+        if idx is not None:
+            # A terminal pod of the same name is replaced by the new one.
+            p = idx
+            self._set_phase(p, PHASE_FREE)
+        else:
+            p = self._new_pod_slot(key)
+        self.pod_class[p] = <index_t>c
+        self.pod_queue[p] = <index_t>q
+        self.pod_gang[p] = <index_t>g
+        self.pod_prio[p] = self.class_specs[c]["priority"]
+        self.pod_node[p] = -1
+        self.pod_phase[p] = PHASE_FREE
+        self._set_phase(p, PHASE_PENDING)
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if node_name:
+            nidx = self.node_index.get(node_name)
+            if nidx is None:
+                # Running on a node we do not know: keep it Pending rather than invent one.
+                self._anomaly("pod_on_unknown_node")
+                return 0
+            n = nidx
+            for r in range(self.n_res):
+                self.pod_alloc[p, r] = self.class_req[c, r]
+            self._bind(p, n)
+            self._set_phase(p, PHASE_RUNNING)
+        return 0
+
+    cdef int _pod_finished(self, dict data, int phase) except -1:
+        # phase: PHASE_SUCCEEDED, PHASE_FAILED, or PHASE_FREE for deleted.
+        meta = data.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        idx = self.pod_index.get(key)
+        if idx is None:
+            self._anomaly("unknown_pod")
+            return 0
+        cdef Py_ssize_t p = idx
+        self._release(p)
+        self._set_phase(p, phase)
+        if phase == PHASE_FREE:
+            del self.pod_index[key]
+            self.pod_keys[p] = None
+            self.pod_free.append(p)
+            self.pod_usage.pop(key, None)
+        return 0
+
+    cdef int _podgroup(self, dict pg) except -1:
+        meta = pg.get("metadata") or {}
+        spec = pg.get("spec") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        queue = spec.get("queue") or "default"
+        min_resources = resource_list(spec.get("minResources"), "spec.minResources")
+        min_member = int(spec.get("minMember") or 1)
+        self._queue(queue)
+        cdef Py_ssize_t g = self._gang(key, queue)
+        self.gang_min[g] = min_member
+        self.gang_meta[g] = {
+            "queue": queue,
+            "priorityClassName": spec.get("priorityClassName"),
+            "minResources": min_resources,
+        }
+        return 0
+
+    cdef int _queue_upsert(self, dict queue) except -1:
+        name = (queue.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            self._anomaly("malformed")
+            return 0
+        spec = queue.get("spec") or {}
+        meta = {
+            "state": (queue.get("status") or {}).get("state") or "Open",
+            "weight": int(spec.get("weight", 1)),
+            "priority": int(spec.get("priority", 0)),
+            "reclaimable": bool(spec.get("reclaimable", True)),
+            "parent": spec.get("parent"),
+            "capability": resource_list(spec.get("capability"), "spec.capability"),
+            "deserved": resource_list(spec.get("deserved"), "spec.deserved"),
+            "guarantee": resource_list(
+                (spec.get("guarantee") or {}).get("resource"), "spec.guarantee.resource"
+            ),
+        }
+        self.queue_meta[self._queue(name)] = meta
+        return 0
+
+    cdef int _usage(self, dict data) except -1:
+        nodes = [(u["name"], resource_list(u.get("usage"), "usage")) for u in data.get("nodes") or ()]
+        pods = [(u["pod"], resource_list(u.get("usage"), "usage")) for u in data.get("pods") or ()]
+        for name, usage in nodes:
+            self.node_usage[name] = usage
+        for key, usage in pods:
+            self.pod_usage[key] = usage
+        return 0
+
+    cdef int _committed(self, dict data) except -1:
+        # Resolve every binding before changing anything, so a malformed body has no effect.
+        resolved = []
+        for b in data.get("bindings") or ():
+            pidx = self.pod_index.get(b["pod"])
+            nidx = self.node_index.get(b["node"])
+            if pidx is None:
+                self._anomaly("commit_unknown_pod")
+                continue
+            if nidx is None:
+                self._anomaly("commit_unknown_node")
+                continue
+            if self.pod_phase[<Py_ssize_t>pidx] != PHASE_PENDING:
+                self._anomaly("commit_pod_not_pending")
+                continue
+            resources = b.get("resources") or {}
+            cols = [(self._resource(rname), int(u)) for rname, u in resources.items()]
+            resolved.append((pidx, nidx, cols, "pods" in resources))
+        cdef Py_ssize_t p, n, r, pods_col = self.res_index["pods"]
+        for pidx, nidx, cols, has_pods in resolved:
+            p = pidx
+            n = nidx
+            if self.pod_phase[p] != PHASE_PENDING:
+                # The same pod twice in one commit: the first binding wins.
+                self._anomaly("commit_pod_not_pending")
+                continue
+            for r in range(self.n_res):
+                self.pod_alloc[p, r] = 0
+            for r, units in cols:
+                self.pod_alloc[p, r] = units
+            if not has_pods:
+                # A bound pod always takes one of the node's pod slots.
+                self.pod_alloc[p, pods_col] = 1
+            self._bind(p, n)
+            self._set_phase(p, PHASE_RUNNING)
+        return 0
+
+    cdef int _evicted(self, dict data) except -1:
+        idx = self.pod_index.get(data.get("pod"))
+        if idx is None:
+            self._anomaly("unknown_pod")
+            return 0
+        cdef Py_ssize_t p = idx
+        if self.pod_phase[p] != PHASE_RUNNING:
+            self._anomaly("evict_not_running")
+            return 0
+        self._release(p)
+        self._set_phase(p, PHASE_PENDING)
+        return 0
+
+    # ------------------------------------------------------------------ the fold
+
+    cdef int _apply(self, dict event) except -1:
+        etype = event.get("type")
+        code = _TYPE_CODES.get(etype, EV_UNKNOWN)
+        data = event.get("data")
+        if code == EV_UNKNOWN:
+            self._anomaly("unknown_type")
+            return 0
+        if code == EV_NOOP:
+            return 0
+        if not isinstance(data, dict):
+            self._anomaly("malformed")
+            return 0
+        try:
+            if code == EV_POD_SUBMITTED:
+                self._pod_submitted(data)
+            elif code == EV_COMMITTED:
+                self._committed(data)
+            elif code == EV_POD_SUCCEEDED:
+                self._pod_finished(data, PHASE_SUCCEEDED)
+            elif code == EV_POD_FAILED:
+                self._pod_finished(data, PHASE_FAILED)
+            elif code == EV_POD_DELETED:
+                self._pod_finished(data, PHASE_FREE)
+            elif code == EV_NODE_UPSERT:
+                self._node_upsert(data)
+            elif code == EV_NODE_REMOVED:
+                self._node_removed(data)
+            elif code == EV_EVICTED:
+                self._evicted(data)
+            elif code == EV_USAGE:
+                self._usage(data)
+            elif code == EV_PODGROUP:
+                self._podgroup(data)
+            elif code == EV_QUEUE:
+                self._queue_upsert(data)
+        except _MALFORMED:
+            self._anomaly("malformed")
+        return 0
+
+    cpdef apply(self, dict event, long long position):
+        """Fold one stored event envelope at log ``position`` into this state.
+
+        Raises :class:`PositionError` if ``position`` is not after :attr:`position`;
+        otherwise never raises for a dict envelope (odd events count as anomalies).
+        """
+        if position <= self.position:
+            raise PositionError(position, self.position)
+        self._apply(event)
+        etype = event.get("type")
+        self.event_counts[etype] = self.event_counts.get(etype, 0) + 1
+        self.position = position
+
+    def apply_many(self, events) -> int:
+        """Fold ``(position, event)`` pairs in order; returns how many were folded."""
+        cdef long long count = 0, position
+        cdef dict counts = self.event_counts
+        for position, event in events:
+            if position <= self.position:
+                raise PositionError(position, self.position)
+            self._apply(event)
+            etype = event.get("type")
+            counts[etype] = counts.get(etype, 0) + 1
+            self.position = position
+            count += 1
+        return count
+
+    # ------------------------------------------------------------------ reading
+
+    def summary(self) -> dict:
+        """The stable JSON view: position, node totals, pods per phase, gangs, queues."""
+        cdef Py_ssize_t n = self.n_nodes, r
+        alive = (self.flags_np[:n] & NODE_ALIVE) != 0
+        allocatable = self.allocatable_np[:n][alive].sum(axis=0)
+        allocated = self.allocated_np[:n][alive].sum(axis=0)
+        order = sorted(range(self.n_res), key=lambda i: self.res_names[i])
+        gangs = {}
+        for g in sorted(range(self.n_gangs), key=lambda i: self.gang_keys[i]):
+            entry = {"minMember": int(self.gang_min[g]), "queue": self.gang_meta[g]["queue"]}
+            for i, phase in enumerate(PHASES):
+                entry[phase] = int(self.gang_counts[g, i])
+            gangs[self.gang_keys[g]] = dict(sorted(entry.items()))
+        queues = {}
+        for q in sorted(range(self.n_queues), key=lambda i: self.queue_names[i]):
+            meta = self.queue_meta[q]
+            entry = {k: (dict(sorted(v.items())) if isinstance(v, dict) else v)
+                     for k, v in meta.items()}
+            entry["allocated"] = {
+                self.res_names[r]: int(self.queue_alloc[q, r])
+                for r in order if self.queue_alloc[q, r] != 0
+            }
+            entry["Pending"] = int(self.queue_counts[q, PHASE_PENDING])
+            entry["Running"] = int(self.queue_counts[q, PHASE_RUNNING])
+            queues[self.queue_names[q]] = dict(sorted(entry.items()))
+        return {
+            "gangs": gangs,
+            "nodes": {
+                "allocatable": {self.res_names[r]: int(allocatable[r]) for r in order},
+                "allocated": {self.res_names[r]: int(allocated[r]) for r in order},
+                "count": int(alive.sum()),
+            },
+            "pods": {phase: int(self.phase_counts[i]) for i, phase in enumerate(PHASES)},
+            "position": int(self.position),
+            "queues": queues,
+        }
+
+    def pod(self, key: str) -> dict | None:
+        """One pod's record (phase, node, class, gang, queue, priority, allocation) or None."""
+        idx = self.pod_index.get(key)
+        if idx is None:
+            return None
+        cdef Py_ssize_t p = idx, r
+        n = self.pod_node[p]
+        g = self.pod_gang[p]
+        return {
+            "key": key,
+            "phase": PHASES[self.pod_phase[p]],
+            "node": self.node_names[n] if n >= 0 else None,
+            "class": int(self.pod_class[p]),
+            "gang": self.gang_keys[g] if g >= 0 else None,
+            "queue": self.queue_names[self.pod_queue[p]],
+            "priority": int(self.pod_prio[p]),
+            "allocated": {self.res_names[r]: int(self.pod_alloc[p, r])
+                          for r in range(self.n_res) if self.pod_alloc[p, r] != 0},
+        }
+
+    def node(self, name: str) -> dict | None:
+        """One node's record (allocatable, allocated, labels, taints, flags, version) or None."""
+        idx = self.node_index.get(name)
+        if idx is None:
+            return None
+        cdef Py_ssize_t n = idx, r
+        return {
+            "name": name,
+            "allocatable": {self.res_names[r]: int(self.allocatable[n, r])
+                            for r in range(self.n_res)},
+            "allocated": {self.res_names[r]: int(self.allocated[n, r])
+                          for r in range(self.n_res)},
+            "labels": dict(self.node_labels[n]),
+            "taints": [list(t) for t in self.node_taint_list[n]],
+            "unschedulable": bool(self.flags[n] & NODE_UNSCHEDULABLE),
+            "version": int(self.version[n]),
+        }
+
+    def pending_pods(self) -> list[str]:
+        """Keys of Pending pods, in slot order."""
+        idx = np.flatnonzero(self.pod_phase_np[: self.n_pods] == PHASE_PENDING)
+        keys = self.pod_keys
+        return [keys[i] for i in idx]
+
+    # ------------------------------------------------------------------ snapshots
+
+    def _arrays(self) -> dict:
+        n, p, c, g, q, nr = (self.n_nodes, self.n_pods, self.n_classes, self.n_gangs,
+                             self.n_queues, self.n_res)
+        return {
+            "allocatable": self.allocatable_np[:n, :nr],
+            "allocated": self.allocated_np[:n, :nr],
+            "version": self.version_np[:n],
+            "nz": self.nz_np[:n],
+            "flags": self.flags_np[:n],
+            "label_bits": self.label_bits_np[:n],
+            "taint_bits": self.taint_bits_np[:n],
+            "pod_node": self.pod_node_np[:p],
+            "pod_class": self.pod_class_np[:p],
+            "pod_gang": self.pod_gang_np[:p],
+            "pod_queue": self.pod_queue_np[:p],
+            "pod_phase": self.pod_phase_np[:p],
+            "pod_prio": self.pod_prio_np[:p],
+            "pod_alloc": self.pod_alloc_np[:p, :nr],
+            "class_req": self.class_req_np[:c, :nr],
+            "class_nz": self.class_nz_np[:c],
+            "gang_min": self.gang_min_np[:g],
+            "gang_counts": self.gang_counts_np[:g],
+            "queue_alloc": self.queue_alloc_np[:q, :nr],
+            "queue_counts": self.queue_counts_np[:q],
+        }
+
+    def to_bytes(self) -> bytes:
+        """Snapshot: magic, 8-byte header length, orjson header, raw little-endian tables."""
+        arrays = self._arrays()
+        table = []
+        blobs = []
+        offset = 0
+        for name, arr in arrays.items():
+            arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+            raw = arr.tobytes()
+            table.append([name, arr.dtype.str, list(arr.shape), offset, len(raw)])
+            blobs.append(raw)
+            offset += len(raw)
+        header = {
+            "position": self.position,
+            "anomalies": self.anomalies,
+            "event_counts": self.event_counts,
+            "res_names": self.res_names,
+            "node_names": self.node_names,
+            "node_free": self.node_free,
+            "node_labels": self.node_labels,
+            "node_taints": self.node_taint_list,
+            "label_words": self.label_words,
+            "taint_words": self.taint_words,
+            "label_strs": self.label_strs,
+            "taint_strs": self.taint_strs,
+            # Pod names cannot contain NUL, so one joined string is the compact form.
+            "pod_keys": "\x00".join(k if k is not None else "" for k in self.pod_keys),
+            "pod_free": self.pod_free,
+            "phase_counts": [self.phase_counts[i] for i in range(4)],
+            "class_keys": [[list(map(list, k[0])), list(k[1]), k[2], k[3]]
+                           for k in self.class_index],
+            "class_ids": list(self.class_index.values()),
+            "class_specs": self.class_specs,
+            "gang_keys": self.gang_keys,
+            "gang_meta": self.gang_meta,
+            "queue_names": self.queue_names,
+            "queue_meta": self.queue_meta,
+            "node_usage": self.node_usage,
+            "pod_usage": self.pod_usage,
+            "arrays": table,
+        }
+        head = orjson.dumps(header)
+        return b"".join([SNAPSHOT_MAGIC, len(head).to_bytes(8, "little"), head, *blobs])
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "ClusterState":
+        """Restore a state written by :meth:`to_bytes`."""
+        if data[:8] != SNAPSHOT_MAGIC:
+            raise ValueError("not an esched ClusterState snapshot (bad magic)")
+        hlen = int.from_bytes(data[8:16], "little")
+        h = orjson.loads(data[16:16 + hlen])
+        base = 16 + hlen
+        arrays = {}
+        for name, dtype, shape, offset, nbytes in h["arrays"]:
+            arr = np.frombuffer(data, dtype=np.dtype(dtype), count=nbytes // np.dtype(dtype).itemsize,
+                                offset=base + offset).reshape(shape)
+            arrays[name] = arr.astype(arr.dtype.newbyteorder("="))
+
+        cdef ClusterState s = cls()
+        s.position = h["position"]
+        s.anomalies = h["anomalies"]
+        s.event_counts = h["event_counts"]
+        for name in h["res_names"]:
+            s._resource(name)
+        nr = s.res_cap
+        s.n_nodes = len(h["node_names"])
+        s.node_cap = max(DEF_NODES, s.n_nodes)
+        s.node_names = h["node_names"]
+        s.node_index = {name: i for i, name in enumerate(s.node_names) if name is not None}
+        s.node_free = h["node_free"]
+        s.node_labels = h["node_labels"]
+        s.node_taint_list = [[tuple(t) for t in ts] for ts in h["node_taints"]]
+        s.label_words = h["label_words"]
+        s.taint_words = h["taint_words"]
+        s.label_strs = h["label_strs"]
+        s.label_ids = {t: i for i, t in enumerate(s.label_strs)}
+        s.taint_strs = [tuple(t) for t in h["taint_strs"]]
+        s.taint_ids = {t: i for i, t in enumerate(s.taint_strs)}
+        cap = s.node_cap
+        s.allocatable_np = _grown(arrays["allocatable"], cap, nr)
+        s.allocated_np = _grown(arrays["allocated"], cap, nr)
+        s.version_np = _grown(arrays["version"], cap)
+        s.nz_np = _grown(arrays["nz"], cap, 2)
+        s.flags_np = _grown(arrays["flags"], cap)
+        s.label_bits_np = _grown(arrays["label_bits"], cap, s.label_words)
+        s.taint_bits_np = _grown(arrays["taint_bits"], cap, s.taint_words)
+
+        keys = h["pod_keys"].split("\x00") if h["pod_keys"] or arrays["pod_node"].shape[0] else []
+        s.n_pods = len(keys)
+        s.pod_cap = cap = max(DEF_PODS, s.n_pods)
+        s.pod_keys = [k or None for k in keys]
+        s.pod_index = {k: i for i, k in enumerate(keys) if k}
+        s.pod_free = h["pod_free"]
+        s.pod_node_np = _grown(arrays["pod_node"], cap)
+        s.pod_node_np[s.n_pods:] = -1
+        s.pod_class_np = _grown(arrays["pod_class"], cap)
+        s.pod_gang_np = _grown(arrays["pod_gang"], cap)
+        s.pod_queue_np = _grown(arrays["pod_queue"], cap)
+        s.pod_phase_np = _grown(arrays["pod_phase"], cap)
+        s.pod_phase_np[s.n_pods:] = PHASE_FREE
+        s.pod_prio_np = _grown(arrays["pod_prio"], cap)
+        s.pod_alloc_np = _grown(arrays["pod_alloc"], cap, nr)
+        for i, v in enumerate(h["phase_counts"]):
+            s.phase_counts[i] = v
+
+        s.class_specs = h["class_specs"]
+        s.n_classes = len(s.class_specs)
+        s.class_cap = max(DEF_SMALL, s.n_classes)
+        s.class_index = {
+            (tuple(tuple(kv) for kv in k[0]), tuple(k[1]), k[2], k[3]): cid
+            for k, cid in zip(h["class_keys"], h["class_ids"])
+        }
+        s.class_req_np = _grown(arrays["class_req"], s.class_cap, nr)
+        s.class_nz_np = _grown(arrays["class_nz"], s.class_cap, 2)
+
+        s.gang_keys = h["gang_keys"]
+        s.gang_meta = h["gang_meta"]
+        s.n_gangs = len(s.gang_keys)
+        s.gang_cap = max(DEF_SMALL, s.n_gangs)
+        s.gang_index = {k: i for i, k in enumerate(s.gang_keys)}
+        s.gang_min_np = _grown(arrays["gang_min"], s.gang_cap)
+        s.gang_counts_np = _grown(arrays["gang_counts"], s.gang_cap, 4)
+
+        s.queue_names = h["queue_names"]
+        s.queue_meta = h["queue_meta"]
+        s.n_queues = len(s.queue_names)
+        s.queue_cap = max(DEF_SMALL, s.n_queues)
+        s.queue_index = {k: i for i, k in enumerate(s.queue_names)}
+        s.queue_alloc_np = _grown(arrays["queue_alloc"], s.queue_cap, nr)
+        s.queue_counts_np = _grown(arrays["queue_counts"], s.queue_cap, 4)
+
+        s.node_usage = h["node_usage"]
+        s.pod_usage = h["pod_usage"]
+        s._bind_views()
+        return s
+
+    def __reduce__(self):
+        return (ClusterState.from_bytes, (self.to_bytes(),))
+
+    def copy(self) -> "ClusterState":
+        """An independent deep copy (via a snapshot)."""
+        return ClusterState.from_bytes(self.to_bytes())

@@ -1,0 +1,331 @@
+"""Kubernetes / Volcano manifests → esched CloudEvents (what ``esched publish`` sends).
+
+:func:`load_documents` reads JSON, JSON Lines or multi-document YAML;
+:func:`events_from_documents` converts each object:
+
+========================================  =====================================
+document                                  events
+========================================  =====================================
+``kind: Node``                            ``esched.node.added``
+``kind: Pod``                             ``esched.pod.submitted``
+``kind: PodGroup`` (Volcano, x-k8s.io)    ``esched.podgroup.submitted``
+``kind: Queue`` (Volcano)                 ``esched.queue.upserted``
+``kind: Job`` (``batch.volcano.sh``)      one ``podgroup.submitted`` + one
+                                          ``pod.submitted`` per task replica
+``kind: List`` / ``…List``                its ``items``, in order
+a CloudEvent (has ``specversion``)        itself, unchanged
+========================================  =====================================
+
+Event ids are deterministic: ``<prefix>.<kind>/<namespace>/<name>`` where the
+prefix is ``id_prefix`` or the first 16 hex digits of the SHA-256 of the object's
+canonical JSON. Publishing the same file twice therefore yields the same ids, and
+the store's idempotence on id makes the second publish a no-op; a changed object
+gets a new id.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import yaml
+
+from esched.schemas import events as ev
+from esched.schemas.events import stream_of
+from esched.schemas.objects import GANG_ANNOTATIONS, QUEUE_ANNOTATION, pod_requests
+from esched.schemas.validator import SCHEMA_BASE_URI, InvalidEvent, validate_event
+
+__all__ = ["events_from_documents", "load_documents", "volcano_job_objects"]
+
+DEFAULT_SOURCE = "esched-publish"
+MAX_ID_LENGTH = 256
+
+_PODGROUP_GROUPS = ("scheduling.volcano.sh", "scheduling.x-k8s.io", "scheduling.sigs.k8s.io")
+_VOLCANO_BATCH = "batch.volcano.sh"
+# Annotations and labels Volcano's job controller puts on the pods it creates.
+_JOB_NAME = "volcano.sh/job-name"
+_TASK_SPEC = "volcano.sh/task-spec"
+_TASK_INDEX = "volcano.sh/task-index"
+
+
+# ----------------------------------------------------------------------- loading
+
+
+class _NoTimestampLoader(yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as strings, as Kubernetes' YAML → JSON does."""
+
+
+_NoTimestampLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _json_safe(obj: Any) -> Any:
+    """Round-trip through JSON: non-string keys become strings, like kubectl's conversion."""
+    return orjson.loads(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
+
+
+def load_documents(text: str | bytes) -> list[dict[str, Any]]:
+    """Parse a file's content into objects: JSON, JSON Lines, or (multi-document) YAML.
+
+    A JSON array yields its elements; ``kind: List`` objects are kept whole (their
+    items are expanded by :func:`events_from_documents`). Empty YAML documents are
+    skipped. Raises ``ValueError`` naming the line/document at fault.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    stripped = text.strip()
+    if not stripped:
+        return []
+    docs: list[Any] | None = None
+    if stripped[0] in "[{":
+        try:
+            whole = orjson.loads(stripped)
+            docs = whole if isinstance(whole, list) else [whole]
+        except orjson.JSONDecodeError:
+            lines = [ln for ln in stripped.splitlines() if ln.strip()]
+            if all(ln.lstrip().startswith("{") for ln in lines):
+                docs = []
+                for lineno, line in enumerate(stripped.splitlines(), 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        docs.append(orjson.loads(line))
+                    except orjson.JSONDecodeError as exc:
+                        raise ValueError(f"line {lineno}: not valid JSON: {exc}") from None
+    if docs is None:
+        try:
+            docs = []
+            for d in yaml.load_all(stripped, Loader=_NoTimestampLoader):
+                if isinstance(d, list):  # a YAML sequence of objects, like a JSON array
+                    docs.extend(d)
+                elif d is not None:
+                    docs.append(d)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"not valid JSON or YAML: {exc}") from None
+        docs = _json_safe(docs)
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise ValueError(f"document {i}: expected an object (mapping), got "
+                             f"{type(doc).__name__}")
+    return docs
+
+
+# -------------------------------------------------------------------- conversion
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _content_hash(obj: Any) -> str:
+    canonical = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return hashlib.sha256(canonical).hexdigest()[:16]
+
+
+def _event_id(prefix: str, kind: str, obj: dict[str, Any], namespaced: bool) -> str:
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    if namespaced:
+        ident = f"{kind}/{meta.get('namespace') or 'default'}/{name}"
+    else:
+        ident = f"{kind}/{name}"
+    event_id = f"{prefix}.{ident}"
+    if len(event_id) > MAX_ID_LENGTH:  # very long names: keep ids within CloudEvents' limit
+        event_id = f"{prefix}.{kind}/{hashlib.sha256(ident.encode()).hexdigest()}"
+    return event_id
+
+
+def _envelope(etype: str, obj: dict[str, Any], source: str, id_prefix: str | None,
+              kind: str, namespaced: bool, time: str) -> dict[str, Any]:
+    prefix = id_prefix or _content_hash(obj)
+    event = {
+        "specversion": "1.0",
+        "id": _event_id(prefix, kind, obj, namespaced),
+        "source": source,
+        "type": etype,
+        "time": time,
+        "datacontenttype": "application/json",
+        "dataschema": f"{SCHEMA_BASE_URI}{etype}.json",
+        "data": obj,
+    }
+    event["subject"] = stream_of(event)
+    return event
+
+
+def _api_group(doc: dict[str, Any]) -> str:
+    api = str(doc.get("apiVersion") or "")
+    return api.split("/", 1)[0] if "/" in api else ""
+
+
+def _quantity_text(resource: str, units: int) -> str:
+    return f"{units}m" if resource == "cpu" else str(units)
+
+
+def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A Volcano Job as the objects its controller would create: PodGroup, then pods.
+
+    The PodGroup is named after the job; ``minMember`` is ``spec.minAvailable``, else
+    the total number of replicas; ``minResources`` sums the requests of the first
+    ``minMember`` pods in task order (as Volcano does); ``minTaskMember`` is each
+    task's ``minAvailable``, else its replicas. Pods are ``<job>-<task>-<i>`` with the
+    gang and queue annotations, the job's ``priorityClassName`` unless the template
+    sets one, and Volcano's ``volcano.sh/job-name`` / ``task-spec`` / ``task-index``
+    annotations. Job-level policies (maxRetry, minSuccess, policies, dependsOn) are
+    not carried: esched has no job event type yet.
+    """
+    meta = job.get("metadata") or {}
+    spec = job.get("spec") or {}
+    name = meta.get("name")
+    if not name:
+        raise ValueError("Volcano Job without metadata.name")
+    namespace = meta.get("namespace") or "default"
+    queue = spec.get("queue") or "default"
+    tasks = spec.get("tasks") or []
+    if not tasks:
+        raise ValueError(f"Volcano Job {namespace}/{name} has no spec.tasks")
+    pods: list[dict[str, Any]] = []
+    min_task: dict[str, int] = {}
+    for t, task in enumerate(tasks):
+        task_name = task.get("name") or f"default{t}"
+        replicas = task.get("replicas", 1)
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise ValueError(f"Volcano Job {namespace}/{name}: tasks[{t}].replicas must be "
+                             f"an integer >= 0, got {replicas!r}")
+        min_task[task_name] = task.get("minAvailable", replicas)
+        template = task.get("template") or {}
+        for i in range(replicas):
+            pod_meta = copy.deepcopy(template.get("metadata") or {})
+            pod_meta.pop("generateName", None)
+            pod_meta["name"] = f"{name}-{task_name}-{i}"
+            pod_meta["namespace"] = namespace
+            annotations = pod_meta.setdefault("annotations", {})
+            annotations[GANG_ANNOTATIONS[0]] = name
+            annotations[QUEUE_ANNOTATION] = queue
+            annotations[_JOB_NAME] = name
+            annotations[_TASK_SPEC] = task_name
+            annotations[_TASK_INDEX] = str(i)
+            labels = pod_meta.setdefault("labels", {})
+            labels[_JOB_NAME] = name
+            labels[QUEUE_ANNOTATION] = queue
+            pod_spec = copy.deepcopy(template.get("spec") or {})
+            if spec.get("priorityClassName") and not pod_spec.get("priorityClassName"):
+                pod_spec["priorityClassName"] = spec["priorityClassName"]
+            if spec.get("schedulerName") and not pod_spec.get("schedulerName"):
+                pod_spec["schedulerName"] = spec["schedulerName"]
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
+                         "spec": pod_spec})
+    min_member = spec.get("minAvailable") or len(pods)
+    if not pods:
+        raise ValueError(f"Volcano Job {namespace}/{name} has no replicas")
+    group_spec: dict[str, Any] = {"minMember": min_member, "queue": queue,
+                                  "minTaskMember": min_task}
+    if spec.get("priorityClassName"):
+        group_spec["priorityClassName"] = spec["priorityClassName"]
+    if isinstance(min_member, int):
+        total: dict[str, int] = {}
+        for pod in pods[:min_member]:
+            for res, units in pod_requests(pod).items():
+                if res != "pods":
+                    total[res] = total.get(res, 0) + units
+        if total:
+            group_spec["minResources"] = {r: _quantity_text(r, u) for r, u in total.items()}
+    group_meta: dict[str, Any] = {"name": name, "namespace": namespace,
+                                  "annotations": {_JOB_NAME: name}}
+    if meta.get("labels"):
+        group_meta["labels"] = dict(meta["labels"])
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": group_meta, "spec": group_spec}
+    return [(ev.PODGROUP_SUBMITTED, group)] + [(ev.POD_SUBMITTED, p) for p in pods]
+
+
+# kind → (event type, namespaced)
+_SIMPLE = {
+    "Node": (ev.NODE_ADDED, False),
+    "Pod": (ev.POD_SUBMITTED, True),
+    "PodGroup": (ev.PODGROUP_SUBMITTED, True),
+    "Queue": (ev.QUEUE_UPSERTED, False),
+}
+_NAMESPACED_TYPES = {ev.POD_SUBMITTED: True, ev.PODGROUP_SUBMITTED: True}
+
+
+def _objects(doc: dict[str, Any], where: str) -> Iterator[tuple[str, str, dict[str, Any], str]]:
+    """(``"event"`` | event type, kind, object, where) for one document, Lists expanded."""
+    if "specversion" in doc:
+        yield "event", "CloudEvent", doc, where
+        return
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"{where}: no 'kind' (expected Node, Pod, PodGroup, Queue, Job, "
+                         "List or a CloudEvent with 'specversion')")
+    group = _api_group(doc)
+    if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
+        items = doc.get("items")
+        if not isinstance(items, list):
+            raise ValueError(f"{where}: kind {kind} without an 'items' list")
+        for j, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise ValueError(f"{where}.items[{j}]: expected an object")
+            if "kind" not in item and kind != "List":
+                item = {**item, "kind": kind[: -len("List")]}
+            yield from _objects(item, f"{where}.items[{j}]")
+        return
+    if kind == "PodGroup" and group and group not in _PODGROUP_GROUPS:
+        raise ValueError(f"{where}: PodGroup of API group {group!r} is not supported "
+                         f"(supported: {', '.join(_PODGROUP_GROUPS)})")
+    if kind == "Job":
+        if group != _VOLCANO_BATCH:
+            raise ValueError(
+                f"{where}: kind Job with apiVersion {doc.get('apiVersion')!r} is not "
+                f"supported; only Volcano Jobs ({_VOLCANO_BATCH}/v1alpha1) are converted")
+        try:
+            converted = volcano_job_objects(doc)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        for etype, obj in converted:
+            yield etype, obj["kind"], obj, where
+        return
+    if kind not in _SIMPLE:
+        raise ValueError(f"{where}: unsupported kind {kind!r} (supported: Node, Pod, "
+                         "PodGroup, Queue, Volcano Job, List, or a CloudEvent)")
+    yield _SIMPLE[kind][0], kind, doc, where
+
+
+def events_from_documents(docs: Iterable[dict[str, Any]], *, source: str = DEFAULT_SOURCE,
+                          id_prefix: str | None = None,
+                          validate: bool = True) -> Iterator[dict[str, Any]]:
+    """CloudEvents for Kubernetes / Volcano objects (see the module docstring).
+
+    ``time`` is now (RFC 3339, UTC, one value for the whole call); ``subject`` is
+    the event's stream (``pod/ns/name``). With ``validate`` (the default) every event
+    is checked by :func:`~esched.schemas.validator.validate_event` (internal types
+    allowed for pass-through CloudEvents), and an invalid one raises
+    :class:`~esched.schemas.validator.InvalidEvent` whose message starts with the
+    document index. Unknown kinds raise ``ValueError`` naming the index and kind.
+    """
+    time = _now()
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise ValueError(f"document {i}: expected an object, got {type(doc).__name__}")
+        for etype, kind, obj, where in _objects(doc, f"document {i}"):
+            if etype == "event":
+                event = obj
+            else:
+                event = _envelope(etype, obj, source, id_prefix, kind.lower(),
+                                  _NAMESPACED_TYPES.get(etype, False), time)
+            if validate:
+                try:
+                    validate_event(event, allowed_types=ev.TYPES)
+                except InvalidEvent as exc:
+                    meta = obj.get("metadata") if etype != "event" else None
+                    label = kind
+                    if isinstance(meta, dict) and meta.get("name"):
+                        label += f" {meta.get('name')}"
+                    raise InvalidEvent(exc.reason, f"{where} ({label}): {exc.message}",
+                                       exc.field) from None
+            yield event

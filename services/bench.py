@@ -1,0 +1,155 @@
+"""Benchmarks of the backbone: ingest (Kafka → store) and replay (store → fold).
+
+Each reports its figure next to a baseline measured in the same process, so a
+ratio survives a shared, noisy machine: ingest against a raw consume and a raw
+append; replay against reading and decoding the log without folding it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+
+import orjson
+
+from esched.services.bus import open_bus
+from esched.services.devbroker import DevBroker
+from esched.services.ingest import IngestConfig, IngestService
+from esched.services.replay import PAGE, SNAPSHOT_NAME, fold_log, save_snapshot
+from esched.services.store import open_store
+from esched.services.store.base import NewEvent
+from esched.services.synth import cluster_log, pod_event
+
+__all__ = ["run_ingest_bench", "run_replay_bench"]
+
+
+def _rate(n: int, seconds: float) -> float:
+    return round(n / seconds, 1) if seconds > 0 else float("inf")
+
+
+async def run_ingest_bench(kafka: str | None, store_url: str, events: int,
+                           batch_size: int) -> dict:
+    """Publish ``events`` pod events, then time ingest draining them into the store."""
+    import random
+
+    broker = None
+    if not kafka:
+        broker = DevBroker().start()
+        kafka = broker.bootstrap
+    run = uuid.uuid4().hex[:8]
+    try:
+        bus = open_bus(kafka, f"bench-{run}.")
+        await bus.ensure_topics(partitions=3)
+        rng = random.Random(0)
+        payloads = [orjson.dumps(pod_event(j, rng, namespace=f"b{run}")) for j in range(events)]
+        producer = bus.producer()
+        await producer.start()
+        try:
+            for i in range(0, events, 5000):
+                await producer.send_many(bus.topics.pods,
+                                         [(None, p) for p in payloads[i:i + 5000]])
+        finally:
+            await producer.stop()
+
+        # Baseline 1: consume only (what the broker and client can do at all).
+        consumer = bus.consumer(bus.topics.inputs, f"raw-{run}")
+        await consumer.start()
+        t0, seen = time.perf_counter(), 0
+        while seen < events:
+            seen += len(await consumer.poll(500, batch_size))
+        consume_s = time.perf_counter() - t0
+        await consumer.stop()
+
+        store = open_store(store_url)
+        await store.connect()
+        try:
+            await store.migrate()
+            # Baseline 2: append only (what the store can do at all), on other ids.
+            raw = [NewEvent(id=f"raw-{run}-{j}", type="esched.pod.submitted",
+                            stream=f"pod/raw{run}/{j}", payload=p)
+                   for j, p in enumerate(payloads)]
+            t0 = time.perf_counter()
+            for i in range(0, events, batch_size):
+                await store.append(raw[i:i + batch_size])
+            append_s = time.perf_counter() - t0
+
+            service = IngestService(bus, store, IngestConfig(group=f"ingest-{run}",
+                                                             batch_size=batch_size))
+            await service.start()
+            t0 = time.perf_counter()
+            while service.totals.stored + service.totals.duplicates < events:
+                await service.run_once()
+            ingest_s = time.perf_counter() - t0
+            await service.stop()
+        finally:
+            await store.close()
+    finally:
+        if broker:
+            broker.stop()
+    ingest_rate = _rate(events, ingest_s)
+    return {
+        "events": events,
+        "batch_size": batch_size,
+        "ingest_events_per_s": ingest_rate,
+        "baseline_consume_events_per_s": _rate(events, consume_s),
+        "baseline_append_events_per_s": _rate(events, append_s),
+        "ratio_to_append": round(ingest_rate / _rate(events, append_s), 3),
+        "ratio_to_consume": round(ingest_rate / _rate(events, consume_s), 3),
+        "store": store_url.split("://")[0],
+        "broker": "tansu (local)" if broker else kafka,
+    }
+
+
+async def run_replay_bench(store_url: str, events: int, nodes: int) -> dict:
+    """Fill an empty store with a synthetic log, then time folds and a snapshot restart."""
+    store = open_store(store_url)
+    await store.connect()
+    try:
+        await store.migrate()
+        if await store.head() == 0:
+            pods = max(1, (events - nodes) * 4 // 9)  # ≈ 2.25 events per pod
+            batch: list[NewEvent] = []
+            for ev in cluster_log(nodes, pods):
+                batch.append(NewEvent(id=ev["id"], type=ev["type"], stream=ev["id"],
+                                      payload=orjson.dumps(ev)))
+                if len(batch) == 5000:
+                    await store.append(batch)
+                    batch = []
+            if batch:
+                await store.append(batch)
+        head = await store.head()
+
+        # Baseline: read and decode every event, no fold.
+        t0, after, loads = time.perf_counter(), 0, orjson.loads
+        while rows := await store.read_payloads(after, PAGE):
+            for _pos, payload in rows:
+                loads(payload)
+            after = rows[-1][0]
+        decode_s = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        state = await fold_log(store, use_snapshot=False)
+        fold_s = time.perf_counter() - t0
+
+        await save_snapshot(store, state)
+        snap_bytes = len((await store.load_snapshot(SNAPSHOT_NAME))[1])
+        t0 = time.perf_counter()
+        restored = await fold_log(store, use_snapshot=True)
+        restart_s = time.perf_counter() - t0
+        assert restored.summary() == state.summary(), "snapshot restart diverged from full fold"
+    finally:
+        with contextlib.suppress(Exception):
+            await store.close()
+    fold_rate = _rate(head, fold_s)
+    return {
+        "events": head,
+        "nodes": state.summary()["nodes"]["count"],
+        "fold_events_per_s": fold_rate,
+        "baseline_read_decode_events_per_s": _rate(head, decode_s),
+        "ratio_to_read_decode": round(fold_rate / _rate(head, decode_s), 3),
+        "full_fold_s": round(fold_s, 3),
+        "snapshot_restart_s": round(restart_s, 3),
+        "snapshot_bytes": snap_bytes,
+        "store": store_url.split("://")[0],
+    }

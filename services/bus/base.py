@@ -1,0 +1,144 @@
+"""The bus port: topics of byte messages with consumer groups and committed offsets.
+
+Two adapters: :mod:`.kafka` (aiokafka, for real deployments) and :mod:`.memory`
+(in-process, for the embedded single-process mode and tests of service logic).
+Delivery is at-least-once: a consumer commits offsets only after the work for
+them is durable, and every consumer downstream is idempotent on event id.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "Bus",
+    "BusConsumer",
+    "BusError",
+    "BusProducer",
+    "Message",
+    "TopicNames",
+]
+
+
+class BusError(Exception):
+    """A bus operation failed; ``retriable`` says whether trying again can help."""
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One record read from a topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicNames:
+    """The topics of the external contract, under a configurable prefix."""
+
+    prefix: str = "esched."
+
+    @property
+    def nodes(self) -> str:
+        return f"{self.prefix}nodes"
+
+    @property
+    def pods(self) -> str:
+        return f"{self.prefix}pods"
+
+    @property
+    def usage(self) -> str:
+        return f"{self.prefix}usage"
+
+    @property
+    def decisions(self) -> str:
+        return f"{self.prefix}decisions"
+
+    @property
+    def deadletter(self) -> str:
+        return f"{self.prefix}deadletter"
+
+    @property
+    def inputs(self) -> tuple[str, str, str]:
+        """Topics ingest reads; any input event type is accepted on any of them."""
+        return (self.nodes, self.pods, self.usage)
+
+    def for_event_type(self, event_type: str) -> str:
+        """The topic an event type is published to (the topic only sets ordering)."""
+        kind = event_type.split(".")[1] if event_type.count(".") >= 2 else ""
+        if kind == "node":
+            return self.nodes
+        if kind == "usage":
+            return self.usage
+        return self.pods
+
+
+class BusProducer(abc.ABC):
+    """Sends messages; ``send`` returns once the broker has acknowledged them."""
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Connect. Raises :class:`BusError` if the bus cannot be reached."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Flush and disconnect; safe to call twice."""
+
+    @abc.abstractmethod
+    async def send_many(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None:
+        """Send ``(key, value)`` records to ``topic`` and wait for every acknowledgement."""
+
+    async def send(self, topic: str, value: bytes, key: bytes | None = None) -> None:
+        """Send one record and wait for its acknowledgement."""
+        await self.send_many(topic, [(key, value)])
+
+
+class BusConsumer(abc.ABC):
+    """Reads topics as a member of a consumer group; offsets are committed explicitly."""
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Join the group. Raises :class:`BusError` if the bus cannot be reached."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Leave the group; safe to call twice. Uncommitted messages are redelivered."""
+
+    @abc.abstractmethod
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        """Up to ``max_records`` messages, waiting at most ``timeout_ms`` for the first."""
+
+    @abc.abstractmethod
+    async def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit ``{(topic, partition): next offset to read}`` for the group."""
+
+    @abc.abstractmethod
+    async def lag(self) -> int:
+        """Messages on the subscribed partitions not yet consumed (best effort)."""
+
+
+class Bus(abc.ABC):
+    """Factory for producers and group consumers on one bus."""
+
+    topics: TopicNames
+
+    @abc.abstractmethod
+    def producer(self) -> BusProducer:
+        """A new producer."""
+
+    @abc.abstractmethod
+    def consumer(self, topics: Sequence[str], group: str) -> BusConsumer:
+        """A new consumer of ``topics`` in consumer group ``group``."""
+
+    async def ensure_topics(self, partitions: int = 3) -> None:  # noqa: B027 - optional
+        """Create the contract's topics if the bus needs and allows it."""

@@ -1,0 +1,165 @@
+"""Kafka adapter of the bus port (aiokafka).
+
+No idempotent producer and no transactions (the brokers esched must run on do not
+all support them): producers use ``acks=all`` and consumers commit offsets by
+hand after the work is durable, which gives at-least-once delivery; every
+consumer downstream is idempotent on the CloudEvents id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from esched.services.bus.base import Bus, BusConsumer, BusError, BusProducer, Message, TopicNames
+
+__all__ = ["KafkaBus"]
+
+log = logging.getLogger(__name__)
+
+#: Upper bound on one event; the validator enforces the same default, the broker's
+#: own limit (message.max.bytes, 1 MiB by default) should be at least this.
+MAX_REQUEST_BYTES = 1_048_576 + 4096
+
+
+def _bus_error(exc: BaseException) -> BusError:
+    retriable = bool(getattr(exc, "retriable", True)) or isinstance(exc, OSError | TimeoutError)
+    return BusError(f"kafka: {type(exc).__name__}: {exc}", retriable=retriable)
+
+
+class KafkaBus(Bus):
+    """Bus on a Kafka cluster given by bootstrap servers (``host:port[,host:port]``)."""
+
+    def __init__(self, bootstrap: str, topics: TopicNames | None = None, client_id: str = "esched",
+                 session_timeout_ms: int = 10_000):
+        self.bootstrap = bootstrap
+        self.topics = topics or TopicNames()
+        self.client_id = client_id
+        #: How soon the group notices a dead member and hands its partitions over.
+        self.session_timeout_ms = session_timeout_ms
+
+    def producer(self) -> BusProducer:
+        return _KafkaProducer(self)
+
+    def consumer(self, topics: Sequence[str], group: str) -> BusConsumer:
+        return _KafkaConsumer(self, tuple(topics), group)
+
+    async def ensure_topics(self, partitions: int = 3) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=self.client_id)
+        try:
+            await admin.start()
+            existing = set(await admin.list_topics())
+            t = self.topics
+            wanted = [*t.inputs, t.decisions, t.deadletter]
+            missing = [NewTopic(name, partitions, 1) for name in wanted if name not in existing]
+            if missing:
+                try:
+                    await admin.create_topics(missing)
+                except TopicAlreadyExistsError:
+                    pass  # another process created them first
+                log.info("created topics %s", [m.name for m in missing])
+        except KafkaError as exc:
+            raise _bus_error(exc) from exc
+        finally:
+            await admin.close()
+
+
+class _KafkaProducer(BusProducer):
+    def __init__(self, bus: KafkaBus) -> None:
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bus.bootstrap,
+            client_id=bus.client_id,
+            acks="all",
+            enable_idempotence=False,
+            linger_ms=5,
+            max_request_size=MAX_REQUEST_BYTES,
+            request_timeout_ms=15_000,
+        )
+        self._started = False
+
+    async def start(self) -> None:
+        try:
+            await self._producer.start()
+        except (KafkaError, OSError) as exc:
+            await self._producer.stop()
+            raise _bus_error(exc) from exc
+        self._started = True
+
+    async def stop(self) -> None:
+        if self._started:
+            self._started = False
+            await self._producer.stop()
+
+    async def send_many(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None:
+        try:
+            futures = [await self._producer.send(topic, value, key=key) for key, value in records]
+            await asyncio.gather(*futures)
+        except (KafkaError, OSError) as exc:
+            raise _bus_error(exc) from exc
+
+
+class _KafkaConsumer(BusConsumer):
+    def __init__(self, bus: KafkaBus, topics: tuple[str, ...], group: str) -> None:
+        self._consumer = AIOKafkaConsumer(
+            *topics,
+            bootstrap_servers=bus.bootstrap,
+            client_id=bus.client_id,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=MAX_REQUEST_BYTES * 4,
+            session_timeout_ms=bus.session_timeout_ms,
+            heartbeat_interval_ms=max(100, bus.session_timeout_ms // 6),
+            rebalance_timeout_ms=bus.session_timeout_ms,
+        )
+        self._started = False
+
+    async def start(self) -> None:
+        try:
+            await self._consumer.start()
+        except (KafkaError, OSError) as exc:
+            await self._consumer.stop()
+            raise _bus_error(exc) from exc
+        self._started = True
+
+    async def stop(self) -> None:
+        if self._started:
+            self._started = False
+            await self._consumer.stop()
+
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        try:
+            batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        except (KafkaError, OSError) as exc:
+            raise _bus_error(exc) from exc
+        out: list[Message] = []
+        for tp, records in batches.items():
+            out.extend(
+                Message(tp.topic, tp.partition, r.offset, r.key, r.value or b"", r.timestamp)
+                for r in records
+            )
+        return out
+
+    async def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        try:
+            await self._consumer.commit(
+                {TopicPartition(t, p): off for (t, p), off in offsets.items()}
+            )
+        except (KafkaError, OSError) as exc:
+            # After a rebalance the commit fails; the messages are redelivered to the new
+            # owner, and the store's idempotence makes that harmless.
+            raise _bus_error(exc) from exc
+
+    async def lag(self) -> int:
+        total = 0
+        for tp in self._consumer.assignment():
+            high = self._consumer.highwater(tp)
+            if high is None:
+                continue
+            total += max(0, high - await self._consumer.position(tp))
+        return total

@@ -1,0 +1,101 @@
+"""In-process bus for the embedded single-process mode.
+
+One partition per topic; consumer groups keep committed offsets, and a consumer
+that stops without committing gets the same messages again on restart, as with
+Kafka. Not shared across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+
+from esched.services.bus.base import Bus, BusConsumer, BusProducer, Message, TopicNames
+
+__all__ = ["MemoryBus"]
+
+
+class MemoryBus(Bus):
+    """Topics as in-memory lists, for one process."""
+
+    def __init__(self, topics: TopicNames | None = None) -> None:
+        self.topics = topics or TopicNames()
+        self._logs: dict[str, list[Message]] = {}
+        self._committed: dict[tuple[str, str], int] = {}
+        self._changed = asyncio.Event()
+
+    def log(self, topic: str) -> list[Message]:
+        """All messages of ``topic`` (for inspection, e.g. the dead-letter topic)."""
+        return self._logs.setdefault(topic, [])
+
+    def append(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """Append without awaiting (what the producer does, usable from sync code)."""
+        log = self.log(topic)
+        log.append(Message(topic, 0, len(log), key, value, int(time.time() * 1000)))
+        self._changed.set()
+
+    def producer(self) -> BusProducer:
+        return _MemoryProducer(self)
+
+    def consumer(self, topics: Sequence[str], group: str) -> BusConsumer:
+        return _MemoryConsumer(self, tuple(topics), group)
+
+
+class _MemoryProducer(BusProducer):
+    def __init__(self, bus: MemoryBus) -> None:
+        self._bus = bus
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send_many(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None:
+        for key, value in records:
+            self._bus.append(topic, key, value)
+
+
+class _MemoryConsumer(BusConsumer):
+    def __init__(self, bus: MemoryBus, topics: tuple[str, ...], group: str) -> None:
+        self._bus = bus
+        self._topics = topics
+        self._group = group
+        self._next: dict[str, int] = {}
+
+    async def start(self) -> None:
+        self._next = {t: self._bus._committed.get((self._group, t), 0) for t in self._topics}
+
+    async def stop(self) -> None:
+        self._next = {}
+
+    def _take(self, max_records: int) -> list[Message]:
+        out: list[Message] = []
+        for topic in self._topics:
+            log = self._bus.log(topic)
+            start = self._next[topic]
+            chunk = log[start : start + max_records - len(out)]
+            self._next[topic] = start + len(chunk)
+            out.extend(chunk)
+            if len(out) >= max_records:
+                break
+        return out
+
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        out = self._take(max_records)
+        if out or timeout_ms <= 0:
+            return out
+        self._bus._changed.clear()
+        try:
+            await asyncio.wait_for(self._bus._changed.wait(), timeout_ms / 1000)
+        except TimeoutError:
+            return []
+        return self._take(max_records)
+
+    async def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        for (topic, _partition), offset in offsets.items():
+            self._bus._committed[(self._group, topic)] = offset
+
+    async def lag(self) -> int:
+        return sum(len(self._bus.log(t)) - self._next.get(t, 0) for t in self._topics)

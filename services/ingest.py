@@ -1,0 +1,260 @@
+"""The ingest service: input topics → validation → event store, dead-letter for bad input.
+
+A consumer-group member reads a batch, validates every message against
+``schemas/``, appends the valid events to the store in one atomic batch, sends
+the invalid ones to the dead-letter topic with the original bytes and the
+reason, and only then commits the batch's offsets. A crash anywhere before the
+commit redelivers the batch, and the store's idempotence on event id makes
+that harmless: at-least-once in, exactly-once in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import orjson
+
+from esched.schemas.events import stream_of
+from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event
+from esched.services import metrics
+from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
+from esched.services.retry import retry_until
+from esched.services.store.base import EventStore, NewEvent, StoreError, TransientStoreError
+
+__all__ = ["BatchResult", "IngestConfig", "IngestService", "deadletter_record"]
+
+log = logging.getLogger(__name__)
+
+SERVICE = "ingest"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestConfig:
+    """Tuning of the ingest loop."""
+
+    group: str = "esched-ingest"
+    #: Messages per store transaction: large enough to amortize the round trip and
+    #: the commit, small enough that a redelivered batch is cheap.
+    batch_size: int = 2000
+    poll_timeout_ms: int = 200
+    max_event_bytes: int = MAX_EVENT_BYTES
+
+
+@dataclass(slots=True)
+class BatchResult:
+    """What one batch did."""
+
+    polled: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    deadlettered: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def deadletter_record(msg: Message, reason: str, message: str, fieldname: str | None,
+                      service: str = SERVICE) -> bytes:
+    """The dead-letter JSON: reason, where the message came from, and its original bytes."""
+    return orjson.dumps(
+        {
+            "reason": reason,
+            "field": fieldname,
+            "message": message,
+            "service": service,
+            "time": datetime.now(UTC).isoformat(),
+            "origin": {
+                "topic": msg.topic,
+                "partition": msg.partition,
+                "offset": msg.offset,
+                "timestamp_ms": msg.timestamp_ms,
+                "key_b64": base64.b64encode(msg.key).decode() if msg.key is not None else None,
+            },
+            "value_b64": base64.b64encode(msg.value).decode(),
+        }
+    )
+
+
+def _is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, TransientStoreError) or (
+        isinstance(exc, BusError) and exc.retriable
+    )
+
+
+class IngestService:
+    """Consumes the input topics into the event store. See the module docstring."""
+
+    def __init__(self, bus: Bus, store: EventStore, config: IngestConfig | None = None) -> None:
+        self.bus = bus
+        self.store = store
+        self.config = config or IngestConfig()
+        self.totals = BatchResult()
+        self._consumer: BusConsumer | None = None
+        self._producer: BusProducer | None = None
+        self._stopping = asyncio.Event()
+
+    async def start(self) -> None:
+        """Connect to the bus (retrying while it is unreachable) and join the group."""
+        await retry_until(self.bus.ensure_topics, retriable=_is_transient, what="create topics",
+                          on_retry=self._count_retry("bus"))
+        self._producer = self.bus.producer()
+        await retry_until(self._producer.start, retriable=_is_transient, what="producer start",
+                          on_retry=self._count_retry("bus"))
+        self._consumer = self.bus.consumer(self.bus.topics.inputs, self.config.group)
+        await retry_until(self._consumer.start, retriable=_is_transient, what="consumer start",
+                          on_retry=self._count_retry("bus"))
+
+    async def stop(self) -> None:
+        """Leave the group and disconnect; safe to call twice."""
+        self._stopping.set()
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            await consumer.stop()
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            await producer.stop()
+
+    @staticmethod
+    def _count_retry(peer: str):
+        return lambda _exc: metrics.RETRIES.labels(SERVICE, peer).inc()
+
+    async def run(self, *, exit_when_idle: bool = False, idle_polls: int = 3) -> BatchResult:
+        """Process batches until :meth:`stop`, or until idle when ``exit_when_idle``.
+
+        Idle means ``idle_polls`` consecutive empty polls with nothing left to consume.
+        """
+        empty = 0
+        while not self._stopping.is_set():
+            result = await self.run_once()
+            if result.polled:
+                empty = 0
+                continue
+            empty += 1
+            if exit_when_idle and empty >= idle_polls and await self._consumer.lag() == 0:
+                break
+        return self.totals
+
+    async def run_once(self) -> BatchResult:
+        """Poll one batch, store it, dead-letter the bad part, then commit its offsets."""
+        assert self._consumer is not None, "start() first"
+        try:
+            msgs = await self._consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
+        except BusError as exc:
+            if not exc.retriable:
+                raise
+            metrics.RETRIES.labels(SERVICE, "bus").inc()
+            log.warning("poll failed: %s", exc)
+            await asyncio.sleep(1.0)
+            return BatchResult()
+        if not msgs:
+            return BatchResult()
+        started = time.perf_counter()
+        result = await self._handle(msgs)
+        offsets: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            key = (m.topic, m.partition)
+            if m.offset + 1 > offsets.get(key, -1):
+                offsets[key] = m.offset + 1
+        try:
+            await self._consumer.commit(offsets)
+        except BusError as exc:
+            # The batch is durable; after a rebalance its new owner re-reads it and the
+            # store acknowledges the duplicates. Nothing is lost.
+            log.warning("offset commit failed (%s); batch will be redelivered", exc)
+        metrics.INGEST_BATCH_SECONDS.observe(time.perf_counter() - started)
+        self._add_totals(result)
+        return result
+
+    async def _handle(self, msgs: Sequence[Message]) -> BatchResult:
+        result = BatchResult(polled=len(msgs))
+        events: list[NewEvent] = []
+        sources: list[Message] = []
+        dead: list[tuple[Message, str, str, str | None]] = []
+        for m in msgs:
+            try:
+                ev = parse_event(m.value, max_bytes=self.config.max_event_bytes)
+            except InvalidEvent as exc:
+                dead.append((m, exc.reason, str(exc), exc.field))
+                continue
+            events.append(
+                NewEvent(
+                    id=ev["id"],
+                    type=ev["type"],
+                    stream=stream_of(ev),
+                    payload=m.value,
+                    time=_parse_time(ev.get("time")),
+                )
+            )
+            sources.append(m)
+        if events:
+            stored, duplicates, rejected = await self._append(events, sources)
+            result.stored += stored
+            result.duplicates += duplicates
+            dead.extend(rejected)
+        if dead:
+            await self._deadletter(dead)
+            result.deadlettered = len(dead)
+            for _m, reason, _text, _f in dead:
+                result.reasons[reason] = result.reasons.get(reason, 0) + 1
+        return result
+
+    async def _append(
+        self, events: list[NewEvent], sources: list[Message]
+    ) -> tuple[int, int, list[tuple[Message, str, str, str | None]]]:
+        """Append with retry on transient errors; isolate events the store refuses."""
+        try:
+            res = await retry_until(
+                lambda: self.store.append(events),
+                retriable=_is_transient,
+                what="store append",
+                on_retry=self._count_retry("store"),
+            )
+            return len(events) - res.duplicates, res.duplicates, []
+        except StoreError as exc:
+            if len(events) == 1:
+                return 0, 0, [(sources[0], "store_rejected", str(exc), None)]
+            log.warning("store refused a batch of %d (%s); isolating the culprit", len(events), exc)
+        # Bisect so one poison event costs O(log n) appends and the rest still land.
+        mid = len(events) // 2
+        a = await self._append(events[:mid], sources[:mid])
+        b = await self._append(events[mid:], sources[mid:])
+        return a[0] + b[0], a[1] + b[1], a[2] + b[2]
+
+    async def _deadletter(self, dead: list[tuple[Message, str, str, str | None]]) -> None:
+        assert self._producer is not None
+        records = [(m.key, deadletter_record(m, reason, text, fieldname))
+                   for m, reason, text, fieldname in dead]
+        await retry_until(
+            lambda: self._producer.send_many(self.bus.topics.deadletter, records),
+            retriable=_is_transient,
+            what="dead-letter send",
+            on_retry=self._count_retry("bus"),
+        )
+        for m, reason, text, _f in dead:
+            metrics.DEADLETTER.labels(SERVICE, reason).inc()
+            log.info("dead-letter %s/%d@%d: %s", m.topic, m.partition, m.offset, text)
+
+    def _add_totals(self, r: BatchResult) -> None:
+        t = self.totals
+        t.polled += r.polled
+        t.stored += r.stored
+        t.duplicates += r.duplicates
+        t.deadlettered += r.deadlettered
+        for reason, n in r.reasons.items():
+            t.reasons[reason] = t.reasons.get(reason, 0) + n
+        metrics.INGEST_EVENTS.labels("stored").inc(r.stored)
+        metrics.INGEST_EVENTS.labels("duplicate").inc(r.duplicates)
+        metrics.INGEST_EVENTS.labels("deadletter").inc(r.deadlettered)

@@ -1,0 +1,445 @@
+"""The event store port: one ordered, append-only log of CloudEvents.
+
+Every adapter (``postgres.py``, ``sqlite.py``) implements :class:`EventStore` and
+passes the same contract suite (``tests/contract/test_store_contract.py``).
+
+Semantics every adapter guarantees:
+
+* **Idempotent on event id.** A duplicate id (already stored, or repeated inside
+  one batch) is acknowledged with the position it already has, never stored twice.
+* **Gap-free global position** 1, 2, 3, ... assigned in commit order, so a reader
+  that sees position N has seen every position below N.
+* **Per-stream version** 1, 2, ... with optimistic concurrency: an event with
+  ``expected_version`` is only stored if its stream is at that version; a mismatch
+  raises :class:`ConflictError` and nothing of the batch is stored.
+* **Atomic batches**: all of an append or nothing.
+
+Errors: adapters translate driver errors in one place into :class:`StoreError`
+(and its subclasses). Only :class:`TransientStoreError` is worth retrying.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+__all__ = [
+    "AppendResult",
+    "ConflictError",
+    "EventStore",
+    "NewEvent",
+    "StoreConfigError",
+    "StoreError",
+    "StoredEvent",
+    "Subscription",
+    "TransientStoreError",
+    "Waker",
+    "retry_transient",
+]
+
+T = TypeVar("T")
+
+#: The PostgreSQL NOTIFY channel appends signal on (payload: the new head).
+NOTIFY_CHANNEL = "esched_events"
+#: Subscriptions re-read at least this often even without a signal: a NOTIFY can
+#: be lost with its connection, and other processes may append to a SQLite file.
+DEFAULT_POLL_INTERVAL = 1.0
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class StoreError(Exception):
+    """Any failure of the event store that is not worth retrying as is."""
+
+
+class TransientStoreError(StoreError):
+    """Connection lost, server shutting down, serialization failure, lock timeout.
+
+    The operation may be retried (appends are idempotent on event id, so retrying
+    an append whose commit may or may not have happened is safe).
+    """
+
+
+class ConflictError(StoreError):
+    """An ``expected_version`` did not match the stream's version; nothing was stored."""
+
+    def __init__(self, stream: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"stream {stream!r} is at version {actual}, expected {expected}; batch not stored"
+        )
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+
+    def __reduce__(self):  # keep pickling (e.g. across processes) working with 3 args
+        return (type(self), (self.stream, self.expected, self.actual))
+
+
+class StoreConfigError(StoreError):
+    """The store cannot be configured as asked (bad URL, unknown scheme, bad option)."""
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append.
+
+    ``payload`` is the whole CloudEvents envelope as JSON bytes; the store keeps it
+    opaque (bytes in, the same bytes out) so replay can decode it however it likes.
+    """
+
+    id: str  #: CloudEvents id, the idempotency key
+    type: str
+    stream: str  #: e.g. "pod/ns/name" (esched.schemas.events.stream_of)
+    payload: bytes
+    time: datetime | None = None  #: the envelope's time, if any
+    #: Optimistic concurrency: the stream's version before this event (0 = new stream).
+    expected_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as the log holds it."""
+
+    position: int
+    id: str
+    type: str
+    stream: str
+    stream_version: int
+    time: datetime | None
+    recorded_at: datetime
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """The answer to an append."""
+
+    #: Per input event, in input order; for a duplicate id, the position it already has.
+    positions: list[int]
+    #: How many inputs were already stored (or repeated inside the batch).
+    duplicates: int
+    #: Log head after the append.
+    head: int
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def as_utc(when: datetime) -> datetime:
+    """``when`` as an aware UTC datetime; a naive datetime is taken to be UTC."""
+    if when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    return when.astimezone(UTC)
+
+
+@dataclass(slots=True)
+class PlannedAppend:
+    """What an append will store, computed once the appender holds the log lock.
+
+    Shared by the adapters so the duplicate / version rules live in one place.
+    """
+
+    positions: list[int]
+    duplicates: int
+    #: (index into the input, position, stream_version) of each event to store.
+    rows: list[tuple[int, int, int]]
+    head: int
+
+
+def plan_append(
+    events: Sequence[NewEvent],
+    head: int,
+    existing: dict[str, int],
+    versions: dict[str, int],
+) -> PlannedAppend:
+    """Assign positions and stream versions to a batch.
+
+    ``existing`` maps already stored ids (of this batch) to their positions;
+    ``versions`` maps each stream of the batch to its current version (missing = 0).
+    Raises :class:`ConflictError` on the first expected-version mismatch.
+    """
+    positions: list[int] = []
+    rows: list[tuple[int, int, int]] = []
+    seen: dict[str, int] = dict(existing)
+    current = dict(versions)
+    duplicates = 0
+    pos = head
+    for i, ev in enumerate(events):
+        known = seen.get(ev.id)
+        if known is not None:
+            # A duplicate is an answer, not an error: no version check either,
+            # so a retried append whose first attempt committed is acknowledged.
+            positions.append(known)
+            duplicates += 1
+            continue
+        version = current.get(ev.stream, 0)
+        if ev.expected_version is not None and ev.expected_version != version:
+            raise ConflictError(ev.stream, ev.expected_version, version)
+        pos += 1
+        version += 1
+        current[ev.stream] = version
+        seen[ev.id] = pos
+        positions.append(pos)
+        rows.append((i, pos, version))
+    return PlannedAppend(positions, duplicates, rows, pos)
+
+
+def validate_events(events: Sequence[NewEvent]) -> None:
+    """Reject malformed input early with a clear message (a bug, not a store error)."""
+    for ev in events:
+        if not isinstance(ev.payload, bytes | bytearray | memoryview):
+            raise TypeError(f"event {ev.id!r}: payload must be bytes, not {type(ev.payload)}")
+        if not ev.id:
+            raise ValueError("event id must be a non-empty string")
+        if ev.expected_version is not None and ev.expected_version < 0:
+            raise ValueError(f"event {ev.id!r}: expected_version must be >= 0")
+
+
+async def retry_transient(
+    fn: Callable[[], Awaitable[T]],
+    *,
+    attempts: int = 5,
+    base_delay: float = 0.05,
+    max_delay: float = 2.0,
+) -> T:
+    """Call ``fn()`` until it succeeds, retrying only :class:`TransientStoreError`.
+
+    Exponential backoff with full jitter (``uniform(0, min(max_delay, base * 2**n))``)
+    so many clients reconnecting after an outage do not stampede the server.
+    :class:`ConflictError` and every other error propagate at once. After
+    ``attempts`` failures the last :class:`TransientStoreError` is raised.
+    """
+    if attempts < 1:
+        raise ValueError("attempts must be >= 1")
+    for attempt in range(attempts):
+        try:
+            return await fn()
+        except TransientStoreError:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(random.uniform(0, min(max_delay, base_delay * 2**attempt)))
+    raise AssertionError("unreachable")
+
+
+# --------------------------------------------------------------------------- subscriptions
+
+
+class Waker(abc.ABC):
+    """How an adapter tells a subscription that the log may have grown."""
+
+    @abc.abstractmethod
+    async def start(self, wake: asyncio.Event) -> None:
+        """Begin setting ``wake`` on appends; raise TransientStoreError if impossible now."""
+
+    @property
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """False once the signal source is lost (e.g. the LISTEN connection dropped)."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Stop signalling and release resources; idempotent."""
+
+
+class Subscription(AsyncIterator[list[StoredEvent]]):
+    """Catch up from a position, then follow the log live.
+
+    Each ``__anext__`` returns the next non-empty batch (at most ``batch`` events,
+    contiguous positions). It never skips or repeats an event: the next read always
+    starts right after the last position handed out, and positions are gap-free
+    and commit-ordered. Safe to cancel while waiting; use ``async with`` (or
+    ``aclose()``) to release the live connection promptly.
+
+    A lost signal source (dropped LISTEN connection) or a transient read failure is
+    survived: the subscription backs off, reconnects and re-reads from the last
+    position; polling every ``poll_interval`` seconds covers a lost signal.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        waker: Waker,
+        after: int,
+        batch: int,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        on_close: Callable[[Subscription], None] | None = None,
+    ) -> None:
+        if after < 0 or batch < 1:
+            raise ValueError("after must be >= 0 and batch >= 1")
+        self._store = store
+        self._waker = waker
+        self._wake = asyncio.Event()
+        self._started = False
+        self._closed = False
+        self._failures = 0
+        self.position = after  #: last position handed out
+        self.batch = batch
+        self.poll_interval = poll_interval
+        self._on_close = on_close  # lets the store forget (and not re-close) us
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop following the log; idempotent."""
+        self._closed = True
+        self._started = False
+        self._wake.set()  # a concurrent __anext__ returns at once, not after a poll
+        await self._waker.stop()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    async def _backoff(self) -> None:
+        self._failures += 1
+        delay = min(self.poll_interval, 0.02 * 2**self._failures)
+        await asyncio.sleep(random.uniform(delay / 2, delay))
+
+    async def __anext__(self) -> list[StoredEvent]:
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            if not self._started or not self._waker.alive:
+                # (Re)establish the signal source BEFORE reading, so an append that
+                # commits during the read still wakes the wait below.
+                await self._waker.stop()
+                try:
+                    await self._waker.start(self._wake)
+                    self._started = True
+                except TransientStoreError:
+                    self._started = False  # poll until the source is back
+            self._wake.clear()
+            try:
+                events = await self._store.read(self.position, self.batch)
+            except TransientStoreError:
+                await self._backoff()
+                continue
+            self._failures = 0
+            if events:
+                self.position = events[-1].position
+                return events
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+            except TimeoutError:
+                pass
+
+
+# --------------------------------------------------------------------------- the port
+
+
+class EventStore(abc.ABC):
+    """The event log: append-only, totally ordered, idempotent on event id.
+
+    Use as ``async with open_store(url) as store:`` or call :meth:`connect` and
+    :meth:`close`. :meth:`migrate` must have run once against the database.
+    """
+
+    async def __aenter__(self) -> EventStore:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @abc.abstractmethod
+    async def connect(self) -> None:
+        """Open connections. Raises TransientStoreError if the server is unreachable."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Close connections and live subscriptions; idempotent."""
+
+    @abc.abstractmethod
+    async def migrate(self) -> list[str]:
+        """Apply the versioned SQL migrations not yet applied; return their names.
+
+        Idempotent (a second run applies nothing and returns ``[]``); safe when
+        several processes run it at once.
+        """
+
+    @abc.abstractmethod
+    async def append(self, events: Sequence[NewEvent]) -> AppendResult:
+        """Append a batch atomically (all or nothing).
+
+        Duplicate ids (already stored, or repeated in the batch) are acknowledged
+        with their existing position and counted in ``duplicates``. Raises
+        :class:`ConflictError` on an expected-version mismatch (nothing stored) and
+        :class:`TransientStoreError` when the outcome is unknown and may be retried.
+        """
+
+    @abc.abstractmethod
+    async def read(
+        self, after: int = 0, limit: int = 10_000, upto: int | None = None
+    ) -> list[StoredEvent]:
+        """Events with ``after < position <= upto`` (no upper bound if None), in order,
+        at most ``limit`` of them."""
+
+    @abc.abstractmethod
+    async def read_payloads(
+        self, after: int, limit: int, upto: int | None = None
+    ) -> list[tuple[int, bytes]]:
+        """Like :meth:`read` but only ``(position, payload)``: the fast path for replay."""
+
+    @abc.abstractmethod
+    async def head(self) -> int:
+        """The last position in the log (0 when empty)."""
+
+    @abc.abstractmethod
+    async def position_at(self, when: datetime) -> int:
+        """The last position recorded at or before ``when`` (0 if none).
+
+        A naive ``when`` is taken to be UTC.
+        """
+
+    @abc.abstractmethod
+    def subscribe(self, after: int, batch: int = 1000) -> Subscription:
+        """Follow the log from ``after``: catch up, then live. See :class:`Subscription`."""
+
+    @abc.abstractmethod
+    async def save_snapshot(self, name: str, position: int, data: bytes) -> None:
+        """Store folded state ``data`` of snapshot series ``name`` as of ``position``.
+
+        Saving the same (name, position) again replaces the data.
+        """
+
+    @abc.abstractmethod
+    async def load_snapshot(self, name: str, upto: int | None = None) -> tuple[int, bytes] | None:
+        """The newest snapshot of ``name`` at a position <= ``upto`` (any if None),
+        as ``(position, data)``, or None."""
+
+    @abc.abstractmethod
+    async def prune_snapshots(self, name: str, keep: int = 3) -> int:
+        """Delete all but the newest ``keep`` snapshots of ``name``; return how many went."""
+
+
+# --------------------------------------------------------------------------- migrations
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def load_migrations(dialect: str) -> list[tuple[str, str]]:
+    """The versioned migrations of ``dialect`` as ``(name, sql)``, oldest first.
+
+    Files are ``migrations/<dialect>/NNNN_what.sql``; the name is the file stem and
+    the order is the file name's. Applied names are kept in ``schema_migrations``.
+    """
+    folder = MIGRATIONS_DIR / dialect
+    files = sorted(folder.glob("*.sql"))
+    if not files:
+        raise StoreConfigError(f"no migrations found in {folder}")
+    return [(f.stem, f.read_text(encoding="utf-8")) for f in files]

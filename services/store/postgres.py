@@ -1,0 +1,455 @@
+"""PostgreSQL event store (asyncpg): the system of record.
+
+Appends are serialized by a row lock on the one-row ``log_head`` table, held for the
+whole append transaction: positions are gap-free and commit order is position
+order, so a reader never sees N+1 before N. New rows go in with one COPY per batch;
+the duplicate and stream-version lookup is one round trip. ``NOTIFY esched_events``
+inside the transaction (delivered on commit) wakes subscribers, which also poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from operator import itemgetter
+from typing import Any, ParamSpec, TypeVar
+
+import asyncpg
+import asyncpg.exceptions as pgx
+
+from .base import (
+    DEFAULT_POLL_INTERVAL,
+    NOTIFY_CHANNEL,
+    AppendResult,
+    EventStore,
+    NewEvent,
+    StoreConfigError,
+    StoredEvent,
+    StoreError,
+    Subscription,
+    TransientStoreError,
+    Waker,
+    as_utc,
+    load_migrations,
+    plan_append,
+    validate_events,
+)
+
+__all__ = ["PostgresEventStore"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: pg_advisory_lock key serializing concurrent `migrate` runs ("esched" in ASCII).
+MIGRATE_LOCK_KEY = 0x65736368_6564
+#: application_name of the store's connections, so operators (and the fault
+#: tests) can tell the pool's connections from a subscriber's LISTEN connection.
+POOL_APP_NAME = "esched-store"
+LISTEN_APP_NAME = "esched-subscriber"
+_MAX_POSITION = 2**63 - 1
+
+_COLUMNS = ("position", "id", "type", "stream", "stream_version", "time", "recorded_at", "payload")
+_SELECT_EVENT = (
+    "SELECT position, id, type, stream, stream_version, time, recorded_at, payload FROM events"
+)
+
+# FOR UPDATE waits for the previous appender to commit, then returns the row
+# version it wrote (READ COMMITTED re-check), so the head read here is current.
+_LOCK_HEAD = "SELECT position, recorded_at, clock_timestamp() FROM log_head WHERE one FOR UPDATE"
+# Which ids of the batch are stored, and each stream's version: one round trip.
+# The per-stream max() is an index-only backward scan of (stream, stream_version).
+_LOOKUP = """
+SELECT true, e.id, e.position FROM events AS e WHERE e.id = ANY($1::text[])
+UNION ALL
+SELECT false, s.stream, (SELECT max(v.stream_version) FROM events AS v WHERE v.stream = s.stream)
+FROM unnest($2::text[]) AS s(stream)
+"""
+_ADVANCE = (
+    "WITH h AS (UPDATE log_head SET position = $1, recorded_at = $2 WHERE one)"
+    f" SELECT pg_notify('{NOTIFY_CHANNEL}', $3::text)"
+)
+
+# Errors after which the operation may succeed if retried. Connection classes
+# also mean the pool's other idle connections are probably dead too.
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    pgx.PostgresConnectionError,  # incl. ConnectionDoesNotExistError
+    pgx.AdminShutdownError,
+    pgx.CrashShutdownError,
+    pgx.CannotConnectNowError,
+    asyncpg.InterfaceError,
+    # A backend killed while the connection sat idle in the pool leaves asyncpg's
+    # protocol confused ("cannot switch to state ..."): the connection is dead.
+    asyncpg.exceptions.InternalClientError,
+    OSError,
+    TimeoutError,
+)
+_TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    *_CONNECTION_ERRORS,
+    pgx.TransactionRollbackError,  # serialization failure, deadlock detected
+    pgx.OperatorInterventionError,  # query canceled (statement timeout)
+    pgx.LockNotAvailableError,
+    pgx.TooManyConnectionsError,
+    pgx.InsufficientResourcesError,
+)
+_DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    OSError,
+    TimeoutError,
+)
+
+
+def _translated(fn: Callable[P, Awaitable[R]] | None = None, *, idempotent: bool = False) -> Any:
+    """Run a method with driver errors translated by :meth:`PostgresEventStore._translate`.
+
+    ``idempotent`` methods (reads) are retried once, at once, after a lost
+    connection: the pool has then replaced its dead connections, and a stale
+    pooled connection should not fail a read. Appends are not retried here: the
+    caller decides (``retry_transient``), and a retry is safe since ids dedupe.
+    """
+
+    def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        @functools.wraps(fn)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            self: PostgresEventStore = args[0]  # type: ignore[assignment]
+            try:
+                return await fn(*args, **kwargs)
+            except _DRIVER_ERRORS as exc:
+                err = await self._translate(exc)
+                if not (idempotent and isinstance(exc, _CONNECTION_ERRORS)):
+                    raise err from exc
+            try:
+                return await fn(*args, **kwargs)
+            except _DRIVER_ERRORS as exc:
+                raise await self._translate(exc) from exc
+
+        return wrapper
+
+    return decorate if fn is None else decorate(fn)
+
+
+class PostgresEventStore(EventStore):
+    """The event store on PostgreSQL (``postgresql://user@host:port/db``).
+
+    ``min_size``/``max_size`` size the connection pool; ``command_timeout`` (s)
+    bounds each statement; ``poll_interval`` (s) is the subscriptions' safety net.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        command_timeout: float | None = 60.0,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+    ) -> None:
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise StoreConfigError(f"not a PostgreSQL URL: {url!r}")
+        self.url = url
+        self._min_size = min_size
+        self._max_size = max_size
+        self._command_timeout = command_timeout
+        self._poll_interval = poll_interval
+        self._pool: asyncpg.Pool | None = None
+        self._closed = False
+        self._subscriptions: set[Subscription] = set()
+
+    def __repr__(self) -> str:
+        return f"PostgresEventStore({_redact(self.url)!r})"
+
+    # ------------------------------------------------------------------ errors
+
+    async def _translate(self, exc: BaseException) -> StoreError:
+        """A driver error raised by an operation, as a store error (see :func:`_translate`)."""
+        if self._closed or self._pool is None:
+            return StoreError("event store is closed" if self._closed else "store not connected")
+        if isinstance(exc, _CONNECTION_ERRORS):
+            # The server restarted or our backends were killed: every idle pooled
+            # connection is likely dead as well; have the pool replace them all
+            # so the caller's retry does not meet another corpse.
+            with contextlib.suppress(Exception):
+                await self._pool.expire_connections()
+        return _translate(exc)
+
+    def _require_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise StoreError("event store is closed" if self._closed else "store not connected")
+        return self._pool
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def connect(self) -> None:
+        """Create the connection pool (idempotent while open)."""
+        if self._closed:
+            raise StoreError("event store is closed")
+        if self._pool is not None:
+            return
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.url,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                command_timeout=self._command_timeout,
+                server_settings={"application_name": POOL_APP_NAME},
+            )
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc, "cannot connect: ") from exc
+        except ValueError as exc:  # asyncpg's DSN parser
+            raise StoreConfigError(f"bad PostgreSQL URL {_redact(self.url)!r}: {exc}") from exc
+
+    async def close(self) -> None:
+        """Close live subscriptions and the pool; idempotent."""
+        self._closed = True
+        for sub in list(self._subscriptions):
+            await sub.aclose()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                await asyncio.wait_for(pool.close(), 5)
+            except (TimeoutError, *_DRIVER_ERRORS):
+                pool.terminate()
+
+    @_translated
+    async def migrate(self) -> list[str]:
+        """Apply pending migrations under an advisory lock; see :meth:`EventStore.migrate`."""
+        applied: list[str] = []
+        async with self._require_pool().acquire() as conn:
+            # A session lock, released below or when the connection dies: two
+            # processes migrating at once run one after the other.
+            await conn.execute("SELECT pg_advisory_lock($1)", MIGRATE_LOCK_KEY)
+            try:
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    " name text PRIMARY KEY,"
+                    " applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"
+                )
+                done = {r[0] for r in await conn.fetch("SELECT name FROM schema_migrations")}
+                for name, sql in load_migrations("postgresql"):
+                    if name in done:
+                        continue
+                    async with conn.transaction():  # DDL is transactional in PostgreSQL
+                        await conn.execute(sql)
+                        await conn.execute("INSERT INTO schema_migrations (name) VALUES ($1)", name)
+                    applied.append(name)
+            finally:
+                if not conn.is_closed():
+                    await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATE_LOCK_KEY)
+        return applied
+
+    # ------------------------------------------------------------------ writing
+
+    @_translated
+    async def append(self, events: Sequence[NewEvent]) -> AppendResult:
+        """Append a batch atomically; see :meth:`EventStore.append`."""
+        validate_events(events)
+        if not events:
+            return AppendResult([], 0, await self.head())
+        ids = list(dict.fromkeys(ev.id for ev in events))
+        streams = list(dict.fromkeys(ev.stream for ev in events))
+        async with self._require_pool().acquire() as conn, conn.transaction():
+            head, last_at, now = await conn.fetchrow(_LOCK_HEAD)
+            existing: dict[str, int] = {}
+            versions: dict[str, int] = {}
+            for is_id, key, value in await conn.fetch(_LOOKUP, ids, streams):
+                if is_id:
+                    existing[key] = value
+                elif value is not None:
+                    versions[key] = value
+            plan = plan_append(events, head, existing, versions)  # may raise ConflictError
+            if plan.rows:
+                # Never earlier than the last append's: position_at() relies on
+                # recorded_at growing with position even if the clock steps back.
+                recorded_at = max(now, last_at)
+                records = []
+                for i, pos, version in plan.rows:
+                    ev = events[i]
+                    when = None if ev.time is None else as_utc(ev.time)  # naive = UTC
+                    records.append(
+                        (pos, ev.id, ev.type, ev.stream, version, when, recorded_at, ev.payload)
+                    )
+                await conn.copy_records_to_table("events", records=records, columns=_COLUMNS)
+                await conn.fetchval(_ADVANCE, plan.head, recorded_at, str(plan.head))
+        return AppendResult(plan.positions, plan.duplicates, plan.head)
+
+    # ------------------------------------------------------------------ reading
+
+    @_translated(idempotent=True)
+    async def read(
+        self, after: int = 0, limit: int = 10_000, upto: int | None = None
+    ) -> list[StoredEvent]:
+        """Events after ``after`` up to ``upto``, at most ``limit``; see :meth:`EventStore.read`."""
+        if limit <= 0:
+            return []
+        # Positions are gap-free: bounding the range by the limit as well keeps
+        # the plan cheap whatever the planner's statistics say.
+        top = after + limit if upto is None else min(upto, after + limit)
+        rows = await self._require_pool().fetch(
+            _SELECT_EVENT + " WHERE position > $1 AND position <= $2 ORDER BY position LIMIT $3",
+            after,
+            top,
+            limit,
+        )
+        return [StoredEvent(*row) for row in rows]
+
+    @_translated(idempotent=True)
+    async def read_payloads(
+        self, after: int, limit: int, upto: int | None = None
+    ) -> list[tuple[int, bytes]]:
+        """``(position, payload)`` pairs; see :meth:`EventStore.read_payloads`."""
+        if limit <= 0:
+            return []
+        # Positions are gap-free, so the range alone bounds the page. No ORDER BY:
+        # with stale statistics (a freshly loaded log) the planner would pick a
+        # bitmap scan plus an on-disk sort of the whole page, several times slower
+        # than sorting here; the rows come in heap order, which is position order
+        # for an append-only table, so the sort below is one linear pass.
+        top = after + limit if upto is None else min(upto, after + limit)
+        rows = await self._require_pool().fetch(
+            "SELECT position, payload FROM events WHERE position > $1 AND position <= $2",
+            after,
+            top,
+        )
+        out = list(map(tuple, rows))
+        out.sort(key=itemgetter(0))
+        return out
+
+    @_translated(idempotent=True)
+    async def head(self) -> int:
+        """The last position (0 when empty)."""
+        return await self._require_pool().fetchval("SELECT position FROM log_head WHERE one")
+
+    @_translated(idempotent=True)
+    async def position_at(self, when: datetime) -> int:
+        """The last position recorded at or before ``when``."""
+        pos = await self._require_pool().fetchval(
+            "SELECT position FROM events WHERE recorded_at <= $1"
+            " ORDER BY recorded_at DESC, position DESC LIMIT 1",
+            as_utc(when),
+        )
+        return pos or 0
+
+    def subscribe(self, after: int, batch: int = 1000) -> Subscription:
+        """Catch up from ``after``, then follow LISTEN/NOTIFY (plus polling)."""
+        self._require_pool()
+        sub = Subscription(
+            self,
+            _ListenWaker(self.url),
+            after,
+            batch,
+            poll_interval=self._poll_interval,
+            on_close=self._subscriptions.discard,
+        )
+        self._subscriptions.add(sub)
+        return sub
+
+    # ------------------------------------------------------------------ snapshots
+
+    @_translated
+    async def save_snapshot(self, name: str, position: int, data: bytes) -> None:
+        """Store a snapshot (replacing one at the same name and position)."""
+        if position < 0:
+            raise ValueError("snapshot position must be >= 0")
+        await self._require_pool().execute(
+            "INSERT INTO snapshots (name, position, data) VALUES ($1, $2, $3)"
+            " ON CONFLICT (name, position)"
+            " DO UPDATE SET data = EXCLUDED.data, created_at = clock_timestamp()",
+            name,
+            position,
+            bytes(data),
+        )
+
+    @_translated(idempotent=True)
+    async def load_snapshot(self, name: str, upto: int | None = None) -> tuple[int, bytes] | None:
+        """The newest snapshot of ``name`` at or before ``upto``."""
+        row = await self._require_pool().fetchrow(
+            "SELECT position, data FROM snapshots WHERE name = $1 AND position <= $2"
+            " ORDER BY position DESC LIMIT 1",
+            name,
+            _MAX_POSITION if upto is None else upto,
+        )
+        return None if row is None else (row[0], row[1])
+
+    @_translated
+    async def prune_snapshots(self, name: str, keep: int = 3) -> int:
+        """Delete all but the newest ``keep`` snapshots of ``name``."""
+        if keep < 0:
+            raise ValueError("keep must be >= 0")
+        status = await self._require_pool().execute(
+            "DELETE FROM snapshots WHERE name = $1 AND position NOT IN"
+            " (SELECT position FROM snapshots WHERE name = $1 ORDER BY position DESC LIMIT $2)",
+            name,
+            keep,
+        )
+        return int(status.split()[-1])
+
+
+class _ListenWaker(Waker):
+    """A dedicated connection LISTENing on ``esched_events``."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._conn: asyncpg.Connection | None = None
+
+    async def start(self, wake: asyncio.Event) -> None:
+        try:
+            conn = await asyncpg.connect(
+                self._url, server_settings={"application_name": LISTEN_APP_NAME}, timeout=10
+            )
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc, "cannot connect: ") from exc
+
+        def on_notify(*_: object) -> None:
+            wake.set()
+
+        def on_terminated(_: object) -> None:
+            wake.set()  # read now, then reconnect: the loop sees alive == False
+
+        try:
+            conn.add_termination_listener(on_terminated)
+            await conn.add_listener(NOTIFY_CHANNEL, on_notify)
+        except _DRIVER_ERRORS as exc:
+            conn.terminate()
+            raise _translate(exc, "LISTEN failed: ") from exc
+        self._conn = conn
+
+    @property
+    def alive(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    async def stop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None or conn.is_closed():
+            return
+        try:
+            await conn.close(timeout=2)
+        except asyncio.CancelledError:
+            conn.terminate()
+            raise
+        except Exception:  # already broken: nothing to say goodbye to
+            conn.terminate()
+
+
+def _translate(exc: BaseException, context: str = "") -> StoreError:
+    """The one place asyncpg and socket errors become store errors."""
+    what = f"{context}{type(exc).__name__}: {exc}"
+    if isinstance(exc, pgx.InvalidCatalogNameError | pgx.InvalidAuthorizationSpecificationError):
+        return StoreConfigError(what)  # unknown database, bad user or password
+    if isinstance(exc, _TRANSIENT_ERRORS):
+        return TransientStoreError(what)
+    if isinstance(exc, pgx.UndefinedTableError):
+        return StoreError(f"{what} (the schema is missing: run `esched store migrate`)")
+    return StoreError(what)
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password, for messages and reprs."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"

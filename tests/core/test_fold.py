@@ -1,0 +1,362 @@
+"""The fold: every event type's effect on ClusterState, and its guarantees."""
+
+import pytest
+
+from esched.core import PositionError
+from esched.schemas.objects import pod_requests
+
+from .conftest import EV, commit, envelope, node, pod, ref
+
+GI = 2**30
+
+
+def res(cpu: int, mem: int, pods: int = 1) -> dict:
+    return {"cpu": cpu, "memory": mem, "pods": pods}
+
+
+def test_empty_state_summary_has_the_stable_shape(state):
+    assert state.summary() == {
+        "gangs": {},
+        "nodes": {
+            "allocatable": {"cpu": 0, "memory": 0, "pods": 0},
+            "allocated": {"cpu": 0, "memory": 0, "pods": 0},
+            "count": 0,
+        },
+        "pods": {"Pending": 0, "Running": 0, "Succeeded": 0, "Failed": 0},
+        "position": 0,
+        "queues": {},
+    }
+
+
+def test_node_added_registers_allocatable_in_base_units(log, state):
+    log(EV.NODE_ADDED, node("n1", cpu="1500m", memory="2Gi", **{"nvidia.com/gpu": "2"}))
+    nodes = state.summary()["nodes"]
+    assert nodes["count"] == 1
+    assert nodes["allocatable"] == {"cpu": 1500, "memory": 2 * GI, "nvidia.com/gpu": 2, "pods": 110}
+
+
+def test_node_allocatable_falls_back_to_capacity(log, state):
+    n = node("n1")
+    n["status"] = {"capacity": {"cpu": "2", "memory": "1Gi", "pods": "10"}}
+    log(EV.NODE_ADDED, n)
+    assert state.node("n1")["allocatable"] == {"cpu": 2000, "memory": GI, "pods": 10}
+
+
+def test_commit_binds_and_finishing_releases(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    log(EV.POD_SUBMITTED, pod("p1"))
+    assert state.summary()["pods"]["Pending"] == 1
+    log(EV.PLACEMENT_COMMITTED, commit(("ns/p1", "n1", res(500, GI))))
+    s = state.summary()
+    assert s["pods"] == {"Pending": 0, "Running": 1, "Succeeded": 0, "Failed": 0}
+    assert s["nodes"]["allocated"] == {"cpu": 500, "memory": GI, "pods": 1}
+    assert state.pod("ns/p1")["node"] == "n1"
+    log(EV.POD_SUCCEEDED, ref("p1"))
+    s = state.summary()
+    assert s["pods"]["Succeeded"] == 1 and s["pods"]["Running"] == 0
+    assert s["nodes"]["allocated"] == {"cpu": 0, "memory": 0, "pods": 0}
+
+
+def test_commit_without_pods_resource_still_takes_a_pod_slot(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    log(EV.POD_SUBMITTED, pod("p1"))
+    log(EV.PLACEMENT_COMMITTED, commit(("ns/p1", "n1", {"cpu": 500, "memory": 10})))
+    assert state.node("n1")["allocated"] == {"cpu": 500, "memory": 10, "pods": 1}
+
+
+def test_failed_releases_and_deleted_leaves_the_counts(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    log(EV.POD_SUBMITTED, pod("a"))
+    log(EV.POD_SUBMITTED, pod("b"))
+    log(EV.PLACEMENT_COMMITTED, commit(("ns/a", "n1", res(100, 1)), ("ns/b", "n1", res(200, 2))))
+    log(EV.POD_FAILED, ref("a"))
+    log(EV.POD_DELETED, ref("b"))
+    s = state.summary()
+    assert s["pods"] == {"Pending": 0, "Running": 0, "Succeeded": 0, "Failed": 1}
+    assert s["nodes"]["allocated"] == {"cpu": 0, "memory": 0, "pods": 0}
+    assert state.pod("ns/b") is None
+    log(EV.POD_DELETED, ref("a"))
+    assert state.summary()["pods"]["Failed"] == 0
+
+
+def test_pod_with_node_name_is_running_there_at_its_requests(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    p = pod("p1", cpu="250m", memory="512Mi", node_name="n1")
+    log(EV.POD_SUBMITTED, p)
+    assert state.pod("ns/p1")["phase"] == "Running"
+    assert state.node("n1")["allocated"] == pod_requests(p)
+
+
+def test_node_removed_returns_its_pods_to_pending(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    log(EV.NODE_ADDED, node("n2"))
+    log(EV.POD_SUBMITTED, pod("a", node_name="n1"))
+    log(EV.POD_SUBMITTED, pod("b", node_name="n2"))
+    log(EV.NODE_REMOVED, {"metadata": {"name": "n1"}})
+    s = state.summary()
+    assert s["nodes"]["count"] == 1
+    assert s["pods"] == {"Pending": 1, "Running": 1, "Succeeded": 0, "Failed": 0}
+    assert state.pod("ns/a") == {
+        **state.pod("ns/a"),
+        "phase": "Pending",
+        "node": None,
+        "allocated": {},
+    }
+    assert s["nodes"]["allocated"]["cpu"] == 500
+    assert s["queues"]["default"]["allocated"]["cpu"] == 500
+    assert state.node("n1") is None
+
+
+def test_removed_node_slot_is_reused_with_a_fresh_version(log, state):
+    log(EV.NODE_ADDED, node("n1", labels={"zone": "a"}))
+    v = state.node("n1")["version"]
+    log(EV.NODE_REMOVED, {"metadata": {"name": "n1"}})
+    log(EV.NODE_ADDED, node("n2"))
+    assert state.n_nodes == 1
+    n2 = state.node("n2")
+    assert n2["labels"] == {} and n2["version"] > v
+
+
+def test_node_update_keeps_allocated_and_replaces_labels_and_taints(log, state):
+    log(
+        EV.NODE_ADDED,
+        node(
+            "n1", labels={"zone": "a"}, taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]
+        ),
+    )
+    log(EV.POD_SUBMITTED, pod("p", node_name="n1"))
+    v = state.node("n1")["version"]
+    log(EV.NODE_UPDATED, node("n1", cpu="8", labels={"zone": "b"}, unschedulable=True))
+    n = state.node("n1")
+    assert n["allocated"]["cpu"] == 500 and n["allocatable"]["cpu"] == 8000
+    assert n["labels"] == {"zone": "b"} and n["taints"] == [] and n["unschedulable"]
+    assert n["version"] > v
+    # node.added on an existing name is an update, not a second node
+    log(EV.NODE_ADDED, node("n1", cpu="2"))
+    assert state.summary()["nodes"]["count"] == 1
+
+
+def test_label_and_taint_bits_follow_the_node(log, state):
+    log(
+        EV.NODE_ADDED,
+        node(
+            "n1",
+            labels={"zone": "a", "disk": "ssd"},
+            taints=[{"key": "gpu", "value": "", "effect": "NoSchedule"}],
+        ),
+    )
+    bits = int(state.label_bits_np[0, 0])
+    for text in ("zone=a", "zone", "disk=ssd", "disk"):
+        assert bits >> state.label_ids[text] & 1
+    assert int(state.taint_bits_np[0, 0]) >> state.taint_ids[("gpu", "", "NoSchedule")] & 1
+
+
+def test_many_distinct_labels_widen_the_bitsets(log, state):
+    labels = {f"k{i}": "v" for i in range(100)}
+    log(EV.NODE_ADDED, node("n1", labels=labels))
+    assert state.label_words >= 4
+    row = state.label_bits_np[0]
+    for text in ("k99=v", "k0"):
+        b = state.label_ids[text]
+        assert int(row[b >> 6]) >> (b & 63) & 1
+
+
+def test_evicted_pod_is_released_and_pending(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    log(EV.POD_SUBMITTED, pod("p", node_name="n1"))
+    log(EV.POD_EVICTED, {"pod": "ns/p", "node": "n1", "reason": "reclaim"})
+    assert state.pod("ns/p")["phase"] == "Pending"
+    assert state.node("n1")["allocated"] == {"cpu": 0, "memory": 0, "pods": 0}
+
+
+def test_resubmitting_an_active_pod_is_ignored_and_counted(log, state):
+    log(EV.POD_SUBMITTED, pod("p", cpu="1"))
+    log(EV.POD_SUBMITTED, pod("p", cpu="2"))
+    assert state.summary()["pods"]["Pending"] == 1
+    assert state.anomalies == {"resubmitted_active_pod": 1}
+
+
+def test_resubmitting_a_finished_pod_makes_a_new_pod(log, state):
+    log(EV.POD_SUBMITTED, pod("p", cpu="1"))
+    log(EV.POD_SUCCEEDED, ref("p"))
+    log(EV.POD_SUBMITTED, pod("p", cpu="2"))
+    assert state.summary()["pods"] == {"Pending": 1, "Running": 0, "Succeeded": 0, "Failed": 0}
+    assert state.class_specs[state.pod("ns/p")["class"]]["requests"]["cpu"] == 2000
+
+
+def test_unknown_events_and_pods_are_counted_not_raised(log, state):
+    log("esched.something.else", {})
+    log(EV.POD_SUCCEEDED, ref("ghost"))
+    log(EV.PLACEMENT_COMMITTED, commit(("ns/ghost", "n9", res(1, 1))))
+    log(EV.NODE_ADDED, node("bad", cpu="lots"))
+    log(EV.POD_SUBMITTED, "not a pod")
+    log(EV.PLACEMENT_PROPOSED, {"proposal": "x"})
+    assert state.anomalies == {
+        "unknown_type": 1,
+        "unknown_pod": 1,
+        "commit_unknown_pod": 1,
+        "malformed": 2,
+    }
+    assert state.position == 6 and state.summary()["nodes"]["count"] == 0
+    assert state.event_counts[EV.PLACEMENT_PROPOSED] == 1
+
+
+def test_commit_to_unknown_node_changes_nothing(log, state):
+    log(EV.POD_SUBMITTED, pod("p"))
+    log(EV.PLACEMENT_COMMITTED, commit(("ns/p", "nowhere", res(1, 1))))
+    assert state.pod("ns/p")["phase"] == "Pending"
+    assert state.anomalies == {"commit_unknown_node": 1}
+
+
+def test_position_must_strictly_increase(state):
+    state.apply(envelope(EV.NODE_ADDED, node("n1")), 5)
+    with pytest.raises(
+        PositionError,
+        match="position 5 cannot be folded into a state at position 5",
+    ):
+        state.apply(envelope(EV.NODE_ADDED, node("n2")), 5)
+    with pytest.raises(PositionError):
+        state.apply_many(
+            [(6, envelope(EV.NODE_ADDED, node("n2"))), (4, envelope(EV.NODE_ADDED, node("n3")))]
+        )
+    assert state.position == 6
+    assert state.summary()["nodes"]["count"] == 2
+
+
+def test_apply_many_folds_in_order_and_counts(state):
+    events = [(i + 1, envelope(EV.NODE_ADDED, node(f"n{i}"))) for i in range(50)]
+    assert state.apply_many(events) == 50
+    assert state.position == 50 and state.summary()["nodes"]["count"] == 50
+
+
+def test_gangs_are_created_lazily_and_updated_by_podgroup(log, state):
+    log(EV.POD_SUBMITTED, pod("w0", gang="job", queue="research"))
+    s = state.summary()
+    assert s["gangs"]["ns/job"] == {
+        "Failed": 0,
+        "Pending": 1,
+        "Running": 0,
+        "Succeeded": 0,
+        "minMember": 1,
+        "queue": "research",
+    }
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {
+            "metadata": {"name": "job", "namespace": "ns"},
+            "spec": {"minMember": 4, "queue": "research", "minResources": {"cpu": "4"}},
+        },
+    )
+    log(EV.POD_SUBMITTED, pod("w1", gang="job", queue="research"))
+    gang = state.summary()["gangs"]["ns/job"]
+    assert gang["minMember"] == 4 and gang["Pending"] == 2
+
+
+def test_queues_track_pods_allocation_and_spec(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    log(
+        EV.QUEUE_UPSERTED,
+        {
+            "metadata": {"name": "q1"},
+            "spec": {
+                "weight": 3,
+                "priority": 7,
+                "reclaimable": False,
+                "parent": "root",
+                "capability": {"cpu": "10"},
+                "deserved": {"cpu": "5"},
+                "guarantee": {"resource": {"memory": "1Gi"}},
+            },
+        },
+    )
+    log(EV.POD_SUBMITTED, pod("a", queue="q1", node_name="n1"))
+    log(EV.POD_SUBMITTED, pod("b", queue="q1"))
+    log(EV.POD_SUBMITTED, pod("c"))
+    q = state.summary()["queues"]
+    assert q["q1"] == {
+        "Pending": 1,
+        "Running": 1,
+        "allocated": {"cpu": 500, "memory": GI, "pods": 1},
+        "capability": {"cpu": 10000},
+        "deserved": {"cpu": 5000},
+        "guarantee": {"memory": GI},
+        "parent": "root",
+        "priority": 7,
+        "reclaimable": False,
+        "state": "Open",
+        "weight": 3,
+    }
+    assert q["default"]["Pending"] == 1 and q["default"]["weight"] == 1
+    assert list(q) == sorted(q)
+
+
+def test_usage_is_stored_without_touching_allocation(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    log(
+        EV.USAGE_REPORTED,
+        {
+            "nodes": [{"name": "n1", "usage": {"cpu": "1200m"}}],
+            "pods": [{"pod": "ns/p", "usage": {"memory": "1Mi"}}],
+        },
+    )
+    assert state.node_usage == {"n1": {"cpu": 1200}}
+    assert state.pod_usage == {"ns/p": {"memory": 2**20}}
+    assert state.node("n1")["allocated"]["cpu"] == 0
+
+
+def test_fast_request_path_agrees_with_pod_requests(log, state):
+    pods = [
+        pod("a", cpu="100m", memory="64Mi"),
+        {
+            "metadata": {"name": "b", "namespace": "ns"},
+            "spec": {
+                "containers": [
+                    {
+                        "resources": {
+                            "limits": {"cpu": "2", "memory": "1Gi"},
+                            "requests": {"cpu": "1"},
+                        }
+                    },
+                    {"resources": {"requests": {"nvidia.com/gpu": 1}}},
+                    {"name": "no-resources"},
+                ]
+            },
+        },
+        {
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {
+                "containers": [{"resources": {"requests": {"cpu": "1"}}}],
+                "initContainers": [{"resources": {"requests": {"cpu": "3"}}}],
+                "overhead": {"memory": "10Mi"},
+            },
+        },
+        {"metadata": {"name": "d", "namespace": "ns"}, "spec": {}},
+    ]
+    for p in pods:
+        log(EV.POD_SUBMITTED, p)
+        cls = state.class_specs[state.pod(f"ns/{p['metadata']['name']}")["class"]]
+        assert cls["requests"] == pod_requests(p)
+
+
+def test_identical_pods_share_an_equivalence_class(log, state):
+    log(EV.POD_SUBMITTED, pod("a"))
+    log(EV.POD_SUBMITTED, pod("b"))
+    log(EV.POD_SUBMITTED, pod("c", nodeSelector={"zone": "a"}))
+    log(EV.POD_SUBMITTED, pod("d", priority=100))
+    classes = {state.pod(f"ns/{k}")["class"] for k in "abcd"}
+    assert state.pod("ns/a")["class"] == state.pod("ns/b")["class"]
+    assert len(classes) == 3
+    assert state.class_specs[state.pod("ns/c")["class"]]["constraints"]["nodeSelector"] == {
+        "zone": "a"
+    }
+
+
+def test_many_resources_and_rows_grow_the_tables(log, state):
+    for i in range(100):
+        log(EV.NODE_ADDED, node(f"n{i}", **{f"example.com/r{i % 12}": "5"}))
+    for i in range(2000):
+        log(EV.POD_SUBMITTED, pod(f"p{i}", node_name=f"n{i % 100}"))
+    s = state.summary()
+    assert s["nodes"]["allocated"]["pods"] == 2000
+    assert s["nodes"]["allocatable"]["example.com/r11"] == 5 * 8
+    assert s["pods"]["Running"] == 2000

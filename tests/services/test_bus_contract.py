@@ -1,0 +1,84 @@
+"""One contract for every bus adapter: in-process and Kafka (a real broker)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from esched.services.bus import Bus, TopicNames, open_bus
+from esched.services.bus.kafka import KafkaBus
+
+
+@pytest.fixture(params=["memory", "kafka"])
+def bus(request, topic_prefix) -> Bus:
+    if request.param == "memory":
+        return open_bus(None, topic_prefix)
+    # A short session timeout: the redelivery test waits for the group to drop a member.
+    return KafkaBus(request.getfixturevalue("kafka_bootstrap"), TopicNames(topic_prefix),
+                    session_timeout_ms=3000)
+
+
+async def _drain(consumer, want: int, timeout: float = 20.0):
+    got = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(got) < want and loop.time() < deadline:
+        got.extend(await consumer.poll(200, 1000))
+    return got
+
+
+async def test_sent_records_are_consumed_with_keys_and_offsets(bus):
+    await bus.ensure_topics(partitions=1)
+    producer = bus.producer()
+    await producer.start()
+    await producer.send_many(bus.topics.pods, [(b"k1", b"v1"), (None, b"v2"), (b"k1", b"v3")])
+    await producer.stop()
+    consumer = bus.consumer([bus.topics.pods], "g")
+    await consumer.start()
+    msgs = await _drain(consumer, 3)
+    await consumer.stop()
+    assert [m.value for m in msgs] == [b"v1", b"v2", b"v3"]
+    assert [m.key for m in msgs] == [b"k1", None, b"k1"]
+    assert [m.offset for m in msgs] == [0, 1, 2]
+    assert {m.topic for m in msgs} == {bus.topics.pods}
+
+
+async def test_uncommitted_messages_are_redelivered_to_the_group(bus):
+    await bus.ensure_topics(partitions=1)
+    producer = bus.producer()
+    await producer.start()
+    await producer.send_many(bus.topics.nodes, [(None, b"a"), (None, b"b"), (None, b"c")])
+    await producer.stop()
+
+    first = bus.consumer([bus.topics.nodes], "g")
+    await first.start()
+    msgs = await _drain(first, 3)
+    await first.commit({(msgs[0].topic, msgs[0].partition): msgs[0].offset + 1})  # only "a"
+    await first.stop()
+
+    second = bus.consumer([bus.topics.nodes], "g")
+    await second.start()
+    again = await _drain(second, 2)
+    await second.stop()
+    assert [m.value for m in again] == [b"b", b"c"]
+
+
+async def test_stop_is_safe_to_call_twice(bus):
+    producer = bus.producer()
+    await producer.start()
+    await producer.stop()
+    await producer.stop()
+    consumer = bus.consumer([bus.topics.pods], "g")
+    await consumer.start()
+    await consumer.stop()
+    await consumer.stop()
+
+
+def test_event_types_route_to_the_contract_topics():
+    topics = open_bus(None, "x.").topics
+    assert topics.for_event_type("esched.node.added") == "x.nodes"
+    assert topics.for_event_type("esched.usage.reported") == "x.usage"
+    assert topics.for_event_type("esched.pod.submitted") == "x.pods"
+    assert topics.for_event_type("esched.podgroup.submitted") == "x.pods"
+    assert topics.inputs == ("x.nodes", "x.pods", "x.usage")
