@@ -911,6 +911,19 @@ cdef class ClusterState:
             "version": int(self.version[n]),
         }
 
+    def intern_class(self, dict pod) -> int:
+        """Equivalence class id of a pod manifest, creating the class if new.
+
+        Classes are a side table (like the quantity memo): interning one changes no
+        fold-visible state. Raises QuantityError for invalid quantities.
+        """
+        pod_requests(pod)  # raises with the field at fault, before any side effect
+        return self._class_for(pod)
+
+    def pod_class_id(self, key: str) -> int:
+        """Equivalence class id of a pod in the table (KeyError if unknown)."""
+        return int(self.pod_class[<Py_ssize_t>self.pod_index[key]])
+
     def pending_pods(self) -> list[str]:
         """Keys of Pending pods, in slot order."""
         idx = np.flatnonzero(self.pod_phase_np[: self.n_pods] == PHASE_PENDING)

@@ -8,6 +8,7 @@ append; replay against reading and decoding the log without folding it.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 import uuid
 
@@ -78,8 +79,7 @@ async def run_ingest_bench(kafka: str | None, store_url: str, events: int,
                                                              batch_size=batch_size))
             await service.start()
             t0 = time.perf_counter()
-            while service.totals.stored + service.totals.duplicates < events:
-                await service.run_once()
+            await service.run(max_messages=events)
             ingest_s = time.perf_counter() - t0
             await service.stop()
         finally:
@@ -108,9 +108,8 @@ async def run_replay_bench(store_url: str, events: int, nodes: int) -> dict:
     try:
         await store.migrate()
         if await store.head() == 0:
-            pods = max(1, (events - nodes) * 4 // 9)  # ≈ 2.25 events per pod
             batch: list[NewEvent] = []
-            for ev in cluster_log(nodes, pods):
+            for ev in itertools.islice(cluster_log(nodes, pods=events), events):
                 batch.append(NewEvent(id=ev["id"], type=ev["type"], stream=ev["id"],
                                       payload=orjson.dumps(ev)))
                 if len(batch) == 5000:

@@ -141,8 +141,8 @@ metrics_option = click.option(
     "--metrics-port", envvar="ESCHED_METRICS_PORT", type=int, default=0,
     help="Serve Prometheus /metrics on this port (0: off).")
 format_option = click.option(
-    "--format", "output_format", type=click.Choice(["json", "table"]), default="json", show_default=True,
-    help="Output format.")
+    "--format", "output_format", type=click.Choice(["json", "table"]), default="json",
+    show_default=True, help="Output format.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -57,6 +57,19 @@ class BatchResult:
     reasons: dict[str, int] = field(default_factory=dict)
 
 
+_Dead = tuple[Message, str, str, str | None]  # message, reason, text, field
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A validated batch waiting to be appended."""
+
+    started: float
+    events: list[NewEvent] = field(default_factory=list)
+    sources: list[Message] = field(default_factory=list)
+    dead: list[_Dead] = field(default_factory=list)
+
+
 def _parse_time(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
@@ -131,65 +144,69 @@ class IngestService:
     def _count_retry(peer: str):
         return lambda _exc: metrics.RETRIES.labels(SERVICE, peer).inc()
 
-    async def run(self, *, exit_when_idle: bool = False, idle_polls: int = 3) -> BatchResult:
-        """Process batches until :meth:`stop`, or until idle when ``exit_when_idle``.
+    async def run(self, *, exit_when_idle: bool = False, idle_polls: int = 3,
+                  max_messages: int | None = None) -> BatchResult:
+        """Process batches until :meth:`stop`, until idle when ``exit_when_idle``, or
+        once ``max_messages`` have been handled.
 
+        Pipelined one deep: while batch N is being appended and committed, batch N+1
+        is polled and validated, so the database and the validator work at once.
+        Batches still finish (and commit offsets) strictly in order.
         Idle means ``idle_polls`` consecutive empty polls with nothing left to consume.
         """
-        empty = 0
-        while not self._stopping.is_set():
-            result = await self.run_once()
-            if result.polled:
-                empty = 0
-                continue
-            empty += 1
-            if exit_when_idle and empty >= idle_polls and await self._consumer.lag() == 0:
-                break
+        empty = seen = 0
+        inflight: asyncio.Task[BatchResult] | None = None
+        try:
+            while not self._stopping.is_set():
+                if max_messages is not None and seen >= max_messages:
+                    break
+                msgs = await self._poll()
+                seen += len(msgs)
+                prepared = self._prepare(msgs) if msgs else None
+                if inflight is not None:
+                    await inflight
+                    inflight = None
+                if prepared is not None:
+                    empty = 0
+                    inflight = asyncio.ensure_future(self._finish(msgs, prepared))
+                    continue
+                empty += 1
+                if exit_when_idle and empty >= idle_polls and await self._consumer.lag() == 0:
+                    break
+        finally:
+            if inflight is not None:
+                await inflight
         return self.totals
 
     async def run_once(self) -> BatchResult:
         """Poll one batch, store it, dead-letter the bad part, then commit its offsets."""
+        msgs = await self._poll()
+        if not msgs:
+            return BatchResult()
+        return await self._finish(msgs, self._prepare(msgs))
+
+    async def _poll(self) -> list[Message]:
         assert self._consumer is not None, "start() first"
         try:
-            msgs = await self._consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
+            return await self._consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
         except BusError as exc:
             if not exc.retriable:
                 raise
             metrics.RETRIES.labels(SERVICE, "bus").inc()
             log.warning("poll failed: %s", exc)
             await asyncio.sleep(1.0)
-            return BatchResult()
-        if not msgs:
-            return BatchResult()
-        started = time.perf_counter()
-        result = await self._handle(msgs)
-        offsets: dict[tuple[str, int], int] = {}
-        for m in msgs:
-            key = (m.topic, m.partition)
-            if m.offset + 1 > offsets.get(key, -1):
-                offsets[key] = m.offset + 1
-        try:
-            await self._consumer.commit(offsets)
-        except BusError as exc:
-            # The batch is durable; after a rebalance its new owner re-reads it and the
-            # store acknowledges the duplicates. Nothing is lost.
-            log.warning("offset commit failed (%s); batch will be redelivered", exc)
-        metrics.INGEST_BATCH_SECONDS.observe(time.perf_counter() - started)
-        self._add_totals(result)
-        return result
+            return []
 
-    async def _handle(self, msgs: Sequence[Message]) -> BatchResult:
-        result = BatchResult(polled=len(msgs))
-        events: list[NewEvent] = []
-        sources: list[Message] = []
-        dead: list[tuple[Message, str, str, str | None]] = []
+    def _prepare(self, msgs: Sequence[Message]) -> _Prepared:
+        """Validate a batch (CPU only): the events to append and the dead letters."""
+        prepared = _Prepared(time.perf_counter())
         for m in msgs:
             try:
                 ev = parse_event(m.value, max_bytes=self.config.max_event_bytes)
             except InvalidEvent as exc:
-                dead.append((m, exc.reason, str(exc), exc.field))
+                prepared.dead.append((m, exc.reason, str(exc), exc.field))
                 continue
-            events.append(
+            prepared.events.append(
                 NewEvent(
                     id=ev["id"],
                     type=ev["type"],
@@ -198,22 +215,42 @@ class IngestService:
                     time=_parse_time(ev.get("time")),
                 )
             )
-            sources.append(m)
-        if events:
-            stored, duplicates, rejected = await self._append(events, sources)
+            prepared.sources.append(m)
+        return prepared
+
+    async def _finish(self, msgs: Sequence[Message], prepared: _Prepared) -> BatchResult:
+        """Append, dead-letter, then commit the batch's offsets (in that order)."""
+        result = BatchResult(polled=len(msgs))
+        dead = prepared.dead
+        if prepared.events:
+            stored, duplicates, rejected = await self._append(prepared.events, prepared.sources)
             result.stored += stored
             result.duplicates += duplicates
-            dead.extend(rejected)
+            dead = dead + rejected
         if dead:
             await self._deadletter(dead)
             result.deadlettered = len(dead)
             for _m, reason, _text, _f in dead:
                 result.reasons[reason] = result.reasons.get(reason, 0) + 1
+        offsets: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            key = (m.topic, m.partition)
+            if m.offset + 1 > offsets.get(key, -1):
+                offsets[key] = m.offset + 1
+        assert self._consumer is not None
+        try:
+            await self._consumer.commit(offsets)
+        except BusError as exc:
+            # The batch is durable; after a rebalance its new owner re-reads it and the
+            # store acknowledges the duplicates. Nothing is lost.
+            log.warning("offset commit failed (%s); batch will be redelivered", exc)
+        metrics.INGEST_BATCH_SECONDS.observe(time.perf_counter() - prepared.started)
+        self._add_totals(result)
         return result
 
     async def _append(
         self, events: list[NewEvent], sources: list[Message]
-    ) -> tuple[int, int, list[tuple[Message, str, str, str | None]]]:
+    ) -> tuple[int, int, list[_Dead]]:
         """Append with retry on transient errors; isolate events the store refuses."""
         try:
             res = await retry_until(
@@ -233,7 +270,7 @@ class IngestService:
         b = await self._append(events[mid:], sources[mid:])
         return a[0] + b[0], a[1] + b[1], a[2] + b[2]
 
-    async def _deadletter(self, dead: list[tuple[Message, str, str, str | None]]) -> None:
+    async def _deadletter(self, dead: list[_Dead]) -> None:
         assert self._producer is not None
         records = [(m.key, deadletter_record(m, reason, text, fieldname))
                    for m, reason, text, fieldname in dead]

@@ -17,7 +17,7 @@ import orjson
 from esched.core import ClusterState
 from esched.services.store.base import EventStore
 
-__all__ = ["SNAPSHOT_NAME", "fold_log", "format_table", "save_snapshot"]
+__all__ = ["SNAPSHOT_NAME", "fold_log", "format_table", "human", "save_snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +70,29 @@ async def save_snapshot(store: EventStore, state: ClusterState, keep: int = 3) -
     return state.position
 
 
+_BYTES = ("memory", "ephemeral-storage", "storage", "hugepages-")
+
+
+def human(resource: str, units: int) -> str:
+    """Base units for people: cores for cpu, GiB for byte resources, else the count."""
+    if resource == "cpu":
+        return f"{units / 1000:g}"
+    if resource.startswith(_BYTES):
+        return f"{units / 2**30:.1f}Gi"
+    return str(units)
+
+
 def format_table(summary: dict) -> str:
     """The replay summary as a human-readable table."""
     lines = [f"position  {summary['position']}"]
     nodes = summary["nodes"]
     lines.append(f"nodes     {nodes['count']}")
-    lines.append(f"  {'RESOURCE':<24}{'ALLOCATABLE':>20}{'ALLOCATED':>20}{'USED':>8}")
+    lines.append(f"  {'RESOURCE':<24}{'ALLOCATABLE':>16}{'ALLOCATED':>16}{'USED':>8}")
     for res in sorted(nodes["allocatable"]):
         cap = nodes["allocatable"][res]
         used = nodes["allocated"].get(res, 0)
         pct = f"{100 * used / cap:.1f}%" if cap else "-"
-        lines.append(f"  {res:<24}{cap:>20}{used:>20}{pct:>8}")
+        lines.append(f"  {res:<24}{human(res, cap):>16}{human(res, used):>16}{pct:>8}")
     pods = summary["pods"]
     lines.append("pods      " + "  ".join(f"{k}={v}" for k, v in pods.items()))
     if summary["gangs"]:

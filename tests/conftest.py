@@ -7,9 +7,11 @@ a fresh database with a unique name, dropped afterwards. Never a SQLite stand-in
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import asyncpg
 import pytest
@@ -17,29 +19,36 @@ import pytest
 PG_SERVER = os.environ.get("ESCHED_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 
 
-async def _admin() -> asyncpg.Connection:
-    try:
-        return await asyncpg.connect(f"{PG_SERVER}/postgres", timeout=5)
-    except (OSError, asyncpg.PostgresError) as exc:
-        pytest.fail(f"PostgreSQL at {PG_SERVER} is not reachable: {exc}")
+def _pg_admin(sql: str) -> None:
+    """Run one statement on the server's ``postgres`` database.
+
+    In a helper thread with its own event loop, so the fixtures below are plain
+    (sync) fixtures usable by sync and async tests alike, and never touch the
+    test's event loop.
+    """
+
+    async def run() -> None:
+        conn = await asyncpg.connect(f"{PG_SERVER}/postgres", timeout=5)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        try:
+            pool.submit(asyncio.run, run()).result()
+        except (OSError, asyncpg.PostgresError) as exc:
+            pytest.fail(f"PostgreSQL at {PG_SERVER}: {exc}")
 
 
 @pytest.fixture
-async def pg_url() -> AsyncIterator[str]:
+def pg_url() -> Iterator[str]:
     """URL of a fresh, empty PostgreSQL database; dropped (with its sessions) after."""
     name = f"esched_test_{uuid.uuid4().hex[:12]}"
-    admin = await _admin()
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
+    _pg_admin(f'CREATE DATABASE "{name}"')
     yield f"{PG_SERVER}/{name}"
-    admin = await _admin()
-    try:
-        # WITH (FORCE) terminates sessions a failed test may have left behind.
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    # WITH (FORCE) terminates sessions a failed test may have left behind.
+    _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])

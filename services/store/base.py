@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from esched.services.retry import Backoff, retry_until
+
 __all__ = [
     "AppendResult",
     "ConflictError",
@@ -214,21 +216,20 @@ async def retry_transient(
 ) -> T:
     """Call ``fn()`` until it succeeds, retrying only :class:`TransientStoreError`.
 
-    Exponential backoff with full jitter (``uniform(0, min(max_delay, base * 2**n))``)
-    so many clients reconnecting after an outage do not stampede the server.
+    Capped exponential backoff with jitter (:mod:`esched.services.retry`), so many
+    clients reconnecting after an outage do not stampede the server.
     :class:`ConflictError` and every other error propagate at once. After
     ``attempts`` failures the last :class:`TransientStoreError` is raised.
     """
     if attempts < 1:
         raise ValueError("attempts must be >= 1")
-    for attempt in range(attempts):
-        try:
-            return await fn()
-        except TransientStoreError:
-            if attempt == attempts - 1:
-                raise
-            await asyncio.sleep(random.uniform(0, min(max_delay, base_delay * 2**attempt)))
-    raise AssertionError("unreachable")
+    return await retry_until(
+        fn,
+        retriable=lambda exc: isinstance(exc, TransientStoreError),
+        what="store operation",
+        backoff=Backoff(base=base_delay, cap=max_delay),
+        attempts=attempts,
+    )
 
 
 # --------------------------------------------------------------------------- subscriptions

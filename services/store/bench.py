@@ -6,6 +6,7 @@ scratch database (the appended events are real events of type ``esched.bench``).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from datetime import UTC, datetime
@@ -104,15 +105,23 @@ async def bench_read_payloads(
     """
     async with open_store(url, **options) as store:
         top = await store.head() if upto is None else upto
-        after = n = size = 0
+        n = size = 0
         t0 = time.perf_counter()
-        while after < top:
-            page = await store.read_payloads(after, min(limit, top - after))
-            if not page:
-                break
+        # Prefetch the next page while this one is counted, as replay does: the
+        # server produces page k+1 while the client decodes page k.
+        starts = list(range(0, top, limit))
+        pending = asyncio.ensure_future(store.read_payloads(0, limit, top)) if starts else None
+        for k in range(len(starts)):
+            assert pending is not None
+            page = await pending
+            nxt = starts[k + 1] if k + 1 < len(starts) else None
+            pending = (
+                asyncio.ensure_future(store.read_payloads(nxt, limit, top))
+                if nxt is not None
+                else None
+            )
             n += len(page)
             size += sum(len(p) for _, p in page)
-            after = page[-1][0]
         seconds = time.perf_counter() - t0
     return {
         "events": n,

@@ -94,6 +94,20 @@ _TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     pgx.TooManyConnectionsError,
     pgx.InsufficientResourcesError,
 )
+
+
+def _lost_connection(exc: BaseException) -> bool:
+    """Whether ``exc`` means the connection (or the server behind it) is gone."""
+    if isinstance(exc, _CONNECTION_ERRORS):
+        return True
+    # ALTER DATABASE ... ALLOW_CONNECTIONS false (maintenance) is SQLSTATE 55000,
+    # a class shared with real bugs, so it is told apart by its message. A
+    # read-only transaction error means we reached a demoted primary (failover).
+    if isinstance(exc, pgx.ObjectNotInPrerequisiteStateError):
+        return "not currently accepting connections" in str(exc)
+    return isinstance(exc, pgx.ReadOnlySQLTransactionError)
+
+
 _DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
@@ -120,7 +134,7 @@ def _translated(fn: Callable[P, Awaitable[R]] | None = None, *, idempotent: bool
                 return await fn(*args, **kwargs)
             except _DRIVER_ERRORS as exc:
                 err = await self._translate(exc)
-                if not (idempotent and isinstance(exc, _CONNECTION_ERRORS)):
+                if not (idempotent and _lost_connection(exc)):
                     raise err from exc
             try:
                 return await fn(*args, **kwargs)
@@ -168,7 +182,7 @@ class PostgresEventStore(EventStore):
         """A driver error raised by an operation, as a store error (see :func:`_translate`)."""
         if self._closed or self._pool is None:
             return StoreError("event store is closed" if self._closed else "store not connected")
-        if isinstance(exc, _CONNECTION_ERRORS):
+        if _lost_connection(exc):
             # The server restarted or our backends were killed: every idle pooled
             # connection is likely dead as well; have the pool replace them all
             # so the caller's retry does not meet another corpse.
@@ -415,6 +429,9 @@ class _ListenWaker(Waker):
         except _DRIVER_ERRORS as exc:
             conn.terminate()
             raise _translate(exc, "LISTEN failed: ") from exc
+        except BaseException:  # cancelled: do not leak the half-set-up connection
+            conn.terminate()
+            raise
         self._conn = conn
 
     @property
@@ -439,7 +456,7 @@ def _translate(exc: BaseException, context: str = "") -> StoreError:
     what = f"{context}{type(exc).__name__}: {exc}"
     if isinstance(exc, pgx.InvalidCatalogNameError | pgx.InvalidAuthorizationSpecificationError):
         return StoreConfigError(what)  # unknown database, bad user or password
-    if isinstance(exc, _TRANSIENT_ERRORS):
+    if isinstance(exc, _TRANSIENT_ERRORS) or _lost_connection(exc):
         return TransientStoreError(what)
     if isinstance(exc, pgx.UndefinedTableError):
         return StoreError(f"{what} (the schema is missing: run `esched store migrate`)")

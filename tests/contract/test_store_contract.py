@@ -681,3 +681,27 @@ async def test_pg_append_killed_mid_transaction_is_all_or_nothing(pg_url: str) -
         result = await retry_transient(lambda: store.append(batch), attempts=4, base_delay=0.01)
         assert (result.positions, result.duplicates) == ([2, 3, 4, 5, 6], 0)
         assert [e.stream_version for e in await store.read()] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.postgres
+async def test_pg_database_closed_for_connections_is_transient(pg_url: str) -> None:
+    """Maintenance (ALLOW_CONNECTIONS false, sessions killed) is an outage to wait
+    out, not a configuration error; the store recovers once the database is back."""
+    server, dbname = pg_url.rsplit("/", 1)
+    async with PostgresEventStore(pg_url) as store:
+        await store.migrate()
+        await store.append([ev()])
+        admin = await asyncpg.connect(f"{server}/postgres")
+        try:
+            await admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", dbname
+            )
+            for _ in range(2):  # the dead pooled connection, then the refused new one
+                with pytest.raises(TransientStoreError):
+                    await store.append([ev()])
+        finally:
+            await admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')
+            await admin.close()
+        result = await retry_transient(lambda: store.append([ev()]), attempts=4, base_delay=0.01)
+        assert result.head == 2

@@ -225,3 +225,9 @@ def test_example_events_jsonl() -> None:
             "esched.pod.submitted", "esched.usage.reported"} <= types
     assert len({e["id"] for e in evs}) == len(evs)
     assert convert(*load_documents((EXAMPLES / "events.jsonl").read_text())) == evs
+
+
+def test_yaml_sequence_of_objects_expands_like_a_json_array() -> None:
+    text = "- {kind: Node, metadata: {name: a}, status: {capacity: {cpu: 1}}}\n" \
+           "- {kind: Node, metadata: {name: b}, status: {capacity: {cpu: 2}}}\n"
+    assert [d["metadata"]["name"] for d in load_documents(text)] == ["a", "b"]

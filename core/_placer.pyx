@@ -1,0 +1,855 @@
+"""The placer: feasibility, relaxed randomization, scoring and the equivalence-class cache.
+
+A :class:`Placer` works on its own copy of a :class:`ClusterState`'s allocation
+(``sync()``), so it can *assume* placements (a batch, a gang plan) without touching
+the fold's state; the replica proposes what it assumed, the commit service decides,
+and the next fold + ``sync()`` makes it true or drops it.
+
+Per pod (by equivalence class):
+
+1. **Feasibility** (``_feasible``): alive, schedulable (unless the pod tolerates
+   ``node.kubernetes.io/unschedulable``), every resource dimension (``pods`` is the
+   pod-count limit), taints with NoSchedule/NoExecute, ``nodeSelector`` and required
+   node affinity (In, NotIn, Exists, DoesNotExist, Gt, Lt). Label and taint
+   constraints are compiled once per class into bit masks over the state's interned
+   labels/taints, so a node check is a few word ANDs. Failures are reason bits
+   (``REASON_*``, plus one bit per insufficient resource), turned into strings only
+   by :meth:`Placer.explain`.
+2. **Relaxed randomization** (``_place``): visit nodes from a rotating start
+   (kube's ``nextStartNodeIndex``, first start drawn from the seed), stop when
+   ``num_feasible_nodes_to_find`` feasible nodes were seen.
+3. **Scoring**: the profile's plugins, resolved once into a C table of
+   ``PluginSpec``; each is a ``noexcept nogil`` kernel in ``esched.core.scoring``.
+   Total = sum of weight * score. Ties are broken by reservoir sampling with the
+   seeded xorshift RNG, as kube's ``selectHost`` does.
+4. **Cache**: (class, node) -> (reasons, total), direct-mapped, valid while the
+   node's placer version is unchanged. A lookup is three loads from a slot next to
+   the previous node's slot, cheaper than the predicate and scores it replaces.
+"""
+
+from libc.stdint cimport int8_t, int32_t, int64_t, uint64_t
+from libc.stdlib cimport free, malloc
+
+import numpy as np
+
+from esched.core._state cimport ClusterState
+from esched.core._types cimport (
+    NODE_ALIVE,
+    NODE_UNSCHEDULABLE,
+    index_t,
+    score_t,
+    units_t,
+    word_t,
+)
+from esched.core.scoring._balanced_allocation cimport balanced_allocation
+from esched.core.scoring._epvm cimport epvm
+from esched.core.scoring._least_allocated cimport least_allocated
+from esched.core.scoring._mixed cimport mixed
+from esched.core.scoring._most_allocated cimport most_allocated
+from esched.core.scoring._plugin cimport (
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MAX_NODE_SCORE,
+    MAX_PLUGIN_RES,
+    PLUGIN_BALANCED_ALLOCATION,
+    PLUGIN_EPVM,
+    PLUGIN_LEAST_ALLOCATED,
+    PLUGIN_MIXED,
+    PLUGIN_MOST_ALLOCATED,
+    PLUGIN_PYTHON,
+    PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
+    PluginSpec,
+)
+from esched.core.scoring._requested_to_capacity_ratio cimport requested_to_capacity_ratio
+
+from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
+
+__all__ = ["Placer", "num_feasible_nodes_to_find", "REASONS"]
+
+# kube-scheduler's sampling constants (schedule_one.go): below 100 nodes score all;
+# the adaptive percentage is 50 - nodes/125, at least 5%; never fewer than 100 nodes.
+cdef enum:
+    MIN_FEASIBLE_NODES_TO_FIND = 100
+    MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+# Closed reason vocabulary (bits); bit REASON_RESOURCE_BASE + column = insufficient resource.
+cdef enum:
+    REASON_NOT_ALIVE = 1
+    REASON_UNSCHEDULABLE = 2
+    REASON_SELECTOR = 4
+    REASON_TAINT = 8
+    REASON_RESOURCE_BASE = 8        # bit index of column 0
+    MAX_REASON_RESOURCES = 56       # columns beyond share the last bit
+
+#: Reason bit -> kube-scheduler's message (resource bits are formatted per resource).
+REASONS = {
+    REASON_NOT_ALIVE: "node(s) not found",
+    REASON_UNSCHEDULABLE: "node(s) were unschedulable",
+    REASON_SELECTOR: "node(s) didn't match Pod's node affinity/selector",
+    REASON_TAINT: "node(s) had untolerated taint",
+}
+
+cdef enum:
+    EXPR_ANY = 0     # some bit of the mask is set on the node
+    EXPR_NONE = 1    # no bit of the mask is set on the node
+    EXPR_FALSE = 2   # never matches (empty term, unsupported matchFields)
+
+# Cache: 2**CACHE_BITS direct-mapped slots (4 x 8 bytes each); 2**18 is 8 MiB, enough for
+# a class over 10,000 nodes plus its neighbours without evictions.
+cdef enum:
+    CACHE_BITS = 18
+
+
+cpdef long long num_feasible_nodes_to_find(long long n_all, long long percentage=0):
+    """kube-scheduler's numFeasibleNodesToFind: how many feasible nodes to look for.
+
+    ``percentage`` 0 means the adaptive rule ``max(5, 50 - n_all/125)``.
+    """
+    if n_all < MIN_FEASIBLE_NODES_TO_FIND:
+        return n_all
+    cdef long long pct = percentage
+    if pct == 0:
+        pct = 50 - n_all // 125
+        if pct < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            pct = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    cdef long long n = n_all * pct // 100
+    if n < MIN_FEASIBLE_NODES_TO_FIND:
+        return MIN_FEASIBLE_NODES_TO_FIND
+    return n
+
+
+cdef inline uint64_t xorshift64(uint64_t* state) noexcept nogil:
+    # Marsaglia xorshift64; state never 0.
+    cdef uint64_t x = state[0]
+    x ^= x << 13
+    x ^= x >> 7
+    x ^= x << 17
+    state[0] = x
+    return x
+
+
+cdef enum:
+    MAX_PLUGINS = 8     # score plugins per profile
+    SRC_SKIP = -1       # resource not scored for this pod (extended, not requested)
+    SRC_USED = 0        # node side is the allocated requests
+    SRC_NZ_CPU = 1      # node side is the non-zero cpu sum
+    SRC_NZ_MEM = 2      # node side is the non-zero memory sum
+
+
+ctypedef struct ClassView:
+    # One equivalence class, compiled against the state's interned labels and taints.
+    const units_t* req           # [n_res] requests (state.class_req row)
+    units_t nz_cpu               # non-zero requests for scoring
+    units_t nz_mem
+    long long priority
+    int n_exprs
+    const word_t* expr_mask      # [n_exprs, label_words]
+    const int8_t* expr_mode      # [n_exprs]
+    const int32_t* term_off      # [n_terms + 1]; term 0 = nodeSelector (ANDed)
+    int n_terms                  # including term 0; > 1 means required affinity (ORed)
+    const word_t* intolerable    # [taint_words] taints the pod does not tolerate
+    bint tolerates_unschedulable
+    bint has_labels
+    bint has_taints
+    # Per plugin k and resource i, resolved once per class (not per node):
+    units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
+    int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)
+
+
+class _Compiled:
+    """The numpy arrays behind a ClassView and the intern sizes they were built for."""
+
+    __slots__ = ("stamp", "expr_mask", "expr_mode", "term_off", "intolerable",
+                 "tolerates_unschedulable", "has_labels", "has_taints")
+
+
+def _tolerates(tol: dict, key: str, value: str, effect: str) -> bool:
+    # v1helper.TolerationsTolerateTaint / Toleration.ToleratesTaint
+    if tol.get("effect") and tol.get("effect") != effect:
+        return False
+    tkey = tol.get("key") or ""
+    op = tol.get("operator") or "Equal"
+    if tkey == "":
+        return op == "Exists"
+    if tkey != key:
+        return False
+    if op == "Exists":
+        return True
+    return op == "Equal" and (tol.get("value") or "") == value
+
+
+def _int_or_none(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+cdef class Placer:
+    """Place pods on a :class:`ClusterState` with a profile, seed and optional cache.
+
+    :param state: the folded state (read; never mutated except interning classes).
+    :param profile: a :class:`~esched.core.profile.Profile` (default: kube's resource
+        scoring, NodeResourcesFit LeastAllocated + BalancedAllocation).
+    :param seed: RNG seed: same seed, same state, same calls -> same decisions.
+    :param cache: use the equivalence-class cache.
+    :param sample: use relaxed randomization; False scores every feasible node.
+    """
+
+    cdef ClusterState state
+    cdef PluginSpec* specs
+    cdef int n_specs
+    cdef public list plugin_names
+    cdef list py_plugins
+    cdef bint has_python
+    cdef public object profile
+    cdef public long long percentage
+    cdef public bint use_cache
+    cdef public bint sample
+    cdef uint64_t rng
+    cdef public long long seed
+
+    cdef object used_np, nzu_np, ver_np, sver_np
+    cdef units_t[:, ::1] used
+    cdef units_t[:, ::1] nzu
+    cdef long long[::1] ver
+    cdef long long[::1] sver
+    cdef long long tick
+    cdef Py_ssize_t n_nodes, n_res
+    cdef public long long synced_position
+    cdef Py_ssize_t next_start
+    cdef dict compiled
+
+    cdef object ck_np, cv_np, cs_np, cr_np
+    cdef int64_t[::1] ck
+    cdef int64_t[::1] cv
+    cdef int64_t[::1] cs
+    cdef uint64_t[::1] cr
+    cdef public long long hits, misses, placed, visited, unschedulable
+
+    def __cinit__(self):
+        self.specs = NULL
+
+    def __dealloc__(self):
+        if self.specs != NULL:
+            free(self.specs)
+
+    def __init__(self, ClusterState state, profile: Profile | None = None, seed: int = 0,
+                 cache: bool = True, sample: bool = True) -> None:
+        self.state = state
+        self.profile = profile or DEFAULT_PROFILE
+        self.percentage = self.profile.percentage_of_nodes_to_score or 0
+        self.use_cache = cache
+        self.sample = sample
+        self.seed = seed
+        self.rng = (<uint64_t>seed * <uint64_t>0x9E3779B97F4A7C15ULL) ^ <uint64_t>0xD1B54A32D192ED03ULL
+        if self.rng == 0:
+            self.rng = 1
+        self.compiled = {}
+        self.hits = self.misses = self.placed = self.visited = self.unschedulable = 0
+        self._resolve_plugins()
+        self.ck_np = np.full(1 << CACHE_BITS, -1, dtype=np.int64)
+        self.cv_np = np.full(1 << CACHE_BITS, -1, dtype=np.int64)
+        self.cs_np = np.zeros(1 << CACHE_BITS, dtype=np.int64)
+        self.cr_np = np.zeros(1 << CACHE_BITS, dtype=np.uint64)
+        self.ck = self.ck_np
+        self.cv = self.cv_np
+        self.cs = self.cs_np
+        self.cr = self.cr_np
+        self.tick = 0
+        self.sver_np = np.full(0, -1, dtype=np.int64)
+        self.synced_position = -1
+        self.sync()
+        self.next_start = <Py_ssize_t>(xorshift64(&self.rng) % <uint64_t>max(self.n_nodes, 1))
+
+    def _resolve_plugins(self) -> None:
+        # Dispatch is resolved here, once: the hot loop switches on a small int per plugin.
+        kinds = {
+            "LeastAllocated": PLUGIN_LEAST_ALLOCATED,
+            "MostAllocated": PLUGIN_MOST_ALLOCATED,
+            "RequestedToCapacityRatio": PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
+            "BalancedAllocation": PLUGIN_BALANCED_ALLOCATION,
+            "EPVM": PLUGIN_EPVM,
+            "Mixed": PLUGIN_MIXED,
+            "Python": PLUGIN_PYTHON,
+        }
+        plugins = list(self.profile.plugins)
+        if len(plugins) > MAX_PLUGINS:
+            raise ValueError(f"at most {MAX_PLUGINS} score plugins per profile")
+        self.specs = <PluginSpec*>malloc(max(len(plugins), 1) * sizeof(PluginSpec))
+        if self.specs == NULL:
+            raise MemoryError()
+        self.n_specs = len(plugins)
+        self.plugin_names = [p.name for p in plugins]
+        self.py_plugins = []
+        self.has_python = False
+        cdef PluginSpec* s
+        for i, p in enumerate(plugins):
+            s = &self.specs[i]
+            s.kind = kinds[p.kind]
+            s.weight = p.weight
+            s.n_res = len(p.resources)
+            for j, (rname, rweight) in enumerate(p.resources):
+                s.col[j] = self.state._resource(rname)
+                s.res_weight[j] = rweight
+                # Fit strategies score cpu/memory with kube's non-zero defaults;
+                # BalancedAllocation and E-PVM use the requests as they are.
+                uses_nz = p.kind in ("LeastAllocated", "MostAllocated",
+                                     "RequestedToCapacityRatio", "Mixed")
+                s.nz[j] = (0 if rname == "cpu" else 1 if rname == "memory" else -1) if uses_nz else -1
+                s.scalar[j] = rname not in ("cpu", "memory", "ephemeral-storage")
+            s.n_shape = len(p.shape)
+            for j, (u, sc) in enumerate(p.shape):
+                s.shape_util[j] = u
+                s.shape_score[j] = sc * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE)
+            s.epvm_base = p.epvm_base
+            s.prod_priority = p.prod_priority
+            s.exhaust_permille = p.exhaust_permille
+            s.strand_permille = p.strand_permille
+            if p.kind == "Python":
+                self.has_python = True
+                self.py_plugins.append(python_plugin(p.name))
+            else:
+                self.py_plugins.append(None)
+
+    # ------------------------------------------------------------------ state sync
+
+    def sync(self) -> None:
+        """Start again from the state: its allocation, no assumptions.
+
+        Nodes whose state version moved get a new placer version, so cached entries
+        for them die; nodes that did not move keep their cache entries.
+        """
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t n, old_n = self.sver_np.shape[0]
+        self.n_nodes = st.n_nodes
+        self.n_res = st.n_res
+        self.used_np = np.ascontiguousarray(st.allocated_np[: self.n_nodes, : self.n_res])
+        self.nzu_np = np.ascontiguousarray(st.nz_np[: self.n_nodes])
+        self.used = self.used_np
+        self.nzu = self.nzu_np
+        if self.ver_np is None or self.ver_np.shape[0] != self.n_nodes:
+            ver = np.zeros(self.n_nodes, dtype=np.int64)
+            sver = np.full(self.n_nodes, -1, dtype=np.int64)
+            if self.ver_np is not None:
+                k = min(old_n, self.n_nodes)
+                ver[:k] = self.ver_np[:k]
+                sver[:k] = self.sver_np[:k]
+            self.ver_np, self.sver_np = ver, sver
+            self.ver = self.ver_np
+            self.sver = self.sver_np
+        cdef long long[::1] sv = st.version_np
+        for n in range(self.n_nodes):
+            # A node touched by an assumption (sver == -2) or changed in the state is new.
+            if self.sver[n] != sv[n]:
+                self.tick += 1
+                self.ver[n] = self.tick
+                self.sver[n] = sv[n]
+        self.synced_position = st.position
+
+    cdef inline void _ensure_synced(self):
+        if self.synced_position != self.state.position or self.state.n_nodes != self.n_nodes \
+                or self.state.n_res != self.n_res:
+            self.sync()
+
+    # ------------------------------------------------------------------ classes
+
+    cdef object _compile(self, Py_ssize_t cid):
+        cdef ClusterState st = self.state
+        stamp = (len(st.label_strs), len(st.taint_strs), st.label_words, st.taint_words)
+        comp = self.compiled.get(cid)
+        if comp is not None and comp.stamp == stamp:
+            return comp
+        spec = st.class_specs[cid]
+        cons = spec["constraints"] or {}
+        W = st.label_words
+        exprs = []          # (mode, [bits])
+        offsets = [0]
+
+        def bits_for_values(key, values):
+            return [st.label_ids[f"{key}={v}"] for v in values if f"{key}={v}" in st.label_ids]
+
+        # term 0: nodeSelector, every pair must be present
+        for k, v in (cons.get("nodeSelector") or {}).items():
+            exprs.append((EXPR_ANY, bits_for_values(k, [v])))
+        offsets.append(len(exprs))
+        required = cons.get("required") or {}
+        for term in required.get("nodeSelectorTerms") or ():
+            expressions = term.get("matchExpressions") or []
+            if not expressions or term.get("matchFields"):
+                # kube: an empty term matches nothing; matchFields is not supported here,
+                # so a term using it never matches (never a wrong placement).
+                exprs.append((EXPR_FALSE, []))
+            for e in expressions:
+                key, op, values = e.get("key", ""), e.get("operator"), e.get("values") or []
+                if op == "In":
+                    exprs.append((EXPR_ANY, bits_for_values(key, values)))
+                elif op == "NotIn":
+                    exprs.append((EXPR_NONE, bits_for_values(key, values)))
+                elif op == "Exists":
+                    exprs.append((EXPR_ANY, [st.label_ids[key]] if key in st.label_ids else []))
+                elif op == "DoesNotExist":
+                    exprs.append((EXPR_NONE, [st.label_ids[key]] if key in st.label_ids else []))
+                elif op in ("Gt", "Lt") and len(values) == 1 and _int_or_none(values[0]) is not None:
+                    bound = int(values[0])
+                    prefix = key + "="
+                    hits = []
+                    for text, bit in st.label_ids.items():
+                        if text.startswith(prefix):
+                            num = _int_or_none(text[len(prefix):])
+                            if num is not None and (num > bound if op == "Gt" else num < bound):
+                                hits.append(bit)
+                    exprs.append((EXPR_ANY, hits))
+                else:
+                    exprs.append((EXPR_FALSE, []))
+            offsets.append(len(exprs))
+        n_e = len(exprs)
+        mask = np.zeros((max(n_e, 1), W), dtype=np.uint64)
+        mode = np.zeros(max(n_e, 1), dtype=np.int8)
+        for i, (m, bits) in enumerate(exprs):
+            mode[i] = m
+            for b in bits:
+                mask[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        tolerations = cons.get("tolerations") or []
+        intol = np.zeros(st.taint_words, dtype=np.uint64)
+        any_taint = False
+        for bit, (key, value, effect) in enumerate(st.taint_strs):
+            if effect not in ("NoSchedule", "NoExecute"):
+                continue
+            if not any(_tolerates(t, key, value, effect) for t in tolerations):
+                intol[bit >> 6] |= np.uint64(1) << np.uint64(bit & 63)
+                any_taint = True
+        comp = _Compiled()
+        comp.stamp = stamp
+        comp.expr_mask = mask
+        comp.expr_mode = mode
+        comp.term_off = np.asarray(offsets, dtype=np.int32)
+        comp.intolerable = intol
+        comp.tolerates_unschedulable = any(
+            _tolerates(t, "node.kubernetes.io/unschedulable", "", "NoSchedule") for t in tolerations)
+        comp.has_labels = n_e > 0
+        comp.has_taints = any_taint
+        self.compiled[cid] = comp
+        return comp
+
+    cdef int _view(self, Py_ssize_t cid, ClassView* v) except -1:
+        cdef ClusterState st = self.state
+        comp = self._compile(cid)
+        cdef word_t[:, ::1] mask = comp.expr_mask
+        cdef int8_t[::1] mode = comp.expr_mode
+        cdef int32_t[::1] off = comp.term_off
+        cdef word_t[::1] intol = comp.intolerable
+        v.req = &st.class_req[cid, 0]
+        v.nz_cpu = st.class_nz[cid, 0]
+        v.nz_mem = st.class_nz[cid, 1]
+        v.priority = st.class_specs[cid]["priority"]
+        v.n_exprs = off[off.shape[0] - 1]
+        v.expr_mask = &mask[0, 0]
+        v.expr_mode = &mode[0]
+        v.term_off = &off[0]
+        v.n_terms = off.shape[0] - 1
+        v.intolerable = &intol[0]
+        v.tolerates_unschedulable = comp.tolerates_unschedulable
+        v.has_labels = comp.has_labels
+        v.has_taints = comp.has_taints
+        cdef int k, i
+        cdef PluginSpec* s
+        cdef units_t pod_req
+        cdef Py_ssize_t col
+        for k in range(self.n_specs):
+            s = &self.specs[k]
+            for i in range(s.n_res):
+                col = s.col[i]
+                if s.nz[i] == 0:
+                    pod_req = v.nz_cpu
+                    v.src[k][i] = SRC_NZ_CPU
+                elif s.nz[i] == 1:
+                    pod_req = v.nz_mem
+                    v.src[k][i] = SRC_NZ_MEM
+                else:
+                    pod_req = v.req[col] if col < self.n_res else 0
+                    v.src[k][i] = SRC_USED
+                if s.scalar[i] and pod_req == 0:
+                    # kube: an extended resource the pod does not request is not scored.
+                    v.src[k][i] = SRC_SKIP
+                v.pod_req[k][i] = pod_req
+        return 0
+
+    # ------------------------------------------------------------------ kernels
+
+    cdef inline bint _expr(self, Py_ssize_t n, const ClassView* v, int e) noexcept:
+        cdef int w, W = self.state.label_words
+        cdef bint hit = False
+        if v.expr_mode[e] == EXPR_FALSE:
+            return False
+        for w in range(W):
+            if self.state.label_bits[n, w] & v.expr_mask[e * W + w]:
+                hit = True
+                break
+        return hit if v.expr_mode[e] == EXPR_ANY else not hit
+
+    cdef uint64_t _feasible(self, Py_ssize_t n, const ClassView* v, bint all_reasons) noexcept:
+        """0 if the class fits node ``n``, else REASON_* bits (first failure, or all)."""
+        cdef uint64_t reasons = 0
+        cdef Py_ssize_t r
+        cdef int t, e, w
+        cdef bint ok
+        cdef units_t need
+        if not (self.state.flags[n] & NODE_ALIVE):
+            return REASON_NOT_ALIVE
+        if (self.state.flags[n] & NODE_UNSCHEDULABLE) and not v.tolerates_unschedulable:
+            reasons |= REASON_UNSCHEDULABLE
+            if not all_reasons:
+                return reasons
+        for r in range(self.n_res):
+            need = v.req[r]
+            if need > 0 and self.used[n, r] + need > self.state.allocatable[n, r]:
+                reasons |= (<uint64_t>1) << (REASON_RESOURCE_BASE + (
+                    r if r < MAX_REASON_RESOURCES - 1 else MAX_REASON_RESOURCES - 1))
+                if not all_reasons:
+                    return reasons
+        if v.has_taints:
+            for w in range(self.state.taint_words):
+                if self.state.taint_bits[n, w] & v.intolerable[w]:
+                    reasons |= REASON_TAINT
+                    break
+            if reasons and not all_reasons:
+                return reasons
+        if v.has_labels:
+            ok = True
+            for e in range(v.term_off[0], v.term_off[1]):
+                if not self._expr(n, v, e):
+                    ok = False
+                    break
+            if ok and v.n_terms > 1:
+                ok = False
+                for t in range(1, v.n_terms):
+                    ok = True
+                    for e in range(v.term_off[t], v.term_off[t + 1]):
+                        if not self._expr(n, v, e):
+                            ok = False
+                            break
+                    if ok:
+                        break
+            if not ok:
+                reasons |= REASON_SELECTOR
+        return reasons
+
+    cdef inline score_t _plugin_score(self, Py_ssize_t n, const ClassView* v, int k,
+                                      Py_ssize_t cid) noexcept:
+        # Build kube's (requested, allocatable) vectors for plugin k, then call its kernel.
+        cdef PluginSpec* s = &self.specs[k]
+        cdef units_t requested[MAX_PLUGIN_RES]
+        cdef units_t allocatable[MAX_PLUGIN_RES]
+        cdef units_t used[MAX_PLUGIN_RES]
+        cdef int i, src
+        cdef Py_ssize_t col
+        if s.kind == PLUGIN_PYTHON:
+            try:
+                return int(self.py_plugins[k](self.state, n, cid))
+            except Exception:
+                return 0
+        for i in range(s.n_res):
+            src = v.src[k][i]
+            if src == SRC_SKIP:
+                allocatable[i] = 0
+                used[i] = requested[i] = 0
+                continue
+            col = s.col[i]
+            allocatable[i] = self.state.allocatable[n, col]
+            if src == SRC_USED:
+                used[i] = self.used[n, col]
+            else:
+                used[i] = self.nzu[n, src - 1]
+            requested[i] = used[i] + v.pod_req[k][i]
+        if s.kind == PLUGIN_LEAST_ALLOCATED:
+            return least_allocated(requested, allocatable, s.res_weight, s.n_res)
+        if s.kind == PLUGIN_BALANCED_ALLOCATION:
+            return balanced_allocation(requested, allocatable, s.n_res)
+        if s.kind == PLUGIN_MOST_ALLOCATED:
+            return most_allocated(requested, allocatable, s.res_weight, s.n_res)
+        if s.kind == PLUGIN_REQUESTED_TO_CAPACITY_RATIO:
+            return requested_to_capacity_ratio(requested, allocatable, s.res_weight, s.n_res,
+                                               s.shape_util, s.shape_score, s.n_shape)
+        if s.kind == PLUGIN_EPVM:
+            return epvm(used, v.pod_req[k], allocatable, s.res_weight, s.n_res, s.epvm_base)
+        if s.kind == PLUGIN_MIXED:
+            return mixed(requested, allocatable, s.res_weight, s.n_res,
+                         v.priority >= s.prod_priority, s.exhaust_permille, s.strand_permille)
+        return 0
+
+    cdef score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
+        cdef score_t total = 0
+        cdef int k
+        for k in range(self.n_specs):
+            total += self.specs[k].weight * self._plugin_score(n, v, k, cid)
+        return total
+
+    cdef score_t _evaluate(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
+        """Total score of node n for the class, or -1 if infeasible; through the cache."""
+        cdef Py_ssize_t slot
+        cdef int64_t key
+        cdef uint64_t reasons
+        cdef score_t total
+        if self.use_cache:
+            key = (<int64_t>cid << 32) | n
+            # Consecutive nodes of one class land in consecutive slots: cache-friendly.
+            slot = <Py_ssize_t>((<uint64_t>cid * <uint64_t>0x9E3779B1 + <uint64_t>n)
+                                & ((1 << CACHE_BITS) - 1))
+            if self.ck[slot] == key and self.cv[slot] == self.ver[n]:
+                self.hits += 1
+                return self.cs[slot]
+            self.misses += 1
+        reasons = self._feasible(n, v, False)
+        total = -1 if reasons else self._total(n, v, cid)
+        if self.use_cache:
+            self.ck[slot] = key
+            self.cv[slot] = self.ver[n]
+            self.cs[slot] = total
+        return total
+
+    cdef Py_ssize_t _place(self, Py_ssize_t cid, const ClassView* v, score_t* best_out,
+                           long long* visited_out) noexcept:
+        """Best node for the class (or -1): sampled visit, max total, seeded tie-break."""
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t N = self.n_nodes, k, n, best = -1, start = self.next_start
+        cdef long long alive = len(st.node_index)
+        cdef long long target = alive, found = 0, visited = 0, ties = 0
+        cdef score_t s, best_score = -1
+        if N == 0:
+            best_out[0] = -1
+            visited_out[0] = 0
+            return -1
+        if self.sample:
+            target = num_feasible_nodes_to_find(alive, self.percentage)
+        if start >= N:
+            start = 0
+        k = 0
+        while k < N:
+            n = start + k
+            if n >= N:
+                n -= N
+            k += 1
+            if not (st.flags[n] & NODE_ALIVE):
+                continue
+            visited += 1
+            s = self._evaluate(n, v, cid)
+            if s < 0:
+                continue
+            found += 1
+            if s > best_score:
+                best_score = s
+                best = n
+                ties = 1
+            elif s == best_score:
+                # Reservoir sampling over equal scores, as kube's selectHost.
+                ties += 1
+                if xorshift64(&self.rng) % <uint64_t>ties == 0:
+                    best = n
+            if found >= target:
+                break
+        # kube: nextStartNodeIndex = (start + processed) % allNodes
+        self.next_start = (start + k) % N
+        best_out[0] = best_score
+        visited_out[0] = visited
+        return best
+
+    cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign) noexcept:
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t r
+        for r in range(self.n_res):
+            self.used[n, r] += sign * st.class_req[cid, r]
+        self.nzu[n, 0] += sign * st.class_nz[cid, 0]
+        self.nzu[n, 1] += sign * st.class_nz[cid, 1]
+        self.tick += 1
+        self.ver[n] = self.tick
+        self.sver[n] = -2  # differs from any state version: the next sync renews it
+
+    # ------------------------------------------------------------------ Python API
+
+    cdef Py_ssize_t _class_of(self, pod) except -1:
+        if isinstance(pod, str):
+            return self.state.pod_class_id(pod)
+        if isinstance(pod, int):
+            return pod
+        return self.state.intern_class(pod)
+
+    def place(self, pod, bint assume=True) -> tuple[str, int] | None:
+        """Choose a node for one pod (a manifest, a pod key in the state, or a class id).
+
+        Returns ``(node name, total score)`` or None if no node is feasible. With
+        ``assume`` the placement is added to this placer's view (not to the state).
+        """
+        cdef Py_ssize_t cid = self._class_of(pod), n
+        self._ensure_synced()
+        cdef ClassView v
+        cdef score_t best
+        cdef long long visited
+        self._view(cid, &v)
+        n = self._place(cid, &v, &best, &visited)
+        self.visited += visited
+        if n < 0:
+            self.unschedulable += 1
+            return None
+        self.placed += 1
+        if assume:
+            self._assume(cid, n, 1)
+        return self.state.node_names[n], int(best)
+
+    def place_classes(self, class_ids) -> np.ndarray:
+        """Place a batch of class ids in order, assuming each; node slot per pod or -1.
+
+        The fast path for batches and benchmarks: one Python call, a C loop.
+        """
+        self._ensure_synced()
+        cdef int32_t[::1] cids = np.ascontiguousarray(class_ids, dtype=np.int32)
+        out_np = np.full(cids.shape[0], -1, dtype=np.int32)
+        cdef int32_t[::1] out = out_np
+        cdef Py_ssize_t i, n, cid, last = -1
+        cdef ClassView v
+        cdef score_t best
+        cdef long long visited
+        for i in range(cids.shape[0]):
+            cid = cids[i]
+            if cid != last:
+                self._view(cid, &v)
+                last = cid
+            n = self._place(cid, &v, &best, &visited)
+            self.visited += visited
+            if n < 0:
+                self.unschedulable += 1
+                continue
+            self.placed += 1
+            self._assume(cid, n, 1)
+            out[i] = <int32_t>n
+        return out_np
+
+    def place_batch(self, pods) -> list[tuple[str, int] | None]:
+        """Place many pods in order, each seeing the ones before it (assumed)."""
+        return [self.place(p) for p in pods]
+
+    def plan_gang(self, pods, min_member: int | None = None) -> list[str] | None:
+        """All-or-nothing plan for a gang on a scratch overlay.
+
+        Places members in order, assuming each; if fewer than ``min_member`` (default:
+        all) fit, every assumption made here is undone and None is returned, leaving
+        the placer exactly as before (apart from the RNG and rotation). On success the
+        plan stays assumed and the node name per member is returned (None for members
+        beyond ``min_member`` that did not fit).
+        """
+        cids = [self._class_of(p) for p in pods]
+        self._ensure_synced()
+        need = len(cids) if min_member is None else min_member
+        done = []
+        names = []
+        cdef Py_ssize_t cid, n
+        cdef ClassView v
+        cdef score_t best
+        cdef long long visited
+        for cid in cids:
+            self._view(cid, &v)
+            n = self._place(cid, &v, &best, &visited)
+            self.visited += visited
+            if n < 0:
+                names.append(None)
+                continue
+            self._assume(cid, n, 1)
+            done.append((cid, n))
+            names.append(self.state.node_names[n])
+        if len(done) < need:
+            for cid, n in reversed(done):
+                self._assume(cid, n, -1)
+            self.unschedulable += 1
+            return None
+        self.placed += len(done)
+        return names
+
+    def explain(self, pod) -> dict:
+        """Every alive node: feasible or not with reasons, each plugin's score, total.
+
+        Scores every feasible node (no sampling, no cache) and chooses as ``place``
+        would among all of them: highest total, ties broken by this placer's RNG.
+        """
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t cid = self._class_of(pod), n, r
+        self._ensure_synced()
+        cdef ClassView v
+        cdef uint64_t reasons
+        cdef long long ties = 0
+        self._view(cid, &v)
+        rows = []
+        best, best_total = None, -1
+        for n in range(self.n_nodes):
+            if not (st.flags[n] & NODE_ALIVE):
+                continue
+            reasons = self._feasible(n, &v, True)
+            row = {"name": st.node_names[n], "feasible": reasons == 0,
+                   "reasons": self._reason_strings(reasons, n, &v), "scores": {}, "total": None}
+            if reasons == 0:
+                total = 0
+                for k in range(self.n_specs):
+                    sc = int(self._plugin_score(n, &v, k, cid))
+                    row["scores"][self.plugin_names[k]] = sc
+                    total += self.specs[k].weight * sc
+                row["total"] = total
+                if total > best_total:
+                    best, best_total, ties = row["name"], total, 1
+                elif total == best_total:
+                    ties += 1
+                    if xorshift64(&self.rng) % <uint64_t>ties == 0:
+                        best = row["name"]
+            rows.append(row)
+        return {"chosen": best, "nodes": rows}
+
+    cdef list _reason_strings(self, uint64_t reasons, Py_ssize_t n, const ClassView* v):
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t r, bit
+        out = []
+        for bit in (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT):
+            if reasons & bit:
+                out.append(REASONS[bit])
+        for r in range(self.n_res):
+            bit = REASON_RESOURCE_BASE + (r if r < MAX_REASON_RESOURCES - 1 else MAX_REASON_RESOURCES - 1)
+            if reasons & ((<uint64_t>1) << bit) and v.req[r] > 0 and \
+                    self.used[n, r] + v.req[r] > st.allocatable[n, r]:
+                name = st.res_names[r]
+                out.append("Too many pods" if name == "pods" else f"Insufficient {name}")
+        return out
+
+    def scores(self, pod, node: str) -> dict[str, int]:
+        """Each plugin's score of ``pod`` on ``node``, feasible or not (kube's Score call)."""
+        cdef Py_ssize_t cid = self._class_of(pod)
+        self._ensure_synced()
+        idx = self.state.node_index.get(node)
+        if idx is None:
+            raise KeyError(node)
+        cdef ClassView v
+        self._view(cid, &v)
+        return {self.plugin_names[k]: int(self._plugin_score(idx, &v, k, cid))
+                for k in range(self.n_specs)}
+
+    def fits(self, pod, node: str) -> list[str]:
+        """Reasons ``pod`` does not fit ``node`` now (empty list: it fits)."""
+        cdef Py_ssize_t cid = self._class_of(pod)
+        self._ensure_synced()
+        idx = self.state.node_index.get(node)
+        if idx is None:
+            return [REASONS[REASON_NOT_ALIVE]]
+        cdef ClassView v
+        self._view(cid, &v)
+        return self._reason_strings(self._feasible(idx, &v, True), idx, &v)
+
+    def stats(self) -> dict:
+        """Counters: placed, unschedulable, nodes visited, cache hits/misses and hit rate."""
+        lookups = self.hits + self.misses
+        return {
+            "placed": self.placed,
+            "unschedulable": self.unschedulable,
+            "nodes_visited": self.visited,
+            "cache_hits": self.hits,
+            "cache_misses": self.misses,
+            "cache_hit_rate": (self.hits / lookups) if lookups else 0.0,
+        }
+
+    def used_array(self):
+        """This placer's view of allocation (state + assumptions), [node, resource]."""
+        return self.used_np

@@ -1,0 +1,27 @@
+# LeastAllocated (NodeResourcesFit strategy): worst fit, spreads load.
+# kube-scheduler v1.30 least_allocated.go, integer arithmetic as there.
+from esched.core._types cimport score_t, units_t
+from esched.core.scoring._plugin cimport MAX_NODE_SCORE, floor_div
+
+
+cdef inline score_t least_requested_score(units_t requested, units_t capacity) noexcept nogil:
+    if capacity == 0:
+        return 0
+    if requested > capacity:
+        return 0
+    return floor_div((capacity - requested) * MAX_NODE_SCORE, capacity)
+
+
+cdef inline score_t least_allocated(const units_t* requested, const units_t* allocatable,
+                                    const units_t* weight, int n) noexcept nogil:
+    """Weighted mean of (capacity - requested) * 100 / capacity; allocatable 0 skips."""
+    cdef score_t node_score = 0, weight_sum = 0
+    cdef int i
+    for i in range(n):
+        if allocatable[i] == 0:
+            continue
+        node_score += least_requested_score(requested[i], allocatable[i]) * weight[i]
+        weight_sum += weight[i]
+    if weight_sum == 0:
+        return 0
+    return floor_div(node_score, weight_sum)

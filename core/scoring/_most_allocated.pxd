@@ -1,0 +1,28 @@
+# MostAllocated (NodeResourcesFit strategy): best fit, packs load.
+# kube-scheduler v1.30 most_allocated.go, integer arithmetic as there.
+from esched.core._types cimport score_t, units_t
+from esched.core.scoring._plugin cimport MAX_NODE_SCORE, floor_div
+
+
+cdef inline score_t most_requested_score(units_t requested, units_t capacity) noexcept nogil:
+    if capacity == 0:
+        return 0
+    if requested > capacity:
+        # Pods without requests get the non-zero defaults, so requested may exceed capacity.
+        requested = capacity
+    return floor_div(requested * MAX_NODE_SCORE, capacity)
+
+
+cdef inline score_t most_allocated(const units_t* requested, const units_t* allocatable,
+                                   const units_t* weight, int n) noexcept nogil:
+    """Weighted mean of requested * 100 / capacity (capped); allocatable 0 skips."""
+    cdef score_t node_score = 0, weight_sum = 0
+    cdef int i
+    for i in range(n):
+        if allocatable[i] == 0:
+            continue
+        node_score += most_requested_score(requested[i], allocatable[i]) * weight[i]
+        weight_sum += weight[i]
+    if weight_sum == 0:
+        return 0
+    return floor_div(node_score, weight_sum)

@@ -1,0 +1,75 @@
+"""Builders mirroring kube-scheduler's test helpers (st.MakePod / st.MakeNode / makeNode)."""
+
+from __future__ import annotations
+
+import itertools
+
+from esched.core import ClusterState
+from esched.core._placer import Placer
+from esched.core.profile import parse_profile
+
+from .conftest import EV, envelope
+
+_n = itertools.count()
+
+
+def make_pod(*reqs: dict, node: str | None = None, containers: int = 0) -> dict:
+    """st.MakePod(): ``.Req(r)`` adds a container requesting r; ``.Container(c)`` one without."""
+    spec: dict = {"containers": [{"name": f"c{i}", "resources": {"requests": dict(r)}}
+                                 for i, r in enumerate(reqs)]}
+    spec["containers"] += [{"name": f"e{i}"} for i in range(containers)]
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": f"pod-{next(_n)}", "namespace": "t"}, "spec": spec}
+
+
+def make_node(name: str, capacity: dict) -> dict:
+    """st.MakeNode().Capacity(c) (allocatable = capacity)."""
+    return {"metadata": {"name": name}, "status": {"capacity": dict(capacity)}}
+
+
+def milli_node(name: str, milli_cpu: int, memory: int, scalars: dict | None = None) -> dict:
+    """kube's makeNode(name, milliCPU, memory, extended) from test_util.go."""
+    cap = {"cpu": f"{milli_cpu}m", "memory": str(memory), "pods": "32"}
+    cap.update({k: str(v) for k, v in (scalars or {}).items()})
+    return make_node(name, cap)
+
+
+def fit_profile(strategy: str, resources=None, shape=None, balanced=False) -> dict:
+    args: dict = {"scoringStrategy": {"type": strategy}}
+    if resources is not None:
+        args["scoringStrategy"]["resources"] = resources
+    if shape is not None:
+        args["scoringStrategy"]["requestedToCapacityRatio"] = {"shape": shape}
+    enabled = [{"name": "NodeResourcesBalancedAllocation" if balanced else "NodeResourcesFit"}]
+    return {
+        "profiles": [{
+            "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": enabled}},
+            "pluginConfig": [{"name": "NodeResourcesFit", "args": args}],
+        }]
+    }
+
+
+def balanced_profile(resources=None) -> dict:
+    args = {"resources": resources} if resources else {}
+    return {
+        "profiles": [{
+            "plugins": {"score": {"disabled": [{"name": "*"}],
+                                  "enabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+            "pluginConfig": [{"name": "NodeResourcesBalancedAllocation", "args": args}],
+        }]
+    }
+
+
+def scores(profile_doc: dict, pod: dict, nodes: list[dict], existing: list[dict]) -> list[int]:
+    """Score ``pod`` on every node the way kube's Score() does (feasibility not applied)."""
+    state = ClusterState()
+    events = [envelope(EV.NODE_ADDED, n) for n in nodes]
+    events += [envelope(EV.POD_SUBMITTED, p) for p in existing]
+    state.apply_many(enumerate(events, 1))
+    placer = Placer(state, parse_profile(profile_doc))
+    out = []
+    for n in nodes:
+        (score,) = placer.scores(pod, n["metadata"]["name"]).values()
+        out.append(score)
+    return out
