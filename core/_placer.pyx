@@ -27,6 +27,7 @@ Per pod (by equivalence class):
    the previous node's slot, cheaper than the predicate and scores it replaces.
 """
 
+cimport cython
 from libc.stdint cimport int8_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 
@@ -184,6 +185,7 @@ def _int_or_none(text):
         return None
 
 
+@cython.final
 cdef class Placer:
     """Place pods on a :class:`ClusterState` with a profile, seed and optional cache.
 
@@ -487,7 +489,7 @@ cdef class Placer:
                 break
         return hit if v.expr_mode[e] == EXPR_ANY else not hit
 
-    cdef uint64_t _feasible(self, Py_ssize_t n, const ClassView* v, bint all_reasons) noexcept:
+    cdef inline uint64_t _feasible(self, Py_ssize_t n, const ClassView* v, bint all_reasons) noexcept:
         """0 if the class fits node ``n``, else REASON_* bits (first failure, or all)."""
         cdef uint64_t reasons = 0
         cdef Py_ssize_t r
@@ -577,14 +579,14 @@ cdef class Placer:
                          v.priority >= s.prod_priority, s.exhaust_permille, s.strand_permille)
         return 0
 
-    cdef score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
+    cdef inline score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
         cdef score_t total = 0
         cdef int k
         for k in range(self.n_specs):
             total += self.specs[k].weight * self._plugin_score(n, v, k, cid)
         return total
 
-    cdef score_t _evaluate(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
+    cdef inline score_t _evaluate(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
         """Total score of node n for the class, or -1 if infeasible; through the cache."""
         cdef Py_ssize_t slot
         cdef int64_t key

