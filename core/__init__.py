@@ -1,9 +1,28 @@
 """esched.core: the Cython scheduling core.
 
 ``ClusterState`` is the cluster as typed arrays, built only by its fold
-(:meth:`ClusterState.apply` / :meth:`ClusterState.apply_many`).
+(:meth:`ClusterState.apply` / :meth:`ClusterState.apply_many`). ``Placer`` places
+pods on it: feasibility, relaxed randomization, scoring plugins from a
+KubeSchedulerConfiguration profile, and the equivalence-class cache.
+
+Build note: Cython resolves ``cimport esched.core.X`` through the include path
+``core/``; the symlink ``core/esched/core -> ..`` maps that package path onto this
+directory (the package is installed from ``core/`` under the name ``esched.core``).
 """
 
+from esched.core._placer import Placer, num_feasible_nodes_to_find
 from esched.core._state import PHASES, ClusterState, PositionError
+from esched.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile, parse_profile
 
-__all__ = ["PHASES", "ClusterState", "PositionError"]
+__all__ = [
+    "DEFAULT_PROFILE",
+    "PHASES",
+    "ClusterState",
+    "Placer",
+    "PositionError",
+    "Profile",
+    "ProfileError",
+    "load_profile",
+    "num_feasible_nodes_to_find",
+    "parse_profile",
+]

@@ -28,6 +28,7 @@ Per pod (by equivalence class):
 """
 
 cimport cython
+from libc.math cimport fabs, sqrt
 from libc.stdint cimport int8_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 
@@ -37,6 +38,7 @@ from esched.core._state cimport ClusterState
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
+    flag_t,
     index_t,
     score_t,
     units_t,
@@ -57,10 +59,15 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_MIXED,
     PLUGIN_MOST_ALLOCATED,
     PLUGIN_PYTHON,
+    MAX_SHAPE,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PluginSpec,
+    floor_div,
 )
-from esched.core.scoring._requested_to_capacity_ratio cimport requested_to_capacity_ratio
+from esched.core.scoring._requested_to_capacity_ratio cimport (
+    broken_linear,
+    requested_to_capacity_ratio,
+)
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 
@@ -118,6 +125,20 @@ cpdef long long num_feasible_nodes_to_find(long long n_all, long long percentage
     return n
 
 
+cdef extern from *:
+    """
+    static inline uint64_t esched_mulhi(uint64_t a, uint64_t b) {
+        return (uint64_t)(((unsigned __int128)a * b) >> 64);
+    }
+    """
+    uint64_t esched_mulhi(uint64_t a, uint64_t b) nogil
+
+
+cdef inline uint64_t below(uint64_t* state, uint64_t bound) noexcept nogil:
+    # A draw in [0, bound) by multiply-shift (Lemire), not a 64-bit modulo: no idiv.
+    return esched_mulhi(xorshift64(state), bound)
+
+
 cdef inline uint64_t xorshift64(uint64_t* state) noexcept nogil:
     # Marsaglia xorshift64; state never 0.
     cdef uint64_t x = state[0]
@@ -154,6 +175,18 @@ ctypedef struct ClassView:
     # Per plugin k and resource i, resolved once per class (not per node):
     units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
     int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)
+    # Raw table pointers for the per-node loop, taken once per call so the compiler can
+    # keep them in registers (memoryview attributes are reloaded after every store).
+    const units_t* alloc         # state.allocatable, row stride alloc_stride
+    Py_ssize_t alloc_stride
+    const units_t* used          # placer's used, row stride n_res
+    const units_t* nzu           # placer's non-zero cpu/memory, row stride 2
+    const flag_t* flags
+    const word_t* label_bits     # row stride label_words
+    const word_t* taint_bits     # row stride taint_words
+    int label_words
+    int taint_words
+    int n_res
 
 
 class _Compiled:
@@ -226,7 +259,7 @@ cdef class Placer:
     cdef int64_t[::1] cv
     cdef int64_t[::1] cs
     cdef uint64_t[::1] cr
-    cdef public long long hits, misses, placed, visited, unschedulable
+    cdef public long long hits, misses, placed, visited, unschedulable, python_plugin_errors
 
     def __cinit__(self):
         self.specs = NULL
@@ -248,6 +281,7 @@ cdef class Placer:
             self.rng = 1
         self.compiled = {}
         self.hits = self.misses = self.placed = self.visited = self.unschedulable = 0
+        self.python_plugin_errors = 0
         self._resolve_plugins()
         self.ck_np = np.full(1 << CACHE_BITS, -1, dtype=np.int64)
         self.cv_np = np.full(1 << CACHE_BITS, -1, dtype=np.int64)
@@ -318,18 +352,24 @@ cdef class Placer:
     def sync(self) -> None:
         """Start again from the state: its allocation, no assumptions.
 
-        Nodes whose state version moved get a new placer version, so cached entries
-        for them die; nodes that did not move keep their cache entries.
+        Incremental: only rows of nodes whose state version moved, or that carry an
+        assumption of this placer, are copied (a C loop over versions), so a replica
+        can fold one event and re-sync cheaply. Those nodes get a new placer version,
+        so their cache entries die; the others keep theirs.
         """
         cdef ClusterState st = self.state
-        cdef Py_ssize_t n, old_n = self.sver_np.shape[0]
+        cdef Py_ssize_t n, r, old_n = self.sver_np.shape[0]
+        cdef bint reshaped = (self.used_np is None or st.n_nodes != self.n_nodes
+                              or st.n_res != self.n_res)
         self.n_nodes = st.n_nodes
         self.n_res = st.n_res
-        self.used_np = np.ascontiguousarray(st.allocated_np[: self.n_nodes, : self.n_res])
-        self.nzu_np = np.ascontiguousarray(st.nz_np[: self.n_nodes])
-        self.used = self.used_np
-        self.nzu = self.nzu_np
-        if self.ver_np is None or self.ver_np.shape[0] != self.n_nodes:
+        if reshaped:
+            # Copies: assumptions must never write into the fold's arrays.
+            self.used_np = np.array(st.allocated_np[: self.n_nodes, : self.n_res], order="C",
+                                    copy=True)
+            self.nzu_np = np.array(st.nz_np[: self.n_nodes], order="C", copy=True)
+            self.used = self.used_np
+            self.nzu = self.nzu_np
             ver = np.zeros(self.n_nodes, dtype=np.int64)
             sver = np.full(self.n_nodes, -1, dtype=np.int64)
             if self.ver_np is not None:
@@ -343,6 +383,10 @@ cdef class Placer:
         for n in range(self.n_nodes):
             # A node touched by an assumption (sver == -2) or changed in the state is new.
             if self.sver[n] != sv[n]:
+                for r in range(self.n_res):
+                    self.used[n, r] = st.allocated[n, r]
+                self.nzu[n, 0] = st.nz[n, 0]
+                self.nzu[n, 1] = st.nz[n, 1]
                 self.tick += 1
                 self.ver[n] = self.tick
                 self.sver[n] = sv[n]
@@ -453,6 +497,16 @@ cdef class Placer:
         v.tolerates_unschedulable = comp.tolerates_unschedulable
         v.has_labels = comp.has_labels
         v.has_taints = comp.has_taints
+        v.alloc = &st.allocatable[0, 0]
+        v.alloc_stride = st.allocatable.strides[0] // sizeof(units_t)
+        v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
+        v.nzu = &self.nzu[0, 0] if self.n_nodes > 0 else NULL
+        v.flags = &st.flags[0]
+        v.label_bits = &st.label_bits[0, 0]
+        v.taint_bits = &st.taint_bits[0, 0]
+        v.label_words = st.label_words
+        v.taint_words = st.taint_words
+        v.n_res = self.n_res
         cdef int k, i
         cdef PluginSpec* s
         cdef units_t pod_req
@@ -479,12 +533,13 @@ cdef class Placer:
     # ------------------------------------------------------------------ kernels
 
     cdef inline bint _expr(self, Py_ssize_t n, const ClassView* v, int e) noexcept:
-        cdef int w, W = self.state.label_words
+        cdef int w, W = v.label_words
         cdef bint hit = False
+        cdef const word_t* row = v.label_bits + n * W
         if v.expr_mode[e] == EXPR_FALSE:
             return False
         for w in range(W):
-            if self.state.label_bits[n, w] & v.expr_mask[e * W + w]:
+            if row[w] & v.expr_mask[e * W + w]:
                 hit = True
                 break
         return hit if v.expr_mode[e] == EXPR_ANY else not hit
@@ -496,22 +551,27 @@ cdef class Placer:
         cdef int t, e, w
         cdef bint ok
         cdef units_t need
-        if not (self.state.flags[n] & NODE_ALIVE):
+        cdef flag_t flags = v.flags[n]
+        cdef const units_t* used = v.used + n * v.n_res
+        cdef const units_t* alloc = v.alloc + n * v.alloc_stride
+        cdef const word_t* taints
+        if not (flags & NODE_ALIVE):
             return REASON_NOT_ALIVE
-        if (self.state.flags[n] & NODE_UNSCHEDULABLE) and not v.tolerates_unschedulable:
+        if (flags & NODE_UNSCHEDULABLE) and not v.tolerates_unschedulable:
             reasons |= REASON_UNSCHEDULABLE
             if not all_reasons:
                 return reasons
-        for r in range(self.n_res):
+        for r in range(v.n_res):
             need = v.req[r]
-            if need > 0 and self.used[n, r] + need > self.state.allocatable[n, r]:
+            if need > 0 and used[r] + need > alloc[r]:
                 reasons |= (<uint64_t>1) << (REASON_RESOURCE_BASE + (
                     r if r < MAX_REASON_RESOURCES - 1 else MAX_REASON_RESOURCES - 1))
                 if not all_reasons:
                     return reasons
         if v.has_taints:
-            for w in range(self.state.taint_words):
-                if self.state.taint_bits[n, w] & v.intolerable[w]:
+            taints = v.taint_bits + n * v.taint_words
+            for w in range(v.taint_words):
+                if taints[w] & v.intolerable[w]:
                     reasons |= REASON_TAINT
                     break
             if reasons and not all_reasons:
@@ -549,6 +609,8 @@ cdef class Placer:
             try:
                 return int(self.py_plugins[k](self.state, n, cid))
             except Exception:
+                # A broken user plugin scores 0 rather than stopping placement; counted.
+                self.python_plugin_errors += 1
                 return 0
         for i in range(s.n_res):
             src = v.src[k][i]
@@ -557,11 +619,11 @@ cdef class Placer:
                 used[i] = requested[i] = 0
                 continue
             col = s.col[i]
-            allocatable[i] = self.state.allocatable[n, col]
+            allocatable[i] = v.alloc[n * v.alloc_stride + col]
             if src == SRC_USED:
-                used[i] = self.used[n, col]
+                used[i] = v.used[n * v.n_res + col]
             else:
-                used[i] = self.nzu[n, src - 1]
+                used[i] = v.nzu[n * 2 + src - 1]
             requested[i] = used[i] + v.pod_req[k][i]
         if s.kind == PLUGIN_LEAST_ALLOCATED:
             return least_allocated(requested, allocatable, s.res_weight, s.n_res)
@@ -580,10 +642,73 @@ cdef class Placer:
         return 0
 
     cdef inline score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
-        cdef score_t total = 0
-        cdef int k
+        """Weighted sum of the plugins' scores.
+
+        LeastAllocated, MostAllocated and BalancedAllocation, the hot ones, are computed
+        here in one straight pass over the node's row (the same integer/float steps as
+        their kernels, which ``explain`` and the kube vector tests run); building the
+        kernels' argument vectors per plugin cost about as much as the arithmetic.
+        tests/core/test_placer.py checks this path against ``explain`` on random clusters.
+        """
+        cdef score_t total = 0, node_score, weight_sum, sc
+        cdef int k, i, src, nf
+        cdef PluginSpec* s
+        cdef const units_t* alloc = v.alloc + n * v.alloc_stride
+        cdef const units_t* used = v.used + n * v.n_res
+        cdef const units_t* nzu = v.nzu + n * 2
+        cdef units_t cap, req
+        cdef double f, f0 = 0.0, f1 = 0.0, ftot, mean, acc, std
+        cdef double fr[MAX_PLUGIN_RES]
         for k in range(self.n_specs):
-            total += self.specs[k].weight * self._plugin_score(n, v, k, cid)
+            s = &self.specs[k]
+            if s.kind == PLUGIN_LEAST_ALLOCATED or s.kind == PLUGIN_MOST_ALLOCATED:
+                node_score = 0
+                weight_sum = 0
+                for i in range(s.n_res):
+                    src = v.src[k][i]
+                    if src == SRC_SKIP:
+                        continue
+                    cap = alloc[s.col[i]]
+                    if cap == 0:
+                        continue
+                    req = (used[s.col[i]] if src == SRC_USED else nzu[src - 1]) + v.pod_req[k][i]
+                    if s.kind == PLUGIN_LEAST_ALLOCATED:
+                        sc = 0 if req > cap else floor_div((cap - req) * MAX_NODE_SCORE, cap)
+                    else:
+                        sc = floor_div((req if req < cap else cap) * MAX_NODE_SCORE, cap)
+                    node_score += sc * s.res_weight[i]
+                    weight_sum += s.res_weight[i]
+                if weight_sum:
+                    total += s.weight * floor_div(node_score, weight_sum)
+            elif s.kind == PLUGIN_BALANCED_ALLOCATION:
+                nf = 0
+                ftot = 0.0
+                for i in range(s.n_res):
+                    src = v.src[k][i]
+                    if src == SRC_SKIP:
+                        continue
+                    cap = alloc[s.col[i]]
+                    if cap == 0:
+                        continue
+                    req = (used[s.col[i]] if src == SRC_USED else nzu[src - 1]) + v.pod_req[k][i]
+                    f = <double>req / <double>cap
+                    if f > 1.0:
+                        f = 1.0
+                    fr[nf] = f
+                    ftot += f
+                    nf += 1
+                std = 0.0
+                if nf == 2:
+                    std = fabs((fr[0] - fr[1]) / 2.0)
+                elif nf > 2:
+                    mean = ftot / nf
+                    acc = 0.0
+                    for i in range(nf):
+                        acc = acc + (fr[i] - mean) * (fr[i] - mean)
+                    std = sqrt(acc / nf)
+                total += s.weight * <score_t>((1.0 - std) * <double>MAX_NODE_SCORE)
+            else:
+                total += s.weight * self._plugin_score(n, v, k, cid)
         return total
 
     cdef inline score_t _evaluate(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
@@ -631,7 +756,7 @@ cdef class Placer:
             if n >= N:
                 n -= N
             k += 1
-            if not (st.flags[n] & NODE_ALIVE):
+            if not (v.flags[n] & NODE_ALIVE):
                 continue
             visited += 1
             s = self._evaluate(n, v, cid)
@@ -645,7 +770,7 @@ cdef class Placer:
             elif s == best_score:
                 # Reservoir sampling over equal scores, as kube's selectHost.
                 ties += 1
-                if xorshift64(&self.rng) % <uint64_t>ties == 0:
+                if below(&self.rng, <uint64_t>ties) == 0:
                     best = n
             if found >= target:
                 break
@@ -797,7 +922,7 @@ cdef class Placer:
                     best, best_total, ties = row["name"], total, 1
                 elif total == best_total:
                     ties += 1
-                    if xorshift64(&self.rng) % <uint64_t>ties == 0:
+                    if below(&self.rng, <uint64_t>ties) == 0:
                         best = row["name"]
             rows.append(row)
         return {"chosen": best, "nodes": rows}
@@ -850,8 +975,49 @@ cdef class Placer:
             "cache_hits": self.hits,
             "cache_misses": self.misses,
             "cache_hit_rate": (self.hits / lookups) if lookups else 0.0,
+            "python_plugin_errors": self.python_plugin_errors,
         }
 
     def used_array(self):
         """This placer's view of allocation (state + assumptions), [node, resource]."""
         return self.used_np
+
+
+# ---------------------------------------------------------------------- test wrappers
+# Thin Python entry points to the nogil kernels, for table tests (as sklearn's _py_*).
+
+def _py_floor_div(long long a, long long b) -> int:
+    """``a // b`` through the kernels' division (a >= 0, b > 0)."""
+    return floor_div(a, b)
+
+
+def _py_broken_linear(long long p, points) -> int:
+    """kube's helper.BuildBrokenLinearFunction(points)(p); points: [(utilization, score)]."""
+    cdef long long util[MAX_SHAPE]
+    cdef long long score[MAX_SHAPE]
+    for i, (u, s) in enumerate(points):
+        util[i] = u
+        score[i] = s
+    return broken_linear(p, util, score, len(points))
+
+
+def _py_mixed(requested, allocatable, weights, bint production, long long exhaust_permille,
+              long long strand_permille) -> int:
+    """The Mixed kernel on explicit vectors."""
+    cdef units_t r[MAX_PLUGIN_RES]
+    cdef units_t a[MAX_PLUGIN_RES]
+    cdef units_t w[MAX_PLUGIN_RES]
+    for i in range(len(requested)):
+        r[i], a[i], w[i] = requested[i], allocatable[i], weights[i]
+    return mixed(r, a, w, len(requested), production, exhaust_permille, strand_permille)
+
+
+def _py_epvm(used, request, allocatable, weights, double base) -> int:
+    """The E-PVM kernel on explicit vectors."""
+    cdef units_t u[MAX_PLUGIN_RES]
+    cdef units_t q[MAX_PLUGIN_RES]
+    cdef units_t a[MAX_PLUGIN_RES]
+    cdef units_t w[MAX_PLUGIN_RES]
+    for i in range(len(used)):
+        u[i], q[i], a[i], w[i] = used[i], request[i], allocatable[i], weights[i]
+    return epvm(u, q, a, w, len(used), base)

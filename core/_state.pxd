@@ -11,7 +11,8 @@ cdef class ClusterState:
     # --- log position and counters ---
     cdef public long long position      # position of the last folded event; 0 = none
     cdef public dict anomalies           # reason -> count (ignored or odd events)
-    cdef public dict event_counts        # event type -> count folded
+    cdef dict _unknown_counts            # unknown event type -> count folded
+    cdef long long type_counts[32]       # folded events per known type (slot of _TYPE_SLOT)
 
     # --- resources ---
     cdef public list res_names           # column -> resource name ("cpu", "memory", "pods", ...)

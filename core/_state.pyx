@@ -61,7 +61,7 @@ cdef enum:
     EV_EVICTED
     EV_NOOP
 
-cdef dict _TYPE_CODES = {
+cdef dict _TYPE_CODES_BY_NAME = {
     _ev.NODE_ADDED: EV_NODE_UPSERT,
     _ev.NODE_UPDATED: EV_NODE_UPSERT,
     _ev.NODE_REMOVED: EV_NODE_REMOVED,
@@ -78,6 +78,12 @@ cdef dict _TYPE_CODES = {
     _ev.PLACEMENT_REJECTED: EV_NOOP,
     _ev.POD_UNSCHEDULABLE: EV_NOOP,
 }
+# One dict lookup per event gives a slot; slot -> dispatch code and per-type counter.
+cdef tuple _TYPE_NAMES = tuple(_TYPE_CODES_BY_NAME)
+cdef dict _TYPE_SLOT = {name: i for i, name in enumerate(_TYPE_NAMES)}
+cdef int _SLOT_CODE[32]
+for _i, _name in enumerate(_TYPE_NAMES):
+    _SLOT_CODE[_i] = _TYPE_CODES_BY_NAME[_name]
 
 #: Resources every state has, in this column order.
 BASE_RESOURCES = ("cpu", "memory", "pods")
@@ -141,7 +147,9 @@ cdef class ClusterState:
     def __cinit__(self):
         self.position = 0
         self.anomalies = {}
-        self.event_counts = {}
+        self._unknown_counts = {}
+        for i in range(32):
+            self.type_counts[i] = 0
         self.res_names = []
         self.res_index = {}
         self.n_res = 0
@@ -336,8 +344,12 @@ cdef class ClusterState:
 
         Returns -1 (and counts an anomaly) when a quantity is invalid.
         """
-        spec = pod.get("spec") or {}
-        cdef dict req
+        # Typed locals: dict methods and str compares compile to C calls, and a
+        # wrongly-typed body raises TypeError, which the fold counts as malformed.
+        cdef dict spec = pod.get("spec") or {}
+        cdef dict req, res, requests, limits, cont
+        cdef str name
+        cdef long long u, c_cpu, c_mem, nz_cpu, nz_mem
         try:
             if spec.get("initContainers") or spec.get("overhead"):
                 # Rare shapes take the reference aggregations.
@@ -351,30 +363,34 @@ cdef class ClusterState:
                 req = {}
                 nz_cpu = nz_mem = 0
                 for c in spec.get("containers") or ():
-                    res = c.get("resources")
+                    cont = c
+                    res = cont.get("resources")
                     if not res:
                         nz_cpu += DEFAULT_MILLI_CPU_REQUEST
                         nz_mem += DEFAULT_MEMORY_REQUEST
                         continue
                     requests = res.get("requests") or {}
-                    limits = res.get("limits") or {}
-                    for name, value in limits.items():
-                        if name not in requests:
-                            req[name] = req.get(name, 0) + self._units(name, value)
+                    limits = res.get("limits")
+                    c_cpu = DEFAULT_MILLI_CPU_REQUEST
+                    c_mem = DEFAULT_MEMORY_REQUEST
+                    if limits:
+                        for name, value in limits.items():
+                            if name not in requests:
+                                u = self._units(name, value)
+                                req[name] = req.get(name, 0) + u
+                                if name == "cpu":
+                                    c_cpu = u
+                                elif name == "memory":
+                                    c_mem = u
                     for name, value in requests.items():
-                        req[name] = req.get(name, 0) + self._units(name, value)
-                    if "cpu" in requests:
-                        nz_cpu += self._units("cpu", requests["cpu"])
-                    elif "cpu" in limits:
-                        nz_cpu += self._units("cpu", limits["cpu"])
-                    else:
-                        nz_cpu += DEFAULT_MILLI_CPU_REQUEST
-                    if "memory" in requests:
-                        nz_mem += self._units("memory", requests["memory"])
-                    elif "memory" in limits:
-                        nz_mem += self._units("memory", limits["memory"])
-                    else:
-                        nz_mem += DEFAULT_MEMORY_REQUEST
+                        u = self._units(name, value)
+                        req[name] = req.get(name, 0) + u
+                        if name == "cpu":
+                            c_cpu = u
+                        elif name == "memory":
+                            c_mem = u
+                    nz_cpu += c_cpu
+                    nz_mem += c_mem
                 req["pods"] = 1
                 nz = (nz_cpu, nz_mem)
             prio = spec.get("priority")
@@ -399,7 +415,9 @@ cdef class ClusterState:
                  "tolerations": tolerations or None},
                 option=orjson.OPT_SORT_KEYS,
             ).decode()
-        key = (tuple(sorted(req.items())), nz, prio, ckey)
+        # Insertion order, not sorted: sorting cost more than the rest of the fold, and
+        # the same manifest always lists resources in the same order.
+        key = (tuple(req.items()), nz, prio, ckey)
         cid = self.class_index.get(key)
         if cid is not None:
             return cid
@@ -604,7 +622,7 @@ cdef class ClusterState:
         return 0
 
     cdef int _pod_submitted(self, dict pod) except -1:
-        meta = pod.get("metadata") or {}
+        cdef dict meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
         idx = self.pod_index.get(key)
         cdef Py_ssize_t p, c, r, n
@@ -653,7 +671,7 @@ cdef class ClusterState:
 
     cdef int _pod_finished(self, dict data, int phase) except -1:
         # phase: PHASE_SUCCEEDED, PHASE_FAILED, or PHASE_FREE for deleted.
-        meta = data.get("metadata") or {}
+        cdef dict meta = data.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
         idx = self.pod_index.get(key)
         if idx is None:
@@ -719,7 +737,9 @@ cdef class ClusterState:
     cdef int _committed(self, dict data) except -1:
         # Resolve every binding before changing anything, so a malformed body has no effect.
         resolved = []
-        for b in data.get("bindings") or ():
+        cdef dict b, resources
+        for binding in data.get("bindings") or ():
+            b = binding
             pidx = self.pod_index.get(b["pod"])
             nidx = self.node_index.get(b["node"])
             if pidx is None:
@@ -770,11 +790,14 @@ cdef class ClusterState:
 
     cdef int _apply(self, dict event) except -1:
         etype = event.get("type")
-        code = _TYPE_CODES.get(etype, EV_UNKNOWN)
-        data = event.get("data")
-        if code == EV_UNKNOWN:
+        slot = _TYPE_SLOT.get(etype)
+        if slot is None:
+            self._unknown_counts[etype] = self._unknown_counts.get(etype, 0) + 1
             self._anomaly("unknown_type")
             return 0
+        self.type_counts[<int>slot] += 1
+        cdef int code = _SLOT_CODE[<int>slot]
+        data = event.get("data")
         if code == EV_NOOP:
             return 0
         if not isinstance(data, dict):
@@ -816,25 +839,28 @@ cdef class ClusterState:
         if position <= self.position:
             raise PositionError(position, self.position)
         self._apply(event)
-        etype = event.get("type")
-        self.event_counts[etype] = self.event_counts.get(etype, 0) + 1
         self.position = position
 
     def apply_many(self, events) -> int:
         """Fold ``(position, event)`` pairs in order; returns how many were folded."""
         cdef long long count = 0, position
-        cdef dict counts = self.event_counts
         for position, event in events:
             if position <= self.position:
                 raise PositionError(position, self.position)
             self._apply(event)
-            etype = event.get("type")
-            counts[etype] = counts.get(etype, 0) + 1
             self.position = position
             count += 1
         return count
 
     # ------------------------------------------------------------------ reading
+
+    @property
+    def event_counts(self) -> dict[str, int]:
+        """Events folded per type (unknown types included)."""
+        out = {name: self.type_counts[i] for i, name in enumerate(_TYPE_NAMES)
+               if self.type_counts[i]}
+        out.update(self._unknown_counts)
+        return out
 
     def summary(self) -> dict:
         """The stable JSON view: position, node totals, pods per phase, gangs, queues."""
@@ -923,6 +949,21 @@ cdef class ClusterState:
     def pod_class_id(self, key: str) -> int:
         """Equivalence class id of a pod in the table (KeyError if unknown)."""
         return int(self.pod_class[<Py_ssize_t>self.pod_index[key]])
+
+    def gang_members(self, key: str, phase: str | None = None) -> list[str]:
+        """Pod keys of a gang (optionally only those in ``phase``), in slot order."""
+        g = self.gang_index.get(key)
+        if g is None:
+            return []
+        mask = self.pod_gang_np[: self.n_pods] == g
+        if phase is not None:
+            mask &= self.pod_phase_np[: self.n_pods] == PHASES.index(phase)
+        keys = self.pod_keys
+        return [keys[i] for i in np.flatnonzero(mask)]
+
+    def gang_min_member(self, key: str) -> int:
+        """minMember of a gang (1 until its PodGroup says otherwise); KeyError if unknown."""
+        return int(self.gang_min[<Py_ssize_t>self.gang_index[key]])
 
     def pending_pods(self) -> list[str]:
         """Keys of Pending pods, in slot order."""
@@ -1019,7 +1060,12 @@ cdef class ClusterState:
         cdef ClusterState s = cls()
         s.position = h["position"]
         s.anomalies = h["anomalies"]
-        s.event_counts = h["event_counts"]
+        for name, count in h["event_counts"].items():
+            slot = _TYPE_SLOT.get(name)
+            if slot is None:
+                s._unknown_counts[name] = count
+            else:
+                s.type_counts[<int>slot] = count
         for name in h["res_names"]:
             s._resource(name)
         nr = s.res_cap

@@ -32,8 +32,9 @@ GI = 2**30
 FULL_SCAN_BUDGET = 200_000_000
 
 
-def build_cluster(n_nodes: int, labels: bool = False, taints: bool = False,
-                  gpus: bool = False) -> ClusterState:
+def build_cluster(
+    n_nodes: int, labels: bool = False, taints: bool = False, gpus: bool = False
+) -> ClusterState:
     """The synthetic cluster, folded from node.added events."""
     state = ClusterState()
     events = []
@@ -43,8 +44,10 @@ def build_cluster(n_nodes: int, labels: bool = False, taints: bool = False,
         meta: dict[str, Any] = {"name": f"node-{i}"}
         spec: dict[str, Any] = {}
         if labels:
-            meta["labels"] = {"topology.kubernetes.io/zone": f"zone-{i % 3}",
-                              "node.kubernetes.io/instance-type": f"t{i % 4}"}
+            meta["labels"] = {
+                "topology.kubernetes.io/zone": f"zone-{i % 3}",
+                "node.kubernetes.io/instance-type": f"t{i % 4}",
+            }
         if taints and i % 10 == 0:
             spec["taints"] = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
         if gpus and i % 8 == 0:
@@ -55,8 +58,14 @@ def build_cluster(n_nodes: int, labels: bool = False, taints: bool = False,
     return state
 
 
-def make_pods(n_pods: int, seed: int, labels: bool = False, taints: bool = False,
-              gpus: bool = False, burst: bool = False) -> list[dict]:
+def make_pods(
+    n_pods: int,
+    seed: int,
+    labels: bool = False,
+    taints: bool = False,
+    gpus: bool = False,
+    burst: bool = False,
+) -> list[dict]:
     """Pod manifests of the synthetic workload (deterministic for a seed)."""
     rnd = random.Random(seed)
     pods = []
@@ -69,8 +78,9 @@ def make_pods(n_pods: int, seed: int, labels: bool = False, taints: bool = False
         if labels and not burst and rnd.random() < 0.3:
             spec["nodeSelector"] = {"topology.kubernetes.io/zone": f"zone-{rnd.randint(0, 2)}"}
         if taints and not burst and rnd.random() < 0.1:
-            spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infra",
-                                    "effect": "NoSchedule"}]
+            spec["tolerations"] = [
+                {"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}
+            ]
         pods.append({"metadata": {"name": f"p{j}", "namespace": "bench"}, "spec": spec})
     return pods
 
@@ -86,8 +96,15 @@ def _utilization(state: ClusterState, placer: Placer) -> dict[str, float]:
     return out
 
 
-def _run(state: ClusterState, cids: np.ndarray, profile: Profile | None, seed: int,
-         cache: bool, sample: bool, checkpoint: int | None = None) -> dict[str, Any]:
+def _run(
+    state: ClusterState,
+    cids: np.ndarray,
+    profile: Profile | None,
+    seed: int,
+    cache: bool,
+    sample: bool,
+    checkpoint: int | None = None,
+) -> dict[str, Any]:
     placer = Placer(state, profile, seed=seed, cache=cache, sample=sample)
     t0 = time.perf_counter()
     at_checkpoint = None
@@ -118,9 +135,17 @@ def _run(state: ClusterState, cids: np.ndarray, profile: Profile | None, seed: i
     return result
 
 
-def run_bench(n_nodes: int = 10_000, n_pods: int = 100_000, profile: Profile | None = None,
-              seed: int = 0, labels: bool = False, taints: bool = False, gpus: bool = False,
-              burst: bool = False, full_scan_pods: int | None = None) -> dict[str, Any]:
+def run_bench(
+    n_nodes: int = 10_000,
+    n_pods: int = 100_000,
+    profile: Profile | None = None,
+    seed: int = 0,
+    labels: bool = False,
+    taints: bool = False,
+    gpus: bool = False,
+    burst: bool = False,
+    full_scan_pods: int | None = None,
+) -> dict[str, Any]:
     """Run the default (sampled, cache on) placement, then cache off, then a full scan.
 
     Returns the JSON object ``esched bench core`` prints.
@@ -131,12 +156,25 @@ def run_bench(n_nodes: int = 10_000, n_pods: int = 100_000, profile: Profile | N
     if full_scan_pods is None:
         full_scan_pods = min(n_pods, max(1, FULL_SCAN_BUDGET // max(n_nodes, 1)))
     full_scan_pods = min(full_scan_pods, n_pods)
-    main = _run(state, cids, profile, seed, cache=True, sample=True,
-                checkpoint=full_scan_pods if full_scan_pods < n_pods else None)
+    main = _run(
+        state,
+        cids,
+        profile,
+        seed,
+        cache=True,
+        sample=True,
+        checkpoint=full_scan_pods if full_scan_pods < n_pods else None,
+    )
     main["cache_off"] = _run(state, cids, profile, seed, cache=False, sample=True)
-    main["full_scan"] = _run(state, cids[:full_scan_pods], profile, seed, cache=True,
-                             sample=False)
-    main["workload"] = {"nodes": n_nodes, "pods": n_pods, "seed": seed, "labels": labels,
-                        "taints": taints, "gpus": gpus, "burst": burst,
-                        "classes": int(state.n_classes)}
+    main["full_scan"] = _run(state, cids[:full_scan_pods], profile, seed, cache=True, sample=False)
+    main["workload"] = {
+        "nodes": n_nodes,
+        "pods": n_pods,
+        "seed": seed,
+        "labels": labels,
+        "taints": taints,
+        "gpus": gpus,
+        "burst": burst,
+        "classes": int(state.n_classes),
+    }
     return main

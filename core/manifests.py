@@ -54,7 +54,8 @@ def state_from_objects(objects: list[dict]) -> ClusterState:
         etype = _EVENT_OF_KIND.get(obj.get("kind", ""))
         if etype is None:
             continue
-        events.append((len(events) + 1, {"type": etype, "id": f"manifest-{len(events)}",
-                                         "data": obj}))
+        events.append(
+            (len(events) + 1, {"type": etype, "id": f"manifest-{len(events)}", "data": obj})
+        )
     state.apply_many(events)
     return state

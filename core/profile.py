@@ -33,13 +33,30 @@ __all__ = [
 DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))
 #: kube-scheduler plugins with no resource meaning: accepted in a profile and ignored
 #: for scoring (their filtering, where esched does it, is built into feasibility).
-IGNORED_KUBE_PLUGINS = frozenset({
-    "TaintToleration", "NodeAffinity", "ImageLocality", "InterPodAffinity",
-    "PodTopologySpread", "VolumeBinding", "NodePorts", "NodeName", "NodeUnschedulable",
-    "VolumeRestrictions", "VolumeZone", "NodeVolumeLimits", "DefaultPreemption",
-    "PrioritySort", "DefaultBinder", "SchedulingGates", "DynamicResources",
-    "EBSLimits", "GCEPDLimits", "AzureDiskLimits",
-})
+IGNORED_KUBE_PLUGINS = frozenset(
+    {
+        "TaintToleration",
+        "NodeAffinity",
+        "ImageLocality",
+        "InterPodAffinity",
+        "PodTopologySpread",
+        "VolumeBinding",
+        "NodePorts",
+        "NodeName",
+        "NodeUnschedulable",
+        "VolumeRestrictions",
+        "VolumeZone",
+        "NodeVolumeLimits",
+        "DefaultPreemption",
+        "PrioritySort",
+        "DefaultBinder",
+        "SchedulingGates",
+        "DynamicResources",
+        "EBSLimits",
+        "GCEPDLimits",
+        "AzureDiskLimits",
+    }
+)
 _STRATEGIES = {"LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"}
 # Python plugins: name -> callable(state, node_index, class_id) -> int in 0..100.
 _PYTHON_PLUGINS: dict[str, Callable[[Any, int, int], int]] = {}
@@ -144,18 +161,28 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
         shape: tuple[tuple[int, int], ...] = ()
         if kind == "RequestedToCapacityRatio":
             rtcr = strategy.get("requestedToCapacityRatio") or {}
-            shape = _shape(rtcr.get("shape"), f"{where}.scoringStrategy.requestedToCapacityRatio.shape")
+            shape = _shape(
+                rtcr.get("shape"), f"{where}.scoringStrategy.requestedToCapacityRatio.shape"
+            )
         return PluginConfig(name, kind, weight, resources, shape)
     if name == "NodeResourcesBalancedAllocation":
-        return PluginConfig(name, "BalancedAllocation", weight,
-                            _resources(args.get("resources"), f"{where}.resources"))
+        return PluginConfig(
+            name,
+            "BalancedAllocation",
+            weight,
+            _resources(args.get("resources"), f"{where}.resources"),
+        )
     if name == "EPVM":
         base = float(args.get("base", 16.0))
         if not base > 1.0:
             raise ProfileError(f"{where}.base", "must be > 1")
-        return PluginConfig(name, "EPVM", weight,
-                            _resources(args.get("resources"), f"{where}.resources"),
-                            epvm_base=base)
+        return PluginConfig(
+            name,
+            "EPVM",
+            weight,
+            _resources(args.get("resources"), f"{where}.resources"),
+            epvm_base=base,
+        )
     if name == "Mixed":
         prod = args.get("productionPriority", 1000)
         exhaust = args.get("exhaustedPercent", 5)
@@ -165,10 +192,15 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
                 raise ProfileError(f"{where}.{key}", "must be an integer in 0..100")
         if not isinstance(prod, int):
             raise ProfileError(f"{where}.productionPriority", "must be an integer")
-        return PluginConfig(name, "Mixed", weight,
-                            _resources(args.get("resources"), f"{where}.resources"),
-                            prod_priority=prod, exhaust_permille=exhaust * 10,
-                            strand_permille=strand * 10)
+        return PluginConfig(
+            name,
+            "Mixed",
+            weight,
+            _resources(args.get("resources"), f"{where}.resources"),
+            prod_priority=prod,
+            exhaust_permille=exhaust * 10,
+            strand_permille=strand * 10,
+        )
     if name in _PYTHON_PLUGINS:
         return PluginConfig(name, "Python", weight, ())
     raise ProfileError(where, f"unknown score plugin {name!r}")
@@ -212,9 +244,16 @@ def parse_profile(doc: dict[str, Any] | None, name: str | None = None) -> Profil
         if pname in IGNORED_KUBE_PLUGINS:
             ignored.append(pname)
             continue
-        resolved.append(_plugin(pname, weight, args.get(pname, {}),
-                                f"{where}.pluginConfig[{pname}]" if pname in args
-                                else f"{where}.plugins.score.enabled[{i}]"))
+        resolved.append(
+            _plugin(
+                pname,
+                weight,
+                args.get(pname, {}),
+                f"{where}.pluginConfig[{pname}]"
+                if pname in args
+                else f"{where}.plugins.score.enabled[{i}]",
+            )
+        )
     pct = prof.get("percentageOfNodesToScore", doc.get("percentageOfNodesToScore"))
     if pct is not None and (not isinstance(pct, int) or not 0 <= pct <= 100):
         raise ProfileError("percentageOfNodesToScore", "must be an integer in 0..100")

@@ -57,6 +57,9 @@ INTERNAL_TYPES = (
 )
 TYPES = EXTERNAL_TYPES + INTERNAL_TYPES
 
+#: The stream of every placement decision (committed or rejected).
+DECISIONS_STREAM = "decisions"
+
 _NAMESPACED_KIND = {"pod": True, "podgroup": True, "node": False, "queue": False}
 
 
@@ -77,5 +80,9 @@ def stream_of(event: dict[str, Any]) -> str:
             return f"{kind}/{meta.get('namespace') or 'default'}/{name}"
         return f"{kind}/{name}"
     if kind == "placement":
-        return f"placement/{data.get('proposal', event['id'])}"
+        if event["type"] == PLACEMENT_PROPOSED:
+            return f"proposals/{data.get('replica', '')}"
+        # All decisions form one stream, the commit service's own log: appending with
+        # its expected version fences a deposed leader that still tries to write.
+        return DECISIONS_STREAM
     return f"{kind}/{event.get('source', '')}"

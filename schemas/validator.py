@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
+from urllib.parse import urljoin
 
 import jsonschema_rs
 import orjson
@@ -54,8 +55,6 @@ SCHEMA_BASE_URI = "https://esched.dev/schemas/v1/"
 _ENVELOPE = "cloudevent"
 _ENVELOPE_URI = f"{SCHEMA_BASE_URI}{_ENVELOPE}.json"
 _DEFINITIONS = "definitions"
-# RFC 3986 URI-reference characters (CloudEvents ``source``); structure is not checked.
-_URI_REFERENCE = r"^[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+\Z"
 
 
 class InvalidEvent(ValueError):
@@ -104,24 +103,53 @@ def _no_network(uri: str) -> dict[str, Any]:
 
 # Lookahead-free equivalents of the schemas' lookahead patterns. jsonschema-rs runs a
 # pattern with lookaround on a backtracking engine (fancy-regex) at ~0.6 µs a string,
-# ten times the cost of a plain one, and a pod has a dozen qualified names. Each
-# pattern is replaced by two plain ones that must both match: the structure without
-# the lookaheads, and the length limits the lookaheads imposed. tests/schemas checks
+# ten times the cost of a plain one, and a pod has a dozen qualified names. Each such
+# pattern becomes one plain pattern that also bounds the last segment (name <= 63),
+# and a length bound on the first: a string of at most 255 characters cannot have a
+# longer first segment, else a second plain pattern checks it. tests/schemas checks
 # the equivalence on random strings and that every lookahead pattern is listed here.
 _SUBDOMAIN = r"[a-z0-9]+(?:-+[a-z0-9]+)*(?:\.[a-z0-9]+(?:-+[a-z0-9]+)*)*"
 _LABEL = r"[a-z0-9]+(?:-+[a-z0-9]+)*"
 _NAME = r"[A-Za-z0-9]+(?:[-_.]+[A-Za-z0-9]+)*"
+# Same languages, at most 63 characters: alphanumeric at both ends, any of the
+# separators in between.
+_LABEL_63 = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_NAME_63 = r"[A-Za-z0-9](?:[-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?"
 _QUALIFIED = rf"(?:(?=[^/]{{1,253}}/){_SUBDOMAIN}/)?(?=[^/]{{1,63}}$){_NAME}"
-_QUALIFIED_LENGTHS = r"(?:[^/]{1,253}/)?[^/]{1,63}"
-_PATTERN_REWRITES: dict[str, tuple[str, str]] = {
+
+
+def _bounded(pattern: str, first_253: str) -> dict[str, Any]:
+    return {"pattern": pattern, "x-also": {"anyOf": [{"maxLength": 255},
+                                                     {"pattern": first_253}]}}
+
+
+_PATTERN_REWRITES: dict[str, dict[str, Any]] = {
     # QualifiedName: [subdomain (<= 253) "/"] name (<= 63)
-    f"^{_QUALIFIED}$": (f"^(?:{_SUBDOMAIN}/)?{_NAME}$", f"^{_QUALIFIED_LENGTHS}$"),
+    f"^{_QUALIFIED}$": _bounded(f"^(?:{_SUBDOMAIN}/)?{_NAME_63}$", r"^(?:[^/]{1,253}/)?[^/]*$"),
     # Toleration key: empty or a qualified name
-    f"^(?:{_QUALIFIED})?$": (f"^(?:(?:{_SUBDOMAIN}/)?{_NAME})?$",
-                              f"^(?:{_QUALIFIED_LENGTHS})?$"),
+    f"^(?:{_QUALIFIED})?$": _bounded(f"^(?:(?:{_SUBDOMAIN}/)?{_NAME_63})?$",
+                                     r"^(?:[^/]{1,253}/)?[^/]*$"),
     # PodKey: namespace (DNS label, <= 63) "/" name (DNS subdomain, <= 253)
-    f"^(?=[^/]{{1,63}}/){_LABEL}/(?=[^/]{{1,253}}$){_SUBDOMAIN}$": (
-        f"^{_LABEL}/{_SUBDOMAIN}$", r"^[^/]{1,63}/[^/]{1,253}$"),
+    f"^(?=[^/]{{1,63}}/){_LABEL}/(?=[^/]{{1,253}}$){_SUBDOMAIN}$": _bounded(
+        f"^{_LABEL_63}/{_SUBDOMAIN}$", r"^[^/]*/[^/]{1,253}$"),
+}
+
+#: The envelope's formats as the patterns fastjsonschema checked them with (Python
+#: ``re``), for jsonschema-rs's engine, which reads ``\d``, ``\w`` and ``\s`` as
+#: ECMA-262 does (ASCII): Python's Unicode classes are spelled out (identical on
+#: every character of Python's Unicode database); ``$`` is the end of the text.
+#: A Python format callback would cost ~1 µs an event; these cost ~0.1 µs.
+_FORMAT_PATTERNS = {
+    "date-time": (
+        r"^(?:\p{Nd}{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\p{Nd}|3[01])|(?:0[469]|11)-"
+        r"(?:0[1-9]|[12]\p{Nd}|30)|02-(?:0[1-9]|1\p{Nd}|2[0-8]))|(?:\p{Nd}\p{Nd}(?:0[48]|"
+        r"[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)(t|T)"
+        r"(?:[01]\p{Nd}|2[0-3]):[0-5]\p{Nd}:(?:[0-5]\p{Nd}|60)(?:\.\p{Nd}+)?"
+        r"(?:[+-](?:[01]\p{Nd}|2[0-3]):[0-5]\p{Nd}|[+-](?:[01]\p{Nd}|2[0-3])[0-5]\p{Nd}|z|Z)$"
+    ),
+    "uri": r"^[\p{L}\p{N}_]+:(/?/?)[^\p{White_Space}\x1c-\x1f]+$",
+    # RFC 3986 characters only (CloudEvents ``source``); structure is not checked.
+    "uri-reference": r"^[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+$",
 }
 
 
@@ -131,12 +159,15 @@ def _compiled_form(node: Any) -> Any:
     * ``allOf`` members marked ``x-python-check`` (if/then rules between fields,
       such as "operator Exists needs an empty value") are dropped here and
       enforced by :func:`_check_rules`, whose messages name the field at fault.
-    * A ``pattern`` in :data:`_PATTERN_REWRITES` becomes its two lookahead-free
-      patterns (the second in an added ``allOf`` member carrying the same
-      ``x-error``); ``x-pattern`` keeps the original for messages.
+    * A ``pattern`` in :data:`_PATTERN_REWRITES` becomes its lookahead-free form (the
+      length bound in an added ``allOf`` member carrying the same ``x-error``);
+      ``x-pattern`` keeps the original for messages.
+    * A ``format`` in :data:`_FORMAT_PATTERNS` becomes that ``pattern``
+      (``x-format`` names it for messages).
 
-    The property-based tests check that the verdicts agree with the schema files as
-    evaluated by ``jsonschema``.
+    ``tests/schemas`` checks that the verdicts agree with the schema files as the
+    reference ``jsonschema`` (Python ``re``) evaluates them, and each rewritten
+    pattern and format with its original on random strings.
     """
     if isinstance(node, list):
         return [_compiled_form(x) for x in node]
@@ -153,35 +184,21 @@ def _compiled_form(node: Any) -> Any:
             out[key] = {k: _compiled_form(v) for k, v in value.items()}
         else:
             out[key] = _compiled_form(value)
+    extra: list[dict[str, Any]] = []
     pattern = node.get("pattern")
     if isinstance(pattern, str) and pattern in _PATTERN_REWRITES:
-        structure, lengths = _PATTERN_REWRITES[pattern]
-        out["pattern"], out["x-pattern"] = structure, pattern
-        extra = {"pattern": lengths, "x-pattern": pattern}
+        rewrite = _PATTERN_REWRITES[pattern]
+        out["pattern"], out["x-pattern"] = rewrite["pattern"], pattern
+        extra.append({**rewrite["x-also"], "x-pattern": pattern})
+    fmt = node.get("format")
+    if isinstance(fmt, str) and fmt in _FORMAT_PATTERNS:
+        del out["format"]
+        extra.append({"pattern": _FORMAT_PATTERNS[fmt], "x-format": fmt})
+    if extra:
         if "x-error" in node:
-            extra["x-error"] = node["x-error"]
-        out["allOf"] = [*out.get("allOf", ()), extra]
+            extra = [{**x, "x-error": node["x-error"]} for x in extra]
+        out["allOf"] = [*out.get("allOf", ()), *extra]
     return out
-
-
-#: The formats of the envelope, checked as fastjsonschema did (Python regular
-#: expressions): ``uri-reference`` only checks the characters RFC 3986 allows.
-_FORMAT_REGEXES = {
-    "date-time": (
-        r"^(?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-"
-        r"(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8]))|(?:\d\d(?:0[48]|[2468][048]|"
-        r"[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)(t|T)(?:[01]\d|2[0-3]):"
-        r"[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[+-](?:[01]\d|2[0-3]):[0-5]\d|"
-        r"[+-](?:[01]\d|2[0-3])[0-5]\d|z|Z)\Z"
-    ),
-    "uri": r"^\w+:(\/?\/?)[^\s]+\Z",
-    "uri-reference": _URI_REFERENCE,
-}
-
-
-def _format_checker(regex: str) -> Callable[[str], bool]:
-    match = re.compile(regex).match
-    return lambda value: match(value) is not None
 
 
 class _Compiled:
@@ -193,12 +210,11 @@ class _Compiled:
             f"{SCHEMA_BASE_URI}{n}.json": _compiled_form(load_schema(n)) for n in schema_names()
         }
         registry = jsonschema_rs.Registry(list(self.schemas.items()), retriever=_no_network)
-        formats = {name: _format_checker(regex) for name, regex in _FORMAT_REGEXES.items()}
 
         def compile_(name: str) -> Any:
             return jsonschema_rs.validator_for(
                 self.schemas[f"{SCHEMA_BASE_URI}{name}.json"], registry=registry,
-                retriever=_no_network, validate_formats=True, formats=formats)
+                retriever=_no_network, validate_formats=True)
 
         self.envelope = compile_(_ENVELOPE)
         self.data = {t: compile_(t) for t in TYPES}
@@ -226,12 +242,37 @@ def _short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _join(root: str, path: Iterable[str | int]) -> str:
-    """``data`` + ``["spec", "containers", 0, "name"]`` -> ``data.spec.containers[0].name``."""
-    field = root
-    for part in path:
-        field += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return field.lstrip(".")
+def _int_key(key: str) -> int | None:
+    try:
+        return int(key)
+    except ValueError:
+        return None
+
+
+def _step(node: Any, token: str | int) -> tuple[str, Any, int]:
+    """One step down an instance path: (field suffix, child, position in the parent).
+
+    jsonschema-rs reports an object key that reads as a number ("7") as an int.
+    """
+    if isinstance(node, list) and isinstance(token, int) and 0 <= token < len(node):
+        return f"[{token}]", node[token], token
+    if isinstance(node, dict):
+        key = str(token)
+        if key not in node and isinstance(token, int):
+            key = next((k for k in node if _int_key(k) == token), key)
+        if key in node:
+            return f".{key}", node[key], list(node).index(key)
+    return (f"[{token}]" if isinstance(token, int) else f".{token}"), None, 0
+
+
+def _locate(root: str, instance: Any, path: Iterable[str | int]) -> tuple[str, Any]:
+    """The dotted field of an instance path (``data.spec.containers[0].name``), and
+    the value there, taken from the event itself (jsonschema-rs's copy sorts keys)."""
+    field, node = root, instance
+    for token in path:
+        suffix, node, _ = _step(node, token)
+        field += suffix
+    return (field[1:] if field.startswith(".") else field), node
 
 
 def _keyword(err: jsonschema_rs.ValidationError, root_uri: str) -> tuple[str, dict[str, Any]]:
@@ -260,7 +301,7 @@ def _detail(rule: str, node: dict[str, Any], err: jsonschema_rs.ValidationError)
     if rule == "pattern":
         return f"must match pattern {node.get('x-pattern', value)}"
     if rule == "format":
-        return f"must be {value}"
+        return f"must be {node.get('x-format', value)}"
     texts = {
         "minLength": "must be longer than or equal to {} characters",
         "maxLength": "must be shorter than or equal to {} characters",
@@ -288,22 +329,139 @@ _GOT = frozenset({"enum", "const", "type", "pattern", "format", "minimum", "maxi
                   "exclusiveMinimum", "maxLength", "minLength", "minItems", "maxItems"})
 
 
+#: fastjsonschema's order of keywords, so that the error reported first (when there
+#: are several) is the one it reported: "spec" missing before "spec.x" wrong, etc.
+_KEYWORD_ORDER = {k: i for i, k in enumerate((
+    "type", "enum", "allOf", "anyOf", "oneOf", "not", "minLength", "maxLength", "pattern",
+    "format", "minimum", "maximum", "multipleOf", "minItems", "maxItems", "uniqueItems",
+    "items", "minProperties", "maxProperties", "required", "dependencies", "properties",
+    "patternProperties", "additionalProperties", "exclusiveMinimum", "exclusiveMaximum",
+    "propertyNames", "contains", "const", "if"))}
+_NAMED = frozenset({"properties", "patternProperties", "definitions", "dependencies"})
+#: Errors are ranked only in an instance of at most this many values (a rich pod
+#: has ~100): ``iter_errors`` builds every error at once and ranking costs ~50 µs an
+#: error, so an instance full of wrong values costs at most ~7 ms. A larger instance
+#: (a 1 MiB event can hold 100,000 values) reports jsonschema-rs's first error
+#: (``validate``, which stops there): a correct error, not always the one
+#: fastjsonschema would have named first.
+_RANKED_MAX_VALUES = 128
+
+
+def _values_at_most(instance: Any, limit: int) -> bool:
+    """Whether ``instance`` holds at most ``limit`` values (cost bounded by ``limit``)."""
+    stack, count = [instance], 0
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict | list):
+            count += len(node)
+            if count > limit:
+                return False
+            stack.extend(node.values() if isinstance(node, dict) else node)
+    return True
+
+
+def _entry(node: Any, path: list[str | int], depth: int) -> tuple[str | int | None, int]:
+    """The map key (or item index) at ``path[depth]``, and the next depth.
+
+    jsonschema-rs drops empty keys from instance paths: an entry missing from the
+    map, or a path that ends too soon, means the key ``""``.
+    """
+    token = path[depth] if depth < len(path) else None
+    if isinstance(node, dict) and "" in node and (token is None or not (
+            str(token) in node or any(_int_key(k) == token for k in node))):
+        return "", depth
+    return token, depth + 1
+
+
+@cache
+def _ref_target(uri: str, ref: str) -> tuple[str, Any]:
+    """The URI and (compiled) schema a ``$ref`` in the resource at ``uri`` names."""
+    target, _, pointer = urljoin(uri, ref).partition("#")
+    node: Any = _validators().schemas.get(target)
+    for part in pointer.split("/")[1:]:
+        node = node.get(part.replace("~1", "/").replace("~0", "~")) \
+            if isinstance(node, dict) else None
+    return target, node
+
+
+def _trace(err: jsonschema_rs.ValidationError, root_uri: str, root: str,
+           instance: Any) -> tuple[list[int], str, Any]:
+    """Follow an error's evaluation path through the schemas and the instance.
+
+    Returns its sort key (fastjsonschema's depth-first order: each keyword at its
+    place in :data:`_KEYWORD_ORDER`, a property at its place in the schema, an array
+    item or a map entry at its place in the event), the dotted field at fault
+    (``data.spec.containers[0].name``) and the value there, taken from the event
+    itself (jsonschema-rs's copy sorts keys).
+    """
+    schemas = _validators().schemas
+    uri, node, prev = root_uri, schemas.get(root_uri), ""
+    inst, path, depth, field = instance, list(err.instance_path), 0, root
+    key: list[int] = []
+
+    def step(token: str | int | None) -> int:
+        nonlocal inst, field
+        if token is None:
+            return 0
+        suffix, inst, pos = _step(inst, token)
+        field += suffix
+        return pos
+
+    for tok in err.evaluation_path:
+        if isinstance(tok, int):
+            node = node[tok] if isinstance(node, list) and tok < len(node) else None
+            if prev == "allOf" and isinstance(node, dict) and (
+                    "x-pattern" in node or "x-format" in node):
+                key[-1] = _KEYWORD_ORDER["pattern"]  # added by _compiled_form: a pattern
+            key.append(tok)
+        elif prev in _NAMED:
+            key.append(list(node).index(tok) if isinstance(node, dict) and tok in node else 0)
+            node = node.get(tok) if isinstance(node, dict) else None
+            if prev == "properties":
+                step(tok)
+                depth += 1
+            elif prev == "patternProperties":
+                token, depth = _entry(inst, path, depth)
+                key.append(step(token))
+        elif tok == "$ref" and isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            key.append(0)
+            uri, node = _ref_target(uri, node["$ref"])
+        else:
+            key.append(_KEYWORD_ORDER.get(tok, len(_KEYWORD_ORDER)))
+            node = node.get(tok) if isinstance(node, dict) else None
+            if tok in ("items", "additionalProperties") and isinstance(node, dict | bool):
+                token, depth = _entry(inst, path, depth)
+                key.append(step(token))
+        prev = "" if prev in _NAMED else tok if isinstance(tok, str) else ""
+    for token in path[depth:]:  # keywords this walk does not know
+        step(token)
+    return key, (field[1:] if field.startswith(".") else field), inst
+
+
 def _schema_error(validator: Any, instance: Any, root: str, reason: str,
                   root_uri: str) -> InvalidEvent:
     """The first error of an instance ``is_valid`` refused, as an InvalidEvent naming
     the field. Only called on failure: ``iter_errors`` costs more than ``is_valid``."""
-    try:
-        err = next(iter(validator.iter_errors(instance)), None)
-    except ValueError:  # pragma: no cover - is_valid raised first
-        err = None
-    if err is None:  # pragma: no cover - is_valid and iter_errors disagree
+    if _values_at_most(instance, _RANKED_MAX_VALUES):
+        errors = list(validator.iter_errors(instance))  # may raise ValueError (no JSON type)
+    else:
+        try:
+            validator.validate(instance)
+            errors = []
+        except jsonschema_rs.ValidationError as err:
+            errors = [err]
+    if not errors:  # pragma: no cover - is_valid and iter_errors disagree
         return InvalidEvent(reason, f"{root or 'event'}: invalid", root or None)
-    field = _join(root, err.instance_path)
+    traced = [(*_trace(e, root_uri, root, instance), i) for i, e in enumerate(errors)]
+    _, field, value, first = min(traced, key=lambda t: (t[0], t[3]))
+    err = errors[first]
     rule, node = _keyword(err, root_uri)
+    if rule in ("pattern", "anyOf") and ("x-format" in node or "x-pattern" in node):
+        rule = "format" if "x-format" in node else "pattern"  # see _compiled_form
     custom = node.get("x-error")
     detail = _detail(rule, node, err)
-    if rule == "required" and isinstance(err.instance, dict):
-        missing = [k for k in node.get("required", ()) if k not in err.instance]
+    if rule == "required" and isinstance(value, dict):
+        missing = [k for k in node.get("required", ()) if k not in value]
         if not missing:  # pragma: no cover - jsonschema-rs names it too
             missing = [err.kind.as_dict().get("property")]
         field = f"{field}.{missing[0]}" if field else str(missing[0])
@@ -317,9 +475,9 @@ def _schema_error(validator: Any, instance: Any, root: str, reason: str,
             field = f"{field}.{key}" if field else str(key)
             detail, custom = f"invalid name {_short(key)}: {why}", None
     elif rule in _GOT:
-        detail = f"{detail} (got {_short(err.instance)})"
+        detail = f"{detail} (got {_short(value)})"
     if custom:
-        detail = custom if rule in ("anyOf", "not") else f"{custom} (got {_short(err.instance)})"
+        detail = custom if rule in ("anyOf", "not") else f"{custom} (got {_short(value)})"
     return InvalidEvent(reason, f"{field or 'event'}: {detail}", field or None)
 
 
@@ -345,11 +503,12 @@ def _not_json(value: Any, path: list[str | int]) -> list[str | int] | None:
     return None
 
 
-def _unsupported(event: dict[str, Any], exc: ValueError) -> InvalidEvent:
+def _unsupported(event: dict[str, Any], exc: ValueError, reason: str) -> InvalidEvent:
     """An event holding a Python value JSON has no type for (a set, bytes, a non-str key)."""
     path = _not_json(event, [])
-    field = _join("", path) if path else None
-    reason = "schema" if path and path[0] == "data" and len(path) > 1 else "envelope"
+    field = _locate("", event, path)[0] if path else None
+    if path:
+        reason = "schema" if path[0] == "data" and len(path) > 1 else "envelope"
     return InvalidEvent(reason, f"{field or 'event'}: not a JSON value ({exc})", field)
 
 
@@ -376,10 +535,36 @@ def _quantity(name: str, value: Any, path: str) -> int:
     return units  # type: ignore[return-value]
 
 
+#: Converted resource lists, by their items: the same few requests and limits recur
+#: across pods, and one lookup replaces a conversion per quantity. An entry holds the
+#: (read-only) units and, unless all values are strings, the values' classes, so that
+#: ``{"cpu": True}`` (``True == 1``) never passes for ``{"cpu": 1}``.
+_LISTS: dict[tuple[tuple[str, Any], ...], tuple[dict[str, int], tuple[type, ...] | None]] = {}
+_LISTS_MAX = 8192
+
+
+def _cached_units(values: dict[str, Any]) -> dict[str, int] | None:
+    try:
+        hit = _LISTS.get(tuple(values.items()))
+    except TypeError:  # a list or a map among the values
+        return None
+    if hit is None or (hit[1] is not None and tuple(map(type, values.values())) != hit[1]):
+        return None
+    return hit[0]
+
+
 def _resource_list(values: Any, path: str) -> dict[str, int]:
+    """Base units of each quantity of a ResourceList, or InvalidEvent naming ``path.name``."""
     if not values:
         return {}
-    return {name: _quantity(name, v, path) for name, v in values.items()}
+    units = _cached_units(values)
+    if units is None:
+        units = {name: _quantity(name, v, path) for name, v in values.items()}
+        if len(_LISTS) < _LISTS_MAX:
+            classes = tuple(map(type, values.values()))
+            _LISTS[tuple(values.items())] = (
+                units, None if all(c is str for c in classes) else classes)
+    return units
 
 
 def _containers(containers: Any, path: str) -> None:
@@ -387,8 +572,9 @@ def _containers(containers: Any, path: str) -> None:
         res = c.get("resources")
         if res:
             for kind in ("requests", "limits"):
-                if res.get(kind):
-                    _resource_list(res[kind], f"{path}[{i}].resources.{kind}")
+                values = res.get(kind)
+                if values and _cached_units(values) is None:  # the path only on a miss
+                    _resource_list(values, f"{path}[{i}].resources.{kind}")
 
 
 def _check_node(data: dict[str, Any]) -> None:
@@ -534,9 +720,13 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
     try:
         valid = v.envelope_valid(event)
     except ValueError as exc:  # a Python value with no JSON type, anywhere in the event
-        raise _unsupported(event, exc) from None
+        raise _unsupported(event, exc, "envelope") from None
     if not valid:
-        raise _schema_error(v.envelope, event, "", "envelope", _ENVELOPE_URI) from None
+        try:
+            exc = _schema_error(v.envelope, event, "", "envelope", _ENVELOPE_URI)
+        except ValueError as err:
+            exc = _unsupported(event, err, "envelope")
+        raise exc from None
     etype = event["type"]
     if etype not in allowed_types:
         if etype in TYPES:
@@ -552,9 +742,14 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
     if data_valid is None:  # allowed by the caller, but no schema: never accept blindly
         raise InvalidEvent("unknown_type", f"type: no schema for {etype!r}", "type")
     data = event["data"]
-    if not data_valid(data):
-        raise _schema_error(v.data[etype], data, "data", "schema",
-                            f"{SCHEMA_BASE_URI}{etype}.json") from None
+    try:
+        if not data_valid(data):
+            raise _schema_error(v.data[etype], data, "data", "schema",
+                                f"{SCHEMA_BASE_URI}{etype}.json") from None
+    except ValueError as err:
+        if isinstance(err, InvalidEvent):
+            raise
+        raise _unsupported(event, err, "schema") from None
     check = _QUANTITY_CHECKS.get(etype)
     if check is not None:
         check(data)

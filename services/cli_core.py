@@ -26,18 +26,32 @@ def _profile(path: str | None):
 
 
 @click.command("explain")
-@click.option("--state", "state_file", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Nodes and pods (YAML/JSON: a List, multi-document, or one object). "
-                   "Pods with spec.nodeName are already running there.")
-@click.option("--pod", "pod_file", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="The pod to place (one Pod manifest).")
-@click.option("--profile", "profile_file", type=click.Path(exists=True, dir_okay=False),
-              help="KubeSchedulerConfiguration (v1) file; default: kube's resource scoring.")
+@click.option(
+    "--state",
+    "state_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Nodes and pods (YAML/JSON: a List, multi-document, or one object). "
+    "Pods with spec.nodeName are already running there.",
+)
+@click.option(
+    "--pod",
+    "pod_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The pod to place (one Pod manifest).",
+)
+@click.option(
+    "--profile",
+    "profile_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="KubeSchedulerConfiguration (v1) file; default: kube's resource scoring.",
+)
 @click.option("--seed", default=0, show_default=True, help="Tie-break seed.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
-            fmt: str) -> None:
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int, fmt: str) -> None:
     """Show, per node, why a pod fits or not, each plugin's score, and the chosen node.
 
     Every feasible node is scored (no sampling), so anyone can reproduce a decision.
@@ -75,19 +89,36 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
 @click.command("core")
 @click.option("--nodes", default=10_000, show_default=True, help="Nodes in the synthetic cluster.")
 @click.option("--pods", default=100_000, show_default=True, help="Pods to place.")
-@click.option("--profile", "profile_file", type=click.Path(exists=True, dir_okay=False),
-              help="KubeSchedulerConfiguration (v1) file; default: kube's resource scoring.")
+@click.option(
+    "--profile",
+    "profile_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="KubeSchedulerConfiguration (v1) file; default: kube's resource scoring.",
+)
 @click.option("--seed", default=0, show_default=True, help="Workload and tie-break seed.")
 @click.option("--labels", is_flag=True, help="Zone labels on nodes; 30% of pods select a zone.")
 @click.option("--taints", is_flag=True, help="Taint every 10th node; 10% of pods tolerate it.")
 @click.option("--gpus", is_flag=True, help="8 GPUs on every 8th node; 5% of pods ask 1-4.")
 @click.option("--burst", is_flag=True, help="All pods identical (2 CPU, 4 GiB): the cache case.")
-@click.option("--full-scan-pods", type=int, default=None,
-              help="Pods for the full-scan run (default: all, capped at 2e8 node visits).")
+@click.option(
+    "--full-scan-pods",
+    type=int,
+    default=None,
+    help="Pods for the full-scan run (default: all, capped at 2e8 node visits).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (default: also).")
-def bench_core(nodes: int, pods: int, profile_file: str | None, seed: int, labels: bool,
-               taints: bool, gpus: bool, burst: bool, full_scan_pods: int | None,
-               as_json: bool) -> None:
+def bench_core(
+    nodes: int,
+    pods: int,
+    profile_file: str | None,
+    seed: int,
+    labels: bool,
+    taints: bool,
+    gpus: bool,
+    burst: bool,
+    full_scan_pods: int | None,
+    as_json: bool,
+) -> None:
     """Place pods on a synthetic cluster; print pods/s with sampling, cache off, full scan.
 
     Keys: pods_per_s, us_per_pod, nodes_visited_per_pod, cache_hit_rate, utilization,
@@ -97,7 +128,8 @@ def bench_core(nodes: int, pods: int, profile_file: str | None, seed: int, label
 
     if nodes < 1 or pods < 1:
         raise click.BadParameter("--nodes and --pods must be positive")
-    result = run_bench(nodes, pods, _profile(profile_file), seed, labels, taints, gpus, burst,
-                       full_scan_pods)
+    result = run_bench(
+        nodes, pods, _profile(profile_file), seed, labels, taints, gpus, burst, full_scan_pods
+    )
     # One JSON object either way: it is data (--json kept for the documented interface).
     click.echo(orjson.dumps(result, option=0 if as_json else orjson.OPT_INDENT_2).decode())

@@ -11,11 +11,18 @@ import logging
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 __all__ = [
+    "COMMITTED_PODS",
+    "COMMIT_CONFLICTS",
+    "COMMIT_LEADER",
+    "COMMIT_PENDING_PODS",
+    "COMMIT_PROPOSALS",
+    "COMMIT_STEPDOWNS",
     "DEADLETTER",
     "INGEST_BATCH_SECONDS",
     "INGEST_EVENTS",
     "INGEST_LAG",
     "RETRIES",
+    "SUBMIT_TO_COMMIT_SECONDS",
     "serve",
 ]
 
@@ -42,6 +49,36 @@ INGEST_BATCH_SECONDS = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 INGEST_LAG = Gauge("esched_ingest_lag", "Input messages not yet consumed by this ingest member.")
+
+# commit service ---------------------------------------------------------------------
+COMMIT_PROPOSALS = Counter(
+    "esched_commit_proposals_total",
+    "Placement proposals decided by the commit service, by outcome (committed, rejected, "
+    "duplicate).",
+    ["outcome"],
+)
+COMMITTED_PODS = Counter("esched_commit_pods_total", "Pods bound by committed decisions.")
+COMMIT_CONFLICTS = Counter(
+    "esched_commit_conflicts_total",
+    "Rejected proposals (Omega's conflicts), by reason code (insufficient_cpu, "
+    "pod_not_pending, node_gone, constraint, gang_incomplete, ...).",
+    ["reason"],
+)
+SUBMIT_TO_COMMIT_SECONDS = Histogram(
+    "esched_submit_to_commit_seconds",
+    "Time from a pod's submission (event time, else recorded_at) to its committed binding "
+    "being recorded.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+COMMIT_PENDING_PODS = Gauge(
+    "esched_commit_pending_pods", "Pending pods in the commit service's authoritative state.")
+COMMIT_LEADER = Gauge(
+    "esched_commit_leader", "1 while this commit service instance holds the leader lease.")
+COMMIT_STEPDOWNS = Counter(
+    "esched_commit_stepdowns_total",
+    "Times the commit service stopped deciding, by cause (lease_lost, fenced, foreign_writer).",
+    ["cause"],
+)
 
 
 def serve(port: int | None, addr: str = "0.0.0.0") -> None:

@@ -69,6 +69,11 @@ class TopicNames:
         return f"{self.prefix}deadletter"
 
     @property
+    def proposals(self) -> str:
+        """Placement proposals from the replicas to the commit service (internal)."""
+        return f"{self.prefix}proposals"
+
+    @property
     def inputs(self) -> tuple[str, str, str]:
         """Topics ingest reads; any input event type is accepted on any of them."""
         return (self.nodes, self.pods, self.usage)

@@ -15,8 +15,11 @@ _n = itertools.count()
 
 def make_pod(*reqs: dict, node: str | None = None, containers: int = 0) -> dict:
     """st.MakePod(): ``.Req(r)`` adds a container requesting r; ``.Container(c)`` one without."""
-    spec: dict = {"containers": [{"name": f"c{i}", "resources": {"requests": dict(r)}}
-                                 for i, r in enumerate(reqs)]}
+    spec: dict = {
+        "containers": [
+            {"name": f"c{i}", "resources": {"requests": dict(r)}} for i, r in enumerate(reqs)
+        ]
+    }
     spec["containers"] += [{"name": f"e{i}"} for i in range(containers)]
     if node:
         spec["nodeName"] = node
@@ -43,21 +46,29 @@ def fit_profile(strategy: str, resources=None, shape=None, balanced=False) -> di
         args["scoringStrategy"]["requestedToCapacityRatio"] = {"shape": shape}
     enabled = [{"name": "NodeResourcesBalancedAllocation" if balanced else "NodeResourcesFit"}]
     return {
-        "profiles": [{
-            "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": enabled}},
-            "pluginConfig": [{"name": "NodeResourcesFit", "args": args}],
-        }]
+        "profiles": [
+            {
+                "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": enabled}},
+                "pluginConfig": [{"name": "NodeResourcesFit", "args": args}],
+            }
+        ]
     }
 
 
 def balanced_profile(resources=None) -> dict:
     args = {"resources": resources} if resources else {}
     return {
-        "profiles": [{
-            "plugins": {"score": {"disabled": [{"name": "*"}],
-                                  "enabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
-            "pluginConfig": [{"name": "NodeResourcesBalancedAllocation", "args": args}],
-        }]
+        "profiles": [
+            {
+                "plugins": {
+                    "score": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [{"name": "NodeResourcesBalancedAllocation"}],
+                    }
+                },
+                "pluginConfig": [{"name": "NodeResourcesBalancedAllocation", "args": args}],
+            }
+        ]
     }
 
 

@@ -3,6 +3,7 @@
 import pytest
 
 from esched.core import PositionError
+from esched.core._requests import nonzero_requests
 from esched.schemas.objects import pod_requests
 
 from .conftest import EV, commit, envelope, node, pod, ref
@@ -331,11 +332,22 @@ def test_fast_request_path_agrees_with_pod_requests(log, state):
             },
         },
         {"metadata": {"name": "d", "namespace": "ns"}, "spec": {}},
+        {
+            "metadata": {"name": "e", "namespace": "ns"},
+            "spec": {
+                "containers": [
+                    {"resources": {"limits": {"memory": "1Gi"}}},
+                    {"resources": {"requests": {"cpu": "0"}}},
+                    {"resources": {}},
+                ]
+            },
+        },
     ]
     for p in pods:
         log(EV.POD_SUBMITTED, p)
         cls = state.class_specs[state.pod(f"ns/{p['metadata']['name']}")["class"]]
         assert cls["requests"] == pod_requests(p)
+        assert tuple(cls["nonzero"]) == nonzero_requests(p)
 
 
 def test_identical_pods_share_an_equivalence_class(log, state):

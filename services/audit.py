@@ -1,0 +1,228 @@
+"""Audit the log: replay it event by event and check every placement decision.
+
+The audit folds the whole log from position 0 with the one fold
+(:class:`~esched.core.ClusterState`), and at each decision checks:
+
+* ``overcommit``: after a committed placement, a bound node's allocation exceeds
+  its allocatable for some resource;
+* ``double_binding``: a committed binding for a pod that is not Pending (already
+  bound, or bound twice in one decision);
+* ``unknown_node``: a committed binding to a node that was removed or never added;
+* ``unknown_pod``: a committed binding for a pod the log does not have;
+* ``gang_partial``: a committed decision leaves a gang below ``minMember`` running,
+  or binds only part of the gang members it names;
+* ``malformed``: a committed decision whose bindings are not objects;
+* ``irreproducible``: re-validating the recorded proposal (its bindings, from the
+  decision event) against the state folded up to just before the decision, with
+  the commit service's own :class:`~esched.services.commit.Validator`, gives the
+  other verdict (commit vs reject). A rejection recorded without its bindings
+  cannot be re-validated and is counted as ``unverifiable``.
+
+Over-commit is only charged to decisions: a node shrinking under running pods is
+an external fact, not a scheduling error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from esched.core import PHASES, ClusterState
+from esched.schemas.events import NODE_REMOVED, PLACEMENT_COMMITTED, PLACEMENT_REJECTED
+from esched.services.commit import Validator
+from esched.services.store.base import EventStore
+
+__all__ = ["Auditor", "Violation", "audit_store", "format_report"]
+
+_PENDING = PHASES.index("Pending")
+_RUNNING = PHASES.index("Running")
+#: Rows per read of the log.
+PAGE = 20_000
+#: Violations listed in a report; the counts stay exact beyond it.
+MAX_LISTED = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken invariant at one log position."""
+
+    position: int
+    kind: str
+    detail: str
+
+
+class Auditor:
+    """Feed it the log in order (:meth:`feed`), then read :meth:`report`."""
+
+    def __init__(self) -> None:
+        self.state = ClusterState()
+        self.validator = Validator(self.state)
+        self.violations: list[Violation] = []
+        self.kinds: dict[str, int] = {}
+        self.checked = {"events": 0, "decisions": 0, "committed": 0, "rejected": 0,
+                        "bindings": 0, "gang_decisions": 0, "reproduced": 0, "unverifiable": 0}
+        self._removed: set[str] = set()
+
+    def _flag(self, position: int, kind: str, detail: str) -> None:
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        if len(self.violations) < MAX_LISTED:
+            self.violations.append(Violation(position, kind, detail))
+
+    def feed(self, position: int, event: dict[str, Any]) -> None:
+        """Check (if a decision) and fold one event."""
+        etype = event.get("type")
+        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        self.checked["events"] += 1
+        if etype in (PLACEMENT_COMMITTED, PLACEMENT_REJECTED):
+            self._decision(position, etype, event, data)
+            return
+        if etype == NODE_REMOVED:
+            name = (data.get("metadata") or {}).get("name")
+            if isinstance(name, str):
+                self._removed.add(name)
+        self.state.apply(event, position)
+
+    def _decision(self, position: int, etype: str, event: dict[str, Any],
+                  data: dict[str, Any]) -> None:
+        st = self.state
+        committed = etype == PLACEMENT_COMMITTED
+        self.checked["decisions"] += 1
+        self.checked["committed" if committed else "rejected"] += 1
+        bindings = data.get("bindings")
+        proposal = data.get("proposal")
+        # 1. Reproducibility: the same validation, on the state just before the decision.
+        if isinstance(bindings, list) and bindings and isinstance(proposal, str):
+            self.validator.begin()
+            try:
+                verdict = self.validator.check(data, record=False)
+            except (KeyError, TypeError, AttributeError) as exc:
+                verdict = None
+                self._flag(position, "irreproducible", f"proposal {proposal}: malformed ({exc})")
+            if verdict is not None:
+                if verdict.ok == committed:
+                    self.checked["reproduced"] += 1
+                elif committed:
+                    self._flag(position, "irreproducible",
+                               f"proposal {proposal} was committed; re-validation rejects it: "
+                               f"{verdict.reason} ({verdict.message})")
+                else:
+                    self._flag(position, "irreproducible",
+                               f"proposal {proposal} was rejected ({data.get('reason')}); "
+                               "re-validation accepts it")
+        else:
+            self.checked["unverifiable"] += 1
+        if not committed or not isinstance(bindings, list):
+            st.apply(event, position)
+            return
+        if not all(isinstance(b, dict) for b in bindings):
+            self._flag(position, "malformed", f"proposal {proposal}: a binding is not an object")
+            st.apply(event, position)
+            return
+        # 2. Per-binding facts before the fold applies the decision.
+        nodes: set[int] = set()
+        gangs: dict[int, int] = {}
+        seen: set[str] = set()
+        for b in bindings:
+            pod, node = b.get("pod"), b.get("node")
+            self.checked["bindings"] += 1
+            pidx = st.pod_index.get(pod)
+            nidx = st.node_index.get(node)
+            if pidx is None:
+                self._flag(position, "unknown_pod", f"pod {pod} bound but not in the log")
+            elif st.pod_phase_np[pidx] != _PENDING or pod in seen:
+                where = st.pod_node_np[pidx]
+                on = st.node_names[where] if where >= 0 else None
+                self._flag(position, "double_binding",
+                           f"pod {pod} bound to {node} while {PHASES[st.pod_phase_np[pidx]]}"
+                           + (f" on {on}" if on else "") + (" (twice in one decision)"
+                                                            if pod in seen else ""))
+            if nidx is None:
+                state = "removed" if node in self._removed else "unknown"
+                self._flag(position, "unknown_node", f"pod {pod} bound to {state} node {node}")
+            else:
+                nodes.add(int(nidx))
+            if pidx is not None:
+                g = int(st.pod_gang_np[pidx])
+                if g >= 0:
+                    gangs[g] = gangs.get(g, 0) + 1
+            seen.add(pod)
+        running_before = {g: int(st.gang_counts_np[g, _RUNNING]) for g in gangs}
+        st.apply(event, position)
+        # 3. Over-commit on the bound nodes, after the decision.
+        nres = st.n_res
+        for n in sorted(nodes):
+            over = np.flatnonzero(st.allocated_np[n, :nres] > st.allocatable_np[n, :nres])
+            if over.size:
+                parts = ", ".join(
+                    f"{st.res_names[r]} {int(st.allocated_np[n, r])} > "
+                    f"{int(st.allocatable_np[n, r])}" for r in over)
+                self._flag(position, "overcommit", f"node {st.node_names[n]}: {parts}")
+        # 4. Gangs: atomic and at least minMember running after the decision.
+        for g, named in gangs.items():
+            self.checked["gang_decisions"] += 1
+            running = int(st.gang_counts_np[g, _RUNNING])
+            need = int(st.gang_min_np[g])
+            bound = running - running_before[g]
+            if bound != named:
+                self._flag(position, "gang_partial",
+                           f"gang {st.gang_keys[g]}: {bound} of the {named} members in the "
+                           "decision were bound")
+            elif running < need:
+                self._flag(position, "gang_partial",
+                           f"gang {st.gang_keys[g]}: {running} running < minMember {need}")
+
+    def report(self) -> dict[str, Any]:
+        """``{"ok", "position", "checked", "violations", "by_kind"}``."""
+        return {
+            "ok": not self.kinds,
+            "position": int(self.state.position),
+            "checked": dict(self.checked),
+            "by_kind": dict(sorted(self.kinds.items())),
+            "violations": [asdict(v) for v in self.violations],
+        }
+
+
+def audit_events(events: Iterable[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    """Audit ``(position, envelope)`` pairs in log order; returns the report."""
+    auditor = Auditor()
+    for position, event in events:
+        auditor.feed(position, event)
+    return auditor.report()
+
+
+async def audit_store(store: EventStore, *, upto: int | None = None,
+                      progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Audit the log in ``store`` from position 0 up to ``upto`` (default: the head)."""
+    auditor = Auditor()
+    target = upto if upto is not None else await store.head()
+    after = 0
+    loads = orjson.loads
+    while after < target:
+        rows = await store.read_payloads(after, PAGE, target)
+        if not rows:
+            break
+        for position, payload in rows:
+            auditor.feed(position, loads(payload))
+        after = rows[-1][0]
+        if progress:
+            progress(after, target)
+    report = auditor.report()
+    report["position"] = max(report["position"], after)
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The audit report as a human-readable table."""
+    lines = [f"audit     {'OK' if report['ok'] else 'VIOLATIONS'}",
+             f"position  {report['position']}"]
+    lines.append("checked   " + "  ".join(f"{k}={v}" for k, v in report["checked"].items()))
+    if report["violations"]:
+        lines.append("by kind   " + "  ".join(f"{k}={v}" for k, v in report["by_kind"].items()))
+        lines.append(f"  {'POSITION':>10}  {'KIND':<16}DETAIL")
+        for v in report["violations"]:
+            lines.append(f"  {v['position']:>10}  {v['kind']:<16}{v['detail']}")
+    return "\n".join(lines)

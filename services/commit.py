@@ -1,0 +1,891 @@
+"""The commit service: the single writer of placement decisions (Omega's shared state).
+
+Replicas place pods on their own fold of the log and send *proposals*
+(``esched.placement.proposed``: one pod or one whole gang, the log position
+they saw and the resources they claim per node). The commit service holds the
+authoritative state (the fold of the log, its own decisions included) and
+decides each proposal:
+
+* **fine-grained validation**, binding by binding: the pod exists and is still
+  Pending and is not bound twice; the node exists and is alive; the claimed
+  resources are the pod's requests; and it still fits, resource by resource and
+  constraint by constraint, counting the earlier accepted bindings of the same
+  batch. A node that changed since the replica's ``position`` is fine as long as
+  the pod still fits: no coarse per-node version check (Omega measured 2-3x more
+  conflicts with one).
+* **gangs all-or-nothing**: every binding fits (on a scratch overlay) and the
+  gang's running members plus the proposed ones reach ``minMember``, else the
+  whole proposal is rejected with one reason.
+
+Decisions (``esched.placement.committed`` / ``.rejected`` with a reason code) are
+appended to the store in batches, id ``decision-<proposal>`` so a redelivered
+proposal is answered with the decision already recorded; then published on the
+decisions topic; only then are the proposals' offsets committed.
+
+**One leader.** A :mod:`~esched.services.lease` keeps a single instance active;
+standbys wait on it and, on takeover, rebuild the state from the newest snapshot
+plus the tail of the log. Every batch is appended with ``expected_version`` on
+the ``decisions`` stream (the version this instance folded), so if another
+instance wrote decisions meanwhile the store refuses the batch
+(:class:`~esched.services.store.ConflictError`) and this instance steps down.
+
+Known gap: the fence orders decisions against decisions only. An external event
+(node removed or shrunk, pod deleted) appended between the batch's catch-up and
+its append is ordered before the decisions; the fold tolerates it (the binding
+is ignored and counted as an anomaly), this service logs it, and ``esched audit``
+reports it. Closing it needs a conditional append on the log head in the store port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import orjson
+
+from esched.core import PHASES, ClusterState
+from esched.core._placer import Placer
+from esched.schemas.events import (
+    DECISIONS_STREAM,
+    PLACEMENT_COMMITTED,
+    PLACEMENT_PROPOSED,
+    PLACEMENT_REJECTED,
+    POD_DELETED,
+    POD_FAILED,
+    POD_SUBMITTED,
+    POD_SUCCEEDED,
+)
+from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
+from esched.services import metrics
+from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
+from esched.services.ingest import deadletter_record
+from esched.services.lease import Lease, LocalLease
+from esched.services.replay import SNAPSHOT_NAME, save_snapshot
+from esched.services.retry import retry_until
+from esched.services.store.base import (
+    ConflictError,
+    EventStore,
+    NewEvent,
+    StoredEvent,
+    TransientStoreError,
+)
+
+__all__ = [
+    "FENCE_SNAPSHOT",
+    "REASONS",
+    "CommitConfig",
+    "CommitService",
+    "CommitTotals",
+    "NotLeader",
+    "Validator",
+    "Verdict",
+    "decision_event",
+    "decision_id",
+]
+
+log = logging.getLogger(__name__)
+
+SERVICE = "commit"
+
+#: Companion snapshot series: the decisions stream's version at each state snapshot
+#: this service saves, so a new leader knows its fence without re-reading the log.
+FENCE_SNAPSHOT = "commit-fence"
+
+# Reason codes of rejected decisions (closed vocabulary; resources add insufficient_<name>).
+MALFORMED = "malformed"
+POD_UNKNOWN = "pod_unknown"
+POD_NOT_PENDING = "pod_not_pending"
+NODE_GONE = "node_gone"
+RESOURCES_MISMATCH = "resources_mismatch"
+CONSTRAINT = "constraint"
+GANG_UNKNOWN = "gang_unknown"
+GANG_INCOMPLETE = "gang_incomplete"
+#: Reason code -> what it means (``insufficient_<resource>`` is open-ended).
+REASONS = {
+    MALFORMED: "the proposal contradicts itself (same pod twice, pod outside its gang)",
+    POD_UNKNOWN: "no such pod in the log (never submitted, or deleted)",
+    POD_NOT_PENDING: "the pod is already bound (or finished), or bound earlier in this batch",
+    NODE_GONE: "no such node (removed, or never added)",
+    RESOURCES_MISMATCH: "the claimed resources are not the pod's requests",
+    "insufficient_<resource>": "the node no longer has room for that resource",
+    CONSTRAINT: "node selector / affinity, taints, or the node is unschedulable",
+    GANG_UNKNOWN: "the proposal names a gang (PodGroup) the log does not have",
+    GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
+}
+
+_PENDING = PHASES.index("Pending")
+_RUNNING = PHASES.index("Running")
+#: Placer.fits reasons that are about resources; the validator checks those itself,
+#: on its own overlay, and keeps only the constraint reasons from fits.
+_RESOURCE_REASON_PREFIXES = ("Insufficient ", "Too many pods")
+_NODE_NOT_FOUND = "node(s) not found"
+
+
+def decision_id(proposal: str) -> str:
+    """The event id of the decision on ``proposal``: the store's idempotency key."""
+    return f"decision-{proposal}"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of validating one proposal."""
+
+    ok: bool
+    reason: str | None = None
+    message: str = ""
+    #: Pods of the proposal, in binding order.
+    pods: tuple[str, ...] = ()
+
+
+def decision_event(data: dict[str, Any], verdict: Verdict, source: str = "esched/commit",
+                   time_: str | None = None) -> dict[str, Any]:
+    """The CloudEvents envelope recording ``verdict`` on proposal ``data``.
+
+    Both kinds carry the proposal's bindings, so an audit can re-validate a
+    rejection as well as a commit.
+    """
+    body: dict[str, Any] = {
+        "proposal": data["proposal"],
+        "replica": data["replica"],
+        "position": data["position"],
+        "gang": data.get("gang"),
+        "bindings": data["bindings"],
+    }
+    if verdict.ok:
+        etype = PLACEMENT_COMMITTED
+    else:
+        etype = PLACEMENT_REJECTED
+        body["pods"] = list(verdict.pods) or [b["pod"] for b in data["bindings"]]
+        body["reason"] = verdict.reason
+        body["message"] = verdict.message
+    return {
+        "specversion": "1.0",
+        "id": decision_id(data["proposal"]),
+        "source": source,
+        "type": etype,
+        "time": time_ or _now(),
+        "datacontenttype": "application/json",
+        "data": body,
+    }
+
+
+class Validator:
+    """Fine-grained validation of proposals against a :class:`ClusterState`.
+
+    Shared by the commit service (decide) and the audit (re-decide). Resources are
+    checked here on an overlay (state allocation + bindings accepted since
+    :meth:`begin`); constraints (selector, affinity, taints, unschedulable) come from
+    the core's :meth:`Placer.fits`. The state itself is never modified.
+    """
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.placer = Placer(state)
+        self.begin()
+
+    def begin(self) -> None:
+        """Start a batch: forget the bindings accepted so far (the state has them now)."""
+        self._extra: dict[int, np.ndarray] = {}  # node slot -> units added by the batch
+        self._bound: set[str] = set()  # pods bound by the batch
+        self._gang_extra: dict[int, int] = {}  # gang id -> members bound by the batch
+
+    def check(self, data: dict[str, Any], *, record: bool = True) -> Verdict:
+        """Validate one proposal (``data`` of ``esched.placement.proposed``).
+
+        With ``record`` an accepted proposal's bindings join the batch overlay, so
+        later proposals of the batch see them.
+        """
+        st = self.state
+        bindings = data.get("bindings") or []
+        pods = tuple(b.get("pod") for b in bindings)
+        if not bindings:
+            return Verdict(False, MALFORMED, "no bindings", pods)
+        if len(set(pods)) != len(pods):
+            return Verdict(False, MALFORMED, "the same pod appears twice in the proposal", pods)
+        gang_name = data.get("gang")
+        if gang_name is not None and gang_name not in st.gang_index:
+            return Verdict(False, GANG_UNKNOWN, f"no PodGroup {gang_name}", pods)
+        nres = st.n_res
+        local: dict[int, np.ndarray] = {}
+        gangs: dict[int, int] = {}
+        for b in bindings:
+            pod, node = b["pod"], b["node"]
+            pidx = st.pod_index.get(pod)
+            if pidx is None:
+                return Verdict(False, POD_UNKNOWN, f"pod {pod} is not in the log", pods)
+            if st.pod_phase_np[pidx] != _PENDING or pod in self._bound:
+                where = st.pod_node_np[pidx]
+                on = f" (on {st.node_names[where]})" if where >= 0 else ""
+                return Verdict(False, POD_NOT_PENDING,
+                               f"pod {pod} is {PHASES[st.pod_phase_np[pidx]]}{on}"
+                               if pod not in self._bound else
+                               f"pod {pod} was bound earlier in this batch", pods)
+            g = int(st.pod_gang_np[pidx])
+            if gang_name is not None and (g < 0 or st.gang_keys[g] != gang_name):
+                return Verdict(False, MALFORMED, f"pod {pod} is not a member of {gang_name}", pods)
+            nidx = st.node_index.get(node)
+            if nidx is None:
+                return Verdict(False, NODE_GONE, f"node {node} does not exist", pods)
+            cid = int(st.pod_class_np[pidx])
+            requests = st.class_specs[cid]["requests"]
+            claimed = b.get("resources") or {}
+            if not _same_resources(claimed, requests):
+                return Verdict(False, RESOURCES_MISMATCH,
+                               f"pod {pod} claims {dict(claimed)}, requests {requests}", pods)
+            need = st.class_req_np[cid, :nres].astype(np.int64)
+            used = st.allocated_np[nidx, :nres].astype(np.int64)
+            if nidx in self._extra:
+                used = used + self._extra[nidx][:nres]
+            if nidx in local:
+                used = used + local[nidx]
+            over = np.flatnonzero((need > 0) & (used + need > st.allocatable_np[nidx, :nres]))
+            if over.size:
+                name = st.res_names[int(over[0])]
+                free = int(st.allocatable_np[nidx, over[0]] - used[over[0]])
+                return Verdict(False, f"insufficient_{name}",
+                               f"pod {pod} needs {name}={int(need[over[0]])} on node {node}, "
+                               f"{max(free, 0)} free", pods)
+            problems = [r for r in self.placer.fits(pod, node)
+                        if not r.startswith(_RESOURCE_REASON_PREFIXES)]
+            if problems:
+                if problems == [_NODE_NOT_FOUND]:
+                    return Verdict(False, NODE_GONE, f"node {node} is not alive", pods)
+                return Verdict(False, CONSTRAINT,
+                               f"pod {pod} on node {node}: {'; '.join(problems)}", pods)
+            local[nidx] = local.get(nidx, 0) + need
+            if g >= 0:
+                gangs[g] = gangs.get(g, 0) + 1
+        for g, proposed in gangs.items():
+            running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0)
+            need_members = int(st.gang_min_np[g])
+            if running + proposed < need_members:
+                return Verdict(False, GANG_INCOMPLETE,
+                               f"gang {st.gang_keys[g]}: {running} running + {proposed} proposed "
+                               f"< minMember {need_members}", pods)
+        if record:
+            for nidx, units in local.items():
+                prev = self._extra.get(nidx)
+                self._extra[nidx] = units.copy() if prev is None else _add(prev, units)
+            self._bound.update(pods)
+            for g, k in gangs.items():
+                self._gang_extra[g] = self._gang_extra.get(g, 0) + k
+        return Verdict(True, None, "", pods)
+
+
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    n = max(a.shape[0], b.shape[0])
+    out = np.zeros(n, dtype=np.int64)
+    out[: a.shape[0]] += a
+    out[: b.shape[0]] += b
+    return out
+
+
+def _same_resources(claimed: dict[str, Any], requests: dict[str, int]) -> bool:
+    """Whether a binding claims exactly the pod's requests (``pods`` may be left out)."""
+    for name in set(claimed) | set(requests):
+        want = requests.get(name, 0)
+        got = claimed.get(name, want if name == "pods" else 0)
+        if got != want:
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class CommitConfig:
+    """Tuning of the commit service."""
+
+    group: str = "esched-commit"
+    #: Proposals per decision batch (one store transaction, one fence check).
+    batch_size: int = 1000
+    #: Short, so a lost lease is noticed between polls within ~0.1 s.
+    poll_timeout_ms: int = 100
+    #: Save a snapshot after this many events folded since the last one (0: never).
+    snapshot_every: int = 50_000
+    source: str = "esched/commit"
+    max_proposal_bytes: int = MAX_EVENT_BYTES
+    #: After stepping down, wait this long before contending for the lease again, so a
+    #: standby (retrying every 0.5 s) takes over rather than the instance that just failed.
+    stepdown_backoff: float = 2.0
+    #: How long :meth:`CommitService.stop` waits for an in-flight batch.
+    stop_timeout: float = 10.0
+    #: Proposal ids remembered (with the position of their decision) for idempotency
+    #: without a store round trip; older redeliveries fall back to the store's own.
+    remember: int = 200_000
+
+
+@dataclass(slots=True)
+class CommitTotals:
+    """What the service did so far."""
+
+    proposals: int = 0
+    committed: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    deadlettered: int = 0
+    takeovers: int = 0
+    stepdowns: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"proposals": self.proposals, "committed": self.committed,
+                "rejected": self.rejected, "duplicates": self.duplicates,
+                "deadlettered": self.deadlettered, "takeovers": self.takeovers,
+                "stepdowns": self.stepdowns, "reasons": dict(sorted(self.reasons.items()))}
+
+
+class NotLeader(Exception):
+    """This instance is not (or no longer) the leader; nothing was decided."""
+
+
+def _is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, TransientStoreError) or (isinstance(exc, BusError) and exc.retriable)
+
+
+#: Rows per log read while catching up.
+_PAGE = 10_000
+
+
+class CommitService:
+    """The commit service facade: :meth:`start`, :meth:`run`, :meth:`decide`, :meth:`stop`.
+
+    :param store: the event store (connected, migrated).
+    :param bus: the bus for proposals in and decisions out; None in the embedded mode,
+        where replicas call :meth:`decide` directly.
+    :param lease: the leader lease (:func:`esched.services.lease.open_lease`); default a
+        :class:`LocalLease` (one process only; the fence still guards the log).
+    """
+
+    def __init__(self, store: EventStore, bus: Bus | None = None, *, lease: Lease | None = None,
+                 config: CommitConfig | None = None) -> None:
+        self.store = store
+        self.bus = bus
+        self.lease = lease or LocalLease("commit")
+        self.config = config or CommitConfig()
+        self.totals = CommitTotals()
+        self.state: ClusterState | None = None
+        self._validator: Validator | None = None
+        #: Version of the decisions stream as of :attr:`state` (the fence).
+        self.decisions_version = 0
+        self._leading = False
+        self._stopping = asyncio.Event()
+        self._lock = asyncio.Lock()  # one decision batch at a time
+        self._producer: BusProducer | None = None
+        self._consumer: BusConsumer | None = None
+        self._decided: OrderedDict[str, int] = OrderedDict()  # proposal -> decision position
+        self._submitted: dict[str, float] = {}  # pending pod -> submit time (epoch s)
+        self._expected: set[str] = set()  # decision ids of the batch being appended
+        self._foreign: list[int] = []  # positions of decisions some other writer made
+        self._snapshot_at = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def leading(self) -> bool:
+        """Whether this instance is the active leader with a built state."""
+        return self._leading and not self.lease.lost.is_set()
+
+    async def start(self) -> None:
+        """Connect to the bus (if any), retrying while it is unreachable. Does not wait
+        for the lease: :meth:`run` and :meth:`decide` do."""
+        if self.bus is None:
+            return
+        await retry_until(self._ensure_topics, retriable=_is_transient, what="create topics",
+                          on_retry=self._count_retry("bus"))
+        self._producer = self.bus.producer()
+        await retry_until(self._producer.start, retriable=_is_transient, what="producer start",
+                          on_retry=self._count_retry("bus"))
+
+    async def stop(self) -> None:
+        """Stop deciding, leave the group, give the lease up, disconnect; idempotent."""
+        self._stopping.set()
+        # Let an in-flight batch finish first, but not forever: a batch waiting out a
+        # database outage must not keep a SIGTERM from ending the process.
+        try:
+            await asyncio.wait_for(self._lock.acquire(), self.config.stop_timeout)
+            locked = True
+        except TimeoutError:
+            locked = False
+            log.warning("stopping with a decision batch still in flight")
+        try:
+            await self._stop_consumer()
+            if self._leading:
+                self._leading = False
+                metrics.COMMIT_LEADER.set(0)
+            await self.lease.release()
+        finally:
+            if locked:
+                self._lock.release()
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            await producer.stop()
+
+    async def run(self, *, exit_when_idle: bool = False, idle_polls: int = 3) -> CommitTotals:
+        """Lead, decide proposals from the bus, step down on a lost lease or a fence
+        conflict and stand by again, until :meth:`stop` (or idle, with
+        ``exit_when_idle``: ``idle_polls`` empty polls and no lag)."""
+        if self.bus is None:
+            raise RuntimeError("run() needs a bus; in the embedded mode call decide()")
+        while not self._stopping.is_set():
+            if not await self._become_leader():
+                break
+            try:
+                if await self._serve(exit_when_idle, idle_polls):
+                    break
+            except NotLeader as exc:
+                log.warning("stepped down: %s; standing by", exc)
+                await self._stop_consumer()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self.config.stepdown_backoff)
+            finally:
+                await self._stop_consumer()
+        return self.totals
+
+    @staticmethod
+    def _count_retry(peer: str):
+        return lambda _exc: metrics.RETRIES.labels(SERVICE, peer).inc()
+
+    async def _ensure_topics(self) -> None:
+        assert self.bus is not None
+        await self.bus.ensure_topics()
+        await _ensure_proposals_topic(self.bus)
+
+    async def _stop_consumer(self) -> None:
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            with contextlib.suppress(BusError):
+                await consumer.stop()
+
+    # ------------------------------------------------------------------ leadership
+
+    async def _become_leader(self) -> bool:
+        """Wait for the lease (or :meth:`stop`), then rebuild the state; False if stopping."""
+        if self.leading:
+            return True
+        waiter = asyncio.ensure_future(self.lease.wait())
+        stopper = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not waiter.done():
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
+        if self._stopping.is_set():
+            await self.lease.release()
+            return False
+        waiter.result()
+        started = time.perf_counter()
+        await self._rebuild()
+        self._leading = True
+        self.totals.takeovers += 1
+        metrics.COMMIT_LEADER.set(1)
+        assert self.state is not None
+        log.info("commit service leading from position %d (decisions version %d), "
+                 "rebuilt in %.2fs", self.state.position, self.decisions_version,
+                 time.perf_counter() - started,
+                 extra={"position": self.state.position,
+                        "decisions_version": self.decisions_version})
+        return True
+
+    async def _step_down(self, cause: str, why: str) -> None:
+        """Stop deciding, drop the state and the lease (another instance may lead)."""
+        if self._leading:
+            log.error("commit service stepping down: %s", why, extra={"cause": cause})
+            self.totals.stepdowns += 1
+            metrics.COMMIT_STEPDOWNS.labels(cause).inc()
+        self._leading = False
+        metrics.COMMIT_LEADER.set(0)
+        self.state = None
+        self._validator = None
+        await self.lease.release()
+
+    async def _rebuild(self) -> None:
+        """State = newest snapshot (with its fence companion) + the tail of the log."""
+        state = ClusterState()
+        version = 0
+        # Start from this service's newest fence and the state snapshot at the same
+        # position. A state snapshot without a fence (e.g. `esched replay
+        # --save-snapshot`) cannot be used: the fence version would be a guess.
+        fence = await retry_transient_call(lambda: self.store.load_snapshot(FENCE_SNAPSHOT))
+        if fence is not None:
+            snap = await retry_transient_call(
+                lambda: self.store.load_snapshot(SNAPSHOT_NAME, fence[0]))
+            if snap is not None and snap[0] == fence[0]:
+                state = ClusterState.from_bytes(snap[1])
+                version = int(orjson.loads(fence[1])["decisions_version"])
+                log.info("restored snapshot at position %d", snap[0])
+            else:
+                log.info("no state snapshot at fence position %d; folding the whole log",
+                         fence[0])
+        self.state = state
+        self.decisions_version = version
+        self._validator = Validator(state)
+        self._decided.clear()
+        self._submitted.clear()
+        self._snapshot_at = state.position
+        await self._catch_up(live=False)
+
+    # ------------------------------------------------------------------ the fold
+
+    async def _catch_up(self, *, live: bool) -> None:
+        """Fold every event after :attr:`state`'s position up to the head."""
+        assert self.state is not None
+        while True:
+            after = self.state.position
+            events = await retry_transient_call(lambda a=after: self.store.read(a, _PAGE))
+            for se in events:
+                self._fold(se, live)
+            if len(events) < _PAGE:
+                break
+        n = self.state.n_pods
+        metrics.COMMIT_PENDING_PODS.set(int((self.state.pod_phase_np[:n] == _PENDING).sum()))
+
+    def _fold(self, se: StoredEvent, live: bool) -> None:
+        assert self.state is not None
+        ev = orjson.loads(se.payload)
+        self.state.apply(ev, se.position)
+        data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+        if se.stream == DECISIONS_STREAM:
+            self.decisions_version = se.stream_version
+            if live and se.id not in self._expected:
+                self._foreign.append(se.position)
+            proposal = data.get("proposal")
+            if isinstance(proposal, str):
+                self._remember(proposal, se.position)
+        if se.type == POD_SUBMITTED:
+            meta = data.get("metadata") or {}
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+            self._submitted[key] = (se.time or se.recorded_at).timestamp()
+        elif se.type == PLACEMENT_COMMITTED:
+            for b in data.get("bindings") or ():
+                t0 = self._submitted.pop(b.get("pod"), None)
+                if live and t0 is not None:
+                    metrics.SUBMIT_TO_COMMIT_SECONDS.observe(
+                        max(0.0, se.recorded_at.timestamp() - t0))
+        elif se.type in (POD_DELETED, POD_SUCCEEDED, POD_FAILED):
+            meta = data.get("metadata") or {}
+            self._submitted.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}",
+                                None)
+
+    def _remember(self, proposal: str, position: int) -> None:
+        self._decided[proposal] = position
+        self._decided.move_to_end(proposal)
+        while len(self._decided) > self.config.remember:
+            self._decided.popitem(last=False)
+
+    # ------------------------------------------------------------------ deciding
+
+    async def decide(self, proposals: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Decide proposals directly (the embedded mode); one decision envelope each,
+        in order. Each item is a ``esched.placement.proposed`` envelope or just its
+        ``data``. Waits for the lease if this instance is not leading.
+
+        Raises :class:`~esched.schemas.validator.InvalidEvent` for a proposal that is
+        not a valid proposal, and :class:`NotLeader` if leadership is lost (nothing
+        of this call was decided, or the decisions were recorded by a fenced append
+        only if the store accepted them; redeliver to the new leader, it is idempotent).
+        """
+        items = [_proposal_data(p) for p in proposals]
+        if not self.leading:
+            if not await self._become_leader():
+                raise NotLeader("the service is stopping")
+        decisions = await self._decide_batch(items)
+        await self._publish(decisions)
+        return decisions
+
+    async def _decide_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Validate, append (fenced), fold; returns the recorded decision per item."""
+        async with self._lock:
+            if not self.leading:
+                await self._step_down("lease_lost", "lease lost before deciding")
+                raise NotLeader("lease lost")
+            assert self.state is not None and self._validator is not None
+            await self._catch_up(live=True)
+            if self._foreign:
+                await self._foreign_writer()
+            validator = self._validator
+            validator.begin()
+            out: list[dict[str, Any] | int] = []  # envelope, or position of a known decision
+            fresh: list[dict[str, Any]] = []
+            in_batch: dict[str, int] = {}
+            now = _now()
+            for data in items:
+                pid = data["proposal"]
+                known = self._decided.get(pid)
+                if known is not None:
+                    out.append(known)
+                    continue
+                if pid in in_batch:
+                    out.append(-1 - in_batch[pid])  # same proposal twice in one batch
+                    continue
+                verdict = validator.check(data)
+                env = decision_event(data, verdict, self.config.source, now)
+                in_batch[pid] = len(fresh)
+                fresh.append(env)
+                out.append(env)
+            positions: dict[str, int] = {}
+            before = self.state.position
+            if fresh:
+                positions = await self._append(fresh)
+            decisions = await self._resolve(out, fresh, positions, before)
+            if self.config.snapshot_every and \
+                    self.state.position - self._snapshot_at >= self.config.snapshot_every:
+                await self._snapshot()
+            return decisions
+
+    async def _append(self, fresh: list[dict[str, Any]]) -> dict[str, int]:
+        """Append one batch fenced on the decisions stream; fold it. Returns id -> position."""
+        assert self.state is not None
+        if self.lease.lost.is_set():
+            await self._step_down("lease_lost", "lease lost before appending")
+            raise NotLeader("lease lost")
+        expected = self.decisions_version
+        events = [
+            NewEvent(id=env["id"], type=env["type"], stream=DECISIONS_STREAM,
+                     payload=orjson.dumps(env), time=datetime.now(UTC),
+                     # The first event carries the fence; the rest follow it atomically.
+                     expected_version=expected if i == 0 else None)
+            for i, env in enumerate(fresh)
+        ]
+        self._expected = {env["id"] for env in fresh}
+        try:
+            res = await retry_transient_call(lambda: self.store.append(events))
+        except ConflictError as exc:
+            metrics.COMMIT_CONFLICTS.labels("fenced").inc()
+            await self._step_down(
+                "fenced", f"decisions stream is at {exc.actual}, this instance expected "
+                f"{exc.expected}: another commit service wrote decisions")
+            raise NotLeader(str(exc)) from exc
+        anomalies = dict(self.state.anomalies)
+        try:
+            await self._catch_up(live=True)  # our own decisions, applied at once
+        finally:
+            self._expected = set()
+        stale = {k: v - anomalies.get(k, 0) for k, v in self.state.anomalies.items()
+                 if k.startswith("commit_") and v != anomalies.get(k, 0)}
+        if stale:
+            # See the module docstring: an external event landed between catch-up and append.
+            log.warning("external events interleaved with a decision batch: %s", stale,
+                        extra={"anomalies": stale})
+        if self._foreign:
+            await self._foreign_writer()
+        return {env["id"]: pos for env, pos in zip(fresh, res.positions, strict=True)}
+
+    async def _foreign_writer(self) -> None:
+        where = self._foreign[:5]
+        self._foreign = []
+        metrics.COMMIT_CONFLICTS.labels("foreign_writer").inc()
+        await self._step_down("foreign_writer",
+                              f"decisions at positions {where} were written by another instance")
+        raise NotLeader(f"another commit service wrote decisions at {where}")
+
+    async def _resolve(self, out: list[dict[str, Any] | int], fresh: list[dict[str, Any]],
+                       positions: dict[str, int], before: int) -> list[dict[str, Any]]:
+        """Turn placeholders into recorded decisions and count the outcomes.
+
+        ``out`` holds a fresh envelope, the position of a decision remembered from
+        the log (>= 0), or ``-1 - i`` for a repeat of ``fresh[i]`` in the same batch.
+        A fresh decision whose id the store already had (at or before ``before``: a
+        redelivered proposal older than this instance's memory) is answered with the
+        stored one, which is what the log says.
+        """
+        wanted = {p for p in out if isinstance(p, int) and p >= 0}
+        wanted |= {pos for pos in positions.values() if pos <= before}
+        stored: dict[int, dict[str, Any]] = {}
+        for pos in sorted(wanted):
+            rows = await retry_transient_call(lambda p=pos: self.store.read(p - 1, 1))
+            if rows and rows[0].position == pos:
+                stored[pos] = orjson.loads(rows[0].payload)
+        recorded = [stored.get(positions[env["id"]], env) for env in fresh]
+        result: list[dict[str, Any]] = []
+        for item in out:
+            if isinstance(item, int) and item >= 0:
+                env, kind = stored[item], "duplicate"
+            elif isinstance(item, int):
+                env, kind = recorded[-1 - item], "duplicate"
+            else:
+                env = recorded[fresh.index(item)] if positions[item["id"]] <= before else item
+                kind = "duplicate" if env is not item else "fresh"
+            result.append(env)
+            self._count(env, kind)
+        return result
+
+    def _count(self, env: dict[str, Any], kind: str) -> None:
+        t = self.totals
+        t.proposals += 1
+        if kind == "duplicate":
+            t.duplicates += 1
+            metrics.COMMIT_PROPOSALS.labels("duplicate").inc()
+            return
+        data = env["data"]
+        if env["type"] == PLACEMENT_COMMITTED:
+            t.committed += 1
+            metrics.COMMIT_PROPOSALS.labels("committed").inc()
+            metrics.COMMITTED_PODS.inc(len(data["bindings"]))
+        else:
+            t.rejected += 1
+            reason = data["reason"]
+            t.reasons[reason] = t.reasons.get(reason, 0) + 1
+            metrics.COMMIT_PROPOSALS.labels("rejected").inc()
+            metrics.COMMIT_CONFLICTS.labels(reason).inc()
+            log.info("rejected %s: %s (%s)", data["proposal"], reason, data["message"],
+                     extra={"proposal": data["proposal"], "replica": data["replica"],
+                            "reason": reason})
+
+    async def _snapshot(self) -> None:
+        """Save the state and its fence version (same position) for fast takeovers."""
+        assert self.state is not None
+        position = await save_snapshot(self.store, self.state)
+        await self.store.save_snapshot(
+            FENCE_SNAPSHOT, position, orjson.dumps({"decisions_version": self.decisions_version}))
+        await self.store.prune_snapshots(FENCE_SNAPSHOT, keep=10)
+        self._snapshot_at = position
+        log.info("snapshot saved at position %d", position)
+
+    async def _publish(self, decisions: list[dict[str, Any]]) -> None:
+        """Send decisions to the decisions topic (after they are durable in the store)."""
+        if self._producer is None or not decisions or self.bus is None:
+            return
+        records = [(_decision_key(env), orjson.dumps(env)) for env in decisions]
+        producer = self._producer
+        await retry_until(lambda: producer.send_many(self.bus.topics.decisions, records),
+                          retriable=_is_transient, what="decisions send",
+                          on_retry=self._count_retry("bus"))
+
+    # ------------------------------------------------------------------ the bus loop
+
+    async def _serve(self, exit_when_idle: bool, idle_polls: int) -> bool:
+        """Consume proposals while leading; True when done (stopped or idle)."""
+        assert self.bus is not None
+        self._consumer = self.bus.consumer([self.bus.topics.proposals], self.config.group)
+        await retry_until(self._consumer.start, retriable=_is_transient, what="consumer start",
+                          on_retry=self._count_retry("bus"))
+        empty = 0
+        while not self._stopping.is_set():
+            if self.lease.lost.is_set():
+                await self._step_down("lease_lost", "lease lost")
+                raise NotLeader("lease lost")
+            msgs = await self._poll()
+            if msgs:
+                empty = 0
+                await self._handle(msgs)
+                continue
+            empty += 1
+            if exit_when_idle and empty >= idle_polls and await self._consumer.lag() == 0:
+                return True
+        return True
+
+    async def _poll(self) -> list[Message]:
+        assert self._consumer is not None
+        try:
+            return await self._consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
+        except BusError as exc:
+            if not exc.retriable:
+                raise
+            metrics.RETRIES.labels(SERVICE, "bus").inc()
+            log.warning("poll failed: %s", exc)
+            await asyncio.sleep(0.5)
+            return []
+
+    async def _handle(self, msgs: Sequence[Message]) -> None:
+        """Decide a polled batch, dead-letter bad proposals, publish, commit offsets."""
+        items: list[dict[str, Any]] = []
+        dead: list[tuple[Message, str, str, str | None]] = []
+        for m in msgs:
+            try:
+                ev = parse_event(m.value, allowed_types=(PLACEMENT_PROPOSED,),
+                                 max_bytes=self.config.max_proposal_bytes)
+            except InvalidEvent as exc:
+                dead.append((m, exc.reason, str(exc), exc.field))
+                continue
+            items.append(ev["data"])
+        if items:
+            decisions = await self._decide_batch(items)  # NotLeader: offsets stay uncommitted
+            await self._publish(decisions)
+        if dead:
+            await self._deadletter(dead)
+        offsets: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            key = (m.topic, m.partition)
+            offsets[key] = max(offsets.get(key, 0), m.offset + 1)
+        assert self._consumer is not None
+        try:
+            await self._consumer.commit(offsets)
+        except BusError as exc:
+            # Decisions are durable; the next leader re-reads these proposals and the
+            # decision ids make them duplicates. Nothing is decided twice.
+            log.warning("offset commit failed (%s); proposals will be redelivered", exc)
+
+    async def _deadletter(self, dead: list[tuple[Message, str, str, str | None]]) -> None:
+        assert self._producer is not None and self.bus is not None
+        producer = self._producer
+        records = [(m.key, deadletter_record(m, reason, text, f, service=SERVICE))
+                   for m, reason, text, f in dead]
+        await retry_until(lambda: producer.send_many(self.bus.topics.deadletter, records),
+                          retriable=_is_transient, what="dead-letter send",
+                          on_retry=self._count_retry("bus"))
+        for m, reason, text, _f in dead:
+            self.totals.deadlettered += 1
+            metrics.DEADLETTER.labels(SERVICE, reason).inc()
+            log.info("dead-letter %s/%d@%d: %s", m.topic, m.partition, m.offset, text)
+
+
+def _decision_key(env: dict[str, Any]) -> bytes:
+    """Partition key of a decision: its gang, else its first pod (per-object order)."""
+    data = env["data"]
+    return (data.get("gang") or data["bindings"][0]["pod"]).encode()
+
+
+def _proposal_data(item: dict[str, Any]) -> dict[str, Any]:
+    """The ``data`` of a proposal given as an envelope or as bare data, validated."""
+    if "specversion" in item and "data" in item:
+        env = item
+    else:
+        env = {"specversion": "1.0", "id": f"proposal-{item.get('proposal')}",
+               "source": f"esched/replica/{item.get('replica')}", "type": PLACEMENT_PROPOSED,
+               "data": item}
+    return validate_event(env, allowed_types=(PLACEMENT_PROPOSED,))["data"]
+
+
+async def retry_transient_call(fn: Any) -> Any:
+    """``fn()`` retried on transient store errors with backoff, forever: a commit
+    service whose database went away waits for it rather than dying."""
+    return await retry_until(fn, retriable=lambda e: isinstance(e, TransientStoreError),
+                             what="store operation",
+                             on_retry=lambda _e: metrics.RETRIES.labels(SERVICE, "store").inc())
+
+
+async def _ensure_proposals_topic(bus: Bus, partitions: int = 3) -> None:
+    """Create the proposals topic on Kafka if missing (``KafkaBus.ensure_topics`` does
+    not know it yet); the in-process bus needs nothing."""
+    from esched.services.bus.kafka import KafkaBus
+
+    if not isinstance(bus, KafkaBus):
+        return
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bus.bootstrap, client_id=bus.client_id)
+    try:
+        await admin.start()
+        if bus.topics.proposals not in set(await admin.list_topics()):
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics([NewTopic(bus.topics.proposals, partitions, 1)])
+    except KafkaError as exc:
+        raise BusError(f"cannot create {bus.topics.proposals}: {exc}") from exc
+    finally:
+        await admin.close()
+

@@ -1,0 +1,72 @@
+"""``esched explain`` and ``esched bench core`` through click."""
+
+import orjson
+import yaml
+from click.testing import CliRunner
+
+from esched.services.cli_core import bench_core, explain
+
+
+def _write(tmp_path, name, docs):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+def _node(name, cpu, labels=None):
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}},
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+    }
+
+
+def _pod(name, cpu, node=None, selector=None):
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}
+    if node:
+        spec["nodeName"] = node
+    if selector:
+        spec["nodeSelector"] = selector
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def test_explain_json_reports_reasons_scores_and_choice(tmp_path):
+    state = _write(
+        tmp_path,
+        "state.yaml",
+        [
+            {"kind": "List", "items": [_node("a", "2"), _node("b", "4", {"zone": "x"})]},
+            _node("c", "8"),
+            _pod("running", "3", node="b"),
+        ],
+    )
+    pod = _write(tmp_path, "pod.yaml", [_pod("new", "1500m")])
+    r = CliRunner().invoke(explain, ["--state", state, "--pod", pod, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    out = orjson.loads(r.output)
+    rows = {n["name"]: n for n in out["nodes"]}
+    assert rows["b"]["feasible"] is False and rows["b"]["reasons"] == ["Insufficient cpu"]
+    assert set(rows["c"]["scores"]) == {"NodeResourcesFit", "NodeResourcesBalancedAllocation"}
+    assert out["chosen"] == "c"
+    assert rows["c"]["total"] == max(n["total"] or 0 for n in out["nodes"])
+
+
+def test_explain_exits_3_when_nothing_fits_and_prints_text(tmp_path):
+    state = _write(tmp_path, "state.yaml", [_node("a", "1")])
+    pod = _write(tmp_path, "pod.yaml", [_pod("new", "2", selector={"zone": "q"})])
+    r = CliRunner().invoke(explain, ["--state", state, "--pod", pod])
+    assert r.exit_code == 3
+    assert "infeasible" in r.output and "Insufficient cpu" in r.output
+    assert "didn't match Pod's node affinity/selector" in r.output
+
+
+def test_bench_core_prints_the_documented_keys():
+    r = CliRunner().invoke(bench_core, ["--nodes", "200", "--pods", "300", "--json"])
+    assert r.exit_code == 0, r.output
+    out = orjson.loads(r.output)
+    keys = {"pods_per_s", "us_per_pod", "nodes_visited_per_pod", "cache_hit_rate", "utilization"}
+    assert keys <= set(out) and keys <= set(out["cache_off"]) and keys <= set(out["full_scan"])
+    assert out["placed"] == 300 and out["full_scan"]["nodes_visited_per_pod"] == 200
+    assert out["nodes_visited_per_pod"] == 100  # kube: at least 100 nodes
+    assert 0 < out["utilization"]["cpu"] < 1

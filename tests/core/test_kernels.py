@@ -1,0 +1,81 @@
+"""Scoring kernels on explicit vectors: kube's broken-linear table, exact division, E-PVM, Mixed."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from esched.core._placer import _py_broken_linear, _py_epvm, _py_floor_div, _py_mixed
+
+# kube TestBrokenLinearFunction (requested_to_capacity_ratio_test.go)
+BROKEN_LINEAR = [
+    (
+        [(10, 1), (90, 9)],
+        [
+            (-10, 1),
+            (0, 1),
+            (9, 1),
+            (10, 1),
+            (15, 1),
+            (19, 1),
+            (20, 2),
+            (89, 8),
+            (90, 9),
+            (99, 9),
+            (100, 9),
+            (110, 9),
+        ],
+    ),
+    (
+        [(0, 2), (40, 10), (100, 0)],
+        [(-10, 2), (0, 2), (20, 6), (30, 8), (40, 10), (70, 5), (100, 0), (110, 0)],
+    ),
+    (
+        [(0, 2), (40, 2), (100, 2)],
+        [(-10, 2), (0, 2), (20, 2), (30, 2), (40, 2), (70, 2), (100, 2), (110, 2)],
+    ),
+]
+
+
+@pytest.mark.parametrize(("points", "assertions"), BROKEN_LINEAR)
+def test_broken_linear_function_matches_kube(points, assertions):
+    for p, expected in assertions:
+        assert _py_broken_linear(p, points) == expected, p
+
+
+@given(st.integers(0, 2**62), st.integers(1, 2**62))
+def test_floor_div_is_exact_integer_division(a, b):
+    assert _py_floor_div(a, b) == a // b
+
+
+@given(st.integers(0, 2**40), st.integers(1, 2**20))
+def test_floor_div_is_exact_near_integer_quotients(q, b):
+    for a in (q * b - 1, q * b, q * b + 1):
+        if a >= 0:
+            assert _py_floor_div(a, b) == a // b
+
+
+def test_epvm_prefers_the_less_loaded_node_and_spans_0_to_100():
+    empty = _py_epvm([0, 0], [1000, 2**30], [8000, 8 * 2**30], [1, 1], 16.0)
+    busy = _py_epvm([6000, 6 * 2**30], [1000, 2**30], [8000, 8 * 2**30], [1, 1], 16.0)
+    assert 0 <= busy < empty <= 100
+    assert _py_epvm([0], [0], [10], [1], 16.0) == 100  # nothing added: no cost
+    assert _py_epvm([0], [10], [10], [1], 16.0) == 0  # 0 -> full: the whole range
+
+
+def test_mixed_packs_batch_spreads_production():
+    # two nodes, requested after placement: 75% vs 25% used
+    full, empty = [750, 750], [250, 250]
+    alloc, w = [1000, 1000], [1, 1]
+    assert _py_mixed(full, alloc, w, False, 50, 1000) > _py_mixed(empty, alloc, w, False, 50, 1000)
+    assert _py_mixed(full, alloc, w, True, 50, 1000) < _py_mixed(empty, alloc, w, True, 50, 1000)
+
+
+def test_mixed_penalizes_stranding():
+    alloc, w = [1000, 1000], [1, 1]
+    # cpu exhausted (99%) while memory is 80% free: base MostAllocated 59, strand 0.8 -> 59 - 47
+    stranded = _py_mixed([990, 200], alloc, w, False, 50, 1000)
+    assert stranded == 59 - 59 * 790 * 1000 // 1000000
+    # balanced use scores its plain MostAllocated
+    assert _py_mixed([600, 600], alloc, w, False, 50, 1000) == 60
+    # penalty weight 0 turns the penalty off
+    assert _py_mixed([990, 200], alloc, w, False, 50, 0) == 59

@@ -1,0 +1,308 @@
+"""Placer: feasibility with reasons, sampling, determinism, gangs, batches, cache."""
+
+import numpy as np
+import pytest
+
+from esched.core import ClusterState
+from esched.core._placer import Placer, num_feasible_nodes_to_find
+from esched.core.profile import parse_profile
+
+from .conftest import EV, Log, commit, node, pod
+from .kube import fit_profile
+
+GI = 2**30
+
+
+def cluster(*nodes) -> tuple[ClusterState, Log]:
+    s = ClusterState()
+    log = Log(s)
+    for n in nodes:
+        log(EV.NODE_ADDED, n)
+    return s, log
+
+
+def feasible_names(placer: Placer, p) -> set[str]:
+    return {r["name"] for r in placer.explain(p)["nodes"] if r["feasible"]}
+
+
+@pytest.mark.parametrize(
+    ("n", "pct", "expected"),
+    [
+        (50, 0, 50),  # below 100 nodes: all
+        (99, 0, 99),
+        (100, 0, 100),  # 50 - 0 = 50% of 100 -> 50, but at least 100
+        (1000, 0, 420),  # 50 - 8 = 42%
+        (5000, 0, 500),  # 50 - 40 = 10%
+        (10000, 0, 500),  # 50 - 80 < 5 -> 5%
+        (100000, 0, 5000),
+        (5000, 100, 5000),  # a profile's percentage overrides the adaptive rule
+        (5000, 1, 100),  # never fewer than 100
+    ],
+)
+def test_num_feasible_nodes_to_find_follows_kube(n, pct, expected):
+    assert num_feasible_nodes_to_find(n, pct) == expected
+
+
+def test_node_selector_and_required_affinity_operators():
+    s, _ = cluster(
+        node("a", labels={"zone": "z1", "gen": "3", "ssd": "true"}),
+        node("b", labels={"zone": "z2", "gen": "5"}),
+        node("c", labels={"zone": "z3"}),
+    )
+    p = Placer(s)
+
+    def aff(*exprs, more_terms=()):
+        terms = [{"matchExpressions": list(exprs)}, *more_terms]
+        return {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+            }
+        }
+
+    assert feasible_names(p, pod("x", nodeSelector={"zone": "z2"})) == {"b"}
+    assert feasible_names(p, pod("x", nodeSelector={"zone": "nowhere"})) == set()
+    cases = {
+        ("zone", "In", ("z1", "z3")): {"a", "c"},
+        ("zone", "NotIn", ("z1",)): {"b", "c"},
+        ("ssd", "Exists", ()): {"a"},
+        ("ssd", "DoesNotExist", ()): {"b", "c"},
+        ("gen", "Gt", ("3",)): {"b"},
+        ("gen", "Lt", ("5",)): {"a"},
+        ("gen", "Gt", ("x",)): set(),  # not an integer: matches nothing
+    }
+    for (key, op, values), expected in cases.items():
+        expr = {"key": key, "operator": op, "values": list(values)}
+        assert feasible_names(p, pod("x", affinity=aff(expr))) == expected, (key, op)
+    # terms are ORed, expressions within a term ANDed, nodeSelector ANDed with both
+    two_terms = aff(
+        {"key": "zone", "operator": "In", "values": ["z1"]},
+        {"key": "gen", "operator": "Exists"},
+        more_terms=[{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z3"]}]}],
+    )
+    assert feasible_names(p, pod("x", affinity=two_terms)) == {"a", "c"}
+    assert feasible_names(p, pod("x", affinity=two_terms, nodeSelector={"zone": "z3"})) == {"c"}
+    # an empty term matches nothing (kube)
+    assert feasible_names(p, pod("x", affinity=aff())) == set()
+
+
+def test_taints_and_tolerations():
+    s, _ = cluster(
+        node("plain"),
+        node("gpu", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]),
+        node("drain", taints=[{"key": "drain", "effect": "NoExecute"}]),
+        node("soft", taints=[{"key": "soft", "effect": "PreferNoSchedule"}]),
+    )
+    p = Placer(s)
+    assert feasible_names(p, pod("x")) == {"plain", "soft"}
+    tol = [{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}]
+    assert feasible_names(p, pod("x", tolerations=tol)) == {"plain", "soft", "gpu"}
+    wrong_value = [{"key": "gpu", "operator": "Equal", "value": "no"}]
+    assert feasible_names(p, pod("x", tolerations=wrong_value)) == {"plain", "soft"}
+    exists_any_effect = [{"key": "drain", "operator": "Exists"}]
+    assert feasible_names(p, pod("x", tolerations=exists_any_effect)) == {"plain", "soft", "drain"}
+    tolerate_all = [{"operator": "Exists"}]
+    assert feasible_names(p, pod("x", tolerations=tolerate_all)) == {
+        "plain",
+        "soft",
+        "gpu",
+        "drain",
+    }
+    reasons = {r["name"]: r["reasons"] for r in p.explain(pod("x"))["nodes"]}
+    assert reasons["gpu"] == ["node(s) had untolerated taint"]
+
+
+def test_unschedulable_nodes_unless_tolerated():
+    s, _ = cluster(node("cordoned", unschedulable=True), node("ok"))
+    p = Placer(s)
+    assert feasible_names(p, pod("x")) == {"ok"}
+    tol = [
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert feasible_names(p, pod("x", tolerations=tol)) == {"ok", "cordoned"}
+
+
+def test_every_resource_dimension_and_pod_count_limit_with_reasons():
+    s, log = cluster(
+        node("small", cpu="1", memory="1Gi", pods="1", **{"nvidia.com/gpu": "1"}),
+        node("big", cpu="8", memory="16Gi"),
+    )
+    p = Placer(s)
+    x = pod("x", cpu="2", memory="2Gi")
+    x["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    out = {r["name"]: r for r in p.explain(x)["nodes"]}
+    assert out["small"]["reasons"] == ["Insufficient cpu", "Insufficient memory"]
+    assert out["big"]["reasons"] == ["Insufficient nvidia.com/gpu"]
+    log(EV.POD_SUBMITTED, pod("filler", cpu="100m", memory="1Mi", node_name="small"))
+    assert p.fits(pod("y", cpu="100m", memory="1Mi"), "small") == ["Too many pods"]
+    assert p.fits(pod("y", cpu="100m", memory="1Mi"), "big") == []
+    assert p.fits(pod("y"), "nowhere") == ["node(s) not found"]
+
+
+def test_explain_scores_each_plugin_and_chooses_the_best():
+    s, _ = cluster(node("n1", cpu="4", memory="8Gi"), node("n2", cpu="8", memory="8Gi"))
+    result = Placer(s).explain(pod("x", cpu="1", memory="1Gi"))
+    rows = {r["name"]: r for r in result["nodes"]}
+    # n1: cpu (4000-1000)*100/4000 = 75, mem (8-1)/8 = 87 -> 81; balanced |0.25-0.125|/2 -> 93
+    assert rows["n1"]["scores"] == {"NodeResourcesFit": 81, "NodeResourcesBalancedAllocation": 93}
+    # n2: cpu 87, mem 87 -> 87; balanced 100
+    assert rows["n2"]["scores"] == {"NodeResourcesFit": 87, "NodeResourcesBalancedAllocation": 100}
+    assert rows["n2"]["total"] == 187 and result["chosen"] == "n2"
+
+
+def _many_nodes(n: int) -> ClusterState:
+    s, _ = cluster(
+        *[
+            node(f"n{i}", cpu=str((8, 16, 32, 64)[i % 4]), memory=f"{(i % 4 + 1) * 8}Gi")
+            for i in range(n)
+        ]
+    )
+    return s
+
+
+def _workload(s: ClusterState, n: int, seed: int = 3) -> np.ndarray:
+    rnd = np.random.default_rng(seed)
+    return np.array(
+        [
+            s.intern_class(pod("w", cpu=f"{100 * int(c)}m", memory=f"{128 * int(m)}Mi"))
+            for c, m in rnd.integers(1, 41, size=(n, 2))
+        ],
+        dtype=np.int32,
+    )
+
+
+def test_same_seed_same_decisions_and_cache_does_not_change_them():
+    s = _many_nodes(300)
+    cids = _workload(s, 400)
+    a = Placer(s, seed=7).place_classes(cids)
+    b = Placer(s, seed=7).place_classes(cids)
+    c = Placer(s, seed=7, cache=False).place_classes(cids)
+    assert (a == b).all() and (a == c).all()
+    assert (a >= 0).all()
+
+
+def test_sampling_visits_fewer_nodes_than_a_full_scan():
+    s = _many_nodes(1000)
+    cids = _workload(s, 50)
+    sampled = Placer(s, seed=1)
+    sampled.place_classes(cids)
+    full = Placer(s, seed=1, sample=False)
+    full.place_classes(cids)
+    assert sampled.stats()["nodes_visited"] == 50 * 420
+    assert full.stats()["nodes_visited"] == 50 * 1000
+
+
+def test_least_allocated_spreads_and_most_allocated_packs():
+    s, _ = cluster(*[node(f"n{i}", cpu="8", memory="32Gi") for i in range(4)])
+    spread = Placer(s, seed=0)
+    names = {spread.place(pod(f"p{i}", cpu="1", memory="1Gi"))[0] for i in range(4)}
+    assert len(names) == 4
+    pack = Placer(s, parse_profile(fit_profile("MostAllocated")), seed=0)
+    names = {pack.place(pod(f"p{i}", cpu="1", memory="1Gi"))[0] for i in range(4)}
+    assert len(names) == 1
+
+
+def test_place_assumes_in_the_placer_only():
+    s, _ = cluster(node("n1", cpu="1", memory="4Gi"))
+    p = Placer(s)
+    assert p.place(pod("a", cpu="600m", memory="1Gi"))[0] == "n1"
+    assert p.place(pod("b", cpu="600m", memory="1Gi")) is None  # the first is assumed
+    assert s.node("n1")["allocated"]["cpu"] == 0  # the fold's state is untouched
+    p.sync()  # drop assumptions
+    assert p.place(pod("b", cpu="600m", memory="1Gi"))[0] == "n1"
+
+
+def test_gang_is_all_or_nothing_without_side_effects():
+    s, _ = cluster(node("n1", cpu="2", memory="8Gi"), node("n2", cpu="2", memory="8Gi"))
+    p = Placer(s)
+    before = p.used_array().copy()
+    members = [pod(f"w{i}", cpu="1500m", memory="1Gi") for i in range(3)]
+    assert p.plan_gang(members) is None
+    assert (p.used_array() == before).all()
+    plan = p.plan_gang(members[:2])
+    assert sorted(plan) == ["n1", "n2"]
+    assert p.plan_gang([pod("late", cpu="1", memory="1Gi")]) is None  # the plan is assumed
+    # min_member: 2 of 3 suffices, the third is reported as not placed
+    p.sync()
+    assert sorted(p.plan_gang(members, min_member=2), key=str) == [None, "n1", "n2"]
+
+
+def test_batch_places_in_order():
+    s, _ = cluster(node("n1", cpu="2", memory="8Gi"))
+    out = Placer(s).place_batch([pod(f"p{i}", cpu="1", memory="1Gi") for i in range(3)])
+    assert [o[0] if o else None for o in out] == ["n1", "n1", None]
+
+
+def test_cache_hits_for_identical_pods_and_invalidates_on_node_change():
+    s = _many_nodes(200)
+    cid = s.intern_class(pod("same", cpu="100m", memory="64Mi"))
+    p = Placer(s, seed=0, sample=False)
+    p.place_classes(np.array([cid], dtype=np.int32))
+    assert p.stats()["cache_misses"] == 200 and p.stats()["cache_hits"] == 0
+    p.place_classes(np.array([cid], dtype=np.int32))
+    # only the node that received the first pod changed
+    assert p.stats()["cache_hits"] == 199 and p.stats()["cache_misses"] == 201
+
+
+def test_placer_resyncs_after_the_fold_moves_and_keeps_unchanged_entries():
+    s, log = cluster(node("n1", cpu="2", memory="8Gi"), node("n2", cpu="2", memory="8Gi"))
+    p = Placer(s, sample=False)
+    cid = s.intern_class(pod("x", cpu="1", memory="1Gi"))
+    p.place(cid, assume=False)
+    log(EV.POD_SUBMITTED, pod("r", cpu="1", memory="1Gi"))
+    log(EV.PLACEMENT_COMMITTED, commit(("ns/r", "n1", {"cpu": 1000, "memory": GI, "pods": 1})))
+    hits = p.stats()["cache_hits"]
+    assert p.place(cid, assume=False)[0] == "n2"  # sees the committed pod on n1
+    assert p.stats()["cache_hits"] == hits + 1  # n2's entry survived the resync
+    assert p.synced_position == s.position
+
+
+def test_pod_key_in_the_state_can_be_placed():
+    s, log = cluster(node("n1"))
+    log(EV.POD_SUBMITTED, pod("pending"))
+    assert Placer(s).place("ns/pending")[0] == "n1"
+
+
+def test_plan_a_gang_from_the_state_with_its_min_member():
+    s, log = cluster(node("n1", cpu="2", memory="8Gi"))
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {
+            "metadata": {"name": "job", "namespace": "ns"},
+            "spec": {"minMember": 2, "queue": "default"},
+        },
+    )
+    for i in range(3):
+        log(EV.POD_SUBMITTED, pod(f"w{i}", cpu="1", memory="1Gi", gang="job"))
+    members = s.gang_members("ns/job", "Pending")
+    assert members == ["ns/w0", "ns/w1", "ns/w2"]
+    plan = Placer(s).plan_gang(members, min_member=s.gang_min_member("ns/job"))
+    assert plan == ["n1", "n1", None]
+
+
+def test_esched_plugins_in_a_profile():
+    s, _ = cluster(node("busy", cpu="4", memory="4Gi"), node("idle", cpu="4", memory="4Gi"))
+    from esched.core import parse_profile as pp
+
+    def prof(name, args=None):
+        return pp(
+            {
+                "profiles": [
+                    {
+                        "plugins": {
+                            "score": {"disabled": [{"name": "*"}], "enabled": [{"name": name}]}
+                        },
+                        "pluginConfig": [{"name": name, "args": args or {}}],
+                    }
+                ]
+            }
+        )
+
+    from .conftest import Log
+
+    Log(s)(EV.POD_SUBMITTED, pod("r", cpu="2", memory="2Gi", node_name="busy"))
+    batch = pod("b", cpu="1", memory="1Gi", priority=0)
+    prod = pod("p", cpu="1", memory="1Gi", priority=5000)
+    mixed = prof("Mixed", {"productionPriority": 1000})
+    assert Placer(s, mixed).place(batch, assume=False)[0] == "busy"  # pack batch
+    assert Placer(s, mixed).place(prod, assume=False)[0] == "idle"  # spread production
+    assert Placer(s, prof("EPVM")).place(batch, assume=False)[0] == "idle"

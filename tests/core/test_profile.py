@@ -1,0 +1,211 @@
+"""KubeSchedulerConfiguration v1 profiles: plugins, weights, args, percentage, errors."""
+
+import pytest
+
+from esched.core import ClusterState
+from esched.core._placer import Placer
+from esched.core.profile import (
+    DEFAULT_PROFILE,
+    ProfileError,
+    load_profile,
+    parse_profile,
+    register_python_plugin,
+)
+
+from .conftest import EV, envelope, node, pod
+
+CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+percentageOfNodesToScore: 30
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: packer
+  percentageOfNodesToScore: 100
+  plugins:
+    score:
+      disabled:
+      - name: NodeResourcesBalancedAllocation
+      enabled:
+      - name: NodeResourcesFit
+        weight: 5
+      - name: TaintToleration
+        weight: 3
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: RequestedToCapacityRatio
+        resources:
+        - {name: cpu, weight: 2}
+        - {name: nvidia.com/gpu, weight: 1}
+        requestedToCapacityRatio:
+          shape:
+          - {utilization: 0, score: 0}
+          - {utilization: 100, score: 10}
+"""
+
+
+def test_default_profile_is_kube_resource_scoring():
+    kinds = [(p.name, p.kind, p.weight, p.resources) for p in DEFAULT_PROFILE.plugins]
+    assert kinds == [
+        ("NodeResourcesFit", "LeastAllocated", 1, (("cpu", 1), ("memory", 1))),
+        ("NodeResourcesBalancedAllocation", "BalancedAllocation", 1, (("cpu", 1), ("memory", 1))),
+    ]
+    assert DEFAULT_PROFILE.percentage_of_nodes_to_score is None
+
+
+def test_load_a_kube_scheduler_configuration_file(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG)
+    default = load_profile(path)
+    assert default.percentage_of_nodes_to_score == 30  # global value
+    packer = load_profile(path, "packer")
+    assert packer.percentage_of_nodes_to_score == 100
+    (fit,) = packer.plugins
+    assert (fit.kind, fit.weight) == ("RequestedToCapacityRatio", 5)
+    assert fit.resources == (("cpu", 2), ("nvidia.com/gpu", 1))
+    assert fit.shape == ((0, 0), (100, 10))
+    assert packer.ignored == ("TaintToleration",)
+    with pytest.raises(ProfileError, match="no profile named"):
+        load_profile(path, "missing")
+
+
+def test_disable_all_and_enable_esched_plugins():
+    prof = parse_profile(
+        {
+            "profiles": [
+                {
+                    "plugins": {
+                        "multiPoint": {"disabled": [{"name": "*"}]},
+                        "score": {"enabled": [{"name": "Mixed", "weight": 2}, {"name": "EPVM"}]},
+                    },
+                    "pluginConfig": [
+                        {
+                            "name": "Mixed",
+                            "args": {"productionPriority": 500, "exhaustedPercent": 10},
+                        },
+                        {"name": "EPVM", "args": {"base": 8}},
+                    ],
+                }
+            ]
+        }
+    )
+    mixed, epvm = prof.plugins
+    assert (
+        mixed.kind,
+        mixed.weight,
+        mixed.prod_priority,
+        mixed.exhaust_permille,
+        mixed.strand_permille,
+    ) == ("Mixed", 2, 500, 100, 1000)
+    assert (epvm.kind, epvm.epvm_base) == ("EPVM", 8.0)
+
+
+@pytest.mark.parametrize(
+    ("doc", "where"),
+    [
+        ({"kind": "Pod"}, "kind"),
+        ({"profiles": [{"plugins": {"score": {"enabled": [{"name": "Nope"}]}}}]}, "unknown score"),
+        ({"percentageOfNodesToScore": 101}, "percentageOfNodesToScore"),
+        (
+            {
+                "profiles": [
+                    {
+                        "pluginConfig": [
+                            {
+                                "name": "NodeResourcesFit",
+                                "args": {"scoringStrategy": {"type": "Random"}},
+                            }
+                        ]
+                    }
+                ]
+            },
+            "scoringStrategy.type",
+        ),
+        (
+            {
+                "profiles": [
+                    {
+                        "pluginConfig": [
+                            {
+                                "name": "NodeResourcesFit",
+                                "args": {
+                                    "scoringStrategy": {
+                                        "type": "RequestedToCapacityRatio",
+                                        "requestedToCapacityRatio": {
+                                            "shape": [
+                                                {"utilization": 50, "score": 1},
+                                                {"utilization": 10, "score": 2},
+                                            ]
+                                        },
+                                    }
+                                },
+                            }
+                        ]
+                    }
+                ]
+            },
+            "strictly increasing",
+        ),
+        (
+            {
+                "profiles": [
+                    {
+                        "pluginConfig": [
+                            {
+                                "name": "NodeResourcesFit",
+                                "args": {
+                                    "scoringStrategy": {
+                                        "type": "RequestedToCapacityRatio",
+                                        "requestedToCapacityRatio": {
+                                            "shape": [{"utilization": 0, "score": 11}]
+                                        },
+                                    }
+                                },
+                            }
+                        ]
+                    }
+                ]
+            },
+            "score",
+        ),
+        (
+            {
+                "profiles": [
+                    {
+                        "plugins": {"score": {"enabled": [{"name": "EPVM"}]}},
+                        "pluginConfig": [{"name": "EPVM", "args": {"base": 1}}],
+                    }
+                ]
+            },
+            "base",
+        ),
+    ],
+)
+def test_bad_profiles_fail_at_load_with_the_field(doc, where):
+    with pytest.raises(ProfileError, match=where):
+        parse_profile(doc)
+
+
+def test_python_plugins_run_on_the_slow_path():
+    register_python_plugin("PreferOddNodes", lambda state, n, cid: 100 if n % 2 else 0)
+    prof = parse_profile(
+        {
+            "profiles": [
+                {
+                    "plugins": {
+                        "score": {
+                            "disabled": [{"name": "*"}],
+                            "enabled": [{"name": "PreferOddNodes", "weight": 2}],
+                        }
+                    }
+                }
+            ]
+        }
+    )
+    s = ClusterState()
+    s.apply_many(enumerate([envelope(EV.NODE_ADDED, node(f"n{i}")) for i in range(4)], 1))
+    out = Placer(s, prof).explain(pod("x"))
+    assert {r["name"]: r["total"] for r in out["nodes"]} == {"n0": 0, "n1": 200, "n2": 0, "n3": 200}
+    assert out["chosen"] in ("n1", "n3")

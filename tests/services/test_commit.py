@@ -1,0 +1,387 @@
+"""The commit service: fine-grained validation, gangs, idempotence, the bus, one leader.
+
+Against the real stores (PostgreSQL and SQLite), the real broker for the bus path,
+and PostgreSQL advisory locks for leadership (a killed session hands over).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import asyncpg
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from esched.schemas.events import DECISIONS_STREAM, stream_of
+from esched.services.bus import open_bus
+from esched.services.bus.memory import MemoryBus
+from esched.services.cli import EXIT_USAGE, cli
+from esched.services.commit import (
+    FENCE_SNAPSHOT,
+    CommitConfig,
+    CommitService,
+    NotLeader,
+    Verdict,
+    decision_event,
+    decision_id,
+)
+from esched.services.lease import PostgresLease
+from esched.services.replay import SNAPSHOT_NAME, fold_log, save_snapshot
+from esched.services.store import NewEvent, open_store
+
+GIB = 2**30
+
+
+def ev(eid: str, type_: str, data: dict) -> dict:
+    return {"specversion": "1.0", "id": eid, "source": "test", "type": type_,
+            "time": "2026-11-22T00:00:00Z", "data": data}
+
+
+def node(name: str, cpu: str = "2", *, labels: dict | None = None, taints: list | None = None,
+         eid: str | None = None, type_: str = "esched.node.added") -> dict:
+    spec: dict = {}
+    if taints:
+        spec["taints"] = taints
+    return ev(eid or f"node-{name}", type_, {
+        "metadata": {"name": name, "labels": labels or {}}, "spec": spec,
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "10"}}})
+
+
+def pod(name: str, cpu: str = "1", gang: str | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": "t"}
+    if gang:
+        meta["annotations"] = {"scheduling.k8s.io/group-name": gang}
+    return ev(f"pod-{name}", "esched.pod.submitted", {
+        "metadata": meta,
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu,
+                                                                         "memory": "1Gi"}}}]}})
+
+
+def podgroup(name: str, min_member: int) -> dict:
+    return ev(f"pg-{name}", "esched.podgroup.submitted", {
+        "metadata": {"name": name, "namespace": "t"}, "spec": {"minMember": min_member}})
+
+
+def proposal(pid: str, binds: list[tuple[str, str]], *, replica: str = "r1", position: int = 1,
+             gang: str | None = None, cpu: int = 1000) -> dict:
+    return {"proposal": pid, "replica": replica, "position": position, "gang": gang,
+            "bindings": [{"pod": f"t/{p}", "node": n, "resources": {"cpu": cpu, "memory": GIB}}
+                         for p, n in binds]}
+
+
+def envelope(data: dict) -> dict:
+    return ev(f"proposal-{data['proposal']}", "esched.placement.proposed", data)
+
+
+async def append(store, *events: dict) -> None:
+    await store.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))
+                        for e in events])
+
+
+@pytest.fixture
+async def store(store_url):
+    s = open_store(store_url)
+    await s.connect()
+    await s.migrate()
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def pg_store(pg_url):
+    s = open_store(pg_url)
+    await s.connect()
+    await s.migrate()
+    yield s
+    await s.close()
+
+
+def kinds(decisions: list[dict]) -> list[tuple[str, str | None]]:
+    return [(d["type"].rsplit(".", 1)[1], d["data"].get("reason")) for d in decisions]
+
+
+async def test_accepts_a_fitting_proposal_and_folds_it(store):
+    await append(store, node("n1"), pod("a"))
+    service = CommitService(store)
+    [d] = await service.decide([proposal("p1", [("a", "n1")])])
+
+    assert d["type"] == "esched.placement.committed" and d["id"] == decision_id("p1")
+    assert service.state.pod("t/a")["phase"] == "Running"
+    assert service.state.node("n1")["allocated"]["cpu"] == 1000
+    stored = (await store.read(0, 100))[-1]
+    assert stored.stream == DECISIONS_STREAM and stored.id == "decision-p1"
+    assert (await fold_log(store)).pod("t/a")["node"] == "n1"  # the log says so too
+    await service.stop()
+
+
+async def test_two_replicas_racing_for_the_last_room_exactly_one_wins(store):
+    await append(store, node("n1", cpu="2"), pod("a"), pod("b"), pod("c"), pod("x"))
+    service = CommitService(store)
+    await service.decide([proposal("p0", [("a", "n1")])])  # 1 of 2 cpu left
+    # Same batch: r1 and r2 both saw the room free and propose different pods.
+    decisions = await service.decide([proposal("r1-b", [("b", "n1")], replica="r1"),
+                                      proposal("r2-c", [("c", "n1")], replica="r2")])
+    assert kinds(decisions) == [("committed", None), ("rejected", "insufficient_cpu")]
+    # Separate batches: the later one meets the earlier one's decision in the log.
+    await append(store, node("n2", cpu="1"))
+    first = await service.decide([proposal("r1-x", [("x", "n2")], replica="r1")])
+    second = await service.decide([proposal("r2-c2", [("c", "n2")], replica="r2")])
+    assert kinds(first + second) == [("committed", None), ("rejected", "insufficient_cpu")]
+    # Double placement: one pod proposed by two replicas, on different nodes.
+    await append(store, node("n3", cpu="4"), node("n4", cpu="4"), pod("d"))
+    decisions = await service.decide([proposal("r1-d", [("d", "n3")], replica="r1"),
+                                      proposal("r2-d", [("d", "n4")], replica="r2")])
+    assert kinds(decisions) == [("committed", None), ("rejected", "pod_not_pending")]
+    again = await service.decide([proposal("r3-d", [("d", "n4")], replica="r3")])
+    assert kinds(again) == [("rejected", "pod_not_pending")]
+    assert "Running" in again[0]["data"]["message"]
+    state = await fold_log(store)
+    for name in ("n1", "n2", "n3", "n4"):
+        n = state.node(name)
+        assert all(n["allocated"][r] <= n["allocatable"][r] for r in n["allocated"])
+    assert service.totals.reasons == {"insufficient_cpu": 2, "pod_not_pending": 2}
+    await service.stop()
+
+
+async def test_a_node_that_changed_since_the_replica_looked_is_fine_if_it_still_fits(store):
+    await append(store, node("n1", cpu="4"), pod("a"), pod("b"), pod("c"))
+    seen = await store.head()  # the replica's view
+    service = CommitService(store)
+    await service.decide([proposal("p-a", [("a", "n1")], position=seen)])
+    version = service.state.node("n1")["version"]
+    # The node changes after the replica looked: new labels, and more capacity.
+    await append(store, node("n1", cpu="5", labels={"zone": "z1"}, eid="n1-v2",
+                             type_="esched.node.updated"))
+    [d] = await service.decide([proposal("p-b", [("b", "n1")], position=seen)])
+    assert d["type"] == "esched.placement.committed"  # no coarse per-node version check
+    assert service.state.node("n1")["version"] > version + 1  # the update, then the binding
+    # A change that does matter: an untolerated taint.
+    await append(store, node("n1", cpu="5", taints=[{"key": "k", "effect": "NoSchedule"}],
+                             eid="n1-v3", type_="esched.node.updated"))
+    [d] = await service.decide([proposal("p-c", [("c", "n1")], position=seen)])
+    assert (d["data"]["reason"], "taint" in d["data"]["message"]) == ("constraint", True)
+    # A node that is gone, and claims that are not the pod's requests.
+    await append(store, ev("rm-n1", "esched.node.removed", {"metadata": {"name": "n1"}}),
+                 node("n2", cpu="8"))
+    bad = await service.decide([proposal("p-c2", [("c", "n1")]),
+                                proposal("p-c3", [("c", "n2")], cpu=10)])
+    assert kinds(bad) == [("rejected", "node_gone"), ("rejected", "resources_mismatch")]
+    await service.stop()
+
+
+async def test_a_gang_is_all_or_nothing(store):
+    await append(store, podgroup("g", 3), node("n1", cpu="2"), node("n2", cpu="1"),
+                 *(pod(f"m{i}", gang="g") for i in range(4)))
+    service = CommitService(store)
+    # Three members, the third does not fit (n2 has 1 cpu, two proposed there).
+    [d] = await service.decide([proposal("g1", [("m0", "n1"), ("m1", "n2"), ("m2", "n2")],
+                                         gang="t/g")])
+    assert (d["type"], d["data"]["reason"]) == ("esched.placement.rejected", "insufficient_cpu")
+    assert d["data"]["pods"] == ["t/m0", "t/m1", "t/m2"]
+    assert service.state.summary()["gangs"]["t/g"]["Running"] == 0  # nothing bound
+    # Two members fit but minMember is 3.
+    [d] = await service.decide([proposal("g2", [("m0", "n1"), ("m1", "n1")], gang="t/g")])
+    assert d["data"]["reason"] == "gang_incomplete"
+    # A lone member without the gang is held to the same rule.
+    [d] = await service.decide([proposal("g2b", [("m0", "n1")])])
+    assert d["data"]["reason"] == "gang_incomplete"
+    # All three fit.
+    [d] = await service.decide([proposal("g3", [("m0", "n1"), ("m1", "n1"), ("m2", "n2")],
+                                         gang="t/g")])
+    assert d["type"] == "esched.placement.committed"
+    assert service.state.summary()["gangs"]["t/g"]["Running"] == 3
+    # Once the gang runs at minMember, one more member may join alone... if it fits.
+    [d] = await service.decide([proposal("g4", [("m3", "n2")], gang="t/g")])
+    assert d["data"]["reason"] == "insufficient_cpu"
+    await service.stop()
+
+
+async def test_a_redelivered_proposal_gets_the_recorded_decision(store):
+    await append(store, node("n1", cpu="1"), pod("a"), pod("b"))
+    service = CommitService(store)
+    first = await service.decide([proposal("p1", [("a", "n1")]), proposal("p2", [("b", "n1")])])
+    head = await store.head()
+    again = await service.decide([proposal("p2", [("b", "n1")]), proposal("p1", [("a", "n1")]),
+                                  proposal("p1", [("a", "n1")])])
+    assert again == [first[1], first[0], first[0]]
+    assert await store.head() == head
+    assert service.totals.duplicates == 3
+    await service.stop()
+    # A new instance that never saw them (as after a takeover from an old snapshot)
+    # re-validates, finds the id already stored, and answers with what the log says.
+    fresh = CommitService(store)
+    await fresh.decide([])  # become leader
+    fresh._decided.clear()
+    [d] = await fresh.decide([envelope(proposal("p2", [("b", "n1")]))])
+    assert d == first[1] and d["data"]["reason"] == "insufficient_cpu"
+    assert await store.head() == head
+    await fresh.stop()
+
+
+async def test_snapshots_carry_the_fence_and_speed_up_takeover(store):
+    await append(store, node("n1", cpu="8"), *(pod(f"p{i}") for i in range(6)))
+    service = CommitService(store, config=CommitConfig(snapshot_every=3))
+    for i in range(3):
+        await service.decide([proposal(f"s{i}", [(f"p{i}", "n1")])])
+    snap = await store.load_snapshot(SNAPSHOT_NAME)
+    fence = await store.load_snapshot(FENCE_SNAPSHOT)
+    assert snap is not None and fence is not None and snap[0] == fence[0]
+    await service.stop()
+    takeover = CommitService(store)
+    [d] = await takeover.decide([proposal("s3", [("p3", "n1")])])
+    assert d["type"] == "esched.placement.committed"
+    assert takeover.state.summary()["pods"]["Running"] == 4
+    assert takeover.decisions_version == 4
+    await takeover.stop()
+    # A newer state snapshot without a fence (as `esched replay --save-snapshot` writes)
+    # is not trusted for the fence: the next leader starts from its own fence.
+    await save_snapshot(store, await fold_log(store))
+    third = CommitService(store)
+    [d] = await third.decide([proposal("s4", [("p4", "n1")])])
+    assert d["type"] == "esched.placement.committed" and third.decisions_version == 5
+    await third.stop()
+
+
+class RacingStore:
+    """A store where another commit service appends a decision just before ours."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.race = False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def append(self, events):
+        if self.race:
+            self.race = False
+            rival = decision_event(proposal("rival", [("b", "n1")]), Verdict(True), "rival")
+            version = len([e for e in await self.inner.read(0, 1000)
+                           if e.stream == DECISIONS_STREAM])
+            await self.inner.append([NewEvent(rival["id"], rival["type"], DECISIONS_STREAM,
+                                              orjson.dumps(rival), expected_version=version)])
+        return await self.inner.append(events)
+
+
+async def test_a_deposed_leader_is_fenced_and_steps_down(pg_store, pg_url):
+    await append(pg_store, node("n1", cpu="4"), pod("a"), pod("b"), pod("c"))
+    racing = RacingStore(pg_store)
+    lease = PostgresLease(pg_url)
+    service = CommitService(racing, lease=lease)
+    await service.decide([proposal("p1", [("a", "n1")])])
+    assert service.leading and lease.held
+    racing.race = True
+    head = await pg_store.head()
+    with pytest.raises(NotLeader, match="expected"):
+        await service.decide([proposal("p2", [("c", "n1")])])
+    assert not service.leading and not lease.held
+    assert await pg_store.head() == head + 1  # only the rival's decision
+    # The lease is free for another instance at once.
+    other = PostgresLease(pg_url)
+    assert await other.try_acquire()
+    await other.release()
+    # A decision written by someone else between batches is noticed on catch-up too.
+    await service.decide([proposal("p3", [("c", "n1")])])  # re-acquires, rebuilds
+    rival = decision_event(proposal("rival2", [("c", "n1")]), Verdict(False, "x", "m"), "rival")
+    await pg_store.append([NewEvent(rival["id"], rival["type"], DECISIONS_STREAM,
+                                    orjson.dumps(rival))])
+    with pytest.raises(NotLeader, match="another commit service"):
+        await service.decide([proposal("p4", [("b", "n1")])])
+    await service.stop()
+
+
+async def test_proposals_from_kafka_become_published_decisions(pg_store, kafka_bootstrap,
+                                                               topic_prefix):
+    await append(pg_store, node("n1", cpu="1"), pod("a"), pod("b"))
+    bus = open_bus(kafka_bootstrap, topic_prefix)
+    service = CommitService(pg_store, bus)
+    await service.start()
+    producer = bus.producer()
+    await producer.start()
+    await producer.send_many(bus.topics.proposals, [
+        (b"t/a", orjson.dumps(envelope(proposal("k1", [("a", "n1")])))),
+        (b"t/b", orjson.dumps(envelope(proposal("k2", [("b", "n1")])))),
+        (b"x", b"{not json"),
+        (b"t/a", orjson.dumps(envelope(proposal("k1", [("a", "n1")])))),  # redelivered
+    ])
+    totals = await asyncio.wait_for(service.run(exit_when_idle=True, idle_polls=5), 30)
+    await service.stop()
+    assert (totals.committed, totals.rejected, totals.duplicates, totals.deadlettered) == \
+        (1, 1, 1, 1)
+
+    consumer = bus.consumer([bus.topics.decisions, bus.topics.deadletter], "checker")
+    await consumer.start()
+    got: list = []
+    deadline = time.monotonic() + 20
+    while len(got) < 4 and time.monotonic() < deadline:
+        got += await consumer.poll(500, 100)
+    await consumer.stop()
+    await producer.stop()
+    decisions = [orjson.loads(m.value) for m in got if m.topic == bus.topics.decisions]
+    dead = [orjson.loads(m.value) for m in got if m.topic == bus.topics.deadletter]
+    assert sorted((d["id"], d["type"]) for d in decisions) == [
+        ("decision-k1", "esched.placement.committed"), ("decision-k1",
+                                                        "esched.placement.committed"),
+        ("decision-k2", "esched.placement.rejected")]
+    assert [d["reason"] for d in dead] == ["not_json"] and dead[0]["service"] == "commit"
+    assert [e.id for e in await pg_store.read(0, 100) if e.stream == DECISIONS_STREAM] == \
+        ["decision-k1", "decision-k2"]
+
+
+async def _wait_for(predicate, within: float) -> float:
+    started = time.monotonic()
+    while not predicate():
+        if time.monotonic() - started > within:
+            raise AssertionError(f"not within {within}s")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - started
+
+
+async def test_a_standby_takes_over_when_the_leader_session_dies(pg_url, pg_server):
+    stores = [open_store(pg_url) for _ in range(2)]
+    for s in stores:
+        await s.connect()
+    await stores[0].migrate()
+    await append(stores[0], node("n1", cpu="4"), pod("a"), pod("b"))
+    bus = MemoryBus()
+    a = CommitService(stores[0], bus, lease=PostgresLease(pg_url))
+    b = CommitService(stores[1], bus, lease=PostgresLease(pg_url))
+    for s in (a, b):
+        await s.start()
+    run_a = asyncio.ensure_future(a.run())
+    await _wait_for(lambda: a.leading, 5)
+    run_b = asyncio.ensure_future(b.run())
+    bus.append(bus.topics.proposals, None, orjson.dumps(envelope(proposal("x1", [("a", "n1")]))))
+    await _wait_for(lambda: a.totals.committed == 1, 5)
+    await asyncio.sleep(0.6)
+    assert not b.leading  # standing by
+
+    admin = await asyncpg.connect(pg_url)
+    await admin.execute("SELECT pg_terminate_backend($1)", a.lease.backend_pid)
+    await admin.close()
+    lost_after = await _wait_for(lambda: not a.leading, 3)
+    took_over = await _wait_for(lambda: b.leading, 5)
+    assert lost_after < 2.5 and took_over < 5
+    assert b.state.pod("t/a")["phase"] == "Running"  # continued from the log
+    bus.append(bus.topics.proposals, None, orjson.dumps(envelope(proposal("x2", [("b", "n1")]))))
+    await _wait_for(lambda: b.totals.committed == 1, 5)
+    assert a.totals.committed == 1 and a.totals.stepdowns == 1
+
+    for s in (a, b):
+        await s.stop()
+    await asyncio.gather(run_a, run_b)
+    ids = [e.id for e in await stores[0].read(0, 100) if e.stream == DECISIONS_STREAM]
+    assert ids == ["decision-x1", "decision-x2"]
+    for s in stores:
+        await s.close()
+
+
+def test_the_commit_command_documents_itself_and_needs_kafka():
+    runner = CliRunner()
+    help_text = runner.invoke(cli, ["commit", "--help"], catch_exceptions=False).output
+    assert "--snapshot-every" in help_text and "--kafka" in help_text
+    result = runner.invoke(cli, ["commit", "--store", "sqlite://:memory:"],
+                           env={"ESCHED_KAFKA": ""})
+    assert result.exit_code == EXIT_USAGE and "--kafka" in result.output
