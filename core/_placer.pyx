@@ -756,7 +756,7 @@ cdef class Placer:
             if n >= N:
                 n -= N
             k += 1
-            if not (v.flags[n] & NODE_ALIVE):
+            if not (st.flags[n] & NODE_ALIVE):
                 continue
             visited += 1
             s = self._evaluate(n, v, cid)

@@ -459,7 +459,6 @@ class CommitService:
     async def _ensure_topics(self) -> None:
         assert self.bus is not None
         await self.bus.ensure_topics()
-        await _ensure_proposals_topic(self.bus)
 
     async def _stop_consumer(self) -> None:
         if self._consumer is not None:
@@ -866,26 +865,4 @@ async def retry_transient_call(fn: Any) -> Any:
     return await retry_until(fn, retriable=lambda e: isinstance(e, TransientStoreError),
                              what="store operation",
                              on_retry=lambda _e: metrics.RETRIES.labels(SERVICE, "store").inc())
-
-
-async def _ensure_proposals_topic(bus: Bus, partitions: int = 3) -> None:
-    """Create the proposals topic on Kafka if missing (``KafkaBus.ensure_topics`` does
-    not know it yet); the in-process bus needs nothing."""
-    from esched.services.bus.kafka import KafkaBus
-
-    if not isinstance(bus, KafkaBus):
-        return
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-    from aiokafka.errors import KafkaError, TopicAlreadyExistsError
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bus.bootstrap, client_id=bus.client_id)
-    try:
-        await admin.start()
-        if bus.topics.proposals not in set(await admin.list_topics()):
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics([NewTopic(bus.topics.proposals, partitions, 1)])
-    except KafkaError as exc:
-        raise BusError(f"cannot create {bus.topics.proposals}: {exc}") from exc
-    finally:
-        await admin.close()
 

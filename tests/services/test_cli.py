@@ -91,7 +91,7 @@ def invoke(runner: CliRunner, *args: str, code: int = 0):
 
 
 @pytest.mark.parametrize("command", [[], ["ingest"], ["publish"], ["replay"], ["store"],
-                                     ["store", "migrate"], ["bench"]])
+                                     ["store", "migrate"], ["bench"], ["commit"], ["audit"]])
 def test_every_command_documents_itself(runner, command):
     out = invoke(runner, *command, "--help").output
     assert "Usage: " in out and "--help" in out
