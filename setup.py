@@ -28,6 +28,21 @@ if DEBUG:
     directives["linetrace"] = True
 
 
+def _cython_include_view() -> Path:
+    """A folder where ``esched/core`` points at ``core/``.
+
+    The .pyx files ``cimport esched.core.X``, which Cython resolves through its
+    include path as ``esched/core/X.pxd``; the source tree keeps them at
+    ``core/X.pxd`` (the layout is fixed), so the build gets this view of it.
+    """
+    view = HERE / "build" / "cython-include"
+    link = view / "esched" / "core"
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(HERE / "core", target_is_directory=True)
+    return view
+
+
 def _extensions() -> list[Extension]:
     exts = []
     for pyx in sorted((HERE / "core").rglob("*.pyx")):
@@ -63,7 +78,7 @@ setup(
         _extensions(),
         compiler_directives=directives,
         annotate=DEBUG,
-        include_path=[str(HERE / "core")],
+        include_path=[str(_cython_include_view())],
     ),
     zip_safe=False,
 )

@@ -105,6 +105,7 @@ cdef enum:
 # a class over 10,000 nodes plus its neighbours without evictions.
 cdef enum:
     CACHE_BITS = 18
+    CACHE_RECENT = 256          # a class placed within this many placements uses the cache
 
 
 cpdef long long num_feasible_nodes_to_find(long long n_all, long long percentage=0):
@@ -260,6 +261,9 @@ cdef class Placer:
     cdef int64_t[::1] cs
     cdef uint64_t[::1] cr
     cdef public long long hits, misses, placed, visited, unschedulable, python_plugin_errors
+    cdef public object class_last_np
+    cdef int64_t[::1] class_last         # [class] value of `calls` at its last placement
+    cdef long long calls                 # placements attempted (the cache's clock)
 
     def __cinit__(self):
         self.specs = NULL
@@ -282,6 +286,9 @@ cdef class Placer:
         self.compiled = {}
         self.hits = self.misses = self.placed = self.visited = self.unschedulable = 0
         self.python_plugin_errors = 0
+        self.calls = 0
+        self.class_last_np = np.zeros(0, dtype=np.int64)
+        self._grow_class_stats(64)
         self._resolve_plugins()
         self.ck_np = np.full(1 << CACHE_BITS, -1, dtype=np.int64)
         self.cv_np = np.full(1 << CACHE_BITS, -1, dtype=np.int64)
@@ -479,6 +486,8 @@ cdef class Placer:
 
     cdef int _view(self, Py_ssize_t cid, ClassView* v) except -1:
         cdef ClusterState st = self.state
+        if cid >= self.class_last.shape[0]:
+            self._grow_class_stats(cid + 1)
         comp = self._compile(cid)
         cdef word_t[:, ::1] mask = comp.expr_mask
         cdef int8_t[::1] mode = comp.expr_mode
@@ -711,13 +720,14 @@ cdef class Placer:
                 total += s.weight * self._plugin_score(n, v, k, cid)
         return total
 
-    cdef inline score_t _evaluate(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
+    cdef inline score_t _evaluate(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid,
+                                  bint use_cache) noexcept:
         """Total score of node n for the class, or -1 if infeasible; through the cache."""
         cdef Py_ssize_t slot
         cdef int64_t key
         cdef uint64_t reasons
         cdef score_t total
-        if self.use_cache:
+        if use_cache:
             key = (<int64_t>cid << 32) | n
             # Consecutive nodes of one class land in consecutive slots: cache-friendly.
             slot = <Py_ssize_t>((<uint64_t>cid * <uint64_t>0x9E3779B1 + <uint64_t>n)
@@ -728,7 +738,7 @@ cdef class Placer:
             self.misses += 1
         reasons = self._feasible(n, v, False)
         total = -1 if reasons else self._total(n, v, cid)
-        if self.use_cache:
+        if use_cache:
             self.ck[slot] = key
             self.cv[slot] = self.ver[n]
             self.cs[slot] = total
@@ -742,6 +752,16 @@ cdef class Placer:
         cdef long long alive = len(st.node_index)
         cdef long long target = alive, found = 0, visited = 0, ties = 0
         cdef score_t s, best_score = -1
+        cdef bint use_cache = self.use_cache and self._cache_worth(cid)
+        # Cache tables as raw pointers: the hit path is a few loads per node.
+        cdef const int64_t* ck = &self.ck[0]
+        cdef const int64_t* cv = &self.cv[0]
+        cdef const int64_t* cs = &self.cs[0]
+        cdef const long long* ver = &self.ver[0] if N > 0 else NULL
+        cdef int64_t key_base = <int64_t>cid << 32
+        cdef uint64_t slot_base = <uint64_t>cid * <uint64_t>0x9E3779B1
+        cdef Py_ssize_t slot
+        cdef long long hits = 0
         if N == 0:
             best_out[0] = -1
             visited_out[0] = 0
@@ -756,10 +776,19 @@ cdef class Placer:
             if n >= N:
                 n -= N
             k += 1
-            if not (st.flags[n] & NODE_ALIVE):
+            if not (v.flags[n] & NODE_ALIVE):
                 continue
             visited += 1
-            s = self._evaluate(n, v, cid)
+            if use_cache:
+                # Same slot and key as _evaluate; a hit skips feasibility and scoring.
+                slot = <Py_ssize_t>((slot_base + <uint64_t>n) & ((1 << CACHE_BITS) - 1))
+                if ck[slot] == (key_base | n) and cv[slot] == ver[n]:
+                    hits += 1
+                    s = cs[slot]
+                else:
+                    s = self._evaluate(n, v, cid, True)
+            else:
+                s = self._evaluate(n, v, cid, False)
             if s < 0:
                 continue
             found += 1
@@ -776,9 +805,33 @@ cdef class Placer:
                 break
         # kube: nextStartNodeIndex = (start + processed) % allNodes
         self.next_start = (start + k) % N
+        # _evaluate counted the misses; the hits were counted here
+        self.hits += hits
         best_out[0] = best_score
         visited_out[0] = visited
         return best
+
+    cdef inline bint _cache_worth(self, Py_ssize_t cid) noexcept:
+        # The cache pays only when a class comes back while its entries are still
+        # valid; for a class seen once in a long while (a random workload: thousands
+        # of shapes) every lookup misses and every miss writes an entry, 24 bytes of
+        # table traffic per node visited. So a class uses the cache only if it was
+        # placed within the last CACHE_RECENT placements: a burst's second pod fills
+        # the entries, the rest hit; a one-off shape never touches the table.
+        cdef long long last = self.class_last[cid]
+        self.calls += 1
+        self.class_last[cid] = self.calls
+        return last > 0 and self.calls - last <= CACHE_RECENT
+
+    cdef int _grow_class_stats(self, Py_ssize_t n) except -1:
+        cap = max(n, 2 * self.class_last.shape[0], 64)
+        for name in ("class_last",):
+            old = getattr(self, name + "_np")
+            new = np.zeros(cap, dtype=np.int64)
+            new[: old.shape[0]] = old
+            setattr(self, name + "_np", new)
+        self.class_last = self.class_last_np
+        return 0
 
     cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign) noexcept:
         cdef ClusterState st = self.state

@@ -1,61 +1,33 @@
-"""Load Kubernetes-shaped manifests (YAML or JSON) into a :class:`ClusterState`.
+"""Kubernetes-shaped manifests (YAML or JSON) folded into a :class:`ClusterState`.
 
-Accepts one object, a ``kind: List`` (or any object with ``items``), or a
-multi-document YAML stream. Nodes fold as ``esched.node.added``, pods as
-``esched.pod.submitted`` (a pod with ``spec.nodeName`` is running there),
-PodGroups and Queues as their events; the same fold as everywhere else.
+For tools that start from objects rather than from the log (``esched explain``):
+the objects become events through the same converter ``esched publish`` uses
+(:mod:`esched.schemas.manifests`, validated), and the state is their fold.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from esched.core._state import ClusterState
-from esched.schemas import events as ev
+from esched.schemas.events import NODE_ADDED
+from esched.schemas.manifests import events_from_documents, load_documents
 
-__all__ = ["load_objects", "state_from_objects"]
-
-_EVENT_OF_KIND = {
-    "Node": ev.NODE_ADDED,
-    "Pod": ev.POD_SUBMITTED,
-    "PodGroup": ev.PODGROUP_SUBMITTED,
-    "Queue": ev.QUEUE_UPSERTED,
-}
+__all__ = ["load_events", "state_from_events"]
 
 
-def _flatten(doc: Any) -> list[dict]:
-    if doc is None:
-        return []
-    if isinstance(doc, list):
-        return [o for d in doc for o in _flatten(d)]
-    if not isinstance(doc, dict):
-        raise ValueError(f"expected a Kubernetes object, got {type(doc).__name__}")
-    if "items" in doc and (doc.get("kind", "List").endswith("List")):
-        return [o for d in doc["items"] for o in _flatten(d)]
-    return [doc]
+def load_events(path: str | Path) -> list[dict]:
+    """The events of a manifest file (a List, a multi-document YAML, or one object).
+
+    Raises ``ValueError`` (or its subclass ``InvalidEvent``) naming what is wrong.
+    """
+    return list(events_from_documents(load_documents(Path(path).read_text(encoding="utf-8")),
+                                      source="esched-explain"))
 
 
-def load_objects(path: str | Path) -> list[dict]:
-    """Every object in a YAML/JSON file (List, multi-document, or single object)."""
-    with open(path, encoding="utf-8") as fh:
-        return [o for d in yaml.safe_load_all(fh) for o in _flatten(d)]
-
-
-def state_from_objects(objects: list[dict]) -> ClusterState:
+def state_from_events(events: list[dict]) -> ClusterState:
     """Fold nodes first, then the rest in file order (so running pods find their node)."""
+    ordered = sorted(events, key=lambda e: e["type"] != NODE_ADDED)  # stable
     state = ClusterState()
-    ordered = [o for o in objects if o.get("kind") == "Node"]
-    ordered += [o for o in objects if o.get("kind") != "Node"]
-    events = []
-    for obj in ordered:
-        etype = _EVENT_OF_KIND.get(obj.get("kind", ""))
-        if etype is None:
-            continue
-        events.append(
-            (len(events) + 1, {"type": etype, "id": f"manifest-{len(events)}", "data": obj})
-        )
-    state.apply_many(events)
+    state.apply_many(enumerate(ordered, 1))
     return state

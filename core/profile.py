@@ -111,6 +111,7 @@ def register_python_plugin(name: str, fn: Callable[[Any, int, int], int]) -> Non
 
 
 def python_plugin(name: str) -> Callable[[Any, int, int], int]:
+    """The callable registered under ``name`` (KeyError if none)."""
     return _PYTHON_PLUGINS[name]
 
 

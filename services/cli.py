@@ -2,8 +2,9 @@
 
 Configuration, highest precedence first: flags, environment (``ESCHED_KAFKA``,
 ``ESCHED_STORE``, ...), the YAML file given by ``--config`` / ``ESCHED_CONFIG``,
-built-in defaults. Exit codes: 0 ok, 1 failure, 2 usage or configuration error,
-3 invalid input, 4 a peer (store, broker) could not be reached.
+built-in defaults. Exit codes: 0 ok, 1 failure (``audit``: a violation), 2 usage or
+configuration error, 3 invalid input, 4 a peer (store, broker) could not be
+reached, 5 unschedulable (``explain``: the pod fits no node).
 """
 
 from __future__ import annotations
@@ -540,14 +541,176 @@ def audit(store: str, upto: int | None, output_format: str) -> None:
         sys.exit(EXIT_FAILURE)
 
 
-def _register_core_commands() -> None:
-    """``explain`` and ``bench core`` live with the core's Python layer."""
+# replica / dispatch / up ------------------------------------------------------------
+
+def _load_profile_option(path: str | None) -> Any:
+    from esched.core import ProfileError, load_profile
+
+    if not path:
+        return None
     try:
-        from esched.services.cli_core import core, explain
-    except ImportError:  # pragma: no cover - only while the core is being built
-        return
+        return load_profile(path)
+    except (OSError, ProfileError) as exc:
+        raise click.UsageError(f"--profile {path}: {exc}") from exc
+
+
+@cli.command()
+@click.option("--id", "replica_id", required=True, metavar="NAME",
+              help="This replica's name (in its proposals; unique per process).")
+@kafka_option
+@store_option
+@prefix_option
+@metrics_option
+@click.option("--profile", "profile_path", type=click.Path(exists=True, dir_okay=False),
+              help="KubeSchedulerConfiguration profile (scoring plugins and weights).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Placer RNG seed.")
+@click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True,
+              help="Work items per placement pass.")
+def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
+            metrics_port: int, profile_path: str | None, seed: int, batch_size: int) -> None:
+    """A replica scheduler: fold the log, place pending work, send proposals.
+
+    Joins the `esched-replicas` consumer group of `<prefix>work` (so replicas share
+    the work and take over a dead one's share), places pods and whole gangs with
+    the core on its own fold, sends proposals to `<prefix>proposals`, waits for the
+    decisions in its fold, retries rejections with fresh state, and reports pods no
+    node fits as `esched.pod.unschedulable`. Prints a JSON summary when it stops.
+    """
+    from esched.services import metrics
+    from esched.services.bus import open_bus
+    from esched.services.replica import Replica, ReplicaConfig
+    from esched.services.store import open_store
+
+    if not kafka:
+        raise click.UsageError("replica takes work from Kafka: give --kafka HOST:PORT (or "
+                               "ESCHED_KAFKA); the embedded mode runs replicas in `esched up`")
+    profile = _load_profile_option(profile_path)
+    bus = open_bus(kafka, topic_prefix)
+    metrics.serve(metrics_port)
+
+    async def main() -> dict:
+        es = open_store(store)
+        await es.connect()
+        try:
+            await es.migrate()
+            r = Replica(es, bus, replica_id, profile=profile, seed=seed,
+                        config=ReplicaConfig(batch_size=batch_size))
+            await r.start()
+            try:
+                await until_signalled(r.run(), r.stop)
+            finally:
+                await r.stop()
+            return r.stats()
+        finally:
+            await es.close()
+
+    emit(run_async(main))
+
+
+@cli.command()
+@kafka_option
+@store_option
+@prefix_option
+@metrics_option
+def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int) -> None:
+    """The work dispatcher: publish pending pods and gangs to `<prefix>work`.
+
+    Follows the log; publishes a work item when a pod or gang becomes pending (and
+    every pending one on start), re-publishes rejected pods after a delay and
+    unschedulable ones when capacity frees, with backoff. One instance is active
+    (lease `dispatch`); others stand by. Prints a JSON summary when it stops.
+    """
+    from esched.services import metrics
+    from esched.services.bus import open_bus
+    from esched.services.dispatch import Dispatcher
+    from esched.services.lease import open_lease
+    from esched.services.store import open_store
+
+    if not kafka:
+        raise click.UsageError("dispatch publishes to Kafka: give --kafka HOST:PORT (or "
+                               "ESCHED_KAFKA); the embedded mode runs it in `esched up`")
+    bus = open_bus(kafka, topic_prefix)
+    metrics.serve(metrics_port)
+
+    async def main() -> dict:
+        es = open_store(store)
+        await es.connect()
+        try:
+            await es.migrate()
+            d = Dispatcher(es, bus, lease=open_lease(store, "dispatch"))
+            await d.start()
+            totals = await until_signalled(d.run(), d.stop)
+            return totals.as_dict()
+        finally:
+            await es.close()
+
+    emit(run_async(main))
+
+
+@cli.command()
+@kafka_option
+@store_option
+@prefix_option
+@metrics_option
+@click.option("--input", "inputs", multiple=True, metavar="FILE",
+              help="Events to ingest (CloudEvents JSONL or Kubernetes/Volcano YAML; '-' for "
+              "stdin). Repeatable.")
+@click.option("--generate", metavar="NODES:PODS",
+              help="Ingest a synthetic cluster: NODES nodes, PODS pending pods.")
+@click.option("--replicas", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Replica schedulers to run.")
+@click.option("--profile", "profile_path", type=click.Path(exists=True, dir_okay=False),
+              help="KubeSchedulerConfiguration profile of the replicas.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the placers (and of --generate).")
+@click.option("--exit-when-idle", is_flag=True,
+              help="Stop once the input is consumed and nothing placeable is left.")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
+       inputs: tuple[str, ...], generate: str | None, replicas: int, profile_path: str | None,
+       seed: int, exit_when_idle: bool, quiet: bool) -> None:
+    """The whole system in one process: ingest, commit, dispatcher, replicas.
+
+    Embedded by default (SQLite store, in-process bus); with --kafka and --store
+    postgresql://... the same services run against the real ones. Progress goes to
+    stderr, a JSON summary to stdout (placed, unschedulable, conflicts, pods/s and
+    the final replay summary). A second run on the same store continues where the
+    first stopped.
+    """
+    from esched.services import metrics
+    from esched.services.bus.base import TopicNames
+    from esched.services.event_files import read_records
+    from esched.services.up import Up, UpConfig, generated_records, parse_generate
+
+    topics = TopicNames(topic_prefix)
+    records: list = []
+    try:
+        if inputs:
+            records.extend(read_records(inputs, topics))
+        if generate:
+            nodes, pods = parse_generate(generate)
+            records.extend(generated_records(nodes, pods, topics, seed))
+    except (OSError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    profile = _load_profile_option(profile_path)
+    metrics.serve(metrics_port)
+    runner = Up(UpConfig(store=store, kafka=kafka, topic_prefix=topic_prefix,
+                         replicas=replicas, profile=profile, seed=seed,
+                         exit_when_idle=exit_when_idle),
+                records, progress=None if quiet else (lambda line: click.echo(line, err=True)))
+
+    async def main() -> dict:
+        return await until_signalled(runner.run(), runner.stop)
+
+    emit(run_async(main))
+
+
+def _register_core_commands() -> None:
+    """``explain`` and ``bench core`` live beside the core's Python layer."""
+    from esched.services.cli_core import bench_core, explain
+
     cli.add_command(explain)
-    bench.add_command(core)
+    bench.add_command(bench_core)
 
 
 _register_core_commands()

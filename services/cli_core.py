@@ -11,7 +11,10 @@ import sys
 import click
 import orjson
 
-__all__ = ["bench_core", "explain"]
+#: Exit status of ``esched explain`` when the pod fits no node (see services/cli.py).
+EXIT_UNSCHEDULABLE = 5
+
+__all__ = ["EXIT_UNSCHEDULABLE", "bench_core", "explain"]
 
 
 def _profile(path: str | None):
@@ -55,15 +58,16 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
     """Show, per node, why a pod fits or not, each plugin's score, and the chosen node.
 
     Every feasible node is scored (no sampling), so anyone can reproduce a decision.
-    Exit code 0 when a node was chosen, 3 when the pod fits nowhere.
+    Exit code 0 when a node was chosen, 5 when the pod fits nowhere.
     """
     from esched.core._placer import Placer
-    from esched.core.manifests import load_objects, state_from_objects
+    from esched.core.manifests import load_events, state_from_events
+    from esched.schemas.events import POD_SUBMITTED
     from esched.schemas.quantity import QuantityError
 
     try:
-        state = state_from_objects(load_objects(state_file))
-        pods = [o for o in load_objects(pod_file) if o.get("kind", "Pod") == "Pod"]
+        state = state_from_events(load_events(state_file))
+        pods = [e["data"] for e in load_events(pod_file) if e["type"] == POD_SUBMITTED]
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     if len(pods) != 1:
@@ -83,7 +87,7 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
             else:
                 click.echo(f"{row['name']:<30} infeasible {'; '.join(row['reasons'])}")
         click.echo(f"chosen: {result['chosen'] or '(none: the pod fits no node)'}")
-    sys.exit(0 if result["chosen"] else 3)
+    sys.exit(0 if result["chosen"] else EXIT_UNSCHEDULABLE)
 
 
 @click.command("core")

@@ -18,9 +18,17 @@ __all__ = [
     "COMMIT_PROPOSALS",
     "COMMIT_STEPDOWNS",
     "DEADLETTER",
+    "DISPATCH_PARKED",
+    "DISPATCH_WORK",
     "INGEST_BATCH_SECONDS",
     "INGEST_EVENTS",
     "INGEST_LAG",
+    "REPLICA_CACHE_HIT_RATE",
+    "REPLICA_CONFLICTS",
+    "REPLICA_PENDING",
+    "REPLICA_PLACED_PODS",
+    "REPLICA_PROPOSALS",
+    "REPLICA_UNSCHEDULABLE",
     "RETRIES",
     "SUBMIT_TO_COMMIT_SECONDS",
     "serve",
@@ -79,6 +87,38 @@ COMMIT_STEPDOWNS = Counter(
     "Times the commit service stopped deciding, by cause (lease_lost, fenced, foreign_writer).",
     ["cause"],
 )
+
+# replicas and the work dispatcher -----------------------------------------------------
+REPLICA_PROPOSALS = Counter(
+    "esched_replica_proposals_total",
+    "Proposals a replica sent, by outcome of their decision (committed, rejected).",
+    ["replica", "outcome"],
+)
+REPLICA_PLACED_PODS = Counter(
+    "esched_replica_placed_pods_total", "Pods bound by a replica's committed proposals.",
+    ["replica"])
+REPLICA_CONFLICTS = Counter(
+    "esched_replica_conflicts_total",
+    "A replica's proposals the commit service rejected, by reason code.",
+    ["replica", "reason"],
+)
+REPLICA_UNSCHEDULABLE = Counter(
+    "esched_replica_unschedulable_total",
+    "esched.pod.unschedulable reports a replica appended (new ones, not duplicates).",
+    ["replica"])
+REPLICA_PENDING = Gauge(
+    "esched_replica_pending_pods", "Pending pods in a replica's fold.", ["replica"])
+REPLICA_CACHE_HIT_RATE = Gauge(
+    "esched_replica_cache_hit_rate",
+    "Hit rate of a replica's equivalence-class feasibility/score cache.", ["replica"])
+DISPATCH_WORK = Counter(
+    "esched_dispatch_work_total",
+    "Work items the dispatcher published, by cause (pending, start, rejected, retry).",
+    ["cause"],
+)
+DISPATCH_PARKED = Gauge(
+    "esched_dispatch_parked_pods",
+    "Unschedulable pods waiting for capacity to free (with backoff) before re-publishing.")
 
 
 def serve(port: int | None, addr: str = "0.0.0.0") -> None:

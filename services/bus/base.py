@@ -74,6 +74,11 @@ class TopicNames:
         return f"{self.prefix}proposals"
 
     @property
+    def work(self) -> str:
+        """Pending work (pods / gangs) from the dispatcher to the replicas (internal)."""
+        return f"{self.prefix}work"
+
+    @property
     def inputs(self) -> tuple[str, str, str]:
         """Topics ingest reads; any input event type is accepted on any of them."""
         return (self.nodes, self.pods, self.usage)

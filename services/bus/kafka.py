@@ -55,7 +55,7 @@ class KafkaBus(Bus):
             await admin.start()
             existing = set(await admin.list_topics())
             t = self.topics
-            wanted = [*t.inputs, t.proposals, t.decisions, t.deadletter]
+            wanted = [*t.inputs, t.proposals, t.decisions, t.deadletter, t.work]
             missing = [NewTopic(name, partitions, 1) for name in wanted if name not in existing]
             if missing:
                 try:

@@ -4,7 +4,7 @@ import orjson
 import yaml
 from click.testing import CliRunner
 
-from esched.services.cli_core import bench_core, explain
+from esched.services.cli_core import EXIT_UNSCHEDULABLE, bench_core, explain
 
 
 def _write(tmp_path, name, docs):
@@ -56,7 +56,7 @@ def test_explain_exits_3_when_nothing_fits_and_prints_text(tmp_path):
     state = _write(tmp_path, "state.yaml", [_node("a", "1")])
     pod = _write(tmp_path, "pod.yaml", [_pod("new", "2", selector={"zone": "q"})])
     r = CliRunner().invoke(explain, ["--state", state, "--pod", pod])
-    assert r.exit_code == 3
+    assert r.exit_code == EXIT_UNSCHEDULABLE
     assert "infeasible" in r.output and "Insufficient cpu" in r.output
     assert "didn't match Pod's node affinity/selector" in r.output
 

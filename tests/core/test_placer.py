@@ -235,12 +235,26 @@ def test_batch_places_in_order():
 def test_cache_hits_for_identical_pods_and_invalidates_on_node_change():
     s = _many_nodes(200)
     cid = s.intern_class(pod("same", cpu="100m", memory="64Mi"))
+    one = np.array([cid], dtype=np.int32)
     p = Placer(s, seed=0, sample=False)
-    p.place_classes(np.array([cid], dtype=np.int32))
+    p.place_classes(one)  # a class seen for the first time does not touch the cache
+    assert p.stats()["cache_misses"] == 0 and p.stats()["cache_hits"] == 0
+    p.place_classes(one)  # it came back: fill the entries
     assert p.stats()["cache_misses"] == 200 and p.stats()["cache_hits"] == 0
-    p.place_classes(np.array([cid], dtype=np.int32))
-    # only the node that received the first pod changed
+    p.place_classes(one)
+    # only the node that received the previous pod changed
     assert p.stats()["cache_hits"] == 199 and p.stats()["cache_misses"] == 201
+
+
+def test_a_class_not_seen_recently_bypasses_the_cache():
+    s = _many_nodes(150)
+    cids = np.array(
+        [s.intern_class(pod(f"p{i}", cpu=f"{i + 1}m", memory="1Mi")) for i in range(300)],
+        dtype=np.int32,
+    )
+    p = Placer(s, seed=0)
+    p.place_classes(np.concatenate([cids, cids[:1]]))  # class 0 returns after 300 others
+    assert p.stats()["cache_misses"] == 0
 
 
 def test_placer_resyncs_after_the_fold_moves_and_keeps_unchanged_entries():
@@ -248,6 +262,7 @@ def test_placer_resyncs_after_the_fold_moves_and_keeps_unchanged_entries():
     p = Placer(s, sample=False)
     cid = s.intern_class(pod("x", cpu="1", memory="1Gi"))
     p.place(cid, assume=False)
+    p.place(cid, assume=False)  # entries filled
     log(EV.POD_SUBMITTED, pod("r", cpu="1", memory="1Gi"))
     log(EV.PLACEMENT_COMMITTED, commit(("ns/r", "n1", {"cpu": 1000, "memory": GI, "pods": 1})))
     hits = p.stats()["cache_hits"]

@@ -1,0 +1,400 @@
+"""The work dispatcher: turns "this pod (or gang) is now pending" into work items.
+
+It follows the log with its own fold and publishes ``{"pod": "ns/name",
+"position": P}`` or ``{"gang": "ns/name", "position": P}`` on ``{prefix}work``,
+keyed by gang or pod (so Kafka spreads the work over the replicas' consumer
+group, and one gang is always one item), where ``P`` is the log position the
+replica's fold must reach before acting on it. Causes:
+
+* a pod submitted (a gang's member: the gang, once it has enough pending members
+  to reach minMember together with its running ones), a PodGroup submitted;
+* a pod evicted; the pods of a removed node (looked up *before* folding the
+  removal, which unbinds them);
+* a rejected proposal's pods, after a short delay (the replica retries first;
+  this covers a replica that gave up or died) — only if still pending;
+* pods reported ``esched.pod.unschedulable`` are *parked*, and re-published when
+  capacity may have freed (a pod finished or was deleted or evicted, a node was
+  added or updated) after the report's position, with per-pod exponential
+  backoff — never in a hot loop;
+* on start (and on every takeover), every pending pod and ready gang of the fold.
+  Duplicates are harmless: replicas skip pods no longer Pending and the commit
+  service rejects a second binding.
+
+**Exactly one active, on its own lease** (:mod:`~esched.services.lease`, name
+``dispatch``) rather than inside the commit service's leadership: the commit
+service is another engineer's module with its own state and lifecycle, and the
+dispatcher only needs a fold of the log, so coupling the two would buy nothing
+but a shared failure. With its own lease it can run in the commit process
+(``esched commit --dispatch``), in ``esched up`` or alone (``esched dispatch``),
+and a standby takes over within the lease's retry interval; the takeover
+re-publishes everything pending, so no wake-up is lost in the switch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+
+from esched.core import PHASES, ClusterState
+from esched.schemas.events import (
+    NODE_ADDED,
+    NODE_REMOVED,
+    NODE_UPDATED,
+    PLACEMENT_COMMITTED,
+    PLACEMENT_REJECTED,
+    POD_DELETED,
+    POD_EVICTED,
+    POD_FAILED,
+    POD_SUBMITTED,
+    POD_SUCCEEDED,
+    POD_UNSCHEDULABLE,
+    PODGROUP_SUBMITTED,
+)
+from esched.services import metrics
+from esched.services.bus import Bus, BusError, BusProducer
+from esched.services.lease import Lease, LocalLease
+from esched.services.replica import LogFollower
+from esched.services.retry import retry_until
+from esched.services.store.base import EventStore, TransientStoreError
+
+__all__ = ["DispatchConfig", "DispatchTotals", "Dispatcher", "work_item"]
+
+log = logging.getLogger(__name__)
+
+SERVICE = "dispatch"
+
+_PENDING = PHASES.index("Pending")
+_RUNNING = PHASES.index("Running")
+#: Events after which a parked (unschedulable) pod may fit: capacity freed or added.
+_CAPACITY = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_EVICTED, NODE_ADDED,
+                       NODE_UPDATED})
+
+
+def work_item(kind: str, key: str, position: int) -> tuple[bytes, bytes]:
+    """The ``(key, value)`` record of one work item."""
+    return key.encode(), orjson.dumps({kind: key, "position": position})
+
+
+def _pod_key(data: dict[str, Any]) -> str:
+    meta = data.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
+def _is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, TransientStoreError) or (isinstance(exc, BusError) and exc.retriable)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchConfig:
+    """Tuning of the dispatcher."""
+
+    #: Re-publish a rejected proposal's still-pending pods after this delay (the
+    #: replica's own retries, ~0.1 s, come first).
+    rejected_delay: float = 3.0
+    #: Backoff of an unschedulable pod: base * 2**(reports-1), capped.
+    backoff_base: float = 0.5
+    backoff_max: float = 60.0
+    #: How often the timers (delays, backoff) are looked at.
+    tick: float = 0.1
+    #: Items per send on start (the whole pending set may be large).
+    chunk: int = 5000
+
+
+@dataclass(slots=True)
+class DispatchTotals:
+    """What the dispatcher published so far, by cause."""
+
+    published: int = 0
+    by_cause: dict[str, int] = field(default_factory=dict)
+    takeovers: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"published": self.published, "by_cause": dict(sorted(self.by_cause.items())),
+                "takeovers": self.takeovers}
+
+
+@dataclass(slots=True)
+class _Parked:
+    reports: int
+    not_before: float
+    #: Capacity events seen when parked; re-publish only once this has grown.
+    capacity_seq: int
+
+
+class Dispatcher:
+    """The work dispatcher: :meth:`start`, :meth:`run`, :meth:`stop`, :meth:`idle`.
+
+    :param store: the event store (connected, migrated).
+    :param bus: the bus with the work topic.
+    :param lease: its leadership lease (``open_lease(store_url, "dispatch")``);
+        default a :class:`LocalLease` (one process only).
+    """
+
+    def __init__(self, store: EventStore, bus: Bus, *, lease: Lease | None = None,
+                 config: DispatchConfig | None = None) -> None:
+        self.store = store
+        self.bus = bus
+        self.lease = lease or LocalLease("dispatch")
+        self.config = config or DispatchConfig()
+        self.totals = DispatchTotals()
+        self.follower: LogFollower | None = None
+        self._producer: BusProducer | None = None
+        self._stopping = asyncio.Event()
+        self._outbox: list[tuple[str, tuple[bytes, bytes]]] = []  # (cause, record)
+        self._flushed = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._parked: dict[str, _Parked] = {}
+        self._reports: dict[str, int] = {}  # pod -> unschedulable reports so far
+        self._delayed: list[tuple[float, str]] = []  # heap of (due, pod) after rejections
+        self._capacity_seq = 0
+        self._capacity_position = 0  # position of the newest capacity event
+        self.leading = False
+
+    @property
+    def state(self) -> ClusterState:
+        assert self.follower is not None and self.follower.state is not None
+        return self.follower.state
+
+    @property
+    def position(self) -> int:
+        return -1 if self.follower is None else self.follower.position
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Create the topics and connect the producer (retrying while unreachable)."""
+        await retry_until(self.bus.ensure_topics, retriable=_is_transient, what="create topics")
+        self._producer = self.bus.producer()
+        await retry_until(self._producer.start, retriable=_is_transient, what="producer start")
+
+    async def stop(self) -> None:
+        """Stop dispatching and give the lease up; idempotent."""
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self) -> DispatchTotals:
+        """Lead (wait for the lease), dispatch until :meth:`stop` or a lost lease, then
+        stand by again."""
+        try:
+            while not self._stopping.is_set():
+                if not await self._acquire():
+                    break
+                try:
+                    await self._lead()
+                finally:
+                    self.leading = False
+                    if self.follower is not None:
+                        await self.follower.stop()
+                    await self.lease.release()
+        finally:
+            if self._producer is not None:
+                producer, self._producer = self._producer, None
+                with contextlib.suppress(BusError):
+                    await producer.stop()
+        return self.totals
+
+    async def _acquire(self) -> bool:
+        waiter = asyncio.ensure_future(self.lease.wait())
+        stopper = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not waiter.done():
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
+        if self._stopping.is_set():
+            return False
+        waiter.result()
+        return True
+
+    async def _lead(self) -> None:
+        self._parked.clear()
+        self._delayed.clear()
+        self._outbox.clear()
+        self.follower = LogFollower(self.store, handle=self._fold)
+        state = await self.follower.start()
+        self.totals.takeovers += 1
+        self.leading = True
+        n = self._publish_all_pending(int(state.position))
+        log.info("dispatcher leading at position %d; %d pending work item(s) published",
+                 state.position, n)
+        while not self._stopping.is_set():
+            if self.lease.lost.is_set():
+                log.warning("dispatcher lost its lease; standing by")
+                return
+            if self.follower.error is not None:
+                raise RuntimeError("dispatcher fold failed") from self.follower.error
+            self._timers()
+            await self._flush()
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.config.tick)
+        await self._flush()
+
+    # ------------------------------------------------------------------ the fold
+
+    def _fold(self, events: list[tuple[int, dict[str, Any]]]) -> None:
+        """Fold a batch, noting which pods/gangs may have become pending."""
+        st = self.state
+        pods: set[str] = set()
+        gangs: set[str] = set()
+        start = 0
+        for i, (_pos, ev) in enumerate(events):
+            if ev.get("type") == NODE_REMOVED:
+                # Its pods are unbound by the fold: find them before it runs.
+                st.apply_many(events[start:i])
+                start = i
+                idx = st.node_index.get(((ev.get("data") or {}).get("metadata") or {})
+                                        .get("name"))
+                if idx is not None:
+                    keys = st.pod_keys
+                    pods.update(keys[p] for p in
+                                np.flatnonzero(st.pod_node_np[: st.n_pods] == idx))
+        st.apply_many(events[start:])
+        now = time.monotonic()
+        for pos, ev in events:
+            etype = ev.get("type")
+            data = ev.get("data")
+            if not isinstance(data, dict):
+                continue
+            if etype == POD_SUBMITTED:
+                pods.add(_pod_key(data))
+            elif etype == PODGROUP_SUBMITTED:
+                gangs.add(_pod_key(data))
+            elif etype == POD_EVICTED:
+                pods.add(str(data.get("pod")))
+            elif etype == PLACEMENT_REJECTED:
+                for pod in data.get("pods") or [b.get("pod") for b in data.get("bindings") or ()]:
+                    heapq.heappush(self._delayed, (now + self.config.rejected_delay, str(pod)))
+            elif etype == PLACEMENT_COMMITTED:
+                for b in data.get("bindings") or ():
+                    self._parked.pop(b.get("pod"), None)
+                    self._reports.pop(b.get("pod"), None)
+            elif etype == POD_UNSCHEDULABLE:
+                self._park(str(data.get("pod")), int(data.get("position") or pos), now)
+            if etype in _CAPACITY:
+                self._capacity_seq += 1
+                self._capacity_position = pos
+                if etype == POD_DELETED:
+                    key = _pod_key(data)
+                    self._parked.pop(key, None)
+                    self._reports.pop(key, None)
+        position = int(st.position)
+        for cause, kind, key in self._ready(pods, gangs):
+            self._queue(cause, kind, key, position)
+        if self._outbox:
+            self._wake.set()
+
+    def _park(self, pod: str, seen: int, now: float) -> None:
+        """An unschedulable report: wait for capacity (and backoff) before re-publishing."""
+        reports = self._reports.get(pod, 0) + 1
+        self._reports[pod] = reports
+        delay = min(self.config.backoff_base * 2 ** (reports - 1), self.config.backoff_max)
+        # Capacity freed after the state the replica judged on counts already: without
+        # this a pod finishing between the verdict and its report would be a lost wake-up.
+        seq = self._capacity_seq - 1 if self._capacity_position > seen else self._capacity_seq
+        self._parked[pod] = _Parked(reports, now + delay, seq)
+        metrics.DISPATCH_PARKED.set(len(self._parked))
+
+    def _ready(self, pods: Iterable[str], gangs: Iterable[str],
+               cause: str = "pending") -> list[tuple[str, str, str]]:
+        """``(cause, kind, key)`` for those of ``pods``/``gangs`` that are placeable work now."""
+        st = self.state
+        out: list[tuple[str, str, str]] = []
+        gang_set = set(gangs)
+        for pod in pods:
+            idx = st.pod_index.get(pod)
+            if idx is None or st.pod_phase_np[idx] != _PENDING:
+                continue
+            g = int(st.pod_gang_np[idx])
+            if g >= 0:
+                gang_set.add(st.gang_keys[g])
+            else:
+                out.append((cause, "pod", pod))
+        for gang in gang_set:
+            g = st.gang_index.get(gang)
+            if g is None:
+                continue
+            pending = int(st.gang_counts_np[g, _PENDING])
+            running = int(st.gang_counts_np[g, _RUNNING])
+            # A gang is work once its pending members can reach minMember together with
+            # the running ones; earlier, no placement could be committed anyway.
+            if pending > 0 and pending + running >= int(st.gang_min_np[g]):
+                out.append((cause, "gang", gang))
+        return out
+
+    def _publish_all_pending(self, position: int) -> int:
+        st = self.state
+        items = self._ready(st.pending_pods(), (), cause="start")
+        for cause, kind, key in items:
+            self._queue(cause, kind, key, position)
+        return len(items)
+
+    def _queue(self, cause: str, kind: str, key: str, position: int) -> None:
+        self._outbox.append((cause, work_item(kind, key, position)))
+
+    def _timers(self) -> None:
+        """Move due delayed (rejected) and parked (unschedulable) pods to the outbox."""
+        if not (self._delayed or self._parked):
+            return
+        now = time.monotonic()
+        due: list[str] = []
+        while self._delayed and self._delayed[0][0] <= now:
+            due.append(heapq.heappop(self._delayed)[1])
+        retry: list[str] = []
+        for pod, p in list(self._parked.items()):
+            if p.capacity_seq < self._capacity_seq and p.not_before <= now:
+                del self._parked[pod]
+                retry.append(pod)
+        metrics.DISPATCH_PARKED.set(len(self._parked))
+        position = self.position
+        for cause, kind, key in self._ready(due, (), "rejected") + self._ready(retry, (), "retry"):
+            self._queue(cause, kind, key, position)
+
+    async def _flush(self) -> None:
+        """Publish the outbox (at-least-once; duplicates are harmless)."""
+        if not self._outbox or self._producer is None:
+            return
+        batch, self._outbox = self._outbox, []
+        producer = self._producer
+        topic = self.bus.topics.work
+        for i in range(0, len(batch), self.config.chunk):
+            chunk = batch[i : i + self.config.chunk]
+            records = [rec for _cause, rec in chunk]
+            await retry_until(lambda r=records: producer.send_many(topic, r),
+                              retriable=_is_transient, what="work send",
+                              on_retry=lambda _e: metrics.RETRIES.labels(SERVICE, "bus").inc())
+            for cause, _rec in chunk:
+                self.totals.by_cause[cause] = self.totals.by_cause.get(cause, 0) + 1
+                metrics.DISPATCH_WORK.labels(cause).inc()
+            self.totals.published += len(chunk)
+
+    # ------------------------------------------------------------------ idleness
+
+    def idle(self) -> bool:
+        """Nothing to publish now or later without new events: the outbox is empty, no
+        rejected pod awaits its re-publish, and no parked pod has seen capacity free up."""
+        if not self.leading or self._outbox:
+            return False
+        st = self.state
+        for _due, pod in self._delayed:
+            idx = st.pod_index.get(pod)
+            if idx is not None and st.pod_phase_np[idx] == _PENDING:
+                return False
+        return all(p.capacity_seq >= self._capacity_seq for p in self._parked.values())
+
+    @property
+    def parked(self) -> int:
+        """Unschedulable pods waiting for capacity."""
+        return len(self._parked)

@@ -1,0 +1,706 @@
+"""The replica scheduler: optimistic placement on a private fold of the log (Omega).
+
+Each replica folds the whole log into its own :class:`~esched.core.ClusterState`
+(newest snapshot, then :meth:`EventStore.subscribe`), takes its share of pending
+work from the ``{prefix}work`` topic as a member of the consumer group
+``esched-replicas`` (work items ``{"pod"|"gang": "ns/name", "position": P}`` from
+the :mod:`~esched.services.dispatch` dispatcher), and per polled batch:
+
+1. waits until its fold has reached every item's ``position`` (so it sees the
+   event that made the work pending), and skips pods no longer Pending;
+2. places pods with the core's :class:`~esched.core._placer.Placer` (each pod
+   assumed, so a batch never double-books a node in the replica's own view) and
+   gangs with :meth:`Placer.plan_gang` (all-or-nothing on a scratch overlay);
+3. sends one proposal per pod or per gang, carrying the log position it saw and
+   the resources claimed per binding (the pod's requests in base units);
+4. waits for the decisions *in its fold* (so its next placement starts from a
+   state that has them), retries rejected pods/gangs with fresh state, with
+   backoff and a retry limit (after which the dispatcher re-publishes them);
+5. reports pods no node fits as ``esched.pod.unschedulable`` (kube-style reason
+   counts, deterministic id ``unschedulable-<pod>-<position>`` so a redelivered
+   work item dedupes in the store); the dispatcher re-publishes them only when
+   capacity may have freed, with backoff, so nothing is retried in a hot loop;
+6. commits the work offsets only after all of that is durable in the store.
+
+Proposals go to the commit service either directly (``submit``: the embedded
+mode's :meth:`CommitService.decide`) or on the ``{prefix}proposals`` topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import orjson
+
+from esched.core import PHASES, ClusterState, Profile
+from esched.core._placer import Placer
+from esched.schemas.events import (
+    PLACEMENT_COMMITTED,
+    PLACEMENT_PROPOSED,
+    PLACEMENT_REJECTED,
+    POD_UNSCHEDULABLE,
+)
+from esched.services import metrics
+from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
+from esched.services.replay import fold_log
+from esched.services.retry import retry_until
+from esched.services.store.base import EventStore, NewEvent, StoredEvent, TransientStoreError
+
+__all__ = [
+    "REPLICA_GROUP",
+    "LogFollower",
+    "Replica",
+    "ReplicaConfig",
+    "ReplicaTotals",
+    "SharedConsumer",
+    "reason_code",
+    "unschedulable_id",
+]
+
+log = logging.getLogger(__name__)
+
+SERVICE = "replica"
+#: Consumer group of the work topic: every replica process joins it, so Kafka
+#: spreads the work partitions over them and moves a dead member's partitions.
+REPLICA_GROUP = "esched-replicas"
+
+_PENDING = PHASES.index("Pending")
+_RUNNING = PHASES.index("Running")
+
+Submit = Callable[[list[dict[str, Any]]], Awaitable[Any]]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def unschedulable_id(pod: str, position: int) -> str:
+    """Event id of the unschedulable report for ``pod`` from work at ``position``:
+    deterministic, so a redelivered work item is answered by the same (deduped) event."""
+    return f"unschedulable-{pod}-{position}"
+
+
+_REASON_CODES = {
+    "node(s) not found": "NodeNotFound",
+    "node(s) were unschedulable": "NodeUnschedulable",
+    "node(s) didn't match Pod's node affinity/selector": "NodeAffinity",
+    "node(s) had untolerated taint": "TaintToleration",
+    "Too many pods": "TooManyPods",
+}
+
+
+def reason_code(text: str) -> str:
+    """The schema's reason code for one of the core's reason strings."""
+    code = _REASON_CODES.get(text)
+    if code is not None:
+        return code
+    if text.startswith("Insufficient "):
+        return "Insufficient." + text[len("Insufficient "):].replace(" ", "_")
+    cleaned = "".join(c if c.isalnum() or c in "_./:-" else "_" for c in text).strip("_")
+    return cleaned if cleaned[:1].isalpha() else f"R{cleaned}"
+
+
+def _is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, TransientStoreError) or (isinstance(exc, BusError) and exc.retriable)
+
+
+# ---------------------------------------------------------------------- log follower
+
+
+class LogFollower:
+    """A live fold of the log: newest snapshot + catch-up, then :meth:`EventStore.subscribe`.
+
+    ``handle(events)`` folds a batch of ``(position, envelope)`` pairs; the default
+    is ``state.apply_many``. A handler that needs to look at the state *before* an
+    event (the dispatcher, for a removed node's pods) folds the batch itself.
+    ``after_fold(events)`` runs once the batch is in the state.
+    """
+
+    def __init__(self, store: EventStore, *,
+                 handle: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
+                 after_fold: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
+                 batch: int = 5000) -> None:
+        self.store = store
+        self.state: ClusterState | None = None
+        self._handle = handle
+        self._after = after_fold
+        self._batch = batch
+        self._task: asyncio.Task | None = None
+        self._advanced = asyncio.Event()
+        self.error: BaseException | None = None
+
+    @property
+    def position(self) -> int:
+        return -1 if self.state is None else int(self.state.position)
+
+    async def start(self) -> ClusterState:
+        """Build the state up to the head and start following; returns the state."""
+        self.state = await retry_until(lambda: fold_log(self.store), retriable=_is_transient,
+                                       what="fold the log")
+        self._task = asyncio.create_task(self._follow(), name="log-follower")
+        return self.state
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            task, self._task = self._task, None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _follow(self) -> None:
+        assert self.state is not None
+        loads = orjson.loads
+        try:
+            async with self.store.subscribe(self.state.position, self._batch) as sub:
+                async for rows in sub:
+                    events = [(r.position, loads(r.payload)) for r in rows
+                              if r.position > self.state.position]
+                    if not events:
+                        continue
+                    if self._handle is not None:
+                        self._handle(events)
+                    else:
+                        self.state.apply_many(events)
+                    if self._after is not None:
+                        self._after(events)
+                    self._advanced.set()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # surfaced to waiters: a dead fold must not hang them
+            log.exception("log follower failed")
+            self.error = exc
+            self._advanced.set()
+            raise
+
+    async def wait_for(self, position: int, within: float | None = None) -> bool:
+        """Wait until the fold has reached ``position``; False after ``within`` s."""
+        deadline = None if within is None else time.monotonic() + within
+        while self.position < position:
+            if self.error is not None:
+                raise RuntimeError("the log follower died") from self.error
+            self._advanced.clear()
+            if self.position >= position:
+                break
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._advanced.wait(), left)
+        return True
+
+
+# ---------------------------------------------------------------------- shared consumer
+
+
+class SharedConsumer(BusConsumer):
+    """One in-process consumer shared by several replicas of one process.
+
+    The in-process bus has one partition per topic and no group rebalancing, so
+    replicas of the embedded mode take turns polling one consumer instead of each
+    reading everything. Offsets only matter within the process there (the bus dies
+    with it; on restart the dispatcher re-publishes every pending pod).
+    """
+
+    def __init__(self, inner: BusConsumer) -> None:
+        self.inner = inner
+        self._lock = asyncio.Lock()
+        self._started = 0
+        self._committed: dict[tuple[str, int], int] = {}
+
+    async def start(self) -> None:
+        async with self._lock:
+            if self._started == 0:
+                await self.inner.start()
+            self._started += 1
+
+    async def stop(self) -> None:
+        async with self._lock:
+            self._started -= 1
+            if self._started == 0:
+                await self.inner.stop()
+
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        async with self._lock:
+            return await self.inner.poll(timeout_ms, max_records)
+
+    async def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        merged = {k: max(v, self._committed.get(k, 0)) for k, v in offsets.items()}
+        self._committed.update(merged)
+        await self.inner.commit(merged)
+
+    async def lag(self) -> int:
+        return await self.inner.lag()
+
+
+# ---------------------------------------------------------------------- the replica
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaConfig:
+    """Tuning of a replica."""
+
+    group: str = REPLICA_GROUP
+    #: Work items per poll: one placement pass, one proposal send, one decision wait.
+    batch_size: int = 1000
+    poll_timeout_ms: int = 100
+    #: Attempts after the first for proposals the commit service rejected.
+    max_retries: int = 3
+    retry_backoff: float = 0.02
+    retry_backoff_max: float = 1.0
+    #: Re-send proposals still undecided after this long (idempotent on proposal id:
+    #: covers a commit service that failed over with our proposals unread).
+    decision_timeout: float = 30.0
+    source_prefix: str = "esched/replica/"
+
+
+@dataclass(slots=True)
+class ReplicaTotals:
+    """What a replica did so far."""
+
+    work_items: int = 0
+    skipped: int = 0
+    proposals: int = 0
+    committed: int = 0
+    placed_pods: int = 0
+    conflicts: int = 0
+    retries: int = 0
+    gave_up: int = 0
+    unschedulable: int = 0
+    gangs_waiting: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    #: perf_counter() of the first proposal sent and of the last decision received
+    #: (the window a placement rate is measured over); 0.0 until then.
+    first_proposal_at: float = 0.0
+    last_decision_at: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"work_items": self.work_items, "skipped": self.skipped,
+                "proposals": self.proposals, "committed": self.committed,
+                "placed_pods": self.placed_pods, "conflicts": self.conflicts,
+                "retries": self.retries, "gave_up": self.gave_up,
+                "unschedulable": self.unschedulable, "gangs_waiting": self.gangs_waiting,
+                "conflict_reasons": dict(sorted(self.reasons.items()))}
+
+
+@dataclass(slots=True)
+class _Target:
+    """One unit of work: a pod or a gang, and the work position it came with."""
+
+    kind: str  # "pod" | "gang"
+    key: str
+    position: int
+
+
+class Replica:
+    """A replica scheduler: :meth:`start`, :meth:`run`, :meth:`stop`.
+
+    :param store: the event store (connected, migrated).
+    :param bus: the bus carrying the work topic (and proposals, without ``submit``).
+    :param replica_id: this replica's name (in every proposal it sends).
+    :param submit: async callable deciding proposal ``data`` dicts directly (the
+        embedded mode: :meth:`CommitService.decide`); None sends them on the
+        proposals topic.
+    :param consumer: a work consumer to use instead of a new group member (the
+        embedded mode's :class:`SharedConsumer`).
+    """
+
+    def __init__(self, store: EventStore, bus: Bus, replica_id: str, *,
+                 profile: Profile | None = None, seed: int = 0,
+                 config: ReplicaConfig | None = None, submit: Submit | None = None,
+                 consumer: BusConsumer | None = None) -> None:
+        self.store = store
+        self.bus = bus
+        self.id = replica_id
+        self.profile = profile
+        self.seed = seed
+        self.config = config or ReplicaConfig()
+        self.totals = ReplicaTotals()
+        self._submit = submit
+        self._consumer = consumer
+        self._producer: BusProducer | None = None
+        self.follower = LogFollower(store, after_fold=self._on_fold)
+        self.placer: Placer | None = None
+        self._waiting: dict[str, asyncio.Future] = {}
+        self._stopping = asyncio.Event()
+        #: True while a polled batch is being worked on (for `esched up`'s idle check).
+        self.busy = False
+        self._requests: dict[int, dict[str, int]] = {}
+
+    @property
+    def state(self) -> ClusterState:
+        assert self.follower.state is not None
+        return self.follower.state
+
+    @property
+    def consumer(self) -> BusConsumer | None:
+        """The work consumer (None before :meth:`start` and after :meth:`stop`)."""
+        return self._consumer
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Fold the log, start following it, connect to the bus and join the group."""
+        started = time.perf_counter()
+        state = await self.follower.start()
+        self.placer = Placer(state, self.profile, self.seed)
+        if self._submit is None:
+            self._producer = self.bus.producer()
+            await retry_until(self._producer.start, retriable=_is_transient,
+                              what="producer start")
+        if self._consumer is None:
+            await retry_until(self.bus.ensure_topics, retriable=_is_transient,
+                              what="create topics")
+            self._consumer = self.bus.consumer([self.bus.topics.work], self.config.group)
+        await retry_until(self._consumer.start, retriable=_is_transient, what="consumer start")
+        log.info("replica %s ready at position %d in %.2fs", self.id, state.position,
+                 time.perf_counter() - started, extra={"replica": self.id})
+
+    async def stop(self) -> None:
+        """Leave the group (uncommitted work is redelivered), stop following; idempotent."""
+        self._stopping.set()
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            with contextlib.suppress(BusError):
+                await consumer.stop()
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            with contextlib.suppress(BusError):
+                await producer.stop()
+        await self.follower.stop()
+
+    async def run(self) -> ReplicaTotals:
+        """Poll work and place it until :meth:`stop`."""
+        while not self._stopping.is_set():
+            consumer = self._consumer
+            if consumer is None:
+                break
+            try:
+                msgs = await consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
+            except BusError as exc:
+                if not exc.retriable:
+                    raise
+                metrics.RETRIES.labels(SERVICE, "bus").inc()
+                log.warning("work poll failed: %s", exc)
+                await asyncio.sleep(0.5)
+                continue
+            if not msgs:
+                continue
+            self.busy = True
+            try:
+                await self.handle(msgs)
+            finally:
+                self.busy = False
+        return self.totals
+
+    # ------------------------------------------------------------------ one batch
+
+    async def handle(self, msgs: Sequence[Message]) -> None:
+        """Work one polled batch end to end, then commit its offsets."""
+        targets: dict[tuple[str, str], _Target] = {}
+        for m in msgs:
+            try:
+                item = orjson.loads(m.value)
+                kind = "gang" if item.get("gang") else "pod"
+                key = str(item[kind])
+                position = int(item.get("position") or 0)
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+                log.warning("ignoring malformed work item at %s/%d@%d", m.topic, m.partition,
+                            m.offset)
+                continue
+            prev = targets.get((kind, key))
+            if prev is None or prev.position < position:
+                targets[(kind, key)] = _Target(kind, key, position)
+        self.totals.work_items += len(msgs)
+        if targets:
+            upto = max(t.position for t in targets.values())
+            # The fold must have the event that made each item pending; it is in the log.
+            while not await self.follower.wait_for(upto, 5.0):
+                log.warning("replica %s: fold at %d, waiting for work position %d", self.id,
+                            self.follower.position, upto)
+            await self._place(list(targets.values()))
+        offsets: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            k = (m.topic, m.partition)
+            offsets[k] = max(offsets.get(k, 0), m.offset + 1)
+        consumer = self._consumer
+        if consumer is not None:
+            try:
+                await consumer.commit(offsets)
+            except BusError as exc:
+                # Everything is durable; redelivered items are skipped (no longer pending).
+                log.warning("work offset commit failed (%s); items will be redelivered", exc)
+        metrics.REPLICA_PENDING.labels(self.id).set(self._pending_count())
+        if self.placer is not None:
+            metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(
+                self.placer.stats()["cache_hit_rate"])
+
+    def _pending_count(self) -> int:
+        st = self.state
+        return int(np.count_nonzero(st.pod_phase_np[: st.n_pods] == _PENDING))
+
+    async def _place(self, targets: list[_Target]) -> None:
+        """Place, propose, wait, retry rejected ones; report the unplaceable."""
+        assert self.placer is not None
+        unschedulable: dict[str, tuple[int, dict[str, int], str]] = {}
+        attempt = 0
+        while targets and not self._stopping.is_set():
+            self.placer.sync()
+            proposals, by_proposal = self._plan(targets, unschedulable)
+            if not proposals:
+                break
+            decisions = await self._propose(proposals)
+            retry: list[_Target] = []
+            committed = placed = 0
+            for pid, env in decisions.items():
+                data = env["data"]
+                if env["type"] == PLACEMENT_COMMITTED:
+                    committed += 1
+                    placed += len(data["bindings"])
+                else:
+                    reason = str(data.get("reason"))
+                    self.totals.conflicts += 1
+                    self.totals.reasons[reason] = self.totals.reasons.get(reason, 0) + 1
+                    metrics.REPLICA_PROPOSALS.labels(self.id, "rejected").inc()
+                    metrics.REPLICA_CONFLICTS.labels(self.id, reason).inc()
+                    retry.append(by_proposal[pid])
+            # Counted once per pass: labelled metric lookups per pod are measurable here.
+            self.totals.committed += committed
+            self.totals.placed_pods += placed
+            metrics.REPLICA_PROPOSALS.labels(self.id, "committed").inc(committed)
+            metrics.REPLICA_PLACED_PODS.labels(self.id).inc(placed)
+            targets = retry
+            if not targets:
+                break
+            attempt += 1
+            if attempt > self.config.max_retries:
+                # The dispatcher re-publishes a rejected proposal's pods after a delay.
+                self.totals.gave_up += len(targets)
+                log.info("replica %s: %d target(s) still conflicting after %d retries",
+                         self.id, len(targets), self.config.max_retries)
+                break
+            self.totals.retries += len(targets)
+            # Backoff with jitter: replicas that collided should not collide again in step.
+            delay = min(self.config.retry_backoff * 2 ** (attempt - 1),
+                        self.config.retry_backoff_max)
+            await asyncio.sleep(delay * (0.5 + np.random.random()))
+        if unschedulable:
+            await self._report_unschedulable(unschedulable)
+
+    def _requests_of(self, cid: int) -> dict[str, int]:
+        req = self._requests.get(cid)
+        if req is None:
+            req = dict(self.state.class_specs[cid]["requests"])
+            self._requests[cid] = req
+        return req
+
+    def _plan(self, targets: list[_Target],
+              unschedulable: dict[str, tuple[int, dict[str, int], str]]
+              ) -> tuple[list[dict[str, Any]], dict[str, _Target]]:
+        """Proposals for ``targets`` on the current state (pods assumed as placed)."""
+        st = self.state
+        placer = self.placer
+        assert placer is not None
+        position = int(st.position)
+        proposals: list[dict[str, Any]] = []
+        by_proposal: dict[str, _Target] = {}
+        reasons_cache: dict[int, Any] = {}
+
+        def propose(target: _Target, gang: str | None, pairs: list[tuple[str, str]]) -> None:
+            pid = f"{self.id}-{uuid.uuid4().hex[:16]}"
+            bindings = [{"pod": pod, "node": node,
+                         "resources": self._requests_of(st.pod_class_id(pod))}
+                        for pod, node in pairs]
+            proposals.append({"proposal": pid, "replica": self.id, "position": position,
+                              "gang": gang, "bindings": bindings})
+            by_proposal[pid] = target
+
+        for t in targets:
+            if t.kind == "pod":
+                idx = st.pod_index.get(t.key)
+                if idx is None or st.pod_phase_np[idx] != _PENDING:
+                    self.totals.skipped += 1
+                    continue
+                g = int(st.pod_gang_np[idx])
+                if g >= 0:  # a gang member travels with its gang
+                    t = _Target("gang", st.gang_keys[g], t.position)
+                else:
+                    got = placer.place(t.key)
+                    if got is None:
+                        unschedulable[t.key] = (t.position, self._reasons(t.key, reasons_cache),
+                                                "")
+                    else:
+                        propose(t, None, [(t.key, got[0])])
+                    continue
+            g_idx = st.gang_index.get(t.key)
+            if g_idx is None:
+                self.totals.skipped += 1
+                continue
+            members = st.gang_members(t.key, "Pending")
+            if not members:
+                self.totals.skipped += 1
+                continue
+            running = int(st.gang_counts_np[g_idx, _RUNNING])
+            need = max(int(st.gang_min_np[g_idx]) - running, 0)
+            if len(members) < need:
+                # Not enough members submitted yet: the dispatcher publishes the gang
+                # again when more arrive.
+                self.totals.gangs_waiting += 1
+                continue
+            plan = placer.plan_gang(members, need)
+            if plan is None:
+                msg = (f"gang {t.key}: fewer than {need} of {len(members)} pending members "
+                       f"fit together")
+                for pod in members:
+                    reasons = dict(self._reasons(pod, reasons_cache))
+                    reasons["GangUnschedulable"] = 1
+                    unschedulable[pod] = (t.position, reasons, msg)
+                continue
+            pairs = [(pod, node) for pod, node in zip(members, plan, strict=True)
+                     if node is not None]
+            if pairs:
+                propose(t, t.key, pairs)
+        return proposals, by_proposal
+
+    def _reasons(self, pod: str, cache: dict[int, Any]) -> dict[str, int]:
+        """kube-style counts of nodes per reason ``pod`` fits none, on the placer's view.
+
+        Resource reasons are computed for all nodes at once with numpy; the core's
+        ``fits`` (constraints) is asked only for nodes that have the room, so a full
+        cluster with thousands of classes stays cheap. Cached per class per pass.
+        """
+        st = self.state
+        placer = self.placer
+        assert placer is not None
+        cid = st.pod_class_id(pod)
+        hit = cache.get(cid)
+        if hit is not None:
+            return hit
+        nres = st.n_res
+        view = cache.get(-1)  # the alive nodes' free room, gathered once per pass
+        if view is None:
+            alive = np.fromiter(st.node_index.values(), dtype=np.int64)
+            free = (st.allocatable_np[alive, :nres].astype(np.int64)
+                    - placer.used_array()[alive, :nres].astype(np.int64))
+            view = cache[-1] = {"alive": alive, "free": free}  # type: ignore[assignment]
+        alive, free = view["alive"], view["free"]  # type: ignore[index]
+        out: dict[str, int] = {}
+        if alive.size:
+            need = st.class_req_np[cid, :nres].astype(np.int64)
+            short = (need > 0) & (need > free)
+            for r in np.flatnonzero(short.any(axis=0)):
+                name = st.res_names[int(r)]
+                code = "TooManyPods" if name == "pods" else f"Insufficient.{name}"
+                out[code] = int(short[:, r].sum())
+            roomy = alive[~short.any(axis=1)]
+            names = st.node_names
+            for n in roomy[:200]:  # constraint reasons: a sample is enough for a message
+                for text in placer.fits(pod, names[int(n)]):
+                    code = reason_code(text)
+                    out[code] = out.get(code, 0) + 1
+        else:
+            out["NoNodes"] = 1
+        cache[cid] = out
+        return out
+
+    async def _propose(self, proposals: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Send proposals and wait until their decisions are in this replica's fold."""
+        loop = asyncio.get_running_loop()
+        if not self.totals.first_proposal_at:
+            self.totals.first_proposal_at = time.perf_counter()
+        futures = {p["proposal"]: loop.create_future() for p in proposals}
+        self._waiting.update(futures)
+        self.totals.proposals += len(proposals)
+        try:
+            pending = list(proposals)
+            while True:
+                await self._send(pending)
+                await asyncio.wait(futures.values(),
+                                   timeout=self.config.decision_timeout)
+                pending = [p for p in proposals if not futures[p["proposal"]].done()]
+                if not pending:
+                    break
+                if self._stopping.is_set():
+                    raise asyncio.CancelledError
+                log.warning("replica %s: %d proposal(s) undecided after %.0fs; re-sending",
+                            self.id, len(pending), self.config.decision_timeout)
+            self.totals.last_decision_at = time.perf_counter()
+            return {pid: f.result() for pid, f in futures.items()}
+        finally:
+            for pid in futures:
+                self._waiting.pop(pid, None)
+
+    async def _send(self, proposals: list[dict[str, Any]]) -> None:
+        if self._submit is not None:
+            await self._submit(proposals)
+            return
+        assert self._producer is not None
+        now = _now()
+        records = [((p["gang"] or p["bindings"][0]["pod"]).encode(), orjson.dumps({
+            "specversion": "1.0", "id": f"proposal-{p['proposal']}",
+            "source": self.config.source_prefix + self.id, "type": PLACEMENT_PROPOSED,
+            "time": now, "datacontenttype": "application/json", "data": p}))
+            for p in proposals]
+        producer = self._producer
+        await retry_until(lambda: producer.send_many(self.bus.topics.proposals, records),
+                          retriable=_is_transient, what="proposals send")
+
+    def _on_fold(self, events: list[tuple[int, dict[str, Any]]]) -> None:
+        """Resolve the futures of our proposals whose decisions just got folded."""
+        if not self._waiting:
+            return
+        for _pos, ev in events:
+            if ev.get("type") in (PLACEMENT_COMMITTED, PLACEMENT_REJECTED):
+                fut = self._waiting.get((ev.get("data") or {}).get("proposal"))
+                if fut is not None and not fut.done():
+                    fut.set_result(ev)
+
+    async def _report_unschedulable(
+            self, pods: dict[str, tuple[int, dict[str, int], str]]) -> None:
+        """Append one ``esched.pod.unschedulable`` per pod (deterministic ids: dedupe)."""
+        st = self.state
+        n_nodes = len(st.node_index)
+        now = datetime.now(UTC)
+        seen = int(st.position)
+        events = []
+        for pod, (position, reasons, extra) in pods.items():
+            detail = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
+            message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra
+                                                                       else "")
+            env = {"specversion": "1.0", "id": unschedulable_id(pod, position),
+                   "source": self.config.source_prefix + self.id, "type": POD_UNSCHEDULABLE,
+                   "time": _now(), "datacontenttype": "application/json",
+                   # position: the state the verdict was reached on, so the dispatcher
+                   # can tell whether capacity freed after it (no lost wake-ups).
+                   "data": {"pod": pod, "reasons": reasons, "message": message,
+                            "position": seen}}
+            events.append(NewEvent(id=env["id"], type=POD_UNSCHEDULABLE, stream=f"pod/{pod}",
+                                   payload=orjson.dumps(env), time=now))
+        res = await retry_until(lambda: self.store.append(events), retriable=_is_transient,
+                                what="unschedulable append")
+        fresh = len(events) - res.duplicates
+        self.totals.unschedulable += fresh
+        metrics.REPLICA_UNSCHEDULABLE.labels(self.id).inc(fresh)
+
+    def stats(self) -> dict[str, Any]:
+        """Totals plus the placer's counters (cache hit rate)."""
+        out = self.totals.as_dict()
+        if self.placer is not None:
+            s = self.placer.stats()
+            out["cache_hit_rate"] = s["cache_hit_rate"]
+            metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(s["cache_hit_rate"])
+        out["position"] = self.follower.position
+        return out
+
+
+def stored_payloads(rows: Sequence[StoredEvent]) -> list[tuple[int, dict[str, Any]]]:
+    """``(position, envelope)`` pairs of stored rows (for tests and tools)."""
+    return [(r.position, orjson.loads(r.payload)) for r in rows]

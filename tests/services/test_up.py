@@ -1,0 +1,200 @@
+"""`esched up`: the whole system in one process on the embedded default.
+
+Generated workloads end to end through the CLI (all placeable pods placed, the
+audit passes, a second run continues), gangs all-or-nothing, and the
+unschedulable path (reported once with reasons, not retried until capacity frees).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+from esched.core import ClusterState
+from esched.core._placer import Placer
+from esched.schemas.events import POD_UNSCHEDULABLE, stream_of
+from esched.services.audit import audit_store
+from esched.services.bus.base import TopicNames
+from esched.services.event_files import record_for_event
+from esched.services.replay import fold_log
+from esched.services.store import NewEvent, open_store
+from esched.services.up import Up, UpConfig, parse_generate
+
+
+def ev(eid: str, type_: str, data: dict) -> dict:
+    return {"specversion": "1.0", "id": eid, "source": "test", "type": type_,
+            "time": "2026-11-22T00:00:00Z", "data": data}
+
+
+def node(name: str, cpu: str) -> dict:
+    return ev(f"node-{name}", "esched.node.added", {
+        "metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu, "memory": "64Gi",
+                                                              "pods": "110"}}})
+
+
+def pod(name: str, cpu: str, gang: str | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": "t"}
+    if gang:
+        meta["annotations"] = {"scheduling.k8s.io/group-name": gang}
+    return ev(f"pod-{name}", "esched.pod.submitted", {
+        "metadata": meta,
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu,
+                                                                         "memory": "1Gi"}}}]}})
+
+
+def podgroup(name: str, min_member: int) -> dict:
+    return ev(f"pg-{name}", "esched.podgroup.submitted", {
+        "metadata": {"name": name, "namespace": "t"}, "spec": {"minMember": min_member}})
+
+
+def esched(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from esched.services.cli import main; main()",
+                           *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def placeable_pending(state: ClusterState) -> list[str]:
+    """Pending pods (outside gangs) that some node would take now."""
+    placer = Placer(state)
+    return [p for p in state.pending_pods()
+            if state.pod(p)["gang"] is None and placer.place(p, assume=False) is not None]
+
+
+async def unschedulable_events(url: str) -> list[dict]:
+    es = open_store(url)
+    await es.connect()
+    try:
+        await es.migrate()
+        rows = await es.read(0, 1_000_000)
+    finally:
+        await es.close()
+    return [orjson.loads(r.payload) for r in rows if r.type == POD_UNSCHEDULABLE]
+
+
+def test_parse_generate() -> None:
+    assert parse_generate("10:200") == (10, 200)
+    for bad in ("10", "a:b", "10:-1"):
+        try:
+            parse_generate(bad)
+        except ValueError:
+            continue
+        raise AssertionError(bad)
+
+
+async def test_up_generate_places_all_placeable_audits_and_continues(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'up.sqlite'}"
+    first = esched("up", "--store", url, "--generate", "20:600", "--exit-when-idle")
+    assert first.returncode == 0, first.stderr
+    s1 = json.loads(first.stdout)
+    assert "esched up:" in first.stderr  # progress on stderr
+    assert s1["ingest"]["stored"] == 620
+    assert s1["placed"] > 0 and s1["unschedulable"] > 0  # a contended cluster
+    assert s1["replay"]["pods"]["Running"] == s1["placed"]
+    assert s1["placed"] + s1["replay"]["pods"]["Pending"] == 600
+    assert s1["pods_per_second"] > 0
+    es = open_store(url)
+    await es.connect()
+    try:
+        assert placeable_pending(await fold_log(es)) == []
+        assert (await audit_store(es))["ok"]
+    finally:
+        await es.close()
+    audit = esched("audit", "--store", url)
+    assert audit.returncode == 0, audit.stdout
+
+    # Same store, a bigger cluster: old input dedupes, the new nodes take pending pods.
+    second = esched("up", "--store", url, "--generate", "30:700", "--exit-when-idle", "--quiet")
+    assert second.returncode == 0, second.stderr
+    s2 = json.loads(second.stdout)
+    assert second.stderr.count("esched up:") == 0
+    assert s2["log_head_before"] > 0
+    assert s2["ingest"]["duplicates"] == 620 and s2["ingest"]["stored"] == 110
+    assert s2["placed"] > 0
+    assert s2["replay"]["pods"]["Running"] == s1["placed"] + s2["placed"]
+    es = open_store(url)
+    await es.connect()
+    try:
+        state = await fold_log(es)
+        assert placeable_pending(state) == []
+        report = await audit_store(es)
+        assert report["ok"], report["violations"][:5]
+        assert report["checked"]["committed"] == s1["placed"] + s2["placed"]  # one pod each
+    finally:
+        await es.close()
+
+
+async def test_up_gangs_all_or_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'gang.sqlite'}"
+    events = [node("n1", "4"), node("n2", "4"),
+              podgroup("ga", 3), *(pod(f"a{i}", "2", "ga") for i in range(3)),
+              podgroup("gb", 3), *(pod(f"b{i}", "2", "gb") for i in range(3)),
+              # gc has only 2 of its 3 members: never placed, never even tried.
+              podgroup("gc", 3), *(pod(f"c{i}", "1", "gc") for i in range(2))]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
+    res = esched("up", "--store", url, "--input", str(path), "--exit-when-idle")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    gangs = summary["replay"]["gangs"]
+    running = sorted(gangs[g]["Running"] for g in ("t/ga", "t/gb"))
+    assert running == [0, 3]  # 8 cpu: one gang of 3 x 2 cpu fits, never parts of both
+    assert gangs["t/gc"]["Running"] == 0 and gangs["t/gc"]["Pending"] == 2
+    loser = "t/ga" if gangs["t/ga"]["Running"] == 0 else "t/gb"
+    reports = await unschedulable_events(url)
+    reported = {e["data"]["pod"] for e in reports}
+    assert reported == {f"t/{loser[-1]}{i}" for i in range(3)}
+    assert all("GangUnschedulable" in e["data"]["reasons"] for e in reports)
+    audit = esched("audit", "--store", url)
+    assert audit.returncode == 0, audit.stdout
+    assert json.loads(audit.stdout)["checked"]["gang_decisions"] == 1
+
+
+async def test_unschedulable_reported_once_then_placed_when_capacity_frees(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'u.sqlite'}"
+    topics = TopicNames()
+    records = [record_for_event(e, topics, "test")
+               for e in (node("n1", "2"), pod("big", "8"), pod("small", "1"))]
+    runner = Up(UpConfig(store=url, progress_every=0), records)
+    task = asyncio.create_task(runner.run())
+    try:
+        deadline = time.monotonic() + 15
+        while not await unschedulable_events(url):
+            assert time.monotonic() < deadline and not task.done()
+            await asyncio.sleep(0.1)
+        # No capacity change: the pod is parked, not retried (however long we wait).
+        await asyncio.sleep(1.5)
+        reports = await unschedulable_events(url)
+        assert len(reports) == 1
+        data = reports[0]["data"]
+        assert data["pod"] == "t/big"
+        assert data["reasons"] == {"Insufficient.cpu": 1}
+        assert data["message"].startswith("0/1 nodes are available")
+        # Capacity arrives: the dispatcher re-publishes and the pod is placed.
+        es = open_store(url)
+        await es.connect()
+        try:
+            big = node("n2", "16")
+            await es.append([NewEvent(big["id"], big["type"], stream_of(big),
+                                      orjson.dumps(big))])
+            while True:
+                state = await fold_log(es)
+                if state.pod("t/big")["phase"] == "Running":
+                    break
+                assert time.monotonic() < deadline and not task.done()
+                await asyncio.sleep(0.1)
+            assert state.pod("t/big")["node"] == "n2"
+            assert state.pod("t/small")["phase"] == "Running"
+        finally:
+            await es.close()
+    finally:
+        await runner.stop()
+        summary = await asyncio.wait_for(task, 20)
+    assert summary["placed"] == 2 and summary["unschedulable"] == 1
+    assert summary["dispatch"]["by_cause"].get("retry") == 1
