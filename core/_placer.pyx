@@ -63,6 +63,7 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PluginSpec,
     floor_div,
+    floor_div_nopow2,
 )
 from esched.core.scoring._requested_to_capacity_ratio cimport (
     broken_linear,
@@ -156,6 +157,8 @@ cdef enum:
     SRC_USED = 0        # node side is the allocated requests
     SRC_NZ_CPU = 1      # node side is the non-zero cpu sum
     SRC_NZ_MEM = 2      # node side is the non-zero memory sum
+    MAX_NEED = 16       # requested columns the fused resource check handles
+    SCAN_BLOCK = 128    # nodes scored per block by the fused scan
 
 
 ctypedef struct ClassView:
@@ -182,12 +185,359 @@ ctypedef struct ClassView:
     Py_ssize_t alloc_stride
     const units_t* used          # placer's used, row stride n_res
     const units_t* nzu           # placer's non-zero cpu/memory, row stride 2
+    const double* inv            # placer's 1.0 / allocatable of the fused cpu, memory, stride 2
     const flag_t* flags
     const word_t* label_bits     # row stride label_words
     const word_t* taint_bits     # row stride taint_words
     int label_words
     int taint_words
     int n_res
+    # Fused path (Placer.fused): the columns this class requests (need > 0), for the
+    # branch-light resource check, and the fused plugins' pod-side requests.
+    int n_need                   # -1: more than MAX_NEED columns, use _feasible
+    Py_ssize_t need_col[MAX_NEED]
+    units_t need_val[MAX_NEED]
+    units_t fit_req0, fit_req1   # fit plugin: non-zero cpu, memory
+    units_t bal_req0, bal_req1   # BalancedAllocation: requested cpu, memory
+
+
+ctypedef struct Fused:
+    # The profile NodeResourcesFit (LeastAllocated or MostAllocated) and/or
+    # BalancedAllocation, each on exactly (cpu, memory): kube's default and its usual
+    # variants. Resolved once per profile; the per-node total is one straight pass over
+    # the node's two columns (_fused_total), no table walk, no per-plugin dispatch.
+    bint on
+    bint has_fit
+    bint fit_least               # LeastAllocated (else MostAllocated)
+    score_t w_fit
+    units_t rw0, rw1             # fit resource weights (cpu, memory)
+    score_t ws_both              # rw0 + rw1 (both capacities non-zero)
+    bint has_bal
+    score_t w_bal
+    Py_ssize_t c0, c1            # state columns of cpu, memory
+
+
+# ---------------------------------------------------------------------- nogil kernels
+# Feasibility pieces and the fused scan, as module-level ``nogil`` functions over a
+# ClassView: no ``self``, no Python objects, no memoryview reloads in the node loop.
+
+cdef inline bint _expr_ok(const ClassView* v, Py_ssize_t n, int e) noexcept nogil:
+    cdef int w, W = v.label_words
+    cdef bint hit = False
+    cdef const word_t* row = v.label_bits + n * W
+    if v.expr_mode[e] == EXPR_FALSE:
+        return False
+    for w in range(W):
+        if row[w] & v.expr_mask[e * W + w]:
+            hit = True
+            break
+    return hit if v.expr_mode[e] == EXPR_ANY else not hit
+
+
+cdef inline bint _taints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    cdef int w
+    cdef const word_t* taints = v.taint_bits + n * v.taint_words
+    cdef word_t bad = 0
+    for w in range(v.taint_words):
+        bad |= taints[w] & v.intolerable[w]
+    return bad == 0
+
+
+cdef inline bint _selector_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """nodeSelector (term 0, ANDed) and required affinity (terms 1.., ORed)."""
+    cdef int t, e
+    cdef bint ok = True
+    for e in range(v.term_off[0], v.term_off[1]):
+        if not _expr_ok(v, n, e):
+            return False
+    if v.n_terms > 1:
+        for t in range(1, v.n_terms):
+            ok = True
+            for e in range(v.term_off[t], v.term_off[t + 1]):
+                if not _expr_ok(v, n, e):
+                    ok = False
+                    break
+            if ok:
+                return True
+        return False
+    return True
+
+
+cdef inline bint _fits(const ClassView* v, Py_ssize_t n, flag_t flags) noexcept nogil:
+    """Feasible on an alive node: _feasible(...) == 0, branch-light (v.n_need >= 0)."""
+    cdef const units_t* used = v.used + n * v.n_res
+    cdef const units_t* alloc = v.alloc + n * v.alloc_stride
+    cdef int j
+    cdef Py_ssize_t c
+    cdef bint bad = (flags & NODE_UNSCHEDULABLE) != 0 and not v.tolerates_unschedulable
+    for j in range(v.n_need):
+        c = v.need_col[j]
+        bad |= used[c] + v.need_val[j] > alloc[c]
+    if bad:
+        return False
+    if v.has_taints and not _taints_ok(v, n):
+        return False
+    if v.has_labels and not _selector_ok(v, n):
+        return False
+    return True
+
+
+cdef inline score_t _fit_score(bint least, units_t req, units_t cap) noexcept nogil:
+    # least_requested_score / most_requested_score for cap != 0
+    if least:
+        if req > cap:
+            return 0
+        return floor_div_nopow2((cap - req) * MAX_NODE_SCORE, cap)
+    return floor_div_nopow2((req if req < cap else cap) * MAX_NODE_SCORE, cap)
+
+
+cdef inline score_t _fused_total(const Fused* F, const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """Placer._total for a fused profile: the same integer/float steps, one pass."""
+    cdef const units_t* alloc = v.alloc + n * v.alloc_stride
+    cdef const units_t* used = v.used + n * v.n_res
+    cdef const units_t* nzu = v.nzu + n * 2
+    cdef units_t a0 = alloc[F.c0], a1 = alloc[F.c1]
+    cdef score_t total = 0, ns, ws
+    cdef double f0, f1, std
+    if a0 != 0 and a1 != 0:
+        if F.has_fit and F.ws_both:
+            ns = (_fit_score(F.fit_least, nzu[0] + v.fit_req0, a0) * F.rw0
+                  + _fit_score(F.fit_least, nzu[1] + v.fit_req1, a1) * F.rw1)
+            total += F.w_fit * floor_div(ns, F.ws_both)
+        if F.has_bal:
+            f0 = <double>(used[F.c0] + v.bal_req0) / <double>a0
+            f1 = <double>(used[F.c1] + v.bal_req1) / <double>a1
+            if f0 > 1.0:
+                f0 = 1.0
+            if f1 > 1.0:
+                f1 = 1.0
+            std = fabs((f0 - f1) / 2.0)
+            total += F.w_bal * <score_t>((1.0 - std) * <double>MAX_NODE_SCORE)
+        return total
+    # A zero capacity: that resource is skipped, as in the kernels.
+    if F.has_fit:
+        ns = 0
+        ws = 0
+        if a0 != 0:
+            ns += _fit_score(F.fit_least, nzu[0] + v.fit_req0, a0) * F.rw0
+            ws += F.rw0
+        if a1 != 0:
+            ns += _fit_score(F.fit_least, nzu[1] + v.fit_req1, a1) * F.rw1
+            ws += F.rw1
+        if ws:
+            total += F.w_fit * floor_div(ns, ws)
+    if F.has_bal:
+        # at most one fraction: std 0
+        total += F.w_bal * MAX_NODE_SCORE
+    return total
+
+
+cdef inline long long _div_by_cap(long long num, long long cap, double inv_cap) noexcept nogil:
+    """``num // cap`` (num >= 0, cap > 0) given ``inv_cap = 1.0 / cap``, no division.
+
+    For num, cap < 2**52 and quotients <= 100 the product is within 1e-12 of the
+    quotient, so its truncation is off by at most one and one integer
+    multiply-compare each way makes it exact; otherwise floor_div_nopow2.
+    """
+    cdef long long q
+    if ((num | cap) >> 52) == 0:
+        q = <long long>(<double>num * inv_cap)
+        q -= q * cap > num
+        q += (q + 1) * cap <= num
+        return q
+    return floor_div_nopow2(num, cap)
+
+
+cdef void _score_block(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
+                       score_t* buf) noexcept nogil:
+    """buf[i] = total of node n0 + i, -1 if infeasible, -2 if not alive.
+
+    _fits and _fused_total inlined by hand with the per-class and per-profile constants
+    in locals; no early exit and no data-dependent branch across iterations, so the CPU
+    overlaps the nodes' divisions. The sequential part of the scan (sampling stop, best,
+    ties) then runs over these integers (_scan_fused).
+    """
+    cdef Py_ssize_t i, n, c
+    cdef int j
+    cdef flag_t fl
+    cdef score_t total, ns
+    cdef bint bad
+    cdef const flag_t* flags = v.flags
+    cdef const units_t* alloc = v.alloc
+    cdef const units_t* used = v.used
+    cdef const units_t* nzu = v.nzu
+    cdef const units_t* a
+    cdef const units_t* u
+    cdef const units_t* z
+    cdef Py_ssize_t astride = v.alloc_stride, ustride = v.n_res
+    cdef Py_ssize_t c0 = F.c0, c1 = F.c1
+    cdef units_t fr0 = v.fit_req0, fr1 = v.fit_req1, br0 = v.bal_req0, br1 = v.bal_req1
+    cdef units_t rw0 = F.rw0, rw1 = F.rw1, a0, a1, r0, r1
+    cdef score_t ws = F.ws_both, w_fit = F.w_fit, w_bal = F.w_bal
+    cdef bint do_fit = F.has_fit and ws != 0, do_bal = F.has_bal, least = F.fit_least
+    cdef bint unsched_bad = not v.tolerates_unschedulable
+    cdef bint constrained = v.has_taints or v.has_labels
+    cdef int n_need = v.n_need
+    cdef double f0, f1, std, y
+    cdef score_t t
+    cdef const double* inv = v.inv
+    for i in range(m):
+        n = n0 + i
+        fl = flags[n]
+        a = alloc + n * astride
+        u = used + n * ustride
+        z = nzu + n * 2
+        bad = unsched_bad and (fl & NODE_UNSCHEDULABLE) != 0
+        for j in range(n_need):
+            c = v.need_col[j]
+            bad |= u[c] + v.need_val[j] > a[c]
+        if constrained and not bad:
+            bad = (v.has_taints and not _taints_ok(v, n)) or (v.has_labels and not _selector_ok(v, n))
+        a0 = a[c0]
+        a1 = a[c1]
+        if a0 != 0 and a1 != 0:
+            total = 0
+            if do_fit:
+                r0 = z[0] + fr0
+                r1 = z[1] + fr1
+                if least:
+                    ns = ((0 if r0 > a0 else _div_by_cap((a0 - r0) * MAX_NODE_SCORE, a0, inv[2 * n]))
+                          * rw0
+                          + (0 if r1 > a1 else _div_by_cap((a1 - r1) * MAX_NODE_SCORE, a1,
+                                                           inv[2 * n + 1])) * rw1)
+                else:
+                    ns = (_div_by_cap((r0 if r0 < a0 else a0) * MAX_NODE_SCORE, a0, inv[2 * n]) * rw0
+                          + _div_by_cap((r1 if r1 < a1 else a1) * MAX_NODE_SCORE, a1,
+                                        inv[2 * n + 1]) * rw1)
+                total = w_fit * floor_div(ns, ws)
+            if do_bal:
+                # kube's fractions are the IEEE quotients x / a; x * (1 / a) may differ in
+                # the last bit, which moves the score only when (1 - std) * 100 lies within
+                # ~1e-13 of an integer. So: the product first, and the exact quotients
+                # when the result is within 1e-9 of an integer (std == 0, nice ratios).
+                f0 = <double>(u[c0] + br0) * inv[2 * n]
+                f1 = <double>(u[c1] + br1) * inv[2 * n + 1]
+                if f0 > 1.0:
+                    f0 = 1.0
+                if f1 > 1.0:
+                    f1 = 1.0
+                y = (1.0 - fabs((f0 - f1) / 2.0)) * <double>MAX_NODE_SCORE
+                t = <score_t>y
+                if y - <double>t < 1e-9 or y - <double>t > 1.0 - 1e-9:
+                    f0 = <double>(u[c0] + br0) / <double>a0
+                    f1 = <double>(u[c1] + br1) / <double>a1
+                    if f0 > 1.0:
+                        f0 = 1.0
+                    if f1 > 1.0:
+                        f1 = 1.0
+                    std = fabs((f0 - f1) / 2.0)
+                    t = <score_t>((1.0 - std) * <double>MAX_NODE_SCORE)
+                total += w_bal * t
+        else:
+            total = _fused_total(F, v, n)
+        if not (fl & NODE_ALIVE):
+            buf[i] = -2
+        elif bad:
+            buf[i] = -1
+        else:
+            buf[i] = total
+
+
+cdef Py_ssize_t _scan_fused(const Fused* F, const ClassView* v, Py_ssize_t N, Py_ssize_t start,
+                            long long target, uint64_t* rng, bint use_cache,
+                            int64_t* ck, int64_t* cv, int64_t* cs, const long long* ver,
+                            int64_t key_base, uint64_t slot_base,
+                            score_t* best_out, long long* visited_out, long long* hits_out,
+                            long long* misses_out, Py_ssize_t* processed_out) noexcept nogil:
+    """Placer._place's loop for a fused profile: same visit order, cache traffic, RNG draws."""
+    cdef Py_ssize_t k = 0, n, best = -1, slot
+    cdef long long found = 0, visited = 0, ties = 0, hits = 0, misses = 0
+    cdef score_t sc, best_score = -1
+    cdef flag_t fl
+    cdef int64_t key
+    cdef score_t buf[SCAN_BLOCK]
+    cdef Py_ssize_t n0, m, i
+    if not use_cache:
+        # Blocks of contiguous nodes: score them all (_score_block), then walk the
+        # block in visit order exactly as the per-node loop below would.
+        while k < N:
+            n0 = start + k
+            if n0 >= N:
+                n0 -= N
+            m = N - k
+            if m > N - n0:
+                m = N - n0
+            if m > SCAN_BLOCK:
+                m = SCAN_BLOCK
+            _score_block(F, v, n0, m, buf)
+            for i in range(m):
+                sc = buf[i]
+                if sc < 0:
+                    visited += sc == -1
+                    continue
+                visited += 1
+                found += 1
+                if sc > best_score:
+                    best_score = sc
+                    best = n0 + i
+                    ties = 1
+                elif sc == best_score:
+                    ties += 1
+                    if below(rng, <uint64_t>ties) == 0:
+                        best = n0 + i
+                if found >= target:
+                    k += i + 1
+                    best_out[0] = best_score
+                    visited_out[0] = visited
+                    hits_out[0] = 0
+                    misses_out[0] = 0
+                    processed_out[0] = k
+                    return best
+            k += m
+    while k < N:
+        n = start + k
+        if n >= N:
+            n -= N
+        k += 1
+        fl = v.flags[n]
+        if not (fl & NODE_ALIVE):
+            continue
+        visited += 1
+        if use_cache:
+            slot = <Py_ssize_t>((slot_base + <uint64_t>n) & ((1 << CACHE_BITS) - 1))
+            key = key_base | n
+            if ck[slot] == key and cv[slot] == ver[n]:
+                hits += 1
+                sc = cs[slot]
+            else:
+                misses += 1
+                sc = _fused_total(F, v, n) if _fits(v, n, fl) else -1
+                ck[slot] = key
+                cv[slot] = ver[n]
+                cs[slot] = sc
+        elif _fits(v, n, fl):
+            sc = _fused_total(F, v, n)
+        else:
+            continue
+        if sc < 0:
+            continue
+        found += 1
+        if sc > best_score:
+            best_score = sc
+            best = n
+            ties = 1
+        elif sc == best_score:
+            ties += 1
+            if below(rng, <uint64_t>ties) == 0:
+                best = n
+        if found >= target:
+            break
+    best_out[0] = best_score
+    visited_out[0] = visited
+    hits_out[0] = hits
+    misses_out[0] = misses
+    processed_out[0] = k
+    return best
 
 
 class _Compiled:
@@ -234,6 +584,7 @@ cdef class Placer:
     cdef ClusterState state
     cdef PluginSpec* specs
     cdef int n_specs
+    cdef Fused fused
     cdef public list plugin_names
     cdef list py_plugins
     cdef bint has_python
@@ -244,7 +595,8 @@ cdef class Placer:
     cdef uint64_t rng
     cdef public long long seed
 
-    cdef object used_np, nzu_np, ver_np, sver_np
+    cdef object used_np, nzu_np, ver_np, sver_np, inv_np
+    cdef double[:, ::1] inv
     cdef units_t[:, ::1] used
     cdef units_t[:, ::1] nzu
     cdef long long[::1] ver
@@ -353,6 +705,43 @@ cdef class Placer:
                 self.py_plugins.append(python_plugin(p.name))
             else:
                 self.py_plugins.append(None)
+        self._resolve_fused(plugins)
+
+    def _resolve_fused(self, plugins) -> None:
+        # The fused path: NodeResourcesFit (LeastAllocated/MostAllocated) and/or
+        # BalancedAllocation, at most one of each, each on exactly (cpu, memory).
+        cdef Fused* F = &self.fused
+        F.on = False
+        F.has_fit = F.has_bal = False
+        F.fit_least = True
+        F.w_fit = F.w_bal = 0
+        F.rw0 = F.rw1 = F.ws_both = 0
+        F.c0 = F.c1 = 0
+        if not plugins:
+            return
+        for p in plugins:
+            names = tuple(r for r, _ in p.resources)
+            if names != ("cpu", "memory"):
+                return
+            if p.kind in ("LeastAllocated", "MostAllocated"):
+                if F.has_fit:
+                    return
+                F.has_fit = True
+                F.fit_least = p.kind == "LeastAllocated"
+                F.w_fit = p.weight
+                F.rw0 = p.resources[0][1]
+                F.rw1 = p.resources[1][1]
+                F.ws_both = F.rw0 + F.rw1
+            elif p.kind == "BalancedAllocation":
+                if F.has_bal:
+                    return
+                F.has_bal = True
+                F.w_bal = p.weight
+            else:
+                return
+        F.c0 = self.state._resource("cpu")
+        F.c1 = self.state._resource("memory")
+        F.on = True
 
     # ------------------------------------------------------------------ state sync
 
@@ -366,6 +755,7 @@ cdef class Placer:
         """
         cdef ClusterState st = self.state
         cdef Py_ssize_t n, r, old_n = self.sver_np.shape[0]
+        cdef units_t c0, c1
         cdef bint reshaped = (self.used_np is None or st.n_nodes != self.n_nodes
                               or st.n_res != self.n_res)
         self.n_nodes = st.n_nodes
@@ -377,6 +767,8 @@ cdef class Placer:
             self.nzu_np = np.array(st.nz_np[: self.n_nodes], order="C", copy=True)
             self.used = self.used_np
             self.nzu = self.nzu_np
+            self.inv_np = np.zeros((self.n_nodes, 2), dtype=np.float64)
+            self.inv = self.inv_np
             ver = np.zeros(self.n_nodes, dtype=np.int64)
             sver = np.full(self.n_nodes, -1, dtype=np.int64)
             if self.ver_np is not None:
@@ -394,6 +786,12 @@ cdef class Placer:
                     self.used[n, r] = st.allocated[n, r]
                 self.nzu[n, 0] = st.nz[n, 0]
                 self.nzu[n, 1] = st.nz[n, 1]
+                if self.fused.on:
+                    # Reciprocal capacities for the fused scan (exact, see _score_block).
+                    c0 = st.allocatable[n, self.fused.c0]
+                    c1 = st.allocatable[n, self.fused.c1]
+                    self.inv[n, 0] = 1.0 / <double>c0 if c0 != 0 else 0.0
+                    self.inv[n, 1] = 1.0 / <double>c1 if c1 != 0 else 0.0
                 self.tick += 1
                 self.ver[n] = self.tick
                 self.sver[n] = sv[n]
@@ -510,6 +908,7 @@ cdef class Placer:
         v.alloc_stride = st.allocatable.strides[0] // sizeof(units_t)
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.nzu = &self.nzu[0, 0] if self.n_nodes > 0 else NULL
+        v.inv = &self.inv[0, 0] if self.n_nodes > 0 else NULL
         v.flags = &st.flags[0]
         v.label_bits = &st.label_bits[0, 0]
         v.taint_bits = &st.taint_bits[0, 0]
@@ -520,6 +919,19 @@ cdef class Placer:
         cdef PluginSpec* s
         cdef units_t pod_req
         cdef Py_ssize_t col
+        v.n_need = 0
+        for col in range(self.n_res):
+            if v.req[col] > 0:
+                if v.n_need == MAX_NEED:
+                    v.n_need = -1
+                    break
+                v.need_col[v.n_need] = col
+                v.need_val[v.n_need] = v.req[col]
+                v.n_need += 1
+        v.fit_req0 = v.nz_cpu
+        v.fit_req1 = v.nz_mem
+        v.bal_req0 = v.req[self.fused.c0] if self.fused.on else 0
+        v.bal_req1 = v.req[self.fused.c1] if self.fused.on else 0
         for k in range(self.n_specs):
             s = &self.specs[k]
             for i in range(s.n_res):
@@ -770,6 +1182,17 @@ cdef class Placer:
             target = num_feasible_nodes_to_find(alive, self.percentage)
         if start >= N:
             start = 0
+        cdef long long misses = 0
+        if self.fused.on and v.n_need >= 0:
+            best = _scan_fused(&self.fused, v, N, start, target, &self.rng, use_cache,
+                               &self.ck[0], &self.cv[0], &self.cs[0], ver, key_base, slot_base,
+                               &best_score, &visited, &hits, &misses, &k)
+            self.next_start = (start + k) % N
+            self.hits += hits
+            self.misses += misses
+            best_out[0] = best_score
+            visited_out[0] = visited
+            return best
         k = 0
         while k < N:
             n = start + k

@@ -298,6 +298,9 @@ class Dispatcher:
 
     def _park(self, pod: str, seen: int, now: float) -> None:
         """An unschedulable report: wait for capacity (and backoff) before re-publishing."""
+        idx = self.state.pod_index.get(pod)
+        if idx is None or self.state.pod_phase_np[idx] != _PENDING:
+            return  # placed (or gone) meanwhile, e.g. through a duplicate work item
         reports = self._reports.get(pod, 0) + 1
         self._reports[pod] = reports
         delay = min(self.config.backoff_base * 2 ** (reports - 1), self.config.backoff_max)
@@ -351,7 +354,11 @@ class Dispatcher:
         now = time.monotonic()
         due: list[str] = []
         while self._delayed and self._delayed[0][0] <= now:
-            due.append(heapq.heappop(self._delayed)[1])
+            pod = heapq.heappop(self._delayed)[1]
+            # Parked: a replica judged it unschedulable after the rejection; it waits
+            # for capacity like any unschedulable pod.
+            if pod not in self._parked:
+                due.append(pod)
         retry: list[str] = []
         for pod, p in list(self._parked.items()):
             if p.capacity_seq < self._capacity_seq and p.not_before <= now:
@@ -389,6 +396,8 @@ class Dispatcher:
             return False
         st = self.state
         for _due, pod in self._delayed:
+            if pod in self._parked:
+                continue
             idx = st.pod_index.get(pod)
             if idx is not None and st.pod_phase_np[idx] == _PENDING:
                 return False

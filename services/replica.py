@@ -252,6 +252,9 @@ class ReplicaConfig:
     #: Work items per poll: one placement pass, one proposal send, one decision wait.
     batch_size: int = 1000
     poll_timeout_ms: int = 100
+    #: Keep polling for up to this many seconds while more work arrives (batching).
+    linger: float = 0.05
+    linger_poll_ms: int = 10
     #: Attempts after the first for proposals the commit service rejected.
     max_retries: int = 3
     retry_backoff: float = 0.02
@@ -385,6 +388,17 @@ class Replica:
                 break
             try:
                 msgs = await consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
+                # Linger briefly while work keeps arriving: one pass over a full batch
+                # costs about as much round-trip overhead (proposal send, decision
+                # append, fold wake-up) as a pass over a handful of pods.
+                linger_until = time.monotonic() + self.config.linger
+                while msgs and len(msgs) < self.config.batch_size and \
+                        time.monotonic() < linger_until:
+                    more = await consumer.poll(self.config.linger_poll_ms,
+                                               self.config.batch_size - len(msgs))
+                    if not more:
+                        break
+                    msgs.extend(more)
             except BusError as exc:
                 if not exc.retriable:
                     raise
@@ -513,6 +527,7 @@ class Replica:
         proposals: list[dict[str, Any]] = []
         by_proposal: dict[str, _Target] = {}
         reasons_cache: dict[int, Any] = {}
+        gangs_done: set[str] = set()
 
         def propose(target: _Target, gang: str | None, pairs: list[tuple[str, str]]) -> None:
             pid = f"{self.id}-{uuid.uuid4().hex[:16]}"
@@ -541,9 +556,10 @@ class Replica:
                         propose(t, None, [(t.key, got[0])])
                     continue
             g_idx = st.gang_index.get(t.key)
-            if g_idx is None:
+            if g_idx is None or t.key in gangs_done:
                 self.totals.skipped += 1
                 continue
+            gangs_done.add(t.key)  # several items of one gang: planned once per pass
             members = st.gang_members(t.key, "Pending")
             if not members:
                 self.totals.skipped += 1
@@ -568,6 +584,9 @@ class Replica:
                      if node is not None]
             if pairs:
                 propose(t, t.key, pairs)
+            for pod, node in zip(members, plan, strict=True):
+                if node is None:  # beyond minMember and no room: reported like any pod
+                    unschedulable[pod] = (t.position, self._reasons(pod, reasons_cache), "")
         return proposals, by_proposal
 
     def _reasons(self, pod: str, cache: dict[int, Any]) -> dict[str, int]:

@@ -44,10 +44,14 @@ def pod_event(j: int, rng: random.Random, namespace: str = "synth") -> dict:
 
 def cluster_log(nodes: int, pods: int, seed: int = 0, finish_every: int = 4) -> Iterator[dict]:
     """A log: nodes, then per pod: submitted, committed onto a node that fits, and
-    every ``finish_every``-th pod succeeded later. Placement is a simple first-fit
-    from a rotating cursor, so the log is realistic in shape and never over-commits.
+    every ``finish_every``-th pod succeeded later. Placement is a simple first fit
+    from a rotating cursor over a window of nodes, so the log is realistic in shape
+    and never over-commits.
     """
     rng = random.Random(seed)
+    # First fit looks this many nodes past the cursor at most: once the cluster is
+    # nearly full a pod stays pending instead of scanning every node (O(n) per pod).
+    window = min(nodes, 64)
     free_cpu, free_mem, free_pods = [], [], []
     for i in range(nodes):
         yield node_event(i)
@@ -62,7 +66,7 @@ def cluster_log(nodes: int, pods: int, seed: int = 0, finish_every: int = 4) -> 
         req = ev["data"]["spec"]["containers"][0]["resources"]["requests"]
         cpu = int(req["cpu"][:-1])
         mem = int(req["memory"][:-2]) * 2**20
-        for step in range(nodes):
+        for step in range(window):
             n = (cursor + step) % nodes
             if free_cpu[n] >= cpu and free_mem[n] >= mem and free_pods[n] > 0:
                 break

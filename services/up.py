@@ -25,13 +25,13 @@ from typing import Any
 from esched.core import Profile
 from esched.services.bus import open_bus
 from esched.services.bus.base import TopicNames
-from esched.services.commit import CommitService
+from esched.services.commit import CommitConfig, CommitService
 from esched.services.dispatch import Dispatcher
 from esched.services.event_files import Record, record_for_event
-from esched.services.ingest import IngestService
+from esched.services.ingest import IngestConfig, IngestService
 from esched.services.lease import open_lease
 from esched.services.replay import fold_log
-from esched.services.replica import Replica, SharedConsumer
+from esched.services.replica import REPLICA_GROUP, Replica, ReplicaConfig, SharedConsumer
 from esched.services.store import open_store
 from esched.services.synth import node_event, pod_event
 
@@ -76,6 +76,9 @@ class UpConfig:
     #: Idle checks in a row (``idle_interval`` apart) before --exit-when-idle stops.
     idle_checks: int = 3
     idle_interval: float = 0.1
+    #: Prepended to every consumer group name (tests and side-by-side runs sharing a
+    #: broker: a group with stale members of another run waits out their sessions).
+    group_prefix: str = ""
 
 
 async def system_idle(es: Any, dispatcher: Dispatcher, replicas: list[Replica],
@@ -94,6 +97,24 @@ async def system_idle(es: Any, dispatcher: Dispatcher, replicas: list[Replica],
         if consumer is not None and await consumer.lag() != 0:
             return False
     return True
+
+
+def _serialized(decide: Callable[[list[dict[str, Any]]], Any]
+                ) -> Callable[[list[dict[str, Any]]], Any]:
+    """``decide`` with one call at a time.
+
+    Why: CommitService.decide takes leadership (rebuilding its state) *before* its
+    batch lock, so two replicas' first calls racing would rebuild it twice over the
+    same state (PositionError). Decisions are serialized inside anyway, so this
+    costs nothing.
+    """
+    lock = asyncio.Lock()
+
+    async def call(proposals: list[dict[str, Any]]) -> Any:
+        async with lock:
+            return await decide(proposals)
+
+    return call
 
 
 class Up:
@@ -123,32 +144,39 @@ class Up:
             await es.migrate()
             head0 = await es.head()
             fed = await self._feed()
-            ingest = IngestService(bus, es)
-            await ingest.start()
             embedded = cfg.kafka is None
+            gp = cfg.group_prefix
+            ingest = IngestService(bus, es, IngestConfig(group=f"{gp}esched-ingest"))
             commit = CommitService(es, None if embedded else bus,
-                                   lease=open_lease(cfg.store, "commit"))
-            await commit.start()
+                                   lease=open_lease(cfg.store, "commit"),
+                                   config=CommitConfig(group=f"{gp}esched-commit"))
             dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"))
-            await dispatcher.start()
+            shared = (SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
+                      if embedded else None)
+            host = socket.gethostname().split(".")[0].lower() or "up"
+            submit = _serialized(commit.decide) if embedded else None
+            replicas.extend(
+                Replica(es, bus, f"{host}-up-{i}" if not embedded else f"up-{i}",
+                        profile=cfg.profile, seed=cfg.seed + i, submit=submit,
+                        consumer=shared, config=ReplicaConfig(group=f"{gp}{REPLICA_GROUP}"))
+                for i in range(cfg.replicas))
+            await commit.start()
+            if embedded:
+                # Take the lead and build the state now (an empty batch decides nothing),
+                # not inside the first replica's first proposal.
+                await commit.decide([])
+            else:
+                # Started first: its group join (like every one) waits out the broker's
+                # rebalance delay, which then overlaps the others' below.
+                tasks.append(asyncio.create_task(commit.run(), name="commit"))
+            await asyncio.gather(ingest.start(), dispatcher.start(),
+                                 *(r.start() for r in replicas))
             # Embedded: input is all on the in-process bus already; ingest stops once
             # it has drained it. With Kafka it runs until told otherwise.
             ingest_task = asyncio.create_task(
                 ingest.run(exit_when_idle=embedded or cfg.exit_when_idle), name="ingest")
             tasks.append(ingest_task)
             tasks.append(asyncio.create_task(dispatcher.run(), name="dispatch"))
-            if not embedded:
-                tasks.append(asyncio.create_task(commit.run(), name="commit"))
-            shared = (SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
-                      if embedded else None)
-            host = socket.gethostname().split(".")[0].lower() or "up"
-            replicas.extend(
-                Replica(es, bus, f"{host}-up-{i}" if not embedded else f"up-{i}",
-                        profile=cfg.profile, seed=cfg.seed + i,
-                        submit=commit.decide if embedded else None, consumer=shared)
-                for i in range(cfg.replicas))
-            # Concurrently: with Kafka each group join waits out the rebalance delay.
-            await asyncio.gather(*(r.start() for r in replicas))
             tasks.extend(asyncio.create_task(r.run(), name=f"replica-{i}")
                          for i, r in enumerate(replicas))
             ready = time.perf_counter()
@@ -185,7 +213,10 @@ class Up:
                            "duplicates": ingest.totals.duplicates,
                            "deadlettered": ingest.totals.deadlettered},
                 "placed": placed,
-                "unschedulable": sum(s["unschedulable"] for s in stats),
+                # Pods left pending (with --exit-when-idle: none of them fits now) and
+                # the unschedulable reports made (a pod may be re-tried and re-reported).
+                "unschedulable": state.summary()["pods"]["Pending"],
+                "unschedulable_reports": sum(s["unschedulable"] for s in stats),
                 "conflicts": sum(s["conflicts"] for s in stats),
                 "proposals": sum(s["proposals"] for s in stats),
                 "pods_per_second": round(placed / window, 1) if window > 0 else 0.0,
@@ -281,5 +312,5 @@ class Up:
         pending = replicas[0]._pending_count() if replicas else 0
         rate = placed / elapsed if elapsed > 0 else 0.0
         return (f"esched up: {elapsed:6.1f}s  position {dispatcher.position}  placed {placed}  "
-                f"pending {pending}  unschedulable {unsched}  conflicts {conflicts}  "
+                f"pending {pending}  reported unschedulable {unsched}  conflicts {conflicts}  "
                 f"parked {dispatcher.parked}  {rate:,.0f} pods/s")

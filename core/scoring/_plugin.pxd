@@ -47,11 +47,25 @@ cdef inline long long floor_div(long long a, long long b) noexcept nogil:
     double quotient is within one of the true one, and one multiply-compare fixes it,
     so results equal Go's integer division bit for bit.
     """
-    cdef long long q
     if (b & (b - 1)) == 0:
         # Weight sums are usually 1, 2 or 4: a shift.
         return a >> __builtin_ctzll(<unsigned long long>b)
+    return floor_div_nopow2(a, b)
+
+
+cdef inline long long floor_div_nopow2(long long a, long long b) noexcept nogil:
+    """``a // b`` for a >= 0, b > 0, exactly; one double division when a, b < 2**52.
+
+    Exact without a correction step: both operands convert exactly, IEEE division
+    rounds a/b correctly, and if a/b = k - d is not an integer then d >= 1/b, while
+    rounding up to k needs d <= k * 2**-53, i.e. b * k >= 2**53; but b * k <= a + b
+    < 2**53. So truncating the rounded quotient gives floor(a/b) (tests/core/test_kernels.py).
+    """
+    cdef long long q
+    if ((a | b) >> 52) == 0:
+        return <long long>(<double>a / <double>b)
     if a < (1LL << 52) and b < (1LL << 52):
+        # a < 0 (only after an overflow upstream): as before, the corrected floor
         q = <long long>(<double>a / <double>b)
         if q * b > a:
             q -= 1

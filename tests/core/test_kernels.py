@@ -79,3 +79,15 @@ def test_mixed_penalizes_stranding():
     assert _py_mixed([600, 600], alloc, w, False, 50, 1000) == 60
     # penalty weight 0 turns the penalty off
     assert _py_mixed([990, 200], alloc, w, False, 50, 0) == 59
+
+
+@given(st.integers(1, 2**27), st.integers(1, 2**27), st.integers(-3, 3))
+def test_floor_div_is_exact_at_the_double_path_limit(q, b, d):
+    # The double path (a, b < 2**52) has no correction step; quotients near integers
+    # with a and b close to 2**52 are where a rounding error would show.
+    a = q * b + d
+    if 0 <= a < 2**52:
+        assert _py_floor_div(a, b) == a // b
+    for a in (2**52 - 1, 2**52 - b, 2**52 - 1 - (2**52 - 1) % b):
+        assert _py_floor_div(a, b) == a // b
+        assert _py_floor_div(a, 2**52 - 1 - b) == a // (2**52 - 1 - b)

@@ -21,11 +21,11 @@ from esched.schemas.events import PLACEMENT_COMMITTED, stream_of
 from esched.services.audit import audit_store
 from esched.services.bus import open_bus
 from esched.services.bus.memory import MemoryBus
-from esched.services.commit import CommitService
+from esched.services.commit import CommitConfig, CommitService
 from esched.services.dispatch import Dispatcher, work_item
 from esched.services.lease import open_lease
 from esched.services.replay import fold_log
-from esched.services.replica import Replica, SharedConsumer, reason_code
+from esched.services.replica import Replica, ReplicaConfig, SharedConsumer, reason_code
 from esched.services.store import NewEvent, open_store
 from esched.services.synth import node_event, pod_event
 from esched.services.up import system_idle
@@ -70,9 +70,13 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
     await es.migrate()
     bus = open_bus(kafka_bootstrap, topic_prefix)
     await bus.ensure_topics()
-    commit = CommitService(es, bus, lease=open_lease(pg_url, "commit"))
+    # Groups of this test's own: stale members of another test would delay rebalances.
+    commit = CommitService(es, bus, lease=open_lease(pg_url, "commit"),
+                           config=CommitConfig(group=f"{topic_prefix}commit"))
     dispatcher = Dispatcher(es, bus, lease=open_lease(pg_url, "dispatch"))
-    replicas = [Replica(es, bus, f"r{i}", seed=i) for i in range(2)]
+    replicas = [Replica(es, bus, f"r{i}", seed=i,
+                        config=ReplicaConfig(group=f"{topic_prefix}replicas"))
+                for i in range(2)]
     tasks: list[asyncio.Task] = []
     try:
         await commit.start()
@@ -139,4 +143,30 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await es.close()
+
+
+async def test_up_against_postgres_and_kafka(pg_url: str, kafka_bootstrap: str,
+                                             topic_prefix: str) -> None:
+    """`esched up --kafka --store postgresql://...`: the same services through the broker."""
+    from esched.services.bus.base import TopicNames
+    from esched.services.up import Up, UpConfig, generated_records
+
+    records = list(generated_records(10, 300, TopicNames(topic_prefix), seed=3))
+    runner = Up(UpConfig(store=pg_url, kafka=kafka_bootstrap, topic_prefix=topic_prefix,
+                         exit_when_idle=True, progress_every=0, group_prefix=topic_prefix),
+                records)
+    summary = await asyncio.wait_for(runner.run(), 50)
+    assert summary["ingest"]["stored"] == 310
+    assert summary["placed"] > 0
+    assert summary["placed"] + summary["unschedulable"] == 300
+    assert summary["commit"]["committed"] == summary["proposals"] - summary["conflicts"]
+    es = open_store(pg_url)
+    await es.connect()
+    try:
+        state = await fold_log(es)
+        placer = Placer(state)
+        assert [p for p in state.pending_pods() if placer.place(p, assume=False)] == []
+        assert (await audit_store(es))["ok"]
+    finally:
         await es.close()

@@ -108,14 +108,16 @@ async def test_up_generate_places_all_placeable_audits_and_continues(tmp_path: P
     audit = esched("audit", "--store", url)
     assert audit.returncode == 0, audit.stdout
 
-    # Same store, a bigger cluster: old input dedupes, the new nodes take pending pods.
-    second = esched("up", "--store", url, "--generate", "30:700", "--exit-when-idle", "--quiet")
+    # Same store, a bigger cluster, two replicas sharing the in-process work: old input
+    # dedupes, the new nodes take pending pods.
+    second = esched("up", "--store", url, "--generate", "30:700", "--replicas", "2",
+                    "--exit-when-idle", "--quiet")
     assert second.returncode == 0, second.stderr
     s2 = json.loads(second.stdout)
     assert second.stderr.count("esched up:") == 0
     assert s2["log_head_before"] > 0
     assert s2["ingest"]["duplicates"] == 620 and s2["ingest"]["stored"] == 110
-    assert s2["placed"] > 0
+    assert s2["placed"] > 0 and len(s2["replica_stats"]) == 2
     assert s2["replay"]["pods"]["Running"] == s1["placed"] + s2["placed"]
     es = open_store(url)
     await es.connect()
@@ -196,5 +198,84 @@ async def test_unschedulable_reported_once_then_placed_when_capacity_frees(
     finally:
         await runner.stop()
         summary = await asyncio.wait_for(task, 20)
-    assert summary["placed"] == 2 and summary["unschedulable"] == 1
+    assert summary["placed"] == 2 and summary["unschedulable"] == 0
+    assert summary["unschedulable_reports"] == 1
     assert summary["dispatch"]["by_cause"].get("retry") == 1
+
+
+def test_service_commands_need_kafka_and_document_themselves() -> None:
+    from click.testing import CliRunner
+
+    from esched.services.cli import EXIT_USAGE, cli
+
+    runner = CliRunner()
+    for args in (["replica", "--id", "r1"], ["dispatch"]):
+        res = runner.invoke(cli, args, env={"ESCHED_KAFKA": ""})
+        assert res.exit_code == EXIT_USAGE, res.output
+        assert "--kafka" in res.output
+    for cmd in ("replica", "dispatch", "up"):
+        res = runner.invoke(cli, [cmd, "--help"])
+        assert res.exit_code == 0 and "Usage:" in res.output
+    res = runner.invoke(cli, ["up", "--generate", "nope"])
+    assert res.exit_code == EXIT_USAGE and "NODES:PODS" in res.output
+
+
+async def test_dispatcher_publishes_pending_work_by_cause(tmp_path: Path) -> None:
+    from esched.services.bus.memory import MemoryBus
+    from esched.services.dispatch import DispatchConfig, Dispatcher
+
+    es = open_store(f"sqlite:///{tmp_path / 'd.sqlite'}")
+    await es.connect()
+    await es.migrate()
+    bus = MemoryBus()
+    d = Dispatcher(es, bus, config=DispatchConfig(backoff_base=0.2, tick=0.02))
+    await d.start()
+    task = asyncio.create_task(d.run())
+
+    async def add(*events: dict) -> None:
+        await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))
+                         for e in events])
+
+    async def items(n: int) -> list[dict]:
+        deadline = time.monotonic() + 5
+        while len(bus.log(bus.topics.work)) < n:
+            assert time.monotonic() < deadline, [m.value for m in bus.log(bus.topics.work)]
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
+        got = [orjson.loads(m.value) for m in bus.log(bus.topics.work)]
+        assert len(got) == n, got
+        return got
+
+    try:
+        deadline = time.monotonic() + 5
+        while not d.leading:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await add(node("n1", "4"), pod("p1", "1"))
+        first = (await items(1))[-1]
+        assert first["pod"] == "t/p1" and first["position"] >= 2
+        # A gang is work only once its members can reach minMember: one item, for the gang.
+        await add(podgroup("g", 2), pod("g1", "1", "g"))
+        await asyncio.sleep(0.2)
+        assert len(bus.log(bus.topics.work)) == 1
+        await add(pod("g2", "1", "g"))
+        assert (await items(2))[-1] == {"gang": "t/g", "position": 5}
+        # Bound, then its node goes away: the pod is pending again.
+        commit = ev("c1", "esched.placement.committed", {
+            "proposal": "x", "replica": "r", "position": 5, "gang": None,
+            "bindings": [{"pod": "t/p1", "node": "n1", "resources": {"cpu": 1000}}]})
+        await add(commit, ev("rm-n1", "esched.node.removed", {"metadata": {"name": "n1"}}))
+        assert (await items(3))[-1]["pod"] == "t/p1"
+        # Unschedulable: parked until capacity frees (never re-published before).
+        report = ev("u1", "esched.pod.unschedulable", {
+            "pod": "t/p1", "reasons": {"NoNodes": 1}, "message": "no nodes", "position": 8})
+        await add(report)
+        await asyncio.sleep(0.4)
+        assert len(bus.log(bus.topics.work)) == 3 and d.parked == 1 and d.idle()
+        await add(node("n2", "4"))
+        assert (await items(4))[-1]["pod"] == "t/p1"
+        assert d.totals.by_cause == {"pending": 3, "retry": 1}
+    finally:
+        await d.stop()
+        await asyncio.wait_for(task, 5)
+        await es.close()
