@@ -381,6 +381,7 @@ class CommitService:
         self._leading = False
         self._stopping = asyncio.Event()
         self._lock = asyncio.Lock()  # one decision batch at a time
+        self._lead_lock = asyncio.Lock()  # one takeover at a time
         self._producer: BusProducer | None = None
         self._consumer: BusConsumer | None = None
         self._decided: OrderedDict[str, int] = OrderedDict()  # proposal -> decision position
@@ -599,8 +600,11 @@ class CommitService:
         """
         items = [_proposal_data(p) for p in proposals]
         if not self.leading:
-            if not await self._become_leader():
-                raise NotLeader("the service is stopping")
+            # One caller takes the lease and rebuilds the state; concurrent first calls
+            # wait here and find it leading (a second rebuild would refold the log).
+            async with self._lead_lock:
+                if not await self._become_leader():
+                    raise NotLeader("the service is stopping")
         decisions = await self._decide_batch(items)
         await self._publish(decisions)
         return decisions

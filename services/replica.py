@@ -462,41 +462,43 @@ class Replica:
         return int(np.count_nonzero(st.pod_phase_np[: st.n_pods] == _PENDING))
 
     async def _place(self, targets: list[_Target]) -> None:
-        """Place, propose, wait, retry rejected ones; report the unplaceable."""
+        """Place, propose, wait, retry rejected ones; report the unplaceable.
+
+        An unschedulable verdict is final only for a pass whose proposals were all
+        committed: otherwise the view it was reached on held assumptions of rejected
+        proposals (room that is in fact free), so those pods are judged again on fresh
+        state. Verdicts still in doubt when the retries run out are reported as
+        provisional (data ``position`` 0: "judged on no particular state"), which the
+        dispatcher re-publishes after backoff once any capacity event is in the log.
+        """
         assert self.placer is not None
-        unschedulable: dict[str, tuple[int, dict[str, int], str]] = {}
+        # pod -> (work position, reasons, message, position the verdict was reached on)
+        unschedulable: dict[str, tuple[int, dict[str, int], str, int]] = {}
         attempt = 0
         while targets and not self._stopping.is_set():
             self.placer.sync()
-            proposals, by_proposal = self._plan(targets, unschedulable)
-            if not proposals:
-                break
-            decisions = await self._propose(proposals)
+            candidates: dict[str, tuple[_Target, dict[str, int], str]] = {}
+            judged_at = int(self.state.position)  # the state this pass's verdicts see
+            proposals, by_proposal = self._plan(targets, candidates)
             retry: list[_Target] = []
-            committed = placed = 0
-            for pid, env in decisions.items():
-                data = env["data"]
-                if env["type"] == PLACEMENT_COMMITTED:
-                    committed += 1
-                    placed += len(data["bindings"])
-                else:
-                    reason = str(data.get("reason"))
-                    self.totals.conflicts += 1
-                    self.totals.reasons[reason] = self.totals.reasons.get(reason, 0) + 1
-                    metrics.REPLICA_PROPOSALS.labels(self.id, "rejected").inc()
-                    metrics.REPLICA_CONFLICTS.labels(self.id, reason).inc()
-                    retry.append(by_proposal[pid])
-            # Counted once per pass: labelled metric lookups per pod are measurable here.
-            self.totals.committed += committed
-            self.totals.placed_pods += placed
-            metrics.REPLICA_PROPOSALS.labels(self.id, "committed").inc(committed)
-            metrics.REPLICA_PLACED_PODS.labels(self.id).inc(placed)
-            targets = retry
-            if not targets:
+            if proposals:
+                retry = await self._decided(proposals, by_proposal)
+            if not retry:
+                for pod, (t, reasons, msg) in candidates.items():
+                    unschedulable[pod] = (t.position, reasons, msg, judged_at)
                 break
+            again = {(t.kind, t.key) for t in retry}
+            for t, _reasons, _msg in candidates.values():
+                if (t.kind, t.key) not in again:
+                    again.add((t.kind, t.key))
+                    retry.append(t)
+            targets = retry
             attempt += 1
             if attempt > self.config.max_retries:
-                # The dispatcher re-publishes a rejected proposal's pods after a delay.
+                # The dispatcher re-publishes a rejected proposal's pods after a delay,
+                # and provisional verdicts after backoff.
+                for pod, (t, reasons, msg) in candidates.items():
+                    unschedulable[pod] = (t.position, reasons, msg, 0)
                 self.totals.gave_up += len(targets)
                 log.info("replica %s: %d target(s) still conflicting after %d retries",
                          self.id, len(targets), self.config.max_retries)
@@ -509,6 +511,31 @@ class Replica:
         if unschedulable:
             await self._report_unschedulable(unschedulable)
 
+    async def _decided(self, proposals: list[dict[str, Any]],
+                       by_proposal: dict[str, _Target]) -> list[_Target]:
+        """Propose, wait for the decisions, count them; the targets of rejected ones."""
+        decisions = await self._propose(proposals)
+        retry: list[_Target] = []
+        committed = placed = 0
+        for pid, env in decisions.items():
+            data = env["data"]
+            if env["type"] == PLACEMENT_COMMITTED:
+                committed += 1
+                placed += len(data["bindings"])
+            else:
+                reason = str(data.get("reason"))
+                self.totals.conflicts += 1
+                self.totals.reasons[reason] = self.totals.reasons.get(reason, 0) + 1
+                metrics.REPLICA_PROPOSALS.labels(self.id, "rejected").inc()
+                metrics.REPLICA_CONFLICTS.labels(self.id, reason).inc()
+                retry.append(by_proposal[pid])
+        # Counted once per pass: labelled metric lookups per pod are measurable here.
+        self.totals.committed += committed
+        self.totals.placed_pods += placed
+        metrics.REPLICA_PROPOSALS.labels(self.id, "committed").inc(committed)
+        metrics.REPLICA_PLACED_PODS.labels(self.id).inc(placed)
+        return retry
+
     def _requests_of(self, cid: int) -> dict[str, int]:
         req = self._requests.get(cid)
         if req is None:
@@ -517,9 +544,10 @@ class Replica:
         return req
 
     def _plan(self, targets: list[_Target],
-              unschedulable: dict[str, tuple[int, dict[str, int], str]]
+              unschedulable: dict[str, tuple[_Target, dict[str, int], str]]
               ) -> tuple[list[dict[str, Any]], dict[str, _Target]]:
-        """Proposals for ``targets`` on the current state (pods assumed as placed)."""
+        """Proposals for ``targets`` on the current state (pods assumed as placed);
+        pods no node fits go to ``unschedulable`` (pod -> target, reasons, message)."""
         st = self.state
         placer = self.placer
         assert placer is not None
@@ -550,8 +578,7 @@ class Replica:
                 else:
                     got = placer.place(t.key)
                     if got is None:
-                        unschedulable[t.key] = (t.position, self._reasons(t.key, reasons_cache),
-                                                "")
+                        unschedulable[t.key] = (t, self._reasons(t.key, reasons_cache), "")
                     else:
                         propose(t, None, [(t.key, got[0])])
                     continue
@@ -578,7 +605,7 @@ class Replica:
                 for pod in members:
                     reasons = dict(self._reasons(pod, reasons_cache))
                     reasons["GangUnschedulable"] = 1
-                    unschedulable[pod] = (t.position, reasons, msg)
+                    unschedulable[pod] = (t, reasons, msg)
                 continue
             pairs = [(pod, node) for pod, node in zip(members, plan, strict=True)
                      if node is not None]
@@ -586,7 +613,7 @@ class Replica:
                 propose(t, t.key, pairs)
             for pod, node in zip(members, plan, strict=True):
                 if node is None:  # beyond minMember and no room: reported like any pod
-                    unschedulable[pod] = (t.position, self._reasons(pod, reasons_cache), "")
+                    unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
         return proposals, by_proposal
 
     def _reasons(self, pod: str, cache: dict[int, Any]) -> dict[str, int]:
@@ -683,24 +710,24 @@ class Replica:
                     fut.set_result(ev)
 
     async def _report_unschedulable(
-            self, pods: dict[str, tuple[int, dict[str, int], str]]) -> None:
+            self, pods: dict[str, tuple[int, dict[str, int], str, int]]) -> None:
         """Append one ``esched.pod.unschedulable`` per pod (deterministic ids: dedupe)."""
         st = self.state
         n_nodes = len(st.node_index)
         now = datetime.now(UTC)
-        seen = int(st.position)
         events = []
-        for pod, (position, reasons, extra) in pods.items():
+        for pod, (position, reasons, extra, judged_at) in pods.items():
             detail = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
             message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra
                                                                        else "")
             env = {"specversion": "1.0", "id": unschedulable_id(pod, position),
                    "source": self.config.source_prefix + self.id, "type": POD_UNSCHEDULABLE,
                    "time": _now(), "datacontenttype": "application/json",
-                   # position: the state the verdict was reached on, so the dispatcher
-                   # can tell whether capacity freed after it (no lost wake-ups).
+                   # position: the state the verdict was reached on (not the fold's
+                   # position now), so the dispatcher can tell whether capacity freed
+                   # after it: no lost wake-ups.
                    "data": {"pod": pod, "reasons": reasons, "message": message,
-                            "position": seen}}
+                            "position": judged_at}}
             events.append(NewEvent(id=env["id"], type=POD_UNSCHEDULABLE, stream=f"pod/{pod}",
                                    payload=orjson.dumps(env), time=now))
         res = await retry_until(lambda: self.store.append(events), retriable=_is_transient,

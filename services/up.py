@@ -99,24 +99,6 @@ async def system_idle(es: Any, dispatcher: Dispatcher, replicas: list[Replica],
     return True
 
 
-def _serialized(decide: Callable[[list[dict[str, Any]]], Any]
-                ) -> Callable[[list[dict[str, Any]]], Any]:
-    """``decide`` with one call at a time.
-
-    Why: CommitService.decide takes leadership (rebuilding its state) *before* its
-    batch lock, so two replicas' first calls racing would rebuild it twice over the
-    same state (PositionError). Decisions are serialized inside anyway, so this
-    costs nothing.
-    """
-    lock = asyncio.Lock()
-
-    async def call(proposals: list[dict[str, Any]]) -> Any:
-        async with lock:
-            return await decide(proposals)
-
-    return call
-
-
 class Up:
     """One process running everything: :meth:`run` (returns the summary), :meth:`stop`."""
 
@@ -154,7 +136,7 @@ class Up:
             shared = (SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
                       if embedded else None)
             host = socket.gethostname().split(".")[0].lower() or "up"
-            submit = _serialized(commit.decide) if embedded else None
+            submit = commit.decide if embedded else None
             replicas.extend(
                 Replica(es, bus, f"{host}-up-{i}" if not embedded else f"up-{i}",
                         profile=cfg.profile, seed=cfg.seed + i, submit=submit,

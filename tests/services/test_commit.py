@@ -116,6 +116,17 @@ async def test_accepts_a_fitting_proposal_and_folds_it(store):
     await service.stop()
 
 
+async def test_concurrent_first_calls_take_over_once(store):
+    await append(store, node("n1", cpu="4"), pod("a"), pod("b"))
+    service = CommitService(store)
+    # Two replicas' first proposals arrive together: one takeover, both decided.
+    first, second = await asyncio.gather(service.decide([proposal("p1", [("a", "n1")])]),
+                                         service.decide([proposal("p2", [("b", "n1")])]))
+    assert kinds(first + second) == [("committed", None), ("committed", None)]
+    assert service.state.node("n1")["allocated"]["cpu"] == 2000
+    await service.stop()
+
+
 async def test_two_replicas_racing_for_the_last_room_exactly_one_wins(store):
     await append(store, node("n1", cpu="2"), pod("a"), pod("b"), pod("c"), pod("x"))
     service = CommitService(store)
