@@ -22,6 +22,16 @@ Per pod (by equivalence class):
    ``PluginSpec``; each is a ``noexcept nogil`` kernel in ``esched.core.scoring``.
    Total = sum of weight * score. Ties are broken by reservoir sampling with the
    seeded xorshift RNG, as kube's ``selectHost`` does.
+   **Fused scan**: when the profile is NodeResourcesFit (LeastAllocated or
+   MostAllocated) and/or BalancedAllocation, each on exactly (cpu, memory) -- kube's
+   default -- ``_place`` runs ``_scan_fused`` instead: module-level ``nogil`` code, no
+   per-plugin dispatch, per-class constants in locals; without the cache it scores
+   blocks of contiguous nodes branch-light (``_score_block``) and then walks each block
+   in visit order, so the sampling stop, best, ties and RNG draws are those of the
+   per-node loop. Divisions by capacity use the placer's per-node reciprocals with an
+   exact integer correction (Fit) or an exact-quotient fallback near integer results
+   (BalancedAllocation): the integer scores are kube's, bit for bit
+   (tests/core/test_placer.py checks it against the plugin table).
 4. **Cache**: (class, node) -> (reasons, total), direct-mapped, valid while the
    node's placer version is unchanged. A lookup is three loads from a slot next to
    the previous node's slot, cheaper than the predicate and scores it replaces.
@@ -30,7 +40,7 @@ Per pod (by equivalence class):
 cimport cython
 from libc.math cimport fabs, sqrt
 from libc.stdint cimport int8_t, int32_t, int64_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
 
@@ -181,7 +191,7 @@ ctypedef struct ClassView:
     int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)
     # Raw table pointers for the per-node loop, taken once per call so the compiler can
     # keep them in registers (memoryview attributes are reloaded after every store).
-    const units_t* alloc         # state.allocatable, row stride alloc_stride
+    const units_t* alloc         # placer's copy of state.allocatable, row stride alloc_stride
     Py_ssize_t alloc_stride
     const units_t* used          # placer's used, row stride n_res
     const units_t* nzu           # placer's non-zero cpu/memory, row stride 2
@@ -199,6 +209,23 @@ ctypedef struct ClassView:
     units_t need_val[MAX_NEED]
     units_t fit_req0, fit_req1   # fit plugin: non-zero cpu, memory
     units_t bal_req0, bal_req1   # BalancedAllocation: requested cpu, memory
+
+
+ctypedef struct ClassConst:
+    # Placer._view's per-class memo of the compiled constraints (pointers into the
+    # arrays of the class's _Compiled, which self.compiled keeps alive), valid while
+    # the state's intern sizes equal the stamp; s0 == -1: not filled.
+    Py_ssize_t s0, s1, s2, s3
+    long long priority
+    int n_exprs
+    int n_terms
+    const word_t* expr_mask
+    const int8_t* expr_mode
+    const int32_t* term_off
+    const word_t* intolerable
+    bint tolerates_unschedulable
+    bint has_labels
+    bint has_taints
 
 
 ctypedef struct Fused:
@@ -443,57 +470,18 @@ cdef void _score_block(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssi
             buf[i] = total
 
 
-cdef Py_ssize_t _scan_fused(const Fused* F, const ClassView* v, Py_ssize_t N, Py_ssize_t start,
-                            long long target, uint64_t* rng, bint use_cache,
-                            int64_t* ck, int64_t* cv, int64_t* cs, const long long* ver,
-                            int64_t key_base, uint64_t slot_base,
-                            score_t* best_out, long long* visited_out, long long* hits_out,
-                            long long* misses_out, Py_ssize_t* processed_out) noexcept nogil:
-    """Placer._place's loop for a fused profile: same visit order, cache traffic, RNG draws."""
+cdef Py_ssize_t _scan_cached(const Fused* F, const ClassView* v, Py_ssize_t N, Py_ssize_t start,
+                             long long target, uint64_t* rng,
+                             int64_t* ck, int64_t* cv, int64_t* cs, const long long* ver,
+                             int64_t key_base, uint64_t slot_base,
+                             score_t* best_out, long long* visited_out, long long* hits_out,
+                             long long* misses_out, Py_ssize_t* processed_out) noexcept nogil:
+    """_scan_fused with the cache: per node, a hit skips feasibility and scoring."""
     cdef Py_ssize_t k = 0, n, best = -1, slot
     cdef long long found = 0, visited = 0, ties = 0, hits = 0, misses = 0
     cdef score_t sc, best_score = -1
     cdef flag_t fl
     cdef int64_t key
-    cdef score_t buf[SCAN_BLOCK]
-    cdef Py_ssize_t n0, m, i
-    if not use_cache:
-        # Blocks of contiguous nodes: score them all (_score_block), then walk the
-        # block in visit order exactly as the per-node loop below would.
-        while k < N:
-            n0 = start + k
-            if n0 >= N:
-                n0 -= N
-            m = N - k
-            if m > N - n0:
-                m = N - n0
-            if m > SCAN_BLOCK:
-                m = SCAN_BLOCK
-            _score_block(F, v, n0, m, buf)
-            for i in range(m):
-                sc = buf[i]
-                if sc < 0:
-                    visited += sc == -1
-                    continue
-                visited += 1
-                found += 1
-                if sc > best_score:
-                    best_score = sc
-                    best = n0 + i
-                    ties = 1
-                elif sc == best_score:
-                    ties += 1
-                    if below(rng, <uint64_t>ties) == 0:
-                        best = n0 + i
-                if found >= target:
-                    k += i + 1
-                    best_out[0] = best_score
-                    visited_out[0] = visited
-                    hits_out[0] = 0
-                    misses_out[0] = 0
-                    processed_out[0] = k
-                    return best
-            k += m
     while k < N:
         n = start + k
         if n >= N:
@@ -503,22 +491,17 @@ cdef Py_ssize_t _scan_fused(const Fused* F, const ClassView* v, Py_ssize_t N, Py
         if not (fl & NODE_ALIVE):
             continue
         visited += 1
-        if use_cache:
-            slot = <Py_ssize_t>((slot_base + <uint64_t>n) & ((1 << CACHE_BITS) - 1))
-            key = key_base | n
-            if ck[slot] == key and cv[slot] == ver[n]:
-                hits += 1
-                sc = cs[slot]
-            else:
-                misses += 1
-                sc = _fused_total(F, v, n) if _fits(v, n, fl) else -1
-                ck[slot] = key
-                cv[slot] = ver[n]
-                cs[slot] = sc
-        elif _fits(v, n, fl):
-            sc = _fused_total(F, v, n)
+        slot = <Py_ssize_t>((slot_base + <uint64_t>n) & ((1 << CACHE_BITS) - 1))
+        key = key_base | n
+        if ck[slot] == key and cv[slot] == ver[n]:
+            hits += 1
+            sc = cs[slot]
         else:
-            continue
+            misses += 1
+            sc = _fused_total(F, v, n) if _fits(v, n, fl) else -1
+            ck[slot] = key
+            cv[slot] = ver[n]
+            cs[slot] = sc
         if sc < 0:
             continue
         found += 1
@@ -536,6 +519,63 @@ cdef Py_ssize_t _scan_fused(const Fused* F, const ClassView* v, Py_ssize_t N, Py
     visited_out[0] = visited
     hits_out[0] = hits
     misses_out[0] = misses
+    processed_out[0] = k
+    return best
+
+
+cdef Py_ssize_t _scan_fused(const Fused* F, const ClassView* v, Py_ssize_t N, Py_ssize_t start,
+                            long long target, uint64_t* rng, bint use_cache,
+                            int64_t* ck, int64_t* cv, int64_t* cs, const long long* ver,
+                            int64_t key_base, uint64_t slot_base,
+                            score_t* best_out, long long* visited_out, long long* hits_out,
+                            long long* misses_out, Py_ssize_t* processed_out) noexcept nogil:
+    """Placer._place's loop for a fused profile: same visit order, cache traffic, RNG draws."""
+    cdef Py_ssize_t k = 0, best = -1
+    cdef long long found = 0, visited = 0, ties = 0
+    cdef score_t sc, best_score = -1
+    cdef score_t buf[SCAN_BLOCK]
+    cdef Py_ssize_t n0, m, i
+    if use_cache:
+        return _scan_cached(F, v, N, start, target, rng, ck, cv, cs, ver, key_base, slot_base,
+                            best_out, visited_out, hits_out, misses_out, processed_out)
+    # Blocks of contiguous nodes: score them all (_score_block), then walk the
+    # block in visit order exactly as _scan_cached's per-node loop does.
+    while k < N:
+        n0 = start + k
+        if n0 >= N:
+            n0 -= N
+        m = N - k
+        if m > N - n0:
+            m = N - n0
+        if m > SCAN_BLOCK:
+            m = SCAN_BLOCK
+        _score_block(F, v, n0, m, buf)
+        for i in range(m):
+            sc = buf[i]
+            if sc < 0:
+                visited += sc == -1
+                continue
+            visited += 1
+            found += 1
+            if sc > best_score:
+                best_score = sc
+                best = n0 + i
+                ties = 1
+            elif sc == best_score:
+                ties += 1
+                if below(rng, <uint64_t>ties) == 0:
+                    best = n0 + i
+            if found >= target:
+                k += i + 1
+                break
+        else:
+            k += m
+            continue
+        break
+    best_out[0] = best_score
+    visited_out[0] = visited
+    hits_out[0] = 0
+    misses_out[0] = 0
     processed_out[0] = k
     return best
 
@@ -595,8 +635,9 @@ cdef class Placer:
     cdef uint64_t rng
     cdef public long long seed
 
-    cdef object used_np, nzu_np, ver_np, sver_np, inv_np
+    cdef object used_np, nzu_np, ver_np, sver_np, inv_np, alloc_np
     cdef double[:, ::1] inv
+    cdef units_t[:, ::1] alloc          # [node, n_res] compact copy of state.allocatable
     cdef units_t[:, ::1] used
     cdef units_t[:, ::1] nzu
     cdef long long[::1] ver
@@ -615,14 +656,20 @@ cdef class Placer:
     cdef public long long hits, misses, placed, visited, unschedulable, python_plugin_errors
     cdef public object class_last_np
     cdef int64_t[::1] class_last         # [class] value of `calls` at its last placement
+    cdef ClassConst* cconst              # [class_cap] _view's memo
+    cdef Py_ssize_t cconst_cap
     cdef long long calls                 # placements attempted (the cache's clock)
 
     def __cinit__(self):
         self.specs = NULL
+        self.cconst = NULL
+        self.cconst_cap = 0
 
     def __dealloc__(self):
         if self.specs != NULL:
             free(self.specs)
+        if self.cconst != NULL:
+            free(self.cconst)
 
     def __init__(self, ClusterState state, profile: Profile | None = None, seed: int = 0,
                  cache: bool = True, sample: bool = True) -> None:
@@ -743,6 +790,11 @@ cdef class Placer:
         F.c1 = self.state._resource("memory")
         F.on = True
 
+    @property
+    def fused_path(self) -> bool:
+        """Whether the profile runs on the fused scan (_scan_fused) rather than the table."""
+        return bool(self.fused.on)
+
     # ------------------------------------------------------------------ state sync
 
     def sync(self) -> None:
@@ -769,6 +821,11 @@ cdef class Placer:
             self.nzu = self.nzu_np
             self.inv_np = np.zeros((self.n_nodes, 2), dtype=np.float64)
             self.inv = self.inv_np
+            # allocatable's rows are res_cap wide (a cache line at 8 columns); the scan
+            # reads n_res of them, so it streams this compact copy instead.
+            self.alloc_np = np.array(st.allocatable_np[: self.n_nodes, : self.n_res], order="C",
+                                     copy=True)
+            self.alloc = self.alloc_np
             ver = np.zeros(self.n_nodes, dtype=np.int64)
             sver = np.full(self.n_nodes, -1, dtype=np.int64)
             if self.ver_np is not None:
@@ -784,6 +841,7 @@ cdef class Placer:
             if self.sver[n] != sv[n]:
                 for r in range(self.n_res):
                     self.used[n, r] = st.allocated[n, r]
+                    self.alloc[n, r] = st.allocatable[n, r]
                 self.nzu[n, 0] = st.nz[n, 0]
                 self.nzu[n, 1] = st.nz[n, 1]
                 if self.fused.on:
@@ -886,26 +944,47 @@ cdef class Placer:
         cdef ClusterState st = self.state
         if cid >= self.class_last.shape[0]:
             self._grow_class_stats(cid + 1)
-        comp = self._compile(cid)
-        cdef word_t[:, ::1] mask = comp.expr_mask
-        cdef int8_t[::1] mode = comp.expr_mode
-        cdef int32_t[::1] off = comp.term_off
-        cdef word_t[::1] intol = comp.intolerable
+        cdef ClassConst* cc = &self.cconst[cid]
+        cdef Py_ssize_t s0 = len(st.label_strs), s1 = len(st.taint_strs)
+        cdef word_t[:, ::1] mask
+        cdef int8_t[::1] mode
+        cdef int32_t[::1] off
+        cdef word_t[::1] intol
+        if not (cc.s0 == s0 and cc.s1 == s1 and cc.s2 == st.label_words
+                and cc.s3 == st.taint_words):
+            # Same stamp as _compile's; the memo saves its dict lookups and the
+            # memoryview acquisitions, per pod of a new class (a random workload).
+            comp = self._compile(cid)
+            mask = comp.expr_mask
+            mode = comp.expr_mode
+            off = comp.term_off
+            intol = comp.intolerable
+            cc.priority = st.class_specs[cid]["priority"]
+            cc.n_exprs = off[off.shape[0] - 1]
+            cc.expr_mask = &mask[0, 0]
+            cc.expr_mode = &mode[0]
+            cc.term_off = &off[0]
+            cc.n_terms = off.shape[0] - 1
+            cc.intolerable = &intol[0]
+            cc.tolerates_unschedulable = comp.tolerates_unschedulable
+            cc.has_labels = comp.has_labels
+            cc.has_taints = comp.has_taints
+            cc.s0, cc.s1, cc.s2, cc.s3 = s0, s1, st.label_words, st.taint_words
         v.req = &st.class_req[cid, 0]
         v.nz_cpu = st.class_nz[cid, 0]
         v.nz_mem = st.class_nz[cid, 1]
-        v.priority = st.class_specs[cid]["priority"]
-        v.n_exprs = off[off.shape[0] - 1]
-        v.expr_mask = &mask[0, 0]
-        v.expr_mode = &mode[0]
-        v.term_off = &off[0]
-        v.n_terms = off.shape[0] - 1
-        v.intolerable = &intol[0]
-        v.tolerates_unschedulable = comp.tolerates_unschedulable
-        v.has_labels = comp.has_labels
-        v.has_taints = comp.has_taints
-        v.alloc = &st.allocatable[0, 0]
-        v.alloc_stride = st.allocatable.strides[0] // sizeof(units_t)
+        v.priority = cc.priority
+        v.n_exprs = cc.n_exprs
+        v.expr_mask = cc.expr_mask
+        v.expr_mode = cc.expr_mode
+        v.term_off = cc.term_off
+        v.n_terms = cc.n_terms
+        v.intolerable = cc.intolerable
+        v.tolerates_unschedulable = cc.tolerates_unschedulable
+        v.has_labels = cc.has_labels
+        v.has_taints = cc.has_taints
+        v.alloc = &self.alloc[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
+        v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.nzu = &self.nzu[0, 0] if self.n_nodes > 0 else NULL
         v.inv = &self.inv[0, 0] if self.n_nodes > 0 else NULL
@@ -1254,6 +1333,14 @@ cdef class Placer:
             new[: old.shape[0]] = old
             setattr(self, name + "_np", new)
         self.class_last = self.class_last_np
+        cdef ClassConst* grown = <ClassConst*>realloc(self.cconst, cap * sizeof(ClassConst))
+        if grown == NULL:
+            raise MemoryError()
+        self.cconst = grown
+        cdef Py_ssize_t i
+        for i in range(self.cconst_cap, cap):
+            self.cconst[i].s0 = -1
+        self.cconst_cap = cap
         return 0
 
     cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign) noexcept:

@@ -104,7 +104,16 @@ def _run(
     cache: bool,
     sample: bool,
     checkpoint: int | None = None,
+    repeat: int = 1,
 ) -> dict[str, Any]:
+    if repeat > 1:
+        # The machine may be shared: time the same run `repeat` times (same decisions,
+        # fresh placer each), report the median run and every run's rate.
+        runs = [_run(state, cids, profile, seed, cache, sample, checkpoint) for _ in range(repeat)]
+        rates = [r["pods_per_s"] or 0.0 for r in runs]
+        median = sorted(runs, key=lambda r: r["pods_per_s"] or 0.0)[(len(runs) - 1) // 2]
+        median["pods_per_s_runs"] = rates
+        return median
     placer = Placer(state, profile, seed=seed, cache=cache, sample=sample)
     t0 = time.perf_counter()
     at_checkpoint = None
@@ -145,6 +154,7 @@ def run_bench(
     gpus: bool = False,
     burst: bool = False,
     full_scan_pods: int | None = None,
+    repeat: int = 1,
 ) -> dict[str, Any]:
     """Run the default (sampled, cache on) placement, then cache off, then a full scan.
 
@@ -164,9 +174,12 @@ def run_bench(
         cache=True,
         sample=True,
         checkpoint=full_scan_pods if full_scan_pods < n_pods else None,
+        repeat=repeat,
     )
-    main["cache_off"] = _run(state, cids, profile, seed, cache=False, sample=True)
-    main["full_scan"] = _run(state, cids[:full_scan_pods], profile, seed, cache=True, sample=False)
+    main["cache_off"] = _run(state, cids, profile, seed, cache=False, sample=True, repeat=repeat)
+    main["full_scan"] = _run(
+        state, cids[:full_scan_pods], profile, seed, cache=True, sample=False, repeat=repeat
+    )
     main["workload"] = {
         "nodes": n_nodes,
         "pods": n_pods,
@@ -176,5 +189,6 @@ def run_bench(
         "gpus": gpus,
         "burst": burst,
         "classes": int(state.n_classes),
+        "repeat": repeat,
     }
     return main

@@ -110,6 +110,13 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
     default=None,
     help="Pods for the full-scan run (default: all, capped at 2e8 node visits).",
 )
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    help="Time each run this many times (fresh placer each); report the median run "
+    "and every run's pods_per_s under pods_per_s_runs.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (default: also).")
 def bench_core(
     nodes: int,
@@ -121,6 +128,7 @@ def bench_core(
     gpus: bool,
     burst: bool,
     full_scan_pods: int | None,
+    repeat: int,
     as_json: bool,
 ) -> None:
     """Place pods on a synthetic cluster; print pods/s with sampling, cache off, full scan.
@@ -132,8 +140,19 @@ def bench_core(
 
     if nodes < 1 or pods < 1:
         raise click.BadParameter("--nodes and --pods must be positive")
+    if repeat < 1:
+        raise click.BadParameter("--repeat must be positive")
     result = run_bench(
-        nodes, pods, _profile(profile_file), seed, labels, taints, gpus, burst, full_scan_pods
+        nodes,
+        pods,
+        _profile(profile_file),
+        seed,
+        labels,
+        taints,
+        gpus,
+        burst,
+        full_scan_pods,
+        repeat=repeat,
     )
     # One JSON object either way: it is data (--json kept for the documented interface).
     click.echo(orjson.dumps(result, option=0 if as_json else orjson.OPT_INDENT_2).decode())

@@ -70,3 +70,19 @@ def test_bench_core_prints_the_documented_keys():
     assert out["placed"] == 300 and out["full_scan"]["nodes_visited_per_pod"] == 200
     assert out["nodes_visited_per_pod"] == 100  # kube: at least 100 nodes
     assert 0 < out["utilization"]["cpu"] < 1
+
+
+def test_bench_core_repeat_reports_every_run_and_the_same_decisions():
+    r = CliRunner().invoke(
+        bench_core, ["--nodes", "150", "--pods", "200", "--repeat", "3", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    out = orjson.loads(r.output)
+    assert out["workload"]["repeat"] == 3
+    for run in (out, out["cache_off"], out["full_scan"]):
+        assert len(run["pods_per_s_runs"]) == 3
+        assert sorted(run["pods_per_s_runs"])[1] == run["pods_per_s"]
+    single = orjson.loads(
+        CliRunner().invoke(bench_core, ["--nodes", "150", "--pods", "200", "--json"]).output
+    )
+    assert single["utilization"] == out["utilization"] and single["placed"] == out["placed"]

@@ -321,3 +321,73 @@ def test_esched_plugins_in_a_profile():
     assert Placer(s, mixed).place(batch, assume=False)[0] == "busy"  # pack batch
     assert Placer(s, mixed).place(prod, assume=False)[0] == "idle"  # spread production
     assert Placer(s, prof("EPVM")).place(batch, assume=False)[0] == "idle"
+
+
+def _fit_and_balanced(strategy: str, order, fit_weight: int, bal_weight: int, rw) -> dict:
+    res = [{"name": r, "weight": rw[r]} for r in order]
+    return {
+        "profiles": [
+            {
+                "plugins": {
+                    "score": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [
+                            {"name": "NodeResourcesFit", "weight": fit_weight},
+                            {"name": "NodeResourcesBalancedAllocation", "weight": bal_weight},
+                        ],
+                    }
+                },
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {"scoringStrategy": {"type": strategy, "resources": res}},
+                    },
+                    {
+                        "name": "NodeResourcesBalancedAllocation",
+                        "args": {"resources": [{"name": r, "weight": 1} for r in order]},
+                    },
+                ],
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
+@pytest.mark.parametrize("seed", range(4))
+def test_fused_scan_decides_exactly_as_the_plugin_table(strategy, seed):
+    # (cpu, memory) runs on the fused scan; (memory, cpu) scores the same but goes
+    # through the general table. Zero capacities, unschedulable nodes, pods without
+    # requests (kube's non-zero defaults, above capacity on small nodes), odd weights.
+    rnd = np.random.default_rng(seed)
+    nodes = [
+        node(
+            f"n{i}",
+            cpu=str(rnd.choice(["0", "100m", "500m", "4", "8", "12"])),
+            memory=str(rnd.choice(["0", "100Mi", "1Gi", "8Gi", "12Gi"])),
+            pods=str(rnd.choice(["3", "110"])),
+            unschedulable=bool(rnd.random() < 0.1),
+        )
+        for i in range(150)
+    ]
+    s, _ = cluster(*nodes)
+    cids = np.array(
+        [
+            s.intern_class(
+                pod("w", cpu=f"{int(c)}m" if c else None, memory=f"{int(m)}Mi" if m else None)
+            )
+            for c, m in rnd.integers(0, 3000, size=(300, 2)) * (rnd.random((300, 2)) < 0.8)
+        ],
+        dtype=np.int32,
+    )
+    rw = {"cpu": int(rnd.integers(1, 4)), "memory": int(rnd.integers(1, 4))}
+    fw, bw = int(rnd.integers(1, 5)), int(rnd.integers(1, 5))
+    fused = parse_profile(_fit_and_balanced(strategy, ("cpu", "memory"), fw, bw, rw))
+    table = parse_profile(_fit_and_balanced(strategy, ("memory", "cpu"), fw, bw, rw))
+    for cache in (True, False):
+        for sample in (True, False):
+            a = Placer(s, fused, seed=seed, cache=cache, sample=sample)
+            b = Placer(s, table, seed=seed, cache=cache, sample=sample)
+            assert a.fused_path and not b.fused_path
+            assert (a.place_classes(cids) == b.place_classes(cids)).all()
+            assert a.stats() == b.stats()
+            assert (a.used_array() == b.used_array()).all()
