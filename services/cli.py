@@ -14,14 +14,17 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import orjson
 import yaml
+
+if TYPE_CHECKING:
+    from esched.services.store.base import EventStore
 
 __all__ = ["cli", "main"]
 
@@ -121,6 +124,17 @@ async def until_signalled(run: Awaitable[T], stop: Callable[[], Awaitable[None]]
             await task
 
 
+@contextlib.asynccontextmanager
+async def migrated_store(url: str) -> AsyncIterator[EventStore]:
+    """The store at ``url``, connected and migrated (every service migrates at start:
+    idempotent, and safe when several start at once), closed on exit."""
+    from esched.services.store import open_store
+
+    async with open_store(url) as es:
+        await es.migrate()
+        yield es
+
+
 def emit(data: Any) -> None:
     """Print data as indented JSON on stdout (the data channel)."""
     click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
@@ -199,7 +213,6 @@ def ingest(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
     from esched.services.bus import open_bus
     from esched.services.event_files import read_records
     from esched.services.ingest import IngestConfig, IngestService
-    from esched.services.store import open_store
 
     if kafka and inputs:
         raise click.UsageError("--input is the embedded mode; with --kafka use `esched publish`")
@@ -217,10 +230,7 @@ def ingest(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
     metrics.serve(metrics_port)
 
     async def main() -> dict:
-        es = open_store(store)
-        await es.connect()
-        try:
-            await es.migrate()
+        async with migrated_store(store) as es:
             service = IngestService(bus, es, IngestConfig(group=group, batch_size=batch_size))
             await service.start()
             try:
@@ -229,8 +239,6 @@ def ingest(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
             finally:
                 await service.stop()
             head = await es.head()
-        finally:
-            await es.close()
         return {"polled": totals.polled, "stored": totals.stored,
                 "duplicates": totals.duplicates, "deadlettered": totals.deadlettered,
                 "reasons": totals.reasons, "head": head}
@@ -324,7 +332,6 @@ def replay(store: str, upto: int | None, at_time: str | None, no_snapshot: bool,
     """
     from esched.services.replay import fold_log, format_table
     from esched.services.replay import save_snapshot as write_snapshot
-    from esched.services.store import open_store
 
     if upto is not None and at_time:
         raise click.UsageError("give --upto or --at, not both")
@@ -338,16 +345,11 @@ def replay(store: str, upto: int | None, at_time: str | None, no_snapshot: bool,
             raise click.UsageError("--at: give a time zone, e.g. 2026-11-22T10:00:00Z")
 
     async def main() -> dict:
-        es = open_store(store)
-        await es.connect()
-        try:
-            await es.migrate()
+        async with migrated_store(store) as es:
             state = await fold_log(es, upto=upto, at=at, use_snapshot=not no_snapshot)
             if save_snapshot:
                 await write_snapshot(es, state)
             return state.summary()
-        finally:
-            await es.close()
 
     summary = run_async(main)
     if output_format == "table":
@@ -386,18 +388,12 @@ def store_migrate(store: str) -> None:
 def store_info(store: str) -> None:
     """Print the log head and the newest snapshot."""
     from esched.services.replay import SNAPSHOT_NAME
-    from esched.services.store import open_store
 
     async def main() -> dict:
-        es = open_store(store)
-        await es.connect()
-        try:
-            await es.migrate()
+        async with migrated_store(store) as es:
             snap = await es.load_snapshot(SNAPSHOT_NAME)
             return {"head": await es.head(),
                     "snapshot": {"position": snap[0], "bytes": len(snap[1])} if snap else None}
-        finally:
-            await es.close()
 
     emit(run_async(main))
 
@@ -470,7 +466,6 @@ def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
     from esched.services.bus import open_bus
     from esched.services.commit import CommitConfig, CommitService
     from esched.services.lease import open_lease
-    from esched.services.store import open_store
 
     if not kafka:
         raise click.UsageError("commit reads proposals from Kafka: give --kafka HOST:PORT "
@@ -479,10 +474,7 @@ def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
     metrics.serve(metrics_port)
 
     async def main() -> dict:
-        es = open_store(store)
-        await es.connect()
-        try:
-            await es.migrate()
+        async with migrated_store(store) as es:
             service = CommitService(
                 es, bus, lease=open_lease(store, "commit"),
                 config=CommitConfig(group=group, batch_size=batch_size,
@@ -494,8 +486,6 @@ def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
             finally:
                 await service.stop()
             return {**totals.as_dict(), "head": await es.head()}
-        finally:
-            await es.close()
 
     emit(run_async(main))
 
@@ -517,16 +507,10 @@ def audit(store: str, upto: int | None, output_format: str) -> None:
     kind, detail}]}. Exit status 1 if there is any violation.
     """
     from esched.services.audit import audit_store, format_report
-    from esched.services.store import open_store
 
     async def main() -> dict:
-        es = open_store(store)
-        await es.connect()
-        try:
-            await es.migrate()
+        async with migrated_store(store) as es:
             return await audit_store(es, upto=upto)
-        finally:
-            await es.close()
 
     report = run_async(main)
     if output_format == "table":
@@ -579,7 +563,6 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
     from esched.services import metrics
     from esched.services.bus import open_bus
     from esched.services.replica import Replica, ReplicaConfig
-    from esched.services.store import open_store
 
     if not kafka:
         raise click.UsageError("replica takes work from Kafka: give --kafka HOST:PORT (or "
@@ -589,10 +572,7 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
     metrics.serve(metrics_port)
 
     async def main() -> dict:
-        es = open_store(store)
-        await es.connect()
-        try:
-            await es.migrate()
+        async with migrated_store(store) as es:
             r = Replica(es, bus, replica_id, profile=profile, seed=seed,
                         config=ReplicaConfig(batch_size=batch_size))
             await r.start()
@@ -601,8 +581,6 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
             finally:
                 await r.stop()
             return r.stats()
-        finally:
-            await es.close()
 
     emit(run_async(main))
 
@@ -624,7 +602,6 @@ def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int
     from esched.services.bus import open_bus
     from esched.services.dispatch import Dispatcher
     from esched.services.lease import open_lease
-    from esched.services.store import open_store
 
     if not kafka:
         raise click.UsageError("dispatch publishes to Kafka: give --kafka HOST:PORT (or "
@@ -633,16 +610,11 @@ def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int
     metrics.serve(metrics_port)
 
     async def main() -> dict:
-        es = open_store(store)
-        await es.connect()
-        try:
-            await es.migrate()
+        async with migrated_store(store) as es:
             d = Dispatcher(es, bus, lease=open_lease(store, "dispatch"))
             await d.start()
             totals = await until_signalled(d.run(), d.stop)
             return totals.as_dict()
-        finally:
-            await es.close()
 
     emit(run_async(main))
 
