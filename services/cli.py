@@ -677,6 +677,15 @@ def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
     emit(run_async(main))
 
 
+@bench.command("validate")
+@click.option("--events", type=click.IntRange(1), default=100_000, show_default=True)
+def bench_validate(events: int) -> None:
+    """Schema validation speed on a mix of event types (what ingest pays per event)."""
+    from esched.schemas.validator import bench_validate as run
+
+    emit(run(events))
+
+
 def _register_core_commands() -> None:
     """``explain`` and ``bench core`` live beside the core's Python layer."""
     from esched.services.cli_core import bench_core, explain

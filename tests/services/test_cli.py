@@ -91,7 +91,8 @@ def invoke(runner: CliRunner, *args: str, code: int = 0):
 
 
 @pytest.mark.parametrize("command", [[], ["ingest"], ["publish"], ["replay"], ["store"],
-                                     ["store", "migrate"], ["bench"], ["commit"], ["audit"]])
+                                     ["store", "migrate"], ["bench"], ["commit"], ["audit"],
+                                     ["bench", "validate"]])
 def test_every_command_documents_itself(runner, command):
     out = invoke(runner, *command, "--help").output
     assert "Usage: " in out and "--help" in out
@@ -142,6 +143,11 @@ def test_snapshot_restart_gives_the_same_state(runner, tmp_path, events_file):
     from_zero = orjson.loads(invoke(runner, "replay", "--store", store, "--no-snapshot").stdout)
     assert from_snap == from_zero
     assert orjson.loads(full)["position"] == 4
+
+
+def test_bench_validate_prints_rates(runner):
+    out = orjson.loads(invoke(runner, "bench", "validate", "--events", "500").stdout)
+    assert out["events"] == 500 and out["events_per_s"] > 0 and out["pod_us"] > 0
 
 
 def test_migrate_is_idempotent(runner, tmp_path):
