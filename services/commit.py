@@ -29,11 +29,18 @@ the ``decisions`` stream (the version this instance folded), so if another
 instance wrote decisions meanwhile the store refuses the batch
 (:class:`~esched.services.store.ConflictError`) and this instance steps down.
 
-Known gap: the fence orders decisions against decisions only. An external event
-(node removed or shrunk, pod deleted) appended between the batch's catch-up and
-its append is ordered before the decisions; the fold tolerates it (the binding
-is ignored and counted as an anomaly), this service logs it, and ``esched audit``
-reports it. Closing it needs a conditional append on the log head in the store port.
+**Valid at its own position.** The ``expected_version`` fence orders decisions
+against decisions only, so each batch is also appended with ``expected_head``:
+the log position it was validated at. If an external event (node removed or
+shrunk, pod deleted, appended by ingest) got in between the catch-up and the
+append, the store refuses the batch
+(:class:`~esched.services.store.HeadConflictError`, nothing stored); this service
+folds the new events and validates the batch's proposals again, so every
+decision is valid at its own position. After ``_HEAD_ATTEMPTS`` refusals in a
+row (a log that never stops moving) it appends once without the head check,
+logging a warning and counting ``esched_commit_head_conflicts_total{outcome=
+"unchecked"}``; an event interleaved then is tolerated by the fold (the binding
+is ignored and counted as an anomaly), logged here, and reported by ``esched audit``.
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ from esched.services.retry import retry_until
 from esched.services.store.base import (
     ConflictError,
     EventStore,
+    HeadConflictError,
     NewEvent,
     StoredEvent,
     TransientStoreError,
@@ -355,6 +363,8 @@ def _is_transient(exc: BaseException) -> bool:
 
 #: Rows per log read while catching up.
 _PAGE = 10_000
+#: Head-conditional appends of one batch before it is appended without the head check.
+_HEAD_ATTEMPTS = 20
 
 
 class CommitService:
@@ -615,42 +625,73 @@ class CommitService:
             if not self.leading:
                 await self._step_down("lease_lost", "lease lost before deciding")
                 raise NotLeader("lease lost")
-            assert self.state is not None and self._validator is not None
-            await self._catch_up(live=True)
-            if self._foreign:
-                await self._foreign_writer()
-            validator = self._validator
-            validator.begin()
-            out: list[dict[str, Any] | int] = []  # envelope, or position of a known decision
-            fresh: list[dict[str, Any]] = []
-            in_batch: dict[str, int] = {}
-            now = _now()
-            for data in items:
-                pid = data["proposal"]
-                known = self._decided.get(pid)
-                if known is not None:
-                    out.append(known)
+            assert self.state is not None
+            attempt = 0
+            while True:
+                # Validate against the fold up to ``before`` and append only if the log
+                # is still there: an event that got in first means validating again.
+                attempt += 1
+                await self._catch_up(live=True)
+                if self._foreign:
+                    await self._foreign_writer()
+                out, fresh = self._validate(items)
+                positions: dict[str, int] = {}
+                before = self.state.position
+                if not fresh:
+                    break
+                checked = attempt <= _HEAD_ATTEMPTS
+                if not checked:
+                    metrics.COMMIT_HEAD_CONFLICTS.labels("unchecked").inc()
+                    log.warning("the log head moved under %d attempts in a row; appending "
+                                "%d decisions without the head check", _HEAD_ATTEMPTS,
+                                len(fresh), extra={"attempts": _HEAD_ATTEMPTS})
+                try:
+                    positions = await self._append(fresh, before if checked else None)
+                except HeadConflictError as exc:
+                    metrics.COMMIT_HEAD_CONFLICTS.labels("revalidated").inc()
+                    log.info("log head moved to %d before appending at %d; validating "
+                             "again", exc.actual, exc.expected)
                     continue
-                if pid in in_batch:
-                    out.append(-1 - in_batch[pid])  # same proposal twice in one batch
-                    continue
-                verdict = validator.check(data)
-                env = decision_event(data, verdict, self.config.source, now)
-                in_batch[pid] = len(fresh)
-                fresh.append(env)
-                out.append(env)
-            positions: dict[str, int] = {}
-            before = self.state.position
-            if fresh:
-                positions = await self._append(fresh)
+                break
             decisions = await self._resolve(out, fresh, positions, before)
             if self.config.snapshot_every and \
                     self.state.position - self._snapshot_at >= self.config.snapshot_every:
                 await self._snapshot()
             return decisions
 
-    async def _append(self, fresh: list[dict[str, Any]]) -> dict[str, int]:
-        """Append one batch fenced on the decisions stream; fold it. Returns id -> position."""
+    def _validate(
+        self, items: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any] | int], list[dict[str, Any]]]:
+        """Decide ``items`` on the current fold: (placeholders for :meth:`_resolve`,
+        the fresh decision envelopes to append)."""
+        assert self._validator is not None
+        validator = self._validator
+        validator.begin()
+        out: list[dict[str, Any] | int] = []  # envelope, or position of a known decision
+        fresh: list[dict[str, Any]] = []
+        in_batch: dict[str, int] = {}
+        now = _now()
+        for data in items:
+            pid = data["proposal"]
+            known = self._decided.get(pid)
+            if known is not None:
+                out.append(known)
+                continue
+            if pid in in_batch:
+                out.append(-1 - in_batch[pid])  # same proposal twice in one batch
+                continue
+            verdict = validator.check(data)
+            env = decision_event(data, verdict, self.config.source, now)
+            in_batch[pid] = len(fresh)
+            fresh.append(env)
+            out.append(env)
+        return out, fresh
+
+    async def _append(self, fresh: list[dict[str, Any]],
+                      expected_head: int | None) -> dict[str, int]:
+        """Append one batch fenced on the decisions stream and, unless None, on the log
+        head; fold it. Returns id -> position. Raises :class:`HeadConflictError` (nothing
+        stored) if the head is not ``expected_head``."""
         assert self.state is not None
         if self.lease.lost.is_set():
             await self._step_down("lease_lost", "lease lost before appending")
@@ -665,7 +706,11 @@ class CommitService:
         ]
         self._expected = {env["id"] for env in fresh}
         try:
-            res = await retry_transient_call(lambda: self.store.append(events))
+            res = await retry_transient_call(
+                lambda: self.store.append(events, expected_head=expected_head))
+        except HeadConflictError:
+            self._expected = set()
+            raise
         except ConflictError as exc:
             metrics.COMMIT_CONFLICTS.labels("fenced").inc()
             await self._step_down(
@@ -680,7 +725,8 @@ class CommitService:
         stale = {k: v - anomalies.get(k, 0) for k, v in self.state.anomalies.items()
                  if k.startswith("commit_") and v != anomalies.get(k, 0)}
         if stale:
-            # See the module docstring: an external event landed between catch-up and append.
+            # Only after an unchecked append (see the module docstring): an external
+            # event landed between catch-up and append.
             log.warning("external events interleaved with a decision batch: %s", stale,
                         extra={"anomalies": stale})
         if self._foreign:

@@ -13,6 +13,7 @@ from prometheus_client import Counter, Gauge, Histogram, start_http_server
 __all__ = [
     "COMMITTED_PODS",
     "COMMIT_CONFLICTS",
+    "COMMIT_HEAD_CONFLICTS",
     "COMMIT_LEADER",
     "COMMIT_PENDING_PODS",
     "COMMIT_PROPOSALS",
@@ -71,6 +72,13 @@ COMMIT_CONFLICTS = Counter(
     "Rejected proposals (Omega's conflicts), by reason code (insufficient_cpu, "
     "pod_not_pending, node_gone, constraint, gang_incomplete, ...).",
     ["reason"],
+)
+COMMIT_HEAD_CONFLICTS = Counter(
+    "esched_commit_head_conflicts_total",
+    "Decision batches whose head-conditional append was refused because another event "
+    "got in first, by outcome (revalidated; unchecked: appended without the head check "
+    "after too many refusals).",
+    ["outcome"],
 )
 SUBMIT_TO_COMMIT_SECONDS = Histogram(
     "esched_submit_to_commit_seconds",

@@ -12,6 +12,10 @@ Semantics every adapter guarantees:
 * **Per-stream version** 1, 2, ... with optimistic concurrency: an event with
   ``expected_version`` is only stored if its stream is at that version; a mismatch
   raises :class:`ConflictError` and nothing of the batch is stored.
+* **Conditional append on the log head**: ``append(events, expected_head=N)``
+  stores the batch only if the head (last position) is ``N`` at append time, else
+  raises :class:`HeadConflictError` and nothing is stored. A writer that validated
+  the batch against the log up to ``N`` so knows no event got in between.
 * **Atomic batches**: all of an append or nothing.
 
 Errors: adapters translate driver errors in one place into :class:`StoreError`
@@ -35,6 +39,7 @@ __all__ = [
     "AppendResult",
     "ConflictError",
     "EventStore",
+    "HeadConflictError",
     "NewEvent",
     "StoreConfigError",
     "StoreError",
@@ -82,6 +87,18 @@ class ConflictError(StoreError):
 
     def __reduce__(self):  # keep pickling (e.g. across processes) working with 3 args
         return (type(self), (self.stream, self.expected, self.actual))
+
+
+class HeadConflictError(StoreError):
+    """An ``expected_head`` did not match the log head; nothing was stored."""
+
+    def __init__(self, expected: int, actual: int) -> None:
+        super().__init__(f"log head is at {actual}, expected {expected}; batch not stored")
+        self.expected = expected
+        self.actual = actual
+
+    def __reduce__(self):  # keep pickling working with 2 args
+        return (type(self), (self.expected, self.actual))
 
 
 class StoreConfigError(StoreError):
@@ -163,12 +180,15 @@ def plan_append(
     head: int,
     existing: dict[str, int],
     versions: dict[str, int],
+    expected_head: int | None = None,
 ) -> PlannedAppend:
     """Assign positions and stream versions to a batch.
 
     ``existing`` maps already stored ids (of this batch) to their positions;
     ``versions`` maps each stream of the batch to its current version (missing = 0).
-    Raises :class:`ConflictError` on the first expected-version mismatch.
+    Raises :class:`ConflictError` on the first expected-version mismatch, then
+    :class:`HeadConflictError` if ``expected_head`` is given, the batch has
+    anything new to store and ``head`` is not ``expected_head``.
     """
     positions: list[int] = []
     rows: list[tuple[int, int, int]] = []
@@ -193,6 +213,8 @@ def plan_append(
         seen[ev.id] = pos
         positions.append(pos)
         rows.append((i, pos, version))
+    if rows and expected_head is not None and expected_head != head:
+        raise HeadConflictError(expected_head, head)
     return PlannedAppend(positions, duplicates, rows, pos)
 
 
@@ -205,6 +227,14 @@ def validate_events(events: Sequence[NewEvent]) -> None:
             raise ValueError("event id must be a non-empty string")
         if ev.expected_version is not None and ev.expected_version < 0:
             raise ValueError(f"event {ev.id!r}: expected_version must be >= 0")
+
+
+def validate_expected_head(expected_head: int | None) -> None:
+    """Reject a malformed ``expected_head`` early (a bug, not a store error)."""
+    if expected_head is not None and (
+        isinstance(expected_head, bool) or not isinstance(expected_head, int) or expected_head < 0
+    ):
+        raise ValueError(f"expected_head must be an int >= 0 or None, not {expected_head!r}")
 
 
 async def retry_transient(
@@ -374,13 +404,24 @@ class EventStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def append(self, events: Sequence[NewEvent]) -> AppendResult:
+    async def append(
+        self, events: Sequence[NewEvent], *, expected_head: int | None = None
+    ) -> AppendResult:
         """Append a batch atomically (all or nothing).
 
         Duplicate ids (already stored, or repeated in the batch) are acknowledged
         with their existing position and counted in ``duplicates``. Raises
         :class:`ConflictError` on an expected-version mismatch (nothing stored) and
         :class:`TransientStoreError` when the outcome is unknown and may be retried.
+
+        ``expected_head``: if given, the batch is stored only if the log head (the
+        last position, 0 when empty) is exactly that at append time, checked under
+        the same lock that orders appends; otherwise :class:`HeadConflictError`
+        (carrying the expected and actual head) is raised and nothing is stored. A
+        batch with nothing new to store (empty, or only duplicate ids) is
+        acknowledged without the check, like the version check, so retrying an
+        append whose first attempt committed is answered, not refused. An
+        expected-version mismatch is reported first (:class:`ConflictError`).
         """
 
     @abc.abstractmethod

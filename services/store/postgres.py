@@ -36,6 +36,7 @@ from .base import (
     load_migrations,
     plan_append,
     validate_events,
+    validate_expected_head,
 )
 
 __all__ = ["PostgresEventStore"]
@@ -258,9 +259,12 @@ class PostgresEventStore(EventStore):
     # ------------------------------------------------------------------ writing
 
     @_translated
-    async def append(self, events: Sequence[NewEvent]) -> AppendResult:
+    async def append(
+        self, events: Sequence[NewEvent], *, expected_head: int | None = None
+    ) -> AppendResult:
         """Append a batch atomically; see :meth:`EventStore.append`."""
         validate_events(events)
+        validate_expected_head(expected_head)
         if not events:
             return AppendResult([], 0, await self.head())
         ids = list(dict.fromkeys(ev.id for ev in events))
@@ -274,7 +278,9 @@ class PostgresEventStore(EventStore):
                     existing[key] = value
                 elif value is not None:
                     versions[key] = value
-            plan = plan_append(events, head, existing, versions)  # may raise ConflictError
+            # The head row is locked: comparing expected_head here is atomic with the insert.
+            # May raise ConflictError or HeadConflictError (nothing stored either way).
+            plan = plan_append(events, head, existing, versions, expected_head)
             if plan.rows:
                 # Never earlier than the last append's: position_at() relies on
                 # recorded_at growing with position even if the clock steps back.

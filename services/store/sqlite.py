@@ -36,6 +36,7 @@ from .base import (
     load_migrations,
     plan_append,
     validate_events,
+    validate_expected_head,
 )
 
 __all__ = ["SqliteEventStore"]
@@ -241,13 +242,16 @@ class SqliteEventStore(EventStore):
 
     # ------------------------------------------------------------------ writing
 
-    async def append(self, events: Sequence[NewEvent]) -> AppendResult:
+    async def append(
+        self, events: Sequence[NewEvent], *, expected_head: int | None = None
+    ) -> AppendResult:
         """Append a batch atomically; see :meth:`EventStore.append`."""
         validate_events(events)
+        validate_expected_head(expected_head)
         events = list(events)
         if not events:
             return AppendResult([], 0, await self.head())
-        result = await self._run(_append_sync, events)
+        result = await self._run(_append_sync, events, expected_head)
         if result.duplicates < len(events):
             self._signal()
         return result
@@ -378,7 +382,9 @@ def _head_sync(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT position FROM log_head WHERE one = 1").fetchone()[0]
 
 
-def _append_sync(conn: sqlite3.Connection, events: list[NewEvent]) -> AppendResult:
+def _append_sync(
+    conn: sqlite3.Connection, events: list[NewEvent], expected_head: int | None = None
+) -> AppendResult:
     """The append transaction, on the worker thread."""
     ids = orjson.dumps(list(dict.fromkeys(ev.id for ev in events))).decode()
     streams = orjson.dumps(list(dict.fromkeys(ev.stream for ev in events))).decode()
@@ -405,7 +411,9 @@ def _append_sync(conn: sqlite3.Connection, events: list[NewEvent]) -> AppendResu
             ).fetchall()
             if version is not None
         }
-        plan = plan_append(events, head, existing, versions)  # may raise ConflictError
+        # Under the write lock: comparing expected_head here is atomic with the insert.
+        # May raise ConflictError or HeadConflictError (rolled back, nothing stored).
+        plan = plan_append(events, head, existing, versions, expected_head)
         if plan.rows:
             recorded_at = max(_now_us(), last_at)  # monotonic even if the clock steps back
             conn.executemany(

@@ -19,6 +19,7 @@ import pytest
 from esched.services.store import (
     ConflictError,
     EventStore,
+    HeadConflictError,
     NewEvent,
     PostgresEventStore,
     SqliteEventStore,
@@ -171,6 +172,69 @@ async def test_conflict_stores_nothing_of_the_batch(store: EventStore) -> None:
     assert (await store.append([good])).positions == [3]
     retry = await store.append([good])
     assert (retry.positions, retry.duplicates) == ([3], 1)
+
+
+async def test_expected_head_stores_when_the_head_matches(store: EventStore) -> None:
+    r = await store.append([ev("s/1")], expected_head=0)  # empty log: head 0
+    assert r.positions == [1]
+    r = await store.append([ev("s/1"), ev("s/2")], expected_head=1)
+    assert (r.positions, r.head) == ([2, 3], 3)
+    assert await store.head() == 3
+    # Combined with expected_version: both must hold.
+    r = await store.append([ev("s/1", expected=2)], expected_head=3)
+    assert r.positions == [4]
+
+
+async def test_expected_head_conflict_stores_nothing(store: EventStore) -> None:
+    await store.append([ev("s/1")])
+    seen = await store.head()  # a writer validates against the log up to here...
+    await store.append([ev("s/other")])  # ...and another append gets in first
+    a, b = ev("s/1"), ev("s/2")
+
+    with pytest.raises(HeadConflictError) as info:
+        await store.append([a, b], expected_head=seen)
+
+    assert isinstance(info.value, StoreError) and not isinstance(info.value, ConflictError)
+    assert (info.value.expected, info.value.actual) == (1, 2)
+    assert await store.head() == 2
+    assert {a.id, b.id}.isdisjoint(e.id for e in await store.read())
+    # An expected head ahead of the log is refused too.
+    with pytest.raises(HeadConflictError):
+        await store.append([a], expected_head=5)
+    # An expected-version mismatch is reported first.
+    with pytest.raises(ConflictError):
+        await store.append([ev("s/1", expected=0)], expected_head=seen)
+    # Re-validated at the new head, the same batch is stored.
+    r = await store.append([a, b], expected_head=2)
+    assert r.positions == [3, 4]
+    # A batch of duplicates only is acknowledged without the check (a retried
+    # append whose first attempt committed), but a new id in it is checked.
+    retry = await store.append([a, b], expected_head=0)
+    assert (retry.positions, retry.duplicates) == ([3, 4], 2)
+    with pytest.raises(HeadConflictError):
+        await store.append([a, ev("s/3")], expected_head=0)
+    assert await store.head() == 4
+    with pytest.raises(ValueError):
+        await store.append([ev("s/1")], expected_head=-1)
+
+
+async def test_concurrent_expected_head_one_winner(store_url: str, store) -> None:
+    """Of several writers expecting the same head, exactly one appends."""
+    await store.append([ev("job/x")])
+    writers = [open_store(store_url) for _ in range(4)]
+    for w in writers:
+        await w.connect()
+    try:
+        outcomes = await asyncio.gather(
+            *(w.append([ev(f"job/{i}")], expected_head=1) for i, w in enumerate(writers)),
+            return_exceptions=True,
+        )
+    finally:
+        for w in writers:
+            await w.close()
+    assert sum(not isinstance(o, BaseException) for o in outcomes) == 1
+    assert all(isinstance(o, HeadConflictError) for o in outcomes if isinstance(o, BaseException))
+    assert await store.head() == 2
 
 
 async def test_read_after_upto_limit(store: EventStore) -> None:

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from esched.schemas.events import DECISIONS_STREAM, stream_of
+from esched.services.audit import audit_store
 from esched.services.bus import open_bus
 from esched.services.bus.memory import MemoryBus
 from esched.services.cli import EXIT_USAGE, cli
@@ -182,6 +183,74 @@ async def test_a_node_that_changed_since_the_replica_looked_is_fine_if_it_still_
     await service.stop()
 
 
+class InterleavingStore:
+    """A store where external events (ingest) land after the commit service caught up
+    and validated, just before its decision batch is appended."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.external: list[list[dict]] = []  # one list of events per append to interleave
+        self.head_checks: list[int | None] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def append(self, events, **kwargs):
+        if self.external and events and events[0].stream == DECISIONS_STREAM:
+            await append(self.inner, *self.external.pop(0))
+            self.head_checks.append(kwargs.get("expected_head"))
+        return await self.inner.append(events, **kwargs)
+
+
+async def test_an_external_event_before_the_append_is_validated_against(store):
+    await append(store, node("n1", cpu="2"), node("n2", cpu="4"), pod("a"), pod("b"),
+                 pod("c"), pod("x"))
+    racing = InterleavingStore(store)
+    service = CommitService(racing)
+    await service.decide([proposal("p0", [("x", "n2")])])
+    # n1 shrinks to 1 cpu (ingest) after the service validated "a" and "b" on it.
+    racing.external.append([node("n1", cpu="1", eid="n1-v2", type_="esched.node.updated")])
+    decisions = await service.decide([proposal("p-a", [("a", "n1")]),
+                                      proposal("p-b", [("b", "n1")])])
+    assert kinds(decisions) == [("committed", None), ("rejected", "insufficient_cpu")]
+    # A competing binding of the pod (another writer's decision is a foreign one,
+    # so here: the pod is deleted) and then the node removed, one after the other.
+    racing.external += [[ev("del-c", "esched.pod.deleted", {"metadata": {"name": "c",
+                                                                          "namespace": "t"}})],
+                        [ev("rm-n2", "esched.node.removed", {"metadata": {"name": "n2"}})]]
+    [d] = await service.decide([proposal("p-c", [("c", "n2")])])
+    assert kinds([d]) == [("rejected", "pod_unknown")]
+    assert not racing.external and all(h is not None for h in racing.head_checks)
+    assert racing.head_checks == sorted(racing.head_checks)
+    # Every decision is valid at its own position: the log folds without anomalies.
+    state = await fold_log(store)
+    assert not {k: v for k, v in state.anomalies.items() if k.startswith("commit_")}
+    n1 = state.node("n1")
+    assert n1["allocated"]["cpu"] == 1000 <= n1["allocatable"]["cpu"]
+    report = await audit_store(store)
+    assert report["ok"], report["violations"]
+    await service.stop()
+
+
+async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(
+        store, monkeypatch, caplog):
+    from esched.services import commit, metrics
+
+    monkeypatch.setattr(commit, "_HEAD_ATTEMPTS", 1)
+    await append(store, node("n1", cpu="4"), pod("a"))
+    racing = InterleavingStore(store)
+    service = CommitService(racing)
+    racing.external += [[node("n1", cpu="3", eid="n1-v2", type_="esched.node.updated")],
+                        [node("n1", cpu="2", eid="n1-v3", type_="esched.node.updated")]]
+    unchecked = metrics.COMMIT_HEAD_CONFLICTS.labels("unchecked")._value.get()
+    [d] = await service.decide([proposal("p-a", [("a", "n1")])])
+    assert kinds([d]) == [("committed", None)]  # still fits after both updates
+    assert racing.head_checks[0] is not None and racing.head_checks[1] is None
+    assert metrics.COMMIT_HEAD_CONFLICTS.labels("unchecked")._value.get() == unchecked + 1
+    assert "without the head check" in caplog.text
+    await service.stop()
+
+
 async def test_a_gang_is_all_or_nothing(store):
     await append(store, podgroup("g", 3), node("n1", cpu="2"), node("n2", cpu="1"),
                  *(pod(f"m{i}", gang="g") for i in range(4)))
@@ -265,7 +334,7 @@ class RacingStore:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    async def append(self, events):
+    async def append(self, events, **kwargs):
         if self.race:
             self.race = False
             rival = decision_event(proposal("rival", [("b", "n1")]), Verdict(True), "rival")
@@ -273,7 +342,7 @@ class RacingStore:
                            if e.stream == DECISIONS_STREAM])
             await self.inner.append([NewEvent(rival["id"], rival["type"], DECISIONS_STREAM,
                                               orjson.dumps(rival), expected_version=version)])
-        return await self.inner.append(events)
+        return await self.inner.append(events, **kwargs)
 
 
 async def test_a_deposed_leader_is_fenced_and_steps_down(pg_store, pg_url):
