@@ -171,6 +171,8 @@ class IngestService:
                     inflight = asyncio.ensure_future(self._finish(msgs, prepared))
                     continue
                 empty += 1
+                if self._consumer is None:  # stopped
+                    break
                 if exit_when_idle and empty >= idle_polls and await self._consumer.lag() == 0:
                     break
         finally:
@@ -186,7 +188,8 @@ class IngestService:
         return await self._finish(msgs, self._prepare(msgs))
 
     async def _poll(self) -> list[Message]:
-        assert self._consumer is not None, "start() first"
+        if self._consumer is None:  # not started, or stopped
+            return []
         try:
             return await self._consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
         except BusError as exc:
@@ -237,13 +240,18 @@ class IngestService:
             key = (m.topic, m.partition)
             if m.offset + 1 > offsets.get(key, -1):
                 offsets[key] = m.offset + 1
-        assert self._consumer is not None
-        try:
-            await self._consumer.commit(offsets)
-        except BusError as exc:
-            # The batch is durable; after a rebalance its new owner re-reads it and the
-            # store acknowledges the duplicates. Nothing is lost.
-            log.warning("offset commit failed (%s); batch will be redelivered", exc)
+        consumer = self._consumer
+        if consumer is None:
+            # Stopped while this batch was being stored: it is durable, and its offsets
+            # are simply read again by the next member (the store acknowledges them).
+            log.debug("stopped before committing offsets; the batch will be redelivered")
+        else:
+            try:
+                await consumer.commit(offsets)
+            except BusError as exc:
+                # The batch is durable; after a rebalance its new owner re-reads it and the
+                # store acknowledges the duplicates. Nothing is lost.
+                log.warning("offset commit failed (%s); batch will be redelivered", exc)
         metrics.INGEST_BATCH_SECONDS.observe(time.perf_counter() - prepared.started)
         self._add_totals(result)
         return result

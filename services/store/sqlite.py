@@ -178,7 +178,11 @@ class SqliteEventStore(EventStore):
             # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves.
             conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
+                # WAL is a property of the file: set it once. Switching needs an
+                # exclusive lock and fails at once ("database is locked") while another
+                # connection is open, which the busy timeout does not cover.
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
             except BaseException:
                 conn.close()
