@@ -12,7 +12,7 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
 DEBUG = os.environ.get("ESCHED_CYTHON_DEBUG") == "1"
 
 directives = {
@@ -37,6 +37,8 @@ def _cython_include_view() -> Path:
     """
     view = HERE / "build" / "cython-include"
     link = view / "esched" / "core"
+    if link.is_symlink() and not link.exists():
+        link.unlink()  # dangling, e.g. left by a build run from another directory
     if not link.exists():
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(HERE / "core", target_is_directory=True)
