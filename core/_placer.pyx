@@ -659,6 +659,7 @@ cdef class Placer:
     cdef ClassConst* cconst              # [class_cap] _view's memo
     cdef Py_ssize_t cconst_cap
     cdef long long calls                 # placements attempted (the cache's clock)
+    cdef public object gang_failure      # the last failed plan_gang's report (or None)
 
     def __cinit__(self):
         self.specs = NULL
@@ -686,6 +687,7 @@ cdef class Placer:
         self.hits = self.misses = self.placed = self.visited = self.unschedulable = 0
         self.python_plugin_errors = 0
         self.calls = 0
+        self.gang_failure = None
         self.class_last_np = np.zeros(0, dtype=np.int64)
         self._grow_class_stats(64)
         self._resolve_plugins()
@@ -1446,12 +1448,52 @@ cdef class Placer:
             done.append((cid, n))
             names.append(self.state.node_names[n])
         if len(done) < need:
+            # The report is taken on the view with the members that did fit assumed.
+            self.gang_failure = self._gang_shortfall(
+                [c for c, name in zip(cids, names) if name is None][: need - len(done)],
+                len(done), need, len(cids))
             for cid, n in reversed(done):
                 self._assume(cid, n, -1)
             self.unschedulable += 1
             return None
+        self.gang_failure = None
         self.placed += len(done)
         return names
+
+    def _gang_shortfall(self, list missing, long long fit, long long need,
+                        long long members) -> dict:
+        """Why a gang did not fit: how many of ``need`` members fit together, and per
+        resource how much the next ``missing`` members' requests exceed the free room
+        of all schedulable nodes (after the members that fit). Empty ``short`` means
+        the room exists in total but no node fits the rest (constraints, fragmentation).
+        """
+        cdef ClusterState st = self.state
+        nres = self.n_res
+        want = np.zeros(nres, dtype=np.int64)
+        for cid in missing:
+            want += st.class_req_np[cid, :nres]
+        flags = st.flags_np[: self.n_nodes]
+        ok = ((flags & NODE_ALIVE) != 0) & ((flags & NODE_UNSCHEDULABLE) == 0)
+        free = np.clip(self.alloc_np[ok] - self.used_np[ok], 0, None).sum(axis=0)
+        short = {st.res_names[r]: int(want[r] - free[r])
+                 for r in range(nres) if want[r] > free[r]}
+        return {"fit": int(fit), "need": int(need), "members": int(members), "short": short}
+
+    def gang_message(self, report: dict | None = None) -> str:
+        """The operator's one-line reason of the last failed :meth:`plan_gang` (or of
+        ``report``): ``7/10 members fit; short of nvidia.com/gpu: 3``."""
+        from esched.schemas.quantity import format_units
+
+        report = report if report is not None else self.gang_failure
+        if not report:
+            return ""
+        head = f"{report['fit']}/{report['need']} members fit"
+        if report["short"]:
+            return head + "; short of " + ", ".join(
+                f"{name}: {format_units(name, units)}"
+                for name, units in sorted(report["short"].items()))
+        return head + "; the cluster has the room in total but no node fits the rest " \
+                      "(constraints or fragmentation)"
 
     def explain(self, pod) -> dict:
         """Every alive node: feasible or not with reasons, each plugin's score, total.
