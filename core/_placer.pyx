@@ -44,6 +44,8 @@ from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
 
+from esched.core.queues import NODE_GROUP_LABEL
+
 from esched.core._state cimport ClusterState
 from esched.core._types cimport (
     NODE_ALIVE,
@@ -880,6 +882,13 @@ cdef class Placer:
         # term 0: nodeSelector, every pair must be present
         for k, v in (cons.get("nodeSelector") or {}).items():
             exprs.append((EXPR_ANY, bits_for_values(k, [v])))
+        # The queue's node-group affinity (Volcano), ANDed like the selector: in one of
+        # the required groups, in none of the anti groups (preferred is not a filter).
+        node_group = cons.get("nodeGroup") or {}
+        if node_group.get("required"):
+            exprs.append((EXPR_ANY, bits_for_values(NODE_GROUP_LABEL, node_group["required"])))
+        if node_group.get("anti"):
+            exprs.append((EXPR_NONE, bits_for_values(NODE_GROUP_LABEL, node_group["anti"])))
         offsets.append(len(exprs))
         required = cons.get("required") or {}
         for term in required.get("nodeSelectorTerms") or ():
