@@ -39,7 +39,9 @@ EXIT_UNAVAILABLE = 4
 
 DEFAULT_STORE = "sqlite:///esched.sqlite"
 #: Keys of a config file that apply to every subcommand that has such an option.
-SHARED_KEYS = ("kafka", "store", "topic_prefix", "metrics_port")
+SHARED_KEYS = ("kafka", "store", "topic_prefix", "metrics_port", "bands")
+#: Top-level keys whose values are data, not option names: kept as written.
+_VERBATIM_KEYS = ("bands",)
 
 
 class _ConfigDefaults(dict):
@@ -80,7 +82,8 @@ def _load_config(path: str) -> _ConfigDefaults:
 
 def _underscored(data: dict[str, Any]) -> dict[str, Any]:
     """Config keys may be spelled like the flags (batch-size) or the params (batch_size)."""
-    return {k.replace("-", "_"): _underscored(v) if isinstance(v, dict) else v
+    return {k.replace("-", "_"): _underscored(v)
+            if isinstance(v, dict) and k not in _VERBATIM_KEYS else v
             for k, v in data.items()}
 
 
@@ -156,6 +159,38 @@ prefix_option = click.option(
 metrics_option = click.option(
     "--metrics-port", envvar="ESCHED_METRICS_PORT", type=int, default=0,
     help="Serve Prometheus /metrics on this port (0: off).")
+class _BandsParam(click.ParamType):
+    """Priority bands: the config file's ``bands:`` mapping, a YAML file, or inline YAML."""
+
+    name = "bands"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        from esched.core.bands import BandConfig, BandConfigError, parse_bands
+
+        if value is None or isinstance(value, BandConfig):
+            return value
+        raw = value
+        if isinstance(value, str):
+            try:
+                text = Path(value).read_text() if Path(value).is_file() else value
+                raw = yaml.safe_load(text)
+            except (OSError, yaml.YAMLError) as exc:
+                self.fail(f"{value}: {exc}", param, ctx)
+            if isinstance(raw, dict) and isinstance(raw.get("bands"), dict):
+                raw = raw["bands"]  # a whole config file: its bands section
+        try:
+            return parse_bands(raw)
+        except BandConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+bands_option = click.option(
+    "--bands", type=_BandsParam(), envvar="ESCHED_BANDS", default=None, metavar="FILE|YAML",
+    help="Priority bands for preemption: a YAML file (its `bands:` section, or the mapping "
+    "itself) or an inline mapping like the config file's top-level `bands:` "
+    "({monitoring: 1000000000, production: 1000, batch: 100, classes: {nightly: batch}}) "
+    "[env ESCHED_BANDS]. Default: those thresholds, no classes.")
 format_option = click.option(
     "--format", "output_format", type=click.Choice(["json", "table"]), default="json",
     show_default=True, help="Output format.")
@@ -457,8 +492,9 @@ def bench_replay(store: str, events: int, nodes: int) -> None:
               "standby takes over fast.")
 @click.option("--exit-when-idle", is_flag=True,
               help="Stop once the proposals topic is drained (tests, batch runs).")
+@bands_option
 def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, group: str,
-           batch_size: int, snapshot_every: int, exit_when_idle: bool) -> None:
+           batch_size: int, snapshot_every: int, exit_when_idle: bool, bands: Any) -> None:
     """The commit service: the single writer of placement decisions.
 
     Reads proposals from the `<prefix>proposals` topic, validates each against the
@@ -478,7 +514,7 @@ def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
             service = CommitService(
                 es, bus, lease=open_lease(store, "commit"),
                 config=CommitConfig(group=group, batch_size=batch_size,
-                                    snapshot_every=snapshot_every))
+                                    snapshot_every=snapshot_every, bands=bands))
             await service.start()
             try:
                 totals = await until_signalled(
@@ -497,20 +533,24 @@ def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
 @click.option("--upto", type=click.IntRange(0), metavar="POSITION",
               help="Audit up to and including this log position (default: the head).")
 @format_option
-def audit(store: str, upto: int | None, output_format: str) -> None:
+@bands_option
+def audit(store: str, upto: int | None, output_format: str, bands: Any) -> None:
     """Replay the log and verify every placement decision.
 
     Checks: no node over-committed by a decision, no pod bound twice or to a
     removed/unknown node, gangs committed atomically at >= minMember, and every
     decision reproducible by re-validating its proposal against the state just
-    before it. JSON: {ok, position, checked, by_kind, violations: [{position,
-    kind, detail}]}. Exit status 1 if there is any violation.
+    before it; preemptions legal (every victim of a strictly lower band, never
+    prod by prod, evicted in the decision's own transaction) and no gang left
+    running below minMember by its evictions. JSON: {ok, position, checked,
+    by_kind, violations: [{position, kind, detail}]}. Exit status 1 if there is
+    any violation.
     """
     from esched.services.audit import audit_store, format_report
 
     async def main() -> dict:
         async with migrated_store(store) as es:
-            return await audit_store(es, upto=upto)
+            return await audit_store(es, upto=upto, bands=bands)
 
     report = run_async(main)
     if output_format == "table":
@@ -550,8 +590,12 @@ def _load_profile_option(path: str | None) -> Any:
 @click.option("--seed", type=int, default=0, show_default=True, help="Placer RNG seed.")
 @click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True,
               help="Work items per placement pass.")
+@click.option("--preemption/--no-preemption", default=True, show_default=True,
+              help="Let pods that fit nowhere evict pods of lower priority bands.")
+@bands_option
 def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
-            metrics_port: int, profile_path: str | None, seed: int, batch_size: int) -> None:
+            metrics_port: int, profile_path: str | None, seed: int, batch_size: int,
+            preemption: bool, bands: Any) -> None:
     """A replica scheduler: fold the log, place pending work, send proposals.
 
     Joins the `esched-replicas` consumer group of `<prefix>work` (so replicas share
@@ -568,7 +612,8 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
     async def main() -> dict:
         async with migrated_store(store) as es:
             r = Replica(es, bus, replica_id, profile=profile, seed=seed,
-                        config=ReplicaConfig(batch_size=batch_size))
+                        config=ReplicaConfig(batch_size=batch_size, preemption=preemption,
+                                             bands=bands))
             await r.start()
             try:
                 await until_signalled(r.run(), r.stop)
@@ -626,9 +671,10 @@ def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int
 @click.option("--exit-when-idle", is_flag=True,
               help="Stop once the input is consumed and nothing placeable is left.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@bands_option
 def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
        inputs: tuple[str, ...], generate: str | None, replicas: int, profile_path: str | None,
-       seed: int, exit_when_idle: bool, quiet: bool) -> None:
+       seed: int, exit_when_idle: bool, quiet: bool, bands: Any) -> None:
     """The whole system in one process: ingest, commit, dispatcher, replicas.
 
     Embedded by default (SQLite store, in-process bus); with --kafka and --store
@@ -655,7 +701,7 @@ def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
     profile = _load_profile_option(profile_path)
     metrics.serve(metrics_port)
     runner = Up(UpConfig(store=store, kafka=kafka, topic_prefix=topic_prefix,
-                         replicas=replicas, profile=profile, seed=seed,
+                         replicas=replicas, profile=profile, bands=bands, seed=seed,
                          exit_when_idle=exit_when_idle),
                 records, progress=None if quiet else (lambda line: click.echo(line, err=True)))
 

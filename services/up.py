@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from esched.core import Profile
+from esched.core.bands import BandConfig
 from esched.services.bus import open_bus
 from esched.services.bus.base import TopicNames
 from esched.services.commit import CommitConfig, CommitService
@@ -69,6 +70,8 @@ class UpConfig:
     topic_prefix: str = "esched."
     replicas: int = 1
     profile: Profile | None = None
+    #: Priority bands of the replicas and the commit service (None: the defaults).
+    bands: BandConfig | None = None
     seed: int = 0
     exit_when_idle: bool = False
     #: Seconds between progress lines (0: none).
@@ -131,7 +134,8 @@ class Up:
             ingest = IngestService(bus, es, IngestConfig(group=f"{gp}esched-ingest"))
             commit = CommitService(es, None if embedded else bus,
                                    lease=open_lease(cfg.store, "commit"),
-                                   config=CommitConfig(group=f"{gp}esched-commit"))
+                                   config=CommitConfig(group=f"{gp}esched-commit",
+                                                       bands=cfg.bands))
             dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"))
             shared = (SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
                       if embedded else None)
@@ -140,7 +144,8 @@ class Up:
             replicas.extend(
                 Replica(es, bus, f"{host}-up-{i}" if not embedded else f"up-{i}",
                         profile=cfg.profile, seed=cfg.seed + i, submit=submit,
-                        consumer=shared, config=ReplicaConfig(group=f"{gp}{REPLICA_GROUP}"))
+                        consumer=shared, config=ReplicaConfig(group=f"{gp}{REPLICA_GROUP}",
+                                                              bands=cfg.bands))
                 for i in range(cfg.replicas))
             await commit.start()
             if embedded:
