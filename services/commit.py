@@ -819,7 +819,10 @@ class CommitService:
     async def _serve(self, exit_when_idle: bool, idle_polls: int) -> bool:
         """Consume proposals while leading; True when done (stopped or idle)."""
         assert self.bus is not None
-        self._consumer = self.bus.consumer([self.bus.topics.proposals], self.config.group)
+        # Exclusive: the lease already makes this the only reader; group membership would
+        # make a standby wait out the dead leader's session before reading anything.
+        self._consumer = self.bus.consumer([self.bus.topics.proposals], self.config.group,
+                                           exclusive=True)
         await retry_until(self._consumer.start, retriable=is_transient, what="consumer start",
                           on_retry=count_retry(SERVICE, "bus"))
         empty = 0
