@@ -19,8 +19,10 @@ Kubernetes ResourceQuota does: a waiting pod holds its quota). A submission that
 would take any limit of its queue or namespace (overall, or of its band) over is
 rejected at admission; see :mod:`esched.services.admission`.
 
-Bands are Borg's, from the pod's priority (thresholds of the ``bands:`` section:
-monitoring >= 1e9, production >= 1000, batch >= 100, else best-effort).
+Bands are Borg's, from the pod's numeric priority (:mod:`esched.core.bands`,
+thresholds of the ``bands:`` section: monitoring >= 1e9, production >= 1000,
+batch >= 100, else best-effort). ``bands.classes`` (priorityClassName -> band)
+does not apply to quota: the fold keeps a pod's priority, not its class name.
 """
 
 from __future__ import annotations
@@ -29,24 +31,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from esched.core.bands import (
+    BAND_NAMES as _LABELS,
+)
+from esched.core.bands import (
+    DEFAULT_BANDS,
+    BandConfig,
+    BandConfigError,
+    parse_bands,
+)
 from esched.schemas.quantity import QuantityError, to_base_units
 
-__all__ = ["BAND_NAMES", "Quota", "QuotaConfigError", "QuotaExceeded", "band_name",
-           "parse_quota"]
+__all__ = ["BAND_NAMES", "Quota", "QuotaConfigError", "QuotaExceeded", "parse_quota"]
 
-#: Band names, highest first (Borg).
-BAND_NAMES = ("monitoring", "production", "batch", "best-effort")
-#: Inclusive lower bounds of spec.priority per band (best-effort: anything below batch).
-DEFAULT_THRESHOLDS = {"monitoring": 1_000_000_000, "production": 1_000, "batch": 100}
-
-
-def band_name(priority: int, thresholds: Mapping[str, int] | None = None) -> str:
-    """The Borg band of a priority (``best-effort`` below the batch threshold)."""
-    t = thresholds or DEFAULT_THRESHOLDS
-    for band in BAND_NAMES[:-1]:
-        if priority >= t[band]:
-            return band
-    return "best-effort"
+#: Band names as written in the config, highest first (Borg).
+BAND_NAMES = tuple(_LABELS[b] for b in sorted(_LABELS, reverse=True))
 
 
 class QuotaConfigError(ValueError):
@@ -87,7 +86,7 @@ class Quota:
     """Parsed quota limits (base units) and the band thresholds."""
 
     limits: Limits = field(default_factory=dict)
-    thresholds: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
+    bands: BandConfig = DEFAULT_BANDS
 
     def __bool__(self) -> bool:
         return bool(self.limits)
@@ -97,7 +96,8 @@ class Quota:
         return [s for s in (f"queue/{queue}", f"namespace/{namespace}") if s in self.limits]
 
     def band(self, priority: int) -> str:
-        return band_name(priority, self.thresholds)
+        """The band name of a pod of this (numeric) priority."""
+        return self.bands.band_of(priority).label
 
     def check(self, scopes: list[str], band: str, requests: Mapping[str, int],
               used: Mapping[tuple[str, str | None], Mapping[str, int]]) -> QuotaExceeded | None:
@@ -137,21 +137,12 @@ def parse_quota(raw: Any, bands: Mapping[str, Any] | None = None) -> Quota:
 
     Raises :class:`QuotaConfigError` naming the field at fault.
     """
-    thresholds = dict(DEFAULT_THRESHOLDS)
-    if bands:
-        if not isinstance(bands, Mapping):
-            raise QuotaConfigError("bands", "must be a mapping")
-        for k in DEFAULT_THRESHOLDS:
-            if k in bands:
-                v = bands[k]
-                if isinstance(v, bool) or not isinstance(v, int):
-                    raise QuotaConfigError(f"bands.{k}", f"must be an integer priority, got {v!r}")
-                thresholds[k] = v
-        if not thresholds["monitoring"] > thresholds["production"] > thresholds["batch"]:
-            raise QuotaConfigError("bands", "thresholds must satisfy monitoring > production > "
-                                   "batch")
+    try:
+        band_config = parse_bands(bands)
+    except BandConfigError as exc:
+        raise QuotaConfigError(exc.field, str(exc).split(": ", 1)[-1]) from exc
     if raw is None:
-        return Quota({}, thresholds)
+        return Quota({}, band_config)
     if not isinstance(raw, Mapping):
         raise QuotaConfigError("quota", "must be a mapping with queues and/or namespaces")
     unknown = sorted(set(raw) - {"queues", "namespaces"})
@@ -180,4 +171,4 @@ def parse_quota(raw: Any, bands: Mapping[str, Any] | None = None) -> Quota:
                                            f"unknown band (expected one of {list(BAND_NAMES)})")
                 per_band[key] = _limits(lim, f"{where}.bands.{band}")
             limits[f"{scope}/{name}"] = per_band
-    return Quota(limits, thresholds)
+    return Quota(limits, band_config)

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from esched.core import ClusterState
-from esched.core.quota import QuotaConfigError, band_name, parse_quota
+from esched.core.quota import QuotaConfigError, parse_quota
 from esched.schemas import events as ev_types
 from esched.services.admission import Admission
 from esched.services.store import EventStore
@@ -107,11 +107,14 @@ def test_quota_config_errors_name_the_field(raw, field):
     assert exc.value.field == field
 
 
-def test_bands_from_priority():
-    assert [band_name(p) for p in (0, 99, 100, 999, 1000, 10**9)] == [
+def test_quota_bands_come_from_the_bands_section():
+    q = parse_quota(None)
+    assert [q.band(p) for p in (0, 99, 100, 999, 1000, 10**9)] == [
         "best-effort", "best-effort", "batch", "batch", "production", "monitoring"]
-    with pytest.raises(QuotaConfigError):
+    assert parse_quota(None, {"batch": 10}).band(50) == "batch"
+    with pytest.raises(QuotaConfigError) as exc:
         parse_quota(None, {"production": 5, "batch": 10})
+    assert exc.value.field == "bands"
 
 
 # ---------------------------------------------------------------------- rejection
@@ -231,7 +234,8 @@ def test_higher_priority_queue_first_whatever_the_weights():
 def test_equal_priority_queues_interleave_by_weight_two_to_one():
     f = Fold(Admission())
     f(node("n1", "30", memory="300Gi", pods="200"), queue("c", weight=2), queue("d", weight=1))
-    f(*(qpod(f"c{i}", queue="c") for i in range(40)), *(qpod(f"d{i}", queue="d") for i in range(40)))
+    f(*(qpod(f"c{i}", queue="c") for i in range(40)),
+      *(qpod(f"d{i}", queue="d") for i in range(40)))
     order = f.release(*(f"t/d{i}" for i in range(40)), *(f"t/c{i}" for i in range(40)))
     assert len(order) == 80
     # The first 30 released (what the cluster can hold) split 2:1.
