@@ -19,6 +19,10 @@ The audit folds the whole log from position 0 with the one fold
   cannot be re-validated and is counted as ``unverifiable``. A committed
   preemption is re-validated after its evictions (they precede it in the log), so
   its bindings must fit in the room the victims left;
+* ``quota``: a committed binding for a pod that admission had to reject: over a
+  quota of its queue or namespace (given the config's ``quota:``), or submitted to
+  a Closing or Closed queue. Admission is re-done event by event with the
+  dispatcher's own :class:`~esched.services.admission.Admission`;
 * ``preemption_illegal``: a committed preemption evicted a pod whose band is not
   strictly lower than the preemptor's (the lowest band among the decision's
   pods), or a prod pod for a prod one;
@@ -44,19 +48,28 @@ import orjson
 
 from esched.core import PHASES, ClusterState
 from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
+from esched.core.quota import Quota
 from esched.schemas.events import (
     NODE_REMOVED,
     PLACEMENT_COMMITTED,
     PLACEMENT_REJECTED,
+    POD_DELETED,
     POD_EVICTED,
+    POD_FAILED,
+    POD_REJECTED,
+    POD_SUCCEEDED,
 )
+from esched.services.admission import Admission
 from esched.services.commit import Validator
+from esched.services.replay import human
 from esched.services.store.base import EventStore
 
 __all__ = ["Auditor", "Violation", "audit_store", "format_report"]
 
 _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
+#: Events after which a pod no longer needs admission's verdict.
+_ENDS = frozenset({POD_REJECTED, POD_DELETED, POD_SUCCEEDED, POD_FAILED})
 #: Rows per read of the log.
 PAGE = 20_000
 #: Violations listed in a report; the counts stay exact beyond it.
@@ -75,8 +88,11 @@ class Violation:
 class Auditor:
     """Feed it the log in order (:meth:`feed`), then read :meth:`report`."""
 
-    def __init__(self, bands: BandConfig | None = None) -> None:
+    def __init__(self, quota: Quota | None = None, bands: BandConfig | None = None) -> None:
         self.state = ClusterState()
+        self.admission = Admission(quota)
+        #: pods admission rejects (pod -> why), until they end
+        self._refused: dict[str, str] = {}
         self.validator = Validator(self.state, bands)
         self.violations: list[Violation] = []
         self.kinds: dict[str, int] = {}
@@ -107,6 +123,18 @@ class Auditor:
         elif etype == POD_EVICTED and isinstance(data.get("decision"), str):
             self._eviction(position, data)
         self.state.apply(event, position)
+        self._admit(position, event, data)
+
+    def _admit(self, position: int, event: dict[str, Any], data: dict[str, Any]) -> None:
+        for r in self.admission.observe(self.state, [(position, event)]):
+            self._refused[r.pod] = r.message
+        if self._refused and event.get("type") in _ENDS:
+            if "pod" in data:
+                pod = str(data["pod"])
+            else:
+                meta = data.get("metadata") or {}
+                pod = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+            self._refused.pop(pod, None)  # rejected (or gone) as it should be
 
     def _eviction(self, position: int, data: dict[str, Any]) -> None:
         """An eviction made for a preemption: the victim must be running where named."""
@@ -207,6 +235,8 @@ class Auditor:
         for b in bindings:
             pod, node = b.get("pod"), b.get("node")
             self.checked["bindings"] += 1
+            if pod in self._refused:
+                self._flag(position, "quota", f"pod {pod} bound though {self._refused[pod]}")
             pidx = st.pod_index.get(pod)
             nidx = st.node_index.get(node)
             if pidx is None:
@@ -269,19 +299,23 @@ class Auditor:
             self._flag(evicted[0][0], "preemption_unrecorded",
                        f"{len(evicted)} pod(s) evicted for {decision}, which is not in the log")
         self._evictions.clear()
+        queues = {name: {k: q[k] for k in ("path", "state", "fairShare", "allocated", "share")}
+                  for name, q in self.state.summary()["queues"].items()}
         return {
             "ok": not self.kinds,
             "position": int(self.state.position),
             "checked": dict(self.checked),
             "by_kind": dict(sorted(self.kinds.items())),
             "violations": [asdict(v) for v in self.violations],
+            "queues": queues,
         }
 
 
 def audit_events(events: Iterable[tuple[int, dict[str, Any]]],
+                 quota: Quota | None = None,
                  bands: BandConfig | None = None) -> dict[str, Any]:
     """Audit ``(position, envelope)`` pairs in log order; returns the report."""
-    auditor = Auditor(bands)
+    auditor = Auditor(quota, bands)
     for position, event in events:
         auditor.feed(position, event)
     return auditor.report()
@@ -289,9 +323,10 @@ def audit_events(events: Iterable[tuple[int, dict[str, Any]]],
 
 async def audit_store(store: EventStore, *, upto: int | None = None,
                       progress: Callable[[int, int], None] | None = None,
+                      quota: Quota | None = None,
                       bands: BandConfig | None = None) -> dict[str, Any]:
     """Audit the log in ``store`` from position 0 up to ``upto`` (default: the head)."""
-    auditor = Auditor(bands)
+    auditor = Auditor(quota, bands)
     target = upto if upto is not None else await store.head()
     after = 0
     loads = orjson.loads
@@ -319,4 +354,12 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  {'POSITION':>10}  {'KIND':<16}DETAIL")
         for v in report["violations"]:
             lines.append(f"  {v['position']:>10}  {v['kind']:<16}{v['detail']}")
+    if report.get("queues"):
+        lines.append(f"  {'QUEUE':<24}{'STATE':<10}{'SHARE':>8}  ALLOCATED/FAIR SHARE")
+        for name, q in report["queues"].items():
+            fair, alloc = q.get("fairShare") or {}, q.get("allocated") or {}
+            res = " ".join(f"{r}={human(r, alloc.get(r, 0))}/{human(r, fair.get(r, 0))}"
+                           for r in sorted(set(fair) | set(alloc)) if r != "pods")
+            lines.append(f"  {q.get('path', name):<24}{q.get('state', ''):<10}"
+                         f"{q.get('share', 0.0):>8.3f}  {res}")
     return "\n".join(lines)

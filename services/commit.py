@@ -122,6 +122,8 @@ GANG_INCOMPLETE = "gang_incomplete"
 VICTIM_GONE = "victim_gone"
 PREEMPTION_ILLEGAL = "preemption_illegal"
 VICTIM_GANG_SPLIT = "victim_gang_split"
+#: The pod's Volcano queue is Closed: it schedules nothing (services/admission.py).
+QUEUE_CLOSED = "queue_closed"
 #: Reason code -> what it means (``insufficient_<resource>`` is open-ended).
 REASONS = {
     MALFORMED: "the proposal contradicts itself (same pod twice, pod outside its gang)",
@@ -339,6 +341,10 @@ class Validator:
                                f"pod {pod} is {PHASES[st.pod_phase_np[pidx]]}{on}"
                                if pod not in self._bound else
                                f"pod {pod} was bound earlier in this batch", pods)
+            q = int(st.pod_queue_np[pidx])
+            if st.queue_meta[q].get("state") == "Closed":
+                return Verdict(False, QUEUE_CLOSED,
+                               f"pod {pod}: queue {st.queue_names[q]} is Closed", pods)
             g = int(st.pod_gang_np[pidx])
             if gang_name is not None and (g < 0 or st.gang_keys[g] != gang_name):
                 return Verdict(False, MALFORMED, f"pod {pod} is not a member of {gang_name}", pods)

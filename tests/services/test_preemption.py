@@ -146,9 +146,9 @@ def test_audit_flags_prod_preempting_prod_and_split_gangs():
     assert "production pod(s) t/p evicted t/v (production)" in report["violations"][0]["detail"]
     # The band config decides: with production from 1001 up, the victim is production
     # and the preemptor (1000) only batch: illegal either way round.
-    assert not audit_events(_forged_log(PROD + 1), parse_bands({"production": 1001}))["ok"]
+    assert not audit_events(_forged_log(PROD + 1), bands=parse_bands({"production": 1001}))["ok"]
     # ... and with monitoring from 1000, the preemptor is monitoring: still prod on prod.
-    assert audit_events(_forged_log(PROD + 1), parse_bands(
+    assert audit_events(_forged_log(PROD + 1), bands=parse_bands(
         {"monitoring": 1000, "production": 500}))["by_kind"] == {"preemption_illegal": 1}
     split = audit_events(_forged_log(BATCH, gang_min=2))
     assert split["by_kind"] == {"gang_split": 1}
