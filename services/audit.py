@@ -17,6 +17,10 @@ The audit folds the whole log from position 0 with the one fold
   the commit service's own :class:`~esched.services.commit.Validator`, gives the
   other verdict (commit vs reject). A rejection recorded without its bindings
   cannot be re-validated and is counted as ``unverifiable``.
+* ``quota``: a committed binding for a pod that admission had to reject: over a
+  quota of its queue or namespace (given the config's ``quota:``), or submitted to
+  a Closing or Closed queue. Admission is re-done event by event with the
+  dispatcher's own :class:`~esched.services.admission.Admission`.
 
 Over-commit is only charged to decisions: a node shrinking under running pods is
 an external fact, not a scheduling error.
@@ -32,14 +36,27 @@ import numpy as np
 import orjson
 
 from esched.core import PHASES, ClusterState
-from esched.schemas.events import NODE_REMOVED, PLACEMENT_COMMITTED, PLACEMENT_REJECTED
+from esched.core.quota import Quota
+from esched.schemas.events import (
+    NODE_REMOVED,
+    PLACEMENT_COMMITTED,
+    PLACEMENT_REJECTED,
+    POD_DELETED,
+    POD_FAILED,
+    POD_REJECTED,
+    POD_SUCCEEDED,
+)
+from esched.services.admission import Admission
 from esched.services.commit import Validator
+from esched.services.replay import human
 from esched.services.store.base import EventStore
 
 __all__ = ["Auditor", "Violation", "audit_store", "format_report"]
 
 _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
+#: Events after which a pod no longer needs admission's verdict.
+_ENDS = frozenset({POD_REJECTED, POD_DELETED, POD_SUCCEEDED, POD_FAILED})
 #: Rows per read of the log.
 PAGE = 20_000
 #: Violations listed in a report; the counts stay exact beyond it.
@@ -58,8 +75,11 @@ class Violation:
 class Auditor:
     """Feed it the log in order (:meth:`feed`), then read :meth:`report`."""
 
-    def __init__(self) -> None:
+    def __init__(self, quota: Quota | None = None) -> None:
         self.state = ClusterState()
+        self.admission = Admission(quota)
+        #: pods admission rejects (pod -> why), until they end
+        self._refused: dict[str, str] = {}
         self.validator = Validator(self.state)
         self.violations: list[Violation] = []
         self.kinds: dict[str, int] = {}
@@ -85,6 +105,18 @@ class Auditor:
             if isinstance(name, str):
                 self._removed.add(name)
         self.state.apply(event, position)
+        self._admit(position, event, data)
+
+    def _admit(self, position: int, event: dict[str, Any], data: dict[str, Any]) -> None:
+        for r in self.admission.observe(self.state, [(position, event)]):
+            self._refused[r.pod] = r.message
+        if self._refused and event.get("type") in _ENDS:
+            if "pod" in data:
+                pod = str(data["pod"])
+            else:
+                meta = data.get("metadata") or {}
+                pod = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+            self._refused.pop(pod, None)  # rejected (or gone) as it should be
 
     def _decision(self, position: int, etype: str, event: dict[str, Any],
                   data: dict[str, Any]) -> None:
@@ -129,6 +161,8 @@ class Auditor:
         for b in bindings:
             pod, node = b.get("pod"), b.get("node")
             self.checked["bindings"] += 1
+            if pod in self._refused:
+                self._flag(position, "quota", f"pod {pod} bound though {self._refused[pod]}")
             pidx = st.pod_index.get(pod)
             nidx = st.node_index.get(node)
             if pidx is None:
@@ -177,27 +211,32 @@ class Auditor:
 
     def report(self) -> dict[str, Any]:
         """``{"ok", "position", "checked", "violations", "by_kind"}``."""
+        queues = {name: {k: q[k] for k in ("path", "state", "fairShare", "allocated", "share")}
+                  for name, q in self.state.summary()["queues"].items()}
         return {
             "ok": not self.kinds,
             "position": int(self.state.position),
             "checked": dict(self.checked),
             "by_kind": dict(sorted(self.kinds.items())),
             "violations": [asdict(v) for v in self.violations],
+            "queues": queues,
         }
 
 
-def audit_events(events: Iterable[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+def audit_events(events: Iterable[tuple[int, dict[str, Any]]],
+                 quota: Quota | None = None) -> dict[str, Any]:
     """Audit ``(position, envelope)`` pairs in log order; returns the report."""
-    auditor = Auditor()
+    auditor = Auditor(quota)
     for position, event in events:
         auditor.feed(position, event)
     return auditor.report()
 
 
 async def audit_store(store: EventStore, *, upto: int | None = None,
-                      progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                      progress: Callable[[int, int], None] | None = None,
+                      quota: Quota | None = None) -> dict[str, Any]:
     """Audit the log in ``store`` from position 0 up to ``upto`` (default: the head)."""
-    auditor = Auditor()
+    auditor = Auditor(quota)
     target = upto if upto is not None else await store.head()
     after = 0
     loads = orjson.loads
@@ -225,4 +264,12 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  {'POSITION':>10}  {'KIND':<16}DETAIL")
         for v in report["violations"]:
             lines.append(f"  {v['position']:>10}  {v['kind']:<16}{v['detail']}")
+    if report.get("queues"):
+        lines.append(f"  {'QUEUE':<24}{'STATE':<10}{'SHARE':>8}  ALLOCATED/FAIR SHARE")
+        for name, q in report["queues"].items():
+            fair, alloc = q.get("fairShare") or {}, q.get("allocated") or {}
+            res = " ".join(f"{r}={human(r, alloc.get(r, 0))}/{human(r, fair.get(r, 0))}"
+                           for r in sorted(set(fair) | set(alloc)) if r != "pods")
+            lines.append(f"  {q.get('path', name):<24}{q.get('state', ''):<10}"
+                         f"{q.get('share', 0.0):>8.3f}  {res}")
     return "\n".join(lines)

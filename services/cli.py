@@ -181,8 +181,29 @@ def cli(ctx: click.Context, config: str | None, log_level: str, log_format: str)
     from esched.services.logs import setup_logging
 
     setup_logging(log_level, log_format)
+    ctx.obj = {"config": config}
     if config:
         ctx.default_map = _load_config(config)
+
+
+def _quota() -> Any:
+    """The ``quota:`` (and ``bands:``) sections of the config file as a
+    :class:`~esched.core.quota.Quota` (empty without a config file); a bad section is
+    a usage error (exit 2) naming the field."""
+    from esched.core.quota import Quota, QuotaConfigError, parse_quota
+
+    ctx = click.get_current_context().find_root()
+    path = (ctx.obj or {}).get("config")
+    if not path:
+        return Quota()
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.UsageError(f"config file {path}: {exc}") from exc
+    try:
+        return parse_quota(data.get("quota"), data.get("bands"))
+    except QuotaConfigError as exc:
+        raise click.UsageError(f"config file {path}: {exc}") from exc
 
 
 def _service_bus(what: str, kafka: str | None, topic_prefix: str, metrics_port: int) -> Bus:
@@ -503,14 +524,18 @@ def audit(store: str, upto: int | None, output_format: str) -> None:
     Checks: no node over-committed by a decision, no pod bound twice or to a
     removed/unknown node, gangs committed atomically at >= minMember, and every
     decision reproducible by re-validating its proposal against the state just
-    before it. JSON: {ok, position, checked, by_kind, violations: [{position,
-    kind, detail}]}. Exit status 1 if there is any violation.
+    before it; no pod bound that admission had to reject (the config's quota, a
+    Closing or Closed queue). JSON: {ok, position, checked, by_kind, violations:
+    [{position, kind, detail}], queues: {name: {path, state, fairShare, allocated,
+    share}}}. Exit status 1 if there is any violation.
     """
     from esched.services.audit import audit_store, format_report
 
+    quota = _quota()
+
     async def main() -> dict:
         async with migrated_store(store) as es:
-            return await audit_store(es, upto=upto)
+            return await audit_store(es, upto=upto, quota=quota)
 
     report = run_async(main)
     if output_format == "table":
@@ -592,14 +617,17 @@ def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int
     unschedulable ones when capacity frees, with backoff. One instance is active
     (lease `dispatch`); others stand by. Prints a JSON summary when it stops.
     """
+    from esched.services.admission import Admission
     from esched.services.dispatch import Dispatcher
     from esched.services.lease import open_lease
 
+    quota = _quota()
     bus = _service_bus("dispatch publishes to Kafka", kafka, topic_prefix, metrics_port)
 
     async def main() -> dict:
         async with migrated_store(store) as es:
-            d = Dispatcher(es, bus, lease=open_lease(store, "dispatch"))
+            d = Dispatcher(es, bus, lease=open_lease(store, "dispatch"),
+                           admission=Admission(quota))
             await d.start()
             totals = await until_signalled(d.run(), d.stop)
             return totals.as_dict()
@@ -653,10 +681,11 @@ def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
     except (OSError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     profile = _load_profile_option(profile_path)
+    quota = _quota()
     metrics.serve(metrics_port)
     runner = Up(UpConfig(store=store, kafka=kafka, topic_prefix=topic_prefix,
                          replicas=replicas, profile=profile, seed=seed,
-                         exit_when_idle=exit_when_idle),
+                         exit_when_idle=exit_when_idle, quota=quota),
                 records, progress=None if quiet else (lambda line: click.echo(line, err=True)))
 
     async def main() -> dict:

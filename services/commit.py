@@ -116,6 +116,8 @@ RESOURCES_MISMATCH = "resources_mismatch"
 CONSTRAINT = "constraint"
 GANG_UNKNOWN = "gang_unknown"
 GANG_INCOMPLETE = "gang_incomplete"
+#: The pod's Volcano queue is Closed: it schedules nothing (services/admission.py).
+QUEUE_CLOSED = "queue_closed"
 #: Reason code -> what it means (``insufficient_<resource>`` is open-ended).
 REASONS = {
     MALFORMED: "the proposal contradicts itself (same pod twice, pod outside its gang)",
@@ -240,6 +242,10 @@ class Validator:
                                f"pod {pod} is {PHASES[st.pod_phase_np[pidx]]}{on}"
                                if pod not in self._bound else
                                f"pod {pod} was bound earlier in this batch", pods)
+            q = int(st.pod_queue_np[pidx])
+            if st.queue_meta[q].get("state") == "Closed":
+                return Verdict(False, QUEUE_CLOSED,
+                               f"pod {pod}: queue {st.queue_names[q]} is Closed", pods)
             g = int(st.pod_gang_np[pidx])
             if gang_name is not None and (g < 0 or st.gang_keys[g] != gang_name):
                 return Verdict(False, MALFORMED, f"pod {pod} is not a member of {gang_name}", pods)
@@ -813,7 +819,10 @@ class CommitService:
     async def _serve(self, exit_when_idle: bool, idle_polls: int) -> bool:
         """Consume proposals while leading; True when done (stopped or idle)."""
         assert self.bus is not None
-        self._consumer = self.bus.consumer([self.bus.topics.proposals], self.config.group)
+        # Exclusive: the lease already makes this the only reader; group membership would
+        # make a standby wait out the dead leader's session before reading anything.
+        self._consumer = self.bus.consumer([self.bus.topics.proposals], self.config.group,
+                                           exclusive=True)
         await retry_until(self._consumer.start, retriable=is_transient, what="consumer start",
                           on_retry=count_retry(SERVICE, "bus"))
         empty = 0

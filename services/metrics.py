@@ -11,6 +11,7 @@ import logging
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 __all__ = [
+    "ADMISSION_REJECTED",
     "COMMITTED_PODS",
     "COMMIT_CONFLICTS",
     "COMMIT_HEAD_CONFLICTS",
@@ -19,6 +20,7 @@ __all__ = [
     "COMMIT_PROPOSALS",
     "COMMIT_STEPDOWNS",
     "DEADLETTER",
+    "DISPATCH_HELD",
     "DISPATCH_PARKED",
     "DISPATCH_WORK",
     "INGEST_BATCH_SECONDS",
@@ -127,6 +129,18 @@ DISPATCH_WORK = Counter(
 DISPATCH_PARKED = Gauge(
     "esched_dispatch_parked_pods",
     "Unschedulable pods waiting for capacity to free (with backoff) before re-publishing.")
+DISPATCH_HELD = Gauge(
+    "esched_dispatch_held_jobs",
+    "Jobs (pods, gangs) not admitted to their queue yet, by reason (QueueClosed, "
+    "QueueCapability, ClusterCapacity).",
+    ["reason"],
+)
+ADMISSION_REJECTED = Counter(
+    "esched_admission_rejected_total",
+    "Submissions rejected at admission (esched.pod.rejected), by reason (QuotaExceeded, "
+    "QueueClosing, QueueClosed).",
+    ["reason"],
+)
 
 
 def serve(port: int | None, addr: str = "0.0.0.0") -> None:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from esched.core import Profile
+from esched.core.quota import Quota
+from esched.services.admission import Admission
 from esched.services.bus import open_bus
 from esched.services.bus.base import TopicNames
 from esched.services.commit import CommitConfig, CommitService
@@ -71,6 +73,8 @@ class UpConfig:
     profile: Profile | None = None
     seed: int = 0
     exit_when_idle: bool = False
+    #: Quota limits of the dispatcher's admission (config ``quota:``); None: none.
+    quota: Quota | None = None
     #: Seconds between progress lines (0: none).
     progress_every: float = 1.0
     #: Idle checks in a row (``idle_interval`` apart) before --exit-when-idle stops.
@@ -132,7 +136,8 @@ class Up:
             commit = CommitService(es, None if embedded else bus,
                                    lease=open_lease(cfg.store, "commit"),
                                    config=CommitConfig(group=f"{gp}esched-commit"))
-            dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"))
+            dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"),
+                                    admission=Admission(cfg.quota))
             shared = (SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
                       if embedded else None)
             host = socket.gethostname().split(".")[0].lower() or "up"
