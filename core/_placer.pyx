@@ -1050,6 +1050,17 @@ cdef class Placer:
         self.n_big_cap += ((new & CAP_BIG) != 0) - ((old & CAP_BIG) != 0)
         self.capflag[n] = new
 
+    cdef inline void _soa_used(self, Py_ssize_t n) noexcept:
+        # Node n's used and non-zero columns in soa after self.used / self.nzu changed
+        # (every writer of those two calls this: the vectorized kernel reads soa).
+        cdef Py_ssize_t r
+        if not self.fused.on:
+            return
+        for r in range(self.n_res):
+            self.soa[r, n] = <double>self.used[n, r]
+        self.soa[2 * self.n_res + ROW_Z0, n] = <double>self.nzu[n, 0]
+        self.soa[2 * self.n_res + ROW_Z1, n] = <double>self.nzu[n, 1]
+
     cdef inline void _ensure_synced(self):
         if self.synced_position != self.state.position or self.state.n_nodes != self.n_nodes \
                 or self.state.n_res != self.n_res:
@@ -1600,11 +1611,7 @@ cdef class Placer:
             self.used[n, r] += sign * st.class_req[cid, r]
         self.nzu[n, 0] += sign * st.class_nz[cid, 0]
         self.nzu[n, 1] += sign * st.class_nz[cid, 1]
-        if self.fused.on:
-            for r in range(self.n_res):
-                self.soa[r, n] = <double>self.used[n, r]
-            self.soa[2 * self.n_res + ROW_Z0, n] = <double>self.nzu[n, 0]
-            self.soa[2 * self.n_res + ROW_Z1, n] = <double>self.nzu[n, 1]
+        self._soa_used(n)
         self.tick += 1
         self.ver[n] = self.tick
         self.sver[n] = -2  # differs from any state version: the next sync renews it
@@ -1882,6 +1889,7 @@ cdef class Placer:
             self.used[n, r] += sign * st.pod_alloc[p, r]
         self.nzu[n, 0] += sign * st.class_nz[c, 0]
         self.nzu[n, 1] += sign * st.class_nz[c, 1]
+        self._soa_used(n)
         self.tick += 1
         self.ver[n] = self.tick
         self.sver[n] = -2

@@ -499,3 +499,20 @@ def test_vectorized_balanced_allocation_uses_the_ieee_quotients(isa):
             assert total == expected["total"]
     finally:
         _placer._py_set_simd("" if before != "baseline" else "baseline")
+
+
+def test_vectorized_kernel_sees_assumed_evictions_and_their_rollback():
+    # plan_gang_preempting evicts in the placer's view and, when the gang cannot be
+    # completed, puts the victims back: the kernel's columns must follow both.
+    s, log = cluster(node("n1", cpu="2", memory="8Gi"))
+    log(EV.POD_SUBMITTED, pod("v", cpu="2", memory="1Gi", node_name="n1", priority=0))
+    for name in ("g1", "g2"):
+        log(EV.POD_SUBMITTED, pod(name, cpu="2", memory="1Gi", priority=1000))
+    small = s.intern_class(pod("small", cpu="1", memory="1Gi", priority=0))
+    p = Placer(s)
+    assert p.fused_path
+    assert p.plan_gang_preempting(["ns/g1", "ns/g2"]) is None  # g2 fits nowhere: undone
+    assert p.place(small, assume=False) is None  # v is back on n1 in the view
+    plan = p.plan_preemption("ns/g1")
+    assert plan["victims"] == ["ns/v"]
+    assert p.place(small, assume=False) is None  # g1 holds n1 now
