@@ -1029,6 +1029,8 @@ cdef class Placer:
             want = 0 if name in hidden and st.node_index.get(name) == idx else st.allocatable[n, col]
             if self.alloc[n, col] != want:
                 self.alloc[n, col] = want
+                if self.fused.on:
+                    self._soa_node(n, st.flags[n])  # the vectorized kernel reads soa
                 self.tick += 1
                 self.ver[n] = self.tick
         self.hidden = hidden
