@@ -343,3 +343,52 @@ def test_up_with_a_quota_config_rejects_and_replay_shows_queues(tmp_path):
     res = runner.invoke(cli, ["--config", str(cfg), "up", "--store", store, "--input",
                               str(manifests), "--exit-when-idle", "--quiet"])
     assert res.exit_code == EXIT_USAGE and "quota.namespaces.t.cpu" in res.output
+
+
+# ---------------------------------------------------------------------- reclaim
+
+
+def running(name: str, node_name: str, queue_name: str) -> dict:
+    e = qpod(name, queue=queue_name)
+    e["data"]["spec"]["nodeName"] = node_name
+    return e
+
+
+async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(store: EventStore):
+    from esched.services.bus.memory import MemoryBus
+    from esched.services.dispatch import DispatchConfig, Dispatcher
+
+    proposals: list[dict] = []
+
+    async def submit(batch: list[dict]) -> None:
+        proposals.extend(batch)
+
+    d = Dispatcher(store, MemoryBus(), config=DispatchConfig(tick=0.02, reclaim_interval=0.05),
+                   submit=submit)
+    await d.start()
+    task = asyncio.create_task(d.run())
+    try:
+        deadline = time.monotonic() + 5
+        while not d.leading:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await append_events(store, node("n1", "2"), node("n2", "2"), queue("a"), queue("b"),
+                            *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
+                            qpod("b0", queue="b"))
+        report = ev("u-b0", ev_types.POD_UNSCHEDULABLE, {
+            "pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full",
+            "position": 9})
+        await append_events(store, report)
+        deadline = time.monotonic() + 5
+        while not proposals:
+            assert time.monotonic() < deadline, d.totals.as_dict()
+            await asyncio.sleep(0.02)
+        (p,) = proposals
+        assert p["reclaim"] is True and p["bindings"][0]["pod"] == "t/b0"
+        assert p["victims"] == [{"pod": "t/a0", "node": "n1"}]
+        assert d.totals.reclaims == 1
+        await asyncio.sleep(0.2)
+        assert len(proposals) == 1  # not planned again while its decision is on the way
+    finally:
+        await d.stop()
+        await asyncio.wait_for(task, 5)
