@@ -392,3 +392,4 @@ async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(sto
     finally:
         await d.stop()
         await asyncio.wait_for(task, 5)
+
