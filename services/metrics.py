@@ -14,6 +14,7 @@ __all__ = [
     "ADMISSION_REJECTED",
     "COMMITTED_PODS",
     "COMMIT_CONFLICTS",
+    "COMMIT_EVICTED",
     "COMMIT_HEAD_CONFLICTS",
     "COMMIT_LEADER",
     "COMMIT_PENDING_PODS",
@@ -69,6 +70,8 @@ COMMIT_PROPOSALS = Counter(
     ["outcome"],
 )
 COMMITTED_PODS = Counter("esched_commit_pods_total", "Pods bound by committed decisions.")
+COMMIT_EVICTED = Counter("esched_commit_evicted_pods_total",
+                         "Running pods evicted by committed preemptions.")
 COMMIT_CONFLICTS = Counter(
     "esched_commit_conflicts_total",
     "Rejected proposals (Omega's conflicts), by reason code (insufficient_cpu, "

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from esched.core import Profile
+from esched.core.bands import BandConfig
 from esched.core.quota import Quota
 from esched.services.admission import Admission
 from esched.services.bus import open_bus
@@ -71,6 +72,8 @@ class UpConfig:
     topic_prefix: str = "esched."
     replicas: int = 1
     profile: Profile | None = None
+    #: Priority bands of the replicas and the commit service (None: the defaults).
+    bands: BandConfig | None = None
     seed: int = 0
     exit_when_idle: bool = False
     #: Quota limits of the dispatcher's admission (config ``quota:``); None: none.
@@ -135,7 +138,8 @@ class Up:
             ingest = IngestService(bus, es, IngestConfig(group=f"{gp}esched-ingest"))
             commit = CommitService(es, None if embedded else bus,
                                    lease=open_lease(cfg.store, "commit"),
-                                   config=CommitConfig(group=f"{gp}esched-commit"))
+                                   config=CommitConfig(group=f"{gp}esched-commit",
+                                                       bands=cfg.bands))
             dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"),
                                     admission=Admission(cfg.quota),
                                     submit=commit.decide if embedded else None)
@@ -146,7 +150,8 @@ class Up:
             replicas.extend(
                 Replica(es, bus, f"{host}-up-{i}" if not embedded else f"up-{i}",
                         profile=cfg.profile, seed=cfg.seed + i, submit=submit,
-                        consumer=shared, config=ReplicaConfig(group=f"{gp}{REPLICA_GROUP}"))
+                        consumer=shared, config=ReplicaConfig(group=f"{gp}{REPLICA_GROUP}",
+                                                              bands=cfg.bands))
                 for i in range(cfg.replicas))
             await commit.start()
             if embedded:
