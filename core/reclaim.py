@@ -84,8 +84,13 @@ def _victim_ok(queue: str, meta: dict, alloc: dict[str, int], fair: dict[str, in
 
 
 def victims_legal(state: Any, pod: str, victims: Iterable[str],
-                  view: dict[str, dict[str, Any]] | None = None) -> str | None:
-    """Why reclaiming ``victims`` for pending ``pod`` is illegal now, or None if legal."""
+                  view: dict[str, dict[str, Any]] | None = None,
+                  taken: Iterable[str] = ()) -> str | None:
+    """Why reclaiming ``victims`` for pending ``pod`` is illegal now, or None if legal.
+
+    ``taken``: running pods already evicted by earlier decisions of the same batch
+    (their queues hold that much less).
+    """
     view = view if view is not None else queue_view(state)
     idx = state.pod_index.get(pod)
     if idx is None:
@@ -95,6 +100,11 @@ def victims_legal(state: Any, pod: str, victims: Iterable[str],
         return f"queue {q} is not below its fair share (share {view[q]['share']:.3f})"
     names = list(state.res_names[: state.n_res])
     held = {name: dict(v["allocated"]) for name, v in view.items()}
+    for t in taken:
+        tidx = state.pod_index.get(t)
+        if tidx is not None and int(state.pod_phase_np[tidx]) == _RUNNING:
+            tq = state.queue_names[int(state.pod_queue_np[tidx])]
+            held[tq] = _sub(held[tq], _alloc_of(state, int(tidx), names))
     for v in victims:
         vidx = state.pod_index.get(v)
         if vidx is None:

@@ -128,8 +128,7 @@ class DispatchConfig:
     #: Items per send on start (the whole pending set may be large).
     chunk: int = 5000
     #: Seconds between reclaim passes over starved queues' parked pods (0: no reclaim).
-    #: Off by default until the commit service commits victims+binding transactions.
-    reclaim_interval: float = 0.0
+    reclaim_interval: float = 0.5
     #: A pod with a reclaim proposal in flight is not planned again for this long.
     reclaim_timeout: float = 10.0
 
