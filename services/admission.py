@@ -173,6 +173,10 @@ class Admission:
             self._charge(pod, scopes, band,
                          dict(st.class_specs[int(st.pod_class_np[idx])]["requests"]))
 
+    def gang_rejected(self, gang: str) -> bool:
+        """Whether ``gang`` was refused at admission (its members are rejected)."""
+        return gang in self._rejected_gangs
+
     def _reject_gang(self, st: ClusterState, gang: str, first: Rejection,
                      pos: int) -> list[Rejection]:
         """A gang is admitted whole or not at all: once a member is rejected, its other
@@ -267,7 +271,8 @@ class Admission:
 
     def release(self, st: ClusterState, items: list[WorkItem]) -> list[WorkItem]:
         """The items to hand out now, in allocation order; the rest are held."""
-        items = [it for it in items if not (it[1] == "pod" and it[2] in self.rejecting)]
+        refused = self.rejecting, self._rejected_gangs
+        items = [it for it in items if it[2] not in refused[it[1] == "gang"]]
         if not items:
             return []
         nq, nr, npods = st.n_queues, st.n_res, st.n_pods
