@@ -305,11 +305,22 @@ class Auditor:
                            f"gang {st.gang_keys[g]}: {running} running < minMember "
                            f"{int(st.gang_min_np[g])} after evictions")
 
-    def report(self) -> dict[str, Any]:
-        """``{"ok", "position", "checked", "violations", "by_kind"}``."""
-        for decision, evicted in sorted(self._evictions.items()):
-            self._flag(evicted[0][0], "preemption_unrecorded",
-                       f"{len(evicted)} pod(s) evicted for {decision}, which is not in the log")
+    def report(self, *, complete: bool = True) -> dict[str, Any]:
+        """``{"ok", "position", "checked", "violations", "by_kind"}``.
+
+        ``complete`` False: the log goes on past what was fed (``--upto``), so
+        evictions whose decision is not fed yet are counted in ``checked`` as
+        ``evictions_awaiting_decision``, not flagged (the decision is in the same
+        append, just beyond the cut).
+        """
+        if complete:
+            for decision, evicted in sorted(self._evictions.items()):
+                self._flag(evicted[0][0], "preemption_unrecorded",
+                           f"{len(evicted)} pod(s) evicted for {decision}, which is not in "
+                           "the log")
+        elif self._evictions:
+            self.checked["evictions_awaiting_decision"] = sum(
+                len(v) for v in self._evictions.values())
         self._evictions.clear()
         queues = {name: {k: q[k] for k in ("path", "state", "fairShare", "allocated", "share")}
                   for name, q in self.state.summary()["queues"].items()}
@@ -339,7 +350,8 @@ async def audit_store(store: EventStore, *, upto: int | None = None,
                       bands: BandConfig | None = None) -> dict[str, Any]:
     """Audit the log in ``store`` from position 0 up to ``upto`` (default: the head)."""
     auditor = Auditor(quota, bands)
-    target = upto if upto is not None else await store.head()
+    head = await store.head()
+    target = upto if upto is not None else head
     after = 0
     loads = orjson.loads
     while after < target:
@@ -351,7 +363,7 @@ async def audit_store(store: EventStore, *, upto: int | None = None,
         after = rows[-1][0]
         if progress:
             progress(after, target)
-    report = auditor.report()
+    report = auditor.report(complete=target >= head)
     report["position"] = max(report["position"], after)
     return report
 

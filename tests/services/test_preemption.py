@@ -401,3 +401,16 @@ async def test_a_big_gang_behind_a_stream_of_small_pods_runs_with_a_reservation(
             and "NodeReserved" in e["data"]["reasons"]]
     assert held  # newcomers were held back while the nodes drained
     assert report["ok"], report
+
+
+async def test_audit_upto_between_the_evictions_and_their_decision(store):
+    await append_events(store, node("n1"), pod("v", "2", priority=BE, node_name="n1"),
+                        pod("p", "2", priority=PROD))
+    service = CommitService(store)
+    await service.decide([placement("pre", [("p", "n1")], cpu=2000, victims=[("v", "n1")])])
+    await service.stop()
+    head = await store.head()
+    cut = await audit_store(store, upto=head - 1)  # the eviction, not yet its decision
+    assert cut["ok"], cut
+    assert cut["checked"]["evictions_awaiting_decision"] == 1
+    assert (await audit_store(store))["ok"]
