@@ -253,7 +253,7 @@ class ReplicaConfig:
     batch_size: int = 1000
     poll_timeout_ms: int = 100
     #: Keep polling for up to this many seconds while more work arrives (batching).
-    linger: float = 0.05
+    linger: float = 0.01
     linger_poll_ms: int = 10
     #: Attempts after the first for proposals the commit service rejected.
     max_retries: int = 3
@@ -436,11 +436,15 @@ class Replica:
         self.totals.work_items += len(msgs)
         if targets:
             upto = max(t.position for t in targets.values())
+            t0 = time.perf_counter()
             # The fold must have the event that made each item pending; it is in the log.
             while not await self.follower.wait_for(upto, 5.0):
                 log.warning("replica %s: fold at %d, waiting for work position %d", self.id,
                             self.follower.position, upto)
+            t1 = time.perf_counter()
             await self._place(list(targets.values()))
+            log.debug("replica %s: %d work items; fold wait %.1f ms, place+decide %.1f ms",
+                      self.id, len(targets), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
         offsets: dict[tuple[str, int], int] = {}
         for m in msgs:
             k = (m.topic, m.partition)
@@ -479,10 +483,14 @@ class Replica:
             self.placer.sync()
             candidates: dict[str, tuple[_Target, dict[str, int], str]] = {}
             judged_at = int(self.state.position)  # the state this pass's verdicts see
+            t0 = time.perf_counter()
             proposals, by_proposal = self._plan(targets, candidates)
+            t1 = time.perf_counter()
             retry: list[_Target] = []
             if proposals:
                 retry = await self._decided(proposals, by_proposal)
+            log.debug("replica %s: planned %d in %.1f ms, decided in %.1f ms", self.id,
+                      len(proposals), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
             if not retry:
                 for pod, (t, reasons, msg) in candidates.items():
                     unschedulable[pod] = (t.position, reasons, msg, judged_at)
