@@ -493,6 +493,29 @@ def bench_e2e(kafka: str | None, pg_server: str, nodes: int, fill: float, replic
         logdir=logdir, profile=profile)))
 
 
+@bench.command("restart")
+@kafka_option
+@click.option("--pg", "pg_server", envvar="ESCHED_BENCH_PG",
+              default="postgresql://postgres@127.0.0.1:5432", show_default=True, metavar="URL",
+              help="PostgreSQL server (no database): one database is created and dropped.")
+@click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
+@click.option("--fill", type=click.FloatRange(0.0, 0.95), default=0.7, show_default=True,
+              help="CPU fill by running pods (0.7 of 10,000 nodes: ~100,000 pods).")
+@click.option("--pending", type=click.IntRange(1), default=2000, show_default=True,
+              help="Pods submitted after the snapshot (the live tail).")
+@click.option("--logdir", type=click.Path(file_okay=False),
+              help="Where the services' logs go (default: a new temporary directory).")
+def bench_restart(kafka: str | None, pg_server: str, nodes: int, fill: float, pending: int,
+                  logdir: str | None) -> None:
+    """Seconds until a restarted replica process places again (snapshot, then live),
+    after SIGTERM and after SIGKILL, with the fold-from-zero baseline."""
+    from esched.services.bench_e2e import run_restart_bench
+
+    emit(run_async(lambda: run_restart_bench(kafka=kafka, pg_server=pg_server.rstrip("/"),
+                                             nodes=nodes, fill=fill, pending=pending,
+                                             logdir=logdir)))
+
+
 # commit ------------------------------------------------------------------------------
 
 @cli.command()

@@ -351,21 +351,43 @@ class Replica:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Fold the log, start following it, connect to the bus and join the group."""
+        """Fold the log, start following it, connect to the bus and join the group.
+
+        The group join runs while the log is folded: a join waits on the broker
+        (seconds: tansu holds every JoinGroup about 5 s, Kafka an empty group's
+        ``group.initial.rebalance.delay.ms``), the fold of a snapshot plus the tail
+        takes about one, so a restarted replica pays the longer of the two, not both.
+        Work polled only once both are done.
+        """
         started = time.perf_counter()
-        state = await self.follower.start()
-        self.placer = Placer(state, self.profile, self.seed)
-        if self._submit is None:
-            self._producer = self.bus.producer()
-            await retry_until(self._producer.start, retriable=_is_transient,
-                              what="producer start")
         if self._consumer is None:
             await retry_until(self.bus.ensure_topics, retriable=_is_transient,
                               what="create topics")
-            self._consumer = self.bus.consumer([self.bus.topics.work], self.config.group)
-        await retry_until(self._consumer.start, retriable=_is_transient, what="consumer start")
-        log.info("replica %s ready at position %d in %.2fs", self.id, state.position,
-                 time.perf_counter() - started, extra={"replica": self.id})
+            # Static membership under the replica's name: a restarted replica takes its
+            # old place (and partitions) at once instead of after its old session.
+            self._consumer = self.bus.consumer([self.bus.topics.work], self.config.group,
+                                               instance=f"{self.config.group}/{self.id}")
+        joining = asyncio.ensure_future(
+            retry_until(self._consumer.start, retriable=_is_transient, what="consumer start"))
+        joined: list[float] = []
+        joining.add_done_callback(lambda _f: joined.append(time.perf_counter()))
+        try:
+            state = await self.follower.start()
+            folded = time.perf_counter()
+            self.placer = Placer(state, self.profile, self.seed)
+            if self._submit is None:
+                self._producer = self.bus.producer()
+                await retry_until(self._producer.start, retriable=_is_transient,
+                                  what="producer start")
+            await joining
+        except BaseException:
+            joining.cancel()
+            with contextlib.suppress(BaseException):
+                await joining
+            raise
+        log.info("replica %s ready at position %d in %.2fs (fold %.2fs, group join %.2fs)",
+                 self.id, state.position, time.perf_counter() - started, folded - started,
+                 joined[0] - started, extra={"replica": self.id})
 
     async def stop(self) -> None:
         """Leave the group (uncommitted work is redelivered), stop following; idempotent."""

@@ -53,8 +53,9 @@ class KafkaBus(Bus):
         return _KafkaProducer(self)
 
     def consumer(self, topics: Sequence[str], group: str, *,
-                 exclusive: bool = False) -> BusConsumer:
-        return _KafkaConsumer(self, tuple(topics), group, exclusive=exclusive)
+                 exclusive: bool = False, instance: str | None = None) -> BusConsumer:
+        return _KafkaConsumer(self, tuple(topics), group, exclusive=exclusive,
+                              instance=instance)
 
     async def ensure_topics(self, partitions: int = 3) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=self.client_id)
@@ -112,7 +113,7 @@ class _KafkaProducer(BusProducer):
 
 class _KafkaConsumer(BusConsumer):
     def __init__(self, bus: KafkaBus, topics: tuple[str, ...], group: str, *,
-                 exclusive: bool = False) -> None:
+                 exclusive: bool = False, instance: str | None = None) -> None:
         #: Exclusive: assign every partition by hand at start (no group membership).
         self._assign = topics if exclusive else ()
         self._consumer = AIOKafkaConsumer(
@@ -127,6 +128,7 @@ class _KafkaConsumer(BusConsumer):
             heartbeat_interval_ms=max(100, bus.session_timeout_ms // 6),
             rebalance_timeout_ms=bus.session_timeout_ms,
             fetch_max_wait_ms=bus.fetch_max_wait_ms,
+            group_instance_id=instance,
         )
         self._started = False
 

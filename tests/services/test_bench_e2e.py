@@ -34,3 +34,18 @@ def test_bench_e2e_reports_throughput_latency_and_conflicts(
     assert lat["missing"] == 0 and 0 < lat["p50_ms"] <= lat["p99_ms"]
     assert "sent->stored" in lat["stages"]
     assert {"commit", "dispatch", "ingest", "replica-r1"} <= set(run["cpu_us_per_pod"])
+
+
+@pytest.mark.scale
+def test_bench_restart_reports_the_restart_and_its_baseline(
+        pg_server: str, dev_broker: DevBroker, tmp_path) -> None:
+    result = subprocess.run([
+        str(Path(sys.executable).with_name("esched")), "bench", "restart",
+        "--kafka", dev_broker.bootstrap, "--pg", pg_server, "--nodes", "300", "--pending", "50",
+        "--logdir", str(tmp_path)], capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    out = orjson.loads(result.stdout)
+    assert out["running_pods"] > 0 and out["nodes"] == 300
+    for key in ("first_start_s", "restart_after_sigterm_s", "restart_after_sigkill_s",
+                "baseline_fold_from_zero_s", "fold_from_snapshot_s"):
+        assert out[key] > 0, key
