@@ -478,16 +478,20 @@ async def _one_run(*, kafka: str, broker_pid: int | None, template_db: str, serv
             await proposed.start()
             await asyncio.sleep(1.0)  # both have joined their groups before the first pod
             t0 = time.monotonic()
+            # Each tick's send runs on its own, so a slow acknowledgement never holds the
+            # next tick back: the offered rate is the rate asked for.
+            sends: list[asyncio.Task] = []
             for n, i in enumerate(range(0, lat_pods, per_tick)):
                 wait = t0 + n * tick - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
                 chunk = payloads[i:i + per_tick]
                 now = time.time()
-                await _send(producer, bus.topics.pods, chunk)
+                sends.append(asyncio.create_task(_send(producer, bus.topics.pods, chunk)))
                 for key, _ in chunk:
                     sent_at[key] = now
             offered = lat_pods / (time.monotonic() - t0)
+            await asyncio.gather(*sends)
             missing = await decisions.wait_for(sent_at, 120, alive)
             lat = np.array([decisions.committed[k] - t for k, t in sent_at.items()
                             if k in decisions.committed])
