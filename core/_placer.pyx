@@ -26,9 +26,12 @@ Per pod (by equivalence class):
    MostAllocated) and/or BalancedAllocation, each on exactly (cpu, memory) -- kube's
    default -- ``_place`` runs ``_scan_fused`` instead: module-level ``nogil`` code, no
    per-plugin dispatch, per-class constants in locals; without the cache it scores
-   blocks of contiguous nodes branch-light (``_score_block``) and then walks each block
+   blocks of contiguous nodes with the vectorized kernel of ``_fused_block.h``
+   (structure-of-arrays double columns, AVX2/AVX-512 chosen at import; the scalar
+   ``_score_block`` where capacities exceed its exact range) and then walks each block
    in visit order, so the sampling stop, best, ties and RNG draws are those of the
-   per-node loop. Divisions by capacity use the placer's per-node reciprocals with an
+   per-node loop; a block whose best score is below the best so far, where sampling
+   does not stop, is only counted. Divisions by capacity use the placer's per-node reciprocals with an
    exact integer correction (Fit) or an exact-quotient fallback near integer results
    (BalancedAllocation): the integer scores are kube's, bit for bit
    (tests/core/test_placer.py checks it against the plugin table).
@@ -39,7 +42,7 @@ Per pod (by equivalence class):
 
 cimport cython
 from libc.math cimport fabs, sqrt
-from libc.stdint cimport int8_t, int32_t, int64_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
@@ -84,7 +87,7 @@ from esched.core.scoring._requested_to_capacity_ratio cimport (
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 
-__all__ = ["Placer", "num_feasible_nodes_to_find", "REASONS"]
+__all__ = ["Placer", "num_feasible_nodes_to_find", "REASONS", "SIMD"]
 
 # kube-scheduler's sampling constants (schedule_one.go): below 100 nodes score all;
 # the adaptive percentage is 50 - nodes/125, at least 5%; never fewer than 100 nodes.
@@ -100,6 +103,7 @@ cdef enum:
     REASON_TAINT = 8
     REASON_RESOURCE_BASE = 8        # bit index of column 0
     MAX_REASON_RESOURCES = 56       # columns beyond share the last bit
+    REASON_NON_RESOURCE = 15        # every bit below REASON_RESOURCE_BASE's
 
 #: Reason bit -> kube-scheduler's message (resource bits are formatted per resource).
 REASONS = {
@@ -148,6 +152,59 @@ cdef extern from *:
     uint64_t esched_mulhi(uint64_t a, uint64_t b) nogil
 
 
+cdef extern from "_fused_block.h" nogil:
+    """
+    """
+    enum:
+        ESCHED_FB_BLOCK
+        ESCHED_FB_MAX_NEED
+        ESCHED_FB_DEAD
+        ESCHED_FB_INFEASIBLE
+        ESCHED_FB_SPECIAL
+    ctypedef struct esched_fblock:
+        const double* u0
+        const double* u1
+        const double* z0
+        const double* z1
+        const double* a0
+        const double* a1
+        const double* i0
+        const double* i1
+        const double* pen
+        const double* need_used[ESCHED_FB_MAX_NEED]
+        const double* need_alloc[ESCHED_FB_MAX_NEED]
+        double need_val[ESCHED_FB_MAX_NEED]
+        int n_need
+        double pen_ok
+        double fr0, fr1, br0, br1, rw0, rw1, ws, inv_ws, w_fit, w_bal
+        int do_fit, least, do_bal
+    ctypedef struct esched_fbsum:
+        int32_t max
+        int32_t n_feasible
+        int32_t n_visited
+    void esched_fblock_score(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m,
+                             int32_t* out, esched_fbsum* sum) noexcept
+    void esched_fblock_init(const char* cap) noexcept
+    const char* esched_fblock_isa
+
+
+def _py_set_simd(cap: str = "") -> str:
+    """Run the block kernel with the widest body this CPU has, at most ``cap``.
+
+    ``cap``: ``""`` (the widest), ``"avx512"``, ``"avx2"`` or ``"baseline"``; returns the
+    body chosen. Import calls it with ``ESCHED_SIMD``; tests call it to compare bodies.
+    """
+    global SIMD
+    esched_fblock_init(cap.encode())
+    SIMD = esched_fblock_isa.decode()
+    return SIMD
+
+
+#: The instruction set the vectorized block kernel runs with (``baseline``, ``avx2``, ``avx512``).
+SIMD = "baseline"
+_py_set_simd(__import__("os").environ.get("ESCHED_SIMD", ""))
+
+
 cdef inline uint64_t below(uint64_t* state, uint64_t bound) noexcept nogil:
     # A draw in [0, bound) by multiply-shift (Lemire), not a 64-bit modulo: no idiv.
     return esched_mulhi(xorshift64(state), bound)
@@ -164,13 +221,28 @@ cdef inline uint64_t xorshift64(uint64_t* state) noexcept nogil:
 
 
 cdef enum:
+    # Placer.soa rows after the 2 * n_res used/allocatable rows (offsets from 2 * n_res).
+    ROW_Z0 = 0          # non-zero used cpu
+    ROW_Z1 = 1          # non-zero used memory
+    ROW_I0 = 2          # 1 / allocatable cpu (0 when 0)
+    ROW_I1 = 3          # 1 / allocatable memory
+    ROW_PEN = 4         # 0 schedulable, 1 cordoned, 2 dead
+    SOA_EXTRA = 5
+    CAP_ZERO = 1        # capflag: cpu or memory capacity 0 (scored per node)
+    CAP_BIG = 2         # capflag: a capacity >= FB_EXACT_LIMIT (no vectorized kernel)
+
+cdef enum:
     MAX_PLUGINS = 8     # score plugins per profile
     SRC_SKIP = -1       # resource not scored for this pod (extended, not requested)
     SRC_USED = 0        # node side is the allocated requests
     SRC_NZ_CPU = 1      # node side is the non-zero cpu sum
     SRC_NZ_MEM = 2      # node side is the non-zero memory sum
     MAX_NEED = 16       # requested columns the fused resource check handles
-    SCAN_BLOCK = 128    # nodes scored per block by the fused scan
+    # nodes scored per block by the fused scan: ESCHED_FB_BLOCK (_fused_block.h), 128
+
+# Vectorized block scoring is exact while capacities and requests stay below this
+# (see _fused_block.h): 64 TiB of memory, 2**46 milli-CPU.
+cdef long long FB_EXACT_LIMIT = 1LL << 46
 
 
 ctypedef struct ClassView:
@@ -211,6 +283,11 @@ ctypedef struct ClassView:
     units_t need_val[MAX_NEED]
     units_t fit_req0, fit_req1   # fit plugin: non-zero cpu, memory
     units_t bal_req0, bal_req1   # BalancedAllocation: requested cpu, memory
+    # Vectorized block scoring (_fused_block.h), filled by Placer._view when it applies:
+    # fused profile, every capacity and request of this class below FB_EXACT_LIMIT.
+    bint use_fb
+    bint fb_special              # some node has a zero cpu or memory capacity
+    esched_fblock fb
 
 
 ctypedef struct ClassConst:
@@ -378,7 +455,7 @@ cdef inline long long _div_by_cap(long long num, long long cap, double inv_cap) 
 
 
 cdef void _score_block(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
-                       score_t* buf) noexcept nogil:
+                       int32_t* buf) noexcept nogil:
     """buf[i] = total of node n0 + i, -1 if infeasible, -2 if not alive.
 
     _fits and _fused_total inlined by hand with the per-class and per-profile constants
@@ -469,7 +546,42 @@ cdef void _score_block(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssi
         elif bad:
             buf[i] = -1
         else:
-            buf[i] = total
+            buf[i] = <int32_t>total
+
+
+cdef void _score_block_fb(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
+                          int32_t* buf, esched_fbsum* sm) noexcept nogil:
+    """_score_block through the vectorized kernel (v.use_fb), same results, plus the
+    block's summary (best score, feasible and visited counts) for the walk.
+
+    The kernel checks resources and cordons and scores; label and taint constraints
+    and nodes with a zero cpu or memory capacity are finished here, per node.
+    """
+    cdef Py_ssize_t i, n
+    cdef int32_t sc
+    esched_fblock_score(&v.fb, n0, m, buf, sm)
+    if not (v.has_taints or v.has_labels or v.fb_special):
+        return
+    sm.max = -1
+    sm.n_feasible = 0
+    for i in range(m):
+        sc = buf[i]
+        if sc == ESCHED_FB_DEAD or sc == ESCHED_FB_INFEASIBLE:
+            continue
+        n = n0 + i
+        if (v.has_taints and not _taints_ok(v, n)) or (v.has_labels and not _selector_ok(v, n)):
+            buf[i] = sc = ESCHED_FB_INFEASIBLE
+            continue
+        if sc == ESCHED_FB_SPECIAL:
+            buf[i] = sc = <int32_t>_fused_total(F, v, n)
+        sm.n_feasible += 1
+        if sc > sm.max:
+            sm.max = sc
+    # n_visited (alive nodes) is what the kernel counted: SPECIAL entries are alive
+    # and were not counted there
+    sm.n_visited = 0
+    for i in range(m):
+        sm.n_visited += buf[i] >= ESCHED_FB_INFEASIBLE
 
 
 cdef Py_ssize_t _scan_cached(const Fused* F, const ClassView* v, Py_ssize_t N, Py_ssize_t start,
@@ -535,7 +647,8 @@ cdef Py_ssize_t _scan_fused(const Fused* F, const ClassView* v, Py_ssize_t N, Py
     cdef Py_ssize_t k = 0, best = -1
     cdef long long found = 0, visited = 0, ties = 0
     cdef score_t sc, best_score = -1
-    cdef score_t buf[SCAN_BLOCK]
+    cdef int32_t buf[ESCHED_FB_BLOCK]
+    cdef esched_fbsum sm
     cdef Py_ssize_t n0, m, i
     if use_cache:
         return _scan_cached(F, v, N, start, target, rng, ck, cv, cs, ver, key_base, slot_base,
@@ -549,9 +662,19 @@ cdef Py_ssize_t _scan_fused(const Fused* F, const ClassView* v, Py_ssize_t N, Py
         m = N - k
         if m > N - n0:
             m = N - n0
-        if m > SCAN_BLOCK:
-            m = SCAN_BLOCK
-        _score_block(F, v, n0, m, buf)
+        if m > ESCHED_FB_BLOCK:
+            m = ESCHED_FB_BLOCK
+        if v.use_fb:
+            _score_block_fb(F, v, n0, m, buf, &sm)
+            if sm.max < best_score and found + sm.n_feasible < target:
+                # Nothing here beats or ties the best and the sampling does not stop
+                # here: the per-node walk below would only count.
+                visited += sm.n_visited
+                found += sm.n_feasible
+                k += m
+                continue
+        else:
+            _score_block(F, v, n0, m, buf)
         for i in range(m):
             sc = buf[i]
             if sc < 0:
@@ -644,6 +767,13 @@ cdef class Placer:
     cdef units_t[:, ::1] nzu
     cdef long long[::1] ver
     cdef long long[::1] sver
+    # Structure-of-arrays double columns for the vectorized block kernel, [row, node]:
+    # rows 0..n_res-1 used, n_res..2*n_res-1 allocatable, then ROW_* after those.
+    cdef object soa_np
+    cdef double[:, ::1] soa
+    cdef object capflag_np
+    cdef int8_t[::1] capflag             # [node] CAP_ZERO | CAP_BIG
+    cdef long long n_zero_cap, n_big_cap # nodes with such a flag
     cdef long long tick
     cdef Py_ssize_t n_nodes, n_res
     cdef public long long synced_position
@@ -661,6 +791,9 @@ cdef class Placer:
     cdef ClassConst* cconst              # [class_cap] _view's memo
     cdef Py_ssize_t cconst_cap
     cdef long long calls                 # placements attempted (the cache's clock)
+    cdef public object gang_failure      # the last failed plan_gang's report (or None)
+    cdef object evicted_np               # bool[pod]: victims this placer assumed evicted
+    cdef object band_cfg, band_np        # BandConfig and uint8[class] bands resolved with it
 
     def __cinit__(self):
         self.specs = NULL
@@ -688,6 +821,10 @@ cdef class Placer:
         self.hits = self.misses = self.placed = self.visited = self.unschedulable = 0
         self.python_plugin_errors = 0
         self.calls = 0
+        self.gang_failure = None
+        self.evicted_np = None
+        self.band_cfg = None
+        self.band_np = np.zeros(0, dtype=np.uint8)
         self.class_last_np = np.zeros(0, dtype=np.int64)
         self._grow_class_stats(64)
         self._resolve_plugins()
@@ -828,6 +965,11 @@ cdef class Placer:
             self.alloc_np = np.array(st.allocatable_np[: self.n_nodes, : self.n_res], order="C",
                                      copy=True)
             self.alloc = self.alloc_np
+            if self.fused.on and self.n_nodes > 0:
+                # Every node's reciprocals (the loop below renews only changed nodes).
+                for j, c in enumerate((self.fused.c0, self.fused.c1)):
+                    cap = self.alloc_np[:, c].astype(np.float64)
+                    np.divide(1.0, cap, out=self.inv_np[:, j], where=cap != 0)
             ver = np.zeros(self.n_nodes, dtype=np.int64)
             sver = np.full(self.n_nodes, -1, dtype=np.int64)
             if self.ver_np is not None:
@@ -837,6 +979,7 @@ cdef class Placer:
             self.ver_np, self.sver_np = ver, sver
             self.ver = self.ver_np
             self.sver = self.sver_np
+            self._fill_soa()
         cdef long long[::1] sv = st.version_np
         for n in range(self.n_nodes):
             # A node touched by an assumption (sver == -2) or changed in the state is new.
@@ -852,10 +995,71 @@ cdef class Placer:
                     c1 = st.allocatable[n, self.fused.c1]
                     self.inv[n, 0] = 1.0 / <double>c0 if c0 != 0 else 0.0
                     self.inv[n, 1] = 1.0 / <double>c1 if c1 != 0 else 0.0
+                    self._soa_node(n, st.flags[n])
                 self.tick += 1
                 self.ver[n] = self.tick
                 self.sver[n] = sv[n]
         self.synced_position = st.position
+        self.evicted_np = None  # assumed evictions die with the other assumptions
+
+    def _fill_soa(self) -> None:
+        # After a reshape: every node's soa columns and cap flags from the copies.
+        cdef Py_ssize_t R = self.n_res, N = self.n_nodes
+        soa = np.zeros((2 * R + SOA_EXTRA, max(N, 1)), dtype=np.float64)
+        capflag = np.zeros(max(N, 1), dtype=np.int8)
+        self.n_zero_cap = self.n_big_cap = 0
+        if self.fused.on and N > 0:
+            soa[:R, :N] = self.used_np.T
+            soa[R:2 * R, :N] = self.alloc_np.T
+            soa[2 * R + ROW_Z0, :N] = self.nzu_np[:, 0]
+            soa[2 * R + ROW_Z1, :N] = self.nzu_np[:, 1]
+            soa[2 * R + ROW_I0, :N] = self.inv_np[:, 0]
+            soa[2 * R + ROW_I1, :N] = self.inv_np[:, 1]
+            flags = self.state.flags_np[:N]
+            soa[2 * R + ROW_PEN, :N] = np.where(
+                flags & NODE_ALIVE, np.where(flags & NODE_UNSCHEDULABLE, 1.0, 0.0), 2.0)
+            a = self.alloc_np
+            zero = (a[:, self.fused.c0] == 0) | (a[:, self.fused.c1] == 0)
+            big = (a >= FB_EXACT_LIMIT).any(axis=1) if R else np.zeros(N, dtype=bool)
+            capflag[:N] = zero * CAP_ZERO + big * CAP_BIG
+            self.n_zero_cap = int(zero.sum())
+            self.n_big_cap = int(big.sum())
+        self.soa_np = soa
+        self.soa = soa
+        self.capflag_np = capflag
+        self.capflag = capflag
+
+    cdef void _soa_node(self, Py_ssize_t n, flag_t fl) noexcept:
+        # Node n's soa columns and cap flag from the placer's integer copies.
+        cdef Py_ssize_t R = self.n_res, r
+        cdef int8_t old = self.capflag[n], new = 0
+        for r in range(R):
+            self.soa[r, n] = <double>self.used[n, r]
+            self.soa[R + r, n] = <double>self.alloc[n, r]
+            if self.alloc[n, r] >= FB_EXACT_LIMIT:
+                new |= CAP_BIG
+        if self.alloc[n, self.fused.c0] == 0 or self.alloc[n, self.fused.c1] == 0:
+            new |= CAP_ZERO
+        self.soa[2 * R + ROW_Z0, n] = <double>self.nzu[n, 0]
+        self.soa[2 * R + ROW_Z1, n] = <double>self.nzu[n, 1]
+        self.soa[2 * R + ROW_I0, n] = self.inv[n, 0]
+        self.soa[2 * R + ROW_I1, n] = self.inv[n, 1]
+        self.soa[2 * R + ROW_PEN, n] = (
+            2.0 if not (fl & NODE_ALIVE) else 1.0 if fl & NODE_UNSCHEDULABLE else 0.0)
+        self.n_zero_cap += ((new & CAP_ZERO) != 0) - ((old & CAP_ZERO) != 0)
+        self.n_big_cap += ((new & CAP_BIG) != 0) - ((old & CAP_BIG) != 0)
+        self.capflag[n] = new
+
+    cdef inline void _soa_used(self, Py_ssize_t n) noexcept:
+        # Node n's used and non-zero columns in soa after self.used / self.nzu changed
+        # (every writer of those two calls this: the vectorized kernel reads soa).
+        cdef Py_ssize_t r
+        if not self.fused.on:
+            return
+        for r in range(self.n_res):
+            self.soa[r, n] = <double>self.used[n, r]
+        self.soa[2 * self.n_res + ROW_Z0, n] = <double>self.nzu[n, 0]
+        self.soa[2 * self.n_res + ROW_Z1, n] = <double>self.nzu[n, 1]
 
     cdef inline void _ensure_synced(self):
         if self.synced_position != self.state.position or self.state.n_nodes != self.n_nodes \
@@ -1020,6 +1224,7 @@ cdef class Placer:
         v.fit_req1 = v.nz_mem
         v.bal_req0 = v.req[self.fused.c0] if self.fused.on else 0
         v.bal_req1 = v.req[self.fused.c1] if self.fused.on else 0
+        self._view_fb(v)
         for k in range(self.n_specs):
             s = &self.specs[k]
             for i in range(s.n_res):
@@ -1038,6 +1243,53 @@ cdef class Placer:
                     v.src[k][i] = SRC_SKIP
                 v.pod_req[k][i] = pod_req
         return 0
+
+    cdef void _view_fb(self, ClassView* v) noexcept:
+        # The vectorized kernel's inputs for this class, or v.use_fb = False.
+        cdef Fused* F = &self.fused
+        cdef esched_fblock* k = &v.fb
+        cdef Py_ssize_t R = self.n_res, j
+        cdef int n_need = v.n_need
+        v.use_fb = (F.on and self.n_nodes > 0 and 0 <= n_need <= ESCHED_FB_MAX_NEED
+                    and self.n_big_cap == 0
+                    and v.nz_cpu < FB_EXACT_LIMIT and v.nz_mem < FB_EXACT_LIMIT)
+        if not v.use_fb:
+            return
+        for j in range(n_need):
+            if v.need_val[j] >= FB_EXACT_LIMIT:
+                v.use_fb = False   # fits nowhere exact anyway; leave it to the scalar path
+                return
+        v.fb_special = self.n_zero_cap > 0
+        cdef double* base = &self.soa[0, 0]
+        cdef Py_ssize_t S = self.soa.shape[1]
+        k.u0 = base + F.c0 * S
+        k.u1 = base + F.c1 * S
+        k.a0 = base + (R + F.c0) * S
+        k.a1 = base + (R + F.c1) * S
+        k.z0 = base + (2 * R + ROW_Z0) * S
+        k.z1 = base + (2 * R + ROW_Z1) * S
+        k.i0 = base + (2 * R + ROW_I0) * S
+        k.i1 = base + (2 * R + ROW_I1) * S
+        k.pen = base + (2 * R + ROW_PEN) * S
+        k.n_need = n_need
+        for j in range(n_need):
+            k.need_used[j] = base + v.need_col[j] * S
+            k.need_alloc[j] = base + (R + v.need_col[j]) * S
+            k.need_val[j] = <double>v.need_val[j]
+        k.pen_ok = 1.0 if v.tolerates_unschedulable else 0.0
+        k.fr0 = <double>v.fit_req0
+        k.fr1 = <double>v.fit_req1
+        k.br0 = <double>v.bal_req0
+        k.br1 = <double>v.bal_req1
+        k.rw0 = <double>F.rw0
+        k.rw1 = <double>F.rw1
+        k.ws = <double>F.ws_both
+        k.inv_ws = 1.0 / <double>F.ws_both if F.ws_both else 0.0
+        k.w_fit = <double>F.w_fit
+        k.w_bal = <double>F.w_bal
+        k.do_fit = F.has_fit and F.ws_both != 0
+        k.least = F.fit_least
+        k.do_bal = F.has_bal
 
     # ------------------------------------------------------------------ kernels
 
@@ -1359,6 +1611,7 @@ cdef class Placer:
             self.used[n, r] += sign * st.class_req[cid, r]
         self.nzu[n, 0] += sign * st.class_nz[cid, 0]
         self.nzu[n, 1] += sign * st.class_nz[cid, 1]
+        self._soa_used(n)
         self.tick += 1
         self.ver[n] = self.tick
         self.sver[n] = -2  # differs from any state version: the next sync renews it
@@ -1455,12 +1708,191 @@ cdef class Placer:
             done.append((cid, n))
             names.append(self.state.node_names[n])
         if len(done) < need:
+            # The report is taken on the view with the members that did fit assumed.
+            self.gang_failure = self._gang_shortfall(
+                [c for c, name in zip(cids, names) if name is None][: need - len(done)],
+                len(done), need, len(cids))
             for cid, n in reversed(done):
                 self._assume(cid, n, -1)
             self.unschedulable += 1
             return None
+        self.gang_failure = None
         self.placed += len(done)
         return names
+
+    def _gang_shortfall(self, list missing, long long fit, long long need,
+                        long long members) -> dict:
+        """Why a gang did not fit: how many of ``need`` members fit together, and per
+        resource how much the next ``missing`` members' requests exceed the free room
+        of all schedulable nodes (after the members that fit). Empty ``short`` means
+        the room exists in total but no node fits the rest (constraints, fragmentation).
+        """
+        cdef ClusterState st = self.state
+        nres = self.n_res
+        want = np.zeros(nres, dtype=np.int64)
+        for cid in missing:
+            want += st.class_req_np[cid, :nres]
+        flags = st.flags_np[: self.n_nodes]
+        ok = ((flags & NODE_ALIVE) != 0) & ((flags & NODE_UNSCHEDULABLE) == 0)
+        free = np.clip(self.alloc_np[ok] - self.used_np[ok], 0, None).sum(axis=0)
+        short = {st.res_names[r]: int(want[r] - free[r])
+                 for r in range(nres) if want[r] > free[r]}
+        return {"fit": int(fit), "need": int(need), "members": int(members), "short": short}
+
+    def gang_message(self, report: dict | None = None) -> str:
+        """The operator's one-line reason of the last failed :meth:`plan_gang` (or of
+        ``report``): ``7/10 members fit; short of nvidia.com/gpu: 3``."""
+        from esched.schemas.quantity import format_units
+
+        report = report if report is not None else self.gang_failure
+        if not report:
+            return ""
+        head = f"{report['fit']}/{report['need']} members fit"
+        if report["short"]:
+            return head + "; short of " + ", ".join(
+                f"{name}: {format_units(name, units)}"
+                for name, units in sorted(report["short"].items()))
+        return head + "; the cluster has the room in total but no node fits the rest " \
+                      "(constraints or fragmentation)"
+
+    # ------------------------------------------------------------------ preemption
+
+    def class_bands(self, bands=None) -> np.ndarray:
+        """``uint8[class]``: the Borg band of every equivalence class under ``bands``
+        (a :class:`~esched.core.bands.BandConfig`; default thresholds if None)."""
+        from esched.core.bands import DEFAULT_BANDS
+
+        cdef ClusterState st = self.state
+        cfg = bands if bands is not None else DEFAULT_BANDS
+        if cfg is not self.band_cfg:
+            self.band_cfg = cfg
+            self.band_np = np.zeros(0, dtype=np.uint8)
+        have = self.band_np.shape[0]
+        if have < st.n_classes:
+            grown = np.zeros(max(st.n_classes, 2 * have, 64), dtype=np.uint8)
+            grown[:have] = self.band_np[:have]
+            for c in range(have, st.n_classes):
+                spec = st.class_specs[c]
+                grown[c] = cfg.band_of(spec["priority"], spec.get("priorityClassName"))
+            # Slots past n_classes are filled when their classes appear.
+            self.band_np = grown[: st.n_classes]
+        return self.band_np
+
+    def plan_preemption(self, pod, bands=None, bint assume=True) -> dict | None:
+        """Where ``pod`` fits by evicting pods of lower bands, and whom (or None).
+
+        Victims are chosen by :mod:`esched.core._preempt` (Borg's rules; lowest band
+        first, fewest victims; gangs pushed below minMember go whole). Returns
+        ``{"node", "victims": [pod keys on that node], "collateral": [gang members
+        elsewhere], "cost": {"band", "pods", "priority"}}``. With ``assume`` the
+        evictions and the placement join this placer's view (until :meth:`sync`), and
+        the victims are not offered again.
+        """
+        from esched.core._preempt import select_victims
+
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t cid = self._class_of(pod), n, N
+        cdef uint64_t reasons
+        self._ensure_synced()
+        cdef ClassView v
+        self._view(cid, &v)
+        N = self.n_nodes
+        ok = np.zeros(N, dtype=np.uint8)
+        cdef uint8_t[::1] ok_v = ok
+        for n in range(N):
+            reasons = self._feasible(n, &v, True)
+            # Constraints must hold; only resources may be missing.
+            ok_v[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
+        exclude = -1
+        if isinstance(pod, str):
+            exclude = int(st.pod_gang_np[st.pod_index[pod]])
+        if self.evicted_np is not None and self.evicted_np.shape[0] < st.n_pods:
+            grown = np.zeros(st.n_pods, dtype=bool)
+            grown[: self.evicted_np.shape[0]] = self.evicted_np
+            self.evicted_np = grown
+        got = select_victims(st, self.used_np, self.alloc_np, ok, cid, self.class_bands(bands),
+                             self.evicted_np, exclude)
+        if got is None:
+            return None
+        node, victims, collateral, (band, count, prio) = got
+        if assume:
+            if self.evicted_np is None:
+                self.evicted_np = np.zeros(st.n_pods, dtype=bool)
+            for p in victims + collateral:
+                self._unassume_pod(p)
+                self.evicted_np[p] = True
+            self._assume(cid, node, 1)
+            self.placed += 1
+        keys = st.pod_keys
+        return {"node": st.node_names[node],
+                "victims": [keys[p] for p in victims],
+                "collateral": [keys[p] for p in collateral],
+                "cost": {"band": band, "pods": count, "priority": prio}}
+
+    def plan_gang_preempting(self, pods, min_member: int | None = None, bands=None
+                             ) -> dict | None:
+        """:meth:`plan_gang`, letting members that do not fit preempt (all or nothing).
+
+        Members are placed in order; one that fits nowhere tries
+        :meth:`plan_preemption` on the view so far. If fewer than ``min_member``
+        (default: all) are placed, every placement *and every eviction* planned here
+        is undone and None is returned. Otherwise ``{"nodes": [name or None per
+        member], "victims": [{"pod", "node"}, ...]}`` stays assumed.
+        """
+        cdef ClusterState st = self.state
+        keys = list(pods)
+        self._ensure_synced()
+        need = len(keys) if min_member is None else min_member
+        nodes = []
+        placed = []          # (cid, node slot)
+        evicted = []         # pod slots
+        victims = []
+        for key in keys:
+            got = self.place(key)
+            if got is not None:
+                nodes.append(got[0])
+                placed.append((self._class_of(key), st.node_index[got[0]]))
+                continue
+            before = [] if self.evicted_np is None else list(np.flatnonzero(self.evicted_np))
+            plan = self.plan_preemption(key, bands)
+            if plan is None:
+                nodes.append(None)
+                continue
+            nodes.append(plan["node"])
+            placed.append((self._class_of(key), st.node_index[plan["node"]]))
+            now = set(np.flatnonzero(self.evicted_np)) - set(before)
+            evicted.extend(sorted(now))
+            for p in sorted(now):
+                victims.append({"pod": st.pod_keys[p], "node": st.node_names[st.pod_node[p]]})
+        if len(placed) < need:
+            for cid, n in reversed(placed):
+                self._assume(cid, n, -1)
+            for p in evicted:
+                self._pod_view(p, 1)
+                self.evicted_np[p] = False
+            self.placed -= len(placed)
+            self.unschedulable += 1
+            return None
+        return {"nodes": nodes, "victims": victims}
+
+    cdef void _unassume_pod(self, Py_ssize_t p) noexcept:
+        # A running pod leaves this placer's view (an assumed eviction).
+        self._pod_view(p, -1)
+
+    cdef void _pod_view(self, Py_ssize_t p, int sign) noexcept:
+        # Add (sign 1) or remove (-1) a running pod's allocation in this placer's view.
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t r, n = st.pod_node[p], c = st.pod_class[p]
+        if n < 0 or n >= self.n_nodes:
+            return
+        for r in range(self.n_res):
+            self.used[n, r] += sign * st.pod_alloc[p, r]
+        self.nzu[n, 0] += sign * st.class_nz[c, 0]
+        self.nzu[n, 1] += sign * st.class_nz[c, 1]
+        self._soa_used(n)
+        self.tick += 1
+        self.ver[n] = self.tick
+        self.sver[n] = -2
 
     def explain(self, pod) -> dict:
         """Every alive node: feasible or not with reasons, each plugin's score, total.

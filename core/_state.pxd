@@ -114,11 +114,13 @@ cdef class ClusterState:
     cdef int _node_upsert(self, dict node) except -1
     cdef int _node_removed(self, dict data) except -1
     cdef int _pod_submitted(self, dict pod) except -1
+    cdef int _gang_size_annotation(self, Py_ssize_t g, object value) except -1
     cdef int _pod_finished(self, dict data, int phase) except -1
     cdef int _podgroup(self, dict pg) except -1
     cdef int _queue_upsert(self, dict queue) except -1
     cdef int _usage(self, dict data) except -1
     cdef int _committed(self, dict data) except -1
     cdef int _evicted(self, dict data) except -1
+    cdef int _rejected(self, dict data) except -1
     cdef int _apply(self, dict event) except -1
     cpdef apply(self, dict event, long long position)

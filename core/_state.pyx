@@ -60,6 +60,7 @@ cdef enum:
     EV_USAGE
     EV_COMMITTED
     EV_EVICTED
+    EV_REJECTED
     EV_NOOP
 
 cdef dict _TYPE_CODES_BY_NAME = {
@@ -78,6 +79,7 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.PLACEMENT_PROPOSED: EV_NOOP,
     _ev.PLACEMENT_REJECTED: EV_NOOP,
     _ev.POD_UNSCHEDULABLE: EV_NOOP,
+    _ev.POD_REJECTED: EV_REJECTED,
 }
 # One dict lookup per event gives a slot; slot -> dispatch code and per-type counter.
 cdef tuple _TYPE_NAMES = tuple(_TYPE_CODES_BY_NAME)
@@ -86,6 +88,8 @@ cdef int _SLOT_CODE[32]
 for _i, _name in enumerate(_TYPE_NAMES):
     _SLOT_CODE[_i] = _TYPE_CODES_BY_NAME[_name]
 
+#: Pod annotation giving a gang's size when no PodGroup does (with a group-name one).
+GANG_SIZE_ANNOTATION = "scheduling.k8s.io/group-pod-num"
 #: Resources every state has, in this column order.
 BASE_RESOURCES = ("cpu", "memory", "pods")
 # Initial table sizes; tables double when full, so these only avoid early copies.
@@ -421,13 +425,16 @@ cdef class ClusterState:
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.
-        key = (tuple(req.items()), nz, prio, ckey)
+        # priorityClassName is part of the class: the band config may map it to a band.
+        pcn = spec.get("priorityClassName") or None
+        key = (tuple(req.items()), nz, prio, ckey, pcn)
         cid = self.class_index.get(key)
         if cid is not None:
             return cid
-        return self._new_class(key, req, nz, prio, ckey)
+        return self._new_class(key, req, nz, prio, ckey, pcn)
 
-    def _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey) -> int:
+    def _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
+                   object pcn=None) -> int:
         cdef Py_ssize_t i = self.n_classes
         cols = [self._resource(name) for name in req]
         if i >= self.class_cap:
@@ -443,6 +450,7 @@ cdef class ClusterState:
             "requests": dict(req),
             "nonzero": list(nz),
             "priority": prio,
+            "priorityClassName": pcn,
             "constraints": orjson.loads(ckey) if ckey else None,
         })
         self.class_index[key] = i
@@ -651,6 +659,8 @@ cdef class ClusterState:
         if c < 0:
             return 0
         g = self._gang(gkey, queue) if gkey is not None else -1
+        if g >= 0 and annotations and GANG_SIZE_ANNOTATION in annotations:
+            self._gang_size_annotation(g, annotations[GANG_SIZE_ANNOTATION])
         if idx is not None:
             # A terminal pod of the same name is replaced by the new one.
             p = idx
@@ -676,6 +686,21 @@ cdef class ClusterState:
                 self.pod_alloc[p, r] = self.class_req[c, r]
             self._bind(p, n)
             self._set_phase(p, PHASE_RUNNING)
+        return 0
+
+    cdef int _gang_size_annotation(self, Py_ssize_t g, object value) except -1:
+        # The annotation pair group-name + group-pod-num makes a gang without a
+        # PodGroup (the delayed-binding article's form); a PodGroup's minMember wins.
+        if self.gang_meta[g].get("podGroup"):
+            return 0
+        try:
+            size = int(value)
+        except (TypeError, ValueError):
+            size = 0
+        if size < 1:
+            self._anomaly("invalid_group_pod_num")
+            return 0
+        self.gang_min[g] = size
         return 0
 
     cdef int _pod_finished(self, dict data, int phase) except -1:
@@ -712,6 +737,7 @@ cdef class ClusterState:
             "queue_set": queue_set,
             "priorityClassName": spec.get("priorityClassName"),
             "minResources": min_resources,
+            "podGroup": True,
         }
         return 0
 
@@ -799,6 +825,19 @@ cdef class ClusterState:
         self._set_phase(p, PHASE_PENDING)
         return 0
 
+    cdef int _rejected(self, dict data) except -1:
+        # Refused at admission (quota, closed queue): a Pending pod becomes Failed.
+        idx = self.pod_index.get(data.get("pod"))
+        if idx is None:
+            self._anomaly("unknown_pod")
+            return 0
+        cdef Py_ssize_t p = idx
+        if self.pod_phase[p] != PHASE_PENDING:
+            self._anomaly("reject_not_pending")
+            return 0
+        self._set_phase(p, PHASE_FAILED)
+        return 0
+
     # ------------------------------------------------------------------ the fold
 
     cdef int _apply(self, dict event) except -1:
@@ -831,6 +870,8 @@ cdef class ClusterState:
                 self._node_upsert(data)
             elif code == EV_NODE_REMOVED:
                 self._node_removed(data)
+            elif code == EV_REJECTED:
+                self._rejected(data)
             elif code == EV_EVICTED:
                 self._evicted(data)
             elif code == EV_USAGE:
@@ -1048,7 +1089,7 @@ cdef class ClusterState:
             "pod_keys": "\x00".join(k if k is not None else "" for k in self.pod_keys),
             "pod_free": self.pod_free,
             "phase_counts": [self.phase_counts[i] for i in range(4)],
-            "class_keys": [[list(map(list, k[0])), list(k[1]), k[2], k[3]]
+            "class_keys": [[list(map(list, k[0])), list(k[1]), k[2], k[3], k[4]]
                            for k in self.class_index],
             "class_ids": list(self.class_index.values()),
             "class_specs": self.class_specs,
@@ -1133,7 +1174,9 @@ cdef class ClusterState:
         s.n_classes = len(s.class_specs)
         s.class_cap = max(DEF_SMALL, s.n_classes)
         s.class_index = {
-            (tuple(tuple(kv) for kv in k[0]), tuple(k[1]), k[2], k[3]): cid
+            # Snapshots before priorityClassName joined the key have 4 parts.
+            (tuple(tuple(kv) for kv in k[0]), tuple(k[1]), k[2], k[3],
+             k[4] if len(k) > 4 else None): cid
             for k, cid in zip(h["class_keys"], h["class_ids"])
         }
         s.class_req_np = _grown(arrays["class_req"], s.class_cap, nr)
