@@ -235,6 +235,25 @@ static inline Py_ssize_t esched_nth_equal(const int32_t *s, Py_ssize_t m, int32_
     return m;
 }
 
+/* Length of the prefix of s[0:m] that holds its first `need` (>= 1) feasible entries
+ * (s >= 0); m if it holds fewer. Chunks of 32 are counted as vectors. */
+static inline Py_ssize_t esched_cut(const int32_t *s, Py_ssize_t m, long long need)
+{
+    Py_ssize_t i = 0;
+    for (; i + 32 <= m; i += 32) {
+        int32_t c = 0;
+        for (int j = 0; j < 32; j++)
+            c += s[i + j] >= 0;
+        if (need <= c)
+            break;
+        need -= c;
+    }
+    for (; i < m; i++)
+        if (s[i] >= 0 && --need == 0)
+            return i + 1;
+    return m;
+}
+
 typedef void (*esched_fblock_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
                                  int32_t *out, esched_fbsum *sum);
 typedef void (*esched_summarize_fn)(const int32_t *s, Py_ssize_t m, esched_fbsum *sum);

@@ -193,6 +193,7 @@ cdef extern from "_fused_block.h" nogil:
                             Py_ssize_t m) noexcept
     Py_ssize_t esched_nth_equal(const int32_t* s, Py_ssize_t m, int32_t x,
                                 Py_ssize_t r) noexcept
+    Py_ssize_t esched_cut(const int32_t* s, Py_ssize_t m, long long need) noexcept
     void esched_fblock_init(const char* cap) noexcept
     const char* esched_fblock_isa
 
@@ -584,17 +585,6 @@ cdef void _score_block_fb(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_
         elif sc == ESCHED_FB_SPECIAL:
             buf[i] = <int32_t>_fused_total(F, v, n)
     esched_summarize(buf, m, sm)
-
-
-cdef inline Py_ssize_t _cut(const int32_t* s, Py_ssize_t m, long long need) noexcept nogil:
-    """Length of the prefix of s[0:m] holding its first ``need`` feasible entries."""
-    cdef Py_ssize_t i
-    for i in range(m):
-        if s[i] >= 0:
-            need -= 1
-            if need == 0:
-                return i + 1
-    return m
 
 
 class _Compiled:
@@ -1512,7 +1502,7 @@ cdef class Placer:
             if fused and cached and whole and self.sbt[slot, b] == (self.bv[b] | epoch):
                 sm = (<esched_fbsum*>&self.sbs[slot, b, 0])[0]
                 if found + sm.n_feasible >= target:
-                    m = _cut(S + n0, m, target - found)
+                    m = esched_cut(S + n0, m, target - found)
                     esched_summarize(S + n0, m, &sm)
                     stop = True
                 hits += sm.n_visited
@@ -1527,7 +1517,8 @@ cdef class Placer:
                         if E[n] != (ver[n] | epoch):
                             few[n_few] = n
                             n_few += 1
-                            self._fused_block(v, n, 1, S + n)
+                            # one node: the scalar pass (same scores) is cheaper
+                            _score_block(&self.fused, v, n, 1, S + n)
                             if n_few == n_stale:
                                 break
                 elif n_stale > FEW_STALE:
@@ -1538,7 +1529,7 @@ cdef class Placer:
                     (<esched_fbsum*>&self.sbs[slot, b, 0])[0] = sm
                     self.sbt[slot, b] = self.bv[b] | epoch
                 if found + sm.n_feasible >= target:
-                    m = _cut(S + n0, m, target - found)
+                    m = esched_cut(S + n0, m, target - found)
                     esched_summarize(S + n0, m, &sm)
                     stop = True
                 # hits and misses of the visited (alive) nodes, by the stamps before
@@ -1564,7 +1555,7 @@ cdef class Placer:
                 self._fused_block(v, n0, m, S + n0)
                 esched_summarize(S + n0, m, &sm)
                 if found + sm.n_feasible >= target:
-                    m = _cut(S + n0, m, target - found)
+                    m = esched_cut(S + n0, m, target - found)
                     esched_summarize(S + n0, m, &sm)
                     stop = True
             else:
