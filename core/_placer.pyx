@@ -245,6 +245,7 @@ cdef enum:
     CAP_BIG = 2         # capflag: a capacity >= FB_EXACT_LIMIT (no vectorized kernel)
 
 cdef enum:
+    NODE_GROUP_SCORE = 200  # a node in a preferred node group of the queue (weight 2 x 100)
     MAX_PLUGINS = 8     # score plugins per profile
     SRC_SKIP = -1       # resource not scored for this pod (extended, not requested)
     SRC_USED = 0        # node side is the allocated requests
@@ -273,6 +274,8 @@ ctypedef struct ClassView:
     bint tolerates_unschedulable
     bint has_labels
     bint has_taints
+    const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
+    bint has_pref
     # Per plugin k and resource i, resolved once per class (not per node):
     units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
     int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)
@@ -318,6 +321,8 @@ ctypedef struct ClassConst:
     bint tolerates_unschedulable
     bint has_labels
     bint has_taints
+    const word_t* pref_mask
+    bint has_pref
 
 
 ctypedef struct Fused:
@@ -360,6 +365,23 @@ cdef inline bint _taints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
     for w in range(v.taint_words):
         bad |= taints[w] & v.intolerable[w]
     return bad == 0
+
+
+cdef inline score_t _node_group_score(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """Volcano's preferred node groups: NODE_GROUP_SCORE on a node in one of them.
+
+    kube's NodeAffinity scores preferred terms 0..100 with plugin weight 2 by default;
+    a node in a preferred group of the pod's queue gets that (2 * 100), others 0.
+    """
+    cdef int w
+    cdef const word_t* labels
+    if not v.has_pref:
+        return 0
+    labels = v.label_bits + n * v.label_words
+    for w in range(v.label_words):
+        if labels[w] & v.pref_mask[w]:
+            return NODE_GROUP_SCORE
+    return 0
 
 
 cdef inline bint _selector_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
@@ -591,7 +613,7 @@ class _Compiled:
     """The numpy arrays behind a ClassView and the intern sizes they were built for."""
 
     __slots__ = ("stamp", "expr_mask", "expr_mode", "term_off", "intolerable",
-                 "tolerates_unschedulable", "has_labels", "has_taints")
+                 "tolerates_unschedulable", "has_labels", "has_taints", "pref_mask", "has_pref")
 
 
 def _tolerates(tol: dict, key: str, value: str, effect: str) -> bool:
@@ -1009,6 +1031,9 @@ cdef class Placer:
         if node_group.get("anti"):
             exprs.append((EXPR_NONE, bits_for_values(NODE_GROUP_LABEL, node_group["anti"])))
         offsets.append(len(exprs))
+        pref = np.zeros(max(W, 1), dtype=np.uint64)
+        for b in bits_for_values(NODE_GROUP_LABEL, node_group.get("preferred") or ()):
+            pref[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
         required = cons.get("required") or {}
         for term in required.get("nodeSelectorTerms") or ():
             expressions = term.get("matchExpressions") or []
@@ -1065,6 +1090,8 @@ cdef class Placer:
             _tolerates(t, "node.kubernetes.io/unschedulable", "", "NoSchedule") for t in tolerations)
         comp.has_labels = n_e > 0
         comp.has_taints = any_taint
+        comp.pref_mask = pref
+        comp.has_pref = bool(pref.any())
         self.compiled[cid] = comp
         return comp
 
@@ -1078,6 +1105,7 @@ cdef class Placer:
         cdef int8_t[::1] mode
         cdef int32_t[::1] off
         cdef word_t[::1] intol
+        cdef word_t[::1] pmask
         if not (cc.s0 == s0 and cc.s1 == s1 and cc.s2 == st.label_words
                 and cc.s3 == st.taint_words):
             # Same stamp as _compile's; the memo saves its dict lookups and the
@@ -1097,6 +1125,9 @@ cdef class Placer:
             cc.tolerates_unschedulable = comp.tolerates_unschedulable
             cc.has_labels = comp.has_labels
             cc.has_taints = comp.has_taints
+            pmask = comp.pref_mask
+            cc.pref_mask = &pmask[0]
+            cc.has_pref = comp.has_pref
             cc.s0, cc.s1, cc.s2, cc.s3 = s0, s1, st.label_words, st.taint_words
         v.req = &st.class_req[cid, 0]
         v.nz_cpu = st.class_nz[cid, 0]
@@ -1111,6 +1142,8 @@ cdef class Placer:
         v.tolerates_unschedulable = cc.tolerates_unschedulable
         v.has_labels = cc.has_labels
         v.has_taints = cc.has_taints
+        v.pref_mask = cc.pref_mask
+        v.has_pref = cc.has_pref
         v.alloc = &self.alloc[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
@@ -1389,10 +1422,11 @@ cdef class Placer:
 
     cdef inline score_t _node_total(self, Py_ssize_t n, const ClassView* v,
                                     Py_ssize_t cid) noexcept:
-        """Total score of node n for the class through the plugin table, -1 if infeasible."""
+        """Total score of node n for the class through the plugin table, -1 if infeasible;
+        plus the queue's preferred node-group score."""
         if self._feasible(n, v, False):
             return -1
-        return self._total(n, v, cid)
+        return self._total(n, v, cid) + _node_group_score(v, n)
 
     cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept:
         """The cache row of the class (its own, else the least recently used), or -1.
@@ -1472,7 +1506,9 @@ cdef class Placer:
         Both count hits and misses per visited node alike, and decide alike.
         """
         cdef Py_ssize_t N = self.n_nodes, k = 0, n0, m, i, n, b, j, nseg = 0, best = -1
-        cdef bint fused = self.fused.on and v.n_need >= 0
+        # (a queue's preferred node groups add a per-node score the fused pass does not
+        # have: the plugin table then)
+        cdef bint fused = self.fused.on and v.n_need >= 0 and not v.has_pref
         cdef bint cached = slot >= 0
         cdef bint whole, stop = False
         cdef int32_t* S = &self.sc[slot if cached else CACHE_SLOTS, 0]
@@ -1940,6 +1976,10 @@ cdef class Placer:
                     sc = int(self._plugin_score(n, &v, k, cid))
                     row["scores"][self.plugin_names[k]] = sc
                     total += self.specs[k].weight * sc
+                if v.has_pref:
+                    sc = int(_node_group_score(&v, n))
+                    row["scores"]["NodeGroupAffinity"] = sc
+                    total += sc
                 row["total"] = total
                 if total > best_total:
                     tied, best_total = [row["name"]], total

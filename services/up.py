@@ -141,7 +141,8 @@ class Up:
                                    config=CommitConfig(group=f"{gp}esched-commit",
                                                        bands=cfg.bands))
             dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"),
-                                    admission=Admission(cfg.quota))
+                                    admission=Admission(cfg.quota),
+                                    submit=commit.decide if embedded else None)
             shared = (SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
                       if embedded else None)
             host = socket.gethostname().split(".")[0].lower() or "up"
