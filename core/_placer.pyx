@@ -705,6 +705,7 @@ cdef class Placer:
     cdef public object gang_failure      # the last failed plan_gang's report (or None)
     cdef object evicted_np               # bool[pod]: victims this placer assumed evicted
     cdef object band_cfg, band_np        # BandConfig and uint8[class] bands resolved with it
+    cdef dict hidden                     # reserved node name -> slot, hidden in this view
 
     def __cinit__(self):
         self.specs = NULL
@@ -734,6 +735,7 @@ cdef class Placer:
         self.calls = 0
         self.gang_failure = None
         self.evicted_np = None
+        self.hidden = {}
         self.band_cfg = None
         self.band_np = np.zeros(0, dtype=np.uint8)
         self.class_last_np = np.zeros(0, dtype=np.int64)
@@ -908,6 +910,37 @@ cdef class Placer:
                 self.sver[n] = sv[n]
         self.synced_position = st.position
         self.evicted_np = None  # assumed evictions die with the other assumptions
+        self._hide_reserved(None)
+
+    def _hide_reserved(self, gang) -> None:
+        """Make nodes reserved for a gang other than ``gang`` infeasible in this view.
+
+        A reserved node shows no free pod slot (its ``pods`` capacity reads 0), so no
+        placement, preemption or gang plan of anyone else lands there; ``gang``'s own
+        reserved nodes show their real capacity. Only the few reserved nodes are
+        touched, and a changed row gets a new placer version (its cache entries die).
+        """
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t n, col
+        if not st.reserved_nodes and not self.hidden:
+            return
+        col = st.res_index["pods"]
+        hidden = {}
+        for name, owner in st.reserved_nodes.items():
+            if owner != gang:
+                hidden[name] = st.node_index[name]
+        for name, idx in list(self.hidden.items()) + list(hidden.items()):
+            n = idx
+            if n >= self.n_nodes:
+                continue
+            want = 0 if name in hidden and st.node_index.get(name) == idx else st.allocatable[n, col]
+            if self.alloc[n, col] != want:
+                self.alloc[n, col] = want
+                if self.fused.on:
+                    self._soa_node(n, st.flags[n])  # the vectorized kernel reads soa
+                self.tick += 1
+                self.ver[n] = self.tick
+        self.hidden = hidden
 
     def _reset_cache(self) -> None:
         # After a reshape: empty cache rows for the new node count.
@@ -1747,6 +1780,25 @@ cdef class Placer:
         """
         cids = [self._class_of(p) for p in pods]
         self._ensure_synced()
+        gang = self._gang_of(pods)
+        if gang is not None:
+            self._hide_reserved(gang)  # the gang sees the nodes reserved for it
+        try:
+            return self._plan_gang(cids, min_member)
+        finally:
+            if gang is not None:
+                self._hide_reserved(None)
+
+    cdef object _gang_of(self, pods):
+        # The reserved gang the members belong to (None: no reservation for them).
+        cdef ClusterState st = self.state
+        if not st.reservations or not pods or not isinstance(pods[0], str):
+            return None
+        g = int(st.pod_gang_np[st.pod_index[pods[0]]])
+        key = st.gang_keys[g] if g >= 0 else None
+        return key if key in st.reservations else None
+
+    def _plan_gang(self, cids, min_member):
         need = len(cids) if min_member is None else min_member
         done = []
         names = []
@@ -1896,9 +1948,19 @@ cdef class Placer:
         is undone and None is returned. Otherwise ``{"nodes": [name or None per
         member], "victims": [{"pod", "node"}, ...]}`` stays assumed.
         """
-        cdef ClusterState st = self.state
         keys = list(pods)
         self._ensure_synced()
+        gang = self._gang_of(keys)
+        if gang is not None:
+            self._hide_reserved(gang)
+        try:
+            return self._plan_gang_preempting(keys, min_member, bands)
+        finally:
+            if gang is not None:
+                self._hide_reserved(None)
+
+    def _plan_gang_preempting(self, keys, min_member, bands):
+        cdef ClusterState st = self.state
         need = len(keys) if min_member is None else min_member
         nodes = []
         placed = []          # (cid, node slot)
@@ -1931,6 +1993,45 @@ cdef class Placer:
             self.unschedulable += 1
             return None
         return {"nodes": nodes, "victims": victims}
+
+    def reservation_nodes(self, pods, long long need) -> list[str]:
+        """Nodes to reserve for a gang that does not fit now (starvation guard).
+
+        Sizes the gang by its largest member (per resource), keeps the nodes where a
+        member passes every constraint and that no other gang holds, and takes them
+        by capacity (members they hold when empty), then by how many fit right now
+        (the ones closest to free), until their *capacity* holds ``need`` members. Empty if the gang could not fit even on an empty
+        cluster (reserving would only idle nodes).
+        """
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t cid, n, N
+        cdef uint64_t reasons
+        cdef ClassView v
+        keys = list(pods)
+        if not keys or need <= 0:
+            return []
+        self._ensure_synced()
+        cids = [self._class_of(p) for p in keys]
+        N, R = self.n_nodes, self.n_res
+        req = st.class_req_np[cids, :R].max(axis=0).astype(np.int64)
+        ok = np.zeros(N, dtype=bool)
+        self._view(cids[0], &v)
+        for n in range(N):
+            reasons = self._feasible(n, &v, True)
+            ok[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
+        cols = np.flatnonzero(req > 0)
+        cap = self.alloc_np[:, cols] // req[cols]
+        free = np.clip(self.alloc_np[:, cols] - self.used_np[:, cols], 0, None) // req[cols]
+        slots = np.where(ok, cap.min(axis=1), 0)
+        now = np.where(ok, free.min(axis=1), 0)
+        order = np.lexsort((np.arange(N), -now, -slots))
+        chosen, total = [], 0
+        for n in order:
+            if slots[n] <= 0 or total >= need:
+                break
+            chosen.append(st.node_names[n])
+            total += int(slots[n])
+        return chosen if total >= need else []
 
     cdef void _unassume_pod(self, Py_ssize_t p) noexcept:
         # A running pod leaves this placer's view (an assumed eviction).

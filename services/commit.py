@@ -123,6 +123,7 @@ GANG_INCOMPLETE = "gang_incomplete"
 VICTIM_GONE = "victim_gone"
 PREEMPTION_ILLEGAL = "preemption_illegal"
 VICTIM_GANG_SPLIT = "victim_gang_split"
+NODE_RESERVED = "node_reserved"
 #: A reclaim (Volcano queues) whose victims are not legal (core/reclaim.py).
 RECLAIM_ILLEGAL = "reclaim_illegal"
 #: The pod's Volcano queue is Closed: it schedules nothing (services/admission.py).
@@ -147,6 +148,7 @@ REASONS = {
                         "are prod (Borg: prod never preempts prod)",
     VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
                        "is evicted whole or not at all",
+    NODE_RESERVED: "the node is reserved for a starving gang the pod is not a member of",
 }
 #: ``reason`` of the esched.pod.evicted events written for a committed preemption.
 PREEMPTED = "Preempted"
@@ -370,6 +372,10 @@ class Validator:
             nidx = st.node_index.get(node)
             if nidx is None:
                 return Verdict(False, NODE_GONE, f"node {node} does not exist", pods)
+            holder = st.reserved_nodes.get(node)
+            if holder is not None and (g < 0 or st.gang_keys[g] != holder):
+                return Verdict(False, NODE_RESERVED,
+                               f"node {node} is reserved for gang {holder}", pods)
             cid = int(st.pod_class_np[pidx])
             requests = st.class_specs[cid]["requests"]
             claimed = b.get("resources") or {}

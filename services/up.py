@@ -74,6 +74,8 @@ class UpConfig:
     profile: Profile | None = None
     #: Priority bands of the replicas and the commit service (None: the defaults).
     bands: BandConfig | None = None
+    #: The replicas' starvation guard (seconds a gang waits before nodes are reserved).
+    reserve_after: float | None = 60.0
     seed: int = 0
     exit_when_idle: bool = False
     #: Quota limits of the dispatcher's admission (config ``quota:``); None: none.
@@ -151,7 +153,8 @@ class Up:
                 Replica(es, bus, f"{host}-up-{i}" if not embedded else f"up-{i}",
                         profile=cfg.profile, seed=cfg.seed + i, submit=submit,
                         consumer=shared, config=ReplicaConfig(group=f"{gp}{REPLICA_GROUP}",
-                                                              bands=cfg.bands))
+                                                              bands=cfg.bands,
+                                                              reserve_after=cfg.reserve_after))
                 for i in range(cfg.replicas))
             await commit.start()
             if embedded:
