@@ -938,8 +938,7 @@ cdef class Placer:
                 self.alloc[n, col] = want
                 if self.fused.on:
                     self._soa_node(n, st.flags[n])  # the vectorized kernel reads soa
-                self.tick += 1
-                self.ver[n] = self.tick
+                self._touch(n)  # new version; the block's cache summaries die too
         self.hidden = hidden
 
     def _reset_cache(self) -> None:

@@ -526,3 +526,24 @@ def test_vectorized_kernel_sees_assumed_evictions_and_their_rollback():
     plan = p.plan_preemption("ns/g1")
     assert plan["victims"] == ["ns/v"]
     assert p.place(small, assume=False) is None  # g1 holds n1 now
+
+
+@pytest.mark.parametrize("seed", range(4))  # rotating starts: some scans begin a block
+def test_cached_block_summaries_die_when_a_node_is_reserved_for_a_gang(seed):
+    # A reservation hides a node from everyone else in the placer's view (pods capacity
+    # 0); a burst's cached summary of that node's block must not outlive it.
+    s, log = cluster(*[node(f"n{i}", cpu="8", memory="32Gi") for i in range(4)])
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 1}},
+    )
+    log(EV.POD_SUBMITTED, pod("g0", cpu="4", memory="1Gi", gang="g"))
+    x = s.intern_class(pod("x", cpu="1", memory="1Gi"))
+    p = Placer(s, sample=False, seed=seed)
+    for _ in range(3):
+        chosen, _ = p.place(x, assume=False)  # the class's row and summaries fill
+    assert p.stats()["cache_hits"] > 0
+    log(EV.GANG_RESERVED, {"gang": "ns/g", "nodes": [chosen], "message": "test"})
+    assert s.reserved_nodes == {chosen: "ns/g"}
+    for _ in range(3):
+        assert p.place(x, assume=False)[0] != chosen
