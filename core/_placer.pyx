@@ -706,6 +706,7 @@ cdef class Placer:
     cdef object evicted_np               # bool[pod]: victims this placer assumed evicted
     cdef object band_cfg, band_np        # BandConfig and uint8[class] bands resolved with it
     cdef dict hidden                     # reserved node name -> slot, hidden in this view
+    cdef dict preempt_cache              # select_victims' sorted running pods, per position
 
     def __cinit__(self):
         self.specs = NULL
@@ -736,6 +737,7 @@ cdef class Placer:
         self.gang_failure = None
         self.evicted_np = None
         self.hidden = {}
+        self.preempt_cache = {}
         self.band_cfg = None
         self.band_np = np.zeros(0, dtype=np.uint8)
         self.class_last_np = np.zeros(0, dtype=np.int64)
@@ -1919,7 +1921,7 @@ cdef class Placer:
             grown[: self.evicted_np.shape[0]] = self.evicted_np
             self.evicted_np = grown
         got = select_victims(st, self.used_np, self.alloc_np, ok, cid, self.class_bands(bands),
-                             self.evicted_np, exclude)
+                             self.evicted_np, exclude, self.preempt_cache)
         if got is None:
             return None
         node, victims, collateral, (band, count, prio) = got

@@ -763,10 +763,11 @@ def bench_validate(events: int) -> None:
 
 def _register_core_commands() -> None:
     """``explain`` and ``bench core`` live beside the core's Python layer."""
-    from esched.services.cli_core import bench_core, explain
+    from esched.services.cli_core import bench_core, bench_preempt, explain
 
     cli.add_command(explain)
     bench.add_command(bench_core)
+    bench.add_command(bench_preempt)
 
 
 _register_core_commands()
