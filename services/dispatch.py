@@ -505,9 +505,11 @@ class Dispatcher:
             idx = st.pod_index.get(pod)
             if idx is None or st.pod_phase_np[idx] != _PENDING or st.pod_gang_np[idx] >= 0:
                 continue  # gangs are not reclaimed for (only single pods)
-            queue = st.queue_names[int(st.pod_queue_np[idx])]
-            if queue in tried or view[queue]["share"] >= 1.0:
-                continue
+            q = int(st.pod_queue_np[idx])
+            queue = st.queue_names[q]
+            if queue in tried or view[queue]["share"] >= 1.0 \
+                    or st.queue_meta[q].get("state") == "Closed":
+                continue  # a Closed queue schedules nothing: it reclaims nothing either
             tried.add(queue)
             plan = plan_reclaim(st, self._placer, pod, view)
             if plan is None:
