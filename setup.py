@@ -69,6 +69,7 @@ setup(
         "esched.services",
         "esched.services.store",
         "esched.services.bus",
+        "esched.services.sim",
         "esched.schemas",
     ],
     package_dir={

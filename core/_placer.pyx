@@ -39,7 +39,7 @@ Per pod (by equivalence class):
 
 cimport cython
 from libc.math cimport fabs, sqrt
-from libc.stdint cimport int8_t, int32_t, int64_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
@@ -82,7 +82,10 @@ from esched.core.scoring._requested_to_capacity_ratio cimport (
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 
-__all__ = ["Placer", "num_feasible_nodes_to_find", "REASONS"]
+__all__ = ["EXTERNAL_PLUGIN_KINDS", "Placer", "num_feasible_nodes_to_find", "REASONS"]
+
+#: Profile plugin kinds the placer does not score itself (see Placer.place's ``extra``).
+EXTERNAL_PLUGIN_KINDS = frozenset({"FGD"})
 
 # kube-scheduler's sampling constants (schedule_one.go): below 100 nodes score all;
 # the adaptive percentage is 50 - nodes/125, at least 5%; never fewer than 100 nodes.
@@ -659,10 +662,16 @@ cdef class Placer:
     cdef ClassConst* cconst              # [class_cap] _view's memo
     cdef Py_ssize_t cconst_cap
     cdef long long calls                 # placements attempted (the cache's clock)
+    # External filter and score for one place() call (e.g. esched.core._devices: exact
+    # GPU-device fit, FGD); NULL otherwise. Set only for the duration of the call.
+    cdef const uint8_t* ext_mask         # [node] 0 = infeasible
+    cdef const int64_t* ext_score        # [node] added to the total of a feasible node
 
     def __cinit__(self):
         self.specs = NULL
         self.cconst = NULL
+        self.ext_mask = NULL
+        self.ext_score = NULL
         self.cconst_cap = 0
 
     def __dealloc__(self):
@@ -714,7 +723,9 @@ cdef class Placer:
             "Mixed": PLUGIN_MIXED,
             "Python": PLUGIN_PYTHON,
         }
-        plugins = list(self.profile.plugins)
+        # External plugins (FGD) need per-device state the placer does not hold: their
+        # caller scores them (esched.core._devices) and passes the scores to place().
+        plugins = [p for p in self.profile.plugins if p.kind not in EXTERNAL_PLUGIN_KINDS]
         if len(plugins) > MAX_PLUGINS:
             raise ValueError(f"at most {MAX_PLUGINS} score plugins per profile")
         self.specs = <PluginSpec*>malloc(max(len(plugins), 1) * sizeof(PluginSpec))
@@ -1262,7 +1273,7 @@ cdef class Placer:
         if start >= N:
             start = 0
         cdef long long misses = 0
-        if self.fused.on and v.n_need >= 0:
+        if self.fused.on and v.n_need >= 0 and self.ext_mask == NULL and self.ext_score == NULL:
             best = _scan_fused(&self.fused, v, N, start, target, &self.rng, use_cache,
                                &self.ck[0], &self.cv[0], &self.cs[0], ver, key_base, slot_base,
                                &best_score, &visited, &hits, &misses, &k)
@@ -1280,6 +1291,8 @@ cdef class Placer:
             k += 1
             if not (v.flags[n] & NODE_ALIVE):
                 continue
+            if self.ext_mask != NULL and not self.ext_mask[n]:
+                continue
             visited += 1
             if use_cache:
                 # Same slot and key as _evaluate; a hit skips feasibility and scoring.
@@ -1293,6 +1306,8 @@ cdef class Placer:
                 s = self._evaluate(n, v, cid, False)
             if s < 0:
                 continue
+            if self.ext_score != NULL:
+                s += self.ext_score[n]
             found += 1
             if s > best_score:
                 best_score = s
@@ -1363,11 +1378,18 @@ cdef class Placer:
             return pod
         return self.state.intern_class(pod)
 
-    def place(self, pod, bint assume=True) -> tuple[str, int] | None:
+    def place(self, pod, bint assume=True, const uint8_t[::1] mask=None,
+              const int64_t[::1] extra=None) -> tuple[str, int] | None:
         """Choose a node for one pod (a manifest, a pod key in the state, or a class id).
 
         Returns ``(node name, total score)`` or None if no node is feasible. With
         ``assume`` the placement is added to this placer's view (not to the state).
+
+        ``mask`` (uint8 per node slot, 0 = infeasible) and ``extra`` (int64 per node
+        slot, added to the total) are an external filter and score for this call, e.g.
+        :class:`esched.core._devices.DeviceTable`'s exact GPU-device fit and FGD score.
+        They take the per-node path (not the fused scan); cached totals stay valid, as
+        the mask and the extra score are applied on top of them.
         """
         cdef Py_ssize_t cid = self._class_of(pod), n
         self._ensure_synced()
@@ -1375,7 +1397,19 @@ cdef class Placer:
         cdef score_t best
         cdef long long visited
         self._view(cid, &v)
-        n = self._place(cid, &v, &best, &visited)
+        if mask is not None:
+            if mask.shape[0] < self.n_nodes:
+                raise ValueError(f"mask has {mask.shape[0]} entries for {self.n_nodes} nodes")
+            self.ext_mask = &mask[0] if mask.shape[0] > 0 else NULL
+        if extra is not None:
+            if extra.shape[0] < self.n_nodes:
+                raise ValueError(f"extra has {extra.shape[0]} entries for {self.n_nodes} nodes")
+            self.ext_score = &extra[0] if extra.shape[0] > 0 else NULL
+        try:
+            n = self._place(cid, &v, &best, &visited)
+        finally:
+            self.ext_mask = NULL
+            self.ext_score = NULL
         self.visited += visited
         if n < 0:
             self.unschedulable += 1
