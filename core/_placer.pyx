@@ -44,6 +44,8 @@ from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
 
+from esched.core.queues import NODE_GROUP_LABEL
+
 from esched.core._state cimport ClusterState
 from esched.core._types cimport (
     NODE_ALIVE,
@@ -101,6 +103,7 @@ cdef enum:
     REASON_TAINT = 8
     REASON_RESOURCE_BASE = 8        # bit index of column 0
     MAX_REASON_RESOURCES = 56       # columns beyond share the last bit
+    REASON_NON_RESOURCE = 15        # every bit below REASON_RESOURCE_BASE's
 
 #: Reason bit -> kube-scheduler's message (resource bits are formatted per resource).
 REASONS = {
@@ -666,6 +669,9 @@ cdef class Placer:
     # GPU-device fit, FGD); NULL otherwise. Set only for the duration of the call.
     cdef const uint8_t* ext_mask         # [node] 0 = infeasible
     cdef const int64_t* ext_score        # [node] added to the total of a feasible node
+    cdef public object gang_failure      # the last failed plan_gang's report (or None)
+    cdef object evicted_np               # bool[pod]: victims this placer assumed evicted
+    cdef object band_cfg, band_np        # BandConfig and uint8[class] bands resolved with it
 
     def __cinit__(self):
         self.specs = NULL
@@ -695,6 +701,10 @@ cdef class Placer:
         self.hits = self.misses = self.placed = self.visited = self.unschedulable = 0
         self.python_plugin_errors = 0
         self.calls = 0
+        self.gang_failure = None
+        self.evicted_np = None
+        self.band_cfg = None
+        self.band_np = np.zeros(0, dtype=np.uint8)
         self.class_last_np = np.zeros(0, dtype=np.int64)
         self._grow_class_stats(64)
         self._resolve_plugins()
@@ -865,6 +875,7 @@ cdef class Placer:
                 self.ver[n] = self.tick
                 self.sver[n] = sv[n]
         self.synced_position = st.position
+        self.evicted_np = None  # assumed evictions die with the other assumptions
 
     cdef inline void _ensure_synced(self):
         if self.synced_position != self.state.position or self.state.n_nodes != self.n_nodes \
@@ -891,6 +902,13 @@ cdef class Placer:
         # term 0: nodeSelector, every pair must be present
         for k, v in (cons.get("nodeSelector") or {}).items():
             exprs.append((EXPR_ANY, bits_for_values(k, [v])))
+        # The queue's node-group affinity (Volcano), ANDed like the selector: in one of
+        # the required groups, in none of the anti groups (preferred is not a filter).
+        node_group = cons.get("nodeGroup") or {}
+        if node_group.get("required"):
+            exprs.append((EXPR_ANY, bits_for_values(NODE_GROUP_LABEL, node_group["required"])))
+        if node_group.get("anti"):
+            exprs.append((EXPR_NONE, bits_for_values(NODE_GROUP_LABEL, node_group["anti"])))
         offsets.append(len(exprs))
         required = cons.get("required") or {}
         for term in required.get("nodeSelectorTerms") or ():
@@ -1480,12 +1498,190 @@ cdef class Placer:
             done.append((cid, n))
             names.append(self.state.node_names[n])
         if len(done) < need:
+            # The report is taken on the view with the members that did fit assumed.
+            self.gang_failure = self._gang_shortfall(
+                [c for c, name in zip(cids, names) if name is None][: need - len(done)],
+                len(done), need, len(cids))
             for cid, n in reversed(done):
                 self._assume(cid, n, -1)
             self.unschedulable += 1
             return None
+        self.gang_failure = None
         self.placed += len(done)
         return names
+
+    def _gang_shortfall(self, list missing, long long fit, long long need,
+                        long long members) -> dict:
+        """Why a gang did not fit: how many of ``need`` members fit together, and per
+        resource how much the next ``missing`` members' requests exceed the free room
+        of all schedulable nodes (after the members that fit). Empty ``short`` means
+        the room exists in total but no node fits the rest (constraints, fragmentation).
+        """
+        cdef ClusterState st = self.state
+        nres = self.n_res
+        want = np.zeros(nres, dtype=np.int64)
+        for cid in missing:
+            want += st.class_req_np[cid, :nres]
+        flags = st.flags_np[: self.n_nodes]
+        ok = ((flags & NODE_ALIVE) != 0) & ((flags & NODE_UNSCHEDULABLE) == 0)
+        free = np.clip(self.alloc_np[ok] - self.used_np[ok], 0, None).sum(axis=0)
+        short = {st.res_names[r]: int(want[r] - free[r])
+                 for r in range(nres) if want[r] > free[r]}
+        return {"fit": int(fit), "need": int(need), "members": int(members), "short": short}
+
+    def gang_message(self, report: dict | None = None) -> str:
+        """The operator's one-line reason of the last failed :meth:`plan_gang` (or of
+        ``report``): ``7/10 members fit; short of nvidia.com/gpu: 3``."""
+        from esched.schemas.quantity import format_units
+
+        report = report if report is not None else self.gang_failure
+        if not report:
+            return ""
+        head = f"{report['fit']}/{report['need']} members fit"
+        if report["short"]:
+            return head + "; short of " + ", ".join(
+                f"{name}: {format_units(name, units)}"
+                for name, units in sorted(report["short"].items()))
+        return head + "; the cluster has the room in total but no node fits the rest " \
+                      "(constraints or fragmentation)"
+
+    # ------------------------------------------------------------------ preemption
+
+    def class_bands(self, bands=None) -> np.ndarray:
+        """``uint8[class]``: the Borg band of every equivalence class under ``bands``
+        (a :class:`~esched.core.bands.BandConfig`; default thresholds if None)."""
+        from esched.core.bands import DEFAULT_BANDS
+
+        cdef ClusterState st = self.state
+        cfg = bands if bands is not None else DEFAULT_BANDS
+        if cfg is not self.band_cfg:
+            self.band_cfg = cfg
+            self.band_np = np.zeros(0, dtype=np.uint8)
+        have = self.band_np.shape[0]
+        if have < st.n_classes:
+            grown = np.zeros(max(st.n_classes, 2 * have, 64), dtype=np.uint8)
+            grown[:have] = self.band_np[:have]
+            for c in range(have, st.n_classes):
+                spec = st.class_specs[c]
+                grown[c] = cfg.band_of(spec["priority"], spec.get("priorityClassName"))
+            # Slots past n_classes are filled when their classes appear.
+            self.band_np = grown[: st.n_classes]
+        return self.band_np
+
+    def plan_preemption(self, pod, bands=None, bint assume=True) -> dict | None:
+        """Where ``pod`` fits by evicting pods of lower bands, and whom (or None).
+
+        Victims are chosen by :mod:`esched.core._preempt` (Borg's rules; lowest band
+        first, fewest victims; gangs pushed below minMember go whole). Returns
+        ``{"node", "victims": [pod keys on that node], "collateral": [gang members
+        elsewhere], "cost": {"band", "pods", "priority"}}``. With ``assume`` the
+        evictions and the placement join this placer's view (until :meth:`sync`), and
+        the victims are not offered again.
+        """
+        from esched.core._preempt import select_victims
+
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t cid = self._class_of(pod), n, N
+        cdef uint64_t reasons
+        self._ensure_synced()
+        cdef ClassView v
+        self._view(cid, &v)
+        N = self.n_nodes
+        ok = np.zeros(N, dtype=np.uint8)
+        cdef uint8_t[::1] ok_v = ok
+        for n in range(N):
+            reasons = self._feasible(n, &v, True)
+            # Constraints must hold; only resources may be missing.
+            ok_v[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
+        exclude = -1
+        if isinstance(pod, str):
+            exclude = int(st.pod_gang_np[st.pod_index[pod]])
+        if self.evicted_np is not None and self.evicted_np.shape[0] < st.n_pods:
+            grown = np.zeros(st.n_pods, dtype=bool)
+            grown[: self.evicted_np.shape[0]] = self.evicted_np
+            self.evicted_np = grown
+        got = select_victims(st, self.used_np, self.alloc_np, ok, cid, self.class_bands(bands),
+                             self.evicted_np, exclude)
+        if got is None:
+            return None
+        node, victims, collateral, (band, count, prio) = got
+        if assume:
+            if self.evicted_np is None:
+                self.evicted_np = np.zeros(st.n_pods, dtype=bool)
+            for p in victims + collateral:
+                self._unassume_pod(p)
+                self.evicted_np[p] = True
+            self._assume(cid, node, 1)
+            self.placed += 1
+        keys = st.pod_keys
+        return {"node": st.node_names[node],
+                "victims": [keys[p] for p in victims],
+                "collateral": [keys[p] for p in collateral],
+                "cost": {"band": band, "pods": count, "priority": prio}}
+
+    def plan_gang_preempting(self, pods, min_member: int | None = None, bands=None
+                             ) -> dict | None:
+        """:meth:`plan_gang`, letting members that do not fit preempt (all or nothing).
+
+        Members are placed in order; one that fits nowhere tries
+        :meth:`plan_preemption` on the view so far. If fewer than ``min_member``
+        (default: all) are placed, every placement *and every eviction* planned here
+        is undone and None is returned. Otherwise ``{"nodes": [name or None per
+        member], "victims": [{"pod", "node"}, ...]}`` stays assumed.
+        """
+        cdef ClusterState st = self.state
+        keys = list(pods)
+        self._ensure_synced()
+        need = len(keys) if min_member is None else min_member
+        nodes = []
+        placed = []          # (cid, node slot)
+        evicted = []         # pod slots
+        victims = []
+        for key in keys:
+            got = self.place(key)
+            if got is not None:
+                nodes.append(got[0])
+                placed.append((self._class_of(key), st.node_index[got[0]]))
+                continue
+            before = [] if self.evicted_np is None else list(np.flatnonzero(self.evicted_np))
+            plan = self.plan_preemption(key, bands)
+            if plan is None:
+                nodes.append(None)
+                continue
+            nodes.append(plan["node"])
+            placed.append((self._class_of(key), st.node_index[plan["node"]]))
+            now = set(np.flatnonzero(self.evicted_np)) - set(before)
+            evicted.extend(sorted(now))
+            for p in sorted(now):
+                victims.append({"pod": st.pod_keys[p], "node": st.node_names[st.pod_node[p]]})
+        if len(placed) < need:
+            for cid, n in reversed(placed):
+                self._assume(cid, n, -1)
+            for p in evicted:
+                self._pod_view(p, 1)
+                self.evicted_np[p] = False
+            self.placed -= len(placed)
+            self.unschedulable += 1
+            return None
+        return {"nodes": nodes, "victims": victims}
+
+    cdef void _unassume_pod(self, Py_ssize_t p) noexcept:
+        # A running pod leaves this placer's view (an assumed eviction).
+        self._pod_view(p, -1)
+
+    cdef void _pod_view(self, Py_ssize_t p, int sign) noexcept:
+        # Add (sign 1) or remove (-1) a running pod's allocation in this placer's view.
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t r, n = st.pod_node[p], c = st.pod_class[p]
+        if n < 0 or n >= self.n_nodes:
+            return
+        for r in range(self.n_res):
+            self.used[n, r] += sign * st.pod_alloc[p, r]
+        self.nzu[n, 0] += sign * st.class_nz[c, 0]
+        self.nzu[n, 1] += sign * st.class_nz[c, 1]
+        self.tick += 1
+        self.ver[n] = self.tick
+        self.sver[n] = -2
 
     def explain(self, pod) -> dict:
         """Every alive node: feasible or not with reasons, each plugin's score, total.

@@ -104,7 +104,7 @@ cdef class ClusterState:
     cdef Py_ssize_t _taint_bit(self, tuple taint) except -1
     cdef Py_ssize_t _queue(self, str name) except -1
     cdef Py_ssize_t _gang(self, str key, str queue) except -1
-    cdef Py_ssize_t _class_for(self, dict pod) except -2
+    cdef Py_ssize_t _class_for(self, dict pod, object node_group=*) except -2
     cdef void _bind(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef void _release(self, Py_ssize_t p) noexcept
     cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept
@@ -114,6 +114,7 @@ cdef class ClusterState:
     cdef int _node_upsert(self, dict node) except -1
     cdef int _node_removed(self, dict data) except -1
     cdef int _pod_submitted(self, dict pod) except -1
+    cdef int _gang_size_annotation(self, Py_ssize_t g, object value) except -1
     cdef int _pod_finished(self, dict data, int phase) except -1
     cdef int _podgroup(self, dict pg) except -1
     cdef int _queue_upsert(self, dict queue) except -1

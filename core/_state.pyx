@@ -22,6 +22,7 @@ import orjson
 from esched.schemas import events as _ev
 from esched.schemas.objects import gang_key, node_allocatable, pod_priority, pod_queue, pod_requests
 
+from esched.core.queues import node_group_terms, queue_view
 from esched.core._requests import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, nonzero_requests
 from esched.schemas.quantity import QuantityError, resource_list, to_base_units
 
@@ -85,6 +86,8 @@ cdef int _SLOT_CODE[32]
 for _i, _name in enumerate(_TYPE_NAMES):
     _SLOT_CODE[_i] = _TYPE_CODES_BY_NAME[_name]
 
+#: Pod annotation giving a gang's size when no PodGroup does (with a group-name one).
+GANG_SIZE_ANNOTATION = "scheduling.k8s.io/group-pod-num"
 #: Resources every state has, in this column order.
 BASE_RESOURCES = ("cpu", "memory", "pods")
 # Initial table sizes; tables double when full, so these only avoid early copies.
@@ -133,6 +136,7 @@ def _queue_defaults() -> dict:
         "capability": {},
         "deserved": {},
         "guarantee": {},
+        "affinity": None,
     }
 
 
@@ -339,10 +343,12 @@ cdef class ClusterState:
         self.n_gangs = i + 1
         return i
 
-    cdef Py_ssize_t _class_for(self, dict pod) except -2:
+    cdef Py_ssize_t _class_for(self, dict pod, object node_group=None) except -2:
         """Equivalence class of a pod: same requests, priority and constraints.
 
-        Returns -1 (and counts an anomaly) when a quantity is invalid.
+        ``node_group``: its queue's node-group affinity (``queue_meta[q]["affinity"]``),
+        a constraint like the pod's own. Returns -1 (and counts an anomaly) when a
+        quantity is invalid.
         """
         # Typed locals: dict methods and str compares compile to C calls, and a
         # wrongly-typed body raises TypeError, which the fold counts as malformed.
@@ -409,21 +415,24 @@ cdef class ClusterState:
             required = ((affinity.get("nodeAffinity") or {})
                         .get("requiredDuringSchedulingIgnoredDuringExecution"))
         cdef str ckey = ""
-        if node_selector or tolerations or required:
-            ckey = orjson.dumps(
-                {"nodeSelector": node_selector or None, "required": required or None,
-                 "tolerations": tolerations or None},
-                option=orjson.OPT_SORT_KEYS,
-            ).decode()
+        if node_selector or tolerations or required or node_group:
+            cons = {"nodeSelector": node_selector or None, "required": required or None,
+                    "tolerations": tolerations or None}
+            if node_group:
+                cons["nodeGroup"] = node_group
+            ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.
-        key = (tuple(req.items()), nz, prio, ckey)
+        # priorityClassName is part of the class: the band config may map it to a band.
+        pcn = spec.get("priorityClassName") or None
+        key = (tuple(req.items()), nz, prio, ckey, pcn)
         cid = self.class_index.get(key)
         if cid is not None:
             return cid
-        return self._new_class(key, req, nz, prio, ckey)
+        return self._new_class(key, req, nz, prio, ckey, pcn)
 
-    def _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey) -> int:
+    def _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
+                   object pcn=None) -> int:
         cdef Py_ssize_t i = self.n_classes
         cols = [self._resource(name) for name in req]
         if i >= self.class_cap:
@@ -439,6 +448,7 @@ cdef class ClusterState:
             "requests": dict(req),
             "nonzero": list(nz),
             "priority": prio,
+            "priorityClassName": pcn,
             "constraints": orjson.loads(ckey) if ckey else None,
         })
         self.class_index[key] = i
@@ -629,19 +639,26 @@ cdef class ClusterState:
         if idx is not None and self.pod_phase[<Py_ssize_t>idx] <= PHASE_RUNNING:
             self._anomaly("resubmitted_active_pod")
             return 0
-        c = self._class_for(pod)
-        if c < 0:
-            return 0
         # gang_key / pod_queue, inlined for the common pod without annotations or labels.
         annotations = meta.get("annotations")
         if annotations or meta.get("labels"):
             queue = pod_queue(pod)
             gkey = gang_key(pod)
+            if gkey is not None:
+                # A gang's pods are in its PodGroup's queue (Volcano), when it names one.
+                gi = self.gang_index.get(gkey)
+                if gi is not None and self.gang_meta[<Py_ssize_t>gi].get("queue_set"):
+                    queue = self.gang_meta[<Py_ssize_t>gi]["queue"]
         else:
             queue = "default"
             gkey = None
         q = self._queue(queue)
+        c = self._class_for(pod, self.queue_meta[q].get("affinity"))
+        if c < 0:
+            return 0
         g = self._gang(gkey, queue) if gkey is not None else -1
+        if g >= 0 and annotations and GANG_SIZE_ANNOTATION in annotations:
+            self._gang_size_annotation(g, annotations[GANG_SIZE_ANNOTATION])
         if idx is not None:
             # A terminal pod of the same name is replaced by the new one.
             p = idx
@@ -669,6 +686,21 @@ cdef class ClusterState:
             self._set_phase(p, PHASE_RUNNING)
         return 0
 
+    cdef int _gang_size_annotation(self, Py_ssize_t g, object value) except -1:
+        # The annotation pair group-name + group-pod-num makes a gang without a
+        # PodGroup (the delayed-binding article's form); a PodGroup's minMember wins.
+        if self.gang_meta[g].get("podGroup"):
+            return 0
+        try:
+            size = int(value)
+        except (TypeError, ValueError):
+            size = 0
+        if size < 1:
+            self._anomaly("invalid_group_pod_num")
+            return 0
+        self.gang_min[g] = size
+        return 0
+
     cdef int _pod_finished(self, dict data, int phase) except -1:
         # phase: PHASE_SUCCEEDED, PHASE_FAILED, or PHASE_FREE for deleted.
         cdef dict meta = data.get("metadata") or {}
@@ -691,6 +723,7 @@ cdef class ClusterState:
         meta = pg.get("metadata") or {}
         spec = pg.get("spec") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        queue_set = bool(spec.get("queue"))
         queue = spec.get("queue") or "default"
         min_resources = resource_list(spec.get("minResources"), "spec.minResources")
         min_member = int(spec.get("minMember") or 1)
@@ -699,8 +732,10 @@ cdef class ClusterState:
         self.gang_min[g] = min_member
         self.gang_meta[g] = {
             "queue": queue,
+            "queue_set": queue_set,
             "priorityClassName": spec.get("priorityClassName"),
             "minResources": min_resources,
+            "podGroup": True,
         }
         return 0
 
@@ -721,6 +756,8 @@ cdef class ClusterState:
             "guarantee": resource_list(
                 (spec.get("guarantee") or {}).get("resource"), "spec.guarantee.resource"
             ),
+            # {"required", "preferred", "anti"}: node groups (label volcano.sh/nodegroup-name)
+            "affinity": node_group_terms(spec.get("affinity")),
         }
         self.queue_meta[self._queue(name)] = meta
         return 0
@@ -876,10 +913,15 @@ cdef class ClusterState:
                 entry[phase] = int(self.gang_counts[g, i])
             gangs[self.gang_keys[g]] = dict(sorted(entry.items()))
         queues = {}
+        view = queue_view(self)
         for q in sorted(range(self.n_queues), key=lambda i: self.queue_names[i]):
             meta = self.queue_meta[q]
             entry = {k: (dict(sorted(v.items())) if isinstance(v, dict) else v)
-                     for k, v in meta.items()}
+                     for k, v in meta.items() if k != "affinity" or v}
+            computed = view[self.queue_names[q]]
+            entry["path"] = computed["path"]
+            entry["fairShare"] = computed["fairShare"]
+            entry["share"] = computed["share"]
             entry["allocated"] = {
                 self.res_names[r]: int(self.queue_alloc[q, r])
                 for r in order if self.queue_alloc[q, r] != 0
@@ -944,7 +986,9 @@ cdef class ClusterState:
         fold-visible state. Raises QuantityError for invalid quantities.
         """
         pod_requests(pod)  # raises with the field at fault, before any side effect
-        return self._class_for(pod)
+        q = self.queue_index.get(pod_queue(pod))
+        return self._class_for(pod, self.queue_meta[<Py_ssize_t>q].get("affinity")
+                               if q is not None else None)
 
     def pod_class_id(self, key: str) -> int:
         """Equivalence class id of a pod in the table (KeyError if unknown)."""
@@ -1028,7 +1072,7 @@ cdef class ClusterState:
             "pod_keys": "\x00".join(k if k is not None else "" for k in self.pod_keys),
             "pod_free": self.pod_free,
             "phase_counts": [self.phase_counts[i] for i in range(4)],
-            "class_keys": [[list(map(list, k[0])), list(k[1]), k[2], k[3]]
+            "class_keys": [[list(map(list, k[0])), list(k[1]), k[2], k[3], k[4]]
                            for k in self.class_index],
             "class_ids": list(self.class_index.values()),
             "class_specs": self.class_specs,
@@ -1113,7 +1157,9 @@ cdef class ClusterState:
         s.n_classes = len(s.class_specs)
         s.class_cap = max(DEF_SMALL, s.n_classes)
         s.class_index = {
-            (tuple(tuple(kv) for kv in k[0]), tuple(k[1]), k[2], k[3]): cid
+            # Snapshots before priorityClassName joined the key have 4 parts.
+            (tuple(tuple(kv) for kv in k[0]), tuple(k[1]), k[2], k[3],
+             k[4] if len(k) > 4 else None): cid
             for k, cid in zip(h["class_keys"], h["class_ids"])
         }
         s.class_req_np = _grown(arrays["class_req"], s.class_cap, nr)

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_BASE_UNITS",
     "MAX_QUANTITY_CHARS",
     "QuantityError",
+    "format_units",
     "parse_quantity",
     "resource_list",
     "to_base_units",
@@ -116,3 +117,15 @@ def resource_list(values: dict | None, field: str) -> dict[str, int]:
     if not values:
         return {}
     return {name: to_base_units(name, v, f"{field}.{name}") for name, v in values.items()}
+
+
+def format_units(resource: str, units: int) -> str:
+    """Base units back in Kubernetes notation, for messages: ``cpu`` as cores or
+    ``m``, binary sizes as ``Ki``..``Ei`` when exact, counts as plain integers."""
+    if resource == "cpu":
+        return str(units // 1000) if units % 1000 == 0 else f"{units}m"
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        for suffix, factor in reversed(_BINARY.items()):
+            if units >= factor and units % factor == 0:
+                return f"{units // factor}{suffix}"
+    return str(units)

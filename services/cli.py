@@ -24,6 +24,7 @@ import orjson
 import yaml
 
 if TYPE_CHECKING:
+    from esched.services.bus.base import Bus
     from esched.services.store.base import EventStore
 
 __all__ = ["cli", "main"]
@@ -184,7 +185,24 @@ def cli(ctx: click.Context, config: str | None, log_level: str, log_format: str)
         ctx.default_map = _load_config(config)
 
 
+def _service_bus(what: str, kafka: str | None, topic_prefix: str, metrics_port: int) -> Bus:
+    """The Kafka bus of a service that only runs against Kafka; serves its metrics.
+
+    ``what`` starts the usage error when ``--kafka`` is missing ("commit reads
+    proposals from Kafka").
+    """
+    from esched.services import metrics
+    from esched.services.bus import open_bus
+
+    if not kafka:
+        raise click.UsageError(f"{what}: give --kafka HOST:PORT (or ESCHED_KAFKA); the "
+                               "embedded mode runs it inside `esched up`")
+    metrics.serve(metrics_port)
+    return open_bus(kafka, topic_prefix)
+
+
 # ingest ------------------------------------------------------------------------------
+
 
 @cli.command()
 @kafka_option
@@ -269,7 +287,7 @@ def publish(files: tuple[str, ...], kafka: str | None, topic_prefix: str,
     """
     from esched.schemas.validator import InvalidEvent, parse_event
     from esched.services.bus import open_bus
-    from esched.services.event_files import read_records
+    from esched.services.event_files import publish_records, read_records
 
     if not kafka:
         raise click.UsageError("publish needs --kafka HOST:PORT (or ESCHED_KAFKA)")
@@ -292,20 +310,8 @@ def publish(files: tuple[str, ...], kafka: str | None, topic_prefix: str,
             sys.exit(EXIT_INVALID_INPUT)
 
     async def main() -> dict:
-        await bus.ensure_topics()
-        producer = bus.producer()
-        await producer.start()
-        try:
-            by_topic: dict[str, list[tuple[bytes | None, bytes]]] = {}
-            for rec in records:
-                by_topic.setdefault(rec.topic, []).append((rec.key, rec.value))
-            for topic, batch in by_topic.items():
-                await producer.send_many(topic, batch)
-        finally:
-            await producer.stop()
-        return {"sent": len(records),
-                "topics": {t: sum(1 for r in records if r.topic == t)
-                           for t in sorted({r.topic for r in records})}}
+        by_topic = await publish_records(bus, records)
+        return {"sent": len(records), "topics": by_topic}
 
     emit(run_async(main))
 
@@ -462,16 +468,10 @@ def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
     (PostgreSQL advisory lock; a lock file next to a SQLite store) and take over
     from the log within seconds. Prints a JSON summary when it stops.
     """
-    from esched.services import metrics
-    from esched.services.bus import open_bus
     from esched.services.commit import CommitConfig, CommitService
     from esched.services.lease import open_lease
 
-    if not kafka:
-        raise click.UsageError("commit reads proposals from Kafka: give --kafka HOST:PORT "
-                               "(or ESCHED_KAFKA); the embedded mode runs it inside `esched up`")
-    bus = open_bus(kafka, topic_prefix)
-    metrics.serve(metrics_port)
+    bus = _service_bus("commit reads proposals from Kafka", kafka, topic_prefix, metrics_port)
 
     async def main() -> dict:
         async with migrated_store(store) as es:
@@ -560,16 +560,10 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
     decisions in its fold, retries rejections with fresh state, and reports pods no
     node fits as `esched.pod.unschedulable`. Prints a JSON summary when it stops.
     """
-    from esched.services import metrics
-    from esched.services.bus import open_bus
     from esched.services.replica import Replica, ReplicaConfig
 
-    if not kafka:
-        raise click.UsageError("replica takes work from Kafka: give --kafka HOST:PORT (or "
-                               "ESCHED_KAFKA); the embedded mode runs replicas in `esched up`")
+    bus = _service_bus("replica takes work from Kafka", kafka, topic_prefix, metrics_port)
     profile = _load_profile_option(profile_path)
-    bus = open_bus(kafka, topic_prefix)
-    metrics.serve(metrics_port)
 
     async def main() -> dict:
         async with migrated_store(store) as es:
@@ -598,16 +592,10 @@ def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int
     unschedulable ones when capacity frees, with backoff. One instance is active
     (lease `dispatch`); others stand by. Prints a JSON summary when it stops.
     """
-    from esched.services import metrics
-    from esched.services.bus import open_bus
     from esched.services.dispatch import Dispatcher
     from esched.services.lease import open_lease
 
-    if not kafka:
-        raise click.UsageError("dispatch publishes to Kafka: give --kafka HOST:PORT (or "
-                               "ESCHED_KAFKA); the embedded mode runs it in `esched up`")
-    bus = open_bus(kafka, topic_prefix)
-    metrics.serve(metrics_port)
+    bus = _service_bus("dispatch publishes to Kafka", kafka, topic_prefix, metrics_port)
 
     async def main() -> dict:
         async with migrated_store(store) as es:

@@ -73,6 +73,7 @@ from esched.schemas.events import (
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
+from esched.services.faults import count_retry, is_transient, poll_or_pause
 from esched.services.ingest import deadletter_record
 from esched.services.lease import Lease, LocalLease
 from esched.services.replay import SNAPSHOT_NAME, save_snapshot
@@ -83,7 +84,6 @@ from esched.services.store.base import (
     HeadConflictError,
     NewEvent,
     StoredEvent,
-    TransientStoreError,
 )
 
 __all__ = [
@@ -357,8 +357,6 @@ class NotLeader(Exception):
     """This instance is not (or no longer) the leader; nothing was decided."""
 
 
-def _is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, TransientStoreError) or (isinstance(exc, BusError) and exc.retriable)
 
 
 #: Rows per log read while catching up.
@@ -412,11 +410,11 @@ class CommitService:
         for the lease: :meth:`run` and :meth:`decide` do."""
         if self.bus is None:
             return
-        await retry_until(self._ensure_topics, retriable=_is_transient, what="create topics",
-                          on_retry=self._count_retry("bus"))
+        await retry_until(self._ensure_topics, retriable=is_transient, what="create topics",
+                          on_retry=count_retry(SERVICE, "bus"))
         self._producer = self.bus.producer()
-        await retry_until(self._producer.start, retriable=_is_transient, what="producer start",
-                          on_retry=self._count_retry("bus"))
+        await retry_until(self._producer.start, retriable=is_transient, what="producer start",
+                          on_retry=count_retry(SERVICE, "bus"))
 
     async def stop(self) -> None:
         """Stop deciding, leave the group, give the lease up, disconnect; idempotent."""
@@ -462,10 +460,6 @@ class CommitService:
             finally:
                 await self._stop_consumer()
         return self.totals
-
-    @staticmethod
-    def _count_retry(peer: str):
-        return lambda _exc: metrics.RETRIES.labels(SERVICE, peer).inc()
 
     async def _ensure_topics(self) -> None:
         assert self.bus is not None
@@ -811,17 +805,20 @@ class CommitService:
         records = [(_decision_key(env), orjson.dumps(env)) for env in decisions]
         producer = self._producer
         await retry_until(lambda: producer.send_many(self.bus.topics.decisions, records),
-                          retriable=_is_transient, what="decisions send",
-                          on_retry=self._count_retry("bus"))
+                          retriable=is_transient, what="decisions send",
+                          on_retry=count_retry(SERVICE, "bus"))
 
     # ------------------------------------------------------------------ the bus loop
 
     async def _serve(self, exit_when_idle: bool, idle_polls: int) -> bool:
         """Consume proposals while leading; True when done (stopped or idle)."""
         assert self.bus is not None
-        self._consumer = self.bus.consumer([self.bus.topics.proposals], self.config.group)
-        await retry_until(self._consumer.start, retriable=_is_transient, what="consumer start",
-                          on_retry=self._count_retry("bus"))
+        # Exclusive: the lease already makes this the only reader; group membership would
+        # make a standby wait out the dead leader's session before reading anything.
+        self._consumer = self.bus.consumer([self.bus.topics.proposals], self.config.group,
+                                           exclusive=True)
+        await retry_until(self._consumer.start, retriable=is_transient, what="consumer start",
+                          on_retry=count_retry(SERVICE, "bus"))
         empty = 0
         while not self._stopping.is_set():
             if self.lease.lost.is_set():
@@ -839,15 +836,8 @@ class CommitService:
 
     async def _poll(self) -> list[Message]:
         assert self._consumer is not None
-        try:
-            return await self._consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
-        except BusError as exc:
-            if not exc.retriable:
-                raise
-            metrics.RETRIES.labels(SERVICE, "bus").inc()
-            log.warning("poll failed: %s", exc)
-            await asyncio.sleep(0.5)
-            return []
+        return await poll_or_pause(self._consumer, self.config.poll_timeout_ms,
+                                   self.config.batch_size, service=SERVICE, pause=0.5)
 
     async def _handle(self, msgs: Sequence[Message]) -> None:
         """Decide a polled batch, dead-letter bad proposals, publish, commit offsets."""
@@ -884,8 +874,8 @@ class CommitService:
         records = [(m.key, deadletter_record(m, reason, text, f, service=SERVICE))
                    for m, reason, text, f in dead]
         await retry_until(lambda: producer.send_many(self.bus.topics.deadletter, records),
-                          retriable=_is_transient, what="dead-letter send",
-                          on_retry=self._count_retry("bus"))
+                          retriable=is_transient, what="dead-letter send",
+                          on_retry=count_retry(SERVICE, "bus"))
         for m, reason, text, _f in dead:
             self.totals.deadlettered += 1
             metrics.DEADLETTER.labels(SERVICE, reason).inc()
@@ -912,7 +902,6 @@ def _proposal_data(item: dict[str, Any]) -> dict[str, Any]:
 async def retry_transient_call(fn: Any) -> Any:
     """``fn()`` retried on transient store errors with backoff, forever: a commit
     service whose database went away waits for it rather than dying."""
-    return await retry_until(fn, retriable=lambda e: isinstance(e, TransientStoreError),
-                             what="store operation",
-                             on_retry=lambda _e: metrics.RETRIES.labels(SERVICE, "store").inc())
+    return await retry_until(fn, retriable=is_transient, what="store operation",
+                             on_retry=count_retry(SERVICE, "store"))
 

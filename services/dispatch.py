@@ -61,10 +61,11 @@ from esched.schemas.events import (
 )
 from esched.services import metrics
 from esched.services.bus import Bus, BusError, BusProducer
+from esched.services.faults import count_retry, is_transient
 from esched.services.lease import Lease, LocalLease
 from esched.services.replica import LogFollower
 from esched.services.retry import retry_until
-from esched.services.store.base import EventStore, TransientStoreError
+from esched.services.store.base import EventStore
 
 __all__ = ["DispatchConfig", "DispatchTotals", "Dispatcher", "work_item"]
 
@@ -89,8 +90,6 @@ def _pod_key(data: dict[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
 
 
-def _is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, TransientStoreError) or (isinstance(exc, BusError) and exc.retriable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,9 +171,9 @@ class Dispatcher:
 
     async def start(self) -> None:
         """Create the topics and connect the producer (retrying while unreachable)."""
-        await retry_until(self.bus.ensure_topics, retriable=_is_transient, what="create topics")
+        await retry_until(self.bus.ensure_topics, retriable=is_transient, what="create topics")
         self._producer = self.bus.producer()
-        await retry_until(self._producer.start, retriable=_is_transient, what="producer start")
+        await retry_until(self._producer.start, retriable=is_transient, what="producer start")
 
     async def stop(self) -> None:
         """Stop dispatching and give the lease up; idempotent."""
@@ -380,8 +379,8 @@ class Dispatcher:
             chunk = batch[i : i + self.config.chunk]
             records = [rec for _cause, rec in chunk]
             await retry_until(lambda r=records: producer.send_many(topic, r),
-                              retriable=_is_transient, what="work send",
-                              on_retry=lambda _e: metrics.RETRIES.labels(SERVICE, "bus").inc())
+                              retriable=is_transient, what="work send",
+                              on_retry=count_retry(SERVICE, "bus"))
             for cause, _rec in chunk:
                 self.totals.by_cause[cause] = self.totals.by_cause.get(cause, 0) + 1
                 metrics.DISPATCH_WORK.labels(cause).inc()

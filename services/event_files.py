@@ -17,9 +17,9 @@ import orjson
 
 from esched.schemas.manifests import events_from_documents, load_documents
 from esched.schemas.objects import gang_key
-from esched.services.bus.base import TopicNames
+from esched.services.bus.base import Bus, TopicNames
 
-__all__ = ["Record", "read_records", "record_for_event"]
+__all__ = ["Record", "publish_records", "read_records", "record_for_event"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +95,26 @@ def read_records(paths: Iterable[str], topics: TopicNames) -> Iterator[Record]:
             raise ValueError(f"{name}: {exc}") from exc
         for i, event in enumerate(events):
             yield record_for_event(event, topics, f"{name}#{i}")
+
+
+#: Messages per ``send_many`` call: bounds the producer's buffered batch.
+PUBLISH_CHUNK = 5000
+
+
+async def publish_records(bus: Bus, records: list[Record]) -> dict[str, int]:
+    """Send ``records`` to their topics in order (per topic); return counts per topic."""
+    by_topic: dict[str, list[tuple[bytes | None, bytes]]] = {}
+    for rec in records:
+        by_topic.setdefault(rec.topic, []).append((rec.key, rec.value))
+    if not by_topic:
+        return {}
+    await bus.ensure_topics()
+    producer = bus.producer()
+    await producer.start()
+    try:
+        for topic, batch in by_topic.items():
+            for i in range(0, len(batch), PUBLISH_CHUNK):
+                await producer.send_many(topic, batch[i : i + PUBLISH_CHUNK])
+    finally:
+        await producer.stop()
+    return {topic: len(batch) for topic, batch in sorted(by_topic.items())}

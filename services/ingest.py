@@ -24,8 +24,9 @@ from esched.schemas.events import stream_of
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
+from esched.services.faults import count_retry, is_transient, poll_or_pause
 from esched.services.retry import retry_until
-from esched.services.store.base import EventStore, NewEvent, StoreError, TransientStoreError
+from esched.services.store.base import EventStore, NewEvent, StoreError
 
 __all__ = ["BatchResult", "IngestConfig", "IngestService", "deadletter_record"]
 
@@ -101,10 +102,6 @@ def deadletter_record(msg: Message, reason: str, message: str, fieldname: str | 
     )
 
 
-def _is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, TransientStoreError) or (
-        isinstance(exc, BusError) and exc.retriable
-    )
 
 
 class IngestService:
@@ -121,14 +118,14 @@ class IngestService:
 
     async def start(self) -> None:
         """Connect to the bus (retrying while it is unreachable) and join the group."""
-        await retry_until(self.bus.ensure_topics, retriable=_is_transient, what="create topics",
-                          on_retry=self._count_retry("bus"))
+        await retry_until(self.bus.ensure_topics, retriable=is_transient, what="create topics",
+                          on_retry=count_retry(SERVICE, "bus"))
         self._producer = self.bus.producer()
-        await retry_until(self._producer.start, retriable=_is_transient, what="producer start",
-                          on_retry=self._count_retry("bus"))
+        await retry_until(self._producer.start, retriable=is_transient, what="producer start",
+                          on_retry=count_retry(SERVICE, "bus"))
         self._consumer = self.bus.consumer(self.bus.topics.inputs, self.config.group)
-        await retry_until(self._consumer.start, retriable=_is_transient, what="consumer start",
-                          on_retry=self._count_retry("bus"))
+        await retry_until(self._consumer.start, retriable=is_transient, what="consumer start",
+                          on_retry=count_retry(SERVICE, "bus"))
 
     async def stop(self) -> None:
         """Leave the group and disconnect; safe to call twice."""
@@ -139,10 +136,6 @@ class IngestService:
         if self._producer is not None:
             producer, self._producer = self._producer, None
             await producer.stop()
-
-    @staticmethod
-    def _count_retry(peer: str):
-        return lambda _exc: metrics.RETRIES.labels(SERVICE, peer).inc()
 
     async def run(self, *, exit_when_idle: bool = False, idle_polls: int = 3,
                   max_messages: int | None = None) -> BatchResult:
@@ -190,15 +183,8 @@ class IngestService:
     async def _poll(self) -> list[Message]:
         if self._consumer is None:  # not started, or stopped
             return []
-        try:
-            return await self._consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
-        except BusError as exc:
-            if not exc.retriable:
-                raise
-            metrics.RETRIES.labels(SERVICE, "bus").inc()
-            log.warning("poll failed: %s", exc)
-            await asyncio.sleep(1.0)
-            return []
+        return await poll_or_pause(self._consumer, self.config.poll_timeout_ms,
+                                   self.config.batch_size, service=SERVICE, pause=1.0)
 
     def _prepare(self, msgs: Sequence[Message]) -> _Prepared:
         """Validate a batch (CPU only): the events to append and the dead letters."""
@@ -263,9 +249,9 @@ class IngestService:
         try:
             res = await retry_until(
                 lambda: self.store.append(events),
-                retriable=_is_transient,
+                retriable=is_transient,
                 what="store append",
-                on_retry=self._count_retry("store"),
+                on_retry=count_retry(SERVICE, "store"),
             )
             return len(events) - res.duplicates, res.duplicates, []
         except StoreError as exc:
@@ -284,9 +270,9 @@ class IngestService:
                    for m, reason, text, fieldname in dead]
         await retry_until(
             lambda: self._producer.send_many(self.bus.topics.deadletter, records),
-            retriable=_is_transient,
+            retriable=is_transient,
             what="dead-letter send",
-            on_retry=self._count_retry("bus"),
+            on_retry=count_retry(SERVICE, "bus"),
         )
         for m, reason, text, _f in dead:
             metrics.DEADLETTER.labels(SERVICE, reason).inc()

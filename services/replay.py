@@ -114,8 +114,15 @@ def format_table(summary: dict) -> str:
                          f"{g.get('Running', 0):>9}{done:>6}")
     if summary["queues"]:
         lines.append(f"queues    {len(summary['queues'])}")
-        lines.append(f"  {'QUEUE':<24}{'STATE':<10}{'WEIGHT':>7}{'PENDING':>9}{'RUNNING':>9}")
+        lines.append(f"  {'QUEUE':<24}{'STATE':<10}{'PRIO':>6}{'WEIGHT':>7}{'PENDING':>9}"
+                     f"{'RUNNING':>9}{'SHARE':>8}  ALLOCATED/FAIR SHARE")
         for name, q in summary["queues"].items():
-            lines.append(f"  {name:<24}{q.get('state', ''):<10}{q.get('weight', 0):>7}"
-                         f"{q.get('Pending', 0):>9}{q.get('Running', 0):>9}")
+            fair = q.get("fairShare") or {}
+            alloc = q.get("allocated") or {}
+            res = " ".join(f"{r}={human(r, alloc.get(r, 0))}/{human(r, fair.get(r, 0))}"
+                           for r in sorted(set(fair) | set(alloc)) if r != "pods")
+            lines.append(f"  {q.get('path', name):<24}{q.get('state', ''):<10}"
+                         f"{q.get('priority', 0):>6}{q.get('weight', 0):>7}"
+                         f"{q.get('Pending', 0):>9}{q.get('Running', 0):>9}"
+                         f"{q.get('share', 0.0):>8.3f}  {res}")
     return "\n".join(lines)

@@ -600,8 +600,8 @@ class Replica:
                 continue
             plan = placer.plan_gang(members, need)
             if plan is None:
-                msg = (f"gang {t.key}: fewer than {need} of {len(members)} pending members "
-                       f"fit together")
+                # e.g. "gang ns/train: 7/10 members fit; short of nvidia.com/gpu: 3"
+                msg = f"gang {t.key}: {placer.gang_message()}"
                 for pod in members:
                     reasons = dict(self._reasons(pod, reasons_cache))
                     reasons["GangUnschedulable"] = 1

@@ -27,7 +27,7 @@ from esched.services.bus import open_bus
 from esched.services.bus.base import TopicNames
 from esched.services.commit import CommitConfig, CommitService
 from esched.services.dispatch import Dispatcher
-from esched.services.event_files import Record, record_for_event
+from esched.services.event_files import Record, publish_records, record_for_event
 from esched.services.ingest import IngestConfig, IngestService
 from esched.services.lease import open_lease
 from esched.services.replay import fold_log
@@ -231,20 +231,7 @@ class Up:
                 n += 1
             return n
         records = list(self.records)
-        if not records:
-            return 0
-        await bus.ensure_topics()
-        producer = bus.producer()
-        await producer.start()
-        try:
-            by_topic: dict[str, list[tuple[bytes | None, bytes]]] = {}
-            for rec in records:
-                by_topic.setdefault(rec.topic, []).append((rec.key, rec.value))
-            for topic, recs in by_topic.items():
-                for i in range(0, len(recs), 5000):
-                    await producer.send_many(topic, recs[i : i + 5000])
-        finally:
-            await producer.stop()
+        await publish_records(bus, records)
         return len(records)
 
     async def _watch(self, es: Any, ingest_task: asyncio.Task, dispatcher: Dispatcher,

@@ -147,8 +147,16 @@ class Bus(abc.ABC):
         """A new producer."""
 
     @abc.abstractmethod
-    def consumer(self, topics: Sequence[str], group: str) -> BusConsumer:
-        """A new consumer of ``topics`` in consumer group ``group``."""
+    def consumer(self, topics: Sequence[str], group: str, *,
+                 exclusive: bool = False) -> BusConsumer:
+        """A new consumer of ``topics`` in consumer group ``group``.
+
+        ``exclusive``: the caller is the group's only reader (a singleton guarded by
+        a lease, like the commit service). It reads every partition from the group's
+        committed offsets and commits to the group, but does not join it: no
+        rebalance, so a standby that took the lease reads at once instead of
+        waiting for the group to expire the dead leader's membership.
+        """
 
     async def ensure_topics(self, partitions: int = 3) -> None:  # noqa: B027 - optional
         """Create the contract's topics if the bus needs and allows it."""

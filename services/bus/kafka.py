@@ -46,8 +46,9 @@ class KafkaBus(Bus):
     def producer(self) -> BusProducer:
         return _KafkaProducer(self)
 
-    def consumer(self, topics: Sequence[str], group: str) -> BusConsumer:
-        return _KafkaConsumer(self, tuple(topics), group)
+    def consumer(self, topics: Sequence[str], group: str, *,
+                 exclusive: bool = False) -> BusConsumer:
+        return _KafkaConsumer(self, tuple(topics), group, exclusive=exclusive)
 
     async def ensure_topics(self, partitions: int = 3) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=self.client_id)
@@ -104,9 +105,12 @@ class _KafkaProducer(BusProducer):
 
 
 class _KafkaConsumer(BusConsumer):
-    def __init__(self, bus: KafkaBus, topics: tuple[str, ...], group: str) -> None:
+    def __init__(self, bus: KafkaBus, topics: tuple[str, ...], group: str, *,
+                 exclusive: bool = False) -> None:
+        #: Exclusive: assign every partition by hand at start (no group membership).
+        self._assign = topics if exclusive else ()
         self._consumer = AIOKafkaConsumer(
-            *topics,
+            *(() if exclusive else topics),
             bootstrap_servers=bus.bootstrap,
             client_id=bus.client_id,
             group_id=group,
@@ -122,6 +126,20 @@ class _KafkaConsumer(BusConsumer):
     async def start(self) -> None:
         try:
             await self._consumer.start()
+            if self._assign:
+                await self._consumer.topics()  # metadata of every topic
+                parts = []
+                for topic in self._assign:
+                    found = self._consumer.partitions_for_topic(topic)
+                    if not found:
+                        raise BusError(f"kafka: topic {topic} has no partitions (yet)",
+                                       retriable=True)
+                    parts.extend(TopicPartition(topic, p) for p in sorted(found))
+                # Positions start at the group's committed offsets (else earliest).
+                self._consumer.assign(parts)
+        except BusError:
+            await self._consumer.stop()
+            raise
         except (KafkaError, OSError) as exc:
             await self._consumer.stop()
             raise _bus_error(exc) from exc

@@ -38,7 +38,9 @@ class MemoryBus(Bus):
     def producer(self) -> BusProducer:
         return _MemoryProducer(self)
 
-    def consumer(self, topics: Sequence[str], group: str) -> BusConsumer:
+    def consumer(self, topics: Sequence[str], group: str, *,
+                 exclusive: bool = False) -> BusConsumer:
+        # One partition per topic and no membership: exclusive changes nothing here.
         return _MemoryConsumer(self, tuple(topics), group)
 
 

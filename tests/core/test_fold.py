@@ -281,6 +281,10 @@ def test_queues_track_pods_allocation_and_spec(log, state):
         "capability": {"cpu": 10000},
         "deserved": {"cpu": 5000},
         "guarantee": {"memory": GI},
+        # Computed: water-filled, capped by demand (a running + b waiting).
+        "fairShare": {"cpu": 1000, "memory": 2 * GI, "pods": 2},
+        "share": 0.5,
+        "path": "root.q1",
         "parent": "root",
         "priority": 7,
         "reclaimable": False,

@@ -5,51 +5,22 @@ from __future__ import annotations
 import asyncio
 
 import orjson
-import pytest
 from click.testing import CliRunner
 
-from esched.schemas.events import stream_of
 from esched.services.audit import audit_store, format_report
 from esched.services.cli import EXIT_FAILURE, cli
 from esched.services.commit import CommitService
-from esched.services.store import NewEvent, open_store
+from esched.services.store import open_store
 
-GIB = 2**30
-
-
-def ev(eid: str, type_: str, data: dict) -> dict:
-    return {"specversion": "1.0", "id": eid, "source": "test", "type": type_,
-            "time": "2026-11-22T00:00:00Z", "data": data}
-
-
-def node(name: str, cpu: str = "2") -> dict:
-    return ev(f"node-{name}", "esched.node.added", {
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "10"}}})
-
-
-def pod(name: str, gang: str | None = None) -> dict:
-    meta: dict = {"name": name, "namespace": "t"}
-    if gang:
-        meta["annotations"] = {"scheduling.k8s.io/group-name": gang}
-    return ev(f"pod-{name}", "esched.pod.submitted", {
-        "metadata": meta,
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1",
-                                                                         "memory": "1Gi"}}}]}})
-
-
-def data(pid: str, binds: list[tuple[str, str]], gang: str | None = None) -> dict:
-    return {"proposal": pid, "replica": "r1", "position": 1, "gang": gang,
-            "bindings": [{"pod": f"t/{p}", "node": n, "resources": {"cpu": 1000, "memory": GIB}}
-                         for p, n in binds]}
+from .factories import append_events, ev, node, placement, pod, podgroup
 
 
 def committed(pid: str, binds: list[tuple[str, str]], gang: str | None = None) -> dict:
-    return ev(f"decision-{pid}", "esched.placement.committed", data(pid, binds, gang))
+    return ev(f"decision-{pid}", "esched.placement.committed", placement(pid, binds, gang=gang))
 
 
 def rejected(pid: str, binds: list[tuple[str, str]], reason: str) -> dict:
-    body = {**data(pid, binds), "pods": [f"t/{p}" for p, _ in binds], "reason": reason,
+    body = {**placement(pid, binds), "pods": [f"t/{p}" for p, _ in binds], "reason": reason,
             "message": "hand-made"}
     return ev(f"decision-{pid}", "esched.placement.rejected", body)
 
@@ -58,9 +29,8 @@ def rejected(pid: str, binds: list[tuple[str, str]], reason: str) -> dict:
 BAD_LOG = [
     node("n1"), node("n2"),                                            # 1, 2
     pod("a"), pod("b"), pod("c"), pod("d"), pod("e"),                  # 3..7
-    ev("pg-g", "esched.podgroup.submitted",
-       {"metadata": {"name": "g", "namespace": "t"}, "spec": {"minMember": 3}}),  # 8
-    pod("g0", "g"), pod("g1", "g"), pod("g2", "g"),                    # 9..11
+    podgroup("g", 3),                                                  # 8
+    pod("g0", gang="g"), pod("g1", gang="g"), pod("g2", gang="g"),   # 9..11
     committed("ok", [("a", "n1")]),                                    # 12: sound
     committed("over", [("b", "n1"), ("c", "n1")]),                     # 13: n1 3 cpu > 2
     committed("twice", [("a", "n2")]),                                 # 14: a already bound
@@ -72,34 +42,17 @@ BAD_LOG = [
 ]
 
 
-async def fill(store, events: list[dict]) -> None:
-    await store.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))
-                        for e in events])
-
-
-@pytest.fixture
-async def store(store_url):
-    s = open_store(store_url)
-    await s.connect()
-    await s.migrate()
-    yield s
-    await s.close()
-
-
 async def test_a_log_written_by_the_commit_service_passes(store):
-    await fill(store, [node("n1"), node("n2", cpu="1"), *(pod(p) for p in "abcd"),
-                       ev("pg-g", "esched.podgroup.submitted",
-                          {"metadata": {"name": "g", "namespace": "t"},
-                           "spec": {"minMember": 2}}),
-                       pod("g0", "g"), pod("g1", "g")])
+    await append_events(store, node("n1"), node("n2", cpu="1"), *(pod(p) for p in "abcd"),
+                        podgroup("g", 2), pod("g0", gang="g"), pod("g1", gang="g"))
     service = CommitService(store)
-    await service.decide([data("p1", [("a", "n1")]), data("p2", [("b", "n1")]),
-                          data("p3", [("c", "n1")]), data("p4", [("a", "n2")])])
-    await service.decide([data("p5", [("g0", "n2"), ("g1", "n2")], gang="t/g"),
-                          data("p6", [("g0", "n1")], gang="t/g"),
-                          data("p7", [("d", "n2")])])
-    await fill(store, [node("n3", cpu="4")])
-    await service.decide([data("p8", [("g0", "n3"), ("g1", "n3")], gang="t/g")])
+    await service.decide([placement("p1", [("a", "n1")]), placement("p2", [("b", "n1")]),
+                          placement("p3", [("c", "n1")]), placement("p4", [("a", "n2")])])
+    await service.decide([placement("p5", [("g0", "n2"), ("g1", "n2")], gang="t/g"),
+                          placement("p6", [("g0", "n1")], gang="t/g"),
+                          placement("p7", [("d", "n2")])])
+    await append_events(store, node("n3", cpu="4"))
+    await service.decide([placement("p8", [("g0", "n3"), ("g1", "n3")], gang="t/g")])
     await service.stop()
     report = await audit_store(store)
     assert report["ok"], report["violations"]
@@ -110,7 +63,7 @@ async def test_a_log_written_by_the_commit_service_passes(store):
 
 
 async def test_bad_decisions_are_flagged_at_their_positions(store):
-    await fill(store, BAD_LOG)
+    await append_events(store, *BAD_LOG)
     report = await audit_store(store)
     assert not report["ok"]
     found = {(v["position"], v["kind"]) for v in report["violations"]}
@@ -136,7 +89,7 @@ def test_the_cli_exit_status_names_the_positions(tmp_path):
             s = open_store(url)
             await s.connect()
             await s.migrate()
-            await fill(s, events)
+            await append_events(s, *events)
             await s.close()
 
     asyncio.run(setup())

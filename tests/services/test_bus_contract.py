@@ -83,3 +83,31 @@ def test_event_types_route_to_the_contract_topics():
     assert topics.for_event_type("esched.pod.submitted") == "x.pods"
     assert topics.for_event_type("esched.podgroup.submitted") == "x.pods"
     assert topics.inputs == ("x.nodes", "x.pods", "x.usage")
+
+
+async def test_an_exclusive_consumer_reads_every_partition_from_the_committed_offsets(bus):
+    await bus.ensure_topics(partitions=3)
+    producer = bus.producer()
+    await producer.start()
+    await producer.send_many(bus.topics.pods, [(f"k{i}".encode(), b"%d" % i) for i in range(30)])
+    await producer.stop()
+
+    first = bus.consumer([bus.topics.pods], "solo", exclusive=True)
+    await first.start()
+    msgs = await _drain(first, 30)
+    assert sorted(int(m.value) for m in msgs) == list(range(30))
+    # Commit all but the last message of each partition, then "die" (no commit more).
+    last: dict[tuple[str, int], int] = {}
+    for m in msgs:
+        last[(m.topic, m.partition)] = max(last.get((m.topic, m.partition), -1), m.offset)
+    await first.commit(dict(last))  # next offset = the last one: it is redelivered
+    await first.stop()
+
+    # The next holder of the lease reads at once from there (no group rebalance).
+    second = bus.consumer([bus.topics.pods], "solo", exclusive=True)
+    await second.start()
+    again = await _drain(second, len(last))
+    await second.stop()
+    assert len(again) == len(last)
+    assert {(m.topic, m.partition, m.offset) for m in again} == \
+        {(t, p, o) for (t, p), o in last.items()}

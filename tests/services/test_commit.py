@@ -14,7 +14,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from esched.schemas.events import DECISIONS_STREAM, stream_of
+from esched.schemas.events import DECISIONS_STREAM
 from esched.services.audit import audit_store
 from esched.services.bus import open_bus
 from esched.services.bus.memory import MemoryBus
@@ -32,71 +32,12 @@ from esched.services.lease import PostgresLease
 from esched.services.replay import SNAPSHOT_NAME, fold_log, save_snapshot
 from esched.services.store import NewEvent, open_store
 
-GIB = 2**30
-
-
-def ev(eid: str, type_: str, data: dict) -> dict:
-    return {"specversion": "1.0", "id": eid, "source": "test", "type": type_,
-            "time": "2026-11-22T00:00:00Z", "data": data}
-
-
-def node(name: str, cpu: str = "2", *, labels: dict | None = None, taints: list | None = None,
-         eid: str | None = None, type_: str = "esched.node.added") -> dict:
-    spec: dict = {}
-    if taints:
-        spec["taints"] = taints
-    return ev(eid or f"node-{name}", type_, {
-        "metadata": {"name": name, "labels": labels or {}}, "spec": spec,
-        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "10"}}})
-
-
-def pod(name: str, cpu: str = "1", gang: str | None = None) -> dict:
-    meta: dict = {"name": name, "namespace": "t"}
-    if gang:
-        meta["annotations"] = {"scheduling.k8s.io/group-name": gang}
-    return ev(f"pod-{name}", "esched.pod.submitted", {
-        "metadata": meta,
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu,
-                                                                         "memory": "1Gi"}}}]}})
-
-
-def podgroup(name: str, min_member: int) -> dict:
-    return ev(f"pg-{name}", "esched.podgroup.submitted", {
-        "metadata": {"name": name, "namespace": "t"}, "spec": {"minMember": min_member}})
-
-
-def proposal(pid: str, binds: list[tuple[str, str]], *, replica: str = "r1", position: int = 1,
-             gang: str | None = None, cpu: int = 1000) -> dict:
-    return {"proposal": pid, "replica": replica, "position": position, "gang": gang,
-            "bindings": [{"pod": f"t/{p}", "node": n, "resources": {"cpu": cpu, "memory": GIB}}
-                         for p, n in binds]}
+from .factories import append_events, ev, node, pod, podgroup
+from .factories import placement as proposal
 
 
 def envelope(data: dict) -> dict:
     return ev(f"proposal-{data['proposal']}", "esched.placement.proposed", data)
-
-
-async def append(store, *events: dict) -> None:
-    await store.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))
-                        for e in events])
-
-
-@pytest.fixture
-async def store(store_url):
-    s = open_store(store_url)
-    await s.connect()
-    await s.migrate()
-    yield s
-    await s.close()
-
-
-@pytest.fixture
-async def pg_store(pg_url):
-    s = open_store(pg_url)
-    await s.connect()
-    await s.migrate()
-    yield s
-    await s.close()
 
 
 def kinds(decisions: list[dict]) -> list[tuple[str, str | None]]:
@@ -104,7 +45,7 @@ def kinds(decisions: list[dict]) -> list[tuple[str, str | None]]:
 
 
 async def test_accepts_a_fitting_proposal_and_folds_it(store):
-    await append(store, node("n1"), pod("a"))
+    await append_events(store, node("n1"), pod("a"))
     service = CommitService(store)
     [d] = await service.decide([proposal("p1", [("a", "n1")])])
 
@@ -118,7 +59,7 @@ async def test_accepts_a_fitting_proposal_and_folds_it(store):
 
 
 async def test_concurrent_first_calls_take_over_once(store):
-    await append(store, node("n1", cpu="4"), pod("a"), pod("b"))
+    await append_events(store, node("n1", cpu="4"), pod("a"), pod("b"))
     service = CommitService(store)
     # Two replicas' first proposals arrive together: one takeover, both decided.
     first, second = await asyncio.gather(service.decide([proposal("p1", [("a", "n1")])]),
@@ -129,7 +70,7 @@ async def test_concurrent_first_calls_take_over_once(store):
 
 
 async def test_two_replicas_racing_for_the_last_room_exactly_one_wins(store):
-    await append(store, node("n1", cpu="2"), pod("a"), pod("b"), pod("c"), pod("x"))
+    await append_events(store, node("n1", cpu="2"), pod("a"), pod("b"), pod("c"), pod("x"))
     service = CommitService(store)
     await service.decide([proposal("p0", [("a", "n1")])])  # 1 of 2 cpu left
     # Same batch: r1 and r2 both saw the room free and propose different pods.
@@ -137,12 +78,12 @@ async def test_two_replicas_racing_for_the_last_room_exactly_one_wins(store):
                                       proposal("r2-c", [("c", "n1")], replica="r2")])
     assert kinds(decisions) == [("committed", None), ("rejected", "insufficient_cpu")]
     # Separate batches: the later one meets the earlier one's decision in the log.
-    await append(store, node("n2", cpu="1"))
+    await append_events(store, node("n2", cpu="1"))
     first = await service.decide([proposal("r1-x", [("x", "n2")], replica="r1")])
     second = await service.decide([proposal("r2-c2", [("c", "n2")], replica="r2")])
     assert kinds(first + second) == [("committed", None), ("rejected", "insufficient_cpu")]
     # Double placement: one pod proposed by two replicas, on different nodes.
-    await append(store, node("n3", cpu="4"), node("n4", cpu="4"), pod("d"))
+    await append_events(store, node("n3", cpu="4"), node("n4", cpu="4"), pod("d"))
     decisions = await service.decide([proposal("r1-d", [("d", "n3")], replica="r1"),
                                       proposal("r2-d", [("d", "n4")], replica="r2")])
     assert kinds(decisions) == [("committed", None), ("rejected", "pod_not_pending")]
@@ -158,24 +99,24 @@ async def test_two_replicas_racing_for_the_last_room_exactly_one_wins(store):
 
 
 async def test_a_node_that_changed_since_the_replica_looked_is_fine_if_it_still_fits(store):
-    await append(store, node("n1", cpu="4"), pod("a"), pod("b"), pod("c"))
+    await append_events(store, node("n1", cpu="4"), pod("a"), pod("b"), pod("c"))
     seen = await store.head()  # the replica's view
     service = CommitService(store)
     await service.decide([proposal("p-a", [("a", "n1")], position=seen)])
     version = service.state.node("n1")["version"]
     # The node changes after the replica looked: new labels, and more capacity.
-    await append(store, node("n1", cpu="5", labels={"zone": "z1"}, eid="n1-v2",
+    await append_events(store, node("n1", cpu="5", labels={"zone": "z1"}, eid="n1-v2",
                              type_="esched.node.updated"))
     [d] = await service.decide([proposal("p-b", [("b", "n1")], position=seen)])
     assert d["type"] == "esched.placement.committed"  # no coarse per-node version check
     assert service.state.node("n1")["version"] > version + 1  # the update, then the binding
     # A change that does matter: an untolerated taint.
-    await append(store, node("n1", cpu="5", taints=[{"key": "k", "effect": "NoSchedule"}],
+    await append_events(store, node("n1", cpu="5", taints=[{"key": "k", "effect": "NoSchedule"}],
                              eid="n1-v3", type_="esched.node.updated"))
     [d] = await service.decide([proposal("p-c", [("c", "n1")], position=seen)])
     assert (d["data"]["reason"], "taint" in d["data"]["message"]) == ("constraint", True)
     # A node that is gone, and claims that are not the pod's requests.
-    await append(store, ev("rm-n1", "esched.node.removed", {"metadata": {"name": "n1"}}),
+    await append_events(store, ev("rm-n1", "esched.node.removed", {"metadata": {"name": "n1"}}),
                  node("n2", cpu="8"))
     bad = await service.decide([proposal("p-c2", [("c", "n1")]),
                                 proposal("p-c3", [("c", "n2")], cpu=10)])
@@ -197,13 +138,13 @@ class InterleavingStore:
 
     async def append(self, events, **kwargs):
         if self.external and events and events[0].stream == DECISIONS_STREAM:
-            await append(self.inner, *self.external.pop(0))
+            await append_events(self.inner, *self.external.pop(0))
             self.head_checks.append(kwargs.get("expected_head"))
         return await self.inner.append(events, **kwargs)
 
 
 async def test_an_external_event_before_the_append_is_validated_against(store):
-    await append(store, node("n1", cpu="2"), node("n2", cpu="4"), pod("a"), pod("b"),
+    await append_events(store, node("n1", cpu="2"), node("n2", cpu="4"), pod("a"), pod("b"),
                  pod("c"), pod("x"))
     racing = InterleavingStore(store)
     service = CommitService(racing)
@@ -237,7 +178,7 @@ async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(
     from esched.services import commit, metrics
 
     monkeypatch.setattr(commit, "_HEAD_ATTEMPTS", 1)
-    await append(store, node("n1", cpu="4"), pod("a"))
+    await append_events(store, node("n1", cpu="4"), pod("a"))
     racing = InterleavingStore(store)
     service = CommitService(racing)
     racing.external += [[node("n1", cpu="3", eid="n1-v2", type_="esched.node.updated")],
@@ -252,7 +193,7 @@ async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(
 
 
 async def test_a_gang_is_all_or_nothing(store):
-    await append(store, podgroup("g", 3), node("n1", cpu="2"), node("n2", cpu="1"),
+    await append_events(store, podgroup("g", 3), node("n1", cpu="2"), node("n2", cpu="1"),
                  *(pod(f"m{i}", gang="g") for i in range(4)))
     service = CommitService(store)
     # Three members, the third does not fit (n2 has 1 cpu, two proposed there).
@@ -279,7 +220,7 @@ async def test_a_gang_is_all_or_nothing(store):
 
 
 async def test_a_redelivered_proposal_gets_the_recorded_decision(store):
-    await append(store, node("n1", cpu="1"), pod("a"), pod("b"))
+    await append_events(store, node("n1", cpu="1"), pod("a"), pod("b"))
     service = CommitService(store)
     first = await service.decide([proposal("p1", [("a", "n1")]), proposal("p2", [("b", "n1")])])
     head = await store.head()
@@ -301,7 +242,7 @@ async def test_a_redelivered_proposal_gets_the_recorded_decision(store):
 
 
 async def test_snapshots_carry_the_fence_and_speed_up_takeover(store):
-    await append(store, node("n1", cpu="8"), *(pod(f"p{i}") for i in range(6)))
+    await append_events(store, node("n1", cpu="8"), *(pod(f"p{i}") for i in range(6)))
     service = CommitService(store, config=CommitConfig(snapshot_every=3))
     for i in range(3):
         await service.decide([proposal(f"s{i}", [(f"p{i}", "n1")])])
@@ -346,7 +287,7 @@ class RacingStore:
 
 
 async def test_a_deposed_leader_is_fenced_and_steps_down(pg_store, pg_url):
-    await append(pg_store, node("n1", cpu="4"), pod("a"), pod("b"), pod("c"))
+    await append_events(pg_store, node("n1", cpu="4"), pod("a"), pod("b"), pod("c"))
     racing = RacingStore(pg_store)
     lease = PostgresLease(pg_url)
     service = CommitService(racing, lease=lease)
@@ -374,7 +315,7 @@ async def test_a_deposed_leader_is_fenced_and_steps_down(pg_store, pg_url):
 
 async def test_proposals_from_kafka_become_published_decisions(pg_store, kafka_bootstrap,
                                                                topic_prefix):
-    await append(pg_store, node("n1", cpu="1"), pod("a"), pod("b"))
+    await append_events(pg_store, node("n1", cpu="1"), pod("a"), pod("b"))
     bus = open_bus(kafka_bootstrap, topic_prefix)
     service = CommitService(pg_store, bus)
     await service.start()
@@ -424,7 +365,7 @@ async def test_a_standby_takes_over_when_the_leader_session_dies(pg_url, pg_serv
     for s in stores:
         await s.connect()
     await stores[0].migrate()
-    await append(stores[0], node("n1", cpu="4"), pod("a"), pod("b"))
+    await append_events(stores[0], node("n1", cpu="4"), pod("a"), pod("b"))
     bus = MemoryBus()
     a = CommitService(stores[0], bus, lease=PostgresLease(pg_url))
     b = CommitService(stores[1], bus, lease=PostgresLease(pg_url))

@@ -49,15 +49,6 @@ BAD_INPUTS = {
 SMALL_LIMIT = 100_000
 
 
-@pytest.fixture
-async def store(store_url):
-    s = open_store(store_url)
-    await s.connect()
-    await s.migrate()
-    yield s
-    await s.close()
-
-
 async def _stored_ids(store) -> list[str]:
     return [e.id for e in await store.read(0, 100_000)]
 

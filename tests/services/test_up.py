@@ -26,31 +26,12 @@ from esched.services.replay import fold_log
 from esched.services.store import NewEvent, open_store
 from esched.services.up import Up, UpConfig, parse_generate
 
-
-def ev(eid: str, type_: str, data: dict) -> dict:
-    return {"specversion": "1.0", "id": eid, "source": "test", "type": type_,
-            "time": "2026-11-22T00:00:00Z", "data": data}
+from . import factories
+from .factories import ev, pod, podgroup
 
 
 def node(name: str, cpu: str) -> dict:
-    return ev(f"node-{name}", "esched.node.added", {
-        "metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu, "memory": "64Gi",
-                                                              "pods": "110"}}})
-
-
-def pod(name: str, cpu: str, gang: str | None = None) -> dict:
-    meta: dict = {"name": name, "namespace": "t"}
-    if gang:
-        meta["annotations"] = {"scheduling.k8s.io/group-name": gang}
-    return ev(f"pod-{name}", "esched.pod.submitted", {
-        "metadata": meta,
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu,
-                                                                         "memory": "1Gi"}}}]}})
-
-
-def podgroup(name: str, min_member: int) -> dict:
-    return ev(f"pg-{name}", "esched.podgroup.submitted", {
-        "metadata": {"name": name, "namespace": "t"}, "spec": {"minMember": min_member}})
+    return factories.node(name, cpu, memory="64Gi", pods="110")
 
 
 def esched(*args: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,239 @@
+"""Preemption planning: which running pods to evict so that a pending pod fits.
+
+Borg's rules (``esched.core.bands``): a pod may evict only pods of a strictly lower
+band, and prod never evicts prod, so only batch and best-effort pods are victims.
+A gang member is a candidate only if every running member of its gang is (evicting
+one can take the whole gang down), and a gang whose running members would drop
+below ``minMember`` is evicted whole (its other members are *collateral* victims).
+
+Per candidate node (one where the pod passes every constraint except resources),
+as kube-scheduler's DefaultPreemption does: remove every candidate victim; if the
+pod still does not fit, the node cannot help. Otherwise *reprieve* victims one by
+one, highest band first, then highest priority, putting each back if the pod
+still fits without it; the ones left are the node's victims. So the lowest go
+first and no victim is evicted that the pod does not need gone.
+
+Among nodes, the plan minimises, lexicographically::
+
+    cost(node) = (highest band among its victims and collateral,
+                  number of victims + collateral gang members,
+                  sum of the direct victims' priorities,
+                  node slot)
+
+i.e. disturb the lowest band possible, then as few pods as possible, then the
+least important ones; the node slot makes it deterministic.
+
+The per-node work is :func:`_node_victims`, ``noexcept nogil`` over raw arrays (a
+CSR list of candidate victims per node, sorted highest-first); the numpy
+preparation and the gang bookkeeping around it are Python, once per call.
+"""
+
+cimport cython
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+import numpy as np
+
+from esched.core._types cimport PHASE_RUNNING, units_t
+
+from esched.core.bands import Band
+
+__all__ = ["select_victims"]
+
+cdef int _PRODUCTION = Band.PRODUCTION
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef bint _node_victims(Py_ssize_t n, Py_ssize_t R, const units_t* alloc, const units_t* used,
+                        const units_t* req, const int64_t* off, const int32_t* vic,
+                        const units_t* palloc, Py_ssize_t pstride, const uint8_t* pband,
+                        const int64_t* pprio, const int32_t* pgang, const int64_t* grun,
+                        const int64_t* gmin, const uint8_t* gband, int64_t* gscratch,
+                        units_t* free, uint8_t* chosen, int64_t* cost) noexcept nogil:
+    """Victims of node ``n`` (``chosen[k]`` = 1 for vic[k]) and their cost; False if
+    evicting every candidate there still leaves no room for the pod."""
+    cdef Py_ssize_t r, k, p, g
+    cdef bint fits
+    cdef int64_t count = 0, prio = 0, left
+    cdef int band = -1
+    for r in range(R):
+        free[r] = alloc[n * R + r] - used[n * R + r]
+    for k in range(off[n], off[n + 1]):
+        p = vic[k]
+        for r in range(R):
+            free[r] += palloc[p * pstride + r]
+    for r in range(R):
+        if req[r] > 0 and free[r] < req[r]:
+            return False
+    # Reprieve, highest first (vic is sorted that way within the node).
+    for k in range(off[n], off[n + 1]):
+        p = vic[k]
+        fits = True
+        for r in range(R):
+            if req[r] > 0 and free[r] - palloc[p * pstride + r] < req[r]:
+                fits = False
+                break
+        if fits:
+            for r in range(R):
+                free[r] -= palloc[p * pstride + r]
+            chosen[k] = 0
+            continue
+        chosen[k] = 1
+        count += 1
+        prio += pprio[p]
+        if pband[p] > band:
+            band = pband[p]
+        g = pgang[p]
+        if g >= 0:
+            gscratch[g] += 1
+    # Gangs pushed below minMember go whole: their other running members count too.
+    for k in range(off[n], off[n + 1]):
+        g = pgang[vic[k]]
+        if chosen[k] and g >= 0 and gscratch[g] > 0:
+            left = grun[g] - gscratch[g]
+            if left < gmin[g]:
+                count += left
+                if gband[g] > band:
+                    band = gband[g]
+            gscratch[g] = 0
+    cost[0] = band
+    cost[1] = count
+    cost[2] = prio
+    return True
+
+
+cdef inline bint _better(const int64_t* a, const int64_t* b) noexcept nogil:
+    cdef int i
+    for i in range(3):
+        if a[i] != b[i]:
+            return a[i] < b[i]
+    return False
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef Py_ssize_t _scan(Py_ssize_t N, Py_ssize_t R, const units_t* alloc, const units_t* used,
+                      const units_t* req, const uint8_t* ok, const int64_t* off,
+                      const int32_t* vic, const units_t* palloc, Py_ssize_t pstride,
+                      const uint8_t* pband, const int64_t* pprio, const int32_t* pgang,
+                      const int64_t* grun, const int64_t* gmin, const uint8_t* gband,
+                      int64_t* gscratch, units_t* free, uint8_t* chosen,
+                      int64_t* best_cost) noexcept nogil:
+    """The cheapest node (or -1) over nodes with ``ok`` and at least one candidate."""
+    cdef Py_ssize_t n, best = -1
+    cdef int64_t cost[3]
+    for n in range(N):
+        if not ok[n] or off[n + 1] == off[n]:
+            continue
+        if not _node_victims(n, R, alloc, used, req, off, vic, palloc, pstride, pband, pprio,
+                             pgang, grun, gmin, gband, gscratch, free, chosen, cost):
+            continue
+        if best < 0 or _better(cost, best_cost):
+            best = n
+            best_cost[0] = cost[0]
+            best_cost[1] = cost[1]
+            best_cost[2] = cost[2]
+    return best
+
+
+def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
+                   Py_ssize_t exclude_gang=-1):
+    """The cheapest preemption for class ``cid`` (see the module docstring), or None.
+
+    :param state: the :class:`~esched.core.ClusterState` (read only).
+    :param used: ``[node, res]`` allocation as the placer sees it (assumptions included).
+    :param alloc: ``[node, res]`` allocatable, same shape.
+    :param ok: ``uint8[node]``, 1 where the pod passes every non-resource constraint.
+    :param class_band: ``uint8[class]`` band of each equivalence class.
+    :param evicted: ``bool[pod]`` pods already planned as victims (not candidates again).
+    :param exclude_gang: the preemptor's own gang (its members are never victims).
+    :returns: ``(node slot, victim pod slots, collateral pod slots, (band, count, prio))``.
+    """
+    cdef Py_ssize_t N = used.shape[0], R = used.shape[1], P = state.n_pods
+    if N == 0 or P == 0:
+        return None
+    my_band = int(class_band[cid])
+    phase = state.pod_phase_np[:P]
+    pnode = state.pod_node_np[:P]
+    pgang = np.ascontiguousarray(state.pod_gang_np[:P], dtype=np.int32)
+    pclass = state.pod_class_np[:P]
+    running = (phase == PHASE_RUNNING) & (pnode >= 0) & (pnode < N)
+    if evicted is not None:
+        running &= ~evicted[:P]
+    pband = np.zeros(P, dtype=np.uint8)
+    pband[running] = class_band[pclass[running]]
+    # may_preempt, vectorised: strictly lower and never prod.
+    legal = running & (pband < my_band) & (pband < _PRODUCTION)
+    G = state.n_gangs
+    in_gang = running & (pgang >= 0)
+    grun = np.bincount(pgang[in_gang], minlength=G).astype(np.int64)
+    gmin = np.ascontiguousarray(state.gang_min_np[:G], dtype=np.int64)
+    gband = np.zeros(max(G, 1), dtype=np.uint8)
+    if G:
+        np.maximum.at(gband, pgang[in_gang], pband[in_gang])
+        bad = np.zeros(G, dtype=bool)
+        bad[pgang[in_gang & ~legal]] = True  # a gang with any protected member is off
+        if exclude_gang >= 0:
+            bad[exclude_gang] = True
+        legal &= ~((pgang >= 0) & bad[np.clip(pgang, 0, None)])
+    idx = np.flatnonzero(legal).astype(np.int32)
+    if idx.size == 0:
+        return None
+    pprio = np.ascontiguousarray(state.pod_prio_np[:P], dtype=np.int64)
+    order = np.lexsort((idx, -pprio[idx], -pband[idx].astype(np.int64), pnode[idx]))
+    vic = np.ascontiguousarray(idx[order], dtype=np.int32)
+    off = np.searchsorted(pnode[vic], np.arange(N + 1)).astype(np.int64)
+    palloc = np.ascontiguousarray(state.pod_alloc_np[:P, :R], dtype=np.int64)
+    req = np.ascontiguousarray(state.class_req_np[cid, :R], dtype=np.int64)
+    used_c = np.ascontiguousarray(used, dtype=np.int64)
+    alloc_c = np.ascontiguousarray(alloc, dtype=np.int64)
+    ok_c = np.ascontiguousarray(ok, dtype=np.uint8)
+    gscratch = np.zeros(max(G, 1), dtype=np.int64)
+    free = np.zeros(max(R, 1), dtype=np.int64)
+    chosen = np.zeros(max(vic.shape[0], 1), dtype=np.uint8)
+    cost = np.zeros(3, dtype=np.int64)
+
+    cdef const units_t[:, ::1] a_v = alloc_c
+    cdef const units_t[:, ::1] u_v = used_c
+    cdef const units_t[::1] q_v = req
+    cdef const uint8_t[::1] ok_v = ok_c
+    cdef const int64_t[::1] off_v = off
+    cdef const int32_t[::1] vic_v = vic
+    cdef const units_t[:, ::1] pa_v = palloc
+    cdef const uint8_t[::1] pb_v = pband
+    cdef const int64_t[::1] pp_v = pprio
+    cdef const int32_t[::1] pg_v = pgang
+    cdef const int64_t[::1] gr_v = grun if G else np.zeros(1, dtype=np.int64)
+    cdef const int64_t[::1] gm_v = gmin if G else np.zeros(1, dtype=np.int64)
+    cdef const uint8_t[::1] gb_v = gband
+    cdef int64_t[::1] gs_v = gscratch
+    cdef units_t[::1] f_v = free
+    cdef uint8_t[::1] ch_v = chosen
+    cdef int64_t[::1] c_v = cost
+    cdef Py_ssize_t best, pstride = R
+    with nogil:
+        best = _scan(N, R, &a_v[0, 0], &u_v[0, 0], &q_v[0], &ok_v[0], &off_v[0], &vic_v[0],
+                     &pa_v[0, 0], pstride, &pb_v[0], &pp_v[0], &pg_v[0], &gr_v[0], &gm_v[0],
+                     &gb_v[0], &gs_v[0], &f_v[0], &ch_v[0], &c_v[0])
+        if best >= 0:  # again on the winner, to leave its choice in ``chosen``
+            _node_victims(best, R, &a_v[0, 0], &u_v[0, 0], &q_v[0], &off_v[0], &vic_v[0],
+                          &pa_v[0, 0], pstride, &pb_v[0], &pp_v[0], &pg_v[0], &gr_v[0],
+                          &gm_v[0], &gb_v[0], &gs_v[0], &f_v[0], &ch_v[0], &c_v[0])
+    if best < 0:
+        return None
+    lo, hi = int(off[best]), int(off[best + 1])
+    victims = [int(vic[k]) for k in range(lo, hi) if chosen[k]]
+    # Collateral: the other running members of gangs pushed below minMember.
+    collateral = []
+    taken = {}
+    for p in victims:
+        g = int(pgang[p])
+        if g >= 0:
+            taken[g] = taken.get(g, 0) + 1
+    chosen_set = set(victims)
+    for g, k in sorted(taken.items()):
+        if grun[g] - k < gmin[g]:
+            for p in np.flatnonzero(in_gang & (pgang == g)):
+                if int(p) not in chosen_set:
+                    collateral.append(int(p))
+    return best, victims, collateral, (int(cost[0]), int(cost[1]), int(cost[2]))

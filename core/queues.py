@@ -1,0 +1,372 @@
+"""Volcano queues: deserved shares by weighted water-filling, dominant share, order.
+
+Pure functions over plain dicts (resource name -> integer base units), so the
+dispatcher, replay, audit and the tests use exactly the same arithmetic.
+
+**Deserved** (Volcano's proportion/capacity plugins, per resource independently).
+Siblings share their parent's deserved; top-level queues share the cluster's
+allocatable. Within one set of siblings, queue ``i`` gets::
+
+    deserved_i = clamp(weight_i * L, floor_i, cap_i)
+
+with one water level ``L`` chosen so that the siblings' deserved add up to the
+amount shared (or every queue is at its cap). ``cap_i`` is the smallest of the
+queue's ``capability``, its ``spec.deserved`` (when set: what it asks for when
+the cluster has enough) and, when demands are given, its demand (allocated plus
+waiting requests: an idle queue lends its share to busy ones); ``floor_i`` is its
+``guarantee`` (a guarantee raises the cap too: it is never cut). If the
+guarantees alone exceed the amount, every queue gets its guarantee. Integer
+units: the level is exact (a :class:`~fractions.Fraction`), each share is
+rounded down and the leftover units go to the largest remainders, ties by name,
+so the result is deterministic and adds up exactly.
+
+**Hierarchy**: ``parent`` is the parent queue's name or a dotted path whose last
+segment names it (``root.eng`` -> ``eng``); ``root`` (or no parent) is the
+cluster. A parent named but not declared is an implicit queue of weight 1 with
+no limits. Jobs belong in leaf queues; a parent's own pods compete as one more
+child (``QueueTree.SELF``) of weight 1 and no limits.
+
+**Share**: ``allocated / deserved`` of the dominant resource (the largest ratio;
+a resource with nothing deserved but something allocated counts 1), ignoring
+the ``pods`` count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "NODE_GROUP_LABEL",
+    "ROOT",
+    "QueueSpec",
+    "QueueTree",
+    "allocation_order_key",
+    "cluster_allocatable",
+    "deserved",
+    "dominant_share",
+    "node_group_terms",
+    "parent_name",
+    "queue_view",
+    "water_fill",
+]
+
+DEFAULT_QUEUE = "default"
+ROOT = "root"
+#: Resources left out of the dominant share (a count, not a capacity).
+SHARE_IGNORED = frozenset({"pods"})
+#: The node label naming a node's group, as Volcano's nodegroup plugin reads it.
+NODE_GROUP_LABEL = "volcano.sh/nodegroup-name"
+
+Resources = Mapping[str, int]
+#: ``NODE_ALIVE`` of core/_types.pxd (a C enum, not visible from Python).
+_NODE_ALIVE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """The fields of a queue that the arithmetic reads (see ``ClusterState.queue_meta``)."""
+
+    name: str
+    weight: int = 1
+    priority: int = 0
+    parent: str | None = None
+    capability: Mapping[str, int] = field(default_factory=dict)
+    deserved: Mapping[str, int] = field(default_factory=dict)
+    guarantee: Mapping[str, int] = field(default_factory=dict)
+    reclaimable: bool = True
+    state: str = "Open"
+
+    @classmethod
+    def from_meta(cls, name: str, meta: Mapping[str, Any]) -> QueueSpec:
+        return cls(
+            name=name,
+            weight=max(1, int(meta.get("weight") or 1)),
+            priority=int(meta.get("priority") or 0),
+            parent=meta.get("parent") or None,
+            capability=dict(meta.get("capability") or {}),
+            deserved=dict(meta.get("deserved") or {}),
+            guarantee=dict(meta.get("guarantee") or {}),
+            reclaimable=bool(meta.get("reclaimable", True)),
+            state=str(meta.get("state") or "Open"),
+        )
+
+
+def parent_name(parent: str | None) -> str | None:
+    """The parent queue's name from ``spec.parent`` (``root.eng`` -> ``eng``); None = root."""
+    if not parent:
+        return None
+    last = parent.rsplit(".", 1)[-1].strip()
+    return None if not last or last == ROOT else last
+
+
+def water_fill(amount: int, weights: Mapping[str, int], caps: Mapping[str, int | None],
+               floors: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Share ``amount`` units among ``weights``' keys: ``clamp(w * L, floor, cap)``.
+
+    ``caps[k]`` None means no cap. A floor above its cap raises the cap. Returns
+    integer shares that add up to ``min(amount, sum of caps)``, or to the sum of
+    the floors when those alone exceed ``amount``.
+    """
+    floors = floors or {}
+    names = sorted(weights)
+    lo = {k: max(0, int(floors.get(k, 0))) for k in names}
+    hi: dict[str, int | None] = {}
+    for k in names:
+        c = caps.get(k)
+        hi[k] = None if c is None else max(int(c), lo[k])
+    if sum(lo.values()) >= amount:
+        return lo
+    capped_total = sum(v for v in hi.values() if v is not None)
+    if all(v is not None for v in hi.values()) and capped_total <= amount:
+        return {k: int(hi[k]) for k in names}  # type: ignore[arg-type]
+
+    def filled(level: Fraction) -> Fraction:
+        total = Fraction(0)
+        for k in names:
+            v = max(Fraction(lo[k]), weights[k] * level)
+            if hi[k] is not None:
+                v = min(v, Fraction(hi[k]))
+            total += v
+        return total
+
+    # Breakpoints of the piecewise-linear fill(L): where a queue leaves its floor or
+    # reaches its cap. Between two of them the fill is linear in L; solve exactly.
+    points = sorted({Fraction(lo[k], weights[k]) for k in names}
+                    | {Fraction(hi[k], weights[k]) for k in names if hi[k] is not None})
+    prev = Fraction(0)
+    level: Fraction | None = None
+    for p in points:
+        if filled(p) >= amount:
+            level = _solve(prev, p, amount, filled)
+            break
+        prev = p
+    if level is None:
+        # Past the last breakpoint only uncapped queues still grow (slope = their weights).
+        slope = sum(weights[k] for k in names if hi[k] is None)
+        level = prev + (amount - filled(prev)) / slope
+    exact = {}
+    for k in names:
+        v = max(Fraction(lo[k]), weights[k] * level)
+        if hi[k] is not None:
+            v = min(v, Fraction(hi[k]))
+        exact[k] = v
+    out = {k: int(v) for k, v in exact.items()}  # floor (non-negative)
+    left = amount - sum(out.values())
+    # Leftover units from rounding down go to the largest remainders (ties by name),
+    # never above a cap.
+    order = sorted(names, key=lambda k: (-(exact[k] - out[k]), k))
+    for k in order:
+        if left <= 0:
+            break
+        if exact[k] != out[k] and (hi[k] is None or out[k] < hi[k]):
+            out[k] += 1
+            left -= 1
+    return out
+
+
+def _solve(a: Fraction, b: Fraction, amount: int, filled) -> Fraction:
+    """The level in [a, b] where the (linear on [a, b]) fill equals ``amount``."""
+    fa, fb = filled(a), filled(b)
+    if fb == fa:
+        return b
+    return a + (b - a) * (amount - fa) / (fb - fa)
+
+
+class QueueTree:
+    """Queues arranged by ``parent``: children, cycles broken, implicit parents added."""
+
+    #: The pseudo-child standing for a parent queue's own pods.
+    SELF = "(self)"
+
+    def __init__(self, specs: Iterable[QueueSpec]) -> None:
+        self.specs: dict[str, QueueSpec] = {s.name: s for s in specs}
+        self.problems: list[str] = []
+        for s in list(self.specs.values()):
+            p = parent_name(s.parent)
+            if p is not None and p not in self.specs:
+                self.specs[p] = QueueSpec(name=p)
+        self.parent: dict[str, str | None] = {}
+        for name, s in self.specs.items():
+            p = parent_name(s.parent)
+            self.parent[name] = None if p == name else p
+        for name in sorted(self.specs):
+            seen = {name}
+            p = self.parent[name]
+            while p is not None:
+                if p in seen:
+                    self.problems.append(f"queue {name!r}: parent cycle; treated as top-level")
+                    self.parent[name] = None
+                    break
+                seen.add(p)
+                p = self.parent[p]
+        self.children: dict[str | None, list[str]] = {}
+        for name in sorted(self.specs):
+            self.children.setdefault(self.parent[name], []).append(name)
+
+    def path(self, name: str) -> str:
+        """``root.eng.dev`` for queue ``dev`` under ``eng``."""
+        parts = [name]
+        p = self.parent.get(name)
+        while p is not None:
+            parts.append(p)
+            p = self.parent[p]
+        return ".".join([ROOT, *reversed(parts)])
+
+
+def deserved(specs: Iterable[QueueSpec], cluster: Resources,
+             demand: Mapping[str, Resources] | None = None) -> dict[str, dict[str, int]]:
+    """Deserved resources per queue (see the module doc), for every resource of ``cluster``.
+
+    ``demand``: queue -> allocated plus waiting requests; None = no demand cap (the
+    static entitlement). Implicit parents appear in the result too.
+    """
+    tree = QueueTree(specs)
+    demand = demand or {}
+    # A parent's demand is its children's plus its own pods'.
+    total_demand: dict[str, dict[str, int]] = {}
+
+    def subtree_demand(name: str) -> dict[str, int]:
+        if name in total_demand:
+            return total_demand[name]
+        d = dict(demand.get(name) or {})
+        for c in tree.children.get(name, ()):
+            for r, v in subtree_demand(c).items():
+                d[r] = d.get(r, 0) + v
+        total_demand[name] = d
+        return d
+
+    out: dict[str, dict[str, int]] = {}
+
+    def share(amounts: Mapping[str, int], members: list[str], own: str | None) -> None:
+        specs_of = {m: tree.specs[m] for m in members}
+        weights = {m: s.weight for m, s in specs_of.items()}
+        if own is not None and demand.get(own):
+            weights[QueueTree.SELF] = 1
+        result: dict[str, dict[str, int]] = {m: {} for m in weights}
+        for r, amount in amounts.items():
+            caps: dict[str, int | None] = {}
+            floors: dict[str, int] = {}
+            for m in weights:
+                if m == QueueTree.SELF:
+                    caps[m] = (demand.get(own) or {}).get(r, 0) if demand else None
+                    continue
+                s = specs_of[m]
+                cap = _min_opt(s.capability.get(r), s.deserved.get(r))
+                if demand:
+                    cap = _min_opt(cap, subtree_demand(m).get(r, 0))
+                caps[m] = cap
+                floors[m] = s.guarantee.get(r, 0)
+            for m, v in water_fill(int(amount), weights, caps, floors).items():
+                result[m][r] = v
+        for m in members:
+            out[m] = result[m]
+            kids = tree.children.get(m)
+            if kids:
+                share(out[m], kids, m)
+
+    share(dict(cluster), tree.children.get(None, []), None)
+    return out
+
+
+def _min_opt(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def dominant_share(allocated: Resources, deserved_: Resources) -> float:
+    """``max_r allocated[r] / deserved[r]`` (1 where nothing is deserved but some allocated)."""
+    best = 0.0
+    for r, a in allocated.items():
+        if a <= 0 or r in SHARE_IGNORED:
+            continue
+        d = deserved_.get(r, 0)
+        s = a / d if d > 0 else 1.0
+        if s > best:
+            best = s
+    return best
+
+
+def allocation_order_key(queue_priority: int, share: float, job_priority: int,
+                         submitted: int) -> tuple[int, float, int, int]:
+    """Sort key of pending work: queue priority (high first), then the queue's share
+    (low first; the weights act through deserved), then job priority (high first),
+    then submission order (early first)."""
+    return (-queue_priority, share, -job_priority, submitted)
+
+
+def node_group_terms(affinity: Mapping[str, Any] | None) -> dict[str, list[str]] | None:
+    """``spec.affinity`` of a Queue -> ``{"required", "preferred", "anti"}`` group lists
+    (only non-empty ones), or None when the queue constrains nothing."""
+    if not affinity:
+        return None
+    aff = affinity.get("nodeGroupAffinity") or {}
+    anti = affinity.get("nodeGroupAntiAffinity") or {}
+    out = {
+        "required": sorted(set(aff.get("requiredDuringSchedulingIgnoredDuringExecution") or ())),
+        "preferred": sorted(set(aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ())),
+        "anti": sorted(set(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or ())),
+    }
+    out = {k: v for k, v in out.items() if v}
+    return out or None
+
+
+# ---------------------------------------------------------------------- state views
+
+
+def _state_arrays(state: Any) -> tuple[list[str], Any, Any]:
+    """(resource names, per-queue allocated [q, r], per-queue pending requests [q, r])."""
+    import numpy as np
+
+    from esched.core._state import PHASES
+
+    nq, nr, npods = state.n_queues, state.n_res, state.n_pods
+    alloc = np.asarray(state.queue_alloc_np[:nq, :nr], dtype=np.int64)
+    waiting = np.zeros((nq, nr), dtype=np.int64)
+    pending = np.flatnonzero(state.pod_phase_np[:npods] == PHASES.index("Pending"))
+    if pending.size:
+        req = np.asarray(state.class_req_np, dtype=np.int64)[state.pod_class_np[pending], :nr]
+        np.add.at(waiting, state.pod_queue_np[pending], req)
+    return list(state.res_names[:nr]), alloc, waiting
+
+
+def cluster_allocatable(state: Any) -> dict[str, int]:
+    """Allocatable resources of the alive nodes, summed."""
+    n, nr = state.n_nodes, state.n_res
+    alive = (state.flags_np[:n] & _NODE_ALIVE) != 0
+    total = state.allocatable_np[:n, :nr][alive].sum(axis=0)
+    return {state.res_names[r]: int(total[r]) for r in range(nr)}
+
+
+def queue_view(state: Any) -> dict[str, dict[str, Any]]:
+    """Per queue of a ClusterState: ``path``, ``fairShare`` (deserved now: water-filled
+    and capped by demand = allocated + waiting), ``allocated``, ``waiting`` and
+    ``share`` (dominant, against ``fairShare``)."""
+    names, alloc, waiting = _state_arrays(state)
+    specs = [QueueSpec.from_meta(state.queue_names[q], state.queue_meta[q])
+             for q in range(state.n_queues)]
+    allocated = {s.name: {names[r]: int(alloc[q, r]) for r in range(len(names)) if alloc[q, r]}
+                 for q, s in enumerate(specs)}
+    wait = {s.name: {names[r]: int(waiting[q, r]) for r in range(len(names)) if waiting[q, r]}
+            for q, s in enumerate(specs)}
+    demand = {k: {r: allocated[k].get(r, 0) + wait[k].get(r, 0)
+                  for r in set(allocated[k]) | set(wait[k])} for k in allocated}
+    fair = deserved(specs, cluster_allocatable(state), demand)
+    tree = QueueTree(specs)
+    out = {}
+    for s in specs:
+        d = {r: v for r, v in sorted(fair.get(s.name, {}).items()) if v}
+        out[s.name] = {
+            "path": tree.path(s.name),
+            "fairShare": d,
+            "allocated": dict(sorted(allocated[s.name].items())),
+            "waiting": dict(sorted(wait[s.name].items())),
+            "share": round(dominant_share(allocated[s.name], fair.get(s.name, {})), 6),
+        }
+    return out

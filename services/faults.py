@@ -1,0 +1,50 @@
+"""Lost peers versus bugs: what a service retries, and polling that survives a broker blip.
+
+A transient failure of the store (:class:`TransientStoreError`) or of the broker
+(a retriable :class:`BusError`) means a peer went away and will come back: the
+service waits with backoff and counts the retry. Anything else is a bug or bad
+configuration and propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from esched.services import metrics
+from esched.services.bus.base import BusConsumer, BusError, Message
+from esched.services.store.base import TransientStoreError
+
+__all__ = ["count_retry", "is_transient", "poll_or_pause"]
+
+log = logging.getLogger(__name__)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when ``exc`` is a lost store or broker, worth a retry."""
+    return isinstance(exc, TransientStoreError) or (isinstance(exc, BusError) and exc.retriable)
+
+
+def count_retry(service: str, peer: str) -> Callable[[BaseException], None]:
+    """An ``on_retry`` callback counting ``esched_retries_total{service, peer}``."""
+    counter = metrics.RETRIES.labels(service, peer)
+    return lambda _exc: counter.inc()
+
+
+async def poll_or_pause(consumer: BusConsumer, timeout_ms: int, max_records: int, *,
+                        service: str, pause: float) -> list[Message]:
+    """One poll; on a retriable broker error, count it, wait ``pause`` s, return ``[]``.
+
+    The caller's loop then simply polls again, so a broker outage is a run of empty
+    polls, not a crash.
+    """
+    try:
+        return await consumer.poll(timeout_ms, max_records)
+    except BusError as exc:
+        if not exc.retriable:
+            raise
+        metrics.RETRIES.labels(service, "bus").inc()
+        log.warning("%s: poll failed: %s", service, exc)
+        await asyncio.sleep(pause)
+        return []

@@ -1,0 +1,210 @@
+"""Preemption planning in the core: Borg's legality, lowest band first, fewest victims,
+gangs evicted whole, constraints respected, assumed evictions not offered twice."""
+
+import pytest
+
+from esched.core import ClusterState
+from esched.core._placer import Placer
+from esched.core.bands import Band, parse_bands
+
+from .conftest import EV, Log, node, pod
+
+MON, PROD, BATCH, BE = 1_000_000_000, 1000, 100, 0
+
+
+def cluster(*nodes):
+    s = ClusterState()
+    log = Log(s)
+    for n in nodes:
+        log(EV.NODE_ADDED, n)
+    return s, log
+
+
+def running(log, name, where, priority, cpu="1", **kw):
+    log(EV.POD_SUBMITTED, pod(name, cpu=cpu, memory="1Gi", node_name=where, priority=priority,
+                              **kw))
+
+
+def pending(log, name, priority, cpu="1", **kw):
+    log(EV.POD_SUBMITTED, pod(name, cpu=cpu, memory="1Gi", priority=priority, **kw))
+    return f"ns/{name}"
+
+
+@pytest.mark.parametrize(
+    ("preemptor", "victim", "allowed"),
+    [
+        (PROD, BATCH, True),
+        (PROD, BE, True),
+        (MON, BATCH, True),
+        (BATCH, BE, True),
+        (PROD, PROD, False),  # production does not preempt production
+        (PROD + 5000, PROD, False),  # ... not even from a higher priority in the band
+        (MON, PROD, False),  # prod never preempts prod
+        (BATCH, BATCH + 50, False),  # equal band
+        (BATCH, PROD, False),  # higher band
+        (BE, BE, False),
+    ],
+)
+def test_legality(preemptor, victim, allowed):
+    s, log = cluster(node("n1", cpu="2"))
+    running(log, "v", "n1", victim, cpu="2")
+    p = Placer(s)
+    key = pending(log, "new", preemptor)
+    assert p.place(key) is None
+    plan = p.plan_preemption(key)
+    if allowed:
+        assert plan["node"] == "n1" and plan["victims"] == ["ns/v"]
+    else:
+        assert plan is None
+
+
+def test_lowest_band_first_then_fewest_victims():
+    s, log = cluster(node("a", cpu="2"), node("b", cpu="2"), node("c", cpu="2"))
+    running(log, "batch-a", "a", BATCH, cpu="2")  # one batch victim on a
+    running(log, "be-b1", "b", BE, cpu="1")  # two best-effort victims on b
+    running(log, "be-b2", "b", BE + 5, cpu="1")
+    running(log, "prod-c", "c", PROD, cpu="1")  # c: one best-effort + a protected pod
+    running(log, "be-c", "c", BE - 3, cpu="1")
+    key = pending(log, "big", PROD, cpu="2")
+    plan = Placer(s).plan_preemption(key)
+    # a costs (batch, 1); b costs (best-effort, 2); c cannot free 2 cpu. Lowest band wins.
+    assert plan["node"] == "b"
+    assert sorted(plan["victims"]) == ["ns/be-b1", "ns/be-b2"]
+    assert plan["cost"] == {"band": Band.BEST_EFFORT, "pods": 2, "priority": 5}
+
+    key = pending(log, "small", PROD, cpu="1")
+    plan = Placer(s).plan_preemption(key)
+    # b reprieves be-b2 and evicts be-b1 (priority 0); c evicts be-c (priority -3)
+    assert plan["node"] == "c" and plan["victims"] == ["ns/be-c"]
+
+
+def test_reprieve_keeps_the_victims_it_does_not_need():
+    s, log = cluster(node("n1", cpu="4"))
+    for i, prio in enumerate([5, 1, 9, 3]):
+        running(log, f"be{i}", "n1", prio, cpu="1")
+    key = pending(log, "p", PROD, cpu="2")
+    plan = Placer(s).plan_preemption(key)
+    # the two lowest priorities go; the higher ones are reprieved
+    assert sorted(plan["victims"]) == ["ns/be1", "ns/be3"]
+    assert plan["cost"]["priority"] == 4
+
+
+def test_constraints_are_not_preempted_away():
+    taint = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    s, log = cluster(node("tainted", cpu="1", taints=taint), node("labelled", cpu="1",
+                                                                  labels={"zone": "a"}))
+    running(log, "v1", "tainted", BE, tolerations=[{"key": "dedicated", "operator": "Exists"}])
+    running(log, "v2", "labelled", BE)
+    key = pending(log, "p", PROD, nodeSelector={"zone": "b"})
+    assert Placer(s).plan_preemption(key) is None
+    key = pending(log, "q", PROD, nodeSelector={"zone": "a"})
+    assert Placer(s).plan_preemption(key)["node"] == "labelled"
+
+
+def test_a_gang_below_min_member_is_evicted_whole():
+    s, log = cluster(node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1"))
+    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "job", "namespace": "ns"},
+                                "spec": {"minMember": 3}})
+    for i in range(3):
+        running(log, f"m{i}", f"n{i + 1}", BATCH, gang="job")
+    key = pending(log, "p", PROD)
+    plan = Placer(s).plan_preemption(key)
+    assert len(plan["victims"]) == 1
+    assert len(plan["collateral"]) == 2
+    assert sorted(plan["victims"] + plan["collateral"]) == ["ns/m0", "ns/m1", "ns/m2"]
+    assert plan["cost"]["pods"] == 3
+
+
+def test_a_gang_with_slack_loses_one_member_and_fewest_victims_prefers_a_loner():
+    s, log = cluster(node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1"))
+    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "job", "namespace": "ns"},
+                                "spec": {"minMember": 1}})
+    running(log, "m0", "n1", BATCH, gang="job")
+    running(log, "m1", "n2", BATCH, gang="job")
+    running(log, "solo", "n3", BATCH)
+    plan = Placer(s).plan_preemption(pending(log, "p", PROD))
+    assert plan["collateral"] == [] and len(plan["victims"]) == 1
+
+
+def test_a_gang_with_a_protected_member_is_not_a_victim():
+    s, log = cluster(node("n1", cpu="1"), node("n2", cpu="1"))
+    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "job", "namespace": "ns"},
+                                "spec": {"minMember": 2}})
+    running(log, "m0", "n1", BATCH, gang="job")
+    running(log, "m1", "n2", PROD, gang="job")  # evicting m0 would take m1 down too
+    assert Placer(s).plan_preemption(pending(log, "p", PROD)) is None
+
+
+def test_assumed_evictions_are_not_offered_twice_and_sync_forgets_them():
+    s, log = cluster(node("n1", cpu="2"))
+    running(log, "v1", "n1", BE)
+    running(log, "v2", "n1", BE)
+    a = pending(log, "a", PROD)
+    b = pending(log, "b", PROD)
+    c = pending(log, "c", PROD)
+    p = Placer(s)
+    first = p.plan_preemption(a)
+    second = p.plan_preemption(b)
+    assert {first["victims"][0], second["victims"][0]} == {"ns/v1", "ns/v2"}
+    assert p.plan_preemption(c) is None  # n1 holds a and b in this view
+    assert p.place(c) is None
+    p.sync()
+    assert p.plan_preemption(c, assume=False)["node"] == "n1"
+
+
+def test_class_mapping_decides_the_band():
+    s, log = cluster(node("n1", cpu="1"))
+    running(log, "v", "n1", PROD, priorityClassName="nightly")
+    key = pending(log, "p", PROD)
+    p = Placer(s)
+    assert p.plan_preemption(key) is None  # prod vs prod
+    bands = parse_bands({"classes": {"nightly": "batch"}})
+    assert p.plan_preemption(key, bands)["victims"] == ["ns/v"]
+
+
+def test_eviction_fold_returns_the_victim_to_pending():
+    s, log = cluster(node("n1", cpu="1"))
+    running(log, "v", "n1", BE)
+    log(EV.POD_EVICTED, {"pod": "ns/v", "node": "n1", "reason": "Preempted", "by": "ns/p"})
+    assert s.pod("ns/v")["phase"] == "Pending"
+    assert s.node("n1")["allocated"]["cpu"] == 0
+
+
+def test_many_nodes_picks_a_deterministic_cheapest_node():
+    nodes = [node(f"n{i:03d}", cpu="2") for i in range(300)]
+    s, log = cluster(*nodes)
+    for i in range(300):
+        running(log, f"v{i}", f"n{i:03d}", BE + (i % 7), cpu="2")
+    key = pending(log, "p", PROD, cpu="2")
+    plans = [Placer(s, seed=seed).plan_preemption(key, assume=False) for seed in (0, 1)]
+    assert plans[0] == plans[1]
+    assert plans[0]["cost"] == {"band": Band.BEST_EFFORT, "pods": 1, "priority": 0}
+    assert plans[0]["node"] == "n000"
+
+
+def test_a_gang_preempts_all_or_nothing():
+    s, log = cluster(node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1"))
+    running(log, "be1", "n1", BE)
+    running(log, "be2", "n2", BE)
+    running(log, "prod3", "n3", PROD)
+    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g", "namespace": "ns"},
+                                "spec": {"minMember": 3}})
+    keys = [pending(log, f"g{i}", PROD, gang="g") for i in range(3)]
+    p = Placer(s)
+    before = p.used_array().copy()
+    # two members can preempt best-effort pods, the third would need prod3: nothing
+    assert p.plan_gang_preempting(keys, 3) is None
+    assert (p.used_array() == before).all()
+    plan = p.plan_gang_preempting(keys[:2], 2)
+    assert sorted(plan["nodes"]) == ["n1", "n2"]
+    assert sorted(v["pod"] for v in plan["victims"]) == ["ns/be1", "ns/be2"]
+    assert {v["node"] for v in plan["victims"]} == {"n1", "n2"}
+
+
+def test_a_gang_member_never_preempts_its_own_gang():
+    s, log = cluster(node("n1", cpu="1"))
+    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g", "namespace": "ns"},
+                                "spec": {"minMember": 1}})
+    running(log, "g0", "n1", BE, gang="g")
+    key = pending(log, "g1", PROD, gang="g")
+    assert Placer(s).plan_preemption(key) is None

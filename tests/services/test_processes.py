@@ -1,0 +1,252 @@
+"""The deployment as separate processes, against real PostgreSQL and the real broker.
+
+``esched ingest``, two ``esched commit`` (one leads, one stands by), ``esched
+dispatch`` and two ``esched replica`` run as their own processes; the workload
+goes in with ``esched publish``. Mid-run one replica and then the active commit
+service are killed with SIGKILL (no goodbye to the group, no lease release).
+Checked from the log afterwards:
+
+* the standby commit service leads within seconds of the kill (it reads the
+  proposals topic without joining a group, so it has nothing to wait for);
+* the surviving replica places pods from every work partition, the dead one's
+  included, once the group has rebalanced;
+* every placeable pod is committed exactly once (none twice, none forgotten), a
+  gang all at once, and the pods no node fits are reported unschedulable;
+* ``esched audit`` passes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka.partitioner import DefaultPartitioner
+
+from esched.schemas.events import PLACEMENT_COMMITTED, POD_UNSCHEDULABLE
+from esched.services.devbroker import DevBroker
+from esched.services.store import open_store
+from esched.services.synth import node_event, pod_event
+
+pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
+
+ESCHED = str(Path(sys.executable).with_name("esched"))
+NAMESPACE = "synth"
+#: Partitions of the work topic (KafkaBus.ensure_topics' default).
+WORK_PARTITIONS = 3
+
+
+class Service:
+    """One ``esched`` process; stderr (the logs) in a file the test can grep."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], logdir: Path) -> None:
+        self.name = name
+        self.log = logdir / f"{name}.log"
+        self.out = logdir / f"{name}.out"
+        self.proc = subprocess.Popen([ESCHED, *args], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=self.out.open("wb"), stderr=self.log.open("wb"))
+
+    def logged(self, text: str) -> bool:
+        return text in self.log.read_text(errors="replace")
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL if it does not end; the exit status (None: killed)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+                return None
+        return self.proc.returncode
+
+
+def _wait(what: str, check, timeout: float, services: list[Service]) -> float:
+    """Poll ``check()`` until true; seconds it took. Fails naming ``what`` (and any
+    service that died on its own, with the tail of its log)."""
+    t0 = time.monotonic()
+    while not check():
+        for s in services:
+            if s.proc.poll() is not None and s.proc.returncode != -signal.SIGKILL:
+                tail = s.log.read_text(errors="replace")[-3000:]
+                pytest.fail(f"{s.name} exited with {s.proc.returncode} while waiting for "
+                            f"{what}:\n{tail}")
+        if time.monotonic() - t0 > timeout:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)
+    return time.monotonic() - t0
+
+
+def _podgroup(name: str, min_member: int) -> dict:
+    return {"specversion": "1.0", "id": f"pg-{name}", "source": "test",
+            "type": "esched.podgroup.submitted",
+            "data": {"metadata": {"name": name, "namespace": NAMESPACE},
+                     "spec": {"minMember": min_member}}}
+
+
+def _big_pod(j: int) -> dict:
+    """A pod no node fits (200 CPUs): must end reported unschedulable, never committed."""
+    ev = pod_event(j, random.Random(j), NAMESPACE)
+    ev["data"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "200"
+    return ev
+
+
+def _gang_pod(j: int, gang: str) -> dict:
+    ev = pod_event(j, random.Random(j), NAMESPACE)
+    ev["data"]["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": gang}
+    return ev
+
+
+def _write(path: Path, events: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    return path
+
+
+class Log:
+    """What the event store says so far (read with a short-lived connection)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def read(self) -> list[dict]:
+        import asyncio
+
+        async def main() -> list[dict]:
+            es = open_store(self.url)
+            await es.connect()
+            try:
+                out, after = [], 0
+                while rows := await es.read_payloads(after, 10_000):
+                    out.extend(orjson.loads(p) for _pos, p in rows)
+                    after = rows[-1][0]
+                return out
+            finally:
+                await es.close()
+
+        return asyncio.run(main())
+
+    def committed(self) -> Counter:
+        """pod -> number of committed bindings; also the replica of each (``by``)."""
+        counts: Counter = Counter()
+        self.by: dict[str, str] = {}
+        for e in self.read():
+            if e["type"] == PLACEMENT_COMMITTED:
+                for b in e["data"]["bindings"]:
+                    counts[b["pod"]] += 1
+                    self.by[b["pod"]] = e["data"]["replica"]
+        return counts
+
+    def replicas(self) -> set[str]:
+        """Replicas with at least one committed placement."""
+        self.committed()
+        return set(self.by.values())
+
+    def unschedulable(self) -> set[str]:
+        return {e["data"]["pod"] for e in self.read() if e["type"] == POD_UNSCHEDULABLE}
+
+
+def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
+        pg_url: str, dev_broker: DevBroker, tmp_path: Path) -> None:
+    env = {**os.environ, "ESCHED_KAFKA": dev_broker.bootstrap, "ESCHED_STORE": pg_url,
+           "ESCHED_TOPIC_PREFIX": "esched.", "ESCHED_LOG_LEVEL": "info"}
+    store_log = Log(pg_url)
+    # 60 nodes (1,800 cores) and 600 ordinary pods (~1,230 cores): all fit, ~70% full.
+    rng = random.Random(11)
+    nodes = [node_event(i) for i in range(60)]
+    plain = [pod_event(j, rng, NAMESPACE) for j in range(600)]
+    gang = [_podgroup("g", 3), *(_gang_pod(1000 + k, "g") for k in range(3))]
+    big = [_big_pod(2000 + k) for k in range(3)]
+    waves = [
+        _write(tmp_path / "wave1.jsonl", nodes + plain[:200]),
+        _write(tmp_path / "wave2.jsonl", plain[200:400] + gang),
+        _write(tmp_path / "wave3.jsonl", plain[400:] + big),
+    ]
+    placeable = {f"{NAMESPACE}/{e['data']['metadata']['name']}"
+                 for e in plain + gang[1:]}
+    unplaceable = {f"{NAMESPACE}/{e['data']['metadata']['name']}" for e in big}
+
+    def publish(path: Path) -> None:
+        subprocess.run([ESCHED, "publish", str(path)], env=env, check=True,
+                       capture_output=True, timeout=60)
+
+    subprocess.run([ESCHED, "store", "migrate"], env=env, check=True, capture_output=True,
+                   timeout=60)
+    services: list[Service] = []
+
+    def start(name: str, *args: str) -> Service:
+        s = Service(name, list(args), env, tmp_path)
+        services.append(s)
+        return s
+
+    try:
+        start("ingest", "ingest")
+        commit_a = start("commit-a", "commit", "--snapshot-every", "300")
+        _wait("commit-a to lead", lambda: commit_a.logged("commit service leading"), 60,
+              services)
+        commit_b = start("commit-b", "commit")
+        start("dispatch", "dispatch")
+        r1 = start("replica-r1", "replica", "--id", "r1", "--seed", "1")
+        r2 = start("replica-r2", "replica", "--id", "r2", "--seed", "2")
+        _wait("both replicas ready", lambda: r1.logged("replica r1 ready")
+              and r2.logged("replica r2 ready"), 60, services)
+
+        # Wave 1, then kill -9 a replica that is placing (its group share moves to r2).
+        publish(waves[0])
+        _wait("r1 to commit placements", lambda: "r1" in store_log.replicas(), 60, services)
+        r1.kill9()
+        killed_r1 = time.monotonic()
+        # Wave 2 lands partly on r1's partitions: only r2 can place it, after the rebalance.
+        publish(waves[1])
+        time.sleep(0.5)
+        commit_a.kill9()
+        killed_commit = time.monotonic()
+        publish(waves[2])
+        _wait("the standby commit service to lead",
+              lambda: commit_b.logged("commit service leading"), 30, services)
+        takeover = time.monotonic() - killed_commit  # within 0.2 s of the poll
+
+        def done() -> bool:
+            committed = store_log.committed()
+            return placeable <= committed.keys() and unplaceable <= store_log.unschedulable()
+
+        _wait("every placeable pod committed", done, 90, services)
+        finished = time.monotonic()
+        time.sleep(1.0)  # anything still in flight would show up as a second binding
+        committed = store_log.committed()
+        by = store_log.by
+        audit = subprocess.run([ESCHED, "audit", "--format", "json"], env=env,
+                               capture_output=True, timeout=120)
+    finally:
+        statuses = {s.name: s.stop() for s in services}
+
+    twice = {pod: n for pod, n in committed.items() if n > 1}
+    assert not twice, f"pods committed more than once: {twice}"
+    assert committed.keys() == placeable, (placeable - committed.keys(),
+                                           committed.keys() - placeable)
+    # The surviving replica placed pods of every work partition, r1's included.
+    partitioner = DefaultPartitioner()
+    parts = list(range(WORK_PARTITIONS))
+    by_r2 = {partitioner(pod.encode(), parts, parts)
+             for pod, r in by.items() if r == "r2" and pod in placeable}
+    assert by_r2 == set(parts), f"r2 placed work of partitions {by_r2} only"
+    assert takeover < 5, f"standby led {takeover:.1f}s after the kill"
+    report = orjson.loads(audit.stdout)
+    assert audit.returncode == 0 and report["ok"], report
+    # The services still alive shut down cleanly on SIGTERM.
+    assert all(statuses[n] == 0 for n in ("ingest", "commit-b", "dispatch", "replica-r2")), \
+        statuses
+    print(f"standby led {takeover:.1f}s after the commit kill; all placed "
+          f"{finished - killed_r1:.1f}s after the replica kill "
+          f"({finished - killed_commit:.1f}s after the commit kill)")
