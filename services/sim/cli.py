@@ -185,7 +185,7 @@ def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple
     """
     from concurrent.futures import ProcessPoolExecutor
 
-    from esched.services.sim.compaction import default_at, run_trials
+    from esched.services.sim.compaction import checkpoint, default_at, run_trials
     from esched.services.sim.report import (
         Figures,
         compare_tables,
@@ -214,6 +214,12 @@ def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple
         except ValueError:
             raise click.UsageError(f"--at {at!r}: peak, all, running or seconds") from None
     out: dict = {"trace": tr.summary(), "profiles": profiles, "studies": wanted}
+    if {"compaction", "inflation"} & set(wanted):
+        t_cp, cp = checkpoint(tr, at_value)
+        out["checkpoint"] = {"at": at_value, "time_s": t_cp, "jobs": len(cp),
+                             "pods": sum(j.tasks for j in cp),
+                             "gpus": sum(j.tasks * j.gpu_milli for j in cp) / 1000,
+                             "cpu_cores": sum(j.tasks * j.cpu_milli for j in cp) / 1000}
     figs = Figures()
     summaries: list[dict] = []
     tables = []
