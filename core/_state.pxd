@@ -121,5 +121,6 @@ cdef class ClusterState:
     cdef int _usage(self, dict data) except -1
     cdef int _committed(self, dict data) except -1
     cdef int _evicted(self, dict data) except -1
+    cdef int _rejected(self, dict data) except -1
     cdef int _apply(self, dict event) except -1
     cpdef apply(self, dict event, long long position)

@@ -60,6 +60,7 @@ cdef enum:
     EV_USAGE
     EV_COMMITTED
     EV_EVICTED
+    EV_REJECTED
     EV_NOOP
 
 cdef dict _TYPE_CODES_BY_NAME = {
@@ -78,6 +79,7 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.PLACEMENT_PROPOSED: EV_NOOP,
     _ev.PLACEMENT_REJECTED: EV_NOOP,
     _ev.POD_UNSCHEDULABLE: EV_NOOP,
+    _ev.POD_REJECTED: EV_REJECTED,
 }
 # One dict lookup per event gives a slot; slot -> dispatch code and per-type counter.
 cdef tuple _TYPE_NAMES = tuple(_TYPE_CODES_BY_NAME)
@@ -823,6 +825,19 @@ cdef class ClusterState:
         self._set_phase(p, PHASE_PENDING)
         return 0
 
+    cdef int _rejected(self, dict data) except -1:
+        # Refused at admission (quota, closed queue): a Pending pod becomes Failed.
+        idx = self.pod_index.get(data.get("pod"))
+        if idx is None:
+            self._anomaly("unknown_pod")
+            return 0
+        cdef Py_ssize_t p = idx
+        if self.pod_phase[p] != PHASE_PENDING:
+            self._anomaly("reject_not_pending")
+            return 0
+        self._set_phase(p, PHASE_FAILED)
+        return 0
+
     # ------------------------------------------------------------------ the fold
 
     cdef int _apply(self, dict event) except -1:
@@ -855,6 +870,8 @@ cdef class ClusterState:
                 self._node_upsert(data)
             elif code == EV_NODE_REMOVED:
                 self._node_removed(data)
+            elif code == EV_REJECTED:
+                self._rejected(data)
             elif code == EV_EVICTED:
                 self._evicted(data)
             elif code == EV_USAGE:

@@ -33,6 +33,7 @@ PLACEMENT_COMMITTED = "esched.placement.committed"
 PLACEMENT_REJECTED = "esched.placement.rejected"
 POD_EVICTED = "esched.pod.evicted"
 POD_UNSCHEDULABLE = "esched.pod.unschedulable"
+POD_REJECTED = "esched.pod.rejected"
 
 #: Types operators publish (accepted by ingest from Kafka).
 EXTERNAL_TYPES = (
@@ -54,6 +55,7 @@ INTERNAL_TYPES = (
     PLACEMENT_REJECTED,
     POD_EVICTED,
     POD_UNSCHEDULABLE,
+    POD_REJECTED,
 )
 TYPES = EXTERNAL_TYPES + INTERNAL_TYPES
 

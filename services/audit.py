@@ -16,7 +16,22 @@ The audit folds the whole log from position 0 with the one fold
   decision event) against the state folded up to just before the decision, with
   the commit service's own :class:`~esched.services.commit.Validator`, gives the
   other verdict (commit vs reject). A rejection recorded without its bindings
-  cannot be re-validated and is counted as ``unverifiable``.
+  cannot be re-validated and is counted as ``unverifiable``. A committed
+  preemption is re-validated after its evictions (they precede it in the log), so
+  its bindings must fit in the room the victims left;
+* ``quota``: a committed binding for a pod that admission had to reject: over a
+  quota of its queue or namespace (given the config's ``quota:``), or submitted to
+  a Closing or Closed queue. Admission is re-done event by event with the
+  dispatcher's own :class:`~esched.services.admission.Admission`;
+* ``preemption_illegal``: a committed preemption evicted a pod whose band is not
+  strictly lower than the preemptor's (the lowest band among the decision's
+  pods), or a prod pod for a prod one;
+* ``preemption_unrecorded``: the victims a committed decision names are not
+  exactly the pods evicted for it (``esched.pod.evicted`` with its ``decision``
+  id) just before it, or an eviction names a decision that never follows, or a
+  pod that was not running on the node it names;
+* ``gang_split``: evictions left a gang running below ``minMember`` (a victim gang
+  is evicted whole or not at all).
 
 Over-commit is only charged to decisions: a node shrinking under running pods is
 an external fact, not a scheduling error.
@@ -32,14 +47,29 @@ import numpy as np
 import orjson
 
 from esched.core import PHASES, ClusterState
-from esched.schemas.events import NODE_REMOVED, PLACEMENT_COMMITTED, PLACEMENT_REJECTED
+from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
+from esched.core.quota import Quota
+from esched.schemas.events import (
+    NODE_REMOVED,
+    PLACEMENT_COMMITTED,
+    PLACEMENT_REJECTED,
+    POD_DELETED,
+    POD_EVICTED,
+    POD_FAILED,
+    POD_REJECTED,
+    POD_SUCCEEDED,
+)
+from esched.services.admission import Admission
 from esched.services.commit import Validator
+from esched.services.replay import human
 from esched.services.store.base import EventStore
 
 __all__ = ["Auditor", "Violation", "audit_store", "format_report"]
 
 _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
+#: Events after which a pod no longer needs admission's verdict.
+_ENDS = frozenset({POD_REJECTED, POD_DELETED, POD_SUCCEEDED, POD_FAILED})
 #: Rows per read of the log.
 PAGE = 20_000
 #: Violations listed in a report; the counts stay exact beyond it.
@@ -58,14 +88,20 @@ class Violation:
 class Auditor:
     """Feed it the log in order (:meth:`feed`), then read :meth:`report`."""
 
-    def __init__(self) -> None:
+    def __init__(self, quota: Quota | None = None, bands: BandConfig | None = None) -> None:
         self.state = ClusterState()
-        self.validator = Validator(self.state)
+        self.admission = Admission(quota)
+        #: pods admission rejects (pod -> why), until they end
+        self._refused: dict[str, str] = {}
+        self.validator = Validator(self.state, bands)
         self.violations: list[Violation] = []
         self.kinds: dict[str, int] = {}
         self.checked = {"events": 0, "decisions": 0, "committed": 0, "rejected": 0,
-                        "bindings": 0, "gang_decisions": 0, "reproduced": 0, "unverifiable": 0}
+                        "bindings": 0, "gang_decisions": 0, "reproduced": 0, "unverifiable": 0,
+                        "preemptions": 0, "evictions": 0}
         self._removed: set[str] = set()
+        #: decision id -> [(position, pod)] evicted for it, awaiting the decision
+        self._evictions: dict[str, list[tuple[int, str]]] = {}
 
     def _flag(self, position: int, kind: str, detail: str) -> None:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
@@ -84,7 +120,64 @@ class Auditor:
             name = (data.get("metadata") or {}).get("name")
             if isinstance(name, str):
                 self._removed.add(name)
+        elif etype == POD_EVICTED and isinstance(data.get("decision"), str):
+            self._eviction(position, data)
         self.state.apply(event, position)
+        self._admit(position, event, data)
+
+    def _admit(self, position: int, event: dict[str, Any], data: dict[str, Any]) -> None:
+        for r in self.admission.observe(self.state, [(position, event)]):
+            self._refused[r.pod] = r.message
+        if self._refused and event.get("type") in _ENDS:
+            if "pod" in data:
+                pod = str(data["pod"])
+            else:
+                meta = data.get("metadata") or {}
+                pod = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+            self._refused.pop(pod, None)  # rejected (or gone) as it should be
+
+    def _eviction(self, position: int, data: dict[str, Any]) -> None:
+        """An eviction made for a preemption: the victim must be running where named."""
+        st = self.state
+        pod, node = data.get("pod"), data.get("node")
+        self.checked["evictions"] += 1
+        pidx = st.pod_index.get(pod)
+        if pidx is None or st.pod_phase_np[pidx] != _RUNNING or \
+                st.pod_node_np[pidx] != st.node_index.get(node, -2):
+            self._flag(position, "preemption_unrecorded",
+                       f"pod {pod} evicted from {node} where it was not running")
+        self._evictions.setdefault(data["decision"], []).append((position, pod))
+
+    def _preemption(self, position: int, event: dict[str, Any], data: dict[str, Any],
+                    victims: list[Any]) -> set[int]:
+        """Legality of a committed preemption; returns the victims' gangs."""
+        st = self.state
+        self.checked["preemptions"] += 1
+        evicted = {pod for _, pod in self._evictions.pop(event.get("id"), [])}
+        named = {v.get("pod") for v in victims if isinstance(v, dict)}
+        if evicted != named:
+            self._flag(position, "preemption_unrecorded",
+                       f"decision {event.get('id')} names victims {sorted(map(str, named))}, "
+                       f"evicted for it: {sorted(evicted)}")
+        pods = [b.get("pod") for b in data.get("bindings") or () if isinstance(b, dict)]
+        known = [st.pod_index[p] for p in pods if p in st.pod_index]
+        gangs: set[int] = set()
+        if not known:
+            return gangs
+        preemptor = min(self.validator.band_of_pod(i) for i in known)
+        for pod in sorted(map(str, named)):
+            pidx = st.pod_index.get(pod)
+            if pidx is None:
+                continue
+            band = self.validator.band_of_pod(pidx)
+            if not may_preempt(preemptor, band):
+                self._flag(position, "preemption_illegal",
+                           f"{BAND_NAMES[preemptor]} pod(s) {', '.join(pods)} evicted {pod} "
+                           f"({BAND_NAMES[band]})")
+            g = int(st.pod_gang_np[pidx])
+            if g >= 0:
+                gangs.add(g)
+        return gangs
 
     def _decision(self, position: int, etype: str, event: dict[str, Any],
                   data: dict[str, Any]) -> None:
@@ -94,11 +187,22 @@ class Auditor:
         self.checked["committed" if committed else "rejected"] += 1
         bindings = data.get("bindings")
         proposal = data.get("proposal")
-        # 1. Reproducibility: the same validation, on the state just before the decision.
+        victims = data.get("victims") if isinstance(data.get("victims"), list) else []
+        victim_gangs: set[int] = set()
+        if committed and victims:
+            victim_gangs = self._preemption(position, event, data, victims)
+        elif event.get("id") in self._evictions:
+            self._evictions.pop(event.get("id"))
+            self._flag(position, "preemption_unrecorded",
+                       f"pods were evicted for {event.get('id')}, which names no victims")
+        # 1. Reproducibility: the same validation, on the state just before the decision
+        # (for a committed preemption: after its evictions, which precede it).
         if isinstance(bindings, list) and bindings and isinstance(proposal, str):
             self.validator.begin()
             try:
-                verdict = self.validator.check(data, record=False)
+                checked = ({k: v for k, v in data.items() if k != "victims"}
+                           if committed and victims else data)
+                verdict = self.validator.check(checked, record=False)
             except (KeyError, TypeError, AttributeError) as exc:
                 verdict = None
                 self._flag(position, "irreproducible", f"proposal {proposal}: malformed ({exc})")
@@ -118,6 +222,8 @@ class Auditor:
         if not committed or not isinstance(bindings, list):
             st.apply(event, position)
             return
+        if victim_gangs:
+            self._gang_split(position, victim_gangs)
         if not all(isinstance(b, dict) for b in bindings):
             self._flag(position, "malformed", f"proposal {proposal}: a binding is not an object")
             st.apply(event, position)
@@ -129,6 +235,8 @@ class Auditor:
         for b in bindings:
             pod, node = b.get("pod"), b.get("node")
             self.checked["bindings"] += 1
+            if pod in self._refused:
+                self._flag(position, "quota", f"pod {pod} bound though {self._refused[pod]}")
             pidx = st.pod_index.get(pod)
             nidx = st.node_index.get(node)
             if pidx is None:
@@ -175,29 +283,50 @@ class Auditor:
                 self._flag(position, "gang_partial",
                            f"gang {st.gang_keys[g]}: {running} running < minMember {need}")
 
+    def _gang_split(self, position: int, gangs: set[int]) -> None:
+        # The evictions are folded by now: a victim gang is gone whole or kept whole.
+        st = self.state
+        for g in sorted(gangs):
+            running = int(st.gang_counts_np[g, _RUNNING])
+            if 0 < running < int(st.gang_min_np[g]):
+                self._flag(position, "gang_split",
+                           f"gang {st.gang_keys[g]}: {running} running < minMember "
+                           f"{int(st.gang_min_np[g])} after evictions")
+
     def report(self) -> dict[str, Any]:
         """``{"ok", "position", "checked", "violations", "by_kind"}``."""
+        for decision, evicted in sorted(self._evictions.items()):
+            self._flag(evicted[0][0], "preemption_unrecorded",
+                       f"{len(evicted)} pod(s) evicted for {decision}, which is not in the log")
+        self._evictions.clear()
+        queues = {name: {k: q[k] for k in ("path", "state", "fairShare", "allocated", "share")}
+                  for name, q in self.state.summary()["queues"].items()}
         return {
             "ok": not self.kinds,
             "position": int(self.state.position),
             "checked": dict(self.checked),
             "by_kind": dict(sorted(self.kinds.items())),
             "violations": [asdict(v) for v in self.violations],
+            "queues": queues,
         }
 
 
-def audit_events(events: Iterable[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+def audit_events(events: Iterable[tuple[int, dict[str, Any]]],
+                 quota: Quota | None = None,
+                 bands: BandConfig | None = None) -> dict[str, Any]:
     """Audit ``(position, envelope)`` pairs in log order; returns the report."""
-    auditor = Auditor()
+    auditor = Auditor(quota, bands)
     for position, event in events:
         auditor.feed(position, event)
     return auditor.report()
 
 
 async def audit_store(store: EventStore, *, upto: int | None = None,
-                      progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                      progress: Callable[[int, int], None] | None = None,
+                      quota: Quota | None = None,
+                      bands: BandConfig | None = None) -> dict[str, Any]:
     """Audit the log in ``store`` from position 0 up to ``upto`` (default: the head)."""
-    auditor = Auditor()
+    auditor = Auditor(quota, bands)
     target = upto if upto is not None else await store.head()
     after = 0
     loads = orjson.loads
@@ -225,4 +354,12 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  {'POSITION':>10}  {'KIND':<16}DETAIL")
         for v in report["violations"]:
             lines.append(f"  {v['position']:>10}  {v['kind']:<16}{v['detail']}")
+    if report.get("queues"):
+        lines.append(f"  {'QUEUE':<24}{'STATE':<10}{'SHARE':>8}  ALLOCATED/FAIR SHARE")
+        for name, q in report["queues"].items():
+            fair, alloc = q.get("fairShare") or {}, q.get("allocated") or {}
+            res = " ".join(f"{r}={human(r, alloc.get(r, 0))}/{human(r, fair.get(r, 0))}"
+                           for r in sorted(set(fair) | set(alloc)) if r != "pods")
+            lines.append(f"  {q.get('path', name):<24}{q.get('state', ''):<10}"
+                         f"{q.get('share', 0.0):>8.3f}  {res}")
     return "\n".join(lines)

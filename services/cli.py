@@ -39,7 +39,9 @@ EXIT_UNAVAILABLE = 4
 
 DEFAULT_STORE = "sqlite:///esched.sqlite"
 #: Keys of a config file that apply to every subcommand that has such an option.
-SHARED_KEYS = ("kafka", "store", "topic_prefix", "metrics_port")
+SHARED_KEYS = ("kafka", "store", "topic_prefix", "metrics_port", "bands")
+#: Top-level keys whose values are data, not option names: kept as written.
+_VERBATIM_KEYS = ("bands",)
 
 
 class _ConfigDefaults(dict):
@@ -80,7 +82,8 @@ def _load_config(path: str) -> _ConfigDefaults:
 
 def _underscored(data: dict[str, Any]) -> dict[str, Any]:
     """Config keys may be spelled like the flags (batch-size) or the params (batch_size)."""
-    return {k.replace("-", "_"): _underscored(v) if isinstance(v, dict) else v
+    return {k.replace("-", "_"): _underscored(v)
+            if isinstance(v, dict) and k not in _VERBATIM_KEYS else v
             for k, v in data.items()}
 
 
@@ -156,6 +159,38 @@ prefix_option = click.option(
 metrics_option = click.option(
     "--metrics-port", envvar="ESCHED_METRICS_PORT", type=int, default=0,
     help="Serve Prometheus /metrics on this port (0: off).")
+class _BandsParam(click.ParamType):
+    """Priority bands: the config file's ``bands:`` mapping, a YAML file, or inline YAML."""
+
+    name = "bands"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        from esched.core.bands import BandConfig, BandConfigError, parse_bands
+
+        if value is None or isinstance(value, BandConfig):
+            return value
+        raw = value
+        if isinstance(value, str):
+            try:
+                text = Path(value).read_text() if Path(value).is_file() else value
+                raw = yaml.safe_load(text)
+            except (OSError, yaml.YAMLError) as exc:
+                self.fail(f"{value}: {exc}", param, ctx)
+            if isinstance(raw, dict) and isinstance(raw.get("bands"), dict):
+                raw = raw["bands"]  # a whole config file: its bands section
+        try:
+            return parse_bands(raw)
+        except BandConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+bands_option = click.option(
+    "--bands", type=_BandsParam(), envvar="ESCHED_BANDS", default=None, metavar="FILE|YAML",
+    help="Priority bands for preemption: a YAML file (its `bands:` section, or the mapping "
+    "itself) or an inline mapping like the config file's top-level `bands:` "
+    "({monitoring: 1000000000, production: 1000, batch: 100, classes: {nightly: batch}}) "
+    "[env ESCHED_BANDS]. Default: those thresholds, no classes.")
 format_option = click.option(
     "--format", "output_format", type=click.Choice(["json", "table"]), default="json",
     show_default=True, help="Output format.")
@@ -181,8 +216,32 @@ def cli(ctx: click.Context, config: str | None, log_level: str, log_format: str)
     from esched.services.logs import setup_logging
 
     setup_logging(log_level, log_format)
+    ctx.obj = {"config": config}
     if config:
         ctx.default_map = _load_config(config)
+
+
+def _quota(bands: Any = None) -> Any:
+    """The ``quota:`` (and ``bands:``) sections of the config file as a
+    :class:`~esched.core.quota.Quota` (empty without a config file); a bad section is
+    a usage error (exit 2) naming the field. ``bands`` (the command's resolved
+    ``--bands``, flag > environment > config file) wins over the file's section, so
+    quota and preemption always use the same bands."""
+    from esched.core.quota import Quota, QuotaConfigError, parse_quota
+
+    ctx = click.get_current_context().find_root()
+    path = (ctx.obj or {}).get("config")
+    if not path:
+        return Quota(bands=bands) if bands is not None else Quota()
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.UsageError(f"config file {path}: {exc}") from exc
+    try:
+        return parse_quota(data.get("quota"),
+                           bands.as_dict() if bands is not None else data.get("bands"))
+    except QuotaConfigError as exc:
+        raise click.UsageError(f"config file {path}: {exc}") from exc
 
 
 def _service_bus(what: str, kafka: str | None, topic_prefix: str, metrics_port: int) -> Bus:
@@ -457,8 +516,9 @@ def bench_replay(store: str, events: int, nodes: int) -> None:
               "standby takes over fast.")
 @click.option("--exit-when-idle", is_flag=True,
               help="Stop once the proposals topic is drained (tests, batch runs).")
+@bands_option
 def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, group: str,
-           batch_size: int, snapshot_every: int, exit_when_idle: bool) -> None:
+           batch_size: int, snapshot_every: int, exit_when_idle: bool, bands: Any) -> None:
     """The commit service: the single writer of placement decisions.
 
     Reads proposals from the `<prefix>proposals` topic, validates each against the
@@ -478,7 +538,7 @@ def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
             service = CommitService(
                 es, bus, lease=open_lease(store, "commit"),
                 config=CommitConfig(group=group, batch_size=batch_size,
-                                    snapshot_every=snapshot_every))
+                                    snapshot_every=snapshot_every, bands=bands))
             await service.start()
             try:
                 totals = await until_signalled(
@@ -497,20 +557,28 @@ def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
 @click.option("--upto", type=click.IntRange(0), metavar="POSITION",
               help="Audit up to and including this log position (default: the head).")
 @format_option
-def audit(store: str, upto: int | None, output_format: str) -> None:
+@bands_option
+def audit(store: str, upto: int | None, output_format: str, bands: Any) -> None:
     """Replay the log and verify every placement decision.
 
     Checks: no node over-committed by a decision, no pod bound twice or to a
     removed/unknown node, gangs committed atomically at >= minMember, and every
     decision reproducible by re-validating its proposal against the state just
-    before it. JSON: {ok, position, checked, by_kind, violations: [{position,
-    kind, detail}]}. Exit status 1 if there is any violation.
+    before it; no pod bound that admission had to reject (the config's quota, a
+    Closing or Closed queue); preemptions legal (every victim of a strictly lower
+    band, never prod by prod, evicted in the decision's own transaction) and no
+    gang left running below minMember by its evictions. JSON: {ok, position,
+    checked, by_kind, violations: [{position, kind, detail}], queues: {name:
+    {path, state, fairShare, allocated, share}}}. Exit status 1 if there is any
+    violation.
     """
     from esched.services.audit import audit_store, format_report
 
+    quota = _quota(bands)
+
     async def main() -> dict:
         async with migrated_store(store) as es:
-            return await audit_store(es, upto=upto)
+            return await audit_store(es, upto=upto, quota=quota, bands=bands)
 
     report = run_async(main)
     if output_format == "table":
@@ -550,8 +618,12 @@ def _load_profile_option(path: str | None) -> Any:
 @click.option("--seed", type=int, default=0, show_default=True, help="Placer RNG seed.")
 @click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True,
               help="Work items per placement pass.")
+@click.option("--preemption/--no-preemption", default=True, show_default=True,
+              help="Let pods that fit nowhere evict pods of lower priority bands.")
+@bands_option
 def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
-            metrics_port: int, profile_path: str | None, seed: int, batch_size: int) -> None:
+            metrics_port: int, profile_path: str | None, seed: int, batch_size: int,
+            preemption: bool, bands: Any) -> None:
     """A replica scheduler: fold the log, place pending work, send proposals.
 
     Joins the `esched-replicas` consumer group of `<prefix>work` (so replicas share
@@ -568,7 +640,8 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
     async def main() -> dict:
         async with migrated_store(store) as es:
             r = Replica(es, bus, replica_id, profile=profile, seed=seed,
-                        config=ReplicaConfig(batch_size=batch_size))
+                        config=ReplicaConfig(batch_size=batch_size, preemption=preemption,
+                                             bands=bands))
             await r.start()
             try:
                 await until_signalled(r.run(), r.stop)
@@ -584,7 +657,9 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
 @store_option
 @prefix_option
 @metrics_option
-def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int) -> None:
+@bands_option
+def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
+             bands: Any) -> None:
     """The work dispatcher: publish pending pods and gangs to `<prefix>work`.
 
     Follows the log; publishes a work item when a pod or gang becomes pending (and
@@ -592,14 +667,17 @@ def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int
     unschedulable ones when capacity frees, with backoff. One instance is active
     (lease `dispatch`); others stand by. Prints a JSON summary when it stops.
     """
+    from esched.services.admission import Admission
     from esched.services.dispatch import Dispatcher
     from esched.services.lease import open_lease
 
+    quota = _quota(bands)
     bus = _service_bus("dispatch publishes to Kafka", kafka, topic_prefix, metrics_port)
 
     async def main() -> dict:
         async with migrated_store(store) as es:
-            d = Dispatcher(es, bus, lease=open_lease(store, "dispatch"))
+            d = Dispatcher(es, bus, lease=open_lease(store, "dispatch"),
+                           admission=Admission(quota))
             await d.start()
             totals = await until_signalled(d.run(), d.stop)
             return totals.as_dict()
@@ -626,9 +704,10 @@ def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int
 @click.option("--exit-when-idle", is_flag=True,
               help="Stop once the input is consumed and nothing placeable is left.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@bands_option
 def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
        inputs: tuple[str, ...], generate: str | None, replicas: int, profile_path: str | None,
-       seed: int, exit_when_idle: bool, quiet: bool) -> None:
+       seed: int, exit_when_idle: bool, quiet: bool, bands: Any) -> None:
     """The whole system in one process: ingest, commit, dispatcher, replicas.
 
     Embedded by default (SQLite store, in-process bus); with --kafka and --store
@@ -653,10 +732,11 @@ def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
     except (OSError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     profile = _load_profile_option(profile_path)
+    quota = _quota(bands)
     metrics.serve(metrics_port)
     runner = Up(UpConfig(store=store, kafka=kafka, topic_prefix=topic_prefix,
-                         replicas=replicas, profile=profile, seed=seed,
-                         exit_when_idle=exit_when_idle),
+                         replicas=replicas, profile=profile, bands=bands, seed=seed,
+                         exit_when_idle=exit_when_idle, quota=quota),
                 records, progress=None if quiet else (lambda line: click.echo(line, err=True)))
 
     async def main() -> dict:

@@ -60,12 +60,14 @@ import orjson
 
 from esched.core import PHASES, ClusterState
 from esched.core._placer import Placer
+from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
 from esched.schemas.events import (
     DECISIONS_STREAM,
     PLACEMENT_COMMITTED,
     PLACEMENT_PROPOSED,
     PLACEMENT_REJECTED,
     POD_DELETED,
+    POD_EVICTED,
     POD_FAILED,
     POD_SUBMITTED,
     POD_SUCCEEDED,
@@ -97,6 +99,7 @@ __all__ = [
     "Verdict",
     "decision_event",
     "decision_id",
+    "eviction_events",
 ]
 
 log = logging.getLogger(__name__)
@@ -116,6 +119,11 @@ RESOURCES_MISMATCH = "resources_mismatch"
 CONSTRAINT = "constraint"
 GANG_UNKNOWN = "gang_unknown"
 GANG_INCOMPLETE = "gang_incomplete"
+VICTIM_GONE = "victim_gone"
+PREEMPTION_ILLEGAL = "preemption_illegal"
+VICTIM_GANG_SPLIT = "victim_gang_split"
+#: The pod's Volcano queue is Closed: it schedules nothing (services/admission.py).
+QUEUE_CLOSED = "queue_closed"
 #: Reason code -> what it means (``insufficient_<resource>`` is open-ended).
 REASONS = {
     MALFORMED: "the proposal contradicts itself (same pod twice, pod outside its gang)",
@@ -127,7 +135,15 @@ REASONS = {
     CONSTRAINT: "node selector / affinity, taints, or the node is unschedulable",
     GANG_UNKNOWN: "the proposal names a gang (PodGroup) the log does not have",
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
+    VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "
+                 "evicted earlier in this batch, or is one of the proposal's own pods)",
+    PREEMPTION_ILLEGAL: "a victim's band is not strictly lower than the preemptor's, or both "
+                        "are prod (Borg: prod never preempts prod)",
+    VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
+                       "is evicted whole or not at all",
 }
+#: ``reason`` of the esched.pod.evicted events written for a committed preemption.
+PREEMPTED = "Preempted"
 
 _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
@@ -157,6 +173,31 @@ class Verdict:
     pods: tuple[str, ...] = ()
 
 
+def eviction_events(data: dict[str, Any], source: str = "esched/commit",
+                    time_: str | None = None) -> list[dict[str, Any]]:
+    """The ``esched.pod.evicted`` envelopes of a committed preemption, one per victim.
+
+    They go into the log in the same append as the decision and just before it, so
+    the fold frees the victims' room and then binds the preemptor. Ids are
+    deterministic (``evicted-<proposal>-<pod>``): a redelivered proposal dedupes.
+    """
+    by = data.get("gang") or data["bindings"][0]["pod"]
+    out = []
+    for v in data.get("victims") or ():
+        out.append({
+            "specversion": "1.0",
+            "id": f"evicted-{data['proposal']}-{v['pod']}",
+            "source": source,
+            "type": POD_EVICTED,
+            "time": time_ or _now(),
+            "datacontenttype": "application/json",
+            "data": {"pod": v["pod"], "node": v["node"], "reason": PREEMPTED,
+                     "message": f"preempted to make room for {by}", "by": by,
+                     "decision": decision_id(data["proposal"])},
+        })
+    return out
+
+
 def decision_event(data: dict[str, Any], verdict: Verdict, source: str = "esched/commit",
                    time_: str | None = None) -> dict[str, Any]:
     """The CloudEvents envelope recording ``verdict`` on proposal ``data``.
@@ -171,6 +212,8 @@ def decision_event(data: dict[str, Any], verdict: Verdict, source: str = "esched
         "gang": data.get("gang"),
         "bindings": data["bindings"],
     }
+    if data.get("victims"):
+        body["victims"] = data["victims"]
     if verdict.ok:
         etype = PLACEMENT_COMMITTED
     else:
@@ -198,8 +241,9 @@ class Validator:
     the core's :meth:`Placer.fits`. The state itself is never modified.
     """
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, bands: BandConfig | None = None) -> None:
         self.state = state
+        self.bands = bands
         self.placer = Placer(state)
         self.begin()
 
@@ -208,6 +252,60 @@ class Validator:
         self._extra: dict[int, np.ndarray] = {}  # node slot -> units added by the batch
         self._bound: set[str] = set()  # pods bound by the batch
         self._gang_extra: dict[int, int] = {}  # gang id -> members bound by the batch
+        self._evicted: set[str] = set()  # pods evicted by the batch
+        self._gang_evicted: dict[int, int] = {}  # gang id -> members evicted by the batch
+
+    def band_of_pod(self, pidx: int) -> int:
+        """The Borg band of the pod in slot ``pidx`` under this validator's bands."""
+        return int(self.placer.class_bands(self.bands)[int(self.state.pod_class_np[pidx])])
+
+    def _victims(self, data: dict[str, Any], pods: tuple[str, ...]
+                 ) -> tuple[Verdict | None, dict[int, np.ndarray], dict[int, int]]:
+        """Check a preemption's victims: (rejection or None, units freed per node slot,
+        members evicted per gang)."""
+        st = self.state
+        victims = data.get("victims") or []
+        freed: dict[int, np.ndarray] = {}
+        by_gang: dict[int, int] = {}
+        if not victims:
+            return None, freed, by_gang
+        nres = st.n_res
+        names = [v.get("pod") for v in victims]
+        if len(set(names)) != len(names):
+            return Verdict(False, MALFORMED, "the same victim appears twice", pods), freed, by_gang
+        if not all(p in st.pod_index for p in pods):
+            return None, freed, by_gang  # the bindings' check names the unknown pod
+        # A gang is as strong as its weakest member.
+        preemptor = min(self.band_of_pod(st.pod_index[p]) for p in pods)
+        own = set(pods)
+        for v in victims:
+            pod, node = v.get("pod"), v.get("node")
+            pidx = st.pod_index.get(pod)
+            nidx = st.node_index.get(node)
+            if pidx is None or nidx is None or pod in own or pod in self._evicted \
+                    or st.pod_phase_np[pidx] != _RUNNING or st.pod_node_np[pidx] != nidx:
+                return Verdict(False, VICTIM_GONE, f"victim {pod} is not running on {node}",
+                               pods), freed, by_gang
+            band = self.band_of_pod(pidx)
+            if not may_preempt(preemptor, band):
+                return Verdict(False, PREEMPTION_ILLEGAL,
+                               f"{BAND_NAMES.get(preemptor, preemptor)} may not preempt "
+                               f"{pod} ({BAND_NAMES[band]})", pods), freed, by_gang
+            units = st.pod_alloc_np[pidx, :nres].astype(np.int64)
+            freed[nidx] = freed.get(nidx, 0) + units
+            g = int(st.pod_gang_np[pidx])
+            if g >= 0:
+                by_gang[g] = by_gang.get(g, 0) + 1
+        for g, k in by_gang.items():
+            running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0) \
+                - self._gang_evicted.get(g, 0)
+            left = running - k
+            if 0 < left < int(st.gang_min_np[g]):
+                return Verdict(False, VICTIM_GANG_SPLIT,
+                               f"gang {st.gang_keys[g]}: evicting {k} of {running} running "
+                               f"leaves {left} < minMember {int(st.gang_min_np[g])}",
+                               pods), freed, by_gang
+        return None, freed, by_gang
 
     def check(self, data: dict[str, Any], *, record: bool = True) -> Verdict:
         """Validate one proposal (``data`` of ``esched.placement.proposed``).
@@ -226,7 +324,10 @@ class Validator:
         if gang_name is not None and gang_name not in st.gang_index:
             return Verdict(False, GANG_UNKNOWN, f"no PodGroup {gang_name}", pods)
         nres = st.n_res
-        local: dict[int, np.ndarray] = {}
+        rejected, freed, victim_gangs = self._victims(data, pods)
+        if rejected is not None:
+            return rejected
+        local: dict[int, np.ndarray] = {n: -units for n, units in freed.items()}
         gangs: dict[int, int] = {}
         for b in bindings:
             pod, node = b["pod"], b["node"]
@@ -240,6 +341,10 @@ class Validator:
                                f"pod {pod} is {PHASES[st.pod_phase_np[pidx]]}{on}"
                                if pod not in self._bound else
                                f"pod {pod} was bound earlier in this batch", pods)
+            q = int(st.pod_queue_np[pidx])
+            if st.queue_meta[q].get("state") == "Closed":
+                return Verdict(False, QUEUE_CLOSED,
+                               f"pod {pod}: queue {st.queue_names[q]} is Closed", pods)
             g = int(st.pod_gang_np[pidx])
             if gang_name is not None and (g < 0 or st.gang_keys[g] != gang_name):
                 return Verdict(False, MALFORMED, f"pod {pod} is not a member of {gang_name}", pods)
@@ -289,6 +394,9 @@ class Validator:
             self._bound.update(pods)
             for g, k in gangs.items():
                 self._gang_extra[g] = self._gang_extra.get(g, 0) + k
+            self._evicted.update(v["pod"] for v in data.get("victims") or ())
+            for g, k in victim_gangs.items():
+                self._gang_evicted[g] = self._gang_evicted.get(g, 0) + k
         return Verdict(True, None, "", pods)
 
 
@@ -331,6 +439,8 @@ class CommitConfig:
     #: Proposal ids remembered (with the position of their decision) for idempotency
     #: without a store round trip; older redeliveries fall back to the store's own.
     remember: int = 200_000
+    #: Priority bands for preemption legality (None: the documented defaults).
+    bands: BandConfig | None = None
 
 
 @dataclass(slots=True)
@@ -344,13 +454,16 @@ class CommitTotals:
     deadlettered: int = 0
     takeovers: int = 0
     stepdowns: int = 0
+    #: Pods evicted by committed preemptions.
+    evicted: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"proposals": self.proposals, "committed": self.committed,
                 "rejected": self.rejected, "duplicates": self.duplicates,
                 "deadlettered": self.deadlettered, "takeovers": self.takeovers,
-                "stepdowns": self.stepdowns, "reasons": dict(sorted(self.reasons.items()))}
+                "stepdowns": self.stepdowns, "evicted": self.evicted,
+                "reasons": dict(sorted(self.reasons.items()))}
 
 
 class NotLeader(Exception):
@@ -536,7 +649,7 @@ class CommitService:
                          fence[0])
         self.state = state
         self.decisions_version = version
-        self._validator = Validator(state)
+        self._validator = Validator(state, self.config.bands)
         self._decided.clear()
         self._submitted.clear()
         self._snapshot_at = state.position
@@ -676,6 +789,9 @@ class CommitService:
                 continue
             verdict = validator.check(data)
             env = decision_event(data, verdict, self.config.source, now)
+            if verdict.ok:
+                # Victims first: the fold frees their room, then binds the preemptor.
+                fresh.extend(eviction_events(data, self.config.source, now))
             in_batch[pid] = len(fresh)
             fresh.append(env)
             out.append(env)
@@ -778,6 +894,9 @@ class CommitService:
             t.committed += 1
             metrics.COMMIT_PROPOSALS.labels("committed").inc()
             metrics.COMMITTED_PODS.inc(len(data["bindings"]))
+            if data.get("victims"):
+                t.evicted += len(data["victims"])
+                metrics.COMMIT_EVICTED.inc(len(data["victims"]))
         else:
             t.rejected += 1
             reason = data["reason"]

@@ -20,6 +20,13 @@ replica's fold must reach before acting on it. Causes:
   Duplicates are harmless: replicas skip pods no longer Pending and the commit
   service rejects a second binding.
 
+**Queues and quota** (:mod:`~esched.services.admission`): a submission to a Closing
+or Closed queue or over a quota is rejected (an ``esched.pod.rejected`` event,
+appended here with a deterministic id), a job its queue's capability (or a Closed
+queue) does not admit is held until capacity frees or the queue changes, and what
+is let through is published in Volcano's allocation order (queue priority, share,
+job priority, arrival).
+
 **Exactly one active, on its own lease** (:mod:`~esched.services.lease`, name
 ``dispatch``) rather than inside the commit service's leadership: the commit
 service is another engineer's module with its own state and lifecycle, and the
@@ -39,6 +46,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -54,18 +62,21 @@ from esched.schemas.events import (
     POD_DELETED,
     POD_EVICTED,
     POD_FAILED,
+    POD_REJECTED,
     POD_SUBMITTED,
     POD_SUCCEEDED,
     POD_UNSCHEDULABLE,
     PODGROUP_SUBMITTED,
+    QUEUE_UPSERTED,
 )
 from esched.services import metrics
+from esched.services.admission import Admission, Rejection
 from esched.services.bus import Bus, BusError, BusProducer
 from esched.services.faults import count_retry, is_transient
 from esched.services.lease import Lease, LocalLease
 from esched.services.replica import LogFollower
 from esched.services.retry import retry_until
-from esched.services.store.base import EventStore
+from esched.services.store.base import EventStore, NewEvent
 
 __all__ = ["DispatchConfig", "DispatchTotals", "Dispatcher", "work_item"]
 
@@ -115,10 +126,15 @@ class DispatchTotals:
     published: int = 0
     by_cause: dict[str, int] = field(default_factory=dict)
     takeovers: int = 0
+    #: Submissions rejected at admission (new events appended), by reason.
+    rejected: dict[str, int] = field(default_factory=dict)
+    #: Jobs held now (not admitted to their queue), by reason.
+    held: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"published": self.published, "by_cause": dict(sorted(self.by_cause.items())),
-                "takeovers": self.takeovers}
+                "takeovers": self.takeovers, "rejected": dict(sorted(self.rejected.items())),
+                "held": dict(sorted(self.held.items()))}
 
 
 @dataclass(slots=True)
@@ -136,10 +152,12 @@ class Dispatcher:
     :param bus: the bus with the work topic.
     :param lease: its leadership lease (``open_lease(store_url, "dispatch")``);
         default a :class:`LocalLease` (one process only).
+    :param admission: queue admission and quota (default: no quota).
     """
 
     def __init__(self, store: EventStore, bus: Bus, *, lease: Lease | None = None,
-                 config: DispatchConfig | None = None) -> None:
+                 config: DispatchConfig | None = None,
+                 admission: Admission | None = None) -> None:
         self.store = store
         self.bus = bus
         self.lease = lease or LocalLease("dispatch")
@@ -148,7 +166,9 @@ class Dispatcher:
         self.follower: LogFollower | None = None
         self._producer: BusProducer | None = None
         self._stopping = asyncio.Event()
-        self._outbox: list[tuple[str, tuple[bytes, bytes]]] = []  # (cause, record)
+        self.admission = admission or Admission()
+        self._outbox: list[tuple[str, str, str, int]] = []  # (cause, kind, key, position)
+        self._rejections: list[Rejection] = []  # decided, not yet appended
         self._flushed = asyncio.Event()
         self._wake = asyncio.Event()
         self._parked: dict[str, _Parked] = {}
@@ -221,10 +241,12 @@ class Dispatcher:
         self._parked.clear()
         self._delayed.clear()
         self._outbox.clear()
+        self._rejections.clear()
         self.follower = LogFollower(self.store, handle=self._fold)
         state = await self.follower.start()
         self.totals.takeovers += 1
         self.leading = True
+        self._rejections.extend(self.admission.start(state))
         n = self._publish_all_pending(int(state.position))
         log.info("dispatcher leading at position %d; %d pending work item(s) published",
                  state.position, n)
@@ -246,8 +268,9 @@ class Dispatcher:
     def _fold(self, events: list[tuple[int, dict[str, Any]]]) -> None:
         """Fold a batch, noting which pods/gangs may have become pending."""
         st = self.state
-        pods: set[str] = set()
-        gangs: set[str] = set()
+        # Dicts, not sets: arrival order is the allocation order's last tie-breaker.
+        pods: dict[str, None] = {}
+        gangs: dict[str, None] = {}
         start = 0
         for i, (_pos, ev) in enumerate(events):
             if ev.get("type") == NODE_REMOVED:
@@ -258,9 +281,11 @@ class Dispatcher:
                                         .get("name"))
                 if idx is not None:
                     keys = st.pod_keys
-                    pods.update(keys[p] for p in
-                                np.flatnonzero(st.pod_node_np[: st.n_pods] == idx))
+                    pods.update(dict.fromkeys(
+                        keys[p] for p in np.flatnonzero(st.pod_node_np[: st.n_pods] == idx)))
         st.apply_many(events[start:])
+        self._rejections.extend(self.admission.observe(st, events))
+        reconsider = False
         now = time.monotonic()
         for pos, ev in events:
             etype = ev.get("type")
@@ -268,11 +293,11 @@ class Dispatcher:
             if not isinstance(data, dict):
                 continue
             if etype == POD_SUBMITTED:
-                pods.add(_pod_key(data))
+                pods[_pod_key(data)] = None
             elif etype == PODGROUP_SUBMITTED:
-                gangs.add(_pod_key(data))
+                gangs[_pod_key(data)] = None
             elif etype == POD_EVICTED:
-                pods.add(str(data.get("pod")))
+                pods[str(data.get("pod"))] = None
             elif etype == PLACEMENT_REJECTED:
                 for pod in data.get("pods") or [b.get("pod") for b in data.get("bindings") or ()]:
                     heapq.heappush(self._delayed, (now + self.config.rejected_delay, str(pod)))
@@ -282,6 +307,8 @@ class Dispatcher:
                     self._reports.pop(b.get("pod"), None)
             elif etype == POD_UNSCHEDULABLE:
                 self._park(str(data.get("pod")), int(data.get("position") or pos), now)
+            if etype in _CAPACITY or etype == QUEUE_UPSERTED:
+                reconsider = True
             if etype in _CAPACITY:
                 self._capacity_seq += 1
                 self._capacity_position = pos
@@ -292,7 +319,10 @@ class Dispatcher:
         position = int(st.position)
         for cause, kind, key in self._ready(pods, gangs):
             self._queue(cause, kind, key, position)
-        if self._outbox:
+        if reconsider:
+            # Held jobs (queue capability, a Closed queue) may be admitted now.
+            self._outbox.extend(self.admission.reconsider())
+        if self._outbox or self._rejections:
             self._wake.set()
 
     def _park(self, pod: str, seen: int, now: float) -> None:
@@ -314,14 +344,15 @@ class Dispatcher:
         """``(cause, kind, key)`` for those of ``pods``/``gangs`` that are placeable work now."""
         st = self.state
         out: list[tuple[str, str, str]] = []
-        gang_set = set(gangs)
+        gang_set = dict.fromkeys(gangs)
+        rejecting = self.admission.rejecting
         for pod in pods:
             idx = st.pod_index.get(pod)
-            if idx is None or st.pod_phase_np[idx] != _PENDING:
+            if idx is None or st.pod_phase_np[idx] != _PENDING or pod in rejecting:
                 continue
             g = int(st.pod_gang_np[idx])
             if g >= 0:
-                gang_set.add(st.gang_keys[g])
+                gang_set[st.gang_keys[g]] = None
             else:
                 out.append((cause, "pod", pod))
         for gang in gang_set:
@@ -344,7 +375,7 @@ class Dispatcher:
         return len(items)
 
     def _queue(self, cause: str, kind: str, key: str, position: int) -> None:
-        self._outbox.append((cause, work_item(kind, key, position)))
+        self._outbox.append((cause, kind, key, position))
 
     def _timers(self) -> None:
         """Move due delayed (rejected) and parked (unschedulable) pods to the outbox."""
@@ -368,11 +399,44 @@ class Dispatcher:
         for cause, kind, key in self._ready(due, (), "rejected") + self._ready(retry, (), "retry"):
             self._queue(cause, kind, key, position)
 
+    async def _append_rejections(self) -> None:
+        """Append the decided rejections (deterministic ids: a retry or a second
+        leader's copy dedupes)."""
+        if not self._rejections:
+            return
+        rejections = list(self._rejections)
+        now = datetime.now(UTC)
+        stamp = now.isoformat().replace("+00:00", "Z")
+        events = []
+        for r in rejections:
+            env = {"specversion": "1.0", "id": r.event_id, "source": "esched/dispatch",
+                   "type": POD_REJECTED, "time": stamp, "datacontenttype": "application/json",
+                   "subject": r.pod, "data": r.data()}
+            events.append(NewEvent(id=r.event_id, type=POD_REJECTED, stream=f"pod/{r.pod}",
+                                   payload=orjson.dumps(env), time=now))
+        res = await retry_until(lambda: self.store.append(events), retriable=is_transient,
+                                what="rejection append", on_retry=count_retry(SERVICE, "store"))
+        self._rejections = self._rejections[len(rejections):]
+        if res.duplicates == 0:
+            # (A batch with duplicates is a retry or another leader's copy: counted there.)
+            for r in rejections:
+                self.totals.rejected[r.reason] = self.totals.rejected.get(r.reason, 0) + 1
+                metrics.ADMISSION_REJECTED.labels(r.reason).inc()
+
     async def _flush(self) -> None:
-        """Publish the outbox (at-least-once; duplicates are harmless)."""
+        """Append rejections; publish the outbox in allocation order, holding what the
+        queues do not admit (at-least-once; duplicates are harmless)."""
+        await self._append_rejections()
         if not self._outbox or self._producer is None:
             return
-        batch, self._outbox = self._outbox, []
+        items, self._outbox = self._outbox, []
+        admitted = self.admission.release(self.state, items)
+        held = self.admission.held_counts()
+        self.totals.held = held
+        for reason in ("QueueClosed", "QueueCapability", "ClusterCapacity"):
+            metrics.DISPATCH_HELD.labels(reason).set(held.get(reason, 0))
+        batch = [(cause, work_item(kind, key, position))
+                 for cause, kind, key, position in admitted]
         producer = self._producer
         topic = self.bus.topics.work
         for i in range(0, len(batch), self.config.chunk):
@@ -391,7 +455,7 @@ class Dispatcher:
     def idle(self) -> bool:
         """Nothing to publish now or later without new events: the outbox is empty, no
         rejected pod awaits its re-publish, and no parked pod has seen capacity free up."""
-        if not self.leading or self._outbox:
+        if not self.leading or self._outbox or self._rejections:
             return False
         st = self.state
         for _due, pod in self._delayed:

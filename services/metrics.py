@@ -11,14 +11,17 @@ import logging
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 __all__ = [
+    "ADMISSION_REJECTED",
     "COMMITTED_PODS",
     "COMMIT_CONFLICTS",
+    "COMMIT_EVICTED",
     "COMMIT_HEAD_CONFLICTS",
     "COMMIT_LEADER",
     "COMMIT_PENDING_PODS",
     "COMMIT_PROPOSALS",
     "COMMIT_STEPDOWNS",
     "DEADLETTER",
+    "DISPATCH_HELD",
     "DISPATCH_PARKED",
     "DISPATCH_WORK",
     "INGEST_BATCH_SECONDS",
@@ -67,6 +70,8 @@ COMMIT_PROPOSALS = Counter(
     ["outcome"],
 )
 COMMITTED_PODS = Counter("esched_commit_pods_total", "Pods bound by committed decisions.")
+COMMIT_EVICTED = Counter("esched_commit_evicted_pods_total",
+                         "Running pods evicted by committed preemptions.")
 COMMIT_CONFLICTS = Counter(
     "esched_commit_conflicts_total",
     "Rejected proposals (Omega's conflicts), by reason code (insufficient_cpu, "
@@ -127,6 +132,18 @@ DISPATCH_WORK = Counter(
 DISPATCH_PARKED = Gauge(
     "esched_dispatch_parked_pods",
     "Unschedulable pods waiting for capacity to free (with backoff) before re-publishing.")
+DISPATCH_HELD = Gauge(
+    "esched_dispatch_held_jobs",
+    "Jobs (pods, gangs) not admitted to their queue yet, by reason (QueueClosed, "
+    "QueueCapability, ClusterCapacity).",
+    ["reason"],
+)
+ADMISSION_REJECTED = Counter(
+    "esched_admission_rejected_total",
+    "Submissions rejected at admission (esched.pod.rejected), by reason (QuotaExceeded, "
+    "QueueClosing, QueueClosed).",
+    ["reason"],
+)
 
 
 def serve(port: int | None, addr: str = "0.0.0.0") -> None:

@@ -43,6 +43,7 @@ import orjson
 
 from esched.core import PHASES, ClusterState, Profile
 from esched.core._placer import Placer
+from esched.core.bands import BandConfig
 from esched.schemas.events import (
     PLACEMENT_COMMITTED,
     PLACEMENT_PROPOSED,
@@ -263,6 +264,10 @@ class ReplicaConfig:
     #: covers a commit service that failed over with our proposals unread).
     decision_timeout: float = 30.0
     source_prefix: str = "esched/replica/"
+    #: Let pods and gangs that fit nowhere propose evicting pods of lower bands.
+    preemption: bool = True
+    #: Priority bands (None: the documented defaults of :mod:`esched.core.bands`).
+    bands: BandConfig | None = None
 
 
 @dataclass(slots=True)
@@ -279,6 +284,9 @@ class ReplicaTotals:
     gave_up: int = 0
     unschedulable: int = 0
     gangs_waiting: int = 0
+    #: Proposals that evict pods of lower bands, and the victims they name.
+    preemptions: int = 0
+    victims: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     #: perf_counter() of the first proposal sent and of the last decision received
     #: (the window a placement rate is measured over); 0.0 until then.
@@ -291,6 +299,7 @@ class ReplicaTotals:
                 "placed_pods": self.placed_pods, "conflicts": self.conflicts,
                 "retries": self.retries, "gave_up": self.gave_up,
                 "unschedulable": self.unschedulable, "gangs_waiting": self.gangs_waiting,
+                "preemptions": self.preemptions, "victims": self.victims,
                 "conflict_reasons": dict(sorted(self.reasons.items()))}
 
 
@@ -557,14 +566,27 @@ class Replica:
         reasons_cache: dict[int, Any] = {}
         gangs_done: set[str] = set()
 
-        def propose(target: _Target, gang: str | None, pairs: list[tuple[str, str]]) -> None:
+        def propose(target: _Target, gang: str | None, pairs: list[tuple[str, str]],
+                    victims: list[dict[str, str]] | None = None) -> None:
             pid = f"{self.id}-{uuid.uuid4().hex[:16]}"
             bindings = [{"pod": pod, "node": node,
                          "resources": self._requests_of(st.pod_class_id(pod))}
                         for pod, node in pairs]
-            proposals.append({"proposal": pid, "replica": self.id, "position": position,
-                              "gang": gang, "bindings": bindings})
+            proposal = {"proposal": pid, "replica": self.id, "position": position,
+                        "gang": gang, "bindings": bindings}
+            if victims:
+                # One transaction: the commit service evicts these and binds, or neither.
+                proposal["victims"] = victims
+                self.totals.preemptions += 1
+                self.totals.victims += len(victims)
+            proposals.append(proposal)
             by_proposal[pid] = target
+
+        def where(pod: str) -> str:
+            return st.node_names[int(st.pod_node_np[st.pod_index[pod]])]
+
+        preempt = self.config.preemption
+        bands = self.config.bands
 
         for t in targets:
             if t.kind == "pod":
@@ -577,10 +599,16 @@ class Replica:
                     t = _Target("gang", st.gang_keys[g], t.position)
                 else:
                     got = placer.place(t.key)
-                    if got is None:
-                        unschedulable[t.key] = (t, self._reasons(t.key, reasons_cache), "")
-                    else:
+                    if got is not None:
                         propose(t, None, [(t.key, got[0])])
+                        continue
+                    plan = placer.plan_preemption(t.key, bands) if preempt else None
+                    if plan is not None:
+                        victims = [{"pod": v, "node": where(v)}
+                                   for v in plan["victims"] + plan["collateral"]]
+                        propose(t, None, [(t.key, plan["node"])], victims)
+                    else:
+                        unschedulable[t.key] = (t, self._reasons(t.key, reasons_cache), "")
                     continue
             g_idx = st.gang_index.get(t.key)
             if g_idx is None or t.key in gangs_done:
@@ -599,9 +627,21 @@ class Replica:
                 self.totals.gangs_waiting += 1
                 continue
             plan = placer.plan_gang(members, need)
+            # Why it does not fit without evictions (the report of this plan_gang).
+            message = placer.gang_message() if plan is None else ""
+            if plan is None and preempt:
+                got = placer.plan_gang_preempting(members, need, bands)
+                if got is not None:
+                    pairs = [(pod, node) for pod, node in zip(members, got["nodes"],
+                                                              strict=True) if node is not None]
+                    propose(t, t.key, pairs, got["victims"])
+                    for pod, node in zip(members, got["nodes"], strict=True):
+                        if node is None:
+                            unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
+                    continue
             if plan is None:
                 # e.g. "gang ns/train: 7/10 members fit; short of nvidia.com/gpu: 3"
-                msg = f"gang {t.key}: {placer.gang_message()}"
+                msg = f"gang {t.key}: {message}"
                 for pod in members:
                     reasons = dict(self._reasons(pod, reasons_cache))
                     reasons["GangUnschedulable"] = 1

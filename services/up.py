@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from esched.core import Profile
+from esched.core.bands import BandConfig
+from esched.core.quota import Quota
+from esched.services.admission import Admission
 from esched.services.bus import open_bus
 from esched.services.bus.base import TopicNames
 from esched.services.commit import CommitConfig, CommitService
@@ -69,8 +72,12 @@ class UpConfig:
     topic_prefix: str = "esched."
     replicas: int = 1
     profile: Profile | None = None
+    #: Priority bands of the replicas and the commit service (None: the defaults).
+    bands: BandConfig | None = None
     seed: int = 0
     exit_when_idle: bool = False
+    #: Quota limits of the dispatcher's admission (config ``quota:``); None: none.
+    quota: Quota | None = None
     #: Seconds between progress lines (0: none).
     progress_every: float = 1.0
     #: Idle checks in a row (``idle_interval`` apart) before --exit-when-idle stops.
@@ -131,8 +138,10 @@ class Up:
             ingest = IngestService(bus, es, IngestConfig(group=f"{gp}esched-ingest"))
             commit = CommitService(es, None if embedded else bus,
                                    lease=open_lease(cfg.store, "commit"),
-                                   config=CommitConfig(group=f"{gp}esched-commit"))
-            dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"))
+                                   config=CommitConfig(group=f"{gp}esched-commit",
+                                                       bands=cfg.bands))
+            dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"),
+                                    admission=Admission(cfg.quota))
             shared = (SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
                       if embedded else None)
             host = socket.gethostname().split(".")[0].lower() or "up"
@@ -140,7 +149,8 @@ class Up:
             replicas.extend(
                 Replica(es, bus, f"{host}-up-{i}" if not embedded else f"up-{i}",
                         profile=cfg.profile, seed=cfg.seed + i, submit=submit,
-                        consumer=shared, config=ReplicaConfig(group=f"{gp}{REPLICA_GROUP}"))
+                        consumer=shared, config=ReplicaConfig(group=f"{gp}{REPLICA_GROUP}",
+                                                              bands=cfg.bands))
                 for i in range(cfg.replicas))
             await commit.start()
             if embedded:

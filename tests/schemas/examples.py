@@ -158,6 +158,13 @@ DATA: dict[str, dict[str, Any]] = {
     },
     "esched.pod.evicted": {"pod": "batch/etl-3", "node": "node-1", "reason": "Preempted",
                            "message": "made room for ml/trainer-0"},
+    "esched.pod.rejected": {
+        "pod": "team-a/etl-9", "queue": "research", "reason": "QuotaExceeded",
+        "message": "pod team-a/etl-9 exceeds the quota of namespace/team-a: cpu requested 2000, "
+                   "used 19000, limit 20000 (base units)",
+        "quota": {"scope": "namespace/team-a", "band": None, "resource": "cpu",
+                  "limit": 20000, "used": 19000, "requested": 2000},
+    },
     "esched.pod.unschedulable": {
         "pod": "ml/trainer-0",
         "reasons": {"Insufficient.cpu": 3, "NodeUnschedulable": 1, "TaintNotTolerated": 1},

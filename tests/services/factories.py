@@ -34,15 +34,20 @@ def node(name: str, cpu: str = "2", *, memory: str = "8Gi", pods: str = "10",
         "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": pods}}})
 
 
-def pod(name: str, cpu: str = "1", gang: str | None = None, *, memory: str = "1Gi") -> dict:
-    """``esched.pod.submitted`` for ``t/<name>``, a member of PodGroup ``gang`` if given."""
+def pod(name: str, cpu: str = "1", gang: str | None = None, *, memory: str = "1Gi",
+        priority: int | None = None, node_name: str | None = None) -> dict:
+    """``esched.pod.submitted`` for ``t/<name>``, a member of PodGroup ``gang`` if given,
+    with ``spec.priority`` and already running on ``node_name`` if given."""
     meta: dict = {"name": name, "namespace": NAMESPACE}
     if gang:
         meta["annotations"] = {"scheduling.k8s.io/group-name": gang}
-    return ev(f"pod-{name}", ev_types.POD_SUBMITTED, {
-        "metadata": meta,
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {
-            "cpu": cpu, "memory": memory}}}]}})
+    spec: dict = {"containers": [{"name": "c", "resources": {"requests": {
+        "cpu": cpu, "memory": memory}}}]}
+    if priority is not None:
+        spec["priority"] = priority
+    if node_name is not None:
+        spec["nodeName"] = node_name
+    return ev(f"pod-{name}", ev_types.POD_SUBMITTED, {"metadata": meta, "spec": spec})
 
 
 def podgroup(name: str, min_member: int) -> dict:
@@ -52,11 +57,16 @@ def podgroup(name: str, min_member: int) -> dict:
 
 
 def placement(pid: str, binds: list[tuple[str, str]], *, replica: str = "r1", position: int = 1,
-              gang: str | None = None, cpu: int = 1000) -> dict:
-    """The ``data`` of a proposal or decision binding pods (by name) to nodes."""
-    return {"proposal": pid, "replica": replica, "position": position, "gang": gang,
+              gang: str | None = None, cpu: int = 1000,
+              victims: list[tuple[str, str]] | None = None) -> dict:
+    """The ``data`` of a proposal or decision binding pods (by name) to nodes, evicting
+    ``victims`` (pod name, node) if given."""
+    data = {"proposal": pid, "replica": replica, "position": position, "gang": gang,
             "bindings": [{"pod": f"{NAMESPACE}/{p}", "node": n,
                           "resources": {"cpu": cpu, "memory": GIB}} for p, n in binds]}
+    if victims:
+        data["victims"] = [{"pod": f"{NAMESPACE}/{p}", "node": n} for p, n in victims]
+    return data
 
 
 async def append_events(store: EventStore, *events: dict) -> None:

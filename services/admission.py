@@ -1,0 +1,419 @@
+"""Admission and allocation order: what the dispatcher lets through, and in which order.
+
+Volcano's *enqueue* and the order of its *allocate* action, on the dispatcher's fold
+(the dispatcher is the one place that hands out work, so this is where queues act):
+
+**Rejected at submission** (an ``esched.pod.rejected`` event; the fold makes the pod
+Failed, it is never scheduled, nothing waits forever):
+
+* ``QueueClosing`` / ``QueueClosed``: its queue admits nothing new;
+* ``QuotaExceeded``: its requests would take a quota of its queue or namespace
+  (overall or of its band) over its limit (:mod:`esched.core.quota`). Quota counts
+  active pods (Pending or Running) in log order, so the verdict is deterministic.
+
+**Held** (a job -- a pod, or a gang as a whole -- stays pending, not handed out, and is
+looked at again when capacity frees or a queue changes):
+
+* ``QueueClosed``: a Closed queue schedules nothing (pods submitted before it closed
+  wait for it to reopen);
+* ``QueueCapability``: the job's minimum resources (a PodGroup's ``minResources``,
+  else the requests of the members it still needs to reach ``minMember``; a pod's
+  requests) on top of what its queue holds -- bound pods plus jobs already let
+  through and still pending ("Inqueue") -- exceed the ``capability`` of its queue or
+  of an ancestor;
+* ``ClusterCapacity``: a gang whose minimum exceeds the whole cluster's allocatable
+  (a single pod is instead reported unschedulable by a replica, with its reasons).
+
+**Order** of what is let through, as Volcano's allocate: queue priority (high
+first); among queues of equal priority the lowest dominant share (allocated plus
+what this pass lets through, over the queue's fair share: weights act here);
+within a queue job priority (high first), then arrival order. The queues are
+interleaved job by job, so two busy queues of weights 2:1 get work in about
+that ratio.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from esched.core import PHASES, ClusterState
+from esched.core.queues import QueueSpec, QueueTree, cluster_allocatable, deserved
+from esched.core.quota import Quota, QuotaExceeded
+from esched.schemas.events import (
+    POD_DELETED,
+    POD_FAILED,
+    POD_REJECTED,
+    POD_SUBMITTED,
+    POD_SUCCEEDED,
+)
+
+__all__ = ["Admission", "Rejection", "WorkItem"]
+
+log = logging.getLogger(__name__)
+
+_PENDING = PHASES.index("Pending")
+_RUNNING = PHASES.index("Running")
+_TERMINAL = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_REJECTED})
+
+#: (cause, kind "pod"|"gang", key, log position)
+WorkItem = tuple[str, str, str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A submission refused at admission; becomes one ``esched.pod.rejected`` event."""
+
+    pod: str
+    queue: str
+    reason: str  #: QuotaExceeded | QueueClosing | QueueClosed
+    message: str
+    event_id: str
+    quota: QuotaExceeded | None = None
+
+    def data(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pod": self.pod, "queue": self.queue, "reason": self.reason,
+                               "message": self.message}
+        if self.quota is not None:
+            out["quota"] = self.quota.as_dict()
+        return out
+
+
+def _pod_key(data: dict[str, Any]) -> str:
+    meta = data.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
+class Admission:
+    """Quota accounting, rejections, holding and ordering for one dispatcher's fold.
+
+    :param quota: limits from the config (:func:`esched.core.quota.parse_quota`).
+    """
+
+    def __init__(self, quota: Quota | None = None) -> None:
+        self.quota = quota or Quota()
+        #: pod -> (scopes, band, requests) it is charged with
+        self._charged: dict[str, tuple[list[str], str, dict[str, int]]] = {}
+        self._used: dict[tuple[str, str | None], dict[str, int]] = {}
+        #: pods whose rejection is decided but not yet folded
+        self.rejecting: set[str] = set()
+        #: (kind, key) -> why it is held
+        self.held: dict[tuple[str, str], str] = {}
+        self._held_items: dict[tuple[str, str], WorkItem] = {}
+        #: jobs let through and maybe still pending (they hold their queue's capability)
+        self._inflight: set[tuple[str, str]] = set()
+        self.rejected_total: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ quota accounting
+
+    def _charge(self, pod: str, scopes: list[str], band: str, req: dict[str, int]) -> None:
+        self._charged[pod] = (scopes, band, req)
+        for scope in scopes:
+            for b in (None, band):
+                used = self._used.setdefault((scope, b), {})
+                for r, v in req.items():
+                    used[r] = used.get(r, 0) + v
+
+    def _uncharge(self, pod: str) -> None:
+        entry = self._charged.pop(pod, None)
+        if entry is None:
+            return
+        scopes, band, req = entry
+        for scope in scopes:
+            for b in (None, band):
+                used = self._used[(scope, b)]
+                for r, v in req.items():
+                    used[r] -= v
+
+    def used(self, scope: str, band: str | None = None) -> dict[str, int]:
+        """Requests of the active pods charged to ``scope`` (``queue/x``, ``namespace/y``)."""
+        return {r: v for r, v in (self._used.get((scope, band)) or {}).items() if v}
+
+    def _verdict(self, st: ClusterState, pod: str, idx: int, event_id: str,
+                 check_state: bool) -> Rejection | None:
+        """Charge a Pending pod, or return why it is rejected (not charged)."""
+        q = int(st.pod_queue_np[idx])
+        queue = st.queue_names[q]
+        state = st.queue_meta[q].get("state") or "Open"
+        if check_state and state in ("Closing", "Closed"):
+            return Rejection(pod, queue, f"Queue{state}",
+                             f"queue {queue} is {state}: it admits no new pods", event_id)
+        if not self.quota:
+            return None
+        namespace = pod.split("/", 1)[0]
+        scopes = self.quota.scopes(queue, namespace)
+        if not scopes:
+            return None
+        band = self.quota.band(int(st.pod_prio_np[idx]))
+        req = st.class_specs[int(st.pod_class_np[idx])]["requests"]
+        over = self.quota.check(scopes, band, req, self._used)
+        if over is not None:
+            return Rejection(pod, queue, "QuotaExceeded", over.message(pod), event_id, over)
+        self._charge(pod, scopes, band, dict(req))
+        return None
+
+    def _charge_active(self, st: ClusterState, pod: str, idx: int) -> None:
+        if not self.quota:
+            return
+        q = int(st.pod_queue_np[idx])
+        scopes = self.quota.scopes(st.queue_names[q], pod.split("/", 1)[0])
+        if scopes:
+            band = self.quota.band(int(st.pod_prio_np[idx]))
+            self._charge(pod, scopes, band,
+                         dict(st.class_specs[int(st.pod_class_np[idx])]["requests"]))
+
+    def _rejected(self, rejections: list[Rejection]) -> list[Rejection]:
+        for r in rejections:
+            self.rejecting.add(r.pod)
+            self.rejected_total[r.reason] = self.rejected_total.get(r.reason, 0) + 1
+            log.info("rejected %s: %s", r.pod, r.message)
+        return rejections
+
+    def start(self, st: ClusterState) -> list[Rejection]:
+        """Take over: charge every active pod of the fold, in slot order; a Pending pod
+        the quota has no room for is rejected (a leader that died before writing a
+        rejection). Pending pods of a Closing queue were admitted before it closed."""
+        self._charged.clear()
+        self._used.clear()
+        self.rejecting.clear()
+        self.held.clear()
+        self._held_items.clear()
+        self._inflight.clear()
+        out = []
+        phase = st.pod_phase_np[: st.n_pods]
+        keys = st.pod_keys
+        for idx in np.flatnonzero(phase == _RUNNING):
+            self._charge_active(st, keys[idx], int(idx))
+        for idx in np.flatnonzero(phase == _PENDING):
+            pod = keys[idx]
+            r = self._verdict(st, pod, int(idx), f"rejected-{pod}-at-{st.position}", False)
+            if r is not None:
+                out.append(r)
+        return self._rejected(out)
+
+    def observe(self, st: ClusterState, events: Iterable[tuple[int, dict[str, Any]]]
+                ) -> list[Rejection]:
+        """After a batch is folded: admit or reject its submissions, in log order, and
+        release the quota of pods that ended."""
+        out = []
+        for pos, ev in events:
+            etype = ev.get("type")
+            data = ev.get("data")
+            if not isinstance(data, dict):
+                continue
+            if etype == POD_SUBMITTED:
+                pod = _pod_key(data)
+                idx = st.pod_index.get(pod)
+                if idx is None or pod in self._charged:
+                    continue  # invalid, or a resubmission the fold ignored
+                phase = int(st.pod_phase_np[idx])
+                if phase == _RUNNING:
+                    self._charge_active(st, pod, idx)  # already running: nothing to decide
+                elif phase == _PENDING:
+                    r = self._verdict(st, pod, idx, f"rejected-{pod}-{pos}", True)
+                    if r is not None:
+                        out.append(r)
+            elif etype in _TERMINAL:
+                pod = str(data.get("pod")) if "pod" in data else _pod_key(data)
+                self._uncharge(pod)
+                if etype == POD_REJECTED or etype == POD_DELETED:
+                    self.rejecting.discard(pod)
+        return self._rejected(out)
+
+    # ------------------------------------------------------------------ holding and order
+
+    def release(self, st: ClusterState, items: list[WorkItem]) -> list[WorkItem]:
+        """The items to hand out now, in allocation order; the rest are held."""
+        items = [it for it in items if not (it[1] == "pod" and it[2] in self.rejecting)]
+        if not items:
+            return []
+        nq, nr, npods = st.n_queues, st.n_res, st.n_pods
+        if nq == 0:
+            return items
+        res_names = list(st.res_names[:nr])
+        phase = st.pod_phase_np[:npods]
+        pending = phase == _PENDING
+        class_req = np.asarray(st.class_req_np)[:, :nr]
+        pend_idx = np.flatnonzero(pending)
+        pend_req = class_req[st.pod_class_np[pend_idx]]
+        pend_q = st.pod_queue_np[pend_idx]
+        pend_g = st.pod_gang_np[pend_idx]
+        # Per gang: pending members' requests and count (for a gang's minimum).
+        ng = st.n_gangs
+        gang_req = np.zeros((max(ng, 1), nr), dtype=np.int64)
+        gang_n = np.zeros(max(ng, 1), dtype=np.int64)
+        gang_prio = np.full(max(ng, 1), np.iinfo(np.int64).min, dtype=np.int64)
+        in_gang = pend_g >= 0
+        if in_gang.any():
+            np.add.at(gang_req, pend_g[in_gang], pend_req[in_gang])
+            np.add.at(gang_n, pend_g[in_gang], 1)
+            np.maximum.at(gang_prio, pend_g[in_gang], st.pod_prio_np[pend_idx[in_gang]])
+        # What each queue holds: bound pods plus jobs let through and still pending.
+        held_q = np.asarray(st.queue_alloc_np[:nq, :nr], dtype=np.int64).copy()
+        if self._inflight:
+            slots, gangs = [], []
+            for kind, key in list(self._inflight):
+                if kind == "pod":
+                    idx = st.pod_index.get(key)
+                    if idx is None or phase[idx] != _PENDING:
+                        self._inflight.discard((kind, key))
+                        continue
+                    slots.append(idx)
+                else:
+                    g = st.gang_index.get(key)
+                    if g is None or st.gang_counts_np[g, _PENDING] == 0:
+                        self._inflight.discard((kind, key))
+                        continue
+                    gangs.append(g)
+            mask = np.isin(pend_idx, slots) if slots else np.zeros(len(pend_idx), dtype=bool)
+            if gangs:
+                mask |= np.isin(pend_g, gangs)
+            if mask.any():
+                np.add.at(held_q, pend_q[mask], pend_req[mask])
+        waiting = np.zeros((nq, nr), dtype=np.int64)
+        if len(pend_idx):
+            np.add.at(waiting, pend_q, pend_req)
+
+        specs = [QueueSpec.from_meta(st.queue_names[q], st.queue_meta[q]) for q in range(nq)]
+        tree = QueueTree(specs)
+        alloc = np.asarray(st.queue_alloc_np[:nq, :nr], dtype=np.int64)
+        demand = {specs[q].name: {res_names[r]: int(alloc[q, r] + waiting[q, r])
+                                  for r in range(nr)} for q in range(nq)}
+        cluster = cluster_allocatable(st)
+        fair = deserved(specs, cluster, demand)
+        # Capability is checked on the queue and its ancestors (subtree totals).
+        sub_used: dict[str, np.ndarray] = {}
+        for q in range(nq):
+            name = specs[q].name
+            a: str | None = name
+            while a is not None:
+                sub_used.setdefault(a, np.zeros(nr, dtype=np.int64))
+                sub_used[a] += held_q[q]
+                a = tree.parent.get(a)
+        caps = {name: {r: v for r, v in s.capability.items() if r in st.res_index}
+                for name, s in tree.specs.items() if s.capability}
+
+        # Per queue: its items, ordered by job priority (high first), then arrival.
+        per_queue: dict[int, list[tuple[int, int, WorkItem, np.ndarray]]] = {}
+        for seq, it in enumerate(items):
+            _cause, kind, key, _pos = it
+            if kind == "pod":
+                idx = st.pod_index.get(key)
+                if idx is None:
+                    continue
+                q = int(st.pod_queue_np[idx])
+                prio = int(st.pod_prio_np[idx])
+                req = class_req[int(st.pod_class_np[idx])].astype(np.int64)
+            else:
+                g = st.gang_index.get(key)
+                if g is None:
+                    continue
+                meta = st.gang_meta[g]
+                q = st.queue_index.get(meta.get("queue") or "default", 0)
+                prio = int(gang_prio[g]) if gang_n[g] else 0
+                req = self._gang_minimum(st, g, meta, gang_req[g], int(gang_n[g]), res_names)
+            per_queue.setdefault(q, []).append((-prio, seq, it, req))
+        for lst in per_queue.values():
+            lst.sort(key=lambda t: (t[0], t[1]))
+
+        def share_of(q: int, extra: np.ndarray) -> float:
+            f = fair.get(specs[q].name) or {}
+            best = 0.0
+            for r in range(nr):
+                name = res_names[r]
+                a = alloc[q, r] + extra[r]
+                if a <= 0 or name == "pods":
+                    continue
+                d = f.get(name, 0)
+                s = a / d if d > 0 else 1.0
+                best = max(best, s)
+            return best
+
+        released_q = {q: np.zeros(nr, dtype=np.int64) for q in per_queue}
+        heap = [(-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q)
+                for q in per_queue]
+        heapq.heapify(heap)
+        cursor = dict.fromkeys(per_queue, 0)
+        out: list[WorkItem] = []
+        cluster_vec = np.array([cluster.get(n, 0) for n in res_names], dtype=np.int64)
+        while heap:
+            _p, _s, _n, q = heapq.heappop(heap)
+            lst = per_queue[q]
+            i = cursor[q]
+            _np, _seq, it, req = lst[i]
+            cursor[q] = i + 1
+            job = (it[1], it[2])
+            reason = self._hold_reason(specs[q], tree, caps, sub_used, req, res_names, st,
+                                       it[1] == "gang", cluster_vec)
+            if reason is None:
+                a: str | None = specs[q].name
+                while a is not None:
+                    sub_used[a] += req
+                    a = tree.parent.get(a)
+                released_q[q] += req
+                self._inflight.add(job)
+                self.held.pop(job, None)
+                self._held_items.pop(job, None)
+                out.append(it)
+            else:
+                if self.held.get(job) != reason:
+                    log.info("holding %s %s: %s", it[1], it[2], reason)
+                self.held[job] = reason
+                self._held_items[job] = it
+            if cursor[q] < len(lst):
+                heapq.heappush(heap, (-specs[q].priority, share_of(q, released_q[q]),
+                                      specs[q].name, q))
+        return out
+
+    @staticmethod
+    def _gang_minimum(st: ClusterState, g: int, meta: dict, pending_req: np.ndarray,
+                      n_pending: int, res_names: list[str]) -> np.ndarray:
+        """A gang's minimum: its PodGroup's minResources, else the requests of the pending
+        members it still needs to reach minMember (pro rata of its pending members)."""
+        min_res = meta.get("minResources") or {}
+        if min_res:
+            return np.array([int(min_res.get(n, 0)) for n in res_names], dtype=np.int64)
+        need = max(0, int(st.gang_min_np[g]) - int(st.gang_counts_np[g, _RUNNING]))
+        if n_pending <= 0 or need == 0:
+            return np.zeros(len(res_names), dtype=np.int64)
+        need = min(need, n_pending)
+        return (pending_req * need + n_pending - 1) // n_pending
+
+    @staticmethod
+    def _hold_reason(spec: QueueSpec, tree: QueueTree, caps: dict[str, dict[str, int]],
+                     sub_used: dict[str, np.ndarray], req: np.ndarray, res_names: list[str],
+                     st: ClusterState, is_gang: bool, cluster_vec: np.ndarray) -> str | None:
+        if spec.state == "Closed":
+            return "QueueClosed"
+        a: str | None = spec.name
+        while a is not None:
+            cap = caps.get(a)
+            if cap:
+                used = sub_used[a]
+                for r, limit in cap.items():
+                    col = st.res_index[r]
+                    if req[col] and used[col] + req[col] > limit:
+                        return "QueueCapability"
+            a = tree.parent.get(a)
+        if is_gang and bool(np.any(req > cluster_vec)):
+            return "ClusterCapacity"
+        return None
+
+    def reconsider(self) -> list[WorkItem]:
+        """Every held job, to go through :meth:`release` again (capacity freed, a queue
+        changed)."""
+        items = list(self._held_items.values())
+        self._held_items.clear()
+        self.held.clear()
+        return items
+
+    def held_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for reason in self.held.values():
+            out[reason] = out.get(reason, 0) + 1
+        return out

@@ -1,0 +1,345 @@
+"""Queue admission, quota and allocation order (services/admission.py), alone and in the
+dispatcher against the real stores."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+import orjson
+import pytest
+
+from esched.core import ClusterState
+from esched.core.quota import QuotaConfigError, parse_quota
+from esched.schemas import events as ev_types
+from esched.services.admission import Admission
+from esched.services.store import EventStore
+
+from .factories import GIB, NAMESPACE, append_events, ev, node, placement
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def qpod(name: str, cpu: str = "1", *, queue: str | None = None, priority: int | None = None,
+         gang: str | None = None, namespace: str = NAMESPACE) -> dict:
+    annotations = {}
+    if queue:
+        annotations["volcano.sh/queue-name"] = queue
+    if gang:
+        annotations["scheduling.k8s.io/group-name"] = gang
+    spec: dict = {"containers": [{"name": "c", "resources": {"requests": {
+        "cpu": cpu, "memory": "1Gi"}}}]}
+    if priority is not None:
+        spec["priority"] = priority
+    return ev(f"pod-{namespace}-{name}", ev_types.POD_SUBMITTED, {
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": spec})
+
+
+def queue(name: str, eid: str | None = None, *, state: str | None = None, **spec) -> dict:
+    data: dict = {"metadata": {"name": name}, "spec": spec}
+    if state:
+        data["status"] = {"state": state}
+    return ev(eid or f"queue-{name}", ev_types.QUEUE_UPSERTED, data)
+
+
+def done(name: str, namespace: str = NAMESPACE) -> dict:
+    return ev(f"done-{name}", ev_types.POD_SUCCEEDED,
+              {"metadata": {"name": name, "namespace": namespace}})
+
+
+def bind(name: str, node_name: str, cpu: int = 1000) -> dict:
+    return ev(f"bind-{name}", ev_types.PLACEMENT_COMMITTED,
+              placement(f"p-{name}", [(name, node_name)], cpu=cpu))
+
+
+class Fold:
+    """A state, an admission and the log so far (what the dispatcher does, synchronously)."""
+
+    def __init__(self, admission: Admission) -> None:
+        self.state = ClusterState()
+        self.admission = admission
+        self.position = 0
+        self.rejections: list = []
+
+    def __call__(self, *events: dict) -> list:
+        batch = []
+        for e in events:
+            self.position += 1
+            batch.append((self.position, e))
+        self.state.apply_many(batch)
+        out = self.admission.observe(self.state, batch)
+        self.rejections.extend(out)
+        # What the dispatcher does next: the rejection is appended and folded.
+        for r in out:
+            self(ev(r.event_id, ev_types.POD_REJECTED, r.data()))
+        return out
+
+    def release(self, *keys: str) -> list[str]:
+        items = [("pending", "gang" if k.startswith("gang:") else "pod",
+                  k.removeprefix("gang:"), self.position) for k in keys]
+        return [it[2] for it in self.admission.release(self.state, items)]
+
+
+# ---------------------------------------------------------------------- quota config
+
+
+def test_quota_config_parses_quantities_bands_and_kube_spelling():
+    q = parse_quota({"queues": {"research": {"cpu": "10", "bands": {"best-effort": {"cpu": "2"}}}},
+                     "namespaces": {"t": {"requests.memory": "2Gi", "pods": 3}}})
+    assert q.limits["queue/research"] == {None: {"cpu": 10_000}, "best-effort": {"cpu": 2000}}
+    assert q.limits["namespace/t"] == {None: {"memory": 2 * GIB, "pods": 3}}
+    assert q.scopes("research", "t") == ["queue/research", "namespace/t"]
+    assert q.scopes("other", "x") == []
+
+
+@pytest.mark.parametrize(("raw", "field"), [
+    ({"queues": {"a": {"cpu": "-1"}}}, "quota.queues.a.cpu"),
+    ({"queues": {"a": {"cpu": "lots"}}}, "quota.queues.a.cpu"),
+    ({"queues": {"a": {"bands": {"gold": {"cpu": 1}}}}}, "quota.queues.a.bands.gold"),
+    ({"users": {}}, "quota.users"),
+    ({"namespaces": ["a"]}, "quota.namespaces"),
+])
+def test_quota_config_errors_name_the_field(raw, field):
+    with pytest.raises(QuotaConfigError) as exc:
+        parse_quota(raw)
+    assert exc.value.field == field
+
+
+def test_quota_bands_come_from_the_bands_section():
+    q = parse_quota(None)
+    assert [q.band(p) for p in (0, 99, 100, 999, 1000, 10**9)] == [
+        "best-effort", "best-effort", "batch", "batch", "production", "monitoring"]
+    assert parse_quota(None, {"batch": 10}).band(50) == "batch"
+    with pytest.raises(QuotaConfigError) as exc:
+        parse_quota(None, {"production": 5, "batch": 10})
+    assert exc.value.field == "bands"
+
+
+# ---------------------------------------------------------------------- rejection
+
+
+def test_namespace_quota_rejects_the_pod_that_would_exceed_it_and_frees_on_exit():
+    f = Fold(Admission(parse_quota({"namespaces": {"t": {"cpu": "2"}}})))
+    f(node("n1", "8"), qpod("a"), qpod("b"))
+    (r,) = f(qpod("c"))
+    assert (r.pod, r.reason) == ("t/c", "QuotaExceeded")
+    assert r.quota.as_dict() == {"scope": "namespace/t", "band": None, "resource": "cpu",
+                                 "limit": 2000, "used": 2000, "requested": 1000}
+    assert "exceeds the quota of namespace/t" in r.message
+    assert f.state.pod("t/c")["phase"] == "Failed"  # never scheduled, not left pending
+    assert f.admission.used("namespace/t")["cpu"] == 2000
+    # Another namespace is not limited; a pod that finishes gives its quota back.
+    assert f(qpod("x", namespace="other")) == []
+    f(bind("a", "n1"), done("a"))
+    assert f(qpod("d")) == []
+    assert f.admission.used("namespace/t")["cpu"] == 2000
+
+
+def test_band_quota_limits_only_its_band():
+    f = Fold(Admission(parse_quota({"queues": {"q": {"bands": {"best-effort": {"cpu": "1"}}}}})))
+    f(node("n1", "8"), queue("q"))
+    assert f(qpod("a", queue="q")) == []
+    (r,) = f(qpod("b", queue="q"))
+    assert r.quota.band == "best-effort" and "band best-effort" in r.message
+    assert f(qpod("c", queue="q", priority=1000)) == []  # production: not limited
+
+
+def test_closing_and_closed_queues_admit_nothing_new():
+    f = Fold(Admission())
+    f(node("n1", "8"), queue("q"), qpod("early", queue="q"))
+    f(queue("q", "q-closing", state="Closing"))
+    (r,) = f(qpod("late", queue="q"))
+    assert r.reason == "QueueClosing" and "admits no new pods" in r.message
+    # Pods admitted before it started closing still run.
+    assert f.release("t/early") == ["t/early"]
+    f(queue("q", "q-closed", state="Closed"))
+    (r,) = f(qpod("later", queue="q"))
+    assert r.reason == "QueueClosed"
+
+
+def test_takeover_rejects_pending_pods_over_quota_and_keeps_closing_queues_work():
+    a = Admission()
+    f = Fold(a)
+    f(node("n1", "8"), queue("q"), qpod("a"), qpod("b"), qpod("c", queue="q"))
+    f(queue("q", "q2", state="Closing"))
+    fresh = Admission(parse_quota({"namespaces": {"t": {"cpu": "1"}}}))
+    out = fresh.start(f.state)
+    assert [r.pod for r in out] == ["t/b", "t/c"]  # slot order: a fits, the rest do not
+    assert all(r.reason == "QuotaExceeded" for r in out)
+
+
+# ---------------------------------------------------------------------- holding
+
+
+def test_closed_queue_holds_its_pending_work_until_reopened():
+    f = Fold(Admission())
+    f(node("n1", "8"), queue("q"), qpod("a", queue="q"))
+    f(queue("q", "q-closed", state="Closed"))
+    assert f.release("t/a") == []
+    assert f.admission.held == {("pod", "t/a"): "QueueClosed"}
+    f(queue("q", "q-open", state="Open"))
+    assert [it[2] for it in f.admission.release(f.state, f.admission.reconsider())] == ["t/a"]
+
+
+def test_capability_admits_jobs_while_they_fit_counting_inqueue_ones():
+    f = Fold(Admission())
+    f(node("n1", "8"), queue("q", capability={"cpu": "2"}),
+      qpod("a", queue="q"), qpod("b", queue="q"), qpod("c", queue="q"))
+    # a and b are let through (Inqueue, not yet bound): c would exceed the capability.
+    assert f.release("t/a", "t/b", "t/c") == ["t/a", "t/b"]
+    assert f.admission.held == {("pod", "t/c"): "QueueCapability"}
+    f(bind("a", "n1"))
+    assert f.admission.release(f.state, f.admission.reconsider()) == []  # a holds it now
+    f(done("a"))
+    assert [it[2] for it in f.admission.release(f.state, f.admission.reconsider())] == ["t/c"]
+
+
+def test_capability_of_a_parent_covers_its_children():
+    f = Fold(Admission())
+    f(node("n1", "8"), queue("eng", capability={"cpu": "2"}),
+      queue("dev", parent="root.eng"), queue("ops", parent="root.eng"),
+      qpod("a", queue="dev"), qpod("b", queue="ops"), qpod("c", queue="dev"))
+    assert sorted(f.release("t/a", "t/b", "t/c")) == ["t/a", "t/b"]
+    assert f.admission.held == {("pod", "t/c"): "QueueCapability"}
+
+
+def test_gang_minimum_against_capability_and_cluster():
+    f = Fold(Admission())
+    pg = ev("pg-big", ev_types.PODGROUP_SUBMITTED, {
+        "metadata": {"name": "big", "namespace": NAMESPACE},
+        "spec": {"minMember": 3, "queue": "q"}})
+    f(node("n1", "4"), queue("q", capability={"cpu": "10"}), pg,
+      *(qpod(f"b{i}", "2", gang="big") for i in range(3)))
+    # 3 x 2 CPUs > the cluster's 4: never admitted (nothing is held by its members).
+    assert f.release("gang:t/big") == []
+    assert f.admission.held == {("gang", "t/big"): "ClusterCapacity"}
+    f(node("n2", "4"))
+    assert [it[2] for it in f.admission.release(f.state, f.admission.reconsider())] == ["t/big"]
+
+
+# ---------------------------------------------------------------------- order
+
+
+def test_higher_priority_queue_first_whatever_the_weights():
+    # The seed: A (priority 100) gets resources before B (priority 50, weight 10).
+    f = Fold(Admission())
+    f(node("n1", "64"), queue("a", priority=100, weight=1), queue("b", priority=50, weight=10))
+    f(*(qpod(f"b{i}", queue="b") for i in range(3)), *(qpod(f"a{i}", queue="a") for i in range(3)))
+    order = f.release(*(f"t/b{i}" for i in range(3)), *(f"t/a{i}" for i in range(3)))
+    assert order == ["t/a0", "t/a1", "t/a2", "t/b0", "t/b1", "t/b2"]
+
+
+def test_equal_priority_queues_interleave_by_weight_two_to_one():
+    f = Fold(Admission())
+    f(node("n1", "30", memory="300Gi", pods="200"), queue("c", weight=2), queue("d", weight=1))
+    f(*(qpod(f"c{i}", queue="c") for i in range(40)),
+      *(qpod(f"d{i}", queue="d") for i in range(40)))
+    order = f.release(*(f"t/d{i}" for i in range(40)), *(f"t/c{i}" for i in range(40)))
+    assert len(order) == 80
+    # The first 30 released (what the cluster can hold) split 2:1.
+    first = Counter(k[2] for k in order[:30])
+    assert first == {"c": 20, "d": 10}
+
+
+def test_within_a_queue_job_priority_then_arrival():
+    f = Fold(Admission())
+    f(node("n1", "8"), qpod("low1"), qpod("high", priority=500), qpod("low2"))
+    assert f.release("t/low1", "t/high", "t/low2") == ["t/high", "t/low1", "t/low2"]
+
+
+# ---------------------------------------------------------------------- the dispatcher
+
+
+async def _rows(store: EventStore) -> list[dict]:
+    return [orjson.loads(r.payload) for r in await store.read(0, 10_000)]
+
+
+async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store: EventStore):
+    from esched.services.bus.memory import MemoryBus
+    from esched.services.dispatch import DispatchConfig, Dispatcher
+
+    bus = MemoryBus()
+    quota = parse_quota({"namespaces": {"t": {"cpu": "3"}}})
+    d = Dispatcher(store, bus, config=DispatchConfig(tick=0.02), admission=Admission(quota))
+    await d.start()
+    task = asyncio.create_task(d.run())
+    try:
+        deadline = time.monotonic() + 5
+        while not d.leading:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await append_events(store, node("n1", "8"), queue("hi", priority=100),
+                            queue("lo", priority=1), qpod("l1", queue="lo"),
+                            qpod("h1", queue="hi"), qpod("h2", queue="hi"),
+                            qpod("over", queue="hi"))
+        deadline = time.monotonic() + 5
+        while len(bus.log(bus.topics.work)) < 3 or not d.idle():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        work = [orjson.loads(m.value)["pod"] for m in bus.log(bus.topics.work)]
+        assert work == ["t/h1", "t/h2", "t/l1"]  # queue priority first; "over" never
+        rejected = [e for e in await _rows(store) if e["type"] == ev_types.POD_REJECTED]
+        assert [e["data"]["pod"] for e in rejected] == ["t/over"]
+        assert rejected[0]["data"]["reason"] == "QuotaExceeded"
+        assert d.state.pod("t/over")["phase"] == "Failed"
+        assert d.totals.rejected == {"QuotaExceeded": 1}
+    finally:
+        await d.stop()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_commit_rejects_placing_a_pod_of_a_closed_queue(store: EventStore):
+    from esched.services.commit import QUEUE_CLOSED, CommitService
+
+    await append_events(store, node("n1", "8"), queue("q"), qpod("a", queue="q"),
+                        qpod("b", queue="q"), queue("q", "q-closed", state="Closed"))
+    service = CommitService(store)
+    try:
+        [d] = await service.decide([placement("p1", [("a", "n1")])])
+        assert d["type"] == ev_types.PLACEMENT_REJECTED and d["data"]["reason"] == QUEUE_CLOSED
+        await append_events(store, queue("q", "q-open", state="Open"))
+        [d] = await service.decide([placement("p2", [("b", "n1")])])
+        assert d["type"] == ev_types.PLACEMENT_COMMITTED
+    finally:
+        await service.stop()
+
+
+def test_up_with_a_quota_config_rejects_and_replay_shows_queues(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from esched.services.cli import EXIT_USAGE, cli
+
+    cfg = tmp_path / "esched.yaml"
+    cfg.write_text("quota:\n  namespaces:\n    t:\n      cpu: '2'\n")
+    manifests = tmp_path / "cluster.yaml"
+    docs = ["apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+            "status: {allocatable: {cpu: '8', memory: 16Gi, pods: '10'}}",
+            "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q}\n"
+            "spec: {weight: 2, priority: 10}"]
+    for i in range(3):
+        docs.append(f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: t, "
+                    "annotations: {volcano.sh/queue-name: q}}\n"
+                    "spec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}")
+    manifests.write_text("\n---\n".join(docs))
+    store = f"sqlite:///{tmp_path / 'e.sqlite'}"
+    runner = CliRunner()
+    res = runner.invoke(cli, ["--config", str(cfg), "up", "--store", store, "--input",
+                              str(manifests), "--exit-when-idle", "--quiet"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["dispatch"]["rejected"] == {"QuotaExceeded": 1}
+    res = runner.invoke(cli, ["replay", "--store", store])
+    q = json.loads(res.stdout)["queues"]["q"]
+    assert q["Running"] == 2 and q["allocated"]["cpu"] == 2000 and q["path"] == "root.q"
+    assert q["share"] == 1.0  # everything it asks for, it has
+    res = runner.invoke(cli, ["replay", "--store", store, "--format", "table"])
+    assert "root.q" in res.stdout and "cpu=2/2" in res.stdout
+    # A bad quota section is a usage error naming the field.
+    cfg.write_text("quota:\n  namespaces:\n    t:\n      cpu: lots\n")
+    res = runner.invoke(cli, ["--config", str(cfg), "up", "--store", store, "--input",
+                              str(manifests), "--exit-when-idle", "--quiet"])
+    assert res.exit_code == EXIT_USAGE and "quota.namespaces.t.cpu" in res.output

@@ -1,0 +1,328 @@
+"""Preemption and gangs through the services: commit validation of victims (one
+transaction: evictions, then the binding), the replica proposing preemptions,
+gangs without partial holding (no deadlock), and the audit's legality checks.
+
+Against the real stores (PostgreSQL and SQLite) and the in-process bus, as the
+other service tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import orjson
+
+from esched.core.bands import parse_bands
+from esched.schemas.events import (
+    PLACEMENT_COMMITTED,
+    POD_EVICTED,
+    POD_SUCCEEDED,
+    POD_UNSCHEDULABLE,
+)
+from esched.services.audit import audit_events, audit_store
+from esched.services.bus.base import TopicNames
+from esched.services.commit import CommitService, decision_id
+from esched.services.event_files import record_for_event
+from esched.services.replay import fold_log
+from esched.services.store import open_store
+from esched.services.up import Up, UpConfig
+
+from .factories import append_events, ev, node, placement, pod, podgroup
+
+PROD, BATCH, BE = 1000, 100, 0
+
+
+def kinds(decisions: list[dict]) -> list[tuple[str, str | None]]:
+    return [(d["type"].rsplit(".", 1)[1], d["data"].get("reason")) for d in decisions]
+
+
+async def log_types(store) -> list[tuple[str, str]]:
+    return [(r.type, r.id) for r in await store.read(0, 100_000)]
+
+
+async def test_commit_evicts_victims_and_binds_in_one_transaction(store):
+    await append_events(store, node("n1"), pod("v1", priority=BE, node_name="n1"),
+                        pod("v2", priority=BATCH, node_name="n1"), pod("p", "2", priority=PROD))
+    service = CommitService(store)
+    head = await store.head()
+    [d] = await service.decide([placement("pre", [("p", "n1")], cpu=2000,
+                                          victims=[("v1", "n1"), ("v2", "n1")])])
+    assert kinds([d]) == [("committed", None)]
+    assert d["data"]["victims"] == [{"pod": "t/v1", "node": "n1"}, {"pod": "t/v2", "node": "n1"}]
+    rows = (await store.read(head, 100))
+    # evictions first, then the decision; all in the one fenced append
+    assert [r.type for r in rows] == [POD_EVICTED, POD_EVICTED, PLACEMENT_COMMITTED]
+    evicted = orjson.loads(rows[0].payload)["data"]
+    assert evicted == {"pod": "t/v1", "node": "n1", "reason": "Preempted",
+                       "message": "preempted to make room for t/p", "by": "t/p",
+                       "decision": decision_id("pre")}
+    state = await fold_log(store)
+    assert state.pod("t/p")["phase"] == "Running"
+    assert state.pod("t/v1")["phase"] == "Pending" and state.pod("t/v2")["phase"] == "Pending"
+    assert service.totals.evicted == 2
+    # A redelivered proposal is answered with the recorded decision: no new evictions.
+    [again] = await service.decide([placement("pre", [("p", "n1")], cpu=2000,
+                                              victims=[("v1", "n1"), ("v2", "n1")])])
+    assert again["id"] == d["id"] and service.totals.duplicates == 1
+    assert len(await store.read(0, 1000)) == len(rows) + 4
+    report = await audit_store(store)
+    assert report["ok"], report
+    assert report["checked"]["preemptions"] == 1 and report["checked"]["evictions"] == 2
+    await service.stop()
+
+
+async def test_commit_rejects_illegal_and_stale_preemptions(store):
+    await append_events(
+        store, node("n1"), node("n2"), node("n3", "3"),
+        pod("prod1", "2", priority=PROD, node_name="n1"),
+        pod("batch2", "2", priority=BATCH, node_name="n2"),
+        podgroup("g", 3), *(pod(f"g{i}", priority=BE, gang="g", node_name="n3") for i in range(3)),
+        pod("p", "2", priority=PROD), pod("b", "2", priority=BATCH), pod("q", priority=PROD))
+    service = CommitService(store)
+    decisions = await service.decide([
+        # production does not preempt production
+        placement("x1", [("p", "n1")], cpu=2000, victims=[("prod1", "n1")]),
+        # batch does not preempt batch (equal band)
+        placement("x2", [("b", "n2")], cpu=2000, victims=[("batch2", "n2")]),
+        # a victim that is not where the proposal says
+        placement("x3", [("p", "n2")], cpu=2000, victims=[("batch2", "n1")]),
+        # one member of a minMember-3 gang: the gang would be split
+        placement("x4", [("q", "n3")], victims=[("g0", "n3")]),
+        # two of the three: still split
+        placement("x5", [("p", "n3")], cpu=2000, victims=[("g0", "n3"), ("g1", "n3")]),
+    ])
+    assert kinds(decisions) == [("rejected", "preemption_illegal"),
+                                ("rejected", "preemption_illegal"),
+                                ("rejected", "victim_gone"),
+                                ("rejected", "victim_gang_split"),
+                                ("rejected", "victim_gang_split")]
+    assert "production may not preempt t/prod1 (production)" in decisions[0]["data"]["message"]
+    # The whole gang goes: legal, and the room is there.
+    [ok] = await service.decide([placement("x6", [("p", "n3")], cpu=2000,
+                                           victims=[(f"g{i}", "n3") for i in range(3)])])
+    assert kinds([ok]) == [("committed", None)]
+    # A victim evicted earlier in a batch cannot be evicted again in it.
+    await append_events(store, node("n4"), pod("v", priority=BE, node_name="n4"),
+                        pod("r1", priority=PROD), pod("r2", priority=PROD),
+                        pod("filler", priority=BE, node_name="n4"))
+    twice = await service.decide([placement("y1", [("r1", "n4")], victims=[("v", "n4")]),
+                                  placement("y2", [("r2", "n4")], victims=[("v", "n4")])])
+    assert kinds(twice) == [("committed", None), ("rejected", "victim_gone")]
+    assert not [t for t, _ in await log_types(store) if t == POD_EVICTED][4:]
+    report = await audit_store(store)
+    assert report["ok"], report
+    await service.stop()
+
+
+def _forged_log(victim_priority: int, gang_min: int | None = None) -> list[tuple[int, dict]]:
+    """A log whose decision evicts by hand, as a buggy or foreign writer might."""
+    events = [node("n1"), node("n2")]
+    if gang_min:
+        events += [podgroup("g", gang_min), pod("v", priority=victim_priority, gang="g",
+                                                node_name="n1"),
+                   pod("w", priority=victim_priority, gang="g", node_name="n2")]
+    else:
+        events += [pod("v", "2", priority=victim_priority, node_name="n1")]
+    events += [pod("p", "2", priority=PROD)]
+    cpu = 2000
+    if gang_min:
+        events[-1] = pod("p", priority=PROD)
+        cpu = 1000
+    data = placement("f", [("p", "n1")], cpu=cpu, victims=[("v", "n1")])
+    did = decision_id("f")
+    events += [ev(f"evicted-f-{v['pod']}", POD_EVICTED,
+                  {"pod": v["pod"], "node": v["node"], "reason": "Preempted", "decision": did})
+               for v in data["victims"]]
+    events += [ev(did, PLACEMENT_COMMITTED, data)]
+    return list(enumerate(events, start=1))
+
+
+def test_audit_flags_prod_preempting_prod_and_split_gangs():
+    assert audit_events(_forged_log(BATCH))["ok"]
+    report = audit_events(_forged_log(PROD + 1))
+    assert report["by_kind"] == {"preemption_illegal": 1}
+    assert "production pod(s) t/p evicted t/v (production)" in report["violations"][0]["detail"]
+    # The band config decides: with production from 1001 up, the victim is production
+    # and the preemptor (1000) only batch: illegal either way round.
+    assert not audit_events(_forged_log(PROD + 1), bands=parse_bands({"production": 1001}))["ok"]
+    # ... and with monitoring from 1000, the preemptor is monitoring: still prod on prod.
+    assert audit_events(_forged_log(PROD + 1), bands=parse_bands(
+        {"monitoring": 1000, "production": 500}))["by_kind"] == {"preemption_illegal": 1}
+    split = audit_events(_forged_log(BATCH, gang_min=2))
+    assert split["by_kind"] == {"gang_split": 1}
+    # victims named but never evicted, and an eviction for a decision that never comes
+    log = _forged_log(BATCH)
+    dropped = [e for e in log if e[1]["type"] != POD_EVICTED]
+    assert audit_events(dropped)["by_kind"]["preemption_unrecorded"] == 1
+    orphan = [e for e in log if e[1]["type"] != PLACEMENT_COMMITTED]
+    assert audit_events(orphan)["by_kind"] == {"preemption_unrecorded": 1}
+
+
+def _records(events: list[dict]) -> list:
+    topics = TopicNames()
+    return [record_for_event(e, topics, "test") for e in events]
+
+
+@contextlib.asynccontextmanager
+async def up_running(url: str, events: list[dict], **config):
+    """The whole system in this process (embedded bus) on ``url``, fed ``events``;
+    yields a store connection for adding events and reading the log."""
+    runner = Up(UpConfig(store=url, progress_every=0, **config), _records(events))
+    task = asyncio.create_task(runner.run())
+    es = open_store(url)
+    await es.connect()
+    await es.migrate()
+    try:
+        yield es
+    finally:
+        await runner.stop()
+        await asyncio.wait_for(task, 30)
+        await es.close()
+
+
+async def until(es, predicate, what: str, within: float = 30.0):
+    """The folded log once ``predicate(state, events)`` holds (fails after ``within`` s)."""
+    deadline = time.monotonic() + within
+    while True:
+        state = await fold_log(es)
+        events = [orjson.loads(r.payload) for r in await es.read(0, 1_000_000)]
+        if predicate(state, events):
+            return state, events
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+def reported(events: list[dict], pod_key: str) -> bool:
+    return any(e["type"] == POD_UNSCHEDULABLE and e["data"]["pod"] == pod_key for e in events)
+
+
+def phase(state, key: str) -> str:
+    return state.pod(key)["phase"]
+
+
+def running(state, gang: str) -> int:
+    """Running members of ``gang`` (0 while the log does not have it yet)."""
+    return state.summary()["gangs"].get(gang, {}).get("Running", 0)
+
+
+async def test_replica_preempts_lowest_bands_first_end_to_end(store_url):
+    # 4 nodes of 2 cpu, full: best-effort on n1/n2, batch on n3, production on n4.
+    events = [node(f"n{i}") for i in range(1, 5)]
+    events += [pod("be1", "2", priority=BE, node_name="n1"),
+               pod("be2", "2", priority=BE + 1, node_name="n2"),
+               pod("batch3", "2", priority=BATCH, node_name="n3"),
+               pod("prod4", "2", priority=PROD, node_name="n4"),
+               pod("urgent", "2", priority=PROD + 10)]
+    async with up_running(store_url, events) as es:
+        state, evs = await until(es, lambda s, e: reported(e, "t/be1"), "the victim's report")
+        assert state.pod("t/urgent")["node"] == "n1"  # lowest victim: best-effort, priority 0
+        assert phase(state, "t/be1") == "Pending"
+        assert all(phase(state, f"t/{k}") == "Running" for k in ("be2", "batch3", "prod4"))
+        # The victim cannot preempt anything back (best-effort): reported, nothing else.
+        assert {e["data"]["pod"] for e in evs if e["type"] == POD_UNSCHEDULABLE} == {"t/be1"}
+        # Production never preempts production; be2 (best-effort) goes before batch3.
+        await append_events(es, pod("urgent2", "2", priority=PROD))
+        state, _ = await until(es, lambda s, e: reported(e, "t/be2"), "be2 evicted")
+        assert state.pod("t/urgent2")["node"] == "n2"
+        await append_events(es, pod("urgent3", "2", priority=PROD))
+        state, _ = await until(es, lambda s, e: reported(e, "t/batch3"), "batch3 evicted")
+        assert state.pod("t/urgent3")["node"] == "n3"
+        await append_events(es, pod("urgent4", "2", priority=PROD))
+        state, _ = await until(es, lambda s, e: reported(e, "t/urgent4"), "urgent4 reported")
+        assert phase(state, "t/urgent4") == "Pending"  # only prod left: nothing to evict
+        assert phase(state, "t/prod4") == "Running"
+        report = await audit_store(es)
+    assert report["ok"], report
+    assert report["checked"]["preemptions"] == 3
+
+
+async def test_a_gang_preempts_whole_and_a_victim_gang_goes_whole(store_url):
+    events = [node(f"n{i}") for i in range(1, 5)]
+    events += [podgroup("low", 2), *(pod(f"l{i}", "2", gang="low", priority=BE,
+                                         node_name=f"n{i + 1}") for i in range(2)),
+               pod("b3", "2", priority=BATCH, node_name="n3"),
+               pod("b4", "2", priority=BATCH, node_name="n4"),
+               podgroup("hi", 3), *(pod(f"h{i}", "2", gang="hi", priority=PROD)
+                                    for i in range(3))]
+    async with up_running(store_url, events) as es:
+        state, evs = await until(
+            es, lambda s, e: running(s, "t/hi") == 3 and reported(e, "t/l0"),
+            "the gang placed and the victims reported")
+        gangs = state.summary()["gangs"]
+        assert gangs["t/low"]["Running"] == 0  # evicted whole: both best-effort members
+        evicted = [e["data"]["pod"] for e in evs if e["type"] == POD_EVICTED]
+        # the gang's three members: the low gang (cheapest band) and one batch pod
+        assert {"t/l0", "t/l1"} <= set(evicted) and len(evicted) == 3
+        report = await audit_store(es)
+    assert report["ok"], report
+
+
+async def test_two_big_gangs_never_deadlock(pg_url):
+    # Volcano's classic: two 100-pod jobs on 100 nodes, each pod needing a whole node.
+    n = 100
+    events = [node(f"n{i:03d}") for i in range(n)]
+    for g in ("a", "b"):
+        events.append(podgroup(g, n))
+    for i in range(n):  # interleaved, as two job controllers would submit them
+        events.append(pod(f"a{i:03d}", "2", gang="a", priority=BATCH))
+        events.append(pod(f"b{i:03d}", "2", gang="b", priority=BATCH))
+
+    def one_gang_and_reports(s, e):
+        return {running(s, "t/a"), running(s, "t/b")} == {0, n} and any(
+            x["type"] == POD_UNSCHEDULABLE for x in e)
+
+    async with up_running(pg_url, events) as es:
+        state, evs = await until(es, one_gang_and_reports, "one whole gang placed")
+        gangs = state.summary()["gangs"]
+        loser = "a" if gangs["t/a"]["Running"] == 0 else "b"
+        assert gangs[f"t/{loser}"]["Pending"] == n  # the loser holds nothing
+        reports = [e for e in evs if e["type"] == POD_UNSCHEDULABLE]
+        assert all(e["data"]["pod"].startswith(f"t/{loser}") for e in reports)
+        assert f"gang t/{loser}: 0/100 members fit; short of cpu: 200" in \
+            reports[0]["data"]["message"]
+        # The winner finishes: the loser runs whole. Nobody waited on a partial holding.
+        winner = "b" if loser == "a" else "a"
+        await append_events(es, *(ev(f"done-{winner}{i:03d}", POD_SUCCEEDED,
+                                     {"metadata": {"name": f"{winner}{i:03d}",
+                                                   "namespace": "t"}}) for i in range(n)))
+        await until(es, lambda s, e: running(s, f"t/{loser}") == n,
+                    "the second gang placed")
+        report = await audit_store(es)
+    assert report["ok"] and report["checked"]["gang_decisions"] == 2
+
+
+async def test_a_priority_class_mapped_to_a_lower_band_is_preemptible(store_url):
+    victim = pod("v", "2", priority=PROD, node_name="n1")
+    victim["data"]["spec"]["priorityClassName"] = "nightly"
+    bands = parse_bands({"classes": {"nightly": "batch"}})
+    events = [node("n1"), victim, pod("p", "2", priority=PROD)]
+    async with up_running(store_url, events, bands=bands) as es:
+        state, _ = await until(es, lambda s, e: reported(e, "t/v"), "the victim's report")
+        assert phase(state, "t/p") == "Running" and phase(state, "t/v") == "Pending"
+        assert (await audit_store(es, bands=bands))["ok"]
+        # Audited with the default bands (no class mapping) the eviction is prod on prod.
+        assert (await audit_store(es))["by_kind"] == {"preemption_illegal": 1}
+
+
+def test_bands_from_the_config_file_flag_and_environment(tmp_path):
+    from click.testing import CliRunner
+
+    from esched.services.cli import EXIT_USAGE, cli
+
+    store = f"sqlite:///{tmp_path / 'a.sqlite'}"
+    good = tmp_path / "good.yaml"
+    # class names keep their dashes (config keys elsewhere may be spelled either way)
+    good.write_text("bands:\n  production: 500\n  classes:\n    nightly-etl: batch\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("bands:\n  classes:\n    nightly-etl: urgent\n")
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["--config", str(good), "audit", "--store", store])
+    assert ok.exit_code == 0, ok.output
+    res = runner.invoke(cli, ["--config", str(bad), "audit", "--store", store])
+    assert res.exit_code == EXIT_USAGE and "bands.classes.nightly-etl" in res.output
+    res = runner.invoke(cli, ["audit", "--store", store, "--bands", "{batch: 5000}"])
+    assert res.exit_code == EXIT_USAGE and "monitoring > production > batch" in res.output
+    res = runner.invoke(cli, ["audit", "--store", store], env={"ESCHED_BANDS": str(good)})
+    assert res.exit_code == 0, res.output
