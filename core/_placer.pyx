@@ -26,9 +26,12 @@ Per pod (by equivalence class):
    MostAllocated) and/or BalancedAllocation, each on exactly (cpu, memory) -- kube's
    default -- ``_place`` runs ``_scan_fused`` instead: module-level ``nogil`` code, no
    per-plugin dispatch, per-class constants in locals; without the cache it scores
-   blocks of contiguous nodes branch-light (``_score_block``) and then walks each block
+   blocks of contiguous nodes with the vectorized kernel of ``_fused_block.h``
+   (structure-of-arrays double columns, AVX2/AVX-512 chosen at import; the scalar
+   ``_score_block`` where capacities exceed its exact range) and then walks each block
    in visit order, so the sampling stop, best, ties and RNG draws are those of the
-   per-node loop. Divisions by capacity use the placer's per-node reciprocals with an
+   per-node loop; a block whose best score is below the best so far, where sampling
+   does not stop, is only counted. Divisions by capacity use the placer's per-node reciprocals with an
    exact integer correction (Fit) or an exact-quotient fallback near integer results
    (BalancedAllocation): the integer scores are kube's, bit for bit
    (tests/core/test_placer.py checks it against the plugin table).
@@ -84,7 +87,7 @@ from esched.core.scoring._requested_to_capacity_ratio cimport (
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 
-__all__ = ["EXTERNAL_PLUGIN_KINDS", "Placer", "num_feasible_nodes_to_find", "REASONS"]
+__all__ = ["EXTERNAL_PLUGIN_KINDS", "Placer", "num_feasible_nodes_to_find", "REASONS", "SIMD"]
 
 #: Profile plugin kinds the placer does not score itself (see Placer.place's ``extra``).
 EXTERNAL_PLUGIN_KINDS = frozenset({"FGD"})
@@ -152,6 +155,59 @@ cdef extern from *:
     uint64_t esched_mulhi(uint64_t a, uint64_t b) nogil
 
 
+cdef extern from "_fused_block.h" nogil:
+    """
+    """
+    enum:
+        ESCHED_FB_BLOCK
+        ESCHED_FB_MAX_NEED
+        ESCHED_FB_DEAD
+        ESCHED_FB_INFEASIBLE
+        ESCHED_FB_SPECIAL
+    ctypedef struct esched_fblock:
+        const double* u0
+        const double* u1
+        const double* z0
+        const double* z1
+        const double* a0
+        const double* a1
+        const double* i0
+        const double* i1
+        const double* pen
+        const double* need_used[ESCHED_FB_MAX_NEED]
+        const double* need_alloc[ESCHED_FB_MAX_NEED]
+        double need_val[ESCHED_FB_MAX_NEED]
+        int n_need
+        double pen_ok
+        double fr0, fr1, br0, br1, rw0, rw1, ws, inv_ws, w_fit, w_bal
+        int do_fit, least, do_bal
+    ctypedef struct esched_fbsum:
+        int32_t max
+        int32_t n_feasible
+        int32_t n_visited
+    void esched_fblock_score(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m,
+                             int32_t* out, esched_fbsum* sum) noexcept
+    void esched_fblock_init(const char* cap) noexcept
+    const char* esched_fblock_isa
+
+
+def _py_set_simd(cap: str = "") -> str:
+    """Run the block kernel with the widest body this CPU has, at most ``cap``.
+
+    ``cap``: ``""`` (the widest), ``"avx512"``, ``"avx2"`` or ``"baseline"``; returns the
+    body chosen. Import calls it with ``ESCHED_SIMD``; tests call it to compare bodies.
+    """
+    global SIMD
+    esched_fblock_init(cap.encode())
+    SIMD = esched_fblock_isa.decode()
+    return SIMD
+
+
+#: The instruction set the vectorized block kernel runs with (``baseline``, ``avx2``, ``avx512``).
+SIMD = "baseline"
+_py_set_simd(__import__("os").environ.get("ESCHED_SIMD", ""))
+
+
 cdef inline uint64_t below(uint64_t* state, uint64_t bound) noexcept nogil:
     # A draw in [0, bound) by multiply-shift (Lemire), not a 64-bit modulo: no idiv.
     return esched_mulhi(xorshift64(state), bound)
@@ -168,13 +224,29 @@ cdef inline uint64_t xorshift64(uint64_t* state) noexcept nogil:
 
 
 cdef enum:
+    # Placer.soa rows after the 2 * n_res used/allocatable rows (offsets from 2 * n_res).
+    ROW_Z0 = 0          # non-zero used cpu
+    ROW_Z1 = 1          # non-zero used memory
+    ROW_I0 = 2          # 1 / allocatable cpu (0 when 0)
+    ROW_I1 = 3          # 1 / allocatable memory
+    ROW_PEN = 4         # 0 schedulable, 1 cordoned, 2 dead
+    SOA_EXTRA = 5
+    CAP_ZERO = 1        # capflag: cpu or memory capacity 0 (scored per node)
+    CAP_BIG = 2         # capflag: a capacity >= FB_EXACT_LIMIT (no vectorized kernel)
+
+cdef enum:
+    NODE_GROUP_SCORE = 200  # a node in a preferred node group of the queue (weight 2 x 100)
     MAX_PLUGINS = 8     # score plugins per profile
     SRC_SKIP = -1       # resource not scored for this pod (extended, not requested)
     SRC_USED = 0        # node side is the allocated requests
     SRC_NZ_CPU = 1      # node side is the non-zero cpu sum
     SRC_NZ_MEM = 2      # node side is the non-zero memory sum
     MAX_NEED = 16       # requested columns the fused resource check handles
-    SCAN_BLOCK = 128    # nodes scored per block by the fused scan
+    # nodes scored per block by the fused scan: ESCHED_FB_BLOCK (_fused_block.h), 128
+
+# Vectorized block scoring is exact while capacities and requests stay below this
+# (see _fused_block.h): 64 TiB of memory, 2**46 milli-CPU.
+cdef long long FB_EXACT_LIMIT = 1LL << 46
 
 
 ctypedef struct ClassView:
@@ -192,6 +264,8 @@ ctypedef struct ClassView:
     bint tolerates_unschedulable
     bint has_labels
     bint has_taints
+    const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
+    bint has_pref
     # Per plugin k and resource i, resolved once per class (not per node):
     units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
     int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)
@@ -215,6 +289,11 @@ ctypedef struct ClassView:
     units_t need_val[MAX_NEED]
     units_t fit_req0, fit_req1   # fit plugin: non-zero cpu, memory
     units_t bal_req0, bal_req1   # BalancedAllocation: requested cpu, memory
+    # Vectorized block scoring (_fused_block.h), filled by Placer._view when it applies:
+    # fused profile, every capacity and request of this class below FB_EXACT_LIMIT.
+    bint use_fb
+    bint fb_special              # some node has a zero cpu or memory capacity
+    esched_fblock fb
 
 
 ctypedef struct ClassConst:
@@ -232,6 +311,8 @@ ctypedef struct ClassConst:
     bint tolerates_unschedulable
     bint has_labels
     bint has_taints
+    const word_t* pref_mask
+    bint has_pref
 
 
 ctypedef struct Fused:
@@ -274,6 +355,23 @@ cdef inline bint _taints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
     for w in range(v.taint_words):
         bad |= taints[w] & v.intolerable[w]
     return bad == 0
+
+
+cdef inline score_t _node_group_score(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """Volcano's preferred node groups: NODE_GROUP_SCORE on a node in one of them.
+
+    kube's NodeAffinity scores preferred terms 0..100 with plugin weight 2 by default;
+    a node in a preferred group of the pod's queue gets that (2 * 100), others 0.
+    """
+    cdef int w
+    cdef const word_t* labels
+    if not v.has_pref:
+        return 0
+    labels = v.label_bits + n * v.label_words
+    for w in range(v.label_words):
+        if labels[w] & v.pref_mask[w]:
+            return NODE_GROUP_SCORE
+    return 0
 
 
 cdef inline bint _selector_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
@@ -382,7 +480,7 @@ cdef inline long long _div_by_cap(long long num, long long cap, double inv_cap) 
 
 
 cdef void _score_block(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
-                       score_t* buf) noexcept nogil:
+                       int32_t* buf) noexcept nogil:
     """buf[i] = total of node n0 + i, -1 if infeasible, -2 if not alive.
 
     _fits and _fused_total inlined by hand with the per-class and per-profile constants
@@ -473,7 +571,42 @@ cdef void _score_block(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssi
         elif bad:
             buf[i] = -1
         else:
-            buf[i] = total
+            buf[i] = <int32_t>total
+
+
+cdef void _score_block_fb(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
+                          int32_t* buf, esched_fbsum* sm) noexcept nogil:
+    """_score_block through the vectorized kernel (v.use_fb), same results, plus the
+    block's summary (best score, feasible and visited counts) for the walk.
+
+    The kernel checks resources and cordons and scores; label and taint constraints
+    and nodes with a zero cpu or memory capacity are finished here, per node.
+    """
+    cdef Py_ssize_t i, n
+    cdef int32_t sc
+    esched_fblock_score(&v.fb, n0, m, buf, sm)
+    if not (v.has_taints or v.has_labels or v.fb_special):
+        return
+    sm.max = -1
+    sm.n_feasible = 0
+    for i in range(m):
+        sc = buf[i]
+        if sc == ESCHED_FB_DEAD or sc == ESCHED_FB_INFEASIBLE:
+            continue
+        n = n0 + i
+        if (v.has_taints and not _taints_ok(v, n)) or (v.has_labels and not _selector_ok(v, n)):
+            buf[i] = sc = ESCHED_FB_INFEASIBLE
+            continue
+        if sc == ESCHED_FB_SPECIAL:
+            buf[i] = sc = <int32_t>_fused_total(F, v, n)
+        sm.n_feasible += 1
+        if sc > sm.max:
+            sm.max = sc
+    # n_visited (alive nodes) is what the kernel counted: SPECIAL entries are alive
+    # and were not counted there
+    sm.n_visited = 0
+    for i in range(m):
+        sm.n_visited += buf[i] >= ESCHED_FB_INFEASIBLE
 
 
 cdef Py_ssize_t _scan_cached(const Fused* F, const ClassView* v, Py_ssize_t N, Py_ssize_t start,
@@ -539,7 +672,8 @@ cdef Py_ssize_t _scan_fused(const Fused* F, const ClassView* v, Py_ssize_t N, Py
     cdef Py_ssize_t k = 0, best = -1
     cdef long long found = 0, visited = 0, ties = 0
     cdef score_t sc, best_score = -1
-    cdef score_t buf[SCAN_BLOCK]
+    cdef int32_t buf[ESCHED_FB_BLOCK]
+    cdef esched_fbsum sm
     cdef Py_ssize_t n0, m, i
     if use_cache:
         return _scan_cached(F, v, N, start, target, rng, ck, cv, cs, ver, key_base, slot_base,
@@ -553,9 +687,19 @@ cdef Py_ssize_t _scan_fused(const Fused* F, const ClassView* v, Py_ssize_t N, Py
         m = N - k
         if m > N - n0:
             m = N - n0
-        if m > SCAN_BLOCK:
-            m = SCAN_BLOCK
-        _score_block(F, v, n0, m, buf)
+        if m > ESCHED_FB_BLOCK:
+            m = ESCHED_FB_BLOCK
+        if v.use_fb:
+            _score_block_fb(F, v, n0, m, buf, &sm)
+            if sm.max < best_score and found + sm.n_feasible < target:
+                # Nothing here beats or ties the best and the sampling does not stop
+                # here: the per-node walk below would only count.
+                visited += sm.n_visited
+                found += sm.n_feasible
+                k += m
+                continue
+        else:
+            _score_block(F, v, n0, m, buf)
         for i in range(m):
             sc = buf[i]
             if sc < 0:
@@ -590,7 +734,7 @@ class _Compiled:
     """The numpy arrays behind a ClassView and the intern sizes they were built for."""
 
     __slots__ = ("stamp", "expr_mask", "expr_mode", "term_off", "intolerable",
-                 "tolerates_unschedulable", "has_labels", "has_taints")
+                 "tolerates_unschedulable", "has_labels", "has_taints", "pref_mask", "has_pref")
 
 
 def _tolerates(tol: dict, key: str, value: str, effect: str) -> bool:
@@ -648,6 +792,13 @@ cdef class Placer:
     cdef units_t[:, ::1] nzu
     cdef long long[::1] ver
     cdef long long[::1] sver
+    # Structure-of-arrays double columns for the vectorized block kernel, [row, node]:
+    # rows 0..n_res-1 used, n_res..2*n_res-1 allocatable, then ROW_* after those.
+    cdef object soa_np
+    cdef double[:, ::1] soa
+    cdef object capflag_np
+    cdef int8_t[::1] capflag             # [node] CAP_ZERO | CAP_BIG
+    cdef long long n_zero_cap, n_big_cap # nodes with such a flag
     cdef long long tick
     cdef Py_ssize_t n_nodes, n_res
     cdef public long long synced_position
@@ -672,6 +823,8 @@ cdef class Placer:
     cdef public object gang_failure      # the last failed plan_gang's report (or None)
     cdef object evicted_np               # bool[pod]: victims this placer assumed evicted
     cdef object band_cfg, band_np        # BandConfig and uint8[class] bands resolved with it
+    cdef dict hidden                     # reserved node name -> slot, hidden in this view
+    cdef dict preempt_cache              # select_victims' sorted running pods, per position
 
     def __cinit__(self):
         self.specs = NULL
@@ -703,6 +856,8 @@ cdef class Placer:
         self.calls = 0
         self.gang_failure = None
         self.evicted_np = None
+        self.hidden = {}
+        self.preempt_cache = {}
         self.band_cfg = None
         self.band_np = np.zeros(0, dtype=np.uint8)
         self.class_last_np = np.zeros(0, dtype=np.int64)
@@ -847,6 +1002,11 @@ cdef class Placer:
             self.alloc_np = np.array(st.allocatable_np[: self.n_nodes, : self.n_res], order="C",
                                      copy=True)
             self.alloc = self.alloc_np
+            if self.fused.on and self.n_nodes > 0:
+                # Every node's reciprocals (the loop below renews only changed nodes).
+                for j, c in enumerate((self.fused.c0, self.fused.c1)):
+                    cap = self.alloc_np[:, c].astype(np.float64)
+                    np.divide(1.0, cap, out=self.inv_np[:, j], where=cap != 0)
             ver = np.zeros(self.n_nodes, dtype=np.int64)
             sver = np.full(self.n_nodes, -1, dtype=np.int64)
             if self.ver_np is not None:
@@ -856,6 +1016,7 @@ cdef class Placer:
             self.ver_np, self.sver_np = ver, sver
             self.ver = self.ver_np
             self.sver = self.sver_np
+            self._fill_soa()
         cdef long long[::1] sv = st.version_np
         for n in range(self.n_nodes):
             # A node touched by an assumption (sver == -2) or changed in the state is new.
@@ -871,11 +1032,102 @@ cdef class Placer:
                     c1 = st.allocatable[n, self.fused.c1]
                     self.inv[n, 0] = 1.0 / <double>c0 if c0 != 0 else 0.0
                     self.inv[n, 1] = 1.0 / <double>c1 if c1 != 0 else 0.0
+                    self._soa_node(n, st.flags[n])
                 self.tick += 1
                 self.ver[n] = self.tick
                 self.sver[n] = sv[n]
         self.synced_position = st.position
         self.evicted_np = None  # assumed evictions die with the other assumptions
+        self._hide_reserved(None)
+
+    def _hide_reserved(self, gang) -> None:
+        """Make nodes reserved for a gang other than ``gang`` infeasible in this view.
+
+        A reserved node shows no free pod slot (its ``pods`` capacity reads 0), so no
+        placement, preemption or gang plan of anyone else lands there; ``gang``'s own
+        reserved nodes show their real capacity. Only the few reserved nodes are
+        touched, and a changed row gets a new placer version (its cache entries die).
+        """
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t n, col
+        if not st.reserved_nodes and not self.hidden:
+            return
+        col = st.res_index["pods"]
+        hidden = {}
+        for name, owner in st.reserved_nodes.items():
+            if owner != gang:
+                hidden[name] = st.node_index[name]
+        for name, idx in list(self.hidden.items()) + list(hidden.items()):
+            n = idx
+            if n >= self.n_nodes:
+                continue
+            want = 0 if name in hidden and st.node_index.get(name) == idx else st.allocatable[n, col]
+            if self.alloc[n, col] != want:
+                self.alloc[n, col] = want
+                if self.fused.on:
+                    self._soa_node(n, st.flags[n])  # the vectorized kernel reads soa
+                self.tick += 1
+                self.ver[n] = self.tick
+        self.hidden = hidden
+
+    def _fill_soa(self) -> None:
+        # After a reshape: every node's soa columns and cap flags from the copies.
+        cdef Py_ssize_t R = self.n_res, N = self.n_nodes
+        soa = np.zeros((2 * R + SOA_EXTRA, max(N, 1)), dtype=np.float64)
+        capflag = np.zeros(max(N, 1), dtype=np.int8)
+        self.n_zero_cap = self.n_big_cap = 0
+        if self.fused.on and N > 0:
+            soa[:R, :N] = self.used_np.T
+            soa[R:2 * R, :N] = self.alloc_np.T
+            soa[2 * R + ROW_Z0, :N] = self.nzu_np[:, 0]
+            soa[2 * R + ROW_Z1, :N] = self.nzu_np[:, 1]
+            soa[2 * R + ROW_I0, :N] = self.inv_np[:, 0]
+            soa[2 * R + ROW_I1, :N] = self.inv_np[:, 1]
+            flags = self.state.flags_np[:N]
+            soa[2 * R + ROW_PEN, :N] = np.where(
+                flags & NODE_ALIVE, np.where(flags & NODE_UNSCHEDULABLE, 1.0, 0.0), 2.0)
+            a = self.alloc_np
+            zero = (a[:, self.fused.c0] == 0) | (a[:, self.fused.c1] == 0)
+            big = (a >= FB_EXACT_LIMIT).any(axis=1) if R else np.zeros(N, dtype=bool)
+            capflag[:N] = zero * CAP_ZERO + big * CAP_BIG
+            self.n_zero_cap = int(zero.sum())
+            self.n_big_cap = int(big.sum())
+        self.soa_np = soa
+        self.soa = soa
+        self.capflag_np = capflag
+        self.capflag = capflag
+
+    cdef void _soa_node(self, Py_ssize_t n, flag_t fl) noexcept:
+        # Node n's soa columns and cap flag from the placer's integer copies.
+        cdef Py_ssize_t R = self.n_res, r
+        cdef int8_t old = self.capflag[n], new = 0
+        for r in range(R):
+            self.soa[r, n] = <double>self.used[n, r]
+            self.soa[R + r, n] = <double>self.alloc[n, r]
+            if self.alloc[n, r] >= FB_EXACT_LIMIT:
+                new |= CAP_BIG
+        if self.alloc[n, self.fused.c0] == 0 or self.alloc[n, self.fused.c1] == 0:
+            new |= CAP_ZERO
+        self.soa[2 * R + ROW_Z0, n] = <double>self.nzu[n, 0]
+        self.soa[2 * R + ROW_Z1, n] = <double>self.nzu[n, 1]
+        self.soa[2 * R + ROW_I0, n] = self.inv[n, 0]
+        self.soa[2 * R + ROW_I1, n] = self.inv[n, 1]
+        self.soa[2 * R + ROW_PEN, n] = (
+            2.0 if not (fl & NODE_ALIVE) else 1.0 if fl & NODE_UNSCHEDULABLE else 0.0)
+        self.n_zero_cap += ((new & CAP_ZERO) != 0) - ((old & CAP_ZERO) != 0)
+        self.n_big_cap += ((new & CAP_BIG) != 0) - ((old & CAP_BIG) != 0)
+        self.capflag[n] = new
+
+    cdef inline void _soa_used(self, Py_ssize_t n) noexcept:
+        # Node n's used and non-zero columns in soa after self.used / self.nzu changed
+        # (every writer of those two calls this: the vectorized kernel reads soa).
+        cdef Py_ssize_t r
+        if not self.fused.on:
+            return
+        for r in range(self.n_res):
+            self.soa[r, n] = <double>self.used[n, r]
+        self.soa[2 * self.n_res + ROW_Z0, n] = <double>self.nzu[n, 0]
+        self.soa[2 * self.n_res + ROW_Z1, n] = <double>self.nzu[n, 1]
 
     cdef inline void _ensure_synced(self):
         if self.synced_position != self.state.position or self.state.n_nodes != self.n_nodes \
@@ -910,6 +1162,9 @@ cdef class Placer:
         if node_group.get("anti"):
             exprs.append((EXPR_NONE, bits_for_values(NODE_GROUP_LABEL, node_group["anti"])))
         offsets.append(len(exprs))
+        pref = np.zeros(max(W, 1), dtype=np.uint64)
+        for b in bits_for_values(NODE_GROUP_LABEL, node_group.get("preferred") or ()):
+            pref[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
         required = cons.get("required") or {}
         for term in required.get("nodeSelectorTerms") or ():
             expressions = term.get("matchExpressions") or []
@@ -966,6 +1221,8 @@ cdef class Placer:
             _tolerates(t, "node.kubernetes.io/unschedulable", "", "NoSchedule") for t in tolerations)
         comp.has_labels = n_e > 0
         comp.has_taints = any_taint
+        comp.pref_mask = pref
+        comp.has_pref = bool(pref.any())
         self.compiled[cid] = comp
         return comp
 
@@ -979,6 +1236,7 @@ cdef class Placer:
         cdef int8_t[::1] mode
         cdef int32_t[::1] off
         cdef word_t[::1] intol
+        cdef word_t[::1] pmask
         if not (cc.s0 == s0 and cc.s1 == s1 and cc.s2 == st.label_words
                 and cc.s3 == st.taint_words):
             # Same stamp as _compile's; the memo saves its dict lookups and the
@@ -998,6 +1256,9 @@ cdef class Placer:
             cc.tolerates_unschedulable = comp.tolerates_unschedulable
             cc.has_labels = comp.has_labels
             cc.has_taints = comp.has_taints
+            pmask = comp.pref_mask
+            cc.pref_mask = &pmask[0]
+            cc.has_pref = comp.has_pref
             cc.s0, cc.s1, cc.s2, cc.s3 = s0, s1, st.label_words, st.taint_words
         v.req = &st.class_req[cid, 0]
         v.nz_cpu = st.class_nz[cid, 0]
@@ -1012,6 +1273,8 @@ cdef class Placer:
         v.tolerates_unschedulable = cc.tolerates_unschedulable
         v.has_labels = cc.has_labels
         v.has_taints = cc.has_taints
+        v.pref_mask = cc.pref_mask
+        v.has_pref = cc.has_pref
         v.alloc = &self.alloc[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
@@ -1040,6 +1303,7 @@ cdef class Placer:
         v.fit_req1 = v.nz_mem
         v.bal_req0 = v.req[self.fused.c0] if self.fused.on else 0
         v.bal_req1 = v.req[self.fused.c1] if self.fused.on else 0
+        self._view_fb(v)
         for k in range(self.n_specs):
             s = &self.specs[k]
             for i in range(s.n_res):
@@ -1058,6 +1322,53 @@ cdef class Placer:
                     v.src[k][i] = SRC_SKIP
                 v.pod_req[k][i] = pod_req
         return 0
+
+    cdef void _view_fb(self, ClassView* v) noexcept:
+        # The vectorized kernel's inputs for this class, or v.use_fb = False.
+        cdef Fused* F = &self.fused
+        cdef esched_fblock* k = &v.fb
+        cdef Py_ssize_t R = self.n_res, j
+        cdef int n_need = v.n_need
+        v.use_fb = (F.on and self.n_nodes > 0 and 0 <= n_need <= ESCHED_FB_MAX_NEED
+                    and self.n_big_cap == 0
+                    and v.nz_cpu < FB_EXACT_LIMIT and v.nz_mem < FB_EXACT_LIMIT)
+        if not v.use_fb:
+            return
+        for j in range(n_need):
+            if v.need_val[j] >= FB_EXACT_LIMIT:
+                v.use_fb = False   # fits nowhere exact anyway; leave it to the scalar path
+                return
+        v.fb_special = self.n_zero_cap > 0
+        cdef double* base = &self.soa[0, 0]
+        cdef Py_ssize_t S = self.soa.shape[1]
+        k.u0 = base + F.c0 * S
+        k.u1 = base + F.c1 * S
+        k.a0 = base + (R + F.c0) * S
+        k.a1 = base + (R + F.c1) * S
+        k.z0 = base + (2 * R + ROW_Z0) * S
+        k.z1 = base + (2 * R + ROW_Z1) * S
+        k.i0 = base + (2 * R + ROW_I0) * S
+        k.i1 = base + (2 * R + ROW_I1) * S
+        k.pen = base + (2 * R + ROW_PEN) * S
+        k.n_need = n_need
+        for j in range(n_need):
+            k.need_used[j] = base + v.need_col[j] * S
+            k.need_alloc[j] = base + (R + v.need_col[j]) * S
+            k.need_val[j] = <double>v.need_val[j]
+        k.pen_ok = 1.0 if v.tolerates_unschedulable else 0.0
+        k.fr0 = <double>v.fit_req0
+        k.fr1 = <double>v.fit_req1
+        k.br0 = <double>v.bal_req0
+        k.br1 = <double>v.bal_req1
+        k.rw0 = <double>F.rw0
+        k.rw1 = <double>F.rw1
+        k.ws = <double>F.ws_both
+        k.inv_ws = 1.0 / <double>F.ws_both if F.ws_both else 0.0
+        k.w_fit = <double>F.w_fit
+        k.w_bal = <double>F.w_bal
+        k.do_fit = F.has_fit and F.ws_both != 0
+        k.least = F.fit_least
+        k.do_bal = F.has_bal
 
     # ------------------------------------------------------------------ kernels
 
@@ -1257,7 +1568,7 @@ cdef class Placer:
                 return self.cs[slot]
             self.misses += 1
         reasons = self._feasible(n, v, False)
-        total = -1 if reasons else self._total(n, v, cid)
+        total = -1 if reasons else self._total(n, v, cid) + _node_group_score(v, n)
         if use_cache:
             self.ck[slot] = key
             self.cv[slot] = self.ver[n]
@@ -1291,7 +1602,8 @@ cdef class Placer:
         if start >= N:
             start = 0
         cdef long long misses = 0
-        if self.fused.on and v.n_need >= 0 and self.ext_mask == NULL and self.ext_score == NULL:
+        if self.fused.on and v.n_need >= 0 and not v.has_pref and self.ext_mask == NULL \
+                and self.ext_score == NULL:
             best = _scan_fused(&self.fused, v, N, start, target, &self.rng, use_cache,
                                &self.ck[0], &self.cv[0], &self.cs[0], ver, key_base, slot_base,
                                &best_score, &visited, &hits, &misses, &k)
@@ -1383,6 +1695,7 @@ cdef class Placer:
             self.used[n, r] += sign * st.class_req[cid, r]
         self.nzu[n, 0] += sign * st.class_nz[cid, 0]
         self.nzu[n, 1] += sign * st.class_nz[cid, 1]
+        self._soa_used(n)
         self.tick += 1
         self.ver[n] = self.tick
         self.sver[n] = -2  # differs from any state version: the next sync renews it
@@ -1480,6 +1793,25 @@ cdef class Placer:
         """
         cids = [self._class_of(p) for p in pods]
         self._ensure_synced()
+        gang = self._gang_of(pods)
+        if gang is not None:
+            self._hide_reserved(gang)  # the gang sees the nodes reserved for it
+        try:
+            return self._plan_gang(cids, min_member)
+        finally:
+            if gang is not None:
+                self._hide_reserved(None)
+
+    cdef object _gang_of(self, pods):
+        # The reserved gang the members belong to (None: no reservation for them).
+        cdef ClusterState st = self.state
+        if not st.reservations or not pods or not isinstance(pods[0], str):
+            return None
+        g = int(st.pod_gang_np[st.pod_index[pods[0]]])
+        key = st.gang_keys[g] if g >= 0 else None
+        return key if key in st.reservations else None
+
+    def _plan_gang(self, cids, min_member):
         need = len(cids) if min_member is None else min_member
         done = []
         names = []
@@ -1601,7 +1933,7 @@ cdef class Placer:
             grown[: self.evicted_np.shape[0]] = self.evicted_np
             self.evicted_np = grown
         got = select_victims(st, self.used_np, self.alloc_np, ok, cid, self.class_bands(bands),
-                             self.evicted_np, exclude)
+                             self.evicted_np, exclude, self.preempt_cache)
         if got is None:
             return None
         node, victims, collateral, (band, count, prio) = got
@@ -1629,9 +1961,19 @@ cdef class Placer:
         is undone and None is returned. Otherwise ``{"nodes": [name or None per
         member], "victims": [{"pod", "node"}, ...]}`` stays assumed.
         """
-        cdef ClusterState st = self.state
         keys = list(pods)
         self._ensure_synced()
+        gang = self._gang_of(keys)
+        if gang is not None:
+            self._hide_reserved(gang)
+        try:
+            return self._plan_gang_preempting(keys, min_member, bands)
+        finally:
+            if gang is not None:
+                self._hide_reserved(None)
+
+    def _plan_gang_preempting(self, keys, min_member, bands):
+        cdef ClusterState st = self.state
         need = len(keys) if min_member is None else min_member
         nodes = []
         placed = []          # (cid, node slot)
@@ -1665,6 +2007,45 @@ cdef class Placer:
             return None
         return {"nodes": nodes, "victims": victims}
 
+    def reservation_nodes(self, pods, long long need) -> list[str]:
+        """Nodes to reserve for a gang that does not fit now (starvation guard).
+
+        Sizes the gang by its largest member (per resource), keeps the nodes where a
+        member passes every constraint and that no other gang holds, and takes them
+        by capacity (members they hold when empty), then by how many fit right now
+        (the ones closest to free), until their *capacity* holds ``need`` members. Empty if the gang could not fit even on an empty
+        cluster (reserving would only idle nodes).
+        """
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t cid, n, N
+        cdef uint64_t reasons
+        cdef ClassView v
+        keys = list(pods)
+        if not keys or need <= 0:
+            return []
+        self._ensure_synced()
+        cids = [self._class_of(p) for p in keys]
+        N, R = self.n_nodes, self.n_res
+        req = st.class_req_np[cids, :R].max(axis=0).astype(np.int64)
+        ok = np.zeros(N, dtype=bool)
+        self._view(cids[0], &v)
+        for n in range(N):
+            reasons = self._feasible(n, &v, True)
+            ok[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
+        cols = np.flatnonzero(req > 0)
+        cap = self.alloc_np[:, cols] // req[cols]
+        free = np.clip(self.alloc_np[:, cols] - self.used_np[:, cols], 0, None) // req[cols]
+        slots = np.where(ok, cap.min(axis=1), 0)
+        now = np.where(ok, free.min(axis=1), 0)
+        order = np.lexsort((np.arange(N), -now, -slots))
+        chosen, total = [], 0
+        for n in order:
+            if slots[n] <= 0 or total >= need:
+                break
+            chosen.append(st.node_names[n])
+            total += int(slots[n])
+        return chosen if total >= need else []
+
     cdef void _unassume_pod(self, Py_ssize_t p) noexcept:
         # A running pod leaves this placer's view (an assumed eviction).
         self._pod_view(p, -1)
@@ -1679,6 +2060,7 @@ cdef class Placer:
             self.used[n, r] += sign * st.pod_alloc[p, r]
         self.nzu[n, 0] += sign * st.class_nz[c, 0]
         self.nzu[n, 1] += sign * st.class_nz[c, 1]
+        self._soa_used(n)
         self.tick += 1
         self.ver[n] = self.tick
         self.sver[n] = -2
@@ -1710,6 +2092,10 @@ cdef class Placer:
                     sc = int(self._plugin_score(n, &v, k, cid))
                     row["scores"][self.plugin_names[k]] = sc
                     total += self.specs[k].weight * sc
+                if v.has_pref:
+                    sc = int(_node_group_score(&v, n))
+                    row["scores"]["NodeGroupAffinity"] = sc
+                    total += sc
                 row["total"] = total
                 if total > best_total:
                     best, best_total, ties = row["name"], total, 1

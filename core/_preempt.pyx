@@ -137,7 +137,7 @@ cdef Py_ssize_t _scan(Py_ssize_t N, Py_ssize_t R, const units_t* alloc, const un
 
 
 def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
-                   Py_ssize_t exclude_gang=-1):
+                   Py_ssize_t exclude_gang=-1, dict cache=None):
     """The cheapest preemption for class ``cid`` (see the module docstring), or None.
 
     :param state: the :class:`~esched.core.ClusterState` (read only).
@@ -147,6 +147,9 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
     :param class_band: ``uint8[class]`` band of each equivalence class.
     :param evicted: ``bool[pod]`` pods already planned as victims (not candidates again).
     :param exclude_gang: the preemptor's own gang (its members are never victims).
+    :param cache: a dict kept by the caller across calls: the running pods sorted
+        (node, band desc, priority desc) are reused while the state's position is
+        the same, so a pass of many plans sorts once.
     :returns: ``(node slot, victim pod slots, collateral pod slots, (band, count, prio))``.
     """
     cdef Py_ssize_t N = used.shape[0], R = used.shape[1], P = state.n_pods
@@ -158,10 +161,20 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
     pgang = np.ascontiguousarray(state.pod_gang_np[:P], dtype=np.int32)
     pclass = state.pod_class_np[:P]
     running = (phase == PHASE_RUNNING) & (pnode >= 0) & (pnode < N)
-    if evicted is not None:
-        running &= ~evicted[:P]
     pband = np.zeros(P, dtype=np.uint8)
     pband[running] = class_band[pclass[running]]
+    pprio = np.ascontiguousarray(state.pod_prio_np[:P], dtype=np.int64)
+    key = (state.position, P, N, id(class_band), class_band.shape[0])
+    hit = cache.get("order") if cache is not None else None
+    if hit is not None and hit[0] == key:
+        order_all = hit[1]
+    else:
+        run = np.flatnonzero(running)
+        order_all = run[np.lexsort((run, -pprio[run], -pband[run].astype(np.int64), pnode[run]))]
+        if cache is not None:
+            cache["order"] = (key, order_all)
+    if evicted is not None:
+        running &= ~evicted[:P]
     # may_preempt, vectorised: strictly lower and never prod.
     legal = running & (pband < my_band) & (pband < _PRODUCTION)
     G = state.n_gangs
@@ -176,14 +189,15 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
         if exclude_gang >= 0:
             bad[exclude_gang] = True
         legal &= ~((pgang >= 0) & bad[np.clip(pgang, 0, None)])
-    idx = np.flatnonzero(legal).astype(np.int32)
-    if idx.size == 0:
+    # Already in (node, band desc, priority desc, slot) order: no sort per call.
+    vic = np.ascontiguousarray(order_all[legal[order_all]], dtype=np.int32)
+    if vic.size == 0:
         return None
-    pprio = np.ascontiguousarray(state.pod_prio_np[:P], dtype=np.int64)
-    order = np.lexsort((idx, -pprio[idx], -pband[idx].astype(np.int64), pnode[idx]))
-    vic = np.ascontiguousarray(idx[order], dtype=np.int32)
     off = np.searchsorted(pnode[vic], np.arange(N + 1)).astype(np.int64)
-    palloc = np.ascontiguousarray(state.pod_alloc_np[:P, :R], dtype=np.int64)
+    # The state's own table (rows res_cap wide): no copy of every pod's allocation.
+    palloc = state.pod_alloc_np
+    if palloc.dtype != np.int64 or not palloc.flags.c_contiguous:
+        palloc = np.ascontiguousarray(palloc, dtype=np.int64)
     req = np.ascontiguousarray(state.class_req_np[cid, :R], dtype=np.int64)
     used_c = np.ascontiguousarray(used, dtype=np.int64)
     alloc_c = np.ascontiguousarray(alloc, dtype=np.int64)
@@ -210,7 +224,7 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
     cdef units_t[::1] f_v = free
     cdef uint8_t[::1] ch_v = chosen
     cdef int64_t[::1] c_v = cost
-    cdef Py_ssize_t best, pstride = R
+    cdef Py_ssize_t best, pstride = palloc.shape[1]
     with nogil:
         best = _scan(N, R, &a_v[0, 0], &u_v[0, 0], &q_v[0], &ok_v[0], &off_v[0], &vic_v[0],
                      &pa_v[0, 0], pstride, &pb_v[0], &pp_v[0], &pg_v[0], &gr_v[0], &gm_v[0],

@@ -92,6 +92,10 @@ cdef class ClusterState:
     cdef units_t[:, ::1] queue_alloc     # [queue, res] allocated to its bound pods
     cdef long long[:, ::1] queue_counts  # [queue, phase]
 
+    # --- gang reservations (starvation guard; few, so Python dicts) ---
+    cdef public dict reservations        # gang key -> [node name, ...] reserved for it
+    cdef public dict reserved_nodes      # node name -> gang key
+
     # --- last reported usage (for reclamation; no effect on allocation) ---
     cdef public dict node_usage          # node name -> {resource: units}
     cdef public dict pod_usage           # "ns/name" -> {resource: units}
@@ -121,6 +125,9 @@ cdef class ClusterState:
     cdef int _usage(self, dict data) except -1
     cdef int _committed(self, dict data) except -1
     cdef int _evicted(self, dict data) except -1
+    cdef int _gang_reserved(self, dict data) except -1
+    cdef void _release_reservation(self, str gang)
+    cdef void _release_if_idle(self, Py_ssize_t g)
     cdef int _rejected(self, dict data) except -1
     cdef int _apply(self, dict event) except -1
     cpdef apply(self, dict event, long long position)

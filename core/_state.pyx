@@ -61,6 +61,7 @@ cdef enum:
     EV_COMMITTED
     EV_EVICTED
     EV_REJECTED
+    EV_GANG_RESERVED
     EV_NOOP
 
 cdef dict _TYPE_CODES_BY_NAME = {
@@ -80,6 +81,7 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.PLACEMENT_REJECTED: EV_NOOP,
     _ev.POD_UNSCHEDULABLE: EV_NOOP,
     _ev.POD_REJECTED: EV_REJECTED,
+    _ev.GANG_RESERVED: EV_GANG_RESERVED,
 }
 # One dict lookup per event gives a slot; slot -> dispatch code and per-type counter.
 cdef tuple _TYPE_NAMES = tuple(_TYPE_CODES_BY_NAME)
@@ -223,6 +225,8 @@ cdef class ClusterState:
 
         self.node_usage = {}
         self.pod_usage = {}
+        self.reservations = {}
+        self.reserved_nodes = {}
         self._bind_views()
         for name in BASE_RESOURCES:
             self._resource(name)
@@ -626,6 +630,11 @@ cdef class ClusterState:
         self.flags[n] = 0
         self.version[n] += 1  # never reset: caches keyed on version stay sound on reuse
         del self.node_index[name]
+        gang = self.reserved_nodes.pop(name, None)
+        if gang is not None:
+            self.reservations[gang].remove(name)
+            if not self.reservations[gang]:
+                del self.reservations[gang]
         self.node_names[n] = None
         self.node_labels[n] = {}
         self.node_taint_list[n] = []
@@ -714,6 +723,7 @@ cdef class ClusterState:
         cdef Py_ssize_t p = idx
         self._release(p)
         self._set_phase(p, phase)
+        self._release_if_idle(self.pod_gang[p])
         if phase == PHASE_FREE:
             del self.pod_index[key]
             self.pod_keys[p] = None
@@ -810,6 +820,11 @@ cdef class ClusterState:
                 self.pod_alloc[p, pods_col] = 1
             self._bind(p, n)
             self._set_phase(p, PHASE_RUNNING)
+            if self.reservations and self.pod_gang[p] >= 0:
+                # A reserved gang that got placed gives its nodes back.
+                gkey = self.gang_keys[self.pod_gang[p]]
+                if gkey in self.reservations:
+                    self._release_reservation(gkey)
         return 0
 
     cdef int _evicted(self, dict data) except -1:
@@ -836,7 +851,46 @@ cdef class ClusterState:
             self._anomaly("reject_not_pending")
             return 0
         self._set_phase(p, PHASE_FAILED)
+        self._release_if_idle(self.pod_gang[p])
         return 0
+
+    cdef int _gang_reserved(self, dict data) except -1:
+        # Nodes held for a starving gang: only its members may be bound there until it
+        # is placed (see _committed) or has no pending member left (_pod_finished).
+        gang = data.get("gang")
+        g = self.gang_index.get(gang)
+        if g is None:
+            self._anomaly("reserve_unknown_gang")
+            return 0
+        if self.gang_counts[<Py_ssize_t>g, PHASE_PENDING] == 0:
+            self._anomaly("reserve_nothing_pending")
+            return 0
+        held = self.reservations.setdefault(gang, [])
+        cdef Py_ssize_t n
+        for name in data.get("nodes") or ():
+            idx = self.node_index.get(name)
+            if idx is None or name in self.reserved_nodes:
+                self._anomaly("reserve_node_unavailable")
+                continue
+            n = idx
+            held.append(name)
+            self.reserved_nodes[name] = gang
+            self.version[n] += 1
+        if not held:
+            del self.reservations[gang]
+        return 0
+
+    cdef void _release_reservation(self, str gang):
+        for name in self.reservations.pop(gang, ()):
+            self.reserved_nodes.pop(name, None)
+            idx = self.node_index.get(name)
+            if idx is not None:
+                self.version[<Py_ssize_t>idx] += 1
+
+    cdef void _release_if_idle(self, Py_ssize_t g):
+        # Nothing of a reserved gang waits any more: its reservation would idle nodes.
+        if self.reservations and g >= 0 and self.gang_counts[g, PHASE_PENDING] == 0:
+            self._release_reservation(self.gang_keys[g])
 
     # ------------------------------------------------------------------ the fold
 
@@ -874,6 +928,8 @@ cdef class ClusterState:
                 self._rejected(data)
             elif code == EV_EVICTED:
                 self._evicted(data)
+            elif code == EV_GANG_RESERVED:
+                self._gang_reserved(data)
             elif code == EV_USAGE:
                 self._usage(data)
             elif code == EV_PODGROUP:
@@ -1099,6 +1155,7 @@ cdef class ClusterState:
             "queue_meta": self.queue_meta,
             "node_usage": self.node_usage,
             "pod_usage": self.pod_usage,
+            "reservations": self.reservations,
             "arrays": table,
         }
         head = orjson.dumps(header)
@@ -1200,6 +1257,8 @@ cdef class ClusterState:
 
         s.node_usage = h["node_usage"]
         s.pod_usage = h["pod_usage"]
+        s.reservations = h.get("reservations") or {}
+        s.reserved_nodes = {n: g for g, nodes in s.reservations.items() for n in nodes}
         s._bind_views()
         return s
 

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from esched.core._placer import Placer
+from esched.core._placer import SIMD, Placer, num_feasible_nodes_to_find
 from esched.core._state import ClusterState
+from esched.core._yardstick import yardstick
 from esched.core.profile import Profile
 
 __all__ = ["build_cluster", "make_pods", "run_bench"]
@@ -144,6 +145,21 @@ def _run(
     return result
 
 
+def _yardstick(state: ClusterState, cids: np.ndarray, target: int, repeat: int) -> dict[str, Any]:
+    # DESIGN.md's plain C loop on the same nodes and pods, timed in this process.
+    cols = [state.res_index[r] for r in ("cpu", "memory", "pods")]
+    alloc = state.allocatable_np[: state.n_nodes][:, cols]
+    req = state.class_req_np[cids][:, cols]
+    rates = [round(yardstick(alloc, req, target), 1) for _ in range(max(repeat, 1))]
+    return {"pods_per_s": sorted(rates)[(len(rates) - 1) // 2], "pods_per_s_runs": rates}
+
+
+def _ratio(run: dict[str, Any], stick: dict[str, Any]) -> float | None:
+    if not run.get("pods_per_s") or not stick["pods_per_s"]:
+        return None
+    return round(run["pods_per_s"] / stick["pods_per_s"], 3)
+
+
 def run_bench(
     n_nodes: int = 10_000,
     n_pods: int = 100_000,
@@ -180,6 +196,19 @@ def run_bench(
     main["full_scan"] = _run(
         state, cids[:full_scan_pods], profile, seed, cache=True, sample=False, repeat=repeat
     )
+    # The plain C loop, sampled like the default run and scanning every node like the
+    # full scan, on the same pods: placer / yardstick is the load-independent figure.
+    target = num_feasible_nodes_to_find(
+        n_nodes, profile.percentage_of_nodes_to_score or 0 if profile else 0
+    )
+    stick = _yardstick(state, cids, target, repeat)
+    stick_full = _yardstick(state, cids[:full_scan_pods], n_nodes, repeat)
+    main["yardstick"] = stick
+    main["yardstick_ratio"] = _ratio(main, stick)
+    main["cache_off"]["yardstick_ratio"] = _ratio(main["cache_off"], stick)
+    main["full_scan"]["yardstick"] = stick_full
+    main["full_scan"]["yardstick_ratio"] = _ratio(main["full_scan"], stick_full)
+    main["simd"] = SIMD
     main["workload"] = {
         "nodes": n_nodes,
         "pods": n_pods,

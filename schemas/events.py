@@ -34,6 +34,7 @@ PLACEMENT_REJECTED = "esched.placement.rejected"
 POD_EVICTED = "esched.pod.evicted"
 POD_UNSCHEDULABLE = "esched.pod.unschedulable"
 POD_REJECTED = "esched.pod.rejected"
+GANG_RESERVED = "esched.gang.reserved"
 
 #: Types operators publish (accepted by ingest from Kafka).
 EXTERNAL_TYPES = (
@@ -56,6 +57,7 @@ INTERNAL_TYPES = (
     POD_EVICTED,
     POD_UNSCHEDULABLE,
     POD_REJECTED,
+    GANG_RESERVED,
 )
 TYPES = EXTERNAL_TYPES + INTERNAL_TYPES
 
@@ -81,6 +83,8 @@ def stream_of(event: dict[str, Any]) -> str:
         if _NAMESPACED_KIND[kind]:
             return f"{kind}/{meta.get('namespace') or 'default'}/{name}"
         return f"{kind}/{name}"
+    if kind == "gang":  # internal gang records carry "gang": "ns/name"
+        return f"gang/{data.get('gang', '')}"
     if kind == "placement":
         if event["type"] == PLACEMENT_PROPOSED:
             return f"proposals/{data.get('replica', '')}"

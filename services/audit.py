@@ -23,6 +23,10 @@ The audit folds the whole log from position 0 with the one fold
   quota of its queue or namespace (given the config's ``quota:``), or submitted to
   a Closing or Closed queue. Admission is re-done event by event with the
   dispatcher's own :class:`~esched.services.admission.Admission`;
+* ``reclaim_illegal``: an eviction of a committed reclaim (``Reclaimed``) that the
+  queues' rule forbids on the state just before it (:mod:`esched.core.reclaim`:
+  the reclaiming queue below its fair share; the victim's queue reclaimable,
+  staying at or above its fair share and its guarantee);
 * ``preemption_illegal``: a committed preemption evicted a pod whose band is not
   strictly lower than the preemptor's (the lowest band among the decision's
   pods), or a prod pod for a prod one;
@@ -49,6 +53,7 @@ import orjson
 from esched.core import PHASES, ClusterState
 from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
 from esched.core.quota import Quota
+from esched.core.reclaim import victims_legal
 from esched.schemas.events import (
     NODE_REMOVED,
     PLACEMENT_COMMITTED,
@@ -60,7 +65,7 @@ from esched.schemas.events import (
     POD_SUCCEEDED,
 )
 from esched.services.admission import Admission
-from esched.services.commit import Validator
+from esched.services.commit import RECLAIMED, Validator
 from esched.services.replay import human
 from esched.services.store.base import EventStore
 
@@ -146,6 +151,12 @@ class Auditor:
                 st.pod_node_np[pidx] != st.node_index.get(node, -2):
             self._flag(position, "preemption_unrecorded",
                        f"pod {pod} evicted from {node} where it was not running")
+        elif data.get("reason") == RECLAIMED and isinstance(data.get("by"), str):
+            # Checked victim by victim on the state before each eviction (the earlier
+            # victims of the same reclaim are evicted already): the commit's own rule.
+            why = victims_legal(st, data["by"], [pod])
+            if why is not None:
+                self._flag(position, "reclaim_illegal", f"{pod} reclaimed for {data['by']}: {why}")
         self._evictions.setdefault(data["decision"], []).append((position, pod))
 
     def _preemption(self, position: int, event: dict[str, Any], data: dict[str, Any],
@@ -165,12 +176,13 @@ class Auditor:
         if not known:
             return gangs
         preemptor = min(self.validator.band_of_pod(i) for i in known)
+        reclaim = bool(data.get("reclaim"))  # legality checked per eviction (_eviction)
         for pod in sorted(map(str, named)):
             pidx = st.pod_index.get(pod)
             if pidx is None:
                 continue
             band = self.validator.band_of_pod(pidx)
-            if not may_preempt(preemptor, band):
+            if not reclaim and not may_preempt(preemptor, band):
                 self._flag(position, "preemption_illegal",
                            f"{BAND_NAMES[preemptor]} pod(s) {', '.join(pods)} evicted {pod} "
                            f"({BAND_NAMES[band]})")

@@ -191,6 +191,10 @@ bands_option = click.option(
     "itself) or an inline mapping like the config file's top-level `bands:` "
     "({monitoring: 1000000000, production: 1000, batch: 100, classes: {nightly: batch}}) "
     "[env ESCHED_BANDS]. Default: those thresholds, no classes.")
+reserve_option = click.option(
+    "--reserve-after", type=click.FloatRange(0), default=60.0, show_default=True,
+    metavar="SECONDS", help="Starvation guard: a gang that has not fitted for this long gets "
+    "nodes reserved (esched.gang.reserved) until it is placed; one gang at a time.")
 format_option = click.option(
     "--format", "output_format", type=click.Choice(["json", "table"]), default="json",
     show_default=True, help="Output format.")
@@ -621,9 +625,10 @@ def _load_profile_option(path: str | None) -> Any:
 @click.option("--preemption/--no-preemption", default=True, show_default=True,
               help="Let pods that fit nowhere evict pods of lower priority bands.")
 @bands_option
+@reserve_option
 def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
             metrics_port: int, profile_path: str | None, seed: int, batch_size: int,
-            preemption: bool, bands: Any) -> None:
+            preemption: bool, bands: Any, reserve_after: float) -> None:
     """A replica scheduler: fold the log, place pending work, send proposals.
 
     Joins the `esched-replicas` consumer group of `<prefix>work` (so replicas share
@@ -641,7 +646,7 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
         async with migrated_store(store) as es:
             r = Replica(es, bus, replica_id, profile=profile, seed=seed,
                         config=ReplicaConfig(batch_size=batch_size, preemption=preemption,
-                                             bands=bands))
+                                             bands=bands, reserve_after=reserve_after))
             await r.start()
             try:
                 await until_signalled(r.run(), r.stop)
@@ -705,9 +710,10 @@ def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int
               help="Stop once the input is consumed and nothing placeable is left.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @bands_option
+@reserve_option
 def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
        inputs: tuple[str, ...], generate: str | None, replicas: int, profile_path: str | None,
-       seed: int, exit_when_idle: bool, quiet: bool, bands: Any) -> None:
+       seed: int, exit_when_idle: bool, quiet: bool, bands: Any, reserve_after: float) -> None:
     """The whole system in one process: ingest, commit, dispatcher, replicas.
 
     Embedded by default (SQLite store, in-process bus); with --kafka and --store
@@ -735,7 +741,8 @@ def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
     quota = _quota(bands)
     metrics.serve(metrics_port)
     runner = Up(UpConfig(store=store, kafka=kafka, topic_prefix=topic_prefix,
-                         replicas=replicas, profile=profile, bands=bands, seed=seed,
+                         replicas=replicas, profile=profile, bands=bands,
+                         reserve_after=reserve_after, seed=seed,
                          exit_when_idle=exit_when_idle, quota=quota),
                 records, progress=None if quiet else (lambda line: click.echo(line, err=True)))
 
@@ -756,10 +763,11 @@ def bench_validate(events: int) -> None:
 
 def _register_core_commands() -> None:
     """``explain`` and ``bench core`` live beside the core's Python layer."""
-    from esched.services.cli_core import bench_core, explain
+    from esched.services.cli_core import bench_core, bench_preempt, explain
 
     cli.add_command(explain)
     bench.add_command(bench_core)
+    bench.add_command(bench_preempt)
 
 
 _register_core_commands()

@@ -14,7 +14,7 @@ import orjson
 #: Exit status of ``esched explain`` when the pod fits no node (see services/cli.py).
 EXIT_UNSCHEDULABLE = 5
 
-__all__ = ["EXIT_UNSCHEDULABLE", "bench_core", "explain"]
+__all__ = ["EXIT_UNSCHEDULABLE", "bench_core", "bench_preempt", "explain"]
 
 
 def _profile(path: str | None):
@@ -156,3 +156,16 @@ def bench_core(
     )
     # One JSON object either way: it is data (--json kept for the documented interface).
     click.echo(orjson.dumps(result, option=0 if as_json else orjson.OPT_INDENT_2).decode())
+
+
+@click.command("preempt")
+@click.option("--nodes", default=2000, show_default=True, help="Nodes in the full cluster.")
+@click.option("--per-node", default=8, show_default=True, help="Running 4-cpu pods per node.")
+@click.option("--plans", default=200, show_default=True, help="Preemptions to plan.")
+@click.option("--seed", default=0, show_default=True, help="Workload and tie-break seed.")
+def bench_preempt(nodes: int, per_node: int, plans: int, seed: int) -> None:
+    """Preemption planning on a full cluster of mixed bands, per plan, against a
+    full-scan placement that finds no node (the baseline, same process). JSON."""
+    from esched.core.bench_preempt import run_preempt_bench
+
+    click.echo(orjson.dumps(run_preempt_bench(nodes, per_node, plans, seed)).decode())

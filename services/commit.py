@@ -61,6 +61,7 @@ import orjson
 from esched.core import PHASES, ClusterState
 from esched.core._placer import Placer
 from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
+from esched.core.reclaim import victims_legal
 from esched.schemas.events import (
     DECISIONS_STREAM,
     PLACEMENT_COMMITTED,
@@ -122,6 +123,9 @@ GANG_INCOMPLETE = "gang_incomplete"
 VICTIM_GONE = "victim_gone"
 PREEMPTION_ILLEGAL = "preemption_illegal"
 VICTIM_GANG_SPLIT = "victim_gang_split"
+NODE_RESERVED = "node_reserved"
+#: A reclaim (Volcano queues) whose victims are not legal (core/reclaim.py).
+RECLAIM_ILLEGAL = "reclaim_illegal"
 #: The pod's Volcano queue is Closed: it schedules nothing (services/admission.py).
 QUEUE_CLOSED = "queue_closed"
 #: Reason code -> what it means (``insufficient_<resource>`` is open-ended).
@@ -137,13 +141,19 @@ REASONS = {
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
     VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "
                  "evicted earlier in this batch, or is one of the proposal's own pods)",
+    RECLAIM_ILLEGAL: "a reclaim's pod is not in a queue below its fair share, or a victim's "
+                     "queue is not reclaimable, would fall below its fair share or its "
+                     "guarantee",
     PREEMPTION_ILLEGAL: "a victim's band is not strictly lower than the preemptor's, or both "
                         "are prod (Borg: prod never preempts prod)",
     VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
                        "is evicted whole or not at all",
+    NODE_RESERVED: "the node is reserved for a starving gang the pod is not a member of",
 }
 #: ``reason`` of the esched.pod.evicted events written for a committed preemption.
 PREEMPTED = "Preempted"
+#: ``reason`` of the evictions of a committed reclaim (proposal ``"reclaim": true``).
+RECLAIMED = "Reclaimed"
 
 _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
@@ -182,6 +192,7 @@ def eviction_events(data: dict[str, Any], source: str = "esched/commit",
     deterministic (``evicted-<proposal>-<pod>``): a redelivered proposal dedupes.
     """
     by = data.get("gang") or data["bindings"][0]["pod"]
+    reason, what = (RECLAIMED, "reclaimed") if data.get("reclaim") else (PREEMPTED, "preempted")
     out = []
     for v in data.get("victims") or ():
         out.append({
@@ -191,8 +202,8 @@ def eviction_events(data: dict[str, Any], source: str = "esched/commit",
             "type": POD_EVICTED,
             "time": time_ or _now(),
             "datacontenttype": "application/json",
-            "data": {"pod": v["pod"], "node": v["node"], "reason": PREEMPTED,
-                     "message": f"preempted to make room for {by}", "by": by,
+            "data": {"pod": v["pod"], "node": v["node"], "reason": reason,
+                     "message": f"{what} to make room for {by}", "by": by,
                      "decision": decision_id(data["proposal"])},
         })
     return out
@@ -214,6 +225,8 @@ def decision_event(data: dict[str, Any], verdict: Verdict, source: str = "esched
     }
     if data.get("victims"):
         body["victims"] = data["victims"]
+    if data.get("reclaim"):
+        body["reclaim"] = True
     if verdict.ok:
         etype = PLACEMENT_COMMITTED
     else:
@@ -278,6 +291,14 @@ class Validator:
         # A gang is as strong as its weakest member.
         preemptor = min(self.band_of_pod(st.pod_index[p]) for p in pods)
         own = set(pods)
+        reclaim = bool(data.get("reclaim"))
+        if reclaim:
+            # Volcano's reclaim: legality is the queues' (fair shares, reclaimable,
+            # guarantees), not the bands'; one pod at a time.
+            why = ("a reclaim binds exactly one pod" if len(pods) != 1 else
+                   victims_legal(st, pods[0], names, taken=self._evicted))
+            if why is not None:
+                return Verdict(False, RECLAIM_ILLEGAL, why, pods), freed, by_gang
         for v in victims:
             pod, node = v.get("pod"), v.get("node")
             pidx = st.pod_index.get(pod)
@@ -287,7 +308,7 @@ class Validator:
                 return Verdict(False, VICTIM_GONE, f"victim {pod} is not running on {node}",
                                pods), freed, by_gang
             band = self.band_of_pod(pidx)
-            if not may_preempt(preemptor, band):
+            if not reclaim and not may_preempt(preemptor, band):
                 return Verdict(False, PREEMPTION_ILLEGAL,
                                f"{BAND_NAMES.get(preemptor, preemptor)} may not preempt "
                                f"{pod} ({BAND_NAMES[band]})", pods), freed, by_gang
@@ -351,6 +372,10 @@ class Validator:
             nidx = st.node_index.get(node)
             if nidx is None:
                 return Verdict(False, NODE_GONE, f"node {node} does not exist", pods)
+            holder = st.reserved_nodes.get(node)
+            if holder is not None and (g < 0 or st.gang_keys[g] != holder):
+                return Verdict(False, NODE_RESERVED,
+                               f"node {node} is reserved for gang {holder}", pods)
             cid = int(st.pod_class_np[pidx])
             requests = st.class_specs[cid]["requests"]
             claimed = b.get("resources") or {}

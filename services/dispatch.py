@@ -27,6 +27,13 @@ queue) does not admit is held until capacity frees or the queue changes, and wha
 is let through is published in Volcano's allocation order (queue priority, share,
 job priority, arrival).
 
+**Reclaim** (:mod:`~esched.core.reclaim`): every ``reclaim_interval`` the parked
+(unschedulable) pods of queues below their fair share are looked at, one per such
+queue; if evicting pods of reclaimable queues above their fair share makes room, a
+proposal binding the pod with those victims (``"reclaim": true``) goes to the commit
+service, which checks it again and commits the evictions and the binding as one
+transaction.
+
 **Exactly one active, on its own lease** (:mod:`~esched.services.lease`, name
 ``dispatch``) rather than inside the commit service's leadership: the commit
 service is another engineer's module with its own state and lifecycle, and the
@@ -44,7 +51,7 @@ import contextlib
 import heapq
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -52,12 +59,15 @@ from typing import Any
 import numpy as np
 import orjson
 
-from esched.core import PHASES, ClusterState
+from esched.core import PHASES, ClusterState, Placer
+from esched.core.queues import queue_view
+from esched.core.reclaim import plan_reclaim
 from esched.schemas.events import (
     NODE_ADDED,
     NODE_REMOVED,
     NODE_UPDATED,
     PLACEMENT_COMMITTED,
+    PLACEMENT_PROPOSED,
     PLACEMENT_REJECTED,
     POD_DELETED,
     POD_EVICTED,
@@ -117,6 +127,10 @@ class DispatchConfig:
     tick: float = 0.1
     #: Items per send on start (the whole pending set may be large).
     chunk: int = 5000
+    #: Seconds between reclaim passes over starved queues' parked pods (0: no reclaim).
+    reclaim_interval: float = 0.5
+    #: A pod with a reclaim proposal in flight is not planned again for this long.
+    reclaim_timeout: float = 10.0
 
 
 @dataclass(slots=True)
@@ -130,11 +144,13 @@ class DispatchTotals:
     rejected: dict[str, int] = field(default_factory=dict)
     #: Jobs held now (not admitted to their queue), by reason.
     held: dict[str, int] = field(default_factory=dict)
+    #: Reclaim proposals sent.
+    reclaims: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"published": self.published, "by_cause": dict(sorted(self.by_cause.items())),
                 "takeovers": self.takeovers, "rejected": dict(sorted(self.rejected.items())),
-                "held": dict(sorted(self.held.items()))}
+                "held": dict(sorted(self.held.items())), "reclaims": self.reclaims}
 
 
 @dataclass(slots=True)
@@ -153,11 +169,15 @@ class Dispatcher:
     :param lease: its leadership lease (``open_lease(store_url, "dispatch")``);
         default a :class:`LocalLease` (one process only).
     :param admission: queue admission and quota (default: no quota).
+    :param submit: decides reclaim proposals directly (the embedded mode's
+        ``CommitService.decide``); default: send them on ``{prefix}proposals``.
     """
 
     def __init__(self, store: EventStore, bus: Bus, *, lease: Lease | None = None,
                  config: DispatchConfig | None = None,
-                 admission: Admission | None = None) -> None:
+                 admission: Admission | None = None,
+                 submit: Callable[[list[dict[str, Any]]], Awaitable[Any]] | None = None
+                 ) -> None:
         self.store = store
         self.bus = bus
         self.lease = lease or LocalLease("dispatch")
@@ -169,6 +189,12 @@ class Dispatcher:
         self.admission = admission or Admission()
         self._outbox: list[tuple[str, str, str, int]] = []  # (cause, kind, key, position)
         self._rejections: list[Rejection] = []  # decided, not yet appended
+        self._submit = submit
+        self._reclaims: list[dict[str, Any]] = []  # proposals not yet sent
+        self._reclaiming: dict[str, float] = {}  # pod -> not planned again before
+        self._next_reclaim = 0.0
+        self._reclaim_seen = -1  # state position of the last reclaim pass
+        self._placer: Placer | None = None
         self._flushed = asyncio.Event()
         self._wake = asyncio.Event()
         self._parked: dict[str, _Parked] = {}
@@ -242,6 +268,10 @@ class Dispatcher:
         self._delayed.clear()
         self._outbox.clear()
         self._rejections.clear()
+        self._reclaims.clear()
+        self._reclaiming.clear()
+        self._reclaim_seen = -1
+        self._placer = None
         self.follower = LogFollower(self.store, handle=self._fold)
         state = await self.follower.start()
         self.totals.takeovers += 1
@@ -257,6 +287,7 @@ class Dispatcher:
             if self.follower.error is not None:
                 raise RuntimeError("dispatcher fold failed") from self.follower.error
             self._timers()
+            self._plan_reclaims()
             await self._flush()
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -399,6 +430,69 @@ class Dispatcher:
         for cause, kind, key in self._ready(due, (), "rejected") + self._ready(retry, (), "retry"):
             self._queue(cause, kind, key, position)
 
+    def _plan_reclaims(self) -> None:
+        """Reclaim proposals for starved queues' parked pods (one pod per queue per pass)."""
+        if not self._reclaim_due():
+            return
+        now = time.monotonic()
+        if now < self._next_reclaim:
+            return
+        self._next_reclaim = now + self.config.reclaim_interval
+        st = self.state
+        self._reclaim_seen = int(st.position)
+        view = queue_view(st)
+        if not any(v["share"] < 1.0 for v in view.values()):
+            return
+        if self._placer is None:
+            self._placer = Placer(st)
+        position = int(st.position)
+        tried: set[str] = set()
+        for pod in list(self._parked):
+            if self._reclaiming.get(pod, 0.0) > now:
+                continue
+            idx = st.pod_index.get(pod)
+            if idx is None or st.pod_phase_np[idx] != _PENDING or st.pod_gang_np[idx] >= 0:
+                continue  # gangs are not reclaimed for (only single pods)
+            queue = st.queue_names[int(st.pod_queue_np[idx])]
+            if queue in tried or view[queue]["share"] >= 1.0:
+                continue
+            tried.add(queue)
+            plan = plan_reclaim(st, self._placer, pod, view)
+            if plan is None:
+                continue
+            requests = dict(st.class_specs[int(st.pod_class_np[idx])]["requests"])
+            self._reclaims.append(plan.proposal(f"reclaim-{pod}-{position}", position, requests))
+            self._reclaiming[pod] = now + self.config.reclaim_timeout
+            log.info("reclaim for %s (queue %s) on %s: evicting %s", pod, queue, plan.node,
+                     ", ".join(plan.victims))
+        for pod, until in list(self._reclaiming.items()):
+            if until <= now:
+                del self._reclaiming[pod]
+
+    def _reclaim_due(self) -> bool:
+        """Parked pods, and the state changed since the last reclaim pass."""
+        return bool(self.config.reclaim_interval and self._parked
+                    and self._reclaim_seen != self.position)
+
+    async def _send_reclaims(self) -> None:
+        if not self._reclaims:
+            return
+        batch, self._reclaims = self._reclaims, []
+        if self._submit is not None:
+            await self._submit(batch)
+        else:
+            assert self._producer is not None
+            producer = self._producer
+            stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+            records = [(p["bindings"][0]["pod"].encode(), orjson.dumps({
+                "specversion": "1.0", "id": f"proposal-{p['proposal']}",
+                "source": "esched/dispatch", "type": PLACEMENT_PROPOSED, "time": stamp,
+                "datacontenttype": "application/json", "data": p})) for p in batch]
+            await retry_until(lambda: producer.send_many(self.bus.topics.proposals, records),
+                              retriable=is_transient, what="reclaim proposals send",
+                              on_retry=count_retry(SERVICE, "bus"))
+        self.totals.reclaims += len(batch)
+
     async def _append_rejections(self) -> None:
         """Append the decided rejections (deterministic ids: a retry or a second
         leader's copy dedupes)."""
@@ -427,6 +521,7 @@ class Dispatcher:
         """Append rejections; publish the outbox in allocation order, holding what the
         queues do not admit (at-least-once; duplicates are harmless)."""
         await self._append_rejections()
+        await self._send_reclaims()
         if not self._outbox or self._producer is None:
             return
         items, self._outbox = self._outbox, []
@@ -455,7 +550,8 @@ class Dispatcher:
     def idle(self) -> bool:
         """Nothing to publish now or later without new events: the outbox is empty, no
         rejected pod awaits its re-publish, and no parked pod has seen capacity free up."""
-        if not self.leading or self._outbox or self._rejections:
+        if (not self.leading or self._outbox or self._rejections or self._reclaims
+                or self._reclaim_due()):
             return False
         st = self.state
         for _due, pod in self._delayed:

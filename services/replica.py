@@ -45,6 +45,7 @@ from esched.core import PHASES, ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.bands import BandConfig
 from esched.schemas.events import (
+    GANG_RESERVED,
     PLACEMENT_COMMITTED,
     PLACEMENT_PROPOSED,
     PLACEMENT_REJECTED,
@@ -268,6 +269,10 @@ class ReplicaConfig:
     preemption: bool = True
     #: Priority bands (None: the documented defaults of :mod:`esched.core.bands`).
     bands: BandConfig | None = None
+    #: Starvation guard: a gang that has not fitted for this many seconds (as this
+    #: replica saw it) gets nodes reserved (``esched.gang.reserved``), one gang at a
+    #: time; None turns it off.
+    reserve_after: float | None = 60.0
 
 
 @dataclass(slots=True)
@@ -287,6 +292,8 @@ class ReplicaTotals:
     #: Proposals that evict pods of lower bands, and the victims they name.
     preemptions: int = 0
     victims: int = 0
+    #: Gang reservations made (starvation guard).
+    reservations: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     #: perf_counter() of the first proposal sent and of the last decision received
     #: (the window a placement rate is measured over); 0.0 until then.
@@ -300,6 +307,7 @@ class ReplicaTotals:
                 "retries": self.retries, "gave_up": self.gave_up,
                 "unschedulable": self.unschedulable, "gangs_waiting": self.gangs_waiting,
                 "preemptions": self.preemptions, "victims": self.victims,
+                "reservations": self.reservations,
                 "conflict_reasons": dict(sorted(self.reasons.items()))}
 
 
@@ -346,6 +354,10 @@ class Replica:
         #: True while a polled batch is being worked on (for `esched up`'s idle check).
         self.busy = False
         self._requests: dict[int, dict[str, int]] = {}
+        #: gang -> monotonic time it was first found not fitting (starvation guard)
+        self._waiting_since: dict[str, float] = {}
+        #: reservations decided by the last placement pass, appended after it
+        self._to_reserve: list[dict[str, Any]] = []
 
     @property
     def state(self) -> ClusterState:
@@ -519,6 +531,8 @@ class Replica:
             await asyncio.sleep(delay * (0.5 + np.random.random()))
         if unschedulable:
             await self._report_unschedulable(unschedulable)
+        if self._to_reserve:
+            await self._reserve()
 
     async def _decided(self, proposals: list[dict[str, Any]],
                        by_proposal: dict[str, _Target]) -> list[_Target]:
@@ -640,6 +654,7 @@ class Replica:
                             unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
                     continue
             if plan is None:
+                self._starving(t.key, members, need, message)
                 # e.g. "gang ns/train: 7/10 members fit; short of nvidia.com/gpu: 3"
                 msg = f"gang {t.key}: {message}"
                 for pod in members:
@@ -649,12 +664,62 @@ class Replica:
                 continue
             pairs = [(pod, node) for pod, node in zip(members, plan, strict=True)
                      if node is not None]
+            self._waiting_since.pop(t.key, None)
             if pairs:
                 propose(t, t.key, pairs)
             for pod, node in zip(members, plan, strict=True):
                 if node is None:  # beyond minMember and no room: reported like any pod
                     unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
         return proposals, by_proposal
+
+    def _starving(self, gang: str, members: list[str], need: int, message: str) -> None:
+        """Reserve nodes for ``gang`` if it has waited ``reserve_after`` seconds.
+
+        Reservation, not aging: a large gang behind a stream of small pods never sees
+        all the room it needs free at once, because each small pod takes whatever a
+        finishing one frees; raising its priority over time (aging) changes the order
+        it is tried in, not that. A reservation keeps what frees on the reserved nodes
+        for the gang, so it runs once those nodes drain. One gang at a time (the one
+        that first waited long enough, as the log orders the reservations), so
+        reservations never fragment the cluster against each other.
+        """
+        after = self.config.reserve_after
+        if after is None:
+            return
+        now = time.monotonic()
+        since = self._waiting_since.setdefault(gang, now)
+        st = self.state
+        if now - since < after or st.reservations or \
+                any(r["gang"] == gang for r in self._to_reserve):
+            return
+        assert self.placer is not None
+        nodes = self.placer.reservation_nodes(members, need)
+        if not nodes:
+            return
+        waited = round(now - since, 3)
+        self._to_reserve.append({
+            "gang": gang, "nodes": nodes, "waited_seconds": waited,
+            "message": f"gang {gang} waited {waited}s ({message}); reserving "
+                       f"{len(nodes)} node(s) until it is placed",
+            "position": int(st.position)})
+
+    async def _reserve(self) -> None:
+        """Append the reservations of the last pass (deterministic ids: dedupe)."""
+        now = datetime.now(UTC)
+        events = []
+        for r in self._to_reserve:
+            data = {k: v for k, v in r.items() if k != "position"}
+            env = {"specversion": "1.0", "id": f"reserve-{r['gang']}-{r['position']}",
+                   "source": self.config.source_prefix + self.id, "type": GANG_RESERVED,
+                   "time": _now(), "datacontenttype": "application/json", "data": data}
+            events.append(NewEvent(id=env["id"], type=GANG_RESERVED, stream=f"gang/{r['gang']}",
+                                   payload=orjson.dumps(env), time=now))
+        self._to_reserve = []
+        res = await retry_until(lambda: self.store.append(events), retriable=_is_transient,
+                                what="reservation append")
+        self.totals.reservations += len(events) - res.duplicates
+        for e in events:
+            log.info("replica %s: %s", self.id, orjson.loads(e.payload)["data"]["message"])
 
     def _reasons(self, pod: str, cache: dict[int, Any]) -> dict[str, int]:
         """kube-style counts of nodes per reason ``pod`` fits none, on the placer's view.
@@ -688,7 +753,14 @@ class Replica:
                 out[code] = int(short[:, r].sum())
             roomy = alive[~short.any(axis=1)]
             names = st.node_names
+            reserved = st.reserved_nodes
+            gidx = int(st.pod_gang_np[st.pod_index[pod]])
+            own = st.gang_keys[gidx] if gidx >= 0 else None
             for n in roomy[:200]:  # constraint reasons: a sample is enough for a message
+                holder = reserved.get(names[int(n)]) if reserved else None
+                if holder is not None and holder != own:
+                    out["NodeReserved"] = out.get("NodeReserved", 0) + 1
+                    continue
                 for text in placer.fits(pod, names[int(n)]):
                     code = reason_code(text)
                     out[code] = out.get(code, 0) + 1

@@ -74,6 +74,8 @@ class UpConfig:
     profile: Profile | None = None
     #: Priority bands of the replicas and the commit service (None: the defaults).
     bands: BandConfig | None = None
+    #: The replicas' starvation guard (seconds a gang waits before nodes are reserved).
+    reserve_after: float | None = 60.0
     seed: int = 0
     exit_when_idle: bool = False
     #: Quota limits of the dispatcher's admission (config ``quota:``); None: none.
@@ -141,7 +143,8 @@ class Up:
                                    config=CommitConfig(group=f"{gp}esched-commit",
                                                        bands=cfg.bands))
             dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"),
-                                    admission=Admission(cfg.quota))
+                                    admission=Admission(cfg.quota),
+                                    submit=commit.decide if embedded else None)
             shared = (SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
                       if embedded else None)
             host = socket.gethostname().split(".")[0].lower() or "up"
@@ -150,7 +153,8 @@ class Up:
                 Replica(es, bus, f"{host}-up-{i}" if not embedded else f"up-{i}",
                         profile=cfg.profile, seed=cfg.seed + i, submit=submit,
                         consumer=shared, config=ReplicaConfig(group=f"{gp}{REPLICA_GROUP}",
-                                                              bands=cfg.bands))
+                                                              bands=cfg.bands,
+                                                              reserve_after=cfg.reserve_after))
                 for i in range(cfg.replicas))
             await commit.start()
             if embedded:

@@ -391,3 +391,128 @@ def test_fused_scan_decides_exactly_as_the_plugin_table(strategy, seed):
             assert (a.place_classes(cids) == b.place_classes(cids)).all()
             assert a.stats() == b.stats()
             assert (a.used_array() == b.used_array()).all()
+
+
+def _varied_cluster(rnd, n: int, big: bool = False) -> list[dict]:
+    # Zero and tiny capacities, cordons, labels, taints, pod limits; optionally one node
+    # with a capacity above the vectorized kernel's exact range (2**46).
+    nodes = []
+    for i in range(n):
+        cores = int(rnd.choice([0, 1, 4, 8, 16]))
+        mem_gi = int(rnd.choice([0, 1, 4, 16, 32]))
+        nodes.append(
+            node(
+                f"n{i}",
+                cpu=str(cores) if rnd.random() < 0.9 else "250m",
+                memory=f"{mem_gi}Gi",
+                pods=str(rnd.choice(["2", "110"])),
+                labels={"zone": f"z{i % 3}"} if rnd.random() < 0.7 else {},
+                taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]
+                if rnd.random() < 0.15
+                else [],
+                unschedulable=bool(rnd.random() < 0.1),
+            )
+        )
+    # where a reciprocal-only BalancedAllocation is off by one (see the test below)
+    nodes += [node(f"odd{i}", cpu="750m", memory="1Gi") for i in range(20)]
+    if big:
+        nodes.append(node("huge", cpu="4", memory=f"{2**47}"))
+    return nodes
+
+
+def _varied_pods(s: ClusterState, rnd, n: int) -> np.ndarray:
+    cids = []
+    for _ in range(n):
+        kind = rnd.random()
+        if kind < 0.15:
+            c, m = [(510, 512), (600, 1024), (490, 512)][int(rnd.integers(0, 3))]
+            p = pod("w", cpu=f"{c}m", memory=f"{m}Mi")
+        elif kind < 0.3:
+            # proportional to a node (1 core : 4Gi): equal fractions, std == 0, so the
+            # kernel's reciprocal fractions hit its exact-quotient fallback
+            c = int(rnd.integers(1, 8))
+            p = pod("w", cpu=f"{c * 250}m", memory=f"{c}Gi")
+        else:
+            c, m = (int(x) for x in rnd.integers(0, 3000, size=2))
+            p = pod("w", cpu=f"{c}m" if c else None, memory=f"{m}Mi" if m else None)
+        if rnd.random() < 0.2:
+            p["spec"]["nodeSelector"] = {"zone": f"z{int(rnd.integers(0, 3))}"}
+        if rnd.random() < 0.2:
+            p["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
+        cids.append(s.intern_class(p))
+    return np.array(cids, dtype=np.int32)
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
+@pytest.mark.parametrize("big", [False, True])
+def test_vectorized_block_kernel_decides_exactly_as_the_plugin_table(isa, big):
+    # Every body of _fused_block.h this CPU runs (the widest up to `isa`), against the
+    # general plugin table: same decisions, stats and allocation, also after the cluster
+    # grows (the placer reshapes its arrays) and a node is cordoned (a resync).
+    from esched.core import _placer
+
+    before = _placer.SIMD
+    try:
+        _placer._py_set_simd(isa)
+        rnd = np.random.default_rng(11)
+        s, log = cluster(*_varied_cluster(rnd, 300, big))
+        cids = _varied_pods(s, rnd, 400)
+        fused = parse_profile(
+            _fit_and_balanced("LeastAllocated", ("cpu", "memory"), 1, 1, {"cpu": 1, "memory": 1})
+        )
+        table = parse_profile(
+            _fit_and_balanced("LeastAllocated", ("memory", "cpu"), 1, 1, {"cpu": 1, "memory": 1})
+        )
+        for cache in (True, False):
+            for sample in (True, False):
+                a = Placer(s, fused, seed=3, cache=cache, sample=sample)
+                b = Placer(s, table, seed=3, cache=cache, sample=sample)
+                assert a.fused_path and not b.fused_path
+                assert (a.place_classes(cids[:200]) == b.place_classes(cids[:200])).all()
+                log(EV.NODE_ADDED, node(f"late-{cache}-{sample}", cpu="64", memory="256Gi"))
+                n0 = s.node_names[0]
+                log(EV.NODE_UPDATED, node(n0, cpu="8", memory="32Gi", unschedulable=True))
+                assert (a.place_classes(cids[200:]) == b.place_classes(cids[200:])).all()
+                assert a.stats() == b.stats()
+                assert (a.used_array() == b.used_array()).all()
+    finally:
+        _placer._py_set_simd("" if before != "baseline" else "baseline")
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
+def test_vectorized_balanced_allocation_uses_the_ieee_quotients(isa):
+    # 510m on a 750m node and 512Mi on 1Gi: kube's fractions 0.68 and 0.5, std 0.09,
+    # (1 - std) * 100 = 90.00000000000001 -> 90. By reciprocal, 510 * (1 / 750) is one ulp
+    # off 510 / 750 and the product lands on 91.0 (found by search): the kernel must
+    # notice the near-integer result and redo it with the true quotients.
+    from esched.core import _placer
+
+    before = _placer.SIMD
+    try:
+        _placer._py_set_simd(isa)
+        s, _ = cluster(*[node(f"n{i}", cpu="750m", memory="1Gi") for i in range(8)])
+        x = pod("x", cpu="510m", memory="512Mi")
+        expected = Placer(s).explain(x)["nodes"][0]
+        assert expected["scores"]["NodeResourcesBalancedAllocation"] == 90
+        for cache in (False, True):
+            _, total = Placer(s, sample=False, cache=cache).place(x, assume=False)
+            assert total == expected["total"]
+    finally:
+        _placer._py_set_simd("" if before != "baseline" else "baseline")
+
+
+def test_vectorized_kernel_sees_assumed_evictions_and_their_rollback():
+    # plan_gang_preempting evicts in the placer's view and, when the gang cannot be
+    # completed, puts the victims back: the kernel's columns must follow both.
+    s, log = cluster(node("n1", cpu="2", memory="8Gi"))
+    log(EV.POD_SUBMITTED, pod("v", cpu="2", memory="1Gi", node_name="n1", priority=0))
+    for name in ("g1", "g2"):
+        log(EV.POD_SUBMITTED, pod(name, cpu="2", memory="1Gi", priority=1000))
+    small = s.intern_class(pod("small", cpu="1", memory="1Gi", priority=0))
+    p = Placer(s)
+    assert p.fused_path
+    assert p.plan_gang_preempting(["ns/g1", "ns/g2"]) is None  # g2 fits nowhere: undone
+    assert p.place(small, assume=False) is None  # v is back on n1 in the view
+    plan = p.plan_preemption("ns/g1")
+    assert plan["victims"] == ["ns/v"]
+    assert p.place(small, assume=False) is None  # g1 holds n1 now

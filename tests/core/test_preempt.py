@@ -208,3 +208,62 @@ def test_a_gang_member_never_preempts_its_own_gang():
     running(log, "g0", "n1", BE, gang="g")
     key = pending(log, "g1", PROD, gang="g")
     assert Placer(s).plan_preemption(key) is None
+
+
+# ---------------------------------------------------------------------- reservations
+
+
+def _reserve(log, gang, *nodes):
+    log(EV.GANG_RESERVED, {"gang": gang, "nodes": list(nodes), "message": "test"})
+
+
+def test_reserved_nodes_are_only_for_their_gang_until_it_is_placed():
+    s, log = cluster(node("n1", cpu="2"), node("n2", cpu="2"), node("free", cpu="1"))
+    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "big", "namespace": "ns"},
+                                "spec": {"minMember": 2}})
+    members = [pending(log, f"b{i}", BATCH, cpu="2", gang="big") for i in range(2)]
+    running(log, "small", "n1", BE)
+    other, third = pending(log, "other", PROD), pending(log, "third", PROD)
+    _reserve(log, "ns/big", "n1", "n2")
+    assert s.reservations == {"ns/big": ["n1", "n2"]}
+    p = Placer(s)
+    assert p.place(other)[0] == "free"  # n2 is empty, but held for the gang
+    assert p.place(third) is None
+    assert p.plan_preemption(third) is None  # `small` is best-effort, but n1 is held
+    assert p.plan_gang(members, 2) is None  # the gang sees its nodes; n1 is not free yet
+    log(EV.POD_SUCCEEDED, {"metadata": {"name": "small", "namespace": "ns"}})
+    assert sorted(p.plan_gang(members, 2)) == ["n1", "n2"]
+    assert p.place(third)[0] == "free"  # n1, n2 hidden again for the others after the plan
+    log(EV.PLACEMENT_COMMITTED, {"proposal": "x", "replica": "r", "position": 0,
+                                 "gang": "ns/big", "bindings": [
+                                     {"pod": members[0], "node": "n1", "resources": {}},
+                                     {"pod": members[1], "node": "n2", "resources": {}}]})
+    assert s.reservations == {} and s.reserved_nodes == {}
+
+
+def test_a_reservation_ends_when_nothing_of_the_gang_waits():
+    s, log = cluster(node("n1", cpu="2"))
+    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g", "namespace": "ns"},
+                                "spec": {"minMember": 1}})
+    pending(log, "g0", BATCH, cpu="4", gang="g")
+    _reserve(log, "ns/g", "n1", "nope")
+    assert s.reservations == {"ns/g": ["n1"]} and s.anomalies["reserve_node_unavailable"] == 1
+    restored = ClusterState.from_bytes(s.to_bytes())
+    assert restored.reserved_nodes == {"n1": "ns/g"}
+    log(EV.POD_DELETED, {"metadata": {"name": "g0", "namespace": "ns"}})
+    assert s.reservations == {}
+    _reserve(log, "ns/g", "n1")  # nothing pending: refused
+    assert s.reservations == {} and s.anomalies["reserve_nothing_pending"] == 1
+
+
+def test_reservation_nodes_by_capacity_then_free_room():
+    s, log = cluster(node("busy", cpu="4"), node("idle", cpu="4"), node("small", cpu="1"),
+                     node("tainted", cpu="8", taints=[{"key": "k", "effect": "NoSchedule"}]))
+    running(log, "x", "busy", BATCH, cpu="3")
+    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g", "namespace": "ns"},
+                                "spec": {"minMember": 3}})
+    members = [pending(log, f"g{i}", BATCH, cpu="2", gang="g") for i in range(3)]
+    p = Placer(s)
+    # idle and busy hold 2 members each when empty; idle has them free now: idle first
+    assert p.reservation_nodes(members, 3) == ["idle", "busy"]
+    assert p.reservation_nodes(members, 5) == []  # never fits: reserve nothing

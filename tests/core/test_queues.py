@@ -242,3 +242,19 @@ def test_required_node_group_affinity_and_anti_affinity_filter_nodes():
     assert feasible("ns/z") == set()
     # The same pod spec in another queue is another equivalence class.
     assert s.pod_class_id("ns/p") != s.pod_class_id("ns/r")
+
+
+def test_preferred_node_groups_are_scored_not_required():
+    s, log = _group_cluster()
+    log(EV.QUEUE_UPSERTED, queue("pref-g2", affinity={
+        "nodeGroupAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": ["g2"]}}))
+    log(EV.POD_SUBMITTED, pod("p", queue="pref-g2"))
+    placer = Placer(s)
+    rows = {r["name"]: r for r in placer.explain("ns/p")["nodes"]}
+    assert all(r["feasible"] for r in rows.values())  # a preference filters nothing
+    assert rows["a2"]["scores"]["NodeGroupAffinity"] == 200
+    assert rows["a1"]["scores"]["NodeGroupAffinity"] == 0
+    assert rows["a2"]["total"] == rows["a1"]["total"] + 200  # identical empty nodes
+    for seed in range(5):  # every seed, cache on or off, picks the preferred group
+        assert Placer(s, seed=seed).place("ns/p", assume=False)[0] == "a2"
+        assert Placer(s, seed=seed, cache=False).place("ns/p", assume=False)[0] == "a2"

@@ -165,6 +165,11 @@ DATA: dict[str, dict[str, Any]] = {
         "quota": {"scope": "namespace/team-a", "band": None, "resource": "cpu",
                   "limit": 20000, "used": 19000, "requested": 2000},
     },
+    "esched.gang.reserved": {
+        "gang": "ml/trainer", "nodes": ["gpu-node-1.example.com", "gpu-node-2.example.com"],
+        "waited_seconds": 31.5,
+        "message": "gang ml/trainer waited 31.5s (2/4 members fit; short of nvidia.com/gpu: 2)",
+    },
     "esched.pod.unschedulable": {
         "pod": "ml/trainer-0",
         "reasons": {"Insufficient.cpu": 3, "NodeUnschedulable": 1, "TaintNotTolerated": 1},

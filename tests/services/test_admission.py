@@ -343,3 +343,131 @@ def test_up_with_a_quota_config_rejects_and_replay_shows_queues(tmp_path):
     res = runner.invoke(cli, ["--config", str(cfg), "up", "--store", store, "--input",
                               str(manifests), "--exit-when-idle", "--quiet"])
     assert res.exit_code == EXIT_USAGE and "quota.namespaces.t.cpu" in res.output
+
+
+# ---------------------------------------------------------------------- reclaim
+
+
+def running(name: str, node_name: str, queue_name: str) -> dict:
+    e = qpod(name, queue=queue_name)
+    e["data"]["spec"]["nodeName"] = node_name
+    return e
+
+
+async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(store: EventStore):
+    from esched.services.bus.memory import MemoryBus
+    from esched.services.dispatch import DispatchConfig, Dispatcher
+
+    proposals: list[dict] = []
+
+    async def submit(batch: list[dict]) -> None:
+        proposals.extend(batch)
+
+    d = Dispatcher(store, MemoryBus(), config=DispatchConfig(tick=0.02, reclaim_interval=0.05),
+                   submit=submit)
+    await d.start()
+    task = asyncio.create_task(d.run())
+    try:
+        deadline = time.monotonic() + 5
+        while not d.leading:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await append_events(store, node("n1", "2"), node("n2", "2"), queue("a"), queue("b"),
+                            *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
+                            qpod("b0", queue="b"))
+        report = ev("u-b0", ev_types.POD_UNSCHEDULABLE, {
+            "pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full",
+            "position": 9})
+        await append_events(store, report)
+        deadline = time.monotonic() + 5
+        while not proposals:
+            assert time.monotonic() < deadline, d.totals.as_dict()
+            await asyncio.sleep(0.02)
+        (p,) = proposals
+        assert p["reclaim"] is True and p["bindings"][0]["pod"] == "t/b0"
+        assert p["victims"] == [{"pod": "t/a0", "node": "n1"}]
+        assert d.totals.reclaims == 1
+        await asyncio.sleep(0.2)
+        assert len(proposals) == 1  # not planned again while its decision is on the way
+    finally:
+        await d.stop()
+        await asyncio.wait_for(task, 5)
+
+
+
+async def test_up_reclaims_for_a_starved_queue_and_the_audit_passes(tmp_path):
+    """Queue a runs on all 4 CPUs; queue b (same weight) then wants 4: reclaim evicts a's
+    lowest-priority pods until each holds its fair share (2 CPUs), in committed
+    victims+binding transactions; a's evicted pods wait (unschedulable)."""
+    from esched.services.audit import audit_store
+    from esched.services.bus.base import TopicNames
+    from esched.services.event_files import record_for_event
+    from esched.services.replay import fold_log
+    from esched.services.store import open_store
+    from esched.services.up import Up, UpConfig
+
+    url = f"sqlite:///{tmp_path / 'r.sqlite'}"
+    events = [node("n1", "2"), node("n2", "2"), queue("a"), queue("b")]
+    events += [running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)]
+    events += [qpod(f"b{i}", queue="b") for i in range(4)]
+    topics = TopicNames()
+    records = [record_for_event(e, topics, "test") for e in events]
+    summary = await asyncio.wait_for(
+        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60)
+    assert summary["dispatch"]["reclaims"] >= 2
+    es = open_store(url)
+    await es.connect()
+    try:
+        st = await fold_log(es)
+        q = st.summary()["queues"]
+        assert q["a"]["Running"] == 2 and q["b"]["Running"] == 2
+        assert q["a"]["share"] == 1.0 and q["b"]["share"] == 1.0
+        evicted = [orjson.loads(r.payload) for r in await es.read(0, 10_000)
+                   if r.type == ev_types.POD_EVICTED]
+        assert len(evicted) == 2 and all(e["data"]["pod"].startswith("t/a") for e in evicted)
+        assert {e["data"]["reason"] for e in evicted} == {"Reclaimed"}
+        report = await audit_store(es)
+        assert report["ok"], report["violations"]
+    finally:
+        await es.close()
+
+
+async def test_commit_checks_a_reclaim_by_the_queues_rule(store: EventStore):
+    from esched.services.commit import RECLAIM_ILLEGAL, CommitService
+
+    # Fair shares (cpu): keep 1 (its demand), a and b 1.5 each; a holds 3.
+    await append_events(store, node("n1", "3"), node("n2", "1"), queue("a"),
+                        queue("keep", reclaimable=False),
+                        *(running(f"a{i}", "n1", "a") for i in range(3)),
+                        running("k0", "n2", "keep"),
+                        queue("b"), qpod("b0", queue="b"), qpod("b1", queue="b"))
+
+    def reclaim(pid: str, pod: str, victims: list[tuple[str, str]], where: str) -> dict:
+        return {"proposal": pid, "replica": "dispatch", "position": 1, "gang": None,
+                "reclaim": True,
+                "bindings": [{"pod": f"t/{pod}", "node": where,
+                              "resources": {"cpu": 1000, "memory": GIB, "pods": 1}}],
+                "victims": [{"pod": f"t/{v}", "node": n} for v, n in victims]}
+
+    service = CommitService(store)
+    try:
+        # Not reclaimable; and two victims of a would take it below its fair share.
+        d1, d2 = await service.decide([reclaim("r1", "b0", [("k0", "n2")], "n2"),
+                                       reclaim("r2", "b0", [("a0", "n1"), ("a1", "n1")],
+                                               "n1")])
+        assert d1["data"]["reason"] == RECLAIM_ILLEGAL
+        assert "not reclaimable" in d1["data"]["message"]
+        assert d2["data"]["reason"] == RECLAIM_ILLEGAL and "fair share" in d2["data"]["message"]
+        # One victim of a, lowest first: committed with its eviction, in one append.
+        [d] = await service.decide([reclaim("r3", "b0", [("a0", "n1")], "n1")])
+        assert d["type"] == ev_types.PLACEMENT_COMMITTED and d["data"]["reclaim"] is True
+        assert service.state.pod("t/a0")["phase"] == "Pending"
+        assert service.state.pod("t/b0")["node"] == "n1"
+        # a is at 2 of its 1.5 now: one more would take it below.
+        [d] = await service.decide([reclaim("r4", "b1", [("a1", "n1")], "n1")])
+        assert d["data"]["reason"] == RECLAIM_ILLEGAL and "fair share" in d["data"]["message"]
+    finally:
+        await service.stop()
+    from esched.services.audit import audit_store
+    report = await audit_store(store)
+    assert report["ok"], report["violations"]

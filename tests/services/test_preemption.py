@@ -16,6 +16,7 @@ import orjson
 
 from esched.core.bands import parse_bands
 from esched.schemas.events import (
+    GANG_RESERVED,
     PLACEMENT_COMMITTED,
     POD_EVICTED,
     POD_SUCCEEDED,
@@ -326,3 +327,77 @@ def test_bands_from_the_config_file_flag_and_environment(tmp_path):
     assert res.exit_code == EXIT_USAGE and "monitoring > production > batch" in res.output
     res = runner.invoke(cli, ["audit", "--store", store], env={"ESCHED_BANDS": str(good)})
     assert res.exit_code == 0, res.output
+
+
+# ---------------------------------------------------------------------- starvation
+
+
+async def test_commit_keeps_reserved_nodes_for_their_gang(store):
+    await append_events(
+        store, node("n1"), node("n2"), podgroup("g", 2),
+        *(pod(f"g{i}", "2", gang="g") for i in range(2)), pod("small"),
+        ev("reserve-1", GANG_RESERVED, {"gang": "t/g", "nodes": ["n1", "n2"],
+                                        "message": "test"}))
+    service = CommitService(store)
+    decisions = await service.decide([
+        placement("s", [("small", "n1")]),
+        placement("g", [("g0", "n1"), ("g1", "n2")], gang="t/g", cpu=2000)])
+    assert kinds(decisions) == [("rejected", "node_reserved"), ("committed", None)]
+    assert service.state.reservations == {}  # placed: the nodes are given back
+    assert (await audit_store(store))["ok"]
+    await service.stop()
+
+
+async def _stream(es, steps: int) -> int:
+    """Small pods finishing and arriving two at a time around a 4-node gang; returns
+    the step at which the gang ran (or -1)."""
+    started = 8
+    for step in range(steps):
+        state = await fold_log(es)
+        if running(state, "t/big") == 4:
+            return step
+        old = [f"s{i}" for i in range(started) if state.pod(f"t/s{i}")
+               and phase(state, f"t/s{i}") == "Running"][:2]
+        new = [f"s{started + i}" for i in range(2)]
+        started += 2
+        await append_events(es, *(ev(f"done-{p}", POD_SUCCEEDED,
+                                     {"metadata": {"name": p, "namespace": "t"}}) for p in old),
+                            *(pod(p, priority=BATCH) for p in new))
+
+        def settled(s, e, new=new):  # the new small pods placed, or held back
+            return all(phase(s, f"t/{p}") == "Running" or reported(e, f"t/{p}") for p in new)
+
+        await until(es, settled, f"step {step}")
+        if not old:  # drained: only the gang's retry (after its backoff) is left
+            await asyncio.sleep(0.5)
+    return -1
+
+
+async def test_a_big_gang_behind_a_stream_of_small_pods_runs_with_a_reservation(pg_url,
+                                                                             tmp_path):
+    # 4 nodes of 2 cpu, 8 small 1-cpu pods; the gang needs all 4 nodes whole. Every step
+    # two small pods finish and two arrive: without a reservation the newcomers always
+    # take the freed room and the gang starves; with one, the nodes drain for it.
+    events = [node(f"n{i}") for i in range(4)]
+    events += [pod(f"s{i}", priority=BATCH, node_name=f"n{i // 2}") for i in range(8)]
+    events += [podgroup("big", 4), *(pod(f"b{i}", "2", gang="big", priority=BATCH)
+                                     for i in range(4))]
+    control = f"sqlite:///{tmp_path / 'control.sqlite'}"
+    async with up_running(control, events, reserve_after=None) as es:
+        ran = await _stream(es, steps=8)
+    assert ran == -1  # starved
+    async with up_running(pg_url, events, reserve_after=0.2) as es:
+        # The gang is re-tried when capacity frees, after the dispatcher's backoff.
+        ran = await _stream(es, steps=60)
+        state = await fold_log(es)
+        evs = [orjson.loads(r.payload) for r in await es.read(0, 100_000)]
+        report = await audit_store(es)
+    assert ran > 0, "the gang never ran"
+    assert state.reservations == {}  # placed: the nodes are given back
+    reservations = [e for e in evs if e["type"] == GANG_RESERVED]
+    assert len(reservations) == 1 and reservations[0]["data"]["gang"] == "t/big"
+    assert sorted(reservations[0]["data"]["nodes"]) == ["n0", "n1", "n2", "n3"]
+    held = [e for e in evs if e["type"] == POD_UNSCHEDULABLE
+            and "NodeReserved" in e["data"]["reasons"]]
+    assert held  # newcomers were held back while the nodes drained
+    assert report["ok"], report

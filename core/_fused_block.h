@@ -1,0 +1,233 @@
+/* Block scoring for the Placer's fused profile, vectorized (see _placer.pyx, _scan_fused).
+ *
+ * The profile NodeResourcesFit (LeastAllocated or MostAllocated) and/or
+ * BalancedAllocation on (cpu, memory), scored for SCAN-sized blocks of contiguous
+ * nodes from structure-of-arrays double columns: one pass per requested resource for
+ * the fit check, one pass for the scores, no branch that depends on the data, so the
+ * compiler turns each pass into AVX2 / AVX-512 code. The same C body is compiled for
+ * x86-64 baseline, AVX2 and AVX-512 (target attributes) and picked once at import by
+ * CPU feature (esched_fblock_init), so the build needs no -march flag and runs on any
+ * x86-64; other architectures get the baseline body.
+ *
+ * Exactness (kube-scheduler's integer scores, bit for bit). The caller uses this only
+ * when every capacity is below 2**46 (and the class's requests too); then, in doubles:
+ *   - every integer operand below 2**53 is exact, and so are sums and the products
+ *     q * cap (q <= 100) compared below;
+ *   - Fit: score = floor(x / cap) with x = (cap - req) * 100 (LeastAllocated) or
+ *     min(req, cap) * 100 (MostAllocated). q = trunc(x * (1 / cap)) is within one of
+ *     it (relative error ~2**-52, q <= 100), and one exact multiply-compare each way
+ *     makes it exact. A request above 2**53 is rounded, but stays above cap.
+ *   - the weighted mean floor(ns / ws) likewise, with ns, ws small integers;
+ *   - BalancedAllocation: the fractions are the IEEE quotients used / cap (a true
+ *     division, as kube's float64(requested) / float64(allocatable)), clamped at 1,
+ *     std = |f0 - f1| / 2 and the score trunc((1 - std) * 100): the same operations
+ *     in the same order, so the same doubles. No FMA contraction (the whole
+ *     extension builds with -ffp-contract=off, and the AVX2 body has no FMA target).
+ *   - a zero capacity makes kube skip that resource; those nodes (rare) are left to the
+ *     caller's scalar path (ESCHED_FB_SPECIAL).
+ */
+#ifndef ESCHED_FUSED_BLOCK_H
+#define ESCHED_FUSED_BLOCK_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ESCHED_FB_BLOCK 128       /* nodes per block (== SCAN_BLOCK in _placer.pyx) */
+#define ESCHED_FB_MAX_NEED 16     /* requested columns checked here */
+#define ESCHED_FB_DEAD (-2)       /* node not alive */
+#define ESCHED_FB_INFEASIBLE (-1) /* does not fit */
+#define ESCHED_FB_SPECIAL (-3)    /* alive, fits, a zero cpu or memory capacity: score it in C */
+
+typedef struct {
+    /* Per node, double columns of one [row, stride] array (row pointers). */
+    const double *u0, *u1;        /* used (requests) cpu, memory: BalancedAllocation */
+    const double *z0, *z1;        /* used non-zero cpu, memory: Fit */
+    const double *a0, *a1;        /* allocatable cpu, memory */
+    const double *i0, *i1;        /* 1 / allocatable (0 when 0) */
+    const double *pen;            /* 0 schedulable, 1 unschedulable (cordoned), 2 dead */
+    const double *need_used[ESCHED_FB_MAX_NEED];   /* used column of each requested resource */
+    const double *need_alloc[ESCHED_FB_MAX_NEED];  /* its allocatable column */
+    double need_val[ESCHED_FB_MAX_NEED];           /* the class's request */
+    int n_need;
+    double pen_ok;                /* pen <= pen_ok fits: 0, or 1 if it tolerates cordons */
+    /* The class and the profile. */
+    double fr0, fr1;              /* Fit: the pod's non-zero cpu, memory */
+    double br0, br1;              /* BalancedAllocation: the pod's cpu, memory requests */
+    double rw0, rw1;              /* Fit: resource weights */
+    double ws, inv_ws;            /* Fit: rw0 + rw1, and 1 / that */
+    double w_fit, w_bal;          /* plugin weights */
+    int do_fit, least, do_bal;
+} esched_fblock;
+
+/* The kernels never trap (default MXCSR) and a NaN or inf from a zero capacity is
+ * discarded: let the vectorizer select between computed values (no effect on any value;
+ * with trapping math GCC refuses to if-convert the comparisons below). */
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+
+/* What the walk over a block needs to skip it: its best score and how many nodes were
+ * feasible and visited (alive). Without SPECIAL entries, these are exact. */
+typedef struct {
+    int32_t max;            /* -1 when none is feasible */
+    int32_t n_feasible;
+    int32_t n_visited;
+} esched_fbsum;
+
+/* floor(x / d) for integers 0 <= x < 2**53, 0 < d < 2**46, quotient <= 2**7, given 1/d.
+ * (A zero d gives garbage, replaced by the caller; int32 conversions vectorize.) */
+#define ESCHED_FB_FLOORDIV(x, d, inv, q) do {                 \
+        (q) = (double)(int32_t)((x) * (inv)); /* >= 0: floor */ \
+        (q) -= ((q) * (d) > (x)) ? 1.0 : 0.0;                   \
+        (q) += (((q) + 1.0) * (d) <= (x)) ? 1.0 : 0.0;          \
+    } while (0)
+
+static inline __attribute__((always_inline)) void
+esched_fblock_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
+                   esched_fbsum *sum)
+{
+    double bad[ESCHED_FB_BLOCK];
+    const double pen_ok = k->pen_ok;
+    const double *pen = k->pen + n0;
+    for (Py_ssize_t i = 0; i < m; i++)
+        bad[i] = pen[i] > pen_ok ? 1.0 : 0.0;
+    for (int j = 0; j < k->n_need; j++) {
+        const double *u = k->need_used[j] + n0, *a = k->need_alloc[j] + n0;
+        const double need = k->need_val[j];
+        for (Py_ssize_t i = 0; i < m; i++)
+            bad[i] = (u[i] + need > a[i]) ? 1.0 : bad[i];
+    }
+    const double *a0 = k->a0 + n0, *a1 = k->a1 + n0, *i0 = k->i0 + n0,
+                 *i1 = k->i1 + n0, *u0 = k->u0 + n0, *u1 = k->u1 + n0,
+                 *z0 = k->z0 + n0, *z1 = k->z1 + n0;
+    const double fr0 = k->fr0, fr1 = k->fr1, br0 = k->br0, br1 = k->br1;
+    const double rw0 = k->rw0, rw1 = k->rw1, ws = k->ws, inv_ws = k->inv_ws;
+    const double w_fit = k->w_fit, w_bal = k->w_bal;
+    const int do_fit = k->do_fit, least = k->least, do_bal = k->do_bal;
+    double tot[ESCHED_FB_BLOCK];
+    /* One simple loop per part: each vectorizes on its own. */
+    if (do_fit && least) {
+        for (Py_ssize_t i = 0; i < m; i++) {
+            double c0 = a0[i], c1 = a1[i], r0 = z0[i] + fr0, r1 = z1[i] + fr1, q0, q1, q;
+            double d0 = c0 - r0, d1 = c1 - r1;     /* exact; 0 when the request exceeds */
+            double x0 = (d0 > 0.0 ? d0 : 0.0) * 100.0, x1 = (d1 > 0.0 ? d1 : 0.0) * 100.0;
+            ESCHED_FB_FLOORDIV(x0, c0, i0[i], q0);
+            ESCHED_FB_FLOORDIV(x1, c1, i1[i], q1);
+            double ns = q0 * rw0 + q1 * rw1;
+            ESCHED_FB_FLOORDIV(ns, ws, inv_ws, q);
+            tot[i] = w_fit * q;
+        }
+    } else if (do_fit) {
+        for (Py_ssize_t i = 0; i < m; i++) {
+            double c0 = a0[i], c1 = a1[i], r0 = z0[i] + fr0, r1 = z1[i] + fr1, q0, q1, q;
+            double x0 = ((r0 < c0) ? r0 : c0) * 100.0;
+            double x1 = ((r1 < c1) ? r1 : c1) * 100.0;
+            ESCHED_FB_FLOORDIV(x0, c0, i0[i], q0);
+            ESCHED_FB_FLOORDIV(x1, c1, i1[i], q1);
+            double ns = q0 * rw0 + q1 * rw1;
+            ESCHED_FB_FLOORDIV(ns, ws, inv_ws, q);
+            tot[i] = w_fit * q;
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < m; i++)
+            tot[i] = 0.0;
+    }
+    if (do_bal) {
+        /* The fractions by reciprocal (a multiply, not a division); it may differ from
+         * the IEEE quotient in the last bit, which moves the truncated score only when
+         * (1 - std) * 100 lies within ~1e-13 of an integer. Those nodes (std == 0, nice
+         * ratios; rare) are redone with the true quotients, so the score is kube's. */
+        double ys[ESCHED_FB_BLOCK];
+        int64_t near = 0;   /* an OR, not a double sum: that would be reduced in order */
+        for (Py_ssize_t i = 0; i < m; i++) {
+            double f0 = (u0[i] + br0) * i0[i], f1 = (u1[i] + br1) * i1[i];
+            f0 = f0 > 1.0 ? 1.0 : f0;
+            f1 = f1 > 1.0 ? 1.0 : f1;
+            double y = (1.0 - fabs((f0 - f1) / 2.0)) * 100.0;
+            double t = (double)(int32_t)y;
+            near |= (y - t < 1e-9) | (y - t > 1.0 - 1e-9);
+            ys[i] = t;
+        }
+        if (near) {
+            for (Py_ssize_t i = 0; i < m; i++) {
+                double f0 = (u0[i] + br0) / a0[i], f1 = (u1[i] + br1) / a1[i];
+                f0 = f0 > 1.0 ? 1.0 : f0;
+                f1 = f1 > 1.0 ? 1.0 : f1;
+                ys[i] = (double)(int32_t)((1.0 - fabs((f0 - f1) / 2.0)) * 100.0);
+            }
+        }
+        for (Py_ssize_t i = 0; i < m; i++)
+            tot[i] += w_bal * ys[i];
+    }
+    int32_t mx = -1, n_feas = 0, n_vis = 0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        /* NaN or inf (a zero capacity) only where the result is replaced below */
+        int32_t s = (int32_t)(tot[i] < 1e9 ? tot[i] : 0.0);
+        s = ((a0[i] == 0.0) | (a1[i] == 0.0)) ? ESCHED_FB_SPECIAL : s;
+        s = bad[i] != 0.0 ? ESCHED_FB_INFEASIBLE : s;
+        s = pen[i] >= 2.0 ? ESCHED_FB_DEAD : s;
+        out[i] = s;
+        mx = s > mx ? s : mx;
+        n_feas += s >= 0;
+        n_vis += s >= ESCHED_FB_INFEASIBLE;
+    }
+    sum->max = mx;
+    sum->n_feasible = n_feas;
+    sum->n_visited = n_vis;
+}
+
+typedef void (*esched_fblock_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
+                                 int32_t *out, esched_fbsum *sum);
+
+static void esched_fblock_base(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
+                               int32_t *out, esched_fbsum *sum)
+{
+    esched_fblock_body(k, n0, m, out, sum);
+}
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define ESCHED_FB_X86 1
+__attribute__((target("avx2")))
+static void esched_fblock_avx2(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
+                               int32_t *out, esched_fbsum *sum)
+{
+    esched_fblock_body(k, n0, m, out, sum);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,prefer-vector-width=512")))
+static void esched_fblock_avx512(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
+                                 int32_t *out, esched_fbsum *sum)
+{
+    esched_fblock_body(k, n0, m, out, sum);
+}
+#endif
+
+#pragma GCC pop_options
+
+static esched_fblock_fn esched_fblock_score = esched_fblock_base;
+static const char *esched_fblock_isa = "baseline";
+
+/* Pick the widest body this CPU runs; ESCHED_SIMD=baseline|avx2|avx512 caps it. */
+static void esched_fblock_init(const char *cap)
+{
+    esched_fblock_score = esched_fblock_base;
+    esched_fblock_isa = "baseline";
+#ifdef ESCHED_FB_X86
+    __builtin_cpu_init();
+    int any = cap == 0 || cap[0] == 0;
+    int want512 = any || strcmp(cap, "avx512") == 0;
+    int want2 = want512 || strcmp(cap, "avx2") == 0;
+    if (want512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
+            && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
+        esched_fblock_score = esched_fblock_avx512;
+        esched_fblock_isa = "avx512";
+    } else if (want2 && __builtin_cpu_supports("avx2")) {
+        esched_fblock_score = esched_fblock_avx2;
+        esched_fblock_isa = "avx2";
+    }
+#else
+    (void)cap;
+#endif
+}
+
+#endif /* ESCHED_FUSED_BLOCK_H */
