@@ -865,6 +865,10 @@ cdef class ClusterState:
         if self.gang_counts[<Py_ssize_t>g, PHASE_PENDING] == 0:
             self._anomaly("reserve_nothing_pending")
             return 0
+        if self.reservations and gang not in self.reservations:
+            # One gang at a time: replicas racing to reserve are ordered by the log.
+            self._anomaly("reserve_busy")
+            return 0
         held = self.reservations.setdefault(gang, [])
         cdef Py_ssize_t n
         for name in data.get("nodes") or ():

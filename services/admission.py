@@ -10,6 +10,9 @@ Failed, it is never scheduled, nothing waits forever):
 * ``QuotaExceeded``: its requests would take a quota of its queue or namespace
   (overall or of its band) over its limit (:mod:`esched.core.quota`). Quota counts
   active pods (Pending or Running) in log order, so the verdict is deterministic.
+  A gang is admitted whole or not at all: when one member is rejected, its other
+  pending members and those submitted later are rejected too (until its PodGroup
+  is submitted again), so no part of a gang waits forever below ``minMember``.
 
 **Held** (a job -- a pod, or a gang as a whole -- stays pending, not handed out, and is
 looked at again when capacity frees or a queue changes):
@@ -51,6 +54,7 @@ from esched.schemas.events import (
     POD_REJECTED,
     POD_SUBMITTED,
     POD_SUCCEEDED,
+    PODGROUP_SUBMITTED,
 )
 
 __all__ = ["Admission", "Rejection", "WorkItem"]
@@ -108,6 +112,8 @@ class Admission:
         #: jobs let through and maybe still pending (they hold their queue's capability)
         self._inflight: set[tuple[str, str]] = set()
         self.rejected_total: dict[str, int] = {}
+        #: gang -> the rejection of its first refused member
+        self._rejected_gangs: dict[str, Rejection] = {}
 
     # ------------------------------------------------------------------ quota accounting
 
@@ -167,6 +173,27 @@ class Admission:
             self._charge(pod, scopes, band,
                          dict(st.class_specs[int(st.pod_class_np[idx])]["requests"]))
 
+    def gang_rejected(self, gang: str) -> bool:
+        """Whether ``gang`` was refused at admission (its members are rejected)."""
+        return gang in self._rejected_gangs
+
+    def _reject_gang(self, st: ClusterState, gang: str, first: Rejection,
+                     pos: int) -> list[Rejection]:
+        """A gang is admitted whole or not at all: once a member is rejected, its other
+        pending members (and members submitted later) are rejected too and give their
+        quota back, so no part of it waits forever below minMember."""
+        self._rejected_gangs[gang] = first
+        out = []
+        for pod in st.gang_members(gang, "Pending"):
+            if pod == first.pod or pod in self.rejecting:
+                continue
+            self._uncharge(pod)
+            self.rejecting.add(pod)
+            out.append(Rejection(pod, first.queue, first.reason,
+                                 f"gang {gang} was rejected: {first.message}",
+                                 f"rejected-{pod}-{pos}", first.quota))
+        return out
+
     def _rejected(self, rejections: list[Rejection]) -> list[Rejection]:
         for r in rejections:
             self.rejecting.add(r.pod)
@@ -181,6 +208,7 @@ class Admission:
         self._charged.clear()
         self._used.clear()
         self.rejecting.clear()
+        self._rejected_gangs.clear()
         self.held.clear()
         self._held_items.clear()
         self._inflight.clear()
@@ -209,15 +237,29 @@ class Admission:
             if etype == POD_SUBMITTED:
                 pod = _pod_key(data)
                 idx = st.pod_index.get(pod)
-                if idx is None or pod in self._charged:
-                    continue  # invalid, or a resubmission the fold ignored
+                if idx is None or pod in self._charged or pod in self.rejecting:
+                    continue  # invalid, a resubmission the fold ignored, or rejected
                 phase = int(st.pod_phase_np[idx])
                 if phase == _RUNNING:
                     self._charge_active(st, pod, idx)  # already running: nothing to decide
                 elif phase == _PENDING:
-                    r = self._verdict(st, pod, idx, f"rejected-{pod}-{pos}", True)
+                    g = int(st.pod_gang_np[idx])
+                    gang = st.gang_keys[g] if g >= 0 else None
+                    first = self._rejected_gangs.get(gang) if gang else None
+                    if first is not None:
+                        r = Rejection(pod, first.queue, first.reason,
+                                      f"gang {gang} was rejected: {first.message}",
+                                      f"rejected-{pod}-{pos}", first.quota)
+                    else:
+                        r = self._verdict(st, pod, idx, f"rejected-{pod}-{pos}", True)
                     if r is not None:
                         out.append(r)
+                        self.rejecting.add(r.pod)
+                        if gang and first is None:
+                            out.extend(self._reject_gang(st, gang, r, pos))
+            elif etype == PODGROUP_SUBMITTED:
+                # A PodGroup submitted (again) starts a fresh admission of its members.
+                self._rejected_gangs.pop(_pod_key(data), None)
             elif etype in _TERMINAL:
                 pod = str(data.get("pod")) if "pod" in data else _pod_key(data)
                 self._uncharge(pod)
@@ -229,7 +271,8 @@ class Admission:
 
     def release(self, st: ClusterState, items: list[WorkItem]) -> list[WorkItem]:
         """The items to hand out now, in allocation order; the rest are held."""
-        items = [it for it in items if not (it[1] == "pod" and it[2] in self.rejecting)]
+        refused = self.rejecting, self._rejected_gangs
+        items = [it for it in items if it[2] not in refused[it[1] == "gang"]]
         if not items:
             return []
         nq, nr, npods = st.n_queues, st.n_res, st.n_pods

@@ -388,7 +388,7 @@ class Dispatcher:
                 out.append((cause, "pod", pod))
         for gang in gang_set:
             g = st.gang_index.get(gang)
-            if g is None:
+            if g is None or self.admission.gang_rejected(gang):
                 continue
             pending = int(st.gang_counts_np[g, _PENDING])
             running = int(st.gang_counts_np[g, _RUNNING])

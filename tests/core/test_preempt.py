@@ -267,3 +267,14 @@ def test_reservation_nodes_by_capacity_then_free_room():
     # idle and busy hold 2 members each when empty; idle has them free now: idle first
     assert p.reservation_nodes(members, 3) == ["idle", "busy"]
     assert p.reservation_nodes(members, 5) == []  # never fits: reserve nothing
+
+
+def test_one_reservation_at_a_time():
+    s, log = cluster(node("n1", cpu="2"), node("n2", cpu="2"))
+    for g in ("a", "b"):
+        log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": g, "namespace": "ns"},
+                                    "spec": {"minMember": 1}})
+        pending(log, f"{g}0", BATCH, cpu="4", gang=g)
+    _reserve(log, "ns/a", "n1")
+    _reserve(log, "ns/b", "n2")  # a second replica's, later in the log: ignored
+    assert s.reservations == {"ns/a": ["n1"]} and s.anomalies["reserve_busy"] == 1

@@ -258,3 +258,25 @@ def test_preferred_node_groups_are_scored_not_required():
     for seed in range(5):  # every seed, cache on or off, picks the preferred group
         assert Placer(s, seed=seed).place("ns/p", assume=False)[0] == "a2"
         assert Placer(s, seed=seed, cache=False).place("ns/p", assume=False)[0] == "a2"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    amount=st.integers(0, 10**6),
+    kids=st.lists(st.tuples(st.integers(1, 5), st.one_of(st.none(), st.integers(0, 10**5))),
+                  min_size=1, max_size=4),
+    parent_weight=st.integers(1, 5),
+)
+def test_children_split_exactly_what_their_parent_gets(amount, kids, parent_weight):
+    specs = [QueueSpec("p", weight=parent_weight), QueueSpec("other", weight=1)]
+    specs += [QueueSpec(f"k{i}", weight=w, parent="root.p",
+                        capability={} if cap is None else {"cpu": cap})
+              for i, (w, cap) in enumerate(kids)]
+    out = deserved(specs, {"cpu": amount})
+    assert out["p"]["cpu"] + out["other"]["cpu"] == amount
+    kid_total = sum(out[f"k{i}"]["cpu"] for i in range(len(kids)))
+    caps = [cap for _, cap in kids]
+    if all(c is not None for c in caps):
+        assert kid_total == min(out["p"]["cpu"], sum(caps))
+    else:
+        assert kid_total == out["p"]["cpu"]

@@ -137,6 +137,24 @@ def test_namespace_quota_rejects_the_pod_that_would_exceed_it_and_frees_on_exit(
     assert f.admission.used("namespace/t")["cpu"] == 2000
 
 
+def test_a_gang_is_admitted_whole_or_rejected_whole():
+    f = Fold(Admission(parse_quota({"namespaces": {"t": {"cpu": "2"}}})))
+    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
+        "metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 3}})
+    f(node("n1", "8"), pg, qpod("g0", gang="g"), qpod("g1", gang="g"))
+    assert f.admission.used("namespace/t")["cpu"] == 2000
+    out = f(qpod("g2", gang="g"))
+    # g2 is over quota: the two members admitted before it are rejected with it, and
+    # give their quota back (three members can never run within 2 CPUs).
+    assert sorted(r.pod for r in out) == ["t/g0", "t/g1", "t/g2"]
+    assert {r.reason for r in out} == {"QuotaExceeded"}
+    assert all(f.state.pod(f"t/g{i}")["phase"] == "Failed" for i in range(3))
+    assert f.admission.used("namespace/t") == {}
+    (late,) = f(qpod("g3", gang="g"))
+    assert late.pod == "t/g3" and "gang t/g was rejected" in late.message
+    assert f(qpod("solo")) == []  # the quota is free for others
+
+
 def test_band_quota_limits_only_its_band():
     f = Fold(Admission(parse_quota({"queues": {"q": {"bands": {"best-effort": {"cpu": "1"}}}}})))
     f(node("n1", "8"), queue("q"))
@@ -471,3 +489,45 @@ async def test_commit_checks_a_reclaim_by_the_queues_rule(store: EventStore):
     from esched.services.audit import audit_store
     report = await audit_store(store)
     assert report["ok"], report["violations"]
+
+
+async def test_reclaim_over_kafka_and_postgresql(pg_store: EventStore, kafka_bootstrap: str,
+                                                 topic_prefix: str):
+    """The dispatcher's reclaim proposal travels on the proposals topic of a real broker
+    to the commit service, which commits the eviction and the binding in PostgreSQL."""
+    from esched.services.bus import open_bus
+    from esched.services.commit import CommitService
+    from esched.services.dispatch import DispatchConfig, Dispatcher
+    from esched.services.replay import fold_log
+
+    await append_events(pg_store, node("n1", "2"), queue("a"), queue("b"),
+                        running("a0", "n1", "a"), running("a1", "n1", "a"),
+                        qpod("b0", queue="b"))
+    bus = open_bus(kafka_bootstrap, topic_prefix)
+    commit = CommitService(pg_store, bus)
+    d = Dispatcher(pg_store, bus, config=DispatchConfig(tick=0.05, reclaim_interval=0.1))
+    await commit.start()
+    await d.start()
+    tasks = [asyncio.create_task(commit.run()), asyncio.create_task(d.run())]
+    try:
+        deadline = time.monotonic() + 60
+        while not d.leading:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        # What a replica reports when b0 fits nowhere (there is none in this test).
+        await append_events(pg_store, ev("u-b0", ev_types.POD_UNSCHEDULABLE, {
+            "pod": "t/b0", "reasons": {"Insufficient.cpu": 1}, "message": "full",
+            "position": 6}))
+        while True:
+            st = await fold_log(pg_store)
+            if st.pod("t/b0")["phase"] == "Running":
+                break
+            assert time.monotonic() < deadline, d.totals.as_dict()
+            assert not any(t.done() for t in tasks), [t.exception() for t in tasks if t.done()]
+            await asyncio.sleep(0.2)
+        assert st.pod("t/a0")["phase"] == "Pending" and st.pod("t/a1")["phase"] == "Running"
+        assert d.totals.reclaims == 1 and commit.totals.evicted == 1
+    finally:
+        await d.stop()
+        await commit.stop()
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 20)
