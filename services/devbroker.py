@@ -80,6 +80,11 @@ class DevBroker:
         self.stop()
         raise RuntimeError(f"tansu did not listen on {self.bootstrap} within {timeout}s")
 
+    @property
+    def pid(self) -> int | None:
+        """The broker process id while running."""
+        return self._proc.pid if self._proc is not None else None
+
     def stop(self) -> None:
         """Kill the broker; safe to call twice."""
         if self._proc is not None and self._proc.poll() is None:

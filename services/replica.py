@@ -255,7 +255,7 @@ class ReplicaConfig:
     batch_size: int = 1000
     poll_timeout_ms: int = 100
     #: Keep polling for up to this many seconds while more work arrives (batching).
-    linger: float = 0.05
+    linger: float = 0.01
     linger_poll_ms: int = 10
     #: Attempts after the first for proposals the commit service rejected.
     max_retries: int = 3
@@ -372,21 +372,43 @@ class Replica:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Fold the log, start following it, connect to the bus and join the group."""
+        """Fold the log, start following it, connect to the bus and join the group.
+
+        The group join runs while the log is folded: a join waits on the broker
+        (seconds: tansu holds every JoinGroup about 5 s, Kafka an empty group's
+        ``group.initial.rebalance.delay.ms``), the fold of a snapshot plus the tail
+        takes about one, so a restarted replica pays the longer of the two, not both.
+        Work polled only once both are done.
+        """
         started = time.perf_counter()
-        state = await self.follower.start()
-        self.placer = Placer(state, self.profile, self.seed)
-        if self._submit is None:
-            self._producer = self.bus.producer()
-            await retry_until(self._producer.start, retriable=_is_transient,
-                              what="producer start")
         if self._consumer is None:
             await retry_until(self.bus.ensure_topics, retriable=_is_transient,
                               what="create topics")
-            self._consumer = self.bus.consumer([self.bus.topics.work], self.config.group)
-        await retry_until(self._consumer.start, retriable=_is_transient, what="consumer start")
-        log.info("replica %s ready at position %d in %.2fs", self.id, state.position,
-                 time.perf_counter() - started, extra={"replica": self.id})
+            # Static membership under the replica's name: a restarted replica takes its
+            # old place (and partitions) at once instead of after its old session.
+            self._consumer = self.bus.consumer([self.bus.topics.work], self.config.group,
+                                               instance=f"{self.config.group}/{self.id}")
+        joining = asyncio.ensure_future(
+            retry_until(self._consumer.start, retriable=_is_transient, what="consumer start"))
+        joined: list[float] = []
+        joining.add_done_callback(lambda _f: joined.append(time.perf_counter()))
+        try:
+            state = await self.follower.start()
+            folded = time.perf_counter()
+            self.placer = Placer(state, self.profile, self.seed)
+            if self._submit is None:
+                self._producer = self.bus.producer()
+                await retry_until(self._producer.start, retriable=_is_transient,
+                                  what="producer start")
+            await joining
+        except BaseException:
+            joining.cancel()
+            with contextlib.suppress(BaseException):
+                await joining
+            raise
+        log.info("replica %s ready at position %d in %.2fs (fold %.2fs, group join %.2fs)",
+                 self.id, state.position, time.perf_counter() - started, folded - started,
+                 joined[0] - started, extra={"replica": self.id})
 
     async def stop(self) -> None:
         """Leave the group (uncommitted work is redelivered), stop following; idempotent."""
@@ -457,11 +479,15 @@ class Replica:
         self.totals.work_items += len(msgs)
         if targets:
             upto = max(t.position for t in targets.values())
+            t0 = time.perf_counter()
             # The fold must have the event that made each item pending; it is in the log.
             while not await self.follower.wait_for(upto, 5.0):
                 log.warning("replica %s: fold at %d, waiting for work position %d", self.id,
                             self.follower.position, upto)
+            t1 = time.perf_counter()
             await self._place(list(targets.values()))
+            log.debug("replica %s: %d work items; fold wait %.1f ms, place+decide %.1f ms",
+                      self.id, len(targets), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
         offsets: dict[tuple[str, int], int] = {}
         for m in msgs:
             k = (m.topic, m.partition)
@@ -500,10 +526,14 @@ class Replica:
             self.placer.sync()
             candidates: dict[str, tuple[_Target, dict[str, int], str]] = {}
             judged_at = int(self.state.position)  # the state this pass's verdicts see
+            t0 = time.perf_counter()
             proposals, by_proposal = self._plan(targets, candidates)
+            t1 = time.perf_counter()
             retry: list[_Target] = []
             if proposals:
                 retry = await self._decided(proposals, by_proposal)
+            log.debug("replica %s: planned %d in %.1f ms, decided in %.1f ms", self.id,
+                      len(proposals), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
             if not retry:
                 for pod, (t, reasons, msg) in candidates.items():
                     unschedulable[pod] = (t.position, reasons, msg, judged_at)

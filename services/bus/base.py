@@ -148,8 +148,13 @@ class Bus(abc.ABC):
 
     @abc.abstractmethod
     def consumer(self, topics: Sequence[str], group: str, *,
-                 exclusive: bool = False) -> BusConsumer:
+                 exclusive: bool = False, instance: str | None = None) -> BusConsumer:
         """A new consumer of ``topics`` in consumer group ``group``.
+
+        ``instance``: a stable member name (Kafka static membership, KIP-345): a
+        process restarted under the same name takes its old place in the group
+        without waiting for the old member's session to expire. Two live consumers
+        must never share one.
 
         ``exclusive``: the caller is the group's only reader (a singleton guarded by
         a lease, like the commit service). It reads every partition from the group's

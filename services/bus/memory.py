@@ -39,8 +39,9 @@ class MemoryBus(Bus):
         return _MemoryProducer(self)
 
     def consumer(self, topics: Sequence[str], group: str, *,
-                 exclusive: bool = False) -> BusConsumer:
-        # One partition per topic and no membership: exclusive changes nothing here.
+                 exclusive: bool = False, instance: str | None = None) -> BusConsumer:
+        # One partition per topic and no membership: exclusive and instance change
+        # nothing here.
         return _MemoryConsumer(self, tuple(topics), group)
 
 

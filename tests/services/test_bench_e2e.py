@@ -1,0 +1,51 @@
+"""`esched bench e2e` end to end on a small cluster: the figures are all there and sane."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from esched.services.devbroker import DevBroker
+
+pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
+
+
+def test_bench_e2e_reports_throughput_latency_and_conflicts(
+        pg_server: str, dev_broker: DevBroker, tmp_path) -> None:
+    result = subprocess.run([
+        str(Path(sys.executable).with_name("esched")), "bench", "e2e",
+        "--kafka", dev_broker.bootstrap, "--pg", pg_server, "--nodes", "200",
+        "--pods", "400", "--replicas", "2", "--latency-for", "2", "--rate", "200",
+        "--latency-seconds", "1", "--logdir", str(tmp_path)], capture_output=True, timeout=240)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    out = orjson.loads(result.stdout)
+    assert out["mode"] == "processes"
+    assert 0.6 < out["preload"]["cpu_utilization"] < 0.8
+    (run,) = out["runs"]
+    assert run["replicas"] == 2 and run["missing"] == 0
+    assert run["pods_per_s"] > 0 and run["commits"] >= 400
+    assert set(run["commits_by_replica"]) == {"r1", "r2"}
+    assert run["conflict_fraction"] >= 0
+    lat = run["latency"]
+    assert lat["missing"] == 0 and 0 < lat["p50_ms"] <= lat["p99_ms"]
+    assert "sent->stored" in lat["stages"]
+    assert {"commit", "dispatch", "ingest", "replica-r1"} <= set(run["cpu_us_per_pod"])
+
+
+@pytest.mark.scale
+def test_bench_restart_reports_the_restart_and_its_baseline(
+        pg_server: str, dev_broker: DevBroker, tmp_path) -> None:
+    result = subprocess.run([
+        str(Path(sys.executable).with_name("esched")), "bench", "restart",
+        "--kafka", dev_broker.bootstrap, "--pg", pg_server, "--nodes", "300", "--pending", "50",
+        "--logdir", str(tmp_path)], capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    out = orjson.loads(result.stdout)
+    assert out["running_pods"] > 0 and out["nodes"] == 300
+    for key in ("first_start_s", "restart_after_sigterm_s", "restart_after_sigkill_s",
+                "baseline_fold_from_zero_s", "fold_from_snapshot_s"):
+        assert out[key] > 0, key
