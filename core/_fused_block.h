@@ -66,10 +66,12 @@ typedef struct {
 #pragma GCC push_options
 #pragma GCC optimize("no-trapping-math")
 
-/* What the walk over a block needs to skip it: its best score and how many nodes were
- * feasible and visited (alive). Without SPECIAL entries, these are exact. */
+/* What the walk over a block needs instead of its nodes: the best score, how many
+ * nodes have it, how many were feasible and visited (alive). Exact when the block has
+ * no SPECIAL entry (the caller recounts after finishing those). */
 typedef struct {
     int32_t max;            /* -1 when none is feasible */
+    int32_t n_max;          /* entries equal to max (0 when max is -1) */
     int32_t n_feasible;
     int32_t n_visited;
 } esched_fbsum;
@@ -171,46 +173,127 @@ esched_fblock_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
         n_feas += s >= 0;
         n_vis += s >= ESCHED_FB_INFEASIBLE;
     }
+    int32_t n_max = 0;
+    for (Py_ssize_t i = 0; i < m; i++)
+        n_max += out[i] == mx;
     sum->max = mx;
+    sum->n_max = mx >= 0 ? n_max : 0;
     sum->n_feasible = n_feas;
     sum->n_visited = n_vis;
 }
 
+/* The block summary of scores s[0:m] (what the kernel's last loop computes). */
+static inline __attribute__((always_inline)) void
+esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
+{
+    int32_t mx = -1, n_feas = 0, n_vis = 0, n_max = 0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        int32_t x = s[i];
+        mx = x > mx ? x : mx;
+        n_feas += x >= 0;
+        n_vis += x >= ESCHED_FB_INFEASIBLE;
+    }
+    for (Py_ssize_t i = 0; i < m; i++)
+        n_max += s[i] == mx;
+    sum->max = mx;
+    sum->n_max = mx >= 0 ? n_max : 0;
+    sum->n_feasible = n_feas;
+    sum->n_visited = n_vis;
+}
+
+/* How many cache entries of m nodes are stale: stamp != (version | epoch). */
+static inline __attribute__((always_inline)) Py_ssize_t
+esched_stale_body(const int64_t *stamp, const long long *ver, int64_t epoch, Py_ssize_t m)
+{
+    int64_t n = 0;
+    for (Py_ssize_t i = 0; i < m; i++)
+        n += stamp[i] != ((int64_t)ver[i] | epoch);
+    return (Py_ssize_t)n;
+}
+
+/* Index of the r-th (from 0) entry of s[0:m] equal to x; m if there is none. Counts
+ * 32 entries at a time (a vector compare and sum) to skip to the right chunk. */
+static inline Py_ssize_t esched_nth_equal(const int32_t *s, Py_ssize_t m, int32_t x,
+                                          Py_ssize_t r)
+{
+    Py_ssize_t i = 0;
+    for (; i + 32 <= m; i += 32) {
+        int32_t c = 0;
+        for (int j = 0; j < 32; j++)
+            c += s[i + j] == x;
+        if (r < c)
+            break;
+        r -= c;
+    }
+    for (; i < m; i++) {
+        if (s[i] == x) {
+            if (r == 0)
+                return i;
+            r--;
+        }
+    }
+    return m;
+}
+
+/* Length of the prefix of s[0:m] that holds its first `need` (>= 1) feasible entries
+ * (s >= 0); m if it holds fewer. Chunks of 32 are counted as vectors. */
+static inline Py_ssize_t esched_cut(const int32_t *s, Py_ssize_t m, long long need)
+{
+    Py_ssize_t i = 0;
+    for (; i + 32 <= m; i += 32) {
+        int32_t c = 0;
+        for (int j = 0; j < 32; j++)
+            c += s[i + j] >= 0;
+        if (need <= c)
+            break;
+        need -= c;
+    }
+    for (; i < m; i++)
+        if (s[i] >= 0 && --need == 0)
+            return i + 1;
+    return m;
+}
+
 typedef void (*esched_fblock_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
                                  int32_t *out, esched_fbsum *sum);
+typedef void (*esched_summarize_fn)(const int32_t *s, Py_ssize_t m, esched_fbsum *sum);
+typedef Py_ssize_t (*esched_stale_fn)(const int64_t *stamp, const long long *ver,
+                                      int64_t epoch, Py_ssize_t m);
 
-static void esched_fblock_base(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
-                               int32_t *out, esched_fbsum *sum)
-{
-    esched_fblock_body(k, n0, m, out, sum);
-}
+/* One body per instruction set: the kernel, the summary, the stale count. */
+#define ESCHED_FB_VARIANT(isa, attr)                                                     \
+    attr static void esched_fblock_##isa(const esched_fblock *k, Py_ssize_t n0,           \
+                                         Py_ssize_t m, int32_t *out, esched_fbsum *sum)   \
+    { esched_fblock_body(k, n0, m, out, sum); }                                           \
+    attr static void esched_summarize_##isa(const int32_t *s, Py_ssize_t m,               \
+                                            esched_fbsum *sum)                            \
+    { esched_summarize_body(s, m, sum); }                                                 \
+    attr static Py_ssize_t esched_stale_##isa(const int64_t *stamp, const long long *ver, \
+                                              int64_t epoch, Py_ssize_t m)                \
+    { return esched_stale_body(stamp, ver, epoch, m); }
+
+ESCHED_FB_VARIANT(base, )
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define ESCHED_FB_X86 1
-__attribute__((target("avx2")))
-static void esched_fblock_avx2(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
-                               int32_t *out, esched_fbsum *sum)
-{
-    esched_fblock_body(k, n0, m, out, sum);
-}
-
-__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,prefer-vector-width=512")))
-static void esched_fblock_avx512(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
-                                 int32_t *out, esched_fbsum *sum)
-{
-    esched_fblock_body(k, n0, m, out, sum);
-}
+ESCHED_FB_VARIANT(avx2, __attribute__((target("avx2"))))
+ESCHED_FB_VARIANT(avx512, __attribute__((target(
+    "avx512f,avx512dq,avx512vl,avx512bw,prefer-vector-width=512"))))
 #endif
 
 #pragma GCC pop_options
 
 static esched_fblock_fn esched_fblock_score = esched_fblock_base;
+static esched_summarize_fn esched_summarize = esched_summarize_base;
+static esched_stale_fn esched_stale = esched_stale_base;
 static const char *esched_fblock_isa = "baseline";
 
-/* Pick the widest body this CPU runs; ESCHED_SIMD=baseline|avx2|avx512 caps it. */
+/* Pick the widest bodies this CPU runs; ESCHED_SIMD=baseline|avx2|avx512 caps them. */
 static void esched_fblock_init(const char *cap)
 {
     esched_fblock_score = esched_fblock_base;
+    esched_summarize = esched_summarize_base;
+    esched_stale = esched_stale_base;
     esched_fblock_isa = "baseline";
 #ifdef ESCHED_FB_X86
     __builtin_cpu_init();
@@ -220,9 +303,13 @@ static void esched_fblock_init(const char *cap)
     if (want512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
             && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
         esched_fblock_score = esched_fblock_avx512;
+        esched_summarize = esched_summarize_avx512;
+        esched_stale = esched_stale_avx512;
         esched_fblock_isa = "avx512";
     } else if (want2 && __builtin_cpu_supports("avx2")) {
         esched_fblock_score = esched_fblock_avx2;
+        esched_summarize = esched_summarize_avx2;
+        esched_stale = esched_stale_avx2;
         esched_fblock_isa = "avx2";
     }
 #else

@@ -20,24 +20,23 @@ Per pod (by equivalence class):
    ``num_feasible_nodes_to_find`` feasible nodes were seen.
 3. **Scoring**: the profile's plugins, resolved once into a C table of
    ``PluginSpec``; each is a ``noexcept nogil`` kernel in ``esched.core.scoring``.
-   Total = sum of weight * score. Ties are broken by reservoir sampling with the
-   seeded xorshift RNG, as kube's ``selectHost`` does.
-   **Fused scan**: when the profile is NodeResourcesFit (LeastAllocated or
-   MostAllocated) and/or BalancedAllocation, each on exactly (cpu, memory) -- kube's
-   default -- ``_place`` runs ``_scan_fused`` instead: module-level ``nogil`` code, no
-   per-plugin dispatch, per-class constants in locals; without the cache it scores
-   blocks of contiguous nodes with the vectorized kernel of ``_fused_block.h``
+   Total = sum of weight * score. Among the visited nodes with the best total, one
+   draw from the seeded xorshift RNG picks uniformly (the r-th in visit order): the
+   distribution of kube's ``selectHost`` reservoir sampling, one draw per pod.
+   **Fused profile**: NodeResourcesFit (LeastAllocated or MostAllocated) and/or
+   BalancedAllocation, each on exactly (cpu, memory) -- kube's default. ``_scan``
+   scores it a block step at a time with the vectorized kernel of ``_fused_block.h``
    (structure-of-arrays double columns, AVX2/AVX-512 chosen at import; the scalar
-   ``_score_block`` where capacities exceed its exact range) and then walks each block
-   in visit order, so the sampling stop, best, ties and RNG draws are those of the
-   per-node loop; a block whose best score is below the best so far, where sampling
-   does not stop, is only counted. Divisions by capacity use the placer's per-node reciprocals with an
-   exact integer correction (Fit) or an exact-quotient fallback near integer results
-   (BalancedAllocation): the integer scores are kube's, bit for bit
-   (tests/core/test_placer.py checks it against the plugin table).
-4. **Cache**: (class, node) -> (reasons, total), direct-mapped, valid while the
-   node's placer version is unchanged. A lookup is three loads from a slot next to
-   the previous node's slot, cheaper than the predicate and scores it replaces.
+   ``_score_block`` where capacities exceed its exact range): no per-plugin
+   dispatch, no Python, no per-node branch. Divisions by capacity use per-node
+   reciprocals with an exact integer correction (Fit) or the true quotients near
+   integer results (BalancedAllocation): the integer scores are kube's, bit for bit
+   (tests/core/test_placer.py checks the fused scan against the plugin table, every
+   kernel body, cache on and off).
+4. **Cache**: per recent class, a dense row of (score, stamp) per node, valid while
+   the node's placer version is unchanged, plus a summary per block (best, how many
+   have it, feasible, visited) valid while no node of the block changed; a burst of
+   identical pods takes unchanged blocks from their summaries, O(1) per 128 nodes.
 """
 
 cimport cython
@@ -118,11 +117,15 @@ cdef enum:
     EXPR_NONE = 1    # no bit of the mask is set on the node
     EXPR_FALSE = 2   # never matches (empty term, unsupported matchFields)
 
-# Cache: 2**CACHE_BITS direct-mapped slots (4 x 8 bytes each); 2**18 is 8 MiB, enough for
-# a class over 10,000 nodes plus its neighbours without evictions.
+# Cache: CACHE_SLOTS dense rows (a score and a stamp per node: 12 bytes; 1.9 MB for
+# 10,000 nodes) plus a summary per block of ESCHED_FB_BLOCK nodes. A class uses the
+# cache when it was placed within the last CACHE_SLOTS placements, so the rows in use
+# are never evicted by one-off classes.
 cdef enum:
-    CACHE_BITS = 18
-    CACHE_RECENT = 256          # a class placed within this many placements uses the cache
+    CACHE_SLOTS = 16
+    FEW_STALE = 8               # up to this many stale entries in a step: redo just those
+    BLOCK_SHIFT = 7             # 1 << BLOCK_SHIFT == ESCHED_FB_BLOCK (checked at import)
+    EPOCH_SHIFT = 48            # stamps: tick (< 2**48) | slot epoch << EPOCH_SHIFT
 
 
 cpdef long long num_feasible_nodes_to_find(long long n_all, long long percentage=0):
@@ -180,10 +183,17 @@ cdef extern from "_fused_block.h" nogil:
         int do_fit, least, do_bal
     ctypedef struct esched_fbsum:
         int32_t max
+        int32_t n_max
         int32_t n_feasible
         int32_t n_visited
     void esched_fblock_score(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m,
                              int32_t* out, esched_fbsum* sum) noexcept
+    void esched_summarize(const int32_t* s, Py_ssize_t m, esched_fbsum* sum) noexcept
+    Py_ssize_t esched_stale(const int64_t* stamp, const long long* ver, int64_t epoch,
+                            Py_ssize_t m) noexcept
+    Py_ssize_t esched_nth_equal(const int32_t* s, Py_ssize_t m, int32_t x,
+                                Py_ssize_t r) noexcept
+    Py_ssize_t esched_cut(const int32_t* s, Py_ssize_t m, long long need) noexcept
     void esched_fblock_init(const char* cap) noexcept
     const char* esched_fblock_isa
 
@@ -199,6 +209,9 @@ def _py_set_simd(cap: str = "") -> str:
     SIMD = esched_fblock_isa.decode()
     return SIMD
 
+
+if (1 << BLOCK_SHIFT) != ESCHED_FB_BLOCK:
+    raise ImportError("esched.core._placer: BLOCK_SHIFT does not match ESCHED_FB_BLOCK")
 
 #: The instruction set the vectorized block kernel runs with (``baseline``, ``avx2``, ``avx512``).
 SIMD = "baseline"
@@ -483,7 +496,7 @@ cdef void _score_block(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssi
     _fits and _fused_total inlined by hand with the per-class and per-profile constants
     in locals; no early exit and no data-dependent branch across iterations, so the CPU
     overlaps the nodes' divisions. The sequential part of the scan (sampling stop, best,
-    ties) then runs over these integers (_scan_fused).
+    ties) then runs over these integers (_scan).
     """
     cdef Py_ssize_t i, n, c
     cdef int j
@@ -574,7 +587,7 @@ cdef void _score_block(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssi
 cdef void _score_block_fb(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
                           int32_t* buf, esched_fbsum* sm) noexcept nogil:
     """_score_block through the vectorized kernel (v.use_fb), same results, plus the
-    block's summary (best score, feasible and visited counts) for the walk.
+    block's summary for the walk.
 
     The kernel checks resources and cordons and scores; label and taint constraints
     and nodes with a zero cpu or memory capacity are finished here, per node.
@@ -584,147 +597,16 @@ cdef void _score_block_fb(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_
     esched_fblock_score(&v.fb, n0, m, buf, sm)
     if not (v.has_taints or v.has_labels or v.fb_special):
         return
-    sm.max = -1
-    sm.n_feasible = 0
     for i in range(m):
         sc = buf[i]
         if sc == ESCHED_FB_DEAD or sc == ESCHED_FB_INFEASIBLE:
             continue
         n = n0 + i
         if (v.has_taints and not _taints_ok(v, n)) or (v.has_labels and not _selector_ok(v, n)):
-            buf[i] = sc = ESCHED_FB_INFEASIBLE
-            continue
-        if sc == ESCHED_FB_SPECIAL:
-            buf[i] = sc = <int32_t>_fused_total(F, v, n)
-        sm.n_feasible += 1
-        if sc > sm.max:
-            sm.max = sc
-    # n_visited (alive nodes) is what the kernel counted: SPECIAL entries are alive
-    # and were not counted there
-    sm.n_visited = 0
-    for i in range(m):
-        sm.n_visited += buf[i] >= ESCHED_FB_INFEASIBLE
-
-
-cdef Py_ssize_t _scan_cached(const Fused* F, const ClassView* v, Py_ssize_t N, Py_ssize_t start,
-                             long long target, uint64_t* rng,
-                             int64_t* ck, int64_t* cv, int64_t* cs, const long long* ver,
-                             int64_t key_base, uint64_t slot_base,
-                             score_t* best_out, long long* visited_out, long long* hits_out,
-                             long long* misses_out, Py_ssize_t* processed_out) noexcept nogil:
-    """_scan_fused with the cache: per node, a hit skips feasibility and scoring."""
-    cdef Py_ssize_t k = 0, n, best = -1, slot
-    cdef long long found = 0, visited = 0, ties = 0, hits = 0, misses = 0
-    cdef score_t sc, best_score = -1
-    cdef flag_t fl
-    cdef int64_t key
-    while k < N:
-        n = start + k
-        if n >= N:
-            n -= N
-        k += 1
-        fl = v.flags[n]
-        if not (fl & NODE_ALIVE):
-            continue
-        visited += 1
-        slot = <Py_ssize_t>((slot_base + <uint64_t>n) & ((1 << CACHE_BITS) - 1))
-        key = key_base | n
-        if ck[slot] == key and cv[slot] == ver[n]:
-            hits += 1
-            sc = cs[slot]
-        else:
-            misses += 1
-            sc = _fused_total(F, v, n) if _fits(v, n, fl) else -1
-            ck[slot] = key
-            cv[slot] = ver[n]
-            cs[slot] = sc
-        if sc < 0:
-            continue
-        found += 1
-        if sc > best_score:
-            best_score = sc
-            best = n
-            ties = 1
-        elif sc == best_score:
-            ties += 1
-            if below(rng, <uint64_t>ties) == 0:
-                best = n
-        if found >= target:
-            break
-    best_out[0] = best_score
-    visited_out[0] = visited
-    hits_out[0] = hits
-    misses_out[0] = misses
-    processed_out[0] = k
-    return best
-
-
-cdef Py_ssize_t _scan_fused(const Fused* F, const ClassView* v, Py_ssize_t N, Py_ssize_t start,
-                            long long target, uint64_t* rng, bint use_cache,
-                            int64_t* ck, int64_t* cv, int64_t* cs, const long long* ver,
-                            int64_t key_base, uint64_t slot_base,
-                            score_t* best_out, long long* visited_out, long long* hits_out,
-                            long long* misses_out, Py_ssize_t* processed_out) noexcept nogil:
-    """Placer._place's loop for a fused profile: same visit order, cache traffic, RNG draws."""
-    cdef Py_ssize_t k = 0, best = -1
-    cdef long long found = 0, visited = 0, ties = 0
-    cdef score_t sc, best_score = -1
-    cdef int32_t buf[ESCHED_FB_BLOCK]
-    cdef esched_fbsum sm
-    cdef Py_ssize_t n0, m, i
-    if use_cache:
-        return _scan_cached(F, v, N, start, target, rng, ck, cv, cs, ver, key_base, slot_base,
-                            best_out, visited_out, hits_out, misses_out, processed_out)
-    # Blocks of contiguous nodes: score them all (_score_block), then walk the
-    # block in visit order exactly as _scan_cached's per-node loop does.
-    while k < N:
-        n0 = start + k
-        if n0 >= N:
-            n0 -= N
-        m = N - k
-        if m > N - n0:
-            m = N - n0
-        if m > ESCHED_FB_BLOCK:
-            m = ESCHED_FB_BLOCK
-        if v.use_fb:
-            _score_block_fb(F, v, n0, m, buf, &sm)
-            if sm.max < best_score and found + sm.n_feasible < target:
-                # Nothing here beats or ties the best and the sampling does not stop
-                # here: the per-node walk below would only count.
-                visited += sm.n_visited
-                found += sm.n_feasible
-                k += m
-                continue
-        else:
-            _score_block(F, v, n0, m, buf)
-        for i in range(m):
-            sc = buf[i]
-            if sc < 0:
-                visited += sc == -1
-                continue
-            visited += 1
-            found += 1
-            if sc > best_score:
-                best_score = sc
-                best = n0 + i
-                ties = 1
-            elif sc == best_score:
-                ties += 1
-                if below(rng, <uint64_t>ties) == 0:
-                    best = n0 + i
-            if found >= target:
-                k += i + 1
-                break
-        else:
-            k += m
-            continue
-        break
-    best_out[0] = best_score
-    visited_out[0] = visited
-    hits_out[0] = 0
-    misses_out[0] = 0
-    processed_out[0] = k
-    return best
+            buf[i] = ESCHED_FB_INFEASIBLE
+        elif sc == ESCHED_FB_SPECIAL:
+            buf[i] = <int32_t>_fused_total(F, v, n)
+    esched_summarize(buf, m, sm)
 
 
 class _Compiled:
@@ -802,11 +684,18 @@ cdef class Placer:
     cdef Py_ssize_t next_start
     cdef dict compiled
 
-    cdef object ck_np, cv_np, cs_np, cr_np
-    cdef int64_t[::1] ck
-    cdef int64_t[::1] cv
-    cdef int64_t[::1] cs
-    cdef uint64_t[::1] cr
+    # Equivalence-class cache (see _scan): a dense row per recent class, CACHE_SLOTS rows.
+    cdef object sc_np, se_np, sbs_np, sbt_np, bv_np, seg_np
+    cdef int32_t[:, ::1] sc              # [slot, node] scores; row CACHE_SLOTS: uncached scans
+    cdef int64_t[:, ::1] se              # [slot, node] entry stamp: ver | epoch << EPOCH_SHIFT
+    cdef int32_t[:, :, ::1] sbs          # [slot, block, 4] block summary (esched_fbsum)
+    cdef int64_t[:, ::1] sbt             # [slot, block] its stamp: bv | epoch << EPOCH_SHIFT
+    cdef int64_t[::1] bv                 # [block] tick of the block's latest node change
+    cdef int64_t[:, ::1] seg             # [visit step, 3] blocks holding the best: n0, m, count
+    cdef Py_ssize_t n_blocks
+    cdef int64_t slot_owner[CACHE_SLOTS] # class id in each slot, -1 none
+    cdef int64_t slot_used[CACHE_SLOTS]  # `calls` at its last use (the least recent goes)
+    cdef int64_t slot_epoch[CACHE_SLOTS] # bumped when the slot changes class: old entries die
     cdef public long long hits, misses, placed, visited, unschedulable, python_plugin_errors
     cdef public object class_last_np
     cdef int64_t[::1] class_last         # [class] value of `calls` at its last placement
@@ -854,14 +743,10 @@ cdef class Placer:
         self.class_last_np = np.zeros(0, dtype=np.int64)
         self._grow_class_stats(64)
         self._resolve_plugins()
-        self.ck_np = np.full(1 << CACHE_BITS, -1, dtype=np.int64)
-        self.cv_np = np.full(1 << CACHE_BITS, -1, dtype=np.int64)
-        self.cs_np = np.zeros(1 << CACHE_BITS, dtype=np.int64)
-        self.cr_np = np.zeros(1 << CACHE_BITS, dtype=np.uint64)
-        self.ck = self.ck_np
-        self.cv = self.cv_np
-        self.cs = self.cs_np
-        self.cr = self.cr_np
+        for i in range(CACHE_SLOTS):
+            self.slot_owner[i] = -1
+            self.slot_used[i] = 0
+            self.slot_epoch[i] = 0
         self.tick = 0
         self.sver_np = np.full(0, -1, dtype=np.int64)
         self.synced_position = -1
@@ -957,7 +842,7 @@ cdef class Placer:
 
     @property
     def fused_path(self) -> bool:
-        """Whether the profile runs on the fused scan (_scan_fused) rather than the table."""
+        """Whether the profile runs on the fused scan (vectorized steps) rather than the table."""
         return bool(self.fused.on)
 
     # ------------------------------------------------------------------ state sync
@@ -1006,6 +891,7 @@ cdef class Placer:
             self.ver = self.ver_np
             self.sver = self.sver_np
             self._fill_soa()
+            self._reset_cache()
         cdef long long[::1] sv = st.version_np
         for n in range(self.n_nodes):
             # A node touched by an assumption (sver == -2) or changed in the state is new.
@@ -1022,8 +908,7 @@ cdef class Placer:
                     self.inv[n, 0] = 1.0 / <double>c0 if c0 != 0 else 0.0
                     self.inv[n, 1] = 1.0 / <double>c1 if c1 != 0 else 0.0
                     self._soa_node(n, st.flags[n])
-                self.tick += 1
-                self.ver[n] = self.tick
+                self._touch(n)
                 self.sver[n] = sv[n]
         self.synced_position = st.position
         self.evicted_np = None  # assumed evictions die with the other assumptions
@@ -1055,9 +940,32 @@ cdef class Placer:
                 self.alloc[n, col] = want
                 if self.fused.on:
                     self._soa_node(n, st.flags[n])  # the vectorized kernel reads soa
-                self.tick += 1
-                self.ver[n] = self.tick
+                self._touch(n)  # new version; the block's cache summaries die too
         self.hidden = hidden
+
+    def _reset_cache(self) -> None:
+        # After a reshape: empty cache rows for the new node count.
+        cdef Py_ssize_t N = max(self.n_nodes, 1), i
+        self.n_blocks = (N + ESCHED_FB_BLOCK - 1) >> BLOCK_SHIFT
+        self.sc_np = np.full((CACHE_SLOTS + 1, N), -2, dtype=np.int32)
+        self.se_np = np.full((CACHE_SLOTS, N), -1, dtype=np.int64)
+        self.sbs_np = np.zeros((CACHE_SLOTS, self.n_blocks, 4), dtype=np.int32)
+        self.sbt_np = np.full((CACHE_SLOTS, self.n_blocks), -1, dtype=np.int64)
+        self.bv_np = np.zeros(self.n_blocks, dtype=np.int64)
+        self.seg_np = np.zeros((self.n_blocks + 4, 3), dtype=np.int64)
+        self.sc = self.sc_np
+        self.se = self.se_np
+        self.sbs = self.sbs_np
+        self.sbt = self.sbt_np
+        self.bv = self.bv_np
+        self.seg = self.seg_np
+        for i in range(CACHE_SLOTS):
+            self.slot_owner[i] = -1
+        if self.n_nodes > 0:
+            # every block as recently changed as its newest node
+            for n in range(self.n_nodes):
+                if self.ver[n] > self.bv[n >> BLOCK_SHIFT]:
+                    self.bv[n >> BLOCK_SHIFT] = self.ver[n]
 
     def _fill_soa(self) -> None:
         # After a reshape: every node's soa columns and cap flags from the copies.
@@ -1106,6 +1014,12 @@ cdef class Placer:
         self.n_zero_cap += ((new & CAP_ZERO) != 0) - ((old & CAP_ZERO) != 0)
         self.n_big_cap += ((new & CAP_BIG) != 0) - ((old & CAP_BIG) != 0)
         self.capflag[n] = new
+
+    cdef inline void _touch(self, Py_ssize_t n) noexcept:
+        # Node n changed in this placer's view: a new version; its block's summaries die.
+        self.tick += 1
+        self.ver[n] = self.tick
+        self.bv[n >> BLOCK_SHIFT] = self.tick
 
     cdef inline void _soa_used(self, Py_ssize_t n) noexcept:
         # Node n's used and non-zero columns in soa after self.used / self.nzu changed
@@ -1540,119 +1454,229 @@ cdef class Placer:
                 total += s.weight * self._plugin_score(n, v, k, cid)
         return total
 
-    cdef inline score_t _evaluate(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid,
-                                  bint use_cache) noexcept:
-        """Total score of node n for the class, or -1 if infeasible; through the cache."""
-        cdef Py_ssize_t slot
-        cdef int64_t key
-        cdef uint64_t reasons
-        cdef score_t total
-        if use_cache:
-            key = (<int64_t>cid << 32) | n
-            # Consecutive nodes of one class land in consecutive slots: cache-friendly.
-            slot = <Py_ssize_t>((<uint64_t>cid * <uint64_t>0x9E3779B1 + <uint64_t>n)
-                                & ((1 << CACHE_BITS) - 1))
-            if self.ck[slot] == key and self.cv[slot] == self.ver[n]:
-                self.hits += 1
-                return self.cs[slot]
-            self.misses += 1
-        reasons = self._feasible(n, v, False)
-        total = -1 if reasons else self._total(n, v, cid) + _node_group_score(v, n)
-        if use_cache:
-            self.ck[slot] = key
-            self.cv[slot] = self.ver[n]
-            self.cs[slot] = total
-        return total
+    cdef inline score_t _node_total(self, Py_ssize_t n, const ClassView* v,
+                                    Py_ssize_t cid) noexcept:
+        """Total score of node n for the class through the plugin table, -1 if infeasible;
+        plus the queue's preferred node-group score."""
+        if self._feasible(n, v, False):
+            return -1
+        return self._total(n, v, cid) + _node_group_score(v, n)
+
+    cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept:
+        """The cache row of the class (its own, else the least recently used), or -1.
+
+        The cache pays only when a class comes back while its entries are still valid;
+        a class seen once in a long while (a random workload: thousands of shapes) would
+        only write entries. So a class uses the cache only if it was placed within the
+        last CACHE_SLOTS placements: a burst's second pod fills its row, the rest hit,
+        and a row in use is never the least recently used one.
+        """
+        cdef long long last = self.class_last[cid]
+        cdef int i, lru = 0
+        self.calls += 1
+        self.class_last[cid] = self.calls
+        if not self.use_cache or last <= 0 or self.calls - last > CACHE_SLOTS:
+            return -1
+        for i in range(CACHE_SLOTS):
+            if self.slot_owner[i] == cid:
+                self.slot_used[i] = self.calls
+                return i
+            if self.slot_used[i] < self.slot_used[lru]:
+                lru = i
+        self.slot_owner[lru] = cid
+        self.slot_used[lru] = self.calls
+        self.slot_epoch[lru] += 1     # the previous class's entries and summaries die
+        return lru
 
     cdef Py_ssize_t _place(self, Py_ssize_t cid, const ClassView* v, score_t* best_out,
                            long long* visited_out) noexcept:
         """Best node for the class (or -1): sampled visit, max total, seeded tie-break."""
         cdef ClusterState st = self.state
-        cdef Py_ssize_t N = self.n_nodes, k, n, best = -1, start = self.next_start
+        cdef Py_ssize_t N = self.n_nodes, best, start = self.next_start, processed = 0
         cdef long long alive = len(st.node_index)
-        cdef long long target = alive, found = 0, visited = 0, ties = 0
-        cdef score_t s, best_score = -1
-        cdef bint use_cache = self.use_cache and self._cache_worth(cid)
-        # Cache tables as raw pointers: the hit path is a few loads per node.
-        cdef const int64_t* ck = &self.ck[0]
-        cdef const int64_t* cv = &self.cv[0]
-        cdef const int64_t* cs = &self.cs[0]
-        cdef const long long* ver = &self.ver[0] if N > 0 else NULL
-        cdef int64_t key_base = <int64_t>cid << 32
-        cdef uint64_t slot_base = <uint64_t>cid * <uint64_t>0x9E3779B1
-        cdef Py_ssize_t slot
-        cdef long long hits = 0
+        cdef long long target = alive
+        cdef int slot = self._slot_for(cid)
         if N == 0:
             best_out[0] = -1
             visited_out[0] = 0
             return -1
         if self.sample:
             target = num_feasible_nodes_to_find(alive, self.percentage)
+        if target < 1:
+            target = 1   # no alive node: nothing is feasible, the visit goes round once
         if start >= N:
             start = 0
-        cdef long long misses = 0
-        if self.fused.on and v.n_need >= 0 and not v.has_pref:
-            best = _scan_fused(&self.fused, v, N, start, target, &self.rng, use_cache,
-                               &self.ck[0], &self.cv[0], &self.cs[0], ver, key_base, slot_base,
-                               &best_score, &visited, &hits, &misses, &k)
-            self.next_start = (start + k) % N
-            self.hits += hits
-            self.misses += misses
-            best_out[0] = best_score
-            visited_out[0] = visited
-            return best
-        k = 0
-        while k < N:
-            n = start + k
-            if n >= N:
-                n -= N
-            k += 1
-            if not (v.flags[n] & NODE_ALIVE):
-                continue
-            visited += 1
-            if use_cache:
-                # Same slot and key as _evaluate; a hit skips feasibility and scoring.
-                slot = <Py_ssize_t>((slot_base + <uint64_t>n) & ((1 << CACHE_BITS) - 1))
-                if ck[slot] == (key_base | n) and cv[slot] == ver[n]:
-                    hits += 1
-                    s = cs[slot]
-                else:
-                    s = self._evaluate(n, v, cid, True)
-            else:
-                s = self._evaluate(n, v, cid, False)
-            if s < 0:
-                continue
-            found += 1
-            if s > best_score:
-                best_score = s
-                best = n
-                ties = 1
-            elif s == best_score:
-                # Reservoir sampling over equal scores, as kube's selectHost.
-                ties += 1
-                if below(&self.rng, <uint64_t>ties) == 0:
-                    best = n
-            if found >= target:
-                break
+        best = self._scan(cid, v, start, target, slot, best_out, visited_out, &processed)
         # kube: nextStartNodeIndex = (start + processed) % allNodes
-        self.next_start = (start + k) % N
-        # _evaluate counted the misses; the hits were counted here
-        self.hits += hits
-        best_out[0] = best_score
-        visited_out[0] = visited
+        self.next_start = (start + processed) % N
         return best
 
-    cdef inline bint _cache_worth(self, Py_ssize_t cid) noexcept:
-        # The cache pays only when a class comes back while its entries are still
-        # valid; for a class seen once in a long while (a random workload: thousands
-        # of shapes) every lookup misses and every miss writes an entry, 24 bytes of
-        # table traffic per node visited. So a class uses the cache only if it was
-        # placed within the last CACHE_RECENT placements: a burst's second pod fills
-        # the entries, the rest hit; a one-off shape never touches the table.
-        cdef long long last = self.class_last[cid]
-        self.calls += 1
-        self.class_last[cid] = self.calls
-        return last > 0 and self.calls - last <= CACHE_RECENT
+    cdef inline void _fused_block(self, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
+                                  int32_t* out) noexcept:
+        # Scores of nodes n0..n0+m-1 for the fused profile into out (kernel or scalar).
+        cdef esched_fbsum sm
+        if v.use_fb:
+            _score_block_fb(&self.fused, v, n0, m, out, &sm)
+        else:
+            _score_block(&self.fused, v, n0, m, out)
+
+    cdef Py_ssize_t _scan(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,
+                          long long target, int slot, score_t* best_out,
+                          long long* visited_out, Py_ssize_t* processed_out) noexcept:
+        """Visit nodes from ``start`` until ``target`` are feasible; the best, or -1.
+
+        Nodes go in steps that end at block boundaries (ESCHED_FB_BLOCK, aligned), so a
+        step is a whole block or part of one. A step's scores land in the class's cache
+        row (``slot``) or the scratch row, and it is reduced to a summary (best, how many
+        have it, feasible, visited): the walk keeps the best score and the steps holding
+        it. Then one seeded draw picks uniformly among all visited nodes with the best
+        score, the r-th in visit order -- the distribution of kube's selectHost
+        reservoir sampling, with one draw instead of one per tie.
+
+        Fused profile: a step is scored by the vectorized kernel; with the cache, a whole
+        block whose summary is still valid (no node in it changed: ``bv``) is taken
+        from the summary in O(1), and its nodes count as hits. Plugin table: node by
+        node, each through its cache entry (valid while the node's version holds).
+        Both count hits and misses per visited node alike, and decide alike.
+        """
+        cdef Py_ssize_t N = self.n_nodes, k = 0, n0, m, i, n, b, j, nseg = 0, best = -1
+        # (a queue's preferred node groups add a per-node score the fused pass does not
+        # have: the plugin table then)
+        cdef bint fused = self.fused.on and v.n_need >= 0 and not v.has_pref
+        cdef bint cached = slot >= 0
+        cdef bint whole, stop = False
+        cdef int32_t* S = &self.sc[slot if cached else CACHE_SLOTS, 0]
+        cdef int64_t* E = &self.se[slot, 0] if cached else NULL
+        cdef int64_t epoch = (<int64_t>self.slot_epoch[slot] << EPOCH_SHIFT) if cached else 0
+        cdef const long long* ver = &self.ver[0]
+        cdef int64_t* seg = &self.seg[0, 0]
+        cdef esched_fbsum sm
+        cdef long long found = 0, visited = 0, hits = 0, misses = 0, ties = 0, need
+        cdef long long step_misses
+        cdef Py_ssize_t n_stale, n_few, m_step
+        cdef Py_ssize_t few[FEW_STALE]
+        cdef int32_t best_score = -1
+        cdef uint64_t r
+        while k < N and not stop:
+            n0 = start + k
+            if n0 >= N:
+                n0 -= N
+            # to the end of n0's block, of the nodes, and of the round
+            m = ESCHED_FB_BLOCK - (n0 & (ESCHED_FB_BLOCK - 1))
+            if m > N - n0:
+                m = N - n0
+            if m > N - k:
+                m = N - k
+            b = n0 >> BLOCK_SHIFT
+            whole = (n0 & (ESCHED_FB_BLOCK - 1)) == 0 and (m == ESCHED_FB_BLOCK or n0 + m == N)
+            if fused and cached and whole and self.sbt[slot, b] == (self.bv[b] | epoch):
+                sm = (<esched_fbsum*>&self.sbs[slot, b, 0])[0]
+                if found + sm.n_feasible >= target:
+                    m = esched_cut(S + n0, m, target - found)
+                    esched_summarize(S + n0, m, &sm)
+                    stop = True
+                hits += sm.n_visited
+            elif fused and cached:
+                # Redo only what is stale: a few nodes one by one, else the whole step.
+                n_stale = esched_stale(E + n0, ver + n0, epoch, m)
+                n_few = 0
+                m_step = m
+                if 0 < n_stale <= FEW_STALE:
+                    for i in range(m):
+                        n = n0 + i
+                        if E[n] != (ver[n] | epoch):
+                            few[n_few] = n
+                            n_few += 1
+                            # one node: the scalar pass (same scores) is cheaper
+                            _score_block(&self.fused, v, n, 1, S + n)
+                            if n_few == n_stale:
+                                break
+                elif n_stale > FEW_STALE:
+                    self._fused_block(v, n0, m, S + n0)
+                esched_summarize(S + n0, m, &sm)
+                if whole:
+                    # every entry of the block is current now, visited or not
+                    (<esched_fbsum*>&self.sbs[slot, b, 0])[0] = sm
+                    self.sbt[slot, b] = self.bv[b] | epoch
+                if found + sm.n_feasible >= target:
+                    m = esched_cut(S + n0, m, target - found)
+                    esched_summarize(S + n0, m, &sm)
+                    stop = True
+                # hits and misses of the visited (alive) nodes, by the stamps before
+                step_misses = 0
+                if n_stale > FEW_STALE:
+                    for i in range(m):
+                        n = n0 + i
+                        step_misses += ((S[n] >= ESCHED_FB_INFEASIBLE)
+                                        & (E[n] != (ver[n] | epoch)))
+                else:
+                    for i in range(n_few):
+                        step_misses += few[i] < n0 + m and S[few[i]] >= ESCHED_FB_INFEASIBLE
+                misses += step_misses
+                hits += sm.n_visited - step_misses
+                # the stamps of the whole step (its scores are all current)
+                if n_stale > FEW_STALE:
+                    for i in range(m_step):
+                        E[n0 + i] = ver[n0 + i] | epoch
+                else:
+                    for i in range(n_few):
+                        E[few[i]] = ver[few[i]] | epoch
+            elif fused:
+                self._fused_block(v, n0, m, S + n0)
+                esched_summarize(S + n0, m, &sm)
+                if found + sm.n_feasible >= target:
+                    m = esched_cut(S + n0, m, target - found)
+                    esched_summarize(S + n0, m, &sm)
+                    stop = True
+            else:
+                need = target - found
+                for i in range(m):
+                    n = n0 + i
+                    if not (v.flags[n] & NODE_ALIVE):
+                        S[n] = ESCHED_FB_DEAD
+                        continue
+                    if cached and E[n] == (ver[n] | epoch):
+                        hits += 1
+                    else:
+                        S[n] = <int32_t>self._node_total(n, v, cid)
+                        if cached:
+                            misses += 1
+                            E[n] = ver[n] | epoch
+                    if S[n] >= 0:
+                        need -= 1
+                        if need == 0:
+                            m = i + 1
+                            stop = True
+                            break
+                esched_summarize(S + n0, m, &sm)
+            visited += sm.n_visited
+            found += sm.n_feasible
+            if sm.max >= 0 and sm.max >= best_score:
+                if sm.max > best_score:
+                    best_score = sm.max
+                    nseg = 0
+                    ties = 0
+                seg[3 * nseg] = n0
+                seg[3 * nseg + 1] = m
+                seg[3 * nseg + 2] = sm.n_max
+                nseg += 1
+                ties += sm.n_max
+            k += m
+        if nseg > 0:
+            r = below(&self.rng, <uint64_t>ties) if ties > 1 else 0
+            for j in range(nseg):
+                if r < <uint64_t>seg[3 * j + 2]:
+                    n0 = seg[3 * j]
+                    best = n0 + esched_nth_equal(S + n0, seg[3 * j + 1], best_score,
+                                                 <Py_ssize_t>r)
+                    break
+                r -= seg[3 * j + 2]
+        self.hits += hits
+        self.misses += misses
+        best_out[0] = best_score
+        visited_out[0] = visited
+        processed_out[0] = k
+        return best
 
     cdef int _grow_class_stats(self, Py_ssize_t n) except -1:
         cap = max(n, 2 * self.class_last.shape[0], 64)
@@ -1680,8 +1704,7 @@ cdef class Placer:
         self.nzu[n, 0] += sign * st.class_nz[cid, 0]
         self.nzu[n, 1] += sign * st.class_nz[cid, 1]
         self._soa_used(n)
-        self.tick += 1
-        self.ver[n] = self.tick
+        self._touch(n)
         self.sver[n] = -2  # differs from any state version: the next sync renews it
 
     # ------------------------------------------------------------------ Python API
@@ -2026,8 +2049,7 @@ cdef class Placer:
         self.nzu[n, 0] += sign * st.class_nz[c, 0]
         self.nzu[n, 1] += sign * st.class_nz[c, 1]
         self._soa_used(n)
-        self.tick += 1
-        self.ver[n] = self.tick
+        self._touch(n)
         self.sver[n] = -2
 
     def explain(self, pod) -> dict:
@@ -2041,10 +2063,9 @@ cdef class Placer:
         self._ensure_synced()
         cdef ClassView v
         cdef uint64_t reasons
-        cdef long long ties = 0
         self._view(cid, &v)
         rows = []
-        best, best_total = None, -1
+        tied, best_total = [], -1
         for n in range(self.n_nodes):
             if not (st.flags[n] & NODE_ALIVE):
                 continue
@@ -2063,12 +2084,14 @@ cdef class Placer:
                     total += sc
                 row["total"] = total
                 if total > best_total:
-                    best, best_total, ties = row["name"], total, 1
+                    tied, best_total = [row["name"]], total
                 elif total == best_total:
-                    ties += 1
-                    if below(&self.rng, <uint64_t>ties) == 0:
-                        best = row["name"]
+                    tied.append(row["name"])
             rows.append(row)
+        # As _scan: one draw among the tied, in node order.
+        best = None
+        if tied:
+            best = tied[below(&self.rng, <uint64_t>len(tied)) if len(tied) > 1 else 0]
         return {"chosen": best, "nodes": rows}
 
     cdef list _reason_strings(self, uint64_t reasons, Py_ssize_t n, const ClassView* v):

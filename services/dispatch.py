@@ -127,6 +127,10 @@ class DispatchConfig:
     tick: float = 0.1
     #: Items per send on start (the whole pending set may be large).
     chunk: int = 5000
+    #: On takeover, read at most this many events back from the head to find the
+    #: pods still parked (reported unschedulable after the newest capacity event);
+    #: pods reported before the window are published once more (harmless).
+    takeover_scan: int = 200_000
     #: Seconds between reclaim passes over starved queues' parked pods (0: no reclaim).
     reclaim_interval: float = 0.5
     #: A pod with a reclaim proposal in flight is not planned again for this long.
@@ -277,6 +281,7 @@ class Dispatcher:
         self.totals.takeovers += 1
         self.leading = True
         self._rejections.extend(self.admission.start(state))
+        await self._recover_parked()
         n = self._publish_all_pending(int(state.position))
         log.info("dispatcher leading at position %d; %d pending work item(s) published",
                  state.position, n)
@@ -398,9 +403,56 @@ class Dispatcher:
                 out.append((cause, "gang", gang))
         return out
 
+    async def _recover_parked(self) -> None:
+        """Park again what the previous leader had parked, from the log.
+
+        A pod stays parked if its newest unschedulable report was judged at or after
+        the newest capacity event (nothing freed since the verdict). So the log is read
+        backwards from the head only down to that capacity event: in a cluster with
+        churn, a short read. Without it a takeover re-published every unschedulable
+        pod once (each re-judged and re-reported).
+        """
+        st = self.state
+        upto = int(st.position)
+        lowest = max(0, upto - self.config.takeover_scan)
+        capacity_at = 0  # position of the newest capacity event, 0: none in the window
+        reports: dict[str, list[int]] = {}  # pod -> judged-at positions, newest first
+        page = 5000
+        while upto > lowest and not capacity_at:
+            after = max(lowest, upto - page)
+            rows = await retry_until(lambda a=after, u=upto: self.store.read(a, page, u),
+                                     retriable=is_transient, what="read the log tail")
+            for row in reversed(rows):
+                if row.type in _CAPACITY:
+                    capacity_at = row.position
+                    break
+                if row.type == POD_UNSCHEDULABLE:
+                    data = orjson.loads(row.payload).get("data") or {}
+                    judged = int(data.get("position") or 0) or row.position
+                    reports.setdefault(str(data.get("pod")), []).append(judged)
+            upto = after
+        now = time.monotonic()
+        for pod, judged in reports.items():
+            idx = st.pod_index.get(pod)
+            if idx is None or st.pod_phase_np[idx] != _PENDING:
+                continue
+            # A report judged before the newest capacity event has seen room freed since.
+            if judged[0] < capacity_at:
+                continue
+            n = len(judged)
+            self._reports[pod] = n
+            delay = min(self.config.backoff_base * 2 ** (n - 1), self.config.backoff_max)
+            self._parked[pod] = _Parked(n, now + delay, self._capacity_seq)
+        metrics.DISPATCH_PARKED.set(len(self._parked))
+        if self._parked:
+            log.info("dispatcher: %d pod(s) still parked from the log (unschedulable, no "
+                     "capacity freed since)", len(self._parked))
+
     def _publish_all_pending(self, position: int) -> int:
         st = self.state
-        items = self._ready(st.pending_pods(), (), cause="start")
+        parked = self._parked
+        items = self._ready((p for p in st.pending_pods() if p not in parked), (),
+                            cause="start")
         for cause, kind, key in items:
             self._queue(cause, kind, key, position)
         return len(items)

@@ -1,0 +1,82 @@
+"""The dispatcher's takeover: what the previous leader had parked stays parked.
+
+A pod reported unschedulable waits for capacity. A new leader (after a failover or
+a restart) rebuilds that from the log instead of re-publishing every such pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import orjson
+
+from esched.schemas.events import stream_of
+from esched.services.bus.memory import MemoryBus
+from esched.services.dispatch import DispatchConfig, Dispatcher
+from esched.services.store import NewEvent, open_store
+
+from .factories import ev, node, pod
+
+
+def _report(eid: str, name: str, judged_at: int) -> dict:
+    return ev(eid, "esched.pod.unschedulable", {
+        "pod": f"t/{name}", "reasons": {"Insufficient.cpu": 1},
+        "message": "0/1 nodes are available: 1 Insufficient.cpu.", "position": judged_at})
+
+
+async def _lead(tmp_path: Path, events: list[dict]):
+    es = open_store(f"sqlite:///{tmp_path / 'd.sqlite'}")
+    await es.connect()
+    await es.migrate()
+    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))
+                     for e in events])
+    bus = MemoryBus()
+    d = Dispatcher(es, bus, config=DispatchConfig(backoff_base=0.1, tick=0.02))
+    await d.start()
+    task = asyncio.create_task(d.run())
+    deadline = time.monotonic() + 5
+    while not d.leading:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)
+    return es, bus, d, task
+
+
+def _work(bus: MemoryBus) -> list[str]:
+    return [orjson.loads(m.value)["pod"] for m in bus.log(bus.topics.work)]
+
+
+async def test_a_new_leader_keeps_unschedulable_pods_parked(tmp_path: Path) -> None:
+    # n1 has 1 CPU; big asks for 4 and was judged unschedulable at position 3.
+    es, bus, d, task = await _lead(tmp_path, [
+        node("n1", "1"), pod("big", "4"), pod("small", "1"), _report("u-big", "big", 3)])
+    try:
+        assert _work(bus) == ["t/small"]
+        assert d.parked == 1 and d.totals.by_cause == {"start": 1}
+        # Capacity arrives: the parked pod is published again (after its backoff).
+        e = node("n2", "8")
+        await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))])
+        deadline = time.monotonic() + 5
+        while _work(bus) != ["t/small", "t/big"]:
+            assert time.monotonic() < deadline, _work(bus)
+            await asyncio.sleep(0.02)
+        assert d.parked == 0
+    finally:
+        await d.stop()
+        await task
+        await es.close()
+
+
+async def test_a_report_older_than_the_newest_capacity_event_is_published(
+        tmp_path: Path) -> None:
+    # big was judged at position 2; node n2 (capacity) came after: it may fit now.
+    es, bus, d, task = await _lead(tmp_path, [
+        node("n1", "1"), pod("big", "4"), _report("u-big", "big", 2), node("n2", "8")])
+    try:
+        assert _work(bus) == ["t/big"] and d.parked == 0
+    finally:
+        await d.stop()
+        await task
+        await es.close()
