@@ -72,6 +72,7 @@ from esched.schemas.events import (
     POD_FAILED,
     POD_SUBMITTED,
     POD_SUCCEEDED,
+    POD_UNSCHEDULABLE,
 )
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
 from esched.services import metrics
@@ -682,18 +683,22 @@ class CommitService:
 
     # ------------------------------------------------------------------ the fold
 
-    async def _catch_up(self, *, live: bool) -> None:
-        """Fold every event after :attr:`state`'s position up to the head."""
+    async def _catch_up(self, *, live: bool) -> list[tuple[str, str]]:
+        """Fold every event after :attr:`state`'s position up to the head; returns the
+        ``(type, stream)`` of each event folded."""
         assert self.state is not None
+        folded: list[tuple[str, str]] = []
         while True:
             after = self.state.position
             events = await retry_transient_call(lambda a=after: self.store.read(a, _PAGE))
             for se in events:
                 self._fold(se, live)
+                folded.append((se.type, se.stream))
             if len(events) < _PAGE:
                 break
         n = self.state.n_pods
         metrics.COMMIT_PENDING_PODS.set(int((self.state.pod_phase_np[:n] == _PENDING).sum()))
+        return folded
 
     def _fold(self, se: StoredEvent, live: bool) -> None:
         assert self.state is not None
@@ -759,14 +764,17 @@ class CommitService:
                 raise NotLeader("lease lost")
             assert self.state is not None
             attempt = 0
+            revalidate = True
             while True:
                 # Validate against the fold up to ``before`` and append only if the log
-                # is still there: an event that got in first means validating again.
+                # is still there: an event that got in first means validating again,
+                # unless every such event leaves the verdicts as they are.
                 attempt += 1
-                await self._catch_up(live=True)
-                if self._foreign:
-                    await self._foreign_writer()
-                out, fresh = self._validate(items)
+                if revalidate:
+                    await self._catch_up(live=True)
+                    if self._foreign:
+                        await self._foreign_writer()
+                    out, fresh = self._validate(items)
                 positions: dict[str, int] = {}
                 before = self.state.position
                 if not fresh:
@@ -780,9 +788,16 @@ class CommitService:
                 try:
                     positions = await self._append(fresh, before if checked else None)
                 except HeadConflictError as exc:
-                    metrics.COMMIT_HEAD_CONFLICTS.labels("revalidated").inc()
-                    log.info("log head moved to %d before appending at %d; validating "
-                             "again", exc.actual, exc.expected)
+                    moved = await self._catch_up(live=True)
+                    if self._foreign:
+                        await self._foreign_writer()
+                    revalidate = not _verdicts_hold(moved, fresh)
+                    if revalidate:
+                        metrics.COMMIT_HEAD_CONFLICTS.labels("revalidated").inc()
+                        log.info("log head moved to %d before appending at %d; validating "
+                                 "again", exc.actual, exc.expected)
+                    else:
+                        metrics.COMMIT_HEAD_CONFLICTS.labels("unaffected").inc()
                     continue
                 break
             decisions = await self._resolve(out, fresh, positions, before)
@@ -1024,6 +1039,30 @@ class CommitService:
             self.totals.deadlettered += 1
             metrics.DEADLETTER.labels(SERVICE, reason).inc()
             log.info("dead-letter %s/%d@%d: %s", m.topic, m.partition, m.offset, text)
+
+
+#: Events that change no verdict of a batch they interleave with (unless they name one
+#: of its pods): a new pod is only more pending work, a report changes nothing.
+_NEUTRAL = frozenset({POD_SUBMITTED, POD_UNSCHEDULABLE})
+
+
+def _verdicts_hold(moved: list[tuple[str, str]], fresh: list[dict[str, Any]]) -> bool:
+    """Whether the decisions ``fresh`` stay exactly what validation said after the
+    events ``moved`` got into the log first, so they may be appended after them
+    without validating again. Only pod submissions and unschedulable reports of
+    other pods qualify (ingest appending new work is the usual case under load), and
+    only for batches without victims: preemption and reclaim legality depend on
+    queue demand, which a new pod changes.
+    """
+    if not moved or any(t not in _NEUTRAL for t, _stream in moved):
+        return False
+    pods: set[str] = set()
+    for env in fresh:
+        data = env["data"]
+        if data.get("victims") or data.get("reclaim"):
+            return False
+        pods.update(f"pod/{b['pod']}" for b in data["bindings"])
+    return not any(stream in pods for _t, stream in moved)
 
 
 def _decision_key(env: dict[str, Any]) -> bytes:

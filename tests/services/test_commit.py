@@ -173,6 +173,34 @@ async def test_an_external_event_before_the_append_is_validated_against(store):
     await service.stop()
 
 
+async def test_new_pods_before_the_append_do_not_cost_a_revalidation(store, monkeypatch):
+    """Ingest appending new pods between validation and append (the usual race under
+    load) leaves every verdict as it was: the batch is appended after them as is."""
+    from esched.services import commit, metrics
+
+    await append_events(store, node("n1", cpu="2"), pod("a"), pod("b"))
+    racing = InterleavingStore(store)
+    service = CommitService(racing)
+    validated = []
+    real = commit.CommitService._validate
+    monkeypatch.setattr(commit.CommitService, "_validate",
+                        lambda self, items: validated.append(len(items)) or real(self, items))
+    unaffected = metrics.COMMIT_HEAD_CONFLICTS.labels("unaffected")._value.get()
+    racing.external.append([pod("new1"), pod("new2")])
+    decisions = await service.decide([proposal("p-a", [("a", "n1")])])
+    assert kinds(decisions) == [("committed", None)]
+    assert validated == [1]  # validated once, appended on the second try
+    assert metrics.COMMIT_HEAD_CONFLICTS.labels("unaffected")._value.get() == unaffected + 1
+    assert racing.head_checks[0] is not None
+    # A submission of a pod in the batch (or any other kind of event) still revalidates.
+    racing.external.append([{**pod("b"), "id": "pod-b-again"}])
+    decisions = await service.decide([proposal("p-b", [("b", "n1")])])
+    assert kinds(decisions) == [("committed", None)] and validated == [1, 1, 1]
+    report = await audit_store(store)
+    assert report["ok"], report["violations"]
+    await service.stop()
+
+
 async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(
         store, monkeypatch, caplog):
     from esched.services import commit, metrics
