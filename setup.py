@@ -72,6 +72,7 @@ setup(
         "esched.services",
         "esched.services.store",
         "esched.services.bus",
+        "esched.services.sim",
         "esched.schemas",
     ],
     package_dir={

@@ -86,7 +86,10 @@ from esched.core.scoring._requested_to_capacity_ratio cimport (
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 
-__all__ = ["Placer", "num_feasible_nodes_to_find", "REASONS", "SIMD"]
+__all__ = ["EXTERNAL_PLUGIN_KINDS", "Placer", "num_feasible_nodes_to_find", "REASONS", "SIMD"]
+
+#: Profile plugin kinds the placer does not score itself (see Placer.place's ``extra``).
+EXTERNAL_PLUGIN_KINDS = frozenset({"FGD"})
 
 # kube-scheduler's sampling constants (schedule_one.go): below 100 nodes score all;
 # the adaptive percentage is 50 - nodes/125, at least 5%; never fewer than 100 nodes.
@@ -707,11 +710,17 @@ cdef class Placer:
     cdef object band_cfg, band_np        # BandConfig and uint8[class] bands resolved with it
     cdef dict hidden                     # reserved node name -> slot, hidden in this view
     cdef dict preempt_cache              # select_victims' sorted running pods, per position
+    # External filter and score for one place() call (e.g. esched.core._devices: exact
+    # GPU-device fit, FGD); NULL otherwise. Set only for the duration of the call.
+    cdef const uint8_t* ext_mask         # [node] 0 = infeasible
+    cdef const int64_t* ext_score        # [node] added to the total of a feasible node
 
     def __cinit__(self):
         self.specs = NULL
         self.cconst = NULL
         self.cconst_cap = 0
+        self.ext_mask = NULL
+        self.ext_score = NULL
 
     def __dealloc__(self):
         if self.specs != NULL:
@@ -764,7 +773,9 @@ cdef class Placer:
             "Mixed": PLUGIN_MIXED,
             "Python": PLUGIN_PYTHON,
         }
-        plugins = list(self.profile.plugins)
+        # External plugins (FGD) need per-device state the placer does not hold: their
+        # caller scores them (esched.core._devices) and passes the scores to place().
+        plugins = [p for p in self.profile.plugins if p.kind not in EXTERNAL_PLUGIN_KINDS]
         if len(plugins) > MAX_PLUGINS:
             raise ValueError(f"at most {MAX_PLUGINS} score plugins per profile")
         self.specs = <PluginSpec*>malloc(max(len(plugins), 1) * sizeof(PluginSpec))
@@ -1495,7 +1506,17 @@ cdef class Placer:
         cdef Py_ssize_t N = self.n_nodes, best, start = self.next_start, processed = 0
         cdef long long alive = len(st.node_index)
         cdef long long target = alive
-        cdef int slot = self._slot_for(cid)
+        cdef int slot
+        if N > 0 and (self.ext_mask != NULL or self.ext_score != NULL):
+            if self.sample:
+                target = max(num_feasible_nodes_to_find(alive, self.percentage), 1)
+            if start >= N:
+                start = 0
+            best = self._scan_external(cid, v, start, target, best_out, visited_out,
+                                       &processed)
+            self.next_start = (start + processed) % N
+            return best
+        slot = self._slot_for(cid)
         if N == 0:
             best_out[0] = -1
             visited_out[0] = 0
@@ -1509,6 +1530,46 @@ cdef class Placer:
         best = self._scan(cid, v, start, target, slot, best_out, visited_out, &processed)
         # kube: nextStartNodeIndex = (start + processed) % allNodes
         self.next_start = (start + processed) % N
+        return best
+
+    cdef Py_ssize_t _scan_external(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,
+                                   long long target, score_t* best_out, long long* visited_out,
+                                   Py_ssize_t* processed_out) noexcept:
+        """The visit of ``_scan`` with an external filter and score (``place(mask=,
+        extra=)``): node by node through the plugin table, no cache (the external score
+        is not part of a cached total), reservoir sampling over equal totals."""
+        cdef Py_ssize_t N = self.n_nodes, k = 0, n, best = -1
+        cdef long long found = 0, visited = 0, ties = 0
+        cdef score_t s, best_score = -1
+        while k < N:
+            n = start + k
+            if n >= N:
+                n -= N
+            k += 1
+            if not (v.flags[n] & NODE_ALIVE):
+                continue
+            if self.ext_mask != NULL and not self.ext_mask[n]:
+                continue
+            visited += 1
+            s = self._node_total(n, v, cid)
+            if s < 0:
+                continue
+            if self.ext_score != NULL:
+                s += self.ext_score[n]
+            found += 1
+            if s > best_score:
+                best_score = s
+                best = n
+                ties = 1
+            elif s == best_score:
+                ties += 1
+                if below(&self.rng, <uint64_t>ties) == 0:
+                    best = n
+            if found >= target:
+                break
+        best_out[0] = best_score
+        visited_out[0] = visited
+        processed_out[0] = k
         return best
 
     cdef inline void _fused_block(self, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
@@ -1716,11 +1777,17 @@ cdef class Placer:
             return pod
         return self.state.intern_class(pod)
 
-    def place(self, pod, bint assume=True) -> tuple[str, int] | None:
+    def place(self, pod, bint assume=True, const uint8_t[::1] mask=None,
+              const int64_t[::1] extra=None) -> tuple[str, int] | None:
         """Choose a node for one pod (a manifest, a pod key in the state, or a class id).
 
         Returns ``(node name, total score)`` or None if no node is feasible. With
         ``assume`` the placement is added to this placer's view (not to the state).
+
+        ``mask`` (uint8 per node slot, 0 = infeasible) and ``extra`` (int64 per node
+        slot, added to the total) are an external filter and score for this call, e.g.
+        :class:`esched.core._devices.DeviceTable`'s exact GPU-device fit and FGD score.
+        They take a node-by-node visit without the cache (``_scan_external``).
         """
         cdef Py_ssize_t cid = self._class_of(pod), n
         self._ensure_synced()
@@ -1728,7 +1795,19 @@ cdef class Placer:
         cdef score_t best
         cdef long long visited
         self._view(cid, &v)
-        n = self._place(cid, &v, &best, &visited)
+        if mask is not None:
+            if mask.shape[0] < self.n_nodes:
+                raise ValueError(f"mask has {mask.shape[0]} entries for {self.n_nodes} nodes")
+            self.ext_mask = &mask[0] if mask.shape[0] > 0 else NULL
+        if extra is not None:
+            if extra.shape[0] < self.n_nodes:
+                raise ValueError(f"extra has {extra.shape[0]} entries for {self.n_nodes} nodes")
+            self.ext_score = &extra[0] if extra.shape[0] > 0 else NULL
+        try:
+            n = self._place(cid, &v, &best, &visited)
+        finally:
+            self.ext_mask = NULL
+            self.ext_score = NULL
         self.visited += visited
         if n < 0:
             self.unschedulable += 1

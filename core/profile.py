@@ -5,8 +5,8 @@ An operator brings the file they already have: ``profiles[].plugins.score`` (and
 ``percentageOfNodesToScore`` (global or per profile). ``NodeResourcesFit``
 (``scoringStrategy.type`` LeastAllocated / MostAllocated / RequestedToCapacityRatio
 with ``shape`` and ``resources``) and ``NodeResourcesBalancedAllocation`` mean what
-they mean in kube-scheduler v1.30. esched adds ``EPVM`` and ``Mixed`` in the same
-structure. Arguments are validated here, so the Cython placer sees only clean numbers.
+they mean in kube-scheduler v1.30. esched adds ``EPVM``, ``Mixed`` and ``FGD`` in the
+same structure. Arguments are validated here, so the Cython placer sees only clean numbers.
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ class PluginConfig:
     """One enabled score plugin, resolved: kind, weight and validated arguments.
 
     ``kind`` is one of LeastAllocated, MostAllocated, RequestedToCapacityRatio,
-    BalancedAllocation, EPVM, Mixed, Python. ``name`` is the profile's plugin name.
+    BalancedAllocation, EPVM, Mixed, FGD, Python. ``name`` is the profile's plugin name.
+    FGD is scored outside the placer (it needs per-device GPU state): see
+    :meth:`esched.core.Placer.place` (``extra``) and :mod:`esched.core._devices`.
     """
 
     name: str
@@ -202,6 +204,14 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
             exhaust_permille=exhaust * 10,
             strand_permille=strand * 10,
         )
+    if name == "FGD":
+        # Fragmentation gradient descent (Weng et al., ATC '23): scored outside the placer
+        # from per-device state (esched.core._devices.DeviceTable.fgd_scores); the target
+        # workload is the one the caller sets (the simulator: the trace's pod types).
+        unknown = set(args) - {"resources"}
+        if unknown:
+            raise ProfileError(where, f"FGD takes no arguments (got {sorted(unknown)})")
+        return PluginConfig(name, "FGD", weight, ())
     if name in _PYTHON_PLUGINS:
         return PluginConfig(name, "Python", weight, ())
     raise ProfileError(where, f"unknown score plugin {name!r}")

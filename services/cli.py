@@ -848,6 +848,18 @@ def _register_core_commands() -> None:
 _register_core_commands()
 
 
+def _register_sim_commands() -> None:
+    """``simulate``, ``compare`` and ``bench simulate`` live in the simulator package."""
+    from esched.services.sim.cli import bench_simulate, compare, simulate
+
+    cli.add_command(simulate)
+    cli.add_command(compare)
+    bench.add_command(bench_simulate)
+
+
+_register_sim_commands()
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="esched")

@@ -81,8 +81,9 @@ COMMIT_CONFLICTS = Counter(
 COMMIT_HEAD_CONFLICTS = Counter(
     "esched_commit_head_conflicts_total",
     "Decision batches whose head-conditional append was refused because another event "
-    "got in first, by outcome (revalidated; unchecked: appended without the head check "
-    "after too many refusals).",
+    "got in first, by outcome (revalidated; unaffected: only new pods of other pods got "
+    "in, appended as validated; unchecked: appended without the head check after too "
+    "many refusals).",
     ["outcome"],
 )
 SUBMIT_TO_COMMIT_SECONDS = Histogram(

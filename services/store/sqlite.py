@@ -14,6 +14,7 @@ import asyncio
 import functools
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -181,8 +182,21 @@ class SqliteEventStore(EventStore):
                 # WAL is a property of the file: set it once. Switching needs an
                 # exclusive lock and fails at once ("database is locked") while another
                 # connection is open, which the busy timeout does not cover.
-                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                    conn.execute("PRAGMA journal_mode=WAL")
+                # Two first openers can race: the loser's switch fails while the
+                # winner's connection is open, but by then the file is WAL. So re-check
+                # with a short backoff, within the busy timeout.
+                deadline = time.monotonic() + self._busy_timeout
+                delay = 0.01
+                while conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    try:
+                        # (an in-memory database answers "memory" and stays so)
+                        conn.execute("PRAGMA journal_mode=WAL")
+                        break
+                    except sqlite3.OperationalError as exc:
+                        if "locked" not in str(exc) or time.monotonic() > deadline:
+                            raise
+                        time.sleep(delay)
+                        delay = min(delay * 2, 0.2)
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
             except BaseException:
                 conn.close()

@@ -1,0 +1,381 @@
+"""``esched simulate``, ``esched compare`` and ``esched bench simulate``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import click
+import orjson
+
+from esched.core import ProfileError, load_profile
+from esched.services.sim.traces import KINDS, TraceError, load_trace
+
+__all__ = ["bench_simulate", "compare", "simulate"]
+
+TRACE_HELP = (f"Trace as KIND:PATH, KIND one of {', '.join(KINDS)}; e.g. openb:DIR, "
+              "philly:DIR, itp:FILE.csv, dlrm:FILE.csv, synthetic:nodes=64,jobs=2000,seed=1.")
+NODES_HELP = ("Node table for traces without one (itp, dlrm) or to replace it: an openb-style "
+              "CSV (sn,cpu_milli,memory_mib,gpu,model) or COUNTxGPUS[:cpu=C][:mem=GiB]"
+              "[:model=M],... e.g. 64x8.")
+
+
+def _emit(data) -> None:
+    click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+                            | orjson.OPT_SERIALIZE_NUMPY).decode())
+
+
+@contextlib.contextmanager
+def _progress(label: str, total: int, enabled: bool) -> Iterator:
+    """A rich progress bar on stderr (only on a terminal); yields update(done, total)."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda done, tot=None: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task(label, total=total)
+
+        def update(done: int, tot: int | None = None) -> None:
+            bar.update(task, completed=done, total=tot or total)
+
+        yield update
+
+
+def _load(trace: str, nodes: str | None):
+    try:
+        return load_trace(trace, nodes)
+    except (TraceError, OSError) as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _profile(path: str):
+    try:
+        return load_profile(path)
+    except (ProfileError, OSError) as exc:
+        raise click.UsageError(f"profile {path}: {exc}") from None
+
+
+async def _append(url: str, events: list[dict]) -> dict:
+    """Append a run's events to the store at ``url`` (idempotent on event id)."""
+    from esched.schemas.events import stream_of
+    from esched.services.cli import migrated_store
+    from esched.services.store.base import NewEvent
+
+    stored = dupes = 0
+    async with migrated_store(url) as es:
+        for i in range(0, len(events), 5000):
+            batch = [NewEvent(id=ev["id"], type=ev["type"], stream=stream_of(ev),
+                              payload=orjson.dumps(ev), time=datetime.fromisoformat(ev["time"]))
+                     for ev in events[i:i + 5000]]
+            res = await es.append(batch)
+            stored += len(batch) - res.duplicates
+            dupes += res.duplicates
+        head = await es.head()
+    return {"url": url, "appended": stored, "duplicates": dupes, "head": head}
+
+
+@click.command()
+@click.option("--trace", "trace_spec", required=True, metavar="KIND:PATH", help=TRACE_HELP)
+@click.option("--profile", "profile_path", required=True, type=click.Path(exists=True,
+              dir_okay=False), help="KubeSchedulerConfiguration file (see deploy/profiles/).")
+@click.option("--nodes", metavar="SPEC", help=NODES_HELP)
+@click.option("--seed", type=int, default=0, show_default=True, help="The placer's seed.")
+@click.option("--store", metavar="URL", help="Append the run's events to this store "
+              "(postgresql://... or sqlite:///path) so replay and audit can read it; "
+              "default: in memory only. Event ids carry the seed: one store per run.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write report.html, figures.json and summary.json here.")
+@click.option("--format", "output_format", type=click.Choice(["json", "table"]),
+              default="json", show_default=True, help="stdout: the summary as JSON, or a "
+              "table (on stderr) and the JSON.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Progress bar on stderr (terminals only).")
+def simulate(trace_spec: str, profile_path: str, nodes: str | None, seed: int,
+             store: str | None, report_dir: str | None, output_format: str,
+             progress: bool) -> None:
+    """Simulate a trace in virtual time through the core, with one profile.
+
+    Pods arrive at their trace time, wait until they fit (gangs all at once), run for
+    their duration and leave; the run's events are the real event model (CloudEvents),
+    so with --store the log replays and audits like a live one. Prints the run's
+    summary (allocation, pending, latency, stranding, GPU fragmentation, Quincy's SNP,
+    slowdown and unfairness, trace quirks) as JSON.
+    """
+    from esched.services.sim.engine import Simulator
+    from esched.services.sim.metrics import summarize
+    from esched.services.sim.report import run_figures, summary_rows, terminal_table, write_report
+
+    tr = _load(trace_spec, nodes)
+    prof = _profile(profile_path)
+    with _progress(f"simulate {tr.kind}", len(tr.jobs), progress) as update:
+        sim = Simulator(tr, prof, seed, record=bool(store), progress=update)
+        try:
+            result = sim.run()
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+    summary = summarize(result)
+    if store:
+        summary["store"] = asyncio.run(_append(store, result.events or []))
+    if report_dir:
+        figs = run_figures([result])
+        summary["report"] = write_report(report_dir, f"esched simulate: {tr.kind} / {prof.name}",
+                                         [summary], figs)
+    if output_format == "table":
+        terminal_table(*summary_rows([summary]), title=f"{tr.kind}: {tr.source}")
+    _emit(summary)
+
+
+def _run_one(args: tuple) -> dict:
+    """One simulation in a worker: returns (summary, result) for the report."""
+    from esched.services.sim.engine import simulate as run
+    from esched.services.sim.metrics import summarize
+
+    tr, path, seed = args
+    r = run(tr, load_profile(path), seed)
+    r.events = None
+    return {"summary": summarize(r), "result": r}
+
+
+@click.command()
+@click.option("--trace", "trace_spec", required=True, metavar="KIND:PATH", help=TRACE_HELP)
+@click.option("--profiles", "profile_opts", multiple=True, metavar="FILE",
+              help="Profiles to compare (repeat, or list them after --profiles).")
+@click.argument("more_profiles", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--nodes", metavar="SPEC", help=NODES_HELP)
+@click.option("--study", "studies", default="simulate,compaction", show_default=True,
+              help="Comma list of: simulate, compaction, inflation, curve (FGD's GPU "
+              "allocation as the workload grows; GPU traces).")
+@click.option("--trials", type=click.IntRange(1), default=11, show_default=True,
+              help="Compaction/inflation trials (seeds 0..N-1) per profile; Borg used 11.")
+@click.option("--curve-seeds", type=click.IntRange(1), default=10, show_default=True,
+              help="Seeds of the allocation curve (42..; FGD used 10).")
+@click.option("--tau", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Share of pending pods allowed (compaction, inflation).")
+@click.option("--mu", type=click.IntRange(1), default=1, show_default=True,
+              help="Compaction binary search stops when hi - lo <= mu machines.")
+@click.option("--at", "at", default=None, metavar="WHEN",
+              help="Checkpoint for packing studies: peak, all, running (openb's recorded "
+              "Running pods) or a time in seconds. Default: running for openb, else peak.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the simulations.")
+@click.option("--workers", type=click.IntRange(1), default=None,
+              help="Worker processes (default: CPU count).")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write report.html, figures.json and summary.json here.")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple[str, ...],
+            nodes: str | None, studies: str, trials: int, curve_seeds: int, tau: float,
+            mu: int, at: str | None, seed: int, workers: int | None, report_dir: str | None,
+            progress: bool) -> None:
+    """The same trace under several profiles, side by side.
+
+    Studies: the simulation itself (one run per profile), Verma et al.'s cluster
+    compaction (smallest random-permutation prefix of machines that runs the
+    checkpoint with <= tau pending; --trials trials with error bars) and workload
+    inflation, and FGD's allocation curve. Trials run in parallel processes. Prints a
+    JSON document; a table per study goes to stderr.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    from esched.services.sim.compaction import checkpoint, default_at, run_trials
+    from esched.services.sim.report import (
+        Figures,
+        compare_tables,
+        run_figures,
+        summary_rows,
+        terminal_table,
+        write_report,
+    )
+
+    profiles = list(profile_opts) + list(more_profiles)
+    if len(profiles) < 1:
+        raise click.UsageError("give at least one profile (--profiles A.yaml B.yaml ...)")
+    for p in profiles:
+        if not Path(p).is_file():
+            raise click.UsageError(f"profile {p}: no such file")
+        _profile(p)
+    wanted = [s.strip() for s in studies.split(",") if s.strip()]
+    bad = set(wanted) - {"simulate", "compaction", "inflation", "curve"}
+    if bad:
+        raise click.UsageError(f"unknown study {sorted(bad)}")
+    tr = _load(trace_spec, nodes)
+    at_value: str | float = at or default_at(tr)
+    if at_value not in ("peak", "all", "running"):
+        try:
+            at_value = float(at_value)
+        except ValueError:
+            raise click.UsageError(f"--at {at!r}: peak, all, running or seconds") from None
+    out: dict = {"trace": tr.summary(), "profiles": profiles, "studies": wanted}
+    if {"compaction", "inflation"} & set(wanted):
+        t_cp, cp = checkpoint(tr, at_value)
+        out["checkpoint"] = {"at": at_value, "time_s": t_cp, "jobs": len(cp),
+                             "pods": sum(j.tasks for j in cp),
+                             "gpus": sum(j.tasks * j.gpu_milli for j in cp) / 1000,
+                             "cpu_cores": sum(j.tasks * j.cpu_milli for j in cp) / 1000}
+    figs = Figures()
+    summaries: list[dict] = []
+    tables = []
+    t_all = time.perf_counter()
+    if "simulate" in wanted:
+        t0 = time.perf_counter()
+        with _progress("simulate", len(profiles), progress) as update, \
+                ProcessPoolExecutor(max_workers=workers or min(len(profiles), 2)) as pool:
+            runs = []
+            for i, res in enumerate(pool.map(_run_one, [(tr, p, seed) for p in profiles])):
+                runs.append(res)
+                update(i + 1)
+        summaries = [r["summary"] for r in runs]
+        out["simulate"] = {"summaries": summaries, "seconds": time.perf_counter() - t0}
+        run_figures([r["result"] for r in runs], figs)
+        cols, rows = summary_rows(summaries)
+        terminal_table(cols, rows, title=f"simulate {tr.kind}")
+    trial_sets: dict[str, list[dict]] = {}
+    for study in ("compaction", "inflation", "curve"):
+        if study not in wanted:
+            continue
+        seeds = list(range(42, 42 + curve_seeds)) if study == "curve" else list(range(trials))
+        params = {"tau": tau, "mu": mu, "at": at_value}
+        t0 = time.perf_counter()
+        with _progress(study, len(seeds) * len(profiles), progress) as update:
+            done = [0]
+
+            def tick(_r: dict, done=done, update=update) -> None:
+                done[0] += 1
+                update(done[0])
+
+            res = run_trials(study, tr, profiles, seeds, params, workers, tick)
+        trial_sets[study] = res
+        out[study] = {"trials": res, "seconds": time.perf_counter() - t0, "params": {
+            "tau": tau, "mu": mu, "at": at_value, "seeds": seeds}}
+        cols, rows = _study_rows(study, res)
+        out[study]["table"] = {"columns": cols, "rows": rows}
+        tables.append((study, cols, rows))
+        terminal_table(cols, rows, title=f"{study} ({tr.kind}, tau={tau}, at={at_value})")
+    compare_tables(trial_sets, figs)
+    out["seconds"] = time.perf_counter() - t_all
+    if report_dir:
+        out["report"] = write_report(report_dir, f"esched compare: {tr.kind}", summaries, figs,
+                                     tables)
+    _emit(out)
+
+
+def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]]:
+    import numpy as np
+
+    by: dict[str, list[dict]] = {}
+    for r in res:
+        by.setdefault(r["profile"], []).append(r)
+    rows = []
+    if study == "compaction":
+        cols = ["profile", "trials", "median machines", "p5", "p95", "min", "max",
+                "vs best fit", "failed"]
+        base = None
+        meds = {}
+        for name, ts in by.items():
+            v = [t["machines"] for t in ts if t.get("machines") is not None]
+            meds[name] = float(np.median(v)) if v else None
+            if "best" in name and v:
+                base = meds[name]
+        for name, ts in by.items():
+            v = [t["machines"] for t in ts if t.get("machines") is not None]
+            failed = len(ts) - len(v)
+            if v:
+                a = np.asarray(v, dtype=float)
+                vs = f"{100 * (meds[name] / base - 1):+.1f}%" if base else "-"
+                rows.append([name, str(len(ts)), f"{np.median(a):.0f}",
+                             f"{np.percentile(a, 5):.0f}", f"{np.percentile(a, 95):.0f}",
+                             f"{a.min():.0f}", f"{a.max():.0f}", vs, str(failed)])
+            else:
+                share = np.mean([t.get("pending_share_whole", 0) for t in ts])
+                rows.append([name, str(len(ts)), "-", "-", "-", "-", "-", "-",
+                             f"{failed} (pending {100 * share:.2f}% on all machines)"])
+        return cols, rows
+    if study == "inflation":
+        cols = ["profile", "trials", "median clones", "GPU % at limit", "CPU % at limit"]
+        for name, ts in by.items():
+            c = [t["clones"] for t in ts]
+            g = [t["at_limit"].get("gpu") for t in ts if t["at_limit"].get("gpu") is not None]
+            u = [t["at_limit"].get("cpu") for t in ts if t["at_limit"].get("cpu") is not None]
+            rows.append([name, str(len(ts)), f"{np.median(c):.0f}",
+                         f"{100 * np.median(g):.2f}" if g else "-",
+                         f"{100 * np.median(u):.2f}" if u else "-"])
+        return cols, rows
+    cols = ["profile", "seeds", "GPU alloc % @100 (median)", "p25", "p75",
+            "unallocated GPUs @100", "alloc % final"]
+    for name, ts in by.items():
+        a = [t["alloc_at_100"] for t in ts if t["alloc_at_100"] is not None]
+        f = [t["alloc_final"] for t in ts]
+        gpus = ts[0]["gpus"]
+        med = float(np.median(a)) if a else float("nan")
+        rows.append([name, str(len(ts)), f"{100 * med:.2f}",
+                     f"{100 * np.percentile(a, 25):.2f}" if a else "-",
+                     f"{100 * np.percentile(a, 75):.2f}" if a else "-",
+                     f"{(1 - med) * gpus:.0f}" if a else "-", f"{100 * np.median(f):.2f}"])
+    return cols, rows
+
+
+@click.command("simulate")
+@click.option("--openb", default="/work/shared/traces/alibaba-gpu-v2023-openb", show_default=True,
+              help="openb trace folder (skipped if absent).")
+@click.option("--philly", default="/work/shared/traces/philly-2017", show_default=True,
+              help="Philly trace folder (skipped if absent).")
+@click.option("--profile", "profile_path", default=None,
+              help="Profile (default: deploy/profiles/best-fit.yaml of this checkout).")
+@click.option("--trials", type=click.IntRange(1), default=11, show_default=True)
+@click.option("--workers", type=click.IntRange(1), default=None)
+def bench_simulate(openb: str, philly: str, profile_path: str | None, trials: int,
+                   workers: int | None) -> None:
+    """Simulator targets: whole openb, whole Philly, an 11-trial compaction study.
+
+    Each time comes with a baseline measured in the same process: folding the run's
+    own event log into a fresh ClusterState (what any replay costs), so
+    ``ratio = simulate / fold`` says what scheduling adds on this machine.
+    """
+    from esched.core import ClusterState
+    from esched.services.sim.compaction import default_at, run_trials
+    from esched.services.sim.engine import Simulator
+
+    here = Path(__file__).resolve().parents[2] / "deploy" / "profiles" / "best-fit.yaml"
+    path = profile_path or str(here)
+    prof = _profile(path)
+    out: dict = {"profile": path, "targets_s": {"openb": 5, "philly": 60, "compaction_11": 120}}
+    for name, spec in (("openb", f"openb:{openb}"), ("philly", f"philly:{philly}")):
+        folder = spec.split(":", 1)[1]
+        if not Path(folder).exists():
+            out[name] = {"skipped": f"{folder} not found"}
+            continue
+        t0 = time.perf_counter()
+        tr = load_trace(spec)
+        load_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sim = Simulator(tr, prof, 0, record=True)
+        res = sim.run()
+        sim_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        st = ClusterState()
+        st.apply_many(enumerate(res.events or [], start=1))
+        fold_s = time.perf_counter() - t0
+        out[name] = {"jobs": len(tr.jobs), "pods": sum(j.tasks for j in tr.jobs),
+                     "nodes": len(tr.nodes), "events": len(res.events or []),
+                     "load_s": round(load_s, 3), "simulate_s": round(sim_s, 3),
+                     "fold_baseline_s": round(fold_s, 3),
+                     "ratio_to_fold": round(sim_s / fold_s, 2) if fold_s else None,
+                     "within_target": load_s + sim_s < out["targets_s"][name]}
+        if name == "openb":
+            t0 = time.perf_counter()
+            res_t = run_trials("compaction", tr, [path], list(range(trials)),
+                               {"tau": 0.0, "mu": 1, "at": default_at(tr)}, workers)
+            comp_s = time.perf_counter() - t0
+            machines = [r["machines"] for r in res_t]
+            out["compaction_11"] = {"trace": "openb", "trials": trials, "seconds": round(comp_s, 2),
+                                    "machines": machines,
+                                    "within_target": comp_s < out["targets_s"]["compaction_11"]}
+    _emit(out)

@@ -1,0 +1,262 @@
+"""Verma et al.'s packing measures (Borg, EuroSys '15, §5): cluster compaction and
+workload inflation, and the FGD experiment's allocation-vs-arrivals curve.
+
+**The workload** of a packing test is a *checkpoint*: the pods of the trace that are
+running at one instant (by the trace's own times: openb scheduled..deletion, the
+job traces submission..submission+duration), placed one at a time in arrival order
+with no departures, each pod placed or left pending (never retried), exactly Borg's
+"take a checkpoint, re-pack it" method. ``at="peak"`` (default) picks the instant
+when the trace's requested GPUs (else CPU) peak.
+
+**Compaction**: for one trial, a random permutation of the machines; binary search
+for the smallest prefix of it on which the checkpoint runs with at most ``tau`` of
+its pods pending; stop when ``hi - lo <= mu`` (machines) and return ``hi``. Several
+trials (11 in Borg) give a distribution; reports show the median with min/max and
+the 5th/95th percentile (Borg's error bars: "90% of the trials").
+
+**Inflation**: on the whole cluster, clone random jobs of the checkpoint (uniform,
+with replacement) and add them until more than ``tau`` of the pods are pending;
+report the allocation rates reached.
+
+**FGD curve** (``inflation_curve``): the FGD paper's experiment: the trace's pods
+shuffled, then resampled with replacement until their GPU request is ``until`` of
+capacity, placed one at a time, failures dropped; allocation rate against arrived
+request, in integer-percent bins (see shared/traces/.../FGD-ANCHOR.md).
+
+Trials run in worker processes (``concurrent.futures.ProcessPoolExecutor``); each
+trial is a pure function of (trace, profile file, seed), so results do not depend on
+the number of workers.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+
+import numpy as np
+
+from esched.core import Profile, load_profile
+from esched.services.sim.engine import GPU_RESOURCE, Simulator
+from esched.services.sim.traces import Job, Trace
+
+__all__ = [
+    "checkpoint",
+    "compaction_trial",
+    "default_at",
+    "fits",
+    "inflate",
+    "inflation_curve",
+    "run_trials",
+]
+
+
+def default_at(trace: Trace) -> str:
+    """openb: "running", the 5,193 pods the trace records as Running (its own snapshot;
+    by their times the pods are sparse: at the busiest instant only ~50 of 8,152 run);
+    the others: "peak"."""
+    return "running" if trace.kind == "openb" else "peak"
+
+
+def checkpoint(trace: Trace, at: float | str = "peak") -> tuple[float, list[Job]]:
+    """The jobs of ``trace`` running at ``at`` (seconds; "peak"; "all": every job;
+    "running": the jobs whose recorded phase is Running), in arrival order, with
+    arrival 0 and no deadline (a static packing problem)."""
+    jobs = trace.jobs
+    if not jobs:
+        return 0.0, []
+    if at == "all":
+        return float("nan"), [replace(j, arrival=0.0, deadline=None) for j in jobs]
+    if at == "running":
+        return float("nan"), [replace(j, arrival=0.0, deadline=None) for j in jobs
+                              if j.phase == "Running"]
+    key = "gpu" if any(j.gpu_milli for j in jobs) else "cpu"
+
+    def weight(j: Job) -> int:
+        return j.tasks * (j.gpu_milli if key == "gpu" else j.cpu_milli)
+
+    if at == "peak":
+        deltas = []
+        for j in jobs:
+            s, e = _trace_span(j)
+            deltas.append((s, weight(j)))
+            deltas.append((e, -weight(j)))
+        deltas.sort(key=lambda x: (x[0], x[1]))
+        best, cur, when = -1, 0, 0.0
+        for t, d in deltas:
+            cur += d
+            if cur > best:
+                best, when = cur, t
+        at = when
+    t = float(at)
+    alive = [j for j in jobs if _trace_span(j)[0] <= t < _trace_span(j)[1]]
+    return t, [replace(j, arrival=0.0, deadline=None) for j in alive]
+
+
+def _trace_span(j: Job) -> tuple[float, float]:
+    if j.deadline is not None:
+        return j.deadline - j.duration, j.deadline
+    return j.arrival, j.arrival + j.duration
+
+
+def fits(trace: Trace, profile: Profile, jobs: list[Job], nodes: list[int], seed: int,
+         tau: float) -> tuple[bool, float, Simulator]:
+    """Pack ``jobs`` on ``nodes`` (indices into trace.nodes); (pending share <= tau,
+    pending share, the simulator)."""
+    sim = Simulator(trace, profile, seed, jobs=jobs, node_subset=nodes, departures=False,
+                    retry=False)
+    sim.run()
+    total = sum(j.tasks for j in jobs)
+    pending = sum(jobs[i].tasks for i in range(len(jobs)) if np.isnan(sim.start[i]))
+    share = pending / total if total else 0.0
+    return share <= tau, share, sim
+
+
+def compaction_trial(trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: float,
+                     mu: int = 1) -> dict:
+    """One compaction trial: the smallest prefix of a seeded permutation that fits."""
+    rng = random.Random(seed)
+    perm = list(range(len(trace.nodes)))
+    rng.shuffle(perm)
+    lo, hi = 0, len(perm)
+    ok, share, _ = fits(trace, profile, jobs, perm, seed, tau)
+    steps = 1
+    if not ok:
+        return {"seed": seed, "machines": None, "fits_whole_cluster": False,
+                "pending_share_whole": share, "steps": steps}
+    # Invariant: the prefix of length hi fits; of length lo it does not (0 never does
+    # unless the workload is empty).
+    while hi - lo > mu:
+        mid = (lo + hi) // 2
+        ok, _, _ = fits(trace, profile, jobs, perm[:mid], seed, tau)
+        steps += 1
+        if ok:
+            hi = mid
+        else:
+            lo = mid
+    return {"seed": seed, "machines": hi, "fraction": hi / len(perm),
+            "fits_whole_cluster": True, "steps": steps}
+
+
+def inflate(trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: float,
+            batch: int = 0) -> dict:
+    """Clone random jobs of ``jobs`` until more than ``tau`` of the pods are pending.
+
+    Clones are added in rounds of ``batch`` (default: 2% of the workload) and the
+    whole set is re-packed each round; the last round that still fitted is reported.
+    """
+    rng = random.Random(seed)
+    step = batch or max(1, len(jobs) // 50)
+    extra: list[Job] = []
+    last = None
+    for _ in range(1000):
+        work = jobs + extra
+        ok, share, sim = fits(trace, profile, work, list(range(len(trace.nodes))), seed, tau)
+        rates = _rates(sim)
+        if not ok:
+            return {"seed": seed, "clones": len(extra) - step if extra else 0,
+                    "pending_share": share, "at_limit": last or rates}
+        last = rates
+        for _ in range(step):
+            src = jobs[rng.randrange(len(jobs))]
+            extra.append(replace(src, name=f"{src.name}-c{len(extra)}"))
+    raise RuntimeError("inflation did not reach tau in 1000 rounds")
+
+
+def _rates(sim: Simulator) -> dict:
+    st = sim.state
+    out = {}
+    for res, label in (("cpu", "cpu"), ("memory", "memory"), (GPU_RESOURCE, "gpu")):
+        c = st.res_index.get(res)
+        if c is None:
+            continue
+        cap = int(st.allocatable_np[: st.n_nodes, c].sum())
+        if cap:
+            out[label] = int(st.allocated_np[: st.n_nodes, c].sum()) / cap
+    return out
+
+
+def inflation_curve(trace: Trace, profile: Profile, seed: int, until: float = 1.3) -> dict:
+    """The FGD experiment: allocated GPU share against arrived GPU request (percent)."""
+    rng = random.Random(seed)
+    base = [replace(j, arrival=0.0, deadline=None) for j in trace.jobs]
+    rng.shuffle(base)
+    cap = sum(n.gpus for n in trace.nodes) * 1000
+    total = sum(j.gpu_milli * j.tasks for j in base)
+    jobs = list(base)
+    while total < until * cap:
+        src = base[rng.randrange(len(base))]
+        jobs.append(replace(src, name=f"{src.name}-r{len(jobs)}"))
+        total += src.gpu_milli * src.tasks
+    arrived = np.cumsum([j.gpu_milli * j.tasks for j in jobs]) / cap
+    # Job i arrives at virtual time i: one placement attempt per instant, so the run's
+    # time series has one row per arrived pod.
+    timed = [replace(j, arrival=float(i)) for i, j in enumerate(jobs)]
+    r = Simulator(trace, profile, seed, jobs=timed, departures=False, retry=False).run()
+    alloc = r.alloc[GPU_RESOURCE] / cap
+    frag = (r.frag if r.frag is not None else np.zeros(len(jobs))) / cap
+    bins = np.floor(arrived * 100 + 1e-9).astype(int)
+    xs = sorted(set(bins.tolist()))
+    curve = []
+    for x in xs:
+        sel = bins == x
+        curve.append({"x": x, "alloc": float(alloc[sel].mean()), "frag": float(frag[sel].mean())})
+    return {"seed": seed, "curve": curve, "gpus": cap // 1000,
+            "alloc_at_100": _at(curve, 100), "alloc_final": float(alloc[-1])}
+
+
+def _at(curve: list[dict], x: int) -> float | None:
+    for pt in curve:
+        if pt["x"] >= x:
+            return pt["alloc"]
+    return None
+
+
+# ---------------------------------------------------------------------------- parallel
+
+
+def _trial(args: tuple) -> dict:
+    kind, trace, profile_path, seed, params = args
+    profile = load_profile(profile_path)
+    if kind == "compaction":
+        _, jobs = checkpoint(trace, params.get("at") or default_at(trace))
+        out = compaction_trial(trace, profile, jobs, seed, params["tau"], params.get("mu", 1))
+    elif kind == "inflation":
+        _, jobs = checkpoint(trace, params.get("at") or default_at(trace))
+        out = inflate(trace, profile, jobs, seed, params["tau"])
+    elif kind == "curve":
+        out = inflation_curve(trace, profile, seed, params.get("until", 1.3))
+    else:
+        raise ValueError(kind)
+    out["profile"] = profile.name
+    out["profile_file"] = str(profile_path)
+    return out
+
+
+def run_trials(kind: str, trace: Trace, profiles: list[str], seeds: list[int], params: dict,
+               workers: int | None = None,
+               progress: Callable[[dict], None] | None = None) -> list[dict]:
+    """Every (profile, seed) trial of ``kind`` (compaction | inflation | curve), in
+    worker processes; results in (profile, seed) order."""
+    tasks = [(kind, trace, p, s, params) for p in profiles for s in seeds]
+    workers = workers or min(len(tasks), os.cpu_count() or 1)
+    if workers <= 1:
+        out = []
+        for t in tasks:
+            out.append(_trial(t))
+            if progress:
+                progress(out[-1])
+        return out
+    results: list[dict | None] = [None] * len(tasks)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(_trial, t): i for i, t in enumerate(tasks)}
+        from concurrent.futures import as_completed
+
+        for fut in as_completed(futures):
+            i = futures[fut]
+            results[i] = fut.result()
+            if progress:
+                progress(results[i])
+    return [r for r in results if r is not None]

@@ -1,0 +1,502 @@
+"""The trace-driven simulator: virtual time, the real core, the real event model.
+
+A run turns a :class:`~esched.services.sim.traces.Trace` into the events a live
+cluster would log (``esched.node.added``, ``esched.pod.submitted``,
+``esched.podgroup.submitted``, ``esched.placement.committed``,
+``esched.pod.succeeded``/``esched.pod.deleted``) and folds each one into a
+:class:`~esched.core.ClusterState` as it happens; placements are chosen by a
+:class:`~esched.core.Placer` with the profile under test. So the log it leaves
+(``record=True``, or ``--store``) is one that ``esched replay`` and ``esched audit``
+read like any other, and the decisions are the core's, not a model of them.
+
+Time is virtual and event-driven: a job arrives at its trace time, waits in the
+pending queue until it fits (gangs: all members at once, through the placer's gang
+planning), runs for its duration, and leaves; a pod still pending at its trace
+deletion time is withdrawn. After every arrival and departure the scheduler makes a
+pass over the pending queue in arrival order (no head-of-line blocking: a job that
+does not fit is skipped, as kube-scheduler does).
+
+GPU sharing: GPUs are the extended resource ``esched.dev/gpu-milli`` in the state
+(1000 per device) and per device in a :class:`~esched.core._devices.DeviceTable`,
+which is the exact fit filter (``Placer.place(mask=...)``) and, for profiles with
+the ``FGD`` plugin, the fragmentation-gradient score (``extra=...``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from esched.core import ClusterState, Placer, Profile
+from esched.core._devices import DeviceTable
+from esched.schemas.objects import GANG_ANNOTATIONS
+from esched.services.sim.traces import Job, NodeSpec, Trace
+
+__all__ = ["GPU_RESOURCE", "NAMESPACE", "RunResult", "Simulator", "simulate"]
+
+#: The extended resource GPUs are counted in (1000 per device).
+GPU_RESOURCE = "esched.dev/gpu-milli"
+#: The node label carrying the GPU model (pods' model constraints select on it).
+MODEL_LABEL = "esched.dev/gpu-model"
+NAMESPACE = "sim"
+#: Pods per node (kube's default is 110; the traces' nodes are larger, and none of
+#: them limits pod counts, so this is a bound that never binds in practice).
+PODS_PER_NODE = 256
+#: Snapshots of per-node allocation kept for the heat map.
+HEATMAP_SAMPLES = 120
+#: Virtual time zero of the logged events (the traces have no wall clock).
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+_ARRIVE, _FINISH, _EXPIRE = 0, 1, 2
+
+
+@dataclass
+class RunResult:
+    """What a run leaves: per-job times, time series, counters, the log if recorded."""
+
+    trace: dict
+    profile: str
+    seed: int
+    nodes: int
+    wall_seconds: float
+    # per job (index = trace job index): NaN where it never started / finished
+    arrival: np.ndarray
+    start: np.ndarray
+    finish: np.ndarray
+    duration: np.ndarray
+    tasks: np.ndarray
+    withdrawn: int
+    never_started: int
+    # time series, one row per event time
+    t: np.ndarray
+    alloc: dict[str, np.ndarray]        # resource -> allocated units
+    capacity: dict[str, int]            # resource -> capacity units
+    pending: np.ndarray                 # pending pods
+    running: np.ndarray                 # running pods
+    frag: np.ndarray | None             # FGD fragmentation (milli-GPU), if GPUs
+    # per-node snapshots for the heat map: [sample, node] allocated share of GPU (or CPU)
+    heat_t: np.ndarray
+    heat: np.ndarray
+    heat_resource: str
+    # snapshots for stranded resources: resource -> stranded units at heat_t
+    stranded: dict[str, np.ndarray]
+    placement_seconds: float            # wall time inside the placer
+    placements: int
+    placer_stats: dict
+    device_stats: dict
+    events: list[dict] | None = None
+    anomalies: dict = field(default_factory=dict)
+
+
+class Simulator:
+    """One run of one trace under one profile.
+
+    :param trace: the workload and cluster.
+    :param profile: the scheduling profile (``esched.core.load_profile``).
+    :param seed: the placer's seed; the run is a pure function of (trace, profile, seed).
+    :param record: keep every event (for ``--store``, replay and audit).
+    :param node_subset: indices into ``trace.nodes`` to use (compaction); default all.
+    :param jobs: the job list to run (inflation); default ``trace.jobs``.
+    :param departures: False: nothing leaves (static packing, as the FGD experiments).
+    :param retry: False: a job that does not fit when it arrives is dropped.
+    :param progress: called with (jobs arrived, total) now and then.
+    """
+
+    def __init__(self, trace: Trace, profile: Profile, seed: int = 0, *, record: bool = False,
+                 node_subset: Iterable[int] | None = None, jobs: list[Job] | None = None,
+                 departures: bool = True, retry: bool = True,
+                 progress: Callable[[int, int], None] | None = None,
+                 on_place: Callable[[Simulator, Job, bool], None] | None = None) -> None:
+        self.trace = trace
+        self.profile = profile
+        self.seed = seed
+        self.record = record
+        self.departures = departures
+        self.retry = retry
+        self.progress = progress
+        self.on_place = on_place
+        self.jobs = trace.jobs if jobs is None else jobs
+        idx = range(len(trace.nodes)) if node_subset is None else node_subset
+        self.nodes: list[NodeSpec] = [trace.nodes[i] for i in idx]
+        self.events: list[dict] = []
+        self.state = ClusterState()
+        self.position = 0
+        self.fgd_weight = sum(p.weight for p in profile.plugins if p.kind == "FGD")
+        self.gpu = any(n.gpus for n in self.nodes)
+        self.devices = DeviceTable() if self.gpu else None
+        self._run_id = f"s{seed}"
+
+    # ------------------------------------------------------------------ events
+
+    def _emit(self, type_: str, name: str, data: dict, t: float) -> None:
+        self.position += 1
+        ev = {"specversion": "1.0", "id": f"sim-{self._run_id}-{self.position}",
+              "source": "esched-sim", "type": type_,
+              "time": (EPOCH + timedelta(seconds=t)).isoformat(), "data": data}
+        self.state.apply(ev, self.position)
+        if self.record:
+            self.events.append(ev)
+
+    def _pod_manifest(self, job: Job, task: int) -> tuple[str, dict]:
+        name = job.name if job.tasks == 1 else f"{job.name}-{task}"
+        req: dict[str, str] = {}
+        if job.cpu_milli:
+            req["cpu"] = f"{job.cpu_milli}m"
+        if job.memory_bytes:
+            req["memory"] = str(job.memory_bytes)
+        if job.gpu_milli:
+            req[GPU_RESOURCE] = str(job.gpu_milli)
+        meta: dict = {"name": name, "namespace": NAMESPACE}
+        if job.tasks > 1:
+            meta["annotations"] = {GANG_ANNOTATIONS[0]: job.name}
+        spec: dict = {"priority": job.priority,
+                      "containers": [{"name": "main", "resources": {"requests": req}}]}
+        if job.gpu_models:
+            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": MODEL_LABEL, "operator": "In", "values": list(job.gpu_models)}]}]}}}
+        return f"{NAMESPACE}/{name}", {"metadata": meta, "spec": spec}
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> RunResult:
+        wall0 = time.perf_counter()
+        st = self.state
+        for _i, n in enumerate(self.nodes):
+            labels = {MODEL_LABEL: n.model} if n.model else {}
+            alloc = {"cpu": f"{n.cpu_milli}m", "memory": str(n.memory_bytes),
+                     "pods": str(PODS_PER_NODE)}
+            if n.gpus:
+                alloc[GPU_RESOURCE] = str(n.gpus * 1000)
+            self._emit("esched.node.added", n.name, {
+                "metadata": {"name": n.name, "labels": labels},
+                "status": {"allocatable": alloc}}, 0.0)
+            if self.devices is not None:
+                self.devices.set_node(st.node_index[n.name], n.gpus, n.model, n.cpu_milli)
+        if self.devices is not None:
+            # Always: the fragmentation series is a metric for every profile.
+            self.devices.set_target(self.trace.frag_types())
+        self.placer = Placer(st, self.profile, seed=self.seed)
+        n_slots = st.n_nodes
+        self._mask = np.ones(n_slots, dtype=np.uint8)
+        self._extra = np.zeros(n_slots, dtype=np.int64)
+        self._gpu_col = st.res_index.get(GPU_RESOURCE)
+
+        jobs = self.jobs
+        J = len(jobs)
+        self.start = np.full(J, np.nan)
+        self.finish = np.full(J, np.nan)
+        self.keys: list[list[str] | None] = [None] * J
+        self.bound: list[list | None] = [None] * J      # per task: (node slot, devices)
+        heap: list[tuple[float, int, int, int]] = []
+        seq = 0
+        for j, job in enumerate(jobs):
+            heap.append((job.arrival, _ARRIVE, seq, j))
+            seq += 1
+        heapq.heapify(heap)
+        # Pending jobs grouped by shape (FIFO inside a shape); a pass visits shapes in
+        # the order of their oldest job. A shape that failed stays skipped until
+        # something is released (placements only take capacity away).
+        self.queues: dict[tuple, deque[int]] = {}
+        self.blocked: set[tuple] = set()
+        self.pending_pods = 0
+        self.running_pods = 0
+        self.withdrawn = 0
+        self.dropped = 0
+        self.place_seconds = 0.0
+        self.placements = 0
+        res_names = [r for r in ("cpu", "memory", GPU_RESOURCE) if r in st.res_index]
+        cols = [st.res_index[r] for r in res_names]
+        cap = st.allocatable_np[:n_slots][:, cols].sum(axis=0)
+        capacity = {r: int(c) for r, c in zip(res_names, cap, strict=True)}
+        self._totals = dict.fromkeys(res_names, 0)
+        series_t: list[float] = []
+        series_alloc: list[list[int]] = []
+        series_pending: list[int] = []
+        series_running: list[int] = []
+        series_frag: list[float] = []
+        t_end = max((j.arrival for j in jobs), default=0.0)
+        heat_every = max(t_end, 1.0) / HEATMAP_SAMPLES
+        next_heat = 0.0
+        heat_rows, heat_ts, strand_rows = [], [], []
+        heat_res = GPU_RESOURCE if self.gpu else "cpu"
+        heat_col = st.res_index.get(heat_res)
+        arrived = 0
+        report_every = max(J // 100, 1)
+
+        while heap:
+            now = heap[0][0]
+            released = False
+            while heap and heap[0][0] == now:
+                _, kind, _, j = heapq.heappop(heap)
+                if kind == _ARRIVE:
+                    self._arrive(j, now)
+                    arrived += 1
+                    if self.progress is not None and arrived % report_every == 0:
+                        self.progress(arrived, J)
+                    job = jobs[j]
+                    if self.departures and job.deadline is not None:
+                        heapq.heappush(heap, (max(job.deadline, now), _EXPIRE, seq, j))
+                        seq += 1
+                elif kind == _FINISH:
+                    self._finish(j, now)
+                    released = True
+                elif kind == _EXPIRE:
+                    self._expire(j, now)
+            if released:
+                self.blocked.clear()
+            for j in self._schedule(now):
+                if self.departures:
+                    heapq.heappush(heap, (now + jobs[j].duration, _FINISH, seq, j))
+                    seq += 1
+            if not self.retry:
+                for q in self.queues.values():
+                    for j in q:
+                        self._withdraw(j, now, dropped=True)
+                self.queues.clear()
+            series_t.append(now)
+            series_alloc.append([self._totals[r] for r in res_names])
+            series_pending.append(self.pending_pods)
+            series_running.append(self.running_pods)
+            if self.devices is not None and self.devices.has_target:
+                series_frag.append(self.devices.frag_total)
+            while now >= next_heat and heat_col is not None:
+                heat_ts.append(now)
+                heat_rows.append(self._node_share(heat_col))
+                strand_rows.append(self._stranded(cols))
+                next_heat += heat_every
+        if self.progress is not None:
+            self.progress(J, J)
+        never = sum(1 for q in self.queues.values() for _ in q)
+        alloc_arr = np.array(series_alloc, dtype=np.int64).reshape(-1, len(res_names))
+        strand = np.array(strand_rows, dtype=np.int64).reshape(-1, len(res_names))
+        dev_stats = {}
+        if self.devices is not None:
+            dev_stats = self.devices.totals()
+            dev_stats["memo_hits"] = self.devices.memo_hits
+            dev_stats["memo_misses"] = self.devices.memo_misses
+        return RunResult(
+            trace=self.trace.summary(), profile=self.profile.name, seed=self.seed,
+            nodes=len(self.nodes), wall_seconds=time.perf_counter() - wall0,
+            arrival=np.array([j.arrival for j in jobs], dtype=np.float64),
+            start=self.start, finish=self.finish,
+            duration=np.array([j.duration for j in jobs], dtype=np.float64),
+            tasks=np.array([j.tasks for j in jobs], dtype=np.int64),
+            withdrawn=self.withdrawn + self.dropped, never_started=never,
+            t=np.array(series_t), alloc={r: alloc_arr[:, i] for i, r in enumerate(res_names)},
+            capacity=capacity, pending=np.array(series_pending, dtype=np.int64),
+            running=np.array(series_running, dtype=np.int64),
+            frag=np.array(series_frag) if series_frag else None,
+            heat_t=np.array(heat_ts), heat=np.array(heat_rows).reshape(len(heat_ts), -1),
+            heat_resource=heat_res,
+            stranded={r: strand[:, i] for i, r in enumerate(res_names)},
+            placement_seconds=self.place_seconds, placements=self.placements,
+            placer_stats=self.placer.stats(), device_stats=dev_stats,
+            events=self.events if self.record else None,
+            anomalies=dict(st.anomalies),
+        )
+
+    # ------------------------------------------------------------------ steps
+
+    def _arrive(self, j: int, now: float) -> None:
+        job = self.jobs[j]
+        keys = []
+        if job.tasks > 1:
+            self._emit("esched.podgroup.submitted", job.name, {
+                "metadata": {"name": job.name, "namespace": NAMESPACE},
+                "spec": {"minMember": job.tasks}}, now)
+        for k in range(job.tasks):
+            key, manifest = self._pod_manifest(job, k)
+            self._emit("esched.pod.submitted", key, manifest, now)
+            keys.append(key)
+        self.keys[j] = keys
+        self.pending_pods += job.tasks
+        shape = job.shape
+        q = self.queues.get(shape)
+        if q is None:
+            q = self.queues[shape] = deque()
+        q.append(j)
+
+    def _schedule(self, now: float) -> list[int]:
+        """One pass over the pending shapes, oldest first; returns the jobs started."""
+        started = []
+        order = sorted((q[0], shape) for shape, q in self.queues.items()
+                       if q and shape not in self.blocked)
+        for _, shape in order:
+            q = self.queues[shape]
+            while q:
+                j = q[0]
+                if not self._try_place(j, now):
+                    self.blocked.add(shape)
+                    break
+                q.popleft()
+                started.append(j)
+            if not q:
+                del self.queues[shape]
+        return started
+
+    def _try_place(self, j: int, now: float) -> bool:
+        job = self.jobs[j]
+        keys = self.keys[j]
+        st = self.state
+        dev = self.devices
+        t0 = time.perf_counter()
+        g = job.gpu_milli
+        mask = extra = None
+        if dev is not None and g:
+            if dev.fit_mask(g, self._mask) < job.tasks and job.tasks == 1:
+                self.place_seconds += time.perf_counter() - t0
+                return False
+            mask = self._mask
+        if job.tasks == 1:
+            if dev is not None and self.fgd_weight:
+                if mask is None:
+                    self._mask.fill(1)
+                dev.fgd_scores(g, job.cpu_milli, self._mask, self._extra, self.fgd_weight)
+                extra = self._extra
+            got = self.placer.place(keys[0], assume=False, mask=mask, extra=extra)
+            self.place_seconds += time.perf_counter() - t0
+            if got is None:
+                return False
+            plan = [got[0]]
+        else:
+            plan = self.placer.plan_gang(keys)
+            self.place_seconds += time.perf_counter() - t0
+            if plan is None:
+                return False
+        # Devices per member, exact (a gang plan saw only the aggregate).
+        bound = []
+        for name in plan:
+            n = st.node_index[name]
+            devs = ()
+            if dev is not None:
+                if g and not dev.fits(n, g):
+                    for n2, devs2 in bound:
+                        dev.release(n2, g, job.cpu_milli, devs2)
+                    self.placer.sync()
+                    return False
+                devs = dev.choose(n, g, job.cpu_milli, self.fgd_weight > 0)
+                dev.bind(n, g, job.cpu_milli, devs)
+            bound.append((n, devs))
+        bindings = []
+        resources = self._units(job)
+        for key, name, (_, devs) in zip(keys, plan, bound, strict=True):
+            b = {"pod": key, "node": name, "resources": resources}
+            if devs:
+                b["devices"] = list(devs)
+            bindings.append(b)
+        self._emit("esched.placement.committed", job.name, {
+            "proposal": f"{self._run_id}-{job.name}", "replica": "esched-sim",
+            "position": self.position, "gang": f"{NAMESPACE}/{job.name}" if job.tasks > 1 else None,
+            "bindings": bindings}, now)
+        self.placements += 1
+        self.bound[j] = bound
+        self.start[j] = now
+        self.pending_pods -= job.tasks
+        self.running_pods += job.tasks
+        self._account(job, +1)
+        if self.on_place is not None:
+            self.on_place(self, job, True)
+        return True
+
+    def _units(self, job: Job) -> dict[str, int]:
+        out = {"pods": 1}
+        if job.cpu_milli:
+            out["cpu"] = job.cpu_milli
+        if job.memory_bytes:
+            out["memory"] = job.memory_bytes
+        if job.gpu_milli:
+            out[GPU_RESOURCE] = job.gpu_milli
+        return out
+
+    def _account(self, job: Job, sign: int) -> None:
+        tot = self._totals
+        k = job.tasks * sign
+        if "cpu" in tot:
+            tot["cpu"] += k * job.cpu_milli
+        if "memory" in tot:
+            tot["memory"] += k * job.memory_bytes
+        if GPU_RESOURCE in tot:
+            tot[GPU_RESOURCE] += k * job.gpu_milli
+
+    def _finish(self, j: int, now: float) -> None:
+        job = self.jobs[j]
+        if self.bound[j] is None:
+            return
+        for key, (n, devs) in zip(self.keys[j], self.bound[j], strict=True):
+            name = key.split("/", 1)[1]
+            self._emit("esched.pod.succeeded", key,
+                       {"metadata": {"name": name, "namespace": NAMESPACE}}, now)
+            if self.devices is not None:
+                self.devices.release(n, job.gpu_milli, job.cpu_milli, devs)
+        self.bound[j] = None
+        self.finish[j] = now
+        self.running_pods -= job.tasks
+        self._account(job, -1)
+
+    def _expire(self, j: int, now: float) -> None:
+        """The trace deleted the pod: withdraw it if it is still pending."""
+        if not np.isnan(self.start[j]) or self.keys[j] is None:
+            return
+        q = self.queues.get(self.jobs[j].shape)
+        if q is None or j not in q:
+            return
+        q.remove(j)
+        if not q:
+            del self.queues[self.jobs[j].shape]
+        self._withdraw(j, now)
+
+    def _withdraw(self, j: int, now: float, dropped: bool = False) -> None:
+        job = self.jobs[j]
+        for key in self.keys[j]:
+            name = key.split("/", 1)[1]
+            self._emit("esched.pod.deleted", key,
+                       {"metadata": {"name": name, "namespace": NAMESPACE}}, now)
+        self.pending_pods -= job.tasks
+        if dropped:
+            self.dropped += 1
+        else:
+            self.withdrawn += 1
+
+    # ------------------------------------------------------------------ snapshots
+
+    def _node_share(self, col: int) -> np.ndarray:
+        st = self.state
+        n = st.n_nodes
+        cap = st.allocatable_np[:n, col].astype(np.float64)
+        used = st.allocated_np[:n, col].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(cap > 0, used / np.where(cap > 0, cap, 1), np.nan)
+        return share.astype(np.float32)
+
+    def _stranded(self, cols: list[int]) -> list[int]:
+        """Per resource: free units on nodes where another resource is exhausted (< 5%
+        free), so nothing can use them (Borg's stranded resources)."""
+        st = self.state
+        n = st.n_nodes
+        cap = st.allocatable_np[:n][:, cols].astype(np.float64)
+        free = cap - st.allocated_np[:n][:, cols]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(cap > 0, free / np.where(cap > 0, cap, 1), np.inf)
+        exhausted = share < STRAND_EXHAUSTED
+        out = []
+        for i in range(len(cols)):
+            others = np.delete(exhausted, i, axis=1).any(axis=1) if len(cols) > 1 else \
+                np.zeros(n, dtype=bool)
+            out.append(int(free[others & (cap[:, i] > 0), i].sum()))
+        return out
+
+
+#: A resource with less than this share free on a node is exhausted there.
+STRAND_EXHAUSTED = 0.05
+
+
+def simulate(trace: Trace, profile: Profile, seed: int = 0, **kw) -> RunResult:
+    """Run ``trace`` under ``profile`` (see :class:`Simulator` for the keywords)."""
+    return Simulator(trace, profile, seed, **kw).run()

@@ -1,0 +1,361 @@
+"""Reports of simulation runs and packing studies: HTML, JSON and a terminal table.
+
+The HTML is one self-contained file (plots are inline SVG drawn by matplotlib's
+Agg/SVG backend; no scripts, no external assets). Every figure's data is also in
+``figures.json`` beside it, under the figure's id, so a plot can be redrawn or
+checked without parsing SVG. The terminal table is rich's.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from esched.services.sim.engine import GPU_RESOURCE, RunResult
+from esched.services.sim.metrics import summarize
+
+__all__ = ["Figures", "compare_tables", "run_figures", "terminal_table", "write_report"]
+
+_LABEL = {"cpu": "CPU", "memory": "memory", GPU_RESOURCE: "GPU"}
+
+
+def _mpl():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "figure.dpi": 96})
+    return plt
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    _mpl().close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _downsample(t: np.ndarray, *ys: np.ndarray, points: int = 2000):
+    """At most ``points`` samples of a step series (keeps the first and last)."""
+    if len(t) <= points:
+        return (t, *ys)
+    idx = np.unique(np.linspace(0, len(t) - 1, points).astype(int))
+    return (t[idx], *(y[idx] for y in ys))
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_clean(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return _clean(v.tolist())
+    if isinstance(v, np.generic):
+        return _clean(v.item())
+    return v
+
+
+class Figures:
+    """An ordered set of figures: id -> (title, svg, data)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, str, dict]] = []
+
+    def add(self, fid: str, title: str, svg: str, data: dict) -> None:
+        self.items.append((fid, title, svg, data))
+
+    def data(self) -> dict:
+        return {fid: _clean(d) for fid, _, _, d in self.items}
+
+
+def run_figures(runs: list[RunResult], figs: Figures | None = None) -> Figures:
+    """Allocation over time, pending over time, fragmentation, heat map (first run)."""
+    plt = _mpl()
+    figs = figs or Figures()
+    if not runs:
+        return figs
+    days = max(float(np.nanmax(r.t)) if r.t.size else 0.0 for r in runs) > 5 * 86400
+    unit, scale = ("days", 86400.0) if days else ("hours", 3600.0)
+    # allocation rate per resource over time
+    resources = [r for r in (GPU_RESOURCE, "cpu", "memory") if r in runs[0].capacity
+                 and runs[0].capacity[r] > 0]
+    fig, axes = plt.subplots(len(resources), 1, figsize=(8, 2.2 * len(resources)),
+                             sharex=True, squeeze=False)
+    data: dict = {"unit": unit, "series": {}}
+    for ax, res in zip(axes[:, 0], resources, strict=True):
+        for r in runs:
+            t, y = _downsample(r.t, r.alloc[res] / r.capacity[res])
+            ax.step(t / scale, 100 * y, where="post", lw=0.8, label=r.profile)
+            data["series"].setdefault(res, {})[r.profile] = {"t": t, "rate": y}
+        ax.set_ylabel(f"{_LABEL[res]} allocated %")
+        ax.set_ylim(0, 100)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7, ncol=4)
+    axes[-1, 0].set_xlabel(f"virtual time ({unit})")
+    figs.add("allocation_over_time", "Allocation rate over time (requests / capacity)",
+             _svg(fig), data)
+    # pending pods over time
+    fig, ax = plt.subplots(figsize=(8, 2.4))
+    data = {"unit": unit, "series": {}}
+    for r in runs:
+        t, y = _downsample(r.t, r.pending)
+        ax.step(t / scale, y, where="post", lw=0.8, label=r.profile)
+        data["series"][r.profile] = {"t": t, "pending": y}
+    ax.set_ylabel("pending pods")
+    ax.set_xlabel(f"virtual time ({unit})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=4)
+    figs.add("pending_over_time", "Pending pods over time", _svg(fig), data)
+    # FGD fragmentation over time
+    if any(r.frag is not None for r in runs):
+        fig, ax = plt.subplots(figsize=(8, 2.4))
+        data = {"unit": unit, "series": {}}
+        for r in runs:
+            if r.frag is None:
+                continue
+            t, y = _downsample(r.t, r.frag / 1000.0)
+            ax.step(t / scale, y, where="post", lw=0.8, label=r.profile)
+            data["series"][r.profile] = {"t": t, "frag_gpus": y}
+        ax.set_ylabel("fragmented GPUs (FGD F)")
+        ax.set_xlabel(f"virtual time ({unit})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=4)
+        figs.add("fragmentation_over_time", "GPU fragmentation over time (FGD's measure)",
+                 _svg(fig), data)
+    # per-node heat map of the first run
+    r = runs[0]
+    if r.heat.size:
+        fig, ax = plt.subplots(figsize=(8, 3.2))
+        heat = np.ma.masked_invalid(r.heat.T)
+        im = ax.imshow(heat, aspect="auto", interpolation="nearest", cmap="viridis",
+                       vmin=0, vmax=1, origin="lower",
+                       extent=(r.heat_t[0] / scale, r.heat_t[-1] / scale, 0, r.heat.shape[1]))
+        ax.set_xlabel(f"virtual time ({unit})")
+        ax.set_ylabel("node (slot)")
+        fig.colorbar(im, ax=ax, label=f"{_LABEL.get(r.heat_resource, r.heat_resource)}"
+                     " allocated share")
+        figs.add("node_heatmap", f"Per-node allocation ({r.profile})", _svg(fig),
+                 {"profile": r.profile, "resource": r.heat_resource, "t": r.heat_t,
+                  "share": np.round(r.heat, 4)})
+    return figs
+
+
+def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -> Figures:
+    """Figures of packing studies: compaction (median, 5-95%, min-max per profile),
+    inflation, and the FGD allocation curve."""
+    plt = _mpl()
+    figs = figs or Figures()
+    comp = trials.get("compaction") or []
+    if comp:
+        by = _by_profile(comp)
+        names = list(by)
+        fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(names) + 2), 3))
+        data = {}
+        for i, name in enumerate(names):
+            vals = [t["machines"] for t in by[name] if t.get("machines") is not None]
+            data[name] = {"machines": vals, "failed_trials": sum(
+                1 for t in by[name] if t.get("machines") is None), **_stats(vals)}
+            if not vals:
+                continue
+            s = _stats(vals)
+            ax.errorbar([i], [s["median"]], yerr=_span(s, "min", "max"), fmt="none",
+                        ecolor="0.6", capsize=6)
+            ax.errorbar([i], [s["median"]], yerr=_span(s, "p5", "p95"), fmt="o", capsize=3,
+                        lw=2)
+        ax.set_xticks(range(len(names)), names, rotation=20)
+        ax.set_ylabel("machines needed")
+        ax.grid(alpha=0.3, axis="y")
+        figs.add("compaction", "Cluster compaction: machines needed (median, 5-95% bars,"
+                 " grey min-max)", _svg(fig), data)
+    infl = trials.get("inflation") or []
+    if infl:
+        by = _by_profile(infl)
+        data = {}
+        for name, ts in by.items():
+            data[name] = {"clones": [t["clones"] for t in ts],
+                          "at_limit": [t["at_limit"] for t in ts]}
+        fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(by) + 2), 3))
+        for i, d in enumerate(data.values()):
+            gpu = [a.get("gpu", a.get("cpu", 0)) * 100 for a in d["at_limit"]]
+            s = _stats(gpu)
+            ax.errorbar([i], [s["median"]], yerr=_span(s, "min", "max"), fmt="o", capsize=4)
+        ax.set_xticks(range(len(by)), list(by), rotation=20)
+        ax.set_ylabel("allocation at the limit (%)")
+        ax.grid(alpha=0.3, axis="y")
+        figs.add("inflation", "Workload inflation: allocation reached before > tau pending",
+                 _svg(fig), data)
+    curves = trials.get("curve") or []
+    if curves:
+        by = _by_profile(curves)
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        data = {}
+        for name, ts in by.items():
+            xs = sorted({p["x"] for t in ts for p in t["curve"]})
+            med, lo, hi = [], [], []
+            for x in xs:
+                v = [p["alloc"] for t in ts for p in t["curve"] if p["x"] == x]
+                med.append(100 * float(np.median(v)))
+                lo.append(100 * float(np.percentile(v, 25)))
+                hi.append(100 * float(np.percentile(v, 75)))
+            ax.plot(xs, med, lw=1.2, label=name)
+            ax.fill_between(xs, lo, hi, alpha=0.2)
+            data[name] = {"x": xs, "alloc_median": med, "alloc_p25": lo, "alloc_p75": hi,
+                          "alloc_at_100": [t["alloc_at_100"] for t in ts]}
+        # The FGD paper's published medians (FGD-ANCHOR.md), for comparison.
+        ref = {"FGD (paper)": [(92, 92.0), (94, 94.0), (96, 95.2), (100, 95.23)],
+               "BestFit (paper)": [(92, 92.0), (94, 92.9), (96, 92.9), (100, 92.91)],
+               "Random (paper)": [(100, 86.25)]}
+        for name, pts in ref.items():
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "k--" if "FGD" in name else "k:",
+                    marker="x", lw=0.8, label=name)
+        data["paper"] = {k: [{"x": x, "alloc": y} for x, y in v] for k, v in ref.items()}
+        ax.set_xlim(70, 130)
+        ax.set_ylim(70, 100)
+        ax.set_xlabel("arrived GPU request (% of capacity)")
+        ax.set_ylabel("GPU allocation (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        figs.add("gpu_allocation_curve", "GPU allocation as the workload is inflated "
+                 "(FGD's experiment; dashed: the paper's medians)", _svg(fig), data)
+    return figs
+
+
+def _by_profile(trials: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for t in trials:
+        out.setdefault(t["profile"], []).append(t)
+    return out
+
+
+def _span(s: dict, lo: str, hi: str) -> list[list[float]]:
+    """matplotlib's asymmetric error bar around the median."""
+    return [[s["median"] - s[lo]], [s[hi] - s["median"]]]
+
+
+def _stats(vals: list[float]) -> dict:
+    if not vals:
+        return {"median": None, "p5": None, "p95": None, "min": None, "max": None, "n": 0}
+    a = np.asarray(vals, dtype=np.float64)
+    return {"median": float(np.median(a)), "p5": float(np.percentile(a, 5)),
+            "p95": float(np.percentile(a, 95)), "min": float(a.min()), "max": float(a.max()),
+            "mean": float(a.mean()), "n": len(vals)}
+
+
+def summary_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The terminal/HTML table of run summaries: one row per run."""
+    cols = ["profile", "seed", "placed", "withdrawn", "never", "GPU alloc %", "CPU alloc %",
+            "pending mean", "wait p90 s", "SNP", "slowdown l1/l2/linf", "unfair",
+            "frag GPUs", "wall s"]
+    rows = []
+    for s in summaries:
+        a = s["allocation"]
+        q = s["jobs"].get("quincy", {})
+        lat = s["jobs"].get("latency_s", {})
+        fr = s.get("gpu_fragmentation", {})
+        rows.append([
+            s["profile"], str(s["seed"]), str(s["placements"]), str(s["withdrawn"]),
+            str(s["never_started"]),
+            _pct(a.get("gpu", {}).get("mean_rate")), _pct(a.get("cpu", {}).get("mean_rate")),
+            _num(s["pending_pods"]["mean"]), _num(lat.get("p90")), _num(q.get("snp"), 3),
+            "/".join(_num(q.get(k), 2) for k in ("slowdown_l1", "slowdown_l2", "slowdown_linf")),
+            _num(q.get("unfairness"), 3), _num(fr.get("mean_gpus")), _num(s["wall_seconds"], 2),
+        ])
+    return cols, rows
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.1f}"
+
+
+def _num(v, digits: int = 1) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:,.{digits}f}"
+
+
+def terminal_table(cols: list[str], rows: list[list[str]], title: str = "") -> None:
+    """Print a table on stderr (stdout stays the data channel)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title or None, show_lines=False)
+    for c in cols:
+        table.add_column(c, overflow="fold")
+    for r in rows:
+        table.add_row(*r)
+    import sys
+
+    # Off a terminal (a log, CI) rich would wrap at 80 columns: give the table room.
+    Console(stderr=True, width=None if sys.stderr.isatty() else 220).print(table)
+
+
+def write_report(out_dir: str | Path, title: str, summaries: list[dict], figs: Figures,
+                 extra_tables: list[tuple[str, list[str], list[list[str]]]] = (),
+                 notes: list[str] = ()) -> dict[str, str]:
+    """Write ``report.html``, ``figures.json`` and ``summary.json`` into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cols, rows = summary_rows(summaries) if summaries else ([], [])
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title>",
+        "<style>body{font:14px/1.4 system-ui,sans-serif;max-width:1100px;margin:2em auto;"
+        "padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:12px}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}"
+        "td:first-child{text-align:left}figure{margin:1.5em 0}figcaption{font-weight:600}"
+        "code{background:#f5f5f5;padding:0 3px}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
+    if summaries:
+        tr = summaries[0]["trace"]
+        parts.append(f"<p>Trace <code>{html.escape(tr['kind'])}</code> "
+                     f"{html.escape(tr['source'])}: {tr['nodes']} nodes, {tr['jobs']} jobs "
+                     f"({tr['pods']} pods).</p>")
+        if tr.get("quirks"):
+            parts.append("<p>Trace quirks (rows): " + ", ".join(
+                f"<code>{html.escape(k)}</code> {v}" for k, v in sorted(tr["quirks"].items()))
+                + "</p>")
+        if tr.get("notes"):
+            parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in tr["notes"])
+                         + "</ul>")
+    for n in notes:
+        parts.append(f"<p>{html.escape(n)}</p>")
+    if rows:
+        parts.append(_html_table(cols, rows))
+    for name, c, r in extra_tables:
+        parts.append(f"<h2>{html.escape(name)}</h2>")
+        parts.append(_html_table(c, r))
+    for fid, ftitle, svg, _ in figs.items:
+        parts.append(f"<figure id='{fid}'><figcaption>{html.escape(ftitle)}</figcaption>"
+                     f"{svg}</figure>")
+    parts.append("<p>Figure data: <code>figures.json</code> (by figure id); run summaries:"
+                 " <code>summary.json</code>. Allocation is requests over capacity; the traces"
+                 " carry no usage, so no usage-based utilization is shown.</p></body></html>")
+    paths = {"html": str(out / "report.html"), "figures": str(out / "figures.json"),
+             "summary": str(out / "summary.json")}
+    Path(paths["html"]).write_text("\n".join(parts), encoding="utf-8")
+    Path(paths["figures"]).write_bytes(orjson.dumps(figs.data(), option=orjson.OPT_INDENT_2))
+    Path(paths["summary"]).write_bytes(orjson.dumps(_clean(summaries),
+                                                    option=orjson.OPT_INDENT_2))
+    return paths
+
+
+def _html_table(cols: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>"
+                   for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def summaries_of(runs: list[RunResult]) -> list[dict]:
+    return [summarize(r) for r in runs]

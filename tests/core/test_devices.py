@@ -1,0 +1,169 @@
+"""The per-device GPU table: exact GPU-sharing fit, device choice, FGD fragmentation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from esched.core import ClusterState, Placer, parse_profile
+from esched.core._devices import DeviceTable, _py_node_frag, request_shape
+
+
+def table(*free_per_node, cpu=64_000, model="T4") -> DeviceTable:
+    t = DeviceTable()
+    for n, free in enumerate(free_per_node):
+        t.set_node(n, len(free), model, cpu)
+        for i, f in enumerate(free):
+            t.free_np[n, i] = f
+    return t
+
+
+def test_request_shape():
+    assert request_shape(0) == (0, 0)
+    assert request_shape(250) == (1, 250)
+    assert request_shape(1000) == (1, 1000)
+    assert request_shape(4000) == (4, 1000)
+    with pytest.raises(ValueError, match="whole GPUs"):
+        request_shape(1500)
+    with pytest.raises(ValueError, match="negative"):
+        request_shape(-1)
+
+
+def test_share_needs_one_device_with_room_not_the_sum():
+    # Four devices with 250 free each: 1000 free in all, yet a 500 share does not fit.
+    t = table([250, 250, 250, 250])
+    assert not t.fits(0, 500)
+    assert t.fits(0, 250)
+    assert not t.fits(0, 1000)
+
+
+def test_whole_gpus_need_idle_devices():
+    t = table([1000, 999, 1000, 0])
+    assert t.fits(0, 2000)
+    assert not t.fits(0, 3000)  # 2,999 free milli, but only two idle devices
+    assert t.choose(0, 2000) == (0, 2)  # lowest index first
+
+
+def test_share_goes_to_the_fullest_device_that_fits():
+    t = table([1000, 300, 600, 500])
+    assert t.choose(0, 400) == (3,)   # 500 is the least free that fits 400
+    assert t.choose(0, 600) == (2,)
+    assert t.choose(0, 700) == (0,)
+    with pytest.raises(ValueError, match="does not fit"):
+        t.choose(0, 2000)
+
+
+def test_bind_release_exact_and_guarded():
+    t = table([1000, 1000])
+    t.bind(0, 300, 1000, (1,))
+    t.bind(0, 700, 1000, (1,))
+    assert t.free_of(0) == [1000, 0]
+    assert t.cpu_free_np[0] == 62_000
+    with pytest.raises(ValueError, match="has 0 milli free"):
+        t.bind(0, 100, 0, (1,))
+    t.release(0, 300, 1000, (1,))
+    assert t.free_of(0) == [1000, 300]
+    with pytest.raises(ValueError, match="exceed one GPU"):
+        t.release(0, 800, 0, (1,))
+    t.bind(0, 1000, 0, (0,))
+    assert not t.fits(0, 1000) and t.fits(0, 300)
+
+
+def test_fit_mask_counts_and_clears():
+    t = table([250, 250], [1000, 0], [600, 600])
+    mask = np.full(5, 7, dtype=np.uint8)
+    assert t.fit_mask(500, mask) == 2
+    assert mask.tolist() == [0, 1, 1, 0, 0]  # slots past the table never fit
+    assert t.fit_mask(0, mask) == 3
+
+
+def test_node_frag_by_hand():
+    # FGD's F_n(m): all idle GPU if m cannot run on the node, else the idle milli on
+    # devices with less free than m's per-GPU request.
+    free = [1000, 500, 200, 0]          # 1,700 idle milli
+    types = [
+        (1000, 0, 0, None, 0.2),        # CPU-only: every idle milli is fragment -> 1700
+        (1000, 500, 1, None, 0.3),      # 500 share: devices 0, 1 fit; 200 is fragment
+        (1000, 1000, 2, None, 0.3),     # two whole GPUs: only one idle -> 1700
+        (1000, 1000, 1, ("V100",), 0.2),  # model V100 only; node is model 0 -> 1700
+    ]
+    # model ids: _py_node_frag interns the names in the types; the node's model id 5
+    # is none of them.
+    f = _py_node_frag(free, 64_000, 5, types)
+    assert f == pytest.approx(0.2 * 1700 + 0.3 * 200 + 0.3 * 1700 + 0.2 * 1700)
+
+
+def test_node_frag_cpu_bound_node_is_all_fragment():
+    types = [(8000, 500, 1, None, 1.0)]
+    assert _py_node_frag([1000, 1000], 4000, 0, types) == pytest.approx(2000.0)
+    assert _py_node_frag([1000, 1000], 8000, 0, types) == pytest.approx(0.0)
+
+
+def test_fgd_prefers_the_placement_that_fragments_least():
+    t = table([1000, 1000], [1000, 300])
+    t.set_target([(0, 500, 1, None, 0.5), (0, 1000, 1, None, 0.5)])
+    # F before: node 0 has none; node 1: the 300 device is fragment for both types -> 300.
+    assert t.node_frag(0) == pytest.approx(0.0)
+    assert t.node_frag(1) == pytest.approx(300.0)
+    assert t.frag_total == pytest.approx(300.0)
+    # A 300 share on node 1's 300 device uses up the fragment: delta -300.
+    assert t.delta(1, 300) == pytest.approx(-300.0)
+    assert t.choose(1, 300, 0, True) == (1,)
+    # On node 0 it splits an idle GPU: the 700 left is a fragment for 1000-types (p .5).
+    assert t.delta(0, 300) == pytest.approx(350.0)
+    mask = np.ones(2, dtype=np.uint8)
+    out = np.zeros(2, dtype=np.int64)
+    t.fgd_scores(300, 0, mask, out, 1)
+    assert out.tolist() == [math.floor(100 / (1 + math.exp(0.35))),
+                            math.floor(100 / (1 + math.exp(-0.3)))]
+    assert out[1] > out[0]
+    # Memo: a second call recomputes nothing; a change of node 1 recomputes only it.
+    t.fgd_scores(300, 0, mask, out, 1)
+    assert t.memo_hits == 2
+    t.bind(1, 300, 0, (1,))
+    t.fgd_scores(300, 0, mask, out, 1)
+    assert t.memo_hits == 3 and t.memo_misses == 3
+    assert t.frag_total == pytest.approx(0.0)
+
+
+def _state(nodes):
+    st = ClusterState()
+    pos = 0
+    for name, gpus in nodes:
+        pos += 1
+        st.apply({"type": "esched.node.added", "id": f"n{pos}", "data": {
+            "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "10",
+                                       "esched.dev/gpu-milli": str(gpus * 1000)}}}}, pos)
+    return st
+
+
+POD = {"metadata": {"name": "p", "namespace": "t"}, "spec": {"containers": [
+    {"name": "c", "resources": {"requests": {"cpu": "1", "esched.dev/gpu-milli": "500"}}}]}}
+
+
+def test_placer_mask_and_extra_hook():
+    st = _state([("a", 1), ("b", 1), ("c", 1)])
+    placer = Placer(st, parse_profile({}), seed=1)
+    mask = np.array([0, 1, 0], dtype=np.uint8)
+    assert placer.place(POD, assume=False, mask=mask)[0] == "b"
+    none = np.zeros(3, dtype=np.uint8)
+    assert placer.place(POD, assume=False, mask=none) is None
+    extra = np.array([0, 0, 10_000], dtype=np.int64)
+    node, score = placer.place(POD, assume=False, extra=extra)
+    assert node == "c" and score >= 10_000
+    with pytest.raises(ValueError, match="mask has 2 entries"):
+        placer.place(POD, mask=np.ones(2, dtype=np.uint8))
+    # The hook is per call: without it every node is a candidate again.
+    seen = {placer.place(POD, assume=False)[0] for _ in range(30)}
+    assert seen == {"a", "b", "c"}
+
+
+def test_fgd_profile_plugin_is_external_to_the_placer():
+    prof = parse_profile({"profiles": [{"plugins": {"score": {
+        "disabled": [{"name": "*"}], "enabled": [{"name": "FGD", "weight": 2}]}}}]})
+    assert [(p.kind, p.weight) for p in prof.plugins] == [("FGD", 2)]
+    placer = Placer(_state([("a", 1)]), prof)
+    assert placer.plugin_names == []
