@@ -219,9 +219,15 @@ class Admission:
             self._charge_active(st, keys[idx], int(idx))
         for idx in np.flatnonzero(phase == _PENDING):
             pod = keys[idx]
+            if pod in self.rejecting:
+                continue  # taken down with its gang already
             r = self._verdict(st, pod, int(idx), f"rejected-{pod}-at-{st.position}", False)
             if r is not None:
                 out.append(r)
+                self.rejecting.add(pod)
+                g = int(st.pod_gang_np[idx])
+                if g >= 0:
+                    out.extend(self._reject_gang(st, st.gang_keys[g], r, int(st.position)))
         return self._rejected(out)
 
     def observe(self, st: ClusterState, events: Iterable[tuple[int, dict[str, Any]]]

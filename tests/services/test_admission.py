@@ -188,6 +188,18 @@ def test_takeover_rejects_pending_pods_over_quota_and_keeps_closing_queues_work(
     assert all(r.reason == "QuotaExceeded" for r in out)
 
 
+def test_takeover_rejects_a_gang_whole():
+    f = Fold(Admission())
+    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
+        "metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 2}})
+    f(node("n1", "8"), qpod("solo"), pg, qpod("g0", gang="g"), qpod("g1", gang="g"))
+    fresh = Admission(parse_quota({"namespaces": {"t": {"cpu": "2"}}}))
+    out = fresh.start(f.state)
+    # solo and g0 fit, g1 does not: g0 goes with it, and its quota is given back.
+    assert sorted(r.pod for r in out) == ["t/g0", "t/g1"]
+    assert fresh.used("namespace/t")["cpu"] == 1000 and fresh.gang_rejected("t/g")
+
+
 # ---------------------------------------------------------------------- holding
 
 
