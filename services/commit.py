@@ -61,6 +61,7 @@ import orjson
 from esched.core import PHASES, ClusterState
 from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
+from esched.core.queues import QueueSpec, QueueTree
 from esched.core.reclaim import victims_legal
 from esched.schemas.events import (
     DECISIONS_STREAM,
@@ -92,6 +93,7 @@ from esched.services.store.base import (
 
 __all__ = [
     "FENCE_SNAPSHOT",
+    "QUEUE_CAPABILITY",
     "REASONS",
     "CommitConfig",
     "CommitService",
@@ -129,6 +131,8 @@ NODE_RESERVED = "node_reserved"
 RECLAIM_ILLEGAL = "reclaim_illegal"
 #: The pod's Volcano queue is Closed: it schedules nothing (services/admission.py).
 QUEUE_CLOSED = "queue_closed"
+#: The bindings would take a queue (or an ancestor) over its ``capability``.
+QUEUE_CAPABILITY = "queue_capability"
 #: Reason code -> what it means (``insufficient_<resource>`` is open-ended).
 REASONS = {
     MALFORMED: "the proposal contradicts itself (same pod twice, pod outside its gang)",
@@ -142,14 +146,19 @@ REASONS = {
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
     VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "
                  "evicted earlier in this batch, or is one of the proposal's own pods)",
-    RECLAIM_ILLEGAL: "a reclaim's pod is not in a queue below its fair share, or a victim's "
-                     "queue is not reclaimable, would fall below its fair share or its "
-                     "guarantee",
+    RECLAIM_ILLEGAL: "a victim's queue is not reclaimable, has a higher priority than the "
+                     "reclaiming queue, would fall below its guarantee, or (equal "
+                     "priorities) the reclaiming queue is not below its fair share or the "
+                     "victim's would fall below its own",
     PREEMPTION_ILLEGAL: "a victim's band is not strictly lower than the preemptor's, or both "
                         "are prod (Borg: prod never preempts prod)",
     VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
                        "is evicted whole or not at all",
     NODE_RESERVED: "the node is reserved for a starving gang the pod is not a member of",
+    QUEUE_CLOSED: "the pod's queue is Closed: it schedules nothing",
+    QUEUE_CAPABILITY: "the bound pods of the pod's queue (or of an ancestor queue), with the "
+                      "earlier bindings of the batch and this proposal's, would exceed its "
+                      "capability for a resource",
 }
 #: ``reason`` of the esched.pod.evicted events written for a committed preemption.
 PREEMPTED = "Preempted"
@@ -267,6 +276,70 @@ class Validator:
         self._gang_extra: dict[int, int] = {}  # gang id -> members bound by the batch
         self._evicted: set[str] = set()  # pods evicted by the batch
         self._gang_evicted: dict[int, int] = {}  # gang id -> members evicted by the batch
+        self._capabilities()
+
+    def _capabilities(self) -> None:
+        """Queue capabilities as of the state: per queue id, the capped queues on its
+        path to the root (itself first) and what each of those subtrees holds now.
+        None when no queue has a capability (nothing to check, the common case)."""
+        st = self.state
+        nq, nres = st.n_queues, st.n_res
+        #: queue id -> [(capped queue name, limit vector, resource columns limited)]
+        self._cap_chain: dict[int, list[tuple[str, np.ndarray, np.ndarray]]] | None = None
+        if not any(st.queue_meta[q].get("capability") for q in range(nq)):
+            return
+        specs = [QueueSpec.from_meta(st.queue_names[q], st.queue_meta[q]) for q in range(nq)]
+        tree = QueueTree(specs)
+        limits: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for name, spec in tree.specs.items():
+            cols = [(st.res_index[r], v) for r, v in spec.capability.items()
+                    if r in st.res_index and st.res_index[r] < nres]
+            if cols:
+                vec = np.full(nres, np.iinfo(np.int64).max, dtype=np.int64)
+                for c, v in cols:
+                    vec[c] = v
+                limits[name] = (vec, np.array(sorted(c for c, _v in cols), dtype=np.intp))
+        alloc = np.asarray(st.queue_alloc_np[:nq, :nres], dtype=np.int64)
+        #: capped queue name -> units its subtree holds (bound pods, then the batch's)
+        self._cap_used: dict[str, np.ndarray] = {}
+        self._cap_chain = {}
+        for q in range(nq):
+            chain = []
+            a: str | None = st.queue_names[q]
+            while a is not None:
+                if a in limits:
+                    vec, cols = limits[a]
+                    chain.append((a, vec, cols))
+                    used = self._cap_used.setdefault(a, np.zeros(nres, dtype=np.int64))
+                    used += alloc[q]
+                a = tree.parent.get(a)
+            self._cap_chain[q] = chain
+
+    def _over_capability(self, delta: dict[int, np.ndarray], pods: tuple[str, ...]
+                         ) -> tuple[Verdict | None, dict[str, np.ndarray]]:
+        """Check queue capabilities against ``delta`` (queue id -> units the proposal
+        binds minus what its victims free): (rejection or None, per capped queue the
+        units to add to the batch's usage)."""
+        chains = self._cap_chain
+        add: dict[str, np.ndarray] = {}
+        if not chains:
+            return None, add
+        for q, units in delta.items():
+            for name, _vec, _cols in chains.get(q, ()):
+                add[name] = add[name] + units if name in add else units.copy()
+        st = self.state
+        for q in sorted(delta):
+            for name, vec, cols in chains.get(q, ()):
+                units = add[name]
+                after = self._cap_used[name] + units
+                over = cols[(units[cols] > 0) & (after[cols] > vec[cols])]
+                if over.size:
+                    r = int(over[0])
+                    return Verdict(False, QUEUE_CAPABILITY,
+                                   f"queue {name}: {st.res_names[r]} {int(after[r])} bound "
+                                   f"with this proposal > capability {int(vec[r])} "
+                                   f"(queue of {pods[0]})", pods), add
+        return None, add
 
     def band_of_pod(self, pidx: int) -> int:
         """The Borg band of the pod in slot ``pidx`` under this validator's bands."""
@@ -293,9 +366,9 @@ class Validator:
         reclaim = bool(data.get("reclaim"))
         if reclaim:
             # Volcano's reclaim: legality is the queues' (fair shares, reclaimable,
-            # guarantees), not the bands'; one pod at a time.
-            why = ("a reclaim binds exactly one pod" if len(pods) != 1 else
-                   victims_legal(st, pods[0], names, taken=self._evicted))
+            # guarantees), not the bands'; for one pod or one gang's members (one queue).
+            why = victims_legal(st, pods if len(pods) > 1 else pods[0], names,
+                                taken=self._evicted)
             if why is not None:
                 return Verdict(False, RECLAIM_ILLEGAL, why, pods), freed, by_gang
         for v in victims:
@@ -350,7 +423,14 @@ class Validator:
             placer.assume_evicted(v)
         taken: list[tuple[int, int]] = []  # (pod slot, node slot) assumed so far
         gangs: dict[int, int] = {}
-        verdict = self._bindings(bindings, pods, gang_name, taken, gangs)
+        queue_delta: dict[int, np.ndarray] = {}
+        if self._cap_chain:
+            nres = st.n_res
+            for vidx in victims:
+                vq = int(st.pod_queue_np[vidx])
+                units = st.pod_alloc_np[vidx, :nres].astype(np.int64)
+                queue_delta[vq] = queue_delta[vq] - units if vq in queue_delta else -units
+        verdict = self._bindings(bindings, pods, gang_name, taken, gangs, queue_delta)
         if verdict is None:
             for g, proposed in gangs.items():
                 running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0)
@@ -360,6 +440,9 @@ class Validator:
                                       f"gang {st.gang_keys[g]}: {running} running + {proposed} "
                                       f"proposed < minMember {need_members}", pods)
                     break
+        cap_add: dict[str, np.ndarray] = {}
+        if verdict is None:
+            verdict, cap_add = self._over_capability(queue_delta, pods)
         if verdict is not None or not record:
             # Not accepted (or only asked): the overlay is as it was before this proposal.
             for pidx, nidx in reversed(taken):
@@ -367,6 +450,8 @@ class Validator:
             for v in victims:
                 placer.assume_evicted(v, -1)
             return verdict if verdict is not None else Verdict(True, None, "", pods)
+        for name, units in cap_add.items():
+            self._cap_used[name] += units
         self._bound.update(pods)
         for g, k in gangs.items():
             self._gang_extra[g] = self._gang_extra.get(g, 0) + k
@@ -377,9 +462,11 @@ class Validator:
 
     def _bindings(self, bindings: list[dict[str, Any]], pods: tuple[str, ...],
                   gang_name: str | None, taken: list[tuple[int, int]],
-                  gangs: dict[int, int]) -> Verdict | None:
-        """Check each binding in order, assuming each one that fits (into ``taken``);
-        the first rejection, or None."""
+                  gangs: dict[int, int], queue_delta: dict[int, np.ndarray]
+                  ) -> Verdict | None:
+        """Check each binding in order, assuming each one that fits (into ``taken``;
+        members per gang into ``gangs``, requests per queue into ``queue_delta`` when
+        capabilities are checked); the first rejection, or None."""
         st = self.state
         placer = self.placer
         for b in bindings:
@@ -421,6 +508,9 @@ class Validator:
             taken.append((pidx, nidx))
             if g >= 0:
                 gangs[g] = gangs.get(g, 0) + 1
+            if self._cap_chain:
+                need = st.class_req_np[cid, :st.n_res].astype(np.int64)
+                queue_delta[q] = queue_delta[q] + need if q in queue_delta else need.copy()
         return None
 
     def _rejection(self, pod: str, node: str, pidx: int, nidx: int, bits: int,
