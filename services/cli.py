@@ -697,7 +697,7 @@ def _load_profile_option(path: str | None) -> Any:
 @click.option("--seed", type=int, default=0, show_default=True, help="Placer RNG seed.")
 @click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True,
               help="Work items per placement pass.")
-@click.option("--pipeline", type=click.IntRange(1, 64), default=3, show_default=True,
+@click.option("--pipeline", type=click.IntRange(1, 64), default=8, show_default=True,
               help="Batches in flight: the next batch is placed, with the undecided "
                    "claims assumed, while earlier ones wait for their decisions.")
 @click.option("--preemption/--no-preemption", default=True, show_default=True,

@@ -264,7 +264,7 @@ class ReplicaConfig:
     #: round trip through the commit service and the store, 10x the placement time)
     #: while the next batches are placed with the earlier claims assumed. 1: place a
     #: batch only once the previous one is decided.
-    pipeline: int = 3
+    pipeline: int = 8
     poll_timeout_ms: int = 100
     #: Keep polling for up to this many seconds while more work arrives (batching).
     linger: float = 0.01

@@ -356,3 +356,78 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await es.close()
+
+
+async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
+        pg_url: str, kafka_bootstrap: str, topic_prefix: str) -> None:
+    """Pipelined replicas across a rebalance: r1 has batches in flight (undecided
+    claims, uncommitted offsets) when r2 joins and partitions move; items r1 had
+    polled are redelivered to r2, which may propose pods r1 already proposed. The
+    commit service commits each pod once; every placeable pod is placed; the audit
+    passes."""
+    es = open_store(pg_url)
+    await es.connect()
+    await es.migrate()
+    bus = open_bus(kafka_bootstrap, topic_prefix)
+    await bus.ensure_topics()
+    commit = CommitService(es, bus, lease=open_lease(pg_url, "commit"),
+                           config=CommitConfig(group=f"{topic_prefix}commit"))
+    dispatcher = Dispatcher(es, bus, lease=open_lease(pg_url, "dispatch"))
+    config = ReplicaConfig(group=f"{topic_prefix}replicas", batch_size=40, pipeline=4)
+    r1 = Replica(es, bus, "r1", seed=1, config=config)
+    r2 = Replica(es, bus, "r2", seed=2, config=config)
+    tasks: list[asyncio.Task] = []
+    rng = random.Random(21)
+    try:
+        await commit.start()
+        tasks.append(asyncio.create_task(commit.run()))
+        await dispatcher.start()
+        tasks.append(asyncio.create_task(dispatcher.run()))
+        await r1.start()
+        tasks.append(asyncio.create_task(r1.run()))
+        await _append(es, [node_event(i) for i in range(40)])
+        joining = None
+        t0 = time.monotonic()
+        for wave in range(20):  # ~15 s of work, about twice the cluster's room
+            await _append(es, [pod_event(j, rng, f"w{wave}") for j in range(90)])
+            if wave == 2:
+                joining = asyncio.create_task(r2.start())
+            if joining is not None and joining.done() and len(tasks) == 3:
+                tasks.append(asyncio.create_task(r2.run()))
+            await asyncio.sleep(0.75)
+        assert joining is not None
+        await joining
+        if len(tasks) == 3:
+            tasks.append(asyncio.create_task(r2.run()))
+        log.warning("r2 joined %.1fs after the first wave", time.monotonic() - t0)
+        idle_in_row = 0
+        started = time.monotonic()
+        while idle_in_row < 5:
+            assert time.monotonic() - started < 60, [r1.stats(), r2.stats()]
+            for t in tasks:
+                assert not t.done(), t
+            idle_in_row = idle_in_row + 1 if await system_idle(es, dispatcher, [r1, r2]) else 0
+            await asyncio.sleep(0.1)
+        stats = [r1.stats(), r2.stats()]
+        log.warning("rebalance: %s", [{k: s[k] for k in ("placed_pods", "conflicts", "skipped")}
+                                     for s in stats])
+        assert all(s["placed_pods"] > 0 for s in stats), stats
+        rows = await es.read(0, 1_000_000)
+        bound = Counter(b["pod"] for r in rows if r.type == PLACEMENT_COMMITTED
+                        for b in orjson.loads(r.payload)["data"]["bindings"])
+        assert bound and max(bound.values()) == 1
+        assert len(bound) == sum(s["placed_pods"] for s in stats)
+        state = await fold_log(es)
+        placer = Placer(state)
+        assert [p for p in state.pending_pods() if placer.place(p, assume=False)] == []
+        report = await audit_store(es)
+        assert report["ok"], report["violations"][:5]
+    finally:
+        for r in (r1, r2):
+            await r.stop()
+        await dispatcher.stop()
+        await commit.stop()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await es.close()
