@@ -115,6 +115,16 @@ class _KafkaProducer(BusProducer):
             raise _bus_error(exc) from exc
 
 
+#: Consumers closing in the background (a reference keeps each task alive).
+_closing: set[asyncio.Future] = set()
+
+
+def _closed(task: asyncio.Future) -> None:
+    _closing.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("closing a cancelled consumer failed: %s", task.exception())
+
+
 class _KafkaConsumer(BusConsumer):
     def __init__(self, bus: KafkaBus, topics: tuple[str, ...], group: str, *,
                  exclusive: bool = False, instance: str | None = None,
@@ -154,6 +164,13 @@ class _KafkaConsumer(BusConsumer):
                                  if self._only is None or (topic, p) in self._only)
                 # Positions start at the group's committed offsets (else earliest).
                 self._consumer.assign(parts)
+        except asyncio.CancelledError:
+            # A replica stopped while its group join is under way: close in the
+            # background (the broker may hold the join's answer for seconds).
+            closing = asyncio.ensure_future(self._consumer.stop())
+            _closing.add(closing)
+            closing.add_done_callback(_closed)
+            raise
         except BusError:
             await self._consumer.stop()
             raise

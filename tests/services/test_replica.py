@@ -347,6 +347,15 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
         assert len(bound) == 200 and max(bound.values()) == 1
         report = await audit_store(es)
         assert report["ok"], report["violations"][:5]
+        # Stopped while its join is still under way: it stops at once, cleanly.
+        await again.stop()
+        replicas.remove(again)
+        third = Replica(es, bus, "r1", seed=1, config=config)
+        replicas.append(third)
+        await third.start()
+        t0 = time.monotonic()
+        await asyncio.wait_for(third.stop(), 10)
+        assert time.monotonic() - t0 < 5 and third.consumer is None
     finally:
         for r in replicas:
             await r.stop()
