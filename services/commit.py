@@ -1033,6 +1033,7 @@ class CommitService:
                 stored[pos] = orjson.loads(rows[0].payload)
         recorded = [stored.get(positions[env["id"]], env) for env in fresh]
         result: list[dict[str, Any]] = []
+        tally = {"duplicate": 0, "committed": 0, "rejected": 0, "pods": 0}
         for item in out:
             if isinstance(item, int) and item >= 0:
                 env, kind = stored[item], "duplicate"
@@ -1042,29 +1043,36 @@ class CommitService:
                 env = recorded[fresh.index(item)] if positions[item["id"]] <= before else item
                 kind = "duplicate" if env is not item else "fresh"
             result.append(env)
-            self._count(env, kind)
+            self._count(env, kind, tally)
+        # Metrics once per batch: labelled lookups per decision are measurable here.
+        for outcome, n in tally.items():
+            if n:
+                metrics.COMMIT_PROPOSALS.labels(outcome).inc(n)
+        if tally["pods"]:
+            metrics.COMMITTED_PODS.inc(tally["pods"])
         return result
 
-    def _count(self, env: dict[str, Any], kind: str) -> None:
+    def _count(self, env: dict[str, Any], kind: str, tally: dict[str, int]) -> None:
+        """Count one decision in the totals and in ``tally`` (the batch's metrics)."""
         t = self.totals
         t.proposals += 1
         if kind == "duplicate":
             t.duplicates += 1
-            metrics.COMMIT_PROPOSALS.labels("duplicate").inc()
+            tally["duplicate"] += 1
             return
         data = env["data"]
         if env["type"] == PLACEMENT_COMMITTED:
             t.committed += 1
-            metrics.COMMIT_PROPOSALS.labels("committed").inc()
-            metrics.COMMITTED_PODS.inc(len(data["bindings"]))
+            tally["committed"] += 1
+            tally["pods"] += len(data["bindings"])
             if data.get("victims"):
                 t.evicted += len(data["victims"])
                 metrics.COMMIT_EVICTED.inc(len(data["victims"]))
         else:
             t.rejected += 1
+            tally["rejected"] += 1
             reason = data["reason"]
             t.reasons[reason] = t.reasons.get(reason, 0) + 1
-            metrics.COMMIT_PROPOSALS.labels("rejected").inc()
             metrics.COMMIT_CONFLICTS.labels(reason).inc()
             log.info("rejected %s: %s (%s)", data["proposal"], reason, data["message"],
                      extra={"proposal": data["proposal"], "replica": data["replica"],
