@@ -119,6 +119,8 @@ class Admission:
         #: queue -> its state as of the event being judged (a batch is folded before
         #: it is judged, so the fold's state may be from a later upsert of the batch)
         self._queue_state: dict[str, str] = {}
+        #: (state, band per class id) for the job order
+        self._band_cache: tuple[ClusterState, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ quota accounting
 
@@ -314,9 +316,7 @@ class Admission:
         gang_band = np.zeros(max(ng, 1), dtype=np.int64)
         # Job priority is (band, priority): a priorityClassName mapped to a band by
         # bands.classes ranks by that band whatever its number (as preemption does).
-        bands = self.quota.bands
-        class_band = np.array([int(bands.band_of(int(c["priority"]), c.get("priorityClassName")))
-                               for c in st.class_specs] or [0], dtype=np.int64)
+        class_band = self._class_bands(st)
         in_gang = pend_g >= 0
         if in_gang.any():
             np.add.at(gang_req, pend_g[in_gang], pend_req[in_gang])
@@ -443,6 +443,24 @@ class Admission:
                 heapq.heappush(heap, (-specs[q].priority, share_of(q, released_q[q]),
                                       specs[q].name, q))
         return out
+
+    def _class_bands(self, st: ClusterState) -> np.ndarray:
+        """The band of every equivalence class (at least one entry), cached: classes are
+        only ever added to a state, so only new ones are resolved."""
+        cached = self._band_cache
+        if cached is None or cached[0] is not st:
+            cached = (st, np.zeros(0, dtype=np.int64))
+        have = cached[1]
+        n = max(int(st.n_classes), 1)
+        if len(have) < n:
+            bands = self.quota.bands
+            specs = st.class_specs
+            new = [int(bands.band_of(int(specs[c]["priority"]), specs[c].get("priorityClassName")))
+                   if c < len(specs) else 0 for c in range(len(have), n)]
+            have = np.concatenate([have, np.array(new, dtype=np.int64)])
+            cached = (st, have)
+        self._band_cache = cached
+        return have
 
     @staticmethod
     def _gang_minimum(st: ClusterState, g: int, meta: dict, pending_req: np.ndarray,

@@ -281,63 +281,66 @@ class Validator:
     def _capabilities(self) -> None:
         """Queue capabilities as of the state: per queue id, the capped queues on its
         path to the root (itself first) and what each of those subtrees holds now.
-        None when no queue has a capability (nothing to check, the common case)."""
+        None when no queue has a capability (nothing to check, the common case). Plain
+        ints over the few capped resources: this runs per proposal."""
         st = self.state
         nq, nres = st.n_queues, st.n_res
-        #: queue id -> [(capped queue name, limit vector, resource columns limited)]
-        self._cap_chain: dict[int, list[tuple[str, np.ndarray, np.ndarray]]] | None = None
+        #: queue id -> [(capped queue name, {resource column: limit})]
+        self._cap_chain: dict[int, list[tuple[str, dict[int, int]]]] | None = None
         if not any(st.queue_meta[q].get("capability") for q in range(nq)):
             return
         specs = [QueueSpec.from_meta(st.queue_names[q], st.queue_meta[q]) for q in range(nq)]
         tree = QueueTree(specs)
-        limits: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        limits: dict[str, dict[int, int]] = {}
         for name, spec in tree.specs.items():
-            cols = [(st.res_index[r], v) for r, v in spec.capability.items()
-                    if r in st.res_index and st.res_index[r] < nres]
+            cols = {st.res_index[r]: int(v) for r, v in spec.capability.items()
+                    if r in st.res_index and st.res_index[r] < nres}
             if cols:
-                vec = np.full(nres, np.iinfo(np.int64).max, dtype=np.int64)
-                for c, v in cols:
-                    vec[c] = v
-                limits[name] = (vec, np.array(sorted(c for c, _v in cols), dtype=np.intp))
-        alloc = np.asarray(st.queue_alloc_np[:nq, :nres], dtype=np.int64)
-        #: capped queue name -> units its subtree holds (bound pods, then the batch's)
-        self._cap_used: dict[str, np.ndarray] = {}
+                limits[name] = cols
+        alloc = st.queue_alloc_np
+        #: capped queue name -> {column: units its subtree holds (bound, then the batch's)}
+        self._cap_used: dict[str, dict[int, int]] = {}
         self._cap_chain = {}
         for q in range(nq):
             chain = []
             a: str | None = st.queue_names[q]
             while a is not None:
-                if a in limits:
-                    vec, cols = limits[a]
-                    chain.append((a, vec, cols))
-                    used = self._cap_used.setdefault(a, np.zeros(nres, dtype=np.int64))
-                    used += alloc[q]
+                lim = limits.get(a)
+                if lim is not None:
+                    chain.append((a, lim))
+                    used = self._cap_used.setdefault(a, dict.fromkeys(lim, 0))
+                    for c in lim:
+                        used[c] += int(alloc[q, c])
                 a = tree.parent.get(a)
             self._cap_chain[q] = chain
 
     def _over_capability(self, delta: dict[int, np.ndarray], pods: tuple[str, ...]
-                         ) -> tuple[Verdict | None, dict[str, np.ndarray]]:
+                         ) -> tuple[Verdict | None, dict[str, dict[int, int]]]:
         """Check queue capabilities against ``delta`` (queue id -> units the proposal
         binds minus what its victims free): (rejection or None, per capped queue the
         units to add to the batch's usage)."""
         chains = self._cap_chain
-        add: dict[str, np.ndarray] = {}
+        add: dict[str, dict[int, int]] = {}
         if not chains:
             return None, add
+        limits: dict[str, dict[int, int]] = {}
         for q, units in delta.items():
-            for name, _vec, _cols in chains.get(q, ()):
-                add[name] = add[name] + units if name in add else units.copy()
-        st = self.state
-        for q in sorted(delta):
-            for name, vec, cols in chains.get(q, ()):
-                units = add[name]
-                after = self._cap_used[name] + units
-                over = cols[(units[cols] > 0) & (after[cols] > vec[cols])]
-                if over.size:
-                    r = int(over[0])
+            for name, lim in chains.get(q, ()):
+                acc = add.get(name)
+                if acc is None:
+                    acc = add[name] = {}
+                    limits[name] = lim
+                for c in lim:
+                    acc[c] = acc.get(c, 0) + int(units[c])
+        for name, acc in add.items():
+            used = self._cap_used[name]
+            lim = limits[name]
+            for c, units in acc.items():
+                if units > 0 and used[c] + units > lim[c]:
+                    st = self.state
                     return Verdict(False, QUEUE_CAPABILITY,
-                                   f"queue {name}: {st.res_names[r]} {int(after[r])} bound "
-                                   f"with this proposal > capability {int(vec[r])} "
+                                   f"queue {name}: {st.res_names[c]} {used[c] + units} bound "
+                                   f"with this proposal > capability {lim[c]} "
                                    f"(queue of {pods[0]})", pods), add
         return None, add
 
@@ -440,7 +443,7 @@ class Validator:
                                       f"gang {st.gang_keys[g]}: {running} running + {proposed} "
                                       f"proposed < minMember {need_members}", pods)
                     break
-        cap_add: dict[str, np.ndarray] = {}
+        cap_add: dict[str, dict[int, int]] = {}
         if verdict is None:
             verdict, cap_add = self._over_capability(queue_delta, pods)
         if verdict is not None or not record:
@@ -450,8 +453,10 @@ class Validator:
             for v in victims:
                 placer.assume_evicted(v, -1)
             return verdict if verdict is not None else Verdict(True, None, "", pods)
-        for name, units in cap_add.items():
-            self._cap_used[name] += units
+        for name, acc in cap_add.items():
+            used = self._cap_used[name]
+            for c, units in acc.items():
+                used[c] += units
         self._bound.update(pods)
         for g, k in gangs.items():
             self._gang_extra[g] = self._gang_extra.get(g, 0) + k
@@ -510,7 +515,7 @@ class Validator:
                 gangs[g] = gangs.get(g, 0) + 1
             if self._cap_chain:
                 need = st.class_req_np[cid, :st.n_res].astype(np.int64)
-                queue_delta[q] = queue_delta[q] + need if q in queue_delta else need.copy()
+                queue_delta[q] = queue_delta[q] + need if q in queue_delta else need
         return None
 
     def _rejection(self, pod: str, node: str, pidx: int, nidx: int, bits: int,

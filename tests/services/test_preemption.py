@@ -386,6 +386,31 @@ async def test_commit_keeps_reserved_nodes_for_their_gang(store):
     await service.stop()
 
 
+async def test_replay_shows_a_reservation_until_its_gang_is_placed(store, store_url):
+    from click.testing import CliRunner
+
+    from esched.services.cli import cli
+    from esched.services.replay import format_table
+
+    await append_events(
+        store, node("n1"), node("n2"), podgroup("g", 2),
+        *(pod(f"g{i}", "2", gang="g") for i in range(2)),
+        ev("reserve-1", GANG_RESERVED, {"gang": "t/g", "nodes": ["n1", "n2"],
+                                        "message": "test"}))
+    summary = (await fold_log(store)).summary()
+    assert summary["reservations"] == {"t/g": ["n1", "n2"]}
+    assert "t/g" in format_table(summary) and "n1 n2" in format_table(summary)
+    # `esched replay` (a separate fold of the same log, as after any restart) shows it.
+    res = await asyncio.to_thread(CliRunner().invoke, cli,
+                                  ["replay", "--store", store_url, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert orjson.loads(res.stdout)["reservations"] == {"t/g": ["n1", "n2"]}
+    service = CommitService(store)
+    await service.decide([placement("g", [("g0", "n1"), ("g1", "n2")], gang="t/g", cpu=2000)])
+    await service.stop()
+    assert (await fold_log(store)).summary()["reservations"] == {}
+
+
 async def _stream(es, steps: int) -> int:
     """Small pods finishing and arriving two at a time around a 4-node gang; returns
     the step at which the gang ran (or -1)."""
