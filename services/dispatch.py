@@ -28,11 +28,13 @@ is let through is published in Volcano's allocation order (queue priority, share
 job priority, arrival).
 
 **Reclaim** (:mod:`~esched.core.reclaim`): every ``reclaim_interval`` the parked
-(unschedulable) pods of queues below their fair share are looked at, one per such
-queue; if evicting pods of reclaimable queues above their fair share makes room, a
-proposal binding the pod with those victims (``"reclaim": true``) goes to the commit
-service, which checks it again and commits the evictions and the binding as one
-transaction.
+(unschedulable) pods of queues below their fair share (or above a queue of lower
+priority) are looked at, one pod or gang per such queue; if evicting pods of
+reclaimable queues (of lower priority, or of equal priority above their fair share)
+makes room (for a gang: for every member it needs to reach minMember, or nothing), a
+proposal binding the pod or those members with those victims (``"reclaim": true``)
+goes to the commit service, which checks it again and commits the evictions and the
+bindings as one transaction.
 
 **Exactly one active, on its own lease** (:mod:`~esched.services.lease`, name
 ``dispatch``) rather than inside the commit service's leadership: the commit
@@ -61,7 +63,7 @@ import orjson
 
 from esched.core import PHASES, ClusterState, Placer
 from esched.core.queues import queue_view
-from esched.core.reclaim import plan_reclaim
+from esched.core.reclaim import may_reclaim, plan_gang_reclaim, plan_reclaim
 from esched.schemas.events import (
     NODE_ADDED,
     NODE_REMOVED,
@@ -493,8 +495,9 @@ class Dispatcher:
         st = self.state
         self._reclaim_seen = int(st.position)
         view = queue_view(st)
-        if not any(v["share"] < 1.0 for v in view.values()):
-            return
+        prios = {int(m.get("priority") or 0) for m in st.queue_meta[: st.n_queues]}
+        if len(prios) < 2 and not any(v["share"] < 1.0 for v in view.values()):
+            return  # nobody starved, and no queue above another: nothing to reclaim
         if self._placer is None:
             self._placer = Placer(st)
         position = int(st.position)
@@ -503,13 +506,32 @@ class Dispatcher:
             if self._reclaiming.get(pod, 0.0) > now:
                 continue
             idx = st.pod_index.get(pod)
-            if idx is None or st.pod_phase_np[idx] != _PENDING or st.pod_gang_np[idx] >= 0:
-                continue  # gangs are not reclaimed for (only single pods)
+            if idx is None or st.pod_phase_np[idx] != _PENDING:
+                continue
             q = int(st.pod_queue_np[idx])
             queue = st.queue_names[q]
-            if queue in tried or view[queue]["share"] >= 1.0 \
+            if queue in tried or not may_reclaim(st, queue, view) \
                     or st.queue_meta[q].get("state") == "Closed":
                 continue  # a Closed queue schedules nothing: it reclaims nothing either
+            g = int(st.pod_gang_np[idx])
+            if g >= 0:
+                # A gang member: reclaim for the whole gang, all or nothing.
+                gang = st.gang_keys[g]
+                if self.admission.gang_rejected(gang):
+                    continue
+                tried.add(queue)
+                gplan = plan_gang_reclaim(st, self._placer, gang, view)
+                if gplan is None:
+                    continue
+                requests = {p: dict(st.class_specs[int(st.pod_class_np[st.pod_index[p]])]
+                                    ["requests"]) for p, _n in gplan.bindings}
+                self._reclaims.append(gplan.proposal(f"reclaim-{gang}-{position}", position,
+                                                     requests))
+                for member in st.gang_members(gang, "Pending"):
+                    self._reclaiming[member] = now + self.config.reclaim_timeout
+                log.info("reclaim for gang %s (queue %s): %d member(s), evicting %s", gang,
+                         queue, len(gplan.bindings), ", ".join(p for p, _n in gplan.victims))
+                continue
             tried.add(queue)
             plan = plan_reclaim(st, self._placer, pod, view)
             if plan is None:
@@ -538,7 +560,7 @@ class Dispatcher:
             assert self._producer is not None
             producer = self._producer
             stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-            records = [(p["bindings"][0]["pod"].encode(), orjson.dumps({
+            records = [((p.get("gang") or p["bindings"][0]["pod"]).encode(), orjson.dumps({
                 "specversion": "1.0", "id": f"proposal-{p['proposal']}",
                 "source": "esched/dispatch", "type": PLACEMENT_PROPOSED, "time": stamp,
                 "datacontenttype": "application/json", "data": p})) for p in batch]
