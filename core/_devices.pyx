@@ -452,7 +452,7 @@ class GangDevices:
             request_shape(g)
         self.fgd = fgd
         self.buf = np.zeros(max(n_slots, table.n_nodes), dtype=np.uint8)
-        self.taken: list[tuple[int, tuple]] = [None] * len(self.gpu_milli)
+        self.taken: list[tuple[int, tuple] | None] = [None] * len(self.gpu_milli)
 
     def mask(self, i: int):
         """uint8 per node slot: 1 where member ``i``'s GPU request fits now; None when
