@@ -84,6 +84,7 @@ from esched.schemas.events import (
 from esched.services import metrics
 from esched.services.admission import Admission, Rejection
 from esched.services.bus import Bus, BusError, BusProducer
+from esched.services.commit import Validator
 from esched.services.faults import count_retry, is_transient
 from esched.services.lease import Lease, LocalLease
 from esched.services.replica import LogFollower
@@ -201,6 +202,7 @@ class Dispatcher:
         self._next_reclaim = 0.0
         self._reclaim_seen = -1  # state position of the last reclaim pass
         self._placer: Placer | None = None
+        self._validator: Validator | None = None
         self._flushed = asyncio.Event()
         self._wake = asyncio.Event()
         self._parked: dict[str, _Parked] = {}
@@ -278,6 +280,7 @@ class Dispatcher:
         self._reclaiming.clear()
         self._reclaim_seen = -1
         self._placer = None
+        self._validator = None
         self.follower = LogFollower(self.store, handle=self._fold)
         state = await self.follower.start()
         self.totals.takeovers += 1
@@ -525,10 +528,12 @@ class Dispatcher:
                     continue
                 requests = {p: dict(st.class_specs[int(st.pod_class_np[st.pod_index[p]])]
                                     ["requests"]) for p, _n in gplan.bindings}
-                self._reclaims.append(gplan.proposal(f"reclaim-{gang}-{position}", position,
-                                                     requests))
+                data = gplan.proposal(f"reclaim-{gang}-{position}", position, requests)
                 for member in st.gang_members(gang, "Pending"):
                     self._reclaiming[member] = now + self.config.reclaim_timeout
+                if not self._valid(data):
+                    continue
+                self._reclaims.append(data)
                 log.info("reclaim for gang %s (queue %s): %d member(s), evicting %s", gang,
                          queue, len(gplan.bindings), ", ".join(p for p, _n in gplan.victims))
                 continue
@@ -537,13 +542,30 @@ class Dispatcher:
             if plan is None:
                 continue
             requests = dict(st.class_specs[int(st.pod_class_np[idx])]["requests"])
-            self._reclaims.append(plan.proposal(f"reclaim-{pod}-{position}", position, requests))
+            data = plan.proposal(f"reclaim-{pod}-{position}", position, requests)
             self._reclaiming[pod] = now + self.config.reclaim_timeout
+            if not self._valid(data):
+                continue
+            self._reclaims.append(data)
             log.info("reclaim for %s (queue %s) on %s: evicting %s", pod, queue, plan.node,
                      ", ".join(plan.victims))
         for pod, until in list(self._reclaiming.items()):
             if until <= now:
                 del self._reclaiming[pod]
+
+    def _valid(self, data: dict[str, Any]) -> bool:
+        """Whether the commit service would accept reclaim proposal ``data`` on this fold
+        (its own :class:`~esched.services.commit.Validator`: fit, constraints, queue
+        capability, the reclaim rule), so a plan it must refuse, e.g. one taking the
+        reclaiming queue over its capability, is not sent round again and again."""
+        if self._validator is None or self._validator.state is not self.state:
+            self._validator = Validator(self.state, self.admission.quota.bands)
+        self._validator.begin()
+        verdict = self._validator.check(data, record=False)
+        if not verdict.ok:
+            log.info("reclaim for %s not proposed: %s (%s)", data.get("gang") or
+                     data["bindings"][0]["pod"], verdict.reason, verdict.message)
+        return verdict.ok
 
     def _reclaim_due(self) -> bool:
         """Parked pods, and the state changed since the last reclaim pass."""

@@ -477,6 +477,45 @@ async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(sto
 
 
 
+async def test_dispatcher_does_not_propose_a_reclaim_the_commit_service_must_refuse(
+        store: EventStore):
+    from esched.services.bus.memory import MemoryBus
+    from esched.services.dispatch import DispatchConfig, Dispatcher
+
+    proposals: list[dict] = []
+
+    async def submit(batch: list[dict]) -> None:
+        proposals.extend(batch)
+
+    d = Dispatcher(store, MemoryBus(), config=DispatchConfig(tick=0.02, reclaim_interval=0.05),
+                   submit=submit)
+    await d.start()
+    task = asyncio.create_task(d.run())
+    try:
+        deadline = time.monotonic() + 5
+        while not d.leading:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        # b (higher priority) may take room from a, but its capability (1.5 CPUs)
+        # leaves no room for b0 (2 CPUs) anyway: a plan exists, the commit would refuse.
+        await append_events(store, node("n1", "2"), node("n2", "2"), queue("a"),
+                            queue("b", priority=10, capability={"cpu": "1500m"}),
+                            *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
+                            qpod("b0", "2", queue="b"))
+        await append_events(store, ev("u-b0", ev_types.POD_UNSCHEDULABLE, {
+            "pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full",
+            "position": 9}))
+        deadline = time.monotonic() + 5
+        while "t/b0" not in d._reclaiming:  # planned, checked, not sent
+            assert time.monotonic() < deadline, d.totals.as_dict()
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        assert proposals == [] and d.totals.reclaims == 0
+    finally:
+        await d.stop()
+        await asyncio.wait_for(task, 5)
+
+
 async def test_up_reclaims_for_a_starved_queue_and_the_audit_passes(tmp_path):
     """Queue a runs on all 4 CPUs; queue b (same weight) then wants 4: reclaim evicts a's
     lowest-priority pods until each holds its fair share (2 CPUs), in committed
