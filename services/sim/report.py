@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import io
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +213,7 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
                 ax.errorbar([i], [s["median"]], yerr=_span(s, "p5", "p95"), fmt="o",
                             capsize=3, lw=2)
             ax.set_xticks(range(len(names)), names, rotation=30, fontsize=7)
-            ax.set_title(f, fontsize=8)
+            ax.set_title("\n".join(textwrap.wrap(f.replace(",", ", "), 30)), fontsize=8)
             ax.grid(alpha=0.3, axis="y")
         axes[0, 0].set_ylabel("fillers that still fit")
         figs.add("hole_filling", "Hole filling: filler tasks that still fit after the "
