@@ -37,7 +37,7 @@ from esched.core.scoring._fgd cimport (
     node_frag,
 )
 
-__all__ = ["GPU_MILLI", "MAX_DEVICES", "DeviceTable", "request_shape"]
+__all__ = ["GPU_MILLI", "MAX_DEVICES", "DeviceTable", "GangDevices", "request_shape"]
 
 
 def request_shape(long long g) -> tuple[int, int]:
@@ -421,6 +421,61 @@ cdef class DeviceTable:
             "partial_free_milli": int(np.where(present & (fr < GPU_MILLI), fr, 0).sum()),
             "frag_milli": float(self.frag_total) if self.has_target else None,
         }
+
+
+class GangDevices:
+    """The devices a gang's members take, planned member by member (exact).
+
+    Passed to :meth:`esched.core.Placer.plan_gang` as ``devices``: before member
+    ``i`` is placed, :meth:`mask` marks the nodes whose devices fit its request *after*
+    the members planned before it took theirs; :meth:`take` binds the member's devices
+    on the node the placer chose (so the next member sees them gone); :meth:`undo`
+    gives everything back when the gang does not fit. On success :attr:`taken` holds
+    ``(node slot, devices)`` per planned member, bound in the table.
+
+    :param table: the cluster's device table.
+    :param gpu_milli: per member, its GPU request (milli; a share of one device, or
+        whole GPUs).
+    :param cpu_milli: per member, its CPU request (the table tracks free CPU for FGD).
+    :param fgd: choose a share's device by FGD's fragmentation delta (else best fit).
+    :param n_slots: length of the masks (the placer's node slots).
+    """
+
+    def __init__(self, DeviceTable table, gpu_milli, cpu_milli, bint fgd=False,
+                 Py_ssize_t n_slots=0) -> None:
+        self.table = table
+        self.gpu_milli = [int(g) for g in gpu_milli]
+        self.cpu_milli = [int(c) for c in cpu_milli]
+        if len(self.gpu_milli) != len(self.cpu_milli):
+            raise ValueError("one GPU and one CPU request per member")
+        for g in self.gpu_milli:
+            request_shape(g)
+        self.fgd = fgd
+        self.buf = np.zeros(max(n_slots, table.n_nodes), dtype=np.uint8)
+        self.taken: list[tuple[int, tuple] | None] = [None] * len(self.gpu_milli)
+
+    def mask(self, i: int):
+        """uint8 per node slot: 1 where member ``i``'s GPU request fits now; None when
+        it asks for no GPU (nothing to filter)."""
+        if self.gpu_milli[i] == 0:
+            return None
+        self.table.fit_mask(self.gpu_milli[i], self.buf)
+        return self.buf
+
+    def take(self, i: int, n: int) -> None:
+        """Member ``i`` is planned on node slot ``n``: bind its devices there."""
+        g, c = self.gpu_milli[i], self.cpu_milli[i]
+        devs = self.table.choose(n, g, c, self.fgd)
+        self.table.bind(n, g, c, devs)
+        self.taken[i] = (n, devs)
+
+    def undo(self) -> None:
+        """Give back every device :meth:`take` bound (the gang does not fit)."""
+        for i in range(len(self.taken) - 1, -1, -1):
+            if self.taken[i] is not None:
+                n, devs = self.taken[i]
+                self.table.release(n, self.gpu_milli[i], self.cpu_milli[i], devs)
+                self.taken[i] = None
 
 
 def _py_node_frag(free, long long cpu_free, int model, types) -> float:

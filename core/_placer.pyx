@@ -1849,7 +1849,8 @@ cdef class Placer:
         """Place many pods in order, each seeing the ones before it (assumed)."""
         return [self.place(p) for p in pods]
 
-    def plan_gang(self, pods, min_member: int | None = None) -> list[str] | None:
+    def plan_gang(self, pods, min_member: int | None = None,
+                  devices=None) -> list[str] | None:
         """All-or-nothing plan for a gang on a scratch overlay.
 
         Places members in order, assuming each; if fewer than ``min_member`` (default:
@@ -1857,6 +1858,14 @@ cdef class Placer:
         the placer exactly as before (apart from the RNG and rotation). On success the
         plan stays assumed and the node name per member is returned (None for members
         beyond ``min_member`` that did not fit).
+
+        ``devices`` is an exact per-member filter for what the state only sums, e.g.
+        GPU devices (:class:`esched.core._devices.GangDevices`). Before member ``i``,
+        ``devices.mask(i)`` returns a uint8 mask per node slot (0 = does not fit, given
+        the members planned so far) or None; once ``i`` is planned on slot ``n``,
+        ``devices.take(i, n)``; if the gang fails, ``devices.undo()``. Without it a
+        member's fractional GPU would be checked only against the node's sum of free
+        GPU milli, which four devices at 250 free each pass for a 500 share.
         """
         cids = [self._class_of(p) for p in pods]
         self._ensure_synced()
@@ -1864,7 +1873,7 @@ cdef class Placer:
         if gang is not None:
             self._hide_reserved(gang)  # the gang sees the nodes reserved for it
         try:
-            return self._plan_gang(cids, min_member)
+            return self._plan_gang(cids, min_member, devices)
         finally:
             if gang is not None:
                 self._hide_reserved(None)
@@ -1878,25 +1887,40 @@ cdef class Placer:
         key = st.gang_keys[g] if g >= 0 else None
         return key if key in st.reservations else None
 
-    def _plan_gang(self, cids, min_member):
+    def _plan_gang(self, cids, min_member, devices=None):
         need = len(cids) if min_member is None else min_member
         done = []
         names = []
-        cdef Py_ssize_t cid, n
+        cdef Py_ssize_t cid, n, i = 0
         cdef ClassView v
         cdef score_t best
         cdef long long visited
-        for cid in cids:
+        cdef const uint8_t[::1] mask
+        for i, cid in enumerate(cids):
             self._view(cid, &v)
-            n = self._place(cid, &v, &best, &visited)
+            m = devices.mask(i) if devices is not None else None
+            if m is not None:
+                mask = m  # held for the call: ext_mask points into it
+                if mask.shape[0] < self.n_nodes:
+                    raise ValueError(f"mask has {mask.shape[0]} entries for "
+                                     f"{self.n_nodes} nodes")
+                self.ext_mask = &mask[0] if mask.shape[0] > 0 else NULL
+            try:
+                n = self._place(cid, &v, &best, &visited)
+            finally:
+                self.ext_mask = NULL
             self.visited += visited
             if n < 0:
                 names.append(None)
                 continue
             self._assume(cid, n, 1)
+            if devices is not None:
+                devices.take(i, n)
             done.append((cid, n))
             names.append(self.state.node_names[n])
         if len(done) < need:
+            if devices is not None:
+                devices.undo()
             # The report is taken on the view with the members that did fit assumed.
             self.gang_failure = self._gang_shortfall(
                 [c for c, name in zip(cids, names) if name is None][: need - len(done)],

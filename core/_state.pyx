@@ -20,7 +20,9 @@ import numpy as np
 import orjson
 
 from esched.schemas import events as _ev
-from esched.schemas.objects import gang_key, node_allocatable, pod_priority, pod_queue, pod_requests
+from esched.schemas.objects import (
+    BUILTIN_PRIORITY_CLASSES, gang_key, node_allocatable, pod_priority, pod_queue, pod_requests,
+)
 
 from esched.core.queues import node_group_terms, queue_view
 from esched.core._requests import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, nonzero_requests
@@ -219,6 +221,21 @@ def _py_scanner_accepts(bytes payload) -> bool:
     return is_object_document(<const unsigned char*>PyBytes_AS_STRING(payload),
                               PyBytes_GET_SIZE(payload))
 
+
+def _gang_priority_class(dict pod, str name):
+    """``pod`` as its gang's member: the PodGroup's ``priorityClassName`` is the job's
+    (Volcano), so it replaces the pod's own; a built-in class also sets the priority,
+    else the pod keeps its own ``spec.priority`` (esched knows no PriorityClass objects:
+    a custom class acts through the ``bands.classes`` mapping)."""
+    spec = dict(pod.get("spec") or {})
+    if spec.get("priorityClassName") == name and name not in BUILTIN_PRIORITY_CLASSES:
+        return pod
+    spec["priorityClassName"] = name
+    if name in BUILTIN_PRIORITY_CLASSES:
+        spec["priority"] = BUILTIN_PRIORITY_CLASSES[name]
+    out = dict(pod)
+    out["spec"] = spec
+    return out
 
 cdef class ClusterState:
     """The cluster as contiguous typed arrays, built only by folding events.
@@ -739,8 +756,13 @@ cdef class ClusterState:
             if gkey is not None:
                 # A gang's pods are in its PodGroup's queue (Volcano), when it names one.
                 gi = self.gang_index.get(gkey)
-                if gi is not None and self.gang_meta[<Py_ssize_t>gi].get("queue_set"):
-                    queue = self.gang_meta[<Py_ssize_t>gi]["queue"]
+                if gi is not None:
+                    gmeta = self.gang_meta[<Py_ssize_t>gi]
+                    if gmeta.get("queue_set"):
+                        queue = gmeta["queue"]
+                    if gmeta.get("priorityClassName"):
+                        pod = _gang_priority_class(pod, gmeta["priorityClassName"])
+                        class_memo = None  # the spec is no longer the one it caches
         else:
             queue = "default"
             gkey = None
@@ -1225,7 +1247,8 @@ cdef class ClusterState:
         return out
 
     def summary(self) -> dict:
-        """The stable JSON view: position, node totals, pods per phase, gangs, queues."""
+        """The stable JSON view: position, node totals, pods per phase, gangs, queues,
+        reservations."""
         cdef Py_ssize_t n = self.n_nodes, r
         alive = (self.flags_np[:n] & NODE_ALIVE) != 0
         allocatable = self.allocatable_np[:n][alive].sum(axis=0)
@@ -1264,6 +1287,8 @@ cdef class ClusterState:
             "pods": {phase: int(self.phase_counts[i]) for i, phase in enumerate(PHASES)},
             "position": int(self.position),
             "queues": queues,
+            # Nodes held for a starving gang (esched.gang.reserved), until it is placed.
+            "reservations": {g: list(nodes) for g, nodes in sorted(self.reservations.items())},
         }
 
     def pod(self, key: str) -> dict | None:

@@ -19,10 +19,12 @@ Kubernetes ResourceQuota does: a waiting pod holds its quota). A submission that
 would take any limit of its queue or namespace (overall, or of its band) over is
 rejected at admission; see :mod:`esched.services.admission`.
 
-Bands are Borg's, from the pod's numeric priority (:mod:`esched.core.bands`,
-thresholds of the ``bands:`` section: monitoring >= 1e9, production >= 1000,
-batch >= 100, else best-effort). ``bands.classes`` (priorityClassName -> band)
-does not apply to quota: the fold keeps a pod's priority, not its class name.
+Bands are Borg's (:mod:`esched.core.bands`): a pod's ``priorityClassName`` when
+the ``bands.classes`` mapping names it, else its numeric priority against the
+thresholds of the ``bands:`` section (monitoring >= 1e9, production >= 1000,
+batch >= 100, else best-effort): the same band the preemption rules use. A gang
+member's class is its PodGroup's ``priorityClassName`` when that is set (the fold
+resolves it, see ``ClusterState``), so a gang counts against one band.
 """
 
 from __future__ import annotations
@@ -95,9 +97,10 @@ class Quota:
         """The configured scopes a pod of ``queue`` / ``namespace`` counts against."""
         return [s for s in (f"queue/{queue}", f"namespace/{namespace}") if s in self.limits]
 
-    def band(self, priority: int) -> str:
-        """The band name of a pod of this (numeric) priority."""
-        return self.bands.band_of(priority).label
+    def band(self, priority: int, priority_class_name: str | None = None) -> str:
+        """The band name of a pod of this priority and ``priorityClassName`` (a class
+        mapped by ``bands.classes`` wins over the number)."""
+        return self.bands.band_of(priority, priority_class_name).label
 
     def check(self, scopes: list[str], band: str, requests: Mapping[str, int],
               used: Mapping[tuple[str, str | None], Mapping[str, int]]) -> QuotaExceeded | None:

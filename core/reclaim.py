@@ -1,24 +1,41 @@
 """Volcano's reclaim: a queue below its fair share takes back room from queues above theirs.
 
-A pending pod of a *starved* queue (dominant share < 1: it holds less than its fair
-share, :func:`esched.core.queues.queue_view`) that fits no node as things are may
-evict running pods of other queues when every victim is legal:
+A pending pod that fits no node as things are may evict running pods of other
+queues when every victim is legal:
 
-* its queue is ``reclaimable`` and is not the starved queue;
-* the victim's queue stays at or above its own fair share after the eviction
-  (dominant share >= 1, counting the victims already chosen): only what a queue
-  uses *above* its fair share is taken back, so the victim's queue cannot turn
-  round and reclaim it again (no ping-pong);
+* its queue is ``reclaimable`` and is not the reclaiming queue;
+* queue priority is absolute (the Volcano seed: a queue of higher ``priority`` may
+  reclaim from one of lower priority, never the reverse, whatever the weights):
+  a victim's queue of *higher* priority than the reclaiming queue is never
+  touched; one of *lower* priority gives way whatever its fair share;
+* between queues of *equal* priority it is the fair share: the reclaiming queue is
+  *starved* (dominant share < 1: it holds less than its fair share,
+  :func:`esched.core.queues.queue_view`) and the victim's queue stays at or above
+  its own fair share after the eviction (dominant share >= 1, counting the victims
+  already chosen): only what a queue uses *above* its fair share is taken back, so
+  the victim's queue cannot turn round and reclaim it again (no ping-pong; nor
+  across priorities, which only go one way);
 * the victim's queue keeps its ``guarantee``: after the eviction it still holds at
   least the guaranteed amount of every guaranteed resource (a guarantee is never
-  reclaimed).
+  reclaimed, not even by a higher-priority queue).
 
 Victims are chosen per node, lowest priority first, until the pod fits; among
 nodes the plan with the lowest highest-victim priority, then the fewest victims,
-then the lowest node slot wins (deterministic). The plan is a proposal like a
-preemption (``victims`` plus the pod's binding, one transaction, with
-``"reclaim": true``); the commit service re-checks legality with
+then the lowest node slot wins (deterministic). A victim that is a gang member is
+taken only while its gang keeps ``minMember`` running (a gang is never split; the
+commit service would refuse it, ``victim_gang_split``), and nodes reserved for a
+starving gang (:mod:`esched.services.replica`) are left alone. The plan is a
+proposal like a preemption (``victims`` plus the pod's binding, one transaction,
+with ``"reclaim": true``); the commit service re-checks legality with
 :func:`victims_legal` against its authoritative state.
+
+**Gangs** (:func:`plan_gang_reclaim`) reclaim all or nothing: the members the gang
+still needs to reach ``minMember`` are placed one after the other on a scratch
+overlay (free room, then victims chosen as for a pod, counting the victims and
+members already planned); if any of them cannot be placed even with reclaim,
+nothing is planned and nothing is evicted. The proposal binds those members and
+names every victim, as one transaction (``"gang"`` set), so the commit service
+accepts it whole (the gang then runs at ``minMember``) or not at all.
 """
 
 from __future__ import annotations
@@ -31,7 +48,8 @@ import numpy as np
 
 from esched.core.queues import dominant_share, queue_view
 
-__all__ = ["ReclaimPlan", "plan_reclaim", "victims_legal"]
+__all__ = ["GangReclaimPlan", "ReclaimPlan", "may_reclaim", "plan_gang_reclaim", "plan_reclaim",
+           "victims_legal"]
 
 _PENDING = 0
 _RUNNING = 1
@@ -57,6 +75,26 @@ class ReclaimPlan:
                 "victims": [{"pod": v, "node": self.node} for v in self.victims]}
 
 
+@dataclass(frozen=True, slots=True)
+class GangReclaimPlan:
+    """Bind the members ``bindings`` (pod, node) of ``gang`` after evicting ``victims``
+    (pod, node): enough members to reach ``minMember``, all or nothing."""
+
+    gang: str
+    queue: str
+    bindings: tuple[tuple[str, str], ...]
+    victims: tuple[tuple[str, str], ...]
+
+    def proposal(self, proposal_id: str, position: int, requests: dict[str, dict[str, int]],
+                 replica: str = "dispatch") -> dict[str, Any]:
+        """The proposal ``data``; ``requests``: member -> its requests."""
+        return {"proposal": proposal_id, "replica": replica, "position": position,
+                "gang": self.gang, "reclaim": True,
+                "bindings": [{"pod": p, "node": n, "resources": requests[p]}
+                             for p, n in self.bindings],
+                "victims": [{"pod": p, "node": n} for p, n in self.victims]}
+
+
 def _alloc_of(state: Any, p: int, names: list[str]) -> dict[str, int]:
     row = state.pod_alloc_np[p]
     return {names[r]: int(row[r]) for r in range(len(names)) if row[r]}
@@ -70,12 +108,15 @@ def _sub(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
 
 
 def _victim_ok(queue: str, meta: dict, alloc: dict[str, int], fair: dict[str, int],
-               victim: dict[str, int]) -> str | None:
-    """Why evicting ``victim`` from ``queue`` (holding ``alloc``) is illegal, or None."""
+               victim: dict[str, int], share_rule: bool = True) -> str | None:
+    """Why evicting ``victim`` from ``queue`` (holding ``alloc``) is illegal, or None.
+
+    ``share_rule`` False: the reclaiming queue has a higher priority, so the victim's
+    fair share does not protect it (its guarantee still does)."""
     if not meta.get("reclaimable", True):
         return f"queue {queue} is not reclaimable"
     after = _sub(alloc, victim)
-    if dominant_share(after, fair) < 1.0:
+    if share_rule and dominant_share(after, fair) < 1.0:
         return f"queue {queue} would fall below its fair share"
     for r, g in (meta.get("guarantee") or {}).items():
         if victim.get(r, 0) and after.get(r, 0) < g:
@@ -83,21 +124,46 @@ def _victim_ok(queue: str, meta: dict, alloc: dict[str, int], fair: dict[str, in
     return None
 
 
-def victims_legal(state: Any, pod: str, victims: Iterable[str],
+def _reclaimer_queue(state: Any, who: str | Iterable[str]) -> tuple[str | None, str | None]:
+    """(queue, None) of the reclaiming pod, gang (key) or pods (all in one queue), or
+    (None, why not)."""
+    if isinstance(who, str):
+        idx = state.pod_index.get(who)
+        if idx is not None:
+            return state.queue_names[int(state.pod_queue_np[idx])], None
+        g = state.gang_index.get(who)
+        if g is None:
+            return None, f"pod {who} is not in the log"
+        members = np.flatnonzero(state.pod_gang_np[: state.n_pods] == g)
+        if len(members):
+            return state.queue_names[int(state.pod_queue_np[members[0]])], None
+        return str(state.gang_meta[g].get("queue") or "default"), None
+    queues = set()
+    for pod in who:
+        idx = state.pod_index.get(pod)
+        if idx is None:
+            return None, f"pod {pod} is not in the log"
+        queues.add(state.queue_names[int(state.pod_queue_np[idx])])
+    if len(queues) != 1:
+        return None, f"a reclaim is for one queue, its pods are in {sorted(queues)}"
+    return queues.pop(), None
+
+
+def victims_legal(state: Any, pod: str | Iterable[str], victims: Iterable[str],
                   view: dict[str, dict[str, Any]] | None = None,
                   taken: Iterable[str] = ()) -> str | None:
-    """Why reclaiming ``victims`` for pending ``pod`` is illegal now, or None if legal.
+    """Why reclaiming ``victims`` for ``pod`` is illegal now, or None if legal.
 
-    ``taken``: running pods already evicted by earlier decisions of the same batch
-    (their queues hold that much less).
+    ``pod``: the pending pod, a gang's key, or the pods a proposal binds (a gang's
+    members: one queue). ``taken``: running pods already evicted by earlier decisions
+    of the same batch (their queues hold that much less).
     """
     view = view if view is not None else queue_view(state)
-    idx = state.pod_index.get(pod)
-    if idx is None:
-        return f"pod {pod} is not in the log"
-    q = state.queue_names[int(state.pod_queue_np[idx])]
-    if view[q]["share"] >= 1.0:
-        return f"queue {q} is not below its fair share (share {view[q]['share']:.3f})"
+    q, why = _reclaimer_queue(state, pod)
+    if q is None:
+        return why
+    prio = _queue_priority(state, q)
+    starved = view[q]["share"] < 1.0
     names = list(state.res_names[: state.n_res])
     held = {name: dict(v["allocated"]) for name, v in view.items()}
     for t in taken:
@@ -112,13 +178,155 @@ def victims_legal(state: Any, pod: str, victims: Iterable[str],
         vq = state.queue_names[int(state.pod_queue_np[vidx])]
         if vq == q:
             return f"victim {v} is in the reclaiming queue {q}"
+        vprio = _queue_priority(state, vq)
+        if vprio > prio:
+            return (f"victim {v}: queue {vq} has a higher priority ({vprio}) than queue {q} "
+                    f"({prio})")
+        if vprio == prio and not starved:
+            return f"queue {q} is not below its fair share (share {view[q]['share']:.3f})"
         alloc = _alloc_of(state, int(vidx), names)
         why = _victim_ok(vq, state.queue_meta[state.queue_index[vq]], held[vq],
-                         view[vq]["fairShare"], alloc)
+                         view[vq]["fairShare"], alloc, share_rule=vprio == prio)
         if why is not None:
             return f"victim {v}: {why}"
         held[vq] = _sub(held[vq], alloc)
     return None
+
+
+def _queue_priority(state: Any, name: str) -> int:
+    return int(state.queue_meta[state.queue_index[name]].get("priority") or 0)
+
+
+def may_reclaim(state: Any, queue: str, view: dict[str, dict[str, Any]]) -> bool:
+    """Whether pods of ``queue`` could have victims at all: it is starved (share < 1),
+    or some other queue has a lower priority."""
+    if view[queue]["share"] < 1.0:
+        return True
+    prio = _queue_priority(state, queue)
+    return any(int(state.queue_meta[i].get("priority") or 0) < prio
+               for i in range(state.n_queues))
+
+
+class _Overlay:
+    """Free room per node, what each queue holds and which pods are still running, as
+    planned victims and bindings change them (nothing is written to the state)."""
+
+    def __init__(self, state: Any, view: dict[str, dict[str, Any]], q: int,
+                 gang: int = -1) -> None:
+        nres, npods = state.n_res, state.n_pods
+        self.state = state
+        self.names = list(state.res_names[:nres])
+        self.view = view
+        self.free = (np.asarray(state.allocatable_np[: state.n_nodes, :nres], dtype=np.int64)
+                     - np.asarray(state.allocated_np[: state.n_nodes, :nres], dtype=np.int64))
+        self.held = {name: dict(v["allocated"]) for name, v in view.items()}
+        prio = int(state.queue_meta[q].get("priority") or 0)
+        starved = view[state.queue_names[q]]["share"] < 1.0
+        qprio = np.array([int(state.queue_meta[i].get("priority") or 0)
+                          for i in range(state.n_queues)], dtype=np.int64)
+        #: queue id -> whether its fair share protects it (equal priority)
+        self.share_rule = qprio == prio
+        # Never a higher-priority queue; one of equal priority only for a starved queue.
+        reclaimable = np.array([bool(state.queue_meta[i].get("reclaimable", True))
+                                for i in range(state.n_queues)], dtype=bool)
+        reclaimable &= (qprio < prio) | ((qprio == prio) & starved)
+        pq = state.pod_queue_np[:npods]
+        pg = state.pod_gang_np[:npods]
+        cand = np.flatnonzero((state.pod_phase_np[:npods] == _RUNNING) & (pq != q)
+                              & reclaimable[pq] & ((pg != gang) | (gang < 0)))
+        # Lowest priority first, then slot (deterministic).
+        cand = cand[np.lexsort((cand, state.pod_prio_np[cand]))]
+        self.by_node: dict[int, list[int]] = {}
+        for p in cand:
+            self.by_node.setdefault(int(state.pod_node_np[p]), []).append(int(p))
+        #: gang id -> running members left after the planned victims
+        self.gang_running: dict[int, int] = {}
+        self.gone: set[int] = set()
+
+    def victim_ok(self, p: int) -> bool:
+        st = self.state
+        qi = int(st.pod_queue_np[p])
+        vq = st.queue_names[qi]
+        if _victim_ok(vq, st.queue_meta[qi], self.held[vq], self.view[vq]["fairShare"],
+                      _alloc_of(st, p, self.names), bool(self.share_rule[qi])) is not None:
+            return False
+        g = int(st.pod_gang_np[p])
+        if g >= 0:
+            left = self.gang_running.get(g, int(st.gang_counts_np[g, _RUNNING]))
+            if left - 1 < int(st.gang_min_np[g]):
+                return False  # a gang is evicted whole or not at all: never split one
+        return True
+
+    def plan_node(self, n: int, need: np.ndarray) -> list[int] | None:
+        """Victims on node ``n`` (lowest priority first) that make room for ``need``;
+        [] if it fits already; None if it cannot be made to fit."""
+        st = self.state
+        free = self.free[n].copy()
+        if np.all(free >= need):
+            return []
+        held = {k: dict(v) for k, v in self.held.items()}
+        saved, self.held = self.held, held
+        gangs_saved = dict(self.gang_running)
+        chosen: list[int] = []
+        try:
+            for p in self.by_node.get(n, ()):
+                if np.all(free >= need):
+                    break
+                if p in self.gone or not self.victim_ok(p):
+                    continue
+                units = np.asarray(st.pod_alloc_np[p, : len(need)], dtype=np.int64)
+                # Only a victim that frees some resource the pod is still short of helps.
+                if not np.any((need > free) & (units > 0)):
+                    continue
+                chosen.append(p)
+                vq = st.queue_names[int(st.pod_queue_np[p])]
+                held[vq] = _sub(held[vq], _alloc_of(st, p, self.names))
+                g = int(st.pod_gang_np[p])
+                if g >= 0:
+                    self.gang_running[g] = self.gang_running.get(
+                        g, int(st.gang_counts_np[g, _RUNNING])) - 1
+                free = free + units
+        finally:
+            self.held = saved
+            self.gang_running = gangs_saved
+        return chosen if np.all(free >= need) else None
+
+    def take(self, n: int, victims: list[int], need: np.ndarray) -> None:
+        """Apply a plan: evict ``victims`` from node ``n`` and bind ``need`` there."""
+        st = self.state
+        for p in victims:
+            self.gone.add(p)
+            vq = st.queue_names[int(st.pod_queue_np[p])]
+            self.held[vq] = _sub(self.held[vq], _alloc_of(st, p, self.names))
+            g = int(st.pod_gang_np[p])
+            if g >= 0:
+                self.gang_running[g] = self.gang_running.get(
+                    g, int(st.gang_counts_np[g, _RUNNING])) - 1
+            self.free[n] += np.asarray(st.pod_alloc_np[p, : len(need)], dtype=np.int64)
+        self.free[n] -= need
+
+
+def _usable_nodes(state: Any, placer: Any, pod: str, gang: str | None,
+                  cache: dict[tuple[int, int], bool], cid: int,
+                  nodes: Iterable[int]) -> list[int]:
+    """Those alive ``nodes`` where ``pod`` passes every constraint (resources aside),
+    not reserved for another gang, in slot order."""
+    out = []
+    reserved = state.reserved_nodes
+    for n in sorted(nodes):
+        if not state.flags_np[n] & _NODE_ALIVE:
+            continue
+        name = state.node_names[n]
+        if reserved and reserved.get(name, gang) != gang:
+            continue
+        key = (cid, n)
+        ok = cache.get(key)
+        if ok is None:
+            ok = not [r for r in placer.fits(pod, name) if not r.startswith(_RESOURCE_REASONS)]
+            cache[key] = ok
+        if ok:
+            out.append(n)
+    return out
 
 
 def plan_reclaim(state: Any, placer: Any, pod: str,
@@ -130,54 +338,80 @@ def plan_reclaim(state: Any, placer: Any, pod: str,
     view = view if view is not None else queue_view(state)
     q = int(state.pod_queue_np[idx])
     qname = state.queue_names[q]
-    if view[qname]["share"] >= 1.0:
+    if not may_reclaim(state, qname, view):
         return None
-    nres, npods = state.n_res, state.n_pods
-    names = list(state.res_names[:nres])
-    need = np.asarray(state.class_req_np[int(state.pod_class_np[idx]), :nres], dtype=np.int64)
-    reclaimable = np.array([bool(state.queue_meta[i].get("reclaimable", True))
-                            for i in range(state.n_queues)], dtype=bool)
-    pq = state.pod_queue_np[:npods]
-    cand = np.flatnonzero((state.pod_phase_np[:npods] == _RUNNING) & (pq != q)
-                          & reclaimable[pq])
-    if not len(cand):
+    nres = state.n_res
+    cid = int(state.pod_class_np[idx])
+    need = np.asarray(state.class_req_np[cid, :nres], dtype=np.int64)
+    overlay = _Overlay(state, view, q)
+    if not overlay.by_node:
         return None
-    # Lowest priority first, then slot (deterministic).
-    cand = cand[np.lexsort((cand, state.pod_prio_np[cand]))]
-    by_node: dict[int, list[int]] = {}
-    for p in cand:
-        by_node.setdefault(int(state.pod_node_np[p]), []).append(int(p))
     best: tuple[tuple[int, int, int], ReclaimPlan] | None = None
-    for n in sorted(by_node):
-        if not state.flags_np[n] & _NODE_ALIVE:
-            continue
-        node = state.node_names[n]
-        problems = [r for r in placer.fits(pod, node) if not r.startswith(_RESOURCE_REASONS)]
-        if problems:
-            continue
-        free = (np.asarray(state.allocatable_np[n, :nres], dtype=np.int64)
-                - np.asarray(state.allocated_np[n, :nres], dtype=np.int64))
-        held = {name: dict(v["allocated"]) for name, v in view.items()}
-        chosen: list[int] = []
-        for p in by_node[n]:
-            if np.all(free >= need):
-                break
-            alloc = _alloc_of(state, p, names)
-            vq = state.queue_names[int(state.pod_queue_np[p])]
-            if _victim_ok(vq, state.queue_meta[state.queue_index[vq]], held[vq],
-                          view[vq]["fairShare"], alloc) is not None:
-                continue
-            # Only a victim that frees some resource the pod is still short of helps.
-            short = need > free
-            if not np.any(short & (np.asarray(state.pod_alloc_np[p, :nres]) > 0)):
-                continue
-            chosen.append(p)
-            held[vq] = _sub(held[vq], alloc)
-            free = free + np.asarray(state.pod_alloc_np[p, :nres], dtype=np.int64)
-        if not chosen or not np.all(free >= need):
+    for n in _usable_nodes(state, placer, pod, None, {}, cid, overlay.by_node):
+        chosen = overlay.plan_node(n, need)
+        if not chosen:  # None: cannot help; []: fits without reclaim (not this job)
             continue
         cost = (int(max(state.pod_prio_np[p] for p in chosen)), len(chosen), n)
         if best is None or cost < best[0]:
-            best = (cost, ReclaimPlan(pod, qname, node,
+            best = (cost, ReclaimPlan(pod, qname, state.node_names[n],
                                       tuple(state.pod_keys[p] for p in chosen)))
     return None if best is None else best[1]
+
+
+def plan_gang_reclaim(state: Any, placer: Any, gang: str,
+                      view: dict[str, dict[str, Any]] | None = None) -> GangReclaimPlan | None:
+    """A legal all-or-nothing reclaim for pending ``gang`` (see the module doc), or None.
+
+    The members it still needs to reach ``minMember`` (at least one) are planned in
+    slot order, each on the node that needs no victim (lowest slot), else on the node
+    whose victims are cheapest (lowest highest priority, then fewest, then slot);
+    victims and members already planned count for the next member.
+    """
+    g = state.gang_index.get(gang)
+    if g is None:
+        return None
+    npods, nres = state.n_pods, state.n_res
+    pending = np.flatnonzero((state.pod_gang_np[:npods] == g)
+                             & (state.pod_phase_np[:npods] == _PENDING))
+    if not len(pending):
+        return None
+    need_members = max(1, int(state.gang_min_np[g]) - int(state.gang_counts_np[g, _RUNNING]))
+    if len(pending) < need_members:
+        return None
+    view = view if view is not None else queue_view(state)
+    q = int(state.pod_queue_np[pending[0]])
+    qname = state.queue_names[q]
+    if not may_reclaim(state, qname, view) or np.any(state.pod_queue_np[pending] != q):
+        return None
+    overlay = _Overlay(state, view, q, int(g))
+    fits_cache: dict[tuple[int, int], bool] = {}
+    bindings: list[tuple[str, str]] = []
+    victims: list[tuple[str, str]] = []
+    for p in pending[:need_members]:
+        pod = state.pod_keys[p]
+        cid = int(state.pod_class_np[p])
+        need = np.asarray(state.class_req_np[cid, :nres], dtype=np.int64)
+        best: tuple[tuple[int, int, int], int, list[int]] | None = None
+        # Nodes with room now, or with victims to take.
+        roomy = np.flatnonzero(np.all(overlay.free >= need, axis=1))
+        nodes = set(overlay.by_node) | {int(n) for n in roomy}
+        for n in _usable_nodes(state, placer, pod, gang, fits_cache, cid, nodes):
+            chosen = overlay.plan_node(n, need)
+            if chosen is None:
+                continue
+            if not chosen:
+                best = ((-1, 0, n), n, [])
+                break  # room without reclaim: the lowest such slot
+            cost = (int(max(state.pod_prio_np[v] for v in chosen)), len(chosen), n)
+            if best is None or cost < best[0]:
+                best = (cost, n, chosen)
+        if best is None:
+            return None  # all or nothing: this member cannot be placed even with reclaim
+        _cost, n, chosen = best
+        overlay.take(n, chosen, need)
+        node = state.node_names[n]
+        bindings.append((pod, node))
+        victims.extend((state.pod_keys[v], node) for v in chosen)
+    if not victims:
+        return None  # it fits without reclaim: a replica places it
+    return GangReclaimPlan(gang, qname, tuple(bindings), tuple(victims))

@@ -30,7 +30,8 @@ looked at again when capacity frees or a queue changes):
 **Order** of what is let through, as Volcano's allocate: queue priority (high
 first); among queues of equal priority the lowest dominant share (allocated plus
 what this pass lets through, over the queue's fair share: weights act here);
-within a queue job priority (high first), then arrival order. The queues are
+within a queue job priority (high first: its Borg band, so a ``priorityClassName``
+mapped by ``bands.classes`` counts, then its numeric priority), then arrival order. The queues are
 interleaved job by job, so two busy queues of weights 2:1 get work in about
 that ratio.
 """
@@ -55,6 +56,7 @@ from esched.schemas.events import (
     POD_SUBMITTED,
     POD_SUCCEEDED,
     PODGROUP_SUBMITTED,
+    QUEUE_UPSERTED,
 )
 
 __all__ = ["Admission", "Rejection", "WorkItem"]
@@ -100,7 +102,7 @@ class Admission:
     """
 
     def __init__(self, quota: Quota | None = None) -> None:
-        self.quota = quota or Quota()
+        self.quota = quota if quota is not None else Quota()  # no limits may still carry bands
         #: pod -> (scopes, band, requests) it is charged with
         self._charged: dict[str, tuple[list[str], str, dict[str, int]]] = {}
         self._used: dict[tuple[str, str | None], dict[str, int]] = {}
@@ -114,6 +116,11 @@ class Admission:
         self.rejected_total: dict[str, int] = {}
         #: gang -> the rejection of its first refused member
         self._rejected_gangs: dict[str, Rejection] = {}
+        #: queue -> its state as of the event being judged (a batch is folded before
+        #: it is judged, so the fold's state may be from a later upsert of the batch)
+        self._queue_state: dict[str, str] = {}
+        #: (state, band per class id) for the job order
+        self._band_cache: tuple[ClusterState, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ quota accounting
 
@@ -145,7 +152,7 @@ class Admission:
         """Charge a Pending pod, or return why it is rejected (not charged)."""
         q = int(st.pod_queue_np[idx])
         queue = st.queue_names[q]
-        state = st.queue_meta[q].get("state") or "Open"
+        state = self._queue_state.get(queue) or st.queue_meta[q].get("state") or "Open"
         if check_state and state in ("Closing", "Closed"):
             return Rejection(pod, queue, f"Queue{state}",
                              f"queue {queue} is {state}: it admits no new pods", event_id)
@@ -155,8 +162,9 @@ class Admission:
         scopes = self.quota.scopes(queue, namespace)
         if not scopes:
             return None
-        band = self.quota.band(int(st.pod_prio_np[idx]))
-        req = st.class_specs[int(st.pod_class_np[idx])]["requests"]
+        spec = st.class_specs[int(st.pod_class_np[idx])]
+        band = self.quota.band(int(st.pod_prio_np[idx]), spec.get("priorityClassName"))
+        req = spec["requests"]
         over = self.quota.check(scopes, band, req, self._used)
         if over is not None:
             return Rejection(pod, queue, "QuotaExceeded", over.message(pod), event_id, over)
@@ -169,9 +177,9 @@ class Admission:
         q = int(st.pod_queue_np[idx])
         scopes = self.quota.scopes(st.queue_names[q], pod.split("/", 1)[0])
         if scopes:
-            band = self.quota.band(int(st.pod_prio_np[idx]))
-            self._charge(pod, scopes, band,
-                         dict(st.class_specs[int(st.pod_class_np[idx])]["requests"]))
+            spec = st.class_specs[int(st.pod_class_np[idx])]
+            band = self.quota.band(int(st.pod_prio_np[idx]), spec.get("priorityClassName"))
+            self._charge(pod, scopes, band, dict(spec["requests"]))
 
     def gang_rejected(self, gang: str) -> bool:
         """Whether ``gang`` was refused at admission (its members are rejected)."""
@@ -209,6 +217,8 @@ class Admission:
         self._used.clear()
         self.rejecting.clear()
         self._rejected_gangs.clear()
+        self._queue_state = {st.queue_names[q]: st.queue_meta[q].get("state") or "Open"
+                             for q in range(st.n_queues)}
         self.held.clear()
         self._held_items.clear()
         self._inflight.clear()
@@ -240,7 +250,13 @@ class Admission:
             data = ev.get("data")
             if not isinstance(data, dict):
                 continue
-            if etype == POD_SUBMITTED:
+            if etype == QUEUE_UPSERTED:
+                # Submissions are judged against the queue's state at their own position.
+                name = (data.get("metadata") or {}).get("name")
+                if isinstance(name, str) and name:
+                    self._queue_state[name] = str((data.get("status") or {}).get("state")
+                                                  or "Open")
+            elif etype == POD_SUBMITTED:
                 pod = _pod_key(data)
                 idx = st.pod_index.get(pod)
                 if idx is None or pod in self._charged or pod in self.rejecting:
@@ -297,11 +313,17 @@ class Admission:
         gang_req = np.zeros((max(ng, 1), nr), dtype=np.int64)
         gang_n = np.zeros(max(ng, 1), dtype=np.int64)
         gang_prio = np.full(max(ng, 1), np.iinfo(np.int64).min, dtype=np.int64)
+        gang_band = np.zeros(max(ng, 1), dtype=np.int64)
+        # Job priority is (band, priority): a priorityClassName mapped to a band by
+        # bands.classes ranks by that band whatever its number (as preemption does).
+        class_band = self._class_bands(st)
         in_gang = pend_g >= 0
         if in_gang.any():
             np.add.at(gang_req, pend_g[in_gang], pend_req[in_gang])
             np.add.at(gang_n, pend_g[in_gang], 1)
             np.maximum.at(gang_prio, pend_g[in_gang], st.pod_prio_np[pend_idx[in_gang]])
+            np.maximum.at(gang_band, pend_g[in_gang],
+                          class_band[st.pod_class_np[pend_idx[in_gang]]])
         # What each queue holds: bound pods plus jobs let through and still pending.
         held_q = np.asarray(st.queue_alloc_np[:nq, :nr], dtype=np.int64).copy()
         if self._inflight:
@@ -347,8 +369,9 @@ class Admission:
         caps = {name: {r: v for r, v in s.capability.items() if r in st.res_index}
                 for name, s in tree.specs.items() if s.capability}
 
-        # Per queue: its items, ordered by job priority (high first), then arrival.
-        per_queue: dict[int, list[tuple[int, int, WorkItem, np.ndarray]]] = {}
+        # Per queue: its items, ordered by job priority (band, then priority; high
+        # first), then arrival.
+        per_queue: dict[int, list[tuple[int, int, int, WorkItem, np.ndarray]]] = {}
         for seq, it in enumerate(items):
             _cause, kind, key, _pos = it
             if kind == "pod":
@@ -357,6 +380,7 @@ class Admission:
                     continue
                 q = int(st.pod_queue_np[idx])
                 prio = int(st.pod_prio_np[idx])
+                band = int(class_band[int(st.pod_class_np[idx])])
                 req = class_req[int(st.pod_class_np[idx])].astype(np.int64)
             else:
                 g = st.gang_index.get(key)
@@ -365,10 +389,11 @@ class Admission:
                 meta = st.gang_meta[g]
                 q = st.queue_index.get(meta.get("queue") or "default", 0)
                 prio = int(gang_prio[g]) if gang_n[g] else 0
+                band = int(gang_band[g])
                 req = self._gang_minimum(st, g, meta, gang_req[g], int(gang_n[g]), res_names)
-            per_queue.setdefault(q, []).append((-prio, seq, it, req))
+            per_queue.setdefault(q, []).append((-band, -prio, seq, it, req))
         for lst in per_queue.values():
-            lst.sort(key=lambda t: (t[0], t[1]))
+            lst.sort(key=lambda t: (t[0], t[1], t[2]))
 
         def share_of(q: int, extra: np.ndarray) -> float:
             f = fair.get(specs[q].name) or {}
@@ -394,7 +419,7 @@ class Admission:
             _p, _s, _n, q = heapq.heappop(heap)
             lst = per_queue[q]
             i = cursor[q]
-            _np, _seq, it, req = lst[i]
+            _nb, _np, _seq, it, req = lst[i]
             cursor[q] = i + 1
             job = (it[1], it[2])
             reason = self._hold_reason(specs[q], tree, caps, sub_used, req, res_names, st,
@@ -418,6 +443,24 @@ class Admission:
                 heapq.heappush(heap, (-specs[q].priority, share_of(q, released_q[q]),
                                       specs[q].name, q))
         return out
+
+    def _class_bands(self, st: ClusterState) -> np.ndarray:
+        """The band of every equivalence class (at least one entry), cached: classes are
+        only ever added to a state, so only new ones are resolved."""
+        cached = self._band_cache
+        if cached is None or cached[0] is not st:
+            cached = (st, np.zeros(0, dtype=np.int64))
+        have = cached[1]
+        n = max(int(st.n_classes), 1)
+        if len(have) < n:
+            bands = self.quota.bands
+            specs = st.class_specs
+            new = [int(bands.band_of(int(specs[c]["priority"]), specs[c].get("priorityClassName")))
+                   if c < len(specs) else 0 for c in range(len(have), n)]
+            have = np.concatenate([have, np.array(new, dtype=np.int64)])
+            cached = (st, have)
+        self._band_cache = cached
+        return have
 
     @staticmethod
     def _gang_minimum(st: ClusterState, g: int, meta: dict, pending_req: np.ndarray,

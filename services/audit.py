@@ -25,8 +25,9 @@ The audit folds the whole log from position 0 with the one fold
   dispatcher's own :class:`~esched.services.admission.Admission`;
 * ``reclaim_illegal``: an eviction of a committed reclaim (``Reclaimed``) that the
   queues' rule forbids on the state just before it (:mod:`esched.core.reclaim`:
-  the reclaiming queue below its fair share; the victim's queue reclaimable,
-  staying at or above its fair share and its guarantee);
+  the victim's queue reclaimable, of lower priority than the reclaiming queue or
+  of equal priority with the reclaiming queue below its fair share and the
+  victim's staying at or above its own, and keeping its guarantee);
 * ``preemption_illegal``: a committed preemption evicted a pod whose band is not
   strictly lower than the preemptor's (the lowest band among the decision's
   pods), or a prod pod for a prod one;

@@ -61,6 +61,7 @@ import orjson
 from esched.core import PHASES, ClusterState
 from esched.core._placer import Placer
 from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
+from esched.core.queues import QueueSpec, QueueTree
 from esched.core.reclaim import victims_legal
 from esched.schemas.events import (
     DECISIONS_STREAM,
@@ -92,6 +93,7 @@ from esched.services.store.base import (
 
 __all__ = [
     "FENCE_SNAPSHOT",
+    "QUEUE_CAPABILITY",
     "REASONS",
     "CommitConfig",
     "CommitService",
@@ -129,6 +131,8 @@ NODE_RESERVED = "node_reserved"
 RECLAIM_ILLEGAL = "reclaim_illegal"
 #: The pod's Volcano queue is Closed: it schedules nothing (services/admission.py).
 QUEUE_CLOSED = "queue_closed"
+#: The bindings would take a queue (or an ancestor) over its ``capability``.
+QUEUE_CAPABILITY = "queue_capability"
 #: Reason code -> what it means (``insufficient_<resource>`` is open-ended).
 REASONS = {
     MALFORMED: "the proposal contradicts itself (same pod twice, pod outside its gang)",
@@ -142,14 +146,19 @@ REASONS = {
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
     VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "
                  "evicted earlier in this batch, or is one of the proposal's own pods)",
-    RECLAIM_ILLEGAL: "a reclaim's pod is not in a queue below its fair share, or a victim's "
-                     "queue is not reclaimable, would fall below its fair share or its "
-                     "guarantee",
+    RECLAIM_ILLEGAL: "a victim's queue is not reclaimable, has a higher priority than the "
+                     "reclaiming queue, would fall below its guarantee, or (equal "
+                     "priorities) the reclaiming queue is not below its fair share or the "
+                     "victim's would fall below its own",
     PREEMPTION_ILLEGAL: "a victim's band is not strictly lower than the preemptor's, or both "
                         "are prod (Borg: prod never preempts prod)",
     VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
                        "is evicted whole or not at all",
     NODE_RESERVED: "the node is reserved for a starving gang the pod is not a member of",
+    QUEUE_CLOSED: "the pod's queue is Closed: it schedules nothing",
+    QUEUE_CAPABILITY: "the bound pods of the pod's queue (or of an ancestor queue), with the "
+                      "earlier bindings of the batch and this proposal's, would exceed its "
+                      "capability for a resource",
 }
 #: ``reason`` of the esched.pod.evicted events written for a committed preemption.
 PREEMPTED = "Preempted"
@@ -268,6 +277,73 @@ class Validator:
         self._gang_extra: dict[int, int] = {}  # gang id -> members bound by the batch
         self._evicted: set[str] = set()  # pods evicted by the batch
         self._gang_evicted: dict[int, int] = {}  # gang id -> members evicted by the batch
+        self._capabilities()
+
+    def _capabilities(self) -> None:
+        """Queue capabilities as of the state: per queue id, the capped queues on its
+        path to the root (itself first) and what each of those subtrees holds now.
+        None when no queue has a capability (nothing to check, the common case). Plain
+        ints over the few capped resources: this runs per proposal."""
+        st = self.state
+        nq, nres = st.n_queues, st.n_res
+        #: queue id -> [(capped queue name, {resource column: limit})]
+        self._cap_chain: dict[int, list[tuple[str, dict[int, int]]]] | None = None
+        if not any(st.queue_meta[q].get("capability") for q in range(nq)):
+            return
+        specs = [QueueSpec.from_meta(st.queue_names[q], st.queue_meta[q]) for q in range(nq)]
+        tree = QueueTree(specs)
+        limits: dict[str, dict[int, int]] = {}
+        for name, spec in tree.specs.items():
+            cols = {st.res_index[r]: int(v) for r, v in spec.capability.items()
+                    if r in st.res_index and st.res_index[r] < nres}
+            if cols:
+                limits[name] = cols
+        alloc = st.queue_alloc_np
+        #: capped queue name -> {column: units its subtree holds (bound, then the batch's)}
+        self._cap_used: dict[str, dict[int, int]] = {}
+        self._cap_chain = {}
+        for q in range(nq):
+            chain = []
+            a: str | None = st.queue_names[q]
+            while a is not None:
+                lim = limits.get(a)
+                if lim is not None:
+                    chain.append((a, lim))
+                    used = self._cap_used.setdefault(a, dict.fromkeys(lim, 0))
+                    for c in lim:
+                        used[c] += int(alloc[q, c])
+                a = tree.parent.get(a)
+            self._cap_chain[q] = chain
+
+    def _over_capability(self, delta: dict[int, np.ndarray], pods: tuple[str, ...]
+                         ) -> tuple[Verdict | None, dict[str, dict[int, int]]]:
+        """Check queue capabilities against ``delta`` (queue id -> units the proposal
+        binds minus what its victims free): (rejection or None, per capped queue the
+        units to add to the batch's usage)."""
+        chains = self._cap_chain
+        add: dict[str, dict[int, int]] = {}
+        if not chains:
+            return None, add
+        limits: dict[str, dict[int, int]] = {}
+        for q, units in delta.items():
+            for name, lim in chains.get(q, ()):
+                acc = add.get(name)
+                if acc is None:
+                    acc = add[name] = {}
+                    limits[name] = lim
+                for c in lim:
+                    acc[c] = acc.get(c, 0) + int(units[c])
+        for name, acc in add.items():
+            used = self._cap_used[name]
+            lim = limits[name]
+            for c, units in acc.items():
+                if units > 0 and used[c] + units > lim[c]:
+                    st = self.state
+                    return Verdict(False, QUEUE_CAPABILITY,
+                                   f"queue {name}: {st.res_names[c]} {used[c] + units} bound "
+                                   f"with this proposal > capability {lim[c]} "
+                                   f"(queue of {pods[0]})", pods), add
+        return None, add
 
     def band_of_pod(self, pidx: int) -> int:
         """The Borg band of the pod in slot ``pidx`` under this validator's bands."""
@@ -295,9 +371,9 @@ class Validator:
         reclaim = bool(data.get("reclaim"))
         if reclaim:
             # Volcano's reclaim: legality is the queues' (fair shares, reclaimable,
-            # guarantees), not the bands'; one pod at a time.
-            why = ("a reclaim binds exactly one pod" if len(pods) != 1 else
-                   victims_legal(st, pods[0], names, taken=self._evicted))
+            # guarantees), not the bands'; for one pod or one gang's members (one queue).
+            why = victims_legal(st, pods if len(pods) > 1 else pods[0], names,
+                                taken=self._evicted)
             if why is not None:
                 return Verdict(False, RECLAIM_ILLEGAL, why, pods), freed, by_gang
         for v in victims:
@@ -351,6 +427,15 @@ class Validator:
             return rejected
         local: dict[int, np.ndarray] = {n: -units for n, units in freed.items()}
         gangs: dict[int, int] = {}
+        queue_delta: dict[int, np.ndarray] = {}
+        if self._cap_chain:
+            for v in data.get("victims") or ():
+                vidx = st.pod_index.get(v.get("pod"))
+                if vidx is None or st.pod_phase_np[vidx] != _RUNNING:
+                    continue  # the bindings' check rejects such a proposal
+                vq = int(st.pod_queue_np[vidx])
+                units = st.pod_alloc_np[vidx, :nres].astype(np.int64)
+                queue_delta[vq] = queue_delta[vq] - units if vq in queue_delta else -units
         for b in bindings:
             pod, node = b["pod"], b["node"]
             pidx = st.pod_index.get(pod)
@@ -406,6 +491,8 @@ class Validator:
             local[nidx] = local.get(nidx, 0) + need
             if g >= 0:
                 gangs[g] = gangs.get(g, 0) + 1
+            if self._cap_chain:
+                queue_delta[q] = queue_delta[q] + need if q in queue_delta else need
         for g, proposed in gangs.items():
             running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0)
             need_members = int(st.gang_min_np[g])
@@ -413,7 +500,14 @@ class Validator:
                 return Verdict(False, GANG_INCOMPLETE,
                                f"gang {st.gang_keys[g]}: {running} running + {proposed} proposed "
                                f"< minMember {need_members}", pods)
+        over_cap, cap_add = self._over_capability(queue_delta, pods)
+        if over_cap is not None:
+            return over_cap
         if record:
+            for name, acc in cap_add.items():
+                used = self._cap_used[name]
+                for c, units in acc.items():
+                    used[c] += units
             for nidx, units in local.items():
                 prev = self._extra.get(nidx)
                 self._extra[nidx] = units.copy() if prev is None else _add(prev, units)

@@ -28,11 +28,13 @@ is let through is published in Volcano's allocation order (queue priority, share
 job priority, arrival).
 
 **Reclaim** (:mod:`~esched.core.reclaim`): every ``reclaim_interval`` the parked
-(unschedulable) pods of queues below their fair share are looked at, one per such
-queue; if evicting pods of reclaimable queues above their fair share makes room, a
-proposal binding the pod with those victims (``"reclaim": true``) goes to the commit
-service, which checks it again and commits the evictions and the binding as one
-transaction.
+(unschedulable) pods of queues below their fair share (or above a queue of lower
+priority) are looked at, one pod or gang per such queue; if evicting pods of
+reclaimable queues (of lower priority, or of equal priority above their fair share)
+makes room (for a gang: for every member it needs to reach minMember, or nothing), a
+proposal binding the pod or those members with those victims (``"reclaim": true``)
+goes to the commit service, which checks it again and commits the evictions and the
+bindings as one transaction.
 
 **Exactly one active, on its own lease** (:mod:`~esched.services.lease`, name
 ``dispatch``) rather than inside the commit service's leadership: the commit
@@ -61,7 +63,7 @@ import orjson
 
 from esched.core import PHASES, ClusterState, Placer
 from esched.core.queues import queue_view
-from esched.core.reclaim import plan_reclaim
+from esched.core.reclaim import may_reclaim, plan_gang_reclaim, plan_reclaim
 from esched.schemas.events import (
     NODE_ADDED,
     NODE_REMOVED,
@@ -82,6 +84,7 @@ from esched.schemas.events import (
 from esched.services import metrics
 from esched.services.admission import Admission, Rejection
 from esched.services.bus import Bus, BusError, BusProducer
+from esched.services.commit import Validator
 from esched.services.faults import count_retry, is_transient
 from esched.services.lease import Lease, LocalLease
 from esched.services.replica import LogFollower
@@ -199,6 +202,7 @@ class Dispatcher:
         self._next_reclaim = 0.0
         self._reclaim_seen = -1  # state position of the last reclaim pass
         self._placer: Placer | None = None
+        self._validator: Validator | None = None
         self._flushed = asyncio.Event()
         self._wake = asyncio.Event()
         self._parked: dict[str, _Parked] = {}
@@ -276,6 +280,7 @@ class Dispatcher:
         self._reclaiming.clear()
         self._reclaim_seen = -1
         self._placer = None
+        self._validator = None
         self.follower = LogFollower(self.store, handle=self._fold)
         state = await self.follower.start()
         self.totals.takeovers += 1
@@ -493,8 +498,9 @@ class Dispatcher:
         st = self.state
         self._reclaim_seen = int(st.position)
         view = queue_view(st)
-        if not any(v["share"] < 1.0 for v in view.values()):
-            return
+        prios = {int(m.get("priority") or 0) for m in st.queue_meta[: st.n_queues]}
+        if len(prios) < 2 and not any(v["share"] < 1.0 for v in view.values()):
+            return  # nobody starved, and no queue above another: nothing to reclaim
         if self._placer is None:
             self._placer = Placer(st)
         position = int(st.position)
@@ -503,25 +509,63 @@ class Dispatcher:
             if self._reclaiming.get(pod, 0.0) > now:
                 continue
             idx = st.pod_index.get(pod)
-            if idx is None or st.pod_phase_np[idx] != _PENDING or st.pod_gang_np[idx] >= 0:
-                continue  # gangs are not reclaimed for (only single pods)
+            if idx is None or st.pod_phase_np[idx] != _PENDING:
+                continue
             q = int(st.pod_queue_np[idx])
             queue = st.queue_names[q]
-            if queue in tried or view[queue]["share"] >= 1.0 \
+            if queue in tried or not may_reclaim(st, queue, view) \
                     or st.queue_meta[q].get("state") == "Closed":
                 continue  # a Closed queue schedules nothing: it reclaims nothing either
+            g = int(st.pod_gang_np[idx])
+            if g >= 0:
+                # A gang member: reclaim for the whole gang, all or nothing.
+                gang = st.gang_keys[g]
+                if self.admission.gang_rejected(gang):
+                    continue
+                tried.add(queue)
+                gplan = plan_gang_reclaim(st, self._placer, gang, view)
+                if gplan is None:
+                    continue
+                requests = {p: dict(st.class_specs[int(st.pod_class_np[st.pod_index[p]])]
+                                    ["requests"]) for p, _n in gplan.bindings}
+                data = gplan.proposal(f"reclaim-{gang}-{position}", position, requests)
+                for member in st.gang_members(gang, "Pending"):
+                    self._reclaiming[member] = now + self.config.reclaim_timeout
+                if not self._valid(data):
+                    continue
+                self._reclaims.append(data)
+                log.info("reclaim for gang %s (queue %s): %d member(s), evicting %s", gang,
+                         queue, len(gplan.bindings), ", ".join(p for p, _n in gplan.victims))
+                continue
             tried.add(queue)
             plan = plan_reclaim(st, self._placer, pod, view)
             if plan is None:
                 continue
             requests = dict(st.class_specs[int(st.pod_class_np[idx])]["requests"])
-            self._reclaims.append(plan.proposal(f"reclaim-{pod}-{position}", position, requests))
+            data = plan.proposal(f"reclaim-{pod}-{position}", position, requests)
             self._reclaiming[pod] = now + self.config.reclaim_timeout
+            if not self._valid(data):
+                continue
+            self._reclaims.append(data)
             log.info("reclaim for %s (queue %s) on %s: evicting %s", pod, queue, plan.node,
                      ", ".join(plan.victims))
         for pod, until in list(self._reclaiming.items()):
             if until <= now:
                 del self._reclaiming[pod]
+
+    def _valid(self, data: dict[str, Any]) -> bool:
+        """Whether the commit service would accept reclaim proposal ``data`` on this fold
+        (its own :class:`~esched.services.commit.Validator`: fit, constraints, queue
+        capability, the reclaim rule), so a plan it must refuse, e.g. one taking the
+        reclaiming queue over its capability, is not sent round again and again."""
+        if self._validator is None or self._validator.state is not self.state:
+            self._validator = Validator(self.state, self.admission.quota.bands)
+        self._validator.begin()
+        verdict = self._validator.check(data, record=False)
+        if not verdict.ok:
+            log.info("reclaim for %s not proposed: %s (%s)", data.get("gang") or
+                     data["bindings"][0]["pod"], verdict.reason, verdict.message)
+        return verdict.ok
 
     def _reclaim_due(self) -> bool:
         """Parked pods, and the state changed since the last reclaim pass."""
@@ -538,7 +582,7 @@ class Dispatcher:
             assert self._producer is not None
             producer = self._producer
             stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-            records = [(p["bindings"][0]["pod"].encode(), orjson.dumps({
+            records = [((p.get("gang") or p["bindings"][0]["pod"]).encode(), orjson.dumps({
                 "specversion": "1.0", "id": f"proposal-{p['proposal']}",
                 "source": "esched/dispatch", "type": PLACEMENT_PROPOSED, "time": stamp,
                 "datacontenttype": "application/json", "data": p})) for p in batch]

@@ -131,4 +131,9 @@ def format_table(summary: dict) -> str:
                          f"{q.get('priority', 0):>6}{q.get('weight', 0):>7}"
                          f"{q.get('Pending', 0):>9}{q.get('Running', 0):>9}"
                          f"{q.get('share', 0.0):>8.3f}  {res}")
+    if summary.get("reservations"):
+        lines.append(f"reserved  {len(summary['reservations'])}")
+        lines.append(f"  {'GANG':<40}NODES HELD FOR IT")
+        for gang, held in summary["reservations"].items():
+            lines.append(f"  {gang:<40}{' '.join(held)}")
     return "\n".join(lines)

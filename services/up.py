@@ -143,7 +143,9 @@ class Up:
                                    config=CommitConfig(group=f"{gp}esched-commit",
                                                        bands=cfg.bands))
             dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"),
-                                    admission=Admission(cfg.quota),
+                                    admission=Admission(
+                                        cfg.quota if cfg.quota is not None or cfg.bands is None
+                                        else Quota(bands=cfg.bands)),
                                     submit=commit.decide if embedded else None)
             shared = (SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
                       if embedded else None)

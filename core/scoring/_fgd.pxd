@@ -8,7 +8,8 @@
 #   target workload   pod types m = (cpu_m, gpu_milli_m per GPU, num_gpu_m, allowed models)
 #                     with popularity p_m (sum 1)
 #   F_n(m)            sum_i f_i (every idle milli of the node) when type m cannot run on
-#                     node n at all: m is CPU-only, the node's GPU model is not allowed,
+#                     node n at all: m is CPU-only, the node's GPU model is not allowed
+#                     (a node without a model label allows only types open to any model),
 #                     free CPU < cpu_m, or fewer than num_gpu_m GPUs have f_i >= gpu_milli_m;
 #                     otherwise sum of f_i over the GPUs with f_i < gpu_milli_m (the GPU
 #                     capacity type m cannot use)
@@ -48,8 +49,11 @@ cdef inline double node_frag(const int32_t* free, int ndev, int64_t cpu_free, in
         return 0.0
     for m in range(T.n):
         g = T.gpu[m]
-        if T.num[m] == 0 or cpu_free < T.cpu[m] or model < 0 or model >= 64 \
-                or not ((T.models[m] >> model) & 1):
+        # A node with no model label (model < 0) runs only the types that accept any
+        # model (its mask is all ones); the traces without models (Philly, ITP, DLRM) are so.
+        if T.num[m] == 0 or cpu_free < T.cpu[m] or model >= 64 \
+                or (model < 0 and ~T.models[m] != 0) \
+                or (model >= 0 and not ((T.models[m] >> model) & 1)):
             F += T.p[m] * <double>total
             continue
         fits = 0

@@ -152,8 +152,9 @@ def _run_one(args: tuple) -> dict:
 @click.argument("more_profiles", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("--nodes", metavar="SPEC", help=NODES_HELP)
 @click.option("--study", "studies", default="simulate,compaction", show_default=True,
-              help="Comma list of: simulate, compaction, inflation, curve (FGD's GPU "
-              "allocation as the workload grows; GPU traces).")
+              help="Comma list of: simulate, compaction, inflation, holes (Verma et al.'s "
+              "hole filling: how many filler tasks still fit after the checkpoint is "
+              "packed), curve (FGD's GPU allocation as the workload grows; GPU traces).")
 @click.option("--trials", type=click.IntRange(1), default=11, show_default=True,
               help="Compaction/inflation trials (seeds 0..N-1) per profile; Borg used 11.")
 @click.option("--curve-seeds", type=click.IntRange(1), default=10, show_default=True,
@@ -165,6 +166,10 @@ def _run_one(args: tuple) -> dict:
 @click.option("--at", "at", default=None, metavar="WHEN",
               help="Checkpoint for packing studies: peak, all, running (openb's recorded "
               "Running pods) or a time in seconds. Default: running for openb, else peak.")
+@click.option("--filler", "filler_specs", multiple=True, metavar="SPEC",
+              help="Hole-filling task shape (repeat): cpu=Q,memory=Q,gpu=G, e.g. cpu=1, "
+              "gpu=0.5, cpu=8,memory=32Gi,gpu=1. Default: cpu=1, memory=1Gi, gpu=1 (for "
+              "the resources the cluster has) and the checkpoint's most common pod shape.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the simulations.")
 @click.option("--workers", type=click.IntRange(1), default=None,
               help="Worker processes (default: CPU count).")
@@ -173,19 +178,25 @@ def _run_one(args: tuple) -> dict:
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple[str, ...],
             nodes: str | None, studies: str, trials: int, curve_seeds: int, tau: float,
-            mu: int, at: str | None, seed: int, workers: int | None, report_dir: str | None,
-            progress: bool) -> None:
+            mu: int, at: str | None, filler_specs: tuple[str, ...], seed: int,
+            workers: int | None, report_dir: str | None, progress: bool) -> None:
     """The same trace under several profiles, side by side.
 
     Studies: the simulation itself (one run per profile), Verma et al.'s cluster
     compaction (smallest random-permutation prefix of machines that runs the
-    checkpoint with <= tau pending; --trials trials with error bars) and workload
-    inflation, and FGD's allocation curve. Trials run in parallel processes. Prints a
-    JSON document; a table per study goes to stderr.
+    checkpoint with <= tau pending; --trials trials with error bars), workload
+    inflation and hole filling, and FGD's allocation curve. Trials run in parallel
+    processes. Prints a JSON document; a table per study goes to stderr.
     """
     from concurrent.futures import ProcessPoolExecutor
 
-    from esched.services.sim.compaction import checkpoint, default_at, run_trials
+    from esched.services.sim.compaction import (
+        checkpoint,
+        default_at,
+        default_fillers,
+        parse_filler,
+        run_trials,
+    )
     from esched.services.sim.report import (
         Figures,
         compare_tables,
@@ -203,7 +214,7 @@ def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple
             raise click.UsageError(f"profile {p}: no such file")
         _profile(p)
     wanted = [s.strip() for s in studies.split(",") if s.strip()]
-    bad = set(wanted) - {"simulate", "compaction", "inflation", "curve"}
+    bad = set(wanted) - {"simulate", "compaction", "inflation", "holes", "curve"}
     if bad:
         raise click.UsageError(f"unknown study {sorted(bad)}")
     tr = _load(trace_spec, nodes)
@@ -213,9 +224,14 @@ def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple
             at_value = float(at_value)
         except ValueError:
             raise click.UsageError(f"--at {at!r}: peak, all, running or seconds") from None
+    try:
+        fillers = [parse_filler(f) for f in filler_specs]
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     out: dict = {"trace": tr.summary(), "profiles": profiles, "studies": wanted}
-    if {"compaction", "inflation"} & set(wanted):
+    if {"compaction", "inflation", "holes"} & set(wanted):
         t_cp, cp = checkpoint(tr, at_value)
+        fillers = fillers or default_fillers(tr, cp)
         out["checkpoint"] = {"at": at_value, "time_s": t_cp, "jobs": len(cp),
                              "pods": sum(j.tasks for j in cp),
                              "gpus": sum(j.tasks * j.gpu_milli for j in cp) / 1000,
@@ -238,11 +254,11 @@ def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple
         cols, rows = summary_rows(summaries)
         terminal_table(cols, rows, title=f"simulate {tr.kind}")
     trial_sets: dict[str, list[dict]] = {}
-    for study in ("compaction", "inflation", "curve"):
+    for study in ("compaction", "inflation", "holes", "curve"):
         if study not in wanted:
             continue
         seeds = list(range(42, 42 + curve_seeds)) if study == "curve" else list(range(trials))
-        params = {"tau": tau, "mu": mu, "at": at_value}
+        params = {"tau": tau, "mu": mu, "at": at_value, "fillers": fillers}
         t0 = time.perf_counter()
         with _progress(study, len(seeds) * len(profiles), progress) as update:
             done = [0]
@@ -255,6 +271,9 @@ def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple
         trial_sets[study] = res
         out[study] = {"trials": res, "seconds": time.perf_counter() - t0, "params": {
             "tau": tau, "mu": mu, "at": at_value, "seeds": seeds}}
+        if study == "holes":
+            out[study]["params"]["fillers"] = [
+                {"name": f.name, **f.requests()} for f in fillers]
         cols, rows = _study_rows(study, res)
         out[study]["table"] = {"columns": cols, "rows": rows}
         tables.append((study, cols, rows))
@@ -269,6 +288,8 @@ def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple
 
 def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]]:
     import numpy as np
+
+    from esched.services.sim.report import hole_rows
 
     by: dict[str, list[dict]] = {}
     for r in res:
@@ -298,6 +319,8 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
                 rows.append([name, str(len(ts)), "-", "-", "-", "-", "-", "-",
                              f"{failed} (pending {100 * share:.2f}% on all machines)"])
         return cols, rows
+    if study == "holes":
+        return hole_rows(res)
     if study == "inflation":
         cols = ["profile", "trials", "median clones", "GPU % at limit", "CPU % at limit"]
         for name, ts in by.items():

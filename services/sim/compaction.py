@@ -18,6 +18,20 @@ the 5th/95th percentile (Borg's error bars: "90% of the trials").
 with replacement) and add them until more than ``tau`` of the pods are pending;
 report the allocation rates reached.
 
+**Hole filling**: pack the checkpoint on the whole cluster (machines in a seeded
+random order, as a compaction trial's first step), then count how many *filler* tasks
+still fit in the holes it leaves: the survey seed's third measure, where every
+dimension is filled with fixed-size one-dimension virtual tasks to see the
+utilization that dimension can still reach (Verma et al. note its limits: real tasks
+are multi-dimensional and constrained). Besides one-dimension fillers (a core of
+CPU, a GiB of memory, one GPU), a filler may be any task shape, answering "how many
+more of these fit". Identical fillers are counted exactly, per node, with no choice
+left to a policy: ``min`` over the filler's resources of ``floor(free / request)``
+(and the free pod slots), where GPUs count per device (a share ``g`` fits
+``sum floor(free_d / g)`` times, ``k`` whole GPUs ``floor(idle devices / k)``). So the
+count measures the holes the policy left, nothing else. Fillers ignore node
+constraints (they have none).
+
 **FGD curve** (``inflation_curve``): the FGD paper's experiment: the trace's pods
 shuffled, then resampled with replacement until their GPU request is ``until`` of
 capacity, placed one at a time, failures dropped; allocation rate against arrived
@@ -34,7 +48,7 @@ import os
 import random
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -43,12 +57,17 @@ from esched.services.sim.engine import GPU_RESOURCE, Simulator
 from esched.services.sim.traces import Job, Trace
 
 __all__ = [
+    "Filler",
     "checkpoint",
     "compaction_trial",
     "default_at",
+    "default_fillers",
     "fits",
+    "hole_counts",
+    "hole_filling",
     "inflate",
     "inflation_curve",
+    "parse_filler",
     "run_trials",
 ]
 
@@ -165,6 +184,145 @@ def inflate(trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: flo
     raise RuntimeError("inflation did not reach tau in 1000 rounds")
 
 
+@dataclass(frozen=True, slots=True)
+class Filler:
+    """A hole-filling task shape: requests in base units (GPU: milli, a share of one
+    device up to 1000, else whole GPUs)."""
+
+    name: str
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+    gpu_milli: int = 0
+
+    def requests(self) -> dict[str, int]:
+        out = {"cpu": self.cpu_milli, "memory": self.memory_bytes, GPU_RESOURCE: self.gpu_milli}
+        return {k: v for k, v in out.items() if v}
+
+
+def parse_filler(spec: str) -> Filler:
+    """``cpu=Q,memory=Q,gpu=G`` (Kubernetes quantities for cpu and memory; ``gpu`` in
+    GPUs: a fraction up to 1, or whole GPUs), e.g. ``cpu=1``, ``gpu=0.5``,
+    ``cpu=8,memory=32Gi,gpu=1``. ValueError if malformed or empty."""
+    from fractions import Fraction
+
+    from esched.schemas.quantity import to_base_units
+
+    kv: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        k, eq, v = part.partition("=")
+        if not eq or k not in ("cpu", "memory", "gpu"):
+            raise ValueError(f"filler {spec!r}: {part!r} is not cpu=, memory= or gpu=")
+        kv[k] = v.strip()
+    cpu = to_base_units("cpu", kv["cpu"]) if "cpu" in kv else 0
+    mem = to_base_units("memory", kv["memory"]) if "memory" in kv else 0
+    gpu = 0
+    if "gpu" in kv:
+        milli = Fraction(kv["gpu"]) * 1000
+        if milli.denominator != 1 or milli < 0:
+            raise ValueError(f"filler {spec!r}: gpu={kv['gpu']} is not a whole milli-GPU")
+        gpu = int(milli)
+        if gpu > 1000 and gpu % 1000:
+            raise ValueError(f"filler {spec!r}: above one GPU a filler takes whole GPUs")
+    if not (cpu or mem or gpu):
+        raise ValueError(f"filler {spec!r}: requests nothing")
+    return Filler(spec, cpu, mem, gpu)
+
+
+def default_fillers(trace: Trace, jobs: list[Job]) -> list[Filler]:
+    """One-dimension fillers for each resource the cluster has (a core, a GiB, one
+    GPU), and the checkpoint's most common pod shape ("how many more of these")."""
+    cap = trace.capacity()
+    out = []
+    if cap["cpu_milli"]:
+        out.append(Filler("cpu=1", cpu_milli=1000))
+    if cap["memory_bytes"]:
+        out.append(Filler("memory=1Gi", memory_bytes=2**30))
+    if cap["gpus"]:
+        out.append(Filler("gpu=1", gpu_milli=1000))
+    if jobs:
+        from collections import Counter
+
+        shapes = Counter((j.cpu_milli, j.memory_bytes, j.gpu_milli) for j in jobs
+                         for _ in range(j.tasks))
+        (c, m, g), _ = shapes.most_common(1)[0]
+        f = Filler(_filler_name(c, m, g) + " (most common)", c, m, g)
+        if (c, m, g) != (0, 0, 0) and all((x.cpu_milli, x.memory_bytes, x.gpu_milli) != (c, m, g)
+                                          for x in out):
+            out.append(f)
+    return out
+
+
+def _filler_name(cpu: int, mem: int, gpu: int) -> str:
+    parts = []
+    if cpu:
+        parts.append(f"cpu={cpu}m")
+    if mem:
+        parts.append(f"memory={mem // 2**20}Mi" if mem % 2**20 == 0 else f"memory={mem}")
+    if gpu:
+        parts.append(f"gpu={gpu / 1000:g}")
+    return ",".join(parts)
+
+
+def hole_counts(sim: Simulator, fillers: list[Filler]) -> list[dict]:
+    """For each filler, how many more fit the cluster as ``sim`` left it (exact: see the
+    module docstring), and each requested resource's allocation rate before and after
+    filling."""
+    st = sim.state
+    n = st.n_nodes
+    free = (st.allocatable_np[:n].astype(np.int64) - st.allocated_np[:n].astype(np.int64))
+    pods_col = st.res_index.get("pods")
+    dev = sim.devices
+    if dev is not None:
+        width = dev.free_np.shape[1]
+        present = np.arange(width)[None, :] < dev.ndev_np[:n, None]
+        dfree = np.where(present, dev.free_np[:n], 0).astype(np.int64)
+        idle = (present & (dev.free_np[:n] == 1000)).sum(axis=1)
+    out = []
+    for f in fillers:
+        per_node = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        missing = []
+        for res, req in f.requests().items():
+            c = st.res_index.get(res)
+            if c is None:
+                missing.append(res)
+                per_node[:] = 0
+                continue
+            per_node = np.minimum(per_node, np.maximum(free[:, c], 0) // req)
+        if f.gpu_milli and dev is not None:
+            if f.gpu_milli <= 1000:
+                on_devices = (dfree // f.gpu_milli).sum(axis=1)
+            else:
+                on_devices = idle // (f.gpu_milli // 1000)
+            per_node = np.minimum(per_node, on_devices)
+        if pods_col is not None:
+            per_node = np.minimum(per_node, np.maximum(free[:, pods_col], 0))
+        count = int(per_node.sum())
+        rates = {}
+        for res, req in f.requests().items():
+            c = st.res_index.get(res)
+            if c is None:
+                continue
+            cap = int(st.allocatable_np[:n, c].sum())
+            if cap:
+                used = int(st.allocated_np[:n, c].sum())
+                label = {"cpu": "cpu", "memory": "memory", GPU_RESOURCE: "gpu"}[res]
+                rates[label] = {"before": used / cap, "after": (used + count * req) / cap}
+        out.append({"filler": f.name, "count": count, "nodes_with_room": int((per_node > 0).sum()),
+                    "rates": rates, "missing_resources": missing})
+    return out
+
+
+def hole_filling(trace: Trace, profile: Profile, jobs: list[Job], seed: int,
+                 fillers: list[Filler]) -> dict:
+    """One hole-filling trial: the checkpoint packed on every machine (in a seeded
+    random order), then :func:`hole_counts`."""
+    rng = random.Random(seed)
+    perm = list(range(len(trace.nodes)))
+    rng.shuffle(perm)
+    _, share, sim = fits(trace, profile, jobs, perm, seed, 1.0)
+    return {"seed": seed, "pending_share": share, "fillers": hole_counts(sim, fillers)}
+
+
 def _rates(sim: Simulator) -> dict:
     st = sim.state
     out = {}
@@ -226,6 +384,10 @@ def _trial(args: tuple) -> dict:
     elif kind == "inflation":
         _, jobs = checkpoint(trace, params.get("at") or default_at(trace))
         out = inflate(trace, profile, jobs, seed, params["tau"])
+    elif kind == "holes":
+        _, jobs = checkpoint(trace, params.get("at") or default_at(trace))
+        fillers = params.get("fillers") or default_fillers(trace, jobs)
+        out = hole_filling(trace, profile, jobs, seed, fillers)
     elif kind == "curve":
         out = inflation_curve(trace, profile, seed, params.get("until", 1.3))
     else:
@@ -238,7 +400,7 @@ def _trial(args: tuple) -> dict:
 def run_trials(kind: str, trace: Trace, profiles: list[str], seeds: list[int], params: dict,
                workers: int | None = None,
                progress: Callable[[dict], None] | None = None) -> list[dict]:
-    """Every (profile, seed) trial of ``kind`` (compaction | inflation | curve), in
+    """Every (profile, seed) trial of ``kind`` (compaction | inflation | holes | curve), in
     worker processes; results in (profile, seed) order."""
     tasks = [(kind, trace, p, s, params) for p in profiles for s in seeds]
     workers = workers or min(len(tasks), os.cpu_count() or 1)

@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from esched.core import ClusterState, Placer, Profile
-from esched.core._devices import DeviceTable
+from esched.core._devices import DeviceTable, GangDevices
 from esched.schemas.objects import GANG_ANNOTATIONS
 from esched.services.sim.traces import Job, NodeSpec, Trace
 
@@ -44,6 +44,9 @@ __all__ = ["GPU_RESOURCE", "NAMESPACE", "RunResult", "Simulator", "simulate"]
 GPU_RESOURCE = "esched.dev/gpu-milli"
 #: The node label carrying the GPU model (pods' model constraints select on it).
 MODEL_LABEL = "esched.dev/gpu-model"
+#: The node label "gpu" / "cpu" (has GPUs or not), set when some job asks for a node
+#: kind (the DLRM trace's roles).
+KIND_LABEL = "esched.dev/node-kind"
 NAMESPACE = "sim"
 #: Pods per node (kube's default is 110; the traces' nodes are larger, and none of
 #: them limits pod counts, so this is a bound that never binds in practice).
@@ -157,10 +160,14 @@ class Simulator:
             meta["annotations"] = {GANG_ANNOTATIONS[0]: job.name}
         spec: dict = {"priority": job.priority,
                       "containers": [{"name": "main", "resources": {"requests": req}}]}
+        exprs = []
         if job.gpu_models:
+            exprs.append({"key": MODEL_LABEL, "operator": "In", "values": list(job.gpu_models)})
+        if job.node_kind:
+            exprs.append({"key": KIND_LABEL, "operator": "In", "values": [job.node_kind]})
+        if exprs:
             spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": MODEL_LABEL, "operator": "In", "values": list(job.gpu_models)}]}]}}}
+                "nodeSelectorTerms": [{"matchExpressions": exprs}]}}}
         return f"{NAMESPACE}/{name}", {"metadata": meta, "spec": spec}
 
     # ------------------------------------------------------------------ run
@@ -168,8 +175,11 @@ class Simulator:
     def run(self) -> RunResult:
         wall0 = time.perf_counter()
         st = self.state
-        for _i, n in enumerate(self.nodes):
+        kinds = any(j.node_kind for j in self.jobs)
+        for n in self.nodes:
             labels = {MODEL_LABEL: n.model} if n.model else {}
+            if kinds:
+                labels[KIND_LABEL] = "gpu" if n.gpus else "cpu"
             alloc = {"cpu": f"{n.cpu_milli}m", "memory": str(n.memory_bytes),
                      "pods": str(PODS_PER_NODE)}
             if n.gpus:
@@ -266,7 +276,10 @@ class Simulator:
             series_running.append(self.running_pods)
             if self.devices is not None and self.devices.has_target:
                 series_frag.append(self.devices.frag_total)
-            while now >= next_heat and heat_col is not None:
+            # Sampled on a uniform grid over [0, last arrival] (the heat map's time axis
+            # is uniform; the drain after the last arrival is left out, as in the time
+            # averages): at most HEATMAP_SAMPLES + 1 rows however long the drain.
+            while now >= next_heat and next_heat <= t_end and heat_col is not None:
                 heat_ts.append(now)
                 heat_rows.append(self._node_share(heat_col))
                 strand_rows.append(self._stranded(cols))
@@ -349,12 +362,12 @@ class Simulator:
         t0 = time.perf_counter()
         g = job.gpu_milli
         mask = extra = None
-        if dev is not None and g:
-            if dev.fit_mask(g, self._mask) < job.tasks and job.tasks == 1:
-                self.place_seconds += time.perf_counter() - t0
-                return False
-            mask = self._mask
         if job.tasks == 1:
+            if dev is not None and g:
+                if dev.fit_mask(g, self._mask) == 0:
+                    self.place_seconds += time.perf_counter() - t0
+                    return False
+                mask = self._mask
             if dev is not None and self.fgd_weight:
                 if mask is None:
                     self._mask.fill(1)
@@ -364,26 +377,26 @@ class Simulator:
             self.place_seconds += time.perf_counter() - t0
             if got is None:
                 return False
-            plan = [got[0]]
+            n = st.node_index[got[0]]
+            devs = ()
+            if dev is not None:
+                devs = dev.choose(n, g, job.cpu_milli, self.fgd_weight > 0)
+                dev.bind(n, g, job.cpu_milli, devs)
+            plan, bound = [got[0]], [(n, devs)]
         else:
-            plan = self.placer.plan_gang(keys)
+            # Members' devices are exact member by member: each member sees only the
+            # nodes whose devices fit it after the members before it took theirs (the
+            # state alone sums a node's free GPU milli over its devices).
+            gd = None
+            if dev is not None:
+                gd = GangDevices(dev, [g] * job.tasks, [job.cpu_milli] * job.tasks,
+                                 self.fgd_weight > 0, st.n_nodes)
+            plan = self.placer.plan_gang(keys, devices=gd)
             self.place_seconds += time.perf_counter() - t0
             if plan is None:
                 return False
-        # Devices per member, exact (a gang plan saw only the aggregate).
-        bound = []
-        for name in plan:
-            n = st.node_index[name]
-            devs = ()
-            if dev is not None:
-                if g and not dev.fits(n, g):
-                    for n2, devs2 in bound:
-                        dev.release(n2, g, job.cpu_milli, devs2)
-                    self.placer.sync()
-                    return False
-                devs = dev.choose(n, g, job.cpu_milli, self.fgd_weight > 0)
-                dev.bind(n, g, job.cpu_milli, devs)
-            bound.append((n, devs))
+            bound = list(gd.taken) if gd is not None else [
+                (st.node_index[name], ()) for name in plan]
         bindings = []
         resources = self._units(job)
         for key, name, (_, devs) in zip(keys, plan, bound, strict=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import io
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ import orjson
 from esched.services.sim.engine import GPU_RESOURCE, RunResult
 from esched.services.sim.metrics import summarize
 
-__all__ = ["Figures", "compare_tables", "run_figures", "terminal_table", "write_report"]
+__all__ = ["Figures", "compare_tables", "hole_rows", "run_figures", "terminal_table",
+           "write_report"]
 
 _LABEL = {"cpu": "CPU", "memory": "memory", GPU_RESOURCE: "GPU"}
 
@@ -194,6 +196,28 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
         ax.grid(alpha=0.3, axis="y")
         figs.add("inflation", "Workload inflation: allocation reached before > tau pending",
                  _svg(fig), data)
+    holes = trials.get("holes") or []
+    if holes:
+        data = hole_data(holes)
+        fillers = list(data["fillers"])
+        names = list(data["profiles"])
+        fig, axes = plt.subplots(1, len(fillers), figsize=(max(4, 3.2 * len(fillers)), 3),
+                                 squeeze=False)
+        for ax, f in zip(axes[0], fillers, strict=True):
+            for i, name in enumerate(names):
+                s = data["fillers"][f][name]
+                if s["median"] is None:
+                    continue
+                ax.errorbar([i], [s["median"]], yerr=_span(s, "min", "max"), fmt="none",
+                            ecolor="0.6", capsize=6)
+                ax.errorbar([i], [s["median"]], yerr=_span(s, "p5", "p95"), fmt="o",
+                            capsize=3, lw=2)
+            ax.set_xticks(range(len(names)), names, rotation=30, fontsize=7)
+            ax.set_title("\n".join(textwrap.wrap(f.replace(",", ", "), 30)), fontsize=8)
+            ax.grid(alpha=0.3, axis="y")
+        axes[0, 0].set_ylabel("fillers that still fit")
+        figs.add("hole_filling", "Hole filling: filler tasks that still fit after the "
+                 "checkpoint is packed (median, 5-95% bars, grey min-max)", _svg(fig), data)
     curves = trials.get("curve") or []
     if curves:
         by = _by_profile(curves)
@@ -228,6 +252,50 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
         figs.add("gpu_allocation_curve", "GPU allocation as the workload is inflated "
                  "(FGD's experiment; dashed: the paper's medians)", _svg(fig), data)
     return figs
+
+
+def hole_data(trials: list[dict]) -> dict:
+    """Hole-filling trials by filler and profile: count statistics, the allocation
+    rate of each requested resource before and after filling (medians), and the
+    checkpoint's pending share."""
+    by = _by_profile(trials)
+    out: dict = {"profiles": {}, "fillers": {}}
+    for name, ts in by.items():
+        out["profiles"][name] = {"pending_share": [t["pending_share"] for t in ts]}
+        for t in ts:
+            for f in t["fillers"]:
+                out["fillers"].setdefault(f["filler"], {}).setdefault(name, []).append(f)
+    for per in out["fillers"].values():
+        for name, rows in per.items():
+            counts = [r["count"] for r in rows]
+            rates: dict = {}
+            for res in rows[0]["rates"]:
+                rates[res] = {k: float(np.median([r["rates"][res][k] for r in rows]))
+                              for k in ("before", "after")}
+            per[name] = {"counts": counts, **_stats(counts), "rates": rates,
+                         "missing_resources": rows[0]["missing_resources"]}
+    return out
+
+
+def hole_rows(trials: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The hole-filling table: one row per (filler, profile)."""
+    data = hole_data(trials)
+    cols = ["filler", "profile", "trials", "fit (median)", "p5", "p95", "min", "max",
+            "vs best fit", "allocated % before -> after filling", "checkpoint pending %"]
+    rows = []
+    for f, per in data["fillers"].items():
+        base = next((s["median"] for name, s in per.items() if "best" in name), None)
+        for name, s in per.items():
+            vs = f"{100 * (s['median'] / base - 1):+.1f}%" if base else "-"
+            rates = ", ".join(f"{res} {100 * r['before']:.1f} -> {100 * r['after']:.1f}"
+                              for res, r in s["rates"].items())
+            if s["missing_resources"]:
+                rates += f" (cluster has no {', '.join(s['missing_resources'])})"
+            pend = data["profiles"][name]["pending_share"]
+            rows.append([f, name, str(s["n"]), f"{s['median']:.0f}", f"{s['p5']:.0f}",
+                         f"{s['p95']:.0f}", f"{s['min']:.0f}", f"{s['max']:.0f}", vs, rates,
+                         f"{100 * float(np.median(pend)):.2f}"])
+    return cols, rows
 
 
 def _by_profile(trials: list[dict]) -> dict[str, list[dict]]:

@@ -79,12 +79,15 @@ class Job:
     group: str = ""
     deadline: float | None = None
     phase: str = ""  # the trace's recorded phase, where it has one (openb)
+    #: "cpu": only on nodes without GPUs, "gpu": only on GPU nodes, None: anywhere
+    #: (the DLRM trace's CN / HN roles).
+    node_kind: str | None = None
 
     @property
     def shape(self) -> tuple:
         """What placement depends on: requests, gang size, constraints, priority."""
         return (self.cpu_milli, self.memory_bytes, self.gpu_milli, self.tasks,
-                self.gpu_models, self.priority)
+                self.gpu_models, self.priority, self.node_kind)
 
 
 @dataclass
@@ -124,6 +127,31 @@ class Trace:
             if covered >= coverage * total:
                 break
         return out
+
+    def count_oversized(self) -> int:
+        """Jobs whose pod fits no node even when the node is empty (requests above its
+        capacity, or no node of the model or kind asked for); recorded as the quirk
+        ``larger_than_any_node``: they stay pending for the whole run."""
+        node_shapes = {(n.cpu_milli, n.memory_bytes, n.gpus, n.model) for n in self.nodes}
+        # Philly/ITP nodes carry no CPU or memory (0) and their jobs ask for none.
+        seen: dict[tuple, bool] = {}
+        bad = 0
+        for j in self.jobs:
+            key = (j.cpu_milli, j.memory_bytes, j.gpu_milli, j.gpu_models, j.node_kind)
+            ok = seen.get(key)
+            if ok is None:
+                num, _ = _gpu_shape(j.gpu_milli)
+                ok = seen[key] = any(
+                    j.cpu_milli <= c and j.memory_bytes <= m and num <= g
+                    and (j.gpu_models is None or md in j.gpu_models)
+                    and (j.node_kind is None or (j.node_kind == "gpu") == (g > 0))
+                    for c, m, g, md in node_shapes)
+            bad += not ok
+        if bad:
+            self.quirks["larger_than_any_node"] = bad
+        else:
+            self.quirks.pop("larger_than_any_node", None)
+        return bad
 
     def summary(self) -> dict:
         return {
@@ -402,11 +430,18 @@ def _dlrm(path: Path, nodes_spec: str | None) -> Trace:
     if not nodes_spec:
         raise TraceError("dlrm: the DLRM trace has no node table; pass --nodes "
                          "(a CSV like openb's node list, or e.g. 200x0:cpu=96:mem=512,60x8)")
+    nodes = parse_nodes(nodes_spec)
     quirks: Counter = Counter()
-    notes = ["Nodes from --nodes (the trace has none).",
+    notes = ["Nodes from --nodes (the trace has none; the paper gives no node shapes).",
+             "Units: cpu_request in vCPUs, memory_request in GiB, gpu_request whole GPUs;"
+             " times in seconds, rounded to whole seconds (the floats carry binary noise).",
+             "Role CN runs only on nodes without GPUs, HN only on GPU nodes (Prism's two"
+             " disaggregated pools).",
+             "Arrival = creation_time; run time = deletion_time - scheduled_time; a pod still"
+             " pending at its deletion_time is withdrawn. Instances created before the"
+             " trace (no times) arrive at 0; instances alive at the end run to the trace's"
+             " last timestamp.",
              "RDMA and disk requests and max_instance_per_node are not simulated (counted).",
-             "Instances created before the trace start at 0; instances alive at the end"
-             " run to the last event of the trace.",
              "All instances are latency-sensitive services: priority 1000."]
     rows = []
     end = 0.0
@@ -414,15 +449,22 @@ def _dlrm(path: Path, nodes_spec: str | None) -> Trace:
         for row in csv.DictReader(fh):
             try:
                 name = row["instance_sn"].strip().lower().replace("_", "-")
-                cpu = round(float(row["cpu_request"]) * 1000)
-                mem = round(float(row["memory_request"]) * GIB)
-                gpus = round(float(row["gpu_request"] or 0))
-                created = _maybe_time(row.get("creation_time"))
-                deleted = _maybe_time(row.get("deletion_time"))
-            except (KeyError, ValueError):
+                role = row["role"].strip().upper()
+                cpu = _exact(row["cpu_request"], 1000)
+                mem = _exact(row["memory_request"], GIB)
+                gpus = _exact(row["gpu_request"] or "0", 1)
+                times = [_maybe_time(row.get(k), quirks)
+                         for k in ("creation_time", "scheduled_time", "deletion_time")]
+            except (KeyError, ValueError, AttributeError):
                 quirks["row_unreadable"] += 1
                 continue
-            for t in (created, deleted):
+            if role not in ("CN", "HN"):
+                quirks["unknown_role_dropped"] += 1
+                continue
+            if (role == "CN") != (gpus == 0):
+                quirks["role_contradicts_gpu_request_dropped"] += 1
+                continue
+            for t in times:
                 if t is not None:
                     end = max(end, t)
             if float(row.get("rdma_request") or 0) > 0:
@@ -431,31 +473,66 @@ def _dlrm(path: Path, nodes_spec: str | None) -> Trace:
                 quirks["disk_request_not_simulated"] += 1
             if (row.get("max_instance_per_node") or "-1").strip() not in ("-1", "-1.0"):
                 quirks["max_instance_per_node_not_simulated"] += 1
-            rows.append((name, cpu, mem, gpus, created, deleted, row.get("app_name", "")))
+            rows.append((name, role, cpu, mem, gpus, *times, row.get("app_name", "")))
+    if not rows:
+        raise TraceError(f"dlrm: {csv_file} has no usable instances")
     jobs = []
-    for name, cpu, mem, gpus, created, deleted, app in rows:
+    for name, role, cpu, mem, gpus, created, sched, deleted, app in rows:
         if created is None:
+            if sched is not None:
+                quirks["scheduled_without_creation_time"] += 1
             quirks["created_before_trace"] += 1
             created = 0.0
+        if sched is None:
+            if created > 0:
+                quirks["never_scheduled_in_trace"] += 1
+            sched = created
         if deleted is None:
             quirks["alive_at_trace_end"] += 1
             deleted = end
-        if deleted <= created:
-            quirks["nonpositive_lifetime_dropped"] += 1
+        if deleted <= sched:
+            quirks["nonpositive_run_time_dropped"] += 1
             continue
-        jobs.append(Job(name, created, deleted - created, cpu, mem, gpus * 1000, 1, None, 1000,
-                        app, deleted))
+        if sched < created:
+            quirks["scheduled_before_creation_dropped"] += 1
+            continue
+        jobs.append(Job(name, created, deleted - sched, cpu, mem, gpus * 1000, 1, None, 1000,
+                        app, deleted, "", "cpu" if role == "CN" else "gpu"))
+    kinds = Counter(j.node_kind for j in jobs)
+    have = {"cpu": sum(n.gpus == 0 for n in nodes), "gpu": sum(n.gpus > 0 for n in nodes)}
+    for kind, count in kinds.items():
+        if count and not have[kind]:
+            role = "CN" if kind == "cpu" else "HN"
+            raise TraceError(f"dlrm: {count} {role} instances run on "
+                             f"{'nodes without GPUs' if kind == 'cpu' else 'GPU nodes'}, and"
+                             f" --nodes has none (e.g. --nodes 200x0:cpu=192:mem=1024,60x8)")
     jobs.sort(key=lambda j: (j.arrival, j.name))
-    return Trace("dlrm", str(csv_file), parse_nodes(nodes_spec), jobs, quirks, notes)
+    return Trace("dlrm", str(csv_file), nodes, jobs, quirks, notes)
 
 
-def _maybe_time(text: str | None) -> float | None:
+def _exact(text: str, unit: int) -> int:
+    """``text`` (a decimal) times ``unit`` as an int; ValueError unless it is whole
+    (a fraction of a base unit would be a guess)."""
+    from fractions import Fraction
+
+    v = Fraction(text.strip()) * unit
+    if v.denominator != 1 or v < 0:
+        raise ValueError(f"{text!r} x {unit} is not a whole number of base units")
+    return int(v)
+
+
+def _maybe_time(text: str | None, quirks: Counter | None = None) -> float | None:
+    """Seconds, rounded to whole seconds (counted as ``time_rounded`` when that moved
+    it); None for an empty or NaN field."""
     if text is None or not text.strip():
         return None
     v = float(text)
     if math.isnan(v):
         return None
-    return float(round(v))
+    r = float(round(v))
+    if quirks is not None and r != v:
+        quirks["time_rounded"] += 1
+    return r
 
 
 # ---------------------------------------------------------------------------- synthetic
@@ -519,9 +596,11 @@ def load_trace(spec: str, nodes: str | None = None) -> Trace:
         tr = synthetic(**kv)
         if nodes:
             tr.nodes = parse_nodes(nodes)
-        return tr
-    path = Path(rest).expanduser()
-    if not path.exists():
-        raise TraceError(f"{kind}: {path} does not exist")
-    loader = {"openb": _openb, "philly": _philly, "itp": _itp, "dlrm": _dlrm}[kind]
-    return loader(path, nodes)
+    else:
+        path = Path(rest).expanduser()
+        if not path.exists():
+            raise TraceError(f"{kind}: {path} does not exist")
+        loader = {"openb": _openb, "philly": _philly, "itp": _itp, "dlrm": _dlrm}[kind]
+        tr = loader(path, nodes)
+    tr.count_oversized()
+    return tr

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from esched.core import ClusterState, Placer, parse_profile
-from esched.core._devices import DeviceTable, _py_node_frag, request_shape
+from esched.core._devices import DeviceTable, GangDevices, _py_node_frag, request_shape
 
 
 def table(*free_per_node, cpu=64_000, model="T4") -> DeviceTable:
@@ -167,3 +167,60 @@ def test_fgd_profile_plugin_is_external_to_the_placer():
     assert [(p.kind, p.weight) for p in prof.plugins] == [("FGD", 2)]
     placer = Placer(_state([("a", 1)]), prof)
     assert placer.plugin_names == []
+
+
+def _member(i: int, milli: int) -> dict:
+    return {"metadata": {"name": f"m{i}", "namespace": "t"}, "spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": "1",
+                                                 "esched.dev/gpu-milli": str(milli)}}}]}}
+
+
+def test_gang_plan_checks_each_members_devices():
+    # Node a: two GPUs with 400 and 1000 milli free (1,400 in total); b: one idle GPU.
+    # A gang of two 600-milli shares: the first fits a's idle GPU, after which a has
+    # 400 + 400 free (800 in total, enough by the sum) but no device with 600: the
+    # second must go to b. The plan binds each member's devices as it goes.
+    st = _state([("a", 2), ("b", 1)])
+    dev = DeviceTable()
+    dev.set_node(0, 2, None, 8000)
+    dev.set_node(1, 1, None, 8000)
+    dev.bind(0, 600, 0, (0,))
+    placer = Placer(st, parse_profile({}), seed=0)
+    gd = GangDevices(dev, [600, 600], [1000, 1000], n_slots=st.n_nodes)
+    plan = placer.plan_gang([_member(0, 600), _member(1, 600)], devices=gd)
+    assert plan is not None and sorted(plan) == ["a", "b"]
+    taken = dict(gd.taken)
+    assert taken == {0: (1,), 1: (0,)}
+    assert dev.free_of(0) == [400, 400] and dev.free_of(1) == [400]
+
+
+def test_gang_plan_that_fails_gives_the_devices_back():
+    # Three 600-milli members, room for two shares of 600 (a's idle GPU and b's).
+    st = _state([("a", 2), ("b", 1)])
+    dev = DeviceTable()
+    dev.set_node(0, 2, None, 8000)
+    dev.set_node(1, 1, None, 8000)
+    dev.bind(0, 600, 0, (0,))
+    placer = Placer(st, parse_profile({}), seed=0)
+    before = placer.used_array().copy()
+    gd = GangDevices(dev, [600] * 3, [1000] * 3, n_slots=st.n_nodes)
+    assert placer.plan_gang([_member(i, 600) for i in range(3)], devices=gd) is None
+    assert dev.free_of(0) == [400, 1000] and dev.free_of(1) == [1000]
+    assert gd.taken == [None, None, None]
+    assert (placer.used_array() == before).all()
+    assert placer.gang_failure["fit"] == 2
+    # Whole-GPU members need idle devices, not milli in total: 2 x 1 GPU fits (a's
+    # idle GPU and b's), 3 do not, although 2,400 milli are free.
+    gd = GangDevices(dev, [1000] * 3, [0] * 3, n_slots=st.n_nodes)
+    assert placer.plan_gang([_member(i, 1000) for i in range(3)], devices=gd) is None
+    gd = GangDevices(dev, [1000] * 2, [0] * 2, n_slots=st.n_nodes)
+    assert sorted(placer.plan_gang([_member(i, 1000) for i in range(2)], devices=gd)) == [
+        "a", "b"]
+
+
+def test_node_without_a_model_runs_types_open_to_any_model():
+    # Philly, ITP and DLRM nodes carry no GPU model (model id -1): a type open to any
+    # model can use their idle GPUs; a type pinned to a model cannot.
+    free = [1000, 1000]
+    assert _py_node_frag(free, 64_000, -1, [(1000, 1000, 1, None, 1.0)]) == 0.0
+    assert _py_node_frag(free, 64_000, -1, [(1000, 1000, 1, ("V100",), 1.0)]) == 2000.0

@@ -110,6 +110,16 @@ def varied_log() -> list[bytes]:
         "affinity": {"nodeGroupAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": ["g-a"]}}}}))
     add(envelope(EV.POD_SUBMITTED, _plain("b3")))
+    # A PodGroup's priorityClassName rewrites its pods' specs: a gang member with a
+    # plain pod's spec must not get the plain pod's cached class, nor the reverse.
+    add(envelope(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g2", "namespace": "ns"},
+                                         "spec": {"minMember": 1,
+                                                  "priorityClassName": "system-node-critical"}}))
+    add(envelope(EV.POD_SUBMITTED, _plain("z0", cpu="500m", memory="1Gi")))
+    g2 = pod("g2-0", gang="g2")
+    g2["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "g2"
+    add(envelope(EV.POD_SUBMITTED, g2))
+    add(envelope(EV.POD_SUBMITTED, _plain("z1", cpu="500m", memory="1Gi")))
     # Commits: single, a gang's several bindings with extra keys, one without a pods
     # entry, an unknown pod, a pod already running, a binding without a node.
     add(envelope(EV.PLACEMENT_COMMITTED, commit(("ns/a", "n1", {"cpu": 250, "memory": 3 * GI // 2,

@@ -1,8 +1,10 @@
 """Reclaim planning and legality (core/reclaim.py)."""
 
+import pytest
+
 from esched.core import ClusterState, Placer
 from esched.core.queues import queue_view
-from esched.core.reclaim import _victim_ok, plan_reclaim, victims_legal
+from esched.core.reclaim import _victim_ok, plan_gang_reclaim, plan_reclaim, victims_legal
 
 from .conftest import EV, Log, commit, node, pod
 
@@ -78,3 +80,104 @@ def test_a_victim_may_not_take_its_queue_below_the_fair_share():
     assert victims_legal(s, "ns/b0", ["ns/a0", "ns/a1"]) is None
     assert "below its fair share" in victims_legal(s, "ns/b0", ["ns/a0", "ns/a1", "ns/a2"])
     assert "reclaiming queue" in victims_legal(s, "ns/b0", ["ns/b1"])
+
+
+# ---------------------------------------------------------------------- gangs
+
+
+def gang_cluster(min_member: int, members: int, b_spec=None):
+    """Two 2-CPU nodes full of queue a's four 1-CPU pods (fair share 2 CPUs each);
+    queue b waits with a gang of ``members`` 1-CPU pods, ``min_member`` needed."""
+    s = ClusterState()
+    log = Log(s)
+    log(EV.NODE_ADDED, node("n1", cpu="2", memory="8Gi"))
+    log(EV.NODE_ADDED, node("n2", cpu="2", memory="8Gi"))
+    log(EV.QUEUE_UPSERTED, queue("a"))
+    log(EV.QUEUE_UPSERTED, queue("b", **(b_spec or {})))
+    for i, p in enumerate((40, 10, 30, 20)):
+        log(EV.POD_SUBMITTED, pod(f"a{i}", cpu="1", memory="1Gi", queue="a", priority=p))
+        log(EV.PLACEMENT_COMMITTED, commit((f"ns/a{i}", f"n{1 + i // 2}",
+                                            {"cpu": 1000, "memory": GI, "pods": 1})))
+    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g", "namespace": "ns"},
+                                "spec": {"minMember": min_member, "queue": "b"}})
+    for i in range(members):
+        log(EV.POD_SUBMITTED, pod(f"g{i}", cpu="1", memory="1Gi", gang="g"))
+    return s, log
+
+
+def test_a_starved_queue_reclaims_for_a_whole_gang_at_min_member():
+    s, _ = gang_cluster(min_member=2, members=3)
+    view = queue_view(s)
+    assert view["b"]["share"] == 0.0 and view["a"]["share"] == 2.0
+    plan = plan_gang_reclaim(s, Placer(s), "ns/g")
+    assert plan is not None and plan.queue == "b"
+    # Two members (minMember), each in the room of a's lowest-priority pod on its node.
+    assert plan.bindings == (("ns/g0", "n1"), ("ns/g1", "n2"))
+    assert plan.victims == (("ns/a1", "n1"), ("ns/a3", "n2"))
+    assert victims_legal(s, "ns/g", [v for v, _n in plan.victims]) is None
+    assert victims_legal(s, ["ns/g0", "ns/g1"], [v for v, _n in plan.victims]) is None
+    req = {"cpu": 1000, "memory": GI, "pods": 1}
+    data = plan.proposal("r-g", s.position, {"ns/g0": req, "ns/g1": req})
+    assert data["gang"] == "ns/g" and data["reclaim"] is True
+    assert [b["pod"] for b in data["bindings"]] == ["ns/g0", "ns/g1"]
+
+
+def test_a_gang_reclaims_all_or_nothing():
+    # Three members needed, but a may only lose the two CPUs above its fair share:
+    # no plan at all (nothing evicted for a gang that would still not run).
+    s, _ = gang_cluster(min_member=3, members=3)
+    assert queue_view(s)["a"]["fairShare"]["cpu"] == 2000
+    assert plan_gang_reclaim(s, Placer(s), "ns/g") is None
+    # And the rule itself refuses a third victim.
+    assert "below its fair share" in victims_legal(s, "ns/g", ["ns/a1", "ns/a3", "ns/a2"])
+
+
+@pytest.mark.parametrize("min_member,victims", [(4, None), (3, 1)])
+def test_reclaim_never_splits_a_victim_gang(min_member, victims):
+    # a's running pods are one gang: with minMember 4 evicting any member would split
+    # it; with minMember 3 one member is spare.
+    s = ClusterState()
+    log = Log(s)
+    log(EV.NODE_ADDED, node("n1", cpu="2", memory="8Gi"))
+    log(EV.NODE_ADDED, node("n2", cpu="2", memory="8Gi"))
+    log(EV.QUEUE_UPSERTED, queue("a"))
+    log(EV.QUEUE_UPSERTED, queue("b"))
+    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "ag", "namespace": "ns"},
+                                "spec": {"minMember": min_member, "queue": "a"}})
+    for i in range(4):
+        log(EV.POD_SUBMITTED, pod(f"a{i}", cpu="1", memory="1Gi", gang="ag"))
+    log(EV.PLACEMENT_COMMITTED, commit(*((f"ns/a{i}", f"n{1 + i // 2}",
+                                          {"cpu": 1000, "memory": GI, "pods": 1})
+                                         for i in range(4)), gang="ns/ag"))
+    log(EV.POD_SUBMITTED, pod("b0", cpu="1", memory="1Gi", queue="b"))
+    assert queue_view(s)["a"]["share"] > 1.0  # fair share 3 CPUs, b asks for 1
+    plan = plan_reclaim(s, Placer(s), "ns/b0")
+    assert (None if plan is None else len(plan.victims)) == victims
+
+
+# ---------------------------------------------------------------------- queue priority
+
+
+def test_queue_priority_is_absolute_for_reclaim():
+    # The seed: a (priority 100, weight 1) before b (priority 50, weight 10). b holds the
+    # whole cluster; a's fair share is small (weight 1 of 11), yet it takes room back.
+    s, log = busy_cluster(a_spec={"priority": 50, "weight": 10},
+                          b_spec={"priority": 100, "weight": 1}, prio={0: 5, 1: 1, 2: 3, 3: 4})
+    view = queue_view(s)
+    assert view["b"]["fairShare"]["cpu"] < 1000  # below one pod's worth
+    plan = plan_reclaim(s, Placer(s), "ns/b0")
+    assert plan is not None and plan.victims == ("ns/a1",)
+    # Still legal once b holds more than its fair share: a's share does not protect it.
+    assert victims_legal(s, "ns/b0", ["ns/a0", "ns/a1", "ns/a2", "ns/a3"]) is None
+    # Never the other way round, whatever the shares.
+    log(EV.POD_EVICTED, {"pod": "ns/a1", "node": "n1", "reason": "Reclaimed"})
+    log(EV.PLACEMENT_COMMITTED, commit(("ns/b0", "n1", {"cpu": 1000, "memory": GI, "pods": 1})))
+    assert "higher priority" in victims_legal(s, "ns/a1", ["ns/b0"])
+    assert plan_reclaim(s, Placer(s), "ns/a1") is None
+
+
+def test_a_higher_priority_queue_still_keeps_off_a_guarantee():
+    s, _ = busy_cluster(a_spec={"priority": 50, "guarantee": {"resource": {"cpu": "3"}}},
+                        b_spec={"priority": 100})
+    assert victims_legal(s, "ns/b0", ["ns/a0"]) is None
+    assert "guarantee" in victims_legal(s, "ns/b0", ["ns/a0", "ns/a1"])

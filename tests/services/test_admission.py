@@ -22,7 +22,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def qpod(name: str, cpu: str = "1", *, queue: str | None = None, priority: int | None = None,
-         gang: str | None = None, namespace: str = NAMESPACE) -> dict:
+         gang: str | None = None, namespace: str = NAMESPACE,
+         priority_class: str | None = None) -> dict:
     annotations = {}
     if queue:
         annotations["volcano.sh/queue-name"] = queue
@@ -32,6 +33,8 @@ def qpod(name: str, cpu: str = "1", *, queue: str | None = None, priority: int |
         "cpu": cpu, "memory": "1Gi"}}}]}
     if priority is not None:
         spec["priority"] = priority
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
     return ev(f"pod-{namespace}-{name}", ev_types.POD_SUBMITTED, {
         "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
         "spec": spec})
@@ -164,6 +167,41 @@ def test_band_quota_limits_only_its_band():
     assert f(qpod("c", queue="q", priority=1000)) == []  # production: not limited
 
 
+def test_band_quota_counts_a_priority_class_mapped_to_the_band():
+    # scavenger -> best-effort by bands.classes, whatever the pod's numeric priority.
+    f = Fold(Admission(parse_quota({"queues": {"q": {"bands": {"best-effort": {"cpu": "1"}}}}},
+                                   {"classes": {"scavenger": "best-effort"}})))
+    f(node("n1", "8"), queue("q"))
+    assert f(qpod("a", queue="q", priority=5000, priority_class="scavenger")) == []
+    assert f.admission.used("queue/q", "best-effort")["cpu"] == 1000
+    (r,) = f(qpod("b", queue="q", priority=5000, priority_class="scavenger"))
+    assert r.reason == "QuotaExceeded" and r.quota.band == "best-effort"
+    assert f(qpod("c", queue="q", priority=5000)) == []  # production by its number
+
+
+def test_a_podgroups_priority_class_is_its_members_band_for_quota():
+    f = Fold(Admission(parse_quota({"queues": {"q": {"bands": {"batch": {"cpu": "2"}}}}},
+                                   {"classes": {"nightly": "batch"}})))
+    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
+        "metadata": {"name": "g", "namespace": NAMESPACE},
+        "spec": {"minMember": 3, "queue": "q", "priorityClassName": "nightly"}})
+    f(node("n1", "8"), queue("q"), pg, qpod("g0", gang="g"), qpod("g1", gang="g"))
+    assert f.admission.used("queue/q", "batch")["cpu"] == 2000
+    out = f(qpod("g2", gang="g"))  # the third member is over the batch quota: all go
+    assert sorted(r.pod for r in out) == ["t/g0", "t/g1", "t/g2"]
+
+
+def test_a_submission_is_judged_by_its_queues_state_at_its_own_position():
+    # One fold batch: a pod submitted before its queue starts closing is admitted, one
+    # submitted after is rejected (the batch is folded whole before it is judged).
+    f = Fold(Admission())
+    f(node("n1", "8"), queue("q"))
+    out = f(qpod("before", queue="q"), queue("q", "q-closing", state="Closing"),
+            qpod("after", queue="q"), queue("q", "q-open", state="Open"))
+    assert [(r.pod, r.reason) for r in out] == [("t/after", "QueueClosing")]
+    assert f.state.pod("t/before")["phase"] == "Pending"
+
+
 def test_closing_and_closed_queues_admit_nothing_new():
     f = Fold(Admission())
     f(node("n1", "8"), queue("q"), qpod("early", queue="q"))
@@ -277,6 +315,20 @@ def test_within_a_queue_job_priority_then_arrival():
     f = Fold(Admission())
     f(node("n1", "8"), qpod("low1"), qpod("high", priority=500), qpod("low2"))
     assert f.release("t/low1", "t/high", "t/low2") == ["t/high", "t/low1", "t/low2"]
+
+
+def test_job_priority_is_the_band_first_so_a_mapped_podgroup_class_goes_first():
+    from esched.core.quota import Quota
+
+    bands = parse_quota(None, {"classes": {"critical": "production"}}).bands
+    f = Fold(Admission(Quota(bands=bands)))
+    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
+        "metadata": {"name": "g", "namespace": NAMESPACE},
+        "spec": {"minMember": 2, "priorityClassName": "critical"}})
+    f(node("n1", "8"), qpod("batchy", priority=500), pg, qpod("g0", gang="g"),
+      qpod("g1", gang="g"))
+    # The gang's members have priority 0, but their PodGroup's class is production.
+    assert f.release("t/batchy", "gang:t/g") == ["t/g", "t/batchy"]
 
 
 # ---------------------------------------------------------------------- the dispatcher
@@ -425,6 +477,45 @@ async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(sto
 
 
 
+async def test_dispatcher_does_not_propose_a_reclaim_the_commit_service_must_refuse(
+        store: EventStore):
+    from esched.services.bus.memory import MemoryBus
+    from esched.services.dispatch import DispatchConfig, Dispatcher
+
+    proposals: list[dict] = []
+
+    async def submit(batch: list[dict]) -> None:
+        proposals.extend(batch)
+
+    d = Dispatcher(store, MemoryBus(), config=DispatchConfig(tick=0.02, reclaim_interval=0.05),
+                   submit=submit)
+    await d.start()
+    task = asyncio.create_task(d.run())
+    try:
+        deadline = time.monotonic() + 5
+        while not d.leading:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        # b (higher priority) may take room from a, but its capability (1.5 CPUs)
+        # leaves no room for b0 (2 CPUs) anyway: a plan exists, the commit would refuse.
+        await append_events(store, node("n1", "2"), node("n2", "2"), queue("a"),
+                            queue("b", priority=10, capability={"cpu": "1500m"}),
+                            *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
+                            qpod("b0", "2", queue="b"))
+        await append_events(store, ev("u-b0", ev_types.POD_UNSCHEDULABLE, {
+            "pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full",
+            "position": 9}))
+        deadline = time.monotonic() + 5
+        while "t/b0" not in d._reclaiming:  # planned, checked, not sent
+            assert time.monotonic() < deadline, d.totals.as_dict()
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        assert proposals == [] and d.totals.reclaims == 0
+    finally:
+        await d.stop()
+        await asyncio.wait_for(task, 5)
+
+
 async def test_up_reclaims_for_a_starved_queue_and_the_audit_passes(tmp_path):
     """Queue a runs on all 4 CPUs; queue b (same weight) then wants 4: reclaim evicts a's
     lowest-priority pods until each holds its fair share (2 CPUs), in committed
@@ -458,6 +549,70 @@ async def test_up_reclaims_for_a_starved_queue_and_the_audit_passes(tmp_path):
         assert {e["data"]["reason"] for e in evicted} == {"Reclaimed"}
         report = await audit_store(es)
         assert report["ok"], report["violations"]
+    finally:
+        await es.close()
+
+
+async def test_up_seed_example_priority_100_queue_takes_the_cluster_from_priority_50(tmp_path):
+    """The Volcano seed: queue a (priority 100, weight 1) gets resources before queue b
+    (priority 50, weight 10) even though b's weight is ten times a's. b holds all 4
+    CPUs when a's 4 pods arrive: a reclaims every one (b's fair share does not protect
+    it from a higher-priority queue), and b cannot reclaim back."""
+    from esched.services.audit import audit_store
+    from esched.services.bus.base import TopicNames
+    from esched.services.event_files import record_for_event
+    from esched.services.replay import fold_log
+    from esched.services.store import open_store
+    from esched.services.up import Up, UpConfig
+
+    url = f"sqlite:///{tmp_path / 'p.sqlite'}"
+    events = [node("n1", "2"), node("n2", "2"), queue("a", priority=100, weight=1),
+              queue("b", priority=50, weight=10)]
+    events += [running(f"b{i}", f"n{1 + i // 2}", "b") for i in range(4)]
+    events += [qpod(f"a{i}", queue="a") for i in range(4)]
+    records = [record_for_event(e, TopicNames(), "test") for e in events]
+    summary = await asyncio.wait_for(
+        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60)
+    assert summary["dispatch"]["reclaims"] == 4
+    es = open_store(url)
+    await es.connect()
+    try:
+        q = (await fold_log(es)).summary()["queues"]
+        assert q["a"]["Running"] == 4 and q["b"]["Running"] == 0 and q["b"]["Pending"] == 4
+        report = await audit_store(es)
+        assert report["ok"], report["violations"]
+        assert report["queues"]["a"]["allocated"]["cpu"] == 4000
+    finally:
+        await es.close()
+
+
+async def test_up_seed_example_weights_two_to_one_give_two_thirds_and_one_third(tmp_path):
+    """The Volcano seed: queues c and d of equal priority, weights 2 and 1, both wanting
+    more than the cluster: c ends with 2/3 of it and d with 1/3 (20 and 10 of 30 CPUs),
+    as `esched replay` and `esched audit` show."""
+    from esched.services.audit import audit_store
+    from esched.services.bus.base import TopicNames
+    from esched.services.event_files import record_for_event
+    from esched.services.replay import fold_log
+    from esched.services.store import open_store
+    from esched.services.up import Up, UpConfig
+
+    url = f"sqlite:///{tmp_path / 'w.sqlite'}"
+    events = [node(f"n{i}", "10", memory="64Gi", pods="110") for i in range(3)]
+    events += [queue("c", priority=100, weight=2), queue("d", priority=100, weight=1)]
+    events += [qpod(f"{q}{i}", queue=q) for i in range(40) for q in ("d", "c")]
+    records = [record_for_event(e, TopicNames(), "test") for e in events]
+    await asyncio.wait_for(
+        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 90)
+    es = open_store(url)
+    await es.connect()
+    try:
+        q = (await fold_log(es)).summary()["queues"]
+        assert (q["c"]["Running"], q["d"]["Running"]) == (20, 10)
+        assert q["c"]["fairShare"]["cpu"] == 20000 and q["d"]["fairShare"]["cpu"] == 10000
+        report = await audit_store(es)
+        assert report["ok"], report["violations"]
+        assert report["queues"]["c"]["share"] == report["queues"]["d"]["share"] == 1.0
     finally:
         await es.close()
 
@@ -543,3 +698,129 @@ async def test_reclaim_over_kafka_and_postgresql(pg_store: EventStore, kafka_boo
         await d.stop()
         await commit.stop()
         await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 20)
+
+
+async def test_commit_takes_a_gang_reclaim_whole_or_not_at_all(store: EventStore):
+    from esched.services.commit import RECLAIM_ILLEGAL, CommitService
+
+    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
+        "metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 2,
+                                                                     "queue": "b"}})
+    await append_events(store, node("n1", "2"), node("n2", "2"), queue("a"), queue("b"),
+                        *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
+                        pg, qpod("g0", gang="g"), qpod("g1", gang="g"))
+
+    def reclaim(pid: str, binds: list[tuple[str, str]], victims: list[tuple[str, str]]):
+        return {"proposal": pid, "replica": "dispatch", "position": 1, "gang": "t/g",
+                "reclaim": True,
+                "bindings": [{"pod": f"t/{p}", "node": n,
+                              "resources": {"cpu": 1000, "memory": GIB, "pods": 1}}
+                             for p, n in binds],
+                "victims": [{"pod": f"t/{v}", "node": n} for v, n in victims]}
+
+    service = CommitService(store)
+    try:
+        # Three victims would take a below its fair share (2 CPUs): nothing happens.
+        [d] = await service.decide([reclaim("r1", [("g0", "n1"), ("g1", "n2")],
+                                            [("a0", "n1"), ("a2", "n2"), ("a3", "n2")])])
+        assert d["data"]["reason"] == RECLAIM_ILLEGAL
+        assert service.state.pod("t/a0")["phase"] == "Running"
+        # Both members with one victim each: one transaction, evictions then bindings.
+        [d] = await service.decide([reclaim("r2", [("g0", "n1"), ("g1", "n2")],
+                                            [("a0", "n1"), ("a2", "n2")])])
+        assert d["type"] == ev_types.PLACEMENT_COMMITTED, d["data"]
+        st = service.state
+        assert st.pod("t/g0")["node"] == "n1" and st.pod("t/g1")["node"] == "n2"
+        assert st.pod("t/a0")["phase"] == "Pending" and st.pod("t/a2")["phase"] == "Pending"
+    finally:
+        await service.stop()
+    rows = await _rows(store)
+    types = [r["type"] for r in rows[-3:]]
+    assert types == [ev_types.POD_EVICTED, ev_types.POD_EVICTED, ev_types.PLACEMENT_COMMITTED]
+    assert {r["data"]["by"] for r in rows[-3:-1]} == {"t/g"}
+    from esched.services.audit import audit_store
+    report = await audit_store(store)
+    assert report["ok"], report["violations"]
+
+
+async def test_up_reclaims_for_a_starved_queues_gang_and_the_audit_passes(tmp_path):
+    """Queue a holds all 4 CPUs; queue b (same weight) then submits a gang of 2 (minMember
+    2): one reclaim evicts two of a's lowest-priority pods and binds both members at once."""
+    from esched.services.audit import audit_store
+    from esched.services.bus.base import TopicNames
+    from esched.services.event_files import record_for_event
+    from esched.services.replay import fold_log
+    from esched.services.store import open_store
+    from esched.services.up import Up, UpConfig
+
+    url = f"sqlite:///{tmp_path / 'g.sqlite'}"
+    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
+        "metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 2,
+                                                                     "queue": "b"}})
+    events = [node("n1", "2"), node("n2", "2"), queue("a"), queue("b")]
+    for i, prio in enumerate((40, 10, 30, 20)):
+        e = running(f"a{i}", f"n{1 + i // 2}", "a")
+        e["data"]["spec"]["priority"] = prio
+        events.append(e)
+    events += [pg, qpod("g0", gang="g"), qpod("g1", gang="g")]
+    topics = TopicNames()
+    records = [record_for_event(e, topics, "test") for e in events]
+    summary = await asyncio.wait_for(
+        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60)
+    assert summary["dispatch"]["reclaims"] >= 1
+    es = open_store(url)
+    await es.connect()
+    try:
+        st = await fold_log(es)
+        assert st.summary()["gangs"]["t/g"]["Running"] == 2
+        q = st.summary()["queues"]
+        assert q["a"]["Running"] == 2 and q["b"]["Running"] == 2
+        rows = [orjson.loads(r.payload) for r in await es.read(0, 10_000)]
+        evicted = [e["data"]["pod"] for e in rows if e["type"] == ev_types.POD_EVICTED]
+        assert sorted(evicted) == ["t/a1", "t/a3"]  # the lowest priority on each node
+        (gang_commit,) = [e for e in rows if e["type"] == ev_types.PLACEMENT_COMMITTED
+                          and e["data"].get("gang") == "t/g"]
+        assert gang_commit["data"]["reclaim"] is True
+        assert len(gang_commit["data"]["bindings"]) == 2
+        report = await audit_store(es)
+        assert report["ok"], report["violations"]
+    finally:
+        await es.close()
+
+
+# ---------------------------------------------------------------------- commit: capability
+
+
+async def test_commit_rejects_bindings_over_a_queue_capability(store: EventStore):
+    from esched.services.commit import QUEUE_CAPABILITY, CommitService
+
+    # q (capability 2 CPUs) under parent p (capability 3 CPUs); sibling s uncapped.
+    await append_events(store, node("n1", "8"), queue("p", capability={"cpu": "3"}),
+                        queue("q", parent="root.p", capability={"cpu": "2"}),
+                        queue("s", parent="p"),
+                        running("q0", "n1", "q"),
+                        *(qpod(f"q{i}", queue="q") for i in (1, 2)),
+                        *(qpod(f"s{i}", queue="s") for i in (0, 1)))
+
+    def one(pid: str, pod: str) -> dict:
+        return {"proposal": pid, "replica": "r1", "position": 1, "gang": None,
+                "bindings": [{"pod": f"t/{pod}", "node": "n1",
+                              "resources": {"cpu": 1000, "memory": GIB, "pods": 1}}]}
+
+    service = CommitService(store)
+    try:
+        # Two replicas each placed one more of q's pods on their own view: the batch
+        # counts the first, so the second would take q to 3 > 2.
+        d1, d2 = await service.decide([one("a", "q1"), one("b", "q2")])
+        assert d1["type"] == ev_types.PLACEMENT_COMMITTED
+        assert d2["data"]["reason"] == QUEUE_CAPABILITY
+        assert "queue q: cpu 3000" in d2["data"]["message"]
+        # The parent's capability covers its children: p holds 2, one more of s fits.
+        d3, d4 = await service.decide([one("c", "s0"), one("d", "s1")])
+        assert d3["type"] == ev_types.PLACEMENT_COMMITTED
+        assert d4["data"]["reason"] == QUEUE_CAPABILITY and "queue p" in d4["data"]["message"]
+    finally:
+        await service.stop()
+    from esched.services.audit import audit_store
+    report = await audit_store(store)
+    assert report["ok"], report["violations"]

@@ -307,6 +307,44 @@ async def test_a_priority_class_mapped_to_a_lower_band_is_preemptible(store_url)
         assert (await audit_store(es))["by_kind"] == {"preemption_illegal": 1}
 
 
+async def test_a_podgroups_priority_class_is_its_gangs_band_for_preemption(store_url):
+    # The members' own priority is 0 (best-effort); their PodGroup's class is mapped to
+    # production, which the gang is (Volcano: the PodGroup carries the job's priority):
+    # it preempts the best-effort pods filling the node, as one transaction.
+    bands = parse_bands({"classes": {"critical": "production"}})
+    group = podgroup("g", 2)
+    group["data"]["spec"]["priorityClassName"] = "critical"
+    events = [node("n1"), pod("v1", priority=BE, node_name="n1"),
+              pod("v2", priority=BE, node_name="n1"), group,
+              pod("g0", gang="g", priority=BE), pod("g1", gang="g", priority=BE)]
+    async with up_running(store_url, events, bands=bands) as es:
+        state, evs = await until(es, lambda s, e: running(s, "t/g") == 2, "the gang placed")
+        assert phase(state, "t/v1") == "Pending" and phase(state, "t/v2") == "Pending"
+        assert state.pod("t/g0")["priority"] == BE  # the number stays the pod's own
+        evicted = {e["data"]["pod"] for e in evs if e["type"] == POD_EVICTED}
+        assert evicted == {"t/v1", "t/v2"}
+        assert (await audit_store(es, bands=bands))["ok"]
+        # Audited without the mapping, best-effort evicted best-effort: illegal.
+        assert (await audit_store(es))["by_kind"] == {"preemption_illegal": 2}
+
+
+def test_a_podgroups_builtin_priority_class_sets_its_members_priority():
+    from esched.core import ClusterState
+
+    group = podgroup("g", 1)
+    group["data"]["spec"]["priorityClassName"] = "system-cluster-critical"
+    own = pod("g1", gang="g", priority=5)
+    own["data"]["spec"]["priorityClassName"] = "low"
+    s = ClusterState()
+    s.apply_many(list(enumerate([node("n1"), group, pod("g0", gang="g"), own,
+                                 pod("loner", priority=5)], start=1)))
+    # Members take the PodGroup's class (and a built-in class's value); others keep theirs.
+    assert s.pod("t/g0")["priority"] == s.pod("t/g1")["priority"] == 2_000_000_000
+    assert s.class_specs[s.pod("t/g1")["class"]]["priorityClassName"] == \
+        "system-cluster-critical"
+    assert s.pod("t/loner")["priority"] == 5
+
+
 def test_bands_from_the_config_file_flag_and_environment(tmp_path):
     from click.testing import CliRunner
 
@@ -346,6 +384,31 @@ async def test_commit_keeps_reserved_nodes_for_their_gang(store):
     assert service.state.reservations == {}  # placed: the nodes are given back
     assert (await audit_store(store))["ok"]
     await service.stop()
+
+
+async def test_replay_shows_a_reservation_until_its_gang_is_placed(store, store_url):
+    from click.testing import CliRunner
+
+    from esched.services.cli import cli
+    from esched.services.replay import format_table
+
+    await append_events(
+        store, node("n1"), node("n2"), podgroup("g", 2),
+        *(pod(f"g{i}", "2", gang="g") for i in range(2)),
+        ev("reserve-1", GANG_RESERVED, {"gang": "t/g", "nodes": ["n1", "n2"],
+                                        "message": "test"}))
+    summary = (await fold_log(store)).summary()
+    assert summary["reservations"] == {"t/g": ["n1", "n2"]}
+    assert "t/g" in format_table(summary) and "n1 n2" in format_table(summary)
+    # `esched replay` (a separate fold of the same log, as after any restart) shows it.
+    res = await asyncio.to_thread(CliRunner().invoke, cli,
+                                  ["replay", "--store", store_url, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert orjson.loads(res.stdout)["reservations"] == {"t/g": ["n1", "n2"]}
+    service = CommitService(store)
+    await service.decide([placement("g", [("g0", "n1"), ("g1", "n2")], gang="t/g", cpu=2000)])
+    await service.stop()
+    assert (await fold_log(store)).summary()["reservations"] == {}
 
 
 async def _stream(es, steps: int) -> int:

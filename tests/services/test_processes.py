@@ -250,3 +250,83 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
     print(f"standby led {takeover:.1f}s after the commit kill; all placed "
           f"{finished - killed_r1:.1f}s after the replica kill "
           f"({finished - killed_commit:.1f}s after the commit kill)")
+
+
+def test_preemption_over_kafka_as_processes(pg_url: str, dev_broker: DevBroker,
+                                            tmp_path: Path) -> None:
+    """A production pod preempts best-effort pods with every service its own process
+    (ingest, commit, dispatch, a replica) on the real broker and PostgreSQL: the
+    victims get their eviction events in the decision's append, go back to Pending,
+    are dispatched again and reported unschedulable (nothing lower to evict), and
+    ``esched audit`` passes."""
+    from .factories import node, pod
+
+    env = {**os.environ, "ESCHED_KAFKA": dev_broker.bootstrap, "ESCHED_STORE": pg_url,
+           "ESCHED_TOPIC_PREFIX": "esched.", "ESCHED_LOG_LEVEL": "info"}
+    store_log = Log(pg_url)
+    # Two 2-CPU nodes filled by four 1-CPU best-effort pods (priority 0).
+    fill = [node("n1"), node("n2"), *(pod(f"be{i}", priority=0) for i in range(4))]
+    urgent = [pod("prod", "2", priority=1000)]
+
+    def publish(path: Path) -> None:
+        subprocess.run([ESCHED, "publish", str(path)], env=env, check=True,
+                       capture_output=True, timeout=60)
+
+    subprocess.run([ESCHED, "store", "migrate"], env=env, check=True, capture_output=True,
+                   timeout=60)
+    services: list[Service] = []
+
+    def start(name: str, *args: str) -> Service:
+        s = Service(name, list(args), env, tmp_path)
+        services.append(s)
+        return s
+
+    try:
+        start("ingest", "ingest")
+        commit = start("commit", "commit")
+        start("dispatch", "dispatch")
+        replica = start("replica", "replica", "--id", "r1", "--seed", "1")
+        _wait("the services ready", lambda: commit.logged("commit service leading")
+              and replica.logged("replica r1 ready"), 60, services)
+        publish(_write(tmp_path / "fill.jsonl", fill))
+        be = {f"t/be{i}" for i in range(4)}
+        _wait("the best-effort pods placed", lambda: be <= store_log.committed().keys(), 60,
+              services)
+        publish(_write(tmp_path / "urgent.jsonl", urgent))
+
+        def victims_reported() -> bool:
+            evs = store_log.read()
+            evicted = {e["data"]["pod"] for e in evs if e["type"] == "esched.pod.evicted"}
+            return "t/prod" in store_log.committed() and len(evicted) == 2 \
+                and evicted <= store_log.unschedulable()
+
+        _wait("the preemption committed and the victims reported", victims_reported, 60,
+              services)
+        events = store_log.read()
+        audit = subprocess.run([ESCHED, "audit", "--format", "json"], env=env,
+                               capture_output=True, timeout=120)
+        replay = subprocess.run([ESCHED, "replay", "--format", "json"], env=env,
+                                capture_output=True, timeout=120)
+    finally:
+        statuses = {s.name: s.stop() for s in services}
+
+    (decision,) = [e for e in events if e["type"] == PLACEMENT_COMMITTED
+                   and e["data"]["bindings"][0]["pod"] == "t/prod"]
+    at = events.index(decision)
+    evictions = events[at - 2: at]
+    # Victims and preemptor in one transaction: the evictions just before the decision.
+    assert [e["type"] for e in evictions] == ["esched.pod.evicted"] * 2
+    assert {e["data"]["reason"] for e in evictions} == {"Preempted"}
+    assert {e["data"]["decision"] for e in evictions} == {decision["id"]}
+    node_name = decision["data"]["bindings"][0]["node"]
+    assert {e["data"]["node"] for e in evictions} == {node_name}
+    assert sorted(v["pod"] for v in decision["data"]["victims"]) == \
+        sorted(e["data"]["pod"] for e in evictions)
+    # Back to Pending (the log's fold, by `esched replay`): 2 running, 2 pending.
+    summary = orjson.loads(replay.stdout)
+    assert replay.returncode == 0 and summary["pods"]["Pending"] == 2, summary
+    assert summary["pods"]["Running"] == 3
+    report = orjson.loads(audit.stdout)
+    assert audit.returncode == 0 and report["ok"], report
+    assert report["checked"]["preemptions"] == 1 and report["checked"]["evictions"] == 2
+    assert all(statuses[n] == 0 for n in ("ingest", "commit", "dispatch", "replica")), statuses

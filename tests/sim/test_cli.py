@@ -50,7 +50,7 @@ def test_simulate_errors_are_usage_errors(tmp_path: Path):
 def test_compare_profiles_side_by_side(tmp_path: Path):
     out = run("compare", "--trace", "synthetic:nodes=8,jobs=80,seed=1,load=1.0",
               "--profiles", str(PROFILES / "best-fit.yaml"), str(PROFILES / "worst-fit.yaml"),
-              "--study", "simulate,compaction,inflation,curve", "--trials", "2",
+              "--study", "simulate,compaction,inflation,holes,curve", "--trials", "2",
               "--curve-seeds", "1", "--tau", "0.05", "--workers", "2",
               "--report", str(tmp_path / "cmp"), "--no-progress")
     assert [s["profile"] for s in out["simulate"]["summaries"]] == ["best-fit", "worst-fit"]
@@ -58,8 +58,33 @@ def test_compare_profiles_side_by_side(tmp_path: Path):
     assert out["compaction"]["table"]["rows"][0][0] == "best-fit"
     assert {r["profile"] for r in out["curve"]["trials"]} == {"best-fit", "worst-fit"}
     figs = json.loads((tmp_path / "cmp" / "figures.json").read_text())
-    assert {"compaction", "inflation", "gpu_allocation_curve"} <= set(figs)
+    assert {"compaction", "inflation", "hole_filling", "gpu_allocation_curve"} <= set(figs)
+    # hole filling: default fillers (a core, a GiB, a GPU, the most common shape), per
+    # profile, in the JSON, the table, figures.json and the HTML
+    fillers = [f["name"] for f in out["holes"]["params"]["fillers"]]
+    assert fillers[:3] == ["cpu=1", "memory=1Gi", "gpu=1"] and len(fillers) == 4
+    rows = out["holes"]["table"]["rows"]
+    assert {(r[0], r[1]) for r in rows} == {(f, p) for f in fillers
+                                            for p in ("best-fit", "worst-fit")}
+    assert set(figs["hole_filling"]["fillers"]["gpu=1"]) == {"best-fit", "worst-fit"}
+    assert len(figs["hole_filling"]["fillers"]["gpu=1"]["best-fit"]["counts"]) == 2
+    html = (tmp_path / "cmp" / "report.html").read_text()
+    assert "id='hole_filling'" in html and "<h2>holes</h2>" in html
     assert figs["gpu_allocation_curve"]["paper"]["FGD (paper)"][-1]["alloc"] == pytest.approx(95.23)
+
+
+def test_compare_hole_filling_with_given_fillers(tmp_path: Path):
+    out = run("compare", "--trace", "synthetic:nodes=6,jobs=60,seed=3,load=1.0",
+              "--profiles", str(PROFILES / "best-fit.yaml"), "--study", "holes",
+              "--trials", "1", "--filler", "gpu=0.5", "--filler", "cpu=4,memory=16Gi",
+              "--workers", "1", "--no-progress")
+    (t,) = out["holes"]["trials"]
+    assert [f["filler"] for f in t["fillers"]] == ["gpu=0.5", "cpu=4,memory=16Gi"]
+    assert all(f["count"] >= 0 for f in t["fillers"])
+    res = CliRunner().invoke(cli, ["compare", "--trace", "synthetic:", "--profiles",
+                                   str(PROFILES / "random.yaml"), "--study", "holes",
+                                   "--filler", "gpu=1.5"])
+    assert res.exit_code == 2 and "whole GPUs" in res.output
 
 
 def test_compare_rejects_unknown_study():

@@ -1,5 +1,5 @@
-"""Cluster compaction's binary search, workload inflation and the FGD curve, on
-workloads whose answers are known."""
+"""Cluster compaction's binary search, workload inflation, hole filling and the FGD
+curve, on workloads whose answers are known."""
 
 from __future__ import annotations
 
@@ -9,11 +9,16 @@ import pytest
 
 from esched.core import parse_profile
 from esched.services.sim.compaction import (
+    Filler,
     checkpoint,
     compaction_trial,
+    default_fillers,
     fits,
+    hole_counts,
+    hole_filling,
     inflate,
     inflation_curve,
+    parse_filler,
     run_trials,
 )
 from esched.services.sim.engine import GPU_RESOURCE
@@ -23,6 +28,10 @@ BEST_FIT = parse_profile({"profiles": [{"percentageOfNodesToScore": 100, "plugin
     "disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}},
     "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
         "type": "MostAllocated", "resources": [{"name": GPU_RESOURCE, "weight": 1}]}}}]}]})
+WORST_FIT = parse_profile({"profiles": [{"percentageOfNodesToScore": 100, "plugins": {"score": {
+    "disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}},
+    "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+        "type": "LeastAllocated", "resources": [{"name": GPU_RESOURCE, "weight": 1}]}}}]}]})
 
 
 def uniform(n_nodes: int, n_jobs: int) -> Trace:
@@ -105,3 +114,84 @@ profiles:
     parallel = run_trials("compaction", tr, [str(prof)], [0, 1, 2], params, workers=2)
     assert serial == parallel
     assert [r["machines"] for r in serial] == [5, 5, 5] and serial[0]["profile"] == "bf"
+
+
+def two_one_gpu_nodes() -> Trace:
+    """Two nodes of 4 cores, 8 GiB, one GPU; two pods of half a GPU and one core."""
+    nodes = [NodeSpec(f"n{i}", 4000, 8 * GIB, 1, "T4") for i in range(2)]
+    jobs = [Job(f"j{i}", 0.0, 100.0, 1000, GIB, 500) for i in range(2)]
+    return Trace("test", "holes", nodes, jobs, Counter(), [])
+
+
+FILLERS = [parse_filler("gpu=1"), parse_filler("gpu=0.5"), parse_filler("cpu=1"),
+           parse_filler("cpu=3,gpu=0.5")]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hole_filling_counts_what_fits_in_the_holes(seed):
+    tr = two_one_gpu_nodes()
+    _, jobs = checkpoint(tr, "all")
+    # Best fit puts both halves on one GPU: the other node's GPU is whole.
+    #   gpu=1: 1 (the idle GPU); gpu=0.5: 2 (both halves of it); cpu=1: 2 + 4 = 6 free
+    #   cores; cpu=3,gpu=0.5: the full node has 2 cores and no GPU left (0), the empty
+    #   one min(4 // 3, 1000 // 500) = 1.
+    bf = {f["filler"]: f for f in hole_filling(tr, BEST_FIT, jobs, seed, FILLERS)["fillers"]}
+    assert {k: v["count"] for k, v in bf.items()} == {
+        "gpu=1": 1, "gpu=0.5": 2, "cpu=1": 6, "cpu=3,gpu=0.5": 1}
+    # GPU allocation 1000 / 2000 before; one more whole GPU fills it.
+    assert bf["gpu=1"]["rates"]["gpu"] == {"before": 0.5, "after": 1.0}
+    assert bf["cpu=1"]["rates"]["cpu"] == {"before": 0.25, "after": 1.0}
+    assert bf["cpu=3,gpu=0.5"]["nodes_with_room"] == 1
+    # Worst fit spreads: half a GPU free on each node, so no whole GPU fits, but two
+    # halves do, and each node still takes a 3-core half-GPU task.
+    wf = {f["filler"]: f["count"] for f in
+          hole_filling(tr, WORST_FIT, jobs, seed, FILLERS)["fillers"]}
+    assert wf == {"gpu=1": 0, "gpu=0.5": 2, "cpu=1": 6, "cpu=3,gpu=0.5": 2}
+
+
+def test_hole_filling_counts_devices_not_sums():
+    # One node with four GPUs: 1000, 1000, 1000 and 400 milli free (3,400 in total).
+    nodes = [NodeSpec("n0", 64_000, 64 * GIB, 4, "T4")]
+    jobs = [Job("j", 0.0, 1.0, 0, 0, 600)]
+    tr = Trace("test", "holes", nodes, jobs, Counter(), [])
+    _, share, sim = fits(tr, BEST_FIT, jobs, [0], 0, 0.0)
+    assert share == 0
+    got = {f["filler"]: f["count"] for f in hole_counts(sim, [
+        parse_filler("gpu=2"), parse_filler("gpu=3"), parse_filler("gpu=4"),
+        parse_filler("gpu=0.5"), parse_filler("gpu=0.3"), Filler("tiny", gpu_milli=1)])}
+    # whole GPUs need idle devices: 3 idle -> one 2-GPU task, one 3-GPU task, no 4.
+    # shares count per device: 500 -> 2+2+2+0; 300 -> 3+3+3+1; 1 milli -> 3,400 but
+    # a node holds at most 256 pods (the pods resource), 1 slot already taken.
+    assert got == {"gpu=2": 1, "gpu=3": 1, "gpu=4": 0, "gpu=0.5": 6, "gpu=0.3": 10,
+                   "tiny": 255}
+
+
+def test_fillers_parse_and_defaults():
+    assert parse_filler("cpu=500m,memory=2Gi,gpu=1/4") == Filler(
+        "cpu=500m,memory=2Gi,gpu=1/4", 500, 2 * GIB, 250)
+    assert parse_filler("gpu=2").gpu_milli == 2000
+    for bad in ("", "disk=1", "gpu=1.5", "gpu=0.0001", "cpu"):
+        with pytest.raises(ValueError):
+            parse_filler(bad)
+    tr = two_one_gpu_nodes()
+    names = [f.name for f in default_fillers(tr, tr.jobs)]
+    assert names == ["cpu=1", "memory=1Gi", "gpu=1",
+                     "cpu=1000m,memory=1024Mi,gpu=0.5 (most common)"]
+
+
+def test_hole_trials_in_processes(tmp_path):
+    prof = tmp_path / "bf.yaml"
+    prof.write_text("""
+profiles:
+- schedulerName: bf
+  percentageOfNodesToScore: 100
+  plugins: {score: {disabled: [{name: "*"}], enabled: [{name: NodeResourcesFit}]}}
+  pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: MostAllocated, resources: [{name: esched.dev/gpu-milli}]}}
+""")
+    tr = two_one_gpu_nodes()
+    res = run_trials("holes", tr, [str(prof)], [0, 1], {"at": "all", "fillers": FILLERS},
+                     workers=2)
+    assert [r["fillers"][0]["count"] for r in res] == [1, 1]
+    assert res[0]["profile"] == "bf" and res[0]["pending_share"] == 0

@@ -13,7 +13,7 @@ from esched.core import ClusterState, parse_profile
 from esched.schemas.events import EXTERNAL_TYPES, INTERNAL_TYPES
 from esched.schemas.validator import validate_event
 from esched.services.audit import Auditor
-from esched.services.sim.engine import GPU_RESOURCE, simulate
+from esched.services.sim.engine import GPU_RESOURCE, HEATMAP_SAMPLES, simulate
 from esched.services.sim.metrics import job_metrics, summarize, time_average
 from esched.services.sim.traces import GIB, Job, NodeSpec, Trace, synthetic
 
@@ -74,6 +74,24 @@ def test_gang_is_all_or_nothing():
     assert all(len(b["devices"]) == 8 for b in gang["bindings"])
 
 
+def test_gang_members_with_gpu_shares_are_exact_per_device():
+    # Node a (two V100s) holds "pre", 600 milli on one device: 400 + 1000 free. Node b
+    # has one T4. A gang of two 600-milli shares arrives at t=1: best fit puts the
+    # first member on a's idle device; a then has 800 milli free in sum but no device
+    # with 600, so the second member must go to b, and the gang starts at once (a plan
+    # that saw only the sum put both on a and failed until "pre" left at t=100).
+    a = NodeSpec("a", 32_000, 64 * GIB, 2, "V100")
+    b = NodeSpec("b", 32_000, 64 * GIB, 1, "T4")
+    pre = Job("pre", 0, 100, 1000, GIB, 600, 1, ("V100",), 0, "")
+    tr = trace([a, b], [pre, job("gang", 1, 10, 600, tasks=2)])
+    r = simulate(tr, BEST_FIT, record=True)
+    assert r.start.tolist() == [0, 1]
+    gang = [e["data"] for e in r.events if e["type"] == "esched.placement.committed"][-1]
+    assert sorted((x["node"], x["devices"]) for x in gang["bindings"]) == [
+        ("a", [1]), ("b", [0])]
+    assert r.device_stats["free_milli"] == 3000  # everything released at the end
+
+
 def test_pending_pod_is_withdrawn_at_its_deletion_time():
     tr = trace([node("n0", 1)], [job("a", 0, 100, 1000), job("b", 1, 5, 1000, deadline=50)])
     r = simulate(tr, BEST_FIT)
@@ -94,6 +112,15 @@ def test_allocation_series_and_time_average():
     s = summarize(r)
     assert s["allocation"]["gpu"]["mean_rate"] == pytest.approx(0.5)
     assert s["allocation"]["gpu"]["peak_rate"] == pytest.approx(0.75)
+
+
+def test_heat_samples_stop_at_the_last_arrival():
+    # A pod running for ~32 years after the last arrival: the drain is not sampled
+    # (the heat map's grid covers 0 .. last arrival), so the run stays instant.
+    tr = trace([node("n0", 1)], [job("a", 0, 1e9, 1000), job("b", 10, 5, 0)])
+    r = simulate(tr, BEST_FIT)
+    assert r.heat.shape[0] <= HEATMAP_SAMPLES + 1 and r.heat_t.max() <= 10
+    assert r.finish.tolist() == [1e9, 15]
 
 
 def test_stranded_resources():

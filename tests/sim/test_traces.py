@@ -107,7 +107,7 @@ bad,1,1,1,x
     assert tr.quirks["machine_without_gpus_skipped"] == 1
 
 
-def test_itp_needs_nodes_and_dlrm_needs_nodes(tmp_path: Path):
+def test_itp_needs_nodes(tmp_path: Path):
     f = write(tmp_path / "cluster01.csv", """
 job_id,submission_time,duration,num_gpu
 aaa,100,600,64
@@ -119,20 +119,89 @@ bbb,50,700,1
     assert [n.gpus for n in tr.nodes] == [8, 8, 4]
     assert tr.nodes[0].cpu_milli == 32_000 and tr.nodes[0].memory_bytes == 64 * GIB
     assert [(j.arrival, j.tasks, j.gpu_milli) for j in tr.jobs] == [(0, 1, 1000), (50, 8, 8000)]
-    d = write(tmp_path / "dlrm.csv", """
-instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,creation_time,scheduled_time,deletion_time
+
+
+DLRM_HEADER = ("instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,"
+               "rdma_request,rdma_limit,memory_request,memory_limit,disk_request,disk_limit,"
+               "max_instance_per_node,creation_time,scheduled_time,deletion_time\n")
+
+
+def test_dlrm_units_roles_times_and_quirks(tmp_path: Path):
+    d = write(tmp_path / "dlrm.csv", DLRM_HEADER + """
 instance_0,HN,app_0,12,12,1,1,25,25,120.0,120.0,640.0,800.0,8,,,
-instance_1,CN,app_1,4,4,0,0,0,0,8.0,8.0,0,0,-1,475.0000000001,480,1000
+instance_1,CN,app_1,4,4,0,0,0,0,937.5,937.5,0,0,-1,475.00000000000006,480.0000000001,1000
+instance_2,CN,app_1,4,4,0,0,1,1,8.0,8.0,0,0,-1,600,660,2044444.0000000002
+instance_3,CN,app_1,4,4,0,0,1,1,8.0,8.0,0,0,-1,700,700,700
+instance_4,CN,app_1,4,4,1,1,1,1,8.0,8.0,0,0,-1,700,700,900
+instance_5,CN,app_1,4.0001,4,0,0,1,1,8.0,8.0,0,0,-1,700,700,900
+instance_6,XN,app_1,4,4,0,0,1,1,8.0,8.0,0,0,-1,700,700,900
+instance_7,CN,app_2,256,256,0,0,1,1,8.0,8.0,0,0,-1,800,800,
 """)
     with pytest.raises(TraceError, match="no node table"):
         load_trace(f"dlrm:{d}")
-    tr = load_trace(f"dlrm:{d}", "1x8:cpu=96")
-    j0, j1 = tr.jobs
-    assert (j0.arrival, j0.duration, j0.gpu_milli, j0.cpu_milli) == (0, 1000, 1000, 12000)
-    assert (j1.arrival, j1.duration, j1.memory_bytes) == (475, 525, 8 * GIB)
-    assert tr.quirks["created_before_trace"] == 1 and tr.quirks["alive_at_trace_end"] == 1
-    assert tr.quirks["rdma_request_not_simulated"] == 1
-    assert tr.quirks["max_instance_per_node_not_simulated"] == 1
+    with pytest.raises(TraceError, match="CN instances run on nodes without GPUs"):
+        load_trace(f"dlrm:{d}", "1x8:cpu=96")
+    tr = load_trace(f"dlrm:{d}", "1x8:cpu=96,2x0:cpu=192:mem=1024")
+    by = {j.name: j for j in tr.jobs}
+    assert set(by) == {"instance-0", "instance-1", "instance-2", "instance-7"}
+    i0, i1, i2 = by["instance-0"], by["instance-1"], by["instance-2"]
+    # vCPUs -> milli, GiB -> bytes (937.5 GiB is exact), whole GPUs -> milli
+    assert (i0.cpu_milli, i0.memory_bytes, i0.gpu_milli, i0.node_kind) == (
+        12_000, 120 * GIB, 1000, "gpu")
+    assert (i1.memory_bytes, i1.gpu_milli, i1.node_kind) == (937 * GIB + GIB // 2, 0, "cpu")
+    # created before the trace: arrives at 0, alive to the trace's last time (2,044,444)
+    assert (i0.arrival, i0.duration, i0.deadline) == (0, 2_044_444, 2_044_444)
+    # arrival = creation, run time = deletion - scheduled, withdrawn at deletion
+    assert (i1.arrival, i1.duration, i1.deadline) == (475, 520, 1000)
+    assert (i2.arrival, i2.duration) == (600, 2_044_444 - 660)
+    assert i1.priority == 1000 and i1.group == "app_1"
+    assert dict(tr.quirks) == {
+        "created_before_trace": 1,
+        "alive_at_trace_end": 2,
+        "time_rounded": 3,
+        "nonpositive_run_time_dropped": 1,             # instance_3: deleted when scheduled
+        "role_contradicts_gpu_request_dropped": 1,     # instance_4: a CN asking for a GPU
+        "row_unreadable": 1,                           # instance_5: 4.0001 vCPU
+        "unknown_role_dropped": 1,                     # instance_6
+        "rdma_request_not_simulated": 4,               # rows read with RDMA (0, 2, 3, 7)
+        "disk_request_not_simulated": 1,
+        "max_instance_per_node_not_simulated": 1,
+        "larger_than_any_node": 1,                     # instance_7: 256 vCPUs
+    }
+    # The roles become node constraints: CN on nodes without GPUs, HN on GPU nodes.
+    from esched.services.sim.engine import simulate
+
+    from .test_engine import BEST_FIT
+
+    r = simulate(tr, BEST_FIT, record=True)
+    nodes = {b["pod"]: b["node"] for e in r.events if e["type"] == "esched.placement.committed"
+             for b in e["data"]["bindings"]}
+    assert nodes["sim/instance-0"] == "node-00000"
+    assert nodes["sim/instance-1"] in ("node-00001", "node-00002")
+    assert "sim/instance-7" not in nodes and r.withdrawn == 1  # pending until deleted
+
+
+DLRM = Path("/work/shared/traces/alibaba-dlrm-v2025")
+
+
+@pytest.mark.skipif(not DLRM.exists(), reason="DLRM trace not present")
+def test_real_dlrm_excerpt(tmp_path: Path):
+    # An excerpt of the real file, built here (the data stays where it is): its first
+    # 300 rows and every 100th row after, so both roles, rows without times, noisy
+    # floats and deletions all occur.
+    lines = (DLRM / "disaggregated_DLRM_trace.csv").read_text(encoding="utf-8").splitlines()
+    rows = lines[1:301] + lines[301::100]
+    f = write(tmp_path / "excerpt.csv", "\n".join([lines[0], *rows]) + "\n")
+    tr = load_trace(f"dlrm:{f}", "40x0:cpu=192:mem=1024,20x8:cpu=96:mem=768")
+    q = tr.quirks
+    assert len(tr.jobs) + q["nonpositive_run_time_dropped"] == len(rows)
+    assert "row_unreadable" not in q and "role_contradicts_gpu_request_dropped" not in q
+    assert q["rdma_request_not_simulated"] == len(rows)
+    assert q["created_before_trace"] > 0 and q["alive_at_trace_end"] > 0
+    assert q["time_rounded"] > 0 and "larger_than_any_node" not in q
+    assert {j.node_kind for j in tr.jobs} == {"cpu", "gpu"}
+    assert all((j.gpu_milli == 1000) == (j.node_kind == "gpu") for j in tr.jobs)
+    assert all(j.arrival == int(j.arrival) and j.duration > 0 for j in tr.jobs)
 
 
 def test_bad_specs():
