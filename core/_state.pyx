@@ -1,8 +1,9 @@
 """ClusterState and THE fold: the one function that turns the event log into state.
 
 Replay, replicas, the commit service, the simulator and the audit all call
-:meth:`ClusterState.apply` (or :meth:`ClusterState.apply_many`); nothing else
-mutates a state. Like eventsourcing's ``mutate``, the fold first checks that the
+:meth:`ClusterState.apply` (or :meth:`ClusterState.apply_many`, or, with stored
+envelope bytes, :meth:`ClusterState.apply_payloads`, which decodes the bulk event
+types straight into the same handlers' input); nothing else mutates a state. Like eventsourcing's ``mutate``, the fold first checks that the
 event's log position is after the state's, then applies, then advances.
 
 Layout (see ``_state.pxd``): nodes, pods, equivalence classes, gangs and queues
