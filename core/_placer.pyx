@@ -52,6 +52,7 @@ from esched.core._state cimport ClusterState
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
+    PHASE_RUNNING,
     flag_t,
     index_t,
     score_t,
@@ -106,6 +107,10 @@ cdef enum:
     REASON_RESOURCE_BASE = 8        # bit index of column 0
     MAX_REASON_RESOURCES = 56       # columns beyond share the last bit
     REASON_NON_RESOURCE = 15        # every bit below REASON_RESOURCE_BASE's
+
+#: Bit index of resource column 0 in reason bits (``bits >> RESOURCE_REASON_SHIFT``: the
+#: resource bits; columns past the 55th share the last one).
+RESOURCE_REASON_SHIFT = REASON_RESOURCE_BASE
 
 #: Reason bit -> kube-scheduler's message (resource bits are formatted per resource).
 REASONS = {
@@ -709,6 +714,7 @@ cdef class Placer:
     cdef object evicted_np               # bool[pod]: victims this placer assumed evicted
     cdef object band_cfg, band_np        # BandConfig and uint8[class] bands resolved with it
     cdef dict hidden                     # reserved node name -> slot, hidden in this view
+    cdef bint hide_reserved              # hide nodes reserved for other gangs (placement)
     cdef dict preempt_cache              # select_victims' sorted running pods, per position
     # External filter and score for one place() call (e.g. esched.core._devices: exact
     # GPU-device fit, FGD); NULL otherwise. Set only for the duration of the call.
@@ -729,8 +735,9 @@ cdef class Placer:
             free(self.cconst)
 
     def __init__(self, ClusterState state, profile: Profile | None = None, seed: int = 0,
-                 cache: bool = True, sample: bool = True) -> None:
+                 cache: bool = True, sample: bool = True, hide_reserved: bool = True) -> None:
         self.state = state
+        self.hide_reserved = hide_reserved
         self.profile = profile or DEFAULT_PROFILE
         self.percentage = self.profile.percentage_of_nodes_to_score or 0
         self.use_cache = cache
@@ -935,7 +942,7 @@ cdef class Placer:
         """
         cdef ClusterState st = self.state
         cdef Py_ssize_t n, col
-        if not st.reserved_nodes and not self.hidden:
+        if not self.hide_reserved or (not st.reserved_nodes and not self.hidden):
             return
         col = st.res_index["pods"]
         hidden = {}
@@ -1844,6 +1851,84 @@ cdef class Placer:
             self._assume(cid, n, 1)
             out[i] = <int32_t>n
         return out_np
+
+    def assume_claims(self, pods, nodes, victims=None) -> int:
+        """Add claims not yet in the state to this view (kube-scheduler's assume cache).
+
+        ``pods[i]`` (pod slots) is assumed bound to ``nodes[i]`` (node slots) with its
+        class's requests; each of ``victims`` (pod slots) still running is assumed
+        evicted and is not offered as a victim again. A replica calls this after
+        :meth:`sync` with the claims of its proposals still undecided, so the next
+        batch is placed as if they were committed. Until the next :meth:`sync`.
+        Returns the number of bindings assumed (slots out of range are skipped).
+        """
+        cdef ClusterState st = self.state
+        self._ensure_synced()
+        cdef int64_t[::1] ps = np.ascontiguousarray(pods, dtype=np.int64)
+        cdef int64_t[::1] ns = np.ascontiguousarray(nodes, dtype=np.int64)
+        if ps.shape[0] != ns.shape[0]:
+            raise ValueError("pods and nodes differ in length")
+        cdef Py_ssize_t i, p, n, done = 0
+        for i in range(ps.shape[0]):
+            p = ps[i]
+            n = ns[i]
+            if p < 0 or p >= st.n_pods or n < 0 or n >= self.n_nodes:
+                continue
+            self._assume(st.pod_class[p], n, 1)
+            done += 1
+        cdef int64_t[::1] vs
+        if victims is not None and len(victims):
+            vs = np.ascontiguousarray(victims, dtype=np.int64)
+            if self.evicted_np is None or self.evicted_np.shape[0] < st.n_pods:
+                grown = np.zeros(st.n_pods, dtype=bool)
+                if self.evicted_np is not None:
+                    grown[: self.evicted_np.shape[0]] = self.evicted_np
+                self.evicted_np = grown
+            for i in range(vs.shape[0]):
+                p = vs[i]
+                if p < 0 or p >= st.n_pods or self.evicted_np[p] \
+                        or st.pod_phase[p] != PHASE_RUNNING:
+                    continue
+                self._unassume_pod(p)
+                self.evicted_np[p] = True
+        return done
+
+    # ------------------------------------------------------------------ validation
+
+    def binding_reasons(self, Py_ssize_t p, Py_ssize_t n) -> int:
+        """Reason bits (0: it fits) of pod slot ``p``'s class on node slot ``n`` in this
+        view, every reason (resources and constraints). The commit service's validator
+        checks a binding with it on its overlay (state + the batch's accepted bindings,
+        assumed with :meth:`assume_binding`); :meth:`reason_texts` words the bits."""
+        cdef ClusterState st = self.state
+        self._ensure_synced()
+        if p < 0 or p >= st.n_pods or n < 0 or n >= self.n_nodes:
+            raise IndexError("pod or node slot out of range")
+        cdef ClassView v
+        self._view(st.pod_class[p], &v)
+        return self._feasible(n, &v, True)
+
+    def reason_texts(self, Py_ssize_t p, Py_ssize_t n, uint64_t reasons) -> list[str]:
+        """kube-style texts of :meth:`binding_reasons`' bits (as :meth:`fits` gives)."""
+        cdef ClusterState st = self.state
+        cdef ClassView v
+        self._view(st.pod_class[p], &v)
+        return self._reason_strings(reasons, n, &v)
+
+    def assume_binding(self, Py_ssize_t p, Py_ssize_t n, int sign=1) -> None:
+        """Add (``sign`` 1) or take back (-1) pod slot ``p``'s class requests on node
+        slot ``n`` in this view (until the next :meth:`sync`)."""
+        cdef ClusterState st = self.state
+        if p < 0 or p >= st.n_pods or n < 0 or n >= self.n_nodes:
+            raise IndexError("pod or node slot out of range")
+        self._assume(st.pod_class[p], n, sign)
+
+    def assume_evicted(self, Py_ssize_t p, int sign=1) -> None:
+        """Take running pod slot ``p``'s allocation out of this view (``sign`` 1: an
+        assumed eviction) or put it back (-1)."""
+        if p < 0 or p >= self.state.n_pods:
+            raise IndexError("pod slot out of range")
+        self._pod_view(p, -sign)
 
     def place_batch(self, pods) -> list[tuple[str, int] | None]:
         """Place many pods in order, each seeing the ones before it (assumed)."""

@@ -593,19 +593,23 @@ async def run_e2e_bench(*, kafka: str | None, pg_server: str, nodes: int = 10_00
 async def _first_commit_by(url: str, replica: str, after: int, within: float,
                            alive: Callable[[], None]) -> float | None:
     """Wall time (time.time()) when the first decision committing a proposal of
-    ``replica`` after position ``after`` was seen (polled every 20 ms); None if not
-    within ``within`` seconds."""
+    ``replica`` made on a fold at or past position ``after`` was seen (polled every
+    20 ms); None if not within ``within`` seconds. The position the proposal carries
+    tells the new process's proposals from those a stopped or killed one had sent
+    before ``after`` and the commit service decides only now."""
     conn = await asyncpg.connect(url, timeout=10)
     try:
         deadline = time.monotonic() + within
+        seen = after
         while time.monotonic() < deadline:
             alive()
             rows = await conn.fetch(
                 "SELECT position, payload FROM events WHERE position > $1 AND type = $2",
-                after, PLACEMENT_COMMITTED)
+                seen, PLACEMENT_COMMITTED)
             for r in rows:
-                after = max(after, r["position"])
-                if orjson.loads(r["payload"])["data"]["replica"] == replica:
+                seen = max(seen, r["position"])
+                data = orjson.loads(r["payload"])["data"]
+                if data["replica"] == replica and data["position"] >= after:
                     return time.time()
             await asyncio.sleep(0.02)
         return None

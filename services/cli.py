@@ -697,20 +697,26 @@ def _load_profile_option(path: str | None) -> Any:
 @click.option("--seed", type=int, default=0, show_default=True, help="Placer RNG seed.")
 @click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True,
               help="Work items per placement pass.")
+@click.option("--pipeline", type=click.IntRange(1, 64), default=8, show_default=True,
+              help="Batches in flight: the next batch is placed, with the undecided "
+                   "claims assumed, while earlier ones wait for their decisions.")
 @click.option("--preemption/--no-preemption", default=True, show_default=True,
               help="Let pods that fit nowhere evict pods of lower priority bands.")
 @bands_option
 @reserve_option
 def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
             metrics_port: int, profile_path: str | None, seed: int, batch_size: int,
-            preemption: bool, bands: Any, reserve_after: float) -> None:
+            pipeline: int, preemption: bool, bands: Any, reserve_after: float) -> None:
     """A replica scheduler: fold the log, place pending work, send proposals.
 
     Joins the `esched-replicas` consumer group of `<prefix>work` (so replicas share
     the work and take over a dead one's share), places pods and whole gangs with
-    the core on its own fold, sends proposals to `<prefix>proposals`, waits for the
-    decisions in its fold, retries rejections with fresh state, and reports pods no
-    node fits as `esched.pod.unschedulable`. Prints a JSON summary when it stops.
+    the core on its own fold, sends proposals to `<prefix>proposals`, and places
+    the next batches while the decisions come back (their claims assumed);
+    retries rejections with fresh state, and reports pods no node fits as
+    `esched.pod.unschedulable`. Restarted, it works its previous share of the work
+    partitions (recorded in the store) while it rejoins the group. Prints a JSON
+    summary when it stops.
     """
     from esched.services.replica import Replica, ReplicaConfig
 
@@ -720,8 +726,9 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
     async def main() -> dict:
         async with migrated_store(store) as es:
             r = Replica(es, bus, replica_id, profile=profile, seed=seed,
-                        config=ReplicaConfig(batch_size=batch_size, preemption=preemption,
-                                             bands=bands, reserve_after=reserve_after))
+                        config=ReplicaConfig(batch_size=batch_size, pipeline=pipeline,
+                                             preemption=preemption, bands=bands,
+                                             reserve_after=reserve_after))
             await r.start()
             try:
                 await until_signalled(r.run(), r.stop)

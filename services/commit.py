@@ -59,7 +59,7 @@ import numpy as np
 import orjson
 
 from esched.core import PHASES, ClusterState
-from esched.core._placer import Placer
+from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
 from esched.core.queues import QueueSpec, QueueTree
 from esched.core.reclaim import victims_legal
@@ -167,9 +167,6 @@ RECLAIMED = "Reclaimed"
 
 _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
-#: Placer.fits reasons that are about resources; the validator checks those itself,
-#: on its own overlay, and keeps only the constraint reasons from fits.
-_RESOURCE_REASON_PREFIXES = ("Insufficient ", "Too many pods")
 _NODE_NOT_FOUND = "node(s) not found"
 
 
@@ -258,21 +255,23 @@ def decision_event(data: dict[str, Any], verdict: Verdict, source: str = "esched
 class Validator:
     """Fine-grained validation of proposals against a :class:`ClusterState`.
 
-    Shared by the commit service (decide) and the audit (re-decide). Resources are
-    checked here on an overlay (state allocation + bindings accepted since
-    :meth:`begin`); constraints (selector, affinity, taints, unschedulable) come from
-    the core's :meth:`Placer.fits`. The state itself is never modified.
+    Shared by the commit service (decide) and the audit (re-decide). Each binding is
+    checked by the core (:meth:`Placer.binding_reasons`: resource by resource, then
+    selector, affinity, taints, unschedulable) on the placer's overlay: the state's
+    allocation plus the bindings accepted since :meth:`begin` (assumed) and the
+    proposal's own earlier bindings and victims. The state itself is never modified.
     """
 
     def __init__(self, state: ClusterState, bands: BandConfig | None = None) -> None:
         self.state = state
         self.bands = bands
-        self.placer = Placer(state)
+        # The real capacity of reserved nodes: a reservation is checked by name here.
+        self.placer = Placer(state, hide_reserved=False)
         self.begin()
 
     def begin(self) -> None:
         """Start a batch: forget the bindings accepted so far (the state has them now)."""
-        self._extra: dict[int, np.ndarray] = {}  # node slot -> units added by the batch
+        self.placer.sync()  # drops the previous batch's assumptions
         self._bound: set[str] = set()  # pods bound by the batch
         self._gang_extra: dict[int, int] = {}  # gang id -> members bound by the batch
         self._evicted: set[str] = set()  # pods evicted by the batch
@@ -350,16 +349,15 @@ class Validator:
         return int(self.placer.class_bands(self.bands)[int(self.state.pod_class_np[pidx])])
 
     def _victims(self, data: dict[str, Any], pods: tuple[str, ...]
-                 ) -> tuple[Verdict | None, dict[int, np.ndarray], dict[int, int]]:
-        """Check a preemption's victims: (rejection or None, units freed per node slot,
-        members evicted per gang)."""
+                 ) -> tuple[Verdict | None, list[int], dict[int, int]]:
+        """Check a preemption's victims: (rejection or None, victim pod slots, members
+        evicted per gang)."""
         st = self.state
         victims = data.get("victims") or []
-        freed: dict[int, np.ndarray] = {}
+        freed: list[int] = []
         by_gang: dict[int, int] = {}
         if not victims:
             return None, freed, by_gang
-        nres = st.n_res
         names = [v.get("pod") for v in victims]
         if len(set(names)) != len(names):
             return Verdict(False, MALFORMED, "the same victim appears twice", pods), freed, by_gang
@@ -389,8 +387,7 @@ class Validator:
                 return Verdict(False, PREEMPTION_ILLEGAL,
                                f"{BAND_NAMES.get(preemptor, preemptor)} may not preempt "
                                f"{pod} ({BAND_NAMES[band]})", pods), freed, by_gang
-            units = st.pod_alloc_np[pidx, :nres].astype(np.int64)
-            freed[nidx] = freed.get(nidx, 0) + units
+            freed.append(pidx)
             g = int(st.pod_gang_np[pidx])
             if g >= 0:
                 by_gang[g] = by_gang.get(g, 0) + 1
@@ -421,21 +418,62 @@ class Validator:
         gang_name = data.get("gang")
         if gang_name is not None and gang_name not in st.gang_index:
             return Verdict(False, GANG_UNKNOWN, f"no PodGroup {gang_name}", pods)
-        nres = st.n_res
-        rejected, freed, victim_gangs = self._victims(data, pods)
+        rejected, victims, victim_gangs = self._victims(data, pods)
         if rejected is not None:
             return rejected
-        local: dict[int, np.ndarray] = {n: -units for n, units in freed.items()}
+        placer = self.placer
+        for v in victims:
+            placer.assume_evicted(v)
+        taken: list[tuple[int, int]] = []  # (pod slot, node slot) assumed so far
         gangs: dict[int, int] = {}
         queue_delta: dict[int, np.ndarray] = {}
         if self._cap_chain:
-            for v in data.get("victims") or ():
-                vidx = st.pod_index.get(v.get("pod"))
-                if vidx is None or st.pod_phase_np[vidx] != _RUNNING:
-                    continue  # the bindings' check rejects such a proposal
+            nres = st.n_res
+            for vidx in victims:
                 vq = int(st.pod_queue_np[vidx])
                 units = st.pod_alloc_np[vidx, :nres].astype(np.int64)
                 queue_delta[vq] = queue_delta[vq] - units if vq in queue_delta else -units
+        verdict = self._bindings(bindings, pods, gang_name, taken, gangs, queue_delta)
+        if verdict is None:
+            for g, proposed in gangs.items():
+                running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0)
+                need_members = int(st.gang_min_np[g])
+                if running + proposed < need_members:
+                    verdict = Verdict(False, GANG_INCOMPLETE,
+                                      f"gang {st.gang_keys[g]}: {running} running + {proposed} "
+                                      f"proposed < minMember {need_members}", pods)
+                    break
+        cap_add: dict[str, dict[int, int]] = {}
+        if verdict is None:
+            verdict, cap_add = self._over_capability(queue_delta, pods)
+        if verdict is not None or not record:
+            # Not accepted (or only asked): the overlay is as it was before this proposal.
+            for pidx, nidx in reversed(taken):
+                placer.assume_binding(pidx, nidx, -1)
+            for v in victims:
+                placer.assume_evicted(v, -1)
+            return verdict if verdict is not None else Verdict(True, None, "", pods)
+        for name, acc in cap_add.items():
+            used = self._cap_used[name]
+            for c, units in acc.items():
+                used[c] += units
+        self._bound.update(pods)
+        for g, k in gangs.items():
+            self._gang_extra[g] = self._gang_extra.get(g, 0) + k
+        self._evicted.update(v["pod"] for v in data.get("victims") or ())
+        for g, k in victim_gangs.items():
+            self._gang_evicted[g] = self._gang_evicted.get(g, 0) + k
+        return Verdict(True, None, "", pods)
+
+    def _bindings(self, bindings: list[dict[str, Any]], pods: tuple[str, ...],
+                  gang_name: str | None, taken: list[tuple[int, int]],
+                  gangs: dict[int, int], queue_delta: dict[int, np.ndarray]
+                  ) -> Verdict | None:
+        """Check each binding in order, assuming each one that fits (into ``taken``;
+        members per gang into ``gangs``, requests per queue into ``queue_delta`` when
+        capabilities are checked); the first rejection, or None."""
+        st = self.state
+        placer = self.placer
         for b in bindings:
             pod, node = b["pod"], b["node"]
             pidx = st.pod_index.get(pod)
@@ -468,68 +506,44 @@ class Validator:
             if not _same_resources(claimed, requests):
                 return Verdict(False, RESOURCES_MISMATCH,
                                f"pod {pod} claims {dict(claimed)}, requests {requests}", pods)
-            need = st.class_req_np[cid, :nres].astype(np.int64)
-            used = st.allocated_np[nidx, :nres].astype(np.int64)
-            if nidx in self._extra:
-                used = used + self._extra[nidx][:nres]
-            if nidx in local:
-                used = used + local[nidx]
-            over = np.flatnonzero((need > 0) & (used + need > st.allocatable_np[nidx, :nres]))
-            if over.size:
-                name = st.res_names[int(over[0])]
-                free = int(st.allocatable_np[nidx, over[0]] - used[over[0]])
-                return Verdict(False, f"insufficient_{name}",
-                               f"pod {pod} needs {name}={int(need[over[0]])} on node {node}, "
-                               f"{max(free, 0)} free", pods)
-            problems = [r for r in self.placer.fits(pod, node)
-                        if not r.startswith(_RESOURCE_REASON_PREFIXES)]
-            if problems:
-                if problems == [_NODE_NOT_FOUND]:
-                    return Verdict(False, NODE_GONE, f"node {node} is not alive", pods)
-                return Verdict(False, CONSTRAINT,
-                               f"pod {pod} on node {node}: {'; '.join(problems)}", pods)
-            local[nidx] = local.get(nidx, 0) + need
+            bits = placer.binding_reasons(pidx, nidx)
+            if bits:
+                return self._rejection(pod, node, pidx, nidx, bits, pods)
+            placer.assume_binding(pidx, nidx)
+            taken.append((pidx, nidx))
             if g >= 0:
                 gangs[g] = gangs.get(g, 0) + 1
             if self._cap_chain:
+                need = st.class_req_np[cid, :st.n_res].astype(np.int64)
                 queue_delta[q] = queue_delta[q] + need if q in queue_delta else need
-        for g, proposed in gangs.items():
-            running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0)
-            need_members = int(st.gang_min_np[g])
-            if running + proposed < need_members:
-                return Verdict(False, GANG_INCOMPLETE,
-                               f"gang {st.gang_keys[g]}: {running} running + {proposed} proposed "
-                               f"< minMember {need_members}", pods)
-        over_cap, cap_add = self._over_capability(queue_delta, pods)
-        if over_cap is not None:
-            return over_cap
-        if record:
-            for name, acc in cap_add.items():
-                used = self._cap_used[name]
-                for c, units in acc.items():
-                    used[c] += units
-            for nidx, units in local.items():
-                prev = self._extra.get(nidx)
-                self._extra[nidx] = units.copy() if prev is None else _add(prev, units)
-            self._bound.update(pods)
-            for g, k in gangs.items():
-                self._gang_extra[g] = self._gang_extra.get(g, 0) + k
-            self._evicted.update(v["pod"] for v in data.get("victims") or ())
-            for g, k in victim_gangs.items():
-                self._gang_evicted[g] = self._gang_evicted.get(g, 0) + k
-        return Verdict(True, None, "", pods)
+        return None
 
-
-def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    n = max(a.shape[0], b.shape[0])
-    out = np.zeros(n, dtype=np.int64)
-    out[: a.shape[0]] += a
-    out[: b.shape[0]] += b
-    return out
+    def _rejection(self, pod: str, node: str, pidx: int, nidx: int, bits: int,
+                   pods: tuple[str, ...]) -> Verdict:
+        """The verdict for a binding the core found not fitting (reason ``bits``):
+        the first resource short, else the constraints."""
+        st = self.state
+        if bits >> RESOURCE_REASON_SHIFT:
+            nres = st.n_res
+            need = st.class_req_np[int(st.pod_class_np[pidx]), :nres].astype(np.int64)
+            used = self.placer.used_array()[nidx, :nres].astype(np.int64)
+            cap = st.allocatable_np[nidx, :nres].astype(np.int64)
+            r = int(np.flatnonzero((need > 0) & (used + need > cap))[0])
+            name = st.res_names[r]
+            return Verdict(False, f"insufficient_{name}",
+                           f"pod {pod} needs {name}={int(need[r])} on node {node}, "
+                           f"{max(int(cap[r] - used[r]), 0)} free", pods)
+        problems = self.placer.reason_texts(pidx, nidx, bits)
+        if problems == [_NODE_NOT_FOUND]:
+            return Verdict(False, NODE_GONE, f"node {node} is not alive", pods)
+        return Verdict(False, CONSTRAINT, f"pod {pod} on node {node}: {'; '.join(problems)}",
+                       pods)
 
 
 def _same_resources(claimed: dict[str, Any], requests: dict[str, int]) -> bool:
     """Whether a binding claims exactly the pod's requests (``pods`` may be left out)."""
+    if claimed == requests:  # what replicas send: the class's requests as they are
+        return True
     for name in set(claimed) | set(requests):
         want = requests.get(name, 0)
         got = claimed.get(name, want if name == "pods" else 0)
@@ -795,28 +809,34 @@ class CommitService:
         return folded
 
     def _fold(self, se: StoredEvent, live: bool) -> None:
+        self._fold_envelope(orjson.loads(se.payload), se.position, se.id, se.type, se.stream,
+                            se.stream_version, se.time or se.recorded_at,
+                            se.recorded_at.timestamp(), live)
+
+    def _fold_envelope(self, ev: dict[str, Any], position: int, id_: str, type_: str,
+                       stream: str, stream_version: int, time_: datetime, recorded_at: float,
+                       live: bool) -> None:
+        """Fold one event (its envelope and its stored columns) and keep the books."""
         assert self.state is not None
-        ev = orjson.loads(se.payload)
-        self.state.apply(ev, se.position)
+        self.state.apply(ev, position)
         data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
-        if se.stream == DECISIONS_STREAM:
-            self.decisions_version = se.stream_version
-            if live and se.id not in self._expected:
-                self._foreign.append(se.position)
+        if stream == DECISIONS_STREAM:
+            self.decisions_version = stream_version
+            if live and id_ not in self._expected:
+                self._foreign.append(position)
             proposal = data.get("proposal")
             if isinstance(proposal, str):
-                self._remember(proposal, se.position)
-        if se.type == POD_SUBMITTED:
+                self._remember(proposal, position)
+        if type_ == POD_SUBMITTED:
             meta = data.get("metadata") or {}
             key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-            self._submitted[key] = (se.time or se.recorded_at).timestamp()
-        elif se.type == PLACEMENT_COMMITTED:
+            self._submitted[key] = time_.timestamp()
+        elif type_ == PLACEMENT_COMMITTED:
             for b in data.get("bindings") or ():
                 t0 = self._submitted.pop(b.get("pod"), None)
                 if live and t0 is not None:
-                    metrics.SUBMIT_TO_COMMIT_SECONDS.observe(
-                        max(0.0, se.recorded_at.timestamp() - t0))
-        elif se.type in (POD_DELETED, POD_SUCCEEDED, POD_FAILED):
+                    metrics.SUBMIT_TO_COMMIT_SECONDS.observe(max(0.0, recorded_at - t0))
+        elif type_ in (POD_DELETED, POD_SUCCEEDED, POD_FAILED):
             meta = data.get("metadata") or {}
             self._submitted.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}",
                                 None)
@@ -963,7 +983,21 @@ class CommitService:
             raise NotLeader(str(exc)) from exc
         anomalies = dict(self.state.anomalies)
         try:
-            await self._catch_up(live=True)  # our own decisions, applied at once
+            # Our own decisions, applied at once. After a head-checked append that
+            # stored every event, they are exactly positions head+1.. of the log, in
+            # this order: fold them from memory instead of reading them back (a read
+            # and a decode of every decision). Otherwise read the log from the store.
+            start = self.state.position + 1
+            if expected_head is not None and expected_head == self.state.position \
+                    and res.duplicates == 0 \
+                    and res.positions == list(range(start, start + len(fresh))):
+                now = datetime.now(UTC)
+                stamp = now.timestamp()
+                for i, (env, ev) in enumerate(zip(fresh, events, strict=True)):
+                    self._fold_envelope(env, start + i, ev.id, ev.type, ev.stream,
+                                        expected + 1 + i, now, stamp, True)
+            else:
+                await self._catch_up(live=True)
         finally:
             self._expected = set()
         stale = {k: v - anomalies.get(k, 0) for k, v in self.state.anomalies.items()
@@ -1004,6 +1038,7 @@ class CommitService:
                 stored[pos] = orjson.loads(rows[0].payload)
         recorded = [stored.get(positions[env["id"]], env) for env in fresh]
         result: list[dict[str, Any]] = []
+        tally = {"duplicate": 0, "committed": 0, "rejected": 0, "pods": 0}
         for item in out:
             if isinstance(item, int) and item >= 0:
                 env, kind = stored[item], "duplicate"
@@ -1013,29 +1048,36 @@ class CommitService:
                 env = recorded[fresh.index(item)] if positions[item["id"]] <= before else item
                 kind = "duplicate" if env is not item else "fresh"
             result.append(env)
-            self._count(env, kind)
+            self._count(env, kind, tally)
+        # Metrics once per batch: labelled lookups per decision are measurable here.
+        for outcome, n in tally.items():
+            if n:
+                metrics.COMMIT_PROPOSALS.labels(outcome).inc(n)
+        if tally["pods"]:
+            metrics.COMMITTED_PODS.inc(tally["pods"])
         return result
 
-    def _count(self, env: dict[str, Any], kind: str) -> None:
+    def _count(self, env: dict[str, Any], kind: str, tally: dict[str, int]) -> None:
+        """Count one decision in the totals and in ``tally`` (the batch's metrics)."""
         t = self.totals
         t.proposals += 1
         if kind == "duplicate":
             t.duplicates += 1
-            metrics.COMMIT_PROPOSALS.labels("duplicate").inc()
+            tally["duplicate"] += 1
             return
         data = env["data"]
         if env["type"] == PLACEMENT_COMMITTED:
             t.committed += 1
-            metrics.COMMIT_PROPOSALS.labels("committed").inc()
-            metrics.COMMITTED_PODS.inc(len(data["bindings"]))
+            tally["committed"] += 1
+            tally["pods"] += len(data["bindings"])
             if data.get("victims"):
                 t.evicted += len(data["victims"])
                 metrics.COMMIT_EVICTED.inc(len(data["victims"]))
         else:
             t.rejected += 1
+            tally["rejected"] += 1
             reason = data["reason"]
             t.reasons[reason] = t.reasons.get(reason, 0) + 1
-            metrics.COMMIT_PROPOSALS.labels("rejected").inc()
             metrics.COMMIT_CONFLICTS.labels(reason).inc()
             log.info("rejected %s: %s (%s)", data["proposal"], reason, data["message"],
                      extra={"proposal": data["proposal"], "replica": data["replica"],

@@ -13,9 +13,13 @@ the :mod:`~esched.services.dispatch` dispatcher), and per polled batch:
    gangs with :meth:`Placer.plan_gang` (all-or-nothing on a scratch overlay);
 3. sends one proposal per pod or per gang, carrying the log position it saw and
    the resources claimed per binding (the pod's requests in base units);
-4. waits for the decisions *in its fold* (so its next placement starts from a
-   state that has them), retries rejected pods/gangs with fresh state, with
-   backoff and a retry limit (after which the dispatcher re-publishes them);
+4. waits for the decisions *in its fold*, retries rejected pods/gangs with fresh
+   state, with backoff and a retry limit (after which the dispatcher re-publishes
+   them). Meanwhile it already polls and places the next batch (``pipeline``
+   batches in flight): the claims of proposals still undecided are *assumed* in
+   its view (kube-scheduler's assume cache), so the next batch never counts room
+   they took; a decision folded into the state replaces its claim, a rejection
+   simply releases it;
 5. reports pods no node fits as ``esched.pod.unschedulable`` (kube-style reason
    counts, deterministic id ``unschedulable-<pod>-<position>`` so a redelivered
    work item dedupes in the store); the dispatcher re-publishes them only when
@@ -242,6 +246,9 @@ class SharedConsumer(BusConsumer):
     async def lag(self) -> int:
         return await self.inner.lag()
 
+    def assignment(self) -> frozenset[tuple[str, int]]:
+        return self.inner.assignment()
+
 
 # ---------------------------------------------------------------------- the replica
 
@@ -253,6 +260,11 @@ class ReplicaConfig:
     group: str = REPLICA_GROUP
     #: Work items per poll: one placement pass, one proposal send, one decision wait.
     batch_size: int = 1000
+    #: Batches in flight at once: a batch's proposals wait for their decisions (a
+    #: round trip through the commit service and the store, 10x the placement time)
+    #: while the next batches are placed with the earlier claims assumed. 1: place a
+    #: batch only once the previous one is decided.
+    pipeline: int = 8
     poll_timeout_ms: int = 100
     #: Keep polling for up to this many seconds while more work arrives (batching).
     linger: float = 0.01
@@ -264,6 +276,11 @@ class ReplicaConfig:
     #: Re-send proposals still undecided after this long (idempotent on proposal id:
     #: covers a commit service that failed over with our proposals unread).
     decision_timeout: float = 30.0
+    #: On stop, how long batches in flight may wait for their decisions.
+    stop_grace: float = 2.0
+    #: On a restart, work the share of the work partitions this replica had (recorded
+    #: in the store) while the group join is under way (see Replica._start_provisional).
+    resume_share: bool = True
     source_prefix: str = "esched/replica/"
     #: Let pods and gangs that fit nowhere propose evicting pods of lower bands.
     preemption: bool = True
@@ -294,6 +311,9 @@ class ReplicaTotals:
     victims: int = 0
     #: Gang reservations made (starvation guard).
     reservations: int = 0
+    #: Work items read from the previous share while the group join of a restart
+    #: was under way (see Replica._start_provisional).
+    early_items: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     #: perf_counter() of the first proposal sent and of the last decision received
     #: (the window a placement rate is measured over); 0.0 until then.
@@ -307,7 +327,7 @@ class ReplicaTotals:
                 "retries": self.retries, "gave_up": self.gave_up,
                 "unschedulable": self.unschedulable, "gangs_waiting": self.gangs_waiting,
                 "preemptions": self.preemptions, "victims": self.victims,
-                "reservations": self.reservations,
+                "reservations": self.reservations, "early_items": self.early_items,
                 "conflict_reasons": dict(sorted(self.reasons.items()))}
 
 
@@ -351,13 +371,35 @@ class Replica:
         self.placer: Placer | None = None
         self._waiting: dict[str, asyncio.Future] = {}
         self._stopping = asyncio.Event()
-        #: True while a polled batch is being worked on (for `esched up`'s idle check).
-        self.busy = False
+        #: Claims of proposals sent and not yet decided in the fold, by proposal id:
+        #: ([(pod, node)], [victim pods]); assumed in the placer's view (see _resync).
+        self._inflight: dict[str, tuple[list[tuple[str, str]], list[str]]] = {}
+        #: pod -> proposal id of its undecided claim
+        self._inflight_pods: dict[str, str] = {}
+        #: bumped whenever a claim is added or released: the view must be renewed
+        self._claims_version = 0
+        #: (state position, claims version) the placer's view was last made for
+        self._view_at: tuple[int, int] = (-1, -1)
+        #: batches being worked on (placed, proposed, waiting for decisions)
+        self._batches: set[asyncio.Task] = set()
+        self._failed: BaseException | None = None
         self._requests: dict[int, dict[str, int]] = {}
         #: gang -> monotonic time it was first found not fitting (starvation guard)
         self._waiting_since: dict[str, float] = {}
         #: reservations decided by the last placement pass, appended after it
         self._to_reserve: list[dict[str, Any]] = []
+        #: While the group join of a restart is under way: a reader of this replica's
+        #: previous share of the work partitions (no group membership, no offset
+        #: commits) and the join itself. See start().
+        self._provisional: BusConsumer | None = None
+        self._joining: asyncio.Future | None = None
+        #: The share last recorded in the store (share_snapshot_name).
+        self._saved_share: frozenset[tuple[str, int]] = frozenset()
+
+    @property
+    def busy(self) -> bool:
+        """True while a polled batch is being worked on (for `esched up`'s idle check)."""
+        return bool(self._batches)
 
     @property
     def state(self) -> ClusterState:
@@ -388,6 +430,7 @@ class Replica:
             # old place (and partitions) at once instead of after its old session.
             self._consumer = self.bus.consumer([self.bus.topics.work], self.config.group,
                                                instance=f"{self.config.group}/{self.id}")
+            await self._start_provisional()
         joining = asyncio.ensure_future(
             retry_until(self._consumer.start, retriable=_is_transient, what="consumer start"))
         joined: list[float] = []
@@ -400,19 +443,120 @@ class Replica:
                 self._producer = self.bus.producer()
                 await retry_until(self._producer.start, retriable=_is_transient,
                                   what="producer start")
-            await joining
+            if self._provisional is None:
+                await joining
         except BaseException:
             joining.cancel()
             with contextlib.suppress(BaseException):
                 await joining
+            await self._stop_provisional()
             raise
+        if self._provisional is not None:
+            # Work the previous share now; run() switches to the group once joined.
+            self._joining = joining
+            log.info("replica %s ready at position %d in %.2fs (fold %.2fs); working its "
+                     "previous share %s while it rejoins the group", self.id, state.position,
+                     time.perf_counter() - started, folded - started,
+                     _partitions(self._provisional.assignment()), extra={"replica": self.id})
+            return
         log.info("replica %s ready at position %d in %.2fs (fold %.2fs, group join %.2fs)",
                  self.id, state.position, time.perf_counter() - started, folded - started,
                  joined[0] - started, extra={"replica": self.id})
 
+    # ------------------------------------------------------------------ its share of the work
+
+    @property
+    def share_snapshot_name(self) -> str:
+        """Snapshot series recording this replica's share of the work partitions."""
+        return f"replica-share/{self.config.group}/{self.id}"
+
+    async def _start_provisional(self) -> None:
+        """Read the previous share of the work partitions while the group join runs.
+
+        A restarted replica rejoins the group under its static name and gets its old
+        partitions back, but the join takes the broker's time (tansu holds it about 8 s;
+        Kafka answers a static member's rejoin at once). Until then it reads the share
+        it had, recorded in the store, from the group's committed offsets, without
+        joining and without committing offsets: redelivered to whoever owns them
+        after the join, the items are skipped (their pods are no longer pending). If
+        the share moved meanwhile (this replica was away longer than its session),
+        two replicas may propose the same pod for a moment: the commit service
+        commits one and rejects the other, so nothing is placed twice.
+        """
+        if not self.config.resume_share:
+            return
+        try:
+            saved = await self.store.load_snapshot(self.share_snapshot_name)
+        except TransientStoreError as exc:
+            log.warning("replica %s: previous share unknown (%s); waiting for the group",
+                        self.id, exc)
+            return
+        if saved is None:
+            return
+        share = [(str(t), int(p)) for t, p in orjson.loads(saved[1])
+                 if t == self.bus.topics.work]
+        if not share:
+            return
+        provisional = self.bus.consumer([self.bus.topics.work], self.config.group,
+                                        exclusive=True, partitions=share)
+        try:
+            await provisional.start()
+        except BusError as exc:
+            log.warning("replica %s: cannot read its previous share (%s); waiting for the "
+                        "group", self.id, exc)
+            return
+        self._provisional = provisional
+
+    async def _stop_provisional(self) -> None:
+        if self._provisional is not None:
+            provisional, self._provisional = self._provisional, None
+            with contextlib.suppress(BusError):
+                await provisional.stop()
+
+    async def _joined(self) -> None:
+        """The group join of a restart is done: stop reading the previous share."""
+        joining, self._joining = self._joining, None
+        await self._stop_provisional()
+        if joining is not None:
+            joining.result()  # a failed join ends the service, as in start()
+            log.info("replica %s joined the group; share %s", self.id,
+                     _partitions(self._consumer.assignment() if self._consumer else ()))
+
+    async def _record_share(self, consumer: BusConsumer) -> None:
+        """Record this replica's share of the work partitions when it changed."""
+        share = consumer.assignment()
+        if not share or share == self._saved_share:
+            return
+        try:
+            await self.store.save_snapshot(self.share_snapshot_name, self.follower.position,
+                                           orjson.dumps(sorted(share)))
+            await self.store.prune_snapshots(self.share_snapshot_name, keep=2)
+        except TransientStoreError as exc:
+            log.warning("replica %s: share not recorded (%s)", self.id, exc)
+            return
+        self._saved_share = share
+
     async def stop(self) -> None:
-        """Leave the group (uncommitted work is redelivered), stop following; idempotent."""
+        """Leave the group (uncommitted work is redelivered), stop following; idempotent.
+
+        Batches in flight get ``stop_grace`` seconds to see their decisions (so their
+        offsets are committed and nothing is redelivered); then they are cancelled:
+        their proposals are still decided by the commit service, and the new owner
+        of their work items skips pods that are no longer pending.
+        """
         self._stopping.set()
+        if self._joining is not None:
+            self._joining.cancel()
+            with contextlib.suppress(BaseException):
+                await self._joining
+            self._joining = None
+        if self._batches:
+            _done, pending = await asyncio.wait(set(self._batches),
+                                                timeout=self.config.stop_grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self._stop_provisional()
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             with contextlib.suppress(BusError):
@@ -424,44 +568,112 @@ class Replica:
         await self.follower.stop()
 
     async def run(self) -> ReplicaTotals:
-        """Poll work and place it until :meth:`stop`."""
-        while not self._stopping.is_set():
-            consumer = self._consumer
-            if consumer is None:
-                break
-            try:
-                msgs = await consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
-                # Linger briefly while work keeps arriving: one pass over a full batch
-                # costs about as much round-trip overhead (proposal send, decision
-                # append, fold wake-up) as a pass over a handful of pods.
-                linger_until = time.monotonic() + self.config.linger
-                while msgs and len(msgs) < self.config.batch_size and \
-                        time.monotonic() < linger_until:
-                    more = await consumer.poll(self.config.linger_poll_ms,
-                                               self.config.batch_size - len(msgs))
-                    if not more:
-                        break
-                    msgs.extend(more)
-            except BusError as exc:
-                if not exc.retriable:
-                    raise
-                metrics.RETRIES.labels(SERVICE, "bus").inc()
-                log.warning("work poll failed: %s", exc)
-                await asyncio.sleep(0.5)
-                continue
-            if not msgs:
-                continue
-            self.busy = True
-            try:
-                await self.handle(msgs)
-            finally:
-                self.busy = False
+        """Poll work and place it until :meth:`stop`.
+
+        Up to ``pipeline`` batches are in flight: a batch is polled and placed as soon
+        as the previous one has sent its proposals, and each batch then waits for its
+        own decisions (retrying rejections) in a task of its own. Work offsets are
+        committed in poll order, each batch after the one before it.
+        """
+        loop = asyncio.get_running_loop()
+        slots = asyncio.Semaphore(max(1, self.config.pipeline))
+        turn: asyncio.Future = loop.create_future()
+        turn.set_result(None)
+        try:
+            while not self._stopping.is_set() and self._failed is None:
+                if self._joining is not None and self._joining.done():
+                    await self._joined()
+                provisional = self._provisional is not None
+                consumer = self._provisional if provisional else self._consumer
+                if consumer is None:
+                    break
+                await slots.acquire()
+                started = False
+                try:
+                    msgs = await self._poll(consumer)
+                    if provisional:
+                        self.totals.early_items += len(msgs)
+                    else:
+                        await self._record_share(consumer)
+                    if not msgs or self._stopping.is_set():
+                        continue
+                    planned = asyncio.Event()
+                    prev, turn = turn, loop.create_future()
+                    task = asyncio.create_task(
+                        self._batch(msgs, planned, prev, turn, commit=not provisional),
+                        name=f"replica-{self.id}-batch")
+                    started = True
+                    self._batches.add(task)
+                    task.add_done_callback(lambda t: self._batch_done(t, slots))
+                    # The next batch is placed once this one's claims are in the view.
+                    waiter = asyncio.ensure_future(planned.wait())
+                    try:
+                        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        waiter.cancel()
+                finally:
+                    if not started:
+                        slots.release()
+            if self._batches:
+                await asyncio.gather(*set(self._batches), return_exceptions=True)
+        finally:
+            if self._failed is not None:
+                raise self._failed
         return self.totals
+
+    def _batch_done(self, task: asyncio.Task, slots: asyncio.Semaphore) -> None:
+        self._batches.discard(task)
+        slots.release()
+        if not task.cancelled() and task.exception() is not None and self._failed is None:
+            # Surfaced by run(): a batch that failed (e.g. the log follower died) must
+            # end the service, as it did before batches ran in tasks.
+            self._failed = task.exception()
+
+    async def _poll(self, consumer: BusConsumer) -> list[Message]:
+        """One batch of work items (lingering briefly while more keeps arriving)."""
+        try:
+            msgs = await consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
+            # Linger briefly while work keeps arriving: one pass over a full batch
+            # costs about as much round-trip overhead (proposal send, decision
+            # append, fold wake-up) as a pass over a handful of pods.
+            linger_until = time.monotonic() + self.config.linger
+            while msgs and len(msgs) < self.config.batch_size and \
+                    time.monotonic() < linger_until:
+                more = await consumer.poll(self.config.linger_poll_ms,
+                                           self.config.batch_size - len(msgs))
+                if not more:
+                    break
+                msgs.extend(more)
+            return msgs
+        except BusError as exc:
+            if not exc.retriable:
+                raise
+            metrics.RETRIES.labels(SERVICE, "bus").inc()
+            log.warning("work poll failed: %s", exc)
+            await asyncio.sleep(0.5)
+            return []
+
+    async def _batch(self, msgs: Sequence[Message], planned: asyncio.Event,
+                     prev: asyncio.Future, turn: asyncio.Future, *, commit: bool) -> None:
+        """One batch in its task: place and decide, then commit its offsets after the
+        previous batch's (``prev``), then let the next batch commit (``turn``)."""
+        try:
+            await self.handle(msgs, planned, prev, commit=commit)
+        finally:
+            planned.set()
+            if not turn.done():
+                turn.set_result(None)
 
     # ------------------------------------------------------------------ one batch
 
-    async def handle(self, msgs: Sequence[Message]) -> None:
-        """Work one polled batch end to end, then commit its offsets."""
+    async def handle(self, msgs: Sequence[Message], planned: asyncio.Event | None = None,
+                     prev: asyncio.Future | None = None, *, commit: bool = True) -> None:
+        """Work one polled batch end to end, then commit its offsets (unless not
+        ``commit``: items read from the previous share before the group join).
+
+        ``planned`` is set once the batch's first proposals are claimed (the next batch
+        may be placed); ``prev`` is awaited before committing offsets (poll order).
+        """
         targets: dict[tuple[str, str], _Target] = {}
         for m in msgs:
             try:
@@ -473,8 +685,8 @@ class Replica:
                 log.warning("ignoring malformed work item at %s/%d@%d", m.topic, m.partition,
                             m.offset)
                 continue
-            prev = targets.get((kind, key))
-            if prev is None or prev.position < position:
+            prev_t = targets.get((kind, key))
+            if prev_t is None or prev_t.position < position:
                 targets[(kind, key)] = _Target(kind, key, position)
         self.totals.work_items += len(msgs)
         if targets:
@@ -485,15 +697,21 @@ class Replica:
                 log.warning("replica %s: fold at %d, waiting for work position %d", self.id,
                             self.follower.position, upto)
             t1 = time.perf_counter()
-            await self._place(list(targets.values()))
+            await self._place(list(targets.values()), planned)
             log.debug("replica %s: %d work items; fold wait %.1f ms, place+decide %.1f ms",
                       self.id, len(targets), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
+        if planned is not None:
+            planned.set()
+        if prev is not None:
+            # Offsets in poll order: committing this batch's offsets first would also
+            # commit the earlier batch's items on the same partitions, still undecided.
+            await asyncio.shield(prev)
         offsets: dict[tuple[str, int], int] = {}
         for m in msgs:
             k = (m.topic, m.partition)
             offsets[k] = max(offsets.get(k, 0), m.offset + 1)
         consumer = self._consumer
-        if consumer is not None:
+        if consumer is not None and commit:
             try:
                 await consumer.commit(offsets)
             except BusError as exc:
@@ -508,42 +726,64 @@ class Replica:
         st = self.state
         return int(np.count_nonzero(st.pod_phase_np[: st.n_pods] == _PENDING))
 
-    async def _place(self, targets: list[_Target]) -> None:
+    async def _place(self, targets: list[_Target], planned: asyncio.Event | None = None) -> None:
         """Place, propose, wait, retry rejected ones; report the unplaceable.
 
-        An unschedulable verdict is final only for a pass whose proposals were all
-        committed: otherwise the view it was reached on held assumptions of rejected
-        proposals (room that is in fact free), so those pods are judged again on fresh
-        state. Verdicts still in doubt when the retries run out are reported as
-        provisional (data ``position`` 0: "judged on no particular state"), which the
-        dispatcher re-publishes after backoff once any capacity event is in the log.
+        An unschedulable verdict is final only if every claim in the view it was
+        reached on was committed: this pass's proposals and those of other batches
+        still in flight (assumed). Otherwise the view held room that is in fact free,
+        so those pods are judged again on fresh state. Verdicts still in doubt when
+        the retries run out are reported as provisional (data ``position`` 0: "judged
+        on no particular state"), which the dispatcher re-publishes after backoff
+        once any capacity event is in the log. A gang with a member in another
+        batch's undecided proposal is planned once that one is decided.
         """
         assert self.placer is not None
         # pod -> (work position, reasons, message, position the verdict was reached on)
         unschedulable: dict[str, tuple[int, dict[str, int], str, int]] = {}
         attempt = 0
         while targets and not self._stopping.is_set():
-            self.placer.sync()
+            self._resync()
+            # Undecided claims of other batches this pass's view assumes.
+            foreign = [f for pid in self._inflight
+                       if (f := self._waiting.get(pid)) is not None]
             candidates: dict[str, tuple[_Target, dict[str, int], str]] = {}
+            blocked: list[tuple[_Target, list[asyncio.Future]]] = []
             judged_at = int(self.state.position)  # the state this pass's verdicts see
             t0 = time.perf_counter()
-            proposals, by_proposal = self._plan(targets, candidates)
+            proposals, by_proposal = self._plan(targets, candidates, blocked)
             t1 = time.perf_counter()
             retry: list[_Target] = []
             if proposals:
-                retry = await self._decided(proposals, by_proposal)
+                retry = await self._decided(proposals, by_proposal, planned)
+            elif planned is not None:
+                planned.set()
             log.debug("replica %s: planned %d in %.1f ms, decided in %.1f ms", self.id,
                       len(proposals), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
-            if not retry:
+            doubt = bool(retry)
+            if candidates and not doubt and foreign:
+                done, pending = await asyncio.wait(foreign, timeout=self.config.decision_timeout)
+                doubt = bool(pending) or any(
+                    f.cancelled() or f.result()["type"] != PLACEMENT_COMMITTED for f in done)
+            again: dict[tuple[str, str], _Target] = {}
+            if doubt:
+                for t in retry:
+                    again[(t.kind, t.key)] = t
+                for t, _reasons, _msg in candidates.values():
+                    again.setdefault((t.kind, t.key), t)
+            else:
                 for pod, (t, reasons, msg) in candidates.items():
                     unschedulable[pod] = (t.position, reasons, msg, judged_at)
+            if blocked:
+                await asyncio.wait({f for _t, fs in blocked for f in fs},
+                                   timeout=self.config.decision_timeout)
+                for t, _fs in blocked:
+                    again.setdefault((t.kind, t.key), t)
+            if not again:
                 break
-            again = {(t.kind, t.key) for t in retry}
-            for t, _reasons, _msg in candidates.values():
-                if (t.kind, t.key) not in again:
-                    again.add((t.kind, t.key))
-                    retry.append(t)
-            targets = retry
+            targets = list(again.values())
+            if not doubt:
+                continue  # only blocked gangs: planned now, not a retry
             attempt += 1
             if attempt > self.config.max_retries:
                 # The dispatcher re-publishes a rejected proposal's pods after a delay,
@@ -565,9 +805,10 @@ class Replica:
             await self._reserve()
 
     async def _decided(self, proposals: list[dict[str, Any]],
-                       by_proposal: dict[str, _Target]) -> list[_Target]:
+                       by_proposal: dict[str, _Target],
+                       planned: asyncio.Event | None = None) -> list[_Target]:
         """Propose, wait for the decisions, count them; the targets of rejected ones."""
-        decisions = await self._propose(proposals)
+        decisions = await self._propose(proposals, planned)
         retry: list[_Target] = []
         committed = placed = 0
         for pid, env in decisions.items():
@@ -589,6 +830,56 @@ class Replica:
         metrics.REPLICA_PLACED_PODS.labels(self.id).inc(placed)
         return retry
 
+    # ------------------------------------------------------------------ claims in flight
+
+    def _resync(self) -> None:
+        """Make the placer's view the fold plus every undecided claim (assumed).
+
+        Cheap when nothing changed: the view a pass leaves behind already holds its
+        own claims, so the next batch placed before any fold starts from it as is.
+        """
+        assert self.placer is not None
+        now = (int(self.state.position), self._claims_version)
+        if self._view_at == now:
+            return
+        self.placer.sync()
+        if self._inflight:
+            st = self.state
+            pods: list[int] = []
+            nodes: list[int] = []
+            victims: list[int] = []
+            for bindings, evicted in self._inflight.values():
+                for pod, node in bindings:
+                    p = st.pod_index.get(pod)
+                    n = st.node_index.get(node)
+                    if p is not None and n is not None:
+                        pods.append(p)
+                        nodes.append(n)
+                victims.extend(v for pod in evicted if (v := st.pod_index.get(pod)) is not None)
+            self.placer.assume_claims(pods, nodes, victims)
+        self._view_at = now
+
+    def _claim(self, proposals: list[dict[str, Any]]) -> None:
+        """Record the claims of proposals about to be sent (already in the view)."""
+        for p in proposals:
+            pairs = [(b["pod"], b["node"]) for b in p["bindings"]]
+            self._inflight[p["proposal"]] = (pairs, [v["pod"] for v in p.get("victims") or ()])
+            for pod, _node in pairs:
+                self._inflight_pods[pod] = p["proposal"]
+        self._claims_version += 1
+        # The view already holds them (the pass assumed each placement as it went).
+        self._view_at = (int(self.state.position), self._claims_version)
+
+    def _release(self, pid: str) -> None:
+        """Forget a claim whose decision is in the fold (committed: the fold has it)."""
+        claim = self._inflight.pop(pid, None)
+        if claim is None:
+            return
+        for pod, _node in claim[0]:
+            if self._inflight_pods.get(pod) == pid:
+                del self._inflight_pods[pod]
+        self._claims_version += 1
+
     def _requests_of(self, cid: int) -> dict[str, int]:
         req = self._requests.get(cid)
         if req is None:
@@ -597,10 +888,16 @@ class Replica:
         return req
 
     def _plan(self, targets: list[_Target],
-              unschedulable: dict[str, tuple[_Target, dict[str, int], str]]
+              unschedulable: dict[str, tuple[_Target, dict[str, int], str]],
+              blocked: list[tuple[_Target, list[asyncio.Future]]] | None = None
               ) -> tuple[list[dict[str, Any]], dict[str, _Target]]:
-        """Proposals for ``targets`` on the current state (pods assumed as placed);
-        pods no node fits go to ``unschedulable`` (pod -> target, reasons, message)."""
+        """Proposals for ``targets`` on the current view (pods assumed as placed);
+        pods no node fits go to ``unschedulable`` (pod -> target, reasons, message).
+
+        A pod with an undecided claim (another batch proposed it) is skipped: that
+        batch retries it if it is rejected. A gang with a member in an undecided
+        proposal goes to ``blocked`` with the futures of those decisions.
+        """
         st = self.state
         placer = self.placer
         assert placer is not None
@@ -632,10 +929,11 @@ class Replica:
         preempt = self.config.preemption
         bands = self.config.bands
 
+        inflight = self._inflight_pods
         for t in targets:
             if t.kind == "pod":
                 idx = st.pod_index.get(t.key)
-                if idx is None or st.pod_phase_np[idx] != _PENDING:
+                if idx is None or st.pod_phase_np[idx] != _PENDING or t.key in inflight:
                     self.totals.skipped += 1
                     continue
                 g = int(st.pod_gang_np[idx])
@@ -662,6 +960,14 @@ class Replica:
             members = st.gang_members(t.key, "Pending")
             if not members:
                 self.totals.skipped += 1
+                continue
+            busy = {inflight[m] for m in members if m in inflight}
+            if busy:
+                futures = [f for pid in busy if (f := self._waiting.get(pid)) is not None]
+                if blocked is not None and futures:
+                    blocked.append((t, futures))
+                else:
+                    self.totals.skipped += 1
                 continue
             running = int(st.gang_counts_np[g_idx, _RUNNING])
             need = max(int(st.gang_min_np[g_idx]) - running, 0)
@@ -799,13 +1105,19 @@ class Replica:
         cache[cid] = out
         return out
 
-    async def _propose(self, proposals: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Send proposals and wait until their decisions are in this replica's fold."""
+    async def _propose(self, proposals: list[dict[str, Any]],
+                       planned: asyncio.Event | None = None) -> dict[str, dict[str, Any]]:
+        """Claim and send proposals and wait until their decisions are in this
+        replica's fold. ``planned`` is set once the claims are recorded (before the
+        first await: the view and the claims never disagree)."""
         loop = asyncio.get_running_loop()
         if not self.totals.first_proposal_at:
             self.totals.first_proposal_at = time.perf_counter()
         futures = {p["proposal"]: loop.create_future() for p in proposals}
         self._waiting.update(futures)
+        self._claim(proposals)
+        if planned is not None:
+            planned.set()
         self.totals.proposals += len(proposals)
         try:
             pending = list(proposals)
@@ -842,12 +1154,17 @@ class Replica:
                           retriable=_is_transient, what="proposals send")
 
     def _on_fold(self, events: list[tuple[int, dict[str, Any]]]) -> None:
-        """Resolve the futures of our proposals whose decisions just got folded."""
-        if not self._waiting:
+        """Release the claims of our proposals whose decisions just got folded (in the
+        same step as the fold: the state has a committed claim exactly when the
+        ledger has not) and resolve their futures."""
+        if not self._waiting and not self._inflight:
             return
         for _pos, ev in events:
             if ev.get("type") in (PLACEMENT_COMMITTED, PLACEMENT_REJECTED):
-                fut = self._waiting.get((ev.get("data") or {}).get("proposal"))
+                pid = (ev.get("data") or {}).get("proposal")
+                if pid in self._inflight:
+                    self._release(pid)
+                fut = self._waiting.get(pid)
                 if fut is not None and not fut.done():
                     fut.set_result(ev)
 
@@ -887,6 +1204,14 @@ class Replica:
             metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(s["cache_hit_rate"])
         out["position"] = self.follower.position
         return out
+
+
+def _partitions(share: Any) -> str:
+    """``topic[0,3]``-style text of a set of (topic, partition) pairs, for logs."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, part in share:
+        by_topic.setdefault(topic, []).append(part)
+    return " ".join(f"{t}{sorted(ps)}" for t, ps in sorted(by_topic.items())) or "[]"
 
 
 def stored_payloads(rows: Sequence[StoredEvent]) -> list[tuple[int, dict[str, Any]]]:

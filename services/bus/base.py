@@ -136,6 +136,10 @@ class BusConsumer(abc.ABC):
     async def lag(self) -> int:
         """Messages on the subscribed partitions not yet consumed (best effort)."""
 
+    def assignment(self) -> frozenset[tuple[str, int]]:
+        """The ``(topic, partition)`` pairs this consumer reads now (empty if unknown)."""
+        return frozenset()
+
 
 class Bus(abc.ABC):
     """Factory for producers and group consumers on one bus."""
@@ -148,7 +152,8 @@ class Bus(abc.ABC):
 
     @abc.abstractmethod
     def consumer(self, topics: Sequence[str], group: str, *,
-                 exclusive: bool = False, instance: str | None = None) -> BusConsumer:
+                 exclusive: bool = False, instance: str | None = None,
+                 partitions: Sequence[tuple[str, int]] | None = None) -> BusConsumer:
         """A new consumer of ``topics`` in consumer group ``group``.
 
         ``instance``: a stable member name (Kafka static membership, KIP-345): a
@@ -161,6 +166,10 @@ class Bus(abc.ABC):
         committed offsets and commits to the group, but does not join it: no
         rebalance, so a standby that took the lease reads at once instead of
         waiting for the group to expire the dead leader's membership.
+
+        ``partitions`` (with ``exclusive``): read only these ``(topic, partition)``
+        pairs, from the group's committed offsets, without joining the group (a
+        restarted replica working its previous share while it rejoins).
         """
 
     async def ensure_topics(self, partitions: int = 3) -> None:  # noqa: B027 - optional

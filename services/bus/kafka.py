@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
+from esched.core._hash import partition
 from esched.services.bus.base import Bus, BusConsumer, BusError, BusProducer, Message, TopicNames
 
 __all__ = ["KafkaBus"]
@@ -53,9 +54,10 @@ class KafkaBus(Bus):
         return _KafkaProducer(self)
 
     def consumer(self, topics: Sequence[str], group: str, *,
-                 exclusive: bool = False, instance: str | None = None) -> BusConsumer:
+                 exclusive: bool = False, instance: str | None = None,
+                 partitions: Sequence[tuple[str, int]] | None = None) -> BusConsumer:
         return _KafkaConsumer(self, tuple(topics), group, exclusive=exclusive,
-                              instance=instance)
+                              instance=instance, partitions=partitions)
 
     async def ensure_topics(self, partitions: int = 3) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=self.client_id)
@@ -87,6 +89,8 @@ class _KafkaProducer(BusProducer):
             linger_ms=5,
             max_request_size=MAX_REQUEST_BYTES,
             request_timeout_ms=15_000,
+            # The default partitioner's partitions, with murmur2 in C (not pure Python).
+            partitioner=partition,
         )
         self._started = False
 
@@ -111,11 +115,24 @@ class _KafkaProducer(BusProducer):
             raise _bus_error(exc) from exc
 
 
+#: Consumers closing in the background (a reference keeps each task alive).
+_closing: set[asyncio.Future] = set()
+
+
+def _closed(task: asyncio.Future) -> None:
+    _closing.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("closing a cancelled consumer failed: %s", task.exception())
+
+
 class _KafkaConsumer(BusConsumer):
     def __init__(self, bus: KafkaBus, topics: tuple[str, ...], group: str, *,
-                 exclusive: bool = False, instance: str | None = None) -> None:
-        #: Exclusive: assign every partition by hand at start (no group membership).
+                 exclusive: bool = False, instance: str | None = None,
+                 partitions: Sequence[tuple[str, int]] | None = None) -> None:
+        #: Exclusive: assign every partition (or ``partitions``) by hand at start (no
+        #: group membership).
         self._assign = topics if exclusive else ()
+        self._only = None if partitions is None else sorted(set(partitions))
         self._consumer = AIOKafkaConsumer(
             *(() if exclusive else topics),
             bootstrap_servers=bus.bootstrap,
@@ -143,9 +160,17 @@ class _KafkaConsumer(BusConsumer):
                     if not found:
                         raise BusError(f"kafka: topic {topic} has no partitions (yet)",
                                        retriable=True)
-                    parts.extend(TopicPartition(topic, p) for p in sorted(found))
+                    parts.extend(TopicPartition(topic, p) for p in sorted(found)
+                                 if self._only is None or (topic, p) in self._only)
                 # Positions start at the group's committed offsets (else earliest).
                 self._consumer.assign(parts)
+        except asyncio.CancelledError:
+            # A replica stopped while its group join is under way: close in the
+            # background (the broker may hold the join's answer for seconds).
+            closing = asyncio.ensure_future(self._consumer.stop())
+            _closing.add(closing)
+            closing.add_done_callback(_closed)
+            raise
         except BusError:
             await self._consumer.stop()
             raise
@@ -181,6 +206,9 @@ class _KafkaConsumer(BusConsumer):
             # After a rebalance the commit fails; the messages are redelivered to the new
             # owner, and the store's idempotence makes that harmless.
             raise _bus_error(exc) from exc
+
+    def assignment(self) -> frozenset[tuple[str, int]]:
+        return frozenset((tp.topic, tp.partition) for tp in self._consumer.assignment())
 
     async def lag(self) -> int:
         total = 0

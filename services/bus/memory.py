@@ -39,9 +39,10 @@ class MemoryBus(Bus):
         return _MemoryProducer(self)
 
     def consumer(self, topics: Sequence[str], group: str, *,
-                 exclusive: bool = False, instance: str | None = None) -> BusConsumer:
-        # One partition per topic and no membership: exclusive and instance change
-        # nothing here.
+                 exclusive: bool = False, instance: str | None = None,
+                 partitions: Sequence[tuple[str, int]] | None = None) -> BusConsumer:
+        # One partition per topic and no membership: exclusive, instance and
+        # partitions change nothing here.
         return _MemoryConsumer(self, tuple(topics), group)
 
 
@@ -102,3 +103,6 @@ class _MemoryConsumer(BusConsumer):
 
     async def lag(self) -> int:
         return sum(len(self._bus.log(t)) - self._next.get(t, 0) for t in self._topics)
+
+    def assignment(self) -> frozenset[tuple[str, int]]:
+        return frozenset((t, 0) for t in self._topics)

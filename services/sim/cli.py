@@ -297,7 +297,7 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
     rows = []
     if study == "compaction":
         cols = ["profile", "trials", "median machines", "p5", "p95", "min", "max",
-                "vs best fit", "failed"]
+                "vs best fit", "capacity bound (median)", "failed"]
         base = None
         meds = {}
         for name, ts in by.items():
@@ -308,15 +308,17 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
         for name, ts in by.items():
             v = [t["machines"] for t in ts if t.get("machines") is not None]
             failed = len(ts) - len(v)
+            bounds = [t["capacity_bound"] for t in ts if t.get("capacity_bound") is not None]
+            bound = f"{np.median(bounds):.0f}" if bounds else "-"
             if v:
                 a = np.asarray(v, dtype=float)
                 vs = f"{100 * (meds[name] / base - 1):+.1f}%" if base else "-"
                 rows.append([name, str(len(ts)), f"{np.median(a):.0f}",
                              f"{np.percentile(a, 5):.0f}", f"{np.percentile(a, 95):.0f}",
-                             f"{a.min():.0f}", f"{a.max():.0f}", vs, str(failed)])
+                             f"{a.min():.0f}", f"{a.max():.0f}", vs, bound, str(failed)])
             else:
                 share = np.mean([t.get("pending_share_whole", 0) for t in ts])
-                rows.append([name, str(len(ts)), "-", "-", "-", "-", "-", "-",
+                rows.append([name, str(len(ts)), "-", "-", "-", "-", "-", "-", bound,
                              f"{failed} (pending {100 * share:.2f}% on all machines)"])
         return cols, rows
     if study == "holes":

@@ -58,6 +58,7 @@ from esched.services.sim.traces import Job, Trace
 
 __all__ = [
     "Filler",
+    "capacity_bound",
     "checkpoint",
     "compaction_trial",
     "default_at",
@@ -133,18 +134,44 @@ def fits(trace: Trace, profile: Profile, jobs: list[Job], nodes: list[int], seed
     return share <= tau, share, sim
 
 
+def capacity_bound(trace: Trace, jobs: list[Job], perm: list[int]) -> int | None:
+    """The shortest prefix of ``perm`` whose summed capacity covers all of ``jobs``'
+    requests, per resource and, for jobs bound to a node kind, per pool: a lower
+    bound on any policy's compaction result at tau = 0 (pods do not split across
+    nodes, so the optimum can be higher). None if the whole permutation falls short."""
+    worst = 0
+    for kind in {j.node_kind for j in jobs}:
+        pool = [j for j in jobs if j.node_kind == kind]
+        member = [kind is None or (kind == "gpu") == (trace.nodes[i].gpus > 0) for i in perm]
+        for attr, node_cap in (("cpu_milli", lambda n: n.cpu_milli),
+                               ("memory_bytes", lambda n: n.memory_bytes),
+                               ("gpu_milli", lambda n: n.gpus * 1000)):
+            need = sum(getattr(j, attr) * j.tasks for j in pool)
+            if not need:
+                continue
+            caps = np.cumsum([node_cap(trace.nodes[i]) if m else 0
+                              for i, m in zip(perm, member, strict=True)])
+            k = int(np.searchsorted(caps, need))
+            if k >= len(perm):
+                return None
+            worst = max(worst, k + 1)
+    return worst
+
+
 def compaction_trial(trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: float,
                      mu: int = 1) -> dict:
-    """One compaction trial: the smallest prefix of a seeded permutation that fits."""
+    """One compaction trial: the smallest prefix of a seeded permutation that fits, and
+    the capacity lower bound of the same permutation (:func:`capacity_bound`)."""
     rng = random.Random(seed)
     perm = list(range(len(trace.nodes)))
     rng.shuffle(perm)
     lo, hi = 0, len(perm)
     ok, share, _ = fits(trace, profile, jobs, perm, seed, tau)
     steps = 1
+    bound = capacity_bound(trace, jobs, perm) if tau == 0 else None
     if not ok:
         return {"seed": seed, "machines": None, "fits_whole_cluster": False,
-                "pending_share_whole": share, "steps": steps}
+                "pending_share_whole": share, "steps": steps, "capacity_bound": bound}
     # Invariant: the prefix of length hi fits; of length lo it does not (0 never does
     # unless the workload is empty).
     while hi - lo > mu:
@@ -156,7 +183,7 @@ def compaction_trial(trace: Trace, profile: Profile, jobs: list[Job], seed: int,
         else:
             lo = mid
     return {"seed": seed, "machines": hi, "fraction": hi / len(perm),
-            "fits_whole_cluster": True, "steps": steps}
+            "fits_whole_cluster": True, "steps": steps, "capacity_bound": bound}
 
 
 def inflate(trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: float,

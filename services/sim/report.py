@@ -165,8 +165,14 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
         data = {}
         for i, name in enumerate(names):
             vals = [t["machines"] for t in by[name] if t.get("machines") is not None]
+            bounds = [t.get("capacity_bound") for t in by[name]]
             data[name] = {"machines": vals, "failed_trials": sum(
-                1 for t in by[name] if t.get("machines") is None), **_stats(vals)}
+                1 for t in by[name] if t.get("machines") is None), **_stats(vals),
+                "capacity_bound": bounds}
+            known = [b for b in bounds if b is not None]
+            if known:
+                ax.plot([i], [float(np.median(known))], "k_", ms=14,
+                        label="capacity lower bound (median)" if i == 0 else None)
             if not vals:
                 continue
             s = _stats(vals)
@@ -177,8 +183,10 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
         ax.set_xticks(range(len(names)), names, rotation=20)
         ax.set_ylabel("machines needed")
         ax.grid(alpha=0.3, axis="y")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
         figs.add("compaction", "Cluster compaction: machines needed (median, 5-95% bars,"
-                 " grey min-max)", _svg(fig), data)
+                 " grey min-max; black dash: the capacity lower bound)", _svg(fig), data)
     infl = trials.get("inflation") or []
     if infl:
         by = _by_profile(infl)

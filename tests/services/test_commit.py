@@ -143,6 +143,59 @@ class InterleavingStore:
         return await self.inner.append(events, **kwargs)
 
 
+class ReadCountingStore:
+    """A store that counts the events the commit service reads back."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.read_positions: list[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def read(self, after=0, limit=10_000, upto=None):
+        rows = await self.inner.read(after, limit, upto)
+        self.read_positions.extend(r.position for r in rows)
+        return rows
+
+
+async def test_own_decisions_are_folded_from_memory_exactly_as_the_log_folds_them(store):
+    """After a head-checked append, the service folds its decisions (evictions,
+    commits, rejections) from memory instead of reading them back; its state and
+    fence are what a fold of the log gives."""
+    await append_events(store, node("n1", cpu="2"), node("n2", cpu="4"), pod("a"), pod("b"),
+                        pod("c", "3"), pod("v", "3", priority=0, node_name="n2"),
+                        pod("p", "2", priority=1000))  # prod preempts best-effort
+    counting = ReadCountingStore(store)
+    service = CommitService(counting)
+    await service.decide([proposal("warm", [("a", "n1")])])  # takes the lease, folds the log
+    head = await store.head()
+    counting.read_positions.clear()
+    decisions = await service.decide([
+        proposal("p-b", [("b", "n1")]),
+        proposal("p-c", [("c", "n1")], cpu=3000),  # no room left on n1
+        proposal("p-p", [("p", "n2")], cpu=2000, victims=[("v", "n2")]),
+    ])
+    assert kinds(decisions) == [("committed", None), ("rejected", "insufficient_cpu"),
+                                ("committed", None)]
+    assert not [p for p in counting.read_positions if p > head]  # nothing read back
+    folded = await fold_log(store, use_snapshot=False)
+    assert service.state.position == folded.position == head + 4  # eviction + 3 decisions
+    assert service.state.summary() == folded.summary()
+    assert service.state.pod("t/v")["phase"] == "Pending"
+    stream = [r for r in await store.read(0, 1000) if r.stream == DECISIONS_STREAM]
+    assert service.decisions_version == stream[-1].stream_version
+    # A redelivered proposal (a duplicate id) is the fallback: read from the store.
+    [again] = await service.decide([proposal("p-b", [("b", "n1")])])
+    assert again["id"] == decision_id("p-b") and service.totals.duplicates == 1
+    later = await service.decide([proposal("p-late", [("c", "n2")], cpu=3000)])
+    assert kinds(later) == [("rejected", "insufficient_cpu")]  # n2: 2 of 4 cpus left
+    assert service.state.summary() == (await fold_log(store, use_snapshot=False)).summary()
+    report = await audit_store(store)
+    assert report["ok"], report["violations"]
+    await service.stop()
+
+
 async def test_an_external_event_before_the_append_is_validated_against(store):
     await append_events(store, node("n1", cpu="2"), node("n2", cpu="4"), pod("a"), pod("b"),
                  pod("c"), pod("x"))

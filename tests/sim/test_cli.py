@@ -56,6 +56,8 @@ def test_compare_profiles_side_by_side(tmp_path: Path):
     assert [s["profile"] for s in out["simulate"]["summaries"]] == ["best-fit", "worst-fit"]
     assert len(out["compaction"]["trials"]) == 4
     assert out["compaction"]["table"]["rows"][0][0] == "best-fit"
+    # tau = 0.05 here: no capacity bound (it is a bound for tau = 0 only)
+    assert all(t["capacity_bound"] is None for t in out["compaction"]["trials"])
     assert {r["profile"] for r in out["curve"]["trials"]} == {"best-fit", "worst-fit"}
     figs = json.loads((tmp_path / "cmp" / "figures.json").read_text())
     assert {"compaction", "inflation", "hole_filling", "gpu_allocation_curve"} <= set(figs)

@@ -10,6 +10,7 @@ import pytest
 from esched.core import parse_profile
 from esched.services.sim.compaction import (
     Filler,
+    capacity_bound,
     checkpoint,
     compaction_trial,
     default_fillers,
@@ -70,6 +71,30 @@ def test_compaction_binary_search(tau, mu, expect):
     else:
         assert r["machines"] == expect
     assert r["steps"] <= 2 + 20 .bit_length()
+
+
+def test_capacity_bound_is_reached_by_best_fit_on_uniform_nodes():
+    # 10 whole-GPU pods on 2-GPU nodes: no prefix shorter than 5 has the GPUs; best
+    # fit needs exactly that.
+    tr = uniform(20, 10)
+    _, jobs = checkpoint(tr, "all")
+    r = compaction_trial(tr, BEST_FIT, jobs, seed=3, tau=0.0)
+    assert r["capacity_bound"] == 5 == r["machines"]
+
+
+def test_capacity_bound_per_resource_and_pool():
+    # Pools: a CPU-only job may use only the two CPU nodes (the GPU node's cores do
+    # not count), so 12 cores need both of them: the bound is the prefix holding both.
+    nodes = [NodeSpec("g", 64_000, 64 * GIB, 2, "T4"), NodeSpec("c0", 8_000, 64 * GIB),
+             NodeSpec("c1", 8_000, 64 * GIB)]
+    jobs = [Job("a", 0, 1, 6_000, GIB, 0, 1, None, 0, "", None, "", "cpu"),
+            Job("b", 0, 1, 6_000, GIB, 0, 1, None, 0, "", None, "", "cpu"),
+            Job("h", 0, 1, 1_000, GIB, 1000, 1, None, 0, "", None, "", "gpu")]
+    tr = Trace("test", "pools", nodes, jobs, Counter(), [])
+    assert capacity_bound(tr, jobs, [0, 1, 2]) == 3
+    assert capacity_bound(tr, jobs, [1, 2, 0]) == 3   # the GPU pod needs node g
+    assert capacity_bound(tr, jobs[:2], [1, 2, 0]) == 2
+    assert capacity_bound(tr, jobs[:2], [1, 0]) is None
 
 
 def test_compaction_reports_a_workload_that_never_fits():
