@@ -395,20 +395,26 @@ async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
         await r1.start()
         tasks.append(asyncio.create_task(r1.run()))
         await _append(es, [node_event(i) for i in range(40)])
-        joining = None
         t0 = time.monotonic()
-        for wave in range(20):  # ~15 s of work, about twice the cluster's room
-            await _append(es, [pod_event(j, rng, f"w{wave}") for j in range(90)])
+        joining: asyncio.Task | None = None
+        after_join = 0
+        wave = 0
+        # Waves of pods (and of new nodes, so there is room to place) until r2 has
+        # joined and taken part for a few waves: the join's timing is the broker's.
+        while after_join < 4:
+            assert wave < 80, "r2 never joined"
+            await _append(es, [node_event(40 + 2 * wave + k) for k in range(2)]
+                          + [pod_event(j, rng, f"w{wave}") for j in range(60)])
             if wave == 2:
                 joining = asyncio.create_task(r2.start())
-            if joining is not None and joining.done() and len(tasks) == 3:
-                tasks.append(asyncio.create_task(r2.run()))
+            if joining is not None and joining.done():
+                if len(tasks) == 3:
+                    joining.result()
+                    tasks.append(asyncio.create_task(r2.run()))
+                    log.warning("r2 joined %.1fs after the first wave", time.monotonic() - t0)
+                after_join += 1
+            wave += 1
             await asyncio.sleep(0.75)
-        assert joining is not None
-        await joining
-        if len(tasks) == 3:
-            tasks.append(asyncio.create_task(r2.run()))
-        log.warning("r2 joined %.1fs after the first wave", time.monotonic() - t0)
         idle_in_row = 0
         started = time.monotonic()
         while idle_in_row < 5:
