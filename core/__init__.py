@@ -1,7 +1,8 @@
 """esched.core: the Cython scheduling core.
 
 ``ClusterState`` is the cluster as typed arrays, built only by its fold
-(:meth:`ClusterState.apply` / :meth:`ClusterState.apply_many`). ``Placer`` places
+(:meth:`ClusterState.apply` / :meth:`ClusterState.apply_many`, and
+:meth:`ClusterState.apply_payloads` for stored envelope bytes). ``Placer`` places
 pods on it: feasibility, relaxed randomization, scoring plugins from a
 KubeSchedulerConfiguration profile, and the equivalence-class cache.
 

@@ -20,6 +20,8 @@ cdef class ClusterState:
     cdef public Py_ssize_t n_res         # registered resources
     cdef Py_ssize_t res_cap              # allocated columns (>= n_res)
     cdef dict _units_memo                # resource -> {quantity -> base units}
+    cdef dict _spec_memo                 # pod spec bytes -> [spec dict, queue, class] (apply_payloads)
+    cdef dict _resources_memo            # binding resources bytes -> dict (apply_payloads)
 
     # --- nodes (slots; a removed node's slot is dead and reusable) ---
     cdef public Py_ssize_t n_nodes       # slots in use (alive or dead)
@@ -117,7 +119,7 @@ cdef class ClusterState:
     cdef Py_ssize_t _new_node_slot(self, str name) except -1
     cdef int _node_upsert(self, dict node) except -1
     cdef int _node_removed(self, dict data) except -1
-    cdef int _pod_submitted(self, dict pod) except -1
+    cdef int _pod_submitted(self, dict pod, list class_memo=*) except -1
     cdef int _gang_size_annotation(self, Py_ssize_t g, object value) except -1
     cdef int _pod_finished(self, dict data, int phase) except -1
     cdef int _podgroup(self, dict pg) except -1
@@ -130,4 +132,8 @@ cdef class ClusterState:
     cdef void _release_if_idle(self, Py_ssize_t g)
     cdef int _rejected(self, dict data) except -1
     cdef int _apply(self, dict event) except -1
+    cdef int _apply_data(self, int code, object data, list class_memo=*) except -1
+    cdef int _apply_payload(self, bytes payload) except -1
+    cdef object _scan_pod(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i)
+    cdef object _scan_commit(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i)
     cpdef apply(self, dict event, long long position)

@@ -1,8 +1,9 @@
 """ClusterState and THE fold: the one function that turns the event log into state.
 
 Replay, replicas, the commit service, the simulator and the audit all call
-:meth:`ClusterState.apply` (or :meth:`ClusterState.apply_many`); nothing else
-mutates a state. Like eventsourcing's ``mutate``, the fold first checks that the
+:meth:`ClusterState.apply` (or :meth:`ClusterState.apply_many`, or, with stored
+envelope bytes, :meth:`ClusterState.apply_payloads`, which decodes the bulk event
+types straight into the same handlers' input); nothing else mutates a state. Like eventsourcing's ``mutate``, the fold first checks that the
 event's log position is after the state's, then applies, then advances.
 
 Layout (see ``_state.pxd``): nodes, pods, equivalence classes, gangs and queues
@@ -28,6 +29,10 @@ from esched.core.queues import node_group_terms, queue_view
 from esched.core._requests import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, nonzero_requests
 from esched.schemas.quantity import QuantityError, resource_list, to_base_units
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeASCII
+
+from esched.core._envelope cimport Span, is_object_document, next_element, next_member, span_is
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -146,6 +151,77 @@ def _queue_defaults() -> dict:
     }
 
 
+cdef bytes _B_POD_SUBMITTED = _ev.POD_SUBMITTED.encode()
+cdef bytes _B_PLACEMENT_COMMITTED = _ev.PLACEMENT_COMMITTED.encode()
+cdef bytes _B_POD_SUCCEEDED = _ev.POD_SUCCEEDED.encode()
+cdef bytes _B_POD_FAILED = _ev.POD_FAILED.encode()
+cdef bytes _B_POD_DELETED = _ev.POD_DELETED.encode()
+cdef int _SLOT_POD_SUBMITTED = _TYPE_SLOT[_ev.POD_SUBMITTED]
+cdef int _SLOT_PLACEMENT_COMMITTED = _TYPE_SLOT[_ev.PLACEMENT_COMMITTED]
+cdef int _SLOT_POD_SUCCEEDED = _TYPE_SLOT[_ev.POD_SUCCEEDED]
+cdef int _SLOT_POD_FAILED = _TYPE_SLOT[_ev.POD_FAILED]
+cdef int _SLOT_POD_DELETED = _TYPE_SLOT[_ev.POD_DELETED]
+
+
+cdef inline str _ascii_string(const unsigned char* b, Span s):
+    # A string value's span includes its quotes; accepted strings are ASCII without
+    # escapes, so the bytes between them are the value.
+    return PyUnicode_DecodeASCII(<const char*>b + s.start + 1, s.end - s.start - 2, NULL)
+
+
+cdef inline object _value(const unsigned char* b, Span s):
+    # Any other value the handlers read: orjson decodes just its bytes, which gives
+    # what decoding the whole envelope would have put there.
+    if b[s.start] == 0x22:
+        return _ascii_string(b, s)
+    return orjson.loads(PyBytes_FromStringAndSize(<const char*>b + s.start, s.end - s.start))
+
+
+cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj, bint pod):
+    # metadata as the handlers read it: name and namespace, and for a pod its labels
+    # and annotations (queue and gang come from those); only the keys present.
+    # None (the dict path) if metadata is not an object.
+    cdef Span k, v
+    cdef Py_ssize_t i = obj.start
+    if b[i] != 0x7b:
+        return None
+    meta = {}
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"name", 4):
+            meta["name"] = _value(b, v)
+        elif span_is(b, k, b"namespace", 9):
+            meta["namespace"] = _value(b, v)
+        elif pod and span_is(b, k, b"labels", 6):
+            meta["labels"] = _value(b, v)
+        elif pod and span_is(b, k, b"annotations", 11):
+            meta["annotations"] = _value(b, v)
+    return meta
+
+
+cdef object _scan_finished(const unsigned char* b, Py_ssize_t n, Py_ssize_t i):
+    # {"metadata": {name, namespace}}: what _pod_finished reads.
+    cdef Span k, v
+    data = {}
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"metadata", 8):
+            meta = _scan_meta(b, n, v, False)
+            if meta is None:
+                return None
+            data["metadata"] = meta
+    return data
+
+
+def _py_scanner_accepts(bytes payload) -> bool:
+    """Test hook: does the envelope scanner (``_envelope.pxd``) accept ``payload``?"""
+    return is_object_document(<const unsigned char*>PyBytes_AS_STRING(payload),
+                              PyBytes_GET_SIZE(payload))
+
 
 def _gang_priority_class(dict pod, str name):
     """``pod`` as its gang's member: the PodGroup's ``priorityClassName`` is the job's
@@ -181,6 +257,8 @@ cdef class ClusterState:
         self.n_res = 0
         self.res_cap = DEF_RES
         self._units_memo = {}
+        self._spec_memo = {}
+        self._resources_memo = {}
 
         self.n_nodes = 0
         self.node_cap = DEF_NODES
@@ -660,7 +738,10 @@ cdef class ClusterState:
         self.node_usage.pop(name, None)
         return 0
 
-    cdef int _pod_submitted(self, dict pod) except -1:
+    cdef int _pod_submitted(self, dict pod, list class_memo=None) except -1:
+        # class_memo: [queue, class] cached for this exact spec by apply_payloads (whose
+        # decoder keys it on the spec's bytes); the class is a function of the spec and
+        # the queue's node-group affinity only, and _queue_upsert drops the cache.
         cdef dict meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
         idx = self.pod_index.get(key)
@@ -682,13 +763,20 @@ cdef class ClusterState:
                         queue = gmeta["queue"]
                     if gmeta.get("priorityClassName"):
                         pod = _gang_priority_class(pod, gmeta["priorityClassName"])
+                        class_memo = None  # the spec is no longer the one it caches
         else:
             queue = "default"
             gkey = None
         q = self._queue(queue)
-        c = self._class_for(pod, self.queue_meta[q].get("affinity"))
-        if c < 0:
-            return 0
+        if class_memo is not None and class_memo[0] == q:
+            c = class_memo[1]
+        else:
+            c = self._class_for(pod, self.queue_meta[q].get("affinity"))
+            if c < 0:
+                return 0
+            if class_memo is not None:
+                class_memo[0] = q
+                class_memo[1] = c
         g = self._gang(gkey, queue) if gkey is not None else -1
         if g >= 0 and annotations and GANG_SIZE_ANNOTATION in annotations:
             self._gang_size_annotation(g, annotations[GANG_SIZE_ANNOTATION])
@@ -794,6 +882,7 @@ cdef class ClusterState:
             "affinity": node_group_terms(spec.get("affinity")),
         }
         self.queue_meta[self._queue(name)] = meta
+        self._spec_memo.clear()  # classes cached per queue may depend on its affinity
         return 0
 
     cdef int _usage(self, dict data) except -1:
@@ -928,8 +1017,11 @@ cdef class ClusterState:
             self._anomaly("unknown_type")
             return 0
         self.type_counts[<int>slot] += 1
-        cdef int code = _SLOT_CODE[<int>slot]
-        data = event.get("data")
+        return self._apply_data(_SLOT_CODE[<int>slot], event.get("data"))
+
+    cdef int _apply_data(self, int code, object data, list class_memo=None) except -1:
+        # The dispatch on the event's code: shared by the dict path (_apply) and the
+        # bytes path (_apply_payload), so both run the same handlers.
         if code == EV_NOOP:
             return 0
         if not isinstance(data, dict):
@@ -937,7 +1029,7 @@ cdef class ClusterState:
             return 0
         try:
             if code == EV_POD_SUBMITTED:
-                self._pod_submitted(data)
+                self._pod_submitted(data, class_memo)
             elif code == EV_COMMITTED:
                 self._committed(data)
             elif code == EV_POD_SUCCEEDED:
@@ -965,6 +1057,163 @@ cdef class ClusterState:
         except _MALFORMED:
             self._anomaly("malformed")
         return 0
+
+    # ------------------------------------------------------------------ the bytes path
+
+    cdef int _apply_payload(self, bytes payload) except -1:
+        # Decode a stored envelope straight into the handlers' input, for the event
+        # types that make up the bulk of a log; everything else, and anything the
+        # scanner does not vouch for (see _envelope.pxd), takes the dict path.
+        cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(payload), i
+        cdef Span k, v, t, d
+        cdef int slot = -1, code = EV_UNKNOWN
+        data = None
+        class_memo = None
+        if is_object_document(b, n):
+            t.start = d.start = -1
+            i = 0
+            while b[i] != 0x7b:
+                i += 1
+            while True:
+                i = next_member(b, i, n, &k, &v)
+                if i < 0:
+                    break
+                if span_is(b, k, b"type", 4):
+                    t = v
+                elif span_is(b, k, b"data", 4):
+                    d = v
+            if t.start >= 0 and d.start >= 0 and b[t.start] == 0x22 and b[d.start] == 0x7b:
+                t.start += 1
+                t.end -= 1
+                if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)):
+                    found = self._scan_pod(b, n, d.start)
+                    if found is not None:
+                        data, class_memo = found
+                        slot, code = _SLOT_POD_SUBMITTED, EV_POD_SUBMITTED
+                elif span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED)):
+                    data = self._scan_commit(b, n, d.start)
+                    slot, code = _SLOT_PLACEMENT_COMMITTED, EV_COMMITTED
+                elif span_is(b, t, _B_POD_SUCCEEDED, len(_B_POD_SUCCEEDED)):
+                    data = _scan_finished(b, n, d.start)
+                    slot, code = _SLOT_POD_SUCCEEDED, EV_POD_SUCCEEDED
+                elif span_is(b, t, _B_POD_FAILED, len(_B_POD_FAILED)):
+                    data = _scan_finished(b, n, d.start)
+                    slot, code = _SLOT_POD_FAILED, EV_POD_FAILED
+                elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
+                    data = _scan_finished(b, n, d.start)
+                    slot, code = _SLOT_POD_DELETED, EV_POD_DELETED
+        if data is None:
+            # The dict path, byte for byte what apply_many(orjson.loads(...)) does:
+            # same errors for bad JSON or a non-object envelope.
+            return self._apply(orjson.loads(payload))
+        self.type_counts[slot] += 1
+        return self._apply_data(code, data, class_memo)
+
+    cdef object _scan_pod(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i):
+        # A pod's data as _pod_submitted reads it: {"metadata": {name, namespace},
+        # "spec": <the spec, decoded once per distinct spec bytes>}, plus its class
+        # cache; None (the dict path) for labels, annotations or odd shapes.
+        cdef Span k, v, spec
+        meta = None
+        spec.start = -1
+        while True:
+            i = next_member(b, i, n, &k, &v)
+            if i < 0:
+                break
+            if span_is(b, k, b"metadata", 8):
+                meta = _scan_meta(b, n, v, True)
+                if meta is None:
+                    return None
+            elif span_is(b, k, b"spec", 4):
+                if b[v.start] != 0x7b:
+                    return None
+                spec = v
+        pod = {}
+        if meta is not None:
+            pod["metadata"] = meta
+        class_memo = None
+        if spec.start >= 0:
+            raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+            entry = self._spec_memo.get(raw)
+            if entry is None:
+                if len(self._spec_memo) >= MEMO_LIMIT:
+                    self._spec_memo.clear()
+                entry = self._spec_memo[raw] = (orjson.loads(raw), [-1, -1])
+            pod["spec"] = entry[0]
+            class_memo = entry[1]
+        return pod, class_memo
+
+    cdef object _scan_commit(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i):
+        # {"bindings": [{"pod", "node", "resources"}, ...]}: what _committed reads.
+        cdef Span k, v, e, bk, bv
+        cdef Py_ssize_t j, m
+        data = {}
+        while True:
+            i = next_member(b, i, n, &k, &v)
+            if i < 0:
+                break
+            if not span_is(b, k, b"bindings", 8):
+                continue
+            if b[v.start] != 0x5b:
+                return None
+            bindings = []
+            j = v.start
+            while True:
+                j = next_element(b, j, n, &e)
+                if j < 0:
+                    break
+                if b[e.start] != 0x7b:
+                    return None
+                binding = {}
+                m = e.start
+                while True:
+                    m = next_member(b, m, n, &bk, &bv)
+                    if m < 0:
+                        break
+                    if span_is(b, bk, b"pod", 3):
+                        if b[bv.start] != 0x22:
+                            return None
+                        binding["pod"] = _ascii_string(b, bv)
+                    elif span_is(b, bk, b"node", 4):
+                        if b[bv.start] != 0x22:
+                            return None
+                        binding["node"] = _ascii_string(b, bv)
+                    elif span_is(b, bk, b"resources", 9):
+                        if b[bv.start] != 0x7b:
+                            return None
+                        raw = PyBytes_FromStringAndSize(<const char*>b + bv.start, bv.end - bv.start)
+                        resources = self._resources_memo.get(raw)
+                        if resources is None:
+                            if len(self._resources_memo) >= MEMO_LIMIT:
+                                self._resources_memo.clear()
+                            resources = self._resources_memo[raw] = orjson.loads(raw)
+                        binding["resources"] = resources
+                if "pod" not in binding or "node" not in binding:
+                    return None
+                bindings.append(binding)
+            data["bindings"] = bindings
+        return data
+
+    def apply_payloads(self, rows) -> int:
+        """Fold ``(position, payload)`` pairs, payloads being stored envelope bytes.
+
+        The same fold as :meth:`apply_many` over ``orjson.loads(payload)``, with the
+        same errors; it decodes the bulk event types (pod submitted and finished,
+        placements committed) into just the fields their handlers read, without a
+        dict per JSON object. Returns how many were folded.
+        """
+        cdef long long count = 0, position
+        for position, payload in rows:
+            if position <= self.position:
+                raise PositionError(position, self.position)
+            if type(payload) is bytes:
+                self._apply_payload(payload)
+            else:
+                self._apply(orjson.loads(payload))
+            self.position = position
+            count += 1
+        return count
 
     cpdef apply(self, dict event, long long position):
         """Fold one stored event envelope at log ``position`` into this state.

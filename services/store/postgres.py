@@ -327,16 +327,17 @@ class PostgresEventStore(EventStore):
         # with stale statistics (a freshly loaded log) the planner would pick a
         # bitmap scan plus an on-disk sort of the whole page, several times slower
         # than sorting here; the rows come in heap order, which is position order
-        # for an append-only table, so the sort below is one linear pass.
+        # for an append-only table, so the sort below is one linear pass. The rows
+        # stay asyncpg Records (they unpack, index and compare like tuples): making
+        # tuples of them cost as much as the sort.
         top = after + limit if upto is None else min(upto, after + limit)
         rows = await self._require_pool().fetch(
             "SELECT position, payload FROM events WHERE position > $1 AND position <= $2",
             after,
             top,
         )
-        out = list(map(tuple, rows))
-        out.sort(key=itemgetter(0))
-        return out
+        rows.sort(key=itemgetter(0))
+        return rows
 
     @_translated(idempotent=True)
     async def head(self) -> int:

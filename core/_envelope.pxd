@@ -1,0 +1,209 @@
+# A strict scanner of stored CloudEvents envelopes (JSON bytes), for the fold's
+# decoder (ClusterState.apply_payloads): it finds the byte spans of the few fields
+# the fold reads, so a payload need not become a dozen dicts first.
+#
+# Its contract is conservative acceptance: it says yes only to a document that
+# orjson parses to the same values, and "bail" (-1) to anything else, after which
+# the caller decodes the whole payload with orjson exactly as before (so bad input
+# raises the same error, and odd but valid input folds the same). What it bails on:
+# any byte >= 0x80 (no UTF-8 to validate), any backslash (no escapes to decode),
+# control characters in strings, numbers with an exponent or longer than 18
+# characters (orjson turns 1e999 into an error and big integers into floats),
+# nesting deeper than MAX_DEPTH, and everything that is not JSON.
+#
+# Spans are [start, end) byte offsets; a string's span is its content, without
+# the quotes (no escapes, so the content is the value).
+
+from libc.string cimport memchr, memcmp
+
+cdef enum:
+    MAX_DEPTH = 64     # deeper documents are left to orjson (its own limit is higher)
+    MAX_NUMBER = 18    # characters; int64 holds every 18-digit integer
+
+
+ctypedef struct Span:
+    Py_ssize_t start
+    Py_ssize_t end
+
+
+cdef inline Py_ssize_t skip_ws(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    while i < n and (b[i] == 0x20 or b[i] == 0x0a or b[i] == 0x0d or b[i] == 0x09):
+        i += 1
+    return i
+
+
+cdef inline Py_ssize_t skip_string(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    # b[i] is the opening quote; returns the index after the closing one. The bytes
+    # a string may hold here are 0x20..0x7f less the backslash, so one unsigned
+    # compare after a subtraction tests both ends (then the rare backslash).
+    cdef unsigned char c
+    i += 1
+    while i < n:
+        c = b[i]
+        if <unsigned char>(c - 0x20) >= 0x60 or c == 0x5c:
+            return -1
+        if c == 0x22:
+            return i + 1
+        i += 1
+    return -1
+
+
+cdef inline Py_ssize_t skip_digits(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    while i < n and 0x30 <= b[i] <= 0x39:
+        i += 1
+    return i
+
+
+cdef inline Py_ssize_t skip_number(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    # -?(0|[1-9][0-9]*)(\.[0-9]+)?, no exponent (see above).
+    cdef Py_ssize_t start = i, j
+    if b[i] == 0x2d:
+        i += 1
+    if i >= n:
+        return -1
+    if b[i] == 0x30:
+        i += 1
+    elif 0x31 <= b[i] <= 0x39:
+        i = skip_digits(b, i + 1, n)
+    else:
+        return -1
+    if i < n and b[i] == 0x2e:
+        j = skip_digits(b, i + 1, n)
+        if j == i + 1:
+            return -1
+        i = j
+    if i < n and (b[i] == 0x65 or b[i] == 0x45):
+        return -1
+    if i - start > MAX_NUMBER:
+        return -1
+    return i
+
+
+cdef inline Py_ssize_t skip_literal(const unsigned char* b, Py_ssize_t i, Py_ssize_t n,
+                                    const char* word, Py_ssize_t length) noexcept nogil:
+    if i + length > n or memcmp(b + i, word, length) != 0:
+        return -1
+    return i + length
+
+
+cdef inline Py_ssize_t skip_value(const unsigned char* b, Py_ssize_t i, Py_ssize_t n,
+                                  int depth) noexcept nogil:
+    """Index after the JSON value starting at ``b[i]`` (no leading whitespace), or -1."""
+    if i >= n:
+        return -1
+    cdef unsigned char c = b[i]
+    if c == 0x22:
+        return skip_string(b, i, n)
+    if c == 0x7b or c == 0x5b:  # { or [
+        if depth >= MAX_DEPTH:
+            return -1
+        i = skip_ws(b, i + 1, n)
+        if i < n and b[i] == c + 2:  # } is { + 2, ] is [ + 2
+            return i + 1
+        while True:
+            if c == 0x7b:
+                if i >= n or b[i] != 0x22:
+                    return -1
+                i = skip_string(b, i, n)
+                if i < 0:
+                    return -1
+                i = skip_ws(b, i, n)
+                if i >= n or b[i] != 0x3a:  # :
+                    return -1
+                i = skip_ws(b, i + 1, n)
+            i = skip_value(b, i, n, depth + 1)
+            if i < 0:
+                return -1
+            i = skip_ws(b, i, n)
+            if i >= n:
+                return -1
+            if b[i] == 0x2c:  # ,
+                i = skip_ws(b, i + 1, n)
+            elif b[i] == c + 2:
+                return i + 1
+            else:
+                return -1
+    if c == 0x74:
+        return skip_literal(b, i, n, b"true", 4)
+    if c == 0x66:
+        return skip_literal(b, i, n, b"false", 5)
+    if c == 0x6e:
+        return skip_literal(b, i, n, b"null", 4)
+    if c == 0x2d or 0x30 <= c <= 0x39:
+        return skip_number(b, i, n)
+    return -1
+
+
+cdef inline bint is_object_document(const unsigned char* b, Py_ssize_t n) noexcept nogil:
+    """True if ``b[:n]`` is one JSON object (surrounding whitespace allowed) this
+    scanner accepts; then orjson would decode it to the same values."""
+    cdef Py_ssize_t i = skip_ws(b, 0, n)
+    if i >= n or b[i] != 0x7b:
+        return False
+    i = skip_value(b, i, n, 0)
+    return i >= 0 and skip_ws(b, i, n) == n
+
+
+cdef inline Py_ssize_t skip_accepted(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    # skip_value for a document is_object_document accepted: nothing to check, and
+    # strings hold no escapes, so a string ends at the next quote.
+    cdef unsigned char c = b[i]
+    cdef Py_ssize_t depth = 0
+    while True:
+        if c == 0x22:
+            i = <const unsigned char*>memchr(b + i + 1, 0x22, n - i - 1) - b + 1
+        elif c == 0x7b or c == 0x5b:
+            depth += 1
+            i += 1
+        elif c == 0x7d or c == 0x5d:
+            depth -= 1
+            i += 1
+        elif depth == 0:
+            # A scalar at the top: it ends at a delimiter or the end.
+            while i < n and b[i] != 0x2c and b[i] != 0x7d and b[i] != 0x5d and b[i] > 0x20:
+                i += 1
+            return i
+        else:
+            i += 1
+        if depth == 0:
+            return i
+        c = b[i]
+
+
+cdef inline Py_ssize_t next_member(const unsigned char* b, Py_ssize_t i, Py_ssize_t n,
+                                   Span* key, Span* value) noexcept nogil:
+    """Walk an object the scanner has accepted: start with ``i`` at its ``{``, then
+    pass back what this returned; fills ``key`` (content) and ``value`` (the raw
+    value). Returns -1 after the last member."""
+    if b[i] == 0x7d:
+        return -1
+    i = skip_ws(b, i + 1, n)  # past "{" or ","
+    if b[i] == 0x7d:
+        return -1
+    key.start = i + 1
+    i = skip_string(b, i, n)
+    key.end = i - 1
+    i = skip_ws(b, skip_ws(b, i, n) + 1, n)  # past ":"
+    value.start = i
+    i = skip_accepted(b, i, n)
+    value.end = i
+    return skip_ws(b, i, n)  # at "," or "}"
+
+
+cdef inline Py_ssize_t next_element(const unsigned char* b, Py_ssize_t i, Py_ssize_t n,
+                                    Span* value) noexcept nogil:
+    """Like :func:`next_member`, for an accepted array (start with ``i`` at its ``[``)."""
+    if b[i] == 0x5d:
+        return -1
+    i = skip_ws(b, i + 1, n)  # past "[" or ","
+    if b[i] == 0x5d:
+        return -1
+    value.start = i
+    i = skip_accepted(b, i, n)
+    value.end = i
+    return skip_ws(b, i, n)
+
+
+cdef inline bint span_is(const unsigned char* b, Span s, const char* text,
+                         Py_ssize_t length) noexcept nogil:
+    return s.end - s.start == length and memcmp(b + s.start, text, length) == 0

@@ -1,0 +1,292 @@
+"""The fold's bytes path (``apply_payloads``) against its dict path (``apply_many``).
+
+Replay folds stored envelope bytes without decoding each into dicts first; it must
+reach exactly the state the dict path (what the schedulers fold live) reaches, and
+fail exactly as the dict path fails on bad input.
+"""
+
+import itertools
+import random
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from esched.core import ClusterState, PositionError
+from esched.core._state import _py_scanner_accepts
+from esched.services.synth import cluster_log
+
+from .conftest import EV, commit, envelope, node, pod, ref
+from .test_snapshot import observe, random_log
+
+GI = 2**30
+
+
+def _fold_both(payloads: list[bytes]) -> tuple[ClusterState, ClusterState]:
+    rows = list(enumerate(payloads, 1))
+    by_dict = ClusterState()
+    by_dict.apply_many([(p, orjson.loads(b)) for p, b in rows])
+    by_bytes = ClusterState()
+    assert by_bytes.apply_payloads(rows) == len(rows)
+    return by_dict, by_bytes
+
+
+def _assert_same(a: ClusterState, b: ClusterState) -> None:
+    assert observe(b) == observe(a)
+    assert b.class_specs == a.class_specs
+    assert b.to_bytes() == a.to_bytes()
+
+
+def _plain(name: str, cpu: str = "250m", memory: str = "1.5Gi", namespace: str | None = "ns",
+           **spec_extra) -> dict:
+    """A pod without labels or annotations, the bulk of a real log."""
+    p = pod(name, cpu=cpu, memory=memory, **spec_extra)
+    p["metadata"] = {"name": name, "namespace": namespace}
+    return p
+
+
+def varied_log() -> list[bytes]:
+    """Every event type, the shapes the bytes path decodes itself and the ones it
+    hands to the dict path, unknown fields, odd bodies and quantity notations."""
+    ev: list[dict] = []
+    add = ev.append
+    gpu_taint = [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]
+    add(envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi", labels={"zone": "a"},
+                                     **{"nvidia.com/gpu": "4"})))
+    add(envelope(EV.NODE_ADDED, node("n2", cpu="1e3", memory="1.5Ti", taints=gpu_taint)))
+    n3 = node("n3", cpu="8", labels={"volcano.sh/nodegroup-name": "g-a"})
+    add(envelope(EV.NODE_ADDED, n3))
+    add(envelope(EV.NODE_ADDED, node("n4", cpu="4")))
+    add(envelope(EV.QUEUE_UPSERTED, {"metadata": {"name": "q1"}, "spec": {"weight": 2}}))
+    add(envelope(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g1", "namespace": "ns"},
+                                         "spec": {"minMember": 2, "queue": "q1"}}))
+    # Plain pods: the same spec twice (one class, decoded once), unknown fields
+    # everywhere, quantities as strings and numbers, limits without requests.
+    p = _plain("a")
+    p["metadata"].update({"uid": "u-1", "creationTimestamp": "2026-01-01T00:00:00Z"})
+    p["spec"]["schedulerName"] = "esched"
+    p["status"] = {"phase": "Pending"}
+    e = envelope(EV.POD_SUBMITTED, p)
+    e.update({"specversion": "1.0", "time": "2026-01-01T00:00:00Z", "traceparent": "00-x"})
+    add(e)
+    add(envelope(EV.POD_SUBMITTED, _plain("b")))
+    add(envelope(EV.POD_SUBMITTED, _plain("c", cpu=None, memory=None)))
+    numeric = _plain("d")
+    numeric["spec"]["containers"][0]["resources"] = {"requests": {"cpu": 1e3, "memory": 2**40}}
+    add(envelope(EV.POD_SUBMITTED, numeric))
+    limits = _plain("e")
+    limits["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "0.5", "nvidia.com/gpu": "1"}}
+    add(envelope(EV.POD_SUBMITTED, limits))
+    add(envelope(EV.POD_SUBMITTED, _plain("f", namespace=None)))
+    nameless = _plain("g")
+    del nameless["metadata"]["namespace"]
+    add(envelope(EV.POD_SUBMITTED, nameless))
+    # Pods with labels and annotations (queue, gang), constraints, priority.
+    add(envelope(EV.POD_SUBMITTED, pod("g1-0", gang="g1")))
+    add(envelope(EV.POD_SUBMITTED, pod("g1-1", gang="g1")))
+    labelled = pod("h", queue=None)
+    labelled["metadata"]["labels"] = {"volcano.sh/queue-name": "q1", "app": "web"}
+    add(envelope(EV.POD_SUBMITTED, labelled))
+    add(envelope(EV.POD_SUBMITTED, _plain("i", nodeSelector={"zone": "a"},
+                                          tolerations=[{"key": "gpu", "operator": "Exists"}],
+                                          priorityClassName="system-cluster-critical")))
+    add(envelope(EV.POD_SUBMITTED, _plain("j", priority=1000, initContainers=[
+        {"name": "init", "resources": {"requests": {"cpu": "2"}}}])))
+    add(envelope(EV.POD_SUBMITTED, _plain("k", nodeName="n4")))
+    add(envelope(EV.POD_SUBMITTED, _plain("l", nodeName="nowhere")))
+    gang_by_annotation = pod("m0", gang="solo")
+    gang_by_annotation["metadata"]["annotations"]["scheduling.k8s.io/group-pod-num"] = "3"
+    add(envelope(EV.POD_SUBMITTED, gang_by_annotation))
+    # The same spec in q1 before and after q1 gains a node-group affinity: the class
+    # must change with the queue (the bytes path caches classes per spec).
+    add(envelope(EV.POD_SUBMITTED, pod("q-before", queue="q1")))
+    add(envelope(EV.POD_SUBMITTED, _plain("b2")))
+    add(envelope(EV.QUEUE_UPSERTED, {"metadata": {"name": "q1"}, "spec": {
+        "weight": 2, "affinity": {"nodeGroupAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": ["g-a"]}}}}))
+    add(envelope(EV.POD_SUBMITTED, pod("q-after", queue="q1")))
+    add(envelope(EV.QUEUE_UPSERTED, {"metadata": {"name": "default"}, "spec": {
+        "affinity": {"nodeGroupAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": ["g-a"]}}}}))
+    add(envelope(EV.POD_SUBMITTED, _plain("b3")))
+    # A PodGroup's priorityClassName rewrites its pods' specs: a gang member with a
+    # plain pod's spec must not get the plain pod's cached class, nor the reverse.
+    add(envelope(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g2", "namespace": "ns"},
+                                         "spec": {"minMember": 1,
+                                                  "priorityClassName": "system-node-critical"}}))
+    add(envelope(EV.POD_SUBMITTED, _plain("z0", cpu="500m", memory="1Gi")))
+    g2 = pod("g2-0", gang="g2")
+    g2["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "g2"
+    add(envelope(EV.POD_SUBMITTED, g2))
+    add(envelope(EV.POD_SUBMITTED, _plain("z1", cpu="500m", memory="1Gi")))
+    # Commits: single, a gang's several bindings with extra keys, one without a pods
+    # entry, an unknown pod, a pod already running, a binding without a node.
+    add(envelope(EV.PLACEMENT_COMMITTED, commit(("ns/a", "n1", {"cpu": 250, "memory": 3 * GI // 2,
+                                                                "pods": 1}))))
+    c = commit(("ns/g1-0", "n1", {"cpu": 500, "memory": GI, "pods": 1}),
+               ("ns/g1-1", "n2", {"cpu": 500, "memory": GI, "pods": 1}), gang="ns/g1")
+    c["bindings"][0]["extra"] = {"why": "test"}
+    add(envelope(EV.PLACEMENT_COMMITTED, c))
+    add(envelope(EV.PLACEMENT_COMMITTED, commit(("ns/b", "n3", {"cpu": 250, "memory": GI}))))
+    add(envelope(EV.PLACEMENT_COMMITTED, commit(("ns/nope", "n1", {"cpu": 1}))))
+    add(envelope(EV.PLACEMENT_COMMITTED, commit(("ns/a", "n2", {"cpu": 1}))))
+    add(envelope(EV.PLACEMENT_COMMITTED, {"bindings": [{"pod": "ns/c"}]}))
+    add(envelope(EV.PLACEMENT_COMMITTED, {"bindings": None}))
+    add(envelope(EV.PLACEMENT_COMMITTED, {"proposal": "p", "bindings": [
+        {"pod": "ns/c", "node": "n4", "resources": {"cpu": 100, "memory": 1, "pods": 1}},
+        {"pod": "ns/d", "node": "n1"}]}))
+    # Everything else, through the dict path.
+    add(envelope(EV.USAGE_REPORTED, {"nodes": [{"name": "n1", "usage": {"cpu": "1500m"}}],
+                                     "pods": [{"pod": "ns/a", "usage": {"memory": "1.5Gi"}}]}))
+    add(envelope(EV.POD_EVICTED, {"pod": "ns/b", "node": "n3", "reason": "overload"}))
+    add(envelope(EV.POD_REJECTED, {"pod": "ns/e", "reason": "quota"}))
+    add(envelope(EV.GANG_RESERVED, {"gang": "ns/solo", "nodes": ["n4", "n9"], "message": "m"}))
+    add(envelope(EV.PLACEMENT_PROPOSED, {"proposal": "p"}))
+    add(envelope("esched.something.new", {"x": 1}))
+    add(envelope(EV.POD_SUCCEEDED, ref("a")))
+    add(envelope(EV.POD_FAILED, ref("g1-0")))
+    add(envelope(EV.POD_DELETED, ref("c")))
+    add(envelope(EV.POD_SUCCEEDED, {"metadata": {"name": "f", "namespace": None}}))
+    add(envelope(EV.POD_SUCCEEDED, {"metadata": {"name": "g"}}))
+    add(envelope(EV.POD_FAILED, ref("never-seen")))
+    add(envelope(EV.POD_SUCCEEDED, {"metadata": None}))
+    add(envelope(EV.POD_SUCCEEDED, {"metadata": {"name": 7}}))
+    add(envelope(EV.POD_SUBMITTED, _plain("a", cpu="2")))  # resubmitted after it finished
+    add(envelope(EV.POD_SUBMITTED, _plain("b")))  # resubmitted while active
+    add(envelope(EV.POD_SUBMITTED, "not an object"))
+    add(envelope(EV.POD_SUBMITTED, {"metadata": {"name": "bad"}, "spec": {"containers": [
+        {"resources": {"requests": {"cpu": "lots"}}}]}}))
+    add(envelope(EV.POD_SUBMITTED, {"metadata": "x", "spec": {}}))
+    add(envelope(EV.NODE_UPDATED, node("n4", cpu="6")))
+    add(envelope(EV.NODE_REMOVED, {"metadata": {"name": "n1"}}))
+    add(envelope(EV.POD_SUBMITTED, _plain("pöd")))  # not ASCII: the dict path
+    add(envelope(EV.POD_SUBMITTED, _plain('quo"te')))  # an escape: the dict path
+    payloads = [orjson.dumps(e) for e in ev]
+    # The same events pretty-printed, once more at later positions of the log.
+    payloads += [orjson.dumps(e, option=orjson.OPT_INDENT_2) for e in ev[6:12]]
+    # Hand-written: duplicate keys (the last wins, as in orjson), spaces, a type after
+    # its data, an exponent in an ignored field.
+    payloads += [
+        b'{"data": {"metadata": {"name": "x", "name": "dup", "namespace": "ns"}, "spec": '
+        b'{"containers": []}}, "type": "esched.pod.submitted"}',
+        b' \t{"type":"esched.pod.submitted","type":"esched.pod.submitted","data":{"spec":'
+        b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}]},"metadata":{"name":"y"}},'
+        b'"sequence":1e3}\r\n',
+        b'{"type": "esched.placement.committed", "data": {"bindings": [{"pod": "ns/x", '
+        b'"node": "n2", "resources": {"cpu": 1, "cpu": 2}}]}}',
+    ]
+    return payloads
+
+
+def test_bytes_path_folds_a_varied_log_to_the_dict_paths_state():
+    a, b = _fold_both(varied_log())
+    _assert_same(a, b)
+    # The log exercised what it meant to: both paths saw the odd events.
+    assert {"malformed", "unknown_type", "invalid_pod", "unknown_pod",
+            "resubmitted_active_pod", "commit_unknown_pod"} <= set(b.anomalies)
+    assert b.n_classes > 5 and b.n_gangs >= 2 and b.n_queues >= 2
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32), n=st.integers(0, 300), indent=st.booleans())
+def test_bytes_path_folds_random_logs_to_the_dict_paths_state(seed, n, indent):
+    option = orjson.OPT_INDENT_2 if indent else None
+    events = random_log(seed, n)
+    for _pos, e in events:
+        # Half the pods the way most logs carry them: no annotations at all.
+        meta = (e.get("data") or {}).get("metadata") or {}
+        if e["type"] == EV.POD_SUBMITTED and not meta.get("annotations"):
+            meta.pop("annotations", None)
+    _assert_same(*_fold_both([orjson.dumps(e, option=option) for _p, e in events]))
+
+
+def test_synthetic_log_takes_the_bytes_path_and_folds_the_same():
+    events = list(itertools.islice(cluster_log(50, pods=2000), 2000))
+    payloads = [orjson.dumps(e) for e in events]
+    assert all(_py_scanner_accepts(p) for p in payloads)
+    _assert_same(*_fold_both(payloads))
+
+
+@pytest.mark.parametrize("bad", [
+    b'{"type": "esched.pod.submitted", "data": {',
+    b'{"type": "esched.pod.submitted", "data": {}} trailing',
+    b'{"type": "esched.pod.submitted", "data": {"spec": {"priority": 1e999}}}',
+    b'\xef\xbb\xbf{"type": "esched.pod.succeeded", "data": {}}',
+    b'{"type": "esched.pod.succeeded", "data": {"metadata": {"name": "\xff"}}}',
+    b'',
+])
+def test_bytes_path_raises_orjsons_error_for_bad_json(bad):
+    with pytest.raises(orjson.JSONDecodeError) as expected:
+        orjson.loads(bad)
+    state = ClusterState()
+    with pytest.raises(orjson.JSONDecodeError) as got:
+        state.apply_payloads([(1, bad)])
+    assert str(got.value) == str(expected.value)
+    assert state.position == 0
+
+
+def test_bytes_path_rejects_what_the_dict_path_rejects():
+    ok = orjson.dumps(envelope(EV.POD_SUCCEEDED, ref("a")))
+    with pytest.raises(TypeError):
+        ClusterState().apply_many([(1, orjson.loads(b"[1, 2]"))])
+    with pytest.raises(TypeError):
+        ClusterState().apply_payloads([(1, b"[1, 2]")])
+    state = ClusterState()
+    state.apply_payloads([(5, ok)])
+    with pytest.raises(PositionError):
+        state.apply_payloads([(5, ok)])
+
+
+def test_bytes_path_takes_str_payloads_like_the_dict_path():
+    payload = orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))
+    a, b = ClusterState(), ClusterState()
+    a.apply_payloads([(1, payload)])
+    b.apply_payloads([(1, payload.decode())])
+    _assert_same(a, b)
+
+
+@pytest.mark.parametrize("payload, accepted", [
+    (b'{"a": [1, -2, 0.5, true, false, null, {}, []], "b": "x y"}', True),
+    (b'  {"a": 1}\n', True),
+    (b'{"a": 1e3}', False),       # exponents: orjson may refuse (1e999) or round
+    (b'{"a": 12345678901234567890}', False),  # beyond int64: orjson makes a float
+    (b'{"a": "\\n"}', False),      # escapes are decoded by orjson
+    (b'{"a": "\xc3\xa9"}', False),  # UTF-8 is validated by orjson
+    (b'{"a": "\x01"}', False),
+    (b'{"a": 01}', False),
+    (b'{"a": 1.}', False),
+    (b'{"a": -}', False),
+    (b'{"a": tru}', False),
+    (b'{"a": 1,}', False),
+    (b'{"a" 1}', False),
+    (b'{"a": 1} {}', False),
+    (b'[1]', False),
+    (b'{"a": [1, 2}', False),
+    (b'{"a": ' + b'[' * 100 + b']' * 100 + b'}', False),
+])
+def test_scanner_accepts_only_plain_json_objects(payload, accepted):
+    assert _py_scanner_accepts(payload) is accepted
+    if accepted:
+        assert isinstance(orjson.loads(payload), dict)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_scanner_never_accepts_what_orjson_refuses(data):
+    # Mutations of a real envelope: drop, insert or change single bytes.
+    base = bytearray(orjson.dumps(envelope(EV.PLACEMENT_COMMITTED, commit(
+        ("ns/a", "n1", {"cpu": 250, "memory": -1, "pods": 1.5})))))
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(base))
+        op = rng.random()
+        if op < 0.3:
+            del base[i]
+        elif op < 0.6:
+            base.insert(i, rng.choice(b'{}[]",:.-+eE0129 \\tnull\xc3'))
+        else:
+            base[i] = rng.randrange(256)
+    payload = bytes(base)
+    if _py_scanner_accepts(payload):
+        assert isinstance(orjson.loads(payload), dict)
