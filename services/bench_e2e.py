@@ -393,7 +393,9 @@ async def _one_run(*, kafka: str, broker_pid: int | None, template_db: str, serv
         services.append(spawn("commit", "commit"))
         services.append(spawn("dispatch", "dispatch"))
         services.append(spawn("ingest", "ingest"))
-        reps = [spawn(f"replica-r{k}", "replica", "--id", f"r{k}", "--seed", str(k))
+        # A group per run: static members of an earlier run's group would hold its join.
+        reps = [spawn(f"replica-r{k}", "replica", "--id", f"r{k}", "--seed", str(k),
+                      "--group", f"{prefix}esched-replicas")
                 for k in range(1, replicas + 1)]
         services.extend(reps)
         await producer.start()

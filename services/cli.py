@@ -692,6 +692,9 @@ def _load_profile_option(path: str | None) -> Any:
 @store_option
 @prefix_option
 @metrics_option
+@click.option("--group", default="esched-replicas", show_default=True,
+              help="Consumer group of the replicas sharing the work topic (one per "
+                   "deployment sharing a broker).")
 @click.option("--profile", "profile_path", type=click.Path(exists=True, dir_okay=False),
               help="KubeSchedulerConfiguration profile (scoring plugins and weights).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Placer RNG seed.")
@@ -705,11 +708,11 @@ def _load_profile_option(path: str | None) -> Any:
 @bands_option
 @reserve_option
 def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
-            metrics_port: int, profile_path: str | None, seed: int, batch_size: int,
+            metrics_port: int, group: str, profile_path: str | None, seed: int, batch_size: int,
             pipeline: int, preemption: bool, bands: Any, reserve_after: float) -> None:
     """A replica scheduler: fold the log, place pending work, send proposals.
 
-    Joins the `esched-replicas` consumer group of `<prefix>work` (so replicas share
+    Joins the consumer group (`--group`) of `<prefix>work` (so replicas share
     the work and take over a dead one's share), places pods and whole gangs with
     the core on its own fold, sends proposals to `<prefix>proposals`, and places
     the next batches while the decisions come back (their claims assumed);
@@ -726,7 +729,8 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
     async def main() -> dict:
         async with migrated_store(store) as es:
             r = Replica(es, bus, replica_id, profile=profile, seed=seed,
-                        config=ReplicaConfig(batch_size=batch_size, pipeline=pipeline,
+                        config=ReplicaConfig(group=group, batch_size=batch_size,
+                                             pipeline=pipeline,
                                              preemption=preemption, bands=bands,
                                              reserve_after=reserve_after))
             await r.start()
