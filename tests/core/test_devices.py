@@ -175,16 +175,22 @@ def _member(i: int, milli: int) -> dict:
                                                  "esched.dev/gpu-milli": str(milli)}}}]}}
 
 
-def test_gang_plan_checks_each_members_devices():
-    # Node a: two GPUs with 400 and 1000 milli free (1,400 in total); b: one idle GPU.
-    # A gang of two 600-milli shares: the first fits a's idle GPU, after which a has
-    # 400 + 400 free (800 in total, enough by the sum) but no device with 600: the
-    # second must go to b. The plan binds each member's devices as it goes.
+def _a_with_one_gpu_600_used_b_idle() -> tuple[ClusterState, DeviceTable]:
+    """Node a: two GPUs, 600 milli of the first in use; node b: one idle GPU."""
     st = _state([("a", 2), ("b", 1)])
     dev = DeviceTable()
     dev.set_node(0, 2, None, 8000)
     dev.set_node(1, 1, None, 8000)
     dev.bind(0, 600, 0, (0,))
+    return st, dev
+
+
+def test_gang_plan_checks_each_members_devices():
+    # Node a: two GPUs with 400 and 1000 milli free (1,400 in total); b: one idle GPU.
+    # A gang of two 600-milli shares: the first fits a's idle GPU, after which a has
+    # 400 + 400 free (800 in total, enough by the sum) but no device with 600: the
+    # second must go to b. The plan binds each member's devices as it goes.
+    st, dev = _a_with_one_gpu_600_used_b_idle()
     placer = Placer(st, parse_profile({}), seed=0)
     gd = GangDevices(dev, [600, 600], [1000, 1000], n_slots=st.n_nodes)
     plan = placer.plan_gang([_member(0, 600), _member(1, 600)], devices=gd)
@@ -196,11 +202,7 @@ def test_gang_plan_checks_each_members_devices():
 
 def test_gang_plan_that_fails_gives_the_devices_back():
     # Three 600-milli members, room for two shares of 600 (a's idle GPU and b's).
-    st = _state([("a", 2), ("b", 1)])
-    dev = DeviceTable()
-    dev.set_node(0, 2, None, 8000)
-    dev.set_node(1, 1, None, 8000)
-    dev.bind(0, 600, 0, (0,))
+    st, dev = _a_with_one_gpu_600_used_b_idle()
     placer = Placer(st, parse_profile({}), seed=0)
     before = placer.used_array().copy()
     gd = GangDevices(dev, [600] * 3, [1000] * 3, n_slots=st.n_nodes)

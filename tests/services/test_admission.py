@@ -4,8 +4,10 @@ dispatcher against the real stores."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 
 import orjson
 import pytest
@@ -14,6 +16,8 @@ from esched.core import ClusterState
 from esched.core.quota import QuotaConfigError, parse_quota
 from esched.schemas import events as ev_types
 from esched.services.admission import Admission
+from esched.services.bus.memory import MemoryBus
+from esched.services.dispatch import DispatchConfig, Dispatcher
 from esched.services.store import EventStore
 
 from .factories import GIB, NAMESPACE, append_events, ev, node, placement
@@ -338,20 +342,38 @@ async def _rows(store: EventStore) -> list[dict]:
     return [orjson.loads(r.payload) for r in await store.read(0, 10_000)]
 
 
-async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store: EventStore):
-    from esched.services.bus.memory import MemoryBus
-    from esched.services.dispatch import DispatchConfig, Dispatcher
-
-    bus = MemoryBus()
-    quota = parse_quota({"namespaces": {"t": {"cpu": "3"}}})
-    d = Dispatcher(store, bus, config=DispatchConfig(tick=0.02), admission=Admission(quota))
+@contextlib.asynccontextmanager
+async def _leading(d: Dispatcher) -> AsyncIterator[None]:
+    """Run the dispatcher ``d`` until it holds the lease; stop it on exit."""
     await d.start()
     task = asyncio.create_task(d.run())
     try:
         deadline = time.monotonic() + 5
         while not d.leading:
-            assert time.monotonic() < deadline
+            assert time.monotonic() < deadline, "the dispatcher never took the lease"
             await asyncio.sleep(0.01)
+        yield
+    finally:
+        await d.stop()
+        await asyncio.wait_for(task, 5)
+
+
+def _reclaiming_dispatcher(store: EventStore) -> tuple[Dispatcher, list[dict]]:
+    """A dispatcher with a fast reclaim pass whose proposals are collected in the list."""
+    proposals: list[dict] = []
+
+    async def submit(batch: list[dict]) -> None:
+        proposals.extend(batch)
+
+    return Dispatcher(store, MemoryBus(), submit=submit,
+                      config=DispatchConfig(tick=0.02, reclaim_interval=0.05)), proposals
+
+
+async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store: EventStore):
+    bus = MemoryBus()
+    quota = parse_quota({"namespaces": {"t": {"cpu": "3"}}})
+    d = Dispatcher(store, bus, config=DispatchConfig(tick=0.02), admission=Admission(quota))
+    async with _leading(d):
         await append_events(store, node("n1", "8"), queue("hi", priority=100),
                             queue("lo", priority=1), qpod("l1", queue="lo"),
                             qpod("h1", queue="hi"), qpod("h2", queue="hi"),
@@ -367,9 +389,6 @@ async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store:
         assert rejected[0]["data"]["reason"] == "QuotaExceeded"
         assert d.state.pod("t/over")["phase"] == "Failed"
         assert d.totals.rejected == {"QuotaExceeded": 1}
-    finally:
-        await d.stop()
-        await asyncio.wait_for(task, 5)
 
 
 async def test_commit_rejects_placing_a_pod_of_a_closed_queue(store: EventStore):
@@ -437,23 +456,8 @@ def running(name: str, node_name: str, queue_name: str) -> dict:
 
 
 async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(store: EventStore):
-    from esched.services.bus.memory import MemoryBus
-    from esched.services.dispatch import DispatchConfig, Dispatcher
-
-    proposals: list[dict] = []
-
-    async def submit(batch: list[dict]) -> None:
-        proposals.extend(batch)
-
-    d = Dispatcher(store, MemoryBus(), config=DispatchConfig(tick=0.02, reclaim_interval=0.05),
-                   submit=submit)
-    await d.start()
-    task = asyncio.create_task(d.run())
-    try:
-        deadline = time.monotonic() + 5
-        while not d.leading:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+    d, proposals = _reclaiming_dispatcher(store)
+    async with _leading(d):
         await append_events(store, node("n1", "2"), node("n2", "2"), queue("a"), queue("b"),
                             *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
                             qpod("b0", queue="b"))
@@ -471,31 +475,13 @@ async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(sto
         assert d.totals.reclaims == 1
         await asyncio.sleep(0.2)
         assert len(proposals) == 1  # not planned again while its decision is on the way
-    finally:
-        await d.stop()
-        await asyncio.wait_for(task, 5)
 
 
 
 async def test_dispatcher_does_not_propose_a_reclaim_the_commit_service_must_refuse(
         store: EventStore):
-    from esched.services.bus.memory import MemoryBus
-    from esched.services.dispatch import DispatchConfig, Dispatcher
-
-    proposals: list[dict] = []
-
-    async def submit(batch: list[dict]) -> None:
-        proposals.extend(batch)
-
-    d = Dispatcher(store, MemoryBus(), config=DispatchConfig(tick=0.02, reclaim_interval=0.05),
-                   submit=submit)
-    await d.start()
-    task = asyncio.create_task(d.run())
-    try:
-        deadline = time.monotonic() + 5
-        while not d.leading:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+    d, proposals = _reclaiming_dispatcher(store)
+    async with _leading(d):
         # b (higher priority) may take room from a, but its capability (1.5 CPUs)
         # leaves no room for b0 (2 CPUs) anyway: a plan exists, the commit would refuse.
         await append_events(store, node("n1", "2"), node("n2", "2"), queue("a"),
@@ -511,9 +497,6 @@ async def test_dispatcher_does_not_propose_a_reclaim_the_commit_service_must_ref
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.2)
         assert proposals == [] and d.totals.reclaims == 0
-    finally:
-        await d.stop()
-        await asyncio.wait_for(task, 5)
 
 
 async def test_up_reclaims_for_a_starved_queue_and_the_audit_passes(tmp_path):
@@ -664,7 +647,6 @@ async def test_reclaim_over_kafka_and_postgresql(pg_store: EventStore, kafka_boo
     to the commit service, which commits the eviction and the binding in PostgreSQL."""
     from esched.services.bus import open_bus
     from esched.services.commit import CommitService
-    from esched.services.dispatch import DispatchConfig, Dispatcher
     from esched.services.replay import fold_log
 
     await append_events(pg_store, node("n1", "2"), queue("a"), queue("b"),

@@ -73,6 +73,32 @@ class Service:
         return self.proc.returncode
 
 
+def _env(pg_url: str, broker: DevBroker) -> dict[str, str]:
+    """The environment every esched process of a test runs with."""
+    return {**os.environ, "ESCHED_KAFKA": broker.bootstrap, "ESCHED_STORE": pg_url,
+            "ESCHED_TOPIC_PREFIX": "esched.", "ESCHED_LOG_LEVEL": "info"}
+
+
+class Processes:
+    """The esched processes of one test, on a migrated store; the test stops them."""
+
+    def __init__(self, env: dict[str, str], logdir: Path) -> None:
+        self.env = env
+        self.logdir = logdir
+        self.services: list[Service] = []
+        subprocess.run([ESCHED, "store", "migrate"], env=env, check=True,
+                       capture_output=True, timeout=60)
+
+    def start(self, name: str, *args: str) -> Service:
+        s = Service(name, list(args), self.env, self.logdir)
+        self.services.append(s)
+        return s
+
+    def publish(self, path: Path) -> None:
+        subprocess.run([ESCHED, "publish", str(path)], env=self.env, check=True,
+                       capture_output=True, timeout=60)
+
+
 def _wait(what: str, check, timeout: float, services: list[Service]) -> float:
     """Poll ``check()`` until true; seconds it took. Fails naming ``what`` (and any
     service that died on its own, with the tail of its log)."""
@@ -159,8 +185,7 @@ class Log:
 
 def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
         pg_url: str, dev_broker: DevBroker, tmp_path: Path) -> None:
-    env = {**os.environ, "ESCHED_KAFKA": dev_broker.bootstrap, "ESCHED_STORE": pg_url,
-           "ESCHED_TOPIC_PREFIX": "esched.", "ESCHED_LOG_LEVEL": "info"}
+    env = _env(pg_url, dev_broker)
     store_log = Log(pg_url)
     # 60 nodes (1,800 cores) and 600 ordinary pods (~1,230 cores): all fit, ~70% full.
     rng = random.Random(11)
@@ -177,18 +202,8 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
                  for e in plain + gang[1:]}
     unplaceable = {f"{NAMESPACE}/{e['data']['metadata']['name']}" for e in big}
 
-    def publish(path: Path) -> None:
-        subprocess.run([ESCHED, "publish", str(path)], env=env, check=True,
-                       capture_output=True, timeout=60)
-
-    subprocess.run([ESCHED, "store", "migrate"], env=env, check=True, capture_output=True,
-                   timeout=60)
-    services: list[Service] = []
-
-    def start(name: str, *args: str) -> Service:
-        s = Service(name, list(args), env, tmp_path)
-        services.append(s)
-        return s
+    procs = Processes(env, tmp_path)
+    services, start, publish = procs.services, procs.start, procs.publish
 
     try:
         start("ingest", "ingest")
@@ -261,25 +276,14 @@ def test_preemption_over_kafka_as_processes(pg_url: str, dev_broker: DevBroker,
     ``esched audit`` passes."""
     from .factories import node, pod
 
-    env = {**os.environ, "ESCHED_KAFKA": dev_broker.bootstrap, "ESCHED_STORE": pg_url,
-           "ESCHED_TOPIC_PREFIX": "esched.", "ESCHED_LOG_LEVEL": "info"}
+    env = _env(pg_url, dev_broker)
     store_log = Log(pg_url)
     # Two 2-CPU nodes filled by four 1-CPU best-effort pods (priority 0).
     fill = [node("n1"), node("n2"), *(pod(f"be{i}", priority=0) for i in range(4))]
     urgent = [pod("prod", "2", priority=1000)]
 
-    def publish(path: Path) -> None:
-        subprocess.run([ESCHED, "publish", str(path)], env=env, check=True,
-                       capture_output=True, timeout=60)
-
-    subprocess.run([ESCHED, "store", "migrate"], env=env, check=True, capture_output=True,
-                   timeout=60)
-    services: list[Service] = []
-
-    def start(name: str, *args: str) -> Service:
-        s = Service(name, list(args), env, tmp_path)
-        services.append(s)
-        return s
+    procs = Processes(env, tmp_path)
+    services, start, publish = procs.services, procs.start, procs.publish
 
     try:
         start("ingest", "ingest")

@@ -17,7 +17,7 @@ from collections import Counter
 import orjson
 
 from esched.core._placer import Placer
-from esched.schemas.events import PLACEMENT_COMMITTED, stream_of
+from esched.schemas.events import PLACEMENT_COMMITTED
 from esched.services.audit import audit_store
 from esched.services.bus import open_bus
 from esched.services.bus.memory import MemoryBus
@@ -26,9 +26,11 @@ from esched.services.dispatch import Dispatcher, work_item
 from esched.services.lease import open_lease
 from esched.services.replay import fold_log
 from esched.services.replica import Replica, ReplicaConfig, SharedConsumer, reason_code
-from esched.services.store import NewEvent, open_store
+from esched.services.store import open_store
 from esched.services.synth import node_event, pod_event
 from esched.services.up import system_idle
+
+from .factories import append_events
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +60,23 @@ async def test_shared_consumer_hands_each_message_to_one_replica() -> None:
     await shared.stop()
 
 
-async def _append(es, events: list[dict]) -> None:
-    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))
-                     for e in events])
+async def _bindings_per_pod(es) -> Counter:
+    """How many committed bindings each pod has in the log."""
+    rows = await es.read(0, 1_000_000)
+    return Counter(b["pod"] for r in rows if r.type == PLACEMENT_COMMITTED
+                   for b in orjson.loads(r.payload)["data"]["bindings"])
+
+
+async def _stop_all(es, commit: CommitService, dispatcher: Dispatcher,
+                    replicas: list[Replica], tasks: list[asyncio.Task]) -> None:
+    for r in replicas:
+        await r.stop()
+    await dispatcher.stop()
+    await commit.stop()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await es.close()
 
 
 async def test_two_replicas_share_work_on_postgres_and_kafka(
@@ -94,10 +110,10 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
 
         # A contended cluster: 30 nodes, 1,500 pods (about half fit), in bursts.
         rng = random.Random(7)
-        await _append(es, [node_event(i) for i in range(30)])
+        await append_events(es, *[node_event(i) for i in range(30)])
         pods = [pod_event(j, rng) for j in range(1500)]
         for i in range(0, len(pods), 250):
-            await _append(es, pods[i : i + 250])
+            await append_events(es, *pods[i : i + 250])
             await asyncio.sleep(0.05)
 
         log.warning("replicas ready and workload appended in %.1fs",
@@ -124,9 +140,7 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
         assert commit.totals.rejected == conflicts
 
         # No pod bound twice; every placeable pod placed; the audit agrees.
-        rows = await es.read(0, 1_000_000)
-        bound = Counter(b["pod"] for r in rows if r.type == PLACEMENT_COMMITTED
-                        for b in orjson.loads(r.payload)["data"]["bindings"])
+        bound = await _bindings_per_pod(es)
         assert bound and max(bound.values()) == 1
         assert len(bound) == placed
         state = await fold_log(es)
@@ -136,14 +150,7 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
         report = await audit_store(es)
         assert report["ok"], report["violations"][:5]
     finally:
-        for r in replicas:
-            await r.stop()
-        await dispatcher.stop()
-        await commit.stop()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await es.close()
+        await _stop_all(es, commit, dispatcher, replicas, tasks)
 
 
 async def test_up_against_postgres_and_kafka(pg_url: str, kafka_bootstrap: str,
@@ -211,7 +218,7 @@ async def test_a_rejected_claim_of_an_earlier_batch_is_released_for_the_next_one
     is assumed taken (b fits nowhere then), so b's verdict waits for that decision;
     batch 1 is rejected (its pod was deleted meanwhile), the claim is released and b
     is placed in the room, not reported unschedulable."""
-    from .factories import append_events, node, pod
+    from .factories import node, pod
 
     await append_events(store, node("n1", cpu="2"), pod("a", "2"), pod("b", "2"))
     replica, commit, gate, held, sent, ns = await _embedded_replica(store)
@@ -246,7 +253,7 @@ async def test_a_rejected_claim_of_an_earlier_batch_is_released_for_the_next_one
 async def test_a_pod_with_an_undecided_claim_is_not_proposed_again(store):
     """A redelivered work item of a pod whose proposal is still undecided is skipped
     (the batch that proposed it retries it if it is rejected): one proposal only."""
-    from .factories import append_events, node, pod
+    from .factories import node, pod
 
     await append_events(store, node("n1", cpu="4"), pod("a"))
     replica, commit, gate, held, sent, ns = await _embedded_replica(store)
@@ -291,7 +298,7 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
         tasks.append(asyncio.create_task(commit.run()))
         await dispatcher.start()
         tasks.append(asyncio.create_task(dispatcher.run()))
-        await _append(es, [node_event(i) for i in range(20)])
+        await append_events(es, *[node_event(i) for i in range(20)])
 
         async def placed_all(pods: list[dict], within: float) -> None:
             keys = {f"{p['data']['metadata']['namespace']}/{p['data']['metadata']['name']}"
@@ -312,7 +319,7 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
         first_run = asyncio.create_task(first.run())
         tasks.append(first_run)
         wave1 = [pod_event(j, rng, "w1") for j in range(100)]
-        await _append(es, wave1)
+        await append_events(es, *wave1)
         await placed_all(wave1, 30)
         assert await es.load_snapshot(first.share_snapshot_name) is not None
         assert first.totals.early_items == 0  # nothing recorded before its first start
@@ -322,7 +329,7 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
         tasks.remove(first_run)
 
         wave2 = [pod_event(j, rng, "w2") for j in range(100)]
-        await _append(es, wave2)  # published as work on r1's (unowned) partitions
+        await append_events(es, *wave2)  # published as work on r1's (unowned) partitions
         again = Replica(es, bus, "r1", seed=1, config=config)
         replicas.append(again)
         t0 = time.monotonic()
@@ -341,9 +348,7 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
             await asyncio.sleep(0.05)
         log.warning("restart: ready %.2fs, wave placed %.2fs, early items %d", started,
                     placed_at, again.totals.early_items)
-        rows = await es.read(0, 1_000_000)
-        bound = Counter(b["pod"] for r in rows if r.type == PLACEMENT_COMMITTED
-                        for b in orjson.loads(r.payload)["data"]["bindings"])
+        bound = await _bindings_per_pod(es)
         assert len(bound) == 200 and max(bound.values()) == 1
         report = await audit_store(es)
         assert report["ok"], report["violations"][:5]
@@ -357,14 +362,7 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
         await asyncio.wait_for(third.stop(), 10)
         assert time.monotonic() - t0 < 5 and third.consumer is None
     finally:
-        for r in replicas:
-            await r.stop()
-        await dispatcher.stop()
-        await commit.stop()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await es.close()
+        await _stop_all(es, commit, dispatcher, replicas, tasks)
 
 
 async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
@@ -394,7 +392,7 @@ async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
         tasks.append(asyncio.create_task(dispatcher.run()))
         await r1.start()
         tasks.append(asyncio.create_task(r1.run()))
-        await _append(es, [node_event(i) for i in range(40)])
+        await append_events(es, *[node_event(i) for i in range(40)])
         t0 = time.monotonic()
         joining: asyncio.Task | None = None
         after_join = 0
@@ -403,8 +401,8 @@ async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
         # joined and taken part for a few waves: the join's timing is the broker's.
         while after_join < 4:
             assert wave < 80, "r2 never joined"
-            await _append(es, [node_event(40 + 2 * wave + k) for k in range(2)]
-                          + [pod_event(j, rng, f"w{wave}") for j in range(60)])
+            await append_events(es, *[node_event(40 + 2 * wave + k) for k in range(2)],
+                                *[pod_event(j, rng, f"w{wave}") for j in range(60)])
             if wave == 2:
                 joining = asyncio.create_task(r2.start())
             if joining is not None and joining.done():
@@ -427,9 +425,7 @@ async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
         log.warning("rebalance: %s", [{k: s[k] for k in ("placed_pods", "conflicts", "skipped")}
                                      for s in stats])
         assert all(s["placed_pods"] > 0 for s in stats), stats
-        rows = await es.read(0, 1_000_000)
-        bound = Counter(b["pod"] for r in rows if r.type == PLACEMENT_COMMITTED
-                        for b in orjson.loads(r.payload)["data"]["bindings"])
+        bound = await _bindings_per_pod(es)
         assert bound and max(bound.values()) == 1
         assert len(bound) == sum(s["placed_pods"] for s in stats)
         state = await fold_log(es)
@@ -438,11 +434,4 @@ async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
         report = await audit_store(es)
         assert report["ok"], report["violations"][:5]
     finally:
-        for r in (r1, r2):
-            await r.stop()
-        await dispatcher.stop()
-        await commit.stop()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await es.close()
+        await _stop_all(es, commit, dispatcher, [r1, r2], tasks)

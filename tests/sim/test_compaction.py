@@ -4,6 +4,7 @@ curve, on workloads whose answers are known."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -122,7 +123,8 @@ def test_fgd_curve_is_binned_by_arrived_request():
     assert r["gpus"] == 8
 
 
-def test_trials_same_results_in_processes(tmp_path):
+def _gpu_best_fit_profile(tmp_path) -> Path:
+    """A profile file packing GPUs (MostAllocated on gpu-milli, every node scored)."""
     prof = tmp_path / "bf.yaml"
     prof.write_text("""
 profiles:
@@ -133,6 +135,11 @@ profiles:
   - name: NodeResourcesFit
     args: {scoringStrategy: {type: MostAllocated, resources: [{name: esched.dev/gpu-milli}]}}
 """)
+    return prof
+
+
+def test_trials_same_results_in_processes(tmp_path):
+    prof = _gpu_best_fit_profile(tmp_path)
     tr = uniform(12, 9)
     params = {"tau": 0.0, "mu": 1, "at": "all"}
     serial = run_trials("compaction", tr, [str(prof)], [0, 1, 2], params, workers=1)
@@ -205,16 +212,7 @@ def test_fillers_parse_and_defaults():
 
 
 def test_hole_trials_in_processes(tmp_path):
-    prof = tmp_path / "bf.yaml"
-    prof.write_text("""
-profiles:
-- schedulerName: bf
-  percentageOfNodesToScore: 100
-  plugins: {score: {disabled: [{name: "*"}], enabled: [{name: NodeResourcesFit}]}}
-  pluginConfig:
-  - name: NodeResourcesFit
-    args: {scoringStrategy: {type: MostAllocated, resources: [{name: esched.dev/gpu-milli}]}}
-""")
+    prof = _gpu_best_fit_profile(tmp_path)
     tr = two_one_gpu_nodes()
     res = run_trials("holes", tr, [str(prof)], [0, 1], {"at": "all", "fillers": FILLERS},
                      workers=2)
