@@ -14,7 +14,17 @@
 # Spans are [start, end) byte offsets; a string's span is its content, without
 # the quotes (no escapes, so the content is the value).
 
-from libc.string cimport memchr, memcmp
+from libc.stdint cimport uint64_t
+from libc.string cimport memchr, memcmp, memcpy
+
+
+cdef extern from *:
+    """
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    #error "skip_string reads eight bytes as a little-endian word"
+    #endif
+    """
+    int __builtin_ctzll(unsigned long long) nogil
 
 cdef enum:
     MAX_DEPTH = 64     # deeper documents are left to orjson (its own limit is higher)
@@ -34,10 +44,25 @@ cdef inline Py_ssize_t skip_ws(const unsigned char* b, Py_ssize_t i, Py_ssize_t 
 
 cdef inline Py_ssize_t skip_string(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     # b[i] is the opening quote; returns the index after the closing one. The bytes
-    # a string may hold here are 0x20..0x7f less the backslash, so one unsigned
-    # compare after a subtraction tests both ends (then the rare backslash).
+    # a string may hold here are 0x20..0x7f less the backslash. Eight at a time: the
+    # usual SWAR tests set the high bit of each byte that is a control character, a
+    # quote, a backslash or >= 0x80 (exactly for the first such byte: borrows only
+    # run upwards from one), so the lowest set bit is the string's first special byte.
     cdef unsigned char c
+    cdef uint64_t w, special
     i += 1
+    while i + 8 <= n:
+        memcpy(&w, b + i, 8)
+        special = ((w - 0x2020202020202020ULL)                                # < 0x20
+                   | ((w ^ 0x2222222222222222ULL) - 0x0101010101010101ULL)    # == '"'
+                   | ((w ^ 0x5c5c5c5c5c5c5c5cULL) - 0x0101010101010101ULL)    # == '\\'
+                   | w) & 0x8080808080808080ULL                               # >= 0x80
+        if special:
+            i += __builtin_ctzll(special) >> 3
+            return i + 1 if b[i] == 0x22 else -1
+        i += 8
+    # The last few bytes of the document: one at a time; one unsigned compare after a
+    # subtraction tests both ends of the range.
     while i < n:
         c = b[i]
         if <unsigned char>(c - 0x20) >= 0x60 or c == 0x5c:
@@ -134,18 +159,55 @@ cdef inline Py_ssize_t skip_value(const unsigned char* b, Py_ssize_t i, Py_ssize
     return -1
 
 
-cdef inline bint is_object_document(const unsigned char* b, Py_ssize_t n) noexcept nogil:
+cdef inline bint scan_envelope(const unsigned char* b, Py_ssize_t n, Span* type_,
+                               Span* data) noexcept nogil:
     """True if ``b[:n]`` is one JSON object (surrounding whitespace allowed) this
-    scanner accepts; then orjson would decode it to the same values."""
-    cdef Py_ssize_t i = skip_ws(b, 0, n)
+    scanner accepts, i.e. orjson would decode it to the same values; in the same
+    walk, the raw spans of its top-level ``type`` and ``data`` values (the last of
+    each, as orjson keeps the last of duplicate keys; ``start`` -1 when absent)."""
+    cdef Py_ssize_t i = skip_ws(b, 0, n), key, key_end, value
+    type_.start = data.start = -1
     if i >= n or b[i] != 0x7b:
         return False
-    i = skip_value(b, i, n, 0)
-    return i >= 0 and skip_ws(b, i, n) == n
+    i = skip_ws(b, i + 1, n)
+    if i < n and b[i] == 0x7d:
+        return skip_ws(b, i + 1, n) == n
+    while True:
+        # The object branch of skip_value, at depth 0, noting two keys on the way.
+        if i >= n or b[i] != 0x22:
+            return False
+        key = i + 1
+        i = skip_string(b, i, n)
+        if i < 0:
+            return False
+        key_end = i - 1
+        i = skip_ws(b, i, n)
+        if i >= n or b[i] != 0x3a:  # :
+            return False
+        value = i = skip_ws(b, i + 1, n)
+        i = skip_value(b, i, n, 1)
+        if i < 0:
+            return False
+        if key_end - key == 4:
+            if memcmp(b + key, b"type", 4) == 0:
+                type_.start = value
+                type_.end = i
+            elif memcmp(b + key, b"data", 4) == 0:
+                data.start = value
+                data.end = i
+        i = skip_ws(b, i, n)
+        if i >= n:
+            return False
+        if b[i] == 0x2c:  # ,
+            i = skip_ws(b, i + 1, n)
+        elif b[i] == 0x7d:
+            return skip_ws(b, i + 1, n) == n
+        else:
+            return False
 
 
 cdef inline Py_ssize_t skip_accepted(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    # skip_value for a document is_object_document accepted: nothing to check, and
+    # skip_value for a document scan_envelope accepted: nothing to check, and
     # strings hold no escapes, so a string ends at the next quote.
     cdef unsigned char c = b[i]
     cdef Py_ssize_t depth = 0

@@ -20,8 +20,8 @@ cdef class ClusterState:
     cdef public Py_ssize_t n_res         # registered resources
     cdef Py_ssize_t res_cap              # allocated columns (>= n_res)
     cdef dict _units_memo                # resource -> {quantity -> base units}
-    cdef dict _spec_memo                 # pod spec bytes -> [spec dict, queue, class] (apply_payloads)
-    cdef dict _resources_memo            # binding resources bytes -> dict (apply_payloads)
+    cdef dict _spec_memo                 # pod spec bytes -> (spec dict, [queue, class]) (apply_payloads)
+    cdef dict _resources_memo            # binding resources bytes -> (dict, [columns, has pods])
 
     # --- nodes (slots; a removed node's slot is dead and reusable) ---
     cdef public Py_ssize_t n_nodes       # slots in use (alive or dead)
@@ -120,20 +120,27 @@ cdef class ClusterState:
     cdef int _node_upsert(self, dict node) except -1
     cdef int _node_removed(self, dict data) except -1
     cdef int _pod_submitted(self, dict pod, list class_memo=*) except -1
+    cdef int _pod_submit(self, str key, dict pod, dict meta, dict spec, list class_memo) except -1
     cdef int _gang_size_annotation(self, Py_ssize_t g, object value) except -1
     cdef int _pod_finished(self, dict data, int phase) except -1
+    cdef int _pod_finish(self, str key, int phase) except -1
     cdef int _podgroup(self, dict pg) except -1
     cdef int _queue_upsert(self, dict queue) except -1
     cdef int _usage(self, dict data) except -1
     cdef int _committed(self, dict data) except -1
+    cdef int _resolve_binding(self, object pod, object node, object resources, list memo,
+                              list resolved) except -1
+    cdef int _bind_resolved(self, list resolved) except -1
     cdef int _evicted(self, dict data) except -1
     cdef int _gang_reserved(self, dict data) except -1
     cdef void _release_reservation(self, str gang)
     cdef void _release_if_idle(self, Py_ssize_t g)
     cdef int _rejected(self, dict data) except -1
     cdef int _apply(self, dict event) except -1
-    cdef int _apply_data(self, int code, object data, list class_memo=*) except -1
+    cdef int _apply_data(self, int code, object data) except -1
     cdef int _apply_payload(self, bytes payload) except -1
-    cdef object _scan_pod(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i)
-    cdef object _scan_commit(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i)
+    cdef int _payload_finished(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
+                               int phase, int slot) except -1
+    cdef int _payload_submitted(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
+    cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
     cpdef apply(self, dict event, long long position)

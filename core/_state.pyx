@@ -31,8 +31,13 @@ from esched.schemas.quantity import QuantityError, resource_list, to_base_units
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
+from libc.string cimport memcpy
 
-from esched.core._envelope cimport Span, is_object_document, next_element, next_member, span_is
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void* PyUnicode_DATA(object text)
+
+from esched.core._envelope cimport Span, next_element, next_member, scan_envelope, span_is
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -177,14 +182,11 @@ cdef inline object _value(const unsigned char* b, Span s):
     return orjson.loads(PyBytes_FromStringAndSize(<const char*>b + s.start, s.end - s.start))
 
 
-cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj, bint pod):
-    # metadata as the handlers read it: name and namespace, and for a pod its labels
-    # and annotations (queue and gang come from those); only the keys present.
-    # None (the dict path) if metadata is not an object.
+cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
+    # A pod's metadata as the handlers read it: name, namespace, labels and
+    # annotations (queue and gang come from those); only the keys present.
     cdef Span k, v
     cdef Py_ssize_t i = obj.start
-    if b[i] != 0x7b:
-        return None
     meta = {}
     while True:
         i = next_member(b, i, n, &k, &v)
@@ -194,33 +196,76 @@ cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj, bint pod)
             meta["name"] = _value(b, v)
         elif span_is(b, k, b"namespace", 9):
             meta["namespace"] = _value(b, v)
-        elif pod and span_is(b, k, b"labels", 6):
+        elif span_is(b, k, b"labels", 6):
             meta["labels"] = _value(b, v)
-        elif pod and span_is(b, k, b"annotations", 11):
+        elif span_is(b, k, b"annotations", 11):
             meta["annotations"] = _value(b, v)
     return meta
 
 
-cdef object _scan_finished(const unsigned char* b, Py_ssize_t n, Py_ssize_t i):
-    # {"metadata": {name, namespace}}: what _pod_finished reads.
-    cdef Span k, v
-    data = {}
+cdef str _pod_key(const unsigned char* b, Span namespace, Span name):
+    # f"{namespace or 'default'}/{name}" as the handlers build a pod's key, from the
+    # raw spans of two string values (start -1: absent), without a str for either:
+    # accepted strings are ASCII without escapes, so the key's bytes are theirs.
+    cdef const char* ns = "default"
+    cdef Py_ssize_t ns_len = 7, name_len = 0
+    if namespace.start >= 0 and namespace.end - namespace.start > 2:
+        ns = <const char*>b + namespace.start + 1
+        ns_len = namespace.end - namespace.start - 2
+    if name.start >= 0:
+        name_len = name.end - name.start - 2
+    key = PyUnicode_New(ns_len + 1 + name_len, 127)
+    cdef char* out = <char*>PyUnicode_DATA(key)
+    memcpy(out, ns, ns_len)
+    out[ns_len] = 0x2f  # /
+    if name_len:
+        memcpy(out + ns_len + 1, b + name.start + 1, name_len)
+    return key
+
+
+cdef str _scan_key(const unsigned char* b, Py_ssize_t n, Span obj, bint* extra):
+    # A pod's key from its metadata object, if name and namespace are strings (or
+    # absent); None otherwise (the dict path builds it). ``extra``: metadata also has
+    # labels or annotations (which decide a pod's queue and gang).
+    cdef Span k, v, name, namespace
+    cdef Py_ssize_t i = obj.start
+    name.start = namespace.start = -1
+    extra[0] = False
     while True:
         i = next_member(b, i, n, &k, &v)
         if i < 0:
             break
-        if span_is(b, k, b"metadata", 8):
-            meta = _scan_meta(b, n, v, False)
-            if meta is None:
-                return None
-            data["metadata"] = meta
-    return data
+        if span_is(b, k, b"name", 4):
+            name = v
+        elif span_is(b, k, b"namespace", 9):
+            namespace = v
+        elif span_is(b, k, b"labels", 6) or span_is(b, k, b"annotations", 11):
+            extra[0] = True
+    if (name.start >= 0 and b[name.start] != 0x22) or (
+            namespace.start >= 0 and b[namespace.start] != 0x22):
+        return None
+    return _pod_key(b, namespace, name)
+
+
+cdef Py_ssize_t _member(const unsigned char* b, Py_ssize_t n, Py_ssize_t i, const char* name,
+                        Py_ssize_t length, Span* found) noexcept:
+    # The raw span of member ``name`` of the accepted object at ``i`` (the last one,
+    # as orjson keeps); returns its first byte, or -1 when absent.
+    cdef Span k, v
+    found.start = -1
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            return found.start
+        if span_is(b, k, name, length):
+            found[0] = v
 
 
 def _py_scanner_accepts(bytes payload) -> bool:
     """Test hook: does the envelope scanner (``_envelope.pxd``) accept ``payload``?"""
-    return is_object_document(<const unsigned char*>PyBytes_AS_STRING(payload),
-                              PyBytes_GET_SIZE(payload))
+    cdef Span t, d
+    return scan_envelope(<const unsigned char*>PyBytes_AS_STRING(payload),
+                         PyBytes_GET_SIZE(payload), &t, &d)
 
 
 def _gang_priority_class(dict pod, str name):
@@ -739,19 +784,26 @@ cdef class ClusterState:
         return 0
 
     cdef int _pod_submitted(self, dict pod, list class_memo=None) except -1:
-        # class_memo: [queue, class] cached for this exact spec by apply_payloads (whose
-        # decoder keys it on the spec's bytes); the class is a function of the spec and
-        # the queue's node-group affinity only, and _queue_upsert drops the cache.
         cdef dict meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        return self._pod_submit(key, pod, meta, None, class_memo)
+
+    cdef int _pod_submit(self, str key, dict pod, dict meta, dict spec,
+                         list class_memo) except -1:
+        # The handler proper, on a pod's key. ``pod`` None: the bytes path's pod with
+        # no labels or annotations (no metadata the handler reads besides the key), of
+        # which it passes just ``spec`` (None if absent). class_memo: [queue, class]
+        # cached for this exact spec by apply_payloads (whose decoder keys it on the
+        # spec's bytes); the class is a function of the spec and the queue's
+        # node-group affinity only, and _queue_upsert drops the cache.
         idx = self.pod_index.get(key)
         cdef Py_ssize_t p, c, r, n
         if idx is not None and self.pod_phase[<Py_ssize_t>idx] <= PHASE_RUNNING:
             self._anomaly("resubmitted_active_pod")
             return 0
         # gang_key / pod_queue, inlined for the common pod without annotations or labels.
-        annotations = meta.get("annotations")
-        if annotations or meta.get("labels"):
+        annotations = meta.get("annotations") if pod is not None else None
+        if pod is not None and (annotations or meta.get("labels")):
             queue = pod_queue(pod)
             gkey = gang_key(pod)
             if gkey is not None:
@@ -771,6 +823,9 @@ cdef class ClusterState:
         if class_memo is not None and class_memo[0] == q:
             c = class_memo[1]
         else:
+            if pod is None:
+                # What the reference aggregations read of a pod is its spec.
+                pod = {"spec": spec} if spec is not None else {}
             c = self._class_for(pod, self.queue_meta[q].get("affinity"))
             if c < 0:
                 return 0
@@ -793,7 +848,7 @@ cdef class ClusterState:
         self.pod_node[p] = -1
         self.pod_phase[p] = PHASE_FREE
         self._set_phase(p, PHASE_PENDING)
-        node_name = (pod.get("spec") or {}).get("nodeName")
+        node_name = ((spec if pod is None else pod.get("spec")) or {}).get("nodeName")
         if node_name:
             nidx = self.node_index.get(node_name)
             if nidx is None:
@@ -823,9 +878,13 @@ cdef class ClusterState:
         return 0
 
     cdef int _pod_finished(self, dict data, int phase) except -1:
-        # phase: PHASE_SUCCEEDED, PHASE_FAILED, or PHASE_FREE for deleted.
         cdef dict meta = data.get("metadata") or {}
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        return self._pod_finish(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}",
+                                phase)
+
+    cdef int _pod_finish(self, str key, int phase) except -1:
+        # The handler proper, on the pod's key.
+        # phase: PHASE_SUCCEEDED, PHASE_FAILED, or PHASE_FREE for deleted.
         idx = self.pod_index.get(key)
         if idx is None:
             self._anomaly("unknown_pod")
@@ -897,23 +956,44 @@ cdef class ClusterState:
     cdef int _committed(self, dict data) except -1:
         # Resolve every binding before changing anything, so a malformed body has no effect.
         resolved = []
-        cdef dict b, resources
+        cdef dict b
         for binding in data.get("bindings") or ():
             b = binding
-            pidx = self.pod_index.get(b["pod"])
-            nidx = self.node_index.get(b["node"])
-            if pidx is None:
-                self._anomaly("commit_unknown_pod")
-                continue
-            if nidx is None:
-                self._anomaly("commit_unknown_node")
-                continue
-            if self.pod_phase[<Py_ssize_t>pidx] != PHASE_PENDING:
-                self._anomaly("commit_pod_not_pending")
-                continue
-            resources = b.get("resources") or {}
-            cols = [(self._resource(rname), int(u)) for rname, u in resources.items()]
-            resolved.append((pidx, nidx, cols, "pods" in resources))
+            self._resolve_binding(b["pod"], b["node"], b.get("resources"), None, resolved)
+        return self._bind_resolved(resolved)
+
+    cdef int _resolve_binding(self, object pod, object node, object resources, list memo,
+                              list resolved) except -1:
+        # One binding of a commit, checked against the state and appended to
+        # ``resolved`` as (pod slot, node slot, [(column, units)], has pods), or
+        # counted as an anomaly. memo: the bytes path's cache of these columns for
+        # one resources object's bytes ([columns, has pods], filled on first use,
+        # when the dict path would register the same resources).
+        pidx = self.pod_index.get(pod)
+        nidx = self.node_index.get(node)
+        if pidx is None:
+            self._anomaly("commit_unknown_pod")
+            return 0
+        if nidx is None:
+            self._anomaly("commit_unknown_node")
+            return 0
+        if self.pod_phase[<Py_ssize_t>pidx] != PHASE_PENDING:
+            self._anomaly("commit_pod_not_pending")
+            return 0
+        if memo is not None and memo[0] is not None:
+            resolved.append((pidx, nidx, memo[0], memo[1]))
+            return 0
+        cdef dict res = resources or {}
+        cols = [(self._resource(rname), int(u)) for rname, u in res.items()]
+        has_pods = "pods" in res
+        if memo is not None:
+            memo[0] = cols
+            memo[1] = has_pods
+        resolved.append((pidx, nidx, cols, has_pods))
+        return 0
+
+    cdef int _bind_resolved(self, list resolved) except -1:
+        # The bindings _resolve_binding accepted, in order.
         cdef Py_ssize_t p, n, r, pods_col = self.res_index["pods"]
         for pidx, nidx, cols, has_pods in resolved:
             p = pidx
@@ -1019,9 +1099,10 @@ cdef class ClusterState:
         self.type_counts[<int>slot] += 1
         return self._apply_data(_SLOT_CODE[<int>slot], event.get("data"))
 
-    cdef int _apply_data(self, int code, object data, list class_memo=None) except -1:
-        # The dispatch on the event's code: shared by the dict path (_apply) and the
-        # bytes path (_apply_payload), so both run the same handlers.
+    cdef int _apply_data(self, int code, object data) except -1:
+        # The dispatch on the event's code, for the dict path (_apply); the bytes
+        # path's _payload_* call the same handlers (their keyed forms: _pod_submit,
+        # _pod_finish, _resolve_binding + _bind_resolved).
         if code == EV_NOOP:
             return 0
         if not isinstance(data, dict):
@@ -1029,7 +1110,7 @@ cdef class ClusterState:
             return 0
         try:
             if code == EV_POD_SUBMITTED:
-                self._pod_submitted(data, class_memo)
+                self._pod_submitted(data)
             elif code == EV_COMMITTED:
                 self._committed(data)
             elif code == EV_POD_SUCCEEDED:
@@ -1065,73 +1146,78 @@ cdef class ClusterState:
         # types that make up the bulk of a log; everything else, and anything the
         # scanner does not vouch for (see _envelope.pxd), takes the dict path.
         cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
-        cdef Py_ssize_t n = PyBytes_GET_SIZE(payload), i
-        cdef Span k, v, t, d
-        cdef int slot = -1, code = EV_UNKNOWN
-        data = None
-        class_memo = None
-        if is_object_document(b, n):
-            t.start = d.start = -1
-            i = 0
-            while b[i] != 0x7b:
-                i += 1
-            while True:
-                i = next_member(b, i, n, &k, &v)
-                if i < 0:
-                    break
-                if span_is(b, k, b"type", 4):
-                    t = v
-                elif span_is(b, k, b"data", 4):
-                    d = v
-            if t.start >= 0 and d.start >= 0 and b[t.start] == 0x22 and b[d.start] == 0x7b:
-                t.start += 1
-                t.end -= 1
-                if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)):
-                    found = self._scan_pod(b, n, d.start)
-                    if found is not None:
-                        data, class_memo = found
-                        slot, code = _SLOT_POD_SUBMITTED, EV_POD_SUBMITTED
-                elif span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED)):
-                    data = self._scan_commit(b, n, d.start)
-                    slot, code = _SLOT_PLACEMENT_COMMITTED, EV_COMMITTED
-                elif span_is(b, t, _B_POD_SUCCEEDED, len(_B_POD_SUCCEEDED)):
-                    data = _scan_finished(b, n, d.start)
-                    slot, code = _SLOT_POD_SUCCEEDED, EV_POD_SUCCEEDED
-                elif span_is(b, t, _B_POD_FAILED, len(_B_POD_FAILED)):
-                    data = _scan_finished(b, n, d.start)
-                    slot, code = _SLOT_POD_FAILED, EV_POD_FAILED
-                elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
-                    data = _scan_finished(b, n, d.start)
-                    slot, code = _SLOT_POD_DELETED, EV_POD_DELETED
-        if data is None:
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
+        cdef Span t, d
+        cdef int done = 0
+        if (scan_envelope(b, n, &t, &d) and t.start >= 0 and d.start >= 0
+                and b[t.start] == 0x22 and b[d.start] == 0x7b):
+            t.start += 1
+            t.end -= 1
+            if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)):
+                done = self._payload_submitted(b, n, d.start)
+            elif span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED)):
+                done = self._payload_committed(b, n, d.start)
+            elif span_is(b, t, _B_POD_SUCCEEDED, len(_B_POD_SUCCEEDED)):
+                done = self._payload_finished(b, n, d.start, PHASE_SUCCEEDED, _SLOT_POD_SUCCEEDED)
+            elif span_is(b, t, _B_POD_FAILED, len(_B_POD_FAILED)):
+                done = self._payload_finished(b, n, d.start, PHASE_FAILED, _SLOT_POD_FAILED)
+            elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
+                done = self._payload_finished(b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
+        if not done:
             # The dict path, byte for byte what apply_many(orjson.loads(...)) does:
             # same errors for bad JSON or a non-object envelope.
             return self._apply(orjson.loads(payload))
-        self.type_counts[slot] += 1
-        return self._apply_data(code, data, class_memo)
+        return 0
 
-    cdef object _scan_pod(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i):
-        # A pod's data as _pod_submitted reads it: {"metadata": {name, namespace},
-        # "spec": <the spec, decoded once per distinct spec bytes>}, plus its class
-        # cache; None (the dict path) for labels, annotations or odd shapes.
-        cdef Span k, v, spec
-        meta = None
-        spec.start = -1
+    # Each _payload_* below folds one event of its type from the accepted envelope's
+    # ``data`` object at ``i`` with the dict path's handlers, as _apply_data would
+    # (type counted, a malformed body an anomaly), and returns 1; or returns 0, having
+    # changed nothing, for a shape it leaves to the dict path.
+
+    cdef int _payload_finished(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
+                               int phase, int slot) except -1:
+        # {"metadata": {name, namespace}}: what _pod_finished reads.
+        cdef Span meta
+        cdef bint extra
+        cdef str key
+        if _member(b, n, i, b"metadata", 8, &meta) < 0:
+            key = "default/"
+        elif b[meta.start] != 0x7b:
+            return 0
+        else:
+            key = _scan_key(b, n, meta, &extra)
+            if key is None:
+                return 0
+        self.type_counts[slot] += 1
+        try:
+            self._pod_finish(key, phase)
+        except _MALFORMED:
+            self._anomaly("malformed")
+        return 1
+
+    cdef int _payload_submitted(self, const unsigned char* b, Py_ssize_t n,
+                                Py_ssize_t i) except -1:
+        # A pod's metadata and spec as _pod_submit reads them; the spec is decoded
+        # once per distinct spec bytes, and the pod's class cached with it.
+        cdef Span k, v, meta, spec
+        cdef bint extra = False
+        cdef str key = "default/"
+        meta.start = spec.start = -1
         while True:
             i = next_member(b, i, n, &k, &v)
             if i < 0:
                 break
             if span_is(b, k, b"metadata", 8):
-                meta = _scan_meta(b, n, v, True)
-                if meta is None:
-                    return None
+                meta = v
             elif span_is(b, k, b"spec", 4):
-                if b[v.start] != 0x7b:
-                    return None
                 spec = v
-        pod = {}
-        if meta is not None:
-            pod["metadata"] = meta
+        if (meta.start >= 0 and b[meta.start] != 0x7b) or (spec.start >= 0 and b[spec.start] != 0x7b):
+            return 0
+        if meta.start >= 0:
+            key = _scan_key(b, n, meta, &extra)
+            if key is None:
+                return 0
+        spec_dict = None
         class_memo = None
         if spec.start >= 0:
             raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
@@ -1140,60 +1226,75 @@ cdef class ClusterState:
                 if len(self._spec_memo) >= MEMO_LIMIT:
                     self._spec_memo.clear()
                 entry = self._spec_memo[raw] = (orjson.loads(raw), [-1, -1])
-            pod["spec"] = entry[0]
+            spec_dict = entry[0]
             class_memo = entry[1]
-        return pod, class_memo
+        self.type_counts[_SLOT_POD_SUBMITTED] += 1
+        try:
+            if extra:
+                # Labels or annotations: the queue and gang come from those, so the
+                # handler gets the pod as the dict path has it.
+                pod = {"metadata": _scan_meta(b, n, meta)}
+                if spec_dict is not None:
+                    pod["spec"] = spec_dict
+                self._pod_submitted(pod, class_memo)
+            else:
+                self._pod_submit(key, None, None, spec_dict, class_memo)
+        except _MALFORMED:
+            self._anomaly("malformed")
+        return 1
 
-    cdef object _scan_commit(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i):
+    cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n,
+                                Py_ssize_t i) except -1:
         # {"bindings": [{"pod", "node", "resources"}, ...]}: what _committed reads.
-        cdef Span k, v, e, bk, bv
+        cdef Span bindings, e, bk, bv, pod, node, res
         cdef Py_ssize_t j, m
-        data = {}
-        while True:
-            i = next_member(b, i, n, &k, &v)
-            if i < 0:
-                break
-            if not span_is(b, k, b"bindings", 8):
-                continue
-            if b[v.start] != 0x5b:
-                return None
-            bindings = []
-            j = v.start
+        items = []
+        if _member(b, n, i, b"bindings", 8, &bindings) >= 0:
+            if b[bindings.start] != 0x5b:
+                return 0
+            j = bindings.start
             while True:
                 j = next_element(b, j, n, &e)
                 if j < 0:
                     break
                 if b[e.start] != 0x7b:
-                    return None
-                binding = {}
+                    return 0
+                pod.start = node.start = res.start = -1
                 m = e.start
                 while True:
                     m = next_member(b, m, n, &bk, &bv)
                     if m < 0:
                         break
                     if span_is(b, bk, b"pod", 3):
-                        if b[bv.start] != 0x22:
-                            return None
-                        binding["pod"] = _ascii_string(b, bv)
+                        pod = bv
                     elif span_is(b, bk, b"node", 4):
-                        if b[bv.start] != 0x22:
-                            return None
-                        binding["node"] = _ascii_string(b, bv)
+                        node = bv
                     elif span_is(b, bk, b"resources", 9):
-                        if b[bv.start] != 0x7b:
-                            return None
-                        raw = PyBytes_FromStringAndSize(<const char*>b + bv.start, bv.end - bv.start)
-                        resources = self._resources_memo.get(raw)
-                        if resources is None:
-                            if len(self._resources_memo) >= MEMO_LIMIT:
-                                self._resources_memo.clear()
-                            resources = self._resources_memo[raw] = orjson.loads(raw)
-                        binding["resources"] = resources
-                if "pod" not in binding or "node" not in binding:
-                    return None
-                bindings.append(binding)
-            data["bindings"] = bindings
-        return data
+                        res = bv
+                if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0
+                        or b[node.start] != 0x22 or (res.start >= 0 and b[res.start] != 0x7b)):
+                    return 0
+                resources = memo = None
+                if res.start >= 0:
+                    raw = PyBytes_FromStringAndSize(<const char*>b + res.start, res.end - res.start)
+                    entry = self._resources_memo.get(raw)
+                    if entry is None:
+                        if len(self._resources_memo) >= MEMO_LIMIT:
+                            self._resources_memo.clear()
+                        # (resources, [columns, has pods]) (see _resolve_binding)
+                        entry = self._resources_memo[raw] = (orjson.loads(raw), [None, None])
+                    resources = entry[0]
+                    memo = entry[1]
+                items.append((_ascii_string(b, pod), _ascii_string(b, node), resources, memo))
+        self.type_counts[_SLOT_PLACEMENT_COMMITTED] += 1
+        resolved = []
+        try:
+            for pod_key, node_name, resources, memo in items:
+                self._resolve_binding(pod_key, node_name, resources, memo, resolved)
+            self._bind_resolved(resolved)
+        except _MALFORMED:
+            self._anomaly("malformed")
+        return 1
 
     def apply_payloads(self, rows) -> int:
         """Fold ``(position, payload)`` pairs, payloads being stored envelope bytes.

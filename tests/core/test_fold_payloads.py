@@ -290,3 +290,37 @@ def test_scanner_never_accepts_what_orjson_refuses(data):
     payload = bytes(base)
     if _py_scanner_accepts(payload):
         assert isinstance(orjson.loads(payload), dict)
+
+
+@pytest.mark.parametrize("bad", [b"\x00", b"\x1f", b"\\", b"\x7f\x80", b"\xc3\xa9", b'"'])
+def test_scanner_finds_a_special_byte_at_any_offset_of_a_string(bad):
+    # Strings are scanned eight bytes at a time: a byte that ends the string or makes
+    # the document orjson's business must be seen wherever it falls in a word.
+    for before in range(0, 20):
+        for after in range(0, 12):
+            text = b"x" * before + bad + b"y" * after
+            payload = b'{"type": "' + text + b'", "data": {}}'
+            assert _py_scanner_accepts(payload) is False, payload
+            plain = b'{"type": "' + b"x" * (before + after) + b'", "data": {}}'
+            assert _py_scanner_accepts(plain) is True, plain
+
+
+def test_bytes_path_keys_pods_as_the_dict_path_does():
+    # The bytes path builds "namespace/name" from the raw bytes; absent and empty
+    # namespaces are "default", an absent name is "", odd types go to the dict path.
+    metas = [{"name": "a", "namespace": "ns"}, {"name": "b"}, {"name": "c", "namespace": ""},
+             {"namespace": "ns"}, {}, {"name": "d", "namespace": None}, {"name": 5},
+             {"name": "e", "namespace": "ns", "labels": {}}]
+    events = [envelope(EV.NODE_ADDED, node("n1", cpu="64", memory="256Gi"))]
+    for m in metas:
+        body = _plain("x")
+        body["metadata"] = m
+        events.append(envelope(EV.POD_SUBMITTED, body))
+    for m in metas:
+        events.append(envelope(EV.POD_SUCCEEDED, {"metadata": m}))
+    a, b = _fold_both([orjson.dumps(e) for e in events])
+    _assert_same(a, b)
+    assert sorted(k for k in b.pod_index) == sorted(
+        ["ns/a", "default/b", "default/c", "ns/", "default/", "default/d", "default/5",
+         "ns/e"])
+    assert b.anomalies.get("unknown_pod", 0) == 0
