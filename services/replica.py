@@ -163,7 +163,12 @@ class LogFollower:
     async def stop(self) -> None:
         if self._task is not None:
             task, self._task = self._task, None
-            task.cancel()
+            # Python 3.11's asyncio.wait_for (the subscription's wait for a signal)
+            # swallows a cancellation that arrives as the signal does: cancel again
+            # until the task has ended, or stop() would wait on a live follower.
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=1.0)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
