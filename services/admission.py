@@ -67,6 +67,11 @@ _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
 _TERMINAL = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_REJECTED})
 
+#: Jobs let through that :meth:`Admission.release` keeps without pruning them (no
+#: queue has a capability, so nothing reads them): pruned at twice the size left
+#: by the last pruning, at least this, so the pruning is O(1) per job amortized.
+_PRUNE_MIN = 4096
+
 #: (cause, kind "pod"|"gang", key, log position)
 WorkItem = tuple[str, str, str, int]
 
@@ -113,6 +118,8 @@ class Admission:
         self._held_items: dict[tuple[str, str], WorkItem] = {}
         #: jobs let through and maybe still pending (they hold their queue's capability)
         self._inflight: set[tuple[str, str]] = set()
+        #: without capabilities, prune ``_inflight`` once it is this large
+        self._prune_at = _PRUNE_MIN
         self.rejected_total: dict[str, int] = {}
         #: gang -> the rejection of its first refused member
         self._rejected_gangs: dict[str, Rejection] = {}
@@ -302,31 +309,57 @@ class Admission:
             return items
         res_names = list(st.res_names[:nr])
         phase = st.pod_phase_np[:npods]
-        pending = phase == _PENDING
         class_req = np.asarray(st.class_req_np)[:, :nr]
-        pend_idx = np.flatnonzero(pending)
-        pend_req = class_req[st.pod_class_np[pend_idx]]
-        pend_q = st.pod_queue_np[pend_idx]
-        pend_g = st.pod_gang_np[pend_idx]
+        # Job priority is (band, priority): a priorityClassName mapped to a band by
+        # bands.classes ranks by that band whatever its number (as preemption does).
+        class_band = self._class_bands(st)
+        specs = [QueueSpec.from_meta(st.queue_names[q], st.queue_meta[q]) for q in range(nq)]
+        tree = QueueTree(specs)
+        caps = {name: {r: v for r, v in s.capability.items() if r in st.res_index}
+                for name, s in tree.specs.items() if s.capability}
+        # The queue of each item (a gang's from its PodGroup); unknown ones are dropped.
+        located: list[tuple[int, WorkItem, int]] = []  # (queue, item, pod slot or gang id)
+        for it in items:
+            if it[1] == "pod":
+                idx = st.pod_index.get(it[2])
+                if idx is not None:
+                    located.append((int(st.pod_queue_np[idx]), it, idx))
+            else:
+                g = st.gang_index.get(it[2])
+                if g is not None:
+                    q = st.queue_index.get(st.gang_meta[g].get("queue") or "default", 0)
+                    located.append((q, it, g))
+        gangs_asked = any(it[1] == "gang" for _q, it, _i in located)
+        # Fair shares order the queues: only needed when the items span several.
+        several = len({q for q, _it, _i in located}) > 1
+        # Every pending pod's requests, queue and gang: O(pending pods) of numpy per
+        # release, so only when a gang's minimum, a capability or the shares read them.
+        if gangs_asked or caps or several:
+            pend_idx = np.flatnonzero(phase == _PENDING)
+            pend_req = class_req[st.pod_class_np[pend_idx]]
+            pend_q = st.pod_queue_np[pend_idx]
+            pend_g = st.pod_gang_np[pend_idx]
+        else:
+            pend_idx = pend_q = pend_g = np.zeros(0, dtype=np.int64)
+            pend_req = np.zeros((0, nr), dtype=np.int64)
         # Per gang: pending members' requests and count (for a gang's minimum).
         ng = st.n_gangs
         gang_req = np.zeros((max(ng, 1), nr), dtype=np.int64)
         gang_n = np.zeros(max(ng, 1), dtype=np.int64)
         gang_prio = np.full(max(ng, 1), np.iinfo(np.int64).min, dtype=np.int64)
         gang_band = np.zeros(max(ng, 1), dtype=np.int64)
-        # Job priority is (band, priority): a priorityClassName mapped to a band by
-        # bands.classes ranks by that band whatever its number (as preemption does).
-        class_band = self._class_bands(st)
         in_gang = pend_g >= 0
-        if in_gang.any():
+        if gangs_asked and in_gang.any():
             np.add.at(gang_req, pend_g[in_gang], pend_req[in_gang])
             np.add.at(gang_n, pend_g[in_gang], 1)
             np.maximum.at(gang_prio, pend_g[in_gang], st.pod_prio_np[pend_idx[in_gang]])
             np.maximum.at(gang_band, pend_g[in_gang],
                           class_band[st.pod_class_np[pend_idx[in_gang]]])
-        # What each queue holds: bound pods plus jobs let through and still pending.
+        # What each queue holds: bound pods plus jobs let through and still pending. Only
+        # capabilities read it; without one the jobs let through are only pruned now and
+        # then (a pass over them per release cost O(backlog) per flush under load).
         held_q = np.asarray(st.queue_alloc_np[:nq, :nr], dtype=np.int64).copy()
-        if self._inflight:
+        if self._inflight and (caps or len(self._inflight) > self._prune_at):
             slots, gangs = [], []
             for kind, key in list(self._inflight):
                 if kind == "pod":
@@ -341,61 +374,54 @@ class Admission:
                         self._inflight.discard((kind, key))
                         continue
                     gangs.append(g)
-            mask = np.isin(pend_idx, slots) if slots else np.zeros(len(pend_idx), dtype=bool)
-            if gangs:
-                mask |= np.isin(pend_g, gangs)
-            if mask.any():
-                np.add.at(held_q, pend_q[mask], pend_req[mask])
-        waiting = np.zeros((nq, nr), dtype=np.int64)
-        if len(pend_idx):
-            np.add.at(waiting, pend_q, pend_req)
-
-        specs = [QueueSpec.from_meta(st.queue_names[q], st.queue_meta[q]) for q in range(nq)]
-        tree = QueueTree(specs)
+            self._prune_at = 2 * len(self._inflight) + _PRUNE_MIN
+            if caps:
+                mask = np.isin(pend_idx, slots) if slots else np.zeros(len(pend_idx), dtype=bool)
+                if gangs:
+                    mask |= np.isin(pend_g, gangs)
+                if mask.any():
+                    np.add.at(held_q, pend_q[mask], pend_req[mask])
         alloc = np.asarray(st.queue_alloc_np[:nq, :nr], dtype=np.int64)
-        demand = {specs[q].name: {res_names[r]: int(alloc[q, r] + waiting[q, r])
-                                  for r in range(nr)} for q in range(nq)}
         cluster = cluster_allocatable(st)
-        fair = deserved(specs, cluster, demand)
+        fair: dict[str, dict[str, Any]] = {}
+        if several:
+            waiting = np.zeros((nq, nr), dtype=np.int64)
+            if len(pend_idx):
+                np.add.at(waiting, pend_q, pend_req)
+            demand = {specs[q].name: {res_names[r]: int(alloc[q, r] + waiting[q, r])
+                                      for r in range(nr)} for q in range(nq)}
+            fair = deserved(specs, cluster, demand)
         # Capability is checked on the queue and its ancestors (subtree totals).
         sub_used: dict[str, np.ndarray] = {}
-        for q in range(nq):
+        for q in range(nq if caps else 0):
             name = specs[q].name
             a: str | None = name
             while a is not None:
                 sub_used.setdefault(a, np.zeros(nr, dtype=np.int64))
                 sub_used[a] += held_q[q]
                 a = tree.parent.get(a)
-        caps = {name: {r: v for r, v in s.capability.items() if r in st.res_index}
-                for name, s in tree.specs.items() if s.capability}
 
         # Per queue: its items, ordered by job priority (band, then priority; high
         # first), then arrival.
         per_queue: dict[int, list[tuple[int, int, int, WorkItem, np.ndarray]]] = {}
-        for seq, it in enumerate(items):
-            _cause, kind, key, _pos = it
-            if kind == "pod":
-                idx = st.pod_index.get(key)
-                if idx is None:
-                    continue
-                q = int(st.pod_queue_np[idx])
-                prio = int(st.pod_prio_np[idx])
-                band = int(class_band[int(st.pod_class_np[idx])])
-                req = class_req[int(st.pod_class_np[idx])].astype(np.int64)
+        for seq, (q, it, i) in enumerate(located):
+            if it[1] == "pod":
+                cid = int(st.pod_class_np[i])
+                prio = int(st.pod_prio_np[i])
+                band = int(class_band[cid])
+                req = class_req[cid].astype(np.int64)
             else:
-                g = st.gang_index.get(key)
-                if g is None:
-                    continue
-                meta = st.gang_meta[g]
-                q = st.queue_index.get(meta.get("queue") or "default", 0)
-                prio = int(gang_prio[g]) if gang_n[g] else 0
-                band = int(gang_band[g])
-                req = self._gang_minimum(st, g, meta, gang_req[g], int(gang_n[g]), res_names)
+                meta = st.gang_meta[i]
+                prio = int(gang_prio[i]) if gang_n[i] else 0
+                band = int(gang_band[i])
+                req = self._gang_minimum(st, i, meta, gang_req[i], int(gang_n[i]), res_names)
             per_queue.setdefault(q, []).append((-band, -prio, seq, it, req))
         for lst in per_queue.values():
             lst.sort(key=lambda t: (t[0], t[1], t[2]))
 
         def share_of(q: int, extra: np.ndarray) -> float:
+            if not several:
+                return 0.0  # one queue: nothing to order it against
             f = fair.get(specs[q].name) or {}
             best = 0.0
             for r in range(nr):
@@ -425,11 +451,12 @@ class Admission:
             reason = self._hold_reason(specs[q], tree, caps, sub_used, req, res_names, st,
                                        it[1] == "gang", cluster_vec)
             if reason is None:
-                a: str | None = specs[q].name
+                a: str | None = specs[q].name if caps else None
                 while a is not None:
                     sub_used[a] += req
                     a = tree.parent.get(a)
-                released_q[q] += req
+                if several:  # only the shares read it
+                    released_q[q] += req
                 self._inflight.add(job)
                 self.held.pop(job, None)
                 self._held_items.pop(job, None)

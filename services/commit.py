@@ -644,6 +644,8 @@ class CommitService:
         self._expected: set[str] = set()  # decision ids of the batch being appended
         self._foreign: list[int] = []  # positions of decisions some other writer made
         self._snapshot_at = 0
+        #: id(envelope) -> (envelope, its JSON) of the last appended batch, for _publish
+        self._payloads: dict[int, tuple[dict[str, Any], bytes]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -961,13 +963,17 @@ class CommitService:
             await self._step_down("lease_lost", "lease lost before appending")
             raise NotLeader("lease lost")
         expected = self.decisions_version
+        now = datetime.now(UTC)
         events = [
             NewEvent(id=env["id"], type=env["type"], stream=DECISIONS_STREAM,
-                     payload=orjson.dumps(env), time=datetime.now(UTC),
+                     payload=orjson.dumps(env), time=now,
                      # The first event carries the fence; the rest follow it atomically.
                      expected_version=expected if i == 0 else None)
             for i, env in enumerate(fresh)
         ]
+        # The same bytes go to the decisions topic (see _publish).
+        self._payloads = {id(env): (env, ev.payload) for env, ev in zip(fresh, events,
+                                                                         strict=True)}
         self._expected = {env["id"] for env in fresh}
         try:
             res = await retry_transient_call(
@@ -1097,7 +1103,14 @@ class CommitService:
         """Send decisions to the decisions topic (after they are durable in the store)."""
         if self._producer is None or not decisions or self.bus is None:
             return
-        records = [(_decision_key(env), orjson.dumps(env)) for env in decisions]
+        encoded, self._payloads = self._payloads, {}
+        records = []
+        for env in decisions:
+            # A fresh decision as appended: its stored bytes; a duplicate answered from
+            # the log (another object) is encoded here.
+            hit = encoded.get(id(env))
+            payload = hit[1] if hit is not None and hit[0] is env else orjson.dumps(env)
+            records.append((_decision_key(env), payload))
         producer = self._producer
         await retry_until(lambda: producer.send_many(self.bus.topics.decisions, records),
                           retriable=is_transient, what="decisions send",

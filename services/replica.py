@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import uuid
@@ -400,6 +401,11 @@ class Replica:
         self._batches: set[asyncio.Task] = set()
         self._failed: BaseException | None = None
         self._requests: dict[int, dict[str, int]] = {}
+        #: Proposal ids: the replica, a random part per instance (a restarted process
+        #: never reuses an id: the decision's id is derived from it) and a counter (a
+        #: uuid4 per proposal showed in the profile).
+        self._pid_prefix = f"{replica_id}-{uuid.uuid4().hex[:12]}-"
+        self._pid_seq = itertools.count()
         #: gang -> monotonic time it was first found not fitting (starvation guard)
         self._waiting_since: dict[str, float] = {}
         #: reservations decided by the last placement pass, appended after it
@@ -925,7 +931,7 @@ class Replica:
 
         def propose(target: _Target, gang: str | None, pairs: list[tuple[str, str]],
                     victims: list[dict[str, str]] | None = None) -> None:
-            pid = f"{self.id}-{uuid.uuid4().hex[:16]}"
+            pid = f"{self._pid_prefix}{next(self._pid_seq):x}"
             bindings = [{"pod": pod, "node": node,
                          "resources": self._requests_of(st.pod_class_id(pod))}
                         for pod, node in pairs]

@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 #: Upper bound on one event; the validator enforces the same default, the broker's
 #: own limit (message.max.bytes, 1 MiB by default) should be at least this.
 MAX_REQUEST_BYTES = 1_048_576 + 4096
+#: Largest record batch a producer builds.
+MAX_BATCH_BYTES = 512 * 1024
+#: From this many records on, send_many builds one batch per partition itself.
+BATCH_MIN_RECORDS = 32
 
 
 def _bus_error(exc: BaseException) -> BusError:
@@ -88,11 +92,15 @@ class _KafkaProducer(BusProducer):
             enable_idempotence=False,
             linger_ms=5,
             max_request_size=MAX_REQUEST_BYTES,
+            # send_many hands over one batch per partition: room for a whole flush
+            # (the broker's per-batch limit, message.max.bytes, is 1 MiB by default).
+            max_batch_size=MAX_BATCH_BYTES,
             request_timeout_ms=15_000,
             # The default partitioner's partitions, with murmur2 in C (not pure Python).
             partitioner=partition,
         )
         self._started = False
+        self._handover = asyncio.Lock()
 
     async def start(self) -> None:
         try:
@@ -108,8 +116,39 @@ class _KafkaProducer(BusProducer):
             await self._producer.stop()
 
     async def send_many(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None:
+        """A few records go through aiokafka's ``send``; more are grouped by partition
+        (the default partitioner's, in C) and handed over as one record batch per
+        partition (``send_batch``), in order: ``send`` costs ~10 µs of Python per record
+        (a coroutine, metadata and partition lookups, the accumulator), a batch
+        builder's append ~1 µs. One caller at a time hands batches over: aiokafka lets
+        one batch per partition wait to be sent, and concurrent callers waiting for that
+        slot run out of time (its wait loop subtracts the elapsed time cumulatively)."""
+        producer = self._producer
         try:
-            futures = [await self._producer.send(topic, value, key=key) for key, value in records]
+            if len(records) < BATCH_MIN_RECORDS:
+                futures = [await producer.send(topic, value, key=key) for key, value in records]
+                await asyncio.gather(*futures)
+                return
+            parts = sorted(await producer.partitions_for(topic))
+            available = sorted(producer.client.cluster.available_partitions_for_topic(topic)
+                               or parts)
+            by_partition: dict[int, list[tuple[bytes | None, bytes]]] = {}
+            for key, value in records:
+                by_partition.setdefault(partition(key, parts, available), []).append(
+                    (key, value))
+            futures = []
+            async with self._handover:
+                for p, recs in by_partition.items():
+                    batch = producer.create_batch()
+                    for key, value in recs:
+                        if batch.append(timestamp=None, key=key, value=value) is None:
+                            # Full: send it, start the next (a first record always fits).
+                            batch.close()
+                            futures.append(await producer.send_batch(batch, topic, partition=p))
+                            batch = producer.create_batch()
+                            batch.append(timestamp=None, key=key, value=value)
+                    batch.close()  # closed: sent at once, no linger
+                    futures.append(await producer.send_batch(batch, topic, partition=p))
             await asyncio.gather(*futures)
         except (KafkaError, OSError) as exc:
             raise _bus_error(exc) from exc

@@ -211,6 +211,7 @@ class PostgresEventStore(EventStore):
                 max_size=self._max_size,
                 command_timeout=self._command_timeout,
                 server_settings={"application_name": POOL_APP_NAME},
+                reset=_no_session_state,
             )
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, "cannot connect: ") from exc
@@ -253,7 +254,13 @@ class PostgresEventStore(EventStore):
                     applied.append(name)
             finally:
                 if not conn.is_closed():
-                    await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATE_LOCK_KEY)
+                    try:
+                        await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATE_LOCK_KEY)
+                    except BaseException:
+                        # The pool does not reset sessions (_no_session_state): a
+                        # connection that may still hold the lock must not go back.
+                        conn.terminate()
+                        raise
         return applied
 
     # ------------------------------------------------------------------ writing
@@ -347,12 +354,10 @@ class PostgresEventStore(EventStore):
     @_translated(idempotent=True)
     async def position_at(self, when: datetime) -> int:
         """The last position recorded at or before ``when``."""
-        pos = await self._require_pool().fetchval(
-            "SELECT position FROM events WHERE recorded_at <= $1"
-            " ORDER BY recorded_at DESC, position DESC LIMIT 1",
-            as_utc(when),
+        # A binary search over positions (migration 0003): recorded_at has no index.
+        return await self._require_pool().fetchval(
+            "SELECT esched_position_at($1)", as_utc(when)
         )
-        return pos or 0
 
     def subscribe(self, after: int, batch: int = 1000) -> Subscription:
         """Catch up from ``after``, then follow LISTEN/NOTIFY (plus polling)."""
@@ -407,6 +412,18 @@ class PostgresEventStore(EventStore):
             keep,
         )
         return int(status.split()[-1])
+
+
+async def _no_session_state(conn: asyncpg.Connection) -> None:
+    """The pool's reset: nothing to undo, so no round trip.
+
+    asyncpg's default reset sends ``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
+    RESET ALL`` every time a connection goes back to the pool: one more round trip
+    at the end of every append and read. The store leaves no session state behind
+    (no SET, no cursor outlives its call, LISTEN has a connection of its own, and
+    migrate releases its advisory lock or terminates the connection); an open
+    transaction is still rolled back by asyncpg before this runs.
+    """
 
 
 class _ListenWaker(Waker):

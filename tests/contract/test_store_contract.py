@@ -285,6 +285,21 @@ async def test_position_at(store: EventStore) -> None:
     assert await store.position_at(third.recorded_at) == 3
 
 
+async def test_position_at_finds_the_last_event_of_every_append(store: EventStore) -> None:
+    # Batches of 1..5 events: the answer at each batch's recorded_at is its last
+    # position, a microsecond earlier it is the previous batch's (a search over
+    # positions must land on every boundary, not only on a few).
+    lasts, times = [0], []
+    for size in (1, 3, 2, 5, 1, 4, 1, 2, 3, 1, 5):
+        result = await store.append([ev() for _ in range(size)])
+        lasts.append(result.head)
+        times.append((await store.read(after=result.head - 1))[0].recorded_at)
+        await asyncio.sleep(0.002)
+    for k, at in enumerate(times):
+        assert await store.position_at(at) == lasts[k + 1]
+        assert await store.position_at(at - timedelta(microseconds=1)) == lasts[k]
+
+
 # --------------------------------------------------------------------------- concurrency
 
 

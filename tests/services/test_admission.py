@@ -277,6 +277,17 @@ def test_capability_of_a_parent_covers_its_children():
     assert f.admission.held == {("pod", "t/c"): "QueueCapability"}
 
 
+def test_jobs_let_through_before_a_capability_was_set_count_against_it():
+    # Without a capability the jobs let through are not looked at on every release
+    # (that cost O(backlog) per flush), but they are still remembered.
+    f = Fold(Admission())
+    f(node("n1", "8"), queue("q"), *(qpod(p, queue="q") for p in ("a", "b", "c")))
+    assert f.release("t/a", "t/b") == ["t/a", "t/b"]
+    f(queue("q", "q-capped", capability={"cpu": "2"}))
+    assert f.release("t/c") == []
+    assert f.admission.held == {("pod", "t/c"): "QueueCapability"}
+
+
 def test_gang_minimum_against_capability_and_cluster():
     f = Fold(Admission())
     pg = ev("pg-big", ev_types.PODGROUP_SUBMITTED, {

@@ -111,3 +111,30 @@ async def test_an_exclusive_consumer_reads_every_partition_from_the_committed_of
     assert len(again) == len(last)
     assert {(m.topic, m.partition, m.offset) for m in again} == \
         {(t, p, o) for (t, p), o in last.items()}
+
+
+async def test_a_large_send_keeps_each_keys_order_on_the_default_partitioners_partition(
+        kafka_bootstrap, topic_prefix):
+    # From BATCH_MIN_RECORDS on, send_many builds one record batch per partition itself:
+    # the same partitions as aiokafka's own send (murmur2, as the Java client), and the
+    # order of each key's records kept.
+    from esched.core._hash import murmur2
+    from esched.services.bus.kafka import BATCH_MIN_RECORDS
+
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix))
+    await bus.ensure_topics(partitions=4)
+    keys = [f"ns/pod-{k}".encode() for k in range(10)]
+    records = [(keys[i % 10], f"{i}".encode()) for i in range(BATCH_MIN_RECORDS * 4)]
+    producer = bus.producer()
+    await producer.start()
+    await producer.send_many(bus.topics.work, records)
+    await producer.stop()
+    consumer = bus.consumer([bus.topics.work], "g")
+    await consumer.start()
+    msgs = await _drain(consumer, len(records))
+    await consumer.stop()
+    assert len(msgs) == len(records)
+    for key in keys:
+        mine = sorted((m for m in msgs if m.key == key), key=lambda m: m.offset)
+        assert {m.partition for m in mine} == {(murmur2(key) & 0x7FFFFFFF) % 4}
+        assert [m.value for m in mine] == [v for k, v in records if k == key]

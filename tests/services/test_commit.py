@@ -322,6 +322,27 @@ async def test_a_redelivered_proposal_gets_the_recorded_decision(store):
     await fresh.stop()
 
 
+async def test_published_decisions_are_the_bytes_the_store_holds(store):
+    await append_events(store, node("n1", cpu="1"), pod("a"), pod("b"))
+    bus = MemoryBus()
+    service = CommitService(store, bus)
+    await service.start()
+    for key, pid, name in ((b"t/a", "m1", "a"), (b"t/b", "m2", "b")):
+        bus.append(bus.topics.proposals, key,
+                   orjson.dumps(envelope(proposal(pid, [(name, "n1")]))))
+    await asyncio.wait_for(service.run(exit_when_idle=True, idle_polls=3), 30)
+    # Redelivered: answered with the decision the log holds (encoded again).
+    bus.append(bus.topics.proposals, b"t/a", orjson.dumps(envelope(proposal("m1", [("a", "n1")]))))
+    await asyncio.wait_for(service.run(exit_when_idle=True, idle_polls=3), 30)
+    await service.stop()
+    stored = {e.id: e.payload for e in await store.read(0, 100) if e.stream == DECISIONS_STREAM}
+    published = [m.value for m in bus.log(bus.topics.decisions)]
+    assert published[:2] == [stored["decision-m1"], stored["decision-m2"]]
+    assert [orjson.loads(v)["id"] for v in published] == ["decision-m1", "decision-m2",
+                                                          "decision-m1"]
+    assert orjson.loads(published[2]) == orjson.loads(stored["decision-m1"])
+
+
 async def test_snapshots_carry_the_fence_and_speed_up_takeover(store):
     await append_events(store, node("n1", cpu="8"), *(pod(f"p{i}") for i in range(6)))
     service = CommitService(store, config=CommitConfig(snapshot_every=3))
