@@ -524,47 +524,46 @@ def _units(is_cpu: bool, value: Any) -> int | str:
         return exc.reason
 
 
+#: Base units of the quantity strings met so far, for cpu (``[True]``) and for every
+#: other resource (``[False]``): the same few requests and limits recur across pods,
+#: and one dict lookup of the string replaces a conversion (and building any key).
+#: Strings only, so that ``True`` (``== 1``) never passes for ``1``; valid ones only.
+_KNOWN: tuple[dict[str, int], dict[str, int]] = ({}, {})
+_KNOWN_MAX = 8192
+
+
 def _quantity(name: str, value: Any, path: str) -> int:
+    is_cpu = name == "cpu"
+    if value.__class__ is str:
+        units = _KNOWN[is_cpu].get(value)
+        if units is not None:
+            return units
     try:
-        units = _units(name == "cpu", value)
+        units = _units(is_cpu, value)
     except TypeError:  # unhashable: not a quantity at all
         units = "must be a string or a number"
     if units.__class__ is str:
         field = f"{path}.{name}"
         raise InvalidEvent("quantity", f"{field}: invalid quantity {_short(value)}: {units}", field)
+    if value.__class__ is str and len(_KNOWN[is_cpu]) < _KNOWN_MAX:
+        _KNOWN[is_cpu][value] = units  # type: ignore[assignment]
     return units  # type: ignore[return-value]
 
 
-#: Converted resource lists, by their items: the same few requests and limits recur
-#: across pods, and one lookup replaces a conversion per quantity. An entry holds the
-#: (read-only) units and, unless all values are strings, the values' classes, so that
-#: ``{"cpu": True}`` (``True == 1``) never passes for ``{"cpu": 1}``.
-_LISTS: dict[tuple[tuple[str, Any], ...], tuple[dict[str, int], tuple[type, ...] | None]] = {}
-_LISTS_MAX = 8192
-
-
-def _cached_units(values: dict[str, Any]) -> dict[str, int] | None:
-    try:
-        hit = _LISTS.get(tuple(values.items()))
-    except TypeError:  # a list or a map among the values
-        return None
-    if hit is None or (hit[1] is not None and tuple(map(type, values.values())) != hit[1]):
-        return None
-    return hit[0]
+def _all_known(values: dict[str, Any]) -> bool:
+    """Whether every quantity of a ResourceList is a string converted before."""
+    other, cpu = _KNOWN
+    for name, value in values.items():
+        if value.__class__ is not str or value not in (cpu if name == "cpu" else other):
+            return False
+    return True
 
 
 def _resource_list(values: Any, path: str) -> dict[str, int]:
     """Base units of each quantity of a ResourceList, or InvalidEvent naming ``path.name``."""
     if not values:
         return {}
-    units = _cached_units(values)
-    if units is None:
-        units = {name: _quantity(name, v, path) for name, v in values.items()}
-        if len(_LISTS) < _LISTS_MAX:
-            classes = tuple(map(type, values.values()))
-            _LISTS[tuple(values.items())] = (
-                units, None if all(c is str for c in classes) else classes)
-    return units
+    return {name: _quantity(name, v, path) for name, v in values.items()}
 
 
 def _containers(containers: Any, path: str) -> None:
@@ -573,7 +572,7 @@ def _containers(containers: Any, path: str) -> None:
         if res:
             for kind in ("requests", "limits"):
                 values = res.get(kind)
-                if values and _cached_units(values) is None:  # the path only on a miss
+                if values and not _all_known(values):  # the path only on a miss
                     _resource_list(values, f"{path}[{i}].resources.{kind}")
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from esched.schemas.validator import (
     _FORMAT_PATTERNS,
-    _LISTS,
+    _KNOWN,
     _PATTERN_REWRITES,
     InvalidEvent,
     _compiled_form,
@@ -230,11 +230,14 @@ def test_compiled_once() -> None:
     assert _validators() is _validators()
 
 
-def test_cached_resource_lists_keep_bools_out() -> None:
+def test_cached_quantities_keep_bools_out() -> None:
     data = copy.deepcopy(DATA["esched.podgroup.submitted"])
+    data["spec"]["minResources"] = {"pods": "7"}
+    check_quantities("esched.podgroup.submitted", data)  # "7" cached as 7 units
+    assert _KNOWN[False]["7"] == 7
     data["spec"]["minResources"] = {"pods": 1}
-    check_quantities("esched.podgroup.submitted", data)  # cached as {"pods": 1}
-    assert (("pods", 1),) in _LISTS
+    check_quantities("esched.podgroup.submitted", data)  # a number: converted, not cached
+    assert 1 not in _KNOWN[False]
     data["spec"]["minResources"] = {"pods": True}
     with pytest.raises(InvalidEvent) as info:
         check_quantities("esched.podgroup.submitted", data)
@@ -242,10 +245,24 @@ def test_cached_resource_lists_keep_bools_out() -> None:
     data["spec"]["minResources"] = {"cpu": "250m", "memory": "1Gi"}
     for _ in range(2):  # converted, then cached
         check_quantities("esched.podgroup.submitted", data)
+    assert _KNOWN[True]["250m"] == 250
     data["spec"]["minResources"] = {"cpu": "-250m"}
-    for _ in range(2):  # an invalid list is never cached
+    for _ in range(2):  # an invalid quantity is never cached
         with pytest.raises(InvalidEvent):
             check_quantities("esched.podgroup.submitted", data)
+    assert "-250m" not in _KNOWN[True]
+
+
+def test_a_cached_pod_quantity_still_names_its_field_when_another_is_bad() -> None:
+    data = copy.deepcopy(DATA["esched.pod.submitted"])
+    requests = data["spec"]["containers"][0].setdefault("resources", {}).setdefault(
+        "requests", {})
+    requests.update({"cpu": "250m", "memory": "1Gi"})
+    check_quantities("esched.pod.submitted", data)  # both cached now
+    requests["memory"] = "1Qi"
+    with pytest.raises(InvalidEvent) as info:
+        check_quantities("esched.pod.submitted", data)
+    assert info.value.field == "data.spec.containers[0].resources.requests.memory"
 
 
 def test_large_refused_event_reports_quickly() -> None:
