@@ -636,6 +636,8 @@ class CommitService:
         self._leading = False
         self._stopping = asyncio.Event()
         self._lock = asyncio.Lock()  # one decision batch at a time
+        #: held while a polled batch is decided and handed to _finish (see stop)
+        self._handling = asyncio.Lock()
         self._lead_lock = asyncio.Lock()  # one takeover at a time
         self._producer: BusProducer | None = None
         self._consumer: BusConsumer | None = None
@@ -670,13 +672,16 @@ class CommitService:
     async def stop(self) -> None:
         """Stop deciding, leave the group, give the lease up, disconnect; idempotent."""
         self._stopping.set()
-        # Let an in-flight batch finish first, but not forever: a batch waiting out a
-        # database outage must not keep a SIGTERM from ending the process.
+        # Let an in-flight batch finish first (a polled one until its publishing is
+        # under way, a decide() call), but not forever: a batch waiting out a database
+        # outage must not keep a SIGTERM from ending the process.
+        held: list[asyncio.Lock] = []
         try:
-            await asyncio.wait_for(self._lock.acquire(), self.config.stop_timeout)
-            locked = True
+            async with asyncio.timeout(self.config.stop_timeout):
+                for lock in (self._handling, self._lock):
+                    await lock.acquire()
+                    held.append(lock)
         except TimeoutError:
-            locked = False
             log.warning("stopping with a decision batch still in flight")
         try:
             await self._stop_consumer()
@@ -685,8 +690,8 @@ class CommitService:
                 metrics.COMMIT_LEADER.set(0)
             await self.lease.release()
         finally:
-            if locked:
-                self._lock.release()
+            for lock in reversed(held):
+                lock.release()
         if self._producer is not None:
             producer, self._producer = self._producer, None
             await producer.stop()
@@ -1148,7 +1153,8 @@ class CommitService:
             msgs = await self._poll()
             if msgs:
                 empty = 0
-                await self._handle(msgs)
+                async with self._handling:
+                    await self._handle(msgs)
                 continue
             empty += 1
             if exit_when_idle and empty >= idle_polls and await self._consumer.lag() == 0:
