@@ -848,7 +848,9 @@ cdef class ClusterState:
         self.pod_node[p] = -1
         self.pod_phase[p] = PHASE_FREE
         self._set_phase(p, PHASE_PENDING)
-        node_name = ((spec if pod is None else pod.get("spec")) or {}).get("nodeName")
+        if pod is not None:
+            spec = pod.get("spec") or None  # a dict if truthy: _class_for raised otherwise
+        node_name = spec.get("nodeName") if spec else None
         if node_name:
             nidx = self.node_index.get(node_name)
             if nidx is None:

@@ -38,7 +38,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -126,20 +126,25 @@ def _is_transient(exc: BaseException) -> bool:
 class LogFollower:
     """A live fold of the log: newest snapshot + catch-up, then :meth:`EventStore.subscribe`.
 
-    ``handle(events)`` folds a batch of ``(position, envelope)`` pairs; the default
-    is ``state.apply_many``. A handler that needs to look at the state *before* an
-    event (the dispatcher, for a removed node's pods) folds the batch itself.
-    ``after_fold(events)`` runs once the batch is in the state.
+    By default a batch is folded from its stored bytes (``state.apply_payloads``, the
+    fold's bytes path, as catch-up does), and ``after_fold(events)`` then gets the
+    ``(position, envelope)`` pairs of the batch's events whose type is in ``decode``
+    (None: all): every replica follows every event, so only what a handler reads is
+    decoded. ``handle(events)`` instead folds a batch of ``(position, envelope)``
+    pairs itself: a handler that needs to look at the state *before* an event (the
+    dispatcher, for a removed node's pods).
     """
 
     def __init__(self, store: EventStore, *,
                  handle: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
                  after_fold: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
+                 decode: Collection[str] | None = None,
                  batch: int = 5000) -> None:
         self.store = store
         self.state: ClusterState | None = None
         self._handle = handle
         self._after = after_fold
+        self._decode = None if decode is None else frozenset(decode)
         self._batch = batch
         self._task: asyncio.Task | None = None
         self._advanced = asyncio.Event()
@@ -159,24 +164,34 @@ class LogFollower:
     async def stop(self) -> None:
         if self._task is not None:
             task, self._task = self._task, None
-            task.cancel()
+            # Python 3.11's asyncio.wait_for (the subscription's wait for a signal)
+            # swallows a cancellation that arrives as the signal does: cancel again
+            # until the task has ended, or stop() would wait on a live follower.
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=1.0)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
     async def _follow(self) -> None:
-        assert self.state is not None
+        state = self.state
+        assert state is not None
         loads = orjson.loads
+        decode = self._decode
         try:
-            async with self.store.subscribe(self.state.position, self._batch) as sub:
+            async with self.store.subscribe(state.position, self._batch) as sub:
                 async for rows in sub:
-                    events = [(r.position, loads(r.payload)) for r in rows
-                              if r.position > self.state.position]
-                    if not events:
+                    rows = [r for r in rows if r.position > state.position]
+                    if not rows:
                         continue
                     if self._handle is not None:
+                        events = [(r.position, loads(r.payload)) for r in rows]
                         self._handle(events)
                     else:
-                        self.state.apply_many(events)
+                        state.apply_payloads([(r.position, r.payload) for r in rows])
+                        if self._after is not None:
+                            events = [(r.position, loads(r.payload)) for r in rows
+                                      if decode is None or r.type in decode]
                     if self._after is not None:
                         self._after(events)
                     self._advanced.set()
@@ -368,7 +383,8 @@ class Replica:
         self._submit = submit
         self._consumer = consumer
         self._producer: BusProducer | None = None
-        self.follower = LogFollower(store, after_fold=self._on_fold)
+        self.follower = LogFollower(store, after_fold=self._on_fold,
+                                    decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED))
         self.placer: Placer | None = None
         self._waiting: dict[str, asyncio.Future] = {}
         self._stopping = asyncio.Event()

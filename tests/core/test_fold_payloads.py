@@ -324,3 +324,25 @@ def test_bytes_path_keys_pods_as_the_dict_path_does():
         ["ns/a", "default/b", "default/c", "ns/", "default/", "default/d", "default/5",
          "ns/e"])
     assert b.anomalies.get("unknown_pod", 0) == 0
+
+
+def test_bytes_path_skips_brackets_and_braces_inside_strings():
+    # The walker of accepted documents finds a container's end by counting brackets
+    # outside strings: strings full of them, at every offset of an 8-byte word.
+    events = [envelope(EV.NODE_ADDED, node("n1", cpu="64", memory="256Gi"))]
+    for i in range(12):
+        odd = "x" * i + "{[}]" + "]}" * (i % 3)
+        body = _plain(f"p{i}")
+        body["spec"]["containers"][0]["name"] = odd
+        body["spec"]["extra"] = [{"k": odd}, [odd, 1], {}]
+        events.append(envelope(EV.POD_SUBMITTED, body))
+        c = commit((f"ns/p{i}", "n1", {"cpu": 250, "memory": GI, "pods": 1}))
+        c["proposal"] = odd
+        c["victims"] = [{"note": odd}]
+        c["bindings"][0]["note"] = [odd, {"a": odd}]
+        events.append(envelope(EV.PLACEMENT_COMMITTED, c))
+    payloads = [orjson.dumps(e) for e in events]
+    assert all(_py_scanner_accepts(p) for p in payloads)
+    a, b = _fold_both(payloads)
+    _assert_same(a, b)
+    assert b.summary()["pods"]["Running"] == 12

@@ -17,7 +17,7 @@ from collections import Counter
 import orjson
 
 from esched.core._placer import Placer
-from esched.schemas.events import PLACEMENT_COMMITTED
+from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.audit import audit_store
 from esched.services.bus import open_bus
 from esched.services.bus.memory import MemoryBus
@@ -25,12 +25,18 @@ from esched.services.commit import CommitConfig, CommitService
 from esched.services.dispatch import Dispatcher, work_item
 from esched.services.lease import open_lease
 from esched.services.replay import fold_log
-from esched.services.replica import Replica, ReplicaConfig, SharedConsumer, reason_code
+from esched.services.replica import (
+    LogFollower,
+    Replica,
+    ReplicaConfig,
+    SharedConsumer,
+    reason_code,
+)
 from esched.services.store import open_store
 from esched.services.synth import node_event, pod_event
 from esched.services.up import system_idle
 
-from .factories import append_events
+from .factories import append_events, ev, node, placement, pod
 
 log = logging.getLogger(__name__)
 
@@ -435,3 +441,28 @@ async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
         assert report["ok"], report["violations"][:5]
     finally:
         await _stop_all(es, commit, dispatcher, [r1, r2], tasks)
+
+
+async def test_log_follower_folds_the_bytes_and_decodes_only_what_after_fold_reads(store):
+    # Catch-up and the live fold both fold stored bytes; after_fold sees the decoded
+    # envelopes of its types only, once the batch is in the state.
+    await append_events(store, node("n1", cpu="8"), pod("a"))
+    seen: list[tuple[int, dict, int]] = []
+    follower = LogFollower(store, after_fold=lambda events: seen.extend(
+        (pos, e, follower.state.position) for pos, e in events),
+        decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED))
+    state = await follower.start()
+    try:
+        assert state.position == 2 and state.pod("t/a")["phase"] == "Pending"
+        await append_events(store, pod("b"), pod("c"),
+                            ev("c1", PLACEMENT_COMMITTED, placement("p1", [("a", "n1")])),
+                            ev("r1", PLACEMENT_REJECTED, placement("p2", [("b", "n1")])))
+        assert await follower.wait_for(6, within=10)
+        assert state.pod("t/a")["phase"] == "Running" and state.pod("t/a")["node"] == "n1"
+        assert state.pod("t/c")["phase"] == "Pending"
+        assert [(pos, e["type"]) for pos, e, _ in seen] == [
+            (5, PLACEMENT_COMMITTED), (6, PLACEMENT_REJECTED)]
+        assert all(folded_to >= pos for pos, _, folded_to in seen)
+        assert seen[0][1]["data"]["proposal"] == "p1"
+    finally:
+        await follower.stop()
