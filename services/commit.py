@@ -636,6 +636,8 @@ class CommitService:
         self._leading = False
         self._stopping = asyncio.Event()
         self._lock = asyncio.Lock()  # one decision batch at a time
+        #: held while a polled batch is decided and handed to _finish (see stop)
+        self._handling = asyncio.Lock()
         self._lead_lock = asyncio.Lock()  # one takeover at a time
         self._producer: BusProducer | None = None
         self._consumer: BusConsumer | None = None
@@ -644,6 +646,8 @@ class CommitService:
         self._expected: set[str] = set()  # decision ids of the batch being appended
         self._foreign: list[int] = []  # positions of decisions some other writer made
         self._snapshot_at = 0
+        #: The last decided batch being published (see _handle)
+        self._outgoing: asyncio.Task | None = None
         #: id(envelope) -> (envelope, its JSON) of the last appended batch, for _publish
         self._payloads: dict[int, tuple[dict[str, Any], bytes]] = {}
 
@@ -668,13 +672,16 @@ class CommitService:
     async def stop(self) -> None:
         """Stop deciding, leave the group, give the lease up, disconnect; idempotent."""
         self._stopping.set()
-        # Let an in-flight batch finish first, but not forever: a batch waiting out a
-        # database outage must not keep a SIGTERM from ending the process.
+        # Let an in-flight batch finish first (a polled one until its publishing is
+        # under way, a decide() call), but not forever: a batch waiting out a database
+        # outage must not keep a SIGTERM from ending the process.
+        held: list[asyncio.Lock] = []
         try:
-            await asyncio.wait_for(self._lock.acquire(), self.config.stop_timeout)
-            locked = True
+            async with asyncio.timeout(self.config.stop_timeout):
+                for lock in (self._handling, self._lock):
+                    await lock.acquire()
+                    held.append(lock)
         except TimeoutError:
-            locked = False
             log.warning("stopping with a decision batch still in flight")
         try:
             await self._stop_consumer()
@@ -683,8 +690,8 @@ class CommitService:
                 metrics.COMMIT_LEADER.set(0)
             await self.lease.release()
         finally:
-            if locked:
-                self._lock.release()
+            for lock in reversed(held):
+                lock.release()
         if self._producer is not None:
             producer, self._producer = self._producer, None
             await producer.stop()
@@ -715,6 +722,11 @@ class CommitService:
         await self.bus.ensure_topics()
 
     async def _stop_consumer(self) -> None:
+        try:
+            await self._drain_outgoing()  # its offsets are committed with this consumer
+        except BusError as exc:
+            log.warning("publishing the last batch failed (%s); its proposals will be "
+                        "redelivered", exc)
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             with contextlib.suppress(BusError):
@@ -869,7 +881,7 @@ class CommitService:
                 if not await self._become_leader():
                     raise NotLeader("the service is stopping")
         decisions = await self._decide_batch(items)
-        await self._publish(decisions)
+        await self._publish(decisions, self._appended_payloads())
         return decisions
 
     async def _decide_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1099,11 +1111,17 @@ class CommitService:
         self._snapshot_at = position
         log.info("snapshot saved at position %d", position)
 
-    async def _publish(self, decisions: list[dict[str, Any]]) -> None:
-        """Send decisions to the decisions topic (after they are durable in the store)."""
+    def _appended_payloads(self) -> dict[int, tuple[dict[str, Any], bytes]]:
+        """The JSON of the batch just appended, for :meth:`_publish` (taken once)."""
+        encoded, self._payloads = self._payloads, {}
+        return encoded
+
+    async def _publish(self, decisions: list[dict[str, Any]],
+                       encoded: dict[int, tuple[dict[str, Any], bytes]]) -> None:
+        """Send decisions to the decisions topic (after they are durable in the store);
+        ``encoded``: their JSON as appended (:meth:`_appended_payloads`)."""
         if self._producer is None or not decisions or self.bus is None:
             return
-        encoded, self._payloads = self._payloads, {}
         records = []
         for env in decisions:
             # A fresh decision as appended: its stored bytes; a duplicate answered from
@@ -1135,7 +1153,8 @@ class CommitService:
             msgs = await self._poll()
             if msgs:
                 empty = 0
-                await self._handle(msgs)
+                async with self._handling:
+                    await self._handle(msgs)
                 continue
             empty += 1
             if exit_when_idle and empty >= idle_polls and await self._consumer.lag() == 0:
@@ -1148,7 +1167,11 @@ class CommitService:
                                    self.config.batch_size, service=SERVICE, pause=0.5)
 
     async def _handle(self, msgs: Sequence[Message]) -> None:
-        """Decide a polled batch, dead-letter bad proposals, publish, commit offsets."""
+        """Decide a polled batch; then, in the background while the next batch is
+        decided, publish its decisions, dead-letter its bad proposals and commit its
+        offsets (:meth:`_finish`, one batch after the other, in order)."""
+        consumer = self._consumer
+        assert consumer is not None
         items: list[dict[str, Any]] = []
         dead: list[tuple[Message, str, str, str | None]] = []
         for m in msgs:
@@ -1159,22 +1182,40 @@ class CommitService:
                 dead.append((m, exc.reason, str(exc), exc.field))
                 continue
             items.append(ev["data"])
-        if items:
-            decisions = await self._decide_batch(items)  # NotLeader: offsets stay uncommitted
-            await self._publish(decisions)
-        if dead:
-            await self._deadletter(dead)
+        # NotLeader: this batch's offsets stay uncommitted (the previous batch finishes).
+        decisions = await self._decide_batch(items) if items else []
+        encoded = self._appended_payloads()
         offsets: dict[tuple[str, int], int] = {}
         for m in msgs:
             key = (m.topic, m.partition)
             offsets[key] = max(offsets.get(key, 0), m.offset + 1)
-        assert self._consumer is not None
+        # The previous batch's Kafka round trips (decisions acknowledged, offsets
+        # committed) ran while this one was decided; this one's start once they are done.
+        await self._drain_outgoing()
+        self._outgoing = asyncio.create_task(
+            self._finish(consumer, decisions, encoded, dead, offsets), name="commit-publish")
+
+    async def _finish(self, consumer: BusConsumer, decisions: list[dict[str, Any]],
+                      encoded: dict[int, tuple[dict[str, Any], bytes]],
+                      dead: list[tuple[Message, str, str, str | None]],
+                      offsets: dict[tuple[str, int], int]) -> None:
+        """Publish a decided batch (durable in the store already), dead-letter its bad
+        proposals, then commit its offsets."""
+        await self._publish(decisions, encoded)
+        if dead:
+            await self._deadletter(dead)
         try:
-            await self._consumer.commit(offsets)
+            await consumer.commit(offsets)
         except BusError as exc:
             # Decisions are durable; the next leader re-reads these proposals and the
             # decision ids make them duplicates. Nothing is decided twice.
             log.warning("offset commit failed (%s); proposals will be redelivered", exc)
+
+    async def _drain_outgoing(self) -> None:
+        """Wait for the batch being published (its failure is raised here)."""
+        task, self._outgoing = self._outgoing, None
+        if task is not None:
+            await task
 
     async def _deadletter(self, dead: list[tuple[Message, str, str, str | None]]) -> None:
         assert self._producer is not None and self.bus is not None

@@ -343,6 +343,55 @@ async def test_published_decisions_are_the_bytes_the_store_holds(store):
     assert orjson.loads(published[2]) == orjson.loads(stored["decision-m1"])
 
 
+class _GatedDecisions(MemoryBus):
+    """The in-process bus, with sends to the decisions topic held until ``gate`` opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    def producer(self):
+        inner = super().producer()
+        bus = self
+
+        class Gated(type(inner)):
+            async def send_many(self, topic, records):
+                if topic == bus.topics.decisions:
+                    await bus.gate.wait()
+                await super().send_many(topic, records)
+
+        return Gated(self)
+
+
+async def test_the_next_batch_is_decided_while_the_previous_one_is_published(store):
+    await append_events(store, node("n1", cpu="4"), pod("a"), pod("b"))
+    bus = _GatedDecisions()
+    service = CommitService(store, bus)
+    await service.start()
+    run = asyncio.create_task(service.run())
+
+    async def decided(pid: str) -> None:
+        for _ in range(500):  # 10 s
+            if decision_id(pid) in {e.id for e in await store.read(0, 100)}:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"{pid} not decided within 10 s")
+
+    bus.append(bus.topics.proposals, b"t/a", orjson.dumps(envelope(proposal("g1", [("a", "n1")]))))
+    await decided("g1")
+    # g1's decision is not on the topic yet (held), g2 is decided meanwhile.
+    bus.append(bus.topics.proposals, b"t/b", orjson.dumps(envelope(proposal("g2", [("b", "n1")]))))
+    await decided("g2")
+    assert bus.log(bus.topics.decisions) == []
+    bus.gate.set()
+    await service.stop()
+    await run
+    assert [orjson.loads(m.value)["id"] for m in bus.log(bus.topics.decisions)] == \
+        ["decision-g1", "decision-g2"]
+    # Both batches' offsets were committed (after their decisions were published).
+    assert bus._committed[("esched-commit", bus.topics.proposals)] == 2
+
+
 async def test_snapshots_carry_the_fence_and_speed_up_takeover(store):
     await append_events(store, node("n1", cpu="8"), *(pod(f"p{i}") for i in range(6)))
     service = CommitService(store, config=CommitConfig(snapshot_every=3))
