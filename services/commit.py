@@ -738,20 +738,9 @@ class CommitService:
         """Wait for the lease (or :meth:`stop`), then rebuild the state; False if stopping."""
         if self.leading:
             return True
-        waiter = asyncio.ensure_future(self.lease.wait())
-        stopper = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-            if not waiter.done():
-                waiter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await waiter
-        if self._stopping.is_set():
+        if not await self.lease.wait_unless(self._stopping):
             await self.lease.release()
             return False
-        waiter.result()
         started = time.perf_counter()
         await self._rebuild()
         self._leading = True

@@ -239,7 +239,7 @@ class Dispatcher:
         stand by again."""
         try:
             while not self._stopping.is_set():
-                if not await self._acquire():
+                if not await self.lease.wait_unless(self._stopping):
                     break
                 try:
                     await self._lead()
@@ -254,22 +254,6 @@ class Dispatcher:
                 with contextlib.suppress(BusError):
                     await producer.stop()
         return self.totals
-
-    async def _acquire(self) -> bool:
-        waiter = asyncio.ensure_future(self.lease.wait())
-        stopper = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-            if not waiter.done():
-                waiter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await waiter
-        if self._stopping.is_set():
-            return False
-        waiter.result()
-        return True
 
     async def _lead(self) -> None:
         self._parked.clear()

@@ -114,6 +114,27 @@ class Lease(abc.ABC):
             return
         await asyncio.wait_for(loop(), within)
 
+    async def wait_unless(self, stopping: asyncio.Event) -> bool:
+        """Wait for the lease or for ``stopping``; True if this instance now holds it.
+
+        The services' way to stand by: a standby that is told to stop must not
+        keep polling the lock, and must not be left holding it half-acquired.
+        """
+        waiter = asyncio.ensure_future(self.wait())
+        stopper = asyncio.ensure_future(stopping.wait())
+        try:
+            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not waiter.done():
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
+        if stopping.is_set():
+            return False
+        waiter.result()
+        return True
+
     def acquire(self, timeout: float | None = None) -> _Acquisition:
         """``await lease.acquire()`` or ``async with lease.acquire():`` (released on exit)."""
         return _Acquisition(self, timeout)

@@ -84,3 +84,20 @@ async def test_file_lease_is_exclusive_across_open_files(tmp_path):
     await asyncio.wait_for(waiting, 1)
     assert second.held
     await second.release()
+
+
+async def test_a_standby_told_to_stop_returns_false_without_the_lease(tmp_path):
+    path = str(tmp_path / "db.commit.lock")
+    leader, standby = FileLease(path), FileLease(path, retry_interval=0.05)
+    assert await leader.try_acquire()
+    stopping = asyncio.Event()
+    standing_by = asyncio.ensure_future(standby.wait_unless(stopping))
+    await asyncio.sleep(0.1)
+    assert not standing_by.done()
+    stopping.set()
+    assert await asyncio.wait_for(standing_by, 1) is False
+    assert not standby.held
+    await leader.release()
+    assert await asyncio.wait_for(standby.wait_unless(asyncio.Event()), 1) is True
+    assert standby.held
+    await standby.release()
