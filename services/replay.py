@@ -81,9 +81,17 @@ async def fold_log(
 
 async def save_snapshot(store: EventStore, state: ClusterState, keep: int = 3) -> int:
     """Save ``state`` as the newest snapshot and prune old ones; returns its position."""
-    await store.save_snapshot(SNAPSHOT_NAME, state.position, state.to_bytes())
-    await store.prune_snapshots(SNAPSHOT_NAME, keep=keep)
+    await save_snapshot_bytes(store, state.position, state.to_bytes(), keep)
     return state.position
+
+
+async def save_snapshot_bytes(store: EventStore, position: int, data: bytes,
+                              keep: int = 3) -> None:
+    """Save a state already serialized at ``position`` (``ClusterState.to_bytes``) as the
+    newest snapshot and prune old ones (the writes of :func:`save_snapshot`, for a
+    caller that serializes first and writes in the background)."""
+    await store.save_snapshot(SNAPSHOT_NAME, position, data)
+    await store.prune_snapshots(SNAPSHOT_NAME, keep=keep)
 
 
 _BYTES = ("memory", "ephemeral-storage", "storage", "hugepages-")

@@ -90,7 +90,11 @@ class _KafkaProducer(BusProducer):
             client_id=bus.client_id,
             acks="all",
             enable_idempotence=False,
-            linger_ms=5,
+            # No linger: aiokafka keeps one request in flight per broker, and what is
+            # sent meanwhile waits in the accumulator and goes out as one batch, so
+            # batches grow with load by themselves. A fixed linger only delayed every
+            # small send (a work item, a proposal, a decision: four hops end to end).
+            linger_ms=0,
             max_request_size=MAX_REQUEST_BYTES,
             # send_many hands over one batch per partition: room for a whole flush
             # (the broker's per-batch limit, message.max.bytes, is 1 MiB by default).
