@@ -81,7 +81,7 @@ from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
 from esched.services.faults import count_retry, is_transient, poll_or_pause
 from esched.services.ingest import deadletter_record
 from esched.services.lease import Lease, LocalLease
-from esched.services.replay import SNAPSHOT_NAME, save_snapshot_bytes
+from esched.services.replay import SNAPSHOT_NAME, freeze_long_lived, save_snapshot_bytes
 from esched.services.retry import retry_until
 from esched.services.store.base import (
     ConflictError,
@@ -796,6 +796,7 @@ class CommitService:
         self._submitted.clear()
         self._snapshot_at = state.position
         await self._catch_up(live=False)
+        freeze_long_lived()
 
     # ------------------------------------------------------------------ the fold
 

@@ -16,7 +16,8 @@ from datetime import datetime
 from esched.core import ClusterState
 from esched.services.store.base import EventStore
 
-__all__ = ["SNAPSHOT_NAME", "fold_log", "format_table", "human", "save_snapshot"]
+__all__ = ["SNAPSHOT_NAME", "fold_log", "format_table", "freeze_long_lived", "human",
+           "save_snapshot", "save_snapshot_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,17 @@ async def fold_log(
     finally:
         if gc_was_enabled:
             gc.enable()
+    freeze_long_lived()
     return state
+
+
+def freeze_long_lived() -> None:
+    """Collect once, then leave everything alive now (a state just built) out of future
+    cyclic GC passes (``gc.freeze``). A service's state lives as long as the process;
+    without this each full collection rescanned it, pausing the service 15-80 ms a few
+    times a minute (every pod in flight waits). Reference counting still frees it."""
+    gc.collect()
+    gc.freeze()
 
 
 async def save_snapshot(store: EventStore, state: ClusterState, keep: int = 3) -> int:

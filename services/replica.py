@@ -282,9 +282,13 @@ class ReplicaConfig:
     #: batch only once the previous one is decided.
     pipeline: int = 8
     poll_timeout_ms: int = 100
-    #: Keep polling for up to this many seconds while more work arrives (batching).
+    #: Keep polling for up to this many seconds while more work arrives (batching), but
+    #: only when the first poll brought at least ``linger_min`` items: a backlog, where
+    #: fuller batches save round trips. A handful of items (light load) goes at once:
+    #: lingering only added its time to every pod's latency.
     linger: float = 0.01
     linger_poll_ms: int = 10
+    linger_min: int = 50
     #: Attempts after the first for proposals the commit service rejected.
     max_retries: int = 3
     retry_backoff: float = 0.02
@@ -655,11 +659,11 @@ class Replica:
         """One batch of work items (lingering briefly while more keeps arriving)."""
         try:
             msgs = await consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
-            # Linger briefly while work keeps arriving: one pass over a full batch
-            # costs about as much round-trip overhead (proposal send, decision
+            # Under load, linger briefly while work keeps arriving: one pass over a full
+            # batch costs about as much round-trip overhead (proposal send, decision
             # append, fold wake-up) as a pass over a handful of pods.
             linger_until = time.monotonic() + self.config.linger
-            while msgs and len(msgs) < self.config.batch_size and \
+            while self.config.linger_min <= len(msgs) < self.config.batch_size and \
                     time.monotonic() < linger_until:
                 more = await consumer.poll(self.config.linger_poll_ms,
                                            self.config.batch_size - len(msgs))
