@@ -112,7 +112,11 @@ def run_async(main_coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 async def until_signalled(run: Awaitable[T], stop: Callable[[], Awaitable[None]]) -> T:
-    """Await ``run``; on SIGINT/SIGTERM call ``stop`` so it can finish cleanly."""
+    """Await ``run`` (a long-running service); on SIGINT/SIGTERM call ``stop`` so it can
+    finish cleanly."""
+    from esched.services.replay import long_lived_process
+
+    long_lived_process()
     loop = asyncio.get_running_loop()
     stopping: list[asyncio.Task] = []
     for sig in (signal.SIGINT, signal.SIGTERM):

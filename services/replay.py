@@ -17,7 +17,7 @@ from esched.core import ClusterState
 from esched.services.store.base import EventStore
 
 __all__ = ["SNAPSHOT_NAME", "fold_log", "format_table", "freeze_long_lived", "human",
-           "save_snapshot", "save_snapshot_bytes"]
+           "long_lived_process", "save_snapshot", "save_snapshot_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +81,27 @@ async def fold_log(
     return state
 
 
+#: Whether :func:`freeze_long_lived` freezes (see :func:`long_lived_process`).
+_freezing = False
+
+
+def long_lived_process() -> None:
+    """Declare this process a long-running service: everything alive now, and the state
+    each later fold builds, is kept out of cyclic GC passes (``gc.freeze``). The state
+    lives as long as the process, and each full collection rescanned it, pausing the
+    service 15-80 ms a few times a minute while every pod in flight waited (measured
+    with the end-to-end benchmark). Reference counting still frees what is dropped.
+    Not for library users and tests: objects frozen there would never be collected if
+    they later became cyclic garbage."""
+    global _freezing
+    _freezing = True
+    freeze_long_lived()
+
+
 def freeze_long_lived() -> None:
-    """Collect once, then leave everything alive now (a state just built) out of future
-    cyclic GC passes (``gc.freeze``). A service's state lives as long as the process;
-    without this each full collection rescanned it, pausing the service 15-80 ms a few
-    times a minute (every pod in flight waits). Reference counting still frees it."""
-    gc.collect()
-    gc.freeze()
+    """In a :func:`long_lived_process`, freeze everything alive (after a fold)."""
+    if _freezing:
+        gc.freeze()
 
 
 async def save_snapshot(store: EventStore, state: ClusterState, keep: int = 3) -> int:
