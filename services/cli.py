@@ -112,11 +112,7 @@ def run_async(main_coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 async def until_signalled(run: Awaitable[T], stop: Callable[[], Awaitable[None]]) -> T:
-    """Await ``run`` (a long-running service); on SIGINT/SIGTERM call ``stop`` so it can
-    finish cleanly."""
-    from esched.services.replay import long_lived_process
-
-    long_lived_process()
+    """Await ``run``; on SIGINT/SIGTERM call ``stop`` so it can finish cleanly."""
     loop = asyncio.get_running_loop()
     stopping: list[asyncio.Task] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -877,4 +873,7 @@ _register_sim_commands()
 
 def main() -> None:
     """Console-script entry point."""
+    from esched.services.replay import long_lived_process
+
+    long_lived_process()  # a process of its own: what its folds build lives as long
     cli(prog_name="esched")

@@ -86,13 +86,13 @@ _freezing = False
 
 
 def long_lived_process() -> None:
-    """Declare this process a long-running service: everything alive now, and the state
-    each later fold builds, is kept out of cyclic GC passes (``gc.freeze``). The state
-    lives as long as the process, and each full collection rescanned it, pausing the
-    service 15-80 ms a few times a minute while every pod in flight waited (measured
-    with the end-to-end benchmark). Reference counting still frees what is dropped.
-    Not for library users and tests: objects frozen there would never be collected if
-    they later became cyclic garbage."""
+    """Declare this process an esched process of its own (the CLI's entry point): the
+    state each fold builds is kept out of cyclic GC passes (``gc.freeze``). A
+    service's state lives as long as the process, and each full collection rescanned
+    it, pausing the service 15-80 ms a few times a minute while every pod in flight
+    waited (measured with the end-to-end benchmark). Reference counting still frees
+    what is dropped. Not for library users and tests: objects frozen there would
+    never be collected if they later became cyclic garbage."""
     global _freezing
     _freezing = True
     freeze_long_lived()

@@ -416,6 +416,39 @@ async def test_snapshots_carry_the_fence_and_speed_up_takeover(store):
     await third.stop()
 
 
+class HeldSnapshots:
+    """A store whose snapshot writes wait for ``release`` (a slow snapshot write)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.release = asyncio.Event()
+        self.held = 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def save_snapshot(self, name, position, data):
+        self.held += 1
+        await self.release.wait()
+        await self.inner.save_snapshot(name, position, data)
+
+
+async def test_decisions_do_not_wait_for_a_snapshot_being_written(store):
+    await append_events(store, node("n1", cpu="8"), *(pod(f"p{i}") for i in range(4)))
+    held = HeldSnapshots(store)
+    service = CommitService(held, config=CommitConfig(snapshot_every=3))
+    for i in range(4):
+        [d] = await service.decide([proposal(f"s{i}", [(f"p{i}", "n1")])])
+        assert d["type"] == "esched.placement.committed"
+    # One snapshot is due and held; the batches after it were decided meanwhile.
+    assert held.held == 1 and await store.load_snapshot(SNAPSHOT_NAME) is None
+    held.release.set()
+    await service.stop()  # waits for the snapshot being written
+    snap = await store.load_snapshot(SNAPSHOT_NAME)
+    fence = await store.load_snapshot(FENCE_SNAPSHOT)
+    assert snap is not None and fence is not None and snap[0] == fence[0]
+
+
 class RacingStore:
     """A store where another commit service appends a decision just before ours."""
 

@@ -19,7 +19,7 @@ import orjson
 from esched.core._placer import Placer
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.audit import audit_store
-from esched.services.bus import open_bus
+from esched.services.bus import BusConsumer, Message, open_bus
 from esched.services.bus.memory import MemoryBus
 from esched.services.commit import CommitConfig, CommitService
 from esched.services.dispatch import Dispatcher, work_item
@@ -64,6 +64,51 @@ async def test_shared_consumer_hands_each_message_to_one_replica() -> None:
     assert await shared.lag() == 0
     await shared.stop()
     await shared.stop()
+
+
+class _WorkKeepsArriving(BusConsumer):
+    """A consumer of the in-process work topic after each poll of which one more work
+    item arrives (a steady stream); counts the polls."""
+
+    def __init__(self, bus: MemoryBus) -> None:
+        self.bus = bus
+        self.inner = bus.consumer([bus.topics.work], "g")
+        self.polls = 0
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        self.polls += 1
+        msgs = await self.inner.poll(timeout_ms, max_records)
+        self.bus.append(self.bus.topics.work, *work_item("pod", f"t/late{self.polls}", 1))
+        return msgs
+
+    async def commit(self, offsets) -> None:
+        await self.inner.commit(offsets)
+
+    async def lag(self) -> int:
+        return await self.inner.lag()
+
+
+async def test_a_replica_lingers_for_more_work_only_when_a_backlog_arrives(store) -> None:
+    bus = MemoryBus()
+    replica = Replica(store, bus, "r", config=ReplicaConfig(
+        batch_size=10, linger=3600.0, linger_poll_ms=0, linger_min=5))
+    consumer = _WorkKeepsArriving(bus)
+    await consumer.start()
+    # Light load: fewer items than linger_min go at once, without waiting for more.
+    for i in range(3):
+        bus.append(bus.topics.work, *work_item("pod", f"t/p{i}", 1))
+    assert len(await replica._poll(consumer)) == 3 and consumer.polls == 1
+    # A backlog (the one that arrived plus 5): poll on while work arrives, up to a batch.
+    for i in range(3, 8):
+        bus.append(bus.topics.work, *work_item("pod", f"t/p{i}", 1))
+    assert len(await replica._poll(consumer)) == 10 and consumer.polls == 1 + 5
+    await consumer.stop()
 
 
 async def _bindings_per_pod(es) -> Counter:
