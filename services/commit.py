@@ -77,11 +77,12 @@ from esched.schemas.events import (
 )
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
 from esched.services import metrics
+from esched.services.admission import event_key
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
 from esched.services.faults import count_retry, is_transient, poll_or_pause
 from esched.services.ingest import deadletter_record
 from esched.services.lease import Lease, LocalLease
-from esched.services.replay import SNAPSHOT_NAME, save_snapshot
+from esched.services.replay import SNAPSHOT_NAME, payload_pairs, save_snapshot
 from esched.services.retry import retry_until
 from esched.services.store.base import (
     ConflictError,
@@ -606,6 +607,8 @@ class NotLeader(Exception):
 
 
 
+#: Pod events whose submit time the service books (submitted; ended before a commit).
+_POD_BOOKS = frozenset({POD_SUBMITTED, POD_DELETED, POD_SUCCEEDED, POD_FAILED})
 #: Rows per log read while catching up.
 _PAGE = 10_000
 #: Head-conditional appends of one batch before it is appended without the head check.
@@ -801,28 +804,38 @@ class CommitService:
         folded: list[tuple[str, str]] = []
         while True:
             after = self.state.position
-            events = await retry_transient_call(lambda a=after: self.store.read(a, _PAGE))
-            for se in events:
-                self._fold(se, live)
-                folded.append((se.type, se.stream))
-            if len(events) < _PAGE:
+            rows = await retry_transient_call(lambda a=after: self.store.read(a, _PAGE))
+            self._fold_rows(rows, live)
+            folded.extend((r.type, r.stream) for r in rows)
+            if len(rows) < _PAGE:
                 break
         n = self.state.n_pods
         metrics.COMMIT_PENDING_PODS.set(int((self.state.pod_phase_np[:n] == _PENDING).sum()))
         return folded
 
-    def _fold(self, se: StoredEvent, live: bool) -> None:
-        self._fold_envelope(orjson.loads(se.payload), se.position, se.id, se.type, se.stream,
-                            se.stream_version, se.time or se.recorded_at,
-                            se.recorded_at.timestamp(), live)
-
-    def _fold_envelope(self, ev: dict[str, Any], position: int, id_: str, type_: str,
-                       stream: str, stream_version: int, time_: datetime, recorded_at: float,
-                       live: bool) -> None:
-        """Fold one event (its envelope and its stored columns) and keep the books."""
+    def _fold_rows(self, rows: list[StoredEvent], live: bool) -> None:
+        """Fold stored events from their bytes (the fold's bytes path) and keep the
+        books; decoded are only decisions (proposal ids, bindings) and pod events whose
+        stream does not name their pod."""
         assert self.state is not None
-        self.state.apply(ev, position)
-        data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+        self.state.apply_payloads(payload_pairs(rows))
+        for r in rows:
+            data = None
+            if r.stream == DECISIONS_STREAM or (r.type in _POD_BOOKS
+                                               and not r.stream.startswith("pod/")):
+                data = orjson.loads(r.payload).get("data")
+            self._keep_books(r.position, r.id, r.type, r.stream, r.stream_version,
+                             data if isinstance(data, dict) else {},
+                             (r.time or r.recorded_at).timestamp(), r.recorded_at.timestamp(),
+                             live)
+
+    def _keep_books(self, position: int, id_: str, type_: str, stream: str,
+                    stream_version: int, data: dict[str, Any], time_: float,
+                    recorded_at: float, live: bool) -> None:
+        """The service's own books on one folded event (its stored columns; ``data``
+        read only for decisions, and for pod events whose stream is not
+        ``pod/<namespace>/<name>``): the fence version, foreign writers, decided
+        proposals, pending pods' submit times."""
         if stream == DECISIONS_STREAM:
             self.decisions_version = stream_version
             if live and id_ not in self._expected:
@@ -830,19 +843,17 @@ class CommitService:
             proposal = data.get("proposal")
             if isinstance(proposal, str):
                 self._remember(proposal, position)
-        if type_ == POD_SUBMITTED:
-            meta = data.get("metadata") or {}
-            key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-            self._submitted[key] = time_.timestamp()
+        if type_ in _POD_BOOKS:
+            key = stream[4:] if stream.startswith("pod/") else event_key(data)
+            if type_ == POD_SUBMITTED:
+                self._submitted[key] = time_
+            else:
+                self._submitted.pop(key, None)
         elif type_ == PLACEMENT_COMMITTED:
             for b in data.get("bindings") or ():
                 t0 = self._submitted.pop(b.get("pod"), None)
                 if live and t0 is not None:
                     metrics.SUBMIT_TO_COMMIT_SECONDS.observe(max(0.0, recorded_at - t0))
-        elif type_ in (POD_DELETED, POD_SUCCEEDED, POD_FAILED):
-            meta = data.get("metadata") or {}
-            self._submitted.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}",
-                                None)
 
     def _remember(self, proposal: str, position: int) -> None:
         self._decided[proposal] = position
@@ -998,11 +1009,11 @@ class CommitService:
             if expected_head is not None and expected_head == self.state.position \
                     and res.duplicates == 0 \
                     and res.positions == list(range(start, start + len(fresh))):
-                now = datetime.now(UTC)
-                stamp = now.timestamp()
+                stamp = datetime.now(UTC).timestamp()
                 for i, (env, ev) in enumerate(zip(fresh, events, strict=True)):
-                    self._fold_envelope(env, start + i, ev.id, ev.type, ev.stream,
-                                        expected + 1 + i, now, stamp, True)
+                    self.state.apply(env, start + i)
+                    self._keep_books(start + i, ev.id, ev.type, ev.stream, expected + 1 + i,
+                                     env["data"], stamp, stamp, True)
             else:
                 await self._catch_up(live=True)
         finally:

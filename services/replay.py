@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from esched.core import ClusterState
-from esched.services.store.base import EventStore
+from esched.services.store.base import EventStore, StoredEvent
 
-__all__ = ["SNAPSHOT_NAME", "fold_log", "format_table", "human", "save_snapshot"]
+__all__ = ["SNAPSHOT_NAME", "fold_log", "format_table", "human", "payload_pairs", "save_snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,12 @@ async def fold_log(
         if gc_was_enabled:
             gc.enable()
     return state
+
+
+def payload_pairs(rows: Sequence[StoredEvent]) -> list[tuple[int, bytes]]:
+    """``(position, payload bytes)`` of stored rows: the input of the fold's bytes path
+    (:meth:`ClusterState.apply_payloads`)."""
+    return [(r.position, r.payload) for r in rows]
 
 
 async def save_snapshot(store: EventStore, state: ClusterState, keep: int = 3) -> int:
