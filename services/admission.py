@@ -385,7 +385,8 @@ class Admission:
                 if mask.any():
                     np.add.at(held_q, pend_q[mask], pend_req[mask])
         alloc = np.asarray(st.queue_alloc_np[:nq, :nr], dtype=np.int64)
-        cluster = cluster_allocatable(st)
+        # O(nodes): only the shares and a gang's cluster-capacity check read it.
+        cluster = cluster_allocatable(st) if several or gangs_asked else {}
         fair: dict[str, dict[str, Any]] = {}
         if several:
             waiting = np.zeros((nq, nr), dtype=np.int64)

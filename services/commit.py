@@ -53,7 +53,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -82,7 +82,7 @@ from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
 from esched.services.faults import count_retry, is_transient, poll_or_pause
 from esched.services.ingest import deadletter_record
 from esched.services.lease import Lease, LocalLease
-from esched.services.replay import SNAPSHOT_NAME, payload_pairs, save_snapshot
+from esched.services.replay import SNAPSHOT_NAME, payload_pairs, store_snapshot
 from esched.services.retry import retry_until
 from esched.services.store.base import (
     ConflictError,
@@ -90,6 +90,7 @@ from esched.services.store.base import (
     HeadConflictError,
     NewEvent,
     StoredEvent,
+    StoreError,
 )
 
 __all__ = [
@@ -180,9 +181,8 @@ def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The outcome of validating one proposal."""
+class Verdict(NamedTuple):
+    """The outcome of validating one proposal (a named tuple: one per proposal)."""
 
     ok: bool
     reason: str | None = None
@@ -411,7 +411,7 @@ class Validator:
         """
         st = self.state
         bindings = data.get("bindings") or []
-        pods = tuple(b.get("pod") for b in bindings)
+        pods = tuple([b.get("pod") for b in bindings])
         if not bindings:
             return Verdict(False, MALFORMED, "no bindings", pods)
         if len(set(pods)) != len(pods):
@@ -461,9 +461,10 @@ class Validator:
         self._bound.update(pods)
         for g, k in gangs.items():
             self._gang_extra[g] = self._gang_extra.get(g, 0) + k
-        self._evicted.update(v["pod"] for v in data.get("victims") or ())
-        for g, k in victim_gangs.items():
-            self._gang_evicted[g] = self._gang_evicted.get(g, 0) + k
+        if victims:
+            self._evicted.update([v["pod"] for v in data["victims"]])
+            for g, k in victim_gangs.items():
+                self._gang_evicted[g] = self._gang_evicted.get(g, 0) + k
         return Verdict(True, None, "", pods)
 
     def _bindings(self, bindings: list[dict[str, Any]], pods: tuple[str, ...],
@@ -651,6 +652,8 @@ class CommitService:
         self._snapshot_at = 0
         #: The last decided batch being published (see _handle)
         self._outgoing: asyncio.Task | None = None
+        #: The snapshot being written (see _snapshot)
+        self._snapshotting: asyncio.Task | None = None
         #: id(envelope) -> (envelope, its JSON) of the last appended batch, for _publish
         self._payloads: dict[int, tuple[dict[str, Any], bytes]] = {}
 
@@ -687,6 +690,9 @@ class CommitService:
         except TimeoutError:
             log.warning("stopping with a decision batch still in flight")
         try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.stop_timeout):
+                    await self._drain_snapshot()
             await self._stop_consumer()
             if self._leading:
                 self._leading = False
@@ -931,7 +937,7 @@ class CommitService:
             decisions = await self._resolve(out, fresh, positions, before)
             if self.config.snapshot_every and \
                     self.state.position - self._snapshot_at >= self.config.snapshot_every:
-                await self._snapshot()
+                self._snapshot()
             return decisions
 
     def _validate(
@@ -1101,15 +1107,36 @@ class CommitService:
                      extra={"proposal": data["proposal"], "replica": data["replica"],
                             "reason": reason})
 
-    async def _snapshot(self) -> None:
-        """Save the state and its fence version (same position) for fast takeovers."""
+    def _snapshot(self) -> None:
+        """Snapshot the state and its fence version (same position) for fast takeovers:
+        serialized now, written to the store in the background, one at a time (writing
+        megabytes held the next decision batch back for the whole round trip)."""
         assert self.state is not None
-        position = await save_snapshot(self.store, self.state)
-        await self.store.save_snapshot(
-            FENCE_SNAPSHOT, position, orjson.dumps({"decisions_version": self.decisions_version}))
-        await self.store.prune_snapshots(FENCE_SNAPSHOT, keep=10)
+        if self._snapshotting is not None and not self._snapshotting.done():
+            return  # the previous one is still being written; a later batch tries again
+        position = self.state.position
         self._snapshot_at = position
+        self._snapshotting = asyncio.create_task(
+            self._save_snapshot(position, self.state.to_bytes(), self.decisions_version),
+            name="commit-snapshot")
+
+    async def _save_snapshot(self, position: int, data: bytes, version: int) -> None:
+        try:
+            await store_snapshot(self.store, position, data)
+            await self.store.save_snapshot(
+                FENCE_SNAPSHOT, position, orjson.dumps({"decisions_version": version}))
+            await self.store.prune_snapshots(FENCE_SNAPSHOT, keep=10)
+        except StoreError as exc:
+            # Only a faster takeover is lost: the next one folds a longer tail.
+            log.warning("snapshot at position %d not saved: %s", position, exc)
+            return
         log.info("snapshot saved at position %d", position)
+
+    async def _drain_snapshot(self) -> None:
+        """Wait for the snapshot being written, if any."""
+        task, self._snapshotting = self._snapshotting, None
+        if task is not None:
+            await task
 
     def _appended_payloads(self) -> dict[int, tuple[dict[str, Any], bytes]]:
         """The JSON of the batch just appended, for :meth:`_publish` (taken once)."""

@@ -16,7 +16,8 @@ from datetime import datetime
 from esched.core import ClusterState
 from esched.services.store.base import EventStore, StoredEvent
 
-__all__ = ["SNAPSHOT_NAME", "fold_log", "format_table", "human", "payload_pairs", "save_snapshot"]
+__all__ = ["SNAPSHOT_NAME", "fold_log", "format_table", "human", "payload_pairs", "save_snapshot",
+           "store_snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,15 @@ def payload_pairs(rows: Sequence[StoredEvent]) -> list[tuple[int, bytes]]:
 
 async def save_snapshot(store: EventStore, state: ClusterState, keep: int = 3) -> int:
     """Save ``state`` as the newest snapshot and prune old ones; returns its position."""
-    await store.save_snapshot(SNAPSHOT_NAME, state.position, state.to_bytes())
+    return await store_snapshot(store, state.position, state.to_bytes(), keep)
+
+
+async def store_snapshot(store: EventStore, position: int, data: bytes, keep: int = 3) -> int:
+    """:func:`save_snapshot` of a state serialized already (``data``: its
+    :meth:`~ClusterState.to_bytes` at ``position``); returns the position."""
+    await store.save_snapshot(SNAPSHOT_NAME, position, data)
     await store.prune_snapshots(SNAPSHOT_NAME, keep=keep)
-    return state.position
+    return position
 
 
 _BYTES = ("memory", "ephemeral-storage", "storage", "hugepages-")

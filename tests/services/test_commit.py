@@ -397,10 +397,10 @@ async def test_snapshots_carry_the_fence_and_speed_up_takeover(store):
     service = CommitService(store, config=CommitConfig(snapshot_every=3))
     for i in range(3):
         await service.decide([proposal(f"s{i}", [(f"p{i}", "n1")])])
+    await service.stop()  # waits for the snapshot being written in the background
     snap = await store.load_snapshot(SNAPSHOT_NAME)
     fence = await store.load_snapshot(FENCE_SNAPSHOT)
     assert snap is not None and fence is not None and snap[0] == fence[0]
-    await service.stop()
     takeover = CommitService(store)
     [d] = await takeover.decide([proposal("s3", [("p3", "n1")])])
     assert d["type"] == "esched.placement.committed"
