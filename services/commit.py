@@ -82,7 +82,13 @@ from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
 from esched.services.faults import count_retry, is_transient, poll_or_pause
 from esched.services.ingest import deadletter_record
 from esched.services.lease import Lease, LocalLease
-from esched.services.replay import SNAPSHOT_NAME, payload_pairs, store_snapshot
+from esched.services.replay import (
+    SNAPSHOT_NAME,
+    freeze_heap,
+    payload_pairs,
+    store_snapshot,
+    thaw_heap,
+)
 from esched.services.retry import retry_until
 from esched.services.store.base import (
     ConflictError,
@@ -697,6 +703,7 @@ class CommitService:
             if self._leading:
                 self._leading = False
                 metrics.COMMIT_LEADER.set(0)
+                thaw_heap()
             await self.lease.release()
         finally:
             for lock in reversed(held):
@@ -752,6 +759,7 @@ class CommitService:
             return False
         started = time.perf_counter()
         await self._rebuild()
+        freeze_heap()
         self._leading = True
         self.totals.takeovers += 1
         metrics.COMMIT_LEADER.set(1)
@@ -773,6 +781,7 @@ class CommitService:
         metrics.COMMIT_LEADER.set(0)
         self.state = None
         self._validator = None
+        thaw_heap()
         await self.lease.release()
 
     async def _rebuild(self) -> None:

@@ -58,7 +58,7 @@ from esched.schemas.events import (
 )
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
-from esched.services.replay import fold_log, payload_pairs
+from esched.services.replay import fold_log, freeze_heap, payload_pairs, thaw_heap
 from esched.services.retry import retry_until
 from esched.services.store.base import EventStore, NewEvent, StoredEvent, TransientStoreError
 
@@ -158,6 +158,7 @@ class LogFollower:
         """Build the state up to the head and start following; returns the state."""
         self.state = await retry_until(lambda: fold_log(self.store), retriable=_is_transient,
                                        what="fold the log")
+        freeze_heap()
         self._task = asyncio.create_task(self._follow(), name="log-follower")
         return self.state
 
@@ -172,6 +173,7 @@ class LogFollower:
                 await asyncio.wait({task}, timeout=1.0)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            thaw_heap()
 
     async def _follow(self) -> None:
         state = self.state
