@@ -831,40 +831,39 @@ class CommitService:
     def _fold_rows(self, rows: list[StoredEvent], live: bool) -> None:
         """Fold stored events from their bytes (the fold's bytes path) and keep the
         books; decoded are only decisions (proposal ids, bindings) and pod events whose
-        stream does not name their pod."""
+        stream does not name their pod (``pod/<namespace>/<name>``)."""
         assert self.state is not None
         self.state.apply_payloads(payload_pairs(rows))
+        submitted = self._submitted
         for r in rows:
-            data = None
-            if r.stream == DECISIONS_STREAM or (r.type in _POD_BOOKS
-                                               and not r.stream.startswith("pod/")):
+            etype, stream = r.type, r.stream
+            if stream == DECISIONS_STREAM:
                 data = orjson.loads(r.payload).get("data")
-            self._keep_books(r.position, r.id, r.type, r.stream, r.stream_version,
-                             data if isinstance(data, dict) else {},
-                             (r.time or r.recorded_at).timestamp(), r.recorded_at.timestamp(),
-                             live)
+                self._decision_books(r.position, r.id, etype, r.stream_version,
+                                     data if isinstance(data, dict) else {},
+                                     r.recorded_at.timestamp(), live)
+            elif etype in _POD_BOOKS:
+                if stream.startswith("pod/"):
+                    key = stream[4:]
+                else:
+                    data = orjson.loads(r.payload).get("data")
+                    key = event_key(data if isinstance(data, dict) else {})
+                if etype == POD_SUBMITTED:
+                    submitted[key] = (r.time or r.recorded_at).timestamp()
+                else:
+                    submitted.pop(key, None)
 
-    def _keep_books(self, position: int, id_: str, type_: str, stream: str,
-                    stream_version: int, data: dict[str, Any], time_: float,
-                    recorded_at: float, live: bool) -> None:
-        """The service's own books on one folded event (its stored columns; ``data``
-        read only for decisions, and for pod events whose stream is not
-        ``pod/<namespace>/<name>``): the fence version, foreign writers, decided
-        proposals, pending pods' submit times."""
-        if stream == DECISIONS_STREAM:
-            self.decisions_version = stream_version
-            if live and id_ not in self._expected:
-                self._foreign.append(position)
-            proposal = data.get("proposal")
-            if isinstance(proposal, str):
-                self._remember(proposal, position)
-        if type_ in _POD_BOOKS:
-            key = stream[4:] if stream.startswith("pod/") else event_key(data)
-            if type_ == POD_SUBMITTED:
-                self._submitted[key] = time_
-            else:
-                self._submitted.pop(key, None)
-        elif type_ == PLACEMENT_COMMITTED:
+    def _decision_books(self, position: int, id_: str, type_: str, stream_version: int,
+                        data: dict[str, Any], recorded_at: float, live: bool) -> None:
+        """The service's books on one event of the decisions stream: the fence version,
+        foreign writers, decided proposals, submit → commit times."""
+        self.decisions_version = stream_version
+        if live and id_ not in self._expected:
+            self._foreign.append(position)
+        proposal = data.get("proposal")
+        if isinstance(proposal, str):
+            self._remember(proposal, position)
+        if type_ == PLACEMENT_COMMITTED:
             for b in data.get("bindings") or ():
                 t0 = self._submitted.pop(b.get("pod"), None)
                 if live and t0 is not None:
@@ -1027,8 +1026,8 @@ class CommitService:
                 stamp = datetime.now(UTC).timestamp()
                 for i, (env, ev) in enumerate(zip(fresh, events, strict=True)):
                     self.state.apply(env, start + i)
-                    self._keep_books(start + i, ev.id, ev.type, ev.stream, expected + 1 + i,
-                                     env["data"], stamp, stamp, True)
+                    self._decision_books(start + i, ev.id, ev.type, expected + 1 + i,
+                                         env["data"], stamp, True)
             else:
                 await self._catch_up(live=True)
         finally:
