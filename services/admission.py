@@ -59,7 +59,7 @@ from esched.schemas.events import (
     QUEUE_UPSERTED,
 )
 
-__all__ = ["Admission", "Rejection", "WorkItem"]
+__all__ = ["Admission", "Fact", "Rejection", "WorkItem", "event_key"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,10 @@ _PRUNE_MIN = 4096
 
 #: (cause, kind "pod"|"gang", key, log position)
 WorkItem = tuple[str, str, str, int]
+#: What admission reads of one event: (log position, type, the :func:`event_key` of a
+#: pod or PodGroup event, its ``data`` where the type needs more than the key: queue
+#: upserts; else may be None).
+Fact = tuple[int, str, str, dict[str, Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +99,11 @@ class Rejection:
         return out
 
 
-def _pod_key(data: dict[str, Any]) -> str:
+def event_key(data: dict[str, Any]) -> str:
+    """The ``namespace/name`` of the pod (or PodGroup) an event's ``data`` is about:
+    internal records name it (``"pod"``), Kubernetes objects in their metadata."""
+    if "pod" in data:
+        return str(data["pod"])
     meta = data.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
 
@@ -247,24 +255,20 @@ class Admission:
                     out.extend(self._reject_gang(st, st.gang_keys[g], r, int(st.position)))
         return self._rejected(out)
 
-    def observe(self, st: ClusterState, events: Iterable[tuple[int, dict[str, Any]]]
-                ) -> list[Rejection]:
+    def observe(self, st: ClusterState, events: Iterable[Fact]) -> list[Rejection]:
         """After a batch is folded: admit or reject its submissions, in log order, and
-        release the quota of pods that ended."""
+        release the quota of pods that ended. ``events``: the batch's :data:`Fact` of
+        each event admission reads (the rest may be left out)."""
         out = []
-        for pos, ev in events:
-            etype = ev.get("type")
-            data = ev.get("data")
-            if not isinstance(data, dict):
-                continue
+        for pos, etype, key, data in events:
             if etype == QUEUE_UPSERTED:
                 # Submissions are judged against the queue's state at their own position.
-                name = (data.get("metadata") or {}).get("name")
+                name = ((data or {}).get("metadata") or {}).get("name")
                 if isinstance(name, str) and name:
-                    self._queue_state[name] = str((data.get("status") or {}).get("state")
-                                                  or "Open")
+                    self._queue_state[name] = str(((data or {}).get("status") or {})
+                                                  .get("state") or "Open")
             elif etype == POD_SUBMITTED:
-                pod = _pod_key(data)
+                pod = key
                 idx = st.pod_index.get(pod)
                 if idx is None or pod in self._charged or pod in self.rejecting:
                     continue  # invalid, a resubmission the fold ignored, or rejected
@@ -288,12 +292,11 @@ class Admission:
                             out.extend(self._reject_gang(st, gang, r, pos))
             elif etype == PODGROUP_SUBMITTED:
                 # A PodGroup submitted (again) starts a fresh admission of its members.
-                self._rejected_gangs.pop(_pod_key(data), None)
+                self._rejected_gangs.pop(key, None)
             elif etype in _TERMINAL:
-                pod = str(data.get("pod")) if "pod" in data else _pod_key(data)
-                self._uncharge(pod)
+                self._uncharge(key)
                 if etype == POD_REJECTED or etype == POD_DELETED:
-                    self.rejecting.discard(pod)
+                    self.rejecting.discard(key)
         return self._rejected(out)
 
     # ------------------------------------------------------------------ holding and order
@@ -382,7 +385,8 @@ class Admission:
                 if mask.any():
                     np.add.at(held_q, pend_q[mask], pend_req[mask])
         alloc = np.asarray(st.queue_alloc_np[:nq, :nr], dtype=np.int64)
-        cluster = cluster_allocatable(st)
+        # O(nodes): only the shares and a gang's cluster-capacity check read it.
+        cluster = cluster_allocatable(st) if several or gangs_asked else {}
         fair: dict[str, dict[str, Any]] = {}
         if several:
             waiting = np.zeros((nq, nr), dtype=np.int64)

@@ -65,7 +65,7 @@ from esched.schemas.events import (
     POD_REJECTED,
     POD_SUCCEEDED,
 )
-from esched.services.admission import Admission
+from esched.services.admission import Admission, event_key
 from esched.services.commit import RECLAIMED, Validator
 from esched.services.replay import human
 from esched.services.store.base import EventStore
@@ -132,15 +132,12 @@ class Auditor:
         self._admit(position, event, data)
 
     def _admit(self, position: int, event: dict[str, Any], data: dict[str, Any]) -> None:
-        for r in self.admission.observe(self.state, [(position, event)]):
+        etype = event.get("type")
+        key = event_key(data)
+        for r in self.admission.observe(self.state, [(position, etype, key, data)]):
             self._refused[r.pod] = r.message
-        if self._refused and event.get("type") in _ENDS:
-            if "pod" in data:
-                pod = str(data["pod"])
-            else:
-                meta = data.get("metadata") or {}
-                pod = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-            self._refused.pop(pod, None)  # rejected (or gone) as it should be
+        if self._refused and etype in _ENDS:
+            self._refused.pop(key, None)  # rejected (or gone) as it should be
 
     def _eviction(self, position: int, data: dict[str, Any]) -> None:
         """An eviction made for a preemption: the victim must be running where named."""

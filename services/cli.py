@@ -873,7 +873,4 @@ _register_sim_commands()
 
 def main() -> None:
     """Console-script entry point."""
-    from esched.services.replay import long_lived_process
-
-    long_lived_process()  # a process of its own: what its folds build lives as long
     cli(prog_name="esched")

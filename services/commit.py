@@ -53,7 +53,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -77,11 +77,18 @@ from esched.schemas.events import (
 )
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
 from esched.services import metrics
+from esched.services.admission import event_key
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
 from esched.services.faults import count_retry, is_transient, poll_or_pause
 from esched.services.ingest import deadletter_record
 from esched.services.lease import Lease, LocalLease
-from esched.services.replay import SNAPSHOT_NAME, freeze_long_lived, save_snapshot_bytes
+from esched.services.replay import (
+    SNAPSHOT_NAME,
+    freeze_heap,
+    payload_pairs,
+    store_snapshot,
+    thaw_heap,
+)
 from esched.services.retry import retry_until
 from esched.services.store.base import (
     ConflictError,
@@ -180,9 +187,8 @@ def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The outcome of validating one proposal."""
+class Verdict(NamedTuple):
+    """The outcome of validating one proposal (a named tuple: one per proposal)."""
 
     ok: bool
     reason: str | None = None
@@ -411,7 +417,7 @@ class Validator:
         """
         st = self.state
         bindings = data.get("bindings") or []
-        pods = tuple(b.get("pod") for b in bindings)
+        pods = tuple([b.get("pod") for b in bindings])
         if not bindings:
             return Verdict(False, MALFORMED, "no bindings", pods)
         if len(set(pods)) != len(pods):
@@ -461,9 +467,10 @@ class Validator:
         self._bound.update(pods)
         for g, k in gangs.items():
             self._gang_extra[g] = self._gang_extra.get(g, 0) + k
-        self._evicted.update(v["pod"] for v in data.get("victims") or ())
-        for g, k in victim_gangs.items():
-            self._gang_evicted[g] = self._gang_evicted.get(g, 0) + k
+        if victims:
+            self._evicted.update([v["pod"] for v in data["victims"]])
+            for g, k in victim_gangs.items():
+                self._gang_evicted[g] = self._gang_evicted.get(g, 0) + k
         return Verdict(True, None, "", pods)
 
     def _bindings(self, bindings: list[dict[str, Any]], pods: tuple[str, ...],
@@ -607,6 +614,8 @@ class NotLeader(Exception):
 
 
 
+#: Pod events whose submit time the service books (submitted; ended before a commit).
+_POD_BOOKS = frozenset({POD_SUBMITTED, POD_DELETED, POD_SUCCEEDED, POD_FAILED})
 #: Rows per log read while catching up.
 _PAGE = 10_000
 #: Head-conditional appends of one batch before it is appended without the head check.
@@ -647,10 +656,10 @@ class CommitService:
         self._expected: set[str] = set()  # decision ids of the batch being appended
         self._foreign: list[int] = []  # positions of decisions some other writer made
         self._snapshot_at = 0
-        #: The snapshot being written, if any (see _snapshot)
-        self._snapshotting: asyncio.Task | None = None
         #: The last decided batch being published (see _handle)
         self._outgoing: asyncio.Task | None = None
+        #: The snapshot being written (see _snapshot)
+        self._snapshotting: asyncio.Task | None = None
         #: id(envelope) -> (envelope, its JSON) of the last appended batch, for _publish
         self._payloads: dict[int, tuple[dict[str, Any], bytes]] = {}
 
@@ -687,12 +696,14 @@ class CommitService:
         except TimeoutError:
             log.warning("stopping with a decision batch still in flight")
         try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.stop_timeout):
+                    await self._drain_snapshot()
             await self._stop_consumer()
-            if self._snapshotting is not None:
-                await self._snapshotting  # a takeover is faster from it
             if self._leading:
                 self._leading = False
                 metrics.COMMIT_LEADER.set(0)
+                thaw_heap()
             await self.lease.release()
         finally:
             for lock in reversed(held):
@@ -748,6 +759,7 @@ class CommitService:
             return False
         started = time.perf_counter()
         await self._rebuild()
+        freeze_heap()
         self._leading = True
         self.totals.takeovers += 1
         metrics.COMMIT_LEADER.set(1)
@@ -769,6 +781,7 @@ class CommitService:
         metrics.COMMIT_LEADER.set(0)
         self.state = None
         self._validator = None
+        thaw_heap()
         await self.lease.release()
 
     async def _rebuild(self) -> None:
@@ -796,7 +809,6 @@ class CommitService:
         self._submitted.clear()
         self._snapshot_at = state.position
         await self._catch_up(live=False)
-        freeze_long_lived()
 
     # ------------------------------------------------------------------ the fold
 
@@ -807,48 +819,55 @@ class CommitService:
         folded: list[tuple[str, str]] = []
         while True:
             after = self.state.position
-            events = await retry_transient_call(lambda a=after: self.store.read(a, _PAGE))
-            for se in events:
-                self._fold(se, live)
-                folded.append((se.type, se.stream))
-            if len(events) < _PAGE:
+            rows = await retry_transient_call(lambda a=after: self.store.read(a, _PAGE))
+            self._fold_rows(rows, live)
+            folded.extend((r.type, r.stream) for r in rows)
+            if len(rows) < _PAGE:
                 break
         n = self.state.n_pods
         metrics.COMMIT_PENDING_PODS.set(int((self.state.pod_phase_np[:n] == _PENDING).sum()))
         return folded
 
-    def _fold(self, se: StoredEvent, live: bool) -> None:
-        self._fold_envelope(orjson.loads(se.payload), se.position, se.id, se.type, se.stream,
-                            se.stream_version, se.time or se.recorded_at,
-                            se.recorded_at.timestamp(), live)
-
-    def _fold_envelope(self, ev: dict[str, Any], position: int, id_: str, type_: str,
-                       stream: str, stream_version: int, time_: datetime, recorded_at: float,
-                       live: bool) -> None:
-        """Fold one event (its envelope and its stored columns) and keep the books."""
+    def _fold_rows(self, rows: list[StoredEvent], live: bool) -> None:
+        """Fold stored events from their bytes (the fold's bytes path) and keep the
+        books; decoded are only decisions (proposal ids, bindings) and pod events whose
+        stream does not name their pod (``pod/<namespace>/<name>``)."""
         assert self.state is not None
-        self.state.apply(ev, position)
-        data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
-        if stream == DECISIONS_STREAM:
-            self.decisions_version = stream_version
-            if live and id_ not in self._expected:
-                self._foreign.append(position)
-            proposal = data.get("proposal")
-            if isinstance(proposal, str):
-                self._remember(proposal, position)
-        if type_ == POD_SUBMITTED:
-            meta = data.get("metadata") or {}
-            key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-            self._submitted[key] = time_.timestamp()
-        elif type_ == PLACEMENT_COMMITTED:
+        self.state.apply_payloads(payload_pairs(rows))
+        submitted = self._submitted
+        for r in rows:
+            etype, stream = r.type, r.stream
+            if stream == DECISIONS_STREAM:
+                data = orjson.loads(r.payload).get("data")
+                self._decision_books(r.position, r.id, etype, r.stream_version,
+                                     data if isinstance(data, dict) else {},
+                                     r.recorded_at.timestamp(), live)
+            elif etype in _POD_BOOKS:
+                if stream.startswith("pod/"):
+                    key = stream[4:]
+                else:
+                    data = orjson.loads(r.payload).get("data")
+                    key = event_key(data if isinstance(data, dict) else {})
+                if etype == POD_SUBMITTED:
+                    submitted[key] = (r.time or r.recorded_at).timestamp()
+                else:
+                    submitted.pop(key, None)
+
+    def _decision_books(self, position: int, id_: str, type_: str, stream_version: int,
+                        data: dict[str, Any], recorded_at: float, live: bool) -> None:
+        """The service's books on one event of the decisions stream: the fence version,
+        foreign writers, decided proposals, submit → commit times."""
+        self.decisions_version = stream_version
+        if live and id_ not in self._expected:
+            self._foreign.append(position)
+        proposal = data.get("proposal")
+        if isinstance(proposal, str):
+            self._remember(proposal, position)
+        if type_ == PLACEMENT_COMMITTED:
             for b in data.get("bindings") or ():
                 t0 = self._submitted.pop(b.get("pod"), None)
                 if live and t0 is not None:
                     metrics.SUBMIT_TO_COMMIT_SECONDS.observe(max(0.0, recorded_at - t0))
-        elif type_ in (POD_DELETED, POD_SUCCEEDED, POD_FAILED):
-            meta = data.get("metadata") or {}
-            self._submitted.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}",
-                                None)
 
     def _remember(self, proposal: str, position: int) -> None:
         self._decided[proposal] = position
@@ -924,7 +943,7 @@ class CommitService:
                     continue
                 break
             decisions = await self._resolve(out, fresh, positions, before)
-            if self.config.snapshot_every and self._snapshotting is None and \
+            if self.config.snapshot_every and \
                     self.state.position - self._snapshot_at >= self.config.snapshot_every:
                 self._snapshot()
             return decisions
@@ -1004,11 +1023,11 @@ class CommitService:
             if expected_head is not None and expected_head == self.state.position \
                     and res.duplicates == 0 \
                     and res.positions == list(range(start, start + len(fresh))):
-                now = datetime.now(UTC)
-                stamp = now.timestamp()
+                stamp = datetime.now(UTC).timestamp()
                 for i, (env, ev) in enumerate(zip(fresh, events, strict=True)):
-                    self._fold_envelope(env, start + i, ev.id, ev.type, ev.stream,
-                                        expected + 1 + i, now, stamp, True)
+                    self.state.apply(env, start + i)
+                    self._decision_books(start + i, ev.id, ev.type, expected + 1 + i,
+                                         env["data"], stamp, True)
             else:
                 await self._catch_up(live=True)
         finally:
@@ -1098,28 +1117,34 @@ class CommitService:
 
     def _snapshot(self) -> None:
         """Snapshot the state and its fence version (same position) for fast takeovers:
-        serialized now, written in the background. The writes of a 100,000-pod state
-        take 60-80 ms, which every proposal queued behind the batch used to wait."""
+        serialized now, written to the store in the background, one at a time (writing
+        megabytes held the next decision batch back for the whole round trip)."""
         assert self.state is not None
-        position = int(self.state.position)
-        data = self.state.to_bytes()
-        fence = orjson.dumps({"decisions_version": self.decisions_version})
-        self._snapshotting = asyncio.create_task(self._save_snapshot(position, data, fence),
-                                                 name="commit-snapshot")
+        if self._snapshotting is not None and not self._snapshotting.done():
+            return  # the previous one is still being written; a later batch tries again
+        position = self.state.position
+        self._snapshot_at = position
+        self._snapshotting = asyncio.create_task(
+            self._save_snapshot(position, self.state.to_bytes(), self.decisions_version),
+            name="commit-snapshot")
 
-    async def _save_snapshot(self, position: int, data: bytes, fence: bytes) -> None:
+    async def _save_snapshot(self, position: int, data: bytes, version: int) -> None:
         try:
-            await save_snapshot_bytes(self.store, position, data)
-            await self.store.save_snapshot(FENCE_SNAPSHOT, position, fence)
+            await store_snapshot(self.store, position, data)
+            await self.store.save_snapshot(
+                FENCE_SNAPSHOT, position, orjson.dumps({"decisions_version": version}))
             await self.store.prune_snapshots(FENCE_SNAPSHOT, keep=10)
         except StoreError as exc:
-            # Only takeovers get slower; the next batch tries again.
-            log.warning("snapshot at position %d failed: %s", position, exc)
-        else:
-            self._snapshot_at = position
-            log.info("snapshot saved at position %d", position)
-        finally:
-            self._snapshotting = None
+            # Only a faster takeover is lost: the next one folds a longer tail.
+            log.warning("snapshot at position %d not saved: %s", position, exc)
+            return
+        log.info("snapshot saved at position %d", position)
+
+    async def _drain_snapshot(self) -> None:
+        """Wait for the snapshot being written, if any."""
+        task, self._snapshotting = self._snapshotting, None
+        if task is not None:
+            await task
 
     def _appended_payloads(self) -> dict[int, tuple[dict[str, Any], bytes]]:
         """The JSON of the batch just appended, for :meth:`_publish` (taken once)."""

@@ -58,7 +58,7 @@ from esched.schemas.events import (
 )
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
-from esched.services.replay import fold_log
+from esched.services.replay import fold_log, freeze_heap, payload_pairs, thaw_heap
 from esched.services.retry import retry_until
 from esched.services.store.base import EventStore, NewEvent, StoredEvent, TransientStoreError
 
@@ -130,13 +130,13 @@ class LogFollower:
     fold's bytes path, as catch-up does), and ``after_fold(events)`` then gets the
     ``(position, envelope)`` pairs of the batch's events whose type is in ``decode``
     (None: all): every replica follows every event, so only what a handler reads is
-    decoded. ``handle(events)`` instead folds a batch of ``(position, envelope)``
-    pairs itself: a handler that needs to look at the state *before* an event (the
-    dispatcher, for a removed node's pods).
+    decoded. ``handle(rows)`` instead folds a batch of stored events itself: a
+    handler that needs to look at the state *before* an event (the dispatcher, for a
+    removed node's pods).
     """
 
     def __init__(self, store: EventStore, *,
-                 handle: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
+                 handle: Callable[[list[StoredEvent]], None] | None = None,
                  after_fold: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
                  decode: Collection[str] | None = None,
                  batch: int = 5000) -> None:
@@ -158,6 +158,7 @@ class LogFollower:
         """Build the state up to the head and start following; returns the state."""
         self.state = await retry_until(lambda: fold_log(self.store), retriable=_is_transient,
                                        what="fold the log")
+        freeze_heap()
         self._task = asyncio.create_task(self._follow(), name="log-follower")
         return self.state
 
@@ -172,6 +173,7 @@ class LogFollower:
                 await asyncio.wait({task}, timeout=1.0)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            thaw_heap()
 
     async def _follow(self) -> None:
         state = self.state
@@ -185,15 +187,12 @@ class LogFollower:
                     if not rows:
                         continue
                     if self._handle is not None:
-                        events = [(r.position, loads(r.payload)) for r in rows]
-                        self._handle(events)
+                        self._handle(rows)
                     else:
-                        state.apply_payloads([(r.position, r.payload) for r in rows])
+                        state.apply_payloads(payload_pairs(rows))
                         if self._after is not None:
-                            events = [(r.position, loads(r.payload)) for r in rows
-                                      if decode is None or r.type in decode]
-                    if self._after is not None:
-                        self._after(events)
+                            self._after([(r.position, loads(r.payload)) for r in rows
+                                         if decode is None or r.type in decode])
                     self._advanced.set()
         except asyncio.CancelledError:
             raise

@@ -321,7 +321,7 @@ class PostgresEventStore(EventStore):
             top,
             limit,
         )
-        return [StoredEvent(*row) for row in rows]
+        return list(map(StoredEvent._make, rows))
 
     @_translated(idempotent=True)
     async def read_payloads(

@@ -15,7 +15,7 @@ import pytest
 from esched.core import ClusterState
 from esched.core.quota import QuotaConfigError, parse_quota
 from esched.schemas import events as ev_types
-from esched.services.admission import Admission
+from esched.services.admission import Admission, event_key
 from esched.services.bus.memory import MemoryBus
 from esched.services.dispatch import DispatchConfig, Dispatcher
 from esched.services.store import EventStore
@@ -76,7 +76,8 @@ class Fold:
             self.position += 1
             batch.append((self.position, e))
         self.state.apply_many(batch)
-        out = self.admission.observe(self.state, batch)
+        out = self.admission.observe(self.state, [(pos, e["type"], event_key(e["data"]), e["data"])
+                                                  for pos, e in batch])
         self.rejections.extend(out)
         # What the dispatcher does next: the rejection is appended and folded.
         for r in out:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 
 import orjson
 import pytest
@@ -255,31 +253,3 @@ def test_ingest_counts_outcomes_in_prometheus_metrics(runner, tmp_path, events_f
            events_file, "--deadletter-file", str(tmp_path / "d"))
     assert sample("esched_ingest_events_total", outcome="stored") - stored == 5
     assert sample("esched_deadletter_total", service="ingest", reason="not_json") - dead == 1
-
-
-def test_only_an_esched_process_keeps_what_a_fold_built_out_of_cyclic_gc(tmp_path):
-    """In a library user (or a test) a fold freezes nothing; in a process started through
-    the CLI's entry point (``long_lived_process``) each fold freezes its state."""
-    script = f"""
-import asyncio, gc
-from esched.services.replay import fold_log, long_lived_process
-from esched.services.store import open_store
-
-async def main():
-    store = open_store("sqlite:///{tmp_path}/events.db")
-    await store.connect()
-    await store.migrate()
-    await fold_log(store)
-    library = gc.get_freeze_count()
-    long_lived_process()
-    gc.unfreeze()
-    await fold_log(store)
-    print(library, gc.get_freeze_count())
-    await store.close()
-
-asyncio.run(main())
-"""
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, timeout=60)
-    library, service = map(int, out.stdout.split())
-    assert library == 0 and service > 0

@@ -397,7 +397,7 @@ async def test_snapshots_carry_the_fence_and_speed_up_takeover(store):
     service = CommitService(store, config=CommitConfig(snapshot_every=3))
     for i in range(3):
         await service.decide([proposal(f"s{i}", [(f"p{i}", "n1")])])
-    await service.stop()  # the snapshot is written in the background: stop waits for it
+    await service.stop()  # waits for the snapshot being written in the background
     snap = await store.load_snapshot(SNAPSHOT_NAME)
     fence = await store.load_snapshot(FENCE_SNAPSHOT)
     assert snap is not None and fence is not None and snap[0] == fence[0]

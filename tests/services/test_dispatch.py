@@ -80,3 +80,24 @@ async def test_a_report_older_than_the_newest_capacity_event_is_published(
         await d.stop()
         await task
         await es.close()
+
+
+async def test_live_pods_are_published_whether_or_not_their_stream_names_them(
+        tmp_path: Path) -> None:
+    # The live fold takes a pod's key from its stored stream (pod/<ns>/<name>) and
+    # decodes the event only when the stream does not name it.
+    es, bus, d, task = await _lead(tmp_path, [node("n1", "8")])
+    try:
+        named, unnamed = pod("a", "1"), pod("b", "1")
+        await es.append([
+            NewEvent(named["id"], named["type"], stream_of(named), orjson.dumps(named)),
+            NewEvent(unnamed["id"], unnamed["type"], "not-a-pod-stream", orjson.dumps(unnamed))])
+        deadline = time.monotonic() + 5
+        while _work(bus) != ["t/a", "t/b"]:
+            assert time.monotonic() < deadline, _work(bus)
+            await asyncio.sleep(0.02)
+        assert d.totals.by_cause == {"pending": 2}
+    finally:
+        await d.stop()
+        await task
+        await es.close()
