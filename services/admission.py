@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 
 from esched.core import PHASES, ClusterState
 from esched.core.queues import QueueSpec, QueueTree, cluster_allocatable, deserved
@@ -58,14 +59,22 @@ from esched.schemas.events import (
     PODGROUP_SUBMITTED,
     QUEUE_UPSERTED,
 )
+from esched.services.store.base import StoredEvent
 
-__all__ = ["Admission", "Fact", "Rejection", "WorkItem", "event_key"]
+__all__ = ["KEYED", "OBSERVED", "Admission", "Fact", "Rejection", "WorkItem", "event_key",
+           "row_fact"]
 
 log = logging.getLogger(__name__)
 
 _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
 _TERMINAL = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_REJECTED})
+#: The event types :meth:`Admission.observe` reads.
+OBSERVED = frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED}) | _TERMINAL
+#: Pod events of which readers need only the pod's key (admission, the dispatcher):
+#: the stored stream names it (``pod/<namespace>/<name>``,
+#: :func:`~esched.schemas.events.stream_of`), so they are not decoded for it.
+KEYED = frozenset({POD_SUBMITTED, POD_SUCCEEDED, POD_FAILED, POD_DELETED})
 
 #: Jobs let through that :meth:`Admission.release` keeps without pruning them (no
 #: queue has a capability, so nothing reads them): pruned at twice the size left
@@ -97,6 +106,18 @@ class Rejection:
         if self.quota is not None:
             out["quota"] = self.quota.as_dict()
         return out
+
+
+def row_fact(row: StoredEvent) -> Fact | None:
+    """The :data:`Fact` of a stored event, decoded only if its type is not
+    :data:`KEYED` or its stream does not name its pod; None if its ``data`` is not
+    an object."""
+    if row.type in KEYED and row.stream.startswith("pod/"):
+        return (row.position, row.type, row.stream[4:], None)
+    data = orjson.loads(row.payload).get("data")
+    if not isinstance(data, dict):
+        return None
+    return (row.position, row.type, event_key(data), data)
 
 
 def event_key(data: dict[str, Any]) -> str:

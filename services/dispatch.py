@@ -82,7 +82,7 @@ from esched.schemas.events import (
     QUEUE_UPSERTED,
 )
 from esched.services import metrics
-from esched.services.admission import Admission, Fact, Rejection, event_key
+from esched.services.admission import KEYED, OBSERVED, Admission, Fact, Rejection, row_fact
 from esched.services.bus import Bus, BusError, BusProducer
 from esched.services.commit import Validator
 from esched.services.faults import count_retry, is_transient
@@ -103,13 +103,9 @@ _RUNNING = PHASES.index("Running")
 #: Events after which a parked (unschedulable) pod may fit: capacity freed or added.
 _CAPACITY = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_EVICTED, NODE_ADDED,
                        NODE_UPDATED})
-#: Pod events of which this and admission read only the pod's key: taken from the
-#: stored stream (``pod/<namespace>/<name>``, :func:`~esched.schemas.events.stream_of`)
-#: instead of decoding the event. Submissions are the bulk of the log.
-_KEYED = frozenset({POD_SUBMITTED, POD_SUCCEEDED, POD_FAILED, POD_DELETED})
-#: Events whose ``data`` this or admission reads (decoded); the rest are only folded.
-_READ = _KEYED | {PODGROUP_SUBMITTED, POD_EVICTED, PLACEMENT_REJECTED, POD_UNSCHEDULABLE,
-                  POD_REJECTED, QUEUE_UPSERTED}
+#: Events this or admission reads (their :func:`row_fact`: only a pod's key for the
+#: bulk, :data:`KEYED`); the rest are only folded.
+_READ = OBSERVED | KEYED | {POD_EVICTED, PLACEMENT_REJECTED, POD_UNSCHEDULABLE}
 
 
 def work_item(kind: str, key: str, position: int) -> tuple[bytes, bytes]:
@@ -349,19 +345,16 @@ class Dispatcher:
 
     def _facts(self, rows: list[StoredEvent]) -> list[Fact]:
         """What this and admission read of a folded batch, decoding as little as
-        possible: a pod's key from the stored stream where that is all they read (see
-        :data:`_KEYED`), committed placements only while some pod is parked or has
-        been reported (they unpark it), capacity events by their type alone."""
+        possible (:func:`row_fact`): committed placements only while some pod is
+        parked or has been reported (they unpark it), capacity events by type alone."""
         out: list[Fact] = []
         for r in rows:
             etype = r.type
-            if etype in _KEYED and r.stream.startswith("pod/"):
-                out.append((r.position, etype, r.stream[4:], None))
-            elif etype in _READ or (etype == PLACEMENT_COMMITTED
-                                    and (self._parked or self._reports)):
-                data = orjson.loads(r.payload).get("data")
-                if isinstance(data, dict):
-                    out.append((r.position, etype, event_key(data), data))
+            if etype in _READ or (etype == PLACEMENT_COMMITTED
+                                  and (self._parked or self._reports)):
+                fact = row_fact(r)
+                if fact is not None:
+                    out.append(fact)
             elif etype in _CAPACITY:
                 out.append((r.position, etype, "", None))
         return out

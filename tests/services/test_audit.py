@@ -7,7 +7,7 @@ import asyncio
 import orjson
 from click.testing import CliRunner
 
-from esched.services.audit import audit_store, format_report
+from esched.services.audit import audit_events, audit_store, format_report
 from esched.services.cli import EXIT_FAILURE, cli
 from esched.services.commit import CommitService
 from esched.services.store import open_store
@@ -78,6 +78,16 @@ async def test_bad_decisions_are_flagged_at_their_positions(store):
     assert "2 running < minMember 3" in detail["gang_partial"]
     table = format_report(report)
     assert "VIOLATIONS" in table and "overcommit" in table
+
+
+async def test_the_store_audit_folds_bytes_to_the_report_of_decoded_envelopes(store):
+    # audit_store folds what it does not check from the stored bytes; audit_events
+    # decodes every event: same verdicts, counts and state.
+    await append_events(store, *BAD_LOG, pod("f"), ev("done-a", "esched.pod.succeeded",
+                                                   {"metadata": {"name": "a", "namespace": "t"}}))
+    rows = await store.read(0, 1000)
+    assert audit_events([(r.position, orjson.loads(r.payload)) for r in rows]) == \
+        await audit_store(store)
 
 
 def test_the_cli_exit_status_names_the_positions(tmp_path):
