@@ -138,3 +138,24 @@ async def test_a_large_send_keeps_each_keys_order_on_the_default_partitioners_pa
         mine = sorted((m for m in msgs if m.key == key), key=lambda m: m.offset)
         assert {m.partition for m in mine} == {(murmur2(key) & 0x7FFFFFFF) % 4}
         assert [m.value for m in mine] == [v for k, v in records if k == key]
+
+
+async def test_a_kafka_consumer_fetches_with_the_longer_wait_while_records_keep_coming(
+        kafka_bootstrap, topic_prefix):
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), fetch_max_wait_ms=20,
+                   fetch_max_wait_busy_ms=40)
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer([bus.topics.pods], "g")
+    await consumer.start()
+    try:
+        assert consumer.fetch_wait_ms == 20  # idle: the short wait
+        producer = bus.producer()
+        await producer.start()
+        await producer.send(bus.topics.pods, b"v")
+        await producer.stop()
+        assert len(await _drain(consumer, 1)) == 1
+        assert consumer.fetch_wait_ms == 40  # records came: the longer wait
+        assert await consumer.poll(100, 10) == []
+        assert consumer.fetch_wait_ms == 20  # nothing came: short again
+    finally:
+        await consumer.stop()
