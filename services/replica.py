@@ -1237,8 +1237,3 @@ def _partitions(share: Any) -> str:
     for topic, part in share:
         by_topic.setdefault(topic, []).append(part)
     return " ".join(f"{t}{sorted(ps)}" for t, ps in sorted(by_topic.items())) or "[]"
-
-
-def stored_payloads(rows: Sequence[StoredEvent]) -> list[tuple[int, dict[str, Any]]]:
-    """``(position, envelope)`` pairs of stored rows (for tests and tools)."""
-    return [(r.position, orjson.loads(r.payload)) for r in rows]
