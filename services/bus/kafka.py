@@ -228,6 +228,12 @@ class _KafkaConsumer(BusConsumer):
         except (KafkaError, OSError) as exc:
             await self._consumer.stop()
             raise _bus_error(exc) from exc
+        if not hasattr(self._consumer._fetcher, "_fetch_max_wait_ms"):
+            # The adaptive wait sets a private attribute of aiokafka's fetcher; if a
+            # release renames it, say so instead of silently keeping one wait.
+            log.warning("this aiokafka has no per-request fetch wait: fetching with "
+                        "fetch_max_wait_ms=%d only", self._waits[0])
+            self._waits = (self._waits[0], self._waits[0])
         self._started = True
 
     async def stop(self) -> None:
