@@ -284,10 +284,11 @@ class Admission:
         for pos, etype, key, data in events:
             if etype == QUEUE_UPSERTED:
                 # Submissions are judged against the queue's state at their own position.
-                name = ((data or {}).get("metadata") or {}).get("name")
+                queue = data or {}
+                name = (queue.get("metadata") or {}).get("name")
                 if isinstance(name, str) and name:
-                    self._queue_state[name] = str(((data or {}).get("status") or {})
-                                                  .get("state") or "Open")
+                    self._queue_state[name] = str((queue.get("status") or {}).get("state")
+                                                  or "Open")
             elif etype == POD_SUBMITTED:
                 pod = key
                 idx = st.pod_index.get(pod)

@@ -68,16 +68,13 @@ from esched.schemas.events import (
     PLACEMENT_COMMITTED,
     PLACEMENT_PROPOSED,
     PLACEMENT_REJECTED,
-    POD_DELETED,
     POD_EVICTED,
-    POD_FAILED,
     POD_SUBMITTED,
-    POD_SUCCEEDED,
     POD_UNSCHEDULABLE,
 )
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
 from esched.services import metrics
-from esched.services.admission import event_key
+from esched.services.admission import KEYED, row_fact
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
 from esched.services.faults import count_retry, is_transient, poll_or_pause
 from esched.services.ingest import deadletter_record
@@ -614,8 +611,6 @@ class NotLeader(Exception):
 
 
 
-#: Pod events whose submit time the service books (submitted; ended before a commit).
-_POD_BOOKS = frozenset({POD_SUBMITTED, POD_DELETED, POD_SUCCEEDED, POD_FAILED})
 #: Rows per log read while catching up.
 _PAGE = 10_000
 #: Head-conditional appends of one batch before it is appended without the head check.
@@ -842,12 +837,11 @@ class CommitService:
                 self._decision_books(r.position, r.id, etype, r.stream_version,
                                      data if isinstance(data, dict) else {},
                                      r.recorded_at.timestamp(), live)
-            elif etype in _POD_BOOKS:
-                if stream.startswith("pod/"):
-                    key = stream[4:]
-                else:
-                    data = orjson.loads(r.payload).get("data")
-                    key = event_key(data if isinstance(data, dict) else {})
+            elif etype in KEYED:  # submit times booked; ended before a commit: dropped
+                fact = row_fact(r)
+                if fact is None:
+                    continue
+                key = fact[2]
                 if etype == POD_SUBMITTED:
                     submitted[key] = (r.time or r.recorded_at).timestamp()
                 else:
