@@ -115,8 +115,10 @@ class BandConfig:
     def __post_init__(self) -> None:
         if not self.monitoring > self.production > self.batch:
             raise BandConfigError(
-                "bands", f"thresholds must satisfy monitoring > production > batch, got "
-                f"{self.monitoring} > {self.production} > {self.batch}")
+                "bands",
+                f"thresholds must satisfy monitoring > production > batch, got "
+                f"{self.monitoring} > {self.production} > {self.batch}",
+            )
 
     def band_of(self, priority: int, priority_class_name: str | None = None) -> Band:
         """The band of a pod with this ``spec.priority`` and ``priorityClassName``."""
@@ -134,9 +136,12 @@ class BandConfig:
 
     def as_dict(self) -> dict[str, Any]:
         """The config as written in a config file (round-trips through :func:`parse_bands`)."""
-        return {"monitoring": self.monitoring, "production": self.production,
-                "batch": self.batch,
-                "classes": {k: BAND_NAMES[v] for k, v in sorted(self.classes.items())}}
+        return {
+            "monitoring": self.monitoring,
+            "production": self.production,
+            "batch": self.batch,
+            "classes": {k: BAND_NAMES[v] for k, v in sorted(self.classes.items())},
+        }
 
 
 DEFAULT_BANDS = BandConfig()
@@ -163,8 +168,9 @@ def parse_bands(raw: Mapping[str, Any] | None) -> BandConfig:
     known = {"monitoring", "production", "batch", "classes"}
     unknown = sorted(set(raw) - known)
     if unknown:
-        raise BandConfigError(f"bands.{unknown[0]}",
-                              f"unknown key (expected one of {sorted(known)})")
+        raise BandConfigError(
+            f"bands.{unknown[0]}", f"unknown key (expected one of {sorted(known)})"
+        )
     classes_raw = raw.get("classes") or {}
     if not isinstance(classes_raw, Mapping):
         raise BandConfigError("bands.classes", "must map priorityClassName to a band name")
@@ -176,7 +182,8 @@ def parse_bands(raw: Mapping[str, Any] | None) -> BandConfig:
         if key not in _BY_NAME:
             raise BandConfigError(
                 f"bands.classes.{name}",
-                f"unknown band {band!r} (expected one of {sorted(BAND_NAMES.values())})")
+                f"unknown band {band!r} (expected one of {sorted(BAND_NAMES.values())})",
+            )
         classes[name] = _BY_NAME[key]
     return BandConfig(
         monitoring=_threshold(raw, "monitoring", DEFAULT_BANDS.monitoring),

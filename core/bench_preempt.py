@@ -37,9 +37,13 @@ def _cluster(nodes: int, per_node: int, seed: int) -> ClusterState:
 
     cpu = 4 * per_node
     for n in range(nodes):
-        fold("esched.node.added", {"metadata": {"name": f"n{n}"},
-                                   "status": {"allocatable": {"cpu": str(cpu), "memory": "256Gi",
-                                                              "pods": "110"}}})
+        fold(
+            "esched.node.added",
+            {
+                "metadata": {"name": f"n{n}"},
+                "status": {"allocatable": {"cpu": str(cpu), "memory": "256Gi", "pods": "110"}},
+            },
+        )
     gangs = 0
     for n in range(nodes):
         for i in range(per_node):
@@ -47,19 +51,30 @@ def _cluster(nodes: int, per_node: int, seed: int) -> ClusterState:
             meta: dict[str, Any] = {"name": f"r{n}-{i}", "namespace": "b"}
             if prio == 100 and rng.random() < 0.1:
                 gangs += 1
-                fold("esched.podgroup.submitted", {"metadata": {"name": f"g{gangs}",
-                                                                "namespace": "b"},
-                                                   "spec": {"minMember": 1}})
+                fold(
+                    "esched.podgroup.submitted",
+                    {"metadata": {"name": f"g{gangs}", "namespace": "b"}, "spec": {"minMember": 1}},
+                )
                 meta["annotations"] = {"scheduling.k8s.io/group-name": f"g{gangs}"}
-            fold("esched.pod.submitted", {"metadata": meta, "spec": {
-                "nodeName": f"n{n}", "priority": prio,
-                "containers": [{"name": "c", "resources": {"requests": {
-                    "cpu": "4", "memory": "8Gi"}}}]}})
+            fold(
+                "esched.pod.submitted",
+                {
+                    "metadata": meta,
+                    "spec": {
+                        "nodeName": f"n{n}",
+                        "priority": prio,
+                        "containers": [
+                            {"name": "c", "resources": {"requests": {"cpu": "4", "memory": "8Gi"}}}
+                        ],
+                    },
+                },
+            )
     return st
 
 
-def run_preempt_bench(nodes: int = 2000, per_node: int = 8, plans: int = 200,
-                      seed: int = 0) -> dict[str, Any]:
+def run_preempt_bench(
+    nodes: int = 2000, per_node: int = 8, plans: int = 200, seed: int = 0
+) -> dict[str, Any]:
     """Plan ``plans`` preemptions for 8-cpu production pods on a full cluster."""
     t0 = time.perf_counter()
     st = _cluster(nodes, per_node, seed)
@@ -67,10 +82,22 @@ def run_preempt_bench(nodes: int = 2000, per_node: int = 8, plans: int = 200,
     pos = st.position
     for j in range(plans):
         pos += 1
-        st.apply({"type": "esched.pod.submitted", "id": f"p{j}", "data": {
-            "metadata": {"name": f"prod-{j}", "namespace": "b"},
-            "spec": {"priority": 1000, "containers": [{"name": "c", "resources": {
-                "requests": {"cpu": "8", "memory": "16Gi"}}}]}}}, pos)
+        st.apply(
+            {
+                "type": "esched.pod.submitted",
+                "id": f"p{j}",
+                "data": {
+                    "metadata": {"name": f"prod-{j}", "namespace": "b"},
+                    "spec": {
+                        "priority": 1000,
+                        "containers": [
+                            {"name": "c", "resources": {"requests": {"cpu": "8", "memory": "16Gi"}}}
+                        ],
+                    },
+                },
+            },
+            pos,
+        )
     keys = [f"b/prod-{j}" for j in range(plans)]
     scan = Placer(st, seed=seed, sample=False, cache=False)
     t1 = time.perf_counter()

@@ -21,8 +21,11 @@ def load_events(path: str | Path) -> list[dict]:
 
     Raises ``ValueError`` (or its subclass ``InvalidEvent``) naming what is wrong.
     """
-    return list(events_from_documents(load_documents(Path(path).read_text(encoding="utf-8")),
-                                      source="esched-explain"))
+    return list(
+        events_from_documents(
+            load_documents(Path(path).read_text(encoding="utf-8")), source="esched-explain"
+        )
+    )
 
 
 def state_from_events(events: list[dict]) -> ClusterState:

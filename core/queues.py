@@ -103,8 +103,12 @@ def parent_name(parent: str | None) -> str | None:
     return None if not last or last == ROOT else last
 
 
-def water_fill(amount: int, weights: Mapping[str, int], caps: Mapping[str, int | None],
-               floors: Mapping[str, int] | None = None) -> dict[str, int]:
+def water_fill(
+    amount: int,
+    weights: Mapping[str, int],
+    caps: Mapping[str, int | None],
+    floors: Mapping[str, int] | None = None,
+) -> dict[str, int]:
     """Share ``amount`` units among ``weights``' keys: ``clamp(w * L, floor, cap)``.
 
     ``caps[k]`` None means no cap. A floor above its cap raises the cap. Returns
@@ -135,8 +139,10 @@ def water_fill(amount: int, weights: Mapping[str, int], caps: Mapping[str, int |
 
     # Breakpoints of the piecewise-linear fill(L): where a queue leaves its floor or
     # reaches its cap. Between two of them the fill is linear in L; solve exactly.
-    points = sorted({Fraction(lo[k], weights[k]) for k in names}
-                    | {Fraction(hi[k], weights[k]) for k in names if hi[k] is not None})
+    points = sorted(
+        {Fraction(lo[k], weights[k]) for k in names}
+        | {Fraction(hi[k], weights[k]) for k in names if hi[k] is not None}
+    )
     prev = Fraction(0)
     level: Fraction | None = None
     for p in points:
@@ -217,8 +223,9 @@ class QueueTree:
         return ".".join([ROOT, *reversed(parts)])
 
 
-def deserved(specs: Iterable[QueueSpec], cluster: Resources,
-             demand: Mapping[str, Resources] | None = None) -> dict[str, dict[str, int]]:
+def deserved(
+    specs: Iterable[QueueSpec], cluster: Resources, demand: Mapping[str, Resources] | None = None
+) -> dict[str, dict[str, int]]:
     """Deserved resources per queue (see the module doc), for every resource of ``cluster``.
 
     ``demand``: queue -> allocated plus waiting requests; None = no demand cap (the
@@ -293,8 +300,9 @@ def dominant_share(allocated: Resources, deserved_: Resources) -> float:
     return best
 
 
-def allocation_order_key(queue_priority: int, share: float, job_priority: int,
-                         submitted: int) -> tuple[int, float, int, int]:
+def allocation_order_key(
+    queue_priority: int, share: float, job_priority: int, submitted: int
+) -> tuple[int, float, int, int]:
     """Sort key of pending work: queue priority (high first), then the queue's share
     (low first; the weights act through deserved), then job priority (high first),
     then submission order (early first)."""
@@ -349,14 +357,22 @@ def queue_view(state: Any) -> dict[str, dict[str, Any]]:
     and capped by demand = allocated + waiting), ``allocated``, ``waiting`` and
     ``share`` (dominant, against ``fairShare``)."""
     names, alloc, waiting = _state_arrays(state)
-    specs = [QueueSpec.from_meta(state.queue_names[q], state.queue_meta[q])
-             for q in range(state.n_queues)]
-    allocated = {s.name: {names[r]: int(alloc[q, r]) for r in range(len(names)) if alloc[q, r]}
-                 for q, s in enumerate(specs)}
-    wait = {s.name: {names[r]: int(waiting[q, r]) for r in range(len(names)) if waiting[q, r]}
-            for q, s in enumerate(specs)}
-    demand = {k: {r: allocated[k].get(r, 0) + wait[k].get(r, 0)
-                  for r in set(allocated[k]) | set(wait[k])} for k in allocated}
+    specs = [
+        QueueSpec.from_meta(state.queue_names[q], state.queue_meta[q])
+        for q in range(state.n_queues)
+    ]
+    allocated = {
+        s.name: {names[r]: int(alloc[q, r]) for r in range(len(names)) if alloc[q, r]}
+        for q, s in enumerate(specs)
+    }
+    wait = {
+        s.name: {names[r]: int(waiting[q, r]) for r in range(len(names)) if waiting[q, r]}
+        for q, s in enumerate(specs)
+    }
+    demand = {
+        k: {r: allocated[k].get(r, 0) + wait[k].get(r, 0) for r in set(allocated[k]) | set(wait[k])}
+        for k in allocated
+    }
     fair = deserved(specs, cluster_allocatable(state), demand)
     tree = QueueTree(specs)
     out = {}

@@ -71,12 +71,20 @@ class QuotaExceeded:
 
     def message(self, pod: str) -> str:
         what = self.scope + (f" band {self.band}" if self.band else "")
-        return (f"pod {pod} exceeds the quota of {what}: {self.resource} requested "
-                f"{self.requested}, used {self.used}, limit {self.limit} (base units)")
+        return (
+            f"pod {pod} exceeds the quota of {what}: {self.resource} requested "
+            f"{self.requested}, used {self.used}, limit {self.limit} (base units)"
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"scope": self.scope, "band": self.band, "resource": self.resource,
-                "limit": self.limit, "used": self.used, "requested": self.requested}
+        return {
+            "scope": self.scope,
+            "band": self.band,
+            "resource": self.resource,
+            "limit": self.limit,
+            "used": self.used,
+            "requested": self.requested,
+        }
 
 
 #: scope ("queue/x" | "namespace/y") -> band (None = overall) -> resource -> limit
@@ -102,8 +110,13 @@ class Quota:
         mapped by ``bands.classes`` wins over the number)."""
         return self.bands.band_of(priority, priority_class_name).label
 
-    def check(self, scopes: list[str], band: str, requests: Mapping[str, int],
-              used: Mapping[tuple[str, str | None], Mapping[str, int]]) -> QuotaExceeded | None:
+    def check(
+        self,
+        scopes: list[str],
+        band: str,
+        requests: Mapping[str, int],
+        used: Mapping[tuple[str, str | None], Mapping[str, int]],
+    ) -> QuotaExceeded | None:
         """The first limit ``requests`` would break on top of ``used`` (per (scope, band))."""
         for scope in scopes:
             for b in (None, band):
@@ -161,7 +174,8 @@ def parse_quota(raw: Any, bands: Mapping[str, Any] | None = None) -> Quota:
             if not isinstance(spec, Mapping):
                 raise QuotaConfigError(where, "must map resources (and bands) to limits")
             per_band: dict[str | None, dict[str, int]] = {
-                None: _limits({k: v for k, v in spec.items() if k != "bands"}, where)}
+                None: _limits({k: v for k, v in spec.items() if k != "bands"}, where)
+            }
             bands_raw = spec.get("bands") or {}
             if not isinstance(bands_raw, Mapping):
                 raise QuotaConfigError(f"{where}.bands", "must map band names to limits")
@@ -170,8 +184,10 @@ def parse_quota(raw: Any, bands: Mapping[str, Any] | None = None) -> Quota:
                 if key == "besteffort":
                     key = "best-effort"
                 if key not in BAND_NAMES:
-                    raise QuotaConfigError(f"{where}.bands.{band}",
-                                           f"unknown band (expected one of {list(BAND_NAMES)})")
+                    raise QuotaConfigError(
+                        f"{where}.bands.{band}",
+                        f"unknown band (expected one of {list(BAND_NAMES)})",
+                    )
                 per_band[key] = _limits(lim, f"{where}.bands.{band}")
             limits[f"{scope}/{name}"] = per_band
     return Quota(limits, band_config)

@@ -48,8 +48,14 @@ import numpy as np
 
 from esched.core.queues import dominant_share, queue_view
 
-__all__ = ["GangReclaimPlan", "ReclaimPlan", "may_reclaim", "plan_gang_reclaim", "plan_reclaim",
-           "victims_legal"]
+__all__ = [
+    "GangReclaimPlan",
+    "ReclaimPlan",
+    "may_reclaim",
+    "plan_gang_reclaim",
+    "plan_reclaim",
+    "victims_legal",
+]
 
 _PENDING = 0
 _RUNNING = 1
@@ -66,13 +72,19 @@ class ReclaimPlan:
     node: str
     victims: tuple[str, ...]
 
-    def proposal(self, proposal_id: str, position: int, requests: dict[str, int],
-                 replica: str = "dispatch") -> dict[str, Any]:
+    def proposal(
+        self, proposal_id: str, position: int, requests: dict[str, int], replica: str = "dispatch"
+    ) -> dict[str, Any]:
         """The proposal ``data``: the pod's binding plus its victims, marked reclaim."""
-        return {"proposal": proposal_id, "replica": replica, "position": position,
-                "gang": None, "reclaim": True,
-                "bindings": [{"pod": self.pod, "node": self.node, "resources": requests}],
-                "victims": [{"pod": v, "node": self.node} for v in self.victims]}
+        return {
+            "proposal": proposal_id,
+            "replica": replica,
+            "position": position,
+            "gang": None,
+            "reclaim": True,
+            "bindings": [{"pod": self.pod, "node": self.node, "resources": requests}],
+            "victims": [{"pod": v, "node": self.node} for v in self.victims],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +97,23 @@ class GangReclaimPlan:
     bindings: tuple[tuple[str, str], ...]
     victims: tuple[tuple[str, str], ...]
 
-    def proposal(self, proposal_id: str, position: int, requests: dict[str, dict[str, int]],
-                 replica: str = "dispatch") -> dict[str, Any]:
+    def proposal(
+        self,
+        proposal_id: str,
+        position: int,
+        requests: dict[str, dict[str, int]],
+        replica: str = "dispatch",
+    ) -> dict[str, Any]:
         """The proposal ``data``; ``requests``: member -> its requests."""
-        return {"proposal": proposal_id, "replica": replica, "position": position,
-                "gang": self.gang, "reclaim": True,
-                "bindings": [{"pod": p, "node": n, "resources": requests[p]}
-                             for p, n in self.bindings],
-                "victims": [{"pod": p, "node": n} for p, n in self.victims]}
+        return {
+            "proposal": proposal_id,
+            "replica": replica,
+            "position": position,
+            "gang": self.gang,
+            "reclaim": True,
+            "bindings": [{"pod": p, "node": n, "resources": requests[p]} for p, n in self.bindings],
+            "victims": [{"pod": p, "node": n} for p, n in self.victims],
+        }
 
 
 def _alloc_of(state: Any, p: int, names: list[str]) -> dict[str, int]:
@@ -107,8 +128,14 @@ def _sub(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def _victim_ok(queue: str, meta: dict, alloc: dict[str, int], fair: dict[str, int],
-               victim: dict[str, int], share_rule: bool = True) -> str | None:
+def _victim_ok(
+    queue: str,
+    meta: dict,
+    alloc: dict[str, int],
+    fair: dict[str, int],
+    victim: dict[str, int],
+    share_rule: bool = True,
+) -> str | None:
     """Why evicting ``victim`` from ``queue`` (holding ``alloc``) is illegal, or None.
 
     ``share_rule`` False: the reclaiming queue has a higher priority, so the victim's
@@ -149,9 +176,13 @@ def _reclaimer_queue(state: Any, who: str | Iterable[str]) -> tuple[str | None, 
     return queues.pop(), None
 
 
-def victims_legal(state: Any, pod: str | Iterable[str], victims: Iterable[str],
-                  view: dict[str, dict[str, Any]] | None = None,
-                  taken: Iterable[str] = ()) -> str | None:
+def victims_legal(
+    state: Any,
+    pod: str | Iterable[str],
+    victims: Iterable[str],
+    view: dict[str, dict[str, Any]] | None = None,
+    taken: Iterable[str] = (),
+) -> str | None:
     """Why reclaiming ``victims`` for ``pod`` is illegal now, or None if legal.
 
     ``pod``: the pending pod, a gang's key, or the pods a proposal binds (a gang's
@@ -180,13 +211,18 @@ def victims_legal(state: Any, pod: str | Iterable[str], victims: Iterable[str],
             return f"victim {v} is in the reclaiming queue {q}"
         vprio = _queue_priority(state, vq)
         if vprio > prio:
-            return (f"victim {v}: queue {vq} has a higher priority ({vprio}) than queue {q} "
-                    f"({prio})")
+            return f"victim {v}: queue {vq} has a higher priority ({vprio}) than queue {q} ({prio})"
         if vprio == prio and not starved:
             return f"queue {q} is not below its fair share (share {view[q]['share']:.3f})"
         alloc = _alloc_of(state, int(vidx), names)
-        why = _victim_ok(vq, state.queue_meta[state.queue_index[vq]], held[vq],
-                         view[vq]["fairShare"], alloc, share_rule=vprio == prio)
+        why = _victim_ok(
+            vq,
+            state.queue_meta[state.queue_index[vq]],
+            held[vq],
+            view[vq]["fairShare"],
+            alloc,
+            share_rule=vprio == prio,
+        )
         if why is not None:
             return f"victim {v}: {why}"
         held[vq] = _sub(held[vq], alloc)
@@ -203,37 +239,44 @@ def may_reclaim(state: Any, queue: str, view: dict[str, dict[str, Any]]) -> bool
     if view[queue]["share"] < 1.0:
         return True
     prio = _queue_priority(state, queue)
-    return any(int(state.queue_meta[i].get("priority") or 0) < prio
-               for i in range(state.n_queues))
+    return any(int(state.queue_meta[i].get("priority") or 0) < prio for i in range(state.n_queues))
 
 
 class _Overlay:
     """Free room per node, what each queue holds and which pods are still running, as
     planned victims and bindings change them (nothing is written to the state)."""
 
-    def __init__(self, state: Any, view: dict[str, dict[str, Any]], q: int,
-                 gang: int = -1) -> None:
+    def __init__(self, state: Any, view: dict[str, dict[str, Any]], q: int, gang: int = -1) -> None:
         nres, npods = state.n_res, state.n_pods
         self.state = state
         self.names = list(state.res_names[:nres])
         self.view = view
-        self.free = (np.asarray(state.allocatable_np[: state.n_nodes, :nres], dtype=np.int64)
-                     - np.asarray(state.allocated_np[: state.n_nodes, :nres], dtype=np.int64))
+        self.free = np.asarray(
+            state.allocatable_np[: state.n_nodes, :nres], dtype=np.int64
+        ) - np.asarray(state.allocated_np[: state.n_nodes, :nres], dtype=np.int64)
         self.held = {name: dict(v["allocated"]) for name, v in view.items()}
         prio = int(state.queue_meta[q].get("priority") or 0)
         starved = view[state.queue_names[q]]["share"] < 1.0
-        qprio = np.array([int(state.queue_meta[i].get("priority") or 0)
-                          for i in range(state.n_queues)], dtype=np.int64)
+        qprio = np.array(
+            [int(state.queue_meta[i].get("priority") or 0) for i in range(state.n_queues)],
+            dtype=np.int64,
+        )
         #: queue id -> whether its fair share protects it (equal priority)
         self.share_rule = qprio == prio
         # Never a higher-priority queue; one of equal priority only for a starved queue.
-        reclaimable = np.array([bool(state.queue_meta[i].get("reclaimable", True))
-                                for i in range(state.n_queues)], dtype=bool)
+        reclaimable = np.array(
+            [bool(state.queue_meta[i].get("reclaimable", True)) for i in range(state.n_queues)],
+            dtype=bool,
+        )
         reclaimable &= (qprio < prio) | ((qprio == prio) & starved)
         pq = state.pod_queue_np[:npods]
         pg = state.pod_gang_np[:npods]
-        cand = np.flatnonzero((state.pod_phase_np[:npods] == _RUNNING) & (pq != q)
-                              & reclaimable[pq] & ((pg != gang) | (gang < 0)))
+        cand = np.flatnonzero(
+            (state.pod_phase_np[:npods] == _RUNNING)
+            & (pq != q)
+            & reclaimable[pq]
+            & ((pg != gang) | (gang < 0))
+        )
         # Lowest priority first, then slot (deterministic).
         cand = cand[np.lexsort((cand, state.pod_prio_np[cand]))]
         self.by_node: dict[int, list[int]] = {}
@@ -247,8 +290,17 @@ class _Overlay:
         st = self.state
         qi = int(st.pod_queue_np[p])
         vq = st.queue_names[qi]
-        if _victim_ok(vq, st.queue_meta[qi], self.held[vq], self.view[vq]["fairShare"],
-                      _alloc_of(st, p, self.names), bool(self.share_rule[qi])) is not None:
+        if (
+            _victim_ok(
+                vq,
+                st.queue_meta[qi],
+                self.held[vq],
+                self.view[vq]["fairShare"],
+                _alloc_of(st, p, self.names),
+                bool(self.share_rule[qi]),
+            )
+            is not None
+        ):
             return False
         g = int(st.pod_gang_np[p])
         if g >= 0:
@@ -283,8 +335,9 @@ class _Overlay:
                 held[vq] = _sub(held[vq], _alloc_of(st, p, self.names))
                 g = int(st.pod_gang_np[p])
                 if g >= 0:
-                    self.gang_running[g] = self.gang_running.get(
-                        g, int(st.gang_counts_np[g, _RUNNING])) - 1
+                    self.gang_running[g] = (
+                        self.gang_running.get(g, int(st.gang_counts_np[g, _RUNNING])) - 1
+                    )
                 free = free + units
         finally:
             self.held = saved
@@ -300,15 +353,22 @@ class _Overlay:
             self.held[vq] = _sub(self.held[vq], _alloc_of(st, p, self.names))
             g = int(st.pod_gang_np[p])
             if g >= 0:
-                self.gang_running[g] = self.gang_running.get(
-                    g, int(st.gang_counts_np[g, _RUNNING])) - 1
+                self.gang_running[g] = (
+                    self.gang_running.get(g, int(st.gang_counts_np[g, _RUNNING])) - 1
+                )
             self.free[n] += np.asarray(st.pod_alloc_np[p, : len(need)], dtype=np.int64)
         self.free[n] -= need
 
 
-def _usable_nodes(state: Any, placer: Any, pod: str, gang: str | None,
-                  cache: dict[tuple[int, int], bool], cid: int,
-                  nodes: Iterable[int]) -> list[int]:
+def _usable_nodes(
+    state: Any,
+    placer: Any,
+    pod: str,
+    gang: str | None,
+    cache: dict[tuple[int, int], bool],
+    cid: int,
+    nodes: Iterable[int],
+) -> list[int]:
     """Those alive ``nodes`` where ``pod`` passes every constraint (resources aside),
     not reserved for another gang, in slot order."""
     out = []
@@ -329,8 +389,9 @@ def _usable_nodes(state: Any, placer: Any, pod: str, gang: str | None,
     return out
 
 
-def plan_reclaim(state: Any, placer: Any, pod: str,
-                 view: dict[str, dict[str, Any]] | None = None) -> ReclaimPlan | None:
+def plan_reclaim(
+    state: Any, placer: Any, pod: str, view: dict[str, dict[str, Any]] | None = None
+) -> ReclaimPlan | None:
     """The best legal reclaim for pending ``pod`` (see the module doc), or None."""
     idx = state.pod_index.get(pod)
     if idx is None or int(state.pod_phase_np[idx]) != _PENDING:
@@ -353,13 +414,18 @@ def plan_reclaim(state: Any, placer: Any, pod: str,
             continue
         cost = (int(max(state.pod_prio_np[p] for p in chosen)), len(chosen), n)
         if best is None or cost < best[0]:
-            best = (cost, ReclaimPlan(pod, qname, state.node_names[n],
-                                      tuple(state.pod_keys[p] for p in chosen)))
+            best = (
+                cost,
+                ReclaimPlan(
+                    pod, qname, state.node_names[n], tuple(state.pod_keys[p] for p in chosen)
+                ),
+            )
     return None if best is None else best[1]
 
 
-def plan_gang_reclaim(state: Any, placer: Any, gang: str,
-                      view: dict[str, dict[str, Any]] | None = None) -> GangReclaimPlan | None:
+def plan_gang_reclaim(
+    state: Any, placer: Any, gang: str, view: dict[str, dict[str, Any]] | None = None
+) -> GangReclaimPlan | None:
     """A legal all-or-nothing reclaim for pending ``gang`` (see the module doc), or None.
 
     The members it still needs to reach ``minMember`` (at least one) are planned in
@@ -371,8 +437,9 @@ def plan_gang_reclaim(state: Any, placer: Any, gang: str,
     if g is None:
         return None
     npods, nres = state.n_pods, state.n_res
-    pending = np.flatnonzero((state.pod_gang_np[:npods] == g)
-                             & (state.pod_phase_np[:npods] == _PENDING))
+    pending = np.flatnonzero(
+        (state.pod_gang_np[:npods] == g) & (state.pod_phase_np[:npods] == _PENDING)
+    )
     if not len(pending):
         return None
     need_members = max(1, int(state.gang_min_np[g]) - int(state.gang_counts_np[g, _RUNNING]))

@@ -111,8 +111,9 @@ def load_documents(text: str | bytes) -> list[dict[str, Any]]:
         docs = _json_safe(docs)
     for i, doc in enumerate(docs):
         if not isinstance(doc, dict):
-            raise ValueError(f"document {i}: expected an object (mapping), got "
-                             f"{type(doc).__name__}")
+            raise ValueError(
+                f"document {i}: expected an object (mapping), got {type(doc).__name__}"
+            )
     return docs
 
 
@@ -141,8 +142,15 @@ def _event_id(prefix: str, kind: str, obj: dict[str, Any], namespaced: bool) -> 
     return event_id
 
 
-def _envelope(etype: str, obj: dict[str, Any], source: str, id_prefix: str | None,
-              kind: str, namespaced: bool, time: str) -> dict[str, Any]:
+def _envelope(
+    etype: str,
+    obj: dict[str, Any],
+    source: str,
+    id_prefix: str | None,
+    kind: str,
+    namespaced: bool,
+    time: str,
+) -> dict[str, Any]:
     prefix = id_prefix or _content_hash(obj)
     event = {
         "specversion": "1.0",
@@ -195,8 +203,10 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
         task_name = task.get("name") or f"default{t}"
         replicas = task.get("replicas", 1)
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            raise ValueError(f"Volcano Job {namespace}/{name}: tasks[{t}].replicas must be "
-                             f"an integer >= 0, got {replicas!r}")
+            raise ValueError(
+                f"Volcano Job {namespace}/{name}: tasks[{t}].replicas must be "
+                f"an integer >= 0, got {replicas!r}"
+            )
         min_task[task_name] = task.get("minAvailable", replicas)
         template = task.get("template") or {}
         for i in range(replicas):
@@ -218,13 +228,15 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
                 pod_spec["priorityClassName"] = spec["priorityClassName"]
             if spec.get("schedulerName") and not pod_spec.get("schedulerName"):
                 pod_spec["schedulerName"] = spec["schedulerName"]
-            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
-                         "spec": pod_spec})
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec})
     min_member = spec.get("minAvailable") or len(pods)
     if not pods:
         raise ValueError(f"Volcano Job {namespace}/{name} has no replicas")
-    group_spec: dict[str, Any] = {"minMember": min_member, "queue": queue,
-                                  "minTaskMember": min_task}
+    group_spec: dict[str, Any] = {
+        "minMember": min_member,
+        "queue": queue,
+        "minTaskMember": min_task,
+    }
     if spec.get("priorityClassName"):
         group_spec["priorityClassName"] = spec["priorityClassName"]
     if isinstance(min_member, int):
@@ -235,12 +247,19 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
                     total[res] = total.get(res, 0) + units
         if total:
             group_spec["minResources"] = {r: _quantity_text(r, u) for r, u in total.items()}
-    group_meta: dict[str, Any] = {"name": name, "namespace": namespace,
-                                  "annotations": {_JOB_NAME: name}}
+    group_meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "annotations": {_JOB_NAME: name},
+    }
     if meta.get("labels"):
         group_meta["labels"] = dict(meta["labels"])
-    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-             "metadata": group_meta, "spec": group_spec}
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": group_meta,
+        "spec": group_spec,
+    }
     return [(ev.PODGROUP_SUBMITTED, group)] + [(ev.POD_SUBMITTED, p) for p in pods]
 
 
@@ -261,8 +280,10 @@ def _objects(doc: dict[str, Any], where: str) -> Iterator[tuple[str, str, dict[s
         return
     kind = doc.get("kind")
     if not isinstance(kind, str) or not kind:
-        raise ValueError(f"{where}: no 'kind' (expected Node, Pod, PodGroup, Queue, Job, "
-                         "List or a CloudEvent with 'specversion')")
+        raise ValueError(
+            f"{where}: no 'kind' (expected Node, Pod, PodGroup, Queue, Job, "
+            "List or a CloudEvent with 'specversion')"
+        )
     group = _api_group(doc)
     if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
         items = doc.get("items")
@@ -276,13 +297,16 @@ def _objects(doc: dict[str, Any], where: str) -> Iterator[tuple[str, str, dict[s
             yield from _objects(item, f"{where}.items[{j}]")
         return
     if kind == "PodGroup" and group and group not in _PODGROUP_GROUPS:
-        raise ValueError(f"{where}: PodGroup of API group {group!r} is not supported "
-                         f"(supported: {', '.join(_PODGROUP_GROUPS)})")
+        raise ValueError(
+            f"{where}: PodGroup of API group {group!r} is not supported "
+            f"(supported: {', '.join(_PODGROUP_GROUPS)})"
+        )
     if kind == "Job":
         if group != _VOLCANO_BATCH:
             raise ValueError(
                 f"{where}: kind Job with apiVersion {doc.get('apiVersion')!r} is not "
-                f"supported; only Volcano Jobs ({_VOLCANO_BATCH}/v1alpha1) are converted")
+                f"supported; only Volcano Jobs ({_VOLCANO_BATCH}/v1alpha1) are converted"
+            )
         try:
             converted = volcano_job_objects(doc)
         except ValueError as exc:
@@ -291,14 +315,20 @@ def _objects(doc: dict[str, Any], where: str) -> Iterator[tuple[str, str, dict[s
             yield etype, obj["kind"], obj, where
         return
     if kind not in _SIMPLE:
-        raise ValueError(f"{where}: unsupported kind {kind!r} (supported: Node, Pod, "
-                         "PodGroup, Queue, Volcano Job, List, or a CloudEvent)")
+        raise ValueError(
+            f"{where}: unsupported kind {kind!r} (supported: Node, Pod, "
+            "PodGroup, Queue, Volcano Job, List, or a CloudEvent)"
+        )
     yield _SIMPLE[kind][0], kind, doc, where
 
 
-def events_from_documents(docs: Iterable[dict[str, Any]], *, source: str = DEFAULT_SOURCE,
-                          id_prefix: str | None = None,
-                          validate: bool = True) -> Iterator[dict[str, Any]]:
+def events_from_documents(
+    docs: Iterable[dict[str, Any]],
+    *,
+    source: str = DEFAULT_SOURCE,
+    id_prefix: str | None = None,
+    validate: bool = True,
+) -> Iterator[dict[str, Any]]:
     """CloudEvents for Kubernetes / Volcano objects (see the module docstring).
 
     ``time`` is now (RFC 3339, UTC, one value for the whole call); ``subject`` is
@@ -316,8 +346,15 @@ def events_from_documents(docs: Iterable[dict[str, Any]], *, source: str = DEFAU
             if etype == "event":
                 event = obj
             else:
-                event = _envelope(etype, obj, source, id_prefix, kind.lower(),
-                                  _NAMESPACED_TYPES.get(etype, False), time)
+                event = _envelope(
+                    etype,
+                    obj,
+                    source,
+                    id_prefix,
+                    kind.lower(),
+                    _NAMESPACED_TYPES.get(etype, False),
+                    time,
+                )
             if validate:
                 try:
                     validate_event(event, allowed_types=ev.TYPES)
@@ -326,6 +363,7 @@ def events_from_documents(docs: Iterable[dict[str, Any]], *, source: str = DEFAU
                     label = kind
                     if isinstance(meta, dict) and meta.get("name"):
                         label += f" {meta.get('name')}"
-                    raise InvalidEvent(exc.reason, f"{where} ({label}): {exc.message}",
-                                       exc.field) from None
+                    raise InvalidEvent(
+                        exc.reason, f"{where} ({label}): {exc.message}", exc.field
+                    ) from None
             yield event

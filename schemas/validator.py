@@ -72,8 +72,9 @@ class InvalidEvent(ValueError):
         self.message = message
 
     def __repr__(self) -> str:
-        return (f"InvalidEvent(reason={self.reason!r}, field={self.field!r}, "
-                f"message={self.message!r})")
+        return (
+            f"InvalidEvent(reason={self.reason!r}, field={self.field!r}, message={self.message!r})"
+        )
 
 
 # --------------------------------------------------------------------------- schemas
@@ -119,19 +120,20 @@ _QUALIFIED = rf"(?:(?=[^/]{{1,253}}/){_SUBDOMAIN}/)?(?=[^/]{{1,63}}$){_NAME}"
 
 
 def _bounded(pattern: str, first_253: str) -> dict[str, Any]:
-    return {"pattern": pattern, "x-also": {"anyOf": [{"maxLength": 255},
-                                                     {"pattern": first_253}]}}
+    return {"pattern": pattern, "x-also": {"anyOf": [{"maxLength": 255}, {"pattern": first_253}]}}
 
 
 _PATTERN_REWRITES: dict[str, dict[str, Any]] = {
     # QualifiedName: [subdomain (<= 253) "/"] name (<= 63)
     f"^{_QUALIFIED}$": _bounded(f"^(?:{_SUBDOMAIN}/)?{_NAME_63}$", r"^(?:[^/]{1,253}/)?[^/]*$"),
     # Toleration key: empty or a qualified name
-    f"^(?:{_QUALIFIED})?$": _bounded(f"^(?:(?:{_SUBDOMAIN}/)?{_NAME_63})?$",
-                                     r"^(?:[^/]{1,253}/)?[^/]*$"),
+    f"^(?:{_QUALIFIED})?$": _bounded(
+        f"^(?:(?:{_SUBDOMAIN}/)?{_NAME_63})?$", r"^(?:[^/]{1,253}/)?[^/]*$"
+    ),
     # PodKey: namespace (DNS label, <= 63) "/" name (DNS subdomain, <= 253)
     f"^(?=[^/]{{1,63}}/){_LABEL}/(?=[^/]{{1,253}}$){_SUBDOMAIN}$": _bounded(
-        f"^{_LABEL_63}/{_SUBDOMAIN}$", r"^[^/]*/[^/]{1,253}$"),
+        f"^{_LABEL_63}/{_SUBDOMAIN}$", r"^[^/]*/[^/]{1,253}$"
+    ),
 }
 
 #: The envelope's formats as the patterns fastjsonschema checked them with (Python
@@ -176,8 +178,11 @@ def _compiled_form(node: Any) -> Any:
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "allOf":
-            kept = [_compiled_form(x) for x in value
-                    if not (isinstance(x, dict) and "x-python-check" in x)]
+            kept = [
+                _compiled_form(x)
+                for x in value
+                if not (isinstance(x, dict) and "x-python-check" in x)
+            ]
             if kept:
                 out[key] = kept
         elif key in ("properties", "definitions", "patternProperties"):
@@ -213,14 +218,18 @@ class _Compiled:
 
         def compile_(name: str) -> Any:
             return jsonschema_rs.validator_for(
-                self.schemas[f"{SCHEMA_BASE_URI}{name}.json"], registry=registry,
-                retriever=_no_network, validate_formats=True)
+                self.schemas[f"{SCHEMA_BASE_URI}{name}.json"],
+                registry=registry,
+                retriever=_no_network,
+                validate_formats=True,
+            )
 
         self.envelope = compile_(_ENVELOPE)
         self.data = {t: compile_(t) for t in TYPES}
         self.envelope_valid: Callable[[Any], bool] = self.envelope.is_valid
         self.data_valid: dict[str, Callable[[Any], bool]] = {
-            t: v.is_valid for t, v in self.data.items()}
+            t: v.is_valid for t, v in self.data.items()
+        }
         self.compile_s = time.perf_counter() - started
 
 
@@ -320,23 +329,69 @@ def _detail(rule: str, node: dict[str, Any], err: jsonschema_rs.ValidationError)
     if rule == "anyOf":
         return "cannot be validated by any definition"
     if rule == "not":
-        return "must not be there" if value in ({}, True) else \
-            "must NOT match a disallowed definition"
+        return (
+            "must not be there" if value in ({}, True) else "must NOT match a disallowed definition"
+        )
     return err.message
 
 
-_GOT = frozenset({"enum", "const", "type", "pattern", "format", "minimum", "maximum",
-                  "exclusiveMinimum", "maxLength", "minLength", "minItems", "maxItems"})
+_GOT = frozenset(
+    {
+        "enum",
+        "const",
+        "type",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "minItems",
+        "maxItems",
+    }
+)
 
 
 #: fastjsonschema's order of keywords, so that the error reported first (when there
 #: are several) is the one it reported: "spec" missing before "spec.x" wrong, etc.
-_KEYWORD_ORDER = {k: i for i, k in enumerate((
-    "type", "enum", "allOf", "anyOf", "oneOf", "not", "minLength", "maxLength", "pattern",
-    "format", "minimum", "maximum", "multipleOf", "minItems", "maxItems", "uniqueItems",
-    "items", "minProperties", "maxProperties", "required", "dependencies", "properties",
-    "patternProperties", "additionalProperties", "exclusiveMinimum", "exclusiveMaximum",
-    "propertyNames", "contains", "const", "if"))}
+_KEYWORD_ORDER = {
+    k: i
+    for i, k in enumerate(
+        (
+            "type",
+            "enum",
+            "allOf",
+            "anyOf",
+            "oneOf",
+            "not",
+            "minLength",
+            "maxLength",
+            "pattern",
+            "format",
+            "minimum",
+            "maximum",
+            "multipleOf",
+            "minItems",
+            "maxItems",
+            "uniqueItems",
+            "items",
+            "minProperties",
+            "maxProperties",
+            "required",
+            "dependencies",
+            "properties",
+            "patternProperties",
+            "additionalProperties",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "propertyNames",
+            "contains",
+            "const",
+            "if",
+        )
+    )
+}
 _NAMED = frozenset({"properties", "patternProperties", "definitions", "dependencies"})
 #: Errors are ranked only in an instance of at most this many values (a rich pod
 #: has ~100): ``iter_errors`` builds every error at once and ranking costs ~50 µs an
@@ -367,8 +422,11 @@ def _entry(node: Any, path: list[str | int], depth: int) -> tuple[str | int | No
     map, or a path that ends too soon, means the key ``""``.
     """
     token = path[depth] if depth < len(path) else None
-    if isinstance(node, dict) and "" in node and (token is None or not (
-            str(token) in node or any(_int_key(k) == token for k in node))):
+    if (
+        isinstance(node, dict)
+        and "" in node
+        and (token is None or not (str(token) in node or any(_int_key(k) == token for k in node)))
+    ):
         return "", depth
     return token, depth + 1
 
@@ -379,13 +437,15 @@ def _ref_target(uri: str, ref: str) -> tuple[str, Any]:
     target, _, pointer = urljoin(uri, ref).partition("#")
     node: Any = _validators().schemas.get(target)
     for part in pointer.split("/")[1:]:
-        node = node.get(part.replace("~1", "/").replace("~0", "~")) \
-            if isinstance(node, dict) else None
+        node = (
+            node.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(node, dict) else None
+        )
     return target, node
 
 
-def _trace(err: jsonschema_rs.ValidationError, root_uri: str, root: str,
-           instance: Any) -> tuple[list[int], str, Any]:
+def _trace(
+    err: jsonschema_rs.ValidationError, root_uri: str, root: str, instance: Any
+) -> tuple[list[int], str, Any]:
     """Follow an error's evaluation path through the schemas and the instance.
 
     Returns its sort key (fastjsonschema's depth-first order: each keyword at its
@@ -410,8 +470,11 @@ def _trace(err: jsonschema_rs.ValidationError, root_uri: str, root: str,
     for tok in err.evaluation_path:
         if isinstance(tok, int):
             node = node[tok] if isinstance(node, list) and tok < len(node) else None
-            if prev == "allOf" and isinstance(node, dict) and (
-                    "x-pattern" in node or "x-format" in node):
+            if (
+                prev == "allOf"
+                and isinstance(node, dict)
+                and ("x-pattern" in node or "x-format" in node)
+            ):
                 key[-1] = _KEYWORD_ORDER["pattern"]  # added by _compiled_form: a pattern
             key.append(tok)
         elif prev in _NAMED:
@@ -438,8 +501,9 @@ def _trace(err: jsonschema_rs.ValidationError, root_uri: str, root: str,
     return key, (field[1:] if field.startswith(".") else field), inst
 
 
-def _schema_error(validator: Any, instance: Any, root: str, reason: str,
-                  root_uri: str) -> InvalidEvent:
+def _schema_error(
+    validator: Any, instance: Any, root: str, reason: str, root_uri: str
+) -> InvalidEvent:
     """The first error of an instance ``is_valid`` refused, as an InvalidEvent naming
     the field. Only called on failure: ``iter_errors`` costs more than ``is_valid``."""
     if _values_at_most(instance, _RANKED_MAX_VALUES):
@@ -601,8 +665,9 @@ def _check_requirements(reqs: Any, path: str) -> None:
             if values:
                 raise _rule_error(field, f"must be empty for operator {op}")
         elif not values or len(values) != 1 or not _INT_VALUE.match(values[0]):
-            raise _rule_error(field, f"must be exactly one integer for operator {op} "
-                                     f"(got {_short(values)})")
+            raise _rule_error(
+                field, f"must be exactly one integer for operator {op} (got {_short(values)})"
+            )
 
 
 def _check_rules(spec: dict[str, Any]) -> None:
@@ -610,11 +675,13 @@ def _check_rules(spec: dict[str, Any]) -> None:
     for i, tol in enumerate(spec.get("tolerations") or ()):
         if tol.get("operator", "Equal") == "Exists":
             if tol.get("value"):
-                raise _rule_error(f"data.spec.tolerations[{i}].value",
-                                  "must be empty when operator is Exists")
+                raise _rule_error(
+                    f"data.spec.tolerations[{i}].value", "must be empty when operator is Exists"
+                )
         elif not tol.get("key"):
-            raise _rule_error(f"data.spec.tolerations[{i}].key",
-                              "is required unless operator is Exists")
+            raise _rule_error(
+                f"data.spec.tolerations[{i}].key", "is required unless operator is Exists"
+            )
     affinity = spec.get("affinity")
     node_affinity = affinity.get("nodeAffinity") if affinity else None
     if not node_affinity:
@@ -625,8 +692,9 @@ def _check_rules(spec: dict[str, Any]) -> None:
         path = f"{base}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{t}]"
         _check_requirements(term.get("matchExpressions"), f"{path}.matchExpressions")
         _check_requirements(term.get("matchFields"), f"{path}.matchFields")
-    for t, pref in enumerate(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
-                             or ()):
+    for t, pref in enumerate(
+        node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+    ):
         path = f"{base}.preferredDuringSchedulingIgnoredDuringExecution[{t}].preference"
         term = pref["preference"]
         _check_requirements(term.get("matchExpressions"), f"{path}.matchExpressions")
@@ -648,8 +716,9 @@ def _check_podgroup(data: dict[str, Any]) -> None:
     _resource_list(data["spec"].get("minResources"), "data.spec.minResources")
 
 
-def _not_above(lower: dict[str, int], lower_path: str, upper: dict[str, int],
-               upper_path: str) -> None:
+def _not_above(
+    lower: dict[str, int], lower_path: str, upper: dict[str, int], upper_path: str
+) -> None:
     for name, units in lower.items():
         if name in upper and units > upper[name]:
             field = f"{lower_path}.{name}"
@@ -665,8 +734,9 @@ def _check_queue(data: dict[str, Any]) -> None:
     spec = data.get("spec") or {}
     cap = _resource_list(spec.get("capability"), "data.spec.capability")
     des = _resource_list(spec.get("deserved"), "data.spec.deserved")
-    gua = _resource_list((spec.get("guarantee") or {}).get("resource"),
-                         "data.spec.guarantee.resource")
+    gua = _resource_list(
+        (spec.get("guarantee") or {}).get("resource"), "data.spec.guarantee.resource"
+    )
     for i, cluster in enumerate(spec.get("extendClusters") or ()):
         _resource_list(cluster.get("capacity"), f"data.spec.extendClusters[{i}].capacity")
     _not_above(des, "data.spec.deserved", cap, "data.spec.capability")
@@ -712,9 +782,7 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
     and every quantity (``quantity``).
     """
     if not isinstance(event, dict):
-        raise InvalidEvent(
-            "not_object", f"event must be a JSON object, not {type(event).__name__}"
-        )
+        raise InvalidEvent("not_object", f"event must be a JSON object, not {type(event).__name__}")
     v = _compiled or _validators()
     try:
         valid = v.envelope_valid(event)
@@ -743,8 +811,9 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
     data = event["data"]
     try:
         if not data_valid(data):
-            raise _schema_error(v.data[etype], data, "data", "schema",
-                                f"{SCHEMA_BASE_URI}{etype}.json") from None
+            raise _schema_error(
+                v.data[etype], data, "data", "schema", f"{SCHEMA_BASE_URI}{etype}.json"
+            ) from None
     except ValueError as err:
         if isinstance(err, InvalidEvent):
             raise
@@ -755,9 +824,12 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
     return event
 
 
-def parse_event(raw: bytes | bytearray | memoryview | str, *,
-                allowed_types: Collection[str] = EXTERNAL_TYPES,
-                max_bytes: int = MAX_EVENT_BYTES) -> dict:
+def parse_event(
+    raw: bytes | bytearray | memoryview | str,
+    *,
+    allowed_types: Collection[str] = EXTERNAL_TYPES,
+    max_bytes: int = MAX_EVENT_BYTES,
+) -> dict:
     """Decode and validate one serialized event (a Kafka message value).
 
     Checks size (``oversize``) and JSON (``not_json``, via orjson), then
@@ -785,44 +857,72 @@ def sample_events() -> Iterator[dict[str, Any]]:
             "name": "trainer-0",
             "namespace": "ml",
             "labels": {"app": "trainer", "tier": "batch"},
-            "annotations": {"scheduling.k8s.io/group-name": "trainer",
-                            "volcano.sh/queue-name": "research"},
+            "annotations": {
+                "scheduling.k8s.io/group-name": "trainer",
+                "volcano.sh/queue-name": "research",
+            },
         },
         "spec": {
             "priorityClassName": "batch",
             "priority": 100,
             "containers": [
-                {"name": "main", "image": "trainer:1.4",
-                 "resources": {"requests": {"cpu": "1500m", "memory": "4Gi"},
-                               "limits": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": 1}}},
-                {"name": "sidecar", "image": "log:2",
-                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}},
+                {
+                    "name": "main",
+                    "image": "trainer:1.4",
+                    "resources": {
+                        "requests": {"cpu": "1500m", "memory": "4Gi"},
+                        "limits": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": 1},
+                    },
+                },
+                {
+                    "name": "sidecar",
+                    "image": "log:2",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                },
             ],
             "nodeSelector": {"pool": "gpu"},
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
-                             "effect": "NoSchedule"}],
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
         },
     }
     node = {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": "gpu-node-1", "labels": {"pool": "gpu", "zone": "a"}},
         "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]},
-        "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110",
-                                   "nvidia.com/gpu": "4"}},
+        "status": {
+            "allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": "4"}
+        },
     }
-    group = {"metadata": {"name": "trainer", "namespace": "ml"},
-             "spec": {"minMember": 4, "queue": "research",
-                      "minResources": {"cpu": "6", "memory": "16Gi"}}}
-    usage = {"window": 10, "nodes": [{"name": "gpu-node-1",
-                                      "usage": {"cpu": "12", "memory": "40Gi"}}]}
+    group = {
+        "metadata": {"name": "trainer", "namespace": "ml"},
+        "spec": {
+            "minMember": 4,
+            "queue": "research",
+            "minResources": {"cpu": "6", "memory": "16Gi"},
+        },
+    }
+    usage = {
+        "window": 10,
+        "nodes": [{"name": "gpu-node-1", "usage": {"cpu": "12", "memory": "40Gi"}}],
+    }
 
     def env(i: int, etype: str, data: dict[str, Any]) -> dict[str, Any]:
-        return {"specversion": "1.0", "id": f"bench-{i}", "source": "esched-bench",
-                "type": etype, "time": "2026-01-01T00:00:00Z", "data": data}
+        return {
+            "specversion": "1.0",
+            "id": f"bench-{i}",
+            "source": "esched-bench",
+            "type": etype,
+            "time": "2026-01-01T00:00:00Z",
+            "data": data,
+        }
 
     mix = [("esched.pod.submitted", pod)] * 7 + [
-        ("esched.node.added", node), ("esched.podgroup.submitted", group),
-        ("esched.usage.reported", usage)]
+        ("esched.node.added", node),
+        ("esched.podgroup.submitted", group),
+        ("esched.usage.reported", usage),
+    ]
     i = 0
     while True:
         for etype, data in mix:

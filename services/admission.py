@@ -61,8 +61,16 @@ from esched.schemas.events import (
 )
 from esched.services.store.base import StoredEvent
 
-__all__ = ["KEYED", "OBSERVED", "Admission", "Fact", "Rejection", "WorkItem", "event_key",
-           "row_fact"]
+__all__ = [
+    "KEYED",
+    "OBSERVED",
+    "Admission",
+    "Fact",
+    "Rejection",
+    "WorkItem",
+    "event_key",
+    "row_fact",
+]
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +109,12 @@ class Rejection:
     quota: QuotaExceeded | None = None
 
     def data(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"pod": self.pod, "queue": self.queue, "reason": self.reason,
-                               "message": self.message}
+        out: dict[str, Any] = {
+            "pod": self.pod,
+            "queue": self.queue,
+            "reason": self.reason,
+            "message": self.message,
+        }
         if self.quota is not None:
             out["quota"] = self.quota.as_dict()
         return out
@@ -183,15 +195,21 @@ class Admission:
         """Requests of the active pods charged to ``scope`` (``queue/x``, ``namespace/y``)."""
         return {r: v for r, v in (self._used.get((scope, band)) or {}).items() if v}
 
-    def _verdict(self, st: ClusterState, pod: str, idx: int, event_id: str,
-                 check_state: bool) -> Rejection | None:
+    def _verdict(
+        self, st: ClusterState, pod: str, idx: int, event_id: str, check_state: bool
+    ) -> Rejection | None:
         """Charge a Pending pod, or return why it is rejected (not charged)."""
         q = int(st.pod_queue_np[idx])
         queue = st.queue_names[q]
         state = self._queue_state.get(queue) or st.queue_meta[q].get("state") or "Open"
         if check_state and state in ("Closing", "Closed"):
-            return Rejection(pod, queue, f"Queue{state}",
-                             f"queue {queue} is {state}: it admits no new pods", event_id)
+            return Rejection(
+                pod,
+                queue,
+                f"Queue{state}",
+                f"queue {queue} is {state}: it admits no new pods",
+                event_id,
+            )
         if not self.quota:
             return None
         namespace = pod.split("/", 1)[0]
@@ -221,8 +239,9 @@ class Admission:
         """Whether ``gang`` was refused at admission (its members are rejected)."""
         return gang in self._rejected_gangs
 
-    def _reject_gang(self, st: ClusterState, gang: str, first: Rejection,
-                     pos: int) -> list[Rejection]:
+    def _reject_gang(
+        self, st: ClusterState, gang: str, first: Rejection, pos: int
+    ) -> list[Rejection]:
         """A gang is admitted whole or not at all: once a member is rejected, its other
         pending members (and members submitted later) are rejected too and give their
         quota back, so no part of it waits forever below minMember."""
@@ -233,9 +252,16 @@ class Admission:
                 continue
             self._uncharge(pod)
             self.rejecting.add(pod)
-            out.append(Rejection(pod, first.queue, first.reason,
-                                 f"gang {gang} was rejected: {first.message}",
-                                 f"rejected-{pod}-{pos}", first.quota))
+            out.append(
+                Rejection(
+                    pod,
+                    first.queue,
+                    first.reason,
+                    f"gang {gang} was rejected: {first.message}",
+                    f"rejected-{pod}-{pos}",
+                    first.quota,
+                )
+            )
         return out
 
     def _rejected(self, rejections: list[Rejection]) -> list[Rejection]:
@@ -253,8 +279,9 @@ class Admission:
         self._used.clear()
         self.rejecting.clear()
         self._rejected_gangs.clear()
-        self._queue_state = {st.queue_names[q]: st.queue_meta[q].get("state") or "Open"
-                             for q in range(st.n_queues)}
+        self._queue_state = {
+            st.queue_names[q]: st.queue_meta[q].get("state") or "Open" for q in range(st.n_queues)
+        }
         self.held.clear()
         self._held_items.clear()
         self._inflight.clear()
@@ -287,8 +314,9 @@ class Admission:
                 queue = data or {}
                 name = (queue.get("metadata") or {}).get("name")
                 if isinstance(name, str) and name:
-                    self._queue_state[name] = str((queue.get("status") or {}).get("state")
-                                                  or "Open")
+                    self._queue_state[name] = str(
+                        (queue.get("status") or {}).get("state") or "Open"
+                    )
             elif etype == POD_SUBMITTED:
                 pod = key
                 idx = st.pod_index.get(pod)
@@ -302,9 +330,14 @@ class Admission:
                     gang = st.gang_keys[g] if g >= 0 else None
                     first = self._rejected_gangs.get(gang) if gang else None
                     if first is not None:
-                        r = Rejection(pod, first.queue, first.reason,
-                                      f"gang {gang} was rejected: {first.message}",
-                                      f"rejected-{pod}-{pos}", first.quota)
+                        r = Rejection(
+                            pod,
+                            first.queue,
+                            first.reason,
+                            f"gang {gang} was rejected: {first.message}",
+                            f"rejected-{pod}-{pos}",
+                            first.quota,
+                        )
                     else:
                         r = self._verdict(st, pod, idx, f"rejected-{pod}-{pos}", True)
                     if r is not None:
@@ -340,8 +373,11 @@ class Admission:
         class_band = self._class_bands(st)
         specs = [QueueSpec.from_meta(st.queue_names[q], st.queue_meta[q]) for q in range(nq)]
         tree = QueueTree(specs)
-        caps = {name: {r: v for r, v in s.capability.items() if r in st.res_index}
-                for name, s in tree.specs.items() if s.capability}
+        caps = {
+            name: {r: v for r, v in s.capability.items() if r in st.res_index}
+            for name, s in tree.specs.items()
+            if s.capability
+        }
         # The queue of each item (a gang's from its PodGroup); unknown ones are dropped.
         located: list[tuple[int, WorkItem, int]] = []  # (queue, item, pod slot or gang id)
         for it in items:
@@ -378,8 +414,9 @@ class Admission:
             np.add.at(gang_req, pend_g[in_gang], pend_req[in_gang])
             np.add.at(gang_n, pend_g[in_gang], 1)
             np.maximum.at(gang_prio, pend_g[in_gang], st.pod_prio_np[pend_idx[in_gang]])
-            np.maximum.at(gang_band, pend_g[in_gang],
-                          class_band[st.pod_class_np[pend_idx[in_gang]]])
+            np.maximum.at(
+                gang_band, pend_g[in_gang], class_band[st.pod_class_np[pend_idx[in_gang]]]
+            )
         # What each queue holds: bound pods plus jobs let through and still pending. Only
         # capabilities read it; without one the jobs let through are only pruned now and
         # then (a pass over them per release cost O(backlog) per flush under load).
@@ -414,8 +451,10 @@ class Admission:
             waiting = np.zeros((nq, nr), dtype=np.int64)
             if len(pend_idx):
                 np.add.at(waiting, pend_q, pend_req)
-            demand = {specs[q].name: {res_names[r]: int(alloc[q, r] + waiting[q, r])
-                                      for r in range(nr)} for q in range(nq)}
+            demand = {
+                specs[q].name: {res_names[r]: int(alloc[q, r] + waiting[q, r]) for r in range(nr)}
+                for q in range(nq)
+            }
             fair = deserved(specs, cluster, demand)
         # Capability is checked on the queue and its ancestors (subtree totals).
         sub_used: dict[str, np.ndarray] = {}
@@ -461,8 +500,9 @@ class Admission:
             return best
 
         released_q = {q: np.zeros(nr, dtype=np.int64) for q in per_queue}
-        heap = [(-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q)
-                for q in per_queue]
+        heap = [
+            (-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q) for q in per_queue
+        ]
         heapq.heapify(heap)
         cursor = dict.fromkeys(per_queue, 0)
         out: list[WorkItem] = []
@@ -474,8 +514,9 @@ class Admission:
             _nb, _np, _seq, it, req = lst[i]
             cursor[q] = i + 1
             job = (it[1], it[2])
-            reason = self._hold_reason(specs[q], tree, caps, sub_used, req, res_names, st,
-                                       it[1] == "gang", cluster_vec)
+            reason = self._hold_reason(
+                specs[q], tree, caps, sub_used, req, res_names, st, it[1] == "gang", cluster_vec
+            )
             if reason is None:
                 a: str | None = specs[q].name if caps else None
                 while a is not None:
@@ -493,8 +534,9 @@ class Admission:
                 self.held[job] = reason
                 self._held_items[job] = it
             if cursor[q] < len(lst):
-                heapq.heappush(heap, (-specs[q].priority, share_of(q, released_q[q]),
-                                      specs[q].name, q))
+                heapq.heappush(
+                    heap, (-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q)
+                )
         return out
 
     def _class_bands(self, st: ClusterState) -> np.ndarray:
@@ -508,16 +550,26 @@ class Admission:
         if len(have) < n:
             bands = self.quota.bands
             specs = st.class_specs
-            new = [int(bands.band_of(int(specs[c]["priority"]), specs[c].get("priorityClassName")))
-                   if c < len(specs) else 0 for c in range(len(have), n)]
+            new = [
+                int(bands.band_of(int(specs[c]["priority"]), specs[c].get("priorityClassName")))
+                if c < len(specs)
+                else 0
+                for c in range(len(have), n)
+            ]
             have = np.concatenate([have, np.array(new, dtype=np.int64)])
             cached = (st, have)
         self._band_cache = cached
         return have
 
     @staticmethod
-    def _gang_minimum(st: ClusterState, g: int, meta: dict, pending_req: np.ndarray,
-                      n_pending: int, res_names: list[str]) -> np.ndarray:
+    def _gang_minimum(
+        st: ClusterState,
+        g: int,
+        meta: dict,
+        pending_req: np.ndarray,
+        n_pending: int,
+        res_names: list[str],
+    ) -> np.ndarray:
         """A gang's minimum: its PodGroup's minResources, else the requests of the pending
         members it still needs to reach minMember (pro rata of its pending members)."""
         min_res = meta.get("minResources") or {}
@@ -530,9 +582,17 @@ class Admission:
         return (pending_req * need + n_pending - 1) // n_pending
 
     @staticmethod
-    def _hold_reason(spec: QueueSpec, tree: QueueTree, caps: dict[str, dict[str, int]],
-                     sub_used: dict[str, np.ndarray], req: np.ndarray, res_names: list[str],
-                     st: ClusterState, is_gang: bool, cluster_vec: np.ndarray) -> str | None:
+    def _hold_reason(
+        spec: QueueSpec,
+        tree: QueueTree,
+        caps: dict[str, dict[str, int]],
+        sub_used: dict[str, np.ndarray],
+        req: np.ndarray,
+        res_names: list[str],
+        st: ClusterState,
+        is_gang: bool,
+        cluster_vec: np.ndarray,
+    ) -> str | None:
         if spec.state == "Closed":
             return "QueueClosed"
         a: str | None = spec.name

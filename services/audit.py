@@ -104,9 +104,18 @@ class Auditor:
         self.validator = Validator(self.state, bands)
         self.violations: list[Violation] = []
         self.kinds: dict[str, int] = {}
-        self.checked = {"events": 0, "decisions": 0, "committed": 0, "rejected": 0,
-                        "bindings": 0, "gang_decisions": 0, "reproduced": 0, "unverifiable": 0,
-                        "preemptions": 0, "evictions": 0}
+        self.checked = {
+            "events": 0,
+            "decisions": 0,
+            "committed": 0,
+            "rejected": 0,
+            "bindings": 0,
+            "gang_decisions": 0,
+            "reproduced": 0,
+            "unverifiable": 0,
+            "preemptions": 0,
+            "evictions": 0,
+        }
         self._removed: set[str] = set()
         #: decision id -> [(position, pod)] evicted for it, awaiting the decision
         self._evictions: dict[str, list[tuple[int, str]]] = {}
@@ -159,10 +168,16 @@ class Auditor:
         pod, node = data.get("pod"), data.get("node")
         self.checked["evictions"] += 1
         pidx = st.pod_index.get(pod)
-        if pidx is None or st.pod_phase_np[pidx] != _RUNNING or \
-                st.pod_node_np[pidx] != st.node_index.get(node, -2):
-            self._flag(position, "preemption_unrecorded",
-                       f"pod {pod} evicted from {node} where it was not running")
+        if (
+            pidx is None
+            or st.pod_phase_np[pidx] != _RUNNING
+            or st.pod_node_np[pidx] != st.node_index.get(node, -2)
+        ):
+            self._flag(
+                position,
+                "preemption_unrecorded",
+                f"pod {pod} evicted from {node} where it was not running",
+            )
         elif data.get("reason") == RECLAIMED and isinstance(data.get("by"), str):
             # Checked victim by victim on the state before each eviction (the earlier
             # victims of the same reclaim are evicted already): the commit's own rule.
@@ -171,17 +186,21 @@ class Auditor:
                 self._flag(position, "reclaim_illegal", f"{pod} reclaimed for {data['by']}: {why}")
         self._evictions.setdefault(data["decision"], []).append((position, pod))
 
-    def _preemption(self, position: int, event: dict[str, Any], data: dict[str, Any],
-                    victims: list[Any]) -> set[int]:
+    def _preemption(
+        self, position: int, event: dict[str, Any], data: dict[str, Any], victims: list[Any]
+    ) -> set[int]:
         """Legality of a committed preemption; returns the victims' gangs."""
         st = self.state
         self.checked["preemptions"] += 1
         evicted = {pod for _, pod in self._evictions.pop(event.get("id"), [])}
         named = {v.get("pod") for v in victims if isinstance(v, dict)}
         if evicted != named:
-            self._flag(position, "preemption_unrecorded",
-                       f"decision {event.get('id')} names victims {sorted(map(str, named))}, "
-                       f"evicted for it: {sorted(evicted)}")
+            self._flag(
+                position,
+                "preemption_unrecorded",
+                f"decision {event.get('id')} names victims {sorted(map(str, named))}, "
+                f"evicted for it: {sorted(evicted)}",
+            )
         pods = [b.get("pod") for b in data.get("bindings") or () if isinstance(b, dict)]
         known = [st.pod_index[p] for p in pods if p in st.pod_index]
         gangs: set[int] = set()
@@ -195,16 +214,20 @@ class Auditor:
                 continue
             band = self.validator.band_of_pod(pidx)
             if not reclaim and not may_preempt(preemptor, band):
-                self._flag(position, "preemption_illegal",
-                           f"{BAND_NAMES[preemptor]} pod(s) {', '.join(pods)} evicted {pod} "
-                           f"({BAND_NAMES[band]})")
+                self._flag(
+                    position,
+                    "preemption_illegal",
+                    f"{BAND_NAMES[preemptor]} pod(s) {', '.join(pods)} evicted {pod} "
+                    f"({BAND_NAMES[band]})",
+                )
             g = int(st.pod_gang_np[pidx])
             if g >= 0:
                 gangs.add(g)
         return gangs
 
-    def _decision(self, position: int, etype: str, event: dict[str, Any],
-                  data: dict[str, Any]) -> None:
+    def _decision(
+        self, position: int, etype: str, event: dict[str, Any], data: dict[str, Any]
+    ) -> None:
         st = self.state
         committed = etype == PLACEMENT_COMMITTED
         self.checked["decisions"] += 1
@@ -217,15 +240,21 @@ class Auditor:
             victim_gangs = self._preemption(position, event, data, victims)
         elif event.get("id") in self._evictions:
             self._evictions.pop(event.get("id"))
-            self._flag(position, "preemption_unrecorded",
-                       f"pods were evicted for {event.get('id')}, which names no victims")
+            self._flag(
+                position,
+                "preemption_unrecorded",
+                f"pods were evicted for {event.get('id')}, which names no victims",
+            )
         # 1. Reproducibility: the same validation, on the state just before the decision
         # (for a committed preemption: after its evictions, which precede it).
         if isinstance(bindings, list) and bindings and isinstance(proposal, str):
             self.validator.begin()
             try:
-                checked = ({k: v for k, v in data.items() if k != "victims"}
-                           if committed and victims else data)
+                checked = (
+                    {k: v for k, v in data.items() if k != "victims"}
+                    if committed and victims
+                    else data
+                )
                 verdict = self.validator.check(checked, record=False)
             except (KeyError, TypeError, AttributeError) as exc:
                 verdict = None
@@ -234,13 +263,19 @@ class Auditor:
                 if verdict.ok == committed:
                     self.checked["reproduced"] += 1
                 elif committed:
-                    self._flag(position, "irreproducible",
-                               f"proposal {proposal} was committed; re-validation rejects it: "
-                               f"{verdict.reason} ({verdict.message})")
+                    self._flag(
+                        position,
+                        "irreproducible",
+                        f"proposal {proposal} was committed; re-validation rejects it: "
+                        f"{verdict.reason} ({verdict.message})",
+                    )
                 else:
-                    self._flag(position, "irreproducible",
-                               f"proposal {proposal} was rejected ({data.get('reason')}); "
-                               "re-validation accepts it")
+                    self._flag(
+                        position,
+                        "irreproducible",
+                        f"proposal {proposal} was rejected ({data.get('reason')}); "
+                        "re-validation accepts it",
+                    )
         else:
             self.checked["unverifiable"] += 1
         if not committed or not isinstance(bindings, list):
@@ -268,10 +303,13 @@ class Auditor:
             elif st.pod_phase_np[pidx] != _PENDING or pod in seen:
                 where = st.pod_node_np[pidx]
                 on = st.node_names[where] if where >= 0 else None
-                self._flag(position, "double_binding",
-                           f"pod {pod} bound to {node} while {PHASES[st.pod_phase_np[pidx]]}"
-                           + (f" on {on}" if on else "") + (" (twice in one decision)"
-                                                            if pod in seen else ""))
+                self._flag(
+                    position,
+                    "double_binding",
+                    f"pod {pod} bound to {node} while {PHASES[st.pod_phase_np[pidx]]}"
+                    + (f" on {on}" if on else "")
+                    + (" (twice in one decision)" if pod in seen else ""),
+                )
             if nidx is None:
                 state = "removed" if node in self._removed else "unknown"
                 self._flag(position, "unknown_node", f"pod {pod} bound to {state} node {node}")
@@ -291,7 +329,9 @@ class Auditor:
             if over.size:
                 parts = ", ".join(
                     f"{st.res_names[r]} {int(st.allocated_np[n, r])} > "
-                    f"{int(st.allocatable_np[n, r])}" for r in over)
+                    f"{int(st.allocatable_np[n, r])}"
+                    for r in over
+                )
                 self._flag(position, "overcommit", f"node {st.node_names[n]}: {parts}")
         # 4. Gangs: atomic and at least minMember running after the decision.
         for g, named in gangs.items():
@@ -300,12 +340,18 @@ class Auditor:
             need = int(st.gang_min_np[g])
             bound = running - running_before[g]
             if bound != named:
-                self._flag(position, "gang_partial",
-                           f"gang {st.gang_keys[g]}: {bound} of the {named} members in the "
-                           "decision were bound")
+                self._flag(
+                    position,
+                    "gang_partial",
+                    f"gang {st.gang_keys[g]}: {bound} of the {named} members in the "
+                    "decision were bound",
+                )
             elif running < need:
-                self._flag(position, "gang_partial",
-                           f"gang {st.gang_keys[g]}: {running} running < minMember {need}")
+                self._flag(
+                    position,
+                    "gang_partial",
+                    f"gang {st.gang_keys[g]}: {running} running < minMember {need}",
+                )
 
     def _gang_split(self, position: int, gangs: set[int]) -> None:
         # The evictions are folded by now: a victim gang is gone whole or kept whole.
@@ -313,9 +359,12 @@ class Auditor:
         for g in sorted(gangs):
             running = int(st.gang_counts_np[g, _RUNNING])
             if 0 < running < int(st.gang_min_np[g]):
-                self._flag(position, "gang_split",
-                           f"gang {st.gang_keys[g]}: {running} running < minMember "
-                           f"{int(st.gang_min_np[g])} after evictions")
+                self._flag(
+                    position,
+                    "gang_split",
+                    f"gang {st.gang_keys[g]}: {running} running < minMember "
+                    f"{int(st.gang_min_np[g])} after evictions",
+                )
 
     def report(self, *, complete: bool = True) -> dict[str, Any]:
         """``{"ok", "position", "checked", "violations", "by_kind"}``.
@@ -327,15 +376,20 @@ class Auditor:
         """
         if complete:
             for decision, evicted in sorted(self._evictions.items()):
-                self._flag(evicted[0][0], "preemption_unrecorded",
-                           f"{len(evicted)} pod(s) evicted for {decision}, which is not in "
-                           "the log")
+                self._flag(
+                    evicted[0][0],
+                    "preemption_unrecorded",
+                    f"{len(evicted)} pod(s) evicted for {decision}, which is not in the log",
+                )
         elif self._evictions:
             self.checked["evictions_awaiting_decision"] = sum(
-                len(v) for v in self._evictions.values())
+                len(v) for v in self._evictions.values()
+            )
         self._evictions.clear()
-        queues = {name: {k: q[k] for k in ("path", "state", "fairShare", "allocated", "share")}
-                  for name, q in self.state.summary()["queues"].items()}
+        queues = {
+            name: {k: q[k] for k in ("path", "state", "fairShare", "allocated", "share")}
+            for name, q in self.state.summary()["queues"].items()
+        }
         return {
             "ok": not self.kinds,
             "position": int(self.state.position),
@@ -346,9 +400,11 @@ class Auditor:
         }
 
 
-def audit_events(events: Iterable[tuple[int, dict[str, Any]]],
-                 quota: Quota | None = None,
-                 bands: BandConfig | None = None) -> dict[str, Any]:
+def audit_events(
+    events: Iterable[tuple[int, dict[str, Any]]],
+    quota: Quota | None = None,
+    bands: BandConfig | None = None,
+) -> dict[str, Any]:
     """Audit ``(position, envelope)`` pairs in log order; returns the report."""
     auditor = Auditor(quota, bands)
     for position, event in events:
@@ -356,10 +412,14 @@ def audit_events(events: Iterable[tuple[int, dict[str, Any]]],
     return auditor.report()
 
 
-async def audit_store(store: EventStore, *, upto: int | None = None,
-                      progress: Callable[[int, int], None] | None = None,
-                      quota: Quota | None = None,
-                      bands: BandConfig | None = None) -> dict[str, Any]:
+async def audit_store(
+    store: EventStore,
+    *,
+    upto: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    quota: Quota | None = None,
+    bands: BandConfig | None = None,
+) -> dict[str, Any]:
     """Audit the log in ``store`` from position 0 up to ``upto`` (default: the head)."""
     auditor = Auditor(quota, bands)
     head = await store.head()
@@ -381,8 +441,10 @@ async def audit_store(store: EventStore, *, upto: int | None = None,
 
 def format_report(report: dict[str, Any]) -> str:
     """The audit report as a human-readable table."""
-    lines = [f"audit     {'OK' if report['ok'] else 'VIOLATIONS'}",
-             f"position  {report['position']}"]
+    lines = [
+        f"audit     {'OK' if report['ok'] else 'VIOLATIONS'}",
+        f"position  {report['position']}",
+    ]
     lines.append("checked   " + "  ".join(f"{k}={v}" for k, v in report["checked"].items()))
     if report["violations"]:
         lines.append("by kind   " + "  ".join(f"{k}={v}" for k, v in report["by_kind"].items()))
@@ -393,8 +455,13 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  {'QUEUE':<24}{'STATE':<10}{'SHARE':>8}  ALLOCATED/FAIR SHARE")
         for name, q in report["queues"].items():
             fair, alloc = q.get("fairShare") or {}, q.get("allocated") or {}
-            res = " ".join(f"{r}={human(r, alloc.get(r, 0))}/{human(r, fair.get(r, 0))}"
-                           for r in sorted(set(fair) | set(alloc)) if r != "pods")
-            lines.append(f"  {q.get('path', name):<24}{q.get('state', ''):<10}"
-                         f"{q.get('share', 0.0):>8.3f}  {res}")
+            res = " ".join(
+                f"{r}={human(r, alloc.get(r, 0))}/{human(r, fair.get(r, 0))}"
+                for r in sorted(set(fair) | set(alloc))
+                if r != "pods"
+            )
+            lines.append(
+                f"  {q.get('path', name):<24}{q.get('state', ''):<10}"
+                f"{q.get('share', 0.0):>8.3f}  {res}"
+            )
     return "\n".join(lines)

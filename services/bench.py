@@ -32,8 +32,7 @@ def _rate(n: int, seconds: float) -> float:
     return round(n / seconds, 1) if seconds > 0 else float("inf")
 
 
-async def run_ingest_bench(kafka: str | None, store_url: str, events: int,
-                           batch_size: int) -> dict:
+async def run_ingest_bench(kafka: str | None, store_url: str, events: int, batch_size: int) -> dict:
     """Publish ``events`` pod events, then time ingest draining them into the store."""
     import random
 
@@ -51,8 +50,9 @@ async def run_ingest_bench(kafka: str | None, store_url: str, events: int,
         await producer.start()
         try:
             for i in range(0, events, 5000):
-                await producer.send_many(bus.topics.pods,
-                                         [(None, p) for p in payloads[i:i + 5000]])
+                await producer.send_many(
+                    bus.topics.pods, [(None, p) for p in payloads[i : i + 5000]]
+                )
         finally:
             await producer.stop()
 
@@ -70,16 +70,23 @@ async def run_ingest_bench(kafka: str | None, store_url: str, events: int,
         try:
             await store.migrate()
             # Baseline 2: append only (what the store can do at all), on other ids.
-            raw = [NewEvent(id=f"raw-{run}-{j}", type="esched.pod.submitted",
-                            stream=f"pod/raw{run}/{j}", payload=p)
-                   for j, p in enumerate(payloads)]
+            raw = [
+                NewEvent(
+                    id=f"raw-{run}-{j}",
+                    type="esched.pod.submitted",
+                    stream=f"pod/raw{run}/{j}",
+                    payload=p,
+                )
+                for j, p in enumerate(payloads)
+            ]
             t0 = time.perf_counter()
             for i in range(0, events, batch_size):
-                await store.append(raw[i:i + batch_size])
+                await store.append(raw[i : i + batch_size])
             append_s = time.perf_counter() - t0
 
-            service = IngestService(bus, store, IngestConfig(group=f"ingest-{run}",
-                                                             batch_size=batch_size))
+            service = IngestService(
+                bus, store, IngestConfig(group=f"ingest-{run}", batch_size=batch_size)
+            )
             await service.start()
             t0 = time.perf_counter()
             await service.run(max_messages=events)
@@ -113,8 +120,11 @@ async def run_replay_bench(store_url: str, events: int, nodes: int) -> dict:
         if await store.head() == 0:
             batch: list[NewEvent] = []
             for ev in itertools.islice(cluster_log(nodes, pods=events), events):
-                batch.append(NewEvent(id=ev["id"], type=ev["type"], stream=ev["id"],
-                                      payload=orjson.dumps(ev)))
+                batch.append(
+                    NewEvent(
+                        id=ev["id"], type=ev["type"], stream=ev["id"], payload=orjson.dumps(ev)
+                    )
+                )
                 if len(batch) == 5000:
                     await store.append(batch)
                     batch = []

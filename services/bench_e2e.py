@@ -115,21 +115,22 @@ def _pct(values: np.ndarray, q: float) -> float:
 class ServiceProcess:
     """One ``esched`` service process; its log (stderr) in a file."""
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str], logdir: Path,
-                 profile: bool = False) -> None:
+    def __init__(
+        self, name: str, args: list[str], env: dict[str, str], logdir: Path, profile: bool = False
+    ) -> None:
         self.name = name
         self.log = logdir / f"{name}.log"
         self.out = logdir / f"{name}.out"
         if profile:  # cProfile writes <name>.prof when the process ends on SIGTERM
             main = logdir / "_esched_main.py"
             main.write_text(_CLI + "\n")
-            cmd = [sys.executable, "-m", "cProfile", "-o", str(logdir / f"{name}.prof"),
-                   str(main)]
+            cmd = [sys.executable, "-m", "cProfile", "-o", str(logdir / f"{name}.prof"), str(main)]
         else:
             cmd = [sys.executable, "-c", _CLI]
         with self.log.open("wb") as err, self.out.open("wb") as out:
-            self.proc = subprocess.Popen([*cmd, *args], env=env, stdin=subprocess.DEVNULL,
-                                         stdout=out, stderr=err)
+            self.proc = subprocess.Popen(
+                [*cmd, *args], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+            )
 
     def logged(self, text: str) -> bool:
         return text in self.log.read_text(errors="replace")
@@ -180,8 +181,7 @@ async def preload(store_url: str, nodes: int, fill: float, seed: int = 0) -> dic
                 continue
             if ev["type"] == PLACEMENT_COMMITTED:
                 sub = pending.pop(ev["data"]["bindings"][0]["pod"])
-                batch.append(NewEvent(sub["id"], sub["type"], stream_of(sub),
-                                      orjson.dumps(sub)))
+                batch.append(NewEvent(sub["id"], sub["type"], stream_of(sub), orjson.dumps(sub)))
             batch.append(NewEvent(ev["id"], ev["type"], stream_of(ev), orjson.dumps(ev)))
             if len(batch) >= 5000:
                 await store.append(batch)
@@ -191,10 +191,12 @@ async def preload(store_url: str, nodes: int, fill: float, seed: int = 0) -> dic
         state = await fold_log(store, use_snapshot=False)
         await save_snapshot(store, state)
         nodes_ = state.summary()["nodes"]
-        return {"events": int(state.position), "nodes": nodes_["count"],
-                "running_pods": pods - len(pending),
-                "cpu_utilization": round(nodes_["allocated"]["cpu"]
-                                         / nodes_["allocatable"]["cpu"], 4)}
+        return {
+            "events": int(state.position),
+            "nodes": nodes_["count"],
+            "running_pods": pods - len(pending),
+            "cpu_utilization": round(nodes_["allocated"]["cpu"] / nodes_["allocatable"]["cpu"], 4),
+        }
     finally:
         await store.close()
 
@@ -257,8 +259,7 @@ class _Decisions:
     def mark(self) -> tuple[int, int]:
         return self.commits, self.rejected
 
-    async def wait_for(self, pods: Iterable[str], within: float,
-                       alive: Callable[[], None]) -> int:
+    async def wait_for(self, pods: Iterable[str], within: float, alive: Callable[[], None]) -> int:
         """Wait until every pod has a committed decision; the number still missing."""
         pods = list(pods)
         deadline = time.monotonic() + within
@@ -274,8 +275,9 @@ class _FirstSeen:
     """Reads a topic; per pod the broker timestamp of the first record naming it
     (the work items and the proposals: where a pod's latency goes)."""
 
-    def __init__(self, bus: Bus, topic: str, group: str,
-                 pods_of: Callable[[Any], Iterable[str]]) -> None:
+    def __init__(
+        self, bus: Bus, topic: str, group: str, pods_of: Callable[[Any], Iterable[str]]
+    ) -> None:
         self.consumer: BusConsumer = bus.consumer([topic], group)
         self.seen: dict[str, float] = {}
         self._pods_of = pods_of
@@ -313,14 +315,22 @@ async def _stored_at(url: str, namespace: str) -> tuple[dict[str, float], dict[s
     committed decision (PostgreSQL's clock, the same machine's)."""
     conn = await asyncpg.connect(url, timeout=10)
     try:
-        submitted = {r["stream"][4:]: r["recorded_at"].timestamp() for r in await conn.fetch(
-            "SELECT stream, recorded_at FROM events WHERE type = 'esched.pod.submitted' "
-            "AND stream LIKE $1", f"pod/{namespace}/%")}
+        submitted = {
+            r["stream"][4:]: r["recorded_at"].timestamp()
+            for r in await conn.fetch(
+                "SELECT stream, recorded_at FROM events WHERE type = 'esched.pod.submitted' "
+                "AND stream LIKE $1",
+                f"pod/{namespace}/%",
+            )
+        }
         decided: dict[str, float] = {}
         first = min(submitted.values(), default=0.0)
         for r in await conn.fetch(
-                "SELECT recorded_at, payload FROM events WHERE type = $1 "
-                "AND recorded_at >= to_timestamp($2)", PLACEMENT_COMMITTED, first):
+            "SELECT recorded_at, payload FROM events WHERE type = $1 "
+            "AND recorded_at >= to_timestamp($2)",
+            PLACEMENT_COMMITTED,
+            first,
+        ):
             for b in orjson.loads(r["payload"])["data"]["bindings"]:
                 decided.setdefault(b["pod"], r["recorded_at"].timestamp())
         return submitted, decided
@@ -339,8 +349,9 @@ def _stages(sent: dict[str, float], *marks: tuple[str, dict[str, float]]) -> dic
     return out
 
 
-async def _wait_committed(url: str, after: int, want: int, within: float,
-                          alive: Callable[[], None]) -> None:
+async def _wait_committed(
+    url: str, after: int, want: int, within: float, alive: Callable[[], None]
+) -> None:
     """Wait until the log has ``want`` committed decisions after position ``after``
     (incremental counting: cheap for the database while the pipeline runs)."""
     conn = await asyncpg.connect(url, timeout=10)
@@ -351,7 +362,10 @@ async def _wait_committed(url: str, after: int, want: int, within: float,
             await asyncio.sleep(0.05)
             top, n = await conn.fetchrow(
                 "SELECT max(position), count(*) FILTER (WHERE type = $2) FROM events "
-                "WHERE position > $1", after, PLACEMENT_COMMITTED)
+                "WHERE position > $1",
+                after,
+                PLACEMENT_COMMITTED,
+            )
             if top is not None:
                 after, seen = top, seen + n
     finally:
@@ -370,18 +384,34 @@ async def _send(producer, topic: str, records: list[tuple[str, bytes]]) -> None:
     await producer.send_many(topic, [(key.encode(), value) for key, value in records])
 
 
-async def _one_run(*, kafka: str, broker_pid: int | None, template_db: str, server: str,
-                   replicas: int, pods: int, rate: float, latency_seconds: float,
-                   measure_latency: bool, logdir: Path, run: str,
-                   profile: frozenset[str]) -> dict[str, Any]:
+async def _one_run(
+    *,
+    kafka: str,
+    broker_pid: int | None,
+    template_db: str,
+    server: str,
+    replicas: int,
+    pods: int,
+    rate: float,
+    latency_seconds: float,
+    measure_latency: bool,
+    logdir: Path,
+    run: str,
+    profile: frozenset[str],
+) -> dict[str, Any]:
     db = f"esched_bench_{run}_r{replicas}"
     await _admin(server, f'CREATE DATABASE "{db}" TEMPLATE "{template_db}"')
     url = f"{server}/{db}"
     prefix = f"b{run}r{replicas}."
     bus = open_bus(kafka, prefix)
     await bus.ensure_topics(partitions=PARTITIONS)
-    env = {**os.environ, "ESCHED_KAFKA": kafka, "ESCHED_STORE": url,
-           "ESCHED_TOPIC_PREFIX": prefix, "ESCHED_LOG_LEVEL": "info"}
+    env = {
+        **os.environ,
+        "ESCHED_KAFKA": kafka,
+        "ESCHED_STORE": url,
+        "ESCHED_TOPIC_PREFIX": prefix,
+        "ESCHED_LOG_LEVEL": "info",
+    }
     runlog = logdir / f"r{replicas}"
     runlog.mkdir(parents=True, exist_ok=True)
     services: list[ServiceProcess] = []
@@ -395,24 +425,38 @@ async def _one_run(*, kafka: str, broker_pid: int | None, template_db: str, serv
 
     try:
         started = time.perf_counter()
+
         def spawn(name: str, *args: str) -> ServiceProcess:
-            return ServiceProcess(name, list(args), env, runlog,
-                                  profile=name.split("-")[0] in profile)
+            return ServiceProcess(
+                name, list(args), env, runlog, profile=name.split("-")[0] in profile
+            )
 
         services.append(spawn("commit", "commit"))
         services.append(spawn("dispatch", "dispatch"))
         services.append(spawn("ingest", "ingest"))
         # A group per run: static members of an earlier run's group would hold its join.
-        reps = [spawn(f"replica-r{k}", "replica", "--id", f"r{k}", "--seed", str(k),
-                      "--group", f"{prefix}esched-replicas")
-                for k in range(1, replicas + 1)]
+        reps = [
+            spawn(
+                f"replica-r{k}",
+                "replica",
+                "--id",
+                f"r{k}",
+                "--seed",
+                str(k),
+                "--group",
+                f"{prefix}esched-replicas",
+            )
+            for k in range(1, replicas + 1)
+        ]
         services.extend(reps)
         await producer.start()
         await decisions.start()
         deadline = time.monotonic() + 120
-        while not (services[0].logged("commit service leading")
-                   and services[1].logged("dispatcher leading")
-                   and all(r.logged("ready at position") for r in reps)):
+        while not (
+            services[0].logged("commit service leading")
+            and services[1].logged("dispatcher leading")
+            and all(r.logged("ready at position") for r in reps)
+        ):
             alive()
             if time.monotonic() > deadline:
                 raise RuntimeError("services not ready within 120 s")
@@ -444,7 +488,7 @@ async def _one_run(*, kafka: str, broker_pid: int | None, template_db: str, serv
         cpu0 = _cpu_snapshot(services, broker_pid)
         t0 = time.time()
         for i in range(0, pods, 2000):
-            await _send(producer, bus.topics.pods, payloads[i:i + 2000])
+            await _send(producer, bus.topics.pods, payloads[i : i + 2000])
         sent_s = time.time() - t0
         await _wait_committed(url, head, pods, 300, alive)
         cpu1 = _cpu_snapshot(services, broker_pid)
@@ -453,28 +497,36 @@ async def _one_run(*, kafka: str, broker_pid: int | None, template_db: str, serv
         done = [decisions.committed[k] for k, _ in payloads if k in decisions.committed]
         c1, r1 = decisions.mark()
         elapsed = max(done) - t0 if done else float("nan")
-        out.update({
-            "pods": pods,
-            "pods_per_s": round(len(done) / elapsed, 1) if done else 0.0,
-            "publish_s": round(sent_s, 2),
-            "elapsed_s": round(elapsed, 2),
-            "missing": missing,
-            "commits": c1 - c0,
-            "conflicts": r1 - r0,
-            "conflict_fraction": round((r1 - r0) / max(c1 - c0, 1), 4),
-            # Where the time goes: CPU microseconds per pod, by process.
-            "cpu_us_per_pod": {k: round((cpu1[k] - cpu0.get(k, 0.0)) * 1e6 / pods, 1)
-                               for k in cpu1},
-        })
+        out.update(
+            {
+                "pods": pods,
+                "pods_per_s": round(len(done) / elapsed, 1) if done else 0.0,
+                "publish_s": round(sent_s, 2),
+                "elapsed_s": round(elapsed, 2),
+                "missing": missing,
+                "commits": c1 - c0,
+                "conflicts": r1 - r0,
+                "conflict_fraction": round((r1 - r0) / max(c1 - c0, 1), 4),
+                # Where the time goes: CPU microseconds per pod, by process.
+                "cpu_us_per_pod": {
+                    k: round((cpu1[k] - cpu0.get(k, 0.0)) * 1e6 / pods, 1) for k in cpu1
+                },
+            }
+        )
 
         # When the pods passed each stage (s after the first send): a stage that ends
         # much later than the one before it is the bottleneck.
         stored, decided = await _stored_at(url, "tput")
         out["timeline_s"] = {
-            name: {"half": round(float(np.percentile(v, 50)) - t0, 2),
-                   "all": round(max(v) - t0, 2)}
-            for name, v in (("published", [t0 + sent_s]), ("stored", list(stored.values())),
-                            ("decided", list(decided.values())), ("on_topic", done)) if v}
+            name: {"half": round(float(np.percentile(v, 50)) - t0, 2), "all": round(max(v) - t0, 2)}
+            for name, v in (
+                ("published", [t0 + sent_s]),
+                ("stored", list(stored.values())),
+                ("decided", list(decided.values())),
+                ("on_topic", done),
+            )
+            if v
+        }
 
         if measure_latency:
             lat_pods = int(rate * latency_seconds)
@@ -483,8 +535,9 @@ async def _one_run(*, kafka: str, broker_pid: int | None, template_db: str, serv
             per_tick = max(1, round(rate * tick))
             sent_at: dict[str, float] = {}
             work = _FirstSeen(bus, bus.topics.work, f"bench-{run}-{replicas}-w", _work_pods)
-            proposed = _FirstSeen(bus, bus.topics.proposals, f"bench-{run}-{replicas}-p",
-                                  _proposal_pods)
+            proposed = _FirstSeen(
+                bus, bus.topics.proposals, f"bench-{run}-{replicas}-p", _proposal_pods
+            )
             await work.start()
             await proposed.start()
             await asyncio.sleep(1.0)  # both have joined their groups before the first pod
@@ -496,7 +549,7 @@ async def _one_run(*, kafka: str, broker_pid: int | None, template_db: str, serv
                 wait = t0 + n * tick - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                chunk = payloads[i:i + per_tick]
+                chunk = payloads[i : i + per_tick]
                 now = time.time()
                 sends.append(asyncio.create_task(_send(producer, bus.topics.pods, chunk)))
                 for key, _ in chunk:
@@ -504,26 +557,45 @@ async def _one_run(*, kafka: str, broker_pid: int | None, template_db: str, serv
             offered = lat_pods / (time.monotonic() - t0)
             await asyncio.gather(*sends)
             missing = await decisions.wait_for(sent_at, 120, alive)
-            lat = np.array([decisions.committed[k] - t for k, t in sent_at.items()
-                            if k in decisions.committed])
+            lat = np.array(
+                [decisions.committed[k] - t for k, t in sent_at.items() if k in decisions.committed]
+            )
             await work.stop()
             await proposed.stop()
             stored, decided = await _stored_at(url, "lat")
             # Every pod's marks (wall clock, s), to see whether a tail is spread or one stall.
-            (runlog / "latency_marks.json").write_bytes(orjson.dumps({
-                name: mark for name, mark in (
-                    ("sent", sent_at), ("stored", stored), ("work", work.seen),
-                    ("proposed", proposed.seen), ("decided", decided),
-                    ("published", decisions.committed))}))
-            out["latency"] = {"offered_pods_per_s": round(offered, 1), "pods": lat_pods,
-                              "missing": missing, "p50_ms": _pct(lat, 50),
-                              "p90_ms": _pct(lat, 90), "p99_ms": _pct(lat, 99),
-                              "max_ms": _pct(lat, 100),
-                              "stages": _stages(sent_at, ("stored", stored),
-                                                ("work", work.seen),
-                                                ("proposed", proposed.seen),
-                                                ("decided", decided),
-                                                ("published", decisions.committed))}
+            (runlog / "latency_marks.json").write_bytes(
+                orjson.dumps(
+                    {
+                        name: mark
+                        for name, mark in (
+                            ("sent", sent_at),
+                            ("stored", stored),
+                            ("work", work.seen),
+                            ("proposed", proposed.seen),
+                            ("decided", decided),
+                            ("published", decisions.committed),
+                        )
+                    }
+                )
+            )
+            out["latency"] = {
+                "offered_pods_per_s": round(offered, 1),
+                "pods": lat_pods,
+                "missing": missing,
+                "p50_ms": _pct(lat, 50),
+                "p90_ms": _pct(lat, 90),
+                "p99_ms": _pct(lat, 99),
+                "max_ms": _pct(lat, 100),
+                "stages": _stages(
+                    sent_at,
+                    ("stored", stored),
+                    ("work", work.seen),
+                    ("proposed", proposed.seen),
+                    ("decided", decided),
+                    ("published", decisions.committed),
+                ),
+            }
         out["commits_by_replica"] = dict(sorted(decisions.by_replica.items()))
         out["conflict_reasons"] = dict(sorted(decisions.reasons.items()))
     finally:
@@ -534,10 +606,11 @@ async def _one_run(*, kafka: str, broker_pid: int | None, template_db: str, serv
             await producer.stop()
         with contextlib.suppress(Exception):
             await _admin(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-    out["replica_stats"] = {k: {f: v.get(f) for f in ("placed_pods", "conflicts", "retries",
-                                                       "cache_hit_rate")}
-                            for k, v in summaries.items()
-                            if k.startswith("replica") and isinstance(v, dict)}
+    out["replica_stats"] = {
+        k: {f: v.get(f) for f in ("placed_pods", "conflicts", "retries", "cache_hit_rate")}
+        for k, v in summaries.items()
+        if k.startswith("replica") and isinstance(v, dict)
+    }
     return out
 
 
@@ -550,7 +623,7 @@ async def _kafka_baseline(kafka: str, records: int) -> dict[str, float]:
     await producer.start()
     t0 = time.perf_counter()
     for i in range(0, records, 2000):
-        await _send(producer, bus.topics.pods, payloads[i:i + 2000])
+        await _send(producer, bus.topics.pods, payloads[i : i + 2000])
     publish = time.perf_counter() - t0
     await producer.stop()
     consumer = bus.consumer([bus.topics.pods], "raw")
@@ -560,16 +633,26 @@ async def _kafka_baseline(kafka: str, records: int) -> dict[str, float]:
         seen += len(await consumer.poll(500, 5000))
     consume = time.perf_counter() - t0
     await consumer.stop()
-    return {"publish_per_s": round(records / publish, 1),
-            "consume_per_s": round(records / consume, 1)}
+    return {
+        "publish_per_s": round(records / publish, 1),
+        "consume_per_s": round(records / consume, 1),
+    }
 
 
-async def run_e2e_bench(*, kafka: str | None, pg_server: str, nodes: int = 10_000,
-                        fill: float = 0.7, replicas: Iterable[int] = (1, 2, 4),
-                        pods: int = 20_000, rate: float = 1000.0,
-                        latency_seconds: float = 10.0, latency_for: Iterable[int] = (2,),
-                        logdir: str | None = None,
-                        profile: Iterable[str] = ()) -> dict[str, Any]:
+async def run_e2e_bench(
+    *,
+    kafka: str | None,
+    pg_server: str,
+    nodes: int = 10_000,
+    fill: float = 0.7,
+    replicas: Iterable[int] = (1, 2, 4),
+    pods: int = 20_000,
+    rate: float = 1000.0,
+    latency_seconds: float = 10.0,
+    latency_for: Iterable[int] = (2,),
+    logdir: str | None = None,
+    profile: Iterable[str] = (),
+) -> dict[str, Any]:
     """Run the benchmark; see the module docstring. ``pg_server`` is
     ``postgresql://user@host:port`` (databases are created and dropped there).
     ``profile``: services (commit, dispatch, ingest, replica) to run under cProfile,
@@ -581,8 +664,7 @@ async def run_e2e_bench(*, kafka: str | None, pg_server: str, nodes: int = 10_00
     run = uuid.uuid4().hex[:8]
     template = f"esched_bench_{run}_template"
     logs = Path(logdir or tempfile.mkdtemp(prefix="esched-bench-e2e-"))
-    result: dict[str, Any] = {"mode": "processes", "nodes": nodes, "fill": fill,
-                              "logs": str(logs)}
+    result: dict[str, Any] = {"mode": "processes", "nodes": nodes, "fill": fill, "logs": str(logs)}
     try:
         await _admin(pg_server, f'CREATE DATABASE "{template}"')
         t0 = time.perf_counter()
@@ -592,12 +674,22 @@ async def run_e2e_bench(*, kafka: str | None, pg_server: str, nodes: int = 10_00
         result["runs"] = []
         latency_set = set(latency_for)
         for r in replicas:
-            result["runs"].append(await _one_run(
-                kafka=kafka, broker_pid=broker.pid if broker else None, template_db=template,
-                server=pg_server, replicas=r, pods=pods,
-                rate=rate, latency_seconds=latency_seconds,
-                measure_latency=r in latency_set, logdir=logs, run=run,
-                profile=frozenset(profile)))
+            result["runs"].append(
+                await _one_run(
+                    kafka=kafka,
+                    broker_pid=broker.pid if broker else None,
+                    template_db=template,
+                    server=pg_server,
+                    replicas=r,
+                    pods=pods,
+                    rate=rate,
+                    latency_seconds=latency_seconds,
+                    measure_latency=r in latency_set,
+                    logdir=logs,
+                    run=run,
+                    profile=frozenset(profile),
+                )
+            )
     finally:
         with contextlib.suppress(Exception):
             await _admin(pg_server, f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
@@ -607,8 +699,9 @@ async def run_e2e_bench(*, kafka: str | None, pg_server: str, nodes: int = 10_00
     return result
 
 
-async def _first_commit_by(url: str, replica: str, after: int, within: float,
-                           alive: Callable[[], None]) -> float | None:
+async def _first_commit_by(
+    url: str, replica: str, after: int, within: float, alive: Callable[[], None]
+) -> float | None:
     """Wall time (time.time()) when the first decision committing a proposal of
     ``replica`` made on a fold at or past position ``after`` was seen (polled every
     20 ms); None if not within ``within`` seconds. The position the proposal carries
@@ -622,7 +715,9 @@ async def _first_commit_by(url: str, replica: str, after: int, within: float,
             alive()
             rows = await conn.fetch(
                 "SELECT position, payload FROM events WHERE position > $1 AND type = $2",
-                seen, PLACEMENT_COMMITTED)
+                seen,
+                PLACEMENT_COMMITTED,
+            )
             for r in rows:
                 seen = max(seen, r["position"])
                 data = orjson.loads(r["payload"])["data"]
@@ -634,9 +729,15 @@ async def _first_commit_by(url: str, replica: str, after: int, within: float,
         await conn.close()
 
 
-async def run_restart_bench(*, kafka: str | None, pg_server: str, nodes: int = 10_000,
-                            fill: float = 0.7, pending: int = 2000,
-                            logdir: str | None = None) -> dict[str, Any]:
+async def run_restart_bench(
+    *,
+    kafka: str | None,
+    pg_server: str,
+    nodes: int = 10_000,
+    fill: float = 0.7,
+    pending: int = 2000,
+    logdir: str | None = None,
+) -> dict[str, Any]:
     """A replica process restarted on a big cluster: seconds until it places again.
 
     The log holds ``nodes`` nodes and running pods up to ``fill`` (10,000 nodes and
@@ -659,8 +760,13 @@ async def run_restart_bench(*, kafka: str | None, pg_server: str, nodes: int = 1
     logs = Path(logdir or tempfile.mkdtemp(prefix="esched-bench-restart-"))
     os.makedirs(logs, exist_ok=True)
     prefix = f"rs{run}."
-    env = {**os.environ, "ESCHED_KAFKA": kafka, "ESCHED_STORE": url,
-           "ESCHED_TOPIC_PREFIX": prefix, "ESCHED_LOG_LEVEL": "info"}
+    env = {
+        **os.environ,
+        "ESCHED_KAFKA": kafka,
+        "ESCHED_STORE": url,
+        "ESCHED_TOPIC_PREFIX": prefix,
+        "ESCHED_LOG_LEVEL": "info",
+    }
     services: list[ServiceProcess] = []
     out: dict[str, Any] = {"nodes": nodes}
 
@@ -676,8 +782,9 @@ async def run_restart_bench(*, kafka: str | None, pg_server: str, nodes: int = 1
         try:
             rng = random.Random(9)
             tail = [pod_event(j, rng, "tail") for j in range(pending)]
-            await store.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))
-                                for e in tail])
+            await store.append(
+                [NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in tail]
+            )
             t0 = time.perf_counter()
             full = await fold_log(store, use_snapshot=False)
             out["baseline_fold_from_zero_s"] = round(time.perf_counter() - t0, 3)
@@ -694,8 +801,10 @@ async def run_restart_bench(*, kafka: str | None, pg_server: str, nodes: int = 1
         services.append(ServiceProcess("commit", ["commit"], env, logs))
         services.append(ServiceProcess("dispatch", ["dispatch"], env, logs))
         deadline = time.monotonic() + 120
-        while not (services[0].logged("commit service leading")
-                   and services[1].logged("dispatcher leading")):
+        while not (
+            services[0].logged("commit service leading")
+            and services[1].logged("dispatcher leading")
+        ):
             alive()
             if time.monotonic() > deadline:
                 raise RuntimeError("commit/dispatch not ready within 120 s")
@@ -710,14 +819,16 @@ async def run_restart_bench(*, kafka: str | None, pg_server: str, nodes: int = 1
             store = open_store(url)
             await store.connect()
             try:
-                await store.append([NewEvent(e["id"], e["type"], stream_of(e),
-                                             orjson.dumps(e)) for e in more])
+                await store.append(
+                    [NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in more]
+                )
             finally:
                 await store.close()
             head = await _head(url)
             t0 = time.time()
-            rep = ServiceProcess(name, ["replica", "--id", "r1", "--seed", "1",
-                                        "--batch-size", "100"], env, logs)
+            rep = ServiceProcess(
+                name, ["replica", "--id", "r1", "--seed", "1", "--batch-size", "100"], env, logs
+            )
             services.append(rep)
             first = await _first_commit_by(url, "r1", head, 120, alive)
             if first is None:
@@ -735,9 +846,16 @@ async def run_restart_bench(*, kafka: str | None, pg_server: str, nodes: int = 1
         services.remove(again)
         _, out["restart_after_sigkill_s"] = await start_replica("replica-sigkill")
         out["replica_logs"] = {
-            s.name: next((line.split(": ", 1)[-1] for line in s.log.read_text().splitlines()
-                          if "ready at position" in line), None)
-            for s in (first, again, services[-1])}
+            s.name: next(
+                (
+                    line.split(": ", 1)[-1]
+                    for line in s.log.read_text().splitlines()
+                    if "ready at position" in line
+                ),
+                None,
+            )
+            for s in (first, again, services[-1])
+        }
     finally:
         for s in services:
             s.stop()
@@ -747,5 +865,6 @@ async def run_restart_bench(*, kafka: str | None, pg_server: str, nodes: int = 1
             broker.stop()
     out["target_s"] = 5.0
     out["ratio_baseline_fold_to_restart"] = round(
-        out["baseline_fold_from_zero_s"] / out["restart_after_sigterm_s"], 2)
+        out["baseline_fold_from_zero_s"] / out["restart_after_sigterm_s"], 2
+    )
     return out

@@ -82,9 +82,12 @@ def _load_config(path: str) -> _ConfigDefaults:
 
 def _underscored(data: dict[str, Any]) -> dict[str, Any]:
     """Config keys may be spelled like the flags (batch-size) or the params (batch_size)."""
-    return {k.replace("-", "_"): _underscored(v)
-            if isinstance(v, dict) and k not in _VERBATIM_KEYS else v
-            for k, v in data.items()}
+    return {
+        k.replace("-", "_"): _underscored(v)
+        if isinstance(v, dict) and k not in _VERBATIM_KEYS
+        else v
+        for k, v in data.items()
+    }
 
 
 def run_async(main_coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -147,25 +150,41 @@ def emit(data: Any) -> None:
 # Shared options -------------------------------------------------------------------
 
 kafka_option = click.option(
-    "--kafka", envvar="ESCHED_KAFKA", metavar="HOST:PORT[,...]",
-    help="Kafka bootstrap servers [env ESCHED_KAFKA]. Without it: the in-process bus.")
+    "--kafka",
+    envvar="ESCHED_KAFKA",
+    metavar="HOST:PORT[,...]",
+    help="Kafka bootstrap servers [env ESCHED_KAFKA]. Without it: the in-process bus.",
+)
 store_option = click.option(
-    "--store", envvar="ESCHED_STORE", default=DEFAULT_STORE, show_default=True,
-    metavar="URL", help="Event store: postgresql://user@host/db or sqlite:///path "
-    "[env ESCHED_STORE].")
+    "--store",
+    envvar="ESCHED_STORE",
+    default=DEFAULT_STORE,
+    show_default=True,
+    metavar="URL",
+    help="Event store: postgresql://user@host/db or sqlite:///path [env ESCHED_STORE].",
+)
 prefix_option = click.option(
-    "--topic-prefix", envvar="ESCHED_TOPIC_PREFIX", default="esched.", show_default=True,
-    help="Prefix of the topic names (nodes, pods, usage, decisions, deadletter).")
+    "--topic-prefix",
+    envvar="ESCHED_TOPIC_PREFIX",
+    default="esched.",
+    show_default=True,
+    help="Prefix of the topic names (nodes, pods, usage, decisions, deadletter).",
+)
 metrics_option = click.option(
-    "--metrics-port", envvar="ESCHED_METRICS_PORT", type=int, default=0,
-    help="Serve Prometheus /metrics on this port (0: off).")
+    "--metrics-port",
+    envvar="ESCHED_METRICS_PORT",
+    type=int,
+    default=0,
+    help="Serve Prometheus /metrics on this port (0: off).",
+)
+
+
 class _BandsParam(click.ParamType):
     """Priority bands: the config file's ``bands:`` mapping, a YAML file, or inline YAML."""
 
     name = "bands"
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         from esched.core.bands import BandConfig, BandConfigError, parse_bands
 
         if value is None or isinstance(value, BandConfig):
@@ -186,29 +205,59 @@ class _BandsParam(click.ParamType):
 
 
 bands_option = click.option(
-    "--bands", type=_BandsParam(), envvar="ESCHED_BANDS", default=None, metavar="FILE|YAML",
+    "--bands",
+    type=_BandsParam(),
+    envvar="ESCHED_BANDS",
+    default=None,
+    metavar="FILE|YAML",
     help="Priority bands for preemption: a YAML file (its `bands:` section, or the mapping "
     "itself) or an inline mapping like the config file's top-level `bands:` "
     "({monitoring: 1000000000, production: 1000, batch: 100, classes: {nightly: batch}}) "
-    "[env ESCHED_BANDS]. Default: those thresholds, no classes.")
+    "[env ESCHED_BANDS]. Default: those thresholds, no classes.",
+)
 reserve_option = click.option(
-    "--reserve-after", type=click.FloatRange(0), default=60.0, show_default=True,
-    metavar="SECONDS", help="Starvation guard: a gang that has not fitted for this long gets "
-    "nodes reserved (esched.gang.reserved) until it is placed; one gang at a time.")
+    "--reserve-after",
+    type=click.FloatRange(0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Starvation guard: a gang that has not fitted for this long gets "
+    "nodes reserved (esched.gang.reserved) until it is placed; one gang at a time.",
+)
 format_option = click.option(
-    "--format", "output_format", type=click.Choice(["json", "table"]), default="json",
-    show_default=True, help="Output format.")
+    "--format",
+    "output_format",
+    type=click.Choice(["json", "table"]),
+    default="json",
+    show_default=True,
+    help="Output format.",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--config", type=click.Path(exists=True, dir_okay=False), envvar="ESCHED_CONFIG",
-              help="YAML config file: top-level kafka/store/topic_prefix/metrics_port apply to "
-              "every command; a section per command (e.g. `ingest: {batch_size: 5000}`) sets "
-              "its option defaults [env ESCHED_CONFIG].")
-@click.option("--log-level", envvar="ESCHED_LOG_LEVEL", default="info", show_default=True,
-              type=click.Choice(["debug", "info", "warning", "error"]))
-@click.option("--log-format", envvar="ESCHED_LOG_FORMAT", default="text", show_default=True,
-              type=click.Choice(["text", "json"]), help="json: one object per line.")
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="ESCHED_CONFIG",
+    help="YAML config file: top-level kafka/store/topic_prefix/metrics_port apply to "
+    "every command; a section per command (e.g. `ingest: {batch_size: 5000}`) sets "
+    "its option defaults [env ESCHED_CONFIG].",
+)
+@click.option(
+    "--log-level",
+    envvar="ESCHED_LOG_LEVEL",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+@click.option(
+    "--log-format",
+    envvar="ESCHED_LOG_FORMAT",
+    default="text",
+    show_default=True,
+    type=click.Choice(["text", "json"]),
+    help="json: one object per line.",
+)
 @click.version_option(package_name="esched")
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, log_level: str, log_format: str) -> None:
@@ -242,8 +291,9 @@ def _quota(bands: Any = None) -> Any:
     except (OSError, yaml.YAMLError) as exc:
         raise click.UsageError(f"config file {path}: {exc}") from exc
     try:
-        return parse_quota(data.get("quota"),
-                           bands.as_dict() if bands is not None else data.get("bands"))
+        return parse_quota(
+            data.get("quota"), bands.as_dict() if bands is not None else data.get("bands")
+        )
     except QuotaConfigError as exc:
         raise click.UsageError(f"config file {path}: {exc}") from exc
 
@@ -258,8 +308,10 @@ def _service_bus(what: str, kafka: str | None, topic_prefix: str, metrics_port: 
     from esched.services.bus import open_bus
 
     if not kafka:
-        raise click.UsageError(f"{what}: give --kafka HOST:PORT (or ESCHED_KAFKA); the "
-                               "embedded mode runs it inside `esched up`")
+        raise click.UsageError(
+            f"{what}: give --kafka HOST:PORT (or ESCHED_KAFKA); the "
+            "embedded mode runs it inside `esched up`"
+        )
     metrics.serve(metrics_port)
     return open_bus(kafka, topic_prefix)
 
@@ -273,18 +325,43 @@ def _service_bus(what: str, kafka: str | None, topic_prefix: str, metrics_port: 
 @prefix_option
 @metrics_option
 @click.option("--group", default="esched-ingest", show_default=True, help="Consumer group.")
-@click.option("--batch-size", type=click.IntRange(1, 100_000), default=2000, show_default=True,
-              help="Messages per store transaction.")
-@click.option("--input", "inputs", multiple=True, metavar="FILE",
-              help="Embedded mode (no --kafka): read events from FILE (CloudEvents JSONL or "
-              "Kubernetes/Volcano YAML; '-' for stdin) instead of Kafka. Repeatable.")
-@click.option("--exit-when-idle", is_flag=True,
-              help="Stop once the input topics are drained (implied by --input).")
-@click.option("--deadletter-file", default="esched-deadletter.jsonl", show_default=True,
-              help="Embedded mode: where the dead-letter records are appended.")
-def ingest(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, group: str,
-           batch_size: int, inputs: tuple[str, ...], exit_when_idle: bool,
-           deadletter_file: str) -> None:
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    default=2000,
+    show_default=True,
+    help="Messages per store transaction.",
+)
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="FILE",
+    help="Embedded mode (no --kafka): read events from FILE (CloudEvents JSONL or "
+    "Kubernetes/Volcano YAML; '-' for stdin) instead of Kafka. Repeatable.",
+)
+@click.option(
+    "--exit-when-idle",
+    is_flag=True,
+    help="Stop once the input topics are drained (implied by --input).",
+)
+@click.option(
+    "--deadletter-file",
+    default="esched-deadletter.jsonl",
+    show_default=True,
+    help="Embedded mode: where the dead-letter records are appended.",
+)
+def ingest(
+    kafka: str | None,
+    store: str,
+    topic_prefix: str,
+    metrics_port: int,
+    group: str,
+    batch_size: int,
+    inputs: tuple[str, ...],
+    exit_when_idle: bool,
+    deadletter_file: str,
+) -> None:
     """Consume input topics into the event store; bad input goes to the dead-letter topic.
 
     Offsets are committed only after the store has the batch; a lost broker or
@@ -298,8 +375,10 @@ def ingest(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
     if kafka and inputs:
         raise click.UsageError("--input is the embedded mode; with --kafka use `esched publish`")
     if not kafka and not inputs:
-        raise click.UsageError("nothing to read: give --kafka HOST:PORT (or ESCHED_KAFKA), "
-                               "or --input FILE for the embedded mode")
+        raise click.UsageError(
+            "nothing to read: give --kafka HOST:PORT (or ESCHED_KAFKA), "
+            "or --input FILE for the embedded mode"
+        )
     bus = open_bus(kafka, topic_prefix)
     if inputs:
         try:
@@ -316,13 +395,19 @@ def ingest(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
             await service.start()
             try:
                 totals = await until_signalled(
-                    service.run(exit_when_idle=exit_when_idle), service.stop)
+                    service.run(exit_when_idle=exit_when_idle), service.stop
+                )
             finally:
                 await service.stop()
             head = await es.head()
-        return {"polled": totals.polled, "stored": totals.stored,
-                "duplicates": totals.duplicates, "deadlettered": totals.deadlettered,
-                "reasons": totals.reasons, "head": head}
+        return {
+            "polled": totals.polled,
+            "stored": totals.stored,
+            "duplicates": totals.duplicates,
+            "deadlettered": totals.deadlettered,
+            "reasons": totals.reasons,
+            "head": head,
+        }
 
     summary = run_async(main)
     if inputs and summary["deadlettered"]:
@@ -335,14 +420,19 @@ def ingest(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
 
 # publish -----------------------------------------------------------------------------
 
+
 @cli.command()
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @kafka_option
 @prefix_option
-@click.option("--no-validate", is_flag=True,
-              help="Send as-is, without local validation (ingest will dead-letter bad input).")
-def publish(files: tuple[str, ...], kafka: str | None, topic_prefix: str,
-            no_validate: bool) -> None:
+@click.option(
+    "--no-validate",
+    is_flag=True,
+    help="Send as-is, without local validation (ingest will dead-letter bad input).",
+)
+def publish(
+    files: tuple[str, ...], kafka: str | None, topic_prefix: str, no_validate: bool
+) -> None:
     """Publish events to Kafka: CloudEvents JSONL, or Kubernetes/Volcano manifests
     (Node, Pod, PodGroup, Queue, Volcano Job, List) converted to events. '-' is stdin.
 
@@ -381,18 +471,36 @@ def publish(files: tuple[str, ...], kafka: str | None, topic_prefix: str,
 
 # replay ------------------------------------------------------------------------------
 
+
 @cli.command()
 @store_option
-@click.option("--upto", type=click.IntRange(0), metavar="POSITION",
-              help="Fold up to and including this log position (default: the head).")
-@click.option("--at", "at_time", metavar="TIME",
-              help="Fold up to the last event recorded at or before TIME (ISO 8601).")
+@click.option(
+    "--upto",
+    type=click.IntRange(0),
+    metavar="POSITION",
+    help="Fold up to and including this log position (default: the head).",
+)
+@click.option(
+    "--at",
+    "at_time",
+    metavar="TIME",
+    help="Fold up to the last event recorded at or before TIME (ISO 8601).",
+)
 @click.option("--no-snapshot", is_flag=True, help="Fold from position 0, ignoring snapshots.")
-@click.option("--save-snapshot", is_flag=True,
-              help="Save the folded state as a snapshot (restarts then start from it).")
+@click.option(
+    "--save-snapshot",
+    is_flag=True,
+    help="Save the folded state as a snapshot (restarts then start from it).",
+)
 @format_option
-def replay(store: str, upto: int | None, at_time: str | None, no_snapshot: bool,
-           save_snapshot: bool, output_format: str) -> None:
+def replay(
+    store: str,
+    upto: int | None,
+    at_time: str | None,
+    no_snapshot: bool,
+    save_snapshot: bool,
+    output_format: str,
+) -> None:
     """Fold the log and print the cluster state: nodes, pods by phase, gangs, queues.
 
     JSON keys: position; nodes {count, allocatable, allocated}; pods {Pending,
@@ -429,6 +537,7 @@ def replay(store: str, upto: int | None, at_time: str | None, no_snapshot: bool,
 
 # store -------------------------------------------------------------------------------
 
+
 @cli.group()
 def store() -> None:
     """Event store administration."""
@@ -461,13 +570,16 @@ def store_info(store: str) -> None:
     async def main() -> dict:
         async with migrated_store(store) as es:
             snap = await es.load_snapshot(SNAPSHOT_NAME)
-            return {"head": await es.head(),
-                    "snapshot": {"position": snap[0], "bytes": len(snap[1])} if snap else None}
+            return {
+                "head": await es.head(),
+                "snapshot": {"position": snap[0], "bytes": len(snap[1])} if snap else None,
+            }
 
     emit(run_async(main))
 
 
 # bench -------------------------------------------------------------------------------
+
 
 @cli.group()
 def bench() -> None:
@@ -476,9 +588,14 @@ def bench() -> None:
 
 @bench.command("ingest")
 @kafka_option
-@click.option("--store", envvar="ESCHED_STORE", required=True, metavar="URL",
-              help="Store to ingest into; a postgresql:// URL measures the target path. "
-              "Its log must be empty or hold only earlier benchmark events.")
+@click.option(
+    "--store",
+    envvar="ESCHED_STORE",
+    required=True,
+    metavar="URL",
+    help="Store to ingest into; a postgresql:// URL measures the target path. "
+    "Its log must be empty or hold only earlier benchmark events.",
+)
 @click.option("--events", type=click.IntRange(1), default=100_000, show_default=True)
 @click.option("--batch-size", type=click.IntRange(1), default=2000, show_default=True)
 def bench_ingest(kafka: str | None, store: str, events: int, batch_size: int) -> None:
@@ -492,10 +609,20 @@ def bench_ingest(kafka: str | None, store: str, events: int, batch_size: int) ->
 
 
 @bench.command("replay")
-@click.option("--store", envvar="ESCHED_STORE", required=True, metavar="URL",
-              help="Store holding (or to be filled with) the synthetic log.")
-@click.option("--events", type=click.IntRange(1), default=1_000_000, show_default=True,
-              help="Approximate log length to generate if the store is empty.")
+@click.option(
+    "--store",
+    envvar="ESCHED_STORE",
+    required=True,
+    metavar="URL",
+    help="Store holding (or to be filled with) the synthetic log.",
+)
+@click.option(
+    "--events",
+    type=click.IntRange(1),
+    default=1_000_000,
+    show_default=True,
+    help="Approximate log length to generate if the store is empty.",
+)
 @click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
 def bench_replay(store: str, events: int, nodes: int) -> None:
     """Fold speed from the store, restart-from-snapshot time, and a read+decode baseline."""
@@ -506,31 +633,78 @@ def bench_replay(store: str, events: int, nodes: int) -> None:
 
 @bench.command("e2e")
 @kafka_option
-@click.option("--pg", "pg_server", envvar="ESCHED_BENCH_PG",
-              default="postgresql://postgres@127.0.0.1:5432", show_default=True, metavar="URL",
-              help="PostgreSQL server (no database): a template and one database per run "
-              "are created there and dropped after.")
+@click.option(
+    "--pg",
+    "pg_server",
+    envvar="ESCHED_BENCH_PG",
+    default="postgresql://postgres@127.0.0.1:5432",
+    show_default=True,
+    metavar="URL",
+    help="PostgreSQL server (no database): a template and one database per run "
+    "are created there and dropped after.",
+)
 @click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
-@click.option("--fill", type=click.FloatRange(0.0, 0.95), default=0.7, show_default=True,
-              help="CPU fill of the preloaded cluster (running pods).")
-@click.option("--replicas", default="1,2,4", show_default=True, metavar="N[,N...]",
-              help="Replica counts: one run (fresh database and topics) each.")
-@click.option("--pods", type=click.IntRange(1), default=20_000, show_default=True,
-              help="Pods of the throughput phase of each run.")
-@click.option("--rate", type=click.FloatRange(1.0), default=1000.0, show_default=True,
-              help="Offered pods/s of the latency phase.")
-@click.option("--latency-seconds", type=click.FloatRange(1.0), default=10.0,
-              show_default=True)
-@click.option("--latency-for", default="2", show_default=True, metavar="N[,N...]",
-              help="Replica counts whose run also measures latency.")
-@click.option("--logdir", type=click.Path(file_okay=False),
-              help="Where the services' logs go (default: a new temporary directory).")
-@click.option("--profile", "profile", multiple=True,
-              type=click.Choice(["commit", "dispatch", "ingest", "replica"]),
-              help="Run this service under cProfile (<logdir>/r<N>/<name>.prof). Repeatable.")
-def bench_e2e(kafka: str | None, pg_server: str, nodes: int, fill: float, replicas: str,
-              pods: int, rate: float, latency_seconds: float, latency_for: str,
-              logdir: str | None, profile: tuple[str, ...]) -> None:
+@click.option(
+    "--fill",
+    type=click.FloatRange(0.0, 0.95),
+    default=0.7,
+    show_default=True,
+    help="CPU fill of the preloaded cluster (running pods).",
+)
+@click.option(
+    "--replicas",
+    default="1,2,4",
+    show_default=True,
+    metavar="N[,N...]",
+    help="Replica counts: one run (fresh database and topics) each.",
+)
+@click.option(
+    "--pods",
+    type=click.IntRange(1),
+    default=20_000,
+    show_default=True,
+    help="Pods of the throughput phase of each run.",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(1.0),
+    default=1000.0,
+    show_default=True,
+    help="Offered pods/s of the latency phase.",
+)
+@click.option("--latency-seconds", type=click.FloatRange(1.0), default=10.0, show_default=True)
+@click.option(
+    "--latency-for",
+    default="2",
+    show_default=True,
+    metavar="N[,N...]",
+    help="Replica counts whose run also measures latency.",
+)
+@click.option(
+    "--logdir",
+    type=click.Path(file_okay=False),
+    help="Where the services' logs go (default: a new temporary directory).",
+)
+@click.option(
+    "--profile",
+    "profile",
+    multiple=True,
+    type=click.Choice(["commit", "dispatch", "ingest", "replica"]),
+    help="Run this service under cProfile (<logdir>/r<N>/<name>.prof). Repeatable.",
+)
+def bench_e2e(
+    kafka: str | None,
+    pg_server: str,
+    nodes: int,
+    fill: float,
+    replicas: str,
+    pods: int,
+    rate: float,
+    latency_seconds: float,
+    latency_for: str,
+    logdir: str | None,
+    profile: tuple[str, ...],
+) -> None:
     """Kafka → ingest → PostgreSQL → N replicas → commit → decisions, as processes.
 
     Per replica count: sustained pods/s, conflicts per commit on a cluster filled to
@@ -545,59 +719,127 @@ def bench_e2e(kafka: str | None, pg_server: str, nodes: int, fill: float, replic
         except ValueError:
             values = []
         if not values or min(values) < 1:
-            raise click.BadParameter(f"want N[,N...] with N >= 1, got {text!r}",
-                                     param_hint=option)
+            raise click.BadParameter(f"want N[,N...] with N >= 1, got {text!r}", param_hint=option)
         return values
 
     reps, lat = counts(replicas, "--replicas"), counts(latency_for, "--latency-for")
-    emit(run_async(lambda: run_e2e_bench(
-        kafka=kafka, pg_server=pg_server.rstrip("/"), nodes=nodes, fill=fill, replicas=reps,
-        pods=pods, rate=rate, latency_seconds=latency_seconds, latency_for=lat,
-        logdir=logdir, profile=profile)))
+    emit(
+        run_async(
+            lambda: run_e2e_bench(
+                kafka=kafka,
+                pg_server=pg_server.rstrip("/"),
+                nodes=nodes,
+                fill=fill,
+                replicas=reps,
+                pods=pods,
+                rate=rate,
+                latency_seconds=latency_seconds,
+                latency_for=lat,
+                logdir=logdir,
+                profile=profile,
+            )
+        )
+    )
 
 
 @bench.command("restart")
 @kafka_option
-@click.option("--pg", "pg_server", envvar="ESCHED_BENCH_PG",
-              default="postgresql://postgres@127.0.0.1:5432", show_default=True, metavar="URL",
-              help="PostgreSQL server (no database): one database is created and dropped.")
+@click.option(
+    "--pg",
+    "pg_server",
+    envvar="ESCHED_BENCH_PG",
+    default="postgresql://postgres@127.0.0.1:5432",
+    show_default=True,
+    metavar="URL",
+    help="PostgreSQL server (no database): one database is created and dropped.",
+)
 @click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
-@click.option("--fill", type=click.FloatRange(0.0, 0.95), default=0.7, show_default=True,
-              help="CPU fill by running pods (0.7 of 10,000 nodes: ~100,000 pods).")
-@click.option("--pending", type=click.IntRange(1), default=2000, show_default=True,
-              help="Pods submitted after the snapshot (the live tail).")
-@click.option("--logdir", type=click.Path(file_okay=False),
-              help="Where the services' logs go (default: a new temporary directory).")
-def bench_restart(kafka: str | None, pg_server: str, nodes: int, fill: float, pending: int,
-                  logdir: str | None) -> None:
+@click.option(
+    "--fill",
+    type=click.FloatRange(0.0, 0.95),
+    default=0.7,
+    show_default=True,
+    help="CPU fill by running pods (0.7 of 10,000 nodes: ~100,000 pods).",
+)
+@click.option(
+    "--pending",
+    type=click.IntRange(1),
+    default=2000,
+    show_default=True,
+    help="Pods submitted after the snapshot (the live tail).",
+)
+@click.option(
+    "--logdir",
+    type=click.Path(file_okay=False),
+    help="Where the services' logs go (default: a new temporary directory).",
+)
+def bench_restart(
+    kafka: str | None, pg_server: str, nodes: int, fill: float, pending: int, logdir: str | None
+) -> None:
     """Seconds until a restarted replica process places again (snapshot, then live),
     after SIGTERM and after SIGKILL, with the fold-from-zero baseline."""
     from esched.services.bench_e2e import run_restart_bench
 
-    emit(run_async(lambda: run_restart_bench(kafka=kafka, pg_server=pg_server.rstrip("/"),
-                                             nodes=nodes, fill=fill, pending=pending,
-                                             logdir=logdir)))
+    emit(
+        run_async(
+            lambda: run_restart_bench(
+                kafka=kafka,
+                pg_server=pg_server.rstrip("/"),
+                nodes=nodes,
+                fill=fill,
+                pending=pending,
+                logdir=logdir,
+            )
+        )
+    )
 
 
 # commit ------------------------------------------------------------------------------
+
 
 @cli.command()
 @kafka_option
 @store_option
 @prefix_option
 @metrics_option
-@click.option("--group", default="esched-commit", show_default=True,
-              help="Consumer group of the proposals topic.")
-@click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True,
-              help="Proposals per decision batch (one store transaction).")
-@click.option("--snapshot-every", type=click.IntRange(0), default=50_000, show_default=True,
-              metavar="N", help="Save a state snapshot every N folded events (0: never), so a "
-              "standby takes over fast.")
-@click.option("--exit-when-idle", is_flag=True,
-              help="Stop once the proposals topic is drained (tests, batch runs).")
+@click.option(
+    "--group",
+    default="esched-commit",
+    show_default=True,
+    help="Consumer group of the proposals topic.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Proposals per decision batch (one store transaction).",
+)
+@click.option(
+    "--snapshot-every",
+    type=click.IntRange(0),
+    default=50_000,
+    show_default=True,
+    metavar="N",
+    help="Save a state snapshot every N folded events (0: never), so a standby takes over fast.",
+)
+@click.option(
+    "--exit-when-idle",
+    is_flag=True,
+    help="Stop once the proposals topic is drained (tests, batch runs).",
+)
 @bands_option
-def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, group: str,
-           batch_size: int, snapshot_every: int, exit_when_idle: bool, bands: Any) -> None:
+def commit(
+    kafka: str | None,
+    store: str,
+    topic_prefix: str,
+    metrics_port: int,
+    group: str,
+    batch_size: int,
+    snapshot_every: int,
+    exit_when_idle: bool,
+    bands: Any,
+) -> None:
     """The commit service: the single writer of placement decisions.
 
     Reads proposals from the `<prefix>proposals` topic, validates each against the
@@ -615,13 +857,18 @@ def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
     async def main() -> dict:
         async with migrated_store(store) as es:
             service = CommitService(
-                es, bus, lease=open_lease(store, "commit"),
-                config=CommitConfig(group=group, batch_size=batch_size,
-                                    snapshot_every=snapshot_every, bands=bands))
+                es,
+                bus,
+                lease=open_lease(store, "commit"),
+                config=CommitConfig(
+                    group=group, batch_size=batch_size, snapshot_every=snapshot_every, bands=bands
+                ),
+            )
             await service.start()
             try:
                 totals = await until_signalled(
-                    service.run(exit_when_idle=exit_when_idle), service.stop)
+                    service.run(exit_when_idle=exit_when_idle), service.stop
+                )
             finally:
                 await service.stop()
             return {**totals.as_dict(), "head": await es.head()}
@@ -631,10 +878,15 @@ def commit(kafka: str | None, store: str, topic_prefix: str, metrics_port: int, 
 
 # audit -------------------------------------------------------------------------------
 
+
 @cli.command()
 @store_option
-@click.option("--upto", type=click.IntRange(0), metavar="POSITION",
-              help="Audit up to and including this log position (default: the head).")
+@click.option(
+    "--upto",
+    type=click.IntRange(0),
+    metavar="POSITION",
+    help="Audit up to and including this log position (default: the head).",
+)
 @format_option
 @bands_option
 def audit(store: str, upto: int | None, output_format: str, bands: Any) -> None:
@@ -667,12 +919,15 @@ def audit(store: str, upto: int | None, output_format: str, bands: Any) -> None:
     if not report["ok"]:
         positions = sorted({v["position"] for v in report["violations"]})
         shown = ", ".join(map(str, positions[:20])) + (" ..." if len(positions) > 20 else "")
-        click.echo(f"esched audit: {sum(report['by_kind'].values())} violation(s) at positions "
-                   f"{shown}", err=True)
+        click.echo(
+            f"esched audit: {sum(report['by_kind'].values())} violation(s) at positions {shown}",
+            err=True,
+        )
         sys.exit(EXIT_FAILURE)
 
 
 # replica / dispatch / up ------------------------------------------------------------
+
 
 def _load_profile_option(path: str | None) -> Any:
     from esched.core import ProfileError, load_profile
@@ -686,30 +941,69 @@ def _load_profile_option(path: str | None) -> Any:
 
 
 @cli.command()
-@click.option("--id", "replica_id", required=True, metavar="NAME",
-              help="This replica's name (in its proposals; unique per process).")
+@click.option(
+    "--id",
+    "replica_id",
+    required=True,
+    metavar="NAME",
+    help="This replica's name (in its proposals; unique per process).",
+)
 @kafka_option
 @store_option
 @prefix_option
 @metrics_option
-@click.option("--group", default="esched-replicas", show_default=True,
-              help="Consumer group of the replicas sharing the work topic (one per "
-                   "deployment sharing a broker).")
-@click.option("--profile", "profile_path", type=click.Path(exists=True, dir_okay=False),
-              help="KubeSchedulerConfiguration profile (scoring plugins and weights).")
+@click.option(
+    "--group",
+    default="esched-replicas",
+    show_default=True,
+    help="Consumer group of the replicas sharing the work topic (one per "
+    "deployment sharing a broker).",
+)
+@click.option(
+    "--profile",
+    "profile_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="KubeSchedulerConfiguration profile (scoring plugins and weights).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Placer RNG seed.")
-@click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True,
-              help="Work items per placement pass.")
-@click.option("--pipeline", type=click.IntRange(1, 64), default=8, show_default=True,
-              help="Batches in flight: the next batch is placed, with the undecided "
-                   "claims assumed, while earlier ones wait for their decisions.")
-@click.option("--preemption/--no-preemption", default=True, show_default=True,
-              help="Let pods that fit nowhere evict pods of lower priority bands.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Work items per placement pass.",
+)
+@click.option(
+    "--pipeline",
+    type=click.IntRange(1, 64),
+    default=8,
+    show_default=True,
+    help="Batches in flight: the next batch is placed, with the undecided "
+    "claims assumed, while earlier ones wait for their decisions.",
+)
+@click.option(
+    "--preemption/--no-preemption",
+    default=True,
+    show_default=True,
+    help="Let pods that fit nowhere evict pods of lower priority bands.",
+)
 @bands_option
 @reserve_option
-def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
-            metrics_port: int, group: str, profile_path: str | None, seed: int, batch_size: int,
-            pipeline: int, preemption: bool, bands: Any, reserve_after: float) -> None:
+def replica(
+    replica_id: str,
+    kafka: str | None,
+    store: str,
+    topic_prefix: str,
+    metrics_port: int,
+    group: str,
+    profile_path: str | None,
+    seed: int,
+    batch_size: int,
+    pipeline: int,
+    preemption: bool,
+    bands: Any,
+    reserve_after: float,
+) -> None:
     """A replica scheduler: fold the log, place pending work, send proposals.
 
     Joins the consumer group (`--group`) of `<prefix>work` (so replicas share
@@ -728,11 +1022,21 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
 
     async def main() -> dict:
         async with migrated_store(store) as es:
-            r = Replica(es, bus, replica_id, profile=profile, seed=seed,
-                        config=ReplicaConfig(group=group, batch_size=batch_size,
-                                             pipeline=pipeline,
-                                             preemption=preemption, bands=bands,
-                                             reserve_after=reserve_after))
+            r = Replica(
+                es,
+                bus,
+                replica_id,
+                profile=profile,
+                seed=seed,
+                config=ReplicaConfig(
+                    group=group,
+                    batch_size=batch_size,
+                    pipeline=pipeline,
+                    preemption=preemption,
+                    bands=bands,
+                    reserve_after=reserve_after,
+                ),
+            )
             await r.start()
             try:
                 await until_signalled(r.run(), r.stop)
@@ -749,8 +1053,9 @@ def replica(replica_id: str, kafka: str | None, store: str, topic_prefix: str,
 @prefix_option
 @metrics_option
 @bands_option
-def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
-             bands: Any) -> None:
+def dispatch(
+    kafka: str | None, store: str, topic_prefix: str, metrics_port: int, bands: Any
+) -> None:
     """The work dispatcher: publish pending pods and gangs to `<prefix>work`.
 
     Follows the log; publishes a work item when a pod or gang becomes pending (and
@@ -767,8 +1072,7 @@ def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int
 
     async def main() -> dict:
         async with migrated_store(store) as es:
-            d = Dispatcher(es, bus, lease=open_lease(store, "dispatch"),
-                           admission=Admission(quota))
+            d = Dispatcher(es, bus, lease=open_lease(store, "dispatch"), admission=Admission(quota))
             await d.start()
             totals = await until_signalled(d.run(), d.stop)
             return totals.as_dict()
@@ -781,25 +1085,62 @@ def dispatch(kafka: str | None, store: str, topic_prefix: str, metrics_port: int
 @store_option
 @prefix_option
 @metrics_option
-@click.option("--input", "inputs", multiple=True, metavar="FILE",
-              help="Events to ingest (CloudEvents JSONL or Kubernetes/Volcano YAML; '-' for "
-              "stdin). Repeatable.")
-@click.option("--generate", metavar="NODES:PODS",
-              help="Ingest a synthetic cluster: NODES nodes, PODS pending pods.")
-@click.option("--replicas", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Replica schedulers to run.")
-@click.option("--profile", "profile_path", type=click.Path(exists=True, dir_okay=False),
-              help="KubeSchedulerConfiguration profile of the replicas.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the placers (and of --generate).")
-@click.option("--exit-when-idle", is_flag=True,
-              help="Stop once the input is consumed and nothing placeable is left.")
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="FILE",
+    help="Events to ingest (CloudEvents JSONL or Kubernetes/Volcano YAML; '-' for "
+    "stdin). Repeatable.",
+)
+@click.option(
+    "--generate",
+    metavar="NODES:PODS",
+    help="Ingest a synthetic cluster: NODES nodes, PODS pending pods.",
+)
+@click.option(
+    "--replicas",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Replica schedulers to run.",
+)
+@click.option(
+    "--profile",
+    "profile_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="KubeSchedulerConfiguration profile of the replicas.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the placers (and of --generate).",
+)
+@click.option(
+    "--exit-when-idle",
+    is_flag=True,
+    help="Stop once the input is consumed and nothing placeable is left.",
+)
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @bands_option
 @reserve_option
-def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
-       inputs: tuple[str, ...], generate: str | None, replicas: int, profile_path: str | None,
-       seed: int, exit_when_idle: bool, quiet: bool, bands: Any, reserve_after: float) -> None:
+def up(
+    kafka: str | None,
+    store: str,
+    topic_prefix: str,
+    metrics_port: int,
+    inputs: tuple[str, ...],
+    generate: str | None,
+    replicas: int,
+    profile_path: str | None,
+    seed: int,
+    exit_when_idle: bool,
+    quiet: bool,
+    bands: Any,
+    reserve_after: float,
+) -> None:
     """The whole system in one process: ingest, commit, dispatcher, replicas.
 
     Embedded by default (SQLite store, in-process bus); with --kafka and --store
@@ -826,11 +1167,22 @@ def up(kafka: str | None, store: str, topic_prefix: str, metrics_port: int,
     profile = _load_profile_option(profile_path)
     quota = _quota(bands)
     metrics.serve(metrics_port)
-    runner = Up(UpConfig(store=store, kafka=kafka, topic_prefix=topic_prefix,
-                         replicas=replicas, profile=profile, bands=bands,
-                         reserve_after=reserve_after, seed=seed,
-                         exit_when_idle=exit_when_idle, quota=quota),
-                records, progress=None if quiet else (lambda line: click.echo(line, err=True)))
+    runner = Up(
+        UpConfig(
+            store=store,
+            kafka=kafka,
+            topic_prefix=topic_prefix,
+            replicas=replicas,
+            profile=profile,
+            bands=bands,
+            reserve_after=reserve_after,
+            seed=seed,
+            exit_when_idle=exit_when_idle,
+            quota=quota,
+        ),
+        records,
+        progress=None if quiet else (lambda line: click.echo(line, err=True)),
+    )
 
     async def main() -> dict:
         return await until_signalled(runner.run(), runner.stop)

@@ -150,20 +150,20 @@ REASONS = {
     GANG_UNKNOWN: "the proposal names a gang (PodGroup) the log does not have",
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
     VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "
-                 "evicted earlier in this batch, or is one of the proposal's own pods)",
+    "evicted earlier in this batch, or is one of the proposal's own pods)",
     RECLAIM_ILLEGAL: "a victim's queue is not reclaimable, has a higher priority than the "
-                     "reclaiming queue, would fall below its guarantee, or (equal "
-                     "priorities) the reclaiming queue is not below its fair share or the "
-                     "victim's would fall below its own",
+    "reclaiming queue, would fall below its guarantee, or (equal "
+    "priorities) the reclaiming queue is not below its fair share or the "
+    "victim's would fall below its own",
     PREEMPTION_ILLEGAL: "a victim's band is not strictly lower than the preemptor's, or both "
-                        "are prod (Borg: prod never preempts prod)",
+    "are prod (Borg: prod never preempts prod)",
     VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
-                       "is evicted whole or not at all",
+    "is evicted whole or not at all",
     NODE_RESERVED: "the node is reserved for a starving gang the pod is not a member of",
     QUEUE_CLOSED: "the pod's queue is Closed: it schedules nothing",
     QUEUE_CAPABILITY: "the bound pods of the pod's queue (or of an ancestor queue), with the "
-                      "earlier bindings of the batch and this proposal's, would exceed its "
-                      "capability for a resource",
+    "earlier bindings of the batch and this proposal's, would exceed its "
+    "capability for a resource",
 }
 #: ``reason`` of the esched.pod.evicted events written for a committed preemption.
 PREEMPTED = "Preempted"
@@ -194,8 +194,9 @@ class Verdict(NamedTuple):
     pods: tuple[str, ...] = ()
 
 
-def eviction_events(data: dict[str, Any], source: str = "esched/commit",
-                    time_: str | None = None) -> list[dict[str, Any]]:
+def eviction_events(
+    data: dict[str, Any], source: str = "esched/commit", time_: str | None = None
+) -> list[dict[str, Any]]:
     """The ``esched.pod.evicted`` envelopes of a committed preemption, one per victim.
 
     They go into the log in the same append as the decision and just before it, so
@@ -206,22 +207,30 @@ def eviction_events(data: dict[str, Any], source: str = "esched/commit",
     reason, what = (RECLAIMED, "reclaimed") if data.get("reclaim") else (PREEMPTED, "preempted")
     out = []
     for v in data.get("victims") or ():
-        out.append({
-            "specversion": "1.0",
-            "id": f"evicted-{data['proposal']}-{v['pod']}",
-            "source": source,
-            "type": POD_EVICTED,
-            "time": time_ or _now(),
-            "datacontenttype": "application/json",
-            "data": {"pod": v["pod"], "node": v["node"], "reason": reason,
-                     "message": f"{what} to make room for {by}", "by": by,
-                     "decision": decision_id(data["proposal"])},
-        })
+        out.append(
+            {
+                "specversion": "1.0",
+                "id": f"evicted-{data['proposal']}-{v['pod']}",
+                "source": source,
+                "type": POD_EVICTED,
+                "time": time_ or _now(),
+                "datacontenttype": "application/json",
+                "data": {
+                    "pod": v["pod"],
+                    "node": v["node"],
+                    "reason": reason,
+                    "message": f"{what} to make room for {by}",
+                    "by": by,
+                    "decision": decision_id(data["proposal"]),
+                },
+            }
+        )
     return out
 
 
-def decision_event(data: dict[str, Any], verdict: Verdict, source: str = "esched/commit",
-                   time_: str | None = None) -> dict[str, Any]:
+def decision_event(
+    data: dict[str, Any], verdict: Verdict, source: str = "esched/commit", time_: str | None = None
+) -> dict[str, Any]:
     """The CloudEvents envelope recording ``verdict`` on proposal ``data``.
 
     Both kinds carry the proposal's bindings, so an audit can re-validate a
@@ -297,8 +306,11 @@ class Validator:
         tree = QueueTree(specs)
         limits: dict[str, dict[int, int]] = {}
         for name, spec in tree.specs.items():
-            cols = {st.res_index[r]: int(v) for r, v in spec.capability.items()
-                    if r in st.res_index and st.res_index[r] < nres}
+            cols = {
+                st.res_index[r]: int(v)
+                for r, v in spec.capability.items()
+                if r in st.res_index and st.res_index[r] < nres
+            }
             if cols:
                 limits[name] = cols
         alloc = st.queue_alloc_np
@@ -318,8 +330,9 @@ class Validator:
                 a = tree.parent.get(a)
             self._cap_chain[q] = chain
 
-    def _over_capability(self, delta: dict[int, np.ndarray], pods: tuple[str, ...]
-                         ) -> tuple[Verdict | None, dict[str, dict[int, int]]]:
+    def _over_capability(
+        self, delta: dict[int, np.ndarray], pods: tuple[str, ...]
+    ) -> tuple[Verdict | None, dict[str, dict[int, int]]]:
         """Check queue capabilities against ``delta`` (queue id -> units the proposal
         binds minus what its victims free): (rejection or None, per capped queue the
         units to add to the batch's usage)."""
@@ -342,18 +355,23 @@ class Validator:
             for c, units in acc.items():
                 if units > 0 and used[c] + units > lim[c]:
                     st = self.state
-                    return Verdict(False, QUEUE_CAPABILITY,
-                                   f"queue {name}: {st.res_names[c]} {used[c] + units} bound "
-                                   f"with this proposal > capability {lim[c]} "
-                                   f"(queue of {pods[0]})", pods), add
+                    return Verdict(
+                        False,
+                        QUEUE_CAPABILITY,
+                        f"queue {name}: {st.res_names[c]} {used[c] + units} bound "
+                        f"with this proposal > capability {lim[c]} "
+                        f"(queue of {pods[0]})",
+                        pods,
+                    ), add
         return None, add
 
     def band_of_pod(self, pidx: int) -> int:
         """The Borg band of the pod in slot ``pidx`` under this validator's bands."""
         return int(self.placer.class_bands(self.bands)[int(self.state.pod_class_np[pidx])])
 
-    def _victims(self, data: dict[str, Any], pods: tuple[str, ...]
-                 ) -> tuple[Verdict | None, list[int], dict[int, int]]:
+    def _victims(
+        self, data: dict[str, Any], pods: tuple[str, ...]
+    ) -> tuple[Verdict | None, list[int], dict[int, int]]:
         """Check a preemption's victims: (rejection or None, victim pod slots, members
         evicted per gang)."""
         st = self.state
@@ -374,36 +392,62 @@ class Validator:
         if reclaim:
             # Volcano's reclaim: legality is the queues' (fair shares, reclaimable,
             # guarantees), not the bands'; for one pod or one gang's members (one queue).
-            why = victims_legal(st, pods if len(pods) > 1 else pods[0], names,
-                                taken=self._evicted)
+            why = victims_legal(st, pods if len(pods) > 1 else pods[0], names, taken=self._evicted)
             if why is not None:
                 return Verdict(False, RECLAIM_ILLEGAL, why, pods), freed, by_gang
         for v in victims:
             pod, node = v.get("pod"), v.get("node")
             pidx = st.pod_index.get(pod)
             nidx = st.node_index.get(node)
-            if pidx is None or nidx is None or pod in own or pod in self._evicted \
-                    or st.pod_phase_np[pidx] != _RUNNING or st.pod_node_np[pidx] != nidx:
-                return Verdict(False, VICTIM_GONE, f"victim {pod} is not running on {node}",
-                               pods), freed, by_gang
+            if (
+                pidx is None
+                or nidx is None
+                or pod in own
+                or pod in self._evicted
+                or st.pod_phase_np[pidx] != _RUNNING
+                or st.pod_node_np[pidx] != nidx
+            ):
+                return (
+                    Verdict(False, VICTIM_GONE, f"victim {pod} is not running on {node}", pods),
+                    freed,
+                    by_gang,
+                )
             band = self.band_of_pod(pidx)
             if not reclaim and not may_preempt(preemptor, band):
-                return Verdict(False, PREEMPTION_ILLEGAL,
-                               f"{BAND_NAMES.get(preemptor, preemptor)} may not preempt "
-                               f"{pod} ({BAND_NAMES[band]})", pods), freed, by_gang
+                return (
+                    Verdict(
+                        False,
+                        PREEMPTION_ILLEGAL,
+                        f"{BAND_NAMES.get(preemptor, preemptor)} may not preempt "
+                        f"{pod} ({BAND_NAMES[band]})",
+                        pods,
+                    ),
+                    freed,
+                    by_gang,
+                )
             freed.append(pidx)
             g = int(st.pod_gang_np[pidx])
             if g >= 0:
                 by_gang[g] = by_gang.get(g, 0) + 1
         for g, k in by_gang.items():
-            running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0) \
+            running = (
+                int(st.gang_counts_np[g, _RUNNING])
+                + self._gang_extra.get(g, 0)
                 - self._gang_evicted.get(g, 0)
+            )
             left = running - k
             if 0 < left < int(st.gang_min_np[g]):
-                return Verdict(False, VICTIM_GANG_SPLIT,
-                               f"gang {st.gang_keys[g]}: evicting {k} of {running} running "
-                               f"leaves {left} < minMember {int(st.gang_min_np[g])}",
-                               pods), freed, by_gang
+                return (
+                    Verdict(
+                        False,
+                        VICTIM_GANG_SPLIT,
+                        f"gang {st.gang_keys[g]}: evicting {k} of {running} running "
+                        f"leaves {left} < minMember {int(st.gang_min_np[g])}",
+                        pods,
+                    ),
+                    freed,
+                    by_gang,
+                )
         return None, freed, by_gang
 
     def check(self, data: dict[str, Any], *, record: bool = True) -> Verdict:
@@ -443,9 +487,13 @@ class Validator:
                 running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0)
                 need_members = int(st.gang_min_np[g])
                 if running + proposed < need_members:
-                    verdict = Verdict(False, GANG_INCOMPLETE,
-                                      f"gang {st.gang_keys[g]}: {running} running + {proposed} "
-                                      f"proposed < minMember {need_members}", pods)
+                    verdict = Verdict(
+                        False,
+                        GANG_INCOMPLETE,
+                        f"gang {st.gang_keys[g]}: {running} running + {proposed} "
+                        f"proposed < minMember {need_members}",
+                        pods,
+                    )
                     break
         cap_add: dict[str, dict[int, int]] = {}
         if verdict is None:
@@ -470,10 +518,15 @@ class Validator:
                 self._gang_evicted[g] = self._gang_evicted.get(g, 0) + k
         return Verdict(True, None, "", pods)
 
-    def _bindings(self, bindings: list[dict[str, Any]], pods: tuple[str, ...],
-                  gang_name: str | None, taken: list[tuple[int, int]],
-                  gangs: dict[int, int], queue_delta: dict[int, np.ndarray]
-                  ) -> Verdict | None:
+    def _bindings(
+        self,
+        bindings: list[dict[str, Any]],
+        pods: tuple[str, ...],
+        gang_name: str | None,
+        taken: list[tuple[int, int]],
+        gangs: dict[int, int],
+        queue_delta: dict[int, np.ndarray],
+    ) -> Verdict | None:
         """Check each binding in order, assuming each one that fits (into ``taken``;
         members per gang into ``gangs``, requests per queue into ``queue_delta`` when
         capabilities are checked); the first rejection, or None."""
@@ -487,14 +540,19 @@ class Validator:
             if st.pod_phase_np[pidx] != _PENDING or pod in self._bound:
                 where = st.pod_node_np[pidx]
                 on = f" (on {st.node_names[where]})" if where >= 0 else ""
-                return Verdict(False, POD_NOT_PENDING,
-                               f"pod {pod} is {PHASES[st.pod_phase_np[pidx]]}{on}"
-                               if pod not in self._bound else
-                               f"pod {pod} was bound earlier in this batch", pods)
+                return Verdict(
+                    False,
+                    POD_NOT_PENDING,
+                    f"pod {pod} is {PHASES[st.pod_phase_np[pidx]]}{on}"
+                    if pod not in self._bound
+                    else f"pod {pod} was bound earlier in this batch",
+                    pods,
+                )
             q = int(st.pod_queue_np[pidx])
             if st.queue_meta[q].get("state") == "Closed":
-                return Verdict(False, QUEUE_CLOSED,
-                               f"pod {pod}: queue {st.queue_names[q]} is Closed", pods)
+                return Verdict(
+                    False, QUEUE_CLOSED, f"pod {pod}: queue {st.queue_names[q]} is Closed", pods
+                )
             g = int(st.pod_gang_np[pidx])
             if gang_name is not None and (g < 0 or st.gang_keys[g] != gang_name):
                 return Verdict(False, MALFORMED, f"pod {pod} is not a member of {gang_name}", pods)
@@ -503,14 +561,19 @@ class Validator:
                 return Verdict(False, NODE_GONE, f"node {node} does not exist", pods)
             holder = st.reserved_nodes.get(node)
             if holder is not None and (g < 0 or st.gang_keys[g] != holder):
-                return Verdict(False, NODE_RESERVED,
-                               f"node {node} is reserved for gang {holder}", pods)
+                return Verdict(
+                    False, NODE_RESERVED, f"node {node} is reserved for gang {holder}", pods
+                )
             cid = int(st.pod_class_np[pidx])
             requests = st.class_specs[cid]["requests"]
             claimed = b.get("resources") or {}
             if not _same_resources(claimed, requests):
-                return Verdict(False, RESOURCES_MISMATCH,
-                               f"pod {pod} claims {dict(claimed)}, requests {requests}", pods)
+                return Verdict(
+                    False,
+                    RESOURCES_MISMATCH,
+                    f"pod {pod} claims {dict(claimed)}, requests {requests}",
+                    pods,
+                )
             bits = placer.binding_reasons(pidx, nidx)
             if bits:
                 return self._rejection(pod, node, pidx, nidx, bits, pods)
@@ -519,12 +582,13 @@ class Validator:
             if g >= 0:
                 gangs[g] = gangs.get(g, 0) + 1
             if self._cap_chain:
-                need = st.class_req_np[cid, :st.n_res].astype(np.int64)
+                need = st.class_req_np[cid, : st.n_res].astype(np.int64)
                 queue_delta[q] = queue_delta[q] + need if q in queue_delta else need
         return None
 
-    def _rejection(self, pod: str, node: str, pidx: int, nidx: int, bits: int,
-                   pods: tuple[str, ...]) -> Verdict:
+    def _rejection(
+        self, pod: str, node: str, pidx: int, nidx: int, bits: int, pods: tuple[str, ...]
+    ) -> Verdict:
         """The verdict for a binding the core found not fitting (reason ``bits``):
         the first resource short, else the constraints."""
         st = self.state
@@ -535,14 +599,17 @@ class Validator:
             cap = st.allocatable_np[nidx, :nres].astype(np.int64)
             r = int(np.flatnonzero((need > 0) & (used + need > cap))[0])
             name = st.res_names[r]
-            return Verdict(False, f"insufficient_{name}",
-                           f"pod {pod} needs {name}={int(need[r])} on node {node}, "
-                           f"{max(int(cap[r] - used[r]), 0)} free", pods)
+            return Verdict(
+                False,
+                f"insufficient_{name}",
+                f"pod {pod} needs {name}={int(need[r])} on node {node}, "
+                f"{max(int(cap[r] - used[r]), 0)} free",
+                pods,
+            )
         problems = self.placer.reason_texts(pidx, nidx, bits)
         if problems == [_NODE_NOT_FOUND]:
             return Verdict(False, NODE_GONE, f"node {node} is not alive", pods)
-        return Verdict(False, CONSTRAINT, f"pod {pod} on node {node}: {'; '.join(problems)}",
-                       pods)
+        return Verdict(False, CONSTRAINT, f"pod {pod} on node {node}: {'; '.join(problems)}", pods)
 
 
 def _same_resources(claimed: dict[str, Any], requests: dict[str, int]) -> bool:
@@ -598,17 +665,21 @@ class CommitTotals:
     reasons: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"proposals": self.proposals, "committed": self.committed,
-                "rejected": self.rejected, "duplicates": self.duplicates,
-                "deadlettered": self.deadlettered, "takeovers": self.takeovers,
-                "stepdowns": self.stepdowns, "evicted": self.evicted,
-                "reasons": dict(sorted(self.reasons.items()))}
+        return {
+            "proposals": self.proposals,
+            "committed": self.committed,
+            "rejected": self.rejected,
+            "duplicates": self.duplicates,
+            "deadlettered": self.deadlettered,
+            "takeovers": self.takeovers,
+            "stepdowns": self.stepdowns,
+            "evicted": self.evicted,
+            "reasons": dict(sorted(self.reasons.items())),
+        }
 
 
 class NotLeader(Exception):
     """This instance is not (or no longer) the leader; nothing was decided."""
-
-
 
 
 #: Rows per log read while catching up.
@@ -627,8 +698,14 @@ class CommitService:
         :class:`LocalLease` (one process only; the fence still guards the log).
     """
 
-    def __init__(self, store: EventStore, bus: Bus | None = None, *, lease: Lease | None = None,
-                 config: CommitConfig | None = None) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        bus: Bus | None = None,
+        *,
+        lease: Lease | None = None,
+        config: CommitConfig | None = None,
+    ) -> None:
         self.store = store
         self.bus = bus
         self.lease = lease or LocalLease("commit")
@@ -670,11 +747,19 @@ class CommitService:
         for the lease: :meth:`run` and :meth:`decide` do."""
         if self.bus is None:
             return
-        await retry_until(self._ensure_topics, retriable=is_transient, what="create topics",
-                          on_retry=count_retry(SERVICE, "bus"))
+        await retry_until(
+            self._ensure_topics,
+            retriable=is_transient,
+            what="create topics",
+            on_retry=count_retry(SERVICE, "bus"),
+        )
         self._producer = self.bus.producer()
-        await retry_until(self._producer.start, retriable=is_transient, what="producer start",
-                          on_retry=count_retry(SERVICE, "bus"))
+        await retry_until(
+            self._producer.start,
+            retriable=is_transient,
+            what="producer start",
+            on_retry=count_retry(SERVICE, "bus"),
+        )
 
     async def stop(self) -> None:
         """Stop deciding, leave the group, give the lease up, disconnect; idempotent."""
@@ -736,8 +821,9 @@ class CommitService:
         try:
             await self._drain_outgoing()  # its offsets are committed with this consumer
         except BusError as exc:
-            log.warning("publishing the last batch failed (%s); its proposals will be "
-                        "redelivered", exc)
+            log.warning(
+                "publishing the last batch failed (%s); its proposals will be redelivered", exc
+            )
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             with contextlib.suppress(BusError):
@@ -759,11 +845,13 @@ class CommitService:
         self.totals.takeovers += 1
         metrics.COMMIT_LEADER.set(1)
         assert self.state is not None
-        log.info("commit service leading from position %d (decisions version %d), "
-                 "rebuilt in %.2fs", self.state.position, self.decisions_version,
-                 time.perf_counter() - started,
-                 extra={"position": self.state.position,
-                        "decisions_version": self.decisions_version})
+        log.info(
+            "commit service leading from position %d (decisions version %d), rebuilt in %.2fs",
+            self.state.position,
+            self.decisions_version,
+            time.perf_counter() - started,
+            extra={"position": self.state.position, "decisions_version": self.decisions_version},
+        )
         return True
 
     async def _step_down(self, cause: str, why: str) -> None:
@@ -789,14 +877,14 @@ class CommitService:
         fence = await retry_transient_call(lambda: self.store.load_snapshot(FENCE_SNAPSHOT))
         if fence is not None:
             snap = await retry_transient_call(
-                lambda: self.store.load_snapshot(SNAPSHOT_NAME, fence[0]))
+                lambda: self.store.load_snapshot(SNAPSHOT_NAME, fence[0])
+            )
             if snap is not None and snap[0] == fence[0]:
                 state = ClusterState.from_bytes(snap[1])
                 version = int(orjson.loads(fence[1])["decisions_version"])
                 log.info("restored snapshot at position %d", snap[0])
             else:
-                log.info("no state snapshot at fence position %d; folding the whole log",
-                         fence[0])
+                log.info("no state snapshot at fence position %d; folding the whole log", fence[0])
         self.state = state
         self.decisions_version = version
         self._validator = Validator(state, self.config.bands)
@@ -834,9 +922,15 @@ class CommitService:
             etype, stream = r.type, r.stream
             if stream == DECISIONS_STREAM:
                 data = orjson.loads(r.payload).get("data")
-                self._decision_books(r.position, r.id, etype, r.stream_version,
-                                     data if isinstance(data, dict) else {},
-                                     r.recorded_at.timestamp(), live)
+                self._decision_books(
+                    r.position,
+                    r.id,
+                    etype,
+                    r.stream_version,
+                    data if isinstance(data, dict) else {},
+                    r.recorded_at.timestamp(),
+                    live,
+                )
             elif etype in KEYED:  # submit times booked; ended before a commit: dropped
                 fact = row_fact(r)
                 if fact is None:
@@ -847,8 +941,16 @@ class CommitService:
                 else:
                     submitted.pop(key, None)
 
-    def _decision_books(self, position: int, id_: str, type_: str, stream_version: int,
-                        data: dict[str, Any], recorded_at: float, live: bool) -> None:
+    def _decision_books(
+        self,
+        position: int,
+        id_: str,
+        type_: str,
+        stream_version: int,
+        data: dict[str, Any],
+        recorded_at: float,
+        live: bool,
+    ) -> None:
         """The service's books on one event of the decisions stream: the fence version,
         foreign writers, decided proposals, submit → commit times."""
         self.decisions_version = stream_version
@@ -918,9 +1020,13 @@ class CommitService:
                 checked = attempt <= _HEAD_ATTEMPTS
                 if not checked:
                     metrics.COMMIT_HEAD_CONFLICTS.labels("unchecked").inc()
-                    log.warning("the log head moved under %d attempts in a row; appending "
-                                "%d decisions without the head check", _HEAD_ATTEMPTS,
-                                len(fresh), extra={"attempts": _HEAD_ATTEMPTS})
+                    log.warning(
+                        "the log head moved under %d attempts in a row; appending "
+                        "%d decisions without the head check",
+                        _HEAD_ATTEMPTS,
+                        len(fresh),
+                        extra={"attempts": _HEAD_ATTEMPTS},
+                    )
                 try:
                     positions = await self._append(fresh, before if checked else None)
                 except HeadConflictError as exc:
@@ -930,15 +1036,20 @@ class CommitService:
                     revalidate = not _verdicts_hold(moved, fresh)
                     if revalidate:
                         metrics.COMMIT_HEAD_CONFLICTS.labels("revalidated").inc()
-                        log.info("log head moved to %d before appending at %d; validating "
-                                 "again", exc.actual, exc.expected)
+                        log.info(
+                            "log head moved to %d before appending at %d; validating again",
+                            exc.actual,
+                            exc.expected,
+                        )
                     else:
                         metrics.COMMIT_HEAD_CONFLICTS.labels("unaffected").inc()
                     continue
                 break
             decisions = await self._resolve(out, fresh, positions, before)
-            if self.config.snapshot_every and \
-                    self.state.position - self._snapshot_at >= self.config.snapshot_every:
+            if (
+                self.config.snapshot_every
+                and self.state.position - self._snapshot_at >= self.config.snapshot_every
+            ):
                 self._snapshot()
             return decisions
 
@@ -973,8 +1084,9 @@ class CommitService:
             out.append(env)
         return out, fresh
 
-    async def _append(self, fresh: list[dict[str, Any]],
-                      expected_head: int | None) -> dict[str, int]:
+    async def _append(
+        self, fresh: list[dict[str, Any]], expected_head: int | None
+    ) -> dict[str, int]:
         """Append one batch fenced on the decisions stream and, unless None, on the log
         head; fold it. Returns id -> position. Raises :class:`HeadConflictError` (nothing
         stored) if the head is not ``expected_head``."""
@@ -985,27 +1097,34 @@ class CommitService:
         expected = self.decisions_version
         now = datetime.now(UTC)
         events = [
-            NewEvent(id=env["id"], type=env["type"], stream=DECISIONS_STREAM,
-                     payload=orjson.dumps(env), time=now,
-                     # The first event carries the fence; the rest follow it atomically.
-                     expected_version=expected if i == 0 else None)
+            NewEvent(
+                id=env["id"],
+                type=env["type"],
+                stream=DECISIONS_STREAM,
+                payload=orjson.dumps(env),
+                time=now,
+                # The first event carries the fence; the rest follow it atomically.
+                expected_version=expected if i == 0 else None,
+            )
             for i, env in enumerate(fresh)
         ]
         # The same bytes go to the decisions topic (see _publish).
-        self._payloads = {id(env): (env, ev.payload) for env, ev in zip(fresh, events,
-                                                                         strict=True)}
+        self._payloads = {id(env): (env, ev.payload) for env, ev in zip(fresh, events, strict=True)}
         self._expected = {env["id"] for env in fresh}
         try:
             res = await retry_transient_call(
-                lambda: self.store.append(events, expected_head=expected_head))
+                lambda: self.store.append(events, expected_head=expected_head)
+            )
         except HeadConflictError:
             self._expected = set()
             raise
         except ConflictError as exc:
             metrics.COMMIT_CONFLICTS.labels("fenced").inc()
             await self._step_down(
-                "fenced", f"decisions stream is at {exc.actual}, this instance expected "
-                f"{exc.expected}: another commit service wrote decisions")
+                "fenced",
+                f"decisions stream is at {exc.actual}, this instance expected "
+                f"{exc.expected}: another commit service wrote decisions",
+            )
             raise NotLeader(str(exc)) from exc
         anomalies = dict(self.state.anomalies)
         try:
@@ -1014,25 +1133,35 @@ class CommitService:
             # this order: fold them from memory instead of reading them back (a read
             # and a decode of every decision). Otherwise read the log from the store.
             start = self.state.position + 1
-            if expected_head is not None and expected_head == self.state.position \
-                    and res.duplicates == 0 \
-                    and res.positions == list(range(start, start + len(fresh))):
+            if (
+                expected_head is not None
+                and expected_head == self.state.position
+                and res.duplicates == 0
+                and res.positions == list(range(start, start + len(fresh)))
+            ):
                 stamp = datetime.now(UTC).timestamp()
                 for i, (env, ev) in enumerate(zip(fresh, events, strict=True)):
                     self.state.apply(env, start + i)
-                    self._decision_books(start + i, ev.id, ev.type, expected + 1 + i,
-                                         env["data"], stamp, True)
+                    self._decision_books(
+                        start + i, ev.id, ev.type, expected + 1 + i, env["data"], stamp, True
+                    )
             else:
                 await self._catch_up(live=True)
         finally:
             self._expected = set()
-        stale = {k: v - anomalies.get(k, 0) for k, v in self.state.anomalies.items()
-                 if k.startswith("commit_") and v != anomalies.get(k, 0)}
+        stale = {
+            k: v - anomalies.get(k, 0)
+            for k, v in self.state.anomalies.items()
+            if k.startswith("commit_") and v != anomalies.get(k, 0)
+        }
         if stale:
             # Only after an unchecked append (see the module docstring): an external
             # event landed between catch-up and append.
-            log.warning("external events interleaved with a decision batch: %s", stale,
-                        extra={"anomalies": stale})
+            log.warning(
+                "external events interleaved with a decision batch: %s",
+                stale,
+                extra={"anomalies": stale},
+            )
         if self._foreign:
             await self._foreign_writer()
         return {env["id"]: pos for env, pos in zip(fresh, res.positions, strict=True)}
@@ -1041,12 +1170,18 @@ class CommitService:
         where = self._foreign[:5]
         self._foreign = []
         metrics.COMMIT_CONFLICTS.labels("foreign_writer").inc()
-        await self._step_down("foreign_writer",
-                              f"decisions at positions {where} were written by another instance")
+        await self._step_down(
+            "foreign_writer", f"decisions at positions {where} were written by another instance"
+        )
         raise NotLeader(f"another commit service wrote decisions at {where}")
 
-    async def _resolve(self, out: list[dict[str, Any] | int], fresh: list[dict[str, Any]],
-                       positions: dict[str, int], before: int) -> list[dict[str, Any]]:
+    async def _resolve(
+        self,
+        out: list[dict[str, Any] | int],
+        fresh: list[dict[str, Any]],
+        positions: dict[str, int],
+        before: int,
+    ) -> list[dict[str, Any]]:
         """Turn placeholders into recorded decisions and count the outcomes.
 
         ``out`` holds a fresh envelope, the position of a decision remembered from
@@ -1105,9 +1240,13 @@ class CommitService:
             reason = data["reason"]
             t.reasons[reason] = t.reasons.get(reason, 0) + 1
             metrics.COMMIT_CONFLICTS.labels(reason).inc()
-            log.info("rejected %s: %s (%s)", data["proposal"], reason, data["message"],
-                     extra={"proposal": data["proposal"], "replica": data["replica"],
-                            "reason": reason})
+            log.info(
+                "rejected %s: %s (%s)",
+                data["proposal"],
+                reason,
+                data["message"],
+                extra={"proposal": data["proposal"], "replica": data["replica"], "reason": reason},
+            )
 
     def _snapshot(self) -> None:
         """Snapshot the state and its fence version (same position) for fast takeovers:
@@ -1120,13 +1259,15 @@ class CommitService:
         self._snapshot_at = position
         self._snapshotting = asyncio.create_task(
             self._save_snapshot(position, self.state.to_bytes(), self.decisions_version),
-            name="commit-snapshot")
+            name="commit-snapshot",
+        )
 
     async def _save_snapshot(self, position: int, data: bytes, version: int) -> None:
         try:
             await store_snapshot(self.store, position, data)
             await self.store.save_snapshot(
-                FENCE_SNAPSHOT, position, orjson.dumps({"decisions_version": version}))
+                FENCE_SNAPSHOT, position, orjson.dumps({"decisions_version": version})
+            )
             await self.store.prune_snapshots(FENCE_SNAPSHOT, keep=10)
         except StoreError as exc:
             # Only a faster takeover is lost: the next one folds a longer tail.
@@ -1145,8 +1286,9 @@ class CommitService:
         encoded, self._payloads = self._payloads, {}
         return encoded
 
-    async def _publish(self, decisions: list[dict[str, Any]],
-                       encoded: dict[int, tuple[dict[str, Any], bytes]]) -> None:
+    async def _publish(
+        self, decisions: list[dict[str, Any]], encoded: dict[int, tuple[dict[str, Any], bytes]]
+    ) -> None:
         """Send decisions to the decisions topic (after they are durable in the store);
         ``encoded``: their JSON as appended (:meth:`_appended_payloads`)."""
         if self._producer is None or not decisions or self.bus is None:
@@ -1159,9 +1301,12 @@ class CommitService:
             payload = hit[1] if hit is not None and hit[0] is env else orjson.dumps(env)
             records.append((_decision_key(env), payload))
         producer = self._producer
-        await retry_until(lambda: producer.send_many(self.bus.topics.decisions, records),
-                          retriable=is_transient, what="decisions send",
-                          on_retry=count_retry(SERVICE, "bus"))
+        await retry_until(
+            lambda: producer.send_many(self.bus.topics.decisions, records),
+            retriable=is_transient,
+            what="decisions send",
+            on_retry=count_retry(SERVICE, "bus"),
+        )
 
     # ------------------------------------------------------------------ the bus loop
 
@@ -1170,10 +1315,15 @@ class CommitService:
         assert self.bus is not None
         # Exclusive: the lease already makes this the only reader; group membership would
         # make a standby wait out the dead leader's session before reading anything.
-        self._consumer = self.bus.consumer([self.bus.topics.proposals], self.config.group,
-                                           exclusive=True)
-        await retry_until(self._consumer.start, retriable=is_transient, what="consumer start",
-                          on_retry=count_retry(SERVICE, "bus"))
+        self._consumer = self.bus.consumer(
+            [self.bus.topics.proposals], self.config.group, exclusive=True
+        )
+        await retry_until(
+            self._consumer.start,
+            retriable=is_transient,
+            what="consumer start",
+            on_retry=count_retry(SERVICE, "bus"),
+        )
         empty = 0
         while not self._stopping.is_set():
             if self.lease.lost.is_set():
@@ -1192,8 +1342,13 @@ class CommitService:
 
     async def _poll(self) -> list[Message]:
         assert self._consumer is not None
-        return await poll_or_pause(self._consumer, self.config.poll_timeout_ms,
-                                   self.config.batch_size, service=SERVICE, pause=0.5)
+        return await poll_or_pause(
+            self._consumer,
+            self.config.poll_timeout_ms,
+            self.config.batch_size,
+            service=SERVICE,
+            pause=0.5,
+        )
 
     async def _handle(self, msgs: Sequence[Message]) -> None:
         """Decide a polled batch; then, in the background while the next batch is
@@ -1205,8 +1360,11 @@ class CommitService:
         dead: list[tuple[Message, str, str, str | None]] = []
         for m in msgs:
             try:
-                ev = parse_event(m.value, allowed_types=(PLACEMENT_PROPOSED,),
-                                 max_bytes=self.config.max_proposal_bytes)
+                ev = parse_event(
+                    m.value,
+                    allowed_types=(PLACEMENT_PROPOSED,),
+                    max_bytes=self.config.max_proposal_bytes,
+                )
             except InvalidEvent as exc:
                 dead.append((m, exc.reason, str(exc), exc.field))
                 continue
@@ -1222,12 +1380,17 @@ class CommitService:
         # committed) ran while this one was decided; this one's start once they are done.
         await self._drain_outgoing()
         self._outgoing = asyncio.create_task(
-            self._finish(consumer, decisions, encoded, dead, offsets), name="commit-publish")
+            self._finish(consumer, decisions, encoded, dead, offsets), name="commit-publish"
+        )
 
-    async def _finish(self, consumer: BusConsumer, decisions: list[dict[str, Any]],
-                      encoded: dict[int, tuple[dict[str, Any], bytes]],
-                      dead: list[tuple[Message, str, str, str | None]],
-                      offsets: dict[tuple[str, int], int]) -> None:
+    async def _finish(
+        self,
+        consumer: BusConsumer,
+        decisions: list[dict[str, Any]],
+        encoded: dict[int, tuple[dict[str, Any], bytes]],
+        dead: list[tuple[Message, str, str, str | None]],
+        offsets: dict[tuple[str, int], int],
+    ) -> None:
         """Publish a decided batch (durable in the store already), dead-letter its bad
         proposals, then commit its offsets."""
         await self._publish(decisions, encoded)
@@ -1249,11 +1412,16 @@ class CommitService:
     async def _deadletter(self, dead: list[tuple[Message, str, str, str | None]]) -> None:
         assert self._producer is not None and self.bus is not None
         producer = self._producer
-        records = [(m.key, deadletter_record(m, reason, text, f, service=SERVICE))
-                   for m, reason, text, f in dead]
-        await retry_until(lambda: producer.send_many(self.bus.topics.deadletter, records),
-                          retriable=is_transient, what="dead-letter send",
-                          on_retry=count_retry(SERVICE, "bus"))
+        records = [
+            (m.key, deadletter_record(m, reason, text, f, service=SERVICE))
+            for m, reason, text, f in dead
+        ]
+        await retry_until(
+            lambda: producer.send_many(self.bus.topics.deadletter, records),
+            retriable=is_transient,
+            what="dead-letter send",
+            on_retry=count_retry(SERVICE, "bus"),
+        )
         for m, reason, text, _f in dead:
             self.totals.deadlettered += 1
             metrics.DEADLETTER.labels(SERVICE, reason).inc()
@@ -1295,15 +1463,19 @@ def _proposal_data(item: dict[str, Any]) -> dict[str, Any]:
     if "specversion" in item and "data" in item:
         env = item
     else:
-        env = {"specversion": "1.0", "id": f"proposal-{item.get('proposal')}",
-               "source": f"esched/replica/{item.get('replica')}", "type": PLACEMENT_PROPOSED,
-               "data": item}
+        env = {
+            "specversion": "1.0",
+            "id": f"proposal-{item.get('proposal')}",
+            "source": f"esched/replica/{item.get('replica')}",
+            "type": PLACEMENT_PROPOSED,
+            "data": item,
+        }
     return validate_event(env, allowed_types=(PLACEMENT_PROPOSED,))["data"]
 
 
 async def retry_transient_call(fn: Any) -> Any:
     """``fn()`` retried on transient store errors with backoff, forever: a commit
     service whose database went away waits for it rather than dying."""
-    return await retry_until(fn, retriable=is_transient, what="store operation",
-                             on_retry=count_retry(SERVICE, "store"))
-
+    return await retry_until(
+        fn, retriable=is_transient, what="store operation", on_retry=count_retry(SERVICE, "store")
+    )

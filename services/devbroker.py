@@ -64,16 +64,26 @@ class DevBroker:
         """Start the broker and wait until it accepts connections."""
         url = f"tcp://127.0.0.1:{self.port}"
         self._proc = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=self._log.open("ab"), stderr=subprocess.STDOUT,
+            [
+                tansu_binary(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=self._log.open("ab"),
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"tansu exited with {self._proc.returncode}; see {self._log}")
-            with contextlib.suppress(OSError), socket.create_connection(
-                ("127.0.0.1", self.port), timeout=0.2
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
             ):
                 return self
             time.sleep(0.05)

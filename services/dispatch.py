@@ -101,8 +101,9 @@ SERVICE = "dispatch"
 _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
 #: Events after which a parked (unschedulable) pod may fit: capacity freed or added.
-_CAPACITY = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_EVICTED, NODE_ADDED,
-                       NODE_UPDATED})
+_CAPACITY = frozenset(
+    {POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_EVICTED, NODE_ADDED, NODE_UPDATED}
+)
 #: Events this or admission reads (their :func:`row_fact`: only a pod's key for the
 #: bulk, :data:`KEYED`); the rest are only folded.
 _READ = OBSERVED | KEYED | {POD_EVICTED, PLACEMENT_REJECTED, POD_UNSCHEDULABLE}
@@ -152,9 +153,14 @@ class DispatchTotals:
     reclaims: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"published": self.published, "by_cause": dict(sorted(self.by_cause.items())),
-                "takeovers": self.takeovers, "rejected": dict(sorted(self.rejected.items())),
-                "held": dict(sorted(self.held.items())), "reclaims": self.reclaims}
+        return {
+            "published": self.published,
+            "by_cause": dict(sorted(self.by_cause.items())),
+            "takeovers": self.takeovers,
+            "rejected": dict(sorted(self.rejected.items())),
+            "held": dict(sorted(self.held.items())),
+            "reclaims": self.reclaims,
+        }
 
 
 @dataclass(slots=True)
@@ -177,11 +183,16 @@ class Dispatcher:
         ``CommitService.decide``); default: send them on ``{prefix}proposals``.
     """
 
-    def __init__(self, store: EventStore, bus: Bus, *, lease: Lease | None = None,
-                 config: DispatchConfig | None = None,
-                 admission: Admission | None = None,
-                 submit: Callable[[list[dict[str, Any]]], Awaitable[Any]] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        bus: Bus,
+        *,
+        lease: Lease | None = None,
+        config: DispatchConfig | None = None,
+        admission: Admission | None = None,
+        submit: Callable[[list[dict[str, Any]]], Awaitable[Any]] | None = None,
+    ) -> None:
         self.store = store
         self.bus = bus
         self.lease = lease or LocalLease("dispatch")
@@ -269,8 +280,11 @@ class Dispatcher:
         self._rejections.extend(self.admission.start(state))
         await self._recover_parked()
         n = self._publish_all_pending(int(state.position))
-        log.info("dispatcher leading at position %d; %d pending work item(s) published",
-                 state.position, n)
+        log.info(
+            "dispatcher leading at position %d; %d pending work item(s) published",
+            state.position,
+            n,
+        )
         while not self._stopping.is_set():
             if self.lease.lost.is_set():
                 log.warning("dispatcher lost its lease; standing by")
@@ -301,12 +315,16 @@ class Dispatcher:
                 st.apply_payloads(payload_pairs(rows[start:i]))
                 start = i
                 data = orjson.loads(r.payload).get("data")
-                idx = st.node_index.get(((data if isinstance(data, dict) else {})
-                                         .get("metadata") or {}).get("name"))
+                idx = st.node_index.get(
+                    ((data if isinstance(data, dict) else {}).get("metadata") or {}).get("name")
+                )
                 if idx is not None:
                     keys = st.pod_keys
-                    pods.update(dict.fromkeys(
-                        keys[p] for p in np.flatnonzero(st.pod_node_np[: st.n_pods] == idx)))
+                    pods.update(
+                        dict.fromkeys(
+                            keys[p] for p in np.flatnonzero(st.pod_node_np[: st.n_pods] == idx)
+                        )
+                    )
         st.apply_payloads(payload_pairs(rows[start:]))
         facts = self._facts(rows)
         self._rejections.extend(self.admission.observe(st, facts))
@@ -350,8 +368,7 @@ class Dispatcher:
         out: list[Fact] = []
         for r in rows:
             etype = r.type
-            if etype in _READ or (etype == PLACEMENT_COMMITTED
-                                  and (self._parked or self._reports)):
+            if etype in _READ or (etype == PLACEMENT_COMMITTED and (self._parked or self._reports)):
                 fact = row_fact(r)
                 if fact is not None:
                     out.append(fact)
@@ -373,8 +390,9 @@ class Dispatcher:
         self._parked[pod] = _Parked(reports, now + delay, seq)
         metrics.DISPATCH_PARKED.set(len(self._parked))
 
-    def _ready(self, pods: Iterable[str], gangs: Iterable[str],
-               cause: str = "pending") -> list[tuple[str, str, str]]:
+    def _ready(
+        self, pods: Iterable[str], gangs: Iterable[str], cause: str = "pending"
+    ) -> list[tuple[str, str, str]]:
         """``(cause, kind, key)`` for those of ``pods``/``gangs`` that are placeable work now."""
         st = self.state
         out: list[tuple[str, str, str]] = []
@@ -418,8 +436,11 @@ class Dispatcher:
         page = 5000
         while upto > lowest and not capacity_at:
             after = max(lowest, upto - page)
-            rows = await retry_until(lambda a=after, u=upto: self.store.read(a, page, u),
-                                     retriable=is_transient, what="read the log tail")
+            rows = await retry_until(
+                lambda a=after, u=upto: self.store.read(a, page, u),
+                retriable=is_transient,
+                what="read the log tail",
+            )
             for row in reversed(rows):
                 if row.type in _CAPACITY:
                     capacity_at = row.position
@@ -443,14 +464,16 @@ class Dispatcher:
             self._parked[pod] = _Parked(n, now + delay, self._capacity_seq)
         metrics.DISPATCH_PARKED.set(len(self._parked))
         if self._parked:
-            log.info("dispatcher: %d pod(s) still parked from the log (unschedulable, no "
-                     "capacity freed since)", len(self._parked))
+            log.info(
+                "dispatcher: %d pod(s) still parked from the log (unschedulable, no "
+                "capacity freed since)",
+                len(self._parked),
+            )
 
     def _publish_all_pending(self, position: int) -> int:
         st = self.state
         parked = self._parked
-        items = self._ready((p for p in st.pending_pods() if p not in parked), (),
-                            cause="start")
+        items = self._ready((p for p in st.pending_pods() if p not in parked), (), cause="start")
         for cause, kind, key in items:
             self._queue(cause, kind, key, position)
         return len(items)
@@ -506,8 +529,11 @@ class Dispatcher:
                 continue
             q = int(st.pod_queue_np[idx])
             queue = st.queue_names[q]
-            if queue in tried or not may_reclaim(st, queue, view) \
-                    or st.queue_meta[q].get("state") == "Closed":
+            if (
+                queue in tried
+                or not may_reclaim(st, queue, view)
+                or st.queue_meta[q].get("state") == "Closed"
+            ):
                 continue  # a Closed queue schedules nothing: it reclaims nothing either
             g = int(st.pod_gang_np[idx])
             if g >= 0:
@@ -519,16 +545,23 @@ class Dispatcher:
                 gplan = plan_gang_reclaim(st, self._placer, gang, view)
                 if gplan is None:
                     continue
-                requests = {p: dict(st.class_specs[int(st.pod_class_np[st.pod_index[p]])]
-                                    ["requests"]) for p, _n in gplan.bindings}
+                requests = {
+                    p: dict(st.class_specs[int(st.pod_class_np[st.pod_index[p]])]["requests"])
+                    for p, _n in gplan.bindings
+                }
                 data = gplan.proposal(f"reclaim-{gang}-{position}", position, requests)
                 for member in st.gang_members(gang, "Pending"):
                     self._reclaiming[member] = now + self.config.reclaim_timeout
                 if not self._valid(data):
                     continue
                 self._reclaims.append(data)
-                log.info("reclaim for gang %s (queue %s): %d member(s), evicting %s", gang,
-                         queue, len(gplan.bindings), ", ".join(p for p, _n in gplan.victims))
+                log.info(
+                    "reclaim for gang %s (queue %s): %d member(s), evicting %s",
+                    gang,
+                    queue,
+                    len(gplan.bindings),
+                    ", ".join(p for p, _n in gplan.victims),
+                )
                 continue
             tried.add(queue)
             plan = plan_reclaim(st, self._placer, pod, view)
@@ -540,8 +573,13 @@ class Dispatcher:
             if not self._valid(data):
                 continue
             self._reclaims.append(data)
-            log.info("reclaim for %s (queue %s) on %s: evicting %s", pod, queue, plan.node,
-                     ", ".join(plan.victims))
+            log.info(
+                "reclaim for %s (queue %s) on %s: evicting %s",
+                pod,
+                queue,
+                plan.node,
+                ", ".join(plan.victims),
+            )
         for pod, until in list(self._reclaiming.items()):
             if until <= now:
                 del self._reclaiming[pod]
@@ -556,14 +594,19 @@ class Dispatcher:
         self._validator.begin()
         verdict = self._validator.check(data, record=False)
         if not verdict.ok:
-            log.info("reclaim for %s not proposed: %s (%s)", data.get("gang") or
-                     data["bindings"][0]["pod"], verdict.reason, verdict.message)
+            log.info(
+                "reclaim for %s not proposed: %s (%s)",
+                data.get("gang") or data["bindings"][0]["pod"],
+                verdict.reason,
+                verdict.message,
+            )
         return verdict.ok
 
     def _reclaim_due(self) -> bool:
         """Parked pods, and the state changed since the last reclaim pass."""
-        return bool(self.config.reclaim_interval and self._parked
-                    and self._reclaim_seen != self.position)
+        return bool(
+            self.config.reclaim_interval and self._parked and self._reclaim_seen != self.position
+        )
 
     async def _send_reclaims(self) -> None:
         if not self._reclaims:
@@ -575,13 +618,29 @@ class Dispatcher:
             assert self._producer is not None
             producer = self._producer
             stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-            records = [((p.get("gang") or p["bindings"][0]["pod"]).encode(), orjson.dumps({
-                "specversion": "1.0", "id": f"proposal-{p['proposal']}",
-                "source": "esched/dispatch", "type": PLACEMENT_PROPOSED, "time": stamp,
-                "datacontenttype": "application/json", "data": p})) for p in batch]
-            await retry_until(lambda: producer.send_many(self.bus.topics.proposals, records),
-                              retriable=is_transient, what="reclaim proposals send",
-                              on_retry=count_retry(SERVICE, "bus"))
+            records = [
+                (
+                    (p.get("gang") or p["bindings"][0]["pod"]).encode(),
+                    orjson.dumps(
+                        {
+                            "specversion": "1.0",
+                            "id": f"proposal-{p['proposal']}",
+                            "source": "esched/dispatch",
+                            "type": PLACEMENT_PROPOSED,
+                            "time": stamp,
+                            "datacontenttype": "application/json",
+                            "data": p,
+                        }
+                    ),
+                )
+                for p in batch
+            ]
+            await retry_until(
+                lambda: producer.send_many(self.bus.topics.proposals, records),
+                retriable=is_transient,
+                what="reclaim proposals send",
+                on_retry=count_retry(SERVICE, "bus"),
+            )
         self.totals.reclaims += len(batch)
 
     async def _append_rejections(self) -> None:
@@ -594,14 +653,32 @@ class Dispatcher:
         stamp = now.isoformat().replace("+00:00", "Z")
         events = []
         for r in rejections:
-            env = {"specversion": "1.0", "id": r.event_id, "source": "esched/dispatch",
-                   "type": POD_REJECTED, "time": stamp, "datacontenttype": "application/json",
-                   "subject": r.pod, "data": r.data()}
-            events.append(NewEvent(id=r.event_id, type=POD_REJECTED, stream=f"pod/{r.pod}",
-                                   payload=orjson.dumps(env), time=now))
-        res = await retry_until(lambda: self.store.append(events), retriable=is_transient,
-                                what="rejection append", on_retry=count_retry(SERVICE, "store"))
-        self._rejections = self._rejections[len(rejections):]
+            env = {
+                "specversion": "1.0",
+                "id": r.event_id,
+                "source": "esched/dispatch",
+                "type": POD_REJECTED,
+                "time": stamp,
+                "datacontenttype": "application/json",
+                "subject": r.pod,
+                "data": r.data(),
+            }
+            events.append(
+                NewEvent(
+                    id=r.event_id,
+                    type=POD_REJECTED,
+                    stream=f"pod/{r.pod}",
+                    payload=orjson.dumps(env),
+                    time=now,
+                )
+            )
+        res = await retry_until(
+            lambda: self.store.append(events),
+            retriable=is_transient,
+            what="rejection append",
+            on_retry=count_retry(SERVICE, "store"),
+        )
+        self._rejections = self._rejections[len(rejections) :]
         if res.duplicates == 0:
             # (A batch with duplicates is a retry or another leader's copy: counted there.)
             for r in rejections:
@@ -621,16 +698,18 @@ class Dispatcher:
         self.totals.held = held
         for reason in ("QueueClosed", "QueueCapability", "ClusterCapacity"):
             metrics.DISPATCH_HELD.labels(reason).set(held.get(reason, 0))
-        batch = [(cause, work_item(kind, key, position))
-                 for cause, kind, key, position in admitted]
+        batch = [(cause, work_item(kind, key, position)) for cause, kind, key, position in admitted]
         producer = self._producer
         topic = self.bus.topics.work
         for i in range(0, len(batch), self.config.chunk):
             chunk = batch[i : i + self.config.chunk]
             records = [rec for _cause, rec in chunk]
-            await retry_until(lambda r=records: producer.send_many(topic, r),
-                              retriable=is_transient, what="work send",
-                              on_retry=count_retry(SERVICE, "bus"))
+            await retry_until(
+                lambda r=records: producer.send_many(topic, r),
+                retriable=is_transient,
+                what="work send",
+                on_retry=count_retry(SERVICE, "bus"),
+            )
             counts: dict[str, int] = {}
             for cause, _rec in chunk:
                 counts[cause] = counts.get(cause, 0) + 1
@@ -645,8 +724,13 @@ class Dispatcher:
     def idle(self) -> bool:
         """Nothing to publish now or later without new events: the outbox is empty, no
         rejected pod awaits its re-publish, and no parked pod has seen capacity free up."""
-        if (not self.leading or self._outbox or self._rejections or self._reclaims
-                or self._reclaim_due()):
+        if (
+            not self.leading
+            or self._outbox
+            or self._rejections
+            or self._reclaims
+            or self._reclaim_due()
+        ):
             return False
         st = self.state
         for _due, pod in self._delayed:

@@ -66,8 +66,10 @@ def _raw_line_record(line: bytes, topics: TopicNames, origin: str) -> Record:
 
 def _looks_like_jsonl(text: bytes) -> bool:
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    return len(lines) > 1 and all(ln.lstrip().startswith(b"{") for ln in lines[:5]) and (
-        not text.lstrip().startswith(b"{\n")
+    return (
+        len(lines) > 1
+        and all(ln.lstrip().startswith(b"{") for ln in lines[:5])
+        and (not text.lstrip().startswith(b"{\n"))
     )
 
 

@@ -32,8 +32,9 @@ def count_retry(service: str, peer: str) -> Callable[[BaseException], None]:
     return lambda _exc: counter.inc()
 
 
-async def poll_or_pause(consumer: BusConsumer, timeout_ms: int, max_records: int, *,
-                        service: str, pause: float) -> list[Message]:
+async def poll_or_pause(
+    consumer: BusConsumer, timeout_ms: int, max_records: int, *, service: str, pause: float
+) -> list[Message]:
     """One poll; on a retriable broker error, count it, wait ``pause`` s, return ``[]``.
 
     The caller's loop then simply polls again, so a broker outage is a run of empty

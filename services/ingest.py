@@ -85,8 +85,9 @@ def _parse_time(value: object) -> datetime | None:
         return None
 
 
-def deadletter_record(msg: Message, reason: str, message: str, fieldname: str | None,
-                      service: str = SERVICE) -> bytes:
+def deadletter_record(
+    msg: Message, reason: str, message: str, fieldname: str | None, service: str = SERVICE
+) -> bytes:
     """The dead-letter JSON: reason, where the message came from, and its original bytes."""
     return orjson.dumps(
         {
@@ -107,8 +108,6 @@ def deadletter_record(msg: Message, reason: str, message: str, fieldname: str | 
     )
 
 
-
-
 class IngestService:
     """Consumes the input topics into the event store. See the module docstring."""
 
@@ -123,14 +122,26 @@ class IngestService:
 
     async def start(self) -> None:
         """Connect to the bus (retrying while it is unreachable) and join the group."""
-        await retry_until(self.bus.ensure_topics, retriable=is_transient, what="create topics",
-                          on_retry=count_retry(SERVICE, "bus"))
+        await retry_until(
+            self.bus.ensure_topics,
+            retriable=is_transient,
+            what="create topics",
+            on_retry=count_retry(SERVICE, "bus"),
+        )
         self._producer = self.bus.producer()
-        await retry_until(self._producer.start, retriable=is_transient, what="producer start",
-                          on_retry=count_retry(SERVICE, "bus"))
+        await retry_until(
+            self._producer.start,
+            retriable=is_transient,
+            what="producer start",
+            on_retry=count_retry(SERVICE, "bus"),
+        )
         self._consumer = self.bus.consumer(self.bus.topics.inputs, self.config.group)
-        await retry_until(self._consumer.start, retriable=is_transient, what="consumer start",
-                          on_retry=count_retry(SERVICE, "bus"))
+        await retry_until(
+            self._consumer.start,
+            retriable=is_transient,
+            what="consumer start",
+            on_retry=count_retry(SERVICE, "bus"),
+        )
 
     async def stop(self) -> None:
         """Leave the group and disconnect; safe to call twice."""
@@ -142,8 +153,9 @@ class IngestService:
             producer, self._producer = self._producer, None
             await producer.stop()
 
-    async def run(self, *, exit_when_idle: bool = False, idle_polls: int = 3,
-                  max_messages: int | None = None) -> BatchResult:
+    async def run(
+        self, *, exit_when_idle: bool = False, idle_polls: int = 3, max_messages: int | None = None
+    ) -> BatchResult:
         """Process batches until :meth:`stop`, until idle when ``exit_when_idle``, or
         once ``max_messages`` have been handled.
 
@@ -188,8 +200,13 @@ class IngestService:
     async def _poll(self) -> list[Message]:
         if self._consumer is None:  # not started, or stopped
             return []
-        return await poll_or_pause(self._consumer, self.config.poll_timeout_ms,
-                                   self.config.batch_size, service=SERVICE, pause=1.0)
+        return await poll_or_pause(
+            self._consumer,
+            self.config.poll_timeout_ms,
+            self.config.batch_size,
+            service=SERVICE,
+            pause=1.0,
+        )
 
     async def _prepare(self, msgs: Sequence[Message]) -> _Prepared:
         """Validate a batch: the events to append and the dead letters.
@@ -201,7 +218,7 @@ class IngestService:
         step = max(1, self.config.prepare_slice)
         for start in range(0, len(msgs), step):
             await asyncio.sleep(0)
-            self._validate(msgs[start:start + step], prepared)
+            self._validate(msgs[start : start + step], prepared)
         return prepared
 
     def _validate(self, msgs: Sequence[Message], prepared: _Prepared) -> None:
@@ -277,8 +294,10 @@ class IngestService:
 
     async def _deadletter(self, dead: list[_Dead]) -> None:
         assert self._producer is not None
-        records = [(m.key, deadletter_record(m, reason, text, fieldname))
-                   for m, reason, text, fieldname in dead]
+        records = [
+            (m.key, deadletter_record(m, reason, text, fieldname))
+            for m, reason, text, fieldname in dead
+        ]
         await retry_until(
             lambda: self._producer.send_many(self.bus.topics.deadletter, records),
             retriable=is_transient,

@@ -197,7 +197,8 @@ class PostgresLease(Lease):
                 # with this session, and pool recycling must never drop it.
                 self._conn = await asyncpg.connect(self.url, timeout=5)
             got = await self._conn.fetchval(
-                "SELECT pg_try_advisory_lock($1)", self.key, timeout=self.keepalive_timeout * 5)
+                "SELECT pg_try_advisory_lock($1)", self.key, timeout=self.keepalive_timeout * 5
+            )
         except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("lease %r: cannot reach PostgreSQL (%s); retrying", self.name, exc)
             await self._drop_connection()
@@ -231,7 +232,10 @@ class PostgresLease(Lease):
                 ok = await conn.fetchval(
                     "SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' "
                     "AND pid = pg_backend_pid() AND objid = ($1::bigint & 4294967295)::oid "
-                    "AND granted", self.key, timeout=self.keepalive_timeout)
+                    "AND granted",
+                    self.key,
+                    timeout=self.keepalive_timeout,
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure: the lease is in doubt
@@ -256,8 +260,12 @@ class PostgresLease(Lease):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if was_held and self._conn is not None and not self._conn.is_closed() \
-                and not self.lost.is_set():
+        if (
+            was_held
+            and self._conn is not None
+            and not self._conn.is_closed()
+            and not self.lost.is_set()
+        ):
             with contextlib.suppress(Exception):
                 await self._conn.execute("SELECT pg_advisory_unlock($1)", self.key, timeout=1)
         # Closing the session releases a lock we could not unlock explicitly.
@@ -269,8 +277,9 @@ class PostgresLease(Lease):
 class FileLease(Lease):
     """``fcntl.flock`` on a lock file next to the SQLite database (one host only)."""
 
-    def __init__(self, path: str, name: str = "commit", *,
-                 retry_interval: float = DEFAULT_RETRY_INTERVAL) -> None:
+    def __init__(
+        self, path: str, name: str = "commit", *, retry_interval: float = DEFAULT_RETRY_INTERVAL
+    ) -> None:
         super().__init__(name, retry_interval)
         self.path = path
         self._fd: int | None = None

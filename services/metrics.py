@@ -70,8 +70,9 @@ COMMIT_PROPOSALS = Counter(
     ["outcome"],
 )
 COMMITTED_PODS = Counter("esched_commit_pods_total", "Pods bound by committed decisions.")
-COMMIT_EVICTED = Counter("esched_commit_evicted_pods_total",
-                         "Running pods evicted by committed preemptions.")
+COMMIT_EVICTED = Counter(
+    "esched_commit_evicted_pods_total", "Running pods evicted by committed preemptions."
+)
 COMMIT_CONFLICTS = Counter(
     "esched_commit_conflicts_total",
     "Rejected proposals (Omega's conflicts), by reason code (insufficient_cpu, "
@@ -93,9 +94,11 @@ SUBMIT_TO_COMMIT_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
 COMMIT_PENDING_PODS = Gauge(
-    "esched_commit_pending_pods", "Pending pods in the commit service's authoritative state.")
+    "esched_commit_pending_pods", "Pending pods in the commit service's authoritative state."
+)
 COMMIT_LEADER = Gauge(
-    "esched_commit_leader", "1 while this commit service instance holds the leader lease.")
+    "esched_commit_leader", "1 while this commit service instance holds the leader lease."
+)
 COMMIT_STEPDOWNS = Counter(
     "esched_commit_stepdowns_total",
     "Times the commit service stopped deciding, by cause (lease_lost, fenced, foreign_writer).",
@@ -109,8 +112,10 @@ REPLICA_PROPOSALS = Counter(
     ["replica", "outcome"],
 )
 REPLICA_PLACED_PODS = Counter(
-    "esched_replica_placed_pods_total", "Pods bound by a replica's committed proposals.",
-    ["replica"])
+    "esched_replica_placed_pods_total",
+    "Pods bound by a replica's committed proposals.",
+    ["replica"],
+)
 REPLICA_CONFLICTS = Counter(
     "esched_replica_conflicts_total",
     "A replica's proposals the commit service rejected, by reason code.",
@@ -119,12 +124,16 @@ REPLICA_CONFLICTS = Counter(
 REPLICA_UNSCHEDULABLE = Counter(
     "esched_replica_unschedulable_total",
     "esched.pod.unschedulable reports a replica appended (new ones, not duplicates).",
-    ["replica"])
+    ["replica"],
+)
 REPLICA_PENDING = Gauge(
-    "esched_replica_pending_pods", "Pending pods in a replica's fold.", ["replica"])
+    "esched_replica_pending_pods", "Pending pods in a replica's fold.", ["replica"]
+)
 REPLICA_CACHE_HIT_RATE = Gauge(
     "esched_replica_cache_hit_rate",
-    "Hit rate of a replica's equivalence-class feasibility/score cache.", ["replica"])
+    "Hit rate of a replica's equivalence-class feasibility/score cache.",
+    ["replica"],
+)
 DISPATCH_WORK = Counter(
     "esched_dispatch_work_total",
     "Work items the dispatcher published, by cause (pending, start, rejected, retry).",
@@ -132,7 +141,8 @@ DISPATCH_WORK = Counter(
 )
 DISPATCH_PARKED = Gauge(
     "esched_dispatch_parked_pods",
-    "Unschedulable pods waiting for capacity to free (with backoff) before re-publishing.")
+    "Unschedulable pods waiting for capacity to free (with backoff) before re-publishing.",
+)
 DISPATCH_HELD = Gauge(
     "esched_dispatch_held_jobs",
     "Jobs (pods, gangs) not admitted to their queue yet, by reason (QueueClosed, "

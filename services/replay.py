@@ -79,7 +79,7 @@ async def fold_log(
             # (PostgreSQL works on the other core), instead of stalling on a full
             # socket buffer until the whole page is folded.
             for i in range(0, len(rows), SLICE):
-                state.apply_payloads(rows[i:i + SLICE])
+                state.apply_payloads(rows[i : i + SLICE])
                 await asyncio.sleep(0)
             if progress:
                 progress(after, target)
@@ -153,21 +153,30 @@ def format_table(summary: dict) -> str:
         lines.append(f"  {'GANG':<40}{'MIN':>6}{'PENDING':>9}{'RUNNING':>9}{'DONE':>6}")
         for name, g in summary["gangs"].items():
             done = g.get("Succeeded", 0) + g.get("Failed", 0)
-            lines.append(f"  {name:<40}{g['minMember']:>6}{g.get('Pending', 0):>9}"
-                         f"{g.get('Running', 0):>9}{done:>6}")
+            lines.append(
+                f"  {name:<40}{g['minMember']:>6}{g.get('Pending', 0):>9}"
+                f"{g.get('Running', 0):>9}{done:>6}"
+            )
     if summary["queues"]:
         lines.append(f"queues    {len(summary['queues'])}")
-        lines.append(f"  {'QUEUE':<24}{'STATE':<10}{'PRIO':>6}{'WEIGHT':>7}{'PENDING':>9}"
-                     f"{'RUNNING':>9}{'SHARE':>8}  ALLOCATED/FAIR SHARE")
+        lines.append(
+            f"  {'QUEUE':<24}{'STATE':<10}{'PRIO':>6}{'WEIGHT':>7}{'PENDING':>9}"
+            f"{'RUNNING':>9}{'SHARE':>8}  ALLOCATED/FAIR SHARE"
+        )
         for name, q in summary["queues"].items():
             fair = q.get("fairShare") or {}
             alloc = q.get("allocated") or {}
-            res = " ".join(f"{r}={human(r, alloc.get(r, 0))}/{human(r, fair.get(r, 0))}"
-                           for r in sorted(set(fair) | set(alloc)) if r != "pods")
-            lines.append(f"  {q.get('path', name):<24}{q.get('state', ''):<10}"
-                         f"{q.get('priority', 0):>6}{q.get('weight', 0):>7}"
-                         f"{q.get('Pending', 0):>9}{q.get('Running', 0):>9}"
-                         f"{q.get('share', 0.0):>8.3f}  {res}")
+            res = " ".join(
+                f"{r}={human(r, alloc.get(r, 0))}/{human(r, fair.get(r, 0))}"
+                for r in sorted(set(fair) | set(alloc))
+                if r != "pods"
+            )
+            lines.append(
+                f"  {q.get('path', name):<24}{q.get('state', ''):<10}"
+                f"{q.get('priority', 0):>6}{q.get('weight', 0):>7}"
+                f"{q.get('Pending', 0):>9}{q.get('Running', 0):>9}"
+                f"{q.get('share', 0.0):>8.3f}  {res}"
+            )
     if summary.get("reservations"):
         lines.append(f"reserved  {len(summary['reservations'])}")
         lines.append(f"  {'GANG':<40}NODES HELD FOR IT")

@@ -111,7 +111,7 @@ def reason_code(text: str) -> str:
     if code is not None:
         return code
     if text.startswith("Insufficient "):
-        return "Insufficient." + text[len("Insufficient "):].replace(" ", "_")
+        return "Insufficient." + text[len("Insufficient ") :].replace(" ", "_")
     cleaned = "".join(c if c.isalnum() or c in "_./:-" else "_" for c in text).strip("_")
     return cleaned if cleaned[:1].isalpha() else f"R{cleaned}"
 
@@ -135,11 +135,15 @@ class LogFollower:
     removed node's pods).
     """
 
-    def __init__(self, store: EventStore, *,
-                 handle: Callable[[list[StoredEvent]], None] | None = None,
-                 after_fold: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
-                 decode: Collection[str] | None = None,
-                 batch: int = 5000) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        handle: Callable[[list[StoredEvent]], None] | None = None,
+        after_fold: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
+        decode: Collection[str] | None = None,
+        batch: int = 5000,
+    ) -> None:
         self.store = store
         self.state: ClusterState | None = None
         self._handle = handle
@@ -156,8 +160,9 @@ class LogFollower:
 
     async def start(self) -> ClusterState:
         """Build the state up to the head and start following; returns the state."""
-        self.state = await retry_until(lambda: fold_log(self.store), retriable=_is_transient,
-                                       what="fold the log")
+        self.state = await retry_until(
+            lambda: fold_log(self.store), retriable=_is_transient, what="fold the log"
+        )
         freeze_heap()
         self._task = asyncio.create_task(self._follow(), name="log-follower")
         return self.state
@@ -191,8 +196,13 @@ class LogFollower:
                     else:
                         state.apply_payloads(payload_pairs(rows))
                         if self._after is not None:
-                            self._after([(r.position, loads(r.payload)) for r in rows
-                                         if decode is None or r.type in decode])
+                            self._after(
+                                [
+                                    (r.position, loads(r.payload))
+                                    for r in rows
+                                    if decode is None or r.type in decode
+                                ]
+                            )
                     self._advanced.set()
         except asyncio.CancelledError:
             raise
@@ -340,14 +350,23 @@ class ReplicaTotals:
     last_decision_at: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"work_items": self.work_items, "skipped": self.skipped,
-                "proposals": self.proposals, "committed": self.committed,
-                "placed_pods": self.placed_pods, "conflicts": self.conflicts,
-                "retries": self.retries, "gave_up": self.gave_up,
-                "unschedulable": self.unschedulable, "gangs_waiting": self.gangs_waiting,
-                "preemptions": self.preemptions, "victims": self.victims,
-                "reservations": self.reservations, "early_items": self.early_items,
-                "conflict_reasons": dict(sorted(self.reasons.items()))}
+        return {
+            "work_items": self.work_items,
+            "skipped": self.skipped,
+            "proposals": self.proposals,
+            "committed": self.committed,
+            "placed_pods": self.placed_pods,
+            "conflicts": self.conflicts,
+            "retries": self.retries,
+            "gave_up": self.gave_up,
+            "unschedulable": self.unschedulable,
+            "gangs_waiting": self.gangs_waiting,
+            "preemptions": self.preemptions,
+            "victims": self.victims,
+            "reservations": self.reservations,
+            "early_items": self.early_items,
+            "conflict_reasons": dict(sorted(self.reasons.items())),
+        }
 
 
 @dataclass(slots=True)
@@ -372,10 +391,18 @@ class Replica:
         embedded mode's :class:`SharedConsumer`).
     """
 
-    def __init__(self, store: EventStore, bus: Bus, replica_id: str, *,
-                 profile: Profile | None = None, seed: int = 0,
-                 config: ReplicaConfig | None = None, submit: Submit | None = None,
-                 consumer: BusConsumer | None = None) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        bus: Bus,
+        replica_id: str,
+        *,
+        profile: Profile | None = None,
+        seed: int = 0,
+        config: ReplicaConfig | None = None,
+        submit: Submit | None = None,
+        consumer: BusConsumer | None = None,
+    ) -> None:
         self.store = store
         self.bus = bus
         self.id = replica_id
@@ -386,8 +413,9 @@ class Replica:
         self._submit = submit
         self._consumer = consumer
         self._producer: BusProducer | None = None
-        self.follower = LogFollower(store, after_fold=self._on_fold,
-                                    decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED))
+        self.follower = LogFollower(
+            store, after_fold=self._on_fold, decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED)
+        )
         self.placer: Placer | None = None
         self._waiting: dict[str, asyncio.Future] = {}
         self._stopping = asyncio.Event()
@@ -449,15 +477,16 @@ class Replica:
         """
         started = time.perf_counter()
         if self._consumer is None:
-            await retry_until(self.bus.ensure_topics, retriable=_is_transient,
-                              what="create topics")
+            await retry_until(self.bus.ensure_topics, retriable=_is_transient, what="create topics")
             # Static membership under the replica's name: a restarted replica takes its
             # old place (and partitions) at once instead of after its old session.
-            self._consumer = self.bus.consumer([self.bus.topics.work], self.config.group,
-                                               instance=f"{self.config.group}/{self.id}")
+            self._consumer = self.bus.consumer(
+                [self.bus.topics.work], self.config.group, instance=f"{self.config.group}/{self.id}"
+            )
             await self._start_provisional()
         joining = asyncio.ensure_future(
-            retry_until(self._consumer.start, retriable=_is_transient, what="consumer start"))
+            retry_until(self._consumer.start, retriable=_is_transient, what="consumer start")
+        )
         joined: list[float] = []
         joining.add_done_callback(lambda _f: joined.append(time.perf_counter()))
         try:
@@ -466,8 +495,9 @@ class Replica:
             self.placer = Placer(state, self.profile, self.seed)
             if self._submit is None:
                 self._producer = self.bus.producer()
-                await retry_until(self._producer.start, retriable=_is_transient,
-                                  what="producer start")
+                await retry_until(
+                    self._producer.start, retriable=_is_transient, what="producer start"
+                )
             if self._provisional is None:
                 await joining
         except BaseException:
@@ -479,14 +509,26 @@ class Replica:
         if self._provisional is not None:
             # Work the previous share now; run() switches to the group once joined.
             self._joining = joining
-            log.info("replica %s ready at position %d in %.2fs (fold %.2fs); working its "
-                     "previous share %s while it rejoins the group", self.id, state.position,
-                     time.perf_counter() - started, folded - started,
-                     _partitions(self._provisional.assignment()), extra={"replica": self.id})
+            log.info(
+                "replica %s ready at position %d in %.2fs (fold %.2fs); working its "
+                "previous share %s while it rejoins the group",
+                self.id,
+                state.position,
+                time.perf_counter() - started,
+                folded - started,
+                _partitions(self._provisional.assignment()),
+                extra={"replica": self.id},
+            )
             return
-        log.info("replica %s ready at position %d in %.2fs (fold %.2fs, group join %.2fs)",
-                 self.id, state.position, time.perf_counter() - started, folded - started,
-                 joined[0] - started, extra={"replica": self.id})
+        log.info(
+            "replica %s ready at position %d in %.2fs (fold %.2fs, group join %.2fs)",
+            self.id,
+            state.position,
+            time.perf_counter() - started,
+            folded - started,
+            joined[0] - started,
+            extra={"replica": self.id},
+        )
 
     # ------------------------------------------------------------------ its share of the work
 
@@ -513,22 +555,26 @@ class Replica:
         try:
             saved = await self.store.load_snapshot(self.share_snapshot_name)
         except TransientStoreError as exc:
-            log.warning("replica %s: previous share unknown (%s); waiting for the group",
-                        self.id, exc)
+            log.warning(
+                "replica %s: previous share unknown (%s); waiting for the group", self.id, exc
+            )
             return
         if saved is None:
             return
-        share = [(str(t), int(p)) for t, p in orjson.loads(saved[1])
-                 if t == self.bus.topics.work]
+        share = [(str(t), int(p)) for t, p in orjson.loads(saved[1]) if t == self.bus.topics.work]
         if not share:
             return
-        provisional = self.bus.consumer([self.bus.topics.work], self.config.group,
-                                        exclusive=True, partitions=share)
+        provisional = self.bus.consumer(
+            [self.bus.topics.work], self.config.group, exclusive=True, partitions=share
+        )
         try:
             await provisional.start()
         except BusError as exc:
-            log.warning("replica %s: cannot read its previous share (%s); waiting for the "
-                        "group", self.id, exc)
+            log.warning(
+                "replica %s: cannot read its previous share (%s); waiting for the group",
+                self.id,
+                exc,
+            )
             return
         self._provisional = provisional
 
@@ -544,8 +590,11 @@ class Replica:
         await self._stop_provisional()
         if joining is not None:
             joining.result()  # a failed join ends the service, as in start()
-            log.info("replica %s joined the group; share %s", self.id,
-                     _partitions(self._consumer.assignment() if self._consumer else ()))
+            log.info(
+                "replica %s joined the group; share %s",
+                self.id,
+                _partitions(self._consumer.assignment() if self._consumer else ()),
+            )
 
     async def _record_share(self, consumer: BusConsumer) -> None:
         """Record this replica's share of the work partitions when it changed."""
@@ -553,8 +602,9 @@ class Replica:
         if not share or share == self._saved_share:
             return
         try:
-            await self.store.save_snapshot(self.share_snapshot_name, self.follower.position,
-                                           orjson.dumps(sorted(share)))
+            await self.store.save_snapshot(
+                self.share_snapshot_name, self.follower.position, orjson.dumps(sorted(share))
+            )
             await self.store.prune_snapshots(self.share_snapshot_name, keep=2)
         except TransientStoreError as exc:
             log.warning("replica %s: share not recorded (%s)", self.id, exc)
@@ -576,8 +626,7 @@ class Replica:
                 await self._joining
             self._joining = None
         if self._batches:
-            _done, pending = await asyncio.wait(set(self._batches),
-                                                timeout=self.config.stop_grace)
+            _done, pending = await asyncio.wait(set(self._batches), timeout=self.config.stop_grace)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -626,7 +675,8 @@ class Replica:
                     prev, turn = turn, loop.create_future()
                     task = asyncio.create_task(
                         self._batch(msgs, planned, prev, turn, commit=not provisional),
-                        name=f"replica-{self.id}-batch")
+                        name=f"replica-{self.id}-batch",
+                    )
                     started = True
                     self._batches.add(task)
                     task.add_done_callback(lambda t: self._batch_done(t, slots))
@@ -662,10 +712,13 @@ class Replica:
             # batch costs about as much round-trip overhead (proposal send, decision
             # append, fold wake-up) as a pass over a handful of pods.
             linger_until = time.monotonic() + self.config.linger
-            while self.config.linger_min <= len(msgs) < self.config.batch_size and \
-                    time.monotonic() < linger_until:
-                more = await consumer.poll(self.config.linger_poll_ms,
-                                           self.config.batch_size - len(msgs))
+            while (
+                self.config.linger_min <= len(msgs) < self.config.batch_size
+                and time.monotonic() < linger_until
+            ):
+                more = await consumer.poll(
+                    self.config.linger_poll_ms, self.config.batch_size - len(msgs)
+                )
                 if not more:
                     break
                 msgs.extend(more)
@@ -678,8 +731,15 @@ class Replica:
             await asyncio.sleep(0.5)
             return []
 
-    async def _batch(self, msgs: Sequence[Message], planned: asyncio.Event,
-                     prev: asyncio.Future, turn: asyncio.Future, *, commit: bool) -> None:
+    async def _batch(
+        self,
+        msgs: Sequence[Message],
+        planned: asyncio.Event,
+        prev: asyncio.Future,
+        turn: asyncio.Future,
+        *,
+        commit: bool,
+    ) -> None:
         """One batch in its task: place and decide, then commit its offsets after the
         previous batch's (``prev``), then let the next batch commit (``turn``)."""
         try:
@@ -691,8 +751,14 @@ class Replica:
 
     # ------------------------------------------------------------------ one batch
 
-    async def handle(self, msgs: Sequence[Message], planned: asyncio.Event | None = None,
-                     prev: asyncio.Future | None = None, *, commit: bool = True) -> None:
+    async def handle(
+        self,
+        msgs: Sequence[Message],
+        planned: asyncio.Event | None = None,
+        prev: asyncio.Future | None = None,
+        *,
+        commit: bool = True,
+    ) -> None:
         """Work one polled batch end to end, then commit its offsets (unless not
         ``commit``: items read from the previous share before the group join).
 
@@ -707,8 +773,9 @@ class Replica:
                 key = str(item[kind])
                 position = int(item.get("position") or 0)
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-                log.warning("ignoring malformed work item at %s/%d@%d", m.topic, m.partition,
-                            m.offset)
+                log.warning(
+                    "ignoring malformed work item at %s/%d@%d", m.topic, m.partition, m.offset
+                )
                 continue
             prev_t = targets.get((kind, key))
             if prev_t is None or prev_t.position < position:
@@ -719,12 +786,21 @@ class Replica:
             t0 = time.perf_counter()
             # The fold must have the event that made each item pending; it is in the log.
             while not await self.follower.wait_for(upto, 5.0):
-                log.warning("replica %s: fold at %d, waiting for work position %d", self.id,
-                            self.follower.position, upto)
+                log.warning(
+                    "replica %s: fold at %d, waiting for work position %d",
+                    self.id,
+                    self.follower.position,
+                    upto,
+                )
             t1 = time.perf_counter()
             await self._place(list(targets.values()), planned)
-            log.debug("replica %s: %d work items; fold wait %.1f ms, place+decide %.1f ms",
-                      self.id, len(targets), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
+            log.debug(
+                "replica %s: %d work items; fold wait %.1f ms, place+decide %.1f ms",
+                self.id,
+                len(targets),
+                (t1 - t0) * 1e3,
+                (time.perf_counter() - t1) * 1e3,
+            )
         if planned is not None:
             planned.set()
         if prev is not None:
@@ -745,7 +821,8 @@ class Replica:
         metrics.REPLICA_PENDING.labels(self.id).set(self._pending_count())
         if self.placer is not None:
             metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(
-                self.placer.stats()["cache_hit_rate"])
+                self.placer.stats()["cache_hit_rate"]
+            )
 
     def _pending_count(self) -> int:
         st = self.state
@@ -770,8 +847,7 @@ class Replica:
         while targets and not self._stopping.is_set():
             self._resync()
             # Undecided claims of other batches this pass's view assumes.
-            foreign = [f for pid in self._inflight
-                       if (f := self._waiting.get(pid)) is not None]
+            foreign = [f for pid in self._inflight if (f := self._waiting.get(pid)) is not None]
             candidates: dict[str, tuple[_Target, dict[str, int], str]] = {}
             blocked: list[tuple[_Target, list[asyncio.Future]]] = []
             judged_at = int(self.state.position)  # the state this pass's verdicts see
@@ -783,13 +859,19 @@ class Replica:
                 retry = await self._decided(proposals, by_proposal, planned)
             elif planned is not None:
                 planned.set()
-            log.debug("replica %s: planned %d in %.1f ms, decided in %.1f ms", self.id,
-                      len(proposals), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
+            log.debug(
+                "replica %s: planned %d in %.1f ms, decided in %.1f ms",
+                self.id,
+                len(proposals),
+                (t1 - t0) * 1e3,
+                (time.perf_counter() - t1) * 1e3,
+            )
             doubt = bool(retry)
             if candidates and not doubt and foreign:
                 done, pending = await asyncio.wait(foreign, timeout=self.config.decision_timeout)
                 doubt = bool(pending) or any(
-                    f.cancelled() or f.result()["type"] != PLACEMENT_COMMITTED for f in done)
+                    f.cancelled() or f.result()["type"] != PLACEMENT_COMMITTED for f in done
+                )
             again: dict[tuple[str, str], _Target] = {}
             if doubt:
                 for t in retry:
@@ -800,8 +882,9 @@ class Replica:
                 for pod, (t, reasons, msg) in candidates.items():
                     unschedulable[pod] = (t.position, reasons, msg, judged_at)
             if blocked:
-                await asyncio.wait({f for _t, fs in blocked for f in fs},
-                                   timeout=self.config.decision_timeout)
+                await asyncio.wait(
+                    {f for _t, fs in blocked for f in fs}, timeout=self.config.decision_timeout
+                )
                 for t, _fs in blocked:
                     again.setdefault((t.kind, t.key), t)
             if not again:
@@ -816,22 +899,30 @@ class Replica:
                 for pod, (t, reasons, msg) in candidates.items():
                     unschedulable[pod] = (t.position, reasons, msg, 0)
                 self.totals.gave_up += len(targets)
-                log.info("replica %s: %d target(s) still conflicting after %d retries",
-                         self.id, len(targets), self.config.max_retries)
+                log.info(
+                    "replica %s: %d target(s) still conflicting after %d retries",
+                    self.id,
+                    len(targets),
+                    self.config.max_retries,
+                )
                 break
             self.totals.retries += len(targets)
             # Backoff with jitter: replicas that collided should not collide again in step.
-            delay = min(self.config.retry_backoff * 2 ** (attempt - 1),
-                        self.config.retry_backoff_max)
+            delay = min(
+                self.config.retry_backoff * 2 ** (attempt - 1), self.config.retry_backoff_max
+            )
             await asyncio.sleep(delay * (0.5 + np.random.random()))
         if unschedulable:
             await self._report_unschedulable(unschedulable)
         if self._to_reserve:
             await self._reserve()
 
-    async def _decided(self, proposals: list[dict[str, Any]],
-                       by_proposal: dict[str, _Target],
-                       planned: asyncio.Event | None = None) -> list[_Target]:
+    async def _decided(
+        self,
+        proposals: list[dict[str, Any]],
+        by_proposal: dict[str, _Target],
+        planned: asyncio.Event | None = None,
+    ) -> list[_Target]:
         """Propose, wait for the decisions, count them; the targets of rejected ones."""
         decisions = await self._propose(proposals, planned)
         retry: list[_Target] = []
@@ -912,10 +1003,12 @@ class Replica:
             self._requests[cid] = req
         return req
 
-    def _plan(self, targets: list[_Target],
-              unschedulable: dict[str, tuple[_Target, dict[str, int], str]],
-              blocked: list[tuple[_Target, list[asyncio.Future]]] | None = None
-              ) -> tuple[list[dict[str, Any]], dict[str, _Target]]:
+    def _plan(
+        self,
+        targets: list[_Target],
+        unschedulable: dict[str, tuple[_Target, dict[str, int], str]],
+        blocked: list[tuple[_Target, list[asyncio.Future]]] | None = None,
+    ) -> tuple[list[dict[str, Any]], dict[str, _Target]]:
         """Proposals for ``targets`` on the current view (pods assumed as placed);
         pods no node fits go to ``unschedulable`` (pod -> target, reasons, message).
 
@@ -932,14 +1025,24 @@ class Replica:
         reasons_cache: dict[int, Any] = {}
         gangs_done: set[str] = set()
 
-        def propose(target: _Target, gang: str | None, pairs: list[tuple[str, str]],
-                    victims: list[dict[str, str]] | None = None) -> None:
+        def propose(
+            target: _Target,
+            gang: str | None,
+            pairs: list[tuple[str, str]],
+            victims: list[dict[str, str]] | None = None,
+        ) -> None:
             pid = f"{self._pid_prefix}{next(self._pid_seq):x}"
-            bindings = [{"pod": pod, "node": node,
-                         "resources": self._requests_of(st.pod_class_id(pod))}
-                        for pod, node in pairs]
-            proposal = {"proposal": pid, "replica": self.id, "position": position,
-                        "gang": gang, "bindings": bindings}
+            bindings = [
+                {"pod": pod, "node": node, "resources": self._requests_of(st.pod_class_id(pod))}
+                for pod, node in pairs
+            ]
+            proposal = {
+                "proposal": pid,
+                "replica": self.id,
+                "position": position,
+                "gang": gang,
+                "bindings": bindings,
+            }
             if victims:
                 # One transaction: the commit service evicts these and binds, or neither.
                 proposal["victims"] = victims
@@ -971,8 +1074,10 @@ class Replica:
                         continue
                     plan = placer.plan_preemption(t.key, bands) if preempt else None
                     if plan is not None:
-                        victims = [{"pod": v, "node": where(v)}
-                                   for v in plan["victims"] + plan["collateral"]]
+                        victims = [
+                            {"pod": v, "node": where(v)}
+                            for v in plan["victims"] + plan["collateral"]
+                        ]
                         propose(t, None, [(t.key, plan["node"])], victims)
                     else:
                         unschedulable[t.key] = (t, self._reasons(t.key, reasons_cache), "")
@@ -1007,8 +1112,11 @@ class Replica:
             if plan is None and preempt:
                 got = placer.plan_gang_preempting(members, need, bands)
                 if got is not None:
-                    pairs = [(pod, node) for pod, node in zip(members, got["nodes"],
-                                                              strict=True) if node is not None]
+                    pairs = [
+                        (pod, node)
+                        for pod, node in zip(members, got["nodes"], strict=True)
+                        if node is not None
+                    ]
                     propose(t, t.key, pairs, got["victims"])
                     for pod, node in zip(members, got["nodes"], strict=True):
                         if node is None:
@@ -1023,8 +1131,9 @@ class Replica:
                     reasons["GangUnschedulable"] = 1
                     unschedulable[pod] = (t, reasons, msg)
                 continue
-            pairs = [(pod, node) for pod, node in zip(members, plan, strict=True)
-                     if node is not None]
+            pairs = [
+                (pod, node) for pod, node in zip(members, plan, strict=True) if node is not None
+            ]
             self._waiting_since.pop(t.key, None)
             if pairs:
                 propose(t, t.key, pairs)
@@ -1050,19 +1159,27 @@ class Replica:
         now = time.monotonic()
         since = self._waiting_since.setdefault(gang, now)
         st = self.state
-        if now - since < after or st.reservations or \
-                any(r["gang"] == gang for r in self._to_reserve):
+        if (
+            now - since < after
+            or st.reservations
+            or any(r["gang"] == gang for r in self._to_reserve)
+        ):
             return
         assert self.placer is not None
         nodes = self.placer.reservation_nodes(members, need)
         if not nodes:
             return
         waited = round(now - since, 3)
-        self._to_reserve.append({
-            "gang": gang, "nodes": nodes, "waited_seconds": waited,
-            "message": f"gang {gang} waited {waited}s ({message}); reserving "
-                       f"{len(nodes)} node(s) until it is placed",
-            "position": int(st.position)})
+        self._to_reserve.append(
+            {
+                "gang": gang,
+                "nodes": nodes,
+                "waited_seconds": waited,
+                "message": f"gang {gang} waited {waited}s ({message}); reserving "
+                f"{len(nodes)} node(s) until it is placed",
+                "position": int(st.position),
+            }
+        )
 
     async def _reserve(self) -> None:
         """Append the reservations of the last pass (deterministic ids: dedupe)."""
@@ -1070,14 +1187,28 @@ class Replica:
         events = []
         for r in self._to_reserve:
             data = {k: v for k, v in r.items() if k != "position"}
-            env = {"specversion": "1.0", "id": f"reserve-{r['gang']}-{r['position']}",
-                   "source": self.config.source_prefix + self.id, "type": GANG_RESERVED,
-                   "time": _now(), "datacontenttype": "application/json", "data": data}
-            events.append(NewEvent(id=env["id"], type=GANG_RESERVED, stream=f"gang/{r['gang']}",
-                                   payload=orjson.dumps(env), time=now))
+            env = {
+                "specversion": "1.0",
+                "id": f"reserve-{r['gang']}-{r['position']}",
+                "source": self.config.source_prefix + self.id,
+                "type": GANG_RESERVED,
+                "time": _now(),
+                "datacontenttype": "application/json",
+                "data": data,
+            }
+            events.append(
+                NewEvent(
+                    id=env["id"],
+                    type=GANG_RESERVED,
+                    stream=f"gang/{r['gang']}",
+                    payload=orjson.dumps(env),
+                    time=now,
+                )
+            )
         self._to_reserve = []
-        res = await retry_until(lambda: self.store.append(events), retriable=_is_transient,
-                                what="reservation append")
+        res = await retry_until(
+            lambda: self.store.append(events), retriable=_is_transient, what="reservation append"
+        )
         self.totals.reservations += len(events) - res.duplicates
         for e in events:
             log.info("replica %s: %s", self.id, orjson.loads(e.payload)["data"]["message"])
@@ -1100,8 +1231,9 @@ class Replica:
         view = cache.get(-1)  # the alive nodes' free room, gathered once per pass
         if view is None:
             alive = np.fromiter(st.node_index.values(), dtype=np.int64)
-            free = (st.allocatable_np[alive, :nres].astype(np.int64)
-                    - placer.used_array()[alive, :nres].astype(np.int64))
+            free = st.allocatable_np[alive, :nres].astype(np.int64) - placer.used_array()[
+                alive, :nres
+            ].astype(np.int64)
             view = cache[-1] = {"alive": alive, "free": free}  # type: ignore[assignment]
         alive, free = view["alive"], view["free"]  # type: ignore[index]
         out: dict[str, int] = {}
@@ -1130,8 +1262,9 @@ class Replica:
         cache[cid] = out
         return out
 
-    async def _propose(self, proposals: list[dict[str, Any]],
-                       planned: asyncio.Event | None = None) -> dict[str, dict[str, Any]]:
+    async def _propose(
+        self, proposals: list[dict[str, Any]], planned: asyncio.Event | None = None
+    ) -> dict[str, dict[str, Any]]:
         """Claim and send proposals and wait until their decisions are in this
         replica's fold. ``planned`` is set once the claims are recorded (before the
         first await: the view and the claims never disagree)."""
@@ -1148,15 +1281,18 @@ class Replica:
             pending = list(proposals)
             while True:
                 await self._send(pending)
-                await asyncio.wait(futures.values(),
-                                   timeout=self.config.decision_timeout)
+                await asyncio.wait(futures.values(), timeout=self.config.decision_timeout)
                 pending = [p for p in proposals if not futures[p["proposal"]].done()]
                 if not pending:
                     break
                 if self._stopping.is_set():
                     raise asyncio.CancelledError
-                log.warning("replica %s: %d proposal(s) undecided after %.0fs; re-sending",
-                            self.id, len(pending), self.config.decision_timeout)
+                log.warning(
+                    "replica %s: %d proposal(s) undecided after %.0fs; re-sending",
+                    self.id,
+                    len(pending),
+                    self.config.decision_timeout,
+                )
             self.totals.last_decision_at = time.perf_counter()
             return {pid: f.result() for pid, f in futures.items()}
         finally:
@@ -1169,14 +1305,29 @@ class Replica:
             return
         assert self._producer is not None
         now = _now()
-        records = [((p["gang"] or p["bindings"][0]["pod"]).encode(), orjson.dumps({
-            "specversion": "1.0", "id": f"proposal-{p['proposal']}",
-            "source": self.config.source_prefix + self.id, "type": PLACEMENT_PROPOSED,
-            "time": now, "datacontenttype": "application/json", "data": p}))
-            for p in proposals]
+        records = [
+            (
+                (p["gang"] or p["bindings"][0]["pod"]).encode(),
+                orjson.dumps(
+                    {
+                        "specversion": "1.0",
+                        "id": f"proposal-{p['proposal']}",
+                        "source": self.config.source_prefix + self.id,
+                        "type": PLACEMENT_PROPOSED,
+                        "time": now,
+                        "datacontenttype": "application/json",
+                        "data": p,
+                    }
+                ),
+            )
+            for p in proposals
+        ]
         producer = self._producer
-        await retry_until(lambda: producer.send_many(self.bus.topics.proposals, records),
-                          retriable=_is_transient, what="proposals send")
+        await retry_until(
+            lambda: producer.send_many(self.bus.topics.proposals, records),
+            retriable=_is_transient,
+            what="proposals send",
+        )
 
     def _on_fold(self, events: list[tuple[int, dict[str, Any]]]) -> None:
         """Release the claims of our proposals whose decisions just got folded (in the
@@ -1194,7 +1345,8 @@ class Replica:
                     fut.set_result(ev)
 
     async def _report_unschedulable(
-            self, pods: dict[str, tuple[int, dict[str, int], str, int]]) -> None:
+        self, pods: dict[str, tuple[int, dict[str, int], str, int]]
+    ) -> None:
         """Append one ``esched.pod.unschedulable`` per pod (deterministic ids: dedupe)."""
         st = self.state
         n_nodes = len(st.node_index)
@@ -1202,20 +1354,31 @@ class Replica:
         events = []
         for pod, (position, reasons, extra, judged_at) in pods.items():
             detail = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
-            message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra
-                                                                       else "")
-            env = {"specversion": "1.0", "id": unschedulable_id(pod, position),
-                   "source": self.config.source_prefix + self.id, "type": POD_UNSCHEDULABLE,
-                   "time": _now(), "datacontenttype": "application/json",
-                   # position: the state the verdict was reached on (not the fold's
-                   # position now), so the dispatcher can tell whether capacity freed
-                   # after it: no lost wake-ups.
-                   "data": {"pod": pod, "reasons": reasons, "message": message,
-                            "position": judged_at}}
-            events.append(NewEvent(id=env["id"], type=POD_UNSCHEDULABLE, stream=f"pod/{pod}",
-                                   payload=orjson.dumps(env), time=now))
-        res = await retry_until(lambda: self.store.append(events), retriable=_is_transient,
-                                what="unschedulable append")
+            message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra else "")
+            env = {
+                "specversion": "1.0",
+                "id": unschedulable_id(pod, position),
+                "source": self.config.source_prefix + self.id,
+                "type": POD_UNSCHEDULABLE,
+                "time": _now(),
+                "datacontenttype": "application/json",
+                # position: the state the verdict was reached on (not the fold's
+                # position now), so the dispatcher can tell whether capacity freed
+                # after it: no lost wake-ups.
+                "data": {"pod": pod, "reasons": reasons, "message": message, "position": judged_at},
+            }
+            events.append(
+                NewEvent(
+                    id=env["id"],
+                    type=POD_UNSCHEDULABLE,
+                    stream=f"pod/{pod}",
+                    payload=orjson.dumps(env),
+                    time=now,
+                )
+            )
+        res = await retry_until(
+            lambda: self.store.append(events), retriable=_is_transient, what="unschedulable append"
+        )
         fresh = len(events) - res.duplicates
         self.totals.unschedulable += fresh
         metrics.REPLICA_UNSCHEDULABLE.labels(self.id).inc(fresh)

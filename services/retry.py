@@ -56,8 +56,9 @@ async def retry_until(
             if not retriable(exc) or (attempts is not None and tries >= attempts):
                 raise
             delay = backoff.next_delay()
-            log.warning("%s failed (%s: %s); retry %d in %.2fs", what, type(exc).__name__, exc,
-                        tries, delay)
+            log.warning(
+                "%s failed (%s: %s); retry %d in %.2fs", what, type(exc).__name__, exc, tries, delay
+            )
             if on_retry:
                 on_retry(exc)
             await asyncio.sleep(delay)

@@ -19,27 +19,53 @@ _T0 = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
 
 
 def _envelope(type_: str, id_: str, data: dict) -> dict:
-    return {"specversion": "1.0", "id": id_, "source": "esched-synth", "type": type_,
-            "time": _T0, "data": data}
+    return {
+        "specversion": "1.0",
+        "id": id_,
+        "source": "esched-synth",
+        "type": type_,
+        "time": _T0,
+        "data": data,
+    }
 
 
 def node_event(i: int, prefix: str = "node") -> dict:
     """``esched.node.added`` for synthetic node ``i``."""
     cores = CORES[i % 4]
-    return _envelope("esched.node.added", f"{prefix}-{i}-added", {
-        "metadata": {"name": f"{prefix}-{i}", "labels": {"zone": f"z{i % 3}"}},
-        "status": {"allocatable": {"cpu": str(cores), "memory": f"{4 * cores}Gi",
-                                   "pods": "110"}},
-    })
+    return _envelope(
+        "esched.node.added",
+        f"{prefix}-{i}-added",
+        {
+            "metadata": {"name": f"{prefix}-{i}", "labels": {"zone": f"z{i % 3}"}},
+            "status": {
+                "allocatable": {"cpu": str(cores), "memory": f"{4 * cores}Gi", "pods": "110"}
+            },
+        },
+    )
 
 
 def pod_event(j: int, rng: random.Random, namespace: str = "synth") -> dict:
     """``esched.pod.submitted`` for synthetic pod ``j`` with the benchmark's requests."""
-    return _envelope("esched.pod.submitted", f"pod-{namespace}-{j}-submitted", {
-        "metadata": {"name": f"pod-{j}", "namespace": namespace},
-        "spec": {"containers": [{"name": "main", "resources": {"requests": {
-            "cpu": f"{100 * rng.randint(1, 40)}m", "memory": f"{128 * rng.randint(1, 64)}Mi"}}}]},
-    })
+    return _envelope(
+        "esched.pod.submitted",
+        f"pod-{namespace}-{j}-submitted",
+        {
+            "metadata": {"name": f"pod-{j}", "namespace": namespace},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "resources": {
+                            "requests": {
+                                "cpu": f"{100 * rng.randint(1, 40)}m",
+                                "memory": f"{128 * rng.randint(1, 64)}Mi",
+                            }
+                        },
+                    }
+                ]
+            },
+        },
+    )
 
 
 def cluster_log(nodes: int, pods: int, seed: int = 0, finish_every: int = 4) -> Iterator[dict]:
@@ -77,16 +103,31 @@ def cluster_log(nodes: int, pods: int, seed: int = 0, finish_every: int = 4) -> 
         free_mem[n] -= mem
         free_pods[n] -= 1
         key = f"synth/pod-{j}"
-        yield _envelope("esched.placement.committed", f"commit-{j}", {
-            "proposal": f"p-{j}", "replica": "synth", "position": 0, "gang": None,
-            "bindings": [{"pod": key, "node": f"node-{n}",
-                          "resources": {"cpu": cpu, "memory": mem, "pods": 1}}],
-        })
+        yield _envelope(
+            "esched.placement.committed",
+            f"commit-{j}",
+            {
+                "proposal": f"p-{j}",
+                "replica": "synth",
+                "position": 0,
+                "gang": None,
+                "bindings": [
+                    {
+                        "pod": key,
+                        "node": f"node-{n}",
+                        "resources": {"cpu": cpu, "memory": mem, "pods": 1},
+                    }
+                ],
+            },
+        )
         running.append((f"pod-{j}", n, cpu, mem))
         if finish_every and j % finish_every == 0 and running:
             name, n2, c2, m2 = running.pop(rng.randrange(len(running)))
             free_cpu[n2] += c2
             free_mem[n2] += m2
             free_pods[n2] += 1
-            yield _envelope("esched.pod.succeeded", f"{name}-succeeded",
-                            {"metadata": {"name": name, "namespace": "synth"}})
+            yield _envelope(
+                "esched.pod.succeeded",
+                f"{name}-succeeded",
+                {"metadata": {"name": name, "namespace": "synth"}},
+            )

@@ -51,8 +51,7 @@ def parse_generate(spec: str) -> tuple[int, int]:
     return int(nodes), int(pods)
 
 
-def generated_records(nodes: int, pods: int, topics: TopicNames, seed: int = 0
-                      ) -> Iterator[Record]:
+def generated_records(nodes: int, pods: int, topics: TopicNames, seed: int = 0) -> Iterator[Record]:
     """The synthetic cluster (services/synth: its nodes and pod requests) as input
     records: nodes added, then pods submitted, all pending. Ids are deterministic,
     so generating again onto the same store adds only what is new."""
@@ -90,8 +89,9 @@ class UpConfig:
     group_prefix: str = ""
 
 
-async def system_idle(es: Any, dispatcher: Dispatcher, replicas: list[Replica],
-                      shared: SharedConsumer | None = None) -> bool:
+async def system_idle(
+    es: Any, dispatcher: Dispatcher, replicas: list[Replica], shared: SharedConsumer | None = None
+) -> bool:
     """Every fold at the store's head, no work queued or in flight, and the dispatcher
     has nothing to re-publish: nothing placeable is left (given no new input)."""
     if not dispatcher.idle() or any(r.busy for r in replicas):
@@ -111,8 +111,12 @@ async def system_idle(es: Any, dispatcher: Dispatcher, replicas: list[Replica],
 class Up:
     """One process running everything: :meth:`run` (returns the summary), :meth:`stop`."""
 
-    def __init__(self, config: UpConfig, records: Iterable[Record] = (),
-                 progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: UpConfig,
+        records: Iterable[Record] = (),
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         self.config = config
         self.records = records
         self.progress = progress
@@ -138,26 +142,47 @@ class Up:
             embedded = cfg.kafka is None
             gp = cfg.group_prefix
             ingest = IngestService(bus, es, IngestConfig(group=f"{gp}esched-ingest"))
-            commit = CommitService(es, None if embedded else bus,
-                                   lease=open_lease(cfg.store, "commit"),
-                                   config=CommitConfig(group=f"{gp}esched-commit",
-                                                       bands=cfg.bands))
-            dispatcher = Dispatcher(es, bus, lease=open_lease(cfg.store, "dispatch"),
-                                    admission=Admission(
-                                        cfg.quota if cfg.quota is not None or cfg.bands is None
-                                        else Quota(bands=cfg.bands)),
-                                    submit=commit.decide if embedded else None)
-            shared = (SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
-                      if embedded else None)
+            commit = CommitService(
+                es,
+                None if embedded else bus,
+                lease=open_lease(cfg.store, "commit"),
+                config=CommitConfig(group=f"{gp}esched-commit", bands=cfg.bands),
+            )
+            dispatcher = Dispatcher(
+                es,
+                bus,
+                lease=open_lease(cfg.store, "dispatch"),
+                admission=Admission(
+                    cfg.quota
+                    if cfg.quota is not None or cfg.bands is None
+                    else Quota(bands=cfg.bands)
+                ),
+                submit=commit.decide if embedded else None,
+            )
+            shared = (
+                SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
+                if embedded
+                else None
+            )
             host = socket.gethostname().split(".")[0].lower() or "up"
             submit = commit.decide if embedded else None
             replicas.extend(
-                Replica(es, bus, f"{host}-up-{i}" if not embedded else f"up-{i}",
-                        profile=cfg.profile, seed=cfg.seed + i, submit=submit,
-                        consumer=shared, config=ReplicaConfig(group=f"{gp}{REPLICA_GROUP}",
-                                                              bands=cfg.bands,
-                                                              reserve_after=cfg.reserve_after))
-                for i in range(cfg.replicas))
+                Replica(
+                    es,
+                    bus,
+                    f"{host}-up-{i}" if not embedded else f"up-{i}",
+                    profile=cfg.profile,
+                    seed=cfg.seed + i,
+                    submit=submit,
+                    consumer=shared,
+                    config=ReplicaConfig(
+                        group=f"{gp}{REPLICA_GROUP}",
+                        bands=cfg.bands,
+                        reserve_after=cfg.reserve_after,
+                    ),
+                )
+                for i in range(cfg.replicas)
+            )
             await commit.start()
             if embedded:
                 # Take the lead and build the state now (an empty batch decides nothing),
@@ -167,16 +192,17 @@ class Up:
                 # Started first: its group join (like every one) waits out the broker's
                 # rebalance delay, which then overlaps the others' below.
                 tasks.append(asyncio.create_task(commit.run(), name="commit"))
-            await asyncio.gather(ingest.start(), dispatcher.start(),
-                                 *(r.start() for r in replicas))
+            await asyncio.gather(ingest.start(), dispatcher.start(), *(r.start() for r in replicas))
             # Embedded: input is all on the in-process bus already; ingest stops once
             # it has drained it. With Kafka it runs until told otherwise.
             ingest_task = asyncio.create_task(
-                ingest.run(exit_when_idle=embedded or cfg.exit_when_idle), name="ingest")
+                ingest.run(exit_when_idle=embedded or cfg.exit_when_idle), name="ingest"
+            )
             tasks.append(ingest_task)
             tasks.append(asyncio.create_task(dispatcher.run(), name="dispatch"))
-            tasks.extend(asyncio.create_task(r.run(), name=f"replica-{i}")
-                         for i, r in enumerate(replicas))
+            tasks.extend(
+                asyncio.create_task(r.run(), name=f"replica-{i}") for i, r in enumerate(replicas)
+            )
             ready = time.perf_counter()
             await self._watch(es, ingest_task, dispatcher, replicas, shared, tasks, ready)
             finished = time.perf_counter()
@@ -199,17 +225,20 @@ class Up:
             # The rate counts the scheduling window only: first proposal to last decision
             # (startup, group joins and the idle check's own wait are not placement time).
             firsts = [r.totals.first_proposal_at for r in replicas if r.totals.first_proposal_at]
-            window = (max(r.totals.last_decision_at for r in replicas) - min(firsts)
-                      if firsts else 0.0)
+            window = (
+                max(r.totals.last_decision_at for r in replicas) - min(firsts) if firsts else 0.0
+            )
             return {
                 "store": cfg.store,
                 "kafka": cfg.kafka,
                 "replicas": cfg.replicas,
                 "input_records": fed,
                 "log_head_before": head0,
-                "ingest": {"stored": ingest.totals.stored,
-                           "duplicates": ingest.totals.duplicates,
-                           "deadlettered": ingest.totals.deadlettered},
+                "ingest": {
+                    "stored": ingest.totals.stored,
+                    "duplicates": ingest.totals.duplicates,
+                    "deadlettered": ingest.totals.deadlettered,
+                },
                 "placed": placed,
                 # Pods left pending (with --exit-when-idle: none of them fits now) and
                 # the unschedulable reports made (a pod may be re-tried and re-reported).
@@ -250,9 +279,16 @@ class Up:
         await publish_records(bus, records)
         return len(records)
 
-    async def _watch(self, es: Any, ingest_task: asyncio.Task, dispatcher: Dispatcher,
-                     replicas: list[Replica], shared: SharedConsumer | None,
-                     tasks: list[asyncio.Task], ready: float) -> None:
+    async def _watch(
+        self,
+        es: Any,
+        ingest_task: asyncio.Task,
+        dispatcher: Dispatcher,
+        replicas: list[Replica],
+        shared: SharedConsumer | None,
+        tasks: list[asyncio.Task],
+        ready: float,
+    ) -> None:
         """Print progress; return on stop, on a failed task, or once idle (if asked)."""
         cfg = self.config
         last_print = time.perf_counter()
@@ -283,8 +319,13 @@ class Up:
             self.progress(self._progress_line(replicas, dispatcher, time.perf_counter() - ready))
 
     @staticmethod
-    async def _idle(es: Any, ingest_task: asyncio.Task, dispatcher: Dispatcher,
-                    replicas: list[Replica], shared: SharedConsumer | None) -> bool:
+    async def _idle(
+        es: Any,
+        ingest_task: asyncio.Task,
+        dispatcher: Dispatcher,
+        replicas: list[Replica],
+        shared: SharedConsumer | None,
+    ) -> bool:
         if not ingest_task.done():
             return False
         return await system_idle(es, dispatcher, replicas, shared)
@@ -296,6 +337,8 @@ class Up:
         conflicts = sum(r.totals.conflicts for r in replicas)
         pending = replicas[0]._pending_count() if replicas else 0
         rate = placed / elapsed if elapsed > 0 else 0.0
-        return (f"esched up: {elapsed:6.1f}s  position {dispatcher.position}  placed {placed}  "
-                f"pending {pending}  reported unschedulable {unsched}  conflicts {conflicts}  "
-                f"parked {dispatcher.parked}  {rate:,.0f} pods/s")
+        return (
+            f"esched up: {elapsed:6.1f}s  position {dispatcher.position}  placed {placed}  "
+            f"pending {pending}  reported unschedulable {unsched}  conflicts {conflicts}  "
+            f"parked {dispatcher.parked}  {rate:,.0f} pods/s"
+        )

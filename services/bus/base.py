@@ -152,9 +152,15 @@ class Bus(abc.ABC):
         """A new producer."""
 
     @abc.abstractmethod
-    def consumer(self, topics: Sequence[str], group: str, *,
-                 exclusive: bool = False, instance: str | None = None,
-                 partitions: Sequence[tuple[str, int]] | None = None) -> BusConsumer:
+    def consumer(
+        self,
+        topics: Sequence[str],
+        group: str,
+        *,
+        exclusive: bool = False,
+        instance: str | None = None,
+        partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> BusConsumer:
         """A new consumer of ``topics`` in consumer group ``group``.
 
         ``instance``: a stable member name (Kafka static membership, KIP-345): a

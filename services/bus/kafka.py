@@ -40,9 +40,15 @@ def _bus_error(exc: BaseException) -> BusError:
 class KafkaBus(Bus):
     """Bus on a Kafka cluster given by bootstrap servers (``host:port[,host:port]``)."""
 
-    def __init__(self, bootstrap: str, topics: TopicNames | None = None, client_id: str = "esched",
-                 session_timeout_ms: int = 10_000, fetch_max_wait_ms: int = 20,
-                 fetch_max_wait_busy_ms: int = 40):
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: TopicNames | None = None,
+        client_id: str = "esched",
+        session_timeout_ms: int = 10_000,
+        fetch_max_wait_ms: int = 20,
+        fetch_max_wait_busy_ms: int = 40,
+    ):
         self.bootstrap = bootstrap
         self.topics = topics or TopicNames()
         self.client_id = client_id
@@ -64,11 +70,23 @@ class KafkaBus(Bus):
     def producer(self) -> BusProducer:
         return _KafkaProducer(self)
 
-    def consumer(self, topics: Sequence[str], group: str, *,
-                 exclusive: bool = False, instance: str | None = None,
-                 partitions: Sequence[tuple[str, int]] | None = None) -> BusConsumer:
-        return _KafkaConsumer(self, tuple(topics), group, exclusive=exclusive,
-                              instance=instance, partitions=partitions)
+    def consumer(
+        self,
+        topics: Sequence[str],
+        group: str,
+        *,
+        exclusive: bool = False,
+        instance: str | None = None,
+        partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> BusConsumer:
+        return _KafkaConsumer(
+            self,
+            tuple(topics),
+            group,
+            exclusive=exclusive,
+            instance=instance,
+            partitions=partitions,
+        )
 
     async def ensure_topics(self, partitions: int = 3) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=self.client_id)
@@ -141,12 +159,12 @@ class _KafkaProducer(BusProducer):
                 await asyncio.gather(*futures)
                 return
             parts = sorted(await producer.partitions_for(topic))
-            available = sorted(producer.client.cluster.available_partitions_for_topic(topic)
-                               or parts)
+            available = sorted(
+                producer.client.cluster.available_partitions_for_topic(topic) or parts
+            )
             by_partition: dict[int, list[tuple[bytes | None, bytes]]] = {}
             for key, value in records:
-                by_partition.setdefault(partition(key, parts, available), []).append(
-                    (key, value))
+                by_partition.setdefault(partition(key, parts, available), []).append((key, value))
             futures = []
             async with self._handover:
                 for p, recs in by_partition.items():
@@ -176,9 +194,16 @@ def _closed(task: asyncio.Future) -> None:
 
 
 class _KafkaConsumer(BusConsumer):
-    def __init__(self, bus: KafkaBus, topics: tuple[str, ...], group: str, *,
-                 exclusive: bool = False, instance: str | None = None,
-                 partitions: Sequence[tuple[str, int]] | None = None) -> None:
+    def __init__(
+        self,
+        bus: KafkaBus,
+        topics: tuple[str, ...],
+        group: str,
+        *,
+        exclusive: bool = False,
+        instance: str | None = None,
+        partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> None:
         #: Exclusive: assign every partition (or ``partitions``) by hand at start (no
         #: group membership).
         self._assign = topics if exclusive else ()
@@ -209,10 +234,14 @@ class _KafkaConsumer(BusConsumer):
                 for topic in self._assign:
                     found = self._consumer.partitions_for_topic(topic)
                     if not found:
-                        raise BusError(f"kafka: topic {topic} has no partitions (yet)",
-                                       retriable=True)
-                    parts.extend(TopicPartition(topic, p) for p in sorted(found)
-                                 if self._only is None or (topic, p) in self._only)
+                        raise BusError(
+                            f"kafka: topic {topic} has no partitions (yet)", retriable=True
+                        )
+                    parts.extend(
+                        TopicPartition(topic, p)
+                        for p in sorted(found)
+                        if self._only is None or (topic, p) in self._only
+                    )
                 # Positions start at the group's committed offsets (else earliest).
                 self._consumer.assign(parts)
         except asyncio.CancelledError:
@@ -231,8 +260,11 @@ class _KafkaConsumer(BusConsumer):
         if not hasattr(self._consumer._fetcher, "_fetch_max_wait_ms"):
             # The adaptive wait sets a private attribute of aiokafka's fetcher; if a
             # release renames it, say so instead of silently keeping one wait.
-            log.warning("this aiokafka has no per-request fetch wait: fetching with "
-                        "fetch_max_wait_ms=%d only", self._waits[0])
+            log.warning(
+                "this aiokafka has no per-request fetch wait: fetching with "
+                "fetch_max_wait_ms=%d only",
+                self._waits[0],
+            )
             self._waits = (self._waits[0], self._waits[0])
         self._started = True
 

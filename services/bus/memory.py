@@ -38,9 +38,15 @@ class MemoryBus(Bus):
     def producer(self) -> BusProducer:
         return _MemoryProducer(self)
 
-    def consumer(self, topics: Sequence[str], group: str, *,
-                 exclusive: bool = False, instance: str | None = None,
-                 partitions: Sequence[tuple[str, int]] | None = None) -> BusConsumer:
+    def consumer(
+        self,
+        topics: Sequence[str],
+        group: str,
+        *,
+        exclusive: bool = False,
+        instance: str | None = None,
+        partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> BusConsumer:
         # One partition per topic and no membership: exclusive, instance and
         # partitions change nothing here.
         return _MemoryConsumer(self, tuple(topics), group)

@@ -18,16 +18,23 @@ from esched.services.sim.traces import KINDS, TraceError, load_trace
 
 __all__ = ["bench_simulate", "compare", "simulate"]
 
-TRACE_HELP = (f"Trace as KIND:PATH, KIND one of {', '.join(KINDS)}; e.g. openb:DIR, "
-              "philly:DIR, itp:FILE.csv, dlrm:FILE.csv, synthetic:nodes=64,jobs=2000,seed=1.")
-NODES_HELP = ("Node table for traces without one (itp, dlrm) or to replace it: an openb-style "
-              "CSV (sn,cpu_milli,memory_mib,gpu,model) or COUNTxGPUS[:cpu=C][:mem=GiB]"
-              "[:model=M],... e.g. 64x8.")
+TRACE_HELP = (
+    f"Trace as KIND:PATH, KIND one of {', '.join(KINDS)}; e.g. openb:DIR, "
+    "philly:DIR, itp:FILE.csv, dlrm:FILE.csv, synthetic:nodes=64,jobs=2000,seed=1."
+)
+NODES_HELP = (
+    "Node table for traces without one (itp, dlrm) or to replace it: an openb-style "
+    "CSV (sn,cpu_milli,memory_mib,gpu,model) or COUNTxGPUS[:cpu=C][:mem=GiB]"
+    "[:model=M],... e.g. 64x8."
+)
 
 
 def _emit(data) -> None:
-    click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
-                            | orjson.OPT_SERIALIZE_NUMPY).decode())
+    click.echo(
+        orjson.dumps(
+            data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
+        ).decode()
+    )
 
 
 @contextlib.contextmanager
@@ -39,9 +46,14 @@ def _progress(label: str, total: int, enabled: bool) -> Iterator:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
-                  transient=True) as bar:
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
         task = bar.add_task(label, total=total)
 
         def update(done: int, tot: int | None = None) -> None:
@@ -73,9 +85,16 @@ async def _append(url: str, events: list[dict]) -> dict:
     stored = dupes = 0
     async with migrated_store(url) as es:
         for i in range(0, len(events), 5000):
-            batch = [NewEvent(id=ev["id"], type=ev["type"], stream=stream_of(ev),
-                              payload=orjson.dumps(ev), time=datetime.fromisoformat(ev["time"]))
-                     for ev in events[i:i + 5000]]
+            batch = [
+                NewEvent(
+                    id=ev["id"],
+                    type=ev["type"],
+                    stream=stream_of(ev),
+                    payload=orjson.dumps(ev),
+                    time=datetime.fromisoformat(ev["time"]),
+                )
+                for ev in events[i : i + 5000]
+            ]
             res = await es.append(batch)
             stored += len(batch) - res.duplicates
             dupes += res.duplicates
@@ -85,23 +104,53 @@ async def _append(url: str, events: list[dict]) -> dict:
 
 @click.command()
 @click.option("--trace", "trace_spec", required=True, metavar="KIND:PATH", help=TRACE_HELP)
-@click.option("--profile", "profile_path", required=True, type=click.Path(exists=True,
-              dir_okay=False), help="KubeSchedulerConfiguration file (see deploy/profiles/).")
+@click.option(
+    "--profile",
+    "profile_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="KubeSchedulerConfiguration file (see deploy/profiles/).",
+)
 @click.option("--nodes", metavar="SPEC", help=NODES_HELP)
 @click.option("--seed", type=int, default=0, show_default=True, help="The placer's seed.")
-@click.option("--store", metavar="URL", help="Append the run's events to this store "
-              "(postgresql://... or sqlite:///path) so replay and audit can read it; "
-              "default: in memory only. Event ids carry the seed: one store per run.")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False), metavar="DIR",
-              help="Write report.html, figures.json and summary.json here.")
-@click.option("--format", "output_format", type=click.Choice(["json", "table"]),
-              default="json", show_default=True, help="stdout: the summary as JSON, or a "
-              "table (on stderr) and the JSON.")
-@click.option("--progress/--no-progress", default=True, show_default=True,
-              help="Progress bar on stderr (terminals only).")
-def simulate(trace_spec: str, profile_path: str, nodes: str | None, seed: int,
-             store: str | None, report_dir: str | None, output_format: str,
-             progress: bool) -> None:
+@click.option(
+    "--store",
+    metavar="URL",
+    help="Append the run's events to this store "
+    "(postgresql://... or sqlite:///path) so replay and audit can read it; "
+    "default: in memory only. Event ids carry the seed: one store per run.",
+)
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Write report.html, figures.json and summary.json here.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["json", "table"]),
+    default="json",
+    show_default=True,
+    help="stdout: the summary as JSON, or a table (on stderr) and the JSON.",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=True,
+    show_default=True,
+    help="Progress bar on stderr (terminals only).",
+)
+def simulate(
+    trace_spec: str,
+    profile_path: str,
+    nodes: str | None,
+    seed: int,
+    store: str | None,
+    report_dir: str | None,
+    output_format: str,
+    progress: bool,
+) -> None:
     """Simulate a trace in virtual time through the core, with one profile.
 
     Pods arrive at their trace time, wait until they fit (gangs all at once), run for
@@ -127,8 +176,9 @@ def simulate(trace_spec: str, profile_path: str, nodes: str | None, seed: int,
         summary["store"] = asyncio.run(_append(store, result.events or []))
     if report_dir:
         figs = run_figures([result])
-        summary["report"] = write_report(report_dir, f"esched simulate: {tr.kind} / {prof.name}",
-                                         [summary], figs)
+        summary["report"] = write_report(
+            report_dir, f"esched simulate: {tr.kind} / {prof.name}", [summary], figs
+        )
     if output_format == "table":
         terminal_table(*summary_rows([summary]), title=f"{tr.kind}: {tr.source}")
     _emit(summary)
@@ -147,39 +197,98 @@ def _run_one(args: tuple) -> dict:
 
 @click.command()
 @click.option("--trace", "trace_spec", required=True, metavar="KIND:PATH", help=TRACE_HELP)
-@click.option("--profiles", "profile_opts", multiple=True, metavar="FILE",
-              help="Profiles to compare (repeat, or list them after --profiles).")
+@click.option(
+    "--profiles",
+    "profile_opts",
+    multiple=True,
+    metavar="FILE",
+    help="Profiles to compare (repeat, or list them after --profiles).",
+)
 @click.argument("more_profiles", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("--nodes", metavar="SPEC", help=NODES_HELP)
-@click.option("--study", "studies", default="simulate,compaction", show_default=True,
-              help="Comma list of: simulate, compaction, inflation, holes (Verma et al.'s "
-              "hole filling: how many filler tasks still fit after the checkpoint is "
-              "packed), curve (FGD's GPU allocation as the workload grows; GPU traces).")
-@click.option("--trials", type=click.IntRange(1), default=11, show_default=True,
-              help="Compaction/inflation trials (seeds 0..N-1) per profile; Borg used 11.")
-@click.option("--curve-seeds", type=click.IntRange(1), default=10, show_default=True,
-              help="Seeds of the allocation curve (42..; FGD used 10).")
-@click.option("--tau", type=click.FloatRange(0, 1), default=0.0, show_default=True,
-              help="Share of pending pods allowed (compaction, inflation).")
-@click.option("--mu", type=click.IntRange(1), default=1, show_default=True,
-              help="Compaction binary search stops when hi - lo <= mu machines.")
-@click.option("--at", "at", default=None, metavar="WHEN",
-              help="Checkpoint for packing studies: peak, all, running (openb's recorded "
-              "Running pods) or a time in seconds. Default: running for openb, else peak.")
-@click.option("--filler", "filler_specs", multiple=True, metavar="SPEC",
-              help="Hole-filling task shape (repeat): cpu=Q,memory=Q,gpu=G, e.g. cpu=1, "
-              "gpu=0.5, cpu=8,memory=32Gi,gpu=1. Default: cpu=1, memory=1Gi, gpu=1 (for "
-              "the resources the cluster has) and the checkpoint's most common pod shape.")
+@click.option(
+    "--study",
+    "studies",
+    default="simulate,compaction",
+    show_default=True,
+    help="Comma list of: simulate, compaction, inflation, holes (Verma et al.'s "
+    "hole filling: how many filler tasks still fit after the checkpoint is "
+    "packed), curve (FGD's GPU allocation as the workload grows; GPU traces).",
+)
+@click.option(
+    "--trials",
+    type=click.IntRange(1),
+    default=11,
+    show_default=True,
+    help="Compaction/inflation trials (seeds 0..N-1) per profile; Borg used 11.",
+)
+@click.option(
+    "--curve-seeds",
+    type=click.IntRange(1),
+    default=10,
+    show_default=True,
+    help="Seeds of the allocation curve (42..; FGD used 10).",
+)
+@click.option(
+    "--tau",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Share of pending pods allowed (compaction, inflation).",
+)
+@click.option(
+    "--mu",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Compaction binary search stops when hi - lo <= mu machines.",
+)
+@click.option(
+    "--at",
+    "at",
+    default=None,
+    metavar="WHEN",
+    help="Checkpoint for packing studies: peak, all, running (openb's recorded "
+    "Running pods) or a time in seconds. Default: running for openb, else peak.",
+)
+@click.option(
+    "--filler",
+    "filler_specs",
+    multiple=True,
+    metavar="SPEC",
+    help="Hole-filling task shape (repeat): cpu=Q,memory=Q,gpu=G, e.g. cpu=1, "
+    "gpu=0.5, cpu=8,memory=32Gi,gpu=1. Default: cpu=1, memory=1Gi, gpu=1 (for "
+    "the resources the cluster has) and the checkpoint's most common pod shape.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the simulations.")
-@click.option("--workers", type=click.IntRange(1), default=None,
-              help="Worker processes (default: CPU count).")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False), metavar="DIR",
-              help="Write report.html, figures.json and summary.json here.")
+@click.option(
+    "--workers", type=click.IntRange(1), default=None, help="Worker processes (default: CPU count)."
+)
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Write report.html, figures.json and summary.json here.",
+)
 @click.option("--progress/--no-progress", default=True, show_default=True)
-def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple[str, ...],
-            nodes: str | None, studies: str, trials: int, curve_seeds: int, tau: float,
-            mu: int, at: str | None, filler_specs: tuple[str, ...], seed: int,
-            workers: int | None, report_dir: str | None, progress: bool) -> None:
+def compare(
+    trace_spec: str,
+    profile_opts: tuple[str, ...],
+    more_profiles: tuple[str, ...],
+    nodes: str | None,
+    studies: str,
+    trials: int,
+    curve_seeds: int,
+    tau: float,
+    mu: int,
+    at: str | None,
+    filler_specs: tuple[str, ...],
+    seed: int,
+    workers: int | None,
+    report_dir: str | None,
+    progress: bool,
+) -> None:
     """The same trace under several profiles, side by side.
 
     Studies: the simulation itself (one run per profile), Verma et al.'s cluster
@@ -232,18 +341,24 @@ def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple
     if {"compaction", "inflation", "holes"} & set(wanted):
         t_cp, cp = checkpoint(tr, at_value)
         fillers = fillers or default_fillers(tr, cp)
-        out["checkpoint"] = {"at": at_value, "time_s": t_cp, "jobs": len(cp),
-                             "pods": sum(j.tasks for j in cp),
-                             "gpus": sum(j.tasks * j.gpu_milli for j in cp) / 1000,
-                             "cpu_cores": sum(j.tasks * j.cpu_milli for j in cp) / 1000}
+        out["checkpoint"] = {
+            "at": at_value,
+            "time_s": t_cp,
+            "jobs": len(cp),
+            "pods": sum(j.tasks for j in cp),
+            "gpus": sum(j.tasks * j.gpu_milli for j in cp) / 1000,
+            "cpu_cores": sum(j.tasks * j.cpu_milli for j in cp) / 1000,
+        }
     figs = Figures()
     summaries: list[dict] = []
     tables = []
     t_all = time.perf_counter()
     if "simulate" in wanted:
         t0 = time.perf_counter()
-        with _progress("simulate", len(profiles), progress) as update, \
-                ProcessPoolExecutor(max_workers=workers or min(len(profiles), 2)) as pool:
+        with (
+            _progress("simulate", len(profiles), progress) as update,
+            ProcessPoolExecutor(max_workers=workers or min(len(profiles), 2)) as pool,
+        ):
             runs = []
             for i, res in enumerate(pool.map(_run_one, [(tr, p, seed) for p in profiles])):
                 runs.append(res)
@@ -269,11 +384,13 @@ def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple
 
             res = run_trials(study, tr, profiles, seeds, params, workers, tick)
         trial_sets[study] = res
-        out[study] = {"trials": res, "seconds": time.perf_counter() - t0, "params": {
-            "tau": tau, "mu": mu, "at": at_value, "seeds": seeds}}
+        out[study] = {
+            "trials": res,
+            "seconds": time.perf_counter() - t0,
+            "params": {"tau": tau, "mu": mu, "at": at_value, "seeds": seeds},
+        }
         if study == "holes":
-            out[study]["params"]["fillers"] = [
-                {"name": f.name, **f.requests()} for f in fillers]
+            out[study]["params"]["fillers"] = [{"name": f.name, **f.requests()} for f in fillers]
         cols, rows = _study_rows(study, res)
         out[study]["table"] = {"columns": cols, "rows": rows}
         tables.append((study, cols, rows))
@@ -281,8 +398,9 @@ def compare(trace_spec: str, profile_opts: tuple[str, ...], more_profiles: tuple
     compare_tables(trial_sets, figs)
     out["seconds"] = time.perf_counter() - t_all
     if report_dir:
-        out["report"] = write_report(report_dir, f"esched compare: {tr.kind}", summaries, figs,
-                                     tables)
+        out["report"] = write_report(
+            report_dir, f"esched compare: {tr.kind}", summaries, figs, tables
+        )
     _emit(out)
 
 
@@ -296,8 +414,18 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
         by.setdefault(r["profile"], []).append(r)
     rows = []
     if study == "compaction":
-        cols = ["profile", "trials", "median machines", "p5", "p95", "min", "max",
-                "vs best fit", "capacity bound (median)", "failed"]
+        cols = [
+            "profile",
+            "trials",
+            "median machines",
+            "p5",
+            "p95",
+            "min",
+            "max",
+            "vs best fit",
+            "capacity bound (median)",
+            "failed",
+        ]
         base = None
         meds = {}
         for name, ts in by.items():
@@ -313,13 +441,36 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
             if v:
                 a = np.asarray(v, dtype=float)
                 vs = f"{100 * (meds[name] / base - 1):+.1f}%" if base else "-"
-                rows.append([name, str(len(ts)), f"{np.median(a):.0f}",
-                             f"{np.percentile(a, 5):.0f}", f"{np.percentile(a, 95):.0f}",
-                             f"{a.min():.0f}", f"{a.max():.0f}", vs, bound, str(failed)])
+                rows.append(
+                    [
+                        name,
+                        str(len(ts)),
+                        f"{np.median(a):.0f}",
+                        f"{np.percentile(a, 5):.0f}",
+                        f"{np.percentile(a, 95):.0f}",
+                        f"{a.min():.0f}",
+                        f"{a.max():.0f}",
+                        vs,
+                        bound,
+                        str(failed),
+                    ]
+                )
             else:
                 share = np.mean([t.get("pending_share_whole", 0) for t in ts])
-                rows.append([name, str(len(ts)), "-", "-", "-", "-", "-", "-", bound,
-                             f"{failed} (pending {100 * share:.2f}% on all machines)"])
+                rows.append(
+                    [
+                        name,
+                        str(len(ts)),
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        bound,
+                        f"{failed} (pending {100 * share:.2f}% on all machines)",
+                    ]
+                )
         return cols, rows
     if study == "holes":
         return hole_rows(res)
@@ -329,35 +480,68 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
             c = [t["clones"] for t in ts]
             g = [t["at_limit"].get("gpu") for t in ts if t["at_limit"].get("gpu") is not None]
             u = [t["at_limit"].get("cpu") for t in ts if t["at_limit"].get("cpu") is not None]
-            rows.append([name, str(len(ts)), f"{np.median(c):.0f}",
-                         f"{100 * np.median(g):.2f}" if g else "-",
-                         f"{100 * np.median(u):.2f}" if u else "-"])
+            rows.append(
+                [
+                    name,
+                    str(len(ts)),
+                    f"{np.median(c):.0f}",
+                    f"{100 * np.median(g):.2f}" if g else "-",
+                    f"{100 * np.median(u):.2f}" if u else "-",
+                ]
+            )
         return cols, rows
-    cols = ["profile", "seeds", "GPU alloc % @100 (median)", "p25", "p75",
-            "unallocated GPUs @100", "alloc % final"]
+    cols = [
+        "profile",
+        "seeds",
+        "GPU alloc % @100 (median)",
+        "p25",
+        "p75",
+        "unallocated GPUs @100",
+        "alloc % final",
+    ]
     for name, ts in by.items():
         a = [t["alloc_at_100"] for t in ts if t["alloc_at_100"] is not None]
         f = [t["alloc_final"] for t in ts]
         gpus = ts[0]["gpus"]
         med = float(np.median(a)) if a else float("nan")
-        rows.append([name, str(len(ts)), f"{100 * med:.2f}",
-                     f"{100 * np.percentile(a, 25):.2f}" if a else "-",
-                     f"{100 * np.percentile(a, 75):.2f}" if a else "-",
-                     f"{(1 - med) * gpus:.0f}" if a else "-", f"{100 * np.median(f):.2f}"])
+        rows.append(
+            [
+                name,
+                str(len(ts)),
+                f"{100 * med:.2f}",
+                f"{100 * np.percentile(a, 25):.2f}" if a else "-",
+                f"{100 * np.percentile(a, 75):.2f}" if a else "-",
+                f"{(1 - med) * gpus:.0f}" if a else "-",
+                f"{100 * np.median(f):.2f}",
+            ]
+        )
     return cols, rows
 
 
 @click.command("simulate")
-@click.option("--openb", default="/work/shared/traces/alibaba-gpu-v2023-openb", show_default=True,
-              help="openb trace folder (skipped if absent).")
-@click.option("--philly", default="/work/shared/traces/philly-2017", show_default=True,
-              help="Philly trace folder (skipped if absent).")
-@click.option("--profile", "profile_path", default=None,
-              help="Profile (default: deploy/profiles/best-fit.yaml of this checkout).")
+@click.option(
+    "--openb",
+    default="/work/shared/traces/alibaba-gpu-v2023-openb",
+    show_default=True,
+    help="openb trace folder (skipped if absent).",
+)
+@click.option(
+    "--philly",
+    default="/work/shared/traces/philly-2017",
+    show_default=True,
+    help="Philly trace folder (skipped if absent).",
+)
+@click.option(
+    "--profile",
+    "profile_path",
+    default=None,
+    help="Profile (default: deploy/profiles/best-fit.yaml of this checkout).",
+)
 @click.option("--trials", type=click.IntRange(1), default=11, show_default=True)
 @click.option("--workers", type=click.IntRange(1), default=None)
-def bench_simulate(openb: str, philly: str, profile_path: str | None, trials: int,
-                   workers: int | None) -> None:
+def bench_simulate(
+    openb: str, philly: str, profile_path: str | None, trials: int, workers: int | None
+) -> None:
     """Simulator targets: whole openb, whole Philly, an 11-trial compaction study.
 
     Each time comes with a baseline measured in the same process: folding the run's
@@ -388,19 +572,34 @@ def bench_simulate(openb: str, philly: str, profile_path: str | None, trials: in
         st = ClusterState()
         st.apply_many(enumerate(res.events or [], start=1))
         fold_s = time.perf_counter() - t0
-        out[name] = {"jobs": len(tr.jobs), "pods": sum(j.tasks for j in tr.jobs),
-                     "nodes": len(tr.nodes), "events": len(res.events or []),
-                     "load_s": round(load_s, 3), "simulate_s": round(sim_s, 3),
-                     "fold_baseline_s": round(fold_s, 3),
-                     "ratio_to_fold": round(sim_s / fold_s, 2) if fold_s else None,
-                     "within_target": load_s + sim_s < out["targets_s"][name]}
+        out[name] = {
+            "jobs": len(tr.jobs),
+            "pods": sum(j.tasks for j in tr.jobs),
+            "nodes": len(tr.nodes),
+            "events": len(res.events or []),
+            "load_s": round(load_s, 3),
+            "simulate_s": round(sim_s, 3),
+            "fold_baseline_s": round(fold_s, 3),
+            "ratio_to_fold": round(sim_s / fold_s, 2) if fold_s else None,
+            "within_target": load_s + sim_s < out["targets_s"][name],
+        }
         if name == "openb":
             t0 = time.perf_counter()
-            res_t = run_trials("compaction", tr, [path], list(range(trials)),
-                               {"tau": 0.0, "mu": 1, "at": default_at(tr)}, workers)
+            res_t = run_trials(
+                "compaction",
+                tr,
+                [path],
+                list(range(trials)),
+                {"tau": 0.0, "mu": 1, "at": default_at(tr)},
+                workers,
+            )
             comp_s = time.perf_counter() - t0
             machines = [r["machines"] for r in res_t]
-            out["compaction_11"] = {"trace": "openb", "trials": trials, "seconds": round(comp_s, 2),
-                                    "machines": machines,
-                                    "within_target": comp_s < out["targets_s"]["compaction_11"]}
+            out["compaction_11"] = {
+                "trace": "openb",
+                "trials": trials,
+                "seconds": round(comp_s, 2),
+                "machines": machines,
+                "within_target": comp_s < out["targets_s"]["compaction_11"],
+            }
     _emit(out)

@@ -90,8 +90,9 @@ def checkpoint(trace: Trace, at: float | str = "peak") -> tuple[float, list[Job]
     if at == "all":
         return float("nan"), [replace(j, arrival=0.0, deadline=None) for j in jobs]
     if at == "running":
-        return float("nan"), [replace(j, arrival=0.0, deadline=None) for j in jobs
-                              if j.phase == "Running"]
+        return float("nan"), [
+            replace(j, arrival=0.0, deadline=None) for j in jobs if j.phase == "Running"
+        ]
     key = "gpu" if any(j.gpu_milli for j in jobs) else "cpu"
 
     def weight(j: Job) -> int:
@@ -121,12 +122,14 @@ def _trace_span(j: Job) -> tuple[float, float]:
     return j.arrival, j.arrival + j.duration
 
 
-def fits(trace: Trace, profile: Profile, jobs: list[Job], nodes: list[int], seed: int,
-         tau: float) -> tuple[bool, float, Simulator]:
+def fits(
+    trace: Trace, profile: Profile, jobs: list[Job], nodes: list[int], seed: int, tau: float
+) -> tuple[bool, float, Simulator]:
     """Pack ``jobs`` on ``nodes`` (indices into trace.nodes); (pending share <= tau,
     pending share, the simulator)."""
-    sim = Simulator(trace, profile, seed, jobs=jobs, node_subset=nodes, departures=False,
-                    retry=False)
+    sim = Simulator(
+        trace, profile, seed, jobs=jobs, node_subset=nodes, departures=False, retry=False
+    )
     sim.run()
     total = sum(j.tasks for j in jobs)
     pending = sum(jobs[i].tasks for i in range(len(jobs)) if np.isnan(sim.start[i]))
@@ -143,14 +146,17 @@ def capacity_bound(trace: Trace, jobs: list[Job], perm: list[int]) -> int | None
     for kind in {j.node_kind for j in jobs}:
         pool = [j for j in jobs if j.node_kind == kind]
         member = [kind is None or (kind == "gpu") == (trace.nodes[i].gpus > 0) for i in perm]
-        for attr, node_cap in (("cpu_milli", lambda n: n.cpu_milli),
-                               ("memory_bytes", lambda n: n.memory_bytes),
-                               ("gpu_milli", lambda n: n.gpus * 1000)):
+        for attr, node_cap in (
+            ("cpu_milli", lambda n: n.cpu_milli),
+            ("memory_bytes", lambda n: n.memory_bytes),
+            ("gpu_milli", lambda n: n.gpus * 1000),
+        ):
             need = sum(getattr(j, attr) * j.tasks for j in pool)
             if not need:
                 continue
-            caps = np.cumsum([node_cap(trace.nodes[i]) if m else 0
-                              for i, m in zip(perm, member, strict=True)])
+            caps = np.cumsum(
+                [node_cap(trace.nodes[i]) if m else 0 for i, m in zip(perm, member, strict=True)]
+            )
             k = int(np.searchsorted(caps, need))
             if k >= len(perm):
                 return None
@@ -158,8 +164,9 @@ def capacity_bound(trace: Trace, jobs: list[Job], perm: list[int]) -> int | None
     return worst
 
 
-def compaction_trial(trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: float,
-                     mu: int = 1) -> dict:
+def compaction_trial(
+    trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: float, mu: int = 1
+) -> dict:
     """One compaction trial: the smallest prefix of a seeded permutation that fits, and
     the capacity lower bound of the same permutation (:func:`capacity_bound`)."""
     rng = random.Random(seed)
@@ -170,8 +177,14 @@ def compaction_trial(trace: Trace, profile: Profile, jobs: list[Job], seed: int,
     steps = 1
     bound = capacity_bound(trace, jobs, perm) if tau == 0 else None
     if not ok:
-        return {"seed": seed, "machines": None, "fits_whole_cluster": False,
-                "pending_share_whole": share, "steps": steps, "capacity_bound": bound}
+        return {
+            "seed": seed,
+            "machines": None,
+            "fits_whole_cluster": False,
+            "pending_share_whole": share,
+            "steps": steps,
+            "capacity_bound": bound,
+        }
     # Invariant: the prefix of length hi fits; of length lo it does not (0 never does
     # unless the workload is empty).
     while hi - lo > mu:
@@ -182,12 +195,19 @@ def compaction_trial(trace: Trace, profile: Profile, jobs: list[Job], seed: int,
             hi = mid
         else:
             lo = mid
-    return {"seed": seed, "machines": hi, "fraction": hi / len(perm),
-            "fits_whole_cluster": True, "steps": steps, "capacity_bound": bound}
+    return {
+        "seed": seed,
+        "machines": hi,
+        "fraction": hi / len(perm),
+        "fits_whole_cluster": True,
+        "steps": steps,
+        "capacity_bound": bound,
+    }
 
 
-def inflate(trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: float,
-            batch: int = 0) -> dict:
+def inflate(
+    trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: float, batch: int = 0
+) -> dict:
     """Clone random jobs of ``jobs`` until more than ``tau`` of the pods are pending.
 
     Clones are added in rounds of ``batch`` (default: 2% of the workload) and the
@@ -202,8 +222,12 @@ def inflate(trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: flo
         ok, share, sim = fits(trace, profile, work, list(range(len(trace.nodes))), seed, tau)
         rates = _rates(sim)
         if not ok:
-            return {"seed": seed, "clones": len(extra) - step if extra else 0,
-                    "pending_share": share, "at_limit": last or rates}
+            return {
+                "seed": seed,
+                "clones": len(extra) - step if extra else 0,
+                "pending_share": share,
+                "at_limit": last or rates,
+            }
         last = rates
         for _ in range(step):
             src = jobs[rng.randrange(len(jobs))]
@@ -269,12 +293,14 @@ def default_fillers(trace: Trace, jobs: list[Job]) -> list[Filler]:
     if jobs:
         from collections import Counter
 
-        shapes = Counter((j.cpu_milli, j.memory_bytes, j.gpu_milli) for j in jobs
-                         for _ in range(j.tasks))
+        shapes = Counter(
+            (j.cpu_milli, j.memory_bytes, j.gpu_milli) for j in jobs for _ in range(j.tasks)
+        )
         (c, m, g), _ = shapes.most_common(1)[0]
         f = Filler(_filler_name(c, m, g) + " (most common)", c, m, g)
-        if (c, m, g) != (0, 0, 0) and all((x.cpu_milli, x.memory_bytes, x.gpu_milli) != (c, m, g)
-                                          for x in out):
+        if (c, m, g) != (0, 0, 0) and all(
+            (x.cpu_milli, x.memory_bytes, x.gpu_milli) != (c, m, g) for x in out
+        ):
             out.append(f)
     return out
 
@@ -296,7 +322,7 @@ def hole_counts(sim: Simulator, fillers: list[Filler]) -> list[dict]:
     filling."""
     st = sim.state
     n = st.n_nodes
-    free = (st.allocatable_np[:n].astype(np.int64) - st.allocated_np[:n].astype(np.int64))
+    free = st.allocatable_np[:n].astype(np.int64) - st.allocated_np[:n].astype(np.int64)
     pods_col = st.res_index.get("pods")
     dev = sim.devices
     if dev is not None:
@@ -334,13 +360,21 @@ def hole_counts(sim: Simulator, fillers: list[Filler]) -> list[dict]:
                 used = int(st.allocated_np[:n, c].sum())
                 label = {"cpu": "cpu", "memory": "memory", GPU_RESOURCE: "gpu"}[res]
                 rates[label] = {"before": used / cap, "after": (used + count * req) / cap}
-        out.append({"filler": f.name, "count": count, "nodes_with_room": int((per_node > 0).sum()),
-                    "rates": rates, "missing_resources": missing})
+        out.append(
+            {
+                "filler": f.name,
+                "count": count,
+                "nodes_with_room": int((per_node > 0).sum()),
+                "rates": rates,
+                "missing_resources": missing,
+            }
+        )
     return out
 
 
-def hole_filling(trace: Trace, profile: Profile, jobs: list[Job], seed: int,
-                 fillers: list[Filler]) -> dict:
+def hole_filling(
+    trace: Trace, profile: Profile, jobs: list[Job], seed: int, fillers: list[Filler]
+) -> dict:
     """One hole-filling trial: the checkpoint packed on every machine (in a seeded
     random order), then :func:`hole_counts`."""
     rng = random.Random(seed)
@@ -388,8 +422,13 @@ def inflation_curve(trace: Trace, profile: Profile, seed: int, until: float = 1.
     for x in xs:
         sel = bins == x
         curve.append({"x": x, "alloc": float(alloc[sel].mean()), "frag": float(frag[sel].mean())})
-    return {"seed": seed, "curve": curve, "gpus": cap // 1000,
-            "alloc_at_100": _at(curve, 100), "alloc_final": float(alloc[-1])}
+    return {
+        "seed": seed,
+        "curve": curve,
+        "gpus": cap // 1000,
+        "alloc_at_100": _at(curve, 100),
+        "alloc_final": float(alloc[-1]),
+    }
 
 
 def _at(curve: list[dict], x: int) -> float | None:
@@ -424,9 +463,15 @@ def _trial(args: tuple) -> dict:
     return out
 
 
-def run_trials(kind: str, trace: Trace, profiles: list[str], seeds: list[int], params: dict,
-               workers: int | None = None,
-               progress: Callable[[dict], None] | None = None) -> list[dict]:
+def run_trials(
+    kind: str,
+    trace: Trace,
+    profiles: list[str],
+    seeds: list[int],
+    params: dict,
+    workers: int | None = None,
+    progress: Callable[[dict], None] | None = None,
+) -> list[dict]:
     """Every (profile, seed) trial of ``kind`` (compaction | inflation | holes | curve), in
     worker processes; results in (profile, seed) order."""
     tasks = [(kind, trace, p, s, params) for p in profiles for s in seeds]

@@ -78,18 +78,18 @@ class RunResult:
     never_started: int
     # time series, one row per event time
     t: np.ndarray
-    alloc: dict[str, np.ndarray]        # resource -> allocated units
-    capacity: dict[str, int]            # resource -> capacity units
-    pending: np.ndarray                 # pending pods
-    running: np.ndarray                 # running pods
-    frag: np.ndarray | None             # FGD fragmentation (milli-GPU), if GPUs
+    alloc: dict[str, np.ndarray]  # resource -> allocated units
+    capacity: dict[str, int]  # resource -> capacity units
+    pending: np.ndarray  # pending pods
+    running: np.ndarray  # running pods
+    frag: np.ndarray | None  # FGD fragmentation (milli-GPU), if GPUs
     # per-node snapshots for the heat map: [sample, node] allocated share of GPU (or CPU)
     heat_t: np.ndarray
     heat: np.ndarray
     heat_resource: str
     # snapshots for stranded resources: resource -> stranded units at heat_t
     stranded: dict[str, np.ndarray]
-    placement_seconds: float            # wall time inside the placer
+    placement_seconds: float  # wall time inside the placer
     placements: int
     placer_stats: dict
     device_stats: dict
@@ -111,11 +111,20 @@ class Simulator:
     :param progress: called with (jobs arrived, total) now and then.
     """
 
-    def __init__(self, trace: Trace, profile: Profile, seed: int = 0, *, record: bool = False,
-                 node_subset: Iterable[int] | None = None, jobs: list[Job] | None = None,
-                 departures: bool = True, retry: bool = True,
-                 progress: Callable[[int, int], None] | None = None,
-                 on_place: Callable[[Simulator, Job, bool], None] | None = None) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        profile: Profile,
+        seed: int = 0,
+        *,
+        record: bool = False,
+        node_subset: Iterable[int] | None = None,
+        jobs: list[Job] | None = None,
+        departures: bool = True,
+        retry: bool = True,
+        progress: Callable[[int, int], None] | None = None,
+        on_place: Callable[[Simulator, Job, bool], None] | None = None,
+    ) -> None:
         self.trace = trace
         self.profile = profile
         self.seed = seed
@@ -139,9 +148,14 @@ class Simulator:
 
     def _emit(self, type_: str, name: str, data: dict, t: float) -> None:
         self.position += 1
-        ev = {"specversion": "1.0", "id": f"sim-{self._run_id}-{self.position}",
-              "source": "esched-sim", "type": type_,
-              "time": (EPOCH + timedelta(seconds=t)).isoformat(), "data": data}
+        ev = {
+            "specversion": "1.0",
+            "id": f"sim-{self._run_id}-{self.position}",
+            "source": "esched-sim",
+            "type": type_,
+            "time": (EPOCH + timedelta(seconds=t)).isoformat(),
+            "data": data,
+        }
         self.state.apply(ev, self.position)
         if self.record:
             self.events.append(ev)
@@ -158,16 +172,23 @@ class Simulator:
         meta: dict = {"name": name, "namespace": NAMESPACE}
         if job.tasks > 1:
             meta["annotations"] = {GANG_ANNOTATIONS[0]: job.name}
-        spec: dict = {"priority": job.priority,
-                      "containers": [{"name": "main", "resources": {"requests": req}}]}
+        spec: dict = {
+            "priority": job.priority,
+            "containers": [{"name": "main", "resources": {"requests": req}}],
+        }
         exprs = []
         if job.gpu_models:
             exprs.append({"key": MODEL_LABEL, "operator": "In", "values": list(job.gpu_models)})
         if job.node_kind:
             exprs.append({"key": KIND_LABEL, "operator": "In", "values": [job.node_kind]})
         if exprs:
-            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": exprs}]}}}
+            spec["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": exprs}]
+                    }
+                }
+            }
         return f"{NAMESPACE}/{name}", {"metadata": meta, "spec": spec}
 
     # ------------------------------------------------------------------ run
@@ -180,13 +201,19 @@ class Simulator:
             labels = {MODEL_LABEL: n.model} if n.model else {}
             if kinds:
                 labels[KIND_LABEL] = "gpu" if n.gpus else "cpu"
-            alloc = {"cpu": f"{n.cpu_milli}m", "memory": str(n.memory_bytes),
-                     "pods": str(PODS_PER_NODE)}
+            alloc = {
+                "cpu": f"{n.cpu_milli}m",
+                "memory": str(n.memory_bytes),
+                "pods": str(PODS_PER_NODE),
+            }
             if n.gpus:
                 alloc[GPU_RESOURCE] = str(n.gpus * 1000)
-            self._emit("esched.node.added", n.name, {
-                "metadata": {"name": n.name, "labels": labels},
-                "status": {"allocatable": alloc}}, 0.0)
+            self._emit(
+                "esched.node.added",
+                n.name,
+                {"metadata": {"name": n.name, "labels": labels}, "status": {"allocatable": alloc}},
+                0.0,
+            )
             if self.devices is not None:
                 self.devices.set_node(st.node_index[n.name], n.gpus, n.model, n.cpu_milli)
         if self.devices is not None:
@@ -203,7 +230,7 @@ class Simulator:
         self.start = np.full(J, np.nan)
         self.finish = np.full(J, np.nan)
         self.keys: list[list[str] | None] = [None] * J
-        self.bound: list[list | None] = [None] * J      # per task: (node slot, devices)
+        self.bound: list[list | None] = [None] * J  # per task: (node slot, devices)
         heap: list[tuple[float, int, int, int]] = []
         seq = 0
         for j, job in enumerate(jobs):
@@ -295,22 +322,32 @@ class Simulator:
             dev_stats["memo_hits"] = self.devices.memo_hits
             dev_stats["memo_misses"] = self.devices.memo_misses
         return RunResult(
-            trace=self.trace.summary(), profile=self.profile.name, seed=self.seed,
-            nodes=len(self.nodes), wall_seconds=time.perf_counter() - wall0,
+            trace=self.trace.summary(),
+            profile=self.profile.name,
+            seed=self.seed,
+            nodes=len(self.nodes),
+            wall_seconds=time.perf_counter() - wall0,
             arrival=np.array([j.arrival for j in jobs], dtype=np.float64),
-            start=self.start, finish=self.finish,
+            start=self.start,
+            finish=self.finish,
             duration=np.array([j.duration for j in jobs], dtype=np.float64),
             tasks=np.array([j.tasks for j in jobs], dtype=np.int64),
-            withdrawn=self.withdrawn + self.dropped, never_started=never,
-            t=np.array(series_t), alloc={r: alloc_arr[:, i] for i, r in enumerate(res_names)},
-            capacity=capacity, pending=np.array(series_pending, dtype=np.int64),
+            withdrawn=self.withdrawn + self.dropped,
+            never_started=never,
+            t=np.array(series_t),
+            alloc={r: alloc_arr[:, i] for i, r in enumerate(res_names)},
+            capacity=capacity,
+            pending=np.array(series_pending, dtype=np.int64),
             running=np.array(series_running, dtype=np.int64),
             frag=np.array(series_frag) if series_frag else None,
-            heat_t=np.array(heat_ts), heat=np.array(heat_rows).reshape(len(heat_ts), -1),
+            heat_t=np.array(heat_ts),
+            heat=np.array(heat_rows).reshape(len(heat_ts), -1),
             heat_resource=heat_res,
             stranded={r: strand[:, i] for i, r in enumerate(res_names)},
-            placement_seconds=self.place_seconds, placements=self.placements,
-            placer_stats=self.placer.stats(), device_stats=dev_stats,
+            placement_seconds=self.place_seconds,
+            placements=self.placements,
+            placer_stats=self.placer.stats(),
+            device_stats=dev_stats,
             events=self.events if self.record else None,
             anomalies=dict(st.anomalies),
         )
@@ -321,9 +358,15 @@ class Simulator:
         job = self.jobs[j]
         keys = []
         if job.tasks > 1:
-            self._emit("esched.podgroup.submitted", job.name, {
-                "metadata": {"name": job.name, "namespace": NAMESPACE},
-                "spec": {"minMember": job.tasks}}, now)
+            self._emit(
+                "esched.podgroup.submitted",
+                job.name,
+                {
+                    "metadata": {"name": job.name, "namespace": NAMESPACE},
+                    "spec": {"minMember": job.tasks},
+                },
+                now,
+            )
         for k in range(job.tasks):
             key, manifest = self._pod_manifest(job, k)
             self._emit("esched.pod.submitted", key, manifest, now)
@@ -339,8 +382,9 @@ class Simulator:
     def _schedule(self, now: float) -> list[int]:
         """One pass over the pending shapes, oldest first; returns the jobs started."""
         started = []
-        order = sorted((q[0], shape) for shape, q in self.queues.items()
-                       if q and shape not in self.blocked)
+        order = sorted(
+            (q[0], shape) for shape, q in self.queues.items() if q and shape not in self.blocked
+        )
         for _, shape in order:
             q = self.queues[shape]
             while q:
@@ -389,14 +433,20 @@ class Simulator:
             # state alone sums a node's free GPU milli over its devices).
             gd = None
             if dev is not None:
-                gd = GangDevices(dev, [g] * job.tasks, [job.cpu_milli] * job.tasks,
-                                 self.fgd_weight > 0, st.n_nodes)
+                gd = GangDevices(
+                    dev,
+                    [g] * job.tasks,
+                    [job.cpu_milli] * job.tasks,
+                    self.fgd_weight > 0,
+                    st.n_nodes,
+                )
             plan = self.placer.plan_gang(keys, devices=gd)
             self.place_seconds += time.perf_counter() - t0
             if plan is None:
                 return False
-            bound = list(gd.taken) if gd is not None else [
-                (st.node_index[name], ()) for name in plan]
+            bound = (
+                list(gd.taken) if gd is not None else [(st.node_index[name], ()) for name in plan]
+            )
         bindings = []
         resources = self._units(job)
         for key, name, (_, devs) in zip(keys, plan, bound, strict=True):
@@ -404,10 +454,18 @@ class Simulator:
             if devs:
                 b["devices"] = list(devs)
             bindings.append(b)
-        self._emit("esched.placement.committed", job.name, {
-            "proposal": f"{self._run_id}-{job.name}", "replica": "esched-sim",
-            "position": self.position, "gang": f"{NAMESPACE}/{job.name}" if job.tasks > 1 else None,
-            "bindings": bindings}, now)
+        self._emit(
+            "esched.placement.committed",
+            job.name,
+            {
+                "proposal": f"{self._run_id}-{job.name}",
+                "replica": "esched-sim",
+                "position": self.position,
+                "gang": f"{NAMESPACE}/{job.name}" if job.tasks > 1 else None,
+                "bindings": bindings,
+            },
+            now,
+        )
         self.placements += 1
         self.bound[j] = bound
         self.start[j] = now
@@ -444,8 +502,12 @@ class Simulator:
             return
         for key, (n, devs) in zip(self.keys[j], self.bound[j], strict=True):
             name = key.split("/", 1)[1]
-            self._emit("esched.pod.succeeded", key,
-                       {"metadata": {"name": name, "namespace": NAMESPACE}}, now)
+            self._emit(
+                "esched.pod.succeeded",
+                key,
+                {"metadata": {"name": name, "namespace": NAMESPACE}},
+                now,
+            )
             if self.devices is not None:
                 self.devices.release(n, job.gpu_milli, job.cpu_milli, devs)
         self.bound[j] = None
@@ -469,8 +531,9 @@ class Simulator:
         job = self.jobs[j]
         for key in self.keys[j]:
             name = key.split("/", 1)[1]
-            self._emit("esched.pod.deleted", key,
-                       {"metadata": {"name": name, "namespace": NAMESPACE}}, now)
+            self._emit(
+                "esched.pod.deleted", key, {"metadata": {"name": name, "namespace": NAMESPACE}}, now
+            )
         self.pending_pods -= job.tasks
         if dropped:
             self.dropped += 1
@@ -500,8 +563,11 @@ class Simulator:
         exhausted = share < STRAND_EXHAUSTED
         out = []
         for i in range(len(cols)):
-            others = np.delete(exhausted, i, axis=1).any(axis=1) if len(cols) > 1 else \
-                np.zeros(n, dtype=bool)
+            others = (
+                np.delete(exhausted, i, axis=1).any(axis=1)
+                if len(cols) > 1
+                else np.zeros(n, dtype=bool)
+            )
             out.append(int(free[others & (cap[:, i] > 0), i].sum()))
         return out
 

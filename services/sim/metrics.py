@@ -46,13 +46,13 @@ def time_average(t: np.ndarray, v: np.ndarray, t0: float, t1: float) -> float:
     return float((v * widths).sum() / total) if total > 0 else float(v[-1])
 
 
-def job_metrics(arrival: np.ndarray, start: np.ndarray, finish: np.ndarray,
-                duration: np.ndarray) -> dict:
+def job_metrics(
+    arrival: np.ndarray, start: np.ndarray, finish: np.ndarray, duration: np.ndarray
+) -> dict:
     """Quincy's SNP, slowdown norms and unfairness, and queueing latency percentiles."""
     done = ~np.isnan(finish)
     started = ~np.isnan(start)
-    out: dict = {"jobs": len(arrival), "finished": int(done.sum()),
-                 "started": int(started.sum())}
+    out: dict = {"jobs": len(arrival), "finished": int(done.sum()), "started": int(started.sum())}
     wait = (start - arrival)[started]
     if wait.size:
         out["latency_s"] = {
@@ -102,8 +102,10 @@ def summarize(r: RunResult) -> dict:
     for res, series in r.stranded.items():
         cap = r.capacity.get(res, 0)
         if cap > 0 and series.size:
-            stranded[_LABEL.get(res, res)] = {"mean_share": float(series.mean() / cap),
-                                              "max_share": float(series.max() / cap)}
+            stranded[_LABEL.get(res, res)] = {
+                "mean_share": float(series.mean() / cap),
+                "max_share": float(series.max() / cap),
+            }
     out = {
         "trace": r.trace,
         "profile": r.profile,

@@ -21,8 +21,14 @@ import orjson
 from esched.services.sim.engine import GPU_RESOURCE, RunResult
 from esched.services.sim.metrics import summarize
 
-__all__ = ["Figures", "compare_tables", "hole_rows", "run_figures", "terminal_table",
-           "write_report"]
+__all__ = [
+    "Figures",
+    "compare_tables",
+    "hole_rows",
+    "run_figures",
+    "terminal_table",
+    "write_report",
+]
 
 _LABEL = {"cpu": "CPU", "memory": "memory", GPU_RESOURCE: "GPU"}
 
@@ -42,7 +48,7 @@ def _svg(fig) -> str:
     fig.savefig(buf, format="svg", bbox_inches="tight")
     _mpl().close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _downsample(t: np.ndarray, *ys: np.ndarray, points: int = 2000):
@@ -89,10 +95,14 @@ def run_figures(runs: list[RunResult], figs: Figures | None = None) -> Figures:
     days = max(float(np.nanmax(r.t)) if r.t.size else 0.0 for r in runs) > 5 * 86400
     unit, scale = ("days", 86400.0) if days else ("hours", 3600.0)
     # allocation rate per resource over time
-    resources = [r for r in (GPU_RESOURCE, "cpu", "memory") if r in runs[0].capacity
-                 and runs[0].capacity[r] > 0]
-    fig, axes = plt.subplots(len(resources), 1, figsize=(8, 2.2 * len(resources)),
-                             sharex=True, squeeze=False)
+    resources = [
+        r
+        for r in (GPU_RESOURCE, "cpu", "memory")
+        if r in runs[0].capacity and runs[0].capacity[r] > 0
+    ]
+    fig, axes = plt.subplots(
+        len(resources), 1, figsize=(8, 2.2 * len(resources)), sharex=True, squeeze=False
+    )
     data: dict = {"unit": unit, "series": {}}
     for ax, res in zip(axes[:, 0], resources, strict=True):
         for r in runs:
@@ -104,8 +114,9 @@ def run_figures(runs: list[RunResult], figs: Figures | None = None) -> Figures:
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=7, ncol=4)
     axes[-1, 0].set_xlabel(f"virtual time ({unit})")
-    figs.add("allocation_over_time", "Allocation rate over time (requests / capacity)",
-             _svg(fig), data)
+    figs.add(
+        "allocation_over_time", "Allocation rate over time (requests / capacity)", _svg(fig), data
+    )
     # pending pods over time
     fig, ax = plt.subplots(figsize=(8, 2.4))
     data = {"unit": unit, "series": {}}
@@ -132,23 +143,43 @@ def run_figures(runs: list[RunResult], figs: Figures | None = None) -> Figures:
         ax.set_xlabel(f"virtual time ({unit})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=4)
-        figs.add("fragmentation_over_time", "GPU fragmentation over time (FGD's measure)",
-                 _svg(fig), data)
+        figs.add(
+            "fragmentation_over_time",
+            "GPU fragmentation over time (FGD's measure)",
+            _svg(fig),
+            data,
+        )
     # per-node heat map of the first run
     r = runs[0]
     if r.heat.size:
         fig, ax = plt.subplots(figsize=(8, 3.2))
         heat = np.ma.masked_invalid(r.heat.T)
-        im = ax.imshow(heat, aspect="auto", interpolation="nearest", cmap="viridis",
-                       vmin=0, vmax=1, origin="lower",
-                       extent=(r.heat_t[0] / scale, r.heat_t[-1] / scale, 0, r.heat.shape[1]))
+        im = ax.imshow(
+            heat,
+            aspect="auto",
+            interpolation="nearest",
+            cmap="viridis",
+            vmin=0,
+            vmax=1,
+            origin="lower",
+            extent=(r.heat_t[0] / scale, r.heat_t[-1] / scale, 0, r.heat.shape[1]),
+        )
         ax.set_xlabel(f"virtual time ({unit})")
         ax.set_ylabel("node (slot)")
-        fig.colorbar(im, ax=ax, label=f"{_LABEL.get(r.heat_resource, r.heat_resource)}"
-                     " allocated share")
-        figs.add("node_heatmap", f"Per-node allocation ({r.profile})", _svg(fig),
-                 {"profile": r.profile, "resource": r.heat_resource, "t": r.heat_t,
-                  "share": np.round(r.heat, 4)})
+        fig.colorbar(
+            im, ax=ax, label=f"{_LABEL.get(r.heat_resource, r.heat_resource)} allocated share"
+        )
+        figs.add(
+            "node_heatmap",
+            f"Per-node allocation ({r.profile})",
+            _svg(fig),
+            {
+                "profile": r.profile,
+                "resource": r.heat_resource,
+                "t": r.heat_t,
+                "share": np.round(r.heat, 4),
+            },
+        )
     return figs
 
 
@@ -166,34 +197,49 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
         for i, name in enumerate(names):
             vals = [t["machines"] for t in by[name] if t.get("machines") is not None]
             bounds = [t.get("capacity_bound") for t in by[name]]
-            data[name] = {"machines": vals, "failed_trials": sum(
-                1 for t in by[name] if t.get("machines") is None), **_stats(vals),
-                "capacity_bound": bounds}
+            data[name] = {
+                "machines": vals,
+                "failed_trials": sum(1 for t in by[name] if t.get("machines") is None),
+                **_stats(vals),
+                "capacity_bound": bounds,
+            }
             known = [b for b in bounds if b is not None]
             if known:
-                ax.plot([i], [float(np.median(known))], "k_", ms=14,
-                        label="capacity lower bound (median)" if i == 0 else None)
+                ax.plot(
+                    [i],
+                    [float(np.median(known))],
+                    "k_",
+                    ms=14,
+                    label="capacity lower bound (median)" if i == 0 else None,
+                )
             if not vals:
                 continue
             s = _stats(vals)
-            ax.errorbar([i], [s["median"]], yerr=_span(s, "min", "max"), fmt="none",
-                        ecolor="0.6", capsize=6)
-            ax.errorbar([i], [s["median"]], yerr=_span(s, "p5", "p95"), fmt="o", capsize=3,
-                        lw=2)
+            ax.errorbar(
+                [i], [s["median"]], yerr=_span(s, "min", "max"), fmt="none", ecolor="0.6", capsize=6
+            )
+            ax.errorbar([i], [s["median"]], yerr=_span(s, "p5", "p95"), fmt="o", capsize=3, lw=2)
         ax.set_xticks(range(len(names)), names, rotation=20)
         ax.set_ylabel("machines needed")
         ax.grid(alpha=0.3, axis="y")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-        figs.add("compaction", "Cluster compaction: machines needed (median, 5-95% bars,"
-                 " grey min-max; black dash: the capacity lower bound)", _svg(fig), data)
+        figs.add(
+            "compaction",
+            "Cluster compaction: machines needed (median, 5-95% bars,"
+            " grey min-max; black dash: the capacity lower bound)",
+            _svg(fig),
+            data,
+        )
     infl = trials.get("inflation") or []
     if infl:
         by = _by_profile(infl)
         data = {}
         for name, ts in by.items():
-            data[name] = {"clones": [t["clones"] for t in ts],
-                          "at_limit": [t["at_limit"] for t in ts]}
+            data[name] = {
+                "clones": [t["clones"] for t in ts],
+                "at_limit": [t["at_limit"] for t in ts],
+            }
         fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(by) + 2), 3))
         for i, d in enumerate(data.values()):
             gpu = [a.get("gpu", a.get("cpu", 0)) * 100 for a in d["at_limit"]]
@@ -202,30 +248,47 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
         ax.set_xticks(range(len(by)), list(by), rotation=20)
         ax.set_ylabel("allocation at the limit (%)")
         ax.grid(alpha=0.3, axis="y")
-        figs.add("inflation", "Workload inflation: allocation reached before > tau pending",
-                 _svg(fig), data)
+        figs.add(
+            "inflation",
+            "Workload inflation: allocation reached before > tau pending",
+            _svg(fig),
+            data,
+        )
     holes = trials.get("holes") or []
     if holes:
         data = hole_data(holes)
         fillers = list(data["fillers"])
         names = list(data["profiles"])
-        fig, axes = plt.subplots(1, len(fillers), figsize=(max(4, 3.2 * len(fillers)), 3),
-                                 squeeze=False)
+        fig, axes = plt.subplots(
+            1, len(fillers), figsize=(max(4, 3.2 * len(fillers)), 3), squeeze=False
+        )
         for ax, f in zip(axes[0], fillers, strict=True):
             for i, name in enumerate(names):
                 s = data["fillers"][f][name]
                 if s["median"] is None:
                     continue
-                ax.errorbar([i], [s["median"]], yerr=_span(s, "min", "max"), fmt="none",
-                            ecolor="0.6", capsize=6)
-                ax.errorbar([i], [s["median"]], yerr=_span(s, "p5", "p95"), fmt="o",
-                            capsize=3, lw=2)
+                ax.errorbar(
+                    [i],
+                    [s["median"]],
+                    yerr=_span(s, "min", "max"),
+                    fmt="none",
+                    ecolor="0.6",
+                    capsize=6,
+                )
+                ax.errorbar(
+                    [i], [s["median"]], yerr=_span(s, "p5", "p95"), fmt="o", capsize=3, lw=2
+                )
             ax.set_xticks(range(len(names)), names, rotation=30, fontsize=7)
             ax.set_title("\n".join(textwrap.wrap(f.replace(",", ", "), 30)), fontsize=8)
             ax.grid(alpha=0.3, axis="y")
         axes[0, 0].set_ylabel("fillers that still fit")
-        figs.add("hole_filling", "Hole filling: filler tasks that still fit after the "
-                 "checkpoint is packed (median, 5-95% bars, grey min-max)", _svg(fig), data)
+        figs.add(
+            "hole_filling",
+            "Hole filling: filler tasks that still fit after the "
+            "checkpoint is packed (median, 5-95% bars, grey min-max)",
+            _svg(fig),
+            data,
+        )
     curves = trials.get("curve") or []
     if curves:
         by = _by_profile(curves)
@@ -241,15 +304,28 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
                 hi.append(100 * float(np.percentile(v, 75)))
             ax.plot(xs, med, lw=1.2, label=name)
             ax.fill_between(xs, lo, hi, alpha=0.2)
-            data[name] = {"x": xs, "alloc_median": med, "alloc_p25": lo, "alloc_p75": hi,
-                          "alloc_at_100": [t["alloc_at_100"] for t in ts]}
+            data[name] = {
+                "x": xs,
+                "alloc_median": med,
+                "alloc_p25": lo,
+                "alloc_p75": hi,
+                "alloc_at_100": [t["alloc_at_100"] for t in ts],
+            }
         # The FGD paper's published medians (FGD-ANCHOR.md), for comparison.
-        ref = {"FGD (paper)": [(92, 92.0), (94, 94.0), (96, 95.2), (100, 95.23)],
-               "BestFit (paper)": [(92, 92.0), (94, 92.9), (96, 92.9), (100, 92.91)],
-               "Random (paper)": [(100, 86.25)]}
+        ref = {
+            "FGD (paper)": [(92, 92.0), (94, 94.0), (96, 95.2), (100, 95.23)],
+            "BestFit (paper)": [(92, 92.0), (94, 92.9), (96, 92.9), (100, 92.91)],
+            "Random (paper)": [(100, 86.25)],
+        }
         for name, pts in ref.items():
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "k--" if "FGD" in name else "k:",
-                    marker="x", lw=0.8, label=name)
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                "k--" if "FGD" in name else "k:",
+                marker="x",
+                lw=0.8,
+                label=name,
+            )
         data["paper"] = {k: [{"x": x, "alloc": y} for x, y in v] for k, v in ref.items()}
         ax.set_xlim(70, 130)
         ax.set_ylim(70, 100)
@@ -257,8 +333,13 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
         ax.set_ylabel("GPU allocation (%)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
-        figs.add("gpu_allocation_curve", "GPU allocation as the workload is inflated "
-                 "(FGD's experiment; dashed: the paper's medians)", _svg(fig), data)
+        figs.add(
+            "gpu_allocation_curve",
+            "GPU allocation as the workload is inflated "
+            "(FGD's experiment; dashed: the paper's medians)",
+            _svg(fig),
+            data,
+        )
     return figs
 
 
@@ -278,31 +359,62 @@ def hole_data(trials: list[dict]) -> dict:
             counts = [r["count"] for r in rows]
             rates: dict = {}
             for res in rows[0]["rates"]:
-                rates[res] = {k: float(np.median([r["rates"][res][k] for r in rows]))
-                              for k in ("before", "after")}
-            per[name] = {"counts": counts, **_stats(counts), "rates": rates,
-                         "missing_resources": rows[0]["missing_resources"]}
+                rates[res] = {
+                    k: float(np.median([r["rates"][res][k] for r in rows]))
+                    for k in ("before", "after")
+                }
+            per[name] = {
+                "counts": counts,
+                **_stats(counts),
+                "rates": rates,
+                "missing_resources": rows[0]["missing_resources"],
+            }
     return out
 
 
 def hole_rows(trials: list[dict]) -> tuple[list[str], list[list[str]]]:
     """The hole-filling table: one row per (filler, profile)."""
     data = hole_data(trials)
-    cols = ["filler", "profile", "trials", "fit (median)", "p5", "p95", "min", "max",
-            "vs best fit", "allocated % before -> after filling", "checkpoint pending %"]
+    cols = [
+        "filler",
+        "profile",
+        "trials",
+        "fit (median)",
+        "p5",
+        "p95",
+        "min",
+        "max",
+        "vs best fit",
+        "allocated % before -> after filling",
+        "checkpoint pending %",
+    ]
     rows = []
     for f, per in data["fillers"].items():
         base = next((s["median"] for name, s in per.items() if "best" in name), None)
         for name, s in per.items():
             vs = f"{100 * (s['median'] / base - 1):+.1f}%" if base else "-"
-            rates = ", ".join(f"{res} {100 * r['before']:.1f} -> {100 * r['after']:.1f}"
-                              for res, r in s["rates"].items())
+            rates = ", ".join(
+                f"{res} {100 * r['before']:.1f} -> {100 * r['after']:.1f}"
+                for res, r in s["rates"].items()
+            )
             if s["missing_resources"]:
                 rates += f" (cluster has no {', '.join(s['missing_resources'])})"
             pend = data["profiles"][name]["pending_share"]
-            rows.append([f, name, str(s["n"]), f"{s['median']:.0f}", f"{s['p5']:.0f}",
-                         f"{s['p95']:.0f}", f"{s['min']:.0f}", f"{s['max']:.0f}", vs, rates,
-                         f"{100 * float(np.median(pend)):.2f}"])
+            rows.append(
+                [
+                    f,
+                    name,
+                    str(s["n"]),
+                    f"{s['median']:.0f}",
+                    f"{s['p5']:.0f}",
+                    f"{s['p95']:.0f}",
+                    f"{s['min']:.0f}",
+                    f"{s['max']:.0f}",
+                    vs,
+                    rates,
+                    f"{100 * float(np.median(pend)):.2f}",
+                ]
+            )
     return cols, rows
 
 
@@ -322,30 +434,61 @@ def _stats(vals: list[float]) -> dict:
     if not vals:
         return {"median": None, "p5": None, "p95": None, "min": None, "max": None, "n": 0}
     a = np.asarray(vals, dtype=np.float64)
-    return {"median": float(np.median(a)), "p5": float(np.percentile(a, 5)),
-            "p95": float(np.percentile(a, 95)), "min": float(a.min()), "max": float(a.max()),
-            "mean": float(a.mean()), "n": len(vals)}
+    return {
+        "median": float(np.median(a)),
+        "p5": float(np.percentile(a, 5)),
+        "p95": float(np.percentile(a, 95)),
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "mean": float(a.mean()),
+        "n": len(vals),
+    }
 
 
 def summary_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
     """The terminal/HTML table of run summaries: one row per run."""
-    cols = ["profile", "seed", "placed", "withdrawn", "never", "GPU alloc %", "CPU alloc %",
-            "pending mean", "wait p90 s", "SNP", "slowdown l1/l2/linf", "unfair",
-            "frag GPUs", "wall s"]
+    cols = [
+        "profile",
+        "seed",
+        "placed",
+        "withdrawn",
+        "never",
+        "GPU alloc %",
+        "CPU alloc %",
+        "pending mean",
+        "wait p90 s",
+        "SNP",
+        "slowdown l1/l2/linf",
+        "unfair",
+        "frag GPUs",
+        "wall s",
+    ]
     rows = []
     for s in summaries:
         a = s["allocation"]
         q = s["jobs"].get("quincy", {})
         lat = s["jobs"].get("latency_s", {})
         fr = s.get("gpu_fragmentation", {})
-        rows.append([
-            s["profile"], str(s["seed"]), str(s["placements"]), str(s["withdrawn"]),
-            str(s["never_started"]),
-            _pct(a.get("gpu", {}).get("mean_rate")), _pct(a.get("cpu", {}).get("mean_rate")),
-            _num(s["pending_pods"]["mean"]), _num(lat.get("p90")), _num(q.get("snp"), 3),
-            "/".join(_num(q.get(k), 2) for k in ("slowdown_l1", "slowdown_l2", "slowdown_linf")),
-            _num(q.get("unfairness"), 3), _num(fr.get("mean_gpus")), _num(s["wall_seconds"], 2),
-        ])
+        rows.append(
+            [
+                s["profile"],
+                str(s["seed"]),
+                str(s["placements"]),
+                str(s["withdrawn"]),
+                str(s["never_started"]),
+                _pct(a.get("gpu", {}).get("mean_rate")),
+                _pct(a.get("cpu", {}).get("mean_rate")),
+                _num(s["pending_pods"]["mean"]),
+                _num(lat.get("p90")),
+                _num(q.get("snp"), 3),
+                "/".join(
+                    _num(q.get(k), 2) for k in ("slowdown_l1", "slowdown_l2", "slowdown_linf")
+                ),
+                _num(q.get("unfairness"), 3),
+                _num(fr.get("mean_gpus")),
+                _num(s["wall_seconds"], 2),
+            ]
+        )
     return cols, rows
 
 
@@ -375,9 +518,14 @@ def terminal_table(cols: list[str], rows: list[list[str]], title: str = "") -> N
     Console(stderr=True, width=None if sys.stderr.isatty() else 220).print(table)
 
 
-def write_report(out_dir: str | Path, title: str, summaries: list[dict], figs: Figures,
-                 extra_tables: list[tuple[str, list[str], list[list[str]]]] = (),
-                 notes: list[str] = ()) -> dict[str, str]:
+def write_report(
+    out_dir: str | Path,
+    title: str,
+    summaries: list[dict],
+    figs: Figures,
+    extra_tables: list[tuple[str, list[str], list[list[str]]]] = (),
+    notes: list[str] = (),
+) -> dict[str, str]:
     """Write ``report.html``, ``figures.json`` and ``summary.json`` into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -394,16 +542,23 @@ def write_report(out_dir: str | Path, title: str, summaries: list[dict], figs: F
     ]
     if summaries:
         tr = summaries[0]["trace"]
-        parts.append(f"<p>Trace <code>{html.escape(tr['kind'])}</code> "
-                     f"{html.escape(tr['source'])}: {tr['nodes']} nodes, {tr['jobs']} jobs "
-                     f"({tr['pods']} pods).</p>")
+        parts.append(
+            f"<p>Trace <code>{html.escape(tr['kind'])}</code> "
+            f"{html.escape(tr['source'])}: {tr['nodes']} nodes, {tr['jobs']} jobs "
+            f"({tr['pods']} pods).</p>"
+        )
         if tr.get("quirks"):
-            parts.append("<p>Trace quirks (rows): " + ", ".join(
-                f"<code>{html.escape(k)}</code> {v}" for k, v in sorted(tr["quirks"].items()))
-                + "</p>")
+            parts.append(
+                "<p>Trace quirks (rows): "
+                + ", ".join(
+                    f"<code>{html.escape(k)}</code> {v}" for k, v in sorted(tr["quirks"].items())
+                )
+                + "</p>"
+            )
         if tr.get("notes"):
-            parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in tr["notes"])
-                         + "</ul>")
+            parts.append(
+                "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in tr["notes"]) + "</ul>"
+            )
     for n in notes:
         parts.append(f"<p>{html.escape(n)}</p>")
     if rows:
@@ -412,24 +567,30 @@ def write_report(out_dir: str | Path, title: str, summaries: list[dict], figs: F
         parts.append(f"<h2>{html.escape(name)}</h2>")
         parts.append(_html_table(c, r))
     for fid, ftitle, svg, _ in figs.items:
-        parts.append(f"<figure id='{fid}'><figcaption>{html.escape(ftitle)}</figcaption>"
-                     f"{svg}</figure>")
-    parts.append("<p>Figure data: <code>figures.json</code> (by figure id); run summaries:"
-                 " <code>summary.json</code>. Allocation is requests over capacity; the traces"
-                 " carry no usage, so no usage-based utilization is shown.</p></body></html>")
-    paths = {"html": str(out / "report.html"), "figures": str(out / "figures.json"),
-             "summary": str(out / "summary.json")}
+        parts.append(
+            f"<figure id='{fid}'><figcaption>{html.escape(ftitle)}</figcaption>{svg}</figure>"
+        )
+    parts.append(
+        "<p>Figure data: <code>figures.json</code> (by figure id); run summaries:"
+        " <code>summary.json</code>. Allocation is requests over capacity; the traces"
+        " carry no usage, so no usage-based utilization is shown.</p></body></html>"
+    )
+    paths = {
+        "html": str(out / "report.html"),
+        "figures": str(out / "figures.json"),
+        "summary": str(out / "summary.json"),
+    }
     Path(paths["html"]).write_text("\n".join(parts), encoding="utf-8")
     Path(paths["figures"]).write_bytes(orjson.dumps(figs.data(), option=orjson.OPT_INDENT_2))
-    Path(paths["summary"]).write_bytes(orjson.dumps(_clean(summaries),
-                                                    option=orjson.OPT_INDENT_2))
+    Path(paths["summary"]).write_bytes(orjson.dumps(_clean(summaries), option=orjson.OPT_INDENT_2))
     return paths
 
 
 def _html_table(cols: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>" for r in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 

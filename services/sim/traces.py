@@ -86,8 +86,15 @@ class Job:
     @property
     def shape(self) -> tuple:
         """What placement depends on: requests, gang size, constraints, priority."""
-        return (self.cpu_milli, self.memory_bytes, self.gpu_milli, self.tasks,
-                self.gpu_models, self.priority, self.node_kind)
+        return (
+            self.cpu_milli,
+            self.memory_bytes,
+            self.gpu_milli,
+            self.tasks,
+            self.gpu_models,
+            self.priority,
+            self.node_kind,
+        )
 
 
 @dataclass
@@ -142,10 +149,13 @@ class Trace:
             if ok is None:
                 num, _ = _gpu_shape(j.gpu_milli)
                 ok = seen[key] = any(
-                    j.cpu_milli <= c and j.memory_bytes <= m and num <= g
+                    j.cpu_milli <= c
+                    and j.memory_bytes <= m
+                    and num <= g
                     and (j.gpu_models is None or md in j.gpu_models)
                     and (j.node_kind is None or (j.node_kind == "gpu") == (g > 0))
-                    for c, m, g, md in node_shapes)
+                    for c, m, g, md in node_shapes
+                )
             bad += not ok
         if bad:
             self.quirks["larger_than_any_node"] = bad
@@ -190,8 +200,9 @@ def parse_nodes(spec: str) -> list[NodeSpec]:
         try:
             count, gpus = (int(x) for x in head.lower().split("x"))
         except ValueError:
-            raise TraceError(f"--nodes {spec!r}: {part!r} is neither a file nor COUNTxGPUS") \
-                from None
+            raise TraceError(
+                f"--nodes {spec!r}: {part!r} is neither a file nor COUNTxGPUS"
+            ) from None
         kv = dict(o.split("=", 1) for o in opts if "=" in o)
         cpu = int(float(kv.get("cpu", 96)) * 1000)
         mem = int(float(kv.get("mem", 512)) * GIB)
@@ -209,9 +220,15 @@ def _openb_nodes(path: Path, quirks: Counter) -> list[NodeSpec]:
         for row in csv.DictReader(fh):
             try:
                 gpus = int(row.get("gpu") or 0)
-                nodes.append(NodeSpec(row["sn"].strip().lower(), int(row["cpu_milli"]),
-                                      int(row["memory_mib"]) * MIB, gpus,
-                                      (row.get("model") or "").strip() or None))
+                nodes.append(
+                    NodeSpec(
+                        row["sn"].strip().lower(),
+                        int(row["cpu_milli"]),
+                        int(row["memory_mib"]) * MIB,
+                        gpus,
+                        (row.get("model") or "").strip() or None,
+                    )
+                )
             except (KeyError, ValueError) as exc:
                 quirks["node_row_unreadable"] += 1
                 if not nodes and quirks["node_row_unreadable"] > 10:
@@ -293,9 +310,22 @@ def _openb(path: Path, nodes_spec: str | None) -> Trace:
             qos = (row.get("qos") or "").strip()
             if qos not in PRIORITY_BY_QOS:
                 quirks["unknown_qos_as_best_effort"] += 1
-            jobs.append(Job(name, created, duration, cpu, mem, g, 1, models,
-                            PRIORITY_BY_QOS.get(qos, 0), qos, deleted,
-                            (row.get("pod_phase") or "").strip()))
+            jobs.append(
+                Job(
+                    name,
+                    created,
+                    duration,
+                    cpu,
+                    mem,
+                    g,
+                    1,
+                    models,
+                    PRIORITY_BY_QOS.get(qos, 0),
+                    qos,
+                    deleted,
+                    (row.get("pod_phase") or "").strip(),
+                )
+            )
     jobs.sort(key=lambda j: (j.arrival, j.name))
     return Trace("openb", str(pods_file), nodes, jobs, quirks, notes)
 
@@ -327,8 +357,10 @@ def _philly_nodes(folder: Path, quirks: Counter, notes: list[str]) -> list[NodeS
                     quirks["machine_without_gpus_skipped"] += 1
                     continue
                 nodes.append(NodeSpec(row["machineId"].strip().lower(), 0, 0, gpus, None))
-        notes.append("Machines from revised_machine_list.csv (GPU counts inferred from the"
-                     " utilization logs; the official list contradicts the job log).")
+        notes.append(
+            "Machines from revised_machine_list.csv (GPU counts inferred from the"
+            " utilization logs; the official list contradicts the job log)."
+        )
     elif official.exists():
         with open(official, newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)
@@ -352,8 +384,7 @@ def _philly(path: Path, nodes_spec: str | None) -> Trace:
         "duration is the summed run time of the job's attempts in Philly; every job is"
         " simulated as one attempt of that length; no priorities (all batch).",
     ]
-    nodes = parse_nodes(nodes_spec) if nodes_spec else _philly_nodes(csv_file.parent, quirks,
-                                                                    notes)
+    nodes = parse_nodes(nodes_spec) if nodes_spec else _philly_nodes(csv_file.parent, quirks, notes)
     if not nodes:
         raise TraceError("philly: no machine list next to the trace; pass --nodes")
     rows = []
@@ -383,8 +414,20 @@ def _philly(path: Path, nodes_spec: str | None) -> Trace:
     jobs = []
     for t, duration, gpus, vc, i in rows:
         tasks, per = _gang(gpus, quirks)
-        jobs.append(Job(f"philly-{i:06d}", (t - t0).total_seconds(), duration, 0, 0,
-                        per * 1000, tasks, None, 0, vc))
+        jobs.append(
+            Job(
+                f"philly-{i:06d}",
+                (t - t0).total_seconds(),
+                duration,
+                0,
+                0,
+                per * 1000,
+                tasks,
+                None,
+                0,
+                vc,
+            )
+        )
     jobs.sort(key=lambda j: (j.arrival, j.name))
     return Trace("philly", str(csv_file), nodes, jobs, quirks, notes)
 
@@ -393,12 +436,16 @@ def _itp(path: Path, nodes_spec: str | None) -> Trace:
     if not path.is_file():
         raise TraceError(f"itp: {path} is not a cluster CSV (one file per cluster)")
     if not nodes_spec:
-        raise TraceError("itp: the ITP traces have no node table or cluster size; "
-                         "pass --nodes (e.g. --nodes 64x8)")
+        raise TraceError(
+            "itp: the ITP traces have no node table or cluster size; "
+            "pass --nodes (e.g. --nodes 64x8)"
+        )
     quirks: Counter = Counter()
-    notes = ["No CPU, memory or node table in the trace: GPUs only; nodes from --nodes.",
-             "Jobs over 8 GPUs are gangs of equal pods, placed all-or-nothing.",
-             "Jobs shorter than 10 minutes appear filtered out of the source (undocumented)."]
+    notes = [
+        "No CPU, memory or node table in the trace: GPUs only; nodes from --nodes.",
+        "Jobs over 8 GPUs are gangs of equal pods, placed all-or-nothing.",
+        "Jobs shorter than 10 minutes appear filtered out of the source (undocumented).",
+    ]
     jobs = []
     with open(path, newline="", encoding="utf-8") as fh:
         for i, row in enumerate(csv.DictReader(fh)):
@@ -428,21 +475,25 @@ def _dlrm(path: Path, nodes_spec: str | None) -> Trace:
     if not csv_file.exists():
         raise TraceError(f"dlrm: {csv_file} not found")
     if not nodes_spec:
-        raise TraceError("dlrm: the DLRM trace has no node table; pass --nodes "
-                         "(a CSV like openb's node list, or e.g. 200x0:cpu=96:mem=512,60x8)")
+        raise TraceError(
+            "dlrm: the DLRM trace has no node table; pass --nodes "
+            "(a CSV like openb's node list, or e.g. 200x0:cpu=96:mem=512,60x8)"
+        )
     nodes = parse_nodes(nodes_spec)
     quirks: Counter = Counter()
-    notes = ["Nodes from --nodes (the trace has none; the paper gives no node shapes).",
-             "Units: cpu_request in vCPUs, memory_request in GiB, gpu_request whole GPUs;"
-             " times in seconds, rounded to whole seconds (the floats carry binary noise).",
-             "Role CN runs only on nodes without GPUs, HN only on GPU nodes (Prism's two"
-             " disaggregated pools).",
-             "Arrival = creation_time; run time = deletion_time - scheduled_time; a pod still"
-             " pending at its deletion_time is withdrawn. Instances created before the"
-             " trace (no times) arrive at 0; instances alive at the end run to the trace's"
-             " last timestamp.",
-             "RDMA and disk requests and max_instance_per_node are not simulated (counted).",
-             "All instances are latency-sensitive services: priority 1000."]
+    notes = [
+        "Nodes from --nodes (the trace has none; the paper gives no node shapes).",
+        "Units: cpu_request in vCPUs, memory_request in GiB, gpu_request whole GPUs;"
+        " times in seconds, rounded to whole seconds (the floats carry binary noise).",
+        "Role CN runs only on nodes without GPUs, HN only on GPU nodes (Prism's two"
+        " disaggregated pools).",
+        "Arrival = creation_time; run time = deletion_time - scheduled_time; a pod still"
+        " pending at its deletion_time is withdrawn. Instances created before the"
+        " trace (no times) arrive at 0; instances alive at the end run to the trace's"
+        " last timestamp.",
+        "RDMA and disk requests and max_instance_per_node are not simulated (counted).",
+        "All instances are latency-sensitive services: priority 1000.",
+    ]
     rows = []
     end = 0.0
     with open(csv_file, newline="", encoding="utf-8") as fh:
@@ -453,8 +504,10 @@ def _dlrm(path: Path, nodes_spec: str | None) -> Trace:
                 cpu = _exact(row["cpu_request"], 1000)
                 mem = _exact(row["memory_request"], GIB)
                 gpus = _exact(row["gpu_request"] or "0", 1)
-                times = [_maybe_time(row.get(k), quirks)
-                         for k in ("creation_time", "scheduled_time", "deletion_time")]
+                times = [
+                    _maybe_time(row.get(k), quirks)
+                    for k in ("creation_time", "scheduled_time", "deletion_time")
+                ]
             except (KeyError, ValueError, AttributeError):
                 quirks["row_unreadable"] += 1
                 continue
@@ -496,16 +549,33 @@ def _dlrm(path: Path, nodes_spec: str | None) -> Trace:
         if sched < created:
             quirks["scheduled_before_creation_dropped"] += 1
             continue
-        jobs.append(Job(name, created, deleted - sched, cpu, mem, gpus * 1000, 1, None, 1000,
-                        app, deleted, "", "cpu" if role == "CN" else "gpu"))
+        jobs.append(
+            Job(
+                name,
+                created,
+                deleted - sched,
+                cpu,
+                mem,
+                gpus * 1000,
+                1,
+                None,
+                1000,
+                app,
+                deleted,
+                "",
+                "cpu" if role == "CN" else "gpu",
+            )
+        )
     kinds = Counter(j.node_kind for j in jobs)
     have = {"cpu": sum(n.gpus == 0 for n in nodes), "gpu": sum(n.gpus > 0 for n in nodes)}
     for kind, count in kinds.items():
         if count and not have[kind]:
             role = "CN" if kind == "cpu" else "HN"
-            raise TraceError(f"dlrm: {count} {role} instances run on "
-                             f"{'nodes without GPUs' if kind == 'cpu' else 'GPU nodes'}, and"
-                             f" --nodes has none (e.g. --nodes 200x0:cpu=192:mem=1024,60x8)")
+            raise TraceError(
+                f"dlrm: {count} {role} instances run on "
+                f"{'nodes without GPUs' if kind == 'cpu' else 'GPU nodes'}, and"
+                f" --nodes has none (e.g. --nodes 200x0:cpu=192:mem=1024,60x8)"
+            )
     jobs.sort(key=lambda j: (j.arrival, j.name))
     return Trace("dlrm", str(csv_file), nodes, jobs, quirks, notes)
 
@@ -548,8 +618,12 @@ def synthetic(nodes: int = 64, jobs: int = 2000, seed: int = 0, load: float = 0.
     CPU 1-16 cores uniformly (x 1000 milli); memory 4 GiB per core.
     """
     rng = random.Random(seed)
-    specs = [NodeSpec(f"node-{i:05d}", 96_000, 512 * GIB, 0 if i % 4 == 3 else 8,
-                      None if i % 4 == 3 else "S1") for i in range(nodes)]
+    specs = [
+        NodeSpec(
+            f"node-{i:05d}", 96_000, 512 * GIB, 0 if i % 4 == 3 else 8, None if i % 4 == 3 else "S1"
+        )
+        for i in range(nodes)
+    ]
     out = []
     gpu_cap = sum(n.gpus for n in specs) * 1000
     mean_gpu = 0.4 * 500 + 0.3 * 1000 + 0.1 * (14000 / 3)
@@ -569,10 +643,28 @@ def synthetic(nodes: int = 64, jobs: int = 2000, seed: int = 0, load: float = 0.
             g = 1000 * rng.choice((2, 4, 8))
         cores = rng.randint(1, 16)
         run = 3600 * math.exp(rng.gauss(0.0, 1.0))
-        out.append(Job(f"synth-{j:06d}", round(t, 3), round(run, 3), cores * 1000,
-                       cores * 4 * GIB, g, 1, None, 0, ""))
-    return Trace("synthetic", f"nodes={nodes},jobs={jobs},seed={seed},load={load}", specs, out,
-                 Counter(), ["Synthetic: see esched.services.sim.traces.synthetic."])
+        out.append(
+            Job(
+                f"synth-{j:06d}",
+                round(t, 3),
+                round(run, 3),
+                cores * 1000,
+                cores * 4 * GIB,
+                g,
+                1,
+                None,
+                0,
+                "",
+            )
+        )
+    return Trace(
+        "synthetic",
+        f"nodes={nodes},jobs={jobs},seed={seed},load={load}",
+        specs,
+        out,
+        Counter(),
+        ["Synthetic: see esched.services.sim.traces.synthetic."],
+    )
 
 
 # ---------------------------------------------------------------------------- dispatch
@@ -590,8 +682,9 @@ def load_trace(spec: str, nodes: str | None = None) -> Trace:
         for part in filter(None, rest.split(",")):
             k, eq, v = part.partition("=")
             if not eq or k not in ("nodes", "jobs", "seed", "load"):
-                raise TraceError(f"synthetic: unknown parameter {part!r} "
-                                 "(nodes=, jobs=, seed=, load=)")
+                raise TraceError(
+                    f"synthetic: unknown parameter {part!r} (nodes=, jobs=, seed=, load=)"
+                )
             kv[k] = float(v) if k == "load" else int(v)
         tr = synthetic(**kv)
         if nodes:

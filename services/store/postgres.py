@@ -355,9 +355,7 @@ class PostgresEventStore(EventStore):
     async def position_at(self, when: datetime) -> int:
         """The last position recorded at or before ``when``."""
         # A binary search over positions (migration 0003): recorded_at has no index.
-        return await self._require_pool().fetchval(
-            "SELECT esched_position_at($1)", as_utc(when)
-        )
+        return await self._require_pool().fetchval("SELECT esched_position_at($1)", as_utc(when))
 
     def subscribe(self, after: int, batch: int = 1000) -> Subscription:
         """Catch up from ``after``, then follow LISTEN/NOTIFY (plus polling)."""

@@ -95,8 +95,10 @@ def test_group_pod_num_annotation_sets_min_member():
     log(EV.POD_SUBMITTED, _annotated("a", "qj-1", "3"))
     assert s.gang_min_member("ns/qj-1") == 3
     # a PodGroup's minMember wins over the annotation, whatever the order
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "qj-1", "namespace": "ns"},
-                                "spec": {"minMember": 2}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "qj-1", "namespace": "ns"}, "spec": {"minMember": 2}},
+    )
     log(EV.POD_SUBMITTED, _annotated("b", "qj-1", "5"))
     assert s.gang_min_member("ns/qj-1") == 2
     log(EV.POD_SUBMITTED, _annotated("c", "qj-2", "zero"))
@@ -150,8 +152,13 @@ def test_gang_message_when_the_room_is_fragmented():
 
 @pytest.mark.parametrize(
     ("resource", "units", "text"),
-    [("cpu", 3000, "3"), ("cpu", 1500, "1500m"), ("memory", 2 * 2**30, "2Gi"),
-     ("memory", 1000, "1000"), ("nvidia.com/gpu", 3, "3")],
+    [
+        ("cpu", 3000, "3"),
+        ("cpu", 1500, "1500m"),
+        ("memory", 2 * 2**30, "2Gi"),
+        ("memory", 1000, "1000"),
+        ("nvidia.com/gpu", 3, "3"),
+    ],
 )
 def test_format_units(resource, units, text):
     assert format_units(resource, units) == text

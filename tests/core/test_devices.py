@@ -48,7 +48,7 @@ def test_whole_gpus_need_idle_devices():
 
 def test_share_goes_to_the_fullest_device_that_fits():
     t = table([1000, 300, 600, 500])
-    assert t.choose(0, 400) == (3,)   # 500 is the least free that fits 400
+    assert t.choose(0, 400) == (3,)  # 500 is the least free that fits 400
     assert t.choose(0, 600) == (2,)
     assert t.choose(0, 700) == (0,)
     with pytest.raises(ValueError, match="does not fit"):
@@ -82,11 +82,11 @@ def test_fit_mask_counts_and_clears():
 def test_node_frag_by_hand():
     # FGD's F_n(m): all idle GPU if m cannot run on the node, else the idle milli on
     # devices with less free than m's per-GPU request.
-    free = [1000, 500, 200, 0]          # 1,700 idle milli
+    free = [1000, 500, 200, 0]  # 1,700 idle milli
     types = [
-        (1000, 0, 0, None, 0.2),        # CPU-only: every idle milli is fragment -> 1700
-        (1000, 500, 1, None, 0.3),      # 500 share: devices 0, 1 fit; 200 is fragment
-        (1000, 1000, 2, None, 0.3),     # two whole GPUs: only one idle -> 1700
+        (1000, 0, 0, None, 0.2),  # CPU-only: every idle milli is fragment -> 1700
+        (1000, 500, 1, None, 0.3),  # 500 share: devices 0, 1 fit; 200 is fragment
+        (1000, 1000, 2, None, 0.3),  # two whole GPUs: only one idle -> 1700
         (1000, 1000, 1, ("V100",), 0.2),  # model V100 only; node is model 0 -> 1700
     ]
     # model ids: _py_node_frag interns the names in the types; the node's model id 5
@@ -116,8 +116,10 @@ def test_fgd_prefers_the_placement_that_fragments_least():
     mask = np.ones(2, dtype=np.uint8)
     out = np.zeros(2, dtype=np.int64)
     t.fgd_scores(300, 0, mask, out, 1)
-    assert out.tolist() == [math.floor(100 / (1 + math.exp(0.35))),
-                            math.floor(100 / (1 + math.exp(-0.3)))]
+    assert out.tolist() == [
+        math.floor(100 / (1 + math.exp(0.35))),
+        math.floor(100 / (1 + math.exp(-0.3))),
+    ]
     assert out[1] > out[0]
     # Memo: a second call recomputes nothing; a change of node 1 recomputes only it.
     t.fgd_scores(300, 0, mask, out, 1)
@@ -133,15 +135,35 @@ def _state(nodes):
     pos = 0
     for name, gpus in nodes:
         pos += 1
-        st.apply({"type": "esched.node.added", "id": f"n{pos}", "data": {
-            "metadata": {"name": name},
-            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "10",
-                                       "esched.dev/gpu-milli": str(gpus * 1000)}}}}, pos)
+        st.apply(
+            {
+                "type": "esched.node.added",
+                "id": f"n{pos}",
+                "data": {
+                    "metadata": {"name": name},
+                    "status": {
+                        "allocatable": {
+                            "cpu": "8",
+                            "memory": "8Gi",
+                            "pods": "10",
+                            "esched.dev/gpu-milli": str(gpus * 1000),
+                        }
+                    },
+                },
+            },
+            pos,
+        )
     return st
 
 
-POD = {"metadata": {"name": "p", "namespace": "t"}, "spec": {"containers": [
-    {"name": "c", "resources": {"requests": {"cpu": "1", "esched.dev/gpu-milli": "500"}}}]}}
+POD = {
+    "metadata": {"name": "p", "namespace": "t"},
+    "spec": {
+        "containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "1", "esched.dev/gpu-milli": "500"}}}
+        ]
+    },
+}
 
 
 def test_placer_mask_and_extra_hook():
@@ -162,17 +184,37 @@ def test_placer_mask_and_extra_hook():
 
 
 def test_fgd_profile_plugin_is_external_to_the_placer():
-    prof = parse_profile({"profiles": [{"plugins": {"score": {
-        "disabled": [{"name": "*"}], "enabled": [{"name": "FGD", "weight": 2}]}}}]})
+    prof = parse_profile(
+        {
+            "profiles": [
+                {
+                    "plugins": {
+                        "score": {
+                            "disabled": [{"name": "*"}],
+                            "enabled": [{"name": "FGD", "weight": 2}],
+                        }
+                    }
+                }
+            ]
+        }
+    )
     assert [(p.kind, p.weight) for p in prof.plugins] == [("FGD", 2)]
     placer = Placer(_state([("a", 1)]), prof)
     assert placer.plugin_names == []
 
 
 def _member(i: int, milli: int) -> dict:
-    return {"metadata": {"name": f"m{i}", "namespace": "t"}, "spec": {"containers": [
-        {"name": "c", "resources": {"requests": {"cpu": "1",
-                                                 "esched.dev/gpu-milli": str(milli)}}}]}}
+    return {
+        "metadata": {"name": f"m{i}", "namespace": "t"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"requests": {"cpu": "1", "esched.dev/gpu-milli": str(milli)}},
+                }
+            ]
+        },
+    }
 
 
 def _a_with_one_gpu_600_used_b_idle() -> tuple[ClusterState, DeviceTable]:
@@ -216,8 +258,7 @@ def test_gang_plan_that_fails_gives_the_devices_back():
     gd = GangDevices(dev, [1000] * 3, [0] * 3, n_slots=st.n_nodes)
     assert placer.plan_gang([_member(i, 1000) for i in range(3)], devices=gd) is None
     gd = GangDevices(dev, [1000] * 2, [0] * 2, n_slots=st.n_nodes)
-    assert sorted(placer.plan_gang([_member(i, 1000) for i in range(2)], devices=gd)) == [
-        "a", "b"]
+    assert sorted(placer.plan_gang([_member(i, 1000) for i in range(2)], devices=gd)) == ["a", "b"]
 
 
 def test_node_without_a_model_runs_types_open_to_any_model():

@@ -38,8 +38,9 @@ def _assert_same(a: ClusterState, b: ClusterState) -> None:
     assert b.to_bytes() == a.to_bytes()
 
 
-def _plain(name: str, cpu: str = "250m", memory: str = "1.5Gi", namespace: str | None = "ns",
-           **spec_extra) -> dict:
+def _plain(
+    name: str, cpu: str = "250m", memory: str = "1.5Gi", namespace: str | None = "ns", **spec_extra
+) -> dict:
     """A pod without labels or annotations, the bulk of a real log."""
     p = pod(name, cpu=cpu, memory=memory, **spec_extra)
     p["metadata"] = {"name": name, "namespace": namespace}
@@ -52,15 +53,26 @@ def varied_log() -> list[bytes]:
     ev: list[dict] = []
     add = ev.append
     gpu_taint = [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]
-    add(envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi", labels={"zone": "a"},
-                                     **{"nvidia.com/gpu": "4"})))
+    add(
+        envelope(
+            EV.NODE_ADDED,
+            node("n1", cpu="16", memory="64Gi", labels={"zone": "a"}, **{"nvidia.com/gpu": "4"}),
+        )
+    )
     add(envelope(EV.NODE_ADDED, node("n2", cpu="1e3", memory="1.5Ti", taints=gpu_taint)))
     n3 = node("n3", cpu="8", labels={"volcano.sh/nodegroup-name": "g-a"})
     add(envelope(EV.NODE_ADDED, n3))
     add(envelope(EV.NODE_ADDED, node("n4", cpu="4")))
     add(envelope(EV.QUEUE_UPSERTED, {"metadata": {"name": "q1"}, "spec": {"weight": 2}}))
-    add(envelope(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g1", "namespace": "ns"},
-                                         "spec": {"minMember": 2, "queue": "q1"}}))
+    add(
+        envelope(
+            EV.PODGROUP_SUBMITTED,
+            {
+                "metadata": {"name": "g1", "namespace": "ns"},
+                "spec": {"minMember": 2, "queue": "q1"},
+            },
+        )
+    )
     # Plain pods: the same spec twice (one class, decoded once), unknown fields
     # everywhere, quantities as strings and numbers, limits without requests.
     p = _plain("a")
@@ -88,11 +100,27 @@ def varied_log() -> list[bytes]:
     labelled = pod("h", queue=None)
     labelled["metadata"]["labels"] = {"volcano.sh/queue-name": "q1", "app": "web"}
     add(envelope(EV.POD_SUBMITTED, labelled))
-    add(envelope(EV.POD_SUBMITTED, _plain("i", nodeSelector={"zone": "a"},
-                                          tolerations=[{"key": "gpu", "operator": "Exists"}],
-                                          priorityClassName="system-cluster-critical")))
-    add(envelope(EV.POD_SUBMITTED, _plain("j", priority=1000, initContainers=[
-        {"name": "init", "resources": {"requests": {"cpu": "2"}}}])))
+    add(
+        envelope(
+            EV.POD_SUBMITTED,
+            _plain(
+                "i",
+                nodeSelector={"zone": "a"},
+                tolerations=[{"key": "gpu", "operator": "Exists"}],
+                priorityClassName="system-cluster-critical",
+            ),
+        )
+    )
+    add(
+        envelope(
+            EV.POD_SUBMITTED,
+            _plain(
+                "j",
+                priority=1000,
+                initContainers=[{"name": "init", "resources": {"requests": {"cpu": "2"}}}],
+            ),
+        )
+    )
     add(envelope(EV.POD_SUBMITTED, _plain("k", nodeName="n4")))
     add(envelope(EV.POD_SUBMITTED, _plain("l", nodeName="nowhere")))
     gang_by_annotation = pod("m0", gang="solo")
@@ -102,19 +130,50 @@ def varied_log() -> list[bytes]:
     # must change with the queue (the bytes path caches classes per spec).
     add(envelope(EV.POD_SUBMITTED, pod("q-before", queue="q1")))
     add(envelope(EV.POD_SUBMITTED, _plain("b2")))
-    add(envelope(EV.QUEUE_UPSERTED, {"metadata": {"name": "q1"}, "spec": {
-        "weight": 2, "affinity": {"nodeGroupAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": ["g-a"]}}}}))
+    add(
+        envelope(
+            EV.QUEUE_UPSERTED,
+            {
+                "metadata": {"name": "q1"},
+                "spec": {
+                    "weight": 2,
+                    "affinity": {
+                        "nodeGroupAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": ["g-a"]
+                        }
+                    },
+                },
+            },
+        )
+    )
     add(envelope(EV.POD_SUBMITTED, pod("q-after", queue="q1")))
-    add(envelope(EV.QUEUE_UPSERTED, {"metadata": {"name": "default"}, "spec": {
-        "affinity": {"nodeGroupAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": ["g-a"]}}}}))
+    add(
+        envelope(
+            EV.QUEUE_UPSERTED,
+            {
+                "metadata": {"name": "default"},
+                "spec": {
+                    "affinity": {
+                        "nodeGroupAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": ["g-a"]
+                        }
+                    }
+                },
+            },
+        )
+    )
     add(envelope(EV.POD_SUBMITTED, _plain("b3")))
     # A PodGroup's priorityClassName rewrites its pods' specs: a gang member with a
     # plain pod's spec must not get the plain pod's cached class, nor the reverse.
-    add(envelope(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g2", "namespace": "ns"},
-                                         "spec": {"minMember": 1,
-                                                  "priorityClassName": "system-node-critical"}}))
+    add(
+        envelope(
+            EV.PODGROUP_SUBMITTED,
+            {
+                "metadata": {"name": "g2", "namespace": "ns"},
+                "spec": {"minMember": 1, "priorityClassName": "system-node-critical"},
+            },
+        )
+    )
     add(envelope(EV.POD_SUBMITTED, _plain("z0", cpu="500m", memory="1Gi")))
     g2 = pod("g2-0", gang="g2")
     g2["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "g2"
@@ -122,10 +181,17 @@ def varied_log() -> list[bytes]:
     add(envelope(EV.POD_SUBMITTED, _plain("z1", cpu="500m", memory="1Gi")))
     # Commits: single, a gang's several bindings with extra keys, one without a pods
     # entry, an unknown pod, a pod already running, a binding without a node.
-    add(envelope(EV.PLACEMENT_COMMITTED, commit(("ns/a", "n1", {"cpu": 250, "memory": 3 * GI // 2,
-                                                                "pods": 1}))))
-    c = commit(("ns/g1-0", "n1", {"cpu": 500, "memory": GI, "pods": 1}),
-               ("ns/g1-1", "n2", {"cpu": 500, "memory": GI, "pods": 1}), gang="ns/g1")
+    add(
+        envelope(
+            EV.PLACEMENT_COMMITTED,
+            commit(("ns/a", "n1", {"cpu": 250, "memory": 3 * GI // 2, "pods": 1})),
+        )
+    )
+    c = commit(
+        ("ns/g1-0", "n1", {"cpu": 500, "memory": GI, "pods": 1}),
+        ("ns/g1-1", "n2", {"cpu": 500, "memory": GI, "pods": 1}),
+        gang="ns/g1",
+    )
     c["bindings"][0]["extra"] = {"why": "test"}
     add(envelope(EV.PLACEMENT_COMMITTED, c))
     add(envelope(EV.PLACEMENT_COMMITTED, commit(("ns/b", "n3", {"cpu": 250, "memory": GI}))))
@@ -133,12 +199,32 @@ def varied_log() -> list[bytes]:
     add(envelope(EV.PLACEMENT_COMMITTED, commit(("ns/a", "n2", {"cpu": 1}))))
     add(envelope(EV.PLACEMENT_COMMITTED, {"bindings": [{"pod": "ns/c"}]}))
     add(envelope(EV.PLACEMENT_COMMITTED, {"bindings": None}))
-    add(envelope(EV.PLACEMENT_COMMITTED, {"proposal": "p", "bindings": [
-        {"pod": "ns/c", "node": "n4", "resources": {"cpu": 100, "memory": 1, "pods": 1}},
-        {"pod": "ns/d", "node": "n1"}]}))
+    add(
+        envelope(
+            EV.PLACEMENT_COMMITTED,
+            {
+                "proposal": "p",
+                "bindings": [
+                    {
+                        "pod": "ns/c",
+                        "node": "n4",
+                        "resources": {"cpu": 100, "memory": 1, "pods": 1},
+                    },
+                    {"pod": "ns/d", "node": "n1"},
+                ],
+            },
+        )
+    )
     # Everything else, through the dict path.
-    add(envelope(EV.USAGE_REPORTED, {"nodes": [{"name": "n1", "usage": {"cpu": "1500m"}}],
-                                     "pods": [{"pod": "ns/a", "usage": {"memory": "1.5Gi"}}]}))
+    add(
+        envelope(
+            EV.USAGE_REPORTED,
+            {
+                "nodes": [{"name": "n1", "usage": {"cpu": "1500m"}}],
+                "pods": [{"pod": "ns/a", "usage": {"memory": "1.5Gi"}}],
+            },
+        )
+    )
     add(envelope(EV.POD_EVICTED, {"pod": "ns/b", "node": "n3", "reason": "overload"}))
     add(envelope(EV.POD_REJECTED, {"pod": "ns/e", "reason": "quota"}))
     add(envelope(EV.GANG_RESERVED, {"gang": "ns/solo", "nodes": ["n4", "n9"], "message": "m"}))
@@ -155,8 +241,15 @@ def varied_log() -> list[bytes]:
     add(envelope(EV.POD_SUBMITTED, _plain("a", cpu="2")))  # resubmitted after it finished
     add(envelope(EV.POD_SUBMITTED, _plain("b")))  # resubmitted while active
     add(envelope(EV.POD_SUBMITTED, "not an object"))
-    add(envelope(EV.POD_SUBMITTED, {"metadata": {"name": "bad"}, "spec": {"containers": [
-        {"resources": {"requests": {"cpu": "lots"}}}]}}))
+    add(
+        envelope(
+            EV.POD_SUBMITTED,
+            {
+                "metadata": {"name": "bad"},
+                "spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]},
+            },
+        )
+    )
     add(envelope(EV.POD_SUBMITTED, {"metadata": "x", "spec": {}}))
     add(envelope(EV.NODE_UPDATED, node("n4", cpu="6")))
     add(envelope(EV.NODE_REMOVED, {"metadata": {"name": "n1"}}))
@@ -183,8 +276,14 @@ def test_bytes_path_folds_a_varied_log_to_the_dict_paths_state():
     a, b = _fold_both(varied_log())
     _assert_same(a, b)
     # The log exercised what it meant to: both paths saw the odd events.
-    assert {"malformed", "unknown_type", "invalid_pod", "unknown_pod",
-            "resubmitted_active_pod", "commit_unknown_pod"} <= set(b.anomalies)
+    assert {
+        "malformed",
+        "unknown_type",
+        "invalid_pod",
+        "unknown_pod",
+        "resubmitted_active_pod",
+        "commit_unknown_pod",
+    } <= set(b.anomalies)
     assert b.n_classes > 5 and b.n_gangs >= 2 and b.n_queues >= 2
 
 
@@ -208,14 +307,17 @@ def test_synthetic_log_takes_the_bytes_path_and_folds_the_same():
     _assert_same(*_fold_both(payloads))
 
 
-@pytest.mark.parametrize("bad", [
-    b'{"type": "esched.pod.submitted", "data": {',
-    b'{"type": "esched.pod.submitted", "data": {}} trailing',
-    b'{"type": "esched.pod.submitted", "data": {"spec": {"priority": 1e999}}}',
-    b'\xef\xbb\xbf{"type": "esched.pod.succeeded", "data": {}}',
-    b'{"type": "esched.pod.succeeded", "data": {"metadata": {"name": "\xff"}}}',
-    b'',
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'{"type": "esched.pod.submitted", "data": {',
+        b'{"type": "esched.pod.submitted", "data": {}} trailing',
+        b'{"type": "esched.pod.submitted", "data": {"spec": {"priority": 1e999}}}',
+        b'\xef\xbb\xbf{"type": "esched.pod.succeeded", "data": {}}',
+        b'{"type": "esched.pod.succeeded", "data": {"metadata": {"name": "\xff"}}}',
+        b"",
+    ],
+)
 def test_bytes_path_raises_orjsons_error_for_bad_json(bad):
     with pytest.raises(orjson.JSONDecodeError) as expected:
         orjson.loads(bad)
@@ -246,25 +348,28 @@ def test_bytes_path_takes_str_payloads_like_the_dict_path():
     _assert_same(a, b)
 
 
-@pytest.mark.parametrize("payload, accepted", [
-    (b'{"a": [1, -2, 0.5, true, false, null, {}, []], "b": "x y"}', True),
-    (b'  {"a": 1}\n', True),
-    (b'{"a": 1e3}', False),       # exponents: orjson may refuse (1e999) or round
-    (b'{"a": 12345678901234567890}', False),  # beyond int64: orjson makes a float
-    (b'{"a": "\\n"}', False),      # escapes are decoded by orjson
-    (b'{"a": "\xc3\xa9"}', False),  # UTF-8 is validated by orjson
-    (b'{"a": "\x01"}', False),
-    (b'{"a": 01}', False),
-    (b'{"a": 1.}', False),
-    (b'{"a": -}', False),
-    (b'{"a": tru}', False),
-    (b'{"a": 1,}', False),
-    (b'{"a" 1}', False),
-    (b'{"a": 1} {}', False),
-    (b'[1]', False),
-    (b'{"a": [1, 2}', False),
-    (b'{"a": ' + b'[' * 100 + b']' * 100 + b'}', False),
-])
+@pytest.mark.parametrize(
+    "payload, accepted",
+    [
+        (b'{"a": [1, -2, 0.5, true, false, null, {}, []], "b": "x y"}', True),
+        (b'  {"a": 1}\n', True),
+        (b'{"a": 1e3}', False),  # exponents: orjson may refuse (1e999) or round
+        (b'{"a": 12345678901234567890}', False),  # beyond int64: orjson makes a float
+        (b'{"a": "\\n"}', False),  # escapes are decoded by orjson
+        (b'{"a": "\xc3\xa9"}', False),  # UTF-8 is validated by orjson
+        (b'{"a": "\x01"}', False),
+        (b'{"a": 01}', False),
+        (b'{"a": 1.}', False),
+        (b'{"a": -}', False),
+        (b'{"a": tru}', False),
+        (b'{"a": 1,}', False),
+        (b'{"a" 1}', False),
+        (b'{"a": 1} {}', False),
+        (b"[1]", False),
+        (b'{"a": [1, 2}', False),
+        (b'{"a": ' + b"[" * 100 + b"]" * 100 + b"}", False),
+    ],
+)
 def test_scanner_accepts_only_plain_json_objects(payload, accepted):
     assert _py_scanner_accepts(payload) is accepted
     if accepted:
@@ -275,8 +380,14 @@ def test_scanner_accepts_only_plain_json_objects(payload, accepted):
 @given(data=st.data())
 def test_scanner_never_accepts_what_orjson_refuses(data):
     # Mutations of a real envelope: drop, insert or change single bytes.
-    base = bytearray(orjson.dumps(envelope(EV.PLACEMENT_COMMITTED, commit(
-        ("ns/a", "n1", {"cpu": 250, "memory": -1, "pods": 1.5})))))
+    base = bytearray(
+        orjson.dumps(
+            envelope(
+                EV.PLACEMENT_COMMITTED,
+                commit(("ns/a", "n1", {"cpu": 250, "memory": -1, "pods": 1.5})),
+            )
+        )
+    )
     rng = random.Random(data.draw(st.integers(0, 2**32)))
     for _ in range(rng.randint(1, 3)):
         i = rng.randrange(len(base))
@@ -308,9 +419,16 @@ def test_scanner_finds_a_special_byte_at_any_offset_of_a_string(bad):
 def test_bytes_path_keys_pods_as_the_dict_path_does():
     # The bytes path builds "namespace/name" from the raw bytes; absent and empty
     # namespaces are "default", an absent name is "", odd types go to the dict path.
-    metas = [{"name": "a", "namespace": "ns"}, {"name": "b"}, {"name": "c", "namespace": ""},
-             {"namespace": "ns"}, {}, {"name": "d", "namespace": None}, {"name": 5},
-             {"name": "e", "namespace": "ns", "labels": {}}]
+    metas = [
+        {"name": "a", "namespace": "ns"},
+        {"name": "b"},
+        {"name": "c", "namespace": ""},
+        {"namespace": "ns"},
+        {},
+        {"name": "d", "namespace": None},
+        {"name": 5},
+        {"name": "e", "namespace": "ns", "labels": {}},
+    ]
     events = [envelope(EV.NODE_ADDED, node("n1", cpu="64", memory="256Gi"))]
     for m in metas:
         body = _plain("x")
@@ -321,8 +439,8 @@ def test_bytes_path_keys_pods_as_the_dict_path_does():
     a, b = _fold_both([orjson.dumps(e) for e in events])
     _assert_same(a, b)
     assert sorted(k for k in b.pod_index) == sorted(
-        ["ns/a", "default/b", "default/c", "ns/", "default/", "default/d", "default/5",
-         "ns/e"])
+        ["ns/a", "default/b", "default/c", "ns/", "default/", "default/d", "default/5", "ns/e"]
+    )
     assert b.anomalies.get("unknown_pod", 0) == 0
 
 

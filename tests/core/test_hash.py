@@ -12,10 +12,14 @@ from esched.core._hash import murmur2, partition
 
 def test_murmur2_matches_the_java_clients_published_values() -> None:
     # From kafka clients' UtilsTest.testMurmur2 (signed ints there).
-    cases = {b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,
-             b"a-little-bit-longer-string": -1486304829,
-             b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
-             b"abc": 479470107}
+    cases = {
+        b"21": -973932308,
+        b"foobar": -790332482,
+        b"a-little-bit-long-string": -985981536,
+        b"a-little-bit-longer-string": -1486304829,
+        b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+        b"abc": 479470107,
+    }
     for key, signed in cases.items():
         assert murmur2(key) == signed & 0xFFFFFFFF, key
 

@@ -21,8 +21,9 @@ def cluster(*nodes):
 
 
 def running(log, name, where, priority, cpu="1", **kw):
-    log(EV.POD_SUBMITTED, pod(name, cpu=cpu, memory="1Gi", node_name=where, priority=priority,
-                              **kw))
+    log(
+        EV.POD_SUBMITTED, pod(name, cpu=cpu, memory="1Gi", node_name=where, priority=priority, **kw)
+    )
 
 
 def pending(log, name, priority, cpu="1", **kw):
@@ -91,8 +92,9 @@ def test_reprieve_keeps_the_victims_it_does_not_need():
 
 def test_constraints_are_not_preempted_away():
     taint = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
-    s, log = cluster(node("tainted", cpu="1", taints=taint), node("labelled", cpu="1",
-                                                                  labels={"zone": "a"}))
+    s, log = cluster(
+        node("tainted", cpu="1", taints=taint), node("labelled", cpu="1", labels={"zone": "a"})
+    )
     running(log, "v1", "tainted", BE, tolerations=[{"key": "dedicated", "operator": "Exists"}])
     running(log, "v2", "labelled", BE)
     key = pending(log, "p", PROD, nodeSelector={"zone": "b"})
@@ -103,8 +105,10 @@ def test_constraints_are_not_preempted_away():
 
 def test_a_gang_below_min_member_is_evicted_whole():
     s, log = cluster(node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1"))
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "job", "namespace": "ns"},
-                                "spec": {"minMember": 3}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "job", "namespace": "ns"}, "spec": {"minMember": 3}},
+    )
     for i in range(3):
         running(log, f"m{i}", f"n{i + 1}", BATCH, gang="job")
     key = pending(log, "p", PROD)
@@ -117,8 +121,10 @@ def test_a_gang_below_min_member_is_evicted_whole():
 
 def test_a_gang_with_slack_loses_one_member_and_fewest_victims_prefers_a_loner():
     s, log = cluster(node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="1"))
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "job", "namespace": "ns"},
-                                "spec": {"minMember": 1}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "job", "namespace": "ns"}, "spec": {"minMember": 1}},
+    )
     running(log, "m0", "n1", BATCH, gang="job")
     running(log, "m1", "n2", BATCH, gang="job")
     running(log, "solo", "n3", BATCH)
@@ -128,8 +134,10 @@ def test_a_gang_with_slack_loses_one_member_and_fewest_victims_prefers_a_loner()
 
 def test_a_gang_with_a_protected_member_is_not_a_victim():
     s, log = cluster(node("n1", cpu="1"), node("n2", cpu="1"))
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "job", "namespace": "ns"},
-                                "spec": {"minMember": 2}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "job", "namespace": "ns"}, "spec": {"minMember": 2}},
+    )
     running(log, "m0", "n1", BATCH, gang="job")
     running(log, "m1", "n2", PROD, gang="job")  # evicting m0 would take m1 down too
     assert Placer(s).plan_preemption(pending(log, "p", PROD)) is None
@@ -187,8 +195,10 @@ def test_a_gang_preempts_all_or_nothing():
     running(log, "be1", "n1", BE)
     running(log, "be2", "n2", BE)
     running(log, "prod3", "n3", PROD)
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g", "namespace": "ns"},
-                                "spec": {"minMember": 3}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 3}},
+    )
     keys = [pending(log, f"g{i}", PROD, gang="g") for i in range(3)]
     p = Placer(s)
     before = p.used_array().copy()
@@ -203,8 +213,10 @@ def test_a_gang_preempts_all_or_nothing():
 
 def test_a_gang_member_never_preempts_its_own_gang():
     s, log = cluster(node("n1", cpu="1"))
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g", "namespace": "ns"},
-                                "spec": {"minMember": 1}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 1}},
+    )
     running(log, "g0", "n1", BE, gang="g")
     key = pending(log, "g1", PROD, gang="g")
     assert Placer(s).plan_preemption(key) is None
@@ -219,8 +231,10 @@ def _reserve(log, gang, *nodes):
 
 def test_reserved_nodes_are_only_for_their_gang_until_it_is_placed():
     s, log = cluster(node("n1", cpu="2"), node("n2", cpu="2"), node("free", cpu="1"))
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "big", "namespace": "ns"},
-                                "spec": {"minMember": 2}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "big", "namespace": "ns"}, "spec": {"minMember": 2}},
+    )
     members = [pending(log, f"b{i}", BATCH, cpu="2", gang="big") for i in range(2)]
     running(log, "small", "n1", BE)
     other, third = pending(log, "other", PROD), pending(log, "third", PROD)
@@ -234,17 +248,28 @@ def test_reserved_nodes_are_only_for_their_gang_until_it_is_placed():
     log(EV.POD_SUCCEEDED, {"metadata": {"name": "small", "namespace": "ns"}})
     assert sorted(p.plan_gang(members, 2)) == ["n1", "n2"]
     assert p.place(third)[0] == "free"  # n1, n2 hidden again for the others after the plan
-    log(EV.PLACEMENT_COMMITTED, {"proposal": "x", "replica": "r", "position": 0,
-                                 "gang": "ns/big", "bindings": [
-                                     {"pod": members[0], "node": "n1", "resources": {}},
-                                     {"pod": members[1], "node": "n2", "resources": {}}]})
+    log(
+        EV.PLACEMENT_COMMITTED,
+        {
+            "proposal": "x",
+            "replica": "r",
+            "position": 0,
+            "gang": "ns/big",
+            "bindings": [
+                {"pod": members[0], "node": "n1", "resources": {}},
+                {"pod": members[1], "node": "n2", "resources": {}},
+            ],
+        },
+    )
     assert s.reservations == {} and s.reserved_nodes == {}
 
 
 def test_a_reservation_ends_when_nothing_of_the_gang_waits():
     s, log = cluster(node("n1", cpu="2"))
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g", "namespace": "ns"},
-                                "spec": {"minMember": 1}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 1}},
+    )
     pending(log, "g0", BATCH, cpu="4", gang="g")
     _reserve(log, "ns/g", "n1", "nope")
     assert s.reservations == {"ns/g": ["n1"]} and s.anomalies["reserve_node_unavailable"] == 1
@@ -257,11 +282,17 @@ def test_a_reservation_ends_when_nothing_of_the_gang_waits():
 
 
 def test_reservation_nodes_by_capacity_then_free_room():
-    s, log = cluster(node("busy", cpu="4"), node("idle", cpu="4"), node("small", cpu="1"),
-                     node("tainted", cpu="8", taints=[{"key": "k", "effect": "NoSchedule"}]))
+    s, log = cluster(
+        node("busy", cpu="4"),
+        node("idle", cpu="4"),
+        node("small", cpu="1"),
+        node("tainted", cpu="8", taints=[{"key": "k", "effect": "NoSchedule"}]),
+    )
     running(log, "x", "busy", BATCH, cpu="3")
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g", "namespace": "ns"},
-                                "spec": {"minMember": 3}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 3}},
+    )
     members = [pending(log, f"g{i}", BATCH, cpu="2", gang="g") for i in range(3)]
     p = Placer(s)
     # idle and busy hold 2 members each when empty; idle has them free now: idle first
@@ -272,8 +303,10 @@ def test_reservation_nodes_by_capacity_then_free_room():
 def test_one_reservation_at_a_time():
     s, log = cluster(node("n1", cpu="2"), node("n2", cpu="2"))
     for g in ("a", "b"):
-        log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": g, "namespace": "ns"},
-                                    "spec": {"minMember": 1}})
+        log(
+            EV.PODGROUP_SUBMITTED,
+            {"metadata": {"name": g, "namespace": "ns"}, "spec": {"minMember": 1}},
+        )
         pending(log, f"{g}0", BATCH, cpu="4", gang=g)
     _reserve(log, "ns/a", "n1")
     _reserve(log, "ns/b", "n2")  # a second replica's, later in the log: ignored

@@ -58,17 +58,18 @@ def test_all_capped_below_the_amount_get_their_caps():
 
 
 def test_floor_above_cap_raises_the_cap():
-    assert water_fill(100, {"a": 1, "b": 1}, {"a": 5, "b": None}, {"a": 20}) == \
-        {"a": 20, "b": 80}
+    assert water_fill(100, {"a": 1, "b": 1}, {"a": 5, "b": None}, {"a": 20}) == {"a": 20, "b": 80}
 
 
 @settings(max_examples=300, deadline=None)
 @given(
     amount=st.integers(0, 10**6),
     queues=st.lists(
-        st.tuples(st.integers(1, 10), st.one_of(st.none(), st.integers(0, 10**6)),
-                  st.integers(0, 10**5)),
-        min_size=1, max_size=6,
+        st.tuples(
+            st.integers(1, 10), st.one_of(st.none(), st.integers(0, 10**6)), st.integers(0, 10**5)
+        ),
+        min_size=1,
+        max_size=6,
     ),
 )
 def test_water_fill_properties(amount, queues):
@@ -121,8 +122,11 @@ def test_children_share_their_parents_deserved():
 
 
 def test_undeclared_parent_is_implicit_and_cycles_are_broken():
-    specs = [QueueSpec("a", parent="root.x"), QueueSpec("b", parent="c"),
-             QueueSpec("c", parent="b")]
+    specs = [
+        QueueSpec("a", parent="root.x"),
+        QueueSpec("b", parent="c"),
+        QueueSpec("c", parent="b"),
+    ]
     tree = QueueTree(specs)
     assert "x" in tree.specs and tree.path("a") == "root.x.a"
     assert tree.problems  # the cycle is reported
@@ -194,16 +198,28 @@ def test_state_view_weights_two_to_one_under_contention():
 def test_fold_keeps_node_group_affinity_and_gang_queue():
     s = ClusterState()
     log = Log(s)
-    log(EV.QUEUE_UPSERTED, queue("gpu", affinity={
-        "nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["g1", "g2"],
-                              "preferredDuringSchedulingIgnoredDuringExecution": ["g2"]},
-        "nodeGroupAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["test"]},
-    }))
+    log(
+        EV.QUEUE_UPSERTED,
+        queue(
+            "gpu",
+            affinity={
+                "nodeGroupAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": ["g1", "g2"],
+                    "preferredDuringSchedulingIgnoredDuringExecution": ["g2"],
+                },
+                "nodeGroupAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": ["test"]
+                },
+            },
+        ),
+    )
     meta = s.queue_meta[s.queue_index["gpu"]]
     assert meta["affinity"] == {"required": ["g1", "g2"], "preferred": ["g2"], "anti": ["test"]}
     # A gang member without its own queue annotation is in the PodGroup's queue.
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "job", "namespace": "ns"},
-                                "spec": {"minMember": 1, "queue": "gpu"}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "job", "namespace": "ns"}, "spec": {"minMember": 1, "queue": "gpu"}},
+    )
     log(EV.POD_SUBMITTED, pod("w0", gang="job"))
     assert s.pod("ns/w0")["queue"] == "gpu"
 
@@ -219,10 +235,26 @@ def _group_cluster():
 
 def test_required_node_group_affinity_and_anti_affinity_filter_nodes():
     s, log = _group_cluster()
-    log(EV.QUEUE_UPSERTED, queue("only-g1", affinity={
-        "nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["g1"]}}))
-    log(EV.QUEUE_UPSERTED, queue("no-test", affinity={
-        "nodeGroupAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["test"]}}))
+    log(
+        EV.QUEUE_UPSERTED,
+        queue(
+            "only-g1",
+            affinity={
+                "nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["g1"]}
+            },
+        ),
+    )
+    log(
+        EV.QUEUE_UPSERTED,
+        queue(
+            "no-test",
+            affinity={
+                "nodeGroupAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": ["test"]
+                }
+            },
+        ),
+    )
     log(EV.POD_SUBMITTED, pod("p", queue="only-g1"))
     log(EV.POD_SUBMITTED, pod("q", queue="no-test"))
     log(EV.POD_SUBMITTED, pod("r"))
@@ -236,8 +268,15 @@ def test_required_node_group_affinity_and_anti_affinity_filter_nodes():
     assert feasible("ns/r") == {"a1", "a2", "t1", "x1"}
     assert placer.place("ns/p")[0] == "a1"
     # A queue whose required groups no node has: nothing fits, with the affinity reason.
-    log(EV.QUEUE_UPSERTED, queue("nowhere", affinity={
-        "nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["none"]}}))
+    log(
+        EV.QUEUE_UPSERTED,
+        queue(
+            "nowhere",
+            affinity={
+                "nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["none"]}
+            },
+        ),
+    )
     log(EV.POD_SUBMITTED, pod("z", queue="nowhere"))
     assert feasible("ns/z") == set()
     # The same pod spec in another queue is another equivalence class.
@@ -246,8 +285,15 @@ def test_required_node_group_affinity_and_anti_affinity_filter_nodes():
 
 def test_preferred_node_groups_are_scored_not_required():
     s, log = _group_cluster()
-    log(EV.QUEUE_UPSERTED, queue("pref-g2", affinity={
-        "nodeGroupAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": ["g2"]}}))
+    log(
+        EV.QUEUE_UPSERTED,
+        queue(
+            "pref-g2",
+            affinity={
+                "nodeGroupAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": ["g2"]}
+            },
+        ),
+    )
     log(EV.POD_SUBMITTED, pod("p", queue="pref-g2"))
     placer = Placer(s)
     rows = {r["name"]: r for r in placer.explain("ns/p")["nodes"]}
@@ -263,15 +309,21 @@ def test_preferred_node_groups_are_scored_not_required():
 @settings(max_examples=200, deadline=None)
 @given(
     amount=st.integers(0, 10**6),
-    kids=st.lists(st.tuples(st.integers(1, 5), st.one_of(st.none(), st.integers(0, 10**5))),
-                  min_size=1, max_size=4),
+    kids=st.lists(
+        st.tuples(st.integers(1, 5), st.one_of(st.none(), st.integers(0, 10**5))),
+        min_size=1,
+        max_size=4,
+    ),
     parent_weight=st.integers(1, 5),
 )
 def test_children_split_exactly_what_their_parent_gets(amount, kids, parent_weight):
     specs = [QueueSpec("p", weight=parent_weight), QueueSpec("other", weight=1)]
-    specs += [QueueSpec(f"k{i}", weight=w, parent="root.p",
-                        capability={} if cap is None else {"cpu": cap})
-              for i, (w, cap) in enumerate(kids)]
+    specs += [
+        QueueSpec(
+            f"k{i}", weight=w, parent="root.p", capability={} if cap is None else {"cpu": cap}
+        )
+        for i, (w, cap) in enumerate(kids)
+    ]
     out = deserved(specs, {"cpu": amount})
     assert out["p"]["cpu"] + out["other"]["cpu"] == amount
     kid_total = sum(out[f"k{i}"]["cpu"] for i in range(len(kids)))

@@ -26,8 +26,10 @@ def busy_cluster(a_spec=None, b_spec=None, running=4, prio=None):
     for i in range(running):
         p = (prio or {}).get(i)
         log(EV.POD_SUBMITTED, pod(f"a{i}", cpu="1", memory="1Gi", queue="a", priority=p))
-        log(EV.PLACEMENT_COMMITTED, commit((f"ns/a{i}", f"n{1 + i // 2}",
-                                            {"cpu": 1000, "memory": GI, "pods": 1})))
+        log(
+            EV.PLACEMENT_COMMITTED,
+            commit((f"ns/a{i}", f"n{1 + i // 2}", {"cpu": 1000, "memory": GI, "pods": 1})),
+        )
     for i in range(4):
         log(EV.POD_SUBMITTED, pod(f"b{i}", cpu="1", memory="1Gi", queue="b"))
     return s, log
@@ -50,8 +52,7 @@ def test_reclaim_stops_at_the_victims_fair_share():
     # b already holds its fair share: two a pods gave way.
     for i, (victim, n) in enumerate((("ns/a0", "n1"), ("ns/a2", "n2"))):
         log(EV.POD_EVICTED, {"pod": victim, "node": n, "reason": "Reclaimed"})
-        log(EV.PLACEMENT_COMMITTED, commit((f"ns/b{i}", n,
-                                            {"cpu": 1000, "memory": GI, "pods": 1})))
+        log(EV.PLACEMENT_COMMITTED, commit((f"ns/b{i}", n, {"cpu": 1000, "memory": GI, "pods": 1})))
     log(EV.POD_DELETED, {"metadata": {"name": "a0", "namespace": "ns"}})
     log(EV.POD_DELETED, {"metadata": {"name": "a2", "namespace": "ns"}})
     view = queue_view(s)
@@ -69,8 +70,13 @@ def test_no_reclaim_from_a_queue_that_is_not_reclaimable_or_would_lose_its_guara
     assert plan_reclaim(s, Placer(s), "ns/b0") is None
     assert victims_legal(s, "ns/b0", ["ns/a0"]) is not None
     # ... and is checked on its own: above the fair share in memory, at the cpu guarantee.
-    why = _victim_ok("a", {"guarantee": {"cpu": 4000}}, {"cpu": 4000, "memory": 8 * GI},
-                     {"cpu": 4000, "memory": 2 * GI}, {"cpu": 1000, "memory": GI})
+    why = _victim_ok(
+        "a",
+        {"guarantee": {"cpu": 4000}},
+        {"cpu": 4000, "memory": 8 * GI},
+        {"cpu": 4000, "memory": 2 * GI},
+        {"cpu": 1000, "memory": GI},
+    )
     assert why == "queue a would fall below its guarantee of cpu"
 
 
@@ -96,10 +102,17 @@ def gang_cluster(min_member: int, members: int, b_spec=None):
     log(EV.QUEUE_UPSERTED, queue("b", **(b_spec or {})))
     for i, p in enumerate((40, 10, 30, 20)):
         log(EV.POD_SUBMITTED, pod(f"a{i}", cpu="1", memory="1Gi", queue="a", priority=p))
-        log(EV.PLACEMENT_COMMITTED, commit((f"ns/a{i}", f"n{1 + i // 2}",
-                                            {"cpu": 1000, "memory": GI, "pods": 1})))
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "g", "namespace": "ns"},
-                                "spec": {"minMember": min_member, "queue": "b"}})
+        log(
+            EV.PLACEMENT_COMMITTED,
+            commit((f"ns/a{i}", f"n{1 + i // 2}", {"cpu": 1000, "memory": GI, "pods": 1})),
+        )
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {
+            "metadata": {"name": "g", "namespace": "ns"},
+            "spec": {"minMember": min_member, "queue": "b"},
+        },
+    )
     for i in range(members):
         log(EV.POD_SUBMITTED, pod(f"g{i}", cpu="1", memory="1Gi", gang="g"))
     return s, log
@@ -142,13 +155,25 @@ def test_reclaim_never_splits_a_victim_gang(min_member, victims):
     log(EV.NODE_ADDED, node("n2", cpu="2", memory="8Gi"))
     log(EV.QUEUE_UPSERTED, queue("a"))
     log(EV.QUEUE_UPSERTED, queue("b"))
-    log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": "ag", "namespace": "ns"},
-                                "spec": {"minMember": min_member, "queue": "a"}})
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {
+            "metadata": {"name": "ag", "namespace": "ns"},
+            "spec": {"minMember": min_member, "queue": "a"},
+        },
+    )
     for i in range(4):
         log(EV.POD_SUBMITTED, pod(f"a{i}", cpu="1", memory="1Gi", gang="ag"))
-    log(EV.PLACEMENT_COMMITTED, commit(*((f"ns/a{i}", f"n{1 + i // 2}",
-                                          {"cpu": 1000, "memory": GI, "pods": 1})
-                                         for i in range(4)), gang="ns/ag"))
+    log(
+        EV.PLACEMENT_COMMITTED,
+        commit(
+            *(
+                (f"ns/a{i}", f"n{1 + i // 2}", {"cpu": 1000, "memory": GI, "pods": 1})
+                for i in range(4)
+            ),
+            gang="ns/ag",
+        ),
+    )
     log(EV.POD_SUBMITTED, pod("b0", cpu="1", memory="1Gi", queue="b"))
     assert queue_view(s)["a"]["share"] > 1.0  # fair share 3 CPUs, b asks for 1
     plan = plan_reclaim(s, Placer(s), "ns/b0")
@@ -161,8 +186,11 @@ def test_reclaim_never_splits_a_victim_gang(min_member, victims):
 def test_queue_priority_is_absolute_for_reclaim():
     # The seed: a (priority 100, weight 1) before b (priority 50, weight 10). b holds the
     # whole cluster; a's fair share is small (weight 1 of 11), yet it takes room back.
-    s, log = busy_cluster(a_spec={"priority": 50, "weight": 10},
-                          b_spec={"priority": 100, "weight": 1}, prio={0: 5, 1: 1, 2: 3, 3: 4})
+    s, log = busy_cluster(
+        a_spec={"priority": 50, "weight": 10},
+        b_spec={"priority": 100, "weight": 1},
+        prio={0: 5, 1: 1, 2: 3, 3: 4},
+    )
     view = queue_view(s)
     assert view["b"]["fairShare"]["cpu"] < 1000  # below one pod's worth
     plan = plan_reclaim(s, Placer(s), "ns/b0")
@@ -177,7 +205,8 @@ def test_queue_priority_is_absolute_for_reclaim():
 
 
 def test_a_higher_priority_queue_still_keeps_off_a_guarantee():
-    s, _ = busy_cluster(a_spec={"priority": 50, "guarantee": {"resource": {"cpu": "3"}}},
-                        b_spec={"priority": 100})
+    s, _ = busy_cluster(
+        a_spec={"priority": 50, "guarantee": {"resource": {"cpu": "3"}}}, b_spec={"priority": 100}
+    )
     assert victims_legal(s, "ns/b0", ["ns/a0"]) is None
     assert "guarantee" in victims_legal(s, "ns/b0", ["ns/a0", "ns/a1"])

@@ -35,7 +35,7 @@ def _invocations() -> list[tuple[str, list[str]]]:
             continue
         if "entrypoint" in svc:  # ["sh", "-c", "exec esched replica ..."]
             argv = shlex.split(svc["entrypoint"][-1].replace("$$", "$"))
-            argv = argv[argv.index("esched") + 1:]
+            argv = argv[argv.index("esched") + 1 :]
         else:
             argv = list(svc["command"])
         found.append((f"compose:{name}", argv))
@@ -53,8 +53,13 @@ INVOCATIONS = _invocations()
 def test_every_service_of_the_compose_file_and_the_manifests_is_found():
     where = {w.split(":")[1] for w, _ in INVOCATIONS}
     assert {"ingest", "commit", "dispatch", "replica", "migrate"} <= where
-    assert {"esched-ingest", "esched-commit", "esched-dispatch", "esched-replica",
-            "esched-migrate"} <= where
+    assert {
+        "esched-ingest",
+        "esched-commit",
+        "esched-dispatch",
+        "esched-replica",
+        "esched-migrate",
+    } <= where
 
 
 @pytest.mark.parametrize(("where", "argv"), INVOCATIONS, ids=[w for w, _ in INVOCATIONS])

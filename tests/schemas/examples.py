@@ -47,22 +47,32 @@ POD: dict[str, Any] = {
                                 {"key": "spot", "operator": "DoesNotExist"},
                             ],
                             "matchFields": [
-                                {"key": "metadata.name", "operator": "NotIn",
-                                 "values": ["bad-node"]}
+                                {
+                                    "key": "metadata.name",
+                                    "operator": "NotIn",
+                                    "values": ["bad-node"],
+                                }
                             ],
                         }
                     ]
                 },
                 "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": 10, "preference": {"matchExpressions": [
-                        {"key": "ssd", "operator": "Exists"}]}}
+                    {
+                        "weight": 10,
+                        "preference": {"matchExpressions": [{"key": "ssd", "operator": "Exists"}]},
+                    }
                 ],
             }
         },
         "tolerations": [
             {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-            {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute",
-             "tolerationSeconds": 300},
+            {
+                "key": "dedicated",
+                "operator": "Equal",
+                "value": "ml",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
             {"operator": "Exists"},
         ],
         "restartPolicy": "Never",
@@ -73,14 +83,23 @@ POD: dict[str, Any] = {
 NODE: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Node",
-    "metadata": {"name": "gpu-node-1.example.com",
-                 "labels": {"pool": "gpu", "kubernetes.io/hostname": "gpu-node-1"}},
-    "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
-             "unschedulable": False},
+    "metadata": {
+        "name": "gpu-node-1.example.com",
+        "labels": {"pool": "gpu", "kubernetes.io/hostname": "gpu-node-1"},
+    },
+    "spec": {
+        "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        "unschedulable": False,
+    },
     "status": {
         "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"},
-        "allocatable": {"cpu": "63500m", "memory": "500Gi", "pods": 110, "nvidia.com/gpu": 8,
-                        "hugepages-2Mi": "0"},
+        "allocatable": {
+            "cpu": "63500m",
+            "memory": "500Gi",
+            "pods": 110,
+            "nvidia.com/gpu": 8,
+            "hugepages-2Mi": "0",
+        },
     },
 }
 
@@ -88,15 +107,21 @@ PODGROUP: dict[str, Any] = {
     "apiVersion": "scheduling.volcano.sh/v1beta1",
     "kind": "PodGroup",
     "metadata": {"name": "trainer", "namespace": "ml"},
-    "spec": {"minMember": 4, "queue": "research", "priorityClassName": "batch",
-             "minResources": {"cpu": "6", "memory": "16Gi", "nvidia.com/gpu": "4"}},
+    "spec": {
+        "minMember": 4,
+        "queue": "research",
+        "priorityClassName": "batch",
+        "minResources": {"cpu": "6", "memory": "16Gi", "nvidia.com/gpu": "4"},
+    },
 }
 
 QUEUE: dict[str, Any] = {
     "apiVersion": "scheduling.volcano.sh/v1beta1",
     "kind": "Queue",
-    "metadata": {"name": "default-queue",
-                 "annotations": {"description": "Production workloads queue"}},
+    "metadata": {
+        "name": "default-queue",
+        "annotations": {"description": "Production workloads queue"},
+    },
     "spec": {
         "weight": 1,
         "priority": 100,
@@ -111,10 +136,12 @@ QUEUE: dict[str, Any] = {
                 "preferredDuringSchedulingIgnoredDuringExecution": ["high-memory-nodes"],
             },
             "nodeGroupAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": ["test-nodes"]},
+                "requiredDuringSchedulingIgnoredDuringExecution": ["test-nodes"]
+            },
         },
-        "extendClusters": [{"name": "cluster-1", "weight": 5,
-                            "capacity": {"cpu": 1000, "memory": "1000Gi"}}],
+        "extendClusters": [
+            {"name": "cluster-1", "weight": 5, "capacity": {"cpu": 1000, "memory": "1000Gi"}}
+        ],
     },
     "status": {"state": "Open"},
 }
@@ -131,8 +158,11 @@ PROPOSAL: dict[str, Any] = {
     "position": 1234,
     "gang": "ml/trainer",
     "bindings": [
-        {"pod": "ml/trainer-0", "node": "gpu-node-1.example.com",
-         "resources": {"cpu": 1650, "memory": 4429185024, "nvidia.com/gpu": 1, "pods": 1}},
+        {
+            "pod": "ml/trainer-0",
+            "node": "gpu-node-1.example.com",
+            "resources": {"cpu": 1650, "memory": 4429185024, "nvidia.com/gpu": 1, "pods": 1},
+        },
     ],
 }
 
@@ -143,30 +173,48 @@ DATA: dict[str, dict[str, Any]] = {
     "esched.pod.submitted": POD,
     "esched.pod.deleted": {"metadata": {"name": "trainer-0", "namespace": "ml"}},
     "esched.pod.succeeded": {"metadata": {"name": "trainer-0"}, "status": {"phase": "Succeeded"}},
-    "esched.pod.failed": {"metadata": {"name": "trainer-0", "namespace": "ml"},
-                          "status": {"phase": "Failed", "reason": "OOMKilled"}},
+    "esched.pod.failed": {
+        "metadata": {"name": "trainer-0", "namespace": "ml"},
+        "status": {"phase": "Failed", "reason": "OOMKilled"},
+    },
     "esched.podgroup.submitted": PODGROUP,
     "esched.queue.upserted": QUEUE,
     "esched.usage.reported": USAGE,
     "esched.placement.proposed": PROPOSAL,
     "esched.placement.committed": {**PROPOSAL, "gang": None},
     "esched.placement.rejected": {
-        "proposal": "replica-1:42", "replica": "replica-1", "position": 1234,
-        "gang": "ml/trainer", "pods": ["ml/trainer-0", "ml/trainer-1"],
+        "proposal": "replica-1:42",
+        "replica": "replica-1",
+        "position": 1234,
+        "gang": "ml/trainer",
+        "pods": ["ml/trainer-0", "ml/trainer-1"],
         "reason": "Insufficient.nvidia.com/gpu",
         "message": "gpu-node-1.example.com: nvidia.com/gpu 9 requested, 8 allocatable",
     },
-    "esched.pod.evicted": {"pod": "batch/etl-3", "node": "node-1", "reason": "Preempted",
-                           "message": "made room for ml/trainer-0"},
+    "esched.pod.evicted": {
+        "pod": "batch/etl-3",
+        "node": "node-1",
+        "reason": "Preempted",
+        "message": "made room for ml/trainer-0",
+    },
     "esched.pod.rejected": {
-        "pod": "team-a/etl-9", "queue": "research", "reason": "QuotaExceeded",
+        "pod": "team-a/etl-9",
+        "queue": "research",
+        "reason": "QuotaExceeded",
         "message": "pod team-a/etl-9 exceeds the quota of namespace/team-a: cpu requested 2000, "
-                   "used 19000, limit 20000 (base units)",
-        "quota": {"scope": "namespace/team-a", "band": None, "resource": "cpu",
-                  "limit": 20000, "used": 19000, "requested": 2000},
+        "used 19000, limit 20000 (base units)",
+        "quota": {
+            "scope": "namespace/team-a",
+            "band": None,
+            "resource": "cpu",
+            "limit": 20000,
+            "used": 19000,
+            "requested": 2000,
+        },
     },
     "esched.gang.reserved": {
-        "gang": "ml/trainer", "nodes": ["gpu-node-1.example.com", "gpu-node-2.example.com"],
+        "gang": "ml/trainer",
+        "nodes": ["gpu-node-1.example.com", "gpu-node-2.example.com"],
         "waited_seconds": 31.5,
         "message": "gang ml/trainer waited 31.5s (2/4 members fit; short of nvidia.com/gpu: 2)",
     },
@@ -174,7 +222,7 @@ DATA: dict[str, dict[str, Any]] = {
         "pod": "ml/trainer-0",
         "reasons": {"Insufficient.cpu": 3, "NodeUnschedulable": 1, "TaintNotTolerated": 1},
         "message": "0/5 nodes are available: 3 Insufficient cpu, 1 node(s) were unschedulable, "
-                   "1 node(s) had untolerated taint",
+        "1 node(s) had untolerated taint",
     },
 }
 

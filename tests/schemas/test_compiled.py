@@ -66,17 +66,40 @@ def _compiled(schema: dict[str, Any]) -> jsonschema_rs.Validator:
 
 def test_every_lookahead_pattern_is_rewritten() -> None:
     """A new lookahead pattern would silently run on the slow backtracking engine."""
-    patterns = set().union(*(_patterns(json.loads(p.read_text()))
-                             for p in SCHEMA_DIR.glob("*.json")))
+    patterns = set().union(
+        *(_patterns(json.loads(p.read_text())) for p in SCHEMA_DIR.glob("*.json"))
+    )
     lookaround = {p for p in patterns if re.search(r"\(\?<?[=!]", p)}
     assert lookaround == set(_PATTERN_REWRITES)
     for compiled in _validators().schemas.values():
         assert not any(re.search(r"\(\?<?[=!]", p) for p in _patterns(compiled))
 
 
-segments = st.sampled_from(["a", "Z", "0", "9", "-", "_", ".", "/", "--", "..", "x" * 61,
-                            "y" * 62, "z" * 63, "a" * 250, "b" * 252, "c" * 253, "A_B",
-                            "é", " ", "\n", ""])
+segments = st.sampled_from(
+    [
+        "a",
+        "Z",
+        "0",
+        "9",
+        "-",
+        "_",
+        ".",
+        "/",
+        "--",
+        "..",
+        "x" * 61,
+        "y" * 62,
+        "z" * 63,
+        "a" * 250,
+        "b" * 252,
+        "c" * 253,
+        "A_B",
+        "é",
+        " ",
+        "\n",
+        "",
+    ]
+)
 names = st.lists(segments, max_size=8).map("".join)
 
 
@@ -88,11 +111,31 @@ def test_rewritten_patterns_decide_as_the_originals(pattern: str, value: str) ->
 
 
 @pytest.mark.parametrize("pattern", sorted(_PATTERN_REWRITES))
-@pytest.mark.parametrize("value", ["a", "a" * 63, "a" * 64, "nvidia.com/gpu", "ns/p",
-                                   f"{'a' * 253}/{'b' * 63}", f"{'a' * 254}/b",
-                                   f"a/{'b' * 253}", f"{'a' * 63}/{'b' * 254}",
-                                   f"{'a' * 64}/b", "a/b/c", "", "/a", "a/", "-a", "a-",
-                                   "a..b/c", "A.b/c", "a/B_c", "a\n"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "a",
+        "a" * 63,
+        "a" * 64,
+        "nvidia.com/gpu",
+        "ns/p",
+        f"{'a' * 253}/{'b' * 63}",
+        f"{'a' * 254}/b",
+        f"a/{'b' * 253}",
+        f"{'a' * 63}/{'b' * 254}",
+        f"{'a' * 64}/b",
+        "a/b/c",
+        "",
+        "/a",
+        "a/",
+        "-a",
+        "a-",
+        "a..b/c",
+        "A.b/c",
+        "a/B_c",
+        "a\n",
+    ],
+)
 def test_rewritten_patterns_at_the_length_limits(pattern: str, value: str) -> None:
     validator = _compiled({"type": "string", "pattern": pattern})
     assert validator.is_valid(value) == _python_verdict(pattern, value)
@@ -113,9 +156,32 @@ timestamps = st.builds(
 format_values = st.one_of(
     timestamps,
     st.text(max_size=12),
-    st.lists(st.sampled_from(["http", "urn", ":", "//", "/", "a", "é", "_", "٣", " ", "\x1c",
-                              "\x85", "\ufeff", "%", "[", "#", "?", "\u0301", "x" * 20]),
-             max_size=6).map("".join),
+    st.lists(
+        st.sampled_from(
+            [
+                "http",
+                "urn",
+                ":",
+                "//",
+                "/",
+                "a",
+                "é",
+                "_",
+                "٣",
+                " ",
+                "\x1c",
+                "\x85",
+                "\ufeff",
+                "%",
+                "[",
+                "#",
+                "?",
+                "\u0301",
+                "x" * 20,
+            ]
+        ),
+        max_size=6,
+    ).map("".join),
 )
 
 
@@ -127,12 +193,15 @@ def test_format_patterns_decide_as_fastjsonschema_did(fmt: str, value: str) -> N
     assert validator.is_valid(value) == expected, (fmt, value)
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    ({"time": "2026-02-30T00:00:00Z"}, "time"),
-    ({"time": "2026-01-01T00:00:00"}, "time"),
-    ({"source": "a b"}, "source"),
-    ({"dataschema": "//no-scheme"}, "dataschema"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"time": "2026-02-30T00:00:00Z"}, "time"),
+        ({"time": "2026-01-01T00:00:00"}, "time"),
+        ({"source": "a b"}, "source"),
+        ({"dataschema": "//no-scheme"}, "dataschema"),
+    ],
+)
 def test_format_errors(change: dict, field: str) -> None:
     with pytest.raises(InvalidEvent) as info:
         validate_event(event("esched.pod.submitted", **change))
@@ -140,11 +209,17 @@ def test_format_errors(change: dict, field: str) -> None:
     assert info.value.message.startswith(f"{field}: ")
 
 
-@pytest.mark.parametrize("change", [
-    {"time": "2024-02-29T23:59:60.5+01:00"}, {"time": "2026-01-01t00:00:00z"},
-    {"time": "2026-01-01T00:00:00+0100"}, {"source": "urn:uuid:6e8bc430-9c3a-11d9"},
-    {"source": "%zz[]"}, {"dataschema": "https://esched.dev/schemas/v1/x.json"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"time": "2024-02-29T23:59:60.5+01:00"},
+        {"time": "2026-01-01t00:00:00z"},
+        {"time": "2026-01-01T00:00:00+0100"},
+        {"source": "urn:uuid:6e8bc430-9c3a-11d9"},
+        {"source": "%zz[]"},
+        {"dataschema": "https://esched.dev/schemas/v1/x.json"},
+    ],
+)
 def test_formats_accept_what_they_accepted(change: dict) -> None:
     ev = event("esched.pod.submitted", **change)
     assert validate_event(ev) is ev
@@ -177,10 +252,15 @@ def test_first_error_in_schema_then_event_order() -> None:
     assert exc.field == "data.status.allocatable.pods"  # map entries in event order
 
 
-@pytest.mark.parametrize(("key", "field"), [
-    ("7", "data.status.allocatable.7"), ("07", "data.status.allocatable.07"),
-    ("", "data.status.allocatable."), ("a~1/b", "data.status.allocatable.a~1/b"),
-])
+@pytest.mark.parametrize(
+    ("key", "field"),
+    [
+        ("7", "data.status.allocatable.7"),
+        ("07", "data.status.allocatable.07"),
+        ("", "data.status.allocatable."),
+        ("a~1/b", "data.status.allocatable.a~1/b"),
+    ],
+)
 def test_field_of_odd_map_keys(key: str, field: str) -> None:
     node = copy.deepcopy(DATA["esched.node.added"])
     node["status"]["allocatable"] = {"cpu": "1", key: []}
@@ -195,28 +275,35 @@ def test_messages_match_the_previous_validator() -> None:
     exc = _reject(event("esched.pod.submitted", data=pod))
     assert exc.message == (
         "data.metadata.labels.bad key: invalid name 'bad key': must be a Kubernetes "
-        "qualified name such as 'app', 'example.com/zone' or 'nvidia.com/gpu'")
+        "qualified name such as 'app', 'example.com/zone' or 'nvidia.com/gpu'"
+    )
     pod = copy.deepcopy(DATA["esched.pod.submitted"])
     pod["spec"]["priority"] = 2**31
     exc = _reject(event("esched.pod.submitted", data=pod))
-    assert exc.message == ("data.spec.priority: must be smaller than or equal to 2147483647 "
-                           "(got 2147483648)")
+    assert exc.message == (
+        "data.spec.priority: must be smaller than or equal to 2147483647 (got 2147483648)"
+    )
     exc = _reject(event("esched.pod.submitted", source=""))
     assert exc.message == "source: must be longer than or equal to 1 characters (got '')"
     exc = _reject(event("esched.pod.submitted", source="a b"))
     assert exc.message == "source: must be uri-reference (got 'a b')"
-    exc = _reject(event("esched.usage.reported", data={"pods": [{"pod": "x" * 64 + "/p",
-                                                                 "usage": {}}]}))
+    exc = _reject(
+        event("esched.usage.reported", data={"pods": [{"pod": "x" * 64 + "/p", "usage": {}}]})
+    )
     assert exc.message.startswith("data.pods[0].pod: must be 'namespace/name'")
 
 
-@pytest.mark.parametrize(("where", "value", "reason", "field"), [
-    ("labels", {1: "a"}, "schema", "data.metadata.labels.1"),
-    ("labels", {"a": b"x"}, "schema", "data.metadata.labels.a"),
-    ("name", {"x"}, "schema", "data.metadata.name"),
-])
-def test_python_values_without_json_type_are_invalid_events(where: str, value: Any,
-                                                            reason: str, field: str) -> None:
+@pytest.mark.parametrize(
+    ("where", "value", "reason", "field"),
+    [
+        ("labels", {1: "a"}, "schema", "data.metadata.labels.1"),
+        ("labels", {"a": b"x"}, "schema", "data.metadata.labels.a"),
+        ("name", {"x"}, "schema", "data.metadata.name"),
+    ],
+)
+def test_python_values_without_json_type_are_invalid_events(
+    where: str, value: Any, reason: str, field: str
+) -> None:
     pod = copy.deepcopy(DATA["esched.pod.submitted"])
     pod["metadata"][where] = value
     exc = _reject(event("esched.pod.submitted", data=pod))
@@ -255,8 +342,7 @@ def test_cached_quantities_keep_bools_out() -> None:
 
 def test_a_cached_pod_quantity_still_names_its_field_when_another_is_bad() -> None:
     data = copy.deepcopy(DATA["esched.pod.submitted"])
-    requests = data["spec"]["containers"][0].setdefault("resources", {}).setdefault(
-        "requests", {})
+    requests = data["spec"]["containers"][0].setdefault("resources", {}).setdefault("requests", {})
     requests.update({"cpu": "250m", "memory": "1Gi"})
     check_quantities("esched.pod.submitted", data)  # both cached now
     requests["memory"] = "1Qi"

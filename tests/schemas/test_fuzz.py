@@ -19,16 +19,38 @@ from esched.schemas.validator import InvalidEvent, parse_event, validate_event
 from .examples import DATA, event
 from .test_schemas import reference_validator
 
-FUZZ = settings(max_examples=300, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Printable text: Python's "$" quirk (matches before a final newline) is a known
 # difference of jsonschema's pattern check, not ours to chase.
 text = st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=12)
-quantityish = st.sampled_from(["1", "250m", "2Gi", "-1", "1e3", "1.5.5", "Mi", "0.1", "1e99",
-                               "99999Ei", "", " ", "1E", "3k", "+5"])
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63),
-                    st.floats(allow_nan=False, allow_infinity=False), text, quantityish)
+quantityish = st.sampled_from(
+    [
+        "1",
+        "250m",
+        "2Gi",
+        "-1",
+        "1e3",
+        "1.5.5",
+        "Mi",
+        "0.1",
+        "1e99",
+        "99999Ei",
+        "",
+        " ",
+        "1E",
+        "3k",
+        "+5",
+    ]
+)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63),
+    st.floats(allow_nan=False, allow_infinity=False),
+    text,
+    quantityish,
+)
 json_values = st.recursive(
     scalars,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
@@ -131,31 +153,39 @@ def test_mutations_agree_with_reference_and_accepted_events_fold(case: tuple[str
         _folds(etype, data)
 
 
-tolerations = st.lists(st.fixed_dictionaries(
-    {},
-    optional={
-        "key": st.sampled_from(["", "k", "example.com/k"]),
-        "operator": st.sampled_from(["Equal", "Exists"]),
-        "value": st.sampled_from(["", "v"]),
-        "effect": st.sampled_from(["", "NoSchedule", "NoExecute"]),
-    },
-), max_size=3)
-requirements = st.lists(st.fixed_dictionaries(
-    {"key": st.sampled_from(["zone", "gpu-mem"]),
-     "operator": st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])},
-    optional={"values": st.lists(st.sampled_from(["a", "7", "-3", "x1"]), max_size=2)},
-), max_size=3)
+tolerations = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "key": st.sampled_from(["", "k", "example.com/k"]),
+            "operator": st.sampled_from(["Equal", "Exists"]),
+            "value": st.sampled_from(["", "v"]),
+            "effect": st.sampled_from(["", "NoSchedule", "NoExecute"]),
+        },
+    ),
+    max_size=3,
+)
+requirements = st.lists(
+    st.fixed_dictionaries(
+        {
+            "key": st.sampled_from(["zone", "gpu-mem"]),
+            "operator": st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
+        },
+        optional={"values": st.lists(st.sampled_from(["a", "7", "-3", "x1"]), max_size=2)},
+    ),
+    max_size=3,
+)
 
 
 @FUZZ
 @given(tolerations, requirements, requirements)
-def test_python_rules_agree_with_schema_conditionals(tols: list, exprs: list,
-                                                     fields: list) -> None:
+def test_python_rules_agree_with_schema_conditionals(tols: list, exprs: list, fields: list) -> None:
     """The if/then rules enforced in Python give the reference validator's verdict."""
     pod = copy.deepcopy(DATA["esched.pod.submitted"])
     pod["spec"]["tolerations"] = tols
     term = pod["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"][0]
     term["matchExpressions"] = exprs
     term["matchFields"] = fields
     try:

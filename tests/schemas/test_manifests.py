@@ -28,15 +28,37 @@ VOLCANO_JOB = {
         "priorityClassName": "high",
         "maxRetry": 2,
         "tasks": [
-            {"name": "ps", "replicas": 1, "template": {
-                "metadata": {"labels": {"role": "ps"}},
-                "spec": {"containers": [{"name": "ps", "resources": {
-                    "requests": {"cpu": "1", "memory": "2Gi"}}}]}}},
-            {"name": "worker", "replicas": 3, "minAvailable": 2, "template": {
-                "spec": {"priorityClassName": "own-class", "containers": [
-                    {"name": "worker", "resources": {
-                        "requests": {"cpu": "2", "memory": "4Gi"},
-                        "limits": {"nvidia.com/gpu": "1"}}}]}}},
+            {
+                "name": "ps",
+                "replicas": 1,
+                "template": {
+                    "metadata": {"labels": {"role": "ps"}},
+                    "spec": {
+                        "containers": [
+                            {"name": "ps", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}
+                        ]
+                    },
+                },
+            },
+            {
+                "name": "worker",
+                "replicas": 3,
+                "minAvailable": 2,
+                "template": {
+                    "spec": {
+                        "priorityClassName": "own-class",
+                        "containers": [
+                            {
+                                "name": "worker",
+                                "resources": {
+                                    "requests": {"cpu": "2", "memory": "4Gi"},
+                                    "limits": {"nvidia.com/gpu": "1"},
+                                },
+                            }
+                        ],
+                    }
+                },
+            },
         ],
     },
 }
@@ -48,8 +70,12 @@ def convert(*docs: dict, **kw: object) -> list[dict]:
 
 def test_simple_kinds_map_to_types_and_validate() -> None:
     evs = convert(NODE, POD, PODGROUP, QUEUE)
-    assert [e["type"] for e in evs] == ["esched.node.added", "esched.pod.submitted",
-                                        "esched.podgroup.submitted", "esched.queue.upserted"]
+    assert [e["type"] for e in evs] == [
+        "esched.node.added",
+        "esched.pod.submitted",
+        "esched.podgroup.submitted",
+        "esched.queue.upserted",
+    ]
     for e, doc in zip(evs, (NODE, POD, PODGROUP, QUEUE), strict=True):
         assert e["data"] == doc
         assert e["specversion"] == "1.0" and e["source"] == "esched-publish"
@@ -94,8 +120,11 @@ def test_volcano_job_becomes_podgroup_and_pods() -> None:
     assert group["spec"]["priorityClassName"] == "high"
     assert group["spec"]["minTaskMember"] == {"ps": 1, "worker": 2}
     # the first 3 pods in task order: ps (1 CPU, 2Gi) + 2 workers (2 CPU, 4Gi, 1 GPU each)
-    assert group["spec"]["minResources"] == {"cpu": "5000m", "memory": str(10 * 2**30),
-                                             "nvidia.com/gpu": "2"}
+    assert group["spec"]["minResources"] == {
+        "cpu": "5000m",
+        "memory": str(10 * 2**30),
+        "nvidia.com/gpu": "2",
+    }
     names = [e["data"]["metadata"]["name"] for e in evs[1:]]
     assert names == ["tf-job-ps-0", "tf-job-worker-0", "tf-job-worker-1", "tf-job-worker-2"]
     for e in evs[1:]:
@@ -117,10 +146,15 @@ def test_volcano_job_min_member_defaults_to_all_replicas() -> None:
 
 
 def test_list_and_typed_lists_expand() -> None:
-    evs = convert({"apiVersion": "v1", "kind": "List", "items": [NODE, POD]},
-                  {"kind": "PodList", "items": [{k: v for k, v in POD.items() if k != "kind"}]})
-    assert [e["type"] for e in evs] == ["esched.node.added", "esched.pod.submitted",
-                                        "esched.pod.submitted"]
+    evs = convert(
+        {"apiVersion": "v1", "kind": "List", "items": [NODE, POD]},
+        {"kind": "PodList", "items": [{k: v for k, v in POD.items() if k != "kind"}]},
+    )
+    assert [e["type"] for e in evs] == [
+        "esched.node.added",
+        "esched.pod.submitted",
+        "esched.pod.submitted",
+    ]
 
 
 def test_cloudevents_pass_through_unchanged() -> None:
@@ -132,15 +166,33 @@ def test_cloudevents_pass_through_unchanged() -> None:
 @pytest.mark.parametrize(
     ("doc", "words"),
     [
-        ({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}},
-         ["document 1", "'Service'"]),
-        ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}},
-         ["document 1", "Job", "batch/v1", "Volcano"]),
+        (
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}},
+            ["document 1", "'Service'"],
+        ),
+        (
+            {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}},
+            ["document 1", "Job", "batch/v1", "Volcano"],
+        ),
         ({"metadata": {"name": "x"}}, ["document 1", "no 'kind'"]),
-        ({"apiVersion": "example.com/v1", "kind": "PodGroup", "metadata": {"name": "g"},
-          "spec": {"minMember": 1}}, ["document 1", "example.com"]),
-        ({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"},
-          "spec": {"tasks": []}}, ["document 1", "no spec.tasks"]),
+        (
+            {
+                "apiVersion": "example.com/v1",
+                "kind": "PodGroup",
+                "metadata": {"name": "g"},
+                "spec": {"minMember": 1},
+            },
+            ["document 1", "example.com"],
+        ),
+        (
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": "j"},
+                "spec": {"tasks": []},
+            },
+            ["document 1", "no spec.tasks"],
+        ),
     ],
 )
 def test_unconvertible_documents_name_index_and_kind(doc: dict, words: list[str]) -> None:
@@ -181,8 +233,10 @@ spec:
     docs = load_documents(text)
     assert len(docs) == 2
     assert docs[0]["metadata"]["creationTimestamp"] == "2024-01-01T00:00:00Z"  # stays a string
-    assert docs[1]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": 0.5,
-                                                                          "memory": "1e3"}
+    assert docs[1]["spec"]["containers"][0]["resources"]["requests"] == {
+        "cpu": 0.5,
+        "memory": "1e3",
+    }
     evs = convert(*docs)
     assert [e["type"] for e in evs] == ["esched.node.added", "esched.pod.submitted"]
 
@@ -195,8 +249,9 @@ def test_load_json_object_array_and_jsonl() -> None:
     assert load_documents("") == [] and load_documents("  \n") == []
 
 
-@pytest.mark.parametrize("text", ["{\"a\": 1}\n{oops}\n", "key: [unclosed", "- 1\n- 2\n",
-                                  "just a string"])
+@pytest.mark.parametrize(
+    "text", ['{"a": 1}\n{oops}\n', "key: [unclosed", "- 1\n- 2\n", "just a string"]
+)
 def test_load_errors_are_value_errors(text: str) -> None:
     with pytest.raises(ValueError):
         load_documents(text)
@@ -213,21 +268,29 @@ def test_example_cluster_yaml() -> None:
     gpu = next(e for e in evs if e["subject"] == "node/gpu-node-1")
     assert gpu["data"]["spec"]["taints"][0]["effect"] == "NoSchedule"
     assert len({e["id"] for e in evs}) == len(evs)
-    assert [e["id"] for e in convert(*load_documents(
-        (EXAMPLES / "cluster.yaml").read_text()))] == [e["id"] for e in evs]
+    assert [e["id"] for e in convert(*load_documents((EXAMPLES / "cluster.yaml").read_text()))] == [
+        e["id"] for e in evs
+    ]
 
 
 def test_example_events_jsonl() -> None:
     raw_lines = [ln for ln in (EXAMPLES / "events.jsonl").read_bytes().splitlines() if ln]
     evs = [parse_event(ln) for ln in raw_lines]
     types = {e["type"] for e in evs}
-    assert {"esched.pod.succeeded", "esched.pod.deleted", "esched.node.added",
-            "esched.pod.submitted", "esched.usage.reported"} <= types
+    assert {
+        "esched.pod.succeeded",
+        "esched.pod.deleted",
+        "esched.node.added",
+        "esched.pod.submitted",
+        "esched.usage.reported",
+    } <= types
     assert len({e["id"] for e in evs}) == len(evs)
     assert convert(*load_documents((EXAMPLES / "events.jsonl").read_text())) == evs
 
 
 def test_yaml_sequence_of_objects_expands_like_a_json_array() -> None:
-    text = "- {kind: Node, metadata: {name: a}, status: {capacity: {cpu: 1}}}\n" \
-           "- {kind: Node, metadata: {name: b}, status: {capacity: {cpu: 2}}}\n"
+    text = (
+        "- {kind: Node, metadata: {name: a}, status: {capacity: {cpu: 1}}}\n"
+        "- {kind: Node, metadata: {name: b}, status: {capacity: {cpu: 2}}}\n"
+    )
     assert [d["metadata"]["name"] for d in load_documents(text)] == ["a", "b"]

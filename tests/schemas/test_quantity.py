@@ -147,15 +147,15 @@ def test_pod_requests_init_containers_take_the_max() -> None:
 
 
 def test_pod_requests_overhead_is_added() -> None:
-    pod = _pod([_c({"cpu": "1"})], init=[_c({"cpu": "2"})], overhead={"cpu": "100m",
-                                                                     "memory": "10Mi"})
+    pod = _pod(
+        [_c({"cpu": "1"})], init=[_c({"cpu": "2"})], overhead={"cpu": "100m", "memory": "10Mi"}
+    )
     # max(1000, 2000) + 100 overhead
     assert pod_requests(pod) == {"cpu": 2100, "memory": 10 * MI, "pods": 1}
 
 
 def test_limit_without_request_is_the_request() -> None:
-    pod = _pod([_c(limits={"cpu": "2", "nvidia.com/gpu": "1"}),
-                _c({"cpu": "100m"}, {"cpu": "1"})])
+    pod = _pod([_c(limits={"cpu": "2", "nvidia.com/gpu": "1"}), _c({"cpu": "100m"}, {"cpu": "1"})])
     # first container: requested at its limits; second: its request, not its limit
     assert pod_requests(pod) == {"cpu": 2100, "nvidia.com/gpu": 1, "pods": 1}
     assert pod_limits(pod) == {"cpu": 3000, "nvidia.com/gpu": 1}
@@ -173,5 +173,6 @@ def test_pod_requests_names_bad_field() -> None:
 
 def test_node_allocatable_falls_back_to_capacity() -> None:
     assert node_allocatable({"status": {"capacity": {"cpu": "4"}}}) == {"cpu": 4000}
-    assert node_allocatable({"status": {"capacity": {"cpu": "4"},
-                                        "allocatable": {"cpu": "3500m"}}}) == {"cpu": 3500}
+    assert node_allocatable(
+        {"status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "3500m"}}}
+    ) == {"cpu": 3500}

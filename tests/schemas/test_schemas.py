@@ -57,20 +57,49 @@ def test_examples_pass_the_reference_validator(etype: str) -> None:
     [
         ("esched.node.added", {"metadata": {"name": "n"}}),  # no resources at all
         ("esched.node.added", {"metadata": {"name": "N_1"}, "status": {"capacity": {}}}),
-        ("esched.node.added", {"metadata": {"name": "n"}, "status": {"capacity": {}},
-                               "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}}),
+        (
+            "esched.node.added",
+            {
+                "metadata": {"name": "n"},
+                "status": {"capacity": {}},
+                "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]},
+            },
+        ),
         ("esched.pod.submitted", {"metadata": {"name": "p"}, "spec": {"containers": []}}),
-        ("esched.pod.submitted", {"metadata": {"name": "p"}, "spec": {
-            "containers": [{"name": "c"}],
-            "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}}),
-        ("esched.pod.submitted", {"metadata": {"name": "p"}, "spec": {
-            "containers": [{"name": "c"}],
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": "k", "operator": "In", "values": []}]}]}}}}}),
+        (
+            "esched.pod.submitted",
+            {
+                "metadata": {"name": "p"},
+                "spec": {
+                    "containers": [{"name": "c"}],
+                    "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}],
+                },
+            },
+        ),
+        (
+            "esched.pod.submitted",
+            {
+                "metadata": {"name": "p"},
+                "spec": {
+                    "containers": [{"name": "c"}],
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {"key": "k", "operator": "In", "values": []}
+                                        ]
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                },
+            },
+        ),
         ("esched.podgroup.submitted", {"metadata": {"name": "g"}, "spec": {"minMember": 0}}),
-        ("esched.podgroup.submitted", {"metadata": {"name": "g"},
-                                       "spec": {"minMember": 100001}}),
+        ("esched.podgroup.submitted", {"metadata": {"name": "g"}, "spec": {"minMember": 100001}}),
         ("esched.queue.upserted", {"metadata": {"name": "q"}, "spec": {"weight": 0}}),
         ("esched.queue.upserted", {"metadata": {"name": "q"}, "status": {"state": "Gone"}}),
         ("esched.usage.reported", {"window": 10}),

@@ -53,9 +53,15 @@ def test_internal_events_need_allowing(etype: str) -> None:
 
 
 def test_minimal_envelope_and_extension_attributes() -> None:
-    ev = {"specversion": "1.0", "id": "1", "source": "urn:uuid:6e8bc430-9c3a",
-          "type": "esched.node.removed", "data": {"metadata": {"name": "n"}},
-          "partitionkey": "n", "traceparent": "00-abc"}
+    ev = {
+        "specversion": "1.0",
+        "id": "1",
+        "source": "urn:uuid:6e8bc430-9c3a",
+        "type": "esched.node.removed",
+        "data": {"metadata": {"name": "n"}},
+        "partitionkey": "n",
+        "traceparent": "00-abc",
+    }
     assert validate_event(ev) is ev
 
 
@@ -67,8 +73,10 @@ def test_oversize() -> None:
     assert reject(b" " * (MAX_EVENT_BYTES + 1)).reason == "oversize"
 
 
-@pytest.mark.parametrize("raw", [b"", b"{", b"\xff\xfe", b"NaN", b'{"a": 1,}', b"nul",
-                                 b'{"a": Infinity}', "{\"a\": \"\udc00\"}"])
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"{", b"\xff\xfe", b"NaN", b'{"a": 1,}', b"nul", b'{"a": Infinity}', '{"a": "\udc00"}'],
+)
 def test_not_json(raw: bytes | str) -> None:
     assert reject(raw).reason == "not_json"
 
@@ -131,43 +139,79 @@ def _pod_event(mutate) -> dict:  # type: ignore[no-untyped-def]
         (lambda d: d["metadata"].pop("name"), "data.metadata.name", "required"),
         (lambda d: d["metadata"].update(name="Has_Caps"), "data.metadata.name", "DNS-1123"),
         (lambda d: d["metadata"].update(namespace="a.b"), "data.metadata.namespace", "DNS-1123"),
-        (lambda d: d["metadata"]["labels"].update({"bad key": "v"}),
-         "data.metadata.labels.bad key", "qualified name"),
-        (lambda d: d["metadata"]["labels"].update(app="x" * 64), "data.metadata.labels.app",
-         "label value"),
-        (lambda d: d["metadata"]["annotations"].update(n=1), "data.metadata.annotations.n",
-         "string"),
+        (
+            lambda d: d["metadata"]["labels"].update({"bad key": "v"}),
+            "data.metadata.labels.bad key",
+            "qualified name",
+        ),
+        (
+            lambda d: d["metadata"]["labels"].update(app="x" * 64),
+            "data.metadata.labels.app",
+            "label value",
+        ),
+        (
+            lambda d: d["metadata"]["annotations"].update(n=1),
+            "data.metadata.annotations.n",
+            "string",
+        ),
         (lambda d: d.pop("spec"), "data.spec", "required"),
         (lambda d: d["spec"].update(containers=[]), "data.spec.containers", "at least 1"),
-        (lambda d: d["spec"]["containers"][1].pop("name"), "data.spec.containers[1].name",
-         "required"),
-        (lambda d: d["spec"]["containers"][0]["resources"]["requests"].update(cpu=True),
-         "data.spec.containers[0].resources.requests.cpu", "string or number"),
+        (
+            lambda d: d["spec"]["containers"][1].pop("name"),
+            "data.spec.containers[1].name",
+            "required",
+        ),
+        (
+            lambda d: d["spec"]["containers"][0]["resources"]["requests"].update(cpu=True),
+            "data.spec.containers[0].resources.requests.cpu",
+            "string or number",
+        ),
         (lambda d: d["spec"].update(priority=2**31), "data.spec.priority", "2147483647"),
         (lambda d: d["spec"].update(priority="high"), "data.spec.priority", "integer"),
-        (lambda d: d["spec"]["tolerations"][1].update(operator="In"),
-         "data.spec.tolerations[1].operator", "Equal"),
-        (lambda d: d["spec"]["tolerations"][0].update(value="x"),
-         "data.spec.tolerations[0].value", "empty when operator is Exists"),
-        (lambda d: d["spec"]["tolerations"][1].pop("key"),
-         "data.spec.tolerations[1].key", "unless operator is Exists"),
-        (lambda d: d["spec"]["tolerations"][0].update(effect="Never"),
-         "data.spec.tolerations[0].effect", "NoSchedule"),
-        (lambda d: d["spec"]["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
-            "matchExpressions"][1].update(values=["x"]),
-         "data.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-         ".nodeSelectorTerms[0].matchExpressions[1].values", "one integer"),
-        (lambda d: d["spec"]["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
-            "matchExpressions"][2].update(values=["x"]),
-         "data.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-         ".nodeSelectorTerms[0].matchExpressions[2].values", "must be empty"),
-        (lambda d: d["spec"]["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
-            "matchExpressions"][0].update(operator="Like"),
-         "data.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-         ".nodeSelectorTerms[0].matchExpressions[0].operator", "In"),
+        (
+            lambda d: d["spec"]["tolerations"][1].update(operator="In"),
+            "data.spec.tolerations[1].operator",
+            "Equal",
+        ),
+        (
+            lambda d: d["spec"]["tolerations"][0].update(value="x"),
+            "data.spec.tolerations[0].value",
+            "empty when operator is Exists",
+        ),
+        (
+            lambda d: d["spec"]["tolerations"][1].pop("key"),
+            "data.spec.tolerations[1].key",
+            "unless operator is Exists",
+        ),
+        (
+            lambda d: d["spec"]["tolerations"][0].update(effect="Never"),
+            "data.spec.tolerations[0].effect",
+            "NoSchedule",
+        ),
+        (
+            lambda d: d["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"][0]["matchExpressions"][1].update(values=["x"]),
+            "data.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[1].values",
+            "one integer",
+        ),
+        (
+            lambda d: d["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"][0]["matchExpressions"][2].update(values=["x"]),
+            "data.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[2].values",
+            "must be empty",
+        ),
+        (
+            lambda d: d["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"][0]["matchExpressions"][0].update(operator="Like"),
+            "data.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[0].operator",
+            "In",
+        ),
     ],
 )
 def test_schema_errors_name_the_field(mutate, field: str, words: str) -> None:  # type: ignore[no-untyped-def]
@@ -180,39 +224,78 @@ def test_schema_errors_name_the_field(mutate, field: str, words: str) -> None:  
 @pytest.mark.parametrize(
     ("etype", "mutate", "field"),
     [
-        ("esched.pod.submitted",
-         lambda d: d["spec"]["containers"][0]["resources"]["requests"].update(cpu="-1"),
-         "data.spec.containers[0].resources.requests.cpu"),
-        ("esched.pod.submitted",
-         lambda d: d["spec"]["containers"][1]["resources"]["requests"].update(memory="1.5.5"),
-         "data.spec.containers[1].resources.requests.memory"),
-        ("esched.pod.submitted",
-         lambda d: d["spec"]["containers"][0]["resources"]["limits"].update(
-             {"nvidia.com/gpu": "99999Ei"}),
-         "data.spec.containers[0].resources.limits.nvidia.com/gpu"),
-        ("esched.pod.submitted",
-         lambda d: d["spec"]["initContainers"][0]["resources"]["requests"].update(cpu="Mi"),
-         "data.spec.initContainers[0].resources.requests.cpu"),
-        ("esched.pod.submitted", lambda d: d["spec"]["overhead"].update(cpu=-0.5),
-         "data.spec.overhead.cpu"),
-        ("esched.node.added", lambda d: d["status"]["allocatable"].update(memory="lots"),
-         "data.status.allocatable.memory"),
-        ("esched.node.updated", lambda d: d["status"]["capacity"].update(cpu="1e99"),
-         "data.status.capacity.cpu"),
-        ("esched.podgroup.submitted", lambda d: d["spec"]["minResources"].update(cpu="-2"),
-         "data.spec.minResources.cpu"),
-        ("esched.queue.upserted", lambda d: d["spec"]["capability"].update(cpu="x"),
-         "data.spec.capability.cpu"),
-        ("esched.queue.upserted", lambda d: d["spec"]["guarantee"]["resource"].update(cpu="-1"),
-         "data.spec.guarantee.resource.cpu"),
-        ("esched.queue.upserted", lambda d: d["spec"]["deserved"].update(cpu=101),
-         "data.spec.deserved.cpu"),  # deserved > capability
-        ("esched.queue.upserted", lambda d: d["spec"]["guarantee"]["resource"].update(cpu=81),
-         "data.spec.guarantee.resource.cpu"),  # guarantee > deserved
-        ("esched.usage.reported", lambda d: d["pods"][0]["usage"].update(cpu="1..2"),
-         "data.pods[0].usage.cpu"),
-        ("esched.usage.reported", lambda d: d["nodes"][0]["usage"].update(memory="-1Gi"),
-         "data.nodes[0].usage.memory"),
+        (
+            "esched.pod.submitted",
+            lambda d: d["spec"]["containers"][0]["resources"]["requests"].update(cpu="-1"),
+            "data.spec.containers[0].resources.requests.cpu",
+        ),
+        (
+            "esched.pod.submitted",
+            lambda d: d["spec"]["containers"][1]["resources"]["requests"].update(memory="1.5.5"),
+            "data.spec.containers[1].resources.requests.memory",
+        ),
+        (
+            "esched.pod.submitted",
+            lambda d: d["spec"]["containers"][0]["resources"]["limits"].update(
+                {"nvidia.com/gpu": "99999Ei"}
+            ),
+            "data.spec.containers[0].resources.limits.nvidia.com/gpu",
+        ),
+        (
+            "esched.pod.submitted",
+            lambda d: d["spec"]["initContainers"][0]["resources"]["requests"].update(cpu="Mi"),
+            "data.spec.initContainers[0].resources.requests.cpu",
+        ),
+        (
+            "esched.pod.submitted",
+            lambda d: d["spec"]["overhead"].update(cpu=-0.5),
+            "data.spec.overhead.cpu",
+        ),
+        (
+            "esched.node.added",
+            lambda d: d["status"]["allocatable"].update(memory="lots"),
+            "data.status.allocatable.memory",
+        ),
+        (
+            "esched.node.updated",
+            lambda d: d["status"]["capacity"].update(cpu="1e99"),
+            "data.status.capacity.cpu",
+        ),
+        (
+            "esched.podgroup.submitted",
+            lambda d: d["spec"]["minResources"].update(cpu="-2"),
+            "data.spec.minResources.cpu",
+        ),
+        (
+            "esched.queue.upserted",
+            lambda d: d["spec"]["capability"].update(cpu="x"),
+            "data.spec.capability.cpu",
+        ),
+        (
+            "esched.queue.upserted",
+            lambda d: d["spec"]["guarantee"]["resource"].update(cpu="-1"),
+            "data.spec.guarantee.resource.cpu",
+        ),
+        (
+            "esched.queue.upserted",
+            lambda d: d["spec"]["deserved"].update(cpu=101),
+            "data.spec.deserved.cpu",
+        ),  # deserved > capability
+        (
+            "esched.queue.upserted",
+            lambda d: d["spec"]["guarantee"]["resource"].update(cpu=81),
+            "data.spec.guarantee.resource.cpu",
+        ),  # guarantee > deserved
+        (
+            "esched.usage.reported",
+            lambda d: d["pods"][0]["usage"].update(cpu="1..2"),
+            "data.pods[0].usage.cpu",
+        ),
+        (
+            "esched.usage.reported",
+            lambda d: d["nodes"][0]["usage"].update(memory="-1Gi"),
+            "data.nodes[0].usage.memory",
+        ),
     ],
 )
 def test_quantity_errors_name_the_field(etype: str, mutate, field: str) -> None:  # type: ignore[no-untyped-def]
@@ -230,8 +313,14 @@ def test_every_reason_is_reachable() -> None:
         reject(b"{}").reason,
         reject(orjson.dumps(event("esched.pod.submitted", type="x.y"))).reason,
         reject(orjson.dumps(event("esched.node.removed", data={}))).reason,
-        reject(orjson.dumps(event("esched.node.added", data={
-            "metadata": {"name": "n"}, "status": {"capacity": {"cpu": "-1"}}}))).reason,
+        reject(
+            orjson.dumps(
+                event(
+                    "esched.node.added",
+                    data={"metadata": {"name": "n"}, "status": {"capacity": {"cpu": "-1"}}},
+                )
+            )
+        ).reason,
     }
     assert seen == set(REASONS)
 
@@ -240,11 +329,17 @@ def test_other_types_schema_errors() -> None:
     cases = [
         ("esched.node.added", {"metadata": {"name": "n"}}, "data.status"),
         ("esched.node.added", {"metadata": {"name": "n"}, "status": {}}, "data.status"),
-        ("esched.podgroup.submitted", {"metadata": {"name": "g"}, "spec": {}},
-         "data.spec.minMember"),
+        (
+            "esched.podgroup.submitted",
+            {"metadata": {"name": "g"}, "spec": {}},
+            "data.spec.minMember",
+        ),
         ("esched.usage.reported", {"window": 5}, None),
-        ("esched.usage.reported", {"pods": [{"pod": "no-namespace", "usage": {}}]},
-         "data.pods[0].pod"),
+        (
+            "esched.usage.reported",
+            {"pods": [{"pod": "no-namespace", "usage": {}}]},
+            "data.pods[0].pod",
+        ),
     ]
     for etype, data, field in cases:
         exc = reject(event(etype, data=data))

@@ -20,29 +20,57 @@ NAMESPACE = "t"
 
 def ev(eid: str, type_: str, data: dict) -> dict:
     """A CloudEvents envelope with a fixed time (tests never depend on the clock)."""
-    return {"specversion": "1.0", "id": eid, "source": "test", "type": type_,
-            "time": "2026-11-22T00:00:00Z", "data": data}
+    return {
+        "specversion": "1.0",
+        "id": eid,
+        "source": "test",
+        "type": type_,
+        "time": "2026-11-22T00:00:00Z",
+        "data": data,
+    }
 
 
-def node(name: str, cpu: str = "2", *, memory: str = "8Gi", pods: str = "10",
-         labels: dict | None = None, taints: list | None = None, eid: str | None = None,
-         type_: str = ev_types.NODE_ADDED) -> dict:
+def node(
+    name: str,
+    cpu: str = "2",
+    *,
+    memory: str = "8Gi",
+    pods: str = "10",
+    labels: dict | None = None,
+    taints: list | None = None,
+    eid: str | None = None,
+    type_: str = ev_types.NODE_ADDED,
+) -> dict:
     """``esched.node.added`` (or ``type_``) for a node with this allocatable."""
     spec: dict = {"taints": taints} if taints else {}
-    return ev(eid or f"node-{name}", type_, {
-        "metadata": {"name": name, "labels": labels or {}}, "spec": spec,
-        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": pods}}})
+    return ev(
+        eid or f"node-{name}",
+        type_,
+        {
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": spec,
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": pods}},
+        },
+    )
 
 
-def pod(name: str, cpu: str = "1", gang: str | None = None, *, memory: str = "1Gi",
-        priority: int | None = None, node_name: str | None = None) -> dict:
+def pod(
+    name: str,
+    cpu: str = "1",
+    gang: str | None = None,
+    *,
+    memory: str = "1Gi",
+    priority: int | None = None,
+    node_name: str | None = None,
+) -> dict:
     """``esched.pod.submitted`` for ``t/<name>``, a member of PodGroup ``gang`` if given,
     with ``spec.priority`` and already running on ``node_name`` if given."""
     meta: dict = {"name": name, "namespace": NAMESPACE}
     if gang:
         meta["annotations"] = {"scheduling.k8s.io/group-name": gang}
-    spec: dict = {"containers": [{"name": "c", "resources": {"requests": {
-        "cpu": cpu, "memory": memory}}}]}
+    spec: dict = {
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+    }
     if priority is not None:
         spec["priority"] = priority
     if node_name is not None:
@@ -52,18 +80,35 @@ def pod(name: str, cpu: str = "1", gang: str | None = None, *, memory: str = "1G
 
 def podgroup(name: str, min_member: int) -> dict:
     """``esched.podgroup.submitted`` for ``t/<name>``."""
-    return ev(f"pg-{name}", ev_types.PODGROUP_SUBMITTED, {
-        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"minMember": min_member}})
+    return ev(
+        f"pg-{name}",
+        ev_types.PODGROUP_SUBMITTED,
+        {"metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"minMember": min_member}},
+    )
 
 
-def placement(pid: str, binds: list[tuple[str, str]], *, replica: str = "r1", position: int = 1,
-              gang: str | None = None, cpu: int = 1000,
-              victims: list[tuple[str, str]] | None = None) -> dict:
+def placement(
+    pid: str,
+    binds: list[tuple[str, str]],
+    *,
+    replica: str = "r1",
+    position: int = 1,
+    gang: str | None = None,
+    cpu: int = 1000,
+    victims: list[tuple[str, str]] | None = None,
+) -> dict:
     """The ``data`` of a proposal or decision binding pods (by name) to nodes, evicting
     ``victims`` (pod name, node) if given."""
-    data = {"proposal": pid, "replica": replica, "position": position, "gang": gang,
-            "bindings": [{"pod": f"{NAMESPACE}/{p}", "node": n,
-                          "resources": {"cpu": cpu, "memory": GIB}} for p, n in binds]}
+    data = {
+        "proposal": pid,
+        "replica": replica,
+        "position": position,
+        "gang": gang,
+        "bindings": [
+            {"pod": f"{NAMESPACE}/{p}", "node": n, "resources": {"cpu": cpu, "memory": GIB}}
+            for p, n in binds
+        ],
+    }
     if victims:
         data["victims"] = [{"pod": f"{NAMESPACE}/{p}", "node": n} for p, n in victims]
     return data
@@ -71,5 +116,6 @@ def placement(pid: str, binds: list[tuple[str, str]], *, replica: str = "r1", po
 
 async def append_events(store: EventStore, *events: dict) -> None:
     """Append ``events`` to ``store`` in one batch, as ingest would."""
-    await store.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))
-                        for e in events])
+    await store.append(
+        [NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in events]
+    )

@@ -25,23 +25,36 @@ from .factories import GIB, NAMESPACE, append_events, ev, node, placement
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def qpod(name: str, cpu: str = "1", *, queue: str | None = None, priority: int | None = None,
-         gang: str | None = None, namespace: str = NAMESPACE,
-         priority_class: str | None = None) -> dict:
+def qpod(
+    name: str,
+    cpu: str = "1",
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    gang: str | None = None,
+    namespace: str = NAMESPACE,
+    priority_class: str | None = None,
+) -> dict:
     annotations = {}
     if queue:
         annotations["volcano.sh/queue-name"] = queue
     if gang:
         annotations["scheduling.k8s.io/group-name"] = gang
-    spec: dict = {"containers": [{"name": "c", "resources": {"requests": {
-        "cpu": cpu, "memory": "1Gi"}}}]}
+    spec: dict = {
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]
+    }
     if priority is not None:
         spec["priority"] = priority
     if priority_class is not None:
         spec["priorityClassName"] = priority_class
-    return ev(f"pod-{namespace}-{name}", ev_types.POD_SUBMITTED, {
-        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-        "spec": spec})
+    return ev(
+        f"pod-{namespace}-{name}",
+        ev_types.POD_SUBMITTED,
+        {
+            "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+            "spec": spec,
+        },
+    )
 
 
 def queue(name: str, eid: str | None = None, *, state: str | None = None, **spec) -> dict:
@@ -52,13 +65,17 @@ def queue(name: str, eid: str | None = None, *, state: str | None = None, **spec
 
 
 def done(name: str, namespace: str = NAMESPACE) -> dict:
-    return ev(f"done-{name}", ev_types.POD_SUCCEEDED,
-              {"metadata": {"name": name, "namespace": namespace}})
+    return ev(
+        f"done-{name}", ev_types.POD_SUCCEEDED, {"metadata": {"name": name, "namespace": namespace}}
+    )
 
 
 def bind(name: str, node_name: str, cpu: int = 1000) -> dict:
-    return ev(f"bind-{name}", ev_types.PLACEMENT_COMMITTED,
-              placement(f"p-{name}", [(name, node_name)], cpu=cpu))
+    return ev(
+        f"bind-{name}",
+        ev_types.PLACEMENT_COMMITTED,
+        placement(f"p-{name}", [(name, node_name)], cpu=cpu),
+    )
 
 
 class Fold:
@@ -76,8 +93,9 @@ class Fold:
             self.position += 1
             batch.append((self.position, e))
         self.state.apply_many(batch)
-        out = self.admission.observe(self.state, [(pos, e["type"], event_key(e["data"]), e["data"])
-                                                  for pos, e in batch])
+        out = self.admission.observe(
+            self.state, [(pos, e["type"], event_key(e["data"]), e["data"]) for pos, e in batch]
+        )
         self.rejections.extend(out)
         # What the dispatcher does next: the rejection is appended and folded.
         for r in out:
@@ -85,8 +103,15 @@ class Fold:
         return out
 
     def release(self, *keys: str) -> list[str]:
-        items = [("pending", "gang" if k.startswith("gang:") else "pod",
-                  k.removeprefix("gang:"), self.position) for k in keys]
+        items = [
+            (
+                "pending",
+                "gang" if k.startswith("gang:") else "pod",
+                k.removeprefix("gang:"),
+                self.position,
+            )
+            for k in keys
+        ]
         return [it[2] for it in self.admission.release(self.state, items)]
 
 
@@ -94,21 +119,28 @@ class Fold:
 
 
 def test_quota_config_parses_quantities_bands_and_kube_spelling():
-    q = parse_quota({"queues": {"research": {"cpu": "10", "bands": {"best-effort": {"cpu": "2"}}}},
-                     "namespaces": {"t": {"requests.memory": "2Gi", "pods": 3}}})
+    q = parse_quota(
+        {
+            "queues": {"research": {"cpu": "10", "bands": {"best-effort": {"cpu": "2"}}}},
+            "namespaces": {"t": {"requests.memory": "2Gi", "pods": 3}},
+        }
+    )
     assert q.limits["queue/research"] == {None: {"cpu": 10_000}, "best-effort": {"cpu": 2000}}
     assert q.limits["namespace/t"] == {None: {"memory": 2 * GIB, "pods": 3}}
     assert q.scopes("research", "t") == ["queue/research", "namespace/t"]
     assert q.scopes("other", "x") == []
 
 
-@pytest.mark.parametrize(("raw", "field"), [
-    ({"queues": {"a": {"cpu": "-1"}}}, "quota.queues.a.cpu"),
-    ({"queues": {"a": {"cpu": "lots"}}}, "quota.queues.a.cpu"),
-    ({"queues": {"a": {"bands": {"gold": {"cpu": 1}}}}}, "quota.queues.a.bands.gold"),
-    ({"users": {}}, "quota.users"),
-    ({"namespaces": ["a"]}, "quota.namespaces"),
-])
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"queues": {"a": {"cpu": "-1"}}}, "quota.queues.a.cpu"),
+        ({"queues": {"a": {"cpu": "lots"}}}, "quota.queues.a.cpu"),
+        ({"queues": {"a": {"bands": {"gold": {"cpu": 1}}}}}, "quota.queues.a.bands.gold"),
+        ({"users": {}}, "quota.users"),
+        ({"namespaces": ["a"]}, "quota.namespaces"),
+    ],
+)
 def test_quota_config_errors_name_the_field(raw, field):
     with pytest.raises(QuotaConfigError) as exc:
         parse_quota(raw)
@@ -118,7 +150,13 @@ def test_quota_config_errors_name_the_field(raw, field):
 def test_quota_bands_come_from_the_bands_section():
     q = parse_quota(None)
     assert [q.band(p) for p in (0, 99, 100, 999, 1000, 10**9)] == [
-        "best-effort", "best-effort", "batch", "batch", "production", "monitoring"]
+        "best-effort",
+        "best-effort",
+        "batch",
+        "batch",
+        "production",
+        "monitoring",
+    ]
     assert parse_quota(None, {"batch": 10}).band(50) == "batch"
     with pytest.raises(QuotaConfigError) as exc:
         parse_quota(None, {"production": 5, "batch": 10})
@@ -133,8 +171,14 @@ def test_namespace_quota_rejects_the_pod_that_would_exceed_it_and_frees_on_exit(
     f(node("n1", "8"), qpod("a"), qpod("b"))
     (r,) = f(qpod("c"))
     assert (r.pod, r.reason) == ("t/c", "QuotaExceeded")
-    assert r.quota.as_dict() == {"scope": "namespace/t", "band": None, "resource": "cpu",
-                                 "limit": 2000, "used": 2000, "requested": 1000}
+    assert r.quota.as_dict() == {
+        "scope": "namespace/t",
+        "band": None,
+        "resource": "cpu",
+        "limit": 2000,
+        "used": 2000,
+        "requested": 1000,
+    }
     assert "exceeds the quota of namespace/t" in r.message
     assert f.state.pod("t/c")["phase"] == "Failed"  # never scheduled, not left pending
     assert f.admission.used("namespace/t")["cpu"] == 2000
@@ -147,8 +191,11 @@ def test_namespace_quota_rejects_the_pod_that_would_exceed_it_and_frees_on_exit(
 
 def test_a_gang_is_admitted_whole_or_rejected_whole():
     f = Fold(Admission(parse_quota({"namespaces": {"t": {"cpu": "2"}}})))
-    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
-        "metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 3}})
+    pg = ev(
+        "pg-g",
+        ev_types.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 3}},
+    )
     f(node("n1", "8"), pg, qpod("g0", gang="g"), qpod("g1", gang="g"))
     assert f.admission.used("namespace/t")["cpu"] == 2000
     out = f(qpod("g2", gang="g"))
@@ -174,8 +221,14 @@ def test_band_quota_limits_only_its_band():
 
 def test_band_quota_counts_a_priority_class_mapped_to_the_band():
     # scavenger -> best-effort by bands.classes, whatever the pod's numeric priority.
-    f = Fold(Admission(parse_quota({"queues": {"q": {"bands": {"best-effort": {"cpu": "1"}}}}},
-                                   {"classes": {"scavenger": "best-effort"}})))
+    f = Fold(
+        Admission(
+            parse_quota(
+                {"queues": {"q": {"bands": {"best-effort": {"cpu": "1"}}}}},
+                {"classes": {"scavenger": "best-effort"}},
+            )
+        )
+    )
     f(node("n1", "8"), queue("q"))
     assert f(qpod("a", queue="q", priority=5000, priority_class="scavenger")) == []
     assert f.admission.used("queue/q", "best-effort")["cpu"] == 1000
@@ -185,11 +238,22 @@ def test_band_quota_counts_a_priority_class_mapped_to_the_band():
 
 
 def test_a_podgroups_priority_class_is_its_members_band_for_quota():
-    f = Fold(Admission(parse_quota({"queues": {"q": {"bands": {"batch": {"cpu": "2"}}}}},
-                                   {"classes": {"nightly": "batch"}})))
-    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
-        "metadata": {"name": "g", "namespace": NAMESPACE},
-        "spec": {"minMember": 3, "queue": "q", "priorityClassName": "nightly"}})
+    f = Fold(
+        Admission(
+            parse_quota(
+                {"queues": {"q": {"bands": {"batch": {"cpu": "2"}}}}},
+                {"classes": {"nightly": "batch"}},
+            )
+        )
+    )
+    pg = ev(
+        "pg-g",
+        ev_types.PODGROUP_SUBMITTED,
+        {
+            "metadata": {"name": "g", "namespace": NAMESPACE},
+            "spec": {"minMember": 3, "queue": "q", "priorityClassName": "nightly"},
+        },
+    )
     f(node("n1", "8"), queue("q"), pg, qpod("g0", gang="g"), qpod("g1", gang="g"))
     assert f.admission.used("queue/q", "batch")["cpu"] == 2000
     out = f(qpod("g2", gang="g"))  # the third member is over the batch quota: all go
@@ -201,8 +265,12 @@ def test_a_submission_is_judged_by_its_queues_state_at_its_own_position():
     # submitted after is rejected (the batch is folded whole before it is judged).
     f = Fold(Admission())
     f(node("n1", "8"), queue("q"))
-    out = f(qpod("before", queue="q"), queue("q", "q-closing", state="Closing"),
-            qpod("after", queue="q"), queue("q", "q-open", state="Open"))
+    out = f(
+        qpod("before", queue="q"),
+        queue("q", "q-closing", state="Closing"),
+        qpod("after", queue="q"),
+        queue("q", "q-open", state="Open"),
+    )
     assert [(r.pod, r.reason) for r in out] == [("t/after", "QueueClosing")]
     assert f.state.pod("t/before")["phase"] == "Pending"
 
@@ -233,8 +301,11 @@ def test_takeover_rejects_pending_pods_over_quota_and_keeps_closing_queues_work(
 
 def test_takeover_rejects_a_gang_whole():
     f = Fold(Admission())
-    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
-        "metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 2}})
+    pg = ev(
+        "pg-g",
+        ev_types.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 2}},
+    )
     f(node("n1", "8"), qpod("solo"), pg, qpod("g0", gang="g"), qpod("g1", gang="g"))
     fresh = Admission(parse_quota({"namespaces": {"t": {"cpu": "2"}}}))
     out = fresh.start(f.state)
@@ -258,8 +329,13 @@ def test_closed_queue_holds_its_pending_work_until_reopened():
 
 def test_capability_admits_jobs_while_they_fit_counting_inqueue_ones():
     f = Fold(Admission())
-    f(node("n1", "8"), queue("q", capability={"cpu": "2"}),
-      qpod("a", queue="q"), qpod("b", queue="q"), qpod("c", queue="q"))
+    f(
+        node("n1", "8"),
+        queue("q", capability={"cpu": "2"}),
+        qpod("a", queue="q"),
+        qpod("b", queue="q"),
+        qpod("c", queue="q"),
+    )
     # a and b are let through (Inqueue, not yet bound): c would exceed the capability.
     assert f.release("t/a", "t/b", "t/c") == ["t/a", "t/b"]
     assert f.admission.held == {("pod", "t/c"): "QueueCapability"}
@@ -271,9 +347,15 @@ def test_capability_admits_jobs_while_they_fit_counting_inqueue_ones():
 
 def test_capability_of_a_parent_covers_its_children():
     f = Fold(Admission())
-    f(node("n1", "8"), queue("eng", capability={"cpu": "2"}),
-      queue("dev", parent="root.eng"), queue("ops", parent="root.eng"),
-      qpod("a", queue="dev"), qpod("b", queue="ops"), qpod("c", queue="dev"))
+    f(
+        node("n1", "8"),
+        queue("eng", capability={"cpu": "2"}),
+        queue("dev", parent="root.eng"),
+        queue("ops", parent="root.eng"),
+        qpod("a", queue="dev"),
+        qpod("b", queue="ops"),
+        qpod("c", queue="dev"),
+    )
     assert sorted(f.release("t/a", "t/b", "t/c")) == ["t/a", "t/b"]
     assert f.admission.held == {("pod", "t/c"): "QueueCapability"}
 
@@ -291,11 +373,20 @@ def test_jobs_let_through_before_a_capability_was_set_count_against_it():
 
 def test_gang_minimum_against_capability_and_cluster():
     f = Fold(Admission())
-    pg = ev("pg-big", ev_types.PODGROUP_SUBMITTED, {
-        "metadata": {"name": "big", "namespace": NAMESPACE},
-        "spec": {"minMember": 3, "queue": "q"}})
-    f(node("n1", "4"), queue("q", capability={"cpu": "10"}), pg,
-      *(qpod(f"b{i}", "2", gang="big") for i in range(3)))
+    pg = ev(
+        "pg-big",
+        ev_types.PODGROUP_SUBMITTED,
+        {
+            "metadata": {"name": "big", "namespace": NAMESPACE},
+            "spec": {"minMember": 3, "queue": "q"},
+        },
+    )
+    f(
+        node("n1", "4"),
+        queue("q", capability={"cpu": "10"}),
+        pg,
+        *(qpod(f"b{i}", "2", gang="big") for i in range(3)),
+    )
     # 3 x 2 CPUs > the cluster's 4: never admitted (nothing is held by its members).
     assert f.release("gang:t/big") == []
     assert f.admission.held == {("gang", "t/big"): "ClusterCapacity"}
@@ -318,8 +409,10 @@ def test_higher_priority_queue_first_whatever_the_weights():
 def test_equal_priority_queues_interleave_by_weight_two_to_one():
     f = Fold(Admission())
     f(node("n1", "30", memory="300Gi", pods="200"), queue("c", weight=2), queue("d", weight=1))
-    f(*(qpod(f"c{i}", queue="c") for i in range(40)),
-      *(qpod(f"d{i}", queue="d") for i in range(40)))
+    f(
+        *(qpod(f"c{i}", queue="c") for i in range(40)),
+        *(qpod(f"d{i}", queue="d") for i in range(40)),
+    )
     order = f.release(*(f"t/d{i}" for i in range(40)), *(f"t/c{i}" for i in range(40)))
     assert len(order) == 80
     # The first 30 released (what the cluster can hold) split 2:1.
@@ -338,11 +431,15 @@ def test_job_priority_is_the_band_first_so_a_mapped_podgroup_class_goes_first():
 
     bands = parse_quota(None, {"classes": {"critical": "production"}}).bands
     f = Fold(Admission(Quota(bands=bands)))
-    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
-        "metadata": {"name": "g", "namespace": NAMESPACE},
-        "spec": {"minMember": 2, "priorityClassName": "critical"}})
-    f(node("n1", "8"), qpod("batchy", priority=500), pg, qpod("g0", gang="g"),
-      qpod("g1", gang="g"))
+    pg = ev(
+        "pg-g",
+        ev_types.PODGROUP_SUBMITTED,
+        {
+            "metadata": {"name": "g", "namespace": NAMESPACE},
+            "spec": {"minMember": 2, "priorityClassName": "critical"},
+        },
+    )
+    f(node("n1", "8"), qpod("batchy", priority=500), pg, qpod("g0", gang="g"), qpod("g1", gang="g"))
     # The gang's members have priority 0, but their PodGroup's class is production.
     assert f.release("t/batchy", "gang:t/g") == ["t/g", "t/batchy"]
 
@@ -377,8 +474,9 @@ def _reclaiming_dispatcher(store: EventStore) -> tuple[Dispatcher, list[dict]]:
     async def submit(batch: list[dict]) -> None:
         proposals.extend(batch)
 
-    return Dispatcher(store, MemoryBus(), submit=submit,
-                      config=DispatchConfig(tick=0.02, reclaim_interval=0.05)), proposals
+    return Dispatcher(
+        store, MemoryBus(), submit=submit, config=DispatchConfig(tick=0.02, reclaim_interval=0.05)
+    ), proposals
 
 
 async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store: EventStore):
@@ -386,10 +484,16 @@ async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store:
     quota = parse_quota({"namespaces": {"t": {"cpu": "3"}}})
     d = Dispatcher(store, bus, config=DispatchConfig(tick=0.02), admission=Admission(quota))
     async with _leading(d):
-        await append_events(store, node("n1", "8"), queue("hi", priority=100),
-                            queue("lo", priority=1), qpod("l1", queue="lo"),
-                            qpod("h1", queue="hi"), qpod("h2", queue="hi"),
-                            qpod("over", queue="hi"))
+        await append_events(
+            store,
+            node("n1", "8"),
+            queue("hi", priority=100),
+            queue("lo", priority=1),
+            qpod("l1", queue="lo"),
+            qpod("h1", queue="hi"),
+            qpod("h2", queue="hi"),
+            qpod("over", queue="hi"),
+        )
         deadline = time.monotonic() + 5
         while len(bus.log(bus.topics.work)) < 3 or not d.idle():
             assert time.monotonic() < deadline
@@ -406,8 +510,14 @@ async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store:
 async def test_commit_rejects_placing_a_pod_of_a_closed_queue(store: EventStore):
     from esched.services.commit import QUEUE_CLOSED, CommitService
 
-    await append_events(store, node("n1", "8"), queue("q"), qpod("a", queue="q"),
-                        qpod("b", queue="q"), queue("q", "q-closed", state="Closed"))
+    await append_events(
+        store,
+        node("n1", "8"),
+        queue("q"),
+        qpod("a", queue="q"),
+        qpod("b", queue="q"),
+        queue("q", "q-closed", state="Closed"),
+    )
     service = CommitService(store)
     try:
         [d] = await service.decide([placement("p1", [("a", "n1")])])
@@ -429,19 +539,35 @@ def test_up_with_a_quota_config_rejects_and_replay_shows_queues(tmp_path):
     cfg = tmp_path / "esched.yaml"
     cfg.write_text("quota:\n  namespaces:\n    t:\n      cpu: '2'\n")
     manifests = tmp_path / "cluster.yaml"
-    docs = ["apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
-            "status: {allocatable: {cpu: '8', memory: 16Gi, pods: '10'}}",
-            "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q}\n"
-            "spec: {weight: 2, priority: 10}"]
+    docs = [
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {allocatable: {cpu: '8', memory: 16Gi, pods: '10'}}",
+        "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q}\n"
+        "spec: {weight: 2, priority: 10}",
+    ]
     for i in range(3):
-        docs.append(f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: t, "
-                    "annotations: {volcano.sh/queue-name: q}}\n"
-                    "spec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}")
+        docs.append(
+            f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: t, "
+            "annotations: {volcano.sh/queue-name: q}}\n"
+            "spec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}"
+        )
     manifests.write_text("\n---\n".join(docs))
     store = f"sqlite:///{tmp_path / 'e.sqlite'}"
     runner = CliRunner()
-    res = runner.invoke(cli, ["--config", str(cfg), "up", "--store", store, "--input",
-                              str(manifests), "--exit-when-idle", "--quiet"])
+    res = runner.invoke(
+        cli,
+        [
+            "--config",
+            str(cfg),
+            "up",
+            "--store",
+            store,
+            "--input",
+            str(manifests),
+            "--exit-when-idle",
+            "--quiet",
+        ],
+    )
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
     assert summary["dispatch"]["rejected"] == {"QuotaExceeded": 1}
@@ -453,8 +579,20 @@ def test_up_with_a_quota_config_rejects_and_replay_shows_queues(tmp_path):
     assert "root.q" in res.stdout and "cpu=2/2" in res.stdout
     # A bad quota section is a usage error naming the field.
     cfg.write_text("quota:\n  namespaces:\n    t:\n      cpu: lots\n")
-    res = runner.invoke(cli, ["--config", str(cfg), "up", "--store", store, "--input",
-                              str(manifests), "--exit-when-idle", "--quiet"])
+    res = runner.invoke(
+        cli,
+        [
+            "--config",
+            str(cfg),
+            "up",
+            "--store",
+            store,
+            "--input",
+            str(manifests),
+            "--exit-when-idle",
+            "--quiet",
+        ],
+    )
     assert res.exit_code == EXIT_USAGE and "quota.namespaces.t.cpu" in res.output
 
 
@@ -470,12 +608,20 @@ def running(name: str, node_name: str, queue_name: str) -> dict:
 async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(store: EventStore):
     d, proposals = _reclaiming_dispatcher(store)
     async with _leading(d):
-        await append_events(store, node("n1", "2"), node("n2", "2"), queue("a"), queue("b"),
-                            *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
-                            qpod("b0", queue="b"))
-        report = ev("u-b0", ev_types.POD_UNSCHEDULABLE, {
-            "pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full",
-            "position": 9})
+        await append_events(
+            store,
+            node("n1", "2"),
+            node("n2", "2"),
+            queue("a"),
+            queue("b"),
+            *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
+            qpod("b0", queue="b"),
+        )
+        report = ev(
+            "u-b0",
+            ev_types.POD_UNSCHEDULABLE,
+            {"pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full", "position": 9},
+        )
         await append_events(store, report)
         deadline = time.monotonic() + 5
         while not proposals:
@@ -489,20 +635,35 @@ async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(sto
         assert len(proposals) == 1  # not planned again while its decision is on the way
 
 
-
 async def test_dispatcher_does_not_propose_a_reclaim_the_commit_service_must_refuse(
-        store: EventStore):
+    store: EventStore,
+):
     d, proposals = _reclaiming_dispatcher(store)
     async with _leading(d):
         # b (higher priority) may take room from a, but its capability (1.5 CPUs)
         # leaves no room for b0 (2 CPUs) anyway: a plan exists, the commit would refuse.
-        await append_events(store, node("n1", "2"), node("n2", "2"), queue("a"),
-                            queue("b", priority=10, capability={"cpu": "1500m"}),
-                            *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
-                            qpod("b0", "2", queue="b"))
-        await append_events(store, ev("u-b0", ev_types.POD_UNSCHEDULABLE, {
-            "pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full",
-            "position": 9}))
+        await append_events(
+            store,
+            node("n1", "2"),
+            node("n2", "2"),
+            queue("a"),
+            queue("b", priority=10, capability={"cpu": "1500m"}),
+            *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
+            qpod("b0", "2", queue="b"),
+        )
+        await append_events(
+            store,
+            ev(
+                "u-b0",
+                ev_types.POD_UNSCHEDULABLE,
+                {
+                    "pod": "t/b0",
+                    "reasons": {"Insufficient.cpu": 2},
+                    "message": "full",
+                    "position": 9,
+                },
+            ),
+        )
         deadline = time.monotonic() + 5
         while "t/b0" not in d._reclaiming:  # planned, checked, not sent
             assert time.monotonic() < deadline, d.totals.as_dict()
@@ -529,7 +690,8 @@ async def test_up_reclaims_for_a_starved_queue_and_the_audit_passes(tmp_path):
     topics = TopicNames()
     records = [record_for_event(e, topics, "test") for e in events]
     summary = await asyncio.wait_for(
-        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60)
+        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60
+    )
     assert summary["dispatch"]["reclaims"] >= 2
     es = open_store(url)
     await es.connect()
@@ -538,8 +700,11 @@ async def test_up_reclaims_for_a_starved_queue_and_the_audit_passes(tmp_path):
         q = st.summary()["queues"]
         assert q["a"]["Running"] == 2 and q["b"]["Running"] == 2
         assert q["a"]["share"] == 1.0 and q["b"]["share"] == 1.0
-        evicted = [orjson.loads(r.payload) for r in await es.read(0, 10_000)
-                   if r.type == ev_types.POD_EVICTED]
+        evicted = [
+            orjson.loads(r.payload)
+            for r in await es.read(0, 10_000)
+            if r.type == ev_types.POD_EVICTED
+        ]
         assert len(evicted) == 2 and all(e["data"]["pod"].startswith("t/a") for e in evicted)
         assert {e["data"]["reason"] for e in evicted} == {"Reclaimed"}
         report = await audit_store(es)
@@ -561,13 +726,18 @@ async def test_up_seed_example_priority_100_queue_takes_the_cluster_from_priorit
     from esched.services.up import Up, UpConfig
 
     url = f"sqlite:///{tmp_path / 'p.sqlite'}"
-    events = [node("n1", "2"), node("n2", "2"), queue("a", priority=100, weight=1),
-              queue("b", priority=50, weight=10)]
+    events = [
+        node("n1", "2"),
+        node("n2", "2"),
+        queue("a", priority=100, weight=1),
+        queue("b", priority=50, weight=10),
+    ]
     events += [running(f"b{i}", f"n{1 + i // 2}", "b") for i in range(4)]
     events += [qpod(f"a{i}", queue="a") for i in range(4)]
     records = [record_for_event(e, TopicNames(), "test") for e in events]
     summary = await asyncio.wait_for(
-        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60)
+        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60
+    )
     assert summary["dispatch"]["reclaims"] == 4
     es = open_store(url)
     await es.connect()
@@ -598,7 +768,8 @@ async def test_up_seed_example_weights_two_to_one_give_two_thirds_and_one_third(
     events += [qpod(f"{q}{i}", queue=q) for i in range(40) for q in ("d", "c")]
     records = [record_for_event(e, TopicNames(), "test") for e in events]
     await asyncio.wait_for(
-        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 90)
+        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 90
+    )
     es = open_store(url)
     await es.connect()
     try:
@@ -616,25 +787,45 @@ async def test_commit_checks_a_reclaim_by_the_queues_rule(store: EventStore):
     from esched.services.commit import RECLAIM_ILLEGAL, CommitService
 
     # Fair shares (cpu): keep 1 (its demand), a and b 1.5 each; a holds 3.
-    await append_events(store, node("n1", "3"), node("n2", "1"), queue("a"),
-                        queue("keep", reclaimable=False),
-                        *(running(f"a{i}", "n1", "a") for i in range(3)),
-                        running("k0", "n2", "keep"),
-                        queue("b"), qpod("b0", queue="b"), qpod("b1", queue="b"))
+    await append_events(
+        store,
+        node("n1", "3"),
+        node("n2", "1"),
+        queue("a"),
+        queue("keep", reclaimable=False),
+        *(running(f"a{i}", "n1", "a") for i in range(3)),
+        running("k0", "n2", "keep"),
+        queue("b"),
+        qpod("b0", queue="b"),
+        qpod("b1", queue="b"),
+    )
 
     def reclaim(pid: str, pod: str, victims: list[tuple[str, str]], where: str) -> dict:
-        return {"proposal": pid, "replica": "dispatch", "position": 1, "gang": None,
-                "reclaim": True,
-                "bindings": [{"pod": f"t/{pod}", "node": where,
-                              "resources": {"cpu": 1000, "memory": GIB, "pods": 1}}],
-                "victims": [{"pod": f"t/{v}", "node": n} for v, n in victims]}
+        return {
+            "proposal": pid,
+            "replica": "dispatch",
+            "position": 1,
+            "gang": None,
+            "reclaim": True,
+            "bindings": [
+                {
+                    "pod": f"t/{pod}",
+                    "node": where,
+                    "resources": {"cpu": 1000, "memory": GIB, "pods": 1},
+                }
+            ],
+            "victims": [{"pod": f"t/{v}", "node": n} for v, n in victims],
+        }
 
     service = CommitService(store)
     try:
         # Not reclaimable; and two victims of a would take it below its fair share.
-        d1, d2 = await service.decide([reclaim("r1", "b0", [("k0", "n2")], "n2"),
-                                       reclaim("r2", "b0", [("a0", "n1"), ("a1", "n1")],
-                                               "n1")])
+        d1, d2 = await service.decide(
+            [
+                reclaim("r1", "b0", [("k0", "n2")], "n2"),
+                reclaim("r2", "b0", [("a0", "n1"), ("a1", "n1")], "n1"),
+            ]
+        )
         assert d1["data"]["reason"] == RECLAIM_ILLEGAL
         assert "not reclaimable" in d1["data"]["message"]
         assert d2["data"]["reason"] == RECLAIM_ILLEGAL and "fair share" in d2["data"]["message"]
@@ -649,21 +840,29 @@ async def test_commit_checks_a_reclaim_by_the_queues_rule(store: EventStore):
     finally:
         await service.stop()
     from esched.services.audit import audit_store
+
     report = await audit_store(store)
     assert report["ok"], report["violations"]
 
 
-async def test_reclaim_over_kafka_and_postgresql(pg_store: EventStore, kafka_bootstrap: str,
-                                                 topic_prefix: str):
+async def test_reclaim_over_kafka_and_postgresql(
+    pg_store: EventStore, kafka_bootstrap: str, topic_prefix: str
+):
     """The dispatcher's reclaim proposal travels on the proposals topic of a real broker
     to the commit service, which commits the eviction and the binding in PostgreSQL."""
     from esched.services.bus import open_bus
     from esched.services.commit import CommitService
     from esched.services.replay import fold_log
 
-    await append_events(pg_store, node("n1", "2"), queue("a"), queue("b"),
-                        running("a0", "n1", "a"), running("a1", "n1", "a"),
-                        qpod("b0", queue="b"))
+    await append_events(
+        pg_store,
+        node("n1", "2"),
+        queue("a"),
+        queue("b"),
+        running("a0", "n1", "a"),
+        running("a1", "n1", "a"),
+        qpod("b0", queue="b"),
+    )
     bus = open_bus(kafka_bootstrap, topic_prefix)
     commit = CommitService(pg_store, bus)
     d = Dispatcher(pg_store, bus, config=DispatchConfig(tick=0.05, reclaim_interval=0.1))
@@ -676,9 +875,19 @@ async def test_reclaim_over_kafka_and_postgresql(pg_store: EventStore, kafka_boo
             assert time.monotonic() < deadline
             await asyncio.sleep(0.05)
         # What a replica reports when b0 fits nowhere (there is none in this test).
-        await append_events(pg_store, ev("u-b0", ev_types.POD_UNSCHEDULABLE, {
-            "pod": "t/b0", "reasons": {"Insufficient.cpu": 1}, "message": "full",
-            "position": 6}))
+        await append_events(
+            pg_store,
+            ev(
+                "u-b0",
+                ev_types.POD_UNSCHEDULABLE,
+                {
+                    "pod": "t/b0",
+                    "reasons": {"Insufficient.cpu": 1},
+                    "message": "full",
+                    "position": 6,
+                },
+            ),
+        )
         while True:
             st = await fold_log(pg_store)
             if st.pod("t/b0")["phase"] == "Running":
@@ -697,31 +906,53 @@ async def test_reclaim_over_kafka_and_postgresql(pg_store: EventStore, kafka_boo
 async def test_commit_takes_a_gang_reclaim_whole_or_not_at_all(store: EventStore):
     from esched.services.commit import RECLAIM_ILLEGAL, CommitService
 
-    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
-        "metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 2,
-                                                                     "queue": "b"}})
-    await append_events(store, node("n1", "2"), node("n2", "2"), queue("a"), queue("b"),
-                        *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
-                        pg, qpod("g0", gang="g"), qpod("g1", gang="g"))
+    pg = ev(
+        "pg-g",
+        ev_types.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 2, "queue": "b"}},
+    )
+    await append_events(
+        store,
+        node("n1", "2"),
+        node("n2", "2"),
+        queue("a"),
+        queue("b"),
+        *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
+        pg,
+        qpod("g0", gang="g"),
+        qpod("g1", gang="g"),
+    )
 
     def reclaim(pid: str, binds: list[tuple[str, str]], victims: list[tuple[str, str]]):
-        return {"proposal": pid, "replica": "dispatch", "position": 1, "gang": "t/g",
-                "reclaim": True,
-                "bindings": [{"pod": f"t/{p}", "node": n,
-                              "resources": {"cpu": 1000, "memory": GIB, "pods": 1}}
-                             for p, n in binds],
-                "victims": [{"pod": f"t/{v}", "node": n} for v, n in victims]}
+        return {
+            "proposal": pid,
+            "replica": "dispatch",
+            "position": 1,
+            "gang": "t/g",
+            "reclaim": True,
+            "bindings": [
+                {"pod": f"t/{p}", "node": n, "resources": {"cpu": 1000, "memory": GIB, "pods": 1}}
+                for p, n in binds
+            ],
+            "victims": [{"pod": f"t/{v}", "node": n} for v, n in victims],
+        }
 
     service = CommitService(store)
     try:
         # Three victims would take a below its fair share (2 CPUs): nothing happens.
-        [d] = await service.decide([reclaim("r1", [("g0", "n1"), ("g1", "n2")],
-                                            [("a0", "n1"), ("a2", "n2"), ("a3", "n2")])])
+        [d] = await service.decide(
+            [
+                reclaim(
+                    "r1", [("g0", "n1"), ("g1", "n2")], [("a0", "n1"), ("a2", "n2"), ("a3", "n2")]
+                )
+            ]
+        )
         assert d["data"]["reason"] == RECLAIM_ILLEGAL
         assert service.state.pod("t/a0")["phase"] == "Running"
         # Both members with one victim each: one transaction, evictions then bindings.
-        [d] = await service.decide([reclaim("r2", [("g0", "n1"), ("g1", "n2")],
-                                            [("a0", "n1"), ("a2", "n2")])])
+        [d] = await service.decide(
+            [reclaim("r2", [("g0", "n1"), ("g1", "n2")], [("a0", "n1"), ("a2", "n2")])]
+        )
         assert d["type"] == ev_types.PLACEMENT_COMMITTED, d["data"]
         st = service.state
         assert st.pod("t/g0")["node"] == "n1" and st.pod("t/g1")["node"] == "n2"
@@ -733,6 +964,7 @@ async def test_commit_takes_a_gang_reclaim_whole_or_not_at_all(store: EventStore
     assert types == [ev_types.POD_EVICTED, ev_types.POD_EVICTED, ev_types.PLACEMENT_COMMITTED]
     assert {r["data"]["by"] for r in rows[-3:-1]} == {"t/g"}
     from esched.services.audit import audit_store
+
     report = await audit_store(store)
     assert report["ok"], report["violations"]
 
@@ -748,9 +980,11 @@ async def test_up_reclaims_for_a_starved_queues_gang_and_the_audit_passes(tmp_pa
     from esched.services.up import Up, UpConfig
 
     url = f"sqlite:///{tmp_path / 'g.sqlite'}"
-    pg = ev("pg-g", ev_types.PODGROUP_SUBMITTED, {
-        "metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 2,
-                                                                     "queue": "b"}})
+    pg = ev(
+        "pg-g",
+        ev_types.PODGROUP_SUBMITTED,
+        {"metadata": {"name": "g", "namespace": NAMESPACE}, "spec": {"minMember": 2, "queue": "b"}},
+    )
     events = [node("n1", "2"), node("n2", "2"), queue("a"), queue("b")]
     for i, prio in enumerate((40, 10, 30, 20)):
         e = running(f"a{i}", f"n{1 + i // 2}", "a")
@@ -760,7 +994,8 @@ async def test_up_reclaims_for_a_starved_queues_gang_and_the_audit_passes(tmp_pa
     topics = TopicNames()
     records = [record_for_event(e, topics, "test") for e in events]
     summary = await asyncio.wait_for(
-        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60)
+        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60
+    )
     assert summary["dispatch"]["reclaims"] >= 1
     es = open_store(url)
     await es.connect()
@@ -772,8 +1007,11 @@ async def test_up_reclaims_for_a_starved_queues_gang_and_the_audit_passes(tmp_pa
         rows = [orjson.loads(r.payload) for r in await es.read(0, 10_000)]
         evicted = [e["data"]["pod"] for e in rows if e["type"] == ev_types.POD_EVICTED]
         assert sorted(evicted) == ["t/a1", "t/a3"]  # the lowest priority on each node
-        (gang_commit,) = [e for e in rows if e["type"] == ev_types.PLACEMENT_COMMITTED
-                          and e["data"].get("gang") == "t/g"]
+        (gang_commit,) = [
+            e
+            for e in rows
+            if e["type"] == ev_types.PLACEMENT_COMMITTED and e["data"].get("gang") == "t/g"
+        ]
         assert gang_commit["data"]["reclaim"] is True
         assert len(gang_commit["data"]["bindings"]) == 2
         report = await audit_store(es)
@@ -789,17 +1027,31 @@ async def test_commit_rejects_bindings_over_a_queue_capability(store: EventStore
     from esched.services.commit import QUEUE_CAPABILITY, CommitService
 
     # q (capability 2 CPUs) under parent p (capability 3 CPUs); sibling s uncapped.
-    await append_events(store, node("n1", "8"), queue("p", capability={"cpu": "3"}),
-                        queue("q", parent="root.p", capability={"cpu": "2"}),
-                        queue("s", parent="p"),
-                        running("q0", "n1", "q"),
-                        *(qpod(f"q{i}", queue="q") for i in (1, 2)),
-                        *(qpod(f"s{i}", queue="s") for i in (0, 1)))
+    await append_events(
+        store,
+        node("n1", "8"),
+        queue("p", capability={"cpu": "3"}),
+        queue("q", parent="root.p", capability={"cpu": "2"}),
+        queue("s", parent="p"),
+        running("q0", "n1", "q"),
+        *(qpod(f"q{i}", queue="q") for i in (1, 2)),
+        *(qpod(f"s{i}", queue="s") for i in (0, 1)),
+    )
 
     def one(pid: str, pod: str) -> dict:
-        return {"proposal": pid, "replica": "r1", "position": 1, "gang": None,
-                "bindings": [{"pod": f"t/{pod}", "node": "n1",
-                              "resources": {"cpu": 1000, "memory": GIB, "pods": 1}}]}
+        return {
+            "proposal": pid,
+            "replica": "r1",
+            "position": 1,
+            "gang": None,
+            "bindings": [
+                {
+                    "pod": f"t/{pod}",
+                    "node": "n1",
+                    "resources": {"cpu": 1000, "memory": GIB, "pods": 1},
+                }
+            ],
+        }
 
     service = CommitService(store)
     try:
@@ -816,5 +1068,6 @@ async def test_commit_rejects_bindings_over_a_queue_capability(store: EventStore
     finally:
         await service.stop()
     from esched.services.audit import audit_store
+
     report = await audit_store(store)
     assert report["ok"], report["violations"]

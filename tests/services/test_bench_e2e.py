@@ -15,12 +15,35 @@ pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
 
 def test_bench_e2e_reports_throughput_latency_and_conflicts(
-        pg_server: str, dev_broker: DevBroker, tmp_path) -> None:
-    result = subprocess.run([
-        str(Path(sys.executable).with_name("esched")), "bench", "e2e",
-        "--kafka", dev_broker.bootstrap, "--pg", pg_server, "--nodes", "200",
-        "--pods", "400", "--replicas", "2", "--latency-for", "2", "--rate", "200",
-        "--latency-seconds", "1", "--logdir", str(tmp_path)], capture_output=True, timeout=240)
+    pg_server: str, dev_broker: DevBroker, tmp_path
+) -> None:
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("esched")),
+            "bench",
+            "e2e",
+            "--kafka",
+            dev_broker.bootstrap,
+            "--pg",
+            pg_server,
+            "--nodes",
+            "200",
+            "--pods",
+            "400",
+            "--replicas",
+            "2",
+            "--latency-for",
+            "2",
+            "--rate",
+            "200",
+            "--latency-seconds",
+            "1",
+            "--logdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     out = orjson.loads(result.stdout)
     assert out["mode"] == "processes"
@@ -38,14 +61,35 @@ def test_bench_e2e_reports_throughput_latency_and_conflicts(
 
 @pytest.mark.scale
 def test_bench_restart_reports_the_restart_and_its_baseline(
-        pg_server: str, dev_broker: DevBroker, tmp_path) -> None:
-    result = subprocess.run([
-        str(Path(sys.executable).with_name("esched")), "bench", "restart",
-        "--kafka", dev_broker.bootstrap, "--pg", pg_server, "--nodes", "300", "--pending", "50",
-        "--logdir", str(tmp_path)], capture_output=True, timeout=300)
+    pg_server: str, dev_broker: DevBroker, tmp_path
+) -> None:
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("esched")),
+            "bench",
+            "restart",
+            "--kafka",
+            dev_broker.bootstrap,
+            "--pg",
+            pg_server,
+            "--nodes",
+            "300",
+            "--pending",
+            "50",
+            "--logdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     out = orjson.loads(result.stdout)
     assert out["running_pods"] > 0 and out["nodes"] == 300
-    for key in ("first_start_s", "restart_after_sigterm_s", "restart_after_sigkill_s",
-                "baseline_fold_from_zero_s", "fold_from_snapshot_s"):
+    for key in (
+        "first_start_s",
+        "restart_after_sigterm_s",
+        "restart_after_sigkill_s",
+        "baseline_fold_from_zero_s",
+        "fold_from_snapshot_s",
+    ):
         assert out[key] > 0, key

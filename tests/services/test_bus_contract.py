@@ -16,8 +16,11 @@ def bus(request, topic_prefix) -> Bus:
     if request.param == "memory":
         return open_bus(None, topic_prefix)
     # A short session timeout: the redelivery test waits for the group to drop a member.
-    return KafkaBus(request.getfixturevalue("kafka_bootstrap"), TopicNames(topic_prefix),
-                    session_timeout_ms=3000)
+    return KafkaBus(
+        request.getfixturevalue("kafka_bootstrap"),
+        TopicNames(topic_prefix),
+        session_timeout_ms=3000,
+    )
 
 
 async def _drain(consumer, want: int):
@@ -109,12 +112,14 @@ async def test_an_exclusive_consumer_reads_every_partition_from_the_committed_of
     again = await _drain(second, len(last))
     await second.stop()
     assert len(again) == len(last)
-    assert {(m.topic, m.partition, m.offset) for m in again} == \
-        {(t, p, o) for (t, p), o in last.items()}
+    assert {(m.topic, m.partition, m.offset) for m in again} == {
+        (t, p, o) for (t, p), o in last.items()
+    }
 
 
 async def test_a_large_send_keeps_each_keys_order_on_the_default_partitioners_partition(
-        kafka_bootstrap, topic_prefix):
+    kafka_bootstrap, topic_prefix
+):
     # From BATCH_MIN_RECORDS on, send_many builds one record batch per partition itself:
     # the same partitions as aiokafka's own send (murmur2, as the Java client), and the
     # order of each key's records kept.
@@ -141,9 +146,11 @@ async def test_a_large_send_keeps_each_keys_order_on_the_default_partitioners_pa
 
 
 async def test_a_kafka_consumer_fetches_with_the_longer_wait_while_records_keep_coming(
-        kafka_bootstrap, topic_prefix):
-    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), fetch_max_wait_ms=20,
-                   fetch_max_wait_busy_ms=40)
+    kafka_bootstrap, topic_prefix
+):
+    bus = KafkaBus(
+        kafka_bootstrap, TopicNames(topic_prefix), fetch_max_wait_ms=20, fetch_max_wait_busy_ms=40
+    )
     await bus.ensure_topics(partitions=1)
     consumer = bus.consumer([bus.topics.pods], "g")
     await consumer.start()

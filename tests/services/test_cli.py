@@ -14,19 +14,30 @@ from esched.services.store import NewEvent, open_store
 
 
 def ev(i: int, type_: str, data: dict) -> dict:
-    return {"specversion": "1.0", "id": f"e{i}", "source": "test", "type": type_,
-            "time": "2026-11-22T00:00:00Z", "data": data}
+    return {
+        "specversion": "1.0",
+        "id": f"e{i}",
+        "source": "test",
+        "type": type_,
+        "time": "2026-11-22T00:00:00Z",
+        "data": data,
+    }
 
 
 def node(name: str, cpu: str, mem: str) -> dict:
-    return {"metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu, "memory": mem,
-                                                                   "pods": "110"}}}
+    return {
+        "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": cpu, "memory": mem, "pods": "110"}},
+    }
 
 
 def pod(name: str, cpu: str = "500m", mem: str = "1Gi") -> dict:
-    return {"metadata": {"name": name, "namespace": "ns"},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu,
-                                                                             "memory": mem}}}]}}
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": mem}}}]
+        },
+    }
 
 
 LOG = [
@@ -35,12 +46,28 @@ LOG = [
     ev(3, "esched.pod.submitted", pod("a")),
     ev(4, "esched.pod.submitted", pod("b")),
     ev(5, "esched.pod.submitted", pod("c")),
-    ev(6, "esched.placement.committed", {
-        "proposal": "p1", "replica": "r1", "position": 5, "gang": None,
-        "bindings": [{"pod": "ns/a", "node": "n1",
-                      "resources": {"cpu": 500, "memory": 2**30, "pods": 1}},
-                     {"pod": "ns/b", "node": "n2",
-                      "resources": {"cpu": 500, "memory": 2**30, "pods": 1}}]}),
+    ev(
+        6,
+        "esched.placement.committed",
+        {
+            "proposal": "p1",
+            "replica": "r1",
+            "position": 5,
+            "gang": None,
+            "bindings": [
+                {
+                    "pod": "ns/a",
+                    "node": "n1",
+                    "resources": {"cpu": 500, "memory": 2**30, "pods": 1},
+                },
+                {
+                    "pod": "ns/b",
+                    "node": "n2",
+                    "resources": {"cpu": 500, "memory": 2**30, "pods": 1},
+                },
+            ],
+        },
+    ),
     ev(7, "esched.pod.succeeded", {"metadata": {"name": "b", "namespace": "ns"}}),
 ]
 
@@ -51,8 +78,16 @@ def append_internal(store_url: str, event: dict) -> None:
     async def main() -> None:
         store = open_store(store_url)
         await store.connect()
-        await store.append([NewEvent(id=event["id"], type=event["type"],
-                                     stream=stream_of(event), payload=orjson.dumps(event))])
+        await store.append(
+            [
+                NewEvent(
+                    id=event["id"],
+                    type=event["type"],
+                    stream=stream_of(event),
+                    payload=orjson.dumps(event),
+                )
+            ]
+        )
         await store.close()
 
     asyncio.run(main())
@@ -71,11 +106,22 @@ def events_file(tmp_path):
 
 def ingest_whole_log(runner, store: str, tmp_path, events_file) -> dict:
     dead = str(tmp_path / "dead.jsonl")
-    summary = orjson.loads(invoke(runner, "ingest", "--store", store, "--input", events_file,
-                                  "--deadletter-file", dead).stdout)
+    summary = orjson.loads(
+        invoke(
+            runner, "ingest", "--store", store, "--input", events_file, "--deadletter-file", dead
+        ).stdout
+    )
     append_internal(store, LOG[5])
-    invoke(runner, "ingest", "--store", store, "--input",
-           write_jsonl(tmp_path / "later.jsonl", LOG[6:]), "--deadletter-file", dead)
+    invoke(
+        runner,
+        "ingest",
+        "--store",
+        store,
+        "--input",
+        write_jsonl(tmp_path / "later.jsonl", LOG[6:]),
+        "--deadletter-file",
+        dead,
+    )
     return summary
 
 
@@ -90,9 +136,21 @@ def invoke(runner: CliRunner, *args: str, code: int = 0):
     return result
 
 
-@pytest.mark.parametrize("command", [[], ["ingest"], ["publish"], ["replay"], ["store"],
-                                     ["store", "migrate"], ["bench"], ["commit"], ["audit"],
-                                     ["bench", "validate"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["ingest"],
+        ["publish"],
+        ["replay"],
+        ["store"],
+        ["store", "migrate"],
+        ["bench"],
+        ["commit"],
+        ["audit"],
+        ["bench", "validate"],
+    ],
+)
 def test_every_command_documents_itself(runner, command):
     out = invoke(runner, *command, "--help").output
     assert "Usage: " in out and "--help" in out
@@ -126,8 +184,11 @@ def test_ingesting_the_same_file_twice_stores_nothing_new(runner, tmp_path, even
     store = f"sqlite:///{tmp_path}/es.sqlite"
     dead = str(tmp_path / "dead.jsonl")
     invoke(runner, "ingest", "--store", store, "--input", events_file, "--deadletter-file", dead)
-    again = orjson.loads(invoke(runner, "ingest", "--store", store, "--input", events_file,
-                                "--deadletter-file", dead).stdout)
+    again = orjson.loads(
+        invoke(
+            runner, "ingest", "--store", store, "--input", events_file, "--deadletter-file", dead
+        ).stdout
+    )
     assert again["stored"] == 0 and again["duplicates"] == 5
     assert again["head"] == 5
 
@@ -161,8 +222,16 @@ def test_config_file_supplies_defaults_and_flags_win(runner, tmp_path, events_fi
     store = f"sqlite:///{tmp_path}/from-config.sqlite"
     cfg = tmp_path / "esched.yaml"
     cfg.write_text(f"store: {store}\nreplay:\n  output-format: table\n")
-    invoke(runner, "--config", str(cfg), "ingest", "--input", events_file,
-           "--deadletter-file", str(tmp_path / "d"))
+    invoke(
+        runner,
+        "--config",
+        str(cfg),
+        "ingest",
+        "--input",
+        events_file,
+        "--deadletter-file",
+        str(tmp_path / "d"),
+    )
     assert "position  5" in invoke(runner, "--config", str(cfg), "replay").stdout
     as_json = invoke(runner, "--config", str(cfg), "replay", "--format", "json").stdout
     assert orjson.loads(as_json)["position"] == 5
@@ -182,8 +251,9 @@ def test_ingest_without_any_input_explains_what_to_give(runner, monkeypatch):
 
 
 @pytest.mark.kafka
-def test_publish_manifests_then_ingest_from_kafka(runner, tmp_path, kafka_bootstrap,
-                                                   topic_prefix, pg_url):
+def test_publish_manifests_then_ingest_from_kafka(
+    runner, tmp_path, kafka_bootstrap, topic_prefix, pg_url
+):
     manifest = tmp_path / "cluster.yaml"
     manifest.write_text("""
 apiVersion: v1
@@ -202,8 +272,9 @@ spec:
     common = ["--kafka", kafka_bootstrap, "--topic-prefix", topic_prefix]
     sent = orjson.loads(invoke(runner, "publish", *common, str(manifest)).stdout)
     assert sent["sent"] == 2
-    summary = orjson.loads(invoke(runner, "ingest", *common, "--store", pg_url,
-                                  "--exit-when-idle").stdout)
+    summary = orjson.loads(
+        invoke(runner, "ingest", *common, "--store", pg_url, "--exit-when-idle").stdout
+    )
     assert summary["stored"] == 2
     state = orjson.loads(invoke(runner, "replay", "--store", pg_url).stdout)
     assert state["nodes"]["allocatable"]["cpu"] == 16000
@@ -211,13 +282,19 @@ spec:
 
 
 @pytest.mark.kafka
-def test_publish_refuses_an_invalid_file_and_sends_nothing(runner, tmp_path, kafka_bootstrap,
-                                                          topic_prefix):
+def test_publish_refuses_an_invalid_file_and_sends_nothing(
+    runner, tmp_path, kafka_bootstrap, topic_prefix
+):
     bad = tmp_path / "bad.jsonl"
-    bad.write_bytes(orjson.dumps(LOG[0]) + b"\n" + orjson.dumps(
-        ev(9, "esched.pod.submitted", pod("x", cpu="lots"))) + b"\n")
-    result = runner.invoke(cli, ["publish", "--kafka", kafka_bootstrap, "--topic-prefix",
-                                 topic_prefix, str(bad)])
+    bad.write_bytes(
+        orjson.dumps(LOG[0])
+        + b"\n"
+        + orjson.dumps(ev(9, "esched.pod.submitted", pod("x", cpu="lots")))
+        + b"\n"
+    )
+    result = runner.invoke(
+        cli, ["publish", "--kafka", kafka_bootstrap, "--topic-prefix", topic_prefix, str(bad)]
+    )
     assert result.exit_code == EXIT_INVALID_INPUT
     assert "bad.jsonl:2" in result.output and "cpu" in result.output
 
@@ -227,13 +304,29 @@ def test_replay_at_a_time_shows_the_log_as_it_was_then(runner, tmp_path, events_
     from datetime import UTC, datetime
 
     store = f"sqlite:///{tmp_path}/es.sqlite"
-    invoke(runner, "ingest", "--store", store, "--input", events_file,
-           "--deadletter-file", str(tmp_path / "d"))
+    invoke(
+        runner,
+        "ingest",
+        "--store",
+        store,
+        "--input",
+        events_file,
+        "--deadletter-file",
+        str(tmp_path / "d"),
+    )
     time.sleep(0.05)
     between = datetime.now(UTC).isoformat()
     time.sleep(0.05)
-    invoke(runner, "ingest", "--store", store, "--input",
-           write_jsonl(tmp_path / "later.jsonl", LOG[6:]), "--deadletter-file", str(tmp_path / "d"))
+    invoke(
+        runner,
+        "ingest",
+        "--store",
+        store,
+        "--input",
+        write_jsonl(tmp_path / "later.jsonl", LOG[6:]),
+        "--deadletter-file",
+        str(tmp_path / "d"),
+    )
     then = orjson.loads(invoke(runner, "replay", "--store", store, "--at", between).stdout)
     now = orjson.loads(invoke(runner, "replay", "--store", store).stdout)
     assert then["position"] == 5 and now["position"] == 6
@@ -249,7 +342,15 @@ def test_ingest_counts_outcomes_in_prometheus_metrics(runner, tmp_path, events_f
 
     stored = sample("esched_ingest_events_total", outcome="stored")
     dead = sample("esched_deadletter_total", service="ingest", reason="not_json")
-    invoke(runner, "ingest", "--store", f"sqlite:///{tmp_path}/m.sqlite", "--input",
-           events_file, "--deadletter-file", str(tmp_path / "d"))
+    invoke(
+        runner,
+        "ingest",
+        "--store",
+        f"sqlite:///{tmp_path}/m.sqlite",
+        "--input",
+        events_file,
+        "--deadletter-file",
+        str(tmp_path / "d"),
+    )
     assert sample("esched_ingest_events_total", outcome="stored") - stored == 5
     assert sample("esched_deadletter_total", service="ingest", reason="not_json") - dead == 1

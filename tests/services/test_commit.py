@@ -62,8 +62,10 @@ async def test_concurrent_first_calls_take_over_once(store):
     await append_events(store, node("n1", cpu="4"), pod("a"), pod("b"))
     service = CommitService(store)
     # Two replicas' first proposals arrive together: one takeover, both decided.
-    first, second = await asyncio.gather(service.decide([proposal("p1", [("a", "n1")])]),
-                                         service.decide([proposal("p2", [("b", "n1")])]))
+    first, second = await asyncio.gather(
+        service.decide([proposal("p1", [("a", "n1")])]),
+        service.decide([proposal("p2", [("b", "n1")])]),
+    )
     assert kinds(first + second) == [("committed", None), ("committed", None)]
     assert service.state.node("n1")["allocated"]["cpu"] == 2000
     await service.stop()
@@ -74,8 +76,12 @@ async def test_two_replicas_racing_for_the_last_room_exactly_one_wins(store):
     service = CommitService(store)
     await service.decide([proposal("p0", [("a", "n1")])])  # 1 of 2 cpu left
     # Same batch: r1 and r2 both saw the room free and propose different pods.
-    decisions = await service.decide([proposal("r1-b", [("b", "n1")], replica="r1"),
-                                      proposal("r2-c", [("c", "n1")], replica="r2")])
+    decisions = await service.decide(
+        [
+            proposal("r1-b", [("b", "n1")], replica="r1"),
+            proposal("r2-c", [("c", "n1")], replica="r2"),
+        ]
+    )
     assert kinds(decisions) == [("committed", None), ("rejected", "insufficient_cpu")]
     # Separate batches: the later one meets the earlier one's decision in the log.
     await append_events(store, node("n2", cpu="1"))
@@ -84,8 +90,12 @@ async def test_two_replicas_racing_for_the_last_room_exactly_one_wins(store):
     assert kinds(first + second) == [("committed", None), ("rejected", "insufficient_cpu")]
     # Double placement: one pod proposed by two replicas, on different nodes.
     await append_events(store, node("n3", cpu="4"), node("n4", cpu="4"), pod("d"))
-    decisions = await service.decide([proposal("r1-d", [("d", "n3")], replica="r1"),
-                                      proposal("r2-d", [("d", "n4")], replica="r2")])
+    decisions = await service.decide(
+        [
+            proposal("r1-d", [("d", "n3")], replica="r1"),
+            proposal("r2-d", [("d", "n4")], replica="r2"),
+        ]
+    )
     assert kinds(decisions) == [("committed", None), ("rejected", "pod_not_pending")]
     again = await service.decide([proposal("r3-d", [("d", "n4")], replica="r3")])
     assert kinds(again) == [("rejected", "pod_not_pending")]
@@ -105,21 +115,32 @@ async def test_a_node_that_changed_since_the_replica_looked_is_fine_if_it_still_
     await service.decide([proposal("p-a", [("a", "n1")], position=seen)])
     version = service.state.node("n1")["version"]
     # The node changes after the replica looked: new labels, and more capacity.
-    await append_events(store, node("n1", cpu="5", labels={"zone": "z1"}, eid="n1-v2",
-                             type_="esched.node.updated"))
+    await append_events(
+        store, node("n1", cpu="5", labels={"zone": "z1"}, eid="n1-v2", type_="esched.node.updated")
+    )
     [d] = await service.decide([proposal("p-b", [("b", "n1")], position=seen)])
     assert d["type"] == "esched.placement.committed"  # no coarse per-node version check
     assert service.state.node("n1")["version"] > version + 1  # the update, then the binding
     # A change that does matter: an untolerated taint.
-    await append_events(store, node("n1", cpu="5", taints=[{"key": "k", "effect": "NoSchedule"}],
-                             eid="n1-v3", type_="esched.node.updated"))
+    await append_events(
+        store,
+        node(
+            "n1",
+            cpu="5",
+            taints=[{"key": "k", "effect": "NoSchedule"}],
+            eid="n1-v3",
+            type_="esched.node.updated",
+        ),
+    )
     [d] = await service.decide([proposal("p-c", [("c", "n1")], position=seen)])
     assert (d["data"]["reason"], "taint" in d["data"]["message"]) == ("constraint", True)
     # A node that is gone, and claims that are not the pod's requests.
-    await append_events(store, ev("rm-n1", "esched.node.removed", {"metadata": {"name": "n1"}}),
-                 node("n2", cpu="8"))
-    bad = await service.decide([proposal("p-c2", [("c", "n1")]),
-                                proposal("p-c3", [("c", "n2")], cpu=10)])
+    await append_events(
+        store, ev("rm-n1", "esched.node.removed", {"metadata": {"name": "n1"}}), node("n2", cpu="8")
+    )
+    bad = await service.decide(
+        [proposal("p-c2", [("c", "n1")]), proposal("p-c3", [("c", "n2")], cpu=10)]
+    )
     assert kinds(bad) == [("rejected", "node_gone"), ("rejected", "resources_mismatch")]
     await service.stop()
 
@@ -163,21 +184,33 @@ async def test_own_decisions_are_folded_from_memory_exactly_as_the_log_folds_the
     """After a head-checked append, the service folds its decisions (evictions,
     commits, rejections) from memory instead of reading them back; its state and
     fence are what a fold of the log gives."""
-    await append_events(store, node("n1", cpu="2"), node("n2", cpu="4"), pod("a"), pod("b"),
-                        pod("c", "3"), pod("v", "3", priority=0, node_name="n2"),
-                        pod("p", "2", priority=1000))  # prod preempts best-effort
+    await append_events(
+        store,
+        node("n1", cpu="2"),
+        node("n2", cpu="4"),
+        pod("a"),
+        pod("b"),
+        pod("c", "3"),
+        pod("v", "3", priority=0, node_name="n2"),
+        pod("p", "2", priority=1000),
+    )  # prod preempts best-effort
     counting = ReadCountingStore(store)
     service = CommitService(counting)
     await service.decide([proposal("warm", [("a", "n1")])])  # takes the lease, folds the log
     head = await store.head()
     counting.read_positions.clear()
-    decisions = await service.decide([
-        proposal("p-b", [("b", "n1")]),
-        proposal("p-c", [("c", "n1")], cpu=3000),  # no room left on n1
-        proposal("p-p", [("p", "n2")], cpu=2000, victims=[("v", "n2")]),
-    ])
-    assert kinds(decisions) == [("committed", None), ("rejected", "insufficient_cpu"),
-                                ("committed", None)]
+    decisions = await service.decide(
+        [
+            proposal("p-b", [("b", "n1")]),
+            proposal("p-c", [("c", "n1")], cpu=3000),  # no room left on n1
+            proposal("p-p", [("p", "n2")], cpu=2000, victims=[("v", "n2")]),
+        ]
+    )
+    assert kinds(decisions) == [
+        ("committed", None),
+        ("rejected", "insufficient_cpu"),
+        ("committed", None),
+    ]
     assert not [p for p in counting.read_positions if p > head]  # nothing read back
     folded = await fold_log(store, use_snapshot=False)
     assert service.state.position == folded.position == head + 4  # eviction + 3 decisions
@@ -197,21 +230,24 @@ async def test_own_decisions_are_folded_from_memory_exactly_as_the_log_folds_the
 
 
 async def test_an_external_event_before_the_append_is_validated_against(store):
-    await append_events(store, node("n1", cpu="2"), node("n2", cpu="4"), pod("a"), pod("b"),
-                 pod("c"), pod("x"))
+    await append_events(
+        store, node("n1", cpu="2"), node("n2", cpu="4"), pod("a"), pod("b"), pod("c"), pod("x")
+    )
     racing = InterleavingStore(store)
     service = CommitService(racing)
     await service.decide([proposal("p0", [("x", "n2")])])
     # n1 shrinks to 1 cpu (ingest) after the service validated "a" and "b" on it.
     racing.external.append([node("n1", cpu="1", eid="n1-v2", type_="esched.node.updated")])
-    decisions = await service.decide([proposal("p-a", [("a", "n1")]),
-                                      proposal("p-b", [("b", "n1")])])
+    decisions = await service.decide(
+        [proposal("p-a", [("a", "n1")]), proposal("p-b", [("b", "n1")])]
+    )
     assert kinds(decisions) == [("committed", None), ("rejected", "insufficient_cpu")]
     # A competing binding of the pod (another writer's decision is a foreign one,
     # so here: the pod is deleted) and then the node removed, one after the other.
-    racing.external += [[ev("del-c", "esched.pod.deleted", {"metadata": {"name": "c",
-                                                                          "namespace": "t"}})],
-                        [ev("rm-n2", "esched.node.removed", {"metadata": {"name": "n2"}})]]
+    racing.external += [
+        [ev("del-c", "esched.pod.deleted", {"metadata": {"name": "c", "namespace": "t"}})],
+        [ev("rm-n2", "esched.node.removed", {"metadata": {"name": "n2"}})],
+    ]
     [d] = await service.decide([proposal("p-c", [("c", "n2")])])
     assert kinds([d]) == [("rejected", "pod_unknown")]
     assert not racing.external and all(h is not None for h in racing.head_checks)
@@ -236,8 +272,11 @@ async def test_new_pods_before_the_append_do_not_cost_a_revalidation(store, monk
     service = CommitService(racing)
     validated = []
     real = commit.CommitService._validate
-    monkeypatch.setattr(commit.CommitService, "_validate",
-                        lambda self, items: validated.append(len(items)) or real(self, items))
+    monkeypatch.setattr(
+        commit.CommitService,
+        "_validate",
+        lambda self, items: validated.append(len(items)) or real(self, items),
+    )
     unaffected = metrics.COMMIT_HEAD_CONFLICTS.labels("unaffected")._value.get()
     racing.external.append([pod("new1"), pod("new2")])
     decisions = await service.decide([proposal("p-a", [("a", "n1")])])
@@ -255,15 +294,18 @@ async def test_new_pods_before_the_append_do_not_cost_a_revalidation(store, monk
 
 
 async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(
-        store, monkeypatch, caplog):
+    store, monkeypatch, caplog
+):
     from esched.services import commit, metrics
 
     monkeypatch.setattr(commit, "_HEAD_ATTEMPTS", 1)
     await append_events(store, node("n1", cpu="4"), pod("a"))
     racing = InterleavingStore(store)
     service = CommitService(racing)
-    racing.external += [[node("n1", cpu="3", eid="n1-v2", type_="esched.node.updated")],
-                        [node("n1", cpu="2", eid="n1-v3", type_="esched.node.updated")]]
+    racing.external += [
+        [node("n1", cpu="3", eid="n1-v2", type_="esched.node.updated")],
+        [node("n1", cpu="2", eid="n1-v3", type_="esched.node.updated")],
+    ]
     unchecked = metrics.COMMIT_HEAD_CONFLICTS.labels("unchecked")._value.get()
     [d] = await service.decide([proposal("p-a", [("a", "n1")])])
     assert kinds([d]) == [("committed", None)]  # still fits after both updates
@@ -274,12 +316,18 @@ async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(
 
 
 async def test_a_gang_is_all_or_nothing(store):
-    await append_events(store, podgroup("g", 3), node("n1", cpu="2"), node("n2", cpu="1"),
-                 *(pod(f"m{i}", gang="g") for i in range(4)))
+    await append_events(
+        store,
+        podgroup("g", 3),
+        node("n1", cpu="2"),
+        node("n2", cpu="1"),
+        *(pod(f"m{i}", gang="g") for i in range(4)),
+    )
     service = CommitService(store)
     # Three members, the third does not fit (n2 has 1 cpu, two proposed there).
-    [d] = await service.decide([proposal("g1", [("m0", "n1"), ("m1", "n2"), ("m2", "n2")],
-                                         gang="t/g")])
+    [d] = await service.decide(
+        [proposal("g1", [("m0", "n1"), ("m1", "n2"), ("m2", "n2")], gang="t/g")]
+    )
     assert (d["type"], d["data"]["reason"]) == ("esched.placement.rejected", "insufficient_cpu")
     assert d["data"]["pods"] == ["t/m0", "t/m1", "t/m2"]
     assert service.state.summary()["gangs"]["t/g"]["Running"] == 0  # nothing bound
@@ -290,8 +338,9 @@ async def test_a_gang_is_all_or_nothing(store):
     [d] = await service.decide([proposal("g2b", [("m0", "n1")])])
     assert d["data"]["reason"] == "gang_incomplete"
     # All three fit.
-    [d] = await service.decide([proposal("g3", [("m0", "n1"), ("m1", "n1"), ("m2", "n2")],
-                                         gang="t/g")])
+    [d] = await service.decide(
+        [proposal("g3", [("m0", "n1"), ("m1", "n1"), ("m2", "n2")], gang="t/g")]
+    )
     assert d["type"] == "esched.placement.committed"
     assert service.state.summary()["gangs"]["t/g"]["Running"] == 3
     # Once the gang runs at minMember, one more member may join alone... if it fits.
@@ -305,8 +354,13 @@ async def test_a_redelivered_proposal_gets_the_recorded_decision(store):
     service = CommitService(store)
     first = await service.decide([proposal("p1", [("a", "n1")]), proposal("p2", [("b", "n1")])])
     head = await store.head()
-    again = await service.decide([proposal("p2", [("b", "n1")]), proposal("p1", [("a", "n1")]),
-                                  proposal("p1", [("a", "n1")])])
+    again = await service.decide(
+        [
+            proposal("p2", [("b", "n1")]),
+            proposal("p1", [("a", "n1")]),
+            proposal("p1", [("a", "n1")]),
+        ]
+    )
     assert again == [first[1], first[0], first[0]]
     assert await store.head() == head
     assert service.totals.duplicates == 3
@@ -328,8 +382,7 @@ async def test_published_decisions_are_the_bytes_the_store_holds(store):
     service = CommitService(store, bus)
     await service.start()
     for key, pid, name in ((b"t/a", "m1", "a"), (b"t/b", "m2", "b")):
-        bus.append(bus.topics.proposals, key,
-                   orjson.dumps(envelope(proposal(pid, [(name, "n1")]))))
+        bus.append(bus.topics.proposals, key, orjson.dumps(envelope(proposal(pid, [(name, "n1")]))))
     await asyncio.wait_for(service.run(exit_when_idle=True, idle_polls=3), 30)
     # Redelivered: answered with the decision the log holds (encoded again).
     bus.append(bus.topics.proposals, b"t/a", orjson.dumps(envelope(proposal("m1", [("a", "n1")]))))
@@ -338,8 +391,11 @@ async def test_published_decisions_are_the_bytes_the_store_holds(store):
     stored = {e.id: e.payload for e in await store.read(0, 100) if e.stream == DECISIONS_STREAM}
     published = [m.value for m in bus.log(bus.topics.decisions)]
     assert published[:2] == [stored["decision-m1"], stored["decision-m2"]]
-    assert [orjson.loads(v)["id"] for v in published] == ["decision-m1", "decision-m2",
-                                                          "decision-m1"]
+    assert [orjson.loads(v)["id"] for v in published] == [
+        "decision-m1",
+        "decision-m2",
+        "decision-m1",
+    ]
     assert orjson.loads(published[2]) == orjson.loads(stored["decision-m1"])
 
 
@@ -386,8 +442,10 @@ async def test_the_next_batch_is_decided_while_the_previous_one_is_published(sto
     bus.gate.set()
     await service.stop()
     await run
-    assert [orjson.loads(m.value)["id"] for m in bus.log(bus.topics.decisions)] == \
-        ["decision-g1", "decision-g2"]
+    assert [orjson.loads(m.value)["id"] for m in bus.log(bus.topics.decisions)] == [
+        "decision-g1",
+        "decision-g2",
+    ]
     # Both batches' offsets were committed (after their decisions were published).
     assert bus._committed[("esched-commit", bus.topics.proposals)] == 2
 
@@ -463,10 +521,20 @@ class RacingStore:
         if self.race:
             self.race = False
             rival = decision_event(proposal("rival", [("b", "n1")]), Verdict(True), "rival")
-            version = len([e for e in await self.inner.read(0, 1000)
-                           if e.stream == DECISIONS_STREAM])
-            await self.inner.append([NewEvent(rival["id"], rival["type"], DECISIONS_STREAM,
-                                              orjson.dumps(rival), expected_version=version)])
+            version = len(
+                [e for e in await self.inner.read(0, 1000) if e.stream == DECISIONS_STREAM]
+            )
+            await self.inner.append(
+                [
+                    NewEvent(
+                        rival["id"],
+                        rival["type"],
+                        DECISIONS_STREAM,
+                        orjson.dumps(rival),
+                        expected_version=version,
+                    )
+                ]
+            )
         return await self.inner.append(events, **kwargs)
 
 
@@ -490,31 +558,40 @@ async def test_a_deposed_leader_is_fenced_and_steps_down(pg_store, pg_url):
     # A decision written by someone else between batches is noticed on catch-up too.
     await service.decide([proposal("p3", [("c", "n1")])])  # re-acquires, rebuilds
     rival = decision_event(proposal("rival2", [("c", "n1")]), Verdict(False, "x", "m"), "rival")
-    await pg_store.append([NewEvent(rival["id"], rival["type"], DECISIONS_STREAM,
-                                    orjson.dumps(rival))])
+    await pg_store.append(
+        [NewEvent(rival["id"], rival["type"], DECISIONS_STREAM, orjson.dumps(rival))]
+    )
     with pytest.raises(NotLeader, match="another commit service"):
         await service.decide([proposal("p4", [("b", "n1")])])
     await service.stop()
 
 
-async def test_proposals_from_kafka_become_published_decisions(pg_store, kafka_bootstrap,
-                                                               topic_prefix):
+async def test_proposals_from_kafka_become_published_decisions(
+    pg_store, kafka_bootstrap, topic_prefix
+):
     await append_events(pg_store, node("n1", cpu="1"), pod("a"), pod("b"))
     bus = open_bus(kafka_bootstrap, topic_prefix)
     service = CommitService(pg_store, bus)
     await service.start()
     producer = bus.producer()
     await producer.start()
-    await producer.send_many(bus.topics.proposals, [
-        (b"t/a", orjson.dumps(envelope(proposal("k1", [("a", "n1")])))),
-        (b"t/b", orjson.dumps(envelope(proposal("k2", [("b", "n1")])))),
-        (b"x", b"{not json"),
-        (b"t/a", orjson.dumps(envelope(proposal("k1", [("a", "n1")])))),  # redelivered
-    ])
+    await producer.send_many(
+        bus.topics.proposals,
+        [
+            (b"t/a", orjson.dumps(envelope(proposal("k1", [("a", "n1")])))),
+            (b"t/b", orjson.dumps(envelope(proposal("k2", [("b", "n1")])))),
+            (b"x", b"{not json"),
+            (b"t/a", orjson.dumps(envelope(proposal("k1", [("a", "n1")])))),  # redelivered
+        ],
+    )
     totals = await asyncio.wait_for(service.run(exit_when_idle=True, idle_polls=5), 30)
     await service.stop()
-    assert (totals.committed, totals.rejected, totals.duplicates, totals.deadlettered) == \
-        (1, 1, 1, 1)
+    assert (totals.committed, totals.rejected, totals.duplicates, totals.deadlettered) == (
+        1,
+        1,
+        1,
+        1,
+    )
 
     consumer = bus.consumer([bus.topics.decisions, bus.topics.deadletter], "checker")
     await consumer.start()
@@ -527,12 +604,15 @@ async def test_proposals_from_kafka_become_published_decisions(pg_store, kafka_b
     decisions = [orjson.loads(m.value) for m in got if m.topic == bus.topics.decisions]
     dead = [orjson.loads(m.value) for m in got if m.topic == bus.topics.deadletter]
     assert sorted((d["id"], d["type"]) for d in decisions) == [
-        ("decision-k1", "esched.placement.committed"), ("decision-k1",
-                                                        "esched.placement.committed"),
-        ("decision-k2", "esched.placement.rejected")]
+        ("decision-k1", "esched.placement.committed"),
+        ("decision-k1", "esched.placement.committed"),
+        ("decision-k2", "esched.placement.rejected"),
+    ]
     assert [d["reason"] for d in dead] == ["not_json"] and dead[0]["service"] == "commit"
-    assert [e.id for e in await pg_store.read(0, 100) if e.stream == DECISIONS_STREAM] == \
-        ["decision-k1", "decision-k2"]
+    assert [e.id for e in await pg_store.read(0, 100) if e.stream == DECISIONS_STREAM] == [
+        "decision-k1",
+        "decision-k2",
+    ]
 
 
 async def _wait_for(predicate, within: float) -> float:
@@ -587,6 +667,7 @@ def test_the_commit_command_documents_itself_and_needs_kafka():
     runner = CliRunner()
     help_text = runner.invoke(cli, ["commit", "--help"], catch_exceptions=False).output
     assert "--snapshot-every" in help_text and "--kafka" in help_text
-    result = runner.invoke(cli, ["commit", "--store", "sqlite://:memory:"],
-                           env={"ESCHED_KAFKA": ""})
+    result = runner.invoke(
+        cli, ["commit", "--store", "sqlite://:memory:"], env={"ESCHED_KAFKA": ""}
+    )
     assert result.exit_code == EXIT_USAGE and "--kafka" in result.output

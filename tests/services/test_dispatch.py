@@ -21,17 +21,23 @@ from .factories import ev, node, pod
 
 
 def _report(eid: str, name: str, judged_at: int) -> dict:
-    return ev(eid, "esched.pod.unschedulable", {
-        "pod": f"t/{name}", "reasons": {"Insufficient.cpu": 1},
-        "message": "0/1 nodes are available: 1 Insufficient.cpu.", "position": judged_at})
+    return ev(
+        eid,
+        "esched.pod.unschedulable",
+        {
+            "pod": f"t/{name}",
+            "reasons": {"Insufficient.cpu": 1},
+            "message": "0/1 nodes are available: 1 Insufficient.cpu.",
+            "position": judged_at,
+        },
+    )
 
 
 async def _lead(tmp_path: Path, events: list[dict]):
     es = open_store(f"sqlite:///{tmp_path / 'd.sqlite'}")
     await es.connect()
     await es.migrate()
-    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))
-                     for e in events])
+    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in events])
     bus = MemoryBus()
     d = Dispatcher(es, bus, config=DispatchConfig(backoff_base=0.1, tick=0.02))
     await d.start()
@@ -50,8 +56,9 @@ def _work(bus: MemoryBus) -> list[str]:
 
 async def test_a_new_leader_keeps_unschedulable_pods_parked(tmp_path: Path) -> None:
     # n1 has 1 CPU; big asks for 4 and was judged unschedulable at position 3.
-    es, bus, d, task = await _lead(tmp_path, [
-        node("n1", "1"), pod("big", "4"), pod("small", "1"), _report("u-big", "big", 3)])
+    es, bus, d, task = await _lead(
+        tmp_path, [node("n1", "1"), pod("big", "4"), pod("small", "1"), _report("u-big", "big", 3)]
+    )
     try:
         assert _work(bus) == ["t/small"]
         assert d.parked == 1 and d.totals.by_cause == {"start": 1}
@@ -69,11 +76,11 @@ async def test_a_new_leader_keeps_unschedulable_pods_parked(tmp_path: Path) -> N
         await es.close()
 
 
-async def test_a_report_older_than_the_newest_capacity_event_is_published(
-        tmp_path: Path) -> None:
+async def test_a_report_older_than_the_newest_capacity_event_is_published(tmp_path: Path) -> None:
     # big was judged at position 2; node n2 (capacity) came after: it may fit now.
-    es, bus, d, task = await _lead(tmp_path, [
-        node("n1", "1"), pod("big", "4"), _report("u-big", "big", 2), node("n2", "8")])
+    es, bus, d, task = await _lead(
+        tmp_path, [node("n1", "1"), pod("big", "4"), _report("u-big", "big", 2), node("n2", "8")]
+    )
     try:
         assert _work(bus) == ["t/big"] and d.parked == 0
     finally:
@@ -83,15 +90,19 @@ async def test_a_report_older_than_the_newest_capacity_event_is_published(
 
 
 async def test_live_pods_are_published_whether_or_not_their_stream_names_them(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # The live fold takes a pod's key from its stored stream (pod/<ns>/<name>) and
     # decodes the event only when the stream does not name it.
     es, bus, d, task = await _lead(tmp_path, [node("n1", "8")])
     try:
         named, unnamed = pod("a", "1"), pod("b", "1")
-        await es.append([
-            NewEvent(named["id"], named["type"], stream_of(named), orjson.dumps(named)),
-            NewEvent(unnamed["id"], unnamed["type"], "not-a-pod-stream", orjson.dumps(unnamed))])
+        await es.append(
+            [
+                NewEvent(named["id"], named["type"], stream_of(named), orjson.dumps(named)),
+                NewEvent(unnamed["id"], unnamed["type"], "not-a-pod-stream", orjson.dumps(unnamed)),
+            ]
+        )
         deadline = time.monotonic() + 5
         while _work(bus) != ["t/a", "t/b"]:
             assert time.monotonic() < deadline, _work(bus)

@@ -22,12 +22,21 @@ from esched.services.store import open_store
 def envelope(i: int, **data_overrides) -> dict:
     data = {
         "metadata": {"name": f"pod-{i}", "namespace": "t"},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "250m",
-                                                                          "memory": "64Mi"}}}]},
+        "spec": {
+            "containers": [
+                {"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}}
+            ]
+        },
     }
     data.update(data_overrides)
-    return {"specversion": "1.0", "id": f"ev-{i}", "source": "test", "type":
-            "esched.pod.submitted", "time": "2026-11-22T00:00:00Z", "data": data}
+    return {
+        "specversion": "1.0",
+        "id": f"ev-{i}",
+        "source": "test",
+        "type": "esched.pod.submitted",
+        "time": "2026-11-22T00:00:00Z",
+        "data": data,
+    }
 
 
 def good(i: int) -> bytes:
@@ -40,10 +49,14 @@ BAD_INPUTS = {
     "envelope": orjson.dumps({"id": "x", "type": "esched.pod.submitted", "data": {}}),
     "unknown_type": orjson.dumps({**envelope(900), "type": "esched.pod.teleported"}),
     "schema": orjson.dumps(envelope(901, spec={"containers": "nope"})),
-    "quantity": orjson.dumps(envelope(902, spec={"containers": [
-        {"name": "c", "resources": {"requests": {"cpu": "-1"}}}]})),
-    "oversize": orjson.dumps(envelope(903, spec={"containers": [
-        {"name": "c", "image": "x" * 200_000}]})),
+    "quantity": orjson.dumps(
+        envelope(
+            902, spec={"containers": [{"name": "c", "resources": {"requests": {"cpu": "-1"}}}]}
+        )
+    ),
+    "oversize": orjson.dumps(
+        envelope(903, spec={"containers": [{"name": "c", "image": "x" * 200_000}]})
+    ),
 }
 #: Below the broker's message limit, so an oversize event can travel through Kafka.
 SMALL_LIMIT = 100_000
@@ -97,8 +110,7 @@ async def test_offsets_are_committed_only_after_the_store_has_the_batch(store):
 
 
 @pytest.mark.kafka
-async def test_kafka_to_postgres_end_to_end_with_deadletter(kafka_bootstrap, topic_prefix,
-                                                            pg_url):
+async def test_kafka_to_postgres_end_to_end_with_deadletter(kafka_bootstrap, topic_prefix, pg_url):
     bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), session_timeout_ms=3000)
     await bus.ensure_topics()
     producer = bus.producer()
@@ -111,8 +123,9 @@ async def test_kafka_to_postgres_end_to_end_with_deadletter(kafka_bootstrap, top
     store = open_store(pg_url)
     await store.connect()
     await store.migrate()
-    service = IngestService(bus, store, IngestConfig(group="ingest", batch_size=64,
-                                                      max_event_bytes=SMALL_LIMIT))
+    service = IngestService(
+        bus, store, IngestConfig(group="ingest", batch_size=64, max_event_bytes=SMALL_LIMIT)
+    )
     await service.start()
     try:
         while service.totals.polled < 200 + len(BAD_INPUTS) + 50:
@@ -135,8 +148,9 @@ async def test_kafka_to_postgres_end_to_end_with_deadletter(kafka_bootstrap, top
 
 
 @pytest.mark.kafka
-async def test_ingest_survives_a_database_outage_and_loses_nothing(kafka_bootstrap,
-                                                                  topic_prefix, pg_url):
+async def test_ingest_survives_a_database_outage_and_loses_nothing(
+    kafka_bootstrap, topic_prefix, pg_url
+):
     bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), session_timeout_ms=3000)
     await bus.ensure_topics()
     store = open_store(pg_url)
@@ -155,8 +169,9 @@ async def test_ingest_survives_a_database_outage_and_loses_nothing(kafka_bootstr
 
         # The database goes away: no new connections, existing ones killed.
         await admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
-        await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                            "WHERE datname = $1", dbname)
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", dbname
+        )
         await producer.send_many(bus.topics.pods, [(None, good(i)) for i in range(100, 300)])
         batch = asyncio.ensure_future(service.run_once())
         await asyncio.sleep(2.0)

@@ -44,28 +44,40 @@ async def log_types(store) -> list[tuple[str, str]]:
 
 
 async def test_commit_evicts_victims_and_binds_in_one_transaction(store):
-    await append_events(store, node("n1"), pod("v1", priority=BE, node_name="n1"),
-                        pod("v2", priority=BATCH, node_name="n1"), pod("p", "2", priority=PROD))
+    await append_events(
+        store,
+        node("n1"),
+        pod("v1", priority=BE, node_name="n1"),
+        pod("v2", priority=BATCH, node_name="n1"),
+        pod("p", "2", priority=PROD),
+    )
     service = CommitService(store)
     head = await store.head()
-    [d] = await service.decide([placement("pre", [("p", "n1")], cpu=2000,
-                                          victims=[("v1", "n1"), ("v2", "n1")])])
+    [d] = await service.decide(
+        [placement("pre", [("p", "n1")], cpu=2000, victims=[("v1", "n1"), ("v2", "n1")])]
+    )
     assert kinds([d]) == [("committed", None)]
     assert d["data"]["victims"] == [{"pod": "t/v1", "node": "n1"}, {"pod": "t/v2", "node": "n1"}]
-    rows = (await store.read(head, 100))
+    rows = await store.read(head, 100)
     # evictions first, then the decision; all in the one fenced append
     assert [r.type for r in rows] == [POD_EVICTED, POD_EVICTED, PLACEMENT_COMMITTED]
     evicted = orjson.loads(rows[0].payload)["data"]
-    assert evicted == {"pod": "t/v1", "node": "n1", "reason": "Preempted",
-                       "message": "preempted to make room for t/p", "by": "t/p",
-                       "decision": decision_id("pre")}
+    assert evicted == {
+        "pod": "t/v1",
+        "node": "n1",
+        "reason": "Preempted",
+        "message": "preempted to make room for t/p",
+        "by": "t/p",
+        "decision": decision_id("pre"),
+    }
     state = await fold_log(store)
     assert state.pod("t/p")["phase"] == "Running"
     assert state.pod("t/v1")["phase"] == "Pending" and state.pod("t/v2")["phase"] == "Pending"
     assert service.totals.evicted == 2
     # A redelivered proposal is answered with the recorded decision: no new evictions.
-    [again] = await service.decide([placement("pre", [("p", "n1")], cpu=2000,
-                                              victims=[("v1", "n1"), ("v2", "n1")])])
+    [again] = await service.decide(
+        [placement("pre", [("p", "n1")], cpu=2000, victims=[("v1", "n1"), ("v2", "n1")])]
+    )
     assert again["id"] == d["id"] and service.totals.duplicates == 1
     assert len(await store.read(0, 1000)) == len(rows) + 4
     report = await audit_store(store)
@@ -76,40 +88,61 @@ async def test_commit_evicts_victims_and_binds_in_one_transaction(store):
 
 async def test_commit_rejects_illegal_and_stale_preemptions(store):
     await append_events(
-        store, node("n1"), node("n2"), node("n3", "3"),
+        store,
+        node("n1"),
+        node("n2"),
+        node("n3", "3"),
         pod("prod1", "2", priority=PROD, node_name="n1"),
         pod("batch2", "2", priority=BATCH, node_name="n2"),
-        podgroup("g", 3), *(pod(f"g{i}", priority=BE, gang="g", node_name="n3") for i in range(3)),
-        pod("p", "2", priority=PROD), pod("b", "2", priority=BATCH), pod("q", priority=PROD))
+        podgroup("g", 3),
+        *(pod(f"g{i}", priority=BE, gang="g", node_name="n3") for i in range(3)),
+        pod("p", "2", priority=PROD),
+        pod("b", "2", priority=BATCH),
+        pod("q", priority=PROD),
+    )
     service = CommitService(store)
-    decisions = await service.decide([
-        # production does not preempt production
-        placement("x1", [("p", "n1")], cpu=2000, victims=[("prod1", "n1")]),
-        # batch does not preempt batch (equal band)
-        placement("x2", [("b", "n2")], cpu=2000, victims=[("batch2", "n2")]),
-        # a victim that is not where the proposal says
-        placement("x3", [("p", "n2")], cpu=2000, victims=[("batch2", "n1")]),
-        # one member of a minMember-3 gang: the gang would be split
-        placement("x4", [("q", "n3")], victims=[("g0", "n3")]),
-        # two of the three: still split
-        placement("x5", [("p", "n3")], cpu=2000, victims=[("g0", "n3"), ("g1", "n3")]),
-    ])
-    assert kinds(decisions) == [("rejected", "preemption_illegal"),
-                                ("rejected", "preemption_illegal"),
-                                ("rejected", "victim_gone"),
-                                ("rejected", "victim_gang_split"),
-                                ("rejected", "victim_gang_split")]
+    decisions = await service.decide(
+        [
+            # production does not preempt production
+            placement("x1", [("p", "n1")], cpu=2000, victims=[("prod1", "n1")]),
+            # batch does not preempt batch (equal band)
+            placement("x2", [("b", "n2")], cpu=2000, victims=[("batch2", "n2")]),
+            # a victim that is not where the proposal says
+            placement("x3", [("p", "n2")], cpu=2000, victims=[("batch2", "n1")]),
+            # one member of a minMember-3 gang: the gang would be split
+            placement("x4", [("q", "n3")], victims=[("g0", "n3")]),
+            # two of the three: still split
+            placement("x5", [("p", "n3")], cpu=2000, victims=[("g0", "n3"), ("g1", "n3")]),
+        ]
+    )
+    assert kinds(decisions) == [
+        ("rejected", "preemption_illegal"),
+        ("rejected", "preemption_illegal"),
+        ("rejected", "victim_gone"),
+        ("rejected", "victim_gang_split"),
+        ("rejected", "victim_gang_split"),
+    ]
     assert "production may not preempt t/prod1 (production)" in decisions[0]["data"]["message"]
     # The whole gang goes: legal, and the room is there.
-    [ok] = await service.decide([placement("x6", [("p", "n3")], cpu=2000,
-                                           victims=[(f"g{i}", "n3") for i in range(3)])])
+    [ok] = await service.decide(
+        [placement("x6", [("p", "n3")], cpu=2000, victims=[(f"g{i}", "n3") for i in range(3)])]
+    )
     assert kinds([ok]) == [("committed", None)]
     # A victim evicted earlier in a batch cannot be evicted again in it.
-    await append_events(store, node("n4"), pod("v", priority=BE, node_name="n4"),
-                        pod("r1", priority=PROD), pod("r2", priority=PROD),
-                        pod("filler", priority=BE, node_name="n4"))
-    twice = await service.decide([placement("y1", [("r1", "n4")], victims=[("v", "n4")]),
-                                  placement("y2", [("r2", "n4")], victims=[("v", "n4")])])
+    await append_events(
+        store,
+        node("n4"),
+        pod("v", priority=BE, node_name="n4"),
+        pod("r1", priority=PROD),
+        pod("r2", priority=PROD),
+        pod("filler", priority=BE, node_name="n4"),
+    )
+    twice = await service.decide(
+        [
+            placement("y1", [("r1", "n4")], victims=[("v", "n4")]),
+            placement("y2", [("r2", "n4")], victims=[("v", "n4")]),
+        ]
+    )
     assert kinds(twice) == [("committed", None), ("rejected", "victim_gone")]
     assert not [t for t, _ in await log_types(store) if t == POD_EVICTED][4:]
     report = await audit_store(store)
@@ -121,9 +154,11 @@ def _forged_log(victim_priority: int, gang_min: int | None = None) -> list[tuple
     """A log whose decision evicts by hand, as a buggy or foreign writer might."""
     events = [node("n1"), node("n2")]
     if gang_min:
-        events += [podgroup("g", gang_min), pod("v", priority=victim_priority, gang="g",
-                                                node_name="n1"),
-                   pod("w", priority=victim_priority, gang="g", node_name="n2")]
+        events += [
+            podgroup("g", gang_min),
+            pod("v", priority=victim_priority, gang="g", node_name="n1"),
+            pod("w", priority=victim_priority, gang="g", node_name="n2"),
+        ]
     else:
         events += [pod("v", "2", priority=victim_priority, node_name="n1")]
     events += [pod("p", "2", priority=PROD)]
@@ -133,9 +168,14 @@ def _forged_log(victim_priority: int, gang_min: int | None = None) -> list[tuple
         cpu = 1000
     data = placement("f", [("p", "n1")], cpu=cpu, victims=[("v", "n1")])
     did = decision_id("f")
-    events += [ev(f"evicted-f-{v['pod']}", POD_EVICTED,
-                  {"pod": v["pod"], "node": v["node"], "reason": "Preempted", "decision": did})
-               for v in data["victims"]]
+    events += [
+        ev(
+            f"evicted-f-{v['pod']}",
+            POD_EVICTED,
+            {"pod": v["pod"], "node": v["node"], "reason": "Preempted", "decision": did},
+        )
+        for v in data["victims"]
+    ]
     events += [ev(did, PLACEMENT_COMMITTED, data)]
     return list(enumerate(events, start=1))
 
@@ -149,8 +189,9 @@ def test_audit_flags_prod_preempting_prod_and_split_gangs():
     # and the preemptor (1000) only batch: illegal either way round.
     assert not audit_events(_forged_log(PROD + 1), bands=parse_bands({"production": 1001}))["ok"]
     # ... and with monitoring from 1000, the preemptor is monitoring: still prod on prod.
-    assert audit_events(_forged_log(PROD + 1), bands=parse_bands(
-        {"monitoring": 1000, "production": 500}))["by_kind"] == {"preemption_illegal": 1}
+    assert audit_events(
+        _forged_log(PROD + 1), bands=parse_bands({"monitoring": 1000, "production": 500})
+    )["by_kind"] == {"preemption_illegal": 1}
     split = audit_events(_forged_log(BATCH, gang_min=2))
     assert split["by_kind"] == {"gang_split": 1}
     # victims named but never evicted, and an eviction for a decision that never comes
@@ -211,11 +252,13 @@ def running(state, gang: str) -> int:
 async def test_replica_preempts_lowest_bands_first_end_to_end(store_url):
     # 4 nodes of 2 cpu, full: best-effort on n1/n2, batch on n3, production on n4.
     events = [node(f"n{i}") for i in range(1, 5)]
-    events += [pod("be1", "2", priority=BE, node_name="n1"),
-               pod("be2", "2", priority=BE + 1, node_name="n2"),
-               pod("batch3", "2", priority=BATCH, node_name="n3"),
-               pod("prod4", "2", priority=PROD, node_name="n4"),
-               pod("urgent", "2", priority=PROD + 10)]
+    events += [
+        pod("be1", "2", priority=BE, node_name="n1"),
+        pod("be2", "2", priority=BE + 1, node_name="n2"),
+        pod("batch3", "2", priority=BATCH, node_name="n3"),
+        pod("prod4", "2", priority=PROD, node_name="n4"),
+        pod("urgent", "2", priority=PROD + 10),
+    ]
     async with up_running(store_url, events) as es:
         state, evs = await until(es, lambda s, e: reported(e, "t/be1"), "the victim's report")
         assert state.pod("t/urgent")["node"] == "n1"  # lowest victim: best-effort, priority 0
@@ -241,16 +284,20 @@ async def test_replica_preempts_lowest_bands_first_end_to_end(store_url):
 
 async def test_a_gang_preempts_whole_and_a_victim_gang_goes_whole(store_url):
     events = [node(f"n{i}") for i in range(1, 5)]
-    events += [podgroup("low", 2), *(pod(f"l{i}", "2", gang="low", priority=BE,
-                                         node_name=f"n{i + 1}") for i in range(2)),
-               pod("b3", "2", priority=BATCH, node_name="n3"),
-               pod("b4", "2", priority=BATCH, node_name="n4"),
-               podgroup("hi", 3), *(pod(f"h{i}", "2", gang="hi", priority=PROD)
-                                    for i in range(3))]
+    events += [
+        podgroup("low", 2),
+        *(pod(f"l{i}", "2", gang="low", priority=BE, node_name=f"n{i + 1}") for i in range(2)),
+        pod("b3", "2", priority=BATCH, node_name="n3"),
+        pod("b4", "2", priority=BATCH, node_name="n4"),
+        podgroup("hi", 3),
+        *(pod(f"h{i}", "2", gang="hi", priority=PROD) for i in range(3)),
+    ]
     async with up_running(store_url, events) as es:
         state, evs = await until(
-            es, lambda s, e: running(s, "t/hi") == 3 and reported(e, "t/l0"),
-            "the gang placed and the victims reported")
+            es,
+            lambda s, e: running(s, "t/hi") == 3 and reported(e, "t/l0"),
+            "the gang placed and the victims reported",
+        )
         gangs = state.summary()["gangs"]
         assert gangs["t/low"]["Running"] == 0  # evicted whole: both best-effort members
         evicted = [e["data"]["pod"] for e in evs if e["type"] == POD_EVICTED]
@@ -272,7 +319,8 @@ async def test_two_big_gangs_never_deadlock(pg_url):
 
     def one_gang_and_reports(s, e):
         return {running(s, "t/a"), running(s, "t/b")} == {0, n} and any(
-            x["type"] == POD_UNSCHEDULABLE for x in e)
+            x["type"] == POD_UNSCHEDULABLE for x in e
+        )
 
     async with up_running(pg_url, events) as es:
         state, evs = await until(es, one_gang_and_reports, "one whole gang placed")
@@ -281,15 +329,23 @@ async def test_two_big_gangs_never_deadlock(pg_url):
         assert gangs[f"t/{loser}"]["Pending"] == n  # the loser holds nothing
         reports = [e for e in evs if e["type"] == POD_UNSCHEDULABLE]
         assert all(e["data"]["pod"].startswith(f"t/{loser}") for e in reports)
-        assert f"gang t/{loser}: 0/100 members fit; short of cpu: 200" in \
-            reports[0]["data"]["message"]
+        assert (
+            f"gang t/{loser}: 0/100 members fit; short of cpu: 200" in reports[0]["data"]["message"]
+        )
         # The winner finishes: the loser runs whole. Nobody waited on a partial holding.
         winner = "b" if loser == "a" else "a"
-        await append_events(es, *(ev(f"done-{winner}{i:03d}", POD_SUCCEEDED,
-                                     {"metadata": {"name": f"{winner}{i:03d}",
-                                                   "namespace": "t"}}) for i in range(n)))
-        await until(es, lambda s, e: running(s, f"t/{loser}") == n,
-                    "the second gang placed")
+        await append_events(
+            es,
+            *(
+                ev(
+                    f"done-{winner}{i:03d}",
+                    POD_SUCCEEDED,
+                    {"metadata": {"name": f"{winner}{i:03d}", "namespace": "t"}},
+                )
+                for i in range(n)
+            ),
+        )
+        await until(es, lambda s, e: running(s, f"t/{loser}") == n, "the second gang placed")
         report = await audit_store(es)
     assert report["ok"] and report["checked"]["gang_decisions"] == 2
 
@@ -314,9 +370,14 @@ async def test_a_podgroups_priority_class_is_its_gangs_band_for_preemption(store
     bands = parse_bands({"classes": {"critical": "production"}})
     group = podgroup("g", 2)
     group["data"]["spec"]["priorityClassName"] = "critical"
-    events = [node("n1"), pod("v1", priority=BE, node_name="n1"),
-              pod("v2", priority=BE, node_name="n1"), group,
-              pod("g0", gang="g", priority=BE), pod("g1", gang="g", priority=BE)]
+    events = [
+        node("n1"),
+        pod("v1", priority=BE, node_name="n1"),
+        pod("v2", priority=BE, node_name="n1"),
+        group,
+        pod("g0", gang="g", priority=BE),
+        pod("g1", gang="g", priority=BE),
+    ]
     async with up_running(store_url, events, bands=bands) as es:
         state, evs = await until(es, lambda s, e: running(s, "t/g") == 2, "the gang placed")
         assert phase(state, "t/v1") == "Pending" and phase(state, "t/v2") == "Pending"
@@ -336,12 +397,16 @@ def test_a_podgroups_builtin_priority_class_sets_its_members_priority():
     own = pod("g1", gang="g", priority=5)
     own["data"]["spec"]["priorityClassName"] = "low"
     s = ClusterState()
-    s.apply_many(list(enumerate([node("n1"), group, pod("g0", gang="g"), own,
-                                 pod("loner", priority=5)], start=1)))
+    s.apply_many(
+        list(
+            enumerate(
+                [node("n1"), group, pod("g0", gang="g"), own, pod("loner", priority=5)], start=1
+            )
+        )
+    )
     # Members take the PodGroup's class (and a built-in class's value); others keep theirs.
     assert s.pod("t/g0")["priority"] == s.pod("t/g1")["priority"] == 2_000_000_000
-    assert s.class_specs[s.pod("t/g1")["class"]]["priorityClassName"] == \
-        "system-cluster-critical"
+    assert s.class_specs[s.pod("t/g1")["class"]]["priorityClassName"] == "system-cluster-critical"
     assert s.pod("t/loner")["priority"] == 5
 
 
@@ -372,14 +437,21 @@ def test_bands_from_the_config_file_flag_and_environment(tmp_path):
 
 async def test_commit_keeps_reserved_nodes_for_their_gang(store):
     await append_events(
-        store, node("n1"), node("n2"), podgroup("g", 2),
-        *(pod(f"g{i}", "2", gang="g") for i in range(2)), pod("small"),
-        ev("reserve-1", GANG_RESERVED, {"gang": "t/g", "nodes": ["n1", "n2"],
-                                        "message": "test"}))
+        store,
+        node("n1"),
+        node("n2"),
+        podgroup("g", 2),
+        *(pod(f"g{i}", "2", gang="g") for i in range(2)),
+        pod("small"),
+        ev("reserve-1", GANG_RESERVED, {"gang": "t/g", "nodes": ["n1", "n2"], "message": "test"}),
+    )
     service = CommitService(store)
-    decisions = await service.decide([
-        placement("s", [("small", "n1")]),
-        placement("g", [("g0", "n1"), ("g1", "n2")], gang="t/g", cpu=2000)])
+    decisions = await service.decide(
+        [
+            placement("s", [("small", "n1")]),
+            placement("g", [("g0", "n1"), ("g1", "n2")], gang="t/g", cpu=2000),
+        ]
+    )
     assert kinds(decisions) == [("rejected", "node_reserved"), ("committed", None)]
     assert service.state.reservations == {}  # placed: the nodes are given back
     assert (await audit_store(store))["ok"]
@@ -393,16 +465,20 @@ async def test_replay_shows_a_reservation_until_its_gang_is_placed(store, store_
     from esched.services.replay import format_table
 
     await append_events(
-        store, node("n1"), node("n2"), podgroup("g", 2),
+        store,
+        node("n1"),
+        node("n2"),
+        podgroup("g", 2),
         *(pod(f"g{i}", "2", gang="g") for i in range(2)),
-        ev("reserve-1", GANG_RESERVED, {"gang": "t/g", "nodes": ["n1", "n2"],
-                                        "message": "test"}))
+        ev("reserve-1", GANG_RESERVED, {"gang": "t/g", "nodes": ["n1", "n2"], "message": "test"}),
+    )
     summary = (await fold_log(store)).summary()
     assert summary["reservations"] == {"t/g": ["n1", "n2"]}
     assert "t/g" in format_table(summary) and "n1 n2" in format_table(summary)
     # `esched replay` (a separate fold of the same log, as after any restart) shows it.
-    res = await asyncio.to_thread(CliRunner().invoke, cli,
-                                  ["replay", "--store", store_url, "--format", "json"])
+    res = await asyncio.to_thread(
+        CliRunner().invoke, cli, ["replay", "--store", store_url, "--format", "json"]
+    )
     assert res.exit_code == 0, res.output
     assert orjson.loads(res.stdout)["reservations"] == {"t/g": ["n1", "n2"]}
     service = CommitService(store)
@@ -419,13 +495,21 @@ async def _stream(es, steps: int) -> int:
         state = await fold_log(es)
         if running(state, "t/big") == 4:
             return step
-        old = [f"s{i}" for i in range(started) if state.pod(f"t/s{i}")
-               and phase(state, f"t/s{i}") == "Running"][:2]
+        old = [
+            f"s{i}"
+            for i in range(started)
+            if state.pod(f"t/s{i}") and phase(state, f"t/s{i}") == "Running"
+        ][:2]
         new = [f"s{started + i}" for i in range(2)]
         started += 2
-        await append_events(es, *(ev(f"done-{p}", POD_SUCCEEDED,
-                                     {"metadata": {"name": p, "namespace": "t"}}) for p in old),
-                            *(pod(p, priority=BATCH) for p in new))
+        await append_events(
+            es,
+            *(
+                ev(f"done-{p}", POD_SUCCEEDED, {"metadata": {"name": p, "namespace": "t"}})
+                for p in old
+            ),
+            *(pod(p, priority=BATCH) for p in new),
+        )
 
         def settled(s, e, new=new):  # the new small pods placed, or held back
             return all(phase(s, f"t/{p}") == "Running" or reported(e, f"t/{p}") for p in new)
@@ -436,15 +520,16 @@ async def _stream(es, steps: int) -> int:
     return -1
 
 
-async def test_a_big_gang_behind_a_stream_of_small_pods_runs_with_a_reservation(pg_url,
-                                                                             tmp_path):
+async def test_a_big_gang_behind_a_stream_of_small_pods_runs_with_a_reservation(pg_url, tmp_path):
     # 4 nodes of 2 cpu, 8 small 1-cpu pods; the gang needs all 4 nodes whole. Every step
     # two small pods finish and two arrive: without a reservation the newcomers always
     # take the freed room and the gang starves; with one, the nodes drain for it.
     events = [node(f"n{i}") for i in range(4)]
     events += [pod(f"s{i}", priority=BATCH, node_name=f"n{i // 2}") for i in range(8)]
-    events += [podgroup("big", 4), *(pod(f"b{i}", "2", gang="big", priority=BATCH)
-                                     for i in range(4))]
+    events += [
+        podgroup("big", 4),
+        *(pod(f"b{i}", "2", gang="big", priority=BATCH) for i in range(4)),
+    ]
     control = f"sqlite:///{tmp_path / 'control.sqlite'}"
     async with up_running(control, events, reserve_after=None) as es:
         ran = await _stream(es, steps=8)
@@ -460,15 +545,17 @@ async def test_a_big_gang_behind_a_stream_of_small_pods_runs_with_a_reservation(
     reservations = [e for e in evs if e["type"] == GANG_RESERVED]
     assert len(reservations) == 1 and reservations[0]["data"]["gang"] == "t/big"
     assert sorted(reservations[0]["data"]["nodes"]) == ["n0", "n1", "n2", "n3"]
-    held = [e for e in evs if e["type"] == POD_UNSCHEDULABLE
-            and "NodeReserved" in e["data"]["reasons"]]
+    held = [
+        e for e in evs if e["type"] == POD_UNSCHEDULABLE and "NodeReserved" in e["data"]["reasons"]
+    ]
     assert held  # newcomers were held back while the nodes drained
     assert report["ok"], report
 
 
 async def test_audit_upto_between_the_evictions_and_their_decision(store):
-    await append_events(store, node("n1"), pod("v", "2", priority=BE, node_name="n1"),
-                        pod("p", "2", priority=PROD))
+    await append_events(
+        store, node("n1"), pod("v", "2", priority=BE, node_name="n1"), pod("p", "2", priority=PROD)
+    )
     service = CommitService(store)
     await service.decide([placement("pre", [("p", "n1")], cpu=2000, victims=[("v", "n1")])])
     await service.stop()

@@ -50,8 +50,13 @@ class Service:
         self.name = name
         self.log = logdir / f"{name}.log"
         self.out = logdir / f"{name}.out"
-        self.proc = subprocess.Popen([ESCHED, *args], env=env, stdin=subprocess.DEVNULL,
-                                     stdout=self.out.open("wb"), stderr=self.log.open("wb"))
+        self.proc = subprocess.Popen(
+            [ESCHED, *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.out.open("wb"),
+            stderr=self.log.open("wb"),
+        )
 
     def logged(self, text: str) -> bool:
         return text in self.log.read_text(errors="replace")
@@ -75,8 +80,13 @@ class Service:
 
 def _env(pg_url: str, broker: DevBroker) -> dict[str, str]:
     """The environment every esched process of a test runs with."""
-    return {**os.environ, "ESCHED_KAFKA": broker.bootstrap, "ESCHED_STORE": pg_url,
-            "ESCHED_TOPIC_PREFIX": "esched.", "ESCHED_LOG_LEVEL": "info"}
+    return {
+        **os.environ,
+        "ESCHED_KAFKA": broker.bootstrap,
+        "ESCHED_STORE": pg_url,
+        "ESCHED_TOPIC_PREFIX": "esched.",
+        "ESCHED_LOG_LEVEL": "info",
+    }
 
 
 class Processes:
@@ -86,8 +96,9 @@ class Processes:
         self.env = env
         self.logdir = logdir
         self.services: list[Service] = []
-        subprocess.run([ESCHED, "store", "migrate"], env=env, check=True,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [ESCHED, "store", "migrate"], env=env, check=True, capture_output=True, timeout=60
+        )
 
     def start(self, name: str, *args: str) -> Service:
         s = Service(name, list(args), self.env, self.logdir)
@@ -95,8 +106,13 @@ class Processes:
         return s
 
     def publish(self, path: Path) -> None:
-        subprocess.run([ESCHED, "publish", str(path)], env=self.env, check=True,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [ESCHED, "publish", str(path)],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
 
 def _wait(what: str, check, timeout: float, services: list[Service]) -> float:
@@ -107,8 +123,9 @@ def _wait(what: str, check, timeout: float, services: list[Service]) -> float:
         for s in services:
             if s.proc.poll() is not None and s.proc.returncode != -signal.SIGKILL:
                 tail = s.log.read_text(errors="replace")[-3000:]
-                pytest.fail(f"{s.name} exited with {s.proc.returncode} while waiting for "
-                            f"{what}:\n{tail}")
+                pytest.fail(
+                    f"{s.name} exited with {s.proc.returncode} while waiting for {what}:\n{tail}"
+                )
         if time.monotonic() - t0 > timeout:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.2)
@@ -116,10 +133,16 @@ def _wait(what: str, check, timeout: float, services: list[Service]) -> float:
 
 
 def _podgroup(name: str, min_member: int) -> dict:
-    return {"specversion": "1.0", "id": f"pg-{name}", "source": "test",
-            "type": "esched.podgroup.submitted",
-            "data": {"metadata": {"name": name, "namespace": NAMESPACE},
-                     "spec": {"minMember": min_member}}}
+    return {
+        "specversion": "1.0",
+        "id": f"pg-{name}",
+        "source": "test",
+        "type": "esched.podgroup.submitted",
+        "data": {
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"minMember": min_member},
+        },
+    }
 
 
 def _big_pod(j: int) -> dict:
@@ -184,7 +207,8 @@ class Log:
 
 
 def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
-        pg_url: str, dev_broker: DevBroker, tmp_path: Path) -> None:
+    pg_url: str, dev_broker: DevBroker, tmp_path: Path
+) -> None:
     env = _env(pg_url, dev_broker)
     store_log = Log(pg_url)
     # 60 nodes (1,800 cores) and 600 ordinary pods (~1,230 cores): all fit, ~70% full.
@@ -198,8 +222,7 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
         _write(tmp_path / "wave2.jsonl", plain[200:400] + gang),
         _write(tmp_path / "wave3.jsonl", plain[400:] + big),
     ]
-    placeable = {f"{NAMESPACE}/{e['data']['metadata']['name']}"
-                 for e in plain + gang[1:]}
+    placeable = {f"{NAMESPACE}/{e['data']['metadata']['name']}" for e in plain + gang[1:]}
     unplaceable = {f"{NAMESPACE}/{e['data']['metadata']['name']}" for e in big}
 
     procs = Processes(env, tmp_path)
@@ -208,14 +231,17 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
     try:
         start("ingest", "ingest")
         commit_a = start("commit-a", "commit", "--snapshot-every", "300")
-        _wait("commit-a to lead", lambda: commit_a.logged("commit service leading"), 60,
-              services)
+        _wait("commit-a to lead", lambda: commit_a.logged("commit service leading"), 60, services)
         commit_b = start("commit-b", "commit")
         start("dispatch", "dispatch")
         r1 = start("replica-r1", "replica", "--id", "r1", "--seed", "1")
         r2 = start("replica-r2", "replica", "--id", "r2", "--seed", "2")
-        _wait("both replicas ready", lambda: r1.logged("replica r1 ready")
-              and r2.logged("replica r2 ready"), 60, services)
+        _wait(
+            "both replicas ready",
+            lambda: r1.logged("replica r1 ready") and r2.logged("replica r2 ready"),
+            60,
+            services,
+        )
 
         # Wave 1, then kill -9 a replica that is placing (its group share moves to r2).
         publish(waves[0])
@@ -228,8 +254,12 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
         commit_a.kill9()
         killed_commit = time.monotonic()
         publish(waves[2])
-        _wait("the standby commit service to lead",
-              lambda: commit_b.logged("commit service leading"), 30, services)
+        _wait(
+            "the standby commit service to lead",
+            lambda: commit_b.logged("commit service leading"),
+            30,
+            services,
+        )
         takeover = time.monotonic() - killed_commit  # within 0.2 s of the poll
 
         def done() -> bool:
@@ -241,34 +271,42 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
         time.sleep(1.0)  # anything still in flight would show up as a second binding
         committed = store_log.committed()
         by = store_log.by
-        audit = subprocess.run([ESCHED, "audit", "--format", "json"], env=env,
-                               capture_output=True, timeout=120)
+        audit = subprocess.run(
+            [ESCHED, "audit", "--format", "json"], env=env, capture_output=True, timeout=120
+        )
     finally:
         statuses = {s.name: s.stop() for s in services}
 
     twice = {pod: n for pod, n in committed.items() if n > 1}
     assert not twice, f"pods committed more than once: {twice}"
-    assert committed.keys() == placeable, (placeable - committed.keys(),
-                                           committed.keys() - placeable)
+    assert committed.keys() == placeable, (
+        placeable - committed.keys(),
+        committed.keys() - placeable,
+    )
     # The surviving replica placed pods of every work partition, r1's included.
     partitioner = DefaultPartitioner()
     parts = list(range(WORK_PARTITIONS))
-    by_r2 = {partitioner(pod.encode(), parts, parts)
-             for pod, r in by.items() if r == "r2" and pod in placeable}
+    by_r2 = {
+        partitioner(pod.encode(), parts, parts)
+        for pod, r in by.items()
+        if r == "r2" and pod in placeable
+    }
     assert by_r2 == set(parts), f"r2 placed work of partitions {by_r2} only"
     assert takeover < 5, f"standby led {takeover:.1f}s after the kill"
     report = orjson.loads(audit.stdout)
     assert audit.returncode == 0 and report["ok"], report
     # The services still alive shut down cleanly on SIGTERM.
-    assert all(statuses[n] == 0 for n in ("ingest", "commit-b", "dispatch", "replica-r2")), \
-        statuses
-    print(f"standby led {takeover:.1f}s after the commit kill; all placed "
-          f"{finished - killed_r1:.1f}s after the replica kill "
-          f"({finished - killed_commit:.1f}s after the commit kill)")
+    assert all(statuses[n] == 0 for n in ("ingest", "commit-b", "dispatch", "replica-r2")), statuses
+    print(
+        f"standby led {takeover:.1f}s after the commit kill; all placed "
+        f"{finished - killed_r1:.1f}s after the replica kill "
+        f"({finished - killed_commit:.1f}s after the commit kill)"
+    )
 
 
-def test_preemption_over_kafka_as_processes(pg_url: str, dev_broker: DevBroker,
-                                            tmp_path: Path) -> None:
+def test_preemption_over_kafka_as_processes(
+    pg_url: str, dev_broker: DevBroker, tmp_path: Path
+) -> None:
     """A production pod preempts best-effort pods with every service its own process
     (ingest, commit, dispatch, a replica) on the real broker and PostgreSQL: the
     victims get their eviction events in the decision's append, go back to Pending,
@@ -290,42 +328,55 @@ def test_preemption_over_kafka_as_processes(pg_url: str, dev_broker: DevBroker,
         commit = start("commit", "commit")
         start("dispatch", "dispatch")
         replica = start("replica", "replica", "--id", "r1", "--seed", "1")
-        _wait("the services ready", lambda: commit.logged("commit service leading")
-              and replica.logged("replica r1 ready"), 60, services)
+        _wait(
+            "the services ready",
+            lambda: commit.logged("commit service leading") and replica.logged("replica r1 ready"),
+            60,
+            services,
+        )
         publish(_write(tmp_path / "fill.jsonl", fill))
         be = {f"t/be{i}" for i in range(4)}
-        _wait("the best-effort pods placed", lambda: be <= store_log.committed().keys(), 60,
-              services)
+        _wait(
+            "the best-effort pods placed", lambda: be <= store_log.committed().keys(), 60, services
+        )
         publish(_write(tmp_path / "urgent.jsonl", urgent))
 
         def victims_reported() -> bool:
             evs = store_log.read()
             evicted = {e["data"]["pod"] for e in evs if e["type"] == "esched.pod.evicted"}
-            return "t/prod" in store_log.committed() and len(evicted) == 2 \
+            return (
+                "t/prod" in store_log.committed()
+                and len(evicted) == 2
                 and evicted <= store_log.unschedulable()
+            )
 
-        _wait("the preemption committed and the victims reported", victims_reported, 60,
-              services)
+        _wait("the preemption committed and the victims reported", victims_reported, 60, services)
         events = store_log.read()
-        audit = subprocess.run([ESCHED, "audit", "--format", "json"], env=env,
-                               capture_output=True, timeout=120)
-        replay = subprocess.run([ESCHED, "replay", "--format", "json"], env=env,
-                                capture_output=True, timeout=120)
+        audit = subprocess.run(
+            [ESCHED, "audit", "--format", "json"], env=env, capture_output=True, timeout=120
+        )
+        replay = subprocess.run(
+            [ESCHED, "replay", "--format", "json"], env=env, capture_output=True, timeout=120
+        )
     finally:
         statuses = {s.name: s.stop() for s in services}
 
-    (decision,) = [e for e in events if e["type"] == PLACEMENT_COMMITTED
-                   and e["data"]["bindings"][0]["pod"] == "t/prod"]
+    (decision,) = [
+        e
+        for e in events
+        if e["type"] == PLACEMENT_COMMITTED and e["data"]["bindings"][0]["pod"] == "t/prod"
+    ]
     at = events.index(decision)
-    evictions = events[at - 2: at]
+    evictions = events[at - 2 : at]
     # Victims and preemptor in one transaction: the evictions just before the decision.
     assert [e["type"] for e in evictions] == ["esched.pod.evicted"] * 2
     assert {e["data"]["reason"] for e in evictions} == {"Preempted"}
     assert {e["data"]["decision"] for e in evictions} == {decision["id"]}
     node_name = decision["data"]["bindings"][0]["node"]
     assert {e["data"]["node"] for e in evictions} == {node_name}
-    assert sorted(v["pod"] for v in decision["data"]["victims"]) == \
-        sorted(e["data"]["pod"] for e in evictions)
+    assert sorted(v["pod"] for v in decision["data"]["victims"]) == sorted(
+        e["data"]["pod"] for e in evictions
+    )
     # Back to Pending (the log's fold, by `esched replay`): 2 running, 2 pending.
     summary = orjson.loads(replay.stdout)
     assert replay.returncode == 0 and summary["pods"]["Pending"] == 2, summary

@@ -96,8 +96,12 @@ class _WorkKeepsArriving(BusConsumer):
 
 async def test_a_replica_lingers_for_more_work_only_when_a_backlog_arrives(store) -> None:
     bus = MemoryBus()
-    replica = Replica(store, bus, "r", config=ReplicaConfig(
-        batch_size=10, linger=3600.0, linger_poll_ms=0, linger_min=5))
+    replica = Replica(
+        store,
+        bus,
+        "r",
+        config=ReplicaConfig(batch_size=10, linger=3600.0, linger_poll_ms=0, linger_min=5),
+    )
     consumer = _WorkKeepsArriving(bus)
     await consumer.start()
     # Light load: fewer items than linger_min go at once, without waiting for more.
@@ -114,12 +118,21 @@ async def test_a_replica_lingers_for_more_work_only_when_a_backlog_arrives(store
 async def _bindings_per_pod(es) -> Counter:
     """How many committed bindings each pod has in the log."""
     rows = await es.read(0, 1_000_000)
-    return Counter(b["pod"] for r in rows if r.type == PLACEMENT_COMMITTED
-                   for b in orjson.loads(r.payload)["data"]["bindings"])
+    return Counter(
+        b["pod"]
+        for r in rows
+        if r.type == PLACEMENT_COMMITTED
+        for b in orjson.loads(r.payload)["data"]["bindings"]
+    )
 
 
-async def _stop_all(es, commit: CommitService, dispatcher: Dispatcher,
-                    replicas: list[Replica], tasks: list[asyncio.Task]) -> None:
+async def _stop_all(
+    es,
+    commit: CommitService,
+    dispatcher: Dispatcher,
+    replicas: list[Replica],
+    tasks: list[asyncio.Task],
+) -> None:
     for r in replicas:
         await r.stop()
     await dispatcher.stop()
@@ -131,19 +144,25 @@ async def _stop_all(es, commit: CommitService, dispatcher: Dispatcher,
 
 
 async def test_two_replicas_share_work_on_postgres_and_kafka(
-        pg_url: str, kafka_bootstrap: str, topic_prefix: str) -> None:
+    pg_url: str, kafka_bootstrap: str, topic_prefix: str
+) -> None:
     es = open_store(pg_url)
     await es.connect()
     await es.migrate()
     bus = open_bus(kafka_bootstrap, topic_prefix)
     await bus.ensure_topics()
     # Groups of this test's own: stale members of another test would delay rebalances.
-    commit = CommitService(es, bus, lease=open_lease(pg_url, "commit"),
-                           config=CommitConfig(group=f"{topic_prefix}commit"))
+    commit = CommitService(
+        es,
+        bus,
+        lease=open_lease(pg_url, "commit"),
+        config=CommitConfig(group=f"{topic_prefix}commit"),
+    )
     dispatcher = Dispatcher(es, bus, lease=open_lease(pg_url, "dispatch"))
-    replicas = [Replica(es, bus, f"r{i}", seed=i,
-                        config=ReplicaConfig(group=f"{topic_prefix}replicas"))
-                for i in range(2)]
+    replicas = [
+        Replica(es, bus, f"r{i}", seed=i, config=ReplicaConfig(group=f"{topic_prefix}replicas"))
+        for i in range(2)
+    ]
     tasks: list[asyncio.Task] = []
     try:
         await commit.start()
@@ -167,8 +186,9 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
             await append_events(es, *pods[i : i + 250])
             await asyncio.sleep(0.05)
 
-        log.warning("replicas ready and workload appended in %.1fs",
-                    time.monotonic() - deadline + 30)
+        log.warning(
+            "replicas ready and workload appended in %.1fs", time.monotonic() - deadline + 30
+        )
         started = time.monotonic()
         idle_in_row = 0
         while idle_in_row < 5:
@@ -184,9 +204,13 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
         placed = sum(s["placed_pods"] for s in stats)
         conflicts = sum(s["conflicts"] for s in stats)
         committed = sum(s["committed"] for s in stats)
-        log.warning("2 replicas: placed %d, conflicts %d (%.3f per commit), reasons %s",
-                    placed, conflicts, conflicts / max(committed, 1),
-                    [s["conflict_reasons"] for s in stats])
+        log.warning(
+            "2 replicas: placed %d, conflicts %d (%.3f per commit), reasons %s",
+            placed,
+            conflicts,
+            conflicts / max(committed, 1),
+            [s["conflict_reasons"] for s in stats],
+        )
         assert commit.totals.committed == committed
         assert commit.totals.rejected == conflicts
 
@@ -204,16 +228,25 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
         await _stop_all(es, commit, dispatcher, replicas, tasks)
 
 
-async def test_up_against_postgres_and_kafka(pg_url: str, kafka_bootstrap: str,
-                                             topic_prefix: str) -> None:
+async def test_up_against_postgres_and_kafka(
+    pg_url: str, kafka_bootstrap: str, topic_prefix: str
+) -> None:
     """`esched up --kafka --store postgresql://...`: the same services through the broker."""
     from esched.services.bus.base import TopicNames
     from esched.services.up import Up, UpConfig, generated_records
 
     records = list(generated_records(10, 300, TopicNames(topic_prefix), seed=3))
-    runner = Up(UpConfig(store=pg_url, kafka=kafka_bootstrap, topic_prefix=topic_prefix,
-                         exit_when_idle=True, progress_every=0, group_prefix=topic_prefix),
-                records)
+    runner = Up(
+        UpConfig(
+            store=pg_url,
+            kafka=kafka_bootstrap,
+            topic_prefix=topic_prefix,
+            exit_when_idle=True,
+            progress_every=0,
+            group_prefix=topic_prefix,
+        ),
+        records,
+    )
     summary = await asyncio.wait_for(runner.run(), 50)
     assert summary["ingest"]["stored"] == 310
     assert summary["placed"] > 0
@@ -251,8 +284,9 @@ async def _embedded_replica(store, **config):
         return await commit.decide(proposals)
 
     bus = MemoryBus()
-    replica = Replica(store, bus, "r1", submit=submit,
-                      config=ReplicaConfig(retry_backoff=0.001, **config))
+    replica = Replica(
+        store, bus, "r1", submit=submit, config=ReplicaConfig(retry_backoff=0.001, **config)
+    )
     await replica.start()
     return replica, commit, gate, held, sent, NAMESPACE
 
@@ -284,9 +318,16 @@ async def test_a_rejected_claim_of_an_earlier_batch_is_released_for_the_next_one
         second = asyncio.create_task(replica.handle([_work(topic, 1, f"{ns}/b", head)]))
         await asyncio.sleep(0.2)
         assert not second.done() and sent == [[f"{ns}/a"]]  # b: no room in the view
-        await append_events(store, {"specversion": "1.0", "id": "del-a", "source": "t",
-                                    "type": "esched.pod.deleted",
-                                    "data": {"metadata": {"name": "a", "namespace": ns}}})
+        await append_events(
+            store,
+            {
+                "specversion": "1.0",
+                "id": "del-a",
+                "source": "t",
+                "type": "esched.pod.deleted",
+                "data": {"metadata": {"name": "a", "namespace": ns}},
+            },
+        )
         gate.set()
         await asyncio.wait_for(asyncio.gather(first, second), 10)
         assert sent == [[f"{ns}/a"], [f"{ns}/b"]]
@@ -327,7 +368,8 @@ async def test_a_pod_with_an_undecided_claim_is_not_proposed_again(store):
 
 
 async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
-        pg_url: str, kafka_bootstrap: str, topic_prefix: str) -> None:
+    pg_url: str, kafka_bootstrap: str, topic_prefix: str
+) -> None:
     """The share of the work partitions a replica had is recorded in the store; the
     same replica restarted reads it at once (no group membership, no offset
     commits) while its group join is under way, then switches to the group. Pods
@@ -337,8 +379,12 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
     await es.migrate()
     bus = open_bus(kafka_bootstrap, topic_prefix)
     await bus.ensure_topics()
-    commit = CommitService(es, bus, lease=open_lease(pg_url, "commit"),
-                           config=CommitConfig(group=f"{topic_prefix}commit"))
+    commit = CommitService(
+        es,
+        bus,
+        lease=open_lease(pg_url, "commit"),
+        config=CommitConfig(group=f"{topic_prefix}commit"),
+    )
     dispatcher = Dispatcher(es, bus, lease=open_lease(pg_url, "dispatch"))
     config = ReplicaConfig(group=f"{topic_prefix}replicas")
     tasks: list[asyncio.Task] = []
@@ -352,8 +398,10 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
         await append_events(es, *[node_event(i) for i in range(20)])
 
         async def placed_all(pods: list[dict], within: float) -> None:
-            keys = {f"{p['data']['metadata']['namespace']}/{p['data']['metadata']['name']}"
-                    for p in pods}
+            keys = {
+                f"{p['data']['metadata']['namespace']}/{p['data']['metadata']['name']}"
+                for p in pods
+            }
             deadline = time.monotonic() + within
             while True:
                 state = await fold_log(es)
@@ -397,8 +445,12 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
         while again._joining is not None or not again.consumer.assignment():
             assert time.monotonic() < deadline, "the restarted replica never joined"
             await asyncio.sleep(0.05)
-        log.warning("restart: ready %.2fs, wave placed %.2fs, early items %d", started,
-                    placed_at, again.totals.early_items)
+        log.warning(
+            "restart: ready %.2fs, wave placed %.2fs, early items %d",
+            started,
+            placed_at,
+            again.totals.early_items,
+        )
         bound = await _bindings_per_pod(es)
         assert len(bound) == 200 and max(bound.values()) == 1
         report = await audit_store(es)
@@ -417,7 +469,8 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
 
 
 async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
-        pg_url: str, kafka_bootstrap: str, topic_prefix: str) -> None:
+    pg_url: str, kafka_bootstrap: str, topic_prefix: str
+) -> None:
     """Pipelined replicas across a rebalance: r1 has batches in flight (undecided
     claims, uncommitted offsets) when r2 joins and partitions move; items r1 had
     polled are redelivered to r2, which may propose pods r1 already proposed. The
@@ -428,8 +481,12 @@ async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
     await es.migrate()
     bus = open_bus(kafka_bootstrap, topic_prefix)
     await bus.ensure_topics()
-    commit = CommitService(es, bus, lease=open_lease(pg_url, "commit"),
-                           config=CommitConfig(group=f"{topic_prefix}commit"))
+    commit = CommitService(
+        es,
+        bus,
+        lease=open_lease(pg_url, "commit"),
+        config=CommitConfig(group=f"{topic_prefix}commit"),
+    )
     dispatcher = Dispatcher(es, bus, lease=open_lease(pg_url, "dispatch"))
     config = ReplicaConfig(group=f"{topic_prefix}replicas", batch_size=40, pipeline=4)
     r1 = Replica(es, bus, "r1", seed=1, config=config)
@@ -452,8 +509,11 @@ async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
         # joined and taken part for a few waves: the join's timing is the broker's.
         while after_join < 4:
             assert wave < 80, "r2 never joined"
-            await append_events(es, *[node_event(40 + 2 * wave + k) for k in range(2)],
-                                *[pod_event(j, rng, f"w{wave}") for j in range(60)])
+            await append_events(
+                es,
+                *[node_event(40 + 2 * wave + k) for k in range(2)],
+                *[pod_event(j, rng, f"w{wave}") for j in range(60)],
+            )
             if wave == 2:
                 joining = asyncio.create_task(r2.start())
             if joining is not None and joining.done():
@@ -473,8 +533,10 @@ async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
             idle_in_row = idle_in_row + 1 if await system_idle(es, dispatcher, [r1, r2]) else 0
             await asyncio.sleep(0.1)
         stats = [r1.stats(), r2.stats()]
-        log.warning("rebalance: %s", [{k: s[k] for k in ("placed_pods", "conflicts", "skipped")}
-                                     for s in stats])
+        log.warning(
+            "rebalance: %s",
+            [{k: s[k] for k in ("placed_pods", "conflicts", "skipped")} for s in stats],
+        )
         assert all(s["placed_pods"] > 0 for s in stats), stats
         bound = await _bindings_per_pod(es)
         assert bound and max(bound.values()) == 1
@@ -493,20 +555,30 @@ async def test_log_follower_folds_the_bytes_and_decodes_only_what_after_fold_rea
     # envelopes of its types only, once the batch is in the state.
     await append_events(store, node("n1", cpu="8"), pod("a"))
     seen: list[tuple[int, dict, int]] = []
-    follower = LogFollower(store, after_fold=lambda events: seen.extend(
-        (pos, e, follower.state.position) for pos, e in events),
-        decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED))
+    follower = LogFollower(
+        store,
+        after_fold=lambda events: seen.extend(
+            (pos, e, follower.state.position) for pos, e in events
+        ),
+        decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED),
+    )
     state = await follower.start()
     try:
         assert state.position == 2 and state.pod("t/a")["phase"] == "Pending"
-        await append_events(store, pod("b"), pod("c"),
-                            ev("c1", PLACEMENT_COMMITTED, placement("p1", [("a", "n1")])),
-                            ev("r1", PLACEMENT_REJECTED, placement("p2", [("b", "n1")])))
+        await append_events(
+            store,
+            pod("b"),
+            pod("c"),
+            ev("c1", PLACEMENT_COMMITTED, placement("p1", [("a", "n1")])),
+            ev("r1", PLACEMENT_REJECTED, placement("p2", [("b", "n1")])),
+        )
         assert await follower.wait_for(6, within=10)
         assert state.pod("t/a")["phase"] == "Running" and state.pod("t/a")["node"] == "n1"
         assert state.pod("t/c")["phase"] == "Pending"
         assert [(pos, e["type"]) for pos, e, _ in seen] == [
-            (5, PLACEMENT_COMMITTED), (6, PLACEMENT_REJECTED)]
+            (5, PLACEMENT_COMMITTED),
+            (6, PLACEMENT_REJECTED),
+        ]
         assert all(folded_to >= pos for pos, _, folded_to in seen)
         assert seen[0][1]["data"]["proposal"] == "p1"
     finally:

@@ -35,16 +35,22 @@ def node(name: str, cpu: str) -> dict:
 
 
 def esched(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from esched.services.cli import main; main()",
-                           *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "from esched.services.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def placeable_pending(state: ClusterState) -> list[str]:
     """Pending pods (outside gangs) that some node would take now."""
     placer = Placer(state)
-    return [p for p in state.pending_pods()
-            if state.pod(p)["gang"] is None and placer.place(p, assume=False) is not None]
+    return [
+        p
+        for p in state.pending_pods()
+        if state.pod(p)["gang"] is None and placer.place(p, assume=False) is not None
+    ]
 
 
 async def unschedulable_events(url: str) -> list[dict]:
@@ -91,8 +97,17 @@ async def test_up_generate_places_all_placeable_audits_and_continues(tmp_path: P
 
     # Same store, a bigger cluster, two replicas sharing the in-process work: old input
     # dedupes, the new nodes take pending pods.
-    second = esched("up", "--store", url, "--generate", "30:700", "--replicas", "2",
-                    "--exit-when-idle", "--quiet")
+    second = esched(
+        "up",
+        "--store",
+        url,
+        "--generate",
+        "30:700",
+        "--replicas",
+        "2",
+        "--exit-when-idle",
+        "--quiet",
+    )
     assert second.returncode == 0, second.stderr
     s2 = json.loads(second.stdout)
     assert second.stderr.count("esched up:") == 0
@@ -114,11 +129,17 @@ async def test_up_generate_places_all_placeable_audits_and_continues(tmp_path: P
 
 async def test_up_gangs_all_or_nothing(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'gang.sqlite'}"
-    events = [node("n1", "4"), node("n2", "4"),
-              podgroup("ga", 3), *(pod(f"a{i}", "2", "ga") for i in range(3)),
-              podgroup("gb", 3), *(pod(f"b{i}", "2", "gb") for i in range(3)),
-              # gc has only 2 of its 3 members: never placed, never even tried.
-              podgroup("gc", 3), *(pod(f"c{i}", "1", "gc") for i in range(2))]
+    events = [
+        node("n1", "4"),
+        node("n2", "4"),
+        podgroup("ga", 3),
+        *(pod(f"a{i}", "2", "ga") for i in range(3)),
+        podgroup("gb", 3),
+        *(pod(f"b{i}", "2", "gb") for i in range(3)),
+        # gc has only 2 of its 3 members: never placed, never even tried.
+        podgroup("gc", 3),
+        *(pod(f"c{i}", "1", "gc") for i in range(2)),
+    ]
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
     res = esched("up", "--store", url, "--input", str(path), "--exit-when-idle")
@@ -138,12 +159,13 @@ async def test_up_gangs_all_or_nothing(tmp_path: Path) -> None:
     assert json.loads(audit.stdout)["checked"]["gang_decisions"] == 1
 
 
-async def test_unschedulable_reported_once_then_placed_when_capacity_frees(
-        tmp_path: Path) -> None:
+async def test_unschedulable_reported_once_then_placed_when_capacity_frees(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'u.sqlite'}"
     topics = TopicNames()
-    records = [record_for_event(e, topics, "test")
-               for e in (node("n1", "2"), pod("big", "8"), pod("small", "1"))]
+    records = [
+        record_for_event(e, topics, "test")
+        for e in (node("n1", "2"), pod("big", "8"), pod("small", "1"))
+    ]
     runner = Up(UpConfig(store=url, progress_every=0), records)
     task = asyncio.create_task(runner.run())
     try:
@@ -164,8 +186,7 @@ async def test_unschedulable_reported_once_then_placed_when_capacity_frees(
         await es.connect()
         try:
             big = node("n2", "16")
-            await es.append([NewEvent(big["id"], big["type"], stream_of(big),
-                                      orjson.dumps(big))])
+            await es.append([NewEvent(big["id"], big["type"], stream_of(big), orjson.dumps(big))])
             while True:
                 state = await fold_log(es)
                 if state.pod("t/big")["phase"] == "Running":
@@ -214,8 +235,9 @@ async def test_dispatcher_publishes_pending_work_by_cause(tmp_path: Path) -> Non
     task = asyncio.create_task(d.run())
 
     async def add(*events: dict) -> None:
-        await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))
-                         for e in events])
+        await es.append(
+            [NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in events]
+        )
 
     async def items(n: int) -> list[dict]:
         deadline = time.monotonic() + 5
@@ -242,14 +264,25 @@ async def test_dispatcher_publishes_pending_work_by_cause(tmp_path: Path) -> Non
         await add(pod("g2", "1", "g"))
         assert (await items(2))[-1] == {"gang": "t/g", "position": 5}
         # Bound, then its node goes away: the pod is pending again.
-        commit = ev("c1", "esched.placement.committed", {
-            "proposal": "x", "replica": "r", "position": 5, "gang": None,
-            "bindings": [{"pod": "t/p1", "node": "n1", "resources": {"cpu": 1000}}]})
+        commit = ev(
+            "c1",
+            "esched.placement.committed",
+            {
+                "proposal": "x",
+                "replica": "r",
+                "position": 5,
+                "gang": None,
+                "bindings": [{"pod": "t/p1", "node": "n1", "resources": {"cpu": 1000}}],
+            },
+        )
         await add(commit, ev("rm-n1", "esched.node.removed", {"metadata": {"name": "n1"}}))
         assert (await items(3))[-1]["pod"] == "t/p1"
         # Unschedulable: parked until capacity frees (never re-published before).
-        report = ev("u1", "esched.pod.unschedulable", {
-            "pod": "t/p1", "reasons": {"NoNodes": 1}, "message": "no nodes", "position": 8})
+        report = ev(
+            "u1",
+            "esched.pod.unschedulable",
+            {"pod": "t/p1", "reasons": {"NoNodes": 1}, "message": "no nodes", "position": 8},
+        )
         await add(report)
         await asyncio.sleep(0.4)
         assert len(bus.log(bus.topics.work)) == 3 and d.parked == 1 and d.idle()

@@ -21,9 +21,20 @@ def run(*args: str) -> dict:
 
 def test_simulate_store_replay_audit_report(tmp_path: Path):
     db = f"sqlite:///{tmp_path / 'sim.db'}"
-    out = run("simulate", "--trace", "synthetic:nodes=6,jobs=120,seed=2,load=1.5",
-              "--profile", str(PROFILES / "fgd.yaml"), "--seed", "4", "--store", db,
-              "--report", str(tmp_path / "rep"), "--no-progress")
+    out = run(
+        "simulate",
+        "--trace",
+        "synthetic:nodes=6,jobs=120,seed=2,load=1.5",
+        "--profile",
+        str(PROFILES / "fgd.yaml"),
+        "--seed",
+        "4",
+        "--store",
+        db,
+        "--report",
+        str(tmp_path / "rep"),
+        "--no-progress",
+    )
     assert out["placements"] > 0 and out["store"]["appended"] == out["store"]["head"]
     assert out["jobs"]["quincy"]["snp"] <= 1.0
     assert "gpu_fragmentation" in out
@@ -38,8 +49,10 @@ def test_simulate_store_replay_audit_report(tmp_path: Path):
 
 
 def test_simulate_errors_are_usage_errors(tmp_path: Path):
-    res = CliRunner().invoke(cli, ["simulate", "--trace", f"itp:{tmp_path}",
-                                   "--profile", str(PROFILES / "best-fit.yaml")])
+    res = CliRunner().invoke(
+        cli,
+        ["simulate", "--trace", f"itp:{tmp_path}", "--profile", str(PROFILES / "best-fit.yaml")],
+    )
     assert res.exit_code == 2 and "not a cluster CSV" in res.output
     bad = tmp_path / "bad.yaml"
     bad.write_text("profiles: [{plugins: {score: {enabled: [{name: Nope}]}}}]")
@@ -48,11 +61,27 @@ def test_simulate_errors_are_usage_errors(tmp_path: Path):
 
 
 def test_compare_profiles_side_by_side(tmp_path: Path):
-    out = run("compare", "--trace", "synthetic:nodes=8,jobs=80,seed=1,load=1.0",
-              "--profiles", str(PROFILES / "best-fit.yaml"), str(PROFILES / "worst-fit.yaml"),
-              "--study", "simulate,compaction,inflation,holes,curve", "--trials", "2",
-              "--curve-seeds", "1", "--tau", "0.05", "--workers", "2",
-              "--report", str(tmp_path / "cmp"), "--no-progress")
+    out = run(
+        "compare",
+        "--trace",
+        "synthetic:nodes=8,jobs=80,seed=1,load=1.0",
+        "--profiles",
+        str(PROFILES / "best-fit.yaml"),
+        str(PROFILES / "worst-fit.yaml"),
+        "--study",
+        "simulate,compaction,inflation,holes,curve",
+        "--trials",
+        "2",
+        "--curve-seeds",
+        "1",
+        "--tau",
+        "0.05",
+        "--workers",
+        "2",
+        "--report",
+        str(tmp_path / "cmp"),
+        "--no-progress",
+    )
     assert [s["profile"] for s in out["simulate"]["summaries"]] == ["best-fit", "worst-fit"]
     assert len(out["compaction"]["trials"]) == 4
     assert out["compaction"]["table"]["rows"][0][0] == "best-fit"
@@ -66,8 +95,9 @@ def test_compare_profiles_side_by_side(tmp_path: Path):
     fillers = [f["name"] for f in out["holes"]["params"]["fillers"]]
     assert fillers[:3] == ["cpu=1", "memory=1Gi", "gpu=1"] and len(fillers) == 4
     rows = out["holes"]["table"]["rows"]
-    assert {(r[0], r[1]) for r in rows} == {(f, p) for f in fillers
-                                            for p in ("best-fit", "worst-fit")}
+    assert {(r[0], r[1]) for r in rows} == {
+        (f, p) for f in fillers for p in ("best-fit", "worst-fit")
+    }
     assert set(figs["hole_filling"]["fillers"]["gpu=1"]) == {"best-fit", "worst-fit"}
     assert len(figs["hole_filling"]["fillers"]["gpu=1"]["best-fit"]["counts"]) == 2
     html = (tmp_path / "cmp" / "report.html").read_text()
@@ -76,20 +106,55 @@ def test_compare_profiles_side_by_side(tmp_path: Path):
 
 
 def test_compare_hole_filling_with_given_fillers(tmp_path: Path):
-    out = run("compare", "--trace", "synthetic:nodes=6,jobs=60,seed=3,load=1.0",
-              "--profiles", str(PROFILES / "best-fit.yaml"), "--study", "holes",
-              "--trials", "1", "--filler", "gpu=0.5", "--filler", "cpu=4,memory=16Gi",
-              "--workers", "1", "--no-progress")
+    out = run(
+        "compare",
+        "--trace",
+        "synthetic:nodes=6,jobs=60,seed=3,load=1.0",
+        "--profiles",
+        str(PROFILES / "best-fit.yaml"),
+        "--study",
+        "holes",
+        "--trials",
+        "1",
+        "--filler",
+        "gpu=0.5",
+        "--filler",
+        "cpu=4,memory=16Gi",
+        "--workers",
+        "1",
+        "--no-progress",
+    )
     (t,) = out["holes"]["trials"]
     assert [f["filler"] for f in t["fillers"]] == ["gpu=0.5", "cpu=4,memory=16Gi"]
     assert all(f["count"] >= 0 for f in t["fillers"])
-    res = CliRunner().invoke(cli, ["compare", "--trace", "synthetic:", "--profiles",
-                                   str(PROFILES / "random.yaml"), "--study", "holes",
-                                   "--filler", "gpu=1.5"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "compare",
+            "--trace",
+            "synthetic:",
+            "--profiles",
+            str(PROFILES / "random.yaml"),
+            "--study",
+            "holes",
+            "--filler",
+            "gpu=1.5",
+        ],
+    )
     assert res.exit_code == 2 and "whole GPUs" in res.output
 
 
 def test_compare_rejects_unknown_study():
-    res = CliRunner().invoke(cli, ["compare", "--trace", "synthetic:", "--profiles",
-                                   str(PROFILES / "random.yaml"), "--study", "nope"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "compare",
+            "--trace",
+            "synthetic:",
+            "--profiles",
+            str(PROFILES / "random.yaml"),
+            "--study",
+            "nope",
+        ],
+    )
     assert res.exit_code == 2 and "unknown study" in res.output

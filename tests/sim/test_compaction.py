@@ -26,14 +26,58 @@ from esched.services.sim.compaction import (
 from esched.services.sim.engine import GPU_RESOURCE
 from esched.services.sim.traces import GIB, Job, NodeSpec, Trace
 
-BEST_FIT = parse_profile({"profiles": [{"percentageOfNodesToScore": 100, "plugins": {"score": {
-    "disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}},
-    "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
-        "type": "MostAllocated", "resources": [{"name": GPU_RESOURCE, "weight": 1}]}}}]}]})
-WORST_FIT = parse_profile({"profiles": [{"percentageOfNodesToScore": 100, "plugins": {"score": {
-    "disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}},
-    "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
-        "type": "LeastAllocated", "resources": [{"name": GPU_RESOURCE, "weight": 1}]}}}]}]})
+BEST_FIT = parse_profile(
+    {
+        "profiles": [
+            {
+                "percentageOfNodesToScore": 100,
+                "plugins": {
+                    "score": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [{"name": "NodeResourcesFit"}],
+                    }
+                },
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "MostAllocated",
+                                "resources": [{"name": GPU_RESOURCE, "weight": 1}],
+                            }
+                        },
+                    }
+                ],
+            }
+        ]
+    }
+)
+WORST_FIT = parse_profile(
+    {
+        "profiles": [
+            {
+                "percentageOfNodesToScore": 100,
+                "plugins": {
+                    "score": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [{"name": "NodeResourcesFit"}],
+                    }
+                },
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "LeastAllocated",
+                                "resources": [{"name": GPU_RESOURCE, "weight": 1}],
+                            }
+                        },
+                    }
+                ],
+            }
+        ]
+    }
+)
 
 
 def uniform(n_nodes: int, n_jobs: int) -> Trace:
@@ -61,17 +105,18 @@ def test_fits_counts_pending():
     assert fits(tr, BEST_FIT, jobs, [0, 1, 2, 3], 0, 0.2)[0]
 
 
-@pytest.mark.parametrize(("tau", "mu", "expect"),
-                         [(0.0, 1, 5), (0.2, 1, 4), (0.0, 4, {5, 6, 7, 8})])
+@pytest.mark.parametrize(
+    ("tau", "mu", "expect"), [(0.0, 1, 5), (0.2, 1, 4), (0.0, 4, {5, 6, 7, 8})]
+)
 def test_compaction_binary_search(tau, mu, expect):
     tr = uniform(20, 10)
     _, jobs = checkpoint(tr, "all")
     r = compaction_trial(tr, BEST_FIT, jobs, seed=3, tau=tau, mu=mu)
     if isinstance(expect, set):
-        assert r["machines"] in expect       # stopped early: an upper bound within mu
+        assert r["machines"] in expect  # stopped early: an upper bound within mu
     else:
         assert r["machines"] == expect
-    assert r["steps"] <= 2 + 20 .bit_length()
+    assert r["steps"] <= 2 + (20).bit_length()
 
 
 def test_capacity_bound_is_reached_by_best_fit_on_uniform_nodes():
@@ -86,14 +131,19 @@ def test_capacity_bound_is_reached_by_best_fit_on_uniform_nodes():
 def test_capacity_bound_per_resource_and_pool():
     # Pools: a CPU-only job may use only the two CPU nodes (the GPU node's cores do
     # not count), so 12 cores need both of them: the bound is the prefix holding both.
-    nodes = [NodeSpec("g", 64_000, 64 * GIB, 2, "T4"), NodeSpec("c0", 8_000, 64 * GIB),
-             NodeSpec("c1", 8_000, 64 * GIB)]
-    jobs = [Job("a", 0, 1, 6_000, GIB, 0, 1, None, 0, "", None, "", "cpu"),
-            Job("b", 0, 1, 6_000, GIB, 0, 1, None, 0, "", None, "", "cpu"),
-            Job("h", 0, 1, 1_000, GIB, 1000, 1, None, 0, "", None, "", "gpu")]
+    nodes = [
+        NodeSpec("g", 64_000, 64 * GIB, 2, "T4"),
+        NodeSpec("c0", 8_000, 64 * GIB),
+        NodeSpec("c1", 8_000, 64 * GIB),
+    ]
+    jobs = [
+        Job("a", 0, 1, 6_000, GIB, 0, 1, None, 0, "", None, "", "cpu"),
+        Job("b", 0, 1, 6_000, GIB, 0, 1, None, 0, "", None, "", "cpu"),
+        Job("h", 0, 1, 1_000, GIB, 1000, 1, None, 0, "", None, "", "gpu"),
+    ]
     tr = Trace("test", "pools", nodes, jobs, Counter(), [])
     assert capacity_bound(tr, jobs, [0, 1, 2]) == 3
-    assert capacity_bound(tr, jobs, [1, 2, 0]) == 3   # the GPU pod needs node g
+    assert capacity_bound(tr, jobs, [1, 2, 0]) == 3  # the GPU pod needs node g
     assert capacity_bound(tr, jobs[:2], [1, 2, 0]) == 2
     assert capacity_bound(tr, jobs[:2], [1, 0]) is None
 
@@ -155,8 +205,12 @@ def two_one_gpu_nodes() -> Trace:
     return Trace("test", "holes", nodes, jobs, Counter(), [])
 
 
-FILLERS = [parse_filler("gpu=1"), parse_filler("gpu=0.5"), parse_filler("cpu=1"),
-           parse_filler("cpu=3,gpu=0.5")]
+FILLERS = [
+    parse_filler("gpu=1"),
+    parse_filler("gpu=0.5"),
+    parse_filler("cpu=1"),
+    parse_filler("cpu=3,gpu=0.5"),
+]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -169,15 +223,20 @@ def test_hole_filling_counts_what_fits_in_the_holes(seed):
     #   one min(4 // 3, 1000 // 500) = 1.
     bf = {f["filler"]: f for f in hole_filling(tr, BEST_FIT, jobs, seed, FILLERS)["fillers"]}
     assert {k: v["count"] for k, v in bf.items()} == {
-        "gpu=1": 1, "gpu=0.5": 2, "cpu=1": 6, "cpu=3,gpu=0.5": 1}
+        "gpu=1": 1,
+        "gpu=0.5": 2,
+        "cpu=1": 6,
+        "cpu=3,gpu=0.5": 1,
+    }
     # GPU allocation 1000 / 2000 before; one more whole GPU fills it.
     assert bf["gpu=1"]["rates"]["gpu"] == {"before": 0.5, "after": 1.0}
     assert bf["cpu=1"]["rates"]["cpu"] == {"before": 0.25, "after": 1.0}
     assert bf["cpu=3,gpu=0.5"]["nodes_with_room"] == 1
     # Worst fit spreads: half a GPU free on each node, so no whole GPU fits, but two
     # halves do, and each node still takes a 3-core half-GPU task.
-    wf = {f["filler"]: f["count"] for f in
-          hole_filling(tr, WORST_FIT, jobs, seed, FILLERS)["fillers"]}
+    wf = {
+        f["filler"]: f["count"] for f in hole_filling(tr, WORST_FIT, jobs, seed, FILLERS)["fillers"]
+    }
     assert wf == {"gpu=1": 0, "gpu=0.5": 2, "cpu=1": 6, "cpu=3,gpu=0.5": 2}
 
 
@@ -188,33 +247,47 @@ def test_hole_filling_counts_devices_not_sums():
     tr = Trace("test", "holes", nodes, jobs, Counter(), [])
     _, share, sim = fits(tr, BEST_FIT, jobs, [0], 0, 0.0)
     assert share == 0
-    got = {f["filler"]: f["count"] for f in hole_counts(sim, [
-        parse_filler("gpu=2"), parse_filler("gpu=3"), parse_filler("gpu=4"),
-        parse_filler("gpu=0.5"), parse_filler("gpu=0.3"), Filler("tiny", gpu_milli=1)])}
+    got = {
+        f["filler"]: f["count"]
+        for f in hole_counts(
+            sim,
+            [
+                parse_filler("gpu=2"),
+                parse_filler("gpu=3"),
+                parse_filler("gpu=4"),
+                parse_filler("gpu=0.5"),
+                parse_filler("gpu=0.3"),
+                Filler("tiny", gpu_milli=1),
+            ],
+        )
+    }
     # whole GPUs need idle devices: 3 idle -> one 2-GPU task, one 3-GPU task, no 4.
     # shares count per device: 500 -> 2+2+2+0; 300 -> 3+3+3+1; 1 milli -> 3,400 but
     # a node holds at most 256 pods (the pods resource), 1 slot already taken.
-    assert got == {"gpu=2": 1, "gpu=3": 1, "gpu=4": 0, "gpu=0.5": 6, "gpu=0.3": 10,
-                   "tiny": 255}
+    assert got == {"gpu=2": 1, "gpu=3": 1, "gpu=4": 0, "gpu=0.5": 6, "gpu=0.3": 10, "tiny": 255}
 
 
 def test_fillers_parse_and_defaults():
     assert parse_filler("cpu=500m,memory=2Gi,gpu=1/4") == Filler(
-        "cpu=500m,memory=2Gi,gpu=1/4", 500, 2 * GIB, 250)
+        "cpu=500m,memory=2Gi,gpu=1/4", 500, 2 * GIB, 250
+    )
     assert parse_filler("gpu=2").gpu_milli == 2000
     for bad in ("", "disk=1", "gpu=1.5", "gpu=0.0001", "cpu"):
         with pytest.raises(ValueError):
             parse_filler(bad)
     tr = two_one_gpu_nodes()
     names = [f.name for f in default_fillers(tr, tr.jobs)]
-    assert names == ["cpu=1", "memory=1Gi", "gpu=1",
-                     "cpu=1000m,memory=1024Mi,gpu=0.5 (most common)"]
+    assert names == [
+        "cpu=1",
+        "memory=1Gi",
+        "gpu=1",
+        "cpu=1000m,memory=1024Mi,gpu=0.5 (most common)",
+    ]
 
 
 def test_hole_trials_in_processes(tmp_path):
     prof = _gpu_best_fit_profile(tmp_path)
     tr = two_one_gpu_nodes()
-    res = run_trials("holes", tr, [str(prof)], [0, 1], {"at": "all", "fillers": FILLERS},
-                     workers=2)
+    res = run_trials("holes", tr, [str(prof)], [0, 1], {"at": "all", "fillers": FILLERS}, workers=2)
     assert [r["fillers"][0]["count"] for r in res] == [1, 1]
     assert res[0]["profile"] == "bf" and res[0]["pending_share"] == 0

@@ -17,21 +17,60 @@ from esched.services.sim.engine import GPU_RESOURCE, HEATMAP_SAMPLES, simulate
 from esched.services.sim.metrics import job_metrics, summarize, time_average
 from esched.services.sim.traces import GIB, Job, NodeSpec, Trace, synthetic
 
-BEST_FIT = parse_profile({"profiles": [{"percentageOfNodesToScore": 100, "plugins": {"score": {
-    "disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}},
-    "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
-        "type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1},
-                                               {"name": GPU_RESOURCE, "weight": 1}]}}}]}]})
-FGD = parse_profile({"profiles": [{"percentageOfNodesToScore": 100, "plugins": {"score": {
-    "disabled": [{"name": "*"}], "enabled": [{"name": "FGD"}]}}}]})
+BEST_FIT = parse_profile(
+    {
+        "profiles": [
+            {
+                "percentageOfNodesToScore": 100,
+                "plugins": {
+                    "score": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [{"name": "NodeResourcesFit"}],
+                    }
+                },
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "MostAllocated",
+                                "resources": [
+                                    {"name": "cpu", "weight": 1},
+                                    {"name": GPU_RESOURCE, "weight": 1},
+                                ],
+                            }
+                        },
+                    }
+                ],
+            }
+        ]
+    }
+)
+FGD = parse_profile(
+    {
+        "profiles": [
+            {
+                "percentageOfNodesToScore": 100,
+                "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "FGD"}]}},
+            }
+        ]
+    }
+)
 
 
 def node(name: str, gpus: int, cpu: int = 32_000) -> NodeSpec:
     return NodeSpec(name, cpu, 64 * GIB, gpus, "T4" if gpus else None)
 
 
-def job(name: str, t: float, d: float, g: int = 0, cpu: int = 1000, tasks: int = 1,
-        deadline: float | None = None) -> Job:
+def job(
+    name: str,
+    t: float,
+    d: float,
+    g: int = 0,
+    cpu: int = 1000,
+    tasks: int = 1,
+    deadline: float | None = None,
+) -> Job:
     return Job(name, t, d, cpu, GIB, g, tasks, None, 0, "", deadline)
 
 
@@ -43,8 +82,7 @@ def test_share_that_does_not_fit_a_device_waits_for_it():
     # One node, one GPU. a takes 600 milli; b (600) does not fit the 400 left, although
     # the node has GPU milli free in aggregate terms only if shares were pooled; it
     # starts when a leaves at t=10. c (400) fits beside a at once.
-    tr = trace([node("n0", 1)], [job("a", 0, 10, 600), job("b", 1, 5, 600),
-                                 job("c", 2, 4, 400)])
+    tr = trace([node("n0", 1)], [job("a", 0, 10, 600), job("b", 1, 5, 600), job("c", 2, 4, 400)])
     r = simulate(tr, BEST_FIT)
     assert r.start.tolist() == [0, 10, 2]
     assert r.finish.tolist() == [10, 15, 6]
@@ -63,8 +101,10 @@ def test_share_that_does_not_fit_a_device_waits_for_it():
 def test_gang_is_all_or_nothing():
     # Two 8-GPU nodes. A 1-GPU job holds n0 until t=5, so the 16-GPU gang (2 x 8)
     # cannot start at t=1 even though n1 is free; it starts whole at t=5.
-    tr = trace([node("n0", 8), node("n1", 8)],
-               [job("small", 0, 5, 1000), job("gang", 1, 10, 8000, tasks=2)])
+    tr = trace(
+        [node("n0", 8), node("n1", 8)],
+        [job("small", 0, 5, 1000), job("gang", 1, 10, 8000, tasks=2)],
+    )
     r = simulate(tr, BEST_FIT, record=True)
     assert r.start.tolist() == [0, 5]
     commits = [e for e in r.events if e["type"] == "esched.placement.committed"]
@@ -87,8 +127,7 @@ def test_gang_members_with_gpu_shares_are_exact_per_device():
     r = simulate(tr, BEST_FIT, record=True)
     assert r.start.tolist() == [0, 1]
     gang = [e["data"] for e in r.events if e["type"] == "esched.placement.committed"][-1]
-    assert sorted((x["node"], x["devices"]) for x in gang["bindings"]) == [
-        ("a", [1]), ("b", [0])]
+    assert sorted((x["node"], x["devices"]) for x in gang["bindings"]) == [("a", [1]), ("b", [0])]
     assert r.device_stats["free_milli"] == 3000  # everything released at the end
 
 
@@ -108,7 +147,8 @@ def test_allocation_series_and_time_average():
     # over [0, 5] (first to last arrival): 1000 the whole time
     assert time_average(r.t, r.alloc[GPU_RESOURCE], 0, 5) == 1000
     assert time_average(r.t, r.alloc[GPU_RESOURCE], 0, 15) == pytest.approx(
-        (1000 * 5 + 1500 * 5 + 500 * 5) / 15)
+        (1000 * 5 + 1500 * 5 + 500 * 5) / 15
+    )
     s = summarize(r)
     assert s["allocation"]["gpu"]["mean_rate"] == pytest.approx(0.5)
     assert s["allocation"]["gpu"]["peak_rate"] == pytest.approx(0.75)
@@ -179,8 +219,16 @@ def test_same_seed_same_run_and_seed_matters():
     a = simulate(tr, BEST_FIT, seed=11, record=True)
     b = simulate(tr, BEST_FIT, seed=11, record=True)
     assert [e["data"] for e in a.events] == [e["data"] for e in b.events]
-    random_profile = parse_profile({"profiles": [{"percentageOfNodesToScore": 100, "plugins": {
-        "score": {"disabled": [{"name": "*"}]}}}]})
+    random_profile = parse_profile(
+        {
+            "profiles": [
+                {
+                    "percentageOfNodesToScore": 100,
+                    "plugins": {"score": {"disabled": [{"name": "*"}]}},
+                }
+            ]
+        }
+    )
     c = simulate(tr, random_profile, seed=1, record=True)
     d = simulate(tr, random_profile, seed=2, record=True)
     assert [e["data"] for e in c.events] != [e["data"] for e in d.events]
@@ -191,12 +239,21 @@ def test_fgd_packs_shares_onto_used_gpus():
     # 500-shares and 1/4 whole GPUs, so that half GPU is a fragment for whole-GPU pods
     # (F = 125); b on it removes the fragment (delta -125), b on an idle GPU elsewhere
     # makes one (+125): FGD fills the hole.
-    tr = trace([node("n0", 2), node("n1", 2)],
-               [job("a", 0, 100, 500), job("b", 1, 100, 500), job("c", 2, 100, 500),
-                job("d", 3, 100, 1000)])
+    tr = trace(
+        [node("n0", 2), node("n1", 2)],
+        [
+            job("a", 0, 100, 500),
+            job("b", 1, 100, 500),
+            job("c", 2, 100, 500),
+            job("d", 3, 100, 1000),
+        ],
+    )
     r = simulate(tr, FGD, record=True)
-    commits = [e["data"]["bindings"][0] for e in r.events
-               if e["type"] == "esched.placement.committed"]
-    assert (commits[1]["node"], commits[1]["devices"]) == (commits[0]["node"],
-                                                          commits[0]["devices"])
+    commits = [
+        e["data"]["bindings"][0] for e in r.events if e["type"] == "esched.placement.committed"
+    ]
+    assert (commits[1]["node"], commits[1]["devices"]) == (
+        commits[0]["node"],
+        commits[0]["devices"],
+    )
     assert r.frag is not None

@@ -26,12 +26,17 @@ def write(path: Path, text: str) -> Path:
 
 @pytest.fixture
 def openb_dir(tmp_path: Path) -> Path:
-    write(tmp_path / "openb_node_list_all_node.csv", """
+    write(
+        tmp_path / "openb_node_list_all_node.csv",
+        """
 sn,cpu_milli,memory_mib,gpu,model
 openb-node-0000,32000,262144,0,
 openb-node-0001,64000,262144,2,P100
-""")
-    write(tmp_path / "openb_pod_list_default.csv", """
+""",
+    )
+    write(
+        tmp_path / "openb_pod_list_default.csv",
+        """
 name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
 openb-pod-0000,12000,16384,1,1000,,LS,Running,0,100,0
 openb-pod-0001,6000,12288,1,460,,BE,Running,10,70,20
@@ -42,7 +47,8 @@ openb-pod-0005,1000,1024,1,0,,LS,Running,1,9,1
 openb-pod-0006,1000,1024,1,100,,Weird,Running,40,50,40
 openb-pod-0008,1000,1024,1,100,,LS,Running,40,40,40
 openb-pod-0007,oops,1024,1,100,,LS,Running,1,9,1
-""")
+""",
+    )
     return tmp_path
 
 
@@ -51,8 +57,13 @@ def test_openb_units_times_and_quirks(openb_dir: Path):
     assert [n.gpus for n in tr.nodes] == [0, 2]
     assert tr.nodes[1].memory_bytes == 262144 * MIB and tr.nodes[1].model == "P100"
     by = {j.name: j for j in tr.jobs}
-    assert set(by) == {"openb-pod-0000", "openb-pod-0001", "openb-pod-0002", "openb-pod-0003",
-                       "openb-pod-0006"}
+    assert set(by) == {
+        "openb-pod-0000",
+        "openb-pod-0001",
+        "openb-pod-0002",
+        "openb-pod-0003",
+        "openb-pod-0006",
+    }
     assert by["openb-pod-0006"].priority == 0
     p1 = by["openb-pod-0001"]
     # run time = deletion - scheduled; arrival = creation; a share of one GPU
@@ -78,7 +89,9 @@ def test_openb_units_times_and_quirks(openb_dir: Path):
 
 
 def test_philly_gangs_and_machines(tmp_path: Path):
-    write(tmp_path / "philly.csv", """
+    write(
+        tmp_path / "philly.csv",
+        """
 timestamp,duration,num_gpus,gpu_time,cluster
 2017-10-09 07:01:55,66.0,1,66.0,11cb48
 2017-10-09 06:13:03,2951.0,16,2951.0,6214e9
@@ -87,13 +100,17 @@ timestamp,duration,num_gpus,gpu_time,cluster
 bad,1,1,1,x
 ,,,,
 
-""")
-    write(tmp_path / "revised_machine_list.csv", """
+""",
+    )
+    write(
+        tmp_path / "revised_machine_list.csv",
+        """
 ,machineId,number of GPUs
 0,m0,8
 1,m1,4
 2,m2,0
-""")
+""",
+    )
     tr = load_trace(f"philly:{tmp_path}")
     assert [(n.name, n.gpus) for n in tr.nodes] == [("m0", 8), ("m1", 4)]
     gang16, gang12, one = tr.jobs  # by submission time; time zero = first submission
@@ -108,11 +125,14 @@ bad,1,1,1,x
 
 
 def test_itp_needs_nodes(tmp_path: Path):
-    f = write(tmp_path / "cluster01.csv", """
+    f = write(
+        tmp_path / "cluster01.csv",
+        """
 job_id,submission_time,duration,num_gpu
 aaa,100,600,64
 bbb,50,700,1
-""")
+""",
+    )
     with pytest.raises(TraceError, match="pass --nodes"):
         load_trace(f"itp:{f}")
     tr = load_trace(f"itp:{f}", "2x8:cpu=32:mem=64,1x4")
@@ -121,13 +141,18 @@ bbb,50,700,1
     assert [(j.arrival, j.tasks, j.gpu_milli) for j in tr.jobs] == [(0, 1, 1000), (50, 8, 8000)]
 
 
-DLRM_HEADER = ("instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,"
-               "rdma_request,rdma_limit,memory_request,memory_limit,disk_request,disk_limit,"
-               "max_instance_per_node,creation_time,scheduled_time,deletion_time\n")
+DLRM_HEADER = (
+    "instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,"
+    "rdma_request,rdma_limit,memory_request,memory_limit,disk_request,disk_limit,"
+    "max_instance_per_node,creation_time,scheduled_time,deletion_time\n"
+)
 
 
 def test_dlrm_units_roles_times_and_quirks(tmp_path: Path):
-    d = write(tmp_path / "dlrm.csv", DLRM_HEADER + """
+    d = write(
+        tmp_path / "dlrm.csv",
+        DLRM_HEADER
+        + """
 instance_0,HN,app_0,12,12,1,1,25,25,120.0,120.0,640.0,800.0,8,,,
 instance_1,CN,app_1,4,4,0,0,0,0,937.5,937.5,0,0,-1,475.00000000000006,480.0000000001,1000
 instance_2,CN,app_1,4,4,0,0,1,1,8.0,8.0,0,0,-1,600,660,2044444.0000000002
@@ -136,7 +161,8 @@ instance_4,CN,app_1,4,4,1,1,1,1,8.0,8.0,0,0,-1,700,700,900
 instance_5,CN,app_1,4.0001,4,0,0,1,1,8.0,8.0,0,0,-1,700,700,900
 instance_6,XN,app_1,4,4,0,0,1,1,8.0,8.0,0,0,-1,700,700,900
 instance_7,CN,app_2,256,256,0,0,1,1,8.0,8.0,0,0,-1,800,800,
-""")
+""",
+    )
     with pytest.raises(TraceError, match="no node table"):
         load_trace(f"dlrm:{d}")
     with pytest.raises(TraceError, match="CN instances run on nodes without GPUs"):
@@ -147,7 +173,11 @@ instance_7,CN,app_2,256,256,0,0,1,1,8.0,8.0,0,0,-1,800,800,
     i0, i1, i2 = by["instance-0"], by["instance-1"], by["instance-2"]
     # vCPUs -> milli, GiB -> bytes (937.5 GiB is exact), whole GPUs -> milli
     assert (i0.cpu_milli, i0.memory_bytes, i0.gpu_milli, i0.node_kind) == (
-        12_000, 120 * GIB, 1000, "gpu")
+        12_000,
+        120 * GIB,
+        1000,
+        "gpu",
+    )
     assert (i1.memory_bytes, i1.gpu_milli, i1.node_kind) == (937 * GIB + GIB // 2, 0, "cpu")
     # created before the trace: arrives at 0, alive to the trace's last time (2,044,444)
     assert (i0.arrival, i0.duration, i0.deadline) == (0, 2_044_444, 2_044_444)
@@ -159,14 +189,14 @@ instance_7,CN,app_2,256,256,0,0,1,1,8.0,8.0,0,0,-1,800,800,
         "created_before_trace": 1,
         "alive_at_trace_end": 2,
         "time_rounded": 3,
-        "nonpositive_run_time_dropped": 1,             # instance_3: deleted when scheduled
-        "role_contradicts_gpu_request_dropped": 1,     # instance_4: a CN asking for a GPU
-        "row_unreadable": 1,                           # instance_5: 4.0001 vCPU
-        "unknown_role_dropped": 1,                     # instance_6
-        "rdma_request_not_simulated": 4,               # rows read with RDMA (0, 2, 3, 7)
+        "nonpositive_run_time_dropped": 1,  # instance_3: deleted when scheduled
+        "role_contradicts_gpu_request_dropped": 1,  # instance_4: a CN asking for a GPU
+        "row_unreadable": 1,  # instance_5: 4.0001 vCPU
+        "unknown_role_dropped": 1,  # instance_6
+        "rdma_request_not_simulated": 4,  # rows read with RDMA (0, 2, 3, 7)
         "disk_request_not_simulated": 1,
         "max_instance_per_node_not_simulated": 1,
-        "larger_than_any_node": 1,                     # instance_7: 256 vCPUs
+        "larger_than_any_node": 1,  # instance_7: 256 vCPUs
     }
     # The roles become node constraints: CN on nodes without GPUs, HN on GPU nodes.
     from esched.services.sim.engine import simulate
@@ -174,8 +204,12 @@ instance_7,CN,app_2,256,256,0,0,1,1,8.0,8.0,0,0,-1,800,800,
     from .test_engine import BEST_FIT
 
     r = simulate(tr, BEST_FIT, record=True)
-    nodes = {b["pod"]: b["node"] for e in r.events if e["type"] == "esched.placement.committed"
-             for b in e["data"]["bindings"]}
+    nodes = {
+        b["pod"]: b["node"]
+        for e in r.events
+        if e["type"] == "esched.placement.committed"
+        for b in e["data"]["bindings"]
+    }
     assert nodes["sim/instance-0"] == "node-00000"
     assert nodes["sim/instance-1"] in ("node-00001", "node-00002")
     assert "sim/instance-7" not in nodes and r.withdrawn == 1  # pending until deleted
