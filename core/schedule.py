@@ -98,10 +98,6 @@ class PassConfig:
     #: Reason counts and gang messages for unschedulable pods (the simulator does not
     #: report them: it skips their cost).
     explain: bool = True
-    #: Pods of a class that did not fit (and could not preempt) make the later pods of
-    #: that class in the same pass unschedulable without a second try: the view only
-    #: fills up during a pass.
-    skip_failed_classes: bool = False
 
 
 @dataclass(slots=True)
@@ -177,6 +173,7 @@ class SchedulingPass:
         now: float = 0.0,
         in_flight: Mapping[str, str] | None = None,
         reserving: Collection[str] = (),
+        out: PassResult | None = None,
     ) -> PassResult:
         """Decide ``targets`` in order on the placer's current view.
 
@@ -186,6 +183,9 @@ class SchedulingPass:
             returned as ``blocked``.
         :param reserving: gangs whose reservation is already decided but not yet in
             the state (not reserved twice).
+        :param out: the result to fill (default a new one): a lazy ``targets`` may
+            read it to choose what comes next (the simulator stops offering a shape
+            of job once one of them did not fit).
         """
         st = self.state
         placer = self.placer
@@ -193,13 +193,12 @@ class SchedulingPass:
         preempt = cfg.preemption
         bands = cfg.bands
         inflight = in_flight or {}
-        out = PassResult()
+        if out is None:
+            out = PassResult()
         unschedulable = out.unschedulable
         reasons_cache: dict[int, Any] = {}
         gangs_done: set[str] = set()
-        failed: set[int] = set()
         devices = self.devices
-        skip_failed = cfg.skip_failed_classes
 
         for t in targets:
             if t.kind == "pod":
@@ -212,9 +211,6 @@ class SchedulingPass:
                     t = Target("gang", st.gang_keys[g], t.position)
                 else:
                     cid = st.pod_class_id(t.key)
-                    if skip_failed and cid in failed:
-                        unschedulable[t.key] = (t, self._reasons(t.key, reasons_cache), "")
-                        continue
                     got = self._place_pod(t.key, cid)
                     if got is not None:
                         out.placements.append(Placement(t, None, [(t.key, got[0], got[1])]))
@@ -236,7 +232,6 @@ class SchedulingPass:
                             Placement(t, None, [(t.key, plan["node"], ())], victims)
                         )
                     else:
-                        failed.add(cid)
                         unschedulable[t.key] = (t, self._reasons(t.key, reasons_cache), "")
                     continue
             if t.key in gangs_done:

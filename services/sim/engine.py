@@ -16,6 +16,13 @@ deletion time is withdrawn. After every arrival and departure the scheduler make
 pass over the pending queue in arrival order (no head-of-line blocking: a job that
 does not fit is skipped, as kube-scheduler does).
 
+Placement decisions come from the same scheduling pass as the live replica's
+(:class:`~esched.core.schedule.SchedulingPass`), offered the pending jobs shape by
+shape, oldest first, FIFO inside a shape; a shape whose job did not fit is not offered
+again until something is released. Preemption (``preemption=True``: a job that fits
+nowhere may evict jobs of lower priority bands, which go back to the queue) and the
+gang starvation guard (``reserve_after``: seconds of virtual time) are off by default.
+
 GPU sharing: GPUs are the extended resource ``esched.dev/gpu-milli`` in the state
 (1000 per device) and per device in a :class:`~esched.core._devices.DeviceTable`,
 which is the exact fit filter (``Placer.place(mask=...)``) and, for profiles with
@@ -24,6 +31,7 @@ the ``FGD`` plugin, the fragmentation-gradient score (``extra=...``).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from collections import deque
@@ -34,14 +42,16 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from esched.core import ClusterState, Placer, Profile
-from esched.core._devices import DeviceTable, GangDevices
+from esched.core._devices import DeviceTable
+from esched.core.bands import BandConfig
+from esched.core.schedule import GPU_MILLI_RESOURCE, PassConfig, PassResult, SchedulingPass, Target
 from esched.schemas.objects import GANG_ANNOTATIONS
 from esched.services.sim.traces import Job, NodeSpec, Trace
 
 __all__ = ["GPU_RESOURCE", "NAMESPACE", "RunResult", "Simulator", "simulate"]
 
 #: The extended resource GPUs are counted in (1000 per device).
-GPU_RESOURCE = "esched.dev/gpu-milli"
+GPU_RESOURCE = GPU_MILLI_RESOURCE
 #: The node label carrying the GPU model (pods' model constraints select on it).
 MODEL_LABEL = "esched.dev/gpu-model"
 #: The node label "gpu" / "cpu" (has GPUs or not), set when some job asks for a node
@@ -95,6 +105,11 @@ class RunResult:
     device_stats: dict
     events: list[dict] | None = None
     anomalies: dict = field(default_factory=dict)
+    #: placements that evicted pods (preemption), the jobs they evicted, and gang
+    #: reservations made by the starvation guard
+    preemptions: int = 0
+    evicted_jobs: int = 0
+    reservations: int = 0
 
 
 class Simulator:
@@ -109,6 +124,11 @@ class Simulator:
     :param departures: False: nothing leaves (static packing, as the FGD experiments).
     :param retry: False: a job that does not fit when it arrives is dropped.
     :param progress: called with (jobs arrived, total) now and then.
+    :param preemption: a job that fits nowhere may evict jobs of lower bands (they go
+        back to the pending queue).
+    :param bands: priority bands for preemption (None: the defaults).
+    :param reserve_after: reserve nodes for a gang that has not fitted for this many
+        seconds of virtual time (None: no reservations).
     """
 
     def __init__(
@@ -124,6 +144,9 @@ class Simulator:
         retry: bool = True,
         progress: Callable[[int, int], None] | None = None,
         on_place: Callable[[Simulator, Job, bool], None] | None = None,
+        preemption: bool = False,
+        bands: BandConfig | None = None,
+        reserve_after: float | None = None,
     ) -> None:
         self.trace = trace
         self.profile = profile
@@ -139,7 +162,9 @@ class Simulator:
         self.events: list[dict] = []
         self.state = ClusterState()
         self.position = 0
-        self.fgd_weight = sum(p.weight for p in profile.plugins if p.kind == "FGD")
+        self.pass_config = PassConfig(
+            preemption=preemption, bands=bands, reserve_after=reserve_after, explain=False
+        )
         self.gpu = any(n.gpus for n in self.nodes)
         self.devices = DeviceTable() if self.gpu else None
         self._run_id = f"s{seed}"
@@ -220,10 +245,10 @@ class Simulator:
             # Always: the fragmentation series is a metric for every profile.
             self.devices.set_target(self.trace.frag_types())
         self.placer = Placer(st, self.profile, seed=self.seed)
+        self.scheduler = SchedulingPass(
+            st, self.placer, self.pass_config, devices=self.devices, gpu_resource=GPU_RESOURCE
+        )
         n_slots = st.n_nodes
-        self._mask = np.ones(n_slots, dtype=np.uint8)
-        self._extra = np.zeros(n_slots, dtype=np.int64)
-        self._gpu_col = st.res_index.get(GPU_RESOURCE)
 
         jobs = self.jobs
         J = len(jobs)
@@ -231,6 +256,10 @@ class Simulator:
         self.finish = np.full(J, np.nan)
         self.keys: list[list[str] | None] = [None] * J
         self.bound: list[list | None] = [None] * J  # per task: (node slot, devices)
+        self.job_of: dict[str, int] = {}  # pod key -> job
+        self._run_seq: dict[int, int] = {}  # job -> heap seq of its current finish
+        self._runs: dict[int, int] = {}  # job -> times placed
+        self.preemptions = self.evicted_jobs = self.reservations = 0
         heap: list[tuple[float, int, int, int]] = []
         seq = 0
         for j, job in enumerate(jobs):
@@ -271,7 +300,7 @@ class Simulator:
             now = heap[0][0]
             released = False
             while heap and heap[0][0] == now:
-                _, kind, _, j = heapq.heappop(heap)
+                _, kind, s, j = heapq.heappop(heap)
                 if kind == _ARRIVE:
                     self._arrive(j, now)
                     arrived += 1
@@ -282,14 +311,19 @@ class Simulator:
                         heapq.heappush(heap, (max(job.deadline, now), _EXPIRE, seq, j))
                         seq += 1
                 elif kind == _FINISH:
-                    self._finish(j, now)
-                    released = True
+                    if self._run_seq.get(j) == s:  # not a run that was evicted
+                        self._finish(j, now)
+                        released = True
                 elif kind == _EXPIRE:
                     self._expire(j, now)
             if released:
                 self.blocked.clear()
-            for j in self._schedule(now):
+            started, evicted = self._schedule(now)
+            if evicted:
+                self.blocked.clear()  # evictions freed room
+            for j in started:
                 if self.departures:
+                    self._run_seq[j] = seq
                     heapq.heappush(heap, (now + jobs[j].duration, _FINISH, seq, j))
                     seq += 1
             if not self.retry:
@@ -316,7 +350,7 @@ class Simulator:
         never = sum(1 for q in self.queues.values() for _ in q)
         alloc_arr = np.array(series_alloc, dtype=np.int64).reshape(-1, len(res_names))
         strand = np.array(strand_rows, dtype=np.int64).reshape(-1, len(res_names))
-        dev_stats = {}
+        dev_stats: dict = {}
         if self.devices is not None:
             dev_stats = self.devices.totals()
             dev_stats["memo_hits"] = self.devices.memo_hits
@@ -350,6 +384,9 @@ class Simulator:
             device_stats=dev_stats,
             events=self.events if self.record else None,
             anomalies=dict(st.anomalies),
+            preemptions=self.preemptions,
+            evicted_jobs=self.evicted_jobs,
+            reservations=self.reservations,
         )
 
     # ------------------------------------------------------------------ steps
@@ -371,6 +408,7 @@ class Simulator:
             key, manifest = self._pod_manifest(job, k)
             self._emit("esched.pod.submitted", key, manifest, now)
             keys.append(key)
+            self.job_of[key] = j
         self.keys[j] = keys
         self.pending_pods += job.tasks
         shape = job.shape
@@ -379,102 +417,123 @@ class Simulator:
             q = self.queues[shape] = deque()
         q.append(j)
 
-    def _schedule(self, now: float) -> list[int]:
-        """One pass over the pending shapes, oldest first; returns the jobs started."""
-        started = []
+    def _schedule(self, now: float) -> tuple[list[int], bool]:
+        """One scheduling pass over the pending shapes, oldest first; returns the jobs
+        started and whether any were evicted."""
         order = sorted(
             (q[0], shape) for shape, q in self.queues.items() if q and shape not in self.blocked
         )
+        if not order:
+            return [], False
+        result = PassResult()
+        t0 = time.perf_counter()
+        self.scheduler.run(self._offer(order, result), now=now, out=result)
+        self.place_seconds += time.perf_counter() - t0
+        started: list[int] = []
+        evicted = False
+        for pl in result.placements:
+            if pl.victims:
+                self._evict(pl.victims, pl.target.key, now)
+                evicted = True
+            j = self.job_of[pl.bindings[0][0]]
+            self._commit(j, pl.bindings, now)
+            q = self.queues[self.jobs[j].shape]
+            q.remove(j)
+            if not q:
+                del self.queues[self.jobs[j].shape]
+            started.append(j)
+        for r in result.reservations:
+            data = {k: v for k, v in r.items() if k != "position"}
+            self._emit("esched.gang.reserved", r["gang"], data, now)
+            self.reservations += 1
+        return started, evicted
+
+    def _offer(self, order: list[tuple[int, tuple]], result: PassResult):
+        """The pass's targets: each shape's jobs in FIFO order, until one of them is not
+        placed (the shape is then blocked: placements only take room away)."""
         for _, shape in order:
-            q = self.queues[shape]
-            while q:
-                j = q[0]
-                if not self._try_place(j, now):
+            for j in self.queues[shape]:  # the pass changes no queue
+                job = self.jobs[j]
+                keys = self.keys[j]
+                placed = len(result.placements)
+                if job.tasks == 1:
+                    yield Target("pod", keys[0])
+                else:
+                    yield Target("gang", f"{NAMESPACE}/{job.name}")
+                if len(result.placements) == placed:
                     self.blocked.add(shape)
                     break
-                q.popleft()
-                started.append(j)
-            if not q:
-                del self.queues[shape]
-        return started
 
-    def _try_place(self, j: int, now: float) -> bool:
+    def _commit(self, j: int, bindings: list[tuple[str, str, tuple[int, ...]]], now: float) -> None:
+        """Log job ``j``'s placement (the pass bound its devices)."""
         job = self.jobs[j]
-        keys = self.keys[j]
         st = self.state
-        dev = self.devices
-        t0 = time.perf_counter()
-        g = job.gpu_milli
-        mask = extra = None
-        if job.tasks == 1:
-            if dev is not None and g:
-                if dev.fit_mask(g, self._mask) == 0:
-                    self.place_seconds += time.perf_counter() - t0
-                    return False
-                mask = self._mask
-            if dev is not None and self.fgd_weight:
-                if mask is None:
-                    self._mask.fill(1)
-                dev.fgd_scores(g, job.cpu_milli, self._mask, self._extra, self.fgd_weight)
-                extra = self._extra
-            got = self.placer.place(keys[0], assume=False, mask=mask, extra=extra)
-            self.place_seconds += time.perf_counter() - t0
-            if got is None:
-                return False
-            n = st.node_index[got[0]]
-            devs = ()
-            if dev is not None:
-                devs = dev.choose(n, g, job.cpu_milli, self.fgd_weight > 0)
-                dev.bind(n, g, job.cpu_milli, devs)
-            plan, bound = [got[0]], [(n, devs)]
-        else:
-            # Members' devices are exact member by member: each member sees only the
-            # nodes whose devices fit it after the members before it took theirs (the
-            # state alone sums a node's free GPU milli over its devices).
-            gd = None
-            if dev is not None:
-                gd = GangDevices(
-                    dev,
-                    [g] * job.tasks,
-                    [job.cpu_milli] * job.tasks,
-                    self.fgd_weight > 0,
-                    st.n_nodes,
-                )
-            plan = self.placer.plan_gang(keys, devices=gd)
-            self.place_seconds += time.perf_counter() - t0
-            if plan is None:
-                return False
-            bound = (
-                list(gd.taken) if gd is not None else [(st.node_index[name], ()) for name in plan]
-            )
-        bindings = []
+        out = []
         resources = self._units(job)
-        for key, name, (_, devs) in zip(keys, plan, bound, strict=True):
-            b = {"pod": key, "node": name, "resources": resources}
+        again = self._runs.get(j, 0)  # placed again after an eviction: a fresh proposal id
+        self._runs[j] = again + 1
+        for pod, node, devs in bindings:
+            b: dict = {"pod": pod, "node": node, "resources": resources}
             if devs:
                 b["devices"] = list(devs)
-            bindings.append(b)
+            out.append(b)
         self._emit(
             "esched.placement.committed",
             job.name,
             {
-                "proposal": f"{self._run_id}-{job.name}",
+                "proposal": f"{self._run_id}-{job.name}" + (f"-{again}" if again else ""),
                 "replica": "esched-sim",
                 "position": self.position,
                 "gang": f"{NAMESPACE}/{job.name}" if job.tasks > 1 else None,
-                "bindings": bindings,
+                "bindings": out,
             },
             now,
         )
         self.placements += 1
-        self.bound[j] = bound
+        self.bound[j] = [(st.node_index[node], devs) for _, node, devs in bindings]
         self.start[j] = now
         self.pending_pods -= job.tasks
         self.running_pods += job.tasks
         self._account(job, +1)
         if self.on_place is not None:
             self.on_place(self, job, True)
-        return True
+
+    def _evict(self, victims: list[dict[str, str]], by: str, now: float) -> None:
+        """Evict the victims of a preemption (and the rest of their jobs: a job's tasks
+        run together); the jobs go back to the pending queue."""
+        self.preemptions += 1
+        jobs = sorted({self.job_of[v["pod"]] for v in victims})
+        for j in jobs:
+            job = self.jobs[j]
+            bound = self.bound[j]
+            if bound is None:
+                continue
+            for key, (n, devs) in zip(self.keys[j], bound, strict=True):
+                self._emit(
+                    "esched.pod.evicted",
+                    key,
+                    {
+                        "pod": key,
+                        "node": self.state.node_names[n],
+                        "reason": "Preempted",
+                        "message": f"preempted to make room for {by}",
+                        "by": by,
+                    },
+                    now,
+                )
+                if self.devices is not None:
+                    self.devices.release(n, job.gpu_milli, job.cpu_milli, devs)
+            self.bound[j] = None
+            self._run_seq.pop(j, None)
+            self.start[j] = np.nan
+            self.running_pods -= job.tasks
+            self.pending_pods += job.tasks
+            self._account(job, -1)
+            self.evicted_jobs += 1
+            q = self.queues.get(job.shape)
+            if q is None:
+                q = self.queues[job.shape] = deque()
+            q.insert(bisect.bisect(q, j), j)
 
     def _units(self, job: Job) -> dict[str, int]:
         out = {"pods": 1}
