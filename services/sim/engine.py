@@ -257,6 +257,7 @@ class Simulator:
         self.keys: list[list[str] | None] = [None] * J
         self.bound: list[list | None] = [None] * J  # per task: (node slot, devices)
         self.job_of: dict[str, int] = {}  # pod key -> job
+        self.targets: list[Target | None] = [None] * J  # what the pass is offered per job
         self._run_seq: dict[int, int] = {}  # job -> heap seq of its current finish
         self._runs: dict[int, int] = {}  # job -> times placed
         self.preemptions = self.evicted_jobs = self.reservations = 0
@@ -410,6 +411,9 @@ class Simulator:
             keys.append(key)
             self.job_of[key] = j
         self.keys[j] = keys
+        self.targets[j] = (
+            Target("pod", keys[0]) if job.tasks == 1 else Target("gang", f"{NAMESPACE}/{job.name}")
+        )
         self.pending_pods += job.tasks
         shape = job.shape
         q = self.queues.get(shape)
@@ -453,13 +457,8 @@ class Simulator:
         placed (the shape is then blocked: placements only take room away)."""
         for _, shape in order:
             for j in self.queues[shape]:  # the pass changes no queue
-                job = self.jobs[j]
-                keys = self.keys[j]
                 placed = len(result.placements)
-                if job.tasks == 1:
-                    yield Target("pod", keys[0])
-                else:
-                    yield Target("gang", f"{NAMESPACE}/{job.name}")
+                yield self.targets[j]
                 if len(result.placements) == placed:
                     self.blocked.add(shape)
                     break
