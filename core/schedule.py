@@ -141,7 +141,9 @@ class SchedulingPass:
     :param config: the policy switches.
     :param devices: per-device GPU accounting (exact fit, device choice, FGD); None
         for no device model (GPUs are then only the state's summed resource).
-    :param gpu_resource: the resource a pod's GPU request is read from (milli-GPU).
+    :param gpu_resource: the resource a pod's GPU request is read from.
+    :param gpu_scale: milli-GPU per unit of ``gpu_resource`` (1000 for whole devices,
+        as ``nvidia.com/gpu``).
     """
 
     def __init__(
@@ -152,12 +154,14 @@ class SchedulingPass:
         *,
         devices: DeviceTable | None = None,
         gpu_resource: str = GPU_MILLI_RESOURCE,
+        gpu_scale: int = 1,
     ) -> None:
         self.state = state
         self.placer = placer
         self.config = config or PassConfig()
         self.devices = devices
         self.gpu_resource = gpu_resource
+        self.gpu_scale = gpu_scale
         profile = placer.profile
         #: FGD's weight in the profile (0: no FGD; devices then chosen best fit)
         self.fgd_weight = sum(p.weight for p in profile.plugins if p.kind == "FGD")
@@ -166,6 +170,7 @@ class SchedulingPass:
         self._mask = np.ones(0, dtype=np.uint8)
         self._extra = np.zeros(0, dtype=np.int64)
         self._gpu_of: dict[int, tuple[int, int]] = {}
+        self._views: Any = None
 
     # ------------------------------------------------------------------ the pass
 
@@ -202,13 +207,8 @@ class SchedulingPass:
         reasons_cache: dict[int, Any] = {}
         gangs_done: set[str] = set()
         devices = self.devices
-        # Read once per pass (the simulator offers tens of targets per placement);
-        # memoryviews index to Python ints 4x faster than the arrays. Nothing folds
-        # during a pass, so the arrays are not replaced under them.
         pod_index = st.pod_index
-        phase = memoryview(st.pod_phase_np)
-        gang_of = memoryview(st.pod_gang_np)
-        class_of = memoryview(st.pod_class_np)
+        phase, gang_of, class_of = self._pod_views()
         place = self._place_pod
         self._buffers()
         explain = cfg.explain
@@ -336,8 +336,22 @@ class SchedulingPass:
         got = self._gpu_of.get(cid)
         if got is None:
             req = self.state.class_specs[cid]["requests"]
-            got = self._gpu_of[cid] = (int(req.get(self.gpu_resource, 0)), int(req.get("cpu", 0)))
+            got = self._gpu_of[cid] = (
+                int(req.get(self.gpu_resource, 0)) * self.gpu_scale,
+                int(req.get("cpu", 0)),
+            )
         return got
+
+    def _pod_views(self) -> tuple[memoryview, memoryview, memoryview]:
+        """Phase, gang and class per pod slot as memoryviews (they index to Python ints
+        4x faster than the arrays: the simulator offers tens of targets per
+        placement), renewed when the fold has grown the arrays."""
+        st = self.state
+        arrays = (st.pod_phase_np, st.pod_gang_np, st.pod_class_np)
+        views = self._views
+        if views is None or any(a is not b for a, b in zip(arrays, views[0], strict=True)):
+            views = self._views = (arrays, tuple(memoryview(a) for a in arrays))
+        return views[1]
 
     def _buffers(self) -> tuple[np.ndarray, np.ndarray]:
         n = self.state.n_nodes
