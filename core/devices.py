@@ -28,6 +28,7 @@ from esched.core._state import PHASES, ClusterState
 __all__ = [
     "GPU_RESOURCES",
     "MODEL_LABEL",
+    "DeviceLedger",
     "FoldedDevices",
     "device_free",
     "frag_types",
@@ -123,10 +124,15 @@ class FoldedDevices:
     shape (:func:`frag_types`), renewed when new pod classes appear.
     """
 
-    def __init__(self, state: ClusterState, resource: str, scale: int, *, fgd: bool) -> None:
+    def __init__(
+        self, state: ClusterState, resource: str | None = None, scale: int = 1, *, fgd: bool
+    ) -> None:
         self.state = state
-        self.resource = resource
+        #: the GPU resource and its milli per unit (None: the first of GPU_RESOURCES
+        #: the state has, once it has one)
+        self.resource = resource or next(iter(GPU_RESOURCES))
         self.scale = scale
+        self._fixed = resource is not None
         self.fgd = fgd
         self.table = DeviceTable()
         self._sver = np.full(0, -1, dtype=np.int64)
@@ -142,6 +148,13 @@ class FoldedDevices:
         """Bring the table to the state (dropping the bindings assumed since)."""
         st = self.state
         table = self.table
+        if not self._fixed:
+            found = gpu_resource(st)
+            if found is not None:
+                self._fixed = True
+                if found != (self.resource, self.scale):
+                    self.resource, self.scale = found
+                    self._sver[:] = -1  # every node again, by the resource found
         n = st.n_nodes
         if self._sver.shape[0] < n:
             grown = np.full(n, -1, dtype=np.int64)
@@ -247,3 +260,67 @@ class FoldedDevices:
             counts[key] = counts.get(key, 0) + 1
         if counts:
             self.table.set_target(frag_types(counts))
+
+
+class DeviceLedger:
+    """Checks the ``devices`` a binding names against the state's per-device room and
+    the devices the bindings accepted since :meth:`begin` took (the commit service's
+    batch). Bindings without ``devices`` are not checked here (the state's summed GPU
+    resource is, as for any resource). Evictions in the same proposal are not counted
+    as freeing devices: replicas do not preempt for pods that ask for devices."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.begin()
+
+    def begin(self) -> None:
+        """Start a batch: the state has every earlier batch's bindings now."""
+        self._taken: dict[tuple[int, int], int] = {}  # (node, device) -> milli taken
+        self._free: dict[int, list[int]] = {}  # node -> the state's free milli per device
+        self._at = self.state.position
+
+    def take(self, pod: int, node: int, devices: object) -> str | None:
+        """Record binding pod slot ``pod`` to node slot ``node`` on ``devices``; a
+        message saying why not (nothing recorded) if they are not a fitting choice."""
+        st = self.state
+        if st.position != self._at:
+            self.begin()  # the state moved on (the audit folds as it checks)
+        found = gpu_resource(st)
+        if not isinstance(devices, list) or not found:
+            return f"devices {devices!r}: not a list of GPU devices of the node"
+        resource, scale = found
+        g = int(st.class_specs[int(st.pod_class_np[pod])]["requests"].get(resource, 0)) * scale
+        try:
+            count, per = request_shape(g)
+        except ValueError as exc:
+            return str(exc)
+        if len(devices) != count or len(set(devices)) != count:
+            return f"a request of {g} milli-GPU takes {count} device(s), not {devices!r}"
+        free = self._free.get(node)
+        if free is None:
+            free = self._free[node] = device_free(st, node, resource, scale)
+        taken = self._taken
+        for d in devices:
+            if type(d) is not int or not 0 <= d < len(free):
+                return f"node {st.node_names[node]} has no GPU device {d!r}"
+            room = free[d] - taken.get((node, d), 0)
+            if room < per:
+                return (
+                    f"GPU device {d} of node {st.node_names[node]} has {room} milli free, "
+                    f"the pod needs {per}"
+                )
+        for d in devices:
+            taken[(node, d)] = taken.get((node, d), 0) + per
+        return None
+
+    def give_back(self, pod: int, node: int, devices: list[int]) -> None:
+        """Undo :meth:`take` (the proposal was not accepted after all)."""
+        st = self.state
+        found = gpu_resource(st)
+        if not found:
+            return
+        resource, scale = found
+        g = int(st.class_specs[int(st.pod_class_np[pod])]["requests"].get(resource, 0)) * scale
+        per = g if g < GPU_MILLI else GPU_MILLI
+        for d in devices:
+            self._taken[(node, d)] -= per

@@ -331,6 +331,13 @@ class SchedulingPass:
 
     # ------------------------------------------------------------------ devices
 
+    def use_gpu_resource(self, resource: str, scale: int) -> None:
+        """Read pods' GPU requests from ``resource`` (``scale`` milli per unit) from now
+        on (a live cluster's GPU resource is known once a node has it)."""
+        if (resource, scale) != (self.gpu_resource, self.gpu_scale):
+            self.gpu_resource, self.gpu_scale = resource, scale
+            self._gpu_of.clear()
+
     def _gpu_request(self, cid: int) -> tuple[int, int]:
         """(GPU milli, CPU milli) a pod of class ``cid`` asks for."""
         got = self._gpu_of.get(cid)

@@ -49,6 +49,7 @@ import orjson
 from esched.core import PHASES, ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.bands import BandConfig
+from esched.core.devices import FoldedDevices
 from esched.core.schedule import PassConfig, PassResult, SchedulingPass, Target, reason_code
 from esched.schemas.events import (
     GANG_RESERVED,
@@ -299,6 +300,10 @@ class ReplicaConfig:
     #: replica saw it) gets nodes reserved (``esched.gang.reserved``), one gang at a
     #: time; None turns it off.
     reserve_after: float | None = 60.0
+    #: Place GPU requests device by device (core.devices: the fold's devices, exact
+    #: fit, each binding names its devices, which the commit service checks). None:
+    #: when the profile has the FGD plugin (which scores by devices).
+    devices: bool | None = None
 
 
 @dataclass(slots=True)
@@ -391,8 +396,9 @@ class Replica:
         self._waiting: dict[str, asyncio.Future] = {}
         self._stopping = asyncio.Event()
         #: Claims of proposals sent and not yet decided in the fold, by proposal id:
-        #: ([(pod, node)], [victim pods]); assumed in the placer's view (see _resync).
-        self._inflight: dict[str, tuple[list[tuple[str, str]], list[str]]] = {}
+        #: ([(pod, node, GPU devices)], [victim pods]); assumed in the placer's view
+        #: (and the device table's) (see _resync).
+        self._inflight: dict[str, tuple[list[tuple[str, str, tuple[int, ...]]], list[str]]] = {}
         #: pod -> proposal id of its undecided claim
         self._inflight_pods: dict[str, str] = {}
         #: bumped whenever a claim is added or released: the view must be renewed
@@ -410,6 +416,8 @@ class Replica:
         self._pid_seq = itertools.count()
         #: the placement policy (core.schedule), made with the placer in start()
         self.scheduler: SchedulingPass | None = None
+        #: GPU devices of the fold (with config.devices / an FGD profile), from start()
+        self.devices: FoldedDevices | None = None
         #: reservations decided by the last placement pass, appended after it
         self._to_reserve: list[dict[str, Any]] = []
         #: While the group join of a restart is under way: a reader of this replica's
@@ -465,12 +473,16 @@ class Replica:
             folded = time.perf_counter()
             self.placer = Placer(state, self.profile, self.seed)
             cfg = self.config
+            fgd = any(p.kind == "FGD" for p in self.placer.profile.plugins)
+            if cfg.devices if cfg.devices is not None else fgd:
+                self.devices = FoldedDevices(state, fgd=fgd)
             self.scheduler = SchedulingPass(
                 state,
                 self.placer,
                 PassConfig(
                     preemption=cfg.preemption, bands=cfg.bands, reserve_after=cfg.reserve_after
                 ),
+                devices=None if self.devices is None else self.devices.table,
             )
             if self._submit is None:
                 self._producer = self.bus.producer()
@@ -944,7 +956,7 @@ class Replica:
             nodes: list[int] = []
             victims: list[int] = []
             for bindings, evicted in self._inflight.values():
-                for pod, node in bindings:
+                for pod, node, _devices in bindings:
                     p = st.pod_index.get(pod)
                     n = st.node_index.get(node)
                     if p is not None and n is not None:
@@ -952,14 +964,19 @@ class Replica:
                         nodes.append(n)
                 victims.extend(v for pod in evicted if (v := st.pod_index.get(pod)) is not None)
             self.placer.assume_claims(pods, nodes, victims)
+        if self.devices is not None:
+            assert self.scheduler is not None
+            self.devices.sync()
+            self.scheduler.use_gpu_resource(self.devices.resource, self.devices.scale)
+            self.devices.claim(b for bindings, _ in self._inflight.values() for b in bindings)
         self._view_at = now
 
     def _claim(self, proposals: list[dict[str, Any]]) -> None:
         """Record the claims of proposals about to be sent (already in the view)."""
         for p in proposals:
-            pairs = [(b["pod"], b["node"]) for b in p["bindings"]]
+            pairs = [(b["pod"], b["node"], tuple(b.get("devices") or ())) for b in p["bindings"]]
             self._inflight[p["proposal"]] = (pairs, [v["pod"] for v in p.get("victims") or ()])
-            for pod, _node in pairs:
+            for pod, _node, _devices in pairs:
                 self._inflight_pods[pod] = p["proposal"]
         self._claims_version += 1
         # The view already holds them (the pass assumed each placement as it went).
@@ -970,7 +987,7 @@ class Replica:
         claim = self._inflight.pop(pid, None)
         if claim is None:
             return
-        for pod, _node in claim[0]:
+        for pod, _node, _devices in claim[0]:
             if self._inflight_pods.get(pod) == pid:
                 del self._inflight_pods[pod]
         self._claims_version += 1
@@ -1031,8 +1048,8 @@ class Replica:
                 "position": position,
                 "gang": pl.gang,
                 "bindings": [
-                    {"pod": pod, "node": node, "resources": self._requests_of(st.pod_class_id(pod))}
-                    for pod, node, _devices in pl.bindings
+                    _binding(pod, node, self._requests_of(st.pod_class_id(pod)), devices)
+                    for pod, node, devices in pl.bindings
                 ],
             }
             if pl.victims:
@@ -1206,6 +1223,14 @@ class Replica:
             metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(s["cache_hit_rate"])
         out["position"] = self.follower.position
         return out
+
+
+def _binding(pod: str, node: str, resources: dict[str, int], devices: tuple[int, ...]) -> dict:
+    """One binding of a proposal; ``devices`` only when GPU devices were chosen."""
+    b: dict[str, Any] = {"pod": pod, "node": node, "resources": resources}
+    if devices:
+        b["devices"] = list(devices)
+    return b
 
 
 def _partitions(share: Any) -> str:
