@@ -1067,7 +1067,7 @@ class Replica:
         events = []
         for r in self._to_reserve:
             data = {k: v for k, v in r.items() if k != "position"}
-            env = {
+            env: dict[str, Any] = {
                 "specversion": "1.0",
                 "id": f"reserve-{r['gang']}-{r['position']}",
                 "source": self.config.source_prefix + self.id,
@@ -1168,7 +1168,7 @@ class Replica:
             return
         for _pos, ev in events:
             if ev.get("type") in (PLACEMENT_COMMITTED, PLACEMENT_REJECTED):
-                pid = (ev.get("data") or {}).get("proposal")
+                pid: Any = (ev.get("data") or {}).get("proposal")  # as stored: any JSON
                 if pid in self._inflight:
                     self._release(pid)
                 fut = self._waiting.get(pid)
@@ -1186,7 +1186,7 @@ class Replica:
         for pod, (position, reasons, extra, judged_at) in pods.items():
             detail = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
             message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra else "")
-            env = {
+            env: dict[str, Any] = {
                 "specversion": "1.0",
                 "id": unschedulable_id(pod, position),
                 "source": self.config.source_prefix + self.id,

@@ -38,6 +38,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -472,7 +473,7 @@ class Simulator:
         again = self._runs.get(j, 0)  # placed again after an eviction: a fresh proposal id
         self._runs[j] = again + 1
         for pod, node, devs in bindings:
-            b: dict = {"pod": pod, "node": node, "resources": resources}
+            b: dict[str, Any] = {"pod": pod, "node": node, "resources": resources}
             if devs:
                 b["devices"] = list(devs)
             out.append(b)
@@ -556,9 +557,11 @@ class Simulator:
 
     def _finish(self, j: int, now: float) -> None:
         job = self.jobs[j]
-        if self.bound[j] is None:
+        keys, bound = self.keys[j], self.bound[j]
+        if bound is None:
             return
-        for key, (n, devs) in zip(self.keys[j], self.bound[j], strict=True):
+        assert keys is not None, "a bound job was submitted"
+        for key, (n, devs) in zip(keys, bound, strict=True):
             name = key.split("/", 1)[1]
             self._emit(
                 "esched.pod.succeeded",
@@ -587,7 +590,9 @@ class Simulator:
 
     def _withdraw(self, j: int, now: float, dropped: bool = False) -> None:
         job = self.jobs[j]
-        for key in self.keys[j]:
+        keys = self.keys[j]
+        assert keys is not None, "a withdrawn job was submitted"
+        for key in keys:
             name = key.split("/", 1)[1]
             self._emit(
                 "esched.pod.deleted", key, {"metadata": {"name": name, "namespace": NAMESPACE}}, now
