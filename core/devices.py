@@ -182,8 +182,8 @@ class FoldedDevices:
         cpu_col = st.res_index.get("cpu")
         alive = set(st.node_index.values())
         labels = st.node_labels
-        for n in nodes:
-            n = int(n)
+        for slot in nodes:
+            n = int(slot)
             if n not in alive:
                 table.set_node(n, 0, None, 0)
                 continue
@@ -195,8 +195,8 @@ class FoldedDevices:
             (st.pod_phase_np[:n_pods] == _RUNNING) & np.isin(st.pod_node_np[:n_pods], nodes)
         )
         unknown = []
-        for p in pods:
-            p = int(p)
+        for slot in pods:
+            p = int(slot)
             bits = int(st.pod_dev_np[p])
             if bits or self._gpu_of(p) == 0:
                 self._bind(p, _bits(bits))

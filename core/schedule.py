@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -300,8 +300,10 @@ class SchedulingPass:
                     if node is not None
                 ]
                 self._bind_cpu(placed)
-                pairs = [(pod, node, ()) for pod, node in placed]
-                out.placements.append(Placement(t, t.key, pairs, got["victims"]))
+                no_devices: tuple[int, ...] = ()
+                out.placements.append(
+                    Placement(t, t.key, [(p, n, no_devices) for p, n in placed], got["victims"])
+                )
                 for pod, node in zip(members, got["nodes"], strict=True):
                     if node is None:
                         unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
@@ -317,12 +319,11 @@ class SchedulingPass:
                 unschedulable[pod] = (t, reasons, msg)
             return
         self.waiting_since.pop(t.key, None)
-        taken = list(gd.taken) if gd is not None else None
-        pairs = [
-            (pod, node, taken[i][1] if taken is not None and taken[i] is not None else ())
-            for i, (pod, node) in enumerate(zip(members, plan, strict=True))
-            if node is not None
-        ]
+        taken = list(gd.taken) if gd is not None else [None] * len(members)
+        pairs: list[tuple[str, str, tuple[int, ...]]] = []
+        for pod, node, took in zip(members, plan, taken, strict=True):
+            if node is not None:
+                pairs.append((pod, node, () if took is None else took[1]))
         if pairs:
             out.placements.append(Placement(t, t.key, pairs))
         for pod, node in zip(members, plan, strict=True):
@@ -357,7 +358,7 @@ class SchedulingPass:
         arrays = (st.pod_phase_np, st.pod_gang_np, st.pod_class_np)
         views = self._views
         if views is None or any(a is not b for a, b in zip(arrays, views[0], strict=True)):
-            views = self._views = (arrays, tuple(memoryview(a) for a in arrays))
+            views = self._views = (arrays, tuple(a.data for a in arrays))
         return views[1]
 
     def _buffers(self) -> tuple[np.ndarray, np.ndarray]:
@@ -480,7 +481,8 @@ class SchedulingPass:
 
     def _node_of(self, pod: str) -> str:
         st = self.state
-        return st.node_names[int(st.pod_node_np[st.pod_index[pod]])]
+        # A victim is running, so bound to an alive node: the slot has a name.
+        return cast(str, st.node_names[int(st.pod_node_np[st.pod_index[pod]])])
 
     def _reasons(self, pod: str, cache: dict[int, Any]) -> dict[str, int]:
         """kube-style counts of nodes per reason ``pod`` fits none, on the placer's view.
@@ -515,7 +517,7 @@ class SchedulingPass:
                 code = "TooManyPods" if name == "pods" else f"Insufficient.{name}"
                 out[code] = int(short[:, r].sum())
             roomy = alive[~short.any(axis=1)]
-            names = st.node_names
+            names = cast("list[str]", st.node_names)  # alive slots (roomy) have names
             reserved = st.reserved_nodes
             gidx = int(st.pod_gang_np[st.pod_index[pod]])
             own = st.gang_keys[gidx] if gidx >= 0 else None

@@ -505,10 +505,10 @@ class Simulator:
         jobs = sorted({self.job_of[v["pod"]] for v in victims})
         for j in jobs:
             job = self.jobs[j]
-            bound = self.bound[j]
-            if bound is None:
+            keys, bound = self.keys[j], self.bound[j]
+            if bound is None or keys is None:
                 continue
-            for key, (n, devs) in zip(self.keys[j], bound, strict=True):
+            for key, (n, devs) in zip(keys, bound, strict=True):
                 self._emit(
                     "esched.pod.evicted",
                     key,
