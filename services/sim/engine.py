@@ -437,11 +437,12 @@ class Simulator:
         started: list[int] = []
         evicted = False
         for pl in result.placements:
+            victims = None
             if pl.victims:
-                self._evict(pl.victims, pl.target.key, now)
+                victims = self._evict(pl.victims, pl.target.key, now)
                 evicted = True
             j = self.job_of[pl.bindings[0][0]]
-            self._commit(j, pl.bindings, now)
+            self._commit(j, pl.bindings, now, victims)
             q = self.queues[self.jobs[j].shape]
             q.remove(j)
             if not q:
@@ -464,8 +465,15 @@ class Simulator:
                     self.blocked.add(shape)
                     break
 
-    def _commit(self, j: int, bindings: list[tuple[str, str, tuple[int, ...]]], now: float) -> None:
-        """Log job ``j``'s placement (the pass bound its devices)."""
+    def _commit(
+        self,
+        j: int,
+        bindings: list[tuple[str, str, tuple[int, ...]]],
+        now: float,
+        victims: list[dict[str, str]] | None = None,
+    ) -> None:
+        """Log job ``j``'s placement (the pass bound its devices), naming the pods its
+        preemption evicted just before."""
         job = self.jobs[j]
         st = self.state
         out = []
@@ -477,18 +485,16 @@ class Simulator:
             if devs:
                 b["devices"] = list(devs)
             out.append(b)
-        self._emit(
-            "esched.placement.committed",
-            job.name,
-            {
-                "proposal": f"{self._run_id}-{job.name}" + (f"-{again}" if again else ""),
-                "replica": "esched-sim",
-                "position": self.position,
-                "gang": f"{NAMESPACE}/{job.name}" if job.tasks > 1 else None,
-                "bindings": out,
-            },
-            now,
-        )
+        data: dict[str, Any] = {
+            "proposal": f"{self._run_id}-{job.name}" + (f"-{again}" if again else ""),
+            "replica": "esched-sim",
+            "position": self.position,
+            "gang": f"{NAMESPACE}/{job.name}" if job.tasks > 1 else None,
+            "bindings": out,
+        }
+        if victims:
+            data["victims"] = victims
+        self._emit("esched.placement.committed", job.name, data, now)
         self.placements += 1
         self.bound[j] = [(st.node_index[node], devs) for _, node, devs in bindings]
         self.start[j] = now
@@ -498,31 +504,38 @@ class Simulator:
         if self.on_place is not None:
             self.on_place(self, job, True)
 
-    def _evict(self, victims: list[dict[str, str]], by: str, now: float) -> None:
+    def _evict(self, victims: list[dict[str, str]], by: str, now: float) -> list[dict[str, str]]:
         """Evict the victims of a preemption (and the rest of their jobs: a job's tasks
-        run together); the jobs go back to the pending queue."""
+        run together), as the commit service logs it: each ``esched.pod.evicted`` names
+        the decision that follows; the jobs go back to the pending queue. Returns the
+        decision's victims (every pod evicted)."""
         self.preemptions += 1
-        jobs = sorted({self.job_of[v["pod"]] for v in victims})
-        for j in jobs:
-            job = self.jobs[j]
+        out: list[tuple[int, str, int, tuple[int, ...]]] = []  # job, pod, node slot, devices
+        for j in sorted({self.job_of[v["pod"]] for v in victims}):
             keys, bound = self.keys[j], self.bound[j]
-            if bound is None or keys is None:
-                continue
-            for key, (n, devs) in zip(keys, bound, strict=True):
-                self._emit(
-                    "esched.pod.evicted",
-                    key,
-                    {
-                        "pod": key,
-                        "node": self.state.node_names[n],
-                        "reason": "Preempted",
-                        "message": f"preempted to make room for {by}",
-                        "by": by,
-                    },
-                    now,
-                )
-                if self.devices is not None:
-                    self.devices.release(n, job.gpu_milli, job.cpu_milli, devs)
+            if bound is not None and keys is not None:
+                out.extend((j, key, n, devs) for key, (n, devs) in zip(keys, bound, strict=True))
+        decision = f"sim-{self._run_id}-{self.position + len(out) + 1}"  # the commit's id
+        names = self.state.node_names
+        for j, key, n, devs in out:
+            job = self.jobs[j]
+            self._emit(
+                "esched.pod.evicted",
+                key,
+                {
+                    "pod": key,
+                    "node": names[n],
+                    "reason": "Preempted",
+                    "message": f"preempted to make room for {by}",
+                    "by": by,
+                    "decision": decision,
+                },
+                now,
+            )
+            if self.devices is not None:
+                self.devices.release(n, job.gpu_milli, job.cpu_milli, devs)
+        for j in sorted({j for j, *_ in out}):
+            job = self.jobs[j]
             self.bound[j] = None
             self._run_seq.pop(j, None)
             self.start[j] = np.nan
@@ -534,6 +547,7 @@ class Simulator:
             if q is None:
                 q = self.queues[job.shape] = deque()
             q.insert(bisect.bisect(q, j), j)
+        return [{"pod": key, "node": names[n]} for _, key, n, _ in out]
 
     def _units(self, job: Job) -> dict[str, int]:
         out = {"pods": 1}

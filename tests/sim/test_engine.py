@@ -285,6 +285,13 @@ def test_preemption_in_simulation_evicts_a_lower_band_and_requeues_it():
     st.apply_many(enumerate(r.events, start=1))
     assert st.anomalies == {}
     assert st.summary()["pods"]["Succeeded"] == 2
+    # The preemption is logged as the commit service logs one: the audit checks it.
+    auditor = Auditor()
+    for pos, ev in enumerate(r.events, start=1):
+        auditor.feed(pos, ev)
+    report = auditor.report()
+    assert report["ok"], report["violations"][:3]
+    assert report["checked"]["preemptions"] == 1
 
 
 def test_preemption_in_simulation_keeps_equal_bands_apart():
