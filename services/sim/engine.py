@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -516,7 +516,8 @@ class Simulator:
             if bound is not None and keys is not None:
                 out.extend((j, key, n, devs) for key, (n, devs) in zip(keys, bound, strict=True))
         decision = f"sim-{self._run_id}-{self.position + len(out) + 1}"  # the commit's id
-        names = self.state.node_names
+        # Victims run on the sim's nodes, which are never removed: every slot has a name.
+        names = cast("list[str]", self.state.node_names)
         for j, key, n, devs in out:
             job = self.jobs[j]
             self._emit(
