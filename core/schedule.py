@@ -210,7 +210,8 @@ class SchedulingPass:
         pod_index = st.pod_index
         phase, gang_of, class_of = self._pod_views()
         place = self._place_pod
-        self._buffers()
+        if devices is not None:
+            self._buffers()
         explain = cfg.explain
 
         for t in targets:
@@ -353,12 +354,16 @@ class SchedulingPass:
     def _pod_views(self) -> tuple[memoryview, memoryview, memoryview]:
         """Phase, gang and class per pod slot as memoryviews (they index to Python ints
         4x faster than the arrays: the simulator offers tens of targets per
-        placement), renewed when the fold has grown the arrays."""
+        placement), renewed when the fold has grown the arrays (all pod arrays are
+        replaced together)."""
         st = self.state
-        arrays = (st.pod_phase_np, st.pod_gang_np, st.pod_class_np)
+        phase = st.pod_phase_np
         views = self._views
-        if views is None or any(a is not b for a, b in zip(arrays, views[0], strict=True)):
-            views = self._views = (arrays, tuple(a.data for a in arrays))
+        if views is None or views[0] is not phase:
+            views = self._views = (
+                phase,
+                (phase.data, st.pod_gang_np.data, st.pod_class_np.data),
+            )
         return views[1]
 
     def _buffers(self) -> tuple[np.ndarray, np.ndarray]:
