@@ -230,11 +230,9 @@ class SchedulingPass:
                         out.placements.append(Placement(t, None, [(t.key, got[0], got[1])]))
                         continue
                     plan = None
-                    if preempt and not self._gpu_request(cid)[0]:
-                        # Evictions free the state's summed GPU, not chosen devices: a pod
-                        # asking for GPU devices does not preempt under the device model.
-                        plan = placer.plan_preemption(t.key, bands)
-                    elif preempt and devices is None:
+                    # Evictions free the state's summed GPU, not chosen devices: a pod
+                    # asking for GPU devices does not preempt under the device model.
+                    if preempt and (devices is None or not self._gpu_request(cid)[0]):
                         plan = placer.plan_preemption(t.key, bands)
                     if plan is not None:
                         victims = [
