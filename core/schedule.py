@@ -520,6 +520,15 @@ class SchedulingPass:
                 code = "TooManyPods" if name == "pods" else f"Insufficient.{name}"
                 out[code] = int(short[:, r].sum())
             roomy = alive[~short.any(axis=1)]
+            dev = self.devices
+            g = self._gpu_request(cid)[0] if dev is not None else 0
+            if dev is not None and g:
+                # The summed GPU has room there, no device does (shares are per device).
+                dev.fit_mask(g, self._mask)
+                fits = self._mask[roomy] != 0
+                if not fits.all():
+                    out["InsufficientGPUDevices"] = int((~fits).sum())
+                roomy = roomy[fits]
             names = cast("list[str]", st.node_names)  # alive slots (roomy) have names
             reserved = st.reserved_nodes
             gidx = int(st.pod_gang_np[st.pod_index[pod]])

@@ -285,7 +285,12 @@ def _gpu_events(*pods: tuple[str, int]) -> list[dict]:
             {
                 "metadata": {"name": "g", "labels": {"esched.dev/gpu-model": "T4"}},
                 "status": {
-                    "allocatable": {"cpu": "8", "memory": "8Gi", "esched.dev/gpu-milli": "2000"}
+                    "allocatable": {
+                        "cpu": "8",
+                        "memory": "8Gi",
+                        "pods": "10",
+                        "esched.dev/gpu-milli": "2000",
+                    }
                 },
             },
         )
@@ -397,3 +402,21 @@ def test_folded_devices_follow_the_state_and_drop_assumed_bindings():
     st.apply(_commit(2, "b", 300, [1]), len(events) + 1)
     folded.sync()
     assert folded.table.free_of(g) == [1000, 100]
+
+
+def test_a_pass_with_devices_places_on_a_device_with_room_and_says_why_not():
+    from esched.core.devices import FoldedDevices
+    from esched.core.schedule import SchedulingPass, Target
+
+    events = _gpu_events(("a", 600), ("b", 600), ("c", 600), ("d", 400))
+    events += [_commit(1, "a", 600, [0]), _commit(2, "b", 600, [1])]
+    st = ClusterState()
+    st.apply_many(enumerate(events, start=1))
+    folded = FoldedDevices(st, fgd=False)
+    folded.sync()
+    sp = SchedulingPass(st, Placer(st), devices=folded.table)
+    out = sp.run([Target("pod", "t/c"), Target("pod", "t/d")])
+    # 800 milli free in sum, but 400 per device: c (600) fits no device, d (400) does.
+    assert [p.bindings for p in out.placements] == [[("t/d", "g", (0,))]]
+    assert out.unschedulable["t/c"][1] == {"InsufficientGPUDevices": 1}
+    assert folded.table.free_of(st.node_index["g"]) == [0, 400]
