@@ -1,6 +1,8 @@
-"""GPU devices live: a replica with the FGD profile places device by device on the
-fold's devices as the simulator does (the same scheduling pass), its proposals name
-the devices, and the commit service rejects a device without room."""
+"""The live replica and the simulator decide through one scheduling pass
+(core/schedule.py): on the same input they place the same, preempt the same; GPU
+devices live: a replica with the FGD profile places device by device on the fold's
+devices, its proposals name the devices, and the commit service rejects a device
+without room."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from esched.services.commit import DEVICE_UNAVAILABLE, CommitService
 from esched.services.dispatch import work_item
 from esched.services.replica import Replica
 from esched.services.sim.engine import simulate
-from esched.services.sim.traces import synthetic
+from esched.services.sim.traces import GIB, Job, NodeSpec, Trace, synthetic
 
 from .factories import append_events, ev
 
@@ -158,3 +160,43 @@ async def test_the_commit_service_rejects_a_device_without_room(store):
     assert [d["type"] for d in second] == ["esched.placement.rejected", PLACEMENT_COMMITTED]
     assert second[0]["data"]["reason"] == DEVICE_UNAVAILABLE
     assert "device 0 of node g has 400 milli free" in second[0]["data"]["message"]
+
+
+async def test_a_replica_preempts_as_the_simulator_does(store):
+    # One node of 2 CPUs held by a best-effort job; a production job arrives.
+    tr = Trace(
+        "test",
+        "hand",
+        [NodeSpec("n0", 2000, 4 * GIB)],
+        [
+            Job("low", 0.0, 100.0, 2000, GIB, priority=0),
+            Job("high", 1.0, 10.0, 2000, GIB, priority=1000),
+        ],
+    )
+    sim = simulate(tr, FGD, record=True, preemption=True)
+    assert sim.events is not None and sim.preemptions == 1
+    commits = [e for e in sim.events if e["type"] == "esched.placement.committed"]
+    by_sim = commits[1]["data"]
+    # The live log up to the moment "high" is pending: the same state.
+    upto = next(i for i, e in enumerate(sim.events) if e["type"] == "esched.pod.evicted")
+    await append_events(
+        store, *[ev(f"in-{i}", e["type"], e["data"]) for i, e in enumerate(sim.events[:upto])]
+    )
+    commit = CommitService(store)
+    replica = Replica(store, MemoryBus(), "r1", profile=FGD, submit=commit.decide)
+    await replica.start()
+    try:
+        head = await store.head()
+        await replica.handle(
+            [Message(replica.bus.topics.work, 0, 0, *work_item("pod", "sim/high", head))]
+        )
+    finally:
+        await replica.stop()
+        await commit.stop()
+    rows = await store.read(0, 1_000_000)
+    live = [orjson.loads(r.payload)["data"] for r in rows if r.type == PLACEMENT_COMMITTED][-1]
+    assert [(b["pod"], b["node"]) for b in live["bindings"]] == [
+        (b["pod"], b["node"]) for b in by_sim["bindings"]
+    ]
+    assert live["victims"] == by_sim["victims"] == [{"pod": "sim/low", "node": "n0"}]
+    assert (await audit_store(store))["ok"]
