@@ -244,20 +244,19 @@ class FoldedDevices:
         st = self.state
         self._classes = st.n_classes
         n_pods = st.n_pods
-        live = np.flatnonzero(st.pod_phase_np[:n_pods] != _FREE_SLOT)
+        classes = st.pod_class_np[:n_pods][st.pod_phase_np[:n_pods] != _FREE_SLOT]
+        # Pods per class, classes in the order their first pod came (ties in
+        # frag_types keep first-seen order, as a trace's job order does).
+        uniq, first, count = np.unique(classes, return_index=True, return_counts=True)
         counts: dict[tuple, int] = {}
-        shape_of: dict[int, tuple] = {}
-        for c in st.pod_class_np[live]:
-            c = int(c)
-            key = shape_of.get(c)
-            if key is None:
-                g, cpu = self.request(c)
-                try:
-                    request_shape(g)
-                except ValueError:
-                    g = 0
-                key = shape_of[c] = (cpu, g, None)
-            counts[key] = counts.get(key, 0) + 1
+        for i in np.argsort(first, kind="stable"):
+            g, cpu = self.request(int(uniq[i]))
+            try:
+                request_shape(g)
+            except ValueError:
+                g = 0
+            key = (cpu, g, None)
+            counts[key] = counts.get(key, 0) + int(count[i])
         if counts:
             self.table.set_target(frag_types(counts))
 
