@@ -8,14 +8,23 @@ The JSON Schema of each type is ``schemas/v1/<type>.json``.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
     "EXTERNAL_TYPES",
     "INTERNAL_TYPES",
+    "JSON",
     "TYPES",
+    "envelope",
     "stream_of",
+    "timestamp",
 ]
+
+#: The CloudEvents version of every envelope.
+SPECVERSION = "1.0"
+#: ``datacontenttype`` of an envelope whose ``data`` is JSON.
+JSON = "application/json"
 
 NODE_ADDED = "esched.node.added"
 NODE_UPDATED = "esched.node.updated"
@@ -92,3 +101,50 @@ def stream_of(event: dict[str, Any]) -> str:
         # its expected version fences a deposed leader that still tries to write.
         return DECISIONS_STREAM
     return f"{kind}/{event.get('source', '')}"
+
+
+def timestamp(when: datetime | None = None, timespec: str = "auto") -> str:
+    """``when`` (default: now) as an RFC 3339 UTC time ending in ``Z``, as envelopes carry it."""
+    return (when or datetime.now(UTC)).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def envelope(
+    type_: str,
+    source: str,
+    data: Any,
+    *,
+    id: str,
+    time: str | None = None,
+    subject: str | None = None,
+    dataschema: str | None = None,
+    content_type: str | None = JSON,
+) -> dict[str, Any]:
+    """The CloudEvents 1.0 envelope (JSON structured mode) of one event.
+
+    ``id`` is the idempotency key: callers whose retries or second leaders must
+    dedupe pass a deterministic one. ``time`` defaults to now (:func:`timestamp`).
+    ``subject``, ``dataschema`` and ``content_type`` are left out when None.
+    """
+    env: dict[str, Any] = {
+        "specversion": SPECVERSION,
+        "id": id,
+        "source": source,
+        "type": type_,
+        "time": timestamp() if time is None else time,
+    }
+    if content_type is not None:
+        env["datacontenttype"] = content_type
+    if dataschema is not None:
+        env["dataschema"] = dataschema
+    if subject is not None:
+        env["subject"] = subject
+    env["data"] = data
+    return env
+
+
+def proposal_envelope(data: dict[str, Any], source: str, *, time: str | None = None) -> dict:
+    """The ``esched.placement.proposed`` envelope of proposal ``data``; its id
+    (``proposal-<id>``) is the proposal's, so a resent proposal dedupes."""
+    return envelope(
+        PLACEMENT_PROPOSED, source, data, id=f"proposal-{data.get('proposal')}", time=time
+    )

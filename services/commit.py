@@ -71,6 +71,9 @@ from esched.schemas.events import (
     POD_EVICTED,
     POD_SUBMITTED,
     POD_UNSCHEDULABLE,
+    envelope,
+    proposal_envelope,
+    timestamp,
 )
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
 from esched.services import metrics
@@ -180,10 +183,6 @@ def decision_id(proposal: str) -> str:
     return f"decision-{proposal}"
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
-
-
 class Verdict(NamedTuple):
     """The outcome of validating one proposal (a named tuple: one per proposal)."""
 
@@ -207,23 +206,22 @@ def eviction_events(
     reason, what = (RECLAIMED, "reclaimed") if data.get("reclaim") else (PREEMPTED, "preempted")
     out = []
     for v in data.get("victims") or ():
+        body = {
+            "pod": v["pod"],
+            "node": v["node"],
+            "reason": reason,
+            "message": f"{what} to make room for {by}",
+            "by": by,
+            "decision": decision_id(data["proposal"]),
+        }
         out.append(
-            {
-                "specversion": "1.0",
-                "id": f"evicted-{data['proposal']}-{v['pod']}",
-                "source": source,
-                "type": POD_EVICTED,
-                "time": time_ or _now(),
-                "datacontenttype": "application/json",
-                "data": {
-                    "pod": v["pod"],
-                    "node": v["node"],
-                    "reason": reason,
-                    "message": f"{what} to make room for {by}",
-                    "by": by,
-                    "decision": decision_id(data["proposal"]),
-                },
-            }
+            envelope(
+                POD_EVICTED,
+                source,
+                body,
+                id=f"evicted-{data['proposal']}-{v['pod']}",
+                time=time_,
+            )
         )
     return out
 
@@ -254,15 +252,7 @@ def decision_event(
         body["pods"] = list(verdict.pods) or [b["pod"] for b in data["bindings"]]
         body["reason"] = verdict.reason
         body["message"] = verdict.message
-    return {
-        "specversion": "1.0",
-        "id": decision_id(data["proposal"]),
-        "source": source,
-        "type": etype,
-        "time": time_ or _now(),
-        "datacontenttype": "application/json",
-        "data": body,
-    }
+    return envelope(etype, source, body, id=decision_id(data["proposal"]), time=time_)
 
 
 class Validator:
@@ -1064,7 +1054,7 @@ class CommitService:
         out: list[dict[str, Any] | int] = []  # envelope, or position of a known decision
         fresh: list[dict[str, Any]] = []
         in_batch: dict[str, int] = {}
-        now = _now()
+        now = timestamp()
         for data in items:
             pid = data["proposal"]
             known = self._decided.get(pid)
@@ -1463,13 +1453,7 @@ def _proposal_data(item: dict[str, Any]) -> dict[str, Any]:
     if "specversion" in item and "data" in item:
         env = item
     else:
-        env = {
-            "specversion": "1.0",
-            "id": f"proposal-{item.get('proposal')}",
-            "source": f"esched/replica/{item.get('replica')}",
-            "type": PLACEMENT_PROPOSED,
-            "data": item,
-        }
+        env = proposal_envelope(item, f"esched/replica/{item.get('replica')}")
     return validate_event(env, allowed_types=(PLACEMENT_PROPOSED,))["data"]
 
 

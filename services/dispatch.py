@@ -69,7 +69,6 @@ from esched.schemas.events import (
     NODE_REMOVED,
     NODE_UPDATED,
     PLACEMENT_COMMITTED,
-    PLACEMENT_PROPOSED,
     PLACEMENT_REJECTED,
     POD_DELETED,
     POD_EVICTED,
@@ -80,6 +79,9 @@ from esched.schemas.events import (
     POD_UNSCHEDULABLE,
     PODGROUP_SUBMITTED,
     QUEUE_UPSERTED,
+    envelope,
+    proposal_envelope,
+    timestamp,
 )
 from esched.services import metrics
 from esched.services.admission import KEYED, OBSERVED, Admission, Fact, Rejection, row_fact
@@ -617,21 +619,11 @@ class Dispatcher:
         else:
             assert self._producer is not None
             producer = self._producer
-            stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+            stamp = timestamp()
             records = [
                 (
                     (p.get("gang") or p["bindings"][0]["pod"]).encode(),
-                    orjson.dumps(
-                        {
-                            "specversion": "1.0",
-                            "id": f"proposal-{p['proposal']}",
-                            "source": "esched/dispatch",
-                            "type": PLACEMENT_PROPOSED,
-                            "time": stamp,
-                            "datacontenttype": "application/json",
-                            "data": p,
-                        }
-                    ),
+                    orjson.dumps(proposal_envelope(p, "esched/dispatch", time=stamp)),
                 )
                 for p in batch
             ]
@@ -650,19 +642,12 @@ class Dispatcher:
             return
         rejections = list(self._rejections)
         now = datetime.now(UTC)
-        stamp = now.isoformat().replace("+00:00", "Z")
+        stamp = timestamp(now)
         events = []
         for r in rejections:
-            env = {
-                "specversion": "1.0",
-                "id": r.event_id,
-                "source": "esched/dispatch",
-                "type": POD_REJECTED,
-                "time": stamp,
-                "datacontenttype": "application/json",
-                "subject": r.pod,
-                "data": r.data(),
-            }
+            env = envelope(
+                POD_REJECTED, "esched/dispatch", r.data(), id=r.event_id, time=stamp, subject=r.pod
+            )
             events.append(
                 NewEvent(
                     id=r.event_id,

@@ -52,9 +52,11 @@ from esched.core.bands import BandConfig
 from esched.schemas.events import (
     GANG_RESERVED,
     PLACEMENT_COMMITTED,
-    PLACEMENT_PROPOSED,
     PLACEMENT_REJECTED,
     POD_UNSCHEDULABLE,
+    envelope,
+    proposal_envelope,
+    timestamp,
 )
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
@@ -84,10 +86,6 @@ _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
 
 Submit = Callable[[list[dict[str, Any]]], Awaitable[Any]]
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def unschedulable_id(pod: str, position: int) -> str:
@@ -1187,15 +1185,13 @@ class Replica:
         events = []
         for r in self._to_reserve:
             data = {k: v for k, v in r.items() if k != "position"}
-            env = {
-                "specversion": "1.0",
-                "id": f"reserve-{r['gang']}-{r['position']}",
-                "source": self.config.source_prefix + self.id,
-                "type": GANG_RESERVED,
-                "time": _now(),
-                "datacontenttype": "application/json",
-                "data": data,
-            }
+            env = envelope(
+                GANG_RESERVED,
+                self.config.source_prefix + self.id,
+                data,
+                id=f"reserve-{r['gang']}-{r['position']}",
+                time=timestamp(),
+            )
             events.append(
                 NewEvent(
                     id=env["id"],
@@ -1304,21 +1300,11 @@ class Replica:
             await self._submit(proposals)
             return
         assert self._producer is not None
-        now = _now()
+        now = timestamp()
         records = [
             (
                 (p["gang"] or p["bindings"][0]["pod"]).encode(),
-                orjson.dumps(
-                    {
-                        "specversion": "1.0",
-                        "id": f"proposal-{p['proposal']}",
-                        "source": self.config.source_prefix + self.id,
-                        "type": PLACEMENT_PROPOSED,
-                        "time": now,
-                        "datacontenttype": "application/json",
-                        "data": p,
-                    }
-                ),
+                orjson.dumps(proposal_envelope(p, self.config.source_prefix + self.id, time=now)),
             )
             for p in proposals
         ]
@@ -1355,18 +1341,17 @@ class Replica:
         for pod, (position, reasons, extra, judged_at) in pods.items():
             detail = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
             message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra else "")
-            env = {
-                "specversion": "1.0",
-                "id": unschedulable_id(pod, position),
-                "source": self.config.source_prefix + self.id,
-                "type": POD_UNSCHEDULABLE,
-                "time": _now(),
-                "datacontenttype": "application/json",
-                # position: the state the verdict was reached on (not the fold's
-                # position now), so the dispatcher can tell whether capacity freed
-                # after it: no lost wake-ups.
-                "data": {"pod": pod, "reasons": reasons, "message": message, "position": judged_at},
-            }
+            # position: the state the verdict was reached on (not the fold's position
+            # now), so the dispatcher can tell whether capacity freed after it: no lost
+            # wake-ups.
+            data = {"pod": pod, "reasons": reasons, "message": message, "position": judged_at}
+            env = envelope(
+                POD_UNSCHEDULABLE,
+                self.config.source_prefix + self.id,
+                data,
+                id=unschedulable_id(pod, position),
+                time=timestamp(),
+            )
             events.append(
                 NewEvent(
                     id=env["id"],

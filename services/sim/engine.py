@@ -35,6 +35,7 @@ import numpy as np
 
 from esched.core import ClusterState, Placer, Profile
 from esched.core._devices import DeviceTable, GangDevices
+from esched.schemas.events import envelope
 from esched.schemas.objects import GANG_ANNOTATIONS
 from esched.services.sim.traces import Job, NodeSpec, Trace
 
@@ -148,14 +149,14 @@ class Simulator:
 
     def _emit(self, type_: str, name: str, data: dict, t: float) -> None:
         self.position += 1
-        ev = {
-            "specversion": "1.0",
-            "id": f"sim-{self._run_id}-{self.position}",
-            "source": "esched-sim",
-            "type": type_,
-            "time": (EPOCH + timedelta(seconds=t)).isoformat(),
-            "data": data,
-        }
+        ev = envelope(
+            type_,
+            "esched-sim",
+            data,
+            id=f"sim-{self._run_id}-{self.position}",
+            time=(EPOCH + timedelta(seconds=t)).isoformat(),
+            content_type=None,
+        )
         self.state.apply(ev, self.position)
         if self.record:
             self.events.append(ev)
