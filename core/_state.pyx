@@ -203,12 +203,23 @@ cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
     return meta
 
 
+# The pod key rule (schemas.events.namespaced_key), inlined in the fold's hot paths
+# on the same constant; tests/core/test_fold.py checks all three builders agree.
+cdef str _DEFAULT_NS = _ev.DEFAULT_NAMESPACE
+cdef bytes _DEFAULT_NS_BYTES = _DEFAULT_NS.encode("ascii")
+
+
+cdef inline str _meta_key(dict meta):
+    # schemas.events.metadata_key without the call.
+    return f"{meta.get('namespace') or _DEFAULT_NS}/{meta.get('name', '')}"
+
+
 cdef str _pod_key(const unsigned char* b, Span namespace, Span name):
-    # f"{namespace or 'default'}/{name}" as the handlers build a pod's key, from the
-    # raw spans of two string values (start -1: absent), without a str for either:
-    # accepted strings are ASCII without escapes, so the key's bytes are theirs.
-    cdef const char* ns = "default"
-    cdef Py_ssize_t ns_len = 7, name_len = 0
+    # _meta_key as the handlers build a pod's key, from the raw spans of two string
+    # values (start -1: absent), without a str for either: accepted strings are
+    # ASCII without escapes, so the key's bytes are theirs.
+    cdef const char* ns = _DEFAULT_NS_BYTES
+    cdef Py_ssize_t ns_len = len(_DEFAULT_NS_BYTES), name_len = 0
     if namespace.start >= 0 and namespace.end - namespace.start > 2:
         ns = <const char*>b + namespace.start + 1
         ns_len = namespace.end - namespace.start - 2
@@ -785,7 +796,7 @@ cdef class ClusterState:
 
     cdef int _pod_submitted(self, dict pod, list class_memo=None) except -1:
         cdef dict meta = pod.get("metadata") or {}
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        key = _meta_key(meta)
         return self._pod_submit(key, pod, meta, None, class_memo)
 
     cdef int _pod_submit(self, str key, dict pod, dict meta, dict spec,
@@ -881,8 +892,7 @@ cdef class ClusterState:
 
     cdef int _pod_finished(self, dict data, int phase) except -1:
         cdef dict meta = data.get("metadata") or {}
-        return self._pod_finish(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}",
-                                phase)
+        return self._pod_finish(_meta_key(meta), phase)
 
     cdef int _pod_finish(self, str key, int phase) except -1:
         # The handler proper, on the pod's key.
@@ -905,7 +915,7 @@ cdef class ClusterState:
     cdef int _podgroup(self, dict pg) except -1:
         meta = pg.get("metadata") or {}
         spec = pg.get("spec") or {}
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        key = _meta_key(meta)
         queue_set = bool(spec.get("queue"))
         queue = spec.get("queue") or "default"
         min_resources = resource_list(spec.get("minResources"), "spec.minResources")

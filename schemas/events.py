@@ -1,4 +1,5 @@
-"""The event vocabulary of esched: type names, which are external input, and streams.
+"""The event vocabulary of esched: type names, which are external input, envelopes,
+stream names and keys (the one home of each of these conventions).
 
 Every event is a CloudEvents 1.0 envelope in JSON structured mode. ``id`` is the
 idempotency key; ``type`` is one of the names below; ``data`` is a
@@ -12,11 +13,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
+    "DEFAULT_NAMESPACE",
     "EXTERNAL_TYPES",
     "INTERNAL_TYPES",
     "JSON",
     "TYPES",
     "envelope",
+    "message_key",
+    "metadata_key",
+    "namespaced_key",
+    "parse_stream",
+    "proposal_envelope",
+    "proposal_key",
+    "split_key",
+    "stream_key",
+    "stream_name",
     "stream_of",
     "timestamp",
 ]
@@ -73,7 +84,58 @@ TYPES = EXTERNAL_TYPES + INTERNAL_TYPES
 #: The stream of every placement decision (committed or rejected).
 DECISIONS_STREAM = "decisions"
 
-_NAMESPACED_KIND = {"pod": True, "podgroup": True, "node": False, "queue": False}
+#: The namespace of an object whose metadata names none (Kubernetes' default).
+DEFAULT_NAMESPACE = "default"
+
+#: Stream kinds: the first segment of a stream name (``kind/key``).
+POD = "pod"
+PODGROUP = "podgroup"
+NODE = "node"
+QUEUE = "queue"
+GANG = "gang"
+PROPOSALS = "proposals"
+
+_NAMESPACED_KIND = {POD: True, PODGROUP: True, NODE: False, QUEUE: False}
+
+
+def namespaced_key(namespace: str | None, name: str) -> str:
+    """``namespace/name``, the key of a pod, PodGroup or gang; an empty or missing
+    namespace is :data:`DEFAULT_NAMESPACE`. The fold's bytes scanner
+    (``core/_state.pyx``) builds the same key from this constant."""
+    return f"{namespace or DEFAULT_NAMESPACE}/{name}"
+
+
+def metadata_key(meta: dict[str, Any] | None) -> str:
+    """:func:`namespaced_key` of an object's ``metadata`` (name defaults to "")."""
+    meta = meta or {}
+    return namespaced_key(meta.get("namespace"), meta.get("name", ""))
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``(namespace, name)`` of a :func:`namespaced_key`."""
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+def stream_name(kind: str, key: str) -> str:
+    """The stream ``kind/key`` (e.g. ``pod/ns/name``, ``gang/ns/group``, ``node/n1``)."""
+    return f"{kind}/{key}"
+
+
+def parse_stream(stream: str) -> tuple[str, str]:
+    """``(kind, key)`` of a stream name: the inverse of :func:`stream_name`
+    (``"decisions"`` has the empty key)."""
+    kind, _, key = stream.partition("/")
+    return kind, key
+
+
+def stream_key(stream: str, kind: str) -> str | None:
+    """The key of ``stream`` if it is of ``kind`` (``pod/ns/a``, ``pod`` -> ``ns/a``),
+    else None."""
+    prefix = len(kind)
+    if stream.startswith(kind) and stream[prefix : prefix + 1] == "/":
+        return stream[prefix + 1 :]
+    return None
 
 
 def stream_of(event: dict[str, Any]) -> str:
@@ -86,21 +148,44 @@ def stream_of(event: dict[str, Any]) -> str:
     if kind in _NAMESPACED_KIND:
         meta = data.get("metadata")
         if meta is None and "pod" in data:  # internal pod records carry "pod": "ns/name"
-            return f"pod/{data['pod']}"
+            return stream_name(POD, data["pod"])
         meta = meta or {}
-        name = meta.get("name", "")
         if _NAMESPACED_KIND[kind]:
-            return f"{kind}/{meta.get('namespace') or 'default'}/{name}"
-        return f"{kind}/{name}"
-    if kind == "gang":  # internal gang records carry "gang": "ns/name"
-        return f"gang/{data.get('gang', '')}"
+            return stream_name(kind, metadata_key(meta))
+        return stream_name(kind, meta.get("name", ""))
+    if kind == GANG:  # internal gang records carry "gang": "ns/name"
+        return stream_name(GANG, data.get("gang", ""))
     if kind == "placement":
         if event["type"] == PLACEMENT_PROPOSED:
-            return f"proposals/{data.get('replica', '')}"
+            return stream_name(PROPOSALS, data.get("replica", ""))
         # All decisions form one stream, the commit service's own log: appending with
         # its expected version fences a deposed leader that still tries to write.
         return DECISIONS_STREAM
-    return f"{kind}/{event.get('source', '')}"
+    return stream_name(kind, event.get("source", ""))
+
+
+def proposal_key(data: dict[str, Any]) -> str:
+    """The bus key of a proposal or decision (its ``data``): its gang, else its first
+    pod, so one object's proposals and decisions keep their order on a partition."""
+    return data.get("gang") or data["bindings"][0]["pod"]
+
+
+def message_key(event: dict[str, Any]) -> str | None:
+    """The bus key of an external event: a pod's gang, else the pod's key; a
+    PodGroup's key; other objects' names; None when ``data`` has no metadata.
+    A gang's pods and its PodGroup share a key, so they keep their order."""
+    from esched.schemas.objects import gang_key  # objects builds its keys from this module
+
+    data = event.get("data") or {}
+    meta = data.get("metadata") if isinstance(data, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    kind = str(event.get("type", "")).split(".")[1:2]
+    if kind == [POD]:
+        return gang_key(data) or metadata_key(meta)
+    if kind == [PODGROUP]:
+        return metadata_key(meta)
+    return str(meta.get("name"))
 
 
 def timestamp(when: datetime | None = None, timespec: str = "auto") -> str:

@@ -127,10 +127,9 @@ def _content_hash(obj: Any) -> str:
 def _event_id(prefix: str, kind: str, obj: dict[str, Any], namespaced: bool) -> str:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name", ""))
-    if namespaced:
-        ident = f"{kind}/{meta.get('namespace') or 'default'}/{name}"
-    else:
-        ident = f"{kind}/{name}"
+    ident = ev.stream_name(
+        kind, ev.namespaced_key(meta.get("namespace"), name) if namespaced else name
+    )
     event_id = f"{prefix}.{ident}"
     if len(event_id) > MAX_ID_LENGTH:  # very long names: keep ids within CloudEvents' limit
         event_id = f"{prefix}.{kind}/{hashlib.sha256(ident.encode()).hexdigest()}"
@@ -185,7 +184,7 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     name = meta.get("name")
     if not name:
         raise ValueError("Volcano Job without metadata.name")
-    namespace = meta.get("namespace") or "default"
+    namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
     queue = spec.get("queue") or "default"
     tasks = spec.get("tasks") or []
     if not tasks:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from esched.schemas.events import metadata_key, namespaced_key
 from esched.schemas.quantity import resource_list
 
 __all__ = [
@@ -38,10 +39,9 @@ BUILTIN_PRIORITY_CLASSES = {
 def object_key(obj: dict[str, Any], namespaced: bool = True) -> str:
     """``namespace/name`` for namespaced objects (namespace defaults to ``default``)."""
     meta = obj.get("metadata") or {}
-    name = meta.get("name", "")
     if not namespaced:
-        return name
-    return f"{meta.get('namespace') or 'default'}/{name}"
+        return meta.get("name", "")
+    return metadata_key(meta)
 
 
 def node_allocatable(node: dict[str, Any]) -> dict[str, int]:
@@ -101,7 +101,7 @@ def gang_key(pod: dict[str, Any]) -> str | None:
     annotations = meta.get("annotations") or {}
     for key in GANG_ANNOTATIONS:
         if annotations.get(key):
-            return f"{meta.get('namespace') or 'default'}/{annotations[key]}"
+            return namespaced_key(meta.get("namespace"), annotations[key])
     return None
 
 

@@ -68,11 +68,14 @@ from esched.schemas.events import (
     PLACEMENT_COMMITTED,
     PLACEMENT_PROPOSED,
     PLACEMENT_REJECTED,
+    POD,
     POD_EVICTED,
     POD_SUBMITTED,
     POD_UNSCHEDULABLE,
     envelope,
     proposal_envelope,
+    proposal_key,
+    stream_name,
     timestamp,
 )
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
@@ -202,7 +205,7 @@ def eviction_events(
     the fold frees the victims' room and then binds the preemptor. Ids are
     deterministic (``evicted-<proposal>-<pod>``): a redelivered proposal dedupes.
     """
-    by = data.get("gang") or data["bindings"][0]["pod"]
+    by = proposal_key(data)
     reason, what = (RECLAIMED, "reclaimed") if data.get("reclaim") else (PREEMPTED, "preempted")
     out = []
     for v in data.get("victims") or ():
@@ -1438,14 +1441,13 @@ def _verdicts_hold(moved: list[tuple[str, str]], fresh: list[dict[str, Any]]) ->
         data = env["data"]
         if data.get("victims") or data.get("reclaim"):
             return False
-        pods.update(f"pod/{b['pod']}" for b in data["bindings"])
+        pods.update(stream_name(POD, b["pod"]) for b in data["bindings"])
     return not any(stream in pods for _t, stream in moved)
 
 
 def _decision_key(env: dict[str, Any]) -> bytes:
     """Partition key of a decision: its gang, else its first pod (per-object order)."""
-    data = env["data"]
-    return (data.get("gang") or data["bindings"][0]["pod"]).encode()
+    return proposal_key(env["data"]).encode()
 
 
 def _proposal_data(item: dict[str, Any]) -> dict[str, Any]:

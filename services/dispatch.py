@@ -70,6 +70,7 @@ from esched.schemas.events import (
     NODE_UPDATED,
     PLACEMENT_COMMITTED,
     PLACEMENT_REJECTED,
+    POD,
     POD_DELETED,
     POD_EVICTED,
     POD_FAILED,
@@ -81,6 +82,8 @@ from esched.schemas.events import (
     QUEUE_UPSERTED,
     envelope,
     proposal_envelope,
+    proposal_key,
+    stream_name,
     timestamp,
 )
 from esched.services import metrics
@@ -598,7 +601,7 @@ class Dispatcher:
         if not verdict.ok:
             log.info(
                 "reclaim for %s not proposed: %s (%s)",
-                data.get("gang") or data["bindings"][0]["pod"],
+                proposal_key(data),
                 verdict.reason,
                 verdict.message,
             )
@@ -622,7 +625,7 @@ class Dispatcher:
             stamp = timestamp()
             records = [
                 (
-                    (p.get("gang") or p["bindings"][0]["pod"]).encode(),
+                    proposal_key(p).encode(),
                     orjson.dumps(proposal_envelope(p, "esched/dispatch", time=stamp)),
                 )
                 for p in batch
@@ -652,7 +655,7 @@ class Dispatcher:
                 NewEvent(
                     id=r.event_id,
                     type=POD_REJECTED,
-                    stream=f"pod/{r.pod}",
+                    stream=stream_name(POD, r.pod),
                     payload=orjson.dumps(env),
                     time=now,
                 )

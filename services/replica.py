@@ -50,12 +50,16 @@ from esched.core import PHASES, ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.bands import BandConfig
 from esched.schemas.events import (
+    GANG,
     GANG_RESERVED,
     PLACEMENT_COMMITTED,
     PLACEMENT_REJECTED,
+    POD,
     POD_UNSCHEDULABLE,
     envelope,
     proposal_envelope,
+    proposal_key,
+    stream_name,
     timestamp,
 )
 from esched.services import metrics
@@ -1196,7 +1200,7 @@ class Replica:
                 NewEvent(
                     id=env["id"],
                     type=GANG_RESERVED,
-                    stream=f"gang/{r['gang']}",
+                    stream=stream_name(GANG, r["gang"]),
                     payload=orjson.dumps(env),
                     time=now,
                 )
@@ -1303,7 +1307,7 @@ class Replica:
         now = timestamp()
         records = [
             (
-                (p["gang"] or p["bindings"][0]["pod"]).encode(),
+                proposal_key(p).encode(),
                 orjson.dumps(proposal_envelope(p, self.config.source_prefix + self.id, time=now)),
             )
             for p in proposals
@@ -1356,7 +1360,7 @@ class Replica:
                 NewEvent(
                     id=env["id"],
                     type=POD_UNSCHEDULABLE,
-                    stream=f"pod/{pod}",
+                    stream=stream_name(POD, pod),
                     payload=orjson.dumps(env),
                     time=now,
                 )

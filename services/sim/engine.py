@@ -35,7 +35,7 @@ import numpy as np
 
 from esched.core import ClusterState, Placer, Profile
 from esched.core._devices import DeviceTable, GangDevices
-from esched.schemas.events import envelope
+from esched.schemas.events import envelope, split_key
 from esched.schemas.objects import GANG_ANNOTATIONS
 from esched.services.sim.traces import Job, NodeSpec, Trace
 
@@ -502,7 +502,7 @@ class Simulator:
         if self.bound[j] is None:
             return
         for key, (n, devs) in zip(self.keys[j], self.bound[j], strict=True):
-            name = key.split("/", 1)[1]
+            name = split_key(key)[1]
             self._emit(
                 "esched.pod.succeeded",
                 key,
@@ -531,7 +531,7 @@ class Simulator:
     def _withdraw(self, j: int, now: float, dropped: bool = False) -> None:
         job = self.jobs[j]
         for key in self.keys[j]:
-            name = key.split("/", 1)[1]
+            name = split_key(key)[1]
             self._emit(
                 "esched.pod.deleted", key, {"metadata": {"name": name, "namespace": NAMESPACE}}, now
             )
