@@ -72,6 +72,7 @@ setup(
         "esched.services",
         "esched.services.store",
         "esched.services.bus",
+        "esched.services.cli",
         "esched.services.sim",
         "esched.schemas",
     ],
