@@ -214,7 +214,7 @@ def _pod_payloads(n: int, namespace: str, seed: int) -> list[tuple[str, bytes]]:
     out = []
     for j in range(n):
         ev = pod_event(j, rng, namespace)
-        out.append((f"{namespace}/pod-{j}", orjson.dumps(ev)))
+        out.append((namespaced_key(namespace, f"pod-{j}"), orjson.dumps(ev)))
     return out
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from esched.core import ClusterState, Placer, Profile
 from esched.core._devices import DeviceTable, GangDevices
-from esched.schemas.events import envelope, split_key
+from esched.schemas.events import envelope, namespaced_key, split_key
 from esched.schemas.objects import GANG_ANNOTATIONS
 from esched.services.sim.traces import Job, NodeSpec, Trace
 
@@ -191,7 +191,7 @@ class Simulator:
                     }
                 }
             }
-        return f"{NAMESPACE}/{name}", {"metadata": meta, "spec": spec}
+        return namespaced_key(NAMESPACE, name), {"metadata": meta, "spec": spec}
 
     # ------------------------------------------------------------------ run
 
@@ -468,7 +468,7 @@ class Simulator:
                 "proposal": f"{self._run_id}-{job.name}",
                 "replica": "esched-sim",
                 "position": self.position,
-                "gang": f"{NAMESPACE}/{job.name}" if job.tasks > 1 else None,
+                "gang": namespaced_key(NAMESPACE, job.name) if job.tasks > 1 else None,
                 "bindings": bindings,
             },
             now,
