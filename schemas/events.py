@@ -151,7 +151,8 @@ def stream_of(event: dict[str, Any]) -> str:
             return stream_name(POD, data["pod"])
         meta = meta or {}
         if _NAMESPACED_KIND[kind]:
-            return stream_name(kind, metadata_key(meta))
+            # stream_name(kind, metadata_key(meta)) inlined: ingest pays this per event.
+            return f"{kind}/{meta.get('namespace') or DEFAULT_NAMESPACE}/{meta.get('name', '')}"
         return stream_name(kind, meta.get("name", ""))
     if kind == GANG:  # internal gang records carry "gang": "ns/name"
         return stream_name(GANG, data.get("gang", ""))
