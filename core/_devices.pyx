@@ -191,7 +191,6 @@ cdef class DeviceTable:
             return g <= 0
         return _fits(&self.free[n, 0], self.ndev[n], g)
 
-    @cython.boundscheck(False)
     def fit_mask(self, long long g, uint8_t[::1] out) -> int:
         """``out[n] = 1`` where ``g`` fits node ``n`` (n < len(out)), else 0; count of 1s."""
         cdef Py_ssize_t n, N = out.shape[0], M = self.n_nodes
@@ -357,7 +356,6 @@ cdef class DeviceTable:
             raise ValueError("no target workload (set_target)")
         return self._best_delta(n, g, cpu, &dev)
 
-    @cython.boundscheck(False)
     def fgd_scores(self, long long g, long long cpu, const uint8_t[::1] mask,
                    int64_t[::1] out, long long weight=1) -> None:
         """``out[n] = weight * floor(100 sigmoid(-Δ_n / 1000))`` where ``mask[n]``, else 0.

@@ -7,28 +7,29 @@ and the next fold + ``sync()`` makes it true or drops it.
 
 Per pod (by equivalence class):
 
-1. **Feasibility** (``_feasible``): alive, schedulable (unless the pod tolerates
-   ``node.kubernetes.io/unschedulable``), every resource dimension (``pods`` is the
-   pod-count limit), taints with NoSchedule/NoExecute, ``nodeSelector`` and required
-   node affinity (In, NotIn, Exists, DoesNotExist, Gt, Lt). Label and taint
-   constraints are compiled once per class into bit masks over the state's interned
-   labels/taints, so a node check is a few word ANDs. Failures are reason bits
-   (``REASON_*``, plus one bit per insufficient resource), turned into strings only
-   by :meth:`Placer.explain`.
+1. **Feasibility** (``_feasibility.pxd``, the one home of the rule): alive,
+   schedulable (unless the pod tolerates ``node.kubernetes.io/unschedulable``),
+   every resource dimension (``pods`` is the pod-count limit), taints with
+   NoSchedule/NoExecute, ``nodeSelector`` and required node affinity (In, NotIn,
+   Exists, DoesNotExist, Gt, Lt). Label and taint constraints are compiled once per
+   class into bit masks over the state's interned labels/taints, so a node check is
+   a few word ANDs. Failures are reason bits (``REASON_*``, plus one bit per
+   insufficient resource), turned into strings only by :meth:`Placer.explain`.
 2. **Relaxed randomization** (``_place``): visit nodes from a rotating start
    (kube's ``nextStartNodeIndex``, first start drawn from the seed), stop when
    ``num_feasible_nodes_to_find`` feasible nodes were seen.
 3. **Scoring**: the profile's plugins, resolved once into a C table of
-   ``PluginSpec``; each is a ``noexcept nogil`` kernel in ``esched.core.scoring``.
-   Total = sum of weight * score. Among the visited nodes with the best total, one
-   draw from the seeded xorshift RNG picks uniformly (the r-th in visit order): the
+   ``PluginSpec``, each with its kernel's function (``esched.core.scoring._table``):
+   scoring a node is one indirect call per plugin, the formulas live only in the
+   kernels. Total = sum of weight * score. Among the visited nodes with the best
+   total, one draw from the seeded xorshift RNG picks uniformly (the r-th in visit order): the
    distribution of kube's ``selectHost`` reservoir sampling, one draw per pod.
    **Fused profile**: NodeResourcesFit (LeastAllocated or MostAllocated) and/or
    BalancedAllocation, each on exactly (cpu, memory) -- kube's default. ``_scan``
    scores it a block step at a time with the vectorized kernel of ``_fused_block.h``
    (structure-of-arrays double columns, AVX2/AVX-512 chosen at import; the scalar
-   ``_score_block`` where capacities exceed its exact range): no per-plugin
-   dispatch, no Python, no per-node branch. Divisions by capacity use per-node
+   ``_score_block``, the plugin table's kernels, where capacities exceed its exact
+   range): no per-plugin dispatch, no Python, no per-node branch. Divisions by capacity use per-node
    reciprocals with an exact integer correction (Fit) or the true quotients near
    integer results (BalancedAllocation): the integer scores are kube's, bit for bit
    (tests/core/test_placer.py checks the fused scan against the plugin table, every
@@ -40,7 +41,6 @@ Per pod (by equivalence class):
 """
 
 cimport cython
-from libc.math cimport fabs, sqrt
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 
@@ -48,6 +48,46 @@ import numpy as np
 
 from esched.core.queues import NODE_GROUP_LABEL
 
+from esched.core._classview cimport (
+    MAX_NEED,
+    SRC_NZ_CPU,
+    SRC_NZ_MEM,
+    SRC_SKIP,
+    SRC_USED,
+    ClassView,
+)
+from esched.core._feasibility cimport (
+    EXPR_ANY,
+    EXPR_FALSE,
+    EXPR_NONE,
+    MAX_REASON_RESOURCES,
+    REASON_NON_RESOURCE,
+    REASON_NOT_ALIVE,
+    REASON_RESOURCE_BASE,
+    REASON_SELECTOR,
+    REASON_TAINT,
+    REASON_UNSCHEDULABLE,
+    constraints_ok,
+    fits,
+    reason_bits,
+    resource_reason,
+)
+from esched.core._fused_block cimport (
+    ESCHED_FB_BLOCK,
+    ESCHED_FB_DEAD,
+    ESCHED_FB_INFEASIBLE,
+    ESCHED_FB_MAX_NEED,
+    ESCHED_FB_SPECIAL,
+    esched_cut,
+    esched_fblock,
+    esched_fblock_init,
+    esched_fblock_isa,
+    esched_fblock_score,
+    esched_fbsum,
+    esched_nth_equal,
+    esched_stale,
+    esched_summarize,
+)
 from esched.core._state cimport ClusterState
 from esched.core._types cimport (
     NODE_ALIVE,
@@ -59,31 +99,28 @@ from esched.core._types cimport (
     units_t,
     word_t,
 )
-from esched.core.scoring._balanced_allocation cimport balanced_allocation
 from esched.core.scoring._epvm cimport epvm
-from esched.core.scoring._least_allocated cimport least_allocated
 from esched.core.scoring._mixed cimport mixed
-from esched.core.scoring._most_allocated cimport most_allocated
 from esched.core.scoring._plugin cimport (
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_NODE_SCORE,
     MAX_PLUGIN_RES,
+    MAX_PLUGINS,
+    MAX_SHAPE,
     PLUGIN_BALANCED_ALLOCATION,
     PLUGIN_EPVM,
     PLUGIN_LEAST_ALLOCATED,
     PLUGIN_MIXED,
     PLUGIN_MOST_ALLOCATED,
+    PLUGIN_NODE_GROUP_AFFINITY,
     PLUGIN_PYTHON,
-    MAX_SHAPE,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PluginSpec,
+    ScoreInput,
     floor_div,
-    floor_div_nopow2,
 )
-from esched.core.scoring._requested_to_capacity_ratio cimport (
-    broken_linear,
-    requested_to_capacity_ratio,
-)
+from esched.core.scoring._requested_to_capacity_ratio cimport broken_linear
+from esched.core.scoring._table cimport kernel_of
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 
@@ -98,16 +135,6 @@ cdef enum:
     MIN_FEASIBLE_NODES_TO_FIND = 100
     MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
-# Closed reason vocabulary (bits); bit REASON_RESOURCE_BASE + column = insufficient resource.
-cdef enum:
-    REASON_NOT_ALIVE = 1
-    REASON_UNSCHEDULABLE = 2
-    REASON_SELECTOR = 4
-    REASON_TAINT = 8
-    REASON_RESOURCE_BASE = 8        # bit index of column 0
-    MAX_REASON_RESOURCES = 56       # columns beyond share the last bit
-    REASON_NON_RESOURCE = 15        # every bit below REASON_RESOURCE_BASE's
-
 #: Bit index of resource column 0 in reason bits (``bits >> RESOURCE_REASON_SHIFT``: the
 #: resource bits; columns past the 55th share the last one).
 RESOURCE_REASON_SHIFT = REASON_RESOURCE_BASE
@@ -120,10 +147,6 @@ REASONS = {
     REASON_TAINT: "node(s) had untolerated taint",
 }
 
-cdef enum:
-    EXPR_ANY = 0     # some bit of the mask is set on the node
-    EXPR_NONE = 1    # no bit of the mask is set on the node
-    EXPR_FALSE = 2   # never matches (empty term, unsupported matchFields)
 
 # Cache: CACHE_SLOTS dense rows (a score and a stamp per node: 12 bytes; 1.9 MB for
 # 10,000 nodes) plus a summary per block of ESCHED_FB_BLOCK nodes. A class uses the
@@ -161,49 +184,6 @@ cdef extern from *:
     }
     """
     uint64_t esched_mulhi(uint64_t a, uint64_t b) nogil
-
-
-cdef extern from "_fused_block.h" nogil:
-    """
-    """
-    enum:
-        ESCHED_FB_BLOCK
-        ESCHED_FB_MAX_NEED
-        ESCHED_FB_DEAD
-        ESCHED_FB_INFEASIBLE
-        ESCHED_FB_SPECIAL
-    ctypedef struct esched_fblock:
-        const double* u0
-        const double* u1
-        const double* z0
-        const double* z1
-        const double* a0
-        const double* a1
-        const double* i0
-        const double* i1
-        const double* pen
-        const double* need_used[ESCHED_FB_MAX_NEED]
-        const double* need_alloc[ESCHED_FB_MAX_NEED]
-        double need_val[ESCHED_FB_MAX_NEED]
-        int n_need
-        double pen_ok
-        double fr0, fr1, br0, br1, rw0, rw1, ws, inv_ws, w_fit, w_bal
-        int do_fit, least, do_bal
-    ctypedef struct esched_fbsum:
-        int32_t max
-        int32_t n_max
-        int32_t n_feasible
-        int32_t n_visited
-    void esched_fblock_score(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m,
-                             int32_t* out, esched_fbsum* sum) noexcept
-    void esched_summarize(const int32_t* s, Py_ssize_t m, esched_fbsum* sum) noexcept
-    Py_ssize_t esched_stale(const int64_t* stamp, const long long* ver, int64_t epoch,
-                            Py_ssize_t m) noexcept
-    Py_ssize_t esched_nth_equal(const int32_t* s, Py_ssize_t m, int32_t x,
-                                Py_ssize_t r) noexcept
-    Py_ssize_t esched_cut(const int32_t* s, Py_ssize_t m, long long need) noexcept
-    void esched_fblock_init(const char* cap) noexcept
-    const char* esched_fblock_isa
 
 
 def _py_set_simd(cap: str = "") -> str:
@@ -252,66 +232,9 @@ cdef enum:
     CAP_ZERO = 1        # capflag: cpu or memory capacity 0 (scored per node)
     CAP_BIG = 2         # capflag: a capacity >= FB_EXACT_LIMIT (no vectorized kernel)
 
-cdef enum:
-    NODE_GROUP_SCORE = 200  # a node in a preferred node group of the queue (weight 2 x 100)
-    MAX_PLUGINS = 8     # score plugins per profile
-    SRC_SKIP = -1       # resource not scored for this pod (extended, not requested)
-    SRC_USED = 0        # node side is the allocated requests
-    SRC_NZ_CPU = 1      # node side is the non-zero cpu sum
-    SRC_NZ_MEM = 2      # node side is the non-zero memory sum
-    MAX_NEED = 16       # requested columns the fused resource check handles
-    # nodes scored per block by the fused scan: ESCHED_FB_BLOCK (_fused_block.h), 128
-
 # Vectorized block scoring is exact while capacities and requests stay below this
 # (see _fused_block.h): 64 TiB of memory, 2**46 milli-CPU.
 cdef long long FB_EXACT_LIMIT = 1LL << 46
-
-
-ctypedef struct ClassView:
-    # One equivalence class, compiled against the state's interned labels and taints.
-    const units_t* req           # [n_res] requests (state.class_req row)
-    units_t nz_cpu               # non-zero requests for scoring
-    units_t nz_mem
-    long long priority
-    int n_exprs
-    const word_t* expr_mask      # [n_exprs, label_words]
-    const int8_t* expr_mode      # [n_exprs]
-    const int32_t* term_off      # [n_terms + 1]; term 0 = nodeSelector (ANDed)
-    int n_terms                  # including term 0; > 1 means required affinity (ORed)
-    const word_t* intolerable    # [taint_words] taints the pod does not tolerate
-    bint tolerates_unschedulable
-    bint has_labels
-    bint has_taints
-    const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
-    bint has_pref
-    # Per plugin k and resource i, resolved once per class (not per node):
-    units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
-    int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)
-    # Raw table pointers for the per-node loop, taken once per call so the compiler can
-    # keep them in registers (memoryview attributes are reloaded after every store).
-    const units_t* alloc         # placer's copy of state.allocatable, row stride alloc_stride
-    Py_ssize_t alloc_stride
-    const units_t* used          # placer's used, row stride n_res
-    const units_t* nzu           # placer's non-zero cpu/memory, row stride 2
-    const double* inv            # placer's 1.0 / allocatable of the fused cpu, memory, stride 2
-    const flag_t* flags
-    const word_t* label_bits     # row stride label_words
-    const word_t* taint_bits     # row stride taint_words
-    int label_words
-    int taint_words
-    int n_res
-    # Fused path (Placer.fused): the columns this class requests (need > 0), for the
-    # branch-light resource check, and the fused plugins' pod-side requests.
-    int n_need                   # -1: more than MAX_NEED columns, use _feasible
-    Py_ssize_t need_col[MAX_NEED]
-    units_t need_val[MAX_NEED]
-    units_t fit_req0, fit_req1   # fit plugin: non-zero cpu, memory
-    units_t bal_req0, bal_req1   # BalancedAllocation: requested cpu, memory
-    # Vectorized block scoring (_fused_block.h), filled by Placer._view when it applies:
-    # fused profile, every capacity and request of this class below FB_EXACT_LIMIT.
-    bint use_fb
-    bint fb_special              # some node has a zero cpu or memory capacity
-    esched_fblock fb
 
 
 ctypedef struct ClassConst:
@@ -336,264 +259,85 @@ ctypedef struct ClassConst:
 ctypedef struct Fused:
     # The profile NodeResourcesFit (LeastAllocated or MostAllocated) and/or
     # BalancedAllocation, each on exactly (cpu, memory): kube's default and its usual
-    # variants. Resolved once per profile; the per-node total is one straight pass over
-    # the node's two columns (_fused_total), no table walk, no per-plugin dispatch.
+    # variants, which the vectorized block kernel (_fused_block.h) scores. Resolved once
+    # per profile: the kernel's parameters.
     bint on
     bint has_fit
     bint fit_least               # LeastAllocated (else MostAllocated)
     score_t w_fit
     units_t rw0, rw1             # fit resource weights (cpu, memory)
-    score_t ws_both              # rw0 + rw1 (both capacities non-zero)
+    score_t ws_both              # rw0 + rw1
     bint has_bal
     score_t w_bal
     Py_ssize_t c0, c1            # state columns of cpu, memory
 
 
-# ---------------------------------------------------------------------- nogil kernels
-# Feasibility pieces and the fused scan, as module-level ``nogil`` functions over a
-# ClassView: no ``self``, no Python objects, no memoryview reloads in the node loop.
+# ---------------------------------------------------------------------- nogil scoring
+# Scoring, as module-level ``nogil`` functions over a ClassView: no ``self``, no Python
+# objects, no memoryview reloads in the node loop. Feasibility is _feasibility.pxd's.
 
-cdef inline bint _expr_ok(const ClassView* v, Py_ssize_t n, int e) noexcept nogil:
-    cdef int w, W = v.label_words
-    cdef bint hit = False
-    cdef const word_t* row = v.label_bits + n * W
-    if v.expr_mode[e] == EXPR_FALSE:
-        return False
-    for w in range(W):
-        if row[w] & v.expr_mask[e * W + w]:
-            hit = True
-            break
-    return hit if v.expr_mode[e] == EXPR_ANY else not hit
-
-
-cdef inline bint _taints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
-    cdef int w
-    cdef const word_t* taints = v.taint_bits + n * v.taint_words
-    cdef word_t bad = 0
-    for w in range(v.taint_words):
-        bad |= taints[w] & v.intolerable[w]
-    return bad == 0
-
-
-cdef inline score_t _node_group_score(const ClassView* v, Py_ssize_t n) noexcept nogil:
-    """Volcano's preferred node groups: NODE_GROUP_SCORE on a node in one of them.
-
-    kube's NodeAffinity scores preferred terms 0..100 with plugin weight 2 by default;
-    a node in a preferred group of the pod's queue gets that (2 * 100), others 0.
-    """
-    cdef int w
-    cdef const word_t* labels
-    if not v.has_pref:
-        return 0
-    labels = v.label_bits + n * v.label_words
-    for w in range(v.label_words):
-        if labels[w] & v.pref_mask[w]:
-            return NODE_GROUP_SCORE
-    return 0
+cdef inline score_t _plugin_kernel(const PluginSpec* s, int k, const ClassView* v,
+                                   Py_ssize_t n) noexcept nogil:
+    """Plugin k's score of node n: kube's (requested, allocatable) vectors over the
+    plugin's resources, gathered from the placer's tables, then its kernel (s.fn)."""
+    cdef units_t requested[MAX_PLUGIN_RES]
+    cdef units_t allocatable[MAX_PLUGIN_RES]
+    cdef units_t used[MAX_PLUGIN_RES]
+    cdef ScoreInput x
+    cdef int i, src
+    cdef Py_ssize_t col
+    for i in range(s.n_res):
+        src = v.src[k][i]
+        if src == SRC_SKIP:
+            allocatable[i] = 0
+            used[i] = requested[i] = 0
+            continue
+        col = s.col[i]
+        allocatable[i] = v.alloc[n * v.alloc_stride + col]
+        if src == SRC_USED:
+            used[i] = v.used[n * v.n_res + col]
+        else:
+            used[i] = v.nzu[n * 2 + src - 1]
+        requested[i] = used[i] + v.pod_req[k][i]
+    x.used = used
+    x.pod = v.pod_req[k]
+    x.requested = requested
+    x.allocatable = allocatable
+    x.priority = v.priority
+    x.labels = v.label_bits + n * v.label_words
+    x.pref = v.pref_mask if v.has_pref else NULL
+    x.label_words = v.label_words
+    return s.fn(s, &x)
 
 
-cdef inline bint _selector_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
-    """nodeSelector (term 0, ANDed) and required affinity (terms 1.., ORed)."""
-    cdef int t, e
-    cdef bint ok = True
-    for e in range(v.term_off[0], v.term_off[1]):
-        if not _expr_ok(v, n, e):
-            return False
-    if v.n_terms > 1:
-        for t in range(1, v.n_terms):
-            ok = True
-            for e in range(v.term_off[t], v.term_off[t + 1]):
-                if not _expr_ok(v, n, e):
-                    ok = False
-                    break
-            if ok:
-                return True
-        return False
-    return True
-
-
-cdef inline bint _fits(const ClassView* v, Py_ssize_t n, flag_t flags) noexcept nogil:
-    """Feasible on an alive node: _feasible(...) == 0, branch-light (v.n_need >= 0)."""
-    cdef const units_t* used = v.used + n * v.n_res
-    cdef const units_t* alloc = v.alloc + n * v.alloc_stride
-    cdef int j
-    cdef Py_ssize_t c
-    cdef bint bad = (flags & NODE_UNSCHEDULABLE) != 0 and not v.tolerates_unschedulable
-    for j in range(v.n_need):
-        c = v.need_col[j]
-        bad |= used[c] + v.need_val[j] > alloc[c]
-    if bad:
-        return False
-    if v.has_taints and not _taints_ok(v, n):
-        return False
-    if v.has_labels and not _selector_ok(v, n):
-        return False
-    return True
-
-
-cdef inline score_t _fit_score(bint least, units_t req, units_t cap) noexcept nogil:
-    # least_requested_score / most_requested_score for cap != 0
-    if least:
-        if req > cap:
-            return 0
-        return floor_div_nopow2((cap - req) * MAX_NODE_SCORE, cap)
-    return floor_div_nopow2((req if req < cap else cap) * MAX_NODE_SCORE, cap)
-
-
-cdef inline score_t _fused_total(const Fused* F, const ClassView* v, Py_ssize_t n) noexcept nogil:
-    """Placer._total for a fused profile: the same integer/float steps, one pass."""
-    cdef const units_t* alloc = v.alloc + n * v.alloc_stride
-    cdef const units_t* used = v.used + n * v.n_res
-    cdef const units_t* nzu = v.nzu + n * 2
-    cdef units_t a0 = alloc[F.c0], a1 = alloc[F.c1]
-    cdef score_t total = 0, ns, ws
-    cdef double f0, f1, std
-    if a0 != 0 and a1 != 0:
-        if F.has_fit and F.ws_both:
-            ns = (_fit_score(F.fit_least, nzu[0] + v.fit_req0, a0) * F.rw0
-                  + _fit_score(F.fit_least, nzu[1] + v.fit_req1, a1) * F.rw1)
-            total += F.w_fit * floor_div(ns, F.ws_both)
-        if F.has_bal:
-            f0 = <double>(used[F.c0] + v.bal_req0) / <double>a0
-            f1 = <double>(used[F.c1] + v.bal_req1) / <double>a1
-            if f0 > 1.0:
-                f0 = 1.0
-            if f1 > 1.0:
-                f1 = 1.0
-            std = fabs((f0 - f1) / 2.0)
-            total += F.w_bal * <score_t>((1.0 - std) * <double>MAX_NODE_SCORE)
-        return total
-    # A zero capacity: that resource is skipped, as in the kernels.
-    if F.has_fit:
-        ns = 0
-        ws = 0
-        if a0 != 0:
-            ns += _fit_score(F.fit_least, nzu[0] + v.fit_req0, a0) * F.rw0
-            ws += F.rw0
-        if a1 != 0:
-            ns += _fit_score(F.fit_least, nzu[1] + v.fit_req1, a1) * F.rw1
-            ws += F.rw1
-        if ws:
-            total += F.w_fit * floor_div(ns, ws)
-    if F.has_bal:
-        # at most one fraction: std 0
-        total += F.w_bal * MAX_NODE_SCORE
+cdef inline score_t _kernel_total(const PluginSpec* specs, int n_specs, const ClassView* v,
+                                  Py_ssize_t n) noexcept nogil:
+    """Weighted sum of the profile's kernel scores of node n (Python plugins excluded)."""
+    cdef score_t total = 0
+    cdef int k
+    for k in range(n_specs):
+        total += specs[k].weight * _plugin_kernel(&specs[k], k, v, n)
     return total
 
 
-cdef inline long long _div_by_cap(long long num, long long cap, double inv_cap) noexcept nogil:
-    """``num // cap`` (num >= 0, cap > 0) given ``inv_cap = 1.0 / cap``, no division.
-
-    For num, cap < 2**52 and quotients <= 100 the product is within 1e-12 of the
-    quotient, so its truncation is off by at most one and one integer
-    multiply-compare each way makes it exact; otherwise floor_div_nopow2.
-    """
-    cdef long long q
-    if ((num | cap) >> 52) == 0:
-        q = <long long>(<double>num * inv_cap)
-        q -= q * cap > num
-        q += (q + 1) * cap <= num
-        return q
-    return floor_div_nopow2(num, cap)
-
-
-cdef void _score_block(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
-                       int32_t* buf) noexcept nogil:
-    """buf[i] = total of node n0 + i, -1 if infeasible, -2 if not alive.
-
-    _fits and _fused_total inlined by hand with the per-class and per-profile constants
-    in locals; no early exit and no data-dependent branch across iterations, so the CPU
-    overlaps the nodes' divisions. The sequential part of the scan (sampling stop, best,
-    ties) then runs over these integers (_scan).
-    """
-    cdef Py_ssize_t i, n, c
-    cdef int j
-    cdef flag_t fl
-    cdef score_t total, ns
-    cdef bint bad
-    cdef const flag_t* flags = v.flags
-    cdef const units_t* alloc = v.alloc
-    cdef const units_t* used = v.used
-    cdef const units_t* nzu = v.nzu
-    cdef const units_t* a
-    cdef const units_t* u
-    cdef const units_t* z
-    cdef Py_ssize_t astride = v.alloc_stride, ustride = v.n_res
-    cdef Py_ssize_t c0 = F.c0, c1 = F.c1
-    cdef units_t fr0 = v.fit_req0, fr1 = v.fit_req1, br0 = v.bal_req0, br1 = v.bal_req1
-    cdef units_t rw0 = F.rw0, rw1 = F.rw1, a0, a1, r0, r1
-    cdef score_t ws = F.ws_both, w_fit = F.w_fit, w_bal = F.w_bal
-    cdef bint do_fit = F.has_fit and ws != 0, do_bal = F.has_bal, least = F.fit_least
-    cdef bint unsched_bad = not v.tolerates_unschedulable
-    cdef bint constrained = v.has_taints or v.has_labels
-    cdef int n_need = v.n_need
-    cdef double f0, f1, std, y
-    cdef score_t t
-    cdef const double* inv = v.inv
+cdef void _score_block(const PluginSpec* specs, int n_specs, const ClassView* v, Py_ssize_t n0,
+                       Py_ssize_t m, int32_t* buf) noexcept nogil:
+    """buf[i] = total of node n0 + i, -1 if infeasible, -2 if not alive: the scalar
+    form of the vectorized kernel (capacities beyond its exact range, single nodes)."""
+    cdef Py_ssize_t i, n
     for i in range(m):
         n = n0 + i
-        fl = flags[n]
-        a = alloc + n * astride
-        u = used + n * ustride
-        z = nzu + n * 2
-        bad = unsched_bad and (fl & NODE_UNSCHEDULABLE) != 0
-        for j in range(n_need):
-            c = v.need_col[j]
-            bad |= u[c] + v.need_val[j] > a[c]
-        if constrained and not bad:
-            bad = (v.has_taints and not _taints_ok(v, n)) or (v.has_labels and not _selector_ok(v, n))
-        a0 = a[c0]
-        a1 = a[c1]
-        if a0 != 0 and a1 != 0:
-            total = 0
-            if do_fit:
-                r0 = z[0] + fr0
-                r1 = z[1] + fr1
-                if least:
-                    ns = ((0 if r0 > a0 else _div_by_cap((a0 - r0) * MAX_NODE_SCORE, a0, inv[2 * n]))
-                          * rw0
-                          + (0 if r1 > a1 else _div_by_cap((a1 - r1) * MAX_NODE_SCORE, a1,
-                                                           inv[2 * n + 1])) * rw1)
-                else:
-                    ns = (_div_by_cap((r0 if r0 < a0 else a0) * MAX_NODE_SCORE, a0, inv[2 * n]) * rw0
-                          + _div_by_cap((r1 if r1 < a1 else a1) * MAX_NODE_SCORE, a1,
-                                        inv[2 * n + 1]) * rw1)
-                total = w_fit * floor_div(ns, ws)
-            if do_bal:
-                # kube's fractions are the IEEE quotients x / a; x * (1 / a) may differ in
-                # the last bit, which moves the score only when (1 - std) * 100 lies within
-                # ~1e-13 of an integer. So: the product first, and the exact quotients
-                # when the result is within 1e-9 of an integer (std == 0, nice ratios).
-                f0 = <double>(u[c0] + br0) * inv[2 * n]
-                f1 = <double>(u[c1] + br1) * inv[2 * n + 1]
-                if f0 > 1.0:
-                    f0 = 1.0
-                if f1 > 1.0:
-                    f1 = 1.0
-                y = (1.0 - fabs((f0 - f1) / 2.0)) * <double>MAX_NODE_SCORE
-                t = <score_t>y
-                if y - <double>t < 1e-9 or y - <double>t > 1.0 - 1e-9:
-                    f0 = <double>(u[c0] + br0) / <double>a0
-                    f1 = <double>(u[c1] + br1) / <double>a1
-                    if f0 > 1.0:
-                        f0 = 1.0
-                    if f1 > 1.0:
-                        f1 = 1.0
-                    std = fabs((f0 - f1) / 2.0)
-                    t = <score_t>((1.0 - std) * <double>MAX_NODE_SCORE)
-                total += w_bal * t
+        if not (v.flags[n] & NODE_ALIVE):
+            buf[i] = ESCHED_FB_DEAD
+        elif not fits(v, n):
+            buf[i] = ESCHED_FB_INFEASIBLE
         else:
-            total = _fused_total(F, v, n)
-        if not (fl & NODE_ALIVE):
-            buf[i] = -2
-        elif bad:
-            buf[i] = -1
-        else:
-            buf[i] = <int32_t>total
+            buf[i] = <int32_t>_kernel_total(specs, n_specs, v, n)
 
 
-cdef void _score_block_fb(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
-                          int32_t* buf, esched_fbsum* sm) noexcept nogil:
+cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView* v,
+                          Py_ssize_t n0, Py_ssize_t m, int32_t* buf,
+                          esched_fbsum* sm) noexcept nogil:
     """_score_block through the vectorized kernel (v.use_fb), same results, plus the
     block's summary for the walk.
 
@@ -610,10 +354,10 @@ cdef void _score_block_fb(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_
         if sc == ESCHED_FB_DEAD or sc == ESCHED_FB_INFEASIBLE:
             continue
         n = n0 + i
-        if (v.has_taints and not _taints_ok(v, n)) or (v.has_labels and not _selector_ok(v, n)):
+        if not constraints_ok(v, n):
             buf[i] = ESCHED_FB_INFEASIBLE
         elif sc == ESCHED_FB_SPECIAL:
-            buf[i] = <int32_t>_fused_total(F, v, n)
+            buf[i] = <int32_t>_kernel_total(specs, n_specs, v, n)
     esched_summarize(buf, m, sm)
 
 
@@ -665,6 +409,7 @@ cdef class Placer:
     cdef public list plugin_names
     cdef list py_plugins
     cdef bint has_python
+    cdef bint has_node_group             # the profile scores the queue's preferred node groups
     cdef public object profile
     cdef public long long percentage
     cdef public bint use_cache
@@ -779,6 +524,7 @@ cdef class Placer:
             "EPVM": PLUGIN_EPVM,
             "Mixed": PLUGIN_MIXED,
             "Python": PLUGIN_PYTHON,
+            "NodeGroupAffinity": PLUGIN_NODE_GROUP_AFFINITY,
         }
         # External plugins (FGD) need per-device state the placer does not hold: their
         # caller scores them (esched.core._devices) and passes the scores to place().
@@ -792,10 +538,12 @@ cdef class Placer:
         self.plugin_names = [p.name for p in plugins]
         self.py_plugins = []
         self.has_python = False
+        self.has_node_group = False
         cdef PluginSpec* s
         for i, p in enumerate(plugins):
             s = &self.specs[i]
             s.kind = kinds[p.kind]
+            s.fn = kernel_of(s.kind)
             s.weight = p.weight
             s.n_res = len(p.resources)
             for j, (rname, rweight) in enumerate(p.resources):
@@ -815,6 +563,8 @@ cdef class Placer:
             s.prod_priority = p.prod_priority
             s.exhaust_permille = p.exhaust_permille
             s.strand_permille = p.strand_permille
+            if p.kind == "NodeGroupAffinity":
+                self.has_node_group = True
             if p.kind == "Python":
                 self.has_python = True
                 self.py_plugins.append(python_plugin(p.name))
@@ -835,6 +585,8 @@ cdef class Placer:
         if not plugins:
             return
         for p in plugins:
+            if p.kind == "NodeGroupAffinity":
+                continue  # scores 0 for classes without preferred groups: those scan fused
             names = tuple(r for r, _ in p.resources)
             if names != ("cpu", "memory"):
                 return
@@ -920,7 +672,8 @@ cdef class Placer:
                 self.nzu[n, 0] = st.nz[n, 0]
                 self.nzu[n, 1] = st.nz[n, 1]
                 if self.fused.on:
-                    # Reciprocal capacities for the fused scan (exact, see _score_block).
+                    # Reciprocal capacities for the vectorized kernel (exact, see
+                    # _fused_block.h).
                     c0 = st.allocatable[n, self.fused.c0]
                     c1 = st.allocatable[n, self.fused.c1]
                     self.inv[n, 0] = 1.0 / <double>c0 if c0 != 0 else 0.0
@@ -1200,7 +953,6 @@ cdef class Placer:
         v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.nzu = &self.nzu[0, 0] if self.n_nodes > 0 else NULL
-        v.inv = &self.inv[0, 0] if self.n_nodes > 0 else NULL
         v.flags = &st.flags[0]
         v.label_bits = &st.label_bits[0, 0]
         v.taint_bits = &st.taint_bits[0, 0]
@@ -1220,10 +972,6 @@ cdef class Placer:
                 v.need_col[v.n_need] = col
                 v.need_val[v.n_need] = v.req[col]
                 v.n_need += 1
-        v.fit_req0 = v.nz_cpu
-        v.fit_req1 = v.nz_mem
-        v.bal_req0 = v.req[self.fused.c0] if self.fused.on else 0
-        v.bal_req1 = v.req[self.fused.c1] if self.fused.on else 0
         self._view_fb(v)
         for k in range(self.n_specs):
             s = &self.specs[k]
@@ -1277,10 +1025,10 @@ cdef class Placer:
             k.need_alloc[j] = base + (R + v.need_col[j]) * S
             k.need_val[j] = <double>v.need_val[j]
         k.pen_ok = 1.0 if v.tolerates_unschedulable else 0.0
-        k.fr0 = <double>v.fit_req0
-        k.fr1 = <double>v.fit_req1
-        k.br0 = <double>v.bal_req0
-        k.br1 = <double>v.bal_req1
+        k.fr0 = <double>v.nz_cpu
+        k.fr1 = <double>v.nz_mem
+        k.br0 = <double>v.req[F.c0]
+        k.br1 = <double>v.req[F.c1]
         k.rw0 = <double>F.rw0
         k.rw1 = <double>F.rw1
         k.ws = <double>F.ws_both
@@ -1291,194 +1039,41 @@ cdef class Placer:
         k.least = F.fit_least
         k.do_bal = F.has_bal
 
-    # ------------------------------------------------------------------ kernels
+    # ------------------------------------------------------------------ scoring
 
-    cdef inline bint _expr(self, Py_ssize_t n, const ClassView* v, int e) noexcept:
-        cdef int w, W = v.label_words
-        cdef bint hit = False
-        cdef const word_t* row = v.label_bits + n * W
-        if v.expr_mode[e] == EXPR_FALSE:
-            return False
-        for w in range(W):
-            if row[w] & v.expr_mask[e * W + w]:
-                hit = True
-                break
-        return hit if v.expr_mode[e] == EXPR_ANY else not hit
-
-    cdef inline uint64_t _feasible(self, Py_ssize_t n, const ClassView* v, bint all_reasons) noexcept:
-        """0 if the class fits node ``n``, else REASON_* bits (first failure, or all)."""
-        cdef uint64_t reasons = 0
-        cdef Py_ssize_t r
-        cdef int t, e, w
-        cdef bint ok
-        cdef units_t need
-        cdef flag_t flags = v.flags[n]
-        cdef const units_t* used = v.used + n * v.n_res
-        cdef const units_t* alloc = v.alloc + n * v.alloc_stride
-        cdef const word_t* taints
-        if not (flags & NODE_ALIVE):
-            return REASON_NOT_ALIVE
-        if (flags & NODE_UNSCHEDULABLE) and not v.tolerates_unschedulable:
-            reasons |= REASON_UNSCHEDULABLE
-            if not all_reasons:
-                return reasons
-        for r in range(v.n_res):
-            need = v.req[r]
-            if need > 0 and used[r] + need > alloc[r]:
-                reasons |= (<uint64_t>1) << (REASON_RESOURCE_BASE + (
-                    r if r < MAX_REASON_RESOURCES - 1 else MAX_REASON_RESOURCES - 1))
-                if not all_reasons:
-                    return reasons
-        if v.has_taints:
-            taints = v.taint_bits + n * v.taint_words
-            for w in range(v.taint_words):
-                if taints[w] & v.intolerable[w]:
-                    reasons |= REASON_TAINT
-                    break
-            if reasons and not all_reasons:
-                return reasons
-        if v.has_labels:
-            ok = True
-            for e in range(v.term_off[0], v.term_off[1]):
-                if not self._expr(n, v, e):
-                    ok = False
-                    break
-            if ok and v.n_terms > 1:
-                ok = False
-                for t in range(1, v.n_terms):
-                    ok = True
-                    for e in range(v.term_off[t], v.term_off[t + 1]):
-                        if not self._expr(n, v, e):
-                            ok = False
-                            break
-                    if ok:
-                        break
-            if not ok:
-                reasons |= REASON_SELECTOR
-        return reasons
-
-    cdef inline score_t _plugin_score(self, Py_ssize_t n, const ClassView* v, int k,
-                                      Py_ssize_t cid) noexcept:
-        # Build kube's (requested, allocatable) vectors for plugin k, then call its kernel.
-        cdef PluginSpec* s = &self.specs[k]
-        cdef units_t requested[MAX_PLUGIN_RES]
-        cdef units_t allocatable[MAX_PLUGIN_RES]
-        cdef units_t used[MAX_PLUGIN_RES]
-        cdef int i, src
-        cdef Py_ssize_t col
-        if s.kind == PLUGIN_PYTHON:
+    cdef score_t _plugin_score(self, Py_ssize_t n, const ClassView* v, int k,
+                               Py_ssize_t cid) noexcept:
+        # Plugin k's score of node n (explain, scores): its kernel, or its Python callable.
+        if self.specs[k].kind == PLUGIN_PYTHON:
             try:
                 return int(self.py_plugins[k](self.state, n, cid))
             except Exception:
                 # A broken user plugin scores 0 rather than stopping placement; counted.
                 self.python_plugin_errors += 1
                 return 0
-        for i in range(s.n_res):
-            src = v.src[k][i]
-            if src == SRC_SKIP:
-                allocatable[i] = 0
-                used[i] = requested[i] = 0
-                continue
-            col = s.col[i]
-            allocatable[i] = v.alloc[n * v.alloc_stride + col]
-            if src == SRC_USED:
-                used[i] = v.used[n * v.n_res + col]
-            else:
-                used[i] = v.nzu[n * 2 + src - 1]
-            requested[i] = used[i] + v.pod_req[k][i]
-        if s.kind == PLUGIN_LEAST_ALLOCATED:
-            return least_allocated(requested, allocatable, s.res_weight, s.n_res)
-        if s.kind == PLUGIN_BALANCED_ALLOCATION:
-            return balanced_allocation(requested, allocatable, s.n_res)
-        if s.kind == PLUGIN_MOST_ALLOCATED:
-            return most_allocated(requested, allocatable, s.res_weight, s.n_res)
-        if s.kind == PLUGIN_REQUESTED_TO_CAPACITY_RATIO:
-            return requested_to_capacity_ratio(requested, allocatable, s.res_weight, s.n_res,
-                                               s.shape_util, s.shape_score, s.n_shape)
-        if s.kind == PLUGIN_EPVM:
-            return epvm(used, v.pod_req[k], allocatable, s.res_weight, s.n_res, s.epvm_base)
-        if s.kind == PLUGIN_MIXED:
-            return mixed(requested, allocatable, s.res_weight, s.n_res,
-                         v.priority >= s.prod_priority, s.exhaust_permille, s.strand_permille)
-        return 0
+        return _plugin_kernel(&self.specs[k], k, v, n)
 
-    cdef inline score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
-        """Weighted sum of the plugins' scores.
-
-        LeastAllocated, MostAllocated and BalancedAllocation, the hot ones, are computed
-        here in one straight pass over the node's row (the same integer/float steps as
-        their kernels, which ``explain`` and the kube vector tests run); building the
-        kernels' argument vectors per plugin cost about as much as the arithmetic.
-        tests/core/test_placer.py checks this path against ``explain`` on random clusters.
-        """
-        cdef score_t total = 0, node_score, weight_sum, sc
-        cdef int k, i, src, nf
-        cdef PluginSpec* s
-        cdef const units_t* alloc = v.alloc + n * v.alloc_stride
-        cdef const units_t* used = v.used + n * v.n_res
-        cdef const units_t* nzu = v.nzu + n * 2
-        cdef units_t cap, req
-        cdef double f, f0 = 0.0, f1 = 0.0, ftot, mean, acc, std
-        cdef double fr[MAX_PLUGIN_RES]
-        for k in range(self.n_specs):
-            s = &self.specs[k]
-            if s.kind == PLUGIN_LEAST_ALLOCATED or s.kind == PLUGIN_MOST_ALLOCATED:
-                node_score = 0
-                weight_sum = 0
-                for i in range(s.n_res):
-                    src = v.src[k][i]
-                    if src == SRC_SKIP:
-                        continue
-                    cap = alloc[s.col[i]]
-                    if cap == 0:
-                        continue
-                    req = (used[s.col[i]] if src == SRC_USED else nzu[src - 1]) + v.pod_req[k][i]
-                    if s.kind == PLUGIN_LEAST_ALLOCATED:
-                        sc = 0 if req > cap else floor_div((cap - req) * MAX_NODE_SCORE, cap)
-                    else:
-                        sc = floor_div((req if req < cap else cap) * MAX_NODE_SCORE, cap)
-                    node_score += sc * s.res_weight[i]
-                    weight_sum += s.res_weight[i]
-                if weight_sum:
-                    total += s.weight * floor_div(node_score, weight_sum)
-            elif s.kind == PLUGIN_BALANCED_ALLOCATION:
-                nf = 0
-                ftot = 0.0
-                for i in range(s.n_res):
-                    src = v.src[k][i]
-                    if src == SRC_SKIP:
-                        continue
-                    cap = alloc[s.col[i]]
-                    if cap == 0:
-                        continue
-                    req = (used[s.col[i]] if src == SRC_USED else nzu[src - 1]) + v.pod_req[k][i]
-                    f = <double>req / <double>cap
-                    if f > 1.0:
-                        f = 1.0
-                    fr[nf] = f
-                    ftot += f
-                    nf += 1
-                std = 0.0
-                if nf == 2:
-                    std = fabs((fr[0] - fr[1]) / 2.0)
-                elif nf > 2:
-                    mean = ftot / nf
-                    acc = 0.0
-                    for i in range(nf):
-                        acc = acc + (fr[i] - mean) * (fr[i] - mean)
-                    std = sqrt(acc / nf)
-                total += s.weight * <score_t>((1.0 - std) * <double>MAX_NODE_SCORE)
-            else:
-                total += s.weight * self._plugin_score(n, v, k, cid)
+    cdef score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
+        """Weighted sum of the plugins' scores: the kernel table, then any Python plugins."""
+        cdef score_t total = _kernel_total(self.specs, self.n_specs, v, n)
+        cdef int k
+        if self.has_python:
+            for k in range(self.n_specs):
+                if self.specs[k].kind == PLUGIN_PYTHON:
+                    total += self.specs[k].weight * self._plugin_score(n, v, k, cid)
         return total
 
     cdef inline score_t _node_total(self, Py_ssize_t n, const ClassView* v,
                                     Py_ssize_t cid) noexcept:
-        """Total score of node n for the class through the plugin table, -1 if infeasible;
-        plus the queue's preferred node-group score."""
-        if self._feasible(n, v, False):
+        """Total score of node n for the class through the plugin table, -1 if infeasible."""
+        if not fits(v, n):
             return -1
-        return self._total(n, v, cid) + _node_group_score(v, n)
+        return self._total(n, v, cid)
+
+    cdef inline bint _plugin_applies(self, int k, const ClassView* v) noexcept:
+        # kube's PreScore "Skip": NodeGroupAffinity has nothing to say about a class
+        # without preferred node groups (explain and scores leave it out).
+        return self.specs[k].kind != PLUGIN_NODE_GROUP_AFFINITY or v.has_pref
 
     cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept:
         """The cache row of the class (its own, else the least recently used), or -1.
@@ -1584,9 +1179,9 @@ cdef class Placer:
         # Scores of nodes n0..n0+m-1 for the fused profile into out (kernel or scalar).
         cdef esched_fbsum sm
         if v.use_fb:
-            _score_block_fb(&self.fused, v, n0, m, out, &sm)
+            _score_block_fb(self.specs, self.n_specs, v, n0, m, out, &sm)
         else:
-            _score_block(&self.fused, v, n0, m, out)
+            _score_block(self.specs, self.n_specs, v, n0, m, out)
 
     cdef Py_ssize_t _scan(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,
                           long long target, int slot, score_t* best_out,
@@ -1608,9 +1203,10 @@ cdef class Placer:
         Both count hits and misses per visited node alike, and decide alike.
         """
         cdef Py_ssize_t N = self.n_nodes, k = 0, n0, m, i, n, b, j, nseg = 0, best = -1
-        # (a queue's preferred node groups add a per-node score the fused pass does not
-        # have: the plugin table then)
-        cdef bint fused = self.fused.on and v.n_need >= 0 and not v.has_pref
+        # (a queue's preferred node groups add a per-node score the vectorized kernel does
+        # not have: the plugin table then)
+        cdef bint fused = (self.fused.on and v.n_need >= 0
+                           and not (v.has_pref and self.has_node_group))
         cdef bint cached = slot >= 0
         cdef bint whole, stop = False
         cdef int32_t* S = &self.sc[slot if cached else CACHE_SLOTS, 0]
@@ -1656,7 +1252,7 @@ cdef class Placer:
                             few[n_few] = n
                             n_few += 1
                             # one node: the scalar pass (same scores) is cheaper
-                            _score_block(&self.fused, v, n, 1, S + n)
+                            _score_block(self.specs, self.n_specs, v, n, 1, S + n)
                             if n_few == n_stale:
                                 break
                 elif n_stale > FEW_STALE:
@@ -1906,7 +1502,7 @@ cdef class Placer:
             raise IndexError("pod or node slot out of range")
         cdef ClassView v
         self._view(st.pod_class[p], &v)
-        return self._feasible(n, &v, True)
+        return reason_bits(&v, n, True)
 
     def reason_texts(self, Py_ssize_t p, Py_ssize_t n, uint64_t reasons) -> list[str]:
         """kube-style texts of :meth:`binding_reasons`' bits (as :meth:`fits` gives)."""
@@ -2098,7 +1694,7 @@ cdef class Placer:
         ok = np.zeros(N, dtype=np.uint8)
         cdef uint8_t[::1] ok_v = ok
         for n in range(N):
-            reasons = self._feasible(n, &v, True)
+            reasons = reason_bits(&v, n, True)
             # Constraints must hold; only resources may be missing.
             ok_v[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
         exclude = -1
@@ -2206,7 +1802,7 @@ cdef class Placer:
         ok = np.zeros(N, dtype=bool)
         self._view(cids[0], &v)
         for n in range(N):
-            reasons = self._feasible(n, &v, True)
+            reasons = reason_bits(&v, n, True)
             ok[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
         cols = np.flatnonzero(req > 0)
         cap = self.alloc_np[:, cols] // req[cols]
@@ -2257,19 +1853,17 @@ cdef class Placer:
         for n in range(self.n_nodes):
             if not (st.flags[n] & NODE_ALIVE):
                 continue
-            reasons = self._feasible(n, &v, True)
+            reasons = reason_bits(&v, n, True)
             row = {"name": st.node_names[n], "feasible": reasons == 0,
                    "reasons": self._reason_strings(reasons, n, &v), "scores": {}, "total": None}
             if reasons == 0:
                 total = 0
                 for k in range(self.n_specs):
+                    if not self._plugin_applies(k, &v):
+                        continue
                     sc = int(self._plugin_score(n, &v, k, cid))
                     row["scores"][self.plugin_names[k]] = sc
                     total += self.specs[k].weight * sc
-                if v.has_pref:
-                    sc = int(_node_group_score(&v, n))
-                    row["scores"]["NodeGroupAffinity"] = sc
-                    total += sc
                 row["total"] = total
                 if total > best_total:
                     tied, best_total = [row["name"]], total
@@ -2290,8 +1884,7 @@ cdef class Placer:
             if reasons & bit:
                 out.append(REASONS[bit])
         for r in range(self.n_res):
-            bit = REASON_RESOURCE_BASE + (r if r < MAX_REASON_RESOURCES - 1 else MAX_REASON_RESOURCES - 1)
-            if reasons & ((<uint64_t>1) << bit) and v.req[r] > 0 and \
+            if reasons & resource_reason(r) and v.req[r] > 0 and \
                     self.used[n, r] + v.req[r] > st.allocatable[n, r]:
                 name = st.res_names[r]
                 out.append("Too many pods" if name == "pods" else f"Insufficient {name}")
@@ -2306,8 +1899,11 @@ cdef class Placer:
             raise KeyError(node)
         cdef ClassView v
         self._view(cid, &v)
-        return {self.plugin_names[k]: int(self._plugin_score(idx, &v, k, cid))
-                for k in range(self.n_specs)}
+        out = {}
+        for k in range(self.n_specs):
+            if self._plugin_applies(k, &v):
+                out[self.plugin_names[k]] = int(self._plugin_score(idx, &v, k, cid))
+        return out
 
     def fits(self, pod, node: str) -> list[str]:
         """Reasons ``pod`` does not fit ``node`` now (empty list: it fits)."""
@@ -2318,7 +1914,7 @@ cdef class Placer:
             return [REASONS[REASON_NOT_ALIVE]]
         cdef ClassView v
         self._view(cid, &v)
-        return self._reason_strings(self._feasible(idx, &v, True), idx, &v)
+        return self._reason_strings(reason_bits(&v, idx, True), idx, &v)
 
     def stats(self) -> dict:
         """Counters: placed, unschedulable, nodes visited, cache hits/misses and hit rate."""

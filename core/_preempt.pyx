@@ -42,8 +42,6 @@ __all__ = ["select_victims"]
 cdef int _PRODUCTION = Band.PRODUCTION
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
 cdef bint _node_victims(Py_ssize_t n, Py_ssize_t R, const units_t* alloc, const units_t* used,
                         const units_t* req, const int64_t* off, const int32_t* vic,
                         const units_t* palloc, Py_ssize_t pstride, const uint8_t* pband,
@@ -110,8 +108,6 @@ cdef inline bint _better(const int64_t* a, const int64_t* b) noexcept nogil:
     return False
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
 cdef Py_ssize_t _scan(Py_ssize_t N, Py_ssize_t R, const units_t* alloc, const units_t* used,
                       const units_t* req, const uint8_t* ok, const int64_t* off,
                       const int32_t* vic, const units_t* palloc, Py_ssize_t pstride,
