@@ -46,6 +46,7 @@ from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
 
+from esched.core import reasons as _reasons
 from esched.core.queues import NODE_GROUP_LABEL
 
 from esched.core._classview cimport (
@@ -139,13 +140,13 @@ cdef enum:
 #: resource bits; columns past the 55th share the last one).
 RESOURCE_REASON_SHIFT = REASON_RESOURCE_BASE
 
-#: Reason bit -> kube-scheduler's message (resource bits are formatted per resource).
-REASONS = {
-    REASON_NOT_ALIVE: "node(s) not found",
-    REASON_UNSCHEDULABLE: "node(s) were unschedulable",
-    REASON_SELECTOR: "node(s) didn't match Pod's node affinity/selector",
-    REASON_TAINT: "node(s) had untolerated taint",
-}
+#: Reason bit -> kube-scheduler's message (esched.core.reasons' table).
+REASONS = _reasons.TEXTS
+
+if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_RESOURCE_BASE,
+        MAX_REASON_RESOURCES) != (_reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR,
+                                  _reasons.TAINT, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS):
+    raise ImportError("esched.core._placer: _feasibility.pxd's bits differ from esched.core.reasons")
 
 
 # Cache: CACHE_SLOTS dense rows (a score and a stamp per node: 12 bytes; 1.9 MB for
@@ -1877,18 +1878,13 @@ cdef class Placer:
         return {"chosen": best, "nodes": rows}
 
     cdef list _reason_strings(self, uint64_t reasons, Py_ssize_t n, const ClassView* v):
+        # The resource bits name columns (the last bit is shared): recheck which.
         cdef ClusterState st = self.state
-        cdef Py_ssize_t r, bit
-        out = []
-        for bit in (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT):
-            if reasons & bit:
-                out.append(REASONS[bit])
-        for r in range(self.n_res):
-            if reasons & resource_reason(r) and v.req[r] > 0 and \
-                    self.used[n, r] + v.req[r] > st.allocatable[n, r]:
-                name = st.res_names[r]
-                out.append("Too many pods" if name == "pods" else f"Insufficient {name}")
-        return out
+        cdef Py_ssize_t r
+        short = [st.res_names[r] for r in range(self.n_res)
+                 if reasons & resource_reason(r) and v.req[r] > 0
+                 and self.used[n, r] + v.req[r] > st.allocatable[n, r]]
+        return _reasons.texts(reasons & <uint64_t>REASON_NON_RESOURCE, short)
 
     def scores(self, pod, node: str) -> dict[str, int]:
         """Each plugin's score of ``pod`` on ``node``, feasible or not (kube's Score call)."""

@@ -49,6 +49,7 @@ import orjson
 from esched.core import PHASES, ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.bands import BandConfig
+from esched.core.reasons import reason_code, resource_text
 from esched.schemas.events import (
     GANG_RESERVED,
     PLACEMENT_COMMITTED,
@@ -94,26 +95,6 @@ def unschedulable_id(pod: str, position: int) -> str:
     """Event id of the unschedulable report for ``pod`` from work at ``position``:
     deterministic, so a redelivered work item is answered by the same (deduped) event."""
     return f"unschedulable-{pod}-{position}"
-
-
-_REASON_CODES = {
-    "node(s) not found": "NodeNotFound",
-    "node(s) were unschedulable": "NodeUnschedulable",
-    "node(s) didn't match Pod's node affinity/selector": "NodeAffinity",
-    "node(s) had untolerated taint": "TaintToleration",
-    "Too many pods": "TooManyPods",
-}
-
-
-def reason_code(text: str) -> str:
-    """The schema's reason code for one of the core's reason strings."""
-    code = _REASON_CODES.get(text)
-    if code is not None:
-        return code
-    if text.startswith("Insufficient "):
-        return "Insufficient." + text[len("Insufficient ") :].replace(" ", "_")
-    cleaned = "".join(c if c.isalnum() or c in "_./:-" else "_" for c in text).strip("_")
-    return cleaned if cleaned[:1].isalpha() else f"R{cleaned}"
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -1242,7 +1223,7 @@ class Replica:
             short = (need > 0) & (need > free)
             for r in np.flatnonzero(short.any(axis=0)):
                 name = st.res_names[int(r)]
-                code = "TooManyPods" if name == "pods" else f"Insufficient.{name}"
+                code = reason_code(resource_text(name))
                 out[code] = int(short[:, r].sum())
             roomy = alive[~short.any(axis=1)]
             names = st.node_names
