@@ -28,7 +28,6 @@ CSR list of candidate victims per node, sorted highest-first); the numpy
 preparation and the gang bookkeeping around it are Python, once per call.
 """
 
-cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 import numpy as np
