@@ -46,8 +46,9 @@ from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
 
+from esched.core import constraints as _constraints
 from esched.core import reasons as _reasons
-from esched.core.queues import NODE_GROUP_LABEL
+from esched.core.constraints import compile_class, intern_stamp
 
 from esched.core._classview cimport (
     MAX_NEED,
@@ -143,6 +144,9 @@ RESOURCE_REASON_SHIFT = REASON_RESOURCE_BASE
 #: Reason bit -> kube-scheduler's message (esched.core.reasons' table).
 REASONS = _reasons.TEXTS
 
+if (EXPR_ANY, EXPR_NONE, EXPR_FALSE) != (_constraints.ANY, _constraints.NONE, _constraints.FALSE):
+    raise ImportError("esched.core._placer: _feasibility.pxd's EXPR_* differ from "
+                      "esched.core.constraints")
 if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_RESOURCE_BASE,
         MAX_REASON_RESOURCES) != (_reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR,
                                   _reasons.TAINT, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS):
@@ -315,35 +319,6 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
         elif sc == ESCHED_FB_SPECIAL:
             buf[i] = <int32_t>_kernel_total(specs, n_specs, v, n)
     esched_summarize(buf, m, sm)
-
-
-class _Compiled:
-    """The numpy arrays behind a ClassView and the intern sizes they were built for."""
-
-    __slots__ = ("stamp", "expr_mask", "expr_mode", "term_off", "intolerable",
-                 "tolerates_unschedulable", "has_labels", "has_taints", "pref_mask", "has_pref")
-
-
-def _tolerates(tol: dict, key: str, value: str, effect: str) -> bool:
-    # v1helper.TolerationsTolerateTaint / Toleration.ToleratesTaint
-    if tol.get("effect") and tol.get("effect") != effect:
-        return False
-    tkey = tol.get("key") or ""
-    op = tol.get("operator") or "Equal"
-    if tkey == "":
-        return op == "Exists"
-    if tkey != key:
-        return False
-    if op == "Exists":
-        return True
-    return op == "Equal" and (tol.get("value") or "") == value
-
-
-def _int_or_none(text):
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return None
 
 
 @cython.final
@@ -703,93 +678,10 @@ cdef class Placer:
     # ------------------------------------------------------------------ classes
 
     cdef object _compile(self, Py_ssize_t cid):
-        cdef ClusterState st = self.state
-        stamp = (len(st.label_strs), len(st.taint_strs), st.label_words, st.taint_words)
+        # The class's constraints as bit masks, memoized while the interned sets hold.
         comp = self.compiled.get(cid)
-        if comp is not None and comp.stamp == stamp:
-            return comp
-        spec = st.class_specs[cid]
-        cons = spec["constraints"] or {}
-        W = st.label_words
-        exprs = []          # (mode, [bits])
-        offsets = [0]
-
-        def bits_for_values(key, values):
-            return [st.label_ids[f"{key}={v}"] for v in values if f"{key}={v}" in st.label_ids]
-
-        # term 0: nodeSelector, every pair must be present
-        for k, v in (cons.get("nodeSelector") or {}).items():
-            exprs.append((EXPR_ANY, bits_for_values(k, [v])))
-        # The queue's node-group affinity (Volcano), ANDed like the selector: in one of
-        # the required groups, in none of the anti groups (preferred is not a filter).
-        node_group = cons.get("nodeGroup") or {}
-        if node_group.get("required"):
-            exprs.append((EXPR_ANY, bits_for_values(NODE_GROUP_LABEL, node_group["required"])))
-        if node_group.get("anti"):
-            exprs.append((EXPR_NONE, bits_for_values(NODE_GROUP_LABEL, node_group["anti"])))
-        offsets.append(len(exprs))
-        pref = np.zeros(max(W, 1), dtype=np.uint64)
-        for b in bits_for_values(NODE_GROUP_LABEL, node_group.get("preferred") or ()):
-            pref[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-        required = cons.get("required") or {}
-        for term in required.get("nodeSelectorTerms") or ():
-            expressions = term.get("matchExpressions") or []
-            if not expressions or term.get("matchFields"):
-                # kube: an empty term matches nothing; matchFields is not supported here,
-                # so a term using it never matches (never a wrong placement).
-                exprs.append((EXPR_FALSE, []))
-            for e in expressions:
-                key, op, values = e.get("key", ""), e.get("operator"), e.get("values") or []
-                if op == "In":
-                    exprs.append((EXPR_ANY, bits_for_values(key, values)))
-                elif op == "NotIn":
-                    exprs.append((EXPR_NONE, bits_for_values(key, values)))
-                elif op == "Exists":
-                    exprs.append((EXPR_ANY, [st.label_ids[key]] if key in st.label_ids else []))
-                elif op == "DoesNotExist":
-                    exprs.append((EXPR_NONE, [st.label_ids[key]] if key in st.label_ids else []))
-                elif op in ("Gt", "Lt") and len(values) == 1 and _int_or_none(values[0]) is not None:
-                    bound = int(values[0])
-                    prefix = key + "="
-                    hits = []
-                    for text, bit in st.label_ids.items():
-                        if text.startswith(prefix):
-                            num = _int_or_none(text[len(prefix):])
-                            if num is not None and (num > bound if op == "Gt" else num < bound):
-                                hits.append(bit)
-                    exprs.append((EXPR_ANY, hits))
-                else:
-                    exprs.append((EXPR_FALSE, []))
-            offsets.append(len(exprs))
-        n_e = len(exprs)
-        mask = np.zeros((max(n_e, 1), W), dtype=np.uint64)
-        mode = np.zeros(max(n_e, 1), dtype=np.int8)
-        for i, (m, bits) in enumerate(exprs):
-            mode[i] = m
-            for b in bits:
-                mask[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-        tolerations = cons.get("tolerations") or []
-        intol = np.zeros(st.taint_words, dtype=np.uint64)
-        any_taint = False
-        for bit, (key, value, effect) in enumerate(st.taint_strs):
-            if effect not in ("NoSchedule", "NoExecute"):
-                continue
-            if not any(_tolerates(t, key, value, effect) for t in tolerations):
-                intol[bit >> 6] |= np.uint64(1) << np.uint64(bit & 63)
-                any_taint = True
-        comp = _Compiled()
-        comp.stamp = stamp
-        comp.expr_mask = mask
-        comp.expr_mode = mode
-        comp.term_off = np.asarray(offsets, dtype=np.int32)
-        comp.intolerable = intol
-        comp.tolerates_unschedulable = any(
-            _tolerates(t, "node.kubernetes.io/unschedulable", "", "NoSchedule") for t in tolerations)
-        comp.has_labels = n_e > 0
-        comp.has_taints = any_taint
-        comp.pref_mask = pref
-        comp.has_pref = bool(pref.any())
-        self.compiled[cid] = comp
+        if comp is None or comp.stamp != intern_stamp(self.state):
+            comp = self.compiled[cid] = compile_class(self.state, cid)
         return comp
 
     cdef int _view(self, Py_ssize_t cid, ClassView* v) except -1:
