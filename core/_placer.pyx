@@ -122,6 +122,7 @@ from esched.core.scoring._plugin cimport (
     floor_div,
 )
 from esched.core.scoring._requested_to_capacity_ratio cimport broken_linear
+from esched.core.scoring._gather cimport kernel_total, plugin_kernel
 from esched.core.scoring._table cimport kernel_of
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
@@ -232,53 +233,10 @@ cdef enum:
 cdef long long FB_EXACT_LIMIT = 1LL << 46
 
 
-# ---------------------------------------------------------------------- nogil scoring
-# Scoring, as module-level ``nogil`` functions over a ClassView: no ``self``, no Python
-# objects, no memoryview reloads in the node loop. Feasibility is _feasibility.pxd's.
-
-cdef inline score_t _plugin_kernel(const PluginSpec* s, int k, const ClassView* v,
-                                   Py_ssize_t n) noexcept nogil:
-    """Plugin k's score of node n: kube's (requested, allocatable) vectors over the
-    plugin's resources, gathered from the placer's tables, then its kernel (s.fn)."""
-    cdef units_t requested[MAX_PLUGIN_RES]
-    cdef units_t allocatable[MAX_PLUGIN_RES]
-    cdef units_t used[MAX_PLUGIN_RES]
-    cdef ScoreInput x
-    cdef int i, src
-    cdef Py_ssize_t col
-    for i in range(s.n_res):
-        src = v.src[k][i]
-        if src == SRC_SKIP:
-            allocatable[i] = 0
-            used[i] = requested[i] = 0
-            continue
-        col = s.col[i]
-        allocatable[i] = v.alloc[n * v.alloc_stride + col]
-        if src == SRC_USED:
-            used[i] = v.used[n * v.n_res + col]
-        else:
-            used[i] = v.nzu[n * 2 + src - 1]
-        requested[i] = used[i] + v.pod_req[k][i]
-    x.used = used
-    x.pod = v.pod_req[k]
-    x.requested = requested
-    x.allocatable = allocatable
-    x.priority = v.priority
-    x.labels = v.label_bits + n * v.label_words
-    x.pref = v.pref_mask if v.has_pref else NULL
-    x.label_words = v.label_words
-    return s.fn(s, &x)
-
-
-cdef inline score_t _kernel_total(const PluginSpec* specs, int n_specs, const ClassView* v,
-                                  Py_ssize_t n) noexcept nogil:
-    """Weighted sum of the profile's kernel scores of node n (Python plugins excluded)."""
-    cdef score_t total = 0
-    cdef int k
-    for k in range(n_specs):
-        total += specs[k].weight * _plugin_kernel(&specs[k], k, v, n)
-    return total
-
+# ---------------------------------------------------------------------- nogil block scoring
+# A step of the scan, as module-level ``nogil`` functions over a ClassView: no ``self``,
+# no Python objects, no memoryview reloads in the node loop. Feasibility is
+# _feasibility.pxd's, scores are scoring/_gather.pxd's (the profile's kernel table).
 
 cdef void _score_block(const PluginSpec* specs, int n_specs, const ClassView* v, Py_ssize_t n0,
                        Py_ssize_t m, int32_t* buf) noexcept nogil:
@@ -292,7 +250,7 @@ cdef void _score_block(const PluginSpec* specs, int n_specs, const ClassView* v,
         elif not fits(v, n):
             buf[i] = ESCHED_FB_INFEASIBLE
         else:
-            buf[i] = <int32_t>_kernel_total(specs, n_specs, v, n)
+            buf[i] = <int32_t>kernel_total(specs, n_specs, v, n)
 
 
 cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView* v,
@@ -317,7 +275,7 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
         if not constraints_ok(v, n):
             buf[i] = ESCHED_FB_INFEASIBLE
         elif sc == ESCHED_FB_SPECIAL:
-            buf[i] = <int32_t>_kernel_total(specs, n_specs, v, n)
+            buf[i] = <int32_t>kernel_total(specs, n_specs, v, n)
     esched_summarize(buf, m, sm)
 
 
@@ -835,11 +793,11 @@ cdef class Placer:
                 # A broken user plugin scores 0 rather than stopping placement; counted.
                 self.python_plugin_errors += 1
                 return 0
-        return _plugin_kernel(&self.specs[k], k, v, n)
+        return plugin_kernel(&self.specs[k], k, v, n)
 
     cdef score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
         """Weighted sum of the plugins' scores: the kernel table, then any Python plugins."""
-        cdef score_t total = _kernel_total(self.specs, self.n_specs, v, n)
+        cdef score_t total = kernel_total(self.specs, self.n_specs, v, n)
         cdef int k
         if self.has_python:
             for k in range(self.n_specs):
