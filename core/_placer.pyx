@@ -96,7 +96,6 @@ from esched.core._types cimport (
     NODE_UNSCHEDULABLE,
     PHASE_RUNNING,
     flag_t,
-    index_t,
     score_t,
     units_t,
     word_t,
@@ -118,7 +117,6 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_PYTHON,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PluginSpec,
-    ScoreInput,
     floor_div,
 )
 from esched.core.scoring._requested_to_capacity_ratio cimport broken_linear
