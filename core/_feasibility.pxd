@@ -3,7 +3,7 @@
 # Alive; schedulable (unless the pod tolerates node.kubernetes.io/unschedulable); every
 # requested resource (``pods`` is the pod-count limit); taints with NoSchedule or
 # NoExecute; nodeSelector and required node affinity (compiled per class into bit
-# masks over the state's interned labels, see Placer._compile). The placer's scan,
+# masks over the state's interned labels, see esched.core._constraints). The placer's scan,
 # its scalar block path, explain/fits, the commit validation (binding_reasons) and
 # preemption all call these; the vectorized block kernel (_fused_block.h) checks the
 # same alive/cordon/resource rule in vector form and leaves labels and taints to

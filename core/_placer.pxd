@@ -90,6 +90,7 @@ cdef class Placer:
     cdef public long long synced_position
     cdef Py_ssize_t next_start
     cdef dict compiled
+    cdef object unconstrained            # the compiled form shared by unconstrained classes
 
     # Equivalence-class cache (see _scan): a dense row per recent class, CACHE_SLOTS rows.
     cdef object sc_np, se_np, sbs_np, sbt_np, bv_np, seg_np

@@ -46,9 +46,9 @@ from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
 
-from esched.core import constraints as _constraints
+from esched.core import _constraints
 from esched.core import reasons as _reasons
-from esched.core.constraints import compile_class, intern_stamp
+from esched.core._constraints import compile_class, intern_stamp
 
 from esched.core._classview cimport (
     MAX_NEED,
@@ -145,7 +145,7 @@ REASONS = _reasons.TEXTS
 
 if (EXPR_ANY, EXPR_NONE, EXPR_FALSE) != (_constraints.ANY, _constraints.NONE, _constraints.FALSE):
     raise ImportError("esched.core._placer: _feasibility.pxd's EXPR_* differ from "
-                      "esched.core.constraints")
+                      "esched.core._constraints")
 if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_RESOURCE_BASE,
         MAX_REASON_RESOURCES) != (_reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR,
                                   _reasons.TAINT, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS):
@@ -636,8 +636,17 @@ cdef class Placer:
     cdef object _compile(self, Py_ssize_t cid):
         # The class's constraints as bit masks, memoized while the interned sets hold.
         comp = self.compiled.get(cid)
-        if comp is None or comp.stamp != intern_stamp(self.state):
-            comp = self.compiled[cid] = compile_class(self.state, cid)
+        stamp = intern_stamp(self.state)
+        if comp is None or comp.stamp != stamp:
+            if self.state.class_specs[cid]["constraints"]:
+                comp = compile_class(self.state, cid)
+            else:
+                # Classes without constraints compile alike (a random workload has
+                # thousands): one result per intern stamp, read-only in every view.
+                if self.unconstrained is None or self.unconstrained.stamp != stamp:
+                    self.unconstrained = compile_class(self.state, cid)
+                comp = self.unconstrained
+            self.compiled[cid] = comp
         return comp
 
     cdef int _view(self, Py_ssize_t cid, ClassView* v) except -1:

@@ -6,12 +6,12 @@ checks over the masks are :mod:`esched.core._feasibility` (``_feasibility.pxd``)
 An expression is a mode (:data:`ANY`: some bit of its mask is on the node,
 :data:`NONE`: none is, :data:`FALSE`: never matches) and a mask; term 0 is the
 nodeSelector and the queue's required/anti node groups (ANDed), terms 1.. the
-required node affinity's nodeSelectorTerms (ORed).
+required node affinity's nodeSelectorTerms (ORed). Compiled by Cython: a random
+workload compiles thousands of classes per placer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,20 +26,30 @@ NONE = 1
 FALSE = 2
 
 
-@dataclass(slots=True)
 class CompiledClass:
-    """The arrays behind a class's ClassView and the intern sizes they were built for."""
+    """The arrays behind a class's ClassView and the intern sizes they were built for.
 
-    stamp: tuple[int, int, int, int]
-    expr_mask: np.ndarray  # uint64 [n_exprs, label_words]
-    expr_mode: np.ndarray  # int8 [n_exprs]
-    term_off: np.ndarray  # int32 [n_terms + 1]
-    intolerable: np.ndarray  # uint64 [taint_words]: NoSchedule/NoExecute taints not tolerated
-    tolerates_unschedulable: bool
-    has_labels: bool
-    has_taints: bool
-    pref_mask: np.ndarray  # uint64 [label_words]: the queue's preferred node groups
-    has_pref: bool
+    ``expr_mask`` uint64 [n_exprs, label_words], ``expr_mode`` int8 [n_exprs],
+    ``term_off`` int32 [n_terms + 1], ``intolerable`` uint64 [taint_words] (the
+    NoSchedule/NoExecute taints not tolerated), ``pref_mask`` uint64 [label_words] (the
+    queue's preferred node groups).
+    """
+
+    __slots__ = ("stamp", "expr_mask", "expr_mode", "term_off", "intolerable",
+                 "tolerates_unschedulable", "has_labels", "has_taints", "pref_mask", "has_pref")
+
+    def __init__(self, stamp, expr_mask, expr_mode, term_off, intolerable,
+                 tolerates_unschedulable, has_labels, has_taints, pref_mask, has_pref):
+        self.stamp = stamp
+        self.expr_mask = expr_mask
+        self.expr_mode = expr_mode
+        self.term_off = term_off
+        self.intolerable = intolerable
+        self.tolerates_unschedulable = tolerates_unschedulable
+        self.has_labels = has_labels
+        self.has_taints = has_taints
+        self.pref_mask = pref_mask
+        self.has_pref = has_pref
 
 
 def intern_stamp(state: Any) -> tuple[int, int, int, int]:
