@@ -31,6 +31,10 @@ ctypedef struct ClassView:
     bint has_taints
     const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
     bint has_pref
+    # The plugins that score this class, in profile order (kube's PreScore "Skip": e.g.
+    # NodeGroupAffinity for a class without preferred groups; Python plugins run apart).
+    int n_active
+    int active[MAX_PLUGINS]
     # Per plugin k and resource i, resolved once per class (not per node):
     units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
     int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)

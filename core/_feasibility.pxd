@@ -102,12 +102,22 @@ cdef inline uint64_t reason_bits(const ClassView* v, Py_ssize_t n, bint all_reas
         out |= REASON_UNSCHEDULABLE
         if not all_reasons:
             return out
-    for r in range(v.n_res):
-        need = v.req[r]
-        if need > 0 and used[r] + need > alloc[r]:
-            out |= resource_reason(r)
-            if not all_reasons:
-                return out
+    cdef int j
+    if v.n_need >= 0:
+        # the class's requested columns (_view): the same test, fewer columns
+        for j in range(v.n_need):
+            r = v.need_col[j]
+            if used[r] + v.need_val[j] > alloc[r]:
+                out |= resource_reason(r)
+                if not all_reasons:
+                    return out
+    else:
+        for r in range(v.n_res):
+            need = v.req[r]
+            if need > 0 and used[r] + need > alloc[r]:
+                out |= resource_reason(r)
+                if not all_reasons:
+                    return out
     if v.has_taints and not taints_ok(v, n):
         out |= REASON_TAINT
         if not all_reasons:

@@ -739,6 +739,11 @@ cdef class Placer:
                     # kube: an extended resource the pod does not request is not scored.
                     v.src[k][i] = SRC_SKIP
                 v.pod_req[k][i] = pod_req
+        v.n_active = 0
+        for k in range(self.n_specs):
+            if self.specs[k].kind != PLUGIN_PYTHON and self._plugin_applies(k, v):
+                v.active[v.n_active] = k
+                v.n_active += 1
         return 0
 
     cdef void _view_fb(self, ClassView* v) noexcept:

@@ -45,7 +45,8 @@ cdef inline score_t kernel_total(const PluginSpec* specs, int n_specs, const Cla
                                  Py_ssize_t n) noexcept nogil:
     """Weighted sum of the profile's kernel scores of node n (Python plugins excluded)."""
     cdef score_t total = 0
-    cdef int k
-    for k in range(n_specs):
+    cdef int j, k
+    for j in range(v.n_active):
+        k = v.active[j]
         total += specs[k].weight * plugin_kernel(&specs[k], k, v, n)
     return total
