@@ -81,6 +81,7 @@ setup(
         "esched.services",
         "esched.services.store",
         "esched.services.bus",
+        "esched.services.cli",
         "esched.services.sim",
         "esched.schemas",
     ],
