@@ -12,12 +12,26 @@ directory (the package is installed from ``core/`` under the name ``esched.core`
 """
 
 from esched.core._placer import Placer, num_feasible_nodes_to_find
-from esched.core._state import PHASES, ClusterState, PositionError
+from esched.core._state import ClusterState, PositionError
+from esched.core.phases import (
+    PHASE_FAILED,
+    PHASE_FREE,
+    PHASE_PENDING,
+    PHASE_RUNNING,
+    PHASE_SUCCEEDED,
+    PHASES,
+    phase_code,
+)
 from esched.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile, parse_profile
 
 __all__ = [
     "DEFAULT_PROFILE",
     "PHASES",
+    "PHASE_FAILED",
+    "PHASE_FREE",
+    "PHASE_PENDING",
+    "PHASE_RUNNING",
+    "PHASE_SUCCEEDED",
     "ClusterState",
     "Placer",
     "PositionError",
@@ -26,4 +40,5 @@ __all__ = [
     "load_profile",
     "num_feasible_nodes_to_find",
     "parse_profile",
+    "phase_code",
 ]
