@@ -1643,6 +1643,11 @@ cdef class ClusterState:
 
     # ------------------------------------------------------------------ snapshots
 
+    def tables(self) -> dict:
+        """The raw tables by name (rows in use), read-only, as snapshots serialize them:
+        for layout checks and debugging; scheduling code reads the accessors above."""
+        return {name: _readonly(arr) for name, arr in self._arrays().items()}
+
     def _arrays(self) -> dict:
         n, p, c, g, q, nr = (self.n_nodes, self.n_pods, self.n_classes, self.n_gangs,
                              self.n_queues, self.n_res)

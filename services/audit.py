@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from esched.core import PHASES, ClusterState
+from esched.core import PHASE_PENDING, PHASE_RUNNING, PHASES, ClusterState
 from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
 from esched.core.quota import Quota
 from esched.core.reclaim import victims_legal
@@ -72,8 +72,6 @@ from esched.services.store.base import EventStore, StoredEvent
 
 __all__ = ["Auditor", "Violation", "audit_store", "format_report"]
 
-_PENDING = PHASES.index("Pending")
-_RUNNING = PHASES.index("Running")
 #: Events after which a pod no longer needs admission's verdict.
 _ENDS = frozenset({POD_REJECTED, POD_DELETED, POD_SUCCEEDED, POD_FAILED})
 #: Events the audit decodes whole (it checks more of them than admission reads).
@@ -170,8 +168,8 @@ class Auditor:
         pidx = st.pod_index.get(pod)
         if (
             pidx is None
-            or st.pod_phase_np[pidx] != _RUNNING
-            or st.pod_node_np[pidx] != st.node_index.get(node, -2)
+            or st.phase_of(pidx) != PHASE_RUNNING
+            or st.node_of(pidx) != st.node_index.get(node, -2)
         ):
             self._flag(
                 position,
@@ -220,7 +218,7 @@ class Auditor:
                     f"{BAND_NAMES[preemptor]} pod(s) {', '.join(pods)} evicted {pod} "
                     f"({BAND_NAMES[band]})",
                 )
-            g = int(st.pod_gang_np[pidx])
+            g = st.gang_of(pidx)
             if g >= 0:
                 gangs.add(g)
         return gangs
@@ -300,13 +298,13 @@ class Auditor:
             nidx = st.node_index.get(node)
             if pidx is None:
                 self._flag(position, "unknown_pod", f"pod {pod} bound but not in the log")
-            elif st.pod_phase_np[pidx] != _PENDING or pod in seen:
-                where = st.pod_node_np[pidx]
+            elif st.phase_of(pidx) != PHASE_PENDING or pod in seen:
+                where = st.node_of(pidx)
                 on = st.node_names[where] if where >= 0 else None
                 self._flag(
                     position,
                     "double_binding",
-                    f"pod {pod} bound to {node} while {PHASES[st.pod_phase_np[pidx]]}"
+                    f"pod {pod} bound to {node} while {PHASES[st.phase_of(pidx)]}"
                     + (f" on {on}" if on else "")
                     + (" (twice in one decision)" if pod in seen else ""),
                 )
@@ -316,28 +314,27 @@ class Auditor:
             else:
                 nodes.add(int(nidx))
             if pidx is not None:
-                g = int(st.pod_gang_np[pidx])
+                g = st.gang_of(pidx)
                 if g >= 0:
                     gangs[g] = gangs.get(g, 0) + 1
             seen.add(pod)
-        running_before = {g: int(st.gang_counts_np[g, _RUNNING]) for g in gangs}
+        running_before = {g: st.gang_count(g, PHASE_RUNNING) for g in gangs}
         st.apply(event, position)
         # 3. Over-commit on the bound nodes, after the decision.
-        nres = st.n_res
+        allocated, allocatable = st.node_allocated(), st.node_allocatable()
         for n in sorted(nodes):
-            over = np.flatnonzero(st.allocated_np[n, :nres] > st.allocatable_np[n, :nres])
+            over = np.flatnonzero(allocated[n] > allocatable[n])
             if over.size:
                 parts = ", ".join(
-                    f"{st.res_names[r]} {int(st.allocated_np[n, r])} > "
-                    f"{int(st.allocatable_np[n, r])}"
+                    f"{st.res_names[r]} {int(allocated[n, r])} > {int(allocatable[n, r])}"
                     for r in over
                 )
                 self._flag(position, "overcommit", f"node {st.node_names[n]}: {parts}")
         # 4. Gangs: atomic and at least minMember running after the decision.
         for g, named in gangs.items():
             self.checked["gang_decisions"] += 1
-            running = int(st.gang_counts_np[g, _RUNNING])
-            need = int(st.gang_min_np[g])
+            running = st.gang_count(g, PHASE_RUNNING)
+            need = st.gang_min_of(g)
             bound = running - running_before[g]
             if bound != named:
                 self._flag(
@@ -357,13 +354,13 @@ class Auditor:
         # The evictions are folded by now: a victim gang is gone whole or kept whole.
         st = self.state
         for g in sorted(gangs):
-            running = int(st.gang_counts_np[g, _RUNNING])
-            if 0 < running < int(st.gang_min_np[g]):
+            running = st.gang_count(g, PHASE_RUNNING)
+            if 0 < running < st.gang_min_of(g):
                 self._flag(
                     position,
                     "gang_split",
                     f"gang {st.gang_keys[g]}: {running} running < minMember "
-                    f"{int(st.gang_min_np[g])} after evictions",
+                    f"{st.gang_min_of(g)} after evictions",
                 )
 
     def report(self, *, complete: bool = True) -> dict[str, Any]:

@@ -58,7 +58,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import orjson
 
-from esched.core import PHASES, ClusterState
+from esched.core import PHASE_PENDING, PHASE_RUNNING, PHASES, ClusterState
 from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
 from esched.core.queues import QueueSpec, QueueTree
@@ -170,8 +170,6 @@ PREEMPTED = "Preempted"
 #: ``reason`` of the evictions of a committed reclaim (proposal ``"reclaim": true``).
 RECLAIMED = "Reclaimed"
 
-_PENDING = PHASES.index("Pending")
-_RUNNING = PHASES.index("Running")
 _NODE_NOT_FOUND = "node(s) not found"
 
 
@@ -313,7 +311,7 @@ class Validator:
             }
             if cols:
                 limits[name] = cols
-        alloc = st.queue_alloc_np
+        alloc = st.queue_allocations()
         #: capped queue name -> {column: units its subtree holds (bound, then the batch's)}
         self._cap_used: dict[str, dict[int, int]] = {}
         self._cap_chain = {}
@@ -367,7 +365,7 @@ class Validator:
 
     def band_of_pod(self, pidx: int) -> int:
         """The Borg band of the pod in slot ``pidx`` under this validator's bands."""
-        return int(self.placer.class_bands(self.bands)[int(self.state.pod_class_np[pidx])])
+        return int(self.placer.class_bands(self.bands)[self.state.class_of(pidx)])
 
     def _victims(
         self, data: dict[str, Any], pods: tuple[str, ...]
@@ -404,8 +402,8 @@ class Validator:
                 or nidx is None
                 or pod in own
                 or pod in self._evicted
-                or st.pod_phase_np[pidx] != _RUNNING
-                or st.pod_node_np[pidx] != nidx
+                or st.phase_of(pidx) != PHASE_RUNNING
+                or st.node_of(pidx) != nidx
             ):
                 return (
                     Verdict(False, VICTIM_GONE, f"victim {pod} is not running on {node}", pods),
@@ -426,23 +424,23 @@ class Validator:
                     by_gang,
                 )
             freed.append(pidx)
-            g = int(st.pod_gang_np[pidx])
+            g = st.gang_of(pidx)
             if g >= 0:
                 by_gang[g] = by_gang.get(g, 0) + 1
         for g, k in by_gang.items():
             running = (
-                int(st.gang_counts_np[g, _RUNNING])
+                st.gang_count(g, PHASE_RUNNING)
                 + self._gang_extra.get(g, 0)
                 - self._gang_evicted.get(g, 0)
             )
             left = running - k
-            if 0 < left < int(st.gang_min_np[g]):
+            if 0 < left < st.gang_min_of(g):
                 return (
                     Verdict(
                         False,
                         VICTIM_GANG_SPLIT,
                         f"gang {st.gang_keys[g]}: evicting {k} of {running} running "
-                        f"leaves {left} < minMember {int(st.gang_min_np[g])}",
+                        f"leaves {left} < minMember {st.gang_min_of(g)}",
                         pods,
                     ),
                     freed,
@@ -476,16 +474,15 @@ class Validator:
         gangs: dict[int, int] = {}
         queue_delta: dict[int, np.ndarray] = {}
         if self._cap_chain:
-            nres = st.n_res
             for vidx in victims:
-                vq = int(st.pod_queue_np[vidx])
-                units = st.pod_alloc_np[vidx, :nres].astype(np.int64)
+                vq = st.queue_of(vidx)
+                units = st.allocation_of(vidx).astype(np.int64)
                 queue_delta[vq] = queue_delta[vq] - units if vq in queue_delta else -units
         verdict = self._bindings(bindings, pods, gang_name, taken, gangs, queue_delta)
         if verdict is None:
             for g, proposed in gangs.items():
-                running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0)
-                need_members = int(st.gang_min_np[g])
+                running = st.gang_count(g, PHASE_RUNNING) + self._gang_extra.get(g, 0)
+                need_members = st.gang_min_of(g)
                 if running + proposed < need_members:
                     verdict = Verdict(
                         False,
@@ -537,23 +534,23 @@ class Validator:
             pidx = st.pod_index.get(pod)
             if pidx is None:
                 return Verdict(False, POD_UNKNOWN, f"pod {pod} is not in the log", pods)
-            if st.pod_phase_np[pidx] != _PENDING or pod in self._bound:
-                where = st.pod_node_np[pidx]
+            if st.phase_of(pidx) != PHASE_PENDING or pod in self._bound:
+                where = st.node_of(pidx)
                 on = f" (on {st.node_names[where]})" if where >= 0 else ""
                 return Verdict(
                     False,
                     POD_NOT_PENDING,
-                    f"pod {pod} is {PHASES[st.pod_phase_np[pidx]]}{on}"
+                    f"pod {pod} is {PHASES[st.phase_of(pidx)]}{on}"
                     if pod not in self._bound
                     else f"pod {pod} was bound earlier in this batch",
                     pods,
                 )
-            q = int(st.pod_queue_np[pidx])
+            q = st.queue_of(pidx)
             if st.queue_meta[q].get("state") == "Closed":
                 return Verdict(
                     False, QUEUE_CLOSED, f"pod {pod}: queue {st.queue_names[q]} is Closed", pods
                 )
-            g = int(st.pod_gang_np[pidx])
+            g = st.gang_of(pidx)
             if gang_name is not None and (g < 0 or st.gang_keys[g] != gang_name):
                 return Verdict(False, MALFORMED, f"pod {pod} is not a member of {gang_name}", pods)
             nidx = st.node_index.get(node)
@@ -564,7 +561,7 @@ class Validator:
                 return Verdict(
                     False, NODE_RESERVED, f"node {node} is reserved for gang {holder}", pods
                 )
-            cid = int(st.pod_class_np[pidx])
+            cid = st.class_of(pidx)
             requests = st.class_specs[cid]["requests"]
             claimed = b.get("resources") or {}
             if not _same_resources(claimed, requests):
@@ -582,7 +579,7 @@ class Validator:
             if g >= 0:
                 gangs[g] = gangs.get(g, 0) + 1
             if self._cap_chain:
-                need = st.class_req_np[cid, : st.n_res].astype(np.int64)
+                need = st.class_requests()[cid].astype(np.int64)
                 queue_delta[q] = queue_delta[q] + need if q in queue_delta else need
         return None
 
@@ -594,9 +591,9 @@ class Validator:
         st = self.state
         if bits >> RESOURCE_REASON_SHIFT:
             nres = st.n_res
-            need = st.class_req_np[int(st.pod_class_np[pidx]), :nres].astype(np.int64)
+            need = st.class_requests()[st.class_of(pidx)].astype(np.int64)
             used = self.placer.used_array()[nidx, :nres].astype(np.int64)
-            cap = st.allocatable_np[nidx, :nres].astype(np.int64)
+            cap = st.node_allocatable()[nidx].astype(np.int64)
             r = int(np.flatnonzero((need > 0) & (used + need > cap))[0])
             name = st.res_names[r]
             return Verdict(
@@ -907,8 +904,7 @@ class CommitService:
             folded.extend((r.type, r.stream) for r in rows)
             if len(rows) < _PAGE:
                 break
-        n = self.state.n_pods
-        metrics.COMMIT_PENDING_PODS.set(int((self.state.pod_phase_np[:n] == _PENDING).sum()))
+        metrics.COMMIT_PENDING_PODS.set(self.state.phase_count(PHASE_PENDING))
         return folded
 
     def _fold_rows(self, rows: list[StoredEvent], live: bool) -> None:

@@ -58,10 +58,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 import orjson
 
-from esched.core import PHASES, ClusterState, Placer
+from esched.core import PHASE_PENDING, PHASE_RUNNING, ClusterState, Placer
 from esched.core.queues import queue_view
 from esched.core.reclaim import may_reclaim, plan_gang_reclaim, plan_reclaim
 from esched.schemas.events import (
@@ -98,8 +97,6 @@ log = logging.getLogger(__name__)
 
 SERVICE = "dispatch"
 
-_PENDING = PHASES.index("Pending")
-_RUNNING = PHASES.index("Running")
 #: Events after which a parked (unschedulable) pod may fit: capacity freed or added.
 _CAPACITY = frozenset(
     {POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_EVICTED, NODE_ADDED, NODE_UPDATED}
@@ -319,12 +316,7 @@ class Dispatcher:
                     ((data if isinstance(data, dict) else {}).get("metadata") or {}).get("name")
                 )
                 if idx is not None:
-                    keys = st.pod_keys
-                    pods.update(
-                        dict.fromkeys(
-                            keys[p] for p in np.flatnonzero(st.pod_node_np[: st.n_pods] == idx)
-                        )
-                    )
+                    pods.update(dict.fromkeys(st.pods_on_node(idx)))
         st.apply_payloads(payload_pairs(rows[start:]))
         facts = self._facts(rows)
         self._rejections.extend(self.admission.observe(st, facts))
@@ -379,7 +371,7 @@ class Dispatcher:
     def _park(self, pod: str, seen: int, now: float) -> None:
         """An unschedulable report: wait for capacity (and backoff) before re-publishing."""
         idx = self.state.pod_index.get(pod)
-        if idx is None or self.state.pod_phase_np[idx] != _PENDING:
+        if idx is None or self.state.phase_of(idx) != PHASE_PENDING:
             return  # placed (or gone) meanwhile, e.g. through a duplicate work item
         reports = self._reports.get(pod, 0) + 1
         self._reports[pod] = reports
@@ -400,9 +392,9 @@ class Dispatcher:
         rejecting = self.admission.rejecting
         for pod in pods:
             idx = st.pod_index.get(pod)
-            if idx is None or st.pod_phase_np[idx] != _PENDING or pod in rejecting:
+            if idx is None or st.phase_of(idx) != PHASE_PENDING or pod in rejecting:
                 continue
-            g = int(st.pod_gang_np[idx])
+            g = st.gang_of(idx)
             if g >= 0:
                 gang_set[st.gang_keys[g]] = None
             else:
@@ -411,11 +403,11 @@ class Dispatcher:
             g = st.gang_index.get(gang)
             if g is None or self.admission.gang_rejected(gang):
                 continue
-            pending = int(st.gang_counts_np[g, _PENDING])
-            running = int(st.gang_counts_np[g, _RUNNING])
+            pending = st.gang_count(g, PHASE_PENDING)
+            running = st.gang_count(g, PHASE_RUNNING)
             # A gang is work once its pending members can reach minMember together with
             # the running ones; earlier, no placement could be committed anyway.
-            if pending > 0 and pending + running >= int(st.gang_min_np[g]):
+            if pending > 0 and pending + running >= st.gang_min_of(g):
                 out.append((cause, "gang", gang))
         return out
 
@@ -453,7 +445,7 @@ class Dispatcher:
         now = time.monotonic()
         for pod, judged in reports.items():
             idx = st.pod_index.get(pod)
-            if idx is None or st.pod_phase_np[idx] != _PENDING:
+            if idx is None or st.phase_of(idx) != PHASE_PENDING:
                 continue
             # A report judged before the newest capacity event has seen room freed since.
             if judged[0] < capacity_at:
@@ -525,9 +517,9 @@ class Dispatcher:
             if self._reclaiming.get(pod, 0.0) > now:
                 continue
             idx = st.pod_index.get(pod)
-            if idx is None or st.pod_phase_np[idx] != _PENDING:
+            if idx is None or st.phase_of(idx) != PHASE_PENDING:
                 continue
-            q = int(st.pod_queue_np[idx])
+            q = st.queue_of(idx)
             queue = st.queue_names[q]
             if (
                 queue in tried
@@ -535,7 +527,7 @@ class Dispatcher:
                 or st.queue_meta[q].get("state") == "Closed"
             ):
                 continue  # a Closed queue schedules nothing: it reclaims nothing either
-            g = int(st.pod_gang_np[idx])
+            g = st.gang_of(idx)
             if g >= 0:
                 # A gang member: reclaim for the whole gang, all or nothing.
                 gang = st.gang_keys[g]
@@ -546,7 +538,7 @@ class Dispatcher:
                 if gplan is None:
                     continue
                 requests = {
-                    p: dict(st.class_specs[int(st.pod_class_np[st.pod_index[p]])]["requests"])
+                    p: dict(st.class_specs[st.pod_class_id(p)]["requests"])
                     for p, _n in gplan.bindings
                 }
                 data = gplan.proposal(f"reclaim-{gang}-{position}", position, requests)
@@ -567,7 +559,7 @@ class Dispatcher:
             plan = plan_reclaim(st, self._placer, pod, view)
             if plan is None:
                 continue
-            requests = dict(st.class_specs[int(st.pod_class_np[idx])]["requests"])
+            requests = dict(st.class_specs[st.class_of(idx)]["requests"])
             data = plan.proposal(f"reclaim-{pod}-{position}", position, requests)
             self._reclaiming[pod] = now + self.config.reclaim_timeout
             if not self._valid(data):
@@ -737,7 +729,7 @@ class Dispatcher:
             if pod in self._parked:
                 continue
             idx = st.pod_index.get(pod)
-            if idx is not None and st.pod_phase_np[idx] == _PENDING:
+            if idx is not None and st.phase_of(idx) == PHASE_PENDING:
                 return False
         return all(p.capacity_seq >= self._capacity_seq for p in self._parked.values())
 

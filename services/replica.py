@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from esched.core import PHASES, ClusterState, Profile
+from esched.core import PHASE_PENDING, PHASE_RUNNING, ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.bands import BandConfig
 from esched.schemas.events import (
@@ -80,8 +80,6 @@ SERVICE = "replica"
 #: spreads the work partitions over them and moves a dead member's partitions.
 REPLICA_GROUP = "esched-replicas"
 
-_PENDING = PHASES.index("Pending")
-_RUNNING = PHASES.index("Running")
 
 Submit = Callable[[list[dict[str, Any]]], Awaitable[Any]]
 
@@ -825,8 +823,7 @@ class Replica:
             )
 
     def _pending_count(self) -> int:
-        st = self.state
-        return int(np.count_nonzero(st.pod_phase_np[: st.n_pods] == _PENDING))
+        return self.state.phase_count(PHASE_PENDING)
 
     async def _place(self, targets: list[_Target], planned: asyncio.Event | None = None) -> None:
         """Place, propose, wait, retry rejected ones; report the unplaceable.
@@ -1052,7 +1049,7 @@ class Replica:
             by_proposal[pid] = target
 
         def where(pod: str) -> str:
-            return st.node_names[int(st.pod_node_np[st.pod_index[pod]])]
+            return st.node_names[st.node_of(st.pod_index[pod])]
 
         preempt = self.config.preemption
         bands = self.config.bands
@@ -1061,10 +1058,10 @@ class Replica:
         for t in targets:
             if t.kind == "pod":
                 idx = st.pod_index.get(t.key)
-                if idx is None or st.pod_phase_np[idx] != _PENDING or t.key in inflight:
+                if idx is None or st.phase_of(idx) != PHASE_PENDING or t.key in inflight:
                     self.totals.skipped += 1
                     continue
-                g = int(st.pod_gang_np[idx])
+                g = st.gang_of(idx)
                 if g >= 0:  # a gang member travels with its gang
                     t = _Target("gang", st.gang_keys[g], t.position)
                 else:
@@ -1099,8 +1096,8 @@ class Replica:
                 else:
                     self.totals.skipped += 1
                 continue
-            running = int(st.gang_counts_np[g_idx, _RUNNING])
-            need = max(int(st.gang_min_np[g_idx]) - running, 0)
+            running = st.gang_count(g_idx, PHASE_RUNNING)
+            need = max(st.gang_min_of(g_idx) - running, 0)
             if len(members) < need:
                 # Not enough members submitted yet: the dispatcher publishes the gang
                 # again when more arrive.
@@ -1231,14 +1228,14 @@ class Replica:
         view = cache.get(-1)  # the alive nodes' free room, gathered once per pass
         if view is None:
             alive = np.fromiter(st.node_index.values(), dtype=np.int64)
-            free = st.allocatable_np[alive, :nres].astype(np.int64) - placer.used_array()[
+            free = st.node_allocatable()[alive].astype(np.int64) - placer.used_array()[
                 alive, :nres
             ].astype(np.int64)
             view = cache[-1] = {"alive": alive, "free": free}  # type: ignore[assignment]
         alive, free = view["alive"], view["free"]  # type: ignore[index]
         out: dict[str, int] = {}
         if alive.size:
-            need = st.class_req_np[cid, :nres].astype(np.int64)
+            need = st.class_requests()[cid].astype(np.int64)
             short = (need > 0) & (need > free)
             for r in np.flatnonzero(short.any(axis=0)):
                 name = st.res_names[int(r)]
@@ -1247,7 +1244,7 @@ class Replica:
             roomy = alive[~short.any(axis=1)]
             names = st.node_names
             reserved = st.reserved_nodes
-            gidx = int(st.pod_gang_np[st.pod_index[pod]])
+            gidx = st.gang_of(st.pod_index[pod])
             own = st.gang_keys[gidx] if gidx >= 0 else None
             for n in roomy[:200]:  # constraint reasons: a sample is enough for a message
                 holder = reserved.get(names[int(n)]) if reserved else None
