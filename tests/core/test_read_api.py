@@ -122,7 +122,7 @@ def test_node_class_and_queue_tables_agree_with_the_records(cluster):
 
 def test_removed_node_is_not_alive(cluster, log):
     log(EV.NODE_REMOVED, {"metadata": {"name": "n2"}})
-    n = [i for i, name in enumerate(cluster.node_names) if name is None][0]
+    n = next(i for i, name in enumerate(cluster.node_names) if name is None)
     assert not cluster.is_alive(n)
     assert cluster.node_alive().tolist().count(False) == 1
 
