@@ -14,7 +14,7 @@ The audit folds the whole log from position 0 with the one fold
 * ``malformed``: a committed decision whose bindings are not objects;
 * ``irreproducible``: re-validating the recorded proposal (its bindings, from the
   decision event) against the state folded up to just before the decision, with
-  the commit service's own :class:`~esched.services.commit.Validator`, gives the
+  the commit service's own :class:`~esched.core.validation.Validator`, gives the
   other verdict (commit vs reject). A rejection recorded without its bindings
   cannot be re-validated and is counted as ``unverifiable``. A committed
   preemption is re-validated after its evictions (they precede it in the log), so
@@ -22,7 +22,7 @@ The audit folds the whole log from position 0 with the one fold
 * ``quota``: a committed binding for a pod that admission had to reject: over a
   quota of its queue or namespace (given the config's ``quota:``), or submitted to
   a Closing or Closed queue. Admission is re-done event by event with the
-  dispatcher's own :class:`~esched.services.admission.Admission`;
+  dispatcher's own :class:`~esched.core.admission.Admission`;
 * ``reclaim_illegal``: an eviction of a committed reclaim (``Reclaimed``) that the
   queues' rule forbids on the state just before it (:mod:`esched.core.reclaim`:
   the victim's queue reclaimable, of lower priority than the reclaiming queue or
@@ -52,9 +52,11 @@ import numpy as np
 import orjson
 
 from esched.core import PHASE_PENDING, PHASE_RUNNING, PHASES, ClusterState
+from esched.core.admission import OBSERVED, Admission, Fact, event_key
 from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
 from esched.core.quota import Quota
 from esched.core.reclaim import victims_legal
+from esched.core.validation import RECLAIMED, Validator
 from esched.schemas.events import (
     NODE_REMOVED,
     PLACEMENT_COMMITTED,
@@ -65,10 +67,9 @@ from esched.schemas.events import (
     POD_REJECTED,
     POD_SUCCEEDED,
 )
-from esched.services.admission import OBSERVED, Admission, Fact, event_key, row_fact
-from esched.services.commit import RECLAIMED, Validator
-from esched.services.replay import human
+from esched.schemas.quantity import human_units
 from esched.services.store.base import EventStore, StoredEvent
+from esched.services.store.rows import row_fact
 
 __all__ = ["Auditor", "Violation", "audit_store", "format_report"]
 
@@ -453,7 +454,7 @@ def format_report(report: dict[str, Any]) -> str:
         for name, q in report["queues"].items():
             fair, alloc = q.get("fairShare") or {}, q.get("allocated") or {}
             res = " ".join(
-                f"{r}={human(r, alloc.get(r, 0))}/{human(r, fair.get(r, 0))}"
+                f"{r}={human_units(r, alloc.get(r, 0))}/{human_units(r, fair.get(r, 0))}"
                 for r in sorted(set(fair) | set(alloc))
                 if r != "pods"
             )

@@ -507,8 +507,9 @@ def replay(
     Running, Succeeded, Failed}; gangs {ns/name: {minMember, queue, <phase>: n}};
     queues {name: {...}}. Quantities are integers in base units (milli-CPU, bytes).
     """
-    from esched.services.replay import fold_log, format_table
-    from esched.services.replay import save_snapshot as write_snapshot
+    from esched.services.replay import format_table
+    from esched.services.store.snapshots import fold_log
+    from esched.services.store.snapshots import save_snapshot as write_snapshot
 
     if upto is not None and at_time:
         raise click.UsageError("give --upto or --at, not both")
@@ -565,7 +566,7 @@ def store_migrate(store: str) -> None:
 @store_option
 def store_info(store: str) -> None:
     """Print the log head and the newest snapshot."""
-    from esched.services.replay import SNAPSHOT_NAME
+    from esched.services.store.snapshots import SNAPSHOT_NAME
 
     async def main() -> dict:
         async with migrated_store(store) as es:
@@ -1063,7 +1064,7 @@ def dispatch(
     unschedulable ones when capacity frees, with backoff. One instance is active
     (lease `dispatch`); others stand by. Prints a JSON summary when it stops.
     """
-    from esched.services.admission import Admission
+    from esched.core.admission import Admission
     from esched.services.dispatch import Dispatcher
     from esched.services.lease import open_lease
 

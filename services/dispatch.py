@@ -20,7 +20,7 @@ replica's fold must reach before acting on it. Causes:
   Duplicates are harmless: replicas skip pods no longer Pending and the commit
   service rejects a second binding.
 
-**Queues and quota** (:mod:`~esched.services.admission`): a submission to a Closing
+**Queues and quota** (:mod:`~esched.core.admission`): a submission to a Closing
 or Closed queue or over a quota is rejected (an ``esched.pod.rejected`` event,
 appended here with a deterministic id), a job its queue's capability (or a Closed
 queue) does not admit is held until capacity frees or the queue changes, and what
@@ -61,8 +61,10 @@ from typing import Any
 import orjson
 
 from esched.core import PHASE_PENDING, PHASE_RUNNING, ClusterState, Placer
+from esched.core.admission import OBSERVED, Admission, Fact, Rejection
 from esched.core.queues import queue_view
 from esched.core.reclaim import may_reclaim, plan_gang_reclaim, plan_reclaim
+from esched.core.validation import Validator
 from esched.schemas.events import (
     NODE_ADDED,
     NODE_REMOVED,
@@ -81,15 +83,14 @@ from esched.schemas.events import (
     QUEUE_UPSERTED,
 )
 from esched.services import metrics
-from esched.services.admission import KEYED, OBSERVED, Admission, Fact, Rejection, row_fact
 from esched.services.bus import Bus, BusError, BusProducer
-from esched.services.commit import Validator
 from esched.services.faults import count_retry, is_transient
 from esched.services.lease import Lease, LocalLease
-from esched.services.replay import payload_pairs
-from esched.services.replica import LogFollower
 from esched.services.retry import retry_until
 from esched.services.store.base import EventStore, NewEvent, StoredEvent
+from esched.services.store.follower import LogFollower
+from esched.services.store.rows import KEYED, row_fact
+from esched.services.store.snapshots import payload_pairs
 
 __all__ = ["DispatchConfig", "DispatchTotals", "Dispatcher", "work_item"]
 
@@ -578,7 +579,7 @@ class Dispatcher:
 
     def _valid(self, data: dict[str, Any]) -> bool:
         """Whether the commit service would accept reclaim proposal ``data`` on this fold
-        (its own :class:`~esched.services.commit.Validator`: fit, constraints, queue
+        (its own :class:`~esched.core.validation.Validator`: fit, constraints, queue
         capability, the reclaim rule), so a plan it must refuse, e.g. one taking the
         reclaiming queue over its capability, is not sent round again and again."""
         if self._validator is None or self._validator.state is not self.state:

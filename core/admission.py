@@ -1,7 +1,8 @@
 """Admission and allocation order: what the dispatcher lets through, and in which order.
 
 Volcano's *enqueue* and the order of its *allocate* action, on the dispatcher's fold
-(the dispatcher is the one place that hands out work, so this is where queues act):
+(the dispatcher is the one place that hands out work, so this is where queues act;
+the audit replays the same rules):
 
 **Rejected at submission** (an ``esched.pod.rejected`` event; the fold makes the pod
 Failed, it is never scheduled, nothing waits forever):
@@ -45,9 +46,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 
-from esched.core import PHASE_PENDING, PHASE_RUNNING, ClusterState
+from esched.core._state import ClusterState
+from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
 from esched.core.queues import QueueSpec, QueueTree, cluster_allocatable, deserved
 from esched.core.quota import Quota, QuotaExceeded
 from esched.schemas.events import (
@@ -59,17 +60,14 @@ from esched.schemas.events import (
     PODGROUP_SUBMITTED,
     QUEUE_UPSERTED,
 )
-from esched.services.store.base import StoredEvent
 
 __all__ = [
-    "KEYED",
     "OBSERVED",
     "Admission",
     "Fact",
     "Rejection",
     "WorkItem",
     "event_key",
-    "row_fact",
 ]
 
 log = logging.getLogger(__name__)
@@ -77,10 +75,6 @@ log = logging.getLogger(__name__)
 _TERMINAL = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_REJECTED})
 #: The event types :meth:`Admission.observe` reads.
 OBSERVED = frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED}) | _TERMINAL
-#: Pod events of which readers need only the pod's key (admission, the dispatcher):
-#: the stored stream names it (``pod/<namespace>/<name>``,
-#: :func:`~esched.schemas.events.stream_of`), so they are not decoded for it.
-KEYED = frozenset({POD_SUBMITTED, POD_SUCCEEDED, POD_FAILED, POD_DELETED})
 
 #: Jobs let through that :meth:`Admission.release` keeps without pruning them (no
 #: queue has a capability, so nothing reads them): pruned at twice the size left
@@ -116,18 +110,6 @@ class Rejection:
         if self.quota is not None:
             out["quota"] = self.quota.as_dict()
         return out
-
-
-def row_fact(row: StoredEvent) -> Fact | None:
-    """The :data:`Fact` of a stored event, decoded only if its type is not
-    :data:`KEYED` or its stream does not name its pod; None if its ``data`` is not
-    an object."""
-    if row.type in KEYED and row.stream.startswith("pod/"):
-        return (row.position, row.type, row.stream[4:], None)
-    data = orjson.loads(row.payload).get("data")
-    if not isinstance(data, dict):
-        return None
-    return (row.position, row.type, event_key(data), data)
 
 
 def event_key(data: dict[str, Any]) -> str:
