@@ -2,9 +2,15 @@
 
 ``ClusterState`` is the cluster as typed arrays, built only by its fold
 (:meth:`ClusterState.apply` / :meth:`ClusterState.apply_many`, and
-:meth:`ClusterState.apply_payloads` for stored envelope bytes). ``Placer`` places
+:meth:`ClusterState.apply_payloads` for stored envelope bytes) and read through its
+read API with the ``PHASE_*`` codes (:mod:`esched.core.phases`). ``Placer`` places
 pods on it: feasibility, relaxed randomization, scoring plugins from a
 KubeSchedulerConfiguration profile, and the equivalence-class cache.
+
+The rules the services apply live here too, one module each: proposals are judged
+by :mod:`esched.core.validation`, submissions admitted and ordered by
+:mod:`esched.core.admission`, queue shares computed by :mod:`esched.core.queues`,
+reclaim victims chosen by :mod:`esched.core.reclaim`.
 
 Build note: Cython resolves ``cimport esched.core.X`` through the include path
 ``core/``; the symlink ``core/esched/core -> ..`` maps that package path onto this

@@ -12,6 +12,14 @@ names live in Python dicts that map to rows. Resources are columns, registered o
 first sight (``cpu``, ``memory`` and ``pods`` always exist; ``pods`` makes the
 node's pod-count limit an ordinary dimension). Quantities are integer base units.
 
+Reading (the "read API" section below): code outside the core's Cython modules
+reads a state through named accessors, per slot (:meth:`ClusterState.phase_of`,
+:meth:`~ClusterState.node_of`, :meth:`~ClusterState.gang_count`, ...) or as
+read-only views of whole tables (:meth:`~ClusterState.pod_phases`,
+:meth:`~ClusterState.node_allocatable`, :meth:`~ClusterState.class_requests`, ...),
+with the phase codes of :mod:`esched.core.phases`; the ``*_np`` tables themselves
+are the fold's and the snapshots'.
+
 The fold never raises on a well-formed envelope: events that do not make sense
 against the state (a resubmitted active pod, a binding to a dead node, an unknown
 type, a malformed body) are ignored and counted in :attr:`ClusterState.anomalies`.

@@ -76,3 +76,15 @@ def test_the_store_package_imports_no_service():
         if bad:
             offenders[str(path.relative_to(ROOT))] = bad
     assert offenders == {}
+
+
+def test_no_service_reads_the_state_tables():
+    """Services read a ClusterState through its read API (``phase_of``, ``pod_phases``,
+    ``node_allocatable``, ...), not its raw ``*_np`` tables."""
+    offenders = []
+    for path in sorted((ROOT / "services").rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.endswith("_np"):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}")
+    assert offenders == []
