@@ -43,7 +43,7 @@ import heapq
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -267,7 +267,7 @@ class Admission:
         self._inflight.clear()
         out = []
         phase = st.pod_phases()
-        keys = st.pod_keys
+        keys = cast("list[str]", st.pod_keys)  # every running or pending slot has a key
         for idx in np.flatnonzero(phase == PHASE_RUNNING):
             self._charge_active(st, keys[idx], int(idx))
         for idx in np.flatnonzero(phase == PHASE_PENDING):
@@ -309,6 +309,7 @@ class Admission:
                     g = st.gang_of(idx)
                     gang = st.gang_keys[g] if g >= 0 else None
                     first = self._rejected_gangs.get(gang) if gang else None
+                    r: Rejection | None
                     if first is not None:
                         r = Rejection(
                             pod,
@@ -498,7 +499,7 @@ class Admission:
                 specs[q], tree, caps, sub_used, req, res_names, st, it[1] == "gang", cluster_vec
             )
             if reason is None:
-                a: str | None = specs[q].name if caps else None
+                a = specs[q].name if caps else None
                 while a is not None:
                     sub_used[a] += req
                     a = tree.parent.get(a)

@@ -16,7 +16,7 @@ import numpy as np
 
 from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core._state import ClusterState
-from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
+from esched.core.bands import Band, BandConfig, may_preempt
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING, PHASES
 from esched.core.queues import QueueSpec, QueueTree
 from esched.core.reclaim import victims_legal
@@ -195,22 +195,22 @@ class Validator:
         for name, acc in add.items():
             used = self._cap_used[name]
             lim = limits[name]
-            for c, units in acc.items():
-                if units > 0 and used[c] + units > lim[c]:
+            for c, amount in acc.items():
+                if amount > 0 and used[c] + amount > lim[c]:
                     st = self.state
                     return Verdict(
                         False,
                         QUEUE_CAPABILITY,
-                        f"queue {name}: {st.res_names[c]} {used[c] + units} bound "
+                        f"queue {name}: {st.res_names[c]} {used[c] + amount} bound "
                         f"with this proposal > capability {lim[c]} "
                         f"(queue of {pods[0]})",
                         pods,
                     ), add
         return None, add
 
-    def band_of_pod(self, pidx: int) -> int:
+    def band_of_pod(self, pidx: int) -> Band:
         """The Borg band of the pod in slot ``pidx`` under this validator's bands."""
-        return int(self.placer.class_bands(self.bands)[self.state.class_of(pidx)])
+        return Band(int(self.placer.class_bands(self.bands)[self.state.class_of(pidx)]))
 
     def _victims(
         self, data: dict[str, Any], pods: tuple[str, ...]
@@ -261,8 +261,7 @@ class Validator:
                     Verdict(
                         False,
                         PREEMPTION_ILLEGAL,
-                        f"{BAND_NAMES.get(preemptor, preemptor)} may not preempt "
-                        f"{pod} ({BAND_NAMES[band]})",
+                        f"{preemptor.label} may not preempt {pod} ({band.label})",
                         pods,
                     ),
                     freed,
@@ -349,8 +348,8 @@ class Validator:
             return verdict if verdict is not None else Verdict(True, None, "", pods)
         for name, acc in cap_add.items():
             used = self._cap_used[name]
-            for c, units in acc.items():
-                used[c] += units
+            for c, amount in acc.items():
+                used[c] += amount
         self._bound.update(pods)
         for g, k in gangs.items():
             self._gang_extra[g] = self._gang_extra.get(g, 0) + k

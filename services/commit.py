@@ -868,9 +868,9 @@ class CommitService:
             hit = encoded.get(id(env))
             payload = hit[1] if hit is not None and hit[0] is env else orjson.dumps(env)
             records.append((_decision_key(env), payload))
-        producer = self._producer
+        producer, topic = self._producer, self.bus.topics.decisions
         await retry_until(
-            lambda: producer.send_many(self.bus.topics.decisions, records),
+            lambda: producer.send_many(topic, records),
             retriable=is_transient,
             what="decisions send",
             on_retry=count_retry(SERVICE, "bus"),
@@ -979,13 +979,13 @@ class CommitService:
 
     async def _deadletter(self, dead: list[tuple[Message, str, str, str | None]]) -> None:
         assert self._producer is not None and self.bus is not None
-        producer = self._producer
+        producer, topic = self._producer, self.bus.topics.deadletter
         records = [
             (m.key, deadletter_record(m, reason, text, f, service=SERVICE))
             for m, reason, text, f in dead
         ]
         await retry_until(
-            lambda: producer.send_many(self.bus.topics.deadletter, records),
+            lambda: producer.send_many(topic, records),
             retriable=is_transient,
             what="dead-letter send",
             on_retry=count_retry(SERVICE, "bus"),
