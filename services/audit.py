@@ -70,6 +70,7 @@ from esched.schemas.events import (
 from esched.schemas.quantity import human_units
 from esched.services.store.base import EventStore, StoredEvent
 from esched.services.store.rows import row_fact
+from esched.services.store.snapshots import PAGE
 
 __all__ = ["Auditor", "Violation", "audit_store", "format_report"]
 
@@ -77,8 +78,6 @@ __all__ = ["Auditor", "Violation", "audit_store", "format_report"]
 _ENDS = frozenset({POD_REJECTED, POD_DELETED, POD_SUCCEEDED, POD_FAILED})
 #: Events the audit decodes whole (it checks more of them than admission reads).
 _DECODED = frozenset({PLACEMENT_COMMITTED, PLACEMENT_REJECTED, NODE_REMOVED, POD_EVICTED})
-#: Rows per read of the log.
-PAGE = 20_000
 #: Violations listed in a report; the counts stay exact beyond it.
 MAX_LISTED = 1000
 
