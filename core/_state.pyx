@@ -154,9 +154,9 @@ def _grown(arr, rows: int, cols: int = -1):
     return new
 
 
-def _readonly(arr):
-    """A read-only view of ``arr`` (callers read tables; only the fold writes them)."""
-    view = arr.view()
+def _readonly(view):
+    """``view`` (a fresh slice of a table, never the table itself) made read-only:
+    callers read tables; only the fold writes them."""
     view.flags.writeable = False
     return view
 
