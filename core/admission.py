@@ -59,6 +59,8 @@ from esched.schemas.events import (
     POD_SUCCEEDED,
     PODGROUP_SUBMITTED,
     QUEUE_UPSERTED,
+    metadata_key,
+    split_key,
 )
 
 __all__ = [
@@ -117,8 +119,7 @@ def event_key(data: dict[str, Any]) -> str:
     internal records name it (``"pod"``), Kubernetes objects in their metadata."""
     if "pod" in data:
         return str(data["pod"])
-    meta = data.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    return metadata_key(data.get("metadata"))
 
 
 class Admission:
@@ -192,7 +193,7 @@ class Admission:
             )
         if not self.quota:
             return None
-        namespace = pod.split("/", 1)[0]
+        namespace = split_key(pod)[0]
         scopes = self.quota.scopes(queue, namespace)
         if not scopes:
             return None
@@ -209,7 +210,7 @@ class Admission:
         if not self.quota:
             return
         q = st.queue_of(idx)
-        scopes = self.quota.scopes(st.queue_names[q], pod.split("/", 1)[0])
+        scopes = self.quota.scopes(st.queue_names[q], split_key(pod)[0])
         if scopes:
             spec = st.class_specs[st.class_of(idx)]
             band = self.quota.band(st.priority_of(idx), spec.get("priorityClassName"))

@@ -11,7 +11,14 @@ from __future__ import annotations
 import orjson
 
 from esched.core.admission import Fact, event_key
-from esched.schemas.events import POD_DELETED, POD_FAILED, POD_SUBMITTED, POD_SUCCEEDED
+from esched.schemas.events import (
+    POD,
+    POD_DELETED,
+    POD_FAILED,
+    POD_SUBMITTED,
+    POD_SUCCEEDED,
+    stream_key,
+)
 from esched.services.store.base import StoredEvent
 
 __all__ = ["KEYED", "row_fact"]
@@ -26,8 +33,9 @@ def row_fact(row: StoredEvent) -> Fact | None:
     """The :data:`Fact` of a stored event, decoded only if its type is not
     :data:`KEYED` or its stream does not name its pod; None if its ``data`` is not
     an object."""
-    if row.type in KEYED and row.stream.startswith("pod/"):
-        return (row.position, row.type, row.stream[4:], None)
+    key = stream_key(row.stream, POD) if row.type in KEYED else None
+    if key is not None:
+        return (row.position, row.type, key, None)
     data = orjson.loads(row.payload).get("data")
     if not isinstance(data, dict):
         return None
