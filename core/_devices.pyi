@@ -1,6 +1,6 @@
 # Typing stub for the Cython module core/_devices.pyx (mypy reads this, not the .pyx).
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, SupportsIndex
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +49,8 @@ class DeviceTable:
         weight: int = 1,
     ) -> None: ...
     def free_of(self, n: int) -> list[int]: ...
+    def device_free(self, n_nodes: SupportsIndex) -> npt.NDArray[np.int64]: ...
+    def idle_devices(self, n_nodes: SupportsIndex) -> npt.NDArray[np.int64]: ...
     def totals(self) -> dict[str, Any]: ...
 
 class GangDevices:

@@ -383,6 +383,17 @@ cdef class DeviceTable:
         """Free milli per device of node ``n``."""
         return [int(self.free[n, i]) for i in range(self.ndev[n])]
 
+    def device_free(self, Py_ssize_t n_nodes):
+        """[node, device] free milli-GPU of nodes ``0..n_nodes-1``, 0 for devices a node
+        does not have (an int64 array)."""
+        present = np.arange(self.free_np.shape[1])[None, :] < self.ndev_np[:n_nodes, None]
+        return np.where(present, self.free_np[:n_nodes], 0).astype(np.int64)
+
+    def idle_devices(self, Py_ssize_t n_nodes):
+        """Per node of ``0..n_nodes-1``: its devices with nothing allocated (int64)."""
+        present = np.arange(self.free_np.shape[1])[None, :] < self.ndev_np[:n_nodes, None]
+        return (present & (self.free_np[:n_nodes] == GPU_MILLI)).sum(axis=1).astype(np.int64)
+
     def totals(self) -> dict:
         """Cluster sums: GPUs, idle milli, milli on partly used devices, fragmentation."""
         nd = self.ndev_np[: self.n_nodes]

@@ -145,3 +145,7 @@ cdef class ClusterState:
     cdef int _payload_submitted(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
     cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
     cpdef apply(self, dict event, long long position)
+    # --- read API bounds checks ---
+    cdef int _check_pod(self, Py_ssize_t p) except -1
+    cdef int _check_node(self, Py_ssize_t n) except -1
+    cdef int _check_gang(self, Py_ssize_t g) except -1

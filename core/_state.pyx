@@ -12,6 +12,14 @@ names live in Python dicts that map to rows. Resources are columns, registered o
 first sight (``cpu``, ``memory`` and ``pods`` always exist; ``pods`` makes the
 node's pod-count limit an ordinary dimension). Quantities are integer base units.
 
+Reading (the "read API" section below): code outside the core's Cython modules
+reads a state through named accessors, per slot (:meth:`ClusterState.phase_of`,
+:meth:`~ClusterState.node_of`, :meth:`~ClusterState.gang_count`, ...) or as
+read-only views of whole tables (:meth:`~ClusterState.pod_phases`,
+:meth:`~ClusterState.node_allocatable`, :meth:`~ClusterState.class_requests`, ...),
+with the phase codes of :mod:`esched.core.phases`; the ``*_np`` tables themselves
+are the fold's and the snapshots'.
+
 The fold never raises on a well-formed envelope: events that do not make sense
 against the state (a resubmitted active pod, a binding to a dead node, an unknown
 type, a malformed body) are ignored and counted in :attr:`ClusterState.anomalies`.
@@ -27,6 +35,8 @@ from esched.schemas.objects import (
     pod_resource_requests,
 )
 
+from esched.core import phases as _phases
+from esched.core.phases import PHASES
 from esched.core.queues import node_group_terms, queue_view
 from esched.schemas.quantity import QuantityError, resource_list, to_base_units
 
@@ -54,8 +64,11 @@ from esched.core._types cimport (
 
 __all__ = ["ClusterState", "PositionError", "PHASES", "SNAPSHOT_MAGIC"]
 
-#: Phase names by PHASE_* code, in summary order.
-PHASES = ("Pending", "Running", "Succeeded", "Failed")
+# The Python-visible phase codes are the C enum's (esched.core.phases owns the names).
+if (_phases.PHASE_FREE, _phases.PHASE_PENDING, _phases.PHASE_RUNNING, _phases.PHASE_SUCCEEDED,
+        _phases.PHASE_FAILED) != (PHASE_FREE, PHASE_PENDING, PHASE_RUNNING, PHASE_SUCCEEDED,
+                                  PHASE_FAILED):
+    raise ImportError("esched.core.phases disagrees with PHASE_* of core/_types.pxd")
 #: First bytes of a snapshot; bump the digit when the layout changes.
 SNAPSHOT_MAGIC = b"ESCHEDS1"
 
@@ -154,6 +167,13 @@ def _grown(arr, rows: int, cols: int = -1):
     new = np.zeros((rows, max(cols, arr.shape[1])), dtype=arr.dtype)
     new[: arr.shape[0], : arr.shape[1]] = arr
     return new
+
+
+def _readonly(view):
+    """``view`` (a fresh slice of a table, never the table itself) made read-only:
+    callers read tables; only the fold writes them."""
+    view.flags.writeable = False
+    return view
 
 
 def _queue_defaults() -> dict:
@@ -1510,7 +1530,7 @@ cdef class ClusterState:
             return []
         mask = self.pod_gang_np[: self.n_pods] == g
         if phase is not None:
-            mask &= self.pod_phase_np[: self.n_pods] == PHASES.index(phase)
+            mask &= self.pod_phase_np[: self.n_pods] == _phases.phase_code(phase)
         keys = self.pod_keys
         return [keys[i] for i in np.flatnonzero(mask)]
 
@@ -1524,7 +1544,172 @@ cdef class ClusterState:
         keys = self.pod_keys
         return [keys[i] for i in idx]
 
+    # ------------------------------------------------------------------ read API
+    #
+    # What the services and the Python core modules read, by name. Rows are slots
+    # (``pod_index`` / ``node_index`` / ``gang_index`` / ``queue_index`` map names to
+    # them); resource columns follow ``res_names[:n_res]``. Scalar accessors take one
+    # slot (IndexError outside the rows in use); table accessors return read-only
+    # numpy views of the rows in use, valid until the next fold (a fold may grow and
+    # replace a table): copy what has to outlive it.
+
+    cdef int _check_pod(self, Py_ssize_t p) except -1:
+        if p < 0 or p >= self.n_pods:
+            raise IndexError(f"pod slot {p} outside 0..{self.n_pods - 1}")
+        return 0
+
+    cdef int _check_node(self, Py_ssize_t n) except -1:
+        if n < 0 or n >= self.n_nodes:
+            raise IndexError(f"node slot {n} outside 0..{self.n_nodes - 1}")
+        return 0
+
+    cdef int _check_gang(self, Py_ssize_t g) except -1:
+        if g < 0 or g >= self.n_gangs:
+            raise IndexError(f"gang {g} outside 0..{self.n_gangs - 1}")
+        return 0
+
+    def phase_of(self, Py_ssize_t p) -> int:
+        """Phase code (``esched.core.PHASE_*``) of the pod in slot ``p``
+        (``PHASE_FREE`` for an empty slot)."""
+        self._check_pod(p)
+        return self.pod_phase[p]
+
+    def node_of(self, Py_ssize_t p) -> int:
+        """Node slot the pod in slot ``p`` is bound to, or -1."""
+        self._check_pod(p)
+        return self.pod_node[p]
+
+    def queue_of(self, Py_ssize_t p) -> int:
+        """Queue row (see ``queue_names``) of the pod in slot ``p``."""
+        self._check_pod(p)
+        return self.pod_queue[p]
+
+    def gang_of(self, Py_ssize_t p) -> int:
+        """Gang row (see ``gang_keys``) of the pod in slot ``p``, or -1."""
+        self._check_pod(p)
+        return self.pod_gang[p]
+
+    def class_of(self, Py_ssize_t p) -> int:
+        """Equivalence class (see ``class_specs``) of the pod in slot ``p``."""
+        self._check_pod(p)
+        return self.pod_class[p]
+
+    def priority_of(self, Py_ssize_t p) -> int:
+        """Priority of the pod in slot ``p``."""
+        self._check_pod(p)
+        return self.pod_prio[p]
+
+    def allocation_of(self, Py_ssize_t p):
+        """What the pod in slot ``p``'s binding allocated, per resource (zeros when
+        unbound): a read-only int64 view of ``n_res`` columns."""
+        self._check_pod(p)
+        return _readonly(self.pod_alloc_np[p, : self.n_res])
+
+    def pod_phases(self):
+        """Phase code per pod slot (``PHASE_FREE`` for empty slots); read-only int8."""
+        return _readonly(self.pod_phase_np[: self.n_pods])
+
+    def pod_nodes(self):
+        """Bound node slot per pod slot (-1 unbound); read-only int32."""
+        return _readonly(self.pod_node_np[: self.n_pods])
+
+    def pod_queues(self):
+        """Queue row per pod slot; read-only int32."""
+        return _readonly(self.pod_queue_np[: self.n_pods])
+
+    def pod_gangs(self):
+        """Gang row per pod slot (-1 none); read-only int32."""
+        return _readonly(self.pod_gang_np[: self.n_pods])
+
+    def pod_classes(self):
+        """Equivalence class per pod slot; read-only int32."""
+        return _readonly(self.pod_class_np[: self.n_pods])
+
+    def pod_priorities(self):
+        """Priority per pod slot; read-only int64."""
+        return _readonly(self.pod_prio_np[: self.n_pods])
+
+    def pod_allocations(self):
+        """[pod slot, resource] what each binding allocated; read-only int64."""
+        return _readonly(self.pod_alloc_np[: self.n_pods, : self.n_res])
+
+    def phase_count(self, int phase) -> int:
+        """How many pods are in ``phase`` (a ``PHASE_*`` code other than ``PHASE_FREE``)."""
+        if phase < PHASE_PENDING or phase > PHASE_FAILED:
+            raise ValueError(f"not a pod phase code: {phase}")
+        return self.phase_counts[phase]
+
+    def pods_in_phase(self, int phase):
+        """Slots of the pods in ``phase``, ascending (an int64 array)."""
+        return np.flatnonzero(self.pod_phase_np[: self.n_pods] == phase)
+
+    def pods_on_node(self, Py_ssize_t n) -> list[str]:
+        """Keys of the pods bound to node slot ``n``, in slot order."""
+        self._check_node(n)
+        keys = self.pod_keys
+        return [keys[p] for p in np.flatnonzero(self.pod_node_np[: self.n_pods] == n)]
+
+    def gang_count(self, Py_ssize_t g, int phase) -> int:
+        """Members of gang ``g`` in ``phase`` (a ``PHASE_*`` code)."""
+        self._check_gang(g)
+        if phase < PHASE_PENDING or phase > PHASE_FAILED:
+            raise ValueError(f"not a pod phase code: {phase}")
+        return self.gang_counts[g, phase]
+
+    def gang_min_of(self, Py_ssize_t g) -> int:
+        """minMember of gang ``g`` (1 until its PodGroup says otherwise)."""
+        self._check_gang(g)
+        return self.gang_min[g]
+
+    def gang_shortfall(self, Py_ssize_t g) -> int:
+        """Members gang ``g`` still needs Running to reach minMember (0 when it has them)."""
+        self._check_gang(g)
+        return max(0, self.gang_min[g] - self.gang_counts[g, PHASE_RUNNING])
+
+    def node_allocatable(self):
+        """[node slot, resource] what the scheduler may allocate (dead slots included,
+        see :meth:`node_alive`); read-only int64."""
+        return _readonly(self.allocatable_np[: self.n_nodes, : self.n_res])
+
+    def node_allocated(self):
+        """[node slot, resource] the sum of the bound pods' allocations; read-only int64."""
+        return _readonly(self.allocated_np[: self.n_nodes, : self.n_res])
+
+    def node_alive(self):
+        """Per node slot, whether the node exists (a removed node's slot is dead)."""
+        return (self.flags_np[: self.n_nodes] & NODE_ALIVE) != 0
+
+    def is_alive(self, Py_ssize_t n) -> bool:
+        """Whether node slot ``n`` holds a node (not a removed one's slot)."""
+        self._check_node(n)
+        return bool(self.flags[n] & NODE_ALIVE)
+
+    def class_requests(self):
+        """[class, resource] each equivalence class's requests; read-only int64."""
+        return _readonly(self.class_req_np[: self.n_classes, : self.n_res])
+
+    def queue_allocations(self):
+        """[queue row, resource] what each queue's bound pods hold; read-only int64."""
+        return _readonly(self.queue_alloc_np[: self.n_queues, : self.n_res])
+
+    def label_words_of(self, Py_ssize_t n):
+        """Node slot ``n``'s interned label bitset (bit ``label_ids[text]``); read-only
+        uint64 words."""
+        self._check_node(n)
+        return _readonly(self.label_bits_np[n, : self.label_words])
+
+    def taint_words_of(self, Py_ssize_t n):
+        """Node slot ``n``'s interned taint bitset (bit ``taint_ids[taint]``); read-only
+        uint64 words."""
+        self._check_node(n)
+        return _readonly(self.taint_bits_np[n, : self.taint_words])
+
     # ------------------------------------------------------------------ snapshots
+
+    def tables(self) -> dict:
+        """The raw tables by name (rows in use), read-only, as snapshots serialize them:
+        for layout checks and debugging; scheduling code reads the accessors above."""
+        return {name: _readonly(arr) for name, arr in self._arrays().items()}
 
     def _arrays(self) -> dict:
         n, p, c, g, q, nr = (self.n_nodes, self.n_pods, self.n_classes, self.n_gangs,

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from esched.core._devices import DeviceTable, request_shape
-from esched.core._state import PHASES, ClusterState
+from esched.core._state import ClusterState
+from esched.core.phases import PHASE_RUNNING
 
 __all__ = [
     "GPU_RESOURCES",
@@ -40,7 +41,6 @@ GPU_MILLI = 1000
 #: Devices per node a table holds (core/scoring/_fgd.pxd MAX_DEVICES, a C constant).
 MAX_DEVICES = int(DeviceTable().free_np.shape[1])
 
-_RUNNING = PHASES.index("Running")
 _FREE_SLOT = -1  # pod_phase of an unused pod slot
 
 #: GPU resources a node's devices are read from -> milli-GPU per unit, in order of
@@ -102,7 +102,7 @@ def device_free(state: ClusterState, node: int, resource: str, scale: int) -> li
     n_pods = state.n_pods
     on = np.flatnonzero(
         (state.pod_node_np[:n_pods] == node)
-        & (state.pod_phase_np[:n_pods] == _RUNNING)
+        & (state.pod_phase_np[:n_pods] == PHASE_RUNNING)
         & (state.pod_dev_np[:n_pods] != 0)
     )
     for p in on:
@@ -192,7 +192,7 @@ class FoldedDevices:
             table.set_node(n, min(ndev, MAX_DEVICES), labels[n].get(MODEL_LABEL), cpu)
         n_pods = st.n_pods
         pods = np.flatnonzero(
-            (st.pod_phase_np[:n_pods] == _RUNNING) & np.isin(st.pod_node_np[:n_pods], nodes)
+            (st.pod_phase_np[:n_pods] == PHASE_RUNNING) & np.isin(st.pod_node_np[:n_pods], nodes)
         )
         unknown = []
         for slot in pods:
@@ -232,7 +232,7 @@ class FoldedDevices:
         for pod, node, devices in bindings:
             p = st.pod_index.get(pod)
             n = st.node_index.get(node)
-            if p is None or n is None or st.pod_phase_np[p] == _RUNNING:
+            if p is None or n is None or st.pod_phase_np[p] == PHASE_RUNNING:
                 continue
             g, cpu = self.request(int(st.pod_class_np[p]))
             try:

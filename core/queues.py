@@ -38,6 +38,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
+from esched.core.phases import PHASE_PENDING
+
 __all__ = [
     "DEFAULT_QUEUE",
     "NODE_GROUP_LABEL",
@@ -62,8 +66,6 @@ SHARE_IGNORED = frozenset({"pods"})
 NODE_GROUP_LABEL = "volcano.sh/nodegroup-name"
 
 Resources = Mapping[str, int]
-#: ``NODE_ALIVE`` of core/_types.pxd (a C enum, not visible from Python).
-_NODE_ALIVE = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,26 +335,19 @@ def node_group_terms(affinity: Mapping[str, Any] | None) -> dict[str, list[str]]
 
 def _state_arrays(state: Any) -> tuple[list[str], Any, Any]:
     """(resource names, per-queue allocated [q, r], per-queue pending requests [q, r])."""
-    import numpy as np
-
-    from esched.core._state import PHASES
-
-    nq, nr, npods = state.n_queues, state.n_res, state.n_pods
-    alloc = np.asarray(state.queue_alloc_np[:nq, :nr], dtype=np.int64)
-    waiting = np.zeros((nq, nr), dtype=np.int64)
-    pending = np.flatnonzero(state.pod_phase_np[:npods] == PHASES.index("Pending"))
+    alloc = np.asarray(state.queue_allocations(), dtype=np.int64)
+    waiting = np.zeros(alloc.shape, dtype=np.int64)
+    pending = state.pods_in_phase(PHASE_PENDING)
     if pending.size:
-        req = np.asarray(state.class_req_np, dtype=np.int64)[state.pod_class_np[pending], :nr]
-        np.add.at(waiting, state.pod_queue_np[pending], req)
-    return list(state.res_names[:nr]), alloc, waiting
+        req = np.asarray(state.class_requests(), dtype=np.int64)[state.pod_classes()[pending]]
+        np.add.at(waiting, state.pod_queues()[pending], req)
+    return list(state.res_names[: state.n_res]), alloc, waiting
 
 
 def cluster_allocatable(state: Any) -> dict[str, int]:
     """Allocatable resources of the alive nodes, summed."""
-    n, nr = state.n_nodes, state.n_res
-    alive = (state.flags_np[:n] & _NODE_ALIVE) != 0
-    total = state.allocatable_np[:n, :nr][alive].sum(axis=0)
-    return {state.res_names[r]: int(total[r]) for r in range(nr)}
+    total = state.node_allocatable()[state.node_alive()].sum(axis=0)
+    return {state.res_names[r]: int(total[r]) for r in range(state.n_res)}
 
 
 def queue_view(state: Any) -> dict[str, dict[str, Any]]:

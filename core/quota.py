@@ -17,7 +17,7 @@ Configured in the config file's ``quota:`` section (see deploy/esched.example.ya
 A limit counts the requests of every *active* pod (Pending or Running, as a
 Kubernetes ResourceQuota does: a waiting pod holds its quota). A submission that
 would take any limit of its queue or namespace (overall, or of its band) over is
-rejected at admission; see :mod:`esched.services.admission`.
+rejected at admission; see :mod:`esched.core.admission`.
 
 Bands are Borg's (:mod:`esched.core.bands`): a pod's ``priorityClassName`` when
 the ``bands.classes`` mapping names it, else its numeric priority against the

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
 from esched.core.queues import dominant_share, queue_view
 from esched.core.reasons import is_resource_text
 
@@ -57,10 +58,6 @@ __all__ = [
     "plan_reclaim",
     "victims_legal",
 ]
-
-_PENDING = 0
-_RUNNING = 1
-_NODE_ALIVE = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +114,7 @@ class GangReclaimPlan:
 
 
 def _alloc_of(state: Any, p: int, names: list[str]) -> dict[str, int]:
-    row = state.pod_alloc_np[p]
+    row = state.allocation_of(p)
     return {names[r]: int(row[r]) for r in range(len(names)) if row[r]}
 
 
@@ -157,20 +154,20 @@ def _reclaimer_queue(state: Any, who: str | Iterable[str]) -> tuple[str | None, 
     if isinstance(who, str):
         idx = state.pod_index.get(who)
         if idx is not None:
-            return state.queue_names[int(state.pod_queue_np[idx])], None
+            return state.queue_names[state.queue_of(idx)], None
         g = state.gang_index.get(who)
         if g is None:
             return None, f"pod {who} is not in the log"
-        members = np.flatnonzero(state.pod_gang_np[: state.n_pods] == g)
+        members = np.flatnonzero(state.pod_gangs() == g)
         if len(members):
-            return state.queue_names[int(state.pod_queue_np[members[0]])], None
+            return state.queue_names[state.queue_of(members[0])], None
         return str(state.gang_meta[g].get("queue") or "default"), None
     queues = set()
     for pod in who:
         idx = state.pod_index.get(pod)
         if idx is None:
             return None, f"pod {pod} is not in the log"
-        queues.add(state.queue_names[int(state.pod_queue_np[idx])])
+        queues.add(state.queue_names[state.queue_of(idx)])
     if len(queues) != 1:
         return None, f"a reclaim is for one queue, its pods are in {sorted(queues)}"
     return queues.pop(), None
@@ -199,14 +196,14 @@ def victims_legal(
     held = {name: dict(v["allocated"]) for name, v in view.items()}
     for t in taken:
         tidx = state.pod_index.get(t)
-        if tidx is not None and int(state.pod_phase_np[tidx]) == _RUNNING:
-            tq = state.queue_names[int(state.pod_queue_np[tidx])]
+        if tidx is not None and state.phase_of(tidx) == PHASE_RUNNING:
+            tq = state.queue_names[state.queue_of(tidx)]
             held[tq] = _sub(held[tq], _alloc_of(state, int(tidx), names))
     for v in victims:
         vidx = state.pod_index.get(v)
         if vidx is None:
             return f"victim {v} is not in the log"
-        vq = state.queue_names[int(state.pod_queue_np[vidx])]
+        vq = state.queue_names[state.queue_of(vidx)]
         if vq == q:
             return f"victim {v} is in the reclaiming queue {q}"
         vprio = _queue_priority(state, vq)
@@ -247,13 +244,12 @@ class _Overlay:
     planned victims and bindings change them (nothing is written to the state)."""
 
     def __init__(self, state: Any, view: dict[str, dict[str, Any]], q: int, gang: int = -1) -> None:
-        nres, npods = state.n_res, state.n_pods
         self.state = state
-        self.names = list(state.res_names[:nres])
+        self.names = list(state.res_names[: state.n_res])
         self.view = view
-        self.free = np.asarray(
-            state.allocatable_np[: state.n_nodes, :nres], dtype=np.int64
-        ) - np.asarray(state.allocated_np[: state.n_nodes, :nres], dtype=np.int64)
+        self.free = np.asarray(state.node_allocatable(), dtype=np.int64) - np.asarray(
+            state.node_allocated(), dtype=np.int64
+        )
         self.held = {name: dict(v["allocated"]) for name, v in view.items()}
         prio = int(state.queue_meta[q].get("priority") or 0)
         starved = view[state.queue_names[q]]["share"] < 1.0
@@ -269,26 +265,26 @@ class _Overlay:
             dtype=bool,
         )
         reclaimable &= (qprio < prio) | ((qprio == prio) & starved)
-        pq = state.pod_queue_np[:npods]
-        pg = state.pod_gang_np[:npods]
+        pq = state.pod_queues()
+        pg = state.pod_gangs()
         cand = np.flatnonzero(
-            (state.pod_phase_np[:npods] == _RUNNING)
+            (state.pod_phases() == PHASE_RUNNING)
             & (pq != q)
             & reclaimable[pq]
             & ((pg != gang) | (gang < 0))
         )
         # Lowest priority first, then slot (deterministic).
-        cand = cand[np.lexsort((cand, state.pod_prio_np[cand]))]
+        cand = cand[np.lexsort((cand, state.pod_priorities()[cand]))]
         self.by_node: dict[int, list[int]] = {}
         for p in cand:
-            self.by_node.setdefault(int(state.pod_node_np[p]), []).append(int(p))
+            self.by_node.setdefault(state.node_of(p), []).append(int(p))
         #: gang id -> running members left after the planned victims
         self.gang_running: dict[int, int] = {}
         self.gone: set[int] = set()
 
     def victim_ok(self, p: int) -> bool:
         st = self.state
-        qi = int(st.pod_queue_np[p])
+        qi = st.queue_of(p)
         vq = st.queue_names[qi]
         if (
             _victim_ok(
@@ -302,10 +298,10 @@ class _Overlay:
             is not None
         ):
             return False
-        g = int(st.pod_gang_np[p])
+        g = st.gang_of(p)
         if g >= 0:
-            left = self.gang_running.get(g, int(st.gang_counts_np[g, _RUNNING]))
-            if left - 1 < int(st.gang_min_np[g]):
+            left = self.gang_running.get(g, st.gang_count(g, PHASE_RUNNING))
+            if left - 1 < st.gang_min_of(g):
                 return False  # a gang is evicted whole or not at all: never split one
         return True
 
@@ -326,17 +322,17 @@ class _Overlay:
                     break
                 if p in self.gone or not self.victim_ok(p):
                     continue
-                units = np.asarray(st.pod_alloc_np[p, : len(need)], dtype=np.int64)
+                units = np.asarray(st.allocation_of(p), dtype=np.int64)
                 # Only a victim that frees some resource the pod is still short of helps.
                 if not np.any((need > free) & (units > 0)):
                     continue
                 chosen.append(p)
-                vq = st.queue_names[int(st.pod_queue_np[p])]
+                vq = st.queue_names[st.queue_of(p)]
                 held[vq] = _sub(held[vq], _alloc_of(st, p, self.names))
-                g = int(st.pod_gang_np[p])
+                g = st.gang_of(p)
                 if g >= 0:
                     self.gang_running[g] = (
-                        self.gang_running.get(g, int(st.gang_counts_np[g, _RUNNING])) - 1
+                        self.gang_running.get(g, st.gang_count(g, PHASE_RUNNING)) - 1
                     )
                 free = free + units
         finally:
@@ -349,14 +345,12 @@ class _Overlay:
         st = self.state
         for p in victims:
             self.gone.add(p)
-            vq = st.queue_names[int(st.pod_queue_np[p])]
+            vq = st.queue_names[st.queue_of(p)]
             self.held[vq] = _sub(self.held[vq], _alloc_of(st, p, self.names))
-            g = int(st.pod_gang_np[p])
+            g = st.gang_of(p)
             if g >= 0:
-                self.gang_running[g] = (
-                    self.gang_running.get(g, int(st.gang_counts_np[g, _RUNNING])) - 1
-                )
-            self.free[n] += np.asarray(st.pod_alloc_np[p, : len(need)], dtype=np.int64)
+                self.gang_running[g] = self.gang_running.get(g, st.gang_count(g, PHASE_RUNNING)) - 1
+            self.free[n] += np.asarray(st.allocation_of(p), dtype=np.int64)
         self.free[n] -= need
 
 
@@ -374,7 +368,7 @@ def _usable_nodes(
     out = []
     reserved = state.reserved_nodes
     for n in sorted(nodes):
-        if not state.flags_np[n] & _NODE_ALIVE:
+        if not state.is_alive(n):
             continue
         name = state.node_names[n]
         if reserved and reserved.get(name, gang) != gang:
@@ -394,16 +388,15 @@ def plan_reclaim(
 ) -> ReclaimPlan | None:
     """The best legal reclaim for pending ``pod`` (see the module doc), or None."""
     idx = state.pod_index.get(pod)
-    if idx is None or int(state.pod_phase_np[idx]) != _PENDING:
+    if idx is None or state.phase_of(idx) != PHASE_PENDING:
         return None
     view = view if view is not None else queue_view(state)
-    q = int(state.pod_queue_np[idx])
+    q = state.queue_of(idx)
     qname = state.queue_names[q]
     if not may_reclaim(state, qname, view):
         return None
-    nres = state.n_res
-    cid = int(state.pod_class_np[idx])
-    need = np.asarray(state.class_req_np[cid, :nres], dtype=np.int64)
+    cid = state.class_of(idx)
+    need = np.asarray(state.class_requests()[cid], dtype=np.int64)
     overlay = _Overlay(state, view, q)
     if not overlay.by_node:
         return None
@@ -412,7 +405,7 @@ def plan_reclaim(
         chosen = overlay.plan_node(n, need)
         if not chosen:  # None: cannot help; []: fits without reclaim (not this job)
             continue
-        cost = (int(max(state.pod_prio_np[p] for p in chosen)), len(chosen), n)
+        cost = (int(max(state.priority_of(p) for p in chosen)), len(chosen), n)
         if best is None or cost < best[0]:
             best = (
                 cost,
@@ -436,19 +429,16 @@ def plan_gang_reclaim(
     g = state.gang_index.get(gang)
     if g is None:
         return None
-    npods, nres = state.n_pods, state.n_res
-    pending = np.flatnonzero(
-        (state.pod_gang_np[:npods] == g) & (state.pod_phase_np[:npods] == _PENDING)
-    )
+    pending = np.flatnonzero((state.pod_gangs() == g) & (state.pod_phases() == PHASE_PENDING))
     if not len(pending):
         return None
-    need_members = max(1, int(state.gang_min_np[g]) - int(state.gang_counts_np[g, _RUNNING]))
+    need_members = max(1, state.gang_min_of(g) - state.gang_count(g, PHASE_RUNNING))
     if len(pending) < need_members:
         return None
     view = view if view is not None else queue_view(state)
-    q = int(state.pod_queue_np[pending[0]])
+    q = state.queue_of(pending[0])
     qname = state.queue_names[q]
-    if not may_reclaim(state, qname, view) or np.any(state.pod_queue_np[pending] != q):
+    if not may_reclaim(state, qname, view) or np.any(state.pod_queues()[pending] != q):
         return None
     overlay = _Overlay(state, view, q, int(g))
     fits_cache: dict[tuple[int, int], bool] = {}
@@ -456,8 +446,8 @@ def plan_gang_reclaim(
     victims: list[tuple[str, str]] = []
     for p in pending[:need_members]:
         pod = state.pod_keys[p]
-        cid = int(state.pod_class_np[p])
-        need = np.asarray(state.class_req_np[cid, :nres], dtype=np.int64)
+        cid = state.class_of(p)
+        need = np.asarray(state.class_requests()[cid], dtype=np.int64)
         best: tuple[tuple[int, int, int], int, list[int]] | None = None
         # Nodes with room now, or with victims to take.
         roomy = np.flatnonzero(np.all(overlay.free >= need, axis=1))
@@ -469,7 +459,7 @@ def plan_gang_reclaim(
             if not chosen:
                 best = ((-1, 0, n), n, [])
                 break  # room without reclaim: the lowest such slot
-            cost = (int(max(state.pod_prio_np[v] for v in chosen)), len(chosen), n)
+            cost = (int(max(state.priority_of(v) for v in chosen)), len(chosen), n)
             if best is None or cost < best[0]:
                 best = (cost, n, chosen)
         if best is None:

@@ -33,8 +33,9 @@ import numpy as np
 
 from esched.core._devices import DeviceTable, GangDevices
 from esched.core._placer import Placer
-from esched.core._state import PHASES, ClusterState
+from esched.core._state import ClusterState
 from esched.core.bands import BandConfig
+from esched.core.phases import PHASE_PENDING
 from esched.core.reasons import reason_code, resource_text
 
 __all__ = [
@@ -46,8 +47,6 @@ __all__ = [
     "Target",
 ]
 
-_PENDING = PHASES.index("Pending")
-_RUNNING = PHASES.index("Running")
 
 #: The extended resource GPUs are counted in by the simulator: milli-GPU, 1000 per device.
 GPU_MILLI_RESOURCE = "esched.dev/gpu-milli"
@@ -198,7 +197,7 @@ class SchedulingPass:
         for t in targets:
             if t.kind == "pod":
                 idx = pod_index.get(t.key)
-                if idx is None or phase[idx] != _PENDING or t.key in inflight:
+                if idx is None or phase[idx] != PHASE_PENDING or t.key in inflight:
                     out.skipped += 1
                     continue
                 g = gang_of[idx]
@@ -261,8 +260,7 @@ class SchedulingPass:
         if busy:
             out.blocked.append((t, busy))
             return
-        running = int(st.gang_counts_np[g_idx, _RUNNING])
-        need = max(int(st.gang_min_np[g_idx]) - running, 0)
+        need = st.gang_shortfall(g_idx)
         if len(members) < need:
             # Not enough members submitted yet: the gang comes again when more arrive.
             out.gangs_waiting += 1
@@ -466,7 +464,7 @@ class SchedulingPass:
     def _node_of(self, pod: str) -> str:
         st = self.state
         # A victim is running, so bound to an alive node: the slot has a name.
-        return cast(str, st.node_names[int(st.pod_node_np[st.pod_index[pod]])])
+        return cast(str, st.node_names[st.node_of(st.pod_index[pod])])
 
     def _reasons(self, pod: str, cache: dict[int, Any]) -> dict[str, int]:
         """kube-style counts of nodes per reason ``pod`` fits none, on the placer's view.
@@ -487,14 +485,14 @@ class SchedulingPass:
         view = cache.get(-1)  # the alive nodes' free room, gathered once per pass
         if view is None:
             alive = np.fromiter(st.node_index.values(), dtype=np.int64)
-            free = st.allocatable_np[alive, :nres].astype(np.int64) - placer.used_array()[
+            free = st.node_allocatable()[alive].astype(np.int64) - placer.used_array()[
                 alive, :nres
             ].astype(np.int64)
             view = cache[-1] = {"alive": alive, "free": free}
         alive, free = view["alive"], view["free"]
         out: dict[str, int] = {}
         if alive.size:
-            need = st.class_req_np[cid, :nres].astype(np.int64)
+            need = st.class_requests()[cid].astype(np.int64)
             short = (need > 0) & (need > free)
             for r in np.flatnonzero(short.any(axis=0)):
                 name = st.res_names[int(r)]
@@ -512,7 +510,7 @@ class SchedulingPass:
                 roomy = roomy[fits]
             names = cast("list[str]", st.node_names)  # alive slots (roomy) have names
             reserved = st.reserved_nodes
-            gidx = int(st.pod_gang_np[st.pod_index[pod]])
+            gidx = st.gang_of(st.pod_index[pod])
             own = st.gang_keys[gidx] if gidx >= 0 else None
             for n in roomy[:_REASON_SAMPLE]:
                 holder = reserved.get(names[int(n)]) if reserved else None

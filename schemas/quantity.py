@@ -19,6 +19,7 @@ __all__ = [
     "MAX_QUANTITY_CHARS",
     "QuantityError",
     "format_units",
+    "human_units",
     "parse_quantity",
     "resource_list",
     "to_base_units",
@@ -128,4 +129,16 @@ def format_units(resource: str, units: int) -> str:
         for suffix, factor in reversed(_BINARY.items()):
             if units >= factor and units % factor == 0:
                 return f"{units // factor}{suffix}"
+    return str(units)
+
+
+_HUMAN_BYTES = ("memory", "ephemeral-storage", "storage", "hugepages-")
+
+
+def human_units(resource: str, units: int) -> str:
+    """Base units for people: cores for cpu, GiB for byte resources, else the count."""
+    if resource == "cpu":
+        return f"{units / 1000:g}"
+    if resource.startswith(_HUMAN_BYTES):
+        return f"{units / 2**30:.1f}Gi"
     return str(units)

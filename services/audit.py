@@ -14,7 +14,7 @@ The audit folds the whole log from position 0 with the one fold
 * ``malformed``: a committed decision whose bindings are not objects;
 * ``irreproducible``: re-validating the recorded proposal (its bindings, from the
   decision event) against the state folded up to just before the decision, with
-  the commit service's own :class:`~esched.services.commit.Validator`, gives the
+  the commit service's own :class:`~esched.core.validation.Validator`, gives the
   other verdict (commit vs reject). A rejection recorded without its bindings
   cannot be re-validated and is counted as ``unverifiable``. A committed
   preemption is re-validated after its evictions (they precede it in the log), so
@@ -22,7 +22,7 @@ The audit folds the whole log from position 0 with the one fold
 * ``quota``: a committed binding for a pod that admission had to reject: over a
   quota of its queue or namespace (given the config's ``quota:``), or submitted to
   a Closing or Closed queue. Admission is re-done event by event with the
-  dispatcher's own :class:`~esched.services.admission.Admission`;
+  dispatcher's own :class:`~esched.core.admission.Admission`;
 * ``reclaim_illegal``: an eviction of a committed reclaim (``Reclaimed``) that the
   queues' rule forbids on the state just before it (:mod:`esched.core.reclaim`:
   the victim's queue reclaimable, of lower priority than the reclaiming queue or
@@ -51,10 +51,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from esched.core import PHASES, ClusterState
+from esched.core import PHASE_PENDING, PHASE_RUNNING, PHASES, ClusterState
+from esched.core.admission import OBSERVED, Admission, Fact, event_key
 from esched.core.bands import BandConfig, may_preempt
 from esched.core.quota import Quota
 from esched.core.reclaim import victims_legal
+from esched.core.validation import RECLAIMED, Validator
 from esched.schemas.events import (
     NODE_REMOVED,
     PLACEMENT_COMMITTED,
@@ -65,21 +67,17 @@ from esched.schemas.events import (
     POD_REJECTED,
     POD_SUCCEEDED,
 )
-from esched.services.admission import OBSERVED, Admission, Fact, event_key, row_fact
-from esched.services.commit import RECLAIMED, Validator
-from esched.services.replay import human
+from esched.schemas.quantity import human_units
 from esched.services.store.base import EventStore, StoredEvent
+from esched.services.store.rows import row_fact
+from esched.services.store.snapshots import PAGE
 
 __all__ = ["Auditor", "Violation", "audit_store", "format_report"]
 
-_PENDING = PHASES.index("Pending")
-_RUNNING = PHASES.index("Running")
 #: Events after which a pod no longer needs admission's verdict.
 _ENDS = frozenset({POD_REJECTED, POD_DELETED, POD_SUCCEEDED, POD_FAILED})
 #: Events the audit decodes whole (it checks more of them than admission reads).
 _DECODED = frozenset({PLACEMENT_COMMITTED, PLACEMENT_REJECTED, NODE_REMOVED, POD_EVICTED})
-#: Rows per read of the log.
-PAGE = 20_000
 #: Violations listed in a report; the counts stay exact beyond it.
 MAX_LISTED = 1000
 
@@ -173,8 +171,8 @@ class Auditor:
         pidx = st.pod_index.get(pod)
         if (
             pidx is None
-            or st.pod_phase_np[pidx] != _RUNNING
-            or st.pod_node_np[pidx] != st.node_index.get(node, -2)
+            or st.phase_of(pidx) != PHASE_RUNNING
+            or st.node_of(pidx) != st.node_index.get(node, -2)
         ):
             self._flag(
                 position,
@@ -223,7 +221,7 @@ class Auditor:
                     "preemption_illegal",
                     f"{preemptor.label} pod(s) {', '.join(pods)} evicted {pod} ({band.label})",
                 )
-            g = int(st.pod_gang_np[pidx])
+            g = st.gang_of(pidx)
             if g >= 0:
                 gangs.add(g)
         return gangs
@@ -303,13 +301,13 @@ class Auditor:
             nidx = st.node_index.get(node)
             if pidx is None:
                 self._flag(position, "unknown_pod", f"pod {pod} bound but not in the log")
-            elif st.pod_phase_np[pidx] != _PENDING or pod in seen:
-                where = st.pod_node_np[pidx]
+            elif st.phase_of(pidx) != PHASE_PENDING or pod in seen:
+                where = st.node_of(pidx)
                 on = st.node_names[where] if where >= 0 else None
                 self._flag(
                     position,
                     "double_binding",
-                    f"pod {pod} bound to {node} while {PHASES[st.pod_phase_np[pidx]]}"
+                    f"pod {pod} bound to {node} while {PHASES[st.phase_of(pidx)]}"
                     + (f" on {on}" if on else "")
                     + (" (twice in one decision)" if pod in seen else ""),
                 )
@@ -319,28 +317,27 @@ class Auditor:
             else:
                 nodes.add(int(nidx))
             if pidx is not None:
-                g = int(st.pod_gang_np[pidx])
+                g = st.gang_of(pidx)
                 if g >= 0:
                     gangs[g] = gangs.get(g, 0) + 1
             seen.add(pod)
-        running_before = {g: int(st.gang_counts_np[g, _RUNNING]) for g in gangs}
+        running_before = {g: st.gang_count(g, PHASE_RUNNING) for g in gangs}
         st.apply(event, position)
         # 3. Over-commit on the bound nodes, after the decision.
-        nres = st.n_res
+        allocated, allocatable = st.node_allocated(), st.node_allocatable()
         for n in sorted(nodes):
-            over = np.flatnonzero(st.allocated_np[n, :nres] > st.allocatable_np[n, :nres])
+            over = np.flatnonzero(allocated[n] > allocatable[n])
             if over.size:
                 parts = ", ".join(
-                    f"{st.res_names[r]} {int(st.allocated_np[n, r])} > "
-                    f"{int(st.allocatable_np[n, r])}"
+                    f"{st.res_names[r]} {int(allocated[n, r])} > {int(allocatable[n, r])}"
                     for r in over
                 )
                 self._flag(position, "overcommit", f"node {st.node_names[n]}: {parts}")
         # 4. Gangs: atomic and at least minMember running after the decision.
         for g, named in gangs.items():
             self.checked["gang_decisions"] += 1
-            running = int(st.gang_counts_np[g, _RUNNING])
-            need = int(st.gang_min_np[g])
+            running = st.gang_count(g, PHASE_RUNNING)
+            need = st.gang_min_of(g)
             bound = running - running_before[g]
             if bound != named:
                 self._flag(
@@ -360,13 +357,13 @@ class Auditor:
         # The evictions are folded by now: a victim gang is gone whole or kept whole.
         st = self.state
         for g in sorted(gangs):
-            running = int(st.gang_counts_np[g, _RUNNING])
-            if 0 < running < int(st.gang_min_np[g]):
+            running = st.gang_count(g, PHASE_RUNNING)
+            if 0 < running < st.gang_min_of(g):
                 self._flag(
                     position,
                     "gang_split",
                     f"gang {st.gang_keys[g]}: {running} running < minMember "
-                    f"{int(st.gang_min_np[g])} after evictions",
+                    f"{st.gang_min_of(g)} after evictions",
                 )
 
     def report(self, *, complete: bool = True) -> dict[str, Any]:
@@ -459,7 +456,7 @@ def format_report(report: dict[str, Any]) -> str:
         for name, q in report["queues"].items():
             fair, alloc = q.get("fairShare") or {}, q.get("allocated") or {}
             res = " ".join(
-                f"{r}={human(r, alloc.get(r, 0))}/{human(r, fair.get(r, 0))}"
+                f"{r}={human_units(r, alloc.get(r, 0))}/{human_units(r, fair.get(r, 0))}"
                 for r in sorted(set(fair) | set(alloc))
                 if r != "pods"
             )

@@ -21,9 +21,9 @@ from esched.schemas.events import POD, namespaced_key, stream_name
 from esched.services.bus import open_bus
 from esched.services.devbroker import DevBroker
 from esched.services.ingest import IngestConfig, IngestService
-from esched.services.replay import PAGE, SNAPSHOT_NAME, fold_log, save_snapshot
 from esched.services.store import open_store
 from esched.services.store.base import NewEvent
+from esched.services.store.snapshots import PAGE, SNAPSHOT_NAME, fold_log, save_snapshot
 from esched.services.synth import cluster_log, pod_event
 
 __all__ = ["run_ingest_bench", "run_replay_bench"]

@@ -88,7 +88,7 @@ def make_pods(
 
 def _utilization(state: ClusterState, placer: Placer) -> dict[str, float]:
     used = placer.used_array()
-    alloc = state.allocatable_np[: used.shape[0], : used.shape[1]]
+    alloc = state.node_allocatable()[: used.shape[0], : used.shape[1]]
     out = {}
     for name in ("cpu", "memory"):
         c = state.res_index[name]
@@ -148,8 +148,8 @@ def _run(
 def _yardstick(state: ClusterState, cids: np.ndarray, target: int, repeat: int) -> dict[str, Any]:
     # DESIGN.md's plain C loop on the same nodes and pods, timed in this process.
     cols = [state.res_index[r] for r in ("cpu", "memory", "pods")]
-    alloc = state.allocatable_np[: state.n_nodes][:, cols]
-    req = state.class_req_np[cids][:, cols]
+    alloc = np.ascontiguousarray(state.node_allocatable()[:, cols])
+    req = np.ascontiguousarray(state.class_requests()[cids][:, cols])
     rates = [round(yardstick(alloc, req, target), 1) for _ in range(max(repeat, 1))]
     return {"pods_per_s": sorted(rates)[(len(rates) - 1) // 2], "pods_per_s_runs": rates}
 

@@ -63,9 +63,9 @@ from esched.schemas.events import (
 from esched.services.bus import open_bus
 from esched.services.bus.base import Bus, BusConsumer
 from esched.services.devbroker import DevBroker
-from esched.services.replay import fold_log, save_snapshot
 from esched.services.store import open_store
 from esched.services.store.base import NewEvent
+from esched.services.store.snapshots import fold_log, save_snapshot
 from esched.services.synth import cluster_log, pod_event
 
 __all__ = ["ServiceProcess", "preload", "run_e2e_bench", "run_restart_bench"]

@@ -53,18 +53,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
 import orjson
 
-from esched.core import PHASES, ClusterState
-from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
-from esched.core.bands import Band, BandConfig, may_preempt
-from esched.core.devices import DeviceLedger
-from esched.core.queues import QueueSpec, QueueTree
-from esched.core.reasons import NOT_ALIVE, decision_code
-from esched.core.reclaim import victims_legal
+from esched.core import PHASE_PENDING, ClusterState
+from esched.core.bands import BandConfig
+from esched.core.validation import PREEMPTED, RECLAIMED, Validator, Verdict
 from esched.schemas.events import (
     DECISIONS_STREAM,
     PLACEMENT_COMMITTED,
@@ -82,18 +77,10 @@ from esched.schemas.events import (
 )
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
 from esched.services import metrics
-from esched.services.admission import KEYED, row_fact
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
 from esched.services.faults import count_retry, is_transient, poll_or_pause
 from esched.services.ingest import deadletter_record
 from esched.services.lease import Lease, LocalLease
-from esched.services.replay import (
-    SNAPSHOT_NAME,
-    freeze_heap,
-    payload_pairs,
-    store_snapshot,
-    thaw_heap,
-)
 from esched.services.retry import retry_until
 from esched.services.store.base import (
     ConflictError,
@@ -103,18 +90,21 @@ from esched.services.store.base import (
     StoredEvent,
     StoreError,
 )
+from esched.services.store.rows import KEYED, row_fact
+from esched.services.store.snapshots import (
+    SNAPSHOT_NAME,
+    freeze_heap,
+    payload_pairs,
+    store_snapshot,
+    thaw_heap,
+)
 
 __all__ = [
-    "DEVICE_UNAVAILABLE",
     "FENCE_SNAPSHOT",
-    "QUEUE_CAPABILITY",
-    "REASONS",
     "CommitConfig",
     "CommitService",
     "CommitTotals",
     "NotLeader",
-    "Validator",
-    "Verdict",
     "decision_event",
     "decision_id",
     "eviction_events",
@@ -128,78 +118,10 @@ SERVICE = "commit"
 #: this service saves, so a new leader knows its fence without re-reading the log.
 FENCE_SNAPSHOT = "commit-fence"
 
-# Reason codes of rejected decisions (closed vocabulary; resources add insufficient_<name>).
-MALFORMED = "malformed"
-POD_UNKNOWN = "pod_unknown"
-POD_NOT_PENDING = "pod_not_pending"
-NODE_GONE = "node_gone"
-RESOURCES_MISMATCH = "resources_mismatch"
-CONSTRAINT = "constraint"
-GANG_UNKNOWN = "gang_unknown"
-GANG_INCOMPLETE = "gang_incomplete"
-VICTIM_GONE = "victim_gone"
-PREEMPTION_ILLEGAL = "preemption_illegal"
-VICTIM_GANG_SPLIT = "victim_gang_split"
-NODE_RESERVED = "node_reserved"
-#: A reclaim (Volcano queues) whose victims are not legal (core/reclaim.py).
-RECLAIM_ILLEGAL = "reclaim_illegal"
-#: The pod's Volcano queue is Closed: it schedules nothing (services/admission.py).
-QUEUE_CLOSED = "queue_closed"
-#: The bindings would take a queue (or an ancestor) over its ``capability``.
-QUEUE_CAPABILITY = "queue_capability"
-#: A GPU device the binding names lacks room (or the node has no such device).
-DEVICE_UNAVAILABLE = "device_unavailable"
-#: Reason code -> what it means (``insufficient_<resource>`` is open-ended).
-REASONS = {
-    MALFORMED: "the proposal contradicts itself (same pod twice, pod outside its gang)",
-    POD_UNKNOWN: "no such pod in the log (never submitted, or deleted)",
-    POD_NOT_PENDING: "the pod is already bound (or finished), or bound earlier in this batch",
-    NODE_GONE: "no such node (removed, or never added)",
-    RESOURCES_MISMATCH: "the claimed resources are not the pod's requests",
-    "insufficient_<resource>": "the node no longer has room for that resource",
-    CONSTRAINT: "node selector / affinity, taints, or the node is unschedulable",
-    GANG_UNKNOWN: "the proposal names a gang (PodGroup) the log does not have",
-    GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
-    VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "
-    "evicted earlier in this batch, or is one of the proposal's own pods)",
-    RECLAIM_ILLEGAL: "a victim's queue is not reclaimable, has a higher priority than the "
-    "reclaiming queue, would fall below its guarantee, or (equal "
-    "priorities) the reclaiming queue is not below its fair share or the "
-    "victim's would fall below its own",
-    PREEMPTION_ILLEGAL: "a victim's band is not strictly lower than the preemptor's, or both "
-    "are prod (Borg: prod never preempts prod)",
-    VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
-    "is evicted whole or not at all",
-    NODE_RESERVED: "the node is reserved for a starving gang the pod is not a member of",
-    QUEUE_CLOSED: "the pod's queue is Closed: it schedules nothing",
-    QUEUE_CAPABILITY: "the bound pods of the pod's queue (or of an ancestor queue), with the "
-    "earlier bindings of the batch and this proposal's, would exceed its "
-    "capability for a resource",
-    DEVICE_UNAVAILABLE: "a GPU device the binding names has no room for the pod's share (or "
-    "the node has no such device, or the devices do not match the GPU request)",
-}
-#: ``reason`` of the esched.pod.evicted events written for a committed preemption.
-PREEMPTED = "Preempted"
-#: ``reason`` of the evictions of a committed reclaim (proposal ``"reclaim": true``).
-RECLAIMED = "Reclaimed"
-
-_PENDING = PHASES.index("Pending")
-_RUNNING = PHASES.index("Running")
-
 
 def decision_id(proposal: str) -> str:
     """The event id of the decision on ``proposal``: the store's idempotency key."""
     return f"decision-{proposal}"
-
-
-class Verdict(NamedTuple):
-    """The outcome of validating one proposal (a named tuple: one per proposal)."""
-
-    ok: bool
-    reason: str | None = None
-    message: str = ""
-    #: Pods of the proposal, in binding order.
-    pods: tuple[str, ...] = ()
 
 
 def eviction_events(
@@ -262,377 +184,6 @@ def decision_event(
         body["reason"] = verdict.reason
         body["message"] = verdict.message
     return envelope(etype, source, body, id=decision_id(data["proposal"]), time=time_)
-
-
-class Validator:
-    """Fine-grained validation of proposals against a :class:`ClusterState`.
-
-    Shared by the commit service (decide) and the audit (re-decide). Each binding is
-    checked by the core (:meth:`Placer.binding_reasons`: resource by resource, then
-    selector, affinity, taints, unschedulable) on the placer's overlay: the state's
-    allocation plus the bindings accepted since :meth:`begin` (assumed) and the
-    proposal's own earlier bindings and victims. The state itself is never modified.
-    """
-
-    def __init__(self, state: ClusterState, bands: BandConfig | None = None) -> None:
-        self.state = state
-        self.bands = bands
-        # The real capacity of reserved nodes: a reservation is checked by name here.
-        self.placer = Placer(state, hide_reserved=False)
-        self.devices = DeviceLedger(state)
-        self.begin()
-
-    def begin(self) -> None:
-        """Start a batch: forget the bindings accepted so far (the state has them now)."""
-        self.placer.sync()  # drops the previous batch's assumptions
-        self.devices.begin()
-        self._bound: set[str] = set()  # pods bound by the batch
-        self._gang_extra: dict[int, int] = {}  # gang id -> members bound by the batch
-        self._evicted: set[str] = set()  # pods evicted by the batch
-        self._gang_evicted: dict[int, int] = {}  # gang id -> members evicted by the batch
-        self._capabilities()
-
-    def _capabilities(self) -> None:
-        """Queue capabilities as of the state: per queue id, the capped queues on its
-        path to the root (itself first) and what each of those subtrees holds now.
-        None when no queue has a capability (nothing to check, the common case). Plain
-        ints over the few capped resources: this runs per proposal."""
-        st = self.state
-        nq, nres = st.n_queues, st.n_res
-        #: queue id -> [(capped queue name, {resource column: limit})]
-        self._cap_chain: dict[int, list[tuple[str, dict[int, int]]]] | None = None
-        if not any(st.queue_meta[q].get("capability") for q in range(nq)):
-            return
-        specs = [QueueSpec.from_meta(st.queue_names[q], st.queue_meta[q]) for q in range(nq)]
-        tree = QueueTree(specs)
-        limits: dict[str, dict[int, int]] = {}
-        for name, spec in tree.specs.items():
-            cols = {
-                st.res_index[r]: int(v)
-                for r, v in spec.capability.items()
-                if r in st.res_index and st.res_index[r] < nres
-            }
-            if cols:
-                limits[name] = cols
-        alloc = st.queue_alloc_np
-        #: capped queue name -> {column: units its subtree holds (bound, then the batch's)}
-        self._cap_used: dict[str, dict[int, int]] = {}
-        self._cap_chain = {}
-        for q in range(nq):
-            chain = []
-            a: str | None = st.queue_names[q]
-            while a is not None:
-                lim = limits.get(a)
-                if lim is not None:
-                    chain.append((a, lim))
-                    used = self._cap_used.setdefault(a, dict.fromkeys(lim, 0))
-                    for c in lim:
-                        used[c] += int(alloc[q, c])
-                a = tree.parent.get(a)
-            self._cap_chain[q] = chain
-
-    def _over_capability(
-        self, delta: dict[int, np.ndarray], pods: tuple[str, ...]
-    ) -> tuple[Verdict | None, dict[str, dict[int, int]]]:
-        """Check queue capabilities against ``delta`` (queue id -> units the proposal
-        binds minus what its victims free): (rejection or None, per capped queue the
-        units to add to the batch's usage)."""
-        chains = self._cap_chain
-        add: dict[str, dict[int, int]] = {}
-        if not chains:
-            return None, add
-        limits: dict[str, dict[int, int]] = {}
-        for q, units in delta.items():
-            for name, lim in chains.get(q, ()):
-                acc = add.get(name)
-                if acc is None:
-                    acc = add[name] = {}
-                    limits[name] = lim
-                for c in lim:
-                    acc[c] = acc.get(c, 0) + int(units[c])
-        for name, acc in add.items():
-            used = self._cap_used[name]
-            lim = limits[name]
-            for c, amount in acc.items():
-                if amount > 0 and used[c] + amount > lim[c]:
-                    st = self.state
-                    return Verdict(
-                        False,
-                        QUEUE_CAPABILITY,
-                        f"queue {name}: {st.res_names[c]} {used[c] + amount} bound "
-                        f"with this proposal > capability {lim[c]} "
-                        f"(queue of {pods[0]})",
-                        pods,
-                    ), add
-        return None, add
-
-    def band_of_pod(self, pidx: int) -> Band:
-        """The Borg band of the pod in slot ``pidx`` under this validator's bands."""
-        return Band(int(self.placer.class_bands(self.bands)[int(self.state.pod_class_np[pidx])]))
-
-    def _victims(
-        self, data: dict[str, Any], pods: tuple[str, ...]
-    ) -> tuple[Verdict | None, list[int], dict[int, int]]:
-        """Check a preemption's victims: (rejection or None, victim pod slots, members
-        evicted per gang)."""
-        st = self.state
-        victims = data.get("victims") or []
-        freed: list[int] = []
-        by_gang: dict[int, int] = {}
-        if not victims:
-            return None, freed, by_gang
-        names = [v.get("pod") for v in victims]
-        if len(set(names)) != len(names):
-            return Verdict(False, MALFORMED, "the same victim appears twice", pods), freed, by_gang
-        if not all(p in st.pod_index for p in pods):
-            return None, freed, by_gang  # the bindings' check names the unknown pod
-        # A gang is as strong as its weakest member.
-        preemptor = min(self.band_of_pod(st.pod_index[p]) for p in pods)
-        own = set(pods)
-        reclaim = bool(data.get("reclaim"))
-        if reclaim:
-            # Volcano's reclaim: legality is the queues' (fair shares, reclaimable,
-            # guarantees), not the bands'; for one pod or one gang's members (one queue).
-            why = victims_legal(st, pods if len(pods) > 1 else pods[0], names, taken=self._evicted)
-            if why is not None:
-                return Verdict(False, RECLAIM_ILLEGAL, why, pods), freed, by_gang
-        for v in victims:
-            pod, node = v.get("pod"), v.get("node")
-            pidx = st.pod_index.get(pod)
-            nidx = st.node_index.get(node)
-            if (
-                pidx is None
-                or nidx is None
-                or pod in own
-                or pod in self._evicted
-                or st.pod_phase_np[pidx] != _RUNNING
-                or st.pod_node_np[pidx] != nidx
-            ):
-                return (
-                    Verdict(False, VICTIM_GONE, f"victim {pod} is not running on {node}", pods),
-                    freed,
-                    by_gang,
-                )
-            band = self.band_of_pod(pidx)
-            if not reclaim and not may_preempt(preemptor, band):
-                return (
-                    Verdict(
-                        False,
-                        PREEMPTION_ILLEGAL,
-                        f"{preemptor.label} may not preempt {pod} ({band.label})",
-                        pods,
-                    ),
-                    freed,
-                    by_gang,
-                )
-            freed.append(pidx)
-            g = int(st.pod_gang_np[pidx])
-            if g >= 0:
-                by_gang[g] = by_gang.get(g, 0) + 1
-        for g, k in by_gang.items():
-            running = (
-                int(st.gang_counts_np[g, _RUNNING])
-                + self._gang_extra.get(g, 0)
-                - self._gang_evicted.get(g, 0)
-            )
-            left = running - k
-            if 0 < left < int(st.gang_min_np[g]):
-                return (
-                    Verdict(
-                        False,
-                        VICTIM_GANG_SPLIT,
-                        f"gang {st.gang_keys[g]}: evicting {k} of {running} running "
-                        f"leaves {left} < minMember {int(st.gang_min_np[g])}",
-                        pods,
-                    ),
-                    freed,
-                    by_gang,
-                )
-        return None, freed, by_gang
-
-    def check(self, data: dict[str, Any], *, record: bool = True) -> Verdict:
-        """Validate one proposal (``data`` of ``esched.placement.proposed``).
-
-        With ``record`` an accepted proposal's bindings join the batch overlay, so
-        later proposals of the batch see them.
-        """
-        st = self.state
-        bindings = data.get("bindings") or []
-        pods = tuple([b.get("pod") for b in bindings])
-        if not bindings:
-            return Verdict(False, MALFORMED, "no bindings", pods)
-        if len(set(pods)) != len(pods):
-            return Verdict(False, MALFORMED, "the same pod appears twice in the proposal", pods)
-        gang_name = data.get("gang")
-        if gang_name is not None and gang_name not in st.gang_index:
-            return Verdict(False, GANG_UNKNOWN, f"no PodGroup {gang_name}", pods)
-        rejected, victims, victim_gangs = self._victims(data, pods)
-        if rejected is not None:
-            return rejected
-        placer = self.placer
-        for v in victims:
-            placer.assume_evicted(v)
-        taken: list[tuple[int, int]] = []  # (pod slot, node slot) assumed so far
-        took: list[tuple[int, int, list[int]]] = []  # GPU devices taken so far
-        gangs: dict[int, int] = {}
-        queue_delta: dict[int, np.ndarray] = {}
-        if self._cap_chain:
-            nres = st.n_res
-            for vidx in victims:
-                vq = int(st.pod_queue_np[vidx])
-                units = st.pod_alloc_np[vidx, :nres].astype(np.int64)
-                queue_delta[vq] = queue_delta[vq] - units if vq in queue_delta else -units
-        verdict = self._bindings(bindings, pods, gang_name, taken, gangs, queue_delta, took)
-        if verdict is None:
-            for g, proposed in gangs.items():
-                running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0)
-                need_members = int(st.gang_min_np[g])
-                if running + proposed < need_members:
-                    verdict = Verdict(
-                        False,
-                        GANG_INCOMPLETE,
-                        f"gang {st.gang_keys[g]}: {running} running + {proposed} "
-                        f"proposed < minMember {need_members}",
-                        pods,
-                    )
-                    break
-        cap_add: dict[str, dict[int, int]] = {}
-        if verdict is None:
-            verdict, cap_add = self._over_capability(queue_delta, pods)
-        if verdict is not None or not record:
-            # Not accepted (or only asked): the overlay is as it was before this proposal.
-            for pidx, nidx in reversed(taken):
-                placer.assume_binding(pidx, nidx, -1)
-            for pidx, nidx, devs in took:
-                self.devices.give_back(pidx, nidx, devs)
-            for v in victims:
-                placer.assume_evicted(v, -1)
-            return verdict if verdict is not None else Verdict(True, None, "", pods)
-        for name, acc in cap_add.items():
-            used = self._cap_used[name]
-            for c, amount in acc.items():
-                used[c] += amount
-        self._bound.update(pods)
-        for g, k in gangs.items():
-            self._gang_extra[g] = self._gang_extra.get(g, 0) + k
-        if victims:
-            self._evicted.update([v["pod"] for v in data["victims"]])
-            for g, k in victim_gangs.items():
-                self._gang_evicted[g] = self._gang_evicted.get(g, 0) + k
-        return Verdict(True, None, "", pods)
-
-    def _bindings(
-        self,
-        bindings: list[dict[str, Any]],
-        pods: tuple[str, ...],
-        gang_name: str | None,
-        taken: list[tuple[int, int]],
-        gangs: dict[int, int],
-        queue_delta: dict[int, np.ndarray],
-        took: list[tuple[int, int, list[int]]],
-    ) -> Verdict | None:
-        """Check each binding in order, assuming each one that fits (into ``taken``;
-        the GPU devices a binding names into ``took``;
-        members per gang into ``gangs``, requests per queue into ``queue_delta`` when
-        capabilities are checked); the first rejection, or None."""
-        st = self.state
-        placer = self.placer
-        for b in bindings:
-            pod, node = b["pod"], b["node"]
-            pidx = st.pod_index.get(pod)
-            if pidx is None:
-                return Verdict(False, POD_UNKNOWN, f"pod {pod} is not in the log", pods)
-            if st.pod_phase_np[pidx] != _PENDING or pod in self._bound:
-                where = st.pod_node_np[pidx]
-                on = f" (on {st.node_names[where]})" if where >= 0 else ""
-                return Verdict(
-                    False,
-                    POD_NOT_PENDING,
-                    f"pod {pod} is {PHASES[st.pod_phase_np[pidx]]}{on}"
-                    if pod not in self._bound
-                    else f"pod {pod} was bound earlier in this batch",
-                    pods,
-                )
-            q = int(st.pod_queue_np[pidx])
-            if st.queue_meta[q].get("state") == "Closed":
-                return Verdict(
-                    False, QUEUE_CLOSED, f"pod {pod}: queue {st.queue_names[q]} is Closed", pods
-                )
-            g = int(st.pod_gang_np[pidx])
-            if gang_name is not None and (g < 0 or st.gang_keys[g] != gang_name):
-                return Verdict(False, MALFORMED, f"pod {pod} is not a member of {gang_name}", pods)
-            nidx = st.node_index.get(node)
-            if nidx is None:
-                return Verdict(False, NODE_GONE, f"node {node} does not exist", pods)
-            holder = st.reserved_nodes.get(node)
-            if holder is not None and (g < 0 or st.gang_keys[g] != holder):
-                return Verdict(
-                    False, NODE_RESERVED, f"node {node} is reserved for gang {holder}", pods
-                )
-            cid = int(st.pod_class_np[pidx])
-            requests = st.class_specs[cid]["requests"]
-            claimed = b.get("resources") or {}
-            if not _same_resources(claimed, requests):
-                return Verdict(
-                    False,
-                    RESOURCES_MISMATCH,
-                    f"pod {pod} claims {dict(claimed)}, requests {requests}",
-                    pods,
-                )
-            bits = placer.binding_reasons(pidx, nidx)
-            if bits:
-                return self._rejection(pod, node, pidx, nidx, bits, pods)
-            devices = b.get("devices")
-            if devices is not None:
-                why = self.devices.take(pidx, nidx, devices)
-                if why is not None:
-                    return Verdict(False, DEVICE_UNAVAILABLE, f"pod {pod}: {why}", pods)
-                took.append((pidx, nidx, devices))
-            placer.assume_binding(pidx, nidx)
-            taken.append((pidx, nidx))
-            if g >= 0:
-                gangs[g] = gangs.get(g, 0) + 1
-            if self._cap_chain:
-                need = st.class_req_np[cid, : st.n_res].astype(np.int64)
-                queue_delta[q] = queue_delta[q] + need if q in queue_delta else need
-        return None
-
-    def _rejection(
-        self, pod: str, node: str, pidx: int, nidx: int, bits: int, pods: tuple[str, ...]
-    ) -> Verdict:
-        """The verdict for a binding the core found not fitting (reason ``bits``):
-        the first resource short, else the constraints."""
-        st = self.state
-        if bits >> RESOURCE_REASON_SHIFT:
-            nres = st.n_res
-            need = st.class_req_np[int(st.pod_class_np[pidx]), :nres].astype(np.int64)
-            used = self.placer.used_array()[nidx, :nres].astype(np.int64)
-            cap = st.allocatable_np[nidx, :nres].astype(np.int64)
-            r = int(np.flatnonzero((need > 0) & (used + need > cap))[0])
-            name = st.res_names[r]
-            return Verdict(
-                False,
-                decision_code(name),
-                f"pod {pod} needs {name}={int(need[r])} on node {node}, "
-                f"{max(int(cap[r] - used[r]), 0)} free",
-                pods,
-            )
-        if bits == NOT_ALIVE:
-            return Verdict(False, NODE_GONE, f"node {node} is not alive", pods)
-        problems = self.placer.reason_texts(pidx, nidx, bits)
-        return Verdict(False, CONSTRAINT, f"pod {pod} on node {node}: {'; '.join(problems)}", pods)
-
-
-def _same_resources(claimed: dict[str, Any], requests: dict[str, int]) -> bool:
-    """Whether a binding claims exactly the pod's requests (``pods`` may be left out)."""
-    if claimed == requests:  # what replicas send: the class's requests as they are
-        return True
-    for name in set(claimed) | set(requests):
-        want = requests.get(name, 0)
-        got = claimed.get(name, want if name == "pods" else 0)
-        if got != want:
-            return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -918,8 +469,7 @@ class CommitService:
             folded.extend((r.type, r.stream) for r in rows)
             if len(rows) < _PAGE:
                 break
-        n = self.state.n_pods
-        metrics.COMMIT_PENDING_PODS.set(int((self.state.pod_phase_np[:n] == _PENDING).sum()))
+        metrics.COMMIT_PENDING_PODS.set(self.state.phase_count(PHASE_PENDING))
         return folded
 
     def _fold_rows(self, rows: list[StoredEvent], live: bool) -> None:

@@ -20,7 +20,7 @@ replica's fold must reach before acting on it. Causes:
   Duplicates are harmless: replicas skip pods no longer Pending and the commit
   service rejects a second binding.
 
-**Queues and quota** (:mod:`~esched.services.admission`): a submission to a Closing
+**Queues and quota** (:mod:`~esched.core.admission`): a submission to a Closing
 or Closed queue or over a quota is rejected (an ``esched.pod.rejected`` event,
 appended here with a deterministic id), a job its queue's capability (or a Closed
 queue) does not admit is held until capacity frees or the queue changes, and what
@@ -57,14 +57,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
-import numpy as np
 import orjson
 
-from esched.core import PHASES, ClusterState, Placer
+from esched.core import PHASE_PENDING, PHASE_RUNNING, ClusterState, Placer
+from esched.core.admission import OBSERVED, Admission, Fact, Rejection
 from esched.core.queues import queue_view
 from esched.core.reclaim import may_reclaim, plan_gang_reclaim, plan_reclaim
+from esched.core.validation import Validator
 from esched.schemas.events import (
     NODE_ADDED,
     NODE_REMOVED,
@@ -88,15 +89,14 @@ from esched.schemas.events import (
     timestamp,
 )
 from esched.services import metrics
-from esched.services.admission import KEYED, OBSERVED, Admission, Fact, Rejection, row_fact
 from esched.services.bus import Bus, BusError, BusProducer
-from esched.services.commit import Validator
 from esched.services.faults import count_retry, is_transient
 from esched.services.lease import Lease, LocalLease
-from esched.services.replay import payload_pairs
-from esched.services.replica import LogFollower
 from esched.services.retry import retry_until
 from esched.services.store.base import EventStore, NewEvent, StoredEvent
+from esched.services.store.follower import LogFollower
+from esched.services.store.rows import KEYED, row_fact
+from esched.services.store.snapshots import payload_pairs
 
 __all__ = ["DispatchConfig", "DispatchTotals", "Dispatcher", "work_item"]
 
@@ -104,8 +104,6 @@ log = logging.getLogger(__name__)
 
 SERVICE = "dispatch"
 
-_PENDING = PHASES.index("Pending")
-_RUNNING = PHASES.index("Running")
 #: Events after which a parked (unschedulable) pod may fit: capacity freed or added.
 _CAPACITY = frozenset(
     {POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_EVICTED, NODE_ADDED, NODE_UPDATED}
@@ -326,12 +324,7 @@ class Dispatcher:
                 )
                 idx = st.node_index.get(name)
                 if idx is not None:
-                    keys = cast("list[str]", st.pod_keys)  # bound pods' slots have keys
-                    pods.update(
-                        dict.fromkeys(
-                            keys[p] for p in np.flatnonzero(st.pod_node_np[: st.n_pods] == idx)
-                        )
-                    )
+                    pods.update(dict.fromkeys(st.pods_on_node(idx)))
         st.apply_payloads(payload_pairs(rows[start:]))
         facts = self._facts(rows)
         self._rejections.extend(self.admission.observe(st, facts))
@@ -387,7 +380,7 @@ class Dispatcher:
     def _park(self, pod: str, seen: int, now: float) -> None:
         """An unschedulable report: wait for capacity (and backoff) before re-publishing."""
         idx = self.state.pod_index.get(pod)
-        if idx is None or self.state.pod_phase_np[idx] != _PENDING:
+        if idx is None or self.state.phase_of(idx) != PHASE_PENDING:
             return  # placed (or gone) meanwhile, e.g. through a duplicate work item
         reports = self._reports.get(pod, 0) + 1
         self._reports[pod] = reports
@@ -408,9 +401,9 @@ class Dispatcher:
         rejecting = self.admission.rejecting
         for pod in pods:
             idx = st.pod_index.get(pod)
-            if idx is None or st.pod_phase_np[idx] != _PENDING or pod in rejecting:
+            if idx is None or st.phase_of(idx) != PHASE_PENDING or pod in rejecting:
                 continue
-            g = int(st.pod_gang_np[idx])
+            g = st.gang_of(idx)
             if g >= 0:
                 gang_set[st.gang_keys[g]] = None
             else:
@@ -419,11 +412,11 @@ class Dispatcher:
             gi = st.gang_index.get(gang)
             if gi is None or self.admission.gang_rejected(gang):
                 continue
-            pending = int(st.gang_counts_np[gi, _PENDING])
-            running = int(st.gang_counts_np[gi, _RUNNING])
+            pending = st.gang_count(gi, PHASE_PENDING)
+            running = st.gang_count(gi, PHASE_RUNNING)
             # A gang is work once its pending members can reach minMember together with
             # the running ones; earlier, no placement could be committed anyway.
-            if pending > 0 and pending + running >= int(st.gang_min_np[gi]):
+            if pending > 0 and pending + running >= st.gang_min_of(gi):
                 out.append((cause, "gang", gang))
         return out
 
@@ -461,7 +454,7 @@ class Dispatcher:
         now = time.monotonic()
         for pod, judged_at in reports.items():
             idx = st.pod_index.get(pod)
-            if idx is None or st.pod_phase_np[idx] != _PENDING:
+            if idx is None or st.phase_of(idx) != PHASE_PENDING:
                 continue
             # A report judged before the newest capacity event has seen room freed since.
             if judged_at[0] < capacity_at:
@@ -533,9 +526,9 @@ class Dispatcher:
             if self._reclaiming.get(pod, 0.0) > now:
                 continue
             idx = st.pod_index.get(pod)
-            if idx is None or st.pod_phase_np[idx] != _PENDING:
+            if idx is None or st.phase_of(idx) != PHASE_PENDING:
                 continue
-            q = int(st.pod_queue_np[idx])
+            q = st.queue_of(idx)
             queue = st.queue_names[q]
             if (
                 queue in tried
@@ -543,7 +536,7 @@ class Dispatcher:
                 or st.queue_meta[q].get("state") == "Closed"
             ):
                 continue  # a Closed queue schedules nothing: it reclaims nothing either
-            g = int(st.pod_gang_np[idx])
+            g = st.gang_of(idx)
             if g >= 0:
                 # A gang member: reclaim for the whole gang, all or nothing.
                 gang = st.gang_keys[g]
@@ -554,7 +547,7 @@ class Dispatcher:
                 if gplan is None:
                     continue
                 requests = {
-                    p: dict(st.class_specs[int(st.pod_class_np[st.pod_index[p]])]["requests"])
+                    p: dict(st.class_specs[st.pod_class_id(p)]["requests"])
                     for p, _n in gplan.bindings
                 }
                 data = gplan.proposal(f"reclaim-{gang}-{position}", position, requests)
@@ -575,7 +568,7 @@ class Dispatcher:
             plan = plan_reclaim(st, self._placer, pod, view)
             if plan is None:
                 continue
-            pod_requests = dict(st.class_specs[int(st.pod_class_np[idx])]["requests"])
+            pod_requests = dict(st.class_specs[st.class_of(idx)]["requests"])
             data = plan.proposal(f"reclaim-{pod}-{position}", position, pod_requests)
             self._reclaiming[pod] = now + self.config.reclaim_timeout
             if not self._valid(data):
@@ -594,7 +587,7 @@ class Dispatcher:
 
     def _valid(self, data: dict[str, Any]) -> bool:
         """Whether the commit service would accept reclaim proposal ``data`` on this fold
-        (its own :class:`~esched.services.commit.Validator`: fit, constraints, queue
+        (its own :class:`~esched.core.validation.Validator`: fit, constraints, queue
         capability, the reclaim rule), so a plan it must refuse, e.g. one taking the
         reclaiming queue over its capability, is not sent round again and again."""
         if self._validator is None or self._validator.state is not self.state:
@@ -728,7 +721,7 @@ class Dispatcher:
             if pod in self._parked:
                 continue
             idx = st.pod_index.get(pod)
-            if idx is not None and st.pod_phase_np[idx] == _PENDING:
+            if idx is not None and st.phase_of(idx) == PHASE_PENDING:
                 return False
         return all(p.capacity_seq >= self._capacity_seq for p in self._parked.values())
 

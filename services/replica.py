@@ -38,7 +38,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from esched.core import PHASES, ClusterState, Profile
+from esched.core import PHASE_PENDING, ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.bands import BandConfig
 from esched.core.devices import FoldedDevices
@@ -67,13 +67,12 @@ from esched.schemas.events import (
 )
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
-from esched.services.replay import fold_log, freeze_heap, payload_pairs, thaw_heap
 from esched.services.retry import retry_until
-from esched.services.store.base import EventStore, NewEvent, StoredEvent, TransientStoreError
+from esched.services.store.base import EventStore, NewEvent, TransientStoreError
+from esched.services.store.follower import LogFollower
 
 __all__ = [
     "REPLICA_GROUP",
-    "LogFollower",
     "Replica",
     "ReplicaConfig",
     "ReplicaTotals",
@@ -89,7 +88,6 @@ SERVICE = "replica"
 #: spreads the work partitions over them and moves a dead member's partitions.
 REPLICA_GROUP = "esched-replicas"
 
-_PENDING = PHASES.index("Pending")
 
 Submit = Callable[[list[dict[str, Any]]], Awaitable[Any]]
 
@@ -102,115 +100,6 @@ def unschedulable_id(pod: str, position: int) -> str:
 
 def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TransientStoreError) or (isinstance(exc, BusError) and exc.retriable)
-
-
-# ---------------------------------------------------------------------- log follower
-
-
-class LogFollower:
-    """A live fold of the log: newest snapshot + catch-up, then :meth:`EventStore.subscribe`.
-
-    By default a batch is folded from its stored bytes (``state.apply_payloads``, the
-    fold's bytes path, as catch-up does), and ``after_fold(events)`` then gets the
-    ``(position, envelope)`` pairs of the batch's events whose type is in ``decode``
-    (None: all): every replica follows every event, so only what a handler reads is
-    decoded. ``handle(rows)`` instead folds a batch of stored events itself: a
-    handler that needs to look at the state *before* an event (the dispatcher, for a
-    removed node's pods).
-    """
-
-    def __init__(
-        self,
-        store: EventStore,
-        *,
-        handle: Callable[[list[StoredEvent]], None] | None = None,
-        after_fold: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
-        decode: Collection[str] | None = None,
-        batch: int = 5000,
-    ) -> None:
-        self.store = store
-        self.state: ClusterState | None = None
-        self._handle = handle
-        self._after = after_fold
-        self._decode = None if decode is None else frozenset(decode)
-        self._batch = batch
-        self._task: asyncio.Task | None = None
-        self._advanced = asyncio.Event()
-        self.error: BaseException | None = None
-
-    @property
-    def position(self) -> int:
-        return -1 if self.state is None else int(self.state.position)
-
-    async def start(self) -> ClusterState:
-        """Build the state up to the head and start following; returns the state."""
-        self.state = await retry_until(
-            lambda: fold_log(self.store), retriable=_is_transient, what="fold the log"
-        )
-        freeze_heap()
-        self._task = asyncio.create_task(self._follow(), name="log-follower")
-        return self.state
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            task, self._task = self._task, None
-            # Python 3.11's asyncio.wait_for (the subscription's wait for a signal)
-            # swallows a cancellation that arrives as the signal does: cancel again
-            # until the task has ended, or stop() would wait on a live follower.
-            while not task.done():
-                task.cancel()
-                await asyncio.wait({task}, timeout=1.0)
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            thaw_heap()
-
-    async def _follow(self) -> None:
-        state = self.state
-        assert state is not None
-        loads = orjson.loads
-        decode = self._decode
-        try:
-            async with self.store.subscribe(state.position, self._batch) as sub:
-                async for rows in sub:
-                    rows = [r for r in rows if r.position > state.position]
-                    if not rows:
-                        continue
-                    if self._handle is not None:
-                        self._handle(rows)
-                    else:
-                        state.apply_payloads(payload_pairs(rows))
-                        if self._after is not None:
-                            self._after(
-                                [
-                                    (r.position, loads(r.payload))
-                                    for r in rows
-                                    if decode is None or r.type in decode
-                                ]
-                            )
-                    self._advanced.set()
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # surfaced to waiters: a dead fold must not hang them
-            log.exception("log follower failed")
-            self.error = exc
-            self._advanced.set()
-            raise
-
-    async def wait_for(self, position: int, within: float | None = None) -> bool:
-        """Wait until the fold has reached ``position``; False after ``within`` s."""
-        deadline = None if within is None else time.monotonic() + within
-        while self.position < position:
-            if self.error is not None:
-                raise RuntimeError("the log follower died") from self.error
-            self._advanced.clear()
-            if self.position >= position:
-                break
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._advanced.wait(), left)
-        return True
 
 
 # ---------------------------------------------------------------------- shared consumer
@@ -819,8 +708,7 @@ class Replica:
             )
 
     def _pending_count(self) -> int:
-        st = self.state
-        return int(np.count_nonzero(st.pod_phase_np[: st.n_pods] == _PENDING))
+        return self.state.phase_count(PHASE_PENDING)
 
     async def _place(self, targets: list[Target], planned: asyncio.Event | None = None) -> None:
         """Place, propose, wait, retry rejected ones; report the unplaceable.

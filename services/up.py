@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from esched.core import Profile
+from esched.core.admission import Admission
 from esched.core.bands import BandConfig
 from esched.core.quota import Quota
-from esched.services.admission import Admission
 from esched.services.bus import open_bus
 from esched.services.bus.base import TopicNames
 from esched.services.commit import CommitConfig, CommitService
@@ -33,9 +33,9 @@ from esched.services.dispatch import Dispatcher
 from esched.services.event_files import Record, publish_records, record_for_event
 from esched.services.ingest import IngestConfig, IngestService
 from esched.services.lease import open_lease
-from esched.services.replay import fold_log
 from esched.services.replica import REPLICA_GROUP, Replica, ReplicaConfig, SharedConsumer
 from esched.services.store import open_store
+from esched.services.store.snapshots import fold_log
 from esched.services.synth import node_event, pod_event
 
 __all__ = ["Up", "UpConfig", "generated_records", "parse_generate", "system_idle"]

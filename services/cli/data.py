@@ -112,8 +112,9 @@ def replay(
     Running, Succeeded, Failed}; gangs {ns/name: {minMember, queue, <phase>: n}};
     queues {name: {...}}. Quantities are integers in base units (milli-CPU, bytes).
     """
-    from esched.services.replay import fold_log, format_table
-    from esched.services.replay import save_snapshot as write_snapshot
+    from esched.services.replay import format_table
+    from esched.services.store.snapshots import fold_log
+    from esched.services.store.snapshots import save_snapshot as write_snapshot
 
     if upto is not None and at_time:
         raise click.UsageError("give --upto or --at, not both")

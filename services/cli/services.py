@@ -370,7 +370,7 @@ def dispatch(
     unschedulable ones when capacity frees, with backoff. One instance is active
     (lease `dispatch`); others stand by. Prints a JSON summary when it stops.
     """
-    from esched.services.admission import Admission
+    from esched.core.admission import Admission
     from esched.services.dispatch import Dispatcher
     from esched.services.lease import open_lease
 

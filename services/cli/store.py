@@ -40,7 +40,7 @@ def store_migrate(store: str) -> None:
 @store_option
 def store_info(store: str) -> None:
     """Print the log head and the newest snapshot."""
-    from esched.services.replay import SNAPSHOT_NAME
+    from esched.services.store.snapshots import SNAPSHOT_NAME
 
     async def main() -> dict:
         async with migrated_store(store) as es:

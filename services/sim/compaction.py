@@ -322,14 +322,13 @@ def hole_counts(sim: Simulator, fillers: list[Filler]) -> list[dict]:
     filling."""
     st = sim.state
     n = st.n_nodes
-    free = st.allocatable_np[:n].astype(np.int64) - st.allocated_np[:n].astype(np.int64)
+    allocatable, allocated = st.node_allocatable(), st.node_allocated()
+    free = allocatable.astype(np.int64) - allocated.astype(np.int64)
     pods_col = st.res_index.get("pods")
     dev = sim.devices
     if dev is not None:
-        width = dev.free_np.shape[1]
-        present = np.arange(width)[None, :] < dev.ndev_np[:n, None]
-        dfree = np.where(present, dev.free_np[:n], 0).astype(np.int64)
-        idle = (present & (dev.free_np[:n] == 1000)).sum(axis=1)
+        dfree = dev.device_free(n)
+        idle = dev.idle_devices(n)
     out = []
     for f in fillers:
         per_node = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
@@ -355,9 +354,9 @@ def hole_counts(sim: Simulator, fillers: list[Filler]) -> list[dict]:
             c = st.res_index.get(res)
             if c is None:
                 continue
-            cap = int(st.allocatable_np[:n, c].sum())
+            cap = int(allocatable[:, c].sum())
             if cap:
-                used = int(st.allocated_np[:n, c].sum())
+                used = int(allocated[:, c].sum())
                 label = {"cpu": "cpu", "memory": "memory", GPU_RESOURCE: "gpu"}[res]
                 rates[label] = {"before": used / cap, "after": (used + count * req) / cap}
         out.append(
@@ -391,9 +390,9 @@ def _rates(sim: Simulator) -> dict:
         c = st.res_index.get(res)
         if c is None:
             continue
-        cap = int(st.allocatable_np[: st.n_nodes, c].sum())
+        cap = int(st.node_allocatable()[:, c].sum())
         if cap:
-            out[label] = int(st.allocated_np[: st.n_nodes, c].sum()) / cap
+            out[label] = int(st.node_allocated()[:, c].sum()) / cap
     return out
 
 

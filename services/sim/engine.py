@@ -250,7 +250,6 @@ class Simulator:
         self.scheduler = SchedulingPass(
             st, self.placer, self.pass_config, devices=self.devices, gpu_resource=GPU_RESOURCE
         )
-        n_slots = st.n_nodes
 
         jobs = self.jobs
         J = len(jobs)
@@ -282,7 +281,7 @@ class Simulator:
         self.placements = 0
         res_names = [r for r in ("cpu", "memory", GPU_RESOURCE) if r in st.res_index]
         cols = [st.res_index[r] for r in res_names]
-        cap = st.allocatable_np[:n_slots][:, cols].sum(axis=0)
+        cap = st.node_allocatable()[:, cols].sum(axis=0)
         capacity = {r: int(c) for r, c in zip(res_names, cap, strict=True)}
         self._totals = dict.fromkeys(res_names, 0)
         series_t: list[float] = []
@@ -625,9 +624,8 @@ class Simulator:
 
     def _node_share(self, col: int) -> np.ndarray:
         st = self.state
-        n = st.n_nodes
-        cap = st.allocatable_np[:n, col].astype(np.float64)
-        used = st.allocated_np[:n, col].astype(np.float64)
+        cap = st.node_allocatable()[:, col].astype(np.float64)
+        used = st.node_allocated()[:, col].astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(cap > 0, used / np.where(cap > 0, cap, 1), np.nan)
         return share.astype(np.float32)
@@ -637,8 +635,8 @@ class Simulator:
         free), so nothing can use them (Borg's stranded resources)."""
         st = self.state
         n = st.n_nodes
-        cap = st.allocatable_np[:n][:, cols].astype(np.float64)
-        free = cap - st.allocated_np[:n][:, cols]
+        cap = st.node_allocatable()[:, cols].astype(np.float64)
+        free = cap - st.node_allocated()[:, cols]
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(cap > 0, free / np.where(cap > 0, cap, 1), np.inf)
         exhausted = share < STRAND_EXHAUSTED

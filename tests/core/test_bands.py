@@ -136,7 +136,7 @@ def test_gang_message_names_the_short_resource():
     p = Placer(s)
     assert p.plan_gang(keys, 10) is None
     assert p.gang_message() == "7/10 members fit; short of nvidia.com/gpu: 3"
-    assert (p.used_array() == s.allocated_np[: s.n_nodes, : s.n_res]).all()  # nothing held
+    assert (p.used_array() == s.node_allocated()).all()  # nothing held
 
 
 def test_gang_message_when_the_room_is_fragmented():

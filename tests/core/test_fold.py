@@ -156,17 +156,17 @@ def test_label_and_taint_bits_follow_the_node(log, state):
             taints=[{"key": "gpu", "value": "", "effect": "NoSchedule"}],
         ),
     )
-    bits = int(state.label_bits_np[0, 0])
+    bits = int(state.label_words_of(0)[0])
     for text in ("zone=a", "zone", "disk=ssd", "disk"):
         assert bits >> state.label_ids[text] & 1
-    assert int(state.taint_bits_np[0, 0]) >> state.taint_ids[("gpu", "", "NoSchedule")] & 1
+    assert int(state.taint_words_of(0)[0]) >> state.taint_ids[("gpu", "", "NoSchedule")] & 1
 
 
 def test_many_distinct_labels_widen_the_bitsets(log, state):
     labels = {f"k{i}": "v" for i in range(100)}
     log(EV.NODE_ADDED, node("n1", labels=labels))
     assert state.label_words >= 4
-    row = state.label_bits_np[0]
+    row = state.label_words_of(0)
     for text in ("k99=v", "k0"):
         b = state.label_ids[text]
         assert int(row[b >> 6]) >> (b & 63) & 1

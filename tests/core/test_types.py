@@ -17,10 +17,10 @@ def test_typedefs_have_the_sizes_and_signs_the_tables_assume():
 
 
 def test_state_tables_use_those_dtypes():
-    s = ClusterState()
-    assert s.allocatable_np.dtype == np.int64
-    assert s.allocated_np.dtype == np.int64
-    assert s.pod_node_np.dtype == np.int32
-    assert s.label_bits_np.dtype == np.uint64
-    assert s.flags_np.dtype == np.uint8
-    assert s.pod_phase_np.dtype == np.int8
+    tables = ClusterState().tables()
+    assert tables["allocatable"].dtype == np.int64
+    assert tables["allocated"].dtype == np.int64
+    assert tables["pod_node"].dtype == np.int32
+    assert tables["label_bits"].dtype == np.uint64
+    assert tables["flags"].dtype == np.uint8
+    assert tables["pod_phase"].dtype == np.int8

@@ -1,4 +1,4 @@
-"""Queue admission, quota and allocation order (services/admission.py), alone and in the
+"""Queue admission, quota and allocation order (core/admission.py), alone and in the
 dispatcher against the real stores."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import orjson
 import pytest
 
 from esched.core import ClusterState
+from esched.core.admission import Admission, event_key
 from esched.core.quota import QuotaConfigError, parse_quota
 from esched.schemas import events as ev_types
-from esched.services.admission import Admission, event_key
 from esched.services.bus.memory import MemoryBus
 from esched.services.dispatch import DispatchConfig, Dispatcher
 from esched.services.store import EventStore
@@ -508,7 +508,8 @@ async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store:
 
 
 async def test_commit_rejects_placing_a_pod_of_a_closed_queue(store: EventStore):
-    from esched.services.commit import QUEUE_CLOSED, CommitService
+    from esched.core.validation import QUEUE_CLOSED
+    from esched.services.commit import CommitService
 
     await append_events(
         store,
@@ -679,8 +680,8 @@ async def test_up_reclaims_for_a_starved_queue_and_the_audit_passes(tmp_path):
     from esched.services.audit import audit_store
     from esched.services.bus.base import TopicNames
     from esched.services.event_files import record_for_event
-    from esched.services.replay import fold_log
     from esched.services.store import open_store
+    from esched.services.store.snapshots import fold_log
     from esched.services.up import Up, UpConfig
 
     url = f"sqlite:///{tmp_path / 'r.sqlite'}"
@@ -721,8 +722,8 @@ async def test_up_seed_example_priority_100_queue_takes_the_cluster_from_priorit
     from esched.services.audit import audit_store
     from esched.services.bus.base import TopicNames
     from esched.services.event_files import record_for_event
-    from esched.services.replay import fold_log
     from esched.services.store import open_store
+    from esched.services.store.snapshots import fold_log
     from esched.services.up import Up, UpConfig
 
     url = f"sqlite:///{tmp_path / 'p.sqlite'}"
@@ -758,8 +759,8 @@ async def test_up_seed_example_weights_two_to_one_give_two_thirds_and_one_third(
     from esched.services.audit import audit_store
     from esched.services.bus.base import TopicNames
     from esched.services.event_files import record_for_event
-    from esched.services.replay import fold_log
     from esched.services.store import open_store
+    from esched.services.store.snapshots import fold_log
     from esched.services.up import Up, UpConfig
 
     url = f"sqlite:///{tmp_path / 'w.sqlite'}"
@@ -784,7 +785,8 @@ async def test_up_seed_example_weights_two_to_one_give_two_thirds_and_one_third(
 
 
 async def test_commit_checks_a_reclaim_by_the_queues_rule(store: EventStore):
-    from esched.services.commit import RECLAIM_ILLEGAL, CommitService
+    from esched.core.validation import RECLAIM_ILLEGAL
+    from esched.services.commit import CommitService
 
     # Fair shares (cpu): keep 1 (its demand), a and b 1.5 each; a holds 3.
     await append_events(
@@ -852,7 +854,7 @@ async def test_reclaim_over_kafka_and_postgresql(
     to the commit service, which commits the eviction and the binding in PostgreSQL."""
     from esched.services.bus import open_bus
     from esched.services.commit import CommitService
-    from esched.services.replay import fold_log
+    from esched.services.store.snapshots import fold_log
 
     await append_events(
         pg_store,
@@ -904,7 +906,8 @@ async def test_reclaim_over_kafka_and_postgresql(
 
 
 async def test_commit_takes_a_gang_reclaim_whole_or_not_at_all(store: EventStore):
-    from esched.services.commit import RECLAIM_ILLEGAL, CommitService
+    from esched.core.validation import RECLAIM_ILLEGAL
+    from esched.services.commit import CommitService
 
     pg = ev(
         "pg-g",
@@ -975,8 +978,8 @@ async def test_up_reclaims_for_a_starved_queues_gang_and_the_audit_passes(tmp_pa
     from esched.services.audit import audit_store
     from esched.services.bus.base import TopicNames
     from esched.services.event_files import record_for_event
-    from esched.services.replay import fold_log
     from esched.services.store import open_store
+    from esched.services.store.snapshots import fold_log
     from esched.services.up import Up, UpConfig
 
     url = f"sqlite:///{tmp_path / 'g.sqlite'}"
@@ -1024,7 +1027,8 @@ async def test_up_reclaims_for_a_starved_queues_gang_and_the_audit_passes(tmp_pa
 
 
 async def test_commit_rejects_bindings_over_a_queue_capability(store: EventStore):
-    from esched.services.commit import QUEUE_CAPABILITY, CommitService
+    from esched.core.validation import QUEUE_CAPABILITY
+    from esched.services.commit import CommitService
 
     # q (capability 2 CPUs) under parent p (capability 3 CPUs); sibling s uncapped.
     await append_events(

@@ -14,6 +14,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from esched.core.validation import Verdict
 from esched.schemas.events import DECISIONS_STREAM
 from esched.services.audit import audit_store
 from esched.services.bus import open_bus
@@ -24,13 +25,12 @@ from esched.services.commit import (
     CommitConfig,
     CommitService,
     NotLeader,
-    Verdict,
     decision_event,
     decision_id,
 )
 from esched.services.lease import PostgresLease
-from esched.services.replay import SNAPSHOT_NAME, fold_log, save_snapshot
 from esched.services.store import NewEvent, open_store
+from esched.services.store.snapshots import SNAPSHOT_NAME, fold_log, save_snapshot
 
 from .factories import append_events, ev, node, pod, podgroup
 from .factories import placement as proposal

@@ -26,8 +26,8 @@ from esched.services.audit import audit_events, audit_store
 from esched.services.bus.base import TopicNames
 from esched.services.commit import CommitService, decision_id
 from esched.services.event_files import record_for_event
-from esched.services.replay import fold_log
 from esched.services.store import open_store
+from esched.services.store.snapshots import fold_log
 from esched.services.up import Up, UpConfig
 
 from .factories import append_events, ev, node, placement, pod, podgroup

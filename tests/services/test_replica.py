@@ -24,15 +24,15 @@ from esched.services.bus.memory import MemoryBus
 from esched.services.commit import CommitConfig, CommitService
 from esched.services.dispatch import Dispatcher, work_item
 from esched.services.lease import open_lease
-from esched.services.replay import fold_log
 from esched.services.replica import (
-    LogFollower,
     Replica,
     ReplicaConfig,
     SharedConsumer,
     reason_code,
 )
 from esched.services.store import open_store
+from esched.services.store.follower import LogFollower
+from esched.services.store.snapshots import fold_log
 from esched.services.synth import node_event, pod_event
 from esched.services.up import system_idle
 

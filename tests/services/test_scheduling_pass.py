@@ -11,11 +11,12 @@ import dataclasses
 import orjson
 
 from esched.core import parse_profile
+from esched.core.validation import DEVICE_UNAVAILABLE
 from esched.schemas.events import PLACEMENT_COMMITTED
 from esched.services.audit import audit_store
 from esched.services.bus import Message
 from esched.services.bus.memory import MemoryBus
-from esched.services.commit import DEVICE_UNAVAILABLE, CommitService
+from esched.services.commit import CommitService
 from esched.services.dispatch import work_item
 from esched.services.replica import Replica
 from esched.services.sim.engine import simulate

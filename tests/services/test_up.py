@@ -22,8 +22,8 @@ from esched.schemas.events import POD_UNSCHEDULABLE, stream_of
 from esched.services.audit import audit_store
 from esched.services.bus.base import TopicNames
 from esched.services.event_files import record_for_event
-from esched.services.replay import fold_log
 from esched.services.store import NewEvent, open_store
+from esched.services.store.snapshots import fold_log
 from esched.services.up import Up, UpConfig, parse_generate
 
 from . import factories

@@ -1,7 +1,8 @@
 """Admission and allocation order: what the dispatcher lets through, and in which order.
 
 Volcano's *enqueue* and the order of its *allocate* action, on the dispatcher's fold
-(the dispatcher is the one place that hands out work, so this is where queues act):
+(the dispatcher is the one place that hands out work, so this is where queues act;
+the audit replays the same rules):
 
 **Rejected at submission** (an ``esched.pod.rejected`` event; the fold makes the pod
 Failed, it is never scheduled, nothing waits forever):
@@ -45,13 +46,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-import orjson
 
-from esched.core import PHASES, ClusterState
+from esched.core._state import ClusterState
+from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
 from esched.core.queues import QueueSpec, QueueTree, cluster_allocatable, deserved
 from esched.core.quota import Quota, QuotaExceeded
 from esched.schemas.events import (
-    POD,
     POD_DELETED,
     POD_FAILED,
     POD_REJECTED,
@@ -61,32 +61,22 @@ from esched.schemas.events import (
     QUEUE_UPSERTED,
     metadata_key,
     split_key,
-    stream_key,
 )
-from esched.services.store.base import StoredEvent
 
 __all__ = [
-    "KEYED",
     "OBSERVED",
     "Admission",
     "Fact",
     "Rejection",
     "WorkItem",
     "event_key",
-    "row_fact",
 ]
 
 log = logging.getLogger(__name__)
 
-_PENDING = PHASES.index("Pending")
-_RUNNING = PHASES.index("Running")
 _TERMINAL = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_REJECTED})
 #: The event types :meth:`Admission.observe` reads.
 OBSERVED = frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED}) | _TERMINAL
-#: Pod events of which readers need only the pod's key (admission, the dispatcher):
-#: the stored stream names it (``pod/<namespace>/<name>``,
-#: :func:`~esched.schemas.events.stream_of`), so they are not decoded for it.
-KEYED = frozenset({POD_SUBMITTED, POD_SUCCEEDED, POD_FAILED, POD_DELETED})
 
 #: Jobs let through that :meth:`Admission.release` keeps without pruning them (no
 #: queue has a capability, so nothing reads them): pruned at twice the size left
@@ -122,19 +112,6 @@ class Rejection:
         if self.quota is not None:
             out["quota"] = self.quota.as_dict()
         return out
-
-
-def row_fact(row: StoredEvent) -> Fact | None:
-    """The :data:`Fact` of a stored event, decoded only if its type is not
-    :data:`KEYED` or its stream does not name its pod; None if its ``data`` is not
-    an object."""
-    key = stream_key(row.stream, POD) if row.type in KEYED else None
-    if key is not None:
-        return (row.position, row.type, key, None)
-    data = orjson.loads(row.payload).get("data")
-    if not isinstance(data, dict):
-        return None
-    return (row.position, row.type, event_key(data), data)
 
 
 def event_key(data: dict[str, Any]) -> str:
@@ -203,7 +180,7 @@ class Admission:
         self, st: ClusterState, pod: str, idx: int, event_id: str, check_state: bool
     ) -> Rejection | None:
         """Charge a Pending pod, or return why it is rejected (not charged)."""
-        q = int(st.pod_queue_np[idx])
+        q = st.queue_of(idx)
         queue = st.queue_names[q]
         state = self._queue_state.get(queue) or st.queue_meta[q].get("state") or "Open"
         if check_state and state in ("Closing", "Closed"):
@@ -220,8 +197,8 @@ class Admission:
         scopes = self.quota.scopes(queue, namespace)
         if not scopes:
             return None
-        spec = st.class_specs[int(st.pod_class_np[idx])]
-        band = self.quota.band(int(st.pod_prio_np[idx]), spec.get("priorityClassName"))
+        spec = st.class_specs[st.class_of(idx)]
+        band = self.quota.band(st.priority_of(idx), spec.get("priorityClassName"))
         req = spec["requests"]
         over = self.quota.check(scopes, band, req, self._used)
         if over is not None:
@@ -232,11 +209,11 @@ class Admission:
     def _charge_active(self, st: ClusterState, pod: str, idx: int) -> None:
         if not self.quota:
             return
-        q = int(st.pod_queue_np[idx])
+        q = st.queue_of(idx)
         scopes = self.quota.scopes(st.queue_names[q], split_key(pod)[0])
         if scopes:
-            spec = st.class_specs[int(st.pod_class_np[idx])]
-            band = self.quota.band(int(st.pod_prio_np[idx]), spec.get("priorityClassName"))
+            spec = st.class_specs[st.class_of(idx)]
+            band = self.quota.band(st.priority_of(idx), spec.get("priorityClassName"))
             self._charge(pod, scopes, band, dict(spec["requests"]))
 
     def gang_rejected(self, gang: str) -> bool:
@@ -290,11 +267,11 @@ class Admission:
         self._held_items.clear()
         self._inflight.clear()
         out = []
-        phase = st.pod_phase_np[: st.n_pods]
+        phase = st.pod_phases()
         keys = cast("list[str]", st.pod_keys)  # every running or pending slot has a key
-        for idx in np.flatnonzero(phase == _RUNNING):
+        for idx in np.flatnonzero(phase == PHASE_RUNNING):
             self._charge_active(st, keys[idx], int(idx))
-        for idx in np.flatnonzero(phase == _PENDING):
+        for idx in np.flatnonzero(phase == PHASE_PENDING):
             pod = keys[idx]
             if pod in self.rejecting:
                 continue  # taken down with its gang already
@@ -302,7 +279,7 @@ class Admission:
             if r is not None:
                 out.append(r)
                 self.rejecting.add(pod)
-                g = int(st.pod_gang_np[idx])
+                g = st.gang_of(idx)
                 if g >= 0:
                     out.extend(self._reject_gang(st, st.gang_keys[g], r, int(st.position)))
         return self._rejected(out)
@@ -326,11 +303,11 @@ class Admission:
                 idx = st.pod_index.get(pod)
                 if idx is None or pod in self._charged or pod in self.rejecting:
                     continue  # invalid, a resubmission the fold ignored, or rejected
-                phase = int(st.pod_phase_np[idx])
-                if phase == _RUNNING:
+                phase = st.phase_of(idx)
+                if phase == PHASE_RUNNING:
                     self._charge_active(st, pod, idx)  # already running: nothing to decide
-                elif phase == _PENDING:
-                    g = int(st.pod_gang_np[idx])
+                elif phase == PHASE_PENDING:
+                    g = st.gang_of(idx)
                     gang = st.gang_keys[g] if g >= 0 else None
                     first = self._rejected_gangs.get(gang) if gang else None
                     r: Rejection | None
@@ -367,12 +344,12 @@ class Admission:
         items = [it for it in items if it[2] not in refused[it[1] == "gang"]]
         if not items:
             return []
-        nq, nr, npods = st.n_queues, st.n_res, st.n_pods
+        nq, nr = st.n_queues, st.n_res
         if nq == 0:
             return items
         res_names = list(st.res_names[:nr])
-        phase = st.pod_phase_np[:npods]
-        class_req = np.asarray(st.class_req_np)[:, :nr]
+        phase = st.pod_phases()
+        class_req = st.class_requests()
         # Job priority is (band, priority): a priorityClassName mapped to a band by
         # bands.classes ranks by that band whatever its number (as preemption does).
         class_band = self._class_bands(st)
@@ -389,7 +366,7 @@ class Admission:
             if it[1] == "pod":
                 idx = st.pod_index.get(it[2])
                 if idx is not None:
-                    located.append((int(st.pod_queue_np[idx]), it, idx))
+                    located.append((st.queue_of(idx), it, idx))
             else:
                 g = st.gang_index.get(it[2])
                 if g is not None:
@@ -401,10 +378,10 @@ class Admission:
         # Every pending pod's requests, queue and gang: O(pending pods) of numpy per
         # release, so only when a gang's minimum, a capability or the shares read them.
         if gangs_asked or caps or several:
-            pend_idx = np.flatnonzero(phase == _PENDING)
-            pend_req = class_req[st.pod_class_np[pend_idx]]
-            pend_q = st.pod_queue_np[pend_idx]
-            pend_g = st.pod_gang_np[pend_idx]
+            pend_idx = np.flatnonzero(phase == PHASE_PENDING)
+            pend_req = class_req[st.pod_classes()[pend_idx]]
+            pend_q = st.pod_queues()[pend_idx]
+            pend_g = st.pod_gangs()[pend_idx]
         else:
             pend_idx = pend_q = pend_g = np.zeros(0, dtype=np.int64)
             pend_req = np.zeros((0, nr), dtype=np.int64)
@@ -418,26 +395,26 @@ class Admission:
         if gangs_asked and in_gang.any():
             np.add.at(gang_req, pend_g[in_gang], pend_req[in_gang])
             np.add.at(gang_n, pend_g[in_gang], 1)
-            np.maximum.at(gang_prio, pend_g[in_gang], st.pod_prio_np[pend_idx[in_gang]])
+            np.maximum.at(gang_prio, pend_g[in_gang], st.pod_priorities()[pend_idx[in_gang]])
             np.maximum.at(
-                gang_band, pend_g[in_gang], class_band[st.pod_class_np[pend_idx[in_gang]]]
+                gang_band, pend_g[in_gang], class_band[st.pod_classes()[pend_idx[in_gang]]]
             )
         # What each queue holds: bound pods plus jobs let through and still pending. Only
         # capabilities read it; without one the jobs let through are only pruned now and
         # then (a pass over them per release cost O(backlog) per flush under load).
-        held_q = np.asarray(st.queue_alloc_np[:nq, :nr], dtype=np.int64).copy()
+        held_q = np.array(st.queue_allocations(), dtype=np.int64)
         if self._inflight and (caps or len(self._inflight) > self._prune_at):
             slots, gangs = [], []
             for kind, key in list(self._inflight):
                 if kind == "pod":
                     idx = st.pod_index.get(key)
-                    if idx is None or phase[idx] != _PENDING:
+                    if idx is None or phase[idx] != PHASE_PENDING:
                         self._inflight.discard((kind, key))
                         continue
                     slots.append(idx)
                 else:
                     g = st.gang_index.get(key)
-                    if g is None or st.gang_counts_np[g, _PENDING] == 0:
+                    if g is None or st.gang_count(g, PHASE_PENDING) == 0:
                         self._inflight.discard((kind, key))
                         continue
                     gangs.append(g)
@@ -448,7 +425,7 @@ class Admission:
                     mask |= np.isin(pend_g, gangs)
                 if mask.any():
                     np.add.at(held_q, pend_q[mask], pend_req[mask])
-        alloc = np.asarray(st.queue_alloc_np[:nq, :nr], dtype=np.int64)
+        alloc = np.asarray(st.queue_allocations(), dtype=np.int64)
         # O(nodes): only the shares and a gang's cluster-capacity check read it.
         cluster = cluster_allocatable(st) if several or gangs_asked else {}
         fair: dict[str, dict[str, Any]] = {}
@@ -476,8 +453,8 @@ class Admission:
         per_queue: dict[int, list[tuple[int, int, int, WorkItem, np.ndarray]]] = {}
         for seq, (q, it, i) in enumerate(located):
             if it[1] == "pod":
-                cid = int(st.pod_class_np[i])
-                prio = int(st.pod_prio_np[i])
+                cid = st.class_of(i)
+                prio = st.priority_of(i)
                 band = int(class_band[cid])
                 req = class_req[cid].astype(np.int64)
             else:
@@ -580,7 +557,7 @@ class Admission:
         min_res = meta.get("minResources") or {}
         if min_res:
             return np.array([int(min_res.get(n, 0)) for n in res_names], dtype=np.int64)
-        need = max(0, int(st.gang_min_np[g]) - int(st.gang_counts_np[g, _RUNNING]))
+        need = max(0, st.gang_min_of(g) - st.gang_count(g, PHASE_RUNNING))
         if n_pending <= 0 or need == 0:
             return np.zeros(len(res_names), dtype=np.int64)
         need = min(need, n_pending)

@@ -1,0 +1,133 @@
+"""A live fold of the log: the state every service that follows the store keeps.
+
+Replicas, the dispatcher and (through its own catch-up) the commit service build a
+:class:`~esched.core.ClusterState` with :func:`~esched.services.store.snapshots.fold_log`
+and then follow :meth:`EventStore.subscribe`, folding each batch as it arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Collection
+from typing import Any
+
+import orjson
+
+from esched.core import ClusterState
+from esched.services.faults import is_transient
+from esched.services.retry import retry_until
+from esched.services.store.base import EventStore, StoredEvent
+from esched.services.store.snapshots import fold_log, freeze_heap, payload_pairs, thaw_heap
+
+__all__ = ["LogFollower"]
+
+log = logging.getLogger(__name__)
+
+
+class LogFollower:
+    """A live fold of the log: newest snapshot + catch-up, then :meth:`EventStore.subscribe`.
+
+    By default a batch is folded from its stored bytes (``state.apply_payloads``, the
+    fold's bytes path, as catch-up does), and ``after_fold(events)`` then gets the
+    ``(position, envelope)`` pairs of the batch's events whose type is in ``decode``
+    (None: all): every replica follows every event, so only what a handler reads is
+    decoded. ``handle(rows)`` instead folds a batch of stored events itself: a
+    handler that needs to look at the state *before* an event (the dispatcher, for a
+    removed node's pods).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        handle: Callable[[list[StoredEvent]], None] | None = None,
+        after_fold: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
+        decode: Collection[str] | None = None,
+        batch: int = 5000,
+    ) -> None:
+        self.store = store
+        self.state: ClusterState | None = None
+        self._handle = handle
+        self._after = after_fold
+        self._decode = None if decode is None else frozenset(decode)
+        self._batch = batch
+        self._task: asyncio.Task | None = None
+        self._advanced = asyncio.Event()
+        self.error: BaseException | None = None
+
+    @property
+    def position(self) -> int:
+        return -1 if self.state is None else int(self.state.position)
+
+    async def start(self) -> ClusterState:
+        """Build the state up to the head and start following; returns the state."""
+        self.state = await retry_until(
+            lambda: fold_log(self.store), retriable=is_transient, what="fold the log"
+        )
+        freeze_heap()
+        self._task = asyncio.create_task(self._follow(), name="log-follower")
+        return self.state
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            task, self._task = self._task, None
+            # Python 3.11's asyncio.wait_for (the subscription's wait for a signal)
+            # swallows a cancellation that arrives as the signal does: cancel again
+            # until the task has ended, or stop() would wait on a live follower.
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=1.0)
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            thaw_heap()
+
+    async def _follow(self) -> None:
+        state = self.state
+        assert state is not None
+        loads = orjson.loads
+        decode = self._decode
+        try:
+            async with self.store.subscribe(state.position, self._batch) as sub:
+                async for rows in sub:
+                    rows = [r for r in rows if r.position > state.position]
+                    if not rows:
+                        continue
+                    if self._handle is not None:
+                        self._handle(rows)
+                    else:
+                        state.apply_payloads(payload_pairs(rows))
+                        if self._after is not None:
+                            self._after(
+                                [
+                                    (r.position, loads(r.payload))
+                                    for r in rows
+                                    if decode is None or r.type in decode
+                                ]
+                            )
+                    self._advanced.set()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # surfaced to waiters: a dead fold must not hang them
+            log.exception("log follower failed")
+            self.error = exc
+            self._advanced.set()
+            raise
+
+    async def wait_for(self, position: int, within: float | None = None) -> bool:
+        """Wait until the fold has reached ``position``; False after ``within`` s."""
+        deadline = None if within is None else time.monotonic() + within
+        while self.position < position:
+            if self.error is not None:
+                raise RuntimeError("the log follower died") from self.error
+            self._advanced.clear()
+            if self.position >= position:
+                break
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._advanced.wait(), left)
+        return True

@@ -1,0 +1,124 @@
+"""Fold the log into a :class:`~esched.core.ClusterState`, and snapshots of that fold.
+
+The fold itself is the core's (one fold for replay, replicas, commit service,
+simulator and audit); this module only feeds it: nearest snapshot at or before
+the target position, then the tail of the log in large pages. Every service that
+builds a state from the store starts here (a live one then follows the log with
+:class:`~esched.services.store.follower.LogFollower`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from esched.core import ClusterState
+from esched.services.store.base import EventStore, StoredEvent
+
+__all__ = [
+    "PAGE",
+    "SNAPSHOT_NAME",
+    "fold_log",
+    "freeze_heap",
+    "payload_pairs",
+    "save_snapshot",
+    "store_snapshot",
+    "thaw_heap",
+]
+
+log = logging.getLogger(__name__)
+
+#: Snapshots of the full cluster fold share one name; other folds may use others.
+SNAPSHOT_NAME = "cluster-state"
+#: Rows per read: big enough that a round trip is amortized over ~10 ms of folding.
+PAGE = 20_000
+#: Rows folded between two turns of the event loop (~1 ms of folding).
+SLICE = 500
+
+
+async def fold_log(
+    store: EventStore,
+    *,
+    upto: int | None = None,
+    at: datetime | None = None,
+    use_snapshot: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> ClusterState:
+    """The cluster state at position ``upto`` (or at time ``at``; default: the head)."""
+    if at is not None:
+        upto = await store.position_at(at)
+    state: ClusterState | None = None
+    if use_snapshot:
+        snap = await store.load_snapshot(SNAPSHOT_NAME, upto)
+        if snap is not None:
+            state = ClusterState.from_bytes(snap[1])
+            log.info("restored snapshot at position %d", snap[0])
+    if state is None:
+        state = ClusterState()
+    target = upto if upto is not None else await store.head()
+    after = state.position
+    # A fold allocates millions of short-lived objects next to a large long-lived state:
+    # cyclic GC passes would rescan that state over and over (measured: 1.6x slower).
+    # Nothing here makes reference cycles, so collect once at the end instead.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        # Read the next page while folding this one: the database and the fold overlap.
+        pending = asyncio.ensure_future(store.read_payloads(after, PAGE, upto))
+        while True:
+            rows = await pending
+            if not rows:
+                break
+            after = rows[-1][0]
+            pending = asyncio.ensure_future(store.read_payloads(after, PAGE, upto))
+            # The bytes path of the fold: the same handlers as apply_many, without
+            # decoding each envelope into a dozen dicts first. Fold in slices and let
+            # the event loop run between them: the next page streams in meanwhile
+            # (PostgreSQL works on the other core), instead of stalling on a full
+            # socket buffer until the whole page is folded.
+            for i in range(0, len(rows), SLICE):
+                state.apply_payloads(rows[i : i + SLICE])
+                await asyncio.sleep(0)
+            if progress:
+                progress(after, target)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return state
+
+
+def freeze_heap() -> None:
+    """Exempt every object alive now from the cyclic GC (``gc.freeze``), once a service
+    has built its fold: collections then stop rescanning the state's long-lived
+    objects (a commit batch loop over a 10,000-node state spent ~20% of its time in
+    the GC, 6% frozen). :func:`thaw_heap` when the service stops following, so what
+    it leaves behind is collected again."""
+    gc.collect()
+    gc.freeze()
+
+
+def thaw_heap() -> None:
+    """Undo :func:`freeze_heap` (process-wide: only costs collection time)."""
+    gc.unfreeze()
+
+
+def payload_pairs(rows: Sequence[StoredEvent]) -> list[tuple[int, bytes]]:
+    """``(position, payload bytes)`` of stored rows: the input of the fold's bytes path
+    (:meth:`ClusterState.apply_payloads`)."""
+    return [(r.position, r.payload) for r in rows]
+
+
+async def save_snapshot(store: EventStore, state: ClusterState, keep: int = 3) -> int:
+    """Save ``state`` as the newest snapshot and prune old ones; returns its position."""
+    return await store_snapshot(store, state.position, state.to_bytes(), keep)
+
+
+async def store_snapshot(store: EventStore, position: int, data: bytes, keep: int = 3) -> int:
+    """:func:`save_snapshot` of a state serialized already (``data``: its
+    :meth:`~ClusterState.to_bytes` at ``position``); returns the position."""
+    await store.save_snapshot(SNAPSHOT_NAME, position, data)
+    await store.prune_snapshots(SNAPSHOT_NAME, keep=keep)
+    return position
