@@ -58,6 +58,7 @@ from esched.schemas.events import (
 )
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
+from esched.services.faults import is_transient
 from esched.services.replay import fold_log, freeze_heap, payload_pairs, thaw_heap
 from esched.services.retry import retry_until
 from esched.services.store.base import EventStore, NewEvent, StoredEvent, TransientStoreError
@@ -116,10 +117,6 @@ def reason_code(text: str) -> str:
     return cleaned if cleaned[:1].isalpha() else f"R{cleaned}"
 
 
-def _is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, TransientStoreError) or (isinstance(exc, BusError) and exc.retriable)
-
-
 # ---------------------------------------------------------------------- log follower
 
 
@@ -161,7 +158,7 @@ class LogFollower:
     async def start(self) -> ClusterState:
         """Build the state up to the head and start following; returns the state."""
         self.state = await retry_until(
-            lambda: fold_log(self.store), retriable=_is_transient, what="fold the log"
+            lambda: fold_log(self.store), retriable=is_transient, what="fold the log"
         )
         freeze_heap()
         self._task = asyncio.create_task(self._follow(), name="log-follower")
@@ -477,7 +474,7 @@ class Replica:
         """
         started = time.perf_counter()
         if self._consumer is None:
-            await retry_until(self.bus.ensure_topics, retriable=_is_transient, what="create topics")
+            await retry_until(self.bus.ensure_topics, retriable=is_transient, what="create topics")
             # Static membership under the replica's name: a restarted replica takes its
             # old place (and partitions) at once instead of after its old session.
             self._consumer = self.bus.consumer(
@@ -485,7 +482,7 @@ class Replica:
             )
             await self._start_provisional()
         joining = asyncio.ensure_future(
-            retry_until(self._consumer.start, retriable=_is_transient, what="consumer start")
+            retry_until(self._consumer.start, retriable=is_transient, what="consumer start")
         )
         joined: list[float] = []
         joining.add_done_callback(lambda _f: joined.append(time.perf_counter()))
@@ -496,7 +493,7 @@ class Replica:
             if self._submit is None:
                 self._producer = self.bus.producer()
                 await retry_until(
-                    self._producer.start, retriable=_is_transient, what="producer start"
+                    self._producer.start, retriable=is_transient, what="producer start"
                 )
             if self._provisional is None:
                 await joining
@@ -1208,7 +1205,7 @@ class Replica:
             )
         self._to_reserve = []
         res = await retry_until(
-            lambda: self.store.append(events), retriable=_is_transient, what="reservation append"
+            lambda: self.store.append(events), retriable=is_transient, what="reservation append"
         )
         self.totals.reservations += len(events) - res.duplicates
         for e in events:
@@ -1326,7 +1323,7 @@ class Replica:
         producer = self._producer
         await retry_until(
             lambda: producer.send_many(self.bus.topics.proposals, records),
-            retriable=_is_transient,
+            retriable=is_transient,
             what="proposals send",
         )
 
@@ -1378,7 +1375,7 @@ class Replica:
                 )
             )
         res = await retry_until(
-            lambda: self.store.append(events), retriable=_is_transient, what="unschedulable append"
+            lambda: self.store.append(events), retriable=is_transient, what="unschedulable append"
         )
         fresh = len(events) - res.duplicates
         self.totals.unschedulable += fresh
