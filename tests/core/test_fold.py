@@ -5,8 +5,7 @@ import pytest
 from esched.core import PositionError
 from esched.core._requests import nonzero_requests
 from esched.schemas.objects import pod_requests
-
-from .conftest import EV, commit, envelope, node, pod, ref
+from support.fold import EV, commit, envelope, node, pod, ref
 
 GI = 2**30
 

@@ -35,8 +35,8 @@ from esched.services.replica import (
 from esched.services.store import open_store
 from esched.services.synth import node_event, pod_event
 from esched.services.up import system_idle
-
-from .factories import append_events, ev, node, placement, pod
+from support.aio import eventually
+from support.events import append_events, ev, node, placement, pod
 
 log = logging.getLogger(__name__)
 
@@ -173,10 +173,13 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
         await asyncio.gather(*(r.start() for r in replicas))
         tasks.extend(asyncio.create_task(r.run()) for r in replicas)
         # Both members must own work partitions before the work arrives.
-        deadline = time.monotonic() + 30
-        while not all(r.consumer._consumer.assignment() for r in replicas):  # type: ignore
-            assert time.monotonic() < deadline, "the group never gave both replicas work"
-            await asyncio.sleep(0.1)
+        waited_from = time.monotonic()
+        await eventually(
+            lambda: all(r.consumer is not None and r.consumer.assignment() for r in replicas),
+            30,
+            interval=0.1,
+            message="the group never gave both replicas work",
+        )
 
         # A contended cluster: 30 nodes, 1,500 pods (about half fit), in bursts.
         rng = random.Random(7)
@@ -186,9 +189,7 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
             await append_events(es, *pods[i : i + 250])
             await asyncio.sleep(0.05)
 
-        log.warning(
-            "replicas ready and workload appended in %.1fs", time.monotonic() - deadline + 30
-        )
+        log.warning("replicas ready and workload appended in %.1fs", time.monotonic() - waited_from)
         started = time.monotonic()
         idle_in_row = 0
         while idle_in_row < 5:
@@ -269,7 +270,7 @@ async def test_up_against_postgres_and_kafka(
 async def _embedded_replica(store, **config):
     """A replica deciding through a commit service in the same process, with a gate:
     proposals naming a pod in ``held`` wait until ``gate`` is set."""
-    from .factories import NAMESPACE
+    from support.events import NAMESPACE
 
     commit = CommitService(store)
     gate = asyncio.Event()
@@ -303,7 +304,7 @@ async def test_a_rejected_claim_of_an_earlier_batch_is_released_for_the_next_one
     is assumed taken (b fits nowhere then), so b's verdict waits for that decision;
     batch 1 is rejected (its pod was deleted meanwhile), the claim is released and b
     is placed in the room, not reported unschedulable."""
-    from .factories import node, pod
+    from support.events import node, pod
 
     await append_events(store, node("n1", cpu="2"), pod("a", "2"), pod("b", "2"))
     replica, commit, gate, held, sent, ns = await _embedded_replica(store)
@@ -345,7 +346,7 @@ async def test_a_rejected_claim_of_an_earlier_batch_is_released_for_the_next_one
 async def test_a_pod_with_an_undecided_claim_is_not_proposed_again(store):
     """A redelivered work item of a pod whose proposal is still undecided is skipped
     (the batch that proposed it retries it if it is rejected): one proposal only."""
-    from .factories import node, pod
+    from support.events import node, pod
 
     await append_events(store, node("n1", cpu="4"), pod("a"))
     replica, commit, gate, held, sent, ns = await _embedded_replica(store)
@@ -402,15 +403,14 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
                 f"{p['data']['metadata']['namespace']}/{p['data']['metadata']['name']}"
                 for p in pods
             }
-            deadline = time.monotonic() + within
-            while True:
-                state = await fold_log(es)
-                if all(state.pod(k)["phase"] == "Running" for k in keys):
-                    return
-                assert time.monotonic() < deadline, "pods not placed in time"
+
+            async def running() -> bool:
                 for t in tasks:
                     assert not t.done(), t
-                await asyncio.sleep(0.1)
+                state = await fold_log(es)
+                return all(state.pod(k)["phase"] == "Running" for k in keys)
+
+            await eventually(running, within, interval=0.1, message="pods not placed in time")
 
         first = Replica(es, bus, "r1", seed=1, config=config)
         replicas.append(first)
@@ -441,10 +441,12 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
         if joining is not None:  # a slow join (tansu): placed before it was done
             assert again.totals.early_items > 0 and not joining.done()
             assert placed_at < 5, placed_at
-        deadline = time.monotonic() + 30
-        while again._joining is not None or not again.consumer.assignment():
-            assert time.monotonic() < deadline, "the restarted replica never joined"
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: again._joining is None and again.consumer.assignment(),
+            30,
+            interval=0.05,
+            message="the restarted replica never joined",
+        )
         log.warning(
             "restart: ready %.2fs, wave placed %.2fs, early items %d",
             started,
