@@ -52,7 +52,7 @@ from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED, strea
 from esched.services.bus import open_bus
 from esched.services.bus.base import Bus, BusConsumer
 from esched.services.devbroker import DevBroker
-from esched.services.procs import ServiceProcess, service_env
+from esched.services.procs import ServiceProcess, await_until, service_env
 from esched.services.replay import fold_log, save_snapshot
 from esched.services.store import open_store
 from esched.services.store.base import NewEvent
@@ -400,16 +400,16 @@ async def _one_run(
         services.extend(reps)
         await producer.start()
         await decisions.start()
-        deadline = time.monotonic() + 120
-        while not (
-            services[0].logged("commit service leading")
-            and services[1].logged("dispatcher leading")
-            and all(r.logged("ready at position") for r in reps)
-        ):
-            alive()
-            if time.monotonic() > deadline:
-                raise RuntimeError("services not ready within 120 s")
-            await asyncio.sleep(0.1)
+        await await_until(
+            "the services ready",
+            lambda: (
+                services[0].logged("commit service leading")
+                and services[1].logged("dispatcher leading")
+                and all(r.logged("ready at position") for r in reps)
+            ),
+            120,
+            services,
+        )
         out["services_ready_s"] = round(time.perf_counter() - started, 2)
 
         # Warm-up until every replica has had work committed (the group has settled).
@@ -745,15 +745,15 @@ async def run_restart_bench(
         await bus.ensure_topics(partitions=PARTITIONS)
         services.append(ServiceProcess("commit", ["commit"], env, logs))
         services.append(ServiceProcess("dispatch", ["dispatch"], env, logs))
-        deadline = time.monotonic() + 120
-        while not (
-            services[0].logged("commit service leading")
-            and services[1].logged("dispatcher leading")
-        ):
-            alive()
-            if time.monotonic() > deadline:
-                raise RuntimeError("commit/dispatch not ready within 120 s")
-            await asyncio.sleep(0.1)
+        await await_until(
+            "commit and dispatch ready",
+            lambda: (
+                services[0].logged("commit service leading")
+                and services[1].logged("dispatcher leading")
+            ),
+            120,
+            services,
+        )
 
         waves = itertools.count()
 

@@ -8,6 +8,7 @@ grace period).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -20,7 +21,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["ServiceProcess", "run_esched", "service_env", "wait_until"]
+__all__ = ["ServiceProcess", "await_until", "run_esched", "service_env", "wait_until"]
 
 #: The ``esched`` command line as a Python statement (no console script needed).
 CLI = "from esched.services.cli import main; main()"
@@ -126,28 +127,50 @@ class ServiceProcess:
         return None
 
 
+def _ended(what: str, services: Iterable[ServiceProcess]) -> None:
+    for s in services:
+        if s.died():
+            tail = s.log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(
+                f"{s.name} exited with {s.proc.returncode} while waiting for {what}:\n{tail}"
+            )
+
+
 def wait_until(
     what: str,
     check: Callable[[], bool],
-    timeout: float,
+    within: float,
     services: Iterable[ServiceProcess] = (),
     interval: float = 0.2,
 ) -> float:
     """Poll ``check()`` until true; the seconds it took.
 
-    Raises TimeoutError naming ``what`` after ``timeout`` s, and RuntimeError (with
+    Raises TimeoutError naming ``what`` after ``within`` s, and RuntimeError (with
     the tail of its log) as soon as one of ``services`` ends on its own.
     """
     t0 = time.monotonic()
     watched = list(services)
     while not check():
-        for s in watched:
-            if s.died():
-                tail = s.log.read_text(errors="replace")[-3000:]
-                raise RuntimeError(
-                    f"{s.name} exited with {s.proc.returncode} while waiting for {what}:\n{tail}"
-                )
-        if time.monotonic() - t0 > timeout:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        _ended(what, watched)
+        if time.monotonic() - t0 > within:
+            raise TimeoutError(f"timed out after {within}s waiting for {what}")
         time.sleep(interval)
+    return time.monotonic() - t0
+
+
+async def await_until(
+    what: str,
+    check: Callable[[], bool],
+    within: float,
+    services: Iterable[ServiceProcess] = (),
+    interval: float = 0.1,
+) -> float:
+    """:func:`wait_until` for a caller on an event loop (sleeps without blocking it)."""
+    t0 = time.monotonic()
+    watched = list(services)
+    while not check():
+        _ended(what, watched)
+        if time.monotonic() - t0 > within:
+            raise TimeoutError(f"timed out after {within}s waiting for {what}")
+        await asyncio.sleep(interval)
     return time.monotonic() - t0

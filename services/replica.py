@@ -461,6 +461,17 @@ class Replica:
         """The work consumer (None before :meth:`start` and after :meth:`stop`)."""
         return self._consumer
 
+    @property
+    def joining(self) -> bool:
+        """Whether the work group's join of :meth:`start` is still under way (a restart
+        reads its previous share of the work meanwhile)."""
+        return self._joining is not None
+
+    @property
+    def inflight(self) -> dict[str, str]:
+        """Pods of this replica's proposals awaiting their decision: pod -> proposal id."""
+        return dict(self._inflight_pods)
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:

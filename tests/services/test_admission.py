@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 
@@ -657,10 +656,9 @@ async def test_dispatcher_does_not_propose_a_reclaim_the_commit_service_must_ref
                 },
             ),
         )
-        deadline = time.monotonic() + 5
-        while "t/b0" not in d._reclaiming:  # planned, checked, not sent
-            assert time.monotonic() < deadline, d.totals.as_dict()
-            await asyncio.sleep(0.02)
+        await eventually(  # planned, checked, not sent
+            lambda: "t/b0" in d.reclaiming, 5, message=lambda: str(d.totals.as_dict())
+        )
         await asyncio.sleep(0.2)
         assert proposals == [] and d.totals.reclaims == 0
 

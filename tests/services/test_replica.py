@@ -315,7 +315,7 @@ async def test_a_rejected_claim_of_an_earlier_batch_is_released_for_the_next_one
         topic = replica.bus.topics.work
         first = asyncio.create_task(replica.handle([_work(topic, 0, f"{ns}/a", head)], planned))
         await asyncio.wait_for(planned.wait(), 5)
-        assert replica._inflight_pods == {f"{ns}/a": next(iter(replica._inflight))}
+        assert list(replica.inflight) == [f"{ns}/a"]
         second = asyncio.create_task(replica.handle([_work(topic, 1, f"{ns}/b", head)]))
         await asyncio.sleep(0.2)
         assert not second.done() and sent == [[f"{ns}/a"]]  # b: no room in the view
@@ -334,7 +334,7 @@ async def test_a_rejected_claim_of_an_earlier_batch_is_released_for_the_next_one
         assert sent == [[f"{ns}/a"], [f"{ns}/b"]]
         assert replica.totals.conflicts == 1 and replica.totals.placed_pods == 1
         assert replica.totals.unschedulable == 0
-        assert not replica._inflight and not replica._inflight_pods
+        assert replica.inflight == {}
         state = await fold_log(store)
         assert state.pod(f"{ns}/b")["node"] == "n1"
         assert (await audit_store(store))["ok"]
@@ -437,12 +437,13 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
         tasks.append(asyncio.create_task(again.run()))
         await placed_all(wave2, 30)
         placed_at = time.monotonic() - t0
-        joining = again._joining
-        if joining is not None:  # a slow join (tansu): placed before it was done
-            assert again.totals.early_items > 0 and not joining.done()
+        if again.joining:  # a slow join (tansu): placed before it was done
+            assert again.totals.early_items > 0
             assert placed_at < 5, placed_at
         await eventually(
-            lambda: again._joining is None and again.consumer.assignment(),
+            lambda: (
+                not again.joining and again.consumer is not None and again.consumer.assignment()
+            ),
             30,
             interval=0.05,
             message="the restarted replica never joined",
