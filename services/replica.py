@@ -58,7 +58,7 @@ from esched.schemas.events import (
 )
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
-from esched.services.faults import is_transient
+from esched.services.faults import is_transient, poll_or_pause
 from esched.services.replay import fold_log, freeze_heap, payload_pairs, thaw_heap
 from esched.services.retry import retry_until
 from esched.services.store.base import EventStore, NewEvent, StoredEvent, TransientStoreError
@@ -713,31 +713,38 @@ class Replica:
             self._failed = task.exception()
 
     async def _poll(self, consumer: BusConsumer) -> list[Message]:
-        """One batch of work items (lingering briefly while more keeps arriving)."""
-        try:
-            msgs = await consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
-            # Under load, linger briefly while work keeps arriving: one pass over a full
-            # batch costs about as much round-trip overhead (proposal send, decision
-            # append, fold wake-up) as a pass over a handful of pods.
-            linger_until = time.monotonic() + self.config.linger
-            while (
-                self.config.linger_min <= len(msgs) < self.config.batch_size
-                and time.monotonic() < linger_until
-            ):
-                more = await consumer.poll(
-                    self.config.linger_poll_ms, self.config.batch_size - len(msgs)
-                )
-                if not more:
-                    break
-                msgs.extend(more)
-            return msgs
-        except BusError as exc:
-            if not exc.retriable:
-                raise
-            metrics.RETRIES.labels(SERVICE, "bus").inc()
-            log.warning("work poll failed: %s", exc)
-            await asyncio.sleep(0.5)
-            return []
+        """One batch of work items (lingering briefly while more keeps arriving).
+
+        A broker blip is an empty poll (:func:`poll_or_pause`); one while lingering
+        ends the batch with the items already polled (the consumer's position is past
+        them: dropping them would lose them).
+        """
+        msgs = await poll_or_pause(
+            consumer,
+            self.config.poll_timeout_ms,
+            self.config.batch_size,
+            service=SERVICE,
+            pause=0.5,
+        )
+        # Under load, linger briefly while work keeps arriving: one pass over a full
+        # batch costs about as much round-trip overhead (proposal send, decision
+        # append, fold wake-up) as a pass over a handful of pods.
+        linger_until = time.monotonic() + self.config.linger
+        while (
+            self.config.linger_min <= len(msgs) < self.config.batch_size
+            and time.monotonic() < linger_until
+        ):
+            more = await poll_or_pause(
+                consumer,
+                self.config.linger_poll_ms,
+                self.config.batch_size - len(msgs),
+                service=SERVICE,
+                pause=0.5,
+            )
+            if not more:
+                break
+            msgs.extend(more)
+        return msgs
 
     async def _batch(
         self,

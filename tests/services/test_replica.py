@@ -19,7 +19,7 @@ import orjson
 from esched.core._placer import Placer
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.audit import audit_store
-from esched.services.bus import BusConsumer, Message, open_bus
+from esched.services.bus import BusConsumer, BusError, Message, open_bus
 from esched.services.bus.memory import MemoryBus
 from esched.services.commit import CommitConfig, CommitService
 from esched.services.dispatch import Dispatcher, work_item
@@ -112,6 +112,35 @@ async def test_a_replica_lingers_for_more_work_only_when_a_backlog_arrives(store
     for i in range(3, 8):
         bus.append(bus.topics.work, *work_item("pod", f"t/p{i}", 1))
     assert len(await replica._poll(consumer)) == 10 and consumer.polls == 1 + 5
+    await consumer.stop()
+
+
+class _BrokerBlipsWhileLingering(_WorkKeepsArriving):
+    """The steady stream, with a retriable broker error on the second poll."""
+
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        if self.polls == 1:
+            self.polls += 1
+            raise BusError("broker away", retriable=True)
+        return await super().poll(timeout_ms, max_records)
+
+
+async def test_work_polled_before_a_broker_blip_while_lingering_is_kept(store) -> None:
+    bus = MemoryBus()
+    replica = Replica(
+        store,
+        bus,
+        "r",
+        config=ReplicaConfig(batch_size=10, linger=3600.0, linger_poll_ms=0, linger_min=5),
+    )
+    consumer = _BrokerBlipsWhileLingering(bus)
+    await consumer.start()
+    for i in range(6):
+        bus.append(bus.topics.work, *work_item("pod", f"t/p{i}", 1))
+    # The first poll took all six (the consumer's position is past them); the linger
+    # poll fails: the batch is the six, not nothing.
+    got = await replica._poll(consumer)
+    assert [orjson.loads(m.value)["pod"] for m in got] == [f"t/p{i}" for i in range(6)]
     await consumer.stop()
 
 
