@@ -94,14 +94,19 @@ class _WorkKeepsArriving(BusConsumer):
         return await self.inner.lag()
 
 
-async def test_a_replica_lingers_for_more_work_only_when_a_backlog_arrives(store) -> None:
-    bus = MemoryBus()
-    replica = Replica(
+def _lingering_replica(store, bus: MemoryBus) -> Replica:
+    """Batches of 10, lingering (without a time limit) from 5 items on."""
+    return Replica(
         store,
         bus,
         "r",
         config=ReplicaConfig(batch_size=10, linger=3600.0, linger_poll_ms=0, linger_min=5),
     )
+
+
+async def test_a_replica_lingers_for_more_work_only_when_a_backlog_arrives(store) -> None:
+    bus = MemoryBus()
+    replica = _lingering_replica(store, bus)
     consumer = _WorkKeepsArriving(bus)
     await consumer.start()
     # Light load: fewer items than linger_min go at once, without waiting for more.
@@ -127,12 +132,7 @@ class _BrokerBlipsWhileLingering(_WorkKeepsArriving):
 
 async def test_work_polled_before_a_broker_blip_while_lingering_is_kept(store) -> None:
     bus = MemoryBus()
-    replica = Replica(
-        store,
-        bus,
-        "r",
-        config=ReplicaConfig(batch_size=10, linger=3600.0, linger_poll_ms=0, linger_min=5),
-    )
+    replica = _lingering_replica(store, bus)
     consumer = _BrokerBlipsWhileLingering(bus)
     await consumer.start()
     for i in range(6):
