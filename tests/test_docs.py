@@ -3,6 +3,7 @@ and no lab-notebook material (work dates, load averages) creeps back in."""
 
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 
@@ -79,3 +80,24 @@ def test_user_docs_carry_no_work_dates_or_load_averages(path: Path) -> None:
     text = path.read_text()
     found = re.findall(r"\b20\d\d-1[0-2]-\d\d\b|\b1[0-2]-[0-3]\d's\b|load average", text)
     assert not found, f"{path.relative_to(ROOT)}: {found}"
+
+
+def test_benchmark_history_rows_name_a_commit_and_a_cpu() -> None:
+    path = ROOT / "docs" / "benchmarks" / "history.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows
+    assert list(rows[0]) == [
+        "benchmark",
+        "metric",
+        "value",
+        "unit",
+        "command",
+        "commit",
+        "cpu",
+        "notes",
+    ]
+    for row in rows:
+        float(row["value"])
+        assert re.fullmatch(r"[0-9a-f]{40}", row["commit"]), row
+        assert row["command"] and row["cpu"], row
