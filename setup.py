@@ -28,20 +28,23 @@ if DEBUG:
     directives["linetrace"] = True
 
 
-def _cython_include_view() -> Path:
-    """A folder where ``esched/core`` points at ``core/``.
+def _package_view() -> Path:
+    """A folder where ``esched/<package>`` points at each source folder.
 
-    The .pyx files ``cimport esched.core.X``, which Cython resolves through its
-    include path as ``esched/core/X.pxd``; the source tree keeps them at
-    ``core/X.pxd`` (the layout is fixed), so the build gets this view of it.
+    The source tree keeps the packages at ``core/``, ``services/`` and ``schemas/``
+    (the layout is fixed); their installed names are ``esched.core``, ... . Two tools
+    need that name on disk: Cython resolves ``cimport esched.core.X`` through its
+    include path as ``esched/core/X.pxd``, and mypy finds ``esched.core`` through its
+    ``mypy_path`` (pyproject.toml). The build gives both this view of the tree.
     """
-    view = HERE / "build" / "cython-include"
-    link = view / "esched" / "core"
-    if link.is_symlink() and not link.exists():
-        link.unlink()  # dangling, e.g. left by a build run from another directory
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(HERE / "core", target_is_directory=True)
+    view = HERE / "build" / "package-view"
+    for package in ("core", "services", "schemas"):
+        link = view / "esched" / package
+        if link.is_symlink() and link.resolve() != HERE / package:
+            link.unlink()  # dangling or stale, e.g. left by a build run from another directory
+        if not link.exists():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(HERE / package, target_is_directory=True)
     return view
 
 
@@ -84,7 +87,7 @@ setup(
         _extensions(),
         compiler_directives=directives,
         annotate=DEBUG,
-        include_path=[str(_cython_include_view())],
+        include_path=[str(_package_view())],
     ),
     zip_safe=False,
 )

@@ -6,9 +6,10 @@
 pods on it: feasibility, relaxed randomization, scoring plugins from a
 KubeSchedulerConfiguration profile, and the equivalence-class cache.
 
-Build note: Cython resolves ``cimport esched.core.X`` through the include path
-``core/``; the symlink ``core/esched/core -> ..`` maps that package path onto this
-directory (the package is installed from ``core/`` under the name ``esched.core``).
+Build note: the package is installed from ``core/`` under the name ``esched.core``.
+Cython resolves ``cimport esched.core.X`` (and mypy ``esched.core``) through
+``build/package-view/esched/core``, a link to this directory the build makes (setup.py).
+The Cython modules are typed for mypy by the ``.pyi`` stubs next to their ``.pyx``.
 """
 
 from esched.core._placer import Placer, num_feasible_nodes_to_find

@@ -141,7 +141,7 @@ def _shape(raw: Any, where: str) -> tuple[tuple[int, int], ...]:
         raise ProfileError(where, "must be a non-empty list of {utilization, score}")
     if len(raw) > 16:
         raise ProfileError(where, "at most 16 points")
-    pts = []
+    pts: list[tuple[int, int]] = []
     for i, p in enumerate(raw):
         u, s = p.get("utilization"), p.get("score")
         if not isinstance(u, int) or not 0 <= u <= 100:

@@ -132,8 +132,8 @@ def water_fill(
         total = Fraction(0)
         for k in names:
             v = max(Fraction(lo[k]), weights[k] * level)
-            if hi[k] is not None:
-                v = min(v, Fraction(hi[k]))
+            if (cap := hi[k]) is not None:
+                v = min(v, Fraction(cap))
             total += v
         return total
 
@@ -141,7 +141,7 @@ def water_fill(
     # reaches its cap. Between two of them the fill is linear in L; solve exactly.
     points = sorted(
         {Fraction(lo[k], weights[k]) for k in names}
-        | {Fraction(hi[k], weights[k]) for k in names if hi[k] is not None}
+        | {Fraction(cap, weights[k]) for k in names if (cap := hi[k]) is not None}
     )
     prev = Fraction(0)
     level: Fraction | None = None
@@ -157,8 +157,8 @@ def water_fill(
     exact = {}
     for k in names:
         v = max(Fraction(lo[k]), weights[k] * level)
-        if hi[k] is not None:
-            v = min(v, Fraction(hi[k]))
+        if (cap := hi[k]) is not None:
+            v = min(v, Fraction(cap))
         exact[k] = v
     out = {k: int(v) for k, v in exact.items()}  # floor (non-negative)
     left = amount - sum(out.values())
@@ -168,7 +168,7 @@ def water_fill(
     for k in order:
         if left <= 0:
             break
-        if exact[k] != out[k] and (hi[k] is None or out[k] < hi[k]):
+        if exact[k] != out[k] and ((cap := hi[k]) is None or out[k] < cap):
             out[k] += 1
             left -= 1
     return out
@@ -259,7 +259,10 @@ def deserved(
             floors: dict[str, int] = {}
             for m in weights:
                 if m == QueueTree.SELF:
-                    caps[m] = (demand.get(own) or {}).get(r, 0) if demand else None
+                    # SELF is a member only when own is (see weights above)
+                    caps[m] = (
+                        (demand.get(own) or {}).get(r, 0) if demand and own is not None else None
+                    )
                     continue
                 s = specs_of[m]
                 cap = _min_opt(s.capability.get(r), s.deserved.get(r))

@@ -52,7 +52,7 @@ def node_allocatable(node: dict[str, Any]) -> dict[str, int]:
     return resource_list(status.get("capacity"), "status.capacity")
 
 
-def _container_sum(containers: list[dict[str, Any]], path: str, kind: str) -> dict[str, int]:
+def _container_sum(containers: list[dict[str, Any]] | None, path: str, kind: str) -> dict[str, int]:
     total: dict[str, int] = {}
     for i, c in enumerate(containers or ()):
         res = c.get("resources") or {}

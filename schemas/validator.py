@@ -300,7 +300,7 @@ def _keyword(err: jsonschema_rs.ValidationError, root_uri: str) -> tuple[str, di
 
 def _detail(rule: str, node: dict[str, Any], err: jsonschema_rs.ValidationError) -> str:
     """What the failed keyword demands, in fastjsonschema's words (kept for continuity)."""
-    value = node.get(rule)
+    value: Any = node.get(rule)  # the keyword's schema value (rule names a keyword of node)
     if rule == "type":
         return "must be " + " or ".join([value] if isinstance(value, str) else value)
     if rule == "enum":
@@ -512,8 +512,8 @@ def _schema_error(
         try:
             validator.validate(instance)
             errors = []
-        except jsonschema_rs.ValidationError as err:
-            errors = [err]
+        except jsonschema_rs.ValidationError as only:
+            errors = [only]
     if not errors:  # pragma: no cover - is_valid and iter_errors disagree
         return InvalidEvent(reason, f"{root or 'event'}: invalid", root or None)
     traced = [(*_trace(e, root_uri, root, instance), i) for i, e in enumerate(errors)]
@@ -599,19 +599,19 @@ _KNOWN_MAX = 8192
 def _quantity(name: str, value: Any, path: str) -> int:
     is_cpu = name == "cpu"
     if value.__class__ is str:
-        units = _KNOWN[is_cpu].get(value)
-        if units is not None:
-            return units
+        known = _KNOWN[is_cpu].get(value)
+        if known is not None:
+            return known
     try:
         units = _units(is_cpu, value)
     except TypeError:  # unhashable: not a quantity at all
         units = "must be a string or a number"
-    if units.__class__ is str:
+    if isinstance(units, str):
         field = f"{path}.{name}"
         raise InvalidEvent("quantity", f"{field}: invalid quantity {_short(value)}: {units}", field)
     if value.__class__ is str and len(_KNOWN[is_cpu]) < _KNOWN_MAX:
-        _KNOWN[is_cpu][value] = units  # type: ignore[assignment]
-    return units  # type: ignore[return-value]
+        _KNOWN[is_cpu][value] = units
+    return units
 
 
 def _all_known(values: dict[str, Any]) -> bool:
@@ -790,10 +790,10 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
         raise _unsupported(event, exc, "envelope") from None
     if not valid:
         try:
-            exc = _schema_error(v.envelope, event, "", "envelope", _ENVELOPE_URI)
+            invalid = _schema_error(v.envelope, event, "", "envelope", _ENVELOPE_URI)
         except ValueError as err:
-            exc = _unsupported(event, err, "envelope")
-        raise exc from None
+            invalid = _unsupported(event, err, "envelope")
+        raise invalid from None
     etype = event["type"]
     if etype not in allowed_types:
         if etype in TYPES:
@@ -918,7 +918,7 @@ def sample_events() -> Iterator[dict[str, Any]]:
             "data": data,
         }
 
-    mix = [("esched.pod.submitted", pod)] * 7 + [
+    mix: list[tuple[str, dict[str, Any]]] = [("esched.pod.submitted", pod)] * 7 + [
         ("esched.node.added", node),
         ("esched.podgroup.submitted", group),
         ("esched.usage.reported", usage),

@@ -42,7 +42,7 @@ import heapq
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -287,7 +287,7 @@ class Admission:
         self._inflight.clear()
         out = []
         phase = st.pod_phase_np[: st.n_pods]
-        keys = st.pod_keys
+        keys = cast("list[str]", st.pod_keys)  # every running or pending slot has a key
         for idx in np.flatnonzero(phase == _RUNNING):
             self._charge_active(st, keys[idx], int(idx))
         for idx in np.flatnonzero(phase == _PENDING):
@@ -329,6 +329,7 @@ class Admission:
                     g = int(st.pod_gang_np[idx])
                     gang = st.gang_keys[g] if g >= 0 else None
                     first = self._rejected_gangs.get(gang) if gang else None
+                    r: Rejection | None
                     if first is not None:
                         r = Rejection(
                             pod,
@@ -518,7 +519,7 @@ class Admission:
                 specs[q], tree, caps, sub_used, req, res_names, st, it[1] == "gang", cluster_vec
             )
             if reason is None:
-                a: str | None = specs[q].name if caps else None
+                a = specs[q].name if caps else None
                 while a is not None:
                     sub_used[a] += req
                     a = tree.parent.get(a)

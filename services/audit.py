@@ -52,7 +52,7 @@ import numpy as np
 import orjson
 
 from esched.core import PHASES, ClusterState
-from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
+from esched.core.bands import BandConfig, may_preempt
 from esched.core.quota import Quota
 from esched.core.reclaim import victims_legal
 from esched.schemas.events import (
@@ -127,8 +127,9 @@ class Auditor:
 
     def feed(self, position: int, event: dict[str, Any]) -> None:
         """Check (if a decision) and fold one event."""
-        etype = event.get("type")
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        etype: Any = event.get("type")  # any JSON value; only known types are checked
+        raw = event.get("data")
+        data: dict[str, Any] = raw if isinstance(raw, dict) else {}
         self.checked["events"] += 1
         if etype in (PLACEMENT_COMMITTED, PLACEMENT_REJECTED):
             self._decision(position, etype, event, data)
@@ -165,7 +166,9 @@ class Auditor:
     def _eviction(self, position: int, data: dict[str, Any]) -> None:
         """An eviction made for a preemption: the victim must be running where named."""
         st = self.state
-        pod, node = data.get("pod"), data.get("node")
+        # Payload fields as stored (any JSON value; a missing pod is flagged below).
+        pod: Any = data.get("pod")
+        node: Any = data.get("node")
         self.checked["evictions"] += 1
         pidx = st.pod_index.get(pod)
         if (
@@ -192,7 +195,8 @@ class Auditor:
         """Legality of a committed preemption; returns the victims' gangs."""
         st = self.state
         self.checked["preemptions"] += 1
-        evicted = {pod for _, pod in self._evictions.pop(event.get("id"), [])}
+        decision: Any = event.get("id")
+        evicted = {pod for _, pod in self._evictions.pop(decision, [])}
         named = {v.get("pod") for v in victims if isinstance(v, dict)}
         if evicted != named:
             self._flag(
@@ -201,7 +205,7 @@ class Auditor:
                 f"decision {event.get('id')} names victims {sorted(map(str, named))}, "
                 f"evicted for it: {sorted(evicted)}",
             )
-        pods = [b.get("pod") for b in data.get("bindings") or () if isinstance(b, dict)]
+        pods: list[Any] = [b.get("pod") for b in data.get("bindings") or () if isinstance(b, dict)]
         known = [st.pod_index[p] for p in pods if p in st.pod_index]
         gangs: set[int] = set()
         if not known:
@@ -217,8 +221,7 @@ class Auditor:
                 self._flag(
                     position,
                     "preemption_illegal",
-                    f"{BAND_NAMES[preemptor]} pod(s) {', '.join(pods)} evicted {pod} "
-                    f"({BAND_NAMES[band]})",
+                    f"{preemptor.label} pod(s) {', '.join(pods)} evicted {pod} ({band.label})",
                 )
             g = int(st.pod_gang_np[pidx])
             if g >= 0:
@@ -238,8 +241,8 @@ class Auditor:
         victim_gangs: set[int] = set()
         if committed and victims:
             victim_gangs = self._preemption(position, event, data, victims)
-        elif event.get("id") in self._evictions:
-            self._evictions.pop(event.get("id"))
+        elif (decision := event.get("id")) in self._evictions:
+            self._evictions.pop(decision)
             self._flag(
                 position,
                 "preemption_unrecorded",

@@ -163,7 +163,9 @@ async def run_replay_bench(store_url: str, events: int, nodes: int) -> dict:
         del by_dict
 
         await save_snapshot(store, state)
-        snap_bytes = len((await store.load_snapshot(SNAPSHOT_NAME))[1])
+        snapshot = await store.load_snapshot(SNAPSHOT_NAME)
+        assert snapshot is not None, "the snapshot just saved"
+        snap_bytes = len(snapshot[1])
         t0 = time.perf_counter()
         restored = await fold_log(store, use_snapshot=True)
         restart_s = time.perf_counter() - t0

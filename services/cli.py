@@ -369,6 +369,7 @@ def ingest(
     """
     from esched.services import metrics
     from esched.services.bus import open_bus
+    from esched.services.bus.memory import MemoryBus
     from esched.services.event_files import read_records
     from esched.services.ingest import IngestConfig, IngestService
 
@@ -380,10 +381,15 @@ def ingest(
             "or --input FILE for the embedded mode"
         )
     bus = open_bus(kafka, topic_prefix)
+    # The embedded mode (--input) reads files into the in-process bus and writes its
+    # dead letters back out of it: only the MemoryBus has append() and log().
+    memory = bus if isinstance(bus, MemoryBus) else None
     if inputs:
+        if memory is None:
+            raise click.UsageError("--input needs the in-process bus (no --kafka)")
         try:
             for rec in read_records(inputs, bus.topics):
-                bus.append(rec.topic, rec.key, rec.value)
+                memory.append(rec.topic, rec.key, rec.value)
         except (OSError, ValueError) as exc:
             raise click.UsageError(str(exc)) from exc
         exit_when_idle = True
@@ -410,9 +416,9 @@ def ingest(
         }
 
     summary = run_async(main)
-    if inputs and summary["deadlettered"]:
+    if memory is not None and inputs and summary["deadlettered"]:
         with open(deadletter_file, "ab") as f:
-            for m in bus.log(bus.topics.deadletter):
+            for m in memory.log(bus.topics.deadletter):
                 f.write(m.value + b"\n")
         summary["deadletter_file"] = deadletter_file
     emit(summary)

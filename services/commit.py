@@ -60,7 +60,7 @@ import orjson
 
 from esched.core import PHASES, ClusterState
 from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
-from esched.core.bands import BAND_NAMES, BandConfig, may_preempt
+from esched.core.bands import Band, BandConfig, may_preempt
 from esched.core.queues import QueueSpec, QueueTree
 from esched.core.reclaim import victims_legal
 from esched.schemas.events import (
@@ -352,22 +352,22 @@ class Validator:
         for name, acc in add.items():
             used = self._cap_used[name]
             lim = limits[name]
-            for c, units in acc.items():
-                if units > 0 and used[c] + units > lim[c]:
+            for c, amount in acc.items():
+                if amount > 0 and used[c] + amount > lim[c]:
                     st = self.state
                     return Verdict(
                         False,
                         QUEUE_CAPABILITY,
-                        f"queue {name}: {st.res_names[c]} {used[c] + units} bound "
+                        f"queue {name}: {st.res_names[c]} {used[c] + amount} bound "
                         f"with this proposal > capability {lim[c]} "
                         f"(queue of {pods[0]})",
                         pods,
                     ), add
         return None, add
 
-    def band_of_pod(self, pidx: int) -> int:
+    def band_of_pod(self, pidx: int) -> Band:
         """The Borg band of the pod in slot ``pidx`` under this validator's bands."""
-        return int(self.placer.class_bands(self.bands)[int(self.state.pod_class_np[pidx])])
+        return Band(int(self.placer.class_bands(self.bands)[int(self.state.pod_class_np[pidx])]))
 
     def _victims(
         self, data: dict[str, Any], pods: tuple[str, ...]
@@ -418,8 +418,7 @@ class Validator:
                     Verdict(
                         False,
                         PREEMPTION_ILLEGAL,
-                        f"{BAND_NAMES.get(preemptor, preemptor)} may not preempt "
-                        f"{pod} ({BAND_NAMES[band]})",
+                        f"{preemptor.label} may not preempt {pod} ({band.label})",
                         pods,
                     ),
                     freed,
@@ -507,8 +506,8 @@ class Validator:
             return verdict if verdict is not None else Verdict(True, None, "", pods)
         for name, acc in cap_add.items():
             used = self._cap_used[name]
-            for c, units in acc.items():
-                used[c] += units
+            for c, amount in acc.items():
+                used[c] += amount
         self._bound.update(pods)
         for g, k in gangs.items():
             self._gang_extra[g] = self._gang_extra.get(g, 0) + k
@@ -1300,9 +1299,9 @@ class CommitService:
             hit = encoded.get(id(env))
             payload = hit[1] if hit is not None and hit[0] is env else orjson.dumps(env)
             records.append((_decision_key(env), payload))
-        producer = self._producer
+        producer, topic = self._producer, self.bus.topics.decisions
         await retry_until(
-            lambda: producer.send_many(self.bus.topics.decisions, records),
+            lambda: producer.send_many(topic, records),
             retriable=is_transient,
             what="decisions send",
             on_retry=count_retry(SERVICE, "bus"),
@@ -1411,13 +1410,13 @@ class CommitService:
 
     async def _deadletter(self, dead: list[tuple[Message, str, str, str | None]]) -> None:
         assert self._producer is not None and self.bus is not None
-        producer = self._producer
+        producer, topic = self._producer, self.bus.topics.deadletter
         records = [
             (m.key, deadletter_record(m, reason, text, f, service=SERVICE))
             for m, reason, text, f in dead
         ]
         await retry_until(
-            lambda: producer.send_many(self.bus.topics.deadletter, records),
+            lambda: producer.send_many(topic, records),
             retriable=is_transient,
             what="dead-letter send",
             on_retry=count_retry(SERVICE, "bus"),

@@ -50,13 +50,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -315,11 +316,12 @@ class Dispatcher:
                 st.apply_payloads(payload_pairs(rows[start:i]))
                 start = i
                 data = orjson.loads(r.payload).get("data")
-                idx = st.node_index.get(
-                    ((data if isinstance(data, dict) else {}).get("metadata") or {}).get("name")
+                name: Any = ((data if isinstance(data, dict) else {}).get("metadata") or {}).get(
+                    "name"
                 )
+                idx = st.node_index.get(name)
                 if idx is not None:
-                    keys = st.pod_keys
+                    keys = cast("list[str]", st.pod_keys)  # bound pods' slots have keys
                     pods.update(
                         dict.fromkeys(
                             keys[p] for p in np.flatnonzero(st.pod_node_np[: st.n_pods] == idx)
@@ -330,7 +332,8 @@ class Dispatcher:
         self._rejections.extend(self.admission.observe(st, facts))
         reconsider = False
         now = time.monotonic()
-        for pos, etype, key, data in facts:
+        for pos, etype, key, fact_data in facts:
+            data = fact_data or {}  # a decision's or report's data is a dict; the rest unread
             if etype == POD_SUBMITTED or etype == POD_EVICTED:
                 pods[key] = None
             elif etype == PODGROUP_SUBMITTED:
@@ -408,14 +411,14 @@ class Dispatcher:
             else:
                 out.append((cause, "pod", pod))
         for gang in gang_set:
-            g = st.gang_index.get(gang)
-            if g is None or self.admission.gang_rejected(gang):
+            gi = st.gang_index.get(gang)
+            if gi is None or self.admission.gang_rejected(gang):
                 continue
-            pending = int(st.gang_counts_np[g, _PENDING])
-            running = int(st.gang_counts_np[g, _RUNNING])
+            pending = int(st.gang_counts_np[gi, _PENDING])
+            running = int(st.gang_counts_np[gi, _RUNNING])
             # A gang is work once its pending members can reach minMember together with
             # the running ones; earlier, no placement could be committed anyway.
-            if pending > 0 and pending + running >= int(st.gang_min_np[g]):
+            if pending > 0 and pending + running >= int(st.gang_min_np[gi]):
                 out.append((cause, "gang", gang))
         return out
 
@@ -437,7 +440,7 @@ class Dispatcher:
         while upto > lowest and not capacity_at:
             after = max(lowest, upto - page)
             rows = await retry_until(
-                lambda a=after, u=upto: self.store.read(a, page, u),
+                functools.partial(self.store.read, after, page, upto),
                 retriable=is_transient,
                 what="read the log tail",
             )
@@ -451,14 +454,14 @@ class Dispatcher:
                     reports.setdefault(str(data.get("pod")), []).append(judged)
             upto = after
         now = time.monotonic()
-        for pod, judged in reports.items():
+        for pod, judged_at in reports.items():
             idx = st.pod_index.get(pod)
             if idx is None or st.pod_phase_np[idx] != _PENDING:
                 continue
             # A report judged before the newest capacity event has seen room freed since.
-            if judged[0] < capacity_at:
+            if judged_at[0] < capacity_at:
                 continue
-            n = len(judged)
+            n = len(judged_at)
             self._reports[pod] = n
             delay = min(self.config.backoff_base * 2 ** (n - 1), self.config.backoff_max)
             self._parked[pod] = _Parked(n, now + delay, self._capacity_seq)
@@ -567,8 +570,8 @@ class Dispatcher:
             plan = plan_reclaim(st, self._placer, pod, view)
             if plan is None:
                 continue
-            requests = dict(st.class_specs[int(st.pod_class_np[idx])]["requests"])
-            data = plan.proposal(f"reclaim-{pod}-{position}", position, requests)
+            pod_requests = dict(st.class_specs[int(st.pod_class_np[idx])]["requests"])
+            data = plan.proposal(f"reclaim-{pod}-{position}", position, pod_requests)
             self._reclaiming[pod] = now + self.config.reclaim_timeout
             if not self._valid(data):
                 continue
@@ -705,7 +708,7 @@ class Dispatcher:
             chunk = batch[i : i + self.config.chunk]
             records = [rec for _cause, rec in chunk]
             await retry_until(
-                lambda r=records: producer.send_many(topic, r),
+                functools.partial(producer.send_many, topic, records),
                 retriable=is_transient,
                 what="work send",
                 on_retry=count_retry(SERVICE, "bus"),

@@ -293,13 +293,14 @@ class IngestService:
         return a[0] + b[0], a[1] + b[1], a[2] + b[2]
 
     async def _deadletter(self, dead: list[_Dead]) -> None:
-        assert self._producer is not None
+        producer = self._producer
+        assert producer is not None
         records = [
             (m.key, deadletter_record(m, reason, text, fieldname))
             for m, reason, text, fieldname in dead
         ]
         await retry_until(
-            lambda: self._producer.send_many(self.bus.topics.deadletter, records),
+            lambda: producer.send_many(self.bus.topics.deadletter, records),
             retriable=is_transient,
             what="dead-letter send",
             on_retry=count_retry(SERVICE, "bus"),

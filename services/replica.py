@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -1052,7 +1052,8 @@ class Replica:
             by_proposal[pid] = target
 
         def where(pod: str) -> str:
-            return st.node_names[int(st.pod_node_np[st.pod_index[pod]])]
+            # A victim is running, so bound to an alive node: the slot has a name.
+            return cast(str, st.node_names[int(st.pod_node_np[st.pod_index[pod]])])
 
         preempt = self.config.preemption
         bands = self.config.bands
@@ -1068,17 +1069,17 @@ class Replica:
                 if g >= 0:  # a gang member travels with its gang
                     t = _Target("gang", st.gang_keys[g], t.position)
                 else:
-                    got = placer.place(t.key)
-                    if got is not None:
-                        propose(t, None, [(t.key, got[0])])
+                    placed = placer.place(t.key)
+                    if placed is not None:
+                        propose(t, None, [(t.key, placed[0])])
                         continue
-                    plan = placer.plan_preemption(t.key, bands) if preempt else None
-                    if plan is not None:
+                    preemption = placer.plan_preemption(t.key, bands) if preempt else None
+                    if preemption is not None:
                         victims = [
                             {"pod": v, "node": where(v)}
-                            for v in plan["victims"] + plan["collateral"]
+                            for v in preemption["victims"] + preemption["collateral"]
                         ]
-                        propose(t, None, [(t.key, plan["node"])], victims)
+                        propose(t, None, [(t.key, preemption["node"])], victims)
                     else:
                         unschedulable[t.key] = (t, self._reasons(t.key, reasons_cache), "")
                     continue
@@ -1187,7 +1188,7 @@ class Replica:
         events = []
         for r in self._to_reserve:
             data = {k: v for k, v in r.items() if k != "position"}
-            env = {
+            env: dict[str, Any] = {
                 "specversion": "1.0",
                 "id": f"reserve-{r['gang']}-{r['position']}",
                 "source": self.config.source_prefix + self.id,
@@ -1234,8 +1235,8 @@ class Replica:
             free = st.allocatable_np[alive, :nres].astype(np.int64) - placer.used_array()[
                 alive, :nres
             ].astype(np.int64)
-            view = cache[-1] = {"alive": alive, "free": free}  # type: ignore[assignment]
-        alive, free = view["alive"], view["free"]  # type: ignore[index]
+            view = cache[-1] = {"alive": alive, "free": free}
+        alive, free = view["alive"], view["free"]
         out: dict[str, int] = {}
         if alive.size:
             need = st.class_req_np[cid, :nres].astype(np.int64)
@@ -1245,7 +1246,7 @@ class Replica:
                 code = "TooManyPods" if name == "pods" else f"Insufficient.{name}"
                 out[code] = int(short[:, r].sum())
             roomy = alive[~short.any(axis=1)]
-            names = st.node_names
+            names = cast("list[str]", st.node_names)  # alive slots (roomy) have names
             reserved = st.reserved_nodes
             gidx = int(st.pod_gang_np[st.pod_index[pod]])
             own = st.gang_keys[gidx] if gidx >= 0 else None
@@ -1337,7 +1338,7 @@ class Replica:
             return
         for _pos, ev in events:
             if ev.get("type") in (PLACEMENT_COMMITTED, PLACEMENT_REJECTED):
-                pid = (ev.get("data") or {}).get("proposal")
+                pid: Any = (ev.get("data") or {}).get("proposal")  # as stored: any JSON
                 if pid in self._inflight:
                     self._release(pid)
                 fut = self._waiting.get(pid)
@@ -1355,7 +1356,7 @@ class Replica:
         for pod, (position, reasons, extra, judged_at) in pods.items():
             detail = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
             message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra else "")
-            env = {
+            env: dict[str, Any] = {
                 "specversion": "1.0",
                 "id": unschedulable_id(pod, position),
                 "source": self.config.source_prefix + self.id,

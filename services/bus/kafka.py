@@ -230,7 +230,7 @@ class _KafkaConsumer(BusConsumer):
             await self._consumer.start()
             if self._assign:
                 await self._consumer.topics()  # metadata of every topic
-                parts = []
+                parts: list[TopicPartition] = []
                 for topic in self._assign:
                     found = self._consumer.partitions_for_topic(topic)
                     if not found:

@@ -351,7 +351,7 @@ def compare(
         }
     figs = Figures()
     summaries: list[dict] = []
-    tables = []
+    tables: list[tuple[str, list[str], list[list[str]]]] = []
     t_all = time.perf_counter()
     if "simulate" in wanted:
         t0 = time.perf_counter()
@@ -360,8 +360,8 @@ def compare(
             ProcessPoolExecutor(max_workers=workers or min(len(profiles), 2)) as pool,
         ):
             runs = []
-            for i, res in enumerate(pool.map(_run_one, [(tr, p, seed) for p in profiles])):
-                runs.append(res)
+            for i, run in enumerate(pool.map(_run_one, [(tr, p, seed) for p in profiles])):
+                runs.append(run)
                 update(i + 1)
         summaries = [r["summary"] for r in runs]
         out["simulate"] = {"summaries": summaries, "seconds": time.perf_counter() - t0}
@@ -440,7 +440,8 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
             bound = f"{np.median(bounds):.0f}" if bounds else "-"
             if v:
                 a = np.asarray(v, dtype=float)
-                vs = f"{100 * (meds[name] / base - 1):+.1f}%" if base else "-"
+                med = meds[name]
+                vs = f"{100 * (med / base - 1):+.1f}%" if base and med is not None else "-"
                 rows.append(
                     [
                         name,
@@ -500,18 +501,18 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
         "alloc % final",
     ]
     for name, ts in by.items():
-        a = [t["alloc_at_100"] for t in ts if t["alloc_at_100"] is not None]
+        at100 = [t["alloc_at_100"] for t in ts if t["alloc_at_100"] is not None]
         f = [t["alloc_final"] for t in ts]
         gpus = ts[0]["gpus"]
-        med = float(np.median(a)) if a else float("nan")
+        med100 = float(np.median(at100)) if at100 else float("nan")
         rows.append(
             [
                 name,
                 str(len(ts)),
-                f"{100 * med:.2f}",
-                f"{100 * np.percentile(a, 25):.2f}" if a else "-",
-                f"{100 * np.percentile(a, 75):.2f}" if a else "-",
-                f"{(1 - med) * gpus:.0f}" if a else "-",
+                f"{100 * med100:.2f}",
+                f"{100 * np.percentile(at100, 25):.2f}" if at100 else "-",
+                f"{100 * np.percentile(at100, 75):.2f}" if at100 else "-",
+                f"{(1 - med100) * gpus:.0f}" if at100 else "-",
                 f"{100 * np.median(f):.2f}",
             ]
         )

@@ -490,7 +490,7 @@ def run_trials(
 
         for fut in as_completed(futures):
             i = futures[fut]
-            results[i] = fut.result()
+            results[i] = result = fut.result()
             if progress:
-                progress(results[i])
+                progress(result)
     return [r for r in results if r is not None]

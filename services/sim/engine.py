@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -401,6 +402,7 @@ class Simulator:
     def _try_place(self, j: int, now: float) -> bool:
         job = self.jobs[j]
         keys = self.keys[j]
+        assert keys is not None, "a job is placed after it is submitted"
         st = self.state
         dev = self.devices
         t0 = time.perf_counter()
@@ -422,7 +424,7 @@ class Simulator:
             if got is None:
                 return False
             n = st.node_index[got[0]]
-            devs = ()
+            devs: tuple[int, ...] = ()
             if dev is not None:
                 devs = dev.choose(n, g, job.cpu_milli, self.fgd_weight > 0)
                 dev.bind(n, g, job.cpu_milli, devs)
@@ -440,17 +442,21 @@ class Simulator:
                     self.fgd_weight > 0,
                     st.n_nodes,
                 )
-            plan = self.placer.plan_gang(keys, devices=gd)
+            planned = self.placer.plan_gang(keys, devices=gd)
             self.place_seconds += time.perf_counter() - t0
-            if plan is None:
+            if planned is None:
                 return False
+            plan = planned
+            # A whole plan: every member took its devices (zip's strict check below).
             bound = (
-                list(gd.taken) if gd is not None else [(st.node_index[name], ()) for name in plan]
+                [t for t in gd.taken if t is not None]
+                if gd is not None
+                else [(st.node_index[name], ()) for name in plan]
             )
         bindings = []
         resources = self._units(job)
         for key, name, (_, devs) in zip(keys, plan, bound, strict=True):
-            b = {"pod": key, "node": name, "resources": resources}
+            b: dict[str, Any] = {"pod": key, "node": name, "resources": resources}
             if devs:
                 b["devices"] = list(devs)
             bindings.append(b)
@@ -498,9 +504,11 @@ class Simulator:
 
     def _finish(self, j: int, now: float) -> None:
         job = self.jobs[j]
-        if self.bound[j] is None:
+        keys, bound = self.keys[j], self.bound[j]
+        if bound is None:
             return
-        for key, (n, devs) in zip(self.keys[j], self.bound[j], strict=True):
+        assert keys is not None, "a bound job was submitted"
+        for key, (n, devs) in zip(keys, bound, strict=True):
             name = key.split("/", 1)[1]
             self._emit(
                 "esched.pod.succeeded",
@@ -529,7 +537,9 @@ class Simulator:
 
     def _withdraw(self, j: int, now: float, dropped: bool = False) -> None:
         job = self.jobs[j]
-        for key in self.keys[j]:
+        keys = self.keys[j]
+        assert keys is not None, "a withdrawn job was submitted"
+        for key in keys:
             name = key.split("/", 1)[1]
             self._emit(
                 "esched.pod.deleted", key, {"metadata": {"name": name, "namespace": NAMESPACE}}, now

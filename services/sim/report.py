@@ -12,6 +12,7 @@ import html
 import io
 import math
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -523,8 +524,8 @@ def write_report(
     title: str,
     summaries: list[dict],
     figs: Figures,
-    extra_tables: list[tuple[str, list[str], list[list[str]]]] = (),
-    notes: list[str] = (),
+    extra_tables: Sequence[tuple[str, list[str], list[list[str]]]] = (),
+    notes: Sequence[str] = (),
 ) -> dict[str, str]:
     """Write ``report.html``, ``figures.json`` and ``summary.json`` into ``out_dir``."""
     out = Path(out_dir)

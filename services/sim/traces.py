@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "KINDS",
@@ -365,9 +366,9 @@ def _philly_nodes(folder: Path, quirks: Counter, notes: list[str]) -> list[NodeS
         with open(official, newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)
             next(reader)
-            for row in reader:
-                if len(row) >= 2:
-                    nodes.append(NodeSpec(row[0].strip().lower(), 0, 0, int(row[1]), None))
+            for fields in reader:
+                if len(fields) >= 2:
+                    nodes.append(NodeSpec(fields[0].strip().lower(), 0, 0, int(fields[1]), None))
         notes.append("Machines from the official cluster_machine_list.")
     return nodes
 
@@ -494,6 +495,8 @@ def _dlrm(path: Path, nodes_spec: str | None) -> Trace:
         "RDMA and disk requests and max_instance_per_node are not simulated (counted).",
         "All instances are latency-sensitive services: priority 1000.",
     ]
+    # name, role, cpu, memory, gpus, created, scheduled, deleted, app
+    rows: list[tuple[str, str, int, int, int, float | None, float | None, float | None, str]]
     rows = []
     end = 0.0
     with open(csv_file, newline="", encoding="utf-8") as fh:
@@ -526,7 +529,10 @@ def _dlrm(path: Path, nodes_spec: str | None) -> Trace:
                 quirks["disk_request_not_simulated"] += 1
             if (row.get("max_instance_per_node") or "-1").strip() not in ("-1", "-1.0"):
                 quirks["max_instance_per_node_not_simulated"] += 1
-            rows.append((name, role, cpu, mem, gpus, *times, row.get("app_name", "")))
+            created, scheduled, deleted = times
+            rows.append(
+                (name, role, cpu, mem, gpus, created, scheduled, deleted, row.get("app_name", ""))
+            )
     if not rows:
         raise TraceError(f"dlrm: {csv_file} has no usable instances")
     jobs = []
@@ -567,7 +573,10 @@ def _dlrm(path: Path, nodes_spec: str | None) -> Trace:
             )
         )
     kinds = Counter(j.node_kind for j in jobs)
-    have = {"cpu": sum(n.gpus == 0 for n in nodes), "gpu": sum(n.gpus > 0 for n in nodes)}
+    have: dict[str | None, int] = {
+        "cpu": sum(n.gpus == 0 for n in nodes),
+        "gpu": sum(n.gpus > 0 for n in nodes),
+    }
     for kind, count in kinds.items():
         if count and not have[kind]:
             role = "CN" if kind == "cpu" else "HN"
@@ -678,7 +687,7 @@ def load_trace(spec: str, nodes: str | None = None) -> Trace:
     if not sep or kind not in KINDS:
         raise TraceError(f"trace {spec!r}: expected KIND:PATH with KIND one of {', '.join(KINDS)}")
     if kind == "synthetic":
-        kv = {}
+        kv: dict[str, Any] = {}
         for part in filter(None, rest.split(",")):
             k, eq, v = part.partition("=")
             if not eq or k not in ("nodes", "jobs", "seed", "load"):

@@ -227,7 +227,7 @@ class PostgresEventStore(EventStore):
         if pool is not None:
             try:
                 await asyncio.wait_for(pool.close(), 5)
-            except (TimeoutError, *_DRIVER_ERRORS):
+            except _DRIVER_ERRORS:  # TimeoutError included
                 pool.terminate()
 
     @_translated

@@ -1,0 +1,3 @@
+# Typing stub for the Cython module core/_types.pyx (mypy reads this, not the .pyx).
+
+def type_info() -> dict[str, tuple[int, bool]]: ...
