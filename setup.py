@@ -75,6 +75,7 @@ setup(
         "esched.services",
         "esched.services.store",
         "esched.services.bus",
+        "esched.services.cli",
         "esched.services.sim",
         "esched.schemas",
     ],

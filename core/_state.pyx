@@ -22,11 +22,12 @@ import orjson
 
 from esched.schemas import events as _ev
 from esched.schemas.objects import (
-    BUILTIN_PRIORITY_CLASSES, gang_key, node_allocatable, pod_priority, pod_queue, pod_requests,
+    AGGREGATED_SPEC_FIELDS, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST, gang_key, node_allocatable, pod_priority, pod_queue, pod_requests,
+    pod_resource_requests,
 )
 
 from esched.core.queues import node_group_terms, queue_view
-from esched.core._requests import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, nonzero_requests
 from esched.schemas.quantity import QuantityError, resource_list, to_base_units
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -203,12 +204,34 @@ cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
     return meta
 
 
+# The pod key rule (schemas.events.namespaced_key), inlined in the fold's hot paths
+# on the same constant; tests/core/test_fold.py checks all three builders agree.
+cdef str _DEFAULT_NS = _ev.DEFAULT_NAMESPACE
+cdef bytes _DEFAULT_NS_BYTES = _DEFAULT_NS.encode("ascii")
+
+
+cdef tuple _AGGREGATED = AGGREGATED_SPEC_FIELDS
+
+
+cdef inline bint _aggregated(dict spec) except -1:
+    # Whether the pod's requests need more than the sum over its containers.
+    for field in _AGGREGATED:
+        if spec.get(field):
+            return True
+    return False
+
+
+cdef inline str _meta_key(dict meta):
+    # schemas.events.metadata_key without the call.
+    return f"{meta.get('namespace') or _DEFAULT_NS}/{meta.get('name', '')}"
+
+
 cdef str _pod_key(const unsigned char* b, Span namespace, Span name):
-    # f"{namespace or 'default'}/{name}" as the handlers build a pod's key, from the
-    # raw spans of two string values (start -1: absent), without a str for either:
-    # accepted strings are ASCII without escapes, so the key's bytes are theirs.
-    cdef const char* ns = "default"
-    cdef Py_ssize_t ns_len = 7, name_len = 0
+    # _meta_key as the handlers build a pod's key, from the raw spans of two string
+    # values (start -1: absent), without a str for either: accepted strings are
+    # ASCII without escapes, so the key's bytes are theirs.
+    cdef const char* ns = _DEFAULT_NS_BYTES
+    cdef Py_ssize_t ns_len = len(_DEFAULT_NS_BYTES), name_len = 0
     if namespace.start >= 0 and namespace.end - namespace.start > 2:
         ns = <const char*>b + namespace.start + 1
         ns_len = namespace.end - namespace.start - 2
@@ -430,6 +453,10 @@ cdef class ClusterState:
             memo[value] = units
         return units
 
+    def _units_of(self, str name, object value, str field=None) -> int:
+        """:meth:`_units` as the ``units`` argument of ``pod_resource_requests``."""
+        return self._units(name, value)
+
     cdef Py_ssize_t _label_bit(self, str text) except -1:
         bit = self.label_ids.get(text)
         if bit is not None:
@@ -504,15 +531,15 @@ cdef class ClusterState:
         cdef str name
         cdef long long u, c_cpu, c_mem, nz_cpu, nz_mem
         try:
-            if spec.get("initContainers") or spec.get("overhead"):
-                # Rare shapes take the reference aggregations.
-                req = pod_requests(pod)
-                nz = nonzero_requests(pod)
+            if _aggregated(spec):
+                # The rule itself (schemas.objects.pod_resource_requests) for the
+                # shapes beyond plain containers, with this state's memoized quantities.
+                req, nz = pod_resource_requests(pod, self._units_of)
             else:
-                # Same aggregation as schemas.objects.pod_requests for plain containers
-                # (a limit without a request counts as the request), with memoized
-                # quantities; tests/core check both agree.
-                # Scoring's non-zero cpu/memory (core._requests) is summed alongside.
+                # Plain containers, the bulk of a log: the same rule's container sum
+                # inlined (a Python call per container cost the dict fold ~20%), in the
+                # same resource order; tests/core/test_fold.py checks both agree,
+                # property by property.
                 req = {}
                 nz_cpu = nz_mem = 0
                 for c in spec.get("containers") or ():
@@ -785,7 +812,7 @@ cdef class ClusterState:
 
     cdef int _pod_submitted(self, dict pod, list class_memo=None) except -1:
         cdef dict meta = pod.get("metadata") or {}
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        key = _meta_key(meta)
         return self._pod_submit(key, pod, meta, None, class_memo)
 
     cdef int _pod_submit(self, str key, dict pod, dict meta, dict spec,
@@ -881,8 +908,7 @@ cdef class ClusterState:
 
     cdef int _pod_finished(self, dict data, int phase) except -1:
         cdef dict meta = data.get("metadata") or {}
-        return self._pod_finish(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}",
-                                phase)
+        return self._pod_finish(_meta_key(meta), phase)
 
     cdef int _pod_finish(self, str key, int phase) except -1:
         # The handler proper, on the pod's key.
@@ -905,7 +931,7 @@ cdef class ClusterState:
     cdef int _podgroup(self, dict pg) except -1:
         meta = pg.get("metadata") or {}
         spec = pg.get("spec") or {}
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        key = _meta_key(meta)
         queue_set = bool(spec.get("queue"))
         queue = spec.get("queue") or "default"
         min_resources = resource_list(spec.get("minResources"), "spec.minResources")

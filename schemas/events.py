@@ -1,4 +1,5 @@
-"""The event vocabulary of esched: type names, which are external input, and streams.
+"""The event vocabulary of esched: type names, which are external input, envelopes,
+stream names and keys (the one home of each of these conventions).
 
 Every event is a CloudEvents 1.0 envelope in JSON structured mode. ``id`` is the
 idempotency key; ``type`` is one of the names below; ``data`` is a
@@ -8,14 +9,33 @@ The JSON Schema of each type is ``schemas/v1/<type>.json``.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
+    "DEFAULT_NAMESPACE",
     "EXTERNAL_TYPES",
     "INTERNAL_TYPES",
+    "JSON",
     "TYPES",
+    "envelope",
+    "message_key",
+    "metadata_key",
+    "namespaced_key",
+    "parse_stream",
+    "proposal_envelope",
+    "proposal_key",
+    "split_key",
+    "stream_key",
+    "stream_name",
     "stream_of",
+    "timestamp",
 ]
+
+#: The CloudEvents version of every envelope.
+SPECVERSION = "1.0"
+#: ``datacontenttype`` of an envelope whose ``data`` is JSON.
+JSON = "application/json"
 
 NODE_ADDED = "esched.node.added"
 NODE_UPDATED = "esched.node.updated"
@@ -64,7 +84,58 @@ TYPES = EXTERNAL_TYPES + INTERNAL_TYPES
 #: The stream of every placement decision (committed or rejected).
 DECISIONS_STREAM = "decisions"
 
-_NAMESPACED_KIND = {"pod": True, "podgroup": True, "node": False, "queue": False}
+#: The namespace of an object whose metadata names none (Kubernetes' default).
+DEFAULT_NAMESPACE = "default"
+
+#: Stream kinds: the first segment of a stream name (``kind/key``).
+POD = "pod"
+PODGROUP = "podgroup"
+NODE = "node"
+QUEUE = "queue"
+GANG = "gang"
+PROPOSALS = "proposals"
+
+_NAMESPACED_KIND = {POD: True, PODGROUP: True, NODE: False, QUEUE: False}
+
+
+def namespaced_key(namespace: str | None, name: str) -> str:
+    """``namespace/name``, the key of a pod, PodGroup or gang; an empty or missing
+    namespace is :data:`DEFAULT_NAMESPACE`. The fold's bytes scanner
+    (``core/_state.pyx``) builds the same key from this constant."""
+    return f"{namespace or DEFAULT_NAMESPACE}/{name}"
+
+
+def metadata_key(meta: dict[str, Any] | None) -> str:
+    """:func:`namespaced_key` of an object's ``metadata`` (name defaults to "")."""
+    meta = meta or {}
+    return namespaced_key(meta.get("namespace"), meta.get("name", ""))
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``(namespace, name)`` of a :func:`namespaced_key`."""
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+def stream_name(kind: str, key: str) -> str:
+    """The stream ``kind/key`` (e.g. ``pod/ns/name``, ``gang/ns/group``, ``node/n1``)."""
+    return f"{kind}/{key}"
+
+
+def parse_stream(stream: str) -> tuple[str, str]:
+    """``(kind, key)`` of a stream name: the inverse of :func:`stream_name`
+    (``"decisions"`` has the empty key)."""
+    kind, _, key = stream.partition("/")
+    return kind, key
+
+
+def stream_key(stream: str, kind: str) -> str | None:
+    """The key of ``stream`` if it is of ``kind`` (``pod/ns/a``, ``pod`` -> ``ns/a``),
+    else None."""
+    prefix = len(kind)
+    if stream.startswith(kind) and stream[prefix : prefix + 1] == "/":
+        return stream[prefix + 1 :]
+    return None
 
 
 def stream_of(event: dict[str, Any]) -> str:
@@ -77,18 +148,89 @@ def stream_of(event: dict[str, Any]) -> str:
     if kind in _NAMESPACED_KIND:
         meta = data.get("metadata")
         if meta is None and "pod" in data:  # internal pod records carry "pod": "ns/name"
-            return f"pod/{data['pod']}"
+            return stream_name(POD, data["pod"])
         meta = meta or {}
-        name = meta.get("name", "")
         if _NAMESPACED_KIND[kind]:
-            return f"{kind}/{meta.get('namespace') or 'default'}/{name}"
-        return f"{kind}/{name}"
-    if kind == "gang":  # internal gang records carry "gang": "ns/name"
-        return f"gang/{data.get('gang', '')}"
+            # stream_name(kind, metadata_key(meta)) inlined: ingest pays this per event.
+            return f"{kind}/{meta.get('namespace') or DEFAULT_NAMESPACE}/{meta.get('name', '')}"
+        return stream_name(kind, meta.get("name", ""))
+    if kind == GANG:  # internal gang records carry "gang": "ns/name"
+        return stream_name(GANG, data.get("gang", ""))
     if kind == "placement":
         if event["type"] == PLACEMENT_PROPOSED:
-            return f"proposals/{data.get('replica', '')}"
+            return stream_name(PROPOSALS, data.get("replica", ""))
         # All decisions form one stream, the commit service's own log: appending with
         # its expected version fences a deposed leader that still tries to write.
         return DECISIONS_STREAM
-    return f"{kind}/{event.get('source', '')}"
+    return stream_name(kind, event.get("source", ""))
+
+
+def proposal_key(data: dict[str, Any]) -> str:
+    """The bus key of a proposal or decision (its ``data``): its gang, else its first
+    pod, so one object's proposals and decisions keep their order on a partition."""
+    return data.get("gang") or data["bindings"][0]["pod"]
+
+
+def message_key(event: dict[str, Any]) -> str | None:
+    """The bus key of an external event: a pod's gang, else the pod's key; a
+    PodGroup's key; other objects' names; None when ``data`` has no metadata.
+    A gang's pods and its PodGroup share a key, so they keep their order."""
+    from esched.schemas.objects import gang_key  # objects builds its keys from this module
+
+    data = event.get("data") or {}
+    meta = data.get("metadata") if isinstance(data, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    kind = str(event.get("type", "")).split(".")[1:2]
+    if kind == [POD]:
+        return gang_key(data) or metadata_key(meta)
+    if kind == [PODGROUP]:
+        return metadata_key(meta)
+    return str(meta.get("name"))
+
+
+def timestamp(when: datetime | None = None, timespec: str = "auto") -> str:
+    """``when`` (default: now) as an RFC 3339 UTC time ending in ``Z``, as envelopes carry it."""
+    return (when or datetime.now(UTC)).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def envelope(
+    type_: str,
+    source: str,
+    data: Any,
+    *,
+    id: str,
+    time: str | None = None,
+    subject: str | None = None,
+    dataschema: str | None = None,
+    content_type: str | None = JSON,
+) -> dict[str, Any]:
+    """The CloudEvents 1.0 envelope (JSON structured mode) of one event.
+
+    ``id`` is the idempotency key: callers whose retries or second leaders must
+    dedupe pass a deterministic one. ``time`` defaults to now (:func:`timestamp`).
+    ``subject``, ``dataschema`` and ``content_type`` are left out when None.
+    """
+    env: dict[str, Any] = {
+        "specversion": SPECVERSION,
+        "id": id,
+        "source": source,
+        "type": type_,
+        "time": timestamp() if time is None else time,
+    }
+    if content_type is not None:
+        env["datacontenttype"] = content_type
+    if dataschema is not None:
+        env["dataschema"] = dataschema
+    if subject is not None:
+        env["subject"] = subject
+    env["data"] = data
+    return env
+
+
+def proposal_envelope(data: dict[str, Any], source: str, *, time: str | None = None) -> dict:
+    """The ``esched.placement.proposed`` envelope of proposal ``data``; its id
+    (``proposal-<id>``) is the proposal's, so a resent proposal dedupes."""
+    return envelope(
+        PLACEMENT_PROPOSED, source, data, id=f"proposal-{data.get('proposal')}", time=time
+    )

@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -120,10 +119,6 @@ def load_documents(text: str | bytes) -> list[dict[str, Any]]:
 # -------------------------------------------------------------------- conversion
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _content_hash(obj: Any) -> str:
     canonical = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     return hashlib.sha256(canonical).hexdigest()[:16]
@@ -132,10 +127,9 @@ def _content_hash(obj: Any) -> str:
 def _event_id(prefix: str, kind: str, obj: dict[str, Any], namespaced: bool) -> str:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name", ""))
-    if namespaced:
-        ident = f"{kind}/{meta.get('namespace') or 'default'}/{name}"
-    else:
-        ident = f"{kind}/{name}"
+    ident = ev.stream_name(
+        kind, ev.namespaced_key(meta.get("namespace"), name) if namespaced else name
+    )
     event_id = f"{prefix}.{ident}"
     if len(event_id) > MAX_ID_LENGTH:  # very long names: keep ids within CloudEvents' limit
         event_id = f"{prefix}.{kind}/{hashlib.sha256(ident.encode()).hexdigest()}"
@@ -152,16 +146,14 @@ def _envelope(
     time: str,
 ) -> dict[str, Any]:
     prefix = id_prefix or _content_hash(obj)
-    event = {
-        "specversion": "1.0",
-        "id": _event_id(prefix, kind, obj, namespaced),
-        "source": source,
-        "type": etype,
-        "time": time,
-        "datacontenttype": "application/json",
-        "dataschema": f"{SCHEMA_BASE_URI}{etype}.json",
-        "data": obj,
-    }
+    event = ev.envelope(
+        etype,
+        source,
+        obj,
+        id=_event_id(prefix, kind, obj, namespaced),
+        time=time,
+        dataschema=f"{SCHEMA_BASE_URI}{etype}.json",
+    )
     event["subject"] = stream_of(event)
     return event
 
@@ -192,7 +184,7 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     name = meta.get("name")
     if not name:
         raise ValueError("Volcano Job without metadata.name")
-    namespace = meta.get("namespace") or "default"
+    namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
     queue = spec.get("queue") or "default"
     tasks = spec.get("tasks") or []
     if not tasks:
@@ -338,7 +330,7 @@ def events_from_documents(
     :class:`~esched.schemas.validator.InvalidEvent` whose message starts with the
     document index. Unknown kinds raise ``ValueError`` naming the index and kind.
     """
-    time = _now()
+    time = ev.timestamp(timespec="milliseconds")
     for i, doc in enumerate(docs):
         if not isinstance(doc, dict):
             raise ValueError(f"document {i}: expected an object, got {type(doc).__name__}")

@@ -7,20 +7,27 @@ Quantities come back as integer base units (see :mod:`esched.schemas.quantity`).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from esched.schemas.quantity import resource_list
+from esched.schemas.events import metadata_key, namespaced_key
+from esched.schemas.quantity import resource_list, to_base_units
 
 __all__ = [
+    "AGGREGATED_SPEC_FIELDS",
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
     "GANG_ANNOTATIONS",
     "QUEUE_ANNOTATION",
     "gang_key",
     "node_allocatable",
+    "nonzero_requests",
     "object_key",
     "pod_limits",
     "pod_priority",
     "pod_queue",
     "pod_requests",
+    "pod_resource_requests",
 ]
 
 #: Pod annotations naming the gang (PodGroup) a pod belongs to, first match wins.
@@ -38,10 +45,9 @@ BUILTIN_PRIORITY_CLASSES = {
 def object_key(obj: dict[str, Any], namespaced: bool = True) -> str:
     """``namespace/name`` for namespaced objects (namespace defaults to ``default``)."""
     meta = obj.get("metadata") or {}
-    name = meta.get("name", "")
     if not namespaced:
-        return name
-    return f"{meta.get('namespace') or 'default'}/{name}"
+        return meta.get("name", "")
+    return metadata_key(meta)
 
 
 def node_allocatable(node: dict[str, Any]) -> dict[str, int]:
@@ -52,47 +58,115 @@ def node_allocatable(node: dict[str, Any]) -> dict[str, int]:
     return resource_list(status.get("capacity"), "status.capacity")
 
 
-def _container_sum(containers: list[dict[str, Any]] | None, path: str, kind: str) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for i, c in enumerate(containers or ()):
-        res = c.get("resources") or {}
-        # A resource with a limit and no request is requested at its limit (API defaulting).
-        values = dict(res.get("limits") or {}) if kind == "requests" else {}
-        values.update(res.get(kind) or {})
-        for name, units in resource_list(values, f"{path}[{i}].resources.{kind}").items():
-            total[name] = total.get(name, 0) + units
-    return total
+#: kube-scheduler's schedutil.DefaultMilliCPURequest: what a container without a cpu
+#: request counts as requesting when *scoring* (never when fitting).
+DEFAULT_MILLI_CPU_REQUEST = 100
+#: kube-scheduler's schedutil.DefaultMemoryRequest (200 MiB), likewise for memory.
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+#: Pod spec fields besides ``containers`` that :func:`pod_resource_requests` takes
+#: into account. A pod with none of them set is a plain sum over its containers: the
+#: fold inlines that case (``core/_state.pyx``), so a new field (pod-level resources,
+#: say) goes here as well as into the aggregation.
+AGGREGATED_SPEC_FIELDS = ("initContainers", "overhead")
+
+#: ``units(resource, value, field) -> base units``: :func:`to_base_units`, or a
+#: memoized equivalent (the fold's).
+Units = Callable[[str, Any, str], int]
 
 
-def _effective(pod: dict[str, Any], kind: str) -> dict[str, int]:
+class PodRequests(NamedTuple):
+    """A pod's requests, both ways kube-scheduler counts them."""
+
+    #: Effective requests for fitting, plus ``pods: 1``.
+    fit: dict[str, int]
+    #: ``(milli-CPU, memory bytes)`` for resource scoring: a container that sets no
+    #: cpu (memory) request counts as :data:`DEFAULT_MILLI_CPU_REQUEST`
+    #: (:data:`DEFAULT_MEMORY_REQUEST`); an explicit ``0`` stays 0.
+    nonzero: tuple[int, int]
+
+
+def _container(
+    c: dict[str, Any], path: str, kind: str, units: Units
+) -> tuple[dict[str, int], int, int]:
+    # One container's quantities of ``kind`` and its non-zero cpu and memory. A
+    # resource with a limit and no request is requested at its limit (API defaulting).
+    res = c.get("resources") or {}
+    values = res.get(kind) or {}
+    field = f"{path}.resources.{kind}."
+    out: dict[str, int] = {}
+    if kind == "requests":
+        limits = res.get("limits")
+        if limits:
+            for name, value in limits.items():
+                if name not in values:
+                    out[name] = units(name, value, field + name)
+    for name, value in values.items():
+        out[name] = units(name, value, field + name)
+    return out, out.get("cpu", DEFAULT_MILLI_CPU_REQUEST), out.get("memory", DEFAULT_MEMORY_REQUEST)
+
+
+def _walk(pod: dict[str, Any], kind: str, units: Units) -> tuple[dict[str, int], int, int]:
+    # The one aggregation (kube's PodRequests / GetNonzeroRequests): sum over
+    # containers, max with each init container (they run one at a time before the
+    # app containers), plus spec.overhead.
     spec = pod.get("spec") or {}
-    total = _container_sum(spec.get("containers"), "spec.containers", kind)
-    # Init containers run one at a time before the app containers: the pod needs the max.
+    total: dict[str, int] = {}
+    cpu = mem = 0
+    for i, c in enumerate(spec.get("containers") or ()):
+        one, c_cpu, c_mem = _container(c, f"spec.containers[{i}]", kind, units)
+        for name, u in one.items():
+            total[name] = total.get(name, 0) + u
+        cpu += c_cpu
+        mem += c_mem
     for i, c in enumerate(spec.get("initContainers") or ()):
-        one = _container_sum([c], f"spec.initContainers[{i}]", kind)
-        for name, units in one.items():
-            if units > total.get(name, 0):
-                total[name] = units
-    for name, units in resource_list(spec.get("overhead"), "spec.overhead").items():
-        total[name] = total.get(name, 0) + units
-    return total
+        one, c_cpu, c_mem = _container(c, f"spec.initContainers[{i}]", kind, units)
+        for name, u in one.items():
+            if u > total.get(name, 0):
+                total[name] = u
+        cpu = max(cpu, c_cpu)
+        mem = max(mem, c_mem)
+    for name, value in (spec.get("overhead") or {}).items():
+        u = units(name, value, f"spec.overhead.{name}")
+        total[name] = total.get(name, 0) + u
+        if name == "cpu":
+            cpu += u
+        elif name == "memory":
+            mem += u
+    return total, cpu, mem
+
+
+def pod_resource_requests(pod: dict[str, Any], units: Units = to_base_units) -> PodRequests:
+    """The rule for a pod's requests, fit and scoring in one walk of its containers.
+
+    Fit: sum over containers, max with each init container, plus ``spec.overhead``;
+    a resource with only a limit is requested at the limit; plus ``pods: 1``, which
+    makes the node's pod-count limit an ordinary resource dimension. Scoring
+    (NodeResourcesFit strategies, ``pkg/scheduler/util.GetNonzeroRequests``) is the
+    same aggregation of cpu and memory, with non-zero defaults per container.
+    Resources keep the order of first sight (limit-only ones before requests within
+    a container): the fold's equivalence classes key on it.
+
+    Raises ``QuantityError`` naming the field at fault (with the default ``units``).
+    """
+    fit, cpu, mem = _walk(pod, "requests", units)
+    fit["pods"] = 1
+    return PodRequests(fit, (cpu, mem))
 
 
 def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
-    """Effective requests as kube-scheduler computes them, plus ``pods: 1``.
+    """Effective requests for fitting (:func:`pod_resource_requests`), with ``pods: 1``."""
+    return pod_resource_requests(pod).fit
 
-    Sum over containers, max with each init container, plus ``spec.overhead``; a
-    resource with only a limit is requested at the limit. The ``pods`` entry makes
-    the node's pod-count limit an ordinary resource dimension.
-    """
-    requests = _effective(pod, "requests")
-    requests["pods"] = 1
-    return requests
+
+def nonzero_requests(pod: dict[str, Any]) -> tuple[int, int]:
+    """``(milli-CPU, memory bytes)`` as kube scores (:func:`pod_resource_requests`)."""
+    return pod_resource_requests(pod).nonzero
 
 
 def pod_limits(pod: dict[str, Any]) -> dict[str, int]:
     """Effective limits (same aggregation as requests), without ``pods``."""
-    return _effective(pod, "limits")
+    return _walk(pod, "limits", to_base_units)[0]
 
 
 def gang_key(pod: dict[str, Any]) -> str | None:
@@ -101,7 +175,7 @@ def gang_key(pod: dict[str, Any]) -> str | None:
     annotations = meta.get("annotations") or {}
     for key in GANG_ANNOTATIONS:
         if annotations.get(key):
-            return f"{meta.get('namespace') or 'default'}/{annotations[key]}"
+            return namespaced_key(meta.get("namespace"), annotations[key])
     return None
 
 

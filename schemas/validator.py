@@ -29,7 +29,7 @@ from urllib.parse import urljoin
 import jsonschema_rs
 import orjson
 
-from esched.schemas.events import EXTERNAL_TYPES, TYPES
+from esched.schemas.events import EXTERNAL_TYPES, TYPES, envelope
 from esched.schemas.quantity import QuantityError, to_base_units
 
 __all__ = [
@@ -909,14 +909,14 @@ def sample_events() -> Iterator[dict[str, Any]]:
     }
 
     def env(i: int, etype: str, data: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "specversion": "1.0",
-            "id": f"bench-{i}",
-            "source": "esched-bench",
-            "type": etype,
-            "time": "2026-01-01T00:00:00Z",
-            "data": data,
-        }
+        return envelope(
+            etype,
+            "esched-bench",
+            data,
+            id=f"bench-{i}",
+            time="2026-01-01T00:00:00Z",
+            content_type=None,
+        )
 
     mix: list[tuple[str, dict[str, Any]]] = [("esched.pod.submitted", pod)] * 7 + [
         ("esched.node.added", node),

@@ -51,6 +51,7 @@ from esched.core import PHASES, ClusterState
 from esched.core.queues import QueueSpec, QueueTree, cluster_allocatable, deserved
 from esched.core.quota import Quota, QuotaExceeded
 from esched.schemas.events import (
+    POD,
     POD_DELETED,
     POD_FAILED,
     POD_REJECTED,
@@ -58,6 +59,9 @@ from esched.schemas.events import (
     POD_SUCCEEDED,
     PODGROUP_SUBMITTED,
     QUEUE_UPSERTED,
+    metadata_key,
+    split_key,
+    stream_key,
 )
 from esched.services.store.base import StoredEvent
 
@@ -124,8 +128,9 @@ def row_fact(row: StoredEvent) -> Fact | None:
     """The :data:`Fact` of a stored event, decoded only if its type is not
     :data:`KEYED` or its stream does not name its pod; None if its ``data`` is not
     an object."""
-    if row.type in KEYED and row.stream.startswith("pod/"):
-        return (row.position, row.type, row.stream[4:], None)
+    key = stream_key(row.stream, POD) if row.type in KEYED else None
+    if key is not None:
+        return (row.position, row.type, key, None)
     data = orjson.loads(row.payload).get("data")
     if not isinstance(data, dict):
         return None
@@ -137,8 +142,7 @@ def event_key(data: dict[str, Any]) -> str:
     internal records name it (``"pod"``), Kubernetes objects in their metadata."""
     if "pod" in data:
         return str(data["pod"])
-    meta = data.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    return metadata_key(data.get("metadata"))
 
 
 class Admission:
@@ -212,7 +216,7 @@ class Admission:
             )
         if not self.quota:
             return None
-        namespace = pod.split("/", 1)[0]
+        namespace = split_key(pod)[0]
         scopes = self.quota.scopes(queue, namespace)
         if not scopes:
             return None
@@ -229,7 +233,7 @@ class Admission:
         if not self.quota:
             return
         q = int(st.pod_queue_np[idx])
-        scopes = self.quota.scopes(st.queue_names[q], pod.split("/", 1)[0])
+        scopes = self.quota.scopes(st.queue_names[q], split_key(pod)[0])
         if scopes:
             spec = st.class_specs[int(st.pod_class_np[idx])]
             band = self.quota.band(int(st.pod_prio_np[idx]), spec.get("priorityClassName"))

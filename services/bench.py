@@ -17,6 +17,7 @@ import uuid
 import orjson
 
 from esched.core import ClusterState
+from esched.schemas.events import POD, namespaced_key, stream_name
 from esched.services.bus import open_bus
 from esched.services.devbroker import DevBroker
 from esched.services.ingest import IngestConfig, IngestService
@@ -74,7 +75,7 @@ async def run_ingest_bench(kafka: str | None, store_url: str, events: int, batch
                 NewEvent(
                     id=f"raw-{run}-{j}",
                     type="esched.pod.submitted",
-                    stream=f"pod/raw{run}/{j}",
+                    stream=stream_name(POD, namespaced_key(f"raw{run}", str(j))),
                     payload=p,
                 )
                 for j, p in enumerate(payloads)

@@ -51,7 +51,15 @@ import asyncpg
 import numpy as np
 import orjson
 
-from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED, stream_of
+from esched.schemas.events import (
+    PLACEMENT_COMMITTED,
+    PLACEMENT_REJECTED,
+    POD,
+    namespaced_key,
+    parse_stream,
+    stream_name,
+    stream_of,
+)
 from esched.services.bus import open_bus
 from esched.services.bus.base import Bus, BusConsumer
 from esched.services.devbroker import DevBroker
@@ -206,7 +214,7 @@ def _pod_payloads(n: int, namespace: str, seed: int) -> list[tuple[str, bytes]]:
     out = []
     for j in range(n):
         ev = pod_event(j, rng, namespace)
-        out.append((f"{namespace}/pod-{j}", orjson.dumps(ev)))
+        out.append((namespaced_key(namespace, f"pod-{j}"), orjson.dumps(ev)))
     return out
 
 
@@ -316,11 +324,11 @@ async def _stored_at(url: str, namespace: str) -> tuple[dict[str, float], dict[s
     conn = await asyncpg.connect(url, timeout=10)
     try:
         submitted = {
-            r["stream"][4:]: r["recorded_at"].timestamp()
+            parse_stream(r["stream"])[1]: r["recorded_at"].timestamp()
             for r in await conn.fetch(
                 "SELECT stream, recorded_at FROM events WHERE type = 'esched.pod.submitted' "
                 "AND stream LIKE $1",
-                f"pod/{namespace}/%",
+                stream_name(POD, namespaced_key(namespace, "%")),
             )
         }
         decided: dict[str, float] = {}

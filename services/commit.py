@@ -68,9 +68,15 @@ from esched.schemas.events import (
     PLACEMENT_COMMITTED,
     PLACEMENT_PROPOSED,
     PLACEMENT_REJECTED,
+    POD,
     POD_EVICTED,
     POD_SUBMITTED,
     POD_UNSCHEDULABLE,
+    envelope,
+    proposal_envelope,
+    proposal_key,
+    stream_name,
+    timestamp,
 )
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
 from esched.services import metrics
@@ -180,10 +186,6 @@ def decision_id(proposal: str) -> str:
     return f"decision-{proposal}"
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
-
-
 class Verdict(NamedTuple):
     """The outcome of validating one proposal (a named tuple: one per proposal)."""
 
@@ -203,27 +205,26 @@ def eviction_events(
     the fold frees the victims' room and then binds the preemptor. Ids are
     deterministic (``evicted-<proposal>-<pod>``): a redelivered proposal dedupes.
     """
-    by = data.get("gang") or data["bindings"][0]["pod"]
+    by = proposal_key(data)
     reason, what = (RECLAIMED, "reclaimed") if data.get("reclaim") else (PREEMPTED, "preempted")
     out = []
     for v in data.get("victims") or ():
+        body = {
+            "pod": v["pod"],
+            "node": v["node"],
+            "reason": reason,
+            "message": f"{what} to make room for {by}",
+            "by": by,
+            "decision": decision_id(data["proposal"]),
+        }
         out.append(
-            {
-                "specversion": "1.0",
-                "id": f"evicted-{data['proposal']}-{v['pod']}",
-                "source": source,
-                "type": POD_EVICTED,
-                "time": time_ or _now(),
-                "datacontenttype": "application/json",
-                "data": {
-                    "pod": v["pod"],
-                    "node": v["node"],
-                    "reason": reason,
-                    "message": f"{what} to make room for {by}",
-                    "by": by,
-                    "decision": decision_id(data["proposal"]),
-                },
-            }
+            envelope(
+                POD_EVICTED,
+                source,
+                body,
+                id=f"evicted-{data['proposal']}-{v['pod']}",
+                time=time_,
+            )
         )
     return out
 
@@ -254,15 +255,7 @@ def decision_event(
         body["pods"] = list(verdict.pods) or [b["pod"] for b in data["bindings"]]
         body["reason"] = verdict.reason
         body["message"] = verdict.message
-    return {
-        "specversion": "1.0",
-        "id": decision_id(data["proposal"]),
-        "source": source,
-        "type": etype,
-        "time": time_ or _now(),
-        "datacontenttype": "application/json",
-        "data": body,
-    }
+    return envelope(etype, source, body, id=decision_id(data["proposal"]), time=time_)
 
 
 class Validator:
@@ -1063,7 +1056,7 @@ class CommitService:
         out: list[dict[str, Any] | int] = []  # envelope, or position of a known decision
         fresh: list[dict[str, Any]] = []
         in_batch: dict[str, int] = {}
-        now = _now()
+        now = timestamp()
         for data in items:
             pid = data["proposal"]
             known = self._decided.get(pid)
@@ -1447,14 +1440,13 @@ def _verdicts_hold(moved: list[tuple[str, str]], fresh: list[dict[str, Any]]) ->
         data = env["data"]
         if data.get("victims") or data.get("reclaim"):
             return False
-        pods.update(f"pod/{b['pod']}" for b in data["bindings"])
+        pods.update(stream_name(POD, b["pod"]) for b in data["bindings"])
     return not any(stream in pods for _t, stream in moved)
 
 
 def _decision_key(env: dict[str, Any]) -> bytes:
     """Partition key of a decision: its gang, else its first pod (per-object order)."""
-    data = env["data"]
-    return (data.get("gang") or data["bindings"][0]["pod"]).encode()
+    return proposal_key(env["data"]).encode()
 
 
 def _proposal_data(item: dict[str, Any]) -> dict[str, Any]:
@@ -1462,13 +1454,7 @@ def _proposal_data(item: dict[str, Any]) -> dict[str, Any]:
     if "specversion" in item and "data" in item:
         env = item
     else:
-        env = {
-            "specversion": "1.0",
-            "id": f"proposal-{item.get('proposal')}",
-            "source": f"esched/replica/{item.get('replica')}",
-            "type": PLACEMENT_PROPOSED,
-            "data": item,
-        }
+        env = proposal_envelope(item, f"esched/replica/{item.get('replica')}")
     return validate_event(env, allowed_types=(PLACEMENT_PROPOSED,))["data"]
 
 

@@ -70,8 +70,8 @@ from esched.schemas.events import (
     NODE_REMOVED,
     NODE_UPDATED,
     PLACEMENT_COMMITTED,
-    PLACEMENT_PROPOSED,
     PLACEMENT_REJECTED,
+    POD,
     POD_DELETED,
     POD_EVICTED,
     POD_FAILED,
@@ -81,6 +81,11 @@ from esched.schemas.events import (
     POD_UNSCHEDULABLE,
     PODGROUP_SUBMITTED,
     QUEUE_UPSERTED,
+    envelope,
+    proposal_envelope,
+    proposal_key,
+    stream_name,
+    timestamp,
 )
 from esched.services import metrics
 from esched.services.admission import KEYED, OBSERVED, Admission, Fact, Rejection, row_fact
@@ -599,7 +604,7 @@ class Dispatcher:
         if not verdict.ok:
             log.info(
                 "reclaim for %s not proposed: %s (%s)",
-                data.get("gang") or data["bindings"][0]["pod"],
+                proposal_key(data),
                 verdict.reason,
                 verdict.message,
             )
@@ -620,21 +625,11 @@ class Dispatcher:
         else:
             assert self._producer is not None
             producer = self._producer
-            stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+            stamp = timestamp()
             records = [
                 (
-                    (p.get("gang") or p["bindings"][0]["pod"]).encode(),
-                    orjson.dumps(
-                        {
-                            "specversion": "1.0",
-                            "id": f"proposal-{p['proposal']}",
-                            "source": "esched/dispatch",
-                            "type": PLACEMENT_PROPOSED,
-                            "time": stamp,
-                            "datacontenttype": "application/json",
-                            "data": p,
-                        }
-                    ),
+                    proposal_key(p).encode(),
+                    orjson.dumps(proposal_envelope(p, "esched/dispatch", time=stamp)),
                 )
                 for p in batch
             ]
@@ -653,24 +648,17 @@ class Dispatcher:
             return
         rejections = list(self._rejections)
         now = datetime.now(UTC)
-        stamp = now.isoformat().replace("+00:00", "Z")
+        stamp = timestamp(now)
         events = []
         for r in rejections:
-            env = {
-                "specversion": "1.0",
-                "id": r.event_id,
-                "source": "esched/dispatch",
-                "type": POD_REJECTED,
-                "time": stamp,
-                "datacontenttype": "application/json",
-                "subject": r.pod,
-                "data": r.data(),
-            }
+            env = envelope(
+                POD_REJECTED, "esched/dispatch", r.data(), id=r.event_id, time=stamp, subject=r.pod
+            )
             events.append(
                 NewEvent(
                     id=r.event_id,
                     type=POD_REJECTED,
-                    stream=f"pod/{r.pod}",
+                    stream=stream_name(POD, r.pod),
                     payload=orjson.dumps(env),
                     time=now,
                 )

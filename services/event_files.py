@@ -15,8 +15,8 @@ from pathlib import Path
 
 import orjson
 
+from esched.schemas.events import message_key
 from esched.schemas.manifests import events_from_documents, load_documents
-from esched.schemas.objects import gang_key
 from esched.services.bus.base import Bus, TopicNames
 
 __all__ = ["Record", "publish_records", "read_records", "record_for_event"]
@@ -34,17 +34,7 @@ class Record:
 
 def record_for_event(event: dict, topics: TopicNames, origin: str) -> Record:
     """Route an event: topic by type; key by gang, else object (keeps a gang's order)."""
-    data = event.get("data") or {}
-    meta = data.get("metadata") if isinstance(data, dict) else None
-    key: str | None = None
-    if isinstance(meta, dict):
-        kind = str(event.get("type", "")).split(".")[1:2]
-        if kind == ["pod"]:
-            key = gang_key(data) or f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-        elif kind == ["podgroup"]:
-            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-        else:
-            key = str(meta.get("name"))
+    key = message_key(event)
     return Record(
         topics.for_event_type(str(event.get("type", ""))),
         key.encode() if key else None,

@@ -50,11 +50,17 @@ from esched.core import PHASES, ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.bands import BandConfig
 from esched.schemas.events import (
+    GANG,
     GANG_RESERVED,
     PLACEMENT_COMMITTED,
-    PLACEMENT_PROPOSED,
     PLACEMENT_REJECTED,
+    POD,
     POD_UNSCHEDULABLE,
+    envelope,
+    proposal_envelope,
+    proposal_key,
+    stream_name,
+    timestamp,
 )
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
@@ -84,10 +90,6 @@ _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
 
 Submit = Callable[[list[dict[str, Any]]], Awaitable[Any]]
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def unschedulable_id(pod: str, position: int) -> str:
@@ -1188,20 +1190,18 @@ class Replica:
         events = []
         for r in self._to_reserve:
             data = {k: v for k, v in r.items() if k != "position"}
-            env: dict[str, Any] = {
-                "specversion": "1.0",
-                "id": f"reserve-{r['gang']}-{r['position']}",
-                "source": self.config.source_prefix + self.id,
-                "type": GANG_RESERVED,
-                "time": _now(),
-                "datacontenttype": "application/json",
-                "data": data,
-            }
+            env = envelope(
+                GANG_RESERVED,
+                self.config.source_prefix + self.id,
+                data,
+                id=f"reserve-{r['gang']}-{r['position']}",
+                time=timestamp(),
+            )
             events.append(
                 NewEvent(
                     id=env["id"],
                     type=GANG_RESERVED,
-                    stream=f"gang/{r['gang']}",
+                    stream=stream_name(GANG, r["gang"]),
                     payload=orjson.dumps(env),
                     time=now,
                 )
@@ -1305,21 +1305,11 @@ class Replica:
             await self._submit(proposals)
             return
         assert self._producer is not None
-        now = _now()
+        now = timestamp()
         records = [
             (
-                (p["gang"] or p["bindings"][0]["pod"]).encode(),
-                orjson.dumps(
-                    {
-                        "specversion": "1.0",
-                        "id": f"proposal-{p['proposal']}",
-                        "source": self.config.source_prefix + self.id,
-                        "type": PLACEMENT_PROPOSED,
-                        "time": now,
-                        "datacontenttype": "application/json",
-                        "data": p,
-                    }
-                ),
+                proposal_key(p).encode(),
+                orjson.dumps(proposal_envelope(p, self.config.source_prefix + self.id, time=now)),
             )
             for p in proposals
         ]
@@ -1356,23 +1346,22 @@ class Replica:
         for pod, (position, reasons, extra, judged_at) in pods.items():
             detail = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
             message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra else "")
-            env: dict[str, Any] = {
-                "specversion": "1.0",
-                "id": unschedulable_id(pod, position),
-                "source": self.config.source_prefix + self.id,
-                "type": POD_UNSCHEDULABLE,
-                "time": _now(),
-                "datacontenttype": "application/json",
-                # position: the state the verdict was reached on (not the fold's
-                # position now), so the dispatcher can tell whether capacity freed
-                # after it: no lost wake-ups.
-                "data": {"pod": pod, "reasons": reasons, "message": message, "position": judged_at},
-            }
+            # position: the state the verdict was reached on (not the fold's position
+            # now), so the dispatcher can tell whether capacity freed after it: no lost
+            # wake-ups.
+            data = {"pod": pod, "reasons": reasons, "message": message, "position": judged_at}
+            env = envelope(
+                POD_UNSCHEDULABLE,
+                self.config.source_prefix + self.id,
+                data,
+                id=unschedulable_id(pod, position),
+                time=timestamp(),
+            )
             events.append(
                 NewEvent(
                     id=env["id"],
                     type=POD_UNSCHEDULABLE,
-                    stream=f"pod/{pod}",
+                    stream=stream_name(POD, pod),
                     payload=orjson.dumps(env),
                     time=now,
                 )

@@ -11,6 +11,8 @@ import random
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+from esched.schemas.events import envelope
+
 __all__ = ["cluster_log", "node_event", "pod_event"]
 
 GIB = 2**30
@@ -19,14 +21,7 @@ _T0 = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
 
 
 def _envelope(type_: str, id_: str, data: dict) -> dict:
-    return {
-        "specversion": "1.0",
-        "id": id_,
-        "source": "esched-synth",
-        "type": type_,
-        "time": _T0,
-        "data": data,
-    }
+    return envelope(type_, "esched-synth", data, id=id_, time=_T0, content_type=None)
 
 
 def node_event(i: int, prefix: str = "node") -> dict:

@@ -36,6 +36,7 @@ import numpy as np
 
 from esched.core import ClusterState, Placer, Profile
 from esched.core._devices import DeviceTable, GangDevices
+from esched.schemas.events import envelope, namespaced_key, split_key
 from esched.schemas.objects import GANG_ANNOTATIONS
 from esched.services.sim.traces import Job, NodeSpec, Trace
 
@@ -149,14 +150,14 @@ class Simulator:
 
     def _emit(self, type_: str, name: str, data: dict, t: float) -> None:
         self.position += 1
-        ev = {
-            "specversion": "1.0",
-            "id": f"sim-{self._run_id}-{self.position}",
-            "source": "esched-sim",
-            "type": type_,
-            "time": (EPOCH + timedelta(seconds=t)).isoformat(),
-            "data": data,
-        }
+        ev = envelope(
+            type_,
+            "esched-sim",
+            data,
+            id=f"sim-{self._run_id}-{self.position}",
+            time=(EPOCH + timedelta(seconds=t)).isoformat(),
+            content_type=None,
+        )
         self.state.apply(ev, self.position)
         if self.record:
             self.events.append(ev)
@@ -190,7 +191,7 @@ class Simulator:
                     }
                 }
             }
-        return f"{NAMESPACE}/{name}", {"metadata": meta, "spec": spec}
+        return namespaced_key(NAMESPACE, name), {"metadata": meta, "spec": spec}
 
     # ------------------------------------------------------------------ run
 
@@ -467,7 +468,7 @@ class Simulator:
                 "proposal": f"{self._run_id}-{job.name}",
                 "replica": "esched-sim",
                 "position": self.position,
-                "gang": f"{NAMESPACE}/{job.name}" if job.tasks > 1 else None,
+                "gang": namespaced_key(NAMESPACE, job.name) if job.tasks > 1 else None,
                 "bindings": bindings,
             },
             now,
@@ -509,7 +510,7 @@ class Simulator:
             return
         assert keys is not None, "a bound job was submitted"
         for key, (n, devs) in zip(keys, bound, strict=True):
-            name = key.split("/", 1)[1]
+            name = split_key(key)[1]
             self._emit(
                 "esched.pod.succeeded",
                 key,
@@ -540,7 +541,7 @@ class Simulator:
         keys = self.keys[j]
         assert keys is not None, "a withdrawn job was submitted"
         for key in keys:
-            name = key.split("/", 1)[1]
+            name = split_key(key)[1]
             self._emit(
                 "esched.pod.deleted", key, {"metadata": {"name": name, "namespace": NAMESPACE}}, now
             )

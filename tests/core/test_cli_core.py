@@ -4,7 +4,8 @@ import orjson
 import yaml
 from click.testing import CliRunner
 
-from esched.services.cli_core import EXIT_UNSCHEDULABLE, bench_core, explain
+from esched.services.cli import EXIT_UNSCHEDULABLE
+from esched.services.cli.core import bench_core, explain
 
 
 def _write(tmp_path, name, docs):

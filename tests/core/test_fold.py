@@ -1,10 +1,19 @@
 """The fold: every event type's effect on ClusterState, and its guarantees."""
 
-import pytest
+import itertools
 
-from esched.core import PositionError
-from esched.core._requests import nonzero_requests
-from esched.schemas.objects import pod_requests
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
+
+from esched.core import ClusterState, PositionError
+from esched.schemas.objects import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    nonzero_requests,
+    pod_requests,
+    pod_resource_requests,
+)
 
 from .conftest import EV, commit, envelope, node, pod, ref
 
@@ -353,6 +362,61 @@ def test_fast_request_path_agrees_with_pod_requests(log, state):
         cls = state.class_specs[state.pod(f"ns/{p['metadata']['name']}")["class"]]
         assert cls["requests"] == pod_requests(p)
         assert tuple(cls["nonzero"]) == nonzero_requests(p)
+
+
+_QUANTITIES = hst.sampled_from(["0", "1", "2", "250m", "64Mi", "1.5Gi", 3])
+_RESOURCE_LIST = hst.dictionaries(
+    hst.sampled_from(["cpu", "memory", "nvidia.com/gpu", "ephemeral-storage"]), _QUANTITIES
+)
+_CONTAINER = hst.one_of(
+    hst.just({"name": "bare"}),
+    hst.just({"resources": {}}),
+    hst.builds(
+        lambda r, lim: {"resources": {"requests": r, "limits": lim}}, _RESOURCE_LIST, _RESOURCE_LIST
+    ),
+    hst.builds(lambda r: {"resources": {"requests": r}}, _RESOURCE_LIST),
+    hst.builds(lambda lim: {"resources": {"limits": lim}}, _RESOURCE_LIST),
+)
+_SPEC = hst.fixed_dictionaries(
+    {"containers": hst.lists(_CONTAINER, max_size=4)},
+    optional={
+        "initContainers": hst.lists(_CONTAINER, max_size=2),
+        "overhead": _RESOURCE_LIST,
+    },
+)
+_names = itertools.count()
+
+
+@settings(max_examples=300, deadline=None)
+@given(spec=_SPEC)
+def test_fold_classes_follow_the_one_request_rule(spec: dict) -> None:
+    """The fold inlines the plain-container case of pod_resource_requests (speed): the
+    class it builds has the rule's requests, in the same order, and non-zero pair."""
+    p = {"metadata": {"name": f"p{next(_names)}", "namespace": "ns"}, "spec": spec}
+    state = ClusterState()
+    state.apply(envelope(EV.POD_SUBMITTED, p), 1)
+    assert not state.anomalies
+    cls = state.class_specs[state.pod(f"ns/{p['metadata']['name']}")["class"]]
+    rule = pod_resource_requests(p)
+    assert list(cls["requests"].items()) == list(rule.fit.items())
+    assert tuple(cls["nonzero"]) == rule.nonzero
+
+
+def test_nonzero_requests_default_only_missing_cpu_and_memory() -> None:
+    p = {
+        "spec": {
+            "containers": [
+                {"resources": {"requests": {"cpu": "0"}}},
+                {"resources": {"limits": {"memory": "1Gi"}}},
+                {"name": "bare"},
+            ]
+        }
+    }
+    assert nonzero_requests(p) == (
+        0 + DEFAULT_MILLI_CPU_REQUEST * 2,
+        DEFAULT_MEMORY_REQUEST + GI + DEFAULT_MEMORY_REQUEST,
+    )
+    assert pod_requests(p) == {"cpu": 0, "memory": GI, "pods": 1}
 
 
 def test_identical_pods_share_an_equivalence_class(log, state):

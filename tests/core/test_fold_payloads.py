@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from esched.core import ClusterState, PositionError
 from esched.core._state import _py_scanner_accepts
+from esched.schemas.events import DEFAULT_NAMESPACE, namespaced_key
 from esched.services.synth import cluster_log
 
 from .conftest import EV, commit, envelope, node, pod, ref
@@ -464,3 +465,19 @@ def test_bytes_path_skips_brackets_and_braces_inside_strings():
     a, b = _fold_both(payloads)
     _assert_same(a, b)
     assert b.summary()["pods"]["Running"] == 12
+
+
+@pytest.mark.parametrize("namespace", ["absent", None, "", "team-a"])
+def test_both_paths_key_pods_by_the_schemas_key_rule(namespace: str | None) -> None:
+    meta = {"name": "p"} if namespace == "absent" else {"name": "p", "namespace": namespace}
+    submitted = _plain("p")
+    submitted["metadata"] = meta
+    payloads = [orjson.dumps(envelope(EV.POD_SUBMITTED, submitted))]
+    key = namespaced_key(meta.get("namespace"), "p")
+    assert key == ("team-a/p" if namespace == "team-a" else f"{DEFAULT_NAMESPACE}/p")
+    for state in _fold_both(payloads):
+        assert list(state.pod_index) == [key]
+    # Finishing handlers build the same key: the pod is found and freed.
+    payloads.append(orjson.dumps(envelope(EV.POD_DELETED, {"metadata": meta})))
+    for state in _fold_both(payloads):
+        assert not state.pod_index and not state.anomalies

@@ -14,6 +14,8 @@ import click
 import orjson
 
 from esched.core import ProfileError, load_profile
+from esched.services.cli import cli, emit, migrated_store
+from esched.services.cli.bench import bench
 from esched.services.sim.traces import KINDS, TraceError, load_trace
 
 __all__ = ["bench_simulate", "compare", "simulate"]
@@ -27,14 +29,6 @@ NODES_HELP = (
     "CSV (sn,cpu_milli,memory_mib,gpu,model) or COUNTxGPUS[:cpu=C][:mem=GiB]"
     "[:model=M],... e.g. 64x8."
 )
-
-
-def _emit(data) -> None:
-    click.echo(
-        orjson.dumps(
-            data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
-        ).decode()
-    )
 
 
 @contextlib.contextmanager
@@ -79,7 +73,6 @@ def _profile(path: str):
 async def _append(url: str, events: list[dict]) -> dict:
     """Append a run's events to the store at ``url`` (idempotent on event id)."""
     from esched.schemas.events import stream_of
-    from esched.services.cli import migrated_store
     from esched.services.store.base import NewEvent
 
     stored = dupes = 0
@@ -102,7 +95,7 @@ async def _append(url: str, events: list[dict]) -> dict:
     return {"url": url, "appended": stored, "duplicates": dupes, "head": head}
 
 
-@click.command()
+@cli.command()
 @click.option("--trace", "trace_spec", required=True, metavar="KIND:PATH", help=TRACE_HELP)
 @click.option(
     "--profile",
@@ -181,7 +174,7 @@ def simulate(
         )
     if output_format == "table":
         terminal_table(*summary_rows([summary]), title=f"{tr.kind}: {tr.source}")
-    _emit(summary)
+    emit(summary)
 
 
 def _run_one(args: tuple) -> dict:
@@ -195,7 +188,7 @@ def _run_one(args: tuple) -> dict:
     return {"summary": summarize(r), "result": r}
 
 
-@click.command()
+@cli.command()
 @click.option("--trace", "trace_spec", required=True, metavar="KIND:PATH", help=TRACE_HELP)
 @click.option(
     "--profiles",
@@ -401,7 +394,7 @@ def compare(
         out["report"] = write_report(
             report_dir, f"esched compare: {tr.kind}", summaries, figs, tables
         )
-    _emit(out)
+    emit(out)
 
 
 def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]]:
@@ -519,7 +512,7 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
     return cols, rows
 
 
-@click.command("simulate")
+@bench.command("simulate")
 @click.option(
     "--openb",
     default="/work/shared/traces/alibaba-gpu-v2023-openb",
@@ -603,4 +596,4 @@ def bench_simulate(
                 "machines": machines,
                 "within_target": comp_s < out["targets_s"]["compaction_11"],
             }
-    _emit(out)
+    emit(out)

@@ -1,8 +1,5 @@
-"""``esched explain`` and ``esched bench core``: the Cython core from the command line.
-
-Registered by ``services/cli.py``: ``cli.add_command(explain)`` and
-``bench.add_command(bench_core)``.
-"""
+"""``esched explain``, ``esched bench core`` and ``esched bench preempt``: the Cython
+core from the command line."""
 
 from __future__ import annotations
 
@@ -11,10 +8,10 @@ import sys
 import click
 import orjson
 
-#: Exit status of ``esched explain`` when the pod fits no node (see services/cli.py).
-EXIT_UNSCHEDULABLE = 5
+from esched.services.cli import EXIT_UNSCHEDULABLE, cli
+from esched.services.cli.bench import bench
 
-__all__ = ["EXIT_UNSCHEDULABLE", "bench_core", "bench_preempt", "explain"]
+__all__ = ["bench_core", "bench_preempt", "explain"]
 
 
 def _profile(path: str | None):
@@ -28,7 +25,7 @@ def _profile(path: str | None):
         raise click.BadParameter(str(exc), param_hint="--profile") from exc
 
 
-@click.command("explain")
+@cli.command("explain")
 @click.option(
     "--state",
     "state_file",
@@ -90,7 +87,7 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
     sys.exit(0 if result["chosen"] else EXIT_UNSCHEDULABLE)
 
 
-@click.command("core")
+@bench.command("core")
 @click.option("--nodes", default=10_000, show_default=True, help="Nodes in the synthetic cluster.")
 @click.option("--pods", default=100_000, show_default=True, help="Pods to place.")
 @click.option(
@@ -158,7 +155,7 @@ def bench_core(
     click.echo(orjson.dumps(result, option=0 if as_json else orjson.OPT_INDENT_2).decode())
 
 
-@click.command("preempt")
+@bench.command("preempt")
 @click.option("--nodes", default=2000, show_default=True, help="Nodes in the full cluster.")
 @click.option("--per-node", default=8, show_default=True, help="Running 4-cpu pods per node.")
 @click.option("--plans", default=200, show_default=True, help="Preemptions to plan.")

