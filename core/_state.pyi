@@ -61,6 +61,7 @@ class ClusterState:
     pod_phase_np: npt.NDArray[np.int8]
     pod_prio_np: npt.NDArray[np.int64]
     pod_alloc_np: npt.NDArray[np.int64]
+    pod_dev_np: npt.NDArray[np.int64]
     # equivalence classes
     n_classes: int
     class_index: dict[Any, int]

@@ -118,6 +118,20 @@ MEMO_LIMIT = 100000
 # Bodies that fail inside a handler (wrong JSON types where objects were expected).
 _MALFORMED = (QuantityError, TypeError, ValueError, AttributeError, KeyError)
 
+#: GPU devices per node a binding may name (bits of ``pod_dev``).
+MAX_POD_DEVICES = 63
+
+
+def device_bits(devices) -> int:
+    """The ``pod_dev`` bits of a binding's ``devices`` (distinct indices of the node's
+    GPU devices, 0..62); ValueError (a malformed binding) otherwise."""
+    bits = 0
+    for d in devices:
+        if type(d) is not int or not 0 <= d < MAX_POD_DEVICES or bits >> d & 1:
+            raise ValueError(f"bad device index {d!r} in a binding")
+        bits |= 1 << d
+    return bits
+
 
 class PositionError(ValueError):
     """An event's log position is not after the state's position (out of order or replayed)."""
@@ -361,6 +375,7 @@ cdef class ClusterState:
         self.pod_phase_np = np.full(DEF_PODS, PHASE_FREE, dtype=np.int8)
         self.pod_prio_np = np.zeros(DEF_PODS, dtype=np.int64)
         self.pod_alloc_np = np.zeros((DEF_PODS, DEF_RES), dtype=np.int64)
+        self.pod_dev_np = np.zeros(DEF_PODS, dtype=np.int64)
         for i in range(4):
             self.phase_counts[i] = 0
 
@@ -410,6 +425,7 @@ cdef class ClusterState:
         self.pod_phase = self.pod_phase_np
         self.pod_prio = self.pod_prio_np
         self.pod_alloc = self.pod_alloc_np
+        self.pod_dev = self.pod_dev_np
         self.class_req = self.class_req_np
         self.class_nz = self.class_nz_np
         self.nz = self.nz_np
@@ -655,6 +671,7 @@ cdef class ClusterState:
             self.allocated[n, r] -= v
             self.queue_alloc[q, r] -= v
             self.pod_alloc[p, r] = 0
+        self.pod_dev[p] = 0
         cdef Py_ssize_t c = self.pod_class[p]
         self.nz[n, 0] -= self.class_nz[c, 0]
         self.nz[n, 1] -= self.class_nz[c, 1]
@@ -698,6 +715,7 @@ cdef class ClusterState:
                 self.pod_phase_np[p:] = PHASE_FREE
                 self.pod_prio_np = _grown(self.pod_prio_np, cap)
                 self.pod_alloc_np = _grown(self.pod_alloc_np, cap, self.res_cap)
+                self.pod_dev_np = _grown(self.pod_dev_np, cap)
                 self._bind_views()
             self.n_pods = p + 1
             self.pod_keys.append(key)
@@ -987,13 +1005,15 @@ cdef class ClusterState:
         cdef dict b
         for binding in data.get("bindings") or ():
             b = binding
-            self._resolve_binding(b["pod"], b["node"], b.get("resources"), None, resolved)
+            self._resolve_binding(b["pod"], b["node"], b.get("resources"), None, resolved,
+                                  b.get("devices"))
         return self._bind_resolved(resolved)
 
     cdef int _resolve_binding(self, object pod, object node, object resources, list memo,
-                              list resolved) except -1:
+                              list resolved, object devices=None) except -1:
         # One binding of a commit, checked against the state and appended to
-        # ``resolved`` as (pod slot, node slot, [(column, units)], has pods), or
+        # ``resolved`` as (pod slot, node slot, [(column, units)], has pods, GPU
+        # device bits: the binding's "devices" indices, 0 without), or
         # counted as an anomaly. memo: the bytes path's cache of these columns for
         # one resources object's bytes ([columns, has pods], filled on first use,
         # when the dict path would register the same resources).
@@ -1008,8 +1028,9 @@ cdef class ClusterState:
         if self.pod_phase[<Py_ssize_t>pidx] != PHASE_PENDING:
             self._anomaly("commit_pod_not_pending")
             return 0
+        dev = device_bits(devices) if devices is not None else 0
         if memo is not None and memo[0] is not None:
-            resolved.append((pidx, nidx, memo[0], memo[1]))
+            resolved.append((pidx, nidx, memo[0], memo[1], dev))
             return 0
         cdef dict res = resources or {}
         cols = [(self._resource(rname), int(u)) for rname, u in res.items()]
@@ -1017,13 +1038,13 @@ cdef class ClusterState:
         if memo is not None:
             memo[0] = cols
             memo[1] = has_pods
-        resolved.append((pidx, nidx, cols, has_pods))
+        resolved.append((pidx, nidx, cols, has_pods, dev))
         return 0
 
     cdef int _bind_resolved(self, list resolved) except -1:
         # The bindings _resolve_binding accepted, in order.
         cdef Py_ssize_t p, n, r, pods_col = self.res_index["pods"]
-        for pidx, nidx, cols, has_pods in resolved:
+        for pidx, nidx, cols, has_pods, dev in resolved:
             p = pidx
             n = nidx
             if self.pod_phase[p] != PHASE_PENDING:
@@ -1038,6 +1059,7 @@ cdef class ClusterState:
                 # A bound pod always takes one of the node's pod slots.
                 self.pod_alloc[p, pods_col] = 1
             self._bind(p, n)
+            self.pod_dev[p] = dev
             self._set_phase(p, PHASE_RUNNING)
             if self.reservations and self.pod_gang[p] >= 0:
                 # A reserved gang that got placed gives its nodes back.
@@ -1273,8 +1295,8 @@ cdef class ClusterState:
 
     cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n,
                                 Py_ssize_t i) except -1:
-        # {"bindings": [{"pod", "node", "resources"}, ...]}: what _committed reads.
-        cdef Span bindings, e, bk, bv, pod, node, res
+        # {"bindings": [{"pod", "node", "resources", "devices"?}, ...]}: what _committed reads.
+        cdef Span bindings, e, bk, bv, pod, node, res, dev
         cdef Py_ssize_t j, m
         items = []
         if _member(b, n, i, b"bindings", 8, &bindings) >= 0:
@@ -1287,7 +1309,7 @@ cdef class ClusterState:
                     break
                 if b[e.start] != 0x7b:
                     return 0
-                pod.start = node.start = res.start = -1
+                pod.start = node.start = res.start = dev.start = -1
                 m = e.start
                 while True:
                     m = next_member(b, m, n, &bk, &bv)
@@ -1299,6 +1321,8 @@ cdef class ClusterState:
                         node = bv
                     elif span_is(b, bk, b"resources", 9):
                         res = bv
+                    elif span_is(b, bk, b"devices", 7):
+                        dev = bv
                 if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0
                         or b[node.start] != 0x22 or (res.start >= 0 and b[res.start] != 0x7b)):
                     return 0
@@ -1313,12 +1337,17 @@ cdef class ClusterState:
                         entry = self._resources_memo[raw] = (orjson.loads(raw), [None, None])
                     resources = entry[0]
                     memo = entry[1]
-                items.append((_ascii_string(b, pod), _ascii_string(b, node), resources, memo))
+                devices = None
+                if dev.start >= 0:  # rare (GPU devices): decoded as the dict path does
+                    devices = orjson.loads(
+                        PyBytes_FromStringAndSize(<const char*>b + dev.start, dev.end - dev.start))
+                items.append((_ascii_string(b, pod), _ascii_string(b, node), resources, memo,
+                              devices))
         self.type_counts[_SLOT_PLACEMENT_COMMITTED] += 1
         resolved = []
         try:
-            for pod_key, node_name, resources, memo in items:
-                self._resolve_binding(pod_key, node_name, resources, memo, resolved)
+            for pod_key, node_name, resources, memo, devices in items:
+                self._resolve_binding(pod_key, node_name, resources, memo, resolved, devices)
             self._bind_resolved(resolved)
         except _MALFORMED:
             self._anomaly("malformed")
@@ -1515,6 +1544,7 @@ cdef class ClusterState:
             "pod_phase": self.pod_phase_np[:p],
             "pod_prio": self.pod_prio_np[:p],
             "pod_alloc": self.pod_alloc_np[:p, :nr],
+            "pod_dev": self.pod_dev_np[:p],
             "class_req": self.class_req_np[:c, :nr],
             "class_nz": self.class_nz_np[:c],
             "gang_min": self.gang_min_np[:g],
@@ -1631,6 +1661,8 @@ cdef class ClusterState:
         s.pod_phase_np[s.n_pods:] = PHASE_FREE
         s.pod_prio_np = _grown(arrays["pod_prio"], cap)
         s.pod_alloc_np = _grown(arrays["pod_alloc"], cap, nr)
+        # Snapshots from before devices were folded have none recorded.
+        s.pod_dev_np = _grown(arrays.get("pod_dev", np.zeros(s.n_pods, dtype=np.int64)), cap)
         for i, v in enumerate(h["phase_counts"]):
             s.phase_counts[i] = v
 

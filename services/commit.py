@@ -61,6 +61,7 @@ import orjson
 from esched.core import PHASES, ClusterState
 from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core.bands import Band, BandConfig, may_preempt
+from esched.core.devices import DeviceLedger
 from esched.core.queues import QueueSpec, QueueTree
 from esched.core.reclaim import victims_legal
 from esched.schemas.events import (
@@ -103,6 +104,7 @@ from esched.services.store.base import (
 )
 
 __all__ = [
+    "DEVICE_UNAVAILABLE",
     "FENCE_SNAPSHOT",
     "QUEUE_CAPABILITY",
     "REASONS",
@@ -144,6 +146,8 @@ RECLAIM_ILLEGAL = "reclaim_illegal"
 QUEUE_CLOSED = "queue_closed"
 #: The bindings would take a queue (or an ancestor) over its ``capability``.
 QUEUE_CAPABILITY = "queue_capability"
+#: A GPU device the binding names lacks room (or the node has no such device).
+DEVICE_UNAVAILABLE = "device_unavailable"
 #: Reason code -> what it means (``insufficient_<resource>`` is open-ended).
 REASONS = {
     MALFORMED: "the proposal contradicts itself (same pod twice, pod outside its gang)",
@@ -170,6 +174,8 @@ REASONS = {
     QUEUE_CAPABILITY: "the bound pods of the pod's queue (or of an ancestor queue), with the "
     "earlier bindings of the batch and this proposal's, would exceed its "
     "capability for a resource",
+    DEVICE_UNAVAILABLE: "a GPU device the binding names has no room for the pod's share (or "
+    "the node has no such device, or the devices do not match the GPU request)",
 }
 #: ``reason`` of the esched.pod.evicted events written for a committed preemption.
 PREEMPTED = "Preempted"
@@ -273,11 +279,13 @@ class Validator:
         self.bands = bands
         # The real capacity of reserved nodes: a reservation is checked by name here.
         self.placer = Placer(state, hide_reserved=False)
+        self.devices = DeviceLedger(state)
         self.begin()
 
     def begin(self) -> None:
         """Start a batch: forget the bindings accepted so far (the state has them now)."""
         self.placer.sync()  # drops the previous batch's assumptions
+        self.devices.begin()
         self._bound: set[str] = set()  # pods bound by the batch
         self._gang_extra: dict[int, int] = {}  # gang id -> members bound by the batch
         self._evicted: set[str] = set()  # pods evicted by the batch
@@ -465,6 +473,7 @@ class Validator:
         for v in victims:
             placer.assume_evicted(v)
         taken: list[tuple[int, int]] = []  # (pod slot, node slot) assumed so far
+        took: list[tuple[int, int, list[int]]] = []  # GPU devices taken so far
         gangs: dict[int, int] = {}
         queue_delta: dict[int, np.ndarray] = {}
         if self._cap_chain:
@@ -473,7 +482,7 @@ class Validator:
                 vq = int(st.pod_queue_np[vidx])
                 units = st.pod_alloc_np[vidx, :nres].astype(np.int64)
                 queue_delta[vq] = queue_delta[vq] - units if vq in queue_delta else -units
-        verdict = self._bindings(bindings, pods, gang_name, taken, gangs, queue_delta)
+        verdict = self._bindings(bindings, pods, gang_name, taken, gangs, queue_delta, took)
         if verdict is None:
             for g, proposed in gangs.items():
                 running = int(st.gang_counts_np[g, _RUNNING]) + self._gang_extra.get(g, 0)
@@ -494,6 +503,8 @@ class Validator:
             # Not accepted (or only asked): the overlay is as it was before this proposal.
             for pidx, nidx in reversed(taken):
                 placer.assume_binding(pidx, nidx, -1)
+            for pidx, nidx, devs in took:
+                self.devices.give_back(pidx, nidx, devs)
             for v in victims:
                 placer.assume_evicted(v, -1)
             return verdict if verdict is not None else Verdict(True, None, "", pods)
@@ -518,8 +529,10 @@ class Validator:
         taken: list[tuple[int, int]],
         gangs: dict[int, int],
         queue_delta: dict[int, np.ndarray],
+        took: list[tuple[int, int, list[int]]],
     ) -> Verdict | None:
         """Check each binding in order, assuming each one that fits (into ``taken``;
+        the GPU devices a binding names into ``took``;
         members per gang into ``gangs``, requests per queue into ``queue_delta`` when
         capabilities are checked); the first rejection, or None."""
         st = self.state
@@ -569,6 +582,12 @@ class Validator:
             bits = placer.binding_reasons(pidx, nidx)
             if bits:
                 return self._rejection(pod, node, pidx, nidx, bits, pods)
+            devices = b.get("devices")
+            if devices is not None:
+                why = self.devices.take(pidx, nidx, devices)
+                if why is not None:
+                    return Verdict(False, DEVICE_UNAVAILABLE, f"pod {pod}: {why}", pods)
+                took.append((pidx, nidx, devices))
             placer.assume_binding(pidx, nidx)
             taken.append((pidx, nidx))
             if g >= 0:

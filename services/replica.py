@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import orjson
@@ -49,6 +49,8 @@ import orjson
 from esched.core import PHASES, ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.bands import BandConfig
+from esched.core.devices import FoldedDevices
+from esched.core.schedule import PassConfig, PassResult, SchedulingPass, Target, reason_code
 from esched.schemas.events import (
     GANG,
     GANG_RESERVED,
@@ -87,7 +89,6 @@ SERVICE = "replica"
 REPLICA_GROUP = "esched-replicas"
 
 _PENDING = PHASES.index("Pending")
-_RUNNING = PHASES.index("Running")
 
 Submit = Callable[[list[dict[str, Any]]], Awaitable[Any]]
 
@@ -96,26 +97,6 @@ def unschedulable_id(pod: str, position: int) -> str:
     """Event id of the unschedulable report for ``pod`` from work at ``position``:
     deterministic, so a redelivered work item is answered by the same (deduped) event."""
     return f"unschedulable-{pod}-{position}"
-
-
-_REASON_CODES = {
-    "node(s) not found": "NodeNotFound",
-    "node(s) were unschedulable": "NodeUnschedulable",
-    "node(s) didn't match Pod's node affinity/selector": "NodeAffinity",
-    "node(s) had untolerated taint": "TaintToleration",
-    "Too many pods": "TooManyPods",
-}
-
-
-def reason_code(text: str) -> str:
-    """The schema's reason code for one of the core's reason strings."""
-    code = _REASON_CODES.get(text)
-    if code is not None:
-        return code
-    if text.startswith("Insufficient "):
-        return "Insufficient." + text[len("Insufficient ") :].replace(" ", "_")
-    cleaned = "".join(c if c.isalnum() or c in "_./:-" else "_" for c in text).strip("_")
-    return cleaned if cleaned[:1].isalpha() else f"R{cleaned}"
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -321,6 +302,10 @@ class ReplicaConfig:
     #: replica saw it) gets nodes reserved (``esched.gang.reserved``), one gang at a
     #: time; None turns it off.
     reserve_after: float | None = 60.0
+    #: Place GPU requests device by device (core.devices: the fold's devices, exact
+    #: fit, each binding names its devices, which the commit service checks). None:
+    #: when the profile has the FGD plugin (which scores by devices).
+    devices: bool | None = None
 
 
 @dataclass(slots=True)
@@ -371,15 +356,6 @@ class ReplicaTotals:
         }
 
 
-@dataclass(slots=True)
-class _Target:
-    """One unit of work: a pod or a gang, and the work position it came with."""
-
-    kind: str  # "pod" | "gang"
-    key: str
-    position: int
-
-
 class Replica:
     """A replica scheduler: :meth:`start`, :meth:`run`, :meth:`stop`.
 
@@ -422,8 +398,9 @@ class Replica:
         self._waiting: dict[str, asyncio.Future] = {}
         self._stopping = asyncio.Event()
         #: Claims of proposals sent and not yet decided in the fold, by proposal id:
-        #: ([(pod, node)], [victim pods]); assumed in the placer's view (see _resync).
-        self._inflight: dict[str, tuple[list[tuple[str, str]], list[str]]] = {}
+        #: ([(pod, node, GPU devices)], [victim pods]); assumed in the placer's view
+        #: (and the device table's) (see _resync).
+        self._inflight: dict[str, tuple[list[tuple[str, str, tuple[int, ...]]], list[str]]] = {}
         #: pod -> proposal id of its undecided claim
         self._inflight_pods: dict[str, str] = {}
         #: bumped whenever a claim is added or released: the view must be renewed
@@ -439,8 +416,10 @@ class Replica:
         #: uuid4 per proposal showed in the profile).
         self._pid_prefix = f"{replica_id}-{uuid.uuid4().hex[:12]}-"
         self._pid_seq = itertools.count()
-        #: gang -> monotonic time it was first found not fitting (starvation guard)
-        self._waiting_since: dict[str, float] = {}
+        #: the placement policy (core.schedule), made with the placer in start()
+        self.scheduler: SchedulingPass | None = None
+        #: GPU devices of the fold (with config.devices / an FGD profile), from start()
+        self.devices: FoldedDevices | None = None
         #: reservations decided by the last placement pass, appended after it
         self._to_reserve: list[dict[str, Any]] = []
         #: While the group join of a restart is under way: a reader of this replica's
@@ -495,6 +474,18 @@ class Replica:
             state = await self.follower.start()
             folded = time.perf_counter()
             self.placer = Placer(state, self.profile, self.seed)
+            cfg = self.config
+            fgd = any(p.kind == "FGD" for p in self.placer.profile.plugins)
+            if cfg.devices if cfg.devices is not None else fgd:
+                self.devices = FoldedDevices(state, fgd=fgd)
+            self.scheduler = SchedulingPass(
+                state,
+                self.placer,
+                PassConfig(
+                    preemption=cfg.preemption, bands=cfg.bands, reserve_after=cfg.reserve_after
+                ),
+                devices=None if self.devices is None else self.devices.table,
+            )
             if self._submit is None:
                 self._producer = self.bus.producer()
                 await retry_until(
@@ -767,7 +758,7 @@ class Replica:
         ``planned`` is set once the batch's first proposals are claimed (the next batch
         may be placed); ``prev`` is awaited before committing offsets (poll order).
         """
-        targets: dict[tuple[str, str], _Target] = {}
+        targets: dict[tuple[str, str], Target] = {}
         for m in msgs:
             try:
                 item = orjson.loads(m.value)
@@ -781,7 +772,7 @@ class Replica:
                 continue
             prev_t = targets.get((kind, key))
             if prev_t is None or prev_t.position < position:
-                targets[(kind, key)] = _Target(kind, key, position)
+                targets[(kind, key)] = Target(kind, key, position)
         self.totals.work_items += len(msgs)
         if targets:
             upto = max(t.position for t in targets.values())
@@ -830,7 +821,7 @@ class Replica:
         st = self.state
         return int(np.count_nonzero(st.pod_phase_np[: st.n_pods] == _PENDING))
 
-    async def _place(self, targets: list[_Target], planned: asyncio.Event | None = None) -> None:
+    async def _place(self, targets: list[Target], planned: asyncio.Event | None = None) -> None:
         """Place, propose, wait, retry rejected ones; report the unplaceable.
 
         An unschedulable verdict is final only if every claim in the view it was
@@ -850,13 +841,13 @@ class Replica:
             self._resync()
             # Undecided claims of other batches this pass's view assumes.
             foreign = [f for pid in self._inflight if (f := self._waiting.get(pid)) is not None]
-            candidates: dict[str, tuple[_Target, dict[str, int], str]] = {}
-            blocked: list[tuple[_Target, list[asyncio.Future]]] = []
+            candidates: dict[str, tuple[Target, dict[str, int], str]] = {}
+            blocked: list[tuple[Target, list[asyncio.Future]]] = []
             judged_at = int(self.state.position)  # the state this pass's verdicts see
             t0 = time.perf_counter()
             proposals, by_proposal = self._plan(targets, candidates, blocked)
             t1 = time.perf_counter()
-            retry: list[_Target] = []
+            retry: list[Target] = []
             if proposals:
                 retry = await self._decided(proposals, by_proposal, planned)
             elif planned is not None:
@@ -874,7 +865,7 @@ class Replica:
                 doubt = bool(pending) or any(
                     f.cancelled() or f.result()["type"] != PLACEMENT_COMMITTED for f in done
                 )
-            again: dict[tuple[str, str], _Target] = {}
+            again: dict[tuple[str, str], Target] = {}
             if doubt:
                 for t in retry:
                     again[(t.kind, t.key)] = t
@@ -922,12 +913,12 @@ class Replica:
     async def _decided(
         self,
         proposals: list[dict[str, Any]],
-        by_proposal: dict[str, _Target],
+        by_proposal: dict[str, Target],
         planned: asyncio.Event | None = None,
-    ) -> list[_Target]:
+    ) -> list[Target]:
         """Propose, wait for the decisions, count them; the targets of rejected ones."""
         decisions = await self._propose(proposals, planned)
-        retry: list[_Target] = []
+        retry: list[Target] = []
         committed = placed = 0
         for pid, env in decisions.items():
             data = env["data"]
@@ -967,7 +958,7 @@ class Replica:
             nodes: list[int] = []
             victims: list[int] = []
             for bindings, evicted in self._inflight.values():
-                for pod, node in bindings:
+                for pod, node, _devices in bindings:
                     p = st.pod_index.get(pod)
                     n = st.node_index.get(node)
                     if p is not None and n is not None:
@@ -975,14 +966,19 @@ class Replica:
                         nodes.append(n)
                 victims.extend(v for pod in evicted if (v := st.pod_index.get(pod)) is not None)
             self.placer.assume_claims(pods, nodes, victims)
+        if self.devices is not None:
+            assert self.scheduler is not None
+            self.devices.sync()
+            self.scheduler.use_gpu_resource(self.devices.resource, self.devices.scale)
+            self.devices.claim(b for bindings, _ in self._inflight.values() for b in bindings)
         self._view_at = now
 
     def _claim(self, proposals: list[dict[str, Any]]) -> None:
         """Record the claims of proposals about to be sent (already in the view)."""
         for p in proposals:
-            pairs = [(b["pod"], b["node"]) for b in p["bindings"]]
+            pairs = [(b["pod"], b["node"], tuple(b.get("devices") or ())) for b in p["bindings"]]
             self._inflight[p["proposal"]] = (pairs, [v["pod"] for v in p.get("victims") or ()])
-            for pod, _node in pairs:
+            for pod, _node, _devices in pairs:
                 self._inflight_pods[pod] = p["proposal"]
         self._claims_version += 1
         # The view already holds them (the pass assumed each placement as it went).
@@ -993,7 +989,7 @@ class Replica:
         claim = self._inflight.pop(pid, None)
         if claim is None:
             return
-        for pod, _node in claim[0]:
+        for pod, _node, _devices in claim[0]:
             if self._inflight_pods.get(pod) == pid:
                 del self._inflight_pods[pod]
         self._claims_version += 1
@@ -1007,182 +1003,65 @@ class Replica:
 
     def _plan(
         self,
-        targets: list[_Target],
-        unschedulable: dict[str, tuple[_Target, dict[str, int], str]],
-        blocked: list[tuple[_Target, list[asyncio.Future]]] | None = None,
-    ) -> tuple[list[dict[str, Any]], dict[str, _Target]]:
-        """Proposals for ``targets`` on the current view (pods assumed as placed);
-        pods no node fits go to ``unschedulable`` (pod -> target, reasons, message).
+        targets: list[Target],
+        unschedulable: dict[str, tuple[Target, dict[str, int], str]],
+        blocked: list[tuple[Target, list[asyncio.Future]]] | None = None,
+    ) -> tuple[list[dict[str, Any]], dict[str, Target]]:
+        """Proposals for ``targets`` by one scheduling pass on the current view (pods
+        assumed as placed); pods no node fits go to ``unschedulable`` (pod -> target,
+        reasons, message).
 
         A pod with an undecided claim (another batch proposed it) is skipped: that
         batch retries it if it is rejected. A gang with a member in an undecided
         proposal goes to ``blocked`` with the futures of those decisions.
         """
+        assert self.scheduler is not None
+        result = self.scheduler.run(
+            targets,
+            now=time.monotonic(),
+            in_flight=self._inflight_pods,
+            reserving={r["gang"] for r in self._to_reserve},
+        )
+        proposals, by_proposal = self._proposals(result)
+        unschedulable.update(result.unschedulable)
+        self.totals.skipped += result.skipped
+        self.totals.gangs_waiting += result.gangs_waiting
+        for t, busy in result.blocked:
+            futures = [f for pid in busy if (f := self._waiting.get(pid)) is not None]
+            if blocked is not None and futures:
+                blocked.append((t, futures))
+            else:
+                self.totals.skipped += 1
+        self._to_reserve.extend(result.reservations)
+        return proposals, by_proposal
+
+    def _proposals(self, result: PassResult) -> tuple[list[dict[str, Any]], dict[str, Target]]:
+        """The ``esched.placement.proposed`` data of a pass's placements (one proposal
+        per placement: all or nothing), and the target of each by proposal id."""
         st = self.state
-        placer = self.placer
-        assert placer is not None
         position = int(st.position)
         proposals: list[dict[str, Any]] = []
-        by_proposal: dict[str, _Target] = {}
-        reasons_cache: dict[int, Any] = {}
-        gangs_done: set[str] = set()
-
-        def propose(
-            target: _Target,
-            gang: str | None,
-            pairs: list[tuple[str, str]],
-            victims: list[dict[str, str]] | None = None,
-        ) -> None:
+        by_proposal: dict[str, Target] = {}
+        for pl in result.placements:
             pid = f"{self._pid_prefix}{next(self._pid_seq):x}"
-            bindings = [
-                {"pod": pod, "node": node, "resources": self._requests_of(st.pod_class_id(pod))}
-                for pod, node in pairs
-            ]
-            proposal = {
+            proposal: dict[str, Any] = {
                 "proposal": pid,
                 "replica": self.id,
                 "position": position,
-                "gang": gang,
-                "bindings": bindings,
+                "gang": pl.gang,
+                "bindings": [
+                    _binding(pod, node, self._requests_of(st.pod_class_id(pod)), devices)
+                    for pod, node, devices in pl.bindings
+                ],
             }
-            if victims:
+            if pl.victims:
                 # One transaction: the commit service evicts these and binds, or neither.
-                proposal["victims"] = victims
+                proposal["victims"] = pl.victims
                 self.totals.preemptions += 1
-                self.totals.victims += len(victims)
+                self.totals.victims += len(pl.victims)
             proposals.append(proposal)
-            by_proposal[pid] = target
-
-        def where(pod: str) -> str:
-            # A victim is running, so bound to an alive node: the slot has a name.
-            return cast(str, st.node_names[int(st.pod_node_np[st.pod_index[pod]])])
-
-        preempt = self.config.preemption
-        bands = self.config.bands
-
-        inflight = self._inflight_pods
-        for t in targets:
-            if t.kind == "pod":
-                idx = st.pod_index.get(t.key)
-                if idx is None or st.pod_phase_np[idx] != _PENDING or t.key in inflight:
-                    self.totals.skipped += 1
-                    continue
-                g = int(st.pod_gang_np[idx])
-                if g >= 0:  # a gang member travels with its gang
-                    t = _Target("gang", st.gang_keys[g], t.position)
-                else:
-                    placed = placer.place(t.key)
-                    if placed is not None:
-                        propose(t, None, [(t.key, placed[0])])
-                        continue
-                    preemption = placer.plan_preemption(t.key, bands) if preempt else None
-                    if preemption is not None:
-                        victims = [
-                            {"pod": v, "node": where(v)}
-                            for v in preemption["victims"] + preemption["collateral"]
-                        ]
-                        propose(t, None, [(t.key, preemption["node"])], victims)
-                    else:
-                        unschedulable[t.key] = (t, self._reasons(t.key, reasons_cache), "")
-                    continue
-            g_idx = st.gang_index.get(t.key)
-            if g_idx is None or t.key in gangs_done:
-                self.totals.skipped += 1
-                continue
-            gangs_done.add(t.key)  # several items of one gang: planned once per pass
-            members = st.gang_members(t.key, "Pending")
-            if not members:
-                self.totals.skipped += 1
-                continue
-            busy = {inflight[m] for m in members if m in inflight}
-            if busy:
-                futures = [f for pid in busy if (f := self._waiting.get(pid)) is not None]
-                if blocked is not None and futures:
-                    blocked.append((t, futures))
-                else:
-                    self.totals.skipped += 1
-                continue
-            running = int(st.gang_counts_np[g_idx, _RUNNING])
-            need = max(int(st.gang_min_np[g_idx]) - running, 0)
-            if len(members) < need:
-                # Not enough members submitted yet: the dispatcher publishes the gang
-                # again when more arrive.
-                self.totals.gangs_waiting += 1
-                continue
-            plan = placer.plan_gang(members, need)
-            # Why it does not fit without evictions (the report of this plan_gang).
-            message = placer.gang_message() if plan is None else ""
-            if plan is None and preempt:
-                got = placer.plan_gang_preempting(members, need, bands)
-                if got is not None:
-                    pairs = [
-                        (pod, node)
-                        for pod, node in zip(members, got["nodes"], strict=True)
-                        if node is not None
-                    ]
-                    propose(t, t.key, pairs, got["victims"])
-                    for pod, node in zip(members, got["nodes"], strict=True):
-                        if node is None:
-                            unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
-                    continue
-            if plan is None:
-                self._starving(t.key, members, need, message)
-                # e.g. "gang ns/train: 7/10 members fit; short of nvidia.com/gpu: 3"
-                msg = f"gang {t.key}: {message}"
-                for pod in members:
-                    reasons = dict(self._reasons(pod, reasons_cache))
-                    reasons["GangUnschedulable"] = 1
-                    unschedulable[pod] = (t, reasons, msg)
-                continue
-            pairs = [
-                (pod, node) for pod, node in zip(members, plan, strict=True) if node is not None
-            ]
-            self._waiting_since.pop(t.key, None)
-            if pairs:
-                propose(t, t.key, pairs)
-            for pod, node in zip(members, plan, strict=True):
-                if node is None:  # beyond minMember and no room: reported like any pod
-                    unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
+            by_proposal[pid] = pl.target
         return proposals, by_proposal
-
-    def _starving(self, gang: str, members: list[str], need: int, message: str) -> None:
-        """Reserve nodes for ``gang`` if it has waited ``reserve_after`` seconds.
-
-        Reservation, not aging: a large gang behind a stream of small pods never sees
-        all the room it needs free at once, because each small pod takes whatever a
-        finishing one frees; raising its priority over time (aging) changes the order
-        it is tried in, not that. A reservation keeps what frees on the reserved nodes
-        for the gang, so it runs once those nodes drain. One gang at a time (the one
-        that first waited long enough, as the log orders the reservations), so
-        reservations never fragment the cluster against each other.
-        """
-        after = self.config.reserve_after
-        if after is None:
-            return
-        now = time.monotonic()
-        since = self._waiting_since.setdefault(gang, now)
-        st = self.state
-        if (
-            now - since < after
-            or st.reservations
-            or any(r["gang"] == gang for r in self._to_reserve)
-        ):
-            return
-        assert self.placer is not None
-        nodes = self.placer.reservation_nodes(members, need)
-        if not nodes:
-            return
-        waited = round(now - since, 3)
-        self._to_reserve.append(
-            {
-                "gang": gang,
-                "nodes": nodes,
-                "waited_seconds": waited,
-                "message": f"gang {gang} waited {waited}s ({message}); reserving "
-                f"{len(nodes)} node(s) until it is placed",
-                "position": int(st.position),
-            }
-        )
 
     async def _reserve(self) -> None:
         """Append the reservations of the last pass (deterministic ids: dedupe)."""
@@ -1213,55 +1092,6 @@ class Replica:
         self.totals.reservations += len(events) - res.duplicates
         for e in events:
             log.info("replica %s: %s", self.id, orjson.loads(e.payload)["data"]["message"])
-
-    def _reasons(self, pod: str, cache: dict[int, Any]) -> dict[str, int]:
-        """kube-style counts of nodes per reason ``pod`` fits none, on the placer's view.
-
-        Resource reasons are computed for all nodes at once with numpy; the core's
-        ``fits`` (constraints) is asked only for nodes that have the room, so a full
-        cluster with thousands of classes stays cheap. Cached per class per pass.
-        """
-        st = self.state
-        placer = self.placer
-        assert placer is not None
-        cid = st.pod_class_id(pod)
-        hit = cache.get(cid)
-        if hit is not None:
-            return hit
-        nres = st.n_res
-        view = cache.get(-1)  # the alive nodes' free room, gathered once per pass
-        if view is None:
-            alive = np.fromiter(st.node_index.values(), dtype=np.int64)
-            free = st.allocatable_np[alive, :nres].astype(np.int64) - placer.used_array()[
-                alive, :nres
-            ].astype(np.int64)
-            view = cache[-1] = {"alive": alive, "free": free}
-        alive, free = view["alive"], view["free"]
-        out: dict[str, int] = {}
-        if alive.size:
-            need = st.class_req_np[cid, :nres].astype(np.int64)
-            short = (need > 0) & (need > free)
-            for r in np.flatnonzero(short.any(axis=0)):
-                name = st.res_names[int(r)]
-                code = "TooManyPods" if name == "pods" else f"Insufficient.{name}"
-                out[code] = int(short[:, r].sum())
-            roomy = alive[~short.any(axis=1)]
-            names = cast("list[str]", st.node_names)  # alive slots (roomy) have names
-            reserved = st.reserved_nodes
-            gidx = int(st.pod_gang_np[st.pod_index[pod]])
-            own = st.gang_keys[gidx] if gidx >= 0 else None
-            for n in roomy[:200]:  # constraint reasons: a sample is enough for a message
-                holder = reserved.get(names[int(n)]) if reserved else None
-                if holder is not None and holder != own:
-                    out["NodeReserved"] = out.get("NodeReserved", 0) + 1
-                    continue
-                for text in placer.fits(pod, names[int(n)]):
-                    code = reason_code(text)
-                    out[code] = out.get(code, 0) + 1
-        else:
-            out["NoNodes"] = 1
-        cache[cid] = out
-        return out
 
     async def _propose(
         self, proposals: list[dict[str, Any]], planned: asyncio.Event | None = None
@@ -1382,6 +1212,14 @@ class Replica:
             metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(s["cache_hit_rate"])
         out["position"] = self.follower.position
         return out
+
+
+def _binding(pod: str, node: str, resources: dict[str, int], devices: tuple[int, ...]) -> dict:
+    """One binding of a proposal; ``devices`` only when GPU devices were chosen."""
+    b: dict[str, Any] = {"pod": pod, "node": node, "resources": resources}
+    if devices:
+        b["devices"] = list(devices)
+    return b
 
 
 def _partitions(share: Any) -> str:

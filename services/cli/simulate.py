@@ -134,6 +134,19 @@ async def _append(url: str, events: list[dict]) -> dict:
     show_default=True,
     help="Progress bar on stderr (terminals only).",
 )
+@click.option(
+    "--preemption/--no-preemption",
+    default=False,
+    show_default=True,
+    help="A job that fits nowhere may evict jobs of lower priority bands (they queue again).",
+)
+@click.option(
+    "--reserve-after",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Reserve nodes for a gang that has not fitted for this long (virtual time); "
+    "default: never.",
+)
 def simulate(
     trace_spec: str,
     profile_path: str,
@@ -143,6 +156,8 @@ def simulate(
     report_dir: str | None,
     output_format: str,
     progress: bool,
+    preemption: bool,
+    reserve_after: float | None,
 ) -> None:
     """Simulate a trace in virtual time through the core, with one profile.
 
@@ -159,7 +174,15 @@ def simulate(
     tr = _load(trace_spec, nodes)
     prof = _profile(profile_path)
     with _progress(f"simulate {tr.kind}", len(tr.jobs), progress) as update:
-        sim = Simulator(tr, prof, seed, record=bool(store), progress=update)
+        sim = Simulator(
+            tr,
+            prof,
+            seed,
+            record=bool(store),
+            progress=update,
+            preemption=preemption,
+            reserve_after=reserve_after,
+        )
         try:
             result = sim.run()
         except ValueError as exc:

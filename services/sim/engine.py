@@ -16,6 +16,13 @@ deletion time is withdrawn. After every arrival and departure the scheduler make
 pass over the pending queue in arrival order (no head-of-line blocking: a job that
 does not fit is skipped, as kube-scheduler does).
 
+Placement decisions come from the same scheduling pass as the live replica's
+(:class:`~esched.core.schedule.SchedulingPass`), offered the pending jobs shape by
+shape, oldest first, FIFO inside a shape; a shape whose job did not fit is not offered
+again until something is released. Preemption (``preemption=True``: a job that fits
+nowhere may evict jobs of lower priority bands, which go back to the queue) and the
+gang starvation guard (``reserve_after``: seconds of virtual time) are off by default.
+
 GPU sharing: GPUs are the extended resource ``esched.dev/gpu-milli`` in the state
 (1000 per device) and per device in a :class:`~esched.core._devices.DeviceTable`,
 which is the exact fit filter (``Placer.place(mask=...)``) and, for profiles with
@@ -24,18 +31,21 @@ the ``FGD`` plugin, the fragmentation-gradient score (``extra=...``).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from esched.core import ClusterState, Placer, Profile
-from esched.core._devices import DeviceTable, GangDevices
+from esched.core._devices import DeviceTable
+from esched.core.bands import BandConfig
+from esched.core.schedule import GPU_MILLI_RESOURCE, PassConfig, PassResult, SchedulingPass, Target
 from esched.schemas.events import envelope, namespaced_key, split_key
 from esched.schemas.objects import GANG_ANNOTATIONS
 from esched.services.sim.traces import Job, NodeSpec, Trace
@@ -43,7 +53,7 @@ from esched.services.sim.traces import Job, NodeSpec, Trace
 __all__ = ["GPU_RESOURCE", "NAMESPACE", "RunResult", "Simulator", "simulate"]
 
 #: The extended resource GPUs are counted in (1000 per device).
-GPU_RESOURCE = "esched.dev/gpu-milli"
+GPU_RESOURCE = GPU_MILLI_RESOURCE
 #: The node label carrying the GPU model (pods' model constraints select on it).
 MODEL_LABEL = "esched.dev/gpu-model"
 #: The node label "gpu" / "cpu" (has GPUs or not), set when some job asks for a node
@@ -97,6 +107,11 @@ class RunResult:
     device_stats: dict
     events: list[dict] | None = None
     anomalies: dict = field(default_factory=dict)
+    #: placements that evicted pods (preemption), the jobs they evicted, and gang
+    #: reservations made by the starvation guard
+    preemptions: int = 0
+    evicted_jobs: int = 0
+    reservations: int = 0
 
 
 class Simulator:
@@ -111,6 +126,11 @@ class Simulator:
     :param departures: False: nothing leaves (static packing, as the FGD experiments).
     :param retry: False: a job that does not fit when it arrives is dropped.
     :param progress: called with (jobs arrived, total) now and then.
+    :param preemption: a job that fits nowhere may evict jobs of lower bands (they go
+        back to the pending queue).
+    :param bands: priority bands for preemption (None: the defaults).
+    :param reserve_after: reserve nodes for a gang that has not fitted for this many
+        seconds of virtual time (None: no reservations).
     """
 
     def __init__(
@@ -126,6 +146,9 @@ class Simulator:
         retry: bool = True,
         progress: Callable[[int, int], None] | None = None,
         on_place: Callable[[Simulator, Job, bool], None] | None = None,
+        preemption: bool = False,
+        bands: BandConfig | None = None,
+        reserve_after: float | None = None,
     ) -> None:
         self.trace = trace
         self.profile = profile
@@ -141,7 +164,9 @@ class Simulator:
         self.events: list[dict] = []
         self.state = ClusterState()
         self.position = 0
-        self.fgd_weight = sum(p.weight for p in profile.plugins if p.kind == "FGD")
+        self.pass_config = PassConfig(
+            preemption=preemption, bands=bands, reserve_after=reserve_after, explain=False
+        )
         self.gpu = any(n.gpus for n in self.nodes)
         self.devices = DeviceTable() if self.gpu else None
         self._run_id = f"s{seed}"
@@ -222,10 +247,10 @@ class Simulator:
             # Always: the fragmentation series is a metric for every profile.
             self.devices.set_target(self.trace.frag_types())
         self.placer = Placer(st, self.profile, seed=self.seed)
+        self.scheduler = SchedulingPass(
+            st, self.placer, self.pass_config, devices=self.devices, gpu_resource=GPU_RESOURCE
+        )
         n_slots = st.n_nodes
-        self._mask = np.ones(n_slots, dtype=np.uint8)
-        self._extra = np.zeros(n_slots, dtype=np.int64)
-        self._gpu_col = st.res_index.get(GPU_RESOURCE)
 
         jobs = self.jobs
         J = len(jobs)
@@ -233,6 +258,11 @@ class Simulator:
         self.finish = np.full(J, np.nan)
         self.keys: list[list[str] | None] = [None] * J
         self.bound: list[list | None] = [None] * J  # per task: (node slot, devices)
+        self.job_of: dict[str, int] = {}  # pod key -> job
+        self.targets: list[Target | None] = [None] * J  # what the pass is offered per job
+        self._run_seq: dict[int, int] = {}  # job -> heap seq of its current finish
+        self._runs: dict[int, int] = {}  # job -> times placed
+        self.preemptions = self.evicted_jobs = self.reservations = 0
         heap: list[tuple[float, int, int, int]] = []
         seq = 0
         for j, job in enumerate(jobs):
@@ -273,7 +303,7 @@ class Simulator:
             now = heap[0][0]
             released = False
             while heap and heap[0][0] == now:
-                _, kind, _, j = heapq.heappop(heap)
+                _, kind, s, j = heapq.heappop(heap)
                 if kind == _ARRIVE:
                     self._arrive(j, now)
                     arrived += 1
@@ -284,14 +314,19 @@ class Simulator:
                         heapq.heappush(heap, (max(job.deadline, now), _EXPIRE, seq, j))
                         seq += 1
                 elif kind == _FINISH:
-                    self._finish(j, now)
-                    released = True
+                    if self._run_seq.get(j) == s:  # not a run that was evicted
+                        self._finish(j, now)
+                        released = True
                 elif kind == _EXPIRE:
                     self._expire(j, now)
             if released:
                 self.blocked.clear()
-            for j in self._schedule(now):
+            started, evicted = self._schedule(now)
+            if evicted:
+                self.blocked.clear()  # evictions freed room
+            for j in started:
                 if self.departures:
+                    self._run_seq[j] = seq
                     heapq.heappush(heap, (now + jobs[j].duration, _FINISH, seq, j))
                     seq += 1
             if not self.retry:
@@ -318,7 +353,7 @@ class Simulator:
         never = sum(1 for q in self.queues.values() for _ in q)
         alloc_arr = np.array(series_alloc, dtype=np.int64).reshape(-1, len(res_names))
         strand = np.array(strand_rows, dtype=np.int64).reshape(-1, len(res_names))
-        dev_stats = {}
+        dev_stats: dict = {}
         if self.devices is not None:
             dev_stats = self.devices.totals()
             dev_stats["memo_hits"] = self.devices.memo_hits
@@ -352,6 +387,9 @@ class Simulator:
             device_stats=dev_stats,
             events=self.events if self.record else None,
             anomalies=dict(st.anomalies),
+            preemptions=self.preemptions,
+            evicted_jobs=self.evicted_jobs,
+            reservations=self.reservations,
         )
 
     # ------------------------------------------------------------------ steps
@@ -373,7 +411,13 @@ class Simulator:
             key, manifest = self._pod_manifest(job, k)
             self._emit("esched.pod.submitted", key, manifest, now)
             keys.append(key)
+            self.job_of[key] = j
         self.keys[j] = keys
+        self.targets[j] = (
+            Target("pod", keys[0])
+            if job.tasks == 1
+            else Target("gang", namespaced_key(NAMESPACE, job.name))
+        )
         self.pending_pods += job.tasks
         shape = job.shape
         q = self.queues.get(shape)
@@ -381,107 +425,133 @@ class Simulator:
             q = self.queues[shape] = deque()
         q.append(j)
 
-    def _schedule(self, now: float) -> list[int]:
-        """One pass over the pending shapes, oldest first; returns the jobs started."""
-        started = []
+    def _schedule(self, now: float) -> tuple[list[int], bool]:
+        """One scheduling pass over the pending shapes, oldest first; returns the jobs
+        started and whether any were evicted."""
         order = sorted(
             (q[0], shape) for shape, q in self.queues.items() if q and shape not in self.blocked
         )
+        if not order:
+            return [], False
+        result = PassResult()
+        t0 = time.perf_counter()
+        self.scheduler.run(self._offer(order, result), now=now, out=result)
+        self.place_seconds += time.perf_counter() - t0
+        started: list[int] = []
+        evicted = False
+        for pl in result.placements:
+            victims = None
+            if pl.victims:
+                victims = self._evict(pl.victims, pl.target.key, now)
+                evicted = True
+            j = self.job_of[pl.bindings[0][0]]
+            self._commit(j, pl.bindings, now, victims)
+            q = self.queues[self.jobs[j].shape]
+            q.remove(j)
+            if not q:
+                del self.queues[self.jobs[j].shape]
+            started.append(j)
+        for r in result.reservations:
+            data = {k: v for k, v in r.items() if k != "position"}
+            self._emit("esched.gang.reserved", r["gang"], data, now)
+            self.reservations += 1
+        return started, evicted
+
+    def _offer(self, order: list[tuple[int, tuple]], result: PassResult):
+        """The pass's targets: each shape's jobs in FIFO order, until one of them is not
+        placed (the shape is then blocked: placements only take room away)."""
         for _, shape in order:
-            q = self.queues[shape]
-            while q:
-                j = q[0]
-                if not self._try_place(j, now):
+            for j in self.queues[shape]:  # the pass changes no queue
+                placed = len(result.placements)
+                yield self.targets[j]
+                if len(result.placements) == placed:
                     self.blocked.add(shape)
                     break
-                q.popleft()
-                started.append(j)
-            if not q:
-                del self.queues[shape]
-        return started
 
-    def _try_place(self, j: int, now: float) -> bool:
+    def _commit(
+        self,
+        j: int,
+        bindings: list[tuple[str, str, tuple[int, ...]]],
+        now: float,
+        victims: list[dict[str, str]] | None = None,
+    ) -> None:
+        """Log job ``j``'s placement (the pass bound its devices), naming the pods its
+        preemption evicted just before."""
         job = self.jobs[j]
-        keys = self.keys[j]
-        assert keys is not None, "a job is placed after it is submitted"
         st = self.state
-        dev = self.devices
-        t0 = time.perf_counter()
-        g = job.gpu_milli
-        mask = extra = None
-        if job.tasks == 1:
-            if dev is not None and g:
-                if dev.fit_mask(g, self._mask) == 0:
-                    self.place_seconds += time.perf_counter() - t0
-                    return False
-                mask = self._mask
-            if dev is not None and self.fgd_weight:
-                if mask is None:
-                    self._mask.fill(1)
-                dev.fgd_scores(g, job.cpu_milli, self._mask, self._extra, self.fgd_weight)
-                extra = self._extra
-            got = self.placer.place(keys[0], assume=False, mask=mask, extra=extra)
-            self.place_seconds += time.perf_counter() - t0
-            if got is None:
-                return False
-            n = st.node_index[got[0]]
-            devs: tuple[int, ...] = ()
-            if dev is not None:
-                devs = dev.choose(n, g, job.cpu_milli, self.fgd_weight > 0)
-                dev.bind(n, g, job.cpu_milli, devs)
-            plan, bound = [got[0]], [(n, devs)]
-        else:
-            # Members' devices are exact member by member: each member sees only the
-            # nodes whose devices fit it after the members before it took theirs (the
-            # state alone sums a node's free GPU milli over its devices).
-            gd = None
-            if dev is not None:
-                gd = GangDevices(
-                    dev,
-                    [g] * job.tasks,
-                    [job.cpu_milli] * job.tasks,
-                    self.fgd_weight > 0,
-                    st.n_nodes,
-                )
-            planned = self.placer.plan_gang(keys, devices=gd)
-            self.place_seconds += time.perf_counter() - t0
-            if planned is None:
-                return False
-            plan = planned
-            # A whole plan: every member took its devices (zip's strict check below).
-            bound = (
-                [t for t in gd.taken if t is not None]
-                if gd is not None
-                else [(st.node_index[name], ()) for name in plan]
-            )
-        bindings = []
+        out = []
         resources = self._units(job)
-        for key, name, (_, devs) in zip(keys, plan, bound, strict=True):
-            b: dict[str, Any] = {"pod": key, "node": name, "resources": resources}
+        again = self._runs.get(j, 0)  # placed again after an eviction: a fresh proposal id
+        self._runs[j] = again + 1
+        for pod, node, devs in bindings:
+            b: dict[str, Any] = {"pod": pod, "node": node, "resources": resources}
             if devs:
                 b["devices"] = list(devs)
-            bindings.append(b)
-        self._emit(
-            "esched.placement.committed",
-            job.name,
-            {
-                "proposal": f"{self._run_id}-{job.name}",
-                "replica": "esched-sim",
-                "position": self.position,
-                "gang": namespaced_key(NAMESPACE, job.name) if job.tasks > 1 else None,
-                "bindings": bindings,
-            },
-            now,
-        )
+            out.append(b)
+        data: dict[str, Any] = {
+            "proposal": f"{self._run_id}-{job.name}" + (f"-{again}" if again else ""),
+            "replica": "esched-sim",
+            "position": self.position,
+            "gang": namespaced_key(NAMESPACE, job.name) if job.tasks > 1 else None,
+            "bindings": out,
+        }
+        if victims:
+            data["victims"] = victims
+        self._emit("esched.placement.committed", job.name, data, now)
         self.placements += 1
-        self.bound[j] = bound
+        self.bound[j] = [(st.node_index[node], devs) for _, node, devs in bindings]
         self.start[j] = now
         self.pending_pods -= job.tasks
         self.running_pods += job.tasks
         self._account(job, +1)
         if self.on_place is not None:
             self.on_place(self, job, True)
-        return True
+
+    def _evict(self, victims: list[dict[str, str]], by: str, now: float) -> list[dict[str, str]]:
+        """Evict the victims of a preemption (and the rest of their jobs: a job's tasks
+        run together), as the commit service logs it: each ``esched.pod.evicted`` names
+        the decision that follows; the jobs go back to the pending queue. Returns the
+        decision's victims (every pod evicted)."""
+        self.preemptions += 1
+        out: list[tuple[int, str, int, tuple[int, ...]]] = []  # job, pod, node slot, devices
+        for j in sorted({self.job_of[v["pod"]] for v in victims}):
+            keys, bound = self.keys[j], self.bound[j]
+            if bound is not None and keys is not None:
+                out.extend((j, key, n, devs) for key, (n, devs) in zip(keys, bound, strict=True))
+        decision = f"sim-{self._run_id}-{self.position + len(out) + 1}"  # the commit's id
+        # Victims run on the sim's nodes, which are never removed: every slot has a name.
+        names = cast("list[str]", self.state.node_names)
+        for j, key, n, devs in out:
+            job = self.jobs[j]
+            self._emit(
+                "esched.pod.evicted",
+                key,
+                {
+                    "pod": key,
+                    "node": names[n],
+                    "reason": "Preempted",
+                    "message": f"preempted to make room for {by}",
+                    "by": by,
+                    "decision": decision,
+                },
+                now,
+            )
+            if self.devices is not None:
+                self.devices.release(n, job.gpu_milli, job.cpu_milli, devs)
+        for j in sorted({j for j, *_ in out}):
+            job = self.jobs[j]
+            self.bound[j] = None
+            self._run_seq.pop(j, None)
+            self.start[j] = np.nan
+            self.running_pods -= job.tasks
+            self.pending_pods += job.tasks
+            self._account(job, -1)
+            self.evicted_jobs += 1
+            q = self.queues.get(job.shape)
+            if q is None:
+                q = self.queues[job.shape] = deque()
+            q.insert(bisect.bisect(q, j), j)
+        return [{"pod": key, "node": names[n]} for _, key, n, _ in out]
 
     def _units(self, job: Job) -> dict[str, int]:
         out = {"pods": 1}

@@ -123,6 +123,10 @@ def summarize(r: RunResult) -> dict:
         "placer": r.placer_stats,
         "anomalies": r.anomalies,
     }
+    if r.preemptions or r.reservations:
+        out["preemptions"] = r.preemptions
+        out["evicted_jobs"] = r.evicted_jobs
+        out["reservations"] = r.reservations
     if r.frag is not None and r.frag.size:
         gpu_cap = r.capacity.get(GPU_RESOURCE, 0)
         idle = gpu_cap - r.alloc[GPU_RESOURCE]

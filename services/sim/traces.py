@@ -25,6 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from esched.core.devices import frag_types
+
 __all__ = [
     "KINDS",
     "PRIORITY_BY_QOS",
@@ -122,19 +124,13 @@ class Trace:
 
     def frag_types(self, coverage: float = 0.95) -> list[tuple]:
         """FGD's target workload: pod types ``(cpu, gpu milli per GPU, num GPUs, models,
-        p)`` by count, the most common covering ``coverage`` of the pods (FGD-ANCHOR.md)."""
-        counts: Counter = Counter()
+        p)`` by count, the most common covering ``coverage`` of the pods (FGD-ANCHOR.md;
+        the rule is :func:`esched.core.devices.frag_types`, which live replicas use too)."""
+        counts: dict[tuple, int] = {}
         for j in self.jobs:
-            num, per = _gpu_shape(j.gpu_milli)
-            counts[(j.cpu_milli, per, num, j.gpu_models)] += j.tasks
-        total = sum(counts.values())
-        out, covered = [], 0
-        for key, c in counts.most_common():
-            out.append((*key, c / total))
-            covered += c
-            if covered >= coverage * total:
-                break
-        return out
+            key = (j.cpu_milli, j.gpu_milli, j.gpu_models)
+            counts[key] = counts.get(key, 0) + j.tasks
+        return frag_types(counts, coverage)
 
     def count_oversized(self) -> int:
         """Jobs whose pod fits no node even when the node is empty (requests above its

@@ -267,3 +267,156 @@ def test_node_without_a_model_runs_types_open_to_any_model():
     free = [1000, 1000]
     assert _py_node_frag(free, 64_000, -1, [(1000, 1000, 1, None, 1.0)]) == 0.0
     assert _py_node_frag(free, 64_000, -1, [(1000, 1000, 1, ("V100",), 1.0)]) == 2000.0
+
+
+# ---------------------------------------------------------------------- devices of the fold
+
+
+def _gpu_events(*pods: tuple[str, int]) -> list[dict]:
+    """One node "g" with two GPUs (2000 milli) and pending pods (name, GPU milli)."""
+
+    def env(i, type_, data):
+        return {"specversion": "1.0", "id": f"e{i}", "source": "t", "type": type_, "data": data}
+
+    out = [
+        env(
+            0,
+            "esched.node.added",
+            {
+                "metadata": {"name": "g", "labels": {"esched.dev/gpu-model": "T4"}},
+                "status": {
+                    "allocatable": {
+                        "cpu": "8",
+                        "memory": "8Gi",
+                        "pods": "10",
+                        "esched.dev/gpu-milli": "2000",
+                    }
+                },
+            },
+        )
+    ]
+    for name, g in pods:
+        req = {"cpu": "1", "esched.dev/gpu-milli": str(g)}
+        out.append(
+            env(
+                len(out),
+                "esched.pod.submitted",
+                {
+                    "metadata": {"name": name, "namespace": "t"},
+                    "spec": {"containers": [{"name": "c", "resources": {"requests": req}}]},
+                },
+            )
+        )
+    return out
+
+
+def _commit(i: int, pod: str, g: int, devices: list[int] | None) -> dict:
+    b = {"pod": f"t/{pod}", "node": "g", "resources": {"cpu": 1000, "esched.dev/gpu-milli": g}}
+    if devices is not None:
+        b["devices"] = devices
+    return {
+        "specversion": "1.0",
+        "id": f"c{i}",
+        "source": "t",
+        "type": "esched.placement.committed",
+        "data": {"proposal": f"p{i}", "replica": "r", "position": 1, "gang": None, "bindings": [b]},
+    }
+
+
+def test_the_fold_keeps_each_pods_devices_on_both_paths_and_in_snapshots():
+    import orjson
+
+    events = _gpu_events(("a", 600), ("b", 1000), ("c", 300))
+    events += [_commit(1, "a", 600, [1]), _commit(2, "b", 1000, [0]), _commit(3, "c", 300, None)]
+    by_dict = ClusterState()
+    by_dict.apply_many(enumerate(events, start=1))
+    by_bytes = ClusterState()
+    by_bytes.apply_payloads([(i, orjson.dumps(e)) for i, e in enumerate(events, start=1)])
+    for st in (by_dict, by_bytes, ClusterState.from_bytes(by_dict.to_bytes())):
+        dev = {k: int(st.pod_dev_np[st.pod_index[f"t/{k}"]]) for k in "abc"}
+        assert dev == {"a": 0b10, "b": 0b01, "c": 0}
+        assert st.anomalies == {}
+    # A finished pod gives its devices back.
+    by_dict.apply(
+        {
+            "specversion": "1.0",
+            "id": "s",
+            "source": "t",
+            "type": "esched.pod.succeeded",
+            "data": {"metadata": {"name": "a", "namespace": "t"}},
+        },
+        len(events) + 1,
+    )
+    assert int(by_dict.pod_dev_np[by_dict.pod_index["t/a"]]) == 0
+
+
+def test_a_binding_with_bad_devices_is_a_malformed_commit():
+    events = [*_gpu_events(("a", 600)), _commit(1, "a", 600, [0, 0])]
+    st = ClusterState()
+    st.apply_many(enumerate(events, start=1))
+    assert st.anomalies == {"malformed": 1}
+    assert st.pod("t/a")["phase"] == "Pending"
+
+
+def test_device_ledger_checks_room_per_device_through_a_batch():
+    from esched.core.devices import DeviceLedger, device_free
+
+    events = _gpu_events(("a", 600), ("b", 600), ("c", 400), ("d", 2000))
+    events.append(_commit(1, "a", 600, [0]))
+    st = ClusterState()
+    st.apply_many(enumerate(events, start=1))
+    g = st.node_index["g"]
+    assert device_free(st, g, "esched.dev/gpu-milli", 1) == [400, 1000]
+    ledger = DeviceLedger(st)
+    b, c, d = (st.pod_index[f"t/{k}"] for k in "bcd")
+    assert "has 400 milli free" in ledger.take(b, g, [0])
+    assert "no GPU device 2" in ledger.take(b, g, [2])
+    assert "takes 1 device" in ledger.take(b, g, [0, 1])
+    assert ledger.take(b, g, [1]) is None
+    assert "has 400 milli free" in ledger.take(d, g, [0, 1])  # whole GPUs: idle devices
+    assert ledger.take(c, g, [0]) is None  # 400 beside a's 600
+    assert "has 0 milli free" in ledger.take(c, g, [0])
+    ledger.give_back(c, g, [0])
+    assert ledger.take(c, g, [0]) is None
+    ledger.begin()
+    assert ledger.take(b, g, [1]) is None
+
+
+def test_folded_devices_follow_the_state_and_drop_assumed_bindings():
+    from esched.core.devices import FoldedDevices
+
+    events = _gpu_events(("a", 600), ("b", 300))
+    events.append(_commit(1, "a", 600, [1]))
+    st = ClusterState()
+    st.apply_many(enumerate(events, start=1))
+    folded = FoldedDevices(st, fgd=True)
+    folded.sync()
+    g = st.node_index["g"]
+    assert folded.table.free_of(g) == [1000, 400]
+    assert folded.table.has_target  # FGD's target: the state's pods by shape
+    folded.table.bind(g, 300, 1000, (0,))  # a pass's assumption
+    folded.claim([("t/b", "g", (1,))])
+    assert folded.table.free_of(g) == [700, 100]
+    folded.sync()  # back to the state: the assumption and the claim are gone
+    assert folded.table.free_of(g) == [1000, 400]
+    st.apply(_commit(2, "b", 300, [1]), len(events) + 1)
+    folded.sync()
+    assert folded.table.free_of(g) == [1000, 100]
+
+
+def test_a_pass_with_devices_places_on_a_device_with_room_and_says_why_not():
+    from esched.core.devices import FoldedDevices
+    from esched.core.schedule import SchedulingPass, Target
+
+    events = _gpu_events(("a", 600), ("b", 600), ("c", 600), ("d", 400))
+    events += [_commit(1, "a", 600, [0]), _commit(2, "b", 600, [1])]
+    st = ClusterState()
+    st.apply_many(enumerate(events, start=1))
+    folded = FoldedDevices(st, fgd=False)
+    folded.sync()
+    sp = SchedulingPass(st, Placer(st), devices=folded.table)
+    out = sp.run([Target("pod", "t/c"), Target("pod", "t/d")])
+    # 800 milli free in sum, but 400 per device: c (600) fits no device, d (400) does.
+    assert [p.bindings for p in out.placements] == [[("t/d", "g", (0,))]]
+    assert out.unschedulable["t/c"][1] == {"InsufficientGPUDevices": 1}
+    assert folded.table.free_of(st.node_index["g"]) == [0, 400]

@@ -1,0 +1,547 @@
+"""One scheduling pass: the placement policy shared by the live replica and the simulator.
+
+Given the folded :class:`~esched.core.ClusterState`, a :class:`~esched.core.Placer`
+on it and an ordered list of pending :class:`Target` s (pods and gangs),
+:meth:`SchedulingPass.run` decides one pass and returns a :class:`PassResult`:
+
+- single pods through :meth:`Placer.place` (each placement assumed in the placer's
+  view, so a pass never double-books a node), and if none fits and preemption is on,
+  through :meth:`Placer.plan_preemption` (victims of lower bands);
+- gangs all or nothing through :meth:`Placer.plan_gang` (``minMember`` minus the
+  members already running), else :meth:`Placer.plan_gang_preempting`; a gang with
+  fewer pending members than it needs waits (``gangs_waiting``);
+- the starvation guard: a gang that has not fitted for ``reserve_after`` seconds (in
+  the caller's clock: monotonic for a replica, virtual for the simulator) gets nodes
+  to reserve (:meth:`Placer.reservation_nodes`), one gang at a time;
+- with a :class:`~esched.core._devices.DeviceTable`, GPU requests are fitted device
+  by device (the table is the exact filter, ``Placer.place(mask=...)``), FGD scores
+  (``extra=...``) when the profile has the ``FGD`` plugin, and each binding carries
+  the devices it takes (bound in the table as the pass goes, like the assumptions);
+- pods that fit nowhere are returned with kube-style reason counts and a message.
+
+The pass is pure: no I/O, no clock, no asyncio. What the decisions become (proposals
+to the commit service, or committed events in virtual time) is the caller's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+
+from esched.core._devices import DeviceTable, GangDevices
+from esched.core._placer import Placer
+from esched.core._state import PHASES, ClusterState
+from esched.core.bands import BandConfig
+
+__all__ = [
+    "GPU_MILLI_RESOURCE",
+    "PassConfig",
+    "PassResult",
+    "Placement",
+    "SchedulingPass",
+    "Target",
+    "reason_code",
+]
+
+_PENDING = PHASES.index("Pending")
+_RUNNING = PHASES.index("Running")
+
+#: The extended resource GPUs are counted in by the simulator: milli-GPU, 1000 per device.
+GPU_MILLI_RESOURCE = "esched.dev/gpu-milli"
+
+#: The reasons of a pass that does not explain (shared: never written to).
+_UNEXPLAINED: dict[str, int] = {}
+
+#: Constraint reasons looked at per unschedulable class: a sample is enough for a message.
+_REASON_SAMPLE = 200
+
+_REASON_CODES = {
+    "node(s) not found": "NodeNotFound",
+    "node(s) were unschedulable": "NodeUnschedulable",
+    "node(s) didn't match Pod's node affinity/selector": "NodeAffinity",
+    "node(s) had untolerated taint": "TaintToleration",
+    "Too many pods": "TooManyPods",
+}
+
+
+def reason_code(text: str) -> str:
+    """The schema's reason code for one of the core's reason strings."""
+    code = _REASON_CODES.get(text)
+    if code is not None:
+        return code
+    if text.startswith("Insufficient "):
+        return "Insufficient." + text[len("Insufficient ") :].replace(" ", "_")
+    cleaned = "".join(c if c.isalnum() or c in "_./:-" else "_" for c in text).strip("_")
+    return cleaned if cleaned[:1].isalpha() else f"R{cleaned}"
+
+
+@dataclass(slots=True)
+class Target:
+    """One unit of pending work: a pod or a gang, and the log position it came with."""
+
+    kind: str  # "pod" | "gang"
+    key: str
+    position: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PassConfig:
+    """The policy switches of a pass."""
+
+    #: Let pods and gangs that fit nowhere evict pods of lower bands.
+    preemption: bool = True
+    #: Priority bands (None: the documented defaults of :mod:`esched.core.bands`).
+    bands: BandConfig | None = None
+    #: Starvation guard: reserve nodes for a gang that has not fitted for this many
+    #: seconds of the caller's clock; None turns it off.
+    reserve_after: float | None = 60.0
+    #: Reason counts and gang messages for unschedulable pods (the simulator does not
+    #: report them: it skips their cost).
+    explain: bool = True
+
+
+@dataclass(slots=True)
+class Placement:
+    """One all-or-nothing decision: a pod's or a gang's bindings, with any evictions."""
+
+    target: Target
+    #: The gang's key, None for a single pod.
+    gang: str | None
+    #: (pod, node, devices taken: device indices on the node, empty without GPUs)
+    bindings: list[tuple[str, str, tuple[int, ...]]]
+    #: Pods evicted to make room: ``{"pod", "node"}`` each (preemption).
+    victims: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PassResult:
+    """What one pass decided."""
+
+    placements: list[Placement] = field(default_factory=list)
+    #: pod -> (its target, kube-style reason counts, extra message)
+    unschedulable: dict[str, tuple[Target, dict[str, int], str]] = field(default_factory=dict)
+    #: gangs with a member in an undecided claim: (target, ids of those claims)
+    blocked: list[tuple[Target, set[str]]] = field(default_factory=list)
+    #: ``esched.gang.reserved`` data to append, each with the ``position`` it was made at
+    reservations: list[dict[str, Any]] = field(default_factory=list)
+    #: targets no longer pending (or in someone's undecided claim)
+    skipped: int = 0
+    #: gangs with fewer pending members than they need (they come again when more arrive)
+    gangs_waiting: int = 0
+
+
+class SchedulingPass:
+    """The placement policy over one state and placer; :meth:`run` makes a pass.
+
+    :param state: the folded state the placer works on.
+    :param placer: the placer (its view is where the pass assumes its decisions).
+    :param config: the policy switches.
+    :param devices: per-device GPU accounting (exact fit, device choice, FGD); None
+        for no device model (GPUs are then only the state's summed resource).
+    :param gpu_resource: the resource a pod's GPU request is read from.
+    :param gpu_scale: milli-GPU per unit of ``gpu_resource`` (1000 for whole devices,
+        as ``nvidia.com/gpu``).
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        placer: Placer,
+        config: PassConfig | None = None,
+        *,
+        devices: DeviceTable | None = None,
+        gpu_resource: str = GPU_MILLI_RESOURCE,
+        gpu_scale: int = 1,
+    ) -> None:
+        self.state = state
+        self.placer = placer
+        self.config = config or PassConfig()
+        self.devices = devices
+        self.gpu_resource = gpu_resource
+        self.gpu_scale = gpu_scale
+        profile = placer.profile
+        #: FGD's weight in the profile (0: no FGD; devices then chosen best fit)
+        self.fgd_weight = sum(p.weight for p in profile.plugins if p.kind == "FGD")
+        #: gang -> clock time it was first found not fitting (starvation guard)
+        self.waiting_since: dict[str, float] = {}
+        self._mask = np.ones(0, dtype=np.uint8)
+        self._extra = np.zeros(0, dtype=np.int64)
+        self._gpu_of: dict[int, tuple[int, int]] = {}
+        self._views: Any = None
+
+    # ------------------------------------------------------------------ the pass
+
+    def run(
+        self,
+        targets: Iterable[Target],
+        *,
+        now: float = 0.0,
+        in_flight: Mapping[str, str] | None = None,
+        reserving: Collection[str] = (),
+        out: PassResult | None = None,
+    ) -> PassResult:
+        """Decide ``targets`` in order on the placer's current view.
+
+        :param now: the caller's clock (seconds) for the starvation guard.
+        :param in_flight: pod -> id of an undecided claim holding it (a replica's
+            proposals in flight): such a pod is skipped, a gang with such a member is
+            returned as ``blocked``.
+        :param reserving: gangs whose reservation is already decided but not yet in
+            the state (not reserved twice).
+        :param out: the result to fill (default a new one): a lazy ``targets`` may
+            read it to choose what comes next (the simulator stops offering a shape
+            of job once one of them did not fit).
+        """
+        st = self.state
+        placer = self.placer
+        cfg = self.config
+        preempt = cfg.preemption
+        bands = cfg.bands
+        inflight = in_flight or {}
+        if out is None:
+            out = PassResult()
+        unschedulable = out.unschedulable
+        reasons_cache: dict[int, Any] = {}
+        gangs_done: set[str] = set()
+        devices = self.devices
+        pod_index = st.pod_index
+        phase, gang_of, class_of = self._pod_views()
+        place = self._place_pod
+        if devices is not None:
+            self._buffers()
+        explain = cfg.explain
+
+        for t in targets:
+            if t.kind == "pod":
+                idx = pod_index.get(t.key)
+                if idx is None or phase[idx] != _PENDING or t.key in inflight:
+                    out.skipped += 1
+                    continue
+                g = gang_of[idx]
+                if g >= 0:  # a gang member travels with its gang
+                    t = Target("gang", st.gang_keys[g], t.position)
+                else:
+                    cid = class_of[idx]
+                    got = place(t.key, cid)
+                    if got is not None:
+                        out.placements.append(Placement(t, None, [(t.key, got[0], got[1])]))
+                        continue
+                    plan = None
+                    # Evictions free the state's summed GPU, not chosen devices: a pod
+                    # asking for GPU devices does not preempt under the device model.
+                    if preempt and (devices is None or not self._gpu_request(cid)[0]):
+                        plan = placer.plan_preemption(t.key, bands)
+                    if plan is not None:
+                        victims = [
+                            {"pod": v, "node": self._node_of(v)}
+                            for v in plan["victims"] + plan["collateral"]
+                        ]
+                        self._bind_cpu([(t.key, plan["node"])])
+                        out.placements.append(
+                            Placement(t, None, [(t.key, plan["node"], ())], victims)
+                        )
+                    else:
+                        why = self._reasons(t.key, reasons_cache) if explain else _UNEXPLAINED
+                        unschedulable[t.key] = (t, why, "")
+                    continue
+            if t.key in gangs_done:
+                out.skipped += 1
+                continue
+            g_idx = st.gang_index.get(t.key)
+            if g_idx is None:
+                out.skipped += 1
+                continue
+            gangs_done.add(t.key)  # several items of one gang: planned once per pass
+            self._gang(t, g_idx, out, inflight, reasons_cache, now, reserving)
+        return out
+
+    def _gang(
+        self,
+        t: Target,
+        g_idx: int,
+        out: PassResult,
+        inflight: Mapping[str, str],
+        reasons_cache: dict[int, Any],
+        now: float,
+        reserving: Collection[str],
+    ) -> None:
+        st = self.state
+        placer = self.placer
+        cfg = self.config
+        unschedulable = out.unschedulable
+        members = st.gang_members(t.key, "Pending")
+        if not members:
+            out.skipped += 1
+            return
+        busy = {inflight[m] for m in members if m in inflight}
+        if busy:
+            out.blocked.append((t, busy))
+            return
+        running = int(st.gang_counts_np[g_idx, _RUNNING])
+        need = max(int(st.gang_min_np[g_idx]) - running, 0)
+        if len(members) < need:
+            # Not enough members submitted yet: the gang comes again when more arrive.
+            out.gangs_waiting += 1
+            return
+        gd = self._gang_devices(members)
+        plan = placer.plan_gang(members, need, devices=gd)
+        # Why it does not fit without evictions (the report of this plan_gang).
+        message = placer.gang_message() if plan is None and cfg.explain else ""
+        if plan is None and cfg.preemption and not self._asks_devices(members):
+            got = placer.plan_gang_preempting(members, need, cfg.bands)
+            if got is not None:
+                placed = [
+                    (pod, node)
+                    for pod, node in zip(members, got["nodes"], strict=True)
+                    if node is not None
+                ]
+                self._bind_cpu(placed)
+                no_devices: tuple[int, ...] = ()
+                out.placements.append(
+                    Placement(t, t.key, [(p, n, no_devices) for p, n in placed], got["victims"])
+                )
+                for pod, node in zip(members, got["nodes"], strict=True):
+                    if node is None:
+                        unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
+                return
+        if plan is None:
+            self._starving(t.key, members, need, message, now, out, reserving)
+            # e.g. "gang ns/train: 7/10 members fit; short of nvidia.com/gpu: 3"
+            msg = f"gang {t.key}: {message}" if cfg.explain else ""
+            for pod in members:
+                reasons = dict(self._reasons(pod, reasons_cache))
+                if cfg.explain:
+                    reasons["GangUnschedulable"] = 1
+                unschedulable[pod] = (t, reasons, msg)
+            return
+        self.waiting_since.pop(t.key, None)
+        taken = list(gd.taken) if gd is not None else [None] * len(members)
+        pairs: list[tuple[str, str, tuple[int, ...]]] = []
+        for pod, node, took in zip(members, plan, taken, strict=True):
+            if node is not None:
+                pairs.append((pod, node, () if took is None else took[1]))
+        if pairs:
+            out.placements.append(Placement(t, t.key, pairs))
+        for pod, node in zip(members, plan, strict=True):
+            if node is None:  # beyond minMember and no room: reported like any pod
+                unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
+
+    # ------------------------------------------------------------------ devices
+
+    def use_gpu_resource(self, resource: str, scale: int) -> None:
+        """Read pods' GPU requests from ``resource`` (``scale`` milli per unit) from now
+        on (a live cluster's GPU resource is known once a node has it)."""
+        if (resource, scale) != (self.gpu_resource, self.gpu_scale):
+            self.gpu_resource, self.gpu_scale = resource, scale
+            self._gpu_of.clear()
+
+    def _gpu_request(self, cid: int) -> tuple[int, int]:
+        """(GPU milli, CPU milli) a pod of class ``cid`` asks for."""
+        got = self._gpu_of.get(cid)
+        if got is None:
+            req = self.state.class_specs[cid]["requests"]
+            got = self._gpu_of[cid] = (
+                int(req.get(self.gpu_resource, 0)) * self.gpu_scale,
+                int(req.get("cpu", 0)),
+            )
+        return got
+
+    def _pod_views(self) -> tuple[memoryview, memoryview, memoryview]:
+        """Phase, gang and class per pod slot as memoryviews (they index to Python ints
+        4x faster than the arrays: the simulator offers tens of targets per
+        placement), renewed when the fold has grown the arrays (all pod arrays are
+        replaced together)."""
+        st = self.state
+        phase = st.pod_phase_np
+        views = self._views
+        if views is None or views[0] is not phase:
+            views = self._views = (
+                phase,
+                (phase.data, st.pod_gang_np.data, st.pod_class_np.data),
+            )
+        return views[1]
+
+    def _buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        n = self.state.n_nodes
+        if self._mask.shape[0] < n:
+            self._mask = np.ones(n, dtype=np.uint8)
+            self._extra = np.zeros(n, dtype=np.int64)
+        return self._mask, self._extra
+
+    def _asks_devices(self, pods: list[str]) -> bool:
+        """Whether, under the device model, one of ``pods`` asks for GPU devices."""
+        if self.devices is None:
+            return False
+        st = self.state
+        return any(self._gpu_request(st.pod_class_id(p))[0] for p in pods)
+
+    def _place_pod(self, pod: str, cid: int) -> tuple[str, tuple[int, ...]] | None:
+        """Place a single pod (assumed); with devices, device-exact GPU fit and FGD, and
+        its devices bound in the table. (node, devices taken) or None."""
+        dev = self.devices
+        if dev is None:
+            got = self.placer.place(pod)
+            return None if got is None else (got[0], ())
+        req = self._gpu_of.get(cid)
+        g, cpu = req if req is not None else self._gpu_request(cid)
+        mask = extra = None
+        buf, score = self._mask, self._extra  # sized for the state by run()
+        if g:
+            if dev.fit_mask(g, buf) == 0:
+                return None
+            mask = buf
+        if self.fgd_weight:
+            if mask is None:
+                buf.fill(1)
+            dev.fgd_scores(g, cpu, buf, score, self.fgd_weight)
+            extra = score
+        got = self.placer.place(pod, mask=mask, extra=extra)
+        if got is None:
+            return None
+        n = self.state.node_index[got[0]]
+        devs: tuple[int, ...] = ()
+        if g:
+            devs = tuple(dev.choose(n, g, cpu, self.fgd_weight > 0))
+        dev.bind(n, g, cpu, devs)
+        return got[0], devs
+
+    def _bind_cpu(self, pairs: list[tuple[str, str]]) -> None:
+        """Pods without GPUs placed by a preemption plan: their CPU in the device table
+        (which FGD's fragmentation measure reads)."""
+        dev = self.devices
+        if dev is None:
+            return
+        st = self.state
+        for pod, node in pairs:
+            dev.bind(st.node_index[node], 0, self._gpu_request(st.pod_class_id(pod))[1], ())
+
+    def _gang_devices(self, members: list[str]) -> GangDevices | None:
+        if self.devices is None:
+            return None
+        st = self.state
+        reqs = [self._gpu_request(st.pod_class_id(m)) for m in members]
+        return GangDevices(
+            self.devices,
+            [g for g, _ in reqs],
+            [c for _, c in reqs],
+            self.fgd_weight > 0,
+            st.n_nodes,
+        )
+
+    # ------------------------------------------------------------------ starvation
+
+    def _starving(
+        self,
+        gang: str,
+        members: list[str],
+        need: int,
+        message: str,
+        now: float,
+        out: PassResult,
+        reserving: Collection[str],
+    ) -> None:
+        """Reserve nodes for ``gang`` if it has waited ``reserve_after`` seconds.
+
+        Reservation, not aging: a large gang behind a stream of small pods never sees
+        all the room it needs free at once, because each small pod takes whatever a
+        finishing one frees; raising its priority over time (aging) changes the order
+        it is tried in, not that. A reservation keeps what frees on the reserved nodes
+        for the gang, so it runs once those nodes drain. One gang at a time (the one
+        that first waited long enough, as the log orders the reservations), so
+        reservations never fragment the cluster against each other.
+        """
+        after = self.config.reserve_after
+        if after is None:
+            return
+        since = self.waiting_since.setdefault(gang, now)
+        st = self.state
+        if (
+            now - since < after
+            or st.reservations
+            or gang in reserving
+            or any(r["gang"] == gang for r in out.reservations)
+        ):
+            return
+        nodes = self.placer.reservation_nodes(members, need)
+        if not nodes:
+            return
+        waited = round(now - since, 3)
+        out.reservations.append(
+            {
+                "gang": gang,
+                "nodes": nodes,
+                "waited_seconds": waited,
+                "message": f"gang {gang} waited {waited}s ({message}); reserving "
+                f"{len(nodes)} node(s) until it is placed",
+                "position": int(st.position),
+            }
+        )
+
+    # ------------------------------------------------------------------ reasons
+
+    def _node_of(self, pod: str) -> str:
+        st = self.state
+        # A victim is running, so bound to an alive node: the slot has a name.
+        return cast(str, st.node_names[int(st.pod_node_np[st.pod_index[pod]])])
+
+    def _reasons(self, pod: str, cache: dict[int, Any]) -> dict[str, int]:
+        """kube-style counts of nodes per reason ``pod`` fits none, on the placer's view.
+
+        Resource reasons are computed for all nodes at once with numpy; the core's
+        ``fits`` (constraints) is asked only for nodes that have the room, so a full
+        cluster with thousands of classes stays cheap. Cached per class per pass.
+        """
+        if not self.config.explain:
+            return {}
+        st = self.state
+        placer = self.placer
+        cid = st.pod_class_id(pod)
+        hit = cache.get(cid)
+        if hit is not None:
+            return hit
+        nres = st.n_res
+        view = cache.get(-1)  # the alive nodes' free room, gathered once per pass
+        if view is None:
+            alive = np.fromiter(st.node_index.values(), dtype=np.int64)
+            free = st.allocatable_np[alive, :nres].astype(np.int64) - placer.used_array()[
+                alive, :nres
+            ].astype(np.int64)
+            view = cache[-1] = {"alive": alive, "free": free}
+        alive, free = view["alive"], view["free"]
+        out: dict[str, int] = {}
+        if alive.size:
+            need = st.class_req_np[cid, :nres].astype(np.int64)
+            short = (need > 0) & (need > free)
+            for r in np.flatnonzero(short.any(axis=0)):
+                name = st.res_names[int(r)]
+                code = "TooManyPods" if name == "pods" else f"Insufficient.{name}"
+                out[code] = int(short[:, r].sum())
+            roomy = alive[~short.any(axis=1)]
+            dev = self.devices
+            g = self._gpu_request(cid)[0] if dev is not None else 0
+            if dev is not None and g:
+                # The summed GPU has room there, no device does (shares are per device).
+                dev.fit_mask(g, self._mask)
+                fits = self._mask[roomy] != 0
+                if not fits.all():
+                    out["InsufficientGPUDevices"] = int((~fits).sum())
+                roomy = roomy[fits]
+            names = cast("list[str]", st.node_names)  # alive slots (roomy) have names
+            reserved = st.reserved_nodes
+            gidx = int(st.pod_gang_np[st.pod_index[pod]])
+            own = st.gang_keys[gidx] if gidx >= 0 else None
+            for n in roomy[:_REASON_SAMPLE]:
+                holder = reserved.get(names[int(n)]) if reserved else None
+                if holder is not None and holder != own:
+                    out["NodeReserved"] = out.get("NodeReserved", 0) + 1
+                    continue
+                for text in placer.fits(pod, names[int(n)]):
+                    code = reason_code(text)
+                    out[code] = out.get(code, 0) + 1
+        else:
+            out["NoNodes"] = 1
+        cache[cid] = out
+        return out
