@@ -1,6 +1,7 @@
-"""Build the Cython extensions of esched.core.
+"""Build the Cython extensions of esched.
 
-Every ``core/**/*.pyx`` becomes the extension ``esched.core.<dotted path>``.
+Every ``core/**/*.pyx`` becomes the extension ``esched.core.<dotted path>``, every
+``services/**/*.pyx`` ``esched.services.<dotted path>`` (benchmarks, the Kafka hash).
 Directives live here, in one place; ``ESCHED_CYTHON_DEBUG=1`` turns on bounds
 checks, line tracing and the annotated HTML (``cython -a``) for hot-loop review.
 """
@@ -48,11 +49,16 @@ def _package_view() -> Path:
     return view
 
 
+#: Source folder -> the package its extensions belong to.
+SOURCES = {"core": "esched.core", "services": "esched.services"}
+
+
 def _extensions() -> list[Extension]:
     exts = []
-    for pyx in sorted((HERE / "core").rglob("*.pyx")):
-        rel = pyx.relative_to(HERE / "core").with_suffix("")
-        name = "esched.core." + ".".join(rel.parts)
+    pyxs = [(folder, pyx) for folder in SOURCES for pyx in sorted((HERE / folder).rglob("*.pyx"))]
+    for folder, pyx in pyxs:
+        rel = pyx.relative_to(HERE / folder).with_suffix("")
+        name = SOURCES[folder] + "." + ".".join(rel.parts)
         exts.append(
             Extension(
                 name,

@@ -24,7 +24,6 @@ Nodes are addressed by the ClusterState's node slots. Everything is integer mill
 except the fragmentation values (expected milli-GPU, a double).
 """
 
-cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 import numpy as np
@@ -75,28 +74,6 @@ cdef class DeviceTable:
 
     :param max_devices: devices per node at most (<= 16).
     """
-
-    cdef public Py_ssize_t n_nodes
-    cdef public object free_np, ndev_np, model_np, cpu_free_np, ver_np, frag_np
-    cdef int32_t[:, ::1] free          # [node, device] free milli-GPU
-    cdef int32_t[::1] ndev             # [node] devices (0: no GPU, or no node)
-    cdef int32_t[::1] model            # [node] GPU model id, -1 none
-    cdef int64_t[::1] cpu_free         # [node] free CPU, milli
-    cdef int64_t[::1] ver              # [node] bumped on every change
-    cdef double[::1] frag              # [node] F_n for the current target workload
-    cdef public double frag_total      # sum of frag
-    cdef public dict models            # GPU model name -> id
-    cdef public list model_names
-    # target workload (FGD)
-    cdef FragTypes T
-    cdef object t_cpu_np, t_gpu_np, t_num_np, t_models_np, t_p_np
-    cdef public bint has_target
-    # FGD memo: (request milli, cpu milli) -> row of per-node (version, delta)
-    cdef dict memo_rows
-    cdef object memo_ver_np, memo_delta_np
-    cdef int64_t[:, ::1] memo_ver
-    cdef double[:, ::1] memo_delta
-    cdef public long long memo_hits, memo_misses
 
     def __init__(self, int max_devices=MAX_DEVICES) -> None:
         if not 1 <= max_devices <= MAX_DEVICES:
@@ -191,7 +168,6 @@ cdef class DeviceTable:
             return g <= 0
         return _fits(&self.free[n, 0], self.ndev[n], g)
 
-    @cython.boundscheck(False)
     def fit_mask(self, long long g, uint8_t[::1] out) -> int:
         """``out[n] = 1`` where ``g`` fits node ``n`` (n < len(out)), else 0; count of 1s."""
         cdef Py_ssize_t n, N = out.shape[0], M = self.n_nodes
@@ -357,7 +333,6 @@ cdef class DeviceTable:
             raise ValueError("no target workload (set_target)")
         return self._best_delta(n, g, cpu, &dev)
 
-    @cython.boundscheck(False)
     def fgd_scores(self, long long g, long long cpu, const uint8_t[::1] mask,
                    int64_t[::1] out, long long weight=1) -> None:
         """``out[n] = weight * floor(100 sigmoid(-Δ_n / 1000))`` where ``mask[n]``, else 0.

@@ -1,13 +1,18 @@
-/* Block scoring for the Placer's fused profile, vectorized (see _placer.pyx, _scan_fused).
+/* Block scoring for the Placer's fused profile, vectorized (see _placer.pyx, Placer._scan).
  *
  * The profile NodeResourcesFit (LeastAllocated or MostAllocated) and/or
- * BalancedAllocation on (cpu, memory), scored for SCAN-sized blocks of contiguous
+ * BalancedAllocation on (cpu, memory), scored for blocks of ESCHED_FB_BLOCK contiguous
  * nodes from structure-of-arrays double columns: one pass per requested resource for
  * the fit check, one pass for the scores, no branch that depends on the data, so the
  * compiler turns each pass into AVX2 / AVX-512 code. The same C body is compiled for
  * x86-64 baseline, AVX2 and AVX-512 (target attributes) and picked once at import by
  * CPU feature (esched_fblock_init), so the build needs no -march flag and runs on any
  * x86-64; other architectures get the baseline body.
+ *
+ * Feasibility here is _feasibility.pxd's alive / cordon / resource rule in vector form
+ * (labels and taints are left to the caller, constraints_ok); the scores are the
+ * LeastAllocated / MostAllocated / BalancedAllocation kernels of core/scoring/ in
+ * double arithmetic, exact as below (tests/core/test_placer.py compares them).
  *
  * Exactness (kube-scheduler's integer scores, bit for bit). The caller uses this only
  * when every capacity is below 2**46 (and the class's requests too); then, in doubles:
@@ -33,7 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ESCHED_FB_BLOCK 128       /* nodes per block (== SCAN_BLOCK in _placer.pyx) */
+#define ESCHED_FB_BLOCK 128       /* nodes per block (== 1 << BLOCK_SHIFT, _placer.pxd) */
 #define ESCHED_FB_MAX_NEED 16     /* requested columns checked here */
 #define ESCHED_FB_DEAD (-2)       /* node not alive */
 #define ESCHED_FB_INFEASIBLE (-1) /* does not fit */

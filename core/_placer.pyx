@@ -7,28 +7,29 @@ and the next fold + ``sync()`` makes it true or drops it.
 
 Per pod (by equivalence class):
 
-1. **Feasibility** (``_feasible``): alive, schedulable (unless the pod tolerates
-   ``node.kubernetes.io/unschedulable``), every resource dimension (``pods`` is the
-   pod-count limit), taints with NoSchedule/NoExecute, ``nodeSelector`` and required
-   node affinity (In, NotIn, Exists, DoesNotExist, Gt, Lt). Label and taint
-   constraints are compiled once per class into bit masks over the state's interned
-   labels/taints, so a node check is a few word ANDs. Failures are reason bits
-   (``REASON_*``, plus one bit per insufficient resource), turned into strings only
-   by :meth:`Placer.explain`.
+1. **Feasibility** (``_feasibility.pxd``, the one home of the rule): alive,
+   schedulable (unless the pod tolerates ``node.kubernetes.io/unschedulable``),
+   every resource dimension (``pods`` is the pod-count limit), taints with
+   NoSchedule/NoExecute, ``nodeSelector`` and required node affinity (In, NotIn,
+   Exists, DoesNotExist, Gt, Lt). Label and taint constraints are compiled once per
+   class into bit masks over the state's interned labels/taints, so a node check is
+   a few word ANDs. Failures are reason bits (``REASON_*``, plus one bit per
+   insufficient resource), turned into strings only by :meth:`Placer.explain`.
 2. **Relaxed randomization** (``_place``): visit nodes from a rotating start
    (kube's ``nextStartNodeIndex``, first start drawn from the seed), stop when
    ``num_feasible_nodes_to_find`` feasible nodes were seen.
 3. **Scoring**: the profile's plugins, resolved once into a C table of
-   ``PluginSpec``; each is a ``noexcept nogil`` kernel in ``esched.core.scoring``.
-   Total = sum of weight * score. Among the visited nodes with the best total, one
-   draw from the seeded xorshift RNG picks uniformly (the r-th in visit order): the
+   ``PluginSpec``, each with its kernel's function (``esched.core.scoring._table``):
+   scoring a node is one indirect call per plugin, the formulas live only in the
+   kernels. Total = sum of weight * score. Among the visited nodes with the best
+   total, one draw from the seeded xorshift RNG picks uniformly (the r-th in visit order): the
    distribution of kube's ``selectHost`` reservoir sampling, one draw per pod.
    **Fused profile**: NodeResourcesFit (LeastAllocated or MostAllocated) and/or
    BalancedAllocation, each on exactly (cpu, memory) -- kube's default. ``_scan``
    scores it a block step at a time with the vectorized kernel of ``_fused_block.h``
    (structure-of-arrays double columns, AVX2/AVX-512 chosen at import; the scalar
-   ``_score_block`` where capacities exceed its exact range): no per-plugin
-   dispatch, no Python, no per-node branch. Divisions by capacity use per-node
+   ``_score_block``, the plugin table's kernels, where capacities exceed its exact
+   range): no per-plugin dispatch, no Python, no per-node branch. Divisions by capacity use per-node
    reciprocals with an exact integer correction (Fit) or the true quotients near
    integer results (BalancedAllocation): the integer scores are kube's, bit for bit
    (tests/core/test_placer.py checks the fused scan against the plugin table, every
@@ -40,50 +41,87 @@ Per pod (by equivalence class):
 """
 
 cimport cython
-from libc.math cimport fabs, sqrt
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
 
-from esched.core.queues import NODE_GROUP_LABEL
+from esched.core import _constraints
+from esched.core import reasons as _reasons
+from esched.core._constraints import compile_class, intern_stamp
 
+from esched.core._classview cimport (
+    MAX_NEED,
+    SRC_NZ_CPU,
+    SRC_NZ_MEM,
+    SRC_SKIP,
+    SRC_USED,
+    ClassView,
+)
+from esched.core._feasibility cimport (
+    EXPR_ANY,
+    EXPR_FALSE,
+    EXPR_NONE,
+    MAX_REASON_RESOURCES,
+    REASON_NON_RESOURCE,
+    REASON_NOT_ALIVE,
+    REASON_RESOURCE_BASE,
+    REASON_SELECTOR,
+    REASON_TAINT,
+    REASON_UNSCHEDULABLE,
+    constraints_ok,
+    fits,
+    reason_bits,
+    resource_reason,
+)
+from esched.core._fused_block cimport (
+    ESCHED_FB_BLOCK,
+    ESCHED_FB_DEAD,
+    ESCHED_FB_INFEASIBLE,
+    ESCHED_FB_MAX_NEED,
+    ESCHED_FB_SPECIAL,
+    esched_cut,
+    esched_fblock,
+    esched_fblock_init,
+    esched_fblock_isa,
+    esched_fblock_score,
+    esched_fbsum,
+    esched_nth_equal,
+    esched_stale,
+    esched_summarize,
+)
 from esched.core._state cimport ClusterState
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
     PHASE_RUNNING,
     flag_t,
-    index_t,
     score_t,
     units_t,
     word_t,
 )
-from esched.core.scoring._balanced_allocation cimport balanced_allocation
 from esched.core.scoring._epvm cimport epvm
-from esched.core.scoring._least_allocated cimport least_allocated
 from esched.core.scoring._mixed cimport mixed
-from esched.core.scoring._most_allocated cimport most_allocated
 from esched.core.scoring._plugin cimport (
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_NODE_SCORE,
     MAX_PLUGIN_RES,
+    MAX_PLUGINS,
+    MAX_SHAPE,
     PLUGIN_BALANCED_ALLOCATION,
     PLUGIN_EPVM,
     PLUGIN_LEAST_ALLOCATED,
     PLUGIN_MIXED,
     PLUGIN_MOST_ALLOCATED,
+    PLUGIN_NODE_GROUP_AFFINITY,
     PLUGIN_PYTHON,
-    MAX_SHAPE,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PluginSpec,
     floor_div,
-    floor_div_nopow2,
 )
-from esched.core.scoring._requested_to_capacity_ratio cimport (
-    broken_linear,
-    requested_to_capacity_ratio,
-)
+from esched.core.scoring._requested_to_capacity_ratio cimport broken_linear
+from esched.core.scoring._gather cimport kernel_total, plugin_kernel
+from esched.core.scoring._table cimport kernel_of
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 
@@ -98,42 +136,21 @@ cdef enum:
     MIN_FEASIBLE_NODES_TO_FIND = 100
     MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
-# Closed reason vocabulary (bits); bit REASON_RESOURCE_BASE + column = insufficient resource.
-cdef enum:
-    REASON_NOT_ALIVE = 1
-    REASON_UNSCHEDULABLE = 2
-    REASON_SELECTOR = 4
-    REASON_TAINT = 8
-    REASON_RESOURCE_BASE = 8        # bit index of column 0
-    MAX_REASON_RESOURCES = 56       # columns beyond share the last bit
-    REASON_NON_RESOURCE = 15        # every bit below REASON_RESOURCE_BASE's
-
 #: Bit index of resource column 0 in reason bits (``bits >> RESOURCE_REASON_SHIFT``: the
 #: resource bits; columns past the 55th share the last one).
 RESOURCE_REASON_SHIFT = REASON_RESOURCE_BASE
 
-#: Reason bit -> kube-scheduler's message (resource bits are formatted per resource).
-REASONS = {
-    REASON_NOT_ALIVE: "node(s) not found",
-    REASON_UNSCHEDULABLE: "node(s) were unschedulable",
-    REASON_SELECTOR: "node(s) didn't match Pod's node affinity/selector",
-    REASON_TAINT: "node(s) had untolerated taint",
-}
+#: Reason bit -> kube-scheduler's message (esched.core.reasons' table).
+REASONS = _reasons.TEXTS
 
-cdef enum:
-    EXPR_ANY = 0     # some bit of the mask is set on the node
-    EXPR_NONE = 1    # no bit of the mask is set on the node
-    EXPR_FALSE = 2   # never matches (empty term, unsupported matchFields)
+if (EXPR_ANY, EXPR_NONE, EXPR_FALSE) != (_constraints.ANY, _constraints.NONE, _constraints.FALSE):
+    raise ImportError("esched.core._placer: _feasibility.pxd's EXPR_* differ from "
+                      "esched.core._constraints")
+if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_RESOURCE_BASE,
+        MAX_REASON_RESOURCES) != (_reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR,
+                                  _reasons.TAINT, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS):
+    raise ImportError("esched.core._placer: _feasibility.pxd's bits differ from esched.core.reasons")
 
-# Cache: CACHE_SLOTS dense rows (a score and a stamp per node: 12 bytes; 1.9 MB for
-# 10,000 nodes) plus a summary per block of ESCHED_FB_BLOCK nodes. A class uses the
-# cache when it was placed within the last CACHE_SLOTS placements, so the rows in use
-# are never evicted by one-off classes.
-cdef enum:
-    CACHE_SLOTS = 16
-    FEW_STALE = 8               # up to this many stale entries in a step: redo just those
-    BLOCK_SHIFT = 7             # 1 << BLOCK_SHIFT == ESCHED_FB_BLOCK (checked at import)
-    EPOCH_SHIFT = 48            # stamps: tick (< 2**48) | slot epoch << EPOCH_SHIFT
 
 
 cpdef long long num_feasible_nodes_to_find(long long n_all, long long percentage=0):
@@ -161,49 +178,6 @@ cdef extern from *:
     }
     """
     uint64_t esched_mulhi(uint64_t a, uint64_t b) nogil
-
-
-cdef extern from "_fused_block.h" nogil:
-    """
-    """
-    enum:
-        ESCHED_FB_BLOCK
-        ESCHED_FB_MAX_NEED
-        ESCHED_FB_DEAD
-        ESCHED_FB_INFEASIBLE
-        ESCHED_FB_SPECIAL
-    ctypedef struct esched_fblock:
-        const double* u0
-        const double* u1
-        const double* z0
-        const double* z1
-        const double* a0
-        const double* a1
-        const double* i0
-        const double* i1
-        const double* pen
-        const double* need_used[ESCHED_FB_MAX_NEED]
-        const double* need_alloc[ESCHED_FB_MAX_NEED]
-        double need_val[ESCHED_FB_MAX_NEED]
-        int n_need
-        double pen_ok
-        double fr0, fr1, br0, br1, rw0, rw1, ws, inv_ws, w_fit, w_bal
-        int do_fit, least, do_bal
-    ctypedef struct esched_fbsum:
-        int32_t max
-        int32_t n_max
-        int32_t n_feasible
-        int32_t n_visited
-    void esched_fblock_score(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m,
-                             int32_t* out, esched_fbsum* sum) noexcept
-    void esched_summarize(const int32_t* s, Py_ssize_t m, esched_fbsum* sum) noexcept
-    Py_ssize_t esched_stale(const int64_t* stamp, const long long* ver, int64_t epoch,
-                            Py_ssize_t m) noexcept
-    Py_ssize_t esched_nth_equal(const int32_t* s, Py_ssize_t m, int32_t x,
-                                Py_ssize_t r) noexcept
-    Py_ssize_t esched_cut(const int32_t* s, Py_ssize_t m, long long need) noexcept
-    void esched_fblock_init(const char* cap) noexcept
-    const char* esched_fblock_isa
 
 
 def _py_set_simd(cap: str = "") -> str:
@@ -252,348 +226,34 @@ cdef enum:
     CAP_ZERO = 1        # capflag: cpu or memory capacity 0 (scored per node)
     CAP_BIG = 2         # capflag: a capacity >= FB_EXACT_LIMIT (no vectorized kernel)
 
-cdef enum:
-    NODE_GROUP_SCORE = 200  # a node in a preferred node group of the queue (weight 2 x 100)
-    MAX_PLUGINS = 8     # score plugins per profile
-    SRC_SKIP = -1       # resource not scored for this pod (extended, not requested)
-    SRC_USED = 0        # node side is the allocated requests
-    SRC_NZ_CPU = 1      # node side is the non-zero cpu sum
-    SRC_NZ_MEM = 2      # node side is the non-zero memory sum
-    MAX_NEED = 16       # requested columns the fused resource check handles
-    # nodes scored per block by the fused scan: ESCHED_FB_BLOCK (_fused_block.h), 128
-
 # Vectorized block scoring is exact while capacities and requests stay below this
 # (see _fused_block.h): 64 TiB of memory, 2**46 milli-CPU.
 cdef long long FB_EXACT_LIMIT = 1LL << 46
 
 
-ctypedef struct ClassView:
-    # One equivalence class, compiled against the state's interned labels and taints.
-    const units_t* req           # [n_res] requests (state.class_req row)
-    units_t nz_cpu               # non-zero requests for scoring
-    units_t nz_mem
-    long long priority
-    int n_exprs
-    const word_t* expr_mask      # [n_exprs, label_words]
-    const int8_t* expr_mode      # [n_exprs]
-    const int32_t* term_off      # [n_terms + 1]; term 0 = nodeSelector (ANDed)
-    int n_terms                  # including term 0; > 1 means required affinity (ORed)
-    const word_t* intolerable    # [taint_words] taints the pod does not tolerate
-    bint tolerates_unschedulable
-    bint has_labels
-    bint has_taints
-    const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
-    bint has_pref
-    # Per plugin k and resource i, resolved once per class (not per node):
-    units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
-    int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)
-    # Raw table pointers for the per-node loop, taken once per call so the compiler can
-    # keep them in registers (memoryview attributes are reloaded after every store).
-    const units_t* alloc         # placer's copy of state.allocatable, row stride alloc_stride
-    Py_ssize_t alloc_stride
-    const units_t* used          # placer's used, row stride n_res
-    const units_t* nzu           # placer's non-zero cpu/memory, row stride 2
-    const double* inv            # placer's 1.0 / allocatable of the fused cpu, memory, stride 2
-    const flag_t* flags
-    const word_t* label_bits     # row stride label_words
-    const word_t* taint_bits     # row stride taint_words
-    int label_words
-    int taint_words
-    int n_res
-    # Fused path (Placer.fused): the columns this class requests (need > 0), for the
-    # branch-light resource check, and the fused plugins' pod-side requests.
-    int n_need                   # -1: more than MAX_NEED columns, use _feasible
-    Py_ssize_t need_col[MAX_NEED]
-    units_t need_val[MAX_NEED]
-    units_t fit_req0, fit_req1   # fit plugin: non-zero cpu, memory
-    units_t bal_req0, bal_req1   # BalancedAllocation: requested cpu, memory
-    # Vectorized block scoring (_fused_block.h), filled by Placer._view when it applies:
-    # fused profile, every capacity and request of this class below FB_EXACT_LIMIT.
-    bint use_fb
-    bint fb_special              # some node has a zero cpu or memory capacity
-    esched_fblock fb
+# ---------------------------------------------------------------------- nogil block scoring
+# A step of the scan, as module-level ``nogil`` functions over a ClassView: no ``self``,
+# no Python objects, no memoryview reloads in the node loop. Feasibility is
+# _feasibility.pxd's, scores are scoring/_gather.pxd's (the profile's kernel table).
 
-
-ctypedef struct ClassConst:
-    # Placer._view's per-class memo of the compiled constraints (pointers into the
-    # arrays of the class's _Compiled, which self.compiled keeps alive), valid while
-    # the state's intern sizes equal the stamp; s0 == -1: not filled.
-    Py_ssize_t s0, s1, s2, s3
-    long long priority
-    int n_exprs
-    int n_terms
-    const word_t* expr_mask
-    const int8_t* expr_mode
-    const int32_t* term_off
-    const word_t* intolerable
-    bint tolerates_unschedulable
-    bint has_labels
-    bint has_taints
-    const word_t* pref_mask
-    bint has_pref
-
-
-ctypedef struct Fused:
-    # The profile NodeResourcesFit (LeastAllocated or MostAllocated) and/or
-    # BalancedAllocation, each on exactly (cpu, memory): kube's default and its usual
-    # variants. Resolved once per profile; the per-node total is one straight pass over
-    # the node's two columns (_fused_total), no table walk, no per-plugin dispatch.
-    bint on
-    bint has_fit
-    bint fit_least               # LeastAllocated (else MostAllocated)
-    score_t w_fit
-    units_t rw0, rw1             # fit resource weights (cpu, memory)
-    score_t ws_both              # rw0 + rw1 (both capacities non-zero)
-    bint has_bal
-    score_t w_bal
-    Py_ssize_t c0, c1            # state columns of cpu, memory
-
-
-# ---------------------------------------------------------------------- nogil kernels
-# Feasibility pieces and the fused scan, as module-level ``nogil`` functions over a
-# ClassView: no ``self``, no Python objects, no memoryview reloads in the node loop.
-
-cdef inline bint _expr_ok(const ClassView* v, Py_ssize_t n, int e) noexcept nogil:
-    cdef int w, W = v.label_words
-    cdef bint hit = False
-    cdef const word_t* row = v.label_bits + n * W
-    if v.expr_mode[e] == EXPR_FALSE:
-        return False
-    for w in range(W):
-        if row[w] & v.expr_mask[e * W + w]:
-            hit = True
-            break
-    return hit if v.expr_mode[e] == EXPR_ANY else not hit
-
-
-cdef inline bint _taints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
-    cdef int w
-    cdef const word_t* taints = v.taint_bits + n * v.taint_words
-    cdef word_t bad = 0
-    for w in range(v.taint_words):
-        bad |= taints[w] & v.intolerable[w]
-    return bad == 0
-
-
-cdef inline score_t _node_group_score(const ClassView* v, Py_ssize_t n) noexcept nogil:
-    """Volcano's preferred node groups: NODE_GROUP_SCORE on a node in one of them.
-
-    kube's NodeAffinity scores preferred terms 0..100 with plugin weight 2 by default;
-    a node in a preferred group of the pod's queue gets that (2 * 100), others 0.
-    """
-    cdef int w
-    cdef const word_t* labels
-    if not v.has_pref:
-        return 0
-    labels = v.label_bits + n * v.label_words
-    for w in range(v.label_words):
-        if labels[w] & v.pref_mask[w]:
-            return NODE_GROUP_SCORE
-    return 0
-
-
-cdef inline bint _selector_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
-    """nodeSelector (term 0, ANDed) and required affinity (terms 1.., ORed)."""
-    cdef int t, e
-    cdef bint ok = True
-    for e in range(v.term_off[0], v.term_off[1]):
-        if not _expr_ok(v, n, e):
-            return False
-    if v.n_terms > 1:
-        for t in range(1, v.n_terms):
-            ok = True
-            for e in range(v.term_off[t], v.term_off[t + 1]):
-                if not _expr_ok(v, n, e):
-                    ok = False
-                    break
-            if ok:
-                return True
-        return False
-    return True
-
-
-cdef inline bint _fits(const ClassView* v, Py_ssize_t n, flag_t flags) noexcept nogil:
-    """Feasible on an alive node: _feasible(...) == 0, branch-light (v.n_need >= 0)."""
-    cdef const units_t* used = v.used + n * v.n_res
-    cdef const units_t* alloc = v.alloc + n * v.alloc_stride
-    cdef int j
-    cdef Py_ssize_t c
-    cdef bint bad = (flags & NODE_UNSCHEDULABLE) != 0 and not v.tolerates_unschedulable
-    for j in range(v.n_need):
-        c = v.need_col[j]
-        bad |= used[c] + v.need_val[j] > alloc[c]
-    if bad:
-        return False
-    if v.has_taints and not _taints_ok(v, n):
-        return False
-    if v.has_labels and not _selector_ok(v, n):
-        return False
-    return True
-
-
-cdef inline score_t _fit_score(bint least, units_t req, units_t cap) noexcept nogil:
-    # least_requested_score / most_requested_score for cap != 0
-    if least:
-        if req > cap:
-            return 0
-        return floor_div_nopow2((cap - req) * MAX_NODE_SCORE, cap)
-    return floor_div_nopow2((req if req < cap else cap) * MAX_NODE_SCORE, cap)
-
-
-cdef inline score_t _fused_total(const Fused* F, const ClassView* v, Py_ssize_t n) noexcept nogil:
-    """Placer._total for a fused profile: the same integer/float steps, one pass."""
-    cdef const units_t* alloc = v.alloc + n * v.alloc_stride
-    cdef const units_t* used = v.used + n * v.n_res
-    cdef const units_t* nzu = v.nzu + n * 2
-    cdef units_t a0 = alloc[F.c0], a1 = alloc[F.c1]
-    cdef score_t total = 0, ns, ws
-    cdef double f0, f1, std
-    if a0 != 0 and a1 != 0:
-        if F.has_fit and F.ws_both:
-            ns = (_fit_score(F.fit_least, nzu[0] + v.fit_req0, a0) * F.rw0
-                  + _fit_score(F.fit_least, nzu[1] + v.fit_req1, a1) * F.rw1)
-            total += F.w_fit * floor_div(ns, F.ws_both)
-        if F.has_bal:
-            f0 = <double>(used[F.c0] + v.bal_req0) / <double>a0
-            f1 = <double>(used[F.c1] + v.bal_req1) / <double>a1
-            if f0 > 1.0:
-                f0 = 1.0
-            if f1 > 1.0:
-                f1 = 1.0
-            std = fabs((f0 - f1) / 2.0)
-            total += F.w_bal * <score_t>((1.0 - std) * <double>MAX_NODE_SCORE)
-        return total
-    # A zero capacity: that resource is skipped, as in the kernels.
-    if F.has_fit:
-        ns = 0
-        ws = 0
-        if a0 != 0:
-            ns += _fit_score(F.fit_least, nzu[0] + v.fit_req0, a0) * F.rw0
-            ws += F.rw0
-        if a1 != 0:
-            ns += _fit_score(F.fit_least, nzu[1] + v.fit_req1, a1) * F.rw1
-            ws += F.rw1
-        if ws:
-            total += F.w_fit * floor_div(ns, ws)
-    if F.has_bal:
-        # at most one fraction: std 0
-        total += F.w_bal * MAX_NODE_SCORE
-    return total
-
-
-cdef inline long long _div_by_cap(long long num, long long cap, double inv_cap) noexcept nogil:
-    """``num // cap`` (num >= 0, cap > 0) given ``inv_cap = 1.0 / cap``, no division.
-
-    For num, cap < 2**52 and quotients <= 100 the product is within 1e-12 of the
-    quotient, so its truncation is off by at most one and one integer
-    multiply-compare each way makes it exact; otherwise floor_div_nopow2.
-    """
-    cdef long long q
-    if ((num | cap) >> 52) == 0:
-        q = <long long>(<double>num * inv_cap)
-        q -= q * cap > num
-        q += (q + 1) * cap <= num
-        return q
-    return floor_div_nopow2(num, cap)
-
-
-cdef void _score_block(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
-                       int32_t* buf) noexcept nogil:
-    """buf[i] = total of node n0 + i, -1 if infeasible, -2 if not alive.
-
-    _fits and _fused_total inlined by hand with the per-class and per-profile constants
-    in locals; no early exit and no data-dependent branch across iterations, so the CPU
-    overlaps the nodes' divisions. The sequential part of the scan (sampling stop, best,
-    ties) then runs over these integers (_scan).
-    """
-    cdef Py_ssize_t i, n, c
-    cdef int j
-    cdef flag_t fl
-    cdef score_t total, ns
-    cdef bint bad
-    cdef const flag_t* flags = v.flags
-    cdef const units_t* alloc = v.alloc
-    cdef const units_t* used = v.used
-    cdef const units_t* nzu = v.nzu
-    cdef const units_t* a
-    cdef const units_t* u
-    cdef const units_t* z
-    cdef Py_ssize_t astride = v.alloc_stride, ustride = v.n_res
-    cdef Py_ssize_t c0 = F.c0, c1 = F.c1
-    cdef units_t fr0 = v.fit_req0, fr1 = v.fit_req1, br0 = v.bal_req0, br1 = v.bal_req1
-    cdef units_t rw0 = F.rw0, rw1 = F.rw1, a0, a1, r0, r1
-    cdef score_t ws = F.ws_both, w_fit = F.w_fit, w_bal = F.w_bal
-    cdef bint do_fit = F.has_fit and ws != 0, do_bal = F.has_bal, least = F.fit_least
-    cdef bint unsched_bad = not v.tolerates_unschedulable
-    cdef bint constrained = v.has_taints or v.has_labels
-    cdef int n_need = v.n_need
-    cdef double f0, f1, std, y
-    cdef score_t t
-    cdef const double* inv = v.inv
+cdef void _score_block(const PluginSpec* specs, int n_specs, const ClassView* v, Py_ssize_t n0,
+                       Py_ssize_t m, int32_t* buf) noexcept nogil:
+    """buf[i] = total of node n0 + i, -1 if infeasible, -2 if not alive: the scalar
+    form of the vectorized kernel (capacities beyond its exact range, single nodes)."""
+    cdef Py_ssize_t i, n
     for i in range(m):
         n = n0 + i
-        fl = flags[n]
-        a = alloc + n * astride
-        u = used + n * ustride
-        z = nzu + n * 2
-        bad = unsched_bad and (fl & NODE_UNSCHEDULABLE) != 0
-        for j in range(n_need):
-            c = v.need_col[j]
-            bad |= u[c] + v.need_val[j] > a[c]
-        if constrained and not bad:
-            bad = (v.has_taints and not _taints_ok(v, n)) or (v.has_labels and not _selector_ok(v, n))
-        a0 = a[c0]
-        a1 = a[c1]
-        if a0 != 0 and a1 != 0:
-            total = 0
-            if do_fit:
-                r0 = z[0] + fr0
-                r1 = z[1] + fr1
-                if least:
-                    ns = ((0 if r0 > a0 else _div_by_cap((a0 - r0) * MAX_NODE_SCORE, a0, inv[2 * n]))
-                          * rw0
-                          + (0 if r1 > a1 else _div_by_cap((a1 - r1) * MAX_NODE_SCORE, a1,
-                                                           inv[2 * n + 1])) * rw1)
-                else:
-                    ns = (_div_by_cap((r0 if r0 < a0 else a0) * MAX_NODE_SCORE, a0, inv[2 * n]) * rw0
-                          + _div_by_cap((r1 if r1 < a1 else a1) * MAX_NODE_SCORE, a1,
-                                        inv[2 * n + 1]) * rw1)
-                total = w_fit * floor_div(ns, ws)
-            if do_bal:
-                # kube's fractions are the IEEE quotients x / a; x * (1 / a) may differ in
-                # the last bit, which moves the score only when (1 - std) * 100 lies within
-                # ~1e-13 of an integer. So: the product first, and the exact quotients
-                # when the result is within 1e-9 of an integer (std == 0, nice ratios).
-                f0 = <double>(u[c0] + br0) * inv[2 * n]
-                f1 = <double>(u[c1] + br1) * inv[2 * n + 1]
-                if f0 > 1.0:
-                    f0 = 1.0
-                if f1 > 1.0:
-                    f1 = 1.0
-                y = (1.0 - fabs((f0 - f1) / 2.0)) * <double>MAX_NODE_SCORE
-                t = <score_t>y
-                if y - <double>t < 1e-9 or y - <double>t > 1.0 - 1e-9:
-                    f0 = <double>(u[c0] + br0) / <double>a0
-                    f1 = <double>(u[c1] + br1) / <double>a1
-                    if f0 > 1.0:
-                        f0 = 1.0
-                    if f1 > 1.0:
-                        f1 = 1.0
-                    std = fabs((f0 - f1) / 2.0)
-                    t = <score_t>((1.0 - std) * <double>MAX_NODE_SCORE)
-                total += w_bal * t
+        if not (v.flags[n] & NODE_ALIVE):
+            buf[i] = ESCHED_FB_DEAD
+        elif not fits(v, n):
+            buf[i] = ESCHED_FB_INFEASIBLE
         else:
-            total = _fused_total(F, v, n)
-        if not (fl & NODE_ALIVE):
-            buf[i] = -2
-        elif bad:
-            buf[i] = -1
-        else:
-            buf[i] = <int32_t>total
+            buf[i] = <int32_t>kernel_total(specs, n_specs, v, n)
 
 
-cdef void _score_block_fb(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
-                          int32_t* buf, esched_fbsum* sm) noexcept nogil:
+cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView* v,
+                          Py_ssize_t n0, Py_ssize_t m, int32_t* buf,
+                          esched_fbsum* sm) noexcept nogil:
     """_score_block through the vectorized kernel (v.use_fb), same results, plus the
     block's summary for the walk.
 
@@ -610,40 +270,11 @@ cdef void _score_block_fb(const Fused* F, const ClassView* v, Py_ssize_t n0, Py_
         if sc == ESCHED_FB_DEAD or sc == ESCHED_FB_INFEASIBLE:
             continue
         n = n0 + i
-        if (v.has_taints and not _taints_ok(v, n)) or (v.has_labels and not _selector_ok(v, n)):
+        if not constraints_ok(v, n):
             buf[i] = ESCHED_FB_INFEASIBLE
         elif sc == ESCHED_FB_SPECIAL:
-            buf[i] = <int32_t>_fused_total(F, v, n)
+            buf[i] = <int32_t>kernel_total(specs, n_specs, v, n)
     esched_summarize(buf, m, sm)
-
-
-class _Compiled:
-    """The numpy arrays behind a ClassView and the intern sizes they were built for."""
-
-    __slots__ = ("stamp", "expr_mask", "expr_mode", "term_off", "intolerable",
-                 "tolerates_unschedulable", "has_labels", "has_taints", "pref_mask", "has_pref")
-
-
-def _tolerates(tol: dict, key: str, value: str, effect: str) -> bool:
-    # v1helper.TolerationsTolerateTaint / Toleration.ToleratesTaint
-    if tol.get("effect") and tol.get("effect") != effect:
-        return False
-    tkey = tol.get("key") or ""
-    op = tol.get("operator") or "Equal"
-    if tkey == "":
-        return op == "Exists"
-    if tkey != key:
-        return False
-    if op == "Exists":
-        return True
-    return op == "Equal" and (tol.get("value") or "") == value
-
-
-def _int_or_none(text):
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return None
 
 
 @cython.final
@@ -657,69 +288,6 @@ cdef class Placer:
     :param cache: use the equivalence-class cache.
     :param sample: use relaxed randomization; False scores every feasible node.
     """
-
-    cdef ClusterState state
-    cdef PluginSpec* specs
-    cdef int n_specs
-    cdef Fused fused
-    cdef public list plugin_names
-    cdef list py_plugins
-    cdef bint has_python
-    cdef public object profile
-    cdef public long long percentage
-    cdef public bint use_cache
-    cdef public bint sample
-    cdef uint64_t rng
-    cdef public long long seed
-
-    cdef object used_np, nzu_np, ver_np, sver_np, inv_np, alloc_np
-    cdef double[:, ::1] inv
-    cdef units_t[:, ::1] alloc          # [node, n_res] compact copy of state.allocatable
-    cdef units_t[:, ::1] used
-    cdef units_t[:, ::1] nzu
-    cdef long long[::1] ver
-    cdef long long[::1] sver
-    # Structure-of-arrays double columns for the vectorized block kernel, [row, node]:
-    # rows 0..n_res-1 used, n_res..2*n_res-1 allocatable, then ROW_* after those.
-    cdef object soa_np
-    cdef double[:, ::1] soa
-    cdef object capflag_np
-    cdef int8_t[::1] capflag             # [node] CAP_ZERO | CAP_BIG
-    cdef long long n_zero_cap, n_big_cap # nodes with such a flag
-    cdef long long tick
-    cdef Py_ssize_t n_nodes, n_res
-    cdef public long long synced_position
-    cdef Py_ssize_t next_start
-    cdef dict compiled
-
-    # Equivalence-class cache (see _scan): a dense row per recent class, CACHE_SLOTS rows.
-    cdef object sc_np, se_np, sbs_np, sbt_np, bv_np, seg_np
-    cdef int32_t[:, ::1] sc              # [slot, node] scores; row CACHE_SLOTS: uncached scans
-    cdef int64_t[:, ::1] se              # [slot, node] entry stamp: ver | epoch << EPOCH_SHIFT
-    cdef int32_t[:, :, ::1] sbs          # [slot, block, 4] block summary (esched_fbsum)
-    cdef int64_t[:, ::1] sbt             # [slot, block] its stamp: bv | epoch << EPOCH_SHIFT
-    cdef int64_t[::1] bv                 # [block] tick of the block's latest node change
-    cdef int64_t[:, ::1] seg             # [visit step, 3] blocks holding the best: n0, m, count
-    cdef Py_ssize_t n_blocks
-    cdef int64_t slot_owner[CACHE_SLOTS] # class id in each slot, -1 none
-    cdef int64_t slot_used[CACHE_SLOTS]  # `calls` at its last use (the least recent goes)
-    cdef int64_t slot_epoch[CACHE_SLOTS] # bumped when the slot changes class: old entries die
-    cdef public long long hits, misses, placed, visited, unschedulable, python_plugin_errors
-    cdef public object class_last_np
-    cdef int64_t[::1] class_last         # [class] value of `calls` at its last placement
-    cdef ClassConst* cconst              # [class_cap] _view's memo
-    cdef Py_ssize_t cconst_cap
-    cdef long long calls                 # placements attempted (the cache's clock)
-    cdef public object gang_failure      # the last failed plan_gang's report (or None)
-    cdef object evicted_np               # bool[pod]: victims this placer assumed evicted
-    cdef object band_cfg, band_np        # BandConfig and uint8[class] bands resolved with it
-    cdef dict hidden                     # reserved node name -> slot, hidden in this view
-    cdef bint hide_reserved              # hide nodes reserved for other gangs (placement)
-    cdef dict preempt_cache              # select_victims' sorted running pods, per position
-    # External filter and score for one place() call (e.g. esched.core._devices: exact
-    # GPU-device fit, FGD); NULL otherwise. Set only for the duration of the call.
-    cdef const uint8_t* ext_mask         # [node] 0 = infeasible
-    cdef const int64_t* ext_score        # [node] added to the total of a feasible node
 
     def __cinit__(self):
         self.specs = NULL
@@ -779,6 +347,7 @@ cdef class Placer:
             "EPVM": PLUGIN_EPVM,
             "Mixed": PLUGIN_MIXED,
             "Python": PLUGIN_PYTHON,
+            "NodeGroupAffinity": PLUGIN_NODE_GROUP_AFFINITY,
         }
         # External plugins (FGD) need per-device state the placer does not hold: their
         # caller scores them (esched.core._devices) and passes the scores to place().
@@ -792,10 +361,12 @@ cdef class Placer:
         self.plugin_names = [p.name for p in plugins]
         self.py_plugins = []
         self.has_python = False
+        self.has_node_group = False
         cdef PluginSpec* s
         for i, p in enumerate(plugins):
             s = &self.specs[i]
             s.kind = kinds[p.kind]
+            s.fn = kernel_of(s.kind)
             s.weight = p.weight
             s.n_res = len(p.resources)
             for j, (rname, rweight) in enumerate(p.resources):
@@ -815,6 +386,8 @@ cdef class Placer:
             s.prod_priority = p.prod_priority
             s.exhaust_permille = p.exhaust_permille
             s.strand_permille = p.strand_permille
+            if p.kind == "NodeGroupAffinity":
+                self.has_node_group = True
             if p.kind == "Python":
                 self.has_python = True
                 self.py_plugins.append(python_plugin(p.name))
@@ -835,6 +408,8 @@ cdef class Placer:
         if not plugins:
             return
         for p in plugins:
+            if p.kind == "NodeGroupAffinity":
+                continue  # scores 0 for classes without preferred groups: those scan fused
             names = tuple(r for r, _ in p.resources)
             if names != ("cpu", "memory"):
                 return
@@ -920,7 +495,8 @@ cdef class Placer:
                 self.nzu[n, 0] = st.nz[n, 0]
                 self.nzu[n, 1] = st.nz[n, 1]
                 if self.fused.on:
-                    # Reciprocal capacities for the fused scan (exact, see _score_block).
+                    # Reciprocal capacities for the vectorized kernel (exact, see
+                    # _fused_block.h).
                     c0 = st.allocatable[n, self.fused.c0]
                     c1 = st.allocatable[n, self.fused.c1]
                     self.inv[n, 0] = 1.0 / <double>c0 if c0 != 0 else 0.0
@@ -1058,93 +634,19 @@ cdef class Placer:
     # ------------------------------------------------------------------ classes
 
     cdef object _compile(self, Py_ssize_t cid):
-        cdef ClusterState st = self.state
-        stamp = (len(st.label_strs), len(st.taint_strs), st.label_words, st.taint_words)
+        # The class's constraints as bit masks, memoized while the interned sets hold.
         comp = self.compiled.get(cid)
-        if comp is not None and comp.stamp == stamp:
-            return comp
-        spec = st.class_specs[cid]
-        cons = spec["constraints"] or {}
-        W = st.label_words
-        exprs = []          # (mode, [bits])
-        offsets = [0]
-
-        def bits_for_values(key, values):
-            return [st.label_ids[f"{key}={v}"] for v in values if f"{key}={v}" in st.label_ids]
-
-        # term 0: nodeSelector, every pair must be present
-        for k, v in (cons.get("nodeSelector") or {}).items():
-            exprs.append((EXPR_ANY, bits_for_values(k, [v])))
-        # The queue's node-group affinity (Volcano), ANDed like the selector: in one of
-        # the required groups, in none of the anti groups (preferred is not a filter).
-        node_group = cons.get("nodeGroup") or {}
-        if node_group.get("required"):
-            exprs.append((EXPR_ANY, bits_for_values(NODE_GROUP_LABEL, node_group["required"])))
-        if node_group.get("anti"):
-            exprs.append((EXPR_NONE, bits_for_values(NODE_GROUP_LABEL, node_group["anti"])))
-        offsets.append(len(exprs))
-        pref = np.zeros(max(W, 1), dtype=np.uint64)
-        for b in bits_for_values(NODE_GROUP_LABEL, node_group.get("preferred") or ()):
-            pref[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-        required = cons.get("required") or {}
-        for term in required.get("nodeSelectorTerms") or ():
-            expressions = term.get("matchExpressions") or []
-            if not expressions or term.get("matchFields"):
-                # kube: an empty term matches nothing; matchFields is not supported here,
-                # so a term using it never matches (never a wrong placement).
-                exprs.append((EXPR_FALSE, []))
-            for e in expressions:
-                key, op, values = e.get("key", ""), e.get("operator"), e.get("values") or []
-                if op == "In":
-                    exprs.append((EXPR_ANY, bits_for_values(key, values)))
-                elif op == "NotIn":
-                    exprs.append((EXPR_NONE, bits_for_values(key, values)))
-                elif op == "Exists":
-                    exprs.append((EXPR_ANY, [st.label_ids[key]] if key in st.label_ids else []))
-                elif op == "DoesNotExist":
-                    exprs.append((EXPR_NONE, [st.label_ids[key]] if key in st.label_ids else []))
-                elif op in ("Gt", "Lt") and len(values) == 1 and _int_or_none(values[0]) is not None:
-                    bound = int(values[0])
-                    prefix = key + "="
-                    hits = []
-                    for text, bit in st.label_ids.items():
-                        if text.startswith(prefix):
-                            num = _int_or_none(text[len(prefix):])
-                            if num is not None and (num > bound if op == "Gt" else num < bound):
-                                hits.append(bit)
-                    exprs.append((EXPR_ANY, hits))
-                else:
-                    exprs.append((EXPR_FALSE, []))
-            offsets.append(len(exprs))
-        n_e = len(exprs)
-        mask = np.zeros((max(n_e, 1), W), dtype=np.uint64)
-        mode = np.zeros(max(n_e, 1), dtype=np.int8)
-        for i, (m, bits) in enumerate(exprs):
-            mode[i] = m
-            for b in bits:
-                mask[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-        tolerations = cons.get("tolerations") or []
-        intol = np.zeros(st.taint_words, dtype=np.uint64)
-        any_taint = False
-        for bit, (key, value, effect) in enumerate(st.taint_strs):
-            if effect not in ("NoSchedule", "NoExecute"):
-                continue
-            if not any(_tolerates(t, key, value, effect) for t in tolerations):
-                intol[bit >> 6] |= np.uint64(1) << np.uint64(bit & 63)
-                any_taint = True
-        comp = _Compiled()
-        comp.stamp = stamp
-        comp.expr_mask = mask
-        comp.expr_mode = mode
-        comp.term_off = np.asarray(offsets, dtype=np.int32)
-        comp.intolerable = intol
-        comp.tolerates_unschedulable = any(
-            _tolerates(t, "node.kubernetes.io/unschedulable", "", "NoSchedule") for t in tolerations)
-        comp.has_labels = n_e > 0
-        comp.has_taints = any_taint
-        comp.pref_mask = pref
-        comp.has_pref = bool(pref.any())
-        self.compiled[cid] = comp
+        stamp = intern_stamp(self.state)
+        if comp is None or comp.stamp != stamp:
+            if self.state.class_specs[cid]["constraints"]:
+                comp = compile_class(self.state, cid)
+            else:
+                # Classes without constraints compile alike (a random workload has
+                # thousands): one result per intern stamp, read-only in every view.
+                if self.unconstrained is None or self.unconstrained.stamp != stamp:
+                    self.unconstrained = compile_class(self.state, cid)
+                comp = self.unconstrained
+            self.compiled[cid] = comp
         return comp
 
     cdef int _view(self, Py_ssize_t cid, ClassView* v) except -1:
@@ -1200,7 +702,6 @@ cdef class Placer:
         v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.nzu = &self.nzu[0, 0] if self.n_nodes > 0 else NULL
-        v.inv = &self.inv[0, 0] if self.n_nodes > 0 else NULL
         v.flags = &st.flags[0]
         v.label_bits = &st.label_bits[0, 0]
         v.taint_bits = &st.taint_bits[0, 0]
@@ -1220,10 +721,6 @@ cdef class Placer:
                 v.need_col[v.n_need] = col
                 v.need_val[v.n_need] = v.req[col]
                 v.n_need += 1
-        v.fit_req0 = v.nz_cpu
-        v.fit_req1 = v.nz_mem
-        v.bal_req0 = v.req[self.fused.c0] if self.fused.on else 0
-        v.bal_req1 = v.req[self.fused.c1] if self.fused.on else 0
         self._view_fb(v)
         for k in range(self.n_specs):
             s = &self.specs[k]
@@ -1242,6 +739,11 @@ cdef class Placer:
                     # kube: an extended resource the pod does not request is not scored.
                     v.src[k][i] = SRC_SKIP
                 v.pod_req[k][i] = pod_req
+        v.n_active = 0
+        for k in range(self.n_specs):
+            if self.specs[k].kind != PLUGIN_PYTHON and self._plugin_applies(k, v):
+                v.active[v.n_active] = k
+                v.n_active += 1
         return 0
 
     cdef void _view_fb(self, ClassView* v) noexcept:
@@ -1277,10 +779,10 @@ cdef class Placer:
             k.need_alloc[j] = base + (R + v.need_col[j]) * S
             k.need_val[j] = <double>v.need_val[j]
         k.pen_ok = 1.0 if v.tolerates_unschedulable else 0.0
-        k.fr0 = <double>v.fit_req0
-        k.fr1 = <double>v.fit_req1
-        k.br0 = <double>v.bal_req0
-        k.br1 = <double>v.bal_req1
+        k.fr0 = <double>v.nz_cpu
+        k.fr1 = <double>v.nz_mem
+        k.br0 = <double>v.req[F.c0]
+        k.br1 = <double>v.req[F.c1]
         k.rw0 = <double>F.rw0
         k.rw1 = <double>F.rw1
         k.ws = <double>F.ws_both
@@ -1291,194 +793,41 @@ cdef class Placer:
         k.least = F.fit_least
         k.do_bal = F.has_bal
 
-    # ------------------------------------------------------------------ kernels
+    # ------------------------------------------------------------------ scoring
 
-    cdef inline bint _expr(self, Py_ssize_t n, const ClassView* v, int e) noexcept:
-        cdef int w, W = v.label_words
-        cdef bint hit = False
-        cdef const word_t* row = v.label_bits + n * W
-        if v.expr_mode[e] == EXPR_FALSE:
-            return False
-        for w in range(W):
-            if row[w] & v.expr_mask[e * W + w]:
-                hit = True
-                break
-        return hit if v.expr_mode[e] == EXPR_ANY else not hit
-
-    cdef inline uint64_t _feasible(self, Py_ssize_t n, const ClassView* v, bint all_reasons) noexcept:
-        """0 if the class fits node ``n``, else REASON_* bits (first failure, or all)."""
-        cdef uint64_t reasons = 0
-        cdef Py_ssize_t r
-        cdef int t, e, w
-        cdef bint ok
-        cdef units_t need
-        cdef flag_t flags = v.flags[n]
-        cdef const units_t* used = v.used + n * v.n_res
-        cdef const units_t* alloc = v.alloc + n * v.alloc_stride
-        cdef const word_t* taints
-        if not (flags & NODE_ALIVE):
-            return REASON_NOT_ALIVE
-        if (flags & NODE_UNSCHEDULABLE) and not v.tolerates_unschedulable:
-            reasons |= REASON_UNSCHEDULABLE
-            if not all_reasons:
-                return reasons
-        for r in range(v.n_res):
-            need = v.req[r]
-            if need > 0 and used[r] + need > alloc[r]:
-                reasons |= (<uint64_t>1) << (REASON_RESOURCE_BASE + (
-                    r if r < MAX_REASON_RESOURCES - 1 else MAX_REASON_RESOURCES - 1))
-                if not all_reasons:
-                    return reasons
-        if v.has_taints:
-            taints = v.taint_bits + n * v.taint_words
-            for w in range(v.taint_words):
-                if taints[w] & v.intolerable[w]:
-                    reasons |= REASON_TAINT
-                    break
-            if reasons and not all_reasons:
-                return reasons
-        if v.has_labels:
-            ok = True
-            for e in range(v.term_off[0], v.term_off[1]):
-                if not self._expr(n, v, e):
-                    ok = False
-                    break
-            if ok and v.n_terms > 1:
-                ok = False
-                for t in range(1, v.n_terms):
-                    ok = True
-                    for e in range(v.term_off[t], v.term_off[t + 1]):
-                        if not self._expr(n, v, e):
-                            ok = False
-                            break
-                    if ok:
-                        break
-            if not ok:
-                reasons |= REASON_SELECTOR
-        return reasons
-
-    cdef inline score_t _plugin_score(self, Py_ssize_t n, const ClassView* v, int k,
-                                      Py_ssize_t cid) noexcept:
-        # Build kube's (requested, allocatable) vectors for plugin k, then call its kernel.
-        cdef PluginSpec* s = &self.specs[k]
-        cdef units_t requested[MAX_PLUGIN_RES]
-        cdef units_t allocatable[MAX_PLUGIN_RES]
-        cdef units_t used[MAX_PLUGIN_RES]
-        cdef int i, src
-        cdef Py_ssize_t col
-        if s.kind == PLUGIN_PYTHON:
+    cdef score_t _plugin_score(self, Py_ssize_t n, const ClassView* v, int k,
+                               Py_ssize_t cid) noexcept:
+        # Plugin k's score of node n (explain, scores): its kernel, or its Python callable.
+        if self.specs[k].kind == PLUGIN_PYTHON:
             try:
                 return int(self.py_plugins[k](self.state, n, cid))
             except Exception:
                 # A broken user plugin scores 0 rather than stopping placement; counted.
                 self.python_plugin_errors += 1
                 return 0
-        for i in range(s.n_res):
-            src = v.src[k][i]
-            if src == SRC_SKIP:
-                allocatable[i] = 0
-                used[i] = requested[i] = 0
-                continue
-            col = s.col[i]
-            allocatable[i] = v.alloc[n * v.alloc_stride + col]
-            if src == SRC_USED:
-                used[i] = v.used[n * v.n_res + col]
-            else:
-                used[i] = v.nzu[n * 2 + src - 1]
-            requested[i] = used[i] + v.pod_req[k][i]
-        if s.kind == PLUGIN_LEAST_ALLOCATED:
-            return least_allocated(requested, allocatable, s.res_weight, s.n_res)
-        if s.kind == PLUGIN_BALANCED_ALLOCATION:
-            return balanced_allocation(requested, allocatable, s.n_res)
-        if s.kind == PLUGIN_MOST_ALLOCATED:
-            return most_allocated(requested, allocatable, s.res_weight, s.n_res)
-        if s.kind == PLUGIN_REQUESTED_TO_CAPACITY_RATIO:
-            return requested_to_capacity_ratio(requested, allocatable, s.res_weight, s.n_res,
-                                               s.shape_util, s.shape_score, s.n_shape)
-        if s.kind == PLUGIN_EPVM:
-            return epvm(used, v.pod_req[k], allocatable, s.res_weight, s.n_res, s.epvm_base)
-        if s.kind == PLUGIN_MIXED:
-            return mixed(requested, allocatable, s.res_weight, s.n_res,
-                         v.priority >= s.prod_priority, s.exhaust_permille, s.strand_permille)
-        return 0
+        return plugin_kernel(&self.specs[k], k, v, n)
 
-    cdef inline score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
-        """Weighted sum of the plugins' scores.
-
-        LeastAllocated, MostAllocated and BalancedAllocation, the hot ones, are computed
-        here in one straight pass over the node's row (the same integer/float steps as
-        their kernels, which ``explain`` and the kube vector tests run); building the
-        kernels' argument vectors per plugin cost about as much as the arithmetic.
-        tests/core/test_placer.py checks this path against ``explain`` on random clusters.
-        """
-        cdef score_t total = 0, node_score, weight_sum, sc
-        cdef int k, i, src, nf
-        cdef PluginSpec* s
-        cdef const units_t* alloc = v.alloc + n * v.alloc_stride
-        cdef const units_t* used = v.used + n * v.n_res
-        cdef const units_t* nzu = v.nzu + n * 2
-        cdef units_t cap, req
-        cdef double f, f0 = 0.0, f1 = 0.0, ftot, mean, acc, std
-        cdef double fr[MAX_PLUGIN_RES]
-        for k in range(self.n_specs):
-            s = &self.specs[k]
-            if s.kind == PLUGIN_LEAST_ALLOCATED or s.kind == PLUGIN_MOST_ALLOCATED:
-                node_score = 0
-                weight_sum = 0
-                for i in range(s.n_res):
-                    src = v.src[k][i]
-                    if src == SRC_SKIP:
-                        continue
-                    cap = alloc[s.col[i]]
-                    if cap == 0:
-                        continue
-                    req = (used[s.col[i]] if src == SRC_USED else nzu[src - 1]) + v.pod_req[k][i]
-                    if s.kind == PLUGIN_LEAST_ALLOCATED:
-                        sc = 0 if req > cap else floor_div((cap - req) * MAX_NODE_SCORE, cap)
-                    else:
-                        sc = floor_div((req if req < cap else cap) * MAX_NODE_SCORE, cap)
-                    node_score += sc * s.res_weight[i]
-                    weight_sum += s.res_weight[i]
-                if weight_sum:
-                    total += s.weight * floor_div(node_score, weight_sum)
-            elif s.kind == PLUGIN_BALANCED_ALLOCATION:
-                nf = 0
-                ftot = 0.0
-                for i in range(s.n_res):
-                    src = v.src[k][i]
-                    if src == SRC_SKIP:
-                        continue
-                    cap = alloc[s.col[i]]
-                    if cap == 0:
-                        continue
-                    req = (used[s.col[i]] if src == SRC_USED else nzu[src - 1]) + v.pod_req[k][i]
-                    f = <double>req / <double>cap
-                    if f > 1.0:
-                        f = 1.0
-                    fr[nf] = f
-                    ftot += f
-                    nf += 1
-                std = 0.0
-                if nf == 2:
-                    std = fabs((fr[0] - fr[1]) / 2.0)
-                elif nf > 2:
-                    mean = ftot / nf
-                    acc = 0.0
-                    for i in range(nf):
-                        acc = acc + (fr[i] - mean) * (fr[i] - mean)
-                    std = sqrt(acc / nf)
-                total += s.weight * <score_t>((1.0 - std) * <double>MAX_NODE_SCORE)
-            else:
-                total += s.weight * self._plugin_score(n, v, k, cid)
+    cdef score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
+        """Weighted sum of the plugins' scores: the kernel table, then any Python plugins."""
+        cdef score_t total = kernel_total(self.specs, self.n_specs, v, n)
+        cdef int k
+        if self.has_python:
+            for k in range(self.n_specs):
+                if self.specs[k].kind == PLUGIN_PYTHON:
+                    total += self.specs[k].weight * self._plugin_score(n, v, k, cid)
         return total
 
     cdef inline score_t _node_total(self, Py_ssize_t n, const ClassView* v,
                                     Py_ssize_t cid) noexcept:
-        """Total score of node n for the class through the plugin table, -1 if infeasible;
-        plus the queue's preferred node-group score."""
-        if self._feasible(n, v, False):
+        """Total score of node n for the class through the plugin table, -1 if infeasible."""
+        if not fits(v, n):
             return -1
-        return self._total(n, v, cid) + _node_group_score(v, n)
+        return self._total(n, v, cid)
+
+    cdef inline bint _plugin_applies(self, int k, const ClassView* v) noexcept:
+        # kube's PreScore "Skip": NodeGroupAffinity has nothing to say about a class
+        # without preferred node groups (explain and scores leave it out).
+        return self.specs[k].kind != PLUGIN_NODE_GROUP_AFFINITY or v.has_pref
 
     cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept:
         """The cache row of the class (its own, else the least recently used), or -1.
@@ -1584,9 +933,9 @@ cdef class Placer:
         # Scores of nodes n0..n0+m-1 for the fused profile into out (kernel or scalar).
         cdef esched_fbsum sm
         if v.use_fb:
-            _score_block_fb(&self.fused, v, n0, m, out, &sm)
+            _score_block_fb(self.specs, self.n_specs, v, n0, m, out, &sm)
         else:
-            _score_block(&self.fused, v, n0, m, out)
+            _score_block(self.specs, self.n_specs, v, n0, m, out)
 
     cdef Py_ssize_t _scan(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,
                           long long target, int slot, score_t* best_out,
@@ -1608,9 +957,10 @@ cdef class Placer:
         Both count hits and misses per visited node alike, and decide alike.
         """
         cdef Py_ssize_t N = self.n_nodes, k = 0, n0, m, i, n, b, j, nseg = 0, best = -1
-        # (a queue's preferred node groups add a per-node score the fused pass does not
-        # have: the plugin table then)
-        cdef bint fused = self.fused.on and v.n_need >= 0 and not v.has_pref
+        # (a queue's preferred node groups add a per-node score the vectorized kernel does
+        # not have: the plugin table then)
+        cdef bint fused = (self.fused.on and v.n_need >= 0
+                           and not (v.has_pref and self.has_node_group))
         cdef bint cached = slot >= 0
         cdef bint whole, stop = False
         cdef int32_t* S = &self.sc[slot if cached else CACHE_SLOTS, 0]
@@ -1656,7 +1006,7 @@ cdef class Placer:
                             few[n_few] = n
                             n_few += 1
                             # one node: the scalar pass (same scores) is cheaper
-                            _score_block(&self.fused, v, n, 1, S + n)
+                            _score_block(self.specs, self.n_specs, v, n, 1, S + n)
                             if n_few == n_stale:
                                 break
                 elif n_stale > FEW_STALE:
@@ -1906,7 +1256,7 @@ cdef class Placer:
             raise IndexError("pod or node slot out of range")
         cdef ClassView v
         self._view(st.pod_class[p], &v)
-        return self._feasible(n, &v, True)
+        return reason_bits(&v, n, True)
 
     def reason_texts(self, Py_ssize_t p, Py_ssize_t n, uint64_t reasons) -> list[str]:
         """kube-style texts of :meth:`binding_reasons`' bits (as :meth:`fits` gives)."""
@@ -2098,7 +1448,7 @@ cdef class Placer:
         ok = np.zeros(N, dtype=np.uint8)
         cdef uint8_t[::1] ok_v = ok
         for n in range(N):
-            reasons = self._feasible(n, &v, True)
+            reasons = reason_bits(&v, n, True)
             # Constraints must hold; only resources may be missing.
             ok_v[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
         exclude = -1
@@ -2206,7 +1556,7 @@ cdef class Placer:
         ok = np.zeros(N, dtype=bool)
         self._view(cids[0], &v)
         for n in range(N):
-            reasons = self._feasible(n, &v, True)
+            reasons = reason_bits(&v, n, True)
             ok[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
         cols = np.flatnonzero(req > 0)
         cap = self.alloc_np[:, cols] // req[cols]
@@ -2257,19 +1607,17 @@ cdef class Placer:
         for n in range(self.n_nodes):
             if not (st.flags[n] & NODE_ALIVE):
                 continue
-            reasons = self._feasible(n, &v, True)
+            reasons = reason_bits(&v, n, True)
             row = {"name": st.node_names[n], "feasible": reasons == 0,
                    "reasons": self._reason_strings(reasons, n, &v), "scores": {}, "total": None}
             if reasons == 0:
                 total = 0
                 for k in range(self.n_specs):
+                    if not self._plugin_applies(k, &v):
+                        continue
                     sc = int(self._plugin_score(n, &v, k, cid))
                     row["scores"][self.plugin_names[k]] = sc
                     total += self.specs[k].weight * sc
-                if v.has_pref:
-                    sc = int(_node_group_score(&v, n))
-                    row["scores"]["NodeGroupAffinity"] = sc
-                    total += sc
                 row["total"] = total
                 if total > best_total:
                     tied, best_total = [row["name"]], total
@@ -2283,19 +1631,13 @@ cdef class Placer:
         return {"chosen": best, "nodes": rows}
 
     cdef list _reason_strings(self, uint64_t reasons, Py_ssize_t n, const ClassView* v):
+        # The resource bits name columns (the last bit is shared): recheck which.
         cdef ClusterState st = self.state
-        cdef Py_ssize_t r, bit
-        out = []
-        for bit in (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT):
-            if reasons & bit:
-                out.append(REASONS[bit])
-        for r in range(self.n_res):
-            bit = REASON_RESOURCE_BASE + (r if r < MAX_REASON_RESOURCES - 1 else MAX_REASON_RESOURCES - 1)
-            if reasons & ((<uint64_t>1) << bit) and v.req[r] > 0 and \
-                    self.used[n, r] + v.req[r] > st.allocatable[n, r]:
-                name = st.res_names[r]
-                out.append("Too many pods" if name == "pods" else f"Insufficient {name}")
-        return out
+        cdef Py_ssize_t r
+        short = [st.res_names[r] for r in range(self.n_res)
+                 if reasons & resource_reason(r) and v.req[r] > 0
+                 and self.used[n, r] + v.req[r] > st.allocatable[n, r]]
+        return _reasons.texts(reasons & <uint64_t>REASON_NON_RESOURCE, short)
 
     def scores(self, pod, node: str) -> dict[str, int]:
         """Each plugin's score of ``pod`` on ``node``, feasible or not (kube's Score call)."""
@@ -2306,8 +1648,11 @@ cdef class Placer:
             raise KeyError(node)
         cdef ClassView v
         self._view(cid, &v)
-        return {self.plugin_names[k]: int(self._plugin_score(idx, &v, k, cid))
-                for k in range(self.n_specs)}
+        out = {}
+        for k in range(self.n_specs):
+            if self._plugin_applies(k, &v):
+                out[self.plugin_names[k]] = int(self._plugin_score(idx, &v, k, cid))
+        return out
 
     def fits(self, pod, node: str) -> list[str]:
         """Reasons ``pod`` does not fit ``node`` now (empty list: it fits)."""
@@ -2318,7 +1663,7 @@ cdef class Placer:
             return [REASONS[REASON_NOT_ALIVE]]
         cdef ClassView v
         self._view(cid, &v)
-        return self._reason_strings(self._feasible(idx, &v, True), idx, &v)
+        return self._reason_strings(reason_bits(&v, idx, True), idx, &v)
 
     def stats(self) -> dict:
         """Counters: placed, unschedulable, nodes visited, cache hits/misses and hit rate."""

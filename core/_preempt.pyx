@@ -28,7 +28,6 @@ CSR list of candidate victims per node, sorted highest-first); the numpy
 preparation and the gang bookkeeping around it are Python, once per call.
 """
 
-cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 import numpy as np
@@ -42,8 +41,6 @@ __all__ = ["select_victims"]
 cdef int _PRODUCTION = Band.PRODUCTION
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
 cdef bint _node_victims(Py_ssize_t n, Py_ssize_t R, const units_t* alloc, const units_t* used,
                         const units_t* req, const int64_t* off, const int32_t* vic,
                         const units_t* palloc, Py_ssize_t pstride, const uint8_t* pband,
@@ -110,8 +107,6 @@ cdef inline bint _better(const int64_t* a, const int64_t* b) noexcept nogil:
     return False
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
 cdef Py_ssize_t _scan(Py_ssize_t N, Py_ssize_t R, const units_t* alloc, const units_t* used,
                       const units_t* req, const uint8_t* ok, const int64_t* off,
                       const int32_t* vic, const units_t* palloc, Py_ssize_t pstride,

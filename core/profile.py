@@ -5,8 +5,15 @@ An operator brings the file they already have: ``profiles[].plugins.score`` (and
 ``percentageOfNodesToScore`` (global or per profile). ``NodeResourcesFit``
 (``scoringStrategy.type`` LeastAllocated / MostAllocated / RequestedToCapacityRatio
 with ``shape`` and ``resources``) and ``NodeResourcesBalancedAllocation`` mean what
-they mean in kube-scheduler v1.30. esched adds ``EPVM``, ``Mixed`` and ``FGD`` in the
-same structure. Arguments are validated here, so the Cython placer sees only clean numbers.
+they mean in kube-scheduler v1.30. esched adds ``EPVM``, ``Mixed``, ``FGD`` and
+``NodeGroupAffinity`` in the same structure. Arguments are validated here, so the Cython
+placer sees only clean numbers.
+
+``NodeGroupAffinity`` scores the preferred node groups of the pod's queue (Volcano):
+100 on a node in one of them, 0 elsewhere, like a preferred term of kube's NodeAffinity
+(default weight 2). It is in every profile with weight 2 unless the profile disables it
+by name (``disabled: [{name: NodeGroupAffinity}]``; ``"*"`` does not remove it) or
+enables it with another weight. Classes without preferred groups skip it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import yaml
 __all__ = [
     "DEFAULT_PROFILE",
     "IGNORED_KUBE_PLUGINS",
+    "NODE_GROUP_AFFINITY",
     "PluginConfig",
     "Profile",
     "ProfileError",
@@ -75,7 +83,8 @@ class PluginConfig:
     """One enabled score plugin, resolved: kind, weight and validated arguments.
 
     ``kind`` is one of LeastAllocated, MostAllocated, RequestedToCapacityRatio,
-    BalancedAllocation, EPVM, Mixed, FGD, Python. ``name`` is the profile's plugin name.
+    BalancedAllocation, EPVM, Mixed, FGD, NodeGroupAffinity, Python. ``name`` is the
+    profile's plugin name.
     FGD is scored outside the placer (it needs per-device GPU state): see
     :meth:`esched.core.Placer.place` (``extra``) and :mod:`esched.core._devices`.
     """
@@ -212,12 +221,19 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
         if unknown:
             raise ProfileError(where, f"FGD takes no arguments (got {sorted(unknown)})")
         return PluginConfig(name, "FGD", weight, ())
+    if name == NODE_GROUP_AFFINITY:
+        if args:
+            raise ProfileError(where, f"{name} takes no arguments (got {sorted(args)})")
+        return PluginConfig(name, NODE_GROUP_AFFINITY, weight, ())
     if name in _PYTHON_PLUGINS:
         return PluginConfig(name, "Python", weight, ())
     raise ProfileError(where, f"unknown score plugin {name!r}")
 
 
 DEFAULT_SCORE = (("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1))
+#: The queue's preferred node groups, scored in every profile unless disabled by name.
+NODE_GROUP_AFFINITY = "NodeGroupAffinity"
+NODE_GROUP_AFFINITY_WEIGHT = 2
 
 
 def parse_profile(doc: dict[str, Any] | None, name: str | None = None) -> Profile:
@@ -249,6 +265,8 @@ def parse_profile(doc: dict[str, Any] | None, name: str | None = None) -> Profil
     chosen = [] if "*" in disabled else [d for d in DEFAULT_SCORE if d[0] not in disabled]
     for name_w in enabled:
         chosen = [c for c in chosen if c[0] != name_w[0]] + [name_w]
+    if NODE_GROUP_AFFINITY not in disabled and all(c[0] != NODE_GROUP_AFFINITY for c in chosen):
+        chosen.append((NODE_GROUP_AFFINITY, NODE_GROUP_AFFINITY_WEIGHT))
     args = {c.get("name"): c.get("args") or {} for c in prof.get("pluginConfig") or ()}
     resolved, ignored = [], []
     for i, (pname, weight) in enumerate(chosen):

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from esched.core.queues import dominant_share, queue_view
+from esched.core.reasons import is_resource_text
 
 __all__ = [
     "GangReclaimPlan",
@@ -60,7 +61,6 @@ __all__ = [
 _PENDING = 0
 _RUNNING = 1
 _NODE_ALIVE = 1
-_RESOURCE_REASONS = ("Insufficient ", "Too many pods")
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,7 +382,7 @@ def _usable_nodes(
         key = (cid, n)
         ok = cache.get(key)
         if ok is None:
-            ok = not [r for r in placer.fits(pod, name) if not r.startswith(_RESOURCE_REASONS)]
+            ok = not [r for r in placer.fits(pod, name) if not is_resource_text(r)]
             cache[key] = ok
         if ok:
             out.append(n)

@@ -35,6 +35,7 @@ from esched.core._devices import DeviceTable, GangDevices
 from esched.core._placer import Placer
 from esched.core._state import PHASES, ClusterState
 from esched.core.bands import BandConfig
+from esched.core.reasons import reason_code, resource_text
 
 __all__ = [
     "GPU_MILLI_RESOURCE",
@@ -43,7 +44,6 @@ __all__ = [
     "Placement",
     "SchedulingPass",
     "Target",
-    "reason_code",
 ]
 
 _PENDING = PHASES.index("Pending")
@@ -57,25 +57,6 @@ _UNEXPLAINED: dict[str, int] = {}
 
 #: Constraint reasons looked at per unschedulable class: a sample is enough for a message.
 _REASON_SAMPLE = 200
-
-_REASON_CODES = {
-    "node(s) not found": "NodeNotFound",
-    "node(s) were unschedulable": "NodeUnschedulable",
-    "node(s) didn't match Pod's node affinity/selector": "NodeAffinity",
-    "node(s) had untolerated taint": "TaintToleration",
-    "Too many pods": "TooManyPods",
-}
-
-
-def reason_code(text: str) -> str:
-    """The schema's reason code for one of the core's reason strings."""
-    code = _REASON_CODES.get(text)
-    if code is not None:
-        return code
-    if text.startswith("Insufficient "):
-        return "Insufficient." + text[len("Insufficient ") :].replace(" ", "_")
-    cleaned = "".join(c if c.isalnum() or c in "_./:-" else "_" for c in text).strip("_")
-    return cleaned if cleaned[:1].isalpha() else f"R{cleaned}"
 
 
 @dataclass(slots=True)
@@ -517,7 +498,7 @@ class SchedulingPass:
             short = (need > 0) & (need > free)
             for r in np.flatnonzero(short.any(axis=0)):
                 name = st.res_names[int(r)]
-                code = "TooManyPods" if name == "pods" else f"Insufficient.{name}"
+                code = reason_code(resource_text(name))
                 out[code] = int(short[:, r].sum())
             roomy = alive[~short.any(axis=1)]
             dev = self.devices

@@ -63,6 +63,7 @@ from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core.bands import Band, BandConfig, may_preempt
 from esched.core.devices import DeviceLedger
 from esched.core.queues import QueueSpec, QueueTree
+from esched.core.reasons import NOT_ALIVE, decision_code
 from esched.core.reclaim import victims_legal
 from esched.schemas.events import (
     DECISIONS_STREAM,
@@ -184,7 +185,6 @@ RECLAIMED = "Reclaimed"
 
 _PENDING = PHASES.index("Pending")
 _RUNNING = PHASES.index("Running")
-_NODE_NOT_FOUND = "node(s) not found"
 
 
 def decision_id(proposal: str) -> str:
@@ -612,14 +612,14 @@ class Validator:
             name = st.res_names[r]
             return Verdict(
                 False,
-                f"insufficient_{name}",
+                decision_code(name),
                 f"pod {pod} needs {name}={int(need[r])} on node {node}, "
                 f"{max(int(cap[r] - used[r]), 0)} free",
                 pods,
             )
-        problems = self.placer.reason_texts(pidx, nidx, bits)
-        if problems == [_NODE_NOT_FOUND]:
+        if bits == NOT_ALIVE:
             return Verdict(False, NODE_GONE, f"node {node} is not alive", pods)
+        problems = self.placer.reason_texts(pidx, nidx, bits)
         return Verdict(False, CONSTRAINT, f"pod {pod} on node {node}: {'; '.join(problems)}", pods)
 
 

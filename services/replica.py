@@ -50,7 +50,8 @@ from esched.core import PHASES, ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.bands import BandConfig
 from esched.core.devices import FoldedDevices
-from esched.core.schedule import PassConfig, PassResult, SchedulingPass, Target, reason_code
+from esched.core.reasons import reason_code
+from esched.core.schedule import PassConfig, PassResult, SchedulingPass, Target
 from esched.schemas.events import (
     GANG,
     GANG_RESERVED,

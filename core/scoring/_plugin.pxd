@@ -1,5 +1,6 @@
-# What every scoring kernel shares: the score range and the compiled plugin spec.
-from esched.core._types cimport score_t, units_t
+# What every scoring kernel shares: the score range, the compiled plugin spec and the
+# one signature every plugin is called through (see _table.pxd).
+from esched.core._types cimport score_t, units_t, word_t
 
 
 cdef extern from *:
@@ -11,6 +12,7 @@ cdef enum:
     MAX_UTILIZATION = 100       # RTCR shape utilization range
     MAX_PLUGIN_RES = 8          # resources one plugin may weigh (kube allows any; 8 is plenty)
     MAX_SHAPE = 16              # RTCR shape points
+    MAX_PLUGINS = 9             # score plugins per profile (8 and NodeGroupAffinity)
 
 # Plugin kinds, resolved once per profile.
 cdef enum:
@@ -21,9 +23,31 @@ cdef enum:
     PLUGIN_EPVM = 5
     PLUGIN_MIXED = 6
     PLUGIN_PYTHON = 7
+    PLUGIN_NODE_GROUP_AFFINITY = 8
 
-ctypedef struct PluginSpec:
+cdef struct PluginSpec
+
+
+ctypedef struct ScoreInput:
+    # One node for one plugin, gathered by the caller from its tables (kube's
+    # requested/allocatable vectors over the plugin's resources, in its order).
+    const units_t* used          # [n_res] the node's side before the pod
+    const units_t* pod           # [n_res] the pod's side
+    const units_t* requested     # [n_res] used + pod
+    const units_t* allocatable   # [n_res]; 0: the resource is not scored
+    long long priority           # the pod's priority (Mixed)
+    const word_t* labels         # [label_words] the node's label bits
+    const word_t* pref           # [label_words] the class's preferred node groups; NULL: none
+    int label_words
+
+# A plugin's score of one node, 0..MAX_NODE_SCORE: one function per kind, chosen once
+# per profile (PluginSpec.fn), so scoring a node is one indirect call per plugin.
+ctypedef score_t (*score_fn)(const PluginSpec* s, const ScoreInput* x) noexcept nogil
+
+
+cdef struct PluginSpec:
     int kind
+    score_fn fn                          # the kind's kernel (_table.pxd kernel_of)
     score_t weight                       # profile weight of the whole plugin
     int n_res
     Py_ssize_t col[MAX_PLUGIN_RES]       # ClusterState column of each resource

@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
-from esched.core._hash import partition
+from esched.services.bus._hash import partition
 from esched.services.bus.base import Bus, BusConsumer, BusError, BusProducer, Message, TopicNames
 
 __all__ = ["KafkaBus"]

@@ -133,7 +133,7 @@ def bench_core(
     Keys: pods_per_s, us_per_pod, nodes_visited_per_pod, cache_hit_rate, utilization,
     and the same under cache_off and full_scan.
     """
-    from esched.core.bench import run_bench
+    from esched.services.bench_core import run_bench
 
     if nodes < 1 or pods < 1:
         raise click.BadParameter("--nodes and --pods must be positive")
@@ -163,6 +163,6 @@ def bench_core(
 def bench_preempt(nodes: int, per_node: int, plans: int, seed: int) -> None:
     """Preemption planning on a full cluster of mixed bands, per plan, against a
     full-scan placement that finds no node (the baseline, same process). JSON."""
-    from esched.core.bench_preempt import run_preempt_bench
+    from esched.services.bench_preempt import run_preempt_bench
 
     click.echo(orjson.dumps(run_preempt_bench(nodes, per_node, plans, seed)).decode())

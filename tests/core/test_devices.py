@@ -198,9 +198,9 @@ def test_fgd_profile_plugin_is_external_to_the_placer():
             ]
         }
     )
-    assert [(p.kind, p.weight) for p in prof.plugins] == [("FGD", 2)]
+    assert [(p.kind, p.weight) for p in prof.plugins] == [("FGD", 2), ("NodeGroupAffinity", 2)]
     placer = Placer(_state([("a", 1)]), prof)
-    assert placer.plugin_names == []
+    assert placer.plugin_names == ["NodeGroupAffinity"]
 
 
 def _member(i: int, milli: int) -> dict:

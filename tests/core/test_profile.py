@@ -51,6 +51,7 @@ def test_default_profile_is_kube_resource_scoring():
     assert kinds == [
         ("NodeResourcesFit", "LeastAllocated", 1, (("cpu", 1), ("memory", 1))),
         ("NodeResourcesBalancedAllocation", "BalancedAllocation", 1, (("cpu", 1), ("memory", 1))),
+        ("NodeGroupAffinity", "NodeGroupAffinity", 2, ()),
     ]
     assert DEFAULT_PROFILE.percentage_of_nodes_to_score is None
 
@@ -62,7 +63,8 @@ def test_load_a_kube_scheduler_configuration_file(tmp_path):
     assert default.percentage_of_nodes_to_score == 30  # global value
     packer = load_profile(path, "packer")
     assert packer.percentage_of_nodes_to_score == 100
-    (fit,) = packer.plugins
+    fit, node_group = packer.plugins
+    assert (node_group.kind, node_group.weight) == ("NodeGroupAffinity", 2)  # on unless disabled
     assert (fit.kind, fit.weight) == ("RequestedToCapacityRatio", 5)
     assert fit.resources == (("cpu", 2), ("nvidia.com/gpu", 1))
     assert fit.shape == ((0, 0), (100, 10))
@@ -91,7 +93,7 @@ def test_disable_all_and_enable_esched_plugins():
             ]
         }
     )
-    mixed, epvm = prof.plugins
+    mixed, epvm, _node_group = prof.plugins
     assert (
         mixed.kind,
         mixed.weight,

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esched.core import ClusterState, Placer
+from esched.core.profile import parse_profile
 from esched.core.queues import (
     QueueSpec,
     QueueTree,
@@ -298,12 +299,41 @@ def test_preferred_node_groups_are_scored_not_required():
     placer = Placer(s)
     rows = {r["name"]: r for r in placer.explain("ns/p")["nodes"]}
     assert all(r["feasible"] for r in rows.values())  # a preference filters nothing
-    assert rows["a2"]["scores"]["NodeGroupAffinity"] == 200
+    # a plugin of the profile: score 100 in a preferred group, weight 2 by default
+    assert rows["a2"]["scores"]["NodeGroupAffinity"] == 100
     assert rows["a1"]["scores"]["NodeGroupAffinity"] == 0
     assert rows["a2"]["total"] == rows["a1"]["total"] + 200  # identical empty nodes
     for seed in range(5):  # every seed, cache on or off, picks the preferred group
         assert Placer(s, seed=seed).place("ns/p", assume=False)[0] == "a2"
         assert Placer(s, seed=seed, cache=False).place("ns/p", assume=False)[0] == "a2"
+
+
+def test_node_group_affinity_is_a_profile_plugin_with_a_weight():
+    s, log = _group_cluster()
+    log(
+        EV.QUEUE_UPSERTED,
+        queue(
+            "pref-g2",
+            affinity={
+                "nodeGroupAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": ["g2"]}
+            },
+        ),
+    )
+    log(EV.POD_SUBMITTED, pod("p", queue="pref-g2"))
+    log(EV.POD_SUBMITTED, pod("plain"))
+
+    def totals(score: dict, key: str = "ns/p") -> dict:
+        placer = Placer(s, parse_profile({"profiles": [{"plugins": {"score": score}}]}))
+        return {r["name"]: r for r in placer.explain(key)["nodes"]}
+
+    heavy = totals({"enabled": [{"name": "NodeGroupAffinity", "weight": 5}]})
+    assert heavy["a2"]["total"] == heavy["a1"]["total"] + 500
+    off = totals({"disabled": [{"name": "NodeGroupAffinity"}]})
+    assert "NodeGroupAffinity" not in off["a2"]["scores"]
+    assert off["a2"]["total"] == off["a1"]["total"]
+    # a class without preferred groups skips the plugin (kube's PreScore Skip)
+    plain = totals({}, "ns/plain")
+    assert all("NodeGroupAffinity" not in r["scores"] for r in plain.values())
 
 
 @settings(max_examples=200, deadline=None)

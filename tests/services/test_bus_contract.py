@@ -123,7 +123,7 @@ async def test_a_large_send_keeps_each_keys_order_on_the_default_partitioners_pa
     # From BATCH_MIN_RECORDS on, send_many builds one record batch per partition itself:
     # the same partitions as aiokafka's own send (murmur2, as the Java client), and the
     # order of each key's records kept.
-    from esched.core._hash import murmur2
+    from esched.services.bus._hash import murmur2
     from esched.services.bus.kafka import BATCH_MIN_RECORDS
 
     bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix))

@@ -7,7 +7,7 @@ import random
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.partitioner import murmur2 as py_murmur2
 
-from esched.core._hash import murmur2, partition
+from esched.services.bus._hash import murmur2, partition
 
 
 def test_murmur2_matches_the_java_clients_published_values() -> None:

@@ -1,4 +1,4 @@
-# Typing stub for the Cython module core/_hash.pyx (mypy reads this, not the .pyx).
+# Typing stub for the Cython module services/bus/_hash.pyx (mypy reads this, not the .pyx).
 from collections.abc import Sequence
 from typing import TypeVar
 

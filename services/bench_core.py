@@ -22,8 +22,8 @@ import numpy as np
 
 from esched.core._placer import SIMD, Placer, num_feasible_nodes_to_find
 from esched.core._state import ClusterState
-from esched.core._yardstick import yardstick
 from esched.core.profile import Profile
+from esched.services._yardstick import yardstick
 
 __all__ = ["build_cluster", "make_pods", "run_bench"]
 

@@ -1,0 +1,61 @@
+# ClassView: one equivalence class compiled against the state's interned labels and
+# taints, plus raw pointers into the placer's tables for the per-node loops. The
+# feasibility functions (_feasibility.pxd) and the scoring gather read only this.
+from libc.stdint cimport int8_t, int32_t
+
+from esched.core._fused_block cimport esched_fblock
+from esched.core._types cimport flag_t, units_t, word_t
+from esched.core.scoring._plugin cimport MAX_PLUGIN_RES, MAX_PLUGINS
+
+cdef enum:
+    MAX_NEED = 16       # requested columns the vectorized resource check handles
+    SRC_SKIP = -1       # resource not scored for this pod (extended, not requested)
+    SRC_USED = 0        # node side is the allocated requests
+    SRC_NZ_CPU = 1      # node side is the non-zero cpu sum
+    SRC_NZ_MEM = 2      # node side is the non-zero memory sum
+
+
+ctypedef struct ClassView:
+    const units_t* req           # [n_res] requests (state.class_req row)
+    units_t nz_cpu               # non-zero requests for scoring
+    units_t nz_mem
+    long long priority
+    int n_exprs
+    const word_t* expr_mask      # [n_exprs, label_words]
+    const int8_t* expr_mode      # [n_exprs]
+    const int32_t* term_off      # [n_terms + 1]; term 0 = nodeSelector (ANDed)
+    int n_terms                  # including term 0; > 1 means required affinity (ORed)
+    const word_t* intolerable    # [taint_words] taints the pod does not tolerate
+    bint tolerates_unschedulable
+    bint has_labels
+    bint has_taints
+    const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
+    bint has_pref
+    # The plugins that score this class, in profile order (kube's PreScore "Skip": e.g.
+    # NodeGroupAffinity for a class without preferred groups; Python plugins run apart).
+    int n_active
+    int active[MAX_PLUGINS]
+    # Per plugin k and resource i, resolved once per class (not per node):
+    units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
+    int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)
+    # Raw table pointers for the per-node loop, taken once per call so the compiler can
+    # keep them in registers (memoryview attributes are reloaded after every store).
+    const units_t* alloc         # placer's copy of state.allocatable, row stride alloc_stride
+    Py_ssize_t alloc_stride
+    const units_t* used          # placer's used, row stride n_res
+    const units_t* nzu           # placer's non-zero cpu/memory, row stride 2
+    const flag_t* flags
+    const word_t* label_bits     # row stride label_words
+    const word_t* taint_bits     # row stride taint_words
+    int label_words
+    int taint_words
+    int n_res
+    # The columns this class requests (need > 0), for the vectorized resource check.
+    int n_need                   # -1: more than MAX_NEED columns (no vectorized kernel)
+    Py_ssize_t need_col[MAX_NEED]
+    units_t need_val[MAX_NEED]
+    # Vectorized block scoring (_fused_block.h), filled by Placer._view when it applies:
+    # fused profile, every capacity and request of this class below FB_EXACT_LIMIT.
+    bint use_fb
+    bint fb_special              # some node has a zero cpu or memory capacity
+    esched_fblock fb

@@ -1,0 +1,42 @@
+# Typing stub for the Cython module core/_constraints.pyx (mypy reads this, not the .pyx).
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["ANY", "FALSE", "NONE", "CompiledClass", "compile_class", "intern_stamp", "tolerates"]
+
+ANY: int
+NONE: int
+FALSE: int
+
+class CompiledClass:
+    """The arrays behind a class's ClassView and the intern sizes they were built for."""
+
+    stamp: tuple[int, int, int, int]
+    expr_mask: npt.NDArray[np.uint64]
+    expr_mode: npt.NDArray[np.int8]
+    term_off: npt.NDArray[np.int32]
+    intolerable: npt.NDArray[np.uint64]
+    tolerates_unschedulable: bool
+    has_labels: bool
+    has_taints: bool
+    pref_mask: npt.NDArray[np.uint64]
+    has_pref: bool
+    def __init__(
+        self,
+        stamp: tuple[int, int, int, int],
+        expr_mask: npt.NDArray[np.uint64],
+        expr_mode: npt.NDArray[np.int8],
+        term_off: npt.NDArray[np.int32],
+        intolerable: npt.NDArray[np.uint64],
+        tolerates_unschedulable: bool,
+        has_labels: bool,
+        has_taints: bool,
+        pref_mask: npt.NDArray[np.uint64],
+        has_pref: bool,
+    ) -> None: ...
+
+def intern_stamp(state: Any) -> tuple[int, int, int, int]: ...
+def tolerates(tol: dict[str, Any], key: str, value: str, effect: str) -> bool: ...
+def compile_class(state: Any, cid: int) -> CompiledClass: ...

@@ -1,0 +1,132 @@
+# Feasibility: does a class fit a node, and if not, why -- the one home of the rule.
+#
+# Alive; schedulable (unless the pod tolerates node.kubernetes.io/unschedulable); every
+# requested resource (``pods`` is the pod-count limit); taints with NoSchedule or
+# NoExecute; nodeSelector and required node affinity (compiled per class into bit
+# masks over the state's interned labels, see esched.core._constraints). The placer's scan,
+# its scalar block path, explain/fits, the commit validation (binding_reasons) and
+# preemption all call these; the vectorized block kernel (_fused_block.h) checks the
+# same alive/cordon/resource rule in vector form and leaves labels and taints to
+# constraints_ok. Failures are reason bits (esched.core.reasons words them).
+from libc.stdint cimport uint64_t
+
+from esched.core._classview cimport ClassView
+from esched.core._types cimport NODE_ALIVE, NODE_UNSCHEDULABLE, flag_t, units_t, word_t
+
+# Reason bits; bit REASON_RESOURCE_BASE + column = insufficient resource. The words of
+# each bit are esched.core.reasons' table (keep the two in step).
+cdef enum:
+    REASON_NOT_ALIVE = 1
+    REASON_UNSCHEDULABLE = 2
+    REASON_SELECTOR = 4
+    REASON_TAINT = 8
+    REASON_RESOURCE_BASE = 8        # bit index of column 0
+    MAX_REASON_RESOURCES = 56       # columns beyond share the last bit
+    REASON_NON_RESOURCE = 15        # every bit below REASON_RESOURCE_BASE's
+
+cdef enum:
+    EXPR_ANY = 0     # some bit of the mask is set on the node
+    EXPR_NONE = 1    # no bit of the mask is set on the node
+    EXPR_FALSE = 2   # never matches (empty term, unsupported matchFields)
+
+
+cdef inline uint64_t resource_reason(Py_ssize_t col) noexcept nogil:
+    """The reason bit of an insufficient resource column."""
+    return (<uint64_t>1) << (REASON_RESOURCE_BASE + (
+        col if col < MAX_REASON_RESOURCES - 1 else MAX_REASON_RESOURCES - 1))
+
+
+cdef inline bint expr_ok(const ClassView* v, Py_ssize_t n, int e) noexcept nogil:
+    cdef int w, W = v.label_words
+    cdef bint hit = False
+    cdef const word_t* row = v.label_bits + n * W
+    if v.expr_mode[e] == EXPR_FALSE:
+        return False
+    for w in range(W):
+        if row[w] & v.expr_mask[e * W + w]:
+            hit = True
+            break
+    return hit if v.expr_mode[e] == EXPR_ANY else not hit
+
+
+cdef inline bint taints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """No NoSchedule/NoExecute taint of node n is untolerated."""
+    cdef int w
+    cdef const word_t* taints = v.taint_bits + n * v.taint_words
+    cdef word_t bad = 0
+    for w in range(v.taint_words):
+        bad |= taints[w] & v.intolerable[w]
+    return bad == 0
+
+
+cdef inline bint selector_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """nodeSelector (term 0, ANDed) and required affinity (terms 1.., ORed)."""
+    cdef int t, e
+    cdef bint ok = True
+    for e in range(v.term_off[0], v.term_off[1]):
+        if not expr_ok(v, n, e):
+            return False
+    if v.n_terms > 1:
+        for t in range(1, v.n_terms):
+            ok = True
+            for e in range(v.term_off[t], v.term_off[t + 1]):
+                if not expr_ok(v, n, e):
+                    ok = False
+                    break
+            if ok:
+                return True
+        return False
+    return True
+
+
+cdef inline bint constraints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """Taints and label constraints (what the vectorized kernel leaves to the caller)."""
+    if v.has_taints and not taints_ok(v, n):
+        return False
+    if v.has_labels and not selector_ok(v, n):
+        return False
+    return True
+
+
+cdef inline uint64_t reason_bits(const ClassView* v, Py_ssize_t n, bint all_reasons) noexcept nogil:
+    """0 if the class fits node ``n``, else REASON_* bits (the first failure, or all)."""
+    cdef uint64_t out = 0
+    cdef Py_ssize_t r
+    cdef units_t need
+    cdef flag_t flags = v.flags[n]
+    cdef const units_t* used = v.used + n * v.n_res
+    cdef const units_t* alloc = v.alloc + n * v.alloc_stride
+    if not (flags & NODE_ALIVE):
+        return REASON_NOT_ALIVE
+    if (flags & NODE_UNSCHEDULABLE) and not v.tolerates_unschedulable:
+        out |= REASON_UNSCHEDULABLE
+        if not all_reasons:
+            return out
+    cdef int j
+    if v.n_need >= 0:
+        # the class's requested columns (_view): the same test, fewer columns
+        for j in range(v.n_need):
+            r = v.need_col[j]
+            if used[r] + v.need_val[j] > alloc[r]:
+                out |= resource_reason(r)
+                if not all_reasons:
+                    return out
+    else:
+        for r in range(v.n_res):
+            need = v.req[r]
+            if need > 0 and used[r] + need > alloc[r]:
+                out |= resource_reason(r)
+                if not all_reasons:
+                    return out
+    if v.has_taints and not taints_ok(v, n):
+        out |= REASON_TAINT
+        if not all_reasons:
+            return out
+    if v.has_labels and not selector_ok(v, n):
+        out |= REASON_SELECTOR
+    return out
+
+
+cdef inline bint fits(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """The class fits node ``n`` (alive, every rule)."""
+    return reason_bits(v, n, False) == 0

@@ -1,0 +1,154 @@
+# The Placer's contract: its C-level state and methods, for modules that cimport it
+# (Python callers use the methods and properties documented in _placer.pyx).
+cimport cython
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
+
+from esched.core._classview cimport ClassView
+from esched.core._state cimport ClusterState
+from esched.core._types cimport flag_t, score_t, units_t, word_t
+from esched.core.scoring._plugin cimport PluginSpec
+
+# Cache: CACHE_SLOTS dense rows (a score and a stamp per node: 12 bytes; 1.9 MB for
+# 10,000 nodes) plus a summary per block of ESCHED_FB_BLOCK nodes. A class uses the
+# cache when it was placed within the last CACHE_SLOTS placements, so the rows in use
+# are never evicted by one-off classes.
+cdef enum:
+    CACHE_SLOTS = 16
+    FEW_STALE = 8               # up to this many stale entries in a step: redo just those
+    BLOCK_SHIFT = 7             # 1 << BLOCK_SHIFT == ESCHED_FB_BLOCK (checked at import)
+    EPOCH_SHIFT = 48            # stamps: tick (< 2**48) | slot epoch << EPOCH_SHIFT
+
+
+ctypedef struct ClassConst:
+    # Placer._view's per-class memo of the compiled constraints (pointers into the
+    # arrays of the class's _Compiled, which self.compiled keeps alive), valid while
+    # the state's intern sizes equal the stamp; s0 == -1: not filled.
+    Py_ssize_t s0, s1, s2, s3
+    long long priority
+    int n_exprs
+    int n_terms
+    const word_t* expr_mask
+    const int8_t* expr_mode
+    const int32_t* term_off
+    const word_t* intolerable
+    bint tolerates_unschedulable
+    bint has_labels
+    bint has_taints
+    const word_t* pref_mask
+    bint has_pref
+
+
+ctypedef struct Fused:
+    # The profile NodeResourcesFit (LeastAllocated or MostAllocated) and/or
+    # BalancedAllocation, each on exactly (cpu, memory): kube's default and its usual
+    # variants, which the vectorized block kernel (_fused_block.h) scores. Resolved once
+    # per profile: the kernel's parameters.
+    bint on
+    bint has_fit
+    bint fit_least               # LeastAllocated (else MostAllocated)
+    score_t w_fit
+    units_t rw0, rw1             # fit resource weights (cpu, memory)
+    score_t ws_both              # rw0 + rw1
+    bint has_bal
+    score_t w_bal
+    Py_ssize_t c0, c1            # state columns of cpu, memory
+
+
+@cython.final
+cdef class Placer:
+    cdef ClusterState state
+    cdef PluginSpec* specs
+    cdef int n_specs
+    cdef Fused fused
+    cdef public list plugin_names
+    cdef list py_plugins
+    cdef bint has_python
+    cdef bint has_node_group             # the profile scores the queue's preferred node groups
+    cdef public object profile
+    cdef public long long percentage
+    cdef public bint use_cache
+    cdef public bint sample
+    cdef uint64_t rng
+    cdef public long long seed
+
+    cdef object used_np, nzu_np, ver_np, sver_np, inv_np, alloc_np
+    cdef double[:, ::1] inv
+    cdef units_t[:, ::1] alloc          # [node, n_res] compact copy of state.allocatable
+    cdef units_t[:, ::1] used
+    cdef units_t[:, ::1] nzu
+    cdef long long[::1] ver
+    cdef long long[::1] sver
+    # Structure-of-arrays double columns for the vectorized block kernel, [row, node]:
+    # rows 0..n_res-1 used, n_res..2*n_res-1 allocatable, then ROW_* after those.
+    cdef object soa_np
+    cdef double[:, ::1] soa
+    cdef object capflag_np
+    cdef int8_t[::1] capflag             # [node] CAP_ZERO | CAP_BIG
+    cdef long long n_zero_cap, n_big_cap # nodes with such a flag
+    cdef long long tick
+    cdef Py_ssize_t n_nodes, n_res
+    cdef public long long synced_position
+    cdef Py_ssize_t next_start
+    cdef dict compiled
+    cdef object unconstrained            # the compiled form shared by unconstrained classes
+
+    # Equivalence-class cache (see _scan): a dense row per recent class, CACHE_SLOTS rows.
+    cdef object sc_np, se_np, sbs_np, sbt_np, bv_np, seg_np
+    cdef int32_t[:, ::1] sc              # [slot, node] scores; row CACHE_SLOTS: uncached scans
+    cdef int64_t[:, ::1] se              # [slot, node] entry stamp: ver | epoch << EPOCH_SHIFT
+    cdef int32_t[:, :, ::1] sbs          # [slot, block, 4] block summary (esched_fbsum)
+    cdef int64_t[:, ::1] sbt             # [slot, block] its stamp: bv | epoch << EPOCH_SHIFT
+    cdef int64_t[::1] bv                 # [block] tick of the block's latest node change
+    cdef int64_t[:, ::1] seg             # [visit step, 3] blocks holding the best: n0, m, count
+    cdef Py_ssize_t n_blocks
+    cdef int64_t slot_owner[CACHE_SLOTS] # class id in each slot, -1 none
+    cdef int64_t slot_used[CACHE_SLOTS]  # `calls` at its last use (the least recent goes)
+    cdef int64_t slot_epoch[CACHE_SLOTS] # bumped when the slot changes class: old entries die
+    cdef public long long hits, misses, placed, visited, unschedulable, python_plugin_errors
+    cdef public object class_last_np
+    cdef int64_t[::1] class_last         # [class] value of `calls` at its last placement
+    cdef ClassConst* cconst              # [class_cap] _view's memo
+    cdef Py_ssize_t cconst_cap
+    cdef long long calls                 # placements attempted (the cache's clock)
+    cdef public object gang_failure      # the last failed plan_gang's report (or None)
+    cdef object evicted_np               # bool[pod]: victims this placer assumed evicted
+    cdef object band_cfg, band_np        # BandConfig and uint8[class] bands resolved with it
+    cdef dict hidden                     # reserved node name -> slot, hidden in this view
+    cdef bint hide_reserved              # hide nodes reserved for other gangs (placement)
+    cdef dict preempt_cache              # select_victims' sorted running pods, per position
+    # External filter and score for one place() call (e.g. esched.core._devices: exact
+    # GPU-device fit, FGD); NULL otherwise. Set only for the duration of the call.
+    cdef const uint8_t* ext_mask         # [node] 0 = infeasible
+    cdef const int64_t* ext_score        # [node] added to the total of a feasible node
+
+    cdef void _soa_node(self, Py_ssize_t n, flag_t fl) noexcept
+    cdef inline void _touch(self, Py_ssize_t n) noexcept
+    cdef inline void _soa_used(self, Py_ssize_t n) noexcept
+    cdef inline void _ensure_synced(self)
+    cdef object _compile(self, Py_ssize_t cid)
+    cdef int _view(self, Py_ssize_t cid, ClassView* v) except -1
+    cdef void _view_fb(self, ClassView* v) noexcept
+    cdef score_t _plugin_score(self, Py_ssize_t n, const ClassView* v, int k,
+                               Py_ssize_t cid) noexcept
+    cdef score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept
+    cdef inline score_t _node_total(self, Py_ssize_t n, const ClassView* v,
+                                    Py_ssize_t cid) noexcept
+    cdef inline bint _plugin_applies(self, int k, const ClassView* v) noexcept
+    cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept
+    cdef Py_ssize_t _place(self, Py_ssize_t cid, const ClassView* v, score_t* best_out,
+                           long long* visited_out) noexcept
+    cdef Py_ssize_t _scan_external(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,
+                                   long long target, score_t* best_out, long long* visited_out,
+                                   Py_ssize_t* processed_out) noexcept
+    cdef inline void _fused_block(self, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
+                                  int32_t* out) noexcept
+    cdef Py_ssize_t _scan(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,
+                          long long target, int slot, score_t* best_out,
+                          long long* visited_out, Py_ssize_t* processed_out) noexcept
+    cdef int _grow_class_stats(self, Py_ssize_t n) except -1
+    cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign) noexcept
+    cdef Py_ssize_t _class_of(self, pod) except -1
+    cdef object _gang_of(self, pods)
+    cdef void _unassume_pod(self, Py_ssize_t p) noexcept
+    cdef void _pod_view(self, Py_ssize_t p, int sign) noexcept
+    cdef list _reason_strings(self, uint64_t reasons, Py_ssize_t n, const ClassView* v)

@@ -1,0 +1,52 @@
+# One node's score through the profile's kernel table: gather kube's (requested,
+# allocatable) vectors of each plugin from the placer's tables (a ClassView), call the
+# plugin's kernel (PluginSpec.fn, _table.pxd), sum with the weights. Every scalar score
+# of the placer (scan, block fallback, explain, scores) is this.
+from esched.core._classview cimport SRC_SKIP, SRC_USED, ClassView
+from esched.core._types cimport score_t, units_t
+from esched.core.scoring._plugin cimport MAX_PLUGIN_RES, PluginSpec, ScoreInput
+
+
+cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v,
+                                  Py_ssize_t n) noexcept nogil:
+    """Plugin k's score of node n: kube's (requested, allocatable) vectors over the
+    plugin's resources, gathered from the placer's tables, then its kernel (s.fn)."""
+    cdef units_t requested[MAX_PLUGIN_RES]
+    cdef units_t allocatable[MAX_PLUGIN_RES]
+    cdef units_t used[MAX_PLUGIN_RES]
+    cdef ScoreInput x
+    cdef int i, src
+    cdef Py_ssize_t col
+    for i in range(s.n_res):
+        src = v.src[k][i]
+        if src == SRC_SKIP:
+            allocatable[i] = 0
+            used[i] = requested[i] = 0
+            continue
+        col = s.col[i]
+        allocatable[i] = v.alloc[n * v.alloc_stride + col]
+        if src == SRC_USED:
+            used[i] = v.used[n * v.n_res + col]
+        else:
+            used[i] = v.nzu[n * 2 + src - 1]
+        requested[i] = used[i] + v.pod_req[k][i]
+    x.used = used
+    x.pod = v.pod_req[k]
+    x.requested = requested
+    x.allocatable = allocatable
+    x.priority = v.priority
+    x.labels = v.label_bits + n * v.label_words
+    x.pref = v.pref_mask if v.has_pref else NULL
+    x.label_words = v.label_words
+    return s.fn(s, &x)
+
+
+cdef inline score_t kernel_total(const PluginSpec* specs, int n_specs, const ClassView* v,
+                                 Py_ssize_t n) noexcept nogil:
+    """Weighted sum of the profile's kernel scores of node n (Python plugins excluded)."""
+    cdef score_t total = 0
+    cdef int j, k
+    for j in range(v.n_active):
+        k = v.active[j]
+        total += specs[k].weight * plugin_kernel(&specs[k], k, v, n)
+    return total

@@ -1,0 +1,78 @@
+# The kernel table: plugin kind -> the function that scores it, one signature for all
+# (score_fn over a ScoreInput). The placer resolves each profile plugin here once
+# (PluginSpec.fn); the formulas live only in the kernels' own files.
+from esched.core._types cimport score_t
+from esched.core.scoring._balanced_allocation cimport balanced_allocation
+from esched.core.scoring._epvm cimport epvm
+from esched.core.scoring._least_allocated cimport least_allocated
+from esched.core.scoring._mixed cimport mixed
+from esched.core.scoring._most_allocated cimport most_allocated
+from esched.core.scoring._node_group_affinity cimport node_group_affinity
+from esched.core.scoring._plugin cimport (
+    PLUGIN_BALANCED_ALLOCATION,
+    PLUGIN_EPVM,
+    PLUGIN_LEAST_ALLOCATED,
+    PLUGIN_MIXED,
+    PLUGIN_MOST_ALLOCATED,
+    PLUGIN_NODE_GROUP_AFFINITY,
+    PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
+    PluginSpec,
+    ScoreInput,
+    score_fn,
+)
+from esched.core.scoring._requested_to_capacity_ratio cimport requested_to_capacity_ratio
+
+
+cdef inline score_t _least_allocated(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return least_allocated(x.requested, x.allocatable, s.res_weight, s.n_res)
+
+
+cdef inline score_t _most_allocated(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return most_allocated(x.requested, x.allocatable, s.res_weight, s.n_res)
+
+
+cdef inline score_t _requested_to_capacity_ratio(const PluginSpec* s,
+                                                 const ScoreInput* x) noexcept nogil:
+    return requested_to_capacity_ratio(x.requested, x.allocatable, s.res_weight, s.n_res,
+                                       s.shape_util, s.shape_score, s.n_shape)
+
+
+cdef inline score_t _balanced_allocation(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return balanced_allocation(x.requested, x.allocatable, s.n_res)
+
+
+cdef inline score_t _epvm(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return epvm(x.used, x.pod, x.allocatable, s.res_weight, s.n_res, s.epvm_base)
+
+
+cdef inline score_t _mixed(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return mixed(x.requested, x.allocatable, s.res_weight, s.n_res,
+                 x.priority >= s.prod_priority, s.exhaust_permille, s.strand_permille)
+
+
+cdef inline score_t _node_group_affinity(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return node_group_affinity(x.labels, x.pref, x.label_words)
+
+
+cdef inline score_t score_nothing(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    # Plugins scored outside the C table (Python plugins, with the GIL): 0 here.
+    return 0
+
+
+cdef inline score_fn kernel_of(int kind) noexcept nogil:
+    """The scoring function of a plugin kind (score_nothing for the others)."""
+    if kind == PLUGIN_LEAST_ALLOCATED:
+        return _least_allocated
+    if kind == PLUGIN_MOST_ALLOCATED:
+        return _most_allocated
+    if kind == PLUGIN_REQUESTED_TO_CAPACITY_RATIO:
+        return _requested_to_capacity_ratio
+    if kind == PLUGIN_BALANCED_ALLOCATION:
+        return _balanced_allocation
+    if kind == PLUGIN_EPVM:
+        return _epvm
+    if kind == PLUGIN_MIXED:
+        return _mixed
+    if kind == PLUGIN_NODE_GROUP_AFFINITY:
+        return _node_group_affinity
+    return score_nothing
