@@ -5,10 +5,7 @@ from typing import Any, SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["GPU_MILLI", "MAX_DEVICES", "DeviceTable", "GangDevices", "request_shape"]
-
-GPU_MILLI: int
-MAX_DEVICES: int
+__all__ = ["DeviceTable", "GangDevices", "request_shape"]
 
 def request_shape(g: int) -> tuple[int, int]: ...
 

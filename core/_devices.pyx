@@ -36,7 +36,9 @@ from esched.core.scoring._fgd cimport (
     node_frag,
 )
 
-__all__ = ["GPU_MILLI", "MAX_DEVICES", "DeviceTable", "GangDevices", "request_shape"]
+# GPU_MILLI and MAX_DEVICES are C constants (cimport them from esched.core.scoring._fgd),
+# not module attributes: listing them here broke ``from esched.core._devices import *``.
+__all__ = ["DeviceTable", "GangDevices", "request_shape"]
 
 
 def request_shape(long long g) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 # Typing stub for the Cython module core/_placer.pyx (mypy reads this, not the .pyx).
 from collections.abc import Iterable, Sequence
-from typing import Any, overload
+from typing import Any, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +22,7 @@ SIMD: str
 
 def num_feasible_nodes_to_find(n_all: int, percentage: int = 0) -> int: ...
 
+@final  # a cdef class Cython does not let Python subclass
 class Placer:
     """Place pods on a :class:`ClusterState` with a profile, seed and optional cache."""
 

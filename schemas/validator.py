@@ -606,7 +606,7 @@ def _quantity(name: str, value: Any, path: str) -> int:
         units = _units(is_cpu, value)
     except TypeError:  # unhashable: not a quantity at all
         units = "must be a string or a number"
-    if isinstance(units, str):
+    if isinstance(units, str):  # a cache miss only (known strings returned above)
         field = f"{path}.{name}"
         raise InvalidEvent("quantity", f"{field}: invalid quantity {_short(value)}: {units}", field)
     if value.__class__ is str and len(_KNOWN[is_cpu]) < _KNOWN_MAX:

@@ -37,9 +37,6 @@ import contextlib
 import itertools
 import os
 import random
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -63,17 +60,17 @@ from esched.schemas.events import (
 from esched.services.bus import open_bus
 from esched.services.bus.base import Bus, BusConsumer
 from esched.services.devbroker import DevBroker
+from esched.services.procs import ServiceProcess, await_until, service_env
 from esched.services.store import open_store
 from esched.services.store.base import NewEvent
 from esched.services.store.snapshots import fold_log, save_snapshot
 from esched.services.synth import cluster_log, pod_event
 
-__all__ = ["ServiceProcess", "preload", "run_e2e_bench", "run_restart_bench"]
+__all__ = ["preload", "run_e2e_bench", "run_restart_bench"]
 
 #: Partitions of every topic: at least the largest replica count, so each replica
 #: owns work partitions.
 PARTITIONS = 8
-_CLI = "from esched.services.cli import main; main()"
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -118,48 +115,6 @@ _READ_EVERY = 0.1
 
 def _pct(values: np.ndarray, q: float) -> float:
     return round(float(np.percentile(values, q)) * 1000, 2) if values.size else float("nan")
-
-
-class ServiceProcess:
-    """One ``esched`` service process; its log (stderr) in a file."""
-
-    def __init__(
-        self, name: str, args: list[str], env: dict[str, str], logdir: Path, profile: bool = False
-    ) -> None:
-        self.name = name
-        self.log = logdir / f"{name}.log"
-        self.out = logdir / f"{name}.out"
-        if profile:  # cProfile writes <name>.prof when the process ends on SIGTERM
-            main = logdir / "_esched_main.py"
-            main.write_text(_CLI + "\n")
-            cmd = [sys.executable, "-m", "cProfile", "-o", str(logdir / f"{name}.prof"), str(main)]
-        else:
-            cmd = [sys.executable, "-c", _CLI]
-        with self.log.open("wb") as err, self.out.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [*cmd, *args], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
-            )
-
-    def logged(self, text: str) -> bool:
-        return text in self.log.read_text(errors="replace")
-
-    def check_alive(self) -> None:
-        if self.proc.poll() is not None:
-            tail = self.log.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{tail}")
-
-    def stop(self) -> dict[str, Any] | None:
-        """SIGTERM, wait, SIGKILL if needed; the JSON summary it printed, if any."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        with contextlib.suppress(ValueError, OSError):
-            return orjson.loads(self.out.read_bytes() or b"null")
-        return None
 
 
 async def _admin(server: str, sql: str) -> None:
@@ -413,13 +368,7 @@ async def _one_run(
     prefix = f"b{run}r{replicas}."
     bus = open_bus(kafka, prefix)
     await bus.ensure_topics(partitions=PARTITIONS)
-    env = {
-        **os.environ,
-        "ESCHED_KAFKA": kafka,
-        "ESCHED_STORE": url,
-        "ESCHED_TOPIC_PREFIX": prefix,
-        "ESCHED_LOG_LEVEL": "info",
-    }
+    env = service_env(url, kafka, prefix)
     runlog = logdir / f"r{replicas}"
     runlog.mkdir(parents=True, exist_ok=True)
     services: list[ServiceProcess] = []
@@ -459,16 +408,16 @@ async def _one_run(
         services.extend(reps)
         await producer.start()
         await decisions.start()
-        deadline = time.monotonic() + 120
-        while not (
-            services[0].logged("commit service leading")
-            and services[1].logged("dispatcher leading")
-            and all(r.logged("ready at position") for r in reps)
-        ):
-            alive()
-            if time.monotonic() > deadline:
-                raise RuntimeError("services not ready within 120 s")
-            await asyncio.sleep(0.1)
+        await await_until(
+            "the services ready",
+            lambda: (
+                services[0].logged("commit service leading")
+                and services[1].logged("dispatcher leading")
+                and all(r.logged("ready at position") for r in reps)
+            ),
+            120,
+            services,
+        )
         out["services_ready_s"] = round(time.perf_counter() - started, 2)
 
         # Warm-up until every replica has had work committed (the group has settled).
@@ -607,7 +556,9 @@ async def _one_run(
         out["commits_by_replica"] = dict(sorted(decisions.by_replica.items()))
         out["conflict_reasons"] = dict(sorted(decisions.reasons.items()))
     finally:
-        summaries = {s.name: s.stop() for s in services}
+        for s in services:
+            s.stop()
+        summaries = {s.name: s.summary() for s in services}
         with contextlib.suppress(Exception):
             await decisions.stop()
         with contextlib.suppress(Exception):
@@ -768,13 +719,7 @@ async def run_restart_bench(
     logs = Path(logdir or tempfile.mkdtemp(prefix="esched-bench-restart-"))
     os.makedirs(logs, exist_ok=True)
     prefix = f"rs{run}."
-    env = {
-        **os.environ,
-        "ESCHED_KAFKA": kafka,
-        "ESCHED_STORE": url,
-        "ESCHED_TOPIC_PREFIX": prefix,
-        "ESCHED_LOG_LEVEL": "info",
-    }
+    env = service_env(url, kafka, prefix)
     services: list[ServiceProcess] = []
     out: dict[str, Any] = {"nodes": nodes}
 
@@ -808,15 +753,15 @@ async def run_restart_bench(
         await bus.ensure_topics(partitions=PARTITIONS)
         services.append(ServiceProcess("commit", ["commit"], env, logs))
         services.append(ServiceProcess("dispatch", ["dispatch"], env, logs))
-        deadline = time.monotonic() + 120
-        while not (
-            services[0].logged("commit service leading")
-            and services[1].logged("dispatcher leading")
-        ):
-            alive()
-            if time.monotonic() > deadline:
-                raise RuntimeError("commit/dispatch not ready within 120 s")
-            await asyncio.sleep(0.1)
+        await await_until(
+            "commit and dispatch ready",
+            lambda: (
+                services[0].logged("commit service leading")
+                and services[1].logged("dispatcher leading")
+            ),
+            120,
+            services,
+        )
 
         waves = itertools.count()
 
@@ -849,8 +794,7 @@ async def run_restart_bench(
         services.remove(first)
         again, out["restart_after_sigterm_s"] = await start_replica("replica-sigterm")
         await asyncio.sleep(1.0)
-        again.proc.kill()
-        again.proc.wait(10)
+        again.kill9()
         services.remove(again)
         _, out["restart_after_sigkill_s"] = await start_replica("replica-sigkill")
         out["replica_logs"] = {

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -78,8 +79,8 @@ from esched.schemas.events import (
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event, validate_event
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
-from esched.services.faults import count_retry, is_transient, poll_or_pause
-from esched.services.ingest import deadletter_record
+from esched.services.bus.deadletter import Dead, send_deadletters
+from esched.services.faults import count_retry, is_transient, poll_or_pause, retry_transient
 from esched.services.lease import Lease, LocalLease
 from esched.services.retry import retry_until
 from esched.services.store.base import (
@@ -436,10 +437,18 @@ class CommitService:
         # Start from this service's newest fence and the state snapshot at the same
         # position. A state snapshot without a fence (e.g. `esched replay
         # --save-snapshot`) cannot be used: the fence version would be a guess.
-        fence = await retry_transient_call(lambda: self.store.load_snapshot(FENCE_SNAPSHOT))
+        fence = await retry_transient(
+            functools.partial(self.store.load_snapshot, FENCE_SNAPSHOT),
+            what="load the fence",
+            service=SERVICE,
+            peer="store",
+        )
         if fence is not None:
-            snap = await retry_transient_call(
-                lambda: self.store.load_snapshot(SNAPSHOT_NAME, fence[0])
+            snap = await retry_transient(
+                functools.partial(self.store.load_snapshot, SNAPSHOT_NAME, fence[0]),
+                what="load the snapshot",
+                service=SERVICE,
+                peer="store",
             )
             if snap is not None and snap[0] == fence[0]:
                 state = ClusterState.from_bytes(snap[1])
@@ -464,7 +473,12 @@ class CommitService:
         folded: list[tuple[str, str]] = []
         while True:
             after = self.state.position
-            rows = await retry_transient_call(lambda a=after: self.store.read(a, _PAGE))
+            rows = await retry_transient(
+                functools.partial(self.store.read, after, _PAGE),
+                what="read the log",
+                service=SERVICE,
+                peer="store",
+            )
             self._fold_rows(rows, live)
             folded.extend((r.type, r.stream) for r in rows)
             if len(rows) < _PAGE:
@@ -673,8 +687,11 @@ class CommitService:
         self._payloads = {id(env): (env, ev.payload) for env, ev in zip(fresh, events, strict=True)}
         self._expected = {env["id"] for env in fresh}
         try:
-            res = await retry_transient_call(
-                lambda: self.store.append(events, expected_head=expected_head)
+            res = await retry_transient(
+                functools.partial(self.store.append, events, expected_head=expected_head),
+                what="append decisions",
+                service=SERVICE,
+                peer="store",
             )
         except HeadConflictError:
             self._expected = set()
@@ -755,7 +772,12 @@ class CommitService:
         wanted |= {pos for pos in positions.values() if pos <= before}
         stored: dict[int, dict[str, Any]] = {}
         for pos in sorted(wanted):
-            rows = await retry_transient_call(lambda p=pos: self.store.read(p - 1, 1))
+            rows = await retry_transient(
+                functools.partial(self.store.read, pos - 1, 1),
+                what="read a decided event",
+                service=SERVICE,
+                peer="store",
+            )
             if rows and rows[0].position == pos:
                 stored[pos] = orjson.loads(rows[0].payload)
         recorded = [stored.get(positions[env["id"]], env) for env in fresh]
@@ -918,7 +940,7 @@ class CommitService:
         consumer = self._consumer
         assert consumer is not None
         items: list[dict[str, Any]] = []
-        dead: list[tuple[Message, str, str, str | None]] = []
+        dead: list[Dead] = []
         for m in msgs:
             try:
                 ev = parse_event(
@@ -949,7 +971,7 @@ class CommitService:
         consumer: BusConsumer,
         decisions: list[dict[str, Any]],
         encoded: dict[int, tuple[dict[str, Any], bytes]],
-        dead: list[tuple[Message, str, str, str | None]],
+        dead: list[Dead],
         offsets: dict[tuple[str, int], int],
     ) -> None:
         """Publish a decided batch (durable in the store already), dead-letter its bad
@@ -970,23 +992,10 @@ class CommitService:
         if task is not None:
             await task
 
-    async def _deadletter(self, dead: list[tuple[Message, str, str, str | None]]) -> None:
+    async def _deadletter(self, dead: list[Dead]) -> None:
         assert self._producer is not None and self.bus is not None
-        producer, topic = self._producer, self.bus.topics.deadletter
-        records = [
-            (m.key, deadletter_record(m, reason, text, f, service=SERVICE))
-            for m, reason, text, f in dead
-        ]
-        await retry_until(
-            lambda: producer.send_many(topic, records),
-            retriable=is_transient,
-            what="dead-letter send",
-            on_retry=count_retry(SERVICE, "bus"),
-        )
-        for m, reason, text, _f in dead:
-            self.totals.deadlettered += 1
-            metrics.DEADLETTER.labels(SERVICE, reason).inc()
-            log.info("dead-letter %s/%d@%d: %s", m.topic, m.partition, m.offset, text)
+        await send_deadletters(self._producer, self.bus.topics.deadletter, dead, service=SERVICE)
+        self.totals.deadlettered += len(dead)
 
 
 #: Events that change no verdict of a batch they interleave with (unless they name one
@@ -1025,11 +1034,3 @@ def _proposal_data(item: dict[str, Any]) -> dict[str, Any]:
     else:
         env = proposal_envelope(item, f"esched/replica/{item.get('replica')}")
     return validate_event(env, allowed_types=(PLACEMENT_PROPOSED,))["data"]
-
-
-async def retry_transient_call(fn: Any) -> Any:
-    """``fn()`` retried on transient store errors with backoff, forever: a commit
-    service whose database went away waits for it rather than dying."""
-    return await retry_until(
-        fn, retriable=is_transient, what="store operation", on_retry=count_retry(SERVICE, "store")
-    )

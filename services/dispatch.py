@@ -729,3 +729,9 @@ class Dispatcher:
     def parked(self) -> int:
         """Unschedulable pods waiting for capacity."""
         return len(self._parked)
+
+    @property
+    def reclaiming(self) -> frozenset[str]:
+        """Pods a reclaim was planned for, not planned again until its decision or
+        timeout."""
+        return frozenset(self._reclaiming)

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from esched.services import metrics
 from esched.services.bus.base import BusConsumer, BusError, Message
+from esched.services.retry import Backoff, retry_until
 from esched.services.store.base import TransientStoreError
 
-__all__ = ["count_retry", "is_transient", "poll_or_pause"]
+__all__ = ["count_retry", "is_transient", "poll_or_pause", "retry_transient"]
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
@@ -30,6 +33,29 @@ def count_retry(service: str, peer: str) -> Callable[[BaseException], None]:
     """An ``on_retry`` callback counting ``esched_retries_total{service, peer}``."""
     counter = metrics.RETRIES.labels(service, peer)
     return lambda _exc: counter.inc()
+
+
+async def retry_transient(
+    op: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    service: str,
+    peer: str,
+    backoff: Backoff | None = None,
+) -> T:
+    """``op()`` retried forever while it fails transiently (:func:`is_transient`),
+    with backoff, each retry counted for ``service`` and ``peer`` ("store", "bus").
+
+    A service whose database or broker went away waits for it rather than dying;
+    any other error propagates at once.
+    """
+    return await retry_until(
+        op,
+        retriable=is_transient,
+        what=what,
+        on_retry=count_retry(service, peer),
+        backoff=backoff,
+    )
 
 
 async def poll_or_pause(

@@ -11,24 +11,22 @@ that harmless: at-least-once in, exactly-once in the log.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-
-import orjson
+from datetime import datetime
 
 from esched.schemas.events import stream_of
 from esched.schemas.validator import MAX_EVENT_BYTES, InvalidEvent, parse_event
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
+from esched.services.bus.deadletter import Dead, send_deadletters
 from esched.services.faults import count_retry, is_transient, poll_or_pause
 from esched.services.retry import retry_until
 from esched.services.store.base import EventStore, NewEvent, StoreError
 
-__all__ = ["BatchResult", "IngestConfig", "IngestService", "deadletter_record"]
+__all__ = ["BatchResult", "IngestConfig", "IngestService"]
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +61,6 @@ class BatchResult:
     reasons: dict[str, int] = field(default_factory=dict)
 
 
-_Dead = tuple[Message, str, str, str | None]  # message, reason, text, field
-
-
 @dataclass(slots=True)
 class _Prepared:
     """A validated batch waiting to be appended."""
@@ -73,7 +68,7 @@ class _Prepared:
     started: float
     events: list[NewEvent] = field(default_factory=list)
     sources: list[Message] = field(default_factory=list)
-    dead: list[_Dead] = field(default_factory=list)
+    dead: list[Dead] = field(default_factory=list)
 
 
 def _parse_time(value: object) -> datetime | None:
@@ -83,29 +78,6 @@ def _parse_time(value: object) -> datetime | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-
-
-def deadletter_record(
-    msg: Message, reason: str, message: str, fieldname: str | None, service: str = SERVICE
-) -> bytes:
-    """The dead-letter JSON: reason, where the message came from, and its original bytes."""
-    return orjson.dumps(
-        {
-            "reason": reason,
-            "field": fieldname,
-            "message": message,
-            "service": service,
-            "time": datetime.now(UTC).isoformat(),
-            "origin": {
-                "topic": msg.topic,
-                "partition": msg.partition,
-                "offset": msg.offset,
-                "timestamp_ms": msg.timestamp_ms,
-                "key_b64": base64.b64encode(msg.key).decode() if msg.key is not None else None,
-            },
-            "value_b64": base64.b64encode(msg.value).decode(),
-        }
-    )
 
 
 class IngestService:
@@ -272,7 +244,7 @@ class IngestService:
 
     async def _append(
         self, events: list[NewEvent], sources: list[Message]
-    ) -> tuple[int, int, list[_Dead]]:
+    ) -> tuple[int, int, list[Dead]]:
         """Append with retry on transient errors; isolate events the store refuses."""
         try:
             res = await retry_until(
@@ -292,22 +264,9 @@ class IngestService:
         b = await self._append(events[mid:], sources[mid:])
         return a[0] + b[0], a[1] + b[1], a[2] + b[2]
 
-    async def _deadletter(self, dead: list[_Dead]) -> None:
-        producer = self._producer
-        assert producer is not None
-        records = [
-            (m.key, deadletter_record(m, reason, text, fieldname))
-            for m, reason, text, fieldname in dead
-        ]
-        await retry_until(
-            lambda: producer.send_many(self.bus.topics.deadletter, records),
-            retriable=is_transient,
-            what="dead-letter send",
-            on_retry=count_retry(SERVICE, "bus"),
-        )
-        for m, reason, text, _f in dead:
-            metrics.DEADLETTER.labels(SERVICE, reason).inc()
-            log.info("dead-letter %s/%d@%d: %s", m.topic, m.partition, m.offset, text)
+    async def _deadletter(self, dead: list[Dead]) -> None:
+        assert self._producer is not None
+        await send_deadletters(self._producer, self.bus.topics.deadletter, dead, service=SERVICE)
 
     def _add_totals(self, r: BatchResult) -> None:
         t = self.totals

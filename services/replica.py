@@ -67,6 +67,7 @@ from esched.schemas.events import (
 )
 from esched.services import metrics
 from esched.services.bus import Bus, BusConsumer, BusError, BusProducer, Message
+from esched.services.faults import is_transient, poll_or_pause
 from esched.services.retry import retry_until
 from esched.services.store.base import EventStore, NewEvent, TransientStoreError
 from esched.services.store.follower import LogFollower
@@ -96,10 +97,6 @@ def unschedulable_id(pod: str, position: int) -> str:
     """Event id of the unschedulable report for ``pod`` from work at ``position``:
     deterministic, so a redelivered work item is answered by the same (deduped) event."""
     return f"unschedulable-{pod}-{position}"
-
-
-def _is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, TransientStoreError) or (isinstance(exc, BusError) and exc.retriable)
 
 
 # ---------------------------------------------------------------------- shared consumer
@@ -335,6 +332,17 @@ class Replica:
         """The work consumer (None before :meth:`start` and after :meth:`stop`)."""
         return self._consumer
 
+    @property
+    def joining(self) -> bool:
+        """Whether the work group's join of :meth:`start` is still under way (a restart
+        reads its previous share of the work meanwhile)."""
+        return self._joining is not None
+
+    @property
+    def inflight(self) -> dict[str, str]:
+        """Pods of this replica's proposals awaiting their decision: pod -> proposal id."""
+        return dict(self._inflight_pods)
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
@@ -348,7 +356,7 @@ class Replica:
         """
         started = time.perf_counter()
         if self._consumer is None:
-            await retry_until(self.bus.ensure_topics, retriable=_is_transient, what="create topics")
+            await retry_until(self.bus.ensure_topics, retriable=is_transient, what="create topics")
             # Static membership under the replica's name: a restarted replica takes its
             # old place (and partitions) at once instead of after its old session.
             self._consumer = self.bus.consumer(
@@ -356,7 +364,7 @@ class Replica:
             )
             await self._start_provisional()
         joining = asyncio.ensure_future(
-            retry_until(self._consumer.start, retriable=_is_transient, what="consumer start")
+            retry_until(self._consumer.start, retriable=is_transient, what="consumer start")
         )
         joined: list[float] = []
         joining.add_done_callback(lambda _f: joined.append(time.perf_counter()))
@@ -379,7 +387,7 @@ class Replica:
             if self._submit is None:
                 self._producer = self.bus.producer()
                 await retry_until(
-                    self._producer.start, retriable=_is_transient, what="producer start"
+                    self._producer.start, retriable=is_transient, what="producer start"
                 )
             if self._provisional is None:
                 await joining
@@ -588,31 +596,38 @@ class Replica:
             self._failed = task.exception()
 
     async def _poll(self, consumer: BusConsumer) -> list[Message]:
-        """One batch of work items (lingering briefly while more keeps arriving)."""
-        try:
-            msgs = await consumer.poll(self.config.poll_timeout_ms, self.config.batch_size)
-            # Under load, linger briefly while work keeps arriving: one pass over a full
-            # batch costs about as much round-trip overhead (proposal send, decision
-            # append, fold wake-up) as a pass over a handful of pods.
-            linger_until = time.monotonic() + self.config.linger
-            while (
-                self.config.linger_min <= len(msgs) < self.config.batch_size
-                and time.monotonic() < linger_until
-            ):
-                more = await consumer.poll(
-                    self.config.linger_poll_ms, self.config.batch_size - len(msgs)
-                )
-                if not more:
-                    break
-                msgs.extend(more)
-            return msgs
-        except BusError as exc:
-            if not exc.retriable:
-                raise
-            metrics.RETRIES.labels(SERVICE, "bus").inc()
-            log.warning("work poll failed: %s", exc)
-            await asyncio.sleep(0.5)
-            return []
+        """One batch of work items (lingering briefly while more keeps arriving).
+
+        A broker blip is an empty poll (:func:`poll_or_pause`); one while lingering
+        ends the batch with the items already polled (the consumer's position is past
+        them: dropping them would lose them).
+        """
+        msgs = await poll_or_pause(
+            consumer,
+            self.config.poll_timeout_ms,
+            self.config.batch_size,
+            service=SERVICE,
+            pause=0.5,
+        )
+        # Under load, linger briefly while work keeps arriving: one pass over a full
+        # batch costs about as much round-trip overhead (proposal send, decision
+        # append, fold wake-up) as a pass over a handful of pods.
+        linger_until = time.monotonic() + self.config.linger
+        while (
+            self.config.linger_min <= len(msgs) < self.config.batch_size
+            and time.monotonic() < linger_until
+        ):
+            more = await poll_or_pause(
+                consumer,
+                self.config.linger_poll_ms,
+                self.config.batch_size - len(msgs),
+                service=SERVICE,
+                pause=0.5,
+            )
+            if not more:
+                break
+            msgs.extend(more)
+        return msgs
 
     async def _batch(
         self,
@@ -976,7 +991,7 @@ class Replica:
             )
         self._to_reserve = []
         res = await retry_until(
-            lambda: self.store.append(events), retriable=_is_transient, what="reservation append"
+            lambda: self.store.append(events), retriable=is_transient, what="reservation append"
         )
         self.totals.reservations += len(events) - res.duplicates
         for e in events:
@@ -1035,7 +1050,7 @@ class Replica:
         producer = self._producer
         await retry_until(
             lambda: producer.send_many(self.bus.topics.proposals, records),
-            retriable=_is_transient,
+            retriable=is_transient,
             what="proposals send",
         )
 
@@ -1086,7 +1101,7 @@ class Replica:
                 )
             )
         res = await retry_until(
-            lambda: self.store.append(events), retriable=_is_transient, what="unschedulable append"
+            lambda: self.store.append(events), retriable=is_transient, what="unschedulable append"
         )
         fresh = len(events) - res.duplicates
         self.totals.unschedulable += fresh

@@ -1,4 +1,9 @@
-"""Retry with capped exponential backoff and full jitter, for transient peer failures."""
+"""Retry with capped exponential backoff and jitter, for transient peer failures.
+
+The one retry policy of the services: :class:`Backoff` for the delays and
+:func:`retry_until` for the loop; :func:`esched.services.faults.retry_transient` is
+the services' use of it (transient store or broker failures, counted per peer).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class Backoff:
-    """Delays ``base * 2**n`` capped at ``cap``, each drawn uniformly from [0, delay]."""
+    """Delays ``base * 2**n`` capped at ``cap``, each drawn uniformly from [delay/2, delay].
+
+    Half the delay is jitter ("equal jitter"): clients that failed together spread
+    out, and none retries sooner than half its step.
+    """
 
     base: float = 0.1
     cap: float = 10.0

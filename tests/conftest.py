@@ -13,6 +13,7 @@ a free loopback port.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import shutil
 import subprocess
@@ -25,6 +26,9 @@ import asyncpg
 import pytest
 
 from esched.services.devbroker import DevBroker
+from support.aio import loop_exceptions  # registered here: every async test uses it
+
+__all__ = ["loop_exceptions"]
 
 LOCAL_PG = "postgresql://postgres@127.0.0.1:5432"
 
@@ -109,3 +113,12 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "postgresql":
         return request.getfixturevalue("pg_url")
     return f"sqlite:///{tmp_path}/events.db"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every async test fails if an exception reaches its loop's handler
+    (:func:`support.aio.loop_exceptions`)."""
+    for item in items:
+        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.function):
+            if "loop_exceptions" not in item.fixturenames:
+                item.fixturenames.append("loop_exceptions")

@@ -32,6 +32,59 @@ MAX_BATCH_BYTES = 512 * 1024
 BATCH_MIN_RECORDS = 32
 
 
+class FetchWait:
+    """The adaptive fetch wait, and the one place that touches aiokafka's internals.
+
+    aiokafka takes ``fetch_max_wait_ms`` at construction only, but its fetcher (the
+    consumer's private ``_fetcher``) reads the value from its private
+    ``_fetch_max_wait_ms`` into every fetch request. This
+    adapter switches it between the idle and the busy wait (see :class:`KafkaBus`),
+    writing it only when the consumer changes between the two. If a release of
+    aiokafka no longer has the attribute, the consumer keeps the idle wait it was
+    built with and this says so (tests/services/test_bus_contract.py checks the
+    installed aiokafka still reads it per request).
+    """
+
+    #: The attribute of aiokafka's ``Fetcher`` read into each fetch request.
+    ATTRIBUTE = "_fetch_max_wait_ms"
+
+    def __init__(self, idle_ms: int, busy_ms: int) -> None:
+        self.idle_ms = idle_ms
+        self.busy_ms = busy_ms
+        self._fetcher: object | None = None
+        self._busy = False
+
+    def attach(self, consumer: AIOKafkaConsumer) -> bool:
+        """Adapt a started consumer's fetcher; False, with a warning, if it has no
+        per-request wait to adapt (the wait stays ``idle_ms``)."""
+        fetcher = getattr(consumer, "_fetcher", None)
+        if not isinstance(getattr(fetcher, self.ATTRIBUTE, None), int):
+            log.warning(
+                "this aiokafka has no per-request fetch wait: fetching with "
+                "fetch_max_wait_ms=%d only",
+                self.idle_ms,
+            )
+            self._fetcher = None
+            return False
+        self._fetcher = fetcher
+        self._busy = False
+        setattr(fetcher, self.ATTRIBUTE, self.idle_ms)
+        return True
+
+    def records_came(self, came: bool) -> None:
+        """The last poll returned records (``came``) or nothing: the next fetch's wait."""
+        if came != self._busy and self._fetcher is not None:
+            self._busy = came
+            setattr(self._fetcher, self.ATTRIBUTE, self.busy_ms if came else self.idle_ms)
+
+    @property
+    def current_ms(self) -> int:
+        """The maximum wait of the next fetch request (as the fetcher will send it)."""
+        if self._fetcher is None:
+            return self.idle_ms
+        return int(getattr(self._fetcher, self.ATTRIBUTE))
+
+
 def _bus_error(exc: BaseException) -> BusError:
     retriable = bool(getattr(exc, "retriable", True)) or isinstance(exc, OSError | TimeoutError)
     return BusError(f"kafka: {type(exc).__name__}: {exc}", retriable=retriable)
@@ -222,7 +275,7 @@ class _KafkaConsumer(BusConsumer):
             fetch_max_wait_ms=bus.fetch_max_wait_ms,
             group_instance_id=instance,
         )
-        self._waits = (bus.fetch_max_wait_ms, bus.fetch_max_wait_busy_ms)
+        self._wait = FetchWait(bus.fetch_max_wait_ms, bus.fetch_max_wait_busy_ms)
         self._started = False
 
     async def start(self) -> None:
@@ -257,15 +310,7 @@ class _KafkaConsumer(BusConsumer):
         except (KafkaError, OSError) as exc:
             await self._consumer.stop()
             raise _bus_error(exc) from exc
-        if not hasattr(self._consumer._fetcher, "_fetch_max_wait_ms"):
-            # The adaptive wait sets a private attribute of aiokafka's fetcher; if a
-            # release renames it, say so instead of silently keeping one wait.
-            log.warning(
-                "this aiokafka has no per-request fetch wait: fetching with "
-                "fetch_max_wait_ms=%d only",
-                self._waits[0],
-            )
-            self._waits = (self._waits[0], self._waits[0])
+        self._wait.attach(self._consumer)
         self._started = True
 
     async def stop(self) -> None:
@@ -278,9 +323,9 @@ class _KafkaConsumer(BusConsumer):
             batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
         except (KafkaError, OSError) as exc:
             raise _bus_error(exc) from exc
-        # The next fetch request's wait (aiokafka reads it per request): longer while
-        # records keep coming, short again once a poll finds nothing.
-        self._consumer._fetcher._fetch_max_wait_ms = self._waits[bool(batches)]
+        # The next fetch request's wait: longer while records keep coming, short again
+        # once a poll finds nothing.
+        self._wait.records_came(bool(batches))
         out: list[Message] = []
         for tp, records in batches.items():
             out.extend(
@@ -305,7 +350,7 @@ class _KafkaConsumer(BusConsumer):
     @property
     def fetch_wait_ms(self) -> int:
         """The maximum wait of the next fetch request (see :class:`KafkaBus`)."""
-        return self._consumer._fetcher._fetch_max_wait_ms
+        return self._wait.current_ms
 
     async def lag(self) -> int:
         total = 0

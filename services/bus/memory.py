@@ -29,6 +29,10 @@ class MemoryBus(Bus):
         """All messages of ``topic`` (for inspection, e.g. the dead-letter topic)."""
         return self._logs.setdefault(topic, [])
 
+    def committed(self, group: str, topic: str) -> int:
+        """The offset ``group`` committed on ``topic`` (0: none), as Kafka's committed()."""
+        return self._committed.get((group, topic), 0)
+
     def append(self, topic: str, key: bytes | None, value: bytes) -> None:
         """Append without awaiting (what the producer does, usable from sync code)."""
         log = self.log(topic)

@@ -20,7 +20,7 @@ from esched.services.cli import (
 
 @cli.group()
 def bench() -> None:
-    """Benchmarks that print JSON figures (see the README for the latest)."""
+    """Benchmarks that print JSON figures (see docs/benchmarks.md for the latest)."""
 
 
 @bench.command("ingest")

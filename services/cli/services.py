@@ -112,8 +112,7 @@ def ingest(
     # dead letters back out of it: only the MemoryBus has append() and log().
     memory = bus if isinstance(bus, MemoryBus) else None
     if inputs:
-        if memory is None:
-            raise click.UsageError("--input needs the in-process bus (no --kafka)")
+        assert memory is not None  # --input excludes --kafka (checked above)
         try:
             for rec in read_records(inputs, bus.topics):
                 memory.append(rec.topic, rec.key, rec.value)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -319,7 +318,9 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
         self._wake = asyncio.Event()
         self._started = False
         self._closed = False
-        self._failures = 0
+        # Reads failing transiently back off up to 0.04 s, 0.08 s, ... (Backoff), at most
+        # the poll interval (the wait without a wake-up).
+        self._retry = Backoff(base=0.04, cap=poll_interval)
         self.position = after  #: last position handed out
         self.batch = batch
         self.poll_interval = poll_interval
@@ -344,9 +345,8 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
             self._on_close(self)
 
     async def _backoff(self) -> None:
-        self._failures += 1
-        delay = min(self.poll_interval, 0.02 * 2**self._failures)
-        await asyncio.sleep(random.uniform(delay / 2, delay))
+        self._retry.cap = self.poll_interval
+        await asyncio.sleep(self._retry.next_delay())
 
     async def __anext__(self) -> list[StoredEvent]:
         while True:
@@ -367,7 +367,7 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
             except TransientStoreError:
                 await self._backoff()
                 continue
-            self._failures = 0
+            self._retry.reset()
             if events:
                 self.position = events[-1].position
                 return events

@@ -14,8 +14,7 @@ from esched.core.bands import (
     parse_bands,
 )
 from esched.schemas.quantity import format_units
-
-from .conftest import EV, Log, node, pod
+from support.fold import EV, Log, node, pod
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,7 @@ from esched.schemas.objects import (
     pod_requests,
     pod_resource_requests,
 )
-
-from .conftest import EV, commit, envelope, node, pod, ref
+from support.fold import EV, commit, envelope, node, pod, ref
 
 GI = 2**30
 

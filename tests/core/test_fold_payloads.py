@@ -17,8 +17,8 @@ from esched.core import ClusterState, PositionError
 from esched.core._state import _py_scanner_accepts
 from esched.schemas.events import DEFAULT_NAMESPACE, namespaced_key
 from esched.services.synth import cluster_log
+from support.fold import EV, commit, envelope, node, pod, ref
 
-from .conftest import EV, commit, envelope, node, pod, ref
 from .test_snapshot import observe, random_log
 
 GI = 2**30

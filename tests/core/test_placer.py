@@ -6,9 +6,8 @@ import pytest
 from esched.core import ClusterState
 from esched.core._placer import Placer, num_feasible_nodes_to_find
 from esched.core.profile import parse_profile
-
-from .conftest import EV, Log, commit, node, pod
-from .kube import fit_profile
+from support.fold import EV, Log, commit, node, pod
+from support.kube import fit_profile
 
 GI = 2**30
 
@@ -321,7 +320,7 @@ def test_esched_plugins_in_a_profile():
             }
         )
 
-    from .conftest import Log
+    from support.fold import Log
 
     Log(s)(EV.POD_SUBMITTED, pod("r", cpu="2", memory="2Gi", node_name="busy"))
     batch = pod("b", cpu="1", memory="1Gi", priority=0)

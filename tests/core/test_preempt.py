@@ -6,8 +6,7 @@ import pytest
 from esched.core import ClusterState
 from esched.core._placer import Placer
 from esched.core.bands import Band, parse_bands
-
-from .conftest import EV, Log, node, pod
+from support.fold import EV, Log, node, pod
 
 MON, PROD, BATCH, BE = 1_000_000_000, 1000, 100, 0
 

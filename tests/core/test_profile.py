@@ -11,8 +11,7 @@ from esched.core.profile import (
     parse_profile,
     register_python_plugin,
 )
-
-from .conftest import EV, envelope, node, pod
+from support.fold import EV, envelope, node, pod
 
 CONFIG = """
 apiVersion: kubescheduler.config.k8s.io/v1

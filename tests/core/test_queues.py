@@ -18,8 +18,7 @@ from esched.core.queues import (
     queue_view,
     water_fill,
 )
-
-from .conftest import EV, Log, commit, node, pod
+from support.fold import EV, Log, commit, node, pod
 
 GI = 2**30
 

@@ -11,8 +11,7 @@ from esched.core import (
     PHASES,
     phase_code,
 )
-
-from .conftest import EV, commit, node, pod, ref
+from support.fold import EV, commit, node, pod, ref
 
 GI = 2**30
 

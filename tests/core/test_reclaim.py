@@ -5,8 +5,7 @@ import pytest
 from esched.core import ClusterState, Placer
 from esched.core.queues import queue_view
 from esched.core.reclaim import _victim_ok, plan_gang_reclaim, plan_reclaim, victims_legal
-
-from .conftest import EV, Log, commit, node, pod
+from support.fold import EV, Log, commit, node, pod
 
 GI = 2**30
 

@@ -12,10 +12,10 @@ from esched.core import ClusterState
 from esched.core._placer import Placer
 from esched.core.profile import parse_profile
 from esched.schemas.objects import pod_requests
+from support.fold import EV, envelope
+from support.kube import fit_profile
 
 from . import reference as ref
-from .conftest import EV, envelope
-from .kube import fit_profile
 
 ZONES = ["a", "b", "c"]
 TAINTS = [

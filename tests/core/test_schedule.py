@@ -7,8 +7,7 @@ from __future__ import annotations
 from esched.core import ClusterState
 from esched.core._placer import Placer
 from esched.core.schedule import PassConfig, SchedulingPass, Target
-
-from .conftest import EV, Log, node, pod
+from support.fold import EV, Log, node, pod
 
 PROD, BE = 1000, 0
 

@@ -9,8 +9,7 @@ containers, so they get no non-zero defaults, exactly as ``st.MakePod().Obj()``.
 import pytest
 
 from esched.core.profile import ProfileError, parse_profile
-
-from .kube import balanced_profile, fit_profile, make_node, make_pod, milli_node, scores
+from support.kube import balanced_profile, fit_profile, make_node, make_pod, milli_node, scores
 
 N_4000_10000 = {"cpu": "4000", "memory": "10000"}
 N_6000_10000 = {"cpu": "6000", "memory": "10000"}

@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esched.core import ClusterState
-
-from .conftest import EV, commit, envelope, node, pod, ref
+from support.fold import EV, commit, envelope, node, pod, ref
 
 
 def random_log(seed: int, n: int) -> list[tuple[int, dict]]:

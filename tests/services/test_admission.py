@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 
@@ -19,8 +18,8 @@ from esched.schemas import events as ev_types
 from esched.services.bus.memory import MemoryBus
 from esched.services.dispatch import DispatchConfig, Dispatcher
 from esched.services.store import EventStore
-
-from .factories import GIB, NAMESPACE, append_events, ev, node, placement
+from support.aio import eventually
+from support.events import GIB, NAMESPACE, append_events, ev, node, placement
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -457,10 +456,9 @@ async def _leading(d: Dispatcher) -> AsyncIterator[None]:
     await d.start()
     task = asyncio.create_task(d.run())
     try:
-        deadline = time.monotonic() + 5
-        while not d.leading:
-            assert time.monotonic() < deadline, "the dispatcher never took the lease"
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: d.leading, 5, interval=0.01, message="the dispatcher never took the lease"
+        )
         yield
     finally:
         await d.stop()
@@ -494,10 +492,7 @@ async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store:
             qpod("h2", queue="hi"),
             qpod("over", queue="hi"),
         )
-        deadline = time.monotonic() + 5
-        while len(bus.log(bus.topics.work)) < 3 or not d.idle():
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.02)
+        await eventually(lambda: len(bus.log(bus.topics.work)) >= 3 and d.idle(), 5)
         work = [orjson.loads(m.value)["pod"] for m in bus.log(bus.topics.work)]
         assert work == ["t/h1", "t/h2", "t/l1"]  # queue priority first; "over" never
         rejected = [e for e in await _rows(store) if e["type"] == ev_types.POD_REJECTED]
@@ -624,10 +619,7 @@ async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(sto
             {"pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full", "position": 9},
         )
         await append_events(store, report)
-        deadline = time.monotonic() + 5
-        while not proposals:
-            assert time.monotonic() < deadline, d.totals.as_dict()
-            await asyncio.sleep(0.02)
+        await eventually(lambda: proposals, 5, message=lambda: str(d.totals.as_dict()))
         (p,) = proposals
         assert p["reclaim"] is True and p["bindings"][0]["pod"] == "t/b0"
         assert p["victims"] == [{"pod": "t/a0", "node": "n1"}]
@@ -665,10 +657,9 @@ async def test_dispatcher_does_not_propose_a_reclaim_the_commit_service_must_ref
                 },
             ),
         )
-        deadline = time.monotonic() + 5
-        while "t/b0" not in d._reclaiming:  # planned, checked, not sent
-            assert time.monotonic() < deadline, d.totals.as_dict()
-            await asyncio.sleep(0.02)
+        await eventually(  # planned, checked, not sent
+            lambda: "t/b0" in d.reclaiming, 5, message=lambda: str(d.totals.as_dict())
+        )
         await asyncio.sleep(0.2)
         assert proposals == [] and d.totals.reclaims == 0
 
@@ -872,10 +863,7 @@ async def test_reclaim_over_kafka_and_postgresql(
     await d.start()
     tasks = [asyncio.create_task(commit.run()), asyncio.create_task(d.run())]
     try:
-        deadline = time.monotonic() + 60
-        while not d.leading:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
+        await eventually(lambda: d.leading, 60, interval=0.05)
         # What a replica reports when b0 fits nowhere (there is none in this test).
         await append_events(
             pg_store,
@@ -890,13 +878,13 @@ async def test_reclaim_over_kafka_and_postgresql(
                 },
             ),
         )
-        while True:
-            st = await fold_log(pg_store)
-            if st.pod("t/b0")["phase"] == "Running":
-                break
-            assert time.monotonic() < deadline, d.totals.as_dict()
+
+        async def b0_running():
             assert not any(t.done() for t in tasks), [t.exception() for t in tasks if t.done()]
-            await asyncio.sleep(0.2)
+            st = await fold_log(pg_store)
+            return st if st.pod("t/b0")["phase"] == "Running" else None
+
+        st = await eventually(b0_running, 60, interval=0.2, message=lambda: str(d.totals.as_dict()))
         assert st.pod("t/a0")["phase"] == "Pending" and st.pod("t/a1")["phase"] == "Running"
         assert d.totals.reclaims == 1 and commit.totals.evicted == 1
     finally:

@@ -11,8 +11,7 @@ from esched.services.audit import audit_events, audit_store, format_report
 from esched.services.cli import EXIT_FAILURE, cli
 from esched.services.commit import CommitService
 from esched.services.store import open_store
-
-from .factories import append_events, ev, node, placement, pod, podgroup
+from support.events import append_events, ev, node, placement, pod, podgroup
 
 
 def committed(pid: str, binds: list[tuple[str, str]], gang: str | None = None) -> dict:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import logging
+from types import SimpleNamespace
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.consumer.fetcher import Fetcher
 
 from esched.services.bus import Bus, TopicNames, open_bus
-from esched.services.bus.kafka import KafkaBus
+from esched.services.bus.kafka import FetchWait, KafkaBus
 
 
 @pytest.fixture(params=["memory", "kafka"])
@@ -166,3 +171,35 @@ async def test_a_kafka_consumer_fetches_with_the_longer_wait_while_records_keep_
         assert consumer.fetch_wait_ms == 20  # nothing came: short again
     finally:
         await consumer.stop()
+
+
+def test_the_installed_aiokafka_reads_the_fetch_wait_into_every_fetch_request():
+    # FetchWait adapts private attributes of aiokafka: if a release renames them or
+    # stops reading the wait per request, this fails (and FetchWait needs a look).
+    attr = f"self.{FetchWait.ATTRIBUTE}"
+    assert f"{attr} = " in inspect.getsource(Fetcher.__init__)
+    assert attr in inspect.getsource(Fetcher._get_actions_per_node)  # builds FetchRequests
+    assert "self._fetcher = Fetcher(" in inspect.getsource(AIOKafkaConsumer.start)
+
+
+def test_the_fetch_wait_switches_only_when_polls_change_between_records_and_none():
+    fetcher = SimpleNamespace(**{FetchWait.ATTRIBUTE: 500})
+    wait = FetchWait(20, 40)
+    assert wait.attach(SimpleNamespace(_fetcher=fetcher))
+    assert wait.current_ms == 20  # attached: the idle wait replaces the constructor's
+    wait.records_came(True)
+    assert wait.current_ms == 40
+    setattr(fetcher, FetchWait.ATTRIBUTE, 7)  # not rewritten while still busy
+    wait.records_came(True)
+    assert wait.current_ms == 7
+    wait.records_came(False)
+    assert wait.current_ms == 20
+
+
+def test_the_fetch_wait_stays_idle_with_a_warning_without_the_private_attribute(caplog):
+    wait = FetchWait(20, 40)
+    with caplog.at_level(logging.WARNING, logger="esched.services.bus.kafka"):
+        assert not wait.attach(SimpleNamespace(_fetcher=SimpleNamespace()))
+    assert "no per-request fetch wait" in caplog.text
+    wait.records_came(True)
+    assert wait.current_ms == 20

@@ -31,9 +31,8 @@ from esched.services.commit import (
 from esched.services.lease import PostgresLease
 from esched.services.store import NewEvent, open_store
 from esched.services.store.snapshots import SNAPSHOT_NAME, fold_log, save_snapshot
-
-from .factories import append_events, ev, node, pod, podgroup
-from .factories import placement as proposal
+from support.events import append_events, ev, node, pod, podgroup
+from support.events import placement as proposal
 
 
 def envelope(data: dict) -> dict:
@@ -447,7 +446,7 @@ async def test_the_next_batch_is_decided_while_the_previous_one_is_published(sto
         "decision-g2",
     ]
     # Both batches' offsets were committed (after their decisions were published).
-    assert bus._committed[("esched-commit", bus.topics.proposals)] == 2
+    assert bus.committed("esched-commit", bus.topics.proposals) == 2
 
 
 async def test_snapshots_carry_the_fence_and_speed_up_takeover(store):

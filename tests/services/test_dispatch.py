@@ -7,7 +7,6 @@ a restart) rebuilds that from the log instead of re-publishing every such pod.
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import orjson
@@ -16,8 +15,8 @@ from esched.schemas.events import stream_of
 from esched.services.bus.memory import MemoryBus
 from esched.services.dispatch import DispatchConfig, Dispatcher
 from esched.services.store import NewEvent, open_store
-
-from .factories import ev, node, pod
+from support.aio import eventually
+from support.events import ev, node, pod
 
 
 def _report(eid: str, name: str, judged_at: int) -> dict:
@@ -42,10 +41,7 @@ async def _lead(tmp_path: Path, events: list[dict]):
     d = Dispatcher(es, bus, config=DispatchConfig(backoff_base=0.1, tick=0.02))
     await d.start()
     task = asyncio.create_task(d.run())
-    deadline = time.monotonic() + 5
-    while not d.leading:
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
+    await eventually(lambda: d.leading, 5, interval=0.01)
     await asyncio.sleep(0.2)
     return es, bus, d, task
 
@@ -65,10 +61,9 @@ async def test_a_new_leader_keeps_unschedulable_pods_parked(tmp_path: Path) -> N
         # Capacity arrives: the parked pod is published again (after its backoff).
         e = node("n2", "8")
         await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e))])
-        deadline = time.monotonic() + 5
-        while _work(bus) != ["t/small", "t/big"]:
-            assert time.monotonic() < deadline, _work(bus)
-            await asyncio.sleep(0.02)
+        await eventually(
+            lambda: _work(bus) == ["t/small", "t/big"], 5, message=lambda: str(_work(bus))
+        )
         assert d.parked == 0
     finally:
         await d.stop()
@@ -103,10 +98,7 @@ async def test_live_pods_are_published_whether_or_not_their_stream_names_them(
                 NewEvent(unnamed["id"], unnamed["type"], "not-a-pod-stream", orjson.dumps(unnamed)),
             ]
         )
-        deadline = time.monotonic() + 5
-        while _work(bus) != ["t/a", "t/b"]:
-            assert time.monotonic() < deadline, _work(bus)
-            await asyncio.sleep(0.02)
+        await eventually(lambda: _work(bus) == ["t/a", "t/b"], 5, message=lambda: str(_work(bus)))
         assert d.totals.by_cause == {"pending": 2}
     finally:
         await d.stop()

@@ -16,12 +16,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 #: The services: each is a facade over the core and must not import another.
 SERVICES = ("ingest", "dispatch", "replica", "commit", "audit", "replay")
-#: (service, module) imports still waiting for their shared home (issue 14): the
-#: dead-letter record is moving from ingest to one writer all services share.
-NOT_YET_MOVED = {
-    ("commit", "esched.services.ingest"),
-    ("commit", "esched.services.ingest.deadletter_record"),
-}
 
 
 def _imports(path: Path) -> set[str]:
@@ -51,11 +45,7 @@ def test_a_service_imports_no_other_service(service):
     package = ROOT / "services" / service
     files = sorted(package.rglob("*.py")) if package.is_dir() else [package.with_suffix(".py")]
     imported = set().union(*(_imports(path) for path in files))
-    others = sorted(
-        m
-        for m in imported
-        if _service_of(m) not in (None, service) and (service, m) not in NOT_YET_MOVED
-    )
+    others = sorted(m for m in imported if _service_of(m) not in (None, service))
     assert others == [], f"services/{service}.py imports other services: {others}"
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 import orjson
 
@@ -29,8 +28,8 @@ from esched.services.event_files import record_for_event
 from esched.services.store import open_store
 from esched.services.store.snapshots import fold_log
 from esched.services.up import Up, UpConfig
-
-from .factories import append_events, ev, node, placement, pod, podgroup
+from support.aio import eventually
+from support.events import append_events, ev, node, placement, pod, podgroup
 
 PROD, BATCH, BE = 1000, 100, 0
 
@@ -226,14 +225,13 @@ async def up_running(url: str, events: list[dict], **config):
 
 async def until(es, predicate, what: str, within: float = 30.0):
     """The folded log once ``predicate(state, events)`` holds (fails after ``within`` s)."""
-    deadline = time.monotonic() + within
-    while True:
+
+    async def folded():
         state = await fold_log(es)
         events = [orjson.loads(r.payload) for r in await es.read(0, 1_000_000)]
-        if predicate(state, events):
-            return state, events
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
+        return (state, events) if predicate(state, events) else None
+
+    return await eventually(folded, within, interval=0.1, message=f"waiting for {what}")
 
 
 def reported(events: list[dict], pod_key: str) -> bool:

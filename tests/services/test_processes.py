@@ -17,11 +17,7 @@ Checked from the log afterwards:
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,61 +28,15 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from esched.schemas.events import PLACEMENT_COMMITTED, POD_UNSCHEDULABLE
 from esched.services.devbroker import DevBroker
+from esched.services.procs import ServiceProcess, run_esched, service_env, wait_until
 from esched.services.store import open_store
 from esched.services.synth import node_event, pod_event
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
-ESCHED = str(Path(sys.executable).with_name("esched"))
 NAMESPACE = "synth"
 #: Partitions of the work topic (KafkaBus.ensure_topics' default).
 WORK_PARTITIONS = 3
-
-
-class Service:
-    """One ``esched`` process; stderr (the logs) in a file the test can grep."""
-
-    def __init__(self, name: str, args: list[str], env: dict[str, str], logdir: Path) -> None:
-        self.name = name
-        self.log = logdir / f"{name}.log"
-        self.out = logdir / f"{name}.out"
-        self.proc = subprocess.Popen(
-            [ESCHED, *args],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self.out.open("wb"),
-            stderr=self.log.open("wb"),
-        )
-
-    def logged(self, text: str) -> bool:
-        return text in self.log.read_text(errors="replace")
-
-    def kill9(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> int | None:
-        """SIGTERM, then SIGKILL if it does not end; the exit status (None: killed)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-                return None
-        return self.proc.returncode
-
-
-def _env(pg_url: str, broker: DevBroker) -> dict[str, str]:
-    """The environment every esched process of a test runs with."""
-    return {
-        **os.environ,
-        "ESCHED_KAFKA": broker.bootstrap,
-        "ESCHED_STORE": pg_url,
-        "ESCHED_TOPIC_PREFIX": "esched.",
-        "ESCHED_LOG_LEVEL": "info",
-    }
 
 
 class Processes:
@@ -95,41 +45,16 @@ class Processes:
     def __init__(self, env: dict[str, str], logdir: Path) -> None:
         self.env = env
         self.logdir = logdir
-        self.services: list[Service] = []
-        subprocess.run(
-            [ESCHED, "store", "migrate"], env=env, check=True, capture_output=True, timeout=60
-        )
+        self.services: list[ServiceProcess] = []
+        run_esched(["store", "migrate"], env)
 
-    def start(self, name: str, *args: str) -> Service:
-        s = Service(name, list(args), self.env, self.logdir)
+    def start(self, name: str, *args: str) -> ServiceProcess:
+        s = ServiceProcess(name, args, self.env, self.logdir)
         self.services.append(s)
         return s
 
     def publish(self, path: Path) -> None:
-        subprocess.run(
-            [ESCHED, "publish", str(path)],
-            env=self.env,
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-
-
-def _wait(what: str, check, timeout: float, services: list[Service]) -> float:
-    """Poll ``check()`` until true; seconds it took. Fails naming ``what`` (and any
-    service that died on its own, with the tail of its log)."""
-    t0 = time.monotonic()
-    while not check():
-        for s in services:
-            if s.proc.poll() is not None and s.proc.returncode != -signal.SIGKILL:
-                tail = s.log.read_text(errors="replace")[-3000:]
-                pytest.fail(
-                    f"{s.name} exited with {s.proc.returncode} while waiting for {what}:\n{tail}"
-                )
-        if time.monotonic() - t0 > timeout:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
-    return time.monotonic() - t0
+        run_esched(["publish", str(path)], self.env)
 
 
 def _podgroup(name: str, min_member: int) -> dict:
@@ -209,7 +134,7 @@ class Log:
 def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
     pg_url: str, dev_broker: DevBroker, tmp_path: Path
 ) -> None:
-    env = _env(pg_url, dev_broker)
+    env = service_env(pg_url, dev_broker.bootstrap)
     store_log = Log(pg_url)
     # 60 nodes (1,800 cores) and 600 ordinary pods (~1,230 cores): all fit, ~70% full.
     rng = random.Random(11)
@@ -231,12 +156,14 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
     try:
         start("ingest", "ingest")
         commit_a = start("commit-a", "commit", "--snapshot-every", "300")
-        _wait("commit-a to lead", lambda: commit_a.logged("commit service leading"), 60, services)
+        wait_until(
+            "commit-a to lead", lambda: commit_a.logged("commit service leading"), 60, services
+        )
         commit_b = start("commit-b", "commit")
         start("dispatch", "dispatch")
         r1 = start("replica-r1", "replica", "--id", "r1", "--seed", "1")
         r2 = start("replica-r2", "replica", "--id", "r2", "--seed", "2")
-        _wait(
+        wait_until(
             "both replicas ready",
             lambda: r1.logged("replica r1 ready") and r2.logged("replica r2 ready"),
             60,
@@ -245,7 +172,7 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
 
         # Wave 1, then kill -9 a replica that is placing (its group share moves to r2).
         publish(waves[0])
-        _wait("r1 to commit placements", lambda: "r1" in store_log.replicas(), 60, services)
+        wait_until("r1 to commit placements", lambda: "r1" in store_log.replicas(), 60, services)
         r1.kill9()
         killed_r1 = time.monotonic()
         # Wave 2 lands partly on r1's partitions: only r2 can place it, after the rebalance.
@@ -254,7 +181,7 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
         commit_a.kill9()
         killed_commit = time.monotonic()
         publish(waves[2])
-        _wait(
+        wait_until(
             "the standby commit service to lead",
             lambda: commit_b.logged("commit service leading"),
             30,
@@ -266,14 +193,12 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
             committed = store_log.committed()
             return placeable <= committed.keys() and unplaceable <= store_log.unschedulable()
 
-        _wait("every placeable pod committed", done, 90, services)
+        wait_until("every placeable pod committed", done, 90, services)
         finished = time.monotonic()
         time.sleep(1.0)  # anything still in flight would show up as a second binding
         committed = store_log.committed()
         by = store_log.by
-        audit = subprocess.run(
-            [ESCHED, "audit", "--format", "json"], env=env, capture_output=True, timeout=120
-        )
+        audit = run_esched(["audit", "--format", "json"], env, 120, check=False)
     finally:
         statuses = {s.name: s.stop() for s in services}
 
@@ -312,9 +237,9 @@ def test_preemption_over_kafka_as_processes(
     victims get their eviction events in the decision's append, go back to Pending,
     are dispatched again and reported unschedulable (nothing lower to evict), and
     ``esched audit`` passes."""
-    from .factories import node, pod
+    from support.events import node, pod
 
-    env = _env(pg_url, dev_broker)
+    env = service_env(pg_url, dev_broker.bootstrap)
     store_log = Log(pg_url)
     # Two 2-CPU nodes filled by four 1-CPU best-effort pods (priority 0).
     fill = [node("n1"), node("n2"), *(pod(f"be{i}", priority=0) for i in range(4))]
@@ -328,7 +253,7 @@ def test_preemption_over_kafka_as_processes(
         commit = start("commit", "commit")
         start("dispatch", "dispatch")
         replica = start("replica", "replica", "--id", "r1", "--seed", "1")
-        _wait(
+        wait_until(
             "the services ready",
             lambda: commit.logged("commit service leading") and replica.logged("replica r1 ready"),
             60,
@@ -336,7 +261,7 @@ def test_preemption_over_kafka_as_processes(
         )
         publish(_write(tmp_path / "fill.jsonl", fill))
         be = {f"t/be{i}" for i in range(4)}
-        _wait(
+        wait_until(
             "the best-effort pods placed", lambda: be <= store_log.committed().keys(), 60, services
         )
         publish(_write(tmp_path / "urgent.jsonl", urgent))
@@ -350,14 +275,12 @@ def test_preemption_over_kafka_as_processes(
                 and evicted <= store_log.unschedulable()
             )
 
-        _wait("the preemption committed and the victims reported", victims_reported, 60, services)
+        wait_until(
+            "the preemption committed and the victims reported", victims_reported, 60, services
+        )
         events = store_log.read()
-        audit = subprocess.run(
-            [ESCHED, "audit", "--format", "json"], env=env, capture_output=True, timeout=120
-        )
-        replay = subprocess.run(
-            [ESCHED, "replay", "--format", "json"], env=env, capture_output=True, timeout=120
-        )
+        audit = run_esched(["audit", "--format", "json"], env, 120, check=False)
+        replay = run_esched(["replay", "--format", "json"], env, 120, check=False)
     finally:
         statuses = {s.name: s.stop() for s in services}
 

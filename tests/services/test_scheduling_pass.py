@@ -21,8 +21,7 @@ from esched.services.dispatch import work_item
 from esched.services.replica import Replica
 from esched.services.sim.engine import simulate
 from esched.services.sim.traces import GIB, Job, NodeSpec, Trace, synthetic
-
-from .factories import append_events, ev
+from support.events import append_events, ev
 
 FGD = parse_profile(
     {

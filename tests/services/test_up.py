@@ -25,13 +25,13 @@ from esched.services.event_files import record_for_event
 from esched.services.store import NewEvent, open_store
 from esched.services.store.snapshots import fold_log
 from esched.services.up import Up, UpConfig, parse_generate
-
-from . import factories
-from .factories import ev, pod, podgroup
+from support import events
+from support.aio import eventually
+from support.events import ev, pod, podgroup
 
 
 def node(name: str, cpu: str) -> dict:
-    return factories.node(name, cpu, memory="64Gi", pods="110")
+    return events.node(name, cpu, memory="64Gi", pods="110")
 
 
 def esched(*args: str) -> subprocess.CompletedProcess:
@@ -240,20 +240,18 @@ async def test_dispatcher_publishes_pending_work_by_cause(tmp_path: Path) -> Non
         )
 
     async def items(n: int) -> list[dict]:
-        deadline = time.monotonic() + 5
-        while len(bus.log(bus.topics.work)) < n:
-            assert time.monotonic() < deadline, [m.value for m in bus.log(bus.topics.work)]
-            await asyncio.sleep(0.02)
+        await eventually(
+            lambda: len(bus.log(bus.topics.work)) >= n,
+            5,
+            message=lambda: str([m.value for m in bus.log(bus.topics.work)]),
+        )
         await asyncio.sleep(0.1)
         got = [orjson.loads(m.value) for m in bus.log(bus.topics.work)]
         assert len(got) == n, got
         return got
 
     try:
-        deadline = time.monotonic() + 5
-        while not d.leading:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        await eventually(lambda: d.leading, 5, interval=0.01)
         await add(node("n1", "4"), pod("p1", "1"))
         first = (await items(1))[-1]
         assert first["pod"] == "t/p1" and first["position"] >= 2

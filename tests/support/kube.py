@@ -7,8 +7,7 @@ import itertools
 from esched.core import ClusterState
 from esched.core._placer import Placer
 from esched.core.profile import parse_profile
-
-from .conftest import EV, envelope
+from support.fold import EV, envelope
 
 _n = itertools.count()
 

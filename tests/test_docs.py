@@ -1,0 +1,103 @@
+"""The user docs stay navigable: every relative link resolves, the README stays short,
+and no lab-notebook material (work dates, load averages) creeps back in."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+# [text](target) outside code spans; images too. Autolinks and reference links are unused.
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+CODE_SPAN = re.compile(r"`[^`\n]*`")
+MAX_README_LINES = 200
+
+
+def _prose(text: str) -> str:
+    return CODE_SPAN.sub("", FENCE.sub("", text))
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to dashes."""
+    out = set()
+    for line in FENCE.sub("", text).splitlines():
+        m = re.match(r"#{1,6}\s+(.*)", line)
+        if m:
+            title = m.group(1).strip().lower()
+            out.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return out
+
+
+def _relative_links(path: Path) -> list[str]:
+    return [
+        t
+        for t in LINK.findall(_prose(path.read_text()))
+        if not re.match(r"[a-z][a-z0-9+.-]*:", t)  # http:, https:, mailto:
+    ]
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_points_at_an_existing_file_and_anchor(path: Path) -> None:
+    broken = []
+    for target in _relative_links(path):
+        file_part, _, anchor = target.partition("#")
+        dest = (path.parent / file_part).resolve() if file_part else path
+        if not dest.exists():
+            broken.append(target)
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest.read_text()):
+            broken.append(target)
+    assert not broken, f"{path.relative_to(ROOT)}: broken links {broken}"
+
+
+def test_the_readme_links_to_every_docs_page() -> None:
+    linked = {Path(t.partition("#")[0]).name for t in _relative_links(ROOT / "README.md")}
+    pages = {p.name for p in DOCS if p.parent.name == "docs"}
+    assert pages <= linked, f"README.md does not link {sorted(pages - linked)}"
+
+
+def test_the_readme_stays_under_200_lines() -> None:
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines < MAX_README_LINES, f"README.md has {lines} lines"
+
+
+def test_the_readme_starts_with_the_install_and_test_commands() -> None:
+    head = (ROOT / "README.md").read_text().split("```")[1]
+    assert "esched up --input deploy/examples/cluster.yaml --exit-when-idle" in head
+    assert "pytest" in head
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*DOCS, ROOT / "docs" / "benchmarks" / "history.csv"],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_user_docs_carry_no_work_dates_or_load_averages(path: Path) -> None:
+    text = path.read_text()
+    found = re.findall(r"\b20\d\d-1[0-2]-\d\d\b|\b1[0-2]-[0-3]\d's\b|load average", text)
+    assert not found, f"{path.relative_to(ROOT)}: {found}"
+
+
+def test_benchmark_history_rows_name_a_commit_and_a_cpu() -> None:
+    path = ROOT / "docs" / "benchmarks" / "history.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows
+    assert list(rows[0]) == [
+        "benchmark",
+        "metric",
+        "value",
+        "unit",
+        "command",
+        "commit",
+        "cpu",
+        "notes",
+    ]
+    for row in rows:
+        float(row["value"])
+        assert re.fullmatch(r"[0-9a-f]{40}", row["commit"]), row
+        assert row["command"] and row["cpu"], row
