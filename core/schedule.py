@@ -363,8 +363,9 @@ class SchedulingPass:
         """Place a single pod (assumed); with devices, device-exact GPU fit and FGD, and
         its devices bound in the table. (node, devices taken) or None."""
         dev = self.devices
+        # The placer is given the class id (what it places), not the pod's key to look up.
         if dev is None:
-            got = self.placer.place(pod)
+            got = self.placer.place(cid)
             return None if got is None else (got[0], ())
         req = self._gpu_of.get(cid)
         g, cpu = req if req is not None else self._gpu_request(cid)
@@ -380,7 +381,7 @@ class SchedulingPass:
                 buf.fill(1)
             extra = self._extra
             dev.fgd_scores(g, cpu, buf, extra, fgd)
-        got = self.placer.place(pod, True, mask, extra)
+        got = self.placer.place(cid, True, mask, extra)
         if got is None:
             return None
         node = got[0]
