@@ -184,6 +184,7 @@ class SchedulingPass:
         if out is None:
             out = PassResult()
         unschedulable = out.unschedulable
+        placements = out.placements
         reasons_cache: dict[int, Any] = {}
         gangs_done: set[str] = set()
         devices = self.devices
@@ -196,8 +197,9 @@ class SchedulingPass:
 
         for t in targets:
             if t.kind == "pod":
-                idx = pod_index.get(t.key)
-                if idx is None or phase[idx] != PHASE_PENDING or t.key in inflight:
+                key = t.key
+                idx = pod_index.get(key)
+                if idx is None or phase[idx] != PHASE_PENDING or key in inflight:
                     out.skipped += 1
                     continue
                 g = gang_of[idx]
@@ -205,9 +207,9 @@ class SchedulingPass:
                     t = Target("gang", st.gang_keys[g], t.position)
                 else:
                     cid = class_of[idx]
-                    got = place(t.key, cid)
+                    got = place(key, cid)
                     if got is not None:
-                        out.placements.append(Placement(t, None, [(t.key, got[0], got[1])]))
+                        placements.append(Placement(t, None, [(key, got[0], got[1])]))
                         continue
                     plan = None
                     # Evictions free the state's summed GPU, not chosen devices: a pod
@@ -361,31 +363,34 @@ class SchedulingPass:
         """Place a single pod (assumed); with devices, device-exact GPU fit and FGD, and
         its devices bound in the table. (node, devices taken) or None."""
         dev = self.devices
+        # The placer is given the class id (what it places), not the pod's key to look up.
         if dev is None:
-            got = self.placer.place(pod)
+            got = self.placer.place(cid)
             return None if got is None else (got[0], ())
         req = self._gpu_of.get(cid)
         g, cpu = req if req is not None else self._gpu_request(cid)
         mask = extra = None
-        buf, score = self._mask, self._extra  # sized for the state by run()
+        buf = self._mask  # sized for the state by run()
+        fgd = self.fgd_weight
         if g:
             if dev.fit_mask(g, buf) == 0:
                 return None
             mask = buf
-        if self.fgd_weight:
+        if fgd:
             if mask is None:
                 buf.fill(1)
-            dev.fgd_scores(g, cpu, buf, score, self.fgd_weight)
-            extra = score
-        got = self.placer.place(pod, mask=mask, extra=extra)
+            extra = self._extra
+            dev.fgd_scores(g, cpu, buf, extra, fgd)
+        got = self.placer.place(cid, True, mask, extra)
         if got is None:
             return None
-        n = self.state.node_index[got[0]]
+        node = got[0]
+        n = self.state.node_index[node]
         devs: tuple[int, ...] = ()
         if g:
-            devs = tuple(dev.choose(n, g, cpu, self.fgd_weight > 0))
+            devs = tuple(dev.choose(n, g, cpu, fgd > 0))
         dev.bind(n, g, cpu, devs)
-        return got[0], devs
+        return node, devs
 
     def _bind_cpu(self, pairs: list[tuple[str, str]]) -> None:
         """Pods without GPUs placed by a preemption plan: their CPU in the device table

@@ -438,17 +438,22 @@ class Simulator:
         self.place_seconds += time.perf_counter() - t0
         started: list[int] = []
         evicted = False
+        job_of, jobs, queues = self.job_of, self.jobs, self.queues
         for pl in result.placements:
             victims = None
             if pl.victims:
                 victims = self._evict(pl.victims, pl.target.key, now)
                 evicted = True
-            j = self.job_of[pl.bindings[0][0]]
+            j = job_of[pl.bindings[0][0]]
             self._commit(j, pl.bindings, now, victims)
-            q = self.queues[self.jobs[j].shape]
-            q.remove(j)
+            shape = jobs[j].shape
+            q = queues[shape]
+            if q[0] == j:  # FIFO inside a shape: usually the head
+                q.popleft()
+            else:
+                q.remove(j)
             if not q:
-                del self.queues[self.jobs[j].shape]
+                del queues[shape]
             started.append(j)
         for r in result.reservations:
             data = {k: v for k, v in r.items() if k != "position"}
@@ -459,11 +464,12 @@ class Simulator:
     def _offer(self, order: list[tuple[int, tuple]], result: PassResult):
         """The pass's targets: each shape's jobs in FIFO order, until one of them is not
         placed (the shape is then blocked: placements only take room away)."""
+        queues, targets, placements = self.queues, self.targets, result.placements
         for _, shape in order:
-            for j in self.queues[shape]:  # the pass changes no queue
-                placed = len(result.placements)
-                yield self.targets[j]
-                if len(result.placements) == placed:
+            for j in queues[shape]:  # the pass changes no queue
+                placed = len(placements)
+                yield targets[j]
+                if len(placements) == placed:
                     self.blocked.add(shape)
                     break
 
