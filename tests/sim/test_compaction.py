@@ -25,58 +25,13 @@ from esched.services.sim.compaction import (
 )
 from esched.services.sim.engine import GPU_RESOURCE
 from esched.services.sim.traces import GIB, Job, NodeSpec, Trace
+from support.kube import fit_profile
 
 BEST_FIT = parse_profile(
-    {
-        "profiles": [
-            {
-                "percentageOfNodesToScore": 100,
-                "plugins": {
-                    "score": {
-                        "disabled": [{"name": "*"}],
-                        "enabled": [{"name": "NodeResourcesFit"}],
-                    }
-                },
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {
-                            "scoringStrategy": {
-                                "type": "MostAllocated",
-                                "resources": [{"name": GPU_RESOURCE, "weight": 1}],
-                            }
-                        },
-                    }
-                ],
-            }
-        ]
-    }
+    fit_profile("MostAllocated", [{"name": GPU_RESOURCE, "weight": 1}], percentage=100)
 )
 WORST_FIT = parse_profile(
-    {
-        "profiles": [
-            {
-                "percentageOfNodesToScore": 100,
-                "plugins": {
-                    "score": {
-                        "disabled": [{"name": "*"}],
-                        "enabled": [{"name": "NodeResourcesFit"}],
-                    }
-                },
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {
-                            "scoringStrategy": {
-                                "type": "LeastAllocated",
-                                "resources": [{"name": GPU_RESOURCE, "weight": 1}],
-                            }
-                        },
-                    }
-                ],
-            }
-        ]
-    }
+    fit_profile("LeastAllocated", [{"name": GPU_RESOURCE, "weight": 1}], percentage=100)
 )
 
 

@@ -16,35 +16,14 @@ from esched.services.audit import Auditor
 from esched.services.sim.engine import GPU_RESOURCE, HEATMAP_SAMPLES, simulate
 from esched.services.sim.metrics import job_metrics, summarize, time_average
 from esched.services.sim.traces import GIB, Job, NodeSpec, Trace, synthetic
+from support.kube import fit_profile
 
 BEST_FIT = parse_profile(
-    {
-        "profiles": [
-            {
-                "percentageOfNodesToScore": 100,
-                "plugins": {
-                    "score": {
-                        "disabled": [{"name": "*"}],
-                        "enabled": [{"name": "NodeResourcesFit"}],
-                    }
-                },
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {
-                            "scoringStrategy": {
-                                "type": "MostAllocated",
-                                "resources": [
-                                    {"name": "cpu", "weight": 1},
-                                    {"name": GPU_RESOURCE, "weight": 1},
-                                ],
-                            }
-                        },
-                    }
-                ],
-            }
-        ]
-    }
+    fit_profile(
+        "MostAllocated",
+        [{"name": "cpu", "weight": 1}, {"name": GPU_RESOURCE, "weight": 1}],
+        percentage=100,
+    )
 )
 FGD = parse_profile(
     {

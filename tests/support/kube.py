@@ -37,21 +37,24 @@ def milli_node(name: str, milli_cpu: int, memory: int, scalars: dict | None = No
     return make_node(name, cap)
 
 
-def fit_profile(strategy: str, resources=None, shape=None, balanced=False) -> dict:
+def fit_profile(
+    strategy: str, resources=None, shape=None, balanced=False, percentage: int | None = None
+) -> dict:
+    """A profile of one NodeResourcesFit strategy (or BalancedAllocation) and nothing else;
+    ``percentage`` sets percentageOfNodesToScore (100: score every node)."""
     args: dict = {"scoringStrategy": {"type": strategy}}
     if resources is not None:
         args["scoringStrategy"]["resources"] = resources
     if shape is not None:
         args["scoringStrategy"]["requestedToCapacityRatio"] = {"shape": shape}
     enabled = [{"name": "NodeResourcesBalancedAllocation" if balanced else "NodeResourcesFit"}]
-    return {
-        "profiles": [
-            {
-                "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": enabled}},
-                "pluginConfig": [{"name": "NodeResourcesFit", "args": args}],
-            }
-        ]
+    profile: dict = {
+        "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": enabled}},
+        "pluginConfig": [{"name": "NodeResourcesFit", "args": args}],
     }
+    if percentage is not None:
+        profile["percentageOfNodesToScore"] = percentage
+    return {"profiles": [profile]}
 
 
 def balanced_profile(resources=None) -> dict:
