@@ -19,6 +19,7 @@ __all__ = [
     "JSON",
     "TYPES",
     "envelope",
+    "envelope_of_attributes",
     "message_key",
     "metadata_key",
     "namespaced_key",
@@ -224,6 +225,32 @@ def envelope(
         env["dataschema"] = dataschema
     if subject is not None:
         env["subject"] = subject
+    env["data"] = data
+    return env
+
+
+#: The context attributes in the order :func:`envelope` writes them.
+_ATTRIBUTE_ORDER = (
+    "specversion",
+    "id",
+    "source",
+    "type",
+    "time",
+    "datacontenttype",
+    "dataschema",
+    "subject",
+)
+
+
+def envelope_of_attributes(attributes: dict[str, Any], data: Any) -> dict[str, Any]:
+    """The envelope of context ``attributes`` (as a Kafka binary-mode record carries
+    them, or a structured envelope without its data) and ``data``: the attributes
+    :func:`envelope` writes in its order, then extension attributes by name, then
+    ``data``. An event read in either content mode is stored as this one form."""
+    env: dict[str, Any] = {k: attributes[k] for k in _ATTRIBUTE_ORDER if k in attributes}
+    for name in sorted(attributes):
+        if name not in env and name not in ("data", "data_base64"):
+            env[name] = attributes[name]
     env["data"] = data
     return env
 

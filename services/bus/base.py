@@ -18,6 +18,7 @@ __all__ = [
     "BusConsumer",
     "BusError",
     "BusProducer",
+    "Headers",
     "Message",
     "TopicNames",
 ]
@@ -31,6 +32,10 @@ class BusError(Exception):
         self.retriable = retriable
 
 
+#: Record headers: ``(name, value)`` pairs in the order the producer wrote them.
+Headers = tuple[tuple[str, bytes], ...]
+
+
 class Message(NamedTuple):
     """One record read from a topic (a named tuple: one is built per record consumed,
     and a frozen dataclass's ``__init__`` cost several times as much)."""
@@ -41,6 +46,9 @@ class Message(NamedTuple):
     key: bytes | None
     value: bytes
     timestamp_ms: int = 0
+    #: The record's headers (CloudEvents binary content mode carries its attributes
+    #: in them); empty for most records.
+    headers: Headers = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +116,17 @@ class BusProducer(abc.ABC):
     @abc.abstractmethod
     async def send_many(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None:
         """Send ``(key, value)`` records to ``topic`` and wait for every acknowledgement."""
+
+    async def send_with_headers(
+        self, topic: str, records: Sequence[tuple[bytes | None, bytes, Headers]]
+    ) -> None:
+        """Send ``(key, value, headers)`` records and wait for every acknowledgement.
+
+        An adapter without record headers sends header-less records through
+        :meth:`send_many` and refuses the others (not retriable)."""
+        if any(headers for _k, _v, headers in records):
+            raise BusError(f"{type(self).__name__} has no record headers", retriable=False)
+        await self.send_many(topic, [(key, value) for key, value, _h in records])
 
     async def send(self, topic: str, value: bytes, key: bytes | None = None) -> None:
         """Send one record and wait for its acknowledgement."""

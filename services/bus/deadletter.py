@@ -30,7 +30,8 @@ Dead = tuple[Message, str, str, str | None]
 def deadletter_record(
     msg: Message, reason: str, message: str, fieldname: str | None, service: str
 ) -> bytes:
-    """The dead-letter JSON: reason, where the message came from, and its original bytes."""
+    """The dead-letter JSON: reason, where the message came from, its original bytes
+    and headers."""
     return orjson.dumps(
         {
             "reason": reason,
@@ -46,6 +47,12 @@ def deadletter_record(
                 "key_b64": base64.b64encode(msg.key).decode() if msg.key is not None else None,
             },
             "value_b64": base64.b64encode(msg.value).decode(),
+            # A binary-mode CloudEvent's attributes are its headers: kept, so the
+            # record can be replayed whole once fixed.
+            "headers": [
+                {"key": name, "value_b64": base64.b64encode(value or b"").decode()}
+                for name, value in msg.headers
+            ],
         }
     )
 

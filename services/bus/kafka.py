@@ -17,7 +17,15 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from esched.services.bus._hash import partition
-from esched.services.bus.base import Bus, BusConsumer, BusError, BusProducer, Message, TopicNames
+from esched.services.bus.base import (
+    Bus,
+    BusConsumer,
+    BusError,
+    BusProducer,
+    Headers,
+    Message,
+    TopicNames,
+)
 
 __all__ = ["KafkaBus"]
 
@@ -235,6 +243,21 @@ class _KafkaProducer(BusProducer):
         except (KafkaError, OSError) as exc:
             raise _bus_error(exc) from exc
 
+    async def send_with_headers(
+        self, topic: str, records: Sequence[tuple[bytes | None, bytes, Headers]]
+    ) -> None:
+        """One ``send`` per record (headers are for producers' records, not the hot
+        internal paths, which use :meth:`send_many`)."""
+        producer = self._producer
+        try:
+            futures = [
+                await producer.send(topic, value, key=key, headers=list(headers) or None)
+                for key, value, headers in records
+            ]
+            await asyncio.gather(*futures)
+        except (KafkaError, OSError) as exc:
+            raise _bus_error(exc) from exc
+
 
 #: Consumers closing in the background (a reference keeps each task alive).
 _closing: set[asyncio.Future] = set()
@@ -329,7 +352,15 @@ class _KafkaConsumer(BusConsumer):
         out: list[Message] = []
         for tp, records in batches.items():
             out.extend(
-                Message(tp.topic, tp.partition, r.offset, r.key, r.value or b"", r.timestamp)
+                Message(
+                    tp.topic,
+                    tp.partition,
+                    r.offset,
+                    r.key,
+                    r.value or b"",
+                    r.timestamp,
+                    tuple(r.headers) if r.headers else (),
+                )
                 for r in records
             )
         return out

@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 
-from esched.services.bus.base import Bus, BusConsumer, BusProducer, Message, TopicNames
+from esched.services.bus.base import Bus, BusConsumer, BusProducer, Headers, Message, TopicNames
 
 __all__ = ["MemoryBus"]
 
@@ -33,10 +33,10 @@ class MemoryBus(Bus):
         """The offset ``group`` committed on ``topic`` (0: none), as Kafka's committed()."""
         return self._committed.get((group, topic), 0)
 
-    def append(self, topic: str, key: bytes | None, value: bytes) -> None:
+    def append(self, topic: str, key: bytes | None, value: bytes, headers: Headers = ()) -> None:
         """Append without awaiting (what the producer does, usable from sync code)."""
         log = self.log(topic)
-        log.append(Message(topic, 0, len(log), key, value, int(time.time() * 1000)))
+        log.append(Message(topic, 0, len(log), key, value, int(time.time() * 1000), headers))
         self._changed.set()
 
     def producer(self) -> BusProducer:
@@ -69,6 +69,12 @@ class _MemoryProducer(BusProducer):
     async def send_many(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None:
         for key, value in records:
             self._bus.append(topic, key, value)
+
+    async def send_with_headers(
+        self, topic: str, records: Sequence[tuple[bytes | None, bytes, Headers]]
+    ) -> None:
+        for key, value, headers in records:
+            self._bus.append(topic, key, value, tuple(headers))
 
 
 class _MemoryConsumer(BusConsumer):
