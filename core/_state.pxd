@@ -91,6 +91,7 @@ cdef class ClusterState:
     cdef public dict queue_index
     cdef public list queue_names
     cdef public list queue_meta          # id -> spec fields (see _queue_defaults)
+    cdef public dict priority_classes    # PriorityClass name -> {value, globalDefault, preemptionPolicy}
     cdef public object queue_alloc_np, queue_counts_np
     cdef units_t[:, ::1] queue_alloc     # [queue, res] allocated to its bound pods
     cdef long long[:, ::1] queue_counts  # [queue, phase]
@@ -127,6 +128,7 @@ cdef class ClusterState:
     cdef int _pod_finish(self, str key, int phase) except -1
     cdef int _podgroup(self, dict pg) except -1
     cdef int _queue_upsert(self, dict queue) except -1
+    cdef int _priority_class(self, dict pc) except -1
     cdef int _usage(self, dict data) except -1
     cdef int _committed(self, dict data) except -1
     cdef int _resolve_binding(self, object pod, object node, object resources, list memo,

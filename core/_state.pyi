@@ -80,6 +80,7 @@ class ClusterState:
     queue_index: dict[str, int]
     queue_names: list[str]
     queue_meta: list[dict[str, Any]]
+    priority_classes: dict[str, dict[str, Any]]
     queue_alloc_np: npt.NDArray[np.int64]
     queue_counts_np: npt.NDArray[np.int64]
     # gang reservations

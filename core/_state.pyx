@@ -88,6 +88,7 @@ cdef enum:
     EV_EVICTED
     EV_REJECTED
     EV_GANG_RESERVED
+    EV_PRIORITYCLASS
     EV_NOOP
 
 cdef dict _TYPE_CODES_BY_NAME = {
@@ -108,6 +109,7 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.POD_UNSCHEDULABLE: EV_NOOP,
     _ev.POD_REJECTED: EV_REJECTED,
     _ev.GANG_RESERVED: EV_GANG_RESERVED,
+    _ev.PRIORITYCLASS_UPSERTED: EV_PRIORITYCLASS,
 }
 # One dict lookup per event gives a slot; slot -> dispatch code and per-type counter.
 cdef tuple _TYPE_NAMES = tuple(_TYPE_CODES_BY_NAME)
@@ -325,16 +327,20 @@ def _py_scanner_accepts(bytes payload) -> bool:
                          PyBytes_GET_SIZE(payload), &t, &d)
 
 
-def _gang_priority_class(dict pod, str name):
+def _gang_priority_class(dict pod, str name, dict classes=None):
     """``pod`` as its gang's member: the PodGroup's ``priorityClassName`` is the job's
-    (Volcano), so it replaces the pod's own; a built-in class also sets the priority,
-    else the pod keeps its own ``spec.priority`` (esched knows no PriorityClass objects:
-    a custom class acts through the ``bands.classes`` mapping)."""
+    (Volcano), so it replaces the pod's own; a PriorityClass folded from the log
+    (``classes``) or a built-in class also sets the priority, else the pod keeps its
+    own ``spec.priority`` (the class may still act through ``bands.classes``)."""
     spec = dict(pod.get("spec") or {})
-    if spec.get("priorityClassName") == name and name not in BUILTIN_PRIORITY_CLASSES:
+    known = classes is not None and name in classes
+    if (spec.get("priorityClassName") == name and name not in BUILTIN_PRIORITY_CLASSES
+            and not known):
         return pod
     spec["priorityClassName"] = name
-    if name in BUILTIN_PRIORITY_CLASSES:
+    if known:
+        spec["priority"] = int(classes[name]["value"])
+    elif name in BUILTIN_PRIORITY_CLASSES:
         spec["priority"] = BUILTIN_PRIORITY_CLASSES[name]
     out = dict(pod)
     out["spec"] = spec
@@ -419,6 +425,7 @@ cdef class ClusterState:
         self.queue_index = {}
         self.queue_names = []
         self.queue_meta = []
+        self.priority_classes = {}
         self.queue_alloc_np = np.zeros((DEF_SMALL, DEF_RES), dtype=np.int64)
         self.queue_counts_np = np.zeros((DEF_SMALL, 4), dtype=np.int64)
 
@@ -611,7 +618,12 @@ cdef class ClusterState:
                 nz = (nz_cpu, nz_mem)
             prio = spec.get("priority")
             if prio is None:
-                prio = pod_priority(pod) if spec.get("priorityClassName") else 0
+                # kube's Priority admission: the class's value (a PriorityClass of the
+                # log, else built-in), else the globalDefault class's, else 0.
+                if spec.get("priorityClassName") or self.priority_classes:
+                    prio = pod_priority(pod, self.priority_classes)
+                else:
+                    prio = 0
             else:
                 prio = int(prio)
         except _MALFORMED:
@@ -879,7 +891,8 @@ cdef class ClusterState:
                     if gmeta.get("queue_set"):
                         queue = gmeta["queue"]
                     if gmeta.get("priorityClassName"):
-                        pod = _gang_priority_class(pod, gmeta["priorityClassName"])
+                        pod = _gang_priority_class(
+                            pod, gmeta["priorityClassName"], self.priority_classes)
                         class_memo = None  # the spec is no longer the one it caches
         else:
             queue = "default"
@@ -984,6 +997,21 @@ cdef class ClusterState:
             "minResources": min_resources,
             "podGroup": True,
         }
+        return 0
+
+    cdef int _priority_class(self, dict pc) except -1:
+        # As kube's Priority admission: a class applies to pods submitted after it
+        # (a pod's priority is fixed when it is submitted, by its equivalence class).
+        name = (pc.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            self._anomaly("malformed")
+            return 0
+        self.priority_classes[name] = {
+            "value": int(pc.get("value", 0)),
+            "globalDefault": bool(pc.get("globalDefault", False)),
+            "preemptionPolicy": pc.get("preemptionPolicy") or "PreemptLowerPriority",
+        }
+        self._spec_memo.clear()  # classes cached per pod spec carry the old priority
         return 0
 
     cdef int _queue_upsert(self, dict queue) except -1:
@@ -1205,6 +1233,8 @@ cdef class ClusterState:
                 self._podgroup(data)
             elif code == EV_QUEUE:
                 self._queue_upsert(data)
+            elif code == EV_PRIORITYCLASS:
+                self._priority_class(data)
         except _MALFORMED:
             self._anomaly("malformed")
         return 0
@@ -1465,6 +1495,8 @@ cdef class ClusterState:
             },
             "pods": {phase: int(self.phase_counts[i]) for i, phase in enumerate(PHASES)},
             "position": int(self.position),
+            # PriorityClass objects of the log (esched.priorityclass.upserted).
+            "priorityClasses": {k: dict(v) for k, v in sorted(self.priority_classes.items())},
             "queues": queues,
             # Nodes held for a starving gang (esched.gang.reserved), until it is placed.
             "reservations": {g: list(nodes) for g, nodes in sorted(self.reservations.items())},
@@ -1775,6 +1807,7 @@ cdef class ClusterState:
             "gang_meta": self.gang_meta,
             "queue_names": self.queue_names,
             "queue_meta": self.queue_meta,
+            "priority_classes": self.priority_classes,
             "node_usage": self.node_usage,
             "pod_usage": self.pod_usage,
             "reservations": self.reservations,
@@ -1873,6 +1906,7 @@ cdef class ClusterState:
 
         s.queue_names = h["queue_names"]
         s.queue_meta = h["queue_meta"]
+        s.priority_classes = h.get("priority_classes") or {}
         s.n_queues = len(s.queue_names)
         s.queue_cap = max(DEF_SMALL, s.n_queues)
         s.queue_index = {k: i for i, k in enumerate(s.queue_names)}

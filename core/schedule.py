@@ -37,6 +37,7 @@ from esched.core._state import ClusterState
 from esched.core.bands import BandConfig
 from esched.core.phases import PHASE_PENDING
 from esched.core.reasons import reason_code, resource_text
+from esched.schemas.objects import global_default_class
 
 __all__ = [
     "GPU_MILLI_RESOURCE",
@@ -214,7 +215,11 @@ class SchedulingPass:
                     plan = None
                     # Evictions free the state's summed GPU, not chosen devices: a pod
                     # asking for GPU devices does not preempt under the device model.
-                    if preempt and (devices is None or not self._gpu_request(cid)[0]):
+                    if (
+                        preempt
+                        and (devices is None or not self._gpu_request(cid)[0])
+                        and not self._never_preempts(cid)
+                    ):
                         plan = placer.plan_preemption(t.key, bands)
                     if plan is not None:
                         victims = [
@@ -271,7 +276,12 @@ class SchedulingPass:
         plan = placer.plan_gang(members, need, devices=gd)
         # Why it does not fit without evictions (the report of this plan_gang).
         message = placer.gang_message() if plan is None and cfg.explain else ""
-        if plan is None and cfg.preemption and not self._asks_devices(members):
+        if (
+            plan is None
+            and cfg.preemption
+            and not self._asks_devices(members)
+            and not any(self._never_preempts(st.pod_class_id(m)) for m in members)
+        ):
             got = placer.plan_gang_preempting(members, need, cfg.bands)
             if got is not None:
                 placed = [
@@ -351,6 +361,18 @@ class SchedulingPass:
             self._mask = np.ones(n, dtype=np.uint8)
             self._extra = np.zeros(n, dtype=np.int64)
         return self._mask, self._extra
+
+    def _never_preempts(self, cid: int) -> bool:
+        """Whether pods of class ``cid`` are of a PriorityClass whose
+        ``preemptionPolicy`` is ``Never`` (kube: they wait for room, evicting no one).
+        A pod naming no class takes the ``globalDefault`` class's policy."""
+        classes = self.state.priority_classes
+        if not classes:
+            return False
+        name = self.state.class_specs[cid].get("priorityClassName")
+        if not name:
+            name = global_default_class(classes)
+        return (classes.get(name or "") or {}).get("preemptionPolicy") == "Never"
 
     def _asks_devices(self, pods: list[str]) -> bool:
         """Whether, under the device model, one of ``pods`` asks for GPU devices."""

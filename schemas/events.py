@@ -47,6 +47,7 @@ POD_SUCCEEDED = "esched.pod.succeeded"
 POD_FAILED = "esched.pod.failed"
 PODGROUP_SUBMITTED = "esched.podgroup.submitted"
 QUEUE_UPSERTED = "esched.queue.upserted"
+PRIORITYCLASS_UPSERTED = "esched.priorityclass.upserted"
 USAGE_REPORTED = "esched.usage.reported"
 
 PLACEMENT_PROPOSED = "esched.placement.proposed"
@@ -69,6 +70,7 @@ EXTERNAL_TYPES = (
     PODGROUP_SUBMITTED,
     QUEUE_UPSERTED,
     USAGE_REPORTED,
+    PRIORITYCLASS_UPSERTED,
 )
 #: Types only esched's own services write (decisions and their consequences).
 INTERNAL_TYPES = (
@@ -93,10 +95,11 @@ POD = "pod"
 PODGROUP = "podgroup"
 NODE = "node"
 QUEUE = "queue"
+PRIORITYCLASS = "priorityclass"
 GANG = "gang"
 PROPOSALS = "proposals"
 
-_NAMESPACED_KIND = {POD: True, PODGROUP: True, NODE: False, QUEUE: False}
+_NAMESPACED_KIND = {POD: True, PODGROUP: True, NODE: False, QUEUE: False, PRIORITYCLASS: False}
 
 
 def namespaced_key(namespace: str | None, name: str) -> str:

@@ -10,11 +10,19 @@ document                                  events
 ``kind: Pod``                             ``esched.pod.submitted``
 ``kind: PodGroup`` (Volcano, x-k8s.io)    ``esched.podgroup.submitted``
 ``kind: Queue`` (Volcano)                 ``esched.queue.upserted``
+``kind: PriorityClass``                   ``esched.priorityclass.upserted``
 ``kind: Job`` (``batch.volcano.sh``)      one ``podgroup.submitted`` + one
                                           ``pod.submitted`` per task replica
+Deployment, ReplicaSet, StatefulSet,      one ``pod.submitted`` per pod its
+DaemonSet, Job, CronJob, ...              controller would create
+                                          (:mod:`esched.schemas.workloads`)
 ``kind: List`` / ``…List``                its ``items``, in order
 a CloudEvent (has ``specversion``)        itself, unchanged
+any other kind (ConfigMap, Service, ...)  nothing: skipped with a warning
 ========================================  =====================================
+
+A pod with ``generateName`` and no ``name`` gets a deterministic suffix
+(:func:`esched.schemas.workloads.generated_name`).
 
 Event ids are deterministic: ``<prefix>.<kind>/<namespace>/<name>`` where the
 prefix is ``id_prefix`` or the first 16 hex digits of the SHA-256 of the object's
@@ -27,7 +35,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterable, Iterator
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -37,8 +46,11 @@ from esched.schemas import events as ev
 from esched.schemas.events import stream_of
 from esched.schemas.objects import GANG_ANNOTATIONS, QUEUE_ANNOTATION, pod_requests
 from esched.schemas.validator import SCHEMA_BASE_URI, InvalidEvent, validate_event
+from esched.schemas.workloads import WORKLOAD_KINDS, generated_name, workload_pods
 
-__all__ = ["events_from_documents", "load_documents", "volcano_job_objects"]
+__all__ = ["events_from_documents", "input_nodes", "load_documents", "volcano_job_objects"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SOURCE = "esched-publish"
 MAX_ID_LENGTH = 256
@@ -261,11 +273,50 @@ _SIMPLE = {
     "Pod": (ev.POD_SUBMITTED, True),
     "PodGroup": (ev.PODGROUP_SUBMITTED, True),
     "Queue": (ev.QUEUE_UPSERTED, False),
+    "PriorityClass": (ev.PRIORITYCLASS_UPSERTED, False),
 }
 _NAMESPACED_TYPES = {ev.POD_SUBMITTED: True, ev.PODGROUP_SUBMITTED: True}
 
+#: One warning line: a skipped object, a DaemonSet without nodes.
+Warn = Callable[[str], None]
 
-def _objects(doc: dict[str, Any], where: str) -> Iterator[tuple[str, str, dict[str, Any], str]]:
+
+def input_nodes(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Node objects among ``docs`` (Lists and node CloudEvents included): the nodes
+    a DaemonSet of the same input runs on."""
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        if not isinstance(doc, dict):
+            continue
+        if "specversion" in doc:
+            if str(doc.get("type")) in (ev.NODE_ADDED, ev.NODE_UPDATED) and isinstance(
+                doc.get("data"), dict
+            ):
+                out.append(doc["data"])
+        elif doc.get("kind") == "Node":
+            out.append(doc)
+        elif isinstance(doc.get("items"), list) and str(doc.get("kind", "")).endswith("List"):
+            items = doc["items"]
+            if doc.get("kind") == "NodeList":
+                items = [{"kind": "Node", **i} for i in items if isinstance(i, dict)]
+            out.extend(input_nodes(items))
+    return out
+
+
+def _generated(doc: dict[str, Any]) -> dict[str, Any]:
+    """A pod named by ``generateName`` only, named (deterministically)."""
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict) or meta.get("name") or not meta.get("generateName"):
+        return doc
+    base = str(meta["generateName"])
+    named = {k: v for k, v in meta.items() if k != "generateName"}
+    named["name"] = generated_name(base, doc)
+    return {**doc, "metadata": named}
+
+
+def _objects(
+    doc: dict[str, Any], where: str, nodes: Sequence[dict[str, Any]], warn: Warn
+) -> Iterator[tuple[str, str, dict[str, Any], str]]:
     """(``"event"`` | event type, kind, object, where) for one document, Lists expanded."""
     if "specversion" in doc:
         yield "event", "CloudEvent", doc, where
@@ -286,19 +337,14 @@ def _objects(doc: dict[str, Any], where: str) -> Iterator[tuple[str, str, dict[s
                 raise ValueError(f"{where}.items[{j}]: expected an object")
             if "kind" not in item and kind != "List":
                 item = {**item, "kind": kind[: -len("List")]}
-            yield from _objects(item, f"{where}.items[{j}]")
+            yield from _objects(item, f"{where}.items[{j}]", nodes, warn)
         return
     if kind == "PodGroup" and group and group not in _PODGROUP_GROUPS:
         raise ValueError(
             f"{where}: PodGroup of API group {group!r} is not supported "
             f"(supported: {', '.join(_PODGROUP_GROUPS)})"
         )
-    if kind == "Job":
-        if group != _VOLCANO_BATCH:
-            raise ValueError(
-                f"{where}: kind Job with apiVersion {doc.get('apiVersion')!r} is not "
-                f"supported; only Volcano Jobs ({_VOLCANO_BATCH}/v1alpha1) are converted"
-            )
+    if kind == "Job" and group == _VOLCANO_BATCH:
         try:
             converted = volcano_job_objects(doc)
         except ValueError as exc:
@@ -306,11 +352,25 @@ def _objects(doc: dict[str, Any], where: str) -> Iterator[tuple[str, str, dict[s
         for etype, obj in converted:
             yield etype, obj["kind"], obj, where
         return
+    if kind in WORKLOAD_KINDS and group in WORKLOAD_KINDS[kind]:
+        pods, warnings = workload_pods(doc, nodes, where)
+        for line in warnings:
+            warn(line)
+        for pod in pods:
+            yield ev.POD_SUBMITTED, "Pod", pod, where
+        return
+    if kind == "Pod":
+        doc = _generated(doc)
     if kind not in _SIMPLE:
-        raise ValueError(
-            f"{where}: unsupported kind {kind!r} (supported: Node, Pod, "
-            "PodGroup, Queue, Volcano Job, List, or a CloudEvent)"
+        meta = doc.get("metadata")
+        if not isinstance(meta, dict):
+            meta = {}
+        name = meta.get("name") or meta.get("generateName") or "?"
+        warn(
+            f"{where}: skipped {kind} {name} ({doc.get('apiVersion') or 'no apiVersion'}): "
+            "not an object esched schedules or reads"
         )
+        return
     yield _SIMPLE[kind][0], kind, doc, where
 
 
@@ -320,6 +380,8 @@ def events_from_documents(
     source: str = DEFAULT_SOURCE,
     id_prefix: str | None = None,
     validate: bool = True,
+    nodes: Sequence[dict[str, Any]] | None = None,
+    warn: Warn | None = None,
 ) -> Iterator[dict[str, Any]]:
     """CloudEvents for Kubernetes / Volcano objects (see the module docstring).
 
@@ -328,13 +390,22 @@ def events_from_documents(
     is checked by :func:`~esched.schemas.validator.validate_event` (internal types
     allowed for pass-through CloudEvents), and an invalid one raises
     :class:`~esched.schemas.validator.InvalidEvent` whose message starts with the
-    document index. Unknown kinds raise ``ValueError`` naming the index and kind.
+    document index. A document without ``kind`` raises ``ValueError`` naming its index.
+
+    Workload objects become their pods (:mod:`esched.schemas.workloads`); a DaemonSet
+    runs on the ``nodes`` given, else on the Node objects of ``docs``. Kinds that do
+    not affect scheduling are skipped, and ``warn`` (default: a log warning) gets one
+    line for each.
     """
     time = ev.timestamp(timespec="milliseconds")
+    docs = list(docs)
+    if nodes is None:
+        nodes = input_nodes(docs)
+    say: Warn = warn or log.warning
     for i, doc in enumerate(docs):
         if not isinstance(doc, dict):
             raise ValueError(f"document {i}: expected an object, got {type(doc).__name__}")
-        for etype, kind, obj, where in _objects(doc, f"document {i}"):
+        for etype, kind, obj, where in _objects(doc, f"document {i}", nodes, say):
             if etype == "event":
                 event = obj
             else:

@@ -20,6 +20,7 @@ __all__ = [
     "GANG_ANNOTATIONS",
     "QUEUE_ANNOTATION",
     "gang_key",
+    "global_default_class",
     "node_allocatable",
     "nonzero_requests",
     "object_key",
@@ -189,9 +190,33 @@ def pod_queue(pod: dict[str, Any]) -> str:
     )
 
 
-def pod_priority(pod: dict[str, Any]) -> int:
-    """``spec.priority``, else a built-in priority class's value, else 0."""
+def pod_priority(pod: dict[str, Any], classes: dict[str, dict[str, Any]] | None = None) -> int:
+    """A pod's priority as kube's Priority admission resolves it: ``spec.priority``;
+    else its ``priorityClassName``'s value (a PriorityClass of ``classes``, else a
+    built-in class); else, naming no class, the ``globalDefault`` class's value; else 0.
+    ``classes``: PriorityClass name -> ``{"value", "globalDefault", "preemptionPolicy"}``
+    (what the fold keeps of ``esched.priorityclass.upserted``)."""
     spec = pod.get("spec") or {}
     if spec.get("priority") is not None:
         return int(spec["priority"])
-    return BUILTIN_PRIORITY_CLASSES.get(spec.get("priorityClassName") or "", 0)
+    name = spec.get("priorityClassName") or ""
+    if classes:
+        if name:
+            pc = classes.get(name)
+            if pc is not None:
+                return int(pc["value"])
+        else:
+            default = global_default_class(classes)
+            if default is not None:
+                return int(classes[default]["value"])
+    return BUILTIN_PRIORITY_CLASSES.get(name, 0)
+
+
+def global_default_class(classes: dict[str, dict[str, Any]]) -> str | None:
+    """The ``globalDefault`` PriorityClass of ``classes`` (the lowest value if several
+    claim it, as kube's admission picks), else None."""
+    best: str | None = None
+    for name, pc in classes.items():
+        if pc.get("globalDefault") and (best is None or pc["value"] < classes[best]["value"]):
+            best = name
+    return best

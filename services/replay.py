@@ -52,6 +52,15 @@ def format_table(summary: dict) -> str:
                 f"{q.get('Pending', 0):>9}{q.get('Running', 0):>9}"
                 f"{q.get('share', 0.0):>8.3f}  {res}"
             )
+    if summary.get("priorityClasses"):
+        lines.append(f"classes   {len(summary['priorityClasses'])}")
+        lines.append(f"  {'PRIORITYCLASS':<40}{'VALUE':>12}  {'DEFAULT':<8}PREEMPTION")
+        for name, pc in summary["priorityClasses"].items():
+            default = "yes" if pc.get("globalDefault") else ""
+            lines.append(
+                f"  {name:<40}{pc.get('value', 0):>12}  {default:<8}"
+                f"{pc.get('preemptionPolicy', '')}"
+            )
     if summary.get("reservations"):
         lines.append(f"reserved  {len(summary['reservations'])}")
         lines.append(f"  {'GANG':<40}NODES HELD FOR IT")

@@ -33,6 +33,7 @@ def test_empty_state_summary_has_the_stable_shape(state):
         },
         "pods": {"Pending": 0, "Running": 0, "Succeeded": 0, "Failed": 0},
         "position": 0,
+        "priorityClasses": {},
         "queues": {},
         "reservations": {},
     }

@@ -180,6 +180,16 @@ DATA: dict[str, dict[str, Any]] = {
     "esched.podgroup.submitted": PODGROUP,
     "esched.queue.upserted": QUEUE,
     "esched.usage.reported": USAGE,
+    # The PriorityClass example of kubernetes.io's "Pod Priority and Preemption" page.
+    "esched.priorityclass.upserted": {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high-priority"},
+        "value": 1000000,
+        "globalDefault": False,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "description": "This priority class should be used for XYZ service pods only.",
+    },
     "esched.placement.proposed": PROPOSAL,
     "esched.placement.committed": {**PROPOSAL, "gang": None},
     "esched.placement.rejected": {

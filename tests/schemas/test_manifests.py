@@ -167,12 +167,12 @@ def test_cloudevents_pass_through_unchanged() -> None:
     ("doc", "words"),
     [
         (
-            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}},
-            ["document 1", "'Service'"],
+            {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}},
+            ["document 1", "StatefulSet", "no spec.template"],
         ),
         (
-            {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}},
-            ["document 1", "Job", "batch/v1", "Volcano"],
+            {"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"template": {}}},
+            ["document 1", "Deployment without metadata.name"],
         ),
         ({"metadata": {"name": "x"}}, ["document 1", "no 'kind'"]),
         (
