@@ -149,6 +149,26 @@ async def migrated_store(url: str) -> AsyncIterator[EventStore]:
         yield es
 
 
+def input_records(
+    paths: tuple[str, ...], topics: Any, command: str, mode: str | None = None
+) -> list[Any]:
+    """The bus records of input files (``publish``, ``ingest --input``, ``up --input``):
+    one warning line on stderr per object skipped; exit 2 when a file cannot be read,
+    3 when its content cannot be converted (nothing is sent or ingested then)."""
+    from esched.services.event_files import read_records
+
+    def warn(line: str) -> None:
+        click.echo(f"esched {command}: warning: {line}", err=True)
+
+    try:
+        return list(read_records(paths, topics, warn=warn, mode=mode))
+    except OSError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except ValueError as exc:
+        click.echo(f"esched {command}: invalid input: {exc}", err=True)
+        sys.exit(EXIT_INVALID_INPUT)
+
+
 def emit(data: Any) -> None:
     """Print data as indented JSON on stdout (the data channel); numpy values as numbers."""
     option = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY

@@ -16,7 +16,7 @@ from esched.services.cli import (
     config_quota,
     emit,
     format_option,
-    kafka_option,
+    input_records,
     migrated_store,
     prefix_option,
     run_async,
@@ -28,32 +28,49 @@ from esched.services.cli import (
 
 @cli.command()
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@kafka_option
+@click.option(
+    "--kafka",
+    envvar="ESCHED_KAFKA",
+    required=True,
+    metavar="HOST:PORT[,...]",
+    help="Kafka bootstrap servers [env ESCHED_KAFKA]; required (without Kafka, "
+    "`esched ingest --input` and `esched up --input` read the same files).",
+)
 @prefix_option
+@click.option(
+    "--mode",
+    type=click.Choice(["structured", "binary"]),
+    default="structured",
+    show_default=True,
+    help="CloudEvents Kafka content mode: the JSON envelope as the value "
+    "(content-type application/cloudevents+json), or ce_ headers with the data as the value.",
+)
 @click.option(
     "--no-validate",
     is_flag=True,
     help="Send as-is, without local validation (ingest will dead-letter bad input).",
 )
 def publish(
-    files: tuple[str, ...], kafka: str | None, topic_prefix: str, no_validate: bool
+    files: tuple[str, ...], kafka: str, topic_prefix: str, mode: str, no_validate: bool
 ) -> None:
     """Publish events to Kafka: CloudEvents JSONL, or Kubernetes/Volcano manifests
-    (Node, Pod, PodGroup, Queue, Volcano Job, List) converted to events. '-' is stdin.
+    converted to events. '-' is stdin.
 
-    Everything is validated first; if anything is invalid, nothing is sent (exit 3).
+    Manifests: Node, Pod, PodGroup, Queue, PriorityClass, Volcano Job, and the
+    workloads Deployment, ReplicaSet, StatefulSet, DaemonSet, Job and CronJob as the
+    pods their controllers would create; other kinds (ConfigMap, Service, ...) are
+    skipped with one warning line each.
+
+    Everything is validated first; if anything is invalid, nothing is sent. Exit
+    codes: 0 sent; 2 usage (no --kafka, a file that cannot be read); 3 invalid input
+    (a manifest that cannot be converted, an invalid event); 4 Kafka unreachable.
     """
     from esched.schemas.validator import InvalidEvent, parse_event
     from esched.services.bus import open_bus
-    from esched.services.event_files import publish_records, read_records
+    from esched.services.event_files import publish_records, with_mode
 
-    if not kafka:
-        raise click.UsageError("publish needs --kafka HOST:PORT (or ESCHED_KAFKA)")
     bus = open_bus(kafka, topic_prefix)
-    try:
-        records = list(read_records(files, bus.topics))
-    except (OSError, ValueError) as exc:
-        raise click.UsageError(str(exc)) from exc
+    records = input_records(files, bus.topics, "publish")
     if not no_validate:
         errors = []
         for rec in records:
@@ -66,10 +83,11 @@ def publish(
                 click.echo(f"esched publish: {line}", err=True)
             click.echo(f"esched publish: {len(errors)} invalid event(s); nothing sent", err=True)
             sys.exit(EXIT_INVALID_INPUT)
+    records = [with_mode(rec, mode) for rec in records]
 
     async def main() -> dict:
         by_topic = await publish_records(bus, records)
-        return {"sent": len(records), "topics": by_topic}
+        return {"sent": len(records), "mode": mode, "topics": by_topic}
 
     emit(run_async(main))
 

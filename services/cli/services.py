@@ -11,6 +11,7 @@ from esched.services.cli import (
     cli,
     config_quota,
     emit,
+    input_records,
     kafka_option,
     metrics_option,
     migrated_store,
@@ -97,7 +98,6 @@ def ingest(
     from esched.services import metrics
     from esched.services.bus import open_bus
     from esched.services.bus.memory import MemoryBus
-    from esched.services.event_files import read_records
     from esched.services.ingest import IngestConfig, IngestService
 
     if kafka and inputs:
@@ -113,11 +113,8 @@ def ingest(
     memory = bus if isinstance(bus, MemoryBus) else None
     if inputs:
         assert memory is not None  # --input excludes --kafka (checked above)
-        try:
-            for rec in read_records(inputs, bus.topics):
-                memory.append(rec.topic, rec.key, rec.value)
-        except (OSError, ValueError) as exc:
-            raise click.UsageError(str(exc)) from exc
+        for rec in input_records(inputs, bus.topics, "ingest"):
+            memory.append(rec.topic, rec.key, rec.value, rec.headers)
         exit_when_idle = True
     metrics.serve(metrics_port)
 
@@ -457,18 +454,17 @@ def up(
     """
     from esched.services import metrics
     from esched.services.bus.base import TopicNames
-    from esched.services.event_files import read_records
     from esched.services.up import Up, UpConfig, generated_records, parse_generate
 
     topics = TopicNames(topic_prefix)
     records: list = []
+    if inputs:
+        records.extend(input_records(inputs, topics, "up"))
     try:
-        if inputs:
-            records.extend(read_records(inputs, topics))
         if generate:
             nodes, pods = parse_generate(generate)
             records.extend(generated_records(nodes, pods, topics, seed))
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     profile = _load_profile_option(profile_path)
     quota = config_quota(bands)
