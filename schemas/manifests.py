@@ -46,7 +46,12 @@ from esched.schemas import events as ev
 from esched.schemas.events import stream_of
 from esched.schemas.objects import GANG_ANNOTATIONS, QUEUE_ANNOTATION, pod_requests
 from esched.schemas.validator import SCHEMA_BASE_URI, InvalidEvent, validate_event
-from esched.schemas.workloads import WORKLOAD_KINDS, generated_name, workload_pods
+from esched.schemas.workloads import (
+    WORKLOAD_KINDS,
+    cron_run_name,
+    generated_name,
+    workload_pods,
+)
 
 __all__ = ["events_from_documents", "input_nodes", "load_documents", "volcano_job_objects"]
 
@@ -344,6 +349,18 @@ def _objects(
             f"{where}: PodGroup of API group {group!r} is not supported "
             f"(supported: {', '.join(_PODGROUP_GROUPS)})"
         )
+    if kind == "CronJob" and group == _VOLCANO_BATCH:
+        # Volcano's CronJob: one run, its jobTemplate as a Volcano Job.
+        meta = doc.get("metadata") or {}
+        if not meta.get("name"):
+            raise ValueError(f"{where}: Volcano CronJob without metadata.name")
+        template = (doc.get("spec") or {}).get("jobTemplate") or {}
+        run_meta = {**(template.get("metadata") or {}), "name": cron_run_name(meta)}
+        if meta.get("namespace"):
+            run_meta["namespace"] = meta["namespace"]
+        doc = {"apiVersion": doc.get("apiVersion"), "kind": "Job", "metadata": run_meta}
+        doc["spec"] = template.get("spec") or {}
+        kind = "Job"
     if kind == "Job" and group == _VOLCANO_BATCH:
         try:
             converted = volcano_job_objects(doc)

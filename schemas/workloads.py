@@ -57,6 +57,7 @@ __all__ = [
     "DAEMON_TOLERATIONS",
     "NAME_ALPHABET",
     "WORKLOAD_KINDS",
+    "cron_run_name",
     "daemon_pod_affinity",
     "generated_name",
     "node_matches",
@@ -299,14 +300,18 @@ def _job_pods(
     return pods, None
 
 
-def _minutes(meta: dict[str, Any]) -> int:
+def cron_run_name(meta: dict[str, Any]) -> str:
+    """The name of a CronJob's one run: ``<name>-<minutes>`` as kube's CronJob
+    controller names the Job of a scheduled time (``getJobName``: Unix minutes), the
+    time being ``creationTimestamp``, else minute 0 (deterministic)."""
     stamp = meta.get("creationTimestamp")
+    minutes = 0
     if isinstance(stamp, str):
         try:
-            return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()) // 60
+            minutes = int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()) // 60
         except ValueError:
-            return 0
-    return 0
+            minutes = 0
+    return f"{meta.get('name')}-{minutes}"
 
 
 def workload_pods(
@@ -326,7 +331,7 @@ def workload_pods(
     owner = (str(doc.get("apiVersion") or ""), kind, name)
     if kind == "CronJob":
         job_template = spec.get("jobTemplate") or {}
-        job_name = f"{name}-{_minutes(meta)}"
+        job_name = cron_run_name(meta)
         job = {"apiVersion": "batch/v1", "kind": "Job", "spec": job_template.get("spec") or {}}
         pods, warning = _job_pods(job, job_name, namespace, ("batch/v1", "Job", job_name), where)
         return pods, [warning] if warning else []
