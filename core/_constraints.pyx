@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from esched.core.queues import NODE_GROUP_LABEL
+from esched.schemas.objects import NODE_NAME_FIELD, NODE_NAME_LABEL
 
 __all__ = ["ANY", "FALSE", "NONE", "CompiledClass", "compile_class", "intern_stamp", "tolerates"]
 
@@ -108,10 +109,18 @@ def compile_class(state: Any, cid: int) -> CompiledClass:
     required = cons.get("required") or {}
     for term in required.get("nodeSelectorTerms") or ():
         expressions = term.get("matchExpressions") or []
-        if not expressions or term.get("matchFields"):
-            # kube: an empty term matches nothing; matchFields is not supported here,
-            # so a term using it never matches (never a wrong placement).
-            exprs.append((FALSE, []))
+        fields = term.get("matchFields") or []
+        if not expressions and not fields:
+            exprs.append((FALSE, []))  # kube: an empty term matches nothing
+        for f in fields:
+            # kube supports one field, the node's name (a DaemonSet's pods); the fold
+            # interns it as a label (ClusterState._field_terms). Others never match.
+            op = f.get("operator")
+            if f.get("key") == NODE_NAME_FIELD and op in ("In", "NotIn"):
+                named = bits_for_values(NODE_NAME_LABEL, f.get("values") or [])
+                exprs.append((ANY if op == "In" else NONE, named))
+            else:
+                exprs.append((FALSE, []))
         for e in expressions:
             key, op, values = e.get("key", ""), e.get("operator"), e.get("values") or []
             if op == "In":

@@ -129,6 +129,7 @@ cdef class ClusterState:
     cdef int _podgroup(self, dict pg) except -1
     cdef int _queue_upsert(self, dict queue) except -1
     cdef int _priority_class(self, dict pc) except -1
+    cdef int _field_terms(self, object required) except -1
     cdef int _usage(self, dict data) except -1
     cdef int _committed(self, dict data) except -1
     cdef int _resolve_binding(self, object pod, object node, object resources, list memo,

@@ -30,7 +30,8 @@ import orjson
 
 from esched.schemas import events as _ev
 from esched.schemas.objects import (
-    AGGREGATED_SPEC_FIELDS, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST,
+    AGGREGATED_SPEC_FIELDS, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST, NODE_NAME_FIELD,
+    NODE_NAME_LABEL,
     DEFAULT_MILLI_CPU_REQUEST, gang_key, node_allocatable, pod_priority, pod_queue, pod_requests,
     pod_resource_requests,
 )
@@ -513,6 +514,30 @@ cdef class ClusterState:
             self._bind_views()
         return b
 
+    cdef int _field_terms(self, object required) except -1:
+        # ``matchFields metadata.name`` (a DaemonSet's pods): the named nodes get an
+        # interned label of their name, here in the fold (and in _node_upsert for a
+        # node that comes later), so compiling a class only reads interned labels.
+        if not isinstance(required, dict):
+            return 0
+        cdef Py_ssize_t b
+        for term in required.get("nodeSelectorTerms") or ():
+            if not isinstance(term, dict):
+                continue
+            for req in term.get("matchFields") or ():
+                if not isinstance(req, dict) or req.get("key") != NODE_NAME_FIELD:
+                    continue
+                for name in req.get("values") or ():
+                    text = f"{NODE_NAME_LABEL}={name}"
+                    if text in self.label_ids:
+                        continue
+                    b = self._label_bit(text)
+                    idx = self.node_index.get(name)
+                    if idx is not None:
+                        self.label_bits[<Py_ssize_t>idx, b >> 6] |= (<word_t>1) << (b & 63)
+                        self.version[<Py_ssize_t>idx] += 1
+        return 0
+
     cdef Py_ssize_t _taint_bit(self, tuple taint) except -1:
         bit = self.taint_ids.get(taint)
         if bit is not None:
@@ -636,6 +661,8 @@ cdef class ClusterState:
         if affinity:
             required = ((affinity.get("nodeAffinity") or {})
                         .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        if required:
+            self._field_terms(required)
         cdef str ckey = ""
         if node_selector or tolerations or required or node_group:
             cons = {"nodeSelector": node_selector or None, "required": required or None,
@@ -801,6 +828,9 @@ cdef class ClusterState:
         for k, v in labels.items():
             label_bits.append(self._label_bit(f"{k}={v}"))
             label_bits.append(self._label_bit(k))
+        named = self.label_ids.get(f"{NODE_NAME_LABEL}={name}")
+        if named is not None:  # a pod's matchFields names this node (_field_terms)
+            label_bits.append(named)
         taint_bits = [self._taint_bit(t) for t in taints]
 
         cdef Py_ssize_t n, r, b

@@ -18,6 +18,8 @@ __all__ = [
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
     "GANG_ANNOTATIONS",
+    "NODE_NAME_FIELD",
+    "NODE_NAME_LABEL",
     "QUEUE_ANNOTATION",
     "gang_key",
     "global_default_class",
@@ -35,6 +37,13 @@ __all__ = [
 GANG_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 QUEUE_ANNOTATION = "volcano.sh/queue-name"
 DEFAULT_QUEUE = "default"
+
+#: The field a node affinity's ``matchFields`` may name (kube: ``metav1.ObjectNameField``,
+#: the only field it supports); a DaemonSet's pods name their node by it.
+NODE_NAME_FIELD = "metadata.name"
+#: The label the fold interns a node's name under, for ``matchFields metadata.name``
+#: (``:`` cannot occur in a label key, so no real label collides).
+NODE_NAME_LABEL = "field:metadata.name"
 
 #: Kubernetes' built-in priority classes; others resolve to ``spec.priority``.
 BUILTIN_PRIORITY_CLASSES = {

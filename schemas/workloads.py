@@ -52,6 +52,7 @@ from typing import Any
 import orjson
 
 from esched.schemas.events import DEFAULT_NAMESPACE
+from esched.schemas.objects import NODE_NAME_FIELD
 
 __all__ = [
     "DAEMON_TOLERATIONS",
@@ -96,8 +97,6 @@ _NETWORK_UNAVAILABLE = {
     "operator": "Exists",
     "effect": "NoSchedule",
 }
-#: The field a daemon pod's node affinity names its node by (metav1.ObjectNameField).
-NODE_NAME_FIELD = "metadata.name"
 
 
 def _digest(*parts: Any) -> bytes:

@@ -110,9 +110,7 @@ def test_a_missing_file_is_a_usage_error_in_every_command(runner, tmp_path, comm
     assert result.exit_code == EXIT_USAGE, result.output
 
 
-def test_ingest_input_expands_workloads_and_warns_once_per_skipped_object(
-    runner, tmp_path
-) -> None:
+def test_ingest_input_expands_workloads_and_warns_once_per_skipped_object(runner, tmp_path) -> None:
     store = f"sqlite:///{tmp_path}/es.sqlite"
     result = runner.invoke(
         cli,
