@@ -126,7 +126,10 @@ def read_records(
                     event = orjson.loads(line) if line.strip() else None
                 except orjson.JSONDecodeError:
                     event = None
-                if isinstance(event, dict):
+                # Only node events matter across files (a DaemonSet's nodes).
+                if isinstance(event, dict) and str(event.get("type", "")).startswith(
+                    "esched.node."
+                ):
                     parsed.append(event)
             loaded.append((name, lines, parsed))
             continue

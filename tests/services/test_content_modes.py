@@ -118,6 +118,20 @@ def _sdk_messages(n: int) -> list[tuple[str, object]]:
     return out
 
 
+def _by_hand(i: int, mode: str) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """A record written from the binding's text alone (not esched's encoder):
+    kafka-protocol-binding.md 3.1 (binary: ``ce_`` headers, ``content-type``) and 3.2
+    (structured: ``content-type: application/cloudevents+json``)."""
+    attrs = attributes(i, f"rd-{mode}")
+    data = pod_data(f"rd-{mode}-{i}")
+    if mode == STRUCTURED:
+        value = orjson.dumps({**attrs, "data": data})
+        return value, [("content-type", b"application/cloudevents+json; charset=UTF-8")]
+    headers = [("content-type", attrs.pop("datacontenttype").encode())]
+    headers += [(f"ce_{name}", str(value).encode()) for name, value in attrs.items()]
+    return orjson.dumps(data), headers
+
+
 @pytest.mark.kafka
 async def test_the_cloudevents_sdk_and_librdkafka_in_both_modes_store_the_same_events(
     kafka_bootstrap, topic_prefix, pg_url
@@ -126,36 +140,35 @@ async def test_the_cloudevents_sdk_and_librdkafka_in_both_modes_store_the_same_e
     bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), session_timeout_ms=3000)
     await bus.ensure_topics()
     n = 3
-
-    # The SDK builds the records; aiokafka (esched's own client) sends them as they are.
-    sdk = _sdk_messages(n)
-    producer = bus.producer()
-    await producer.start()
-    try:
-        for _mode, msg in sdk:
-            await producer.send_with_headers(
-                bus.topics.pods,
-                [(msg.key, msg.value, tuple(msg.headers.items()))],  # type: ignore[attr-defined]
-            )
-    finally:
-        await producer.stop()
-
-    # librdkafka, each mode written by hand as the binding defines it.
+    # librdkafka (confluent-kafka) sends every record: the SDK's, and records written
+    # by hand from the binding, one batch record (the JSON format's batch) among them.
     rd = confluent_kafka.Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
+    for _mode, msg in _sdk_messages(n):
+        rd.produce(
+            bus.topics.pods,
+            key=msg.key,  # type: ignore[attr-defined]
+            value=msg.value,  # type: ignore[attr-defined]
+            headers=list(msg.headers.items()),  # type: ignore[attr-defined]
+        )
     for i in range(n):
         for mode in (BINARY, STRUCTURED):
-            event = {**attributes(i, f"rd-{mode}"), "data": pod_data(f"rd-{mode}-{i}")}
-            value, headers = encode_event(event, mode)
-            rd.produce(bus.topics.nodes, value=value, headers=list(headers))
+            value, headers = _by_hand(i, mode)
+            rd.produce(bus.topics.nodes, value=value, headers=headers)
+    batch = [{**attributes(i, "rd-batch"), "data": pod_data(f"rd-batch-{i}")} for i in range(n)]
+    rd.produce(
+        bus.topics.usage,
+        value=orjson.dumps(batch),
+        headers=[("content-type", b"application/cloudevents-batch+json")],
+    )
     assert rd.flush(30) == 0
 
-    events, service = await _ingest(bus, pg_url, 4 * n)
+    events, service = await _ingest(bus, pg_url, 4 * n + 1)
     assert service.totals.deadlettered == 0, service.totals.reasons
     by_id = {e["id"]: e for e in events}
-    assert len(by_id) == 4 * n
+    assert len(by_id) == 5 * n
     for i in range(n):
         forms = []
-        for mode in ("sdk-binary", "sdk-structured", "rd-binary", "rd-structured"):
+        for mode in ("sdk-binary", "sdk-structured", "rd-binary", "rd-structured", "rd-batch"):
             event = by_id[f"{mode}-{i}"]
             assert event["tenant"] == "blue" and event["datacontenttype"] == "application/json"
             assert event["data"]["metadata"]["name"] == f"{mode}-{i}"
