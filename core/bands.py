@@ -39,6 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from esched.schemas.objects import global_default_class
+
 __all__ = [
     "BAND_NAMES",
     "DEFAULT_BANDS",
@@ -47,6 +49,7 @@ __all__ = [
     "BandConfigError",
     "is_prod",
     "may_preempt",
+    "never_preempts",
     "parse_bands",
 ]
 
@@ -87,6 +90,19 @@ def may_preempt(preemptor: int, victim: int) -> bool:
     As monitoring > production, "not both prod" means a victim is never prod.
     """
     return victim < preemptor and not (is_prod(victim) and is_prod(preemptor))
+
+
+def never_preempts(
+    priority_class_name: str | None, classes: Mapping[str, Mapping[str, Any]]
+) -> bool:
+    """Whether a pod of this ``priorityClassName`` may not preempt at all: its
+    PriorityClass (``classes``, the fold's ``priority_classes``; a pod naming none takes
+    the ``globalDefault`` class's) has ``preemptionPolicy: Never`` (kube: such a pod
+    waits for room). The scheduling pass and the commit service's check both ask this."""
+    if not classes:
+        return False
+    name = priority_class_name or global_default_class(classes)
+    return (classes.get(name or "") or {}).get("preemptionPolicy") == "Never"
 
 
 class BandConfigError(ValueError):

@@ -34,10 +34,9 @@ import numpy as np
 from esched.core._devices import DeviceTable, GangDevices
 from esched.core._placer import Placer
 from esched.core._state import ClusterState
-from esched.core.bands import BandConfig
+from esched.core.bands import BandConfig, never_preempts
 from esched.core.phases import PHASE_PENDING
 from esched.core.reasons import reason_code, resource_text
-from esched.schemas.objects import global_default_class
 
 __all__ = [
     "GPU_MILLI_RESOURCE",
@@ -363,16 +362,10 @@ class SchedulingPass:
         return self._mask, self._extra
 
     def _never_preempts(self, cid: int) -> bool:
-        """Whether pods of class ``cid`` are of a PriorityClass whose
-        ``preemptionPolicy`` is ``Never`` (kube: they wait for room, evicting no one).
-        A pod naming no class takes the ``globalDefault`` class's policy."""
-        classes = self.state.priority_classes
-        if not classes:
-            return False
-        name = self.state.class_specs[cid].get("priorityClassName")
-        if not name:
-            name = global_default_class(classes)
-        return (classes.get(name or "") or {}).get("preemptionPolicy") == "Never"
+        """Whether pods of class ``cid`` may not preempt (their PriorityClass's
+        ``preemptionPolicy`` is ``Never``: :func:`~esched.core.bands.never_preempts`)."""
+        st = self.state
+        return never_preempts(st.class_specs[cid].get("priorityClassName"), st.priority_classes)
 
     def _asks_devices(self, pods: list[str]) -> bool:
         """Whether, under the device model, one of ``pods`` asks for GPU devices."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core._state import ClusterState
-from esched.core.bands import Band, BandConfig, may_preempt
+from esched.core.bands import Band, BandConfig, may_preempt, never_preempts
 from esched.core.devices import DeviceLedger
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING, PHASES
 from esched.core.queues import QueueSpec, QueueTree
@@ -239,6 +239,12 @@ class Validator:
         preemptor = min(self.band_of_pod(st.pod_index[p]) for p in pods)
         own = set(pods)
         reclaim = bool(data.get("reclaim"))
+        if not reclaim and st.priority_classes:
+            for p in pods:
+                pcn = st.class_specs[st.class_of(st.pod_index[p])].get("priorityClassName")
+                if never_preempts(pcn, st.priority_classes):
+                    text = f"{p} may not preempt: its PriorityClass's preemptionPolicy is Never"
+                    return Verdict(False, PREEMPTION_ILLEGAL, text, pods), freed, by_gang
         if reclaim:
             # Volcano's reclaim: legality is the queues' (fair shares, reclaimable,
             # guarantees), not the bands'; for one pod or one gang's members (one queue).

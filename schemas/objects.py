@@ -7,7 +7,7 @@ Quantities come back as integer base units (see :mod:`esched.schemas.quantity`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from esched.schemas.events import metadata_key, namespaced_key
@@ -221,7 +221,7 @@ def pod_priority(pod: dict[str, Any], classes: dict[str, dict[str, Any]] | None 
     return BUILTIN_PRIORITY_CLASSES.get(name, 0)
 
 
-def global_default_class(classes: dict[str, dict[str, Any]]) -> str | None:
+def global_default_class(classes: Mapping[str, Mapping[str, Any]]) -> str | None:
     """The ``globalDefault`` PriorityClass of ``classes`` (the lowest value if several
     claim it, as kube's admission picks), else None."""
     best: str | None = None

@@ -109,3 +109,33 @@ def test_snapshots_and_replay_keep_the_classes() -> None:
         "high": {"value": 1000, "globalDefault": True, "preemptionPolicy": "Never"}
     }
     assert "high" in format_table(summary) and "Never" in format_table(summary)
+
+
+def test_the_commit_check_refuses_victims_for_a_never_preempting_pod() -> None:
+    # The same rule on the commit side (core/validation.py), so a replica that proposes
+    # evictions for such a pod is refused, and the audit flags them.
+    from esched.core.validation import PREEMPTION_ILLEGAL, Validator
+
+    st, log = fold(
+        priority_class("urgent", 1_000_000),
+        priority_class("polite", 1_000_000, preemptionPolicy="Never"),
+    )
+    log(EV.POD_SUBMITTED, pod("low", cpu="2", node_name="n1", priority=0))
+    log(EV.POD_SUBMITTED, pod("nice", cpu="2", priorityClassName="polite"))
+    log(EV.POD_SUBMITTED, pod("rude", cpu="2", priorityClassName="urgent"))
+
+    def proposal(who: str) -> dict:
+        res = {"cpu": 2000, "memory": 2**30, "pods": 1}
+        return {
+            "proposal": f"p-{who}",
+            "replica": "r1",
+            "position": st.position,
+            "gang": None,
+            "bindings": [{"pod": f"ns/{who}", "node": "n1", "resources": res}],
+            "victims": [{"pod": "ns/low", "node": "n1"}],
+        }
+
+    refused = Validator(st).check(proposal("nice"), record=False)
+    assert not refused.ok and refused.reason == PREEMPTION_ILLEGAL
+    assert "preemptionPolicy is Never" in refused.message
+    assert Validator(st).check(proposal("rude"), record=False).ok
