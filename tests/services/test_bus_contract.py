@@ -53,6 +53,22 @@ async def test_sent_records_are_consumed_with_keys_and_offsets(bus):
     assert {m.topic for m in msgs} == {bus.topics.pods}
 
 
+async def test_record_headers_travel_in_order_and_plain_records_have_none(bus):
+    # CloudEvents binary mode carries its attributes in headers (ingest reads them).
+    await bus.ensure_topics(partitions=1)
+    headers = (("ce_specversion", b"1.0"), ("ce_id", b"e1"), ("content-type", b"application/json"))
+    producer = bus.producer()
+    await producer.start()
+    await producer.send_with_headers(bus.topics.pods, [(b"k", b"{}", headers)])
+    await producer.send_many(bus.topics.pods, [(None, b"plain")])
+    await producer.stop()
+    consumer = bus.consumer([bus.topics.pods], "h")
+    await consumer.start()
+    msgs = await _drain(consumer, 2)
+    await consumer.stop()
+    assert [(m.value, m.headers) for m in msgs] == [(b"{}", headers), (b"plain", ())]
+
+
 async def test_uncommitted_messages_are_redelivered_to_the_group(bus):
     await bus.ensure_topics(partitions=1)
     producer = bus.producer()
