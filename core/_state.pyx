@@ -664,11 +664,15 @@ cdef class ClusterState:
         if required:
             self._field_terms(required)
         cdef str ckey = ""
-        if node_selector or tolerations or required or node_group:
+        # A pod that may not preempt is of a class of its own (core.bands.never_preempts).
+        never = spec.get("preemptionPolicy") == "Never"
+        if node_selector or tolerations or required or node_group or never:
             cons = {"nodeSelector": node_selector or None, "required": required or None,
                     "tolerations": tolerations or None}
             if node_group:
                 cons["nodeGroup"] = node_group
+            if never:
+                cons["preemptionPolicy"] = "Never"
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.

@@ -92,16 +92,18 @@ def may_preempt(preemptor: int, victim: int) -> bool:
     return victim < preemptor and not (is_prod(victim) and is_prod(preemptor))
 
 
-def never_preempts(
-    priority_class_name: str | None, classes: Mapping[str, Mapping[str, Any]]
-) -> bool:
-    """Whether a pod of this ``priorityClassName`` may not preempt at all: its
-    PriorityClass (``classes``, the fold's ``priority_classes``; a pod naming none takes
-    the ``globalDefault`` class's) has ``preemptionPolicy: Never`` (kube: such a pod
-    waits for room). The scheduling pass and the commit service's check both ask this."""
+def never_preempts(class_spec: Mapping[str, Any], classes: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether pods of this equivalence class (``ClusterState.class_specs[c]``) may not
+    preempt at all (kube: ``preemptionPolicy: Never``, such a pod waits for room): the
+    pods' own ``spec.preemptionPolicy`` (kept in the class's constraints), or their
+    PriorityClass's (``classes``, the fold's ``priority_classes``; pods naming no class
+    take the ``globalDefault`` class's). The scheduling pass and the commit service's
+    check both ask this."""
+    if (class_spec.get("constraints") or {}).get("preemptionPolicy") == "Never":
+        return True
     if not classes:
         return False
-    name = priority_class_name or global_default_class(classes)
+    name = class_spec.get("priorityClassName") or global_default_class(classes)
     return (classes.get(name or "") or {}).get("preemptionPolicy") == "Never"
 
 

@@ -362,10 +362,10 @@ class SchedulingPass:
         return self._mask, self._extra
 
     def _never_preempts(self, cid: int) -> bool:
-        """Whether pods of class ``cid`` may not preempt (their PriorityClass's
-        ``preemptionPolicy`` is ``Never``: :func:`~esched.core.bands.never_preempts`)."""
+        """Whether pods of class ``cid`` may not preempt (``preemptionPolicy: Never``,
+        their own or their PriorityClass's: :func:`~esched.core.bands.never_preempts`)."""
         st = self.state
-        return never_preempts(st.class_specs[cid].get("priorityClassName"), st.priority_classes)
+        return never_preempts(st.class_specs[cid], st.priority_classes)
 
     def _asks_devices(self, pods: list[str]) -> bool:
         """Whether, under the device model, one of ``pods`` asks for GPU devices."""

@@ -239,11 +239,12 @@ class Validator:
         preemptor = min(self.band_of_pod(st.pod_index[p]) for p in pods)
         own = set(pods)
         reclaim = bool(data.get("reclaim"))
-        if not reclaim and st.priority_classes:
+        if not reclaim:
             for p in pods:
-                pcn = st.class_specs[st.class_of(st.pod_index[p])].get("priorityClassName")
-                if never_preempts(pcn, st.priority_classes):
-                    text = f"{p} may not preempt: its PriorityClass's preemptionPolicy is Never"
+                if never_preempts(
+                    st.class_specs[st.class_of(st.pod_index[p])], st.priority_classes
+                ):
+                    text = f"{p} may not preempt: its preemptionPolicy is Never"
                     return Verdict(False, PREEMPTION_ILLEGAL, text, pods), freed, by_gang
         if reclaim:
             # Volcano's reclaim: legality is the queues' (fair shares, reclaimable,

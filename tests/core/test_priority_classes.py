@@ -139,3 +139,15 @@ def test_the_commit_check_refuses_victims_for_a_never_preempting_pod() -> None:
     assert not refused.ok and refused.reason == PREEMPTION_ILLEGAL
     assert "preemptionPolicy is Never" in refused.message
     assert Validator(st).check(proposal("rude"), record=False).ok
+
+
+def test_a_pods_own_never_policy_keeps_it_from_preempting() -> None:
+    st, log = fold()
+    log(EV.POD_SUBMITTED, pod("low", cpu="2", node_name="n1", priority=0))
+    log(EV.POD_SUBMITTED, pod("nice", cpu="2", priority=1000, preemptionPolicy="Never"))
+    log(EV.POD_SUBMITTED, pod("rude", cpu="2", priority=1000))
+    assert st.pod_class_id("ns/nice") != st.pod_class_id("ns/rude")
+    nice = SchedulingPass(st, Placer(st), PassConfig()).run([Target("pod", "ns/nice")])
+    assert not nice.placements
+    rude = SchedulingPass(st, Placer(st), PassConfig()).run([Target("pod", "ns/rude")])
+    assert [p.victims for p in rude.placements] == [[{"pod": "ns/low", "node": "n1"}]]
