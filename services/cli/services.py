@@ -93,7 +93,14 @@ def ingest(
     """Consume input topics into the event store; bad input goes to the dead-letter topic.
 
     Offsets are committed only after the store has the batch; a lost broker or
-    database is retried with backoff. Prints a JSON summary when it stops.
+    database is retried with backoff. Prints a JSON summary when it stops. With
+    --input, manifests become events as `esched publish` converts them (workloads as
+    their pods; other kinds skipped with one warning line each) and invalid events go
+    to --deadletter-file.
+
+    Exit codes: 0 done; 2 usage (a file that cannot be read); 3 invalid input (a
+    manifest of --input that cannot be converted: nothing is ingested); 4 the store
+    could not be reached.
     """
     from esched.services import metrics
     from esched.services.bus import open_bus
@@ -451,6 +458,10 @@ def up(
     stderr, a JSON summary to stdout (placed, unschedulable, conflicts, pods/s and
     the final replay summary). A second run on the same store continues where the
     first stopped.
+
+    Exit codes: 0 done; 2 usage (a file that cannot be read); 3 invalid input (a
+    manifest of --input that cannot be converted: nothing runs); 4 the broker or
+    store could not be reached.
     """
     from esched.services import metrics
     from esched.services.bus.base import TopicNames

@@ -74,6 +74,12 @@ def test_publish_help_says_kafka_is_required(runner: CliRunner) -> None:
     assert "Without it: the in-process bus" not in text
 
 
+@pytest.mark.parametrize("command", ["publish", "ingest", "up"])
+def test_each_input_command_documents_the_same_exit_codes(runner, command) -> None:
+    text = " ".join(runner.invoke(cli, [command, "--help"]).output.split())
+    assert "Exit codes: 0" in text and "3 invalid input" in text and "2 usage" in text
+
+
 def test_publish_without_kafka_is_a_usage_error(runner, tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("ESCHED_KAFKA", raising=False)
     result = runner.invoke(cli, ["publish", write(tmp_path, "w.yaml", WORKLOADS)])
