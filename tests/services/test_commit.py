@@ -295,9 +295,10 @@ async def test_new_pods_before_the_append_do_not_cost_a_revalidation(store, monk
 async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(
     store, monkeypatch, caplog
 ):
-    from esched.services import commit, metrics
+    from esched.services import metrics
+    from esched.services.commit import arbiter
 
-    monkeypatch.setattr(commit, "_HEAD_ATTEMPTS", 1)
+    monkeypatch.setattr(arbiter, "_HEAD_ATTEMPTS", 1)
     await append_events(store, node("n1", cpu="4"), pod("a"))
     racing = InterleavingStore(store)
     service = CommitService(racing)
