@@ -15,8 +15,7 @@ from esched.services.bus import BusConsumer, BusError, Message
 from esched.services.bus.deadletter import Dead, send_deadletters
 from esched.services.commit.config import SERVICE, NotLeader
 from esched.services.commit.publish import _Publisher
-from esched.services.faults import count_retry, is_transient, poll_or_pause
-from esched.services.retry import retry_until
+from esched.services.faults import poll_or_pause, retry_transient
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +47,11 @@ class _ProposalConsumer(_Publisher):
         self._consumer = self.bus.consumer(
             [self.bus.topics.proposals], self.config.group, exclusive=True
         )
-        await retry_until(
+        await retry_transient(
             self._consumer.start,
-            retriable=is_transient,
             what="consumer start",
-            on_retry=count_retry(SERVICE, "bus"),
+            service=SERVICE,
+            peer="bus",
         )
         empty = 0
         while not self._stopping.is_set():

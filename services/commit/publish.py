@@ -9,8 +9,7 @@ import orjson
 from esched.schemas.events import proposal_key
 from esched.services.commit.arbiter import _Arbiter
 from esched.services.commit.config import SERVICE
-from esched.services.faults import count_retry, is_transient
-from esched.services.retry import retry_until
+from esched.services.faults import retry_transient
 
 
 class _Publisher(_Arbiter):
@@ -36,11 +35,11 @@ class _Publisher(_Arbiter):
             payload = hit[1] if hit is not None and hit[0] is env else orjson.dumps(env)
             records.append((decision_key(env), payload))
         producer, topic = self._producer, self.bus.topics.decisions
-        await retry_until(
+        await retry_transient(
             lambda: producer.send_many(topic, records),
-            retriable=is_transient,
             what="decisions send",
-            on_retry=count_retry(SERVICE, "bus"),
+            service=SERVICE,
+            peer="bus",
         )
 
 

@@ -13,8 +13,7 @@ from esched.services import metrics
 from esched.services.commit.config import SERVICE, CommitTotals, NotLeader
 from esched.services.commit.consumer import _ProposalConsumer
 from esched.services.commit.decisions import proposal_data
-from esched.services.faults import count_retry, is_transient
-from esched.services.retry import retry_until
+from esched.services.faults import retry_transient
 from esched.services.store.snapshots import thaw_heap
 
 log = logging.getLogger(__name__)
@@ -35,18 +34,18 @@ class CommitService(_ProposalConsumer):
         for the lease: :meth:`run` and :meth:`decide` do."""
         if self.bus is None:
             return
-        await retry_until(
+        await retry_transient(
             self._ensure_topics,
-            retriable=is_transient,
             what="create topics",
-            on_retry=count_retry(SERVICE, "bus"),
+            service=SERVICE,
+            peer="bus",
         )
         self._producer = self.bus.producer()
-        await retry_until(
+        await retry_transient(
             self._producer.start,
-            retriable=is_transient,
             what="producer start",
-            on_retry=count_retry(SERVICE, "bus"),
+            service=SERVICE,
+            peer="bus",
         )
 
     async def stop(self) -> None:

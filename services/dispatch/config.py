@@ -15,7 +15,10 @@ class DispatchConfig:
     #: Re-publish a rejected proposal's still-pending pods after this delay (the
     #: replica's own retries, ~0.1 s, come first).
     rejected_delay: float = 3.0
-    #: Backoff of an unschedulable pod: base * 2**(reports-1), capped.
+    #: Backoff of an unschedulable pod: base * 2**(reports-1), capped. Not the retry
+    #: policy's :class:`~esched.services.retry.Backoff`: no call is retried here, the
+    #: delay is a function of the pod's report count (which a new leader recovers from
+    #: the log, so it must be deterministic), and parked pods contend for nothing.
     backoff_base: float = 0.5
     backoff_max: float = 60.0
     #: How often the timers (delays, backoff) are looked at.

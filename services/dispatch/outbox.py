@@ -17,8 +17,7 @@ from esched.schemas.events import (
 from esched.services import metrics
 from esched.services.dispatch.config import SERVICE
 from esched.services.dispatch.reclaim import _Reclaim
-from esched.services.faults import count_retry, is_transient
-from esched.services.retry import retry_until
+from esched.services.faults import retry_transient
 from esched.services.store.base import NewEvent
 
 
@@ -52,11 +51,11 @@ class _Outbox(_Reclaim):
                     time=now,
                 )
             )
-        res = await retry_until(
+        res = await retry_transient(
             lambda: self.store.append(events),
-            retriable=is_transient,
             what="rejection append",
-            on_retry=count_retry(SERVICE, "store"),
+            service=SERVICE,
+            peer="store",
         )
         self._rejections = self._rejections[len(rejections) :]
         if res.duplicates == 0:
@@ -84,11 +83,11 @@ class _Outbox(_Reclaim):
         for i in range(0, len(batch), self.config.chunk):
             chunk = batch[i : i + self.config.chunk]
             records = [rec for _cause, rec in chunk]
-            await retry_until(
+            await retry_transient(
                 functools.partial(producer.send_many, topic, records),
-                retriable=is_transient,
                 what="work send",
-                on_retry=count_retry(SERVICE, "bus"),
+                service=SERVICE,
+                peer="bus",
             )
             counts: dict[str, int] = {}
             for cause, _rec in chunk:

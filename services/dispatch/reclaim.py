@@ -19,8 +19,7 @@ from esched.schemas.events import (
 )
 from esched.services.dispatch.config import SERVICE
 from esched.services.dispatch.wakeups import _WakeUps
-from esched.services.faults import count_retry, is_transient
-from esched.services.retry import retry_until
+from esched.services.faults import retry_transient
 
 log = logging.getLogger(__name__)
 
@@ -150,10 +149,10 @@ class _Reclaim(_WakeUps):
                 )
                 for p in batch
             ]
-            await retry_until(
+            await retry_transient(
                 lambda: producer.send_many(self.bus.topics.proposals, records),
-                retriable=is_transient,
                 what="reclaim proposals send",
-                on_retry=count_retry(SERVICE, "bus"),
+                service=SERVICE,
+                peer="bus",
             )
         self.totals.reclaims += len(batch)

@@ -8,10 +8,9 @@ import logging
 
 from esched.core import PHASE_PENDING
 from esched.services.bus import BusError
-from esched.services.dispatch.config import DispatchTotals
+from esched.services.dispatch.config import SERVICE, DispatchTotals
 from esched.services.dispatch.outbox import _Outbox
-from esched.services.faults import is_transient
-from esched.services.retry import retry_until
+from esched.services.faults import retry_transient
 from esched.services.store.follower import LogFollower
 
 log = logging.getLogger(__name__)
@@ -31,9 +30,13 @@ class Dispatcher(_Outbox):
 
     async def start(self) -> None:
         """Create the topics and connect the producer (retrying while unreachable)."""
-        await retry_until(self.bus.ensure_topics, retriable=is_transient, what="create topics")
+        await retry_transient(
+            self.bus.ensure_topics, what="create topics", service=SERVICE, peer="bus"
+        )
         self._producer = self.bus.producer()
-        await retry_until(self._producer.start, retriable=is_transient, what="producer start")
+        await retry_transient(
+            self._producer.start, what="producer start", service=SERVICE, peer="bus"
+        )
 
     async def stop(self) -> None:
         """Stop dispatching and give the lease up; idempotent."""

@@ -31,8 +31,8 @@ from esched.schemas.events import (
 )
 from esched.services import metrics
 from esched.services.dispatch.base import Parked, _DispatchBase
-from esched.services.faults import is_transient
-from esched.services.retry import retry_until
+from esched.services.dispatch.config import SERVICE
+from esched.services.faults import retry_transient
 from esched.services.store.base import StoredEvent
 from esched.services.store.rows import KEYED, row_fact
 from esched.services.store.snapshots import payload_pairs
@@ -184,10 +184,11 @@ class _WakeUps(_DispatchBase):
         page = 5000
         while upto > lowest and not capacity_at:
             after = max(lowest, upto - page)
-            rows = await retry_until(
+            rows = await retry_transient(
                 functools.partial(self.store.read, after, page, upto),
-                retriable=is_transient,
                 what="read the log tail",
+                service=SERVICE,
+                peer="store",
             )
             for row in reversed(rows):
                 if row.type in _CAPACITY:

@@ -39,6 +39,8 @@ class ReplicaConfig:
     linger_min: int = 50
     #: Attempts after the first for proposals the commit service rejected.
     max_retries: int = 3
+    #: Their backoff (:class:`~esched.services.retry.Backoff`, the services' one policy):
+    #: ``retry_backoff * 2**n`` capped at ``retry_backoff_max``, half of it jitter.
     retry_backoff: float = 0.02
     retry_backoff_max: float = 1.0
     #: Re-send proposals still undecided after this long (idempotent on proposal id:

@@ -8,7 +8,6 @@ import logging
 import time
 from typing import Any
 
-import numpy as np
 import orjson
 
 from esched.core.schedule import PassResult, Target
@@ -19,9 +18,10 @@ from esched.schemas.events import (
     timestamp,
 )
 from esched.services import metrics
-from esched.services.faults import is_transient
+from esched.services.faults import retry_transient
+from esched.services.replica.config import SERVICE
 from esched.services.replica.reports import _Reports
-from esched.services.retry import retry_until
+from esched.services.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class _Placing(_Reports):
         # pod -> (work position, reasons, message, position the verdict was reached on)
         unschedulable: dict[str, tuple[int, dict[str, int], str, int]] = {}
         attempt = 0
+        backoff = Backoff(self.config.retry_backoff, self.config.retry_backoff_max)
         while targets and not self._stopping.is_set():
             self._resync()
             # Undecided claims of other batches this pass's view assumes.
@@ -108,11 +109,9 @@ class _Placing(_Reports):
                 )
                 break
             self.totals.retries += len(targets)
-            # Backoff with jitter: replicas that collided should not collide again in step.
-            delay = min(
-                self.config.retry_backoff * 2 ** (attempt - 1), self.config.retry_backoff_max
-            )
-            await asyncio.sleep(delay * (0.5 + np.random.random()))
+            # The services' one backoff (services/retry.py: capped, equal jitter), so
+            # replicas that collided do not collide again in step.
+            await asyncio.sleep(backoff.next_delay())
         if unschedulable:
             await self._report_unschedulable(unschedulable)
         if self._to_reserve:
@@ -267,10 +266,11 @@ class _Placing(_Reports):
             for p in proposals
         ]
         producer = self._producer
-        await retry_until(
+        await retry_transient(
             lambda: producer.send_many(self.bus.topics.proposals, records),
-            retriable=is_transient,
             what="proposals send",
+            service=SERVICE,
+            peer="bus",
         )
 
 

@@ -17,9 +17,9 @@ from esched.schemas.events import (
     timestamp,
 )
 from esched.services import metrics
-from esched.services.faults import is_transient
+from esched.services.faults import retry_transient
 from esched.services.replica.claims import _Claims
-from esched.services.retry import retry_until
+from esched.services.replica.config import SERVICE
 from esched.services.store.base import NewEvent
 
 log = logging.getLogger(__name__)
@@ -57,8 +57,11 @@ class _Reports(_Claims):
                 )
             )
         self._to_reserve = []
-        res = await retry_until(
-            lambda: self.store.append(events), retriable=is_transient, what="reservation append"
+        res = await retry_transient(
+            lambda: self.store.append(events),
+            what="reservation append",
+            service=SERVICE,
+            peer="store",
         )
         self.totals.reservations += len(events) - res.duplicates
         for e in events:
@@ -95,8 +98,11 @@ class _Reports(_Claims):
                     time=now,
                 )
             )
-        res = await retry_until(
-            lambda: self.store.append(events), retriable=is_transient, what="unschedulable append"
+        res = await retry_transient(
+            lambda: self.store.append(events),
+            what="unschedulable append",
+            service=SERVICE,
+            peer="store",
         )
         fresh = len(events) - res.duplicates
         self.totals.unschedulable += fresh

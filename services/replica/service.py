@@ -13,10 +13,10 @@ from esched.core.devices import FoldedDevices
 from esched.core.schedule import PassConfig, SchedulingPass
 from esched.services import metrics
 from esched.services.bus import BusError
-from esched.services.faults import is_transient
+from esched.services.faults import retry_transient
+from esched.services.replica.config import SERVICE
 from esched.services.replica.share import partitions
 from esched.services.replica.worker import _WorkLoop
-from esched.services.retry import retry_until
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,9 @@ class Replica(_WorkLoop):
         """
         started = time.perf_counter()
         if self._consumer is None:
-            await retry_until(self.bus.ensure_topics, retriable=is_transient, what="create topics")
+            await retry_transient(
+                self.bus.ensure_topics, what="create topics", service=SERVICE, peer="bus"
+            )
             # Static membership under the replica's name: a restarted replica takes its
             # old place (and partitions) at once instead of after its old session.
             self._consumer = self.bus.consumer(
@@ -53,7 +55,9 @@ class Replica(_WorkLoop):
             )
             await self._start_provisional()
         joining = asyncio.ensure_future(
-            retry_until(self._consumer.start, retriable=is_transient, what="consumer start")
+            retry_transient(
+                self._consumer.start, what="consumer start", service=SERVICE, peer="bus"
+            )
         )
         joined: list[float] = []
         joining.add_done_callback(lambda _f: joined.append(time.perf_counter()))
@@ -75,8 +79,8 @@ class Replica(_WorkLoop):
             )
             if self._submit is None:
                 self._producer = self.bus.producer()
-                await retry_until(
-                    self._producer.start, retriable=is_transient, what="producer start"
+                await retry_transient(
+                    self._producer.start, what="producer start", service=SERVICE, peer="bus"
                 )
             if self._provisional is None:
                 await joining
