@@ -36,8 +36,9 @@ shrunk, pod deleted, appended by ingest) got in between the catch-up and the
 append, the store refuses the batch
 (:class:`~esched.services.store.HeadConflictError`, nothing stored); this service
 folds the new events and validates the batch's proposals again, so every
-decision is valid at its own position. After ``_HEAD_ATTEMPTS`` refusals in a
-row (a log that never stops moving) it appends once without the head check,
+decision is valid at its own position. After ``head_attempts`` refusals in a row
+(:class:`CommitConfig`; a log that never stops moving) it appends once without the
+head check,
 logging a warning and counting ``esched_commit_head_conflicts_total{outcome=
 "unchecked"}``; an event interleaved then is tolerated by the fold (the binding
 is ignored and counted as an anomaly), logged here, and reported by ``esched audit``.

@@ -33,10 +33,6 @@ from esched.services.store.base import (
 log = logging.getLogger(__name__)
 
 
-#: Head-conditional appends of one batch before it is appended without the head check.
-_HEAD_ATTEMPTS = 20
-
-
 class _Arbiter(_Leadership):
     """Decide a batch of proposals: validate, append (fenced), fold, count."""
 
@@ -63,15 +59,15 @@ class _Arbiter(_Leadership):
                 before = self.state.position
                 if not fresh:
                     break
-                checked = attempt <= _HEAD_ATTEMPTS
+                checked = attempt <= self.config.head_attempts
                 if not checked:
                     metrics.COMMIT_HEAD_CONFLICTS.labels("unchecked").inc()
                     log.warning(
                         "the log head moved under %d attempts in a row; appending "
                         "%d decisions without the head check",
-                        _HEAD_ATTEMPTS,
+                        self.config.head_attempts,
                         len(fresh),
-                        extra={"attempts": _HEAD_ATTEMPTS},
+                        extra={"attempts": self.config.head_attempts},
                     )
                 try:
                     positions = await self._append(fresh, before if checked else None)

@@ -36,6 +36,9 @@ class CommitConfig:
     #: Proposal ids remembered (with the position of their decision) for idempotency
     #: without a store round trip; older redeliveries fall back to the store's own.
     remember: int = 200_000
+    #: Head-conditional appends of one batch (each refused because another event got
+    #: into the log first) before it is appended without the head check.
+    head_attempts: int = 20
     #: Priority bands for preemption legality (None: the documented defaults).
     bands: BandConfig | None = None
 

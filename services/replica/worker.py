@@ -47,7 +47,7 @@ class _WorkLoop(_Share):
                 await slots.acquire()
                 started = False
                 try:
-                    msgs = await self._poll(consumer)
+                    msgs = await self.poll_batch(consumer)
                     if provisional:
                         self.totals.early_items += len(msgs)
                     else:
@@ -87,8 +87,9 @@ class _WorkLoop(_Share):
             # end the service, as it did before batches ran in tasks.
             self._failed = task.exception()
 
-    async def _poll(self, consumer: BusConsumer) -> list[Message]:
-        """One batch of work items (lingering briefly while more keeps arriving).
+    async def poll_batch(self, consumer: BusConsumer) -> list[Message]:
+        """One batch of work items from ``consumer``, as :meth:`run` polls them
+        (lingering briefly while more keeps arriving).
 
         A broker blip is an empty poll (:func:`poll_or_pause`); one while lingering
         ends the batch with the items already polled (the consumer's position is past

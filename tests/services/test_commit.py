@@ -13,6 +13,7 @@ import asyncpg
 import orjson
 import pytest
 from click.testing import CliRunner
+from prometheus_client import REGISTRY
 
 from esched.core.validation import Verdict
 from esched.schemas.events import DECISIONS_STREAM
@@ -37,6 +38,12 @@ from support.events import placement as proposal
 
 def envelope(data: dict) -> dict:
     return ev(f"proposal-{data['proposal']}", "esched.placement.proposed", data)
+
+
+def head_conflicts(outcome: str) -> float:
+    """``esched_commit_head_conflicts_total{outcome}`` so far (the process's registry)."""
+    value = REGISTRY.get_sample_value("esched_commit_head_conflicts_total", {"outcome": outcome})
+    return value or 0.0
 
 
 def kinds(decisions: list[dict]) -> list[tuple[str, str | None]]:
@@ -261,56 +268,43 @@ async def test_an_external_event_before_the_append_is_validated_against(store):
     await service.stop()
 
 
-async def test_new_pods_before_the_append_do_not_cost_a_revalidation(store, monkeypatch):
+async def test_new_pods_before_the_append_do_not_cost_a_revalidation(store):
     """Ingest appending new pods between validation and append (the usual race under
     load) leaves every verdict as it was: the batch is appended after them as is."""
-    from esched.services import commit, metrics
-
     await append_events(store, node("n1", cpu="2"), pod("a"), pod("b"))
     racing = InterleavingStore(store)
     service = CommitService(racing)
-    validated = []
-    real = commit.CommitService._validate
-    monkeypatch.setattr(
-        commit.CommitService,
-        "_validate",
-        lambda self, items: validated.append(len(items)) or real(self, items),
-    )
-    unaffected = metrics.COMMIT_HEAD_CONFLICTS.labels("unaffected")._value.get()
+    before = {o: head_conflicts(o) for o in ("unaffected", "revalidated")}
     racing.external.append([pod("new1"), pod("new2")])
     decisions = await service.decide([proposal("p-a", [("a", "n1")])])
     assert kinds(decisions) == [("committed", None)]
-    assert validated == [1]  # validated once, appended on the second try
-    assert metrics.COMMIT_HEAD_CONFLICTS.labels("unaffected")._value.get() == unaffected + 1
+    # Validated once, appended on the second try.
+    assert head_conflicts("unaffected") == before["unaffected"] + 1
+    assert head_conflicts("revalidated") == before["revalidated"]
     assert racing.head_checks[0] is not None
     # A submission of a pod in the batch (or any other kind of event) still revalidates.
     racing.external.append([{**pod("b"), "id": "pod-b-again"}])
     decisions = await service.decide([proposal("p-b", [("b", "n1")])])
-    assert kinds(decisions) == [("committed", None)] and validated == [1, 1, 1]
+    assert kinds(decisions) == [("committed", None)]
+    assert head_conflicts("revalidated") == before["revalidated"] + 1
     report = await audit_store(store)
     assert report["ok"], report["violations"]
     await service.stop()
 
 
-async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(
-    store, monkeypatch, caplog
-):
-    from esched.services import metrics
-    from esched.services.commit import arbiter
-
-    monkeypatch.setattr(arbiter, "_HEAD_ATTEMPTS", 1)
+async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(store, caplog):
     await append_events(store, node("n1", cpu="4"), pod("a"))
     racing = InterleavingStore(store)
-    service = CommitService(racing)
+    service = CommitService(racing, config=CommitConfig(head_attempts=1))
     racing.external += [
         [node("n1", cpu="3", eid="n1-v2", type_="esched.node.updated")],
         [node("n1", cpu="2", eid="n1-v3", type_="esched.node.updated")],
     ]
-    unchecked = metrics.COMMIT_HEAD_CONFLICTS.labels("unchecked")._value.get()
+    unchecked = head_conflicts("unchecked")
     [d] = await service.decide([proposal("p-a", [("a", "n1")])])
     assert kinds([d]) == [("committed", None)]  # still fits after both updates
     assert racing.head_checks[0] is not None and racing.head_checks[1] is None
-    assert metrics.COMMIT_HEAD_CONFLICTS.labels("unchecked")._value.get() == unchecked + 1
+    assert head_conflicts("unchecked") == unchecked + 1
     assert "without the head check" in caplog.text
     await service.stop()
 
@@ -365,11 +359,10 @@ async def test_a_redelivered_proposal_gets_the_recorded_decision(store):
     assert await store.head() == head
     assert service.totals.duplicates == 3
     await service.stop()
-    # A new instance that never saw them (as after a takeover from an old snapshot)
-    # re-validates, finds the id already stored, and answers with what the log says.
-    fresh = CommitService(store)
-    await fresh.decide([])  # become leader
-    fresh._decided.clear()
+    # An instance that remembers no decided proposal (as after a takeover from an old
+    # snapshot) re-validates, finds the id already stored, and answers with what the
+    # log says.
+    fresh = CommitService(store, config=CommitConfig(remember=0))
     [d] = await fresh.decide([envelope(proposal("p2", [("b", "n1")]))])
     assert d == first[1] and d["data"]["reason"] == "insufficient_cpu"
     assert await store.head() == head
