@@ -13,6 +13,7 @@ import asyncpg
 import numpy as np
 import orjson
 
+from esched.core.reasons import canonical_code
 from esched.schemas.events import (
     PLACEMENT_COMMITTED,
     PLACEMENT_REJECTED,
@@ -78,7 +79,7 @@ class Decisions:
                         self.committed.setdefault(b["pod"], m.timestamp_ms / 1000)
                 elif env["type"] == PLACEMENT_REJECTED:
                     self.rejected += 1
-                    reason = str(data.get("reason"))
+                    reason = canonical_code(str(data.get("reason")))
                     self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
     def mark(self) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from esched.core.reasons import canonical_code
 from esched.core.schedule import PassResult, Target
 from esched.schemas.events import (
     PLACEMENT_COMMITTED,
@@ -133,7 +134,8 @@ class _Placing(_Reports):
                 committed += 1
                 placed += len(data["bindings"])
             else:
-                reason = str(data.get("reason"))
+                # A decision of an older commit service may spell it the old way.
+                reason = canonical_code(str(data.get("reason")))
                 self.totals.conflicts += 1
                 self.totals.reasons[reason] = self.totals.reasons.get(reason, 0) + 1
                 metrics.REPLICA_PROPOSALS.labels(self.id, "rejected").inc()
