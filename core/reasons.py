@@ -33,6 +33,7 @@ __all__ = [
     "decision_code",
     "is_resource_text",
     "reason_code",
+    "reason_text",
     "resource_bit",
     "resource_text",
     "taint_text",
@@ -62,6 +63,7 @@ _TABLE = {
 #: Bit -> kube-scheduler's message, for the bits below RESOURCE_SHIFT.
 TEXTS = {bit: text for bit, (text, _) in _TABLE.items()}
 _CODES = {text: code for text, code in _TABLE.values()}
+_TEXTS_BY_CODE = {code: text for text, code in _CODES.items()}
 _TOO_MANY_PODS = ("Too many pods", "TooManyPods")
 _INSUFFICIENT = "Insufficient "
 
@@ -160,6 +162,16 @@ def canonical_code(code: str) -> str:
     if code.startswith("insufficient_"):
         return decision_code(code[len("insufficient_") :])
     return code
+
+
+def reason_text(code: str) -> str:
+    """kube's message for a code of this table (``Insufficient.cpu`` -> ``Insufficient
+    cpu``, ``TaintToleration`` -> ``node(s) had untolerated taint``); another code as is."""
+    if code == _TOO_MANY_PODS[1]:
+        return _TOO_MANY_PODS[0]
+    if code.startswith("Insufficient."):
+        return _INSUFFICIENT + code[len("Insufficient.") :]
+    return _TEXTS_BY_CODE.get(code, code)
 
 
 def reason_code(text: str) -> str:

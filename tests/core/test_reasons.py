@@ -10,6 +10,7 @@ from esched.core.reasons import (
     decision_code,
     is_resource_text,
     reason_code,
+    reason_text,
     resource_bit,
     resource_text,
     taint_text,
@@ -125,3 +126,10 @@ _TAINT_FILTER_CASES = [
 @pytest.mark.parametrize(("taints", "tolerations", "named"), _TAINT_FILTER_CASES)
 def test_the_untolerated_taint_is_kubes(taints, tolerations, named):
     assert untolerated_taint(taints, tolerations) == named
+
+
+def test_a_code_gives_back_kubes_message():
+    for text in [*reasons.TEXTS.values(), resource_text("cpu"), resource_text("pods")]:
+        assert reason_text(reason_code(text)) == text
+    assert reason_text("Insufficient.nvidia.com/gpu") == "Insufficient nvidia.com/gpu"
+    assert reason_text("GangUnschedulable") == "GangUnschedulable"  # not kube's: as is
