@@ -8,11 +8,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from esched.schemas.events import (
-    PLACEMENT_COMMITTED,
-    namespaced_key,
-    stream_of,
-)
+from esched.schemas.events import PLACEMENT_COMMITTED, namespaced_key, stream_of
 from esched.services.store import open_store
 from esched.services.store.base import NewEvent
 from esched.services.store.snapshots import fold_log, save_snapshot

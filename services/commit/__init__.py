@@ -52,12 +52,7 @@ class that builds on the one before it, so :class:`CommitService` is the last of
 the chain.
 """
 
-from esched.services.commit.config import (
-    FENCE_SNAPSHOT,
-    CommitConfig,
-    CommitTotals,
-    NotLeader,
-)
+from esched.services.commit.config import FENCE_SNAPSHOT, CommitConfig, CommitTotals, NotLeader
 from esched.services.commit.decisions import decision_event, decision_id, eviction_events
 from esched.services.commit.service import CommitService
 

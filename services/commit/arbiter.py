@@ -24,11 +24,7 @@ from esched.services.commit.config import SERVICE, NotLeader
 from esched.services.commit.decisions import decision_event, eviction_events
 from esched.services.commit.leader import _Leadership
 from esched.services.faults import retry_transient
-from esched.services.store.base import (
-    ConflictError,
-    HeadConflictError,
-    NewEvent,
-)
+from esched.services.store.base import ConflictError, HeadConflictError, NewEvent
 
 log = logging.getLogger(__name__)
 

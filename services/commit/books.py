@@ -10,11 +10,7 @@ from typing import Any
 import orjson
 
 from esched.core import PHASE_PENDING
-from esched.schemas.events import (
-    DECISIONS_STREAM,
-    PLACEMENT_COMMITTED,
-    POD_SUBMITTED,
-)
+from esched.schemas.events import DECISIONS_STREAM, PLACEMENT_COMMITTED, POD_SUBMITTED
 from esched.services import metrics
 from esched.services.commit.base import _CommitBase
 from esched.services.commit.config import SERVICE

@@ -17,12 +17,7 @@ from esched.services.commit.books import _Books
 from esched.services.commit.config import FENCE_SNAPSHOT, SERVICE
 from esched.services.faults import retry_transient
 from esched.services.store.base import StoreError
-from esched.services.store.snapshots import (
-    SNAPSHOT_NAME,
-    freeze_heap,
-    store_snapshot,
-    thaw_heap,
-)
+from esched.services.store.snapshots import SNAPSHOT_NAME, freeze_heap, store_snapshot, thaw_heap
 
 log = logging.getLogger(__name__)
 

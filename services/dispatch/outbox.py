@@ -7,13 +7,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from esched.schemas.events import (
-    POD,
-    POD_REJECTED,
-    envelope,
-    stream_name,
-    timestamp,
-)
+from esched.schemas.events import POD, POD_REJECTED, envelope, stream_name, timestamp
 from esched.services import metrics
 from esched.services.dispatch.config import SERVICE
 from esched.services.dispatch.reclaim import _Reclaim

@@ -12,11 +12,7 @@ from esched.core import PHASE_PENDING, Placer
 from esched.core.queues import queue_view
 from esched.core.reclaim import may_reclaim, plan_gang_reclaim, plan_reclaim
 from esched.core.validation import Validator
-from esched.schemas.events import (
-    proposal_envelope,
-    proposal_key,
-    timestamp,
-)
+from esched.schemas.events import proposal_envelope, proposal_key, timestamp
 from esched.services.dispatch.config import SERVICE
 from esched.services.dispatch.wakeups import _WakeUps
 from esched.services.faults import retry_transient

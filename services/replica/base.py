@@ -11,10 +11,7 @@ from esched.core import ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.devices import FoldedDevices
 from esched.core.schedule import SchedulingPass
-from esched.schemas.events import (
-    PLACEMENT_COMMITTED,
-    PLACEMENT_REJECTED,
-)
+from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.bus import Bus, BusConsumer, BusProducer
 from esched.services.replica.config import ReplicaConfig, ReplicaTotals, Submit
 from esched.services.store.base import EventStore

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from esched.schemas.events import (
-    PLACEMENT_COMMITTED,
-    PLACEMENT_REJECTED,
-)
+from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.replica.base import _ReplicaBase
 
 

@@ -12,12 +12,7 @@ import orjson
 
 from esched.core.reasons import canonical_code
 from esched.core.schedule import PassResult, Target
-from esched.schemas.events import (
-    PLACEMENT_COMMITTED,
-    proposal_envelope,
-    proposal_key,
-    timestamp,
-)
+from esched.schemas.events import PLACEMENT_COMMITTED, proposal_envelope, proposal_key, timestamp
 from esched.services import metrics
 from esched.services.faults import retry_transient
 from esched.services.replica.config import SERVICE
