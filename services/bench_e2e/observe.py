@@ -22,7 +22,7 @@ from esched.schemas.events import (
     parse_stream,
     stream_name,
 )
-from esched.services.bus.base import Bus, BusConsumer
+from esched.services.bus.base import Bus, BusConsumer, Message
 
 #: Pause of the benchmark's own consumers between reads. They only read broker
 #: timestamps, so reading late changes no figure, and a consumer reading as fast as
@@ -36,16 +36,12 @@ def pct(values: np.ndarray, q: float) -> float:
     return round(float(np.percentile(values, q)) * 1000, 2) if values.size else float("nan")
 
 
-class Decisions:
-    """Reads the decisions topic; per pod its committed decision's timestamp."""
+class _TopicReader:
+    """Reads one topic in a task of its own, every :data:`_READ_EVERY` seconds while
+    :attr:`reading` is set; :meth:`_record` takes each record."""
 
-    def __init__(self, bus: Bus, group: str) -> None:
-        self.consumer: BusConsumer = bus.consumer([bus.topics.decisions], group)
-        self.committed: dict[str, float] = {}  # pod -> broker timestamp (s)
-        self.rejected = 0
-        self.commits = 0
-        self.by_replica: dict[str, int] = {}
-        self.reasons: dict[str, int] = {}
+    def __init__(self, bus: Bus, topic: str, group: str) -> None:
+        self.consumer: BusConsumer = bus.consumer([topic], group)
         self._task: asyncio.Task | None = None
         #: Cleared: do not read now (the throughput phase keeps the benchmark's own
         #: consumer off the two cores; the broker timestamps are read afterwards).
@@ -53,10 +49,12 @@ class Decisions:
         self.reading.set()
 
     async def start(self) -> None:
+        """Join the topic and start reading."""
         await self.consumer.start()
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        """Stop reading and leave the topic."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -64,23 +62,40 @@ class Decisions:
         await self.consumer.stop()
 
     async def _run(self) -> None:
-        loads = orjson.loads
         while True:
             await self.reading.wait()
             await asyncio.sleep(_READ_EVERY)
             for m in await self.consumer.poll(100, 5000):
-                env = loads(m.value)
-                data = env["data"]
-                if env["type"] == PLACEMENT_COMMITTED:
-                    self.commits += 1
-                    replica = data["replica"]
-                    self.by_replica[replica] = self.by_replica.get(replica, 0) + 1
-                    for b in data["bindings"]:
-                        self.committed.setdefault(b["pod"], m.timestamp_ms / 1000)
-                elif env["type"] == PLACEMENT_REJECTED:
-                    self.rejected += 1
-                    reason = canonical_code(str(data.get("reason")))
-                    self.reasons[reason] = self.reasons.get(reason, 0) + 1
+                self._record(m)
+
+    def _record(self, m: Message) -> None:
+        raise NotImplementedError
+
+
+class Decisions(_TopicReader):
+    """Reads the decisions topic; per pod its committed decision's timestamp."""
+
+    def __init__(self, bus: Bus, group: str) -> None:
+        super().__init__(bus, bus.topics.decisions, group)
+        self.committed: dict[str, float] = {}  # pod -> broker timestamp (s)
+        self.rejected = 0
+        self.commits = 0
+        self.by_replica: dict[str, int] = {}
+        self.reasons: dict[str, int] = {}
+
+    def _record(self, m: Message) -> None:
+        env = orjson.loads(m.value)
+        data = env["data"]
+        if env["type"] == PLACEMENT_COMMITTED:
+            self.commits += 1
+            replica = data["replica"]
+            self.by_replica[replica] = self.by_replica.get(replica, 0) + 1
+            for b in data["bindings"]:
+                self.committed.setdefault(b["pod"], m.timestamp_ms / 1000)
+        elif env["type"] == PLACEMENT_REJECTED:
+            self.rejected += 1
+            reason = canonical_code(str(data.get("reason")))
+            self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
     def mark(self) -> tuple[int, int]:
         """(committed, rejected) decisions read so far."""
@@ -98,35 +113,20 @@ class Decisions:
             await asyncio.sleep(0.05)
 
 
-class FirstSeen:
+class FirstSeen(_TopicReader):
     """Reads a topic; per pod the broker timestamp of the first record naming it
     (the work items and the proposals: where a pod's latency goes)."""
 
     def __init__(
         self, bus: Bus, topic: str, group: str, pods_of: Callable[[Any], Iterable[str]]
     ) -> None:
-        self.consumer: BusConsumer = bus.consumer([topic], group)
+        super().__init__(bus, topic, group)
         self.seen: dict[str, float] = {}
         self._pods_of = pods_of
-        self._task: asyncio.Task | None = None
 
-    async def start(self) -> None:
-        await self.consumer.start()
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self.consumer.stop()
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(_READ_EVERY)
-            for m in await self.consumer.poll(100, 5000):
-                for pod in self._pods_of(orjson.loads(m.value)):
-                    self.seen.setdefault(pod, m.timestamp_ms / 1000)
+    def _record(self, m: Message) -> None:
+        for pod in self._pods_of(orjson.loads(m.value)):
+            self.seen.setdefault(pod, m.timestamp_ms / 1000)
 
 
 def work_pods(item: Any) -> Iterable[str]:
