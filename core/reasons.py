@@ -20,9 +20,13 @@ from typing import Any
 from esched.core._constraints import tolerates
 
 __all__ = [
+    "GANG_UNSCHEDULABLE",
+    "INSUFFICIENT_GPU_DEVICES",
     "LEGACY_CODES",
+    "NODE_RESERVED",
     "NON_RESOURCE",
     "NOT_ALIVE",
+    "NO_NODES",
     "RESOURCE_SHIFT",
     "SELECTOR",
     "TAINT",
@@ -66,6 +70,19 @@ _CODES = {text: code for text, code in _TABLE.values()}
 _TEXTS_BY_CODE = {code: text for text, code in _CODES.items()}
 _TOO_MANY_PODS = ("Too many pods", "TooManyPods")
 _INSUFFICIENT = "Insufficient "
+
+
+#: Codes of reasons that are no reason bit: the scheduling pass's and the commit
+#: service's own, spelled once here for both.
+#: The node's summed GPU has room, none of its devices does (or, in a rejected proposal,
+#: a device the binding names has no room for the pod's share).
+INSUFFICIENT_GPU_DEVICES = "InsufficientGPUDevices"
+#: The node is reserved for a starving gang the pod is not a member of.
+NODE_RESERVED = "NodeReserved"
+#: A gang member: its gang as a whole does not fit.
+GANG_UNSCHEDULABLE = "GangUnschedulable"
+#: The cluster has no node at all.
+NO_NODES = "NoNodes"
 
 
 def resource_bit(col: int) -> int:
@@ -145,11 +162,11 @@ LEGACY_CODES = {
     "victim_gone": "VictimGone",
     "preemption_illegal": "PreemptionIllegal",
     "victim_gang_split": "VictimGangSplit",
-    "node_reserved": "NodeReserved",
+    "node_reserved": NODE_RESERVED,
     "reclaim_illegal": "ReclaimIllegal",
     "queue_closed": "QueueClosed",
     "queue_capability": "QueueCapability",
-    "device_unavailable": "DeviceUnavailable",
+    "device_unavailable": INSUFFICIENT_GPU_DEVICES,
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from esched.core import reasons
 from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core._state import ClusterState
 from esched.core.bands import Band, BandConfig, may_preempt
@@ -70,7 +71,7 @@ GANG_INCOMPLETE = "GangIncomplete"
 VICTIM_GONE = "VictimGone"
 PREEMPTION_ILLEGAL = "PreemptionIllegal"
 VICTIM_GANG_SPLIT = "VictimGangSplit"
-NODE_RESERVED = "NodeReserved"
+NODE_RESERVED = reasons.NODE_RESERVED
 #: A reclaim (Volcano queues) whose victims are not legal (core/reclaim.py).
 RECLAIM_ILLEGAL = "ReclaimIllegal"
 #: The pod's Volcano queue is Closed: it schedules nothing (core/admission.py).
@@ -78,7 +79,7 @@ QUEUE_CLOSED = "QueueClosed"
 #: The bindings would take a queue (or an ancestor) over its ``capability``.
 QUEUE_CAPABILITY = "QueueCapability"
 #: A GPU device the binding names lacks room (or the node has no such device).
-DEVICE_UNAVAILABLE = "DeviceUnavailable"
+DEVICE_UNAVAILABLE = reasons.INSUFFICIENT_GPU_DEVICES  # the pass's code for it
 #: Constraint bit -> its rejection code (the unschedulable reports' code of the bit).
 CONSTRAINT_CODES = {bit: constraint_code(bit) for bit in (UNSCHEDULABLE, SELECTOR, TAINT)}
 #: Reason code -> what it means (``Insufficient.<resource>`` is open-ended).

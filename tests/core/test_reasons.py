@@ -67,6 +67,8 @@ def test_old_spellings_read_as_todays():
     assert canonical_code("insufficient_nvidia.com/gpu") == "Insufficient.nvidia.com/gpu"
     assert canonical_code("pod_not_pending") == "PodNotPending"
     assert canonical_code("node_gone") == "NodeNotFound"
+    # The commit service's device rejection is the scheduling pass's code for it.
+    assert canonical_code("device_unavailable") == reasons.INSUFFICIENT_GPU_DEVICES
     for new in ("Insufficient.cpu", "NodeAffinity", "PodNotPending", "Preempted"):
         assert canonical_code(new) == new
     assert all(canonical_code(new) == new for new in LEGACY_CODES.values())
