@@ -1,32 +1,48 @@
-"""Why a pod does not fit a node: the reason bits and their one wording.
+"""Why a pod does not get a node: the reason bits, their one wording and their one code.
 
 The core's feasibility (``core/_feasibility.pxd``) answers with integer bits; this
-module is their code table: each bit's message as kube-scheduler spells it
-("Insufficient cpu", "node(s) didn't match Pod's node affinity/selector", ...), the
-event code derived from that message (``Insufficient.cpu``, ``NodeAffinity``: the
-``reasons`` keys of ``esched.pod.unschedulable``) and the commit service's rejection
-code of a resource (``insufficient_cpu``, :func:`decision_code`). Strings exist only
-at the edge: :meth:`esched.core.Placer.explain`, ``fits``, ``reason_texts``, events.
+module is their table: each bit's message as kube-scheduler spells it
+("Insufficient cpu", "node(s) didn't match Pod's node affinity/selector", ...) and
+the code derived from that message (``Insufficient.cpu``, ``NodeAffinity``). A code
+is spelled one way on the wire: the ``reasons`` keys of ``esched.pod.unschedulable``
+and the ``reason`` of ``esched.placement.rejected`` (:func:`decision_code`) are the
+same code for the same reason (docs/events.md, "Reason codes"). Logs written before
+that carry older spellings (``insufficient_cpu``, ``pod_not_pending``):
+:func:`canonical_code` reads them as today's. Strings exist only at the edge:
+:meth:`esched.core.Placer.explain`, ``fits``, ``reason_texts``, events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
+
+from esched.core._constraints import tolerates
 
 __all__ = [
+    "GANG_UNSCHEDULABLE",
+    "INSUFFICIENT_GPU_DEVICES",
+    "LEGACY_CODES",
+    "NODE_RESERVED",
     "NON_RESOURCE",
     "NOT_ALIVE",
+    "NO_NODES",
     "RESOURCE_SHIFT",
     "SELECTOR",
     "TAINT",
     "TEXTS",
     "UNSCHEDULABLE",
+    "canonical_code",
+    "constraint_code",
     "decision_code",
     "is_resource_text",
     "reason_code",
+    "reason_text",
     "resource_bit",
     "resource_text",
+    "taint_text",
     "texts",
+    "untolerated_taint",
 ]
 
 # The bits (the same values as _feasibility.pxd's REASON_*; tests/core checks both).
@@ -51,8 +67,22 @@ _TABLE = {
 #: Bit -> kube-scheduler's message, for the bits below RESOURCE_SHIFT.
 TEXTS = {bit: text for bit, (text, _) in _TABLE.items()}
 _CODES = {text: code for text, code in _TABLE.values()}
+_TEXTS_BY_CODE = {code: text for text, code in _CODES.items()}
 _TOO_MANY_PODS = ("Too many pods", "TooManyPods")
 _INSUFFICIENT = "Insufficient "
+
+
+#: Codes of reasons that are no reason bit: the scheduling pass's and the commit
+#: service's own, spelled once here for both.
+#: The node's summed GPU has room, none of its devices does (or, in a rejected proposal,
+#: a device the binding names has no room for the pod's share).
+INSUFFICIENT_GPU_DEVICES = "InsufficientGPUDevices"
+#: The node is reserved for a starving gang the pod is not a member of.
+NODE_RESERVED = "NodeReserved"
+#: A gang member: its gang as a whole does not fit.
+GANG_UNSCHEDULABLE = "GangUnschedulable"
+#: The cluster has no node at all.
+NO_NODES = "NoNodes"
 
 
 def resource_bit(col: int) -> int:
@@ -78,10 +108,87 @@ def texts(bits: int, short: Iterable[str] = ()) -> list[str]:
     return out
 
 
+def taint_text(key: str, value: str) -> str:
+    """kube's message for a node with a taint the pod does not tolerate, naming it
+    (``node(s) had untolerated taint {dedicated: gpu}``): kube-scheduler's TaintToleration
+    filter (``plugins/tainttoleration/taint_toleration.go``) through v1.33; later
+    releases dropped the taint from the message, esched keeps it (it says what to do)."""
+    return f"{TEXTS[TAINT]} {{{key}: {value}}}"
+
+
+#: Taint effects that keep a pod off a node (kube: ``DoNotScheduleTaintsFilterFunc``).
+_NO_SCHEDULE = ("NoSchedule", "NoExecute")
+
+
+def untolerated_taint(
+    taints: Iterable[tuple[str, str, str]], tolerations: Iterable[dict[str, Any]]
+) -> tuple[str, str] | None:
+    """The first ``(key, value)`` of ``taints`` ((key, value, effect), in the node's
+    order) with a NoSchedule / NoExecute effect that no toleration tolerates, as
+    kube's ``FindMatchingUntoleratedTaint``; None if every such taint is tolerated."""
+    tols = list(tolerations)
+    for key, value, effect in taints:
+        if effect in _NO_SCHEDULE and not any(tolerates(t, key, value, effect) for t in tols):
+            return key, value
+    return None
+
+
 def decision_code(name: str) -> str:
-    """The commit service's rejection code of a binding short of resource ``name``
-    (``insufficient_cpu``: the snake-case vocabulary of ``esched.placement.rejected``)."""
-    return "insufficient_" + name
+    """The rejection code of a binding short of resource ``name``: the same code as an
+    unschedulable report's (``Insufficient.cpu``, ``TooManyPods``)."""
+    return reason_code(resource_text(name))
+
+
+def constraint_code(bits: int) -> str:
+    """The code of the first constraint bit in ``bits`` (table order: ``NodeNotFound``,
+    ``NodeUnschedulable``, ``NodeAffinity``, ``TaintToleration``)."""
+    for bit, (_text, code) in _TABLE.items():
+        if bits & bit:
+            return code
+    raise ValueError(f"no constraint bit in {bits:#x}")
+
+
+#: Codes of logs written before the one spelling -> today's. Resource shortages were
+#: ``insufficient_<name>`` in rejections (:func:`canonical_code` reads those by rule).
+LEGACY_CODES = {
+    "malformed": "Malformed",
+    "pod_unknown": "PodUnknown",
+    "pod_not_pending": "PodNotPending",
+    "node_gone": "NodeNotFound",
+    "resources_mismatch": "ResourcesMismatch",
+    "constraint": "Constraint",
+    "gang_unknown": "GangUnknown",
+    "gang_incomplete": "GangIncomplete",
+    "victim_gone": "VictimGone",
+    "preemption_illegal": "PreemptionIllegal",
+    "victim_gang_split": "VictimGangSplit",
+    "node_reserved": NODE_RESERVED,
+    "reclaim_illegal": "ReclaimIllegal",
+    "queue_closed": "QueueClosed",
+    "queue_capability": "QueueCapability",
+    "device_unavailable": INSUFFICIENT_GPU_DEVICES,
+}
+
+
+def canonical_code(code: str) -> str:
+    """A reason code as spelled today, given any spelling a log may hold (older logs
+    wrote rejections in snake case: ``insufficient_cpu``, ``pod_not_pending``)."""
+    new = LEGACY_CODES.get(code)
+    if new is not None:
+        return new
+    if code.startswith("insufficient_"):
+        return decision_code(code[len("insufficient_") :])
+    return code
+
+
+def reason_text(code: str) -> str:
+    """kube's message for a code of this table (``Insufficient.cpu`` -> ``Insufficient
+    cpu``, ``TaintToleration`` -> ``node(s) had untolerated taint``); another code as is."""
+    if code == _TOO_MANY_PODS[1]:
+        return _TOO_MANY_PODS[0]
+    if code.startswith("Insufficient."):
+        return _INSUFFICIENT + code[len("Insufficient.") :]
+    return _TEXTS_BY_CODE.get(code, code)
 
 
 def reason_code(text: str) -> str:
@@ -93,6 +200,8 @@ def reason_code(text: str) -> str:
     code = _CODES.get(text)
     if code is not None:
         return code
+    if text.startswith(TEXTS[TAINT] + " {"):
+        return _CODES[TEXTS[TAINT]]  # taint_text: the taint named, the same reason
     if text == _TOO_MANY_PODS[0]:
         return _TOO_MANY_PODS[1]
     if text.startswith(_INSUFFICIENT):

@@ -23,7 +23,7 @@ Victims are chosen per node, lowest priority first, until the pod fits; among
 nodes the plan with the lowest highest-victim priority, then the fewest victims,
 then the lowest node slot wins (deterministic). A victim that is a gang member is
 taken only while its gang keeps ``minMember`` running (a gang is never split; the
-commit service would refuse it, ``victim_gang_split``), and nodes reserved for a
+commit service would refuse it, ``VictimGangSplit``), and nodes reserved for a
 starving gang (:mod:`esched.services.replica`) are left alone. The plan is a
 proposal like a preemption (``victims`` plus the pod's binding, one transaction,
 with ``"reclaim": true``); the commit service re-checks legality with

@@ -14,17 +14,28 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from esched.core import reasons
 from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core._state import ClusterState
 from esched.core.bands import Band, BandConfig, may_preempt, never_preempts
 from esched.core.devices import DeviceLedger
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING, PHASES
 from esched.core.queues import QueueSpec, QueueTree
-from esched.core.reasons import NOT_ALIVE, decision_code
+from esched.core.reasons import (
+    NOT_ALIVE,
+    SELECTOR,
+    TAINT,
+    TEXTS,
+    UNSCHEDULABLE,
+    constraint_code,
+    decision_code,
+    reason_code,
+    taint_text,
+    untolerated_taint,
+)
 from esched.core.reclaim import victims_legal
 
 __all__ = [
-    "CONSTRAINT",
     "DEVICE_UNAVAILABLE",
     "GANG_INCOMPLETE",
     "GANG_UNKNOWN",
@@ -47,36 +58,42 @@ __all__ = [
     "Verdict",
 ]
 
-# Reason codes of rejected decisions (closed vocabulary; resources add insufficient_<name>).
-MALFORMED = "malformed"
-POD_UNKNOWN = "pod_unknown"
-POD_NOT_PENDING = "pod_not_pending"
-NODE_GONE = "node_gone"
-RESOURCES_MISMATCH = "resources_mismatch"
-CONSTRAINT = "constraint"
-GANG_UNKNOWN = "gang_unknown"
-GANG_INCOMPLETE = "gang_incomplete"
-VICTIM_GONE = "victim_gone"
-PREEMPTION_ILLEGAL = "preemption_illegal"
-VICTIM_GANG_SPLIT = "victim_gang_split"
-NODE_RESERVED = "node_reserved"
+# Reason codes of rejected decisions: a closed vocabulary, spelled as every reason code on
+# the wire (core/reasons.py); a resource short is Insufficient.<name> (TooManyPods), a
+# constraint the kube plugin's code (NodeUnschedulable, NodeAffinity, TaintToleration).
+MALFORMED = "Malformed"
+POD_UNKNOWN = "PodUnknown"
+POD_NOT_PENDING = "PodNotPending"
+NODE_GONE = reason_code(TEXTS[NOT_ALIVE])  # NodeNotFound
+RESOURCES_MISMATCH = "ResourcesMismatch"
+GANG_UNKNOWN = "GangUnknown"
+GANG_INCOMPLETE = "GangIncomplete"
+VICTIM_GONE = "VictimGone"
+PREEMPTION_ILLEGAL = "PreemptionIllegal"
+VICTIM_GANG_SPLIT = "VictimGangSplit"
+NODE_RESERVED = reasons.NODE_RESERVED
 #: A reclaim (Volcano queues) whose victims are not legal (core/reclaim.py).
-RECLAIM_ILLEGAL = "reclaim_illegal"
+RECLAIM_ILLEGAL = "ReclaimIllegal"
 #: The pod's Volcano queue is Closed: it schedules nothing (core/admission.py).
-QUEUE_CLOSED = "queue_closed"
+QUEUE_CLOSED = "QueueClosed"
 #: The bindings would take a queue (or an ancestor) over its ``capability``.
-QUEUE_CAPABILITY = "queue_capability"
+QUEUE_CAPABILITY = "QueueCapability"
 #: A GPU device the binding names lacks room (or the node has no such device).
-DEVICE_UNAVAILABLE = "device_unavailable"
-#: Reason code -> what it means (``insufficient_<resource>`` is open-ended).
+DEVICE_UNAVAILABLE = reasons.INSUFFICIENT_GPU_DEVICES  # the pass's code for it
+#: Constraint bit -> its rejection code (the unschedulable reports' code of the bit).
+CONSTRAINT_CODES = {bit: constraint_code(bit) for bit in (UNSCHEDULABLE, SELECTOR, TAINT)}
+#: Reason code -> what it means (``Insufficient.<resource>`` is open-ended).
 REASONS = {
     MALFORMED: "the proposal contradicts itself (same pod twice, pod outside its gang)",
     POD_UNKNOWN: "no such pod in the log (never submitted, or deleted)",
     POD_NOT_PENDING: "the pod is already bound (or finished), or bound earlier in this batch",
     NODE_GONE: "no such node (removed, or never added)",
     RESOURCES_MISMATCH: "the claimed resources are not the pod's requests",
-    "insufficient_<resource>": "the node no longer has room for that resource",
-    CONSTRAINT: "node selector / affinity, taints, or the node is unschedulable",
+    "Insufficient.<resource>": "the node no longer has room for that resource "
+    "(TooManyPods for pods)",
+    CONSTRAINT_CODES[UNSCHEDULABLE]: "the node is unschedulable (cordoned)",
+    CONSTRAINT_CODES[SELECTOR]: "the node does not match the pod's node selector / affinity",
+    CONSTRAINT_CODES[TAINT]: "the node has a taint the pod does not tolerate",
     GANG_UNKNOWN: "the proposal names a gang (PodGroup) the log does not have",
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
     VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "
@@ -475,7 +492,15 @@ class Validator:
         if bits == NOT_ALIVE:
             return Verdict(False, NODE_GONE, f"node {node} is not alive", pods)
         problems = self.placer.reason_texts(pidx, nidx, bits)
-        return Verdict(False, CONSTRAINT, f"pod {pod} on node {node}: {'; '.join(problems)}", pods)
+        if bits & TAINT:
+            # kube names the taint (TaintToleration's message); so does the rejection.
+            cons = st.class_specs[st.class_of(pidx)]["constraints"] or {}
+            taint = untolerated_taint(st.node_taint_list[nidx], cons.get("tolerations") or ())
+            if taint is not None:
+                problems = [taint_text(*taint) if p == TEXTS[TAINT] else p for p in problems]
+        return Verdict(
+            False, constraint_code(bits), f"pod {pod} on node {node}: {'; '.join(problems)}", pods
+        )
 
 
 def _same_resources(claimed: dict[str, Any], requests: dict[str, int]) -> bool:

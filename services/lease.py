@@ -34,7 +34,7 @@ import fcntl
 import logging
 import os
 import zlib
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 import asyncpg
@@ -163,6 +163,10 @@ class _Acquisition:
         await self._lease.release()
 
 
+async def _connect(url: str) -> asyncpg.Connection:
+    return await asyncpg.connect(url, timeout=5)
+
+
 class PostgresLease(Lease):
     """A session advisory lock on a connection of its own (see the module docstring)."""
 
@@ -174,9 +178,14 @@ class PostgresLease(Lease):
         retry_interval: float = DEFAULT_RETRY_INTERVAL,
         keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
         keepalive_timeout: float = DEFAULT_KEEPALIVE_TIMEOUT,
+        connect: Callable[[str], Awaitable[asyncpg.Connection]] | None = None,
     ) -> None:
         super().__init__(name, retry_interval)
         self.url = url
+        #: Opens the lease's session from ``url`` (default :func:`asyncpg.connect`, 5 s
+        #: timeout): e.g. for connection options the URL cannot carry, or for a test that
+        #: acts on the session the lock lives in.
+        self.connect = connect or _connect
         self.key = lease_key(name)
         self.keepalive_interval = keepalive_interval
         self.keepalive_timeout = keepalive_timeout
@@ -195,7 +204,7 @@ class PostgresLease(Lease):
             if self._conn is None or self._conn.is_closed():
                 # A dedicated connection, not the store's pool: the lock lives and dies
                 # with this session, and pool recycling must never drop it.
-                self._conn = await asyncpg.connect(self.url, timeout=5)
+                self._conn = await self.connect(self.url)
             got = await self._conn.fetchval(
                 "SELECT pg_try_advisory_lock($1)", self.key, timeout=self.keepalive_timeout * 5
             )

@@ -75,8 +75,8 @@ COMMIT_EVICTED = Counter(
 )
 COMMIT_CONFLICTS = Counter(
     "esched_commit_conflicts_total",
-    "Rejected proposals (Omega's conflicts), by reason code (insufficient_cpu, "
-    "pod_not_pending, node_gone, constraint, gang_incomplete, ...).",
+    "Rejected proposals (Omega's conflicts), by reason code (Insufficient.cpu, "
+    "PodNotPending, NodeNotFound, TaintToleration, GangIncomplete, ...).",
     ["reason"],
 )
 COMMIT_HEAD_CONFLICTS = Counter(

@@ -48,7 +48,7 @@ BAD_LOG = [
     committed("gone", [("d", "n2")]),  # 16: n2 removed
     node("n3", cpu="8"),  # 17
     committed("half", [("g0", "n3"), ("g1", "n3")], gang="t/g"),  # 18: 2 < minMember 3
-    rejected("nope", [("e", "n3")], "insufficient_cpu"),  # 19: but it fits
+    rejected("nope", [("e", "n3")], "insufficient_cpu"),  # 19: but it fits (an old spelling)
 ]
 
 

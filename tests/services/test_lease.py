@@ -64,10 +64,16 @@ async def test_a_killed_session_loses_the_lease_within_two_seconds(pg_url):
 
 
 async def test_keepalive_notices_a_lock_released_behind_the_holders_back(pg_url):
-    holder = PostgresLease(pg_url, keepalive_interval=0.1)
+    sessions: list[asyncpg.Connection] = []
+
+    async def connect(url: str) -> asyncpg.Connection:
+        sessions.append(await asyncpg.connect(url, timeout=5))
+        return sessions[-1]
+
+    holder = PostgresLease(pg_url, keepalive_interval=0.1, connect=connect)
     await holder.acquire()
     # Same session, lock gone (as a pooler reset or pg_advisory_unlock_all would do).
-    await holder._conn.execute("SELECT pg_advisory_unlock_all()")
+    await sessions[-1].execute("SELECT pg_advisory_unlock_all()")
     await asyncio.wait_for(holder.lost.wait(), 2)
     await holder.release()
 

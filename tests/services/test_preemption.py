@@ -115,11 +115,11 @@ async def test_commit_rejects_illegal_and_stale_preemptions(store):
         ]
     )
     assert kinds(decisions) == [
-        ("rejected", "preemption_illegal"),
-        ("rejected", "preemption_illegal"),
-        ("rejected", "victim_gone"),
-        ("rejected", "victim_gang_split"),
-        ("rejected", "victim_gang_split"),
+        ("rejected", "PreemptionIllegal"),
+        ("rejected", "PreemptionIllegal"),
+        ("rejected", "VictimGone"),
+        ("rejected", "VictimGangSplit"),
+        ("rejected", "VictimGangSplit"),
     ]
     assert "production may not preempt t/prod1 (production)" in decisions[0]["data"]["message"]
     # The whole gang goes: legal, and the room is there.
@@ -142,7 +142,7 @@ async def test_commit_rejects_illegal_and_stale_preemptions(store):
             placement("y2", [("r2", "n4")], victims=[("v", "n4")]),
         ]
     )
-    assert kinds(twice) == [("committed", None), ("rejected", "victim_gone")]
+    assert kinds(twice) == [("committed", None), ("rejected", "VictimGone")]
     assert not [t for t, _ in await log_types(store) if t == POD_EVICTED][4:]
     report = await audit_store(store)
     assert report["ok"], report
@@ -450,7 +450,7 @@ async def test_commit_keeps_reserved_nodes_for_their_gang(store):
             placement("g", [("g0", "n1"), ("g1", "n2")], gang="t/g", cpu=2000),
         ]
     )
-    assert kinds(decisions) == [("rejected", "node_reserved"), ("committed", None)]
+    assert kinds(decisions) == [("rejected", "NodeReserved"), ("committed", None)]
     assert service.state.reservations == {}  # placed: the nodes are given back
     assert (await audit_store(store))["ok"]
     await service.stop()

@@ -112,11 +112,11 @@ async def test_a_replica_lingers_for_more_work_only_when_a_backlog_arrives(store
     # Light load: fewer items than linger_min go at once, without waiting for more.
     for i in range(3):
         bus.append(bus.topics.work, *work_item("pod", f"t/p{i}", 1))
-    assert len(await replica._poll(consumer)) == 3 and consumer.polls == 1
+    assert len(await replica.poll_batch(consumer)) == 3 and consumer.polls == 1
     # A backlog (the one that arrived plus 5): poll on while work arrives, up to a batch.
     for i in range(3, 8):
         bus.append(bus.topics.work, *work_item("pod", f"t/p{i}", 1))
-    assert len(await replica._poll(consumer)) == 10 and consumer.polls == 1 + 5
+    assert len(await replica.poll_batch(consumer)) == 10 and consumer.polls == 1 + 5
     await consumer.stop()
 
 
@@ -139,7 +139,7 @@ async def test_work_polled_before_a_broker_blip_while_lingering_is_kept(store) -
         bus.append(bus.topics.work, *work_item("pod", f"t/p{i}", 1))
     # The first poll took all six (the consumer's position is past them); the linger
     # poll fails: the batch is the six, not nothing.
-    got = await replica._poll(consumer)
+    got = await replica.poll_batch(consumer)
     assert [orjson.loads(m.value)["pod"] for m in got] == [f"t/p{i}" for i in range(6)]
     await consumer.stop()
 

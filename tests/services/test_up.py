@@ -180,7 +180,8 @@ async def test_unschedulable_reported_once_then_placed_when_capacity_frees(tmp_p
         data = reports[0]["data"]
         assert data["pod"] == "t/big"
         assert data["reasons"] == {"Insufficient.cpu": 1}
-        assert data["message"].startswith("0/1 nodes are available")
+        # The code counts, the message is kube-scheduler's words.
+        assert data["message"] == "0/1 nodes are available: 1 Insufficient cpu."
         # Capacity arrives: the dispatcher re-publishes and the pod is placed.
         es = open_store(url)
         await es.connect()

@@ -1,0 +1,82 @@
+"""Databases, the preloaded cluster, and the pods the benchmark publishes."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import asyncpg
+import orjson
+
+from esched.schemas.events import PLACEMENT_COMMITTED, namespaced_key, stream_of
+from esched.services.store import open_store
+from esched.services.store.base import NewEvent
+from esched.services.store.snapshots import fold_log, save_snapshot
+from esched.services.synth import cluster_log, pod_event
+
+#: Partitions of every topic: at least the largest replica count, so each replica
+#: owns work partitions.
+PARTITIONS = 8
+
+
+async def admin(server: str, sql: str) -> None:
+    """Run ``sql`` on the server's ``postgres`` database (create, drop)."""
+    conn = await asyncpg.connect(f"{server}/postgres", timeout=10)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def preload(store_url: str, nodes: int, fill: float, seed: int = 0) -> dict[str, Any]:
+    """Write ``nodes`` nodes and running pods up to ``fill`` of the CPU into an empty
+    store, then a state snapshot. Returns what was written."""
+    mean_cores = 30  # synth nodes: 8, 16, 32, 64 cores; pods ask 2.05 cores on average
+    pods = int(nodes * mean_cores * fill / 2.05)
+    store = open_store(store_url)
+    await store.connect()
+    try:
+        await store.migrate()
+        batch: list[NewEvent] = []
+        # Only pods that got a node: a pending pod in the preload would be work.
+        events = (e for e in cluster_log(nodes, pods, seed=seed, finish_every=0))
+        pending: dict[str, dict] = {}
+        for ev in events:
+            if ev["type"] == "esched.pod.submitted":
+                pending[f"synth/{ev['data']['metadata']['name']}"] = ev
+                continue
+            if ev["type"] == PLACEMENT_COMMITTED:
+                sub = pending.pop(ev["data"]["bindings"][0]["pod"])
+                batch.append(NewEvent(sub["id"], sub["type"], stream_of(sub), orjson.dumps(sub)))
+            batch.append(NewEvent(ev["id"], ev["type"], stream_of(ev), orjson.dumps(ev)))
+            if len(batch) >= 5000:
+                await store.append(batch)
+                batch = []
+        if batch:
+            await store.append(batch)
+        state = await fold_log(store, use_snapshot=False)
+        await save_snapshot(store, state)
+        nodes_ = state.summary()["nodes"]
+        return {
+            "events": int(state.position),
+            "nodes": nodes_["count"],
+            "running_pods": pods - len(pending),
+            "cpu_utilization": round(nodes_["allocated"]["cpu"] / nodes_["allocatable"]["cpu"], 4),
+        }
+    finally:
+        await store.close()
+
+
+def pod_payloads(n: int, namespace: str, seed: int) -> list[tuple[str, bytes]]:
+    """``n`` synthetic pod submissions in ``namespace``: (key, JSON) records."""
+    rng = random.Random(seed)
+    out = []
+    for j in range(n):
+        ev = pod_event(j, rng, namespace)
+        out.append((namespaced_key(namespace, f"pod-{j}"), orjson.dumps(ev)))
+    return out
+
+
+async def send_pods(producer, topic: str, records: list[tuple[str, bytes]]) -> None:
+    """Send (key, JSON) records to ``topic``."""
+    await producer.send_many(topic, [(key.encode(), value) for key, value in records])

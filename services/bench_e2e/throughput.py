@@ -1,0 +1,345 @@
+"""The throughput, latency and conflict runs per replica count, with the raw Kafka
+baseline."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from esched.services.bench_e2e.cpu import cpu_snapshot
+from esched.services.bench_e2e.observe import (
+    Decisions,
+    FirstSeen,
+    head_position,
+    pct,
+    proposal_pods,
+    stages,
+    stored_at,
+    wait_committed,
+    work_pods,
+)
+from esched.services.bench_e2e.preload import PARTITIONS, admin, pod_payloads, preload, send_pods
+from esched.services.bus import open_bus
+from esched.services.devbroker import DevBroker
+from esched.services.procs import ServiceProcess, await_until, service_env
+
+
+async def _one_run(
+    *,
+    kafka: str,
+    broker_pid: int | None,
+    template_db: str,
+    server: str,
+    replicas: int,
+    pods: int,
+    rate: float,
+    latency_seconds: float,
+    measure_latency: bool,
+    logdir: Path,
+    run: str,
+    profile: frozenset[str],
+) -> dict[str, Any]:
+    db = f"esched_bench_{run}_r{replicas}"
+    await admin(server, f'CREATE DATABASE "{db}" TEMPLATE "{template_db}"')
+    url = f"{server}/{db}"
+    prefix = f"b{run}r{replicas}."
+    bus = open_bus(kafka, prefix)
+    await bus.ensure_topics(partitions=PARTITIONS)
+    env = service_env(url, kafka, prefix)
+    runlog = logdir / f"r{replicas}"
+    runlog.mkdir(parents=True, exist_ok=True)
+    services: list[ServiceProcess] = []
+    decisions = Decisions(bus, f"bench-{run}-{replicas}")
+    producer = bus.producer()
+    out: dict[str, Any] = {"replicas": replicas}
+
+    def alive() -> None:
+        for s in services:
+            s.check_alive()
+
+    try:
+        started = time.perf_counter()
+
+        def spawn(name: str, *args: str) -> ServiceProcess:
+            return ServiceProcess(
+                name, list(args), env, runlog, profile=name.split("-")[0] in profile
+            )
+
+        services.append(spawn("commit", "commit"))
+        services.append(spawn("dispatch", "dispatch"))
+        services.append(spawn("ingest", "ingest"))
+        # A group per run: static members of an earlier run's group would hold its join.
+        reps = [
+            spawn(
+                f"replica-r{k}",
+                "replica",
+                "--id",
+                f"r{k}",
+                "--seed",
+                str(k),
+                "--group",
+                f"{prefix}esched-replicas",
+            )
+            for k in range(1, replicas + 1)
+        ]
+        services.extend(reps)
+        await producer.start()
+        await decisions.start()
+        await await_until(
+            "the services ready",
+            lambda: (
+                services[0].logged("commit service leading")
+                and services[1].logged("dispatcher leading")
+                and all(r.logged("ready at position") for r in reps)
+            ),
+            120,
+            services,
+        )
+        out["services_ready_s"] = round(time.perf_counter() - started, 2)
+
+        # Warm-up until every replica has had work committed (the group has settled).
+        counter = itertools.count()
+        wave = 0
+        while True:
+            batch = pod_payloads(50 * replicas, f"w{next(counter)}", seed=wave)
+            wave += 1
+            await send_pods(producer, bus.topics.pods, batch)
+            missing = await decisions.wait_for((k for k, _ in batch), 60, alive)
+            if missing:
+                raise RuntimeError(f"warm-up: {missing} pods not committed within 60 s")
+            if len(decisions.by_replica) >= replicas:
+                break
+            if wave > 60:
+                raise RuntimeError(f"only {sorted(decisions.by_replica)} placed work")
+            await asyncio.sleep(0.5)
+        out["warmup_waves"] = wave
+
+        # Throughput: everything at once.
+        payloads = pod_payloads(pods, "tput", seed=1)
+        c0, r0 = decisions.mark()
+        head = await head_position(url)
+        decisions.reading.clear()
+        cpu0 = cpu_snapshot(services, broker_pid)
+        t0 = time.time()
+        for i in range(0, pods, 2000):
+            await send_pods(producer, bus.topics.pods, payloads[i : i + 2000])
+        sent_s = time.time() - t0
+        await wait_committed(url, head, pods, 300, alive)
+        cpu1 = cpu_snapshot(services, broker_pid)
+        decisions.reading.set()
+        missing = await decisions.wait_for((k for k, _ in payloads), 60, alive)
+        done = [decisions.committed[k] for k, _ in payloads if k in decisions.committed]
+        c1, r1 = decisions.mark()
+        elapsed = max(done) - t0 if done else float("nan")
+        out.update(
+            {
+                "pods": pods,
+                "pods_per_s": round(len(done) / elapsed, 1) if done else 0.0,
+                "publish_s": round(sent_s, 2),
+                "elapsed_s": round(elapsed, 2),
+                "missing": missing,
+                "commits": c1 - c0,
+                "conflicts": r1 - r0,
+                "conflict_fraction": round((r1 - r0) / max(c1 - c0, 1), 4),
+                # Where the time goes: CPU microseconds per pod, by process.
+                "cpu_us_per_pod": {
+                    k: round((cpu1[k] - cpu0.get(k, 0.0)) * 1e6 / pods, 1) for k in cpu1
+                },
+            }
+        )
+
+        # When the pods passed each stage (s after the first send): a stage that ends
+        # much later than the one before it is the bottleneck.
+        stored, decided = await stored_at(url, "tput")
+        out["timeline_s"] = {
+            name: {"half": round(float(np.percentile(v, 50)) - t0, 2), "all": round(max(v) - t0, 2)}
+            for name, v in (
+                ("published", [t0 + sent_s]),
+                ("stored", list(stored.values())),
+                ("decided", list(decided.values())),
+                ("on_topic", done),
+            )
+            if v
+        }
+
+        if measure_latency:
+            lat_pods = int(rate * latency_seconds)
+            payloads = pod_payloads(lat_pods, "lat", seed=2)
+            tick = 0.01
+            per_tick = max(1, round(rate * tick))
+            sent_at: dict[str, float] = {}
+            work = FirstSeen(bus, bus.topics.work, f"bench-{run}-{replicas}-w", work_pods)
+            proposed = FirstSeen(
+                bus, bus.topics.proposals, f"bench-{run}-{replicas}-p", proposal_pods
+            )
+            await work.start()
+            await proposed.start()
+            await asyncio.sleep(1.0)  # both have joined their groups before the first pod
+            t0 = time.monotonic()
+            # Each tick's send runs on its own, so a slow acknowledgement never holds the
+            # next tick back: the offered rate is the rate asked for.
+            sends: list[asyncio.Task] = []
+            for n, i in enumerate(range(0, lat_pods, per_tick)):
+                wait = t0 + n * tick - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                chunk = payloads[i : i + per_tick]
+                now = time.time()
+                sends.append(asyncio.create_task(send_pods(producer, bus.topics.pods, chunk)))
+                for key, _ in chunk:
+                    sent_at[key] = now
+            offered = lat_pods / (time.monotonic() - t0)
+            await asyncio.gather(*sends)
+            missing = await decisions.wait_for(sent_at, 120, alive)
+            lat = np.array(
+                [decisions.committed[k] - t for k, t in sent_at.items() if k in decisions.committed]
+            )
+            await work.stop()
+            await proposed.stop()
+            stored, decided = await stored_at(url, "lat")
+            # Every pod's marks (wall clock, s), to see whether a tail is spread or one stall.
+            (runlog / "latency_marks.json").write_bytes(
+                orjson.dumps(
+                    {
+                        name: mark
+                        for name, mark in (
+                            ("sent", sent_at),
+                            ("stored", stored),
+                            ("work", work.seen),
+                            ("proposed", proposed.seen),
+                            ("decided", decided),
+                            ("published", decisions.committed),
+                        )
+                    }
+                )
+            )
+            out["latency"] = {
+                "offered_pods_per_s": round(offered, 1),
+                "pods": lat_pods,
+                "missing": missing,
+                "p50_ms": pct(lat, 50),
+                "p90_ms": pct(lat, 90),
+                "p99_ms": pct(lat, 99),
+                "max_ms": pct(lat, 100),
+                "stages": stages(
+                    sent_at,
+                    ("stored", stored),
+                    ("work", work.seen),
+                    ("proposed", proposed.seen),
+                    ("decided", decided),
+                    ("published", decisions.committed),
+                ),
+            }
+        out["commits_by_replica"] = dict(sorted(decisions.by_replica.items()))
+        out["conflict_reasons"] = dict(sorted(decisions.reasons.items()))
+    finally:
+        for s in services:
+            s.stop()
+        summaries = {s.name: s.summary() for s in services}
+        with contextlib.suppress(Exception):
+            await decisions.stop()
+        with contextlib.suppress(Exception):
+            await producer.stop()
+        with contextlib.suppress(Exception):
+            await admin(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    out["replica_stats"] = {
+        k: {f: v.get(f) for f in ("placed_pods", "conflicts", "retries", "cache_hit_rate")}
+        for k, v in summaries.items()
+        if k.startswith("replica") and isinstance(v, dict)
+    }
+    return out
+
+
+async def _kafka_baseline(kafka: str, records: int) -> dict[str, float]:
+    """Raw publish + consume of ``records`` pod-sized records (the broker's share)."""
+    bus = open_bus(kafka, f"raw{uuid.uuid4().hex[:6]}.")
+    await bus.ensure_topics(partitions=PARTITIONS)
+    payloads = pod_payloads(records, "raw", seed=3)
+    producer = bus.producer()
+    await producer.start()
+    t0 = time.perf_counter()
+    for i in range(0, records, 2000):
+        await send_pods(producer, bus.topics.pods, payloads[i : i + 2000])
+    publish = time.perf_counter() - t0
+    await producer.stop()
+    consumer = bus.consumer([bus.topics.pods], "raw")
+    await consumer.start()
+    t0, seen = time.perf_counter(), 0
+    while seen < records:
+        seen += len(await consumer.poll(500, 5000))
+    consume = time.perf_counter() - t0
+    await consumer.stop()
+    return {
+        "publish_per_s": round(records / publish, 1),
+        "consume_per_s": round(records / consume, 1),
+    }
+
+
+async def run_e2e_bench(
+    *,
+    kafka: str | None,
+    pg_server: str,
+    nodes: int = 10_000,
+    fill: float = 0.7,
+    replicas: Iterable[int] = (1, 2, 4),
+    pods: int = 20_000,
+    rate: float = 1000.0,
+    latency_seconds: float = 10.0,
+    latency_for: Iterable[int] = (2,),
+    logdir: str | None = None,
+    profile: Iterable[str] = (),
+) -> dict[str, Any]:
+    """Run the benchmark; see the module docstring. ``pg_server`` is
+    ``postgresql://user@host:port`` (databases are created and dropped there).
+    ``profile``: services (commit, dispatch, ingest, replica) to run under cProfile,
+    writing ``<logdir>/r<N>/<name>.prof``."""
+    broker = None
+    if not kafka:
+        broker = DevBroker().start()
+        kafka = broker.bootstrap
+    run = uuid.uuid4().hex[:8]
+    template = f"esched_bench_{run}_template"
+    logs = Path(logdir or tempfile.mkdtemp(prefix="esched-bench-e2e-"))
+    result: dict[str, Any] = {"mode": "processes", "nodes": nodes, "fill": fill, "logs": str(logs)}
+    try:
+        await admin(pg_server, f'CREATE DATABASE "{template}"')
+        t0 = time.perf_counter()
+        result["preload"] = await preload(f"{pg_server}/{template}", nodes, fill)
+        result["preload"]["seconds"] = round(time.perf_counter() - t0, 1)
+        result["baseline_kafka"] = await _kafka_baseline(kafka, pods)
+        result["runs"] = []
+        latency_set = set(latency_for)
+        for r in replicas:
+            result["runs"].append(
+                await _one_run(
+                    kafka=kafka,
+                    broker_pid=broker.pid if broker else None,
+                    template_db=template,
+                    server=pg_server,
+                    replicas=r,
+                    pods=pods,
+                    rate=rate,
+                    latency_seconds=latency_seconds,
+                    measure_latency=r in latency_set,
+                    logdir=logs,
+                    run=run,
+                    profile=frozenset(profile),
+                )
+            )
+    finally:
+        with contextlib.suppress(Exception):
+            await admin(pg_server, f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+        if broker:
+            broker.stop()
+    result["broker"] = "tansu (local)" if broker else kafka
+    return result

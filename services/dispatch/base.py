@@ -1,0 +1,78 @@
+"""What every part of the dispatcher shares: one instance's attributes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from esched.core import ClusterState, Placer
+from esched.core.admission import Admission, Rejection
+from esched.core.validation import Validator
+from esched.services.bus import Bus, BusProducer
+from esched.services.dispatch.config import DispatchConfig, DispatchTotals
+from esched.services.lease import Lease, LocalLease
+from esched.services.store.base import EventStore
+from esched.services.store.follower import LogFollower
+
+
+@dataclass(slots=True)
+class Parked:
+    """A pod reported unschedulable, waiting for capacity (and its backoff)."""
+
+    reports: int
+    not_before: float
+    #: Capacity events seen when parked; re-publish only once this has grown.
+    capacity_seq: int
+
+
+class _DispatchBase:
+    """The attributes of one dispatcher; each module of this package adds one job on top
+    (wake-ups from the fold, reclaim, the outbox)."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        bus: Bus,
+        *,
+        lease: Lease | None = None,
+        config: DispatchConfig | None = None,
+        admission: Admission | None = None,
+        submit: Callable[[list[dict[str, Any]]], Awaitable[Any]] | None = None,
+    ) -> None:
+        self.store = store
+        self.bus = bus
+        self.lease = lease or LocalLease("dispatch")
+        self.config = config or DispatchConfig()
+        self.totals = DispatchTotals()
+        self.follower: LogFollower | None = None
+        self._producer: BusProducer | None = None
+        self._stopping = asyncio.Event()
+        self.admission = admission or Admission()
+        self._outbox: list[tuple[str, str, str, int]] = []  # (cause, kind, key, position)
+        self._rejections: list[Rejection] = []  # decided, not yet appended
+        self._submit = submit
+        self._reclaims: list[dict[str, Any]] = []  # proposals not yet sent
+        self._reclaiming: dict[str, float] = {}  # pod -> not planned again before
+        self._next_reclaim = 0.0
+        self._reclaim_seen = -1  # state position of the last reclaim pass
+        self._placer: Placer | None = None
+        self._validator: Validator | None = None
+        self._flushed = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._parked: dict[str, Parked] = {}
+        self._reports: dict[str, int] = {}  # pod -> unschedulable reports so far
+        self._delayed: list[tuple[float, str]] = []  # heap of (due, pod) after rejections
+        self._capacity_seq = 0
+        self._capacity_position = 0  # position of the newest capacity event
+        self.leading = False
+
+    @property
+    def state(self) -> ClusterState:
+        assert self.follower is not None and self.follower.state is not None
+        return self.follower.state
+
+    @property
+    def position(self) -> int:
+        return -1 if self.follower is None else self.follower.position

@@ -1,0 +1,114 @@
+"""What every part of a replica shares: one instance's attributes."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from typing import Any
+
+from esched.core import ClusterState, Profile
+from esched.core._placer import Placer
+from esched.core.devices import FoldedDevices
+from esched.core.schedule import SchedulingPass
+from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
+from esched.services.bus import Bus, BusConsumer, BusProducer
+from esched.services.replica.config import ReplicaConfig, ReplicaTotals, Submit
+from esched.services.store.base import EventStore
+from esched.services.store.follower import LogFollower
+
+
+class _ReplicaBase:
+    """The attributes of one replica; each module of this package adds one job on top
+    (claims in flight, reports, placing, its share of the work, the work loop)."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        bus: Bus,
+        replica_id: str,
+        *,
+        profile: Profile | None = None,
+        seed: int = 0,
+        config: ReplicaConfig | None = None,
+        submit: Submit | None = None,
+        consumer: BusConsumer | None = None,
+    ) -> None:
+        self.store = store
+        self.bus = bus
+        self.id = replica_id
+        self.profile = profile
+        self.seed = seed
+        self.config = config or ReplicaConfig()
+        self.totals = ReplicaTotals()
+        self._submit = submit
+        self._consumer = consumer
+        self._producer: BusProducer | None = None
+        self.follower = LogFollower(
+            store, after_fold=self._on_fold, decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED)
+        )
+        self.placer: Placer | None = None
+        self._waiting: dict[str, asyncio.Future] = {}
+        self._stopping = asyncio.Event()
+        #: Claims of proposals sent and not yet decided in the fold, by proposal id:
+        #: ([(pod, node, GPU devices)], [victim pods]); assumed in the placer's view
+        #: (and the device table's) (see _resync).
+        self._inflight: dict[str, tuple[list[tuple[str, str, tuple[int, ...]]], list[str]]] = {}
+        #: pod -> proposal id of its undecided claim
+        self._inflight_pods: dict[str, str] = {}
+        #: bumped whenever a claim is added or released: the view must be renewed
+        self._claims_version = 0
+        #: (state position, claims version) the placer's view was last made for
+        self._view_at: tuple[int, int] = (-1, -1)
+        #: batches being worked on (placed, proposed, waiting for decisions)
+        self._batches: set[asyncio.Task] = set()
+        self._failed: BaseException | None = None
+        self._requests: dict[int, dict[str, int]] = {}
+        #: Proposal ids: the replica, a random part per instance (a restarted process
+        #: never reuses an id: the decision's id is derived from it) and a counter (a
+        #: uuid4 per proposal showed in the profile).
+        self._pid_prefix = f"{replica_id}-{uuid.uuid4().hex[:12]}-"
+        self._pid_seq = itertools.count()
+        #: the placement policy (core.schedule), made with the placer in start()
+        self.scheduler: SchedulingPass | None = None
+        #: GPU devices of the fold (with config.devices / an FGD profile), from start()
+        self.devices: FoldedDevices | None = None
+        #: reservations decided by the last placement pass, appended after it
+        self._to_reserve: list[dict[str, Any]] = []
+        #: While the group join of a restart is under way: a reader of this replica's
+        #: previous share of the work partitions (no group membership, no offset
+        #: commits) and the join itself. See start().
+        self._provisional: BusConsumer | None = None
+        self._joining: asyncio.Future | None = None
+        #: The share last recorded in the store (share_snapshot_name).
+        self._saved_share: frozenset[tuple[str, int]] = frozenset()
+
+    @property
+    def busy(self) -> bool:
+        """True while a polled batch is being worked on (for `esched up`'s idle check)."""
+        return bool(self._batches)
+
+    @property
+    def state(self) -> ClusterState:
+        assert self.follower.state is not None
+        return self.follower.state
+
+    @property
+    def consumer(self) -> BusConsumer | None:
+        """The work consumer (None before :meth:`start` and after :meth:`stop`)."""
+        return self._consumer
+
+    @property
+    def joining(self) -> bool:
+        """Whether the work group's join of :meth:`start` is still under way (a restart
+        reads its previous share of the work meanwhile)."""
+        return self._joining is not None
+
+    @property
+    def inflight(self) -> dict[str, str]:
+        """Pods of this replica's proposals awaiting their decision: pod -> proposal id."""
+        return dict(self._inflight_pods)
+
+    def _on_fold(self, events: list[tuple[int, dict[str, Any]]]) -> None:
+        """Called by the follower after each fold step (see :mod:`.claims`)."""
+        raise NotImplementedError

@@ -1,0 +1,81 @@
+"""Claims in flight (kube-scheduler's assume cache): the placer's view is the fold plus
+every proposal sent and not yet decided; a decision folded releases its claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
+from esched.services.replica.base import _ReplicaBase
+
+
+class _Claims(_ReplicaBase):
+    """Claims of undecided proposals, assumed in the placer's view."""
+
+    def _resync(self) -> None:
+        """Make the placer's view the fold plus every undecided claim (assumed).
+
+        Cheap when nothing changed: the view a pass leaves behind already holds its
+        own claims, so the next batch placed before any fold starts from it as is.
+        """
+        assert self.placer is not None
+        now = (int(self.state.position), self._claims_version)
+        if self._view_at == now:
+            return
+        self.placer.sync()
+        if self._inflight:
+            st = self.state
+            pods: list[int] = []
+            nodes: list[int] = []
+            victims: list[int] = []
+            for bindings, evicted in self._inflight.values():
+                for pod, node, _devices in bindings:
+                    p = st.pod_index.get(pod)
+                    n = st.node_index.get(node)
+                    if p is not None and n is not None:
+                        pods.append(p)
+                        nodes.append(n)
+                victims.extend(v for pod in evicted if (v := st.pod_index.get(pod)) is not None)
+            self.placer.assume_claims(pods, nodes, victims)
+        if self.devices is not None:
+            assert self.scheduler is not None
+            self.devices.sync()
+            self.scheduler.use_gpu_resource(self.devices.resource, self.devices.scale)
+            self.devices.claim(b for bindings, _ in self._inflight.values() for b in bindings)
+        self._view_at = now
+
+    def _claim(self, proposals: list[dict[str, Any]]) -> None:
+        """Record the claims of proposals about to be sent (already in the view)."""
+        for p in proposals:
+            pairs = [(b["pod"], b["node"], tuple(b.get("devices") or ())) for b in p["bindings"]]
+            self._inflight[p["proposal"]] = (pairs, [v["pod"] for v in p.get("victims") or ()])
+            for pod, _node, _devices in pairs:
+                self._inflight_pods[pod] = p["proposal"]
+        self._claims_version += 1
+        # The view already holds them (the pass assumed each placement as it went).
+        self._view_at = (int(self.state.position), self._claims_version)
+
+    def _release(self, pid: str) -> None:
+        """Forget a claim whose decision is in the fold (committed: the fold has it)."""
+        claim = self._inflight.pop(pid, None)
+        if claim is None:
+            return
+        for pod, _node, _devices in claim[0]:
+            if self._inflight_pods.get(pod) == pid:
+                del self._inflight_pods[pod]
+        self._claims_version += 1
+
+    def _on_fold(self, events: list[tuple[int, dict[str, Any]]]) -> None:
+        """Release the claims of our proposals whose decisions just got folded (in the
+        same step as the fold: the state has a committed claim exactly when the
+        ledger has not) and resolve their futures."""
+        if not self._waiting and not self._inflight:
+            return
+        for _pos, ev in events:
+            if ev.get("type") in (PLACEMENT_COMMITTED, PLACEMENT_REJECTED):
+                pid: Any = (ev.get("data") or {}).get("proposal")  # as stored: any JSON
+                if pid in self._inflight:
+                    self._release(pid)
+                fut = self._waiting.get(pid)
+                if fut is not None and not fut.done():
+                    fut.set_result(ev)

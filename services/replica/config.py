@@ -1,0 +1,114 @@
+"""A replica's settings, totals and names."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from esched.core.bands import BandConfig
+
+SERVICE = "replica"
+#: Consumer group of the work topic: every replica process joins it, so Kafka
+#: spreads the work partitions over them and moves a dead member's partitions.
+REPLICA_GROUP = "esched-replicas"
+
+
+Submit = Callable[[list[dict[str, Any]]], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaConfig:
+    """Tuning of a replica."""
+
+    group: str = REPLICA_GROUP
+    #: Work items per poll: one placement pass, one proposal send, one decision wait.
+    batch_size: int = 1000
+    #: Batches in flight at once: a batch's proposals wait for their decisions (a
+    #: round trip through the commit service and the store, 10x the placement time)
+    #: while the next batches are placed with the earlier claims assumed. 1: place a
+    #: batch only once the previous one is decided.
+    pipeline: int = 8
+    poll_timeout_ms: int = 100
+    #: Keep polling for up to this many seconds while more work arrives (batching), but
+    #: only when the first poll brought at least ``linger_min`` items: a backlog, where
+    #: fuller batches save round trips. A handful of items (light load) goes at once:
+    #: lingering only added its time to every pod's latency.
+    linger: float = 0.01
+    linger_poll_ms: int = 10
+    linger_min: int = 50
+    #: Attempts after the first for proposals the commit service rejected.
+    max_retries: int = 3
+    #: Their backoff (:class:`~esched.services.retry.Backoff`, the services' one policy):
+    #: ``retry_backoff * 2**n`` capped at ``retry_backoff_max``, half of it jitter.
+    retry_backoff: float = 0.02
+    retry_backoff_max: float = 1.0
+    #: Re-send proposals still undecided after this long (idempotent on proposal id:
+    #: covers a commit service that failed over with our proposals unread).
+    decision_timeout: float = 30.0
+    #: On stop, how long batches in flight may wait for their decisions.
+    stop_grace: float = 2.0
+    #: On a restart, work the share of the work partitions this replica had (recorded
+    #: in the store) while the group join is under way (see Replica._start_provisional).
+    resume_share: bool = True
+    source_prefix: str = "esched/replica/"
+    #: Let pods and gangs that fit nowhere propose evicting pods of lower bands.
+    preemption: bool = True
+    #: Priority bands (None: the documented defaults of :mod:`esched.core.bands`).
+    bands: BandConfig | None = None
+    #: Starvation guard: a gang that has not fitted for this many seconds (as this
+    #: replica saw it) gets nodes reserved (``esched.gang.reserved``), one gang at a
+    #: time; None turns it off.
+    reserve_after: float | None = 60.0
+    #: Place GPU requests device by device (core.devices: the fold's devices, exact
+    #: fit, each binding names its devices, which the commit service checks). None:
+    #: when the profile has the FGD plugin (which scores by devices).
+    devices: bool | None = None
+
+
+@dataclass(slots=True)
+class ReplicaTotals:
+    """What a replica did so far."""
+
+    work_items: int = 0
+    skipped: int = 0
+    proposals: int = 0
+    committed: int = 0
+    placed_pods: int = 0
+    conflicts: int = 0
+    retries: int = 0
+    gave_up: int = 0
+    unschedulable: int = 0
+    gangs_waiting: int = 0
+    #: Proposals that evict pods of lower bands, and the victims they name.
+    preemptions: int = 0
+    victims: int = 0
+    #: Gang reservations made (starvation guard).
+    reservations: int = 0
+    #: Work items read from the previous share while the group join of a restart
+    #: was under way (see Replica._start_provisional).
+    early_items: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    #: perf_counter() of the first proposal sent and of the last decision received
+    #: (the window a placement rate is measured over); 0.0 until then.
+    first_proposal_at: float = 0.0
+    last_decision_at: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "work_items": self.work_items,
+            "skipped": self.skipped,
+            "proposals": self.proposals,
+            "committed": self.committed,
+            "placed_pods": self.placed_pods,
+            "conflicts": self.conflicts,
+            "retries": self.retries,
+            "gave_up": self.gave_up,
+            "unschedulable": self.unschedulable,
+            "gangs_waiting": self.gangs_waiting,
+            "preemptions": self.preemptions,
+            "victims": self.victims,
+            "reservations": self.reservations,
+            "early_items": self.early_items,
+            "conflict_reasons": dict(sorted(self.reasons.items())),
+        }

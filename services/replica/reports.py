@@ -1,0 +1,111 @@
+"""The events a replica appends itself: unschedulable reports and gang reservations."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import orjson
+
+from esched.core.reasons import reason_text
+from esched.schemas.events import (
+    GANG,
+    GANG_RESERVED,
+    POD,
+    POD_UNSCHEDULABLE,
+    envelope,
+    stream_name,
+    timestamp,
+)
+from esched.services import metrics
+from esched.services.faults import retry_transient
+from esched.services.replica.claims import _Claims
+from esched.services.replica.config import SERVICE
+from esched.services.store.base import NewEvent
+
+log = logging.getLogger(__name__)
+
+
+def unschedulable_id(pod: str, position: int) -> str:
+    """Event id of the unschedulable report for ``pod`` from work at ``position``:
+    deterministic, so a redelivered work item is answered by the same (deduped) event."""
+    return f"unschedulable-{pod}-{position}"
+
+
+class _Reports(_Claims):
+    """Append unschedulable reports and reservations (deterministic ids: dedupe)."""
+
+    async def _reserve(self) -> None:
+        """Append the reservations of the last pass (deterministic ids: dedupe)."""
+        now = datetime.now(UTC)
+        events = []
+        for r in self._to_reserve:
+            data = {k: v for k, v in r.items() if k != "position"}
+            env = envelope(
+                GANG_RESERVED,
+                self.config.source_prefix + self.id,
+                data,
+                id=f"reserve-{r['gang']}-{r['position']}",
+                time=timestamp(),
+            )
+            events.append(
+                NewEvent(
+                    id=env["id"],
+                    type=GANG_RESERVED,
+                    stream=stream_name(GANG, r["gang"]),
+                    payload=orjson.dumps(env),
+                    time=now,
+                )
+            )
+        self._to_reserve = []
+        res = await retry_transient(
+            lambda: self.store.append(events),
+            what="reservation append",
+            service=SERVICE,
+            peer="store",
+        )
+        self.totals.reservations += len(events) - res.duplicates
+        for e in events:
+            log.info("replica %s: %s", self.id, orjson.loads(e.payload)["data"]["message"])
+
+    async def _report_unschedulable(
+        self, pods: dict[str, tuple[int, dict[str, int], str, int]]
+    ) -> None:
+        """Append one ``esched.pod.unschedulable`` per pod (deterministic ids: dedupe)."""
+        st = self.state
+        n_nodes = len(st.node_index)
+        now = datetime.now(UTC)
+        events = []
+        for pod, (position, reasons, extra, judged_at) in pods.items():
+            # kube's FitError: "<count> <message>" per reason, sorted as strings.
+            detail = ", ".join(sorted(f"{v} {reason_text(k)}" for k, v in reasons.items()))
+            message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra else "")
+            # position: the state the verdict was reached on (not the fold's position
+            # now), so the dispatcher can tell whether capacity freed after it: no lost
+            # wake-ups.
+            data = {"pod": pod, "reasons": reasons, "message": message, "position": judged_at}
+            env = envelope(
+                POD_UNSCHEDULABLE,
+                self.config.source_prefix + self.id,
+                data,
+                id=unschedulable_id(pod, position),
+                time=timestamp(),
+            )
+            events.append(
+                NewEvent(
+                    id=env["id"],
+                    type=POD_UNSCHEDULABLE,
+                    stream=stream_name(POD, pod),
+                    payload=orjson.dumps(env),
+                    time=now,
+                )
+            )
+        res = await retry_transient(
+            lambda: self.store.append(events),
+            what="unschedulable append",
+            service=SERVICE,
+            peer="store",
+        )
+        fresh = len(events) - res.duplicates
+        self.totals.unschedulable += fresh
+        metrics.REPLICA_UNSCHEDULABLE.labels(self.id).inc(fresh)

@@ -1,0 +1,219 @@
+"""The work loop: poll batches of work items, up to ``pipeline`` in flight, commit
+their offsets in poll order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+import orjson
+
+from esched.core import PHASE_PENDING
+from esched.core.schedule import Target
+from esched.services import metrics
+from esched.services.bus import BusConsumer, BusError, Message
+from esched.services.faults import poll_or_pause
+from esched.services.replica.config import SERVICE, ReplicaTotals
+from esched.services.replica.share import _Share
+
+log = logging.getLogger(__name__)
+
+
+class _WorkLoop(_Share):
+    """Poll work and hand each batch to a task of its own."""
+
+    async def run(self) -> ReplicaTotals:
+        """Poll work and place it until :meth:`stop`.
+
+        Up to ``pipeline`` batches are in flight: a batch is polled and placed as soon
+        as the previous one has sent its proposals, and each batch then waits for its
+        own decisions (retrying rejections) in a task of its own. Work offsets are
+        committed in poll order, each batch after the one before it.
+        """
+        loop = asyncio.get_running_loop()
+        slots = asyncio.Semaphore(max(1, self.config.pipeline))
+        turn: asyncio.Future = loop.create_future()
+        turn.set_result(None)
+        try:
+            while not self._stopping.is_set() and self._failed is None:
+                if self._joining is not None and self._joining.done():
+                    await self._joined()
+                provisional = self._provisional is not None
+                consumer = self._provisional if provisional else self._consumer
+                if consumer is None:
+                    break
+                await slots.acquire()
+                started = False
+                try:
+                    msgs = await self.poll_batch(consumer)
+                    if provisional:
+                        self.totals.early_items += len(msgs)
+                    else:
+                        await self._record_share(consumer)
+                    if not msgs or self._stopping.is_set():
+                        continue
+                    planned = asyncio.Event()
+                    prev, turn = turn, loop.create_future()
+                    task = asyncio.create_task(
+                        self._batch(msgs, planned, prev, turn, commit=not provisional),
+                        name=f"replica-{self.id}-batch",
+                    )
+                    started = True
+                    self._batches.add(task)
+                    task.add_done_callback(lambda t: self._batch_done(t, slots))
+                    # The next batch is placed once this one's claims are in the view.
+                    waiter = asyncio.ensure_future(planned.wait())
+                    try:
+                        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        waiter.cancel()
+                finally:
+                    if not started:
+                        slots.release()
+            if self._batches:
+                await asyncio.gather(*set(self._batches), return_exceptions=True)
+        finally:
+            if self._failed is not None:
+                raise self._failed
+        return self.totals
+
+    def _batch_done(self, task: asyncio.Task, slots: asyncio.Semaphore) -> None:
+        self._batches.discard(task)
+        slots.release()
+        if not task.cancelled() and task.exception() is not None and self._failed is None:
+            # Surfaced by run(): a batch that failed (e.g. the log follower died) must
+            # end the service, as it did before batches ran in tasks.
+            self._failed = task.exception()
+
+    async def poll_batch(self, consumer: BusConsumer) -> list[Message]:
+        """One batch of work items from ``consumer``, as :meth:`run` polls them
+        (lingering briefly while more keeps arriving).
+
+        A broker blip is an empty poll (:func:`poll_or_pause`); one while lingering
+        ends the batch with the items already polled (the consumer's position is past
+        them: dropping them would lose them).
+        """
+        msgs = await poll_or_pause(
+            consumer,
+            self.config.poll_timeout_ms,
+            self.config.batch_size,
+            service=SERVICE,
+            pause=0.5,
+        )
+        # Under load, linger briefly while work keeps arriving: one pass over a full
+        # batch costs about as much round-trip overhead (proposal send, decision
+        # append, fold wake-up) as a pass over a handful of pods.
+        linger_until = time.monotonic() + self.config.linger
+        while (
+            self.config.linger_min <= len(msgs) < self.config.batch_size
+            and time.monotonic() < linger_until
+        ):
+            more = await poll_or_pause(
+                consumer,
+                self.config.linger_poll_ms,
+                self.config.batch_size - len(msgs),
+                service=SERVICE,
+                pause=0.5,
+            )
+            if not more:
+                break
+            msgs.extend(more)
+        return msgs
+
+    async def _batch(
+        self,
+        msgs: Sequence[Message],
+        planned: asyncio.Event,
+        prev: asyncio.Future,
+        turn: asyncio.Future,
+        *,
+        commit: bool,
+    ) -> None:
+        """One batch in its task: place and decide, then commit its offsets after the
+        previous batch's (``prev``), then let the next batch commit (``turn``)."""
+        try:
+            await self.handle(msgs, planned, prev, commit=commit)
+        finally:
+            planned.set()
+            if not turn.done():
+                turn.set_result(None)
+
+    # ------------------------------------------------------------------ one batch
+
+    async def handle(
+        self,
+        msgs: Sequence[Message],
+        planned: asyncio.Event | None = None,
+        prev: asyncio.Future | None = None,
+        *,
+        commit: bool = True,
+    ) -> None:
+        """Work one polled batch end to end, then commit its offsets (unless not
+        ``commit``: items read from the previous share before the group join).
+
+        ``planned`` is set once the batch's first proposals are claimed (the next batch
+        may be placed); ``prev`` is awaited before committing offsets (poll order).
+        """
+        targets: dict[tuple[str, str], Target] = {}
+        for m in msgs:
+            try:
+                item = orjson.loads(m.value)
+                kind = "gang" if item.get("gang") else "pod"
+                key = str(item[kind])
+                position = int(item.get("position") or 0)
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+                log.warning(
+                    "ignoring malformed work item at %s/%d@%d", m.topic, m.partition, m.offset
+                )
+                continue
+            prev_t = targets.get((kind, key))
+            if prev_t is None or prev_t.position < position:
+                targets[(kind, key)] = Target(kind, key, position)
+        self.totals.work_items += len(msgs)
+        if targets:
+            upto = max(t.position for t in targets.values())
+            t0 = time.perf_counter()
+            # The fold must have the event that made each item pending; it is in the log.
+            while not await self.follower.wait_for(upto, 5.0):
+                log.warning(
+                    "replica %s: fold at %d, waiting for work position %d",
+                    self.id,
+                    self.follower.position,
+                    upto,
+                )
+            t1 = time.perf_counter()
+            await self._place(list(targets.values()), planned)
+            log.debug(
+                "replica %s: %d work items; fold wait %.1f ms, place+decide %.1f ms",
+                self.id,
+                len(targets),
+                (t1 - t0) * 1e3,
+                (time.perf_counter() - t1) * 1e3,
+            )
+        if planned is not None:
+            planned.set()
+        if prev is not None:
+            # Offsets in poll order: committing this batch's offsets first would also
+            # commit the earlier batch's items on the same partitions, still undecided.
+            await asyncio.shield(prev)
+        offsets: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            k = (m.topic, m.partition)
+            offsets[k] = max(offsets.get(k, 0), m.offset + 1)
+        consumer = self._consumer
+        if consumer is not None and commit:
+            try:
+                await consumer.commit(offsets)
+            except BusError as exc:
+                # Everything is durable; redelivered items are skipped (no longer pending).
+                log.warning("work offset commit failed (%s); items will be redelivered", exc)
+        metrics.REPLICA_PENDING.labels(self.id).set(self._pending_count())
+        if self.placer is not None:
+            metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(
+                self.placer.stats()["cache_hit_rate"]
+            )
+
+    def _pending_count(self) -> int:
+        return self.state.phase_count(PHASE_PENDING)
