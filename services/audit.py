@@ -70,7 +70,7 @@ from esched.schemas.events import (
 from esched.schemas.quantity import human_units
 from esched.services.store.base import EventStore, StoredEvent
 from esched.services.store.rows import row_fact
-from esched.services.store.snapshots import PAGE
+from esched.services.store.snapshots import PAGE, anomaly_report, format_anomalies
 
 __all__ = ["Auditor", "Violation", "audit_store", "format_report"]
 
@@ -397,6 +397,7 @@ class Auditor:
             "by_kind": dict(sorted(self.kinds.items())),
             "violations": [asdict(v) for v in self.violations],
             "queues": queues,
+            "anomalies": anomaly_report(self.state),
         }
 
 
@@ -451,6 +452,7 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  {'POSITION':>10}  {'KIND':<16}DETAIL")
         for v in report["violations"]:
             lines.append(f"  {v['position']:>10}  {v['kind']:<16}{v['detail']}")
+    lines += format_anomalies(report.get("anomalies") or {})
     if report.get("queues"):
         lines.append(f"  {'QUEUE':<24}{'STATE':<10}{'SHARE':>8}  ALLOCATED/FAIR SHARE")
         for name, q in report["queues"].items():

@@ -24,6 +24,7 @@ __all__ = [
     "DISPATCH_HELD",
     "DISPATCH_PARKED",
     "DISPATCH_WORK",
+    "FOLD_ANOMALIES",
     "INGEST_BATCH_SECONDS",
     "INGEST_EVENTS",
     "INGEST_LAG",
@@ -35,6 +36,7 @@ __all__ = [
     "REPLICA_UNSCHEDULABLE",
     "RETRIES",
     "SUBMIT_TO_COMMIT_SECONDS",
+    "publish_anomalies",
     "serve",
 ]
 
@@ -149,12 +151,24 @@ DISPATCH_HELD = Gauge(
     "QueueCapability, ClusterCapacity).",
     ["reason"],
 )
+FOLD_ANOMALIES = Gauge(
+    "esched_fold_anomalies",
+    "Events of the log the fold of this process ignored, by reason (a resubmitted running "
+    "pod, a commit for an unknown pod, an undecodable or out-of-range event, ...).",
+    ["reason"],
+)
 ADMISSION_REJECTED = Counter(
     "esched_admission_rejected_total",
     "Submissions rejected at admission (esched.pod.rejected), by reason (QuotaExceeded, "
     "QueueClosing, QueueClosed).",
     ["reason"],
 )
+
+
+def publish_anomalies(anomalies: dict[str, int]) -> None:
+    """Set :data:`FOLD_ANOMALIES` from a state's ``anomalies`` (reason -> count)."""
+    for reason, count in anomalies.items():
+        FOLD_ANOMALIES.labels(reason).set(count)
 
 
 def serve(port: int | None, addr: str = "0.0.0.0") -> None:

@@ -179,11 +179,23 @@ def test_evicted_pod_is_released_and_pending(log, state):
     assert state.node("n1")["allocated"] == {"cpu": 0, "memory": 0, "pods": 0}
 
 
-def test_resubmitting_an_active_pod_is_ignored_and_counted(log, state):
+def test_resubmitting_a_pending_pod_updates_its_requests(log, state):
+    # The documented rule (docs/events.md): a Pending pod takes the new submit's spec.
     log(EV.POD_SUBMITTED, pod("p", cpu="1"))
     log(EV.POD_SUBMITTED, pod("p", cpu="2"))
     assert state.summary()["pods"]["Pending"] == 1
-    assert state.anomalies == {"resubmitted_active_pod": 1}
+    assert state.class_specs[state.pod("ns/p")["class"]]["requests"]["cpu"] == 2000
+    assert state.anomalies == {}
+
+
+def test_resubmitting_a_running_pod_is_ignored_and_counted(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    log(EV.POD_SUBMITTED, pod("p", cpu="1", node_name="n1"))
+    log(EV.POD_SUBMITTED, pod("p", cpu="2", node_name="n1"))
+    assert state.summary()["pods"]["Running"] == 1
+    assert state.node("n1")["allocated"]["cpu"] == 1000
+    assert state.anomalies == {"resubmitted_running_pod": 1}
+    assert state.anomaly_first == {"resubmitted_running_pod": 3}
 
 
 def test_resubmitting_a_finished_pod_makes_a_new_pod(log, state):

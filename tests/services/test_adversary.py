@@ -1,0 +1,203 @@
+"""Faults and adversaries: poison pills, reused ids, forged work, tampered logs.
+
+Each poison pill must leave the service running (its offset committed, the next
+message handled) and the log foldable; each refusal is a dead letter with a reason.
+Runs against both stores (the ``store`` fixture: SQLite and the real PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+
+import orjson
+import pytest
+from prometheus_client import REGISTRY
+
+from esched.services.audit import audit_store, format_report
+from esched.services.bus import Message, open_bus
+from esched.services.bus.deadletter import MAX_ORIGINAL_BYTES, deadletter_record
+from esched.services.bus.memory import MemoryBus
+from esched.services.dispatch import work_item
+from esched.services.ingest import IngestService
+from esched.services.replica import Replica, ReplicaConfig
+from esched.services.store.follower import LogFollower
+from esched.services.store.snapshots import anomaly_report, fold_log
+from support.events import append_events, node, pod
+
+
+def _pod_event(eid: str, name: str, spec: dict, time: str = "2026-11-22T00:00:00Z") -> bytes:
+    return orjson.dumps(
+        {
+            "specversion": "1.0",
+            "id": eid,
+            "source": "adversary",
+            "type": "esched.pod.submitted",
+            "time": time,
+            "data": {"metadata": {"name": name, "namespace": "t"}, "spec": spec},
+        }
+    )
+
+
+def _containers(*requests: dict, kind: str = "requests") -> list[dict]:
+    return [{"name": f"c{i}", "resources": {kind: r}} for i, r in enumerate(requests)]
+
+
+EI4 = "4Ei"  # 2**62 bytes: the largest single quantity; two of them overflow int64
+#: Pods whose every quantity is in range but whose totals are not (issue 19, part 1).
+OVERFLOWING_PODS = {
+    "containers": {"containers": _containers({"memory": EI4}, {"memory": EI4})},
+    "limit_and_request": {
+        "containers": [
+            {"name": "a", "resources": {"limits": {"memory": EI4}}},
+            {"name": "b", "resources": {"requests": {"memory": EI4}}},
+        ]
+    },
+    "overhead": {"containers": _containers({"memory": EI4}), "overhead": {"memory": EI4}},
+    "extended_twice": {
+        "containers": _containers({"example.com/gpu": str(2**62)}, {"example.com/gpu": str(2**62)})
+    },
+    "scoring_defaults": {
+        # Container b requests no memory: kube scores it at 200 MiB, on top of 4Ei.
+        "containers": _containers({"memory": EI4}, {"cpu": "1"})
+    },
+}
+
+
+async def _ingest(bus, store) -> None:
+    service = IngestService(bus, store)
+    await service.start()
+    await service.run(exit_when_idle=True)
+    await service.stop()
+
+
+def _dead(bus) -> list[dict]:
+    return [orjson.loads(m.value) for m in bus.log(bus.topics.deadletter)]
+
+
+async def test_pods_whose_totals_overflow_are_dead_lettered_and_the_rest_stored(store):
+    bus = open_bus(None, "esched.")
+    for name, spec in OVERFLOWING_PODS.items():
+        bus.append(bus.topics.pods, None, _pod_event(f"bad-{name}", name.replace("_", "-"), spec))
+    ok = {"containers": _containers({"memory": EI4})}  # one quantity at the limit: fine
+    bus.append(bus.topics.pods, None, _pod_event("good", "good", ok))
+    await _ingest(bus, store)
+    dead = _dead(bus)
+    assert [d["reason"] for d in dead] == ["quantity"] * len(OVERFLOWING_PODS)
+    assert all(d["field"] == "data.spec.containers" for d in dead)
+    assert [e.id for e in await store.read(0, 100)] == ["good"]
+    state = await fold_log(store)
+    assert state.summary()["pods"]["Pending"] == 1 and state.anomalies == {}
+
+
+@pytest.mark.parametrize(
+    "time",
+    ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59", "2200-01-01T00:00:00Z"],
+)
+async def test_a_time_outside_the_sane_window_is_dead_lettered(store, time):
+    bus = open_bus(None, "esched.")
+    spec = {"containers": _containers({"cpu": "1"})}
+    bus.append(bus.topics.pods, None, _pod_event("odd-time", "a", spec, time=time))
+    bus.append(bus.topics.pods, None, _pod_event("next", "b", spec))
+    await _ingest(bus, store)
+    assert [(d["reason"], d["field"]) for d in _dead(bus)] == [("envelope", "time")]
+    assert [e.id for e in await store.read(0, 100)] == ["next"]
+
+
+async def test_a_huge_invalid_message_gets_a_bounded_dead_letter(store):
+    bus = open_bus(None, "esched.")
+    garbage = b"\x00garbage" * 100_000  # 800 KB, under the event limit, not JSON
+    bus.append(bus.topics.pods, b"k" * 10_000, garbage)
+    bus.append(bus.topics.pods, None, _pod_event("next", "b", {"containers": _containers({})}))
+    await _ingest(bus, store)
+    raw = bus.log(bus.topics.deadletter)[0].value
+    assert len(raw) < 2 * MAX_ORIGINAL_BYTES
+    (d,) = _dead(bus)
+    assert d["reason"] == "not_json" and d["value_truncated"]
+    assert d["value_bytes"] == len(garbage)
+    assert d["value_sha256"] == hashlib.sha256(garbage).hexdigest()
+    assert base64.b64decode(d["value_b64"]) == garbage[:MAX_ORIGINAL_BYTES]
+    assert [e.id for e in await store.read(0, 100)] == ["next"]
+
+
+def test_a_dead_letter_cuts_its_texts_and_keeps_a_small_original_whole():
+    msg = Message("esched.pods", 0, 7, None, b"{}")
+    record = orjson.loads(deadletter_record(msg, "schema", "m" * 10_000, "f" * 10_000, "ingest"))
+    assert len(record["message"]) <= 1024 and len(record["field"]) <= 256
+    assert base64.b64decode(record["value_b64"]) == b"{}"
+    assert not record["value_truncated"] and record["value_bytes"] == 2
+
+
+async def test_an_id_reused_for_other_content_is_dead_lettered_as_id_conflict(store):
+    bus = open_bus(None, "esched.")
+    first = {"containers": _containers({"cpu": "1"})}
+    other = {"containers": _containers({"cpu": "64"})}
+    bus.append(bus.topics.pods, None, _pod_event("x", "a", first))
+    await _ingest(bus, store)
+    # A redelivery (re-serialized: same content) is a duplicate; other content is not.
+    same = orjson.dumps(orjson.loads(_pod_event("x", "a", first)), option=orjson.OPT_INDENT_2)
+    bus.append(bus.topics.pods, None, same)
+    bus.append(bus.topics.pods, None, _pod_event("x", "a", other))
+    # Inside one batch too: the second of two different events with one id.
+    bus.append(bus.topics.pods, None, _pod_event("y", "b", first))
+    bus.append(bus.topics.pods, None, _pod_event("y", "b", other))
+    service = IngestService(bus, store)
+    await service.start()
+    totals = await service.run(exit_when_idle=True)
+    await service.stop()
+    assert totals.duplicates == 1 and totals.stored == 1
+    dead = _dead(bus)
+    assert [(d["reason"], d["field"]) for d in dead] == [("id_conflict", "id")] * 2
+    assert "position 1" in dead[0]["message"]
+    assert [e.id for e in await store.read(0, 100)] == ["x", "y"]
+
+
+async def test_a_work_item_beyond_the_log_head_is_refused_not_waited_for(store):
+    await append_events(store, node("n1", cpu="4"), pod("a", "1"))
+    head = await store.head()
+    bus = MemoryBus()
+    replica = Replica(store, bus, "r1", config=ReplicaConfig(retry_backoff=0.001))
+    await replica.start()
+    try:
+        topic = bus.topics.work
+        forged = Message(topic, 0, 0, *work_item("pod", "t/a", 10**12))
+        garbage = Message(topic, 0, 1, None, b"\xff not a work item")
+        # Returns (no wait for position 10**12), and commits the batch's offsets.
+        await asyncio.wait_for(replica.handle([forged, garbage]), 10)
+        reasons = [(d["reason"], d["field"]) for d in _dead(bus)]
+        assert reasons == [("malformed_work", None), ("position_beyond_head", "position")]
+        assert head < 10**12
+    finally:
+        await replica.stop()
+
+
+async def test_a_delete_before_its_submit_keeps_the_pod_from_running_and_shows(store):
+    deleted = {
+        "specversion": "1.0",
+        "id": "del-a",
+        "source": "t",
+        "type": "esched.pod.deleted",
+        "time": "2026-11-22T00:00:00Z",
+        "data": {"metadata": {"name": "a", "namespace": "t"}},
+    }
+    await append_events(store, node("n1", cpu="4"), deleted, pod("a", "1"))
+    state = await fold_log(store)
+    assert state.pod("t/a") is None and state.summary()["pods"]["Pending"] == 0
+    expected = {
+        "submit_after_delete": {"count": 1, "first": 3},
+        "unknown_pod": {"count": 1, "first": 2},
+    }
+    assert anomaly_report(state) == expected
+    report = await audit_store(store)
+    assert report["anomalies"] == expected
+    assert "submit_after_delete" in format_report(report)
+    follower = LogFollower(store)
+    await follower.start()
+    try:
+        sample = REGISTRY.get_sample_value(
+            "esched_fold_anomalies", {"reason": "submit_after_delete"}
+        )
+        assert sample == 1
+    finally:
+        await follower.stop()
