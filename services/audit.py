@@ -36,7 +36,15 @@ The audit folds the whole log from position 0 with the one fold
   id) just before it, or an eviction names a decision that never follows, or a
   pod that was not running on the node it names;
 * ``gang_split``: evictions left a gang running below ``minMember`` (a victim gang
-  is evicted whole or not at all).
+  is evicted whole or not at all);
+* ``chain_broken``: the store's hash chain (:mod:`esched.services.store.chain`)
+  breaks at this position: a stored event was edited, deleted or inserted behind
+  the store's back (:func:`audit_store` only);
+* ``preemption_unnecessary``: a committed preemption whose pods would have fit on
+  their nodes with the victims still running (by resources, as the fold charges
+  them), or that evicted a pod from a node none of its pods is bound to;
+* ``nodename_overcommit``: a pod submitted with ``spec.nodeName`` (running there,
+  charged without a fit check) leaves its node over its allocatable.
 
 Over-commit is only charged to decisions: a node shrinking under running pods is
 an external fact, not a scheduling error.
@@ -117,6 +125,10 @@ class Auditor:
         self._removed: set[str] = set()
         #: decision id -> [(position, pod)] evicted for it, awaiting the decision
         self._evictions: dict[str, list[tuple[int, str]]] = {}
+
+    def flag(self, position: int, kind: str, detail: str) -> None:
+        """Record a violation found outside the fold (the store's hash chain)."""
+        self._flag(position, kind, detail)
 
     def _flag(self, position: int, kind: str, detail: str) -> None:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
@@ -435,8 +447,13 @@ async def audit_store(
         after = rows[-1].position
         if progress:
             progress(after, target)
+    # The hash chain: an edited, deleted or inserted row breaks it at its position.
+    chain = await store.verify(upto=None if target >= head else target)
+    if not chain.ok and chain.broken_at is not None:
+        auditor.flag(chain.broken_at, "chain_broken", chain.reason or "hash chain broken")
     report = auditor.report(complete=target >= head)
     report["position"] = max(report["position"], after)
+    report["chain"] = {"ok": chain.ok, "checked": chain.checked, "head_hash": chain.head_hash}
     return report
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from esched.services.retry import Backoff, retry_until
+from esched.services.store.chain import ChainReport, verify_store
 
 __all__ = [
     "AppendResult",
@@ -447,6 +448,21 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     async def head(self) -> int:
         """The last position in the log (0 when empty)."""
+
+    @abc.abstractmethod
+    async def chain_rows(self, after: int, limit: int) -> list[tuple[int, bytes | None, bytes]]:
+        """``(position, stored hash, digest)`` of the events with ``after < position <=
+        after + limit``, in order: the hash chain's links (:mod:`.chain`), the digest
+        computed from the row as stored."""
+
+    @abc.abstractmethod
+    async def head_hash(self) -> tuple[int, bytes | None]:
+        """The log head's position and the hash stored with it."""
+
+    async def verify(self, upto: int | None = None) -> ChainReport:
+        """Walk the hash chain up to the head (or ``upto``); the report names the
+        first position where it breaks (an edited, deleted or inserted row)."""
+        return await verify_store(self.chain_rows, self.head_hash, upto=upto)
 
     @abc.abstractmethod
     async def position_at(self, when: datetime) -> int:

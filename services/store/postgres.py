@@ -38,6 +38,7 @@ from .base import (
     validate_events,
     validate_expected_head,
 )
+from .chain import ZERO_HASH, chain_hashes, link, row_digest
 
 __all__ = ["PostgresEventStore"]
 
@@ -52,14 +53,38 @@ POOL_APP_NAME = "esched-store"
 LISTEN_APP_NAME = "esched-subscriber"
 _MAX_POSITION = 2**63 - 1
 
-_COLUMNS = ("position", "id", "type", "stream", "stream_version", "time", "recorded_at", "payload")
+_COLUMNS = (
+    "position",
+    "id",
+    "type",
+    "stream",
+    "stream_version",
+    "time",
+    "recorded_at",
+    "payload",
+    "hash",
+)
 _SELECT_EVENT = (
     "SELECT position, id, type, stream, stream_version, time, recorded_at, payload FROM events"
 )
 
 # FOR UPDATE waits for the previous appender to commit, then returns the row
 # version it wrote (READ COMMITTED re-check), so the head read here is current.
-_LOCK_HEAD = "SELECT position, recorded_at, clock_timestamp() FROM log_head WHERE one FOR UPDATE"
+_LOCK_HEAD = (
+    "SELECT position, recorded_at, clock_timestamp(), hash FROM log_head WHERE one FOR UPDATE"
+)
+#: digest(n) of services/store/chain.py, computed by the server from the stored row.
+_DIGEST = (
+    "sha256(int8send(position) || int8send(stream_version)"
+    " || int4send(octet_length(convert_to(id, 'UTF8'))) || convert_to(id, 'UTF8')"
+    " || int4send(octet_length(convert_to(type, 'UTF8'))) || convert_to(type, 'UTF8')"
+    " || int4send(octet_length(convert_to(stream, 'UTF8'))) || convert_to(stream, 'UTF8')"
+    " || payload)"
+)
+_CHAIN_ROWS = (
+    f"SELECT position, hash, {_DIGEST} FROM events"
+    " WHERE position > $1 AND position <= $2 ORDER BY position"
+)
 # Which ids of the batch are stored, and each stream's version: one round trip.
 # The per-stream max() is an index-only backward scan of (stream, stream_version).
 _LOOKUP = """
@@ -69,7 +94,7 @@ SELECT false, s.stream, (SELECT max(v.stream_version) FROM events AS v WHERE v.s
 FROM unnest($2::text[]) AS s(stream)
 """
 _ADVANCE = (
-    "WITH h AS (UPDATE log_head SET position = $1, recorded_at = $2 WHERE one)"
+    "WITH h AS (UPDATE log_head SET position = $1, recorded_at = $2, hash = $4 WHERE one)"
     f" SELECT pg_notify('{NOTIFY_CHANNEL}', $3::text)"
 )
 
@@ -251,6 +276,8 @@ class PostgresEventStore(EventStore):
                     async with conn.transaction():  # DDL is transactional in PostgreSQL
                         await conn.execute(sql)
                         await conn.execute("INSERT INTO schema_migrations (name) VALUES ($1)", name)
+                        if name == CHAIN_MIGRATION:
+                            await _backfill_chain(conn)
                     applied.append(name)
             finally:
                 if not conn.is_closed():
@@ -277,7 +304,7 @@ class PostgresEventStore(EventStore):
         ids = list(dict.fromkeys(ev.id for ev in events))
         streams = list(dict.fromkeys(ev.stream for ev in events))
         async with self._require_pool().acquire() as conn, conn.transaction():
-            head, last_at, now = await conn.fetchrow(_LOCK_HEAD)
+            head, last_at, now, prev = await conn.fetchrow(_LOCK_HEAD)
             existing: dict[str, int] = {}
             versions: dict[str, int] = {}
             for is_id, key, value in await conn.fetch(_LOOKUP, ids, streams):
@@ -293,14 +320,19 @@ class PostgresEventStore(EventStore):
                 # recorded_at growing with position even if the clock steps back.
                 recorded_at = max(now, last_at)
                 records = []
+                # The chain (services/store/chain.py), under the head lock: the head's
+                # hash is the previous event's.
+                prev = ZERO_HASH if prev is None else prev
                 for i, pos, version in plan.rows:
                     ev = events[i]
                     when = None if ev.time is None else as_utc(ev.time)  # naive = UTC
+                    payload = bytes(ev.payload)
+                    prev = link(prev, row_digest(pos, version, ev.id, ev.type, ev.stream, payload))
                     records.append(
-                        (pos, ev.id, ev.type, ev.stream, version, when, recorded_at, ev.payload)
+                        (pos, ev.id, ev.type, ev.stream, version, when, recorded_at, payload, prev)
                     )
                 await conn.copy_records_to_table("events", records=records, columns=_COLUMNS)
-                await conn.fetchval(_ADVANCE, plan.head, recorded_at, str(plan.head))
+                await conn.fetchval(_ADVANCE, plan.head, recorded_at, str(plan.head), prev)
         return AppendResult(plan.positions, plan.duplicates, plan.head)
 
     # ------------------------------------------------------------------ reading
@@ -345,6 +377,21 @@ class PostgresEventStore(EventStore):
         )
         rows.sort(key=itemgetter(0))
         return rows
+
+    @_translated(idempotent=True)
+    async def chain_rows(self, after: int, limit: int) -> list[tuple[int, bytes | None, bytes]]:
+        """``(position, stored hash, digest)``; see :meth:`EventStore.chain_rows`. The
+        digests are computed by the server."""
+        if limit <= 0:
+            return []
+        rows = await self._require_pool().fetch(_CHAIN_ROWS, after, after + limit)
+        return rows  # Records unpack like the tuples the port promises
+
+    @_translated(idempotent=True)
+    async def head_hash(self) -> tuple[int, bytes | None]:
+        """The head position and its stored hash; see :meth:`EventStore.head_hash`."""
+        row = await self._require_pool().fetchrow("SELECT position, hash FROM log_head WHERE one")
+        return int(row[0]), row[1]
 
     @_translated(idempotent=True)
     async def head(self) -> int:
@@ -410,6 +457,36 @@ class PostgresEventStore(EventStore):
             keep,
         )
         return int(status.split()[-1])
+
+
+#: The migration that adds the chain; the rows before it are chained right after it.
+CHAIN_MIGRATION = "0004_hash_chain"
+_BACKFILL_PAGE = 50_000
+
+
+async def _backfill_chain(conn: asyncpg.Connection) -> None:
+    """Chain the rows stored before the chain existed, under the head lock (appends
+    wait), inside the migration's transaction."""
+    head = (await conn.fetchrow(_LOCK_HEAD))[0]
+    prev, after = ZERO_HASH, 0
+    while after < head:
+        rows = await conn.fetch(
+            f"SELECT position, {_DIGEST} FROM events"
+            " WHERE position > $1 AND position <= $2 ORDER BY position",
+            after,
+            min(head, after + _BACKFILL_PAGE),
+        )
+        if not rows:
+            break
+        hashes = chain_hashes(prev, [r[1] for r in rows])
+        await conn.execute(
+            "UPDATE events SET hash = v.h FROM unnest($1::bigint[], $2::bytea[]) AS v(p, h)"
+            " WHERE events.position = v.p",
+            [r[0] for r in rows],
+            hashes,
+        )
+        prev, after = hashes[-1], rows[-1][0]
+    await conn.execute("UPDATE log_head SET hash = $1 WHERE one", prev)
 
 
 async def _no_session_state(conn: asyncpg.Connection) -> None:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import sqlite3
 
+import asyncpg
 import orjson
 import pytest
 from prometheus_client import REGISTRY
 
+from esched.schemas.events import PLACEMENT_COMMITTED
 from esched.services.audit import audit_store, format_report
 from esched.services.bus import Message, open_bus
 from esched.services.bus.deadletter import MAX_ORIGINAL_BYTES, deadletter_record
@@ -23,8 +26,9 @@ from esched.services.dispatch import work_item
 from esched.services.ingest import IngestService
 from esched.services.replica import Replica, ReplicaConfig
 from esched.services.store.follower import LogFollower
+from esched.services.store.postgres import PostgresEventStore
 from esched.services.store.snapshots import anomaly_report, fold_log
-from support.events import append_events, node, pod
+from support.events import append_events, ev, node, placement, pod
 
 
 def _pod_event(eid: str, name: str, spec: dict, time: str = "2026-11-22T00:00:00Z") -> bytes:
@@ -201,3 +205,97 @@ async def test_a_delete_before_its_submit_keeps_the_pod_from_running_and_shows(s
         assert sample == 1
     finally:
         await follower.stop()
+
+
+# ---------------------------------------------------------------- a tamper-evident log
+
+
+async def _tamper(store, *statements: str) -> None:
+    """Run SQL against the store's database behind its back, as an intruder would."""
+    if isinstance(store, PostgresEventStore):
+        conn = await asyncpg.connect(store.url)
+        try:
+            for sql in statements:
+                await conn.execute(sql)
+        finally:
+            await conn.close()
+    else:
+        db = sqlite3.connect(store.path)
+        try:
+            for sql in statements:
+                db.execute(sql)
+            db.commit()
+        finally:
+            db.close()
+
+
+async def _committed_log(store) -> int:
+    """n1 and n2, pods a and b bound to n1; returns the position of the commit."""
+    await append_events(
+        store,
+        node("n1", cpu="4"),
+        node("n2", cpu="4"),
+        pod("a", "1"),
+        pod("b", "1"),
+        ev("c1", PLACEMENT_COMMITTED, placement("c1", [("a", "n1"), ("b", "n1")])),
+    )
+    return await store.head()
+
+
+async def test_an_untouched_log_verifies(store):
+    head = await _committed_log(store)
+    report = await store.verify()
+    assert report.ok and report.checked == head and report.broken_at is None
+    assert (await audit_store(store))["ok"]
+
+
+async def test_an_updated_binding_breaks_the_chain_at_its_position(store):
+    head = await _committed_log(store)
+    if isinstance(store, PostgresEventStore):
+        await _tamper(
+            store,
+            f"UPDATE events SET payload = convert_to(replace(convert_from(payload, 'UTF8'),"
+            f" '\"n1\"', '\"n2\"'), 'UTF8') WHERE position = {head}",
+        )
+    else:
+        await _tamper(
+            store,
+            f"UPDATE events SET payload = CAST(replace(CAST(payload AS TEXT), '\"n1\"',"
+            f" '\"n2\"') AS BLOB) WHERE position = {head}",
+        )
+    assert (await fold_log(store, use_snapshot=False)).pod("t/a")["node"] == "n2"
+    report = await store.verify()
+    assert not report.ok and report.broken_at == head
+    audit = await audit_store(store)
+    assert not audit["ok"] and audit["by_kind"] == {"chain_broken": 1}
+    assert audit["violations"][0]["position"] == head
+
+
+@pytest.mark.parametrize("which", ["middle", "last"])
+async def test_a_deleted_row_breaks_the_chain_at_its_position(store, which):
+    head = await _committed_log(store)
+    gone = 3 if which == "middle" else head
+    await _tamper(store, f"DELETE FROM events WHERE position = {gone}")
+    report = await store.verify()
+    assert not report.ok and report.broken_at == gone, report
+    audit = await audit_store(store)
+    assert not audit["ok"] and "chain_broken" in audit["by_kind"]
+    assert any(v["position"] == gone for v in audit["violations"])
+
+
+async def test_rows_stored_before_the_chain_are_chained_on_upgrade(store):
+    await _committed_log(store)
+    before = await store.verify()
+    chain = "0004_hash_chain" if isinstance(store, PostgresEventStore) else "0002_hash_chain"
+    # The store as it was before the chain's migration.
+    await _tamper(
+        store,
+        "ALTER TABLE events DROP COLUMN hash",
+        "ALTER TABLE log_head DROP COLUMN hash",
+        f"DELETE FROM schema_migrations WHERE name = '{chain}'",
+    )
+    assert await store.migrate() == [chain]
+    after = await store.verify()
+    assert after.ok and after.head_hash == before.head_hash
+    await append_events(store, pod("c", "1"))
+    assert (await store.verify()).ok
