@@ -73,6 +73,7 @@ from esched.schemas.events import (
     POD_EVICTED,
     POD_FAILED,
     POD_REJECTED,
+    POD_SUBMITTED,
     POD_SUCCEEDED,
 )
 from esched.schemas.quantity import human_units
@@ -125,6 +126,8 @@ class Auditor:
         self._removed: set[str] = set()
         #: decision id -> [(position, pod)] evicted for it, awaiting the decision
         self._evictions: dict[str, list[tuple[int, str]]] = {}
+        #: decision id -> [(node, allocation)] of the pods evicted for it
+        self._victim_alloc: dict[str, list[tuple[str, dict[str, int]]]] = {}
 
     def flag(self, position: int, kind: str, detail: str) -> None:
         """Record a violation found outside the fold (the store's hash chain)."""
@@ -151,13 +154,15 @@ class Auditor:
         elif etype == POD_EVICTED and isinstance(data.get("decision"), str):
             self._eviction(position, data)
         self.state.apply(event, position)
+        if etype == POD_SUBMITTED:
+            self._node_name(position, data)
         self._admit((position, etype, event_key(data), data))
 
     def feed_row(self, row: StoredEvent) -> None:
         """:meth:`feed` of a stored event: decoded only where the audit reads more of
         it than admission's :func:`row_fact` (decisions, node removals, evictions);
         everything else is folded from its bytes."""
-        if row.type in _DECODED:
+        if row.type in _DECODED or (row.type == POD_SUBMITTED and b'"nodeName"' in row.payload):
             self.feed(row.position, orjson.loads(row.payload))
             return
         self.checked["events"] += 1
@@ -166,6 +171,30 @@ class Auditor:
             fact = row_fact(row)
             if fact is not None:
                 self._admit(fact)
+
+    def _node_name(self, position: int, data: dict[str, Any]) -> None:
+        """A pod bound by ``spec.nodeName`` is charged to its node without a fit check
+        (the policy: reported, not refused); flag the node if that overcommits it."""
+        spec = data.get("spec")
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        if not isinstance(node, str) or not node:
+            return
+        st = self.state
+        key = event_key(data)
+        record = st.pod(key)
+        nidx = st.node_index.get(node)
+        if record is None or record["node"] != node or nidx is None:
+            return  # not charged (an unknown node, out of range): a fold anomaly
+        allocated, allocatable = st.node_allocated(), st.node_allocatable()
+        over = np.flatnonzero(allocated[nidx] > allocatable[nidx])
+        if over.size:
+            parts = ", ".join(
+                f"{st.res_names[r]} {int(allocated[nidx, r])} > {int(allocatable[nidx, r])}"
+                for r in over
+            )
+            self._flag(
+                position, "nodename_overcommit", f"pod {key} on {node} by spec.nodeName: {parts}"
+            )
 
     def _admit(self, fact: Fact) -> None:
         for r in self.admission.observe(self.state, [fact]):
@@ -198,6 +227,13 @@ class Auditor:
             if why is not None:
                 self._flag(position, "reclaim_illegal", f"{pod} reclaimed for {data['by']}: {why}")
         self._evictions.setdefault(data["decision"], []).append((position, pod))
+        record = st.pod(pod) if isinstance(pod, str) else None
+        if record is not None and record["node"] is not None:
+            # What the victim held where it ran: the preemption's necessity is judged
+            # against the node with it still there (_necessary).
+            self._victim_alloc.setdefault(data["decision"], []).append(
+                (record["node"], record["allocated"])
+            )
 
     def _preemption(
         self, position: int, event: dict[str, Any], data: dict[str, Any], victims: list[Any]
@@ -215,6 +251,7 @@ class Auditor:
                 f"decision {event.get('id')} names victims {sorted(map(str, named))}, "
                 f"evicted for it: {sorted(evicted)}",
             )
+        self._necessary(position, decision, data)
         pods: list[Any] = [b.get("pod") for b in data.get("bindings") or () if isinstance(b, dict)]
         known = [st.pod_index[p] for p in pods if p in st.pod_index]
         gangs: set[int] = set()
@@ -237,6 +274,57 @@ class Auditor:
             if g >= 0:
                 gangs.add(g)
         return gangs
+
+    def _necessary(self, position: int, decision: Any, data: dict[str, Any]) -> None:
+        """A committed preemption evicts only where its pods did not fit: on each node
+        that lost victims, the decision's bindings there must not have fit with those
+        victims still running (resources as the fold charges them, a pod slot each)."""
+        held = self._victim_alloc.pop(decision, [])
+        if not held or data.get("reclaim"):
+            return  # reclaim: victims free a queue's share, not a node's room
+        st = self.state
+        need: dict[str, dict[str, int]] = {}
+        for b in data.get("bindings") or ():
+            if not isinstance(b, dict) or not isinstance(b.get("node"), str):
+                return  # malformed: flagged elsewhere
+            raw = b.get("resources")
+            res: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            on = need.setdefault(b["node"], {})
+            for name, units in {"pods": 1, **res}.items():
+                if isinstance(units, int):
+                    on[name] = on.get(name, 0) + units
+        victims: dict[str, dict[str, int]] = {}
+        for node, alloc in held:
+            on = victims.setdefault(node, {})
+            for name, units in alloc.items():
+                on[name] = on.get(name, 0) + units
+        allocated, allocatable = st.node_allocated(), st.node_allocatable()
+        for node, freed in sorted(victims.items()):
+            nidx = st.node_index.get(node)
+            if node not in need:
+                self._flag(
+                    position,
+                    "preemption_unnecessary",
+                    f"decision {decision} evicted pods from {node}, where none of its pods go",
+                )
+                continue
+            if nidx is None:
+                continue
+            fits = True
+            for name, units in need[node].items():
+                r = st.res_index.get(name)
+                if r is None:
+                    continue
+                with_victims = int(allocated[nidx, r]) + freed.get(name, 0)
+                if with_victims + units > int(allocatable[nidx, r]):
+                    fits = False
+                    break
+            if fits:
+                self._flag(
+                    position,
+                    "preemption_unnecessary",
+                    f"decision {decision}: its pods fit on {node} without evicting anyone",
+                )
 
     def _decision(
         self, position: int, etype: str, event: dict[str, Any], data: dict[str, Any]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from esched.services.retry import Backoff, retry_until
-from esched.services.store.chain import ChainReport, verify_store
+from esched.services.store.chain import SEPARATOR, ChainReport, verify_store
 
 __all__ = [
     "AppendResult",
@@ -232,6 +232,9 @@ def validate_events(events: Sequence[NewEvent]) -> None:
             raise TypeError(f"event {ev.id!r}: payload must be bytes, not {type(ev.payload)}")
         if not ev.id:
             raise ValueError("event id must be a non-empty string")
+        if SEPARATOR in ev.id or SEPARATOR in ev.type or SEPARATOR in ev.stream:
+            # It separates these fields in the hash chain's digest (.chain).
+            raise ValueError(f"event {ev.id!r}: U+001F in its id, type or stream")
         if ev.expected_version is not None and ev.expected_version < 0:
             raise ValueError(f"event {ev.id!r}: expected_version must be >= 0")
 

@@ -2,10 +2,12 @@
 
 ``hash(n) = sha256(hash(n-1) || digest(n))`` with ``hash(0)`` 32 zero bytes, and
 ``digest(n) = sha256(canonical(n))`` over what a decision or fact *is*: position,
-stream version, id, type, stream (each length-prefixed) and the payload bytes::
+stream version, the payload (length-prefixed) and id, type and stream (joined by
+the unit separator U+001F, which the store refuses inside them, so the split is
+unique)::
 
-    int8(position) int8(stream_version)
-    int4(len id) id  int4(len type) type  int4(len stream) stream  payload
+    int8(position) int8(stream_version) int4(len payload) payload
+    id US type US stream
 
 (big-endian integers, UTF-8 text). The adapters write the hash in the same
 transaction as the append, and keep the head's hash next to the head position, so
@@ -23,9 +25,11 @@ change; a later verify that does not reproduce it shows the rewrite.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import struct
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,29 +47,26 @@ __all__ = [
 #: The hash before position 1.
 ZERO_HASH = bytes(32)
 #: Events checked per read: large batches keep the per-round-trip cost small.
-VERIFY_BATCH = 100_000
+VERIFY_BATCH = 50_000
+#: Ranges read at once: the server hashes each on its own connection.
+VERIFY_PARALLEL = 3
 
 _sha256 = hashlib.sha256
-_HEAD = struct.Struct(">qq")
-_LEN = struct.Struct(">i")
+_HEAD = struct.Struct(">qqi")
+#: Refused inside an event's id, type and stream (it separates them in the digest).
+SEPARATOR = "\x1f"
 
 
 def row_digest(
     position: int, stream_version: int, id: str, type: str, stream: str, payload: bytes
 ) -> bytes:
     """``sha256(canonical(row))`` (see the module docstring)."""
-    i, t, s = id.encode(), type.encode(), stream.encode()
     return _sha256(
         b"".join(
             (
-                _HEAD.pack(position, stream_version),
-                _LEN.pack(len(i)),
-                i,
-                _LEN.pack(len(t)),
-                t,
-                _LEN.pack(len(s)),
-                s,
+                _HEAD.pack(position, stream_version, len(payload)),
                 payload,
+                f"{id}\x1f{type}\x1f{stream}".encode(),
             )
         )
     ).digest()
@@ -151,39 +152,46 @@ async def verify_store(
     *,
     upto: int | None = None,
     batch: int = VERIFY_BATCH,
+    parallel: int = VERIFY_PARALLEL,
 ) -> ChainReport:
     """Walk the chain with ``read(after, limit)`` (rows of ``(position, hash,
-    digest)``) up to the head (``head()``: position and stored hash of the log
-    head), or ``upto``. The next batch is read while this one is hashed."""
-    import asyncio
+    digest)`` with ``after < position <= after + limit``) up to the head (``head()``:
+    position and stored hash of the log head), or ``upto``.
 
+    Up to ``parallel`` ranges are read at once (the server computes their digests on
+    as many connections) while the client links them in order."""
     report = ChainReport()
     started = time.perf_counter()
     head_pos, head_hash = await head()
     target = head_pos if upto is None else min(upto, head_pos)
     report.head = head_pos
     prev, expected = ZERO_HASH, 1
-    after = 0
-    pending = asyncio.ensure_future(read(after, min(batch, target - after))) if target else None
-    while pending is not None:
-        rows = await pending
-        pending = None
-        if rows:
-            after = rows[-1][0]
-            if after < target:
-                pending = asyncio.ensure_future(read(after, min(batch, target - after)))
-        prev, expected = verify_rows(prev, expected, rows, report)
-        if not report.ok:
-            break
-        if not rows:
-            break
-    if pending is not None:
-        pending.cancel()
+    ranges = iter(range(0, target, batch))
+    inflight: deque[asyncio.Future[list[Any]]] = deque()
+
+    def more() -> None:
+        while len(inflight) < parallel:
+            after = next(ranges, None)
+            if after is None:
+                return
+            inflight.append(asyncio.ensure_future(read(after, min(batch, target - after))))
+
+    try:
+        more()
+        while inflight and report.ok:
+            rows = await inflight.popleft()
+            more()
+            prev, expected = verify_rows(prev, expected, rows, report)
+    finally:
+        for fut in inflight:
+            fut.cancel()
+        if inflight:
+            await asyncio.gather(*inflight, return_exceptions=True)
     if report.ok and expected <= target:
         report.ok = False
         report.broken_at = expected
         report.reason = f"position {expected} is missing (the head is {head_pos})"
-    if report.ok and upto is None and head_hash != prev:
+    if report.ok and target == head_pos and (head_hash or ZERO_HASH) != prev:
         # The rows agree with each other but not with the head: the last rows were
         # deleted (or the head rewound).
         report.ok = False

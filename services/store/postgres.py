@@ -75,11 +75,8 @@ _LOCK_HEAD = (
 )
 #: digest(n) of services/store/chain.py, computed by the server from the stored row.
 _DIGEST = (
-    "sha256(int8send(position) || int8send(stream_version)"
-    " || int4send(octet_length(convert_to(id, 'UTF8'))) || convert_to(id, 'UTF8')"
-    " || int4send(octet_length(convert_to(type, 'UTF8'))) || convert_to(type, 'UTF8')"
-    " || int4send(octet_length(convert_to(stream, 'UTF8'))) || convert_to(stream, 'UTF8')"
-    " || payload)"
+    "sha256(int8send(position) || int8send(stream_version) || int4send(octet_length(payload))"
+    " || payload || convert_to(id || chr(31) || type || chr(31) || stream, 'UTF8'))"
 )
 _CHAIN_ROWS = (
     f"SELECT position, hash, {_DIGEST} FROM events"
