@@ -15,6 +15,7 @@ import sqlite3
 import asyncpg
 import orjson
 import pytest
+from click.testing import CliRunner
 from prometheus_client import REGISTRY
 
 from esched.schemas.events import PLACEMENT_COMMITTED
@@ -22,9 +23,11 @@ from esched.services.audit import audit_store, format_report
 from esched.services.bus import Message, open_bus
 from esched.services.bus.deadletter import MAX_ORIGINAL_BYTES, deadletter_record
 from esched.services.bus.memory import MemoryBus
+from esched.services.cli import EXIT_FAILURE, cli
 from esched.services.dispatch import work_item
 from esched.services.ingest import IngestService
 from esched.services.replica import Replica, ReplicaConfig
+from esched.services.store import open_store
 from esched.services.store.follower import LogFollower
 from esched.services.store.postgres import PostgresEventStore
 from esched.services.store.snapshots import anomaly_report, fold_log
@@ -299,3 +302,45 @@ async def test_rows_stored_before_the_chain_are_chained_on_upgrade(store):
     assert after.ok and after.head_hash == before.head_hash
     await append_events(store, pod("c", "1"))
     assert (await store.verify()).ok
+
+
+async def test_an_overcommit_by_node_name_is_charged_and_reported(store):
+    # Issue 19: spec.nodeName put a 100-CPU pod on a 4-CPU node and audit said ok.
+    await append_events(store, node("n1", cpu="4"), pod("big", "100", node_name="n1"))
+    state = await fold_log(store)
+    assert state.node("n1")["allocated"]["cpu"] == 100_000  # charged to its node
+    report = await audit_store(store)
+    assert report["by_kind"] == {"nodename_overcommit": 1}
+    assert "cpu 100000 > 4000" in report["violations"][0]["detail"]
+
+
+async def test_an_id_with_the_digest_separator_is_refused_by_the_store(store):
+    bad = {**pod("a", "1"), "id": "x\x1fesched.pod.deleted"}
+    with pytest.raises(ValueError, match="U\\+001F"):
+        await append_events(store, bad)
+    assert await store.head() == 0
+
+
+def test_store_verify_cli_names_the_broken_position(tmp_path):
+    url = f"sqlite:///{tmp_path}/log.db"
+
+    async def setup() -> int:
+        s = open_store(url)
+        await s.connect()
+        await s.migrate()
+        head = await _committed_log(s)
+        await s.close()
+        return head
+
+    head = asyncio.run(setup())
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["store", "verify", "--store", url], catch_exceptions=False)
+    assert ok.exit_code == 0 and orjson.loads(ok.stdout)["checked"] == head
+    db = sqlite3.connect(f"{tmp_path}/log.db")
+    db.execute("UPDATE events SET stream = 'pod/t/other' WHERE position = 3")
+    db.commit()
+    db.close()
+    broken = runner.invoke(cli, ["store", "verify", "--store", url], catch_exceptions=False)
+    assert broken.exit_code == EXIT_FAILURE
+    assert orjson.loads(broken.stdout)["broken_at"] == 3
+    assert "chain broken at position 3" in broken.stderr
