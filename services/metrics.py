@@ -12,6 +12,7 @@ from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 __all__ = [
     "ADMISSION_REJECTED",
+    "BIND_ADDR",
     "COMMITTED_PODS",
     "COMMIT_CONFLICTS",
     "COMMIT_EVICTED",
@@ -171,8 +172,15 @@ def publish_anomalies(anomalies: dict[str, int]) -> None:
         FOLD_ANOMALIES.labels(reason).set(count)
 
 
-def serve(port: int | None, addr: str = "0.0.0.0") -> None:
-    """Expose ``/metrics`` on ``port`` (no-op for None or 0)."""
+#: Where :func:`serve` listens by default: loopback, so the metrics (pod names,
+#: queue names) are not offered to the network unless asked (``--metrics-addr``).
+BIND_ADDR = "127.0.0.1"
+
+
+def serve(port: int | None, addr: str | None = None) -> None:
+    """Expose ``/metrics`` on ``port`` (no-op for None or 0), on ``addr`` (default
+    :data:`BIND_ADDR`)."""
+    addr = BIND_ADDR if addr is None else addr
     if port:
         start_http_server(port, addr=addr)
         log.info("metrics on http://%s:%d/metrics", addr, port)

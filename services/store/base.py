@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,7 +48,9 @@ __all__ = [
     "Subscription",
     "TransientStoreError",
     "Waker",
+    "redact_url",
     "retry_transient",
+    "scrub",
 ]
 
 T = TypeVar("T")
@@ -153,6 +156,33 @@ class AppendResult:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (with or without a scheme, and
+    whatever the password contains), for messages, logs and reprs."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (a driver's error message about ``url``) without the URL's password
+    or any piece of it a parser may have quoted (split at ``/ : @ ? #``)."""
+    rest = url.partition("://")[2] or url
+    creds, at, _host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return text
+    password = creds.split(":", 1)[1]
+    pieces = [password, *(p for p in re.split(r"[/:@?#]", password) if len(p) >= 2)]
+    for piece in sorted(pieces, key=len, reverse=True):
+        if piece:
+            text = text.replace(piece, "***")
+    return text
 
 
 def as_utc(when: datetime) -> datetime:

@@ -35,6 +35,8 @@ from .base import (
     as_utc,
     load_migrations,
     plan_append,
+    redact_url,
+    scrub,
     validate_events,
     validate_expected_head,
 )
@@ -186,7 +188,7 @@ class PostgresEventStore(EventStore):
         poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> None:
         if not url.startswith(("postgresql://", "postgres://")):
-            raise StoreConfigError(f"not a PostgreSQL URL: {url!r}")
+            raise StoreConfigError(f"not a PostgreSQL URL: {redact_url(url)!r}")
         self.url = url
         self._min_size = min_size
         self._max_size = max_size
@@ -238,7 +240,9 @@ class PostgresEventStore(EventStore):
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, "cannot connect: ") from exc
         except ValueError as exc:  # asyncpg's DSN parser
-            raise StoreConfigError(f"bad PostgreSQL URL {_redact(self.url)!r}: {exc}") from exc
+            raise StoreConfigError(
+                f"bad PostgreSQL URL {_redact(self.url)!r}: {scrub(str(exc), self.url)}"
+            ) from None
 
     async def close(self) -> None:
         """Close live subscriptions and the pool; idempotent."""
@@ -559,10 +563,4 @@ def _translate(exc: BaseException, context: str = "") -> StoreError:
     return StoreError(what)
 
 
-def _redact(url: str) -> str:
-    """``url`` without its password, for messages and reprs."""
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not at or ":" not in creds:
-        return url
-    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"
+_redact = redact_url

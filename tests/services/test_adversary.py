@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import logging
 import sqlite3
 
 import asyncpg
@@ -26,8 +27,9 @@ from esched.services.bus.memory import MemoryBus
 from esched.services.cli import EXIT_FAILURE, cli
 from esched.services.dispatch import work_item
 from esched.services.ingest import IngestService
+from esched.services.logs import TextFormatter
 from esched.services.replica import Replica, ReplicaConfig
-from esched.services.store import open_store
+from esched.services.store import StoreConfigError, open_store
 from esched.services.store.follower import LogFollower
 from esched.services.store.postgres import PostgresEventStore
 from esched.services.store.snapshots import anomaly_report, fold_log
@@ -344,3 +346,62 @@ def test_store_verify_cli_names_the_broken_position(tmp_path):
     assert broken.exit_code == EXIT_FAILURE
     assert orjson.loads(broken.stdout)["broken_at"] == 3
     assert "chain broken at position 3" in broken.stderr
+
+
+# ---------------------------------------------------------------- smaller items
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "esched:s3cretpw@db.example/esched",  # no scheme
+        "postgresql://esched:pa/s3cretpw@db.example/esched",  # a '/' in the password
+        "postgresql://esched:s3cretpw@db.example:notaport/esched",
+    ],
+)
+def test_a_store_url_error_never_prints_the_password(url):
+    with pytest.raises(StoreConfigError) as err:
+        open_store(url)
+    assert "s3cret" not in str(err.value) and "***" in str(err.value)
+
+
+def test_a_newline_in_logged_input_cannot_forge_a_log_line():
+    formatter = TextFormatter("%(levelname)s %(name)s: %(message)s")
+    record = logging.makeLogRecord(
+        {
+            "msg": "label %s",
+            "args": ("team\nERROR esched.commit: forged\r\x1b[2J",),
+            "levelname": "INFO",
+            "name": "t",
+        }
+    )
+    line = formatter.format(record)
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line
+    assert line == "INFO t: label team\\nERROR esched.commit: forged\\r\\x1b[2J"
+
+
+def test_the_metrics_server_listens_on_loopback_unless_told(monkeypatch):
+    from esched.services import metrics
+
+    seen = []
+    monkeypatch.setattr(metrics, "start_http_server", lambda port, addr: seen.append(addr))
+    metrics.serve(9100)
+    metrics.serve(9100, "0.0.0.0")
+    assert seen == ["127.0.0.1", "0.0.0.0"]
+
+
+def test_a_record_the_broker_refuses_exits_1_not_4():
+    from esched.services.bus import BusError
+    from esched.services.cli import EXIT_UNAVAILABLE, run_async
+
+    async def too_large() -> None:
+        raise BusError("kafka: MessageSizeTooLargeError", retriable=False)
+
+    async def away() -> None:
+        raise BusError("kafka: broker away", retriable=True)
+
+    with pytest.raises(SystemExit) as local:
+        run_async(too_large)
+    with pytest.raises(SystemExit) as peer:
+        run_async(away)
+    assert (local.value.code, peer.value.code) == (EXIT_FAILURE, EXIT_UNAVAILABLE)
