@@ -19,12 +19,13 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import REGISTRY
 
-from esched.schemas.events import PLACEMENT_COMMITTED
+from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_PROPOSED
 from esched.services.audit import audit_store, format_report
 from esched.services.bus import Message, open_bus
 from esched.services.bus.deadletter import MAX_ORIGINAL_BYTES, deadletter_record
 from esched.services.bus.memory import MemoryBus
 from esched.services.cli import EXIT_FAILURE, cli
+from esched.services.commit import CommitService
 from esched.services.dispatch import work_item
 from esched.services.ingest import IngestService
 from esched.services.logs import TextFormatter
@@ -33,6 +34,7 @@ from esched.services.store import StoreConfigError, open_store
 from esched.services.store.follower import LogFollower
 from esched.services.store.postgres import PostgresEventStore
 from esched.services.store.snapshots import anomaly_report, fold_log
+from support.aio import eventually
 from support.events import append_events, ev, node, placement, pod
 
 
@@ -405,3 +407,48 @@ def test_a_record_the_broker_refuses_exits_1_not_4():
     with pytest.raises(SystemExit) as peer:
         run_async(away)
     assert (local.value.code, peer.value.code) == (EXIT_FAILURE, EXIT_UNAVAILABLE)
+
+
+async def test_800_kb_of_garbage_on_the_proposals_topic_is_dead_lettered_on_kafka(
+    pg_store, kafka_bootstrap, topic_prefix
+):
+    # Issue 19: the dead letter of such a message (base64 of all of it) was over the
+    # producer's request limit, so the commit leader died, then its standby.
+    await append_events(pg_store, node("n1", cpu="1"), pod("a"))
+    bus = open_bus(kafka_bootstrap, topic_prefix)
+    service = CommitService(pg_store, bus)
+    await service.start()
+    producer = bus.producer()
+    await producer.start()
+    garbage = b"\x00garbage" * 100_000
+    proposal = {
+        "specversion": "1.0",
+        "id": "proposal-k1",
+        "source": "replica/r1",
+        "type": PLACEMENT_PROPOSED,
+        "data": placement("k1", [("a", "n1")]),
+    }
+    await producer.send_many(
+        bus.topics.proposals, [(b"x", garbage), (b"t/a", orjson.dumps(proposal))]
+    )
+    try:
+        totals = await asyncio.wait_for(service.run(exit_when_idle=True, idle_polls=5), 60)
+    finally:
+        await service.stop()
+        await producer.stop()
+    assert (totals.committed, totals.deadlettered) == (1, 1)
+    consumer = bus.consumer([bus.topics.deadletter], "checker")
+    await consumer.start()
+    got: list = []
+
+    async def polled() -> list:
+        got.extend(await consumer.poll(500, 10))
+        return got
+
+    try:
+        await eventually(polled, within=20)
+    finally:
+        await consumer.stop()
+    dead = orjson.loads(got[0].value)
+    assert dead["service"] == "commit" and dead["value_truncated"]
+    assert dead["value_sha256"] == hashlib.sha256(garbage).hexdigest()
