@@ -31,10 +31,13 @@ import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "SEPARATOR",
+    "VERIFY_BATCH",
+    "VERIFY_PARALLEL",
     "ZERO_HASH",
     "ChainReport",
     "chain_hashes",
@@ -102,7 +105,6 @@ class ChainReport:
     seconds: float = 0.0
     #: events per second of the walk
     rate: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
