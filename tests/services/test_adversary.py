@@ -452,3 +452,29 @@ async def test_800_kb_of_garbage_on_the_proposals_topic_is_dead_lettered_on_kafk
     dead = orjson.loads(got[0].value)
     assert dead["service"] == "commit" and dead["value_truncated"]
     assert dead["value_sha256"] == hashlib.sha256(garbage).hexdigest()
+
+
+async def test_a_message_ingest_cannot_handle_is_dead_lettered_once(store, monkeypatch):
+    # A bug met by one message (here: deriving its stream fails) sets that message
+    # aside as `unhandled` and its offset is committed; the rest of the batch lands.
+    import esched.services.ingest as ingest
+
+    def stream_of(ev: dict) -> str:
+        if ev["id"] == "odd":
+            raise RuntimeError("no stream for this one")
+        return f"pod/t/{ev['data']['metadata']['name']}"
+
+    monkeypatch.setattr(ingest, "stream_of", stream_of)
+    bus = open_bus(None, "esched.")
+    spec = {"containers": _containers({"cpu": "1"})}
+    bus.append(bus.topics.pods, None, _pod_event("odd", "a", spec))
+    bus.append(bus.topics.pods, None, _pod_event("fine", "b", spec))
+    service = IngestService(bus, store)
+    await service.start()
+    totals = await service.run(exit_when_idle=True)  # idle: nothing left to consume
+    await service.stop()
+    assert (totals.polled, totals.stored, totals.deadlettered) == (2, 1, 1)
+    assert [(d["reason"], d["message"]) for d in _dead(bus)] == [
+        ("unhandled", "RuntimeError: no stream for this one")
+    ]
+    assert [e.id for e in await store.read(0, 100)] == ["fine"]
