@@ -5,21 +5,25 @@ built to sit at the edge of the core's integer range (many containers, init
 containers, overhead, limits standing for requests, extended resources, bound by
 ``spec.nodeName``, several on one node) and commits of such pods: each event is
 validated, the accepted ones are folded by both paths (dict and stored bytes), and
-neither may raise; both must agree.
+neither may raise; both must agree. And the commit service's validator never
+raises on a proposal validation accepts (it commits or rejects it).
 """
 
 from __future__ import annotations
+
+import copy
 
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from esched.core import ClusterState
+from esched.core.validation import Validator
 from esched.schemas.events import TYPES
 from esched.schemas.validator import InvalidEvent, validate_event
 
-from .examples import event
-from .test_fuzz import mutated
+from .examples import DATA, event
+from .test_fuzz import _paths, _set, json_values, mutated
 
 BIG = st.sampled_from(["4Ei", "2Ei", "1Ei", str(2**62), str(2**62 - 1), "9e18", "1", "0"])
 RESOURCE = st.sampled_from(["cpu", "memory", "example.com/gpu", "pods"])
@@ -84,3 +88,31 @@ def test_the_fold_never_raises_on_what_validation_accepts(log: list[tuple[str, d
     # Totals are exact integers (no int64 wrap): nothing negative.
     for total in by_dict.summary()["nodes"]["allocated"].values():
         assert total >= 0
+
+
+@st.composite
+def _mutated_data(draw: st.DrawFn, etype: str) -> dict:
+    data = copy.deepcopy(DATA[etype])
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(_paths(data)))
+        delete = bool(path) and draw(st.booleans())
+        data = _set(data, path, draw(json_values), delete)
+    return data
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutated_data("esched.placement.proposed"))
+def test_the_commit_validator_never_raises_on_an_accepted_proposal(data: dict) -> None:
+    # A proposal that passes validation can only be committed or rejected: a raise
+    # would stop the commit service at the same message after every restart.
+    try:
+        validate_event(event("esched.placement.proposed", data=data), allowed_types=TYPES)
+    except InvalidEvent:
+        return
+    state = ClusterState()
+    etype, body = NODE
+    state.apply(event(etype, data=body), 1)
+    validator = Validator(state)
+    validator.begin()
+    verdict = validator.check(data, record=False)
+    assert verdict.ok in (True, False)
