@@ -31,6 +31,7 @@ from esched.services.ingest import IngestService
 from esched.services.logs import TextFormatter
 from esched.services.replica import Replica, ReplicaConfig
 from esched.services.store import StoreConfigError, open_store
+from esched.services.store.chain import verify_store
 from esched.services.store.follower import LogFollower
 from esched.services.store.postgres import PostgresEventStore
 from esched.services.store.snapshots import anomaly_report, fold_log
@@ -253,6 +254,8 @@ async def test_an_untouched_log_verifies(store):
     head = await _committed_log(store)
     report = await store.verify()
     assert report.ok and report.checked == head and report.broken_at is None
+    walked = await verify_store(store.chain_rows, store.head_hash)
+    assert walked.ok and walked.head_hash == report.head_hash
     assert (await audit_store(store))["ok"]
 
 
@@ -273,6 +276,8 @@ async def test_an_updated_binding_breaks_the_chain_at_its_position(store):
     assert (await fold_log(store, use_snapshot=False)).pod("t/a")["node"] == "n2"
     report = await store.verify()
     assert not report.ok and report.broken_at == head
+    walked = await verify_store(store.chain_rows, store.head_hash)
+    assert (walked.ok, walked.broken_at) == (False, head)
     audit = await audit_store(store)
     assert not audit["ok"] and audit["by_kind"] == {"chain_broken": 1}
     assert audit["violations"][0]["position"] == head
@@ -285,6 +290,9 @@ async def test_a_deleted_row_breaks_the_chain_at_its_position(store, which):
     await _tamper(store, f"DELETE FROM events WHERE position = {gone}")
     report = await store.verify()
     assert not report.ok and report.broken_at == gone, report
+    # The client-side walk (PostgreSQL checks links in the server) finds the same.
+    walked = await verify_store(store.chain_rows, store.head_hash)
+    assert (walked.ok, walked.broken_at) == (False, gone)
     audit = await audit_store(store)
     assert not audit["ok"] and "chain_broken" in audit["by_kind"]
     assert any(v["position"] == gone for v in audit["violations"])
@@ -478,3 +486,14 @@ async def test_a_message_ingest_cannot_handle_is_dead_lettered_once(store, monke
         ("unhandled", "RuntimeError: no stream for this one")
     ]
     assert [e.id for e in await store.read(0, 100)] == ["fine"]
+
+
+@pytest.mark.parametrize("gone", [2, 3, 4, 5])
+async def test_the_server_side_walk_finds_a_gap_at_any_range_boundary(pg_store, monkeypatch, gone):
+    import esched.services.store.postgres as postgres
+
+    monkeypatch.setattr(postgres, "VERIFY_BATCH", 1)  # ranges of two positions
+    await _committed_log(pg_store)
+    await _tamper(pg_store, f"DELETE FROM events WHERE position = {gone}")
+    report = await pg_store.verify()
+    assert (report.ok, report.broken_at) == (False, gone), report
