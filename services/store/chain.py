@@ -13,9 +13,10 @@ unique)::
 transaction as the append, and keep the head's hash next to the head position, so
 an UPDATE of a stored event, a DELETE of any row (the last one included) or a
 forged row in between shows as a broken link at its position.
-:func:`verify_store` walks the chain; the PostgreSQL adapter computes each row's
-digest in the server (``sha256()``), so only 64 bytes per event travel and the
-client's work is one ``sha256`` of 64 bytes per event.
+:func:`verify_store` walks the chain in this process (the adapters' ``chain_rows``
+give each row's stored hash and digest); the PostgreSQL adapter's ``verify``
+instead checks every link in the server, several ranges at once, since a chain
+whose every link matches its stored predecessor is a valid chain.
 
 What the chain does not stop: a writer with the database's credentials who
 rewrites a row *and* recomputes every hash after it. Against that, keep the head
