@@ -12,6 +12,9 @@ cdef class ClusterState:
     cdef public long long position      # position of the last folded event; 0 = none
     cdef public dict anomalies           # reason -> count (ignored or odd events)
     cdef dict _unknown_counts            # unknown event type -> count folded
+    cdef public dict anomaly_first       # reason -> log position of its first occurrence
+    cdef public dict tombstones          # pod key deleted before its submit -> position
+    cdef long long _at                   # position of the event being folded
     cdef long long type_counts[32]       # folded events per known type (slot of _TYPE_SLOT)
 
     # --- resources ---
@@ -117,6 +120,7 @@ cdef class ClusterState:
     cdef void _release(self, Py_ssize_t p) noexcept
     cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept
     cdef void _anomaly(self, str reason)
+    cdef bint _charge_fits(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef Py_ssize_t _new_pod_slot(self, str key) except -1
     cdef Py_ssize_t _new_node_slot(self, str name) except -1
     cdef int _node_upsert(self, dict node) except -1
@@ -147,6 +151,7 @@ cdef class ClusterState:
                                int phase, int slot) except -1
     cdef int _payload_submitted(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
     cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
+    cdef int _apply_any(self, object event) except -1
     cpdef apply(self, dict event, long long position)
     # --- read API bounds checks ---
     cdef int _check_pod(self, Py_ssize_t p) except -1

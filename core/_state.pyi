@@ -27,6 +27,10 @@ class ClusterState:
     # log position and counters
     position: int
     anomalies: dict[str, int]
+    #: reason -> log position of its first occurrence
+    anomaly_first: dict[str, int]
+    #: pod key deleted before it was submitted -> position of the delete
+    tombstones: dict[str, int]
     # resources
     res_names: list[str]
     res_index: dict[str, int]

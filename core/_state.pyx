@@ -20,9 +20,13 @@ read-only views of whole tables (:meth:`~ClusterState.pod_phases`,
 with the phase codes of :mod:`esched.core.phases`; the ``*_np`` tables themselves
 are the fold's and the snapshots'.
 
-The fold never raises on a well-formed envelope: events that do not make sense
-against the state (a resubmitted active pod, a binding to a dead node, an unknown
-type, a malformed body) are ignored and counted in :attr:`ClusterState.anomalies`.
+The fold is total: it never raises on a stored event. Events that do not make
+sense against the state (a resubmitted running pod, a binding to a dead node, an
+unknown type, a malformed body, a quantity or sum outside the core's integer range,
+bytes that are not a JSON object) are ignored and counted in
+:attr:`ClusterState.anomalies`, with the position of each reason's first occurrence
+in :attr:`ClusterState.anomaly_first`. Only a position out of order
+(:class:`PositionError`) is the caller's error.
 """
 
 import numpy as np
@@ -39,7 +43,7 @@ from esched.schemas.objects import (
 from esched.core import phases as _phases
 from esched.core.phases import PHASES
 from esched.core.queues import node_group_terms, queue_view
-from esched.schemas.quantity import QuantityError, resource_list, to_base_units
+from esched.schemas.quantity import MAX_BASE_UNITS, QuantityError, resource_list, to_base_units
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
@@ -132,7 +136,17 @@ DEF_RES = 8
 # values, so overflowing this means garbage input and the memo is simply reset.
 MEMO_LIMIT = 100000
 # Bodies that fail inside a handler (wrong JSON types where objects were expected).
-_MALFORMED = (QuantityError, TypeError, ValueError, AttributeError, KeyError)
+# OverflowError: a number beyond int64 where the tables hold one.
+_MALFORMED = (QuantityError, TypeError, ValueError, AttributeError, KeyError, OverflowError)
+# The largest base-unit total the fold keeps per pod and per class (the per-quantity
+# limit of schemas.quantity): a node's allocation then stays within int64 (see
+# _charge_fits), so no table sum wraps.
+cdef units_t _MAX_UNITS = MAX_BASE_UNITS
+# What a handler may still raise on an event it cannot apply, beyond _MALFORMED (which
+# the handlers count themselves): the fold counts it and moves on rather than stop
+# every follower of the log at the same event forever. Not MemoryError.
+_UNAPPLICABLE = (ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
+                 IndexError, UnicodeError, RecursionError, AssertionError)
 
 #: GPU devices per node a binding may name (bits of ``pod_dev``).
 MAX_POD_DEVICES = 63
@@ -328,6 +342,14 @@ def _py_scanner_accepts(bytes payload) -> bool:
                          PyBytes_GET_SIZE(payload), &t, &d)
 
 
+def _in_range(values) -> bool:
+    # Every value an int within the tables' per-entry range (0.._MAX_UNITS).
+    for v in values:
+        if not 0 <= v <= _MAX_UNITS:
+            return False
+    return True
+
+
 def _gang_priority_class(dict pod, str name, dict classes=None):
     """``pod`` as its gang's member: the PodGroup's ``priorityClassName`` is the job's
     (Volcano), so it replaces the pod's own; a PriorityClass folded from the log
@@ -358,6 +380,9 @@ cdef class ClusterState:
     def __cinit__(self):
         self.position = 0
         self.anomalies = {}
+        self.anomaly_first = {}
+        self.tombstones = {}
+        self._at = 0
         self._unknown_counts = {}
         for i in range(32):
             self.type_counts[i] = 0
@@ -637,6 +662,8 @@ cdef class ClusterState:
                             c_cpu = u
                         elif name == "memory":
                             c_mem = u
+                    if c_cpu > _MAX_UNITS - nz_cpu or c_mem > _MAX_UNITS - nz_mem:
+                        raise OverflowError("scoring requests beyond the core's range")
                     nz_cpu += c_cpu
                     nz_mem += c_mem
                 req["pods"] = 1
@@ -682,6 +709,10 @@ cdef class ClusterState:
         cid = self.class_index.get(key)
         if cid is not None:
             return cid
+        # A new class: its totals must fit the tables (a known class was checked).
+        if not _in_range(req.values()) or not _in_range(nz) or not -_MAX_UNITS <= prio <= _MAX_UNITS:
+            self._anomaly("overflow")
+            return -1
         return self._new_class(key, req, nz, prio, ckey, pcn)
 
     def _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
@@ -757,7 +788,26 @@ cdef class ClusterState:
         self.pod_phase[p] = phase
 
     cdef void _anomaly(self, str reason):
-        self.anomalies[reason] = self.anomalies.get(reason, 0) + 1
+        count = self.anomalies.get(reason, 0)
+        if not count:
+            self.anomaly_first[reason] = self._at
+        self.anomalies[reason] = count + 1
+
+    cdef bint _charge_fits(self, Py_ssize_t p, Py_ssize_t n) noexcept:
+        # Whether binding pod p to node n keeps the node's and the queue's allocation
+        # within the core's range (a pod bound by spec.nodeName is charged without a
+        # fit check, so many of them could otherwise wrap a node's int64 total).
+        # Totals stay below _MAX_UNITS, so total + any one request (<= _MAX_UNITS, as
+        # the feasibility check adds them) is still an int64.
+        cdef Py_ssize_t r, q = self.pod_queue[p]
+        cdef units_t v
+        for r in range(self.n_res):
+            v = self.pod_alloc[p, r]
+            if v < 0 or v > _MAX_UNITS - 1:
+                return False
+            if self.allocated[n, r] > _MAX_UNITS - 1 - v or self.queue_alloc[q, r] > _MAX_UNITS - 1 - v:
+                return False
+        return True
 
     cdef Py_ssize_t _new_pod_slot(self, str key) except -1:
         cdef Py_ssize_t p
@@ -909,8 +959,14 @@ cdef class ClusterState:
         # node-group affinity only, and _queue_upsert drops the cache.
         idx = self.pod_index.get(key)
         cdef Py_ssize_t p, c, r, n
-        if idx is not None and self.pod_phase[<Py_ssize_t>idx] <= PHASE_RUNNING:
-            self._anomaly("resubmitted_active_pod")
+        if idx is not None and self.pod_phase[<Py_ssize_t>idx] == PHASE_RUNNING:
+            # A running pod's requests are what its node is charged: a resubmit cannot
+            # change them (kube: resources of a bound pod are immutable).
+            self._anomaly("resubmitted_running_pod")
+            return 0
+        if self.tombstones and self.tombstones.pop(key, None) is not None:
+            # Deleted before it was submitted (the delete overtook it): the pod is gone.
+            self._anomaly("submit_after_delete")
             return 0
         # gang_key / pod_queue, inlined for the common pod without annotations or labels.
         annotations = meta.get("annotations") if pod is not None else None
@@ -948,7 +1004,9 @@ cdef class ClusterState:
         if g >= 0 and annotations and GANG_SIZE_ANNOTATION in annotations:
             self._gang_size_annotation(g, annotations[GANG_SIZE_ANNOTATION])
         if idx is not None:
-            # A terminal pod of the same name is replaced by the new one.
+            # A terminal pod of the same name is replaced by the new one; a Pending
+            # one is updated (its requests, constraints, queue and gang are the new
+            # submit's), as kube lets a pod be changed until it is bound.
             p = idx
             self._set_phase(p, PHASE_FREE)
         else:
@@ -972,6 +1030,11 @@ cdef class ClusterState:
             n = nidx
             for r in range(self.n_res):
                 self.pod_alloc[p, r] = self.class_req[c, r]
+            if not self._charge_fits(p, n):
+                for r in range(self.n_res):
+                    self.pod_alloc[p, r] = 0
+                self._anomaly("overflow")
+                return 0
             self._bind(p, n)
             self._set_phase(p, PHASE_RUNNING)
         return 0
@@ -1001,6 +1064,9 @@ cdef class ClusterState:
         idx = self.pod_index.get(key)
         if idx is None:
             self._anomaly("unknown_pod")
+            if phase == PHASE_FREE:
+                # Kept, so the submit this delete overtook does not run a deleted pod.
+                self.tombstones[key] = self._at
             return 0
         cdef Py_ssize_t p = idx
         self._release(p)
@@ -1116,6 +1182,9 @@ cdef class ClusterState:
             return 0
         cdef dict res = resources or {}
         cols = [(self._resource(rname), int(u)) for rname, u in res.items()]
+        if not _in_range([u for _r, u in cols]):
+            self._anomaly("commit_bad_resources")
+            return 0
         has_pods = "pods" in res
         if memo is not None:
             memo[0] = cols
@@ -1140,6 +1209,11 @@ cdef class ClusterState:
             if not has_pods:
                 # A bound pod always takes one of the node's pod slots.
                 self.pod_alloc[p, pods_col] = 1
+            if not self._charge_fits(p, n):
+                for r in range(self.n_res):
+                    self.pod_alloc[p, r] = 0
+                self._anomaly("overflow")
+                continue
             self._bind(p, n)
             self.pod_dev[p] = dev
             self._set_phase(p, PHASE_RUNNING)
@@ -1299,8 +1373,8 @@ cdef class ClusterState:
                 done = self._payload_finished(b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
         if not done:
             # The dict path, byte for byte what apply_many(orjson.loads(...)) does:
-            # same errors for bad JSON or a non-object envelope.
-            return self._apply(orjson.loads(payload))
+            # the same anomaly for bad JSON or a non-object envelope.
+            return self._apply_any(orjson.loads(payload))
         return 0
 
     # Each _payload_* below folds one event of its type from the accepted envelope's
@@ -1449,10 +1523,16 @@ cdef class ClusterState:
         for position, payload in rows:
             if position <= self.position:
                 raise PositionError(position, self.position)
-            if type(payload) is bytes:
-                self._apply_payload(payload)
-            else:
-                self._apply(orjson.loads(payload))
+            self._at = position
+            try:
+                if type(payload) is bytes:
+                    self._apply_payload(payload)
+                else:
+                    self._apply_any(orjson.loads(payload))
+            except orjson.JSONDecodeError:
+                self._anomaly("undecodable")
+            except _UNAPPLICABLE:
+                self._anomaly("unapplicable")
             self.position = position
             count += 1
         return count
@@ -1465,7 +1545,11 @@ cdef class ClusterState:
         """
         if position <= self.position:
             raise PositionError(position, self.position)
-        self._apply(event)
+        self._at = position
+        try:
+            self._apply(event)
+        except _UNAPPLICABLE:
+            self._anomaly("unapplicable")
         self.position = position
 
     def apply_many(self, events) -> int:
@@ -1474,10 +1558,21 @@ cdef class ClusterState:
         for position, event in events:
             if position <= self.position:
                 raise PositionError(position, self.position)
-            self._apply(event)
+            self._at = position
+            try:
+                self._apply_any(event)
+            except _UNAPPLICABLE:
+                self._anomaly("unapplicable")
             self.position = position
             count += 1
         return count
+
+    cdef int _apply_any(self, object event) except -1:
+        # An envelope that is not a JSON object is an event the fold cannot apply.
+        if type(event) is not dict:
+            self._anomaly("undecodable")
+            return 0
+        return self._apply(<dict>event)
 
     # ------------------------------------------------------------------ reading
 
@@ -1494,8 +1589,9 @@ cdef class ClusterState:
         reservations."""
         cdef Py_ssize_t n = self.n_nodes, r
         alive = (self.flags_np[:n] & NODE_ALIVE) != 0
-        allocatable = self.allocatable_np[:n][alive].sum(axis=0)
-        allocated = self.allocated_np[:n][alive].sum(axis=0)
+        # Python integers: a cluster's total of int64 columns may not fit an int64.
+        allocatable = self.allocatable_np[:n][alive].astype(object).sum(axis=0)
+        allocated = self.allocated_np[:n][alive].astype(object).sum(axis=0)
         order = sorted(range(self.n_res), key=lambda i: self.res_names[i])
         gangs = {}
         for g in sorted(range(self.n_gangs), key=lambda i: self.gang_keys[i]):
@@ -1819,6 +1915,8 @@ cdef class ClusterState:
         header = {
             "position": self.position,
             "anomalies": self.anomalies,
+            "anomaly_first": self.anomaly_first,
+            "tombstones": self.tombstones,
             "event_counts": self.event_counts,
             "res_names": self.res_names,
             "node_names": self.node_names,
@@ -1867,6 +1965,8 @@ cdef class ClusterState:
         cdef ClusterState s = cls()
         s.position = h["position"]
         s.anomalies = h["anomalies"]
+        s.anomaly_first = h.get("anomaly_first") or {}
+        s.tombstones = h.get("tombstones") or {}
         for name, count in h["event_counts"].items():
             slot = _TYPE_SLOT.get(name)
             if slot is None:

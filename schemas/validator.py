@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
@@ -30,12 +31,14 @@ import jsonschema_rs
 import orjson
 
 from esched.schemas.events import EXTERNAL_TYPES, TYPES, envelope
-from esched.schemas.quantity import QuantityError, to_base_units
+from esched.schemas.objects import pod_resource_requests
+from esched.schemas.quantity import MAX_BASE_UNITS, QuantityError, to_base_units
 
 __all__ = [
     "MAX_EVENT_BYTES",
     "REASONS",
     "SCHEMA_BASE_URI",
+    "TIME_WINDOW",
     "InvalidEvent",
     "bench_validate",
     "check_quantities",
@@ -49,6 +52,10 @@ __all__ = [
 REASONS = ("oversize", "not_json", "not_object", "envelope", "unknown_type", "schema", "quantity")
 #: Largest accepted event, in bytes of the serialized message (Kafka's default is 1 MiB).
 MAX_EVENT_BYTES = 1_048_576
+#: The event times accepted (``time``, as UTC): a time outside is a producer's bug
+#: or an attack, and one near the ends of ``datetime``'s range cannot even be
+#: converted to UTC. Wide enough for replayed historical traces.
+TIME_WINDOW = (datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo=UTC))
 #: ``$id`` prefix of every schema; ``<prefix><name>.json`` is ``schemas/v1/<name>.json``.
 SCHEMA_BASE_URI = "https://esched.dev/schemas/v1/"
 
@@ -614,13 +621,19 @@ def _quantity(name: str, value: Any, path: str) -> int:
     return units
 
 
-def _all_known(values: dict[str, Any]) -> bool:
-    """Whether every quantity of a ResourceList is a string converted before."""
+def _known_total(values: dict[str, Any]) -> int:
+    """The sum of a ResourceList's base units if every quantity is a string converted
+    before, else -1."""
     other, cpu = _KNOWN
+    total = 0
     for name, value in values.items():
-        if value.__class__ is not str or value not in (cpu if name == "cpu" else other):
-            return False
-    return True
+        if value.__class__ is not str:
+            return -1
+        units = (cpu if name == "cpu" else other).get(value)
+        if units is None:
+            return -1
+        total += units
+    return total
 
 
 def _resource_list(values: Any, path: str) -> dict[str, int]:
@@ -630,14 +643,49 @@ def _resource_list(values: Any, path: str) -> dict[str, int]:
     return {name: _quantity(name, v, path) for name, v in values.items()}
 
 
-def _containers(containers: Any, path: str) -> None:
+def _containers(containers: Any, path: str) -> int:
+    """Check every quantity of ``containers``; return the sum of all of them."""
+    total = 0
     for i, c in enumerate(containers or ()):
         res = c.get("resources")
         if res:
             for kind in ("requests", "limits"):
                 values = res.get(kind)
-                if values and not _all_known(values):  # the path only on a miss
-                    _resource_list(values, f"{path}[{i}].resources.{kind}")
+                if values:
+                    known = _known_total(values)
+                    if known < 0:  # the path only on a miss
+                        known = sum(
+                            _resource_list(values, f"{path}[{i}].resources.{kind}").values()
+                        )
+                    total += known
+    return total
+
+
+def _units_of(name: str, value: Any, field: str) -> int:
+    # pod_resource_requests' ``units``: every quantity was converted (and checked) before.
+    return _quantity(name, value, field)
+
+
+def _check_pod_totals(data: dict[str, Any]) -> None:
+    """Every total the fold derives from a pod (requests summed over containers, an
+    init container's, the overhead added, a limit standing for a missing request,
+    the scoring requests with their per-container defaults) within the core's
+    integer range, so the fold of a stored pod never overflows."""
+    fit, nonzero = pod_resource_requests(data, _units_of)
+    for name, units in (
+        *fit.items(),
+        ("cpu (scoring)", nonzero[0]),
+        ("memory (scoring)", nonzero[1]),
+    ):
+        if units > MAX_BASE_UNITS:
+            field = "data.spec.containers"
+            raise InvalidEvent(
+                "quantity",
+                f"{field}: the pod's total {name} request is {units} base units, over the "
+                f"limit of {MAX_BASE_UNITS} (containers, init containers, overhead and "
+                "limits standing for requests added up)",
+                field,
+            )
 
 
 def _check_node(data: dict[str, Any]) -> None:
@@ -701,15 +749,23 @@ def _check_rules(spec: dict[str, Any]) -> None:
         _check_requirements(term.get("matchFields"), f"{path}.matchFields")
 
 
+_DEFAULTS_PER_CONTAINER = 200 * 1024 * 1024 + 100
+
+
 def _check_pod(data: dict[str, Any]) -> None:
     spec = data["spec"]
     if spec.get("tolerations") or spec.get("affinity"):
         _check_rules(spec)
-    _containers(spec["containers"], "data.spec.containers")
+    total = _containers(spec["containers"], "data.spec.containers")
     if spec.get("initContainers"):
-        _containers(spec["initContainers"], "data.spec.initContainers")
+        total += _containers(spec["initContainers"], "data.spec.initContainers")
     if spec.get("overhead"):
-        _resource_list(spec["overhead"], "data.spec.overhead")
+        total += sum(_resource_list(spec["overhead"], "data.spec.overhead").values())
+    # Every total the fold derives is at most the sum of all quantities plus the
+    # scoring defaults (0.1 cpu, 200 MiB per container): only a pod near the limit
+    # pays for the exact walk.
+    if total + len(spec["containers"]) * _DEFAULTS_PER_CONTAINER > MAX_BASE_UNITS:
+        _check_pod_totals(data)
 
 
 def _check_podgroup(data: dict[str, Any]) -> None:
@@ -773,6 +829,52 @@ def check_quantities(event_type: str, data: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------ the API
 
 
+_SAFE_YEARS = (TIME_WINDOW[0].year + 1, TIME_WINDOW[1].year - 2)
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.\d+)?(?:([Zz])|([+-])(\d\d):?(\d\d))\Z"
+)
+
+
+def _utc(value: Any) -> datetime | None:
+    """An RFC 3339 ``time`` (as the schema's format admits it: ``t``/``z`` in either
+    case, a leap second, ``+hhmm``) in UTC, or None if it is not one or lies outside
+    :data:`TIME_WINDOW`. The year is checked before any arithmetic, so nothing near
+    the ends of ``datetime``'s range is ever converted."""
+    m = _RFC3339.match(value) if isinstance(value, str) else None
+    if m is None:
+        return None
+    year = int(m[1])
+    low, high = TIME_WINDOW
+    if not low.year - 1 <= year <= high.year:
+        return None
+    try:
+        when = datetime(year, int(m[2]), int(m[3]), int(m[4]), int(m[5]), min(int(m[6]), 59))
+    except ValueError:
+        return None
+    if m[7] is None:
+        offset = timedelta(hours=int(m[9]), minutes=int(m[10]))
+        when = when - offset if m[8] == "+" else when + offset
+    when = when.replace(tzinfo=UTC)
+    return when if low <= when < high else None
+
+
+def _check_time(value: Any) -> None:
+    """``time`` is RFC 3339 within :data:`TIME_WINDOW` (UTC)."""
+    # The schema checked the format; a year a whole year inside the window stays
+    # inside whatever its offset (at most a day): the common case, one slice.
+    year = value[:4] if value.__class__ is str else ""
+    if year.isdigit() and _SAFE_YEARS[0] <= int(year) <= _SAFE_YEARS[1] and value[4:5] == "-":
+        return
+    if _utc(value) is None:
+        low, high = TIME_WINDOW
+        raise InvalidEvent(
+            "envelope",
+            f"time: {_short(value)} is not an RFC 3339 timestamp within "
+            f"{low.year}..{high.year - 1} (UTC)",
+            "time",
+        )
+
+
 def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPES) -> dict:
     """Validate an already-decoded event; return it unchanged or raise InvalidEvent.
 
@@ -794,6 +896,9 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
         except ValueError as err:
             invalid = _unsupported(event, err, "envelope")
         raise invalid from None
+    when = event.get("time")
+    if when is not None:
+        _check_time(when)
     etype = event["type"]
     if etype not in allowed_types:
         if etype in TYPES:

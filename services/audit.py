@@ -36,7 +36,15 @@ The audit folds the whole log from position 0 with the one fold
   id) just before it, or an eviction names a decision that never follows, or a
   pod that was not running on the node it names;
 * ``gang_split``: evictions left a gang running below ``minMember`` (a victim gang
-  is evicted whole or not at all).
+  is evicted whole or not at all);
+* ``chain_broken``: the store's hash chain (:mod:`esched.services.store.chain`)
+  breaks at this position: a stored event was edited, deleted or inserted behind
+  the store's back (:func:`audit_store` only);
+* ``preemption_unnecessary``: a committed preemption whose pods would have fit on
+  their nodes with the victims still running (by resources, as the fold charges
+  them), or that evicted a pod from a node none of its pods is bound to;
+* ``nodename_overcommit``: a pod submitted with ``spec.nodeName`` (running there,
+  charged without a fit check) leaves its node over its allocatable.
 
 Over-commit is only charged to decisions: a node shrinking under running pods is
 an external fact, not a scheduling error.
@@ -65,12 +73,13 @@ from esched.schemas.events import (
     POD_EVICTED,
     POD_FAILED,
     POD_REJECTED,
+    POD_SUBMITTED,
     POD_SUCCEEDED,
 )
 from esched.schemas.quantity import human_units
 from esched.services.store.base import EventStore, StoredEvent
 from esched.services.store.rows import row_fact
-from esched.services.store.snapshots import PAGE
+from esched.services.store.snapshots import PAGE, anomaly_report, format_anomalies
 
 __all__ = ["Auditor", "Violation", "audit_store", "format_report"]
 
@@ -117,6 +126,12 @@ class Auditor:
         self._removed: set[str] = set()
         #: decision id -> [(position, pod)] evicted for it, awaiting the decision
         self._evictions: dict[str, list[tuple[int, str]]] = {}
+        #: decision id -> [(node, allocation)] of the pods evicted for it
+        self._victim_alloc: dict[str, list[tuple[str, dict[str, int]]]] = {}
+
+    def flag(self, position: int, kind: str, detail: str) -> None:
+        """Record a violation found outside the fold (the store's hash chain)."""
+        self._flag(position, kind, detail)
 
     def _flag(self, position: int, kind: str, detail: str) -> None:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
@@ -139,13 +154,15 @@ class Auditor:
         elif etype == POD_EVICTED and isinstance(data.get("decision"), str):
             self._eviction(position, data)
         self.state.apply(event, position)
+        if etype == POD_SUBMITTED:
+            self._node_name(position, data)
         self._admit((position, etype, event_key(data), data))
 
     def feed_row(self, row: StoredEvent) -> None:
         """:meth:`feed` of a stored event: decoded only where the audit reads more of
         it than admission's :func:`row_fact` (decisions, node removals, evictions);
         everything else is folded from its bytes."""
-        if row.type in _DECODED:
+        if row.type in _DECODED or (row.type == POD_SUBMITTED and b'"nodeName"' in row.payload):
             self.feed(row.position, orjson.loads(row.payload))
             return
         self.checked["events"] += 1
@@ -154,6 +171,30 @@ class Auditor:
             fact = row_fact(row)
             if fact is not None:
                 self._admit(fact)
+
+    def _node_name(self, position: int, data: dict[str, Any]) -> None:
+        """A pod bound by ``spec.nodeName`` is charged to its node without a fit check
+        (the policy: reported, not refused); flag the node if that overcommits it."""
+        spec = data.get("spec")
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        if not isinstance(node, str) or not node:
+            return
+        st = self.state
+        key = event_key(data)
+        record = st.pod(key)
+        nidx = st.node_index.get(node)
+        if record is None or record["node"] != node or nidx is None:
+            return  # not charged (an unknown node, out of range): a fold anomaly
+        allocated, allocatable = st.node_allocated(), st.node_allocatable()
+        over = np.flatnonzero(allocated[nidx] > allocatable[nidx])
+        if over.size:
+            parts = ", ".join(
+                f"{st.res_names[r]} {int(allocated[nidx, r])} > {int(allocatable[nidx, r])}"
+                for r in over
+            )
+            self._flag(
+                position, "nodename_overcommit", f"pod {key} on {node} by spec.nodeName: {parts}"
+            )
 
     def _admit(self, fact: Fact) -> None:
         for r in self.admission.observe(self.state, [fact]):
@@ -186,6 +227,13 @@ class Auditor:
             if why is not None:
                 self._flag(position, "reclaim_illegal", f"{pod} reclaimed for {data['by']}: {why}")
         self._evictions.setdefault(data["decision"], []).append((position, pod))
+        record = st.pod(pod) if isinstance(pod, str) else None
+        if record is not None and record["node"] is not None:
+            # What the victim held where it ran: the preemption's necessity is judged
+            # against the node with it still there (_necessary).
+            self._victim_alloc.setdefault(data["decision"], []).append(
+                (record["node"], record["allocated"])
+            )
 
     def _preemption(
         self, position: int, event: dict[str, Any], data: dict[str, Any], victims: list[Any]
@@ -203,6 +251,7 @@ class Auditor:
                 f"decision {event.get('id')} names victims {sorted(map(str, named))}, "
                 f"evicted for it: {sorted(evicted)}",
             )
+        self._necessary(position, decision, data)
         pods: list[Any] = [b.get("pod") for b in data.get("bindings") or () if isinstance(b, dict)]
         known = [st.pod_index[p] for p in pods if p in st.pod_index]
         gangs: set[int] = set()
@@ -225,6 +274,57 @@ class Auditor:
             if g >= 0:
                 gangs.add(g)
         return gangs
+
+    def _necessary(self, position: int, decision: Any, data: dict[str, Any]) -> None:
+        """A committed preemption evicts only where its pods did not fit: on each node
+        that lost victims, the decision's bindings there must not have fit with those
+        victims still running (resources as the fold charges them, a pod slot each)."""
+        held = self._victim_alloc.pop(decision, [])
+        if not held or data.get("reclaim"):
+            return  # reclaim: victims free a queue's share, not a node's room
+        st = self.state
+        need: dict[str, dict[str, int]] = {}
+        for b in data.get("bindings") or ():
+            if not isinstance(b, dict) or not isinstance(b.get("node"), str):
+                return  # malformed: flagged elsewhere
+            raw = b.get("resources")
+            res: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            on = need.setdefault(b["node"], {})
+            for name, units in {"pods": 1, **res}.items():
+                if isinstance(units, int):
+                    on[name] = on.get(name, 0) + units
+        victims: dict[str, dict[str, int]] = {}
+        for node, alloc in held:
+            on = victims.setdefault(node, {})
+            for name, units in alloc.items():
+                on[name] = on.get(name, 0) + units
+        allocated, allocatable = st.node_allocated(), st.node_allocatable()
+        for node, freed in sorted(victims.items()):
+            nidx = st.node_index.get(node)
+            if node not in need:
+                self._flag(
+                    position,
+                    "preemption_unnecessary",
+                    f"decision {decision} evicted pods from {node}, where none of its pods go",
+                )
+                continue
+            if nidx is None:
+                continue
+            fits = True
+            for name, units in need[node].items():
+                r = st.res_index.get(name)
+                if r is None:
+                    continue
+                with_victims = int(allocated[nidx, r]) + freed.get(name, 0)
+                if with_victims + units > int(allocatable[nidx, r]):
+                    fits = False
+                    break
+            if fits:
+                self._flag(
+                    position,
+                    "preemption_unnecessary",
+                    f"decision {decision}: its pods fit on {node} without evicting anyone",
+                )
 
     def _decision(
         self, position: int, etype: str, event: dict[str, Any], data: dict[str, Any]
@@ -397,6 +497,7 @@ class Auditor:
             "by_kind": dict(sorted(self.kinds.items())),
             "violations": [asdict(v) for v in self.violations],
             "queues": queues,
+            "anomalies": anomaly_report(self.state),
         }
 
 
@@ -434,8 +535,13 @@ async def audit_store(
         after = rows[-1].position
         if progress:
             progress(after, target)
+    # The hash chain: an edited, deleted or inserted row breaks it at its position.
+    chain = await store.verify(upto=None if target >= head else target)
+    if not chain.ok and chain.broken_at is not None:
+        auditor.flag(chain.broken_at, "chain_broken", chain.reason or "hash chain broken")
     report = auditor.report(complete=target >= head)
     report["position"] = max(report["position"], after)
+    report["chain"] = {"ok": chain.ok, "checked": chain.checked, "head_hash": chain.head_hash}
     return report
 
 
@@ -451,6 +557,7 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  {'POSITION':>10}  {'KIND':<16}DETAIL")
         for v in report["violations"]:
             lines.append(f"  {v['position']:>10}  {v['kind']:<16}{v['detail']}")
+    lines += format_anomalies(report.get("anomalies") or {})
     if report.get("queues"):
         lines.append(f"  {'QUEUE':<24}{'STATE':<10}{'SHARE':>8}  ALLOCATED/FAIR SHARE")
         for name, q in report["queues"].items():

@@ -11,11 +11,14 @@ that harmless: at-least-once in, exactly-once in the log.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+
+import orjson
 
 from esched.schemas.events import stream_of
 from esched.schemas.kafka_binding import decode_record
@@ -79,6 +82,47 @@ def _parse_time(value: object) -> datetime | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+# What an append may raise for the content of one event (the store refusing it, a
+# value a driver cannot encode): isolated by bisection and dead-lettered.
+_REFUSALS = (StoreError, ArithmeticError, ValueError, TypeError)
+# Duplicate positions at most this far apart are read back in one range.
+_RUN_GAP = 256
+
+
+def _duplicates(positions: list[int], first: int) -> list[int]:
+    """Indices of an append's inputs that were duplicates: stored before the append
+    (at or below ``first``, the head it started from) or repeating an earlier input."""
+    seen: set[int] = set()
+    out = []
+    for i, pos in enumerate(positions):
+        if pos <= first or pos in seen:
+            out.append(i)
+        seen.add(pos)
+    return out
+
+
+def _runs(positions: list[int], gap: int) -> list[tuple[int, int]]:
+    """Sorted ``positions`` grouped into ``(first, last)`` ranges with small gaps."""
+    runs: list[tuple[int, int]] = []
+    for pos in positions:
+        if runs and pos - runs[-1][1] <= gap:
+            runs[-1] = (runs[-1][0], pos)
+        else:
+            runs.append((pos, pos))
+    return runs
+
+
+def _same_content(a: bytes, b: bytes) -> bool:
+    """Whether two envelopes say the same (byte-equal, or equal as JSON: a producer
+    may re-serialize on retry)."""
+    if a == b:
+        return True
+    try:
+        return bool(orjson.loads(a) == orjson.loads(b))
+    except orjson.JSONDecodeError:
+        return False
 
 
 class IngestService:
@@ -200,17 +244,30 @@ class IngestService:
         for m in msgs:
             # Either CloudEvents content mode, or a batch: one record may hold several
             # events (kafka_binding), each stored or dead-lettered on its own.
-            for one in decode_record(m.value, m.headers, max_bytes=max_bytes):
-                if isinstance(one, InvalidEvent):
-                    prepared.dead.append((m, one.reason, str(one), one.field))
-                    continue
-                ev, payload = one
-                # Positional: a frozen dataclass's keyword call costs a third more, per event.
-                prepared.events.append(
-                    NewEvent(
-                        ev["id"], ev["type"], stream_of(ev), payload, _parse_time(ev.get("time"))
+            try:
+                decoded = list(decode_record(m.value, m.headers, max_bytes=max_bytes))
+                events: list[NewEvent] = []
+                for one in decoded:
+                    if isinstance(one, InvalidEvent):
+                        prepared.dead.append((m, one.reason, str(one), one.field))
+                        continue
+                    ev, payload = one
+                    # Positional: a frozen dataclass's keyword call costs a third more.
+                    events.append(
+                        NewEvent(
+                            ev["id"],
+                            ev["type"],
+                            stream_of(ev),
+                            payload,
+                            _parse_time(ev.get("time")),
+                        )
                     )
-                )
+            except Exception as exc:  # a message this code cannot handle: never twice
+                log.exception("cannot handle %s/%d@%d", m.topic, m.partition, m.offset)
+                prepared.dead.append((m, "unhandled", f"{type(exc).__name__}: {exc}", None))
+                continue
+            for new in events:
+                prepared.events.append(new)
                 prepared.sources.append(m)
 
     async def _finish(self, msgs: Sequence[Message], prepared: _Prepared) -> BatchResult:
@@ -259,16 +316,62 @@ class IngestService:
                 what="store append",
                 on_retry=count_retry(SERVICE, "store"),
             )
-            return len(events) - res.duplicates, res.duplicates, []
-        except StoreError as exc:
+        except _REFUSALS as exc:
             if len(events) == 1:
                 return 0, 0, [(sources[0], "store_rejected", str(exc), None)]
             log.warning("store refused a batch of %d (%s); isolating the culprit", len(events), exc)
+        else:
+            conflicts = await self._id_conflicts(
+                events, sources, res.positions, res.head, res.duplicates
+            )
+            duplicates = res.duplicates - len(conflicts)
+            return len(events) - res.duplicates, duplicates, conflicts
         # Bisect so one poison event costs O(log n) appends and the rest still land.
         mid = len(events) // 2
         a = await self._append(events[:mid], sources[:mid])
         b = await self._append(events[mid:], sources[mid:])
         return a[0] + b[0], a[1] + b[1], a[2] + b[2]
+
+    async def _id_conflicts(
+        self,
+        events: list[NewEvent],
+        sources: list[Message],
+        positions: list[int],
+        head: int,
+        duplicates: int,
+    ) -> list[Dead]:
+        """The duplicates of an append whose stored event differs from the one sent:
+        an id reused for other content is dead-lettered (``id_conflict``), not taken
+        for a redelivery."""
+        first = head - (len(events) - duplicates)  # positions above: stored by this append
+        dup = _duplicates(positions, first)
+        if not dup:
+            return []
+        stored: dict[int, bytes] = {}
+        # This batch's own events by position; the earlier ones read in runs.
+        for i, pos in enumerate(positions):
+            if pos > first and pos not in stored:
+                stored[pos] = events[i].payload
+        wanted = sorted({positions[i] for i in dup if positions[i] not in stored})
+        for lo, hi in _runs(wanted, gap=_RUN_GAP):
+            rows = await retry_until(
+                functools.partial(self.store.read_payloads, lo - 1, hi - lo + 1),
+                retriable=is_transient,
+                what="store read",
+                on_retry=count_retry(SERVICE, "store"),
+            )
+            for pos, payload in rows:
+                stored[pos] = bytes(payload)
+        out: list[Dead] = []
+        for i in dup:
+            was = stored.get(positions[i])
+            if was is not None and not _same_content(was, events[i].payload):
+                text = (
+                    f"id: event id {events[i].id!r} is already stored at position "
+                    f"{positions[i]} with other content"
+                )
+                out.append((sources[i], "id_conflict", text, "id"))
+        return out
 
     async def _deadletter(self, dead: list[Dead]) -> None:
         assert self._producer is not None

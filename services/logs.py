@@ -8,7 +8,32 @@ from datetime import UTC, datetime
 
 import orjson
 
-__all__ = ["setup_logging"]
+__all__ = ["TextFormatter", "setup_logging"]
+
+#: Characters that could start a new line or rewrite one on a terminal, escaped in
+#: text logs: a label key or pod name from input can then never forge a log line.
+_CONTROL = {
+    **{i: f"\\x{i:02x}" for i in (*range(32), 0x7F, 0x85)},
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x09: "\t",  # a tab stays a tab
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger: message``, the message's control characters escaped
+    (a traceback, added after it, keeps its lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        message = record.message
+        if not message.isprintable():
+            record.message = message.translate(_CONTROL)
+        try:
+            return super().formatMessage(record)
+        finally:
+            record.message = message
 
 
 class JsonFormatter(logging.Formatter):
@@ -35,7 +60,7 @@ def setup_logging(level: str = "info", fmt: str = "text") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

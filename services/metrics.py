@@ -12,6 +12,7 @@ from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 __all__ = [
     "ADMISSION_REJECTED",
+    "BIND_ADDR",
     "COMMITTED_PODS",
     "COMMIT_CONFLICTS",
     "COMMIT_EVICTED",
@@ -24,6 +25,7 @@ __all__ = [
     "DISPATCH_HELD",
     "DISPATCH_PARKED",
     "DISPATCH_WORK",
+    "FOLD_ANOMALIES",
     "INGEST_BATCH_SECONDS",
     "INGEST_EVENTS",
     "INGEST_LAG",
@@ -35,6 +37,7 @@ __all__ = [
     "REPLICA_UNSCHEDULABLE",
     "RETRIES",
     "SUBMIT_TO_COMMIT_SECONDS",
+    "publish_anomalies",
     "serve",
 ]
 
@@ -149,6 +152,12 @@ DISPATCH_HELD = Gauge(
     "QueueCapability, ClusterCapacity).",
     ["reason"],
 )
+FOLD_ANOMALIES = Gauge(
+    "esched_fold_anomalies",
+    "Events of the log the fold of this process ignored, by reason (a resubmitted running "
+    "pod, a commit for an unknown pod, an undecodable or out-of-range event, ...).",
+    ["reason"],
+)
 ADMISSION_REJECTED = Counter(
     "esched_admission_rejected_total",
     "Submissions rejected at admission (esched.pod.rejected), by reason (QuotaExceeded, "
@@ -157,8 +166,21 @@ ADMISSION_REJECTED = Counter(
 )
 
 
-def serve(port: int | None, addr: str = "0.0.0.0") -> None:
-    """Expose ``/metrics`` on ``port`` (no-op for None or 0)."""
+def publish_anomalies(anomalies: dict[str, int]) -> None:
+    """Set :data:`FOLD_ANOMALIES` from a state's ``anomalies`` (reason -> count)."""
+    for reason, count in anomalies.items():
+        FOLD_ANOMALIES.labels(reason).set(count)
+
+
+#: Where :func:`serve` listens by default: loopback, so the metrics (pod names,
+#: queue names) are not offered to the network unless asked (``--metrics-addr``).
+BIND_ADDR = "127.0.0.1"
+
+
+def serve(port: int | None, addr: str | None = None) -> None:
+    """Expose ``/metrics`` on ``port`` (no-op for None or 0), on ``addr`` (default
+    :data:`BIND_ADDR`)."""
+    addr = BIND_ADDR if addr is None else addr
     if port:
         start_http_server(port, addr=addr)
         log.info("metrics on http://%s:%d/metrics", addr, port)

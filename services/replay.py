@@ -6,6 +6,7 @@ Folding the log (and its snapshots) is :mod:`esched.services.store.snapshots`.
 from __future__ import annotations
 
 from esched.schemas.quantity import human_units
+from esched.services.store.snapshots import format_anomalies
 
 __all__ = ["format_table"]
 
@@ -66,4 +67,5 @@ def format_table(summary: dict) -> str:
         lines.append(f"  {'GANG':<40}NODES HELD FOR IT")
         for gang, held in summary["reservations"].items():
             lines.append(f"  {gang:<40}{' '.join(held)}")
+    lines += format_anomalies(summary.get("anomalies") or {})
     return "\n".join(lines)

@@ -46,7 +46,7 @@ EXIT_UNSCHEDULABLE = 5
 
 DEFAULT_STORE = "sqlite:///esched.sqlite"
 #: Keys of a config file that apply to every subcommand that has such an option.
-SHARED_KEYS = ("kafka", "store", "topic_prefix", "metrics_port", "bands")
+SHARED_KEYS = ("kafka", "store", "topic_prefix", "metrics_port", "metrics_addr", "bands")
 #: Top-level keys whose values are data, not option names: kept as written.
 _VERBATIM_KEYS = ("bands",)
 
@@ -113,7 +113,14 @@ def run_async(main_coro: Callable[[], Coroutine[Any, Any, T]]) -> T:
     except InvalidEvent as exc:
         click.echo(f"esched: invalid input: {exc}", err=True)
         sys.exit(EXIT_INVALID_INPUT)
-    except (TransientStoreError, BusError) as exc:
+    except BusError as exc:
+        if not exc.retriable:
+            # Refused by the broker (a record too large, a bad topic): not a peer away.
+            click.echo(f"esched: bus error: {exc}", err=True)
+            sys.exit(EXIT_FAILURE)
+        click.echo(f"esched: unavailable: {exc}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    except TransientStoreError as exc:
         click.echo(f"esched: unavailable: {exc}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
     except StoreError as exc:
@@ -198,13 +205,37 @@ prefix_option = click.option(
     show_default=True,
     help="Prefix of the topic names (nodes, pods, usage, decisions, deadletter).",
 )
-metrics_option = click.option(
+_metrics_port = click.option(
     "--metrics-port",
     envvar="ESCHED_METRICS_PORT",
     type=int,
     default=0,
     help="Serve Prometheus /metrics on this port (0: off).",
 )
+
+
+def _set_metrics_addr(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    from esched.services import metrics
+
+    metrics.BIND_ADDR = value
+    return value
+
+
+_metrics_addr = click.option(
+    "--metrics-addr",
+    envvar="ESCHED_METRICS_ADDR",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="ADDRESS",
+    expose_value=False,
+    callback=_set_metrics_addr,
+    help="Address /metrics listens on (0.0.0.0: every interface, e.g. in a container).",
+)
+
+
+def metrics_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--metrics-port`` and ``--metrics-addr`` (the latter read by ``metrics.serve``)."""
+    return _metrics_port(_metrics_addr(fn))
 
 
 class _BandsParam(click.ParamType):

@@ -128,10 +128,12 @@ def replay(
 
     JSON keys: position; nodes {count, allocatable, allocated}; pods {Pending,
     Running, Succeeded, Failed}; gangs {ns/name: {minMember, queue, <phase>: n}};
-    queues {name: {...}}. Quantities are integers in base units (milli-CPU, bytes).
+    queues {name: {...}}; anomalies {reason: {count, first}} (events the fold
+    ignored, first = the log position of the first). Quantities are integers in
+    base units (milli-CPU, bytes).
     """
     from esched.services.replay import format_table
-    from esched.services.store.snapshots import fold_log
+    from esched.services.store.snapshots import anomaly_report, fold_log
     from esched.services.store.snapshots import save_snapshot as write_snapshot
 
     if upto is not None and at_time:
@@ -150,7 +152,7 @@ def replay(
             state = await fold_log(es, upto=upto, at=at, use_snapshot=not no_snapshot)
             if save_snapshot:
                 await write_snapshot(es, state)
-            return state.summary()
+            return {**state.summary(), "anomalies": anomaly_report(state)}
 
     summary = run_async(main)
     if output_format == "table":

@@ -14,7 +14,8 @@ from esched.core import PHASE_PENDING
 from esched.core.schedule import Target
 from esched.services import metrics
 from esched.services.bus import BusConsumer, BusError, Message
-from esched.services.faults import poll_or_pause
+from esched.services.bus.deadletter import Dead, send_deadletters
+from esched.services.faults import poll_or_pause, retry_transient
 from esched.services.replica.config import SERVICE, ReplicaTotals
 from esched.services.replica.share import _Share
 
@@ -157,6 +158,8 @@ class _WorkLoop(_Share):
         may be placed); ``prev`` is awaited before committing offsets (poll order).
         """
         targets: dict[tuple[str, str], Target] = {}
+        origin: dict[tuple[str, str], Message] = {}
+        dead: list[Dead] = []
         for m in msgs:
             try:
                 item = orjson.loads(m.value)
@@ -164,14 +167,24 @@ class _WorkLoop(_Share):
                 key = str(item[kind])
                 position = int(item.get("position") or 0)
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-                log.warning(
-                    "ignoring malformed work item at %s/%d@%d", m.topic, m.partition, m.offset
-                )
+                dead.append((m, "malformed_work", "not a work item (pod or gang, position)", None))
                 continue
             prev_t = targets.get((kind, key))
             if prev_t is None or prev_t.position < position:
                 targets[(kind, key)] = Target(kind, key, position)
+                origin[(kind, key)] = m
         self.totals.work_items += len(msgs)
+        if targets and max(t.position for t in targets.values()) > self.follower.position:
+            # A work item names a log position the fold must reach first; one beyond
+            # the log's head (forged, or garbage) would stall every replica forever.
+            head = await retry_transient(
+                self.store.head, what="store head", service=SERVICE, peer="store"
+            )
+            for tk in [tk for tk, t in targets.items() if t.position > head]:
+                text = f"position: {targets.pop(tk).position} is beyond the log head {head}"
+                dead.append((origin[tk], "position_beyond_head", text, "position"))
+        if dead:
+            await self._deadletter(dead)
         if targets:
             upto = max(t.position for t in targets.values())
             t0 = time.perf_counter()
@@ -214,6 +227,22 @@ class _WorkLoop(_Share):
             metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(
                 self.placer.stats()["cache_hit_rate"]
             )
+
+    async def _deadletter(self, dead: list[Dead]) -> None:
+        """Refuse work items this replica cannot act on (their offsets are committed
+        with the batch's, so none is read twice)."""
+        if self._producer is None:  # an in-process submit function: nowhere to send
+            for m, reason, text, _f in dead:
+                log.warning(
+                    "refused work item %s/%d@%d (%s): %s",
+                    m.topic,
+                    m.partition,
+                    m.offset,
+                    reason,
+                    text,
+                )
+            return
+        await send_deadletters(self._producer, self.bus.topics.deadletter, dead, service=SERVICE)
 
     def _pending_count(self) -> int:
         return self.state.phase_count(PHASE_PENDING)

@@ -27,7 +27,9 @@ from .base import (
     StoreError,
     Subscription,
     TransientStoreError,
+    redact_url,
     retry_transient,
+    scrub,
 )
 from .postgres import PostgresEventStore
 from .sqlite import MEMORY, SqliteEventStore
@@ -89,13 +91,15 @@ def open_store(url: str, **options: Any) -> EventStore:
     scheme, sep, _ = url.partition("://")
     scheme = scheme.lower()
     if not sep:
-        raise StoreConfigError(f"bad event store URL {url!r}: no scheme; {_EXPECTED}")
+        raise StoreConfigError(f"bad event store URL {redact_url(url)!r}: no scheme; {_EXPECTED}")
     if scheme in ("postgresql", "postgres"):
         try:
             parts = urlsplit(url)
             parts.port  # noqa: B018  (raises ValueError on a non-numeric port)
         except ValueError as exc:
-            raise StoreConfigError(f"bad PostgreSQL URL: {exc}; {_EXPECTED}") from None
+            raise StoreConfigError(
+                f"bad PostgreSQL URL {redact_url(url)!r}: {scrub(str(exc), url)}; {_EXPECTED}"
+            ) from None
         return PostgresEventStore(url, **options)
     if scheme == "sqlite":
         return SqliteEventStore(sqlite_path(url), **options)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from esched.services.retry import Backoff, retry_until
+from esched.services.store.chain import SEPARATOR, ChainReport, verify_store
 
 __all__ = [
     "AppendResult",
@@ -46,7 +48,9 @@ __all__ = [
     "Subscription",
     "TransientStoreError",
     "Waker",
+    "redact_url",
     "retry_transient",
+    "scrub",
 ]
 
 T = TypeVar("T")
@@ -154,6 +158,33 @@ class AppendResult:
 # --------------------------------------------------------------------------- helpers
 
 
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (with or without a scheme, and
+    whatever the password contains), for messages, logs and reprs."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (a driver's error message about ``url``) without the URL's password
+    or any piece of it a parser may have quoted (split at ``/ : @ ? #``)."""
+    rest = url.partition("://")[2] or url
+    creds, at, _host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return text
+    password = creds.split(":", 1)[1]
+    pieces = [password, *(p for p in re.split(r"[/:@?#]", password) if len(p) >= 2)]
+    for piece in sorted(pieces, key=len, reverse=True):
+        if piece:
+            text = text.replace(piece, "***")
+    return text
+
+
 def as_utc(when: datetime) -> datetime:
     """``when`` as an aware UTC datetime; a naive datetime is taken to be UTC."""
     tz = when.tzinfo
@@ -231,6 +262,9 @@ def validate_events(events: Sequence[NewEvent]) -> None:
             raise TypeError(f"event {ev.id!r}: payload must be bytes, not {type(ev.payload)}")
         if not ev.id:
             raise ValueError("event id must be a non-empty string")
+        if SEPARATOR in ev.id or SEPARATOR in ev.type or SEPARATOR in ev.stream:
+            # It separates these fields in the hash chain's digest (.chain).
+            raise ValueError(f"event {ev.id!r}: U+001F in its id, type or stream")
         if ev.expected_version is not None and ev.expected_version < 0:
             raise ValueError(f"event {ev.id!r}: expected_version must be >= 0")
 
@@ -447,6 +481,21 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     async def head(self) -> int:
         """The last position in the log (0 when empty)."""
+
+    @abc.abstractmethod
+    async def chain_rows(self, after: int, limit: int) -> list[tuple[int, bytes | None, bytes]]:
+        """``(position, stored hash, digest)`` of the events with ``after < position <=
+        after + limit``, in order: the hash chain's links (:mod:`.chain`), the digest
+        computed from the row as stored."""
+
+    @abc.abstractmethod
+    async def head_hash(self) -> tuple[int, bytes | None]:
+        """The log head's position and the hash stored with it."""
+
+    async def verify(self, upto: int | None = None) -> ChainReport:
+        """Walk the hash chain up to the head (or ``upto``); the report names the
+        first position where it breaks (an edited, deleted or inserted row)."""
+        return await verify_store(self.chain_rows, self.head_hash, upto=upto)
 
     @abc.abstractmethod
     async def position_at(self, when: datetime) -> int:

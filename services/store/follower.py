@@ -18,6 +18,7 @@ import orjson
 
 from esched.core import ClusterState
 from esched.services.faults import is_transient
+from esched.services.metrics import publish_anomalies
 from esched.services.retry import retry_until
 from esched.services.store.base import EventStore, StoredEvent
 from esched.services.store.snapshots import fold_log, freeze_heap, payload_pairs, thaw_heap
@@ -67,6 +68,7 @@ class LogFollower:
         self.state = await retry_until(
             lambda: fold_log(self.store), retriable=is_transient, what="fold the log"
         )
+        publish_anomalies(self.state.anomalies)
         freeze_heap()
         self._task = asyncio.create_task(self._follow(), name="log-follower")
         return self.state
@@ -107,6 +109,8 @@ class LogFollower:
                                     if decode is None or r.type in decode
                                 ]
                             )
+                    if state.anomalies:
+                        publish_anomalies(state.anomalies)
                     self._advanced.set()
         except asyncio.CancelledError:
             raise

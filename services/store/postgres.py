@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from operator import itemgetter
@@ -35,8 +36,19 @@ from .base import (
     as_utc,
     load_migrations,
     plan_append,
+    redact_url,
+    scrub,
     validate_events,
     validate_expected_head,
+)
+from .chain import (
+    VERIFY_BATCH,
+    VERIFY_PARALLEL,
+    ZERO_HASH,
+    ChainReport,
+    chain_hashes,
+    link,
+    row_digest,
 )
 
 __all__ = ["PostgresEventStore"]
@@ -52,14 +64,51 @@ POOL_APP_NAME = "esched-store"
 LISTEN_APP_NAME = "esched-subscriber"
 _MAX_POSITION = 2**63 - 1
 
-_COLUMNS = ("position", "id", "type", "stream", "stream_version", "time", "recorded_at", "payload")
+_COLUMNS = (
+    "position",
+    "id",
+    "type",
+    "stream",
+    "stream_version",
+    "time",
+    "recorded_at",
+    "payload",
+    "hash",
+)
 _SELECT_EVENT = (
     "SELECT position, id, type, stream, stream_version, time, recorded_at, payload FROM events"
 )
 
 # FOR UPDATE waits for the previous appender to commit, then returns the row
 # version it wrote (READ COMMITTED re-check), so the head read here is current.
-_LOCK_HEAD = "SELECT position, recorded_at, clock_timestamp() FROM log_head WHERE one FOR UPDATE"
+_LOCK_HEAD = (
+    "SELECT position, recorded_at, clock_timestamp(), hash FROM log_head WHERE one FOR UPDATE"
+)
+#: digest(n) of services/store/chain.py, computed by the server from the stored row.
+_DIGEST = (
+    "sha256(int8send(position) || int8send(stream_version) || int4send(octet_length(payload))"
+    " || payload || convert_to(id || chr(31) || type || chr(31) || stream, 'UTF8'))"
+)
+# The chain checked in the server, link by link over a range (positions $1..$2, $1
+# being the predecessor of the first checked row): each row's hash against its
+# stored predecessor's, and that predecessor is position - 1. A chain whose every
+# link holds is exactly a valid chain, so ranges are checked independently (and in
+# parallel) and only the first broken row of a range comes back.
+_CHAIN_CHECK = f"""
+SELECT position, lp FROM (
+  SELECT position, lag(position) OVER w AS lp,
+         hash IS NOT DISTINCT FROM sha256(
+           CASE WHEN position = 1 THEN '\\x{ZERO_HASH.hex()}'::bytea ELSE lag(hash) OVER w END
+           || {_DIGEST}) AS ok
+  FROM events WHERE position >= $1 AND position <= $2 WINDOW w AS (ORDER BY position)
+) AS links
+WHERE position > $1 AND (ok IS NOT TRUE OR (position > 1 AND lp IS DISTINCT FROM position - 1))
+ORDER BY position LIMIT 1
+"""
+_CHAIN_ROWS = (
+    f"SELECT position, hash, {_DIGEST} FROM events"
+    " WHERE position > $1 AND position <= $2 ORDER BY position"
+)
 # Which ids of the batch are stored, and each stream's version: one round trip.
 # The per-stream max() is an index-only backward scan of (stream, stream_version).
 _LOOKUP = """
@@ -69,7 +118,7 @@ SELECT false, s.stream, (SELECT max(v.stream_version) FROM events AS v WHERE v.s
 FROM unnest($2::text[]) AS s(stream)
 """
 _ADVANCE = (
-    "WITH h AS (UPDATE log_head SET position = $1, recorded_at = $2 WHERE one)"
+    "WITH h AS (UPDATE log_head SET position = $1, recorded_at = $2, hash = $4 WHERE one)"
     f" SELECT pg_notify('{NOTIFY_CHANNEL}', $3::text)"
 )
 
@@ -164,7 +213,7 @@ class PostgresEventStore(EventStore):
         poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> None:
         if not url.startswith(("postgresql://", "postgres://")):
-            raise StoreConfigError(f"not a PostgreSQL URL: {url!r}")
+            raise StoreConfigError(f"not a PostgreSQL URL: {redact_url(url)!r}")
         self.url = url
         self._min_size = min_size
         self._max_size = max_size
@@ -216,7 +265,9 @@ class PostgresEventStore(EventStore):
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, "cannot connect: ") from exc
         except ValueError as exc:  # asyncpg's DSN parser
-            raise StoreConfigError(f"bad PostgreSQL URL {_redact(self.url)!r}: {exc}") from exc
+            raise StoreConfigError(
+                f"bad PostgreSQL URL {_redact(self.url)!r}: {scrub(str(exc), self.url)}"
+            ) from None
 
     async def close(self) -> None:
         """Close live subscriptions and the pool; idempotent."""
@@ -251,6 +302,8 @@ class PostgresEventStore(EventStore):
                     async with conn.transaction():  # DDL is transactional in PostgreSQL
                         await conn.execute(sql)
                         await conn.execute("INSERT INTO schema_migrations (name) VALUES ($1)", name)
+                        if name == CHAIN_MIGRATION:
+                            await _backfill_chain(conn)
                     applied.append(name)
             finally:
                 if not conn.is_closed():
@@ -277,7 +330,7 @@ class PostgresEventStore(EventStore):
         ids = list(dict.fromkeys(ev.id for ev in events))
         streams = list(dict.fromkeys(ev.stream for ev in events))
         async with self._require_pool().acquire() as conn, conn.transaction():
-            head, last_at, now = await conn.fetchrow(_LOCK_HEAD)
+            head, last_at, now, prev = await conn.fetchrow(_LOCK_HEAD)
             existing: dict[str, int] = {}
             versions: dict[str, int] = {}
             for is_id, key, value in await conn.fetch(_LOOKUP, ids, streams):
@@ -293,14 +346,19 @@ class PostgresEventStore(EventStore):
                 # recorded_at growing with position even if the clock steps back.
                 recorded_at = max(now, last_at)
                 records = []
+                # The chain (services/store/chain.py), under the head lock: the head's
+                # hash is the previous event's.
+                prev = ZERO_HASH if prev is None else prev
                 for i, pos, version in plan.rows:
                     ev = events[i]
                     when = None if ev.time is None else as_utc(ev.time)  # naive = UTC
+                    payload = bytes(ev.payload)
+                    prev = link(prev, row_digest(pos, version, ev.id, ev.type, ev.stream, payload))
                     records.append(
-                        (pos, ev.id, ev.type, ev.stream, version, when, recorded_at, ev.payload)
+                        (pos, ev.id, ev.type, ev.stream, version, when, recorded_at, payload, prev)
                     )
                 await conn.copy_records_to_table("events", records=records, columns=_COLUMNS)
-                await conn.fetchval(_ADVANCE, plan.head, recorded_at, str(plan.head))
+                await conn.fetchval(_ADVANCE, plan.head, recorded_at, str(plan.head), prev)
         return AppendResult(plan.positions, plan.duplicates, plan.head)
 
     # ------------------------------------------------------------------ reading
@@ -345,6 +403,80 @@ class PostgresEventStore(EventStore):
         )
         rows.sort(key=itemgetter(0))
         return rows
+
+    @_translated(idempotent=True)
+    async def chain_rows(self, after: int, limit: int) -> list[tuple[int, bytes | None, bytes]]:
+        """``(position, stored hash, digest)``; see :meth:`EventStore.chain_rows`. The
+        digests are computed by the server."""
+        if limit <= 0:
+            return []
+        rows = await self._require_pool().fetch(_CHAIN_ROWS, after, after + limit)
+        return rows  # Records unpack like the tuples the port promises
+
+    async def verify(self, upto: int | None = None) -> ChainReport:
+        """Walk the hash chain in the server (:data:`_CHAIN_CHECK`, several ranges at
+        once); see :meth:`EventStore.verify`. Only broken links travel."""
+        started = time.perf_counter()
+        report = ChainReport()
+        head_pos, head_hash = await self.head_hash()
+        target = head_pos if upto is None else min(upto, head_pos)
+        report.head = head_pos
+        step = VERIFY_BATCH * 2
+        sem = asyncio.Semaphore(VERIFY_PARALLEL + 1)
+
+        async def check(lo: int) -> tuple[int, str] | None:
+            async with sem:
+                row = await self._fetchrow(_CHAIN_CHECK, lo, min(target, lo + step))
+            if row is None:
+                return None
+            position, lp = row
+            if position > 1 and lp != position - 1:
+                missing = lo if lp is None else lp + 1
+                return missing, f"position {missing} is missing (next stored: {position})"
+            return position, "stored hash does not match the event's content and the chain"
+
+        tasks = [asyncio.ensure_future(check(lo)) for lo in range(0, target, step)]
+        try:
+            for task in tasks:
+                broken = await task
+                if broken is not None:
+                    report.ok = False
+                    report.broken_at, report.reason = broken
+                    break
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        last: bytes | None = ZERO_HASH
+        if report.ok and target:
+            last_pos, last = await self._fetchrow(
+                "SELECT max(position), (SELECT hash FROM events WHERE position = $1) FROM events"
+                " WHERE position <= $1",
+                target,
+            )
+            if last_pos is None or last_pos < target:
+                report.ok = False
+                report.broken_at = (last_pos or 0) + 1
+                report.reason = f"position {report.broken_at} is missing (the head is {head_pos})"
+        if report.ok and target == head_pos and (head_hash or ZERO_HASH) != last:
+            report.ok = False
+            report.broken_at = head_pos
+            report.reason = "the head's hash does not match the last stored event"
+        report.checked = target if report.ok else max(0, (report.broken_at or 1) - 1)
+        report.head_hash = (last or ZERO_HASH).hex() if report.ok else ""
+        report.seconds = time.perf_counter() - started
+        report.rate = report.checked / report.seconds if report.seconds > 0 else 0.0
+        return report
+
+    @_translated(idempotent=True)
+    async def _fetchrow(self, sql: str, *args: Any) -> Any:
+        return await self._require_pool().fetchrow(sql, *args)
+
+    @_translated(idempotent=True)
+    async def head_hash(self) -> tuple[int, bytes | None]:
+        """The head position and its stored hash; see :meth:`EventStore.head_hash`."""
+        row = await self._require_pool().fetchrow("SELECT position, hash FROM log_head WHERE one")
+        return int(row[0]), row[1]
 
     @_translated(idempotent=True)
     async def head(self) -> int:
@@ -410,6 +542,36 @@ class PostgresEventStore(EventStore):
             keep,
         )
         return int(status.split()[-1])
+
+
+#: The migration that adds the chain; the rows before it are chained right after it.
+CHAIN_MIGRATION = "0004_hash_chain"
+_BACKFILL_PAGE = 50_000
+
+
+async def _backfill_chain(conn: asyncpg.Connection) -> None:
+    """Chain the rows stored before the chain existed, under the head lock (appends
+    wait), inside the migration's transaction."""
+    head = (await conn.fetchrow(_LOCK_HEAD))[0]
+    prev, after = ZERO_HASH, 0
+    while after < head:
+        rows = await conn.fetch(
+            f"SELECT position, {_DIGEST} FROM events"
+            " WHERE position > $1 AND position <= $2 ORDER BY position",
+            after,
+            min(head, after + _BACKFILL_PAGE),
+        )
+        if not rows:
+            break
+        hashes = chain_hashes(prev, [r[1] for r in rows])
+        await conn.execute(
+            "UPDATE events SET hash = v.h FROM unnest($1::bigint[], $2::bytea[]) AS v(p, h)"
+            " WHERE events.position = v.p",
+            [r[0] for r in rows],
+            hashes,
+        )
+        prev, after = hashes[-1], rows[-1][0]
+    await conn.execute("UPDATE log_head SET hash = $1 WHERE one", prev)
 
 
 async def _no_session_state(conn: asyncpg.Connection) -> None:
@@ -485,10 +647,4 @@ def _translate(exc: BaseException, context: str = "") -> StoreError:
     return StoreError(what)
 
 
-def _redact(url: str) -> str:
-    """``url`` without its password, for messages and reprs."""
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not at or ":" not in creds:
-        return url
-    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"
+_redact = redact_url

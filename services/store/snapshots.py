@@ -14,6 +14,7 @@ import gc
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from esched.core import ClusterState
 from esched.services.store.base import EventStore, StoredEvent
@@ -21,7 +22,9 @@ from esched.services.store.base import EventStore, StoredEvent
 __all__ = [
     "PAGE",
     "SNAPSHOT_NAME",
+    "anomaly_report",
     "fold_log",
+    "format_anomalies",
     "freeze_heap",
     "payload_pairs",
     "save_snapshot",
@@ -122,3 +125,23 @@ async def store_snapshot(store: EventStore, position: int, data: bytes, keep: in
     await store.save_snapshot(SNAPSHOT_NAME, position, data)
     await store.prune_snapshots(SNAPSHOT_NAME, keep=keep)
     return position
+
+
+def anomaly_report(state: ClusterState) -> dict[str, dict[str, int]]:
+    """The events the fold ignored: reason -> {count, first (log position)}."""
+    first = state.anomaly_first
+    return {
+        reason: {"count": int(count), "first": int(first.get(reason, 0))}
+        for reason, count in sorted(state.anomalies.items())
+    }
+
+
+def format_anomalies(anomalies: dict[str, Any]) -> list[str]:
+    """Table lines for :func:`anomaly_report` (none when there is nothing)."""
+    if not anomalies:
+        return []
+    lines = [f"anomalies {sum(a['count'] for a in anomalies.values())}"]
+    lines.append(f"  {'REASON':<32}{'COUNT':>8}{'FIRST AT':>12}")
+    for reason, a in anomalies.items():
+        lines.append(f"  {reason:<32}{a['count']:>8}{a['first']:>12}")
+    return lines

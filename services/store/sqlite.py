@@ -39,6 +39,7 @@ from .base import (
     validate_events,
     validate_expected_head,
 )
+from .chain import ZERO_HASH, link, row_digest
 
 __all__ = ["SqliteEventStore"]
 
@@ -248,6 +249,8 @@ class SqliteEventStore(EventStore):
                         "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
                         (name, _now_us()),
                     )
+                    if name == CHAIN_MIGRATION:
+                        _backfill_chain_sync(conn)
                     applied.append(name)
                 conn.execute("COMMIT")
             except BaseException:
@@ -312,6 +315,32 @@ class SqliteEventStore(EventStore):
                 " ORDER BY position",
                 (after, top),
             ).fetchall()
+
+        return await self._run(run)
+
+    async def chain_rows(self, after: int, limit: int) -> list[tuple[int, bytes | None, bytes]]:
+        """``(position, stored hash, digest)``; see :meth:`EventStore.chain_rows`."""
+
+        def run(conn: sqlite3.Connection) -> list[tuple[int, bytes | None, bytes]]:
+            rows = conn.execute(
+                _CHAIN_SELECT + " WHERE position > ? AND position <= ? ORDER BY position",
+                (after, after + limit),
+            ).fetchall()
+            return [
+                (position, hash_, row_digest(position, version, id_, type_, stream, payload))
+                for position, version, id_, type_, stream, payload, hash_ in rows
+            ]
+
+        return await self._run(run) if limit > 0 else []
+
+    async def head_hash(self) -> tuple[int, bytes | None]:
+        """The head position and its stored hash; see :meth:`EventStore.head_hash`."""
+
+        def run(conn: sqlite3.Connection) -> tuple[int, bytes | None]:
+            position, hash_ = conn.execute(
+                "SELECT position, hash FROM log_head WHERE one = 1"
+            ).fetchone()
+            return int(position), hash_
 
         return await self._run(run)
 
@@ -396,6 +425,24 @@ class SqliteEventStore(EventStore):
         return await self._run(run)
 
 
+#: The migration that adds the chain; the rows before it are chained in its transaction.
+CHAIN_MIGRATION = "0002_hash_chain"
+_CHAIN_SELECT = "SELECT position, stream_version, id, type, stream, payload, hash FROM events"
+
+
+def _backfill_chain_sync(conn: sqlite3.Connection) -> None:
+    """Chain the rows stored before the chain existed (inside the migration's
+    IMMEDIATE transaction: appends wait)."""
+    prev = ZERO_HASH
+    rows = conn.execute(_CHAIN_SELECT + " ORDER BY position").fetchall()
+    updates = []
+    for position, version, id_, type_, stream, payload, _hash in rows:
+        prev = link(prev, row_digest(position, version, id_, type_, stream, payload))
+        updates.append((prev, position))
+    conn.executemany("UPDATE events SET hash = ? WHERE position = ?", updates)
+    conn.execute("UPDATE log_head SET hash = ? WHERE one = 1", (prev,))
+
+
 def _head_sync(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT position FROM log_head WHERE one = 1").fetchone()[0]
 
@@ -410,8 +457,8 @@ def _append_sync(
     # head and lookups below cannot change under us.
     conn.execute("BEGIN IMMEDIATE")
     try:
-        head, last_at = conn.execute(
-            "SELECT position, recorded_at FROM log_head WHERE one = 1"
+        head, last_at, prev = conn.execute(
+            "SELECT position, recorded_at, hash FROM log_head WHERE one = 1"
         ).fetchone()
         # json_each: one statement whatever the batch size (no bound-variable limit).
         existing = dict(
@@ -434,27 +481,25 @@ def _append_sync(
         plan = plan_append(events, head, existing, versions, expected_head)
         if plan.rows:
             recorded_at = max(_now_us(), last_at)  # monotonic even if the clock steps back
+            # The chain (services/store/chain.py), under the write lock.
+            prev = ZERO_HASH if prev is None else bytes(prev)
+            records = []
+            for i, pos, version in plan.rows:
+                ev = events[i]
+                payload = bytes(ev.payload)
+                prev = link(prev, row_digest(pos, version, ev.id, ev.type, ev.stream, payload))
+                when = None if ev.time is None else _to_us(ev.time)
+                records.append(
+                    (pos, ev.id, ev.type, ev.stream, version, when, recorded_at, payload, prev)
+                )
             conn.executemany(
                 "INSERT INTO events (position, id, type, stream, stream_version, time,"
-                " recorded_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        pos,
-                        ev.id,
-                        ev.type,
-                        ev.stream,
-                        version,
-                        None if ev.time is None else _to_us(ev.time),
-                        recorded_at,
-                        bytes(ev.payload),
-                    )
-                    for i, pos, version in plan.rows
-                    for ev in (events[i],)
-                ],
+                " recorded_at, payload, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                records,
             )
             conn.execute(
-                "UPDATE log_head SET position = ?, recorded_at = ? WHERE one = 1",
-                (plan.head, recorded_at),
+                "UPDATE log_head SET position = ?, recorded_at = ?, hash = ? WHERE one = 1",
+                (plan.head, recorded_at, prev),
             )
         conn.execute("COMMIT")
     except BaseException:

@@ -546,7 +546,7 @@ def test_open_store_picks_the_adapter(tmp_path) -> None:
 
 async def test_sqlite_memory_store() -> None:
     async with open_store("sqlite://:memory:") as s:
-        assert await s.migrate() == ["0001_event_log"]
+        assert await s.migrate() == ["0001_event_log", "0002_hash_chain"]
         assert (await s.append([ev(), ev()])).head == 2
 
 

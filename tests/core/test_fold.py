@@ -180,11 +180,23 @@ def test_evicted_pod_is_released_and_pending(log, state):
     assert state.node("n1")["allocated"] == {"cpu": 0, "memory": 0, "pods": 0}
 
 
-def test_resubmitting_an_active_pod_is_ignored_and_counted(log, state):
+def test_resubmitting_a_pending_pod_updates_its_requests(log, state):
+    # The documented rule (docs/events.md): a Pending pod takes the new submit's spec.
     log(EV.POD_SUBMITTED, pod("p", cpu="1"))
     log(EV.POD_SUBMITTED, pod("p", cpu="2"))
     assert state.summary()["pods"]["Pending"] == 1
-    assert state.anomalies == {"resubmitted_active_pod": 1}
+    assert state.class_specs[state.pod("ns/p")["class"]]["requests"]["cpu"] == 2000
+    assert state.anomalies == {}
+
+
+def test_resubmitting_a_running_pod_is_ignored_and_counted(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    log(EV.POD_SUBMITTED, pod("p", cpu="1", node_name="n1"))
+    log(EV.POD_SUBMITTED, pod("p", cpu="2", node_name="n1"))
+    assert state.summary()["pods"]["Running"] == 1
+    assert state.node("n1")["allocated"]["cpu"] == 1000
+    assert state.anomalies == {"resubmitted_running_pod": 1}
+    assert state.anomaly_first == {"resubmitted_running_pod": 3}
 
 
 def test_resubmitting_a_finished_pod_makes_a_new_pod(log, state):
@@ -441,3 +453,28 @@ def test_many_resources_and_rows_grow_the_tables(log, state):
     assert s["nodes"]["allocated"]["pods"] == 2000
     assert s["nodes"]["allocatable"]["example.com/r11"] == 5 * 8
     assert s["pods"]["Running"] == 2000
+
+
+def test_cluster_totals_are_exact_beyond_int64(log, state):
+    # Issue 19: three nodes of 4Ei memory add up past 2**63; the totals are exact.
+    for i in range(3):
+        log(EV.NODE_ADDED, node(f"n{i}", memory="4Ei"))
+    assert state.summary()["nodes"]["allocatable"]["memory"] == 3 * 2**62
+
+
+def test_a_pod_bound_by_node_name_past_the_tables_range_is_an_anomaly(log, state):
+    # Each pod is within range, but a node charged with both would pass 2**62.
+    log(EV.NODE_ADDED, node("n1", memory="4Ei"))
+    log(EV.POD_SUBMITTED, pod("a", memory="3Ei", node_name="n1"))
+    log(EV.POD_SUBMITTED, pod("b", memory="3Ei", node_name="n1"))
+    assert state.node("n1")["allocated"]["memory"] == 3 * 2**60
+    assert state.pod("ns/b")["phase"] == "Pending"
+    assert state.anomalies == {"overflow": 1} and state.anomaly_first == {"overflow": 3}
+
+
+def test_a_commit_with_resources_beyond_int64_is_an_anomaly(log, state):
+    log(EV.NODE_ADDED, node("n1"))
+    log(EV.POD_SUBMITTED, pod("a"))
+    log(EV.PLACEMENT_COMMITTED, commit(("ns/a", "n1", {"cpu": 2**63, "memory": 1})))
+    assert state.pod("ns/a")["phase"] == "Pending"
+    assert state.anomalies == {"commit_bad_resources": 1}

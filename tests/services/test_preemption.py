@@ -18,6 +18,7 @@ from esched.schemas.events import (
     GANG_RESERVED,
     PLACEMENT_COMMITTED,
     POD_EVICTED,
+    POD_SUBMITTED,
     POD_SUCCEEDED,
     POD_UNSCHEDULABLE,
 )
@@ -160,12 +161,9 @@ def _forged_log(victim_priority: int, gang_min: int | None = None) -> list[tuple
         ]
     else:
         events += [pod("v", "2", priority=victim_priority, node_name="n1")]
+    # p needs the whole of n1 (2 CPUs): the eviction is necessary (audit checks that).
     events += [pod("p", "2", priority=PROD)]
-    cpu = 2000
-    if gang_min:
-        events[-1] = pod("p", priority=PROD)
-        cpu = 1000
-    data = placement("f", [("p", "n1")], cpu=cpu, victims=[("v", "n1")])
+    data = placement("f", [("p", "n1")], cpu=2000, victims=[("v", "n1")])
     did = decision_id("f")
     events += [
         ev(
@@ -199,6 +197,33 @@ def test_audit_flags_prod_preempting_prod_and_split_gangs():
     assert audit_events(dropped)["by_kind"]["preemption_unrecorded"] == 1
     orphan = [e for e in log if e[1]["type"] != PLACEMENT_COMMITTED]
     assert audit_events(orphan)["by_kind"] == {"preemption_unrecorded": 1}
+
+
+def test_audit_flags_a_preemption_whose_pods_had_room():
+    # Issue 19: a forged preemption evicted running pods from a node that had room.
+    # p asks for 1 CPU of n1's 2 while v holds 1: v's eviction was not needed.
+    log = _forged_log(BATCH)
+    roomy = []
+    for pos, e in log:
+        if e["type"] == POD_SUBMITTED and e["data"]["metadata"]["name"] == "v":
+            e = pod("v", "1", priority=BATCH, node_name="n1")
+        if e["type"] == POD_SUBMITTED and e["data"]["metadata"]["name"] == "p":
+            e = pod("p", "1", priority=PROD)
+        if e["type"] == PLACEMENT_COMMITTED:
+            e = {
+                **e,
+                "data": {
+                    **e["data"],
+                    "bindings": [
+                        {**b, "resources": {"cpu": 1000, "memory": 2**30}}
+                        for b in e["data"]["bindings"]
+                    ],
+                },
+            }
+        roomy.append((pos, e))
+    report = audit_events(roomy)
+    assert report["by_kind"] == {"preemption_unnecessary": 1}
+    assert "fit on n1 without evicting anyone" in report["violations"][0]["detail"]
 
 
 def _records(events: list[dict]) -> list:
