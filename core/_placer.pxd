@@ -24,12 +24,17 @@ ctypedef struct ClassConst:
     # arrays of the class's _Compiled, which self.compiled keeps alive), valid while
     # the state's intern sizes equal the stamp; s0 == -1: not filled.
     Py_ssize_t s0, s1, s2, s3
+    long long node_gen           # the state's node_gen the node slots are for; -1: none
     long long priority
     int n_exprs
     int n_terms
     const word_t* expr_mask
     const int8_t* expr_mode
     const int32_t* term_off
+    const int32_t* expr_node_off
+    const int32_t* expr_nodes
+    bint pinned
+    Py_ssize_t pin
     const word_t* intolerable
     bint tolerates_unschedulable
     bint has_labels

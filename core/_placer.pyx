@@ -61,8 +61,11 @@ from esched.core._classview cimport (
 from esched.core._feasibility cimport (
     EXPR_ANY,
     EXPR_FALSE,
+    EXPR_NODE_IN,
+    EXPR_NODE_NOT_IN,
     EXPR_NONE,
     MAX_REASON_RESOURCES,
+    REASON_NODE_NAME,
     REASON_NON_RESOURCE,
     REASON_NOT_ALIVE,
     REASON_RESOURCE_BASE,
@@ -143,12 +146,16 @@ RESOURCE_REASON_SHIFT = REASON_RESOURCE_BASE
 #: Reason bit -> kube-scheduler's message (esched.core.reasons' table).
 REASONS = _reasons.TEXTS
 
-if (EXPR_ANY, EXPR_NONE, EXPR_FALSE) != (_constraints.ANY, _constraints.NONE, _constraints.FALSE):
+if (EXPR_ANY, EXPR_NONE, EXPR_FALSE, EXPR_NODE_IN, EXPR_NODE_NOT_IN) != (
+        _constraints.ANY, _constraints.NONE, _constraints.FALSE, _constraints.NODE_IN,
+        _constraints.NODE_NOT_IN):
     raise ImportError("esched.core._placer: _feasibility.pxd's EXPR_* differ from "
                       "esched.core._constraints")
-if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_RESOURCE_BASE,
-        MAX_REASON_RESOURCES) != (_reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR,
-                                  _reasons.TAINT, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS):
+if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_NODE_NAME,
+        REASON_RESOURCE_BASE, MAX_REASON_RESOURCES, REASON_NON_RESOURCE) != (
+        _reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR, _reasons.TAINT,
+        _reasons.NODE_NAME, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS,
+        (1 << _reasons.RESOURCE_SHIFT) - 1):
     raise ImportError("esched.core._placer: _feasibility.pxd's bits differ from esched.core.reasons")
 
 
@@ -263,7 +270,7 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     cdef Py_ssize_t i, n
     cdef int32_t sc
     esched_fblock_score(&v.fb, n0, m, buf, sm)
-    if not (v.has_taints or v.has_labels or v.fb_special):
+    if not (v.has_taints or v.has_labels or v.pinned or v.fb_special):
         return
     for i in range(m):
         sc = buf[i]
@@ -637,7 +644,8 @@ cdef class Placer:
         # The class's constraints as bit masks, memoized while the interned sets hold.
         comp = self.compiled.get(cid)
         stamp = intern_stamp(self.state)
-        if comp is None or comp.stamp != stamp:
+        if comp is None or comp.stamp != stamp or (
+                comp.node_gen >= 0 and comp.node_gen != self.state.node_gen):
             if self.state.class_specs[cid]["constraints"]:
                 comp = compile_class(self.state, cid)
             else:
@@ -657,11 +665,11 @@ cdef class Placer:
         cdef Py_ssize_t s0 = len(st.label_strs), s1 = len(st.taint_strs)
         cdef word_t[:, ::1] mask
         cdef int8_t[::1] mode
-        cdef int32_t[::1] off
+        cdef int32_t[::1] off, noff, nodes
         cdef word_t[::1] intol
         cdef word_t[::1] pmask
         if not (cc.s0 == s0 and cc.s1 == s1 and cc.s2 == st.label_words
-                and cc.s3 == st.taint_words):
+                and cc.s3 == st.taint_words and (cc.node_gen < 0 or cc.node_gen == st.node_gen)):
             # Same stamp as _compile's; the memo saves its dict lookups and the
             # memoryview acquisitions, per pod of a new class (a random workload).
             comp = self._compile(cid)
@@ -674,6 +682,13 @@ cdef class Placer:
             cc.expr_mask = &mask[0, 0]
             cc.expr_mode = &mode[0]
             cc.term_off = &off[0]
+            noff = comp.expr_node_off
+            nodes = comp.expr_nodes
+            cc.expr_node_off = &noff[0]
+            cc.expr_nodes = &nodes[0]
+            cc.pinned = comp.pinned
+            cc.pin = comp.pin
+            cc.node_gen = comp.node_gen
             cc.n_terms = off.shape[0] - 1
             cc.intolerable = &intol[0]
             cc.tolerates_unschedulable = comp.tolerates_unschedulable
@@ -691,6 +706,10 @@ cdef class Placer:
         v.expr_mask = cc.expr_mask
         v.expr_mode = cc.expr_mode
         v.term_off = cc.term_off
+        v.expr_node_off = cc.expr_node_off
+        v.expr_nodes = cc.expr_nodes
+        v.pinned = cc.pinned
+        v.pin = cc.pin
         v.n_terms = cc.n_terms
         v.intolerable = cc.intolerable
         v.tolerates_unschedulable = cc.tolerates_unschedulable

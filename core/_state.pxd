@@ -29,6 +29,10 @@ cdef class ClusterState:
     cdef public list node_names          # slot -> name, None when dead
     cdef public dict node_index          # name -> slot (alive nodes only)
     cdef list node_free                  # dead slots to reuse
+    # Bumped whenever a name gets or loses a slot (not fold state: a side counter like
+    # the interned sets): what a class compiled to node slots (nodeName, matchFields)
+    # depends on.
+    cdef public long long node_gen
     cdef public list node_labels         # slot -> {key: value} (for explain and Gt/Lt)
     cdef public list node_taint_list     # slot -> [(key, value, effect), ...]
     cdef public object allocatable_np, allocated_np, version_np, flags_np
@@ -111,7 +115,7 @@ cdef class ClusterState:
     cdef Py_ssize_t _taint_bit(self, tuple taint) except -1
     cdef Py_ssize_t _queue(self, str name) except -1
     cdef Py_ssize_t _gang(self, str key, str queue) except -1
-    cdef Py_ssize_t _class_for(self, dict pod, object node_group=*) except -2
+    cdef Py_ssize_t _class_for(self, dict pod, object node_group=*, bint pin=*) except -2
     cdef void _bind(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef void _release(self, Py_ssize_t p) noexcept
     cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept

@@ -35,6 +35,7 @@ class ClusterState:
     n_nodes: int
     node_names: list[str | None]
     node_index: dict[str, int]
+    node_gen: int
     node_labels: list[dict[str, str]]
     node_taint_list: list[list[tuple[str, str, str]]]
     allocatable_np: npt.NDArray[np.int64]

@@ -553,12 +553,14 @@ cdef class ClusterState:
         self.n_gangs = i + 1
         return i
 
-    cdef Py_ssize_t _class_for(self, dict pod, object node_group=None) except -2:
+    cdef Py_ssize_t _class_for(self, dict pod, object node_group=None, bint pin=True) except -2:
         """Equivalence class of a pod: same requests, priority and constraints.
 
         ``node_group``: its queue's node-group affinity (``queue_meta[q]["affinity"]``),
-        a constraint like the pod's own. Returns -1 (and counts an anomaly) when a
-        quantity is invalid.
+        a constraint like the pod's own. ``pin``: ``spec.nodeName`` is a constraint
+        (kube's NodeName filter); the fold passes False for a pod it binds at submission
+        (already running there), so that those do not make a class per node. Returns -1
+        (and counts an anomaly) when a quantity is invalid.
         """
         # Typed locals: dict methods and str compares compile to C calls, and a
         # wrongly-typed body raises TypeError, which the fold counts as malformed.
@@ -624,12 +626,15 @@ cdef class ClusterState:
         if affinity:
             required = ((affinity.get("nodeAffinity") or {})
                         .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        node_name = spec.get("nodeName") if pin else None
         cdef str ckey = ""
-        if node_selector or tolerations or required or node_group:
+        if node_selector or tolerations or required or node_group or node_name:
             cons = {"nodeSelector": node_selector or None, "required": required or None,
                     "tolerations": tolerations or None}
             if node_group:
                 cons["nodeGroup"] = node_group
+            if node_name:
+                cons["nodeName"] = node_name
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.
@@ -767,6 +772,7 @@ cdef class ClusterState:
             self.node_labels.append({})
             self.node_taint_list.append([])
         self.node_index[name] = n
+        self.node_gen += 1
         return n
 
     # ------------------------------------------------------------------ handlers
@@ -836,6 +842,7 @@ cdef class ClusterState:
         self.flags[n] = 0
         self.version[n] += 1  # never reset: caches keyed on version stay sound on reuse
         del self.node_index[name]
+        self.node_gen += 1
         gang = self.reserved_nodes.pop(name, None)
         if gang is not None:
             self.reservations[gang].remove(name)
@@ -885,13 +892,20 @@ cdef class ClusterState:
             queue = "default"
             gkey = None
         q = self._queue(queue)
+        # spec.nodeName: a pod bound from the outside (running there) when the node is
+        # known; else Pending, and it fits only that node (kube's NodeName filter).
+        pspec = pod.get("spec") if pod is not None else spec
+        node_name = pspec.get("nodeName") if isinstance(pspec, dict) else None
+        pinned = bool(node_name) and node_name not in self.node_index
+        if pinned:
+            class_memo = None  # the class depends on the node's presence, not the spec only
         if class_memo is not None and class_memo[0] == q:
             c = class_memo[1]
         else:
             if pod is None:
                 # What the reference aggregations read of a pod is its spec.
                 pod = {"spec": spec} if spec is not None else {}
-            c = self._class_for(pod, self.queue_meta[q].get("affinity"))
+            c = self._class_for(pod, self.queue_meta[q].get("affinity"), pinned)
             if c < 0:
                 return 0
             if class_memo is not None:
@@ -913,13 +927,10 @@ cdef class ClusterState:
         self.pod_node[p] = -1
         self.pod_phase[p] = PHASE_FREE
         self._set_phase(p, PHASE_PENDING)
-        if pod is not None:
-            spec = pod.get("spec") or None  # a dict if truthy: _class_for raised otherwise
-        node_name = spec.get("nodeName") if spec else None
         if node_name:
             nidx = self.node_index.get(node_name)
             if nidx is None:
-                # Running on a node we do not know: keep it Pending rather than invent one.
+                # Naming a node we do not know: Pending, placeable only there (its class).
                 self._anomaly("pod_on_unknown_node")
                 return 0
             n = nidx

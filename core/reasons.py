@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 __all__ = [
+    "NODE_NAME",
     "NON_RESOURCE",
     "NOT_ALIVE",
     "RESOURCE_SHIFT",
@@ -34,12 +35,13 @@ NOT_ALIVE = 1
 UNSCHEDULABLE = 2
 SELECTOR = 4
 TAINT = 8
+NODE_NAME = 16
 #: Bit index of resource column 0 (``bits >> RESOURCE_SHIFT``: the resource bits).
 RESOURCE_SHIFT = 8
 #: Resource columns with a bit of their own; columns beyond share the last bit.
 RESOURCE_BITS = 56
 #: Every bit that is not a resource's.
-NON_RESOURCE = NOT_ALIVE | UNSCHEDULABLE | SELECTOR | TAINT
+NON_RESOURCE = NOT_ALIVE | UNSCHEDULABLE | SELECTOR | TAINT | NODE_NAME
 
 #: Bit -> kube-scheduler's message, then its event code.
 _TABLE = {
@@ -47,6 +49,7 @@ _TABLE = {
     UNSCHEDULABLE: ("node(s) were unschedulable", "NodeUnschedulable"),
     SELECTOR: ("node(s) didn't match Pod's node affinity/selector", "NodeAffinity"),
     TAINT: ("node(s) had untolerated taint", "TaintToleration"),
+    NODE_NAME: ("node(s) didn't match the requested node name", "NodeName"),
 }
 #: Bit -> kube-scheduler's message, for the bits below RESOURCE_SHIFT.
 TEXTS = {bit: text for bit, (text, _) in _TABLE.items()}

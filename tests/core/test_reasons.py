@@ -38,6 +38,7 @@ def test_codes_derive_from_the_messages():
         "NodeUnschedulable",
         "NodeAffinity",
         "TaintToleration",
+        "NodeName",
     ]
     assert reason_code(resource_text("cpu")) == "Insufficient.cpu"
     assert reason_code(resource_text("pods")) == "TooManyPods"

@@ -1,0 +1,189 @@
+"""kube-scheduler's filter plugins, table by table, on the one feasibility path.
+
+Each table is ported from kubernetes/kubernetes ``pkg/scheduler/framework/plugins/
+<plugin>/*_test.go`` (the case names are kube's); a kube ``wantStatus`` of nil is a
+fit here, an ``Unschedulable``/``UnschedulableAndUnresolvable`` status is the reason
+message esched gives for that node (``Placer.fits``, the same words ``explain`` and the
+unschedulable event use).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from esched.core import ClusterState
+from esched.core._placer import Placer
+from support.fold import EV, Log, node, pod
+
+NODE_NAME = "node(s) didn't match the requested node name"
+AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+
+
+def _placer(*nodes: dict) -> tuple[ClusterState, Log, Placer]:
+    st = ClusterState()
+    log = Log(st)
+    for n in nodes:
+        log(EV.NODE_ADDED, n)
+    return st, log, Placer(st)
+
+
+# ---------------------------------------------------------------- NodeName
+# nodename/node_name_test.go TestNodeName: (case, pod's spec.nodeName, node, want).
+NODE_NAME_CASES = [
+    ("no host specified", None, "foo", []),
+    ("host matches", "foo", "foo", []),
+    ("host doesn't match", "bar", "foo", [NODE_NAME]),
+]
+
+
+@pytest.mark.parametrize(("case", "wanted", "node_name", "want"), NODE_NAME_CASES)
+def test_node_name_filter_kube_table(case, wanted, node_name, want):
+    _, _, placer = _placer(node(node_name))
+    manifest = pod("p", node_name=wanted)
+    assert placer.fits(manifest, node_name) == want, case
+
+
+def test_a_pod_naming_a_missing_node_stays_pending_with_kubes_reason():
+    st, log, placer = _placer(node("a"), node("b"))
+    log(EV.POD_SUBMITTED, pod("p", node_name="c"))
+    assert st.pod("ns/p")["phase"] == "Pending"
+    assert placer.place("ns/p", assume=False) is None
+    rows = placer.explain("ns/p")["nodes"]
+    assert [r["reasons"] for r in rows] == [[NODE_NAME], [NODE_NAME]]
+
+
+def test_a_pod_naming_a_node_is_placed_there_once_it_exists_and_nowhere_else():
+    _, log, placer = _placer(node("a"))
+    log(EV.POD_SUBMITTED, pod("p", node_name="z"))
+    assert placer.place("ns/p", assume=False) is None
+    # The same placer: the class's node slot follows the node's arrival and removal.
+    log(EV.NODE_ADDED, node("z"))
+    assert placer.place("ns/p", assume=False)[0] == "z"
+    log(EV.NODE_REMOVED, {"metadata": {"name": "z"}})
+    assert placer.place("ns/p", assume=False) is None
+
+
+def test_a_pod_naming_a_known_node_is_bound_there_at_submission():
+    # esched folds spec.nodeName on a known node as a binding made outside (the pod
+    # runs there), as the API server's bound pods are: kube-scheduler never sees them.
+    st, log, _ = _placer(node("a"), node("b"))
+    log(EV.POD_SUBMITTED, pod("p", node_name="b"))
+    assert st.pod("ns/p")["phase"] == "Running"
+    assert st.pod("ns/p")["node"] == "b"
+
+
+# ---------------------------------------------------------------- matchFields
+def _fields(*terms: list[dict]) -> dict:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [dict(t) for t in terms]
+            }
+        }
+    }
+
+
+def _name_in(*names: str, op: str = "In") -> dict:
+    return {"key": "metadata.name", "operator": op, "values": list(names)}
+
+
+FOO_BAR = {"key": "foo", "operator": "In", "values": ["bar"]}
+
+# nodeaffinity/node_affinity_test.go TestNodeAffinity, the matchFields cases:
+# (case, affinity, node name, node labels, want).
+MATCH_FIELDS_CASES = [
+    (
+        "Pod with matchFields using In operator that matches the existing node",
+        _fields({"matchFields": [_name_in("node_1")]}),
+        "node_1",
+        {},
+        [],
+    ),
+    (
+        "Pod with matchFields using In operator that does not match the existing node",
+        _fields({"matchFields": [_name_in("node_1")]}),
+        "node_2",
+        {},
+        [AFFINITY],
+    ),
+    (
+        "Pod with two terms: matchFields does not match, but matchExpressions matches",
+        _fields({"matchFields": [_name_in("node_1")]}, {"matchExpressions": [FOO_BAR]}),
+        "node_2",
+        {"foo": "bar"},
+        [],
+    ),
+    (
+        "Pod with one term: matchFields does not match, but matchExpressions matches",
+        _fields({"matchFields": [_name_in("node_1")], "matchExpressions": [FOO_BAR]}),
+        "node_2",
+        {"foo": "bar"},
+        [AFFINITY],
+    ),
+    (
+        "Pod with one term: both matchFields and matchExpressions match",
+        _fields({"matchFields": [_name_in("node_1")], "matchExpressions": [FOO_BAR]}),
+        "node_1",
+        {"foo": "bar"},
+        [],
+    ),
+    (
+        "Pod with two terms: both matchFields and matchExpressions do not match",
+        _fields(
+            {"matchFields": [_name_in("node_1")]},
+            {
+                "matchExpressions": [
+                    {"key": "foo", "operator": "In", "values": ["not-match-to-bar"]}
+                ]
+            },
+        ),
+        "node_2",
+        {"foo": "bar"},
+        [AFFINITY],
+    ),
+    # Not in kube's table: NotIn, and a field other than metadata.name (kube's
+    # NodeSelectorRequirementsAsFieldSelector refuses it: the term never matches).
+    (
+        "matchFields NotIn the node",
+        _fields({"matchFields": [_name_in("node_1", op="NotIn")]}),
+        "node_1",
+        {},
+        [AFFINITY],
+    ),
+    (
+        "matchFields NotIn another node",
+        _fields({"matchFields": [_name_in("x", op="NotIn")]}),
+        "node_1",
+        {},
+        [],
+    ),
+    (
+        "matchFields on another field",
+        _fields(
+            {"matchFields": [{"key": "spec.unschedulable", "operator": "In", "values": ["x"]}]}
+        ),
+        "node_1",
+        {},
+        [AFFINITY],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "affinity", "node_name", "labels", "want"), MATCH_FIELDS_CASES)
+def test_match_fields_kube_table(case, affinity, node_name, labels, want):
+    _, _, placer = _placer(node(node_name, labels=labels))
+    assert placer.fits(pod("p", affinity=affinity), node_name) == want, case
+
+
+def test_daemonset_style_pods_land_on_their_node_each():
+    # A DaemonSet controller pins each pod with matchFields metadata.name In [node].
+    names = [f"n{i}" for i in range(6)]
+    _, log, placer = _placer(*(node(n) for n in names))
+    for n in names:
+        log(EV.POD_SUBMITTED, pod(f"ds-{n}", affinity=_fields({"matchFields": [_name_in(n)]})))
+    assert [placer.place(f"ns/ds-{n}")[0] for n in names] == names
+    # ...and such a pod for a node that does not exist yet waits, then fits there.
+    log(EV.POD_SUBMITTED, pod("ds-late", affinity=_fields({"matchFields": [_name_in("late")]})))
+    assert placer.place("ns/ds-late", assume=False) is None
+    log(EV.NODE_ADDED, node("late"))
+    assert placer.place("ns/ds-late", assume=False)[0] == "late"
