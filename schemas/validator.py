@@ -710,6 +710,11 @@ def _check_pod(data: dict[str, Any]) -> None:
         _containers(spec["initContainers"], "data.spec.initContainers")
     if spec.get("overhead"):
         _resource_list(spec["overhead"], "data.spec.overhead")
+    pod_level = spec.get("resources")
+    if pod_level:
+        for kind in ("requests", "limits"):
+            if pod_level.get(kind):
+                _resource_list(pod_level[kind], f"data.spec.resources.{kind}")
 
 
 def _check_podgroup(data: dict[str, Any]) -> None:

@@ -252,6 +252,16 @@ def test_schema_errors_name_the_field(mutate, field: str, words: str) -> None:  
             "data.spec.overhead.cpu",
         ),
         (
+            "esched.pod.submitted",
+            lambda d: d["spec"].update(resources={"requests": {"memory": "2 Gi"}}),
+            "data.spec.resources.requests.memory",
+        ),
+        (
+            "esched.pod.submitted",
+            lambda d: d["spec"].update(resources={"limits": {"cpu": "-1"}}),
+            "data.spec.resources.limits.cpu",
+        ),
+        (
             "esched.node.added",
             lambda d: d["status"]["allocatable"].update(memory="lots"),
             "data.status.allocatable.memory",
