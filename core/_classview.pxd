@@ -29,6 +29,10 @@ ctypedef struct ClassView:
     int n_terms                  # including term 0; > 1 means required affinity (ORed)
     const word_t* intolerable    # [taint_words] taints the pod does not tolerate
     bint tolerates_unschedulable
+    bint has_ports               # host ports (kube's NodePorts): none of port_conflict on the node
+    const word_t* port_conflict  # [port_words]
+    const word_t* port_bits      # placer's host-port keys per node, row stride port_words
+    int port_words
     bint pinned                  # spec.nodeName (kube's NodeName filter): only node ``pin``
     Py_ssize_t pin               # its slot; -1: no such node (fits nowhere)
     bint has_labels

@@ -41,6 +41,8 @@ class CompiledClass:
     pinned: bool
     pin: int
     node_gen: int
+    port_conflict: npt.NDArray[np.uint64]
+    has_ports: bool
     def __init__(
         self,
         stamp: tuple[int, int, int, int],
@@ -58,6 +60,8 @@ class CompiledClass:
         pinned: bool,
         pin: int,
         node_gen: int,
+        port_conflict: npt.NDArray[np.uint64],
+        has_ports: bool,
     ) -> None: ...
 
 def intern_stamp(state: Any) -> tuple[int, int, int, int]: ...

@@ -51,16 +51,21 @@ class CompiledClass:
     queue's preferred node groups), ``expr_node_off`` int32 [n_exprs + 1] and
     ``expr_nodes`` int32 (the node slots of the NODE_IN / NODE_NOT_IN expressions),
     ``pinned`` / ``pin`` (spec.nodeName and its slot, -1 if no such node). Node slots
-    are valid while the state's ``node_gen`` equals ``node_gen`` (-1: none named).
+    are valid while the state's ``node_gen`` equals ``node_gen`` (-1: none named), as
+    is ``port_conflict`` uint64 [port_words] (the host-port keys that, bound on a node,
+    conflict with the class's host ports; ``has_ports``).
     """
 
     __slots__ = ("stamp", "expr_mask", "expr_mode", "term_off", "intolerable",
                  "tolerates_unschedulable", "has_labels", "has_taints", "pref_mask", "has_pref",
-                 "expr_node_off", "expr_nodes", "pinned", "pin", "node_gen")
+                 "expr_node_off", "expr_nodes", "pinned", "pin", "node_gen", "port_conflict",
+                 "has_ports")
 
     def __init__(self, stamp, expr_mask, expr_mode, term_off, intolerable,
                  tolerates_unschedulable, has_labels, has_taints, pref_mask, has_pref,
-                 expr_node_off, expr_nodes, pinned, pin, node_gen):
+                 expr_node_off, expr_nodes, pinned, pin, node_gen, port_conflict, has_ports):
+        self.port_conflict = port_conflict
+        self.has_ports = has_ports
         self.expr_node_off = expr_node_off
         self.expr_nodes = expr_nodes
         self.pinned = pinned
@@ -199,6 +204,12 @@ def compile_class(state: Any, cid: int) -> CompiledClass:
         if not any(tolerates(t, key, value, effect) for t in tolerations):
             intol[bit >> 6] |= np.uint64(1) << np.uint64(bit & 63)
             any_taint = True
+    ports = st.class_ports[cid]
+    conflict = np.zeros(st.port_words, dtype=np.uint64)
+    if ports is not None:
+        names_nodes = True  # the mask is as wide as the state's port words
+        for b in ports[1]:
+            conflict[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
     return CompiledClass(
         stamp=intern_stamp(st),
         expr_mask=mask,
@@ -217,4 +228,6 @@ def compile_class(state: Any, cid: int) -> CompiledClass:
         pinned=bool(node_name),
         pin=pin,
         node_gen=st.node_gen if names_nodes else -1,
+        port_conflict=conflict,
+        has_ports=ports is not None,
     )

@@ -1,14 +1,16 @@
 # Feasibility: does a class fit a node, and if not, why -- the one home of the rule.
 #
 # Alive; schedulable (unless the pod tolerates node.kubernetes.io/unschedulable); the
-# node the pod names (spec.nodeName, kube's NodeName); every requested resource (``pods`` is the pod-count limit); taints with NoSchedule or
-# NoExecute; nodeSelector and required node affinity (compiled per class into bit
-# masks over the state's interned labels, and node slot lists for matchFields on
-# metadata.name, see esched.core._constraints). The placer's scan,
-# its scalar block path, explain/fits, the commit validation (binding_reasons) and
-# preemption all call these; the vectorized block kernel (_fused_block.h) checks the
-# same alive/cordon/resource rule in vector form and leaves labels and taints to
-# constraints_ok. Failures are reason bits (esched.core.reasons words them).
+# node the pod names (spec.nodeName, kube's NodeName); every requested resource
+# (``pods`` is the pod-count limit); taints with NoSchedule or NoExecute; nodeSelector
+# and required node affinity (compiled per class into bit masks over the state's
+# interned labels, and node slot lists for matchFields on metadata.name, see
+# esched.core._constraints); host ports (kube's NodePorts: a per-class conflict mask
+# over the placer's per-node bitset of bound port keys). The placer's scan, its scalar
+# block path, explain/fits, the commit validation (binding_reasons) and preemption all
+# call these; the vectorized block kernel (_fused_block.h) checks the same
+# alive/cordon/resource rule in vector form and leaves the rest to constraints_ok.
+# Failures are reason bits (esched.core.reasons words them).
 from libc.stdint cimport int32_t, uint64_t
 
 from esched.core._classview cimport ClassView
@@ -22,6 +24,7 @@ cdef enum:
     REASON_SELECTOR = 4
     REASON_TAINT = 8
     REASON_NODE_NAME = 16
+    REASON_NODE_PORTS = 32
     REASON_RESOURCE_BASE = 8        # bit index of column 0
     MAX_REASON_RESOURCES = 56       # columns beyond share the last bit
     REASON_NON_RESOURCE = 255       # every bit below REASON_RESOURCE_BASE's
@@ -71,6 +74,16 @@ cdef inline bint taints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
     return bad == 0
 
 
+cdef inline bint ports_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """None of the pod's host ports is taken on node n (kube's NodePorts)."""
+    cdef int w
+    cdef const word_t* row = v.port_bits + n * v.port_words
+    for w in range(v.port_words):
+        if row[w] & v.port_conflict[w]:
+            return False
+    return True
+
+
 cdef inline bint selector_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
     """nodeSelector (term 0, ANDed) and required affinity (terms 1.., ORed)."""
     cdef int t, e
@@ -95,6 +108,8 @@ cdef inline bint constraints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil
     """Node name, taints and label constraints (what the vectorized kernel leaves to the
     caller)."""
     if v.pinned and n != v.pin:
+        return False
+    if v.has_ports and not ports_ok(v, n):
         return False
     if v.has_taints and not taints_ok(v, n):
         return False
@@ -143,6 +158,10 @@ cdef inline uint64_t reason_bits(const ClassView* v, Py_ssize_t n, bint all_reas
             return out
     if v.has_labels and not selector_ok(v, n):
         out |= REASON_SELECTOR
+        if not all_reasons:
+            return out
+    if v.has_ports and not ports_ok(v, n):
+        out |= REASON_NODE_PORTS
     return out
 
 

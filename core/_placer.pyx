@@ -66,6 +66,7 @@ from esched.core._feasibility cimport (
     EXPR_NONE,
     MAX_REASON_RESOURCES,
     REASON_NODE_NAME,
+    REASON_NODE_PORTS,
     REASON_NON_RESOURCE,
     REASON_NOT_ALIVE,
     REASON_RESOURCE_BASE,
@@ -93,7 +94,7 @@ from esched.core._fused_block cimport (
     esched_stale,
     esched_summarize,
 )
-from esched.core._state cimport ClusterState
+from esched.core._state cimport CLASS_HOST_PORTS, ClusterState
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -152,9 +153,9 @@ if (EXPR_ANY, EXPR_NONE, EXPR_FALSE, EXPR_NODE_IN, EXPR_NODE_NOT_IN) != (
     raise ImportError("esched.core._placer: _feasibility.pxd's EXPR_* differ from "
                       "esched.core._constraints")
 if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_NODE_NAME,
-        REASON_RESOURCE_BASE, MAX_REASON_RESOURCES, REASON_NON_RESOURCE) != (
+        REASON_NODE_PORTS, REASON_RESOURCE_BASE, MAX_REASON_RESOURCES, REASON_NON_RESOURCE) != (
         _reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR, _reasons.TAINT,
-        _reasons.NODE_NAME, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS,
+        _reasons.NODE_NAME, _reasons.NODE_PORTS, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS,
         (1 << _reasons.RESOURCE_SHIFT) - 1):
     raise ImportError("esched.core._placer: _feasibility.pxd's bits differ from esched.core.reasons")
 
@@ -270,7 +271,7 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     cdef Py_ssize_t i, n
     cdef int32_t sc
     esched_fblock_score(&v.fb, n0, m, buf, sm)
-    if not (v.has_taints or v.has_labels or v.pinned or v.fb_special):
+    if not (v.has_taints or v.has_labels or v.pinned or v.has_ports or v.fb_special):
         return
     for i in range(m):
         sc = buf[i]
@@ -492,6 +493,11 @@ cdef class Placer:
             self.sver = self.sver_np
             self._fill_soa()
             self._reset_cache()
+        if reshaped or self.ports_np is None or self.ports_np.shape[1] != st.port_words:
+            self.ports_np = np.array(st.port_bits_np[: self.n_nodes], order="C", copy=True)
+            self.ports = self.ports_np
+        self.port_delta = {}
+        cdef Py_ssize_t w, W = self.ports.shape[1]
         cdef long long[::1] sv = st.version_np
         for n in range(self.n_nodes):
             # A node touched by an assumption (sver == -2) or changed in the state is new.
@@ -501,6 +507,8 @@ cdef class Placer:
                     self.alloc[n, r] = st.allocatable[n, r]
                 self.nzu[n, 0] = st.nz[n, 0]
                 self.nzu[n, 1] = st.nz[n, 1]
+                for w in range(W):
+                    self.ports[n, w] = st.port_bits[n, w]
                 if self.fused.on:
                     # Reciprocal capacities for the vectorized kernel (exact, see
                     # _fused_block.h).
@@ -666,7 +674,7 @@ cdef class Placer:
         cdef word_t[:, ::1] mask
         cdef int8_t[::1] mode
         cdef int32_t[::1] off, noff, nodes
-        cdef word_t[::1] intol
+        cdef word_t[::1] intol, pconf
         cdef word_t[::1] pmask
         if not (cc.s0 == s0 and cc.s1 == s1 and cc.s2 == st.label_words
                 and cc.s3 == st.taint_words and (cc.node_gen < 0 or cc.node_gen == st.node_gen)):
@@ -688,6 +696,9 @@ cdef class Placer:
             cc.expr_nodes = &nodes[0]
             cc.pinned = comp.pinned
             cc.pin = comp.pin
+            cc.has_ports = comp.has_ports
+            pconf = comp.port_conflict
+            cc.port_conflict = &pconf[0]
             cc.node_gen = comp.node_gen
             cc.n_terms = off.shape[0] - 1
             cc.intolerable = &intol[0]
@@ -710,6 +721,12 @@ cdef class Placer:
         v.expr_nodes = cc.expr_nodes
         v.pinned = cc.pinned
         v.pin = cc.pin
+        v.has_ports = cc.has_ports
+        v.port_conflict = cc.port_conflict
+        if v.has_ports:
+            self._ports_width()
+        v.port_words = self.ports.shape[1]
+        v.port_bits = &self.ports[0, 0] if self.ports.shape[0] > 0 else NULL
         v.n_terms = cc.n_terms
         v.intolerable = cc.intolerable
         v.tolerates_unschedulable = cc.tolerates_unschedulable
@@ -1140,9 +1157,43 @@ cdef class Placer:
             self.used[n, r] += sign * st.class_req[cid, r]
         self.nzu[n, 0] += sign * st.class_nz[cid, 0]
         self.nzu[n, 1] += sign * st.class_nz[cid, 1]
+        if st.class_flags[cid] & CLASS_HOST_PORTS:
+            self._ports_assume(n, cid, sign)
         self._soa_used(n)
         self._touch(n)
         self.sver[n] = -2  # differs from any state version: the next sync renews it
+
+    cdef int _ports_width(self) except -1:
+        # The state's port words may widen without a fold step (a class interned by
+        # place(manifest)): widen this view's copy alike (new keys are bound nowhere).
+        cdef ClusterState st = self.state
+        if self.ports_np.shape[1] < st.port_words:
+            grown = np.zeros((self.ports_np.shape[0], st.port_words), dtype=np.uint64)
+            grown[:, : self.ports_np.shape[1]] = self.ports_np
+            self.ports_np = grown
+            self.ports = grown
+        return 0
+
+    cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1:
+        # Host ports of a pod of class c assumed bound (1) or gone (-1) on node n: the
+        # row is the state's counts plus this view's, exact both ways (gang plans undo).
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t w
+        self._ports_width()
+        delta = self.port_delta.get(n)
+        if delta is None:
+            delta = self.port_delta[n] = {}
+        for b in st.class_ports[c][0]:
+            delta[b] = delta.get(b, 0) + sign
+        counts = dict(st.node_ports.get(n, {}))
+        for b, k in delta.items():
+            counts[b] = counts.get(b, 0) + k
+        for w in range(self.ports.shape[1]):
+            self.ports[n, w] = 0
+        for b, k in counts.items():
+            if k > 0:
+                self.ports[n, b >> 6] |= (<word_t>1) << (b & 63)
+        return 0
 
     # ------------------------------------------------------------------ Python API
 
@@ -1605,6 +1656,8 @@ cdef class Placer:
             self.used[n, r] += sign * st.pod_alloc[p, r]
         self.nzu[n, 0] += sign * st.class_nz[c, 0]
         self.nzu[n, 1] += sign * st.class_nz[c, 1]
+        if st.class_flags[c] & CLASS_HOST_PORTS:
+            self._ports_assume(n, c, sign)
         self._soa_used(n)
         self._touch(n)
         self.sver[n] = -2

@@ -30,9 +30,9 @@ import orjson
 
 from esched.schemas import events as _ev
 from esched.schemas.objects import (
-    AGGREGATED_SPEC_FIELDS, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST,
-    DEFAULT_MILLI_CPU_REQUEST, gang_key, node_allocatable, pod_priority, pod_queue, pod_requests,
-    pod_resource_requests,
+    AGGREGATED_SPEC_FIELDS, BIND_ALL_HOST_IP, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST, gang_key, node_allocatable, pod_host_ports, pod_priority,
+    pod_queue, pod_requests, pod_resource_requests,
 )
 
 from esched.core import phases as _phases
@@ -405,6 +405,13 @@ cdef class ClusterState:
         self.class_specs = []
         self.class_req_np = np.zeros((DEF_SMALL, DEF_RES), dtype=np.int64)
         self.class_nz_np = np.zeros((DEF_SMALL, 2), dtype=np.int64)
+        self.class_flags_np = np.zeros(DEF_SMALL, dtype=np.uint8)
+        self.class_ports = []
+        self.port_ids = {}
+        self.port_strs = []
+        self.port_words = 1
+        self.port_bits_np = np.zeros((DEF_NODES, 1), dtype=np.uint64)
+        self.node_ports = {}
 
         self.n_gangs = 0
         self.gang_cap = DEF_SMALL
@@ -448,6 +455,8 @@ cdef class ClusterState:
         self.pod_dev = self.pod_dev_np
         self.class_req = self.class_req_np
         self.class_nz = self.class_nz_np
+        self.class_flags = self.class_flags_np
+        self.port_bits = self.port_bits_np
         self.nz = self.nz_np
         self.gang_min = self.gang_min_np
         self.gang_counts = self.gang_counts_np
@@ -505,6 +514,63 @@ cdef class ClusterState:
             self.label_bits_np = _grown(self.label_bits_np, self.node_cap, self.label_words)
             self._bind_views()
         return b
+
+    cdef Py_ssize_t _port_bit(self, tuple key) except -1:
+        bit = self.port_ids.get(key)
+        if bit is not None:
+            return bit
+        cdef Py_ssize_t b = len(self.port_strs)
+        self.port_strs.append(key)
+        self.port_ids[key] = b
+        if b >= 64 * self.port_words:
+            self.port_words *= 2
+            self.port_bits_np = _grown(self.port_bits_np, self.node_cap, self.port_words)
+            self._bind_views()
+            self.node_gen += 1  # compiled conflict masks are as wide as the old words
+        return b
+
+    def _intern_ports(self, Py_ssize_t c, list ports) -> None:
+        # Class c binds ``ports`` ([ip, protocol, port], see objects.pod_host_ports):
+        # intern every key it sets or conflicts with, so that a mask compiled for it
+        # never misses a bit another class sets later.
+        used, conflict = set(), set()
+        for ip, proto, port in ports:
+            any_key = self._port_bit(("*", proto, port))
+            own = self._port_bit((ip, proto, port))
+            wild = self._port_bit((BIND_ALL_HOST_IP, proto, port))
+            used.add(any_key)
+            used.add(own)
+            if ip == BIND_ALL_HOST_IP:
+                conflict.add(any_key)
+            else:
+                conflict.add(wild)
+                conflict.add(own)
+        self.class_ports[c] = (tuple(sorted(used)), tuple(sorted(conflict)))
+        self.class_flags[c] |= CLASS_HOST_PORTS
+
+    cdef int _ports_change(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1:
+        # A pod of class c binds (sign 1) or unbinds (-1) its host ports on node n.
+        counts = self.node_ports.get(n)
+        if counts is None:
+            counts = self.node_ports[n] = {}
+        for b in self.class_ports[c][0]:
+            left = counts.get(b, 0) + sign
+            if left > 0:
+                counts[b] = left
+            else:
+                counts.pop(b, None)
+        cdef Py_ssize_t w
+        for w in range(self.port_words):
+            self.port_bits[n, w] = 0
+        for b in counts:
+            self.port_bits[n, b >> 6] |= (<word_t>1) << (b & 63)
+        if not counts:
+            del self.node_ports[n]
+        return 0
+
+    def node_port_keys(self, Py_ssize_t n) -> dict:
+        """Host-port keys bound on node slot ``n`` and how many pods bind each."""
+        return {self.port_strs[b]: k for b, k in self.node_ports.get(n, {}).items()}
 
     cdef Py_ssize_t _taint_bit(self, tuple taint) except -1:
         bit = self.taint_ids.get(taint)
@@ -568,8 +634,10 @@ cdef class ClusterState:
         cdef dict req, res, requests, limits, cont
         cdef str name
         cdef long long u, c_cpu, c_mem, nz_cpu, nz_mem
+        cdef bint has_ports = False
         try:
             if _aggregated(spec):
+                has_ports = True  # rare shapes: let pod_host_ports look
                 # The rule itself (schemas.objects.pod_resource_requests) for the
                 # shapes beyond plain containers, with this state's memoized quantities.
                 req, nz = pod_resource_requests(pod, self._units_of)
@@ -582,6 +650,8 @@ cdef class ClusterState:
                 nz_cpu = nz_mem = 0
                 for c in spec.get("containers") or ():
                     cont = c
+                    if "ports" in cont:
+                        has_ports = True
                     res = cont.get("resources")
                     if not res:
                         nz_cpu += DEFAULT_MILLI_CPU_REQUEST
@@ -627,14 +697,21 @@ cdef class ClusterState:
             required = ((affinity.get("nodeAffinity") or {})
                         .get("requiredDuringSchedulingIgnoredDuringExecution"))
         node_name = spec.get("nodeName") if pin else None
+        try:
+            ports = pod_host_ports(spec) if has_ports else None
+        except _MALFORMED:
+            self._anomaly("invalid_pod")
+            return -1
         cdef str ckey = ""
-        if node_selector or tolerations or required or node_group or node_name:
+        if node_selector or tolerations or required or node_group or node_name or ports:
             cons = {"nodeSelector": node_selector or None, "required": required or None,
                     "tolerations": tolerations or None}
             if node_group:
                 cons["nodeGroup"] = node_group
             if node_name:
                 cons["nodeName"] = node_name
+            if ports:
+                cons["hostPorts"] = ports
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.
@@ -654,6 +731,7 @@ cdef class ClusterState:
             self.class_cap *= 2
             self.class_req_np = _grown(self.class_req_np, self.class_cap, self.res_cap)
             self.class_nz_np = _grown(self.class_nz_np, self.class_cap, 2)
+            self.class_flags_np = _grown(self.class_flags_np, self.class_cap)
             self._bind_views()
         self.class_nz[i, 0] = nz[0]
         self.class_nz[i, 1] = nz[1]
@@ -668,6 +746,11 @@ cdef class ClusterState:
         })
         self.class_index[key] = i
         self.n_classes = i + 1
+        self.class_ports.append(None)
+        self.class_flags[i] = 0
+        spec = self.class_specs[i]["constraints"]
+        if spec and spec.get("hostPorts"):
+            self._intern_ports(i, spec["hostPorts"])
         return i
 
     # ------------------------------------------------------------------ accounting
@@ -685,6 +768,8 @@ cdef class ClusterState:
         self.nz[n, 1] += self.class_nz[c, 1]
         self.pod_node[p] = <index_t>n
         self.version[n] += 1
+        if self.class_flags[c] & CLASS_HOST_PORTS:
+            self._ports_change(n, c, 1)
 
     cdef void _release(self, Py_ssize_t p) noexcept:
         cdef Py_ssize_t r, n = self.pod_node[p], q = self.pod_queue[p]
@@ -702,6 +787,8 @@ cdef class ClusterState:
         self.nz[n, 1] -= self.class_nz[c, 1]
         self.pod_node[p] = -1
         self.version[n] += 1
+        if self.class_flags[c] & CLASS_HOST_PORTS:
+            self._ports_change(n, c, -1)
 
     cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept:
         cdef int old = self.pod_phase[p]
@@ -766,6 +853,7 @@ cdef class ClusterState:
                 self.flags_np = _grown(self.flags_np, cap)
                 self.label_bits_np = _grown(self.label_bits_np, cap, self.label_words)
                 self.taint_bits_np = _grown(self.taint_bits_np, cap, self.taint_words)
+                self.port_bits_np = _grown(self.port_bits_np, cap, self.port_words)
                 self._bind_views()
             self.n_nodes = n + 1
             self.node_names.append(name)
@@ -1894,8 +1982,27 @@ cdef class ClusterState:
         s.pod_usage = h["pod_usage"]
         s.reservations = h.get("reservations") or {}
         s.reserved_nodes = {n: g for g, nodes in s.reservations.items() for n in nodes}
+        s.class_flags_np = np.zeros(s.class_cap, dtype=np.uint8)
+        s.class_ports = [None] * s.n_classes
+        s.port_bits_np = np.zeros((s.node_cap, s.port_words), dtype=np.uint64)
         s._bind_views()
+        s._restore_ports()
         return s
+
+    def _restore_ports(self) -> None:
+        # Host ports are derived, not serialized: the classes' ports and the bound pods.
+        cdef Py_ssize_t c, p, n
+        for c in range(self.n_classes):
+            cons = self.class_specs[c].get("constraints")
+            if cons and cons.get("hostPorts"):
+                self._intern_ports(c, cons["hostPorts"])
+        if not self.port_strs:
+            return
+        for p in range(self.n_pods):
+            n = self.pod_node[p]
+            c = self.pod_class[p]
+            if n >= 0 and self.class_flags[c] & CLASS_HOST_PORTS:
+                self._ports_change(n, c, 1)
 
     def __reduce__(self):
         return (ClusterState.from_bytes, (self.to_bytes(),))

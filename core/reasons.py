@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "NODE_NAME",
+    "NODE_PORTS",
     "NON_RESOURCE",
     "NOT_ALIVE",
     "RESOURCE_SHIFT",
@@ -36,12 +37,13 @@ UNSCHEDULABLE = 2
 SELECTOR = 4
 TAINT = 8
 NODE_NAME = 16
+NODE_PORTS = 32
 #: Bit index of resource column 0 (``bits >> RESOURCE_SHIFT``: the resource bits).
 RESOURCE_SHIFT = 8
 #: Resource columns with a bit of their own; columns beyond share the last bit.
 RESOURCE_BITS = 56
 #: Every bit that is not a resource's.
-NON_RESOURCE = NOT_ALIVE | UNSCHEDULABLE | SELECTOR | TAINT | NODE_NAME
+NON_RESOURCE = NOT_ALIVE | UNSCHEDULABLE | SELECTOR | TAINT | NODE_NAME | NODE_PORTS
 
 #: Bit -> kube-scheduler's message, then its event code.
 _TABLE = {
@@ -50,6 +52,7 @@ _TABLE = {
     SELECTOR: ("node(s) didn't match Pod's node affinity/selector", "NodeAffinity"),
     TAINT: ("node(s) had untolerated taint", "TaintToleration"),
     NODE_NAME: ("node(s) didn't match the requested node name", "NodeName"),
+    NODE_PORTS: ("node(s) didn't have free ports for the requested pod ports", "NodePorts"),
 }
 #: Bit -> kube-scheduler's message, for the bits below RESOURCE_SHIFT.
 TEXTS = {bit: text for bit, (text, _) in _TABLE.items()}

@@ -23,6 +23,7 @@ __all__ = [
     "node_allocatable",
     "nonzero_requests",
     "object_key",
+    "pod_host_ports",
     "pod_level_resource",
     "pod_limits",
     "pod_priority",
@@ -231,6 +232,29 @@ def nonzero_requests(pod: dict[str, Any]) -> tuple[int, int]:
 def pod_limits(pod: dict[str, Any]) -> dict[str, int]:
     """Effective limits (same aggregation as requests), without ``pods``."""
     return _walk(pod, "limits", to_base_units)[0]
+
+
+#: kube's DefaultBindAllHostIP: a host port on every address of the node.
+BIND_ALL_HOST_IP = "0.0.0.0"
+
+
+def pod_host_ports(spec: dict[str, Any]) -> list[list[Any]]:
+    """The host ports a pod spec binds on its node, ``[hostIP, protocol, hostPort]``
+    sorted and unique (kube's ``GetHostPorts`` with ``HostPortInfo.sanitize``): the
+    containers' and the sidecars' (init containers with ``restartPolicy: Always``)
+    ``ports[]`` with a ``hostPort``; ``hostIP`` defaults to 0.0.0.0, ``protocol`` to
+    TCP."""
+    out: set[tuple[str, str, int]] = set()
+    containers = list(spec.get("containers") or ())
+    init = spec.get("initContainers") or ()
+    containers += [c for c in init if c.get("restartPolicy") == "Always"]
+    for c in containers:
+        for port in c.get("ports") or ():
+            host_port = port.get("hostPort") or 0
+            if host_port > 0:
+                ip = port.get("hostIP") or BIND_ALL_HOST_IP
+                out.add((ip, port.get("protocol") or "TCP", int(host_port)))
+    return [list(t) for t in sorted(out)]
 
 
 def gang_key(pod: dict[str, Any]) -> str | None:

@@ -13,7 +13,7 @@ import pytest
 
 from esched.core import ClusterState
 from esched.core._placer import Placer
-from support.fold import EV, Log, node, pod
+from support.fold import EV, Log, commit, node, pod, ref
 
 NODE_NAME = "node(s) didn't match the requested node name"
 AFFINITY = "node(s) didn't match Pod's node affinity/selector"
@@ -309,3 +309,165 @@ def test_node_resources_fit_pod_level_and_sidecars_kube_table(case, manifest, us
         assert st.pod("t/there")["node"] == "n"
     placer = Placer(st)
     assert placer.fits(manifest, "n") == want, case
+
+
+# ---------------------------------------------------------------- NodePorts
+PORTS = "node(s) didn't have free ports for the requested pod ports"
+
+
+def _port_pod(name: str, *infos: str, node_name: str | None = None, sidecar=None) -> dict:
+    """nodeports/node_ports_test.go newPod: ports as ``PROTOCOL/hostIP/hostPort``."""
+    ports = []
+    for info in infos:
+        proto, ip, port = info.split("/")
+        ports.append(
+            {"containerPort": int(port), "hostIP": ip, "hostPort": int(port), "protocol": proto}
+        )
+    m = pod(name, cpu="10m", memory="1Mi")
+    m["spec"]["containers"][0]["ports"] = ports
+    if sidecar is not None:
+        init = {
+            "name": "init",
+            "ports": [{"containerPort": 8001, "hostPort": 8001, "protocol": "TCP"}],
+        }
+        if sidecar:
+            init["restartPolicy"] = "Always"
+        m["spec"]["containers"][0]["ports"] = []
+        m["spec"]["initContainers"] = [init]
+    if node_name:
+        m["spec"]["nodeName"] = node_name
+    return m
+
+
+# nodeports/node_ports_test.go TestNodePorts and TestFits: (name, pod's ports, the ports
+# of the pod already on the node, want).
+NODE_PORTS_CASES = [
+    ("skip filter", [], [], []),
+    ("other port", ["UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/9090"], []),
+    ("same udp port", ["UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/8080"], [PORTS]),
+    ("same tcp port", ["TCP/127.0.0.1/8080"], ["TCP/127.0.0.1/8080"], [PORTS]),
+    ("different host ip", ["TCP/127.0.0.1/8080"], ["TCP/127.0.0.2/8080"], []),
+    ("different protocol", ["UDP/127.0.0.1/8080"], ["TCP/127.0.0.1/8080"], []),
+    (
+        "second udp port conflict",
+        ["UDP/127.0.0.1/8000", "UDP/127.0.0.1/8080"],
+        ["UDP/127.0.0.1/8080"],
+        [PORTS],
+    ),
+    (
+        "first tcp port conflict",
+        ["TCP/127.0.0.1/8001", "UDP/127.0.0.1/8080"],
+        ["TCP/127.0.0.1/8001", "UDP/127.0.0.1/8081"],
+        [PORTS],
+    ),
+    (
+        "first tcp port conflict due to 0.0.0.0 hostIP",
+        ["TCP/0.0.0.0/8001"],
+        ["TCP/127.0.0.1/8001"],
+        [PORTS],
+    ),
+    (
+        "TCP hostPort conflict due to 0.0.0.0 hostIP",
+        ["TCP/10.0.10.10/8001", "TCP/0.0.0.0/8001"],
+        ["TCP/127.0.0.1/8001"],
+        [PORTS],
+    ),
+    (
+        "second tcp port conflict to 0.0.0.0 hostIP",
+        ["TCP/127.0.0.1/8001"],
+        ["TCP/0.0.0.0/8001"],
+        [PORTS],
+    ),
+    ("second different protocol", ["UDP/127.0.0.1/8001"], ["TCP/0.0.0.0/8001"], []),
+    (
+        "UDP hostPort conflict due to 0.0.0.0 hostIP",
+        ["UDP/127.0.0.1/8001"],
+        ["TCP/0.0.0.0/8001", "UDP/0.0.0.0/8001"],
+        [PORTS],
+    ),
+    # TestFits
+    ("non-conflicting ports", ["TCP/127.0.0.1/80"], ["TCP/127.0.0.1/9090"], []),
+    (
+        "multiple non-conflicting ports",
+        ["TCP/127.0.0.1/80", "TCP/127.0.1.1/80", "TCP/127.0.1.1/90", "TCP/127.0.1.1/100"],
+        ["TCP/127.0.0.1/9090", "TCP/127.0.0.1/9191", "TCP/127.0.1.1/8080"],
+        [],
+    ),
+    ("same ports on different protocols", ["TCP/127.0.0.1/80"], ["UDP/127.0.0.1/80"], []),
+    ("conflicting ports", ["TCP/127.0.0.1/80"], ["TCP/127.0.0.1/80"], [PORTS]),
+    (
+        "multiple ports, some conflicting",
+        ["TCP/127.0.0.1/80", "TCP/127.0.1.1/80", "TCP/127.0.1.1/90", "TCP/127.0.1.1/100"],
+        ["TCP/127.0.0.1/9090", "TCP/127.0.1.1/90", "TCP/127.0.1.1/8080"],
+        [PORTS],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "ports", "existing", "want"), NODE_PORTS_CASES)
+def test_node_ports_kube_table(case, ports, existing, want):
+    st, log, _ = _placer(node("m1"))
+    log(EV.POD_SUBMITTED, _port_pod("there", *existing, node_name="m1"))
+    placer = Placer(st)
+    assert placer.fits(_port_pod("p", *ports), "m1") == want, case
+
+
+@pytest.mark.parametrize(
+    ("case", "sidecar", "want"),
+    [
+        ("non-sidecar initContainer using hostPort", False, []),
+        ("TCP hostPort conflict from sidecar initContainer", True, [PORTS]),
+    ],
+)
+def test_node_ports_of_init_and_sidecar_containers_kube_table(case, sidecar, want):
+    st, log, _ = _placer(node("m1"))
+    log(EV.POD_SUBMITTED, _port_pod("there", "TCP/0.0.0.0/8001", node_name="m1"))
+    placer = Placer(st)
+    assert placer.fits(_port_pod("p", sidecar=sidecar), "m1") == want, case
+
+
+def test_pods_with_the_same_host_port_spread_one_per_node():
+    # The issue's case: two pods with the same hostPort never share a node, neither
+    # within one placer's assumed placements nor once the fold binds them.
+    names = ["a", "b", "c"]
+    st, log, placer = _placer(*(node(n) for n in names))
+    for i in range(4):
+        log(EV.POD_SUBMITTED, _port_pod(f"web-{i}", "TCP/0.0.0.0/80"))
+    chosen = [placer.place(f"ns/web-{i}") for i in range(4)]
+    assert sorted(c[0] for c in chosen[:3]) == names
+    assert chosen[3] is None
+    assert placer.explain("ns/web-3")["nodes"][0]["reasons"] == [PORTS]
+    # The fold's own port table: bound on "a", the port is taken there for new placers.
+    log(
+        EV.PLACEMENT_COMMITTED, commit(("ns/web-0", "a", {"cpu": 10, "memory": 1 << 20, "pods": 1}))
+    )
+    assert st.node_port_keys(st.node_index["a"])[("0.0.0.0", "TCP", 80)] == 1
+    fresh = Placer(st)
+    assert fresh.fits("ns/web-1", "a") == [PORTS]
+    assert fresh.fits("ns/web-1", "b") == []
+    # ...and free again when the pod finishes; a snapshot carries it.
+    copy = st.copy()
+    assert Placer(copy).fits("ns/web-1", "a") == [PORTS]
+    log(EV.POD_SUCCEEDED, ref("web-0"))
+    assert st.node_port_keys(st.node_index["a"]) == {}
+    assert Placer(st).fits("ns/web-1", "a") == []
+
+
+def test_host_ports_are_part_of_the_equivalence_class():
+    st, _, _ = _placer(node("a"))
+    plain = st.intern_class(pod("x", cpu="10m", memory="1Mi"))
+    web = st.intern_class(_port_pod("y", "TCP/0.0.0.0/80"))
+    other = st.intern_class(_port_pod("z", "TCP/0.0.0.0/81"))
+    assert len({plain, web, other}) == 3
+    assert st.intern_class(_port_pod("w", "TCP/0.0.0.0/80")) == web
+
+
+def test_an_undone_assumption_frees_the_port_in_the_view():
+    st, log, _ = _placer(node("a"))
+    log(EV.POD_SUBMITTED, _port_pod("p", "TCP/10.0.0.1/80"))
+    placer = Placer(st)
+    slot, n = st.pod_index["ns/p"], st.node_index["a"]
+    placer.assume_binding(slot, n)
+    assert placer.fits(_port_pod("q", "TCP/0.0.0.0/80"), "a") == [PORTS]
+    placer.assume_binding(slot, n, -1)
+    assert placer.fits(_port_pod("q", "TCP/0.0.0.0/80"), "a") == []

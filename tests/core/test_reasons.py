@@ -39,6 +39,7 @@ def test_codes_derive_from_the_messages():
         "NodeAffinity",
         "TaintToleration",
         "NodeName",
+        "NodePorts",
     ]
     assert reason_code(resource_text("cpu")) == "Insufficient.cpu"
     assert reason_code(resource_text("pods")) == "TooManyPods"
