@@ -1502,7 +1502,8 @@ cdef class Placer:
         Victims are chosen by :mod:`esched.core._preempt` (Borg's rules; lowest band
         first, fewest victims; gangs pushed below minMember go whole). Returns
         ``{"node", "victims": [pod keys on that node], "collateral": [gang members
-        elsewhere], "cost": {"band", "pods", "priority"}}``. With ``assume`` the
+        elsewhere], "cost": {"band", "pods", "priority"}}``; None for a pod whose
+        ``preemptionPolicy`` is ``Never``. With ``assume`` the
         evictions and the placement join this placer's view (until :meth:`sync`), and
         the victims are not offered again.
         """
@@ -1511,6 +1512,8 @@ cdef class Placer:
         cdef ClusterState st = self.state
         cdef Py_ssize_t cid = self._class_of(pod), n, N
         cdef uint64_t reasons
+        if not st.class_preempts(cid):
+            return None  # preemptionPolicy: Never
         self._ensure_synced()
         cdef ClassView v
         self._view(cid, &v)

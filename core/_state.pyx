@@ -697,13 +697,16 @@ cdef class ClusterState:
             required = ((affinity.get("nodeAffinity") or {})
                         .get("requiredDuringSchedulingIgnoredDuringExecution"))
         node_name = spec.get("nodeName") if pin else None
+        # The default (PreemptLowerPriority) stays out of the key: only Never changes
+        # what the class may do.
+        never = spec.get("preemptionPolicy") == "Never"
         try:
             ports = pod_host_ports(spec) if has_ports else None
         except _MALFORMED:
             self._anomaly("invalid_pod")
             return -1
         cdef str ckey = ""
-        if node_selector or tolerations or required or node_group or node_name or ports:
+        if node_selector or tolerations or required or node_group or node_name or ports or never:
             cons = {"nodeSelector": node_selector or None, "required": required or None,
                     "tolerations": tolerations or None}
             if node_group:
@@ -712,6 +715,8 @@ cdef class ClusterState:
                 cons["nodeName"] = node_name
             if ports:
                 cons["hostPorts"] = ports
+            if never:
+                cons["preemptionPolicy"] = "Never"
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.
@@ -1687,6 +1692,13 @@ cdef class ClusterState:
         """Gang row (see ``gang_keys``) of the pod in slot ``p``, or -1."""
         self._check_pod(p)
         return self.pod_gang[p]
+
+    def class_preempts(self, Py_ssize_t cid) -> bool:
+        """Whether pods of class ``cid`` may evict others to fit (kube's
+        ``preemptionPolicy``: ``Never`` keeps them waiting instead; the one rule for the
+        scheduling pass, gang plans, reclaim and the commit service)."""
+        cons = self.class_specs[cid]["constraints"]
+        return not (cons and cons.get("preemptionPolicy") == "Never")
 
     def class_of(self, Py_ssize_t p) -> int:
         """Equivalence class (see ``class_specs``) of the pod in slot ``p``."""

@@ -85,7 +85,8 @@ REASONS = {
     "reclaiming queue, would fall below its guarantee, or (equal "
     "priorities) the reclaiming queue is not below its fair share or the "
     "victim's would fall below its own",
-    PREEMPTION_ILLEGAL: "a victim's band is not strictly lower than the preemptor's, or both "
+    PREEMPTION_ILLEGAL: "the preemptor's preemptionPolicy is Never, or a victim's band is not "
+    "strictly lower than the preemptor's, or both "
     "are prod (Borg: prod never preempts prod)",
     VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
     "is evicted whole or not at all",
@@ -235,6 +236,10 @@ class Validator:
             return Verdict(False, MALFORMED, "the same victim appears twice", pods), freed, by_gang
         if not all(p in st.pod_index for p in pods):
             return None, freed, by_gang  # the bindings' check names the unknown pod
+        if not any(st.class_preempts(st.class_of(st.pod_index[p])) for p in pods):
+            # kube's preemptionPolicy: Never (for a gang: no member that may preempt).
+            never = f"{', '.join(pods)}: preemptionPolicy Never"
+            return Verdict(False, PREEMPTION_ILLEGAL, never, pods), freed, by_gang
         # A gang is as strong as its weakest member.
         preemptor = min(self.band_of_pod(st.pod_index[p]) for p in pods)
         own = set(pods)
