@@ -690,16 +690,23 @@ cdef class Placer:
             cc.expr_mask = &mask[0, 0]
             cc.expr_mode = &mode[0]
             cc.term_off = &off[0]
-            noff = comp.expr_node_off
-            nodes = comp.expr_nodes
-            cc.expr_node_off = &noff[0]
-            cc.expr_nodes = &nodes[0]
-            cc.pinned = comp.pinned
-            cc.pin = comp.pin
-            cc.has_ports = comp.has_ports
-            pconf = comp.port_conflict
-            cc.port_conflict = &pconf[0]
             cc.node_gen = comp.node_gen
+            cc.expr_node_off = cc.expr_nodes = cc.port_conflict = NULL
+            cc.pinned = cc.has_ports = False
+            cc.pin = -1
+            if cc.node_gen >= 0:
+                # Only classes naming nodes or binding host ports carry these (the
+                # rest skip the attribute reads: a random workload has thousands).
+                noff = comp.expr_node_off
+                nodes = comp.expr_nodes
+                cc.expr_node_off = &noff[0]
+                cc.expr_nodes = &nodes[0]
+                cc.pinned = comp.pinned
+                cc.pin = comp.pin
+                cc.has_ports = comp.has_ports
+                if cc.has_ports:
+                    pconf = comp.port_conflict
+                    cc.port_conflict = &pconf[0]
             cc.n_terms = off.shape[0] - 1
             cc.intolerable = &intol[0]
             cc.tolerates_unschedulable = comp.tolerates_unschedulable

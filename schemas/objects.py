@@ -143,50 +143,54 @@ def _walk(pod: dict[str, Any], kind: str, units: Units) -> tuple[dict[str, int],
     cpu = mem = 0
     for i, c in enumerate(spec.get("containers") or ()):
         one, c_cpu, c_mem = _container(c, f"spec.containers[{i}]", kind, units)
-        _add(total, one)
+        for name, u in one.items():
+            total[name] = total.get(name, 0) + u
         cpu += c_cpu
         mem += c_mem
-    init_max: dict[str, int] = {}
-    sidecars: dict[str, int] = {}
-    side_cpu = side_mem = init_cpu = init_mem = 0
-    for i, c in enumerate(spec.get("initContainers") or ()):
-        one, c_cpu, c_mem = _container(c, f"spec.initContainers[{i}]", kind, units)
-        if c.get("restartPolicy") == "Always":
-            _add(total, one)
-            cpu += c_cpu
-            mem += c_mem
-            _add(sidecars, one)
-            side_cpu += c_cpu
-            side_mem += c_mem
-            _max(init_max, sidecars)
-            init_cpu = max(init_cpu, side_cpu)
-            init_mem = max(init_mem, side_mem)
-        else:
-            running = dict(one)
-            _add(running, sidecars)
-            _max(init_max, running)
-            init_cpu = max(init_cpu, c_cpu + side_cpu)
-            init_mem = max(init_mem, c_mem + side_mem)
-    _max(total, init_max)
-    cpu = max(cpu, init_cpu)
-    mem = max(mem, init_mem)
-    pod_level = spec.get("resources") or {}
-    level: dict[str, int] = {}
-    for name, value in (pod_level.get(kind) or {}).items():
-        if pod_level_resource(name):
-            level[name] = units(name, value, f"spec.resources.{kind}.{name}")
-    limits = (pod_level.get("limits") or {}) if kind == "requests" else {}
-    defaulted = False
-    for name, value in limits.items():
-        # API defaulting (defaultPodRequests): with pod-level limits, pod-level requests
-        # default to the containers' sum, else to the limit.
-        if pod_level_resource(name):
-            defaulted = True
-            if name not in level and name not in total:
-                level[name] = units(name, value, f"spec.resources.limits.{name}")
-    total.update(level)
-    if kind == "requests" and (level or defaulted):
-        cpu, mem = total.get("cpu", 0), total.get("memory", 0)
+    init = spec.get("initContainers")
+    if init:
+        init_max: dict[str, int] = {}
+        sidecars: dict[str, int] = {}
+        side_cpu = side_mem = init_cpu = init_mem = 0
+        for i, c in enumerate(init):
+            one, c_cpu, c_mem = _container(c, f"spec.initContainers[{i}]", kind, units)
+            if c.get("restartPolicy") == "Always":
+                _add(total, one)
+                cpu += c_cpu
+                mem += c_mem
+                _add(sidecars, one)
+                side_cpu += c_cpu
+                side_mem += c_mem
+                _max(init_max, sidecars)
+                init_cpu = max(init_cpu, side_cpu)
+                init_mem = max(init_mem, side_mem)
+            else:
+                running = dict(one)
+                _add(running, sidecars)
+                _max(init_max, running)
+                init_cpu = max(init_cpu, c_cpu + side_cpu)
+                init_mem = max(init_mem, c_mem + side_mem)
+        _max(total, init_max)
+        cpu = max(cpu, init_cpu)
+        mem = max(mem, init_mem)
+    pod_level = spec.get("resources")
+    if pod_level:
+        level: dict[str, int] = {}
+        for name, value in (pod_level.get(kind) or {}).items():
+            if pod_level_resource(name):
+                level[name] = units(name, value, f"spec.resources.{kind}.{name}")
+        limits = (pod_level.get("limits") or {}) if kind == "requests" else {}
+        defaulted = False
+        for name, value in limits.items():
+            # API defaulting (defaultPodRequests): with pod-level limits, pod-level
+            # requests default to the containers' sum, else to the limit.
+            if pod_level_resource(name):
+                defaulted = True
+                if name not in level and name not in total:
+                    level[name] = units(name, value, f"spec.resources.limits.{name}")
+        total.update(level)
+        if kind == "requests" and (level or defaulted):
+            cpu, mem = total.get("cpu", 0), total.get("memory", 0)
     for name, value in (spec.get("overhead") or {}).items():
         u = units(name, value, f"spec.overhead.{name}")
         total[name] = total.get(name, 0) + u
