@@ -36,6 +36,7 @@ __all__ = [
     "MAX_EVENT_BYTES",
     "REASONS",
     "SCHEMA_BASE_URI",
+    "UNSUPPORTED_POD_FIELDS",
     "InvalidEvent",
     "bench_validate",
     "check_quantities",
@@ -46,7 +47,16 @@ __all__ = [
 ]
 
 #: Closed vocabulary of rejection reasons (dead-letter records and metrics use it).
-REASONS = ("oversize", "not_json", "not_object", "envelope", "unknown_type", "schema", "quantity")
+REASONS = (
+    "oversize",
+    "not_json",
+    "not_object",
+    "envelope",
+    "unknown_type",
+    "schema",
+    "quantity",
+    "unsupported",
+)
 #: Largest accepted event, in bytes of the serialized message (Kafka's default is 1 MiB).
 MAX_EVENT_BYTES = 1_048_576
 #: ``$id`` prefix of every schema; ``<prefix><name>.json`` is ``schemas/v1/<name>.json``.
@@ -701,8 +711,48 @@ def _check_rules(spec: dict[str, Any]) -> None:
         _check_requirements(term.get("matchFields"), f"{path}.matchFields")
 
 
+#: Pod fields that change where kube-scheduler may place a pod and that esched does
+#: not implement: field -> (kube plugin, what). A pod setting one is refused (reason
+#: ``unsupported``, dead-lettered by ingest) rather than placed as if it were absent.
+UNSUPPORTED_POD_FIELDS = {
+    "spec.affinity.podAffinity": ("InterPodAffinity", "inter-pod affinity"),
+    "spec.affinity.podAntiAffinity": ("InterPodAffinity", "inter-pod anti-affinity"),
+    "spec.topologySpreadConstraints": ("PodTopologySpread", "topology spread constraints"),
+    "spec.resourceClaims": ("DynamicResources", "DRA resource claims"),
+    # Until a pod update can lift them (kube's SchedulingGates: the pod waits).
+    "spec.schedulingGates": ("SchedulingGates", "scheduling gates"),
+    "spec.volumes[].persistentVolumeClaim": ("VolumeBinding", "volumes of persistent claims"),
+    "spec.volumes[].ephemeral": ("VolumeBinding", "generic ephemeral volumes"),
+}
+
+
+def _refused_field(field: str, path: str) -> InvalidEvent:
+    plugin, what = UNSUPPORTED_POD_FIELDS[field]
+    return InvalidEvent(
+        "unsupported",
+        f"data.{path}: {what} ({plugin}) not implemented by esched; the pod is refused "
+        "rather than placed ignoring them",
+        f"data.{path}",
+    )
+
+
+def _check_refused_fields(spec: dict[str, Any]) -> None:
+    affinity = spec.get("affinity") or {}
+    for key in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(key):
+            raise _refused_field(f"spec.affinity.{key}", f"spec.affinity.{key}")
+    for key in ("topologySpreadConstraints", "resourceClaims", "schedulingGates"):
+        if spec.get(key):
+            raise _refused_field(f"spec.{key}", f"spec.{key}")
+    for i, volume in enumerate(spec.get("volumes") or ()):
+        for key in ("persistentVolumeClaim", "ephemeral"):
+            if isinstance(volume, dict) and key in volume:
+                raise _refused_field(f"spec.volumes[].{key}", f"spec.volumes[{i}].{key}")
+
+
 def _check_pod(data: dict[str, Any]) -> None:
     spec = data["spec"]
+    _check_refused_fields(spec)
     if spec.get("tolerations") or spec.get("affinity"):
         _check_rules(spec)
     _containers(spec["containers"], "data.spec.containers")
