@@ -11,7 +11,7 @@ at the edge: :meth:`esched.core.Placer.explain`, ``fits``, ``reason_texts``, eve
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 __all__ = [
     "NODE_NAME",
@@ -23,12 +23,14 @@ __all__ = [
     "TAINT",
     "TEXTS",
     "UNSCHEDULABLE",
+    "code_text",
     "decision_code",
     "is_resource_text",
     "reason_code",
     "resource_bit",
     "resource_text",
     "texts",
+    "unschedulable_message",
 ]
 
 # The bits (the same values as _feasibility.pxd's REASON_*; tests/core checks both).
@@ -105,3 +107,34 @@ def reason_code(text: str) -> str:
         return "Insufficient." + text[len(_INSUFFICIENT) :].replace(" ", "_")
     cleaned = "".join(c if c.isalnum() or c in "_./:-" else "_" for c in text).strip("_")
     return cleaned if cleaned[:1].isalpha() else f"R{cleaned}"
+
+
+#: Codes of the scheduling pass's own reasons (no feasibility bit) -> their words.
+_PASS_TEXTS = {
+    "NodeReserved": "node(s) were reserved for another gang",
+    "InsufficientGPUDevices": "node(s) had no GPU device with room",
+    "NoNodes": "no nodes available to schedule pods",
+}
+_CODE_TEXTS = {code: text for text, code in _TABLE.values()} | {
+    _TOO_MANY_PODS[1]: _TOO_MANY_PODS[0]
+}
+
+
+def code_text(code: str) -> str:
+    """The message of an event code (the inverse of :func:`reason_code`)."""
+    text = _CODE_TEXTS.get(code) or _PASS_TEXTS.get(code)
+    if text is not None:
+        return text
+    if code.startswith("Insufficient."):
+        return resource_text(code[len("Insufficient.") :])
+    return code
+
+
+def unschedulable_message(n_nodes: int, reasons: Mapping[str, int], extra: str = "") -> str:
+    """kube-scheduler's FitError message from counts of nodes per reason code:
+    ``0/5 nodes are available: 2 node(s) had untolerated taint, 3 Insufficient cpu.``
+    (each "count text", sorted as strings, as kube's sortReasonsHistogram), then
+    ``extra`` (kube's PostFilter message, e.g. why preemption did not help)."""
+    parts = sorted(f"{count} {code_text(code)}" for code, count in reasons.items())
+    message = f"0/{n_nodes} nodes are available: {', '.join(parts)}."
+    return f"{message} {extra}" if extra else message

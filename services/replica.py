@@ -50,7 +50,7 @@ from esched.core import PHASE_PENDING, ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.bands import BandConfig
 from esched.core.devices import FoldedDevices
-from esched.core.reasons import reason_code
+from esched.core.reasons import reason_code, unschedulable_message
 from esched.core.schedule import PassConfig, PassResult, SchedulingPass, Target
 from esched.schemas.events import (
     GANG,
@@ -1078,8 +1078,7 @@ class Replica:
         now = datetime.now(UTC)
         events = []
         for pod, (position, reasons, extra, judged_at) in pods.items():
-            detail = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
-            message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra else "")
+            message = unschedulable_message(n_nodes, reasons, extra)
             # position: the state the verdict was reached on (not the fold's position
             # now), so the dispatcher can tell whether capacity freed after it: no lost
             # wake-ups.
