@@ -471,3 +471,41 @@ def test_an_undone_assumption_frees_the_port_in_the_view():
     assert placer.fits(_port_pod("q", "TCP/0.0.0.0/80"), "a") == [PORTS]
     placer.assume_binding(slot, n, -1)
     assert placer.fits(_port_pod("q", "TCP/0.0.0.0/80"), "a") == []
+
+
+# ---------------------------------------------------------------- the commit service
+def _proposal(*bindings: tuple[str, str]) -> dict:
+    return {
+        "proposal": "p",
+        "replica": "r",
+        "position": 0,
+        "gang": None,
+        "bindings": [
+            {"pod": p, "node": n, "resources": {"cpu": 10, "memory": 1 << 20, "pods": 1}}
+            for p, n in bindings
+        ],
+    }
+
+
+def test_the_commit_service_refuses_a_second_binding_of_a_taken_host_port():
+    from esched.core.validation import CONSTRAINT, Validator
+
+    st, log, _ = _placer(node("a"), node("b"))
+    for name in ("w1", "w2"):
+        log(EV.POD_SUBMITTED, _port_pod(name, "TCP/0.0.0.0/8080"))
+    v = Validator(st)
+    v.begin()
+    assert v.check(_proposal(("ns/w1", "a"))).ok
+    # The same batch: the first binding holds the port on "a".
+    verdict = v.check(_proposal(("ns/w2", "a")))
+    assert not verdict.ok and verdict.reason == CONSTRAINT and PORTS in verdict.message
+    assert v.check(_proposal(("ns/w2", "b"))).ok
+
+
+def test_the_commit_service_refuses_a_pod_bound_away_from_its_node_name():
+    from esched.core.validation import CONSTRAINT, Validator
+
+    st, log, _ = _placer(node("a"))
+    log(EV.POD_SUBMITTED, pod("p", cpu="10m", memory="1Mi", node_name="z"))
+    verdict = Validator(st).check(_proposal(("ns/p", "a")))
+    assert not verdict.ok and verdict.reason == CONSTRAINT and NODE_NAME in verdict.message
