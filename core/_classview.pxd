@@ -24,9 +24,17 @@ ctypedef struct ClassView:
     const word_t* expr_mask      # [n_exprs, label_words]
     const int8_t* expr_mode      # [n_exprs]
     const int32_t* term_off      # [n_terms + 1]; term 0 = nodeSelector (ANDed)
+    const int32_t* expr_node_off # [n_exprs + 1] into expr_nodes (EXPR_NODE_IN / _NOT_IN)
+    const int32_t* expr_nodes    # node slots named by matchFields on metadata.name
     int n_terms                  # including term 0; > 1 means required affinity (ORed)
     const word_t* intolerable    # [taint_words] taints the pod does not tolerate
     bint tolerates_unschedulable
+    bint has_ports               # host ports (kube's NodePorts): none of port_conflict on the node
+    const word_t* port_conflict  # [port_words]
+    const word_t* port_bits      # placer's host-port keys per node, row stride port_words
+    int port_words
+    bint pinned                  # spec.nodeName (kube's NodeName filter): only node ``pin``
+    Py_ssize_t pin               # its slot; -1: no such node (fits nowhere)
     bint has_labels
     bint has_taints
     const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue

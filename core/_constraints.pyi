@@ -4,11 +4,24 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ANY", "FALSE", "NONE", "CompiledClass", "compile_class", "intern_stamp", "tolerates"]
+__all__ = [
+    "ANY",
+    "FALSE",
+    "NODE_IN",
+    "NODE_NOT_IN",
+    "NONE",
+    "CompiledClass",
+    "compile_class",
+    "intern_stamp",
+    "tolerates",
+]
 
 ANY: int
 NONE: int
 FALSE: int
+NODE_IN: int
+NODE_NOT_IN: int
+NODE_NAME_FIELD: str
 
 class CompiledClass:
     """The arrays behind a class's ClassView and the intern sizes they were built for."""
@@ -23,6 +36,13 @@ class CompiledClass:
     has_taints: bool
     pref_mask: npt.NDArray[np.uint64]
     has_pref: bool
+    expr_node_off: npt.NDArray[np.int32]
+    expr_nodes: npt.NDArray[np.int32]
+    pinned: bool
+    pin: int
+    node_gen: int
+    port_conflict: npt.NDArray[np.uint64]
+    has_ports: bool
     def __init__(
         self,
         stamp: tuple[int, int, int, int],
@@ -35,6 +55,13 @@ class CompiledClass:
         has_taints: bool,
         pref_mask: npt.NDArray[np.uint64],
         has_pref: bool,
+        expr_node_off: npt.NDArray[np.int32],
+        expr_nodes: npt.NDArray[np.int32],
+        pinned: bool,
+        pin: int,
+        node_gen: int,
+        port_conflict: npt.NDArray[np.uint64],
+        has_ports: bool,
     ) -> None: ...
 
 def intern_stamp(state: Any) -> tuple[int, int, int, int]: ...

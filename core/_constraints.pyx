@@ -17,14 +17,27 @@ from typing import Any
 import numpy as np
 
 from esched.core.queues import NODE_GROUP_LABEL
-from esched.schemas.objects import NODE_NAME_FIELD, NODE_NAME_LABEL
+from esched.schemas.objects import NODE_NAME_FIELD
 
-__all__ = ["ANY", "FALSE", "NONE", "CompiledClass", "compile_class", "intern_stamp", "tolerates"]
+__all__ = [
+    "ANY",
+    "FALSE",
+    "NODE_IN",
+    "NODE_NOT_IN",
+    "NONE",
+    "CompiledClass",
+    "compile_class",
+    "intern_stamp",
+    "tolerates",
+]
 
 # Expression modes (the same values as _feasibility.pxd's EXPR_*; _placer checks at import).
 ANY = 0
 NONE = 1
 FALSE = 2
+NODE_IN = 3
+NODE_NOT_IN = 4
+
 
 
 class CompiledClass:
@@ -33,14 +46,29 @@ class CompiledClass:
     ``expr_mask`` uint64 [n_exprs, label_words], ``expr_mode`` int8 [n_exprs],
     ``term_off`` int32 [n_terms + 1], ``intolerable`` uint64 [taint_words] (the
     NoSchedule/NoExecute taints not tolerated), ``pref_mask`` uint64 [label_words] (the
-    queue's preferred node groups).
+    queue's preferred node groups), ``expr_node_off`` int32 [n_exprs + 1] and
+    ``expr_nodes`` int32 (the node slots of the NODE_IN / NODE_NOT_IN expressions),
+    ``pinned`` / ``pin`` (spec.nodeName and its slot, -1 if no such node). Node slots
+    are valid while the state's ``node_gen`` equals ``node_gen`` (-1: none named), as
+    is ``port_conflict`` uint64 [port_words] (the host-port keys that, bound on a node,
+    conflict with the class's host ports; ``has_ports``).
     """
 
     __slots__ = ("stamp", "expr_mask", "expr_mode", "term_off", "intolerable",
-                 "tolerates_unschedulable", "has_labels", "has_taints", "pref_mask", "has_pref")
+                 "tolerates_unschedulable", "has_labels", "has_taints", "pref_mask", "has_pref",
+                 "expr_node_off", "expr_nodes", "pinned", "pin", "node_gen", "port_conflict",
+                 "has_ports")
 
     def __init__(self, stamp, expr_mask, expr_mode, term_off, intolerable,
-                 tolerates_unschedulable, has_labels, has_taints, pref_mask, has_pref):
+                 tolerates_unschedulable, has_labels, has_taints, pref_mask, has_pref,
+                 expr_node_off, expr_nodes, pinned, pin, node_gen, port_conflict, has_ports):
+        self.port_conflict = port_conflict
+        self.has_ports = has_ports
+        self.expr_node_off = expr_node_off
+        self.expr_nodes = expr_nodes
+        self.pinned = pinned
+        self.pin = pin
+        self.node_gen = node_gen
         self.stamp = stamp
         self.expr_mask = expr_mask
         self.expr_mode = expr_mode
@@ -86,7 +114,9 @@ def compile_class(state: Any, cid: int) -> CompiledClass:
     spec = st.class_specs[cid]
     cons = spec["constraints"] or {}
     W = st.label_words
-    exprs = []  # (mode, [bits])
+    exprs = []  # (mode, [bits]); NODE_IN / NODE_NOT_IN: (mode, [node slots])
+    node_index = st.node_index
+    names_nodes = False
     offsets = [0]
 
     def bits_for_values(key, values):
@@ -112,15 +142,16 @@ def compile_class(state: Any, cid: int) -> CompiledClass:
         fields = term.get("matchFields") or []
         if not expressions and not fields:
             exprs.append((FALSE, []))  # kube: an empty term matches nothing
-        for f in fields:
-            # kube supports one field, the node's name (a DaemonSet's pods); the fold
-            # interns it as a label (ClusterState._field_terms). Others never match.
-            op = f.get("operator")
-            if f.get("key") == NODE_NAME_FIELD and op in ("In", "NotIn"):
-                named = bits_for_values(NODE_NAME_LABEL, f.get("values") or [])
-                exprs.append((ANY if op == "In" else NONE, named))
-            else:
+        for e in fields:
+            # kube's NodeSelectorRequirementsAsFieldSelector: metadata.name with In or
+            # NotIn; anything else is an error there, a term that never matches here.
+            op, values = e.get("operator"), e.get("values") or []
+            if e.get("key") != NODE_NAME_FIELD or op not in ("In", "NotIn"):
                 exprs.append((FALSE, []))
+                continue
+            names_nodes = True
+            slots = sorted({node_index[v] for v in values if v in node_index})
+            exprs.append((NODE_IN if op == "In" else NODE_NOT_IN, slots))
         for e in expressions:
             key, op, values = e.get("key", ""), e.get("operator"), e.get("values") or []
             if op == "In":
@@ -147,10 +178,21 @@ def compile_class(state: Any, cid: int) -> CompiledClass:
     n_e = len(exprs)
     mask = np.zeros((max(n_e, 1), W), dtype=np.uint64)
     mode = np.zeros(max(n_e, 1), dtype=np.int8)
+    node_off = np.zeros(n_e + 1, dtype=np.int32)
+    nodes: list = []
     for i, (m, bits) in enumerate(exprs):
         mode[i] = m
-        for b in bits:
-            mask[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        if m >= NODE_IN:
+            nodes.extend(bits)
+        else:
+            for b in bits:
+                mask[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        node_off[i + 1] = len(nodes)
+    node_name = cons.get("nodeName")
+    pin = -1
+    if node_name:
+        names_nodes = True
+        pin = node_index.get(node_name, -1)
     tolerations = cons.get("tolerations") or []
     intol = np.zeros(st.taint_words, dtype=np.uint64)
     any_taint = False
@@ -160,6 +202,12 @@ def compile_class(state: Any, cid: int) -> CompiledClass:
         if not any(tolerates(t, key, value, effect) for t in tolerations):
             intol[bit >> 6] |= np.uint64(1) << np.uint64(bit & 63)
             any_taint = True
+    ports = st.class_ports[cid]
+    conflict = np.zeros(st.port_words, dtype=np.uint64)
+    if ports is not None:
+        names_nodes = True  # the mask is as wide as the state's port words
+        for b in ports[1]:
+            conflict[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
     return CompiledClass(
         stamp=intern_stamp(st),
         expr_mask=mask,
@@ -173,4 +221,11 @@ def compile_class(state: Any, cid: int) -> CompiledClass:
         has_taints=any_taint,
         pref_mask=pref,
         has_pref=bool(pref.any()),
+        expr_node_off=node_off,
+        expr_nodes=np.asarray(nodes or [-1], dtype=np.int32),
+        pinned=bool(node_name),
+        pin=pin,
+        node_gen=st.node_gen if names_nodes else -1,
+        port_conflict=conflict,
+        has_ports=ports is not None,
     )

@@ -1,14 +1,17 @@
 # Feasibility: does a class fit a node, and if not, why -- the one home of the rule.
 #
-# Alive; schedulable (unless the pod tolerates node.kubernetes.io/unschedulable); every
-# requested resource (``pods`` is the pod-count limit); taints with NoSchedule or
-# NoExecute; nodeSelector and required node affinity (compiled per class into bit
-# masks over the state's interned labels, see esched.core._constraints). The placer's scan,
-# its scalar block path, explain/fits, the commit validation (binding_reasons) and
-# preemption all call these; the vectorized block kernel (_fused_block.h) checks the
-# same alive/cordon/resource rule in vector form and leaves labels and taints to
-# constraints_ok. Failures are reason bits (esched.core.reasons words them).
-from libc.stdint cimport uint64_t
+# Alive; schedulable (unless the pod tolerates node.kubernetes.io/unschedulable); the
+# node the pod names (spec.nodeName, kube's NodeName); every requested resource
+# (``pods`` is the pod-count limit); taints with NoSchedule or NoExecute; nodeSelector
+# and required node affinity (compiled per class into bit masks over the state's
+# interned labels, and node slot lists for matchFields on metadata.name, see
+# esched.core._constraints); host ports (kube's NodePorts: a per-class conflict mask
+# over the placer's per-node bitset of bound port keys). The placer's scan, its scalar
+# block path, explain/fits, the commit validation (binding_reasons) and preemption all
+# call these; the vectorized block kernel (_fused_block.h) checks the same
+# alive/cordon/resource rule in vector form and leaves the rest to constraints_ok.
+# Failures are reason bits (esched.core.reasons words them).
+from libc.stdint cimport int32_t, uint64_t
 
 from esched.core._classview cimport ClassView
 from esched.core._types cimport NODE_ALIVE, NODE_UNSCHEDULABLE, flag_t, units_t, word_t
@@ -20,14 +23,18 @@ cdef enum:
     REASON_UNSCHEDULABLE = 2
     REASON_SELECTOR = 4
     REASON_TAINT = 8
+    REASON_NODE_NAME = 16
+    REASON_NODE_PORTS = 32
     REASON_RESOURCE_BASE = 8        # bit index of column 0
     MAX_REASON_RESOURCES = 56       # columns beyond share the last bit
-    REASON_NON_RESOURCE = 15        # every bit below REASON_RESOURCE_BASE's
+    REASON_NON_RESOURCE = 255       # every bit below REASON_RESOURCE_BASE's
 
 cdef enum:
     EXPR_ANY = 0     # some bit of the mask is set on the node
     EXPR_NONE = 1    # no bit of the mask is set on the node
     EXPR_FALSE = 2   # never matches (empty term, unsupported matchFields)
+    EXPR_NODE_IN = 3      # the node's slot is in the expression's node list
+    EXPR_NODE_NOT_IN = 4  # it is not (matchFields metadata.name NotIn)
 
 
 cdef inline uint64_t resource_reason(Py_ssize_t col) noexcept nogil:
@@ -38,10 +45,18 @@ cdef inline uint64_t resource_reason(Py_ssize_t col) noexcept nogil:
 
 cdef inline bint expr_ok(const ClassView* v, Py_ssize_t n, int e) noexcept nogil:
     cdef int w, W = v.label_words
+    cdef int mode = v.expr_mode[e]
     cdef bint hit = False
     cdef const word_t* row = v.label_bits + n * W
-    if v.expr_mode[e] == EXPR_FALSE:
+    cdef int32_t i
+    if mode == EXPR_FALSE:
         return False
+    if mode >= EXPR_NODE_IN:
+        for i in range(v.expr_node_off[e], v.expr_node_off[e + 1]):
+            if v.expr_nodes[i] == n:
+                hit = True
+                break
+        return hit if mode == EXPR_NODE_IN else not hit
     for w in range(W):
         if row[w] & v.expr_mask[e * W + w]:
             hit = True
@@ -57,6 +72,16 @@ cdef inline bint taints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
     for w in range(v.taint_words):
         bad |= taints[w] & v.intolerable[w]
     return bad == 0
+
+
+cdef inline bint ports_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """None of the pod's host ports is taken on node n (kube's NodePorts)."""
+    cdef int w
+    cdef const word_t* row = v.port_bits + n * v.port_words
+    for w in range(v.port_words):
+        if row[w] & v.port_conflict[w]:
+            return False
+    return True
 
 
 cdef inline bint selector_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
@@ -80,7 +105,12 @@ cdef inline bint selector_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
 
 
 cdef inline bint constraints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
-    """Taints and label constraints (what the vectorized kernel leaves to the caller)."""
+    """Node name, taints and label constraints (what the vectorized kernel leaves to the
+    caller)."""
+    if v.pinned and n != v.pin:
+        return False
+    if v.has_ports and not ports_ok(v, n):
+        return False
     if v.has_taints and not taints_ok(v, n):
         return False
     if v.has_labels and not selector_ok(v, n):
@@ -100,6 +130,10 @@ cdef inline uint64_t reason_bits(const ClassView* v, Py_ssize_t n, bint all_reas
         return REASON_NOT_ALIVE
     if (flags & NODE_UNSCHEDULABLE) and not v.tolerates_unschedulable:
         out |= REASON_UNSCHEDULABLE
+        if not all_reasons:
+            return out
+    if v.pinned and n != v.pin:
+        out |= REASON_NODE_NAME
         if not all_reasons:
             return out
     cdef int j
@@ -124,6 +158,10 @@ cdef inline uint64_t reason_bits(const ClassView* v, Py_ssize_t n, bint all_reas
             return out
     if v.has_labels and not selector_ok(v, n):
         out |= REASON_SELECTOR
+        if not all_reasons:
+            return out
+    if v.has_ports and not ports_ok(v, n):
+        out |= REASON_NODE_PORTS
     return out
 
 

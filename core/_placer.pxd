@@ -24,12 +24,19 @@ ctypedef struct ClassConst:
     # arrays of the class's _Compiled, which self.compiled keeps alive), valid while
     # the state's intern sizes equal the stamp; s0 == -1: not filled.
     Py_ssize_t s0, s1, s2, s3
+    long long node_gen           # the state's node_gen the node slots are for; -1: none
     long long priority
     int n_exprs
     int n_terms
     const word_t* expr_mask
     const int8_t* expr_mode
     const int32_t* term_off
+    const int32_t* expr_node_off
+    const int32_t* expr_nodes
+    bint pinned
+    Py_ssize_t pin
+    bint has_ports
+    const word_t* port_conflict
     const word_t* intolerable
     bint tolerates_unschedulable
     bint has_labels
@@ -75,6 +82,11 @@ cdef class Placer:
     cdef double[:, ::1] inv
     cdef units_t[:, ::1] alloc          # [node, n_res] compact copy of state.allocatable
     cdef units_t[:, ::1] used
+    # Host-port keys bound per node in this view: the state's rows, plus assumptions
+    # (port_delta: slot -> {key bit: +/- pods}); see ClusterState.port_bits.
+    cdef object ports_np
+    cdef word_t[:, ::1] ports
+    cdef dict port_delta
     cdef units_t[:, ::1] nzu
     cdef long long[::1] ver
     cdef long long[::1] sver
@@ -121,6 +133,8 @@ cdef class Placer:
     cdef const uint8_t* ext_mask         # [node] 0 = infeasible
     cdef const int64_t* ext_score        # [node] added to the total of a feasible node
 
+    cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
+    cdef int _ports_width(self) except -1
     cdef void _soa_node(self, Py_ssize_t n, flag_t fl) noexcept
     cdef inline void _touch(self, Py_ssize_t n) noexcept
     cdef inline void _soa_used(self, Py_ssize_t n) noexcept

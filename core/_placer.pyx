@@ -61,8 +61,12 @@ from esched.core._classview cimport (
 from esched.core._feasibility cimport (
     EXPR_ANY,
     EXPR_FALSE,
+    EXPR_NODE_IN,
+    EXPR_NODE_NOT_IN,
     EXPR_NONE,
     MAX_REASON_RESOURCES,
+    REASON_NODE_NAME,
+    REASON_NODE_PORTS,
     REASON_NON_RESOURCE,
     REASON_NOT_ALIVE,
     REASON_RESOURCE_BASE,
@@ -90,7 +94,7 @@ from esched.core._fused_block cimport (
     esched_stale,
     esched_summarize,
 )
-from esched.core._state cimport ClusterState
+from esched.core._state cimport CLASS_HOST_PORTS, ClusterState
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -143,12 +147,16 @@ RESOURCE_REASON_SHIFT = REASON_RESOURCE_BASE
 #: Reason bit -> kube-scheduler's message (esched.core.reasons' table).
 REASONS = _reasons.TEXTS
 
-if (EXPR_ANY, EXPR_NONE, EXPR_FALSE) != (_constraints.ANY, _constraints.NONE, _constraints.FALSE):
+if (EXPR_ANY, EXPR_NONE, EXPR_FALSE, EXPR_NODE_IN, EXPR_NODE_NOT_IN) != (
+        _constraints.ANY, _constraints.NONE, _constraints.FALSE, _constraints.NODE_IN,
+        _constraints.NODE_NOT_IN):
     raise ImportError("esched.core._placer: _feasibility.pxd's EXPR_* differ from "
                       "esched.core._constraints")
-if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_RESOURCE_BASE,
-        MAX_REASON_RESOURCES) != (_reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR,
-                                  _reasons.TAINT, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS):
+if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_NODE_NAME,
+        REASON_NODE_PORTS, REASON_RESOURCE_BASE, MAX_REASON_RESOURCES, REASON_NON_RESOURCE) != (
+        _reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR, _reasons.TAINT,
+        _reasons.NODE_NAME, _reasons.NODE_PORTS, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS,
+        (1 << _reasons.RESOURCE_SHIFT) - 1):
     raise ImportError("esched.core._placer: _feasibility.pxd's bits differ from esched.core.reasons")
 
 
@@ -263,7 +271,7 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     cdef Py_ssize_t i, n
     cdef int32_t sc
     esched_fblock_score(&v.fb, n0, m, buf, sm)
-    if not (v.has_taints or v.has_labels or v.fb_special):
+    if not (v.has_taints or v.has_labels or v.pinned or v.has_ports or v.fb_special):
         return
     for i in range(m):
         sc = buf[i]
@@ -485,6 +493,11 @@ cdef class Placer:
             self.sver = self.sver_np
             self._fill_soa()
             self._reset_cache()
+        if reshaped or self.ports_np is None or self.ports_np.shape[1] != st.port_words:
+            self.ports_np = np.array(st.port_bits_np[: self.n_nodes], order="C", copy=True)
+            self.ports = self.ports_np
+        self.port_delta = {}
+        cdef Py_ssize_t w, W = self.ports.shape[1]
         cdef long long[::1] sv = st.version_np
         for n in range(self.n_nodes):
             # A node touched by an assumption (sver == -2) or changed in the state is new.
@@ -494,6 +507,8 @@ cdef class Placer:
                     self.alloc[n, r] = st.allocatable[n, r]
                 self.nzu[n, 0] = st.nz[n, 0]
                 self.nzu[n, 1] = st.nz[n, 1]
+                for w in range(W):
+                    self.ports[n, w] = st.port_bits[n, w]
                 if self.fused.on:
                     # Reciprocal capacities for the vectorized kernel (exact, see
                     # _fused_block.h).
@@ -637,7 +652,8 @@ cdef class Placer:
         # The class's constraints as bit masks, memoized while the interned sets hold.
         comp = self.compiled.get(cid)
         stamp = intern_stamp(self.state)
-        if comp is None or comp.stamp != stamp:
+        if comp is None or comp.stamp != stamp or (
+                comp.node_gen >= 0 and comp.node_gen != self.state.node_gen):
             if self.state.class_specs[cid]["constraints"]:
                 comp = compile_class(self.state, cid)
             else:
@@ -657,11 +673,11 @@ cdef class Placer:
         cdef Py_ssize_t s0 = len(st.label_strs), s1 = len(st.taint_strs)
         cdef word_t[:, ::1] mask
         cdef int8_t[::1] mode
-        cdef int32_t[::1] off
-        cdef word_t[::1] intol
+        cdef int32_t[::1] off, noff, nodes
+        cdef word_t[::1] intol, pconf
         cdef word_t[::1] pmask
         if not (cc.s0 == s0 and cc.s1 == s1 and cc.s2 == st.label_words
-                and cc.s3 == st.taint_words):
+                and cc.s3 == st.taint_words and (cc.node_gen < 0 or cc.node_gen == st.node_gen)):
             # Same stamp as _compile's; the memo saves its dict lookups and the
             # memoryview acquisitions, per pod of a new class (a random workload).
             comp = self._compile(cid)
@@ -674,6 +690,23 @@ cdef class Placer:
             cc.expr_mask = &mask[0, 0]
             cc.expr_mode = &mode[0]
             cc.term_off = &off[0]
+            cc.node_gen = comp.node_gen
+            cc.expr_node_off = cc.expr_nodes = cc.port_conflict = NULL
+            cc.pinned = cc.has_ports = False
+            cc.pin = -1
+            if cc.node_gen >= 0:
+                # Only classes naming nodes or binding host ports carry these (the
+                # rest skip the attribute reads: a random workload has thousands).
+                noff = comp.expr_node_off
+                nodes = comp.expr_nodes
+                cc.expr_node_off = &noff[0]
+                cc.expr_nodes = &nodes[0]
+                cc.pinned = comp.pinned
+                cc.pin = comp.pin
+                cc.has_ports = comp.has_ports
+                if cc.has_ports:
+                    pconf = comp.port_conflict
+                    cc.port_conflict = &pconf[0]
             cc.n_terms = off.shape[0] - 1
             cc.intolerable = &intol[0]
             cc.tolerates_unschedulable = comp.tolerates_unschedulable
@@ -691,6 +724,16 @@ cdef class Placer:
         v.expr_mask = cc.expr_mask
         v.expr_mode = cc.expr_mode
         v.term_off = cc.term_off
+        v.expr_node_off = cc.expr_node_off
+        v.expr_nodes = cc.expr_nodes
+        v.pinned = cc.pinned
+        v.pin = cc.pin
+        v.has_ports = cc.has_ports
+        v.port_conflict = cc.port_conflict
+        if v.has_ports:
+            self._ports_width()
+        v.port_words = self.ports.shape[1]
+        v.port_bits = &self.ports[0, 0] if self.ports.shape[0] > 0 else NULL
         v.n_terms = cc.n_terms
         v.intolerable = cc.intolerable
         v.tolerates_unschedulable = cc.tolerates_unschedulable
@@ -1121,9 +1164,43 @@ cdef class Placer:
             self.used[n, r] += sign * st.class_req[cid, r]
         self.nzu[n, 0] += sign * st.class_nz[cid, 0]
         self.nzu[n, 1] += sign * st.class_nz[cid, 1]
+        if st.class_flags[cid] & CLASS_HOST_PORTS:
+            self._ports_assume(n, cid, sign)
         self._soa_used(n)
         self._touch(n)
         self.sver[n] = -2  # differs from any state version: the next sync renews it
+
+    cdef int _ports_width(self) except -1:
+        # The state's port words may widen without a fold step (a class interned by
+        # place(manifest)): widen this view's copy alike (new keys are bound nowhere).
+        cdef ClusterState st = self.state
+        if self.ports_np.shape[1] < st.port_words:
+            grown = np.zeros((self.ports_np.shape[0], st.port_words), dtype=np.uint64)
+            grown[:, : self.ports_np.shape[1]] = self.ports_np
+            self.ports_np = grown
+            self.ports = grown
+        return 0
+
+    cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1:
+        # Host ports of a pod of class c assumed bound (1) or gone (-1) on node n: the
+        # row is the state's counts plus this view's, exact both ways (gang plans undo).
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t w
+        self._ports_width()
+        delta = self.port_delta.get(n)
+        if delta is None:
+            delta = self.port_delta[n] = {}
+        for b in st.class_ports[c][0]:
+            delta[b] = delta.get(b, 0) + sign
+        counts = dict(st.node_ports.get(n, {}))
+        for b, k in delta.items():
+            counts[b] = counts.get(b, 0) + k
+        for w in range(self.ports.shape[1]):
+            self.ports[n, w] = 0
+        for b, k in counts.items():
+            if k > 0:
+                self.ports[n, b >> 6] |= (<word_t>1) << (b & 63)
+        return 0
 
     # ------------------------------------------------------------------ Python API
 
@@ -1432,7 +1509,8 @@ cdef class Placer:
         Victims are chosen by :mod:`esched.core._preempt` (Borg's rules; lowest band
         first, fewest victims; gangs pushed below minMember go whole). Returns
         ``{"node", "victims": [pod keys on that node], "collateral": [gang members
-        elsewhere], "cost": {"band", "pods", "priority"}}``. With ``assume`` the
+        elsewhere], "cost": {"band", "pods", "priority"}}``; None for a pod whose
+        ``preemptionPolicy`` is ``Never``. With ``assume`` the
         evictions and the placement join this placer's view (until :meth:`sync`), and
         the victims are not offered again.
         """
@@ -1441,6 +1519,8 @@ cdef class Placer:
         cdef ClusterState st = self.state
         cdef Py_ssize_t cid = self._class_of(pod), n, N
         cdef uint64_t reasons
+        if not st.class_preempts(cid):
+            return None  # preemptionPolicy: Never
         self._ensure_synced()
         cdef ClassView v
         self._view(cid, &v)
@@ -1586,6 +1666,8 @@ cdef class Placer:
             self.used[n, r] += sign * st.pod_alloc[p, r]
         self.nzu[n, 0] += sign * st.class_nz[c, 0]
         self.nzu[n, 1] += sign * st.class_nz[c, 1]
+        if st.class_flags[c] & CLASS_HOST_PORTS:
+            self._ports_assume(n, c, sign)
         self._soa_used(n)
         self._touch(n)
         self.sver[n] = -2

@@ -4,7 +4,13 @@
 # is what snapshots serialize) plus a typed memoryview of it (what the hot loops
 # index). Growth replaces both; rows are slots, columns of the 2-D tables are
 # resources in registration order (``res_names``).
+from libc.stdint cimport uint8_t
+
 from esched.core._types cimport flag_t, index_t, phase_t, units_t, word_t
+
+
+cdef enum:
+    CLASS_HOST_PORTS = 1                # class_flags: the class binds host ports
 
 
 cdef class ClusterState:
@@ -32,6 +38,10 @@ cdef class ClusterState:
     cdef public list node_names          # slot -> name, None when dead
     cdef public dict node_index          # name -> slot (alive nodes only)
     cdef list node_free                  # dead slots to reuse
+    # Bumped whenever a name gets or loses a slot, or the host-port words widen (not
+    # fold state: a side counter like the interned sets): what a class compiled to node
+    # slots (nodeName, matchFields) or to a host-port mask depends on.
+    cdef public long long node_gen
     cdef public list node_labels         # slot -> {key: value} (for explain and Gt/Lt)
     cdef public list node_taint_list     # slot -> [(key, value, effect), ...]
     cdef public object allocatable_np, allocated_np, version_np, flags_np
@@ -77,6 +87,20 @@ cdef class ClusterState:
     cdef units_t[:, ::1] class_req       # [class, res] requests in base units
     cdef public object class_nz_np
     cdef units_t[:, ::1] class_nz        # [class, 2] cpu, memory with kube's non-zero defaults
+    cdef public object class_flags_np
+    cdef uint8_t[::1] class_flags        # [class] CLASS_HOST_PORTS: binds host ports
+
+    # --- host ports (kube's NodePorts): interned keys, per node a bitset of those bound ---
+    # Keys: ("*", protocol, port): bound on some address; (ip, protocol, port): bound on
+    # that address (0.0.0.0: all of them). A pod's port conflicts with a node's bit of
+    # ("*", ...) if it binds 0.0.0.0, else of (0.0.0.0, ...) or its own (ip, ...).
+    cdef public dict port_ids            # key -> bit
+    cdef public list port_strs           # bit -> key
+    cdef public Py_ssize_t port_words
+    cdef public object port_bits_np
+    cdef word_t[:, ::1] port_bits        # [node, port_words] keys bound on the node
+    cdef public dict node_ports          # slot -> {key: pods binding it} (nodes with any)
+    cdef public list class_ports         # class -> (used key bits, conflict key bits) or None
 
     # --- gangs (PodGroups) ---
     cdef public Py_ssize_t n_gangs
@@ -115,7 +139,9 @@ cdef class ClusterState:
     cdef Py_ssize_t _taint_bit(self, tuple taint) except -1
     cdef Py_ssize_t _queue(self, str name) except -1
     cdef Py_ssize_t _gang(self, str key, str queue) except -1
-    cdef Py_ssize_t _class_for(self, dict pod, object node_group=*) except -2
+    cdef int _ports_change(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
+    cdef Py_ssize_t _port_bit(self, tuple key) except -1
+    cdef Py_ssize_t _class_for(self, dict pod, object node_group=*, bint pin=*) except -2
     cdef void _bind(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef void _release(self, Py_ssize_t p) noexcept
     cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept
@@ -133,7 +159,6 @@ cdef class ClusterState:
     cdef int _podgroup(self, dict pg) except -1
     cdef int _queue_upsert(self, dict queue) except -1
     cdef int _priority_class(self, dict pc) except -1
-    cdef int _field_terms(self, object required) except -1
     cdef int _usage(self, dict data) except -1
     cdef int _committed(self, dict data) except -1
     cdef int _resolve_binding(self, object pod, object node, object resources, list memo,

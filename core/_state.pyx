@@ -34,14 +34,14 @@ import orjson
 
 from esched.schemas import events as _ev
 from esched.schemas.objects import (
-    AGGREGATED_SPEC_FIELDS, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST, NODE_NAME_FIELD,
-    NODE_NAME_LABEL,
-    DEFAULT_MILLI_CPU_REQUEST, gang_key, node_allocatable, pod_priority, pod_queue, pod_requests,
-    pod_resource_requests,
+    AGGREGATED_SPEC_FIELDS, BIND_ALL_HOST_IP, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST, gang_key, node_allocatable, pod_host_ports, pod_priority,
+    pod_queue, pod_requests, pod_resource_requests,
 )
 
 from esched.core import phases as _phases
 from esched.core.phases import PHASES
+from esched.core.bands import never_preempts
 from esched.core.queues import node_group_terms, queue_view
 from esched.schemas.quantity import MAX_BASE_UNITS, QuantityError, resource_list, to_base_units
 
@@ -437,6 +437,13 @@ cdef class ClusterState:
         self.class_specs = []
         self.class_req_np = np.zeros((DEF_SMALL, DEF_RES), dtype=np.int64)
         self.class_nz_np = np.zeros((DEF_SMALL, 2), dtype=np.int64)
+        self.class_flags_np = np.zeros(DEF_SMALL, dtype=np.uint8)
+        self.class_ports = []
+        self.port_ids = {}
+        self.port_strs = []
+        self.port_words = 1
+        self.port_bits_np = np.zeros((DEF_NODES, 1), dtype=np.uint64)
+        self.node_ports = {}
 
         self.n_gangs = 0
         self.gang_cap = DEF_SMALL
@@ -481,6 +488,8 @@ cdef class ClusterState:
         self.pod_dev = self.pod_dev_np
         self.class_req = self.class_req_np
         self.class_nz = self.class_nz_np
+        self.class_flags = self.class_flags_np
+        self.port_bits = self.port_bits_np
         self.nz = self.nz_np
         self.gang_min = self.gang_min_np
         self.gang_counts = self.gang_counts_np
@@ -539,29 +548,62 @@ cdef class ClusterState:
             self._bind_views()
         return b
 
-    cdef int _field_terms(self, object required) except -1:
-        # ``matchFields metadata.name`` (a DaemonSet's pods): the named nodes get an
-        # interned label of their name, here in the fold (and in _node_upsert for a
-        # node that comes later), so compiling a class only reads interned labels.
-        if not isinstance(required, dict):
-            return 0
-        cdef Py_ssize_t b
-        for term in required.get("nodeSelectorTerms") or ():
-            if not isinstance(term, dict):
-                continue
-            for req in term.get("matchFields") or ():
-                if not isinstance(req, dict) or req.get("key") != NODE_NAME_FIELD:
-                    continue
-                for name in req.get("values") or ():
-                    text = f"{NODE_NAME_LABEL}={name}"
-                    if text in self.label_ids:
-                        continue
-                    b = self._label_bit(text)
-                    idx = self.node_index.get(name)
-                    if idx is not None:
-                        self.label_bits[<Py_ssize_t>idx, b >> 6] |= (<word_t>1) << (b & 63)
-                        self.version[<Py_ssize_t>idx] += 1
+    cdef Py_ssize_t _port_bit(self, tuple key) except -1:
+        bit = self.port_ids.get(key)
+        if bit is not None:
+            return bit
+        cdef Py_ssize_t b = len(self.port_strs)
+        self.port_strs.append(key)
+        self.port_ids[key] = b
+        if b >= 64 * self.port_words:
+            self.port_words *= 2
+            self.port_bits_np = _grown(self.port_bits_np, self.node_cap, self.port_words)
+            self._bind_views()
+            self.node_gen += 1  # compiled conflict masks are as wide as the old words
+        return b
+
+    def _intern_ports(self, Py_ssize_t c, list ports) -> None:
+        # Class c binds ``ports`` ([ip, protocol, port], see objects.pod_host_ports):
+        # intern every key it sets or conflicts with, so that a mask compiled for it
+        # never misses a bit another class sets later.
+        used, conflict = set(), set()
+        for ip, proto, port in ports:
+            any_key = self._port_bit(("*", proto, port))
+            own = self._port_bit((ip, proto, port))
+            wild = self._port_bit((BIND_ALL_HOST_IP, proto, port))
+            used.add(any_key)
+            used.add(own)
+            if ip == BIND_ALL_HOST_IP:
+                conflict.add(any_key)
+            else:
+                conflict.add(wild)
+                conflict.add(own)
+        self.class_ports[c] = (tuple(sorted(used)), tuple(sorted(conflict)))
+        self.class_flags[c] |= CLASS_HOST_PORTS
+
+    cdef int _ports_change(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1:
+        # A pod of class c binds (sign 1) or unbinds (-1) its host ports on node n.
+        counts = self.node_ports.get(n)
+        if counts is None:
+            counts = self.node_ports[n] = {}
+        for b in self.class_ports[c][0]:
+            left = counts.get(b, 0) + sign
+            if left > 0:
+                counts[b] = left
+            else:
+                counts.pop(b, None)
+        cdef Py_ssize_t w
+        for w in range(self.port_words):
+            self.port_bits[n, w] = 0
+        for b in counts:
+            self.port_bits[n, b >> 6] |= (<word_t>1) << (b & 63)
+        if not counts:
+            del self.node_ports[n]
         return 0
+
+    def node_port_keys(self, Py_ssize_t n) -> dict:
+        """Host-port keys bound on node slot ``n`` and how many pods bind each."""
+        return {self.port_strs[b]: k for b, k in self.node_ports.get(n, {}).items()}
 
     cdef Py_ssize_t _taint_bit(self, tuple taint) except -1:
         bit = self.taint_ids.get(taint)
@@ -610,12 +652,14 @@ cdef class ClusterState:
         self.n_gangs = i + 1
         return i
 
-    cdef Py_ssize_t _class_for(self, dict pod, object node_group=None) except -2:
+    cdef Py_ssize_t _class_for(self, dict pod, object node_group=None, bint pin=True) except -2:
         """Equivalence class of a pod: same requests, priority and constraints.
 
         ``node_group``: its queue's node-group affinity (``queue_meta[q]["affinity"]``),
-        a constraint like the pod's own. Returns -1 (and counts an anomaly) when a
-        quantity is invalid.
+        a constraint like the pod's own. ``pin``: ``spec.nodeName`` is a constraint
+        (kube's NodeName filter); the fold passes False for a pod it binds at submission
+        (already running there), so that those do not make a class per node. Returns -1
+        (and counts an anomaly) when a quantity is invalid.
         """
         # Typed locals: dict methods and str compares compile to C calls, and a
         # wrongly-typed body raises TypeError, which the fold counts as malformed.
@@ -623,8 +667,10 @@ cdef class ClusterState:
         cdef dict req, res, requests, limits, cont
         cdef str name
         cdef long long u, c_cpu, c_mem, nz_cpu, nz_mem
+        cdef bint has_ports = False
         try:
             if _aggregated(spec):
+                has_ports = True  # rare shapes: let pod_host_ports look
                 # The rule itself (schemas.objects.pod_resource_requests) for the
                 # shapes beyond plain containers, with this state's memoized quantities.
                 req, nz = pod_resource_requests(pod, self._units_of)
@@ -637,6 +683,8 @@ cdef class ClusterState:
                 nz_cpu = nz_mem = 0
                 for c in spec.get("containers") or ():
                     cont = c
+                    if "ports" in cont:
+                        has_ports = True
                     res = cont.get("resources")
                     if not res:
                         nz_cpu += DEFAULT_MILLI_CPU_REQUEST
@@ -688,16 +736,25 @@ cdef class ClusterState:
         if affinity:
             required = ((affinity.get("nodeAffinity") or {})
                         .get("requiredDuringSchedulingIgnoredDuringExecution"))
-        if required:
-            self._field_terms(required)
-        cdef str ckey = ""
-        # A pod that may not preempt is of a class of its own (core.bands.never_preempts).
+        node_name = spec.get("nodeName") if pin else None
+        # The default (PreemptLowerPriority) stays out of the key: only Never changes
+        # what the class may do.
         never = spec.get("preemptionPolicy") == "Never"
-        if node_selector or tolerations or required or node_group or never:
+        try:
+            ports = pod_host_ports(spec) if has_ports else None
+        except _MALFORMED:
+            self._anomaly("invalid_pod")
+            return -1
+        cdef str ckey = ""
+        if node_selector or tolerations or required or node_group or node_name or ports or never:
             cons = {"nodeSelector": node_selector or None, "required": required or None,
                     "tolerations": tolerations or None}
             if node_group:
                 cons["nodeGroup"] = node_group
+            if node_name:
+                cons["nodeName"] = node_name
+            if ports:
+                cons["hostPorts"] = ports
             if never:
                 cons["preemptionPolicy"] = "Never"
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
@@ -723,6 +780,7 @@ cdef class ClusterState:
             self.class_cap *= 2
             self.class_req_np = _grown(self.class_req_np, self.class_cap, self.res_cap)
             self.class_nz_np = _grown(self.class_nz_np, self.class_cap, 2)
+            self.class_flags_np = _grown(self.class_flags_np, self.class_cap)
             self._bind_views()
         self.class_nz[i, 0] = nz[0]
         self.class_nz[i, 1] = nz[1]
@@ -737,6 +795,11 @@ cdef class ClusterState:
         })
         self.class_index[key] = i
         self.n_classes = i + 1
+        self.class_ports.append(None)
+        self.class_flags[i] = 0
+        spec = self.class_specs[i]["constraints"]
+        if spec and spec.get("hostPorts"):
+            self._intern_ports(i, spec["hostPorts"])
         return i
 
     # ------------------------------------------------------------------ accounting
@@ -754,6 +817,8 @@ cdef class ClusterState:
         self.nz[n, 1] += self.class_nz[c, 1]
         self.pod_node[p] = <index_t>n
         self.version[n] += 1
+        if self.class_flags[c] & CLASS_HOST_PORTS:
+            self._ports_change(n, c, 1)
 
     cdef void _release(self, Py_ssize_t p) noexcept:
         cdef Py_ssize_t r, n = self.pod_node[p], q = self.pod_queue[p]
@@ -771,6 +836,8 @@ cdef class ClusterState:
         self.nz[n, 1] -= self.class_nz[c, 1]
         self.pod_node[p] = -1
         self.version[n] += 1
+        if self.class_flags[c] & CLASS_HOST_PORTS:
+            self._ports_change(n, c, -1)
 
     cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept:
         cdef int old = self.pod_phase[p]
@@ -854,12 +921,14 @@ cdef class ClusterState:
                 self.flags_np = _grown(self.flags_np, cap)
                 self.label_bits_np = _grown(self.label_bits_np, cap, self.label_words)
                 self.taint_bits_np = _grown(self.taint_bits_np, cap, self.taint_words)
+                self.port_bits_np = _grown(self.port_bits_np, cap, self.port_words)
                 self._bind_views()
             self.n_nodes = n + 1
             self.node_names.append(name)
             self.node_labels.append({})
             self.node_taint_list.append([])
         self.node_index[name] = n
+        self.node_gen += 1
         return n
 
     # ------------------------------------------------------------------ handlers
@@ -882,9 +951,6 @@ cdef class ClusterState:
         for k, v in labels.items():
             label_bits.append(self._label_bit(f"{k}={v}"))
             label_bits.append(self._label_bit(k))
-        named = self.label_ids.get(f"{NODE_NAME_LABEL}={name}")
-        if named is not None:  # a pod's matchFields names this node (_field_terms)
-            label_bits.append(named)
         taint_bits = [self._taint_bit(t) for t in taints]
 
         cdef Py_ssize_t n, r, b
@@ -932,6 +998,7 @@ cdef class ClusterState:
         self.flags[n] = 0
         self.version[n] += 1  # never reset: caches keyed on version stay sound on reuse
         del self.node_index[name]
+        self.node_gen += 1
         gang = self.reserved_nodes.pop(name, None)
         if gang is not None:
             self.reservations[gang].remove(name)
@@ -988,13 +1055,20 @@ cdef class ClusterState:
             queue = "default"
             gkey = None
         q = self._queue(queue)
+        # spec.nodeName: a pod bound from the outside (running there) when the node is
+        # known; else Pending, and it fits only that node (kube's NodeName filter).
+        pspec = pod.get("spec") if pod is not None else spec
+        node_name = pspec.get("nodeName") if isinstance(pspec, dict) else None
+        pinned = bool(node_name) and node_name not in self.node_index
+        if pinned:
+            class_memo = None  # the class depends on the node's presence, not the spec only
         if class_memo is not None and class_memo[0] == q:
             c = class_memo[1]
         else:
             if pod is None:
                 # What the reference aggregations read of a pod is its spec.
                 pod = {"spec": spec} if spec is not None else {}
-            c = self._class_for(pod, self.queue_meta[q].get("affinity"))
+            c = self._class_for(pod, self.queue_meta[q].get("affinity"), pinned)
             if c < 0:
                 return 0
             if class_memo is not None:
@@ -1018,13 +1092,10 @@ cdef class ClusterState:
         self.pod_node[p] = -1
         self.pod_phase[p] = PHASE_FREE
         self._set_phase(p, PHASE_PENDING)
-        if pod is not None:
-            spec = pod.get("spec") or None  # a dict if truthy: _class_for raised otherwise
-        node_name = spec.get("nodeName") if spec else None
         if node_name:
             nidx = self.node_index.get(node_name)
             if nidx is None:
-                # Running on a node we do not know: keep it Pending rather than invent one.
+                # Naming a node we do not know: Pending, placeable only there (its class).
                 self._anomaly("pod_on_unknown_node")
                 return 0
             n = nidx
@@ -1751,6 +1822,13 @@ cdef class ClusterState:
         self._check_pod(p)
         return self.pod_gang[p]
 
+    def class_preempts(self, Py_ssize_t cid) -> bool:
+        """Whether pods of class ``cid`` may evict others to fit (kube's
+        ``preemptionPolicy``: ``Never``, the pods' own or their PriorityClass's, keeps
+        them waiting instead: :func:`esched.core.bands.never_preempts`); the one question
+        the scheduling pass, gang plans, reclaim and the commit service ask."""
+        return not never_preempts(self.class_specs[cid], self.priority_classes)
+
     def class_of(self, Py_ssize_t p) -> int:
         """Equivalence class (see ``class_specs``) of the pod in slot ``p``."""
         self._check_pod(p)
@@ -2051,8 +2129,27 @@ cdef class ClusterState:
         s.pod_usage = h["pod_usage"]
         s.reservations = h.get("reservations") or {}
         s.reserved_nodes = {n: g for g, nodes in s.reservations.items() for n in nodes}
+        s.class_flags_np = np.zeros(s.class_cap, dtype=np.uint8)
+        s.class_ports = [None] * s.n_classes
+        s.port_bits_np = np.zeros((s.node_cap, s.port_words), dtype=np.uint64)
         s._bind_views()
+        s._restore_ports()
         return s
+
+    def _restore_ports(self) -> None:
+        # Host ports are derived, not serialized: the classes' ports and the bound pods.
+        cdef Py_ssize_t c, p, n
+        for c in range(self.n_classes):
+            cons = self.class_specs[c].get("constraints")
+            if cons and cons.get("hostPorts"):
+                self._intern_ports(c, cons["hostPorts"])
+        if not self.port_strs:
+            return
+        for p in range(self.n_pods):
+            n = self.pod_node[p]
+            c = self.pod_class[p]
+            if n >= 0 and self.class_flags[c] & CLASS_HOST_PORTS:
+                self._ports_change(n, c, 1)
 
     def __reduce__(self):
         return (ClusterState.from_bytes, (self.to_bytes(),))

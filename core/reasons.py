@@ -14,7 +14,7 @@ that carry older spellings (``insufficient_cpu``, ``pod_not_pending``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from esched.core._constraints import tolerates
@@ -23,6 +23,8 @@ __all__ = [
     "GANG_UNSCHEDULABLE",
     "INSUFFICIENT_GPU_DEVICES",
     "LEGACY_CODES",
+    "NODE_NAME",
+    "NODE_PORTS",
     "NODE_RESERVED",
     "NON_RESOURCE",
     "NOT_ALIVE",
@@ -42,6 +44,7 @@ __all__ = [
     "resource_text",
     "taint_text",
     "texts",
+    "unschedulable_message",
     "untolerated_taint",
 ]
 
@@ -50,12 +53,14 @@ NOT_ALIVE = 1
 UNSCHEDULABLE = 2
 SELECTOR = 4
 TAINT = 8
+NODE_NAME = 16
+NODE_PORTS = 32
 #: Bit index of resource column 0 (``bits >> RESOURCE_SHIFT``: the resource bits).
 RESOURCE_SHIFT = 8
 #: Resource columns with a bit of their own; columns beyond share the last bit.
 RESOURCE_BITS = 56
 #: Every bit that is not a resource's.
-NON_RESOURCE = NOT_ALIVE | UNSCHEDULABLE | SELECTOR | TAINT
+NON_RESOURCE = NOT_ALIVE | UNSCHEDULABLE | SELECTOR | TAINT | NODE_NAME | NODE_PORTS
 
 #: Bit -> kube-scheduler's message, then its event code.
 _TABLE = {
@@ -63,6 +68,8 @@ _TABLE = {
     UNSCHEDULABLE: ("node(s) were unschedulable", "NodeUnschedulable"),
     SELECTOR: ("node(s) didn't match Pod's node affinity/selector", "NodeAffinity"),
     TAINT: ("node(s) had untolerated taint", "TaintToleration"),
+    NODE_NAME: ("node(s) didn't match the requested node name", "NodeName"),
+    NODE_PORTS: ("node(s) didn't have free ports for the requested pod ports", "NodePorts"),
 }
 #: Bit -> kube-scheduler's message, for the bits below RESOURCE_SHIFT.
 TEXTS = {bit: text for bit, (text, _) in _TABLE.items()}
@@ -83,6 +90,12 @@ NODE_RESERVED = "NodeReserved"
 GANG_UNSCHEDULABLE = "GangUnschedulable"
 #: The cluster has no node at all.
 NO_NODES = "NoNodes"
+#: The scheduling pass's own codes (no feasibility bit) -> their words.
+_PASS_TEXTS = {
+    NODE_RESERVED: "node(s) were reserved for another gang",
+    INSUFFICIENT_GPU_DEVICES: "node(s) had no GPU device with room",
+    NO_NODES: "no nodes available to schedule pods",
+}
 
 
 def resource_bit(col: int) -> int:
@@ -183,12 +196,14 @@ def canonical_code(code: str) -> str:
 
 def reason_text(code: str) -> str:
     """kube's message for a code of this table (``Insufficient.cpu`` -> ``Insufficient
-    cpu``, ``TaintToleration`` -> ``node(s) had untolerated taint``); another code as is."""
+    cpu``, ``TaintToleration`` -> ``node(s) had untolerated taint``), the scheduling
+    pass's own codes in words (``NodeReserved``); another code as is. The inverse of
+    :func:`reason_code`."""
     if code == _TOO_MANY_PODS[1]:
         return _TOO_MANY_PODS[0]
     if code.startswith("Insufficient."):
         return _INSUFFICIENT + code[len("Insufficient.") :]
-    return _TEXTS_BY_CODE.get(code, code)
+    return _TEXTS_BY_CODE.get(code) or _PASS_TEXTS.get(code, code)
 
 
 def reason_code(text: str) -> str:
@@ -208,3 +223,13 @@ def reason_code(text: str) -> str:
         return "Insufficient." + text[len(_INSUFFICIENT) :].replace(" ", "_")
     cleaned = "".join(c if c.isalnum() or c in "_./:-" else "_" for c in text).strip("_")
     return cleaned if cleaned[:1].isalpha() else f"R{cleaned}"
+
+
+def unschedulable_message(n_nodes: int, reasons: Mapping[str, int], extra: str = "") -> str:
+    """kube-scheduler's FitError message from counts of nodes per reason code:
+    ``0/5 nodes are available: 2 node(s) had untolerated taint, 3 Insufficient cpu.``
+    (each "count text", sorted as strings, as kube's sortReasonsHistogram), then
+    ``extra`` (kube's PostFilter message, e.g. why preemption did not help)."""
+    parts = sorted(f"{count} {reason_text(code)}" for code, count in reasons.items())
+    message = f"0/{n_nodes} nodes are available: {', '.join(parts)}."
+    return f"{message} {extra}" if extra else message

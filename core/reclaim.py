@@ -396,6 +396,8 @@ def plan_reclaim(
     if not may_reclaim(state, qname, view):
         return None
     cid = state.class_of(idx)
+    if not state.class_preempts(cid):
+        return None  # preemptionPolicy: Never evicts nobody, reclaim included
     need = np.asarray(state.class_requests()[cid], dtype=np.int64)
     overlay = _Overlay(state, view, q)
     if not overlay.by_node:
@@ -435,6 +437,8 @@ def plan_gang_reclaim(
     need_members = max(1, state.gang_min_of(g) - state.gang_count(g, PHASE_RUNNING))
     if len(pending) < need_members:
         return None
+    if not all(state.class_preempts(state.class_of(p)) for p in pending):
+        return None  # preemptionPolicy: Never on a member (the commit check's rule)
     view = view if view is not None else queue_view(state)
     q = state.queue_of(pending[0])
     qname = state.queue_names[q]

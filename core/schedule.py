@@ -34,7 +34,7 @@ import numpy as np
 from esched.core._devices import DeviceTable, GangDevices
 from esched.core._placer import Placer
 from esched.core._state import ClusterState
-from esched.core.bands import BandConfig, never_preempts
+from esched.core.bands import BandConfig
 from esched.core.phases import PHASE_PENDING
 from esched.core.reasons import reason_code, resource_text
 
@@ -363,9 +363,8 @@ class SchedulingPass:
 
     def _never_preempts(self, cid: int) -> bool:
         """Whether pods of class ``cid`` may not preempt (``preemptionPolicy: Never``,
-        their own or their PriorityClass's: :func:`~esched.core.bands.never_preempts`)."""
-        st = self.state
-        return never_preempts(st.class_specs[cid], st.priority_classes)
+        their own or their PriorityClass's: ``ClusterState.class_preempts``)."""
+        return not self.state.class_preempts(cid)
 
     def _asks_devices(self, pods: list[str]) -> bool:
         """Whether, under the device model, one of ``pods`` asks for GPU devices."""

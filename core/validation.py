@@ -17,11 +17,13 @@ import numpy as np
 from esched.core import reasons
 from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core._state import ClusterState
-from esched.core.bands import Band, BandConfig, may_preempt, never_preempts
+from esched.core.bands import Band, BandConfig, may_preempt
 from esched.core.devices import DeviceLedger
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING, PHASES
 from esched.core.queues import QueueSpec, QueueTree
 from esched.core.reasons import (
+    NODE_NAME,
+    NODE_PORTS,
     NOT_ALIVE,
     SELECTOR,
     TAINT,
@@ -81,7 +83,9 @@ QUEUE_CAPABILITY = "QueueCapability"
 #: A GPU device the binding names lacks room (or the node has no such device).
 DEVICE_UNAVAILABLE = reasons.INSUFFICIENT_GPU_DEVICES  # the pass's code for it
 #: Constraint bit -> its rejection code (the unschedulable reports' code of the bit).
-CONSTRAINT_CODES = {bit: constraint_code(bit) for bit in (UNSCHEDULABLE, SELECTOR, TAINT)}
+CONSTRAINT_CODES = {
+    bit: constraint_code(bit) for bit in (UNSCHEDULABLE, SELECTOR, TAINT, NODE_NAME, NODE_PORTS)
+}
 #: Reason code -> what it means (``Insufficient.<resource>`` is open-ended).
 REASONS = {
     MALFORMED: "the proposal contradicts itself (same pod twice, pod outside its gang)",
@@ -94,6 +98,8 @@ REASONS = {
     CONSTRAINT_CODES[UNSCHEDULABLE]: "the node is unschedulable (cordoned)",
     CONSTRAINT_CODES[SELECTOR]: "the node does not match the pod's node selector / affinity",
     CONSTRAINT_CODES[TAINT]: "the node has a taint the pod does not tolerate",
+    CONSTRAINT_CODES[NODE_NAME]: "the pod's spec.nodeName names another node",
+    CONSTRAINT_CODES[NODE_PORTS]: "a host port the pod asks for is taken on the node",
     GANG_UNKNOWN: "the proposal names a gang (PodGroup) the log does not have",
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
     VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "
@@ -102,7 +108,8 @@ REASONS = {
     "reclaiming queue, would fall below its guarantee, or (equal "
     "priorities) the reclaiming queue is not below its fair share or the "
     "victim's would fall below its own",
-    PREEMPTION_ILLEGAL: "a victim's band is not strictly lower than the preemptor's, or both "
+    PREEMPTION_ILLEGAL: "the preemptor's preemptionPolicy is Never, or a victim's band is not "
+    "strictly lower than the preemptor's, or both "
     "are prod (Borg: prod never preempts prod)",
     VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
     "is evicted whole or not at all",
@@ -252,17 +259,16 @@ class Validator:
             return Verdict(False, MALFORMED, "the same victim appears twice", pods), freed, by_gang
         if not all(p in st.pod_index for p in pods):
             return None, freed, by_gang  # the bindings' check names the unknown pod
+        never = [p for p in pods if not st.class_preempts(st.class_of(st.pod_index[p]))]
+        if never:
+            # kube's preemptionPolicy: Never, the pod's own or its PriorityClass's (a
+            # gang evicts only if every member may; Volcano's reclaim skips them too).
+            text = f"{', '.join(never)} may not preempt: its preemptionPolicy is Never"
+            return Verdict(False, PREEMPTION_ILLEGAL, text, pods), freed, by_gang
         # A gang is as strong as its weakest member.
         preemptor = min(self.band_of_pod(st.pod_index[p]) for p in pods)
         own = set(pods)
         reclaim = bool(data.get("reclaim"))
-        if not reclaim:
-            for p in pods:
-                if never_preempts(
-                    st.class_specs[st.class_of(st.pod_index[p])], st.priority_classes
-                ):
-                    text = f"{p} may not preempt: its preemptionPolicy is Never"
-                    return Verdict(False, PREEMPTION_ILLEGAL, text, pods), freed, by_gang
         if reclaim:
             # Volcano's reclaim: legality is the queues' (fair shares, reclaimable,
             # guarantees), not the bands'; for one pod or one gang's members (one queue).

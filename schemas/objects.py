@@ -19,13 +19,14 @@ __all__ = [
     "DEFAULT_MILLI_CPU_REQUEST",
     "GANG_ANNOTATIONS",
     "NODE_NAME_FIELD",
-    "NODE_NAME_LABEL",
     "QUEUE_ANNOTATION",
     "gang_key",
     "global_default_class",
     "node_allocatable",
     "nonzero_requests",
     "object_key",
+    "pod_host_ports",
+    "pod_level_resource",
     "pod_limits",
     "pod_priority",
     "pod_queue",
@@ -41,9 +42,6 @@ DEFAULT_QUEUE = "default"
 #: The field a node affinity's ``matchFields`` may name (kube: ``metav1.ObjectNameField``,
 #: the only field it supports); a DaemonSet's pods name their node by it.
 NODE_NAME_FIELD = "metadata.name"
-#: The label the fold interns a node's name under, for ``matchFields metadata.name``
-#: (``:`` cannot occur in a label key, so no real label collides).
-NODE_NAME_LABEL = "field:metadata.name"
 
 #: Kubernetes' built-in priority classes; others resolve to ``spec.priority``.
 BUILTIN_PRIORITY_CLASSES = {
@@ -75,14 +73,25 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 #: Pod spec fields besides ``containers`` that :func:`pod_resource_requests` takes
-#: into account. A pod with none of them set is a plain sum over its containers: the
-#: fold inlines that case (``core/_state.pyx``), so a new field (pod-level resources,
-#: say) goes here as well as into the aggregation.
-AGGREGATED_SPEC_FIELDS = ("initContainers", "overhead")
+#: into account (init and sidecar containers, overhead, pod-level resources). A pod
+#: with none of them set is a plain sum over its containers: the fold inlines that
+#: case (``core/_state.pyx``), so a new field goes here as well as into the aggregation.
+AGGREGATED_SPEC_FIELDS = ("initContainers", "overhead", "resources")
+
+#: Resources ``spec.resources`` (pod-level resources) may set, as kube's
+#: IsSupportedPodLevelResource: cpu, memory and ``hugepages-<size>``; others there are
+#: ignored (the containers' sum stands).
+POD_LEVEL_RESOURCES = ("cpu", "memory")
+HUGEPAGES_PREFIX = "hugepages-"
 
 #: ``units(resource, value, field) -> base units``: :func:`to_base_units`, or a
 #: memoized equivalent (the fold's).
 Units = Callable[[str, Any, str], int]
+
+
+def pod_level_resource(name: str) -> bool:
+    """Whether ``spec.resources`` may set ``name`` (kube's IsSupportedPodLevelResource)."""
+    return name in POD_LEVEL_RESOURCES or name.startswith(HUGEPAGES_PREFIX)
 
 
 class PodRequests(NamedTuple):
@@ -116,10 +125,25 @@ def _container(
     return out, out.get("cpu", DEFAULT_MILLI_CPU_REQUEST), out.get("memory", DEFAULT_MEMORY_REQUEST)
 
 
+def _add(into: dict[str, int], one: dict[str, int]) -> None:
+    for name, u in one.items():
+        into[name] = into.get(name, 0) + u
+
+
+def _max(into: dict[str, int], one: dict[str, int]) -> None:
+    for name, u in one.items():
+        if u > into.get(name, 0):
+            into[name] = u
+
+
 def _walk(pod: dict[str, Any], kind: str, units: Units) -> tuple[dict[str, int], int, int]:
-    # The one aggregation (kube's PodRequests / GetNonzeroRequests): sum over
-    # containers, max with each init container (they run one at a time before the
-    # app containers), plus spec.overhead.
+    # The one aggregation (component-helpers resource.PodRequests / PodLimits): the sum
+    # over containers and sidecars (init containers with restartPolicy Always, which
+    # run beside them), max with each init container plus the sidecars started before
+    # it (they run one at a time, in order); pod-level resources (spec.resources)
+    # replace the result for the resources they set; plus spec.overhead. The non-zero
+    # cpu and memory (scoring) follow the same sums with per-container defaults; with
+    # pod-level requests they are the requests themselves (kube's PodInfo: no defaults).
     spec = pod.get("spec") or {}
     total: dict[str, int] = {}
     cpu = mem = 0
@@ -129,13 +153,50 @@ def _walk(pod: dict[str, Any], kind: str, units: Units) -> tuple[dict[str, int],
             total[name] = total.get(name, 0) + u
         cpu += c_cpu
         mem += c_mem
-    for i, c in enumerate(spec.get("initContainers") or ()):
-        one, c_cpu, c_mem = _container(c, f"spec.initContainers[{i}]", kind, units)
-        for name, u in one.items():
-            if u > total.get(name, 0):
-                total[name] = u
-        cpu = max(cpu, c_cpu)
-        mem = max(mem, c_mem)
+    init = spec.get("initContainers")
+    if init:
+        init_max: dict[str, int] = {}
+        sidecars: dict[str, int] = {}
+        side_cpu = side_mem = init_cpu = init_mem = 0
+        for i, c in enumerate(init):
+            one, c_cpu, c_mem = _container(c, f"spec.initContainers[{i}]", kind, units)
+            if c.get("restartPolicy") == "Always":
+                _add(total, one)
+                cpu += c_cpu
+                mem += c_mem
+                _add(sidecars, one)
+                side_cpu += c_cpu
+                side_mem += c_mem
+                _max(init_max, sidecars)
+                init_cpu = max(init_cpu, side_cpu)
+                init_mem = max(init_mem, side_mem)
+            else:
+                running = dict(one)
+                _add(running, sidecars)
+                _max(init_max, running)
+                init_cpu = max(init_cpu, c_cpu + side_cpu)
+                init_mem = max(init_mem, c_mem + side_mem)
+        _max(total, init_max)
+        cpu = max(cpu, init_cpu)
+        mem = max(mem, init_mem)
+    pod_level = spec.get("resources")
+    if pod_level:
+        level: dict[str, int] = {}
+        for name, value in (pod_level.get(kind) or {}).items():
+            if pod_level_resource(name):
+                level[name] = units(name, value, f"spec.resources.{kind}.{name}")
+        limits = (pod_level.get("limits") or {}) if kind == "requests" else {}
+        defaulted = False
+        for name, value in limits.items():
+            # API defaulting (defaultPodRequests): with pod-level limits, pod-level
+            # requests default to the containers' sum, else to the limit.
+            if pod_level_resource(name):
+                defaulted = True
+                if name not in level and name not in total:
+                    level[name] = units(name, value, f"spec.resources.limits.{name}")
+        total.update(level)
+        if kind == "requests" and (level or defaulted):
+            cpu, mem = total.get("cpu", 0), total.get("memory", 0)
     for name, value in (spec.get("overhead") or {}).items():
         u = units(name, value, f"spec.overhead.{name}")
         total[name] = total.get(name, 0) + u
@@ -149,8 +210,12 @@ def _walk(pod: dict[str, Any], kind: str, units: Units) -> tuple[dict[str, int],
 def pod_resource_requests(pod: dict[str, Any], units: Units = to_base_units) -> PodRequests:
     """The rule for a pod's requests, fit and scoring in one walk of its containers.
 
-    Fit: sum over containers, max with each init container, plus ``spec.overhead``;
-    a resource with only a limit is requested at the limit; plus ``pods: 1``, which
+    Fit, as kube's ``resource.PodRequests``: sum over containers and sidecar
+    containers (init containers with ``restartPolicy: Always``), max with each init
+    container plus the sidecars started before it; pod-level ``spec.resources``
+    requests (cpu, memory, hugepages) replace the sum for those resources; plus
+    ``spec.overhead``; a resource with only a limit is requested at the limit; plus
+    ``pods: 1``, which
     makes the node's pod-count limit an ordinary resource dimension. Scoring
     (NodeResourcesFit strategies, ``pkg/scheduler/util.GetNonzeroRequests``) is the
     same aggregation of cpu and memory, with non-zero defaults per container.
@@ -177,6 +242,29 @@ def nonzero_requests(pod: dict[str, Any]) -> tuple[int, int]:
 def pod_limits(pod: dict[str, Any]) -> dict[str, int]:
     """Effective limits (same aggregation as requests), without ``pods``."""
     return _walk(pod, "limits", to_base_units)[0]
+
+
+#: kube's DefaultBindAllHostIP: a host port on every address of the node.
+BIND_ALL_HOST_IP = "0.0.0.0"
+
+
+def pod_host_ports(spec: dict[str, Any]) -> list[list[Any]]:
+    """The host ports a pod spec binds on its node, ``[hostIP, protocol, hostPort]``
+    sorted and unique (kube's ``GetHostPorts`` with ``HostPortInfo.sanitize``): the
+    containers' and the sidecars' (init containers with ``restartPolicy: Always``)
+    ``ports[]`` with a ``hostPort``; ``hostIP`` defaults to 0.0.0.0, ``protocol`` to
+    TCP."""
+    out: set[tuple[str, str, int]] = set()
+    containers = list(spec.get("containers") or ())
+    init = spec.get("initContainers") or ()
+    containers += [c for c in init if c.get("restartPolicy") == "Always"]
+    for c in containers:
+        for port in c.get("ports") or ():
+            host_port = port.get("hostPort") or 0
+            if host_port > 0:
+                ip = port.get("hostIP") or BIND_ALL_HOST_IP
+                out.add((ip, port.get("protocol") or "TCP", int(host_port)))
+    return [list(t) for t in sorted(out)]
 
 
 def gang_key(pod: dict[str, Any]) -> str | None:

@@ -39,6 +39,7 @@ __all__ = [
     "REASONS",
     "SCHEMA_BASE_URI",
     "TIME_WINDOW",
+    "UNSUPPORTED_POD_FIELDS",
     "InvalidEvent",
     "bench_validate",
     "check_quantities",
@@ -49,7 +50,16 @@ __all__ = [
 ]
 
 #: Closed vocabulary of rejection reasons (dead-letter records and metrics use it).
-REASONS = ("oversize", "not_json", "not_object", "envelope", "unknown_type", "schema", "quantity")
+REASONS = (
+    "oversize",
+    "not_json",
+    "not_object",
+    "envelope",
+    "unknown_type",
+    "schema",
+    "quantity",
+    "unsupported",
+)
 #: Largest accepted event, in bytes of the serialized message (Kafka's default is 1 MiB).
 MAX_EVENT_BYTES = 1_048_576
 #: The event times accepted (``time``, as UTC): a time outside is a producer's bug
@@ -752,8 +762,48 @@ def _check_rules(spec: dict[str, Any]) -> None:
 _DEFAULTS_PER_CONTAINER = 200 * 1024 * 1024 + 100
 
 
+#: Pod fields that change where kube-scheduler may place a pod and that esched does
+#: not implement: field -> (kube plugin, what). A pod setting one is refused (reason
+#: ``unsupported``, dead-lettered by ingest) rather than placed as if it were absent.
+UNSUPPORTED_POD_FIELDS = {
+    "spec.affinity.podAffinity": ("InterPodAffinity", "inter-pod affinity"),
+    "spec.affinity.podAntiAffinity": ("InterPodAffinity", "inter-pod anti-affinity"),
+    "spec.topologySpreadConstraints": ("PodTopologySpread", "topology spread constraints"),
+    "spec.resourceClaims": ("DynamicResources", "DRA resource claims"),
+    # Until a pod update can lift them (kube's SchedulingGates: the pod waits).
+    "spec.schedulingGates": ("SchedulingGates", "scheduling gates"),
+    "spec.volumes[].persistentVolumeClaim": ("VolumeBinding", "volumes of persistent claims"),
+    "spec.volumes[].ephemeral": ("VolumeBinding", "generic ephemeral volumes"),
+}
+
+
+def _refused_field(field: str, path: str) -> InvalidEvent:
+    plugin, what = UNSUPPORTED_POD_FIELDS[field]
+    return InvalidEvent(
+        "unsupported",
+        f"data.{path}: {what} ({plugin}) not implemented by esched; the pod is refused "
+        "rather than placed ignoring them",
+        f"data.{path}",
+    )
+
+
+def _check_refused_fields(spec: dict[str, Any]) -> None:
+    affinity = spec.get("affinity") or {}
+    for key in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(key):
+            raise _refused_field(f"spec.affinity.{key}", f"spec.affinity.{key}")
+    for key in ("topologySpreadConstraints", "resourceClaims", "schedulingGates"):
+        if spec.get(key):
+            raise _refused_field(f"spec.{key}", f"spec.{key}")
+    for i, volume in enumerate(spec.get("volumes") or ()):
+        for key in ("persistentVolumeClaim", "ephemeral"):
+            if isinstance(volume, dict) and key in volume:
+                raise _refused_field(f"spec.volumes[].{key}", f"spec.volumes[{i}].{key}")
+
+
 def _check_pod(data: dict[str, Any]) -> None:
     spec = data["spec"]
+    _check_refused_fields(spec)
     if spec.get("tolerations") or spec.get("affinity"):
         _check_rules(spec)
     total = _containers(spec["containers"], "data.spec.containers")
@@ -761,6 +811,12 @@ def _check_pod(data: dict[str, Any]) -> None:
         total += _containers(spec["initContainers"], "data.spec.initContainers")
     if spec.get("overhead"):
         total += sum(_resource_list(spec["overhead"], "data.spec.overhead").values())
+    pod_level = spec.get("resources")
+    if pod_level:
+        for kind in ("requests", "limits"):
+            if pod_level.get(kind):
+                res = _resource_list(pod_level[kind], f"data.spec.resources.{kind}")
+                total += sum(res.values())
     # Every total the fold derives is at most the sum of all quantities plus the
     # scoring defaults (0.1 cpu, 200 MiB per container): only a pod near the limit
     # pays for the exact walk.

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from esched.core.reasons import reason_text
+from esched.core.reasons import unschedulable_message
 from esched.schemas.events import (
     GANG,
     GANG_RESERVED,
@@ -77,9 +77,7 @@ class _Reports(_Claims):
         now = datetime.now(UTC)
         events = []
         for pod, (position, reasons, extra, judged_at) in pods.items():
-            # kube's FitError: "<count> <message>" per reason, sorted as strings.
-            detail = ", ".join(sorted(f"{v} {reason_text(k)}" for k, v in reasons.items()))
-            message = f"0/{n_nodes} nodes are available: {detail}." + (f" {extra}" if extra else "")
+            message = unschedulable_message(n_nodes, reasons, extra)
             # position: the state the verdict was reached on (not the fold's position
             # now), so the dispatcher can tell whether capacity freed after it: no lost
             # wake-ups.

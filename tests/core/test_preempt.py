@@ -310,3 +310,45 @@ def test_one_reservation_at_a_time():
     _reserve(log, "ns/a", "n1")
     _reserve(log, "ns/b", "n2")  # a second replica's, later in the log: ignored
     assert s.reservations == {"ns/a": ["n1"]} and s.anomalies["reserve_busy"] == 1
+
+
+# kube's preemptionPolicy: defaultpreemption/default_preemption.go PodEligibleToPreemptOthers
+# ("not eligible due to preemptionPolicy=Never"), default_preemption_test.go
+# TestPodEligibleToPreemptOthers "Pod with PreemptNever preemption policy"; the same
+# legality as test_legality's first case otherwise. (policy, eligible)
+@pytest.mark.parametrize(
+    ("policy", "eligible"),
+    [(None, True), ("PreemptLowerPriority", True), ("Never", False)],
+)
+def test_preemption_policy_never_never_preempts(policy, eligible):
+    s, log = cluster(node("n1", cpu="2"))
+    running(log, "v", "n1", BATCH, cpu="2")
+    extra = {"preemptionPolicy": policy} if policy else {}
+    key = pending(log, "new", PROD, **extra)
+    p = Placer(s)
+    assert p.place(key) is None
+    plan = p.plan_preemption(key)
+    assert (plan is not None) == eligible
+    assert s.class_preempts(s.class_of(s.pod_index[key])) == eligible
+
+
+def test_a_never_pod_waits_in_the_scheduling_pass_and_the_commit_refuses_its_victims():
+    from esched.core.schedule import PassConfig, SchedulingPass, Target
+    from esched.core.validation import PREEMPTION_ILLEGAL, Validator
+
+    s, log = cluster(node("n1", cpu="2"))
+    running(log, "v", "n1", BATCH, cpu="2")
+    key = pending(log, "new", PROD, preemptionPolicy="Never")
+    out = SchedulingPass(s, Placer(s), PassConfig()).run([Target("pod", key, s.position)])
+    assert not out.placements and key in out.unschedulable
+    # A proposal that evicts for it anyway (a replica that ignored the policy).
+    proposal = {
+        "proposal": "p1",
+        "replica": "r",
+        "position": s.position,
+        "gang": None,
+        "bindings": [{"pod": key, "node": "n1", "resources": {"cpu": 1000, "memory": 1 << 30}}],
+        "victims": [{"pod": "ns/v", "node": "n1"}],
+    }
+    verdict = Validator(s).check(proposal)
+    assert not verdict.ok and verdict.reason == PREEMPTION_ILLEGAL

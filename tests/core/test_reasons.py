@@ -15,6 +15,7 @@ from esched.core.reasons import (
     resource_text,
     taint_text,
     texts,
+    unschedulable_message,
     untolerated_taint,
 )
 
@@ -46,6 +47,8 @@ def test_codes_derive_from_the_messages():
         "NodeUnschedulable",
         "NodeAffinity",
         "TaintToleration",
+        "NodeName",
+        "NodePorts",
     ]
     assert reason_code(resource_text("cpu")) == "Insufficient.cpu"
     assert reason_code(resource_text("pods")) == "TooManyPods"
@@ -135,3 +138,22 @@ def test_a_code_gives_back_kubes_message():
         assert reason_text(reason_code(text)) == text
     assert reason_text("Insufficient.nvidia.com/gpu") == "Insufficient nvidia.com/gpu"
     assert reason_text("GangUnschedulable") == "GangUnschedulable"  # not kube's: as is
+
+
+def test_the_unschedulable_message_is_kubes_fit_error():
+    # kube's FitError.Error() (pkg/scheduler/framework/types.go): "0/N nodes are
+    # available: " + each "count reason" sorted as strings, joined by ", ", then ".".
+    reasons_ = {"Insufficient.cpu": 3, "TaintToleration": 2, "NodePorts": 1, "NodeName": 4}
+    assert unschedulable_message(10, reasons_) == (
+        "0/10 nodes are available: 1 node(s) didn't have free ports for the requested pod "
+        "ports, 2 node(s) had untolerated taint, 3 Insufficient cpu, "
+        "4 node(s) didn't match the requested node name."
+    )
+    assert unschedulable_message(1, {"TooManyPods": 1}, "preemption: not helpful.") == (
+        "0/1 nodes are available: 1 Too many pods. preemption: not helpful."
+    )
+    # every code the table or the pass gives reads back as words
+    for text in reasons.TEXTS.values():
+        assert reason_text(reason_code(text)) == text
+    assert reason_text("Insufficient.nvidia.com/gpu") == "Insufficient nvidia.com/gpu"
+    assert reason_text("NodeReserved") == "node(s) were reserved for another gang"

@@ -209,3 +209,13 @@ def test_a_higher_priority_queue_still_keeps_off_a_guarantee():
     )
     assert victims_legal(s, "ns/b0", ["ns/a0"]) is None
     assert "guarantee" in victims_legal(s, "ns/b0", ["ns/a0", "ns/a1"])
+
+
+def test_a_pod_with_preemption_policy_never_reclaims_nothing():
+    # Volcano's reclaim action skips such tasks ("cannot preempt (policy Never)"), as
+    # kube's DefaultPreemption does.
+    s, log = busy_cluster(prio={0: 50, 1: 10, 2: 30, 3: 40})
+    never = pod("b9", cpu="1", memory="1Gi", queue="b", preemptionPolicy="Never")
+    log(EV.POD_SUBMITTED, never)
+    assert plan_reclaim(s, Placer(s), "ns/b9") is None
+    assert plan_reclaim(s, Placer(s), "ns/b0") is not None

@@ -252,6 +252,16 @@ def test_schema_errors_name_the_field(mutate, field: str, words: str) -> None:  
             "data.spec.overhead.cpu",
         ),
         (
+            "esched.pod.submitted",
+            lambda d: d["spec"].update(resources={"requests": {"memory": "2 Gi"}}),
+            "data.spec.resources.requests.memory",
+        ),
+        (
+            "esched.pod.submitted",
+            lambda d: d["spec"].update(resources={"limits": {"cpu": "-1"}}),
+            "data.spec.resources.limits.cpu",
+        ),
+        (
             "esched.node.added",
             lambda d: d["status"]["allocatable"].update(memory="lots"),
             "data.status.allocatable.memory",
@@ -316,6 +326,20 @@ def test_every_reason_is_reachable() -> None:
         reject(
             orjson.dumps(
                 event(
+                    "esched.pod.submitted",
+                    data={
+                        "metadata": {"name": "p"},
+                        "spec": {
+                            "containers": [{"name": "c"}],
+                            "topologySpreadConstraints": [{"maxSkew": 1}],
+                        },
+                    },
+                )
+            )
+        ).reason,
+        reject(
+            orjson.dumps(
+                event(
                     "esched.node.added",
                     data={"metadata": {"name": "n"}, "status": {"capacity": {"cpu": "-1"}}},
                 )
@@ -357,3 +381,75 @@ def test_bench_validate_reports_rates() -> None:
     assert result["events"] == 200
     assert result["events_per_s"] > 0 and result["parse_events_per_s"] > 0
     assert result["us_per_event"] > 0 and result["pod_us"] > 0
+
+
+# Pod fields that change placement and that esched does not honour are refused, never
+# accepted and ignored (docs/scheduling.md, "Refused pod fields"): one case per field.
+_UNSUPPORTED = [
+    (
+        lambda s: s["affinity"].update(
+            podAffinity={
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "db"}}}
+                ]
+            }
+        ),
+        "data.spec.affinity.podAffinity",
+    ),
+    (
+        lambda s: s["affinity"].update(
+            podAntiAffinity={
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}
+                ]
+            }
+        ),
+        "data.spec.affinity.podAntiAffinity",
+    ),
+    (
+        lambda s: s.update(
+            topologySpreadConstraints=[
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
+            ]
+        ),
+        "data.spec.topologySpreadConstraints",
+    ),
+    (
+        lambda s: s.update(resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-0"}]),
+        "data.spec.resourceClaims",
+    ),
+    (
+        lambda s: s.update(schedulingGates=[{"name": "example.com/quota"}]),
+        "data.spec.schedulingGates",
+    ),
+    (
+        lambda s: s.update(
+            volumes=[{"name": "tmp", "emptyDir": {}}, {"name": "d", "persistentVolumeClaim": {}}]
+        ),
+        "data.spec.volumes[1].persistentVolumeClaim",
+    ),
+    (
+        lambda s: s.update(volumes=[{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]),
+        "data.spec.volumes[0].ephemeral",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mutate", "field"), _UNSUPPORTED)
+def test_pod_fields_esched_does_not_honour_are_refused_with_the_field(mutate, field) -> None:
+    e = event("esched.pod.submitted")
+    mutate(e["data"]["spec"])
+    with pytest.raises(InvalidEvent) as info:
+        validate_event(e)
+    assert info.value.reason == "unsupported" and info.value.field == field
+
+
+def test_volumes_that_do_not_bind_claims_are_accepted() -> None:
+    # emptyDir, configMap, secret, hostPath, downwardAPI: no scheduling constraint in kube.
+    e = event("esched.pod.submitted")
+    e["data"]["spec"]["volumes"] = [
+        {"name": "a", "emptyDir": {}},
+        {"name": "b", "configMap": {"name": "cm"}},
+        {"name": "c", "secret": {"secretName": "s"}},
+    ]
+    assert validate_event(e) is e
