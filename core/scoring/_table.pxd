@@ -83,6 +83,19 @@ cdef inline score_fn kernel_of(int kind) noexcept nogil:
     return score_nothing
 
 
+cdef inline score_t score(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    """Plugin s's score: its kernel (what s.fn points to), by a branch on the kind so
+    the common kernels inline into the node loops (a call per node and plugin costs
+    as much as a kernel); the others through s.fn."""
+    if s.kind == PLUGIN_MOST_ALLOCATED:
+        return _most_allocated(s, x)
+    if s.kind == PLUGIN_LEAST_ALLOCATED:
+        return _least_allocated(s, x)
+    if s.kind == PLUGIN_BALANCED_ALLOCATION:
+        return _balanced_allocation(s, x)
+    return s.fn(s, x)
+
+
 cdef inline score_t score_inv(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
     """Plugin s's score from ScoreInput.inv: its kernel's reciprocal variant where it has
     one (the same scores, no division in the common case), else its kernel (s.fn).
