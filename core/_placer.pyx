@@ -121,11 +121,13 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_PYTHON,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PluginSpec,
+    ScoreInput,
+    div_by_cap,
     floor_div,
 )
 from esched.core.scoring._requested_to_capacity_ratio cimport broken_linear
-from esched.core.scoring._gather cimport kernel_total, plugin_kernel
-from esched.core.scoring._table cimport kernel_of
+from esched.core.scoring._gather cimport kernel_total, kernel_total_inv, plugin_kernel
+from esched.core.scoring._table cimport kernel_of, score_inv
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 
@@ -257,6 +259,18 @@ cdef void _score_block(const PluginSpec* specs, int n_specs, const ClassView* v,
             buf[i] = ESCHED_FB_INFEASIBLE
         else:
             buf[i] = <int32_t>kernel_total(specs, n_specs, v, n)
+
+
+cdef inline int32_t _score_one_inv(const PluginSpec* specs, int n_specs, const ClassView* v,
+                                   Py_ssize_t n, const double* inv) noexcept nogil:
+    """_score_block of the single node n for the fused profile, ``inv`` its reciprocal
+    capacities (cpu, memory): the kernels' reciprocal variants, no division in the
+    common case, the same scores (the cache's few-stale rescoring)."""
+    if not (v.flags[n] & NODE_ALIVE):
+        return ESCHED_FB_DEAD
+    if not fits(v, n):
+        return ESCHED_FB_INFEASIBLE
+    return <int32_t>kernel_total_inv(specs, n_specs, v, n, inv)
 
 
 cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView* v,
@@ -1048,8 +1062,10 @@ cdef class Placer:
                         if E[n] != (ver[n] | epoch):
                             few[n_few] = n
                             n_few += 1
-                            # one node: the scalar pass (same scores) is cheaper
-                            _score_block(self.specs, self.n_specs, v, n, 1, S + n)
+                            # one node: the scalar pass (same scores) is cheaper,
+                            # through the reciprocals the vectorized kernel keeps
+                            S[n] = _score_one_inv(self.specs, self.n_specs, v, n,
+                                                  &self.inv[n, 0])
                             if n_few == n_stale:
                                 break
                 elif n_stale > FEW_STALE:
@@ -1771,6 +1787,37 @@ cdef class Placer:
 def _py_floor_div(long long a, long long b) -> int:
     """``a // b`` through the kernels' division (a >= 0, b > 0)."""
     return floor_div(a, b)
+
+
+def _py_div_by_cap(long long num, long long cap) -> int:
+    """``num // cap`` through the kernels' reciprocal division (num >= 0, cap > 0)."""
+    return div_by_cap(num, cap, 1.0 / <double>cap)
+
+
+_PY_KINDS = {
+    "LeastAllocated": PLUGIN_LEAST_ALLOCATED,
+    "MostAllocated": PLUGIN_MOST_ALLOCATED,
+    "BalancedAllocation": PLUGIN_BALANCED_ALLOCATION,
+}
+
+
+def _py_kernel_and_inv(str kind, requested, allocatable, weights) -> tuple[int, int]:
+    """A kernel on explicit vectors, and its reciprocal variant (ScoreInput.inv) on them."""
+    cdef PluginSpec s
+    cdef ScoreInput x
+    cdef units_t r[MAX_PLUGIN_RES]
+    cdef units_t a[MAX_PLUGIN_RES]
+    cdef double inv[MAX_PLUGIN_RES]
+    s.kind = _PY_KINDS[kind]
+    s.n_res = len(requested)
+    for i in range(s.n_res):
+        r[i], a[i], s.res_weight[i] = requested[i], allocatable[i], weights[i]
+        inv[i] = 1.0 / <double>a[i] if a[i] != 0 else 0.0
+    x.requested = r
+    x.allocatable = a
+    x.inv = inv
+    s.fn = kernel_of(s.kind)
+    return s.fn(&s, &x), score_inv(&s, &x)
 
 
 def _py_broken_linear(long long p, points) -> int:

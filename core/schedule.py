@@ -2,7 +2,9 @@
 
 Given the folded :class:`~esched.core.ClusterState`, a :class:`~esched.core.Placer`
 on it and an ordered list of pending :class:`Target` s (pods and gangs),
-:meth:`SchedulingPass.run` decides one pass and returns a :class:`PassResult`:
+:meth:`SchedulingPass.run` decides one pass and returns a :class:`PassResult`
+(:meth:`SchedulingPass.run_groups`: the same pass over groups of items, as compact
+tuples, for the simulator):
 
 - single pods through :meth:`Placer.place` (each placement assumed in the placer's
   view, so a pass never double-books a node), and if none fits and preemption is on,
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -40,6 +42,7 @@ from esched.core.reasons import reason_code, resource_text
 
 __all__ = [
     "GPU_MILLI_RESOURCE",
+    "Decision",
     "PassConfig",
     "PassResult",
     "Placement",
@@ -58,13 +61,26 @@ _UNEXPLAINED: dict[str, int] = {}
 _REASON_SAMPLE = 200
 
 
-@dataclass(slots=True)
-class Target:
-    """One unit of pending work: a pod or a gang, and the log position it came with."""
+class Target(NamedTuple):
+    """One unit of pending work: a pod or a gang, and the log position it came with.
+
+    A named tuple: :meth:`SchedulingPass.run_groups` takes plain ``(kind, key,
+    position)`` tuples alike.
+    """
 
     kind: str  # "pod" | "gang"
     key: str
     position: int = 0
+
+
+#: One decision of :meth:`SchedulingPass.run_groups`: (the item decided, the gang's key
+#: or None, bindings ``(pod, node, devices)``, victims ``{"pod", "node"}`` or None).
+Decision = tuple[
+    tuple[str, str, int],
+    str | None,
+    list[tuple[str, str, tuple[int, ...]]],
+    list[dict[str, str]] | None,
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +167,7 @@ class SchedulingPass:
         self._extra = np.zeros(0, dtype=np.int64)
         self._gpu_of: dict[int, tuple[int, int]] = {}
         self._views: Any = None
+        self._scratch = PassResult()  # run_groups' collector of what it does not return
 
     # ------------------------------------------------------------------ the pass
 
@@ -171,20 +188,59 @@ class SchedulingPass:
             returned as ``blocked``.
         :param reserving: gangs whose reservation is already decided but not yet in
             the state (not reserved twice).
-        :param out: the result to fill (default a new one): a lazy ``targets`` may
-            read it to choose what comes next (the simulator stops offering a shape
-            of job once one of them did not fit).
+        :param out: the result to fill (default a new one); its placements are
+            added when the pass ends.
         """
+        if out is None:
+            out = PassResult()
+        placed: list[Decision] = []
+        self._pass((targets,), False, out, placed, now, in_flight or {}, reserving)
+        out.placements.extend([Placement(cast(Target, t), g, b, v or []) for t, g, b, v in placed])
+        return out
+
+    def run_groups(
+        self,
+        groups: Iterable[Iterable[tuple[str, str, int]]],
+        *,
+        now: float = 0.0,
+    ) -> tuple[list[Decision], list[int], list[dict[str, Any]]]:
+        """Decide groups of ``(kind, key, position)`` items in order, each group until
+        one of its items is not placed: the simulator's pass (a group is a shape of
+        job; placements only take room away, so the rest of a shape waits).
+
+        The same pass as :meth:`run` (one loop), without its per-decision objects:
+        returns (decisions as :data:`Decision` tuples, the indices of the groups that
+        stopped at an item not placed, ``esched.gang.reserved`` data to append). No
+        claims are in flight; unschedulable reasons are not kept.
+        """
+        out = self._scratch
+        out.unschedulable.clear()
+        out.blocked.clear()
+        if out.reservations:
+            out.reservations = []
+        placed: list[Decision] = []
+        stopped = self._pass(groups, True, out, placed, now, {}, ())
+        return placed, stopped, out.reservations
+
+    def _pass(
+        self,
+        groups: Iterable[Iterable[tuple[str, str, int]]],
+        stop: bool,
+        out: PassResult,
+        placed: list[Decision],
+        now: float,
+        inflight: Mapping[str, str],
+        reserving: Collection[str],
+    ) -> list[int]:
+        """The pass: every group's items in order into ``placed`` (compact decisions)
+        and ``out`` (the rest); with ``stop``, a group ends at its first item not
+        placed. Returns the indices of the groups so ended."""
         st = self.state
         placer = self.placer
         cfg = self.config
         preempt = cfg.preemption
         bands = cfg.bands
-        inflight = in_flight or {}
-        if out is None:
-            out = PassResult()
         unschedulable = out.unschedulable
-        placements = out.placements
         reasons_cache: dict[int, Any] = {}
         gangs_done: set[str] = set()
         devices = self.devices
@@ -194,61 +250,96 @@ class SchedulingPass:
         if devices is not None:
             self._buffers()
         explain = cfg.explain
-
-        for t in targets:
-            if t.kind == "pod":
-                key = t.key
-                idx = pod_index.get(key)
-                if idx is None or phase[idx] != PHASE_PENDING or key in inflight:
-                    out.skipped += 1
-                    continue
-                g = gang_of[idx]
-                if g >= 0:  # a gang member travels with its gang
-                    t = Target("gang", st.gang_keys[g], t.position)
-                else:
-                    cid = class_of[idx]
-                    got = place(key, cid)
-                    if got is not None:
-                        placements.append(Placement(t, None, [(key, got[0], got[1])]))
-                        continue
-                    plan = None
-                    # Evictions free the state's summed GPU, not chosen devices: a pod
-                    # asking for GPU devices does not preempt under the device model.
-                    if (
-                        preempt
-                        and (devices is None or not self._gpu_request(cid)[0])
-                        and not self._never_preempts(cid)
-                    ):
-                        plan = placer.plan_preemption(t.key, bands)
-                    if plan is not None:
-                        victims = [
-                            {"pod": v, "node": self._node_of(v)}
-                            for v in plan["victims"] + plan["collateral"]
-                        ]
-                        self._bind_cpu([(t.key, plan["node"])])
-                        out.placements.append(
-                            Placement(t, None, [(t.key, plan["node"], ())], victims)
+        stopped: list[int] = []
+        gi = -1
+        for items in groups:
+            gi += 1
+            for t in items:
+                n_placed = len(placed)
+                kind, key, position = t
+                if kind == "pod":
+                    idx = pod_index.get(key)
+                    if idx is None or phase[idx] != PHASE_PENDING or key in inflight:
+                        out.skipped += 1
+                    elif gang_of[idx] >= 0:  # a gang member travels with its gang
+                        self._gang_target(
+                            Target("gang", st.gang_keys[gang_of[idx]], position),
+                            out,
+                            placed,
+                            inflight,
+                            reasons_cache,
+                            gangs_done,
+                            now,
+                            reserving,
                         )
                     else:
-                        why = self._reasons(t.key, reasons_cache) if explain else _UNEXPLAINED
-                        unschedulable[t.key] = (t, why, "")
-                    continue
-            if t.key in gangs_done:
-                out.skipped += 1
-                continue
-            g_idx = st.gang_index.get(t.key)
-            if g_idx is None:
-                out.skipped += 1
-                continue
-            gangs_done.add(t.key)  # several items of one gang: planned once per pass
-            self._gang(t, g_idx, out, inflight, reasons_cache, now, reserving)
-        return out
+                        cid = class_of[idx]
+                        got = place(key, cid)
+                        if got is not None:
+                            placed.append((t, None, [(key, got[0], got[1])], None))
+                            continue
+                        plan = None
+                        # Evictions free the state's summed GPU, not chosen devices: a pod
+                        # asking for GPU devices does not preempt under the device model.
+                        if (
+                            preempt
+                            and (devices is None or not self._gpu_request(cid)[0])
+                            and st.class_preempts(cid)
+                        ):
+                            plan = placer.plan_preemption(key, bands)
+                        if plan is not None:
+                            victims = [
+                                {"pod": v, "node": self._node_of(v)}
+                                for v in plan["victims"] + plan["collateral"]
+                            ]
+                            self._bind_cpu([(key, plan["node"])])
+                            placed.append((t, None, [(key, plan["node"], ())], victims))
+                        else:
+                            why = self._reasons(key, reasons_cache) if explain else _UNEXPLAINED
+                            unschedulable[key] = (Target(kind, key, position), why, "")
+                else:
+                    self._gang_target(
+                        Target(kind, key, position),
+                        out,
+                        placed,
+                        inflight,
+                        reasons_cache,
+                        gangs_done,
+                        now,
+                        reserving,
+                    )
+                if stop and len(placed) == n_placed:
+                    stopped.append(gi)
+                    break
+        return stopped
+
+    def _gang_target(
+        self,
+        t: Target,
+        out: PassResult,
+        placed: list[Decision],
+        inflight: Mapping[str, str],
+        reasons_cache: dict[int, Any],
+        gangs_done: set[str],
+        now: float,
+        reserving: Collection[str],
+    ) -> None:
+        if t.key in gangs_done:
+            out.skipped += 1
+            return
+        g_idx = self.state.gang_index.get(t.key)
+        if g_idx is None:
+            out.skipped += 1
+            return
+        gangs_done.add(t.key)  # several items of one gang: planned once per pass
+        self._gang(t, g_idx, out, placed, inflight, reasons_cache, now, reserving)
 
     def _gang(
         self,
         t: Target,
         g_idx: int,
         out: PassResult,
+        placed: list[Decision],
         inflight: Mapping[str, str],
         reasons_cache: dict[int, Any],
         now: float,
@@ -258,6 +349,7 @@ class SchedulingPass:
         placer = self.placer
         cfg = self.config
         unschedulable = out.unschedulable
+        placed_gang = placed
         members = st.gang_members(t.key, "Pending")
         if not members:
             out.skipped += 1
@@ -279,19 +371,20 @@ class SchedulingPass:
             plan is None
             and cfg.preemption
             and not self._asks_devices(members)
-            and not any(self._never_preempts(st.pod_class_id(m)) for m in members)
+            # preemptionPolicy: Never on a member (its own or its PriorityClass's)
+            and all(st.class_preempts(st.pod_class_id(m)) for m in members)
         ):
             got = placer.plan_gang_preempting(members, need, cfg.bands)
             if got is not None:
-                placed = [
+                pairs_cpu = [
                     (pod, node)
                     for pod, node in zip(members, got["nodes"], strict=True)
                     if node is not None
                 ]
-                self._bind_cpu(placed)
+                self._bind_cpu(pairs_cpu)
                 no_devices: tuple[int, ...] = ()
-                out.placements.append(
-                    Placement(t, t.key, [(p, n, no_devices) for p, n in placed], got["victims"])
+                placed_gang.append(
+                    (t, t.key, [(p, n, no_devices) for p, n in pairs_cpu], got["victims"])
                 )
                 for pod, node in zip(members, got["nodes"], strict=True):
                     if node is None:
@@ -314,7 +407,7 @@ class SchedulingPass:
             if node is not None:
                 pairs.append((pod, node, () if took is None else took[1]))
         if pairs:
-            out.placements.append(Placement(t, t.key, pairs))
+            placed_gang.append((t, t.key, pairs, None))
         for pod, node in zip(members, plan, strict=True):
             if node is None:  # beyond minMember and no room: reported like any pod
                 unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
@@ -360,11 +453,6 @@ class SchedulingPass:
             self._mask = np.ones(n, dtype=np.uint8)
             self._extra = np.zeros(n, dtype=np.int64)
         return self._mask, self._extra
-
-    def _never_preempts(self, cid: int) -> bool:
-        """Whether pods of class ``cid`` may not preempt (``preemptionPolicy: Never``,
-        their own or their PriorityClass's: ``ClusterState.class_preempts``)."""
-        return not self.state.class_preempts(cid)
 
     def _asks_devices(self, pods: list[str]) -> bool:
         """Whether, under the device model, one of ``pods`` asks for GPU devices."""

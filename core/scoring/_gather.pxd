@@ -5,16 +5,15 @@
 from esched.core._classview cimport SRC_SKIP, SRC_USED, ClassView
 from esched.core._types cimport score_t, units_t
 from esched.core.scoring._plugin cimport MAX_PLUGIN_RES, PluginSpec, ScoreInput
+from esched.core.scoring._table cimport score, score_inv
 
 
-cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v,
-                                  Py_ssize_t n) noexcept nogil:
-    """Plugin k's score of node n: kube's (requested, allocatable) vectors over the
-    plugin's resources, gathered from the placer's tables, then its kernel (s.fn)."""
-    cdef units_t requested[MAX_PLUGIN_RES]
-    cdef units_t allocatable[MAX_PLUGIN_RES]
-    cdef units_t used[MAX_PLUGIN_RES]
-    cdef ScoreInput x
+cdef inline void gather(const PluginSpec* s, int k, const ClassView* v, Py_ssize_t n,
+                        ScoreInput* x, units_t* requested, units_t* allocatable,
+                        units_t* used) noexcept nogil:
+    """Fill ``x`` for plugin k on node n: kube's (requested, allocatable) vectors over
+    the plugin's resources from the placer's tables (into the caller's arrays of
+    MAX_PLUGIN_RES), the pod's side, its priority and the node's labels."""
     cdef int i, src
     cdef Py_ssize_t col
     for i in range(s.n_res):
@@ -38,7 +37,33 @@ cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v
     x.labels = v.label_bits + n * v.label_words
     x.pref = v.pref_mask if v.has_pref else NULL
     x.label_words = v.label_words
-    return s.fn(s, &x)
+    x.inv = NULL
+
+
+cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v,
+                                  Py_ssize_t n) noexcept nogil:
+    """Plugin k's score of node n: its vectors gathered from the placer's tables, then
+    its kernel (_table.pxd score)."""
+    cdef units_t requested[MAX_PLUGIN_RES]
+    cdef units_t allocatable[MAX_PLUGIN_RES]
+    cdef units_t used[MAX_PLUGIN_RES]
+    cdef ScoreInput x
+    gather(s, k, v, n, &x, requested, allocatable, used)
+    return score(s, &x)
+
+
+cdef inline score_t plugin_kernel_inv(const PluginSpec* s, int k, const ClassView* v,
+                                      Py_ssize_t n, const double* inv) noexcept nogil:
+    """plugin_kernel through the kernel's reciprocal variant (_table.pxd score_inv),
+    ``inv`` the 1.0 / allocatable of each of the plugin's resources (0 where it is 0):
+    the same score."""
+    cdef units_t requested[MAX_PLUGIN_RES]
+    cdef units_t allocatable[MAX_PLUGIN_RES]
+    cdef units_t used[MAX_PLUGIN_RES]
+    cdef ScoreInput x
+    gather(s, k, v, n, &x, requested, allocatable, used)
+    x.inv = inv
+    return score_inv(s, &x)
 
 
 cdef inline score_t kernel_total(const PluginSpec* specs, int n_specs, const ClassView* v,
@@ -49,4 +74,17 @@ cdef inline score_t kernel_total(const PluginSpec* specs, int n_specs, const Cla
     for j in range(v.n_active):
         k = v.active[j]
         total += specs[k].weight * plugin_kernel(&specs[k], k, v, n)
+    return total
+
+
+cdef inline score_t kernel_total_inv(const PluginSpec* specs, int n_specs, const ClassView* v,
+                                     Py_ssize_t n, const double* inv) noexcept nogil:
+    """kernel_total through the kernels' reciprocal variants, for profiles whose every
+    active plugin scores the same resources (the fused profile: cpu, memory), ``inv``
+    their 1.0 / allocatable on node n (0 where it is 0). Same total, fewer divisions."""
+    cdef score_t total = 0
+    cdef int j, k
+    for j in range(v.n_active):
+        k = v.active[j]
+        total += specs[k].weight * plugin_kernel_inv(&specs[k], k, v, n, inv)
     return total

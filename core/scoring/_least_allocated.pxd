@@ -1,7 +1,7 @@
 # LeastAllocated (NodeResourcesFit strategy): worst fit, spreads load.
 # kube-scheduler v1.30 least_allocated.go, integer arithmetic as there.
 from esched.core._types cimport score_t, units_t
-from esched.core.scoring._plugin cimport MAX_NODE_SCORE, floor_div
+from esched.core.scoring._plugin cimport MAX_NODE_SCORE, div_by_cap, floor_div
 
 
 cdef inline score_t least_requested_score(units_t requested, units_t capacity) noexcept nogil:
@@ -21,6 +21,25 @@ cdef inline score_t least_allocated(const units_t* requested, const units_t* all
         if allocatable[i] == 0:
             continue
         node_score += least_requested_score(requested[i], allocatable[i]) * weight[i]
+        weight_sum += weight[i]
+    if weight_sum == 0:
+        return 0
+    return floor_div(node_score, weight_sum)
+
+
+cdef inline score_t least_allocated_inv(const units_t* requested, const units_t* allocatable,
+                                        const double* inv, const units_t* weight,
+                                        int n) noexcept nogil:
+    """least_allocated with the per-resource divisions by capacity done through the
+    reciprocals ``inv`` (1.0 / allocatable): the same integers, bit for bit."""
+    cdef score_t node_score = 0, weight_sum = 0
+    cdef int i
+    for i in range(n):
+        if allocatable[i] == 0:
+            continue
+        if requested[i] <= allocatable[i]:
+            node_score += div_by_cap((allocatable[i] - requested[i]) * MAX_NODE_SCORE,
+                                     allocatable[i], inv[i]) * weight[i]
         weight_sum += weight[i]
     if weight_sum == 0:
         return 0

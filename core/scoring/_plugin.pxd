@@ -39,6 +39,9 @@ ctypedef struct ScoreInput:
     const word_t* labels         # [label_words] the node's label bits
     const word_t* pref           # [label_words] the class's preferred node groups; NULL: none
     int label_words
+    # [n_res] 1.0 / allocatable (0 where allocatable is 0), for the kernels' reciprocal
+    # variants (_table.pxd score_inv); NULL when the caller has none (PluginSpec.fn).
+    const double* inv
 
 # A plugin's score of one node, 0..MAX_NODE_SCORE: one function per kind, chosen once
 # per profile (PluginSpec.fn), so scoring a node is one indirect call per plugin.
@@ -97,3 +100,21 @@ cdef inline long long floor_div_nopow2(long long a, long long b) noexcept nogil:
             q += 1
         return q
     return a // b
+
+
+cdef inline long long div_by_cap(long long num, long long cap, double inv_cap) noexcept nogil:
+    """``num // cap`` (num >= 0, cap > 0) given ``inv_cap = 1.0 / cap``: no division.
+
+    For num, cap < 2**52 the product is within a few ulps of the quotient, so its
+    truncation is off by at most one and one integer multiply-compare each way makes it
+    exact (the kernels' quotients are at most MAX_NODE_SCORE, so q * cap cannot
+    overflow); otherwise floor_div_nopow2. The reciprocal variants of the kernels use
+    it where the caller keeps per-node reciprocals (tests/core/test_kernels.py).
+    """
+    cdef long long q
+    if ((num | cap) >> 52) == 0:
+        q = <long long>(<double>num * inv_cap)
+        q -= q * cap > num
+        q += (q + 1) * cap <= num
+        return q
+    return floor_div_nopow2(num, cap)

@@ -1,12 +1,17 @@
 # The kernel table: plugin kind -> the function that scores it, one signature for all
 # (score_fn over a ScoreInput). The placer resolves each profile plugin here once
-# (PluginSpec.fn); the formulas live only in the kernels' own files.
+# (PluginSpec.fn; score_inv: the kernel's reciprocal variant where it has one, for
+# callers that keep 1 / allocatable per node); the formulas live only in the kernels'
+# own files.
 from esched.core._types cimport score_t
-from esched.core.scoring._balanced_allocation cimport balanced_allocation
+from esched.core.scoring._balanced_allocation cimport (
+    balanced_allocation,
+    balanced_allocation_inv,
+)
 from esched.core.scoring._epvm cimport epvm
-from esched.core.scoring._least_allocated cimport least_allocated
+from esched.core.scoring._least_allocated cimport least_allocated, least_allocated_inv
 from esched.core.scoring._mixed cimport mixed
-from esched.core.scoring._most_allocated cimport most_allocated
+from esched.core.scoring._most_allocated cimport most_allocated, most_allocated_inv
 from esched.core.scoring._node_group_affinity cimport node_group_affinity
 from esched.core.scoring._plugin cimport (
     PLUGIN_BALANCED_ALLOCATION,
@@ -76,3 +81,31 @@ cdef inline score_fn kernel_of(int kind) noexcept nogil:
     if kind == PLUGIN_NODE_GROUP_AFFINITY:
         return _node_group_affinity
     return score_nothing
+
+
+cdef inline score_t score(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    """Plugin s's score: its kernel (what s.fn points to), by a branch on the kind so
+    the common kernels inline into the node loops (a call per node and plugin costs
+    as much as a kernel); the others through s.fn."""
+    if s.kind == PLUGIN_MOST_ALLOCATED:
+        return _most_allocated(s, x)
+    if s.kind == PLUGIN_LEAST_ALLOCATED:
+        return _least_allocated(s, x)
+    if s.kind == PLUGIN_BALANCED_ALLOCATION:
+        return _balanced_allocation(s, x)
+    return s.fn(s, x)
+
+
+cdef inline score_t score_inv(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    """Plugin s's score from ScoreInput.inv: its kernel's reciprocal variant where it has
+    one (the same scores, no division in the common case), else its kernel (s.fn).
+
+    A branch on the kind rather than a pointer, so the variants inline into the caller
+    (the cache's few-stale rescoring: one node at a time, where a call costs)."""
+    if s.kind == PLUGIN_LEAST_ALLOCATED:
+        return least_allocated_inv(x.requested, x.allocatable, x.inv, s.res_weight, s.n_res)
+    if s.kind == PLUGIN_BALANCED_ALLOCATION:
+        return balanced_allocation_inv(x.requested, x.allocatable, x.inv, s.n_res)
+    if s.kind == PLUGIN_MOST_ALLOCATED:
+        return most_allocated_inv(x.requested, x.allocatable, x.inv, s.res_weight, s.n_res)
+    return s.fn(s, x)

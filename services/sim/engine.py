@@ -45,7 +45,7 @@ import numpy as np
 from esched.core import ClusterState, Placer, Profile
 from esched.core._devices import DeviceTable
 from esched.core.bands import BandConfig
-from esched.core.schedule import GPU_MILLI_RESOURCE, PassConfig, PassResult, SchedulingPass, Target
+from esched.core.schedule import GPU_MILLI_RESOURCE, PassConfig, SchedulingPass
 from esched.schemas.events import envelope, namespaced_key, split_key
 from esched.schemas.objects import GANG_ANNOTATIONS
 from esched.services.sim.traces import Job, NodeSpec, Trace
@@ -258,7 +258,8 @@ class Simulator:
         self.keys: list[list[str] | None] = [None] * J
         self.bound: list[list | None] = [None] * J  # per task: (node slot, devices)
         self.job_of: dict[str, int] = {}  # pod key -> job
-        self.targets: list[Target | None] = [None] * J  # what the pass is offered per job
+        # what the pass is offered per job: (kind, key, position)
+        self.targets: list[tuple[str, str, int]] = [("", "", 0)] * J
         self._run_seq: dict[int, int] = {}  # job -> heap seq of its current finish
         self._runs: dict[int, int] = {}  # job -> times placed
         self.preemptions = self.evicted_jobs = self.reservations = 0
@@ -413,9 +414,9 @@ class Simulator:
             self.job_of[key] = j
         self.keys[j] = keys
         self.targets[j] = (
-            Target("pod", keys[0])
+            ("pod", keys[0], 0)
             if job.tasks == 1
-            else Target("gang", namespaced_key(NAMESPACE, job.name))
+            else ("gang", namespaced_key(NAMESPACE, job.name), 0)
         )
         self.pending_pods += job.tasks
         shape = job.shape
@@ -432,20 +433,25 @@ class Simulator:
         )
         if not order:
             return [], False
-        result = PassResult()
+        targets = self.targets
         t0 = time.perf_counter()
-        self.scheduler.run(self._offer(order, result), now=now, out=result)
+        # Each shape's jobs in FIFO order, until one of them is not placed (the shape is
+        # then blocked: placements only take room away). The pass changes no queue.
+        placed, stopped, reservations = self.scheduler.run_groups(
+            [map(targets.__getitem__, self.queues[shape]) for _, shape in order], now=now
+        )
         self.place_seconds += time.perf_counter() - t0
+        for g in stopped:
+            self.blocked.add(order[g][1])
         started: list[int] = []
         evicted = False
         job_of, jobs, queues = self.job_of, self.jobs, self.queues
-        for pl in result.placements:
-            victims = None
-            if pl.victims:
-                victims = self._evict(pl.victims, pl.target.key, now)
+        for t, _, bindings, victims in placed:
+            if victims:
+                victims = self._evict(victims, t[1], now)
                 evicted = True
-            j = job_of[pl.bindings[0][0]]
-            self._commit(j, pl.bindings, now, victims)
+            j = job_of[bindings[0][0]]
+            self._commit(j, bindings, now, victims)
             shape = jobs[j].shape
             q = queues[shape]
             if q[0] == j:  # FIFO inside a shape: usually the head
@@ -455,23 +461,11 @@ class Simulator:
             if not q:
                 del queues[shape]
             started.append(j)
-        for r in result.reservations:
+        for r in reservations:
             data = {k: v for k, v in r.items() if k != "position"}
             self._emit("esched.gang.reserved", r["gang"], data, now)
             self.reservations += 1
         return started, evicted
-
-    def _offer(self, order: list[tuple[int, tuple]], result: PassResult):
-        """The pass's targets: each shape's jobs in FIFO order, until one of them is not
-        placed (the shape is then blocked: placements only take room away)."""
-        queues, targets, placements = self.queues, self.targets, result.placements
-        for _, shape in order:
-            for j in queues[shape]:  # the pass changes no queue
-                placed = len(placements)
-                yield targets[j]
-                if len(placements) == placed:
-                    self.blocked.add(shape)
-                    break
 
     def _commit(
         self,

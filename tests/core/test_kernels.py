@@ -4,7 +4,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esched.core._placer import _py_broken_linear, _py_epvm, _py_floor_div, _py_mixed
+from esched.core._placer import (
+    _py_broken_linear,
+    _py_div_by_cap,
+    _py_epvm,
+    _py_floor_div,
+    _py_kernel_and_inv,
+    _py_mixed,
+)
 
 # kube TestBrokenLinearFunction (requested_to_capacity_ratio_test.go)
 BROKEN_LINEAR = [
@@ -91,3 +98,46 @@ def test_floor_div_is_exact_at_the_double_path_limit(q, b, d):
     for a in (2**52 - 1, 2**52 - b, 2**52 - 1 - (2**52 - 1) % b):
         assert _py_floor_div(a, b) == a // b
         assert _py_floor_div(a, 2**52 - 1 - b) == a // (2**52 - 1 - b)
+
+
+@given(st.integers(0, 2**52 - 1), st.integers(1, 2**52 - 1))
+def test_reciprocal_division_is_exact(a, b):
+    # the reciprocal variants' division (kernels' quotients are <= 100, but the
+    # correction makes any quotient below 2**52 exact)
+    assert _py_div_by_cap(a, b) == a // b
+
+
+@given(st.integers(1, 2**46), st.integers(0, 100), st.integers(-1, 1))
+def test_reciprocal_division_is_exact_near_integer_quotients(b, q, d):
+    a = q * b + d
+    if a >= 0:
+        assert _py_div_by_cap(a, b) == a // b
+
+
+_CAP = st.integers(0, 2**46)
+
+
+@pytest.mark.parametrize("kind", ["LeastAllocated", "MostAllocated", "BalancedAllocation"])
+@given(st.lists(st.tuples(st.integers(0, 2**46), _CAP, st.integers(1, 5)), min_size=1, max_size=4))
+def test_reciprocal_kernel_variants_score_as_the_kernels(kind, vectors):
+    # the few-stale rescoring of the cache uses the reciprocal variants: same integers
+    requested, allocatable, weights = (list(v) for v in zip(*vectors, strict=True))
+    exact, by_inverse = _py_kernel_and_inv(kind, requested, allocatable, weights)
+    assert by_inverse == exact
+
+
+@pytest.mark.parametrize(
+    ("requested", "allocatable"),
+    [
+        # 510m/750m and 512Mi/1Gi: (1 - std) * 100 = 90.00000000000001 with the IEEE
+        # quotients, 91.0 with 510 * (1 / 750) (see test_placer's vectorized test)
+        ([510, 512 * 2**20], [750, 2**30]),
+        # proportional: std == 0 exactly
+        ([250, 2**30], [1000, 4 * 2**30]),
+        ([1000, 4 * 2**30], [1000, 4 * 2**30]),
+        ([2000, 0], [1000, 4 * 2**30]),
+    ],
+)
+def test_reciprocal_balanced_allocation_near_integer_results(requested, allocatable):
+    exact, by_inverse = _py_kernel_and_inv("BalancedAllocation", requested, allocatable, [1, 1])
+    assert by_inverse == exact

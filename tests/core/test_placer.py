@@ -546,3 +546,38 @@ def test_cached_block_summaries_die_when_a_node_is_reserved_for_a_gang(seed):
     assert s.reserved_nodes == {chosen: "ns/g"}
     for _ in range(3):
         assert p.place(x, assume=False)[0] != chosen
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
+@pytest.mark.parametrize("isa", ["avx512", "baseline"])
+@pytest.mark.parametrize("seed", range(3))
+def test_few_stale_rescoring_equals_full_rescoring(strategy, isa, seed):
+    # With the cache, a block with at most FEW_STALE changed nodes rescores just those,
+    # through the kernels' reciprocal variants; without it every visited node is
+    # rescored. Bursts of identical pods (each placement makes one node stale), on
+    # random clusters with zero and odd capacities, cordons, labels and taints: same
+    # node and same total for every pod, and the cache did take the few-stale path.
+    from esched.core import _placer
+
+    before = _placer.SIMD
+    try:
+        _placer._py_set_simd(isa)
+        rnd = np.random.default_rng(100 + seed)
+        s, _ = cluster(*_varied_cluster(rnd, 400))
+        cids = _varied_pods(s, rnd, 300)
+        cids = np.repeat(cids[::10], 10)  # runs of 10 identical pods
+        rw = {"cpu": int(rnd.integers(1, 4)), "memory": int(rnd.integers(1, 4))}
+        fw, bw = int(rnd.integers(1, 5)), int(rnd.integers(1, 5))
+        prof = parse_profile(_fit_and_balanced(strategy, ("cpu", "memory"), fw, bw, rw))
+        for sample in (True, False):
+            few = Placer(s, prof, seed=seed, cache=True, sample=sample)
+            full = Placer(s, prof, seed=seed, cache=False, sample=sample)
+            assert few.fused_path
+            for cid in cids:
+                got = few.place(int(cid))
+                assert got == full.place(int(cid))
+            assert few.stats()["cache_hit_rate"] > 0.5
+            assert _decision_stats(few) == _decision_stats(full)
+            assert (few.used_array() == full.used_array()).all()
+    finally:
+        _placer._py_set_simd("" if before != "baseline" else "baseline")

@@ -101,3 +101,42 @@ def test_claims_in_flight_skip_their_pods_and_block_their_gangs():
     )
     assert out.placements == [] and out.skipped == 1
     assert [(t.key, busy) for t, busy in out.blocked] == [("ns/pair", {"p2"})]
+
+
+def _groups_state() -> tuple[ClusterState, list[list[tuple[str, str, int]]]]:
+    # 7 cpus: three of the a pods, then one cpu that the gang (2 x 1) cannot use
+    st, log = cluster(node("n1", cpu="4"), node("n2", cpu="3"))
+    for name in ("a1", "a2", "a3", "a4"):
+        log(EV.POD_SUBMITTED, pod(name, cpu="2"))
+    log(EV.POD_SUBMITTED, pod("b1", cpu="1"))
+    gang(log, "pair", 2, "1")
+    groups = [
+        [("pod", f"ns/a{i}", 0) for i in range(1, 5)],
+        [("gang", "ns/pair", 0)],
+        [("pod", "ns/b1", 0)],
+    ]
+    return st, groups
+
+
+def test_run_groups_decides_as_run_and_stops_a_group_at_its_first_miss():
+    # The simulator's entry: the same pass as run() over groups of plain tuples, each
+    # group ending at the first item not placed (the rest of it is not tried).
+    st, groups = _groups_state()
+    placed, stopped, reservations = SchedulingPass(
+        st, Placer(st, seed=1), PassConfig(preemption=False)
+    ).run_groups(groups)
+    assert stopped == [0, 1] and reservations == []
+    assert [(t[1], g) for t, g, _b, _v in placed] == [
+        ("ns/a1", None),
+        ("ns/a2", None),
+        ("ns/a3", None),
+        ("ns/b1", None),
+    ]
+    # run() over the items run_groups tried, in the same order: the same decisions
+    st2, _ = _groups_state()
+    out = SchedulingPass(st2, Placer(st2, seed=1), PassConfig(preemption=False)).run(
+        [Target(*t) for group in groups for t in group]
+    )
+    assert [(p.target.key, p.gang, p.bindings, p.victims) for p in out.placements] == [
+        (t[1], g, b, v or []) for t, g, b, v in placed
+    ]
