@@ -193,17 +193,23 @@ class _KafkaProducer(BusProducer):
         self._handover = asyncio.Lock()
 
     async def start(self) -> None:
+        # Started from the first attempt on: a start cancelled after aiokafka made its
+        # sender task must still stop it, or the task is destroyed pending.
+        self._started = True
         try:
             await self._producer.start()
         except (KafkaError, OSError) as exc:
-            await self._producer.stop()
+            await self.stop()
             raise _bus_error(exc) from exc
-        self._started = True
+        except BaseException:
+            await asyncio.shield(self.stop())
+            raise
 
     async def stop(self) -> None:
         if self._started:
             self._started = False
-            await self._producer.stop()
+            # Shielded: a stop cancelled half way would leave the sender task running.
+            await asyncio.shield(self._producer.stop())
 
     async def send_many(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None:
         """A few records go through aiokafka's ``send``; more are grouped by partition
