@@ -498,7 +498,8 @@ async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store:
         rejected = [e for e in await _rows(store) if e["type"] == ev_types.POD_REJECTED]
         assert [e["data"]["pod"] for e in rejected] == ["t/over"]
         assert rejected[0]["data"]["reason"] == "QuotaExceeded"
-        assert d.state.pod("t/over")["phase"] == "Failed"
+        # The rejection is in the log; the dispatcher's own fold reads it back.
+        await eventually(lambda: d.state.pod("t/over")["phase"] == "Failed", 5)
         assert d.totals.rejected == {"QuotaExceeded": 1}
 
 
