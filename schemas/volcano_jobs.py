@@ -50,11 +50,13 @@ DEFAULT_SCHEDULER = "volcano"
 #: ``v1alpha1.DefaultTaskSpec``: a task without a name is ``default<index>``.
 DEFAULT_TASK_PREFIX = "default"
 
-#: Policy events a user may name (util.go ``policyEventMap``, the ones allowed).
+#: Policy events a user may name (util.go ``policyEventMap``, the ones allowed;
+#: ``PodRunning``, ``OutOfSync`` and ``CommandIssued`` are Volcano's own).
 POLICY_EVENTS = (
     "*",
     "PodFailed",
     "PodEvicted",
+    "PodPending",
     "Unknown",
     "TaskCompleted",
     "TaskFailed",
@@ -65,6 +67,7 @@ POLICY_ACTIONS = (
     "AbortJob",
     "RestartJob",
     "RestartTask",
+    "RestartPod",
     "TerminateJob",
     "CompleteJob",
     "ResumeJob",

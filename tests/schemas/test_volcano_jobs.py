@@ -454,3 +454,69 @@ def test_volcano_example_deployment_pods_land_in_their_queue() -> None:
     meta = pod_event["data"]["metadata"]
     record = st.pod(f"{meta.get('namespace', 'default')}/{meta['name']}")
     assert record is not None and record["queue"] == "test"
+
+
+# ------------------------------------------------ Volcano's examples and the seed's
+
+
+EXAMPLES = Path(__file__).parent / "volcano_examples"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("duplicatedPolicyEvent-webhook-deny.yaml", "duplicate event PodFailed"),
+        ("duplicatedTaskName-webhook-deny.yaml", "duplicated task name task-1"),
+        (
+            "minAvailable-webhook-deny.yaml",
+            "job 'minAvailable' should not be greater than total replicas in tasks",
+        ),
+    ],
+)
+def test_volcanos_webhook_deny_examples_refused(name: str, expected: str) -> None:
+    # volcano-sh/volcano example/invalid_jobs/*: "this job will be rejected".
+    with pytest.raises(JobRejected) as info:
+        _convert(*load_documents((EXAMPLES / name).read_text()))
+    assert expected in str(info.value)
+
+
+def test_volcanos_task_dependency_example_accepted() -> None:
+    # volcano-sh/volcano example/task-start-dependency/job.yaml: a chain is a DAG.
+    evs = _convert(*load_documents((EXAMPLES / "task-start-dependency-job.yaml").read_text()))
+    assert evs[0]["data"]["spec"]["minMember"] == 1
+    assert len(evs) == 1 + 11
+
+
+def test_seed_examples_accepted() -> None:
+    # The spec seed's Job examples: job- and task-level policies, PodPending with a
+    # timeout, RestartTask, the ssh/env/svc plugins.
+    seed = _job(
+        "distributed-training",
+        [
+            _task("ps", 1, policies=[_policy("TaskCompleted", "CompleteJob")]),
+            _task("worker", 4),
+        ],
+        minAvailable=3,
+        minSuccess=2,
+        maxRetry=5,
+        ttlSecondsAfterFinished=3600,
+        plugins={"ssh": [], "env": [], "svc": []},
+        policies=[_policy("PodEvicted", "RestartJob")],
+    )
+    retry = _job(
+        "task-retry-example",
+        [
+            _task("master", 1, policies=[_policy("PodFailed", "RestartJob")]),
+            _task("worker", 3, policies=[_policy("PodFailed", "RestartTask")]),
+        ],
+        minAvailable=3,
+        maxRetry=3,
+    )
+    timeout = _job(
+        "timeout-retry-example",
+        [_task("t", 3)],
+        minAvailable=3,
+        policies=[_policy("PodPending", "AbortJob", timeout="1h")],
+    )
+    for job in (seed, retry, timeout):
+        assert validate_job(default_job(job)) == []
