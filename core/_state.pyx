@@ -1167,6 +1167,8 @@ cdef class ClusterState:
             "priorityClassName": spec.get("priorityClassName"),
             "minResources": min_resources,
             "podGroup": True,
+            # Volcano's per-task minimum (task name -> members), checked when planning.
+            "minTaskMember": dict(spec.get("minTaskMember") or {}),
         }
         return 0
 

@@ -359,6 +359,25 @@ class SchedulingPass:
             out.blocked.append((t, busy))
             return
         need = st.gang_shortfall(g_idx)
+        # Volcano's per-task minimum (PodGroup minTaskMember): the members each task
+        # still needs go first, and the plan must place every one of them. As Volcano's
+        # CheckTaskValid / CheckTaskReady, only when minMember >= the sum of the task
+        # minimums (else the job's minimum alone counts).
+        required: list[str] = []
+        min_task: Mapping[str, int] = st.gang_meta[g_idx].get("minTaskMember") or {}
+        if min_task and st.gang_min_of(g_idx) >= sum(min_task.values()):
+            got_tasks = task_requirements(
+                t.key, members, st.gang_members(t.key, "Running"), min_task
+            )
+            if got_tasks is None:
+                # A task has fewer members submitted than it needs: wait, as below.
+                out.gangs_waiting += 1
+                return
+            required = got_tasks
+            if required:
+                first = set(required)
+                members = required + [m for m in members if m not in first]
+                need = max(need, len(required))
         if len(members) < need:
             # Not enough members submitted yet: the gang comes again when more arrive.
             out.gangs_waiting += 1
@@ -367,6 +386,12 @@ class SchedulingPass:
         plan = placer.plan_gang(members, need, devices=gd)
         # Why it does not fit without evictions (the report of this plan_gang).
         message = placer.gang_message() if plan is None and cfg.explain else ""
+        if plan is not None and required and None in plan[: len(required)]:
+            # Enough members fit, but not those a task needs (the master fits nowhere
+            # while its workers would run): not placed, as Volcano's gang plugin.
+            message = _task_message(t.key, required, plan, min_task) if cfg.explain else ""
+            self._unplan(members, plan, gd)
+            plan = None
         if (
             plan is None
             and cfg.preemption
@@ -375,6 +400,9 @@ class SchedulingPass:
             and all(st.class_preempts(st.pod_class_id(m)) for m in members)
         ):
             got = placer.plan_gang_preempting(members, need, cfg.bands)
+            if got is not None and required and None in got["nodes"][: len(required)]:
+                self._unplan(members, got["nodes"], None, got["victims"])
+                got = None
             if got is not None:
                 pairs_cpu = [
                     (pod, node)
@@ -411,6 +439,25 @@ class SchedulingPass:
         for pod, node in zip(members, plan, strict=True):
             if node is None:  # beyond minMember and no room: reported like any pod
                 unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
+
+    def _unplan(
+        self,
+        members: list[str],
+        nodes: list[str | None],
+        gd: GangDevices | None,
+        victims: list[dict[str, str]] | None = None,
+    ) -> None:
+        """Take back a gang plan left assumed in the placer's view (its placements,
+        devices and evictions)."""
+        st = self.state
+        placer = self.placer
+        for pod, node in zip(members, nodes, strict=True):
+            if node is not None:
+                placer.assume_binding(st.pod_index[pod], st.node_index[node], -1)
+        if gd is not None:
+            gd.undo()
+        for v in victims or ():
+            placer.assume_evicted(st.pod_index[v["pod"]], -1)
 
     # ------------------------------------------------------------------ devices
 
@@ -631,3 +678,69 @@ class SchedulingPass:
             out["NoNodes"] = 1
         cache[cid] = out
         return out
+
+
+def member_task(gang: str, pod: str) -> tuple[str, int] | None:
+    """(task, index) of a Volcano Job's pod from its name ``<job>-<task>-<index>``
+    (Volcano's ``MakePodName``; the gang is ``<namespace>/<job>``), else None.
+    The fold keeps no pod annotations, and this name is what Volcano's job controller
+    and ``esched publish`` give a Job's pods."""
+    namespace, _, job = gang.rpartition("/")
+    pod_namespace, _, name = pod.rpartition("/")
+    if pod_namespace != namespace or not name.startswith(job + "-"):
+        return None
+    task, _, index = name[len(job) + 1 :].rpartition("-")
+    if not task or not index.isdigit():
+        return None
+    return task, int(index)
+
+
+def task_requirements(
+    gang: str, pending: list[str], running: list[str], min_task: Mapping[str, int]
+) -> list[str] | None:
+    """The pending members a Volcano gang must place for each task to reach its
+    ``minTaskMember`` (with its running members), in task then member order; None when
+    a task has fewer members submitted than it needs (Volcano's ``CheckTaskValid``:
+    the job is not valid until it has)."""
+    have: dict[str, int] = {}
+    for pod in running:
+        got = member_task(gang, pod)
+        if got is not None:
+            have[got[0]] = have.get(got[0], 0) + 1
+    by_task: dict[str, list[str]] = {}
+    for pod in pending:
+        got = member_task(gang, pod)
+        if got is not None and got[0] in min_task:
+            by_task.setdefault(got[0], []).append(pod)
+    required: list[str] = []
+    for task, minimum in min_task.items():
+        short = int(minimum) - have.get(task, 0)
+        if short <= 0:
+            continue
+        mine = by_task.get(task, [])
+        if len(mine) < short:
+            return None
+        required += mine[:short]
+    return required
+
+
+def _task_message(
+    gang: str, required: list[str], nodes: list[str | None], min_task: Mapping[str, int]
+) -> str:
+    """e.g. "task master: 0/1 of its minAvailable members fit" for the first short task."""
+    fit: dict[str, list[int]] = {}
+    for pod, node in zip(required, nodes, strict=False):
+        got = member_task(gang, pod)
+        if got is None:
+            continue
+        counts = fit.setdefault(got[0], [0, 0])
+        counts[1] += 1
+        if node is not None:
+            counts[0] += 1
+    for task, (placed, wanted) in fit.items():
+        if placed < wanted:
+            return (
+                f"task {task}: {placed}/{wanted} of the members its minAvailable "
+                f"({min_task.get(task)}) needs fit"
+            )
+    return ""

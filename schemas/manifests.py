@@ -46,6 +46,7 @@ from esched.schemas import events as ev
 from esched.schemas.events import stream_of
 from esched.schemas.objects import GANG_ANNOTATIONS, QUEUE_ANNOTATION, pod_requests
 from esched.schemas.validator import SCHEMA_BASE_URI, InvalidEvent, validate_event
+from esched.schemas.volcano_jobs import JobRejected, default_job, validate_job
 from esched.schemas.workloads import (
     WORKLOAD_KINDS,
     cron_run_name,
@@ -187,36 +188,38 @@ def _quantity_text(resource: str, units: int) -> str:
 def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """A Volcano Job as the objects its controller would create: PodGroup, then pods.
 
-    The PodGroup is named after the job; ``minMember`` is ``spec.minAvailable``, else
-    the total number of replicas; ``minResources`` sums the requests of the first
-    ``minMember`` pods in task order (as Volcano does); ``minTaskMember`` is each
-    task's ``minAvailable``, else its replicas. Pods are ``<job>-<task>-<i>`` with the
-    gang and queue annotations, the job's ``priorityClassName`` unless the template
-    sets one, and Volcano's ``volcano.sh/job-name`` / ``task-spec`` / ``task-index``
-    annotations. Job-level policies (maxRetry, minSuccess, policies, dependsOn) are
+    The Job is first defaulted and validated as Volcano's admission webhooks do
+    (:mod:`esched.schemas.volcano_jobs`): one Volcano refuses raises
+    :class:`~esched.schemas.volcano_jobs.JobRejected` (a ``ValueError``) with
+    Volcano's message. The PodGroup is named after the job; ``minMember`` is
+    ``spec.minAvailable``, else (the webhook's default) the sum of the tasks'
+    ``minAvailable``, each defaulting to the task's replicas; ``minResources`` sums
+    the requests of the first ``minMember`` pods in task order (as Volcano does);
+    ``minTaskMember`` is each task's ``minAvailable``. Pods are ``<job>-<task>-<i>``
+    with the gang and queue annotations, the job's ``priorityClassName`` and
+    ``schedulerName`` unless the template sets one, and Volcano's
+    ``volcano.sh/job-name`` / ``task-spec`` / ``task-index`` annotations. The job's
+    lifecycle fields (maxRetry, minSuccess, policies, dependsOn) are validated but
     not carried: esched has no job event type yet.
     """
     meta = job.get("metadata") or {}
-    spec = job.get("spec") or {}
     name = meta.get("name")
     if not name:
         raise ValueError("Volcano Job without metadata.name")
     namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
-    queue = spec.get("queue") or "default"
-    tasks = spec.get("tasks") or []
-    if not tasks:
-        raise ValueError(f"Volcano Job {namespace}/{name} has no spec.tasks")
+    job = default_job(job)
+    problems = validate_job(job)
+    if problems:
+        raise JobRejected(f"{namespace}/{name}", problems)
+    spec = job.get("spec") or {}
+    queue = spec["queue"]
+    tasks = spec["tasks"]
     pods: list[dict[str, Any]] = []
     min_task: dict[str, int] = {}
-    for t, task in enumerate(tasks):
-        task_name = task.get("name") or f"default{t}"
-        replicas = task.get("replicas", 1)
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            raise ValueError(
-                f"Volcano Job {namespace}/{name}: tasks[{t}].replicas must be "
-                f"an integer >= 0, got {replicas!r}"
-            )
-        min_task[task_name] = task.get("minAvailable", replicas)
+    for task in tasks:
+        task_name = task["name"]
+        replicas = task.get("replicas") or 0
+        min_task[task_name] = task["minAvailable"]
         template = task.get("template") or {}
         for i in range(replicas):
             pod_meta = copy.deepcopy(template.get("metadata") or {})
@@ -238,7 +241,7 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
             if spec.get("schedulerName") and not pod_spec.get("schedulerName"):
                 pod_spec["schedulerName"] = spec["schedulerName"]
             pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec})
-    min_member = spec.get("minAvailable") or len(pods)
+    min_member = spec["minAvailable"]
     if not pods:
         raise ValueError(f"Volcano Job {namespace}/{name} has no replicas")
     group_spec: dict[str, Any] = {
@@ -364,6 +367,8 @@ def _objects(
     if kind == "Job" and group == _VOLCANO_BATCH:
         try:
             converted = volcano_job_objects(doc)
+        except JobRejected as exc:
+            raise JobRejected(exc.job, exc.problems, where) from None
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         for etype, obj in converted:

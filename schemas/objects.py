@@ -20,6 +20,7 @@ __all__ = [
     "GANG_ANNOTATIONS",
     "NODE_NAME_FIELD",
     "QUEUE_ANNOTATION",
+    "QUEUE_ANNOTATIONS",
     "gang_key",
     "global_default_class",
     "node_allocatable",
@@ -37,6 +38,11 @@ __all__ = [
 #: Pod annotations naming the gang (PodGroup) a pod belongs to, first match wins.
 GANG_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 QUEUE_ANNOTATION = "volcano.sh/queue-name"
+#: Pod annotation (or label) keys naming its Volcano queue, first match wins:
+#: ``volcano.sh/queue-name`` (what Volcano's job controller puts on a Job's pods) and
+#: ``scheduling.volcano.sh/queue-name`` (Volcano's ``QueueNameAnnotationKey``, read by
+#: its PodGroup controller for a plain pod and used by its ``example/`` manifests).
+QUEUE_ANNOTATIONS = (QUEUE_ANNOTATION, "scheduling.volcano.sh/queue-name")
 DEFAULT_QUEUE = "default"
 
 #: The field a node affinity's ``matchFields`` may name (kube: ``metav1.ObjectNameField``,
@@ -278,13 +284,15 @@ def gang_key(pod: dict[str, Any]) -> str | None:
 
 
 def pod_queue(pod: dict[str, Any]) -> str:
-    """The Volcano queue of a pod: annotation, else label, else ``default``."""
+    """The Volcano queue of a pod: an annotation of :data:`QUEUE_ANNOTATIONS`, else
+    such a label, else ``default``."""
     meta = pod.get("metadata") or {}
-    return (
-        (meta.get("annotations") or {}).get(QUEUE_ANNOTATION)
-        or (meta.get("labels") or {}).get(QUEUE_ANNOTATION)
-        or DEFAULT_QUEUE
-    )
+    for where in (meta.get("annotations"), meta.get("labels")):
+        if where:
+            for key in QUEUE_ANNOTATIONS:
+                if where.get(key):
+                    return str(where[key])
+    return DEFAULT_QUEUE
 
 
 def pod_priority(pod: dict[str, Any], classes: dict[str, dict[str, Any]] | None = None) -> int:

@@ -139,9 +139,13 @@ def test_volcano_job_becomes_podgroup_and_pods() -> None:
     assert VOLCANO_JOB["spec"]["tasks"][0]["template"]["metadata"] == {"labels": {"role": "ps"}}
 
 
-def test_volcano_job_min_member_defaults_to_all_replicas() -> None:
+def test_volcano_job_min_member_defaults_to_the_tasks_min_available() -> None:
+    # volcano-sh/volcano mutate_job.go patchDefaultMinAvailable: the sum of the tasks'
+    # minAvailable (ps 1 + worker 2), each defaulting to the task's replicas.
     job = copy.deepcopy(VOLCANO_JOB)
     del job["spec"]["minAvailable"]
+    assert convert(job)[0]["data"]["spec"]["minMember"] == 3
+    del job["spec"]["tasks"][1]["minAvailable"]
     assert convert(job)[0]["data"]["spec"]["minMember"] == 4
 
 
@@ -191,7 +195,7 @@ def test_cloudevents_pass_through_unchanged() -> None:
                 "metadata": {"name": "j"},
                 "spec": {"tasks": []},
             },
-            ["document 1", "no spec.tasks"],
+            ["document 1", "No task specified in job spec"],
         ),
     ],
 )

@@ -98,7 +98,7 @@ def test_examples_pass_the_reference_validator(etype: str) -> None:
                 },
             },
         ),
-        ("esched.podgroup.submitted", {"metadata": {"name": "g"}, "spec": {"minMember": 0}}),
+        ("esched.podgroup.submitted", {"metadata": {"name": "g"}, "spec": {"minMember": -1}}),
         ("esched.podgroup.submitted", {"metadata": {"name": "g"}, "spec": {"minMember": 100001}}),
         ("esched.queue.upserted", {"metadata": {"name": "q"}, "spec": {"weight": 0}}),
         ("esched.queue.upserted", {"metadata": {"name": "q"}, "status": {"state": "Gone"}}),

@@ -175,3 +175,12 @@ def test_publish_in_either_mode_then_ingest_stores_the_same_events(
     assert ingested.exit_code == 0, ingested.output
     summary = orjson.loads(ingested.stdout)
     assert (summary["stored"], summary["deadlettered"]) == (4, 0)
+
+
+def test_a_job_volcanos_webhook_refuses_exits_3_with_volcanos_message(runner, tmp_path) -> None:
+    # volcano-sh/volcano example/invalid_jobs/duplicatedTaskName-webhook-deny.yaml
+    deny = Path(__file__).parents[1] / "schemas" / "volcano_examples"
+    path = str(deny / "duplicatedTaskName-webhook-deny.yaml")
+    result = runner.invoke(cli, ["publish", "--kafka", "127.0.0.1:1", path])
+    assert result.exit_code == EXIT_INVALID_INPUT, result.output
+    assert "duplicated task name task-1" in result.output

@@ -1,0 +1,468 @@
+"""Volcano Job admission: the defaults of Volcano's mutating webhook, then the checks
+of its validating webhook, as ``kubectl create`` of a ``batch.volcano.sh/v1alpha1``
+Job would run them.
+
+A Job is not an event: ``esched publish`` converts it into its PodGroup and pods
+(:func:`esched.schemas.manifests.volcano_job_objects`). That conversion is where
+Volcano's admission webhooks sit in Kubernetes (before the object exists), so it
+runs :func:`default_job` and :func:`validate_job` first, and a Job Volcano refuses
+is refused there with Volcano's message (:class:`JobRejected`), instead of becoming
+pods that wait forever.
+
+References (volcano-sh/volcano):
+
+- ``pkg/webhooks/admission/jobs/mutate/mutate_job.go``: queue ``default``,
+  ``schedulerName: volcano``, ``maxRetry`` 3, task names ``default<i>``, a task's
+  ``minAvailable`` = its replicas, the job's ``minAvailable`` = the sum of its tasks'
+  ``minAvailable``, ``svc`` / ``ssh`` plugins added for ``tensorflow`` / ``mpi``.
+- ``pkg/webhooks/admission/jobs/validate/admit_job.go`` (``validateJobCreate``) and
+  ``util.go`` (``validatePolicies``, ``validateIO``, ``topoSort``).
+
+Not checked here: the queue's existence and state (state-dependent: esched judges a
+queue's state at the submission's log position in the dispatcher, ``QueueClosing`` /
+``QueueClosed`` rejections; a queue not declared yet has Volcano's defaults, since
+the log may carry the Queue after its pods), and the pod template as kube's API
+server validates it (esched's pod schema checks what scheduling reads).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "DEFAULT_MAX_RETRY",
+    "JOB_PLUGINS",
+    "POLICY_ACTIONS",
+    "POLICY_EVENTS",
+    "JobProblem",
+    "JobRejected",
+    "default_job",
+    "validate_job",
+]
+
+#: mutate_job.go ``DefaultMaxRetry``.
+DEFAULT_MAX_RETRY = 3
+DEFAULT_QUEUE = "default"
+DEFAULT_SCHEDULER = "volcano"
+#: ``v1alpha1.DefaultTaskSpec``: a task without a name is ``default<index>``.
+DEFAULT_TASK_PREFIX = "default"
+
+#: Policy events a user may name (util.go ``policyEventMap``, the ones allowed;
+#: ``PodRunning``, ``OutOfSync`` and ``CommandIssued`` are Volcano's own).
+POLICY_EVENTS = (
+    "*",
+    "PodFailed",
+    "PodEvicted",
+    "PodPending",
+    "Unknown",
+    "TaskCompleted",
+    "TaskFailed",
+    "JobUpdated",
+)
+#: Policy actions a user may name (util.go ``policyActionMap``, the ones allowed).
+POLICY_ACTIONS = (
+    "AbortJob",
+    "RestartJob",
+    "RestartTask",
+    "RestartPod",
+    "TerminateJob",
+    "CompleteJob",
+    "ResumeJob",
+)
+_VALID_POLICIES = (
+    f" valid events are {list(POLICY_EVENTS)}, valid actions are {list(POLICY_ACTIONS)}"
+)
+#: Job plugins Volcano's job controller registers (``pkg/controllers/job/plugins``).
+JOB_PLUGINS = ("ssh", "env", "svc", "tensorflow", "mpi", "pytorch", "ray", "hcclrank")
+
+# k8s.io/apimachinery validation.IsDNS1123Label / IsQualifiedName.
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS1123_LABEL_MAX = 63
+_DNS1123_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
+    "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
+    "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_QUALIFIED_NAME_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+    "'123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+
+
+class JobProblem:
+    """One reason a Job is refused: the dotted ``field`` at fault and Volcano's text."""
+
+    __slots__ = ("field", "message")
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"JobProblem({self.field!r}, {self.message!r})"
+
+
+class JobRejected(ValueError):
+    """A Volcano Job its admission webhook refuses. ``str()`` is Volcano's message
+    (the problems' texts joined as ``validateJobCreate`` joins them); ``problems``
+    lists each with its field; ``field`` is the first one's."""
+
+    def __init__(self, job: str, problems: list[JobProblem], where: str = "") -> None:
+        self.job = job
+        self.problems = problems
+        self.field = problems[0].field if problems else None
+        self.where = where
+        super().__init__(
+            (f"{where}: " if where else "")
+            + f'admission webhook "validatejob.volcano.sh" denied Job {job}: '
+            + " ".join(p.message.strip() for p in problems)
+        )
+
+
+def _int(value: Any, default: int = 0) -> int:
+    """An int32 field's value (absent or null: Go's zero value)."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(value)
+    return value
+
+
+def default_job(job: Mapping[str, Any]) -> dict[str, Any]:
+    """``job`` with the defaults of Volcano's mutating webhook applied (a new object;
+    ``job`` is not changed): ``spec.queue`` ``default``, ``spec.schedulerName``
+    ``volcano``, ``spec.maxRetry`` 3 when 0 or absent, each task's ``name``
+    (``default<i>``), ``minAvailable`` (its replicas) and ``maxRetry`` (3),
+    ``spec.minAvailable`` the sum of the tasks' ``minAvailable`` when 0 or absent, and
+    the ``svc`` plugin for ``tensorflow`` / ``mpi``, ``ssh`` for ``mpi``.
+    Fields of the wrong type are left for :func:`validate_job` to refuse."""
+    out = copy.deepcopy(dict(job))
+    spec = out.get("spec")
+    if not isinstance(spec, dict):
+        return out
+    if not spec.get("queue"):
+        spec["queue"] = DEFAULT_QUEUE
+    if not spec.get("schedulerName"):
+        spec["schedulerName"] = DEFAULT_SCHEDULER
+    if spec.get("maxRetry") in (None, 0):
+        spec["maxRetry"] = DEFAULT_MAX_RETRY
+    tasks = spec.get("tasks")
+    if isinstance(tasks, list):
+        for i, task in enumerate(tasks):
+            if not isinstance(task, dict):
+                continue
+            if not task.get("name"):
+                task["name"] = f"{DEFAULT_TASK_PREFIX}{i}"
+            if task.get("minAvailable") is None:
+                task["minAvailable"] = task.get("replicas") or 0
+            if task.get("maxRetry") in (None, 0):
+                task["maxRetry"] = DEFAULT_MAX_RETRY
+        if spec.get("minAvailable") in (None, 0):
+            total = 0
+            for task in tasks:
+                if not isinstance(task, dict):
+                    continue
+                value = task.get("minAvailable")
+                if isinstance(value, int) and not isinstance(value, bool):
+                    total += value
+            spec["minAvailable"] = total
+    plugins = spec.get("plugins")
+    if isinstance(plugins, dict):
+        plugins = dict(plugins)
+        if ("tensorflow" in plugins or "mpi" in plugins) and "svc" not in plugins:
+            plugins["svc"] = []
+        if "mpi" in plugins and "ssh" not in plugins:
+            plugins["ssh"] = []
+        spec["plugins"] = plugins
+    return out
+
+
+def _policy_events(policy: Mapping[str, Any]) -> list[str]:
+    """util.go ``getEventList``: ``events`` then ``event``, duplicates dropped."""
+    out: list[str] = []
+    events = policy.get("events") or []
+    for e in [*events, policy["event"]] if policy.get("event") else events:
+        if e not in out:
+            out.append(e)
+    return out
+
+
+def _policy_problems(policies: Any, path: str) -> list[JobProblem]:
+    """util.go ``validatePolicies``: the first problem of a policy list stops the walk,
+    as Volcano's does; ``*`` excludes every other event."""
+    if policies is None:
+        return []
+    if not isinstance(policies, list):
+        return [JobProblem(path, f"{path}: must be a list")]
+    problems: list[JobProblem] = []
+    seen_events: set[str] = set()
+    seen_codes: set[int] = set()
+    for i, policy in enumerate(policies):
+        where = f"{path}[{i}]"
+        if not isinstance(policy, dict):
+            problems.append(JobProblem(where, f"{where}: must be an object"))
+            break
+        has_event = bool(policy.get("event")) or bool(policy.get("events"))
+        exit_code = policy.get("exitCode")
+        if has_event and exit_code is not None:
+            problems.append(JobProblem(where, "must not specify event and exitCode simultaneously"))
+            break
+        if not has_event and exit_code is None:
+            problems.append(JobProblem(where, "either event and exitCode should be specified"))
+            break
+        if has_event:
+            stop = False
+            for event in _policy_events(policy):
+                if event not in POLICY_EVENTS:
+                    problems.append(
+                        JobProblem(
+                            f"{where}.event",
+                            f'{path}: Invalid value: "{event}": invalid policy event',
+                        )
+                    )
+                    stop = True
+                    break
+                action = policy.get("action")
+                if action not in POLICY_ACTIONS:
+                    problems.append(
+                        JobProblem(
+                            f"{where}.action",
+                            f'{path}: Invalid value: "{action}": invalid policy action',
+                        )
+                    )
+                    stop = True
+                    break
+                if event in seen_events:
+                    problems.append(
+                        JobProblem(
+                            f"{where}.event", f"duplicate event {event}  across different policy"
+                        )
+                    )
+                    stop = True
+                    break
+                seen_events.add(event)
+            if stop:
+                break
+        else:
+            if isinstance(exit_code, bool) or not isinstance(exit_code, int):
+                problems.append(JobProblem(f"{where}.exitCode", "exitCode must be an integer"))
+                break
+            if exit_code == 0:
+                problems.append(JobProblem(f"{where}.exitCode", "0 is not a valid error code"))
+                break
+            if exit_code in seen_codes:
+                problems.append(JobProblem(f"{where}.exitCode", f"duplicate exitCode {exit_code}"))
+                break
+            seen_codes.add(exit_code)
+    if "*" in seen_events and len(seen_events) > 1:
+        problems.append(JobProblem(path, "if there's * here, no other policy should be here"))
+    return problems
+
+
+def _volume_problems(volumes: Any) -> list[JobProblem]:
+    """util.go ``validateIO``: the first bad volume only."""
+    if not isinstance(volumes, list):
+        return []
+    mounts: set[str] = set()
+    for i, volume in enumerate(volumes):
+        where = f"spec.volumes[{i}]"
+        if not isinstance(volume, dict):
+            return [JobProblem(where, f"{where}: must be an object")]
+        mount = volume.get("mountPath") or ""
+        if not mount:
+            return [JobProblem(f"{where}.mountPath", " mountPath is required;")]
+        if mount in mounts:
+            return [JobProblem(f"{where}.mountPath", f" duplicated mountPath: {mount};")]
+        claim, claim_name = volume.get("volumeClaim"), volume.get("volumeClaimName") or ""
+        if claim is None and not claim_name:
+            return [JobProblem(where, " either VolumeClaim or VolumeClaimName must be specified;")]
+        if claim_name and claim is not None:
+            return [
+                JobProblem(
+                    where,
+                    "conflict: If you want to use an existing PVC, just specify "
+                    "VolumeClaimName.If you want to create a new PVC, you do not need to "
+                    "specify VolumeClaimName",
+                )
+            ]
+        mounts.add(mount)
+    return []
+
+
+def _is_dag(tasks: list[dict[str, Any]]) -> bool:
+    """util.go ``topoSort``: Kahn's algorithm over ``dependsOn.name``; a dependency on
+    a task the job does not have never completes, so its dependants make it no DAG."""
+    names = [t.get("name") for t in tasks]
+    in_degree = {n: 0 for n in names}
+    edges: dict[Any, list[Any]] = {}
+    for t in tasks:
+        for dep in (t.get("dependsOn") or {}).get("name") or []:
+            edges.setdefault(dep, []).append(t.get("name"))
+            in_degree[t.get("name")] = in_degree.get(t.get("name"), 0) + 1
+    ready = [n for n, d in in_degree.items() if d == 0]
+    done = 0
+    while ready:
+        n = ready.pop()
+        done += 1
+        for m in edges.pop(n, []):
+            in_degree[m] -= 1
+            if in_degree[m] == 0:
+                ready.append(m)
+    return done == len(names)
+
+
+def _name_problems(name: str, what: str) -> list[str]:
+    """validation.IsQualifiedName of a pod or job name (no prefix part)."""
+    if not _QUALIFIED_NAME.match(name):
+        return [f"create {what} with name {name} validate failed [{_QUALIFIED_NAME_MSG}]"]
+    if len(name) > _DNS1123_LABEL_MAX:
+        return [
+            f"create {what} with name {name} validate failed "
+            f"[name part must be no more than {_DNS1123_LABEL_MAX} characters]"
+        ]
+    return []
+
+
+def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
+    """The problems Volcano's ``validateJobCreate`` finds in ``job`` (defaulted by
+    :func:`default_job` first, as the API server runs the mutating webhook before the
+    validating one), in its order; empty when Volcano admits it. The first three
+    checks (``minAvailable``, ``maxRetry``, ``ttlSecondsAfterFinished``) and an empty
+    task list stop at once, as Volcano's do; the rest accumulate."""
+    meta = job.get("metadata") or {}
+    spec = job.get("spec") or {}
+    name = str(meta.get("name") or "")
+    try:
+        min_available = _int(spec.get("minAvailable"))
+    except TypeError:
+        return [JobProblem("spec.minAvailable", "job 'minAvailable' must be an integer")]
+    if min_available < 0:
+        return [JobProblem("spec.minAvailable", "job 'minAvailable' must be >= 0.")]
+    try:
+        max_retry = _int(spec.get("maxRetry"))
+    except TypeError:
+        return [JobProblem("spec.maxRetry", "'maxRetry' must be an integer")]
+    if max_retry < 0:
+        return [JobProblem("spec.maxRetry", "'maxRetry' cannot be less than zero.")]
+    ttl = spec.get("ttlSecondsAfterFinished")
+    if ttl is not None:
+        if isinstance(ttl, bool) or not isinstance(ttl, int):
+            return [
+                JobProblem(
+                    "spec.ttlSecondsAfterFinished", "'ttlSecondsAfterFinished' must be an integer"
+                )
+            ]
+        if ttl < 0:
+            return [
+                JobProblem(
+                    "spec.ttlSecondsAfterFinished",
+                    "'ttlSecondsAfterFinished' cannot be less than zero.",
+                )
+            ]
+    tasks = spec.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        return [JobProblem("spec.tasks", "No task specified in job spec")]
+    problems: list[JobProblem] = []
+    seen: set[str] = set()
+    total = 0
+    has_dependencies = False
+    for i, task in enumerate(tasks):
+        where = f"spec.tasks[{i}]"
+        if not isinstance(task, dict):
+            problems.append(JobProblem(where, f"{where}: must be an object"))
+            continue
+        task_name = str(task.get("name") or "")
+        if task.get("dependsOn") is not None:
+            has_dependencies = True
+        try:
+            replicas = _int(task.get("replicas"))
+        except TypeError:
+            problems.append(
+                JobProblem(
+                    f"{where}.replicas", f" 'replicas' must be an integer in task: {task_name};"
+                )
+            )
+            continue
+        if replicas < 0:
+            problems.append(
+                JobProblem(f"{where}.replicas", f" 'replicas' < 0 in task: {task_name};")
+            )
+        task_min = task.get("minAvailable")
+        if task_min is not None:
+            if isinstance(task_min, bool) or not isinstance(task_min, int):
+                problems.append(
+                    JobProblem(
+                        f"{where}.minAvailable",
+                        f" 'minAvailable' must be an integer in task: {task_name};",
+                    )
+                )
+            elif task_min > replicas:
+                problems.append(
+                    JobProblem(
+                        f"{where}.minAvailable",
+                        f" 'minAvailable' is greater than 'replicas' in task: {task_name}, "
+                        f"job: {name}",
+                    )
+                )
+        total += replicas
+        if len(task_name) > _DNS1123_LABEL_MAX:
+            problems.append(
+                JobProblem(
+                    f"{where}.name", f" [must be no more than {_DNS1123_LABEL_MAX} characters];"
+                )
+            )
+        elif not _DNS1123_LABEL.match(task_name):
+            problems.append(JobProblem(f"{where}.name", f" [{_DNS1123_LABEL_MSG}];"))
+        if task_name in seen:
+            problems.append(JobProblem(f"{where}.name", f" duplicated task name {task_name};"))
+            break  # as Volcano's loop does
+        seen.add(task_name)
+        for p in _policy_problems(task.get("policies"), f"{where}.policies"):
+            problems.append(
+                JobProblem(
+                    p.field,
+                    p.message + _VALID_POLICIES,
+                )
+            )
+        # jobhelpers.MakePodName: <job>-<task>-<index>, a pod name.
+        for text in _name_problems(f"{name}-{task_name}-{i}", "pod"):
+            problems.append(JobProblem(f"{where}.name", text + ";"))
+    for text in _name_problems(name, "job"):
+        problems.append(JobProblem("metadata.name", text))
+    if total < min_available:
+        problems.append(
+            JobProblem(
+                "spec.minAvailable",
+                "job 'minAvailable' should not be greater than total replicas in tasks;",
+            )
+        )
+    for p in _policy_problems(spec.get("policies"), "spec.policies"):
+        problems.append(
+            JobProblem(
+                p.field,
+                p.message + _VALID_POLICIES + ";",
+            )
+        )
+    plugins = spec.get("plugins")
+    if isinstance(plugins, dict):
+        for plugin in plugins:
+            if plugin not in JOB_PLUGINS:
+                problems.append(
+                    JobProblem(f"spec.plugins.{plugin}", f" unable to find job plugin: {plugin}")
+                )
+    problems += _volume_problems(spec.get("volumes"))
+    if has_dependencies and not _is_dag([t for t in tasks if isinstance(t, dict)]):
+        problems.append(
+            JobProblem(
+                "spec.tasks",
+                "job has dependencies between tasks, but doesn't form a directed acyclic "
+                "graph(DAG)",
+            )
+        )
+    return problems
