@@ -116,7 +116,7 @@ class KafkaSecurity:
         if mech == "OAUTHBEARER":
             if not self.oauth_token_file:
                 raise KafkaSecurityError("SASL OAUTHBEARER needs an OAuth token file")
-        elif mech and not (self.sasl_username and self.sasl_password is not None):
+        elif mech and not (self.sasl_username and self.sasl_password):
             raise KafkaSecurityError(f"SASL {mech} needs a user name and a password")
 
     def ssl_context(self) -> ssl.SSLContext:

@@ -379,7 +379,7 @@ def _secret(options: dict[str, Any], file_key: str, env: str, what: str) -> str 
             return Path(path).read_text().strip()
         except OSError as exc:
             raise click.UsageError(f"{what} file {path}: {exc.strerror}") from None
-    return os.environ.get(env)
+    return os.environ.get(env) or None
 
 
 def command_security() -> KafkaSecurity:

@@ -13,11 +13,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["TestPki", "make_pki"]
+__all__ = ["Pki", "make_pki"]
 
 
 @dataclass(frozen=True)
-class TestPki:
+class Pki:
     """Paths of the PEM files."""
 
     ca: Path
@@ -101,14 +101,14 @@ def _write_cert(path: Path, cert: x509.Certificate) -> Path:
     return path
 
 
-def make_pki(directory: Path) -> TestPki:
+def make_pki(directory: Path) -> Pki:
     """Generate the files in ``directory``."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
     server_key = ec.generate_private_key(ec.SECP256R1())
     client_key = ec.generate_private_key(ec.SECP256R1())
     other_key = ec.generate_private_key(ec.SECP256R1())
     password = "pki-key-password-7f3a"
-    return TestPki(
+    return Pki(
         ca=_write_cert(directory / "ca.pem", _cert("test CA", ca_key, "test CA", ca_key, ca=True)),
         server_cert=_write_cert(
             directory / "server.pem",
