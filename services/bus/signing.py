@@ -20,7 +20,6 @@ unchecked; the services say so once at start (:func:`warn_if_unsigned`).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import os
@@ -93,8 +92,8 @@ class Keyring:
 
     def signature(self, value: bytes) -> bytes:
         """The header value signing ``value`` with the current key."""
-        mac = hmac.new(self.current.secret, value, hashlib.sha256).hexdigest()
-        return self._prefix + mac.encode()
+        # hmac.digest: the one-shot form (about 2 us a record, sign or check).
+        return self._prefix + hmac.digest(self.current.secret, value, "sha256").hex().encode()
 
     def sign(self, value: bytes) -> Headers:
         """The headers of a record with this value."""
@@ -124,7 +123,7 @@ class Keyring:
         if not sep or secret is None:
             # The id is the sender's text: shown escaped and cut, never trusted.
             return "bad_signature", f"unknown signing key id {kid[:64]!r}"
-        expected = hmac.new(secret, msg.value, hashlib.sha256).hexdigest().encode()
+        expected = hmac.digest(secret, msg.value, "sha256").hex().encode()
         if not hmac.compare_digest(expected, mac):
             return "bad_signature", f"signature of key {kid.decode()} does not match the record"
         return None
