@@ -263,6 +263,7 @@ async def _tls_proxy(
             await asyncio.wait_for(server.wait_closed(), 5)
 
 
+@pytest.mark.kafka
 async def test_services_talk_to_a_broker_over_mutual_tls_with_signed_records(
     pki: Pki, topic_prefix: str
 ):
@@ -303,6 +304,7 @@ async def test_services_talk_to_a_broker_over_mutual_tls_with_signed_records(
     assert handshakes and set(handshakes) == {"esched"}
 
 
+@pytest.mark.kafka
 async def test_a_client_that_does_not_trust_the_broker_certificate_fails_the_handshake(
     pki: Pki,
 ):

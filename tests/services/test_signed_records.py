@@ -249,6 +249,8 @@ async def _deadletters(bus, want: int) -> list[dict]:
     return [orjson.loads(m.value) for m in got]
 
 
+@pytest.mark.kafka
+@pytest.mark.postgres
 async def test_proposals_from_a_client_without_the_key_are_dead_lettered_not_committed(
     pg_store, kafka_bootstrap, topic_prefix
 ):
@@ -308,6 +310,8 @@ async def test_proposals_from_a_client_without_the_key_are_dead_lettered_not_com
     ]
 
 
+@pytest.mark.kafka
+@pytest.mark.postgres
 async def test_the_services_sign_what_they_send_and_place_through_kafka(
     pg_url, kafka_bootstrap, topic_prefix
 ):

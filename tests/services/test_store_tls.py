@@ -29,6 +29,8 @@ from esched.services.store import StoreError, open_store
 from support.certs import Pki, make_pki
 from support.events import append_events, node, pod
 
+pytestmark = pytest.mark.postgres
+
 
 def _pg_bin() -> str | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
