@@ -404,7 +404,7 @@ def command_security() -> KafkaSecurity:
         oauth_token_file=opts.get("kafka_oauth_token_file"),
     )
     try:
-        security.validate()
+        security.client_kwargs()  # checked in full here: files, key password
     except KafkaSecurityError as exc:
         raise click.UsageError(str(exc)) from None
     return security

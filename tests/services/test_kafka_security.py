@@ -318,3 +318,14 @@ async def test_a_client_that_does_not_trust_the_broker_certificate_fails_the_han
                     "127.0.0.1", proxy_port, ssl=ctx, server_hostname="127.0.0.1"
                 )
     assert handshakes == []
+
+
+def test_up_with_a_key_that_does_not_open_is_a_usage_error(pki):
+    result = _invoke(
+        ["up", "--kafka", "127.0.0.1:9", "--kafka-ca-file", str(pki.ca),
+         "--kafka-cert-file", str(pki.client_cert),
+         "--kafka-key-file", str(pki.client_key_encrypted)],
+        env={"ESCHED_KAFKA_KEY_PASSWORD": "not-it-4411"},
+    )  # fmt: skip
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "client-enc.key" in result.output and "not-it-4411" not in result.output
