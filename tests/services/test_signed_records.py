@@ -339,3 +339,42 @@ async def test_the_services_sign_what_they_send_and_place_through_kafka(
     assert summary["placed"] + summary["unschedulable"] == 80
     assert summary["commit"]["deadlettered"] == 0
     assert summary["commit"]["committed"] == summary["proposals"] - summary["conflicts"]
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+async def test_the_commit_command_takes_its_keys_from_the_environment(
+    pg_store, pg_url, kafka_bootstrap, topic_prefix
+):
+    """`esched commit` as an OS process, keys in ``$ESCHED_SIGNING_KEYS``: the
+    unsigned proposal is dead-lettered, the signed one committed."""
+    from esched.services.procs import run_esched, service_env
+
+    await append_events(pg_store, node("n1", cpu="4"), pod("a"), pod("b"))
+    head = await pg_store.head()
+    bus = open_bus(kafka_bootstrap, topic_prefix)
+    await bus.ensure_topics()
+    producer = bus.producer()
+    await producer.start()
+    signed = _proposal("p-b", [("b", "n1")], position=head)
+    try:
+        await producer.send_with_headers(
+            bus.topics.proposals,
+            [
+                (b"t/a", _proposal("p-a", [("a", "n1")], position=head), ()),
+                (b"t/b", signed, OLD.sign(signed)),
+            ],
+        )
+    finally:
+        await producer.stop()
+    env = {
+        **service_env(pg_url, kafka_bootstrap, topic_prefix),
+        "ESCHED_SIGNING_KEYS": f"k2:{SECRET_NEW},k1:{SECRET_OLD}",
+    }
+    done = await asyncio.to_thread(
+        run_esched, ["commit", "--exit-when-idle", "--group", f"{topic_prefix}c"], env, 90
+    )
+    summary = orjson.loads(done.stdout)
+    assert (summary["committed"], summary["deadlettered"]) == (1, 1)
+    assert await _bound_pods(pg_store) == {"t/b"}
+    assert b"no signing keys" not in done.stderr and SECRET_NEW.encode() not in done.stderr
