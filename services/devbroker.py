@@ -54,9 +54,12 @@ class DevBroker:
     restarted broker is empty, like a lost cluster).
     """
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, advertised: str | None = None) -> None:
         self.port = port or free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        #: The ``host:port`` clients are told to connect to (default: ``bootstrap``);
+        #: another one puts a proxy in front (tests of TLS: tansu has no TLS listener).
+        self.advertised = advertised or self.bootstrap
         self._proc: subprocess.Popen | None = None
         self._log = Path(tempfile.gettempdir()) / f"esched-tansu-{self.port}.log"
 
@@ -70,7 +73,7 @@ class DevBroker:
                 "--listener-url",
                 url,
                 "--advertised-listener-url",
-                url,
+                f"tcp://{self.advertised}",
                 "--storage-engine",
                 "memory://tansu/",
             ],

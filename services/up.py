@@ -28,6 +28,8 @@ from esched.core.bands import BandConfig
 from esched.core.quota import Quota
 from esched.services.bus import open_bus
 from esched.services.bus.base import TopicNames
+from esched.services.bus.security import KafkaSecurity
+from esched.services.bus.signing import Keyring
 from esched.services.commit import CommitConfig, CommitService
 from esched.services.dispatch import Dispatcher
 from esched.services.event_files import Record, publish_records, record_for_event
@@ -68,6 +70,10 @@ class UpConfig:
 
     store: str
     kafka: str | None = None
+    #: TLS / SASL of the Kafka clients (None: plaintext).
+    kafka_security: KafkaSecurity | None = None
+    #: Keys signing and checking the internal records (None: unsigned).
+    keyring: Keyring | None = None
     topic_prefix: str = "esched."
     replicas: int = 1
     profile: Profile | None = None
@@ -120,7 +126,12 @@ class Up:
         self.config = config
         self.records = records
         self.progress = progress
-        self.bus = open_bus(config.kafka, config.topic_prefix)
+        self.bus = open_bus(
+            config.kafka,
+            config.topic_prefix,
+            security=config.kafka_security,
+            keyring=config.keyring,
+        )
         self._stopping = asyncio.Event()
 
     async def stop(self) -> None:

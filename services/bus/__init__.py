@@ -1,17 +1,36 @@
 """The bus port and its adapters; :func:`open_bus` picks one from configuration."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from esched.services.bus.base import Bus, BusConsumer, BusError, BusProducer, Message, TopicNames
+
+if TYPE_CHECKING:
+    from esched.services.bus.security import KafkaSecurity
+    from esched.services.bus.signing import Keyring
 
 __all__ = ["Bus", "BusConsumer", "BusError", "BusProducer", "Message", "TopicNames", "open_bus"]
 
 
-def open_bus(kafka: str | None, prefix: str = "esched.") -> Bus:
-    """The Kafka bus when bootstrap servers are given, else the in-process bus."""
+def open_bus(
+    kafka: str | None,
+    prefix: str = "esched.",
+    *,
+    security: KafkaSecurity | None = None,
+    keyring: Keyring | None = None,
+) -> Bus:
+    """The Kafka bus when bootstrap servers are given (with its TLS / SASL
+    ``security``), else the in-process bus; internal records signed with ``keyring``."""
     topics = TopicNames(prefix)
+    bus: Bus
     if kafka:
         from esched.services.bus.kafka import KafkaBus
 
-        return KafkaBus(kafka, topics)
-    from esched.services.bus.memory import MemoryBus
+        bus = KafkaBus(kafka, topics, security=security)
+    else:
+        from esched.services.bus.memory import MemoryBus
 
-    return MemoryBus(topics)
+        bus = MemoryBus(topics)
+    bus.keyring = keyring
+    return bus

@@ -11,7 +11,10 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from esched.services.bus.signing import Keyring
 
 __all__ = [
     "Bus",
@@ -165,6 +168,10 @@ class Bus(abc.ABC):
     """Factory for producers and group consumers on one bus."""
 
     topics: TopicNames
+    #: The keys internal records (proposals, work) are signed and checked with
+    #: (:mod:`.signing`); None: unsigned. A property of the deployment's bus, like
+    #: its topic names, so every service on it agrees.
+    keyring: Keyring | None = None
 
     @abc.abstractmethod
     def producer(self) -> BusProducer:

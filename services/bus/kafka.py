@@ -26,6 +26,7 @@ from esched.services.bus.base import (
     Message,
     TopicNames,
 )
+from esched.services.bus.security import KafkaSecurity
 
 __all__ = ["KafkaBus"]
 
@@ -109,8 +110,13 @@ class KafkaBus(Bus):
         session_timeout_ms: int = 10_000,
         fetch_max_wait_ms: int = 20,
         fetch_max_wait_busy_ms: int = 40,
+        security: KafkaSecurity | None = None,
     ):
         self.bootstrap = bootstrap
+        #: TLS and SASL settings; their client arguments are built (and checked: a
+        #: missing file, a mechanism without credentials) here, once, for every client.
+        self.security = security or KafkaSecurity()
+        self.client_kwargs = self.security.client_kwargs()
         self.topics = topics or TopicNames()
         self.client_id = client_id
         #: How soon the group notices a dead member and hands its partitions over.
@@ -150,7 +156,9 @@ class KafkaBus(Bus):
         )
 
     async def ensure_topics(self, partitions: int = 3) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=self.client_id)
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=self.bootstrap, client_id=self.client_id, **self.client_kwargs
+        )
         try:
             await admin.start()
             existing = set(await admin.list_topics())
@@ -188,6 +196,7 @@ class _KafkaProducer(BusProducer):
             request_timeout_ms=15_000,
             # The default partitioner's partitions, with murmur2 in C (not pure Python).
             partitioner=partition,
+            **bus.client_kwargs,
         )
         self._started = False
         self._handover = asyncio.Lock()
@@ -212,6 +221,18 @@ class _KafkaProducer(BusProducer):
             await asyncio.shield(self._producer.stop())
 
     async def send_many(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None:
+        """Send records (see :meth:`_send`)."""
+        await self._send(topic, [(key, value, ()) for key, value in records])
+
+    async def send_with_headers(
+        self, topic: str, records: Sequence[tuple[bytes | None, bytes, Headers]]
+    ) -> None:
+        """Send records with headers (see :meth:`_send`)."""
+        await self._send(topic, records)
+
+    async def _send(
+        self, topic: str, records: Sequence[tuple[bytes | None, bytes, Headers]]
+    ) -> None:
         """A few records go through aiokafka's ``send``; more are grouped by partition
         (the default partitioner's, in C) and handed over as one record batch per
         partition (``send_batch``), in order: ``send`` costs ~10 µs of Python per record
@@ -222,44 +243,33 @@ class _KafkaProducer(BusProducer):
         producer = self._producer
         try:
             if len(records) < BATCH_MIN_RECORDS:
-                futures = [await producer.send(topic, value, key=key) for key, value in records]
+                futures = [
+                    await producer.send(topic, value, key=key, headers=list(headers) or None)
+                    for key, value, headers in records
+                ]
                 await asyncio.gather(*futures)
                 return
             parts = sorted(await producer.partitions_for(topic))
             available = sorted(
                 producer.client.cluster.available_partitions_for_topic(topic) or parts
             )
-            by_partition: dict[int, list[tuple[bytes | None, bytes]]] = {}
-            for key, value in records:
-                by_partition.setdefault(partition(key, parts, available), []).append((key, value))
+            by_partition: dict[int, list[tuple[bytes | None, bytes, Headers]]] = {}
+            for rec in records:
+                by_partition.setdefault(partition(rec[0], parts, available), []).append(rec)
             futures = []
             async with self._handover:
                 for p, recs in by_partition.items():
                     batch = producer.create_batch()
-                    for key, value in recs:
-                        if batch.append(timestamp=None, key=key, value=value) is None:
+                    for key, value, headers in recs:
+                        hs = list(headers)
+                        if batch.append(timestamp=None, key=key, value=value, headers=hs) is None:
                             # Full: send it, start the next (a first record always fits).
                             batch.close()
                             futures.append(await producer.send_batch(batch, topic, partition=p))
                             batch = producer.create_batch()
-                            batch.append(timestamp=None, key=key, value=value)
+                            batch.append(timestamp=None, key=key, value=value, headers=hs)
                     batch.close()  # closed: sent at once, no linger
                     futures.append(await producer.send_batch(batch, topic, partition=p))
-            await asyncio.gather(*futures)
-        except (KafkaError, OSError) as exc:
-            raise _bus_error(exc) from exc
-
-    async def send_with_headers(
-        self, topic: str, records: Sequence[tuple[bytes | None, bytes, Headers]]
-    ) -> None:
-        """One ``send`` per record (headers are for producers' records, not the hot
-        internal paths, which use :meth:`send_many`)."""
-        producer = self._producer
-        try:
-            futures = [
-                await producer.send(topic, value, key=key, headers=list(headers) or None)
-                for key, value, headers in records
-            ]
             await asyncio.gather(*futures)
         except (KafkaError, OSError) as exc:
             raise _bus_error(exc) from exc
@@ -303,6 +313,7 @@ class _KafkaConsumer(BusConsumer):
             rebalance_timeout_ms=bus.session_timeout_ms,
             fetch_max_wait_ms=bus.fetch_max_wait_ms,
             group_instance_id=instance,
+            **bus.client_kwargs,
         )
         self._wait = FetchWait(bus.fetch_max_wait_ms, bus.fetch_max_wait_busy_ms)
         self._started = False

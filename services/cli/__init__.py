@@ -30,6 +30,9 @@ import orjson
 import yaml
 
 if TYPE_CHECKING:
+    from esched.services.bus import Bus
+    from esched.services.bus.security import KafkaSecurity
+    from esched.services.bus.signing import Keyring
     from esched.services.store.base import EventStore
 
 __all__ = ["cli", "main"]
@@ -46,7 +49,25 @@ EXIT_UNSCHEDULABLE = 5
 
 DEFAULT_STORE = "sqlite:///esched.sqlite"
 #: Keys of a config file that apply to every subcommand that has such an option.
-SHARED_KEYS = ("kafka", "store", "topic_prefix", "metrics_port", "metrics_addr", "bands")
+SHARED_KEYS = (
+    "kafka",
+    "store",
+    "topic_prefix",
+    "metrics_port",
+    "metrics_addr",
+    "bands",
+    "kafka_security_protocol",
+    "kafka_ca_file",
+    "kafka_cert_file",
+    "kafka_key_file",
+    "kafka_key_password_file",
+    "kafka_check_hostname",
+    "kafka_sasl_mechanism",
+    "kafka_sasl_username",
+    "kafka_sasl_password_file",
+    "kafka_oauth_token_file",
+    "signing_keys_file",
+)
 #: Top-level keys whose values are data, not option names: kept as written.
 _VERBATIM_KEYS = ("bands",)
 
@@ -236,6 +257,183 @@ _metrics_addr = click.option(
 def metrics_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--metrics-port`` and ``--metrics-addr`` (the latter read by ``metrics.serve``)."""
     return _metrics_port(_metrics_addr(fn))
+
+
+#: Where the Kafka security and signing options are collected (``ctx.meta``): they
+#: are not parameters of each command function, :func:`command_bus` reads them.
+_BUS_META = "esched.bus_options"
+
+
+def _collect(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta.setdefault(_BUS_META, {})[param.name] = value
+    return value
+
+
+def _bus_option(*decls: str, **kwargs: Any) -> Callable[[Any], Any]:
+    return click.option(*decls, expose_value=False, callback=_collect, **kwargs)
+
+
+_security_options = (
+    _bus_option(
+        "--kafka-security-protocol",
+        envvar="ESCHED_KAFKA_SECURITY_PROTOCOL",
+        type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+        help="Kafka security.protocol [env ESCHED_KAFKA_SECURITY_PROTOCOL]. Default: from "
+        "the other options (SASL_SSL with a SASL mechanism and a CA or client "
+        "certificate, SASL_PLAINTEXT with a mechanism, SSL with a CA or certificate, "
+        "else PLAINTEXT).",
+    ),
+    _bus_option(
+        "--kafka-ca-file",
+        envvar="ESCHED_KAFKA_CA_FILE",
+        metavar="PEM",
+        help="CA certificates the brokers' certificates are checked against (else the "
+        "system's) [env ESCHED_KAFKA_CA_FILE].",
+    ),
+    _bus_option(
+        "--kafka-cert-file",
+        envvar="ESCHED_KAFKA_CERT_FILE",
+        metavar="PEM",
+        help="Client certificate for mutual TLS [env ESCHED_KAFKA_CERT_FILE].",
+    ),
+    _bus_option(
+        "--kafka-key-file",
+        envvar="ESCHED_KAFKA_KEY_FILE",
+        metavar="PEM",
+        help="Client certificate's private key [env ESCHED_KAFKA_KEY_FILE]; its "
+        "password, if any, in $ESCHED_KAFKA_KEY_PASSWORD or --kafka-key-password-file.",
+    ),
+    _bus_option(
+        "--kafka-key-password-file",
+        envvar="ESCHED_KAFKA_KEY_PASSWORD_FILE",
+        metavar="FILE",
+        help="File holding the client key's password [env ESCHED_KAFKA_KEY_PASSWORD_FILE].",
+    ),
+    _bus_option(
+        "--kafka-check-hostname/--kafka-no-check-hostname",
+        envvar="ESCHED_KAFKA_CHECK_HOSTNAME",
+        default=True,
+        show_default=True,
+        help="Check the broker's host name against its certificate.",
+    ),
+    _bus_option(
+        "--kafka-sasl-mechanism",
+        envvar="ESCHED_KAFKA_SASL_MECHANISM",
+        type=click.Choice(
+            ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"], case_sensitive=False
+        ),
+        help="SASL mechanism [env ESCHED_KAFKA_SASL_MECHANISM].",
+    ),
+    _bus_option(
+        "--kafka-sasl-username",
+        envvar="ESCHED_KAFKA_SASL_USERNAME",
+        metavar="NAME",
+        help="SASL user (PLAIN, SCRAM) [env ESCHED_KAFKA_SASL_USERNAME]; the password in "
+        "$ESCHED_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file, never a flag.",
+    ),
+    _bus_option(
+        "--kafka-sasl-password-file",
+        envvar="ESCHED_KAFKA_SASL_PASSWORD_FILE",
+        metavar="FILE",
+        help="File holding the SASL password [env ESCHED_KAFKA_SASL_PASSWORD_FILE].",
+    ),
+    _bus_option(
+        "--kafka-oauth-token-file",
+        envvar="ESCHED_KAFKA_OAUTH_TOKEN_FILE",
+        metavar="FILE",
+        help="OAUTHBEARER: file holding the access token, re-read at each "
+        "authentication (a refresher rewrites it) [env ESCHED_KAFKA_OAUTH_TOKEN_FILE].",
+    ),
+)
+_signing_option = _bus_option(
+    "--signing-keys-file",
+    envvar="ESCHED_SIGNING_KEYS_FILE",
+    metavar="FILE",
+    help="Keys that sign and check proposals and work items: `kid:secret` lines, the "
+    "current key first, then previous ones still accepted [env "
+    "ESCHED_SIGNING_KEYS_FILE; or the keys themselves in $ESCHED_SIGNING_KEYS, "
+    "comma-separated]. Without keys records are unsigned (a warning at start).",
+)
+
+
+def kafka_security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The Kafka TLS / SASL options (read by :func:`command_bus`)."""
+    for option in reversed(_security_options):
+        fn = option(fn)
+    return fn
+
+
+def signing_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--signing-keys-file`` (read by :func:`command_bus`)."""
+    return _signing_option(fn)
+
+
+def _secret(options: dict[str, Any], file_key: str, env: str, what: str) -> str | None:
+    """A secret from its file option, else its environment variable (never a flag:
+    flags show in process lists)."""
+    import os
+
+    path = options.get(file_key)
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise click.UsageError(f"{what} file {path}: {exc.strerror}") from None
+    return os.environ.get(env) or None
+
+
+def command_security() -> KafkaSecurity:
+    """The Kafka security settings of the current command's options and environment."""
+    from esched.services.bus.security import KafkaSecurity, KafkaSecurityError
+
+    opts = click.get_current_context().meta.get(_BUS_META, {})
+    security = KafkaSecurity(
+        protocol=opts.get("kafka_security_protocol"),
+        ca_file=opts.get("kafka_ca_file"),
+        cert_file=opts.get("kafka_cert_file"),
+        key_file=opts.get("kafka_key_file"),
+        key_password=_secret(
+            opts, "kafka_key_password_file", "ESCHED_KAFKA_KEY_PASSWORD", "Kafka key password"
+        ),
+        check_hostname=opts.get("kafka_check_hostname", True),
+        sasl_mechanism=opts.get("kafka_sasl_mechanism"),
+        sasl_username=opts.get("kafka_sasl_username"),
+        sasl_password=_secret(
+            opts, "kafka_sasl_password_file", "ESCHED_KAFKA_SASL_PASSWORD", "SASL password"
+        ),
+        oauth_token_file=opts.get("kafka_oauth_token_file"),
+    )
+    try:
+        security.client_kwargs()  # checked in full here: files, key password
+    except KafkaSecurityError as exc:
+        raise click.UsageError(str(exc)) from None
+    return security
+
+
+def command_keyring() -> Keyring | None:
+    """The signing keys of the current command (None: unsigned)."""
+    from esched.services.bus.signing import SigningConfigError, load_keyring
+
+    opts = click.get_current_context().meta.get(_BUS_META, {})
+    try:
+        return load_keyring(opts.get("signing_keys_file"))
+    except SigningConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def command_bus(kafka: str | None, topic_prefix: str, *, signing: bool = False) -> Bus:
+    """The bus of the current command: Kafka with its security options (bad ones
+    are a usage error, exit 2), or the in-process bus; with ``signing``, the
+    command's signing keys."""
+    from esched.services.bus import open_bus
+    from esched.services.bus.security import KafkaSecurityError
+
+    security = command_security() if kafka else None
+    keyring = command_keyring() if signing else None
+    try:
+        return open_bus(kafka, topic_prefix, security=security, keyring=keyring)
+    except KafkaSecurityError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 class _BandsParam(click.ParamType):

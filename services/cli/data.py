@@ -13,10 +13,12 @@ from esched.services.cli import (
     EXIT_INVALID_INPUT,
     bands_option,
     cli,
+    command_bus,
     config_quota,
     emit,
     format_option,
     input_records,
+    kafka_security_options,
     migrated_store,
     prefix_option,
     run_async,
@@ -36,6 +38,7 @@ from esched.services.cli import (
     help="Kafka bootstrap servers [env ESCHED_KAFKA]; required (without Kafka, "
     "`esched ingest --input` and `esched up --input` read the same files).",
 )
+@kafka_security_options
 @prefix_option
 @click.option(
     "--mode",
@@ -66,10 +69,9 @@ def publish(
     (a manifest that cannot be converted, an invalid event); 4 Kafka unreachable.
     """
     from esched.schemas.validator import InvalidEvent, parse_event
-    from esched.services.bus import open_bus
     from esched.services.event_files import publish_records, with_mode
 
-    bus = open_bus(kafka, topic_prefix)
+    bus = command_bus(kafka, topic_prefix)
     records = input_records(files, bus.topics, "publish")
     if not no_validate:
         errors = []

@@ -9,15 +9,20 @@ import click
 from esched.services.cli import (
     bands_option,
     cli,
+    command_bus,
+    command_keyring,
+    command_security,
     config_quota,
     emit,
     input_records,
     kafka_option,
+    kafka_security_options,
     metrics_option,
     migrated_store,
     prefix_option,
     reserve_option,
     run_async,
+    signing_option,
     store_option,
     until_signalled,
 )
@@ -33,15 +38,17 @@ def _service_bus(what: str, kafka: str | None, topic_prefix: str, metrics_port: 
     proposals from Kafka").
     """
     from esched.services import metrics
-    from esched.services.bus import open_bus
+    from esched.services.bus.signing import warn_if_unsigned
 
     if not kafka:
         raise click.UsageError(
             f"{what}: give --kafka HOST:PORT (or ESCHED_KAFKA); the "
             "embedded mode runs it inside `esched up`"
         )
+    bus = command_bus(kafka, topic_prefix, signing=True)
+    warn_if_unsigned(bus.keyring, what.split()[0])
     metrics.serve(metrics_port)
-    return open_bus(kafka, topic_prefix)
+    return bus
 
 
 # ingest ------------------------------------------------------------------------------
@@ -49,6 +56,7 @@ def _service_bus(what: str, kafka: str | None, topic_prefix: str, metrics_port: 
 
 @cli.command()
 @kafka_option
+@kafka_security_options
 @store_option
 @prefix_option
 @metrics_option
@@ -103,7 +111,6 @@ def ingest(
     could not be reached.
     """
     from esched.services import metrics
-    from esched.services.bus import open_bus
     from esched.services.bus.memory import MemoryBus
     from esched.services.ingest import IngestConfig, IngestService
 
@@ -114,7 +121,7 @@ def ingest(
             "nothing to read: give --kafka HOST:PORT (or ESCHED_KAFKA), "
             "or --input FILE for the embedded mode"
         )
-    bus = open_bus(kafka, topic_prefix)
+    bus = command_bus(kafka, topic_prefix)
     # The embedded mode (--input) reads files into the in-process bus and writes its
     # dead letters back out of it: only the MemoryBus has append() and log().
     memory = bus if isinstance(bus, MemoryBus) else None
@@ -159,6 +166,8 @@ def ingest(
 
 @cli.command()
 @kafka_option
+@kafka_security_options
+@signing_option
 @store_option
 @prefix_option
 @metrics_option
@@ -259,6 +268,8 @@ def _load_profile_option(path: str | None) -> Any:
     help="This replica's name (in its proposals; unique per process).",
 )
 @kafka_option
+@kafka_security_options
+@signing_option
 @store_option
 @prefix_option
 @metrics_option
@@ -359,6 +370,8 @@ def replica(
 
 @cli.command()
 @kafka_option
+@kafka_security_options
+@signing_option
 @store_option
 @prefix_option
 @metrics_option
@@ -392,6 +405,8 @@ def dispatch(
 
 @cli.command()
 @kafka_option
+@kafka_security_options
+@signing_option
 @store_option
 @prefix_option
 @metrics_option
@@ -465,6 +480,7 @@ def up(
     """
     from esched.services import metrics
     from esched.services.bus.base import TopicNames
+    from esched.services.bus.signing import warn_if_unsigned
     from esched.services.up import Up, UpConfig, generated_records, parse_generate
 
     topics = TopicNames(topic_prefix)
@@ -479,11 +495,18 @@ def up(
         raise click.UsageError(str(exc)) from exc
     profile = _load_profile_option(profile_path)
     quota = config_quota(bands)
+    security = command_security() if kafka else None
+    keyring = command_keyring()
+    if kafka:
+        # Embedded (no --kafka), nothing outside the process can write its records.
+        warn_if_unsigned(keyring, "up")
     metrics.serve(metrics_port)
     runner = Up(
         UpConfig(
             store=store,
             kafka=kafka,
+            kafka_security=security,
+            keyring=keyring,
             topic_prefix=topic_prefix,
             replicas=replicas,
             profile=profile,

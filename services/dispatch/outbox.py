@@ -9,6 +9,7 @@ import orjson
 
 from esched.schemas.events import POD, POD_REJECTED, envelope, stream_name, timestamp
 from esched.services import metrics
+from esched.services.bus.signing import send_signed
 from esched.services.dispatch.config import SERVICE
 from esched.services.dispatch.reclaim import _Reclaim
 from esched.services.faults import retry_transient
@@ -78,7 +79,7 @@ class _Outbox(_Reclaim):
             chunk = batch[i : i + self.config.chunk]
             records = [rec for _cause, rec in chunk]
             await retry_transient(
-                functools.partial(producer.send_many, topic, records),
+                functools.partial(send_signed, producer, self.bus.keyring, topic, records),
                 what="work send",
                 service=SERVICE,
                 peer="bus",

@@ -13,6 +13,7 @@ from esched.core.queues import queue_view
 from esched.core.reclaim import may_reclaim, plan_gang_reclaim, plan_reclaim
 from esched.core.validation import Validator
 from esched.schemas.events import proposal_envelope, proposal_key, timestamp
+from esched.services.bus.signing import send_signed
 from esched.services.dispatch.config import SERVICE
 from esched.services.dispatch.wakeups import _WakeUps
 from esched.services.faults import retry_transient
@@ -146,7 +147,7 @@ class _Reclaim(_WakeUps):
                 for p in batch
             ]
             await retry_transient(
-                lambda: producer.send_many(self.bus.topics.proposals, records),
+                lambda: send_signed(producer, self.bus.keyring, self.bus.topics.proposals, records),
                 what="reclaim proposals send",
                 service=SERVICE,
                 peer="bus",

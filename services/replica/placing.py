@@ -14,6 +14,7 @@ from esched.core.reasons import canonical_code
 from esched.core.schedule import PassResult, Target
 from esched.schemas.events import PLACEMENT_COMMITTED, proposal_envelope, proposal_key, timestamp
 from esched.services import metrics
+from esched.services.bus.signing import send_signed
 from esched.services.faults import retry_transient
 from esched.services.replica.config import SERVICE
 from esched.services.replica.reports import _Reports
@@ -264,7 +265,7 @@ class _Placing(_Reports):
         ]
         producer = self._producer
         await retry_transient(
-            lambda: producer.send_many(self.bus.topics.proposals, records),
+            lambda: send_signed(producer, self.bus.keyring, self.bus.topics.proposals, records),
             what="proposals send",
             service=SERVICE,
             peer="bus",

@@ -158,9 +158,15 @@ class AppendResult:
 # --------------------------------------------------------------------------- helpers
 
 
+#: URL query parameters whose values are secrets (libpq's ``password``, the TLS
+#: client key's ``sslpassword``).
+_SECRET_PARAMS = re.compile(r"([?&](?:ssl)?password=)([^&#]*)", re.IGNORECASE)
+
+
 def redact_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (with or without a scheme, and
-    whatever the password contains), for messages, logs and reprs."""
+    whatever the password contains; in the query too), for messages, logs and reprs."""
+    url = _SECRET_PARAMS.sub(r"\1***", url)
     scheme, sep, rest = url.partition("://")
     if not sep:
         scheme, rest = "", url
@@ -173,6 +179,9 @@ def redact_url(url: str) -> str:
 def scrub(text: str, url: str) -> str:
     """``text`` (a driver's error message about ``url``) without the URL's password
     or any piece of it a parser may have quoted (split at ``/ : @ ? #``)."""
+    for m in _SECRET_PARAMS.finditer(url):
+        if len(m.group(2)) >= 2:
+            text = text.replace(m.group(2), "***")
     rest = url.partition("://")[2] or url
     creds, at, _host = rest.rpartition("@")
     if not at or ":" not in creds:
