@@ -250,6 +250,8 @@ class SchedulingPass:
         if devices is not None:
             self._buffers()
         explain = cfg.explain
+        # kube's SchedulingGates (PreEnqueue): a gated pod is never attempted.
+        gated = st.gated
         stopped: list[int] = []
         gi = -1
         for items in groups:
@@ -259,7 +261,12 @@ class SchedulingPass:
                 kind, key, position = t
                 if kind == "pod":
                     idx = pod_index.get(key)
-                    if idx is None or phase[idx] != PHASE_PENDING or key in inflight:
+                    if (
+                        idx is None
+                        or phase[idx] != PHASE_PENDING
+                        or key in inflight
+                        or (gated and key in gated)
+                    ):
                         out.skipped += 1
                     elif gang_of[idx] >= 0:  # a gang member travels with its gang
                         self._gang_target(
@@ -351,6 +358,10 @@ class SchedulingPass:
         unschedulable = out.unschedulable
         placed_gang = placed
         members = st.gang_members(t.key, "Pending")
+        if st.gated:
+            # Gated members wait (kube's SchedulingGates); the gang may still reach
+            # minMember without them.
+            members = [m for m in members if m not in st.gated]
         if not members:
             out.skipped += 1
             return

@@ -69,6 +69,14 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
         raise click.ClickException(str(exc)) from exc
     if len(pods) != 1:
         raise click.BadParameter(f"expected one Pod, found {len(pods)}", param_hint="--pod")
+    gates = [g.get("name") for g in (pods[0].get("spec") or {}).get("schedulingGates") or ()]
+    if gates:
+        # kube's SchedulingGates (PreEnqueue): a gated pod is not attempted at all.
+        if fmt == "json":
+            click.echo(orjson.dumps({"gated": gates, "nodes": [], "chosen": None}).decode())
+        else:
+            click.echo(f"SchedulingGated: waiting for scheduling gates: [{' '.join(gates)}]")
+        sys.exit(EXIT_UNSCHEDULABLE)
     placer = Placer(state, _profile(profile_file), seed=seed)
     try:
         result = placer.explain(pods[0])

@@ -26,6 +26,7 @@ from esched.schemas.events import (
     POD_SUBMITTED,
     POD_SUCCEEDED,
     POD_UNSCHEDULABLE,
+    POD_UPDATED,
     PODGROUP_SUBMITTED,
     QUEUE_UPSERTED,
 )
@@ -79,7 +80,8 @@ class _WakeUps(_DispatchBase):
         now = time.monotonic()
         for pos, etype, key, fact_data in facts:
             data = fact_data or {}  # a decision's or report's data is a dict; the rest unread
-            if etype == POD_SUBMITTED or etype == POD_EVICTED:
+            if etype == POD_SUBMITTED or etype == POD_EVICTED or etype == POD_UPDATED:
+                # An update may have removed a pod's last scheduling gate: work now.
                 pods[key] = None
             elif etype == PODGROUP_SUBMITTED:
                 gangs[key] = None
@@ -146,10 +148,13 @@ class _WakeUps(_DispatchBase):
         out: list[tuple[str, str, str]] = []
         gang_set = dict.fromkeys(gangs)
         rejecting = self.admission.rejecting
+        gated = st.gated
         for pod in pods:
             idx = st.pod_index.get(pod)
             if idx is None or st.phase_of(idx) != PHASE_PENDING or pod in rejecting:
                 continue
+            if gated and pod in gated:
+                continue  # kube's SchedulingGates: waits for an update to ungate it
             g = st.gang_of(idx)
             if g >= 0:
                 gang_set[st.gang_keys[g]] = None
