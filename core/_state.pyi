@@ -33,6 +33,8 @@ class ClusterState:
     tombstones: dict[str, int]
     #: Pending pod key -> the names of its scheduling gates, while it has any
     gated: dict[str, tuple[str, ...]]
+    #: pod key -> the ``spec.schedulerName`` it names (pods naming none are absent)
+    scheduler_of: dict[str, str]
     # resources
     res_names: list[str]
     res_index: dict[str, int]

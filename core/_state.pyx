@@ -400,6 +400,7 @@ cdef class ClusterState:
         self.anomaly_first = {}
         self.tombstones = {}
         self.gated = {}
+        self.scheduler_of = {}
         self._at = 0
         self._unknown_counts = {}
         for i in range(32):
@@ -1118,6 +1119,13 @@ cdef class ClusterState:
             self.gated[key] = _gate_names(gates)
         elif self.gated:
             self.gated.pop(key, None)
+        # Which profile the pod asks for: the scheduling pass leaves pods naming a
+        # scheduler esched does not run Pending (kube leaves them to that scheduler).
+        sname = pspec.get("schedulerName") if isinstance(pspec, dict) else None
+        if sname:
+            self.scheduler_of[key] = sname
+        elif self.scheduler_of:
+            self.scheduler_of.pop(key, None)
         if node_name:
             nidx = self.node_index.get(node_name)
             if nidx is None:
@@ -1168,6 +1176,8 @@ cdef class ClusterState:
         cdef Py_ssize_t p = idx
         if self.gated:
             self.gated.pop(key, None)
+        if self.scheduler_of:
+            self.scheduler_of.pop(key, None)
         self._release(p)
         self._set_phase(p, phase)
         self._release_if_idle(self.pod_gang[p])
@@ -2055,6 +2065,7 @@ cdef class ClusterState:
             "anomaly_first": self.anomaly_first,
             "tombstones": self.tombstones,
             "gated": self.gated,
+            "scheduler_of": self.scheduler_of,
             "event_counts": self.event_counts,
             "res_names": self.res_names,
             "node_names": self.node_names,
@@ -2106,6 +2117,7 @@ cdef class ClusterState:
         s.anomaly_first = h.get("anomaly_first") or {}
         s.tombstones = h.get("tombstones") or {}
         s.gated = {k: tuple(v) for k, v in (h.get("gated") or {}).items()}
+        s.scheduler_of = h.get("scheduler_of") or {}
         for name, count in h["event_counts"].items():
             slot = _TYPE_SLOT.get(name)
             if slot is None:
