@@ -104,7 +104,7 @@ _PASS_TEXTS = {
     INSUFFICIENT_GPU_DEVICES: "node(s) had no GPU device with room",
     NO_NODES: "no nodes available to schedule pods",
     SCHEDULING_GATED: "waiting for scheduling gates",
-    OTHER_SCHEDULER: "the pod names a scheduler esched does not run",
+    OTHER_SCHEDULER: "node(s) not tried: the pod names a scheduler esched does not run",
 }
 
 

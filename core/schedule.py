@@ -443,7 +443,9 @@ class SchedulingPass:
             f"pod names schedulerName {name!r}; esched schedules "
             f"{' and '.join(repr(n) for n in sorted(self.scheduler_names))}"
         )
-        out.unschedulable[pod] = (t, {OTHER_SCHEDULER: 1}, message)
+        # Every node is not tried: counted as the FitError counts nodes.
+        nodes = max(1, len(self.state.node_index))
+        out.unschedulable[pod] = (t, {OTHER_SCHEDULER: nodes}, message)
 
     # ------------------------------------------------------------------ devices
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from esched.schemas.events import stream_of
+from esched.schemas.events import POD_UNSCHEDULABLE, stream_of
 from esched.services.bus.base import TopicNames
 from esched.services.event_files import record_for_event
 from esched.services.store import NewEvent, open_store
@@ -74,3 +74,43 @@ async def _is(value, want) -> bool:
 
 async def _gated_is(es, want) -> bool:
     return (await fold_log(es)).gated.get("t/gated") == want
+
+
+async def test_a_pod_naming_another_scheduler_stays_pending_with_that_reason(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'o.sqlite'}"
+    theirs = pod("theirs", "1")
+    theirs["data"]["spec"]["schedulerName"] = "someone-else"
+    records = [
+        record_for_event(e, TopicNames(), "test")
+        for e in (events.node("n1", "4"), theirs, pod("mine", "1"))
+    ]
+    runner = Up(UpConfig(store=url, progress_every=0), records)
+    task = asyncio.create_task(runner.run())
+    es = open_store(url)
+    await es.connect()
+    await es.migrate()
+    try:
+
+        async def report() -> dict | None:
+            for r in await es.read(0, 10_000):
+                if r.type == POD_UNSCHEDULABLE:
+                    return orjson.loads(r.payload)["data"]
+            return None
+
+        data = await eventually(report, within=20)
+        assert data["pod"] == "t/theirs" and data["reasons"] == {"OtherScheduler": 1}
+        assert "'someone-else'" in data["message"]
+        state = await fold_log(es)
+        assert state.pod("t/theirs")["phase"] == "Pending"
+        await eventually(lambda: _is(_phase(es, "t/mine"), "Running"), within=20)
+    finally:
+        await es.close()
+        await runner.stop()
+        await asyncio.wait_for(task, 20)
+
+
+async def _phase(es, key: str) -> str | None:
+    rec = (await fold_log(es)).pod(key)
+    return rec["phase"] if rec else None
