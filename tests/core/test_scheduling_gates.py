@@ -149,3 +149,12 @@ def test_commit_validation_refuses_to_bind_a_gated_pod(log, state) -> None:
         }
     )
     assert not verdict.ok and verdict.reason == SCHEDULING_GATED
+
+
+def test_replay_lists_gated_pods_with_their_gates(log, state) -> None:
+    from esched.services.replay import format_table
+
+    log(EV.POD_SUBMITTED, gated_pod("p", ["example.com/quota", "b"]))
+    table = format_table(state.summary())
+    assert "gated     1 (SchedulingGated" in table
+    assert "ns/p" in table and "example.com/quota,b" in table
