@@ -348,6 +348,17 @@ class SchedulingPass:
         gangs_done.add(t.key)  # several items of one gang: planned once per pass
         self._gang(t, g_idx, out, placed, inflight, reasons_cache, now, reserving)
 
+    def _other_scheduler(self, t: Target, pod: str, out: PassResult) -> None:
+        """A pod naming a scheduler esched does not run: Pending with that reason."""
+        name = self.state.scheduler_of[pod]
+        message = (
+            f"pod names schedulerName {name!r}; esched schedules "
+            f"{' and '.join(repr(n) for n in sorted(self.scheduler_names))}"
+        )
+        # Every node is not tried: counted as the FitError counts nodes.
+        nodes = max(1, len(self.state.node_index))
+        out.unschedulable[pod] = (t, {OTHER_SCHEDULER: nodes}, message)
+
     def _gang(
         self,
         t: Target,
@@ -435,17 +446,6 @@ class SchedulingPass:
         for pod, node in zip(members, plan, strict=True):
             if node is None:  # beyond minMember and no room: reported like any pod
                 unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
-
-    def _other_scheduler(self, t: Target, pod: str, out: PassResult) -> None:
-        """A pod naming a scheduler esched does not run: Pending with that reason."""
-        name = self.state.scheduler_of[pod]
-        message = (
-            f"pod names schedulerName {name!r}; esched schedules "
-            f"{' and '.join(repr(n) for n in sorted(self.scheduler_names))}"
-        )
-        # Every node is not tried: counted as the FitError counts nodes.
-        nodes = max(1, len(self.state.node_index))
-        out.unschedulable[pod] = (t, {OTHER_SCHEDULER: nodes}, message)
 
     # ------------------------------------------------------------------ devices
 
