@@ -20,6 +20,8 @@ cdef class ClusterState:
     cdef dict _unknown_counts            # unknown event type -> count folded
     cdef public dict anomaly_first       # reason -> log position of its first occurrence
     cdef public dict tombstones          # pod key deleted before its submit -> position
+    cdef public dict gated               # Pending pod key -> its scheduling gates (names), while any
+    cdef public dict scheduler_of        # pod key -> its spec.schedulerName, when it names one
     cdef long long _at                   # position of the event being folded
     cdef long long type_counts[32]       # folded events per known type (slot of _TYPE_SLOT)
 
@@ -155,6 +157,7 @@ cdef class ClusterState:
     cdef int _pod_submit(self, str key, dict pod, dict meta, dict spec, list class_memo) except -1
     cdef int _gang_size_annotation(self, Py_ssize_t g, object value) except -1
     cdef int _pod_finished(self, dict data, int phase) except -1
+    cdef int _pod_updated(self, dict data) except -1
     cdef int _pod_finish(self, str key, int phase) except -1
     cdef int _podgroup(self, dict pg) except -1
     cdef int _queue_upsert(self, dict queue) except -1

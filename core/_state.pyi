@@ -31,6 +31,10 @@ class ClusterState:
     anomaly_first: dict[str, int]
     #: pod key deleted before it was submitted -> position of the delete
     tombstones: dict[str, int]
+    #: Pending pod key -> the names of its scheduling gates, while it has any
+    gated: dict[str, tuple[str, ...]]
+    #: pod key -> the ``spec.schedulerName`` it names (pods naming none are absent)
+    scheduler_of: dict[str, str]
     # resources
     res_names: list[str]
     res_index: dict[str, int]

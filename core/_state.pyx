@@ -84,6 +84,7 @@ cdef enum:
     EV_NODE_REMOVED
     EV_POD_SUBMITTED
     EV_POD_DELETED
+    EV_POD_UPDATED
     EV_POD_SUCCEEDED
     EV_POD_FAILED
     EV_PODGROUP
@@ -102,6 +103,7 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.NODE_REMOVED: EV_NODE_REMOVED,
     _ev.POD_SUBMITTED: EV_POD_SUBMITTED,
     _ev.POD_DELETED: EV_POD_DELETED,
+    _ev.POD_UPDATED: EV_POD_UPDATED,
     _ev.POD_SUCCEEDED: EV_POD_SUCCEEDED,
     _ev.POD_FAILED: EV_POD_FAILED,
     _ev.PODGROUP_SUBMITTED: EV_PODGROUP,
@@ -184,6 +186,21 @@ def _grown(arr, rows: int, cols: int = -1):
     new = np.zeros((rows, max(cols, arr.shape[1])), dtype=arr.dtype)
     new[: arr.shape[0], : arr.shape[1]] = arr
     return new
+
+
+def _gate_names(gates) -> tuple:
+    """The names of a pod's ``spec.schedulingGates`` (``[{"name": ...}]``), in order;
+    TypeError (a malformed body) when an entry is not a named object."""
+    if not gates:
+        return ()
+    if not isinstance(gates, list):
+        raise TypeError("spec.schedulingGates is not a list")
+    names = []
+    for g in gates:
+        if not isinstance(g, dict) or not isinstance(g.get("name"), str):
+            raise TypeError("a scheduling gate without a name")
+        names.append(g["name"])
+    return tuple(names)
 
 
 def _readonly(view):
@@ -382,6 +399,8 @@ cdef class ClusterState:
         self.anomalies = {}
         self.anomaly_first = {}
         self.tombstones = {}
+        self.gated = {}
+        self.scheduler_of = {}
         self._at = 0
         self._unknown_counts = {}
         for i in range(32):
@@ -1092,6 +1111,21 @@ cdef class ClusterState:
         self.pod_node[p] = -1
         self.pod_phase[p] = PHASE_FREE
         self._set_phase(p, PHASE_PENDING)
+        # kube's SchedulingGates (PreEnqueue): a gated pod is Pending and never
+        # attempted until an esched.pod.updated removes its last gate. The API server
+        # refuses nodeName with gates (so does ingest): a bound pod is never gated.
+        gates = pspec.get("schedulingGates") if isinstance(pspec, dict) else None
+        if gates and not node_name:
+            self.gated[key] = _gate_names(gates)
+        elif self.gated:
+            self.gated.pop(key, None)
+        # Which profile the pod asks for: the scheduling pass leaves pods naming a
+        # scheduler esched does not run Pending (kube leaves them to that scheduler).
+        sname = pspec.get("schedulerName") if isinstance(pspec, dict) else None
+        if sname:
+            self.scheduler_of[key] = sname
+        elif self.scheduler_of:
+            self.scheduler_of.pop(key, None)
         if node_name:
             nidx = self.node_index.get(node_name)
             if nidx is None:
@@ -1140,6 +1174,10 @@ cdef class ClusterState:
                 self.tombstones[key] = self._at
             return 0
         cdef Py_ssize_t p = idx
+        if self.gated:
+            self.gated.pop(key, None)
+        if self.scheduler_of:
+            self.scheduler_of.pop(key, None)
         self._release(p)
         self._set_phase(p, phase)
         self._release_if_idle(self.pod_gang[p])
@@ -1148,6 +1186,31 @@ cdef class ClusterState:
             self.pod_keys[p] = None
             self.pod_free.append(p)
             self.pod_usage.pop(key, None)
+        return 0
+
+    cdef int _pod_updated(self, dict data) except -1:
+        # esched.pod.updated: the new value of the fields kube lets change on a
+        # Pending pod that esched reads; today spec.schedulingGates, which may only
+        # lose gates (kube's pod update validation refuses adding one). An absent or
+        # empty list removes every gate: the pod becomes schedulable work.
+        key = _meta_key(data.get("metadata") or {})
+        idx = self.pod_index.get(key)
+        if idx is None:
+            self._anomaly("unknown_pod")
+            return 0
+        if self.pod_phase[<Py_ssize_t>idx] != PHASE_PENDING:
+            self._anomaly("update_not_pending")
+            return 0
+        spec = data.get("spec") or {}
+        new = _gate_names(spec.get("schedulingGates"))
+        old = self.gated.get(key, ())
+        if not set(new) <= set(old):
+            self._anomaly("scheduling_gate_added")
+            return 0
+        if new:
+            self.gated[key] = new
+        else:
+            self.gated.pop(key, None)
         return 0
 
     cdef int _podgroup(self, dict pg) except -1:
@@ -1398,6 +1461,8 @@ cdef class ClusterState:
                 self._pod_finished(data, PHASE_FAILED)
             elif code == EV_POD_DELETED:
                 self._pod_finished(data, PHASE_FREE)
+            elif code == EV_POD_UPDATED:
+                self._pod_updated(data)
             elif code == EV_NODE_UPSERT:
                 self._node_upsert(data)
             elif code == EV_NODE_REMOVED:
@@ -1703,10 +1768,13 @@ cdef class ClusterState:
             "queues": queues,
             # Nodes held for a starving gang (esched.gang.reserved), until it is placed.
             "reservations": {g: list(nodes) for g, nodes in sorted(self.reservations.items())},
+            # Pending pods kube's SchedulingGates holds back, with the gates they wait for.
+            "schedulingGated": {k: list(v) for k, v in sorted(self.gated.items())},
         }
 
     def pod(self, key: str) -> dict | None:
-        """One pod's record (phase, node, class, gang, queue, priority, allocation) or None."""
+        """One pod's record (phase, node, class, gang, queue, priority, allocation,
+        the scheduling gates it still waits for) or None."""
         idx = self.pod_index.get(key)
         if idx is None:
             return None
@@ -1723,6 +1791,7 @@ cdef class ClusterState:
             "priority": int(self.pod_prio[p]),
             "allocated": {self.res_names[r]: int(self.pod_alloc[p, r])
                           for r in range(self.n_res) if self.pod_alloc[p, r] != 0},
+            "schedulingGates": list(self.gated.get(key, ())),
         }
 
     def node(self, name: str) -> dict | None:
@@ -1997,6 +2066,8 @@ cdef class ClusterState:
             "anomalies": self.anomalies,
             "anomaly_first": self.anomaly_first,
             "tombstones": self.tombstones,
+            "gated": self.gated,
+            "scheduler_of": self.scheduler_of,
             "event_counts": self.event_counts,
             "res_names": self.res_names,
             "node_names": self.node_names,
@@ -2047,6 +2118,8 @@ cdef class ClusterState:
         s.anomalies = h["anomalies"]
         s.anomaly_first = h.get("anomaly_first") or {}
         s.tombstones = h.get("tombstones") or {}
+        s.gated = {k: tuple(v) for k, v in (h.get("gated") or {}).items()}
+        s.scheduler_of = h.get("scheduler_of") or {}
         for name, count in h["event_counts"].items():
             slot = _TYPE_SLOT.get(name)
             if slot is None:

@@ -26,15 +26,21 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "ALWAYS_ON_FILTERS",
+    "API_VERSION",
     "DEFAULT_PROFILE",
     "IGNORED_KUBE_PLUGINS",
+    "KUBE_PLUGINS",
     "NODE_GROUP_AFFINITY",
+    "REMOVED_KUBE_PLUGINS",
+    "VOLCANO_SCHEDULER_NAME",
     "PluginConfig",
     "Profile",
     "ProfileError",
     "load_profile",
     "parse_profile",
     "register_python_plugin",
+    "scheduler_names",
 ]
 
 #: kube's default resources for the Fit strategies and BalancedAllocation.
@@ -60,11 +66,127 @@ IGNORED_KUBE_PLUGINS = frozenset(
         "DefaultBinder",
         "SchedulingGates",
         "DynamicResources",
+    }
+)
+#: The KubeSchedulerConfiguration API version esched reads; others are refused.
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+#: kube-scheduler's in-tree plugins of that version (pkg/scheduler/framework/plugins).
+KUBE_PLUGINS = IGNORED_KUBE_PLUGINS | {"NodeResourcesFit", "NodeResourcesBalancedAllocation"}
+#: Plugins kube removed (validation.go removedPluginsByVersion, and the in-tree cloud
+#: volume limits removed in 1.31): refused by name, as kube-scheduler refuses them.
+REMOVED_KUBE_PLUGINS = frozenset(
+    {
+        "NodeLabel",
+        "ServiceAffinity",
+        "NodePreferAvoidPods",
+        "NodeResourcesLeastAllocated",
+        "NodeResourcesMostAllocated",
+        "RequestedToCapacityRatio",
+        "SelectorSpread",
+        "DefaultPodTopologySpread",
         "EBSLimits",
         "GCEPDLimits",
         "AzureDiskLimits",
+        "CinderLimits",
     }
 )
+#: Filters (and the PreEnqueue gate) esched always applies: a profile disabling one
+#: asks for placements esched would not make, so it is refused.
+ALWAYS_ON_FILTERS = frozenset(
+    {
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "SchedulingGates",
+    }
+)
+#: Extension points where disabling a plugin turns its filtering off.
+_FILTER_POINTS = ("multiPoint", "preEnqueue", "preFilter", "filter")
+_EXTENSION_POINTS = frozenset(
+    {
+        "multiPoint",
+        "preEnqueue",
+        "queueSort",
+        "preFilter",
+        "filter",
+        "postFilter",
+        "preScore",
+        "score",
+        "reserve",
+        "permit",
+        "preBind",
+        "bind",
+        "postBind",
+    }
+)
+#: Arguments of kube's plugins (their *Args types) that esched honours, or that act only
+#: on pods esched refuses at ingest (so no pod it accepts is placed against them);
+#: anything else in ``args`` is refused. ``apiVersion``/``kind`` name the args type.
+_KUBE_ARGS: dict[str, frozenset[str]] = {
+    "NodeResourcesFit": frozenset({"scoringStrategy"}),
+    "NodeResourcesBalancedAllocation": frozenset({"resources"}),
+    # Pods with inter-pod (anti-)affinity are refused at ingest.
+    "InterPodAffinity": frozenset({"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"}),
+    # Pods with claims to bind are refused at ingest.
+    "VolumeBinding": frozenset({"bindTimeoutSeconds", "shape"}),
+    "DynamicResources": frozenset({"filterTimeout"}),
+    "DefaultPreemption": frozenset(),
+    # defaultingType only: defaultConstraints are refused below.
+    "PodTopologySpread": frozenset({"defaultingType"}),
+}
+#: Arguments esched does not honour, with why (refused rather than ignored).
+_REFUSED_ARGS = {
+    ("NodeAffinity", "addedAffinity"): "NodeAffinity addedAffinity is not honoured by esched",
+    ("PodTopologySpread", "defaultConstraints"): "PodTopologySpread defaultConstraints are not "
+    "honoured by esched (pod topology spread is not implemented)",
+    ("NodeResourcesFit", "ignoredResources"): "NodeResourcesFit ignoredResources is not "
+    "honoured by esched (it filters on every requested resource)",
+    ("NodeResourcesFit", "ignoredResourceGroups"): "NodeResourcesFit ignoredResourceGroups is "
+    "not honoured by esched (it filters on every requested resource)",
+    ("DefaultPreemption", "minCandidateNodesPercentage"): "DefaultPreemption "
+    "minCandidateNodesPercentage is not honoured by esched (preemption considers every node)",
+    ("DefaultPreemption", "minCandidateNodesAbsolute"): "DefaultPreemption "
+    "minCandidateNodesAbsolute is not honoured by esched (preemption considers every node)",
+}
+#: kube's defaults of refused arguments: stating the default asks for nothing esched
+#: does not do (an empty list likewise).
+_NO_DEFAULT = object()
+_KUBE_DEFAULTS: dict[tuple[str, str], Any] = {
+    ("DefaultPreemption", "minCandidateNodesPercentage"): 10,
+    ("DefaultPreemption", "minCandidateNodesAbsolute"): 100,
+    ("PodTopologySpread", "defaultConstraints"): [],
+    ("NodeResourcesFit", "ignoredResources"): [],
+    ("NodeResourcesFit", "ignoredResourceGroups"): [],
+}
+#: Top-level fields of a KubeSchedulerConfiguration; ``extenders`` must be empty.
+_CONFIG_FIELDS = frozenset(
+    {
+        "apiVersion",
+        "kind",
+        "parallelism",
+        "leaderElection",
+        "clientConnection",
+        "healthzBindAddress",
+        "metricsBindAddress",
+        "enableProfiling",
+        "enableContentionProfiling",
+        "percentageOfNodesToScore",
+        "podInitialBackoffSeconds",
+        "podMaxBackoffSeconds",
+        "profiles",
+        "extenders",
+        "delayCacheUntilActive",
+    }
+)
+_PROFILE_FIELDS = frozenset(
+    {"schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore"}
+)
+#: The scheduler name Volcano's objects carry (``schedulerName: volcano``): esched
+#: schedules them too, since it implements Volcano's queues and gangs.
+VOLCANO_SCHEDULER_NAME = "volcano"
 _STRATEGIES = {"LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"}
 # Python plugins: name -> callable(state, node_index, class_id) -> int in 0..100.
 _PYTHON_PLUGINS: dict[str, Callable[[Any, int, int], int]] = {}
@@ -231,24 +353,157 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
 
 
 DEFAULT_SCORE = (("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1))
+#: esched's own score plugins (arguments checked by :func:`_plugin`).
+_ESCHED_PLUGINS = frozenset({"EPVM", "Mixed", "FGD", "NodeGroupAffinity"})
 #: The queue's preferred node groups, scored in every profile unless disabled by name.
 NODE_GROUP_AFFINITY = "NodeGroupAffinity"
 NODE_GROUP_AFFINITY_WEIGHT = 2
 
 
+def scheduler_names(profile: Profile) -> frozenset[str]:
+    """The ``spec.schedulerName`` values esched schedules with ``profile``: its name and
+    :data:`VOLCANO_SCHEDULER_NAME`. A pod naming no scheduler is the profile's (esched's
+    input has no API server to default the field)."""
+    return frozenset({profile.name, VOLCANO_SCHEDULER_NAME})
+
+
+def _known_plugin(name: Any) -> bool:
+    return name in KUBE_PLUGINS or name in _ESCHED_PLUGINS or name in _PYTHON_PLUGINS
+
+
+def _check_plugin_name(name: Any, where: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise ProfileError(where, "a plugin name is required")
+    if name in REMOVED_KUBE_PLUGINS:
+        raise ProfileError(
+            where, f"plugin {name!r} was removed from kube-scheduler ({API_VERSION} has none)"
+        )
+    if name != "*" and not _known_plugin(name):
+        raise ProfileError(where, f"unknown plugin {name!r}")
+
+
+def _check_plugins(plugins: Any, where: str) -> None:
+    """Every extension point's plugin names are known; no always-on filter disabled."""
+    if not isinstance(plugins, dict):
+        raise ProfileError(where, "must be a mapping of extension points")
+    for point, section in plugins.items():
+        if point not in _EXTENSION_POINTS:
+            raise ProfileError(f"{where}.{point}", "unknown extension point")
+        for part in ("enabled", "disabled"):
+            for i, p in enumerate((section or {}).get(part) or ()):
+                _check_plugin_name((p or {}).get("name"), f"{where}.{point}.{part}[{i}].name")
+    for point in _FILTER_POINTS:
+        section = plugins.get(point) or {}
+        disabled = {(d or {}).get("name") for d in section.get("disabled") or ()}
+        # A plugin disabled here is back if this point or multiPoint enables it.
+        enabled = {(e or {}).get("name") for e in section.get("enabled") or ()}
+        enabled |= {
+            (e or {}).get("name") for e in (plugins.get("multiPoint") or {}).get("enabled") or ()
+        }
+        for name in sorted(ALWAYS_ON_FILTERS):
+            if (name in disabled or "*" in disabled) and name not in enabled:
+                raise ProfileError(
+                    f"{where}.{point}.disabled",
+                    f"esched always applies the {name} filter and cannot disable it",
+                )
+
+
+def _check_plugin_config(entries: Any, where: str) -> None:
+    """pluginConfig: known plugins, each once (kube's duplicated-plugin-config), and
+    only arguments esched honours."""
+    seen: set[str] = set()
+    for i, entry in enumerate(entries or ()):
+        name = str((entry or {}).get("name") or "")
+        _check_plugin_name(name, f"{where}[{i}].name")
+        if name in seen:
+            raise ProfileError(f"{where}[{i}].name", f"repeated config for plugin {name!r}")
+        seen.add(name)
+        args = (entry or {}).get("args") or {}
+        if not isinstance(args, dict):
+            raise ProfileError(f"{where}[{i}].args", "must be a mapping")
+        if name not in KUBE_PLUGINS:
+            continue  # esched's own plugins: _plugin checks their arguments
+        for key, value in args.items():
+            if key in ("apiVersion", "kind"):
+                continue
+            refused = _REFUSED_ARGS.get((name, key))
+            if refused is not None:
+                if value != _KUBE_DEFAULTS.get((name, key), _NO_DEFAULT):
+                    raise ProfileError(f"{where}[{i}].args.{key}", refused)
+                continue
+            if key not in _KUBE_ARGS.get(name, frozenset()):
+                raise ProfileError(
+                    f"{where}[{i}].args.{key}", f"not an argument of {name} that esched honours"
+                )
+            if (name, key) == ("PodTopologySpread", "defaultingType") and value not in (
+                "System",
+                "List",
+            ):
+                raise ProfileError(f"{where}[{i}].args.{key}", "must be System or List")
+            if (name, key) == ("InterPodAffinity", "hardPodAffinityWeight") and (
+                not isinstance(value, int) or not 0 <= value <= 100
+            ):
+                raise ProfileError(f"{where}[{i}].args.{key}", "not in valid range [0-100]")
+
+
+def _check_config(doc: dict[str, Any], profiles: list[Any]) -> None:
+    """What kube-scheduler's config validation refuses and what esched cannot honour,
+    refused with the field path (validation.go, validation_pluginargs.go)."""
+    version = doc.get("apiVersion")
+    if version is not None and version != API_VERSION:
+        raise ProfileError("apiVersion", f"expected {API_VERSION}, got {version!r}")
+    for key in doc:
+        if key not in _CONFIG_FIELDS:
+            raise ProfileError(str(key), "unknown field of KubeSchedulerConfiguration")
+    if doc.get("extenders"):
+        raise ProfileError("extenders", "scheduler extenders are not supported by esched")
+    seen: dict[str, int] = {}
+    for i, prof in enumerate(profiles):
+        where = f"profiles[{i}]"
+        if not isinstance(prof, dict):
+            raise ProfileError(where, "must be a mapping")
+        for key in prof:
+            if key not in _PROFILE_FIELDS:
+                raise ProfileError(f"{where}.{key}", "unknown field of a profile")
+        sname = prof.get("schedulerName")
+        if len(profiles) > 1 and not sname:
+            raise ProfileError(f"{where}.schedulerName", "Required value")
+        sname = sname or "default-scheduler"
+        if sname in seen:
+            raise ProfileError(
+                f"{where}.schedulerName", f"Duplicate value: profiles[{seen[sname]}].schedulerName"
+            )
+        seen[sname] = i
+        if prof.get("plugins") is not None:
+            _check_plugins(prof["plugins"], f"{where}.plugins")
+        _check_plugin_config(prof.get("pluginConfig"), f"{where}.pluginConfig")
+
+
 def parse_profile(doc: dict[str, Any] | None, name: str | None = None) -> Profile:
-    """Resolve one profile (``name``, else the first) of a KubeSchedulerConfiguration dict."""
+    """Resolve one profile of a KubeSchedulerConfiguration dict: ``name``, else the only
+    one. esched runs one profile per process: a config with several is refused unless
+    ``name`` picks one. Everything esched cannot honour is refused
+    (:class:`ProfileError`, with the field path)."""
     doc = doc or {}
     kind = doc.get("kind", "KubeSchedulerConfiguration")
     if kind != "KubeSchedulerConfiguration":
         raise ProfileError("kind", f"expected KubeSchedulerConfiguration, got {kind!r}")
     profiles = doc.get("profiles") or [{}]
+    if not isinstance(profiles, list):
+        raise ProfileError("profiles", "must be a list")
+    _check_config(doc, profiles)
     idx = 0
+    names = [p.get("schedulerName", "default-scheduler") for p in profiles]
     if name is not None:
-        names = [p.get("schedulerName", "default-scheduler") for p in profiles]
         if name not in names:
             raise ProfileError("profiles", f"no profile named {name!r} (have {names})")
         idx = names.index(name)
+    elif len(profiles) > 1:
+        raise ProfileError(
+            "profiles",
+            f"{len(profiles)} profiles ({', '.join(names)}): esched runs one profile "
+            "(pods whose schedulerName names another are left Pending); keep one",
+        )
     prof = profiles[idx] or {}
     where = f"profiles[{idx}]"
     plugins = prof.get("plugins") or {}
@@ -295,9 +550,14 @@ def parse_profile(doc: dict[str, Any] | None, name: str | None = None) -> Profil
 
 
 def load_profile(path: str | Path, name: str | None = None) -> Profile:
-    """Read a KubeSchedulerConfiguration YAML/JSON file and resolve one profile."""
+    """Read a KubeSchedulerConfiguration YAML/JSON file and resolve one profile; the
+    file must name its ``apiVersion`` (:data:`API_VERSION`), as kube-scheduler's does."""
     with open(path, encoding="utf-8") as fh:
         doc = yaml.safe_load(fh)
+    if not isinstance(doc, dict):
+        raise ProfileError("(file)", "not a KubeSchedulerConfiguration mapping")
+    if "apiVersion" not in doc:
+        raise ProfileError("apiVersion", f"required ({API_VERSION})")
     return parse_profile(doc, name)
 
 

@@ -29,7 +29,9 @@ __all__ = [
     "NON_RESOURCE",
     "NOT_ALIVE",
     "NO_NODES",
+    "OTHER_SCHEDULER",
     "RESOURCE_SHIFT",
+    "SCHEDULING_GATED",
     "SELECTOR",
     "TAINT",
     "TEXTS",
@@ -90,11 +92,19 @@ NODE_RESERVED = "NodeReserved"
 GANG_UNSCHEDULABLE = "GangUnschedulable"
 #: The cluster has no node at all.
 NO_NODES = "NoNodes"
+#: kube's SchedulingGates (PreEnqueue) and PodScheduled condition reason: the pod has
+#: scheduling gates, so it is not attempted until an update removes the last one.
+SCHEDULING_GATED = "SchedulingGated"
+#: The pod names a ``spec.schedulerName`` that is not esched's profile: another
+#: scheduler's pod, which esched leaves Pending (kube-scheduler ignores it likewise).
+OTHER_SCHEDULER = "OtherScheduler"
 #: The scheduling pass's own codes (no feasibility bit) -> their words.
 _PASS_TEXTS = {
     NODE_RESERVED: "node(s) were reserved for another gang",
     INSUFFICIENT_GPU_DEVICES: "node(s) had no GPU device with room",
     NO_NODES: "no nodes available to schedule pods",
+    SCHEDULING_GATED: "waiting for scheduling gates",
+    OTHER_SCHEDULER: "node(s) not tried: the pod names a scheduler esched does not run",
 }
 
 

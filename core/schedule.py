@@ -38,7 +38,8 @@ from esched.core._placer import Placer
 from esched.core._state import ClusterState
 from esched.core.bands import BandConfig
 from esched.core.phases import PHASE_PENDING
-from esched.core.reasons import reason_code, resource_text
+from esched.core.profile import scheduler_names
+from esched.core.reasons import OTHER_SCHEDULER, reason_code, resource_text
 
 __all__ = [
     "GPU_MILLI_RESOURCE",
@@ -168,6 +169,9 @@ class SchedulingPass:
         self._gpu_of: dict[int, tuple[int, int]] = {}
         self._views: Any = None
         self._scratch = PassResult()  # run_groups' collector of what it does not return
+        #: The ``spec.schedulerName`` values this pass schedules (a pod naming none is
+        #: the profile's); a pod naming another is left Pending (OtherScheduler).
+        self.scheduler_names = scheduler_names(profile)
 
     # ------------------------------------------------------------------ the pass
 
@@ -250,6 +254,9 @@ class SchedulingPass:
         if devices is not None:
             self._buffers()
         explain = cfg.explain
+        # kube's SchedulingGates (PreEnqueue): a gated pod is never attempted.
+        gated = st.gated
+        named = st.scheduler_of
         stopped: list[int] = []
         gi = -1
         for items in groups:
@@ -259,8 +266,15 @@ class SchedulingPass:
                 kind, key, position = t
                 if kind == "pod":
                     idx = pod_index.get(key)
-                    if idx is None or phase[idx] != PHASE_PENDING or key in inflight:
+                    if (
+                        idx is None
+                        or phase[idx] != PHASE_PENDING
+                        or key in inflight
+                        or (gated and key in gated)
+                    ):
                         out.skipped += 1
+                    elif named and key in named and named[key] not in self.scheduler_names:
+                        self._other_scheduler(Target(kind, key, position), key, out)
                     elif gang_of[idx] >= 0:  # a gang member travels with its gang
                         self._gang_target(
                             Target("gang", st.gang_keys[gang_of[idx]], position),
@@ -334,6 +348,17 @@ class SchedulingPass:
         gangs_done.add(t.key)  # several items of one gang: planned once per pass
         self._gang(t, g_idx, out, placed, inflight, reasons_cache, now, reserving)
 
+    def _other_scheduler(self, t: Target, pod: str, out: PassResult) -> None:
+        """A pod naming a scheduler esched does not run: Pending with that reason."""
+        name = self.state.scheduler_of[pod]
+        message = (
+            f"pod names schedulerName {name!r}; esched schedules "
+            f"{' and '.join(repr(n) for n in sorted(self.scheduler_names))}"
+        )
+        # Every node is not tried: counted as the FitError counts nodes.
+        nodes = max(1, len(self.state.node_index))
+        out.unschedulable[pod] = (t, {OTHER_SCHEDULER: nodes}, message)
+
     def _gang(
         self,
         t: Target,
@@ -351,6 +376,16 @@ class SchedulingPass:
         unschedulable = out.unschedulable
         placed_gang = placed
         members = st.gang_members(t.key, "Pending")
+        if st.gated:
+            # Gated members wait (kube's SchedulingGates); the gang may still reach
+            # minMember without them.
+            members = [m for m in members if m not in st.gated]
+        named = st.scheduler_of
+        if named:
+            # Members naming another scheduler are not esched's: reported, left out.
+            for m in [m for m in members if m in named and named[m] not in self.scheduler_names]:
+                self._other_scheduler(t, m, out)
+                members.remove(m)
         if not members:
             out.skipped += 1
             return

@@ -54,6 +54,7 @@ __all__ = [
     "RECLAIMED",
     "RECLAIM_ILLEGAL",
     "RESOURCES_MISMATCH",
+    "SCHEDULING_GATED",
     "VICTIM_GANG_SPLIT",
     "VICTIM_GONE",
     "Validator",
@@ -74,6 +75,8 @@ VICTIM_GONE = "VictimGone"
 PREEMPTION_ILLEGAL = "PreemptionIllegal"
 VICTIM_GANG_SPLIT = "VictimGangSplit"
 NODE_RESERVED = reasons.NODE_RESERVED
+#: The pod still has scheduling gates: it may not be bound (kube's SchedulingGates).
+SCHEDULING_GATED = reasons.SCHEDULING_GATED
 #: A reclaim (Volcano queues) whose victims are not legal (core/reclaim.py).
 RECLAIM_ILLEGAL = "ReclaimIllegal"
 #: The pod's Volcano queue is Closed: it schedules nothing (core/admission.py).
@@ -114,6 +117,7 @@ REASONS = {
     VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
     "is evicted whole or not at all",
     NODE_RESERVED: "the node is reserved for a starving gang the pod is not a member of",
+    SCHEDULING_GATED: "the pod still has scheduling gates (spec.schedulingGates)",
     QUEUE_CLOSED: "the pod's queue is Closed: it schedules nothing",
     QUEUE_CAPABILITY: "the bound pods of the pod's queue (or of an ancestor queue), with the "
     "earlier bindings of the batch and this proposal's, would exceed its "
@@ -429,6 +433,13 @@ class Validator:
                     f"pod {pod} is {PHASES[st.phase_of(pidx)]}{on}"
                     if pod not in self._bound
                     else f"pod {pod} was bound earlier in this batch",
+                    pods,
+                )
+            if st.gated and pod in st.gated:
+                return Verdict(
+                    False,
+                    SCHEDULING_GATED,
+                    f"pod {pod} waits for scheduling gates {list(st.gated[pod])}",
                     pods,
                 )
             q = st.queue_of(pidx)

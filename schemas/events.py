@@ -43,6 +43,7 @@ NODE_UPDATED = "esched.node.updated"
 NODE_REMOVED = "esched.node.removed"
 POD_SUBMITTED = "esched.pod.submitted"
 POD_DELETED = "esched.pod.deleted"
+POD_UPDATED = "esched.pod.updated"
 POD_SUCCEEDED = "esched.pod.succeeded"
 POD_FAILED = "esched.pod.failed"
 PODGROUP_SUBMITTED = "esched.podgroup.submitted"
@@ -65,6 +66,7 @@ EXTERNAL_TYPES = (
     NODE_REMOVED,
     POD_SUBMITTED,
     POD_DELETED,
+    POD_UPDATED,
     POD_SUCCEEDED,
     POD_FAILED,
     PODGROUP_SUBMITTED,

@@ -770,8 +770,6 @@ UNSUPPORTED_POD_FIELDS = {
     "spec.affinity.podAntiAffinity": ("InterPodAffinity", "inter-pod anti-affinity"),
     "spec.topologySpreadConstraints": ("PodTopologySpread", "topology spread constraints"),
     "spec.resourceClaims": ("DynamicResources", "DRA resource claims"),
-    # Until a pod update can lift them (kube's SchedulingGates: the pod waits).
-    "spec.schedulingGates": ("SchedulingGates", "scheduling gates"),
     "spec.volumes[].persistentVolumeClaim": ("VolumeBinding", "volumes of persistent claims"),
     "spec.volumes[].ephemeral": ("VolumeBinding", "generic ephemeral volumes"),
 }
@@ -792,7 +790,7 @@ def _check_refused_fields(spec: dict[str, Any]) -> None:
     for key in ("podAffinity", "podAntiAffinity"):
         if affinity.get(key):
             raise _refused_field(f"spec.affinity.{key}", f"spec.affinity.{key}")
-    for key in ("topologySpreadConstraints", "resourceClaims", "schedulingGates"):
+    for key in ("topologySpreadConstraints", "resourceClaims"):
         if spec.get(key):
             raise _refused_field(f"spec.{key}", f"spec.{key}")
     for i, volume in enumerate(spec.get("volumes") or ()):
@@ -801,9 +799,25 @@ def _check_refused_fields(spec: dict[str, Any]) -> None:
                 raise _refused_field(f"spec.volumes[].{key}", f"spec.volumes[{i}].{key}")
 
 
+def _check_gates(gates: list[dict[str, Any]], path: str) -> None:
+    """kube's validateSchedulingGates: gate names are unique."""
+    seen: set[str] = set()
+    for i, gate in enumerate(gates):
+        if gate["name"] in seen:
+            raise _rule_error(f"{path}[{i}].name", f"duplicate scheduling gate {gate['name']!r}")
+        seen.add(gate["name"])
+
+
 def _check_pod(data: dict[str, Any]) -> None:
     spec = data["spec"]
     _check_refused_fields(spec)
+    if spec.get("schedulingGates"):
+        _check_gates(spec["schedulingGates"], "data.spec.schedulingGates")
+        if spec.get("nodeName"):
+            # The API server's rule: a bound pod cannot wait for gates.
+            raise _rule_error(
+                "data.spec.nodeName", "cannot be set until all schedulingGates have been cleared"
+            )
     if spec.get("tolerations") or spec.get("affinity"):
         _check_rules(spec)
     total = _containers(spec["containers"], "data.spec.containers")
@@ -822,6 +836,12 @@ def _check_pod(data: dict[str, Any]) -> None:
     # pays for the exact walk.
     if total + len(spec["containers"]) * _DEFAULTS_PER_CONTAINER > MAX_BASE_UNITS:
         _check_pod_totals(data)
+
+
+def _check_pod_update(data: dict[str, Any]) -> None:
+    gates = (data.get("spec") or {}).get("schedulingGates")
+    if gates:
+        _check_gates(gates, "data.spec.schedulingGates")
 
 
 def _check_podgroup(data: dict[str, Any]) -> None:
@@ -866,6 +886,7 @@ _QUANTITY_CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "esched.node.added": _check_node,
     "esched.node.updated": _check_node,
     "esched.pod.submitted": _check_pod,
+    "esched.pod.updated": _check_pod_update,
     "esched.podgroup.submitted": _check_podgroup,
     "esched.queue.upserted": _check_queue,
     "esched.usage.reported": _check_usage,

@@ -24,6 +24,15 @@ def format_table(summary: dict) -> str:
         lines.append(f"  {res:<24}{human_units(res, cap):>16}{human_units(res, used):>16}{pct:>8}")
     pods = summary["pods"]
     lines.append("pods      " + "  ".join(f"{k}={v}" for k, v in pods.items()))
+    gated = summary.get("schedulingGated") or {}
+    if gated:
+        # Pending but never attempted: each waits for its gates' removal (kube's
+        # SchedulingGated).
+        lines.append(f"gated     {len(gated)} (SchedulingGated: waiting for an esched.pod.updated)")
+        for key, gates in list(gated.items())[:20]:
+            lines.append(f"  {key:<40}{','.join(gates)}")
+        if len(gated) > 20:
+            lines.append(f"  ... and {len(gated) - 20} more")
     if summary["gangs"]:
         lines.append(f"gangs     {len(summary['gangs'])}")
         lines.append(f"  {'GANG':<40}{'MIN':>6}{'PENDING':>9}{'RUNNING':>9}{'DONE':>6}")

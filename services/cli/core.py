@@ -59,6 +59,7 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
     """
     from esched.core._placer import Placer
     from esched.core.manifests import load_events, state_from_events
+    from esched.core.profile import scheduler_names
     from esched.schemas.events import POD_SUBMITTED
     from esched.schemas.quantity import QuantityError
 
@@ -69,7 +70,25 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
         raise click.ClickException(str(exc)) from exc
     if len(pods) != 1:
         raise click.BadParameter(f"expected one Pod, found {len(pods)}", param_hint="--pod")
-    placer = Placer(state, _profile(profile_file), seed=seed)
+    gates = [g.get("name") for g in (pods[0].get("spec") or {}).get("schedulingGates") or ()]
+    if gates:
+        # kube's SchedulingGates (PreEnqueue): a gated pod is not attempted at all.
+        if fmt == "json":
+            click.echo(orjson.dumps({"gated": gates, "nodes": [], "chosen": None}).decode())
+        else:
+            click.echo(f"SchedulingGated: waiting for scheduling gates: [{' '.join(gates)}]")
+        sys.exit(EXIT_UNSCHEDULABLE)
+    profile = _profile(profile_file)
+    asked = (pods[0].get("spec") or {}).get("schedulerName")
+    if asked and asked not in scheduler_names(profile):
+        # Another scheduler's pod: esched leaves it Pending without trying it.
+        why = f"pod names schedulerName {asked!r}; the profile is {profile.name!r}"
+        if fmt == "json":
+            click.echo(orjson.dumps({"otherScheduler": why, "nodes": [], "chosen": None}).decode())
+        else:
+            click.echo(f"OtherScheduler: {why}")
+        sys.exit(EXIT_UNSCHEDULABLE)
+    placer = Placer(state, profile, seed=seed)
     try:
         result = placer.explain(pods[0])
     except QuantityError as exc:

@@ -63,6 +63,9 @@ class _DispatchBase:
         self._wake = asyncio.Event()
         self._parked: dict[str, Parked] = {}
         self._reports: dict[str, int] = {}  # pod -> unschedulable reports so far
+        # Pods reported OtherScheduler (they name a scheduler esched does not run): not
+        # parked (nor reclaimed for), not published again until resubmitted.
+        self._foreign: dict[str, None] = {}
         self._delayed: list[tuple[float, str]] = []  # heap of (due, pod) after rejections
         self._capacity_seq = 0
         self._capacity_position = 0  # position of the newest capacity event

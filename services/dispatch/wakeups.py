@@ -14,6 +14,7 @@ import orjson
 
 from esched.core import PHASE_PENDING, PHASE_RUNNING
 from esched.core.admission import OBSERVED, Fact
+from esched.core.reasons import OTHER_SCHEDULER
 from esched.schemas.events import (
     NODE_ADDED,
     NODE_REMOVED,
@@ -26,6 +27,7 @@ from esched.schemas.events import (
     POD_SUBMITTED,
     POD_SUCCEEDED,
     POD_UNSCHEDULABLE,
+    POD_UPDATED,
     PODGROUP_SUBMITTED,
     QUEUE_UPSERTED,
 )
@@ -79,8 +81,11 @@ class _WakeUps(_DispatchBase):
         now = time.monotonic()
         for pos, etype, key, fact_data in facts:
             data = fact_data or {}  # a decision's or report's data is a dict; the rest unread
-            if etype == POD_SUBMITTED or etype == POD_EVICTED:
+            if etype == POD_SUBMITTED or etype == POD_EVICTED or etype == POD_UPDATED:
+                # An update may have removed a pod's last scheduling gate: work now.
                 pods[key] = None
+                if etype == POD_SUBMITTED and self._foreign:
+                    self._foreign.pop(key, None)  # a resubmit may name esched now
             elif etype == PODGROUP_SUBMITTED:
                 gangs[key] = None
             elif etype == PLACEMENT_REJECTED:
@@ -91,7 +96,12 @@ class _WakeUps(_DispatchBase):
                     self._parked.pop(b.get("pod"), None)
                     self._reports.pop(b.get("pod"), None)
             elif etype == POD_UNSCHEDULABLE:
-                self._park(key, int(data.get("position") or pos), now)
+                if set(data.get("reasons") or ()) == {OTHER_SCHEDULER}:
+                    # Another scheduler's pod: no capacity makes it esched's.
+                    self._foreign[key] = None
+                    self._parked.pop(key, None)
+                else:
+                    self._park(key, int(data.get("position") or pos), now)
             if etype in _CAPACITY or etype == QUEUE_UPSERTED:
                 reconsider = True
             if etype in _CAPACITY:
@@ -100,6 +110,7 @@ class _WakeUps(_DispatchBase):
                 if etype == POD_DELETED:
                     self._parked.pop(key, None)
                     self._reports.pop(key, None)
+                    self._foreign.pop(key, None)
         position = int(st.position)
         for cause, kind, key in self._ready(pods, gangs):
             self._queue(cause, kind, key, position)
@@ -146,9 +157,14 @@ class _WakeUps(_DispatchBase):
         out: list[tuple[str, str, str]] = []
         gang_set = dict.fromkeys(gangs)
         rejecting = self.admission.rejecting
+        gated = st.gated
         for pod in pods:
             idx = st.pod_index.get(pod)
             if idx is None or st.phase_of(idx) != PHASE_PENDING or pod in rejecting:
+                continue
+            if gated and pod in gated:
+                continue  # kube's SchedulingGates: waits for an update to ungate it
+            if pod in self._foreign:
                 continue
             g = st.gang_of(idx)
             if g >= 0:
@@ -181,6 +197,7 @@ class _WakeUps(_DispatchBase):
         lowest = max(0, upto - self.config.takeover_scan)
         capacity_at = 0  # position of the newest capacity event, 0: none in the window
         reports: dict[str, list[int]] = {}  # pod -> judged-at positions, newest first
+        foreign: dict[str, None] = {}  # pods whose newest report is OtherScheduler
         page = 5000
         while upto > lowest and not capacity_at:
             after = max(lowest, upto - page)
@@ -197,12 +214,18 @@ class _WakeUps(_DispatchBase):
                 if row.type == POD_UNSCHEDULABLE:
                     data = orjson.loads(row.payload).get("data") or {}
                     judged = int(data.get("position") or 0) or row.position
-                    reports.setdefault(str(data.get("pod")), []).append(judged)
+                    pod = str(data.get("pod"))
+                    if pod not in reports and set(data.get("reasons") or ()) == {OTHER_SCHEDULER}:
+                        foreign[pod] = None  # its newest report: another scheduler's pod
+                    reports.setdefault(pod, []).append(judged)
             upto = after
         now = time.monotonic()
         for pod, judged_at in reports.items():
             idx = st.pod_index.get(pod)
             if idx is None or st.phase_of(idx) != PHASE_PENDING:
+                continue
+            if pod in foreign:
+                self._foreign[pod] = None
                 continue
             # A report judged before the newest capacity event has seen room freed since.
             if judged_at[0] < capacity_at:

@@ -17,6 +17,7 @@ from esched.schemas.events import (
     POD_FAILED,
     POD_SUBMITTED,
     POD_SUCCEEDED,
+    POD_UPDATED,
     stream_key,
 )
 from esched.services.store.base import StoredEvent
@@ -26,7 +27,7 @@ __all__ = ["KEYED", "row_fact"]
 #: Pod events of which readers need only the pod's key (admission, the dispatcher):
 #: the stored stream names it (``pod/<namespace>/<name>``,
 #: :func:`~esched.schemas.events.stream_of`), so they are not decoded for it.
-KEYED = frozenset({POD_SUBMITTED, POD_SUCCEEDED, POD_FAILED, POD_DELETED})
+KEYED = frozenset({POD_SUBMITTED, POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_UPDATED})
 
 
 def row_fact(row: StoredEvent) -> Fact | None:

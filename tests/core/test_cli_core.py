@@ -62,6 +62,29 @@ def test_explain_exits_3_when_nothing_fits_and_prints_text(tmp_path):
     assert "didn't match Pod's node affinity/selector" in r.output
 
 
+def test_explain_shows_a_gated_pod_as_not_attempted(tmp_path):
+    # kube's SchedulingGates PreEnqueue: "waiting for scheduling gates: [foo bar]".
+    state = _write(tmp_path, "state.yaml", [_node("a", "8")])
+    gated = _pod("new", "1")
+    gated["spec"]["schedulingGates"] = [{"name": "foo"}, {"name": "bar"}]
+    pod = _write(tmp_path, "pod.yaml", [gated])
+    r = CliRunner().invoke(explain, ["--state", state, "--pod", pod])
+    assert r.exit_code == EXIT_UNSCHEDULABLE
+    assert r.output.strip() == "SchedulingGated: waiting for scheduling gates: [foo bar]"
+    r = CliRunner().invoke(explain, ["--state", state, "--pod", pod, "--format", "json"])
+    assert orjson.loads(r.output)["gated"] == ["foo", "bar"]
+
+
+def test_explain_shows_a_pod_of_another_scheduler_as_not_esched_s(tmp_path):
+    state = _write(tmp_path, "state.yaml", [_node("a", "8")])
+    other = _pod("new", "1")
+    other["spec"]["schedulerName"] = "someone-else"
+    pod = _write(tmp_path, "pod.yaml", [other])
+    r = CliRunner().invoke(explain, ["--state", state, "--pod", pod])
+    assert r.exit_code == EXIT_UNSCHEDULABLE
+    assert r.output.startswith("OtherScheduler: pod names schedulerName 'someone-else'")
+
+
 def test_bench_core_prints_the_documented_keys():
     r = CliRunner().invoke(bench_core, ["--nodes", "200", "--pods", "300", "--json"])
     assert r.exit_code == 0, r.output

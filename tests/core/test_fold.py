@@ -36,6 +36,7 @@ def test_empty_state_summary_has_the_stable_shape(state):
         "priorityClasses": {},
         "queues": {},
         "reservations": {},
+        "schedulingGated": {},
     }
 
 

@@ -58,7 +58,10 @@ def test_default_profile_is_kube_resource_scoring():
 def test_load_a_kube_scheduler_configuration_file(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(CONFIG)
-    default = load_profile(path)
+    # esched runs one profile: a config with several is refused unless one is picked.
+    with pytest.raises(ProfileError, match="2 profiles"):
+        load_profile(path)
+    default = load_profile(path, "default-scheduler")
     assert default.percentage_of_nodes_to_score == 30  # global value
     packer = load_profile(path, "packer")
     assert packer.percentage_of_nodes_to_score == 100
@@ -78,8 +81,11 @@ def test_disable_all_and_enable_esched_plugins():
             "profiles": [
                 {
                     "plugins": {
-                        "multiPoint": {"disabled": [{"name": "*"}]},
-                        "score": {"enabled": [{"name": "Mixed", "weight": 2}, {"name": "EPVM"}]},
+                        # score, not multiPoint: disabling every filter is refused.
+                        "score": {
+                            "disabled": [{"name": "*"}],
+                            "enabled": [{"name": "Mixed", "weight": 2}, {"name": "EPVM"}],
+                        },
                     },
                     "pluginConfig": [
                         {
@@ -107,7 +113,7 @@ def test_disable_all_and_enable_esched_plugins():
     ("doc", "where"),
     [
         ({"kind": "Pod"}, "kind"),
-        ({"profiles": [{"plugins": {"score": {"enabled": [{"name": "Nope"}]}}}]}, "unknown score"),
+        ({"profiles": [{"plugins": {"score": {"enabled": [{"name": "Nope"}]}}}]}, "unknown plugin"),
         ({"percentageOfNodesToScore": 101}, "percentageOfNodesToScore"),
         (
             {

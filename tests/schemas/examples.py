@@ -172,6 +172,10 @@ DATA: dict[str, dict[str, Any]] = {
     "esched.node.removed": {"metadata": {"name": "gpu-node-1.example.com"}},
     "esched.pod.submitted": POD,
     "esched.pod.deleted": {"metadata": {"name": "trainer-0", "namespace": "ml"}},
+    "esched.pod.updated": {
+        "metadata": {"name": "trainer-0", "namespace": "ml"},
+        "spec": {"schedulingGates": [{"name": "example.com/quota"}]},
+    },
     "esched.pod.succeeded": {"metadata": {"name": "trainer-0"}, "status": {"phase": "Succeeded"}},
     "esched.pod.failed": {
         "metadata": {"name": "trainer-0", "namespace": "ml"},

@@ -419,10 +419,6 @@ _UNSUPPORTED = [
         "data.spec.resourceClaims",
     ),
     (
-        lambda s: s.update(schedulingGates=[{"name": "example.com/quota"}]),
-        "data.spec.schedulingGates",
-    ),
-    (
         lambda s: s.update(
             volumes=[{"name": "tmp", "emptyDir": {}}, {"name": "d", "persistentVolumeClaim": {}}]
         ),
@@ -442,6 +438,43 @@ def test_pod_fields_esched_does_not_honour_are_refused_with_the_field(mutate, fi
     with pytest.raises(InvalidEvent) as info:
         validate_event(e)
     assert info.value.reason == "unsupported" and info.value.field == field
+
+
+def test_scheduling_gates_are_accepted_on_a_pod_and_on_its_update() -> None:
+    e = event("esched.pod.submitted")
+    e["data"]["spec"]["schedulingGates"] = [{"name": "example.com/quota"}, {"name": "b"}]
+    assert validate_event(e) is e
+    u = event("esched.pod.updated")
+    assert validate_event(u) is u
+    u["data"]["spec"]["schedulingGates"] = []  # every gate removed
+    assert validate_event(u) is u
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        # kube's validateSchedulingGates: names are unique qualified names.
+        ({"schedulingGates": [{"name": "a"}, {"name": "a"}]}, "data.spec.schedulingGates[1].name"),
+        ({"schedulingGates": [{"name": "not a name"}]}, "data.spec.schedulingGates[0].name"),
+        # kube's pod validation: "nodeName: cannot be set until all schedulingGates
+        # have been cleared".
+        ({"schedulingGates": [{"name": "a"}], "nodeName": "n1"}, "data.spec.nodeName"),
+    ],
+)
+def test_malformed_scheduling_gates_are_refused_with_the_field(spec, field) -> None:
+    e = event("esched.pod.submitted")
+    e["data"]["spec"].update(spec)
+    with pytest.raises(InvalidEvent) as info:
+        validate_event(e)
+    assert info.value.field == field
+
+
+def test_a_pod_update_changing_other_fields_is_refused() -> None:
+    # Only the fields the fold honours may change: the rest would be accepted and ignored.
+    u = event("esched.pod.updated")
+    u["data"]["spec"]["nodeSelector"] = {"zone": "a"}
+    with pytest.raises(InvalidEvent):
+        validate_event(u)
 
 
 def test_volumes_that_do_not_bind_claims_are_accepted() -> None:

@@ -2,6 +2,8 @@
 
 A pod reported unschedulable waits for capacity. A new leader (after a failover or
 a restart) rebuilds that from the log instead of re-publishing every such pod.
+A gated pod is work only once an update removes its last gate; another scheduler's
+pod (reported OtherScheduler) is never parked, reclaimed for or published again.
 """
 
 from __future__ import annotations
@@ -100,6 +102,56 @@ async def test_live_pods_are_published_whether_or_not_their_stream_names_them(
         )
         await eventually(lambda: _work(bus) == ["t/a", "t/b"], 5, message=lambda: str(_work(bus)))
         assert d.totals.by_cause == {"pending": 2}
+    finally:
+        await d.stop()
+        await task
+        await es.close()
+
+
+async def _append(es, *events: dict) -> None:
+    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in events])
+
+
+async def test_a_gated_pod_is_published_once_its_last_gate_is_removed(tmp_path: Path) -> None:
+    from support.events import pod_update
+
+    es, bus, d, task = await _lead(tmp_path, [node("n1", "8"), pod("g", "1", gates=["a", "b"])])
+    try:
+        assert _work(bus) == []  # gated: not work at start
+        await _append(es, pod_update("g", ["b"]), pod("marker", "1"))
+        # The marker is published after the update was folded: still not work.
+        await eventually(lambda: _work(bus) == ["t/marker"], 5, message=lambda: str(_work(bus)))
+        await _append(es, pod_update("g", []))
+        await eventually(
+            lambda: _work(bus) == ["t/marker", "t/g"], 5, message=lambda: str(_work(bus))
+        )
+    finally:
+        await d.stop()
+        await task
+        await es.close()
+
+
+async def test_another_scheduler_s_pod_is_neither_parked_nor_published_again(
+    tmp_path: Path,
+) -> None:
+    report = _report("u-other", "other", 2)
+    report["data"]["reasons"] = {"OtherScheduler": 1}
+    es, bus, d, task = await _lead(tmp_path, [node("n1", "8"), pod("other", "1"), report])
+    try:
+        # Its newest report says another scheduler's: not parked, not published.
+        assert _work(bus) == [] and d.parked == 0
+        # Capacity arrives: still not esched's work.
+        await _append(es, node("n2", "8"), pod("marker", "1"))
+        await eventually(lambda: _work(bus) == ["t/marker"], 5, message=lambda: str(_work(bus)))
+        assert d.parked == 0
+        # A live report of the same kind: likewise never parked.
+        await _append(es, pod("other2", "1"))
+        await eventually(lambda: "t/other2" in _work(bus), 5)
+        live = _report("u-other2", "other2", 5)
+        live["data"]["reasons"] = {"OtherScheduler": 2}
+        await _append(es, live, node("n3", "8"), pod("marker2", "1"))
+        await eventually(lambda: "t/marker2" in _work(bus), 5)
+        assert d.parked == 0 and _work(bus).count("t/other2") == 1
     finally:
         await d.stop()
         await task

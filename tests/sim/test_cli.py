@@ -55,9 +55,12 @@ def test_simulate_errors_are_usage_errors(tmp_path: Path):
     )
     assert res.exit_code == 2 and "not a cluster CSV" in res.output
     bad = tmp_path / "bad.yaml"
-    bad.write_text("profiles: [{plugins: {score: {enabled: [{name: Nope}]}}}]")
+    bad.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "profiles: [{plugins: {score: {enabled: [{name: Nope}]}}}]"
+    )
     res = CliRunner().invoke(cli, ["simulate", "--trace", "synthetic:", "--profile", str(bad)])
-    assert res.exit_code == 2 and "unknown score plugin" in res.output
+    assert res.exit_code == 2 and "unknown plugin 'Nope'" in res.output
 
 
 def test_compare_profiles_side_by_side(tmp_path: Path):

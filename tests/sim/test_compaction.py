@@ -132,6 +132,8 @@ def _gpu_best_fit_profile(tmp_path) -> Path:
     """A profile file packing GPUs (MostAllocated on gpu-milli, every node scored)."""
     prof = tmp_path / "bf.yaml"
     prof.write_text("""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
 profiles:
 - schedulerName: bf
   percentageOfNodesToScore: 100

@@ -62,9 +62,11 @@ def pod(
     memory: str = "1Gi",
     priority: int | None = None,
     node_name: str | None = None,
+    gates: list[str] | None = None,
 ) -> dict:
     """``esched.pod.submitted`` for ``t/<name>``, a member of PodGroup ``gang`` if given,
-    with ``spec.priority`` and already running on ``node_name`` if given."""
+    with ``spec.priority``, already running on ``node_name`` and waiting for
+    scheduling ``gates`` if given."""
     meta: dict = {"name": name, "namespace": NAMESPACE}
     if gang:
         meta["annotations"] = {"scheduling.k8s.io/group-name": gang}
@@ -75,7 +77,19 @@ def pod(
         spec["priority"] = priority
     if node_name is not None:
         spec["nodeName"] = node_name
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
     return ev(f"pod-{name}", ev_types.POD_SUBMITTED, {"metadata": meta, "spec": spec})
+
+
+def pod_update(name: str, gates: list[str], *, eid: str | None = None) -> dict:
+    """``esched.pod.updated`` of ``t/<name>``: its scheduling gates are now ``gates``."""
+    spec = {"schedulingGates": [{"name": g} for g in gates]}
+    return ev(
+        eid or f"update-{name}-{len(gates)}",
+        ev_types.POD_UPDATED,
+        {"metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec},
+    )
 
 
 def podgroup(name: str, min_member: int) -> dict:
