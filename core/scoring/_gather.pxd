@@ -5,7 +5,32 @@
 from esched.core._classview cimport SRC_SKIP, SRC_USED, ClassView
 from esched.core._types cimport score_t, units_t
 from esched.core.scoring._plugin cimport MAX_PLUGIN_RES, PluginSpec, ScoreInput
-from esched.core.scoring._table cimport score, score_inv
+from esched.core.scoring._table cimport (
+    KernelAcc,
+    fold_add,
+    fold_end,
+    fold_start,
+    folds,
+    score,
+    score_inv,
+)
+
+
+cdef inline units_t gather_one(const PluginSpec* s, int k, const ClassView* v, Py_ssize_t n,
+                               int i, units_t* used) noexcept nogil:
+    """Resource i of plugin k on node n: its allocatable (0: not scored) and, in
+    ``used``, the node's side before the pod (0 when not scored)."""
+    cdef int src = v.src[k][i]
+    cdef Py_ssize_t col
+    if src == SRC_SKIP:
+        used[0] = 0
+        return 0
+    col = s.col[i]
+    if src == SRC_USED:
+        used[0] = v.used[n * v.n_res + col]
+    else:
+        used[0] = v.nzu[n * 2 + src - 1]
+    return v.alloc[n * v.alloc_stride + col]
 
 
 cdef inline void gather(const PluginSpec* s, int k, const ClassView* v, Py_ssize_t n,
@@ -14,21 +39,10 @@ cdef inline void gather(const PluginSpec* s, int k, const ClassView* v, Py_ssize
     """Fill ``x`` for plugin k on node n: kube's (requested, allocatable) vectors over
     the plugin's resources from the placer's tables (into the caller's arrays of
     MAX_PLUGIN_RES), the pod's side, its priority and the node's labels."""
-    cdef int i, src
-    cdef Py_ssize_t col
+    cdef int i
     for i in range(s.n_res):
-        src = v.src[k][i]
-        if src == SRC_SKIP:
-            allocatable[i] = 0
-            used[i] = requested[i] = 0
-            continue
-        col = s.col[i]
-        allocatable[i] = v.alloc[n * v.alloc_stride + col]
-        if src == SRC_USED:
-            used[i] = v.used[n * v.n_res + col]
-        else:
-            used[i] = v.nzu[n * 2 + src - 1]
-        requested[i] = used[i] + v.pod_req[k][i]
+        allocatable[i] = gather_one(s, k, v, n, i, &used[i])
+        requested[i] = used[i] + v.pod_req[k][i] if v.src[k][i] != SRC_SKIP else 0
     x.used = used
     x.pod = v.pod_req[k]
     x.requested = requested
@@ -40,8 +54,8 @@ cdef inline void gather(const PluginSpec* s, int k, const ClassView* v, Py_ssize
     x.inv = NULL
 
 
-cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v,
-                                  Py_ssize_t n) noexcept nogil:
+cdef inline score_t plugin_kernel_gathered(const PluginSpec* s, int k, const ClassView* v,
+                                           Py_ssize_t n) noexcept nogil:
     """Plugin k's score of node n: its vectors gathered from the placer's tables, then
     its kernel (_table.pxd score)."""
     cdef units_t requested[MAX_PLUGIN_RES]
@@ -50,6 +64,30 @@ cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v
     cdef ScoreInput x
     gather(s, k, v, n, &x, requested, allocatable, used)
     return score(s, &x)
+
+
+cdef inline score_t plugin_fold(const PluginSpec* s, int k, const ClassView* v,
+                                Py_ssize_t n) noexcept nogil:
+    """Plugin k's score of node n for a kind with the per-resource form (_table.pxd
+    folds): the node's row read resource by resource into fold_add, no vectors."""
+    cdef KernelAcc a
+    cdef units_t used, allocatable
+    cdef int i
+    fold_start(s, &a)
+    for i in range(s.n_res):
+        allocatable = gather_one(s, k, v, n, i, &used)
+        if allocatable != 0:
+            fold_add(s, &a, i, used + v.pod_req[k][i], allocatable)
+    return fold_end(s, &a)
+
+
+cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v,
+                                  Py_ssize_t n) noexcept nogil:
+    """Plugin k's score of node n: plugin_fold where the kind has the per-resource form,
+    else its vectors gathered and its kernel (plugin_kernel_gathered)."""
+    if folds(s.kind):
+        return plugin_fold(s, k, v, n)
+    return plugin_kernel_gathered(s, k, v, n)
 
 
 cdef inline score_t plugin_kernel_inv(const PluginSpec* s, int k, const ClassView* v,
@@ -73,7 +111,11 @@ cdef inline score_t kernel_total(const PluginSpec* specs, int n_specs, const Cla
     cdef int j, k
     for j in range(v.n_active):
         k = v.active[j]
-        total += specs[k].weight * plugin_kernel(&specs[k], k, v, n)
+        # (plugin_kernel written out: the hot kinds' loop inlines into the caller's)
+        if folds(specs[k].kind):
+            total += specs[k].weight * plugin_fold(&specs[k], k, v, n)
+        else:
+            total += specs[k].weight * plugin_kernel_gathered(&specs[k], k, v, n)
     return total
 
 
