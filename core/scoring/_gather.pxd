@@ -4,16 +4,25 @@
 # of the placer (scan, block fallback, explain, scores) is this.
 from esched.core._classview cimport SRC_SKIP, SRC_USED, ClassView
 from esched.core._types cimport score_t, units_t
-from esched.core.scoring._plugin cimport MAX_PLUGIN_RES, PluginSpec, ScoreInput
-from esched.core.scoring._table cimport (
-    KernelAcc,
-    fold_add,
-    fold_end,
-    fold_start,
-    folds,
-    score,
-    score_inv,
+from esched.core.scoring._balanced_allocation cimport (
+    Fractions,
+    balanced_allocation_add,
+    balanced_allocation_end,
+    fractions_start,
 )
+from esched.core.scoring._least_allocated cimport least_allocated_add
+from esched.core.scoring._most_allocated cimport most_allocated_add
+from esched.core.scoring._plugin cimport (
+    MAX_PLUGIN_RES,
+    PLUGIN_BALANCED_ALLOCATION,
+    PLUGIN_MOST_ALLOCATED,
+    PluginSpec,
+    ScoreInput,
+    WeightedSum,
+    weighted_mean,
+    weighted_sum_start,
+)
+from esched.core.scoring._table cimport folds, score, score_inv
 
 
 cdef inline units_t gather_one(const PluginSpec* s, int k, const ClassView* v, Py_ssize_t n,
@@ -69,16 +78,28 @@ cdef inline score_t plugin_kernel_gathered(const PluginSpec* s, int k, const Cla
 cdef inline score_t plugin_fold(const PluginSpec* s, int k, const ClassView* v,
                                 Py_ssize_t n) noexcept nogil:
     """Plugin k's score of node n for a kind with the per-resource form (_table.pxd
-    folds): the node's row read resource by resource into fold_add, no vectors."""
-    cdef KernelAcc a
+    folds): the node's row read resource by resource into its kernel's *_add (which
+    skip allocatable 0: resources not scored), no vectors; one loop per kind."""
+    cdef WeightedSum w
+    cdef Fractions f
     cdef units_t used, allocatable
     cdef int i
-    fold_start(s, &a)
-    for i in range(s.n_res):
-        allocatable = gather_one(s, k, v, n, i, &used)
-        if allocatable != 0:
-            fold_add(s, &a, i, used + v.pod_req[k][i], allocatable)
-    return fold_end(s, &a)
+    if s.kind == PLUGIN_BALANCED_ALLOCATION:
+        fractions_start(&f)
+        for i in range(s.n_res):
+            allocatable = gather_one(s, k, v, n, i, &used)
+            balanced_allocation_add(&f, used + v.pod_req[k][i], allocatable)
+        return balanced_allocation_end(&f)
+    weighted_sum_start(&w)
+    if s.kind == PLUGIN_MOST_ALLOCATED:
+        for i in range(s.n_res):
+            allocatable = gather_one(s, k, v, n, i, &used)
+            most_allocated_add(&w, used + v.pod_req[k][i], allocatable, s.res_weight[i])
+    else:
+        for i in range(s.n_res):
+            allocatable = gather_one(s, k, v, n, i, &used)
+            least_allocated_add(&w, used + v.pod_req[k][i], allocatable, s.res_weight[i])
+    return weighted_mean(&w)
 
 
 cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v,

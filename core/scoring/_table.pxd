@@ -3,25 +3,19 @@
 # (PluginSpec.fn; score_inv: the kernel's reciprocal variant where it has one, for
 # callers that keep 1 / allocatable per node); the formulas live only in the kernels'
 # own files.
-from esched.core._types cimport score_t, units_t
+from esched.core._types cimport score_t
 from esched.core.scoring._balanced_allocation cimport (
-    Fractions,
     balanced_allocation,
-    balanced_allocation_add,
-    balanced_allocation_end,
     balanced_allocation_inv,
-    fractions_start,
 )
 from esched.core.scoring._epvm cimport epvm
 from esched.core.scoring._least_allocated cimport (
     least_allocated,
-    least_allocated_add,
     least_allocated_inv,
 )
 from esched.core.scoring._mixed cimport mixed
 from esched.core.scoring._most_allocated cimport (
     most_allocated,
-    most_allocated_add,
     most_allocated_inv,
 )
 from esched.core.scoring._node_group_affinity cimport node_group_affinity
@@ -35,10 +29,7 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PluginSpec,
     ScoreInput,
-    WeightedSum,
     score_fn,
-    weighted_mean,
-    weighted_sum_start,
 )
 from esched.core.scoring._requested_to_capacity_ratio cimport requested_to_capacity_ratio
 
@@ -119,41 +110,9 @@ cdef inline score_t score_inv(const PluginSpec* s, const ScoreInput* x) noexcept
     return s.fn(s, x)
 
 
-# The per-resource form: for the kinds whose kernels fold one resource at a time (the
-# hot ones), a caller reading a node's row adds each scored resource as it reads it
-# (fold_add) and takes the score at the end (fold_end): no argument vectors, no call.
-# The formulas stay in the kernels' files (*_add, weighted_mean, balanced_allocation_end).
-ctypedef struct KernelAcc:
-    WeightedSum w        # LeastAllocated, MostAllocated
-    Fractions f          # BalancedAllocation
-
-
 cdef inline bint folds(int kind) noexcept nogil:
-    """Kind has the per-resource form (fold_add / fold_end)."""
+    """Kind has a per-resource form (its kernel's *_add, then weighted_mean or
+    balanced_allocation_end): a caller reading a node's row adds each scored resource
+    as it reads it (_gather.pxd plugin_fold), no argument vectors and no call."""
     return (kind == PLUGIN_MOST_ALLOCATED or kind == PLUGIN_LEAST_ALLOCATED
             or kind == PLUGIN_BALANCED_ALLOCATION)
-
-
-cdef inline void fold_start(const PluginSpec* s, KernelAcc* a) noexcept nogil:
-    if s.kind == PLUGIN_BALANCED_ALLOCATION:
-        fractions_start(&a.f)
-    else:
-        weighted_sum_start(&a.w)
-
-
-cdef inline void fold_add(const PluginSpec* s, KernelAcc* a, int i, units_t requested,
-                          units_t allocatable) noexcept nogil:
-    """Resource i of plugin s (a folds() kind) on one node; allocatable 0 skips."""
-    if s.kind == PLUGIN_MOST_ALLOCATED:
-        most_allocated_add(&a.w, requested, allocatable, s.res_weight[i])
-    elif s.kind == PLUGIN_LEAST_ALLOCATED:
-        least_allocated_add(&a.w, requested, allocatable, s.res_weight[i])
-    else:
-        balanced_allocation_add(&a.f, requested, allocatable)
-
-
-cdef inline score_t fold_end(const PluginSpec* s, const KernelAcc* a) noexcept nogil:
-    """Plugin s's score of the resources added: its kernel's, bit for bit."""
-    if s.kind == PLUGIN_BALANCED_ALLOCATION:
-        return balanced_allocation_end(&a.f)
-    return weighted_mean(&a.w)
