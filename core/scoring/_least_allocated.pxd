@@ -6,6 +6,7 @@ from esched.core.scoring._plugin cimport (
     WeightedSum,
     div_by_cap,
     floor_div,
+    floor_div_nopow2,
     weighted_mean,
     weighted_sum_start,
 )
@@ -16,7 +17,8 @@ cdef inline score_t least_requested_score(units_t requested, units_t capacity) n
         return 0
     if requested > capacity:
         return 0
-    return floor_div((capacity - requested) * MAX_NODE_SCORE, capacity)
+    # (capacities are seldom powers of two: no shift test)
+    return floor_div_nopow2((capacity - requested) * MAX_NODE_SCORE, capacity)
 
 
 cdef inline void least_allocated_add(WeightedSum* a, units_t requested, units_t allocatable,

@@ -6,6 +6,7 @@ from esched.core.scoring._plugin cimport (
     WeightedSum,
     div_by_cap,
     floor_div,
+    floor_div_nopow2,
     weighted_mean,
     weighted_sum_start,
 )
@@ -17,7 +18,8 @@ cdef inline score_t most_requested_score(units_t requested, units_t capacity) no
     if requested > capacity:
         # Pods without requests get the non-zero defaults, so requested may exceed capacity.
         requested = capacity
-    return floor_div(requested * MAX_NODE_SCORE, capacity)
+    # (capacities are seldom powers of two: no shift test)
+    return floor_div_nopow2(requested * MAX_NODE_SCORE, capacity)
 
 
 cdef inline void most_allocated_add(WeightedSum* a, units_t requested, units_t allocatable,
