@@ -24,7 +24,7 @@ cdef inline void fractions_start(Fractions* a) noexcept nogil:
 cdef inline void balanced_allocation_add(Fractions* a, units_t requested,
                                          units_t allocatable) noexcept nogil:
     """One resource of balanced_allocation (allocatable 0 skips): the form that callers
-    reading a node's row directly use (_table.pxd fold_add)."""
+    reading a node's row directly use (_gather.pxd plugin_fold)."""
     cdef double f
     if allocatable == 0:
         return

@@ -1,7 +1,8 @@
-# One node's score through the profile's kernel table: gather kube's (requested,
-# allocatable) vectors of each plugin from the placer's tables (a ClassView), call the
-# plugin's kernel (PluginSpec.fn, _table.pxd), sum with the weights. Every scalar score
-# of the placer (scan, block fallback, explain, scores) is this.
+# One node's score through the profile's kernel table: each plugin's kube (requested,
+# allocatable) pairs read from the placer's tables (a ClassView) -- straight into the
+# kernel's per-resource form for the hot kinds (plugin_fold), else gathered into vectors
+# for its kernel (PluginSpec.fn, _table.pxd) -- summed with the weights. Every scalar
+# score of the placer (scan, block fallback, explain, scores) is this.
 from esched.core._classview cimport SRC_SKIP, SRC_USED, ClassView
 from esched.core._types cimport score_t, units_t
 from esched.core.scoring._balanced_allocation cimport (

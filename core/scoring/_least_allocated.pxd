@@ -24,7 +24,7 @@ cdef inline score_t least_requested_score(units_t requested, units_t capacity) n
 cdef inline void least_allocated_add(WeightedSum* a, units_t requested, units_t allocatable,
                                      units_t weight) noexcept nogil:
     """One resource of least_allocated (allocatable 0 skips): the form that callers
-    reading a node's row directly use (_table.pxd fold_add), no vectors to build."""
+    reading a node's row directly use (_gather.pxd plugin_fold), no vectors to build."""
     if allocatable == 0:
         return
     a.node_score += least_requested_score(requested, allocatable) * weight

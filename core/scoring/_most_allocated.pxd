@@ -25,7 +25,7 @@ cdef inline score_t most_requested_score(units_t requested, units_t capacity) no
 cdef inline void most_allocated_add(WeightedSum* a, units_t requested, units_t allocatable,
                                     units_t weight) noexcept nogil:
     """One resource of most_allocated (allocatable 0 skips): the form that callers
-    reading a node's row directly use (_table.pxd fold_add), no vectors to build."""
+    reading a node's row directly use (_gather.pxd plugin_fold), no vectors to build."""
     if allocatable == 0:
         return
     a.node_score += most_requested_score(requested, allocatable) * weight

@@ -91,7 +91,7 @@ cdef inline score_fn kernel_of(int kind) noexcept nogil:
 
 cdef inline score_t score(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
     """Plugin s's score from gathered vectors: its kernel (s.fn). The hot kinds are
-    usually scored through their per-resource form instead (fold_add below)."""
+    usually scored through their per-resource form instead (_gather.pxd plugin_fold)."""
     return s.fn(s, x)
 
 
