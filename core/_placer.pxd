@@ -145,6 +145,7 @@ cdef class Placer:
     cdef score_t _plugin_score(self, Py_ssize_t n, const ClassView* v, int k,
                                Py_ssize_t cid) noexcept
     cdef score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept
+    cdef score_t _python_total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept
     cdef inline score_t _node_total(self, Py_ssize_t n, const ClassView* v,
                                     Py_ssize_t cid) noexcept
     cdef inline bint _plugin_applies(self, int k, const ClassView* v) noexcept

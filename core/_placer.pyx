@@ -867,11 +867,17 @@ cdef class Placer:
     cdef score_t _total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
         """Weighted sum of the plugins' scores: the kernel table, then any Python plugins."""
         cdef score_t total = kernel_total(self.specs, self.n_specs, v, n)
-        cdef int k
         if self.has_python:
-            for k in range(self.n_specs):
-                if self.specs[k].kind == PLUGIN_PYTHON:
-                    total += self.specs[k].weight * self._plugin_score(n, v, k, cid)
+            total += self._python_total(n, v, cid)
+        return total
+
+    cdef score_t _python_total(self, Py_ssize_t n, const ClassView* v, Py_ssize_t cid) noexcept:
+        # The Python plugins' weighted scores (with the GIL; the kernel table has them as 0).
+        cdef score_t total = 0
+        cdef int k
+        for k in range(self.n_specs):
+            if self.specs[k].kind == PLUGIN_PYTHON:
+                total += self.specs[k].weight * self._plugin_score(n, v, k, cid)
         return total
 
     cdef inline score_t _node_total(self, Py_ssize_t n, const ClassView* v,
@@ -964,9 +970,12 @@ cdef class Placer:
             if self.ext_mask != NULL and not self.ext_mask[n]:
                 continue
             visited += 1
-            s = self._node_total(n, v, cid)
-            if s < 0:
+            # _node_total, written out so the kernel table inlines into this loop
+            if not fits(v, n):
                 continue
+            s = kernel_total(self.specs, self.n_specs, v, n)
+            if self.has_python:
+                s += self._python_total(n, v, cid)
             if self.ext_score != NULL:
                 s += self.ext_score[n]
             found += 1

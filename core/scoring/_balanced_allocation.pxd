@@ -9,29 +9,56 @@ from esched.core._types cimport score_t, units_t
 from esched.core.scoring._plugin cimport MAX_NODE_SCORE, MAX_PLUGIN_RES
 
 
-cdef inline score_t balanced_allocation(const units_t* requested, const units_t* allocatable,
-                                        int n) noexcept nogil:
-    cdef double fractions[MAX_PLUGIN_RES]
-    cdef double total = 0.0, f, mean, acc, std = 0.0
-    cdef int i, k = 0
-    for i in range(n):
-        if allocatable[i] == 0:
-            continue
-        f = <double>requested[i] / <double>allocatable[i]
-        if f > 1.0:
-            f = 1.0
-        total += f
-        fractions[k] = f
-        k += 1
+ctypedef struct Fractions:
+    # BalancedAllocation under way: the requested/allocatable fractions so far.
+    double f[MAX_PLUGIN_RES]
+    double total
+    int k
+
+
+cdef inline void fractions_start(Fractions* a) noexcept nogil:
+    a.total = 0.0
+    a.k = 0
+
+
+cdef inline void balanced_allocation_add(Fractions* a, units_t requested,
+                                         units_t allocatable) noexcept nogil:
+    """One resource of balanced_allocation (allocatable 0 skips): the form that callers
+    reading a node's row directly use (_gather.pxd plugin_fold)."""
+    cdef double f
+    if allocatable == 0:
+        return
+    f = <double>requested / <double>allocatable
+    if f > 1.0:
+        f = 1.0
+    a.total += f
+    a.f[a.k] = f
+    a.k += 1
+
+
+cdef inline score_t balanced_allocation_end(const Fractions* a) noexcept nogil:
+    """The score of the fractions added: int64((1 - std) * MaxNodeScore)."""
+    cdef double mean, acc, std = 0.0
+    cdef int i, k = a.k
     if k == 2:
-        std = fabs((fractions[0] - fractions[1]) / 2.0)
+        std = fabs((a.f[0] - a.f[1]) / 2.0)
     elif k > 2:
-        mean = total / k
+        mean = a.total / k
         acc = 0.0
         for i in range(k):
-            acc = acc + (fractions[i] - mean) * (fractions[i] - mean)
+            acc = acc + (a.f[i] - mean) * (a.f[i] - mean)
         std = sqrt(acc / k)
     return <score_t>((1.0 - std) * <double>MAX_NODE_SCORE)
+
+
+cdef inline score_t balanced_allocation(const units_t* requested, const units_t* allocatable,
+                                        int n) noexcept nogil:
+    cdef Fractions a
+    cdef int i
+    fractions_start(&a)
+    for i in range(n):
+        balanced_allocation_add(&a, requested[i], allocatable[i])
+    return balanced_allocation_end(&a)
 
 
 cdef inline score_t balanced_allocation_inv(const units_t* requested, const units_t* allocatable,

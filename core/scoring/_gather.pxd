@@ -1,11 +1,46 @@
-# One node's score through the profile's kernel table: gather kube's (requested,
-# allocatable) vectors of each plugin from the placer's tables (a ClassView), call the
-# plugin's kernel (PluginSpec.fn, _table.pxd), sum with the weights. Every scalar score
-# of the placer (scan, block fallback, explain, scores) is this.
+# One node's score through the profile's kernel table: each plugin's kube (requested,
+# allocatable) pairs read from the placer's tables (a ClassView) -- straight into the
+# kernel's per-resource form for the hot kinds (plugin_fold), else gathered into vectors
+# for its kernel (PluginSpec.fn, _table.pxd) -- summed with the weights. Every scalar
+# score of the placer (scan, block fallback, explain, scores) is this.
 from esched.core._classview cimport SRC_SKIP, SRC_USED, ClassView
 from esched.core._types cimport score_t, units_t
-from esched.core.scoring._plugin cimport MAX_PLUGIN_RES, PluginSpec, ScoreInput
-from esched.core.scoring._table cimport score, score_inv
+from esched.core.scoring._balanced_allocation cimport (
+    Fractions,
+    balanced_allocation_add,
+    balanced_allocation_end,
+    fractions_start,
+)
+from esched.core.scoring._least_allocated cimport least_allocated_add
+from esched.core.scoring._most_allocated cimport most_allocated_add
+from esched.core.scoring._plugin cimport (
+    MAX_PLUGIN_RES,
+    PLUGIN_BALANCED_ALLOCATION,
+    PLUGIN_MOST_ALLOCATED,
+    PluginSpec,
+    ScoreInput,
+    WeightedSum,
+    weighted_mean,
+    weighted_sum_start,
+)
+from esched.core.scoring._table cimport folds, score, score_inv
+
+
+cdef inline units_t gather_one(const PluginSpec* s, int k, const ClassView* v, Py_ssize_t n,
+                               int i, units_t* used) noexcept nogil:
+    """Resource i of plugin k on node n: its allocatable (0: not scored) and, in
+    ``used``, the node's side before the pod (0 when not scored)."""
+    cdef int src = v.src[k][i]
+    cdef Py_ssize_t col
+    if src == SRC_SKIP:
+        used[0] = 0
+        return 0
+    col = s.col[i]
+    if src == SRC_USED:
+        used[0] = v.used[n * v.n_res + col]
+    else:
+        used[0] = v.nzu[n * 2 + src - 1]
+    return v.alloc[n * v.alloc_stride + col]
 
 
 cdef inline void gather(const PluginSpec* s, int k, const ClassView* v, Py_ssize_t n,
@@ -14,21 +49,10 @@ cdef inline void gather(const PluginSpec* s, int k, const ClassView* v, Py_ssize
     """Fill ``x`` for plugin k on node n: kube's (requested, allocatable) vectors over
     the plugin's resources from the placer's tables (into the caller's arrays of
     MAX_PLUGIN_RES), the pod's side, its priority and the node's labels."""
-    cdef int i, src
-    cdef Py_ssize_t col
+    cdef int i
     for i in range(s.n_res):
-        src = v.src[k][i]
-        if src == SRC_SKIP:
-            allocatable[i] = 0
-            used[i] = requested[i] = 0
-            continue
-        col = s.col[i]
-        allocatable[i] = v.alloc[n * v.alloc_stride + col]
-        if src == SRC_USED:
-            used[i] = v.used[n * v.n_res + col]
-        else:
-            used[i] = v.nzu[n * 2 + src - 1]
-        requested[i] = used[i] + v.pod_req[k][i]
+        allocatable[i] = gather_one(s, k, v, n, i, &used[i])
+        requested[i] = used[i] + v.pod_req[k][i] if v.src[k][i] != SRC_SKIP else 0
     x.used = used
     x.pod = v.pod_req[k]
     x.requested = requested
@@ -40,8 +64,8 @@ cdef inline void gather(const PluginSpec* s, int k, const ClassView* v, Py_ssize
     x.inv = NULL
 
 
-cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v,
-                                  Py_ssize_t n) noexcept nogil:
+cdef inline score_t plugin_kernel_gathered(const PluginSpec* s, int k, const ClassView* v,
+                                           Py_ssize_t n) noexcept nogil:
     """Plugin k's score of node n: its vectors gathered from the placer's tables, then
     its kernel (_table.pxd score)."""
     cdef units_t requested[MAX_PLUGIN_RES]
@@ -50,6 +74,42 @@ cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v
     cdef ScoreInput x
     gather(s, k, v, n, &x, requested, allocatable, used)
     return score(s, &x)
+
+
+cdef inline score_t plugin_fold(const PluginSpec* s, int k, const ClassView* v,
+                                Py_ssize_t n) noexcept nogil:
+    """Plugin k's score of node n for a kind with the per-resource form (_table.pxd
+    folds): the node's row read resource by resource into its kernel's *_add (which
+    skip allocatable 0: resources not scored), no vectors; one loop per kind."""
+    cdef WeightedSum w
+    cdef Fractions f
+    cdef units_t used, allocatable
+    cdef int i
+    if s.kind == PLUGIN_BALANCED_ALLOCATION:
+        fractions_start(&f)
+        for i in range(s.n_res):
+            allocatable = gather_one(s, k, v, n, i, &used)
+            balanced_allocation_add(&f, used + v.pod_req[k][i], allocatable)
+        return balanced_allocation_end(&f)
+    weighted_sum_start(&w)
+    if s.kind == PLUGIN_MOST_ALLOCATED:
+        for i in range(s.n_res):
+            allocatable = gather_one(s, k, v, n, i, &used)
+            most_allocated_add(&w, used + v.pod_req[k][i], allocatable, s.res_weight[i])
+    else:
+        for i in range(s.n_res):
+            allocatable = gather_one(s, k, v, n, i, &used)
+            least_allocated_add(&w, used + v.pod_req[k][i], allocatable, s.res_weight[i])
+    return weighted_mean(&w)
+
+
+cdef inline score_t plugin_kernel(const PluginSpec* s, int k, const ClassView* v,
+                                  Py_ssize_t n) noexcept nogil:
+    """Plugin k's score of node n: plugin_fold where the kind has the per-resource form,
+    else its vectors gathered and its kernel (plugin_kernel_gathered)."""
+    if folds(s.kind):
+        return plugin_fold(s, k, v, n)
+    return plugin_kernel_gathered(s, k, v, n)
 
 
 cdef inline score_t plugin_kernel_inv(const PluginSpec* s, int k, const ClassView* v,
@@ -73,7 +133,11 @@ cdef inline score_t kernel_total(const PluginSpec* specs, int n_specs, const Cla
     cdef int j, k
     for j in range(v.n_active):
         k = v.active[j]
-        total += specs[k].weight * plugin_kernel(&specs[k], k, v, n)
+        # (plugin_kernel written out: the hot kinds' loop inlines into the caller's)
+        if folds(specs[k].kind):
+            total += specs[k].weight * plugin_fold(&specs[k], k, v, n)
+        else:
+            total += specs[k].weight * plugin_kernel_gathered(&specs[k], k, v, n)
     return total
 
 

@@ -1,7 +1,15 @@
 # LeastAllocated (NodeResourcesFit strategy): worst fit, spreads load.
 # kube-scheduler v1.30 least_allocated.go, integer arithmetic as there.
 from esched.core._types cimport score_t, units_t
-from esched.core.scoring._plugin cimport MAX_NODE_SCORE, div_by_cap, floor_div
+from esched.core.scoring._plugin cimport (
+    MAX_NODE_SCORE,
+    WeightedSum,
+    div_by_cap,
+    floor_div,
+    floor_div_nopow2,
+    weighted_mean,
+    weighted_sum_start,
+)
 
 
 cdef inline score_t least_requested_score(units_t requested, units_t capacity) noexcept nogil:
@@ -9,22 +17,29 @@ cdef inline score_t least_requested_score(units_t requested, units_t capacity) n
         return 0
     if requested > capacity:
         return 0
-    return floor_div((capacity - requested) * MAX_NODE_SCORE, capacity)
+    # (capacities are seldom powers of two: no shift test)
+    return floor_div_nopow2((capacity - requested) * MAX_NODE_SCORE, capacity)
+
+
+cdef inline void least_allocated_add(WeightedSum* a, units_t requested, units_t allocatable,
+                                     units_t weight) noexcept nogil:
+    """One resource of least_allocated (allocatable 0 skips): the form that callers
+    reading a node's row directly use (_gather.pxd plugin_fold), no vectors to build."""
+    if allocatable == 0:
+        return
+    a.node_score += least_requested_score(requested, allocatable) * weight
+    a.weight_sum += weight
 
 
 cdef inline score_t least_allocated(const units_t* requested, const units_t* allocatable,
                                     const units_t* weight, int n) noexcept nogil:
     """Weighted mean of (capacity - requested) * 100 / capacity; allocatable 0 skips."""
-    cdef score_t node_score = 0, weight_sum = 0
+    cdef WeightedSum a
     cdef int i
+    weighted_sum_start(&a)
     for i in range(n):
-        if allocatable[i] == 0:
-            continue
-        node_score += least_requested_score(requested[i], allocatable[i]) * weight[i]
-        weight_sum += weight[i]
-    if weight_sum == 0:
-        return 0
-    return floor_div(node_score, weight_sum)
+        least_allocated_add(&a, requested[i], allocatable[i], weight[i])
+    return weighted_mean(&a)
 
 
 cdef inline score_t least_allocated_inv(const units_t* requested, const units_t* allocatable,

@@ -66,6 +66,25 @@ cdef struct PluginSpec:
     long long strand_permille            # Mixed: penalty weight (per mille of base score)
 
 
+ctypedef struct WeightedSum:
+    # A weighted mean under way (LeastAllocated, MostAllocated): kube's nodeScore and
+    # weightSum, one resource at a time (the kernels' *_add), then weighted_mean.
+    score_t node_score
+    score_t weight_sum
+
+
+cdef inline void weighted_sum_start(WeightedSum* a) noexcept nogil:
+    a.node_score = 0
+    a.weight_sum = 0
+
+
+cdef inline score_t weighted_mean(const WeightedSum* a) noexcept nogil:
+    """nodeScore / weightSum, 0 when no resource was scored."""
+    if a.weight_sum == 0:
+        return 0
+    return floor_div(a.node_score, a.weight_sum)
+
+
 cdef inline long long floor_div(long long a, long long b) noexcept nogil:
     """``a // b`` for a >= 0, b > 0, exactly, without a 64-bit ``idiv`` in the common case.
 

@@ -9,9 +9,15 @@ from esched.core.scoring._balanced_allocation cimport (
     balanced_allocation_inv,
 )
 from esched.core.scoring._epvm cimport epvm
-from esched.core.scoring._least_allocated cimport least_allocated, least_allocated_inv
+from esched.core.scoring._least_allocated cimport (
+    least_allocated,
+    least_allocated_inv,
+)
 from esched.core.scoring._mixed cimport mixed
-from esched.core.scoring._most_allocated cimport most_allocated, most_allocated_inv
+from esched.core.scoring._most_allocated cimport (
+    most_allocated,
+    most_allocated_inv,
+)
 from esched.core.scoring._node_group_affinity cimport node_group_affinity
 from esched.core.scoring._plugin cimport (
     PLUGIN_BALANCED_ALLOCATION,
@@ -84,15 +90,8 @@ cdef inline score_fn kernel_of(int kind) noexcept nogil:
 
 
 cdef inline score_t score(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
-    """Plugin s's score: its kernel (what s.fn points to), by a branch on the kind so
-    the common kernels inline into the node loops (a call per node and plugin costs
-    as much as a kernel); the others through s.fn."""
-    if s.kind == PLUGIN_MOST_ALLOCATED:
-        return _most_allocated(s, x)
-    if s.kind == PLUGIN_LEAST_ALLOCATED:
-        return _least_allocated(s, x)
-    if s.kind == PLUGIN_BALANCED_ALLOCATION:
-        return _balanced_allocation(s, x)
+    """Plugin s's score from gathered vectors: its kernel (s.fn). The hot kinds are
+    usually scored through their per-resource form instead (_gather.pxd plugin_fold)."""
     return s.fn(s, x)
 
 
@@ -109,3 +108,11 @@ cdef inline score_t score_inv(const PluginSpec* s, const ScoreInput* x) noexcept
     if s.kind == PLUGIN_MOST_ALLOCATED:
         return most_allocated_inv(x.requested, x.allocatable, x.inv, s.res_weight, s.n_res)
     return s.fn(s, x)
+
+
+cdef inline bint folds(int kind) noexcept nogil:
+    """Kind has a per-resource form (its kernel's *_add, then weighted_mean or
+    balanced_allocation_end): a caller reading a node's row adds each scored resource
+    as it reads it (_gather.pxd plugin_fold), no argument vectors and no call."""
+    return (kind == PLUGIN_MOST_ALLOCATED or kind == PLUGIN_LEAST_ALLOCATED
+            or kind == PLUGIN_BALANCED_ALLOCATION)
