@@ -84,6 +84,7 @@ setup(
         "esched.services.cli",
         "esched.services.sim",
         "esched.schemas",
+        "esched.schemas.validator",
     ],
     package_dir={
         "esched.core": "core",

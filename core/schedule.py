@@ -264,6 +264,7 @@ class SchedulingPass:
             for t in items:
                 n_placed = len(placed)
                 kind, key, position = t
+                gang = None  # the gang target this item stands for, if any
                 if kind == "pod":
                     idx = pod_index.get(key)
                     if (
@@ -276,16 +277,7 @@ class SchedulingPass:
                     elif named and key in named and named[key] not in self.scheduler_names:
                         self._other_scheduler(Target(kind, key, position), key, out)
                     elif gang_of[idx] >= 0:  # a gang member travels with its gang
-                        self._gang_target(
-                            Target("gang", st.gang_keys[gang_of[idx]], position),
-                            out,
-                            placed,
-                            inflight,
-                            reasons_cache,
-                            gangs_done,
-                            now,
-                            reserving,
-                        )
+                        gang = Target("gang", st.gang_keys[gang_of[idx]], position)
                     else:
                         cid = class_of[idx]
                         got = place(key, cid)
@@ -312,15 +304,10 @@ class SchedulingPass:
                             why = self._reasons(key, reasons_cache) if explain else _UNEXPLAINED
                             unschedulable[key] = (Target(kind, key, position), why, "")
                 else:
+                    gang = Target(kind, key, position)
+                if gang is not None:
                     self._gang_target(
-                        Target(kind, key, position),
-                        out,
-                        placed,
-                        inflight,
-                        reasons_cache,
-                        gangs_done,
-                        now,
-                        reserving,
+                        gang, out, placed, inflight, reasons_cache, gangs_done, now, reserving
                     )
                 if stop and len(placed) == n_placed:
                     stopped.append(gi)

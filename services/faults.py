@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import orjson
 
 from esched.services import metrics
 from esched.services.bus.base import BusConsumer, BusError, Message
 from esched.services.retry import Backoff, retry_until
-from esched.services.store.base import TransientStoreError
+from esched.services.store.base import AppendResult, EventStore, NewEvent, TransientStoreError
 
-__all__ = ["count_retry", "is_transient", "poll_or_pause", "retry_transient"]
+__all__ = ["append_envelopes", "count_retry", "is_transient", "poll_or_pause", "retry_transient"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -56,6 +59,30 @@ async def retry_transient(
         on_retry=count_retry(service, peer),
         backoff=backoff,
     )
+
+
+async def append_envelopes(
+    store: EventStore,
+    envelopes: Iterable[tuple[dict[str, Any], str]],
+    *,
+    time: datetime,
+    what: str,
+    service: str,
+) -> tuple[list[NewEvent], AppendResult]:
+    """Append ``(envelope, stream)`` pairs as one batch recorded at ``time``, retried
+    while the store is away (:func:`retry_transient`); the events and the result.
+
+    For a service's own records with deterministic ids: a retry, or another
+    instance's copy, dedupes (``AppendResult.duplicates``).
+    """
+    events = [
+        NewEvent(env["id"], env["type"], stream, orjson.dumps(env), time)
+        for env, stream in envelopes
+    ]
+    res = await retry_transient(
+        lambda: store.append(events), what=what, service=service, peer="store"
+    )
+    return events, res
 
 
 async def poll_or_pause(

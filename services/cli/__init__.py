@@ -491,6 +491,16 @@ format_option = click.option(
 )
 
 
+def upto_option(verb: str) -> Callable[[Any], Any]:
+    """``--upto POSITION``: the last log position a command reads; ``verb`` starts the help."""
+    return click.option(
+        "--upto",
+        type=click.IntRange(0),
+        metavar="POSITION",
+        help=f"{verb} up to and including this log position (default: the head).",
+    )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--config",

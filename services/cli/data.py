@@ -23,6 +23,7 @@ from esched.services.cli import (
     prefix_option,
     run_async,
     store_option,
+    upto_option,
 )
 
 # publish -----------------------------------------------------------------------------
@@ -99,12 +100,7 @@ def publish(
 
 @cli.command()
 @store_option
-@click.option(
-    "--upto",
-    type=click.IntRange(0),
-    metavar="POSITION",
-    help="Fold up to and including this log position (default: the head).",
-)
+@upto_option("Fold")
 @click.option(
     "--at",
     "at_time",
@@ -168,12 +164,7 @@ def replay(
 
 @cli.command()
 @store_option
-@click.option(
-    "--upto",
-    type=click.IntRange(0),
-    metavar="POSITION",
-    help="Audit up to and including this log position (default: the head).",
-)
+@upto_option("Audit")
 @format_option
 @bands_option
 def audit(store: str, upto: int | None, output_format: str, bands: Any) -> None:

@@ -13,6 +13,7 @@ from esched.services.cli import (
     migrated_store,
     run_async,
     store_option,
+    upto_option,
 )
 
 # store -------------------------------------------------------------------------------
@@ -60,12 +61,7 @@ def store_info(store: str) -> None:
 
 @store.command("verify")
 @store_option
-@click.option(
-    "--upto",
-    type=click.IntRange(0),
-    metavar="POSITION",
-    help="Verify up to and including this log position (default: the head).",
-)
+@upto_option("Verify")
 def store_verify(store: str, upto: int | None) -> None:
     """Verify the log's hash chain, and only that: fast, read-only.
 

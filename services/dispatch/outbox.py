@@ -12,8 +12,7 @@ from esched.services import metrics
 from esched.services.bus.signing import send_signed
 from esched.services.dispatch.config import SERVICE
 from esched.services.dispatch.reclaim import _Reclaim
-from esched.services.faults import retry_transient
-from esched.services.store.base import NewEvent
+from esched.services.faults import append_envelopes, retry_transient
 
 
 def work_item(kind: str, key: str, position: int) -> tuple[bytes, bytes]:
@@ -32,25 +31,22 @@ class _Outbox(_Reclaim):
         rejections = list(self._rejections)
         now = datetime.now(UTC)
         stamp = timestamp(now)
-        events = []
-        for r in rejections:
-            env = envelope(
-                POD_REJECTED, "esched/dispatch", r.data(), id=r.event_id, time=stamp, subject=r.pod
-            )
-            events.append(
-                NewEvent(
+        envelopes = [
+            (
+                envelope(
+                    POD_REJECTED,
+                    "esched/dispatch",
+                    r.data(),
                     id=r.event_id,
-                    type=POD_REJECTED,
-                    stream=stream_name(POD, r.pod),
-                    payload=orjson.dumps(env),
-                    time=now,
-                )
+                    time=stamp,
+                    subject=r.pod,
+                ),
+                stream_name(POD, r.pod),
             )
-        res = await retry_transient(
-            lambda: self.store.append(events),
-            what="rejection append",
-            service=SERVICE,
-            peer="store",
+            for r in rejections
+        ]
+        _, res = await append_envelopes(
+            self.store, envelopes, time=now, what="rejection append", service=SERVICE
         )
         self._rejections = self._rejections[len(rejections) :]
         if res.duplicates == 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
@@ -18,10 +19,9 @@ from esched.schemas.events import (
     timestamp,
 )
 from esched.services import metrics
-from esched.services.faults import retry_transient
+from esched.services.faults import append_envelopes
 from esched.services.replica.claims import _Claims
 from esched.services.replica.config import SERVICE
-from esched.services.store.base import NewEvent
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class _Reports(_Claims):
     async def _reserve(self) -> None:
         """Append the reservations of the last pass (deterministic ids: dedupe)."""
         now = datetime.now(UTC)
-        events = []
+        envelopes: list[tuple[dict[str, Any], str]] = []
         for r in self._to_reserve:
             data = {k: v for k, v in r.items() if k != "position"}
             env = envelope(
@@ -48,21 +48,10 @@ class _Reports(_Claims):
                 id=f"reserve-{r['gang']}-{r['position']}",
                 time=timestamp(),
             )
-            events.append(
-                NewEvent(
-                    id=env["id"],
-                    type=GANG_RESERVED,
-                    stream=stream_name(GANG, r["gang"]),
-                    payload=orjson.dumps(env),
-                    time=now,
-                )
-            )
+            envelopes.append((env, stream_name(GANG, r["gang"])))
         self._to_reserve = []
-        res = await retry_transient(
-            lambda: self.store.append(events),
-            what="reservation append",
-            service=SERVICE,
-            peer="store",
+        events, res = await append_envelopes(
+            self.store, envelopes, time=now, what="reservation append", service=SERVICE
         )
         self.totals.reservations += len(events) - res.duplicates
         for e in events:
@@ -75,7 +64,7 @@ class _Reports(_Claims):
         st = self.state
         n_nodes = len(st.node_index)
         now = datetime.now(UTC)
-        events = []
+        envelopes: list[tuple[dict[str, Any], str]] = []
         for pod, (position, reasons, extra, judged_at) in pods.items():
             message = unschedulable_message(n_nodes, reasons, extra)
             # position: the state the verdict was reached on (not the fold's position
@@ -89,21 +78,10 @@ class _Reports(_Claims):
                 id=unschedulable_id(pod, position),
                 time=timestamp(),
             )
-            events.append(
-                NewEvent(
-                    id=env["id"],
-                    type=POD_UNSCHEDULABLE,
-                    stream=stream_name(POD, pod),
-                    payload=orjson.dumps(env),
-                    time=now,
-                )
-            )
-        res = await retry_transient(
-            lambda: self.store.append(events),
-            what="unschedulable append",
-            service=SERVICE,
-            peer="store",
+            envelopes.append((env, stream_name(POD, pod)))
+        _, res = await append_envelopes(
+            self.store, envelopes, time=now, what="unschedulable append", service=SERVICE
         )
-        fresh = len(events) - res.duplicates
+        fresh = len(envelopes) - res.duplicates
         self.totals.unschedulable += fresh
         metrics.REPLICA_UNSCHEDULABLE.labels(self.id).inc(fresh)

@@ -15,17 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esched.schemas.validator import (
+from esched.schemas.validator import InvalidEvent, check_quantities, parse_event, validate_event
+from esched.schemas.validator.compiled import (
     _FORMAT_PATTERNS,
-    _KNOWN,
     _PATTERN_REWRITES,
-    InvalidEvent,
     _compiled_form,
     _validators,
-    check_quantities,
-    parse_event,
-    validate_event,
 )
+from esched.schemas.validator.quantities import _KNOWN
 
 from .examples import DATA, event
 

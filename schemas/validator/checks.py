@@ -1,0 +1,36 @@
+"""The checks after the schema, per event type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from esched.schemas.validator.pods import _check_pod, _check_pod_update
+from esched.schemas.validator.quantities import (
+    _check_node,
+    _check_podgroup,
+    _check_queue,
+    _check_usage,
+)
+
+__all__ = ["check_quantities"]
+
+_QUANTITY_CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "esched.node.added": _check_node,
+    "esched.node.updated": _check_node,
+    "esched.pod.submitted": _check_pod,
+    "esched.pod.updated": _check_pod_update,
+    "esched.podgroup.submitted": _check_podgroup,
+    "esched.queue.upserted": _check_queue,
+    "esched.usage.reported": _check_usage,
+}
+
+
+def check_quantities(event_type: str, data: dict[str, Any]) -> None:
+    """Convert every quantity of a schema-valid ``data``; raise InvalidEvent("quantity").
+
+    Also enforces a Volcano queue's ``guarantee <= deserved <= capability`` per resource.
+    """
+    check = _QUANTITY_CHECKS.get(event_type)
+    if check is not None:
+        check(data)

@@ -1,0 +1,45 @@
+"""Refused pod fields: placement features esched does not implement (reason ``unsupported``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from esched.schemas.validator.errors import InvalidEvent
+
+__all__ = ["UNSUPPORTED_POD_FIELDS"]
+
+#: Pod fields that change where kube-scheduler may place a pod and that esched does
+#: not implement: field -> (kube plugin, what). A pod setting one is refused (reason
+#: ``unsupported``, dead-lettered by ingest) rather than placed as if it were absent.
+UNSUPPORTED_POD_FIELDS = {
+    "spec.affinity.podAffinity": ("InterPodAffinity", "inter-pod affinity"),
+    "spec.affinity.podAntiAffinity": ("InterPodAffinity", "inter-pod anti-affinity"),
+    "spec.topologySpreadConstraints": ("PodTopologySpread", "topology spread constraints"),
+    "spec.resourceClaims": ("DynamicResources", "DRA resource claims"),
+    "spec.volumes[].persistentVolumeClaim": ("VolumeBinding", "volumes of persistent claims"),
+    "spec.volumes[].ephemeral": ("VolumeBinding", "generic ephemeral volumes"),
+}
+
+
+def _refused_field(field: str, path: str) -> InvalidEvent:
+    plugin, what = UNSUPPORTED_POD_FIELDS[field]
+    return InvalidEvent(
+        "unsupported",
+        f"data.{path}: {what} ({plugin}) not implemented by esched; the pod is refused "
+        "rather than placed ignoring them",
+        f"data.{path}",
+    )
+
+
+def _check_refused_fields(spec: dict[str, Any]) -> None:
+    affinity = spec.get("affinity") or {}
+    for key in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(key):
+            raise _refused_field(f"spec.affinity.{key}", f"spec.affinity.{key}")
+    for key in ("topologySpreadConstraints", "resourceClaims"):
+        if spec.get(key):
+            raise _refused_field(f"spec.{key}", f"spec.{key}")
+    for i, volume in enumerate(spec.get("volumes") or ()):
+        for key in ("persistentVolumeClaim", "ephemeral"):
+            if isinstance(volume, dict) and key in volume:
+                raise _refused_field(f"spec.volumes[].{key}", f"spec.volumes[{i}].{key}")
