@@ -78,7 +78,9 @@ def test_the_readme_starts_with_the_install_and_test_commands() -> None:
 )
 def test_user_docs_carry_no_work_dates_or_load_averages(path: Path) -> None:
     text = path.read_text()
-    found = re.findall(r"\b(?:19|20|21)\d\d-[01]\d-[0-3]\d\b|\b1[0-2]-[0-3]\d's\b|load average", text)
+    found = re.findall(
+        r"\b(?:19|20|21)\d\d-[01]\d-[0-3]\d\b|\b1[0-2]-[0-3]\d's\b|load average", text
+    )
     assert not found, f"{path.relative_to(ROOT)}: {found}"
 
 
