@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from esched.services.bus.base import BusProducer, Headers, Message
+from esched.services.bus.deadletter import Dead
 
 __all__ = [
     "HEADER",
@@ -40,6 +41,7 @@ __all__ = [
     "load_keyring",
     "parse_keys",
     "send_signed",
+    "unsigned_dead_letter",
     "warn_if_unsigned",
 ]
 
@@ -177,6 +179,14 @@ def check(keyring: Keyring | None, msg: Message) -> tuple[str, str] | None:
     """Why ``msg`` is refused (``(reason, explanation)``), or None; every record is
     accepted when no keys are configured."""
     return None if keyring is None else keyring.refusal(msg)
+
+
+def unsigned_dead_letter(keyring: Keyring | None, msg: Message) -> Dead | None:
+    """The dead letter for ``msg`` if it is refused (:func:`check`; field ``headers``,
+    where the signature travels), else None: the one refusal the commit service and
+    replicas apply before reading an internal record."""
+    refused = check(keyring, msg)
+    return None if refused is None else (msg, refused[0], refused[1], "headers")
 
 
 async def send_signed(

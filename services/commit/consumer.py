@@ -13,7 +13,7 @@ from esched.schemas.events import PLACEMENT_PROPOSED
 from esched.schemas.validator import InvalidEvent, parse_event
 from esched.services.bus import BusConsumer, BusError, Message
 from esched.services.bus.deadletter import Dead, send_deadletters
-from esched.services.bus.signing import check
+from esched.services.bus.signing import unsigned_dead_letter
 from esched.services.commit.config import SERVICE, NotLeader
 from esched.services.commit.publish import _Publisher
 from esched.services.faults import poll_or_pause, retry_transient
@@ -92,9 +92,9 @@ class _ProposalConsumer(_Publisher):
         keyring = self.bus.keyring
         for m in msgs:
             # A proposal not signed by an esched service is refused before it is read.
-            refused = check(keyring, m)
+            refused = unsigned_dead_letter(keyring, m)
             if refused is not None:
-                dead.append((m, refused[0], refused[1], "headers"))
+                dead.append(refused)
                 continue
             try:
                 ev = parse_event(

@@ -15,7 +15,7 @@ from esched.core.schedule import Target
 from esched.services import metrics
 from esched.services.bus import BusConsumer, BusError, Message
 from esched.services.bus.deadletter import Dead, send_deadletters
-from esched.services.bus.signing import check
+from esched.services.bus.signing import unsigned_dead_letter
 from esched.services.faults import poll_or_pause, retry_transient
 from esched.services.replica.config import SERVICE, ReplicaTotals
 from esched.services.replica.share import _Share
@@ -164,9 +164,9 @@ class _WorkLoop(_Share):
         keyring = self.bus.keyring if self.bus is not None else None
         for m in msgs:
             # Work not written by the dispatcher is refused before it is read.
-            refused = check(keyring, m)
+            refused = unsigned_dead_letter(keyring, m)
             if refused is not None:
-                dead.append((m, refused[0], refused[1], "headers"))
+                dead.append(refused)
                 continue
             try:
                 item = orjson.loads(m.value)
