@@ -132,6 +132,7 @@ cdef class Placer:
     # GPU-device fit, FGD); NULL otherwise. Set only for the duration of the call.
     cdef const uint8_t* ext_mask         # [node] 0 = infeasible
     cdef const int64_t* ext_score        # [node] added to the total of a feasible node
+    cdef const int64_t* ext_rank         # [node] tie order: the smallest rank wins (NULL: seeded draw)
 
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1

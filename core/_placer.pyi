@@ -59,6 +59,7 @@ class Placer:
         assume: bool = True,
         mask: npt.NDArray[np.uint8] | None = None,
         extra: npt.NDArray[np.int64] | None = None,
+        rank: npt.NDArray[np.int64] | None = None,
     ) -> tuple[str, int] | None: ...
     def place_classes(self, class_ids: npt.ArrayLike) -> npt.NDArray[np.int32]: ...
     def assume_claims(

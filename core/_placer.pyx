@@ -118,6 +118,7 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_MIXED,
     PLUGIN_MOST_ALLOCATED,
     PLUGIN_NODE_GROUP_AFFINITY,
+    PLUGIN_PAPER_BEST_FIT,
     PLUGIN_PYTHON,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PluginSpec,
@@ -317,6 +318,7 @@ cdef class Placer:
         self.cconst_cap = 0
         self.ext_mask = NULL
         self.ext_score = NULL
+        self.ext_rank = NULL
 
     def __dealloc__(self):
         if self.specs != NULL:
@@ -370,6 +372,7 @@ cdef class Placer:
             "Mixed": PLUGIN_MIXED,
             "Python": PLUGIN_PYTHON,
             "NodeGroupAffinity": PLUGIN_NODE_GROUP_AFFINITY,
+            "PaperBestFit": PLUGIN_PAPER_BEST_FIT,
         }
         # External plugins (FGD) need per-device state the placer does not hold: their
         # caller scores them (esched.core._devices) and passes the scores to place().
@@ -399,7 +402,10 @@ cdef class Placer:
                 uses_nz = p.kind in ("LeastAllocated", "MostAllocated",
                                      "RequestedToCapacityRatio", "Mixed")
                 s.nz[j] = (0 if rname == "cpu" else 1 if rname == "memory" else -1) if uses_nz else -1
-                s.scalar[j] = rname not in ("cpu", "memory", "ephemeral-storage")
+                # PaperBestFit keeps every term for every pod (the artifact's formula).
+                s.scalar[j] = (rname not in ("cpu", "memory", "ephemeral-storage")
+                               and p.kind != "PaperBestFit")
+                s.max_spec[j] = p.max_spec[j] if j < len(p.max_spec) else 0
             s.n_shape = len(p.shape)
             for j, (u, sc) in enumerate(p.shape):
                 s.shape_util[j] = u
@@ -926,7 +932,8 @@ cdef class Placer:
         cdef long long alive = len(st.node_index)
         cdef long long target = alive
         cdef int slot
-        if N > 0 and (self.ext_mask != NULL or self.ext_score != NULL):
+        if N > 0 and (self.ext_mask != NULL or self.ext_score != NULL
+                      or self.ext_rank != NULL):
             if self.sample:
                 target = max(num_feasible_nodes_to_find(alive, self.percentage), 1)
             if start >= N:
@@ -984,9 +991,20 @@ cdef class Placer:
                 best = n
                 ties = 1
             elif s == best_score:
-                ties += 1
-                if below(&self.rng, <uint64_t>ties) == 0:
-                    best = n
+                if self.ext_rank != NULL:
+                    # The smallest rank decides (a fixed node order: the FGD artifact's
+                    # smallest node name; or a secondary key); equal ranks draw.
+                    if self.ext_rank[n] < self.ext_rank[best]:
+                        best = n
+                        ties = 1
+                    elif self.ext_rank[n] == self.ext_rank[best]:
+                        ties += 1
+                        if below(&self.rng, <uint64_t>ties) == 0:
+                            best = n
+                else:
+                    ties += 1
+                    if below(&self.rng, <uint64_t>ties) == 0:
+                        best = n
             if found >= target:
                 break
         best_out[0] = best_score
@@ -1237,7 +1255,8 @@ cdef class Placer:
         return self.state.intern_class(pod)
 
     def place(self, pod, bint assume=True, const uint8_t[::1] mask=None,
-              const int64_t[::1] extra=None) -> tuple[str, int] | None:
+              const int64_t[::1] extra=None,
+              const int64_t[::1] rank=None) -> tuple[str, int] | None:
         """Choose a node for one pod (a manifest, a pod key in the state, or a class id).
 
         Returns ``(node name, total score)`` or None if no node is feasible. With
@@ -1247,6 +1266,11 @@ cdef class Placer:
         slot, added to the total) are an external filter and score for this call, e.g.
         :class:`esched.core._devices.DeviceTable`'s exact GPU-device fit and FGD score.
         They take a node-by-node visit without the cache (``_scan_external``).
+
+        ``rank`` (int64 per node slot) decides among equal totals before the seeded
+        draw: the node with the smallest rank wins, the draw only among equal ranks (a
+        fixed node order: the FGD paper's artifact breaks ties by the smallest node name
+        over seeded-random name prefixes; or a secondary key such as free GPU).
         """
         cdef Py_ssize_t cid = self._class_of(pod), n
         self._ensure_synced()
@@ -1262,11 +1286,16 @@ cdef class Placer:
             if extra.shape[0] < self.n_nodes:
                 raise ValueError(f"extra has {extra.shape[0]} entries for {self.n_nodes} nodes")
             self.ext_score = &extra[0] if extra.shape[0] > 0 else NULL
+        if rank is not None:
+            if rank.shape[0] < self.n_nodes:
+                raise ValueError(f"rank has {rank.shape[0]} entries for {self.n_nodes} nodes")
+            self.ext_rank = &rank[0] if rank.shape[0] > 0 else NULL
         try:
             n = self._place(cid, &v, &best, &visited)
         finally:
             self.ext_mask = NULL
             self.ext_score = NULL
+            self.ext_rank = NULL
         self.visited += visited
         if n < 0:
             self.unschedulable += 1

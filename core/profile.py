@@ -5,9 +5,9 @@ An operator brings the file they already have: ``profiles[].plugins.score`` (and
 ``percentageOfNodesToScore`` (global or per profile). ``NodeResourcesFit``
 (``scoringStrategy.type`` LeastAllocated / MostAllocated / RequestedToCapacityRatio
 with ``shape`` and ``resources``) and ``NodeResourcesBalancedAllocation`` mean what
-they mean in kube-scheduler v1.30. esched adds ``EPVM``, ``Mixed``, ``FGD`` and
-``NodeGroupAffinity`` in the same structure. Arguments are validated here, so the Cython
-placer sees only clean numbers.
+they mean in kube-scheduler v1.30. esched adds ``EPVM``, ``Mixed``, ``FGD``,
+``PaperBestFit`` (the FGD paper's BestFit) and ``NodeGroupAffinity`` in the same
+structure. Arguments are validated here, so the Cython placer sees only clean numbers.
 
 ``NodeGroupAffinity`` scores the preferred node groups of the pod's queue (Volcano):
 100 on a node in one of them, 0 elsewhere, like a preferred term of kube's NodeAffinity
@@ -205,7 +205,8 @@ class PluginConfig:
     """One enabled score plugin, resolved: kind, weight and validated arguments.
 
     ``kind`` is one of LeastAllocated, MostAllocated, RequestedToCapacityRatio,
-    BalancedAllocation, EPVM, Mixed, FGD, NodeGroupAffinity, Python. ``name`` is the
+    BalancedAllocation, EPVM, Mixed, FGD, PaperBestFit, NodeGroupAffinity, Python.
+    ``name`` is the
     profile's plugin name.
     FGD is scored outside the placer (it needs per-device GPU state): see
     :meth:`esched.core.Placer.place` (``extra``) and :mod:`esched.core._devices`.
@@ -220,6 +221,11 @@ class PluginConfig:
     prod_priority: int = 0
     exhaust_permille: int = 0
     strand_permille: int = 0
+    #: PaperBestFit: each resource's normaliser (the artifact's "max spec"), in order
+    max_spec: tuple[int, ...] = ()
+    #: FGD: among nodes of equal total, "random" (the pass's tie-break) or "pack" (the
+    #: node with the least free GPU, then the least free CPU, first)
+    fgd_ties: str = "random"
 
 
 @dataclass(frozen=True)
@@ -335,14 +341,19 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
             exhaust_permille=exhaust * 10,
             strand_permille=strand * 10,
         )
+    if name == "PaperBestFit":
+        return _paper_best_fit(name, weight, args, where)
     if name == "FGD":
         # Fragmentation gradient descent (Weng et al., ATC '23): scored outside the placer
         # from per-device state (esched.core._devices.DeviceTable.fgd_scores); the target
         # workload is the one the caller sets (the simulator: the trace's pod types).
-        unknown = set(args) - {"resources"}
+        unknown = set(args) - {"resources", "ties"}
         if unknown:
-            raise ProfileError(where, f"FGD takes no arguments (got {sorted(unknown)})")
-        return PluginConfig(name, "FGD", weight, ())
+            raise ProfileError(where, f"FGD takes only ties (got {sorted(unknown)})")
+        ties = args.get("ties", "random")
+        if ties not in FGD_TIES:
+            raise ProfileError(f"{where}.ties", f"must be one of {', '.join(FGD_TIES)}")
+        return PluginConfig(name, "FGD", weight, (), fgd_ties=ties)
     if name == NODE_GROUP_AFFINITY:
         if args:
             raise ProfileError(where, f"{name} takes no arguments (got {sorted(args)})")
@@ -352,9 +363,36 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
     raise ProfileError(where, f"unknown score plugin {name!r}")
 
 
+#: FGD's ``ties`` values: "random" (the scheduler's tie-break) or "pack" (a secondary
+#: key among equal FGD scores: least free GPU, then least free CPU).
+FGD_TIES = ("random", "pack")
+#: PaperBestFit's default resources and normalisers: the FGD artifact's (cpu milli over
+#: 128 cores, milli-GPU over 8 GPUs; pkg/type/open-gpu-share/utils/const.go MaxSpec*).
+PAPER_BEST_FIT_RESOURCES = (("cpu", 1), ("esched.dev/gpu-milli", 1))
+PAPER_BEST_FIT_MAX_SPEC = {"cpu": 128_000, "esched.dev/gpu-milli": 8_000}
+
+
+def _paper_best_fit(name: str, weight: int, args: dict[str, Any], where: str) -> PluginConfig:
+    """The FGD paper's BestFit: ``resources`` ({name, weight, maxSpec}); ``maxSpec`` is
+    required for a resource without a default in :data:`PAPER_BEST_FIT_MAX_SPEC`."""
+    unknown = set(args) - {"resources"}
+    if unknown:
+        raise ProfileError(where, f"{name} takes only resources (got {sorted(unknown)})")
+    raw = args.get("resources")
+    resources = PAPER_BEST_FIT_RESOURCES if raw is None else _resources(raw, f"{where}.resources")
+    spec = []
+    for i, (rname, _) in enumerate(resources):
+        given = raw[i].get("maxSpec") if raw is not None else None
+        m = PAPER_BEST_FIT_MAX_SPEC.get(rname) if given is None else given
+        if not isinstance(m, int) or m <= 0:
+            raise ProfileError(f"{where}.resources[{i}].maxSpec", "must be a positive integer")
+        spec.append(m)
+    return PluginConfig(name, "PaperBestFit", weight, resources, max_spec=tuple(spec))
+
+
 DEFAULT_SCORE = (("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1))
 #: esched's own score plugins (arguments checked by :func:`_plugin`).
-_ESCHED_PLUGINS = frozenset({"EPVM", "Mixed", "FGD", "NodeGroupAffinity"})
+_ESCHED_PLUGINS = frozenset({"EPVM", "Mixed", "FGD", "PaperBestFit", "NodeGroupAffinity"})
 #: The queue's preferred node groups, scored in every profile unless disabled by name.
 NODE_GROUP_AFFINITY = "NodeGroupAffinity"
 NODE_GROUP_AFFINITY_WEIGHT = 2

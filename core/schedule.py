@@ -27,6 +27,8 @@ to the commit service, or committed events in virtual time) is the caller's busi
 
 from __future__ import annotations
 
+import hashlib
+import random
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
@@ -42,18 +44,34 @@ from esched.core.profile import scheduler_names
 from esched.core.reasons import OTHER_SCHEDULER, reason_code, resource_text
 
 __all__ = [
+    "GPU_CHOICES",
     "GPU_MILLI_RESOURCE",
+    "TIE_BREAKS",
     "Decision",
     "PassConfig",
     "PassResult",
     "Placement",
     "SchedulingPass",
     "Target",
+    "node_order_rank",
 ]
 
 
 #: The extended resource GPUs are counted in by the simulator: milli-GPU, 1000 per device.
 GPU_MILLI_RESOURCE = "esched.dev/gpu-milli"
+
+#: PassConfig.tie_break values.
+TIE_BREAKS = ("random", "node-order")
+#: PassConfig.gpu_choice values.
+GPU_CHOICES = ("fit", "random")
+
+
+def node_order_rank(seed: int, name: str) -> int:
+    """The rank of node ``name`` in the "node-order" tie-break of ``seed`` (smaller
+    wins): a keyed 63-bit hash, a seeded random order of any set of node names."""
+    h = hashlib.blake2b(name.encode(), digest_size=8, key=seed.to_bytes(8, "little", signed=True))
+    return int.from_bytes(h.digest(), "little") >> 1
+
 
 #: The reasons of a pass that does not explain (shared: never written to).
 _UNEXPLAINED: dict[str, int] = {}
@@ -98,6 +116,25 @@ class PassConfig:
     #: Reason counts and gang messages for unschedulable pods (the simulator does not
     #: report them: it skips their cost).
     explain: bool = True
+    #: Among nodes of equal total score: "random" (a seeded uniform draw, kube's
+    #: selectHost) or "node-order" (a fixed order of the nodes drawn from
+    #: ``tie_seed``, the first wins: the FGD paper's artifact, which breaks ties by the
+    #: smallest node name over seeded-random name prefixes). Single pods only.
+    tie_break: str = "random"
+    #: The seed of the "node-order" tie-break (the order is a keyed hash of node names,
+    #: so it does not depend on the order nodes were added).
+    tie_seed: int = 0
+    #: The device a GPU share takes on its node: "fit" (the fitting device with the
+    #: least free milli; FGD: the one that fragments least) or "random" (a seeded
+    #: uniform draw among the fitting devices: the artifact's ``-gpusel random``).
+    #: Whole GPUs always take the lowest-indexed idle devices.
+    gpu_choice: str = "fit"
+
+    def __post_init__(self) -> None:
+        if self.tie_break not in TIE_BREAKS:
+            raise ValueError(f"tie_break must be one of {TIE_BREAKS}, not {self.tie_break!r}")
+        if self.gpu_choice not in GPU_CHOICES:
+            raise ValueError(f"gpu_choice must be one of {GPU_CHOICES}, not {self.gpu_choice!r}")
 
 
 @dataclass(slots=True)
@@ -162,11 +199,15 @@ class SchedulingPass:
         profile = placer.profile
         #: FGD's weight in the profile (0: no FGD; devices then chosen best fit)
         self.fgd_weight = sum(p.weight for p in profile.plugins if p.kind == "FGD")
+        #: FGD's secondary key among equal totals: pack (least free GPU, then CPU)
+        self.fgd_pack = any(p.kind == "FGD" and p.fgd_ties == "pack" for p in profile.plugins)
         #: gang -> clock time it was first found not fitting (starvation guard)
         self.waiting_since: dict[str, float] = {}
         self._mask = np.ones(0, dtype=np.uint8)
         self._extra = np.zeros(0, dtype=np.int64)
         self._gpu_of: dict[int, tuple[int, int]] = {}
+        self._rank: np.ndarray | None = None  # the "node-order" ranks per node slot
+        self._gpu_rng = random.Random(self.config.tie_seed)  # gpu_choice "random"
         self._views: Any = None
         self._scratch = PassResult()  # run_groups' collector of what it does not return
         #: The ``spec.schedulerName`` values this pass schedules (a pod naming none is
@@ -534,9 +575,10 @@ class SchedulingPass:
         """Place a single pod (assumed); with devices, device-exact GPU fit and FGD, and
         its devices bound in the table. (node, devices taken) or None."""
         dev = self.devices
+        rank = self._tie_rank()
         # The placer is given the class id (what it places), not the pod's key to look up.
         if dev is None:
-            got = self.placer.place(cid)
+            got = self.placer.place(cid, True, None, None, rank)
             return None if got is None else (got[0], ())
         req = self._gpu_of.get(cid)
         g, cpu = req if req is not None else self._gpu_request(cid)
@@ -552,16 +594,46 @@ class SchedulingPass:
                 buf.fill(1)
             extra = self._extra
             dev.fgd_scores(g, cpu, buf, extra, fgd)
-        got = self.placer.place(cid, True, mask, extra)
+        if fgd and self.fgd_pack:
+            rank = self._pack_rank(dev)
+        got = self.placer.place(cid, True, mask, extra, rank)
         if got is None:
             return None
         node = got[0]
         n = self.state.node_index[node]
         devs: tuple[int, ...] = ()
-        if g:
+        if 0 < g < 1000 and self.config.gpu_choice == "random" and not fgd:
+            fitting = [i for i, free in enumerate(dev.free_of(n)) if free >= g]
+            devs = (fitting[self._gpu_rng.randrange(len(fitting))],)
+        elif g:
             devs = tuple(dev.choose(n, g, cpu, fgd > 0))
         dev.bind(n, g, cpu, devs)
         return node, devs
+
+    def _pack_rank(self, dev: DeviceTable) -> np.ndarray:
+        """FGD's "pack" key per node slot: free milli-GPU, then free CPU (smaller
+        first), so equal FGD scores go to the fullest node, as a fixed node order packs
+        them in the paper's artifact, without depending on an order of the nodes."""
+        n = self.state.n_nodes
+        gpu_free = dev.device_free(n).sum(axis=1)
+        cpu_free = np.asarray(dev.cpu_free_np[:n], dtype=np.int64)
+        rank = np.zeros(max(n, len(self.state.node_names)), dtype=np.int64)
+        rank[:n] = (gpu_free << 32) + np.clip(cpu_free, 0, (1 << 32) - 1)
+        return rank
+
+    def _tie_rank(self) -> np.ndarray | None:
+        """The "node-order" ranks per node slot (None: seeded random ties), renewed
+        when the state has grown."""
+        if self.config.tie_break != "node-order":
+            return None
+        names = self.state.node_names
+        if self._rank is None or self._rank.shape[0] != len(names):
+            seed = self.config.tie_seed
+            self._rank = np.array(
+                [node_order_rank(seed, nm) if nm is not None else 0 for nm in names],
+                dtype=np.int64,
+            )
+        return self._rank
 
     def _bind_cpu(self, pairs: list[tuple[str, str]]) -> None:
         """Pods without GPUs placed by a preemption plan: their CPU in the device table

@@ -24,6 +24,7 @@ cdef enum:
     PLUGIN_MIXED = 6
     PLUGIN_PYTHON = 7
     PLUGIN_NODE_GROUP_AFFINITY = 8
+    PLUGIN_PAPER_BEST_FIT = 9
 
 cdef struct PluginSpec
 
@@ -64,6 +65,7 @@ cdef struct PluginSpec:
     long long prod_priority              # Mixed: priority >= this is the production band
     long long exhaust_permille           # Mixed: free share below this is "exhausted"
     long long strand_permille            # Mixed: penalty weight (per mille of base score)
+    long long max_spec[MAX_PLUGIN_RES]   # PaperBestFit: each resource's normaliser
 
 
 ctypedef struct WeightedSum:

@@ -19,6 +19,7 @@ from esched.core.scoring._most_allocated cimport (
     most_allocated_inv,
 )
 from esched.core.scoring._node_group_affinity cimport node_group_affinity
+from esched.core.scoring._paper_best_fit cimport paper_best_fit
 from esched.core.scoring._plugin cimport (
     PLUGIN_BALANCED_ALLOCATION,
     PLUGIN_EPVM,
@@ -26,6 +27,7 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_MIXED,
     PLUGIN_MOST_ALLOCATED,
     PLUGIN_NODE_GROUP_AFFINITY,
+    PLUGIN_PAPER_BEST_FIT,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PluginSpec,
     ScoreInput,
@@ -65,6 +67,10 @@ cdef inline score_t _node_group_affinity(const PluginSpec* s, const ScoreInput* 
     return node_group_affinity(x.labels, x.pref, x.label_words)
 
 
+cdef inline score_t _paper_best_fit(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return paper_best_fit(x.requested, x.allocatable, s.res_weight, s.max_spec, s.n_res)
+
+
 cdef inline score_t score_nothing(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
     # Plugins scored outside the C table (Python plugins, with the GIL): 0 here.
     return 0
@@ -86,6 +92,8 @@ cdef inline score_fn kernel_of(int kind) noexcept nogil:
         return _mixed
     if kind == PLUGIN_NODE_GROUP_AFFINITY:
         return _node_group_affinity
+    if kind == PLUGIN_PAPER_BEST_FIT:
+        return _paper_best_fit
     return score_nothing
 
 

@@ -246,6 +246,16 @@ def _run_one(args: tuple) -> dict:
     help="Seeds of the allocation curve (42..; FGD used 10).",
 )
 @click.option(
+    "--method",
+    "curve_method",
+    type=click.Choice(["kube", "paper", "both"]),
+    default="kube",
+    show_default=True,
+    help="Curve study's scheduler: kube (esched's: seeded random ties, the fullest "
+    "fitting GPU share, x floored), paper (the FGD artifact's: a fixed seeded node "
+    "order breaks ties, Random takes a random fitting GPU, x rounded) or both.",
+)
+@click.option(
     "--tau",
     type=click.FloatRange(0, 1),
     default=0.0,
@@ -296,6 +306,7 @@ def compare(
     studies: str,
     trials: int,
     curve_seeds: int,
+    curve_method: str,
     tau: float,
     mu: int,
     at: str | None,
@@ -391,20 +402,33 @@ def compare(
         seeds = list(range(42, 42 + curve_seeds)) if study == "curve" else list(range(trials))
         params = {"tau": tau, "mu": mu, "at": at_value, "fillers": fillers}
         t0 = time.perf_counter()
-        with _progress(study, len(seeds) * len(profiles), progress) as update:
+        n_runs = (
+            len(seeds) * len(profiles) * (2 if study == "curve" and curve_method == "both" else 1)
+        )
+        with _progress(study, n_runs, progress) as update:
             done = [0]
 
             def tick(_r: dict, done=done, update=update) -> None:
                 done[0] += 1
                 update(done[0])
 
-            res = run_trials(study, tr, profiles, seeds, params, workers, tick)
+            if study == "curve":
+                methods = ["kube", "paper"] if curve_method == "both" else [curve_method]
+                res = []
+                for m in methods:
+                    res += run_trials(
+                        study, tr, profiles, seeds, {**params, "method": m}, workers, tick
+                    )
+            else:
+                res = run_trials(study, tr, profiles, seeds, params, workers, tick)
         trial_sets[study] = res
         out[study] = {
             "trials": res,
             "seconds": time.perf_counter() - t0,
             "params": {"tau": tau, "mu": mu, "at": at_value, "seeds": seeds},
         }
+        if study == "curve":
+            out[study]["params"]["method"] = curve_method
         if study == "holes":
             out[study]["params"]["fillers"] = [{"name": f.name, **f.requests()} for f in fillers]
         cols, rows = _study_rows(study, res)
@@ -423,6 +447,7 @@ def compare(
 def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]]:
     import numpy as np
 
+    from esched.services.sim.compaction import curve_label
     from esched.services.sim.report import hole_rows
 
     by: dict[str, list[dict]] = {}
@@ -514,10 +539,15 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
         "p25",
         "p75",
         "unallocated GPUs @100",
+        "frag % of capacity @100",
         "alloc % final",
     ]
-    for name, ts in by.items():
+    curves: dict[str, list[dict]] = {}
+    for r in res:
+        curves.setdefault(curve_label(r), []).append(r)
+    for name, ts in curves.items():
         at100 = [t["alloc_at_100"] for t in ts if t["alloc_at_100"] is not None]
+        fr = [t["frag_at_100"] for t in ts if t.get("frag_at_100") is not None]
         f = [t["alloc_final"] for t in ts]
         gpus = ts[0]["gpus"]
         med100 = float(np.median(at100)) if at100 else float("nan")
@@ -529,6 +559,7 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
                 f"{100 * np.percentile(at100, 25):.2f}" if at100 else "-",
                 f"{100 * np.percentile(at100, 75):.2f}" if at100 else "-",
                 f"{(1 - med100) * gpus:.0f}" if at100 else "-",
+                f"{100 * np.median(fr):.2f}" if fr else "-",
                 f"{100 * np.median(f):.2f}",
             ]
         )

@@ -57,10 +57,13 @@ from esched.services.sim.engine import GPU_RESOURCE, Simulator
 from esched.services.sim.traces import Job, Trace
 
 __all__ = [
+    "CURVE_METHODS",
     "Filler",
     "capacity_bound",
     "checkpoint",
     "compaction_trial",
+    "curve_bins",
+    "curve_label",
     "default_at",
     "default_fillers",
     "fits",
@@ -68,6 +71,7 @@ __all__ = [
     "hole_filling",
     "inflate",
     "inflation_curve",
+    "paper_method",
     "parse_filler",
     "run_trials",
 ]
@@ -396,8 +400,57 @@ def _rates(sim: Simulator) -> dict:
     return out
 
 
-def inflation_curve(trace: Trace, profile: Profile, seed: int, until: float = 1.3) -> dict:
-    """The FGD experiment: allocated GPU share against arrived GPU request (percent)."""
+#: The curve study's methods: "kube" (esched's scheduler: seeded random ties, the
+#: fullest fitting GPU, x floored) and "paper" (the FGD artifact's: see
+#: :func:`paper_method`).
+CURVE_METHODS = ("kube", "paper")
+
+
+def paper_method(profile: Profile) -> dict:
+    """The FGD artifact's scheduler for ``profile``, as :class:`Simulator` options.
+
+    A profile that scores (FGD, PaperBestFit, ...) breaks ties by a fixed node order
+    drawn from the seed (the artifact's patched ``selectHost`` takes the smallest node
+    name, and ``simulator.go`` prefixes names with a seeded random permutation). A
+    profile that scores nothing is the artifact's Random: its ``RandomScore`` gives one
+    uniformly drawn feasible node the top score, which is a uniform draw (random ties),
+    and it runs with ``-gpusel random`` (a random fitting GPU).
+    """
+    scores = any(p.kind != "NodeGroupAffinity" for p in profile.plugins)
+    if scores:
+        return {"tie_break": "node-order", "gpu_choice": "fit"}
+    return {"tie_break": "random", "gpu_choice": "random"}
+
+
+def curve_label(trial: dict) -> str:
+    """A curve trial's row label: its profile, with "[paper method]" for the artifact's
+    scheduler (the two methods side by side)."""
+    name = str(trial["profile"])
+    return f"{name} [paper method]" if trial.get("method") == "paper" else name
+
+
+def curve_bins(arrived: np.ndarray, method: str = "kube") -> np.ndarray:
+    """Integer-percent bins of the arrived share (1.0 = capacity): floored ("kube"),
+    or rounded half to even as the artifact's ``merge_alloc_discrete.py`` does with
+    Python's ``round(x, 0)`` ("paper")."""
+    pct = np.asarray(arrived, dtype=float) * 100
+    if method == "paper":
+        return np.rint(pct).astype(int)
+    return np.floor(pct + 1e-9).astype(int)
+
+
+def inflation_curve(
+    trace: Trace, profile: Profile, seed: int, until: float = 1.3, method: str = "kube"
+) -> dict:
+    """The FGD experiment: allocated GPU share against arrived GPU request (percent).
+
+    ``method`` "kube" runs esched's scheduler (seeded random ties, the fullest fitting
+    GPU) and floors x; "paper" runs the artifact's (:func:`paper_method`) and rounds x
+    (:func:`curve_bins`), each row's allocation rounded to 0.01% before the bin mean, as
+    the artifact's analysis does.
+    """
+    if method not in CURVE_METHODS:
+        raise ValueError(f"method must be one of {CURVE_METHODS}, not {method!r}")
     rng = random.Random(seed)
     base = [replace(j, arrival=0.0, deadline=None) for j in trace.jobs]
     rng.shuffle(base)
@@ -412,10 +465,13 @@ def inflation_curve(trace: Trace, profile: Profile, seed: int, until: float = 1.
     # Job i arrives at virtual time i: one placement attempt per instant, so the run's
     # time series has one row per arrived pod.
     timed = [replace(j, arrival=float(i)) for i, j in enumerate(jobs)]
-    r = Simulator(trace, profile, seed, jobs=timed, departures=False, retry=False).run()
+    opts = paper_method(profile) if method == "paper" else {}
+    r = Simulator(trace, profile, seed, jobs=timed, departures=False, retry=False, **opts).run()
     alloc = r.alloc[GPU_RESOURCE] / cap
+    if method == "paper":
+        alloc = np.round(alloc * 100, 2) / 100
     frag = (r.frag if r.frag is not None else np.zeros(len(jobs))) / cap
-    bins = np.floor(arrived * 100 + 1e-9).astype(int)
+    bins = curve_bins(arrived, method)
     xs = sorted(set(bins.tolist()))
     curve = []
     for x in xs:
@@ -423,17 +479,20 @@ def inflation_curve(trace: Trace, profile: Profile, seed: int, until: float = 1.
         curve.append({"x": x, "alloc": float(alloc[sel].mean()), "frag": float(frag[sel].mean())})
     return {
         "seed": seed,
+        "method": method,
+        **({"tie_break": opts["tie_break"], "gpu_choice": opts["gpu_choice"]} if opts else {}),
         "curve": curve,
         "gpus": cap // 1000,
         "alloc_at_100": _at(curve, 100),
+        "frag_at_100": _at(curve, 100, "frag"),
         "alloc_final": float(alloc[-1]),
     }
 
 
-def _at(curve: list[dict], x: int) -> float | None:
+def _at(curve: list[dict], x: int, key: str = "alloc") -> float | None:
     for pt in curve:
         if pt["x"] >= x:
-            return pt["alloc"]
+            return float(pt[key])
     return None
 
 
@@ -454,7 +513,9 @@ def _trial(args: tuple) -> dict:
         fillers = params.get("fillers") or default_fillers(trace, jobs)
         out = hole_filling(trace, profile, jobs, seed, fillers)
     elif kind == "curve":
-        out = inflation_curve(trace, profile, seed, params.get("until", 1.3))
+        out = inflation_curve(
+            trace, profile, seed, params.get("until", 1.3), params.get("method", "kube")
+        )
     else:
         raise ValueError(kind)
     out["profile"] = profile.name

@@ -131,6 +131,9 @@ class Simulator:
     :param bands: priority bands for preemption (None: the defaults).
     :param reserve_after: reserve nodes for a gang that has not fitted for this many
         seconds of virtual time (None: no reservations).
+    :param tie_break: among equal scores, "random" or "node-order" (a fixed order drawn
+        from ``seed``; :class:`~esched.core.schedule.PassConfig`).
+    :param gpu_choice: the device a GPU share takes: "fit" or "random".
     """
 
     def __init__(
@@ -149,6 +152,8 @@ class Simulator:
         preemption: bool = False,
         bands: BandConfig | None = None,
         reserve_after: float | None = None,
+        tie_break: str = "random",
+        gpu_choice: str = "fit",
     ) -> None:
         self.trace = trace
         self.profile = profile
@@ -165,7 +170,13 @@ class Simulator:
         self.state = ClusterState()
         self.position = 0
         self.pass_config = PassConfig(
-            preemption=preemption, bands=bands, reserve_after=reserve_after, explain=False
+            preemption=preemption,
+            bands=bands,
+            reserve_after=reserve_after,
+            explain=False,
+            tie_break=tie_break,
+            tie_seed=seed,
+            gpu_choice=gpu_choice,
         )
         self.gpu = any(n.gpus for n in self.nodes)
         self.devices = DeviceTable() if self.gpu else None

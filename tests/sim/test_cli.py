@@ -105,7 +105,45 @@ def test_compare_profiles_side_by_side(tmp_path: Path):
     assert len(figs["hole_filling"]["fillers"]["gpu=1"]["best-fit"]["counts"]) == 2
     html = (tmp_path / "cmp" / "report.html").read_text()
     assert "id='hole_filling'" in html and "<h2>holes</h2>" in html
-    assert figs["gpu_allocation_curve"]["paper"]["FGD (paper)"][-1]["alloc"] == pytest.approx(95.23)
+    paper = figs["gpu_allocation_curve"]["paper"]
+    assert dict(paper["FGD"]["alloc"])[100] == pytest.approx(95.23)
+    assert dict(paper["BestFit"]["frag"])[100] == pytest.approx(7.02)
+
+
+def test_compare_curve_with_both_methods_side_by_side(tmp_path: Path):
+    out = run(
+        "compare",
+        "--trace",
+        "synthetic:nodes=8,jobs=80,seed=1,load=1.0",
+        "--profiles",
+        str(PROFILES / "fgd.yaml"),
+        str(PROFILES / "paper-best-fit.yaml"),
+        "--study",
+        "curve",
+        "--curve-seeds",
+        "1",
+        "--method",
+        "both",
+        "--workers",
+        "1",
+        "--report",
+        str(tmp_path / "cmp"),
+        "--no-progress",
+    )
+    table = out["curve"]["table"]
+    assert table["columns"][:3] == ["profile", "seeds", "GPU alloc % @100 (median)"]
+    assert "frag % of capacity @100" in table["columns"]
+    assert [r[0] for r in table["rows"]] == [
+        "fgd",
+        "paper-best-fit",
+        "fgd [paper method]",
+        "paper-best-fit [paper method]",
+    ]
+    assert out["curve"]["params"]["method"] == "both"
+    paper = [t for t in out["curve"]["trials"] if t["method"] == "paper"]
+    assert {t["tie_break"] for t in paper} == {"node-order"}
+    figs = json.loads((tmp_path / "cmp" / "figures.json").read_text())
+    assert figs["gpu_allocation_curve"]["fgd [paper method]"]["method"] == "paper"
 
 
 def test_compare_hole_filling_with_given_fillers(tmp_path: Path):
