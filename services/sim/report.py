@@ -295,9 +295,12 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
     curves = trials.get("curve") or []
     if curves:
         methods = sorted({t.get("method", "kube") for t in curves})
-        fig, axes = plt.subplots(1, len(methods), figsize=(7 * len(methods), 3.6), squeeze=False)
+        fig, axes = plt.subplots(
+            2, len(methods), figsize=(7 * len(methods), 6.6), squeeze=False, sharex=True
+        )
         data = {}
-        for ax, method in zip(axes[0], methods, strict=True):
+        for col, method in enumerate(methods):
+            ax, axf = axes[0, col], axes[1, col]
             ts_m = [t for t in curves if t.get("method", "kube") == method]
             for label, ts in _by_label(ts_m).items():
                 xs = sorted({p["x"] for t in ts for p in t["curve"]})
@@ -309,8 +312,9 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
                     lo.append(100 * float(np.percentile(v, 25)))
                     hi.append(100 * float(np.percentile(v, 75)))
                     frag.append(100 * float(np.median(f)))
-                ax.plot(xs, med, lw=1.2, label=ts[0]["profile"])
+                (line,) = ax.plot(xs, med, lw=1.2, label=ts[0]["profile"])
                 ax.fill_between(xs, lo, hi, alpha=0.2)
+                axf.plot(xs, frag, lw=1.2, color=line.get_color(), label=ts[0]["profile"])
                 data[label] = {
                     "method": method,
                     "x": xs,
@@ -322,15 +326,17 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
                     "frag_at_100": [t.get("frag_at_100") for t in ts],
                 }
             for name, pts in FGD_PAPER.items():
-                ax.plot(
-                    [p[0] for p in pts["alloc"]],
-                    [p[1] for p in pts["alloc"]],
-                    "k--" if "FGD" in name else "k:" if "Best" in name else "k-.",
-                    marker="x",
-                    ms=3,
-                    lw=0.8,
-                    label=f"{name} (paper)",
-                )
+                style = "k--" if "FGD" in name else "k:" if "Best" in name else "k-."
+                for a, key in ((ax, "alloc"), (axf, "frag")):
+                    a.plot(
+                        [p[0] for p in pts[key]],
+                        [p[1] for p in pts[key]],
+                        style,
+                        marker="x",
+                        ms=3,
+                        lw=0.8,
+                        label=f"{name} (paper)",
+                    )
             ax.set_title(
                 "paper method (fixed seeded node order breaks ties)"
                 if method == "paper"
@@ -339,15 +345,19 @@ def compare_tables(trials: dict[str, list[dict]], figs: Figures | None = None) -
             )
             ax.set_xlim(70, 130)
             ax.set_ylim(70, 100)
-            ax.set_xlabel("arrived GPU request (% of capacity)")
             ax.set_ylabel("GPU allocation (%)")
-            ax.grid(alpha=0.3)
+            axf.set_ylim(0, 20)
+            axf.set_xlabel("arrived GPU request (% of capacity)")
+            axf.set_ylabel("fragmentation (% of capacity)")
+            for a in (ax, axf):
+                a.grid(alpha=0.3)
             ax.legend(fontsize=7, ncol=2)
         data["paper"] = FGD_PAPER
         figs.add(
             "gpu_allocation_curve",
-            "GPU allocation as the workload is inflated (FGD's experiment, median and "
-            "25-75% band over seeds; black: the paper's medians from its artifact)",
+            "GPU allocation (median and 25-75% band over seeds) and FGD fragmentation "
+            "(median) as the workload is inflated, per method (FGD's experiment; black: "
+            "the paper's medians from its artifact)",
             _svg(fig),
             data,
         )

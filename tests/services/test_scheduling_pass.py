@@ -7,10 +7,12 @@ without room."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import orjson
+import pytest
 
-from esched.core import parse_profile
+from esched.core import load_profile, parse_profile
 from esched.core.validation import DEVICE_UNAVAILABLE
 from esched.schemas.events import PLACEMENT_COMMITTED
 from esched.services.audit import audit_store
@@ -46,9 +48,13 @@ def _static_trace():
     return tr
 
 
-async def test_a_replica_with_fgd_places_device_by_device_as_the_simulator_does(store):
+FGD_PACK = load_profile(Path(__file__).resolve().parents[2] / "deploy/profiles/fgd-pack.yaml")
+
+
+@pytest.mark.parametrize("profile", [FGD, FGD_PACK], ids=["fgd", "fgd-pack"])
+async def test_a_replica_with_fgd_places_device_by_device_as_the_simulator_does(store, profile):
     tr = _static_trace()
-    sim = simulate(tr, FGD, record=True, departures=False)
+    sim = simulate(tr, profile, record=True, departures=False)
     assert sim.start.tolist() == [float(i) for i in range(len(tr.jobs))]
     assert sim.events is not None
     expected = {
@@ -72,9 +78,12 @@ async def test_a_replica_with_fgd_places_device_by_device_as_the_simulator_does(
         proposed.extend(proposals)
         return await commit.decide(proposals)
 
-    replica = Replica(store, MemoryBus(), "r1", profile=FGD, submit=submit)
+    replica = Replica(store, MemoryBus(), "r1", profile=profile, submit=submit)
     await replica.start()
     try:
+        # The replica's one scheduling pass scores by FGD over the fold's devices.
+        assert replica.scheduler.fgd_weight == 1 and replica.scheduler.devices is not None
+        assert replica.scheduler.fgd_pack == (profile is FGD_PACK)
         head = await store.head()
         topic = replica.bus.topics.work
         msgs = [
