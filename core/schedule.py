@@ -39,6 +39,7 @@ from esched.core._devices import DeviceTable, GangDevices
 from esched.core._placer import Placer
 from esched.core._state import ClusterState
 from esched.core.bands import BandConfig
+from esched.core.devices import GPU_MILLI
 from esched.core.phases import PHASE_PENDING
 from esched.core.profile import scheduler_names
 from esched.core.reasons import OTHER_SCHEDULER, reason_code, resource_text
@@ -207,6 +208,7 @@ class SchedulingPass:
         self._extra = np.zeros(0, dtype=np.int64)
         self._gpu_of: dict[int, tuple[int, int]] = {}
         self._rank: np.ndarray | None = None  # the "node-order" ranks per node slot
+        self._rank_names: list[str | None] = []  # the node names they were drawn for
         self._gpu_rng = random.Random(self.config.tie_seed)  # gpu_choice "random"
         self._views: Any = None
         self._scratch = PassResult()  # run_groups' collector of what it does not return
@@ -602,7 +604,7 @@ class SchedulingPass:
         node = got[0]
         n = self.state.node_index[node]
         devs: tuple[int, ...] = ()
-        if 0 < g < 1000 and self.config.gpu_choice == "random" and not fgd:
+        if 0 < g < GPU_MILLI and self.config.gpu_choice == "random" and not fgd:
             fitting = [i for i, free in enumerate(dev.free_of(n)) if free >= g]
             devs = (fitting[self._gpu_rng.randrange(len(fitting))],)
         elif g:
@@ -623,12 +625,15 @@ class SchedulingPass:
 
     def _tie_rank(self) -> np.ndarray | None:
         """The "node-order" ranks per node slot (None: seeded random ties), renewed
-        when the state has grown."""
+        when the state's node names change."""
         if self.config.tie_break != "node-order":
             return None
         names = self.state.node_names
-        if self._rank is None or self._rank.shape[0] != len(names):
+        # A list compare (C speed): a node removed and another added in its slot
+        # renews the ranks too.
+        if self._rank is None or names != self._rank_names:
             seed = self.config.tie_seed
+            self._rank_names = list(names)
             self._rank = np.array(
                 [node_order_rank(seed, nm) if nm is not None else 0 for nm in names],
                 dtype=np.int64,

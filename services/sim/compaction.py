@@ -35,7 +35,9 @@ constraints (they have none).
 **FGD curve** (``inflation_curve``): the FGD paper's experiment: the trace's pods
 shuffled, then resampled with replacement until their GPU request is ``until`` of
 capacity, placed one at a time, failures dropped; allocation rate against arrived
-request, in integer-percent bins (see shared/traces/.../FGD-ANCHOR.md).
+request, in integer-percent bins (see shared/traces/.../FGD-ANCHOR.md). Run with
+esched's scheduler (``method="kube"``) or with the paper's artifact's
+(``method="paper"``: :func:`paper_method`, :func:`curve_bins`).
 
 Trials run in worker processes (``concurrent.futures.ProcessPoolExecutor``); each
 trial is a pure function of (trace, profile file, seed), so results do not depend on
