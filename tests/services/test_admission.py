@@ -413,10 +413,10 @@ def test_equal_priority_queues_interleave_by_weight_two_to_one():
         *(qpod(f"d{i}", queue="d") for i in range(40)),
     )
     order = f.release(*(f"t/d{i}" for i in range(40)), *(f"t/c{i}" for i in range(40)))
-    assert len(order) == 80
-    # The first 30 released (what the cluster can hold) split 2:1.
-    first = Counter(k[2] for k in order[:30])
-    assert first == {"c": 20, "d": 10}
+    # What the cluster can hold is let through, split 2:1 (the deserved shares, 20 and
+    # 10 CPUs); the rest waits (proportion's overused check), not handed to replicas.
+    assert Counter(k[2] for k in order) == {"c": 20, "d": 10}
+    assert Counter(f.admission.held.values()) == {"QueueOverused": 50}
 
 
 def test_within_a_queue_job_priority_then_arrival():
@@ -1064,3 +1064,89 @@ async def test_commit_rejects_bindings_over_a_queue_capability(store: EventStore
 
     report = await audit_store(store)
     assert report["ok"], report["violations"]
+
+
+# ---------------------------------------------------------------------- deserved as a cap
+
+
+@pytest.mark.parametrize(
+    ("case", "queues", "pods", "released", "held"),
+    [
+        # volcano pkg/scheduler/plugins/proportion/proportion_test.go, TestProportion
+        # "proportion" shape: two busy queues of weights 1 and 2 on 6 CPUs deserve 2
+        # and 4; each is let through up to its share, the rest waits.
+        (
+            "weights 1:2 share 6 CPUs as 2 and 4",
+            [("q1", {"weight": 1}), ("q2", {"weight": 2})],
+            {"q1": 5, "q2": 5},
+            {"q1": 2, "q2": 4},
+            {"QueueOverused": 4},
+        ),
+        # A queue alone with work takes what is free (overused needs another waiting).
+        (
+            "a queue alone is not held at its share",
+            [("q1", {"weight": 1}), ("q2", {"weight": 1})],
+            {"q1": 6},
+            {"q1": 6},
+            {},
+        ),
+        # capacity_test.go "case1: Pod not allocatable when queue exceed queue
+        # capability": the capability is the hard cap, whatever the deserved share.
+        (
+            "capability below the deserved share caps the queue",
+            [("q1", {"weight": 3, "capability": {"cpu": "1"}}), ("q2", {"weight": 1})],
+            {"q1": 4, "q2": 4},
+            {"q1": 1, "q2": 4},
+            {"QueueCapability": 3, "QueueOverused": 0},
+        ),
+        # A guarantee is reserved (proportion's realCapability = total - the others'
+        # guarantees + its own): q1, idle but guaranteed 2 CPUs, is never lent them.
+        (
+            "another queue's guarantee is never lent",
+            [("q1", {"guarantee": {"resource": {"cpu": "2"}}}), ("q2", {})],
+            {"q2": 6},
+            {"q2": 4},
+            {"QueueCapability": 2},
+        ),
+    ],
+)
+def test_a_queue_at_its_deserved_share_waits_while_others_wait(case, queues, pods, released, held):
+    f = Fold(Admission())
+    f(node("n1", "6", memory="64Gi"), *(queue(n, **spec) for n, spec in queues))
+    keys = []
+    for q, n in pods.items():
+        f(*(qpod(f"{q}-{i}", queue=q) for i in range(n)))
+        keys += [f"t/{q}-{i}" for i in range(n)]
+    got = Counter(k[2:].split("-")[0] for k in f.release(*keys))
+    assert dict(got) == released, case
+    assert Counter(f.admission.held.values()) == Counter({k: v for k, v in held.items() if v})
+
+
+def test_a_held_queue_gets_its_turn_when_a_pod_of_the_other_ends():
+    """Deserved shares follow demand: when one queue's work ends, the other's share
+    grows and its held jobs are let through on the next look."""
+    f = Fold(Admission())
+    f(node("n1", "4", memory="64Gi"), queue("a"), queue("b"))
+    f(*(qpod(f"a{i}", queue="a") for i in range(2)), *(qpod(f"b{i}", queue="b") for i in range(4)))
+    assert sorted(f.release(*(f"t/a{i}" for i in range(2)), *(f"t/b{i}" for i in range(4)))) == [
+        "t/a0",
+        "t/a1",
+        "t/b0",
+        "t/b1",
+    ]
+    f(bind("a0", "n1"), bind("a1", "n1"), bind("b0", "n1"), bind("b1", "n1"))
+    f(done("a0"), done("a1"))
+    # a has no work left: b alone waits and takes what is free.
+    assert sorted(it[2] for it in f.admission.release(f.state, f.admission.reconsider())) == [
+        "t/b2",
+        "t/b3",
+    ]
+
+
+def test_a_job_let_through_before_is_not_held_again_when_re_published():
+    f = Fold(Admission())
+    f(node("n1", "2", memory="64Gi"), queue("a"), queue("b"))
+    f(qpod("a0", queue="a"), qpod("b0", queue="b"), qpod("b1", queue="b"))
+    assert sorted(f.release("t/a0", "t/b0", "t/b1")) == ["t/a0", "t/b0"]
+    # b0 was reported unschedulable and comes again: it already holds its room.
+    assert f.release("t/b0") == ["t/b0"]
