@@ -107,10 +107,9 @@ REASONS = {
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
     VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "
     "evicted earlier in this batch, or is one of the proposal's own pods)",
-    RECLAIM_ILLEGAL: "a victim's queue is not reclaimable, has a higher priority than the "
-    "reclaiming queue, would fall below its guarantee, or (equal "
-    "priorities) the reclaiming queue is not below its fair share or the "
-    "victim's would fall below its own",
+    RECLAIM_ILLEGAL: "the reclaiming queue would exceed its deserved share, or a victim is "
+    "not preemptable (volcano.sh/preemptable false), or its queue is not reclaimable, is not "
+    "above its deserved share or would fall below its guarantee",
     PREEMPTION_ILLEGAL: "the preemptor's preemptionPolicy is Never, or a victim's band is not "
     "strictly lower than the preemptor's, or both "
     "are prod (Borg: prod never preempts prod)",
