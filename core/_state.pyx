@@ -222,6 +222,9 @@ def _queue_defaults() -> dict:
         "deserved": {},
         "guarantee": {},
         "affinity": None,
+        # Named by a pod or PodGroup, never upserted: admission refuses its pods
+        # (Volcano's webhook: "unable to find queue"). An upsert replaces the dict.
+        "implicit": True,
     }
 
 
@@ -1753,7 +1756,7 @@ cdef class ClusterState:
         for q in sorted(range(self.n_queues), key=lambda i: self.queue_names[i]):
             meta = self.queue_meta[q]
             entry = {k: (dict(sorted(v.items())) if isinstance(v, dict) else v)
-                     for k, v in meta.items() if k != "affinity" or v}
+                     for k, v in meta.items() if (k != "affinity" or v) and k != "implicit"}
             computed = view[self.queue_names[q]]
             entry["path"] = computed["path"]
             entry["fairShare"] = computed["fairShare"]

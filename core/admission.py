@@ -7,6 +7,11 @@ the audit replays the same rules):
 **Rejected at submission** (an ``esched.pod.rejected`` event; the fold makes the pod
 Failed, it is never scheduled, nothing waits forever):
 
+* ``QueueNotFound``: its queue (a PodGroup's ``spec.queue`` for its members, else the
+  pod's queue annotation or label) was never declared by an ``esched.queue.upserted``
+  before the submission, as Volcano's PodGroup and Job webhooks refuse a queue they
+  cannot find (``default`` always exists);
+
 * ``QueueClosing`` / ``QueueClosed``: its queue admits nothing new;
 * ``QuotaExceeded``: its requests would take a quota of its queue or namespace
   (overall or of its band) over its limit (:mod:`esched.core.quota`). Quota counts
@@ -62,6 +67,7 @@ import numpy as np
 from esched.core._state import ClusterState
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
 from esched.core.queues import (
+    DEFAULT_QUEUE,
     SHARE_IGNORED,
     QueueSpec,
     QueueTree,
@@ -83,6 +89,7 @@ from esched.schemas.events import (
 
 __all__ = [
     "OBSERVED",
+    "QUEUE_NOT_FOUND",
     "Admission",
     "Fact",
     "Rejection",
@@ -93,6 +100,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _TERMINAL = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_REJECTED})
+#: The rejection of a pod whose queue (its own, or its PodGroup's) was never declared.
+QUEUE_NOT_FOUND = "QueueNotFound"
 #: The event types :meth:`Admission.observe` reads.
 OBSERVED = frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED}) | _TERMINAL
 
@@ -115,7 +124,7 @@ class Rejection:
 
     pod: str
     queue: str
-    reason: str  #: QuotaExceeded | QueueClosing | QueueClosed
+    reason: str  #: QuotaExceeded | QueueClosing | QueueClosed | QueueNotFound
     message: str
     event_id: str
     quota: QuotaExceeded | None = None
@@ -166,6 +175,8 @@ class Admission:
         #: queue -> its state as of the event being judged (a batch is folded before
         #: it is judged, so the fold's state may be from a later upsert of the batch)
         self._queue_state: dict[str, str] = {}
+        #: queues upserted as of the event being judged (``default`` always exists)
+        self._declared: set[str] = set()
         #: (state, band per class id) for the job order
         self._band_cache: tuple[ClusterState, np.ndarray] | None = None
 
@@ -200,6 +211,16 @@ class Admission:
         """Charge a Pending pod, or return why it is rejected (not charged)."""
         q = st.queue_of(idx)
         queue = st.queue_names[q]
+        if queue not in self._declared and queue != DEFAULT_QUEUE:
+            # Volcano's PodGroup (and Job) webhook: the queue must exist at submission.
+            return Rejection(
+                pod,
+                queue,
+                QUEUE_NOT_FOUND,
+                f'unable to find queue: queue.scheduling.volcano.sh "{queue}" not found '
+                "(no Queue of that name before this submission in the log)",
+                event_id,
+            )
         state = self._queue_state.get(queue) or st.queue_meta[q].get("state") or "Open"
         if check_state and state in ("Closing", "Closed"):
             return Rejection(
@@ -281,6 +302,9 @@ class Admission:
         self._queue_state = {
             st.queue_names[q]: st.queue_meta[q].get("state") or "Open" for q in range(st.n_queues)
         }
+        self._declared = {
+            st.queue_names[q] for q in range(st.n_queues) if not st.queue_meta[q].get("implicit")
+        }
         self.held.clear()
         self._held_items.clear()
         self._inflight.clear()
@@ -313,6 +337,7 @@ class Admission:
                 queue = data or {}
                 name = (queue.get("metadata") or {}).get("name")
                 if isinstance(name, str) and name:
+                    self._declared.add(name)
                     self._queue_state[name] = str(
                         (queue.get("status") or {}).get("state") or "Open"
                     )

@@ -1186,3 +1186,63 @@ def test_a_job_let_through_before_is_not_held_again_when_re_published():
     assert sorted(f.release("t/a0", "t/b0", "t/b1")) == ["t/a0", "t/b0"]
     # b0 was reported unschedulable and comes again: it already holds its room.
     assert f.release("t/b0") == ["t/b0"]
+
+
+# ---------------------------------------------------------------------- a queue not found
+
+
+def test_a_pod_or_podgroup_naming_a_queue_never_declared_is_rejected():
+    """Volcano's PodGroup webhook (pkg/webhooks/admission/podgroups/validate,
+    ``checkQueueState``: "unable to find queue") and Job webhook refuse a queue that
+    does not exist; esched rejects the pods at admission with ``QueueNotFound``
+    (Failed, never silently Pending). ``default`` always exists."""
+    f = Fold(Admission())
+    pg = ev(
+        "pg-lost",
+        ev_types.PODGROUP_SUBMITTED,
+        {
+            "metadata": {"name": "lost", "namespace": NAMESPACE},
+            "spec": {"minMember": 2, "queue": "nowhere"},
+        },
+    )
+    out = f(
+        node("n1", "8"),
+        queue("real"),
+        qpod("typo", queue="reel"),
+        qpod("fine", queue="real"),
+        qpod("plain"),
+        pg,
+        qpod("g0", gang="lost"),
+        qpod("g1", gang="lost"),
+    )
+    assert {r.pod: r.reason for r in out} == {
+        "t/typo": "QueueNotFound",
+        "t/g0": "QueueNotFound",
+        "t/g1": "QueueNotFound",
+    }
+    typo = next(r for r in out if r.pod == "t/typo")
+    assert typo.queue == "reel" and 'unable to find queue: queue.scheduling.volcano.sh "reel"' in (
+        typo.message
+    )
+    assert f.state.pod("t/typo")["phase"] == "Failed"
+    assert f.state.pod("t/fine")["phase"] == "Pending"
+    assert f.state.pod("t/plain")["phase"] == "Pending"
+
+
+def test_a_pod_submitted_before_its_queue_is_rejected_after_it_is_admitted():
+    # Judged at its own log position, as the webhook judges at creation time.
+    f = Fold(Admission())
+    out = f(node("n1", "8"), qpod("early", queue="late"), queue("late"), qpod("ok", queue="late"))
+    assert [(r.pod, r.reason) for r in out] == [("t/early", "QueueNotFound")]
+
+
+def test_a_new_leader_rejects_pending_pods_of_a_queue_never_declared():
+    f = Fold(Admission())
+    f.state.apply_many(
+        [(1, node("n1", "8")), (2, qpod("orphan", queue="ghost")), (3, queue("real"))]
+    )
+    f.position = 3
+    out = f.admission.start(f.state)
+    assert [(r.pod, r.reason) for r in out] == [("t/orphan", "QueueNotFound")]
+    # A queue the fold knows only from a pod's name is not declared in its summary.
+    assert "implicit" not in f.state.summary()["queues"]["ghost"]

@@ -98,3 +98,66 @@ async def test_up_hierarchical_example_four_queues_each_deserving_a_quarter_end_
     for q in running:
         assert queues[q]["fairShare"]["cpu"] == 1000
         assert queues[q]["Pending"] == 4
+
+
+async def test_up_a_podgroup_naming_a_missing_queue_is_rejected_and_the_audit_passes(tmp_path):
+    """Volcano's PodGroup webhook refuses ``spec.queue`` naming no Queue ("unable to
+    find queue"); through ``esched up`` its pods are rejected (``esched.pod.rejected``,
+    ``QueueNotFound``, Failed), the audit agrees, and the pod of a real queue runs."""
+    from esched.services.audit import audit_store
+    from esched.services.store import open_store
+
+    text = """
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: real}
+spec: {weight: 1}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: lost, namespace: default}
+spec: {minMember: 1, queue: nowhere}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: lost-0
+  namespace: default
+  annotations: {scheduling.k8s.io/group-name: lost}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: found
+  namespace: default
+  annotations: {scheduling.volcano.sh/queue-name: real}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+"""
+    queues = await _up(tmp_path, text, "lost")
+    assert queues["real"]["Running"] == 1
+    assert queues["nowhere"]["Pending"] == 0 and queues["nowhere"]["Running"] == 0
+    es = open_store(f"sqlite:///{tmp_path / 'lost.sqlite'}")
+    await es.connect()
+    try:
+        import orjson
+
+        rejected = [
+            orjson.loads(r.payload)["data"]
+            for r in await es.read(0, 1000)
+            if r.type == "esched.pod.rejected"
+        ]
+        assert [(d["pod"], d["reason"], d["queue"]) for d in rejected] == [
+            ("default/lost-0", "QueueNotFound", "nowhere")
+        ]
+        report = await audit_store(es)
+        assert report["ok"], report["violations"]
+    finally:
+        await es.close()
