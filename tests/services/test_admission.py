@@ -1246,3 +1246,25 @@ def test_a_new_leader_rejects_pending_pods_of_a_queue_never_declared():
     assert [(r.pod, r.reason) for r in out] == [("t/orphan", "QueueNotFound")]
     # A queue the fold knows only from a pod's name is not declared in its summary.
     assert "implicit" not in f.state.summary()["queues"]["ghost"]
+
+
+def test_children_share_their_parents_deserved_share():
+    """Hierarchy from ``spec.parent`` (volcano docs/design/hierarchical-queue-on-capacity-
+    plugin.md): eng and sci split 8 CPUs, eng's children dev and ops split eng's 4; each
+    leaf is let through up to its own share while the others wait."""
+    f = Fold(Admission())
+    f(
+        node("n1", "8", memory="64Gi"),
+        queue("eng"),
+        queue("sci"),
+        queue("dev", parent="root.eng"),
+        queue("ops", parent="root.eng"),
+    )
+    pods = {"dev": 4, "ops": 4, "sci": 8}
+    keys = []
+    for q, n in pods.items():
+        f(*(qpod(f"{q}-{i}", queue=q) for i in range(n)))
+        keys += [f"t/{q}-{i}" for i in range(n)]
+    got = Counter(k[2:].split("-")[0] for k in f.release(*keys))
+    assert got == {"dev": 2, "ops": 2, "sci": 4}
+    assert Counter(f.admission.held.values()) == {"QueueOverused": 8}
