@@ -219,3 +219,52 @@ def test_a_pod_with_preemption_policy_never_reclaims_nothing():
     log(EV.POD_SUBMITTED, never)
     assert plan_reclaim(s, Placer(s), "ns/b9") is None
     assert plan_reclaim(s, Placer(s), "ns/b0") is not None
+
+
+# ---------------------------------------------------------------------- a task's minimum
+
+
+def _job_cluster():
+    """Queue a runs a Volcano Job's gang (minMember 3; tasks master 1 and worker 3, each
+    task's minAvailable master 1, worker 2) on all 4 CPUs; queue b waits with 2 pods."""
+    s = ClusterState()
+    log = Log(s)
+    log(EV.NODE_ADDED, node("n1", cpu="4", memory="8Gi"))
+    log(EV.QUEUE_UPSERTED, queue("a"))
+    log(EV.QUEUE_UPSERTED, queue("b"))
+    log(
+        EV.PODGROUP_SUBMITTED,
+        {
+            "metadata": {"name": "job", "namespace": "ns"},
+            "spec": {"minMember": 3, "queue": "a", "minTaskMember": {"master": 1, "worker": 2}},
+        },
+    )
+    members = ["job-master-0", "job-worker-0", "job-worker-1", "job-worker-2"]
+    for m in members:
+        log(EV.POD_SUBMITTED, pod(m, cpu="1", memory="1Gi", gang="job", priority=0))
+    log(
+        EV.PLACEMENT_COMMITTED,
+        commit(
+            *((f"ns/{m}", "n1", {"cpu": 1000, "memory": GI, "pods": 1}) for m in members),
+            gang="ns/job",
+        ),
+    )
+    for i in range(2):
+        log(EV.POD_SUBMITTED, pod(f"b{i}", cpu="1", memory="1Gi", queue="b"))
+    return s
+
+
+def test_reclaim_keeps_each_task_of_a_victim_job_at_its_min_available():
+    """volcano pkg/scheduler/plugins/gang: a victim is taken only while its task keeps
+    minAvailable; the master (task minimum 1 of 1) is never one, a worker is."""
+    from esched.core.validation import VICTIM_GANG_SPLIT, Validator
+
+    s = _job_cluster()
+    plan = plan_reclaim(s, Placer(s), "ns/b0")
+    assert plan is not None and plan.victims == ("ns/job-worker-0",)
+    proposal = plan.proposal("r1", s.position, {"cpu": 1000, "memory": GI, "pods": 1})
+    assert Validator(s).check(proposal, record=False).ok
+    proposal["victims"] = [{"pod": "ns/job-master-0", "node": "n1"}]
+    verdict = Validator(s).check(proposal, record=False)
+    assert not verdict.ok and verdict.reason == VICTIM_GANG_SPLIT
+    assert "task master" in verdict.message
