@@ -114,8 +114,8 @@ REASONS = {
     PREEMPTION_ILLEGAL: "the preemptor's preemptionPolicy is Never, or a victim's band is not "
     "strictly lower than the preemptor's, or both "
     "are prod (Borg: prod never preempts prod)",
-    VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
-    "is evicted whole or not at all",
+    VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember (or a "
+    "Volcano Job's task below its minAvailable): a gang is evicted whole or not at all",
     NODE_RESERVED: "the node is reserved for a starving gang the pod is not a member of",
     SCHEDULING_GATED: "the pod still has scheduling gates (spec.schedulingGates)",
     QUEUE_CLOSED: "the pod's queue is Closed: it schedules nothing",
