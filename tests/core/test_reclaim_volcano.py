@@ -13,6 +13,7 @@ from esched.core.reclaim import plan_gang_reclaim, plan_reclaim, victims_legal
 from support.fold import EV, Log, commit, node
 
 G = 10**9  # "1G"
+A100 = {"nvidia.com/A100": 10}
 
 
 def _pod(
@@ -43,18 +44,27 @@ def _pod(
     return {"metadata": {"name": name, "namespace": "c1", "annotations": ann}, "spec": spec}
 
 
+def _gpu_pod(name: str, *, group: str, preemptable: str | None = None) -> dict[str, Any]:
+    """A pod asking for 10 ``nvidia.com/A100`` and no CPU or memory."""
+    p = _pod(name, "0", "0", group=group, preemptable=preemptable)
+    p["spec"]["containers"][0]["resources"]["requests"] = {"nvidia.com/A100": "10"}
+    return p
+
+
 def _cluster(
-    nodes: list[tuple[str, str, str]],
+    nodes: list[tuple[Any, ...]],
     queues: list[tuple[str, dict[str, Any]]],
     classes: dict[str, tuple[int, str | None]],
     groups: list[tuple[str, str, int, str | None]],
-    running: list[tuple[dict[str, Any], str, int, int]],
+    running: list[tuple[Any, ...]],
     pending: list[dict[str, Any]],
 ) -> ClusterState:
     s = ClusterState()
     log = Log(s)
-    for name, cpu, mem in nodes:
-        log(EV.NODE_ADDED, node(name, cpu=cpu, memory=mem, pods="10"))
+    for name, cpu, mem, *extra in nodes:
+        log(
+            EV.NODE_ADDED, node(name, cpu=cpu, memory=mem, pods="10", **(extra[0] if extra else {}))
+        )
     for name, (value, policy) in classes.items():
         pc: dict[str, Any] = {"metadata": {"name": name}, "value": value}
         if policy:
@@ -67,10 +77,11 @@ def _cluster(
         if pclass:
             spec["priorityClassName"] = pclass
         log(EV.PODGROUP_SUBMITTED, {"metadata": {"name": name, "namespace": "c1"}, "spec": spec})
-    for p, at, cpu, mem in running:
+    for p, at, cpu, mem, *extra in running:
         log(EV.POD_SUBMITTED, p)
         key = f"c1/{p['metadata']['name']}"
-        log(EV.PLACEMENT_COMMITTED, commit((key, at, {"cpu": cpu, "memory": mem, "pods": 1})))
+        res = {"cpu": cpu, "memory": mem, "pods": 1, **(extra[0] if extra else {})}
+        log(EV.PLACEMENT_COMMITTED, commit((key, at, res)))
     for p in pending:
         log(EV.POD_SUBMITTED, p)
     return s
@@ -318,3 +329,67 @@ def test_a_pod_that_is_not_preemptable_is_never_a_victim_of_the_commit_check():
     assert sorted(s.not_preemptable) == ["c1/keep", "c1/odd"]
     assert "not preemptable" in victims_legal(s, "c1/want", ["c1/keep"])
     assert _evicted(s, "c1/want") == []
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(
+            dict(
+                nodes=[("n1", "2", "4Gi"), ("n2", "2", "4Gi")],
+                queues=[
+                    ("q3", {"deserved": {"cpu": "2", "memory": "4Gi"}}),
+                    ("q4", {"deserved": {"cpu": "2", "memory": "4Gi"}}),
+                ],
+                groups=[("pg5", "q3", 1, None), ("pg6", "q4", 1, None)],
+                running=[
+                    (
+                        _pod("p5", "2", "4Gi", group="pg5", preemptable="false"),
+                        "n1",
+                        2000,
+                        4 * 2**30,
+                    ),
+                    (_pod("p6", "2", "4Gi", group="pg5"), "n2", 2000, 4 * 2**30),
+                ],
+                pending=[_pod("p7", "2", "4Gi", group="pg6")],
+                preemptor="c1/p7",
+                expect=["c1/p6"],
+            ),
+            id="case2: Can reclaim from other queues when allocated < deserved",
+        ),
+        pytest.param(
+            dict(
+                nodes=[
+                    ("n3", "2", "4Gi", {"nvidia.com/A100": "10"}),
+                    ("n4", "2", "4Gi", {"nvidia.com/A100": "10"}),
+                ],
+                queues=[
+                    ("q5", {"deserved": {"cpu": "2", "memory": "4Gi", "nvidia.com/A100": "10"}}),
+                    ("q6", {"deserved": {"cpu": "2", "memory": "4Gi", "nvidia.com/A100": "10"}}),
+                ],
+                groups=[("pg7", "q5", 1, None), ("pg8", "q6", 1, None), ("pg9", "q6", 1, None)],
+                running=[
+                    (_gpu_pod("p8", group="pg7", preemptable="false"), "n3", 0, 0, A100),
+                    (_gpu_pod("p9", group="pg7"), "n4", 0, 0, A100),
+                    (_pod("p10", "2", "4Gi", group="pg8"), "n3", 2000, 4 * 2**30),
+                    (_pod("p11", "2", "4Gi", group="pg8"), "n4", 2000, 4 * 2**30),
+                ],
+                pending=[_gpu_pod("p12", group="pg9")],
+                preemptor="c1/p12",
+                # q6 is over its share in CPU and memory, but p12 asks for neither: only
+                # the A100s it asks for count for its queue (proportion's Preemptive).
+                expect=["c1/p9"],
+            ),
+            id="case3: CPU & Memory are overused, scalar resource is not overused, but "
+            "candidate pod has not request CPU & Memory, reclaim should happen",
+        ),
+    ],
+)
+def test_volcano_capacity_reclaim_case(case):
+    """volcano-sh/volcano pkg/scheduler/plugins/capacity/capacity_test.go,
+    ``Test_capacityPlugin_OnSessionOpenWithoutHierarchy``: ``spec.deserved`` caps the
+    water-filled share as capacity's deserved does."""
+    s = _cluster(
+        case["nodes"], case["queues"], {}, case["groups"], case["running"], case["pending"]
+    )
+    assert _evicted(s, case["preemptor"]) == case["expect"]
