@@ -44,6 +44,11 @@ def _pod(
     return {"metadata": {"name": name, "namespace": "c1", "annotations": ann}, "spec": spec}
 
 
+def _one(name: str, group: str, preemptable: str) -> tuple[Any, ...]:
+    """A running 1-CPU, 1G pod of ``group`` on n1 (reclaim_test.go's preemptees)."""
+    return (_pod(name, "1", "1G", group=group, preemptable=preemptable), "n1", 1000, G)
+
+
 def _gpu_pod(name: str, *, group: str, preemptable: str | None = None) -> dict[str, Any]:
     """A pod asking for 10 ``nvidia.com/A100`` and no CPU or memory."""
     p = _pod(name, "0", "0", group=group, preemptable=preemptable)
@@ -119,19 +124,9 @@ CLASSES = {"low-priority": (100, None), "mid-priority": (500, None), "high-prior
                 classes=CLASSES,
                 groups=[("pg1", "q1", 1, "low-priority"), ("pg2", "q2", 1, "high-priority")],
                 running=[
-                    (
-                        _pod("preemptee1", "1", "1G", group="pg1", preemptable="false"),
-                        "n1",
-                        1000,
-                        G,
-                    ),
-                    (_pod("preemptee2", "1", "1G", group="pg1", preemptable="true"), "n1", 1000, G),
-                    (
-                        _pod("preemptee3", "1", "1G", group="pg1", preemptable="false"),
-                        "n1",
-                        1000,
-                        G,
-                    ),
+                    _one("preemptee1", "pg1", "false"),
+                    _one("preemptee2", "pg1", "true"),
+                    _one("preemptee3", "pg1", "false"),
                 ],
                 pending=[_pod("preemptor1", "1", "1G", group="pg2")],
                 preemptor="c1/preemptor1",
@@ -150,30 +145,10 @@ CLASSES = {"low-priority": (100, None), "mid-priority": (500, None), "high-prior
                     ("pg3", "q3", 1, "high-priority"),
                 ],
                 running=[
-                    (
-                        _pod("preemptee1-1", "1", "1G", group="pg1", preemptable="true"),
-                        "n1",
-                        1000,
-                        G,
-                    ),
-                    (
-                        _pod("preemptee1-2", "1", "1G", group="pg1", preemptable="true"),
-                        "n1",
-                        1000,
-                        G,
-                    ),
-                    (
-                        _pod("preemptee2-1", "1", "1G", group="pg2", preemptable="true"),
-                        "n1",
-                        1000,
-                        G,
-                    ),
-                    (
-                        _pod("preemptee2-2", "1", "1G", group="pg2", preemptable="false"),
-                        "n1",
-                        1000,
-                        G,
-                    ),
+                    _one("preemptee1-1", "pg1", "true"),
+                    _one("preemptee1-2", "pg1", "true"),
+                    _one("preemptee2-1", "pg2", "true"),
+                    _one("preemptee2-2", "pg2", "false"),
                 ],
                 pending=[_pod("preemptor1", "1", "1G", group="pg3")],
                 preemptor="c1/preemptor1",
@@ -196,30 +171,10 @@ CLASSES = {"low-priority": (100, None), "mid-priority": (500, None), "high-prior
                     ("pg3", "q3", 1, "mid-priority"),
                 ],
                 running=[
-                    (
-                        _pod("preemptee1-1", "1", "1G", group="pg1", preemptable="true"),
-                        "n1",
-                        1000,
-                        G,
-                    ),
-                    (
-                        _pod("preemptee1-2", "1", "1G", group="pg1", preemptable="false"),
-                        "n1",
-                        1000,
-                        G,
-                    ),
-                    (
-                        _pod("preemptee2-1", "1", "1G", group="pg2", preemptable="true"),
-                        "n1",
-                        1000,
-                        G,
-                    ),
-                    (
-                        _pod("preemptee2-2", "1", "1G", group="pg2", preemptable="false"),
-                        "n1",
-                        1000,
-                        G,
-                    ),
+                    _one("preemptee1-1", "pg1", "true"),
+                    _one("preemptee1-2", "pg1", "false"),
+                    _one("preemptee2-1", "pg2", "true"),
+                    _one("preemptee2-2", "pg2", "false"),
                 ],
                 pending=[_pod("preemptor1", "1", "1G", group="pg3")],
                 preemptor="c1/preemptor1",

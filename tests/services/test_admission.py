@@ -602,24 +602,30 @@ def running(name: str, node_name: str, queue_name: str) -> dict:
     return e
 
 
+async def _starve_b0(store: EventStore) -> None:
+    """Queue a runs on both 2-CPU nodes; b0 (queue b, same weight) is reported
+    unschedulable: a reclaim for it is due."""
+    await append_events(
+        store,
+        node("n1", "2"),
+        node("n2", "2"),
+        queue("a"),
+        queue("b"),
+        *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
+        qpod("b0", queue="b"),
+    )
+    report = ev(
+        "u-b0",
+        ev_types.POD_UNSCHEDULABLE,
+        {"pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full", "position": 9},
+    )
+    await append_events(store, report)
+
+
 async def test_dispatcher_proposes_a_reclaim_for_a_starved_queues_parked_pod(store: EventStore):
     d, proposals = _reclaiming_dispatcher(store)
     async with _leading(d):
-        await append_events(
-            store,
-            node("n1", "2"),
-            node("n2", "2"),
-            queue("a"),
-            queue("b"),
-            *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
-            qpod("b0", queue="b"),
-        )
-        report = ev(
-            "u-b0",
-            ev_types.POD_UNSCHEDULABLE,
-            {"pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full", "position": 9},
-        )
-        await append_events(store, report)
+        await _starve_b0(store)
         await eventually(lambda: proposals, 5, message=lambda: str(d.totals.as_dict()))
         (p,) = proposals
         assert p["reclaim"] is True and p["bindings"][0]["pod"] == "t/b0"
@@ -639,21 +645,7 @@ async def test_dispatcher_plans_again_at_once_after_a_refused_reclaim(store: Eve
     d, proposals = _reclaiming_dispatcher(store)
     d.config = DispatchConfig(tick=0.02, reclaim_interval=0.05, reclaim_timeout=60.0)
     async with _leading(d):
-        await append_events(
-            store,
-            node("n1", "2"),
-            node("n2", "2"),
-            queue("a"),
-            queue("b"),
-            *(running(f"a{i}", f"n{1 + i // 2}", "a") for i in range(4)),
-            qpod("b0", queue="b"),
-        )
-        report = ev(
-            "u-b0",
-            ev_types.POD_UNSCHEDULABLE,
-            {"pod": "t/b0", "reasons": {"Insufficient.cpu": 2}, "message": "full", "position": 9},
-        )
-        await append_events(store, report)
+        await _starve_b0(store)
         await eventually(lambda: proposals, 5, message=lambda: str(d.totals.as_dict()))
         first = proposals[0]
         refused = decision_event(
