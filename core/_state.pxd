@@ -22,6 +22,7 @@ cdef class ClusterState:
     cdef public dict tombstones          # pod key deleted before its submit -> position
     cdef public dict gated               # Pending pod key -> its scheduling gates (names), while any
     cdef public dict scheduler_of        # pod key -> its spec.schedulerName, when it names one
+    cdef public dict not_preemptable     # pod key -> True: volcano.sh/preemptable false (never a victim)
     cdef long long _at                   # position of the event being folded
     cdef long long type_counts[32]       # folded events per known type (slot of _TYPE_SLOT)
 

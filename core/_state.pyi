@@ -35,6 +35,8 @@ class ClusterState:
     gated: dict[str, tuple[str, ...]]
     #: pod key -> the ``spec.schedulerName`` it names (pods naming none are absent)
     scheduler_of: dict[str, str]
+    #: pod key -> True when its ``volcano.sh/preemptable`` is false: never a victim
+    not_preemptable: dict[str, bool]
     # resources
     res_names: list[str]
     res_index: dict[str, int]

@@ -35,8 +35,8 @@ import orjson
 from esched.schemas import events as _ev
 from esched.schemas.objects import (
     AGGREGATED_SPEC_FIELDS, BIND_ALL_HOST_IP, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST,
-    DEFAULT_MILLI_CPU_REQUEST, gang_key, node_allocatable, pod_host_ports, pod_priority,
-    pod_queue, pod_requests, pod_resource_requests,
+    DEFAULT_MILLI_CPU_REQUEST, gang_key, node_allocatable, pod_host_ports, pod_preemptable,
+    pod_priority, pod_queue, pod_requests, pod_resource_requests,
 )
 
 from esched.core import phases as _phases
@@ -222,6 +222,9 @@ def _queue_defaults() -> dict:
         "deserved": {},
         "guarantee": {},
         "affinity": None,
+        # Named by a pod or PodGroup, never upserted: admission refuses its pods
+        # (Volcano's webhook: "unable to find queue"). An upsert replaces the dict.
+        "implicit": True,
     }
 
 
@@ -401,6 +404,7 @@ cdef class ClusterState:
         self.tombstones = {}
         self.gated = {}
         self.scheduler_of = {}
+        self.not_preemptable = {}
         self._at = 0
         self._unknown_counts = {}
         for i in range(32):
@@ -1056,6 +1060,10 @@ cdef class ClusterState:
             return 0
         # gang_key / pod_queue, inlined for the common pod without annotations or labels.
         annotations = meta.get("annotations") if pod is not None else None
+        # Volcano's volcano.sh/preemptable: false keeps the pod from being a victim.
+        keep_running = (
+            pod is not None and bool(annotations or meta.get("labels")) and not pod_preemptable(pod)
+        )
         if pod is not None and (annotations or meta.get("labels")):
             queue = pod_queue(pod)
             gkey = gang_key(pod)
@@ -1096,6 +1104,10 @@ cdef class ClusterState:
         g = self._gang(gkey, queue) if gkey is not None else -1
         if g >= 0 and annotations and GANG_SIZE_ANNOTATION in annotations:
             self._gang_size_annotation(g, annotations[GANG_SIZE_ANNOTATION])
+        if keep_running:
+            self.not_preemptable[key] = True
+        elif self.not_preemptable:
+            self.not_preemptable.pop(key, None)
         if idx is not None:
             # A terminal pod of the same name is replaced by the new one; a Pending
             # one is updated (its requests, constraints, queue and gang are the new
@@ -1178,6 +1190,8 @@ cdef class ClusterState:
             self.gated.pop(key, None)
         if self.scheduler_of:
             self.scheduler_of.pop(key, None)
+        if self.not_preemptable:
+            self.not_preemptable.pop(key, None)
         self._release(p)
         self._set_phase(p, phase)
         self._release_if_idle(self.pod_gang[p])
@@ -1742,7 +1756,7 @@ cdef class ClusterState:
         for q in sorted(range(self.n_queues), key=lambda i: self.queue_names[i]):
             meta = self.queue_meta[q]
             entry = {k: (dict(sorted(v.items())) if isinstance(v, dict) else v)
-                     for k, v in meta.items() if k != "affinity" or v}
+                     for k, v in meta.items() if (k != "affinity" or v) and k != "implicit"}
             computed = view[self.queue_names[q]]
             entry["path"] = computed["path"]
             entry["fairShare"] = computed["fairShare"]
@@ -2068,6 +2082,7 @@ cdef class ClusterState:
             "tombstones": self.tombstones,
             "gated": self.gated,
             "scheduler_of": self.scheduler_of,
+            "not_preemptable": self.not_preemptable,
             "event_counts": self.event_counts,
             "res_names": self.res_names,
             "node_names": self.node_names,
@@ -2120,6 +2135,7 @@ cdef class ClusterState:
         s.tombstones = h.get("tombstones") or {}
         s.gated = {k: tuple(v) for k, v in (h.get("gated") or {}).items()}
         s.scheduler_of = h.get("scheduler_of") or {}
+        s.not_preemptable = h.get("not_preemptable") or {}
         for name, count in h["event_counts"].items():
             slot = _TYPE_SLOT.get(name)
             if slot is None:

@@ -7,6 +7,11 @@ the audit replays the same rules):
 **Rejected at submission** (an ``esched.pod.rejected`` event; the fold makes the pod
 Failed, it is never scheduled, nothing waits forever):
 
+* ``QueueNotFound``: its queue (a PodGroup's ``spec.queue`` for its members, else the
+  pod's queue annotation or label) was never declared by an ``esched.queue.upserted``
+  before the submission, as Volcano's PodGroup and Job webhooks refuse a queue they
+  cannot find (``default`` always exists);
+
 * ``QueueClosing`` / ``QueueClosed``: its queue admits nothing new;
 * ``QuotaExceeded``: its requests would take a quota of its queue or namespace
   (overall or of its band) over its limit (:mod:`esched.core.quota`). Quota counts
@@ -26,7 +31,19 @@ looked at again when capacity frees or a queue changes):
   through and still pending ("Inqueue") -- exceed the ``capability`` of its queue or
   of an ancestor;
 * ``ClusterCapacity``: a gang whose minimum exceeds the whole cluster's allocatable
-  (a single pod is instead reported unschedulable by a replica, with its reasons).
+  (a single pod is instead reported unschedulable by a replica, with its reasons);
+* ``QueueOverused``: Volcano's proportion plugin (``overused`` and ``allocatable``):
+  while another queue waits, a queue's job is let through only if what the queue
+  holds plus the job's minimum stays within its deserved share (water-filled,
+  :func:`esched.core.queues.deserved`) in every resource the job asks for. A
+  queue alone with work takes what is free. Another queue's ``guarantee`` is
+  never lent: a top-level queue's capability is at most the cluster minus the
+  other top-level queues' guarantees (Volcano's ``realCapability``; held as
+  ``QueueCapability``).
+
+A job already let through (a pod re-published after an unschedulable report) is
+not judged again: it holds its room until it is placed or ends (Volcano's
+Inqueue).
 
 **Order** of what is let through, as Volcano's allocate: queue priority (high
 first); among queues of equal priority the lowest dominant share (allocated plus
@@ -49,7 +66,14 @@ import numpy as np
 
 from esched.core._state import ClusterState
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
-from esched.core.queues import QueueSpec, QueueTree, cluster_allocatable, deserved
+from esched.core.queues import (
+    DEFAULT_QUEUE,
+    SHARE_IGNORED,
+    QueueSpec,
+    QueueTree,
+    cluster_allocatable,
+    deserved,
+)
 from esched.core.quota import Quota, QuotaExceeded
 from esched.schemas.events import (
     POD_DELETED,
@@ -65,6 +89,7 @@ from esched.schemas.events import (
 
 __all__ = [
     "OBSERVED",
+    "QUEUE_NOT_FOUND",
     "Admission",
     "Fact",
     "Rejection",
@@ -75,6 +100,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _TERMINAL = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_REJECTED})
+#: The rejection of a pod whose queue (its own, or its PodGroup's) was never declared.
+QUEUE_NOT_FOUND = "QueueNotFound"
 #: The event types :meth:`Admission.observe` reads.
 OBSERVED = frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED}) | _TERMINAL
 
@@ -97,7 +124,7 @@ class Rejection:
 
     pod: str
     queue: str
-    reason: str  #: QuotaExceeded | QueueClosing | QueueClosed
+    reason: str  #: QuotaExceeded | QueueClosing | QueueClosed | QueueNotFound
     message: str
     event_id: str
     quota: QuotaExceeded | None = None
@@ -148,6 +175,8 @@ class Admission:
         #: queue -> its state as of the event being judged (a batch is folded before
         #: it is judged, so the fold's state may be from a later upsert of the batch)
         self._queue_state: dict[str, str] = {}
+        #: queues upserted as of the event being judged (``default`` always exists)
+        self._declared: set[str] = set()
         #: (state, band per class id) for the job order
         self._band_cache: tuple[ClusterState, np.ndarray] | None = None
 
@@ -182,6 +211,16 @@ class Admission:
         """Charge a Pending pod, or return why it is rejected (not charged)."""
         q = st.queue_of(idx)
         queue = st.queue_names[q]
+        if queue not in self._declared and queue != DEFAULT_QUEUE:
+            # Volcano's PodGroup (and Job) webhook: the queue must exist at submission.
+            return Rejection(
+                pod,
+                queue,
+                QUEUE_NOT_FOUND,
+                f'unable to find queue: queue.scheduling.volcano.sh "{queue}" not found '
+                "(no Queue of that name before this submission in the log)",
+                event_id,
+            )
         state = self._queue_state.get(queue) or st.queue_meta[q].get("state") or "Open"
         if check_state and state in ("Closing", "Closed"):
             return Rejection(
@@ -263,6 +302,9 @@ class Admission:
         self._queue_state = {
             st.queue_names[q]: st.queue_meta[q].get("state") or "Open" for q in range(st.n_queues)
         }
+        self._declared = {
+            st.queue_names[q] for q in range(st.n_queues) if not st.queue_meta[q].get("implicit")
+        }
         self.held.clear()
         self._held_items.clear()
         self._inflight.clear()
@@ -295,6 +337,7 @@ class Admission:
                 queue = data or {}
                 name = (queue.get("metadata") or {}).get("name")
                 if isinstance(name, str) and name:
+                    self._declared.add(name)
                     self._queue_state[name] = str(
                         (queue.get("status") or {}).get("state") or "Open"
                     )
@@ -360,6 +403,7 @@ class Admission:
             for name, s in tree.specs.items()
             if s.capability
         }
+        guaranteed = any(s.guarantee for s in tree.specs.values())
         # The queue of each item (a gang's from its PodGroup); unknown ones are dropped.
         located: list[tuple[int, WorkItem, int]] = []  # (queue, item, pod slot or gang id)
         for it in items:
@@ -376,8 +420,9 @@ class Admission:
         # Fair shares order the queues: only needed when the items span several.
         several = len({q for q, _it, _i in located}) > 1
         # Every pending pod's requests, queue and gang: O(pending pods) of numpy per
-        # release, so only when a gang's minimum, a capability or the shares read them.
-        if gangs_asked or caps or several:
+        # release, so only when a gang's minimum, a capability or the shares read them
+        # (several queues: whether another one waits, for the deserved share).
+        if gangs_asked or caps or guaranteed or several or nq > 1:
             pend_idx = np.flatnonzero(phase == PHASE_PENDING)
             pend_req = class_req[st.pod_classes()[pend_idx]]
             pend_q = st.pod_queues()[pend_idx]
@@ -399,11 +444,20 @@ class Admission:
             np.maximum.at(
                 gang_band, pend_g[in_gang], class_band[st.pod_classes()[pend_idx[in_gang]]]
             )
+        # Queues with pending work: while two or more wait, each is held to its deserved
+        # share (proportion's overused check; one queue alone takes what is free).
+        waiting = np.zeros((nq, nr), dtype=np.int64)
+        if len(pend_idx):
+            np.add.at(waiting, pend_q, pend_req)
+        contended = int(np.count_nonzero(waiting.any(axis=1))) > 1
         # What each queue holds: bound pods plus jobs let through and still pending. Only
-        # capabilities read it; without one the jobs let through are only pruned now and
-        # then (a pass over them per release cost O(backlog) per flush under load).
+        # capabilities and the deserved check read it; without them the jobs let through
+        # are only pruned now and then (a pass over them per release cost O(backlog) per
+        # flush under load).
         held_q = np.array(st.queue_allocations(), dtype=np.int64)
-        if self._inflight and (caps or len(self._inflight) > self._prune_at):
+        if self._inflight and (
+            caps or guaranteed or contended or len(self._inflight) > self._prune_at
+        ):
             slots, gangs = [], []
             for kind, key in list(self._inflight):
                 if kind == "pod":
@@ -419,20 +473,22 @@ class Admission:
                         continue
                     gangs.append(g)
             self._prune_at = 2 * len(self._inflight) + _PRUNE_MIN
-            if caps:
+            if caps or guaranteed or contended:
                 mask = np.isin(pend_idx, slots) if slots else np.zeros(len(pend_idx), dtype=bool)
                 if gangs:
                     mask |= np.isin(pend_g, gangs)
                 if mask.any():
                     np.add.at(held_q, pend_q[mask], pend_req[mask])
         alloc = np.asarray(st.queue_allocations(), dtype=np.int64)
-        # O(nodes): only the shares and a gang's cluster-capacity check read it.
-        cluster = cluster_allocatable(st) if several or gangs_asked else {}
+        # O(nodes): only the shares, the guarantees and a gang's cluster-capacity check
+        # read it.
+        cluster = (
+            cluster_allocatable(st) if several or gangs_asked or contended or guaranteed else {}
+        )
+        if guaranteed:
+            self._guarantee_caps(tree, caps, cluster, st)
         fair: dict[str, dict[str, Any]] = {}
-        if several:
-            waiting = np.zeros((nq, nr), dtype=np.int64)
-            if len(pend_idx):
-                np.add.at(waiting, pend_q, pend_req)
+        if several or contended:
             demand = {
                 specs[q].name: {res_names[r]: int(alloc[q, r] + waiting[q, r]) for r in range(nr)}
                 for q in range(nq)
@@ -482,6 +538,15 @@ class Admission:
             return best
 
         released_q = {q: np.zeros(nr, dtype=np.int64) for q in per_queue}
+        # The deserved share as a cap (leaf queues; a parent's share is its children's).
+        share_cap: dict[int, np.ndarray] = {}
+        if contended:
+            share_cols = np.array([name not in SHARE_IGNORED for name in res_names], dtype=bool)
+            for q in per_queue:
+                name = specs[q].name
+                if not tree.children.get(name):
+                    f = fair.get(name) or {}
+                    share_cap[q] = np.array([int(f.get(n, 0)) for n in res_names], dtype=np.int64)
         heap = [
             (-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q) for q in per_queue
         ]
@@ -496,15 +561,27 @@ class Admission:
             _nb, _np, _seq, it, req = lst[i]
             cursor[q] = i + 1
             job = (it[1], it[2])
-            reason = self._hold_reason(
-                specs[q], tree, caps, sub_used, req, res_names, st, it[1] == "gang", cluster_vec
+            again = job in self._inflight  # let through before: holds its room already
+            reason = (
+                "QueueClosed"
+                if again and specs[q].state == "Closed"
+                else None
+                if again
+                else self._hold_reason(
+                    specs[q], tree, caps, sub_used, req, res_names, st, it[1] == "gang", cluster_vec
+                )
             )
+            cap = share_cap.get(q)
+            if reason is None and cap is not None and not again:
+                used = held_q[q] + released_q[q] + req
+                if bool(np.any(share_cols & (req > 0) & (used > cap))):
+                    reason = "QueueOverused"
             if reason is None:
                 a = specs[q].name if caps else None
                 while a is not None:
                     sub_used[a] += req
                     a = tree.parent.get(a)
-                if several:  # only the shares read it
+                if several or contended:  # only the shares and the deserved cap read it
                     released_q[q] += req
                 self._inflight.add(job)
                 self.held.pop(job, None)
@@ -542,6 +619,29 @@ class Admission:
             cached = (st, have)
         self._band_cache = cached
         return have
+
+    @staticmethod
+    def _guarantee_caps(
+        tree: QueueTree, caps: dict[str, dict[str, int]], cluster: dict[str, int], st: ClusterState
+    ) -> None:
+        """Volcano's ``realCapability``: a top-level queue may use at most the cluster less
+        the other top-level queues' guarantees (a guarantee is reserved, never lent);
+        merged into ``caps`` (the smaller limit wins)."""
+        tops = tree.children.get(None, [])
+        total: dict[str, int] = {}
+        for t in tops:
+            for r, v in tree.specs[t].guarantee.items():
+                total[r] = total.get(r, 0) + v
+        for t in tops:
+            own = tree.specs[t].guarantee
+            limits = caps.setdefault(t, {})
+            for r, g in total.items():
+                if r not in st.res_index or r not in cluster:
+                    continue
+                real = max(0, cluster[r] - (g - own.get(r, 0)))
+                limits[r] = min(limits.get(r, real), real)
+            if not limits:
+                del caps[t]
 
     @staticmethod
     def _gang_minimum(

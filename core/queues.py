@@ -51,6 +51,7 @@ __all__ = [
     "allocation_order_key",
     "cluster_allocatable",
     "deserved",
+    "deserved_room",
     "dominant_share",
     "node_group_terms",
     "parent_name",
@@ -348,6 +349,38 @@ def cluster_allocatable(state: Any) -> dict[str, int]:
     """Allocatable resources of the alive nodes, summed."""
     total = state.node_allocatable()[state.node_alive()].sum(axis=0)
     return {state.res_names[r]: int(total[r]) for r in range(state.n_res)}
+
+
+def deserved_room(state: Any) -> dict[int, np.ndarray] | None:
+    """Per leaf queue row, its deserved share less what it holds, per resource column
+    (ignored columns, :data:`SHARE_IGNORED`, unbounded): what it may still take while
+    another queue waits (Volcano's proportion ``allocatable``). None when fewer than
+    two queues have pending pods (a queue alone takes what is free)."""
+    names, alloc, waiting = _state_arrays(state)
+    if int(np.count_nonzero(waiting.any(axis=1))) < 2:
+        return None
+    specs = [
+        QueueSpec.from_meta(state.queue_names[q], state.queue_meta[q])
+        for q in range(state.n_queues)
+    ]
+    demand = {
+        s.name: {names[r]: int(alloc[q, r] + waiting[q, r]) for r in range(len(names))}
+        for q, s in enumerate(specs)
+    }
+    fair = deserved(specs, cluster_allocatable(state), demand)
+    tree = QueueTree(specs)
+    big = np.iinfo(np.int64).max // 4
+    out: dict[int, np.ndarray] = {}
+    for q, s in enumerate(specs):
+        if tree.children.get(s.name):
+            continue  # a parent's share is its children's
+        f = fair.get(s.name) or {}
+        room = np.array([int(f.get(n, 0)) for n in names], dtype=np.int64) - alloc[q]
+        for r, n in enumerate(names):
+            if n in SHARE_IGNORED:
+                room[r] = big
+        out[q] = room
+    return out
 
 
 def queue_view(state: Any) -> dict[str, dict[str, Any]]:

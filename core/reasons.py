@@ -30,6 +30,7 @@ __all__ = [
     "NOT_ALIVE",
     "NO_NODES",
     "OTHER_SCHEDULER",
+    "QUEUE_OVERUSED",
     "RESOURCE_SHIFT",
     "SCHEDULING_GATED",
     "SELECTOR",
@@ -98,6 +99,9 @@ SCHEDULING_GATED = "SchedulingGated"
 #: The pod names a ``spec.schedulerName`` that is not esched's profile: another
 #: scheduler's pod, which esched leaves Pending (kube-scheduler ignores it likewise).
 OTHER_SCHEDULER = "OtherScheduler"
+#: Volcano's proportion ``allocatable``: a gang member beyond ``minMember`` would take
+#: its queue over its deserved share while another queue waits.
+QUEUE_OVERUSED = "QueueOverused"
 #: The scheduling pass's own codes (no feasibility bit) -> their words.
 _PASS_TEXTS = {
     NODE_RESERVED: "node(s) were reserved for another gang",
@@ -105,6 +109,7 @@ _PASS_TEXTS = {
     NO_NODES: "no nodes available to schedule pods",
     SCHEDULING_GATED: "waiting for scheduling gates",
     OTHER_SCHEDULER: "node(s) not tried: the pod names a scheduler esched does not run",
+    QUEUE_OVERUSED: "queue at its deserved share while another queue waits",
 }
 
 

@@ -1,33 +1,42 @@
-"""Volcano's reclaim: a queue below its fair share takes back room from queues above theirs.
+"""Volcano's reclaim: a queue below its deserved share takes back room from queues above theirs.
 
-A pending pod that fits no node as things are may evict running pods of other
-queues when every victim is legal:
+Volcano's reclaim action with its proportion plugin (``pkg/scheduler/actions/reclaim``,
+``pkg/scheduler/plugins/proportion``): a pending pod that fits no node as things are
+may evict running pods of other queues when
 
-* its queue is ``reclaimable`` and is not the reclaiming queue;
-* queue priority is absolute (the Volcano seed: a queue of higher ``priority`` may
-  reclaim from one of lower priority, never the reverse, whatever the weights):
-  a victim's queue of *higher* priority than the reclaiming queue is never
-  touched; one of *lower* priority gives way whatever its fair share;
-* between queues of *equal* priority it is the fair share: the reclaiming queue is
-  *starved* (dominant share < 1: it holds less than its fair share,
-  :func:`esched.core.queues.queue_view`) and the victim's queue stays at or above
-  its own fair share after the eviction (dominant share >= 1, counting the victims
-  already chosen): only what a queue uses *above* its fair share is taken back, so
-  the victim's queue cannot turn round and reclaim it again (no ping-pong; nor
-  across priorities, which only go one way);
-* the victim's queue keeps its ``guarantee``: after the eviction it still holds at
-  least the guaranteed amount of every guaranteed resource (a guarantee is never
-  reclaimed, not even by a higher-priority queue).
+* the reclaiming queue may take the pod: what it holds plus the pod's requests stays
+  within its deserved share (:func:`esched.core.queues.queue_view` ``fairShare``) in
+  every resource the pod asks for (proportion's ``Preemptive``, the same check as its
+  ``allocatable``), and its ``preemptionPolicy`` is not ``Never``;
+* each victim's queue is ``reclaimable``, is not the reclaiming queue, and holds more
+  than its deserved share in some resource before the eviction (counting the victims
+  already chosen: proportion's ``Reclaimable``); it keeps its ``guarantee`` (after
+  the eviction it still holds at least the guaranteed amount of every guaranteed
+  resource; capacity's ``checkGuaranteeConstraint``);
+* the victim pod is preemptable: ``volcano.sh/preemptable: "false"`` (annotation or
+  label) keeps it running;
+* a victim that is a gang member is taken only while its gang keeps ``minMember``
+  running, and each task of a Volcano Job keeps its ``minAvailable``
+  (``minTaskMember``; the gang plugin's ``Reclaimable``): a gang is never split (the
+  commit service would refuse it, ``VictimGangSplit``), and nodes reserved for a
+  starving gang are left alone.
 
-Victims are chosen per node, lowest priority first, until the pod fits; among
-nodes the plan with the lowest highest-victim priority, then the fewest victims,
-then the lowest node slot wins (deterministic). A victim that is a gang member is
-taken only while its gang keeps ``minMember`` running (a gang is never split; the
-commit service would refuse it, ``VictimGangSplit``), and nodes reserved for a
-starving gang (:mod:`esched.services.replica`) are left alone. The plan is a
-proposal like a preemption (``victims`` plus the pod's binding, one transaction,
-with ``"reclaim": true``); the commit service re-checks legality with
-:func:`victims_legal` against its authoritative state.
+**Queue priority** orders, it does not permit: the dispatcher tries the queues of
+higher ``priority`` first (Volcano's ``QueueOrderFn``), and victims are taken from the
+queues of lowest priority first, then lowest pod priority, then slot (deterministic).
+A queue of lower priority may reclaim what a queue of higher priority holds above its
+deserved share, as Volcano's ``reclaim_test.go`` ("different queue priority") expects;
+the Volcano seed describes queue priority as absolute (a higher-priority queue
+reclaims from a lower one whatever the shares). esched follows Volcano here: its
+scheduler is what runs these objects, its deserved share is the one line both
+allocation and reclaim respect, so pods only ever move from a queue above its share
+to one that stays within its own (no back and forth), whatever the priorities.
+
+Victims are chosen per node in that order until the pod fits; among nodes the plan
+with the lowest highest-victim priority, then the fewest victims, then the lowest node
+slot wins. The plan is a proposal like a preemption (``victims`` plus the pod's
+binding, one transaction, with ``"reclaim": true``); the commit service re-checks
+legality with :func:`victims_legal` against its authoritative state.
 
 **Gangs** (:func:`plan_gang_reclaim`) reclaim all or nothing: the members the gang
 still needs to reach ``minMember`` are placed one after the other on a scratch
@@ -47,8 +56,9 @@ from typing import Any
 import numpy as np
 
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
-from esched.core.queues import dominant_share, queue_view
+from esched.core.queues import SHARE_IGNORED, queue_view
 from esched.core.reasons import is_resource_text
+from esched.core.schedule import member_task
 
 __all__ = [
     "GangReclaimPlan",
@@ -56,6 +66,7 @@ __all__ = [
     "may_reclaim",
     "plan_gang_reclaim",
     "plan_reclaim",
+    "reclaim_order",
     "victims_legal",
 ]
 
@@ -125,52 +136,78 @@ def _sub(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def _victim_ok(
-    queue: str,
-    meta: dict,
-    alloc: dict[str, int],
-    fair: dict[str, int],
-    victim: dict[str, int],
-    share_rule: bool = True,
-) -> str | None:
-    """Why evicting ``victim`` from ``queue`` (holding ``alloc``) is illegal, or None.
+def _over(alloc: dict[str, int], fair: dict[str, int]) -> bool:
+    """Whether ``alloc`` exceeds ``fair`` in some resource (proportion: not
+    ``allocated.LessEqual(deserved)``; the ``pods`` count aside)."""
+    return any(v > fair.get(r, 0) for r, v in alloc.items() if r not in SHARE_IGNORED)
 
-    ``share_rule`` False: the reclaiming queue has a higher priority, so the victim's
-    fair share does not protect it (its guarantee still does)."""
+
+def _victim_ok(
+    queue: str, meta: dict, alloc: dict[str, int], fair: dict[str, int], victim: dict[str, int]
+) -> str | None:
+    """Why evicting ``victim`` from ``queue`` (holding ``alloc``) is illegal, or None."""
     if not meta.get("reclaimable", True):
         return f"queue {queue} is not reclaimable"
+    if not _over(alloc, fair):
+        return f"queue {queue} is not above its deserved share"
     after = _sub(alloc, victim)
-    if share_rule and dominant_share(after, fair) < 1.0:
-        return f"queue {queue} would fall below its fair share"
     for r, g in (meta.get("guarantee") or {}).items():
         if victim.get(r, 0) and after.get(r, 0) < g:
             return f"queue {queue} would fall below its guarantee of {r}"
     return None
 
 
-def _reclaimer_queue(state: Any, who: str | Iterable[str]) -> tuple[str | None, str | None]:
-    """(queue, None) of the reclaiming pod, gang (key) or pods (all in one queue), or
-    (None, why not)."""
+def _preemptive(
+    queue: str, held: dict[str, int], fair: dict[str, int], req: dict[str, int]
+) -> str | None:
+    """Why ``queue`` (holding ``held``) may not reclaim for ``req``, or None: it must stay
+    within its deserved share in every resource asked for (proportion's
+    ``Preemptive``)."""
+    for r, v in req.items():
+        if v > 0 and r not in SHARE_IGNORED and held.get(r, 0) + v > fair.get(r, 0):
+            return (
+                f"queue {queue} would exceed its deserved share of {r} "
+                f"({held.get(r, 0) + v} > {fair.get(r, 0)})"
+            )
+    return None
+
+
+def _requests(state: Any, slots: Iterable[int], names: list[str]) -> dict[str, int]:
+    req = np.zeros(len(names), dtype=np.int64)
+    cls = state.class_requests()
+    for p in slots:
+        req += cls[state.class_of(int(p))][: len(names)]
+    return {names[r]: int(req[r]) for r in range(len(names)) if req[r]}
+
+
+def _reclaimer(state: Any, who: str | Iterable[str]) -> tuple[str | None, list[int], str | None]:
+    """(queue, pod slots it would bind, None) of the reclaiming pod, gang (key: the
+    pending members it needs to reach minMember) or pods (all in one queue), or (None,
+    [], why not)."""
     if isinstance(who, str):
         idx = state.pod_index.get(who)
         if idx is not None:
-            return state.queue_names[state.queue_of(idx)], None
+            return state.queue_names[state.queue_of(idx)], [int(idx)], None
         g = state.gang_index.get(who)
         if g is None:
-            return None, f"pod {who} is not in the log"
+            return None, [], f"pod {who} is not in the log"
         members = np.flatnonzero(state.pod_gangs() == g)
-        if len(members):
-            return state.queue_names[state.queue_of(members[0])], None
-        return str(state.gang_meta[g].get("queue") or "default"), None
+        if not len(members):
+            return str(state.gang_meta[g].get("queue") or "default"), [], None
+        pending = [int(p) for p in members if state.phase_of(int(p)) == PHASE_PENDING]
+        need = max(1, state.gang_min_of(g) - state.gang_count(g, PHASE_RUNNING))
+        return state.queue_names[state.queue_of(members[0])], pending[:need], None
     queues = set()
+    slots = []
     for pod in who:
         idx = state.pod_index.get(pod)
         if idx is None:
-            return None, f"pod {pod} is not in the log"
+            return None, [], f"pod {pod} is not in the log"
         queues.add(state.queue_names[state.queue_of(idx)])
+        slots.append(int(idx))
     if len(queues) != 1:
-        return None, f"a reclaim is for one queue, its pods are in {sorted(queues)}"
-    return queues.pop(), None
+        return None, [], f"a reclaim is for one queue, its pods are in {sorted(queues)}"
+    return queues.pop(), slots, None
 
 
 def victims_legal(
@@ -187,11 +224,9 @@ def victims_legal(
     of the same batch (their queues hold that much less).
     """
     view = view if view is not None else queue_view(state)
-    q, why = _reclaimer_queue(state, pod)
+    q, slots, why = _reclaimer(state, pod)
     if q is None:
         return why
-    prio = _queue_priority(state, q)
-    starved = view[q]["share"] < 1.0
     names = list(state.res_names[: state.n_res])
     held = {name: dict(v["allocated"]) for name, v in view.items()}
     for t in taken:
@@ -199,6 +234,11 @@ def victims_legal(
         if tidx is not None and state.phase_of(tidx) == PHASE_RUNNING:
             tq = state.queue_names[state.queue_of(tidx)]
             held[tq] = _sub(held[tq], _alloc_of(state, int(tidx), names))
+    own = [int(p) for p in slots if state.phase_of(int(p)) == PHASE_PENDING]
+    why = _preemptive(q, held[q], view[q]["fairShare"], _requests(state, own, names))
+    if why is not None:
+        return why
+    not_preemptable = state.not_preemptable
     for v in victims:
         vidx = state.pod_index.get(v)
         if vidx is None:
@@ -206,19 +246,11 @@ def victims_legal(
         vq = state.queue_names[state.queue_of(vidx)]
         if vq == q:
             return f"victim {v} is in the reclaiming queue {q}"
-        vprio = _queue_priority(state, vq)
-        if vprio > prio:
-            return f"victim {v}: queue {vq} has a higher priority ({vprio}) than queue {q} ({prio})"
-        if vprio == prio and not starved:
-            return f"queue {q} is not below its fair share (share {view[q]['share']:.3f})"
+        if not_preemptable and v in not_preemptable:
+            return f"victim {v} is not preemptable (volcano.sh/preemptable: false)"
         alloc = _alloc_of(state, int(vidx), names)
         why = _victim_ok(
-            vq,
-            state.queue_meta[state.queue_index[vq]],
-            held[vq],
-            view[vq]["fairShare"],
-            alloc,
-            share_rule=vprio == prio,
+            vq, state.queue_meta[state.queue_index[vq]], held[vq], view[vq]["fairShare"], alloc
         )
         if why is not None:
             return f"victim {v}: {why}"
@@ -231,12 +263,36 @@ def _queue_priority(state: Any, name: str) -> int:
 
 
 def may_reclaim(state: Any, queue: str, view: dict[str, dict[str, Any]]) -> bool:
-    """Whether pods of ``queue`` could have victims at all: it is starved (share < 1),
-    or some other queue has a lower priority."""
-    if view[queue]["share"] < 1.0:
-        return True
-    prio = _queue_priority(state, queue)
-    return any(int(state.queue_meta[i].get("priority") or 0) < prio for i in range(state.n_queues))
+    """Whether pods of ``queue`` could have victims at all: it is not overused (below
+    its deserved share in some resource: proportion's ``Overused`` is false) and some
+    other queue is above its own."""
+    v = view[queue]
+    fair, alloc = v["fairShare"], v["allocated"]
+    if not any(alloc.get(r, 0) < d for r, d in fair.items() if r not in SHARE_IGNORED):
+        return False
+    return any(_over(w["allocated"], w["fairShare"]) for name, w in view.items() if name != queue)
+
+
+def reclaim_order(
+    state: Any, view: dict[str, dict[str, Any]]
+) -> dict[str, tuple[int, float, str]] | None:
+    """Sort key per queue for trying reclaims (Volcano's ``QueueOrderFn``: queue priority
+    high first, then dominant share low first, then name), or None when no reclaim can
+    be legal (no queue is above its deserved share)."""
+    if not any(_over(v["allocated"], v["fairShare"]) for v in view.values()):
+        return None
+    return {
+        name: (-_queue_priority(state, name), float(v["share"]), name) for name, v in view.items()
+    }
+
+
+def _task_key(state: Any, g: int, pod: str) -> str | None:
+    """The task (of a Volcano Job's gang with ``minTaskMember``) ``pod`` belongs to."""
+    min_task = state.gang_meta[g].get("minTaskMember") or {}
+    if not min_task:
+        return None
+    got = member_task(state.gang_keys[g], pod)
+    return got[0] if got is not None and got[0] in min_task else None
 
 
 class _Overlay:
@@ -251,36 +307,54 @@ class _Overlay:
             state.node_allocated(), dtype=np.int64
         )
         self.held = {name: dict(v["allocated"]) for name, v in view.items()}
-        prio = int(state.queue_meta[q].get("priority") or 0)
-        starved = view[state.queue_names[q]]["share"] < 1.0
         qprio = np.array(
             [int(state.queue_meta[i].get("priority") or 0) for i in range(state.n_queues)],
             dtype=np.int64,
         )
-        #: queue id -> whether its fair share protects it (equal priority)
-        self.share_rule = qprio == prio
-        # Never a higher-priority queue; one of equal priority only for a starved queue.
-        reclaimable = np.array(
-            [bool(state.queue_meta[i].get("reclaimable", True)) for i in range(state.n_queues)],
+        # Queues that may give: reclaimable and above their deserved share now.
+        giving = np.array(
+            [
+                bool(state.queue_meta[i].get("reclaimable", True))
+                and _over(
+                    view[state.queue_names[i]]["allocated"],
+                    view[state.queue_names[i]]["fairShare"],
+                )
+                for i in range(state.n_queues)
+            ],
             dtype=bool,
         )
-        reclaimable &= (qprio < prio) | ((qprio == prio) & starved)
         pq = state.pod_queues()
         pg = state.pod_gangs()
         cand = np.flatnonzero(
             (state.pod_phases() == PHASE_RUNNING)
             & (pq != q)
-            & reclaimable[pq]
+            & giving[pq]
             & ((pg != gang) | (gang < 0))
         )
-        # Lowest priority first, then slot (deterministic).
-        cand = cand[np.lexsort((cand, state.pod_priorities()[cand]))]
+        if state.not_preemptable:
+            keys = state.pod_keys
+            cand = np.array(
+                [p for p in cand if keys[p] not in state.not_preemptable], dtype=np.int64
+            )
+        # Lowest queue priority first, then lowest pod priority, then slot.
+        cand = cand[np.lexsort((cand, state.pod_priorities()[cand], qprio[pq[cand]]))]
         self.by_node: dict[int, list[int]] = {}
         for p in cand:
             self.by_node.setdefault(state.node_of(p), []).append(int(p))
         #: gang id -> running members left after the planned victims
         self.gang_running: dict[int, int] = {}
+        #: (gang id, task) -> running members of the task left after the planned victims
+        self.task_running: dict[tuple[int, str], int] = {}
         self.gone: set[int] = set()
+
+    def _task_left(self, g: int, task: str) -> int:
+        key = (g, task)
+        left = self.task_running.get(key)
+        if left is None:
+            st = self.state
+            gang = st.gang_keys[g]
+            left = sum(1 for m in st.gang_members(gang, "Running") if _task_key(st, g, m) == task)
+        return left
 
     def victim_ok(self, p: int) -> bool:
         st = self.state
@@ -293,7 +367,6 @@ class _Overlay:
                 self.held[vq],
                 self.view[vq]["fairShare"],
                 _alloc_of(st, p, self.names),
-                bool(self.share_rule[qi]),
             )
             is not None
         ):
@@ -303,18 +376,37 @@ class _Overlay:
             left = self.gang_running.get(g, st.gang_count(g, PHASE_RUNNING))
             if left - 1 < st.gang_min_of(g):
                 return False  # a gang is evicted whole or not at all: never split one
+            task = _task_key(st, g, st.pod_keys[p])
+            if task is not None:
+                minimum = int(st.gang_meta[g]["minTaskMember"][task])
+                if self._task_left(g, task) - 1 < minimum:
+                    return False  # nor a task below its minAvailable
         return True
 
+    def _evict(self, p: int) -> None:
+        """Count ``p`` out of its queue, gang and task (planned, not applied)."""
+        st = self.state
+        vq = st.queue_names[st.queue_of(p)]
+        self.held[vq] = _sub(self.held[vq], _alloc_of(st, p, self.names))
+        g = st.gang_of(p)
+        if g >= 0:
+            self.gang_running[g] = self.gang_running.get(g, st.gang_count(g, PHASE_RUNNING)) - 1
+            task = _task_key(st, g, st.pod_keys[p])
+            if task is not None:
+                self.task_running[(g, task)] = self._task_left(g, task) - 1
+
     def plan_node(self, n: int, need: np.ndarray) -> list[int] | None:
-        """Victims on node ``n`` (lowest priority first) that make room for ``need``;
-        [] if it fits already; None if it cannot be made to fit."""
+        """Victims on node ``n`` (in victim order) that make room for ``need``; [] if it
+        fits already; None if it cannot be made to fit."""
         st = self.state
         free = self.free[n].copy()
         if np.all(free >= need):
             return []
-        held = {k: dict(v) for k, v in self.held.items()}
-        saved, self.held = self.held, held
-        gangs_saved = dict(self.gang_running)
+        saved = (
+            {k: dict(v) for k, v in self.held.items()},
+            dict(self.gang_running),
+            dict(self.task_running),
+        )
         chosen: list[int] = []
         try:
             for p in self.by_node.get(n, ()):
@@ -327,17 +419,10 @@ class _Overlay:
                 if not np.any((need > free) & (units > 0)):
                     continue
                 chosen.append(p)
-                vq = st.queue_names[st.queue_of(p)]
-                held[vq] = _sub(held[vq], _alloc_of(st, p, self.names))
-                g = st.gang_of(p)
-                if g >= 0:
-                    self.gang_running[g] = (
-                        self.gang_running.get(g, st.gang_count(g, PHASE_RUNNING)) - 1
-                    )
+                self._evict(p)
                 free = free + units
         finally:
-            self.held = saved
-            self.gang_running = gangs_saved
+            self.held, self.gang_running, self.task_running = saved
         return chosen if np.all(free >= need) else None
 
     def take(self, n: int, victims: list[int], need: np.ndarray) -> None:
@@ -345,11 +430,7 @@ class _Overlay:
         st = self.state
         for p in victims:
             self.gone.add(p)
-            vq = st.queue_names[st.queue_of(p)]
-            self.held[vq] = _sub(self.held[vq], _alloc_of(st, p, self.names))
-            g = st.gang_of(p)
-            if g >= 0:
-                self.gang_running[g] = self.gang_running.get(g, st.gang_count(g, PHASE_RUNNING)) - 1
+            self._evict(p)
             self.free[n] += np.asarray(st.allocation_of(p), dtype=np.int64)
         self.free[n] -= need
 
@@ -398,6 +479,10 @@ def plan_reclaim(
     cid = state.class_of(idx)
     if not state.class_preempts(cid):
         return None  # preemptionPolicy: Never evicts nobody, reclaim included
+    names = list(state.res_names[: state.n_res])
+    v = view[qname]
+    if _preemptive(qname, v["allocated"], v["fairShare"], _requests(state, [idx], names)):
+        return None
     need = np.asarray(state.class_requests()[cid], dtype=np.int64)
     overlay = _Overlay(state, view, q)
     if not overlay.by_node:
@@ -443,6 +528,12 @@ def plan_gang_reclaim(
     q = state.queue_of(pending[0])
     qname = state.queue_names[q]
     if not may_reclaim(state, qname, view) or np.any(state.pod_queues()[pending] != q):
+        return None
+    names = list(state.res_names[: state.n_res])
+    v = view[qname]
+    if _preemptive(
+        qname, v["allocated"], v["fairShare"], _requests(state, pending[:need_members], names)
+    ):
         return None
     overlay = _Overlay(state, view, q, int(g))
     fits_cache: dict[tuple[int, int], bool] = {}

@@ -42,7 +42,8 @@ from esched.core.bands import BandConfig
 from esched.core.devices import GPU_MILLI
 from esched.core.phases import PHASE_PENDING
 from esched.core.profile import scheduler_names
-from esched.core.reasons import OTHER_SCHEDULER, reason_code, resource_text
+from esched.core.queues import deserved_room
+from esched.core.reasons import OTHER_SCHEDULER, QUEUE_OVERUSED, reason_code, resource_text
 
 __all__ = [
     "GPU_CHOICES",
@@ -212,6 +213,8 @@ class SchedulingPass:
         self._gpu_rng = random.Random(self.config.tie_seed)  # gpu_choice "random"
         self._views: Any = None
         self._scratch = PassResult()  # run_groups' collector of what it does not return
+        #: the deserved room of each queue for this pass (``_trim_to_deserved``)
+        self._room: dict[str, Any] | None = None
         #: The ``spec.schedulerName`` values this pass schedules (a pod naming none is
         #: the profile's); a pod naming another is left Pending (OtherScheduler).
         self.scheduler_names = scheduler_names(profile)
@@ -282,6 +285,7 @@ class SchedulingPass:
         """The pass: every group's items in order into ``placed`` (compact decisions)
         and ``out`` (the rest); with ``stop``, a group ends at its first item not
         placed. Returns the indices of the groups so ended."""
+        self._room = None  # the queues' deserved room is read afresh each pass
         st = self.state
         placer = self.placer
         cfg = self.config
@@ -494,6 +498,9 @@ class SchedulingPass:
                 unschedulable[pod] = (t, reasons, msg)
             return
         self.waiting_since.pop(t.key, None)
+        if gd is None and len(members) > need and self.state.n_queues > 1:
+            plan = list(plan)
+            self._trim_to_deserved(t, members, plan, need, out)
         taken = list(gd.taken) if gd is not None else [None] * len(members)
         pairs: list[tuple[str, str, tuple[int, ...]]] = []
         for pod, node, took in zip(members, plan, taken, strict=True):
@@ -504,6 +511,39 @@ class SchedulingPass:
         for pod, node in zip(members, plan, strict=True):
             if node is None:  # beyond minMember and no room: reported like any pod
                 unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
+
+    def _trim_to_deserved(
+        self, t: Target, members: list[str], plan: list[str | None], need: int, out: PassResult
+    ) -> None:
+        """Members of an elastic gang beyond the ``need`` it must place are placed only
+        while its queue stays within its deserved share, when another queue waits
+        (Volcano's proportion ``allocatable``, task by task); the others are taken back
+        from the plan and reported ``QueueOverused`` (they come again when room frees)."""
+        st = self.state
+        room = self._room
+        if room is None:
+            room = self._room = {"rows": deserved_room(st)}
+        rows = room["rows"]
+        if rows is None:
+            return
+        q = st.queue_of(st.pod_index[members[0]])
+        left = rows.get(q)
+        if left is None:
+            return
+        req = st.class_requests()
+        placed = 0
+        for i, (pod, node) in enumerate(zip(members, plan, strict=True)):
+            if node is None:
+                continue
+            p = st.pod_index[pod]
+            r = req[st.class_of(p)]
+            placed += 1
+            if placed > need and bool(np.any((r > 0) & (r > left))):
+                self.placer.assume_binding(p, st.node_index[node], -1)
+                plan[i] = None
+                out.unschedulable[pod] = (t, {QUEUE_OVERUSED: 1}, "")
+                continue
+            left -= r
 
     def _unplan(
         self,

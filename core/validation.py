@@ -36,6 +36,7 @@ from esched.core.reasons import (
     untolerated_taint,
 )
 from esched.core.reclaim import victims_legal
+from esched.core.schedule import member_task
 
 __all__ = [
     "DEVICE_UNAVAILABLE",
@@ -107,15 +108,14 @@ REASONS = {
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
     VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "
     "evicted earlier in this batch, or is one of the proposal's own pods)",
-    RECLAIM_ILLEGAL: "a victim's queue is not reclaimable, has a higher priority than the "
-    "reclaiming queue, would fall below its guarantee, or (equal "
-    "priorities) the reclaiming queue is not below its fair share or the "
-    "victim's would fall below its own",
+    RECLAIM_ILLEGAL: "the reclaiming queue would exceed its deserved share, or a victim is "
+    "not preemptable (volcano.sh/preemptable false), or its queue is not reclaimable, is not "
+    "above its deserved share or would fall below its guarantee",
     PREEMPTION_ILLEGAL: "the preemptor's preemptionPolicy is Never, or a victim's band is not "
     "strictly lower than the preemptor's, or both "
     "are prod (Borg: prod never preempts prod)",
-    VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember: a gang "
-    "is evicted whole or not at all",
+    VICTIM_GANG_SPLIT: "the victims would leave a gang running below its minMember (or a "
+    "Volcano Job's task below its minAvailable): a gang is evicted whole or not at all",
     NODE_RESERVED: "the node is reserved for a starving gang the pod is not a member of",
     SCHEDULING_GATED: "the pod still has scheduling gates (spec.schedulingGates)",
     QUEUE_CLOSED: "the pod's queue is Closed: it schedules nothing",
@@ -331,7 +331,38 @@ class Validator:
                     freed,
                     by_gang,
                 )
+            short = self._task_split(g, names) if left > 0 else None
+            if short is not None:
+                return Verdict(False, VICTIM_GANG_SPLIT, short, pods), freed, by_gang
         return None, freed, by_gang
+
+    def _task_split(self, g: int, victims: list[Any]) -> str | None:
+        """Why evicting ``victims`` would leave a task of gang ``g`` (a Volcano Job's
+        PodGroup with ``minTaskMember``) running below its ``minAvailable`` while the
+        gang keeps running, or None (the gang plugin's per-task check)."""
+        st = self.state
+        min_task = st.gang_meta[g].get("minTaskMember") or {}
+        if not min_task:
+            return None
+        gang = st.gang_keys[g]
+        running: dict[str, int] = {}
+        for m in st.gang_members(gang, "Running"):
+            got = member_task(gang, m)
+            if got is not None:
+                running[got[0]] = running.get(got[0], 0) + 1
+        lost: dict[str, int] = {}
+        for v in victims:
+            got = member_task(gang, str(v))
+            if got is not None and st.gang_of(st.pod_index[v]) == g:
+                lost[got[0]] = lost.get(got[0], 0) + 1
+        for task, k in lost.items():
+            left = running.get(task, 0) - k
+            if 0 <= left < int(min_task.get(task, 0)):
+                return (
+                    f"gang {gang}: evicting {k} of task {task}'s {running.get(task, 0)} running "
+                    f"leaves {left} < its minAvailable {min_task[task]}"
+                )
+        return None
 
     def check(self, data: dict[str, Any], *, record: bool = True) -> Verdict:
         """Validate one proposal (``data`` of ``esched.placement.proposed``).

@@ -29,6 +29,7 @@ __all__ = [
     "pod_host_ports",
     "pod_level_resource",
     "pod_limits",
+    "pod_preemptable",
     "pod_priority",
     "pod_queue",
     "pod_requests",
@@ -44,6 +45,14 @@ QUEUE_ANNOTATION = "volcano.sh/queue-name"
 #: its PodGroup controller for a plain pod and used by its ``example/`` manifests).
 QUEUE_ANNOTATIONS = (QUEUE_ANNOTATION, "scheduling.volcano.sh/queue-name")
 DEFAULT_QUEUE = "default"
+#: Pod annotation (or label): ``"false"`` keeps the pod from ever being a reclaim or
+#: preemption victim (Volcano's ``PodPreemptable``).
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
+#: Go's ``strconv.ParseBool`` spellings, which Volcano parses the value with.
+_GO_BOOLS = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}
 
 #: The field a node affinity's ``matchFields`` may name (kube: ``metav1.ObjectNameField``,
 #: the only field it supports); a DaemonSet's pods name their node by it.
@@ -281,6 +290,17 @@ def gang_key(pod: dict[str, Any]) -> str | None:
         if annotations.get(key):
             return namespaced_key(meta.get("namespace"), annotations[key])
     return None
+
+
+def pod_preemptable(pod: dict[str, Any]) -> bool:
+    """Volcano's ``GetPodPreemptable``: the :data:`PREEMPTABLE_KEY` annotation, else such
+    a label, parsed as Go parses a bool (a value it cannot parse: False); True when
+    neither names it."""
+    meta = pod.get("metadata") or {}
+    for where in (meta.get("annotations"), meta.get("labels")):
+        if where and PREEMPTABLE_KEY in where:
+            return _GO_BOOLS.get(str(where[PREEMPTABLE_KEY]), False)
+    return True
 
 
 def pod_queue(pod: dict[str, Any]) -> str:

@@ -149,7 +149,7 @@ DISPATCH_PARKED = Gauge(
 DISPATCH_HELD = Gauge(
     "esched_dispatch_held_jobs",
     "Jobs (pods, gangs) not admitted to their queue yet, by reason (QueueClosed, "
-    "QueueCapability, ClusterCapacity).",
+    "QueueCapability, ClusterCapacity, QueueOverused).",
     ["reason"],
 )
 FOLD_ANOMALIES = Gauge(

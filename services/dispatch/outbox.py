@@ -66,7 +66,7 @@ class _Outbox(_Reclaim):
         admitted = self.admission.release(self.state, items)
         held = self.admission.held_counts()
         self.totals.held = held
-        for reason in ("QueueClosed", "QueueCapability", "ClusterCapacity"):
+        for reason in ("QueueClosed", "QueueCapability", "ClusterCapacity", "QueueOverused"):
             metrics.DISPATCH_HELD.labels(reason).set(held.get(reason, 0))
         batch = [(cause, work_item(kind, key, position)) for cause, kind, key, position in admitted]
         producer = self._producer

@@ -10,15 +10,19 @@ import orjson
 
 from esched.core import PHASE_PENDING, Placer
 from esched.core.queues import queue_view
-from esched.core.reclaim import may_reclaim, plan_gang_reclaim, plan_reclaim
+from esched.core.reclaim import may_reclaim, plan_gang_reclaim, plan_reclaim, reclaim_order
 from esched.core.validation import Validator
-from esched.schemas.events import proposal_envelope, proposal_key, timestamp
+from esched.schemas.events import PLACEMENT_REJECTED, proposal_envelope, proposal_key, timestamp
 from esched.services.bus.signing import send_signed
 from esched.services.dispatch.config import SERVICE
 from esched.services.dispatch.wakeups import _WakeUps
 from esched.services.faults import retry_transient
+from esched.services.store.base import StoredEvent
 
 log = logging.getLogger(__name__)
+
+#: Proposal ids of the dispatcher's reclaims start with this.
+RECLAIM_PREFIX = "reclaim-"
 
 
 class _Reclaim(_WakeUps):
@@ -35,14 +39,18 @@ class _Reclaim(_WakeUps):
         st = self.state
         self._reclaim_seen = int(st.position)
         view = queue_view(st)
-        prios = {int(m.get("priority") or 0) for m in st.queue_meta[: st.n_queues]}
-        if len(prios) < 2 and not any(v["share"] < 1.0 for v in view.values()):
-            return  # nobody starved, and no queue above another: nothing to reclaim
+        order = reclaim_order(st, view)
+        if order is None:
+            return  # no queue holds more than its deserved share: nothing to reclaim
         if self._placer is None:
             self._placer = Placer(st)
         position = int(st.position)
         tried: set[str] = set()
-        for pod in list(self._parked):
+        # Queues of higher priority first, then the lower shares (Volcano's reclaim
+        # action pops its queues by QueueOrderFn); parked order within a queue.
+        parked = [p for p in self._parked if p in st.pod_index]
+        parked.sort(key=lambda p: order[st.queue_names[st.queue_of(st.pod_index[p])]])
+        for pod in parked:
             if self._reclaiming.get(pod, 0.0) > now:
                 continue
             idx = st.pod_index.get(pod)
@@ -53,9 +61,9 @@ class _Reclaim(_WakeUps):
             if (
                 queue in tried
                 or not may_reclaim(st, queue, view)
-                or st.queue_meta[q].get("state") == "Closed"
+                or (st.queue_meta[q].get("state") or "Open") != "Open"
             ):
-                continue  # a Closed queue schedules nothing: it reclaims nothing either
+                continue  # only an Open queue reclaims (proportion's allocatable)
             g = st.gang_of(idx)
             if g >= 0:
                 # A gang member: reclaim for the whole gang, all or nothing.
@@ -70,7 +78,7 @@ class _Reclaim(_WakeUps):
                     p: dict(st.class_specs[st.pod_class_id(p)]["requests"])
                     for p, _n in gplan.bindings
                 }
-                data = gplan.proposal(f"reclaim-{gang}-{position}", position, requests)
+                data = gplan.proposal(f"{RECLAIM_PREFIX}{gang}-{position}", position, requests)
                 for member in st.gang_members(gang, "Pending"):
                     self._reclaiming[member] = now + self.config.reclaim_timeout
                 if not self._valid(data):
@@ -89,7 +97,7 @@ class _Reclaim(_WakeUps):
             if plan is None:
                 continue
             pod_requests = dict(st.class_specs[st.class_of(idx)]["requests"])
-            data = plan.proposal(f"reclaim-{pod}-{position}", position, pod_requests)
+            data = plan.proposal(f"{RECLAIM_PREFIX}{pod}-{position}", position, pod_requests)
             self._reclaiming[pod] = now + self.config.reclaim_timeout
             if not self._valid(data):
                 continue
@@ -104,6 +112,23 @@ class _Reclaim(_WakeUps):
         for pod, until in list(self._reclaiming.items()):
             if until <= now:
                 del self._reclaiming[pod]
+
+    def _fold(self, rows: list[StoredEvent]) -> None:
+        """Fold as the wake-ups do, then forget the reclaims the commit service refused
+        (a victim already gone, the shares moved): their pods are planned again on the
+        next reclaim pass, not after ``reclaim_timeout`` (and not never, when the log
+        stands still after the refusal)."""
+        super()._fold(rows)
+        for r in rows:
+            if r.type != PLACEMENT_REJECTED:
+                continue
+            data = orjson.loads(r.payload).get("data") or {}
+            if not str(data.get("proposal") or "").startswith(RECLAIM_PREFIX):
+                continue
+            for pod in data.get("pods") or ():
+                self._reclaiming.pop(str(pod), None)
+            self._reclaim_seen = -1  # due again, even if nothing else moves
+            self._next_reclaim = 0.0
 
     def _valid(self, data: dict[str, Any]) -> bool:
         """Whether the commit service would accept reclaim proposal ``data`` on this fold

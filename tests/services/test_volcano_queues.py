@@ -1,0 +1,163 @@
+"""Queue enforcement as Volcano's proportion and capacity plugins do it, end to end
+(manifests -> ``esched up``: dispatcher, replica, commit service -> the fold)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from esched.schemas.manifests import events_from_documents, load_documents
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _hierarchical_example(node_cpu: str = "4") -> str:
+    """volcano-sh/volcano example/hierarchical-jobs (queues.yaml and jobs.yaml): four
+    queues of weight 1 and one Job each of six 0.5-CPU pods, ``minAvailable: 1``; on
+    one node."""
+    docs = [
+        f"""
+apiVersion: v1
+kind: Node
+metadata: {{name: n1}}
+status: {{allocatable: {{cpu: "{node_cpu}", memory: 16Gi, pods: "110"}}}}
+"""
+    ]
+    for team, weight in (("eng", 2), ("sci", 8)):
+        for env, w in (("prod", 8), ("dev", 2)):
+            docs.append(f"""
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: root-{team}-{env}
+  annotations:
+    volcano.sh/hierarchy: root/{team}/{env}
+    volcano.sh/hierarchy-weights: 1/{weight}/{w}
+spec: {{weight: 1}}
+""")
+    for team in ("eng", "sci"):
+        for env in ("prod", "dev"):
+            docs.append(f"""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: {team}-{env}-job, namespace: default}}
+spec:
+  minAvailable: 1
+  schedulerName: volcano
+  queue: root-{team}-{env}
+  tasks:
+    - replicas: 6
+      name: default-nginx
+      template:
+        spec:
+          schedulerName: volcano
+          containers:
+            - name: nginx
+              image: nginx
+              resources: {{requests: {{cpu: "0.5"}}}}
+""")
+    return "---".join(docs)
+
+
+async def _up(tmp_path, text: str, name: str = "v") -> dict:
+    from esched.services.bus.base import TopicNames
+    from esched.services.event_files import record_for_event
+    from esched.services.store import open_store
+    from esched.services.store.snapshots import fold_log
+    from esched.services.up import Up, UpConfig
+
+    url = f"sqlite:///{tmp_path / (name + '.sqlite')}"
+    events = list(events_from_documents(load_documents(text), id_prefix=name))
+    records = [record_for_event(e, TopicNames(), "test") for e in events]
+    await asyncio.wait_for(
+        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60
+    )
+    es = open_store(url)
+    await es.connect()
+    try:
+        return (await fold_log(es)).summary()["queues"]
+    finally:
+        await es.close()
+
+
+async def test_up_hierarchical_example_four_queues_each_deserving_a_quarter_end_2_2_2_2(tmp_path):
+    """Volcano's example/hierarchical-jobs on one 4-CPU node: the four queues of weight
+    1 each deserve a quarter (1 CPU); each elastic job (minAvailable 1 of 6) runs two
+    0.5-CPU pods and no more while the others wait (proportion's ``allocatable``:
+    allocated + request <= deserved), not 5/2/1/0 as when the first queue to be
+    served took what was free."""
+    queues = await _up(tmp_path, _hierarchical_example())
+    running = {q: queues[q]["Running"] for q in queues if q.startswith("root-")}
+    assert running == {
+        "root-eng-prod": 2,
+        "root-eng-dev": 2,
+        "root-sci-prod": 2,
+        "root-sci-dev": 2,
+    }
+    for q in running:
+        assert queues[q]["fairShare"]["cpu"] == 1000
+        assert queues[q]["Pending"] == 4
+
+
+async def test_up_a_podgroup_naming_a_missing_queue_is_rejected_and_the_audit_passes(tmp_path):
+    """Volcano's PodGroup webhook refuses ``spec.queue`` naming no Queue ("unable to
+    find queue"); through ``esched up`` its pods are rejected (``esched.pod.rejected``,
+    ``QueueNotFound``, Failed), the audit agrees, and the pod of a real queue runs."""
+    from esched.services.audit import audit_store
+    from esched.services.store import open_store
+
+    text = """
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: real}
+spec: {weight: 1}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: lost, namespace: default}
+spec: {minMember: 1, queue: nowhere}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: lost-0
+  namespace: default
+  annotations: {scheduling.k8s.io/group-name: lost}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: found
+  namespace: default
+  annotations: {scheduling.volcano.sh/queue-name: real}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+"""
+    queues = await _up(tmp_path, text, "lost")
+    assert queues["real"]["Running"] == 1
+    assert queues["nowhere"]["Pending"] == 0 and queues["nowhere"]["Running"] == 0
+    es = open_store(f"sqlite:///{tmp_path / 'lost.sqlite'}")
+    await es.connect()
+    try:
+        import orjson
+
+        rejected = [
+            orjson.loads(r.payload)["data"]
+            for r in await es.read(0, 1000)
+            if r.type == "esched.pod.rejected"
+        ]
+        assert [(d["pod"], d["reason"], d["queue"]) for d in rejected] == [
+            ("default/lost-0", "QueueNotFound", "nowhere")
+        ]
+        report = await audit_store(es)
+        assert report["ok"], report["violations"]
+    finally:
+        await es.close()
