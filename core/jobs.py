@@ -185,6 +185,7 @@ class TaskState:
         "blocked",
         "by_code",
         "depends",
+        "depends_any",
         "index",
         "min_available",
         "n",
@@ -201,7 +202,11 @@ class TaskState:
         ma = spec.get("minAvailable")
         self.min_available: int = self.replicas if ma is None else int(ma)
         self.policies, self.by_code = _policies(spec.get("policies"))
-        self.depends: tuple[str, ...] = tuple((spec.get("dependsOn") or {}).get("name") or ())
+        depends_on = spec.get("dependsOn") or {}
+        self.depends: tuple[str, ...] = tuple(depends_on.get("name") or ())
+        # dependsOn.iteration "any": one completed dependency is enough (Volcano's
+        # waitDependsOnTaskMeetCondition, with more than one name).
+        self.depends_any = depends_on.get("iteration") == "any" and len(self.depends) > 1
         self.released = not self.depends  # its pods may exist
         self.blocked = False  # a dependency failed: never released
         self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
@@ -378,6 +383,8 @@ class JobBook:
     def __init__(self) -> None:
         self.jobs: dict[str, JobState] = {}
         self.pod_job: dict[str, JobState] = {}
+        # pod -> (its record in its job, the job, the task): one lookup on the hot path
+        self._recs: dict[str, tuple[list[Any], JobState, TaskState]] = {}
         self.clock = 0.0
         self.changed: dict[str, None] = {}
         # (deadline, seq, kind, job, pod, epoch); kind "pending" or "ttl"
@@ -397,7 +404,7 @@ class JobBook:
 
     def apply(self, etype: str, data: Any, time: Any = None) -> None:
         """Fold one event: the clock first (firing what falls due), then the event."""
-        if time is not None and time is not self._last_time:
+        if time is not None and time != self._last_time:
             # Events of a batch share their time: look at each distinct one once.
             self._last_time = time
             t = time if isinstance(time, float) else _time(time)
@@ -472,6 +479,7 @@ class JobBook:
         if old is not None:  # a new job of a finished one's name: its pods are the new one's
             for pod in old.pods:
                 self.pod_job.pop(pod, None)
+                self._recs.pop(pod, None)
         self.jobs[key] = job
         self._transition(job, PENDING, "Submitted", "")
         self.changed[key] = None
@@ -517,6 +525,7 @@ class JobBook:
             rec = [task.index, P_GONE, attempt, 0, 0, 0, -1]
             job.pods[key] = rec
             self.pod_job[key] = job
+            self._recs[key] = (rec, job, task)
         elif rec[1] == P_RUNNING:
             return  # the cluster fold ignores a running pod's resubmit too
         rec[2] = attempt
@@ -540,15 +549,33 @@ class JobBook:
             if type(meta) is not dict:
                 return
             pod = f"{meta.get('namespace') or _DEFAULT_NS}/{meta.get('name', '')}"
-        job = self.pod_job.get(pod) if type(pod) is str else None
-        if job is None:
+        got = self._recs.get(pod) if type(pod) is str else None
+        if got is None:
             return
-        rec = job.pods[pod]
-        if rec[1] >= P_SUCCEEDED:
+        rec, job, task = got
+        old = rec[1]
+        if old >= P_SUCCEEDED:
             return
-        self._move(job, rec, status)
-        task = job.tasks[rec[0]]
-        if job.phase not in ACTIVE:
+        # _move inlined: this is the fold's hottest path.
+        tn, jn = task.n, job.n
+        tn[old] -= 1
+        jn[old] -= 1
+        tn[status] += 1
+        jn[status] += 1
+        rec[1] = status
+        phase = job.phase
+        if status == P_SUCCEEDED and phase is RUNNING and not job.deps:
+            # The bulk of a log: a pod of a running job succeeded. Nothing to decide
+            # unless the job may be done (running.go) or the task just completed.
+            done = jn[P_SUCCEEDED]
+            ms = job.min_success
+            if (
+                done + jn[P_FAILED] < job.total
+                and (ms is None or done < ms)
+                and tn[P_SUCCEEDED] < task.replicas
+            ):
+                return
+        elif phase not in ACTIVE:
             self._sync(job)
             return
         action: tuple[str, float | None] | None = None
@@ -563,12 +590,14 @@ class JobBook:
                 action, reason = self._policy(job, task, "PodFailed"), "PodFailed"
             if action is None and task.failed_for_good():
                 action, reason = self._policy(job, task, "TaskFailed"), "TaskFailed"
-        elif task.n[P_SUCCEEDED] >= task.replicas:
+        elif tn[P_SUCCEEDED] >= task.replicas:
             action, reason = self._policy(job, task, "TaskCompleted"), "TaskCompleted"
         if action is not None:
             self._execute(job, action[0], task, str(pod), reason)
         else:
-            self._sync(job)
+            if job.deps:
+                self._release(job)
+            self._sync_active(job)
 
     def _evicted(self, pod: Any) -> None:
         got = self._pod(pod)
@@ -722,16 +751,16 @@ class JobBook:
         for t in job.tasks:
             if t.released or t.blocked:
                 continue
-            ready = True
+            complete = failed = 0
             for name in t.depends:
                 dep = job.task_index.get(name)
                 if dep is None or dep.blocked or dep.failed_for_good():
-                    t.blocked = job.blocked = True
-                    ready = False
-                    break
-                if not dep.released or not dep.complete():
-                    ready = False
-            if ready:
+                    failed += 1
+                elif dep.released and dep.complete():
+                    complete += 1
+            if failed and (not t.depends_any or failed == len(t.depends)):
+                t.blocked = job.blocked = True
+            elif complete == len(t.depends) or (t.depends_any and complete):
                 t.released = True
                 self.changed[job.key] = None
 
@@ -783,8 +812,9 @@ class JobBook:
             return []
         out: list[tuple[TaskState, int]] = []
         for t in job.tasks:
-            if not t.released:
-                continue
+            n = t.n
+            if not t.released or n[0] + n[1] + n[2] + n[3] >= t.replicas:
+                continue  # every pod of it is there
             for i in range(t.replicas):
                 rec = job.pods.get(job.pod_name(t, i))
                 if rec is None:

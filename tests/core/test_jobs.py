@@ -418,6 +418,25 @@ def test_a_failed_dependency_stops_its_dependants_and_fails_the_job():
     assert r.job.history[-1].reason == "DependencyFailed"
 
 
+def test_depends_on_iteration_any_starts_after_one_dependency():
+    """waitDependsOnTaskMeetCondition: with ``iteration: any`` and more than one name,
+    one completed dependency is enough."""
+    r = Run(
+        _job(
+            "pipe",
+            tasks=[
+                {"name": "a", "replicas": 1},
+                {"name": "b", "replicas": 1},
+                {"name": "c", "replicas": 1, "dependsOn": {"name": ["a", "b"], "iteration": "any"}},
+            ],
+            minAvailable=1,
+        )
+    )
+    r.bind("a-0", "b-0")
+    r.succeed("b-0")
+    assert r.controller()[1] == [r.pod("c-0")]
+
+
 def test_restart_job_holds_dependants_back_again():
     """After RestartJob every task with dependsOn waits for its dependencies anew."""
     r = Run(
