@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -240,8 +241,11 @@ class JobController:
             due, key = timer
             event_id = f"jobs.{key}.timer.{due!r}"
             if event_id not in self._sent:
+                # Its time must not fall short of the deadline when read back: the
+                # deadline rounded up to the microsecond an envelope's time holds.
+                at = max(now, datetime.fromtimestamp(math.ceil(due * 1e6) / 1e6, UTC))
                 data = {"job": key, "due": ev.timestamp(datetime.fromtimestamp(due, UTC))}
-                env = ev.envelope(ev.JOB_TIMER, SOURCE, data, id=event_id, time=stamp)
+                env = ev.envelope(ev.JOB_TIMER, SOURCE, data, id=event_id, time=ev.timestamp(at))
                 out.append((env, ev.stream_name(ev.JOB, data["job"])))
         return [(e, s) for e, s in out if e["id"] not in self._sent]
 

@@ -145,3 +145,83 @@ async def test_depends_on_and_restart_job_end_to_end(tmp_path: Path) -> None:
         summary = await asyncio.wait_for(task, 30)
     assert summary["jobs"]["submitted"] == 4  # train x2, then the two workers again
     assert summary["jobs"]["deleted"] == 2
+
+
+async def test_a_pod_pending_timeout_fires_through_a_timer_event(tmp_path: Path) -> None:
+    """The seed's timeout policy (PodPending, timeout -> AbortJob) with nothing else
+    happening: the controller appends ``esched.job.timer`` once the deadline passed,
+    the fold fires the policy at that event, the pods are withdrawn (Aborted), and a
+    replay of the log decides the same."""
+    from esched.services.jobs import JobController
+
+    es = open_store(f"sqlite:///{tmp_path / 'timer.sqlite'}")
+    await es.connect()
+    await es.migrate()
+    job = _job(
+        "stuck",
+        [{"name": "worker", "replicas": 1}],
+        policies=[{"event": "PodPending", "action": "AbortJob", "timeout": "1s"}],
+    )
+    evs = list(events_from_documents([job], source="test", id_prefix="t"))
+    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in evs])
+    await _append(
+        es,
+        ev.POD_UNSCHEDULABLE,
+        {"pod": "t/stuck-worker-0", "reasons": {"Insufficient.cpu": 1}, "message": "no"},
+        "report",
+    )
+    controller = JobController(es)
+    task = asyncio.create_task(controller.run())
+    try:
+
+        async def aborted() -> bool:
+            j = await _job_state(es, "t/stuck")
+            return j is not None and j.phase == "Aborted"
+
+        await eventually(aborted, within=20)
+        types = [r.type for r in await es.read(0, 1000)]
+        assert ev.JOB_TIMER in types
+        assert types.count(ev.POD_DELETED) == 1
+        job_state = await _job_state(es, "t/stuck")
+        assert [t.reason for t in job_state.history][-2:] == ["PodPending", "PodsGone"]
+    finally:
+        await controller.stop()
+        await asyncio.wait_for(task, 10)
+        await es.close()
+
+
+def test_replay_and_audit_show_each_jobs_state_attempt_and_tasks(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from esched.services.cli import cli
+
+    job = _job(
+        "pipe",
+        [
+            {"name": "prep", "replicas": 1},
+            {"name": "train", "replicas": 2, "dependsOn": {"name": ["prep"]}},
+        ],
+        minAvailable=1,
+    )
+    path = tmp_path / "job.jsonl"
+    path.write_bytes(
+        b"\n".join(orjson.dumps(e) for e in events_from_documents([job], source="t", id_prefix="t"))
+    )
+    store = f"sqlite:///{tmp_path / 'cli.sqlite'}"
+    runner = CliRunner()
+    dead = str(tmp_path / "dead.jsonl")
+    out = runner.invoke(
+        cli, ["ingest", "--store", store, "--input", str(path), "--deadletter-file", dead]
+    )
+    assert out.exit_code == 0, out.output
+    out = runner.invoke(cli, ["replay", "--store", store, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    [state] = orjson.loads(out.stdout)["jobs"]
+    assert (state["job"], state["phase"], state["attempt"]) == ("t/pipe", "Pending", 0)
+    assert state["tasks"]["prep"]["pending"] == 1
+    assert state["tasks"]["train"]["released"] is False
+    table = runner.invoke(cli, ["replay", "--store", store, "--format", "table"]).stdout
+    assert "t/pipe" in table and "train=0/0/0/0(waiting)" in table
+    out = runner.invoke(cli, ["audit", "--store", store, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert orjson.loads(out.stdout)["jobs"][0]["job"] == "t/pipe"
