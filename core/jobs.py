@@ -246,6 +246,7 @@ class JobState:
         "phase",
         "pods",
         "policies",
+        "ran",
         "recorded",
         "retry",
         "task_index",
@@ -274,6 +275,7 @@ class JobState:
         self.ttl: int | None = None if ttl is None else int(ttl)
         self.policies, self.by_code = _policies(spec.get("policies"))
         self.phase = PENDING
+        self.ran = False  # Running at least once in this attempt
         self.retry = 0
         self.version = 0  # kills issued (Volcano's status.version)
         # pod key -> [task, status, attempt, submits, deletes, epoch, timer epoch]: the
@@ -674,6 +676,10 @@ class JobBook:
         )  # fmt: skip
         job.history.append(t)
         job.phase = phase
+        if phase == RUNNING:
+            job.ran = True
+        elif phase == RESTARTING:
+            job.ran = False
         self.changed[job.key] = None
         if phase in FINISHED:
             job.finished_at = self.clock
@@ -774,7 +780,9 @@ class JobBook:
         if job.phase != RUNNING:
             if job.min_available <= running + succeeded + failed:
                 self._transition(job, RUNNING, "MinAvailable", "")
-            elif job.phase == PENDING and running + succeeded + failed > 0:
+            elif job.phase == PENDING and not job.ran and running + succeeded + failed > 0:
+                # Admitted (a pod bound) but short of minAvailable; a job back from
+                # Running waits as Pending, as Volcano's running.go sets it.
                 self._transition(job, INQUEUE, "Bound", "")
             if job.phase != RUNNING:
                 return

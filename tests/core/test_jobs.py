@@ -507,3 +507,32 @@ def test_the_same_log_gives_the_same_jobs():
 )
 def test_policy_timeouts_parse_as_go_durations(text, seconds):
     assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("evicted", "succeeded", "failed", "phase"),
+    [
+        # "running back to pending When pods status pending>(total-minAvailable)":
+        # pending 3, running 2 of 5 with minAvailable 3.
+        (3, 0, 0, "Pending"),
+        # "running back to pending When pending equal to total": all 5 pending.
+        (5, 0, 0, "Pending"),
+        # "keep running When pods status pending<=(total-minAvailable)": pending 2,
+        # running 1, succeeded 1, failed 1.
+        (2, 1, 1, "Running"),
+    ],
+)
+def test_running_default_action_cases_of_volcanos_state_test(evicted, succeeded, failed, phase):
+    """job_state_test.go TestRunningState_Execute, the Default (SyncJob) cases with
+    five replicas and minAvailable 3, the counts reached through pod events."""
+    r = Run(_job(tasks=[{"name": "w", "replicas": 5, "minAvailable": 1}], minAvailable=3))
+    r.bind(*(f"w-{i}" for i in range(5)))
+    assert r.job.phase == "Running"
+    for i in range(succeeded):
+        r.succeed(f"w-{i}")
+    for i in range(succeeded, succeeded + failed):
+        r.fail(f"w-{i}")
+    for i in range(5 - evicted, 5):
+        r.evict(f"w-{i}")
+    assert (r.job.pending, r.job.succeeded, r.job.failed) == (evicted, succeeded, failed)
+    assert r.job.phase == phase
