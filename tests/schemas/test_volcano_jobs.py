@@ -527,3 +527,26 @@ def test_seed_examples_accepted() -> None:
     )
     for job in (seed, retry, timeout):
         assert validate_job(default_job(job)) == []
+
+
+def test_a_job_submitted_event_with_a_dependency_cycle_is_refused_at_ingest() -> None:
+    # admit_job.go (topoSort): "job has dependencies between tasks, but doesn't form a
+    # directed acyclic graph(DAG)". A Job sent as a CloudEvent, not through esched
+    # publish, meets the same webhook check in the validator (dead-lettered as schema).
+    from esched.schemas.events import JOB_SUBMITTED, envelope
+    from esched.schemas.validator import InvalidEvent, validate_event
+
+    cycle = _job(
+        "dag",
+        [
+            _task("a", dependsOn={"name": ["b"]}),
+            _task("b", dependsOn={"name": ["a"]}),
+        ],
+    )
+    with pytest.raises(InvalidEvent) as info:
+        validate_event(envelope(JOB_SUBMITTED, "test", cycle, id="j1"))
+    assert info.value.reason == "schema"
+    assert "doesn't form a directed acyclic graph(DAG)" in info.value.message
+    assert info.value.field == "data.spec.tasks"
+    fine = _job("dag", [_task("a"), _task("b", dependsOn={"name": ["a"]})])
+    assert validate_event(envelope(JOB_SUBMITTED, "test", fine, id="j2"))["data"] == fine
