@@ -117,6 +117,10 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.POD_REJECTED: EV_REJECTED,
     _ev.GANG_RESERVED: EV_GANG_RESERVED,
     _ev.PRIORITYCLASS_UPSERTED: EV_PRIORITYCLASS,
+    # The Job lifecycle's own records (core/jobs.py folds them; pods are pod events).
+    _ev.JOB_SUBMITTED: EV_NOOP,
+    _ev.JOB_UPDATED: EV_NOOP,
+    _ev.JOB_TIMER: EV_NOOP,
 }
 # One dict lookup per event gives a slot; slot -> dispatch code and per-type counter.
 cdef tuple _TYPE_NAMES = tuple(_TYPE_CODES_BY_NAME)

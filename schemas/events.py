@@ -50,6 +50,7 @@ PODGROUP_SUBMITTED = "esched.podgroup.submitted"
 QUEUE_UPSERTED = "esched.queue.upserted"
 PRIORITYCLASS_UPSERTED = "esched.priorityclass.upserted"
 USAGE_REPORTED = "esched.usage.reported"
+JOB_SUBMITTED = "esched.job.submitted"
 
 PLACEMENT_PROPOSED = "esched.placement.proposed"
 PLACEMENT_COMMITTED = "esched.placement.committed"
@@ -58,6 +59,8 @@ POD_EVICTED = "esched.pod.evicted"
 POD_UNSCHEDULABLE = "esched.pod.unschedulable"
 POD_REJECTED = "esched.pod.rejected"
 GANG_RESERVED = "esched.gang.reserved"
+JOB_UPDATED = "esched.job.updated"
+JOB_TIMER = "esched.job.timer"
 
 #: Types operators publish (accepted by ingest from Kafka).
 EXTERNAL_TYPES = (
@@ -73,6 +76,7 @@ EXTERNAL_TYPES = (
     QUEUE_UPSERTED,
     USAGE_REPORTED,
     PRIORITYCLASS_UPSERTED,
+    JOB_SUBMITTED,
 )
 #: Types only esched's own services write (decisions and their consequences).
 INTERNAL_TYPES = (
@@ -83,6 +87,8 @@ INTERNAL_TYPES = (
     POD_UNSCHEDULABLE,
     POD_REJECTED,
     GANG_RESERVED,
+    JOB_UPDATED,
+    JOB_TIMER,
 )
 TYPES = EXTERNAL_TYPES + INTERNAL_TYPES
 
@@ -99,9 +105,17 @@ NODE = "node"
 QUEUE = "queue"
 PRIORITYCLASS = "priorityclass"
 GANG = "gang"
+JOB = "job"
 PROPOSALS = "proposals"
 
-_NAMESPACED_KIND = {POD: True, PODGROUP: True, NODE: False, QUEUE: False, PRIORITYCLASS: False}
+_NAMESPACED_KIND = {
+    POD: True,
+    PODGROUP: True,
+    JOB: True,
+    NODE: False,
+    QUEUE: False,
+    PRIORITYCLASS: False,
+}
 
 
 def namespaced_key(namespace: str | None, name: str) -> str:
@@ -155,6 +169,8 @@ def stream_of(event: dict[str, Any]) -> str:
         meta = data.get("metadata")
         if meta is None and "pod" in data:  # internal pod records carry "pod": "ns/name"
             return stream_name(POD, data["pod"])
+        if meta is None and "job" in data:  # internal job records carry "job": "ns/name"
+            return stream_name(JOB, data["job"])
         meta = meta or {}
         if _NAMESPACED_KIND[kind]:
             # stream_name(kind, metadata_key(meta)) inlined: ingest pays this per event.
@@ -190,7 +206,8 @@ def message_key(event: dict[str, Any]) -> str | None:
     kind = str(event.get("type", "")).split(".")[1:2]
     if kind == [POD]:
         return gang_key(data) or metadata_key(meta)
-    if kind == [PODGROUP]:
+    if kind == [PODGROUP] or kind == [JOB]:
+        # A Volcano Job's PodGroup and pods are keyed by its key too: they follow it.
         return metadata_key(meta)
     return str(meta.get("name"))
 

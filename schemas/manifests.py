@@ -11,8 +11,9 @@ document                                  events
 ``kind: PodGroup`` (Volcano, x-k8s.io)    ``esched.podgroup.submitted``
 ``kind: Queue`` (Volcano)                 ``esched.queue.upserted``
 ``kind: PriorityClass``                   ``esched.priorityclass.upserted``
-``kind: Job`` (``batch.volcano.sh``)      one ``podgroup.submitted`` + one
-                                          ``pod.submitted`` per task replica
+``kind: Job`` (``batch.volcano.sh``)      ``job.submitted``, ``podgroup.submitted``,
+                                          one ``pod.submitted`` per task replica
+                                          (tasks without ``dependsOn``)
 Deployment, ReplicaSet, StatefulSet,      one ``pod.submitted`` per pod its
 DaemonSet, Job, CronJob, ...              controller would create
                                           (:mod:`esched.schemas.workloads`)
@@ -54,7 +55,13 @@ from esched.schemas.workloads import (
     workload_pods,
 )
 
-__all__ = ["events_from_documents", "input_nodes", "load_documents", "volcano_job_objects"]
+__all__ = [
+    "events_from_documents",
+    "input_nodes",
+    "load_documents",
+    "volcano_job_objects",
+    "volcano_task_pod",
+]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +74,8 @@ _VOLCANO_BATCH = "batch.volcano.sh"
 _JOB_NAME = "volcano.sh/job-name"
 _TASK_SPEC = "volcano.sh/task-spec"
 _TASK_INDEX = "volcano.sh/task-index"
+#: The attempt (the job's retry count) a pod belongs to: Volcano's job version.
+_JOB_VERSION = "volcano.sh/job-version"
 
 
 # ----------------------------------------------------------------------- loading
@@ -198,9 +207,12 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     ``minTaskMember`` is each task's ``minAvailable``. Pods are ``<job>-<task>-<i>``
     with the gang and queue annotations, the job's ``priorityClassName`` and
     ``schedulerName`` unless the template sets one, and Volcano's
-    ``volcano.sh/job-name`` / ``task-spec`` / ``task-index`` annotations. The job's
-    lifecycle fields (maxRetry, minSuccess, policies, dependsOn) are validated but
-    not carried: esched has no job event type yet.
+    ``volcano.sh/job-name`` / ``task-spec`` / ``task-index`` annotations
+    (:func:`volcano_task_pod`). The Job itself comes first, as
+    ``esched.job.submitted`` (defaulted; its lifecycle fields: maxRetry, minSuccess,
+    policies, dependsOn, ttlSecondsAfterFinished, for the job controller). The pods of
+    a task with ``dependsOn`` are not published: the job controller submits them once
+    the tasks they depend on completed.
     """
     meta = job.get("metadata") or {}
     name = meta.get("name")
@@ -214,33 +226,16 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     spec = job.get("spec") or {}
     queue = spec["queue"]
     tasks = spec["tasks"]
-    pods: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []  # every pod, for minResources
+    now: list[dict[str, Any]] = []  # the pods published with the Job
     min_task: dict[str, int] = {}
     for task in tasks:
-        task_name = task["name"]
-        replicas = task.get("replicas") or 0
-        min_task[task_name] = task["minAvailable"]
-        template = task.get("template") or {}
-        for i in range(replicas):
-            pod_meta = copy.deepcopy(template.get("metadata") or {})
-            pod_meta.pop("generateName", None)
-            pod_meta["name"] = f"{name}-{task_name}-{i}"
-            pod_meta["namespace"] = namespace
-            annotations = pod_meta.setdefault("annotations", {})
-            annotations[GANG_ANNOTATIONS[0]] = name
-            annotations[QUEUE_ANNOTATION] = queue
-            annotations[_JOB_NAME] = name
-            annotations[_TASK_SPEC] = task_name
-            annotations[_TASK_INDEX] = str(i)
-            labels = pod_meta.setdefault("labels", {})
-            labels[_JOB_NAME] = name
-            labels[QUEUE_ANNOTATION] = queue
-            pod_spec = copy.deepcopy(template.get("spec") or {})
-            if spec.get("priorityClassName") and not pod_spec.get("priorityClassName"):
-                pod_spec["priorityClassName"] = spec["priorityClassName"]
-            if spec.get("schedulerName") and not pod_spec.get("schedulerName"):
-                pod_spec["schedulerName"] = spec["schedulerName"]
-            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec})
+        min_task[task["name"]] = task["minAvailable"]
+        for i in range(task.get("replicas") or 0):
+            pod = volcano_task_pod(job, task, i)
+            pods.append(pod)
+            if not task.get("dependsOn"):
+                now.append(pod)
     min_member = spec["minAvailable"]
     if not pods:
         raise ValueError(f"Volcano Job {namespace}/{name} has no replicas")
@@ -272,7 +267,45 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
         "metadata": group_meta,
         "spec": group_spec,
     }
-    return [(ev.PODGROUP_SUBMITTED, group)] + [(ev.POD_SUBMITTED, p) for p in pods]
+    return [(ev.JOB_SUBMITTED, job), (ev.PODGROUP_SUBMITTED, group)] + [
+        (ev.POD_SUBMITTED, p) for p in now
+    ]
+
+
+def volcano_task_pod(job: dict[str, Any], task: dict[str, Any], index: int, attempt: int = 0):
+    """Pod ``index`` of a (defaulted) Volcano Job's ``task``, as its controller creates
+    it: ``<job>-<task>-<index>`` from the task's template, with the gang and queue
+    annotations, Volcano's ``volcano.sh/job-name`` / ``task-spec`` / ``task-index``
+    and the attempt (``volcano.sh/job-version``), and the job's ``priorityClassName``
+    and ``schedulerName`` unless the template sets one. The job controller
+    (:mod:`esched.services.jobs`) builds its resubmissions with this too."""
+    meta = job.get("metadata") or {}
+    name = meta["name"]
+    namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
+    spec = job.get("spec") or {}
+    queue = spec.get("queue") or "default"
+    task_name = task["name"]
+    template = task.get("template") or {}
+    pod_meta = copy.deepcopy(template.get("metadata") or {})
+    pod_meta.pop("generateName", None)
+    pod_meta["name"] = f"{name}-{task_name}-{index}"
+    pod_meta["namespace"] = namespace
+    annotations = pod_meta.setdefault("annotations", {})
+    annotations[GANG_ANNOTATIONS[0]] = name
+    annotations[QUEUE_ANNOTATION] = queue
+    annotations[_JOB_NAME] = name
+    annotations[_TASK_SPEC] = task_name
+    annotations[_TASK_INDEX] = str(index)
+    annotations[_JOB_VERSION] = str(attempt)
+    labels = pod_meta.setdefault("labels", {})
+    labels[_JOB_NAME] = name
+    labels[QUEUE_ANNOTATION] = queue
+    pod_spec = copy.deepcopy(template.get("spec") or {})
+    if spec.get("priorityClassName") and not pod_spec.get("priorityClassName"):
+        pod_spec["priorityClassName"] = spec["priorityClassName"]
+    if spec.get("schedulerName") and not pod_spec.get("schedulerName"):
+        pod_spec["schedulerName"] = spec["schedulerName"]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
 
 
 # kind → (event type, namespaced)
@@ -283,7 +316,7 @@ _SIMPLE = {
     "Queue": (ev.QUEUE_UPSERTED, False),
     "PriorityClass": (ev.PRIORITYCLASS_UPSERTED, False),
 }
-_NAMESPACED_TYPES = {ev.POD_SUBMITTED: True, ev.PODGROUP_SUBMITTED: True}
+_NAMESPACED_TYPES = {ev.POD_SUBMITTED: True, ev.PODGROUP_SUBMITTED: True, ev.JOB_SUBMITTED: True}
 
 #: One warning line: a skipped object, a DaemonSet without nodes.
 Warn = Callable[[str], None]

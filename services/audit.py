@@ -44,7 +44,14 @@ The audit folds the whole log from position 0 with the one fold
   their nodes with the victims still running (by resources, as the fold charges
   them), or that evicted a pod from a node none of its pods is bound to;
 * ``nodename_overcommit``: a pod submitted with ``spec.nodeName`` (running there,
-  charged without a fit check) leaves its node over its allocatable.
+  charged without a fit check) leaves its node over its allocatable;
+* ``job_dependency``: a pod of a Volcano Job's task bound before the tasks it
+  depends on (``dependsOn``) completed, in the job fold (:mod:`esched.core.jobs`)
+  just before the decision;
+* ``job_retry_exceeded``: a job's pod submitted at an attempt (``volcano.sh/job-version``)
+  of ``maxRetry`` or more, or a recorded transition past ``maxRetry``;
+* ``job_transition``: an ``esched.job.updated`` record whose phase is not the one
+  the job fold of the log decides at that point.
 
 Over-commit is only charged to decisions: a node shrinking under running pods is
 an external fact, not a scheduling error.
@@ -62,10 +69,13 @@ import orjson
 from esched.core import PHASE_PENDING, PHASE_RUNNING, PHASES, ClusterState
 from esched.core.admission import OBSERVED, Admission, Fact, event_key
 from esched.core.bands import BandConfig, may_preempt
+from esched.core.jobs import ATTEMPT_ANNOTATION, FOLDED_TYPES, JobBook, job_key_of_pod
 from esched.core.quota import Quota
 from esched.core.reclaim import victims_legal
 from esched.core.validation import RECLAIMED, Validator
 from esched.schemas.events import (
+    JOB_SUBMITTED,
+    JOB_UPDATED,
     NODE_REMOVED,
     PLACEMENT_COMMITTED,
     PLACEMENT_REJECTED,
@@ -128,6 +138,8 @@ class Auditor:
         self._evictions: dict[str, list[tuple[int, str]]] = {}
         #: decision id -> [(node, allocation)] of the pods evicted for it
         self._victim_alloc: dict[str, list[tuple[str, dict[str, int]]]] = {}
+        #: the Volcano Job lifecycle, folded alongside (core/jobs.py)
+        self.jobs = JobBook()
 
     def flag(self, position: int, kind: str, detail: str) -> None:
         """Record a violation found outside the fold (the store's hash chain)."""
@@ -138,11 +150,14 @@ class Auditor:
         if len(self.violations) < MAX_LISTED:
             self.violations.append(Violation(position, kind, detail))
 
-    def feed(self, position: int, event: dict[str, Any]) -> None:
-        """Check (if a decision) and fold one event."""
+    def feed(self, position: int, event: dict[str, Any], *, jobs: bool = True) -> None:
+        """Check (if a decision) and fold one event (``jobs`` False: the job fold has
+        it already)."""
         etype: Any = event.get("type")  # any JSON value; only known types are checked
         raw = event.get("data")
         data: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        if jobs and etype in FOLDED_TYPES:
+            self._job_event(position, etype, event, data)
         self.checked["events"] += 1
         if etype in (PLACEMENT_COMMITTED, PLACEMENT_REJECTED):
             self._decision(position, etype, event, data)
@@ -162,7 +177,14 @@ class Auditor:
         """:meth:`feed` of a stored event: decoded only where the audit reads more of
         it than admission's :func:`row_fact` (decisions, node removals, evictions);
         everything else is folded from its bytes."""
-        if row.type in _DECODED or (row.type == POD_SUBMITTED and b'"nodeName"' in row.payload):
+        if row.type in FOLDED_TYPES and (self.jobs.jobs or row.type == JOB_SUBMITTED):
+            event = orjson.loads(row.payload)
+            raw = event.get("data")
+            self._job_event(row.position, row.type, event, raw if isinstance(raw, dict) else {})
+            if row.type in _DECODED or row.type == POD_SUBMITTED:
+                self.feed(row.position, event, jobs=False)
+                return
+        elif row.type in _DECODED or (row.type == POD_SUBMITTED and b'"nodeName"' in row.payload):
             self.feed(row.position, orjson.loads(row.payload))
             return
         self.checked["events"] += 1
@@ -171,6 +193,69 @@ class Auditor:
             fact = row_fact(row)
             if fact is not None:
                 self._admit(fact)
+
+    def _job_event(
+        self, position: int, etype: str, event: dict[str, Any], data: dict[str, Any]
+    ) -> None:
+        """Check one event of a Volcano Job's lifecycle against the job fold, then fold it:
+        ``job_dependency`` (a pod of a task bound before the tasks it depends on
+        completed), ``job_retry_exceeded`` (a pod or transition at an attempt past the
+        job's ``maxRetry``), ``job_transition`` (a recorded transition the fold does
+        not reproduce)."""
+        book = self.jobs
+        if etype == PLACEMENT_COMMITTED:
+            for b in data.get("bindings") or ():
+                pod = b.get("pod") if isinstance(b, dict) else None
+                if not isinstance(pod, str) or pod not in book.pod_job:
+                    continue
+                job = book.pod_job[pod]
+                task = job.tasks[job.pods[pod][0]]
+                waiting = [
+                    d
+                    for d in task.depends
+                    if d not in job.task_index or not job.task_index[d].complete()
+                ]
+                if waiting:
+                    self._flag(
+                        position,
+                        "job_dependency",
+                        f"pod {pod} of task {task.name} of job {job.key} bound before "
+                        f"{', '.join(waiting)} completed",
+                    )
+        elif etype == POD_SUBMITTED:
+            meta = data.get("metadata")
+            got = job_key_of_pod(meta) if isinstance(meta, dict) else None
+            owner = book.jobs.get(got[0]) if got is not None else None
+            if owner is not None and isinstance(meta, dict):
+                attempt = str((meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION) or "0")
+                if attempt.isdigit() and int(attempt) >= owner.max_retry:
+                    self._flag(
+                        position,
+                        "job_retry_exceeded",
+                        f"pod {event_key(data)} of job {owner.key} submitted at attempt "
+                        f"{attempt}, maxRetry {owner.max_retry}",
+                    )
+        book.apply(etype, data, event.get("time"))
+        if etype == JOB_UPDATED:
+            recorded = book.jobs.get(str(data.get("job")))
+            seq = data.get("seq")
+            if recorded is None or not isinstance(seq, int):
+                return
+            job = recorded
+            self.checked["job_transitions"] = self.checked.get("job_transitions", 0) + 1
+            if seq >= len(job.history) or job.history[seq].phase != data.get("phase"):
+                self._flag(
+                    position,
+                    "job_transition",
+                    f"job {job.key}: recorded transition {seq} to {data.get('phase')} is not "
+                    "what the fold of the log decides",
+                )
+            if isinstance(data.get("attempt"), int) and data["attempt"] > job.max_retry:
+                self._flag(
+                    position,
+                    "job_retry_exceeded",
+                    f"job {job.key} at attempt {data['attempt']}, maxRetry {job.max_retry}",
+                )
 
     def _node_name(self, position: int, data: dict[str, Any]) -> None:
         """A pod bound by ``spec.nodeName`` is charged to its node without a fit check
@@ -498,6 +583,7 @@ class Auditor:
             "violations": [asdict(v) for v in self.violations],
             "queues": queues,
             "anomalies": anomaly_report(self.state),
+            "jobs": self.jobs.summaries(),
         }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from esched.schemas.quantity import human_units
 from esched.services.store.snapshots import format_anomalies
 
-__all__ = ["format_table"]
+__all__ = ["format_jobs", "format_table"]
 
 
 def format_table(summary: dict) -> str:
@@ -76,5 +76,24 @@ def format_table(summary: dict) -> str:
         lines.append(f"  {'GANG':<40}NODES HELD FOR IT")
         for gang, held in summary["reservations"].items():
             lines.append(f"  {gang:<40}{' '.join(held)}")
+    if summary.get("jobs"):
+        lines += format_jobs(summary["jobs"])
     lines += format_anomalies(summary.get("anomalies") or {})
     return "\n".join(lines)
+
+
+def format_jobs(jobs: list[dict]) -> list[str]:
+    """Volcano Jobs (:meth:`esched.core.jobs.JobState.summary`) as table lines: each
+    job's phase and attempt, then its tasks' pods by status."""
+    lines = [f"jobs      {len(jobs)}"]
+    lines.append(
+        f"  {'JOB':<40}{'PHASE':<13}{'ATTEMPT':>8}  TASKS (pending/running/succeeded/failed)"
+    )
+    for j in jobs:
+        tasks = " ".join(
+            f"{name}={t['pending']}/{t['running']}/{t['succeeded']}/{t['failed']}"
+            + ("" if t["released"] else "(waiting)")
+            for name, t in j["tasks"].items()
+        )
+        lines.append(f"  {j['job']:<40}{j['phase']:<13}{j['attempt']:>8}  {tasks}")
+    return lines

@@ -34,6 +34,7 @@ from esched.services.commit import CommitConfig, CommitService
 from esched.services.dispatch import Dispatcher
 from esched.services.event_files import Record, publish_records, record_for_event
 from esched.services.ingest import IngestConfig, IngestService
+from esched.services.jobs import JobController
 from esched.services.lease import open_lease
 from esched.services.replica import REPLICA_GROUP, Replica, ReplicaConfig, SharedConsumer
 from esched.services.store import open_store
@@ -133,6 +134,8 @@ class Up:
             keyring=config.keyring,
         )
         self._stopping = asyncio.Event()
+        #: The job controller, once :meth:`run` built it.
+        self.jobs: JobController | None = None
 
     async def stop(self) -> None:
         """Ask :meth:`run` to finish (it still prints its summary)."""
@@ -170,6 +173,8 @@ class Up:
                 ),
                 submit=commit.decide if embedded else None,
             )
+            jobs = JobController(es, lease=open_lease(cfg.store, "jobs"))
+            self.jobs = jobs
             shared = (
                 SharedConsumer(bus.consumer([bus.topics.work], "esched-replicas"))
                 if embedded
@@ -203,7 +208,9 @@ class Up:
                 # Started first: its group join (like every one) waits out the broker's
                 # rebalance delay, which then overlaps the others' below.
                 tasks.append(asyncio.create_task(commit.run(), name="commit"))
-            await asyncio.gather(ingest.start(), dispatcher.start(), *(r.start() for r in replicas))
+            await asyncio.gather(
+                ingest.start(), dispatcher.start(), jobs.start(), *(r.start() for r in replicas)
+            )
             # Embedded: input is all on the in-process bus already; ingest stops once
             # it has drained it. With Kafka it runs until told otherwise.
             ingest_task = asyncio.create_task(
@@ -211,6 +218,7 @@ class Up:
             )
             tasks.append(ingest_task)
             tasks.append(asyncio.create_task(dispatcher.run(), name="dispatch"))
+            tasks.append(asyncio.create_task(jobs.run(), name="jobs"))
             tasks.extend(
                 asyncio.create_task(r.run(), name=f"replica-{i}") for i, r in enumerate(replicas)
             )
@@ -220,6 +228,7 @@ class Up:
             for r in replicas:
                 await r.stop()
             await dispatcher.stop()
+            await jobs.stop()
             await commit.stop()
             await ingest.stop()
             for t in tasks:
@@ -265,6 +274,7 @@ class Up:
                 "startup_seconds": round(ready - started, 3),
                 "commit": commit.totals.as_dict(),
                 "dispatch": dispatcher.totals.as_dict(),
+                "jobs": jobs.totals.as_dict(),
                 "replica_stats": stats,
                 "replay": state.summary(),
             }
@@ -329,8 +339,8 @@ class Up:
         if self.progress:
             self.progress(self._progress_line(replicas, dispatcher, time.perf_counter() - ready))
 
-    @staticmethod
     async def _idle(
+        self,
         es: Any,
         ingest_task: asyncio.Task,
         dispatcher: Dispatcher,
@@ -338,6 +348,10 @@ class Up:
         shared: SharedConsumer | None,
     ) -> bool:
         if not ingest_task.done():
+            return False
+        jobs = self.jobs
+        # The job controller may still submit pods (a dependant task, a restart).
+        if jobs is not None and (not jobs.idle() or jobs.position < await es.head()):
             return False
         return await system_idle(es, dispatcher, replicas, shared)
 

@@ -127,9 +127,12 @@ def replay(
     JSON keys: position; nodes {count, allocatable, allocated}; pods {Pending,
     Running, Succeeded, Failed}; gangs {ns/name: {minMember, queue, <phase>: n}};
     queues {name: {...}}; anomalies {reason: {count, first}} (events the fold
-    ignored, first = the log position of the first). Quantities are integers in
-    base units (milli-CPU, bytes).
+    ignored, first = the log position of the first); jobs (Volcano Jobs, when the
+    log has any) [{job, phase, attempt, maxRetry, tasks: {name: {replicas, pending,
+    running, succeeded, failed, released}}, transitions}]. Quantities are integers
+    in base units (milli-CPU, bytes).
     """
+    from esched.services.jobs import fold_job_log
     from esched.services.replay import format_table
     from esched.services.store.snapshots import anomaly_report, fold_log
     from esched.services.store.snapshots import save_snapshot as write_snapshot
@@ -150,7 +153,11 @@ def replay(
             state = await fold_log(es, upto=upto, at=at, use_snapshot=not no_snapshot)
             if save_snapshot:
                 await write_snapshot(es, state)
-            return {**state.summary(), "anomalies": anomaly_report(state)}
+            jobs = await fold_job_log(es, upto=int(state.position))
+            out = {**state.summary(), "anomalies": anomaly_report(state)}
+            if jobs.jobs:
+                out["jobs"] = jobs.summaries()
+            return out
 
     summary = run_async(main)
     if output_format == "table":

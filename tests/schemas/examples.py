@@ -226,6 +226,35 @@ DATA: dict[str, dict[str, Any]] = {
             "requested": 2000,
         },
     },
+    "esched.job.submitted": {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "trainer", "namespace": "ml"},
+        "spec": {
+            "minAvailable": 1,
+            "maxRetry": 3,
+            "policies": [{"event": "PodEvicted", "action": "RestartJob"}],
+            "tasks": [
+                {"name": "ps", "replicas": 1, "template": {"spec": {"containers": []}}},
+                {
+                    "name": "worker",
+                    "replicas": 2,
+                    "dependsOn": {"name": ["ps"]},
+                    "template": {"spec": {"containers": []}},
+                },
+            ],
+        },
+    },
+    "esched.job.updated": {
+        "job": "ml/trainer",
+        "seq": 1,
+        "phase": "Restarting",
+        "previous": "Running",
+        "attempt": 1,
+        "reason": "PodEvicted",
+        "action": "RestartJob",
+    },
+    "esched.job.timer": {"job": "ml/trainer", "due": "2030-01-01T01:00:00Z"},
     "esched.gang.reserved": {
         "gang": "ml/trainer",
         "nodes": ["gpu-node-1.example.com", "gpu-node-2.example.com"],

@@ -147,7 +147,11 @@ def test_mutations_agree_with_reference_and_accepted_events_fold(case: tuple[str
         assert not isinstance(data, dict)
         return
     reference_ok = reference_validator(etype).is_valid(data)
-    # "quantity" is a check beyond the schema: schema-valid, quantities not.
+    # "quantity" is a check beyond the schema: schema-valid, quantities not. So is
+    # Volcano's job webhook for a Job (refused as "schema" with Volcano's message).
+    beyond = ("quantity",) + (("schema",) if etype == "esched.job.submitted" else ())
+    if reference_ok and verdict in beyond:
+        return
     assert (verdict in ("ok", "quantity")) == reference_ok, (verdict, data)
     if verdict == "ok":
         _folds(etype, data)

@@ -44,12 +44,12 @@ EXPECTED: dict[str, tuple[list[str], list[str], int]] = {
     "volcano-drf-replicaset.yaml": ([rf"nginx-{SUFFIX}"] * 8, [], 0),
     "volcano-cronjob.yaml": (
         ["volcano-cronjob-example-0-task-1-0"],
-        ["esched.podgroup.submitted"],
+        ["esched.job.submitted", "esched.podgroup.submitted"],
         0,
     ),
     "volcano-ray-job.yaml": (
         ["ray-cluster-job-head-0", "ray-cluster-job-worker-0", "ray-cluster-job-worker-1"],
-        ["esched.podgroup.submitted"],
+        ["esched.job.submitted", "esched.podgroup.submitted"],
         0,
     ),
     "volcano-role.yaml": ([], [], 1),
@@ -125,7 +125,8 @@ def test_statefulset_pods_carry_their_ordinal_labels() -> None:
 
 def test_a_volcano_cronjob_runs_once_as_its_volcano_job() -> None:
     events, _ = convert(CORPUS / "volcano-cronjob.yaml")
-    group, pod = (e["data"] for e in events)
+    job, group, pod = (e["data"] for e in events)
+    assert job["kind"] == "Job" and job["metadata"]["name"] == "volcano-cronjob-example-0"
     assert group["metadata"]["name"] == "volcano-cronjob-example-0"
     assert group["spec"]["minMember"] == 1
     assert (

@@ -112,7 +112,15 @@ def test_long_names_keep_ids_short() -> None:
 
 def test_volcano_job_becomes_podgroup_and_pods() -> None:
     evs = convert(VOLCANO_JOB)
-    assert [e["type"] for e in evs] == ["esched.podgroup.submitted"] + ["esched.pod.submitted"] * 4
+    assert [e["type"] for e in evs] == ["esched.job.submitted", "esched.podgroup.submitted"] + [
+        "esched.pod.submitted"
+    ] * 4
+    # The Job itself first (defaulted, for the job controller), then its PodGroup.
+    job = evs[0]["data"]
+    assert job["kind"] == "Job" and job["metadata"]["name"] == "tf-job"
+    assert job["spec"]["schedulerName"] == "volcano"  # defaulted
+    assert evs[0]["id"].endswith(".job/ml/tf-job") and evs[0]["subject"] == "job/ml/tf-job"
+    evs = evs[1:]
     group = evs[0]["data"]
     assert group["metadata"]["name"] == "tf-job" and group["metadata"]["namespace"] == "ml"
     assert group["spec"]["minMember"] == 3
@@ -136,6 +144,7 @@ def test_volcano_job_becomes_podgroup_and_pods() -> None:
     assert evs[2]["data"]["spec"]["priorityClassName"] == "own-class"  # template wins
     assert evs[1]["data"]["metadata"]["labels"]["role"] == "ps"
     assert evs[3]["data"]["metadata"]["annotations"]["volcano.sh/task-index"] == "1"
+    assert evs[3]["data"]["metadata"]["annotations"]["volcano.sh/job-version"] == "0"
     assert VOLCANO_JOB["spec"]["tasks"][0]["template"]["metadata"] == {"labels": {"role": "ps"}}
 
 
@@ -144,9 +153,9 @@ def test_volcano_job_min_member_defaults_to_the_tasks_min_available() -> None:
     # minAvailable (ps 1 + worker 2), each defaulting to the task's replicas.
     job = copy.deepcopy(VOLCANO_JOB)
     del job["spec"]["minAvailable"]
-    assert convert(job)[0]["data"]["spec"]["minMember"] == 3
+    assert convert(job)[1]["data"]["spec"]["minMember"] == 3
     del job["spec"]["tasks"][1]["minAvailable"]
-    assert convert(job)[0]["data"]["spec"]["minMember"] == 4
+    assert convert(job)[1]["data"]["spec"]["minMember"] == 4
 
 
 def test_list_and_typed_lists_expand() -> None:

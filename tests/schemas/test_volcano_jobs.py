@@ -386,11 +386,13 @@ def test_accepted_job_becomes_podgroup_with_volcanos_defaults() -> None:
     job = _job("j", [_task("m", 1), _task("w", 4, minAvailable=2)])
     del job["spec"]["minAvailable"], job["spec"]["queue"]
     evs = _convert(job)
-    group = evs[0]["data"]["spec"]
+    assert evs[0]["type"] == "esched.job.submitted"
+    assert evs[0]["data"]["spec"]["minAvailable"] == 3  # carried defaulted
+    group = evs[1]["data"]["spec"]
     assert group["minMember"] == 3
     assert group["minTaskMember"] == {"m": 1, "w": 2}
     assert group["queue"] == "default"
-    pods = [e["data"] for e in evs[1:]]
+    pods = [e["data"] for e in evs[2:]]
     assert len(pods) == 5
     assert all(pod_queue(p) == "default" for p in pods)
     assert all(p["spec"]["schedulerName"] == "volcano" for p in pods)
@@ -401,7 +403,7 @@ def test_job_whose_tasks_need_no_member_gives_podgroup_min_member_zero() -> None
     # have minAvailable 0 gets it from the mutating webhook.
     job = _job("j", [_task("w", 2, minAvailable=0)])
     del job["spec"]["minAvailable"]
-    assert _convert(job)[0]["data"]["spec"]["minMember"] == 0
+    assert _convert(job)[1]["data"]["spec"]["minMember"] == 0
 
 
 def test_job_objects_not_changed_by_conversion() -> None:
@@ -483,8 +485,13 @@ def test_volcanos_webhook_deny_examples_refused(name: str, expected: str) -> Non
 def test_volcanos_task_dependency_example_accepted() -> None:
     # volcano-sh/volcano example/task-start-dependency/job.yaml: a chain is a DAG.
     evs = _convert(*load_documents((EXAMPLES / "task-start-dependency-job.yaml").read_text()))
-    assert evs[0]["data"]["spec"]["minMember"] == 1
-    assert len(evs) == 1 + 11
+    assert evs[1]["data"]["spec"]["minMember"] == 1
+    # The Job, its PodGroup and the pods of the tasks without dependsOn: the job
+    # controller submits the others once the tasks they depend on completed.
+    job = evs[0]["data"]
+    first = [t for t in job["spec"]["tasks"] if not t.get("dependsOn")]
+    assert len(evs) == 2 + sum(t["replicas"] for t in first)
+    assert len(evs) < 2 + 11
 
 
 def test_seed_examples_accepted() -> None:
@@ -520,3 +527,26 @@ def test_seed_examples_accepted() -> None:
     )
     for job in (seed, retry, timeout):
         assert validate_job(default_job(job)) == []
+
+
+def test_a_job_submitted_event_with_a_dependency_cycle_is_refused_at_ingest() -> None:
+    # admit_job.go (topoSort): "job has dependencies between tasks, but doesn't form a
+    # directed acyclic graph(DAG)". A Job sent as a CloudEvent, not through esched
+    # publish, meets the same webhook check in the validator (dead-lettered as schema).
+    from esched.schemas.events import JOB_SUBMITTED, envelope
+    from esched.schemas.validator import InvalidEvent, validate_event
+
+    cycle = _job(
+        "dag",
+        [
+            _task("a", dependsOn={"name": ["b"]}),
+            _task("b", dependsOn={"name": ["a"]}),
+        ],
+    )
+    with pytest.raises(InvalidEvent) as info:
+        validate_event(envelope(JOB_SUBMITTED, "test", cycle, id="j1"))
+    assert info.value.reason == "schema"
+    assert "doesn't form a directed acyclic graph(DAG)" in info.value.message
+    assert info.value.field == "data.spec.tasks"
+    fine = _job("dag", [_task("a"), _task("b", dependsOn={"name": ["a"]})])
+    assert validate_event(envelope(JOB_SUBMITTED, "test", fine, id="j2"))["data"] == fine

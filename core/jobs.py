@@ -1,0 +1,870 @@
+"""The Volcano Job lifecycle as a fold of the log: :class:`JobBook`.
+
+A Job enters the log as ``esched.job.submitted`` (the Job object, defaulted and
+validated as Volcano's webhooks do); its pods' outcomes (``esched.pod.*``,
+``esched.placement.committed``) are folded into the Job's phase with the
+transitions of Volcano's job controller (``pkg/controllers/job/state/*.go`` of
+volcano-sh/volcano): each state is a pure decision over the job's pod counts and
+one action (a policy's, or ``SyncJob``); what it does to pods is not done here but
+recorded in the state: pods to withdraw (:attr:`JobState.killing`), pods to submit
+(:meth:`JobBook.missing`). The job controller service turns them into events; when
+those come back through the log they are folded like any other pod event, so the
+same log always gives the same jobs.
+
+Time is the log's: the clock is the newest event ``time`` folded, and a policy
+timeout (``PodPending`` with ``timeout``) or ``ttlSecondsAfterFinished`` fires when
+an event at or past its deadline is folded (:meth:`JobBook.advance`), so a replay
+decides what the live controller decided, at the same point of the log.
+
+No I/O here; this module knows event type names and the Job object's fields only.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from esched.schemas import events as ev
+
+__all__ = [
+    "ACTIVE",
+    "ATTEMPT_ANNOTATION",
+    "FINISHED",
+    "FOLDED_TYPES",
+    "JOB_PHASES",
+    "JobBook",
+    "JobState",
+    "TaskState",
+    "Transition",
+    "fold_jobs",
+    "job_key_of_pod",
+    "parse_duration",
+]
+
+PENDING = "Pending"
+INQUEUE = "Inqueue"
+RUNNING = "Running"
+RESTARTING = "Restarting"
+COMPLETING = "Completing"
+COMPLETED = "Completed"
+ABORTING = "Aborting"
+ABORTED = "Aborted"
+TERMINATING = "Terminating"
+TERMINATED = "Terminated"
+FAILED = "Failed"
+#: Every Job phase (Volcano's ``batch/v1alpha1`` JobPhase values).
+JOB_PHASES = (
+    PENDING,
+    INQUEUE,
+    RUNNING,
+    RESTARTING,
+    COMPLETING,
+    COMPLETED,
+    ABORTING,
+    ABORTED,
+    TERMINATING,
+    TERMINATED,
+    FAILED,
+)
+#: Phases in which the job's pods are kept in step with its spec (Volcano's SyncJob).
+ACTIVE = frozenset({PENDING, INQUEUE, RUNNING})
+#: Phases nothing leaves (Volcano's ``finishedState``).
+FINISHED = frozenset({COMPLETED, TERMINATED, FAILED})
+# Phases that wait for the pods they withdrew to be gone.
+_DRAINING = {ABORTING: ABORTED, COMPLETING: COMPLETED, TERMINATING: TERMINATED}
+
+# Actions (Volcano's bus/v1alpha1 Action); SYNC is no policy's action, the default.
+SYNC = "SyncJob"
+RESTART_JOB = "RestartJob"
+RESTART_TASK = "RestartTask"
+RESTART_POD = "RestartPod"
+ABORT_JOB = "AbortJob"
+COMPLETE_JOB = "CompleteJob"
+TERMINATE_JOB = "TerminateJob"
+RESUME_JOB = "ResumeJob"
+
+#: The pod annotation of the job's attempt (retry count) a pod was submitted at; the
+#: name of Volcano's ``volcano.sh/job-version`` annotation, whose role it plays.
+ATTEMPT_ANNOTATION = "volcano.sh/job-version"
+_JOB_NAME = "volcano.sh/job-name"
+_TASK_SPEC = "volcano.sh/task-spec"
+
+# Pod statuses inside a job (not the cluster fold's phases: GONE is a deleted pod).
+P_PENDING, P_RUNNING, P_SUCCEEDED, P_FAILED, P_GONE = range(5)
+_STATUS_NAMES = ("Pending", "Running", "Succeeded", "Failed", "Deleted")
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: Any) -> float | None:
+    """A Go ``time.Duration`` string (``1h``, ``90s``, ``1m30s``; a policy's
+    ``timeout``) in seconds; None when absent or not a duration."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return float(text)
+    if not isinstance(text, str) or not text:
+        return None
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(text):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    return total if pos == len(text) else None
+
+
+def job_key_of_pod(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(job key, task name)`` of a pod's metadata, from Volcano's
+    ``volcano.sh/job-name`` and ``volcano.sh/task-spec`` annotations; None for a pod
+    of no Volcano Job."""
+    ann = meta.get("annotations")
+    if not ann:
+        return None
+    job = ann.get(_JOB_NAME)
+    task = ann.get(_TASK_SPEC)
+    if not job or not task:
+        return None
+    return f"{meta.get('namespace') or ev.DEFAULT_NAMESPACE}/{job}", task
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One change of a job's phase: its sequence number within the job, the phases,
+    the retry count after it, why (the policy event or the rule) and the action."""
+
+    job: str
+    seq: int
+    phase: str
+    previous: str
+    attempt: int
+    reason: str
+    action: str
+    time: float
+
+    def data(self) -> dict[str, Any]:
+        """The ``data`` of this transition's ``esched.job.updated`` event."""
+        return {
+            "job": self.job,
+            "seq": self.seq,
+            "phase": self.phase,
+            "previous": self.previous,
+            "attempt": self.attempt,
+            "reason": self.reason,
+            "action": self.action,
+        }
+
+
+def _policies(raw: Any) -> tuple[dict[str, tuple[str, float | None]], dict[int, str]]:
+    """A policy list as event -> (action, timeout s) and exit code -> action."""
+    by_event: dict[str, tuple[str, float | None]] = {}
+    by_code: dict[int, str] = {}
+    for p in raw or ():
+        action = p.get("action")
+        if not action:
+            continue
+        timeout = parse_duration(p.get("timeout"))
+        events = list(p.get("events") or ())
+        if p.get("event"):
+            events.append(p["event"])
+        for e in events:
+            by_event.setdefault(e, (action, timeout))
+        code = p.get("exitCode")
+        if isinstance(code, int) and not isinstance(code, bool):
+            by_code.setdefault(code, action)
+    return by_event, by_code
+
+
+class TaskState:
+    """One task of a job: its spec and its pods' counts in the current attempt."""
+
+    __slots__ = (
+        "blocked",
+        "by_code",
+        "depends",
+        "depends_any",
+        "index",
+        "min_available",
+        "n",
+        "name",
+        "policies",
+        "released",
+        "replicas",
+    )
+
+    def __init__(self, index: int, spec: Mapping[str, Any]) -> None:
+        self.index = index
+        self.name: str = spec["name"]
+        self.replicas: int = int(spec.get("replicas") or 0)
+        ma = spec.get("minAvailable")
+        self.min_available: int = self.replicas if ma is None else int(ma)
+        self.policies, self.by_code = _policies(spec.get("policies"))
+        depends_on = spec.get("dependsOn") or {}
+        self.depends: tuple[str, ...] = tuple(depends_on.get("name") or ())
+        # dependsOn.iteration "any": one completed dependency is enough (Volcano's
+        # waitDependsOnTaskMeetCondition, with more than one name).
+        self.depends_any = depends_on.get("iteration") == "any" and len(self.depends) > 1
+        self.released = not self.depends  # its pods may exist
+        self.blocked = False  # a dependency failed: never released
+        self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
+
+    pending = property(lambda self: self.n[P_PENDING], doc="Pods pending.")
+    running = property(lambda self: self.n[P_RUNNING], doc="Pods running.")
+    succeeded = property(lambda self: self.n[P_SUCCEEDED], doc="Pods succeeded.")
+    failed = property(lambda self: self.n[P_FAILED], doc="Pods failed.")
+
+    def complete(self) -> bool:
+        """Its dependants may start: at least ``minAvailable`` pods succeeded."""
+        done = self.n[P_SUCCEEDED]
+        return (done >= self.min_available and done > 0) or self.replicas == 0
+
+    def failed_for_good(self) -> bool:
+        """Too many pods failed for ``minAvailable`` to succeed (esched's TaskFailed)."""
+        return self.n[P_FAILED] > self.replicas - self.min_available
+
+
+class JobState:
+    """One Volcano Job in the fold: spec, phase, retry count, pods, pending work."""
+
+    __slots__ = (
+        "blocked",
+        "by_code",
+        "deps",
+        "expired",
+        "finished_at",
+        "history",
+        "job",
+        "key",
+        "killing",
+        "max_retry",
+        "min_available",
+        "min_success",
+        "n",
+        "phase",
+        "pods",
+        "policies",
+        "ran",
+        "recorded",
+        "retry",
+        "task_index",
+        "task_min_sum",
+        "tasks",
+        "total",
+        "ttl",
+        "version",
+    )
+
+    def __init__(self, key: str, job: Mapping[str, Any]) -> None:
+        spec = job.get("spec") or {}
+        self.key = key
+        self.job = job
+        self.tasks = [TaskState(i, t) for i, t in enumerate(spec.get("tasks") or ())]
+        self.task_index = {t.name: t for t in self.tasks}
+        self.total = sum(t.replicas for t in self.tasks)
+        ma = spec.get("minAvailable")
+        self.min_available = (
+            sum(t.min_available for t in self.tasks) if ma in (None, 0) else int(ma)
+        )
+        ms = spec.get("minSuccess")
+        self.min_success: int | None = None if ms is None else int(ms)
+        self.max_retry = int(spec.get("maxRetry") or 3)
+        ttl = spec.get("ttlSecondsAfterFinished")
+        self.ttl: int | None = None if ttl is None else int(ttl)
+        self.policies, self.by_code = _policies(spec.get("policies"))
+        self.phase = PENDING
+        self.ran = False  # Running at least once in this attempt
+        self.retry = 0
+        self.version = 0  # kills issued (Volcano's status.version)
+        # pod key -> [task, status, attempt, submits, deletes, epoch, timer epoch]: the
+        # epoch counts the pod's turns at Pending; a PodPending timer is for one turn.
+        self.pods: dict[str, list[Any]] = {}
+        self.killing: dict[str, None] = {}
+        self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
+        self.task_min_sum = sum(t.min_available for t in self.tasks)
+        self.blocked = False  # some task's dependency failed
+        self.deps = any(t.depends for t in self.tasks)
+        self.history: list[Transition] = []
+        self.recorded = 0  # esched.job.updated events folded
+        self.finished_at: float | None = None
+        self.expired = False
+
+    pending = property(lambda self: self.n[P_PENDING], doc="Pods pending.")
+    running = property(lambda self: self.n[P_RUNNING], doc="Pods running.")
+    succeeded = property(lambda self: self.n[P_SUCCEEDED], doc="Pods succeeded.")
+    failed = property(lambda self: self.n[P_FAILED], doc="Pods failed.")
+
+    def pod_name(self, task: TaskState, index: int) -> str:
+        """``<ns>/<job>-<task>-<i>``: the key of a task's pod (Volcano's MakePodName)."""
+        return f"{self.key}-{task.name}-{index}"
+
+    def status_of(self, pod: str) -> str | None:
+        """A pod's status within the job (``Pending`` ... ``Deleted``); None if unknown."""
+        rec = self.pods.get(pod)
+        return None if rec is None else _STATUS_NAMES[rec[1]]
+
+    def attempt_of(self, pod: str) -> int | None:
+        """The attempt a pod was last submitted at."""
+        rec = self.pods.get(pod)
+        return None if rec is None else rec[2]
+
+    def summary(self) -> dict[str, Any]:
+        """Phase, attempt and per-task counts, as ``esched replay`` shows them."""
+        return {
+            "job": self.key,
+            "phase": self.phase,
+            "attempt": self.retry,
+            "maxRetry": self.max_retry,
+            "tasks": {
+                t.name: {
+                    "replicas": t.replicas,
+                    "pending": t.pending,
+                    "running": t.running,
+                    "succeeded": t.succeeded,
+                    "failed": t.failed,
+                    "released": t.released,
+                    **({"blocked": True} if t.blocked else {}),
+                }
+                for t in self.tasks
+            },
+            "transitions": len(self.history),
+        }
+
+
+_SUCCEEDED = ev.POD_SUCCEEDED
+_FAILED = ev.POD_FAILED
+_DEFAULT_NS = ev.DEFAULT_NAMESPACE
+
+#: The event types the job fold reads (and whose ``time`` moves its clock); every
+#: reader of the log (the controller, replay, audit, the bench) folds exactly these.
+FOLDED_TYPES = frozenset(
+    {
+        ev.JOB_SUBMITTED,
+        ev.JOB_UPDATED,
+        ev.JOB_TIMER,
+        ev.POD_SUBMITTED,
+        ev.PLACEMENT_COMMITTED,
+        ev.POD_SUCCEEDED,
+        ev.POD_FAILED,
+        ev.POD_EVICTED,
+        ev.POD_DELETED,
+        ev.POD_UNSCHEDULABLE,
+        ev.POD_REJECTED,
+    }
+)
+
+
+def _time(text: Any, _memo: dict[str, float] = {}) -> float | None:  # noqa: B006
+    # Events of one batch share their time: parse each distinct string once.
+    if not isinstance(text, str):
+        return None
+    got = _memo.get(text)
+    if got is None:
+        try:
+            got = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+        if len(_memo) > 4096:
+            _memo.clear()
+        _memo[text] = got
+    return got
+
+
+class JobBook:
+    """Every Volcano Job of the log and its lifecycle: the fold.
+
+    :meth:`apply` folds one event (type, data, time) of :data:`FOLDED_TYPES` (an
+    ``esched.job.timer`` only moves the clock); :attr:`changed` collects the
+    keys of jobs whose transitions, pods to withdraw or pods to submit may have
+    changed since the caller last cleared it (a transition, a kill, a task released,
+    a pod deleted); each job's :attr:`JobState.history` holds its transitions.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, JobState] = {}
+        self.pod_job: dict[str, JobState] = {}
+        # pod -> (its record in its job, the job, the task): one lookup on the hot path
+        self._recs: dict[str, tuple[list[Any], JobState, TaskState]] = {}
+        self.clock = 0.0
+        self.changed: dict[str, None] = {}
+        # (deadline, seq, kind, job, pod, epoch); kind "pending" or "ttl"
+        self._timers: list[tuple[float, int, str, str, str, int]] = []
+        self._seq = 0
+        self._last_time: Any = None
+        self.anomalies: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ folding
+
+    def apply_event(self, event: Mapping[str, Any]) -> None:
+        """Fold one decoded envelope (of any type: those not in :data:`FOLDED_TYPES`
+        are skipped, clock included)."""
+        etype = event.get("type", "")
+        if etype in FOLDED_TYPES:
+            self.apply(etype, event.get("data"), event.get("time"))
+
+    def apply(self, etype: str, data: Any, time: Any = None) -> None:
+        """Fold one event: the clock first (firing what falls due), then the event."""
+        if time is not None and time != self._last_time:
+            # Events of a batch share their time: look at each distinct one once.
+            self._last_time = time
+            t = time if isinstance(time, float) else _time(time)
+            if t is not None and t > self.clock:
+                self.advance(t)
+        if type(data) is not dict:
+            return
+        if etype == _SUCCEEDED:
+            self._outcome(data, P_SUCCEEDED)
+        elif etype == _FAILED:
+            self._outcome(data, P_FAILED)
+        elif etype == ev.PLACEMENT_COMMITTED:
+            for b in data.get("bindings") or ():
+                self._bound(b.get("pod"))
+        elif etype == ev.POD_SUBMITTED:
+            self._submitted(data)
+        elif etype == ev.POD_EVICTED:
+            self._evicted(data.get("pod"))
+        elif etype == ev.POD_DELETED:
+            self._deleted(ev.metadata_key(data.get("metadata")))
+        elif etype == ev.POD_UNSCHEDULABLE:
+            self._unschedulable(data.get("pod"))
+        elif etype == ev.POD_REJECTED:
+            self._outcome({"pod": data.get("pod")}, P_FAILED)
+        elif etype == ev.JOB_SUBMITTED:
+            self._job_submitted(data)
+        elif etype == ev.JOB_UPDATED:  # the controller's record of a transition
+            job = self.jobs.get(str(data.get("job")))
+            if job is not None:
+                job.recorded += 1
+
+    def advance(self, t: float) -> None:
+        """Move the log's clock to ``t``, firing the timers due by then."""
+        self.clock = t
+        timers = self._timers
+        while timers and timers[0][0] <= t:
+            _due, _s, kind, key, pod, epoch = heapq.heappop(timers)
+            job = self.jobs.get(key)
+            if job is None:
+                continue
+            if kind == "ttl":
+                if job.phase in FINISHED and not job.expired:
+                    job.expired = True
+                    self._kill(job, retain_finished=False)
+                    self.changed[key] = None
+                continue
+            rec = job.pods.get(pod)
+            if rec is None or rec[1] != P_PENDING or rec[5] != epoch or job.phase not in ACTIVE:
+                continue
+            task = job.tasks[rec[0]]
+            action = self._policy(job, task, "PodPending", timed=True)
+            if action is not None:
+                self._execute(job, action[0], task, pod, "PodPending")
+
+    def next_timer(self) -> tuple[float, str] | None:
+        """(log time, job) of the next timer to fire; None when none is set."""
+        return (self._timers[0][0], self._timers[0][3]) if self._timers else None
+
+    def _timer(self, at: float, kind: str, key: str, pod: str, epoch: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._timers, (at, self._seq, kind, key, pod, epoch))
+
+    def _job_submitted(self, data: dict[str, Any]) -> None:
+        key = ev.metadata_key(data.get("metadata"))
+        old = self.jobs.get(key)
+        if old is not None and old.phase not in FINISHED:
+            self.anomalies["job_resubmitted_active"] = (
+                self.anomalies.get("job_resubmitted_active", 0) + 1
+            )
+            return
+        job = JobState(key, data)
+        if old is not None:  # a new job of a finished one's name: its pods are the new one's
+            for pod in old.pods:
+                self.pod_job.pop(pod, None)
+                self._recs.pop(pod, None)
+        self.jobs[key] = job
+        self._transition(job, PENDING, "Submitted", "")
+        self.changed[key] = None
+
+    def _pod(self, pod: Any) -> tuple[JobState, list[Any]] | None:
+        job = self.pod_job.get(pod) if isinstance(pod, str) else None
+        if job is None:
+            return None
+        return job, job.pods[pod]
+
+    def _move(self, job: JobState, rec: list[Any], status: int) -> None:
+        old = rec[1]
+        if old == status:
+            return
+        tn = job.tasks[rec[0]].n
+        jn = job.n
+        if old < P_GONE:
+            tn[old] -= 1
+            jn[old] -= 1
+        if status < P_GONE:
+            tn[status] += 1
+            jn[status] += 1
+        rec[1] = status
+
+    def _submitted(self, data: dict[str, Any]) -> None:
+        meta = data.get("metadata") or {}
+        got = job_key_of_pod(meta)
+        if got is None:
+            return
+        job = self.jobs.get(got[0])
+        if job is None:
+            return
+        task = job.task_index.get(got[1])
+        if task is None:
+            return
+        key = ev.metadata_key(meta)
+        try:
+            attempt = int((meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION) or 0)
+        except ValueError:
+            attempt = 0
+        rec = job.pods.get(key)
+        if rec is None:
+            rec = [task.index, P_GONE, attempt, 0, 0, 0, -1]
+            job.pods[key] = rec
+            self.pod_job[key] = job
+            self._recs[key] = (rec, job, task)
+        elif rec[1] == P_RUNNING:
+            return  # the cluster fold ignores a running pod's resubmit too
+        rec[2] = attempt
+        rec[3] += 1
+        rec[5] += 1
+        self._move(job, rec, P_PENDING)
+        self._sync(job)
+
+    def _bound(self, pod: Any) -> None:
+        got = self._pod(pod)
+        if got is None or got[1][1] != P_PENDING:
+            return
+        job, rec = got
+        self._move(job, rec, P_RUNNING)
+        self._sync(job)
+
+    def _outcome(self, data: dict[str, Any], status: int) -> None:
+        pod = data.get("pod")
+        if pod is None:
+            meta = data.get("metadata")
+            if type(meta) is not dict:
+                return
+            pod = f"{meta.get('namespace') or _DEFAULT_NS}/{meta.get('name', '')}"
+        got = self._recs.get(pod) if type(pod) is str else None
+        if got is None:
+            return
+        rec, job, task = got
+        old = rec[1]
+        if old >= P_SUCCEEDED:
+            return
+        # _move inlined: this is the fold's hottest path.
+        tn, jn = task.n, job.n
+        tn[old] -= 1
+        jn[old] -= 1
+        tn[status] += 1
+        jn[status] += 1
+        rec[1] = status
+        phase = job.phase
+        if status == P_SUCCEEDED and phase is RUNNING and not job.deps:
+            # The bulk of a log: a pod of a running job succeeded. Nothing to decide
+            # unless the job may be done (running.go) or the task just completed.
+            done = jn[P_SUCCEEDED]
+            ms = job.min_success
+            if (
+                done + jn[P_FAILED] < job.total
+                and (ms is None or done < ms)
+                and tn[P_SUCCEEDED] < task.replicas
+            ):
+                return
+        elif phase not in ACTIVE:
+            self._sync(job)
+            return
+        action: tuple[str, float | None] | None = None
+        reason = ""
+        if status == P_FAILED:
+            code = _exit_code(data)
+            if code is not None:
+                name = task.by_code.get(code) or job.by_code.get(code)
+                if name is not None:
+                    action, reason = (name, None), f"ExitCode {code}"
+            if action is None:
+                action, reason = self._policy(job, task, "PodFailed"), "PodFailed"
+            if action is None and task.failed_for_good():
+                action, reason = self._policy(job, task, "TaskFailed"), "TaskFailed"
+        elif tn[P_SUCCEEDED] >= task.replicas:
+            action, reason = self._policy(job, task, "TaskCompleted"), "TaskCompleted"
+        if action is not None:
+            self._execute(job, action[0], task, str(pod), reason)
+        else:
+            if job.deps:
+                self._release(job)
+            self._sync_active(job)
+
+    def _evicted(self, pod: Any) -> None:
+        got = self._pod(pod)
+        if got is None or got[1][1] != P_RUNNING:
+            return
+        job, rec = got
+        self._move(job, rec, P_PENDING)
+        rec[5] += 1
+        self._event(job, job.tasks[rec[0]], str(pod), "PodEvicted")
+
+    def _deleted(self, pod: str) -> None:
+        got = self._pod(pod)
+        if got is None:
+            return
+        job, rec = got
+        was = rec[1]
+        rec[4] += 1
+        self._move(job, rec, P_GONE)
+        self.changed[job.key] = None  # a pod of an active job gone: submitted again
+        if pod in job.killing:  # withdrawn by the controller
+            del job.killing[pod]
+            self._sync(job)
+        elif was <= P_RUNNING:
+            # Deleted from outside while alive: Volcano's deletePod raises PodEvicted.
+            self._event(job, job.tasks[rec[0]], pod, "PodEvicted")
+        else:
+            self._sync(job)
+
+    def _unschedulable(self, pod: Any) -> None:
+        got = self._pod(pod)
+        if got is None or got[1][1] != P_PENDING:
+            return
+        job, rec = got
+        if rec[6] == rec[5]:  # its timer for this turn at Pending runs already
+            return
+        policy = self._policy(job, job.tasks[rec[0]], "PodPending", timed=True)
+        if policy is None or policy[1] is None:
+            return
+        rec[6] = rec[5]
+        self._timer(self.clock + policy[1], "pending", job.key, pod, rec[5])
+
+    def _event(self, job: JobState, task: TaskState, pod: str, event: str) -> None:
+        action = self._policy(job, task, event) if job.phase in ACTIVE else None
+        if action is None:
+            self._sync(job)
+        else:
+            self._execute(job, action[0], task, pod, event)
+
+    @staticmethod
+    def _policy(
+        job: JobState, task: TaskState, event: str, timed: bool = False
+    ) -> tuple[str, float | None] | None:
+        """Volcano's applyPolicies: the task's policies, then the job's; ``*`` matches
+        any event; PodPending only with a timeout."""
+        for table in (task.policies, job.policies):
+            if not table:
+                continue
+            got = table.get(event) or table.get("*")
+            if got is None:
+                continue
+            if event == "PodPending" and got[1] is None:
+                continue
+            return got
+        return None
+
+    # ------------------------------------------------------------------ the states
+
+    def _transition(self, job: JobState, phase: str, reason: str, action: str) -> None:
+        if phase == job.phase and job.history:
+            return
+        t = Transition(
+            job.key, len(job.history), phase, job.phase if job.history else "", job.retry,
+            reason, action, self.clock,
+        )  # fmt: skip
+        job.history.append(t)
+        job.phase = phase
+        if phase == RUNNING:
+            job.ran = True
+        elif phase == RESTARTING:
+            job.ran = False
+        self.changed[job.key] = None
+        if phase in FINISHED:
+            job.finished_at = self.clock
+            self._kill(job, retain_finished=True)
+            if job.ttl is not None:
+                self._timer(self.clock + job.ttl, "ttl", job.key, "", 0)
+
+    def _kill(self, job: JobState, retain_finished: bool, task: TaskState | None = None) -> None:
+        """Volcano's KillJob / KillTarget: mark the job's (or task's) pods to withdraw;
+        ``retain_finished`` keeps succeeded and failed ones (PodRetainPhaseSoft)."""
+        job.version += 1
+        limit = P_SUCCEEDED if retain_finished else P_GONE
+        for pod, rec in job.pods.items():
+            if rec[1] < limit and (task is None or rec[0] == task.index):
+                job.killing[pod] = None
+        self.changed[job.key] = None
+
+    def _execute(self, job: JobState, action: str, task: TaskState, pod: str, reason: str) -> None:
+        """One action in the job's current state (state/<phase>.go ``Execute``)."""
+        phase = job.phase
+        if phase in ACTIVE:
+            if action == RESTART_JOB:
+                # killPods: only the last retry keeps finished pods.
+                self._kill(job, retain_finished=job.retry >= job.max_retry - 1)
+                job.retry += 1
+                for t in job.tasks:
+                    t.released = not t.depends
+                    t.blocked = False
+                job.blocked = False
+                self._transition(job, RESTARTING, reason, action)
+            elif action in (RESTART_TASK, RESTART_POD):
+                if action == RESTART_TASK:
+                    self._kill(job, retain_finished=False, task=task)
+                else:
+                    job.version += 1
+                    if pod in job.pods and job.pods[pod][1] < P_GONE:
+                        job.killing[pod] = None
+                        self.changed[job.key] = None
+                job.retry += 1
+                self._transition(job, RESTARTING, reason, action)
+            elif action in (ABORT_JOB, COMPLETE_JOB, TERMINATE_JOB):
+                self._kill(job, retain_finished=True)
+                target = {ABORT_JOB: ABORTING, COMPLETE_JOB: COMPLETING}.get(action, TERMINATING)
+                self._transition(job, target, reason, action)
+        elif phase in (ABORTING, ABORTED) and action == RESUME_JOB:
+            self._kill(job, retain_finished=True)
+            job.retry += 1
+            self._transition(job, RESTARTING, reason, action)
+        elif phase == RESTARTING and action == RESTART_JOB:
+            self._kill(job, retain_finished=False)
+        self._sync(job)
+
+    def _sync(self, job: JobState) -> None:
+        """The default action (SyncJob) of the job's state: phase from its counts."""
+        phase = job.phase
+        if phase in ACTIVE:
+            self._release(job)
+            self._sync_active(job)
+        elif phase == RESTARTING:
+            if job.retry >= job.max_retry:
+                self._transition(job, FAILED, "MaxRetryExceeded", "")
+            elif not job.killing:
+                self._transition(job, PENDING, "Restarted", "")
+                self._release(job)
+                self._sync_active(job)
+        elif phase in _DRAINING:
+            if not job.killing and job.n[P_PENDING] == 0 and job.n[P_RUNNING] == 0:
+                self._transition(job, _DRAINING[phase], "PodsGone", "")
+
+    def _release(self, job: JobState) -> None:
+        """dependsOn: a task's pods may be submitted once its dependencies completed;
+        a dependency that failed for good blocks its dependants."""
+        if not job.deps:
+            return
+        for t in job.tasks:
+            if t.released or t.blocked:
+                continue
+            complete = failed = 0
+            for name in t.depends:
+                dep = job.task_index.get(name)
+                if dep is None or dep.blocked or dep.failed_for_good():
+                    failed += 1
+                elif dep.released and dep.complete():
+                    complete += 1
+            if failed and (not t.depends_any or failed == len(t.depends)):
+                t.blocked = job.blocked = True
+            elif complete == len(t.depends) or (t.depends_any and complete):
+                t.released = True
+                self.changed[job.key] = None
+
+    def _sync_active(self, job: JobState) -> None:
+        pending, running, succeeded, failed = job.n
+        if job.blocked and pending == 0 and running == 0:
+            # esched's choice: Volcano would leave such a job Running with nothing left
+            # to run; a failed dependency fails the job once its other pods are done.
+            self._transition(job, FAILED, "DependencyFailed", "")
+            return
+        if job.phase != RUNNING:
+            if job.min_available <= running + succeeded + failed:
+                self._transition(job, RUNNING, "MinAvailable", "")
+            elif job.phase == PENDING and not job.ran and running + succeeded + failed > 0:
+                # Admitted (a pod bound) but short of minAvailable; a job back from
+                # Running waits as Pending, as Volcano's running.go sets it.
+                self._transition(job, INQUEUE, "Bound", "")
+            if job.phase != RUNNING:
+                return
+        # running.go, the default action.
+        total = job.total
+        if total == 0:
+            return
+        min_success = job.min_success
+        if min_success is not None and succeeded >= min_success:
+            self._transition(job, COMPLETED, "MinSuccess", "")
+            return
+        if succeeded + failed == total:
+            if job.min_available >= job.task_min_sum:
+                for t in job.tasks:
+                    if t.n[P_SUCCEEDED] < t.min_available:
+                        self._transition(job, FAILED, "TaskMinAvailable", "")
+                        return
+            if min_success is not None and succeeded < min_success:
+                self._transition(job, FAILED, "MinSuccess", "")
+            elif succeeded >= job.min_available:
+                self._transition(job, COMPLETED, "Succeeded", "")
+            else:
+                self._transition(job, FAILED, "Failed", "")
+            return
+        if pending > total - job.min_available:
+            self._transition(job, PENDING, "PodsPending", "")
+
+    # ------------------------------------------------------------------ what to do
+
+    def missing(self, job: JobState) -> list[tuple[TaskState, int]]:
+        """The pods the job should have and has not, as (task, index): of released
+        tasks, in an active phase. A pod never seen of a task without dependencies at
+        attempt 0 is the submitter's (``esched publish`` sends it with the Job)."""
+        if job.phase not in ACTIVE or job.expired:
+            return []
+        out: list[tuple[TaskState, int]] = []
+        for t in job.tasks:
+            n = t.n
+            if not t.released or n[0] + n[1] + n[2] + n[3] >= t.replicas:
+                continue  # every pod of it is there
+            for i in range(t.replicas):
+                rec = job.pods.get(job.pod_name(t, i))
+                if rec is None:
+                    if t.depends or job.retry > 0:
+                        out.append((t, i))
+                elif rec[1] == P_GONE:
+                    out.append((t, i))
+        return out
+
+    def withdraw(self, job: JobState) -> list[tuple[str, int]]:
+        """The pods to delete now, with how many deletes of each the log has (the
+        controller's idempotency key)."""
+        return [(pod, job.pods[pod][4]) for pod in job.killing]
+
+    def submits_of(self, job: JobState, pod: str) -> int:
+        """How many submits of ``pod`` the log has (the controller's idempotency key)."""
+        rec = job.pods.get(pod)
+        return 0 if rec is None else rec[3]
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """Every job's :meth:`JobState.summary`, by key."""
+        return [self.jobs[k].summary() for k in sorted(self.jobs)]
+
+
+def _exit_code(data: Mapping[str, Any]) -> int | None:
+    """The first container's terminated exit code of a failed pod's status (as
+    Volcano's updatePod reads it), if the event carries one."""
+    status = data.get("status")
+    if not isinstance(status, dict):
+        return None
+    for cs in status.get("containerStatuses") or ():
+        term = ((cs or {}).get("state") or {}).get("terminated") or {}
+        code = term.get("exitCode")
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
+        break
+    return None
+
+
+def fold_jobs(events: Iterable[Mapping[str, Any]]) -> JobBook:
+    """A :class:`JobBook` of decoded envelopes, in order."""
+    book = JobBook()
+    for e in events:
+        book.apply_event(e)
+    return book
