@@ -1677,10 +1677,16 @@ cdef class Placer:
         N = self.n_nodes
         ok = np.zeros(N, dtype=np.uint8)
         cdef uint8_t[::1] ok_v = ok
+        port_nodes = []
         for n in range(N):
             reasons = reason_bits(&v, n, True)
-            # Constraints must hold; only resources may be missing.
-            ok_v[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
+            # Constraints must hold; only resources may be missing, or host ports that
+            # evicting their holders frees (kube's preemption runs NodePorts too).
+            reasons &= <uint64_t>REASON_NON_RESOURCE
+            ok_v[n] = reasons == 0
+            if reasons == <uint64_t>REASON_NODE_PORTS:
+                port_nodes.append(n)
+        must = self._port_holders(cid, port_nodes, ok) if port_nodes else None
         exclude = -1
         if isinstance(pod, str):
             exclude = int(st.pod_gang_np[st.pod_index[pod]])
@@ -1689,7 +1695,7 @@ cdef class Placer:
             grown[: self.evicted_np.shape[0]] = self.evicted_np
             self.evicted_np = grown
         got = select_victims(st, self.used_np, self.alloc_np, ok, cid, self.class_bands(bands),
-                             self.evicted_np, exclude, self.preempt_cache)
+                             self.evicted_np, exclude, self.preempt_cache, must)
         if got is None:
             return None
         node, victims, collateral, (band, count, prio) = got
@@ -1706,6 +1712,28 @@ cdef class Placer:
                 "victims": [keys[p] for p in victims],
                 "collateral": [keys[p] for p in collateral],
                 "cost": {"band": band, "pods": count, "priority": prio}}
+
+    def _port_holders(self, Py_ssize_t cid, list nodes, ok):
+        """bool[pod]: the running pods on ``nodes`` whose host ports conflict with class
+        ``cid``'s; each node whose conflict they explain becomes a candidate in ``ok``.
+        A node where a port is held by a claim this view assumed (not yet a running
+        pod) stays out: no eviction frees it."""
+        cdef ClusterState st = self.state
+        conflict = set(st.class_ports[cid][1])
+        P = st.n_pods
+        must = np.zeros(P, dtype=bool)
+        pnode = st.pod_node_np[:P]
+        running = st.pod_phase_np[:P] == PHASE_RUNNING
+        for n in nodes:
+            delta = self.port_delta.get(n) or {}
+            if any(k > 0 and b in conflict for b, k in delta.items()):
+                continue
+            for p in np.flatnonzero(running & (pnode == n)):
+                held = st.class_ports[st.pod_class_np[p]]
+                if held is not None and conflict.intersection(held[0]):
+                    must[p] = True
+            ok[n] = 1
+        return must
 
     def plan_gang_preempting(self, pods, min_member: int | None = None, bands=None
                              ) -> dict | None:
