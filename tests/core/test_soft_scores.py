@@ -300,3 +300,38 @@ def test_added_affinity_applies_to_its_profiles_pods_only():
     sp = SchedulingPass(st, Placer(st, profile, seed=4), PassConfig(preemption=False))
     out = sp.run([Target("pod", f"ns/z{i}") for i in range(3)])
     assert {b[1] for p in out.placements for b in p.bindings} == {"b1"}
+
+
+def test_the_commit_validation_applies_the_profiles_added_affinity():
+    # Given the replicas' configuration, the commit service refuses a binding outside
+    # the profile's addedAffinity (a replica configured without it); without, it has
+    # only the pod's own constraints.
+    from esched.core.validation import Validator
+
+    st = ClusterState()
+    log = Log(st)
+    for name, zone in (("a1", "a"), ("b1", "b")):
+        log(EV.NODE_ADDED, node(name, labels={"zone": zone}))
+    zone_b = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [_in("zone", "b")]}]
+        }
+    }
+    profile = parse_profile(
+        _config({"schedulerName": "default-scheduler"}, _added(zone_b, "zone-b"))
+    )
+    log(EV.POD_SUBMITTED, _named("z", "zone-b", cpu="100m"))
+
+    def proposal(where: str) -> dict:
+        binding = {"pod": "ns/z", "node": where, "resources": {"cpu": 100, "memory": 1 << 30}}
+        return {
+            "proposal": f"p-{where}",
+            "replica": "r",
+            "position": st.position,
+            "gang": None,
+            "bindings": [binding],
+        }
+
+    assert not Validator(st, profile=profile).check(proposal("a1"), record=False).ok
+    assert Validator(st, profile=profile).check(proposal("b1"), record=False).ok
+    assert Validator(st).check(proposal("a1"), record=False).ok
