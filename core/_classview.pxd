@@ -27,6 +27,12 @@ ctypedef struct ClassView:
     const int32_t* expr_node_off # [n_exprs + 1] into expr_nodes (EXPR_NODE_IN / _NOT_IN)
     const int32_t* expr_nodes    # node slots named by matchFields on metadata.name
     int n_terms                  # including term 0; > 1 means required affinity (ORed)
+    # Preferred node affinity terms (the NodeAffinity score): terms n_terms ..
+    # n_terms + n_pref_terms - 1 of term_off, each with its weight.
+    int n_pref_terms
+    const long long* pref_weight # [n_pref_terms]
+    const word_t* prefer_intolerable  # [taint_words] PreferNoSchedule taints not tolerated
+    bint has_prefer_taints       # some interned PreferNoSchedule taint is not tolerated
     const word_t* intolerable    # [taint_words] taints the pod does not tolerate
     bint tolerates_unschedulable
     bint has_ports               # host ports (kube's NodePorts): none of port_conflict on the node
@@ -43,6 +49,12 @@ ctypedef struct ClassView:
     # NodeGroupAffinity for a class without preferred groups; Python plugins run apart).
     int n_active
     int active[MAX_PLUGINS]
+    # The active plugins normalized over the scored nodes (kube's NormalizeScore), and
+    # per plugin the largest raw score of the nodes being scored (set by the caller
+    # before it scores: _placer's normalized scan, explain, scores).
+    int n_norm
+    int norm[MAX_PLUGINS]
+    long long raw_max[MAX_PLUGINS]
     # Per plugin k and resource i, resolved once per class (not per node):
     units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
     int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)

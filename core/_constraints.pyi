@@ -43,6 +43,11 @@ class CompiledClass:
     node_gen: int
     port_conflict: npt.NDArray[np.uint64]
     has_ports: bool
+    n_terms: int
+    pref_weight: npt.NDArray[np.int64]
+    n_pref_terms: int
+    prefer_intolerable: npt.NDArray[np.uint64]
+    has_prefer_taints: bool
     def __init__(
         self,
         stamp: tuple[int, int, int, int],
@@ -62,8 +67,13 @@ class CompiledClass:
         node_gen: int,
         port_conflict: npt.NDArray[np.uint64],
         has_ports: bool,
+        n_terms: int = 1,
+        pref_weight: npt.NDArray[np.int64] | None = None,
+        n_pref_terms: int = 0,
+        prefer_intolerable: npt.NDArray[np.uint64] | None = None,
+        has_prefer_taints: bool = False,
     ) -> None: ...
 
 def intern_stamp(state: Any) -> tuple[int, int, int, int]: ...
 def tolerates(tol: dict[str, Any], key: str, value: str, effect: str) -> bool: ...
-def compile_class(state: Any, cid: int) -> CompiledClass: ...
+def compile_class(state: Any, cid: int, added: dict[str, Any] | None = None) -> CompiledClass: ...

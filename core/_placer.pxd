@@ -17,6 +17,7 @@ cdef enum:
     FEW_STALE = 8               # up to this many stale entries in a step: redo just those
     BLOCK_SHIFT = 7             # 1 << BLOCK_SHIFT == ESCHED_FB_BLOCK (checked at import)
     EPOCH_SHIFT = 48            # stamps: tick (< 2**48) | slot epoch << EPOCH_SHIFT
+    MAX_PROFILES = 16           # profiles of one KubeSchedulerConfiguration
 
 
 ctypedef struct ClassConst:
@@ -43,6 +44,12 @@ ctypedef struct ClassConst:
     bint has_taints
     const word_t* pref_mask
     bint has_pref
+    int n_terms_req              # required terms (term 0 included); preferred ones follow
+    int n_pref_terms
+    const long long* pref_weight
+    const word_t* prefer_intolerable
+    bint has_prefer_taints
+    int profile                  # the class's profile (its pods' schedulerName)
 
 
 ctypedef struct Fused:
@@ -64,8 +71,21 @@ ctypedef struct Fused:
 @cython.final
 cdef class Placer:
     cdef ClusterState state
+    # The selected profile's plugin table (its kernels, weights) and fused parameters:
+    # _view selects the class's profile (_select) before anything scores it.
     cdef PluginSpec* specs
     cdef int n_specs
+    cdef Fused* pf
+    # Every profile of the configuration, resolved once (index 0: the pods naming no
+    # scheduler); fused: on when some profile is, for the block kernel's columns.
+    cdef PluginSpec* pspecs[MAX_PROFILES]
+    cdef int pn_specs[MAX_PROFILES]
+    cdef Fused pfused[MAX_PROFILES]
+    cdef int n_profiles
+    cdef int cur_profile
+    cdef list ptables
+    cdef dict profile_of_name
+    cdef object added                    # the selected profile's NodeAffinity addedAffinity
     cdef Fused fused
     cdef public list plugin_names
     cdef list py_plugins
@@ -142,6 +162,9 @@ cdef class Placer:
     cdef inline void _ensure_synced(self)
     cdef object _compile(self, Py_ssize_t cid)
     cdef int _view(self, Py_ssize_t cid, ClassView* v) except -1
+    cdef int _select(self, int pi) except -1
+    cdef Py_ssize_t _normalize(self, ClassView* v, Py_ssize_t start,
+                               long long target) noexcept
     cdef void _view_fb(self, ClassView* v) noexcept
     cdef score_t _plugin_score(self, Py_ssize_t n, const ClassView* v, int k,
                                Py_ssize_t cid) noexcept

@@ -117,18 +117,20 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_LEAST_ALLOCATED,
     PLUGIN_MIXED,
     PLUGIN_MOST_ALLOCATED,
+    PLUGIN_NODE_AFFINITY,
     PLUGIN_NODE_GROUP_AFFINITY,
     PLUGIN_PAPER_BEST_FIT,
     PLUGIN_PYTHON,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
+    PLUGIN_TAINT_TOLERATION,
     PluginSpec,
     ScoreInput,
     div_by_cap,
     floor_div,
 )
 from esched.core.scoring._requested_to_capacity_ratio cimport broken_linear
-from esched.core.scoring._gather cimport kernel_total, kernel_total_inv, plugin_kernel
-from esched.core.scoring._table cimport kernel_of, score_inv
+from esched.core.scoring._gather cimport kernel_total, kernel_total_inv, plugin_kernel, plugin_raw
+from esched.core.scoring._table cimport kernel_of, normalized, score_inv
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 
@@ -314,6 +316,9 @@ cdef class Placer:
 
     def __cinit__(self):
         self.specs = NULL
+        self.n_profiles = 0
+        for i in range(MAX_PROFILES):
+            self.pspecs[i] = NULL
         self.cconst = NULL
         self.cconst_cap = 0
         self.ext_mask = NULL
@@ -321,8 +326,9 @@ cdef class Placer:
         self.ext_rank = NULL
 
     def __dealloc__(self):
-        if self.specs != NULL:
-            free(self.specs)
+        for i in range(MAX_PROFILES):
+            if self.pspecs[i] != NULL:
+                free(self.pspecs[i])
         if self.cconst != NULL:
             free(self.cconst)
 
@@ -331,7 +337,6 @@ cdef class Placer:
         self.state = state
         self.hide_reserved = hide_reserved
         self.profile = profile or DEFAULT_PROFILE
-        self.percentage = self.profile.percentage_of_nodes_to_score or 0
         self.use_cache = cache
         self.sample = sample
         self.seed = seed
@@ -362,6 +367,46 @@ cdef class Placer:
         self.next_start = <Py_ssize_t>(xorshift64(&self.rng) % <uint64_t>max(self.n_nodes, 1))
 
     def _resolve_plugins(self) -> None:
+        # Every profile of the configuration (the profile and its siblings), resolved
+        # once; a class's pods' schedulerName selects one (_view, _select).
+        profiles = self.profile.profiles
+        if len(profiles) > MAX_PROFILES:
+            raise ValueError(f"at most {MAX_PROFILES} profiles")
+        self.ptables = []
+        self.profile_of_name = {}
+        cdef Fused on
+        on.on = False
+        for pi, prof in enumerate(profiles):
+            self.profile_of_name.setdefault(prof.name, pi)
+            self._resolve_profile(prof)
+            self.pspecs[pi] = self.specs
+            self.pn_specs[pi] = self.n_specs
+            self.pfused[pi] = self.fused
+            self.ptables.append((self.plugin_names, self.py_plugins, self.has_python,
+                                 self.has_node_group,
+                                 prof.percentage_of_nodes_to_score or 0,
+                                 prof.added_affinity))
+            self.n_profiles = pi + 1
+            if self.fused.on and not on.on:
+                on = self.fused
+        # The block kernel's columns are kept while any profile scores fused (sync).
+        self.fused = on
+        self.cur_profile = -1
+        self._select(0)
+
+    cdef int _select(self, int pi) except -1:
+        """Make profile ``pi`` the one scoring: its plugin table, weights, sampling."""
+        if pi == self.cur_profile:
+            return 0
+        self.specs = self.pspecs[pi]
+        self.n_specs = self.pn_specs[pi]
+        self.pf = &self.pfused[pi]
+        (self.plugin_names, self.py_plugins, self.has_python, self.has_node_group,
+         self.percentage, self.added) = self.ptables[pi]
+        self.cur_profile = pi
+        return 0
+
+    def _resolve_profile(self, profile) -> None:
         # Dispatch is resolved here, once: the hot loop switches on a small int per plugin.
         kinds = {
             "LeastAllocated": PLUGIN_LEAST_ALLOCATED,
@@ -373,10 +418,12 @@ cdef class Placer:
             "Python": PLUGIN_PYTHON,
             "NodeGroupAffinity": PLUGIN_NODE_GROUP_AFFINITY,
             "PaperBestFit": PLUGIN_PAPER_BEST_FIT,
+            "NodeAffinity": PLUGIN_NODE_AFFINITY,
+            "TaintToleration": PLUGIN_TAINT_TOLERATION,
         }
         # External plugins (FGD) need per-device state the placer does not hold: their
         # caller scores them (esched.core._devices) and passes the scores to place().
-        plugins = [p for p in self.profile.plugins if p.kind not in EXTERNAL_PLUGIN_KINDS]
+        plugins = [p for p in profile.plugins if p.kind not in EXTERNAL_PLUGIN_KINDS]
         if len(plugins) > MAX_PLUGINS:
             raise ValueError(f"at most {MAX_PLUGINS} score plugins per profile")
         self.specs = <PluginSpec*>malloc(max(len(plugins), 1) * sizeof(PluginSpec))
@@ -436,8 +483,11 @@ cdef class Placer:
         if not plugins:
             return
         for p in plugins:
-            if p.kind == "NodeGroupAffinity":
-                continue  # scores 0 for classes without preferred groups: those scan fused
+            if p.kind in ("NodeGroupAffinity", "NodeAffinity", "TaintToleration"):
+                # Scored only for classes with something to prefer (preferred groups,
+                # preferred terms, PreferNoSchedule taints not tolerated): the rest
+                # scan fused.
+                continue
             names = tuple(r for r, _ in p.resources)
             if names != ("cpu", "memory"):
                 return
@@ -464,7 +514,7 @@ cdef class Placer:
     @property
     def fused_path(self) -> bool:
         """Whether the profile runs on the fused scan (vectorized steps) rather than the table."""
-        return bool(self.fused.on)
+        return bool(self.pf.on)
 
     # ------------------------------------------------------------------ state sync
 
@@ -675,12 +725,13 @@ cdef class Placer:
         if comp is None or comp.stamp != stamp or (
                 comp.node_gen >= 0 and comp.node_gen != self.state.node_gen):
             if self.state.class_specs[cid]["constraints"]:
-                comp = compile_class(self.state, cid)
+                comp = compile_class(self.state, cid, self.added)
             else:
                 # Classes without constraints compile alike (a random workload has
-                # thousands): one result per intern stamp, read-only in every view.
+                # thousands): one result per intern stamp, read-only in every view
+                # (all of the first profile: no schedulerName).
                 if self.unconstrained is None or self.unconstrained.stamp != stamp:
-                    self.unconstrained = compile_class(self.state, cid)
+                    self.unconstrained = compile_class(self.state, cid, self.added)
                 comp = self.unconstrained
             self.compiled[cid] = comp
         return comp
@@ -695,11 +746,15 @@ cdef class Placer:
         cdef int8_t[::1] mode
         cdef int32_t[::1] off, noff, nodes
         cdef word_t[::1] intol, pconf
-        cdef word_t[::1] pmask
+        cdef word_t[::1] pmask, pintol
+        cdef long long[::1] pweight
         if not (cc.s0 == s0 and cc.s1 == s1 and cc.s2 == st.label_words
                 and cc.s3 == st.taint_words and (cc.node_gen < 0 or cc.node_gen == st.node_gen)):
             # Same stamp as _compile's; the memo saves its dict lookups and the
             # memoryview acquisitions, per pod of a new class (a random workload).
+            cons = st.class_specs[cid]["constraints"]
+            cc.profile = self.profile_of_name.get(cons.get("schedulerName"), 0) if cons else 0
+            self._select(cc.profile)
             comp = self._compile(cid)
             mask = comp.expr_mask
             mode = comp.expr_mode
@@ -727,7 +782,13 @@ cdef class Placer:
                 if cc.has_ports:
                     pconf = comp.port_conflict
                     cc.port_conflict = &pconf[0]
-            cc.n_terms = off.shape[0] - 1
+            cc.n_terms = comp.n_terms
+            cc.n_pref_terms = comp.n_pref_terms
+            pweight = comp.pref_weight
+            cc.pref_weight = &pweight[0]
+            pintol = comp.prefer_intolerable
+            cc.prefer_intolerable = &pintol[0] if pintol.shape[0] > 0 else NULL
+            cc.has_prefer_taints = comp.has_prefer_taints
             cc.intolerable = &intol[0]
             cc.tolerates_unschedulable = comp.tolerates_unschedulable
             cc.has_labels = comp.has_labels
@@ -736,6 +797,8 @@ cdef class Placer:
             cc.pref_mask = &pmask[0]
             cc.has_pref = comp.has_pref
             cc.s0, cc.s1, cc.s2, cc.s3 = s0, s1, st.label_words, st.taint_words
+        else:
+            self._select(cc.profile)
         v.req = &st.class_req[cid, 0]
         v.nz_cpu = st.class_nz[cid, 0]
         v.nz_mem = st.class_nz[cid, 1]
@@ -755,6 +818,10 @@ cdef class Placer:
         v.port_words = self.ports.shape[1]
         v.port_bits = &self.ports[0, 0] if self.ports.shape[0] > 0 else NULL
         v.n_terms = cc.n_terms
+        v.n_pref_terms = cc.n_pref_terms
+        v.pref_weight = cc.pref_weight
+        v.prefer_intolerable = cc.prefer_intolerable
+        v.has_prefer_taints = cc.has_prefer_taints
         v.intolerable = cc.intolerable
         v.tolerates_unschedulable = cc.tolerates_unschedulable
         v.has_labels = cc.has_labels
@@ -803,15 +870,20 @@ cdef class Placer:
                     v.src[k][i] = SRC_SKIP
                 v.pod_req[k][i] = pod_req
         v.n_active = 0
+        v.n_norm = 0
         for k in range(self.n_specs):
+            v.raw_max[k] = 0
             if self.specs[k].kind != PLUGIN_PYTHON and self._plugin_applies(k, v):
                 v.active[v.n_active] = k
                 v.n_active += 1
+                if normalized(self.specs[k].kind):
+                    v.norm[v.n_norm] = k
+                    v.n_norm += 1
         return 0
 
     cdef void _view_fb(self, ClassView* v) noexcept:
         # The vectorized kernel's inputs for this class, or v.use_fb = False.
-        cdef Fused* F = &self.fused
+        cdef Fused* F = self.pf
         cdef esched_fblock* k = &v.fb
         cdef Py_ssize_t R = self.n_res, j
         cdef int n_need = v.n_need
@@ -895,8 +967,18 @@ cdef class Placer:
 
     cdef inline bint _plugin_applies(self, int k, const ClassView* v) noexcept:
         # kube's PreScore "Skip": NodeGroupAffinity has nothing to say about a class
-        # without preferred node groups (explain and scores leave it out).
-        return self.specs[k].kind != PLUGIN_NODE_GROUP_AFFINITY or v.has_pref
+        # without preferred node groups, NodeAffinity without preferred terms (explain
+        # and scores leave them out). TaintToleration without a PreferNoSchedule taint
+        # the class does not tolerate scores MAX_NODE_SCORE on every node in kube: the
+        # same on all, it changes no choice, and is left out too (docs/core.md).
+        cdef int kind = self.specs[k].kind
+        if kind == PLUGIN_NODE_GROUP_AFFINITY:
+            return v.has_pref
+        if kind == PLUGIN_NODE_AFFINITY:
+            return v.n_pref_terms > 0
+        if kind == PLUGIN_TAINT_TOLERATION:
+            return v.has_prefer_taints
+        return True
 
     cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept:
         """The cache row of the class (its own, else the least recently used), or -1.
@@ -933,7 +1015,7 @@ cdef class Placer:
         cdef long long target = alive
         cdef int slot
         if N > 0 and (self.ext_mask != NULL or self.ext_score != NULL
-                      or self.ext_rank != NULL):
+                      or self.ext_rank != NULL or v.n_norm > 0):
             if self.sample:
                 target = max(num_feasible_nodes_to_find(alive, self.percentage), 1)
             if start >= N:
@@ -962,11 +1044,18 @@ cdef class Placer:
                                    long long target, score_t* best_out, long long* visited_out,
                                    Py_ssize_t* processed_out) noexcept:
         """The visit of ``_scan`` with an external filter and score (``place(mask=,
-        extra=)``): node by node through the plugin table, no cache (the external score
-        is not part of a cached total), reservoir sampling over equal totals."""
+        extra=)``) or with normalized plugins (NodeAffinity, TaintToleration): node by
+        node through the plugin table, no cache (neither the external score nor a
+        normalized one is a node's own: they depend on the other nodes scored),
+        reservoir sampling over equal totals. Normalized plugins first walk the same
+        nodes for their largest raw scores (_normalize), as kube normalizes over the
+        nodes it scored."""
         cdef Py_ssize_t N = self.n_nodes, k = 0, n, best = -1
         cdef long long found = 0, visited = 0, ties = 0
         cdef score_t s, best_score = -1
+        if v.n_norm > 0:
+            # (the maxima live in the view, which _place's callers own)
+            self._normalize(<ClassView*>v, start, target)
         while k < N:
             n = start + k
             if n >= N:
@@ -1012,6 +1101,42 @@ cdef class Placer:
         processed_out[0] = k
         return best
 
+    cdef Py_ssize_t _normalize(self, ClassView* v, Py_ssize_t start,
+                               long long target) noexcept:
+        """kube's NormalizeScore over the nodes being scored: walk from ``start`` as the
+        scan does (alive, the external filter, feasible) until ``target`` feasible
+        nodes, and set each normalized plugin's ``v.raw_max`` to the largest raw score
+        among them. Returns how many nodes the walk went through.
+
+        esched scores a sample (relaxed randomization) as kube scores the feasible nodes
+        it found (percentageOfNodesToScore): the sample is the normalization set.
+        """
+        cdef Py_ssize_t N = self.n_nodes, k = 0, n
+        cdef long long found = 0, raw
+        cdef int j, p
+        for j in range(v.n_norm):
+            v.raw_max[v.norm[j]] = 0
+        while k < N:
+            n = start + k
+            if n >= N:
+                n -= N
+            k += 1
+            if not (v.flags[n] & NODE_ALIVE):
+                continue
+            if self.ext_mask != NULL and not self.ext_mask[n]:
+                continue
+            if not fits(v, n):
+                continue
+            for j in range(v.n_norm):
+                p = v.norm[j]
+                raw = plugin_raw(self.specs[p].kind, v, n)
+                if raw > v.raw_max[p]:
+                    v.raw_max[p] = raw
+            found += 1
+            if found >= target:
+                break
+        return k
+
     cdef inline void _fused_block(self, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
                                   int32_t* out) noexcept:
         # Scores of nodes n0..n0+m-1 for the fused profile into out (kernel or scalar).
@@ -1043,7 +1168,7 @@ cdef class Placer:
         cdef Py_ssize_t N = self.n_nodes, k = 0, n0, m, i, n, b, j, nseg = 0, best = -1
         # (a queue's preferred node groups add a per-node score the vectorized kernel does
         # not have: the plugin table then)
-        cdef bint fused = (self.fused.on and v.n_need >= 0
+        cdef bint fused = (self.pf.on and v.n_need >= 0
                            and not (v.has_pref and self.has_node_group))
         cdef bint cached = slot >= 0
         cdef bint whole, stop = False
@@ -1581,10 +1706,16 @@ cdef class Placer:
         N = self.n_nodes
         ok = np.zeros(N, dtype=np.uint8)
         cdef uint8_t[::1] ok_v = ok
+        port_nodes = []
         for n in range(N):
             reasons = reason_bits(&v, n, True)
-            # Constraints must hold; only resources may be missing.
-            ok_v[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
+            # Constraints must hold; only resources may be missing, or host ports that
+            # evicting their holders frees (kube's preemption runs NodePorts too).
+            reasons &= <uint64_t>REASON_NON_RESOURCE
+            ok_v[n] = reasons == 0
+            if reasons == <uint64_t>REASON_NODE_PORTS:
+                port_nodes.append(n)
+        must = self._port_holders(cid, port_nodes, ok) if port_nodes else None
         exclude = -1
         if isinstance(pod, str):
             exclude = int(st.pod_gang_np[st.pod_index[pod]])
@@ -1593,7 +1724,7 @@ cdef class Placer:
             grown[: self.evicted_np.shape[0]] = self.evicted_np
             self.evicted_np = grown
         got = select_victims(st, self.used_np, self.alloc_np, ok, cid, self.class_bands(bands),
-                             self.evicted_np, exclude, self.preempt_cache)
+                             self.evicted_np, exclude, self.preempt_cache, must)
         if got is None:
             return None
         node, victims, collateral, (band, count, prio) = got
@@ -1610,6 +1741,28 @@ cdef class Placer:
                 "victims": [keys[p] for p in victims],
                 "collateral": [keys[p] for p in collateral],
                 "cost": {"band": band, "pods": count, "priority": prio}}
+
+    def _port_holders(self, Py_ssize_t cid, list nodes, ok):
+        """bool[pod]: the running pods on ``nodes`` whose host ports conflict with class
+        ``cid``'s; each node whose conflict they explain becomes a candidate in ``ok``.
+        A node where a port is held by a claim this view assumed (not yet a running
+        pod) stays out: no eviction frees it."""
+        cdef ClusterState st = self.state
+        conflict = set(st.class_ports[cid][1])
+        P = st.n_pods
+        must = np.zeros(P, dtype=bool)
+        pnode = st.pod_node_np[:P]
+        running = st.pod_phase_np[:P] == PHASE_RUNNING
+        for n in nodes:
+            delta = self.port_delta.get(n) or {}
+            if any(k > 0 and b in conflict for b, k in delta.items()):
+                continue
+            for p in np.flatnonzero(running & (pnode == n)):
+                held = st.class_ports[st.pod_class_np[p]]
+                if held is not None and conflict.intersection(held[0]):
+                    must[p] = True
+            ok[n] = 1
+        return must
 
     def plan_gang_preempting(self, pods, min_member: int | None = None, bands=None
                              ) -> dict | None:
@@ -1738,6 +1891,7 @@ cdef class Placer:
         cdef ClassView v
         cdef uint64_t reasons
         self._view(cid, &v)
+        self._normalize(&v, 0, self.n_nodes + 1)  # over every feasible node
         rows = []
         tied, best_total = [], -1
         for n in range(self.n_nodes):
@@ -1784,6 +1938,7 @@ cdef class Placer:
             raise KeyError(node)
         cdef ClassView v
         self._view(cid, &v)
+        self._normalize(&v, 0, self.n_nodes + 1)  # over every feasible node, as explain
         out = {}
         for k in range(self.n_specs):
             if self._plugin_applies(k, &v):

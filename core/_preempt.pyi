@@ -17,4 +17,5 @@ def select_victims(
     evicted: npt.NDArray[Any],
     exclude_gang: int = -1,
     cache: dict[Any, Any] | None = None,
+    must: npt.NDArray[Any] | None = None,
 ) -> tuple[int, list[int], list[int], tuple[Any, int, int]] | None: ...

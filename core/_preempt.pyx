@@ -46,9 +46,12 @@ cdef bint _node_victims(Py_ssize_t n, Py_ssize_t R, const units_t* alloc, const 
                         const units_t* palloc, Py_ssize_t pstride, const uint8_t* pband,
                         const int64_t* pprio, const int32_t* pgang, const int64_t* grun,
                         const int64_t* gmin, const uint8_t* gband, int64_t* gscratch,
-                        units_t* free, uint8_t* chosen, int64_t* cost) noexcept nogil:
+                        units_t* free, uint8_t* chosen, int64_t* cost,
+                        const uint8_t* must) noexcept nogil:
     """Victims of node ``n`` (``chosen[k]`` = 1 for vic[k]) and their cost; False if
-    evicting every candidate there still leaves no room for the pod."""
+    evicting every candidate there still leaves no room for the pod. ``must[p]``: pod
+    p holds a host port the pod needs, so it is never reprieved (kube's reprieve
+    runs every filter, NodePorts included)."""
     cdef Py_ssize_t r, k, p, g
     cdef bint fits
     cdef int64_t count = 0, prio = 0, left
@@ -65,8 +68,10 @@ cdef bint _node_victims(Py_ssize_t n, Py_ssize_t R, const units_t* alloc, const 
     # Reprieve, highest first (vic is sorted that way within the node).
     for k in range(off[n], off[n + 1]):
         p = vic[k]
-        fits = True
+        fits = not must[p]
         for r in range(R):
+            if not fits:
+                break
             if req[r] > 0 and free[r] - palloc[p * pstride + r] < req[r]:
                 fits = False
                 break
@@ -113,7 +118,7 @@ cdef Py_ssize_t _scan(Py_ssize_t N, Py_ssize_t R, const units_t* alloc, const un
                       const uint8_t* pband, const int64_t* pprio, const int32_t* pgang,
                       const int64_t* grun, const int64_t* gmin, const uint8_t* gband,
                       int64_t* gscratch, units_t* free, uint8_t* chosen,
-                      int64_t* best_cost) noexcept nogil:
+                      int64_t* best_cost, const uint8_t* must) noexcept nogil:
     """The cheapest node (or -1) over nodes with ``ok`` and at least one candidate."""
     cdef Py_ssize_t n, best = -1
     cdef int64_t cost[3]
@@ -121,7 +126,7 @@ cdef Py_ssize_t _scan(Py_ssize_t N, Py_ssize_t R, const units_t* alloc, const un
         if not ok[n] or off[n + 1] == off[n]:
             continue
         if not _node_victims(n, R, alloc, used, req, off, vic, palloc, pstride, pband, pprio,
-                             pgang, grun, gmin, gband, gscratch, free, chosen, cost):
+                             pgang, grun, gmin, gband, gscratch, free, chosen, cost, must):
             continue
         if best < 0 or _better(cost, best_cost):
             best = n
@@ -132,7 +137,7 @@ cdef Py_ssize_t _scan(Py_ssize_t N, Py_ssize_t R, const units_t* alloc, const un
 
 
 def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
-                   Py_ssize_t exclude_gang=-1, dict cache=None):
+                   Py_ssize_t exclude_gang=-1, dict cache=None, must=None):
     """The cheapest preemption for class ``cid`` (see the module docstring), or None.
 
     :param state: the :class:`~esched.core.ClusterState` (read only).
@@ -145,6 +150,9 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
     :param cache: a dict kept by the caller across calls: the running pods sorted
         (node, band desc, priority desc) are reused while the state's position is
         the same, so a pass of many plans sorts once.
+    :param must: ``bool[pod]`` pods holding a host port the pod needs (kube's
+        NodePorts): their node is a candidate only if every one of them may be
+        evicted, and they are victims there (never reprieved).
     :returns: ``(node slot, victim pod slots, collateral pod slots, (band, count, prio))``.
     """
     cdef Py_ssize_t N = used.shape[0], R = used.shape[1], P = state.n_pods
@@ -184,6 +192,15 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
         if exclude_gang >= 0:
             bad[exclude_gang] = True
         legal &= ~((pgang >= 0) & bad[np.clip(pgang, 0, None)])
+    must_p = np.zeros(P, dtype=np.uint8)
+    if must is not None:
+        must_p[:] = must[:P]
+        must_p &= running  # a pod already evicted holds nothing
+        # A node whose port holders may not all be evicted cannot help.
+        held = np.flatnonzero(must_p.astype(bool) & ~legal)
+        if held.size:
+            ok = np.array(ok, dtype=np.uint8)
+            ok[pnode[held]] = 0
     # Already in (node, band desc, priority desc, slot) order: no sort per call.
     vic = np.ascontiguousarray(order_all[legal[order_all]], dtype=np.int32)
     if vic.size == 0:
@@ -219,15 +236,16 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
     cdef units_t[::1] f_v = free
     cdef uint8_t[::1] ch_v = chosen
     cdef int64_t[::1] c_v = cost
+    cdef const uint8_t[::1] m_v = must_p
     cdef Py_ssize_t best, pstride = palloc.shape[1]
     with nogil:
         best = _scan(N, R, &a_v[0, 0], &u_v[0, 0], &q_v[0], &ok_v[0], &off_v[0], &vic_v[0],
                      &pa_v[0, 0], pstride, &pb_v[0], &pp_v[0], &pg_v[0], &gr_v[0], &gm_v[0],
-                     &gb_v[0], &gs_v[0], &f_v[0], &ch_v[0], &c_v[0])
+                     &gb_v[0], &gs_v[0], &f_v[0], &ch_v[0], &c_v[0], &m_v[0])
         if best >= 0:  # again on the winner, to leave its choice in ``chosen``
             _node_victims(best, R, &a_v[0, 0], &u_v[0, 0], &q_v[0], &off_v[0], &vic_v[0],
                           &pa_v[0, 0], pstride, &pb_v[0], &pp_v[0], &pg_v[0], &gr_v[0],
-                          &gm_v[0], &gb_v[0], &gs_v[0], &f_v[0], &ch_v[0], &c_v[0])
+                          &gm_v[0], &gb_v[0], &gs_v[0], &f_v[0], &ch_v[0], &c_v[0], &m_v[0])
     if best < 0:
         return None
     lo, hi = int(off[best]), int(off[best + 1])

@@ -759,10 +759,16 @@ cdef class ClusterState:
         node_selector = spec.get("nodeSelector")
         tolerations = spec.get("tolerations")
         affinity = spec.get("affinity")
-        required = None
+        required = preferred = None
         if affinity:
             required = ((affinity.get("nodeAffinity") or {})
                         .get("requiredDuringSchedulingIgnoredDuringExecution"))
+            # scored (NodeAffinity), so part of the class like the required terms
+            preferred = ((affinity.get("nodeAffinity") or {})
+                         .get("preferredDuringSchedulingIgnoredDuringExecution"))
+        # The profile that schedules the pod (a KubeSchedulerConfiguration's profiles
+        # score differently): part of the class.
+        sname = spec.get("schedulerName")
         node_name = spec.get("nodeName") if pin else None
         # The default (PreemptLowerPriority) stays out of the key: only Never changes
         # what the class may do.
@@ -773,7 +779,8 @@ cdef class ClusterState:
             self._anomaly("invalid_pod")
             return -1
         cdef str ckey = ""
-        if node_selector or tolerations or required or node_group or node_name or ports or never:
+        if (node_selector or tolerations or required or node_group or node_name or ports or never
+                or preferred or sname):
             cons = {"nodeSelector": node_selector or None, "required": required or None,
                     "tolerations": tolerations or None}
             if node_group:
@@ -784,6 +791,10 @@ cdef class ClusterState:
                 cons["hostPorts"] = ports
             if never:
                 cons["preemptionPolicy"] = "Never"
+            if preferred:
+                cons["preferred"] = preferred
+            if sname:
+                cons["schedulerName"] = sname
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.

@@ -5,7 +5,9 @@ An operator brings the file they already have: ``profiles[].plugins.score`` (and
 ``percentageOfNodesToScore`` (global or per profile). ``NodeResourcesFit``
 (``scoringStrategy.type`` LeastAllocated / MostAllocated / RequestedToCapacityRatio
 with ``shape`` and ``resources``) and ``NodeResourcesBalancedAllocation`` mean what
-they mean in kube-scheduler v1.30. esched adds ``EPVM``, ``Mixed``, ``FGD``,
+they mean in kube-scheduler v1.30, and so do ``TaintToleration`` (PreferNoSchedule
+taints) and ``NodeAffinity`` (preferred terms, and ``args.addedAffinity``) as score
+plugins, with kube's default weights 3 and 2. esched adds ``EPVM``, ``Mixed``, ``FGD``,
 ``PaperBestFit`` (the FGD paper's BestFit) and ``NodeGroupAffinity`` in the same
 structure. Arguments are validated here, so the Cython placer sees only clean numbers.
 
@@ -14,12 +16,17 @@ structure. Arguments are validated here, so the Cython placer sees only clean nu
 (default weight 2). It is in every profile with weight 2 unless the profile disables it
 by name (``disabled: [{name: NodeGroupAffinity}]``; ``"*"`` does not remove it) or
 enables it with another weight. Classes without preferred groups skip it.
+
+Several profiles: each pod is scheduled by the profile its ``spec.schedulerName`` names
+(a pod naming none, or ``volcano``, by the profile named ``default-scheduler``, else the
+first); a pod naming a scheduler no profile has is not esched's (Pending,
+OtherScheduler). The resolved profiles travel together as :attr:`Profile.profiles`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +56,6 @@ DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))
 #: for scoring (their filtering, where esched does it, is built into feasibility).
 IGNORED_KUBE_PLUGINS = frozenset(
     {
-        "TaintToleration",
-        "NodeAffinity",
         "ImageLocality",
         "InterPodAffinity",
         "PodTopologySpread",
@@ -71,7 +76,12 @@ IGNORED_KUBE_PLUGINS = frozenset(
 #: The KubeSchedulerConfiguration API version esched reads; others are refused.
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 #: kube-scheduler's in-tree plugins of that version (pkg/scheduler/framework/plugins).
-KUBE_PLUGINS = IGNORED_KUBE_PLUGINS | {"NodeResourcesFit", "NodeResourcesBalancedAllocation"}
+KUBE_PLUGINS = IGNORED_KUBE_PLUGINS | {
+    "NodeResourcesFit",
+    "NodeResourcesBalancedAllocation",
+    "TaintToleration",
+    "NodeAffinity",
+}
 #: Plugins kube removed (validation.go removedPluginsByVersion, and the in-tree cloud
 #: volume limits removed in 1.31): refused by name, as kube-scheduler refuses them.
 REMOVED_KUBE_PLUGINS = frozenset(
@@ -128,6 +138,7 @@ _EXTENSION_POINTS = frozenset(
 _KUBE_ARGS: dict[str, frozenset[str]] = {
     "NodeResourcesFit": frozenset({"scoringStrategy"}),
     "NodeResourcesBalancedAllocation": frozenset({"resources"}),
+    "NodeAffinity": frozenset({"addedAffinity"}),
     # Pods with inter-pod (anti-)affinity are refused at ingest.
     "InterPodAffinity": frozenset({"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"}),
     # Pods with claims to bind are refused at ingest.
@@ -139,7 +150,6 @@ _KUBE_ARGS: dict[str, frozenset[str]] = {
 }
 #: Arguments esched does not honour, with why (refused rather than ignored).
 _REFUSED_ARGS = {
-    ("NodeAffinity", "addedAffinity"): "NodeAffinity addedAffinity is not honoured by esched",
     ("PodTopologySpread", "defaultConstraints"): "PodTopologySpread defaultConstraints are not "
     "honoured by esched (pod topology spread is not implemented)",
     ("NodeResourcesFit", "ignoredResources"): "NodeResourcesFit ignoredResources is not "
@@ -205,8 +215,8 @@ class PluginConfig:
     """One enabled score plugin, resolved: kind, weight and validated arguments.
 
     ``kind`` is one of LeastAllocated, MostAllocated, RequestedToCapacityRatio,
-    BalancedAllocation, EPVM, Mixed, FGD, PaperBestFit, NodeGroupAffinity, Python.
-    ``name`` is the
+    BalancedAllocation, EPVM, Mixed, FGD, PaperBestFit, NodeGroupAffinity, NodeAffinity,
+    TaintToleration, Python. ``name`` is the
     profile's plugin name.
     FGD is scored outside the placer (it needs per-device GPU state): see
     :meth:`esched.core.Placer.place` (``extra``) and :mod:`esched.core._devices`.
@@ -233,12 +243,23 @@ class Profile:
     """A resolved profile: score plugins in order and the sampling percentage.
 
     ``percentage_of_nodes_to_score`` None (or 0 in the file) means kube's adaptive rule.
+    ``added_affinity``: NodeAffinity's ``args.addedAffinity`` (``{"required":
+    NodeSelector, "preferred": [PreferredSchedulingTerm]}``), None without.
+    ``siblings``: the other profiles of the same configuration (see :attr:`profiles`).
     """
 
     name: str = "default-scheduler"
     plugins: tuple[PluginConfig, ...] = ()
     percentage_of_nodes_to_score: int | None = None
     ignored: tuple[str, ...] = field(default=())
+    added_affinity: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    siblings: tuple[Profile, ...] = field(default=(), compare=False, hash=False)
+
+    @property
+    def profiles(self) -> tuple[Profile, ...]:
+        """Every profile esched runs with this one: itself (pods naming no scheduler),
+        then its siblings, in the configuration's order."""
+        return (self, *self.siblings)
 
 
 def register_python_plugin(name: str, fn: Callable[[Any, int, int], int]) -> None:
@@ -354,6 +375,9 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
         if ties not in FGD_TIES:
             raise ProfileError(f"{where}.ties", f"must be one of {', '.join(FGD_TIES)}")
         return PluginConfig(name, "FGD", weight, (), fgd_ties=ties)
+    if name in ("NodeAffinity", "TaintToleration"):
+        # (NodeAffinity's addedAffinity is the profile's: parse_profile reads it)
+        return PluginConfig(name, name, weight, ())
     if name == NODE_GROUP_AFFINITY:
         if args:
             raise ProfileError(where, f"{name} takes no arguments (got {sorted(args)})")
@@ -390,7 +414,14 @@ def _paper_best_fit(name: str, weight: int, args: dict[str, Any], where: str) ->
     return PluginConfig(name, "PaperBestFit", weight, resources, max_spec=tuple(spec))
 
 
-DEFAULT_SCORE = (("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1))
+#: kube's default score plugins that esched scores, with their weights
+#: (pkg/scheduler/apis/config/v1/default_plugins.go), in kube's order.
+DEFAULT_SCORE = (
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("NodeResourcesFit", 1),
+    ("NodeResourcesBalancedAllocation", 1),
+)
 #: esched's own score plugins (arguments checked by :func:`_plugin`).
 _ESCHED_PLUGINS = frozenset({"EPVM", "Mixed", "FGD", "PaperBestFit", "NodeGroupAffinity"})
 #: The queue's preferred node groups, scored in every profile unless disabled by name.
@@ -399,10 +430,11 @@ NODE_GROUP_AFFINITY_WEIGHT = 2
 
 
 def scheduler_names(profile: Profile) -> frozenset[str]:
-    """The ``spec.schedulerName`` values esched schedules with ``profile``: its name and
-    :data:`VOLCANO_SCHEDULER_NAME`. A pod naming no scheduler is the profile's (esched's
-    input has no API server to default the field)."""
-    return frozenset({profile.name, VOLCANO_SCHEDULER_NAME})
+    """The ``spec.schedulerName`` values esched schedules with ``profile``: the names of
+    its profiles (:attr:`Profile.profiles`) and :data:`VOLCANO_SCHEDULER_NAME`. A pod
+    naming no scheduler is the first profile's (esched's input has no API server to
+    default the field)."""
+    return frozenset({p.name for p in profile.profiles} | {VOLCANO_SCHEDULER_NAME})
 
 
 def _known_plugin(name: Any) -> bool:
@@ -517,32 +549,68 @@ def _check_config(doc: dict[str, Any], profiles: list[Any]) -> None:
         _check_plugin_config(prof.get("pluginConfig"), f"{where}.pluginConfig")
 
 
-def parse_profile(doc: dict[str, Any] | None, name: str | None = None) -> Profile:
-    """Resolve one profile of a KubeSchedulerConfiguration dict: ``name``, else the only
-    one. esched runs one profile per process: a config with several is refused unless
-    ``name`` picks one. Everything esched cannot honour is refused
-    (:class:`ProfileError`, with the field path)."""
-    doc = doc or {}
-    kind = doc.get("kind", "KubeSchedulerConfiguration")
-    if kind != "KubeSchedulerConfiguration":
-        raise ProfileError("kind", f"expected KubeSchedulerConfiguration, got {kind!r}")
-    profiles = doc.get("profiles") or [{}]
-    if not isinstance(profiles, list):
-        raise ProfileError("profiles", "must be a list")
-    _check_config(doc, profiles)
-    idx = 0
-    names = [p.get("schedulerName", "default-scheduler") for p in profiles]
-    if name is not None:
-        if name not in names:
-            raise ProfileError("profiles", f"no profile named {name!r} (have {names})")
-        idx = names.index(name)
-    elif len(profiles) > 1:
-        raise ProfileError(
-            "profiles",
-            f"{len(profiles)} profiles ({', '.join(names)}): esched runs one profile "
-            "(pods whose schedulerName names another are left Pending); keep one",
-        )
-    prof = profiles[idx] or {}
+_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
+def _selector_term(term: Any, where: str) -> None:
+    """A NodeSelectorTerm as kube-apiserver validates one (ValidateNodeSelectorTerm)."""
+    if not isinstance(term, dict) or set(term) - {"matchExpressions", "matchFields"}:
+        raise ProfileError(where, "must be a NodeSelectorTerm (matchExpressions, matchFields)")
+    for part in ("matchExpressions", "matchFields"):
+        for i, req in enumerate(term.get(part) or ()):
+            at = f"{where}.{part}[{i}]"
+            if not isinstance(req, dict) or not isinstance(req.get("key"), str):
+                raise ProfileError(f"{at}.key", "required")
+            op, values = req.get("operator"), req.get("values") or []
+            if op not in _SELECTOR_OPS or (part == "matchFields" and op not in ("In", "NotIn")):
+                raise ProfileError(f"{at}.operator", f"not a valid operator: {op!r}")
+            if part == "matchFields" and req["key"] != "metadata.name":
+                raise ProfileError(f"{at}.key", "only metadata.name is a supported field")
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                raise ProfileError(f"{at}.values", "must be a list of strings")
+            if op in ("In", "NotIn") and not values:
+                raise ProfileError(f"{at}.values", f"must be non-empty for operator {op}")
+            if op in ("Exists", "DoesNotExist") and values:
+                raise ProfileError(f"{at}.values", f"must be empty for operator {op}")
+            if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+                raise ProfileError(f"{at}.values", f"must be one integer for operator {op}")
+
+
+def _added_affinity(raw: Any, where: str) -> dict[str, Any] | None:
+    """NodeAffinityArgs.addedAffinity, checked (validation_pluginargs.go
+    ValidateNodeAffinityArgs): ``{"required": NodeSelector | None, "preferred": [...]}``."""
+    if not raw:
+        return None
+    if not isinstance(raw, dict):
+        raise ProfileError(where, "must be a NodeAffinity")
+    req_key = "requiredDuringSchedulingIgnoredDuringExecution"
+    pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
+    unknown = set(raw) - {req_key, pref_key}
+    if unknown:
+        raise ProfileError(f"{where}.{sorted(unknown)[0]}", "unknown field of NodeAffinity")
+    required = raw.get(req_key)
+    if required is not None:
+        terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+        if not isinstance(terms, list) or not terms:
+            raise ProfileError(
+                f"{where}.{req_key}.nodeSelectorTerms", "must have at least one term"
+            )
+        for i, term in enumerate(terms):
+            _selector_term(term, f"{where}.{req_key}.nodeSelectorTerms[{i}]")
+    preferred = raw.get(pref_key) or []
+    if not isinstance(preferred, list):
+        raise ProfileError(f"{where}.{pref_key}", "must be a list")
+    for i, pref in enumerate(preferred):
+        at = f"{where}.{pref_key}[{i}]"
+        w = pref.get("weight") if isinstance(pref, dict) else None
+        if not isinstance(w, int) or not 1 <= w <= 100:
+            raise ProfileError(f"{at}.weight", "must be in the range 1-100")
+        _selector_term(pref.get("preference") or {}, f"{at}.preference")
+    return {"required": required, "preferred": preferred}
+
+
+def _resolve(doc: dict[str, Any], prof: dict[str, Any], idx: int) -> Profile:
+    """Profile ``idx`` of a checked configuration, resolved."""
     where = f"profiles[{idx}]"
     plugins = prof.get("plugins") or {}
     enabled: list[tuple[str, int]] = []
@@ -560,7 +628,8 @@ def parse_profile(doc: dict[str, Any] | None, name: str | None = None) -> Profil
         chosen = [c for c in chosen if c[0] != name_w[0]] + [name_w]
     if NODE_GROUP_AFFINITY not in disabled and all(c[0] != NODE_GROUP_AFFINITY for c in chosen):
         chosen.append((NODE_GROUP_AFFINITY, NODE_GROUP_AFFINITY_WEIGHT))
-    args = {c.get("name"): c.get("args") or {} for c in prof.get("pluginConfig") or ()}
+    configs = list(prof.get("pluginConfig") or ())
+    args = {c.get("name"): c.get("args") or {} for c in configs}
     resolved, ignored = [], []
     for i, (pname, weight) in enumerate(chosen):
         if pname in IGNORED_KUBE_PLUGINS:
@@ -576,6 +645,13 @@ def parse_profile(doc: dict[str, Any] | None, name: str | None = None) -> Profil
                 else f"{where}.plugins.score.enabled[{i}]",
             )
         )
+    added = None
+    for i, c in enumerate(configs):
+        if c.get("name") == "NodeAffinity":
+            added = _added_affinity(
+                (c.get("args") or {}).get("addedAffinity"),
+                f"{where}.pluginConfig[{i}].args.addedAffinity",
+            )
     pct = prof.get("percentageOfNodesToScore", doc.get("percentageOfNodesToScore"))
     if pct is not None and (not isinstance(pct, int) or not 0 <= pct <= 100):
         raise ProfileError("percentageOfNodesToScore", "must be an integer in 0..100")
@@ -584,7 +660,36 @@ def parse_profile(doc: dict[str, Any] | None, name: str | None = None) -> Profil
         plugins=tuple(resolved),
         percentage_of_nodes_to_score=pct or None,
         ignored=tuple(ignored),
+        added_affinity=added,
     )
+
+
+def parse_profile(doc: dict[str, Any] | None, name: str | None = None) -> Profile:
+    """Resolve a KubeSchedulerConfiguration dict: the profile ``name`` alone, else every
+    profile (the one named ``default-scheduler``, else the first, with the others as its
+    :attr:`Profile.siblings`). Everything esched cannot honour is refused
+    (:class:`ProfileError`, with the field path)."""
+    doc = doc or {}
+    kind = doc.get("kind", "KubeSchedulerConfiguration")
+    if kind != "KubeSchedulerConfiguration":
+        raise ProfileError("kind", f"expected KubeSchedulerConfiguration, got {kind!r}")
+    profiles = doc.get("profiles") or [{}]
+    if not isinstance(profiles, list):
+        raise ProfileError("profiles", "must be a list")
+    _check_config(doc, profiles)
+    names = [p.get("schedulerName", "default-scheduler") for p in profiles]
+    if name is not None:
+        if name not in names:
+            raise ProfileError("profiles", f"no profile named {name!r} (have {names})")
+        idx = names.index(name)
+        return _resolve(doc, profiles[idx] or {}, idx)
+    every = [_resolve(doc, p or {}, i) for i, p in enumerate(profiles)]
+    if len(every) > 1 and any(pl.kind == "FGD" for p in every for pl in p.plugins):
+        raise ProfileError(
+            "profiles", "FGD needs per-device state of one profile: use it in a single profile"
+        )
+    first = names.index("default-scheduler") if "default-scheduler" in names else 0
+    return replace(every[first], siblings=tuple(p for i, p in enumerate(every) if i != first))
 
 
 def load_profile(path: str | Path, name: str | None = None) -> Profile:

@@ -20,6 +20,7 @@ from esched.core._state import ClusterState
 from esched.core.bands import Band, BandConfig, may_preempt
 from esched.core.devices import DeviceLedger
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING, PHASES
+from esched.core.profile import Profile
 from esched.core.queues import QueueSpec, QueueTree
 from esched.core.reasons import (
     NODE_NAME,
@@ -151,11 +152,15 @@ class Validator:
     proposal's own earlier bindings and victims. The state itself is never modified.
     """
 
-    def __init__(self, state: ClusterState, bands: BandConfig | None = None) -> None:
+    def __init__(
+        self, state: ClusterState, bands: BandConfig | None = None, profile: Profile | None = None
+    ) -> None:
         self.state = state
         self.bands = bands
         # The real capacity of reserved nodes: a reservation is checked by name here.
-        self.placer = Placer(state, hide_reserved=False)
+        # ``profile``: the replicas' configuration, for its NodeAffinity addedAffinity
+        # (a filter of each pod's profile); scores play no part here.
+        self.placer = Placer(state, profile, hide_reserved=False)
         self.devices = DeviceLedger(state)
         self.begin()
 

@@ -160,7 +160,9 @@ class Up:
                 es,
                 None if embedded else bus,
                 lease=open_lease(cfg.store, "commit"),
-                config=CommitConfig(group=f"{gp}esched-commit", bands=cfg.bands),
+                config=CommitConfig(
+                    group=f"{gp}esched-commit", bands=cfg.bands, profile=cfg.profile
+                ),
             )
             dispatcher = Dispatcher(
                 es,

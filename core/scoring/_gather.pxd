@@ -13,17 +13,31 @@ from esched.core.scoring._balanced_allocation cimport (
 )
 from esched.core.scoring._least_allocated cimport least_allocated_add
 from esched.core.scoring._most_allocated cimport most_allocated_add
+from esched.core.scoring._node_affinity cimport preferred_weight
 from esched.core.scoring._plugin cimport (
     MAX_PLUGIN_RES,
     PLUGIN_BALANCED_ALLOCATION,
     PLUGIN_MOST_ALLOCATED,
+    PLUGIN_NODE_AFFINITY,
+    PLUGIN_TAINT_TOLERATION,
     PluginSpec,
     ScoreInput,
     WeightedSum,
     weighted_mean,
     weighted_sum_start,
 )
-from esched.core.scoring._table cimport folds, score, score_inv
+from esched.core.scoring._table cimport folds, normalized, score, score_inv
+from esched.core.scoring._taint_toleration cimport intolerable_prefer
+
+
+cdef inline long long plugin_raw(int kind, const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """A normalized plugin's raw score of node n (kube's Score, before NormalizeScore):
+    the weight of the preferred terms it matches, its intolerable PreferNoSchedule taints."""
+    if kind == PLUGIN_NODE_AFFINITY:
+        return preferred_weight(v, n)
+    if kind == PLUGIN_TAINT_TOLERATION:
+        return intolerable_prefer(v, n)
+    return 0
 
 
 cdef inline units_t gather_one(const PluginSpec* s, int k, const ClassView* v, Py_ssize_t n,
@@ -62,6 +76,9 @@ cdef inline void gather(const PluginSpec* s, int k, const ClassView* v, Py_ssize
     x.pref = v.pref_mask if v.has_pref else NULL
     x.label_words = v.label_words
     x.inv = NULL
+    if normalized(s.kind):
+        x.raw = plugin_raw(s.kind, v, n)
+        x.raw_max = v.raw_max[k]
 
 
 cdef inline score_t plugin_kernel_gathered(const PluginSpec* s, int k, const ClassView* v,

@@ -5,6 +5,7 @@ from esched.core._types cimport score_t, units_t, word_t
 
 cdef extern from *:
     int __builtin_ctzll(unsigned long long) nogil
+    int __builtin_popcountll(unsigned long long) nogil
 
 cdef enum:
     MAX_NODE_SCORE = 100        # framework.MaxNodeScore
@@ -12,7 +13,7 @@ cdef enum:
     MAX_UTILIZATION = 100       # RTCR shape utilization range
     MAX_PLUGIN_RES = 8          # resources one plugin may weigh (kube allows any; 8 is plenty)
     MAX_SHAPE = 16              # RTCR shape points
-    MAX_PLUGINS = 9             # score plugins per profile (8 and NodeGroupAffinity)
+    MAX_PLUGINS = 12            # score plugins per profile (kube's defaults, esched's, 8 more)
 
 # Plugin kinds, resolved once per profile.
 cdef enum:
@@ -25,6 +26,8 @@ cdef enum:
     PLUGIN_PYTHON = 7
     PLUGIN_NODE_GROUP_AFFINITY = 8
     PLUGIN_PAPER_BEST_FIT = 9
+    PLUGIN_NODE_AFFINITY = 10       # preferred node affinity (normalized over the scored nodes)
+    PLUGIN_TAINT_TOLERATION = 11    # PreferNoSchedule taints (reverse-normalized)
 
 cdef struct PluginSpec
 
@@ -40,6 +43,10 @@ ctypedef struct ScoreInput:
     const word_t* labels         # [label_words] the node's label bits
     const word_t* pref           # [label_words] the class's preferred node groups; NULL: none
     int label_words
+    # Normalized plugins (kube's NormalizeScore): the node's raw score (_gather.pxd
+    # plugin_raw) and the largest raw score over the nodes being scored.
+    long long raw
+    long long raw_max
     # [n_res] 1.0 / allocatable (0 where allocatable is 0), for the kernels' reciprocal
     # variants (_table.pxd score_inv); NULL when the caller has none (PluginSpec.fn).
     const double* inv
@@ -139,3 +146,16 @@ cdef inline long long div_by_cap(long long num, long long cap, double inv_cap) n
         q += (q + 1) * cap <= num
         return q
     return floor_div_nopow2(num, cap)
+
+
+cdef inline score_t default_normalize(long long raw, long long raw_max,
+                                      bint reverse) noexcept nogil:
+    """kube's helper.DefaultNormalizeScore(MaxNodeScore, reverse) for one node: raw
+    scaled to 0..MAX_NODE_SCORE by the largest raw score of the scored nodes (reversed:
+    MAX_NODE_SCORE minus that); all raw scores 0: 0, or MAX_NODE_SCORE reversed."""
+    if raw_max <= 0:
+        return MAX_NODE_SCORE if reverse else 0
+    if raw > raw_max:
+        raw = raw_max  # a node outside the scored set (scores of an infeasible node)
+    raw = MAX_NODE_SCORE * raw // raw_max
+    return MAX_NODE_SCORE - raw if reverse else raw

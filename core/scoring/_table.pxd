@@ -18,6 +18,7 @@ from esched.core.scoring._most_allocated cimport (
     most_allocated,
     most_allocated_inv,
 )
+from esched.core.scoring._node_affinity cimport node_affinity
 from esched.core.scoring._node_group_affinity cimport node_group_affinity
 from esched.core.scoring._paper_best_fit cimport paper_best_fit
 from esched.core.scoring._plugin cimport (
@@ -26,14 +27,17 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_LEAST_ALLOCATED,
     PLUGIN_MIXED,
     PLUGIN_MOST_ALLOCATED,
+    PLUGIN_NODE_AFFINITY,
     PLUGIN_NODE_GROUP_AFFINITY,
     PLUGIN_PAPER_BEST_FIT,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
+    PLUGIN_TAINT_TOLERATION,
     PluginSpec,
     ScoreInput,
     score_fn,
 )
 from esched.core.scoring._requested_to_capacity_ratio cimport requested_to_capacity_ratio
+from esched.core.scoring._taint_toleration cimport taint_toleration
 
 
 cdef inline score_t _least_allocated(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
@@ -71,6 +75,20 @@ cdef inline score_t _paper_best_fit(const PluginSpec* s, const ScoreInput* x) no
     return paper_best_fit(x.requested, x.allocatable, s.res_weight, s.max_spec, s.n_res)
 
 
+cdef inline score_t _node_affinity(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return node_affinity(x.raw, x.raw_max)
+
+
+cdef inline score_t _taint_toleration(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return taint_toleration(x.raw, x.raw_max)
+
+
+cdef inline bint normalized(int kind) noexcept nogil:
+    """Kind is normalized over the scored nodes (kube's NormalizeScore): its score of a
+    node needs ScoreInput.raw_max, the largest raw score of the nodes being scored."""
+    return kind == PLUGIN_NODE_AFFINITY or kind == PLUGIN_TAINT_TOLERATION
+
+
 cdef inline score_t score_nothing(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
     # Plugins scored outside the C table (Python plugins, with the GIL): 0 here.
     return 0
@@ -94,6 +112,10 @@ cdef inline score_fn kernel_of(int kind) noexcept nogil:
         return _node_group_affinity
     if kind == PLUGIN_PAPER_BEST_FIT:
         return _paper_best_fit
+    if kind == PLUGIN_NODE_AFFINITY:
+        return _node_affinity
+    if kind == PLUGIN_TAINT_TOLERATION:
+        return _taint_toleration
     return score_nothing
 
 

@@ -197,6 +197,13 @@ def ingest(
     is_flag=True,
     help="Stop once the proposals topic is drained (tests, batch runs).",
 )
+@click.option(
+    "--profile",
+    "profile_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The replicas' KubeSchedulerConfiguration: its NodeAffinity addedAffinity is "
+    "checked on each binding.",
+)
 @bands_option
 def commit(
     kafka: str | None,
@@ -207,6 +214,7 @@ def commit(
     batch_size: int,
     snapshot_every: int,
     exit_when_idle: bool,
+    profile_path: str | None,
     bands: Any,
 ) -> None:
     """The commit service: the single writer of placement decisions.
@@ -222,6 +230,7 @@ def commit(
     from esched.services.lease import open_lease
 
     bus = _service_bus("commit reads proposals from Kafka", kafka, topic_prefix, metrics_port)
+    profile = _load_profile_option(profile_path)
 
     async def main() -> dict:
         async with migrated_store(store) as es:
@@ -230,7 +239,11 @@ def commit(
                 bus,
                 lease=open_lease(store, "commit"),
                 config=CommitConfig(
-                    group=group, batch_size=batch_size, snapshot_every=snapshot_every, bands=bands
+                    group=group,
+                    batch_size=batch_size,
+                    snapshot_every=snapshot_every,
+                    bands=bands,
+                    profile=profile,
                 ),
             )
             await service.start()

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from esched.core.bands import BandConfig
+from esched.core.profile import Profile
 from esched.schemas.validator import MAX_EVENT_BYTES
 
 SERVICE = "commit"
@@ -41,6 +42,9 @@ class CommitConfig:
     head_attempts: int = 20
     #: Priority bands for preemption legality (None: the documented defaults).
     bands: BandConfig | None = None
+    #: The replicas' KubeSchedulerConfiguration: its profiles' NodeAffinity addedAffinity
+    #: is checked on each binding as the replicas apply it (None: no profile).
+    profile: Profile | None = None
 
 
 @dataclass(slots=True)

@@ -94,7 +94,7 @@ class _Leadership(_Books):
                 log.info("no state snapshot at fence position %d; folding the whole log", fence[0])
         self.state = state
         self.decisions_version = version
-        self._validator = Validator(state, self.config.bands)
+        self._validator = Validator(state, self.config.bands, self.config.profile)
         self._decided.clear()
         self._submitted.clear()
         self._snapshot_at = state.position

@@ -139,3 +139,45 @@ def balanced(node: dict, used: dict, pod: dict) -> int:
         mean = sum(fr) / len(fr)
         std = math.sqrt(sum((f - mean) ** 2 for f in fr) / len(fr))
     return int((1 - std) * 100)
+
+
+def _normalize(raw: dict, reverse: bool) -> dict:
+    """kube's helper.DefaultNormalizeScore(MaxNodeScore, reverse) over ``raw``."""
+    top = max(raw.values(), default=0)
+    if top == 0:
+        return {n: (100 if reverse else 0) for n in raw}
+    return {n: (100 - 100 * r // top if reverse else 100 * r // top) for n, r in raw.items()}
+
+
+def taint_toleration(nodes: list, pod: dict) -> dict:
+    """TaintToleration's normalized scores over ``nodes`` (the scored ones): the count
+    of PreferNoSchedule taints the pod does not tolerate, reverse-normalized."""
+    tols = pod.get("spec", {}).get("tolerations")
+    raw = {
+        n["metadata"]["name"]: sum(
+            1
+            for t in n["spec"].get("taints") or []
+            if t["effect"] == "PreferNoSchedule"
+            and not _tolerated(tols, t["key"], t.get("value") or "", t["effect"])
+        )
+        for n in nodes
+    }
+    return _normalize(raw, True)
+
+
+def node_affinity(nodes: list, pod: dict) -> dict:
+    """NodeAffinity's normalized scores over ``nodes``: the weights of the preferred
+    terms each matches (every expression of the term), normalized."""
+    terms = ((pod.get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    raw = {}
+    for n in nodes:
+        labels = n["metadata"].get("labels") or {}
+        raw[n["metadata"]["name"]] = sum(
+            t["weight"]
+            for t in terms
+            if t["preference"].get("matchExpressions")
+            and all(_expr_ok(labels, e) for e in t["preference"]["matchExpressions"])
+        )
+    return _normalize(raw, False)

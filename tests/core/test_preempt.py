@@ -352,3 +352,51 @@ def test_a_never_pod_waits_in_the_scheduling_pass_and_the_commit_refuses_its_vic
     }
     verdict = Validator(s).check(proposal)
     assert not verdict.ok and verdict.reason == PREEMPTION_ILLEGAL
+
+
+def _port(port: int) -> list[dict]:
+    return [
+        {
+            "name": "c",
+            "ports": [{"containerPort": port, "hostPort": port, "protocol": "TCP"}],
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+        }
+    ]
+
+
+def test_a_node_whose_host_port_a_victim_holds_is_a_candidate():
+    """kube's DefaultPreemption: SelectVictimsOnNode removes the lower-priority pods and
+    runs every filter, NodePorts included, so evicting the pod holding the port makes
+    the node fit; the holder is never reprieved (pkg/scheduler/framework/plugins/
+    defaultpreemption/default_preemption.go, nodeports/node_ports.go)."""
+    s, log = cluster(node("n1", cpu="8"))
+    running(log, "holder", "n1", BE, containers=_port(8080))
+    running(log, "other", "n1", BE + 1)  # no port, resources to spare: reprieved
+    key = pending(log, "web", PROD, containers=_port(8080))
+    p = Placer(s)
+    assert p.place(key) is None
+    plan = p.plan_preemption(key)
+    assert plan["node"] == "n1" and plan["victims"] == ["ns/holder"]
+    assert plan["cost"]["pods"] == 1
+    # The commit service agrees: with the holder evicted the port is free; without, not.
+    from esched.core.validation import Validator
+
+    binding = {"pod": key, "node": "n1", "resources": {"cpu": 100, "memory": 64 << 20}}
+    proposal = {
+        "proposal": "p1",
+        "replica": "r",
+        "position": s.position,
+        "gang": None,
+        "bindings": [binding],
+        "victims": [{"pod": "ns/holder", "node": "n1"}],
+    }
+    assert Validator(s).check(proposal, record=False).ok
+    assert not Validator(s).check({**proposal, "victims": []}, record=False).ok
+
+
+def test_a_host_port_held_by_a_protected_pod_is_not_preempted_away():
+    s, log = cluster(node("n1", cpu="8"))
+    running(log, "holder", "n1", PROD, containers=_port(8080))  # prod: never a victim
+    running(log, "be", "n1", BE)
+    key = pending(log, "web", PROD + 10, containers=_port(8080))
+    assert Placer(s).plan_preemption(key) is None

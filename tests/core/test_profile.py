@@ -45,9 +45,14 @@ profiles:
 """
 
 
-def test_default_profile_is_kube_resource_scoring():
+def test_default_profile_is_kube_default_scoring():
+    """kube's default score plugins esched scores, with kube's weights
+    (pkg/scheduler/apis/config/v1/default_plugins.go: TaintToleration 3, NodeAffinity 2,
+    NodeResourcesFit 1, NodeResourcesBalancedAllocation 1)."""
     kinds = [(p.name, p.kind, p.weight, p.resources) for p in DEFAULT_PROFILE.plugins]
     assert kinds == [
+        ("TaintToleration", "TaintToleration", 3, ()),
+        ("NodeAffinity", "NodeAffinity", 2, ()),
         ("NodeResourcesFit", "LeastAllocated", 1, (("cpu", 1), ("memory", 1))),
         ("NodeResourcesBalancedAllocation", "BalancedAllocation", 1, (("cpu", 1), ("memory", 1))),
         ("NodeGroupAffinity", "NodeGroupAffinity", 2, ()),
@@ -58,19 +63,20 @@ def test_default_profile_is_kube_resource_scoring():
 def test_load_a_kube_scheduler_configuration_file(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(CONFIG)
-    # esched runs one profile: a config with several is refused unless one is picked.
-    with pytest.raises(ProfileError, match="2 profiles"):
-        load_profile(path)
+    # Every profile: default-scheduler first, the others its siblings.
+    both = load_profile(path)
+    assert [p.name for p in both.profiles] == ["default-scheduler", "packer"]
     default = load_profile(path, "default-scheduler")
     assert default.percentage_of_nodes_to_score == 30  # global value
     packer = load_profile(path, "packer")
     assert packer.percentage_of_nodes_to_score == 100
-    fit, node_group = packer.plugins
+    na, fit, tt, node_group = packer.plugins  # enabled ones after the defaults
+    assert (tt.kind, tt.weight, na.kind, na.weight) == ("TaintToleration", 3, "NodeAffinity", 2)
     assert (node_group.kind, node_group.weight) == ("NodeGroupAffinity", 2)  # on unless disabled
     assert (fit.kind, fit.weight) == ("RequestedToCapacityRatio", 5)
     assert fit.resources == (("cpu", 2), ("nvidia.com/gpu", 1))
     assert fit.shape == ((0, 0), (100, 10))
-    assert packer.ignored == ("TaintToleration",)
+    assert packer.ignored == ()
     with pytest.raises(ProfileError, match="no profile named"):
         load_profile(path, "missing")
 

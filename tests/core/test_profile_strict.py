@@ -150,32 +150,6 @@ def test_a_single_valid_profile_is_accepted() -> None:
                 {
                     "pluginConfig": [
                         {
-                            "name": "NodeAffinity",
-                            "args": {
-                                "addedAffinity": {
-                                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                                        "nodeSelectorTerms": [
-                                            {
-                                                "matchExpressions": [
-                                                    {"key": "z", "operator": "Exists"}
-                                                ]
-                                            }
-                                        ]
-                                    }
-                                }
-                            },
-                        }
-                    ]
-                }
-            ),
-            "profiles[0].pluginConfig[0].args.addedAffinity",
-            "addedAffinity",
-        ),
-        (
-            config(
-                {
-                    "pluginConfig": [
-                        {
                             "name": "PodTopologySpread",
                             "args": {
                                 "defaultingType": "List",
@@ -261,11 +235,11 @@ def test_disabling_a_filter_that_is_enabled_again_is_accepted() -> None:
     parse_profile(config({"plugins": {"filter": {"disabled": [{"name": "InterPodAffinity"}]}}}))
 
 
-def test_several_profiles_are_refused_unless_one_is_picked(tmp_path) -> None:
+def test_several_profiles_resolve_together_unless_one_is_picked(tmp_path) -> None:
     doc = config({"schedulerName": "a"}, {"schedulerName": "b"})
-    err = refused(doc)
-    assert err.field == "profiles" and "esched runs one profile" in str(err)
-    assert parse_profile(doc, "b").name == "b"
+    both = parse_profile(doc)
+    assert [p.name for p in both.profiles] == ["a", "b"]
+    assert parse_profile(doc, "b").name == "b" and parse_profile(doc, "b").siblings == ()
 
 
 def test_a_profile_file_must_name_its_api_version(tmp_path) -> None:

@@ -88,6 +88,20 @@ def pods(draw, name="p"):
             }
         }
     if draw(st.booleans()):
+        pref = [
+            {
+                "weight": draw(st.integers(1, 100)),
+                "preference": {
+                    "matchExpressions": [
+                        {"key": "zone", "operator": "In", "values": [draw(st.sampled_from(ZONES))]}
+                    ]
+                },
+            }
+            for _ in range(draw(st.integers(1, 2)))
+        ]
+        node_aff = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        node_aff["preferredDuringSchedulingIgnoredDuringExecution"] = pref
+    if draw(st.booleans()):
         spec["tolerations"] = draw(
             st.lists(
                 st.sampled_from(
@@ -95,6 +109,7 @@ def pods(draw, name="p"):
                         {"key": "gpu", "operator": "Equal", "value": "yes"},
                         {"key": "drain", "operator": "Exists"},
                         {"operator": "Exists"},
+                        {"key": "soft", "operator": "Exists", "effect": "PreferNoSchedule"},
                         {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"},
                     ]
                 ),
@@ -147,6 +162,19 @@ def test_default_profile_agrees_with_reference(scenario):
     result = Placer(state, seed=5).explain(new)
     rows = {r["name"]: r for r in result["nodes"]}
     best = -1
+    # The normalized plugins over the feasible nodes (explain scores them all).
+    feasible = [n for n in ns if ref.feasible(n, used[n["metadata"]["name"]], new)]
+    tt = ref.taint_toleration(feasible, new)
+    na = ref.node_affinity(feasible, new)
+    # Left out (kube's Skip, or the same score on every node): no preferred terms; no
+    # PreferNoSchedule taint in the cluster that the pod does not tolerate.
+    has_terms = bool(
+        ((new["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "preferredDuringSchedulingIgnoredDuringExecution"
+        )
+    )
+    has_soft = any(ref.taint_toleration([n], new)[n["metadata"]["name"]] == 0 for n in ns)
+    weights = {"TaintToleration": 3, "NodeAffinity": 2}
     for n in ns:
         name = n["metadata"]["name"]
         want = ref.feasible(n, used[name], new)
@@ -157,8 +185,12 @@ def test_default_profile_agrees_with_reference(scenario):
                 "NodeResourcesFit": ref.least_allocated(n, nz[name], new),
                 "NodeResourcesBalancedAllocation": ref.balanced(n, used[name], new),
             }
+            if has_soft:
+                scores["TaintToleration"] = tt[name]
+            if has_terms:
+                scores["NodeAffinity"] = na[name]
             assert rows[name]["scores"] == scores, name
-            assert rows[name]["total"] == sum(scores.values())
+            assert rows[name]["total"] == sum(weights.get(k, 1) * v for k, v in scores.items())
             best = max(best, rows[name]["total"])
     # place() scores through the fused hot path; it must agree with explain's kernels
     placed = Placer(state, seed=5, sample=False).place(new)
