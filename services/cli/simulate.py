@@ -147,6 +147,34 @@ async def _append(url: str, events: list[dict]) -> dict:
     help="Reserve nodes for a gang that has not fitted for this long (virtual time); "
     "default: never.",
 )
+@click.option(
+    "--policy",
+    type=click.Choice(["queue", "quincy"]),
+    default="queue",
+    show_default=True,
+    help="queue: the scheduling pass after every event (greedy, oldest first); quincy: "
+    "Quincy's min-cost-flow rounds (needs esched[flow]); with --preemption, fair with "
+    "preemption (QFP).",
+)
+@click.option(
+    "--fairness",
+    type=click.Choice(["strict", "none"]),
+    default="strict",
+    show_default=True,
+    help="quincy: strict fair shares (E = F = A) or none (Quincy's Q).",
+)
+@click.option(
+    "--round-seconds",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="quincy: at most one round per this much virtual time (0: after every event).",
+)
+@click.option(
+    "--max-jobs",
+    type=click.IntRange(min=1),
+    help="Simulate only the trace's first N jobs (by arrival).",
+)
 def simulate(
     trace_spec: str,
     profile_path: str,
@@ -158,6 +186,10 @@ def simulate(
     progress: bool,
     preemption: bool,
     reserve_after: float | None,
+    policy: str,
+    fairness: str,
+    round_seconds: float,
+    max_jobs: int | None,
 ) -> None:
     """Simulate a trace in virtual time through the core, with one profile.
 
@@ -172,17 +204,20 @@ def simulate(
     from esched.services.sim.report import run_figures, summary_rows, terminal_table, write_report
 
     tr = _load(trace_spec, nodes)
+    if max_jobs is not None:
+        tr.jobs = tr.jobs[:max_jobs]
     prof = _profile(profile_path)
     with _progress(f"simulate {tr.kind}", len(tr.jobs), progress) as update:
-        sim = Simulator(
-            tr,
-            prof,
-            seed,
+        kw: dict = dict(
             record=bool(store),
             progress=update,
             preemption=preemption,
             reserve_after=reserve_after,
         )
+        if policy == "quincy":
+            sim = _quincy(tr, prof, seed, kw, fairness, preemption, round_seconds)
+        else:
+            sim = Simulator(tr, prof, seed, **kw)
         try:
             result = sim.run()
         except ValueError as exc:
@@ -198,6 +233,26 @@ def simulate(
     if output_format == "table":
         terminal_table(*summary_rows([summary]), title=f"{tr.kind}: {tr.source}")
     emit(summary)
+
+
+def _quincy(tr, prof, seed: int, kw: dict, fairness: str, preemption: bool, round_seconds: float):
+    """The simulator with Quincy's flow rounds (a usage error if OR-Tools is missing)."""
+    from esched.core.flow import FlowSolverMissing, require_solver
+    from esched.core.quincy import QuincyConfig
+    from esched.services.sim.quincy import QuincySimulator
+
+    try:
+        require_solver()
+    except FlowSolverMissing as exc:
+        raise click.UsageError(str(exc)) from None
+    return QuincySimulator(
+        tr,
+        prof,
+        seed,
+        quincy=QuincyConfig(fairness=fairness, preemption=preemption),
+        round_seconds=round_seconds,
+        **kw,
+    )
 
 
 def _run_one(args: tuple) -> dict:
