@@ -195,6 +195,9 @@ class FlowProblem:
     rack_pref_task: I32 = field(default_factory=lambda: np.zeros(0, np.int32))
     rack_pref_rack: I32 = field(default_factory=lambda: np.zeros(0, np.int32))
     rack_pref_cost: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: units per task node (identical tasks of a job as one node: an equivalent,
+    #: smaller network); None: one each, as in the paper. Running tasks have 1.
+    task_supply: I64 | None = None
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -208,8 +211,12 @@ class FlowRound:
     """The solved round."""
 
     #: per task: the machine it runs on after the round, -1 unscheduled (a running
-    #: task with -1 is killed)
+    #: task with -1 is killed); for a task of supply > 1, the first of its machines
     task_node: I32
+    #: every (task, machine, units) of the flow, by task then machine
+    assign_task: I32
+    assign_machine: I32
+    assign_count: I64
     cost: int
     nodes: int
     arcs: int
@@ -262,26 +269,32 @@ def solve(p: FlowProblem) -> FlowRound:
         return n
 
     tasks = np.arange(T, dtype=np.int64)
+    sup = (
+        np.ones(T, dtype=np.int64)
+        if p.task_supply is None
+        else np.asarray(p.task_supply, dtype=np.int64)
+    )
     pend = np.flatnonzero(run < 0)
     running = np.flatnonzero(run >= 0)
     # W -> U (every task; a running task pays its kill cost on top)
-    n_u = arcs(W0 + tasks, U0 + tj, 1, p.task_wait_cost + np.where(run >= 0, p.task_kill_cost, 0))
+    wait_cost = p.task_wait_cost + np.where(run >= 0, p.task_kill_cost, 0)
+    n_u = arcs(W0 + tasks, U0 + tj, sup, wait_cost)
     # W -> X (pending tasks)
-    n_x = arcs(W0 + pend, X0 + tk[pend], 1, np.asarray(p.task_any_cost)[pend])
+    n_x = arcs(W0 + pend, X0 + tk[pend], sup[pend], np.asarray(p.task_any_cost)[pend])
     # W -> C_mk: data-locality preferences, where the class fits the machine at all
     pt = np.asarray(p.pref_task, dtype=np.int64)
     pm = np.asarray(p.pref_machine, dtype=np.int64)
     pc = np.asarray(p.pref_cost, dtype=np.int64)
     ok = (run[pt] < 0) & (slots[pm, tk[pt]] > 0) if pt.size else np.zeros(0, bool)
     pt, pm, pc = pt[ok], pm[ok], pc[ok]
-    n_pm = arcs(W0 + pt, ck(pm, tk[pt]), 1, pc)
+    n_pm = arcs(W0 + pt, ck(pm, tk[pt]), sup[pt], pc)
     # W -> R_lk: rack preferences
     rt = np.asarray(p.rack_pref_task, dtype=np.int64)
     rl = np.asarray(p.rack_pref_rack, dtype=np.int64)
     rc = np.asarray(p.rack_pref_cost, dtype=np.int64)
     ok = run[rt] < 0 if rt.size else np.zeros(0, bool)
     rt, rl, rc = rt[ok], rl[ok], rc[ok]
-    n_pr = arcs(W0 + rt, R0 + rl * K + tk[rt], 1, rc)
+    n_pr = arcs(W0 + rt, R0 + rl * K + tk[rt], sup[rt], rc)
     # W -> C_mk for running tasks: kept where they are, at no cost
     n_keep = arcs(W0 + running, ck(run[running], tk[running]), 1, 0)
     # X_k -> R_lk: the rack's slots of class k
@@ -307,8 +320,8 @@ def solve(p: FlowProblem) -> FlowRound:
     arcs(U0 + jobs, S, emin, p.unfair_cost)
 
     supply = np.zeros(n_nodes, dtype=np.int64)
-    supply[W0 : W0 + T] = 1
-    n_of = np.bincount(tj, minlength=J).astype(np.int64)
+    supply[W0 : W0 + T] = sup
+    n_of = np.bincount(tj, weights=sup, minlength=J).astype(np.int64)
     supply[U0 : U0 + J] = fmax - n_of
     supply[S] = -int(supply.sum())
 
@@ -340,40 +353,50 @@ def solve(p: FlowProblem) -> FlowRound:
     o += n_xr
     f_rc = flow[o : o + n_rc]
 
-    out = np.full(T, -1, dtype=np.int32)
-    out[running[f_keep > 0]] = run[running[f_keep > 0]]
-    out[pt[f_pm > 0]] = pm[f_pm > 0]
-    # Tasks through a rack or the cluster aggregator: the machine-level flow of each
-    # (rack, class) is a pool of slots; the tasks routed to that rack directly take
-    # from it first, then the aggregator's share of it (tasks of one class are
-    # interchangeable there, so any decomposition is optimal).
+    # Units of flow per (task, machine). Tasks through a rack or the cluster
+    # aggregator: the machine-level flow of each (rack, class) is a pool of slots;
+    # the tasks routed to that rack directly take from it first, then the
+    # aggregator's share of it (tasks of one class are interchangeable there, so any
+    # decomposition is optimal).
+    unit_t: list[np.ndarray] = [running[f_keep > 0], np.repeat(pt, f_pm)]
+    unit_m: list[np.ndarray] = [run[running[f_keep > 0]], np.repeat(pm, f_pm)]
     pool_m = np.repeat(mm, f_rc)  # machine of each unit of R -> C flow
     pool_key = np.repeat(rack[mm] * K + kk, f_rc)
     order = np.argsort(pool_key, kind="stable")
     pool_m, pool_key = pool_m[order], pool_key[order]
     starts = np.searchsorted(pool_key, np.arange(L * K))
     taken = np.zeros(L * K, dtype=np.int64)
-    via_rack = rt[f_pr > 0]
-    keys = rl[f_pr > 0] * K + tk[via_rack]
-    for t, key in zip(via_rack.tolist(), keys.tolist(), strict=True):
-        out[t] = pool_m[starts[key] + taken[key]]
-        taken[key] += 1
+    for a in np.flatnonzero(f_pr > 0).tolist():
+        key, c = int(rl[a] * K + tk[rt[a]]), int(f_pr[a])
+        s0 = starts[key] + taken[key]
+        unit_t.append(np.full(c, rt[a]))
+        unit_m.append(pool_m[s0 : s0 + c])
+        taken[key] += c
     via_x = pend[f_x > 0]
+    x_units = f_x[f_x > 0]
     x_class = tk[via_x]
     into = f_xr  # X_k -> R_lk flow, per lk
     for k in np.unique(x_class).tolist():
-        ts = via_x[x_class == k]
-        i = 0
+        sel = x_class == k
+        unit_t.append(np.repeat(via_x[sel], x_units[sel]))
         for a in np.flatnonzero((lk % K == k) & (into > 0)).tolist():
             key, c = int(lk[a]), int(into[a])
-            s = starts[key] + taken[key]
-            out[ts[i : i + c]] = pool_m[s : s + c]
+            s0 = starts[key] + taken[key]
+            unit_m.append(pool_m[s0 : s0 + c])
             taken[key] += c
-            i += c
+    ut = np.concatenate(unit_t).astype(np.int64)
+    um = np.concatenate(unit_m).astype(np.int64)
+    pairs, counts = np.unique(ut * max(M, 1) + um, return_counts=True)
+    a_task, a_machine = pairs // max(M, 1), pairs % max(M, 1)
+    out = np.full(T, -1, dtype=np.int32)
+    out[a_task[::-1]] = a_machine[::-1]  # the first machine of each task
     # The last J arcs are the soft minimum's: their flow is what E_j was short of.
     below = int(flow[tail.shape[0] - J :].sum()) if J else 0
     return FlowRound(
         task_node=out,
+        assign_task=a_task.astype(np.int32),
+        assign_machine=a_machine.astype(np.int32),
+        assign_count=counts.astype(np.int64),
         cost=int(mcf.optimal_cost()),
         nodes=n_nodes,
         arcs=int(tail.shape[0]),

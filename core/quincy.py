@@ -34,8 +34,9 @@ not fit is dropped and counted (the multi-dimensional approximation's cost, see
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -100,6 +101,10 @@ class QuincyConfig:
     victims: str = "bands"
     #: priority bands for ``victims="bands"`` (None: the defaults of core/bands.py)
     bands: BandConfig | None = None
+    #: more solves for the pods the feasibility check refused, on the room the
+    #: accepted placements left (no fairness bounds, no preemption): the shape
+    #: approximation's loss mostly comes back
+    repair: int = 1
 
     def __post_init__(self) -> None:
         if self.fairness not in ("strict", "none"):
@@ -127,8 +132,11 @@ class QuincyPlan:
 
     placements: list[QuincyPlacement]
     round: FlowRound | None
-    #: flow placements the feasibility check refused (the shape approximation's cost)
+    #: flow placements the feasibility check refused and no repair solve placed (the
+    #: shape approximation's cost)
     infeasible: int = 0
+    #: pods the repair solves placed after the first solve's were refused
+    repaired: int = 0
     #: gangs the flow placed only in part (dropped whole)
     gangs_incomplete: int = 0
     #: running tasks the flow would kill that no placement needed (kept running)
@@ -136,6 +144,9 @@ class QuincyPlan:
     machines: int = 0
     classes: int = 0
     tasks: int = 0
+    #: wall seconds: building the problem from the state, the check of the placements
+    problem_seconds: float = 0.0
+    check_seconds: float = 0.0
 
 
 class QuincyPolicy:
@@ -199,31 +210,47 @@ class QuincyPolicy:
         M = st.n_nodes
         alive = st.node_alive()
         alloc = st.node_allocatable()
-        free = (alloc - st.node_allocated()).astype(np.int64)
+        # the placer's view: the state plus what this round (or a repair) assumed
+        if self.placer.synced_position != st.position:
+            self.placer.sync()
+        free = (alloc - self.placer.used_array()[:M]).astype(np.int64)
         pod_class = st.pod_classes()
         pod_alloc = st.pod_allocations()
         creq = st.class_requests()
         gcol = self._gpu_col()
         dev = self.devices if gcol >= 0 else None
 
-        # tasks: pending of every job, then (with preemption) running ones
-        t_pod: list[int] = []
+        # Network tasks: each job's pending pods of one class as one node (identical
+        # tasks: the same arcs and costs, so one node of supply = their count is an
+        # equivalent network, ten times smaller for jobs of ten), then (with
+        # preemption) each running pod on its own.
+        g_pods: list[list[int]] = []
         t_job: list[int] = []
         t_run: list[int] = []
+        job_tasks: list[list[int]] = []  # per job, its pending network tasks
         n_pend = np.zeros(len(jobs), dtype=np.int64)
         n_run = np.zeros(len(jobs), dtype=np.int64)
         for j, job in enumerate(jobs):
             n_pend[j] = len(job.pending)
             n_run[j] = len(job.running)
-            t_pod.extend(job.pending)
-            t_job.extend([j] * len(job.pending))
-            t_run.extend([-1] * len(job.pending))
+            mine: list[int] = []
+            if len(job.pending):
+                by_class: dict[int, list[int]] = {}
+                for p in job.pending:
+                    by_class.setdefault(int(pod_class[p]), []).append(int(p))
+                for ps in by_class.values():
+                    mine.append(len(g_pods))
+                    g_pods.append(ps)
+                    t_job.append(j)
+                    t_run.append(-1)
+            job_tasks.append(mine)
             if preempt:
                 for p, n, _ in job.running:
-                    t_pod.append(p)
+                    g_pods.append([int(p)])
                     t_job.append(j)
                     t_run.append(n)
-        pods = np.asarray(t_pod, dtype=np.int64)
+        pods = np.asarray([ps[0] for ps in g_pods], dtype=np.int64)  # one pod per task
+        sup = np.asarray([len(ps) for ps in g_pods], dtype=np.int64)
         tj = np.asarray(t_job, dtype=np.int32)
         run = np.asarray(t_run, dtype=np.int32)
         cids = pod_class[pods] if pods.size else np.zeros(0, np.int32)
@@ -331,7 +358,7 @@ class QuincyPolicy:
                 in_rack[racks[n]] += v
             psi, xi = costs.transfer_core, costs.transfer_rack
             worst = psi * D - (psi - xi) * float(in_rack.min())
-            ts = self._pending_tasks(j, n_pend, n_run, preempt)
+            ts = job_tasks[j]
             any_cost[ts] = costs.anywhere + round(worst)
             for n, v in data.items():
                 if v >= cfg.prefer_share * D:
@@ -368,15 +395,9 @@ class QuincyPolicy:
             rack_pref_task=np.asarray(rpref[0], dtype=np.int32),
             rack_pref_rack=np.asarray(rpref[1], dtype=np.int32),
             rack_pref_cost=np.asarray(rpref[2], dtype=np.int64),
+            task_supply=sup,
         )
-        return prob, {"pods": pods, "classes": classes, "tk": tk}
-
-    @staticmethod
-    def _pending_tasks(j: int, n_pend: np.ndarray, n_run: np.ndarray, preempt: bool) -> list[int]:
-        """Task indices of job ``j``'s pending tasks (each job's pending, then its
-        running ones with preemption, job after job)."""
-        start = int(n_pend[:j].sum() + (n_run[:j].sum() if preempt else 0))
-        return list(range(start, start + int(n_pend[j])))
+        return prob, {"pods": g_pods, "classes": classes}
 
     def _constraints_ok(self, cid: int, pod: int) -> np.ndarray:
         """Per node slot, whether class ``cid`` passes its constraints there (selector,
@@ -429,11 +450,15 @@ class QuincyPolicy:
 
     @staticmethod
     def _partial_gangs(prob: FlowProblem, rnd: FlowRound, gangs: np.ndarray) -> np.ndarray:
-        """Jobs that are gangs and got some but not all of their tasks placed."""
+        """Jobs that are gangs and got some but not all of their pending tasks placed."""
         J = gangs.shape[0]
         tj = prob.task_job
-        placed = np.bincount(tj[rnd.task_node >= 0], minlength=J)
-        tasks = np.bincount(tj, minlength=J)
+        pend = prob.task_running_on < 0
+        sup = prob.task_supply if prob.task_supply is not None else np.ones(tj.shape[0])
+        at = rnd.assign_task
+        keep = pend[at]
+        placed = np.bincount(tj[at[keep]], weights=rnd.assign_count[keep], minlength=J)
+        tasks = np.bincount(tj[pend], weights=sup[pend], minlength=J)
         return np.flatnonzero(gangs & (placed > 0) & (placed < tasks))
 
     # ------------------------------------------------------------------ round
@@ -441,10 +466,16 @@ class QuincyPolicy:
     def plan(self, jobs: Sequence[FlowJob]) -> QuincyPlan:
         """Decide one round for ``jobs`` (oldest first): solve the flow, then accept
         its placements that pass the feasibility check (assumed in the placer's view,
-        devices bound), evicting the flow's victims where the room is needed."""
+        devices bound), evicting the flow's victims where the room is needed; the
+        pods the check dropped get ``repair`` more solves on what is left."""
+        return self._plan(jobs, 0)
+
+    def _plan(self, jobs: Sequence[FlowJob], depth: int) -> QuincyPlan:
         if not any(len(j.pending) for j in jobs):
             return QuincyPlan([], None)
+        t0 = time.perf_counter()
         prob, book = self.problem(jobs)
+        t1 = time.perf_counter()
         rnd = solve(prob)
         # A gang the flow placed in part cannot run, and the room its members took
         # would be lost to the round: solve once more without those gangs.
@@ -457,10 +488,33 @@ class QuincyPolicy:
             again.build_seconds += rnd.build_seconds
             again.solve_seconds += rnd.solve_seconds
             rnd = again
-        pods = book["pods"]
-        tj = prob.task_job
-        node = rnd.task_node
-        run = prob.task_running_on
+        t2 = time.perf_counter()
+        # per pod: its network task's job and running machine, and the machine the
+        # flow gives it (a task of supply > 1 hands its units out in pod order)
+        g_pods: list[list[int]] = book["pods"]
+        pods_l: list[int] = []
+        tj_l: list[int] = []
+        run_l: list[int] = []
+        node_l: list[int] = []
+        units: dict[int, list[int]] = {}
+        for t, m, c in zip(
+            rnd.assign_task.tolist(),
+            rnd.assign_machine.tolist(),
+            rnd.assign_count.tolist(),
+            strict=True,
+        ):
+            units.setdefault(t, []).extend([m] * c)
+        for t, ps in enumerate(g_pods):
+            got = units.get(t, [])
+            for i, p in enumerate(ps):
+                pods_l.append(p)
+                tj_l.append(int(prob.task_job[t]))
+                run_l.append(int(prob.task_running_on[t]))
+                node_l.append(got[i] if i < len(got) else -1)
+        pods = np.asarray(pods_l, dtype=np.int64)
+        tj = np.asarray(tj_l, dtype=np.int64)
+        run = np.asarray(run_l, dtype=np.int64)
+        node = np.asarray(node_l, dtype=np.int64)
         st = self.state
         placer = self.placer
         dev = self.devices
@@ -553,7 +607,7 @@ class QuincyPolicy:
                 out.append(QuincyPlacement(j, bindings, victims))
         deferred = sum(1 for t in rnd_kills.tolist() if int(tj[t]) not in evicted)
         M, K, T, _ = prob.shape
-        return QuincyPlan(
+        plan = QuincyPlan(
             out,
             rnd,
             infeasible=infeasible,
@@ -562,4 +616,42 @@ class QuincyPolicy:
             machines=M,
             classes=K,
             tasks=T,
+            problem_seconds=t1 - t0,
+            check_seconds=time.perf_counter() - t2,
         )
+        if infeasible and depth < self.config.repair:
+            self._repair(jobs, plan, depth)
+        return plan
+
+    def _repair(self, jobs: Sequence[FlowJob], plan: QuincyPlan, depth: int) -> None:
+        """Solve again for the pods the check dropped, on the view the accepted
+        placements left (slots counted afresh), without preemption; merge into
+        ``plan``."""
+        placed = {p for pl in plan.placements for p, _, _ in pl.bindings}
+        idx: list[int] = []
+        rest: list[FlowJob] = []
+        for j, job in enumerate(jobs):
+            left = [p for p in job.pending if p not in placed]
+            if left and (not job.gang or len(left) == len(job.pending)):
+                idx.append(j)
+                rest.append(FlowJob(job.key, left, waited=job.waited, gang=job.gang, data=job.data))
+        if not rest:
+            return
+        sub = QuincyPolicy(
+            self.state,
+            self.placer,
+            replace(self.config, preemption=False, fairness="none"),
+            devices=self.devices,
+            gpu_resource=self.gpu_resource,
+        )
+        sub._racks, sub._ok_cache = self._racks, self._ok_cache
+        more = sub._plan(rest, depth + 1)
+        for pl in more.placements:
+            plan.placements.append(QuincyPlacement(idx[pl.job], pl.bindings, []))
+        plan.repaired += sum(len(pl.bindings) for pl in more.placements)
+        plan.infeasible = more.infeasible
+        if more.round is not None and plan.round is not None:
+            plan.round.solve_seconds += more.round.solve_seconds
+            plan.round.build_seconds += more.round.build_seconds
+        plan.problem_seconds += more.problem_seconds
+        plan.check_seconds += more.check_seconds

@@ -131,6 +131,7 @@ class QuincySimulator(Simulator):
         fs = self.flow_stats
         fs["rounds"] += 1
         fs["infeasible_dropped"] += plan.infeasible
+        fs["repaired"] += plan.repaired
         fs["gangs_incomplete"] += plan.gangs_incomplete
         fs["kills_deferred"] += plan.kills_deferred
         fs["max_tasks"] = max(fs["max_tasks"], plan.tasks)

@@ -193,7 +193,7 @@ def test_fair_with_preemption_keeps_a_job_of_the_same_band():
     st, placer, jobs = state_with_running_job(0)
     plan = QuincyPolicy(st, placer, QuincyConfig(preemption=True)).plan(jobs)
     assert plan.placements == []
-    assert plan.kills_deferred == 1 and plan.infeasible == 1
+    assert plan.kills_deferred == 1 and plan.repaired == 0
 
 
 def test_fair_without_preemption_keeps_running_tasks():
@@ -240,3 +240,13 @@ def test_racks_come_from_labels_then_slot_order():
 def test_config_rejects_unknown_fairness():
     with pytest.raises(ValueError, match="fairness"):
         QuincyConfig(fairness="drf")
+
+
+def test_bench_flow_reports_a_round_and_its_parts():
+    from esched.services.bench_flow import run_flow_bench
+
+    out = run_flow_bench(machines=40, tasks=400, repeat=1)["round"]
+    assert out["machines"] == 40 and out["tasks"] == 400 and out["jobs"] == 40
+    assert 0 < out["placed"] <= 400
+    assert out["round_s"] >= out["solve_s"] > 0
+    assert out["arcs"] > out["nodes"] > 40
