@@ -308,13 +308,12 @@ class QuincyPolicy:
         # fairness: A_j on each job's dominant share per task
         total = alloc[alive].sum(axis=0).astype(np.float64)
         dom_cols = [c for c in range(st.n_res) if st.res_names[c] not in _NOT_DOMINANT]
-        dom = np.zeros(len(jobs))
-        for j, job in enumerate(jobs):
-            p = job.pending[0] if len(job.pending) else job.running[0][0]
-            req = creq[pod_class[p]].astype(np.float64)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                sh = np.where(total[dom_cols] > 0, req[dom_cols] / total[dom_cols], 0.0)
-            dom[j] = max(float(sh.max()) if sh.size else 0.0, 1e-12)
+        first = [job.pending[0] if len(job.pending) else job.running[0][0] for job in jobs]
+        req = creq[pod_class[np.asarray(first, dtype=np.int64)]][:, dom_cols].astype(np.float64)
+        tot = total[dom_cols]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sh = np.where(tot > 0, req / np.where(tot > 0, tot, 1.0), 0.0)
+        dom = np.maximum(sh.max(axis=1) if sh.shape[1] else 0.0, 1e-12)
         n_all = n_pend + n_run
         gang = np.array([job.gang for job in jobs], dtype=bool)
         if cfg.fairness == "none":

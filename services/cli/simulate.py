@@ -164,6 +164,14 @@ async def _append(url: str, events: list[dict]) -> dict:
     help="quincy: strict fair shares (E = F = A) or none (Quincy's Q).",
 )
 @click.option(
+    "--victims",
+    type=click.Choice(["bands", "any"]),
+    default="bands",
+    show_default=True,
+    help="quincy with --preemption: evict only lower bands (esched's commit rule) or any "
+    "job over its fair share (Quincy's; such a log fails the audit's preemption check).",
+)
+@click.option(
     "--round-seconds",
     type=click.FloatRange(min=0),
     default=0.0,
@@ -188,6 +196,7 @@ def simulate(
     reserve_after: float | None,
     policy: str,
     fairness: str,
+    victims: str,
     round_seconds: float,
     max_jobs: int | None,
 ) -> None:
@@ -215,7 +224,8 @@ def simulate(
             reserve_after=reserve_after,
         )
         if policy == "quincy":
-            sim = _quincy(tr, prof, seed, kw, fairness, preemption, round_seconds)
+            config = dict(fairness=fairness, preemption=preemption, victims=victims)
+            sim = _quincy(tr, prof, seed, kw, config, round_seconds)
         else:
             sim = Simulator(tr, prof, seed, **kw)
         try:
@@ -235,7 +245,7 @@ def simulate(
     emit(summary)
 
 
-def _quincy(tr, prof, seed: int, kw: dict, fairness: str, preemption: bool, round_seconds: float):
+def _quincy(tr, prof, seed: int, kw: dict, config: dict, round_seconds: float):
     """The simulator with Quincy's flow rounds (a usage error if OR-Tools is missing)."""
     from esched.core.flow import FlowSolverMissing, require_solver
     from esched.core.quincy import QuincyConfig
@@ -249,10 +259,73 @@ def _quincy(tr, prof, seed: int, kw: dict, fairness: str, preemption: bool, roun
         tr,
         prof,
         seed,
-        quincy=QuincyConfig(fairness=fairness, preemption=preemption),
+        quincy=QuincyConfig(**config),
         round_seconds=round_seconds,
         **kw,
     )
+
+
+#: The flow variants of ``compare --study quincy``: name -> QuincyConfig keywords.
+QUINCY_VARIANTS: dict[str, dict] = {
+    "Q": {"fairness": "none"},
+    "QF": {},
+    "QFP": {"preemption": True},
+    "QFP-any": {"preemption": True, "victims": "any"},
+}
+
+
+def _run_quincy(args: tuple) -> dict:
+    """One run of ``compare --study quincy`` in a worker: the greedy queue (variant
+    None) or a flow variant."""
+    from esched.core.quincy import QuincyConfig
+    from esched.services.sim.engine import Simulator
+    from esched.services.sim.metrics import summarize
+    from esched.services.sim.quincy import QuincySimulator
+
+    tr, path, seed, variant = args
+    prof = load_profile(path)
+    if variant is None:
+        r = Simulator(tr, prof, seed).run()
+        r.profile = f"queue ({prof.name})"
+    else:
+        config = QuincyConfig(**QUINCY_VARIANTS[variant])
+        r = QuincySimulator(tr, prof, seed, preemption=config.preemption, quincy=config).run()
+        r.profile = f"quincy {variant}"
+    summary = summarize(r)
+    summary["variant"] = variant or "queue"
+    return summary
+
+
+def _quincy_study(tr, profile: str, seed: int, workers, progress: bool, figs, tables) -> dict:
+    """Quincy's table (SOSP '09, section 6): SNP, slowdown norms, unfairness per policy."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from esched.core.flow import FlowSolverMissing, require_solver
+    from esched.services.sim.report import quincy_figure, quincy_rows, terminal_table
+
+    try:
+        require_solver()
+    except FlowSolverMissing as exc:
+        raise click.UsageError(str(exc)) from None
+    t0 = time.perf_counter()
+    variants: list[str | None] = [None, *QUINCY_VARIANTS]
+    with (
+        _progress("quincy", len(variants), progress) as update,
+        ProcessPoolExecutor(max_workers=workers or 2) as pool,
+    ):
+        summaries = []
+        for i, s in enumerate(pool.map(_run_quincy, [(tr, profile, seed, v) for v in variants])):
+            summaries.append(s)
+            update(i + 1)
+    cols, rows = quincy_rows(summaries)
+    tables.append(("Quincy's metrics per policy", cols, rows))
+    terminal_table(cols, rows, title=f"quincy ({tr.kind})")
+    quincy_figure(summaries, figs)
+    return {
+        "summaries": summaries,
+        "table": {"columns": cols, "rows": rows},
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def _run_one(args: tuple) -> dict:
@@ -284,7 +357,9 @@ def _run_one(args: tuple) -> dict:
     show_default=True,
     help="Comma list of: simulate, compaction, inflation, holes (Verma et al.'s "
     "hole filling: how many filler tasks still fit after the checkpoint is "
-    "packed), curve (FGD's GPU allocation as the workload grows; GPU traces).",
+    "packed), curve (FGD's GPU allocation as the workload grows; GPU traces), "
+    "quincy (Quincy's table: the greedy queue against the flow scheduler's Q, QF, "
+    "QFP and QFP with Quincy's victims, with the first profile; needs esched[flow]).",
 )
 @click.option(
     "--trials",
@@ -394,7 +469,7 @@ def compare(
             raise click.UsageError(f"profile {p}: no such file")
         _profile(p)
     wanted = [s.strip() for s in studies.split(",") if s.strip()]
-    bad = set(wanted) - {"simulate", "compaction", "inflation", "holes", "curve"}
+    bad = set(wanted) - {"simulate", "compaction", "inflation", "holes", "curve", "quincy"}
     if bad:
         raise click.UsageError(f"unknown study {sorted(bad)}")
     tr = _load(trace_spec, nodes)
@@ -439,6 +514,8 @@ def compare(
         run_figures([r["result"] for r in runs], figs)
         cols, rows = summary_rows(summaries)
         terminal_table(cols, rows, title=f"simulate {tr.kind}")
+    if "quincy" in wanted:
+        out["quincy"] = _quincy_study(tr, profiles[0], seed, workers, progress, figs, tables)
     trial_sets: dict[str, list[dict]] = {}
     for study in ("compaction", "inflation", "holes", "curve"):
         if study not in wanted:

@@ -56,6 +56,7 @@ class QuincySimulator(Simulator):
         stats.update({f"{k}_seconds": v for k, v in self.flow_seconds.items()})
         stats["fairness"] = self.quincy.fairness
         stats["preemption"] = self.quincy.preemption
+        stats["victims"] = self.quincy.victims
         r.placer_stats = {**r.placer_stats, "flow": stats}
         r.profile = f"quincy-{self.variant}"
         return r

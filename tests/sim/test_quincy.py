@@ -112,14 +112,52 @@ def test_cli_simulate_policy_quincy(tmp_path: Path):
     assert out["store"]["appended"] == out["store"]["head"]
 
 
+PHILLY = Path("/work/shared/traces/philly-2017")
+
+
 @pytest.mark.scale
-def test_philly_window_quincy_variants_against_greedy():
-    """The evaluation of docs/simulation.md (Quincy's table) on a short window."""
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not here")
+def test_philly_window_flow_variants_finish_and_audit():
+    """docs/simulation.md's evaluation, on the first 2,000 jobs: every variant
+    finishes every job; QF's log audits clean."""
     from esched.services.sim.traces import load_trace
 
-    tr = load_trace("philly:/work/shared/traces/philly-2017", "70x8")
+    tr = load_trace(f"philly:{PHILLY}", "70x8")
     tr.jobs = tr.jobs[:2000]
-    greedy = summarize(simulate(tr, BEST_FIT))["jobs"]["quincy"]
-    qf = QuincySimulator(tr, BEST_FIT, 0).run()
+    greedy = summarize(simulate(tr, BEST_FIT))["jobs"]
+    assert greedy["finished"] == 2000
+    qf = QuincySimulator(tr, BEST_FIT, 0, record=True).run()
     assert summarize(qf)["jobs"]["finished"] == 2000
-    assert greedy["snp"] > 0
+    assert qf.events is not None
+    audited(qf.events)
+    qfp = QuincySimulator(tr, BEST_FIT, 0, preemption=True, quincy=QuincyConfig(preemption=True))
+    assert summarize(qfp.run())["jobs"]["finished"] == 2000
+
+
+def test_compare_study_quincy_reports_every_policy(tmp_path: Path):
+    res = CliRunner().invoke(
+        cli,
+        [
+            "compare",
+            "--trace",
+            "synthetic:nodes=6,jobs=40,seed=2",
+            "--profiles",
+            str(PROFILES / "best-fit.yaml"),
+            "--study",
+            "quincy",
+            "--workers",
+            "1",
+            "--report",
+            str(tmp_path / "rep"),
+            "--no-progress",
+        ],
+        catch_exceptions=False,
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)["quincy"]
+    names = [row[0] for row in out["table"]["rows"]]
+    assert names == ["queue (best-fit)", "quincy Q", "quincy QF", "quincy QFP", "quincy QFP-any"]
+    for s in out["summaries"]:
+        assert s["jobs"]["finished"] == 40
+    figures = json.loads((tmp_path / "rep" / "figures.json").read_text())
+    assert figures["quincy_metrics"]["policy"] == names
