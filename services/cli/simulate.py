@@ -418,6 +418,11 @@ def _run_one(args: tuple) -> dict:
     help="Write report.html, figures.json and summary.json here.",
 )
 @click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option(
+    "--max-jobs",
+    type=click.IntRange(min=1),
+    help="Use only the trace's first N jobs (by arrival).",
+)
 def compare(
     trace_spec: str,
     profile_opts: tuple[str, ...],
@@ -434,6 +439,7 @@ def compare(
     workers: int | None,
     report_dir: str | None,
     progress: bool,
+    max_jobs: int | None,
 ) -> None:
     """The same trace under several profiles, side by side.
 
@@ -473,6 +479,8 @@ def compare(
     if bad:
         raise click.UsageError(f"unknown study {sorted(bad)}")
     tr = _load(trace_spec, nodes)
+    if max_jobs is not None:
+        tr.jobs = tr.jobs[:max_jobs]
     at_value: str | float = at or default_at(tr)
     if at_value not in ("peak", "all", "running"):
         try:
