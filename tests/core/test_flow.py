@@ -250,3 +250,20 @@ def test_bench_flow_reports_a_round_and_its_parts():
     assert 0 < out["placed"] <= 400
     assert out["round_s"] >= out["solve_s"] > 0
     assert out["arcs"] > out["nodes"] > 40
+
+
+def test_data_locality_places_a_job_where_its_data_is():
+    # Two empty machines in different racks; the job's data all sits on n2: its
+    # machine arc costs anywhere (1) + nothing to move, the X arc 1 + psi * 100.
+    st = ClusterState()
+    log = Log(st)
+    log(EV.NODE_ADDED, node("n1", cpu="4", labels={"esched.dev/rack": "r1"}))
+    log(EV.NODE_ADDED, node("n2", cpu="4", labels={"esched.dev/rack": "r2"}))
+    for name in ("t1", "t2"):
+        log(EV.POD_SUBMITTED, pod(name, cpu="1", memory=None))
+    i = st.pod_index
+    n2 = st.node_index["n2"]
+    job = FlowJob("j", [i["ns/t1"], i["ns/t2"]], waited=5, data={n2: 100.0})
+    plan = QuincyPolicy(st, Placer(st), QuincyConfig()).plan([job])
+    assert [n for _, n, _ in plan.placements[0].bindings] == [n2, n2]
+    assert plan.round is not None and plan.round.cost == 2 * 1
