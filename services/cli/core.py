@@ -11,7 +11,7 @@ import orjson
 from esched.services.cli import EXIT_UNSCHEDULABLE, cli
 from esched.services.cli.bench import bench
 
-__all__ = ["bench_core", "bench_preempt", "explain"]
+__all__ = ["bench_core", "bench_flow", "bench_preempt", "explain"]
 
 
 def _profile(path: str | None):
@@ -185,3 +185,27 @@ def bench_preempt(nodes: int, per_node: int, plans: int, seed: int) -> None:
     from esched.services.bench_preempt import run_preempt_bench
 
     click.echo(orjson.dumps(run_preempt_bench(nodes, per_node, plans, seed)).decode())
+
+
+@bench.command("flow")
+@click.option("--machines", default=1000, show_default=True, help="Nodes in the cluster.")
+@click.option("--tasks", default=10_000, show_default=True, help="Pending tasks in the round.")
+@click.option("--repeat", default=3, show_default=True, help="Warm rounds (median).")
+@click.option("--seed", default=0, show_default=True, help="Workload seed.")
+@click.option(
+    "--grid/--no-grid",
+    default=False,
+    show_default=True,
+    help="Also machines and tasks from 1/4 to 4 times, to show how a round grows.",
+)
+def bench_flow(machines: int, tasks: int, repeat: int, seed: int, grid: bool) -> None:
+    """One Quincy round (min-cost flow; needs esched[flow]): problem from the state,
+    network, OR-Tools solve and the feasibility check of every placement. JSON."""
+    from esched.core.flow import FlowSolverMissing, require_solver
+    from esched.services.bench_flow import run_flow_bench
+
+    try:
+        require_solver()
+    except FlowSolverMissing as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(orjson.dumps(run_flow_bench(machines, tasks, seed, repeat, grid)).decode())

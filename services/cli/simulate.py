@@ -147,6 +147,42 @@ async def _append(url: str, events: list[dict]) -> dict:
     help="Reserve nodes for a gang that has not fitted for this long (virtual time); "
     "default: never.",
 )
+@click.option(
+    "--policy",
+    type=click.Choice(["queue", "quincy"]),
+    default="queue",
+    show_default=True,
+    help="queue: the scheduling pass after every event (greedy, oldest first); quincy: "
+    "Quincy's min-cost-flow rounds (needs esched[flow]); with --preemption, fair with "
+    "preemption (QFP).",
+)
+@click.option(
+    "--fairness",
+    type=click.Choice(["strict", "none"]),
+    default="strict",
+    show_default=True,
+    help="quincy: strict fair shares (E = F = A) or none (Quincy's Q).",
+)
+@click.option(
+    "--victims",
+    type=click.Choice(["bands", "any"]),
+    default="bands",
+    show_default=True,
+    help="quincy with --preemption: evict only lower bands (esched's commit rule) or any "
+    "job over its fair share (Quincy's; such a log fails the audit's preemption check).",
+)
+@click.option(
+    "--round-seconds",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="quincy: at most one round per this much virtual time (0: after every event).",
+)
+@click.option(
+    "--max-jobs",
+    type=click.IntRange(min=1),
+    help="Simulate only the trace's first N jobs (by arrival).",
+)
 def simulate(
     trace_spec: str,
     profile_path: str,
@@ -158,6 +194,11 @@ def simulate(
     progress: bool,
     preemption: bool,
     reserve_after: float | None,
+    policy: str,
+    fairness: str,
+    victims: str,
+    round_seconds: float,
+    max_jobs: int | None,
 ) -> None:
     """Simulate a trace in virtual time through the core, with one profile.
 
@@ -172,17 +213,21 @@ def simulate(
     from esched.services.sim.report import run_figures, summary_rows, terminal_table, write_report
 
     tr = _load(trace_spec, nodes)
+    if max_jobs is not None:
+        tr.jobs = tr.jobs[:max_jobs]
     prof = _profile(profile_path)
     with _progress(f"simulate {tr.kind}", len(tr.jobs), progress) as update:
-        sim = Simulator(
-            tr,
-            prof,
-            seed,
+        kw: dict = dict(
             record=bool(store),
             progress=update,
             preemption=preemption,
             reserve_after=reserve_after,
         )
+        if policy == "quincy":
+            config = dict(fairness=fairness, preemption=preemption, victims=victims)
+            sim = _quincy(tr, prof, seed, kw, config, round_seconds)
+        else:
+            sim = Simulator(tr, prof, seed, **kw)
         try:
             result = sim.run()
         except ValueError as exc:
@@ -198,6 +243,89 @@ def simulate(
     if output_format == "table":
         terminal_table(*summary_rows([summary]), title=f"{tr.kind}: {tr.source}")
     emit(summary)
+
+
+def _quincy(tr, prof, seed: int, kw: dict, config: dict, round_seconds: float):
+    """The simulator with Quincy's flow rounds (a usage error if OR-Tools is missing)."""
+    from esched.core.flow import FlowSolverMissing, require_solver
+    from esched.core.quincy import QuincyConfig
+    from esched.services.sim.quincy import QuincySimulator
+
+    try:
+        require_solver()
+    except FlowSolverMissing as exc:
+        raise click.UsageError(str(exc)) from None
+    return QuincySimulator(
+        tr,
+        prof,
+        seed,
+        quincy=QuincyConfig(**config),
+        round_seconds=round_seconds,
+        **kw,
+    )
+
+
+#: The flow variants of ``compare --study quincy``: name -> QuincyConfig keywords.
+QUINCY_VARIANTS: dict[str, dict] = {
+    "Q": {"fairness": "none"},
+    "QF": {},
+    "QFP": {"preemption": True},
+    "QFP-any": {"preemption": True, "victims": "any"},
+}
+
+
+def _run_quincy(args: tuple) -> dict:
+    """One run of ``compare --study quincy`` in a worker: the greedy queue (variant
+    None) or a flow variant."""
+    from esched.core.quincy import QuincyConfig
+    from esched.services.sim.engine import Simulator
+    from esched.services.sim.metrics import summarize
+    from esched.services.sim.quincy import QuincySimulator
+
+    tr, path, seed, variant = args
+    prof = load_profile(path)
+    if variant is None:
+        r = Simulator(tr, prof, seed).run()
+        r.profile = f"queue ({prof.name})"
+    else:
+        config = QuincyConfig(**QUINCY_VARIANTS[variant])
+        r = QuincySimulator(tr, prof, seed, preemption=config.preemption, quincy=config).run()
+        r.profile = f"quincy {variant}"
+    summary = summarize(r)
+    summary["variant"] = variant or "queue"
+    return summary
+
+
+def _quincy_study(tr, profile: str, seed: int, workers, progress: bool, figs, tables) -> dict:
+    """Quincy's table (SOSP '09, section 6): SNP, slowdown norms, unfairness per policy."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from esched.core.flow import FlowSolverMissing, require_solver
+    from esched.services.sim.report import quincy_figure, quincy_rows, terminal_table
+
+    try:
+        require_solver()
+    except FlowSolverMissing as exc:
+        raise click.UsageError(str(exc)) from None
+    t0 = time.perf_counter()
+    variants: list[str | None] = [None, *QUINCY_VARIANTS]
+    with (
+        _progress("quincy", len(variants), progress) as update,
+        ProcessPoolExecutor(max_workers=workers or 2) as pool,
+    ):
+        summaries = []
+        for i, s in enumerate(pool.map(_run_quincy, [(tr, profile, seed, v) for v in variants])):
+            summaries.append(s)
+            update(i + 1)
+    cols, rows = quincy_rows(summaries)
+    tables.append(("Quincy's metrics per policy", cols, rows))
+    terminal_table(cols, rows, title=f"quincy ({tr.kind})")
+    quincy_figure(summaries, figs)
+    return {
+        "summaries": summaries,
+        "table": {"columns": cols, "rows": rows},
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def _run_one(args: tuple) -> dict:
@@ -229,7 +357,9 @@ def _run_one(args: tuple) -> dict:
     show_default=True,
     help="Comma list of: simulate, compaction, inflation, holes (Verma et al.'s "
     "hole filling: how many filler tasks still fit after the checkpoint is "
-    "packed), curve (FGD's GPU allocation as the workload grows; GPU traces).",
+    "packed), curve (FGD's GPU allocation as the workload grows; GPU traces), "
+    "quincy (Quincy's table: the greedy queue against the flow scheduler's Q, QF, "
+    "QFP and QFP with Quincy's victims, with the first profile; needs esched[flow]).",
 )
 @click.option(
     "--trials",
@@ -298,6 +428,11 @@ def _run_one(args: tuple) -> dict:
     help="Write report.html, figures.json and summary.json here.",
 )
 @click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option(
+    "--max-jobs",
+    type=click.IntRange(min=1),
+    help="Use only the trace's first N jobs (by arrival).",
+)
 def compare(
     trace_spec: str,
     profile_opts: tuple[str, ...],
@@ -315,6 +450,7 @@ def compare(
     workers: int | None,
     report_dir: str | None,
     progress: bool,
+    max_jobs: int | None,
 ) -> None:
     """The same trace under several profiles, side by side.
 
@@ -350,10 +486,12 @@ def compare(
             raise click.UsageError(f"profile {p}: no such file")
         _profile(p)
     wanted = [s.strip() for s in studies.split(",") if s.strip()]
-    bad = set(wanted) - {"simulate", "compaction", "inflation", "holes", "curve"}
+    bad = set(wanted) - {"simulate", "compaction", "inflation", "holes", "curve", "quincy"}
     if bad:
         raise click.UsageError(f"unknown study {sorted(bad)}")
     tr = _load(trace_spec, nodes)
+    if max_jobs is not None:
+        tr.jobs = tr.jobs[:max_jobs]
     at_value: str | float = at or default_at(tr)
     if at_value not in ("peak", "all", "running"):
         try:
@@ -395,6 +533,8 @@ def compare(
         run_figures([r["result"] for r in runs], figs)
         cols, rows = summary_rows(summaries)
         terminal_table(cols, rows, title=f"simulate {tr.kind}")
+    if "quincy" in wanted:
+        out["quincy"] = _quincy_study(tr, profiles[0], seed, workers, progress, figs, tables)
     trial_sets: dict[str, list[dict]] = {}
     for study in ("compaction", "inflation", "holes", "curve"):
         if study not in wanted:

@@ -517,11 +517,18 @@ class Simulator:
         if self.on_place is not None:
             self.on_place(self, job, True)
 
-    def _evict(self, victims: list[dict[str, str]], by: str, now: float) -> list[dict[str, str]]:
+    def _evict(
+        self,
+        victims: list[dict[str, str]],
+        by: str,
+        now: float,
+        release_devices: bool = True,
+    ) -> list[dict[str, str]]:
         """Evict the victims of a preemption (and the rest of their jobs: a job's tasks
         run together), as the commit service logs it: each ``esched.pod.evicted`` names
         the decision that follows; the jobs go back to the pending queue. Returns the
-        decision's victims (every pod evicted)."""
+        decision's victims (every pod evicted). ``release_devices=False``: the policy
+        already gave their GPU devices back in the device table."""
         self.preemptions += 1
         out: list[tuple[int, str, int, tuple[int, ...]]] = []  # job, pod, node slot, devices
         for j in sorted({self.job_of[v["pod"]] for v in victims}):
@@ -546,7 +553,7 @@ class Simulator:
                 },
                 now,
             )
-            if self.devices is not None:
+            if self.devices is not None and release_devices:
                 self.devices.release(n, job.gpu_milli, job.cpu_milli, devs)
         for j in sorted({j for j, *_ in out}):
             job = self.jobs[j]

@@ -630,6 +630,74 @@ def summary_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
     return cols, rows
 
 
+def quincy_rows(summaries: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """Quincy's table: one row per policy (SNP, slowdown norms, unfairness, waits,
+    evictions, and the flow's counters)."""
+    cols = [
+        "policy",
+        "SNP",
+        "slowdown l1",
+        "l2",
+        "l∞",
+        "unfairness",
+        "wait mean s",
+        "wait p90 s",
+        "evicted jobs",
+        "flow refused / repaired",
+    ]
+    rows = []
+    for s in summaries:
+        q = s["jobs"].get("quincy", {})
+        lat = s["jobs"].get("latency_s", {})
+        flow = s["placer"].get("flow") or {}
+        rows.append(
+            [
+                s["profile"],
+                _num(q.get("snp"), 3),
+                _num(q.get("slowdown_l1"), 2),
+                _num(q.get("slowdown_l2"), 2),
+                _num(q.get("slowdown_linf"), 1),
+                _num(q.get("unfairness"), 3),
+                _num(lat.get("mean")),
+                _num(lat.get("p90")),
+                str(s.get("evicted_jobs", 0)),
+                f"{flow['infeasible_dropped']} / {flow['repaired']}" if flow else "-",
+            ]
+        )
+    return cols, rows
+
+
+def quincy_figure(summaries: list[dict], figs: Figures | None = None) -> Figures:
+    """Bars of Quincy's metrics per policy: SNP and unfairness (0..1), slowdown l1
+    and l2 (log scale)."""
+    plt = _mpl()
+    figs = figs or Figures()
+    names = [s["profile"] for s in summaries]
+    q = [s["jobs"].get("quincy", {}) for s in summaries]
+    data = {
+        k: [x.get(k) for x in q]
+        for k in ("snp", "unfairness", "slowdown_l1", "slowdown_l2", "slowdown_linf")
+    }
+    data["policy"] = names
+    fig, (a0, a1) = plt.subplots(1, 2, figsize=(9, 3))
+    x = np.arange(len(names))
+    w = 0.38
+    a0.bar(x - w / 2, [v or 0 for v in data["snp"]], w, label="SNP")
+    a0.bar(x + w / 2, [v or 0 for v in data["unfairness"]], w, label="unfairness")
+    a0.set_xticks(x, names, rotation=20, fontsize=7)
+    a0.legend(fontsize=7)
+    a0.grid(alpha=0.3, axis="y")
+    a1.bar(x - w / 2, [v or 0 for v in data["slowdown_l1"]], w, label="slowdown l1")
+    a1.bar(x + w / 2, [v or 0 for v in data["slowdown_l2"]], w, label="slowdown l2")
+    a1.set_yscale("log")
+    a1.set_xticks(x, names, rotation=20, fontsize=7)
+    a1.legend(fontsize=7)
+    a1.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    figs.add("quincy_metrics", "Quincy's metrics per policy", _svg(fig), data)
+    return figs
+
+
 def _pct(v) -> str:
     return "-" if v is None else f"{100 * v:.1f}"
 
