@@ -189,7 +189,6 @@ class KafkaBus(Bus):
         finally:
             await admin.close()
 
-
     async def _check_work_partitions(self, admin: AIOKafkaAdminClient) -> None:
         """Warn when the work topic has fewer partitions than configured: replicas
         beyond its partition count get no work (the topic is not altered here:
