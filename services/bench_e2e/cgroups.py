@@ -103,6 +103,15 @@ class CpuCap:
         except OSError as exc:
             raise CgroupError(f"cannot set the CPU quota of {self.path}: {exc}") from exc
 
+    def lift(self) -> None:
+        """Remove the quota (the processes stop at full speed: a capped process takes
+        long to say goodbye to its group); best effort."""
+        with contextlib.suppress(OSError):
+            if self.version == "v2":
+                (self.path / "cpu.max").write_text(f"max {cap_period_us(self.cpus)}\n")
+            else:
+                (self.path / "cpu.cfs_quota_us").write_text("-1\n")
+
     def add(self, pid: int) -> None:
         """Move process ``pid`` (all its threads) into the group."""
         try:

@@ -104,11 +104,21 @@ async def run_scale_bench(
             )
             for r in counts:
                 caps: list[CpuCap] = []
+                throttled: dict[str, dict[str, float]] = {}
 
                 def confine(proc: ServiceProcess, r: int = r, caps: list[CpuCap] = caps) -> None:
                     cap = controller.create(f"r{r}-{proc.name}", cpu_per_replica)
                     caps.append(cap)
                     cap.add(proc.pid)
+
+                def uncap(
+                    caps: list[CpuCap] = caps, throttled: dict[str, dict[str, float]] = throttled
+                ) -> None:
+                    # Read before lifting: stopping runs at full speed (a capped replica
+                    # took many seconds to leave its group).
+                    for cap in caps:
+                        throttled[cap.path.name] = cap.throttled()
+                        cap.lift()
 
                 try:
                     run = await _one_run(
@@ -120,9 +130,9 @@ async def run_scale_bench(
                         measure_latency=False,
                         profile=frozenset(),
                         confine=confine,
+                        before_stop=uncap,
                     )
                 finally:
-                    throttled = {cap.path.name: cap.throttled() for cap in caps}
                     for cap in caps:
                         cap.remove()
                 run["throttled"] = throttled

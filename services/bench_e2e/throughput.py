@@ -49,9 +49,11 @@ async def _one_run(
     run: str,
     profile: frozenset[str],
     confine: Callable[[ServiceProcess], None] | None = None,
+    before_stop: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """One run with ``replicas`` replica processes; ``confine(process)`` is called on
-    each replica process once all are ready (``bench scale`` caps its CPU)."""
+    each replica process once all are ready (``bench scale`` caps its CPU), and
+    ``before_stop()`` once measured, before the processes are stopped."""
     db = f"esched_bench_{run}_r{replicas}"
     await admin(server, f'CREATE DATABASE "{db}" TEMPLATE "{template_db}"')
     url = f"{server}/{db}"
@@ -255,12 +257,16 @@ async def _one_run(
         out["commits_by_replica"] = dict(sorted(decisions.by_replica.items()))
         out["conflict_reasons"] = dict(sorted(decisions.reasons.items()))
     finally:
+        if before_stop is not None:
+            before_stop()
         for s in services:
             s.stop()
         summaries = {s.name: s.summary() for s in services}
-        with contextlib.suppress(Exception):
+        # aiokafka may raise CancelledError out of a stop whose fetch timed out: it
+        # must not hide the error that ended the run.
+        with contextlib.suppress(Exception, asyncio.CancelledError):
             await decisions.stop()
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception, asyncio.CancelledError):
             await producer.stop()
         with contextlib.suppress(Exception):
             await admin(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')

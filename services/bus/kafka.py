@@ -111,6 +111,7 @@ class KafkaBus(Bus):
         topics: TopicNames | None = None,
         client_id: str = "esched",
         session_timeout_ms: int = 10_000,
+        rebalance_timeout_ms: int = 30_000,
         fetch_max_wait_ms: int = 20,
         fetch_max_wait_busy_ms: int = 40,
         security: KafkaSecurity | None = None,
@@ -125,6 +126,13 @@ class KafkaBus(Bus):
         self.client_id = client_id
         #: How soon the group notices a dead member and hands its partitions over.
         self.session_timeout_ms = session_timeout_ms
+        #: How long a rebalance waits for every member to rejoin. A member notices a
+        #: rebalance at its next heartbeat and tansu holds each JoinGroup 5 s and a
+        #: SyncGroup 3 s: with the session timeout as the bound, a member on a small CPU
+        #: share (a replica capped at 0.02 CPU) rejoined just too late, was dropped,
+        #: rejoined, and the group rebalanced every 15 s. The Java client's bound
+        #: (max.poll.interval.ms) is 300 s; a dead member is still found by its session.
+        self.rebalance_timeout_ms = max(rebalance_timeout_ms, session_timeout_ms)
         #: Longest a fetch waits on the broker for data. Kafka answers a waiting fetch as
         #: soon as data arrives, but not every broker does (tansu holds it for the full
         #: wait: ~130 ms median per hop at aiokafka's default 500 ms, ~11 ms at 20 ms),
@@ -340,7 +348,7 @@ class _KafkaConsumer(BusConsumer):
             max_partition_fetch_bytes=MAX_REQUEST_BYTES * 4,
             session_timeout_ms=bus.session_timeout_ms,
             heartbeat_interval_ms=max(100, bus.session_timeout_ms // 6),
-            rebalance_timeout_ms=bus.session_timeout_ms,
+            rebalance_timeout_ms=bus.rebalance_timeout_ms,
             fetch_max_wait_ms=bus.fetch_max_wait_ms,
             group_instance_id=instance,
             # Sticky first: a member joining or leaving moves only the partitions that

@@ -68,6 +68,7 @@ class _ReplicaBase:
             # (as JSON writes the prefix); every other replica's are folded only.
             mentions=orjson.dumps(self._pid_prefix)[1:-1],
             interval=self.config.follow_interval,
+            busy_interval=self.config.follow_busy_interval,
             on_batch=self._on_batch,
         )
         self.placer: Placer | None = None

@@ -42,9 +42,9 @@ class LogFollower:
     needs to look at the state *before* an event (the dispatcher, for a removed
     node's pods).
 
-    ``interval``: the least time (s) between live reads (see
-    :class:`~esched.services.store.base.Subscription`): under load one read gathers
-    the appends of that time. ``on_advance()`` runs after each batch is folded;
+    ``interval``, ``busy_interval``: the least time (s) between live reads, at light
+    load and in a burst (see :class:`~esched.services.store.base.Subscription`): one
+    read gathers the appends of that time. ``on_advance()`` runs after each batch is folded;
     ``on_batch(pairs)`` too, with the batch's ``(position, payload)`` pairs (not with
     ``handle``): a replica looks for events that may make work.
     """
@@ -59,6 +59,7 @@ class LogFollower:
         mentions: bytes | None = None,
         batch: int = 5000,
         interval: float = 0.0,
+        busy_interval: float = 0.0,
         on_advance: Callable[[], None] | None = None,
         on_batch: Callable[[Sequence[tuple[int, bytes]]], None] | None = None,
     ) -> None:
@@ -70,6 +71,7 @@ class LogFollower:
         self._mentions = mentions
         self._batch = batch
         self._interval = interval
+        self._busy_interval = busy_interval
         self._on_advance = on_advance
         if on_batch is not None and handle is not None:
             raise ValueError("on_batch gets the folded pairs: not with handle")
@@ -122,10 +124,16 @@ class LogFollower:
         handle = self._handle
         try:
             self._sub = self.store.subscribe(
-                state.position, self._batch, payloads=handle is None, min_interval=self._interval
+                state.position,
+                self._batch,
+                payloads=handle is None,
+                min_interval=self._interval,
+                busy_interval=self._busy_interval,
             )
             async with self._sub as sub:
-                async for rows in sub:
+                async for batch in sub:
+                    # Stored rows for handle, else (position, payload) pairs.
+                    rows: list[Any] = batch
                     if rows[0][0] <= state.position:  # a row's or a pair's position
                         rows = [r for r in rows if r[0] > state.position]
                         if not rows:

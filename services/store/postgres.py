@@ -490,7 +490,13 @@ class PostgresEventStore(EventStore):
         return await self._require_pool().fetchval("SELECT esched_position_at($1)", as_utc(when))
 
     def subscribe(
-        self, after: int, batch: int = 1000, *, payloads: bool = False, min_interval: float = 0.0
+        self,
+        after: int,
+        batch: int = 1000,
+        *,
+        payloads: bool = False,
+        min_interval: float = 0.0,
+        busy_interval: float = 0.0,
     ) -> Subscription:
         """Catch up from ``after``, then follow LISTEN/NOTIFY (plus polling)."""
         self._require_pool()
@@ -503,6 +509,7 @@ class PostgresEventStore(EventStore):
             on_close=self._subscriptions.discard,
             payloads=payloads,
             min_interval=min_interval,
+            busy_interval=busy_interval,
         )
         self._subscriptions.add(sub)
         return sub

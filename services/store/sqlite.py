@@ -363,7 +363,13 @@ class SqliteEventStore(EventStore):
         return await self._run(run)
 
     def subscribe(
-        self, after: int, batch: int = 1000, *, payloads: bool = False, min_interval: float = 0.0
+        self,
+        after: int,
+        batch: int = 1000,
+        *,
+        payloads: bool = False,
+        min_interval: float = 0.0,
+        busy_interval: float = 0.0,
     ) -> Subscription:
         """Catch up from ``after``, then follow appends (in-process signal plus polling)."""
         if self._conn is None:
@@ -377,6 +383,7 @@ class SqliteEventStore(EventStore):
             on_close=self._subscriptions.discard,
             payloads=payloads,
             min_interval=min_interval,
+            busy_interval=busy_interval,
         )
         self._subscriptions.add(sub)
         return sub
