@@ -69,7 +69,8 @@ def plot_scaling(rates: dict[int, float], cpus: float, path: Path) -> Path | Non
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    # No creation date in an SVG: the same figures make the same file.
+    fig.savefig(path, metadata={"Date": None} if path.suffix.lower() == ".svg" else None)
     plt.close(fig)
     return path
 
