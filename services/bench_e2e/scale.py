@@ -4,7 +4,7 @@ replica process capped at a fraction of one CPU.
 Every replica runs in a cgroup of its own with a CPU quota (:mod:`.cgroups`), as if
 each ran on a small machine of its own; ingest, dispatch, commit, the broker and
 PostgreSQL run uncapped. Per replica count, the run of ``bench e2e``
-(:func:`~esched.services.bench_e2e.throughput._one_run`: fresh database from the
+(:func:`~esched.services.bench_e2e.throughput.one_run`: fresh database from the
 preloaded template, fresh topics, warm-up, then ``pods`` pods at once) measures
 throughput by the store's clock (first pod recorded to last placement committed), and
 the efficiency ``rate(R) / (R x rate(1))``: 1.0 when each replica adds a whole
@@ -25,7 +25,7 @@ from esched.services.bench_e2e.cgroups import (
     find_cpu_controller,
     remove_controller_group,
 )
-from esched.services.bench_e2e.throughput import _one_run, bench_cluster
+from esched.services.bench_e2e.throughput import bench_cluster, one_run
 from esched.services.procs import ServiceProcess
 
 __all__ = ["efficiencies", "plot_scaling", "run_scale_bench"]
@@ -122,7 +122,7 @@ async def run_scale_bench(
                         cap.lift()
 
                 try:
-                    run = await _one_run(
+                    run = await one_run(
                         **common,
                         replicas=r,
                         pods=pods,

@@ -34,7 +34,7 @@ from esched.services.devbroker import DevBroker
 from esched.services.procs import ServiceProcess, await_until, service_env
 
 
-async def _one_run(
+async def one_run(
     *,
     kafka: str,
     broker_pid: int | None,
@@ -366,7 +366,7 @@ async def run_e2e_bench(
         latency_set = set(latency_for)
         for r in replicas:
             result["runs"].append(
-                await _one_run(
+                await one_run(
                     **common,
                     replicas=r,
                     pods=pods,

@@ -20,6 +20,23 @@ from esched.services.cli import (
 
 # bench -------------------------------------------------------------------------------
 
+#: The options of the benchmarks that run services as processes (e2e, scale, restart).
+_pg_runs_option = click.option(
+    "--pg",
+    "pg_server",
+    envvar="ESCHED_BENCH_PG",
+    default="postgresql://postgres@127.0.0.1:5432",
+    show_default=True,
+    metavar="URL",
+    help="PostgreSQL server (no database): a template and one database per run "
+    "are created there and dropped after.",
+)
+_logdir_option = click.option(
+    "--logdir",
+    type=click.Path(file_okay=False),
+    help="Where the services' logs go (default: a new temporary directory).",
+)
+
 
 @cli.group()
 def bench() -> None:
@@ -73,16 +90,7 @@ def bench_replay(store: str, events: int, nodes: int) -> None:
 
 @bench.command("e2e")
 @kafka_option
-@click.option(
-    "--pg",
-    "pg_server",
-    envvar="ESCHED_BENCH_PG",
-    default="postgresql://postgres@127.0.0.1:5432",
-    show_default=True,
-    metavar="URL",
-    help="PostgreSQL server (no database): a template and one database per run "
-    "are created there and dropped after.",
-)
+@_pg_runs_option
 @click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
 @click.option(
     "--fill",
@@ -120,11 +128,7 @@ def bench_replay(store: str, events: int, nodes: int) -> None:
     metavar="N[,N...]",
     help="Replica counts whose run also measures latency.",
 )
-@click.option(
-    "--logdir",
-    type=click.Path(file_okay=False),
-    help="Where the services' logs go (default: a new temporary directory).",
-)
+@_logdir_option
 @click.option(
     "--profile",
     "profile",
@@ -186,16 +190,7 @@ def _counts(text: str, option: str) -> list[int]:
 
 @bench.command("scale")
 @kafka_option
-@click.option(
-    "--pg",
-    "pg_server",
-    envvar="ESCHED_BENCH_PG",
-    default="postgresql://postgres@127.0.0.1:5432",
-    show_default=True,
-    metavar="URL",
-    help="PostgreSQL server (no database): a template and one database per run "
-    "are created there and dropped after.",
-)
+@_pg_runs_option
 @click.option("--nodes", type=click.IntRange(1), default=1000, show_default=True)
 @click.option(
     "--fill",
@@ -232,11 +227,7 @@ def _counts(text: str, option: str) -> list[int]:
     help="Write throughput against replicas, beside the ideal line, to this PNG or SVG "
     "file (matplotlib).",
 )
-@click.option(
-    "--logdir",
-    type=click.Path(file_okay=False),
-    help="Where the services' logs go (default: a new temporary directory).",
-)
+@_logdir_option
 def bench_scale(
     kafka: str | None,
     pg_server: str,
@@ -306,11 +297,7 @@ def bench_scale(
     show_default=True,
     help="Pods submitted after the snapshot (the live tail).",
 )
-@click.option(
-    "--logdir",
-    type=click.Path(file_okay=False),
-    help="Where the services' logs go (default: a new temporary directory).",
-)
+@_logdir_option
 def bench_restart(
     kafka: str | None, pg_server: str, nodes: int, fill: float, pending: int, logdir: str | None
 ) -> None:
