@@ -20,6 +20,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def peak_rss_mib(pid: int) -> float:
+    """Peak resident memory (MiB, ``VmHWM``) of a live process (Linux /proc); 0 if gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
 def _postgres_pids() -> list[int]:
     pids = []
     for d in Path("/proc").iterdir():

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from esched.schemas.events import stream_of
+from esched.services.bench_e2e.cpu import peak_rss_mib
 from esched.services.bench_e2e.observe import first_commit_by, head_position
 from esched.services.bench_e2e.preload import PARTITIONS, admin, preload
 from esched.services.bus import open_bus
@@ -135,7 +136,9 @@ async def run_restart_bench(
         await asyncio.sleep(1.0)
         again.kill9()
         services.remove(again)
-        _, out["restart_after_sigkill_s"] = await start_replica("replica-sigkill")
+        last, out["restart_after_sigkill_s"] = await start_replica("replica-sigkill")
+        # The replica's memory with the whole cluster folded and its first batch placed.
+        out["replica_peak_rss_mib"] = peak_rss_mib(last.pid)
         out["replica_logs"] = {
             s.name: next(
                 (

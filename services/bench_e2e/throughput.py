@@ -9,7 +9,7 @@ import itertools
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from esched.services.devbroker import DevBroker
 from esched.services.procs import ServiceProcess, await_until, service_env
 
 
-async def _one_run(
+async def one_run(
     *,
     kafka: str,
     broker_pid: int | None,
@@ -48,7 +48,12 @@ async def _one_run(
     logdir: Path,
     run: str,
     profile: frozenset[str],
+    confine: Callable[[ServiceProcess], None] | None = None,
+    before_stop: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
+    """One run with ``replicas`` replica processes; ``confine(process)`` is called on
+    each replica process once all are ready (``bench scale`` caps its CPU), and
+    ``before_stop()`` once measured, before the processes are stopped."""
     db = f"esched_bench_{run}_r{replicas}"
     await admin(server, f'CREATE DATABASE "{db}" TEMPLATE "{template_db}"')
     url = f"{server}/{db}"
@@ -106,6 +111,10 @@ async def _one_run(
             services,
         )
         out["services_ready_s"] = round(time.perf_counter() - started, 2)
+        if confine is not None:
+            # Once ready: a capped start-up (imports, fold, group join) would take minutes.
+            for rep in reps:
+                confine(rep)
 
         # Warm-up until every replica has had work committed (the group has settled).
         counter = itertools.count()
@@ -161,6 +170,11 @@ async def _one_run(
         # When the pods passed each stage (s after the first send): a stage that ends
         # much later than the one before it is the bottleneck.
         stored, decided = await stored_at(url, "tput")
+        if stored and decided:
+            # The store's clock: first pod recorded to last placement committed (no
+            # publish or decisions-topic hop at either end).
+            span = max(decided.values()) - min(stored.values())
+            out["store_pods_per_s"] = round(len(decided) / span, 1) if span > 0 else 0.0
         out["timeline_s"] = {
             name: {"half": round(float(np.percentile(v, 50)) - t0, 2), "all": round(max(v) - t0, 2)}
             for name, v in (
@@ -243,12 +257,16 @@ async def _one_run(
         out["commits_by_replica"] = dict(sorted(decisions.by_replica.items()))
         out["conflict_reasons"] = dict(sorted(decisions.reasons.items()))
     finally:
+        if before_stop is not None:
+            before_stop()
         for s in services:
             s.stop()
         summaries = {s.name: s.summary() for s in services}
-        with contextlib.suppress(Exception):
+        # aiokafka may raise CancelledError out of a stop whose fetch timed out: it
+        # must not hide the error that ended the run.
+        with contextlib.suppress(Exception, asyncio.CancelledError):
             await decisions.stop()
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception, asyncio.CancelledError):
             await producer.stop()
         with contextlib.suppress(Exception):
             await admin(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
@@ -285,6 +303,44 @@ async def _kafka_baseline(kafka: str, records: int) -> dict[str, float]:
     }
 
 
+@contextlib.asynccontextmanager
+async def bench_cluster(
+    kafka: str | None, pg_server: str, nodes: int, fill: float, logdir: str | None
+) -> AsyncIterator[dict[str, Any]]:
+    """A broker (a local tansu without ``kafka``) and a preloaded template database
+    for the runs of one benchmark; yields the runs' common arguments (``kafka``,
+    ``broker_pid``, ``template_db``, ``server``, ``logdir``, ``run``) and the result's
+    head under ``"result"``. Everything is dropped and stopped on exit."""
+    broker = None
+    if not kafka:
+        broker = DevBroker().start()
+        kafka = broker.bootstrap
+    run = uuid.uuid4().hex[:8]
+    template = f"esched_bench_{run}_template"
+    logs = Path(logdir or tempfile.mkdtemp(prefix="esched-bench-e2e-"))
+    result: dict[str, Any] = {"mode": "processes", "nodes": nodes, "fill": fill, "logs": str(logs)}
+    try:
+        await admin(pg_server, f'CREATE DATABASE "{template}"')
+        t0 = time.perf_counter()
+        result["preload"] = await preload(f"{pg_server}/{template}", nodes, fill)
+        result["preload"]["seconds"] = round(time.perf_counter() - t0, 1)
+        yield {
+            "result": result,
+            "kafka": kafka,
+            "broker_pid": broker.pid if broker else None,
+            "template_db": template,
+            "server": pg_server,
+            "logdir": logs,
+            "run": run,
+        }
+    finally:
+        with contextlib.suppress(Exception):
+            await admin(pg_server, f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+        if broker:
+            broker.stop()
+        result["broker"] = "tansu (local)" if broker else kafka
+
+
 async def run_e2e_bench(
     *,
     kafka: str | None,
@@ -303,43 +359,21 @@ async def run_e2e_bench(
     ``postgresql://user@host:port`` (databases are created and dropped there).
     ``profile``: services (commit, dispatch, ingest, replica) to run under cProfile,
     writing ``<logdir>/r<N>/<name>.prof``."""
-    broker = None
-    if not kafka:
-        broker = DevBroker().start()
-        kafka = broker.bootstrap
-    run = uuid.uuid4().hex[:8]
-    template = f"esched_bench_{run}_template"
-    logs = Path(logdir or tempfile.mkdtemp(prefix="esched-bench-e2e-"))
-    result: dict[str, Any] = {"mode": "processes", "nodes": nodes, "fill": fill, "logs": str(logs)}
-    try:
-        await admin(pg_server, f'CREATE DATABASE "{template}"')
-        t0 = time.perf_counter()
-        result["preload"] = await preload(f"{pg_server}/{template}", nodes, fill)
-        result["preload"]["seconds"] = round(time.perf_counter() - t0, 1)
-        result["baseline_kafka"] = await _kafka_baseline(kafka, pods)
+    async with bench_cluster(kafka, pg_server, nodes, fill, logdir) as common:
+        result = common.pop("result")
+        result["baseline_kafka"] = await _kafka_baseline(common["kafka"], pods)
         result["runs"] = []
         latency_set = set(latency_for)
         for r in replicas:
             result["runs"].append(
-                await _one_run(
-                    kafka=kafka,
-                    broker_pid=broker.pid if broker else None,
-                    template_db=template,
-                    server=pg_server,
+                await one_run(
+                    **common,
                     replicas=r,
                     pods=pods,
                     rate=rate,
                     latency_seconds=latency_seconds,
                     measure_latency=r in latency_set,
-                    logdir=logs,
-                    run=run,
                     profile=frozenset(profile),
                 )
             )
-    finally:
-        with contextlib.suppress(Exception):
-            await admin(pg_server, f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
-        if broker:
-            broker.stop()
-    result["broker"] = "tansu (local)" if broker else kafka
     return result

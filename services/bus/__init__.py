@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from esched.services.bus.base import Bus, BusConsumer, BusError, BusProducer, Message, TopicNames
+from esched.services.bus.base import (
+    DEFAULT_WORK_PARTITIONS,
+    Bus,
+    BusConsumer,
+    BusError,
+    BusProducer,
+    Message,
+    TopicNames,
+)
 
 if TYPE_CHECKING:
     from esched.services.bus.security import KafkaSecurity
@@ -19,18 +27,21 @@ def open_bus(
     *,
     security: KafkaSecurity | None = None,
     keyring: Keyring | None = None,
+    work_partitions: int = DEFAULT_WORK_PARTITIONS,
 ) -> Bus:
     """The Kafka bus when bootstrap servers are given (with its TLS / SASL
-    ``security``), else the in-process bus; internal records signed with ``keyring``."""
+    ``security``), else the in-process bus; internal records signed with ``keyring``;
+    the work topic created with ``work_partitions`` partitions."""
     topics = TopicNames(prefix)
     bus: Bus
     if kafka:
         from esched.services.bus.kafka import KafkaBus
 
-        bus = KafkaBus(kafka, topics, security=security)
+        bus = KafkaBus(kafka, topics, security=security, work_partitions=work_partitions)
     else:
         from esched.services.bus.memory import MemoryBus
 
         bus = MemoryBus(topics)
     bus.keyring = keyring
+    bus.work_partitions = work_partitions
     return bus

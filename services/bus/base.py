@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from esched.services.bus.signing import Keyring
 
 __all__ = [
+    "DEFAULT_WORK_PARTITIONS",
     "Bus",
     "BusConsumer",
     "BusError",
@@ -25,6 +26,12 @@ __all__ = [
     "Message",
     "TopicNames",
 ]
+
+
+#: Partitions of the work topic: the most replicas that can share work (a replica
+#: without a partition idles). 24 lets 1, 2, 3, 4, 6, 8, 12 or 24 replicas take equal
+#: shares; more partitions cost the broker and each fetch a little more.
+DEFAULT_WORK_PARTITIONS = 24
 
 
 class BusError(Exception):
@@ -163,6 +170,19 @@ class BusConsumer(abc.ABC):
         """The ``(topic, partition)`` pairs this consumer reads now (empty if unknown)."""
         return frozenset()
 
+    def pause_fetching(self) -> None:  # noqa: B027 - optional: nothing to pause in memory
+        """Stop asking the broker for records (no fetch requests) until
+        :meth:`resume_fetching`: a consumer that knows no records are coming costs
+        nothing while it waits. Polls meanwhile return what was fetched before."""
+
+    def resume_fetching(self) -> None:  # noqa: B027 - optional
+        """Fetch again after :meth:`pause_fetching`."""
+
+    @property
+    def fetching(self) -> bool:
+        """False while paused by :meth:`pause_fetching`."""
+        return True
+
 
 class Bus(abc.ABC):
     """Factory for producers and group consumers on one bus."""
@@ -172,6 +192,8 @@ class Bus(abc.ABC):
     #: (:mod:`.signing`); None: unsigned. A property of the deployment's bus, like
     #: its topic names, so every service on it agrees.
     keyring: Keyring | None = None
+    #: Partitions the work topic is created with (:meth:`ensure_topics`).
+    work_partitions: int = DEFAULT_WORK_PARTITIONS
 
     @abc.abstractmethod
     def producer(self) -> BusProducer:
@@ -206,4 +228,5 @@ class Bus(abc.ABC):
         """
 
     async def ensure_topics(self, partitions: int = 3) -> None:  # noqa: B027 - optional
-        """Create the contract's topics if the bus needs and allows it."""
+        """Create the contract's topics if the bus needs and allows it: the work topic
+        with :attr:`work_partitions` partitions, the others with ``partitions``."""

@@ -14,10 +14,13 @@ from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from esched.services.bus._hash import partition
 from esched.services.bus.base import (
+    DEFAULT_WORK_PARTITIONS,
     Bus,
     BusConsumer,
     BusError,
@@ -108,9 +111,11 @@ class KafkaBus(Bus):
         topics: TopicNames | None = None,
         client_id: str = "esched",
         session_timeout_ms: int = 10_000,
+        rebalance_timeout_ms: int = 30_000,
         fetch_max_wait_ms: int = 20,
         fetch_max_wait_busy_ms: int = 40,
         security: KafkaSecurity | None = None,
+        work_partitions: int = DEFAULT_WORK_PARTITIONS,
     ):
         self.bootstrap = bootstrap
         #: TLS and SASL settings; their client arguments are built (and checked: a
@@ -121,6 +126,13 @@ class KafkaBus(Bus):
         self.client_id = client_id
         #: How soon the group notices a dead member and hands its partitions over.
         self.session_timeout_ms = session_timeout_ms
+        #: How long a rebalance waits for every member to rejoin. A member notices a
+        #: rebalance at its next heartbeat and tansu holds each JoinGroup 5 s and a
+        #: SyncGroup 3 s: with the session timeout as the bound, a member on a small CPU
+        #: share (a replica capped at 0.02 CPU) rejoined just too late, was dropped,
+        #: rejoined, and the group rebalanced every 15 s. The Java client's bound
+        #: (max.poll.interval.ms) is 300 s; a dead member is still found by its session.
+        self.rebalance_timeout_ms = max(rebalance_timeout_ms, session_timeout_ms)
         #: Longest a fetch waits on the broker for data. Kafka answers a waiting fetch as
         #: soon as data arrives, but not every broker does (tansu holds it for the full
         #: wait: ~130 ms median per hop at aiokafka's default 500 ms, ~11 ms at 20 ms),
@@ -133,6 +145,9 @@ class KafkaBus(Bus):
         #: broker CPU than they saved (end to end p99 101-115 ms at 40 against
         #: 158-162 at 20, alternated, 2026-11-24); an idle consumer is unaffected.
         self.fetch_max_wait_busy_ms = fetch_max_wait_busy_ms
+        if work_partitions < 1:
+            raise ValueError("work_partitions must be >= 1")
+        self.work_partitions = work_partitions
 
     def producer(self) -> BusProducer:
         return _KafkaProducer(self)
@@ -164,17 +179,40 @@ class KafkaBus(Bus):
             existing = set(await admin.list_topics())
             t = self.topics
             wanted = [*t.inputs, t.proposals, t.decisions, t.deadletter, t.work]
-            missing = [NewTopic(name, partitions, 1) for name in wanted if name not in existing]
+            missing = [
+                NewTopic(name, self.work_partitions if name == t.work else partitions, 1)
+                for name in wanted
+                if name not in existing
+            ]
             if missing:
                 try:
                     await admin.create_topics(missing)
                 except TopicAlreadyExistsError:
                     pass  # another process created them first
                 log.info("created topics %s", [m.name for m in missing])
+            if t.work in existing:
+                await self._check_work_partitions(admin)
         except KafkaError as exc:
             raise _bus_error(exc) from exc
         finally:
             await admin.close()
+
+    async def _check_work_partitions(self, admin: AIOKafkaAdminClient) -> None:
+        """Warn when the work topic has fewer partitions than configured: replicas
+        beyond its partition count get no work (the topic is not altered here:
+        more partitions move keys, an operator's decision)."""
+        described = await admin.describe_topics([self.topics.work])
+        found = len(described[0].get("partitions") or ()) if described else 0
+        if 0 < found < self.work_partitions:
+            log.warning(
+                "work topic %s has %d partitions, fewer than the %d configured: at most "
+                "%d replicas share work (kafka-topics --alter --partitions %d adds them)",
+                self.topics.work,
+                found,
+                self.work_partitions,
+                found,
+                self.work_partitions,
+            )
 
 
 class _KafkaProducer(BusProducer):
@@ -310,13 +348,19 @@ class _KafkaConsumer(BusConsumer):
             max_partition_fetch_bytes=MAX_REQUEST_BYTES * 4,
             session_timeout_ms=bus.session_timeout_ms,
             heartbeat_interval_ms=max(100, bus.session_timeout_ms // 6),
-            rebalance_timeout_ms=bus.session_timeout_ms,
+            rebalance_timeout_ms=bus.rebalance_timeout_ms,
             fetch_max_wait_ms=bus.fetch_max_wait_ms,
             group_instance_id=instance,
+            # Sticky first: a member joining or leaving moves only the partitions that
+            # must move (round robin reshuffles most of them, and every moved partition
+            # is a pause in its work); round robin still agrees with members that only
+            # know it.
+            partition_assignment_strategy=(StickyPartitionAssignor, RoundRobinPartitionAssignor),
             **bus.client_kwargs,
         )
         self._wait = FetchWait(bus.fetch_max_wait_ms, bus.fetch_max_wait_busy_ms)
         self._started = False
+        self._paused = False
 
     async def start(self) -> None:
         try:
@@ -394,6 +438,20 @@ class _KafkaConsumer(BusConsumer):
 
     def assignment(self) -> frozenset[tuple[str, int]]:
         return frozenset((tp.topic, tp.partition) for tp in self._consumer.assignment())
+
+    def pause_fetching(self) -> None:
+        # aiokafka's fetcher sends no fetch request for a paused partition; a
+        # rebalance's new assignment starts unpaused (fetching: never silently deaf).
+        self._paused = True
+        self._consumer.pause(*self._consumer.assignment())
+
+    def resume_fetching(self) -> None:
+        self._paused = False
+        self._consumer.resume(*self._consumer.paused())
+
+    @property
+    def fetching(self) -> bool:
+        return not self._paused
 
     @property
     def fetch_wait_ms(self) -> int:

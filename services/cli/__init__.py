@@ -29,6 +29,8 @@ import click
 import orjson
 import yaml
 
+from esched.services.bus.base import DEFAULT_WORK_PARTITIONS
+
 if TYPE_CHECKING:
     from esched.services.bus import Bus
     from esched.services.bus.security import KafkaSecurity
@@ -67,6 +69,7 @@ SHARED_KEYS = (
     "kafka_sasl_password_file",
     "kafka_oauth_token_file",
     "signing_keys_file",
+    "work_partitions",
 )
 #: Top-level keys whose values are data, not option names: kept as written.
 _VERBATIM_KEYS = ("bands",)
@@ -345,6 +348,16 @@ _security_options = (
         "authentication (a refresher rewrites it) [env ESCHED_KAFKA_OAUTH_TOKEN_FILE].",
     ),
 )
+_work_partitions_option = _bus_option(
+    "--work-partitions",
+    envvar="ESCHED_WORK_PARTITIONS",
+    type=click.IntRange(1),
+    default=DEFAULT_WORK_PARTITIONS,
+    show_default=True,
+    help="Partitions the work topic is created with: the most replicas that share "
+    "work [env ESCHED_WORK_PARTITIONS]. An existing topic is not changed (a warning "
+    "when it has fewer).",
+)
 _signing_option = _bus_option(
     "--signing-keys-file",
     envvar="ESCHED_SIGNING_KEYS_FILE",
@@ -357,8 +370,8 @@ _signing_option = _bus_option(
 
 
 def kafka_security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The Kafka TLS / SASL options (read by :func:`command_bus`)."""
-    for option in reversed(_security_options):
+    """The Kafka TLS / SASL options and ``--work-partitions`` (read by :func:`command_bus`)."""
+    for option in reversed((*_security_options, _work_partitions_option)):
         fn = option(fn)
     return fn
 
@@ -428,10 +441,17 @@ def command_bus(kafka: str | None, topic_prefix: str, *, signing: bool = False) 
     from esched.services.bus import open_bus
     from esched.services.bus.security import KafkaSecurityError
 
+    opts = click.get_current_context().meta.get(_BUS_META, {})
     security = command_security() if kafka else None
     keyring = command_keyring() if signing else None
     try:
-        return open_bus(kafka, topic_prefix, security=security, keyring=keyring)
+        return open_bus(
+            kafka,
+            topic_prefix,
+            security=security,
+            keyring=keyring,
+            work_partitions=int(opts.get("work_partitions") or DEFAULT_WORK_PARTITIONS),
+        )
     except KafkaSecurityError as exc:
         raise click.UsageError(str(exc)) from None
 

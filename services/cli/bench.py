@@ -6,9 +6,12 @@ register on this group from :mod:`.core` and :mod:`.simulate`.
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from esched.services.cli import (
+    EXIT_UNAVAILABLE,
     cli,
     emit,
     kafka_option,
@@ -16,6 +19,23 @@ from esched.services.cli import (
 )
 
 # bench -------------------------------------------------------------------------------
+
+#: The options of the benchmarks that run services as processes (e2e, scale, restart).
+_pg_runs_option = click.option(
+    "--pg",
+    "pg_server",
+    envvar="ESCHED_BENCH_PG",
+    default="postgresql://postgres@127.0.0.1:5432",
+    show_default=True,
+    metavar="URL",
+    help="PostgreSQL server (no database): a template and one database per run "
+    "are created there and dropped after.",
+)
+_logdir_option = click.option(
+    "--logdir",
+    type=click.Path(file_okay=False),
+    help="Where the services' logs go (default: a new temporary directory).",
+)
 
 
 @cli.group()
@@ -70,16 +90,7 @@ def bench_replay(store: str, events: int, nodes: int) -> None:
 
 @bench.command("e2e")
 @kafka_option
-@click.option(
-    "--pg",
-    "pg_server",
-    envvar="ESCHED_BENCH_PG",
-    default="postgresql://postgres@127.0.0.1:5432",
-    show_default=True,
-    metavar="URL",
-    help="PostgreSQL server (no database): a template and one database per run "
-    "are created there and dropped after.",
-)
+@_pg_runs_option
 @click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
 @click.option(
     "--fill",
@@ -117,11 +128,7 @@ def bench_replay(store: str, events: int, nodes: int) -> None:
     metavar="N[,N...]",
     help="Replica counts whose run also measures latency.",
 )
-@click.option(
-    "--logdir",
-    type=click.Path(file_okay=False),
-    help="Where the services' logs go (default: a new temporary directory).",
-)
+@_logdir_option
 @click.option(
     "--profile",
     "profile",
@@ -150,16 +157,7 @@ def bench_e2e(
     """
     from esched.services.bench_e2e import run_e2e_bench
 
-    def counts(text: str, option: str) -> list[int]:
-        try:
-            values = [int(v) for v in text.split(",") if v.strip()]
-        except ValueError:
-            values = []
-        if not values or min(values) < 1:
-            raise click.BadParameter(f"want N[,N...] with N >= 1, got {text!r}", param_hint=option)
-        return values
-
-    reps, lat = counts(replicas, "--replicas"), counts(latency_for, "--latency-for")
+    reps, lat = _counts(replicas, "--replicas"), _counts(latency_for, "--latency-for")
     emit(
         run_async(
             lambda: run_e2e_bench(
@@ -177,6 +175,100 @@ def bench_e2e(
             )
         )
     )
+
+
+def _counts(text: str, option: str) -> list[int]:
+    """``N[,N...]`` replica counts (each >= 1), or a usage error naming ``option``."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"want N[,N...] with N >= 1, got {text!r}", param_hint=option)
+    return values
+
+
+@bench.command("scale")
+@kafka_option
+@_pg_runs_option
+@click.option("--nodes", type=click.IntRange(1), default=1000, show_default=True)
+@click.option(
+    "--fill",
+    type=click.FloatRange(0.0, 0.95),
+    default=0.2,
+    show_default=True,
+    help="CPU fill of the preloaded cluster (room left for every pod of every run).",
+)
+@click.option(
+    "--replicas",
+    default="1,2,3,6",
+    show_default=True,
+    metavar="N[,N...]",
+    help="Replica counts: one run (fresh database and topics) each; efficiency is "
+    "against the 1-replica run.",
+)
+@click.option(
+    "--cpu-per-replica",
+    type=click.FloatRange(0.001, 64.0),
+    default=0.02,
+    show_default=True,
+    help="CPU cap of each replica process (its own cgroup's CFS quota), in CPUs.",
+)
+@click.option(
+    "--pods",
+    type=click.IntRange(1),
+    default=5000,
+    show_default=True,
+    help="Pods of the throughput phase of each run.",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    help="Write throughput against replicas, beside the ideal line, to this PNG or SVG "
+    "file (matplotlib).",
+)
+@_logdir_option
+def bench_scale(
+    kafka: str | None,
+    pg_server: str,
+    nodes: int,
+    fill: float,
+    replicas: str,
+    cpu_per_replica: float,
+    pods: int,
+    plot: str | None,
+    logdir: str | None,
+) -> None:
+    """Placement throughput against replica count, each replica process capped at
+    --cpu-per-replica CPUs in a cgroup of its own (the other services uncapped).
+
+    Prints throughput (store clock: first pod recorded to last placement committed)
+    and efficiency rate(R) / (R x rate(1)) per count. Needs a writable cgroup CPU
+    controller (v2 or v1: root, /sys/fs/cgroup writable); exits 4 saying so
+    otherwise. Without --kafka a local tansu broker is started for the run.
+    """
+    from esched.services.bench_e2e.cgroups import CgroupError
+    from esched.services.bench_e2e.scale import run_scale_bench
+
+    counts = _counts(replicas, "--replicas")
+    try:
+        result = run_async(
+            lambda: run_scale_bench(
+                kafka=kafka,
+                pg_server=pg_server.rstrip("/"),
+                nodes=nodes,
+                fill=fill,
+                replicas=counts,
+                cpu_per_replica=cpu_per_replica,
+                pods=pods,
+                logdir=logdir,
+                plot=plot,
+            )
+        )
+    except CgroupError as exc:
+        click.echo(f"esched bench scale: {exc}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    emit(result)
 
 
 @bench.command("restart")
@@ -205,11 +297,7 @@ def bench_e2e(
     show_default=True,
     help="Pods submitted after the snapshot (the live tail).",
 )
-@click.option(
-    "--logdir",
-    type=click.Path(file_okay=False),
-    help="Where the services' logs go (default: a new temporary directory).",
-)
+@_logdir_option
 def bench_restart(
     kafka: str | None, pg_server: str, nodes: int, fill: float, pending: int, logdir: str | None
 ) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
+from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from esched.core import ClusterState, Profile
 from esched.core._placer import Placer
@@ -16,6 +19,10 @@ from esched.services.bus import Bus, BusConsumer, BusProducer
 from esched.services.replica.config import ReplicaConfig, ReplicaTotals, Submit
 from esched.services.store.base import EventStore
 from esched.services.store.follower import LogFollower
+
+#: In a payload: a committed placement (a false match, e.g. a pod naming the type in
+#: a label, only means one fetch more).
+_COMMITTED = orjson.dumps(PLACEMENT_COMMITTED)
 
 
 class _ReplicaBase:
@@ -44,8 +51,25 @@ class _ReplicaBase:
         self._submit = submit
         self._consumer = consumer
         self._producer: BusProducer | None = None
+        #: Proposal ids: the replica, a random part per instance (a restarted process
+        #: never reuses an id: the decision's id is derived from it) and a counter (a
+        #: uuid4 per proposal showed in the profile).
+        self._pid_prefix = f"{replica_id}-{uuid.uuid4().hex[:12]}-"
+        self._pid_seq = itertools.count()
+        #: Set when the log shows an event that may make work (see ReplicaConfig.idle_after).
+        self._work_may_come = asyncio.Event()
+        #: monotonic time since which polls found no work and the log announced none
+        self._idle_since = 0.0
         self.follower = LogFollower(
-            store, after_fold=self._on_fold, decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED)
+            store,
+            after_fold=self._on_fold,
+            decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED),
+            # Only our decisions are decoded: their payloads hold our proposal ids
+            # (as JSON writes the prefix); every other replica's are folded only.
+            mentions=orjson.dumps(self._pid_prefix)[1:-1],
+            interval=self.config.follow_interval,
+            busy_interval=self.config.follow_busy_interval,
+            on_batch=self._on_batch,
         )
         self.placer: Placer | None = None
         self._waiting: dict[str, asyncio.Future] = {}
@@ -64,11 +88,6 @@ class _ReplicaBase:
         self._batches: set[asyncio.Task] = set()
         self._failed: BaseException | None = None
         self._requests: dict[int, dict[str, int]] = {}
-        #: Proposal ids: the replica, a random part per instance (a restarted process
-        #: never reuses an id: the decision's id is derived from it) and a counter (a
-        #: uuid4 per proposal showed in the profile).
-        self._pid_prefix = f"{replica_id}-{uuid.uuid4().hex[:12]}-"
-        self._pid_seq = itertools.count()
         #: the placement policy (core.schedule), made with the placer in start()
         self.scheduler: SchedulingPass | None = None
         #: GPU devices of the fold (with config.devices / an FGD profile), from start()
@@ -108,6 +127,12 @@ class _ReplicaBase:
     def inflight(self) -> dict[str, str]:
         """Pods of this replica's proposals awaiting their decision: pod -> proposal id."""
         return dict(self._inflight_pods)
+
+    def _on_batch(self, rows: Sequence[tuple[int, bytes]]) -> None:
+        """After each batch folded: work may follow any event but a committed
+        placement (the dispatcher makes work of submissions, rejections, capacity)."""
+        if not self._work_may_come.is_set() and any(_COMMITTED not in p for _, p in rows):
+            self._work_may_come.set()
 
     def _on_fold(self, events: list[tuple[int, dict[str, Any]]]) -> None:
         """Called by the follower after each fold step (see :mod:`.claims`)."""

@@ -37,6 +37,22 @@ class ReplicaConfig:
     linger: float = 0.01
     linger_poll_ms: int = 10
     linger_min: int = 50
+    #: Least time (s) between two reads of the log while following it live: under
+    #: load one read gathers the appends of that time (a read per append cost a
+    #: round trip each). Decisions are seen up to this much later.
+    follow_interval: float = 0.01
+    #: The same after a read that found a burst (64 events or more): a read's fixed
+    #: cost (~100 µs) was half of following's CPU per pod at 10 ms.
+    follow_busy_interval: float = 0.04
+    #: Stop fetching work (no fetch requests: an idle replica costs nothing) once
+    #: polls have come back empty for this long (s) with no event in the log that
+    #: may make work (anything but a committed placement); the next such event
+    #: resumes fetching at once.
+    idle_after: float = 0.5
+    #: While fetching is stopped, still poll once this often (s): work that no new
+    #: event announces (a rejected pod re-sent after the dispatcher's delay, a parked
+    #: one retried, work redelivered after a rebalance) waits at most this long.
+    idle_poll: float = 1.0
     #: Attempts after the first for proposals the commit service rejected.
     max_retries: int = 3
     #: Their backoff (:class:`~esched.services.retry.Backoff`, the services' one policy):

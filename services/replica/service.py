@@ -123,6 +123,7 @@ class Replica(_WorkLoop):
         of their work items skips pods that are no longer pending.
         """
         self._stopping.set()
+        self._work_may_come.set()  # an idle work loop wakes to see it
         if self._joining is not None:
             self._joining.cancel()
             with contextlib.suppress(BaseException):

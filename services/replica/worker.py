@@ -38,6 +38,7 @@ class _WorkLoop(_Share):
         slots = asyncio.Semaphore(max(1, self.config.pipeline))
         turn: asyncio.Future = loop.create_future()
         turn.set_result(None)
+        self._idle_since = time.monotonic()  # poll a while before going idle
         try:
             while not self._stopping.is_set() and self._failed is None:
                 if self._joining is not None and self._joining.done():
@@ -49,7 +50,7 @@ class _WorkLoop(_Share):
                 await slots.acquire()
                 started = False
                 try:
-                    msgs = await self.poll_batch(consumer)
+                    msgs = await self._poll_or_idle(consumer)
                     if provisional:
                         self.totals.early_items += len(msgs)
                     else:
@@ -80,6 +81,32 @@ class _WorkLoop(_Share):
             if self._failed is not None:
                 raise self._failed
         return self.totals
+
+    async def _poll_or_idle(self, consumer: BusConsumer) -> list[Message]:
+        """:meth:`poll_batch`, but once idle (empty polls for ``idle_after`` s and no
+        event in the log that may make work) stop fetching until such an event comes
+        or ``idle_poll`` s pass: an idle replica sends no fetch requests."""
+        cfg = self.config
+        may_come = self._work_may_come
+        now = time.monotonic()
+        if may_come.is_set():
+            may_come.clear()
+            self._idle_since = now
+        elif now - self._idle_since >= cfg.idle_after and not self._batches:
+            consumer.pause_fetching()
+            try:
+                await asyncio.wait_for(may_come.wait(), cfg.idle_poll)
+            except TimeoutError:
+                pass
+            finally:
+                consumer.resume_fetching()
+            if self._stopping.is_set():
+                return []
+            may_come.clear()
+        msgs = await self.poll_batch(consumer)
+        if msgs:
+            self._idle_since = time.monotonic()
+        return msgs
 
     def _batch_done(self, task: asyncio.Task, slots: asyncio.Semaphore) -> None:
         self._batches.discard(task)

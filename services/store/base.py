@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import math
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from esched.services.retry import Backoff, retry_until
 from esched.services.store.chain import SEPARATOR, ChainReport, verify_store
@@ -343,6 +345,17 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
     A lost signal source (dropped LISTEN connection) or a transient read failure is
     survived: the subscription backs off, reconnects and re-reads from the last
     position; polling every ``poll_interval`` seconds covers a lost signal.
+
+    ``payloads``: batches of ``(position, payload)`` pairs (:meth:`EventStore.read_payloads`)
+    instead of whole rows, for a follower that only folds bytes (no ids, times or
+    types to decode per row). ``min_interval``: start reads at most this often (s) once
+    caught up: under load every append signals, and reading after each one costs a
+    round trip per append; waiting out the rest of the interval gathers the appends
+    of that time into one read (catch-up, with full batches, never waits).
+    ``busy_interval``: the least time between reads after one that found at least
+    ``busy_rows`` events: under a burst a read's fixed cost (~100 µs of client CPU,
+    more than the rows it brings) is spread over more rows; at light load reads
+    stay ``min_interval`` apart.
     """
 
     def __init__(
@@ -353,6 +366,11 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
         batch: int,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         on_close: Callable[[Subscription], None] | None = None,
+        *,
+        payloads: bool = False,
+        min_interval: float = 0.0,
+        busy_interval: float = 0.0,
+        busy_rows: int = 64,
     ) -> None:
         if after < 0 or batch < 1:
             raise ValueError("after must be >= 0 and batch >= 1")
@@ -368,6 +386,14 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
         self.batch = batch
         self.poll_interval = poll_interval
         self._on_close = on_close  # lets the store forget (and not re-close) us
+        self._payloads = payloads
+        self.min_interval = min_interval
+        self.busy_interval = max(busy_interval, min_interval)
+        self.busy_rows = busy_rows
+        self._read_at = -math.inf  # monotonic time the last read that found little began
+        self._gap = min_interval  # least time from that read to the next
+        #: Reads issued so far (a follower's cost while idle is counted by this).
+        self.reads = 0
 
     def __aiter__(self) -> Subscription:
         return self
@@ -404,15 +430,30 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
                     self._started = True
                 except TransientStoreError:
                     self._started = False  # poll until the source is back
+            if self._gap > 0:
+                wait = self._read_at + self._gap - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    if self._closed:
+                        raise StopAsyncIteration
             self._wake.clear()
+            began = time.monotonic()
+            self.reads += 1
             try:
-                events = await self._store.read(self.position, self.batch)
+                events: list[Any] = await (
+                    self._store.read_payloads(self.position, self.batch)
+                    if self._payloads
+                    else self._store.read(self.position, self.batch)
+                )
             except TransientStoreError:
                 await self._backoff()
                 continue
             self._retry.reset()
+            # A full batch is catch-up: the next read follows at once.
+            self._read_at = -math.inf if len(events) >= self.batch else began
+            self._gap = self.busy_interval if len(events) >= self.busy_rows else self.min_interval
             if events:
-                self.position = events[-1].position
+                self.position = events[-1][0]  # position: a row's and a pair's first field
                 return events
             try:
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
@@ -514,8 +555,19 @@ class EventStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def subscribe(self, after: int, batch: int = 1000) -> Subscription:
-        """Follow the log from ``after``: catch up, then live. See :class:`Subscription`."""
+    def subscribe(
+        self,
+        after: int,
+        batch: int = 1000,
+        *,
+        payloads: bool = False,
+        min_interval: float = 0.0,
+        busy_interval: float = 0.0,
+    ) -> Subscription:
+        """Follow the log from ``after``: catch up, then live. See :class:`Subscription`
+        (``payloads``: ``(position, payload)`` pairs instead of rows; ``min_interval``,
+        ``busy_interval``: the least time between live reads, at light load and in a
+        burst)."""
 
     @abc.abstractmethod
     async def save_snapshot(self, name: str, position: int, data: bytes) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import orjson
@@ -20,8 +20,8 @@ from esched.core import ClusterState
 from esched.services.faults import is_transient
 from esched.services.metrics import publish_anomalies
 from esched.services.retry import retry_until
-from esched.services.store.base import EventStore, StoredEvent
-from esched.services.store.snapshots import fold_log, freeze_heap, payload_pairs, thaw_heap
+from esched.services.store.base import EventStore, StoredEvent, Subscription
+from esched.services.store.snapshots import fold_log, freeze_heap, thaw_heap
 
 __all__ = ["LogFollower"]
 
@@ -31,13 +31,22 @@ log = logging.getLogger(__name__)
 class LogFollower:
     """A live fold of the log: newest snapshot + catch-up, then :meth:`EventStore.subscribe`.
 
-    By default a batch is folded from its stored bytes (``state.apply_payloads``, the
-    fold's bytes path, as catch-up does), and ``after_fold(events)`` then gets the
-    ``(position, envelope)`` pairs of the batch's events whose type is in ``decode``
-    (None: all): every replica follows every event, so only what a handler reads is
-    decoded. ``handle(rows)`` instead folds a batch of stored events itself: a
-    handler that needs to look at the state *before* an event (the dispatcher, for a
-    removed node's pods).
+    By default a batch is read as ``(position, payload)`` pairs and folded from its
+    bytes (``state.apply_payloads``, the fold's bytes path, as catch-up does), and
+    ``after_fold(events)`` then gets the ``(position, envelope)`` pairs of the batch's
+    events whose type is in ``decode`` (None: all): every replica follows every
+    event, so only what a handler reads is decoded, and with ``mentions`` only
+    payloads holding those bytes are decoded at all (a replica's proposal id
+    prefix: the decisions of other replicas' proposals are folded, never decoded).
+    ``handle(rows)`` instead folds a batch of stored events itself: a handler that
+    needs to look at the state *before* an event (the dispatcher, for a removed
+    node's pods).
+
+    ``interval``, ``busy_interval``: the least time (s) between live reads, at light
+    load and in a burst (see :class:`~esched.services.store.base.Subscription`): one
+    read gathers the appends of that time. ``on_advance()`` runs after each batch is folded;
+    ``on_batch(pairs)`` too, with the batch's ``(position, payload)`` pairs (not with
+    ``handle``): a replica looks for events that may make work.
     """
 
     def __init__(
@@ -47,21 +56,40 @@ class LogFollower:
         handle: Callable[[list[StoredEvent]], None] | None = None,
         after_fold: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
         decode: Collection[str] | None = None,
+        mentions: bytes | None = None,
         batch: int = 5000,
+        interval: float = 0.0,
+        busy_interval: float = 0.0,
+        on_advance: Callable[[], None] | None = None,
+        on_batch: Callable[[Sequence[tuple[int, bytes]]], None] | None = None,
     ) -> None:
         self.store = store
         self.state: ClusterState | None = None
         self._handle = handle
         self._after = after_fold
         self._decode = None if decode is None else frozenset(decode)
+        self._mentions = mentions
         self._batch = batch
+        self._interval = interval
+        self._busy_interval = busy_interval
+        self._on_advance = on_advance
+        if on_batch is not None and handle is not None:
+            raise ValueError("on_batch gets the folded pairs: not with handle")
+        self._on_batch = on_batch
         self._task: asyncio.Task | None = None
+        self._sub: Subscription | None = None
         self._advanced = asyncio.Event()
         self.error: BaseException | None = None
 
     @property
     def position(self) -> int:
         return -1 if self.state is None else int(self.state.position)
+
+    @property
+    def reads(self) -> int:
+        """Live reads of the log so far (0 before following starts): what following
+        costs while nothing is appended."""
+        return 0 if self._sub is None else self._sub.reads
 
     async def start(self) -> ClusterState:
         """Build the state up to the head and start following; returns the state."""
@@ -91,33 +119,54 @@ class LogFollower:
         assert state is not None
         loads = orjson.loads
         decode = self._decode
+        mentions = self._mentions
+        after = self._after
+        handle = self._handle
         try:
-            async with self.store.subscribe(state.position, self._batch) as sub:
-                async for rows in sub:
-                    rows = [r for r in rows if r.position > state.position]
-                    if not rows:
-                        continue
-                    if self._handle is not None:
-                        self._handle(rows)
+            self._sub = self.store.subscribe(
+                state.position,
+                self._batch,
+                payloads=handle is None,
+                min_interval=self._interval,
+                busy_interval=self._busy_interval,
+            )
+            async with self._sub as sub:
+                async for batch in sub:
+                    # Stored rows for handle, else (position, payload) pairs.
+                    rows: list[Any] = batch
+                    if rows[0][0] <= state.position:  # a row's or a pair's position
+                        rows = [r for r in rows if r[0] > state.position]
+                        if not rows:
+                            continue
+                    if handle is not None:
+                        handle(rows)
                     else:
-                        state.apply_payloads(payload_pairs(rows))
-                        if self._after is not None:
-                            self._after(
-                                [
-                                    (r.position, loads(r.payload))
-                                    for r in rows
-                                    if decode is None or r.type in decode
-                                ]
-                            )
+                        state.apply_payloads(rows)
+                        if after is not None:
+                            found = [
+                                (pos, loads(payload))
+                                for pos, payload in rows
+                                if mentions is None or mentions in payload
+                            ]
+                            if decode is not None:
+                                found = [(p, e) for p, e in found if e.get("type") in decode]
+                            if found:
+                                after(found)
+                        if self._on_batch is not None:
+                            self._on_batch(rows)
                     if state.anomalies:
                         publish_anomalies(state.anomalies)
                     self._advanced.set()
+                    if self._on_advance is not None:
+                        self._on_advance()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # surfaced to waiters: a dead fold must not hang them
             log.exception("log follower failed")
             self.error = exc
             self._advanced.set()
+            if self._on_advance is not None:
+                self._on_advance()
             raise
 
     async def wait_for(self, position: int, within: float | None = None) -> bool:

@@ -489,7 +489,15 @@ class PostgresEventStore(EventStore):
         # A binary search over positions (migration 0003): recorded_at has no index.
         return await self._require_pool().fetchval("SELECT esched_position_at($1)", as_utc(when))
 
-    def subscribe(self, after: int, batch: int = 1000) -> Subscription:
+    def subscribe(
+        self,
+        after: int,
+        batch: int = 1000,
+        *,
+        payloads: bool = False,
+        min_interval: float = 0.0,
+        busy_interval: float = 0.0,
+    ) -> Subscription:
         """Catch up from ``after``, then follow LISTEN/NOTIFY (plus polling)."""
         self._require_pool()
         sub = Subscription(
@@ -499,6 +507,9 @@ class PostgresEventStore(EventStore):
             batch,
             poll_interval=self._poll_interval,
             on_close=self._subscriptions.discard,
+            payloads=payloads,
+            min_interval=min_interval,
+            busy_interval=busy_interval,
         )
         self._subscriptions.add(sub)
         return sub

@@ -362,7 +362,15 @@ class SqliteEventStore(EventStore):
 
         return await self._run(run)
 
-    def subscribe(self, after: int, batch: int = 1000) -> Subscription:
+    def subscribe(
+        self,
+        after: int,
+        batch: int = 1000,
+        *,
+        payloads: bool = False,
+        min_interval: float = 0.0,
+        busy_interval: float = 0.0,
+    ) -> Subscription:
         """Catch up from ``after``, then follow appends (in-process signal plus polling)."""
         if self._conn is None:
             raise StoreError("event store is closed" if self._closed else "store not connected")
@@ -373,6 +381,9 @@ class SqliteEventStore(EventStore):
             batch,
             poll_interval=self._poll_interval,
             on_close=self._subscriptions.discard,
+            payloads=payloads,
+            min_interval=min_interval,
+            busy_interval=busy_interval,
         )
         self._subscriptions.add(sub)
         return sub

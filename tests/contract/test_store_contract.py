@@ -30,6 +30,7 @@ from esched.services.store import (
     retry_transient,
     sqlite_path,
 )
+from esched.services.store.base import StoredEvent
 from esched.services.store.postgres import LISTEN_APP_NAME, POOL_APP_NAME
 
 _ids = itertools.count(1)
@@ -406,6 +407,26 @@ async def test_subscribe_batches_are_bounded_and_contiguous(store: EventStore) -
     async with store.subscribe(after=0, batch=4) as sub:
         sizes = [len(await anext(sub)) for _ in range(3)]
     assert sizes == [4, 4, 2]
+
+
+async def test_a_payload_subscription_gathers_the_appends_of_its_interval_into_one_read(
+    store: EventStore,
+) -> None:
+    # Counted, not timed: five appends made within the interval after a read come
+    # back as one batch from one more read, as (position, payload) pairs.
+    await store.append([ev(id="first")])
+    async with store.subscribe(after=0, batch=100, payloads=True, min_interval=2.0) as sub:
+        first = await anext(sub)
+        assert [(p, bytes(b)) for p, b in first] == [(1, _payload(await store.read(0, 1)))]
+        for i in range(5):
+            await store.append([ev(id=f"later-{i}")])
+        gathered = await anext(sub)
+        assert [p for p, _ in gathered] == [2, 3, 4, 5, 6]
+        assert sub.reads == 2
+
+
+def _payload(rows: list[StoredEvent]) -> bytes:
+    return bytes(rows[0].payload)
 
 
 async def test_subscribe_is_cancellable(store: EventStore) -> None:

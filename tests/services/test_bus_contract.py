@@ -13,7 +13,9 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.consumer.fetcher import Fetcher
 
 from esched.services.bus import Bus, TopicNames, open_bus
+from esched.services.bus.base import DEFAULT_WORK_PARTITIONS
 from esched.services.bus.kafka import FetchWait, KafkaBus
+from support.aio import eventually
 
 
 @pytest.fixture(params=["memory", "kafka"])
@@ -147,7 +149,7 @@ async def test_a_large_send_keeps_each_keys_order_on_the_default_partitioners_pa
     from esched.services.bus._hash import murmur2
     from esched.services.bus.kafka import BATCH_MIN_RECORDS
 
-    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix))
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), work_partitions=4)
     await bus.ensure_topics(partitions=4)
     keys = [f"ns/pod-{k}".encode() for k in range(10)]
     records = [(keys[i % 10], f"{i}".encode()) for i in range(BATCH_MIN_RECORDS * 4)]
@@ -219,3 +221,98 @@ def test_the_fetch_wait_stays_idle_with_a_warning_without_the_private_attribute(
     assert "no per-request fetch wait" in caplog.text
     wait.records_came(True)
     assert wait.current_ms == 20
+
+
+async def test_the_work_topic_is_created_with_the_configured_partition_count(
+    kafka_bootstrap, topic_prefix
+):
+    bus = open_bus(kafka_bootstrap, topic_prefix, work_partitions=30)
+    await bus.ensure_topics(partitions=2)
+    reader = bus.consumer([bus.topics.work, bus.topics.pods], "g", exclusive=True)
+    await reader.start()
+    try:
+        share = reader.assignment()
+    finally:
+        await reader.stop()
+    assert len({p for t, p in share if t == bus.topics.work}) == 30
+    assert len({p for t, p in share if t == bus.topics.pods}) == 2
+
+
+def test_the_default_work_partitions_share_equally_among_up_to_24_replicas():
+    assert DEFAULT_WORK_PARTITIONS >= 24
+    assert open_bus(None).work_partitions == DEFAULT_WORK_PARTITIONS
+    for replicas in (1, 2, 3, 4, 6, 8, 12, 24):
+        assert DEFAULT_WORK_PARTITIONS % replicas == 0
+
+
+def test_work_item_keys_spread_evenly_over_the_work_partitions():
+    # The dispatcher keys a work item by its pod (or gang): the default partitioner's
+    # murmur2 of such keys puts about as many items on each partition. 48,000 pods
+    # over 24 partitions: 2,000 each expected, the binomial's sigma about 44; every
+    # partition within 10% (~4.5 sigma) of the mean.
+    from esched.services.bus._hash import murmur2
+    from esched.services.dispatch import work_item
+
+    parts = DEFAULT_WORK_PARTITIONS
+    counts = [0] * parts
+    for i in range(48_000):
+        key, _value = work_item("pod", f"team-{i % 7}/job-{i // 100}-pod-{i % 100}", i)
+        counts[(murmur2(key) & 0x7FFFFFFF) % parts] += 1
+    mean = 48_000 / parts
+    assert max(counts) <= 1.1 * mean and min(counts) >= 0.9 * mean, counts
+
+
+async def test_a_paused_consumer_fetches_nothing_until_resumed(kafka_bootstrap, topic_prefix):
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix))
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer([bus.topics.pods], "g")
+    await consumer.start()
+    producer = bus.producer()
+    await producer.start()
+    try:
+        await _drain(consumer, 0)
+        consumer.pause_fetching()
+        assert not consumer.fetching
+        await producer.send(bus.topics.pods, b"v")
+        assert await consumer.poll(500, 10) == []  # sent, but not fetched
+        consumer.resume_fetching()
+        assert consumer.fetching
+        assert [m.value for m in await _drain(consumer, 1)] == [b"v"]
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+@pytest.mark.scale
+async def test_a_member_leaving_the_group_moves_only_its_own_partitions(
+    kafka_bootstrap, topic_prefix
+):
+    # The sticky assignor (aiokafka's port of the Java client's StickyAssignor,
+    # kafka clients/.../consumer/StickyAssignor.java): when one of three members
+    # leaves, the other two keep every partition they had and share out only the
+    # leaver's. Round robin would reassign from scratch (a: 0,3 -> 0,2,4).
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), work_partitions=6)
+    await bus.ensure_topics(partitions=1)
+    members = {n: bus.consumer([bus.topics.work], "g", instance=n) for n in "abc"}
+    polls = {}
+    try:
+        for name, member in members.items():
+            await member.start()
+            polls[name] = asyncio.ensure_future(_poll_forever(member))
+        await eventually(lambda: all(len(m.assignment()) == 2 for m in members.values()), 60)
+        before = {n: m.assignment() for n, m in members.items()}
+        polls.pop("b").cancel()
+        await members.pop("b").stop()
+        await eventually(lambda: all(len(m.assignment()) == 3 for m in members.values()), 60)
+        for name, member in members.items():
+            assert before[name] <= member.assignment(), (name, before, member.assignment())
+    finally:
+        for task in polls.values():
+            task.cancel()
+        for member in members.values():
+            await member.stop()
+
+
+async def _poll_forever(consumer):
+    while True:
+        await consumer.poll(100, 10)

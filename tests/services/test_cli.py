@@ -354,3 +354,38 @@ def test_ingest_counts_outcomes_in_prometheus_metrics(runner, tmp_path, events_f
     )
     assert sample("esched_ingest_events_total", outcome="stored") - stored == 5
     assert sample("esched_deadletter_total", service="ingest", reason="not_json") - dead == 1
+
+
+def _work_partitions_probe():
+    """A command with the shared bus options that prints its bus's work partitions."""
+    import click
+
+    from esched.services.cli import command_bus, kafka_security_options
+
+    @click.command()
+    @kafka_security_options
+    def probe() -> None:
+        click.echo(command_bus("localhost:9092", "t.").work_partitions)
+
+    return probe
+
+
+def test_the_work_partition_count_comes_from_the_flag_the_environment_or_the_default():
+    probe = _work_partitions_probe()
+    runner = CliRunner()
+    assert runner.invoke(probe, []).output.strip() == "24"
+    assert runner.invoke(probe, ["--work-partitions", "48"]).output.strip() == "48"
+    env = {"ESCHED_WORK_PARTITIONS": "36"}
+    assert runner.invoke(probe, [], env=env).output.strip() == "36"
+    refused = runner.invoke(probe, ["--work-partitions", "0"])
+    assert refused.exit_code == EXIT_USAGE and "--work-partitions" in refused.output
+
+
+def test_work_partitions_is_a_shared_key_of_the_config_file(tmp_path):
+    from esched.services.cli import SHARED_KEYS
+
+    assert "work_partitions" in SHARED_KEYS
+    config = tmp_path / "esched.yaml"
+    config.write_text("work_partitions: 12\n")
+    result = CliRunner().invoke(cli, ["--config", str(config), "replica", "--help"])
+    assert result.exit_code == 0 and "default: 12" in result.output.replace("\n", " ")

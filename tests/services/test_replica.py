@@ -615,3 +615,111 @@ async def test_log_follower_folds_the_bytes_and_decodes_only_what_after_fold_rea
         assert seen[0][1]["data"]["proposal"] == "p1"
     finally:
         await follower.stop()
+
+
+class _CountingConsumer(BusConsumer):
+    """The in-process work consumer, counting polls and whether fetching is paused."""
+
+    def __init__(self, bus: MemoryBus) -> None:
+        self.inner = bus.consumer([bus.topics.work], "g")
+        self.polls = 0
+        self.paused = False
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        self.polls += 1
+        return await self.inner.poll(timeout_ms, max_records)
+
+    async def commit(self, offsets) -> None:
+        await self.inner.commit(offsets)
+
+    async def lag(self) -> int:
+        return await self.inner.lag()
+
+    def pause_fetching(self) -> None:
+        self.paused = True
+
+    def resume_fetching(self) -> None:
+        self.paused = False
+
+    @property
+    def fetching(self) -> bool:
+        return not self.paused
+
+
+async def test_an_idle_replica_neither_polls_work_nor_reads_the_log(pg_url) -> None:
+    # Counted, not timed: over a window with nothing appended, an idle replica sends
+    # no fetch (its work consumer is paused) and reads nothing from the store (the
+    # LISTEN connection wakes it; the safety-net poll is set out of the window). Any
+    # event that may make work (a pod submitted) resumes fetching; the committed
+    # placements of other replicas do not.
+    store = open_store(pg_url, poll_interval=60.0)
+    await store.connect()
+    await store.migrate()
+    bus = MemoryBus()
+    consumer = _CountingConsumer(bus)
+    await consumer.start()
+    replica = Replica(
+        store,
+        bus,
+        "r",
+        consumer=consumer,
+        config=ReplicaConfig(idle_after=0.1, idle_poll=60.0, poll_timeout_ms=20),
+    )
+    await append_events(store, node("n1", cpu="8"))
+    await replica.start()
+    task = asyncio.create_task(replica.run())
+    try:
+        await eventually(lambda: consumer.paused, within=10)
+        polls, reads = consumer.polls, replica.follower.reads
+        await asyncio.sleep(1.0)  # the window the idle cost is counted over
+        assert (consumer.polls, replica.follower.reads) == (polls, reads)
+        # Another replica's decision: folded, no fetch.
+        await append_events(
+            store, pod("a"), ev("c1", PLACEMENT_COMMITTED, placement("x", [("a", "n1")]))
+        )
+        await eventually(lambda: replica.follower.position == 3, within=10)
+        await eventually(lambda: consumer.paused, within=10)
+        polls = consumer.polls
+        await append_events(store, ev("c2", PLACEMENT_COMMITTED, placement("y", [("a", "n1")])))
+        await eventually(lambda: replica.follower.position == 4, within=10)
+        await asyncio.sleep(0.3)
+        assert consumer.polls == polls and consumer.paused
+        # A pod submitted may make work: fetching resumes at once.
+        await append_events(store, pod("b"))
+        await eventually(lambda: consumer.polls > polls, within=10)
+    finally:
+        await replica.stop()
+        await asyncio.wait_for(task, 10)
+        await consumer.stop()
+        await store.close()
+
+
+async def test_a_replica_decodes_only_the_decisions_of_its_own_proposals(store) -> None:
+    # The follower folds every event but decodes only payloads naming this replica's
+    # proposal id prefix: other replicas' decisions never reach after_fold.
+    seen: list[str] = []
+    follower = LogFollower(
+        store,
+        after_fold=lambda events: seen.extend(e["data"]["proposal"] for _p, e in events),
+        decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED),
+        mentions=b"mine-",
+    )
+    await append_events(store, node("n1", cpu="8"), pod("a"), pod("b"))
+    await follower.start()
+    try:
+        await append_events(
+            store,
+            ev("c1", PLACEMENT_COMMITTED, placement("other-1", [("a", "n1")])),
+            ev("c2", PLACEMENT_REJECTED, placement("mine-1", [("b", "n1")])),
+        )
+        assert await follower.wait_for(5, within=10)
+        assert follower.state.pod("t/a")["phase"] == "Running"  # folded all the same
+        assert seen == ["mine-1"]
+    finally:
+        await follower.stop()
