@@ -101,6 +101,7 @@ ALWAYS_ON_FILTERS = frozenset(
         "NodePorts",
         "NodeResourcesFit",
         "SchedulingGates",
+        "InterPodAffinity",
     }
 )
 #: Extension points where disabling a plugin turns its filtering off.

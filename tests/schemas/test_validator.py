@@ -390,11 +390,16 @@ _UNSUPPORTED = [
         lambda s: s["affinity"].update(
             podAffinity={
                 "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "db"}}}
+                    {
+                        "topologyKey": "zone",
+                        "labelSelector": {"matchLabels": {"app": "db"}},
+                        "namespaceSelector": {"matchLabels": {"team": "a"}},
+                    }
                 ]
             }
         ),
-        "data.spec.affinity.podAffinity",
+        "data.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        ".namespaceSelector",
     ),
     (
         lambda s: s["affinity"].update(
@@ -404,7 +409,7 @@ _UNSUPPORTED = [
                 ]
             }
         ),
-        "data.spec.affinity.podAntiAffinity",
+        "data.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
     ),
     (
         lambda s: s.update(
@@ -485,4 +490,20 @@ def test_volumes_that_do_not_bind_claims_are_accepted() -> None:
         {"name": "b", "configMap": {"name": "cm"}},
         {"name": "c", "secret": {"secretName": "s"}},
     ]
+    assert validate_event(e) is e
+
+
+def test_required_pod_affinity_and_anti_affinity_are_accepted() -> None:
+    # Honoured by the core (kube's InterPodAffinity filter): accepted at ingest, with an
+    # empty namespaceSelector ({}: every namespace), matchLabelKeys and namespaces.
+    e = event("esched.pod.submitted")
+    term = {
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "namespaceSelector": {},
+        "namespaces": ["a"],
+        "matchLabelKeys": ["pod-template-hash"],
+    }
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    e["data"]["spec"]["affinity"].update(podAffinity=required, podAntiAffinity=required)
     assert validate_event(e) is e
