@@ -245,7 +245,7 @@ class SchedulingPass:
         preempt = cfg.preemption
         bands = cfg.bands
         unschedulable = out.unschedulable
-        reasons_cache: dict[int, Any] = {}
+        reasons_cache: dict[Any, Any] = {}
         gangs_done: set[str] = set()
         devices = self.devices
         pod_index = st.pod_index
@@ -320,7 +320,7 @@ class SchedulingPass:
         out: PassResult,
         placed: list[Decision],
         inflight: Mapping[str, str],
-        reasons_cache: dict[int, Any],
+        reasons_cache: dict[Any, Any],
         gangs_done: set[str],
         now: float,
         reserving: Collection[str],
@@ -353,7 +353,7 @@ class SchedulingPass:
         out: PassResult,
         placed: list[Decision],
         inflight: Mapping[str, str],
-        reasons_cache: dict[int, Any],
+        reasons_cache: dict[Any, Any],
         now: float,
         reserving: Collection[str],
     ) -> None:
@@ -653,7 +653,7 @@ class SchedulingPass:
         # A victim is running, so bound to an alive node: the slot has a name.
         return cast(str, st.node_names[st.node_of(st.pod_index[pod])])
 
-    def _reasons(self, pod: str, cache: dict[int, Any]) -> dict[str, int]:
+    def _reasons(self, pod: str, cache: dict[Any, Any]) -> dict[str, int]:
         """kube-style counts of nodes per reason ``pod`` fits none, on the placer's view.
 
         Resource reasons are computed for all nodes at once with numpy; the core's
