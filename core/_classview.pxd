@@ -30,6 +30,14 @@ ctypedef struct IpCheck:
     const int32_t* cnt           # [1 + domain] matching pods (owners for IP_EXISTING); [0] total
 
 
+# One DoNotSchedule topology spread constraint (kube's PodTopologySpread filter): the
+# domain counts over the nodes that pass its policies, gathered per pod by the placer.
+ctypedef struct SpreadCheck:
+    const int32_t* dom           # [node] domain of the constraint's key, -1: no such label
+    const int32_t* cnt           # [1 + domain] matching pods on eligible nodes
+    long long limit              # maxSkew + global minimum - self match: cnt above fails
+
+
 ctypedef struct ClassView:
     const units_t* req           # [n_res] requests (state.class_req row)
     units_t nz_cpu               # non-zero requests for scoring
@@ -54,6 +62,8 @@ ctypedef struct ClassView:
     bint has_taints
     int n_ip                     # inter-pod checks, in IP_* order (0: none)
     const IpCheck* ip
+    int n_spread                 # topology spread constraints (0: none)
+    const SpreadCheck* spread
     const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
     bint has_pref
     # The plugins that score this class, in profile order (kube's PreScore "Skip": e.g.

@@ -21,6 +21,7 @@ from esched.core._classview cimport (
     IP_ANTI,
     ClassView,
     IpCheck,
+    SpreadCheck,
 )
 from esched.core._types cimport NODE_ALIVE, NODE_UNSCHEDULABLE, flag_t, units_t, word_t
 
@@ -36,6 +37,8 @@ cdef enum:
     REASON_POD_AFFINITY = 64
     REASON_POD_ANTI_AFFINITY = 128
     REASON_EXISTING_ANTI_AFFINITY = 256
+    REASON_SPREAD = 512
+    REASON_SPREAD_LABEL = 1024
     REASON_RESOURCE_BASE = 12       # bit index of column 0
     MAX_REASON_RESOURCES = 52       # columns beyond share the last bit
     REASON_NON_RESOURCE = 4095      # every bit below REASON_RESOURCE_BASE's
@@ -135,10 +138,28 @@ cdef inline uint64_t interpod_bits(const ClassView* v, Py_ssize_t n) noexcept no
     return 0
 
 
+cdef inline uint64_t spread_bits(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """kube's PodTopologySpread filter (DoNotSchedule) on node n: constraint by
+    constraint, the node must have the key and the skew stay within maxSkew."""
+    cdef int i
+    cdef int32_t d
+    cdef const SpreadCheck* c
+    for i in range(v.n_spread):
+        c = &v.spread[i]
+        d = c.dom[n]
+        if d < 0:
+            return REASON_SPREAD_LABEL
+        if c.cnt[1 + d] > c.limit:
+            return REASON_SPREAD
+    return 0
+
+
 cdef inline bint constraints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
     """Node name, taints, label and inter-pod constraints (what the vectorized kernel
     leaves to the caller)."""
     if v.pinned and n != v.pin:
+        return False
+    if v.n_spread > 0 and spread_bits(v, n) != 0:
         return False
     if v.n_ip > 0 and interpod_bits(v, n) != 0:
         return False
@@ -196,6 +217,10 @@ cdef inline uint64_t reason_bits(const ClassView* v, Py_ssize_t n, bint all_reas
     if v.has_ports and not ports_ok(v, n):
         out |= REASON_NODE_PORTS
         if not all_reasons:
+            return out
+    if v.n_spread > 0:
+        out |= spread_bits(v, n)
+        if out and not all_reasons:
             return out
     if v.n_ip > 0:
         out |= interpod_bits(v, n)

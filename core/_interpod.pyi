@@ -9,6 +9,8 @@ def term_part(
 ) -> tuple[tuple[str, ...] | None, Any]: ...
 def part_matches(part: Any, ns: str, labels: dict[str, Any]) -> bool: ...
 
+NODE_KEY: str
+
 class InterPodIndex:
     active: bool
     state: Any

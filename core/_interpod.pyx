@@ -25,6 +25,9 @@ domain per (matcher, key) in use, an int32 per pod, one entry per distinct label
 import numpy as np
 
 _ALL = None  # a part's namespaces: every namespace (namespaceSelector: {})
+#: The topology key whose domain is the node itself (per-node counts, for topology
+#: spread: kube counts a domain's pods on the nodes that pass its policies only).
+NODE_KEY = "\x00node"
 
 
 def _values(expr) -> tuple:
@@ -170,6 +173,10 @@ cdef class InterPodIndex:
         st = self.state
         if st.node_names[n] is None:
             return -1
+        if self.key_names[k] == NODE_KEY:
+            if n >= self.dom_cap[k]:
+                self._grow_domains(k, 2 * (n + 1))
+            return n
         value = st.node_labels[n].get(self.key_names[k])
         if value is None:
             return -1
@@ -229,7 +236,9 @@ cdef class InterPodIndex:
     def terms(self, Py_ssize_t c, Py_ssize_t lset) -> tuple:
         """Class ``c``'s required inter-pod terms for a pod of label set ``lset``:
         ``(affinity matcher or -1, its key ids, the pod matches its own affinity,
-        ((anti-affinity matcher, key id), ...))``."""
+        ((anti-affinity matcher, key id), ...), spread)``; ``spread``: per
+        DoNotSchedule topology spread constraint ``(matcher, key id, maxSkew,
+        minDomains, honour node affinity, honour taints, the pod matches itself)``."""
         got = self.terms_memo.get((c, lset))
         if got is not None:
             return got
@@ -246,7 +255,19 @@ cdef class InterPodIndex:
         pairs = tuple(sorted(set(
             (self.matcher((term_part(t, ns, labels),)), self.key(str(t.get("topologyKey", ""))))
             for t in anti)))
-        got = self.terms_memo[(c, lset)] = (am, akeys, self_match, pairs)
+        spread = []
+        for t in cons.get("topologySpread") or ():
+            # kube's PodTopologySpread: pods of the pod's own namespace; matchLabelKeys
+            # merged into the selector as for affinity terms.
+            part = term_part({"labelSelector": t.get("labelSelector"),
+                              "matchLabelKeys": t.get("matchLabelKeys")}, ns, labels)
+            spread.append((
+                self.matcher((part,)), self.key(str(t.get("topologyKey", ""))),
+                int(t.get("maxSkew", 1)), int(t.get("minDomains") or 1),
+                (t.get("nodeAffinityPolicy") or "Honor") == "Honor",
+                (t.get("nodeTaintsPolicy") or "Ignore") == "Honor",
+                part_matches(part, ns, labels)))
+        got = self.terms_memo[(c, lset)] = (am, akeys, self_match, pairs, tuple(spread))
         return got
 
     # ---------------------------------------------------------------- counts

@@ -3,7 +3,7 @@
 cimport cython
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 
-from esched.core._classview cimport ClassView, IpCheck
+from esched.core._classview cimport ClassView, IpCheck, SpreadCheck
 from esched.core._state cimport ClusterState
 from esched.core._types cimport flag_t, score_t, units_t, word_t
 from esched.core.scoring._plugin cimport PluginSpec
@@ -139,6 +139,9 @@ cdef class Placer:
     cdef object ip_hold                  # the arrays the last view's checks point into
     cdef IpCheck* ip_buf                 # the last view's checks
     cdef Py_ssize_t ip_cap
+    cdef object sp_hold                  # the arrays the last view's spread checks point into
+    cdef SpreadCheck* sp_buf             # the last view's topology spread checks
+    cdef Py_ssize_t sp_cap
 
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1
@@ -175,6 +178,7 @@ cdef class Placer:
     cdef object _ip_arr(self, int kind, Py_ssize_t m, Py_ssize_t k)
     cdef int _ip_assume(self, Py_ssize_t cid, Py_ssize_t n, int sign, Py_ssize_t lset) except -1
     cdef int _ip_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1
+    cdef int _spread_view(self, tuple spread, ClassView* v) except -1
     cdef Py_ssize_t _class_of(self, pod) except -1
     cdef object _gang_of(self, pods)
     cdef void _unassume_pod(self, Py_ssize_t p) noexcept

@@ -49,6 +49,7 @@ import numpy as np
 from esched.core import _constraints
 from esched.core import reasons as _reasons
 from esched.core._constraints import compile_class, intern_stamp
+from esched.core._interpod import NODE_KEY
 
 from esched.core._classview cimport (
     MAX_NEED,
@@ -62,6 +63,7 @@ from esched.core._classview cimport (
     IP_EXISTING,
     ClassView,
     IpCheck,
+    SpreadCheck,
 )
 from esched.core._feasibility cimport (
     EXPR_ANY,
@@ -79,10 +81,14 @@ from esched.core._feasibility cimport (
     REASON_NOT_ALIVE,
     REASON_RESOURCE_BASE,
     REASON_SELECTOR,
+    REASON_SPREAD,
+    REASON_SPREAD_LABEL,
     REASON_TAINT,
     REASON_UNSCHEDULABLE,
     constraints_ok,
     fits,
+    selector_ok,
+    taints_ok,
     reason_bits,
     resource_reason,
 )
@@ -164,11 +170,13 @@ if (EXPR_ANY, EXPR_NONE, EXPR_FALSE, EXPR_NODE_IN, EXPR_NODE_NOT_IN) != (
                       "esched.core._constraints")
 if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_NODE_NAME,
         REASON_NODE_PORTS, REASON_POD_AFFINITY, REASON_POD_ANTI_AFFINITY,
-        REASON_EXISTING_ANTI_AFFINITY, REASON_RESOURCE_BASE, MAX_REASON_RESOURCES,
+        REASON_EXISTING_ANTI_AFFINITY, REASON_SPREAD, REASON_SPREAD_LABEL,
+        REASON_RESOURCE_BASE, MAX_REASON_RESOURCES,
         REASON_NON_RESOURCE) != (
         _reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR, _reasons.TAINT,
         _reasons.NODE_NAME, _reasons.NODE_PORTS, _reasons.POD_AFFINITY,
-        _reasons.POD_ANTI_AFFINITY, _reasons.EXISTING_ANTI_AFFINITY,
+        _reasons.POD_ANTI_AFFINITY, _reasons.EXISTING_ANTI_AFFINITY, _reasons.SPREAD,
+        _reasons.SPREAD_LABEL,
         _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS,
         (1 << _reasons.RESOURCE_SHIFT) - 1):
     raise ImportError("esched.core._placer: _feasibility.pxd's bits differ from esched.core.reasons")
@@ -298,7 +306,7 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     cdef int32_t sc
     esched_fblock_score(&v.fb, n0, m, buf, sm)
     if not (v.has_taints or v.has_labels or v.pinned or v.has_ports or v.fb_special
-            or v.n_ip):
+            or v.n_ip or v.n_spread):
         return
     for i in range(m):
         sc = buf[i]
@@ -330,6 +338,8 @@ cdef class Placer:
         self.cconst_cap = 0
         self.ip_buf = NULL
         self.ip_cap = 0
+        self.sp_buf = NULL
+        self.sp_cap = 0
         self.ext_mask = NULL
         self.ext_score = NULL
 
@@ -340,6 +350,8 @@ cdef class Placer:
             free(self.cconst)
         if self.ip_buf != NULL:
             free(self.ip_buf)
+        if self.sp_buf != NULL:
+            free(self.sp_buf)
 
     def __init__(self, ClusterState state, profile: Profile | None = None, seed: int = 0,
                  cache: bool = True, sample: bool = True, hide_reserved: bool = True) -> None:
@@ -780,8 +792,8 @@ cdef class Placer:
         v.has_pref = cc.has_pref
         v.n_ip = 0
         v.ip = NULL
-        if st.interpod.active or st.class_flags[cid] & CLASS_INTERPOD:
-            self._ip_view(cid, lset, v)
+        v.n_spread = 0
+        v.spread = NULL
         v.alloc = &self.alloc[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
@@ -792,6 +804,9 @@ cdef class Placer:
         v.label_words = st.label_words
         v.taint_words = st.taint_words
         v.n_res = self.n_res
+        if st.interpod.active or st.class_flags[cid] & CLASS_INTERPOD:
+            # after the label and taint tables: topology spread's policies read them
+            self._ip_view(cid, lset, v)
         cdef int k, i
         cdef PluginSpec* s
         cdef units_t pod_req
@@ -964,7 +979,7 @@ cdef class Placer:
             return best
         # Inter-pod checks read counts that change without a node changing: such a
         # pod neither reads nor writes the class's cache row.
-        slot = self._slot_for(cid) if v.n_ip == 0 else -1
+        slot = self._slot_for(cid) if v.n_ip == 0 and v.n_spread == 0 else -1
         if N == 0:
             best_out[0] = -1
             visited_out[0] = 0
@@ -1344,7 +1359,7 @@ cdef class Placer:
             lset = ip.lset("default", None)
         checks = []
         if st.class_flags[cid] & CLASS_INTERPOD:
-            am, akeys, self_match, anti = ip.terms(cid, lset)
+            am, akeys, self_match, anti, _spread = ip.terms(cid, lset)
             if am >= 0:
                 arrs = [(k, self._ip_arr(0, am, k)) for k in akeys]
                 first = self_match and all(a[0] == 0 for _, a in arrs)
@@ -1352,6 +1367,10 @@ cdef class Placer:
                     checks.append((IP_AFFINITY_FIRST if first else IP_AFFINITY, k, a))
             for m, k in anti:
                 checks.append((IP_ANTI, k, self._ip_arr(0, m, k)))
+        if st.class_flags[cid] & CLASS_INTERPOD:
+            spread = ip.terms(cid, lset)[4]
+            if spread:
+                self._spread_view(spread, v)
         pairs = set(ip.owner_pairs()) | self.ip_owner_pairs
         if pairs:
             matched = ip.matched(lset)
@@ -1379,6 +1398,70 @@ cdef class Placer:
         self.ip_hold = hold
         v.n_ip = len(checks)
         v.ip = self.ip_buf
+        return 0
+
+    cdef int _spread_view(self, tuple spread, ClassView* v) except -1:
+        # kube's PodTopologySpread PreFilter: per constraint, the matching pods per
+        # domain over the nodes that have every constraint's key and pass its node
+        # affinity / taint policies (per-node counts summed in one C loop), the
+        # global minimum (0 when fewer domains than minDomains), then the limit
+        # maxSkew + minimum - self match that the filter compares a domain's count to.
+        cdef ClusterState st = self.state
+        ip = st.interpod
+        cdef Py_ssize_t n, N = self.n_nodes, j, J = len(spread), d, D
+        cdef int32_t[::1] dom, per_node, dc
+        cdef uint8_t[::1] seen, keys_ok
+        cdef bint h_aff, h_taint
+        cdef long long low, ndom
+        node_key = ip.key(NODE_KEY)
+        if J > self.sp_cap:
+            grown = <SpreadCheck*>realloc(self.sp_buf, 2 * J * sizeof(SpreadCheck))
+            if grown == NULL:
+                raise MemoryError()
+            self.sp_buf = grown
+            self.sp_cap = 2 * J
+        doms = [ip.dom_np[c[1]] for c in spread]
+        # kube counts only on nodes that have every constraint's key
+        keys_np = np.ones(N, dtype=np.uint8)
+        for other in doms:
+            keys_np &= (other[:N] >= 0)
+        keys_ok = keys_np
+        hold = []
+        for j in range(J):
+            m, k, max_skew, min_domains, h_aff, h_taint, self_match = spread[j]
+            dom = doms[j]
+            per_node = self._ip_arr(0, m, node_key)
+            D = ip.dom_cap[k]
+            dc_np = np.zeros(1 + D, dtype=np.int32)
+            seen_np = np.zeros(D, dtype=np.uint8)
+            dc = dc_np
+            seen = seen_np
+            for n in range(N):
+                if not (v.flags[n] & NODE_ALIVE) or not keys_ok[n]:
+                    continue
+                if h_aff and v.has_labels and not selector_ok(v, n):
+                    continue
+                if h_taint and v.has_taints and not taints_ok(v, n):
+                    continue
+                d = dom[n]
+                seen[d] = 1
+                dc[1 + d] += per_node[1 + n]
+            low = 2147483647
+            ndom = 0
+            for d in range(D):
+                if seen[d]:
+                    ndom += 1
+                    if dc[1 + d] < low:
+                        low = dc[1 + d]
+            if ndom < min_domains:
+                low = 0
+            hold.append((dom, dc_np))
+            self.sp_buf[j].dom = &dom[0]
+            self.sp_buf[j].cnt = &dc[0]
+            self.sp_buf[j].limit = max_skew + low - (1 if self_match else 0)
+        self.sp_hold = hold
+        v.n_spread = J
+        v.spread = self.sp_buf
         return 0
 
     # ------------------------------------------------------------------ Python API

@@ -12,7 +12,7 @@ from esched.core._types cimport flag_t, index_t, phase_t, units_t, word_t
 
 cdef enum:
     CLASS_HOST_PORTS = 1                # class_flags: the class binds host ports
-    CLASS_INTERPOD = 2                  # class_flags: required pod (anti-)affinity terms
+    CLASS_INTERPOD = 2                  # class_flags: required pod (anti-)affinity or spread
 
 
 cdef class ClusterState:

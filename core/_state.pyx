@@ -769,6 +769,10 @@ cdef class ClusterState:
                        .get("requiredDuringSchedulingIgnoredDuringExecution"))
             pod_anti = ((affinity.get("podAntiAffinity") or {})
                         .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        # kube's PodTopologySpread filter: the DoNotSchedule constraints (ScheduleAnyway
+        # ones are refused at ingest until they are scored).
+        spread = [c for c in spec.get("topologySpreadConstraints") or ()
+                  if isinstance(c, dict) and c.get("whenUnsatisfiable") == "DoNotSchedule"]
         try:
             ports = pod_host_ports(spec) if has_ports else None
         except _MALFORMED:
@@ -776,7 +780,7 @@ cdef class ClusterState:
             return -1
         cdef str ckey = ""
         if (node_selector or tolerations or required or node_group or node_name or ports or never
-                or pod_aff or pod_anti):
+                or pod_aff or pod_anti or spread):
             cons = {"nodeSelector": node_selector or None, "required": required or None,
                     "tolerations": tolerations or None}
             if node_group:
@@ -791,6 +795,8 @@ cdef class ClusterState:
                 cons["podAffinity"] = pod_aff
             if pod_anti:
                 cons["podAntiAffinity"] = pod_anti
+            if spread:
+                cons["topologySpread"] = spread
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.
@@ -834,7 +840,8 @@ cdef class ClusterState:
         spec = self.class_specs[i]["constraints"]
         if spec and spec.get("hostPorts"):
             self._intern_ports(i, spec["hostPorts"])
-        if spec and (spec.get("podAffinity") or spec.get("podAntiAffinity")):
+        if spec and (spec.get("podAffinity") or spec.get("podAntiAffinity")
+                     or spec.get("topologySpread")):
             self.class_flags[i] |= CLASS_INTERPOD
         return i
 
@@ -2251,7 +2258,8 @@ cdef class ClusterState:
         self.interpod = ip
         for c in range(self.n_classes):
             cons = self.class_specs[c].get("constraints")
-            if cons and (cons.get("podAffinity") or cons.get("podAntiAffinity")):
+            if cons and (cons.get("podAffinity") or cons.get("podAntiAffinity")
+                         or cons.get("topologySpread")):
                 self.class_flags[c] |= CLASS_INTERPOD
         ip.rebuild()
 

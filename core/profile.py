@@ -102,6 +102,7 @@ ALWAYS_ON_FILTERS = frozenset(
         "NodeResourcesFit",
         "SchedulingGates",
         "InterPodAffinity",
+        "PodTopologySpread",
     }
 )
 #: Extension points where disabling a plugin turns its filtering off.

@@ -36,6 +36,8 @@ __all__ = [
     "RESOURCE_SHIFT",
     "SCHEDULING_GATED",
     "SELECTOR",
+    "SPREAD",
+    "SPREAD_LABEL",
     "TAINT",
     "TEXTS",
     "UNSCHEDULABLE",
@@ -63,6 +65,8 @@ NODE_PORTS = 32
 POD_AFFINITY = 64
 POD_ANTI_AFFINITY = 128
 EXISTING_ANTI_AFFINITY = 256
+SPREAD = 512
+SPREAD_LABEL = 1024
 #: Bit index of resource column 0 (``bits >> RESOURCE_SHIFT``: the resource bits).
 RESOURCE_SHIFT = 12
 #: Resource columns with a bit of their own; columns beyond share the last bit.
@@ -85,6 +89,12 @@ _TABLE = {
     EXISTING_ANTI_AFFINITY: (
         "node(s) didn't satisfy existing pods anti-affinity rules",
         "ExistingPodsAntiAffinity",
+    ),
+    # kube's PodTopologySpread filter (plugins/podtopologyspread/filtering.go).
+    SPREAD: ("node(s) didn't match pod topology spread constraints", "PodTopologySpread"),
+    SPREAD_LABEL: (
+        "node(s) didn't match pod topology spread constraints (missing required label)",
+        "PodTopologySpreadMissingLabel",
     ),
 }
 #: Bit -> kube-scheduler's message, for the bits below RESOURCE_SHIFT.

@@ -532,12 +532,18 @@ class SchedulingPass:
 
     def _by_labels(self, cid: int) -> bool:
         """Whether a pod of class ``cid`` is placed by its key: inter-pod rules (its own
-        terms, or bound pods' anti-affinity) depend on its labels, not only its class."""
+        terms and spread constraints, or bound pods' anti-affinity) depend on its labels,
+        not only its class."""
         st = self.state
         if st.interpod.active:
             return True
         cons = st.class_specs[cid]["constraints"]
-        return bool(cons and (cons.get("podAffinity") or cons.get("podAntiAffinity")))
+        return bool(
+            cons
+            and (
+                cons.get("podAffinity") or cons.get("podAntiAffinity") or cons.get("topologySpread")
+            )
+        )
 
     def _place_pod(self, pod: str, cid: int) -> tuple[str, tuple[int, ...]] | None:
         """Place a single pod (assumed); with devices, device-exact GPU fit and FGD, and

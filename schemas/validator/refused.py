@@ -26,7 +26,10 @@ UNSUPPORTED_POD_FIELDS = {
         "InterPodAffinity",
         "a namespaceSelector other than {} (namespace labels)",
     ),
-    "spec.topologySpreadConstraints": ("PodTopologySpread", "topology spread constraints"),
+    "spec.topologySpreadConstraints[].whenUnsatisfiable": (
+        "PodTopologySpread",
+        "a ScheduleAnyway topology spread constraint (not scored)",
+    ),
     "spec.resourceClaims": ("DynamicResources", "DRA resource claims"),
     "spec.volumes[].persistentVolumeClaim": ("VolumeBinding", "volumes of persistent claims"),
     "spec.volumes[].ephemeral": ("VolumeBinding", "generic ephemeral volumes"),
@@ -67,9 +70,14 @@ def _check_refused_fields(spec: dict[str, Any]) -> None:
     affinity = spec.get("affinity") or {}
     if isinstance(affinity, dict):
         _check_pod_affinity(affinity)
-    for key in ("topologySpreadConstraints", "resourceClaims"):
-        if spec.get(key):
-            raise _refused_field(f"spec.{key}", f"spec.{key}")
+    for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
+        if isinstance(c, dict) and c.get("whenUnsatisfiable") == "ScheduleAnyway":
+            raise _refused_field(
+                "spec.topologySpreadConstraints[].whenUnsatisfiable",
+                f"spec.topologySpreadConstraints[{i}].whenUnsatisfiable",
+            )
+    if spec.get("resourceClaims"):
+        raise _refused_field("spec.resourceClaims", "spec.resourceClaims")
     for i, volume in enumerate(spec.get("volumes") or ()):
         for key in ("persistentVolumeClaim", "ephemeral"):
             if isinstance(volume, dict) and key in volume:

@@ -245,6 +245,7 @@ def test_disabling_a_filter_that_is_enabled_again_is_accepted() -> None:
     # kube's idiom: disable everything, enable a list; every always-on filter is back.
     filters = ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"]
     filters += ["NodePorts", "NodeResourcesFit", "SchedulingGates", "InterPodAffinity"]
+    filters += ["PodTopologySpread"]
     parse_profile(
         config(
             {

@@ -331,7 +331,9 @@ def test_every_reason_is_reachable() -> None:
                         "metadata": {"name": "p"},
                         "spec": {
                             "containers": [{"name": "c"}],
-                            "topologySpreadConstraints": [{"maxSkew": 1}],
+                            "topologySpreadConstraints": [
+                                {"whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1}
+                            ],
                         },
                     },
                 )
@@ -417,7 +419,7 @@ _UNSUPPORTED = [
                 {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
             ]
         ),
-        "data.spec.topologySpreadConstraints",
+        "data.spec.topologySpreadConstraints[0].whenUnsatisfiable",
     ),
     (
         lambda s: s.update(resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-0"}]),
@@ -507,3 +509,21 @@ def test_required_pod_affinity_and_anti_affinity_are_accepted() -> None:
     required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
     e["data"]["spec"]["affinity"].update(podAffinity=required, podAntiAffinity=required)
     assert validate_event(e) is e
+
+
+def test_do_not_schedule_topology_spread_is_accepted_and_malformed_ones_are_refused() -> None:
+    e = event("esched.pod.submitted")
+    c = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    e["data"]["spec"]["topologySpreadConstraints"] = [dict(c, minDomains=2)]
+    assert validate_event(e) is e
+    for bad, field in [
+        ({"maxSkew": 0}, "maxSkew"),
+        ({"topologyKey": ""}, "topologyKey"),
+        ({"whenUnsatisfiable": "Sometimes"}, "whenUnsatisfiable"),
+        ({"minDomains": 0}, "minDomains"),
+        ({"nodeTaintsPolicy": "Maybe"}, "nodeTaintsPolicy"),
+    ]:
+        e["data"]["spec"]["topologySpreadConstraints"] = [dict(c, **bad)]
+        with pytest.raises(InvalidEvent) as info:
+            validate_event(e)
+        assert info.value.field == f"data.spec.topologySpreadConstraints[0].{field}"
