@@ -110,3 +110,16 @@ def test_bench_core_repeat_reports_every_run_and_the_same_decisions():
         CliRunner().invoke(bench_core, ["--nodes", "150", "--pods", "200", "--json"]).output
     )
     assert single["utilization"] == out["utilization"] and single["placed"] == out["placed"]
+
+
+def test_bench_core_workloads_place_kube_perf_shapes_beside_requests_only():
+    for workload, placed in (("anti-affinity", 40), ("spread", 60), ("mixed", 60)):
+        result = CliRunner().invoke(
+            bench_core, ["--workload", workload, "--nodes", "40", "--pods", "60", "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        out = orjson.loads(result.output)
+        # One selector on hostname: one pod per node, the rest Pending.
+        assert out["workload"] == workload and out["placed"] == placed, out
+        assert out["resources_only"]["placed"] == 60
+        assert out["ratio_to_resources_only"] > 0 and out["interpod_index_bytes"] > 0
