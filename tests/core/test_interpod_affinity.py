@@ -339,3 +339,26 @@ def test_the_scheduling_pass_leaves_the_third_replica_pending_with_kubes_message
     assert unschedulable_message(2, reasons) == (
         "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
     )
+
+
+def test_a_failed_gang_plan_takes_back_its_members_counts():
+    st, log = _hosts(2)
+    for i in range(3):
+        log(EV.POD_SUBMITTED, lpod(f"g{i}", WEB, anti=SPREAD, gang="g"))
+    log(EV.POD_SUBMITTED, lpod("solo", WEB, anti=SPREAD))
+    placer = Placer(st)
+    # Three mutually anti-affine members on two nodes: all or nothing, so nothing.
+    assert placer.plan_gang([f"default/g{i}" for i in range(3)]) is None
+    assert placer.fits("default/solo", "n0") == [] and placer.fits("default/solo", "n1") == []
+
+
+def test_a_removed_node_takes_its_pods_out_of_the_counts():
+    st, log = _hosts(2)
+    log(EV.POD_SUBMITTED, lpod("w0", WEB, node_name="n0"))
+    log(EV.POD_SUBMITTED, lpod("w1", WEB, anti=SPREAD))
+    placer = Placer(st)
+    assert placer.fits("default/w1", "n0") == [ANTI]
+    log(EV.NODE_REMOVED, {"metadata": {"name": "n0"}})
+    log(EV.NODE_ADDED, node("n0", labels={HOST: "n0"}))
+    # w0 went back to Pending with its node: no longer counted anywhere.
+    assert placer.fits("default/w1", "n0") == [] and placer.fits("default/w1", "n1") == []
