@@ -8,6 +8,7 @@ cdef class InterPodIndex:
     cdef int[::1] pod_lset
     cdef public list lsets               # id -> (namespace, {label: value})
     cdef public dict lset_index          # (namespace, sorted label items) -> id
+    cdef dict lset_fast                  # (namespace, label items as given) -> id
     cdef list lset_match                 # id -> set of matcher ids it matches
     cdef public dict key_index           # topology key -> id
     cdef public list key_names

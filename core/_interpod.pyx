@@ -101,6 +101,7 @@ cdef class InterPodIndex:
         self.pod_lset = self.pod_lset_np
         self.lsets = []
         self.lset_index = {}
+        self.lset_fast = {}
         self.lset_match = []
         self.key_index = {}
         self.key_names = []
@@ -137,8 +138,20 @@ cdef class InterPodIndex:
             grown[: self.pod_lset_np.shape[0]] = self.pod_lset_np
             self.pod_lset_np = grown
             self.pod_lset = grown
-        ns = key.partition("/")[0]
-        self.pod_lset[p] = self.lset(ns, labels)
+        cdef Py_ssize_t cut = key.find("/")
+        ns = key[:cut] if cut >= 0 else key
+        # The fold's path: labels as the manifest lists them (one workload's pods list
+        # them alike), one lookup; the canonical form only on a miss.
+        try:
+            fast = (ns, tuple(labels.items())) if labels else ns
+            got = self.lset_fast.get(fast)
+        except (TypeError, AttributeError):
+            fast = got = None
+        if got is None:
+            got = self.lset(ns, labels)
+            if fast is not None and len(self.lset_fast) < 1_000_000:
+                self.lset_fast[fast] = got
+        self.pod_lset[p] = got
         return 0
 
     def pod_lset_of(self, Py_ssize_t p) -> int:
