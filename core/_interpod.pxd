@@ -19,6 +19,7 @@ cdef class InterPodIndex:
     cdef public list matchers            # id -> tuple of (namespaces or None: all, selector)
     cdef list m_keys                     # matcher id -> key ids with a count array
     cdef public dict counts              # (matcher, key) -> int32[1 + domains]: [0] total
+    cdef public dict owner_keys          # matcher -> [key id] with an owners array
     cdef public dict owners              # (matcher, key) -> int32[1 + domains] of bound owners
     cdef dict terms_memo                 # (class, lset) -> resolved terms
     cpdef int set_pod(self, Py_ssize_t p, str key, object labels) except -1

@@ -113,6 +113,7 @@ cdef class InterPodIndex:
         self.m_keys = []
         self.counts = {}
         self.owners = {}
+        self.owner_keys = {}
         self.terms_memo = {}
 
     # ---------------------------------------------------------------- label sets
@@ -303,6 +304,10 @@ cdef class InterPodIndex:
         """The (matcher, key) pairs some bound pod's anti-affinity term holds."""
         return [pair for pair, arr in self.owners.items() if arr[0] > 0]
 
+    def count_keys(self, Py_ssize_t m) -> list:
+        """Key ids with a ``counts`` array for matcher ``m``."""
+        return self.m_keys[m]
+
     def _bound(self):
         st = self.state
         P = st.n_pods
@@ -364,6 +369,7 @@ cdef class InterPodIndex:
                 a = self.owners.get((m, k))
                 if a is None:
                     a = self.owners[(m, k)] = np.zeros(1 + self.dom_cap[k], dtype=np.int32)
+                    self.owner_keys.setdefault(m, []).append(k)
                     self.active = True
                 arr = a
                 arr[0] += sign
@@ -374,6 +380,7 @@ cdef class InterPodIndex:
         """Counts and owners again from the pods (after a snapshot restore)."""
         self.counts = {}
         self.owners = {}
+        self.owner_keys = {}
         self.m_keys = [[] for _ in self.matchers]
         self.terms_memo = {}
         self.active = False

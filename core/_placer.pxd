@@ -135,7 +135,7 @@ cdef class Placer:
 
     cdef list ip_log                     # inter-pod: (lset, class, node, sign) assumed since sync
     cdef dict ip_copies                  # (kind, matcher, key) -> counts with the assumptions
-    cdef set ip_owner_pairs              # anti-affinity (matcher, key) of assumed pods
+    cdef dict ip_owner_pairs             # anti-affinity matcher -> {key} of assumed pods
     cdef object ip_hold                  # the arrays the last view's checks point into
     cdef IpCheck* ip_buf                 # the last view's checks
     cdef Py_ssize_t ip_cap

@@ -542,7 +542,7 @@ cdef class Placer:
         self.port_delta = {}
         self.ip_log = []
         self.ip_copies = {}
-        self.ip_owner_pairs = set()
+        self.ip_owner_pairs = {}
         cdef Py_ssize_t w, W = self.ports.shape[1]
         cdef long long[::1] sv = st.version_np
         for n in range(self.n_nodes):
@@ -1330,11 +1330,11 @@ cdef class Placer:
             lset = ip.lset("default", None)
         entry = (lset, cid, n, sign)
         self.ip_log.append(entry)
-        keys = [(0, m, k) for m, k in ip.counts if m in ip.matched(lset)]
+        keys = [(0, m, k) for m in ip.matched(lset) for k in ip.count_keys(m)]
         if st.class_flags[cid] & CLASS_INTERPOD:
             for m, k in ip.terms(cid, lset)[3]:
                 keys.append((1, m, k))
-                self.ip_owner_pairs.add((m, k))
+                self.ip_owner_pairs.setdefault(m, set()).add(k)
         for key in keys:
             arr = self.ip_copies.get(key)
             if arr is None:
@@ -1371,14 +1371,18 @@ cdef class Placer:
             spread = ip.terms(cid, lset)[4]
             if spread:
                 self._spread_view(spread, v)
-        pairs = set(ip.owner_pairs()) | self.ip_owner_pairs
-        if pairs:
-            matched = ip.matched(lset)
-            for m, k in sorted(pairs):
-                if m in matched:
-                    a = self._ip_arr(1, m, k)
-                    if a[0] > 0:
-                        checks.append((IP_EXISTING, k, a))
+        # bound pods' anti-affinity terms this pod matches: by the pod's matchers
+        # (few), not by every term in the cluster
+        own = self.ip_owner_pairs
+        for m in ip.matched(lset):
+            ks = ip.owner_keys.get(m)
+            mine = own.get(m) if own else None
+            if mine:
+                ks = sorted(set(ks or ()) | mine)
+            for k in ks or ():
+                a = self._ip_arr(1, m, k)
+                if a[0] > 0:
+                    checks.append((IP_EXISTING, k, a))
         if not checks:
             return 0
         if len(checks) > self.ip_cap:
