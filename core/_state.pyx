@@ -2253,8 +2253,14 @@ cdef class ClusterState:
         ip = InterPodIndex(self, self.pod_cap)
         for ns, labels in label_sets:
             ip.lset(ns, labels)
-        if pod_lset is not None and pod_lset.shape[0]:
+        if pod_lset is not None and label_sets:
             ip.pod_lset_np[: pod_lset.shape[0]] = pod_lset
+        else:
+            # A snapshot from before label sets were kept: its pods' labels are unknown,
+            # taken as none (each in its namespace) until they are submitted again.
+            for p, key in enumerate(self.pod_keys):
+                if key is not None:
+                    ip.set_pod(p, key, None)
         self.interpod = ip
         for c in range(self.n_classes):
             cons = self.class_specs[c].get("constraints")

@@ -362,3 +362,21 @@ def test_a_removed_node_takes_its_pods_out_of_the_counts():
     log(EV.NODE_ADDED, node("n0", labels={HOST: "n0"}))
     # w0 went back to Pending with its node: no longer counted anywhere.
     assert placer.fits("default/w1", "n0") == [] and placer.fits("default/w1", "n1") == []
+
+
+def test_a_snapshot_without_label_sets_takes_its_pods_as_unlabelled():
+    import orjson
+
+    st, log = _hosts(1)
+    log(EV.POD_SUBMITTED, lpod("w", WEB, node_name="n0"))
+    data = st.to_bytes()
+    hlen = int.from_bytes(data[8:16], "little")
+    head = orjson.loads(data[16 : 16 + hlen])
+    del head["label_sets"]
+    head["arrays"] = [a for a in head["arrays"] if a[0] != "pod_lset"]
+    raw = orjson.dumps(head)
+    old = data[:8] + len(raw).to_bytes(8, "little") + raw + data[16 + hlen :]
+    placer = Placer(ClusterState.from_bytes(old))
+    # w's labels are unknown to such a snapshot: it no longer repels the pod.
+    assert placer.fits(lpod("q", WEB, anti=SPREAD), "n0") == []
+    assert Placer(ClusterState.from_bytes(data)).fits(lpod("q", WEB, anti=SPREAD), "n0") == [ANTI]
