@@ -22,6 +22,8 @@ release); ``owners`` arrays by the fold from the first owner on. Memory: an int3
 domain per (matcher, key) in use, an int32 per pod, one entry per distinct label set.
 """
 
+cimport cython
+
 import numpy as np
 
 _ALL = None  # a part's namespaces: every namespace (namespaceSelector: {})
@@ -91,6 +93,7 @@ def part_matches(part, str ns, dict labels) -> bool:
     return True
 
 
+@cython.auto_pickle(False)  # derived: a state snapshot rebuilds it
 cdef class InterPodIndex:
     """See the module docstring. ``state``: the :class:`ClusterState` it indexes."""
 
