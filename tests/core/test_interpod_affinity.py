@@ -380,3 +380,31 @@ def test_a_snapshot_without_label_sets_takes_its_pods_as_unlabelled():
     # w's labels are unknown to such a snapshot: it no longer repels the pod.
     assert placer.fits(lpod("q", WEB, anti=SPREAD), "n0") == []
     assert Placer(ClusterState.from_bytes(data)).fits(lpod("q", WEB, anti=SPREAD), "n0") == [ANTI]
+
+
+def test_the_commit_service_rejects_the_second_of_two_anti_affine_bindings_in_a_batch():
+    """Two replicas each placed an anti-affine replica on n0 from the same view: the
+    commit service (``Validator``) accepts the first and rejects the second."""
+    from esched.core.validation import Validator
+
+    st, log = _hosts(2)
+    for i in range(2):
+        log(EV.POD_SUBMITTED, lpod(f"w{i}", WEB, anti=SPREAD))
+
+    def proposal(key: str, node_name: str) -> dict:
+        res = {"cpu": 500, "memory": 1 << 30, "pods": 1}
+        return {
+            "proposal": key,
+            "replica": "r",
+            "position": 0,
+            "gang": None,
+            "bindings": [{"pod": key, "node": node_name, "resources": res}],
+        }
+
+    v = Validator(st)
+    v.begin()
+    assert v.check(proposal("default/w0", "n0")).ok
+    verdict = v.check(proposal("default/w1", "n0"))
+    assert not verdict.ok and verdict.reason == "InterPodAntiAffinity", verdict
+    assert ANTI in verdict.message
+    assert v.check(proposal("default/w1", "n1")).ok
