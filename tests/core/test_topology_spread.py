@@ -177,13 +177,80 @@ SINGLE = [
     ),
 ]
 
+BAR = {"bar": ""}
+FOOBAR = {"foo": "", "bar": ""}
+BOTH = (dns(1, "zone", exists("foo")), dns(1, "node", exists("foo")))
+SPLIT = (dns(1, "zone", exists("foo")), dns(1, "node", exists("bar")))
 MULTIPLE = [
     (
         "two Constraints on zone and node, spreads = [3/3, 2/1/0/3]",
-        spod("p", FOO, dns(1, "zone", exists("foo")), dns(1, "node", exists("foo"))),
+        spod("p", FOO, *BOTH),
         FOUR,
         SPREAD_2103,
         {"node-a": "skew", "node-b": "skew", "node-x": "ok", "node-y": "skew"},
+    ),
+    (
+        "two Constraints on zone and node, spreads = [3/4, 2/1/0/4]",
+        spod("p", FOO, *BOTH),
+        FOUR,
+        SPREAD_2103 + on(("p-y4", "node-y")),
+        {"node-a": "skew", "node-b": "skew", "node-x": "skew", "node-y": "skew"},
+    ),
+    (
+        "Constraints hold different labelSelectors, spreads = [1/0, 1/0/0/1]",
+        spod("p", FOOBAR, *SPLIT),
+        FOUR,
+        [("p-a1", "node-a", "default", FOO), ("p-y1", "node-y", "default", BAR)],
+        {"node-a": "skew", "node-b": "skew", "node-x": "ok", "node-y": "skew"},
+    ),
+    (
+        "Constraints hold different labelSelectors, spreads = [1/0, 0/0/1/1]",
+        spod("p", FOOBAR, *SPLIT),
+        FOUR,
+        [
+            ("p-a1", "node-a", "default", FOO),
+            ("p-x1", "node-x", "default", BAR),
+            ("p-y1", "node-y", "default", BAR),
+        ],
+        {"node-a": "skew", "node-b": "skew", "node-x": "skew", "node-y": "skew"},
+    ),
+    (
+        "Constraints hold different labelSelectors, spreads = [2/3, 1/0/0/1]",
+        spod("p", FOOBAR, *SPLIT),
+        FOUR,
+        [
+            ("p-a1", "node-a", "default", FOO),
+            ("p-a2", "node-a", "default", FOOBAR),
+            ("p-y1", "node-y", "default", FOO),
+            ("p-y2", "node-y", "default", FOOBAR),
+            ("p-y3", "node-y", "default", FOO),
+        ],
+        {"node-a": "skew", "node-b": "ok", "node-x": "skew", "node-y": "skew"},
+    ),
+    (
+        "Constraints hold different labelSelectors but pod doesn't match itself on 'zone' "
+        "constraint",
+        spod("p", BAR, *SPLIT),
+        FOUR,
+        [
+            ("p-a1", "node-a", "default", FOO),
+            ("p-x1", "node-x", "default", BAR),
+            ("p-y1", "node-y", "default", BAR),
+        ],
+        {"node-a": "ok", "node-b": "ok", "node-x": "skew", "node-y": "skew"},
+    ),
+    (
+        "two Constraints on zone and node, absence of label 'node' on node-x, "
+        "spreads = [1/1, 1/0/0/1]",
+        spod("p", FOO, *BOTH),
+        [
+            zn("node-a", "zone1"),
+            zn("node-b", "zone1"),
+            node("node-x", labels={"zone": "zone2"}),
+            zn("node-y", "zone2"),
+        ],
+        on(("p-a1", "node-a"), ("p-y3", "node-y")),
+        {"node-a": "skew", "node-b": "ok", "node-x": "label", "node-y": "skew"},
     ),
 ]
 
@@ -199,8 +266,8 @@ def _state(nodes, existing) -> ClusterState:
     log = Log(st)
     for n in nodes:
         log(EV.NODE_ADDED, n)
-    for name, n, ns in existing:
-        log(EV.POD_SUBMITTED, spod(name, FOO, namespace=ns, node_name=n))
+    for name, n, ns, *labels in existing:
+        log(EV.POD_SUBMITTED, spod(name, labels[0] if labels else FOO, namespace=ns, node_name=n))
     return st
 
 
