@@ -15,6 +15,29 @@ cdef enum:
     SRC_NZ_MEM = 2      # node side is the non-zero memory sum
 
 
+cdef enum:
+    IP_AFFINITY = 0        # the node's domain must hold a pod matching all affinity terms
+    IP_AFFINITY_FIRST = 1  # ... unless none does anywhere and the pod matches itself: key only
+    IP_ANTI = 2            # the node's domain must hold no pod matching the anti-affinity term
+    IP_EXISTING = 3        # the node's domain must hold no pod whose anti-affinity matches this pod
+
+
+# One inter-pod check (kube's InterPodAffinity filter) over the state's topology index
+# (core/_interpod.pyx), or the placer's copy with its assumptions.
+ctypedef struct IpCheck:
+    int kind                     # IP_*
+    const int32_t* dom           # [node] domain of the term's topology key, -1: no such label
+    const int32_t* cnt           # [1 + domain] matching pods (owners for IP_EXISTING); [0] total
+
+
+# One DoNotSchedule topology spread constraint (kube's PodTopologySpread filter): the
+# domain counts over the nodes that pass its policies, gathered per pod by the placer.
+ctypedef struct SpreadCheck:
+    const int32_t* dom           # [node] domain of the constraint's key, -1: no such label
+    const int32_t* cnt           # [1 + domain] matching pods on eligible nodes
+    long long limit              # maxSkew + global minimum - self match: cnt above fails
+
+
 ctypedef struct ClassView:
     const units_t* req           # [n_res] requests (state.class_req row)
     units_t nz_cpu               # non-zero requests for scoring
@@ -43,6 +66,10 @@ ctypedef struct ClassView:
     Py_ssize_t pin               # its slot; -1: no such node (fits nowhere)
     bint has_labels
     bint has_taints
+    int n_ip                     # inter-pod checks, in IP_* order (0: none)
+    const IpCheck* ip
+    int n_spread                 # topology spread constraints (0: none)
+    const SpreadCheck* spread
     const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
     bint has_pref
     # The plugins that score this class, in profile order (kube's PreScore "Skip": e.g.

@@ -6,14 +6,23 @@
 # and required node affinity (compiled per class into bit masks over the state's
 # interned labels, and node slot lists for matchFields on metadata.name, see
 # esched.core._constraints); host ports (kube's NodePorts: a per-class conflict mask
-# over the placer's per-node bitset of bound port keys). The placer's scan, its scalar
+# over the placer's per-node bitset of bound port keys); required inter-pod affinity and
+# anti-affinity, the pod's own and existing pods' (kube's InterPodAffinity: IpCheck
+# counts per topology domain, see esched.core._interpod). The placer's scan, its scalar
 # block path, explain/fits, the commit validation (binding_reasons) and preemption all
 # call these; the vectorized block kernel (_fused_block.h) checks the same
 # alive/cordon/resource rule in vector form and leaves the rest to constraints_ok.
 # Failures are reason bits (esched.core.reasons words them).
 from libc.stdint cimport int32_t, uint64_t
 
-from esched.core._classview cimport ClassView
+from esched.core._classview cimport (
+    IP_AFFINITY,
+    IP_AFFINITY_FIRST,
+    IP_ANTI,
+    ClassView,
+    IpCheck,
+    SpreadCheck,
+)
 from esched.core._types cimport NODE_ALIVE, NODE_UNSCHEDULABLE, flag_t, units_t, word_t
 
 # Reason bits; bit REASON_RESOURCE_BASE + column = insufficient resource. The words of
@@ -25,9 +34,14 @@ cdef enum:
     REASON_TAINT = 8
     REASON_NODE_NAME = 16
     REASON_NODE_PORTS = 32
-    REASON_RESOURCE_BASE = 8        # bit index of column 0
-    MAX_REASON_RESOURCES = 56       # columns beyond share the last bit
-    REASON_NON_RESOURCE = 255       # every bit below REASON_RESOURCE_BASE's
+    REASON_POD_AFFINITY = 64
+    REASON_POD_ANTI_AFFINITY = 128
+    REASON_EXISTING_ANTI_AFFINITY = 256
+    REASON_SPREAD = 512
+    REASON_SPREAD_LABEL = 1024
+    REASON_RESOURCE_BASE = 12       # bit index of column 0
+    MAX_REASON_RESOURCES = 52       # columns beyond share the last bit
+    REASON_NON_RESOURCE = 4095      # every bit below REASON_RESOURCE_BASE's
 
 cdef enum:
     EXPR_ANY = 0     # some bit of the mask is set on the node
@@ -104,10 +118,50 @@ cdef inline bint selector_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
     return True
 
 
+cdef inline uint64_t interpod_bits(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """kube's InterPodAffinity filter on node n: the first failing of the pod's affinity,
+    its anti-affinity, existing pods' anti-affinity (the checks are in that order)."""
+    cdef int i
+    cdef int32_t d
+    cdef const IpCheck* c
+    for i in range(v.n_ip):
+        c = &v.ip[i]
+        d = c.dom[n]
+        if c.kind == IP_AFFINITY:
+            if d < 0 or c.cnt[1 + d] <= 0:
+                return REASON_POD_AFFINITY
+        elif c.kind == IP_AFFINITY_FIRST:
+            if d < 0:
+                return REASON_POD_AFFINITY
+        elif d >= 0 and c.cnt[1 + d] > 0:
+            return REASON_POD_ANTI_AFFINITY if c.kind == IP_ANTI else REASON_EXISTING_ANTI_AFFINITY
+    return 0
+
+
+cdef inline uint64_t spread_bits(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """kube's PodTopologySpread filter (DoNotSchedule) on node n: constraint by
+    constraint, the node must have the key and the skew stay within maxSkew."""
+    cdef int i
+    cdef int32_t d
+    cdef const SpreadCheck* c
+    for i in range(v.n_spread):
+        c = &v.spread[i]
+        d = c.dom[n]
+        if d < 0:
+            return REASON_SPREAD_LABEL
+        if c.cnt[1 + d] > c.limit:
+            return REASON_SPREAD
+    return 0
+
+
 cdef inline bint constraints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
-    """Node name, taints and label constraints (what the vectorized kernel leaves to the
-    caller)."""
+    """Node name, taints, label and inter-pod constraints (what the vectorized kernel
+    leaves to the caller)."""
     if v.pinned and n != v.pin:
+        return False
+    if v.n_spread > 0 and spread_bits(v, n) != 0:
+        return False
+    if v.n_ip > 0 and interpod_bits(v, n) != 0:
         return False
     if v.has_ports and not ports_ok(v, n):
         return False
@@ -162,6 +216,14 @@ cdef inline uint64_t reason_bits(const ClassView* v, Py_ssize_t n, bint all_reas
             return out
     if v.has_ports and not ports_ok(v, n):
         out |= REASON_NODE_PORTS
+        if not all_reasons:
+            return out
+    if v.n_spread > 0:
+        out |= spread_bits(v, n)
+        if out and not all_reasons:
+            return out
+    if v.n_ip > 0:
+        out |= interpod_bits(v, n)
     return out
 
 

@@ -3,7 +3,7 @@
 cimport cython
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 
-from esched.core._classview cimport ClassView
+from esched.core._classview cimport ClassView, IpCheck, SpreadCheck
 from esched.core._state cimport ClusterState
 from esched.core._types cimport flag_t, score_t, units_t, word_t
 from esched.core.scoring._plugin cimport PluginSpec
@@ -154,6 +154,16 @@ cdef class Placer:
     cdef const int64_t* ext_score        # [node] added to the total of a feasible node
     cdef const int64_t* ext_rank         # [node] tie order: the smallest rank wins (NULL: seeded draw)
 
+    cdef list ip_log                     # inter-pod: (lset, class, node, sign) assumed since sync
+    cdef dict ip_copies                  # (kind, matcher, key) -> counts with the assumptions
+    cdef dict ip_owner_pairs             # anti-affinity matcher -> {key} of assumed pods
+    cdef object ip_hold                  # the arrays the last view's checks point into
+    cdef IpCheck* ip_buf                 # the last view's checks
+    cdef Py_ssize_t ip_cap
+    cdef object sp_hold                  # the arrays the last view's spread checks point into
+    cdef SpreadCheck* sp_buf             # the last view's topology spread checks
+    cdef Py_ssize_t sp_cap
+
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1
     cdef void _soa_node(self, Py_ssize_t n, flag_t fl) noexcept
@@ -161,7 +171,7 @@ cdef class Placer:
     cdef inline void _soa_used(self, Py_ssize_t n) noexcept
     cdef inline void _ensure_synced(self)
     cdef object _compile(self, Py_ssize_t cid)
-    cdef int _view(self, Py_ssize_t cid, ClassView* v) except -1
+    cdef int _view(self, Py_ssize_t cid, ClassView* v, Py_ssize_t lset=*) except -1
     cdef int _select(self, int pi) except -1
     cdef Py_ssize_t _normalize(self, ClassView* v, Py_ssize_t start,
                                long long target) noexcept
@@ -185,7 +195,14 @@ cdef class Placer:
                           long long target, int slot, score_t* best_out,
                           long long* visited_out, Py_ssize_t* processed_out) noexcept
     cdef int _grow_class_stats(self, Py_ssize_t n) except -1
-    cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign) noexcept
+    cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign,
+                      Py_ssize_t lset=*) noexcept
+    cdef Py_ssize_t _lset_of(self, pod) except -2
+    cdef bint _ip_touches(self, tuple key, tuple entry)
+    cdef object _ip_arr(self, int kind, Py_ssize_t m, Py_ssize_t k)
+    cdef int _ip_assume(self, Py_ssize_t cid, Py_ssize_t n, int sign, Py_ssize_t lset) except -1
+    cdef int _ip_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1
+    cdef int _spread_view(self, tuple spread, ClassView* v) except -1
     cdef Py_ssize_t _class_of(self, pod) except -1
     cdef object _gang_of(self, pods)
     cdef void _unassume_pod(self, Py_ssize_t p) noexcept

@@ -49,6 +49,7 @@ import numpy as np
 from esched.core import _constraints
 from esched.core import reasons as _reasons
 from esched.core._constraints import compile_class, intern_stamp
+from esched.core._interpod import NODE_KEY
 
 from esched.core._classview cimport (
     MAX_NEED,
@@ -56,7 +57,13 @@ from esched.core._classview cimport (
     SRC_NZ_MEM,
     SRC_SKIP,
     SRC_USED,
+    IP_AFFINITY,
+    IP_AFFINITY_FIRST,
+    IP_ANTI,
+    IP_EXISTING,
     ClassView,
+    IpCheck,
+    SpreadCheck,
 )
 from esched.core._feasibility cimport (
     EXPR_ANY,
@@ -66,15 +73,22 @@ from esched.core._feasibility cimport (
     EXPR_NONE,
     MAX_REASON_RESOURCES,
     REASON_NODE_NAME,
+    REASON_EXISTING_ANTI_AFFINITY,
     REASON_NODE_PORTS,
     REASON_NON_RESOURCE,
+    REASON_POD_AFFINITY,
+    REASON_POD_ANTI_AFFINITY,
     REASON_NOT_ALIVE,
     REASON_RESOURCE_BASE,
     REASON_SELECTOR,
+    REASON_SPREAD,
+    REASON_SPREAD_LABEL,
     REASON_TAINT,
     REASON_UNSCHEDULABLE,
     constraints_ok,
     fits,
+    selector_ok,
+    taints_ok,
     reason_bits,
     resource_reason,
 )
@@ -94,7 +108,7 @@ from esched.core._fused_block cimport (
     esched_stale,
     esched_summarize,
 )
-from esched.core._state cimport CLASS_HOST_PORTS, ClusterState
+from esched.core._state cimport CLASS_HOST_PORTS, CLASS_INTERPOD, ClusterState
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -158,9 +172,15 @@ if (EXPR_ANY, EXPR_NONE, EXPR_FALSE, EXPR_NODE_IN, EXPR_NODE_NOT_IN) != (
     raise ImportError("esched.core._placer: _feasibility.pxd's EXPR_* differ from "
                       "esched.core._constraints")
 if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_NODE_NAME,
-        REASON_NODE_PORTS, REASON_RESOURCE_BASE, MAX_REASON_RESOURCES, REASON_NON_RESOURCE) != (
+        REASON_NODE_PORTS, REASON_POD_AFFINITY, REASON_POD_ANTI_AFFINITY,
+        REASON_EXISTING_ANTI_AFFINITY, REASON_SPREAD, REASON_SPREAD_LABEL,
+        REASON_RESOURCE_BASE, MAX_REASON_RESOURCES,
+        REASON_NON_RESOURCE) != (
         _reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR, _reasons.TAINT,
-        _reasons.NODE_NAME, _reasons.NODE_PORTS, _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS,
+        _reasons.NODE_NAME, _reasons.NODE_PORTS, _reasons.POD_AFFINITY,
+        _reasons.POD_ANTI_AFFINITY, _reasons.EXISTING_ANTI_AFFINITY, _reasons.SPREAD,
+        _reasons.SPREAD_LABEL,
+        _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS,
         (1 << _reasons.RESOURCE_SHIFT) - 1):
     raise ImportError("esched.core._placer: _feasibility.pxd's bits differ from esched.core.reasons")
 
@@ -288,7 +308,8 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     cdef Py_ssize_t i, n
     cdef int32_t sc
     esched_fblock_score(&v.fb, n0, m, buf, sm)
-    if not (v.has_taints or v.has_labels or v.pinned or v.has_ports or v.fb_special):
+    if not (v.has_taints or v.has_labels or v.pinned or v.has_ports or v.fb_special
+            or v.n_ip or v.n_spread):
         return
     for i in range(m):
         sc = buf[i]
@@ -321,6 +342,10 @@ cdef class Placer:
             self.pspecs[i] = NULL
         self.cconst = NULL
         self.cconst_cap = 0
+        self.ip_buf = NULL
+        self.ip_cap = 0
+        self.sp_buf = NULL
+        self.sp_cap = 0
         self.ext_mask = NULL
         self.ext_score = NULL
         self.ext_rank = NULL
@@ -331,6 +356,10 @@ cdef class Placer:
                 free(self.pspecs[i])
         if self.cconst != NULL:
             free(self.cconst)
+        if self.ip_buf != NULL:
+            free(self.ip_buf)
+        if self.sp_buf != NULL:
+            free(self.sp_buf)
 
     def __init__(self, ClusterState state, profile: Profile | None = None, seed: int = 0,
                  cache: bool = True, sample: bool = True, hide_reserved: bool = True) -> None:
@@ -567,6 +596,9 @@ cdef class Placer:
             self.ports_np = np.array(st.port_bits_np[: self.n_nodes], order="C", copy=True)
             self.ports = self.ports_np
         self.port_delta = {}
+        self.ip_log = []
+        self.ip_copies = {}
+        self.ip_owner_pairs = {}
         cdef Py_ssize_t w, W = self.ports.shape[1]
         cdef long long[::1] sv = st.version_np
         for n in range(self.n_nodes):
@@ -736,7 +768,10 @@ cdef class Placer:
             self.compiled[cid] = comp
         return comp
 
-    cdef int _view(self, Py_ssize_t cid, ClassView* v) except -1:
+    cdef int _view(self, Py_ssize_t cid, ClassView* v, Py_ssize_t lset=-1) except -1:
+        # lset: the pod's label set (core/_interpod.pyx), for inter-pod checks; -1: a
+        # pod known only by its class (place_classes, place(class id)): a pod without
+        # labels in namespace "default".
         cdef ClusterState st = self.state
         if cid >= self.class_last.shape[0]:
             self._grow_class_stats(cid + 1)
@@ -828,6 +863,10 @@ cdef class Placer:
         v.has_taints = cc.has_taints
         v.pref_mask = cc.pref_mask
         v.has_pref = cc.has_pref
+        v.n_ip = 0
+        v.ip = NULL
+        v.n_spread = 0
+        v.spread = NULL
         v.alloc = &self.alloc[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
@@ -838,6 +877,9 @@ cdef class Placer:
         v.label_words = st.label_words
         v.taint_words = st.taint_words
         v.n_res = self.n_res
+        if st.interpod.active or st.class_flags[cid] & CLASS_INTERPOD:
+            # after the label and taint tables: topology spread's policies read them
+            self._ip_view(cid, lset, v)
         cdef int k, i
         cdef PluginSpec* s
         cdef units_t pod_req
@@ -1024,7 +1066,9 @@ cdef class Placer:
                                        &processed)
             self.next_start = (start + processed) % N
             return best
-        slot = self._slot_for(cid)
+        # Inter-pod checks read counts that change without a node changing: such a
+        # pod neither reads nor writes the class's cache row.
+        slot = self._slot_for(cid) if v.n_ip == 0 and v.n_spread == 0 else -1
         if N == 0:
             best_out[0] = -1
             visited_out[0] = 0
@@ -1325,9 +1369,12 @@ cdef class Placer:
         self.cconst_cap = cap
         return 0
 
-    cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign) noexcept:
+    cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign,
+                      Py_ssize_t lset=-1) noexcept:
         cdef ClusterState st = self.state
         cdef Py_ssize_t r
+        if st.interpod.active or st.class_flags[cid] & CLASS_INTERPOD:
+            self._ip_assume(cid, n, sign, lset)
         for r in range(self.n_res):
             self.used[n, r] += sign * st.class_req[cid, r]
         self.nzu[n, 0] += sign * st.class_nz[cid, 0]
@@ -1370,6 +1417,200 @@ cdef class Placer:
                 self.ports[n, b >> 6] |= (<word_t>1) << (b & 63)
         return 0
 
+    # ------------------------------------------------------------------ inter-pod
+
+    cdef Py_ssize_t _lset_of(self, pod) except -2:
+        # The label set of a pod (a key in the state, a manifest); -1 for a class id.
+        cdef ClusterState st = self.state
+        if isinstance(pod, str):
+            return st.interpod.pod_lset_of(st.pod_index[pod])
+        if isinstance(pod, dict):
+            meta = pod.get("metadata") or {}
+            return st.interpod.lset(meta.get("namespace") or "default", meta.get("labels"))
+        return -1
+
+    cdef bint _ip_touches(self, tuple key, tuple entry):
+        # Whether an assumption (lset, class, node, sign) changes array key (kind, m, k).
+        cdef ClusterState st = self.state
+        ip = st.interpod
+        lset, c, n, sign = entry
+        if ip.dom_np[key[2]][n] < 0:
+            return False
+        if key[0] == 0:
+            return key[1] in ip.matched(lset)
+        return bool(st.class_flags[c] & CLASS_INTERPOD) and (key[1], key[2]) in ip.terms(c, lset)[3]
+
+    cdef object _ip_arr(self, int kind, Py_ssize_t m, Py_ssize_t k):
+        # Counts (kind 0) or owners (1) of (m, k) in this view: the state's, or a copy
+        # with this placer's assumptions since the last sync (replayed from its log,
+        # so an array the state makes later still sees them).
+        cdef ClusterState st = self.state
+        key = (kind, m, k)
+        got = self.ip_copies.get(key)
+        if got is not None:
+            return got
+        ip = st.interpod
+        src = ip.counts_for(m, k) if kind == 0 else ip.owners_for(m, k)
+        touched = [e for e in self.ip_log if self._ip_touches(key, e)]
+        if src is None:
+            src = np.zeros(1 + ip.dom_cap[k], dtype=np.int32)
+        if not touched:
+            return src
+        arr = src.copy()
+        for lset, c, n, sign in touched:
+            d = ip.dom_np[k][n]
+            arr[0] += sign
+            arr[1 + d] += sign
+        self.ip_copies[key] = arr
+        return arr
+
+    cdef int _ip_assume(self, Py_ssize_t cid, Py_ssize_t n, int sign, Py_ssize_t lset) except -1:
+        # A pod of label set lset assumed bound to (or gone from) node n: the counts and
+        # owners it changes, in this view's copies.
+        cdef ClusterState st = self.state
+        ip = st.interpod
+        if lset < 0:
+            lset = ip.lset("default", None)
+        entry = (lset, cid, n, sign)
+        self.ip_log.append(entry)
+        keys = [(0, m, k) for m in ip.matched(lset) for k in ip.count_keys(m)]
+        if st.class_flags[cid] & CLASS_INTERPOD:
+            for m, k in ip.terms(cid, lset)[3]:
+                keys.append((1, m, k))
+                self.ip_owner_pairs.setdefault(m, set()).add(k)
+        for key in keys:
+            arr = self.ip_copies.get(key)
+            if arr is None:
+                self._ip_arr(key[0], key[1], key[2])  # copies and replays, this one too
+            elif self._ip_touches(key, entry):
+                d = ip.dom_np[key[2]][n]
+                arr[0] += sign
+                arr[1 + d] += sign
+        return 0
+
+    cdef int _ip_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1:
+        # The view's inter-pod checks (kube's InterPodAffinity PreFilter state): the
+        # pod's required affinity (one conjunction, a check per topology key; any node
+        # with the keys when no pod matches anywhere and the pod matches itself), its
+        # required anti-affinity terms, then the anti-affinity terms of bound pods that
+        # match this pod.
+        cdef ClusterState st = self.state
+        cdef int32_t[::1] dom, cnt
+        cdef Py_ssize_t i
+        ip = st.interpod
+        if lset < 0:
+            lset = ip.lset("default", None)
+        checks = []
+        if st.class_flags[cid] & CLASS_INTERPOD:
+            am, akeys, self_match, anti, _spread = ip.terms(cid, lset)
+            if am >= 0:
+                arrs = [(k, self._ip_arr(0, am, k)) for k in akeys]
+                first = self_match and all(a[0] == 0 for _, a in arrs)
+                for k, a in arrs:
+                    checks.append((IP_AFFINITY_FIRST if first else IP_AFFINITY, k, a))
+            for m, k in anti:
+                checks.append((IP_ANTI, k, self._ip_arr(0, m, k)))
+        if st.class_flags[cid] & CLASS_INTERPOD:
+            spread = ip.terms(cid, lset)[4]
+            if spread:
+                self._spread_view(spread, v)
+        # bound pods' anti-affinity terms this pod matches: by the pod's matchers
+        # (few), not by every term in the cluster
+        own = self.ip_owner_pairs
+        for m in ip.matched(lset):
+            ks = ip.owner_keys.get(m)
+            mine = own.get(m) if own else None
+            if mine:
+                ks = sorted(set(ks or ()) | mine)
+            for k in ks or ():
+                a = self._ip_arr(1, m, k)
+                if a[0] > 0:
+                    checks.append((IP_EXISTING, k, a))
+        if not checks:
+            return 0
+        if len(checks) > self.ip_cap:
+            grown = <IpCheck*>realloc(self.ip_buf, 2 * len(checks) * sizeof(IpCheck))
+            if grown == NULL:
+                raise MemoryError()
+            self.ip_buf = grown
+            self.ip_cap = 2 * len(checks)
+        hold = []
+        for i, (kind, k, a) in enumerate(checks):
+            dom = ip.dom_np[k]
+            cnt = a
+            hold.append((dom, a))
+            self.ip_buf[i].kind = kind
+            self.ip_buf[i].dom = &dom[0]
+            self.ip_buf[i].cnt = &cnt[0]
+        self.ip_hold = hold
+        v.n_ip = len(checks)
+        v.ip = self.ip_buf
+        return 0
+
+    cdef int _spread_view(self, tuple spread, ClassView* v) except -1:
+        # kube's PodTopologySpread PreFilter: per constraint, the matching pods per
+        # domain over the nodes that have every constraint's key and pass its node
+        # affinity / taint policies (per-node counts summed in one C loop), the
+        # global minimum (0 when fewer domains than minDomains), then the limit
+        # maxSkew + minimum - self match that the filter compares a domain's count to.
+        cdef ClusterState st = self.state
+        ip = st.interpod
+        cdef Py_ssize_t n, N = self.n_nodes, j, J = len(spread), d, D
+        cdef int32_t[::1] dom, per_node, dc
+        cdef uint8_t[::1] seen, keys_ok
+        cdef bint h_aff, h_taint
+        cdef long long low, ndom
+        node_key = ip.key(NODE_KEY)
+        if J > self.sp_cap:
+            grown = <SpreadCheck*>realloc(self.sp_buf, 2 * J * sizeof(SpreadCheck))
+            if grown == NULL:
+                raise MemoryError()
+            self.sp_buf = grown
+            self.sp_cap = 2 * J
+        doms = [ip.dom_np[c[1]] for c in spread]
+        # kube counts only on nodes that have every constraint's key
+        keys_np = np.ones(N, dtype=np.uint8)
+        for other in doms:
+            keys_np &= (other[:N] >= 0)
+        keys_ok = keys_np
+        hold = []
+        for j in range(J):
+            m, k, max_skew, min_domains, h_aff, h_taint, self_match = spread[j]
+            dom = doms[j]
+            per_node = self._ip_arr(0, m, node_key)
+            D = ip.dom_cap[k]
+            dc_np = np.zeros(1 + D, dtype=np.int32)
+            seen_np = np.zeros(D, dtype=np.uint8)
+            dc = dc_np
+            seen = seen_np
+            for n in range(N):
+                if not (v.flags[n] & NODE_ALIVE) or not keys_ok[n]:
+                    continue
+                if h_aff and v.has_labels and not selector_ok(v, n):
+                    continue
+                if h_taint and v.has_taints and not taints_ok(v, n):
+                    continue
+                d = dom[n]
+                seen[d] = 1
+                dc[1 + d] += per_node[1 + n]
+            low = 2147483647
+            ndom = 0
+            for d in range(D):
+                if seen[d]:
+                    ndom += 1
+                    if dc[1 + d] < low:
+                        low = dc[1 + d]
+            if ndom < min_domains:
+                low = 0
+            hold.append((dom, dc_np))
+            self.sp_buf[j].dom = &dom[0]
+            self.sp_buf[j].cnt = &dc[0]
+            self.sp_buf[j].limit = max_skew + low - (1 if self_match else 0)
+        self.sp_hold = hold
+        v.n_spread = J
+        v.spread = self.sp_buf
+        return 0
+
     # ------------------------------------------------------------------ Python API
 
     cdef Py_ssize_t _class_of(self, pod) except -1:
@@ -1399,10 +1640,11 @@ cdef class Placer:
         """
         cdef Py_ssize_t cid = self._class_of(pod), n
         self._ensure_synced()
+        cdef Py_ssize_t lset = self._lset_of(pod)
         cdef ClassView v
         cdef score_t best
         cdef long long visited
-        self._view(cid, &v)
+        self._view(cid, &v, lset)
         if mask is not None:
             if mask.shape[0] < self.n_nodes:
                 raise ValueError(f"mask has {mask.shape[0]} entries for {self.n_nodes} nodes")
@@ -1427,7 +1669,7 @@ cdef class Placer:
             return None
         self.placed += 1
         if assume:
-            self._assume(cid, n, 1)
+            self._assume(cid, n, 1, lset)
         return self.state.node_names[n], int(best)
 
     def place_classes(self, class_ids) -> np.ndarray:
@@ -1480,7 +1722,7 @@ cdef class Placer:
             n = ns[i]
             if p < 0 or p >= st.n_pods or n < 0 or n >= self.n_nodes:
                 continue
-            self._assume(st.pod_class[p], n, 1)
+            self._assume(st.pod_class[p], n, 1, st.interpod.pod_lset_of(p))
             done += 1
         cdef int64_t[::1] vs
         if victims is not None and len(victims):
@@ -1511,14 +1753,14 @@ cdef class Placer:
         if p < 0 or p >= st.n_pods or n < 0 or n >= self.n_nodes:
             raise IndexError("pod or node slot out of range")
         cdef ClassView v
-        self._view(st.pod_class[p], &v)
+        self._view(st.pod_class[p], &v, st.interpod.pod_lset_of(p))
         return reason_bits(&v, n, True)
 
     def reason_texts(self, Py_ssize_t p, Py_ssize_t n, uint64_t reasons) -> list[str]:
         """kube-style texts of :meth:`binding_reasons`' bits (as :meth:`fits` gives)."""
         cdef ClusterState st = self.state
         cdef ClassView v
-        self._view(st.pod_class[p], &v)
+        self._view(st.pod_class[p], &v, st.interpod.pod_lset_of(p))
         return self._reason_strings(reasons, n, &v)
 
     def assume_binding(self, Py_ssize_t p, Py_ssize_t n, int sign=1) -> None:
@@ -1527,7 +1769,7 @@ cdef class Placer:
         cdef ClusterState st = self.state
         if p < 0 or p >= st.n_pods or n < 0 or n >= self.n_nodes:
             raise IndexError("pod or node slot out of range")
-        self._assume(st.pod_class[p], n, sign)
+        self._assume(st.pod_class[p], n, sign, st.interpod.pod_lset_of(p))
 
     def assume_evicted(self, Py_ssize_t p, int sign=1) -> None:
         """Take running pod slot ``p``'s allocation out of this view (``sign`` 1: an
@@ -1560,11 +1802,12 @@ cdef class Placer:
         """
         cids = [self._class_of(p) for p in pods]
         self._ensure_synced()
+        lsets = [self._lset_of(p) for p in pods]
         gang = self._gang_of(pods)
         if gang is not None:
             self._hide_reserved(gang)  # the gang sees the nodes reserved for it
         try:
-            return self._plan_gang(cids, min_member, devices)
+            return self._plan_gang(cids, min_member, devices, lsets)
         finally:
             if gang is not None:
                 self._hide_reserved(None)
@@ -1578,17 +1821,19 @@ cdef class Placer:
         key = st.gang_keys[g] if g >= 0 else None
         return key if key in st.reservations else None
 
-    def _plan_gang(self, cids, min_member, devices=None):
+    def _plan_gang(self, cids, min_member, devices=None, lsets=None):
         need = len(cids) if min_member is None else min_member
         done = []
         names = []
-        cdef Py_ssize_t cid, n, i = 0
+        cdef Py_ssize_t cid, n, i = 0, lset
         cdef ClassView v
         cdef score_t best
         cdef long long visited
         cdef const uint8_t[::1] mask
         for i, cid in enumerate(cids):
-            self._view(cid, &v)
+            # members placed earlier in the plan are assumed: their counts are seen
+            lset = lsets[i] if lsets is not None else -1
+            self._view(cid, &v, lset)
             m = devices.mask(i) if devices is not None else None
             if m is not None:
                 mask = m  # held for the call: ext_mask points into it
@@ -1604,10 +1849,10 @@ cdef class Placer:
             if n < 0:
                 names.append(None)
                 continue
-            self._assume(cid, n, 1)
+            self._assume(cid, n, 1, lset)
             if devices is not None:
                 devices.take(i, n)
-            done.append((cid, n))
+            done.append((cid, n, lset))
             names.append(self.state.node_names[n])
         if len(done) < need:
             if devices is not None:
@@ -1616,8 +1861,8 @@ cdef class Placer:
             self.gang_failure = self._gang_shortfall(
                 [c for c, name in zip(cids, names) if name is None][: need - len(done)],
                 len(done), need, len(cids))
-            for cid, n in reversed(done):
-                self._assume(cid, n, -1)
+            for cid, n, lset in reversed(done):
+                self._assume(cid, n, -1, lset)
             self.unschedulable += 1
             return None
         self.gang_failure = None
@@ -1702,7 +1947,7 @@ cdef class Placer:
             return None  # preemptionPolicy: Never
         self._ensure_synced()
         cdef ClassView v
-        self._view(cid, &v)
+        self._view(cid, &v, self._lset_of(pod))
         N = self.n_nodes
         ok = np.zeros(N, dtype=np.uint8)
         cdef uint8_t[::1] ok_v = ok
@@ -1734,7 +1979,7 @@ cdef class Placer:
             for p in victims + collateral:
                 self._unassume_pod(p)
                 self.evicted_np[p] = True
-            self._assume(cid, node, 1)
+            self._assume(cid, node, 1, self._lset_of(pod))
             self.placed += 1
         keys = st.pod_keys
         return {"node": st.node_names[node],
@@ -1796,7 +2041,7 @@ cdef class Placer:
             got = self.place(key)
             if got is not None:
                 nodes.append(got[0])
-                placed.append((self._class_of(key), st.node_index[got[0]]))
+                placed.append((self._class_of(key), st.node_index[got[0]], self._lset_of(key)))
                 continue
             before = [] if self.evicted_np is None else list(np.flatnonzero(self.evicted_np))
             plan = self.plan_preemption(key, bands)
@@ -1804,14 +2049,15 @@ cdef class Placer:
                 nodes.append(None)
                 continue
             nodes.append(plan["node"])
-            placed.append((self._class_of(key), st.node_index[plan["node"]]))
+            placed.append((self._class_of(key), st.node_index[plan["node"]],
+                           self._lset_of(key)))
             now = set(np.flatnonzero(self.evicted_np)) - set(before)
             evicted.extend(sorted(now))
             for p in sorted(now):
                 victims.append({"pod": st.pod_keys[p], "node": st.node_names[st.pod_node[p]]})
         if len(placed) < need:
-            for cid, n in reversed(placed):
-                self._assume(cid, n, -1)
+            for cid, n, lset in reversed(placed):
+                self._assume(cid, n, -1, lset)
             for p in evicted:
                 self._pod_view(p, 1)
                 self.evicted_np[p] = False
@@ -1841,7 +2087,7 @@ cdef class Placer:
         N, R = self.n_nodes, self.n_res
         req = st.class_req_np[cids, :R].max(axis=0).astype(np.int64)
         ok = np.zeros(N, dtype=bool)
-        self._view(cids[0], &v)
+        self._view(cids[0], &v, self._lset_of(keys[0]))
         for n in range(N):
             reasons = reason_bits(&v, n, True)
             ok[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
@@ -1875,6 +2121,8 @@ cdef class Placer:
         self.nzu[n, 1] += sign * st.class_nz[c, 1]
         if st.class_flags[c] & CLASS_HOST_PORTS:
             self._ports_assume(n, c, sign)
+        if st.interpod.active or st.class_flags[c] & CLASS_INTERPOD:
+            self._ip_assume(c, n, sign, st.interpod.pod_lset_of(p))
         self._soa_used(n)
         self._touch(n)
         self.sver[n] = -2
@@ -1890,7 +2138,7 @@ cdef class Placer:
         self._ensure_synced()
         cdef ClassView v
         cdef uint64_t reasons
-        self._view(cid, &v)
+        self._view(cid, &v, self._lset_of(pod))
         self._normalize(&v, 0, self.n_nodes + 1)  # over every feasible node
         rows = []
         tied, best_total = [], -1
@@ -1937,7 +2185,7 @@ cdef class Placer:
         if idx is None:
             raise KeyError(node)
         cdef ClassView v
-        self._view(cid, &v)
+        self._view(cid, &v, self._lset_of(pod))
         self._normalize(&v, 0, self.n_nodes + 1)  # over every feasible node, as explain
         out = {}
         for k in range(self.n_specs):
@@ -1953,7 +2201,7 @@ cdef class Placer:
         if idx is None:
             return [REASONS[REASON_NOT_ALIVE]]
         cdef ClassView v
-        self._view(cid, &v)
+        self._view(cid, &v, self._lset_of(pod))
         return self._reason_strings(reason_bits(&v, idx, True), idx, &v)
 
     def stats(self) -> dict:

@@ -6,11 +6,13 @@
 # resources in registration order (``res_names``).
 from libc.stdint cimport uint8_t
 
+from esched.core._interpod cimport InterPodIndex
 from esched.core._types cimport flag_t, index_t, phase_t, units_t, word_t
 
 
 cdef enum:
     CLASS_HOST_PORTS = 1                # class_flags: the class binds host ports
+    CLASS_INTERPOD = 2                  # class_flags: required pod (anti-)affinity or spread
 
 
 cdef class ClusterState:
@@ -104,6 +106,9 @@ cdef class ClusterState:
     cdef word_t[:, ::1] port_bits        # [node, port_words] keys bound on the node
     cdef public dict node_ports          # slot -> {key: pods binding it} (nodes with any)
     cdef public list class_ports         # class -> (used key bits, conflict key bits) or None
+
+    # --- pods' labels by topology domain (kube's InterPodAffinity), see core/_interpod.pyx ---
+    cdef public InterPodIndex interpod
 
     # --- gangs (PodGroups) ---
     cdef public Py_ssize_t n_gangs

@@ -7,6 +7,8 @@ from typing import Any, SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
+from esched.core._interpod import InterPodIndex
+
 __all__ = ["PHASES", "SNAPSHOT_MAGIC", "ClusterState", "PositionError"]
 
 PHASES: tuple[str, str, str, str]
@@ -53,6 +55,7 @@ class ClusterState:
     node_ports: dict[int, dict[int, int]]
     class_ports: list[tuple[tuple[int, ...], tuple[int, ...]] | None]
     class_flags_np: npt.NDArray[np.uint8]
+    interpod: InterPodIndex
     node_labels: list[dict[str, str]]
     node_taint_list: list[list[tuple[str, str, str]]]
     allocatable_np: npt.NDArray[np.int64]

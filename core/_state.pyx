@@ -32,6 +32,7 @@ in :attr:`ClusterState.anomaly_first`. Only a position out of order
 import numpy as np
 import orjson
 
+from esched.core._interpod import InterPodIndex
 from esched.schemas import events as _ev
 from esched.schemas.objects import (
     AGGREGATED_SPEC_FIELDS, BIND_ALL_HOST_IP, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST,
@@ -466,6 +467,7 @@ cdef class ClusterState:
         self.class_nz_np = np.zeros((DEF_SMALL, 2), dtype=np.int64)
         self.class_flags_np = np.zeros(DEF_SMALL, dtype=np.uint8)
         self.class_ports = []
+        self.interpod = InterPodIndex(self, DEF_PODS)
         self.port_ids = {}
         self.port_strs = []
         self.port_words = 1
@@ -773,6 +775,18 @@ cdef class ClusterState:
         # The default (PreemptLowerPriority) stays out of the key: only Never changes
         # what the class may do.
         never = spec.get("preemptionPolicy") == "Never"
+        # Required inter-pod terms (kube's InterPodAffinity filter); the preferred ones
+        # are refused at ingest until they are scored.
+        pod_aff = pod_anti = None
+        if affinity:
+            pod_aff = ((affinity.get("podAffinity") or {})
+                       .get("requiredDuringSchedulingIgnoredDuringExecution"))
+            pod_anti = ((affinity.get("podAntiAffinity") or {})
+                        .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        # kube's PodTopologySpread filter: the DoNotSchedule constraints (ScheduleAnyway
+        # ones are refused at ingest until they are scored).
+        spread = [c for c in spec.get("topologySpreadConstraints") or ()
+                  if isinstance(c, dict) and c.get("whenUnsatisfiable") == "DoNotSchedule"]
         try:
             ports = pod_host_ports(spec) if has_ports else None
         except _MALFORMED:
@@ -780,7 +794,7 @@ cdef class ClusterState:
             return -1
         cdef str ckey = ""
         if (node_selector or tolerations or required or node_group or node_name or ports or never
-                or preferred or sname):
+                or preferred or sname or pod_aff or pod_anti or spread):
             cons = {"nodeSelector": node_selector or None, "required": required or None,
                     "tolerations": tolerations or None}
             if node_group:
@@ -795,6 +809,12 @@ cdef class ClusterState:
                 cons["preferred"] = preferred
             if sname:
                 cons["schedulerName"] = sname
+            if pod_aff:
+                cons["podAffinity"] = pod_aff
+            if pod_anti:
+                cons["podAntiAffinity"] = pod_anti
+            if spread:
+                cons["topologySpread"] = spread
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.
@@ -838,6 +858,9 @@ cdef class ClusterState:
         spec = self.class_specs[i]["constraints"]
         if spec and spec.get("hostPorts"):
             self._intern_ports(i, spec["hostPorts"])
+        if spec and (spec.get("podAffinity") or spec.get("podAntiAffinity")
+                     or spec.get("topologySpread")):
+            self.class_flags[i] |= CLASS_INTERPOD
         return i
 
     # ------------------------------------------------------------------ accounting
@@ -857,6 +880,8 @@ cdef class ClusterState:
         self.version[n] += 1
         if self.class_flags[c] & CLASS_HOST_PORTS:
             self._ports_change(n, c, 1)
+        if self.interpod.active or self.class_flags[c] & CLASS_INTERPOD:
+            self.interpod.move(p, n, c if self.class_flags[c] & CLASS_INTERPOD else -1, 1)
 
     cdef void _release(self, Py_ssize_t p) noexcept:
         cdef Py_ssize_t r, n = self.pod_node[p], q = self.pod_queue[p]
@@ -870,6 +895,8 @@ cdef class ClusterState:
             self.pod_alloc[p, r] = 0
         self.pod_dev[p] = 0
         cdef Py_ssize_t c = self.pod_class[p]
+        if self.interpod.active or self.class_flags[c] & CLASS_INTERPOD:
+            self.interpod.move(p, n, c if self.class_flags[c] & CLASS_INTERPOD else -1, -1)
         self.nz[n, 0] -= self.class_nz[c, 0]
         self.nz[n, 1] -= self.class_nz[c, 1]
         self.pod_node[p] = -1
@@ -1011,6 +1038,8 @@ cdef class ClusterState:
         self.node_taint_list[n] = taints
         self.flags[n] = NODE_ALIVE | (NODE_UNSCHEDULABLE if spec.get("unschedulable") else 0)
         self.version[n] += 1
+        if self.interpod.key_names:
+            self.interpod.node_changed(n)
         return 0
 
     cdef int _node_removed(self, dict data) except -1:
@@ -1047,6 +1076,8 @@ cdef class ClusterState:
         self.node_taint_list[n] = []
         self.node_free.append(n)
         self.node_usage.pop(name, None)
+        if self.interpod.key_names:
+            self.interpod.node_changed(n)
         return 0
 
     cdef int _pod_submitted(self, dict pod, list class_memo=None) except -1:
@@ -1133,6 +1164,7 @@ cdef class ClusterState:
             p = self._new_pod_slot(key)
         self.pod_class[p] = <index_t>c
         self.pod_queue[p] = <index_t>q
+        self.interpod.set_pod(p, key, meta.get("labels") if meta is not None else None)
         self.pod_gang[p] = <index_t>g
         self.pod_prio[p] = self.class_specs[c]["priority"]
         self.pod_node[p] = -1
@@ -2070,6 +2102,7 @@ cdef class ClusterState:
             "pod_prio": self.pod_prio_np[:p],
             "pod_alloc": self.pod_alloc_np[:p, :nr],
             "pod_dev": self.pod_dev_np[:p],
+            "pod_lset": self.interpod.pod_lset_np[:p],
             "class_req": self.class_req_np[:c, :nr],
             "class_nz": self.class_nz_np[:c],
             "gang_min": self.gang_min_np[:g],
@@ -2124,6 +2157,7 @@ cdef class ClusterState:
             "node_usage": self.node_usage,
             "pod_usage": self.pod_usage,
             "reservations": self.reservations,
+            "label_sets": self.interpod.lsets,
             "arrays": table,
         }
         head = orjson.dumps(header)
@@ -2240,7 +2274,30 @@ cdef class ClusterState:
         s.port_bits_np = np.zeros((s.node_cap, s.port_words), dtype=np.uint64)
         s._bind_views()
         s._restore_ports()
+        s._restore_interpod(h.get("label_sets") or [], arrays.get("pod_lset"))
         return s
+
+    def _restore_interpod(self, list label_sets, object pod_lset) -> None:
+        # The label sets and each pod's are serialized; the counts are derived.
+        cdef Py_ssize_t c
+        ip = InterPodIndex(self, self.pod_cap)
+        for ns, labels in label_sets:
+            ip.lset(ns, labels)
+        if pod_lset is not None and label_sets:
+            ip.pod_lset_np[: pod_lset.shape[0]] = pod_lset
+        else:
+            # A snapshot from before label sets were kept: its pods' labels are unknown,
+            # taken as none (each in its namespace) until they are submitted again.
+            for p, key in enumerate(self.pod_keys):
+                if key is not None:
+                    ip.set_pod(p, key, None)
+        self.interpod = ip
+        for c in range(self.n_classes):
+            cons = self.class_specs[c].get("constraints")
+            if cons and (cons.get("podAffinity") or cons.get("podAntiAffinity")
+                         or cons.get("topologySpread")):
+                self.class_flags[c] |= CLASS_INTERPOD
+        ip.rebuild()
 
     def _restore_ports(self) -> None:
         # Host ports are derived, not serialized: the classes' ports and the bound pods.

@@ -111,6 +111,8 @@ ALWAYS_ON_FILTERS = frozenset(
         "NodePorts",
         "NodeResourcesFit",
         "SchedulingGates",
+        "InterPodAffinity",
+        "PodTopologySpread",
     }
 )
 #: Extension points where disabling a plugin turns its filtering off.

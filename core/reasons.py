@@ -20,6 +20,7 @@ from typing import Any
 from esched.core._constraints import tolerates
 
 __all__ = [
+    "EXISTING_ANTI_AFFINITY",
     "GANG_UNSCHEDULABLE",
     "INSUFFICIENT_GPU_DEVICES",
     "LEGACY_CODES",
@@ -30,10 +31,14 @@ __all__ = [
     "NOT_ALIVE",
     "NO_NODES",
     "OTHER_SCHEDULER",
+    "POD_AFFINITY",
+    "POD_ANTI_AFFINITY",
     "QUEUE_OVERUSED",
     "RESOURCE_SHIFT",
     "SCHEDULING_GATED",
     "SELECTOR",
+    "SPREAD",
+    "SPREAD_LABEL",
     "TAINT",
     "TEXTS",
     "UNSCHEDULABLE",
@@ -58,12 +63,17 @@ SELECTOR = 4
 TAINT = 8
 NODE_NAME = 16
 NODE_PORTS = 32
+POD_AFFINITY = 64
+POD_ANTI_AFFINITY = 128
+EXISTING_ANTI_AFFINITY = 256
+SPREAD = 512
+SPREAD_LABEL = 1024
 #: Bit index of resource column 0 (``bits >> RESOURCE_SHIFT``: the resource bits).
-RESOURCE_SHIFT = 8
+RESOURCE_SHIFT = 12
 #: Resource columns with a bit of their own; columns beyond share the last bit.
-RESOURCE_BITS = 56
+RESOURCE_BITS = 52
 #: Every bit that is not a resource's.
-NON_RESOURCE = NOT_ALIVE | UNSCHEDULABLE | SELECTOR | TAINT | NODE_NAME | NODE_PORTS
+NON_RESOURCE = (1 << RESOURCE_SHIFT) - 1
 
 #: Bit -> kube-scheduler's message, then its event code.
 _TABLE = {
@@ -73,6 +83,20 @@ _TABLE = {
     TAINT: ("node(s) had untolerated taint", "TaintToleration"),
     NODE_NAME: ("node(s) didn't match the requested node name", "NodeName"),
     NODE_PORTS: ("node(s) didn't have free ports for the requested pod ports", "NodePorts"),
+    # kube's InterPodAffinity filter (plugins/interpodaffinity/filtering.go): its three
+    # messages, a code each (the first failing per node, in this order).
+    POD_AFFINITY: ("node(s) didn't match pod affinity rules", "InterPodAffinity"),
+    POD_ANTI_AFFINITY: ("node(s) didn't match pod anti-affinity rules", "InterPodAntiAffinity"),
+    EXISTING_ANTI_AFFINITY: (
+        "node(s) didn't satisfy existing pods anti-affinity rules",
+        "ExistingPodsAntiAffinity",
+    ),
+    # kube's PodTopologySpread filter (plugins/podtopologyspread/filtering.go).
+    SPREAD: ("node(s) didn't match pod topology spread constraints", "PodTopologySpread"),
+    SPREAD_LABEL: (
+        "node(s) didn't match pod topology spread constraints (missing required label)",
+        "PodTopologySpreadMissingLabel",
+    ),
 }
 #: Bit -> kube-scheduler's message, for the bits below RESOURCE_SHIFT.
 TEXTS = {bit: text for bit, (text, _) in _TABLE.items()}

@@ -292,7 +292,7 @@ class SchedulingPass:
         preempt = cfg.preemption
         bands = cfg.bands
         unschedulable = out.unschedulable
-        reasons_cache: dict[int, Any] = {}
+        reasons_cache: dict[Any, Any] = {}
         gangs_done: set[str] = set()
         devices = self.devices
         pod_index = st.pod_index
@@ -367,7 +367,7 @@ class SchedulingPass:
         out: PassResult,
         placed: list[Decision],
         inflight: Mapping[str, str],
-        reasons_cache: dict[int, Any],
+        reasons_cache: dict[Any, Any],
         gangs_done: set[str],
         now: float,
         reserving: Collection[str],
@@ -400,7 +400,7 @@ class SchedulingPass:
         out: PassResult,
         placed: list[Decision],
         inflight: Mapping[str, str],
-        reasons_cache: dict[int, Any],
+        reasons_cache: dict[Any, Any],
         now: float,
         reserving: Collection[str],
     ) -> None:
@@ -613,14 +613,31 @@ class SchedulingPass:
         st = self.state
         return any(self._gpu_request(st.pod_class_id(p))[0] for p in pods)
 
+    def _by_labels(self, cid: int) -> bool:
+        """Whether a pod of class ``cid`` is placed by its key: inter-pod rules (its own
+        terms and spread constraints, or bound pods' anti-affinity) depend on its labels,
+        not only its class."""
+        st = self.state
+        if st.interpod.active:
+            return True
+        cons = st.class_specs[cid]["constraints"]
+        return bool(
+            cons
+            and (
+                cons.get("podAffinity") or cons.get("podAntiAffinity") or cons.get("topologySpread")
+            )
+        )
+
     def _place_pod(self, pod: str, cid: int) -> tuple[str, tuple[int, ...]] | None:
         """Place a single pod (assumed); with devices, device-exact GPU fit and FGD, and
         its devices bound in the table. (node, devices taken) or None."""
         dev = self.devices
         rank = self._tie_rank()
-        # The placer is given the class id (what it places), not the pod's key to look up.
+        # The placer is given the class id (what it places), not the pod's key to look up,
+        # unless inter-pod rules apply: those read the pod's labels.
+        arg: str | int = pod if self._by_labels(cid) else cid
         if dev is None:
-            got = self.placer.place(cid, True, None, None, rank)
+            got = self.placer.place(arg, True, None, None, rank)
             return None if got is None else (got[0], ())
         req = self._gpu_of.get(cid)
         g, cpu = req if req is not None else self._gpu_request(cid)
@@ -638,7 +655,7 @@ class SchedulingPass:
             dev.fgd_scores(g, cpu, buf, extra, fgd)
         if fgd and self.fgd_pack:
             rank = self._pack_rank(dev)
-        got = self.placer.place(cid, True, mask, extra, rank)
+        got = self.placer.place(arg, True, mask, extra, rank)
         if got is None:
             return None
         node = got[0]
@@ -759,19 +776,21 @@ class SchedulingPass:
         # A victim is running, so bound to an alive node: the slot has a name.
         return cast(str, st.node_names[st.node_of(st.pod_index[pod])])
 
-    def _reasons(self, pod: str, cache: dict[int, Any]) -> dict[str, int]:
+    def _reasons(self, pod: str, cache: dict[Any, Any]) -> dict[str, int]:
         """kube-style counts of nodes per reason ``pod`` fits none, on the placer's view.
 
         Resource reasons are computed for all nodes at once with numpy; the core's
         ``fits`` (constraints) is asked only for nodes that have the room, so a full
-        cluster with thousands of classes stays cheap. Cached per class per pass.
+        cluster with thousands of classes stays cheap. Cached per class (and label set) per pass.
         """
         if not self.config.explain:
             return {}
         st = self.state
         placer = self.placer
         cid = st.pod_class_id(pod)
-        hit = cache.get(cid)
+        # Per class and label set: inter-pod rules tell pods of one class apart by labels.
+        ckey = (cid, st.interpod.pod_lset_of(st.pod_index[pod]))
+        hit = cache.get(ckey)
         if hit is not None:
             return hit
         nres = st.n_res
@@ -815,7 +834,7 @@ class SchedulingPass:
                     out[code] = out.get(code, 0) + 1
         else:
             out["NoNodes"] = 1
-        cache[cid] = out
+        cache[ckey] = out
         return out
 
 

@@ -23,10 +23,15 @@ from esched.core.phases import PHASE_PENDING, PHASE_RUNNING, PHASES
 from esched.core.profile import Profile
 from esched.core.queues import QueueSpec, QueueTree
 from esched.core.reasons import (
+    EXISTING_ANTI_AFFINITY,
     NODE_NAME,
     NODE_PORTS,
     NOT_ALIVE,
+    POD_AFFINITY,
+    POD_ANTI_AFFINITY,
     SELECTOR,
+    SPREAD,
+    SPREAD_LABEL,
     TAINT,
     TEXTS,
     UNSCHEDULABLE,
@@ -89,7 +94,19 @@ QUEUE_CAPABILITY = "QueueCapability"
 DEVICE_UNAVAILABLE = reasons.INSUFFICIENT_GPU_DEVICES  # the pass's code for it
 #: Constraint bit -> its rejection code (the unschedulable reports' code of the bit).
 CONSTRAINT_CODES = {
-    bit: constraint_code(bit) for bit in (UNSCHEDULABLE, SELECTOR, TAINT, NODE_NAME, NODE_PORTS)
+    bit: constraint_code(bit)
+    for bit in (
+        UNSCHEDULABLE,
+        SELECTOR,
+        TAINT,
+        NODE_NAME,
+        NODE_PORTS,
+        POD_AFFINITY,
+        POD_ANTI_AFFINITY,
+        EXISTING_ANTI_AFFINITY,
+        SPREAD,
+        SPREAD_LABEL,
+    )
 }
 #: Reason code -> what it means (``Insufficient.<resource>`` is open-ended).
 REASONS = {
@@ -105,6 +122,15 @@ REASONS = {
     CONSTRAINT_CODES[TAINT]: "the node has a taint the pod does not tolerate",
     CONSTRAINT_CODES[NODE_NAME]: "the pod's spec.nodeName names another node",
     CONSTRAINT_CODES[NODE_PORTS]: "a host port the pod asks for is taken on the node",
+    CONSTRAINT_CODES[POD_AFFINITY]: "no pod the pod's required affinity asks for is in the "
+    "node's topology domain",
+    CONSTRAINT_CODES[POD_ANTI_AFFINITY]: "a pod the pod's required anti-affinity excludes is "
+    "in the node's topology domain (or bound earlier in this batch)",
+    CONSTRAINT_CODES[EXISTING_ANTI_AFFINITY]: "a bound pod's required anti-affinity excludes "
+    "the pod from the node's topology domain",
+    CONSTRAINT_CODES[SPREAD]: "the node's topology domain would exceed a DoNotSchedule spread "
+    "constraint's maxSkew",
+    CONSTRAINT_CODES[SPREAD_LABEL]: "the node lacks a topology spread constraint's key",
     GANG_UNKNOWN: "the proposal names a gang (PodGroup) the log does not have",
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
     VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "

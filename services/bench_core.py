@@ -25,7 +25,7 @@ from esched.core._state import ClusterState
 from esched.core.profile import Profile
 from esched.services._yardstick import yardstick
 
-__all__ = ["build_cluster", "make_pods", "run_bench"]
+__all__ = ["WORKLOADS", "build_cluster", "make_pods", "run_bench", "run_workload"]
 
 GI = 2**30
 #: Above this many node evaluations a full-scan run is cut to fewer pods (it would take
@@ -236,6 +236,119 @@ def place_once(mode: str = "default", n_nodes: int = 10_000, n_pods: int = 20_00
     cids = np.fromiter((state.intern_class(p) for p in pods), dtype=np.int32, count=len(pods))
     placer = Placer(state, None, seed=0, cache=True, sample=mode != "full")
     return int((placer.place_classes(cids) >= 0).sum())
+
+
+#: kube scheduler_perf shapes (``test/integration/scheduler_perf``) esched places:
+#: name -> what each pod carries.
+WORKLOADS = {
+    "resources": "requests only (the baseline on the same cluster)",
+    "anti-affinity": "required pod anti-affinity on kubernetes.io/hostname, one selector "
+    "for all pods (kube's SchedulingPodAntiAffinity)",
+    "spread": "DoNotSchedule topology spread, maxSkew 1 on zone and on hostname "
+    "(kube's TopologySpreading)",
+    "mixed": "a third each: anti-affinity per group of 10 on hostname, spread on zone, "
+    "requests only",
+}
+_HOST = "kubernetes.io/hostname"
+_ZONE = "topology.kubernetes.io/zone"
+
+
+def _workload_pod(name: str, j: int, rnd: random.Random, shape: str) -> dict[str, Any]:
+    cpu, mem = rnd.randint(1, 40), rnd.randint(1, 64)
+    req = {"cpu": f"{100 * cpu}m", "memory": f"{128 * mem}Mi"}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": req}}]}
+    labels: dict[str, str] = {}
+    if shape == "mixed":
+        shape = ("anti-group", "spread-zone", "resources")[j % 3]
+    if shape in ("anti-affinity", "anti-group"):
+        group = "green" if shape == "anti-affinity" else f"g{j // 30}"
+        labels["color"] = group
+        term = {"labelSelector": {"matchLabels": {"color": group}}, "topologyKey": _HOST}
+        spec["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+    elif shape in ("spread", "spread-zone"):
+        labels["app"] = "spread"
+        keys = [_ZONE, _HOST] if shape == "spread" else [_ZONE]
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": key,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "spread"}},
+            }
+            for key in keys
+        ]
+    meta: dict[str, Any] = {"name": name, "namespace": "bench"}
+    if labels:
+        meta["labels"] = labels
+    return {"metadata": meta, "spec": spec}
+
+
+def run_workload(
+    workload: str, n_nodes: int = 5_000, n_pods: int = 5_000, seed: int = 0
+) -> dict[str, Any]:
+    """Place ``n_pods`` pods of a :data:`WORKLOADS` shape on ``n_nodes`` nodes (zones of
+    500 nodes, hostname labels), one :meth:`Placer.place` per pod key (each assumed),
+    beside the same pods with requests only, placed the same way on the same cluster.
+    Returns pods/s of both and their ratio, and the inter-pod index's bytes beside the
+    state's snapshot size."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
+
+    def cluster() -> ClusterState:
+        state = ClusterState()
+        events = []
+        for i in range(n_nodes):
+            cores = (8, 16, 32, 64)[i % 4]
+            alloc = {"cpu": str(cores), "memory": f"{4 * cores}Gi", "pods": "110"}
+            labels = {_HOST: f"node-{i}", _ZONE: f"zone-{i // 500}"}
+            node = {
+                "metadata": {"name": f"node-{i}", "labels": labels},
+                "status": {"allocatable": alloc},
+            }
+            events.append((i + 1, {"type": "esched.node.added", "id": f"n{i}", "data": node}))
+        state.apply_many(events)
+        return state
+
+    def timed(shape: str) -> tuple[dict[str, Any], ClusterState]:
+        state = cluster()
+        rnd = random.Random(seed)
+        pos = state.position
+        keys = []
+        for j in range(n_pods):
+            pod = _workload_pod(f"p{j}", j, rnd, shape)
+            pos += 1
+            state.apply({"type": "esched.pod.submitted", "id": f"p{j}", "data": pod}, pos)
+            keys.append(f"bench/p{j}")
+        placer = Placer(state, None, seed=seed)
+        t0 = time.perf_counter()
+        placed = sum(placer.place(k) is not None for k in keys)
+        elapsed = time.perf_counter() - t0
+        return {
+            "pods_per_s": round(n_pods / elapsed, 1) if elapsed else None,
+            "us_per_pod": round(elapsed / n_pods * 1e6, 3),
+            "placed": placed,
+            "unschedulable": n_pods - placed,
+        }, state
+
+    base, _ = timed("resources")
+    run, state = timed(workload)
+    ratio = round(run["pods_per_s"] / base["pods_per_s"], 3) if base["pods_per_s"] else None
+    return {
+        "workload": workload,
+        "what": WORKLOADS[workload],
+        "nodes": n_nodes,
+        "pods": n_pods,
+        "seed": seed,
+        **run,
+        "resources_only": base,
+        "ratio_to_resources_only": ratio,
+        "interpod_index_bytes": state.interpod.nbytes(),
+        # the state's snapshot, index arrays included (they are not serialized but
+        # pod_lset): what the index adds is this against interpod_index_bytes
+        "state_snapshot_bytes": len(state.to_bytes()),
+    }
 
 
 if __name__ == "__main__":

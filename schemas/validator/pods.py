@@ -82,9 +82,80 @@ def _check_gates(gates: list[dict[str, Any]], path: str) -> None:
         seen.add(gate["name"])
 
 
+_LABEL_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
+_POLICIES = ("Honor", "Ignore")
+
+
+def _check_label_selector(sel: Any, path: str) -> None:
+    """A metav1.LabelSelector: matchLabels of strings; In/NotIn with values,
+    Exists/DoesNotExist without (kube's ValidateLabelSelector)."""
+    if not isinstance(sel, dict):
+        raise _rule_error(path, "must be an object")
+    labels = sel.get("matchLabels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise _rule_error(f"{path}.matchLabels", "must map label keys to strings")
+    for i, req in enumerate(sel.get("matchExpressions") or ()):
+        field = f"{path}.matchExpressions[{i}]"
+        if not isinstance(req, dict) or not isinstance(req.get("key"), str):
+            raise _rule_error(field, "must have a key")
+        op, values = req.get("operator"), req.get("values")
+        if op not in _LABEL_OPS:
+            raise _rule_error(f"{field}.operator", f"must be one of {', '.join(_LABEL_OPS)}")
+        if op in ("In", "NotIn") and not values:
+            raise _rule_error(f"{field}.values", f"must be non-empty for operator {op}")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise _rule_error(f"{field}.values", f"must be empty for operator {op}")
+
+
+def _check_pod_affinity_terms(affinity: dict[str, Any]) -> None:
+    """Required pod (anti-)affinity terms as the API server checks them."""
+    for key in ("podAffinity", "podAntiAffinity"):
+        base = f"data.spec.affinity.{key}.requiredDuringSchedulingIgnoredDuringExecution"
+        for i, term in enumerate(
+            (affinity.get(key) or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or ()
+        ):
+            path = f"{base}[{i}]"
+            if not isinstance(term, dict) or not term.get("topologyKey"):
+                raise _rule_error(f"{path}.topologyKey", "is required")
+            if term.get("labelSelector") is not None:
+                _check_label_selector(term["labelSelector"], f"{path}.labelSelector")
+
+
+def _check_spread(constraints: Any) -> None:
+    """topologySpreadConstraints as kube's validateTopologySpreadConstraints checks them."""
+    for i, c in enumerate(constraints):
+        path = f"data.spec.topologySpreadConstraints[{i}]"
+        if not isinstance(c, dict):
+            raise _rule_error(path, "must be an object")
+        skew = c.get("maxSkew")
+        if not isinstance(skew, int) or isinstance(skew, bool) or skew < 1:
+            raise _rule_error(f"{path}.maxSkew", "must be an integer greater than zero")
+        if not c.get("topologyKey") or not isinstance(c["topologyKey"], str):
+            raise _rule_error(f"{path}.topologyKey", "is required")
+        if c.get("whenUnsatisfiable") not in ("DoNotSchedule", "ScheduleAnyway"):
+            raise _rule_error(
+                f"{path}.whenUnsatisfiable", "must be DoNotSchedule or ScheduleAnyway"
+            )
+        md = c.get("minDomains")
+        if md is not None and (not isinstance(md, int) or isinstance(md, bool) or md < 1):
+            raise _rule_error(f"{path}.minDomains", "must be an integer greater than zero")
+        for key in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            if c.get(key) is not None and c[key] not in _POLICIES:
+                raise _rule_error(f"{path}.{key}", "must be Honor or Ignore")
+        if c.get("labelSelector") is not None:
+            _check_label_selector(c["labelSelector"], f"{path}.labelSelector")
+
+
 def _check_pod(data: dict[str, Any]) -> None:
     spec = data["spec"]
     _check_refused_fields(spec)
+    if spec.get("topologySpreadConstraints"):
+        _check_spread(spec["topologySpreadConstraints"])
+    affinity = spec.get("affinity")
+    if isinstance(affinity, dict) and (
+        affinity.get("podAffinity") or affinity.get("podAntiAffinity")
+    ):
+        _check_pod_affinity_terms(affinity)
     if spec.get("schedulingGates"):
         _check_gates(spec["schedulingGates"], "data.spec.schedulingGates")
         if spec.get("nodeName"):

@@ -12,9 +12,24 @@ __all__ = ["UNSUPPORTED_POD_FIELDS"]
 #: not implement: field -> (kube plugin, what). A pod setting one is refused (reason
 #: ``unsupported``, dead-lettered by ingest) rather than placed as if it were absent.
 UNSUPPORTED_POD_FIELDS = {
-    "spec.affinity.podAffinity": ("InterPodAffinity", "inter-pod affinity"),
-    "spec.affinity.podAntiAffinity": ("InterPodAffinity", "inter-pod anti-affinity"),
-    "spec.topologySpreadConstraints": ("PodTopologySpread", "topology spread constraints"),
+    "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
+        "InterPodAffinity",
+        "preferred inter-pod affinity (not scored)",
+    ),
+    "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
+        "InterPodAffinity",
+        "preferred inter-pod anti-affinity (not scored)",
+    ),
+    # kube matches it against Namespace objects' labels, which esched does not fold;
+    # an empty selector ({}: every namespace) needs none and is honoured.
+    "spec.affinity.*.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector": (
+        "InterPodAffinity",
+        "a namespaceSelector other than {} (namespace labels)",
+    ),
+    "spec.topologySpreadConstraints[].whenUnsatisfiable": (
+        "PodTopologySpread",
+        "a ScheduleAnyway topology spread constraint (not scored)",
+    ),
     "spec.resourceClaims": ("DynamicResources", "DRA resource claims"),
     "spec.volumes[].persistentVolumeClaim": ("VolumeBinding", "volumes of persistent claims"),
     "spec.volumes[].ephemeral": ("VolumeBinding", "generic ephemeral volumes"),
@@ -31,14 +46,38 @@ def _refused_field(field: str, path: str) -> InvalidEvent:
     )
 
 
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _check_pod_affinity(affinity: dict[str, Any]) -> None:
+    for key in ("podAffinity", "podAntiAffinity"):
+        terms = affinity.get(key)
+        if not isinstance(terms, dict):
+            continue
+        if terms.get(_PREFERRED):
+            field = f"spec.affinity.{key}.{_PREFERRED}"
+            raise _refused_field(field, field)
+        for i, term in enumerate(terms.get(_REQUIRED) or ()):
+            if isinstance(term, dict) and term.get("namespaceSelector"):
+                raise _refused_field(
+                    f"spec.affinity.*.{_REQUIRED}[].namespaceSelector",
+                    f"spec.affinity.{key}.{_REQUIRED}[{i}].namespaceSelector",
+                )
+
+
 def _check_refused_fields(spec: dict[str, Any]) -> None:
     affinity = spec.get("affinity") or {}
-    for key in ("podAffinity", "podAntiAffinity"):
-        if affinity.get(key):
-            raise _refused_field(f"spec.affinity.{key}", f"spec.affinity.{key}")
-    for key in ("topologySpreadConstraints", "resourceClaims"):
-        if spec.get(key):
-            raise _refused_field(f"spec.{key}", f"spec.{key}")
+    if isinstance(affinity, dict):
+        _check_pod_affinity(affinity)
+    for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
+        if isinstance(c, dict) and c.get("whenUnsatisfiable") == "ScheduleAnyway":
+            raise _refused_field(
+                "spec.topologySpreadConstraints[].whenUnsatisfiable",
+                f"spec.topologySpreadConstraints[{i}].whenUnsatisfiable",
+            )
+    if spec.get("resourceClaims"):
+        raise _refused_field("spec.resourceClaims", "spec.resourceClaims")
     for i, volume in enumerate(spec.get("volumes") or ()):
         for key in ("persistentVolumeClaim", "ephemeral"):
             if isinstance(volume, dict) and key in volume:

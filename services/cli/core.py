@@ -133,6 +133,15 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
     help="Time each run this many times (fresh placer each); report the median run "
     "and every run's pods_per_s under pods_per_s_runs.",
 )
+@click.option(
+    "--workload",
+    type=click.Choice(["anti-affinity", "spread", "mixed"]),
+    default=None,
+    help="A kube scheduler_perf shape instead of the default workload: required pod "
+    "anti-affinity on hostname, DoNotSchedule spread on zone and hostname, or a mix; "
+    "pods placed one by one by key beside the same pods with requests only "
+    "(default size with it: 5,000 nodes and pods).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (default: also).")
 def bench_core(
     nodes: int,
@@ -145,6 +154,7 @@ def bench_core(
     burst: bool,
     full_scan_pods: int | None,
     repeat: int,
+    workload: str | None,
     as_json: bool,
 ) -> None:
     """Place pods on a synthetic cluster; print pods/s with sampling, cache off, full scan.
@@ -152,10 +162,17 @@ def bench_core(
     Keys: pods_per_s, us_per_pod, nodes_visited_per_pod, cache_hit_rate, utilization,
     and the same under cache_off and full_scan.
     """
-    from esched.services.bench_core import run_bench
+    from esched.services.bench_core import run_bench, run_workload
 
     if nodes < 1 or pods < 1:
         raise click.BadParameter("--nodes and --pods must be positive")
+    if workload is not None:
+        src = click.get_current_context().get_parameter_source
+        n = nodes if src("nodes") != click.core.ParameterSource.DEFAULT else 5_000
+        p = pods if src("pods") != click.core.ParameterSource.DEFAULT else 5_000
+        out = run_workload(workload, n, p, seed)
+        click.echo(orjson.dumps(out, option=0 if as_json else orjson.OPT_INDENT_2).decode())
+        return
     if repeat < 1:
         raise click.BadParameter("--repeat must be positive")
     result = run_bench(

@@ -110,3 +110,50 @@ def test_bench_core_repeat_reports_every_run_and_the_same_decisions():
         CliRunner().invoke(bench_core, ["--nodes", "150", "--pods", "200", "--json"]).output
     )
     assert single["utilization"] == out["utilization"] and single["placed"] == out["placed"]
+
+
+def test_bench_core_workloads_place_kube_perf_shapes_beside_requests_only():
+    for workload, placed in (("anti-affinity", 40), ("spread", 60), ("mixed", 60)):
+        result = CliRunner().invoke(
+            bench_core, ["--workload", workload, "--nodes", "40", "--pods", "60", "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        out = orjson.loads(result.output)
+        # One selector on hostname: one pod per node, the rest Pending.
+        assert out["workload"] == workload and out["placed"] == placed, out
+        assert out["resources_only"]["placed"] == 60
+        assert out["ratio_to_resources_only"] > 0 and out["interpod_index_bytes"] > 0
+
+
+def test_explain_shows_the_anti_affinity_and_spread_verdicts(tmp_path):
+    host = "kubernetes.io/hostname"
+    running = _pod("web-0", "1", node="a")
+    running["metadata"]["labels"] = {"app": "web"}
+    state = _write(
+        tmp_path,
+        "state.yaml",
+        [_node("a", "4", {host: "a"}), _node("b", "4", {"zone": "z"}), running],
+    )
+    new = _pod("web-1", "1")
+    new["metadata"]["labels"] = {"app": "web"}
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": host}
+    new["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    new["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": host,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+    pod = _write(tmp_path, "pod.yaml", [new])
+    r = CliRunner().invoke(explain, ["--state", state, "--pod", pod, "--format", "json"])
+    assert r.exit_code == EXIT_UNSCHEDULABLE, r.output
+    rows = {n["name"]: n["reasons"] for n in orjson.loads(r.output)["nodes"]}
+    # a is the only node with the key: the one domain, skew 1 + 1 - 1 is within 1.
+    assert rows == {
+        "a": ["node(s) didn't match pod anti-affinity rules"],
+        "b": ["node(s) didn't match pod topology spread constraints (missing required label)"],
+    }

@@ -218,7 +218,8 @@ def test_what_esched_cannot_honour_is_refused_with_the_field(doc, field, text) -
 def test_disabling_a_filter_that_is_enabled_again_is_accepted() -> None:
     # kube's idiom: disable everything, enable a list; every always-on filter is back.
     filters = ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"]
-    filters += ["NodePorts", "NodeResourcesFit", "SchedulingGates"]
+    filters += ["NodePorts", "NodeResourcesFit", "SchedulingGates", "InterPodAffinity"]
+    filters += ["PodTopologySpread"]
     parse_profile(
         config(
             {
@@ -231,8 +232,11 @@ def test_disabling_a_filter_that_is_enabled_again_is_accepted() -> None:
             }
         )
     )
-    # Disabling a filter for pods esched refuses at ingest (InterPodAffinity) is harmless.
-    parse_profile(config({"plugins": {"filter": {"disabled": [{"name": "InterPodAffinity"}]}}}))
+    # Disabling a filter for pods esched refuses at ingest (VolumeBinding) is harmless;
+    # InterPodAffinity's required terms are honoured, so its filter is always on.
+    parse_profile(config({"plugins": {"filter": {"disabled": [{"name": "VolumeBinding"}]}}}))
+    with pytest.raises(ProfileError, match="InterPodAffinity"):
+        parse_profile(config({"plugins": {"filter": {"disabled": [{"name": "InterPodAffinity"}]}}}))
 
 
 def test_several_profiles_resolve_together_unless_one_is_picked(tmp_path) -> None:

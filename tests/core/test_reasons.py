@@ -49,6 +49,11 @@ def test_codes_derive_from_the_messages():
         "TaintToleration",
         "NodeName",
         "NodePorts",
+        "InterPodAffinity",
+        "InterPodAntiAffinity",
+        "ExistingPodsAntiAffinity",
+        "PodTopologySpread",
+        "PodTopologySpreadMissingLabel",
     ]
     assert reason_code(resource_text("cpu")) == "Insufficient.cpu"
     assert reason_code(resource_text("pods")) == "TooManyPods"

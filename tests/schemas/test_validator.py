@@ -331,7 +331,9 @@ def test_every_reason_is_reachable() -> None:
                         "metadata": {"name": "p"},
                         "spec": {
                             "containers": [{"name": "c"}],
-                            "topologySpreadConstraints": [{"maxSkew": 1}],
+                            "topologySpreadConstraints": [
+                                {"whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1}
+                            ],
                         },
                     },
                 )
@@ -390,11 +392,16 @@ _UNSUPPORTED = [
         lambda s: s["affinity"].update(
             podAffinity={
                 "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "db"}}}
+                    {
+                        "topologyKey": "zone",
+                        "labelSelector": {"matchLabels": {"app": "db"}},
+                        "namespaceSelector": {"matchLabels": {"team": "a"}},
+                    }
                 ]
             }
         ),
-        "data.spec.affinity.podAffinity",
+        "data.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        ".namespaceSelector",
     ),
     (
         lambda s: s["affinity"].update(
@@ -404,7 +411,7 @@ _UNSUPPORTED = [
                 ]
             }
         ),
-        "data.spec.affinity.podAntiAffinity",
+        "data.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
     ),
     (
         lambda s: s.update(
@@ -412,7 +419,7 @@ _UNSUPPORTED = [
                 {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
             ]
         ),
-        "data.spec.topologySpreadConstraints",
+        "data.spec.topologySpreadConstraints[0].whenUnsatisfiable",
     ),
     (
         lambda s: s.update(resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-0"}]),
@@ -486,3 +493,37 @@ def test_volumes_that_do_not_bind_claims_are_accepted() -> None:
         {"name": "c", "secret": {"secretName": "s"}},
     ]
     assert validate_event(e) is e
+
+
+def test_required_pod_affinity_and_anti_affinity_are_accepted() -> None:
+    # Honoured by the core (kube's InterPodAffinity filter): accepted at ingest, with an
+    # empty namespaceSelector ({}: every namespace), matchLabelKeys and namespaces.
+    e = event("esched.pod.submitted")
+    term = {
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "namespaceSelector": {},
+        "namespaces": ["a"],
+        "matchLabelKeys": ["pod-template-hash"],
+    }
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    e["data"]["spec"]["affinity"].update(podAffinity=required, podAntiAffinity=required)
+    assert validate_event(e) is e
+
+
+def test_do_not_schedule_topology_spread_is_accepted_and_malformed_ones_are_refused() -> None:
+    e = event("esched.pod.submitted")
+    c = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    e["data"]["spec"]["topologySpreadConstraints"] = [dict(c, minDomains=2)]
+    assert validate_event(e) is e
+    for bad, field in [
+        ({"maxSkew": 0}, "maxSkew"),
+        ({"topologyKey": ""}, "topologyKey"),
+        ({"whenUnsatisfiable": "Sometimes"}, "whenUnsatisfiable"),
+        ({"minDomains": 0}, "minDomains"),
+        ({"nodeTaintsPolicy": "Maybe"}, "nodeTaintsPolicy"),
+    ]:
+        e["data"]["spec"]["topologySpreadConstraints"] = [dict(c, **bad)]
+        with pytest.raises(InvalidEvent) as info:
+            validate_event(e)
+        assert info.value.field == f"data.spec.topologySpreadConstraints[0].{field}"

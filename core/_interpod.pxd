@@ -1,0 +1,28 @@
+# InterPodIndex: pods' labels by topology domain, for kube's InterPodAffinity filter.
+# Owned by ClusterState (``interpod``), updated by its fold on every bind and release;
+# read by the Placer, which builds a class view's inter-pod checks from its arrays.
+cdef class InterPodIndex:
+    cdef public bint active              # some count or owner array exists: binds update it
+    cdef public object state
+    cdef public object pod_lset_np       # int32[pod] the pod's label set (namespace, labels)
+    cdef int[::1] pod_lset
+    cdef public list lsets               # id -> (namespace, {label: value})
+    cdef public dict lset_index          # (namespace, sorted label items) -> id
+    cdef dict lset_fast                  # (namespace, label items as given) -> id
+    cdef list lset_match                 # id -> set of matcher ids it matches
+    cdef public dict key_index           # topology key -> id
+    cdef public list key_names
+    cdef public list dom_np              # key id -> int32[node slot] domain id, -1: no such label
+    cdef public list dom_vals            # key id -> {label value: domain id}
+    cdef public list dom_cap             # key id -> domains the count arrays of the key hold
+    cdef public dict matcher_index       # matcher (parts) -> id
+    cdef public list matchers            # id -> tuple of (namespaces or None: all, selector)
+    cdef list m_keys                     # matcher id -> key ids with a count array
+    cdef public dict counts              # (matcher, key) -> int32[1 + domains]: [0] total
+    cdef public dict owner_keys          # matcher -> [key id] with an owners array
+    cdef public dict owners              # (matcher, key) -> int32[1 + domains] of bound owners
+    cdef dict terms_memo                 # (class, lset) -> resolved terms
+    cpdef int set_pod(self, Py_ssize_t p, str key, object labels) except -1
+    cpdef int move(self, Py_ssize_t p, Py_ssize_t n, Py_ssize_t c, int sign) except -1
+    cdef Py_ssize_t _domain_of(self, Py_ssize_t k, Py_ssize_t n) except -2
+    cdef int _grow_domains(self, Py_ssize_t k, Py_ssize_t cap) except -1

@@ -1,0 +1,403 @@
+"""Pods' labels by topology domain: the index kube's InterPodAffinity filter reads.
+
+kube-scheduler's PreFilter (``pkg/scheduler/framework/plugins/interpodaffinity/
+filtering.go``) counts, for every pod it places, the pods on every node that match the
+incoming pod's terms, by topology pair (key, value). esched keeps those counts folded
+instead, so a placement reads them and never rescans pods:
+
+- every pod has a **label set** (its namespace and labels, interned: pods of one
+  workload share one);
+- a **matcher** is a conjunction of (namespaces, label selector) parts: one
+  anti-affinity term, or all the required affinity terms of a pod (kube counts a pod
+  for affinity only if it matches every term);
+- ``counts[(matcher, key)]``: per domain of the topology key (a node label value), the
+  bound pods whose label set the matcher matches; index 0 holds the total over domains
+  (kube's ``len(affinityCounts) == 0``, the first pod of a self-affine group);
+- ``owners[(matcher, key)]``: per domain, the bound pods that carry that required
+  anti-affinity term (kube's existing pods' anti-affinity, honoured symmetrically).
+
+``counts`` arrays are made when a placement first asks for them (one vectorized count
+over the pods), then kept by the fold (:meth:`InterPodIndex.move` on every bind and
+release); ``owners`` arrays by the fold from the first owner on. Memory: an int32 per
+domain per (matcher, key) in use, an int32 per pod, one entry per distinct label set.
+"""
+
+cimport cython
+
+import numpy as np
+
+_ALL = None  # a part's namespaces: every namespace (namespaceSelector: {})
+#: The topology key whose domain is the node itself (per-node counts, for topology
+#: spread: kube counts a domain's pods on the nodes that pass its policies only).
+NODE_KEY = "\x00node"
+
+
+def _values(expr) -> tuple:
+    return tuple(sorted(str(v) for v in expr.get("values") or ()))
+
+
+def term_part(dict term, str ns, dict labels):
+    """One pod affinity term of a pod in namespace ``ns`` with ``labels`` as a matcher
+    part ``(namespaces, selector)``: kube's ``AffinityTerm`` after the API server merged
+    ``matchLabelKeys``/``mismatchLabelKeys`` into the selector (``key In/NotIn [the
+    pod's value]``, keys the pod lacks ignored). ``namespaces``: None for all (an empty
+    ``namespaceSelector``), else a sorted tuple (default: the pod's own namespace).
+    ``selector`` None matches nothing (kube: a nil labelSelector)."""
+    sel = term.get("labelSelector")
+    selector = None
+    if sel is not None:
+        ml = tuple(sorted((str(k), str(v)) for k, v in (sel.get("matchLabels") or {}).items()))
+        exprs = [(str(e.get("key", "")), str(e.get("operator", "")), _values(e))
+                 for e in sel.get("matchExpressions") or ()]
+        for key in term.get("matchLabelKeys") or ():
+            if key in labels:
+                exprs.append((key, "In", (str(labels[key]),)))
+        for key in term.get("mismatchLabelKeys") or ():
+            if key in labels:
+                exprs.append((key, "NotIn", (str(labels[key]),)))
+        selector = (ml, tuple(sorted(set(exprs))))
+    nsel = term.get("namespaceSelector")
+    if nsel is not None and not nsel:
+        namespaces = _ALL
+    elif term.get("namespaces"):
+        namespaces = tuple(sorted(set(str(x) for x in term["namespaces"])))
+    elif nsel:
+        namespaces = ()  # a non-empty namespaceSelector: refused at ingest (no namespace labels)
+    else:
+        namespaces = (ns,)
+    return namespaces, selector
+
+
+def part_matches(part, str ns, dict labels) -> bool:
+    """Whether a pod (namespace, labels) matches one matcher part."""
+    namespaces, selector = part
+    if selector is None or (namespaces is not None and ns not in namespaces):
+        return False
+    for k, v in selector[0]:
+        if labels.get(k) != v:
+            return False
+    for k, op, values in selector[1]:
+        have = labels.get(k)
+        if op == "In":
+            ok = have is not None and have in values
+        elif op == "NotIn":
+            ok = have is None or have not in values
+        elif op == "Exists":
+            ok = have is not None
+        elif op == "DoesNotExist":
+            ok = have is None
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+@cython.auto_pickle(False)  # derived: a state snapshot rebuilds it
+cdef class InterPodIndex:
+    """See the module docstring. ``state``: the :class:`ClusterState` it indexes."""
+
+    def __init__(self, state, Py_ssize_t pod_cap=1024):
+        self.state = state
+        self.active = False
+        self.pod_lset_np = np.zeros(max(pod_cap, 1), dtype=np.int32)
+        self.pod_lset = self.pod_lset_np
+        self.lsets = []
+        self.lset_index = {}
+        self.lset_fast = {}
+        self.lset_match = []
+        self.key_index = {}
+        self.key_names = []
+        self.dom_np = []
+        self.dom_vals = []
+        self.dom_cap = []
+        self.matcher_index = {}
+        self.matchers = []
+        self.m_keys = []
+        self.counts = {}
+        self.owners = {}
+        self.owner_keys = {}
+        self.terms_memo = {}
+
+    # ---------------------------------------------------------------- label sets
+
+    def lset(self, str ns, labels) -> int:
+        """The id of label set (``ns``, ``labels``), interned on first sight."""
+        lab = {str(k): str(v) for k, v in labels.items()} if labels else {}
+        key = (ns, tuple(sorted(lab.items())))
+        got = self.lset_index.get(key)
+        if got is not None:
+            return got
+        cdef Py_ssize_t i = len(self.lsets)
+        self.lsets.append((ns, lab))
+        self.lset_index[key] = i
+        self.lset_match.append(tuple(m for m, parts in enumerate(self.matchers)
+                                     if all(part_matches(pt, ns, lab) for pt in parts)))
+        return i
+
+    cpdef int set_pod(self, Py_ssize_t p, str key, object labels) except -1:
+        """Pod slot ``p`` (key ``ns/name``) has ``labels``."""
+        if p >= self.pod_lset_np.shape[0]:
+            grown = np.zeros(max(2 * self.pod_lset_np.shape[0], p + 1), dtype=np.int32)
+            grown[: self.pod_lset_np.shape[0]] = self.pod_lset_np
+            self.pod_lset_np = grown
+            self.pod_lset = grown
+        cdef Py_ssize_t cut = key.find("/")
+        ns = key[:cut] if cut >= 0 else key
+        # The fold's path: labels as the manifest lists them (one workload's pods list
+        # them alike), one lookup; the canonical form only on a miss.
+        try:
+            fast = (ns, tuple(labels.items())) if labels else ns
+            got = self.lset_fast.get(fast)
+        except (TypeError, AttributeError):
+            fast = got = None
+        if got is None:
+            got = self.lset(ns, labels)
+            if fast is not None and len(self.lset_fast) < 1_000_000:
+                self.lset_fast[fast] = got
+        self.pod_lset[p] = got
+        return 0
+
+    def pod_lset_of(self, Py_ssize_t p) -> int:
+        """The label set id of pod slot ``p``."""
+        return self.pod_lset[p]
+
+    def matched(self, Py_ssize_t lset) -> tuple:
+        """Matcher ids label set ``lset`` matches."""
+        return self.lset_match[lset]
+
+    # ---------------------------------------------------------------- topology
+
+    def key(self, str name) -> int:
+        """The id of topology key ``name``; its domains are the node label's values."""
+        got = self.key_index.get(name)
+        if got is not None:
+            return got
+        cdef Py_ssize_t k = len(self.key_names)
+        self.key_names.append(name)
+        self.key_index[name] = k
+        self.dom_vals.append({})
+        self.dom_cap.append(16)
+        st = self.state
+        cdef Py_ssize_t n, N = st.n_nodes
+        dom = np.full(max(N, 16), -1, dtype=np.int32)
+        self.dom_np.append(dom)
+        for n in range(N):
+            dom[n] = self._domain_of(k, n)
+        return k
+
+    cdef Py_ssize_t _domain_of(self, Py_ssize_t k, Py_ssize_t n) except -2:
+        st = self.state
+        if st.node_names[n] is None:
+            return -1
+        if self.key_names[k] == NODE_KEY:
+            if n >= self.dom_cap[k]:
+                self._grow_domains(k, 2 * (n + 1))
+            return n
+        value = st.node_labels[n].get(self.key_names[k])
+        if value is None:
+            return -1
+        vals = self.dom_vals[k]
+        d = vals.get(value)
+        if d is None:
+            d = vals[value] = len(vals)
+            if d >= self.dom_cap[k]:
+                self._grow_domains(k, 2 * d)
+        return d
+
+    cdef int _grow_domains(self, Py_ssize_t k, Py_ssize_t cap) except -1:
+        self.dom_cap[k] = cap
+        for table in (self.counts, self.owners):
+            for pair in [pr for pr in table if pr[1] == k]:
+                old = table[pair]
+                new = np.zeros(1 + cap, dtype=np.int32)
+                new[: old.shape[0]] = old
+                table[pair] = new
+        return 0
+
+    def node_changed(self, Py_ssize_t n) -> None:
+        """Node slot ``n`` was added, changed or removed: its domains follow its labels;
+        a key whose domain moved on a node is recounted (rare: a relabelled node)."""
+        cdef Py_ssize_t k, d
+        for k in range(len(self.key_names)):
+            dom = self.dom_np[k]
+            if n >= dom.shape[0]:
+                grown = np.full(max(2 * dom.shape[0], n + 1), -1, dtype=np.int32)
+                grown[: dom.shape[0]] = dom
+                self.dom_np[k] = dom = grown
+            d = self._domain_of(k, n)
+            if dom[n] != d:
+                dom[n] = d
+                for pair in [pr for pr in self.counts if pr[1] == k]:
+                    self.counts[pair] = self._count(pair[0], k)
+                for pair in [pr for pr in self.owners if pr[1] == k]:
+                    self.owners[pair] = self._count_owners(pair[0], k)
+
+    # ---------------------------------------------------------------- matchers
+
+    def matcher(self, tuple parts) -> int:
+        """The id of a conjunction of parts (see :func:`term_part`), interned."""
+        parts = tuple(sorted(set(parts), key=repr))
+        got = self.matcher_index.get(parts)
+        if got is not None:
+            return got
+        cdef Py_ssize_t m = len(self.matchers)
+        self.matchers.append(parts)
+        self.matcher_index[parts] = m
+        self.m_keys.append([])
+        for i, (ns, lab) in enumerate(self.lsets):
+            if all(part_matches(pt, ns, lab) for pt in parts):
+                self.lset_match[i] = self.lset_match[i] + (m,)
+        return m
+
+    def terms(self, Py_ssize_t c, Py_ssize_t lset) -> tuple:
+        """Class ``c``'s required inter-pod terms for a pod of label set ``lset``:
+        ``(affinity matcher or -1, its key ids, the pod matches its own affinity,
+        ((anti-affinity matcher, key id), ...), spread)``; ``spread``: per
+        DoNotSchedule topology spread constraint ``(matcher, key id, maxSkew,
+        minDomains, honour node affinity, honour taints, the pod matches itself)``."""
+        got = self.terms_memo.get((c, lset))
+        if got is not None:
+            return got
+        cons = self.state.class_specs[c]["constraints"] or {}
+        ns, labels = self.lsets[lset]
+        aff = cons.get("podAffinity") or ()
+        anti = cons.get("podAntiAffinity") or ()
+        am, akeys, self_match = -1, (), False
+        if aff:
+            parts = tuple(term_part(t, ns, labels) for t in aff)
+            am = self.matcher(parts)
+            akeys = tuple(sorted(set(self.key(str(t.get("topologyKey", ""))) for t in aff)))
+            self_match = all(part_matches(pt, ns, labels) for pt in parts)
+        pairs = tuple(sorted(set(
+            (self.matcher((term_part(t, ns, labels),)), self.key(str(t.get("topologyKey", ""))))
+            for t in anti)))
+        spread = []
+        for t in cons.get("topologySpread") or ():
+            # kube's PodTopologySpread: pods of the pod's own namespace; matchLabelKeys
+            # merged into the selector as for affinity terms.
+            part = term_part({"labelSelector": t.get("labelSelector"),
+                              "matchLabelKeys": t.get("matchLabelKeys")}, ns, labels)
+            spread.append((
+                self.matcher((part,)), self.key(str(t.get("topologyKey", ""))),
+                int(t.get("maxSkew", 1)), int(t.get("minDomains") or 1),
+                (t.get("nodeAffinityPolicy") or "Honor") == "Honor",
+                (t.get("nodeTaintsPolicy") or "Ignore") == "Honor",
+                part_matches(part, ns, labels)))
+        got = self.terms_memo[(c, lset)] = (am, akeys, self_match, pairs, tuple(spread))
+        return got
+
+    # ---------------------------------------------------------------- counts
+
+    def counts_for(self, Py_ssize_t m, Py_ssize_t k):
+        """``counts[(m, k)]``, counted from the pods on first use, kept by the fold."""
+        arr = self.counts.get((m, k))
+        if arr is None:
+            arr = self.counts[(m, k)] = self._count(m, k)
+            self.m_keys[m].append(k)
+            self.active = True
+        return arr
+
+    def owners_for(self, Py_ssize_t m, Py_ssize_t k):
+        """``owners[(m, k)]`` (None: no pod with that term was bound since the index
+        was made)."""
+        return self.owners.get((m, k))
+
+    def owner_pairs(self) -> list:
+        """The (matcher, key) pairs some bound pod's anti-affinity term holds."""
+        return [pair for pair, arr in self.owners.items() if arr[0] > 0]
+
+    def count_keys(self, Py_ssize_t m) -> list:
+        """Key ids with a ``counts`` array for matcher ``m``."""
+        return self.m_keys[m]
+
+    def _bound(self):
+        st = self.state
+        P = st.n_pods
+        nodes = st.pod_node_np[:P]
+        return np.flatnonzero(nodes >= 0), nodes
+
+    def _count(self, Py_ssize_t m, Py_ssize_t k):
+        arr = np.zeros(1 + self.dom_cap[k], dtype=np.int32)
+        ps, nodes = self._bound()
+        if ps.shape[0] == 0:
+            return arr
+        hits = np.array([i for i, ms in enumerate(self.lset_match) if m in ms], dtype=np.int32)
+        if hits.shape[0] == 0:
+            return arr
+        ps = ps[np.isin(self.pod_lset_np[ps], hits)]
+        d = self.dom_np[k][nodes[ps]]
+        d = d[d >= 0]
+        arr[1: 1 + self.dom_cap[k]] = np.bincount(d, minlength=self.dom_cap[k])[: self.dom_cap[k]]
+        arr[0] = d.shape[0]
+        return arr
+
+    def _count_owners(self, Py_ssize_t m, Py_ssize_t k):
+        arr = np.zeros(1 + self.dom_cap[k], dtype=np.int32)
+        st = self.state
+        ps, nodes = self._bound()
+        dom = self.dom_np[k]
+        for p in ps:
+            c = st.pod_class_np[p]
+            cons = st.class_specs[c]["constraints"]
+            if not cons or not cons.get("podAntiAffinity"):
+                continue
+            if (m, k) in self.terms(c, self.pod_lset[p])[3]:
+                d = dom[nodes[p]]
+                if d >= 0:
+                    arr[0] += 1
+                    arr[1 + d] += 1
+        return arr
+
+    cpdef int move(self, Py_ssize_t p, Py_ssize_t n, Py_ssize_t c, int sign) except -1:
+        """Pod slot ``p`` is bound (``sign`` 1) to node slot ``n`` or leaves it (-1);
+        ``c``: its class when the class has inter-pod terms, else -1."""
+        cdef Py_ssize_t lset = self.pod_lset[p], m, k, d
+        cdef int[::1] arr, dom
+        if self.counts:
+            for m in self.lset_match[lset]:
+                for k in self.m_keys[m]:
+                    dom = self.dom_np[k]
+                    d = dom[n]
+                    if d >= 0:
+                        arr = self.counts[(m, k)]
+                        arr[0] += sign
+                        arr[1 + d] += sign
+        if c >= 0:
+            for m, k in self.terms(c, lset)[3]:
+                dom = self.dom_np[k]
+                d = dom[n]
+                if d < 0:
+                    continue
+                a = self.owners.get((m, k))
+                if a is None:
+                    a = self.owners[(m, k)] = np.zeros(1 + self.dom_cap[k], dtype=np.int32)
+                    self.owner_keys.setdefault(m, []).append(k)
+                    self.active = True
+                arr = a
+                arr[0] += sign
+                arr[1 + d] += sign
+        return 0
+
+    def rebuild(self) -> None:
+        """Counts and owners again from the pods (after a snapshot restore)."""
+        self.counts = {}
+        self.owners = {}
+        self.owner_keys = {}
+        self.m_keys = [[] for _ in self.matchers]
+        self.terms_memo = {}
+        self.active = False
+        st = self.state
+        ps, nodes = self._bound()
+        for p in ps:
+            c = st.pod_class_np[p]
+            cons = st.class_specs[c]["constraints"]
+            if cons and (cons.get("podAntiAffinity") or cons.get("podAffinity")):
+                self.move(p, nodes[p], c, 1)
+
+    def nbytes(self) -> int:
+        """Bytes held by the index's arrays (counts, owners, domains, pod label sets)."""
+        total = self.pod_lset_np.nbytes + sum(a.nbytes for a in self.dom_np)
+        total += sum(a.nbytes for a in self.counts.values())
+        total += sum(a.nbytes for a in self.owners.values())
+        return total
