@@ -1331,6 +1331,15 @@ cdef class ClusterState:
             # {"required", "preferred", "anti"}: node groups (label volcano.sh/nodegroup-name)
             "affinity": node_group_terms(spec.get("affinity")),
         }
+        # Volcano's hdrf annotations, read only under --queue-hierarchy annotations
+        # (core/queues.py hierarchy_specs); kept as written.
+        notes = (queue.get("metadata") or {}).get("annotations") or {}
+        for key, field in (
+            ("volcano.sh/hierarchy", "hierarchy"),
+            ("volcano.sh/hierarchy-weights", "hierarchy_weights"),
+        ):
+            if isinstance(notes.get(key), str):
+                meta[field] = notes[key]
         self.queue_meta[self._queue(name)] = meta
         self._spec_memo.clear()  # classes cached per queue may depend on its affinity
         return 0

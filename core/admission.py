@@ -71,8 +71,10 @@ from esched.core.queues import (
     SHARE_IGNORED,
     QueueSpec,
     QueueTree,
+    check_hierarchy,
     cluster_allocatable,
     deserved,
+    state_queue_specs,
 )
 from esched.core.quota import Quota, QuotaExceeded
 from esched.schemas.events import (
@@ -155,8 +157,10 @@ class Admission:
     :param quota: limits from the config (:func:`esched.core.quota.parse_quota`).
     """
 
-    def __init__(self, quota: Quota | None = None) -> None:
+    def __init__(self, quota: Quota | None = None, queue_hierarchy: str = "parent") -> None:
         self.quota = quota if quota is not None else Quota()  # no limits may still carry bands
+        #: where the queue tree comes from (``esched.core.queues.QUEUE_HIERARCHIES``)
+        self.queue_hierarchy = check_hierarchy(queue_hierarchy)
         #: pod -> (scopes, band, requests) it is charged with
         self._charged: dict[str, tuple[list[str], str, dict[str, int]]] = {}
         self._used: dict[tuple[str, str | None], dict[str, int]] = {}
@@ -396,7 +400,8 @@ class Admission:
         # Job priority is (band, priority): a priorityClassName mapped to a band by
         # bands.classes ranks by that band whatever its number (as preemption does).
         class_band = self._class_bands(st)
-        specs = [QueueSpec.from_meta(st.queue_names[q], st.queue_meta[q]) for q in range(nq)]
+        # The state's queues in row order, then any intermediate ones of the tree.
+        specs = state_queue_specs(st, self.queue_hierarchy)
         tree = QueueTree(specs)
         caps = {
             name: {r: v for r, v in s.capability.items() if r in st.res_index}

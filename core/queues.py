@@ -26,6 +26,17 @@ cluster. A parent named but not declared is an implicit queue of weight 1 with
 no limits. Jobs belong in leaf queues; a parent's own pods compete as one more
 child (``QueueTree.SELF``) of weight 1 and no limits.
 
+**Hierarchy from annotations** (``--queue-hierarchy annotations``; off by default, as
+Volcano reads them only in its drf plugin with ``enableHierarchy``): a queue's place
+is its ``volcano.sh/hierarchy`` path (``root/eng/prod``) and its weight at each level
+the matching segment of ``volcano.sh/hierarchy-weights`` (``1/2/8``: ``eng`` weighs 2
+among root's children, ``prod`` 8 among ``eng``'s); ``spec.parent`` and
+``spec.weight`` are then not read. Path prefixes no queue names are intermediate
+queues (named by the path, ``root/eng``) with no limits, weighted by the first queue
+(by name) that passes through them, as Volcano's hdrf builds its tree. A queue
+without both annotations, or whose weights do not match its path segment for
+segment, sits under root with its ``spec.weight``. See :func:`hierarchy_specs`.
+
 **Share**: ``allocated / deserved`` of the dominant resource (the largest ratio;
 a resource with nothing deserved but something allocated counts 1), ignoring
 the ``pods`` count.
@@ -34,7 +45,7 @@ the ``pods`` count.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -45,17 +56,22 @@ from esched.core.phases import PHASE_PENDING
 __all__ = [
     "DEFAULT_QUEUE",
     "NODE_GROUP_LABEL",
+    "QUEUE_HIERARCHIES",
     "ROOT",
     "QueueSpec",
     "QueueTree",
     "allocation_order_key",
+    "check_hierarchy",
     "cluster_allocatable",
     "deserved",
     "deserved_room",
     "dominant_share",
+    "hierarchy_specs",
     "node_group_terms",
     "parent_name",
     "queue_view",
+    "state_queue_specs",
+    "summary_view",
     "water_fill",
 ]
 
@@ -65,6 +81,9 @@ ROOT = "root"
 SHARE_IGNORED = frozenset({"pods"})
 #: The node label naming a node's group, as Volcano's nodegroup plugin reads it.
 NODE_GROUP_LABEL = "volcano.sh/nodegroup-name"
+#: Where the queue tree comes from: ``spec.parent`` (Volcano's proportion and
+#: capacity plugins; the default) or the hdrf annotations (``volcano.sh/hierarchy``).
+QUEUE_HIERARCHIES = ("parent", "annotations")
 
 Resources = Mapping[str, int]
 
@@ -82,6 +101,12 @@ class QueueSpec:
     guarantee: Mapping[str, int] = field(default_factory=dict)
     reclaimable: bool = True
     state: str = "Open"
+    #: ``volcano.sh/hierarchy`` and ``volcano.sh/hierarchy-weights`` as written.
+    hierarchy: str | None = None
+    hierarchy_weights: str | None = None
+    #: ``parent`` is a queue's name as is (not a dotted path): set by
+    #: :func:`hierarchy_specs`, whose intermediate queues are named by their path.
+    exact_parent: bool = False
 
     @classmethod
     def from_meta(cls, name: str, meta: Mapping[str, Any]) -> QueueSpec:
@@ -95,7 +120,15 @@ class QueueSpec:
             guarantee=dict(meta.get("guarantee") or {}),
             reclaimable=bool(meta.get("reclaimable", True)),
             state=str(meta.get("state") or "Open"),
+            hierarchy=meta.get("hierarchy"),
+            hierarchy_weights=meta.get("hierarchy_weights"),
         )
+
+    def parent_queue(self) -> str | None:
+        """The parent queue's name; None = root."""
+        if self.exact_parent:
+            return self.parent
+        return parent_name(self.parent)
 
 
 def parent_name(parent: str | None) -> str | None:
@@ -104,6 +137,77 @@ def parent_name(parent: str | None) -> str | None:
         return None
     last = parent.rsplit(".", 1)[-1].strip()
     return None if not last or last == ROOT else last
+
+
+def _annotated_path(s: QueueSpec) -> tuple[list[str], list[int]] | None:
+    """(path segments below root, weight per segment) of a queue's hdrf annotations,
+    or None when they are missing or do not match segment for segment. As Volcano's
+    hdrf: the first segment is the root, a weight below 1 counts 1."""
+    if not s.hierarchy or not s.hierarchy_weights:
+        return None
+    path = s.hierarchy.strip().split("/")
+    raw = s.hierarchy_weights.strip().split("/")
+    if len(path) != len(raw) or len(path) < 2 or any(not p for p in path):
+        return None
+    weights = []
+    for w in raw[1:]:
+        try:
+            weights.append(max(1, int(float(w))))
+        except ValueError:
+            return None
+    return path[1:], weights
+
+
+def check_hierarchy(mode: str) -> str:
+    """``mode`` if it is one of :data:`QUEUE_HIERARCHIES`; else ValueError."""
+    if mode not in QUEUE_HIERARCHIES:
+        raise ValueError(f"queue hierarchy {mode!r}: expected one of {QUEUE_HIERARCHIES}")
+    return mode
+
+
+def hierarchy_specs(specs: Iterable[QueueSpec], mode: str = "parent") -> list[QueueSpec]:
+    """The queues as the tree of ``mode`` (one of :data:`QUEUE_HIERARCHIES`) sees them.
+
+    ``parent``: unchanged. ``annotations``: each queue's parent and weight from its
+    hdrf annotations, intermediate queues added (see the module doc); every
+    returned spec names its parent exactly (``exact_parent``).
+    """
+    specs = list(specs)
+    if check_hierarchy(mode) == "parent":
+        return specs
+    parsed = {s.name: p for s in specs if (p := _annotated_path(s)) is not None}
+    # The queue standing at each path: the first by name when several name one path.
+    at_path: dict[tuple[str, ...], str] = {}
+    for name in sorted(parsed):
+        at_path.setdefault(tuple(parsed[name][0]), name)
+    made: dict[str, QueueSpec] = {}
+
+    def node(path: tuple[str, ...], weights: list[int]) -> str | None:
+        """The queue at ``path`` (below root), an intermediate one made if none."""
+        if not path:
+            return None
+        if path in at_path:
+            return at_path[path]
+        key = "/".join((ROOT, *path))
+        if key not in made:
+            made[key] = QueueSpec(
+                name=key,
+                weight=weights[len(path) - 1],
+                parent=node(path[:-1], weights),
+                exact_parent=True,
+            )
+        return key
+
+    out = []
+    for s in sorted(specs, key=lambda s: s.name):
+        p = parsed.get(s.name)
+        if p is None:
+            out.append(replace(s, parent=None, exact_parent=True))
+            continue
+        path, weights = p
+        parent = node(tuple(path[:-1]), weights)
+        out.append(replace(s, weight=weights[-1], parent=parent, exact_parent=True))
+    return out + [made[k] for k in sorted(made)]
 
 
 def water_fill(
@@ -195,12 +299,12 @@ class QueueTree:
         self.specs: dict[str, QueueSpec] = {s.name: s for s in specs}
         self.problems: list[str] = []
         for s in list(self.specs.values()):
-            p = parent_name(s.parent)
+            p = s.parent_queue()
             if p is not None and p not in self.specs:
                 self.specs[p] = QueueSpec(name=p)
         self.parent: dict[str, str | None] = {}
         for name, s in self.specs.items():
-            p = parent_name(s.parent)
+            p = s.parent_queue()
             self.parent[name] = None if p == name else p
         for name in sorted(self.specs):
             seen = {name}
@@ -217,7 +321,14 @@ class QueueTree:
             self.children.setdefault(self.parent[name], []).append(name)
 
     def path(self, name: str) -> str:
-        """``root.eng.dev`` for queue ``dev`` under ``eng``."""
+        """``root.eng.dev`` for queue ``dev`` under ``eng``; ``root/eng/dev`` (the
+        annotation) in a tree from :func:`hierarchy_specs` ``annotations``."""
+        s = self.specs.get(name)
+        if s is not None and s.exact_parent:
+            annotated = _annotated_path(s)
+            if annotated is not None:
+                return "/".join((ROOT, *annotated[0]))
+            return name if name.startswith(ROOT + "/") else f"{ROOT}/{name}"
         parts = [name]
         p = self.parent.get(name)
         while p is not None:
@@ -351,27 +462,41 @@ def cluster_allocatable(state: Any) -> dict[str, int]:
     return {state.res_names[r]: int(total[r]) for r in range(state.n_res)}
 
 
-def deserved_room(state: Any) -> dict[int, np.ndarray] | None:
-    """Per leaf queue row, its deserved share less what it holds, per resource column
-    (ignored columns, :data:`SHARE_IGNORED`, unbounded): what it may still take while
-    another queue waits (Volcano's proportion ``allocatable``). None when fewer than
-    two queues have pending pods (a queue alone takes what is free)."""
-    names, alloc, waiting = _state_arrays(state)
-    if int(np.count_nonzero(waiting.any(axis=1))) < 2:
-        return None
-    specs = [
+def state_queue_specs(state: Any, hierarchy: str = "parent") -> list[QueueSpec]:
+    """The state's queues, in queue-row order, as :class:`QueueSpec` (for the tree
+    of ``hierarchy``, see :func:`hierarchy_specs`; intermediate queues follow the
+    rows)."""
+    rows = [
         QueueSpec.from_meta(state.queue_names[q], state.queue_meta[q])
         for q in range(state.n_queues)
     ]
+    if hierarchy == "parent":
+        return rows
+    by_name = {s.name: s for s in hierarchy_specs(rows, hierarchy)}
+    ordered = [by_name.pop(s.name) for s in rows]
+    return ordered + [by_name[k] for k in sorted(by_name)]
+
+
+def deserved_room(state: Any, hierarchy: str = "parent") -> dict[int, np.ndarray] | None:
+    """Per leaf queue row, its deserved share less what it holds, per resource column
+    (ignored columns, :data:`SHARE_IGNORED`, unbounded): what it may still take while
+    another queue waits (Volcano's proportion ``allocatable``). None when fewer than
+    two queues have pending pods (a queue alone takes what is free). ``hierarchy``:
+    where the queue tree comes from (:data:`QUEUE_HIERARCHIES`)."""
+    names, alloc, waiting = _state_arrays(state)
+    if int(np.count_nonzero(waiting.any(axis=1))) < 2:
+        return None
+    specs = state_queue_specs(state, hierarchy)
+    rows = specs[: state.n_queues]
     demand = {
         s.name: {names[r]: int(alloc[q, r] + waiting[q, r]) for r in range(len(names))}
-        for q, s in enumerate(specs)
+        for q, s in enumerate(rows)
     }
     fair = deserved(specs, cluster_allocatable(state), demand)
     tree = QueueTree(specs)
     big = np.iinfo(np.int64).max // 4
     out: dict[int, np.ndarray] = {}
-    for q, s in enumerate(specs):
+    for q, s in enumerate(rows):
         if tree.children.get(s.name):
             continue  # a parent's share is its children's
         f = fair.get(s.name) or {}
@@ -383,22 +508,21 @@ def deserved_room(state: Any) -> dict[int, np.ndarray] | None:
     return out
 
 
-def queue_view(state: Any) -> dict[str, dict[str, Any]]:
+def queue_view(state: Any, hierarchy: str = "parent") -> dict[str, dict[str, Any]]:
     """Per queue of a ClusterState: ``path``, ``fairShare`` (deserved now: water-filled
     and capped by demand = allocated + waiting), ``allocated``, ``waiting`` and
-    ``share`` (dominant, against ``fairShare``)."""
+    ``share`` (dominant, against ``fairShare``); the tree of ``hierarchy``
+    (:data:`QUEUE_HIERARCHIES`; its intermediate queues are not listed)."""
     names, alloc, waiting = _state_arrays(state)
-    specs = [
-        QueueSpec.from_meta(state.queue_names[q], state.queue_meta[q])
-        for q in range(state.n_queues)
-    ]
+    specs = state_queue_specs(state, hierarchy)
+    rows = specs[: state.n_queues]
     allocated = {
         s.name: {names[r]: int(alloc[q, r]) for r in range(len(names)) if alloc[q, r]}
-        for q, s in enumerate(specs)
+        for q, s in enumerate(rows)
     }
     wait = {
         s.name: {names[r]: int(waiting[q, r]) for r in range(len(names)) if waiting[q, r]}
-        for q, s in enumerate(specs)
+        for q, s in enumerate(rows)
     }
     demand = {
         k: {r: allocated[k].get(r, 0) + wait[k].get(r, 0) for r in set(allocated[k]) | set(wait[k])}
@@ -407,7 +531,7 @@ def queue_view(state: Any) -> dict[str, dict[str, Any]]:
     fair = deserved(specs, cluster_allocatable(state), demand)
     tree = QueueTree(specs)
     out = {}
-    for s in specs:
+    for s in rows:
         d = {r: v for r, v in sorted(fair.get(s.name, {}).items()) if v}
         out[s.name] = {
             "path": tree.path(s.name),
@@ -417,3 +541,18 @@ def queue_view(state: Any) -> dict[str, dict[str, Any]]:
             "share": round(dominant_share(allocated[s.name], fair.get(s.name, {})), 6),
         }
     return out
+
+
+def summary_view(
+    queues: dict[str, dict[str, Any]], state: Any, hierarchy: str = "parent"
+) -> dict[str, dict[str, Any]]:
+    """``queues`` (``ClusterState.summary()["queues"]``, whose ``path``, ``fairShare``
+    and ``share`` come from the ``spec.parent`` tree) with those three from the tree
+    of ``hierarchy`` instead; updated in place and returned."""
+    if hierarchy == "parent":
+        return queues
+    view = queue_view(state, hierarchy)
+    for name, entry in queues.items():
+        if name in view:
+            entry.update({k: view[name][k] for k in ("path", "fairShare", "share")})
+    return queues

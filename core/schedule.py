@@ -131,6 +131,9 @@ class PassConfig:
     #: uniform draw among the fitting devices: the artifact's ``-gpusel random``).
     #: Whole GPUs always take the lowest-indexed idle devices.
     gpu_choice: str = "fit"
+    #: Where the queue tree of the deserved shares comes from (``spec.parent`` or
+    #: Volcano's hdrf annotations; :data:`esched.core.queues.QUEUE_HIERARCHIES`).
+    queue_hierarchy: str = "parent"
 
     def __post_init__(self) -> None:
         if self.tie_break not in TIE_BREAKS:
@@ -522,7 +525,7 @@ class SchedulingPass:
         st = self.state
         room = self._room
         if room is None:
-            room = self._room = {"rows": deserved_room(st)}
+            room = self._room = {"rows": deserved_room(st, self.config.queue_hierarchy)}
         rows = room["rows"]
         if rows is None:
             return

@@ -21,7 +21,7 @@ from esched.core.bands import Band, BandConfig, may_preempt
 from esched.core.devices import DeviceLedger
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING, PHASES
 from esched.core.profile import Profile
-from esched.core.queues import QueueSpec, QueueTree
+from esched.core.queues import QueueTree, check_hierarchy, queue_view, state_queue_specs
 from esched.core.reasons import (
     EXISTING_ANTI_AFFINITY,
     NODE_NAME,
@@ -179,10 +179,17 @@ class Validator:
     """
 
     def __init__(
-        self, state: ClusterState, bands: BandConfig | None = None, profile: Profile | None = None
+        self,
+        state: ClusterState,
+        bands: BandConfig | None = None,
+        profile: Profile | None = None,
+        queue_hierarchy: str = "parent",
     ) -> None:
         self.state = state
         self.bands = bands
+        #: where the queue tree comes from (``esched.core.queues.QUEUE_HIERARCHIES``):
+        #: capabilities checked up the tree, fair shares of the reclaim rule
+        self.queue_hierarchy = check_hierarchy(queue_hierarchy)
         # The real capacity of reserved nodes: a reservation is checked by name here.
         # ``profile``: the replicas' configuration, for its NodeAffinity addedAffinity
         # (a filter of each pod's profile); scores play no part here.
@@ -211,8 +218,7 @@ class Validator:
         self._cap_chain: dict[int, list[tuple[str, dict[int, int]]]] | None = None
         if not any(st.queue_meta[q].get("capability") for q in range(nq)):
             return
-        specs = [QueueSpec.from_meta(st.queue_names[q], st.queue_meta[q]) for q in range(nq)]
-        tree = QueueTree(specs)
+        tree = QueueTree(state_queue_specs(st, self.queue_hierarchy))
         limits: dict[str, dict[int, int]] = {}
         for name, spec in tree.specs.items():
             cols = {
@@ -307,7 +313,11 @@ class Validator:
         if reclaim:
             # Volcano's reclaim: legality is the queues' (fair shares, reclaimable,
             # guarantees), not the bands'; for one pod or one gang's members (one queue).
-            why = victims_legal(st, pods if len(pods) > 1 else pods[0], names, taken=self._evicted)
+            view = (
+                None if self.queue_hierarchy == "parent" else queue_view(st, self.queue_hierarchy)
+            )
+            who = pods if len(pods) > 1 else pods[0]
+            why = victims_legal(st, who, names, taken=self._evicted, view=view)
             if why is not None:
                 return Verdict(False, RECLAIM_ILLEGAL, why, pods), freed, by_gang
         for v in victims:

@@ -70,6 +70,7 @@ from esched.core import PHASE_PENDING, PHASE_RUNNING, PHASES, ClusterState
 from esched.core.admission import OBSERVED, Admission, Fact, event_key
 from esched.core.bands import BandConfig, may_preempt
 from esched.core.jobs import ATTEMPT_ANNOTATION, FOLDED_TYPES, JobBook, job_key_of_pod
+from esched.core.queues import queue_view, summary_view
 from esched.core.quota import Quota
 from esched.core.reclaim import victims_legal
 from esched.core.validation import RECLAIMED, Validator
@@ -113,12 +114,17 @@ class Violation:
 class Auditor:
     """Feed it the log in order (:meth:`feed`), then read :meth:`report`."""
 
-    def __init__(self, quota: Quota | None = None, bands: BandConfig | None = None) -> None:
+    def __init__(
+        self,
+        quota: Quota | None = None,
+        bands: BandConfig | None = None,
+        queue_hierarchy: str = "parent",
+    ) -> None:
         self.state = ClusterState()
-        self.admission = Admission(quota)
+        self.admission = Admission(quota, queue_hierarchy)
         #: pods admission rejects (pod -> why), until they end
         self._refused: dict[str, str] = {}
-        self.validator = Validator(self.state, bands)
+        self.validator = Validator(self.state, bands, queue_hierarchy=queue_hierarchy)
         self.violations: list[Violation] = []
         self.kinds: dict[str, int] = {}
         self.checked = {
@@ -308,7 +314,9 @@ class Auditor:
         elif data.get("reason") == RECLAIMED and isinstance(data.get("by"), str):
             # Checked victim by victim on the state before each eviction (the earlier
             # victims of the same reclaim are evicted already): the commit's own rule.
-            why = victims_legal(st, data["by"], [pod])
+            h = self.admission.queue_hierarchy
+            view = None if h == "parent" else queue_view(st, h)
+            why = victims_legal(st, data["by"], [pod], view=view)
             if why is not None:
                 self._flag(position, "reclaim_illegal", f"{pod} reclaimed for {data['by']}: {why}")
         self._evictions.setdefault(data["decision"], []).append((position, pod))
@@ -573,7 +581,9 @@ class Auditor:
         self._evictions.clear()
         queues = {
             name: {k: q[k] for k in ("path", "state", "fairShare", "allocated", "share")}
-            for name, q in self.state.summary()["queues"].items()
+            for name, q in summary_view(
+                self.state.summary()["queues"], self.state, self.admission.queue_hierarchy
+            ).items()
         }
         return {
             "ok": not self.kinds,
@@ -591,9 +601,10 @@ def audit_events(
     events: Iterable[tuple[int, dict[str, Any]]],
     quota: Quota | None = None,
     bands: BandConfig | None = None,
+    queue_hierarchy: str = "parent",
 ) -> dict[str, Any]:
     """Audit ``(position, envelope)`` pairs in log order; returns the report."""
-    auditor = Auditor(quota, bands)
+    auditor = Auditor(quota, bands, queue_hierarchy)
     for position, event in events:
         auditor.feed(position, event)
     return auditor.report()
@@ -606,9 +617,11 @@ async def audit_store(
     progress: Callable[[int, int], None] | None = None,
     quota: Quota | None = None,
     bands: BandConfig | None = None,
+    queue_hierarchy: str = "parent",
 ) -> dict[str, Any]:
-    """Audit the log in ``store`` from position 0 up to ``upto`` (default: the head)."""
-    auditor = Auditor(quota, bands)
+    """Audit the log in ``store`` from position 0 up to ``upto`` (default: the head);
+    ``queue_hierarchy`` as the scheduler ran (``esched.core.queues.QUEUE_HIERARCHIES``)."""
+    auditor = Auditor(quota, bands, queue_hierarchy)
     head = await store.head()
     target = upto if upto is not None else head
     after = 0

@@ -80,6 +80,9 @@ class UpConfig:
     profile: Profile | None = None
     #: Priority bands of the replicas and the commit service (None: the defaults).
     bands: BandConfig | None = None
+    #: Where the queue tree comes from: "parent" (``spec.parent``) or "annotations"
+    #: (Volcano's hdrf ``volcano.sh/hierarchy``); see ``esched.core.queues``.
+    queue_hierarchy: str = "parent"
     #: The replicas' starvation guard (seconds a gang waits before nodes are reserved).
     reserve_after: float | None = 60.0
     seed: int = 0
@@ -161,7 +164,10 @@ class Up:
                 None if embedded else bus,
                 lease=open_lease(cfg.store, "commit"),
                 config=CommitConfig(
-                    group=f"{gp}esched-commit", bands=cfg.bands, profile=cfg.profile
+                    group=f"{gp}esched-commit",
+                    bands=cfg.bands,
+                    profile=cfg.profile,
+                    queue_hierarchy=cfg.queue_hierarchy,
                 ),
             )
             dispatcher = Dispatcher(
@@ -171,7 +177,8 @@ class Up:
                 admission=Admission(
                     cfg.quota
                     if cfg.quota is not None or cfg.bands is None
-                    else Quota(bands=cfg.bands)
+                    else Quota(bands=cfg.bands),
+                    cfg.queue_hierarchy,
                 ),
                 submit=commit.decide if embedded else None,
             )
@@ -197,6 +204,7 @@ class Up:
                         group=f"{gp}{REPLICA_GROUP}",
                         bands=cfg.bands,
                         reserve_after=cfg.reserve_after,
+                        queue_hierarchy=cfg.queue_hierarchy,
                     ),
                 )
                 for i in range(cfg.replicas)

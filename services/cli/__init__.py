@@ -70,6 +70,7 @@ SHARED_KEYS = (
     "kafka_oauth_token_file",
     "signing_keys_file",
     "work_partitions",
+    "queue_hierarchy",
 )
 #: Top-level keys whose values are data, not option names: kept as written.
 _VERBATIM_KEYS = ("bands",)
@@ -491,6 +492,18 @@ bands_option = click.option(
     "itself) or an inline mapping like the config file's top-level `bands:` "
     "({monitoring: 1000000000, production: 1000, batch: 100, classes: {nightly: batch}}) "
     "[env ESCHED_BANDS]. Default: those thresholds, no classes.",
+)
+queue_hierarchy_option = click.option(
+    "--queue-hierarchy",
+    type=click.Choice(["parent", "annotations"]),
+    envvar="ESCHED_QUEUE_HIERARCHY",
+    default="parent",
+    show_default=True,
+    help="Where the queue tree of fair shares and capabilities comes from: `parent` "
+    "(spec.parent, Volcano's proportion/capacity plugins) or `annotations` (the "
+    "volcano.sh/hierarchy and volcano.sh/hierarchy-weights annotations, as Volcano's drf "
+    "plugin with enableHierarchy). Give every service the same value "
+    "[env ESCHED_QUEUE_HIERARCHY; config key queue_hierarchy].",
 )
 reserve_option = click.option(
     "--reserve-after",

@@ -21,6 +21,7 @@ from esched.services.cli import (
     kafka_security_options,
     migrated_store,
     prefix_option,
+    queue_hierarchy_option,
     run_async,
     store_option,
     upto_option,
@@ -114,6 +115,7 @@ def publish(
     help="Save the folded state as a snapshot (restarts then start from it).",
 )
 @format_option
+@queue_hierarchy_option
 def replay(
     store: str,
     upto: int | None,
@@ -121,6 +123,7 @@ def replay(
     no_snapshot: bool,
     save_snapshot: bool,
     output_format: str,
+    queue_hierarchy: str,
 ) -> None:
     """Fold the log and print the cluster state: nodes, pods by phase, gangs, queues.
 
@@ -132,6 +135,7 @@ def replay(
     running, succeeded, failed, released}}, transitions}]. Quantities are integers
     in base units (milli-CPU, bytes).
     """
+    from esched.core.queues import summary_view
     from esched.services.jobs import fold_job_log
     from esched.services.replay import format_table
     from esched.services.store.snapshots import anomaly_report, fold_log
@@ -155,6 +159,7 @@ def replay(
                 await write_snapshot(es, state)
             jobs = await fold_job_log(es, upto=int(state.position))
             out = {**state.summary(), "anomalies": anomaly_report(state)}
+            summary_view(out["queues"], state, queue_hierarchy)
             if jobs.jobs:
                 out["jobs"] = jobs.summaries()
             return out
@@ -174,7 +179,10 @@ def replay(
 @upto_option("Audit")
 @format_option
 @bands_option
-def audit(store: str, upto: int | None, output_format: str, bands: Any) -> None:
+@queue_hierarchy_option
+def audit(
+    store: str, upto: int | None, output_format: str, bands: Any, queue_hierarchy: str
+) -> None:
     """Replay the log and verify every placement decision.
 
     Checks: no node over-committed by a decision, no pod bound twice or to a
@@ -194,7 +202,9 @@ def audit(store: str, upto: int | None, output_format: str, bands: Any) -> None:
 
     async def main() -> dict:
         async with migrated_store(store) as es:
-            return await audit_store(es, upto=upto, quota=quota, bands=bands)
+            return await audit_store(
+                es, upto=upto, quota=quota, bands=bands, queue_hierarchy=queue_hierarchy
+            )
 
     report = run_async(main)
     if output_format == "table":

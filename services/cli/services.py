@@ -1,4 +1,4 @@
-"""``esched ingest``, ``commit``, ``replica``, ``dispatch`` and ``up``: the services."""
+"""``esched ingest``, ``commit``, ``replica``, ``dispatch``, ``jobs`` and ``up``: the services."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from esched.services.cli import (
     metrics_option,
     migrated_store,
     prefix_option,
+    queue_hierarchy_option,
     reserve_option,
     run_async,
     signing_option,
@@ -205,6 +206,7 @@ def ingest(
     "checked on each binding.",
 )
 @bands_option
+@queue_hierarchy_option
 def commit(
     kafka: str | None,
     store: str,
@@ -216,6 +218,7 @@ def commit(
     exit_when_idle: bool,
     profile_path: str | None,
     bands: Any,
+    queue_hierarchy: str,
 ) -> None:
     """The commit service: the single writer of placement decisions.
 
@@ -244,6 +247,7 @@ def commit(
                     snapshot_every=snapshot_every,
                     bands=bands,
                     profile=profile,
+                    queue_hierarchy=queue_hierarchy,
                 ),
             )
             await service.start()
@@ -322,6 +326,7 @@ def _load_profile_option(path: str | None) -> Any:
     help="Let pods that fit nowhere evict pods of lower priority bands.",
 )
 @bands_option
+@queue_hierarchy_option
 @reserve_option
 def replica(
     replica_id: str,
@@ -336,6 +341,7 @@ def replica(
     pipeline: int,
     preemption: bool,
     bands: Any,
+    queue_hierarchy: str,
     reserve_after: float,
 ) -> None:
     """A replica scheduler: fold the log, place pending work, send proposals.
@@ -369,6 +375,7 @@ def replica(
                     preemption=preemption,
                     bands=bands,
                     reserve_after=reserve_after,
+                    queue_hierarchy=queue_hierarchy,
                 ),
             )
             await r.start()
@@ -389,8 +396,14 @@ def replica(
 @prefix_option
 @metrics_option
 @bands_option
+@queue_hierarchy_option
 def dispatch(
-    kafka: str | None, store: str, topic_prefix: str, metrics_port: int, bands: Any
+    kafka: str | None,
+    store: str,
+    topic_prefix: str,
+    metrics_port: int,
+    bands: Any,
+    queue_hierarchy: str,
 ) -> None:
     """The work dispatcher: publish pending pods and gangs to `<prefix>work`.
 
@@ -408,9 +421,50 @@ def dispatch(
 
     async def main() -> dict:
         async with migrated_store(store) as es:
-            d = Dispatcher(es, bus, lease=open_lease(store, "dispatch"), admission=Admission(quota))
+            d = Dispatcher(
+                es,
+                bus,
+                lease=open_lease(store, "dispatch"),
+                admission=Admission(quota, queue_hierarchy),
+            )
             await d.start()
             totals = await until_signalled(d.run(), d.stop)
+            return totals.as_dict()
+
+    emit(run_async(main))
+
+
+@cli.command()
+@store_option
+@metrics_option
+@click.option(
+    "--tick",
+    type=click.FloatRange(0.01, 60),
+    default=0.2,
+    show_default=True,
+    help="Seconds between passes when nothing wakes it (deadlines are checked each pass).",
+)
+def jobs(store: str, metrics_port: int, tick: float) -> None:
+    """The Volcano Job lifecycle controller as its own process.
+
+    Follows the log with the job fold and appends what the fold decides: job phase
+    changes (`esched.job.updated`), pods withdrawn (`esched.pod.deleted`) and
+    resubmitted after a restart or once a task's `dependsOn` tasks completed
+    (`esched.pod.submitted`), deadlines reached (`esched.job.timer`). Needs only the
+    store (no Kafka). One instance is active (lease `jobs`); others stand by. Not
+    needed beside `esched up`, which runs one. Prints a JSON summary when it stops.
+    """
+    from esched.services import metrics
+    from esched.services.jobs import JobController, JobsConfig
+    from esched.services.lease import open_lease
+
+    metrics.serve(metrics_port)
+
+    async def main() -> dict:
+        async with migrated_store(store) as es:
+            c = JobController(es, lease=open_lease(store, "jobs"), config=JobsConfig(tick=tick))
+            await c.start()
+            totals = await until_signalled(c.run(), c.stop)
             return totals.as_dict()
 
     emit(run_async(main))
@@ -463,6 +517,7 @@ def dispatch(
 )
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @bands_option
+@queue_hierarchy_option
 @reserve_option
 def up(
     kafka: str | None,
@@ -477,6 +532,7 @@ def up(
     exit_when_idle: bool,
     quiet: bool,
     bands: Any,
+    queue_hierarchy: str,
     reserve_after: float,
 ) -> None:
     """The whole system in one process: ingest, commit, dispatcher, replicas.
@@ -524,6 +580,7 @@ def up(
             replicas=replicas,
             profile=profile,
             bands=bands,
+            queue_hierarchy=queue_hierarchy,
             reserve_after=reserve_after,
             seed=seed,
             exit_when_idle=exit_when_idle,

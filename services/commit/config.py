@@ -42,6 +42,9 @@ class CommitConfig:
     head_attempts: int = 20
     #: Priority bands for preemption legality (None: the documented defaults).
     bands: BandConfig | None = None
+    #: Where the queue tree comes from: "parent" (``spec.parent``) or "annotations"
+    #: (Volcano's hdrf ``volcano.sh/hierarchy``); see ``esched.core.queues``.
+    queue_hierarchy: str = "parent"
     #: The replicas' KubeSchedulerConfiguration: its profiles' NodeAffinity addedAffinity
     #: is checked on each binding as the replicas apply it (None: no profile).
     profile: Profile | None = None

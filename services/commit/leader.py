@@ -94,7 +94,12 @@ class _Leadership(_Books):
                 log.info("no state snapshot at fence position %d; folding the whole log", fence[0])
         self.state = state
         self.decisions_version = version
-        self._validator = Validator(state, self.config.bands, self.config.profile)
+        self._validator = Validator(
+            state,
+            self.config.bands,
+            self.config.profile,
+            queue_hierarchy=self.config.queue_hierarchy,
+        )
         self._decided.clear()
         self._submitted.clear()
         self._snapshot_at = state.position

@@ -38,7 +38,7 @@ class _Reclaim(_WakeUps):
         self._next_reclaim = now + self.config.reclaim_interval
         st = self.state
         self._reclaim_seen = int(st.position)
-        view = queue_view(st)
+        view = queue_view(st, self.admission.queue_hierarchy)
         order = reclaim_order(st, view)
         if order is None:
             return  # no queue holds more than its deserved share: nothing to reclaim
@@ -136,7 +136,11 @@ class _Reclaim(_WakeUps):
         capability, the reclaim rule), so a plan it must refuse, e.g. one taking the
         reclaiming queue over its capability, is not sent round again and again."""
         if self._validator is None or self._validator.state is not self.state:
-            self._validator = Validator(self.state, self.admission.quota.bands)
+            self._validator = Validator(
+                self.state,
+                self.admission.quota.bands,
+                queue_hierarchy=self.admission.queue_hierarchy,
+            )
         self._validator.begin()
         verdict = self._validator.check(data, record=False)
         if not verdict.ok:

@@ -72,6 +72,9 @@ class ReplicaConfig:
     preemption: bool = True
     #: Priority bands (None: the documented defaults of :mod:`esched.core.bands`).
     bands: BandConfig | None = None
+    #: Where the queue tree comes from: "parent" (``spec.parent``) or "annotations"
+    #: (Volcano's hdrf ``volcano.sh/hierarchy``); see ``esched.core.queues``.
+    queue_hierarchy: str = "parent"
     #: Starvation guard: a gang that has not fitted for this many seconds (as this
     #: replica saw it) gets nodes reserved (``esched.gang.reserved``), one gang at a
     #: time; None turns it off.

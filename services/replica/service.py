@@ -73,7 +73,10 @@ class Replica(_WorkLoop):
                 state,
                 self.placer,
                 PassConfig(
-                    preemption=cfg.preemption, bands=cfg.bands, reserve_after=cfg.reserve_after
+                    preemption=cfg.preemption,
+                    bands=cfg.bands,
+                    reserve_after=cfg.reserve_after,
+                    queue_hierarchy=cfg.queue_hierarchy,
                 ),
                 devices=None if self.devices is None else self.devices.table,
             )

@@ -147,6 +147,7 @@ def invoke(runner: CliRunner, *args: str, code: int = 0):
         ["store", "migrate"],
         ["bench"],
         ["commit"],
+        ["jobs"],
         ["audit"],
         ["bench", "validate"],
     ],

@@ -60,7 +60,7 @@ spec:
     return "---".join(docs)
 
 
-async def _up(tmp_path, text: str, name: str = "v") -> dict:
+async def _up(tmp_path, text: str, name: str = "v", queue_hierarchy: str = "parent") -> dict:
     from esched.services.bus.base import TopicNames
     from esched.services.event_files import record_for_event
     from esched.services.store import open_store
@@ -71,7 +71,16 @@ async def _up(tmp_path, text: str, name: str = "v") -> dict:
     events = list(events_from_documents(load_documents(text), id_prefix=name))
     records = [record_for_event(e, TopicNames(), "test") for e in events]
     await asyncio.wait_for(
-        Up(UpConfig(store=url, progress_every=0, exit_when_idle=True), records).run(), 60
+        Up(
+            UpConfig(
+                store=url,
+                progress_every=0,
+                exit_when_idle=True,
+                queue_hierarchy=queue_hierarchy,
+            ),
+            records,
+        ).run(),
+        60,
     )
     es = open_store(url)
     await es.connect()
@@ -98,6 +107,30 @@ async def test_up_hierarchical_example_four_queues_each_deserving_a_quarter_end_
     for q in running:
         assert queues[q]["fairShare"]["cpu"] == 1000
         assert queues[q]["Pending"] == 4
+
+
+async def test_up_hierarchical_example_with_queue_hierarchy_annotations_follows_the_weights(
+    tmp_path,
+):
+    """The same example under ``queue_hierarchy="annotations"`` (Volcano's drf plugin
+    with ``enableHierarchy``, docs/design/hdrf.md in volcano-sh/volcano): the tree is
+    root -> eng (2) / sci (8) -> prod (8) / dev (2) from ``volcano.sh/hierarchy`` and
+    ``volcano.sh/hierarchy-weights``. Of 4 CPU, eng deserves 0.8 (prod 0.64, dev 0.16)
+    and sci 3.2 (prod 2.56, dev 0.64); each queue runs the 0.5-CPU pods that fit in
+    its share: 1 / 0 / 5 / 1. eng-dev's share (0.16) is below its job's minimum (one
+    pod), so the job is held (``QueueOverused``) while the others wait, as in the
+    default mode; the tree, not the rule, is what the option changes."""
+    queues = await _up(tmp_path, _hierarchical_example(), queue_hierarchy="annotations")
+    running = {q: queues[q]["Running"] for q in queues if q.startswith("root-")}
+    assert running == {
+        "root-eng-prod": 1,
+        "root-eng-dev": 0,
+        "root-sci-prod": 5,
+        "root-sci-dev": 1,
+    }
+    assert queues["root-eng-dev"]["Pending"] == 6
+    assert queues["root-sci-prod"]["hierarchy"] == "root/sci/prod"
+    assert queues["root-sci-prod"]["hierarchy_weights"] == "1/8/8"
 
 
 async def test_up_a_podgroup_naming_a_missing_queue_is_rejected_and_the_audit_passes(tmp_path):
