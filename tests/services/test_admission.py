@@ -1094,6 +1094,69 @@ async def test_commit_rejects_bindings_over_a_queue_capability(store: EventStore
     assert report["ok"], report["violations"]
 
 
+def annotated_queue(name: str, path: str, weights: str, **spec) -> dict:
+    """A Queue placed by Volcano's hdrf annotations (read under queue_hierarchy
+    "annotations")."""
+    e = queue(name, **spec)
+    e["data"]["metadata"]["annotations"] = {
+        "volcano.sh/hierarchy": path,
+        "volcano.sh/hierarchy-weights": weights,
+    }
+    return e
+
+
+async def test_commit_checks_capability_up_the_tree_of_the_hierarchy_annotations(
+    store: EventStore,
+):
+    """The capability case above with the tree from ``volcano.sh/hierarchy`` under
+    ``queue_hierarchy="annotations"`` (spec.parent names nothing): q (root/p/q,
+    capability 2, one pod running) and s (root/p/s) under p (root/p, capability 2):
+    p's subtree takes one more pod of s, not two. Under the default tree the three
+    are top-level and s is unbounded."""
+    from esched.core.validation import QUEUE_CAPABILITY
+    from esched.services.commit import CommitConfig, CommitService
+
+    await append_events(
+        store,
+        node("n1", "8"),
+        annotated_queue("p", "root/p", "1/1", capability={"cpu": "2"}),
+        annotated_queue("q", "root/p/q", "1/1/1", capability={"cpu": "2"}),
+        annotated_queue("s", "root/p/s", "1/1/1"),
+        running("q0", "n1", "q"),
+        *(qpod(f"s{i}", queue="s") for i in (0, 1)),
+    )
+
+    def one(pid: str, pod: str) -> dict:
+        return {
+            "proposal": pid,
+            "replica": "r1",
+            "position": 1,
+            "gang": None,
+            "bindings": [
+                {
+                    "pod": f"t/{pod}",
+                    "node": "n1",
+                    "resources": {"cpu": 1000, "memory": GIB, "pods": 1},
+                }
+            ],
+        }
+
+    service = CommitService(store, config=CommitConfig(queue_hierarchy="annotations"))
+    try:
+        d1, d2 = await service.decide([one("c", "s0"), one("d", "s1")])
+        assert d1["type"] == ev_types.PLACEMENT_COMMITTED
+        assert d2["data"]["reason"] == QUEUE_CAPABILITY and "queue p" in d2["data"]["message"]
+    finally:
+        await service.stop()
+    # The default tree sees three top-level queues: s has no capability.
+    default = CommitService(store)
+    try:
+        (d,) = await default.decide([one("e", "s1")])
+        assert d["type"] == ev_types.PLACEMENT_COMMITTED
+    finally:
+        await default.stop()
+
+
 # ---------------------------------------------------------------------- deserved as a cap
 
 

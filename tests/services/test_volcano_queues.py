@@ -194,3 +194,47 @@ spec:
         assert report["ok"], report["violations"]
     finally:
         await es.close()
+
+
+def test_cli_queue_hierarchy_from_the_config_file_reaches_up_replay_and_audit(tmp_path):
+    """``queue_hierarchy: annotations`` in the config file (a shared key) reaches
+    ``esched up``, ``replay`` and ``audit``: the same 1/0/5/1 as above, replay shows
+    the annotated path and the fair share over that tree, the audit finds the log
+    clean; the default replay shows the ``spec.parent`` view (root.NAME)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from esched.services.cli import cli
+
+    cfg = tmp_path / "esched.yaml"
+    cfg.write_text("queue_hierarchy: annotations\n")
+    manifests = tmp_path / "example.yaml"
+    manifests.write_text(_hierarchical_example())
+    store = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    runner = CliRunner()
+    base = ["--config", str(cfg)]
+    res = runner.invoke(
+        cli,
+        [*base, "up", "--store", store, "--input", str(manifests), "--exit-when-idle", "--quiet"],
+    )
+    assert res.exit_code == 0, res.output
+    queues = json.loads(runner.invoke(cli, [*base, "replay", "--store", store]).stdout)["queues"]
+    assert {q: queues[q]["Running"] for q in queues if q.startswith("root-")} == {
+        "root-eng-prod": 1,
+        "root-eng-dev": 0,
+        "root-sci-prod": 5,
+        "root-sci-dev": 1,
+    }
+    sci_prod = queues["root-sci-prod"]
+    assert sci_prod["path"] == "root/sci/prod"
+    assert sci_prod["fairShare"]["cpu"] == 2560  # 4 CPU x 8/10 x 8/10
+    assert queues["root-eng-dev"]["fairShare"]["cpu"] == 160  # 4 CPU x 2/10 x 2/10
+    res = runner.invoke(cli, [*base, "audit", "--store", store])
+    report = json.loads(res.stdout)
+    assert res.exit_code == 0 and report["ok"], report["violations"]
+    assert report["queues"]["root-sci-prod"]["path"] == "root/sci/prod"
+    flat = json.loads(runner.invoke(cli, ["replay", "--store", store]).stdout)["queues"]
+    assert flat["root-sci-prod"]["path"] == "root.root-sci-prod"
+    bad = runner.invoke(cli, ["replay", "--store", store, "--queue-hierarchy", "labels"])
+    assert bad.exit_code == 2
