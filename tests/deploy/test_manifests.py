@@ -52,11 +52,12 @@ INVOCATIONS = _invocations()
 
 def test_every_service_of_the_compose_file_and_the_manifests_is_found():
     where = {w.split(":")[1] for w, _ in INVOCATIONS}
-    assert {"ingest", "commit", "dispatch", "replica", "migrate"} <= where
+    assert {"ingest", "commit", "dispatch", "jobs", "replica", "migrate"} <= where
     assert {
         "esched-ingest",
         "esched-commit",
         "esched-dispatch",
+        "esched-jobs",
         "esched-replica",
         "esched-migrate",
     } <= where
