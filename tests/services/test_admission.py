@@ -1043,6 +1043,23 @@ async def test_up_reclaims_for_a_starved_queues_gang_and_the_audit_passes(tmp_pa
 # ---------------------------------------------------------------------- commit: capability
 
 
+def _one_binding(pid: str, pod: str) -> dict:
+    """A proposal binding pod ``t/<pod>`` (1 CPU) to ``n1``."""
+    return {
+        "proposal": pid,
+        "replica": "r1",
+        "position": 1,
+        "gang": None,
+        "bindings": [
+            {
+                "pod": f"t/{pod}",
+                "node": "n1",
+                "resources": {"cpu": 1000, "memory": GIB, "pods": 1},
+            }
+        ],
+    }
+
+
 async def test_commit_rejects_bindings_over_a_queue_capability(store: EventStore):
     from esched.core.validation import QUEUE_CAPABILITY
     from esched.services.commit import CommitService
@@ -1059,31 +1076,16 @@ async def test_commit_rejects_bindings_over_a_queue_capability(store: EventStore
         *(qpod(f"s{i}", queue="s") for i in (0, 1)),
     )
 
-    def one(pid: str, pod: str) -> dict:
-        return {
-            "proposal": pid,
-            "replica": "r1",
-            "position": 1,
-            "gang": None,
-            "bindings": [
-                {
-                    "pod": f"t/{pod}",
-                    "node": "n1",
-                    "resources": {"cpu": 1000, "memory": GIB, "pods": 1},
-                }
-            ],
-        }
-
     service = CommitService(store)
     try:
         # Two replicas each placed one more of q's pods on their own view: the batch
         # counts the first, so the second would take q to 3 > 2.
-        d1, d2 = await service.decide([one("a", "q1"), one("b", "q2")])
+        d1, d2 = await service.decide([_one_binding("a", "q1"), _one_binding("b", "q2")])
         assert d1["type"] == ev_types.PLACEMENT_COMMITTED
         assert d2["data"]["reason"] == QUEUE_CAPABILITY
         assert "queue q: cpu 3000" in d2["data"]["message"]
         # The parent's capability covers its children: p holds 2, one more of s fits.
-        d3, d4 = await service.decide([one("c", "s0"), one("d", "s1")])
+        d3, d4 = await service.decide([_one_binding("c", "s0"), _one_binding("d", "s1")])
         assert d3["type"] == ev_types.PLACEMENT_COMMITTED
         assert d4["data"]["reason"] == QUEUE_CAPABILITY and "queue p" in d4["data"]["message"]
     finally:
@@ -1126,24 +1128,9 @@ async def test_commit_checks_capability_up_the_tree_of_the_hierarchy_annotations
         *(qpod(f"s{i}", queue="s") for i in (0, 1)),
     )
 
-    def one(pid: str, pod: str) -> dict:
-        return {
-            "proposal": pid,
-            "replica": "r1",
-            "position": 1,
-            "gang": None,
-            "bindings": [
-                {
-                    "pod": f"t/{pod}",
-                    "node": "n1",
-                    "resources": {"cpu": 1000, "memory": GIB, "pods": 1},
-                }
-            ],
-        }
-
     service = CommitService(store, config=CommitConfig(queue_hierarchy="annotations"))
     try:
-        d1, d2 = await service.decide([one("c", "s0"), one("d", "s1")])
+        d1, d2 = await service.decide([_one_binding("c", "s0"), _one_binding("d", "s1")])
         assert d1["type"] == ev_types.PLACEMENT_COMMITTED
         assert d2["data"]["reason"] == QUEUE_CAPABILITY and "queue p" in d2["data"]["message"]
     finally:
@@ -1151,7 +1138,7 @@ async def test_commit_checks_capability_up_the_tree_of_the_hierarchy_annotations
     # The default tree sees three top-level queues: s has no capability.
     default = CommitService(store)
     try:
-        (d,) = await default.decide([one("e", "s1")])
+        (d,) = await default.decide([_one_binding("e", "s1")])
         assert d["type"] == ev_types.PLACEMENT_COMMITTED
     finally:
         await default.stop()
