@@ -96,3 +96,20 @@ def test_config_file_sections_of_commands_name_real_options(where, config):
         assert not unknown, f"{where}: [{section}] has no option(s) {sorted(unknown)}"
         checked += 1
     assert checked, f"{where}: no command section was checked"
+
+
+def test_the_services_that_sign_read_the_signing_keys_in_both_deployments():
+    # Work items (dispatch -> replica) and proposals (replica -> commit) are signed
+    # when keys are configured: each of those services must get them.
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    env = compose["x-esched"]["environment"]
+    assert env["ESCHED_SIGNING_KEYS"] == "${ESCHED_SIGNING_KEYS:-}"
+    signers = {"esched-commit", "esched-dispatch", "esched-replica"}
+    seen = set()
+    for doc in _documents(DEPLOY / "kubernetes" / "services.yaml"):
+        for c in _containers(doc):
+            refs = {s["secretRef"]["name"]: s["secretRef"] for s in c.get("envFrom", [])}
+            if doc["metadata"]["name"] in signers:
+                assert refs["esched-signing"].get("optional") is True
+                seen.add(doc["metadata"]["name"])
+    assert seen == signers
