@@ -38,6 +38,13 @@ ctypedef struct SpreadCheck:
     long long limit              # maxSkew + global minimum - self match: cnt above fails
 
 
+# The InterPodAffinity score's weights of one topology key (_placer._ip_score_view):
+# a node's raw score sums val[1 + dom[n]] over the view's keys.
+ctypedef struct IpScore:
+    const int32_t* dom           # [node] domain of the key, -1: no such label
+    const long long* val         # [1 + domain] summed signed weights; [0] unused
+
+
 ctypedef struct ClassView:
     const units_t* req           # [n_res] requests (state.class_req row)
     units_t nz_cpu               # non-zero requests for scoring
@@ -70,6 +77,8 @@ ctypedef struct ClassView:
     const IpCheck* ip
     int n_spread                 # topology spread constraints (0: none)
     const SpreadCheck* spread
+    int n_ips                    # InterPodAffinity score keys (0: the plugin skips the pod)
+    const IpScore* ips
     const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
     bint has_pref
     # The plugins that score this class, in profile order (kube's PreScore "Skip": e.g.
@@ -82,6 +91,7 @@ ctypedef struct ClassView:
     int n_norm
     int norm[MAX_PLUGINS]
     long long raw_max[MAX_PLUGINS]
+    long long raw_min[MAX_PLUGINS]
     # Per plugin k and resource i, resolved once per class (not per node):
     units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
     int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)

@@ -12,17 +12,9 @@ __all__ = ["UNSUPPORTED_POD_FIELDS"]
 #: not implement: field -> (kube plugin, what). A pod setting one is refused (reason
 #: ``unsupported``, dead-lettered by ingest) rather than placed as if it were absent.
 UNSUPPORTED_POD_FIELDS = {
-    "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
-        "InterPodAffinity",
-        "preferred inter-pod affinity (not scored)",
-    ),
-    "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
-        "InterPodAffinity",
-        "preferred inter-pod anti-affinity (not scored)",
-    ),
     # kube matches it against Namespace objects' labels, which esched does not fold;
     # an empty selector ({}: every namespace) needs none and is honoured.
-    "spec.affinity.*.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector": (
+    "spec.affinity.*.*[].namespaceSelector": (
         "InterPodAffinity",
         "a namespaceSelector other than {} (namespace labels)",
     ),
@@ -55,14 +47,18 @@ def _check_pod_affinity(affinity: dict[str, Any]) -> None:
         terms = affinity.get(key)
         if not isinstance(terms, dict):
             continue
-        if terms.get(_PREFERRED):
-            field = f"spec.affinity.{key}.{_PREFERRED}"
-            raise _refused_field(field, field)
         for i, term in enumerate(terms.get(_REQUIRED) or ()):
             if isinstance(term, dict) and term.get("namespaceSelector"):
                 raise _refused_field(
-                    f"spec.affinity.*.{_REQUIRED}[].namespaceSelector",
+                    "spec.affinity.*.*[].namespaceSelector",
                     f"spec.affinity.{key}.{_REQUIRED}[{i}].namespaceSelector",
+                )
+        for i, wterm in enumerate(terms.get(_PREFERRED) or ()):
+            term = wterm.get("podAffinityTerm") if isinstance(wterm, dict) else None
+            if isinstance(term, dict) and term.get("namespaceSelector"):
+                raise _refused_field(
+                    "spec.affinity.*.*[].namespaceSelector",
+                    f"spec.affinity.{key}.{_PREFERRED}[{i}].podAffinityTerm.namespaceSelector",
                 )
 
 

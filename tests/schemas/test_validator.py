@@ -407,11 +407,18 @@ _UNSUPPORTED = [
         lambda s: s["affinity"].update(
             podAntiAffinity={
                 "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}
+                    {
+                        "weight": 1,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "namespaceSelector": {"matchLabels": {"team": "a"}},
+                        },
+                    }
                 ]
             }
         ),
-        "data.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        "data.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+        ".podAffinityTerm.namespaceSelector",
     ),
     (
         lambda s: s.update(
