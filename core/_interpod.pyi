@@ -10,6 +10,7 @@ def term_part(
 def part_matches(part: Any, ns: str, labels: dict[str, Any]) -> bool: ...
 
 NODE_KEY: str
+HOSTNAME: str
 SCORED_PREFERRED: int
 SCORED_REQUIRED: int
 

@@ -38,6 +38,8 @@ _ALL = None  # a part's namespaces: every namespace (namespaceSelector: {})
 NODE_KEY = "\x00node"
 #: Kinds of :attr:`InterPodIndex.scored` arrays (and of the placer's copies: 0 counts,
 #: 1 owners).
+#: kube's v1.LabelHostname: a spread score counts a node's own pods for this key.
+HOSTNAME = "kubernetes.io/hostname"
 SCORED_PREFERRED = 2
 SCORED_REQUIRED = 3
 
@@ -272,7 +274,9 @@ cdef class InterPodIndex:
         minDomains, honour node affinity, honour taints, the pod matches itself)``;
         ``preferred``: the pod's preferred terms ``((matcher, key id, signed weight),
         ...)`` (anti-affinity negative); ``own``: what the pod adds to :attr:`scored`
-        once bound ``(((SCORED_*, matcher, key id), amount), ...)``."""
+        once bound ``(((SCORED_*, matcher, key id), amount), ...)``; ``soft``: per
+        ScheduleAnyway constraint ``(matcher, key id, maxSkew, honour node affinity,
+        honour taints, the key is kubernetes.io/hostname)``."""
         got = self.terms_memo.get((c, lset))
         if got is not None:
             return got
@@ -301,6 +305,16 @@ cdef class InterPodIndex:
                 (t.get("nodeAffinityPolicy") or "Honor") == "Honor",
                 (t.get("nodeTaintsPolicy") or "Ignore") == "Honor",
                 part_matches(part, ns, labels)))
+        soft = []
+        for t in cons.get("topologySpreadSoft") or ():
+            part = term_part({"labelSelector": t.get("labelSelector"),
+                              "matchLabelKeys": t.get("matchLabelKeys")}, ns, labels)
+            key = str(t.get("topologyKey", ""))
+            soft.append((
+                self.matcher((part,)), self.key(key), int(t.get("maxSkew", 1)),
+                (t.get("nodeAffinityPolicy") or "Honor") == "Honor",
+                (t.get("nodeTaintsPolicy") or "Ignore") == "Honor",
+                key == HOSTNAME))
         pref = {}
         own = {}
         for field, sign in (("podAffinityPreferred", 1), ("podAntiAffinityPreferred", -1)):
@@ -319,7 +333,7 @@ cdef class InterPodIndex:
         got = self.terms_memo[(c, lset)] = (
             am, akeys, self_match, pairs, tuple(spread),
             tuple((m, k, w) for (m, k), w in sorted(pref.items()) if w),
-            tuple((key, a) for key, a in sorted(own.items()) if a))
+            tuple((key, a) for key, a in sorted(own.items()) if a), tuple(soft))
         return got
 
     # ---------------------------------------------------------------- counts

@@ -64,6 +64,7 @@ from esched.core._classview cimport (
     ClassView,
     IpCheck,
     IpScore,
+    SoftSpread,
     SpreadCheck,
 )
 from esched.core._feasibility cimport (
@@ -121,6 +122,7 @@ from esched.core._types cimport (
 )
 from esched.core.scoring._epvm cimport epvm
 from esched.core.scoring._mixed cimport mixed
+from esched.core.scoring._pod_topology_spread cimport spread_see, spread_start, spread_weigh
 from esched.core.scoring._plugin cimport (
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_NODE_SCORE,
@@ -136,6 +138,7 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_NODE_AFFINITY,
     PLUGIN_NODE_GROUP_AFFINITY,
     PLUGIN_PAPER_BEST_FIT,
+    PLUGIN_POD_TOPOLOGY_SPREAD,
     PLUGIN_PYTHON,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PLUGIN_TAINT_TOLERATION,
@@ -350,6 +353,8 @@ cdef class Placer:
         self.sp_cap = 0
         self.ips_buf = NULL
         self.ips_cap = 0
+        self.soft_buf = NULL
+        self.soft_cap = 0
         self.ip_scored_pairs = {}
         self.ext_mask = NULL
         self.ext_score = NULL
@@ -367,6 +372,8 @@ cdef class Placer:
             free(self.sp_buf)
         if self.ips_buf != NULL:
             free(self.ips_buf)
+        if self.soft_buf != NULL:
+            free(self.soft_buf)
 
     def __init__(self, ClusterState state, profile: Profile | None = None, seed: int = 0,
                  cache: bool = True, sample: bool = True, hide_reserved: bool = True) -> None:
@@ -457,6 +464,7 @@ cdef class Placer:
             "NodeAffinity": PLUGIN_NODE_AFFINITY,
             "TaintToleration": PLUGIN_TAINT_TOLERATION,
             "InterPodAffinity": PLUGIN_INTER_POD_AFFINITY,
+            "PodTopologySpread": PLUGIN_POD_TOPOLOGY_SPREAD,
         }
         # External plugins (FGD) need per-device state the placer does not hold: their
         # caller scores them (esched.core._devices) and passes the scores to place().
@@ -523,7 +531,7 @@ cdef class Placer:
             return
         for p in plugins:
             if p.kind in ("NodeGroupAffinity", "NodeAffinity", "TaintToleration",
-                          "InterPodAffinity"):
+                          "InterPodAffinity", "PodTopologySpread"):
                 # Scored only for classes with something to prefer (preferred groups,
                 # preferred terms, PreferNoSchedule taints not tolerated): the rest
                 # scan fused.
@@ -881,6 +889,8 @@ cdef class Placer:
         v.spread = NULL
         v.n_ips = 0
         v.ips = NULL
+        v.n_soft = 0
+        v.soft = NULL
         v.alloc = &self.alloc[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
@@ -1038,6 +1048,8 @@ cdef class Placer:
         if kind == PLUGIN_INTER_POD_AFFINITY:
             # kube's PreScore Skip (no term anywhere concerns the pod): no weights
             return v.n_ips > 0
+        if kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+            return v.n_soft > 0  # (PreScore Skip: no ScheduleAnyway constraint)
         return True
 
     cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept:
@@ -1176,6 +1188,31 @@ cdef class Placer:
         cdef Py_ssize_t N = self.n_nodes, k = 0, n
         cdef long long found = 0, raw
         cdef int j, p
+        cdef bint spread = False
+        for j in range(v.n_norm):
+            spread |= self.specs[v.norm[j]].kind == PLUGIN_POD_TOPOLOGY_SPREAD
+        if spread:
+            # PodTopologySpread weighs each constraint by its domains among the scored
+            # nodes: one walk over them first (the same walk as below).
+            spread_start(v)
+            while k < N:
+                n = start + k
+                if n >= N:
+                    n -= N
+                k += 1
+                if not (v.flags[n] & NODE_ALIVE):
+                    continue
+                if self.ext_mask != NULL and not self.ext_mask[n]:
+                    continue
+                if not fits(v, n):
+                    continue
+                spread_see(v, n)
+                found += 1
+                if found >= target:
+                    break
+            spread_weigh(v)
+            k = 0
+            found = 0
         for j in range(v.n_norm):
             # (InterPodAffinity's raw scores may be negative)
             v.raw_max[v.norm[j]] = -9223372036854775807
@@ -1194,6 +1231,8 @@ cdef class Placer:
             for j in range(v.n_norm):
                 p = v.norm[j]
                 raw = plugin_raw(self.specs[p].kind, v, n)
+                if raw < 0 and self.specs[p].kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+                    continue  # an ignored node: out of the min and max
                 if raw > v.raw_max[p]:
                     v.raw_max[p] = raw
                 if raw < v.raw_min[p]:
@@ -1571,6 +1610,10 @@ cdef class Placer:
                 if a[0] > 0:
                     checks.append((IP_EXISTING, k, a))
         self._ip_score_view(cid, lset, v)
+        if st.class_flags[cid] & CLASS_INTERPOD:
+            soft = ip.terms(cid, lset)[7]
+            if soft:
+                self._soft_spread_view(soft, v)
         if not checks:
             return 0
         if len(checks) > self.ip_cap:
@@ -1658,6 +1701,65 @@ cdef class Placer:
                 grown[: acc.shape[0]] = acc
             acc = vals[k] = grown
         acc[: arr.shape[0]] += times * arr.astype(np.int64)
+        return 0
+
+    cdef int _soft_spread_view(self, tuple soft, ClassView* v) except -1:
+        # kube's PodTopologySpread PreScore: per ScheduleAnyway constraint, the matching
+        # pods per domain over the nodes that have every such constraint's key and pass
+        # its node affinity / taint policies (a hostname key: the node's own pods, as
+        # kube's Score counts them); the weights wait for the normalization walk.
+        cdef ClusterState st = self.state
+        ip = st.interpod
+        cdef Py_ssize_t n, N = self.n_nodes, j, J = len(soft), d, D
+        cdef int32_t[::1] dom, per_node, dc
+        cdef uint8_t[::1] keys_ok, seen
+        cdef bint h_aff, h_taint
+        node_key = ip.key(NODE_KEY)
+        if J > self.soft_cap:
+            grown = <SoftSpread*>realloc(self.soft_buf, 2 * J * sizeof(SoftSpread))
+            if grown == NULL:
+                raise MemoryError()
+            self.soft_buf = grown
+            self.soft_cap = 2 * J
+        doms = [ip.dom_np[c[1]] for c in soft]
+        keys_np = np.ones(N, dtype=np.uint8)
+        for other in doms:
+            keys_np &= (other[:N] >= 0)
+        keys_ok = keys_np
+        hold = []
+        for j in range(J):
+            m, k, max_skew, h_aff, h_taint, host = soft[j]
+            dom = doms[j]
+            per_node = self._ip_arr(0, m, node_key)
+            D = ip.dom_cap[k]
+            seen_np = np.zeros(max(D, 1), dtype=np.uint8)
+            seen = seen_np
+            if host:
+                dc_np = per_node
+            else:
+                dc_np = np.zeros(1 + D, dtype=np.int32)
+                dc = dc_np
+                for n in range(N):
+                    if not (v.flags[n] & NODE_ALIVE) or not keys_ok[n]:
+                        continue
+                    if h_aff and v.has_labels and not selector_ok(v, n):
+                        continue
+                    if h_taint and v.has_taints and not taints_ok(v, n):
+                        continue
+                    dc[1 + dom[n]] += per_node[1 + n]
+            dc = dc_np
+            hold.append((dom, dc_np, seen_np))
+            self.soft_buf[j].dom = &dom[0]
+            self.soft_buf[j].cnt = &dc[0]
+            self.soft_buf[j].max_skew = max_skew
+            self.soft_buf[j].host = host
+            self.soft_buf[j].seen = &seen[0]
+            self.soft_buf[j].n_dom = seen_np.shape[0]
+            self.soft_buf[j].size = 0
+            self.soft_buf[j].weight = 0
+        self.soft_hold = hold
+        v.n_soft = J
+        v.soft = self.soft_buf
         return 0
 
     cdef int _spread_view(self, tuple spread, ClassView* v) except -1:

@@ -785,10 +785,12 @@ cdef class ClusterState:
             pod_anti = pn.get("requiredDuringSchedulingIgnoredDuringExecution")
             pref_aff = pa.get("preferredDuringSchedulingIgnoredDuringExecution")
             pref_anti = pn.get("preferredDuringSchedulingIgnoredDuringExecution")
-        # kube's PodTopologySpread filter: the DoNotSchedule constraints (ScheduleAnyway
-        # ones are refused at ingest until they are scored).
+        # kube's PodTopologySpread filter: the DoNotSchedule constraints
         spread = [c for c in spec.get("topologySpreadConstraints") or ()
                   if isinstance(c, dict) and c.get("whenUnsatisfiable") == "DoNotSchedule"]
+        # ... and its score: the ScheduleAnyway ones
+        soft_spread = [c for c in spec.get("topologySpreadConstraints") or ()
+                       if isinstance(c, dict) and c.get("whenUnsatisfiable") == "ScheduleAnyway"]
         try:
             ports = pod_host_ports(spec) if has_ports else None
         except _MALFORMED:
@@ -797,7 +799,7 @@ cdef class ClusterState:
         cdef str ckey = ""
         if (node_selector or tolerations or required or node_group or node_name or ports or never
                 or preferred or sname or pod_aff or pod_anti or spread or pref_aff
-                or pref_anti):
+                or pref_anti or soft_spread):
             cons = {"nodeSelector": node_selector or None, "required": required or None,
                     "tolerations": tolerations or None}
             if node_group:
@@ -822,6 +824,8 @@ cdef class ClusterState:
                 cons["podAffinityPreferred"] = pref_aff
             if pref_anti:
                 cons["podAntiAffinityPreferred"] = pref_anti
+            if soft_spread:
+                cons["topologySpreadSoft"] = soft_spread
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.
@@ -867,7 +871,7 @@ cdef class ClusterState:
             self._intern_ports(i, spec["hostPorts"])
         if spec and (spec.get("podAffinity") or spec.get("podAntiAffinity")
                      or spec.get("topologySpread") or spec.get("podAffinityPreferred")
-                     or spec.get("podAntiAffinityPreferred")):
+                     or spec.get("podAntiAffinityPreferred") or spec.get("topologySpreadSoft")):
             self.class_flags[i] |= CLASS_INTERPOD
         return i
 

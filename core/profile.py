@@ -7,8 +7,9 @@ An operator brings the file they already have: ``profiles[].plugins.score`` (and
 with ``shape`` and ``resources``) and ``NodeResourcesBalancedAllocation`` mean what
 they mean in kube-scheduler v1.30, and so do ``TaintToleration`` (PreferNoSchedule
 taints), ``NodeAffinity`` (preferred terms, and ``args.addedAffinity``) and
-``InterPodAffinity`` (preferred pod terms, ``hardPodAffinityWeight``) as score plugins,
-with kube's default weights 3, 2 and 2. esched adds ``EPVM``, ``Mixed``, ``FGD``,
+``InterPodAffinity`` (preferred pod terms, ``hardPodAffinityWeight``) and
+``PodTopologySpread`` (ScheduleAnyway constraints) as score plugins, with kube's
+default weights 3, 2, 2 and 2. esched adds ``EPVM``, ``Mixed``, ``FGD``,
 ``PaperBestFit`` (the FGD paper's BestFit) and ``NodeGroupAffinity`` in the same
 structure. Arguments are validated here, so the Cython placer sees only clean numbers.
 
@@ -58,7 +59,6 @@ DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))
 IGNORED_KUBE_PLUGINS = frozenset(
     {
         "ImageLocality",
-        "PodTopologySpread",
         "VolumeBinding",
         "NodePorts",
         "NodeName",
@@ -82,6 +82,7 @@ KUBE_PLUGINS = IGNORED_KUBE_PLUGINS | {
     "TaintToleration",
     "NodeAffinity",
     "InterPodAffinity",
+    "PodTopologySpread",
 }
 #: Plugins kube removed (validation.go removedPluginsByVersion, and the in-tree cloud
 #: volume limits removed in 1.31): refused by name, as kube-scheduler refuses them.
@@ -153,7 +154,7 @@ _KUBE_ARGS: dict[str, frozenset[str]] = {
 #: Arguments esched does not honour, with why (refused rather than ignored).
 _REFUSED_ARGS = {
     ("PodTopologySpread", "defaultConstraints"): "PodTopologySpread defaultConstraints are not "
-    "honoured by esched (pod topology spread is not implemented)",
+    "honoured by esched (only a pod's own constraints are applied)",
     ("NodeResourcesFit", "ignoredResources"): "NodeResourcesFit ignoredResources is not "
     "honoured by esched (it filters on every requested resource)",
     ("NodeResourcesFit", "ignoredResourceGroups"): "NodeResourcesFit ignoredResourceGroups is "
@@ -218,7 +219,7 @@ class PluginConfig:
 
     ``kind`` is one of LeastAllocated, MostAllocated, RequestedToCapacityRatio,
     BalancedAllocation, EPVM, Mixed, FGD, PaperBestFit, NodeGroupAffinity, NodeAffinity,
-    TaintToleration, InterPodAffinity, Python. ``name`` is the
+    TaintToleration, InterPodAffinity, PodTopologySpread, Python. ``name`` is the
     profile's plugin name.
     FGD is scored outside the placer (it needs per-device GPU state): see
     :meth:`esched.core.Placer.place` (``extra``) and :mod:`esched.core._devices`.
@@ -382,6 +383,9 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
         if ties not in FGD_TIES:
             raise ProfileError(f"{where}.ties", f"must be one of {', '.join(FGD_TIES)}")
         return PluginConfig(name, "FGD", weight, (), fgd_ties=ties)
+    if name == "PodTopologySpread":
+        # (defaultingType checked by _check_plugin_config; defaultConstraints refused)
+        return PluginConfig(name, name, weight, ())
     if name == "InterPodAffinity":
         # (arguments checked by _check_plugin_config: kube's ranges)
         return PluginConfig(
@@ -439,6 +443,7 @@ DEFAULT_SCORE = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
+    ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
     ("NodeResourcesBalancedAllocation", 1),
 )

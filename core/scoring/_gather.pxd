@@ -15,12 +15,14 @@ from esched.core.scoring._inter_pod_affinity cimport ip_weight
 from esched.core.scoring._least_allocated cimport least_allocated_add
 from esched.core.scoring._most_allocated cimport most_allocated_add
 from esched.core.scoring._node_affinity cimport preferred_weight
+from esched.core.scoring._pod_topology_spread cimport spread_raw
 from esched.core.scoring._plugin cimport (
     MAX_PLUGIN_RES,
     PLUGIN_BALANCED_ALLOCATION,
     PLUGIN_INTER_POD_AFFINITY,
     PLUGIN_MOST_ALLOCATED,
     PLUGIN_NODE_AFFINITY,
+    PLUGIN_POD_TOPOLOGY_SPREAD,
     PLUGIN_TAINT_TOLERATION,
     PluginSpec,
     ScoreInput,
@@ -35,13 +37,15 @@ from esched.core.scoring._taint_toleration cimport intolerable_prefer
 cdef inline long long plugin_raw(int kind, const ClassView* v, Py_ssize_t n) noexcept nogil:
     """A normalized plugin's raw score of node n (kube's Score, before NormalizeScore):
     the weight of the preferred terms it matches, its intolerable PreferNoSchedule taints,
-    its domains' inter-pod weights."""
+    its domains' inter-pod weights, its soft spread counts."""
     if kind == PLUGIN_NODE_AFFINITY:
         return preferred_weight(v, n)
     if kind == PLUGIN_TAINT_TOLERATION:
         return intolerable_prefer(v, n)
     if kind == PLUGIN_INTER_POD_AFFINITY:
         return ip_weight(v, n)
+    if kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+        return spread_raw(v, n)  # -1: a node lacking a key (scores 0)
     return 0
 
 

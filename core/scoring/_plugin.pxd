@@ -29,6 +29,7 @@ cdef enum:
     PLUGIN_NODE_AFFINITY = 10       # preferred node affinity (normalized over the scored nodes)
     PLUGIN_TAINT_TOLERATION = 11    # PreferNoSchedule taints (reverse-normalized)
     PLUGIN_INTER_POD_AFFINITY = 12  # preferred inter-pod terms (min-max normalized)
+    PLUGIN_POD_TOPOLOGY_SPREAD = 13 # ScheduleAnyway spread constraints (reverse-normalized)
 
 cdef struct PluginSpec
 

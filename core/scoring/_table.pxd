@@ -22,6 +22,7 @@ from esched.core.scoring._most_allocated cimport (
 from esched.core.scoring._node_affinity cimport node_affinity
 from esched.core.scoring._node_group_affinity cimport node_group_affinity
 from esched.core.scoring._paper_best_fit cimport paper_best_fit
+from esched.core.scoring._pod_topology_spread cimport pod_topology_spread
 from esched.core.scoring._plugin cimport (
     PLUGIN_BALANCED_ALLOCATION,
     PLUGIN_EPVM,
@@ -32,6 +33,7 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_NODE_AFFINITY,
     PLUGIN_NODE_GROUP_AFFINITY,
     PLUGIN_PAPER_BEST_FIT,
+    PLUGIN_POD_TOPOLOGY_SPREAD,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PLUGIN_TAINT_TOLERATION,
     PluginSpec,
@@ -89,12 +91,16 @@ cdef inline score_t _inter_pod_affinity(const PluginSpec* s, const ScoreInput* x
     return inter_pod_affinity(x.raw, x.raw_min, x.raw_max)
 
 
+cdef inline score_t _pod_topology_spread(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return pod_topology_spread(x.raw, x.raw_min, x.raw_max)
+
+
 cdef inline bint normalized(int kind) noexcept nogil:
     """Kind is normalized over the scored nodes (kube's NormalizeScore): its score of a
     node needs ScoreInput.raw_max (and raw_min), the largest (smallest) raw score of the
     nodes being scored."""
     return (kind == PLUGIN_NODE_AFFINITY or kind == PLUGIN_TAINT_TOLERATION
-            or kind == PLUGIN_INTER_POD_AFFINITY)
+            or kind == PLUGIN_INTER_POD_AFFINITY or kind == PLUGIN_POD_TOPOLOGY_SPREAD)
 
 
 cdef inline score_t score_nothing(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
@@ -126,6 +132,8 @@ cdef inline score_fn kernel_of(int kind) noexcept nogil:
         return _taint_toleration
     if kind == PLUGIN_INTER_POD_AFFINITY:
         return _inter_pod_affinity
+    if kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+        return _pod_topology_spread
     return score_nothing
 
 

@@ -18,10 +18,6 @@ UNSUPPORTED_POD_FIELDS = {
         "InterPodAffinity",
         "a namespaceSelector other than {} (namespace labels)",
     ),
-    "spec.topologySpreadConstraints[].whenUnsatisfiable": (
-        "PodTopologySpread",
-        "a ScheduleAnyway topology spread constraint (not scored)",
-    ),
     "spec.resourceClaims": ("DynamicResources", "DRA resource claims"),
     "spec.volumes[].persistentVolumeClaim": ("VolumeBinding", "volumes of persistent claims"),
     "spec.volumes[].ephemeral": ("VolumeBinding", "generic ephemeral volumes"),
@@ -66,12 +62,6 @@ def _check_refused_fields(spec: dict[str, Any]) -> None:
     affinity = spec.get("affinity") or {}
     if isinstance(affinity, dict):
         _check_pod_affinity(affinity)
-    for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
-        if isinstance(c, dict) and c.get("whenUnsatisfiable") == "ScheduleAnyway":
-            raise _refused_field(
-                "spec.topologySpreadConstraints[].whenUnsatisfiable",
-                f"spec.topologySpreadConstraints[{i}].whenUnsatisfiable",
-            )
     if spec.get("resourceClaims"):
         raise _refused_field("spec.resourceClaims", "spec.resourceClaims")
     for i, volume in enumerate(spec.get("volumes") or ()):

@@ -331,9 +331,7 @@ def test_every_reason_is_reachable() -> None:
                         "metadata": {"name": "p"},
                         "spec": {
                             "containers": [{"name": "c"}],
-                            "topologySpreadConstraints": [
-                                {"whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1}
-                            ],
+                            "resourceClaims": [{"name": "gpu", "resourceClaimName": "g"}],
                         },
                     },
                 )
@@ -419,14 +417,6 @@ _UNSUPPORTED = [
         ),
         "data.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
         ".podAffinityTerm.namespaceSelector",
-    ),
-    (
-        lambda s: s.update(
-            topologySpreadConstraints=[
-                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
-            ]
-        ),
-        "data.spec.topologySpreadConstraints[0].whenUnsatisfiable",
     ),
     (
         lambda s: s.update(resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-0"}]),
