@@ -1671,6 +1671,9 @@ cdef class Placer:
                         ks = sorted(set(ks or ()) | mine)
                     for k in ks or ():
                         self._ip_add(vals, k, self._ip_arr(kind, m, k), amount)
+        # all-zero weights (terms whose pods left) score every node alike: as kube's
+        # Skip, the pod keeps the cached scan
+        vals = {k: acc for k, acc in vals.items() if acc[1:].any()}
         if not vals:
             return 0
         if len(vals) > self.ips_cap:

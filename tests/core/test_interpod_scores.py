@@ -303,3 +303,34 @@ def test_the_scheduling_pass_places_by_the_inter_pod_score():
     where = _pass_placements()
     assert {where["ns/near0"], where["ns/near1"]} <= {"n3", "n5"}
     assert {where[f"ns/away{i}"] for i in range(3)} <= {"n0", "n1", "n2"}
+
+
+def _cluster_with_a_preferring_pod():
+    st = ClusterState()
+    log = Log(st)
+    for i, labels in enumerate([CHINA, INDIA, AZ1]):
+        log(EV.NODE_ADDED, node(f"node{i + 1}", labels=labels))
+    log(EV.POD_SUBMITTED, lpod("e", S2, STAY_S2_REGION, node_name="node2"))
+    return st, log
+
+
+def _ipa(st: ClusterState, p: dict) -> list:
+    rows = Placer(st).explain(p)["nodes"]
+    return [r["scores"].get("InterPodAffinity") for r in rows]
+
+
+def test_the_fold_takes_a_finished_pods_terms_back_and_a_snapshot_keeps_them():
+    st, log = _cluster_with_a_preferring_pod()
+    # The bound pod's preferred term weighs its region for a matching pod.
+    assert _ipa(st, lpod("p", S2)) == [0, MAX, 0]
+    copy = ClusterState.from_bytes(st.to_bytes())
+    assert _ipa(copy, lpod("p", S2)) == [0, MAX, 0]
+    log(EV.POD_SUCCEEDED, {"metadata": {"name": "e", "namespace": "ns"}})
+    assert _ipa(st, lpod("p", S2)) == [None, None, None]
+
+
+def test_a_relabelled_node_moves_its_pods_weights():
+    st, log = _cluster_with_a_preferring_pod()
+    # node2 moves to China: its pod's term now weighs China (node1 and node2).
+    log(EV.NODE_ADDED, node("node2", labels=CHINA))
+    assert _ipa(st, lpod("p", S2)) == [MAX, MAX, 0]
