@@ -1,7 +1,7 @@
 # ClassView: one equivalence class compiled against the state's interned labels and
 # taints, plus raw pointers into the placer's tables for the per-node loops. The
 # feasibility functions (_feasibility.pxd) and the scoring gather read only this.
-from libc.stdint cimport int8_t, int32_t
+from libc.stdint cimport int8_t, int32_t, uint8_t
 
 from esched.core._fused_block cimport esched_fblock
 from esched.core._types cimport flag_t, units_t, word_t
@@ -38,6 +38,27 @@ ctypedef struct SpreadCheck:
     long long limit              # maxSkew + global minimum - self match: cnt above fails
 
 
+# The InterPodAffinity score's weights of one topology key (_placer._ip_score_view):
+# a node's raw score sums val[1 + dom[n]] over the view's keys.
+ctypedef struct IpScore:
+    const int32_t* dom           # [node] domain of the key, -1: no such label
+    const long long* val         # [1 + domain] summed signed weights; [0] unused
+
+
+# One ScheduleAnyway topology spread constraint (the PodTopologySpread score), gathered
+# per pod by the placer (_placer._soft_spread_view); ``weight`` and ``size`` are set by
+# the normalization walk (kube's topologyNormalizingWeight over the scored nodes).
+ctypedef struct SoftSpread:
+    const int32_t* dom           # [node] domain of the constraint's key, -1: no such label
+    const int32_t* cnt           # [1 + domain] matching pods; host: [1 + node] per node
+    long long max_skew
+    bint host                    # the key is kubernetes.io/hostname: a node's own pods
+    uint8_t* seen                # [n_dom] scratch of the normalization walk
+    Py_ssize_t n_dom
+    long long size               # domains (host: nodes) among the scored nodes
+    double weight                # log(size + 2)
+
+
 ctypedef struct ClassView:
     const units_t* req           # [n_res] requests (state.class_req row)
     units_t nz_cpu               # non-zero requests for scoring
@@ -70,6 +91,10 @@ ctypedef struct ClassView:
     const IpCheck* ip
     int n_spread                 # topology spread constraints (0: none)
     const SpreadCheck* spread
+    int n_ips                    # InterPodAffinity score keys (0: the plugin skips the pod)
+    const IpScore* ips
+    int n_soft                   # PodTopologySpread score constraints (0: the plugin skips)
+    SoftSpread* soft
     const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
     bint has_pref
     # The plugins that score this class, in profile order (kube's PreScore "Skip": e.g.
@@ -82,6 +107,7 @@ ctypedef struct ClassView:
     int n_norm
     int norm[MAX_PLUGINS]
     long long raw_max[MAX_PLUGINS]
+    long long raw_min[MAX_PLUGINS]
     # Per plugin k and resource i, resolved once per class (not per node):
     units_t pod_req[MAX_PLUGINS][MAX_PLUGIN_RES]   # the pod's side of the request
     int src[MAX_PLUGINS][MAX_PLUGIN_RES]           # node side: SRC_* (SRC_SKIP: not scored)

@@ -21,6 +21,8 @@ cdef class InterPodIndex:
     cdef public dict counts              # (matcher, key) -> int32[1 + domains]: [0] total
     cdef public dict owner_keys          # matcher -> [key id] with an owners array
     cdef public dict owners              # (matcher, key) -> int32[1 + domains] of bound owners
+    cdef public dict scored              # (SCORED_*, matcher, key) -> int32[1 + domains]
+    cdef public dict scored_keys         # (SCORED_*, matcher) -> [key id] with a scored array
     cdef dict terms_memo                 # (class, lset) -> resolved terms
     cpdef int set_pod(self, Py_ssize_t p, str key, object labels) except -1
     cpdef int move(self, Py_ssize_t p, Py_ssize_t n, Py_ssize_t c, int sign) except -1

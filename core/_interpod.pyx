@@ -16,6 +16,12 @@ instead, so a placement reads them and never rescans pods:
 - ``owners[(matcher, key)]``: per domain, the bound pods that carry that required
   anti-affinity term (kube's existing pods' anti-affinity, honoured symmetrically).
 
+- ``scored[(SCORED_PREFERRED, matcher, key)]``: per domain, the signed weights of the
+  preferred terms (affinity +, anti-affinity -) of bound pods; ``scored[(SCORED_REQUIRED,
+  matcher, key)]``: per domain, the bound pods with that required affinity term (kube's
+  InterPodAffinity score: existing pods' terms that match the incoming pod, the required
+  ones weighted by ``hardPodAffinityWeight``).
+
 ``counts`` arrays are made when a placement first asks for them (one vectorized count
 over the pods), then kept by the fold (:meth:`InterPodIndex.move` on every bind and
 release); ``owners`` arrays by the fold from the first owner on. Memory: an int32 per
@@ -30,6 +36,12 @@ _ALL = None  # a part's namespaces: every namespace (namespaceSelector: {})
 #: The topology key whose domain is the node itself (per-node counts, for topology
 #: spread: kube counts a domain's pods on the nodes that pass its policies only).
 NODE_KEY = "\x00node"
+#: Kinds of :attr:`InterPodIndex.scored` arrays (and of the placer's copies: 0 counts,
+#: 1 owners).
+#: kube's v1.LabelHostname: a spread score counts a node's own pods for this key.
+HOSTNAME = "kubernetes.io/hostname"
+SCORED_PREFERRED = 2
+SCORED_REQUIRED = 3
 
 
 def _values(expr) -> tuple:
@@ -117,6 +129,8 @@ cdef class InterPodIndex:
         self.counts = {}
         self.owners = {}
         self.owner_keys = {}
+        self.scored = {}
+        self.scored_keys = {}
         self.terms_memo = {}
 
     # ---------------------------------------------------------------- label sets
@@ -207,8 +221,8 @@ cdef class InterPodIndex:
 
     cdef int _grow_domains(self, Py_ssize_t k, Py_ssize_t cap) except -1:
         self.dom_cap[k] = cap
-        for table in (self.counts, self.owners):
-            for pair in [pr for pr in table if pr[1] == k]:
+        for table in (self.counts, self.owners, self.scored):
+            for pair in [pr for pr in table if pr[len(pr) - 1] == k]:
                 old = table[pair]
                 new = np.zeros(1 + cap, dtype=np.int32)
                 new[: old.shape[0]] = old
@@ -232,6 +246,8 @@ cdef class InterPodIndex:
                     self.counts[pair] = self._count(pair[0], k)
                 for pair in [pr for pr in self.owners if pr[1] == k]:
                     self.owners[pair] = self._count_owners(pair[0], k)
+                for triple in [t for t in self.scored if t[2] == k]:
+                    self.scored[triple] = self._count_owners(triple[1], k, triple[0])
 
     # ---------------------------------------------------------------- matchers
 
@@ -251,11 +267,16 @@ cdef class InterPodIndex:
         return m
 
     def terms(self, Py_ssize_t c, Py_ssize_t lset) -> tuple:
-        """Class ``c``'s required inter-pod terms for a pod of label set ``lset``:
+        """Class ``c``'s inter-pod terms for a pod of label set ``lset``:
         ``(affinity matcher or -1, its key ids, the pod matches its own affinity,
-        ((anti-affinity matcher, key id), ...), spread)``; ``spread``: per
+        ((anti-affinity matcher, key id), ...), spread, preferred, own)``; ``spread``: per
         DoNotSchedule topology spread constraint ``(matcher, key id, maxSkew,
-        minDomains, honour node affinity, honour taints, the pod matches itself)``."""
+        minDomains, honour node affinity, honour taints, the pod matches itself)``;
+        ``preferred``: the pod's preferred terms ``((matcher, key id, signed weight),
+        ...)`` (anti-affinity negative); ``own``: what the pod adds to :attr:`scored`
+        once bound ``(((SCORED_*, matcher, key id), amount), ...)``; ``soft``: per
+        ScheduleAnyway constraint ``(matcher, key id, maxSkew, honour node affinity,
+        honour taints, the key is kubernetes.io/hostname)``."""
         got = self.terms_memo.get((c, lset))
         if got is not None:
             return got
@@ -284,7 +305,35 @@ cdef class InterPodIndex:
                 (t.get("nodeAffinityPolicy") or "Honor") == "Honor",
                 (t.get("nodeTaintsPolicy") or "Ignore") == "Honor",
                 part_matches(part, ns, labels)))
-        got = self.terms_memo[(c, lset)] = (am, akeys, self_match, pairs, tuple(spread))
+        soft = []
+        for t in cons.get("topologySpreadSoft") or ():
+            part = term_part({"labelSelector": t.get("labelSelector"),
+                              "matchLabelKeys": t.get("matchLabelKeys")}, ns, labels)
+            key = str(t.get("topologyKey", ""))
+            soft.append((
+                self.matcher((part,)), self.key(key), int(t.get("maxSkew", 1)),
+                (t.get("nodeAffinityPolicy") or "Honor") == "Honor",
+                (t.get("nodeTaintsPolicy") or "Ignore") == "Honor",
+                key == HOSTNAME))
+        pref = {}
+        own = {}
+        for field, sign in (("podAffinityPreferred", 1), ("podAntiAffinityPreferred", -1)):
+            for wt in cons.get(field) or ():
+                t = wt.get("podAffinityTerm") or {}
+                mk = (self.matcher((term_part(t, ns, labels),)),
+                      self.key(str(t.get("topologyKey", ""))))
+                w = sign * int(wt.get("weight", 0))
+                pref[mk] = pref.get(mk, 0) + w
+                own[(SCORED_PREFERRED,) + mk] = own.get((SCORED_PREFERRED,) + mk, 0) + w
+        for t in aff:
+            # each required affinity term on its own (kube's processTerm per term)
+            mk = (SCORED_REQUIRED, self.matcher((term_part(t, ns, labels),)),
+                  self.key(str(t.get("topologyKey", ""))))
+            own[mk] = own.get(mk, 0) + 1
+        got = self.terms_memo[(c, lset)] = (
+            am, akeys, self_match, pairs, tuple(spread),
+            tuple((m, k, w) for (m, k), w in sorted(pref.items()) if w),
+            tuple((key, a) for key, a in sorted(own.items()) if a), tuple(soft))
         return got
 
     # ---------------------------------------------------------------- counts
@@ -306,6 +355,10 @@ cdef class InterPodIndex:
     def owner_pairs(self) -> list:
         """The (matcher, key) pairs some bound pod's anti-affinity term holds."""
         return [pair for pair, arr in self.owners.items() if arr[0] > 0]
+
+    def scored_for(self, int kind, Py_ssize_t m, Py_ssize_t k):
+        """``scored[(kind, m, k)]`` (None: no bound pod holds such a term)."""
+        return self.scored.get((kind, m, k))
 
     def count_keys(self, Py_ssize_t m) -> list:
         """Key ids with a ``counts`` array for matcher ``m``."""
@@ -332,21 +385,26 @@ cdef class InterPodIndex:
         arr[0] = d.shape[0]
         return arr
 
-    def _count_owners(self, Py_ssize_t m, Py_ssize_t k):
+    def _count_owners(self, Py_ssize_t m, Py_ssize_t k, int kind=1):
+        # owners (kind 1) or scored (SCORED_*) array of (m, k), from the pods
         arr = np.zeros(1 + self.dom_cap[k], dtype=np.int32)
         st = self.state
         ps, nodes = self._bound()
         dom = self.dom_np[k]
+        cdef long long amount
         for p in ps:
             c = st.pod_class_np[p]
-            cons = st.class_specs[c]["constraints"]
-            if not cons or not cons.get("podAntiAffinity"):
+            if not st.class_specs[c]["constraints"]:
                 continue
-            if (m, k) in self.terms(c, self.pod_lset[p])[3]:
-                d = dom[nodes[p]]
-                if d >= 0:
-                    arr[0] += 1
-                    arr[1 + d] += 1
+            terms = self.terms(c, self.pod_lset[p])
+            if kind == 1:
+                amount = 1 if (m, k) in terms[3] else 0
+            else:
+                amount = dict(terms[6]).get((kind, m, k), 0)
+            d = dom[nodes[p]]
+            if amount and d >= 0:
+                arr[0] += amount
+                arr[1 + d] += amount
         return arr
 
     cpdef int move(self, Py_ssize_t p, Py_ssize_t n, Py_ssize_t c, int sign) except -1:
@@ -377,6 +435,20 @@ cdef class InterPodIndex:
                 arr = a
                 arr[0] += sign
                 arr[1 + d] += sign
+            for key, amount in self.terms(c, lset)[6]:
+                k = key[2]
+                dom = self.dom_np[k]
+                d = dom[n]
+                if d < 0:
+                    continue
+                a = self.scored.get(key)
+                if a is None:
+                    a = self.scored[key] = np.zeros(1 + self.dom_cap[k], dtype=np.int32)
+                    self.scored_keys.setdefault(key[:2], []).append(k)
+                    self.active = True
+                arr = a
+                arr[0] += sign * amount
+                arr[1 + d] += sign * amount
         return 0
 
     def rebuild(self) -> None:
@@ -384,6 +456,8 @@ cdef class InterPodIndex:
         self.counts = {}
         self.owners = {}
         self.owner_keys = {}
+        self.scored = {}
+        self.scored_keys = {}
         self.m_keys = [[] for _ in self.matchers]
         self.terms_memo = {}
         self.active = False
@@ -392,7 +466,9 @@ cdef class InterPodIndex:
         for p in ps:
             c = st.pod_class_np[p]
             cons = st.class_specs[c]["constraints"]
-            if cons and (cons.get("podAntiAffinity") or cons.get("podAffinity")):
+            if cons and (cons.get("podAntiAffinity") or cons.get("podAffinity")
+                         or cons.get("podAffinityPreferred")
+                         or cons.get("podAntiAffinityPreferred")):
                 self.move(p, nodes[p], c, 1)
 
     def nbytes(self) -> int:
@@ -400,4 +476,5 @@ cdef class InterPodIndex:
         total = self.pod_lset_np.nbytes + sum(a.nbytes for a in self.dom_np)
         total += sum(a.nbytes for a in self.counts.values())
         total += sum(a.nbytes for a in self.owners.values())
+        total += sum(a.nbytes for a in self.scored.values())
         return total

@@ -3,7 +3,7 @@
 cimport cython
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 
-from esched.core._classview cimport ClassView, IpCheck, SpreadCheck
+from esched.core._classview cimport ClassView, IpCheck, IpScore, SoftSpread, SpreadCheck
 from esched.core._state cimport ClusterState
 from esched.core._types cimport flag_t, score_t, units_t, word_t
 from esched.core.scoring._plugin cimport PluginSpec
@@ -163,6 +163,13 @@ cdef class Placer:
     cdef object sp_hold                  # the arrays the last view's spread checks point into
     cdef SpreadCheck* sp_buf             # the last view's topology spread checks
     cdef Py_ssize_t sp_cap
+    cdef dict ip_scored_pairs            # (SCORED_*, matcher) -> {key} of assumed pods
+    cdef object ips_hold                 # the arrays the last view's IpScore list points into
+    cdef IpScore* ips_buf                # the last view's InterPodAffinity score keys
+    cdef Py_ssize_t ips_cap
+    cdef object soft_hold                # the arrays the last view's SoftSpread list points into
+    cdef SoftSpread* soft_buf            # the last view's PodTopologySpread score constraints
+    cdef Py_ssize_t soft_cap
 
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1
@@ -198,11 +205,14 @@ cdef class Placer:
     cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign,
                       Py_ssize_t lset=*) noexcept
     cdef Py_ssize_t _lset_of(self, pod) except -2
-    cdef bint _ip_touches(self, tuple key, tuple entry)
+    cdef long long _ip_touches(self, tuple key, tuple entry) except? -1
     cdef object _ip_arr(self, int kind, Py_ssize_t m, Py_ssize_t k)
     cdef int _ip_assume(self, Py_ssize_t cid, Py_ssize_t n, int sign, Py_ssize_t lset) except -1
     cdef int _ip_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1
     cdef int _spread_view(self, tuple spread, ClassView* v) except -1
+    cdef int _ip_score_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1
+    cdef int _ip_add(self, dict vals, Py_ssize_t k, object arr, long long times) except -1
+    cdef int _soft_spread_view(self, tuple soft, ClassView* v) except -1
     cdef Py_ssize_t _class_of(self, pod) except -1
     cdef object _gang_of(self, pods)
     cdef void _unassume_pod(self, Py_ssize_t p) noexcept

@@ -49,7 +49,7 @@ import numpy as np
 from esched.core import _constraints
 from esched.core import reasons as _reasons
 from esched.core._constraints import compile_class, intern_stamp
-from esched.core._interpod import NODE_KEY
+from esched.core._interpod import NODE_KEY, SCORED_PREFERRED, SCORED_REQUIRED
 
 from esched.core._classview cimport (
     MAX_NEED,
@@ -63,6 +63,8 @@ from esched.core._classview cimport (
     IP_EXISTING,
     ClassView,
     IpCheck,
+    IpScore,
+    SoftSpread,
     SpreadCheck,
 )
 from esched.core._feasibility cimport (
@@ -120,6 +122,7 @@ from esched.core._types cimport (
 )
 from esched.core.scoring._epvm cimport epvm
 from esched.core.scoring._mixed cimport mixed
+from esched.core.scoring._pod_topology_spread cimport spread_see, spread_start, spread_weigh
 from esched.core.scoring._plugin cimport (
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_NODE_SCORE,
@@ -128,12 +131,14 @@ from esched.core.scoring._plugin cimport (
     MAX_SHAPE,
     PLUGIN_BALANCED_ALLOCATION,
     PLUGIN_EPVM,
+    PLUGIN_INTER_POD_AFFINITY,
     PLUGIN_LEAST_ALLOCATED,
     PLUGIN_MIXED,
     PLUGIN_MOST_ALLOCATED,
     PLUGIN_NODE_AFFINITY,
     PLUGIN_NODE_GROUP_AFFINITY,
     PLUGIN_PAPER_BEST_FIT,
+    PLUGIN_POD_TOPOLOGY_SPREAD,
     PLUGIN_PYTHON,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PLUGIN_TAINT_TOLERATION,
@@ -346,6 +351,11 @@ cdef class Placer:
         self.ip_cap = 0
         self.sp_buf = NULL
         self.sp_cap = 0
+        self.ips_buf = NULL
+        self.ips_cap = 0
+        self.soft_buf = NULL
+        self.soft_cap = 0
+        self.ip_scored_pairs = {}
         self.ext_mask = NULL
         self.ext_score = NULL
         self.ext_rank = NULL
@@ -360,6 +370,10 @@ cdef class Placer:
             free(self.ip_buf)
         if self.sp_buf != NULL:
             free(self.sp_buf)
+        if self.ips_buf != NULL:
+            free(self.ips_buf)
+        if self.soft_buf != NULL:
+            free(self.soft_buf)
 
     def __init__(self, ClusterState state, profile: Profile | None = None, seed: int = 0,
                  cache: bool = True, sample: bool = True, hide_reserved: bool = True) -> None:
@@ -449,6 +463,8 @@ cdef class Placer:
             "PaperBestFit": PLUGIN_PAPER_BEST_FIT,
             "NodeAffinity": PLUGIN_NODE_AFFINITY,
             "TaintToleration": PLUGIN_TAINT_TOLERATION,
+            "InterPodAffinity": PLUGIN_INTER_POD_AFFINITY,
+            "PodTopologySpread": PLUGIN_POD_TOPOLOGY_SPREAD,
         }
         # External plugins (FGD) need per-device state the placer does not hold: their
         # caller scores them (esched.core._devices) and passes the scores to place().
@@ -490,6 +506,8 @@ cdef class Placer:
             s.prod_priority = p.prod_priority
             s.exhaust_permille = p.exhaust_permille
             s.strand_permille = p.strand_permille
+            s.hard_weight = p.hard_pod_affinity_weight
+            s.ignore_existing = p.ignore_preferred_terms_of_existing_pods
             if p.kind == "NodeGroupAffinity":
                 self.has_node_group = True
             if p.kind == "Python":
@@ -512,7 +530,8 @@ cdef class Placer:
         if not plugins:
             return
         for p in plugins:
-            if p.kind in ("NodeGroupAffinity", "NodeAffinity", "TaintToleration"):
+            if p.kind in ("NodeGroupAffinity", "NodeAffinity", "TaintToleration",
+                          "InterPodAffinity", "PodTopologySpread"):
                 # Scored only for classes with something to prefer (preferred groups,
                 # preferred terms, PreferNoSchedule taints not tolerated): the rest
                 # scan fused.
@@ -599,6 +618,7 @@ cdef class Placer:
         self.ip_log = []
         self.ip_copies = {}
         self.ip_owner_pairs = {}
+        self.ip_scored_pairs = {}
         cdef Py_ssize_t w, W = self.ports.shape[1]
         cdef long long[::1] sv = st.version_np
         for n in range(self.n_nodes):
@@ -867,6 +887,10 @@ cdef class Placer:
         v.ip = NULL
         v.n_spread = 0
         v.spread = NULL
+        v.n_ips = 0
+        v.ips = NULL
+        v.n_soft = 0
+        v.soft = NULL
         v.alloc = &self.alloc[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
@@ -915,6 +939,7 @@ cdef class Placer:
         v.n_norm = 0
         for k in range(self.n_specs):
             v.raw_max[k] = 0
+            v.raw_min[k] = 0
             if self.specs[k].kind != PLUGIN_PYTHON and self._plugin_applies(k, v):
                 v.active[v.n_active] = k
                 v.n_active += 1
@@ -1020,6 +1045,11 @@ cdef class Placer:
             return v.n_pref_terms > 0
         if kind == PLUGIN_TAINT_TOLERATION:
             return v.has_prefer_taints
+        if kind == PLUGIN_INTER_POD_AFFINITY:
+            # kube's PreScore Skip (no term anywhere concerns the pod): no weights
+            return v.n_ips > 0
+        if kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+            return v.n_soft > 0  # (PreScore Skip: no ScheduleAnyway constraint)
         return True
 
     cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept:
@@ -1158,8 +1188,35 @@ cdef class Placer:
         cdef Py_ssize_t N = self.n_nodes, k = 0, n
         cdef long long found = 0, raw
         cdef int j, p
+        cdef bint spread = False
         for j in range(v.n_norm):
-            v.raw_max[v.norm[j]] = 0
+            spread |= self.specs[v.norm[j]].kind == PLUGIN_POD_TOPOLOGY_SPREAD
+        if spread:
+            # PodTopologySpread weighs each constraint by its domains among the scored
+            # nodes: one walk over them first (the same walk as below).
+            spread_start(v)
+            while k < N:
+                n = start + k
+                if n >= N:
+                    n -= N
+                k += 1
+                if not (v.flags[n] & NODE_ALIVE):
+                    continue
+                if self.ext_mask != NULL and not self.ext_mask[n]:
+                    continue
+                if not fits(v, n):
+                    continue
+                spread_see(v, n)
+                found += 1
+                if found >= target:
+                    break
+            spread_weigh(v)
+            k = 0
+            found = 0
+        for j in range(v.n_norm):
+            # (InterPodAffinity's raw scores may be negative)
+            v.raw_max[v.norm[j]] = -9223372036854775807
+            v.raw_min[v.norm[j]] = 9223372036854775807
         while k < N:
             n = start + k
             if n >= N:
@@ -1174,11 +1231,19 @@ cdef class Placer:
             for j in range(v.n_norm):
                 p = v.norm[j]
                 raw = plugin_raw(self.specs[p].kind, v, n)
+                if raw < 0 and self.specs[p].kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+                    continue  # an ignored node: out of the min and max
                 if raw > v.raw_max[p]:
                     v.raw_max[p] = raw
+                if raw < v.raw_min[p]:
+                    v.raw_min[p] = raw
             found += 1
             if found >= target:
                 break
+        if found == 0:
+            for j in range(v.n_norm):
+                v.raw_max[v.norm[j]] = 0
+                v.raw_min[v.norm[j]] = 0
         return k
 
     cdef inline void _fused_block(self, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
@@ -1429,16 +1494,21 @@ cdef class Placer:
             return st.interpod.lset(meta.get("namespace") or "default", meta.get("labels"))
         return -1
 
-    cdef bint _ip_touches(self, tuple key, tuple entry):
-        # Whether an assumption (lset, class, node, sign) changes array key (kind, m, k).
+    cdef long long _ip_touches(self, tuple key, tuple entry) except? -1:
+        # How much an assumption (lset, class, node, sign) adds to array key (kind, m,
+        # k) per sign: 0 (not at all), 1 (counts, owners), a term's weight (scored).
         cdef ClusterState st = self.state
         ip = st.interpod
         lset, c, n, sign = entry
         if ip.dom_np[key[2]][n] < 0:
-            return False
+            return 0
         if key[0] == 0:
             return key[1] in ip.matched(lset)
-        return bool(st.class_flags[c] & CLASS_INTERPOD) and (key[1], key[2]) in ip.terms(c, lset)[3]
+        if not st.class_flags[c] & CLASS_INTERPOD:
+            return 0
+        if key[0] == 1:
+            return (key[1], key[2]) in ip.terms(c, lset)[3]
+        return dict(ip.terms(c, lset)[6]).get(key, 0)
 
     cdef object _ip_arr(self, int kind, Py_ssize_t m, Py_ssize_t k):
         # Counts (kind 0) or owners (1) of (m, k) in this view: the state's, or a copy
@@ -1450,17 +1520,22 @@ cdef class Placer:
         if got is not None:
             return got
         ip = st.interpod
-        src = ip.counts_for(m, k) if kind == 0 else ip.owners_for(m, k)
-        touched = [e for e in self.ip_log if self._ip_touches(key, e)]
+        if kind == 0:
+            src = ip.counts_for(m, k)
+        elif kind == 1:
+            src = ip.owners_for(m, k)
+        else:
+            src = ip.scored_for(kind, m, k)
+        touched = [(e, a) for e in self.ip_log for a in (self._ip_touches(key, e),) if a]
         if src is None:
             src = np.zeros(1 + ip.dom_cap[k], dtype=np.int32)
         if not touched:
             return src
         arr = src.copy()
-        for lset, c, n, sign in touched:
+        for (lset, c, n, sign), amount in touched:
             d = ip.dom_np[k][n]
-            arr[0] += sign
-            arr[1 + d] += sign
+            arr[0] += sign * amount
+            arr[1 + d] += sign * amount
         self.ip_copies[key] = arr
         return arr
 
@@ -1478,14 +1553,22 @@ cdef class Placer:
             for m, k in ip.terms(cid, lset)[3]:
                 keys.append((1, m, k))
                 self.ip_owner_pairs.setdefault(m, set()).add(k)
+            for key, _amount in ip.terms(cid, lset)[6]:
+                keys.append(key)
+                self.ip_scored_pairs.setdefault(key[:2], set()).add(key[2])
+                # binds of the state's own must keep its scored arrays from now on
+                ip.active = True
+        cdef long long amount
         for key in keys:
             arr = self.ip_copies.get(key)
             if arr is None:
                 self._ip_arr(key[0], key[1], key[2])  # copies and replays, this one too
-            elif self._ip_touches(key, entry):
-                d = ip.dom_np[key[2]][n]
-                arr[0] += sign
-                arr[1 + d] += sign
+            else:
+                amount = self._ip_touches(key, entry)
+                if amount:
+                    d = ip.dom_np[key[2]][n]
+                    arr[0] += sign * amount
+                    arr[1 + d] += sign * amount
         return 0
 
     cdef int _ip_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1:
@@ -1502,7 +1585,7 @@ cdef class Placer:
             lset = ip.lset("default", None)
         checks = []
         if st.class_flags[cid] & CLASS_INTERPOD:
-            am, akeys, self_match, anti, _spread = ip.terms(cid, lset)
+            am, akeys, self_match, anti = ip.terms(cid, lset)[:4]
             if am >= 0:
                 arrs = [(k, self._ip_arr(0, am, k)) for k in akeys]
                 first = self_match and all(a[0] == 0 for _, a in arrs)
@@ -1526,6 +1609,11 @@ cdef class Placer:
                 a = self._ip_arr(1, m, k)
                 if a[0] > 0:
                     checks.append((IP_EXISTING, k, a))
+        self._ip_score_view(cid, lset, v)
+        if st.class_flags[cid] & CLASS_INTERPOD:
+            soft = ip.terms(cid, lset)[7]
+            if soft:
+                self._soft_spread_view(soft, v)
         if not checks:
             return 0
         if len(checks) > self.ip_cap:
@@ -1545,6 +1633,136 @@ cdef class Placer:
         self.ip_hold = hold
         v.n_ip = len(checks)
         v.ip = self.ip_buf
+        return 0
+
+    cdef int _ip_score_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1:
+        # kube's InterPodAffinity PreScore from the index: per topology key, what a node
+        # in each domain scores (the pod's preferred terms times the domain's matching
+        # pods; the bound pods' preferred terms, and their required affinity terms times
+        # hardPodAffinityWeight, that match this pod). v.n_ips stays 0 (the plugin
+        # skips the pod) when the profile does not score it or nothing concerns the pod.
+        cdef ClusterState st = self.state
+        cdef const PluginSpec* s = NULL
+        cdef int j
+        cdef Py_ssize_t i
+        cdef int32_t[::1] dom
+        cdef int64_t[::1] val
+        for j in range(self.n_specs):
+            if self.specs[j].kind == PLUGIN_INTER_POD_AFFINITY:
+                s = &self.specs[j]
+        if s == NULL:
+            return 0
+        ip = st.interpod
+        vals = {}
+        cons = st.class_specs[cid]["constraints"] or {}
+        has_pref = bool(cons.get("podAffinityPreferred") or cons.get("podAntiAffinityPreferred"))
+        if has_pref:
+            for m, k, w in ip.terms(cid, lset)[5]:
+                self._ip_add(vals, k, self._ip_arr(0, m, k), w)
+        own = self.ip_scored_pairs
+        if (ip.scored or own) and (has_pref or not s.ignore_existing):
+            for kind, amount in ((SCORED_PREFERRED, 1), (SCORED_REQUIRED, s.hard_weight)):
+                if amount == 0:
+                    continue
+                for m in ip.matched(lset):
+                    ks = ip.scored_keys.get((kind, m))
+                    mine = own.get((kind, m)) if own else None
+                    if mine:
+                        ks = sorted(set(ks or ()) | mine)
+                    for k in ks or ():
+                        self._ip_add(vals, k, self._ip_arr(kind, m, k), amount)
+        # all-zero weights (terms whose pods left) score every node alike: as kube's
+        # Skip, the pod keeps the cached scan
+        vals = {k: acc for k, acc in vals.items() if acc[1:].any()}
+        if not vals:
+            return 0
+        if len(vals) > self.ips_cap:
+            grown = <IpScore*>realloc(self.ips_buf, 2 * len(vals) * sizeof(IpScore))
+            if grown == NULL:
+                raise MemoryError()
+            self.ips_buf = grown
+            self.ips_cap = 2 * len(vals)
+        hold = []
+        for i, (k, acc) in enumerate(sorted(vals.items())):
+            dom = ip.dom_np[k]
+            val = acc
+            hold.append((dom, acc))
+            self.ips_buf[i].dom = &dom[0]
+            self.ips_buf[i].val = <const long long*>&val[0]
+        self.ips_hold = hold
+        v.n_ips = len(vals)
+        v.ips = self.ips_buf
+        return 0
+
+    cdef int _ip_add(self, dict vals, Py_ssize_t k, object arr, long long times) except -1:
+        # vals[k] += times * arr (int64, grown to the longer of the two)
+        acc = vals.get(k)
+        if acc is None or acc.shape[0] < arr.shape[0]:
+            grown = np.zeros(arr.shape[0] if acc is None else max(arr.shape[0], acc.shape[0]),
+                             dtype=np.int64)
+            if acc is not None:
+                grown[: acc.shape[0]] = acc
+            acc = vals[k] = grown
+        acc[: arr.shape[0]] += times * arr.astype(np.int64)
+        return 0
+
+    cdef int _soft_spread_view(self, tuple soft, ClassView* v) except -1:
+        # kube's PodTopologySpread PreScore: per ScheduleAnyway constraint, the matching
+        # pods per domain over the nodes that have every such constraint's key and pass
+        # its node affinity / taint policies (a hostname key: the node's own pods, as
+        # kube's Score counts them); the weights wait for the normalization walk.
+        cdef ClusterState st = self.state
+        ip = st.interpod
+        cdef Py_ssize_t n, N = self.n_nodes, j, J = len(soft), d, D
+        cdef int32_t[::1] dom, per_node, dc
+        cdef uint8_t[::1] keys_ok, seen
+        cdef bint h_aff, h_taint
+        node_key = ip.key(NODE_KEY)
+        if J > self.soft_cap:
+            grown = <SoftSpread*>realloc(self.soft_buf, 2 * J * sizeof(SoftSpread))
+            if grown == NULL:
+                raise MemoryError()
+            self.soft_buf = grown
+            self.soft_cap = 2 * J
+        doms = [ip.dom_np[c[1]] for c in soft]
+        keys_np = np.ones(N, dtype=np.uint8)
+        for other in doms:
+            keys_np &= (other[:N] >= 0)
+        keys_ok = keys_np
+        hold = []
+        for j in range(J):
+            m, k, max_skew, h_aff, h_taint, host = soft[j]
+            dom = doms[j]
+            per_node = self._ip_arr(0, m, node_key)
+            D = ip.dom_cap[k]
+            seen_np = np.zeros(max(D, 1), dtype=np.uint8)
+            seen = seen_np
+            if host:
+                dc_np = per_node
+            else:
+                dc_np = np.zeros(1 + D, dtype=np.int32)
+                dc = dc_np
+                for n in range(N):
+                    if not (v.flags[n] & NODE_ALIVE) or not keys_ok[n]:
+                        continue
+                    if h_aff and v.has_labels and not selector_ok(v, n):
+                        continue
+                    if h_taint and v.has_taints and not taints_ok(v, n):
+                        continue
+                    dc[1 + dom[n]] += per_node[1 + n]
+            dc = dc_np
+            hold.append((dom, dc_np, seen_np))
+            self.soft_buf[j].dom = &dom[0]
+            self.soft_buf[j].cnt = &dc[0]
+            self.soft_buf[j].max_skew = max_skew
+            self.soft_buf[j].host = host
+            self.soft_buf[j].seen = &seen[0]
+            self.soft_buf[j].n_dom = seen_np.shape[0]
+            self.soft_buf[j].size = 0
+            self.soft_buf[j].weight = 0
+        self.soft_hold = hold
+        v.n_soft = J
+        v.soft = self.soft_buf
         return 0
 
     cdef int _spread_view(self, tuple spread, ClassView* v) except -1:

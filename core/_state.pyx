@@ -775,18 +775,22 @@ cdef class ClusterState:
         # The default (PreemptLowerPriority) stays out of the key: only Never changes
         # what the class may do.
         never = spec.get("preemptionPolicy") == "Never"
-        # Required inter-pod terms (kube's InterPodAffinity filter); the preferred ones
-        # are refused at ingest until they are scored.
-        pod_aff = pod_anti = None
+        # Inter-pod terms: required (kube's InterPodAffinity filter) and preferred (its
+        # score, with the required affinity terms of bound pods: hardPodAffinityWeight).
+        pod_aff = pod_anti = pref_aff = pref_anti = None
         if affinity:
-            pod_aff = ((affinity.get("podAffinity") or {})
-                       .get("requiredDuringSchedulingIgnoredDuringExecution"))
-            pod_anti = ((affinity.get("podAntiAffinity") or {})
-                        .get("requiredDuringSchedulingIgnoredDuringExecution"))
-        # kube's PodTopologySpread filter: the DoNotSchedule constraints (ScheduleAnyway
-        # ones are refused at ingest until they are scored).
+            pa = affinity.get("podAffinity") or {}
+            pn = affinity.get("podAntiAffinity") or {}
+            pod_aff = pa.get("requiredDuringSchedulingIgnoredDuringExecution")
+            pod_anti = pn.get("requiredDuringSchedulingIgnoredDuringExecution")
+            pref_aff = pa.get("preferredDuringSchedulingIgnoredDuringExecution")
+            pref_anti = pn.get("preferredDuringSchedulingIgnoredDuringExecution")
+        # kube's PodTopologySpread filter: the DoNotSchedule constraints
         spread = [c for c in spec.get("topologySpreadConstraints") or ()
                   if isinstance(c, dict) and c.get("whenUnsatisfiable") == "DoNotSchedule"]
+        # ... and its score: the ScheduleAnyway ones
+        soft_spread = [c for c in spec.get("topologySpreadConstraints") or ()
+                       if isinstance(c, dict) and c.get("whenUnsatisfiable") == "ScheduleAnyway"]
         try:
             ports = pod_host_ports(spec) if has_ports else None
         except _MALFORMED:
@@ -794,7 +798,8 @@ cdef class ClusterState:
             return -1
         cdef str ckey = ""
         if (node_selector or tolerations or required or node_group or node_name or ports or never
-                or preferred or sname or pod_aff or pod_anti or spread):
+                or preferred or sname or pod_aff or pod_anti or spread or pref_aff
+                or pref_anti or soft_spread):
             cons = {"nodeSelector": node_selector or None, "required": required or None,
                     "tolerations": tolerations or None}
             if node_group:
@@ -815,6 +820,12 @@ cdef class ClusterState:
                 cons["podAntiAffinity"] = pod_anti
             if spread:
                 cons["topologySpread"] = spread
+            if pref_aff:
+                cons["podAffinityPreferred"] = pref_aff
+            if pref_anti:
+                cons["podAntiAffinityPreferred"] = pref_anti
+            if soft_spread:
+                cons["topologySpreadSoft"] = soft_spread
             ckey = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS).decode()
         # Insertion order, not sorted: sorting cost more than the rest of the fold, and
         # the same manifest always lists resources in the same order.
@@ -859,7 +870,8 @@ cdef class ClusterState:
         if spec and spec.get("hostPorts"):
             self._intern_ports(i, spec["hostPorts"])
         if spec and (spec.get("podAffinity") or spec.get("podAntiAffinity")
-                     or spec.get("topologySpread")):
+                     or spec.get("topologySpread") or spec.get("podAffinityPreferred")
+                     or spec.get("podAntiAffinityPreferred") or spec.get("topologySpreadSoft")):
             self.class_flags[i] |= CLASS_INTERPOD
         return i
 

@@ -6,8 +6,10 @@ An operator brings the file they already have: ``profiles[].plugins.score`` (and
 (``scoringStrategy.type`` LeastAllocated / MostAllocated / RequestedToCapacityRatio
 with ``shape`` and ``resources``) and ``NodeResourcesBalancedAllocation`` mean what
 they mean in kube-scheduler v1.30, and so do ``TaintToleration`` (PreferNoSchedule
-taints) and ``NodeAffinity`` (preferred terms, and ``args.addedAffinity``) as score
-plugins, with kube's default weights 3 and 2. esched adds ``EPVM``, ``Mixed``, ``FGD``,
+taints), ``NodeAffinity`` (preferred terms, and ``args.addedAffinity``) and
+``InterPodAffinity`` (preferred pod terms, ``hardPodAffinityWeight``) and
+``PodTopologySpread`` (ScheduleAnyway constraints) as score plugins, with kube's
+default weights 3, 2, 2 and 2. esched adds ``EPVM``, ``Mixed``, ``FGD``,
 ``PaperBestFit`` (the FGD paper's BestFit) and ``NodeGroupAffinity`` in the same
 structure. Arguments are validated here, so the Cython placer sees only clean numbers.
 
@@ -57,8 +59,6 @@ DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))
 IGNORED_KUBE_PLUGINS = frozenset(
     {
         "ImageLocality",
-        "InterPodAffinity",
-        "PodTopologySpread",
         "VolumeBinding",
         "NodePorts",
         "NodeName",
@@ -81,6 +81,8 @@ KUBE_PLUGINS = IGNORED_KUBE_PLUGINS | {
     "NodeResourcesBalancedAllocation",
     "TaintToleration",
     "NodeAffinity",
+    "InterPodAffinity",
+    "PodTopologySpread",
 }
 #: Plugins kube removed (validation.go removedPluginsByVersion, and the in-tree cloud
 #: volume limits removed in 1.31): refused by name, as kube-scheduler refuses them.
@@ -141,7 +143,6 @@ _KUBE_ARGS: dict[str, frozenset[str]] = {
     "NodeResourcesFit": frozenset({"scoringStrategy"}),
     "NodeResourcesBalancedAllocation": frozenset({"resources"}),
     "NodeAffinity": frozenset({"addedAffinity"}),
-    # Pods with inter-pod (anti-)affinity are refused at ingest.
     "InterPodAffinity": frozenset({"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"}),
     # Pods with claims to bind are refused at ingest.
     "VolumeBinding": frozenset({"bindTimeoutSeconds", "shape"}),
@@ -153,7 +154,7 @@ _KUBE_ARGS: dict[str, frozenset[str]] = {
 #: Arguments esched does not honour, with why (refused rather than ignored).
 _REFUSED_ARGS = {
     ("PodTopologySpread", "defaultConstraints"): "PodTopologySpread defaultConstraints are not "
-    "honoured by esched (pod topology spread is not implemented)",
+    "honoured by esched (only a pod's own constraints are applied)",
     ("NodeResourcesFit", "ignoredResources"): "NodeResourcesFit ignoredResources is not "
     "honoured by esched (it filters on every requested resource)",
     ("NodeResourcesFit", "ignoredResourceGroups"): "NodeResourcesFit ignoredResourceGroups is "
@@ -218,7 +219,7 @@ class PluginConfig:
 
     ``kind`` is one of LeastAllocated, MostAllocated, RequestedToCapacityRatio,
     BalancedAllocation, EPVM, Mixed, FGD, PaperBestFit, NodeGroupAffinity, NodeAffinity,
-    TaintToleration, Python. ``name`` is the
+    TaintToleration, InterPodAffinity, PodTopologySpread, Python. ``name`` is the
     profile's plugin name.
     FGD is scored outside the placer (it needs per-device GPU state): see
     :meth:`esched.core.Placer.place` (``extra``) and :mod:`esched.core._devices`.
@@ -238,6 +239,11 @@ class PluginConfig:
     #: FGD: among nodes of equal total, "random" (the pass's tie-break) or "pack" (the
     #: node with the least free GPU, then the least free CPU, first)
     fgd_ties: str = "random"
+    #: InterPodAffinity: the weight of bound pods' required affinity terms the incoming
+    #: pod matches (kube's hardPodAffinityWeight, default 1)
+    hard_pod_affinity_weight: int = 1
+    #: InterPodAffinity: skip bound pods' terms for a pod without preferred terms
+    ignore_preferred_terms_of_existing_pods: bool = False
 
 
 @dataclass(frozen=True)
@@ -377,6 +383,21 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
         if ties not in FGD_TIES:
             raise ProfileError(f"{where}.ties", f"must be one of {', '.join(FGD_TIES)}")
         return PluginConfig(name, "FGD", weight, (), fgd_ties=ties)
+    if name == "PodTopologySpread":
+        # (defaultingType checked by _check_plugin_config; defaultConstraints refused)
+        return PluginConfig(name, name, weight, ())
+    if name == "InterPodAffinity":
+        # (arguments checked by _check_plugin_config: kube's ranges)
+        return PluginConfig(
+            name,
+            name,
+            weight,
+            (),
+            hard_pod_affinity_weight=int(args.get("hardPodAffinityWeight", 1)),
+            ignore_preferred_terms_of_existing_pods=bool(
+                args.get("ignorePreferredTermsOfExistingPods", False)
+            ),
+        )
     if name in ("NodeAffinity", "TaintToleration"):
         # (NodeAffinity's addedAffinity is the profile's: parse_profile reads it)
         return PluginConfig(name, name, weight, ())
@@ -422,6 +443,8 @@ DEFAULT_SCORE = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
+    ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2),
     ("NodeResourcesBalancedAllocation", 1),
 )
 #: esched's own score plugins (arguments checked by :func:`_plugin`).

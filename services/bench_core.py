@@ -248,6 +248,8 @@ WORKLOADS = {
     "(kube's TopologySpreading)",
     "mixed": "a third each: anti-affinity per group of 10 on hostname, spread on zone, "
     "requests only",
+    "preferred-affinity": "preferred pod affinity (weight 1) on topology.kubernetes.io/zone, "
+    "one selector for all pods (kube's SchedulingPreferredPodAffinity)",
 }
 _HOST = "kubernetes.io/hostname"
 _ZONE = "topology.kubernetes.io/zone"
@@ -266,6 +268,18 @@ def _workload_pod(name: str, j: int, rnd: random.Random, shape: str) -> dict[str
         term = {"labelSelector": {"matchLabels": {"color": group}}, "topologyKey": _HOST}
         spec["affinity"] = {
             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+    elif shape == "preferred-affinity":
+        labels["color"] = "red"
+        wterm = {
+            "weight": 1,
+            "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"color": "red"}},
+                "topologyKey": _ZONE,
+            },
+        }
+        spec["affinity"] = {
+            "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [wterm]}
         }
     elif shape in ("spread", "spread-zone"):
         labels["app"] = "spread"

@@ -11,14 +11,18 @@ from esched.core.scoring._balanced_allocation cimport (
     balanced_allocation_end,
     fractions_start,
 )
+from esched.core.scoring._inter_pod_affinity cimport ip_weight
 from esched.core.scoring._least_allocated cimport least_allocated_add
 from esched.core.scoring._most_allocated cimport most_allocated_add
 from esched.core.scoring._node_affinity cimport preferred_weight
+from esched.core.scoring._pod_topology_spread cimport spread_raw
 from esched.core.scoring._plugin cimport (
     MAX_PLUGIN_RES,
     PLUGIN_BALANCED_ALLOCATION,
+    PLUGIN_INTER_POD_AFFINITY,
     PLUGIN_MOST_ALLOCATED,
     PLUGIN_NODE_AFFINITY,
+    PLUGIN_POD_TOPOLOGY_SPREAD,
     PLUGIN_TAINT_TOLERATION,
     PluginSpec,
     ScoreInput,
@@ -32,11 +36,16 @@ from esched.core.scoring._taint_toleration cimport intolerable_prefer
 
 cdef inline long long plugin_raw(int kind, const ClassView* v, Py_ssize_t n) noexcept nogil:
     """A normalized plugin's raw score of node n (kube's Score, before NormalizeScore):
-    the weight of the preferred terms it matches, its intolerable PreferNoSchedule taints."""
+    the weight of the preferred terms it matches, its intolerable PreferNoSchedule taints,
+    its domains' inter-pod weights, its soft spread counts."""
     if kind == PLUGIN_NODE_AFFINITY:
         return preferred_weight(v, n)
     if kind == PLUGIN_TAINT_TOLERATION:
         return intolerable_prefer(v, n)
+    if kind == PLUGIN_INTER_POD_AFFINITY:
+        return ip_weight(v, n)
+    if kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+        return spread_raw(v, n)  # -1: a node lacking a key (scores 0)
     return 0
 
 
@@ -79,6 +88,7 @@ cdef inline void gather(const PluginSpec* s, int k, const ClassView* v, Py_ssize
     if normalized(s.kind):
         x.raw = plugin_raw(s.kind, v, n)
         x.raw_max = v.raw_max[k]
+        x.raw_min = v.raw_min[k]
 
 
 cdef inline score_t plugin_kernel_gathered(const PluginSpec* s, int k, const ClassView* v,

@@ -28,6 +28,8 @@ cdef enum:
     PLUGIN_PAPER_BEST_FIT = 9
     PLUGIN_NODE_AFFINITY = 10       # preferred node affinity (normalized over the scored nodes)
     PLUGIN_TAINT_TOLERATION = 11    # PreferNoSchedule taints (reverse-normalized)
+    PLUGIN_INTER_POD_AFFINITY = 12  # preferred inter-pod terms (min-max normalized)
+    PLUGIN_POD_TOPOLOGY_SPREAD = 13 # ScheduleAnyway spread constraints (reverse-normalized)
 
 cdef struct PluginSpec
 
@@ -44,9 +46,10 @@ ctypedef struct ScoreInput:
     const word_t* pref           # [label_words] the class's preferred node groups; NULL: none
     int label_words
     # Normalized plugins (kube's NormalizeScore): the node's raw score (_gather.pxd
-    # plugin_raw) and the largest raw score over the nodes being scored.
+    # plugin_raw) and the largest and smallest raw scores over the nodes being scored.
     long long raw
     long long raw_max
+    long long raw_min
     # [n_res] 1.0 / allocatable (0 where allocatable is 0), for the kernels' reciprocal
     # variants (_table.pxd score_inv); NULL when the caller has none (PluginSpec.fn).
     const double* inv
@@ -73,6 +76,8 @@ cdef struct PluginSpec:
     long long exhaust_permille           # Mixed: free share below this is "exhausted"
     long long strand_permille            # Mixed: penalty weight (per mille of base score)
     long long max_spec[MAX_PLUGIN_RES]   # PaperBestFit: each resource's normaliser
+    long long hard_weight                # InterPodAffinity: hardPodAffinityWeight
+    bint ignore_existing                 # InterPodAffinity: ignorePreferredTermsOfExistingPods
 
 
 ctypedef struct WeightedSum:

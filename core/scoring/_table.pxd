@@ -9,6 +9,7 @@ from esched.core.scoring._balanced_allocation cimport (
     balanced_allocation_inv,
 )
 from esched.core.scoring._epvm cimport epvm
+from esched.core.scoring._inter_pod_affinity cimport inter_pod_affinity
 from esched.core.scoring._least_allocated cimport (
     least_allocated,
     least_allocated_inv,
@@ -21,15 +22,18 @@ from esched.core.scoring._most_allocated cimport (
 from esched.core.scoring._node_affinity cimport node_affinity
 from esched.core.scoring._node_group_affinity cimport node_group_affinity
 from esched.core.scoring._paper_best_fit cimport paper_best_fit
+from esched.core.scoring._pod_topology_spread cimport pod_topology_spread
 from esched.core.scoring._plugin cimport (
     PLUGIN_BALANCED_ALLOCATION,
     PLUGIN_EPVM,
+    PLUGIN_INTER_POD_AFFINITY,
     PLUGIN_LEAST_ALLOCATED,
     PLUGIN_MIXED,
     PLUGIN_MOST_ALLOCATED,
     PLUGIN_NODE_AFFINITY,
     PLUGIN_NODE_GROUP_AFFINITY,
     PLUGIN_PAPER_BEST_FIT,
+    PLUGIN_POD_TOPOLOGY_SPREAD,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PLUGIN_TAINT_TOLERATION,
     PluginSpec,
@@ -83,10 +87,20 @@ cdef inline score_t _taint_toleration(const PluginSpec* s, const ScoreInput* x) 
     return taint_toleration(x.raw, x.raw_max)
 
 
+cdef inline score_t _inter_pod_affinity(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return inter_pod_affinity(x.raw, x.raw_min, x.raw_max)
+
+
+cdef inline score_t _pod_topology_spread(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return pod_topology_spread(x.raw, x.raw_min, x.raw_max)
+
+
 cdef inline bint normalized(int kind) noexcept nogil:
     """Kind is normalized over the scored nodes (kube's NormalizeScore): its score of a
-    node needs ScoreInput.raw_max, the largest raw score of the nodes being scored."""
-    return kind == PLUGIN_NODE_AFFINITY or kind == PLUGIN_TAINT_TOLERATION
+    node needs ScoreInput.raw_max (and raw_min), the largest (smallest) raw score of the
+    nodes being scored."""
+    return (kind == PLUGIN_NODE_AFFINITY or kind == PLUGIN_TAINT_TOLERATION
+            or kind == PLUGIN_INTER_POD_AFFINITY or kind == PLUGIN_POD_TOPOLOGY_SPREAD)
 
 
 cdef inline score_t score_nothing(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
@@ -116,6 +130,10 @@ cdef inline score_fn kernel_of(int kind) noexcept nogil:
         return _node_affinity
     if kind == PLUGIN_TAINT_TOLERATION:
         return _taint_toleration
+    if kind == PLUGIN_INTER_POD_AFFINITY:
+        return _inter_pod_affinity
+    if kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+        return _pod_topology_spread
     return score_nothing
 
 

@@ -107,18 +107,30 @@ def _check_label_selector(sel: Any, path: str) -> None:
             raise _rule_error(f"{field}.values", f"must be empty for operator {op}")
 
 
+def _check_pod_affinity_term(term: Any, path: str) -> None:
+    if not isinstance(term, dict) or not term.get("topologyKey"):
+        raise _rule_error(f"{path}.topologyKey", "is required")
+    if term.get("labelSelector") is not None:
+        _check_label_selector(term["labelSelector"], f"{path}.labelSelector")
+
+
 def _check_pod_affinity_terms(affinity: dict[str, Any]) -> None:
-    """Required pod (anti-)affinity terms as the API server checks them."""
+    """Pod (anti-)affinity terms, required and preferred, as the API server checks them."""
     for key in ("podAffinity", "podAntiAffinity"):
         base = f"data.spec.affinity.{key}.requiredDuringSchedulingIgnoredDuringExecution"
         for i, term in enumerate(
             (affinity.get(key) or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or ()
         ):
+            _check_pod_affinity_term(term, f"{base}[{i}]")
+        base = f"data.spec.affinity.{key}.preferredDuringSchedulingIgnoredDuringExecution"
+        for i, wterm in enumerate(
+            (affinity.get(key) or {}).get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+        ):
             path = f"{base}[{i}]"
-            if not isinstance(term, dict) or not term.get("topologyKey"):
-                raise _rule_error(f"{path}.topologyKey", "is required")
-            if term.get("labelSelector") is not None:
-                _check_label_selector(term["labelSelector"], f"{path}.labelSelector")
+            w = wterm.get("weight") if isinstance(wterm, dict) else None
+            if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= 100:
+                raise _rule_error(f"{path}.weight", "must be in the range 1-100")
+            _check_pod_affinity_term(wterm.get("podAffinityTerm"), f"{path}.podAffinityTerm")
 
 
 def _check_spread(constraints: Any) -> None:

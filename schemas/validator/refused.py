@@ -12,23 +12,11 @@ __all__ = ["UNSUPPORTED_POD_FIELDS"]
 #: not implement: field -> (kube plugin, what). A pod setting one is refused (reason
 #: ``unsupported``, dead-lettered by ingest) rather than placed as if it were absent.
 UNSUPPORTED_POD_FIELDS = {
-    "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
-        "InterPodAffinity",
-        "preferred inter-pod affinity (not scored)",
-    ),
-    "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
-        "InterPodAffinity",
-        "preferred inter-pod anti-affinity (not scored)",
-    ),
     # kube matches it against Namespace objects' labels, which esched does not fold;
     # an empty selector ({}: every namespace) needs none and is honoured.
-    "spec.affinity.*.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector": (
+    "spec.affinity.*.*[].namespaceSelector": (
         "InterPodAffinity",
         "a namespaceSelector other than {} (namespace labels)",
-    ),
-    "spec.topologySpreadConstraints[].whenUnsatisfiable": (
-        "PodTopologySpread",
-        "a ScheduleAnyway topology spread constraint (not scored)",
     ),
     "spec.resourceClaims": ("DynamicResources", "DRA resource claims"),
     "spec.volumes[].persistentVolumeClaim": ("VolumeBinding", "volumes of persistent claims"),
@@ -55,14 +43,18 @@ def _check_pod_affinity(affinity: dict[str, Any]) -> None:
         terms = affinity.get(key)
         if not isinstance(terms, dict):
             continue
-        if terms.get(_PREFERRED):
-            field = f"spec.affinity.{key}.{_PREFERRED}"
-            raise _refused_field(field, field)
         for i, term in enumerate(terms.get(_REQUIRED) or ()):
             if isinstance(term, dict) and term.get("namespaceSelector"):
                 raise _refused_field(
-                    f"spec.affinity.*.{_REQUIRED}[].namespaceSelector",
+                    "spec.affinity.*.*[].namespaceSelector",
                     f"spec.affinity.{key}.{_REQUIRED}[{i}].namespaceSelector",
+                )
+        for i, wterm in enumerate(terms.get(_PREFERRED) or ()):
+            term = wterm.get("podAffinityTerm") if isinstance(wterm, dict) else None
+            if isinstance(term, dict) and term.get("namespaceSelector"):
+                raise _refused_field(
+                    "spec.affinity.*.*[].namespaceSelector",
+                    f"spec.affinity.{key}.{_PREFERRED}[{i}].podAffinityTerm.namespaceSelector",
                 )
 
 
@@ -70,12 +62,6 @@ def _check_refused_fields(spec: dict[str, Any]) -> None:
     affinity = spec.get("affinity") or {}
     if isinstance(affinity, dict):
         _check_pod_affinity(affinity)
-    for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
-        if isinstance(c, dict) and c.get("whenUnsatisfiable") == "ScheduleAnyway":
-            raise _refused_field(
-                "spec.topologySpreadConstraints[].whenUnsatisfiable",
-                f"spec.topologySpreadConstraints[{i}].whenUnsatisfiable",
-            )
     if spec.get("resourceClaims"):
         raise _refused_field("spec.resourceClaims", "spec.resourceClaims")
     for i, volume in enumerate(spec.get("volumes") or ()):

@@ -135,10 +135,11 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
 )
 @click.option(
     "--workload",
-    type=click.Choice(["anti-affinity", "spread", "mixed"]),
+    type=click.Choice(["anti-affinity", "spread", "mixed", "preferred-affinity"]),
     default=None,
     help="A kube scheduler_perf shape instead of the default workload: required pod "
-    "anti-affinity on hostname, DoNotSchedule spread on zone and hostname, or a mix; "
+    "anti-affinity on hostname, DoNotSchedule spread on zone and hostname, a mix, or "
+    "preferred pod affinity on zone; "
     "pods placed one by one by key beside the same pods with requests only "
     "(default size with it: 5,000 nodes and pods).",
 )

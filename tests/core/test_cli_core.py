@@ -113,7 +113,8 @@ def test_bench_core_repeat_reports_every_run_and_the_same_decisions():
 
 
 def test_bench_core_workloads_place_kube_perf_shapes_beside_requests_only():
-    for workload, placed in (("anti-affinity", 40), ("spread", 60), ("mixed", 60)):
+    shapes = (("anti-affinity", 40), ("spread", 60), ("mixed", 60), ("preferred-affinity", 60))
+    for workload, placed in shapes:
         result = CliRunner().invoke(
             bench_core, ["--workload", workload, "--nodes", "40", "--pods", "60", "--json"]
         )
@@ -157,3 +158,39 @@ def test_explain_shows_the_anti_affinity_and_spread_verdicts(tmp_path):
         "a": ["node(s) didn't match pod anti-affinity rules"],
         "b": ["node(s) didn't match pod topology spread constraints (missing required label)"],
     }
+
+
+def test_explain_shows_the_inter_pod_and_spread_scores(tmp_path):
+    host = "kubernetes.io/hostname"
+    running = _pod("db-0", "1", node="a")
+    running["metadata"]["labels"] = {"app": "db"}
+    state = _write(
+        tmp_path,
+        "state.yaml",
+        [_node("a", "4", {host: "a"}), _node("b", "4", {host: "b"}), running],
+    )
+    new = _pod("web-0", "1")
+    new["metadata"]["labels"] = {"app": "web"}
+    near_db = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": host}
+    new["spec"]["affinity"] = {
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 10, "podAffinityTerm": near_db}
+            ]
+        }
+    }
+    new["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": host,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "db"}},
+        }
+    ]
+    pod = _write(tmp_path, "pod.yaml", [new])
+    r = CliRunner().invoke(explain, ["--state", state, "--pod", pod, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    scores = {n["name"]: n["scores"] for n in orjson.loads(r.output)["nodes"]}
+    # Near the db pod by affinity; away from it by spread (its selector counts it).
+    assert scores["a"]["InterPodAffinity"] == 100 and scores["b"]["InterPodAffinity"] == 0
+    assert scores["a"]["PodTopologySpread"] == 0 and scores["b"]["PodTopologySpread"] == 100

@@ -48,12 +48,15 @@ profiles:
 def test_default_profile_is_kube_default_scoring():
     """kube's default score plugins esched scores, with kube's weights
     (pkg/scheduler/apis/config/v1/default_plugins.go: TaintToleration 3, NodeAffinity 2,
-    NodeResourcesFit 1, NodeResourcesBalancedAllocation 1)."""
+    NodeResourcesFit 1, PodTopologySpread 2, InterPodAffinity 2,
+    NodeResourcesBalancedAllocation 1)."""
     kinds = [(p.name, p.kind, p.weight, p.resources) for p in DEFAULT_PROFILE.plugins]
     assert kinds == [
         ("TaintToleration", "TaintToleration", 3, ()),
         ("NodeAffinity", "NodeAffinity", 2, ()),
         ("NodeResourcesFit", "LeastAllocated", 1, (("cpu", 1), ("memory", 1))),
+        ("PodTopologySpread", "PodTopologySpread", 2, ()),
+        ("InterPodAffinity", "InterPodAffinity", 2, ()),
         ("NodeResourcesBalancedAllocation", "BalancedAllocation", 1, (("cpu", 1), ("memory", 1))),
         ("NodeGroupAffinity", "NodeGroupAffinity", 2, ()),
     ]
@@ -70,8 +73,10 @@ def test_load_a_kube_scheduler_configuration_file(tmp_path):
     assert default.percentage_of_nodes_to_score == 30  # global value
     packer = load_profile(path, "packer")
     assert packer.percentage_of_nodes_to_score == 100
-    na, fit, tt, node_group = packer.plugins  # enabled ones after the defaults
+    na, pts, ipa, fit, tt, node_group = packer.plugins  # enabled ones after the defaults
+    assert (pts.kind, pts.weight) == ("PodTopologySpread", 2)
     assert (tt.kind, tt.weight, na.kind, na.weight) == ("TaintToleration", 3, "NodeAffinity", 2)
+    assert (ipa.kind, ipa.weight, ipa.hard_pod_affinity_weight) == ("InterPodAffinity", 2, 1)
     assert (node_group.kind, node_group.weight) == ("NodeGroupAffinity", 2)  # on unless disabled
     assert (fit.kind, fit.weight) == ("RequestedToCapacityRatio", 5)
     assert fit.resources == (("cpu", 2), ("nvidia.com/gpu", 1))

@@ -331,9 +331,7 @@ def test_every_reason_is_reachable() -> None:
                         "metadata": {"name": "p"},
                         "spec": {
                             "containers": [{"name": "c"}],
-                            "topologySpreadConstraints": [
-                                {"whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1}
-                            ],
+                            "resourceClaims": [{"name": "gpu", "resourceClaimName": "g"}],
                         },
                     },
                 )
@@ -407,19 +405,18 @@ _UNSUPPORTED = [
         lambda s: s["affinity"].update(
             podAntiAffinity={
                 "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}
+                    {
+                        "weight": 1,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "namespaceSelector": {"matchLabels": {"team": "a"}},
+                        },
+                    }
                 ]
             }
         ),
-        "data.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-    ),
-    (
-        lambda s: s.update(
-            topologySpreadConstraints=[
-                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
-            ]
-        ),
-        "data.spec.topologySpreadConstraints[0].whenUnsatisfiable",
+        "data.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+        ".podAffinityTerm.namespaceSelector",
     ),
     (
         lambda s: s.update(resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-0"}]),
