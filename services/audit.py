@@ -41,8 +41,9 @@ The audit folds the whole log from position 0 with the one fold
   breaks at this position: a stored event was edited, deleted or inserted behind
   the store's back (:func:`audit_store` only);
 * ``preemption_unnecessary``: a committed preemption whose pods would have fit on
-  their nodes with the victims still running (by resources, as the fold charges
-  them), or that evicted a pod from a node none of its pods is bound to;
+  their nodes with the victims still running (the validator's feasibility check:
+  resources and constraints), or that evicted a pod from a node none of its pods
+  is bound to;
 * ``nodename_overcommit``: a pod submitted with ``spec.nodeName`` (running there,
   charged without a fit check) leaves its node over its allocatable;
 * ``job_dependency``: a pod of a Volcano Job's task bound before the tasks it
@@ -69,6 +70,7 @@ import orjson
 from esched.core import PHASE_PENDING, PHASE_RUNNING, PHASES, ClusterState
 from esched.core.admission import OBSERVED, Admission, Fact, event_key
 from esched.core.bands import BandConfig, may_preempt
+from esched.core.devices import gpu_resource
 from esched.core.jobs import ATTEMPT_ANNOTATION, FOLDED_TYPES, JobBook, job_key_of_pod
 from esched.core.queues import queue_view, summary_view
 from esched.core.quota import Quota
@@ -142,8 +144,8 @@ class Auditor:
         self._removed: set[str] = set()
         #: decision id -> [(position, pod)] evicted for it, awaiting the decision
         self._evictions: dict[str, list[tuple[int, str]]] = {}
-        #: decision id -> [(node, allocation)] of the pods evicted for it
-        self._victim_alloc: dict[str, list[tuple[str, dict[str, int]]]] = {}
+        #: decision id -> [(pod slot, node slot, held GPUs)] of the pods evicted for it
+        self._victims_of: dict[str, list[tuple[int, int, bool]]] = {}
         #: the Volcano Job lifecycle, folded alongside (core/jobs.py)
         self.jobs = JobBook()
 
@@ -321,11 +323,16 @@ class Auditor:
                 self._flag(position, "reclaim_illegal", f"{pod} reclaimed for {data['by']}: {why}")
         self._evictions.setdefault(data["decision"], []).append((position, pod))
         record = st.pod(pod) if isinstance(pod, str) else None
-        if record is not None and record["node"] is not None:
-            # What the victim held where it ran: the preemption's necessity is judged
-            # against the node with it still there (_necessary).
-            self._victim_alloc.setdefault(data["decision"], []).append(
-                (record["node"], record["allocated"])
+        if pidx is not None and record is not None and record["phase"] == "Running":
+            # Where the victim ran, and whether it held GPUs: the preemption's
+            # necessity is judged with it still there (_necessary).
+            gpu = gpu_resource(st)
+            self._victims_of.setdefault(data["decision"], []).append(
+                (
+                    int(pidx),
+                    int(st.node_of(pidx)),
+                    gpu is not None and gpu[0] in record["allocated"],
+                )
             )
 
     def _preemption(
@@ -370,48 +377,61 @@ class Auditor:
 
     def _necessary(self, position: int, decision: Any, data: dict[str, Any]) -> None:
         """A committed preemption evicts only where its pods did not fit: on each node
-        that lost victims, the decision's bindings there must not have fit with those
-        victims still running (resources as the fold charges them, a pod slot each)."""
-        held = self._victim_alloc.pop(decision, [])
+        that lost victims, the decision's bindings there must not all have fit with
+        those victims still running. Checked by the one feasibility path (the
+        validator's :meth:`Placer.binding_reasons` on its overlay, the victims assumed
+        back on their nodes): resources, pod slots, and every constraint a victim can
+        stand in the way of (inter-pod anti-affinity, topology spread, host ports).
+        A binding naming GPU devices on a node where a victim held GPUs counts as
+        needing them (which device a victim's share freed is not re-derived)."""
+        held = self._victims_of.pop(decision, [])
         if not held or data.get("reclaim"):
             return  # reclaim: victims free a queue's share, not a node's room
         st = self.state
-        need: dict[str, dict[str, int]] = {}
+        on_node: dict[int, list[tuple[int, bool]]] = {}
         for b in data.get("bindings") or ():
             if not isinstance(b, dict) or not isinstance(b.get("node"), str):
                 return  # malformed: flagged elsewhere
-            raw = b.get("resources")
-            res: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            on = need.setdefault(b["node"], {})
-            for name, units in {"pods": 1, **res}.items():
-                if isinstance(units, int):
-                    on[name] = on.get(name, 0) + units
-        victims: dict[str, dict[str, int]] = {}
-        for node, alloc in held:
-            on = victims.setdefault(node, {})
-            for name, units in alloc.items():
-                on[name] = on.get(name, 0) + units
-        allocated, allocatable = st.node_allocated(), st.node_allocatable()
-        for node, freed in sorted(victims.items()):
-            nidx = st.node_index.get(node)
-            if node not in need:
+            if not isinstance(b.get("pod"), str):
+                return
+            nidx = st.node_index.get(b["node"])
+            pidx = st.pod_index.get(b["pod"])
+            if nidx is None or pidx is None:
+                return  # unknown pod or node: flagged elsewhere
+            on_node.setdefault(int(nidx), []).append((int(pidx), b.get("devices") is not None))
+        victims: dict[int, list[tuple[int, bool]]] = {}
+        for vidx, nidx, devices in held:
+            victims.setdefault(nidx, []).append((vidx, devices))
+        validator = self.validator
+        placer = validator.placer
+        for nidx, there in sorted(victims.items()):
+            node = st.node_names[nidx]
+            if nidx not in on_node:
                 self._flag(
                     position,
                     "preemption_unnecessary",
                     f"decision {decision} evicted pods from {node}, where none of its pods go",
                 )
                 continue
-            if nidx is None:
-                continue
-            fits = True
-            for name, units in need[node].items():
-                r = st.res_index.get(name)
-                if r is None:
-                    continue
-                with_victims = int(allocated[nidx, r]) + freed.get(name, 0)
-                if with_victims + units > int(allocatable[nidx, r]):
-                    fits = False
-                    break
+            if any(dev for _, dev in there) and any(dev for _, dev in on_node[nidx]):
+                continue  # devices the victims held may be the ones it needed
+            validator.begin()  # the overlay is the state again (victims evicted)
+            try:
+                # Asked first: the placer's inter-pod view starts with the first
+                # question about a pod with inter-pod terms, and a pod assumed bound
+                # before that (a victim without terms) would not count in it.
+                for pidx, _dev in on_node[nidx]:
+                    placer.binding_reasons(pidx, nidx)
+                for vidx, _dev in there:
+                    placer.assume_binding(vidx, nidx)
+                fits = True
+                for pidx, _dev in on_node[nidx]:
+                    if placer.binding_reasons(pidx, nidx):
+                        fits = False
+                        break
+                    placer.assume_binding(pidx, nidx)
+            finally:
+                validator.begin()  # drop the assumptions
             if fits:
                 self._flag(
                     position,

@@ -26,6 +26,12 @@ __all__ = ["append_envelopes", "count_retry", "is_transient", "poll_or_pause", "
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
+#: Longest wait between two retries of a lost peer. Low: a retry costs a connection
+#: attempt, while a long step delays every service by up to that much once the
+#: broker or the database is back (after a 20 s broker pause, a 10 s cap let
+#: services sit idle for seconds with the broker answering).
+RECONNECT_CAP = 1.0
+
 
 def is_transient(exc: BaseException) -> bool:
     """True when ``exc`` is a lost store or broker, worth a retry."""
@@ -50,14 +56,14 @@ async def retry_transient(
     with backoff, each retry counted for ``service`` and ``peer`` ("store", "bus").
 
     A service whose database or broker went away waits for it rather than dying;
-    any other error propagates at once.
+    any other error propagates at once. Retries back off up to :data:`RECONNECT_CAP`.
     """
     return await retry_until(
         op,
         retriable=is_transient,
         what=what,
         on_retry=count_retry(service, peer),
-        backoff=backoff,
+        backoff=backoff or Backoff(cap=RECONNECT_CAP),
     )
 
 

@@ -10,6 +10,7 @@ from esched.services.bus.base import (
     BusConsumer,
     BusError,
     BusProducer,
+    GroupOptions,
     Message,
     TopicNames,
 )
@@ -18,7 +19,16 @@ if TYPE_CHECKING:
     from esched.services.bus.security import KafkaSecurity
     from esched.services.bus.signing import Keyring
 
-__all__ = ["Bus", "BusConsumer", "BusError", "BusProducer", "Message", "TopicNames", "open_bus"]
+__all__ = [
+    "Bus",
+    "BusConsumer",
+    "BusError",
+    "BusProducer",
+    "GroupOptions",
+    "Message",
+    "TopicNames",
+    "open_bus",
+]
 
 
 def open_bus(
@@ -28,16 +38,27 @@ def open_bus(
     security: KafkaSecurity | None = None,
     keyring: Keyring | None = None,
     work_partitions: int = DEFAULT_WORK_PARTITIONS,
+    group: GroupOptions | None = None,
 ) -> Bus:
     """The Kafka bus when bootstrap servers are given (with its TLS / SASL
-    ``security``), else the in-process bus; internal records signed with ``keyring``;
-    the work topic created with ``work_partitions`` partitions."""
+    ``security`` and consumer ``group`` timing), else the in-process bus; internal
+    records signed with ``keyring``; the work topic created with ``work_partitions``
+    partitions."""
     topics = TopicNames(prefix)
     bus: Bus
     if kafka:
         from esched.services.bus.kafka import KafkaBus
 
-        bus = KafkaBus(kafka, topics, security=security, work_partitions=work_partitions)
+        group = group or GroupOptions()
+        bus = KafkaBus(
+            kafka,
+            topics,
+            security=security,
+            work_partitions=work_partitions,
+            session_timeout_ms=group.session_timeout_ms,
+            heartbeat_interval_ms=group.heartbeat_interval_ms,
+            static_membership=group.static_membership,
+        )
     else:
         from esched.services.bus.memory import MemoryBus
 

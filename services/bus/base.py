@@ -62,6 +62,23 @@ class Message(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class GroupOptions:
+    """How a service's consumer-group members are timed (Kafka; the in-process bus
+    has no groups).
+
+    ``session_timeout_ms``: without a heartbeat this long, the group drops a member
+    and hands its partitions to the others (how long a killed member's work waits).
+    ``heartbeat_interval_ms``: a member learns of a rebalance at its next heartbeat
+    (None: a sixth of the session). ``static_membership``: members with an instance
+    name join under it (KIP-345). A member that stops cleanly always leaves its group.
+    """
+
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int | None = None
+    static_membership: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class TopicNames:
     """The topics of the external contract, under a configurable prefix."""
 

@@ -45,7 +45,8 @@ BATCH_MIN_RECORDS = 32
 
 
 class FetchWait:
-    """The adaptive fetch wait, and the one place that touches aiokafka's internals.
+    """The adaptive fetch wait: with :func:`leave_group_on_stop`, the only code that
+    touches aiokafka's internals.
 
     aiokafka takes ``fetch_max_wait_ms`` at construction only, but its fetcher (the
     consumer's private ``_fetcher``) reads the value from its private
@@ -97,6 +98,33 @@ class FetchWait:
         return int(getattr(self._fetcher, self.ATTRIBUTE))
 
 
+#: The attribute of aiokafka's group coordinator holding the static member name.
+GROUP_INSTANCE_ATTRIBUTE = "_group_instance_id"
+
+
+def leave_group_on_stop(consumer: AIOKafkaConsumer) -> bool:
+    """Make a static member's stop send LeaveGroup; whether it will.
+
+    aiokafka closes a static member (``group_instance_id``) without LeaveGroup, as
+    KIP-345 intends for a process about to restart: its partitions then wait for
+    its session to expire. A service that stops on SIGTERM may not come back, so it
+    leaves: aiokafka's close sends LeaveGroup (by member id, which every broker
+    version takes) once the coordinator (the consumer's private ``_coordinator``)
+    has no instance name. A restart under the same name then rejoins with a
+    rebalance, as a dynamic member would. If a release of aiokafka lacks the
+    attribute, the member stops without leaving and this says so
+    (tests/services/test_bus_contract.py checks the installed aiokafka has it).
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None:
+        return True  # never joined a group (assigned partitions only): nothing to leave
+    if not hasattr(coordinator, GROUP_INSTANCE_ATTRIBUTE):
+        log.warning("this aiokafka has no group instance to clear: stopping without LeaveGroup")
+        return False
+    setattr(coordinator, GROUP_INSTANCE_ATTRIBUTE, None)
+    return True
+
+
 def _bus_error(exc: BaseException) -> BusError:
     retriable = bool(getattr(exc, "retriable", True)) or isinstance(exc, OSError | TimeoutError)
     return BusError(f"kafka: {type(exc).__name__}: {exc}", retriable=retriable)
@@ -112,6 +140,8 @@ class KafkaBus(Bus):
         client_id: str = "esched",
         session_timeout_ms: int = 10_000,
         rebalance_timeout_ms: int = 30_000,
+        heartbeat_interval_ms: int | None = None,
+        static_membership: bool = True,
         fetch_max_wait_ms: int = 20,
         fetch_max_wait_busy_ms: int = 40,
         security: KafkaSecurity | None = None,
@@ -126,6 +156,18 @@ class KafkaBus(Bus):
         self.client_id = client_id
         #: How soon the group notices a dead member and hands its partitions over.
         self.session_timeout_ms = session_timeout_ms
+        #: How often a member heartbeats: it learns of a rebalance (another member
+        #: joined, left or died) at its next heartbeat. Default a sixth of the session
+        #: (aiokafka's, like Java's, is a third: one lost heartbeat less of margin).
+        if heartbeat_interval_ms is None:
+            heartbeat_interval_ms = max(100, session_timeout_ms // 6)
+        if not 0 < heartbeat_interval_ms < session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be > 0 and below session_timeout_ms")
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        #: Static membership (KIP-345): consumers given an ``instance`` name join under
+        #: it, so a process restarted within its session takes its old place without a
+        #: rebalance (on Apache Kafka 2.3+). Off: every member is dynamic.
+        self.static_membership = static_membership
         #: How long a rebalance waits for every member to rejoin. A member notices a
         #: rebalance at its next heartbeat and tansu holds each JoinGroup 5 s and a
         #: SyncGroup 3 s: with the session timeout as the bound, a member on a small CPU
@@ -347,10 +389,10 @@ class _KafkaConsumer(BusConsumer):
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=MAX_REQUEST_BYTES * 4,
             session_timeout_ms=bus.session_timeout_ms,
-            heartbeat_interval_ms=max(100, bus.session_timeout_ms // 6),
+            heartbeat_interval_ms=bus.heartbeat_interval_ms,
             rebalance_timeout_ms=bus.rebalance_timeout_ms,
             fetch_max_wait_ms=bus.fetch_max_wait_ms,
-            group_instance_id=instance,
+            group_instance_id=instance if bus.static_membership else None,
             # Sticky first: a member joining or leaving moves only the partitions that
             # must move (round robin reshuffles most of them, and every moved partition
             # is a pause in its work); round robin still agrees with members that only
@@ -398,8 +440,10 @@ class _KafkaConsumer(BusConsumer):
         self._started = True
 
     async def stop(self) -> None:
+        """Leave the group (the broker hands its partitions to the others) and close."""
         if self._started:
             self._started = False
+            leave_group_on_stop(self._consumer)
             await self._consumer.stop()
 
     async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:

@@ -33,6 +33,7 @@ from esched.services.bus.base import DEFAULT_WORK_PARTITIONS
 
 if TYPE_CHECKING:
     from esched.services.bus import Bus
+    from esched.services.bus.base import GroupOptions
     from esched.services.bus.security import KafkaSecurity
     from esched.services.bus.signing import Keyring
     from esched.services.store.base import EventStore
@@ -435,10 +436,16 @@ def command_keyring() -> Keyring | None:
         raise click.UsageError(str(exc)) from None
 
 
-def command_bus(kafka: str | None, topic_prefix: str, *, signing: bool = False) -> Bus:
+def command_bus(
+    kafka: str | None,
+    topic_prefix: str,
+    *,
+    signing: bool = False,
+    group: GroupOptions | None = None,
+) -> Bus:
     """The bus of the current command: Kafka with its security options (bad ones
-    are a usage error, exit 2), or the in-process bus; with ``signing``, the
-    command's signing keys."""
+    are a usage error, exit 2) and consumer ``group`` timing, or the in-process bus;
+    with ``signing``, the command's signing keys."""
     from esched.services.bus import open_bus
     from esched.services.bus.security import KafkaSecurityError
 
@@ -452,6 +459,7 @@ def command_bus(kafka: str | None, topic_prefix: str, *, signing: bool = False) 
             security=security,
             keyring=keyring,
             work_partitions=int(opts.get("work_partitions") or DEFAULT_WORK_PARTITIONS),
+            group=group,
         )
     except KafkaSecurityError as exc:
         raise click.UsageError(str(exc)) from None

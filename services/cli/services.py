@@ -29,11 +29,18 @@ from esched.services.cli import (
 )
 
 if TYPE_CHECKING:
-    from esched.services.bus.base import Bus
+    from esched.services.bus.base import Bus, GroupOptions
 
 
-def _service_bus(what: str, kafka: str | None, topic_prefix: str, metrics_port: int) -> Bus:
-    """The Kafka bus of a service that only runs against Kafka; serves its metrics.
+def _service_bus(
+    what: str,
+    kafka: str | None,
+    topic_prefix: str,
+    metrics_port: int,
+    group: GroupOptions | None = None,
+) -> Bus:
+    """The Kafka bus of a service that only runs against Kafka (its consumer
+    ``group`` timing); serves its metrics.
 
     ``what`` starts the usage error when ``--kafka`` is missing ("commit reads
     proposals from Kafka").
@@ -46,7 +53,7 @@ def _service_bus(what: str, kafka: str | None, topic_prefix: str, metrics_port: 
             f"{what}: give --kafka HOST:PORT (or ESCHED_KAFKA); the "
             "embedded mode runs it inside `esched up`"
         )
-    bus = command_bus(kafka, topic_prefix, signing=True)
+    bus = command_bus(kafka, topic_prefix, signing=True, group=group)
     warn_if_unsigned(bus.keyring, what.split()[0])
     metrics.serve(metrics_port)
     return bus
@@ -325,6 +332,32 @@ def _load_profile_option(path: str | None) -> Any:
     show_default=True,
     help="Let pods that fit nowhere evict pods of lower priority bands.",
 )
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(1, 300),
+    default=6.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="The group drops a replica silent this long and hands its work partitions "
+    "to the others (how long a killed replica's share waits).",
+)
+@click.option(
+    "--heartbeat-interval",
+    type=click.FloatRange(0.05, 60),
+    default=1.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between group heartbeats (a replica learns of a rebalance at its "
+    "next one); below --session-timeout.",
+)
+@click.option(
+    "--static-membership/--no-static-membership",
+    default=True,
+    show_default=True,
+    help="Join the group under the replica's --id (Kafka static membership, KIP-345): "
+    "restarted within its session, it takes its old partitions back without a "
+    "rebalance.",
+)
 @bands_option
 @queue_hierarchy_option
 @reserve_option
@@ -340,6 +373,9 @@ def replica(
     batch_size: int,
     pipeline: int,
     preemption: bool,
+    session_timeout: float,
+    heartbeat_interval: float,
+    static_membership: bool,
     bands: Any,
     queue_hierarchy: str,
     reserve_after: float,
@@ -352,12 +388,23 @@ def replica(
     the next batches while the decisions come back (their claims assumed);
     retries rejections with fresh state, and reports pods no node fits as
     `esched.pod.unschedulable`. Restarted, it works its previous share of the work
-    partitions (recorded in the store) while it rejoins the group. Prints a JSON
-    summary when it stops.
+    partitions (recorded in the store) while it rejoins the group. Stopped with
+    SIGTERM, it leaves the group (on Apache Kafka its partitions move at once).
+    Prints a JSON summary when it stops.
     """
+    from esched.services.bus import GroupOptions
     from esched.services.replica import Replica, ReplicaConfig
 
-    bus = _service_bus("replica takes work from Kafka", kafka, topic_prefix, metrics_port)
+    if heartbeat_interval >= session_timeout:
+        raise click.UsageError("--heartbeat-interval must be below --session-timeout")
+    group_options = GroupOptions(
+        session_timeout_ms=round(session_timeout * 1000),
+        heartbeat_interval_ms=round(heartbeat_interval * 1000),
+        static_membership=static_membership,
+    )
+    bus = _service_bus(
+        "replica takes work from Kafka", kafka, topic_prefix, metrics_port, group_options
+    )
     profile = _load_profile_option(profile_path)
 
     async def main() -> dict:

@@ -11,10 +11,16 @@ from types import SimpleNamespace
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.consumer.fetcher import Fetcher
+from aiokafka.consumer.group_coordinator import GroupCoordinator
 
 from esched.services.bus import Bus, TopicNames, open_bus
 from esched.services.bus.base import DEFAULT_WORK_PARTITIONS
-from esched.services.bus.kafka import FetchWait, KafkaBus
+from esched.services.bus.kafka import (
+    GROUP_INSTANCE_ATTRIBUTE,
+    FetchWait,
+    KafkaBus,
+    leave_group_on_stop,
+)
 from support.aio import eventually
 
 
@@ -221,6 +227,52 @@ def test_the_fetch_wait_stays_idle_with_a_warning_without_the_private_attribute(
     assert "no per-request fetch wait" in caplog.text
     wait.records_came(True)
     assert wait.current_ms == 20
+
+
+def test_the_installed_aiokafka_skips_leave_group_only_for_a_named_static_member():
+    # leave_group_on_stop clears a private attribute so that close() sends LeaveGroup:
+    # if a release renames it or changes when it leaves, this fails.
+    leave = inspect.getsource(GroupCoordinator._maybe_leave_group)
+    assert f"self.{GROUP_INSTANCE_ATTRIBUTE} is None" in leave
+    assert "LeaveGroupRequest(" in leave
+    assert "self._maybe_leave_group()" in inspect.getsource(GroupCoordinator.close)
+    assert "self._coordinator = GroupCoordinator(" in inspect.getsource(AIOKafkaConsumer.start)
+
+
+def test_leave_group_on_stop_clears_the_static_name_and_warns_without_it(caplog):
+    coordinator = SimpleNamespace(**{GROUP_INSTANCE_ATTRIBUTE: "g/r1"})
+    assert leave_group_on_stop(SimpleNamespace(_coordinator=coordinator))
+    assert getattr(coordinator, GROUP_INSTANCE_ATTRIBUTE) is None
+    assert leave_group_on_stop(SimpleNamespace())  # never joined: nothing to leave
+    with caplog.at_level(logging.WARNING, logger="esched.services.bus.kafka"):
+        assert not leave_group_on_stop(SimpleNamespace(_coordinator=SimpleNamespace()))
+    assert "without LeaveGroup" in caplog.text
+
+
+def test_the_heartbeat_must_come_within_the_session():
+    with pytest.raises(ValueError, match="heartbeat"):
+        KafkaBus("127.0.0.1:9", session_timeout_ms=3000, heartbeat_interval_ms=3000)
+    assert KafkaBus("127.0.0.1:9", session_timeout_ms=6000).heartbeat_interval_ms == 1000
+
+
+async def test_a_static_member_sends_leave_group_when_it_stops(
+    kafka_bootstrap, topic_prefix, caplog
+):
+    # KIP-345 static members skip LeaveGroup on close (aiokafka's _maybe_leave_group);
+    # esched's stop sends it, so on Apache Kafka the partitions move at once. tansu
+    # answers it but keeps the member until its session ends (docs/operations.md).
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), work_partitions=1)
+    await bus.ensure_topics(partitions=1)
+    member = bus.consumer([bus.topics.work], "g", instance="a")
+    await member.start()
+    polling = asyncio.ensure_future(_poll_forever(member))
+    try:
+        await eventually(lambda: len(member.assignment()) == 1, 60)
+    finally:
+        polling.cancel()
+        with caplog.at_level(logging.INFO, logger="aiokafka.consumer.group_coordinator"):
+            await member.stop()
+    assert "LeaveGroup request succeeded" in caplog.text
 
 
 async def test_the_work_topic_is_created_with_the_configured_partition_count(

@@ -390,3 +390,18 @@ def test_work_partitions_is_a_shared_key_of_the_config_file(tmp_path):
     config.write_text("work_partitions: 12\n")
     result = CliRunner().invoke(cli, ["--config", str(config), "replica", "--help"])
     assert result.exit_code == 0 and "default: 12" in result.output.replace("\n", " ")
+
+
+def test_replica_refuses_a_heartbeat_interval_not_below_its_session_timeout(runner):
+    args = ["replica", "--id", "r1", "--kafka", "127.0.0.1:9", "--session-timeout", "2"]
+    result = runner.invoke(cli, [*args, "--heartbeat-interval", "2"])
+    assert result.exit_code == EXIT_USAGE and "--heartbeat-interval" in result.output
+
+
+def test_the_replica_group_options_come_from_the_config_file(tmp_path):
+    config = tmp_path / "esched.yaml"
+    config.write_text("replica:\n  session-timeout: 4.5\n  static-membership: false\n")
+    result = CliRunner().invoke(cli, ["--config", str(config), "replica", "--help"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0 and "default: 4.5" in text
+    assert "--static-membership / --no-static-membership" in text

@@ -587,3 +587,38 @@ async def test_audit_upto_between_the_evictions_and_their_decision(store):
     assert cut["ok"], cut
     assert cut["checked"]["evictions_awaiting_decision"] == 1
     assert (await audit_store(store))["ok"]
+
+
+def _anti_affine_preemption(victim_app: str) -> list[tuple[int, dict]]:
+    """n1 (4 CPUs) runs v (1 CPU, app=<victim_app>); p (1 CPU, production) is
+    anti-affine to app=web on the same host and evicts v to go to n1."""
+    host = "kubernetes.io/hostname"
+    victim = pod("v", "1", priority=BATCH, node_name="n1")
+    victim["data"]["metadata"]["labels"] = {"app": victim_app}
+    preemptor = pod("p", "1", priority=PROD)
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": host}
+    preemptor["data"]["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    data = placement("f", [("p", "n1")], cpu=1000, victims=[("v", "n1")])
+    did = decision_id("f")
+    evicted = ev(
+        "evicted-f-t/v",
+        POD_EVICTED,
+        {"pod": "t/v", "node": "n1", "reason": "Preempted", "decision": did},
+    )
+    events = [node("n1", "4", labels={host: "n1"}), victim, preemptor, evicted]
+    return list(enumerate([*events, ev(did, PLACEMENT_COMMITTED, data)], start=1))
+
+
+def test_audit_counts_a_preemption_needed_for_anti_affinity_as_necessary():
+    # kube-scheduler's DefaultPreemption keeps a victim only if the preemptor fails
+    # its filters with the victim on the node, every filter, not resources alone
+    # (SelectVictimsOnNode, pkg/scheduler/framework/plugins/defaultpreemption/
+    # default_preemption.go). n1 had CPU to spare, but p may not share a host with
+    # an app=web pod: evicting v was what let p on.
+    assert audit_events(_anti_affine_preemption("web"))["ok"]
+    # The same eviction of a pod p does not mind: unnecessary.
+    report = audit_events(_anti_affine_preemption("db"))
+    assert report["by_kind"] == {"preemption_unnecessary": 1}
+    assert "fit on n1 without evicting anyone" in report["violations"][0]["detail"]

@@ -19,42 +19,23 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
 from pathlib import Path
 
 import orjson
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from esched.schemas.events import PLACEMENT_COMMITTED, POD_UNSCHEDULABLE
+from esched.schemas.events import PLACEMENT_COMMITTED
 from esched.services.devbroker import DevBroker
-from esched.services.procs import ServiceProcess, run_esched, service_env, wait_until
-from esched.services.store import open_store
+from esched.services.procs import run_esched, service_env, wait_until
 from esched.services.synth import node_event, pod_event
+from support.processes import Log, Processes, write_events
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
 NAMESPACE = "synth"
 #: Partitions of the work topic (KafkaBus.ensure_topics' default).
 WORK_PARTITIONS = 3
-
-
-class Processes:
-    """The esched processes of one test, on a migrated store; the test stops them."""
-
-    def __init__(self, env: dict[str, str], logdir: Path) -> None:
-        self.env = env
-        self.logdir = logdir
-        self.services: list[ServiceProcess] = []
-        run_esched(["store", "migrate"], env)
-
-    def start(self, name: str, *args: str) -> ServiceProcess:
-        s = ServiceProcess(name, args, self.env, self.logdir)
-        self.services.append(s)
-        return s
-
-    def publish(self, path: Path) -> None:
-        run_esched(["publish", str(path)], self.env)
 
 
 def _podgroup(name: str, min_member: int) -> dict:
@@ -83,54 +64,6 @@ def _gang_pod(j: int, gang: str) -> dict:
     return ev
 
 
-def _write(path: Path, events: list[dict]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
-    return path
-
-
-class Log:
-    """What the event store says so far (read with a short-lived connection)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def read(self) -> list[dict]:
-        import asyncio
-
-        async def main() -> list[dict]:
-            es = open_store(self.url)
-            await es.connect()
-            try:
-                out, after = [], 0
-                while rows := await es.read_payloads(after, 10_000):
-                    out.extend(orjson.loads(p) for _pos, p in rows)
-                    after = rows[-1][0]
-                return out
-            finally:
-                await es.close()
-
-        return asyncio.run(main())
-
-    def committed(self) -> Counter:
-        """pod -> number of committed bindings; also the replica of each (``by``)."""
-        counts: Counter = Counter()
-        self.by: dict[str, str] = {}
-        for e in self.read():
-            if e["type"] == PLACEMENT_COMMITTED:
-                for b in e["data"]["bindings"]:
-                    counts[b["pod"]] += 1
-                    self.by[b["pod"]] = e["data"]["replica"]
-        return counts
-
-    def replicas(self) -> set[str]:
-        """Replicas with at least one committed placement."""
-        self.committed()
-        return set(self.by.values())
-
-    def unschedulable(self) -> set[str]:
-        return {e["data"]["pod"] for e in self.read() if e["type"] == POD_UNSCHEDULABLE}
-
-
 def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
     pg_url: str, dev_broker: DevBroker, tmp_path: Path
 ) -> None:
@@ -143,9 +76,9 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
     gang = [_podgroup("g", 3), *(_gang_pod(1000 + k, "g") for k in range(3))]
     big = [_big_pod(2000 + k) for k in range(3)]
     waves = [
-        _write(tmp_path / "wave1.jsonl", nodes + plain[:200]),
-        _write(tmp_path / "wave2.jsonl", plain[200:400] + gang),
-        _write(tmp_path / "wave3.jsonl", plain[400:] + big),
+        write_events(tmp_path / "wave1.jsonl", nodes + plain[:200]),
+        write_events(tmp_path / "wave2.jsonl", plain[200:400] + gang),
+        write_events(tmp_path / "wave3.jsonl", plain[400:] + big),
     ]
     placeable = {f"{NAMESPACE}/{e['data']['metadata']['name']}" for e in plain + gang[1:]}
     unplaceable = {f"{NAMESPACE}/{e['data']['metadata']['name']}" for e in big}
@@ -259,12 +192,12 @@ def test_preemption_over_kafka_as_processes(
             60,
             services,
         )
-        publish(_write(tmp_path / "fill.jsonl", fill))
+        publish(write_events(tmp_path / "fill.jsonl", fill))
         be = {f"t/be{i}" for i in range(4)}
         wait_until(
             "the best-effort pods placed", lambda: be <= store_log.committed().keys(), 60, services
         )
-        publish(_write(tmp_path / "urgent.jsonl", urgent))
+        publish(write_events(tmp_path / "urgent.jsonl", urgent))
 
         def victims_reported() -> bool:
             evs = store_log.read()

@@ -1,0 +1,193 @@
+"""How fast placement recovers from losing a replica or a broker pause, as processes.
+
+``esched ingest``, ``commit``, ``dispatch`` and two ``esched replica`` run as their
+own processes on the real broker and PostgreSQL. Once both replicas place, one
+fault, then a wave of pods spread over every work partition; the recovery time is
+from the fault (for a pause: from the broker's resumption) until the whole wave is
+committed, with nothing committed twice:
+
+* a replica stopped with SIGTERM leaves its group (LeaveGroup: on Apache Kafka its
+  partitions move at once; tansu, the tests' broker, answers it but keeps the member
+  until its session ends, so here both bounds are the session plus a rebalance);
+* a replica killed with SIGKILL says no goodbye: its partitions move once its
+  session times out (``--session-timeout``);
+* a broker stopped with SIGSTOP and resumed with SIGCONT: the services reconnect.
+
+Each test prints its recovery time (``pytest -s``); docs/operations.md records them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from esched.services.bus import BusError
+from esched.services.devbroker import DevBroker
+from esched.services.faults import RECONNECT_CAP, retry_transient
+from esched.services.procs import ServiceProcess, service_env, wait_until
+from esched.services.synth import node_event, pod_event
+from support.processes import Log, Processes, write_events
+
+NAMESPACE = "synth"
+#: Replica options of these tests: a short session, heartbeats well within it.
+REPLICA_ARGS = ("--session-timeout", "3", "--heartbeat-interval", "0.5")
+#: The session of REPLICA_ARGS.
+SESSION = 3.0
+#: A rebalance on tansu (a JoinGroup held 5 s, a SyncGroup 3 s), publishing the wave
+#: (a process start) and placing it, with room for a loaded machine.
+MARGIN = 14.0
+
+
+def _pods(first: int, count: int) -> list[dict]:
+    rng = random.Random(first)
+    return [pod_event(j, rng, NAMESPACE) for j in range(first, first + count)]
+
+
+def _names(events: list[dict]) -> set[str]:
+    return {f"{NAMESPACE}/{e['data']['metadata']['name']}" for e in events}
+
+
+def _recovery(
+    pg_url: str,
+    broker: DevBroker,
+    tmp_path: Path,
+    fault: Callable[[ServiceProcess, DevBroker], float],
+    replica_args: tuple[str, ...] = REPLICA_ARGS,
+) -> float:
+    """Seconds from ``fault(r1, broker)`` (which returns the fault's moment, a
+    ``time.monotonic()``) until a wave published right after it is all committed."""
+    env = service_env(pg_url, broker.bootstrap)
+    store_log = Log(pg_url)
+    nodes = [node_event(i) for i in range(20)]
+    before, after = _pods(0, 60), _pods(1000, 60)
+    procs = Processes(env, tmp_path)
+    services, start = procs.services, procs.start
+    try:
+        start("ingest", "ingest")
+        commit = start("commit", "commit")
+        start("dispatch", "dispatch")
+        r1 = start("replica-r1", "replica", "--id", "r1", "--seed", "1", *replica_args)
+        r2 = start("replica-r2", "replica", "--id", "r2", "--seed", "2", *replica_args)
+        wait_until(
+            "the services ready",
+            lambda: (
+                commit.logged("commit service leading")
+                and r1.logged("replica r1 ready")
+                and r2.logged("replica r2 ready")
+            ),
+            60,
+            services,
+        )
+        procs.publish(write_events(tmp_path / "before.jsonl", nodes + before))
+        wait_until(
+            "both replicas placing",
+            lambda: (
+                _names(before) <= store_log.committed().keys()
+                and store_log.replicas() == {"r1", "r2"}
+            ),
+            60,
+            [s for s in services if s is not r1],
+        )
+        at = fault(r1, broker)
+        procs.publish(write_events(tmp_path / "after.jsonl", after))
+        wave = _names(after)
+        wait_until(
+            "the wave after the fault committed",
+            lambda: wave <= store_log.committed().keys(),
+            120,
+            [s for s in services if s is not r1],
+            interval=0.05,
+        )
+        took = time.monotonic() - at
+        committed = store_log.committed()
+    finally:
+        for s in services:
+            s.stop()
+    twice = {pod: n for pod, n in committed.items() if n > 1}
+    assert not twice, f"pods committed more than once: {twice}"
+    assert store_log.by.keys() >= wave
+    return took
+
+
+def _sigterm(r1: ServiceProcess, _broker: DevBroker) -> float:
+    at = time.monotonic()
+    assert r1.stop() == 0
+    return at
+
+
+def _sigkill(r1: ServiceProcess, _broker: DevBroker) -> float:
+    at = time.monotonic()
+    r1.kill9()
+    return at
+
+
+def _pause(seconds: float) -> Callable[[ServiceProcess, DevBroker], float]:
+    def fault(_r1: ServiceProcess, broker: DevBroker) -> float:
+        assert broker.pid is not None
+        os.kill(broker.pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)  # the fault itself: the broker frozen this long
+        finally:
+            os.kill(broker.pid, signal.SIGCONT)
+        return time.monotonic()
+
+    return fault
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_replica_stopped_with_sigterm_hands_its_partitions_over_within_its_session(
+    pg_url: str, dev_broker: DevBroker, tmp_path: Path
+) -> None:
+    took = _recovery(pg_url, dev_broker, tmp_path, _sigterm)
+    print(f"SIGTERM of a replica: the wave after it placed {took:.1f}s later")
+    assert took < SESSION + MARGIN
+
+
+@pytest.mark.scale
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_replica_killed_with_sigkill_is_replaced_within_its_session_timeout(
+    pg_url: str, dev_broker: DevBroker, tmp_path: Path
+) -> None:
+    took = _recovery(pg_url, dev_broker, tmp_path, _sigkill)
+    print(f"SIGKILL of a replica: the wave after it placed {took:.1f}s later")
+    assert took < SESSION + MARGIN
+
+
+@pytest.mark.scale
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_placement_resumes_soon_after_a_broker_pause(
+    pg_url: str, dev_broker: DevBroker, tmp_path: Path
+) -> None:
+    took = _recovery(pg_url, dev_broker, tmp_path, _pause(20))
+    print(f"20 s broker pause: the wave after it placed {took:.1f}s after SIGCONT")
+    assert took < 20
+
+
+async def test_a_lost_peer_is_retried_at_least_once_per_reconnect_cap(monkeypatch):
+    # Twelve failures in a row would back off to 0.1 * 2**11 s uncapped; the cap keeps
+    # a service within about a second of its broker coming back.
+    slept: list[float] = []
+
+    async def no_sleep(delay: float) -> None:
+        slept.append(delay)
+
+    failures = iter(range(12))
+
+    async def op() -> str:
+        if next(failures, None) is not None:
+            raise BusError("broker away", retriable=True)
+        return "back"
+
+    monkeypatch.setattr(asyncio, "sleep", no_sleep)
+    assert await retry_transient(op, what="probe", service="test", peer="bus") == "back"
+    assert len(slept) == 12 and max(slept) <= RECONNECT_CAP

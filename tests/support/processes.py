@@ -1,0 +1,80 @@
+"""The esched services as OS processes in a test: a migrated store, the processes,
+the workload published, and what the event store says so far."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import orjson
+
+from esched.schemas.events import PLACEMENT_COMMITTED, POD_UNSCHEDULABLE
+from esched.services.procs import ServiceProcess, run_esched
+from esched.services.store import open_store
+
+
+class Processes:
+    """The esched processes of one test, on a migrated store; the test stops them."""
+
+    def __init__(self, env: dict[str, str], logdir: Path) -> None:
+        self.env = env
+        self.logdir = logdir
+        self.services: list[ServiceProcess] = []
+        run_esched(["store", "migrate"], env)
+
+    def start(self, name: str, *args: str) -> ServiceProcess:
+        s = ServiceProcess(name, args, self.env, self.logdir)
+        self.services.append(s)
+        return s
+
+    def publish(self, path: Path) -> None:
+        run_esched(["publish", str(path)], self.env)
+
+
+def write_events(path: Path, events: list[dict]) -> Path:
+    """Write ``events`` as JSON lines to ``path`` (for ``esched publish``)."""
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    return path
+
+
+class Log:
+    """What the event store says so far (read with a short-lived connection)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def read(self) -> list[dict]:
+        async def main() -> list[dict]:
+            es = open_store(self.url)
+            await es.connect()
+            try:
+                out, after = [], 0
+                while rows := await es.read_payloads(after, 10_000):
+                    out.extend(orjson.loads(p) for _pos, p in rows)
+                    after = rows[-1][0]
+                return out
+            finally:
+                await es.close()
+
+        return asyncio.run(main())
+
+    def committed(self) -> Counter:
+        """pod -> number of committed bindings; also the replica of each (``by``)."""
+        counts: Counter = Counter()
+        self.by: dict[str, str] = {}
+        for e in self.read():
+            if e["type"] == PLACEMENT_COMMITTED:
+                for b in e["data"]["bindings"]:
+                    counts[b["pod"]] += 1
+                    self.by[b["pod"]] = e["data"]["replica"]
+        return counts
+
+    def replicas(self) -> set[str]:
+        """Replicas with at least one committed placement."""
+        self.committed()
+        return set(self.by.values())
+
+    def unschedulable(self) -> set[str]:
+        """Pods reported unschedulable."""
+        return {e["data"]["pod"] for e in self.read() if e["type"] == POD_UNSCHEDULABLE}
