@@ -274,6 +274,40 @@ cdef long long FB_EXACT_LIMIT = 1LL << 46
 # no Python objects, no memoryview reloads in the node loop. Feasibility is
 # _feasibility.pxd's, scores are scoring/_gather.pxd's (the profile's kernel table).
 
+cdef object _nodes_with_keys(list doms, Py_ssize_t N):
+    """uint8 per node: 1 where the node has every constraint's topology key (kube's
+    PodTopologySpread counts only on such nodes)."""
+    keys = np.ones(N, dtype=np.uint8)
+    for dom in doms:
+        keys &= (dom[:N] >= 0)
+    return keys
+
+
+cdef object _domain_counts(const ClassView* v, Py_ssize_t N, const int32_t[::1] dom,
+                           const int32_t[::1] per_node, const uint8_t[::1] keys_ok,
+                           bint h_aff, bint h_taint, Py_ssize_t D, uint8_t[::1] seen):
+    """Matching pods per topology domain (int32, index ``1 + domain``) over the nodes
+    kube's PodTopologySpread counts on: alive, with every constraint's key, passing
+    the constraint's node-affinity / taint policies; marks those domains in ``seen``
+    when it is given. The one count both the filter and the score start from."""
+    counts = np.zeros(1 + D, dtype=np.int32)
+    cdef int32_t[::1] dc = counts
+    cdef bint mark = seen is not None
+    cdef Py_ssize_t n, d
+    for n in range(N):
+        if not (v.flags[n] & NODE_ALIVE) or not keys_ok[n]:
+            continue
+        if h_aff and v.has_labels and not selector_ok(v, n):
+            continue
+        if h_taint and v.has_taints and not taints_ok(v, n):
+            continue
+        d = dom[n]
+        if mark:
+            seen[d] = 1
+        dc[1 + d] += per_node[1 + n]
+    return counts
+
+
 cdef void _score_block(const PluginSpec* specs, int n_specs, const ClassView* v, Py_ssize_t n0,
                        Py_ssize_t m, int32_t* buf) noexcept nogil:
     """buf[i] = total of node n0 + i, -1 if infeasible, -2 if not alive: the scalar
@@ -1725,10 +1759,7 @@ cdef class Placer:
             self.soft_buf = grown
             self.soft_cap = 2 * J
         doms = [ip.dom_np[c[1]] for c in soft]
-        keys_np = np.ones(N, dtype=np.uint8)
-        for other in doms:
-            keys_np &= (other[:N] >= 0)
-        keys_ok = keys_np
+        keys_ok = _nodes_with_keys(doms, N)
         hold = []
         for j in range(J):
             m, k, max_skew, h_aff, h_taint, host = soft[j]
@@ -1740,16 +1771,8 @@ cdef class Placer:
             if host:
                 dc_np = per_node
             else:
-                dc_np = np.zeros(1 + D, dtype=np.int32)
-                dc = dc_np
-                for n in range(N):
-                    if not (v.flags[n] & NODE_ALIVE) or not keys_ok[n]:
-                        continue
-                    if h_aff and v.has_labels and not selector_ok(v, n):
-                        continue
-                    if h_taint and v.has_taints and not taints_ok(v, n):
-                        continue
-                    dc[1 + dom[n]] += per_node[1 + n]
+                # (domains seen are marked later, by the normalization walk)
+                dc_np = _domain_counts(v, N, dom, per_node, keys_ok, h_aff, h_taint, D, None)
             dc = dc_np
             hold.append((dom, dc_np, seen_np))
             self.soft_buf[j].dom = &dom[0]
@@ -1786,31 +1809,17 @@ cdef class Placer:
             self.sp_buf = grown
             self.sp_cap = 2 * J
         doms = [ip.dom_np[c[1]] for c in spread]
-        # kube counts only on nodes that have every constraint's key
-        keys_np = np.ones(N, dtype=np.uint8)
-        for other in doms:
-            keys_np &= (other[:N] >= 0)
-        keys_ok = keys_np
+        keys_ok = _nodes_with_keys(doms, N)
         hold = []
         for j in range(J):
             m, k, max_skew, min_domains, h_aff, h_taint, self_match = spread[j]
             dom = doms[j]
             per_node = self._ip_arr(0, m, node_key)
             D = ip.dom_cap[k]
-            dc_np = np.zeros(1 + D, dtype=np.int32)
             seen_np = np.zeros(D, dtype=np.uint8)
-            dc = dc_np
             seen = seen_np
-            for n in range(N):
-                if not (v.flags[n] & NODE_ALIVE) or not keys_ok[n]:
-                    continue
-                if h_aff and v.has_labels and not selector_ok(v, n):
-                    continue
-                if h_taint and v.has_taints and not taints_ok(v, n):
-                    continue
-                d = dom[n]
-                seen[d] = 1
-                dc[1 + d] += per_node[1 + n]
+            dc_np = _domain_counts(v, N, dom, per_node, keys_ok, h_aff, h_taint, D, seen)
+            dc = dc_np
             low = 2147483647
             ndom = 0
             for d in range(D):

@@ -195,8 +195,9 @@ def bench_jobs(jobs: int = 10_000, events: int = 1_000_000, seed: int = 0) -> di
         "outcome_events_per_second": round(events / seconds),
         "controller_events": controller,
         "target_seconds": 5.0,
-        # CPU time: on a shared machine the wall time measures the other work too.
-        "within_target": cpu < 5.0,
+        # Wall time, as the target is stated (fold_cpu_seconds tells what other work
+        # on a shared machine added).
+        "within_target": seconds < 5.0,
         "phases": dict(sorted(phases.items())),
         "transitions": sum(len(j.history) for j in book.jobs.values()),
         "restarts": sum(j.retry for j in book.jobs.values()),
