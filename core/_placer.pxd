@@ -214,7 +214,5 @@ cdef class Placer:
     cdef int _ip_add(self, dict vals, Py_ssize_t k, object arr, long long times) except -1
     cdef int _soft_spread_view(self, tuple soft, ClassView* v) except -1
     cdef Py_ssize_t _class_of(self, pod) except -1
-    cdef object _gang_of(self, pods)
     cdef void _unassume_pod(self, Py_ssize_t p) noexcept
     cdef void _pod_view(self, Py_ssize_t p, int sign) noexcept
-    cdef list _reason_strings(self, uint64_t reasons, Py_ssize_t n, const ClassView* v)

@@ -92,7 +92,6 @@ from esched.core._feasibility cimport (
     selector_ok,
     taints_ok,
     reason_bits,
-    resource_reason,
 )
 from esched.core._fused_block cimport (
     ESCHED_FB_BLOCK,
@@ -110,6 +109,7 @@ from esched.core._fused_block cimport (
     esched_stale,
     esched_summarize,
 )
+from esched.core._rng cimport below, xorshift64
 from esched.core._state cimport CLASS_HOST_PORTS, CLASS_INTERPOD, ClusterState
 from esched.core._types cimport (
     NODE_ALIVE,
@@ -120,15 +120,11 @@ from esched.core._types cimport (
     units_t,
     word_t,
 )
-from esched.core.scoring._epvm cimport epvm
-from esched.core.scoring._mixed cimport mixed
 from esched.core.scoring._pod_topology_spread cimport spread_see, spread_start, spread_weigh
 from esched.core.scoring._plugin cimport (
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_NODE_SCORE,
-    MAX_PLUGIN_RES,
     MAX_PLUGINS,
-    MAX_SHAPE,
     PLUGIN_BALANCED_ALLOCATION,
     PLUGIN_EPVM,
     PLUGIN_INTER_POD_AFFINITY,
@@ -143,13 +139,9 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PLUGIN_TAINT_TOLERATION,
     PluginSpec,
-    ScoreInput,
-    div_by_cap,
-    floor_div,
 )
-from esched.core.scoring._requested_to_capacity_ratio cimport broken_linear
 from esched.core.scoring._gather cimport kernel_total, kernel_total_inv, plugin_kernel, plugin_raw
-from esched.core.scoring._table cimport kernel_of, normalized, score_inv
+from esched.core.scoring._table cimport kernel_of, normalized
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 
@@ -209,15 +201,6 @@ cpdef long long num_feasible_nodes_to_find(long long n_all, long long percentage
     return n
 
 
-cdef extern from *:
-    """
-    static inline uint64_t esched_mulhi(uint64_t a, uint64_t b) {
-        return (uint64_t)(((unsigned __int128)a * b) >> 64);
-    }
-    """
-    uint64_t esched_mulhi(uint64_t a, uint64_t b) nogil
-
-
 def _py_set_simd(cap: str = "") -> str:
     """Run the block kernel with the widest body this CPU has, at most ``cap``.
 
@@ -236,21 +219,6 @@ if (1 << BLOCK_SHIFT) != ESCHED_FB_BLOCK:
 #: The instruction set the vectorized block kernel runs with (``baseline``, ``avx2``, ``avx512``).
 SIMD = "baseline"
 _py_set_simd(__import__("os").environ.get("ESCHED_SIMD", ""))
-
-
-cdef inline uint64_t below(uint64_t* state, uint64_t bound) noexcept nogil:
-    # A draw in [0, bound) by multiply-shift (Lemire), not a 64-bit modulo: no idiv.
-    return esched_mulhi(xorshift64(state), bound)
-
-
-cdef inline uint64_t xorshift64(uint64_t* state) noexcept nogil:
-    # Marsaglia xorshift64; state never 0.
-    cdef uint64_t x = state[0]
-    x ^= x << 13
-    x ^= x >> 7
-    x ^= x << 17
-    state[0] = x
-    return x
 
 
 cdef enum:
@@ -680,33 +648,14 @@ cdef class Placer:
         self._hide_reserved(None)
 
     def _hide_reserved(self, gang) -> None:
-        """Make nodes reserved for a gang other than ``gang`` infeasible in this view.
-
-        A reserved node shows no free pod slot (its ``pods`` capacity reads 0), so no
-        placement, preemption or gang plan of anyone else lands there; ``gang``'s own
-        reserved nodes show their real capacity. Only the few reserved nodes are
-        touched, and a changed row gets a new placer version (its cache entries die).
-        """
-        cdef ClusterState st = self.state
-        cdef Py_ssize_t n, col
-        if not self.hide_reserved or (not st.reserved_nodes and not self.hidden):
+        # Nodes reserved for a gang other than ``gang`` become infeasible in this view
+        # (esched.core._reserve.hide_reserved); nothing to do, the common case, without
+        # the call.
+        if not self.hide_reserved or (not self.state.reserved_nodes and not self.hidden):
             return
-        col = st.res_index["pods"]
-        hidden = {}
-        for name, owner in st.reserved_nodes.items():
-            if owner != gang:
-                hidden[name] = st.node_index[name]
-        for name, idx in list(self.hidden.items()) + list(hidden.items()):
-            n = idx
-            if n >= self.n_nodes:
-                continue
-            want = 0 if name in hidden and st.node_index.get(name) == idx else st.allocatable[n, col]
-            if self.alloc[n, col] != want:
-                self.alloc[n, col] = want
-                if self.fused.on:
-                    self._soa_node(n, st.flags[n])  # the vectorized kernel reads soa
-                self._touch(n)  # new version; the block's cache summaries die too
-        self.hidden = hidden
+        from esched.core._reserve import hide_reserved
+
+        hide_reserved(self, gang)
 
     def _reset_cache(self) -> None:
         # After a reshape: empty cache rows for the new node count.
@@ -1984,11 +1933,11 @@ cdef class Placer:
         return reason_bits(&v, n, True)
 
     def reason_texts(self, Py_ssize_t p, Py_ssize_t n, uint64_t reasons) -> list[str]:
-        """kube-style texts of :meth:`binding_reasons`' bits (as :meth:`fits` gives)."""
-        cdef ClusterState st = self.state
-        cdef ClassView v
-        self._view(st.pod_class[p], &v, st.interpod.pod_lset_of(p))
-        return self._reason_strings(reasons, n, &v)
+        """kube-style texts of :meth:`binding_reasons`' bits, as :meth:`fits` gives
+        (:func:`esched.core._explain.reason_texts`)."""
+        from esched.core._explain import reason_texts
+
+        return reason_texts(self, p, n, reasons)
 
     def assume_binding(self, Py_ssize_t p, Py_ssize_t n, int sign=1) -> None:
         """Add (``sign`` 1) or take back (-1) pod slot ``p``'s class requests on node
@@ -2009,328 +1958,53 @@ cdef class Placer:
         """Place many pods in order, each seeing the ones before it (assumed)."""
         return [self.place(p) for p in pods]
 
+    # The gang, preemption and reservation planners work on this view; they live in
+    # their own modules (which cimport Placer): these methods delegate.
+
     def plan_gang(self, pods, min_member: int | None = None,
                   devices=None) -> list[str] | None:
-        """All-or-nothing plan for a gang on a scratch overlay.
+        """All-or-nothing plan for a gang on this view
+        (:func:`esched.core._gang_plan.plan_gang`); a failure's report is left in
+        :attr:`gang_failure`."""
+        from esched.core._gang_plan import plan_gang
 
-        Places members in order, assuming each; if fewer than ``min_member`` (default:
-        all) fit, every assumption made here is undone and None is returned, leaving
-        the placer exactly as before (apart from the RNG and rotation). On success the
-        plan stays assumed and the node name per member is returned (None for members
-        beyond ``min_member`` that did not fit).
-
-        ``devices`` is an exact per-member filter for what the state only sums, e.g.
-        GPU devices (:class:`esched.core._devices.GangDevices`). Before member ``i``,
-        ``devices.mask(i)`` returns a uint8 mask per node slot (0 = does not fit, given
-        the members planned so far) or None; once ``i`` is planned on slot ``n``,
-        ``devices.take(i, n)``; if the gang fails, ``devices.undo()``. Without it a
-        member's fractional GPU would be checked only against the node's sum of free
-        GPU milli, which four devices at 250 free each pass for a 500 share.
-        """
-        cids = [self._class_of(p) for p in pods]
-        self._ensure_synced()
-        lsets = [self._lset_of(p) for p in pods]
-        gang = self._gang_of(pods)
-        if gang is not None:
-            self._hide_reserved(gang)  # the gang sees the nodes reserved for it
-        try:
-            return self._plan_gang(cids, min_member, devices, lsets)
-        finally:
-            if gang is not None:
-                self._hide_reserved(None)
-
-    cdef object _gang_of(self, pods):
-        # The reserved gang the members belong to (None: no reservation for them).
-        cdef ClusterState st = self.state
-        if not st.reservations or not pods or not isinstance(pods[0], str):
-            return None
-        g = int(st.pod_gang_np[st.pod_index[pods[0]]])
-        key = st.gang_keys[g] if g >= 0 else None
-        return key if key in st.reservations else None
-
-    def _plan_gang(self, cids, min_member, devices=None, lsets=None):
-        need = len(cids) if min_member is None else min_member
-        done = []
-        names = []
-        cdef Py_ssize_t cid, n, i = 0, lset
-        cdef ClassView v
-        cdef score_t best
-        cdef long long visited
-        cdef const uint8_t[::1] mask
-        for i, cid in enumerate(cids):
-            # members placed earlier in the plan are assumed: their counts are seen
-            lset = lsets[i] if lsets is not None else -1
-            self._view(cid, &v, lset)
-            m = devices.mask(i) if devices is not None else None
-            if m is not None:
-                mask = m  # held for the call: ext_mask points into it
-                if mask.shape[0] < self.n_nodes:
-                    raise ValueError(f"mask has {mask.shape[0]} entries for "
-                                     f"{self.n_nodes} nodes")
-                self.ext_mask = &mask[0] if mask.shape[0] > 0 else NULL
-            try:
-                n = self._place(cid, &v, &best, &visited)
-            finally:
-                self.ext_mask = NULL
-            self.visited += visited
-            if n < 0:
-                names.append(None)
-                continue
-            self._assume(cid, n, 1, lset)
-            if devices is not None:
-                devices.take(i, n)
-            done.append((cid, n, lset))
-            names.append(self.state.node_names[n])
-        if len(done) < need:
-            if devices is not None:
-                devices.undo()
-            # The report is taken on the view with the members that did fit assumed.
-            self.gang_failure = self._gang_shortfall(
-                [c for c, name in zip(cids, names) if name is None][: need - len(done)],
-                len(done), need, len(cids))
-            for cid, n, lset in reversed(done):
-                self._assume(cid, n, -1, lset)
-            self.unschedulable += 1
-            return None
-        self.gang_failure = None
-        self.placed += len(done)
-        return names
-
-    def _gang_shortfall(self, list missing, long long fit, long long need,
-                        long long members) -> dict:
-        """Why a gang did not fit: how many of ``need`` members fit together, and per
-        resource how much the next ``missing`` members' requests exceed the free room
-        of all schedulable nodes (after the members that fit). Empty ``short`` means
-        the room exists in total but no node fits the rest (constraints, fragmentation).
-        """
-        cdef ClusterState st = self.state
-        nres = self.n_res
-        want = np.zeros(nres, dtype=np.int64)
-        for cid in missing:
-            want += st.class_req_np[cid, :nres]
-        flags = st.flags_np[: self.n_nodes]
-        ok = ((flags & NODE_ALIVE) != 0) & ((flags & NODE_UNSCHEDULABLE) == 0)
-        free = np.clip(self.alloc_np[ok] - self.used_np[ok], 0, None).sum(axis=0)
-        short = {st.res_names[r]: int(want[r] - free[r])
-                 for r in range(nres) if want[r] > free[r]}
-        return {"fit": int(fit), "need": int(need), "members": int(members), "short": short}
+        return plan_gang(self, pods, min_member, devices)
 
     def gang_message(self, report: dict | None = None) -> str:
         """The operator's one-line reason of the last failed :meth:`plan_gang` (or of
         ``report``): ``7/10 members fit; short of nvidia.com/gpu: 3``."""
-        from esched.schemas.quantity import format_units
+        from esched.core._gang_plan import gang_message
 
-        report = report if report is not None else self.gang_failure
-        if not report:
-            return ""
-        head = f"{report['fit']}/{report['need']} members fit"
-        if report["short"]:
-            return head + "; short of " + ", ".join(
-                f"{name}: {format_units(name, units)}"
-                for name, units in sorted(report["short"].items()))
-        return head + "; the cluster has the room in total but no node fits the rest " \
-                      "(constraints or fragmentation)"
-
-    # ------------------------------------------------------------------ preemption
+        return gang_message(report if report is not None else self.gang_failure)
 
     def class_bands(self, bands=None) -> np.ndarray:
         """``uint8[class]``: the Borg band of every equivalence class under ``bands``
-        (a :class:`~esched.core.bands.BandConfig`; default thresholds if None)."""
-        from esched.core.bands import DEFAULT_BANDS
+        (:func:`esched.core._preempt.class_bands`)."""
+        from esched.core._preempt import class_bands
 
-        cdef ClusterState st = self.state
-        cfg = bands if bands is not None else DEFAULT_BANDS
-        if cfg is not self.band_cfg:
-            self.band_cfg = cfg
-            self.band_np = np.zeros(0, dtype=np.uint8)
-        have = self.band_np.shape[0]
-        if have < st.n_classes:
-            grown = np.zeros(max(st.n_classes, 2 * have, 64), dtype=np.uint8)
-            grown[:have] = self.band_np[:have]
-            for c in range(have, st.n_classes):
-                spec = st.class_specs[c]
-                grown[c] = cfg.band_of(spec["priority"], spec.get("priorityClassName"))
-            # Slots past n_classes are filled when their classes appear.
-            self.band_np = grown[: st.n_classes]
-        return self.band_np
+        return class_bands(self, bands)
 
     def plan_preemption(self, pod, bands=None, bint assume=True) -> dict | None:
-        """Where ``pod`` fits by evicting pods of lower bands, and whom (or None).
+        """Where ``pod`` fits by evicting pods of lower bands, and whom, or None
+        (:func:`esched.core._preempt.plan_preemption`)."""
+        from esched.core._preempt import plan_preemption
 
-        Victims are chosen by :mod:`esched.core._preempt` (Borg's rules; lowest band
-        first, fewest victims; gangs pushed below minMember go whole). Returns
-        ``{"node", "victims": [pod keys on that node], "collateral": [gang members
-        elsewhere], "cost": {"band", "pods", "priority"}}``; None for a pod whose
-        ``preemptionPolicy`` is ``Never``. With ``assume`` the
-        evictions and the placement join this placer's view (until :meth:`sync`), and
-        the victims are not offered again.
-        """
-        from esched.core._preempt import select_victims
-
-        cdef ClusterState st = self.state
-        cdef Py_ssize_t cid = self._class_of(pod), n, N
-        cdef uint64_t reasons
-        if not st.class_preempts(cid):
-            return None  # preemptionPolicy: Never
-        self._ensure_synced()
-        cdef ClassView v
-        self._view(cid, &v, self._lset_of(pod))
-        N = self.n_nodes
-        ok = np.zeros(N, dtype=np.uint8)
-        cdef uint8_t[::1] ok_v = ok
-        port_nodes = []
-        for n in range(N):
-            reasons = reason_bits(&v, n, True)
-            # Constraints must hold; only resources may be missing, or host ports that
-            # evicting their holders frees (kube's preemption runs NodePorts too).
-            reasons &= <uint64_t>REASON_NON_RESOURCE
-            ok_v[n] = reasons == 0
-            if reasons == <uint64_t>REASON_NODE_PORTS:
-                port_nodes.append(n)
-        must = self._port_holders(cid, port_nodes, ok) if port_nodes else None
-        exclude = -1
-        if isinstance(pod, str):
-            exclude = int(st.pod_gang_np[st.pod_index[pod]])
-        if self.evicted_np is not None and self.evicted_np.shape[0] < st.n_pods:
-            grown = np.zeros(st.n_pods, dtype=bool)
-            grown[: self.evicted_np.shape[0]] = self.evicted_np
-            self.evicted_np = grown
-        got = select_victims(st, self.used_np, self.alloc_np, ok, cid, self.class_bands(bands),
-                             self.evicted_np, exclude, self.preempt_cache, must)
-        if got is None:
-            return None
-        node, victims, collateral, (band, count, prio) = got
-        if assume:
-            if self.evicted_np is None:
-                self.evicted_np = np.zeros(st.n_pods, dtype=bool)
-            for p in victims + collateral:
-                self._unassume_pod(p)
-                self.evicted_np[p] = True
-            self._assume(cid, node, 1, self._lset_of(pod))
-            self.placed += 1
-        keys = st.pod_keys
-        return {"node": st.node_names[node],
-                "victims": [keys[p] for p in victims],
-                "collateral": [keys[p] for p in collateral],
-                "cost": {"band": band, "pods": count, "priority": prio}}
-
-    def _port_holders(self, Py_ssize_t cid, list nodes, ok):
-        """bool[pod]: the running pods on ``nodes`` whose host ports conflict with class
-        ``cid``'s; each node whose conflict they explain becomes a candidate in ``ok``.
-        A node where a port is held by a claim this view assumed (not yet a running
-        pod) stays out: no eviction frees it."""
-        cdef ClusterState st = self.state
-        conflict = set(st.class_ports[cid][1])
-        P = st.n_pods
-        must = np.zeros(P, dtype=bool)
-        pnode = st.pod_node_np[:P]
-        running = st.pod_phase_np[:P] == PHASE_RUNNING
-        for n in nodes:
-            delta = self.port_delta.get(n) or {}
-            if any(k > 0 and b in conflict for b, k in delta.items()):
-                continue
-            for p in np.flatnonzero(running & (pnode == n)):
-                held = st.class_ports[st.pod_class_np[p]]
-                if held is not None and conflict.intersection(held[0]):
-                    must[p] = True
-            ok[n] = 1
-        return must
+        return plan_preemption(self, pod, bands, assume)
 
     def plan_gang_preempting(self, pods, min_member: int | None = None, bands=None
                              ) -> dict | None:
-        """:meth:`plan_gang`, letting members that do not fit preempt (all or nothing).
+        """:meth:`plan_gang`, letting members that do not fit preempt, all or nothing
+        (:func:`esched.core._preempt.plan_gang_preempting`)."""
+        from esched.core._preempt import plan_gang_preempting
 
-        Members are placed in order; one that fits nowhere tries
-        :meth:`plan_preemption` on the view so far. If fewer than ``min_member``
-        (default: all) are placed, every placement *and every eviction* planned here
-        is undone and None is returned. Otherwise ``{"nodes": [name or None per
-        member], "victims": [{"pod", "node"}, ...]}`` stays assumed.
-        """
-        keys = list(pods)
-        self._ensure_synced()
-        gang = self._gang_of(keys)
-        if gang is not None:
-            self._hide_reserved(gang)
-        try:
-            return self._plan_gang_preempting(keys, min_member, bands)
-        finally:
-            if gang is not None:
-                self._hide_reserved(None)
-
-    def _plan_gang_preempting(self, keys, min_member, bands):
-        cdef ClusterState st = self.state
-        need = len(keys) if min_member is None else min_member
-        nodes = []
-        placed = []          # (cid, node slot)
-        evicted = []         # pod slots
-        victims = []
-        for key in keys:
-            got = self.place(key)
-            if got is not None:
-                nodes.append(got[0])
-                placed.append((self._class_of(key), st.node_index[got[0]], self._lset_of(key)))
-                continue
-            before = [] if self.evicted_np is None else list(np.flatnonzero(self.evicted_np))
-            plan = self.plan_preemption(key, bands)
-            if plan is None:
-                nodes.append(None)
-                continue
-            nodes.append(plan["node"])
-            placed.append((self._class_of(key), st.node_index[plan["node"]],
-                           self._lset_of(key)))
-            now = set(np.flatnonzero(self.evicted_np)) - set(before)
-            evicted.extend(sorted(now))
-            for p in sorted(now):
-                victims.append({"pod": st.pod_keys[p], "node": st.node_names[st.pod_node[p]]})
-        if len(placed) < need:
-            for cid, n, lset in reversed(placed):
-                self._assume(cid, n, -1, lset)
-            for p in evicted:
-                self._pod_view(p, 1)
-                self.evicted_np[p] = False
-            self.placed -= len(placed)
-            self.unschedulable += 1
-            return None
-        return {"nodes": nodes, "victims": victims}
+        return plan_gang_preempting(self, pods, min_member, bands)
 
     def reservation_nodes(self, pods, long long need) -> list[str]:
-        """Nodes to reserve for a gang that does not fit now (starvation guard).
+        """Nodes to reserve for a gang that does not fit now
+        (:func:`esched.core._reserve.reservation_nodes`)."""
+        from esched.core._reserve import reservation_nodes
 
-        Sizes the gang by its largest member (per resource), keeps the nodes where a
-        member passes every constraint and that no other gang holds, and takes them
-        by capacity (members they hold when empty), then by how many fit right now
-        (the ones closest to free), until their *capacity* holds ``need`` members. Empty if the gang could not fit even on an empty
-        cluster (reserving would only idle nodes).
-        """
-        cdef ClusterState st = self.state
-        cdef Py_ssize_t cid, n, N
-        cdef uint64_t reasons
-        cdef ClassView v
-        keys = list(pods)
-        if not keys or need <= 0:
-            return []
-        self._ensure_synced()
-        cids = [self._class_of(p) for p in keys]
-        N, R = self.n_nodes, self.n_res
-        req = st.class_req_np[cids, :R].max(axis=0).astype(np.int64)
-        ok = np.zeros(N, dtype=bool)
-        self._view(cids[0], &v, self._lset_of(keys[0]))
-        for n in range(N):
-            reasons = reason_bits(&v, n, True)
-            ok[n] = (reasons & <uint64_t>REASON_NON_RESOURCE) == 0
-        cols = np.flatnonzero(req > 0)
-        cap = self.alloc_np[:, cols] // req[cols]
-        free = np.clip(self.alloc_np[:, cols] - self.used_np[:, cols], 0, None) // req[cols]
-        slots = np.where(ok, cap.min(axis=1), 0)
-        now = np.where(ok, free.min(axis=1), 0)
-        order = np.lexsort((np.arange(N), -now, -slots))
-        chosen, total = [], 0
-        for n in order:
-            if slots[n] <= 0 or total >= need:
-                break
-            chosen.append(st.node_names[n])
-            total += int(slots[n])
-        return chosen if total >= need else []
+        return reservation_nodes(self, pods, need)
 
     cdef void _unassume_pod(self, Py_ssize_t p) noexcept:
         # A running pod leaves this placer's view (an assumed eviction).
@@ -2355,166 +2029,33 @@ cdef class Placer:
         self.sver[n] = -2
 
     def explain(self, pod) -> dict:
-        """Every alive node: feasible or not with reasons, each plugin's score, total.
+        """Every alive node: feasible or not with reasons, each plugin's score, total
+        (:func:`esched.core._explain.explain`)."""
+        from esched.core._explain import explain
 
-        Scores every feasible node (no sampling, no cache) and chooses as ``place``
-        would among all of them: highest total, ties broken by this placer's RNG.
-        """
-        cdef ClusterState st = self.state
-        cdef Py_ssize_t cid = self._class_of(pod), n, r
-        self._ensure_synced()
-        cdef ClassView v
-        cdef uint64_t reasons
-        self._view(cid, &v, self._lset_of(pod))
-        self._normalize(&v, 0, self.n_nodes + 1)  # over every feasible node
-        rows = []
-        tied, best_total = [], -1
-        for n in range(self.n_nodes):
-            if not (st.flags[n] & NODE_ALIVE):
-                continue
-            reasons = reason_bits(&v, n, True)
-            row = {"name": st.node_names[n], "feasible": reasons == 0,
-                   "reasons": self._reason_strings(reasons, n, &v), "scores": {}, "total": None}
-            if reasons == 0:
-                total = 0
-                for k in range(self.n_specs):
-                    if not self._plugin_applies(k, &v):
-                        continue
-                    sc = int(self._plugin_score(n, &v, k, cid))
-                    row["scores"][self.plugin_names[k]] = sc
-                    total += self.specs[k].weight * sc
-                row["total"] = total
-                if total > best_total:
-                    tied, best_total = [row["name"]], total
-                elif total == best_total:
-                    tied.append(row["name"])
-            rows.append(row)
-        # As _scan: one draw among the tied, in node order.
-        best = None
-        if tied:
-            best = tied[below(&self.rng, <uint64_t>len(tied)) if len(tied) > 1 else 0]
-        return {"chosen": best, "nodes": rows}
-
-    cdef list _reason_strings(self, uint64_t reasons, Py_ssize_t n, const ClassView* v):
-        # The resource bits name columns (the last bit is shared): recheck which.
-        cdef ClusterState st = self.state
-        cdef Py_ssize_t r
-        short = [st.res_names[r] for r in range(self.n_res)
-                 if reasons & resource_reason(r) and v.req[r] > 0
-                 and self.used[n, r] + v.req[r] > st.allocatable[n, r]]
-        return _reasons.texts(reasons & <uint64_t>REASON_NON_RESOURCE, short)
+        return explain(self, pod)
 
     def scores(self, pod, node: str) -> dict[str, int]:
-        """Each plugin's score of ``pod`` on ``node``, feasible or not (kube's Score call)."""
-        cdef Py_ssize_t cid = self._class_of(pod)
-        self._ensure_synced()
-        idx = self.state.node_index.get(node)
-        if idx is None:
-            raise KeyError(node)
-        cdef ClassView v
-        self._view(cid, &v, self._lset_of(pod))
-        self._normalize(&v, 0, self.n_nodes + 1)  # over every feasible node, as explain
-        out = {}
-        for k in range(self.n_specs):
-            if self._plugin_applies(k, &v):
-                out[self.plugin_names[k]] = int(self._plugin_score(idx, &v, k, cid))
-        return out
+        """Each plugin's score of ``pod`` on ``node``, feasible or not
+        (:func:`esched.core._explain.scores`)."""
+        from esched.core._explain import scores
+
+        return scores(self, pod, node)
 
     def fits(self, pod, node: str) -> list[str]:
-        """Reasons ``pod`` does not fit ``node`` now (empty list: it fits)."""
-        cdef Py_ssize_t cid = self._class_of(pod)
-        self._ensure_synced()
-        idx = self.state.node_index.get(node)
-        if idx is None:
-            return [REASONS[REASON_NOT_ALIVE]]
-        cdef ClassView v
-        self._view(cid, &v, self._lset_of(pod))
-        return self._reason_strings(reason_bits(&v, idx, True), idx, &v)
+        """Reasons ``pod`` does not fit ``node`` now, empty if it fits
+        (:func:`esched.core._explain.fits`)."""
+        from esched.core._explain import fits
+
+        return fits(self, pod, node)
 
     def stats(self) -> dict:
-        """Counters: placed, unschedulable, nodes visited, cache hits/misses and hit rate."""
-        lookups = self.hits + self.misses
-        return {
-            "placed": self.placed,
-            "unschedulable": self.unschedulable,
-            "nodes_visited": self.visited,
-            "cache_hits": self.hits,
-            "cache_misses": self.misses,
-            "cache_hit_rate": (self.hits / lookups) if lookups else 0.0,
-            "python_plugin_errors": self.python_plugin_errors,
-        }
+        """Counters: placed, unschedulable, nodes visited, cache hits/misses and hit rate
+        (:func:`esched.core._explain.stats`)."""
+        from esched.core._explain import stats
+
+        return stats(self)
 
     def used_array(self):
         """This placer's view of allocation (state + assumptions), [node, resource]."""
         return self.used_np
-
-
-# ---------------------------------------------------------------------- test wrappers
-# Thin Python entry points to the nogil kernels, for table tests (as sklearn's _py_*).
-
-def _py_floor_div(long long a, long long b) -> int:
-    """``a // b`` through the kernels' division (a >= 0, b > 0)."""
-    return floor_div(a, b)
-
-
-def _py_div_by_cap(long long num, long long cap) -> int:
-    """``num // cap`` through the kernels' reciprocal division (num >= 0, cap > 0)."""
-    return div_by_cap(num, cap, 1.0 / <double>cap)
-
-
-_PY_KINDS = {
-    "LeastAllocated": PLUGIN_LEAST_ALLOCATED,
-    "MostAllocated": PLUGIN_MOST_ALLOCATED,
-    "BalancedAllocation": PLUGIN_BALANCED_ALLOCATION,
-}
-
-
-def _py_kernel_and_inv(str kind, requested, allocatable, weights) -> tuple[int, int]:
-    """A kernel on explicit vectors, and its reciprocal variant (ScoreInput.inv) on them."""
-    cdef PluginSpec s
-    cdef ScoreInput x
-    cdef units_t r[MAX_PLUGIN_RES]
-    cdef units_t a[MAX_PLUGIN_RES]
-    cdef double inv[MAX_PLUGIN_RES]
-    s.kind = _PY_KINDS[kind]
-    s.n_res = len(requested)
-    for i in range(s.n_res):
-        r[i], a[i], s.res_weight[i] = requested[i], allocatable[i], weights[i]
-        inv[i] = 1.0 / <double>a[i] if a[i] != 0 else 0.0
-    x.requested = r
-    x.allocatable = a
-    x.inv = inv
-    s.fn = kernel_of(s.kind)
-    return s.fn(&s, &x), score_inv(&s, &x)
-
-
-def _py_broken_linear(long long p, points) -> int:
-    """kube's helper.BuildBrokenLinearFunction(points)(p); points: [(utilization, score)]."""
-    cdef long long util[MAX_SHAPE]
-    cdef long long score[MAX_SHAPE]
-    for i, (u, s) in enumerate(points):
-        util[i] = u
-        score[i] = s
-    return broken_linear(p, util, score, len(points))
-
-
-def _py_mixed(requested, allocatable, weights, bint production, long long exhaust_permille,
-              long long strand_permille) -> int:
-    """The Mixed kernel on explicit vectors."""
-    cdef units_t r[MAX_PLUGIN_RES]
-    cdef units_t a[MAX_PLUGIN_RES]
-    cdef units_t w[MAX_PLUGIN_RES]
-    for i in range(len(requested)):
-        r[i], a[i], w[i] = requested[i], allocatable[i], weights[i]
-    return mixed(r, a, w, len(requested), production, exhaust_permille, strand_permille)
-
-
-def _py_epvm(used, request, allocatable, weights, double base) -> int:
-    """The E-PVM kernel on explicit vectors."""
-    cdef units_t u[MAX_PLUGIN_RES]
-    cdef units_t q[MAX_PLUGIN_RES]
-    cdef units_t a[MAX_PLUGIN_RES]
-    cdef units_t w[MAX_PLUGIN_RES]
-    for i in range(len(used)):
-        u[i], q[i], a[i], w[i] = used[i], request[i], allocatable[i], weights[i]
-    return epvm(u, q, a, w, len(used), base)

@@ -26,17 +26,28 @@ least important ones; the node slot makes it deterministic.
 The per-node work is :func:`_node_victims`, ``noexcept nogil`` over raw arrays (a
 CSR list of candidate victims per node, sorted highest-first); the numpy
 preparation and the gang bookkeeping around it are Python, once per call.
+
+Over a :class:`~esched.core._placer.Placer`'s view: :func:`plan_preemption` (one pod:
+the candidate nodes by the placer's feasibility, then :func:`select_victims`),
+:func:`plan_gang_preempting` (a gang whose members may preempt, all or nothing) and
+:func:`class_bands` (each class's band). The :class:`Placer` methods of the same
+names delegate here.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 import numpy as np
 
+from esched.core._classview cimport ClassView
+from esched.core._feasibility cimport REASON_NODE_PORTS, REASON_NON_RESOURCE, reason_bits
+from esched.core._placer cimport Placer
+from esched.core._reserve cimport gang_of, hide_reserved
+from esched.core._state cimport ClusterState
 from esched.core._types cimport PHASE_RUNNING, units_t
 
-from esched.core.bands import Band
+from esched.core.bands import DEFAULT_BANDS, Band
 
-__all__ = ["select_victims"]
+__all__ = ["class_bands", "plan_gang_preempting", "plan_preemption", "select_victims"]
 
 cdef int _PRODUCTION = Band.PRODUCTION
 
@@ -264,3 +275,169 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
                 if int(p) not in chosen_set:
                     collateral.append(int(p))
     return best, victims, collateral, (int(cost[0]), int(cost[1]), int(cost[2]))
+
+
+# ---------------------------------------------------------------------- over a Placer
+
+def class_bands(Placer pl, bands=None) -> np.ndarray:
+    """``uint8[class]``: the Borg band of every equivalence class under ``bands``
+    (a :class:`~esched.core.bands.BandConfig`; default thresholds if None), kept
+    in ``pl`` for the next call with the same config."""
+    cdef ClusterState st = pl.state
+    cfg = bands if bands is not None else DEFAULT_BANDS
+    if cfg is not pl.band_cfg:
+        pl.band_cfg = cfg
+        pl.band_np = np.zeros(0, dtype=np.uint8)
+    have = pl.band_np.shape[0]
+    if have < st.n_classes:
+        grown = np.zeros(max(st.n_classes, 2 * have, 64), dtype=np.uint8)
+        grown[:have] = pl.band_np[:have]
+        for c in range(have, st.n_classes):
+            spec = st.class_specs[c]
+            grown[c] = cfg.band_of(spec["priority"], spec.get("priorityClassName"))
+        # Slots past n_classes are filled when their classes appear.
+        pl.band_np = grown[: st.n_classes]
+    return pl.band_np
+
+
+def plan_preemption(Placer pl, pod, bands=None, bint assume=True) -> dict | None:
+    """Where ``pod`` fits in ``pl``'s view by evicting pods of lower bands, and whom
+    (or None).
+
+    Victims are chosen by :func:`select_victims` (Borg's rules; lowest band
+    first, fewest victims; gangs pushed below minMember go whole). Returns
+    ``{"node", "victims": [pod keys on that node], "collateral": [gang members
+    elsewhere], "cost": {"band", "pods", "priority"}}``; None for a pod whose
+    ``preemptionPolicy`` is ``Never``. With ``assume`` the
+    evictions and the placement join the placer's view (until its ``sync()``), and
+    the victims are not offered again.
+    """
+    cdef ClusterState st = pl.state
+    cdef Py_ssize_t cid = pl._class_of(pod), n, N
+    cdef uint64_t reasons
+    if not st.class_preempts(cid):
+        return None  # preemptionPolicy: Never
+    pl._ensure_synced()
+    cdef ClassView v
+    pl._view(cid, &v, pl._lset_of(pod))
+    N = pl.n_nodes
+    ok = np.zeros(N, dtype=np.uint8)
+    cdef uint8_t[::1] ok_v = ok
+    port_nodes = []
+    for n in range(N):
+        reasons = reason_bits(&v, n, True)
+        # Constraints must hold; only resources may be missing, or host ports that
+        # evicting their holders frees (kube's preemption runs NodePorts too).
+        reasons &= <uint64_t>REASON_NON_RESOURCE
+        ok_v[n] = reasons == 0
+        if reasons == <uint64_t>REASON_NODE_PORTS:
+            port_nodes.append(n)
+    must = _port_holders(pl, cid, port_nodes, ok) if port_nodes else None
+    exclude = -1
+    if isinstance(pod, str):
+        exclude = int(st.pod_gang_np[st.pod_index[pod]])
+    if pl.evicted_np is not None and pl.evicted_np.shape[0] < st.n_pods:
+        grown = np.zeros(st.n_pods, dtype=bool)
+        grown[: pl.evicted_np.shape[0]] = pl.evicted_np
+        pl.evicted_np = grown
+    got = select_victims(st, pl.used_np, pl.alloc_np, ok, cid, class_bands(pl, bands),
+                         pl.evicted_np, exclude, pl.preempt_cache, must)
+    if got is None:
+        return None
+    node, victims, collateral, (band, count, prio) = got
+    if assume:
+        if pl.evicted_np is None:
+            pl.evicted_np = np.zeros(st.n_pods, dtype=bool)
+        for p in victims + collateral:
+            pl._unassume_pod(p)
+            pl.evicted_np[p] = True
+        pl._assume(cid, node, 1, pl._lset_of(pod))
+        pl.placed += 1
+    keys = st.pod_keys
+    return {"node": st.node_names[node],
+            "victims": [keys[p] for p in victims],
+            "collateral": [keys[p] for p in collateral],
+            "cost": {"band": band, "pods": count, "priority": prio}}
+
+
+cdef object _port_holders(Placer pl, Py_ssize_t cid, list nodes, ok):
+    # bool[pod]: the running pods on ``nodes`` whose host ports conflict with class
+    # cid's; each node whose conflict they explain becomes a candidate in ``ok``.
+    # A node where a port is held by a claim the view assumed (not yet a running
+    # pod) stays out: no eviction frees it.
+    cdef ClusterState st = pl.state
+    conflict = set(st.class_ports[cid][1])
+    P = st.n_pods
+    must = np.zeros(P, dtype=bool)
+    pnode = st.pod_node_np[:P]
+    running = st.pod_phase_np[:P] == PHASE_RUNNING
+    for n in nodes:
+        delta = pl.port_delta.get(n) or {}
+        if any(k > 0 and b in conflict for b, k in delta.items()):
+            continue
+        for p in np.flatnonzero(running & (pnode == n)):
+            held = st.class_ports[st.pod_class_np[p]]
+            if held is not None and conflict.intersection(held[0]):
+                must[p] = True
+        ok[n] = 1
+    return must
+
+
+def plan_gang_preempting(Placer pl, pods, min_member: int | None = None, bands=None
+                         ) -> dict | None:
+    """A gang plan (:func:`esched.core._gang_plan.plan_gang`) letting members that do
+    not fit preempt (all or nothing).
+
+    Members are placed in order; one that fits nowhere tries
+    :func:`plan_preemption` on the view so far. If fewer than ``min_member``
+    (default: all) are placed, every placement *and every eviction* planned here
+    is undone and None is returned. Otherwise ``{"nodes": [name or None per
+    member], "victims": [{"pod", "node"}, ...]}`` stays assumed.
+    """
+    keys = list(pods)
+    pl._ensure_synced()
+    gang = gang_of(pl, keys)
+    if gang is not None:
+        hide_reserved(pl, gang)
+    try:
+        return _plan_gang_preempting(pl, keys, min_member, bands)
+    finally:
+        if gang is not None:
+            hide_reserved(pl, None)
+
+
+cdef object _plan_gang_preempting(Placer pl, list keys, min_member, bands):
+    cdef ClusterState st = pl.state
+    need = len(keys) if min_member is None else min_member
+    nodes = []
+    placed = []          # (cid, node slot, lset)
+    evicted = []         # pod slots
+    victims = []
+    for key in keys:
+        got = pl.place(key)
+        if got is not None:
+            nodes.append(got[0])
+            placed.append((pl._class_of(key), st.node_index[got[0]], pl._lset_of(key)))
+            continue
+        before = [] if pl.evicted_np is None else list(np.flatnonzero(pl.evicted_np))
+        plan = plan_preemption(pl, key, bands)
+        if plan is None:
+            nodes.append(None)
+            continue
+        nodes.append(plan["node"])
+        placed.append((pl._class_of(key), st.node_index[plan["node"]],
+                       pl._lset_of(key)))
+        now = set(np.flatnonzero(pl.evicted_np)) - set(before)
+        evicted.extend(sorted(now))
+        for p in sorted(now):
+            victims.append({"pod": st.pod_keys[p], "node": st.node_names[st.pod_node[p]]})
+    if len(placed) < need:
+        for cid, n, lset in reversed(placed):
+            pl._assume(cid, n, -1, lset)
+        for p in evicted:
+            pl._pod_view(p, 1)
+            pl.evicted_np[p] = False
+        pl.placed -= len(placed)
+        pl.unschedulable += 1
+        return None
+    return {"nodes": nodes, "victims": victims}

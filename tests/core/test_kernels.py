@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esched.core._placer import (
+from esched.core.scoring._py_kernels import (
     _py_broken_linear,
     _py_div_by_cap,
     _py_epvm,
