@@ -55,6 +55,7 @@ ctypedef struct SoftSpread:
     bint host                    # the key is kubernetes.io/hostname: a node's own pods
     uint8_t* seen                # [n_dom] scratch of the normalization walk
     Py_ssize_t n_dom
+    bint seen_none               # scratch: a scored node without the key was seen (soft_any)
     long long size               # domains (host: nodes) among the scored nodes
     double weight                # log(size + 2)
 
@@ -95,6 +96,7 @@ ctypedef struct ClassView:
     const IpScore* ips
     int n_soft                   # PodTopologySpread score constraints (0: the plugin skips)
     SoftSpread* soft
+    bint soft_any                # kube's system defaults: nodes lacking a key are scored
     const word_t* pref_mask      # [label_words] preferred node groups of the pod's queue
     bint has_pref
     # The plugins that score this class, in profile order (kube's PreScore "Skip": e.g.

@@ -10,6 +10,8 @@ cdef class InterPodIndex:
     cdef public dict lset_index          # (namespace, sorted label items) -> id
     cdef dict lset_fast                  # (namespace, label items as given) -> id
     cdef list lset_match                 # id -> set of matcher ids it matches
+    cdef public list lset_owned          # id -> its pods get default spread constraints
+    cdef dict default_memo               # (lset, profile defaults) -> (spread, soft)
     cdef public dict key_index           # topology key -> id
     cdef public list key_names
     cdef public list dom_np              # key id -> int32[node slot] domain id, -1: no such label
@@ -24,7 +26,7 @@ cdef class InterPodIndex:
     cdef public dict scored              # (SCORED_*, matcher, key) -> int32[1 + domains]
     cdef public dict scored_keys         # (SCORED_*, matcher) -> [key id] with a scored array
     cdef dict terms_memo                 # (class, lset) -> resolved terms
-    cpdef int set_pod(self, Py_ssize_t p, str key, object labels) except -1
+    cpdef int set_pod(self, Py_ssize_t p, str key, object labels, bint owned=*) except -1
     cpdef int move(self, Py_ssize_t p, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef Py_ssize_t _domain_of(self, Py_ssize_t k, Py_ssize_t n) except -2
     cdef int _grow_domains(self, Py_ssize_t k, Py_ssize_t cap) except -1

@@ -32,6 +32,8 @@ cimport cython
 
 import numpy as np
 
+from esched.schemas.objects import PER_POD_LABELS as _PER_POD_LABELS
+
 _ALL = None  # a part's namespaces: every namespace (namespaceSelector: {})
 #: The topology key whose domain is the node itself (per-node counts, for topology
 #: spread: kube counts a domain's pods on the nodes that pass its policies only).
@@ -118,6 +120,8 @@ cdef class InterPodIndex:
         self.lset_index = {}
         self.lset_fast = {}
         self.lset_match = []
+        self.lset_owned = []
+        self.default_memo = {}
         self.key_index = {}
         self.key_names = []
         self.dom_np = []
@@ -135,22 +139,26 @@ cdef class InterPodIndex:
 
     # ---------------------------------------------------------------- label sets
 
-    def lset(self, str ns, labels) -> int:
-        """The id of label set (``ns``, ``labels``), interned on first sight."""
+    def lset(self, str ns, labels, bint owned=False) -> int:
+        """The id of label set (``ns``, ``labels``), interned on first sight. ``owned``:
+        the pods have a controller whose selector gives them default topology spread
+        constraints (:func:`esched.schemas.objects.spread_default_labels`); such pods
+        have a label set of their own, matched alike."""
         lab = {str(k): str(v) for k, v in labels.items()} if labels else {}
-        key = (ns, tuple(sorted(lab.items())))
+        key = (ns, tuple(sorted(lab.items())), True) if owned else (ns, tuple(sorted(lab.items())))
         got = self.lset_index.get(key)
         if got is not None:
             return got
         cdef Py_ssize_t i = len(self.lsets)
         self.lsets.append((ns, lab))
+        self.lset_owned.append(bool(owned))
         self.lset_index[key] = i
         self.lset_match.append(tuple(m for m, parts in enumerate(self.matchers)
                                      if all(part_matches(pt, ns, lab) for pt in parts)))
         return i
 
-    cpdef int set_pod(self, Py_ssize_t p, str key, object labels) except -1:
-        """Pod slot ``p`` (key ``ns/name``) has ``labels``."""
+    cpdef int set_pod(self, Py_ssize_t p, str key, object labels, bint owned=False) except -1:
+        """Pod slot ``p`` (key ``ns/name``) has ``labels`` (``owned``: see :meth:`lset`)."""
         if p >= self.pod_lset_np.shape[0]:
             grown = np.zeros(max(2 * self.pod_lset_np.shape[0], p + 1), dtype=np.int32)
             grown[: self.pod_lset_np.shape[0]] = self.pod_lset_np
@@ -162,11 +170,13 @@ cdef class InterPodIndex:
         # them alike), one lookup; the canonical form only on a miss.
         try:
             fast = (ns, tuple(labels.items())) if labels else ns
+            if owned:
+                fast = (fast, True)
             got = self.lset_fast.get(fast)
         except (TypeError, AttributeError):
             fast = got = None
         if got is None:
-            got = self.lset(ns, labels)
+            got = self.lset(ns, labels, owned)
             if fast is not None and len(self.lset_fast) < 1_000_000:
                 self.lset_fast[fast] = got
         self.pod_lset[p] = got
@@ -175,6 +185,37 @@ cdef class InterPodIndex:
     def pod_lset_of(self, Py_ssize_t p) -> int:
         """The label set id of pod slot ``p``."""
         return self.pod_lset[p]
+
+    def owned(self, Py_ssize_t lset) -> bool:
+        """Whether label set ``lset``'s pods get default spread constraints."""
+        return self.lset_owned[lset]
+
+    def default_spread(self, Py_ssize_t lset, tuple defaults) -> tuple:
+        """A profile's default topology spread constraints for a pod of label set
+        ``lset`` (one without constraints of its own, with a controller: kube's
+        ``buildDefaultConstraints``), as :meth:`terms` gives a pod's own: ``(spread,
+        soft)``, both empty when the label set has no default selector. ``defaults``:
+        ``((topology key, maxSkew, whenUnsatisfiable, minDomains, honour node affinity,
+        honour taints), ...)``. The selector: the pod's labels without the per-pod ones
+        (see :func:`esched.schemas.objects.spread_default_labels`), in its namespace."""
+        got = self.default_memo.get((lset, defaults))
+        if got is not None:
+            return got
+        ns, labels = self.lsets[lset]
+        sel = {k: v for k, v in labels.items() if k not in _PER_POD_LABELS}
+        spread = []
+        soft = []
+        if self.lset_owned[lset] and sel:
+            part = term_part({"labelSelector": {"matchLabels": sel}}, ns, labels)
+            m = self.matcher((part,))
+            for key, max_skew, when, min_domains, h_aff, h_taint in defaults:
+                if when == "DoNotSchedule":
+                    spread.append((m, self.key(key), max_skew, min_domains, h_aff, h_taint,
+                                   True))
+                else:
+                    soft.append((m, self.key(key), max_skew, h_aff, h_taint, key == HOSTNAME))
+        got = self.default_memo[(lset, defaults)] = (tuple(spread), tuple(soft))
+        return got
 
     def matched(self, Py_ssize_t lset) -> tuple:
         """Matcher ids label set ``lset`` matches."""
@@ -460,6 +501,7 @@ cdef class InterPodIndex:
         self.scored_keys = {}
         self.m_keys = [[] for _ in self.matchers]
         self.terms_memo = {}
+        self.default_memo = {}
         self.active = False
         st = self.state
         ps, nodes = self._bound()

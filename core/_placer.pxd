@@ -86,6 +86,8 @@ cdef class Placer:
     cdef list ptables
     cdef dict profile_of_name
     cdef object added                    # the selected profile's NodeAffinity addedAffinity
+    cdef tuple spread_defaults           # the selected profile's default spread constraints
+    cdef bint spread_system              # ... kube's system defaults (no key required)
     cdef Fused fused
     cdef public list plugin_names
     cdef list py_plugins
@@ -212,7 +214,7 @@ cdef class Placer:
     cdef int _spread_view(self, tuple spread, ClassView* v) except -1
     cdef int _ip_score_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1
     cdef int _ip_add(self, dict vals, Py_ssize_t k, object arr, long long times) except -1
-    cdef int _soft_spread_view(self, tuple soft, ClassView* v) except -1
+    cdef int _soft_spread_view(self, tuple soft, ClassView* v, bint system=*) except -1
     cdef Py_ssize_t _class_of(self, pod) except -1
     cdef void _unassume_pod(self, Py_ssize_t p) noexcept
     cdef void _pod_view(self, Py_ssize_t p, int sign) noexcept

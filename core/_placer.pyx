@@ -144,6 +144,7 @@ from esched.core.scoring._gather cimport kernel_total, kernel_total_inv, plugin_
 from esched.core.scoring._table cimport kernel_of, normalized
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
+from esched.schemas.objects import spread_default_labels
 
 __all__ = ["EXTERNAL_PLUGIN_KINDS", "Placer", "num_feasible_nodes_to_find", "REASONS", "SIMD"]
 
@@ -270,6 +271,8 @@ cdef object _domain_counts(const ClassView* v, Py_ssize_t N, const int32_t[::1] 
         if h_taint and v.has_taints and not taints_ok(v, n):
             continue
         d = dom[n]
+        if d < 0:
+            continue  # (system defaults: a node without the key, in kube's "" domain)
         if mark:
             seen[d] = 1
         dc[1 + d] += per_node[1 + n]
@@ -427,10 +430,15 @@ cdef class Placer:
             self.pspecs[pi] = self.specs
             self.pn_specs[pi] = self.n_specs
             self.pfused[pi] = self.fused
+            # PodTopologySpread's default constraints: the ScheduleAnyway ones only
+            # when the profile scores the plugin (else they change nothing).
+            scores_spread = any(p.kind == "PodTopologySpread" for p in prof.plugins)
+            defaults = tuple(d for d in prof.spread_defaults
+                             if d[2] == "DoNotSchedule" or scores_spread)
             self.ptables.append((self.plugin_names, self.py_plugins, self.has_python,
                                  self.has_node_group,
                                  prof.percentage_of_nodes_to_score or 0,
-                                 prof.added_affinity))
+                                 prof.added_affinity, defaults, prof.spread_system))
             self.n_profiles = pi + 1
             if self.fused.on and not on.on:
                 on = self.fused
@@ -447,7 +455,8 @@ cdef class Placer:
         self.n_specs = self.pn_specs[pi]
         self.pf = &self.pfused[pi]
         (self.plugin_names, self.py_plugins, self.has_python, self.has_node_group,
-         self.percentage, self.added) = self.ptables[pi]
+         self.percentage, self.added, self.spread_defaults,
+         self.spread_system) = self.ptables[pi]
         self.cur_profile = pi
         return 0
 
@@ -874,6 +883,7 @@ cdef class Placer:
         v.ips = NULL
         v.n_soft = 0
         v.soft = NULL
+        v.soft_any = False
         v.alloc = &self.alloc[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
@@ -884,7 +894,8 @@ cdef class Placer:
         v.label_words = st.label_words
         v.taint_words = st.taint_words
         v.n_res = self.n_res
-        if st.interpod.active or st.class_flags[cid] & CLASS_INTERPOD:
+        if (st.interpod.active or st.class_flags[cid] & CLASS_INTERPOD
+                or (self.spread_defaults and lset >= 0 and st.interpod.owned(lset))):
             # after the label and taint tables: topology spread's policies read them
             self._ip_view(cid, lset, v)
         cdef int k, i
@@ -1474,7 +1485,8 @@ cdef class Placer:
             return st.interpod.pod_lset_of(st.pod_index[pod])
         if isinstance(pod, dict):
             meta = pod.get("metadata") or {}
-            return st.interpod.lset(meta.get("namespace") or "default", meta.get("labels"))
+            return st.interpod.lset(meta.get("namespace") or "default", meta.get("labels"),
+                                    spread_default_labels(meta) is not None)
         return -1
 
     cdef long long _ip_touches(self, tuple key, tuple entry) except? -1:
@@ -1576,8 +1588,19 @@ cdef class Placer:
                     checks.append((IP_AFFINITY_FIRST if first else IP_AFFINITY, k, a))
             for m, k in anti:
                 checks.append((IP_ANTI, k, self._ip_arr(0, m, k)))
-        if st.class_flags[cid] & CLASS_INTERPOD:
-            spread = ip.terms(cid, lset)[4]
+        # kube's PodTopologySpread: a pod's own constraints, else the profile's
+        # default ones (for a pod with a controller: buildDefaultConstraints)
+        soft = ()
+        system = False
+        cons = st.class_specs[cid]["constraints"] or {}
+        if self.spread_defaults and ip.owned(lset) and not (
+                cons.get("topologySpread") or cons.get("topologySpreadSoft")):
+            spread, soft = ip.default_spread(lset, self.spread_defaults)
+            system = self.spread_system
+            if spread:
+                self._spread_view(spread, v)
+        elif st.class_flags[cid] & CLASS_INTERPOD:
+            spread, soft = ip.terms(cid, lset)[4], ip.terms(cid, lset)[7]
             if spread:
                 self._spread_view(spread, v)
         # bound pods' anti-affinity terms this pod matches: by the pod's matchers
@@ -1593,10 +1616,8 @@ cdef class Placer:
                 if a[0] > 0:
                     checks.append((IP_EXISTING, k, a))
         self._ip_score_view(cid, lset, v)
-        if st.class_flags[cid] & CLASS_INTERPOD:
-            soft = ip.terms(cid, lset)[7]
-            if soft:
-                self._soft_spread_view(soft, v)
+        if soft:
+            self._soft_spread_view(soft, v, system)
         if not checks:
             return 0
         if len(checks) > self.ip_cap:
@@ -1689,11 +1710,14 @@ cdef class Placer:
         acc[: arr.shape[0]] += times * arr.astype(np.int64)
         return 0
 
-    cdef int _soft_spread_view(self, tuple soft, ClassView* v) except -1:
+    cdef int _soft_spread_view(self, tuple soft, ClassView* v, bint system=False) except -1:
         # kube's PodTopologySpread PreScore: per ScheduleAnyway constraint, the matching
         # pods per domain over the nodes that have every such constraint's key and pass
         # its node affinity / taint policies (a hostname key: the node's own pods, as
         # kube's Score counts them); the weights wait for the normalization walk.
+        # ``system``: kube's system defaults (requireAllTopologies false): a node
+        # lacking a key is scored, without that constraint's term, and its pods counted
+        # for the other constraints.
         cdef ClusterState st = self.state
         ip = st.interpod
         cdef Py_ssize_t n, N = self.n_nodes, j, J = len(soft), d, D
@@ -1708,7 +1732,7 @@ cdef class Placer:
             self.soft_buf = grown
             self.soft_cap = 2 * J
         doms = [ip.dom_np[c[1]] for c in soft]
-        keys_ok = _nodes_with_keys(doms, N)
+        keys_ok = _nodes_with_keys([] if system else doms, N)
         hold = []
         for j in range(J):
             m, k, max_skew, h_aff, h_taint, host = soft[j]
@@ -1731,8 +1755,10 @@ cdef class Placer:
             self.soft_buf[j].seen = &seen[0]
             self.soft_buf[j].n_dom = seen_np.shape[0]
             self.soft_buf[j].size = 0
+            self.soft_buf[j].seen_none = False
             self.soft_buf[j].weight = 0
         self.soft_hold = hold
+        v.soft_any = system
         v.n_soft = J
         v.soft = self.soft_buf
         return 0

@@ -9,7 +9,13 @@ from esched.core._placer import Placer
 from esched.core._state import ClusterState
 from esched.core.bands import BandConfig
 
-__all__ = ["class_bands", "plan_gang_preempting", "plan_preemption", "select_victims"]
+__all__ = [
+    "class_bands",
+    "interpod_victims",
+    "plan_gang_preempting",
+    "plan_preemption",
+    "select_victims",
+]
 
 _Pod = dict[str, Any] | str | int
 
@@ -35,3 +41,15 @@ def plan_gang_preempting(
     min_member: int | None = None,
     bands: BandConfig | None = None,
 ) -> dict[str, Any] | None: ...
+def interpod_victims(
+    placer: Placer,
+    state: ClusterState,
+    pod: _Pod,
+    nodes: list[int],
+    got: tuple[int, list[int], list[int], tuple[Any, int, int]] | None,
+    cid: int,
+    class_band: npt.NDArray[Any],
+    evicted: npt.NDArray[Any] | None,
+    exclude_gang: int = -1,
+    cache: dict[Any, Any] | None = None,
+) -> tuple[int, list[int], list[int], tuple[Any, int, int]] | None: ...

@@ -39,7 +39,14 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 import numpy as np
 
 from esched.core._classview cimport ClassView
-from esched.core._feasibility cimport REASON_NODE_PORTS, REASON_NON_RESOURCE, reason_bits
+from esched.core._feasibility cimport (
+    REASON_EXISTING_ANTI_AFFINITY,
+    REASON_NODE_PORTS,
+    REASON_NON_RESOURCE,
+    REASON_POD_ANTI_AFFINITY,
+    REASON_SPREAD,
+    reason_bits,
+)
 from esched.core._placer cimport Placer
 from esched.core._reserve cimport gang_of, hide_reserved
 from esched.core._state cimport ClusterState
@@ -47,7 +54,13 @@ from esched.core._types cimport PHASE_RUNNING, units_t
 
 from esched.core.bands import DEFAULT_BANDS, Band
 
-__all__ = ["class_bands", "plan_gang_preempting", "plan_preemption", "select_victims"]
+__all__ = [
+    "class_bands",
+    "interpod_victims",
+    "plan_gang_preempting",
+    "plan_preemption",
+    "select_victims",
+]
 
 cdef int _PRODUCTION = Band.PRODUCTION
 
@@ -169,41 +182,11 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
     cdef Py_ssize_t N = used.shape[0], R = used.shape[1], P = state.n_pods
     if N == 0 or P == 0:
         return None
-    my_band = int(class_band[cid])
-    phase = state.pod_phase_np[:P]
-    pnode = state.pod_node_np[:P]
-    pgang = np.ascontiguousarray(state.pod_gang_np[:P], dtype=np.int32)
-    pclass = state.pod_class_np[:P]
-    running = (phase == PHASE_RUNNING) & (pnode >= 0) & (pnode < N)
-    pband = np.zeros(P, dtype=np.uint8)
-    pband[running] = class_band[pclass[running]]
-    pprio = np.ascontiguousarray(state.pod_prio_np[:P], dtype=np.int64)
-    key = (state.position, P, N, id(class_band), class_band.shape[0])
-    hit = cache.get("order") if cache is not None else None
-    if hit is not None and hit[0] == key:
-        order_all = hit[1]
-    else:
-        run = np.flatnonzero(running)
-        order_all = run[np.lexsort((run, -pprio[run], -pband[run].astype(np.int64), pnode[run]))]
-        if cache is not None:
-            cache["order"] = (key, order_all)
-    if evicted is not None:
-        running &= ~evicted[:P]
-    # may_preempt, vectorised: strictly lower and never prod.
-    legal = running & (pband < my_band) & (pband < _PRODUCTION)
+    (legal, order_all, pnode, pgang, pband, pprio, grun, gmin, gband, in_gang,
+     running) = _legal(state, N, cid, class_band, evicted, exclude_gang, cache)
     G = state.n_gangs
-    in_gang = running & (pgang >= 0)
-    grun = np.bincount(pgang[in_gang], minlength=G).astype(np.int64)
-    gmin = np.ascontiguousarray(state.gang_min_np[:G], dtype=np.int64)
-    gband = np.zeros(max(G, 1), dtype=np.uint8)
-    if G:
-        np.maximum.at(gband, pgang[in_gang], pband[in_gang])
-        bad = np.zeros(G, dtype=bool)
-        bad[pgang[in_gang & ~legal]] = True  # a gang with any protected member is off
-        if exclude_gang >= 0:
-            bad[exclude_gang] = True
-        legal &= ~((pgang >= 0) & bad[np.clip(pgang, 0, None)])
     must_p = np.zeros(P, dtype=np.uint8)
+
     if must is not None:
         must_p[:] = must[:P]
         must_p &= running  # a pod already evicted holds nothing
@@ -261,7 +244,57 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
         return None
     lo, hi = int(off[best]), int(off[best + 1])
     victims = [int(vic[k]) for k in range(lo, hi) if chosen[k]]
-    # Collateral: the other running members of gangs pushed below minMember.
+    return best, victims, _collateral(victims, pgang, grun, gmin, in_gang), (
+        int(cost[0]), int(cost[1]), int(cost[2]))
+
+
+def _legal(state, Py_ssize_t N, Py_ssize_t cid, class_band, evicted, Py_ssize_t exclude_gang,
+           dict cache):
+    """The candidate victims of class ``cid`` (see :func:`select_victims`): ``(legal
+    bool[pod], running pods in (node, band desc, priority desc, slot) order, pod node,
+    gang, band, priority, per gang its running members, minMember and highest band,
+    running gang members, running)``."""
+    cdef Py_ssize_t P = state.n_pods
+    my_band = int(class_band[cid])
+    phase = state.pod_phase_np[:P]
+    pnode = state.pod_node_np[:P]
+    pgang = np.ascontiguousarray(state.pod_gang_np[:P], dtype=np.int32)
+    pclass = state.pod_class_np[:P]
+    running = (phase == PHASE_RUNNING) & (pnode >= 0) & (pnode < N)
+    pband = np.zeros(P, dtype=np.uint8)
+    pband[running] = class_band[pclass[running]]
+    pprio = np.ascontiguousarray(state.pod_prio_np[:P], dtype=np.int64)
+    key = (state.position, P, N, id(class_band), class_band.shape[0])
+    hit = cache.get("order") if cache is not None else None
+    if hit is not None and hit[0] == key:
+        order_all = hit[1]
+    else:
+        run = np.flatnonzero(running)
+        order_all = run[np.lexsort((run, -pprio[run], -pband[run].astype(np.int64), pnode[run]))]
+        if cache is not None:
+            cache["order"] = (key, order_all)
+    if evicted is not None:
+        running &= ~evicted[:P]
+    # may_preempt, vectorised: strictly lower and never prod.
+    legal = running & (pband < my_band) & (pband < _PRODUCTION)
+    G = state.n_gangs
+    in_gang = running & (pgang >= 0)
+    grun = np.bincount(pgang[in_gang], minlength=G).astype(np.int64)
+    gmin = np.ascontiguousarray(state.gang_min_np[:G], dtype=np.int64)
+    gband = np.zeros(max(G, 1), dtype=np.uint8)
+    if G:
+        np.maximum.at(gband, pgang[in_gang], pband[in_gang])
+        bad = np.zeros(G, dtype=bool)
+        bad[pgang[in_gang & ~legal]] = True  # a gang with any protected member is off
+        if exclude_gang >= 0:
+            bad[exclude_gang] = True
+        legal &= ~((pgang >= 0) & bad[np.clip(pgang, 0, None)])
+    return (legal, order_all, pnode, pgang, pband, pprio, grun, gmin, gband, in_gang,
+            running)
+
+
+def _collateral(list victims, pgang, grun, gmin, in_gang) -> list:
+    """The other running members of gangs the victims push below minMember."""
     collateral = []
     taken = {}
     for p in victims:
@@ -274,7 +307,71 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
             for p in np.flatnonzero(in_gang & (pgang == g)):
                 if int(p) not in chosen_set:
                     collateral.append(int(p))
-    return best, victims, collateral, (int(cost[0]), int(cost[1]), int(cost[2]))
+    return collateral
+
+
+def interpod_victims(placer, state, pod, nodes, got, Py_ssize_t cid, class_band, evicted,
+                     Py_ssize_t exclude_gang=-1, dict cache=None):
+    """Preemption on nodes where ``pod`` fails only by rules its victims can lift: its
+    required pod anti-affinity, bound pods' anti-affinity, topology spread skew (and
+    host ports or resources besides). kube's DefaultPreemption ``selectVictimsOnNode``:
+    take every candidate victim of the node out of the placer's view, run every
+    filter (:meth:`~esched.core.Placer.fits`, so the inter-pod counts and the spread
+    skew are recounted without them); if the pod still does not fit the node cannot
+    help; else reprieve candidates one by one, highest band and priority first,
+    keeping out only those without which it does not fit. Returns the cheaper of
+    ``got`` (:func:`select_victims`' plan over the other nodes, or None) and the best
+    of these nodes, by the same cost and then node slot; the view is left as found.
+
+    :param placer: the :class:`~esched.core.Placer` whose view is used (assumed
+        evictions are taken back before returning), over ``state``.
+    :param nodes: node slots where the pod's only non-resource reasons are those.
+    """
+    cdef Py_ssize_t N = placer.used_array().shape[0]
+    if N == 0 or state.n_pods == 0:
+        return got
+    (legal, order_all, pnode, pgang, pband, pprio, grun, gmin, gband, in_gang,
+     _running) = _legal(state, N, cid, class_band, evicted, exclude_gang, cache)
+    vic = order_all[legal[order_all]]
+    best = None
+    if got is not None:
+        best = (got[3], got[0], got)
+    for n in nodes:
+        cands = [int(p) for p in vic[pnode[vic] == n]]
+        if not cands:
+            continue
+        name = state.node_names[n]
+        for p in cands:
+            placer.assume_evicted(p)
+        victims = []
+        if placer.fits(pod, name):
+            for p in cands:  # it does not fit even with them all gone
+                placer.assume_evicted(p, -1)
+            continue
+        for p in cands:
+            placer.assume_evicted(p, -1)  # reprieved, unless the pod needs it gone
+            if placer.fits(pod, name):
+                placer.assume_evicted(p)
+                victims.append(p)
+        for p in victims:
+            placer.assume_evicted(p, -1)
+        if not victims:
+            continue
+        band = max(int(pband[p]) for p in victims)
+        count = len(victims)
+        taken = {}
+        for p in victims:
+            if pgang[p] >= 0:
+                taken[int(pgang[p])] = taken.get(int(pgang[p]), 0) + 1
+        for g, k in taken.items():
+            if grun[g] - k < gmin[g]:
+                count += int(grun[g] - k)
+                band = max(band, int(gband[g]))
+        cost = (band, count, int(sum(int(pprio[p]) for p in victims)))
+        if best is None or (cost, n) < best[:2]:
+            best = (cost, n, (n, victims, _collateral(victims, pgang, grun, gmin, in_gang),
+                              cost))
+    return None if best is None else best[2]
 
 
 # ---------------------------------------------------------------------- over a Placer
@@ -324,14 +421,21 @@ def plan_preemption(Placer pl, pod, bands=None, bint assume=True) -> dict | None
     ok = np.zeros(N, dtype=np.uint8)
     cdef uint8_t[::1] ok_v = ok
     port_nodes = []
+    ip_nodes = []
     for n in range(N):
         reasons = reason_bits(&v, n, True)
         # Constraints must hold; only resources may be missing, or host ports that
-        # evicting their holders frees (kube's preemption runs NodePorts too).
+        # evicting their holders frees (kube's preemption runs NodePorts too), or
+        # anti-affinity and spread skew that evicting pods there may lift
+        # (interpod_victims).
         reasons &= <uint64_t>REASON_NON_RESOURCE
         ok_v[n] = reasons == 0
         if reasons == <uint64_t>REASON_NODE_PORTS:
             port_nodes.append(n)
+        elif reasons and not reasons & ~<uint64_t>(
+                REASON_POD_ANTI_AFFINITY | REASON_EXISTING_ANTI_AFFINITY | REASON_SPREAD
+                | REASON_NODE_PORTS):
+            ip_nodes.append(n)
     must = _port_holders(pl, cid, port_nodes, ok) if port_nodes else None
     exclude = -1
     if isinstance(pod, str):
@@ -340,8 +444,12 @@ def plan_preemption(Placer pl, pod, bands=None, bint assume=True) -> dict | None
         grown = np.zeros(st.n_pods, dtype=bool)
         grown[: pl.evicted_np.shape[0]] = pl.evicted_np
         pl.evicted_np = grown
-    got = select_victims(st, pl.used_np, pl.alloc_np, ok, cid, class_bands(pl, bands),
+    class_band = class_bands(pl, bands)
+    got = select_victims(st, pl.used_np, pl.alloc_np, ok, cid, class_band,
                          pl.evicted_np, exclude, pl.preempt_cache, must)
+    if ip_nodes:
+        got = interpod_victims(pl, st, pod, ip_nodes, got, cid, class_band, pl.evicted_np,
+                               exclude, pl.preempt_cache)
     if got is None:
         return None
     node, victims, collateral, (band, count, prio) = got

@@ -37,7 +37,7 @@ from esched.schemas import events as _ev
 from esched.schemas.objects import (
     AGGREGATED_SPEC_FIELDS, BIND_ALL_HOST_IP, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST, gang_key, node_allocatable, pod_host_ports, pod_preemptable,
-    pod_priority, pod_queue, pod_requests, pod_resource_requests,
+    pod_priority, pod_queue, pod_requests, pod_resource_requests, spread_default_labels,
 )
 
 from esched.core import phases as _phases
@@ -277,6 +277,9 @@ cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
             meta["labels"] = _value(b, v)
         elif span_is(b, k, b"annotations", 11):
             meta["annotations"] = _value(b, v)
+        elif span_is(b, k, b"ownerReferences", 15):
+            # (the controller: default topology spread constraints)
+            meta["ownerReferences"] = _value(b, v)
     return meta
 
 
@@ -1176,7 +1179,12 @@ cdef class ClusterState:
             p = self._new_pod_slot(key)
         self.pod_class[p] = <index_t>c
         self.pod_queue[p] = <index_t>q
-        self.interpod.set_pod(p, key, meta.get("labels") if meta is not None else None)
+        if meta is not None:
+            labels = meta.get("labels")
+            self.interpod.set_pod(p, key, labels,
+                                  labels is not None and spread_default_labels(meta) is not None)
+        else:
+            self.interpod.set_pod(p, key, None)
         self.pod_gang[p] = <index_t>g
         self.pod_prio[p] = self.class_specs[c]["priority"]
         self.pod_node[p] = -1
@@ -2179,6 +2187,7 @@ cdef class ClusterState:
             "pod_usage": self.pod_usage,
             "reservations": self.reservations,
             "label_sets": self.interpod.lsets,
+            "label_sets_owned": [i for i, o in enumerate(self.interpod.lset_owned) if o],
             "arrays": table,
         }
         head = orjson.dumps(header)
@@ -2295,15 +2304,17 @@ cdef class ClusterState:
         s.port_bits_np = np.zeros((s.node_cap, s.port_words), dtype=np.uint64)
         s._bind_views()
         s._restore_ports()
-        s._restore_interpod(h.get("label_sets") or [], arrays.get("pod_lset"))
+        s._restore_interpod(h.get("label_sets") or [], arrays.get("pod_lset"),
+                            h.get("label_sets_owned") or ())
         return s
 
-    def _restore_interpod(self, list label_sets, object pod_lset) -> None:
+    def _restore_interpod(self, list label_sets, object pod_lset, owned=()) -> None:
         # The label sets and each pod's are serialized; the counts are derived.
         cdef Py_ssize_t c
         ip = InterPodIndex(self, self.pod_cap)
-        for ns, labels in label_sets:
-            ip.lset(ns, labels)
+        owned = frozenset(owned)
+        for i, (ns, labels) in enumerate(label_sets):
+            ip.lset(ns, labels, i in owned)
         if pod_lset is not None and label_sets:
             ip.pod_lset_np[: pod_lset.shape[0]] = pod_lset
         else:

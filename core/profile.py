@@ -148,13 +148,10 @@ _KUBE_ARGS: dict[str, frozenset[str]] = {
     "VolumeBinding": frozenset({"bindTimeoutSeconds", "shape"}),
     "DynamicResources": frozenset({"filterTimeout"}),
     "DefaultPreemption": frozenset(),
-    # defaultingType only: defaultConstraints are refused below.
-    "PodTopologySpread": frozenset({"defaultingType"}),
+    "PodTopologySpread": frozenset({"defaultingType", "defaultConstraints"}),
 }
 #: Arguments esched does not honour, with why (refused rather than ignored).
 _REFUSED_ARGS = {
-    ("PodTopologySpread", "defaultConstraints"): "PodTopologySpread defaultConstraints are not "
-    "honoured by esched (only a pod's own constraints are applied)",
     ("NodeResourcesFit", "ignoredResources"): "NodeResourcesFit ignoredResources is not "
     "honoured by esched (it filters on every requested resource)",
     ("NodeResourcesFit", "ignoredResourceGroups"): "NodeResourcesFit ignoredResourceGroups is "
@@ -170,7 +167,6 @@ _NO_DEFAULT = object()
 _KUBE_DEFAULTS: dict[tuple[str, str], Any] = {
     ("DefaultPreemption", "minCandidateNodesPercentage"): 10,
     ("DefaultPreemption", "minCandidateNodesAbsolute"): 100,
-    ("PodTopologySpread", "defaultConstraints"): [],
     ("NodeResourcesFit", "ignoredResources"): [],
     ("NodeResourcesFit", "ignoredResourceGroups"): [],
 }
@@ -261,6 +257,14 @@ class Profile:
     percentage_of_nodes_to_score: int | None = None
     ignored: tuple[str, ...] = field(default=())
     added_affinity: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    #: PodTopologySpread's default constraints, for pods without constraints of their
+    #: own that have a controller (see :func:`_spread_defaults`): ``(topologyKey,
+    #: maxSkew, whenUnsatisfiable, minDomains, nodeAffinityPolicy is Honor,
+    #: nodeTaintsPolicy is Honor)`` each.
+    spread_defaults: tuple[tuple[str, int, str, int, bool, bool], ...] = ()
+    #: ``defaultingType: System``: kube's system defaults, under which nodes lacking a
+    #: topology key are scored (kube's ``systemDefaulted``) rather than ignored.
+    spread_system: bool = False
     siblings: tuple[Profile, ...] = field(default=(), compare=False, hash=False)
 
     @property
@@ -384,7 +388,7 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
             raise ProfileError(f"{where}.ties", f"must be one of {', '.join(FGD_TIES)}")
         return PluginConfig(name, "FGD", weight, (), fgd_ties=ties)
     if name == "PodTopologySpread":
-        # (defaultingType checked by _check_plugin_config; defaultConstraints refused)
+        # (its arguments are the profile's: _spread_defaults reads them)
         return PluginConfig(name, name, weight, ())
     if name == "InterPodAffinity":
         # (arguments checked by _check_plugin_config: kube's ranges)
@@ -530,11 +534,6 @@ def _check_plugin_config(entries: Any, where: str) -> None:
                 raise ProfileError(
                     f"{where}[{i}].args.{key}", f"not an argument of {name} that esched honours"
                 )
-            if (name, key) == ("PodTopologySpread", "defaultingType") and value not in (
-                "System",
-                "List",
-            ):
-                raise ProfileError(f"{where}[{i}].args.{key}", "must be System or List")
             if (name, key) == ("InterPodAffinity", "hardPodAffinityWeight") and (
                 not isinstance(value, int) or not 0 <= value <= 100
             ):
@@ -599,6 +598,88 @@ def _selector_term(term: Any, where: str) -> None:
                 raise ProfileError(f"{at}.values", f"must be empty for operator {op}")
             if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
                 raise ProfileError(f"{at}.values", f"must be one integer for operator {op}")
+
+
+#: kube's system default spread constraints (podtopologyspread/plugin.go
+#: systemDefaultConstraints): ScheduleAnyway, hostname maxSkew 3 and zone maxSkew 5.
+SYSTEM_DEFAULT_CONSTRAINTS: tuple[tuple[str, int, str, int, bool, bool], ...] = (
+    ("kubernetes.io/hostname", 3, "ScheduleAnyway", 1, True, False),
+    ("topology.kubernetes.io/zone", 5, "ScheduleAnyway", 1, True, False),
+)
+_CONSTRAINT_FIELDS = frozenset(
+    {
+        "maxSkew",
+        "topologyKey",
+        "whenUnsatisfiable",
+        "labelSelector",
+        "minDomains",
+        "nodeAffinityPolicy",
+        "nodeTaintsPolicy",
+        "matchLabelKeys",
+    }
+)
+
+
+def _spread_defaults(
+    args: dict[str, Any], where: str
+) -> tuple[tuple[tuple[str, int, str, int, bool, bool], ...], bool]:
+    """PodTopologySpreadArgs as kube validates them (validation_pluginargs.go
+    ValidatePodTopologySpreadArgs): ``(default constraints, system defaulted)``.
+    ``defaultingType`` defaults to System (v1 defaults), which takes kube's system
+    constraints and forbids listing any; List takes ``defaultConstraints`` (possibly
+    none). A default constraint has no ``labelSelector`` (kube derives it per pod);
+    its ``matchLabelKeys`` are accepted and, as in kube, replaced by that selector."""
+    defaulting = args.get("defaultingType", "System")
+    listed = args.get("defaultConstraints") or []
+    if defaulting not in ("System", "List"):
+        raise ProfileError(f"{where}.defaultingType", "must be System or List")
+    if not isinstance(listed, list):
+        raise ProfileError(f"{where}.defaultConstraints", "must be a list")
+    if defaulting == "System":
+        if listed:
+            raise ProfileError(
+                f"{where}.defaultingType", "when .defaultConstraints are not empty: must be List"
+            )
+        return SYSTEM_DEFAULT_CONSTRAINTS, True
+    out: list[tuple[str, int, str, int, bool, bool]] = []
+    for i, c in enumerate(listed):
+        at = f"{where}.defaultConstraints[{i}]"
+        if not isinstance(c, dict):
+            raise ProfileError(at, "must be a TopologySpreadConstraint")
+        unknown = set(c) - _CONSTRAINT_FIELDS
+        if unknown:
+            raise ProfileError(f"{at}.{sorted(unknown)[0]}", "unknown field")
+        skew = c.get("maxSkew")
+        if not isinstance(skew, int) or isinstance(skew, bool) or skew <= 0:
+            raise ProfileError(f"{at}.maxSkew", "not in valid range (0, inf)")
+        key = c.get("topologyKey")
+        if not isinstance(key, str) or not key:
+            raise ProfileError(f"{at}.topologyKey", "can not be empty")
+        when = c.get("whenUnsatisfiable")
+        if when not in ("DoNotSchedule", "ScheduleAnyway"):
+            raise ProfileError(
+                f"{at}.whenUnsatisfiable", "supported values: DoNotSchedule, ScheduleAnyway"
+            )
+        if c.get("labelSelector") is not None:
+            raise ProfileError(
+                f"{at}.labelSelector",
+                "constraint must not define a selector, as they deduced for each pod",
+            )
+        min_domains = c.get("minDomains", 1)
+        if not isinstance(min_domains, int) or isinstance(min_domains, bool) or min_domains < 1:
+            raise ProfileError(f"{at}.minDomains", "must be greater than 0")
+        policies = []
+        for name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+            value = c.get(name) or default
+            if value not in ("Honor", "Ignore"):
+                raise ProfileError(f"{at}.{name}", "supported values: Honor, Ignore")
+            policies.append(value == "Honor")
+        if any(o[0] == key and o[2] == when for o in out):
+            raise ProfileError(
+                f"{at}", f"Duplicate value: {{topologyKey: {key}, whenUnsatisfiable: {when}}}"
+            )
+        out.append((key, skew, when, min_domains, policies[0], policies[1]))
+    return tuple(out), False
 
 
 def _added_affinity(raw: Any, where: str) -> dict[str, Any] | None:
@@ -671,11 +752,16 @@ def _resolve(doc: dict[str, Any], prof: dict[str, Any], idx: int) -> Profile:
             )
         )
     added = None
+    defaults, system = SYSTEM_DEFAULT_CONSTRAINTS, True
     for i, c in enumerate(configs):
         if c.get("name") == "NodeAffinity":
             added = _added_affinity(
                 (c.get("args") or {}).get("addedAffinity"),
                 f"{where}.pluginConfig[{i}].args.addedAffinity",
+            )
+        if c.get("name") == "PodTopologySpread":
+            defaults, system = _spread_defaults(
+                c.get("args") or {}, f"{where}.pluginConfig[{i}].args"
             )
     pct = prof.get("percentageOfNodesToScore", doc.get("percentageOfNodesToScore"))
     if pct is not None and (not isinstance(pct, int) or not 0 <= pct <= 100):
@@ -686,6 +772,8 @@ def _resolve(doc: dict[str, Any], prof: dict[str, Any], idx: int) -> Profile:
         percentage_of_nodes_to_score=pct or None,
         ignored=tuple(ignored),
         added_affinity=added,
+        spread_defaults=defaults,
+        spread_system=system,
     )
 
 

@@ -19,8 +19,10 @@ __all__ = [
     "DEFAULT_MILLI_CPU_REQUEST",
     "GANG_ANNOTATIONS",
     "NODE_NAME_FIELD",
+    "PER_POD_LABELS",
     "QUEUE_ANNOTATION",
     "QUEUE_ANNOTATIONS",
+    "SPREAD_DEFAULT_OWNERS",
     "gang_key",
     "global_default_class",
     "node_allocatable",
@@ -34,6 +36,7 @@ __all__ = [
     "pod_queue",
     "pod_requests",
     "pod_resource_requests",
+    "spread_default_labels",
 ]
 
 #: Pod annotations naming the gang (PodGroup) a pod belongs to, first match wins.
@@ -289,6 +292,41 @@ def gang_key(pod: dict[str, Any]) -> str | None:
     for key in GANG_ANNOTATIONS:
         if annotations.get(key):
             return namespaced_key(meta.get("namespace"), annotations[key])
+    return None
+
+
+#: The controllers whose selector kube's PodTopologySpread takes for a pod's default
+#: constraints (helper.DefaultSelector: ReplicationController, ReplicaSet, StatefulSet;
+#: Services too, which esched does not fold), as the pod's controller ownerReference
+#: names them (apiVersion, kind).
+SPREAD_DEFAULT_OWNERS = frozenset(
+    {("v1", "ReplicationController"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet")}
+)
+#: Labels a controller sets on one pod only (the StatefulSet controller's per-pod
+#: labels): not part of the workload's selector.
+PER_POD_LABELS = frozenset({"statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index"})
+
+
+def spread_default_labels(meta: dict[str, Any]) -> dict[str, str] | None:
+    """The selector (``matchLabels``) of a pod's default topology spread constraints,
+    or None when kube would give it none.
+
+    kube takes the selector of the pod's controller (its ``controller: true``
+    ownerReference: a ReplicaSet, ReplicationController or StatefulSet) merged with
+    those of the Services selecting it. esched folds none of those objects, so the
+    selector is the pod's own labels without :data:`PER_POD_LABELS`: the labels its
+    controller's template gave it, of which the controller's selector is a subset
+    (kube's validation requires the selector to match the template). None for a pod
+    without such a controller, or without labels left (kube: an empty selector, no
+    default constraints)."""
+    for ref in meta.get("ownerReferences") or ():
+        if not isinstance(ref, dict) or ref.get("controller") is not True:
+            continue
+        if (ref.get("apiVersion"), ref.get("kind")) not in SPREAD_DEFAULT_OWNERS:
+            return None
+        labels = meta.get("labels") or {}
+        sel = {str(k): str(v) for k, v in labels.items() if k not in PER_POD_LABELS}
+        return sel or None
     return None
 
 

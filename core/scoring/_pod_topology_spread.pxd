@@ -4,7 +4,10 @@
 # placer's _soft_spread_view); a scored node lacking a key is ignored (scores 0). Each
 # constraint weighs log(domains among the scored nodes + 2) (hostname: nodes); a
 # node's raw score is round(sum of count * weight + maxSkew - 1); NormalizeScore is
-# MAX_NODE_SCORE * (max + min - raw) / max (MAX_NODE_SCORE when max is 0).
+# MAX_NODE_SCORE * (max + min - raw) / max (MAX_NODE_SCORE when max is 0). Under
+# kube's system default constraints (v.soft_any: requireAllTopologies false) no node
+# is ignored: a node lacking a key counts as one more domain (kube's "" value) and
+# scores without that constraint's term.
 from libc.math cimport log, round
 from libc.string cimport memset
 
@@ -16,6 +19,8 @@ from esched.core.scoring._plugin cimport MAX_NODE_SCORE
 cdef inline bint spread_ignored(const ClassView* v, Py_ssize_t n) noexcept nogil:
     """Node n lacks some constraint's topology key (kube's IgnoredNodes)."""
     cdef int j
+    if v.soft_any:
+        return False
     for j in range(v.n_soft):
         if v.soft[j].dom[n] < 0:
             return True
@@ -27,6 +32,7 @@ cdef inline void spread_start(ClassView* v) noexcept nogil:
     cdef int j
     for j in range(v.n_soft):
         v.soft[j].size = 0
+        v.soft[j].seen_none = False
         memset(v.soft[j].seen, 0, v.soft[j].n_dom)
 
 
@@ -41,7 +47,11 @@ cdef inline void spread_see(ClassView* v, Py_ssize_t n) noexcept nogil:
             v.soft[j].size += 1
         else:
             d = v.soft[j].dom[n]
-            if not v.soft[j].seen[d]:
+            if d < 0:
+                if not v.soft[j].seen_none:
+                    v.soft[j].seen_none = True
+                    v.soft[j].size += 1
+            elif not v.soft[j].seen[d]:
                 v.soft[j].seen[d] = 1
                 v.soft[j].size += 1
 
@@ -61,6 +71,8 @@ cdef inline long long spread_raw(const ClassView* v, Py_ssize_t n) noexcept nogi
     if spread_ignored(v, n):
         return -1
     for j in range(v.n_soft):
+        if v.soft[j].dom[n] < 0:
+            continue  # (soft_any) kube's Score: no term for a key the node lacks
         if v.soft[j].host:
             cnt = v.soft[j].cnt[1 + n]
         else:

@@ -144,7 +144,8 @@ def test_a_single_valid_profile_is_accepted() -> None:
             "profiles[0].pluginConfig[0].args.minCandidateNodesAbsolute",
             "not honoured",
         ),
-        # Arguments esched does not honour.
+        # kube's PodTopologySpreadArgs validation (validation_pluginargs_test.go
+        # TestValidatePodTopologySpreadArgs): defaults listed under System defaulting.
         (
             config(
                 {
@@ -152,7 +153,6 @@ def test_a_single_valid_profile_is_accepted() -> None:
                         {
                             "name": "PodTopologySpread",
                             "args": {
-                                "defaultingType": "List",
                                 "defaultConstraints": [
                                     {
                                         "maxSkew": 1,
@@ -165,8 +165,8 @@ def test_a_single_valid_profile_is_accepted() -> None:
                     ]
                 }
             ),
-            "profiles[0].pluginConfig[0].args.defaultConstraints",
-            "defaultConstraints",
+            "profiles[0].pluginConfig[0].args.defaultingType",
+            "defaultConstraints are not empty",
         ),
         (
             config(
