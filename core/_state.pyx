@@ -1181,8 +1181,10 @@ cdef class ClusterState:
         self.pod_queue[p] = <index_t>q
         if meta is not None:
             labels = meta.get("labels")
+            # (the call only for a pod with owners: the fold's bulk has none)
             self.interpod.set_pod(p, key, labels,
-                                  labels is not None and spread_default_labels(meta) is not None)
+                                  labels is not None and "ownerReferences" in meta
+                                  and spread_default_labels(meta) is not None)
         else:
             self.interpod.set_pod(p, key, None)
         self.pod_gang[p] = <index_t>g

@@ -8,7 +8,8 @@ with ``shape`` and ``resources``) and ``NodeResourcesBalancedAllocation`` mean w
 they mean in kube-scheduler v1.30, and so do ``TaintToleration`` (PreferNoSchedule
 taints), ``NodeAffinity`` (preferred terms, and ``args.addedAffinity``) and
 ``InterPodAffinity`` (preferred pod terms, ``hardPodAffinityWeight``) and
-``PodTopologySpread`` (ScheduleAnyway constraints) as score plugins, with kube's
+``PodTopologySpread`` (ScheduleAnyway constraints; ``defaultingType`` and
+``defaultConstraints``: :attr:`Profile.spread_defaults`) as score plugins, with kube's
 default weights 3, 2, 2 and 2. esched adds ``EPVM``, ``Mixed``, ``FGD``,
 ``PaperBestFit`` (the FGD paper's BestFit) and ``NodeGroupAffinity`` in the same
 structure. Arguments are validated here, so the Cython placer sees only clean numbers.
