@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import orjson
 import pytest
 
 from esched.core import ClusterState
@@ -24,7 +25,7 @@ from esched.core._placer import Placer
 from esched.core.profile import API_VERSION, SYSTEM_DEFAULT_CONSTRAINTS, ProfileError, parse_profile
 from esched.schemas.objects import spread_default_labels
 from esched.schemas.workloads import workload_pods
-from support.fold import EV, Log, node, pod
+from support.fold import EV, Log, envelope, node, pod
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -329,3 +330,22 @@ def test_invalid_default_constraints_are_refused_with_the_field(args, field, tex
     with pytest.raises(ProfileError) as info:
         profile(args)
     assert info.value.field == field and text in str(info.value)
+
+
+def test_the_bytes_path_marks_controlled_pods_as_the_dict_path_does():
+    """The fold's scanner reads ownerReferences as the dict path does: same label sets,
+    same snapshot."""
+    payloads = [orjson.dumps(envelope(EV.NODE_ADDED, node("n1", labels={HOST: "n1"})))]
+    for i, owner in enumerate(
+        (RS, None, ("apps/v1", "Deployment"), ("v1", "ReplicationController"))
+    ):
+        payloads.append(orjson.dumps(envelope(EV.POD_SUBMITTED, owned(f"p{i}", TAR, owner=owner))))
+    rows = list(enumerate(payloads, 1))
+    by_dict = ClusterState()
+    by_dict.apply_many([(p, orjson.loads(b)) for p, b in rows])
+    by_bytes = ClusterState()
+    assert by_bytes.apply_payloads(rows) == len(rows)
+    assert by_bytes.to_bytes() == by_dict.to_bytes()
+    ip = by_bytes.interpod
+    marks = [ip.owned(ip.pod_lset_of(by_bytes.pod_index[f"default/p{i}"])) for i in range(4)]
+    assert marks == [True, False, False, True]
