@@ -228,6 +228,38 @@ class QuincyPolicy:
         gcol = self._gpu_col()
         dev = self.devices if gcol >= 0 else None
 
+        # fairness: A_j on each job's dominant share per task
+        total = alloc[alive].sum(axis=0).astype(np.float64)
+        dom_cols = [c for c in range(st.n_res) if st.res_names[c] not in _NOT_DOMINANT]
+        first = [job.pending[0] if len(job.pending) else job.running[0][0] for job in jobs]
+        req = creq[pod_class[np.asarray(first, dtype=np.int64)]][:, dom_cols].astype(np.float64)
+        tot = total[dom_cols]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sh = np.where(tot > 0, req / np.where(tot > 0, tot, 1.0), 0.0)
+        dom = np.maximum(sh.max(axis=1) if sh.shape[1] else 0.0, 1e-12)
+        n_pend = np.array([len(job.pending) for job in jobs], dtype=np.int64)
+        n_run = np.array([len(job.running) for job in jobs], dtype=np.int64)
+        n_all = n_pend + n_run
+        gang = np.array([job.gang for job in jobs], dtype=bool)
+        if cfg.fairness == "none":
+            fair = n_all.copy()
+        else:
+            fair = fair_shares(dom, n_all, np.arange(len(jobs)))
+        n_net = n_pend + (n_run if preempt else 0)
+        if cfg.fairness == "none":
+            fmax = n_net.copy()
+            emin = np.zeros_like(fmax)
+        elif preempt:
+            fmax = np.minimum(fair, n_net)
+            emin = fmax.copy()
+        else:
+            fmax = np.clip(fair - n_run, 0, n_net)
+            emin = fmax.copy()
+        # a gang runs whole: it may always take all its tasks, must only when its
+        # share covers it
+        fmax = np.where(gang, n_net, fmax)
+        emin = np.where(gang, np.where(fair >= n_all, n_net, 0), emin)
+
         # Network tasks: each job's pending pods of one class as one node (identical
         # tasks: the same arcs and costs, so one node of supply = their count is an
         # equivalent network, ten times smaller for jobs of ten), then (with
@@ -236,13 +268,13 @@ class QuincyPolicy:
         t_job: list[int] = []
         t_run: list[int] = []
         job_tasks: list[list[int]] = []  # per job, its pending network tasks
-        n_pend = np.zeros(len(jobs), dtype=np.int64)
-        n_run = np.zeros(len(jobs), dtype=np.int64)
+        # A job with F_j = 0 places nothing this round: its pending tasks could only
+        # flow to U_j, so they are left out (the same optimum, a network the size of
+        # what may run rather than of the backlog; its running tasks stay, to be killed).
+        may_run = fmax > 0
         for j, job in enumerate(jobs):
-            n_pend[j] = len(job.pending)
-            n_run[j] = len(job.running)
             mine: list[int] = []
-            if len(job.pending):
+            if len(job.pending) and may_run[j]:
                 by_class: dict[int, list[int]] = {}
                 for p in job.pending:
                     by_class.setdefault(int(pod_class[p]), []).append(int(p))
@@ -312,36 +344,6 @@ class QuincyPolicy:
                 np.int64
             )
         cap = np.minimum(cap + on_machine, slots.max(axis=1) if K else 0)
-
-        # fairness: A_j on each job's dominant share per task
-        total = alloc[alive].sum(axis=0).astype(np.float64)
-        dom_cols = [c for c in range(st.n_res) if st.res_names[c] not in _NOT_DOMINANT]
-        first = [job.pending[0] if len(job.pending) else job.running[0][0] for job in jobs]
-        req = creq[pod_class[np.asarray(first, dtype=np.int64)]][:, dom_cols].astype(np.float64)
-        tot = total[dom_cols]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            sh = np.where(tot > 0, req / np.where(tot > 0, tot, 1.0), 0.0)
-        dom = np.maximum(sh.max(axis=1) if sh.shape[1] else 0.0, 1e-12)
-        n_all = n_pend + n_run
-        gang = np.array([job.gang for job in jobs], dtype=bool)
-        if cfg.fairness == "none":
-            fair = n_all.copy()
-        else:
-            fair = fair_shares(dom, n_all, np.arange(len(jobs)))
-        n_net = n_pend + (n_run if preempt else 0)
-        if cfg.fairness == "none":
-            fmax = n_net.copy()
-            emin = np.zeros_like(fmax)
-        elif preempt:
-            fmax = np.minimum(fair, n_net)
-            emin = fmax.copy()
-        else:
-            fmax = np.clip(fair - n_run, 0, n_net)
-            emin = fmax.copy()
-        # a gang runs whole: it may always take all its tasks, must only when its
-        # share covers it
-        fmax = np.where(gang, n_net, fmax)
-        emin = np.where(gang, np.where(fair >= n_all, n_net, 0), emin)
 
         # costs per task
         waited = np.array([job.waited for job in jobs], dtype=np.float64)
