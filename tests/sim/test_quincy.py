@@ -157,6 +157,25 @@ def test_philly_window_flow_variants_finish_and_audit():
     assert summarize(qfp.run())["jobs"]["finished"] == 2000
 
 
+@pytest.mark.scale
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not here")
+def test_whole_philly_trace_quincy_fair_with_preemption():
+    """docs/simulation.md's whole-trace table (82,247 jobs on 80 machines of 8 GPUs,
+    flow rounds at most every 60 s): the greedy queue and Quincy's QFP finish every
+    job, and QFP kills running jobs for fair shares."""
+    from esched.services.sim.traces import load_trace
+
+    tr = load_trace(f"philly:{PHILLY}", "80x8")
+    assert len(tr.jobs) == 82_247
+    queue = summarize(simulate(tr, BEST_FIT))["jobs"]
+    config = QuincyConfig(preemption=True, victims="any")
+    sim = QuincySimulator(tr, BEST_FIT, 0, preemption=True, quincy=config, round_seconds=60)
+    run = sim.run()
+    qfp = summarize(run)["jobs"]
+    assert queue["finished"] == qfp["finished"] == 82_247
+    assert run.evicted_jobs > 0
+
+
 def test_compare_study_quincy_reports_every_policy(tmp_path: Path):
     res = CliRunner().invoke(
         cli,
