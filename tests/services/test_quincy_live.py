@@ -170,3 +170,70 @@ def test_cli_replica_and_up_take_the_round_policy(tmp_path: Path):
     out = json.loads(res.stdout)
     assert out["placed"] >= 1 and out["placed"] + out["unschedulable"] == 12
     assert out["replica_stats"][0]["quincy"]["rounds"] >= 1
+
+
+async def test_round_mode_places_gpu_devices_the_commit_service_accepts(store):
+    # The FGD profile turns on the fold's GPU devices: the round fits GPU shares and
+    # whole GPUs device by device, each binding names its devices, and the commit
+    # service (which checks named devices) accepts every one.
+    from esched.core import parse_profile
+    from esched.services.sim.engine import simulate
+    from esched.services.sim.traces import synthetic
+    from support.events import ev
+
+    fgd = parse_profile(
+        {
+            "profiles": [
+                {
+                    "percentageOfNodesToScore": 100,
+                    "plugins": {
+                        "score": {"disabled": [{"name": "*"}], "enabled": [{"name": "FGD"}]}
+                    },
+                }
+            ]
+        }
+    )
+    tr = synthetic(nodes=12, jobs=30, seed=2, load=1.0)
+    sim = simulate(tr, fgd, record=True, departures=False)
+    assert sim.events is not None
+    inputs = [
+        ev(f"in-{i}", e["type"], e["data"])
+        for i, e in enumerate(sim.events)
+        if e["type"] in ("esched.node.added", "esched.pod.submitted")
+    ]
+    await append_events(store, *inputs)
+    commit = CommitService(store)
+    proposed: list[dict] = []
+
+    async def submit(proposals):
+        proposed.extend(proposals)
+        return await commit.decide(proposals)
+
+    replica = Replica(
+        store,
+        MemoryBus(),
+        "r1",
+        profile=fgd,
+        submit=submit,
+        config=ReplicaConfig(quincy=QuincyConfig()),
+    )
+    await replica.start()
+    try:
+        assert replica.rounds is not None and replica.rounds.policy.devices is not None
+        head = await store.head()
+        topic = replica.bus.topics.work
+        keys = [
+            e["data"]["metadata"]["namespace"] + "/" + e["data"]["metadata"]["name"]
+            for e in inputs
+            if e["type"] == "esched.pod.submitted"
+        ]
+        msgs = [Message(topic, 0, i, *work_item("pod", k, head)) for i, k in enumerate(keys)]
+        await replica.handle(msgs)
+    finally:
+        await replica.stop()
+        await commit.stop()
+    assert replica.totals.conflicts == 0 and replica.totals.committed > 0
+    assert replica.stats()["quincy"]["placed"] > 0
+    gpu = [b for p in proposed for b in p["bindings"] if b["resources"].get("esched.dev/gpu-milli")]
+    assert gpu and all("devices" in b for b in gpu)
+    assert (await audit_store(store))["ok"]
