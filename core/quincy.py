@@ -35,7 +35,8 @@ not fit is dropped and counted (the multi-dimensional approximation's cost, see
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -45,6 +46,8 @@ from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
 from esched.core._state import ClusterState
 from esched.core.bands import BandConfig, may_preempt
 from esched.core.flow import FlowCosts, FlowProblem, FlowRound, fair_shares, solve
+from esched.core.phases import PHASE_PENDING
+from esched.core.schedule import PassResult, Placement, SchedulingPass, Target
 
 __all__ = [
     "RACK_LABELS",
@@ -53,6 +56,7 @@ __all__ = [
     "QuincyPlacement",
     "QuincyPlan",
     "QuincyPolicy",
+    "QuincyRounds",
 ]
 
 #: Node labels naming a machine's rack, first found wins.
@@ -157,7 +161,9 @@ class QuincyPolicy:
         in its view (as the scheduling pass does), devices bound in ``devices``.
     :param config: the variant and costs.
     :param devices: per-device GPU accounting (None: GPUs only as a summed resource).
-    :param gpu_resource: the resource GPU requests are read from (milli-GPU).
+    :param gpu_resource: the resource GPU requests are read from.
+    :param gpu_scale: milli-GPU per unit of ``gpu_resource`` (1000 for whole devices,
+        as ``nvidia.com/gpu``).
     """
 
     def __init__(
@@ -168,12 +174,14 @@ class QuincyPolicy:
         *,
         devices: DeviceTable | None = None,
         gpu_resource: str = "esched.dev/gpu-milli",
+        gpu_scale: int = 1,
     ) -> None:
         self.state = state
         self.placer = placer
         self.config = config or QuincyConfig()
         self.devices = devices
         self.gpu_resource = gpu_resource
+        self.gpu_scale = gpu_scale
         self._racks: tuple[int, np.ndarray, int] | None = None  # (node gen, racks, count)
         self._ok_cache: dict[int, tuple[int, np.ndarray]] = {}  # class -> (nodes key, ok)
 
@@ -220,6 +228,38 @@ class QuincyPolicy:
         gcol = self._gpu_col()
         dev = self.devices if gcol >= 0 else None
 
+        # fairness: A_j on each job's dominant share per task
+        total = alloc[alive].sum(axis=0).astype(np.float64)
+        dom_cols = [c for c in range(st.n_res) if st.res_names[c] not in _NOT_DOMINANT]
+        first = [job.pending[0] if len(job.pending) else job.running[0][0] for job in jobs]
+        req = creq[pod_class[np.asarray(first, dtype=np.int64)]][:, dom_cols].astype(np.float64)
+        tot = total[dom_cols]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sh = np.where(tot > 0, req / np.where(tot > 0, tot, 1.0), 0.0)
+        dom = np.maximum(sh.max(axis=1) if sh.shape[1] else 0.0, 1e-12)
+        n_pend = np.array([len(job.pending) for job in jobs], dtype=np.int64)
+        n_run = np.array([len(job.running) for job in jobs], dtype=np.int64)
+        n_all = n_pend + n_run
+        gang = np.array([job.gang for job in jobs], dtype=bool)
+        if cfg.fairness == "none":
+            fair = n_all.copy()
+        else:
+            fair = fair_shares(dom, n_all, np.arange(len(jobs)))
+        n_net = n_pend + (n_run if preempt else 0)
+        if cfg.fairness == "none":
+            fmax = n_net.copy()
+            emin = np.zeros_like(fmax)
+        elif preempt:
+            fmax = np.minimum(fair, n_net)
+            emin = fmax.copy()
+        else:
+            fmax = np.clip(fair - n_run, 0, n_net)
+            emin = fmax.copy()
+        # a gang runs whole: it may always take all its tasks, must only when its
+        # share covers it
+        fmax = np.where(gang, n_net, fmax)
+        emin = np.where(gang, np.where(fair >= n_all, n_net, 0), emin)
+
         # Network tasks: each job's pending pods of one class as one node (identical
         # tasks: the same arcs and costs, so one node of supply = their count is an
         # equivalent network, ten times smaller for jobs of ten), then (with
@@ -228,13 +268,13 @@ class QuincyPolicy:
         t_job: list[int] = []
         t_run: list[int] = []
         job_tasks: list[list[int]] = []  # per job, its pending network tasks
-        n_pend = np.zeros(len(jobs), dtype=np.int64)
-        n_run = np.zeros(len(jobs), dtype=np.int64)
+        # A job with F_j = 0 places nothing this round: its pending tasks could only
+        # flow to U_j, so they are left out (the same optimum, a network the size of
+        # what may run rather than of the backlog; its running tasks stay, to be killed).
+        may_run = fmax > 0
         for j, job in enumerate(jobs):
-            n_pend[j] = len(job.pending)
-            n_run[j] = len(job.running)
             mine: list[int] = []
-            if len(job.pending):
+            if len(job.pending) and may_run[j]:
                 by_class: dict[int, list[int]] = {}
                 for p in job.pending:
                     by_class.setdefault(int(pod_class[p]), []).append(int(p))
@@ -284,7 +324,7 @@ class QuincyPolicy:
             s0 = s.copy()  # on what is free now
             for c in cols:
                 if dev is not None and c == gcol:
-                    g = int(req[c])
+                    g = int(req[c]) * self.gpu_scale
                     if g >= 1000:
                         s = np.minimum(s, (idle0 + freed_gpus) // (g // 1000))
                         s0 = np.minimum(s0, idle0 // (g // 1000))
@@ -304,36 +344,6 @@ class QuincyPolicy:
                 np.int64
             )
         cap = np.minimum(cap + on_machine, slots.max(axis=1) if K else 0)
-
-        # fairness: A_j on each job's dominant share per task
-        total = alloc[alive].sum(axis=0).astype(np.float64)
-        dom_cols = [c for c in range(st.n_res) if st.res_names[c] not in _NOT_DOMINANT]
-        first = [job.pending[0] if len(job.pending) else job.running[0][0] for job in jobs]
-        req = creq[pod_class[np.asarray(first, dtype=np.int64)]][:, dom_cols].astype(np.float64)
-        tot = total[dom_cols]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            sh = np.where(tot > 0, req / np.where(tot > 0, tot, 1.0), 0.0)
-        dom = np.maximum(sh.max(axis=1) if sh.shape[1] else 0.0, 1e-12)
-        n_all = n_pend + n_run
-        gang = np.array([job.gang for job in jobs], dtype=bool)
-        if cfg.fairness == "none":
-            fair = n_all.copy()
-        else:
-            fair = fair_shares(dom, n_all, np.arange(len(jobs)))
-        n_net = n_pend + (n_run if preempt else 0)
-        if cfg.fairness == "none":
-            fmax = n_net.copy()
-            emin = np.zeros_like(fmax)
-        elif preempt:
-            fmax = np.minimum(fair, n_net)
-            emin = fmax.copy()
-        else:
-            fmax = np.clip(fair - n_run, 0, n_net)
-            emin = fmax.copy()
-        # a gang runs whole: it may always take all its tasks, must only when its
-        # share covers it
-        fmax = np.where(gang, n_net, fmax)
-        emin = np.where(gang, np.where(fair >= n_all, n_net, 0), emin)
 
         # costs per task
         waited = np.array([job.waited for job in jobs], dtype=np.float64)
@@ -537,7 +547,10 @@ class QuincyPolicy:
 
         def request(p: int) -> tuple[int, int]:
             r = creq[pod_class[p]]
-            return (int(r[gcol]) if gcol >= 0 else 0, int(r[ccol]) if ccol >= 0 else 0)
+            return (
+                int(r[gcol]) * self.gpu_scale if gcol >= 0 else 0,
+                int(r[ccol]) if ccol >= 0 else 0,
+            )
 
         def evict_job(v: int, sign: int) -> None:
             for p, n, devs in jobs[v].running:
@@ -642,6 +655,7 @@ class QuincyPolicy:
             replace(self.config, preemption=False, fairness="none"),
             devices=self.devices,
             gpu_resource=self.gpu_resource,
+            gpu_scale=self.gpu_scale,
         )
         sub._racks, sub._ok_cache = self._racks, self._ok_cache
         more = sub._plan(rest, depth + 1)
@@ -654,3 +668,176 @@ class QuincyPolicy:
             plan.round.build_seconds += more.round.build_seconds
         plan.problem_seconds += more.problem_seconds
         plan.check_seconds += more.check_seconds
+
+
+class QuincyRounds:
+    """Quincy's round as a live replica's pass (``esched replica --policy quincy``).
+
+    :meth:`run` has :meth:`SchedulingPass.run`'s interface and result, so the replica
+    proposes a round's placements to the commit service like any pass's (one
+    proposal per job, the commit service validates each). A batch of work is one
+    round: its pending pods and whole gangs become the round's jobs (a pod alone is a
+    job of one task, a gang a job of its members, all or nothing), oldest first by
+    the time this replica first saw them; :class:`QuincyPolicy` solves the flow and
+    checks every placement on the placer's view (the view the pass shares, claims in
+    flight assumed). What the round does not take, the one scheduling pass then
+    judges on the view the round left (``scheduler``): it places what still fits
+    (a round is work-conserving, as the simulator's repair solve), preempts by the
+    bands, reports the rest unschedulable with kube's reasons, blocks gangs with
+    members in flight, and handles what the flow does not model: pods placed by
+    their labels (inter-pod rules), gangs with a minimum below their size or
+    per-task minimums, gated pods and pods of other schedulers.
+
+    Running pods are not in a live round (no flow preemption: eviction stays the
+    pass's, by the bands), so fair shares split the cluster among the round's jobs.
+
+    :param scheduler: the replica's scheduling pass (state, placer, devices, GPU
+        resource and scale are read from it at each round).
+    :param config: the flow's variant; ``preemption`` must be off.
+    """
+
+    def __init__(self, scheduler: SchedulingPass, config: QuincyConfig | None = None) -> None:
+        config = config or QuincyConfig()
+        if config.preemption:
+            raise ValueError("live Quincy rounds do not preempt through the flow")
+        self.scheduler = scheduler
+        self.policy = QuincyPolicy(
+            scheduler.state, scheduler.placer, config, devices=scheduler.devices
+        )
+        #: key (pod or gang) -> the caller's clock when this round mode first saw it
+        self.first_seen: dict[str, float] = {}
+        #: rounds, pods the flow placed, pods left to the pass, shape-check drops
+        self.stats: Counter[str] = Counter()
+
+    def run(
+        self,
+        targets: Iterable[Target],
+        *,
+        now: float = 0.0,
+        in_flight: Mapping[str, str] | None = None,
+        reserving: Collection[str] = (),
+        out: PassResult | None = None,
+    ) -> PassResult:
+        """One round for ``targets``, then the one pass for what it left (see the
+        class doc); the arguments are :meth:`SchedulingPass.run`'s."""
+        if out is None:
+            out = PassResult()
+        sched = self.scheduler
+        st = sched.state
+        inflight = in_flight or {}
+        jobs: list[FlowJob] = []
+        job_target: list[Target] = []
+        rest: list[Target] = []
+        seen: dict[str, int] = {}  # job key -> index among the targets taken
+        again: list[tuple[Target, str]] = []  # more targets of a job already taken
+        for t in targets:
+            got = self._job(t, inflight, seen)
+            if isinstance(got, str):
+                again.append((t, got))
+                continue
+            if got is None:
+                rest.append(t)
+                continue
+            key, pods, gang = got
+            seen[key] = len(jobs)
+            first = self.first_seen.setdefault(key, now)
+            jobs.append(FlowJob(key, pods, waited=now - first, gang=gang))
+            job_target.append(t)
+        placed: set[str] = set()
+        if jobs:
+            order = sorted(range(len(jobs)), key=lambda j: (-jobs[j].waited, job_target[j][2]))
+            jobs = [jobs[j] for j in order]
+            job_target = [job_target[j] for j in order]
+            pol = self.policy
+            pol.devices = sched.devices
+            pol.gpu_resource, pol.gpu_scale = sched.gpu_resource, sched.gpu_scale
+            plan = pol.plan(jobs)
+            self.stats["rounds"] += 1
+            self.stats["infeasible"] += plan.infeasible
+            names = st.node_names
+            keys = st.pod_keys
+            for pl in plan.placements:
+                job = jobs[pl.job]
+                placed.add(job.key)
+                self.first_seen.pop(job.key, None)
+                self.stats["placed"] += len(pl.bindings)
+                out.placements.append(
+                    Placement(
+                        job_target[pl.job],
+                        job.key if job.gang else None,
+                        [(str(keys[p]), str(names[n]), devs) for p, n, devs in pl.bindings],
+                    )
+                )
+        left = [job_target[j] for j in range(len(jobs)) if jobs[j].key not in placed]
+        # Another target of a job the round took: done if the round placed the job
+        # (its pods are claimed now), else the pass sees the job once more.
+        for t, key in again:
+            if key in placed:
+                out.skipped += 1
+            else:
+                rest.append(t)
+        self.stats["to_pass"] += len(left) + len(rest)
+        if left or rest:
+            sched.run(left + rest, now=now, in_flight=inflight, reserving=reserving, out=out)
+        # Keys seen but gone (placed by the pass, deleted) are forgotten.
+        if len(self.first_seen) > 4 * max(len(left) + len(rest), 1024):
+            pending = {k for k in self.first_seen if self._still_pending(k)}
+            self.first_seen = {k: v for k, v in self.first_seen.items() if k in pending}
+        return out
+
+    def _still_pending(self, key: str) -> bool:
+        st = self.scheduler.state
+        idx = st.pod_index.get(key)
+        if idx is not None:
+            return bool(st.pod_phase_np[idx] == PHASE_PENDING)
+        return key in st.gang_index and bool(st.gang_members(key, "Pending"))
+
+    def _job(
+        self, t: Target, inflight: Mapping[str, str], seen: Mapping[str, int]
+    ) -> tuple[str, list[int], bool] | str | None:
+        """(key, pending pod slots, gang) of the round's job for target ``t``; its key
+        alone when the round already has that job; None when the one pass is to
+        decide it (see the class doc)."""
+        sched = self.scheduler
+        st = sched.state
+        kind, key = t[0], t[1]
+        if kind == "pod":
+            idx = st.pod_index.get(key)
+            if idx is None or st.pod_phase_np[idx] != PHASE_PENDING or key in inflight:
+                return None
+            if st.gated and key in st.gated:
+                return None
+            named = st.scheduler_of
+            if named and key in named and named[key] not in sched.scheduler_names:
+                return None
+            g = int(st.pod_gang_np[idx])
+            if g < 0:
+                if sched._by_labels(int(st.pod_class_np[idx])):
+                    return None
+                if key in seen:
+                    return key
+                return key, [int(idx)], False
+            key = str(st.gang_keys[g])
+        if key in seen:
+            return key
+        g_idx = st.gang_index.get(key)
+        if g_idx is None:
+            return None
+        members = st.gang_members(key, "Pending")
+        if not members or st.gang_members(key, "Running"):
+            return None
+        if st.gang_meta[g_idx].get("minTaskMember") or st.gang_shortfall(g_idx) != len(members):
+            return None
+        slots: list[int] = []
+        for m in members:
+            idx = st.pod_index.get(m)
+            if (
+                idx is None
+                or m in inflight
+                or (st.gated and m in st.gated)
+                or (st.scheduler_of and m in st.scheduler_of)
+                or sched._by_labels(int(st.pod_class_np[idx]))
+            ):
+                return None
+            slots.append(int(idx))
+        return key, slots, True

@@ -25,6 +25,7 @@ from typing import Any
 from esched.core import Profile
 from esched.core.admission import Admission
 from esched.core.bands import BandConfig
+from esched.core.quincy import QuincyConfig
 from esched.core.quota import Quota
 from esched.services.bus import open_bus
 from esched.services.bus.base import TopicNames
@@ -85,6 +86,8 @@ class UpConfig:
     queue_hierarchy: str = "parent"
     #: The replicas' starvation guard (seconds a gang waits before nodes are reserved).
     reserve_after: float | None = 60.0
+    #: The replicas' Quincy rounds (ReplicaConfig.quincy); None: the scheduling pass.
+    quincy: QuincyConfig | None = None
     seed: int = 0
     exit_when_idle: bool = False
     #: Quota limits of the dispatcher's admission (config ``quota:``); None: none.
@@ -205,6 +208,7 @@ class Up:
                         bands=cfg.bands,
                         reserve_after=cfg.reserve_after,
                         queue_hierarchy=cfg.queue_hierarchy,
+                        quincy=cfg.quincy,
                     ),
                 )
                 for i in range(cfg.replicas)

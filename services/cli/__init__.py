@@ -522,6 +522,47 @@ reserve_option = click.option(
     help="Starvation guard: a gang that has not fitted for this long gets "
     "nodes reserved (esched.gang.reserved) until it is placed; one gang at a time.",
 )
+
+
+def _round_policy(ctx: click.Context, _param: click.Parameter, value: str) -> Any:
+    """``--policy`` as the replicas' Quincy config (None: the scheduling pass)."""
+    if value != "quincy":
+        return None
+    from esched.core.flow import FlowSolverMissing, require_solver
+    from esched.core.quincy import QuincyConfig
+
+    try:
+        require_solver()
+    except FlowSolverMissing as exc:
+        raise click.UsageError(str(exc)) from None
+    fairness = ctx.params.get("quincy_fairness") or "strict"
+    return QuincyConfig(fairness=fairness)
+
+
+def policy_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--policy pass|quincy`` and ``--quincy-fairness``: the replicas' placement
+    (the parameter ``quincy``: a QuincyConfig or None)."""
+    fn = click.option(
+        "--policy",
+        "quincy",
+        type=click.Choice(["pass", "quincy"]),
+        default="pass",
+        show_default=True,
+        callback=_round_policy,
+        help="pass: one scheduling pass per batch of work; quincy: each batch is a round "
+        "of Quincy's min-cost flow (needs esched[flow]), what it leaves goes to the pass.",
+    )(fn)
+    return click.option(
+        "--quincy-fairness",
+        type=click.Choice(["strict", "none"]),
+        default="strict",
+        show_default=True,
+        is_eager=True,
+        help="--policy quincy: strict fair shares among a round's jobs (E = F = A) or "
+        "none (Quincy's Q).",
+    )(fn)
+
+
 format_option = click.option(
     "--format",
     "output_format",

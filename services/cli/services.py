@@ -19,6 +19,7 @@ from esched.services.cli import (
     kafka_security_options,
     metrics_option,
     migrated_store,
+    policy_option,
     prefix_option,
     queue_hierarchy_option,
     reserve_option,
@@ -361,6 +362,7 @@ def _load_profile_option(path: str | None) -> Any:
 @bands_option
 @queue_hierarchy_option
 @reserve_option
+@policy_option
 def replica(
     replica_id: str,
     kafka: str | None,
@@ -379,6 +381,8 @@ def replica(
     bands: Any,
     queue_hierarchy: str,
     reserve_after: float,
+    quincy: Any,
+    quincy_fairness: str,
 ) -> None:
     """A replica scheduler: fold the log, place pending work, send proposals.
 
@@ -423,6 +427,7 @@ def replica(
                     bands=bands,
                     reserve_after=reserve_after,
                     queue_hierarchy=queue_hierarchy,
+                    quincy=quincy,
                 ),
             )
             await r.start()
@@ -566,6 +571,7 @@ def jobs(store: str, metrics_port: int, tick: float) -> None:
 @bands_option
 @queue_hierarchy_option
 @reserve_option
+@policy_option
 def up(
     kafka: str | None,
     store: str,
@@ -581,6 +587,8 @@ def up(
     bands: Any,
     queue_hierarchy: str,
     reserve_after: float,
+    quincy: Any,
+    quincy_fairness: str,
 ) -> None:
     """The whole system in one process: ingest, commit, dispatcher, replicas.
 
@@ -629,6 +637,7 @@ def up(
             bands=bands,
             queue_hierarchy=queue_hierarchy,
             reserve_after=reserve_after,
+            quincy=quincy,
             seed=seed,
             exit_when_idle=exit_when_idle,
             quota=quota,

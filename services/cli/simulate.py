@@ -154,7 +154,7 @@ async def _append(url: str, events: list[dict]) -> dict:
     show_default=True,
     help="queue: the scheduling pass after every event (greedy, oldest first); quincy: "
     "Quincy's min-cost-flow rounds (needs esched[flow]); with --preemption, fair with "
-    "preemption (QFP).",
+    "preemption (QFP with --victims any, QFP-bands with the default).",
 )
 @click.option(
     "--fairness",
@@ -266,11 +266,14 @@ def _quincy(tr, prof, seed: int, kw: dict, config: dict, round_seconds: float):
 
 
 #: The flow variants of ``compare --study quincy``: name -> QuincyConfig keywords.
+#: QFP is Quincy's (section 4: running tasks in the flow, killed where the flow
+#: routes them off their machine, any job); QFP-bands keeps esched's commit rule
+#: (only lower bands are evicted), which on a trace of best-effort jobs evicts none.
 QUINCY_VARIANTS: dict[str, dict] = {
     "Q": {"fairness": "none"},
     "QF": {},
-    "QFP": {"preemption": True},
-    "QFP-any": {"preemption": True, "victims": "any"},
+    "QFP": {"preemption": True, "victims": "any"},
+    "QFP-bands": {"preemption": True},
 }
 
 
@@ -282,21 +285,30 @@ def _run_quincy(args: tuple) -> dict:
     from esched.services.sim.metrics import summarize
     from esched.services.sim.quincy import QuincySimulator
 
-    tr, path, seed, variant = args
+    tr, path, seed, variant, round_seconds = args
     prof = load_profile(path)
     if variant is None:
         r = Simulator(tr, prof, seed).run()
         r.profile = f"queue ({prof.name})"
     else:
         config = QuincyConfig(**QUINCY_VARIANTS[variant])
-        r = QuincySimulator(tr, prof, seed, preemption=config.preemption, quincy=config).run()
+        r = QuincySimulator(
+            tr,
+            prof,
+            seed,
+            preemption=config.preemption,
+            quincy=config,
+            round_seconds=round_seconds,
+        ).run()
         r.profile = f"quincy {variant}"
     summary = summarize(r)
     summary["variant"] = variant or "queue"
     return summary
 
 
-def _quincy_study(tr, profile: str, seed: int, workers, progress: bool, figs, tables) -> dict:
+def _quincy_study(
+    tr, profile: str, seed: int, workers, progress: bool, figs, tables, round_seconds: float = 0.0
+) -> dict:
     """Quincy's table (SOSP '09, section 6): SNP, slowdown norms, unfairness per policy."""
     from concurrent.futures import ProcessPoolExecutor
 
@@ -314,7 +326,9 @@ def _quincy_study(tr, profile: str, seed: int, workers, progress: bool, figs, ta
         ProcessPoolExecutor(max_workers=workers or 2) as pool,
     ):
         summaries = []
-        for i, s in enumerate(pool.map(_run_quincy, [(tr, profile, seed, v) for v in variants])):
+        for i, s in enumerate(
+            pool.map(_run_quincy, [(tr, profile, seed, v, round_seconds) for v in variants])
+        ):
             summaries.append(s)
             update(i + 1)
     cols, rows = quincy_rows(summaries)
@@ -359,7 +373,8 @@ def _run_one(args: tuple) -> dict:
     "hole filling: how many filler tasks still fit after the checkpoint is "
     "packed), curve (FGD's GPU allocation as the workload grows; GPU traces), "
     "quincy (Quincy's table: the greedy queue against the flow scheduler's Q, QF, "
-    "QFP and QFP with Quincy's victims, with the first profile; needs esched[flow]).",
+    "QFP (Quincy's preemption) and QFP-bands (esched's band rule for victims), with "
+    "the first profile; needs esched[flow]).",
 )
 @click.option(
     "--trials",
@@ -433,6 +448,13 @@ def _run_one(args: tuple) -> dict:
     type=click.IntRange(min=1),
     help="Use only the trace's first N jobs (by arrival).",
 )
+@click.option(
+    "--round-seconds",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="quincy study: at most one flow round per this much virtual time (0: after every event).",
+)
 def compare(
     trace_spec: str,
     profile_opts: tuple[str, ...],
@@ -451,6 +473,7 @@ def compare(
     report_dir: str | None,
     progress: bool,
     max_jobs: int | None,
+    round_seconds: float,
 ) -> None:
     """The same trace under several profiles, side by side.
 
@@ -534,7 +557,9 @@ def compare(
         cols, rows = summary_rows(summaries)
         terminal_table(cols, rows, title=f"simulate {tr.kind}")
     if "quincy" in wanted:
-        out["quincy"] = _quincy_study(tr, profiles[0], seed, workers, progress, figs, tables)
+        out["quincy"] = _quincy_study(
+            tr, profiles[0], seed, workers, progress, figs, tables, round_seconds
+        )
     trial_sets: dict[str, list[dict]] = {}
     for study in ("compaction", "inflation", "holes", "curve"):
         if study not in wanted:

@@ -13,6 +13,7 @@ import orjson
 from esched.core import ClusterState, Profile
 from esched.core._placer import Placer
 from esched.core.devices import FoldedDevices
+from esched.core.quincy import QuincyRounds
 from esched.core.schedule import SchedulingPass
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.bus import Bus, BusConsumer, BusProducer
@@ -90,6 +91,8 @@ class _ReplicaBase:
         self._requests: dict[int, dict[str, int]] = {}
         #: the placement policy (core.schedule), made with the placer in start()
         self.scheduler: SchedulingPass | None = None
+        #: Quincy's rounds over that pass (config.quincy), from start(); None: the pass
+        self.rounds: QuincyRounds | None = None
         #: GPU devices of the fold (with config.devices / an FGD profile), from start()
         self.devices: FoldedDevices | None = None
         #: reservations decided by the last placement pass, appended after it

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from esched.core.bands import BandConfig
+from esched.core.quincy import QuincyConfig
 
 SERVICE = "replica"
 #: Consumer group of the work topic: every replica process joins it, so Kafka
@@ -83,6 +84,11 @@ class ReplicaConfig:
     #: fit, each binding names its devices, which the commit service checks). None:
     #: when the profile has the FGD plugin (which scores by devices).
     devices: bool | None = None
+    #: Place each batch as one round of Quincy's min-cost flow (core.quincy
+    #: QuincyRounds: needs OR-Tools, ``esched[flow]``), its placements proposed as the
+    #: pass's are; what the round leaves goes to the one scheduling pass. None: the
+    #: pass alone. The flow's own preemption is not available live.
+    quincy: QuincyConfig | None = None
 
 
 @dataclass(slots=True)

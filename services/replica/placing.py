@@ -166,7 +166,7 @@ class _Placing(_Reports):
         proposal goes to ``blocked`` with the futures of those decisions.
         """
         assert self.scheduler is not None
-        result = self.scheduler.run(
+        result = (self.rounds or self.scheduler).run(
             targets,
             now=time.monotonic(),
             in_flight=self._inflight_pods,

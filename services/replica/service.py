@@ -10,6 +10,8 @@ from typing import Any
 
 from esched.core._placer import Placer
 from esched.core.devices import FoldedDevices
+from esched.core.flow import require_solver
+from esched.core.quincy import QuincyRounds
 from esched.core.schedule import PassConfig, SchedulingPass
 from esched.services import metrics
 from esched.services.bus import BusError
@@ -80,6 +82,9 @@ class Replica(_WorkLoop):
                 ),
                 devices=None if self.devices is None else self.devices.table,
             )
+            if cfg.quincy is not None:
+                require_solver()
+                self.rounds = QuincyRounds(self.scheduler, cfg.quincy)
             if self._submit is None:
                 self._producer = self.bus.producer()
                 await retry_transient(
@@ -155,5 +160,7 @@ class Replica(_WorkLoop):
             s = self.placer.stats()
             out["cache_hit_rate"] = s["cache_hit_rate"]
             metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(s["cache_hit_rate"])
+        if self.rounds is not None:
+            out["quincy"] = dict(self.rounds.stats)
         out["position"] = self.follower.position
         return out

@@ -63,11 +63,11 @@ class QuincySimulator(Simulator):
 
     @property
     def variant(self) -> str:
-        """Quincy's name for the variant: Q, QF (fair), QFP (fair with preemption)."""
+        """Quincy's name for the variant: Q, QF (fair), QFP (fair with preemption,
+        Quincy's victims); ``-bands`` when preemption keeps esched's band rule."""
         q = self.quincy
-        if q.fairness == "none":
-            return "Q" + ("P" if q.preemption else "")
-        return "QFP" if q.preemption else "QF"
+        name = ("Q" if q.fairness == "none" else "QF") + ("P" if q.preemption else "")
+        return name + "-bands" if q.preemption and q.victims == "bands" else name
 
     # ------------------------------------------------------------------ bookkeeping
 

@@ -42,7 +42,7 @@ def audited(events: list[dict]) -> dict:
 @pytest.mark.parametrize(
     "config",
     [QuincyConfig(), QuincyConfig(preemption=True), QuincyConfig(fairness="none")],
-    ids=["QF", "QFP", "Q"],
+    ids=["QF", "QFP-bands", "Q"],
 )
 def test_every_flow_placement_passes_the_audit(config):
     # Mixed shapes (CPU only, GPU shares, whole GPUs, gangs) on few nodes: the flow's
@@ -79,6 +79,29 @@ def test_round_policy_queues_like_the_greedy_pass_on_one_machine():
     assert flow.profile == "quincy-Q"
 
 
+def test_quincy_fair_with_preemption_kills_a_running_job_of_the_same_band():
+    # Quincy's QFP (section 4): every job of the trace is best effort. At t=1 job j0
+    # arrives; four jobs share two GPUs, so the fair shares (water-filled, rounding to
+    # the oldest) are g: 1 task, j0: 1 task, and j0's minimum E = 1 is only met by
+    # killing the gang g, which the flow does (its kill cost, grown by 1 s of running,
+    # is far below the cost of missing a minimum). g queues again and restarts.
+    tr = one_gpu_trace()
+    qfp = QuincySimulator(
+        tr, BEST_FIT, 0, preemption=True, quincy=QuincyConfig(preemption=True, victims="any")
+    )
+    assert qfp.variant == "QFP"
+    r = qfp.run()
+    assert r.evicted_jobs >= 1 and r.start[1] == 1.0
+    assert r.never_started == 0 and not np.isnan(r.finish).any()
+    # esched's commit rule (victims of a strictly lower band) evicts no best-effort job:
+    # j0 waits for the gang to end, as without preemption.
+    bands = QuincySimulator(tr, BEST_FIT, 0, preemption=True, quincy=QuincyConfig(preemption=True))
+    assert bands.variant == "QFP-bands"
+    rb = bands.run()
+    assert rb.evicted_jobs == 0 and rb.start.tolist()[:2] == [0, 100]
+    assert rb.placer_stats["flow"]["kills_deferred"] >= 1
+
+
 def test_round_seconds_batches_arrivals_but_never_strands_a_job():
     tr = one_gpu_trace()
     r = QuincySimulator(tr, BEST_FIT, 0, round_seconds=1000.0).run()
@@ -106,7 +129,7 @@ def test_cli_simulate_policy_quincy(tmp_path: Path):
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert out["profile"] == "quincy-QFP"
+    assert out["profile"] == "quincy-QFP-bands"
     assert out["placer"]["flow"]["preemption"] is True
     assert out["jobs"]["finished"] == 80
     assert out["store"]["appended"] == out["store"]["head"]
@@ -134,6 +157,25 @@ def test_philly_window_flow_variants_finish_and_audit():
     assert summarize(qfp.run())["jobs"]["finished"] == 2000
 
 
+@pytest.mark.scale
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not here")
+def test_whole_philly_trace_quincy_fair_with_preemption():
+    """docs/simulation.md's whole-trace table (82,247 jobs on 80 machines of 8 GPUs,
+    flow rounds at most every 60 s): the greedy queue and Quincy's QFP finish every
+    job, and QFP kills running jobs for fair shares."""
+    from esched.services.sim.traces import load_trace
+
+    tr = load_trace(f"philly:{PHILLY}", "80x8")
+    assert len(tr.jobs) == 82_247
+    queue = summarize(simulate(tr, BEST_FIT))["jobs"]
+    config = QuincyConfig(preemption=True, victims="any")
+    sim = QuincySimulator(tr, BEST_FIT, 0, preemption=True, quincy=config, round_seconds=60)
+    run = sim.run()
+    qfp = summarize(run)["jobs"]
+    assert queue["finished"] == qfp["finished"] == 82_247
+    assert run.evicted_jobs > 0
+
+
 def test_compare_study_quincy_reports_every_policy(tmp_path: Path):
     res = CliRunner().invoke(
         cli,
@@ -156,7 +198,13 @@ def test_compare_study_quincy_reports_every_policy(tmp_path: Path):
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)["quincy"]
     names = [row[0] for row in out["table"]["rows"]]
-    assert names == ["queue (best-fit)", "quincy Q", "quincy QF", "quincy QFP", "quincy QFP-any"]
+    assert names == [
+        "queue (best-fit)",
+        "quincy Q",
+        "quincy QF",
+        "quincy QFP",
+        "quincy QFP-bands",
+    ]
     for s in out["summaries"]:
         assert s["jobs"]["finished"] == 40
     figures = json.loads((tmp_path / "rep" / "figures.json").read_text())
