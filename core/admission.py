@@ -419,7 +419,7 @@ class Admission:
             else:
                 g = st.gang_index.get(it[2])
                 if g is not None:
-                    q = st.queue_index.get(st.gang_meta[g].get("queue") or "default", 0)
+                    q = st.queue_index.get(st.gang_meta[g].get("queue") or DEFAULT_QUEUE, 0)
                     located.append((q, it, g))
         gangs_asked = any(it[1] == "gang" for _q, it, _i in located)
         # Fair shares order the queues: only needed when the items span several.

@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from esched.core.phases import PHASE_PENDING
+from esched.schemas.objects import DEFAULT_QUEUE
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -75,7 +76,6 @@ __all__ = [
     "water_fill",
 ]
 
-DEFAULT_QUEUE = "default"
 ROOT = "root"
 #: Resources left out of the dominant share (a count, not a capacity).
 SHARE_IGNORED = frozenset({"pods"})

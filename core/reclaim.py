@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
-from esched.core.queues import SHARE_IGNORED, queue_view
+from esched.core.queues import DEFAULT_QUEUE, SHARE_IGNORED, queue_view
 from esched.core.reasons import is_resource_text
 from esched.core.schedule import member_task
 
@@ -193,7 +193,7 @@ def _reclaimer(state: Any, who: str | Iterable[str]) -> tuple[str | None, list[i
             return None, [], f"pod {who} is not in the log"
         members = np.flatnonzero(state.pod_gangs() == g)
         if not len(members):
-            return str(state.gang_meta[g].get("queue") or "default"), [], None
+            return str(state.gang_meta[g].get("queue") or DEFAULT_QUEUE), [], None
         pending = [int(p) for p in members if state.phase_of(int(p)) == PHASE_PENDING]
         need = max(1, state.gang_min_of(g) - state.gang_count(g, PHASE_RUNNING))
         return state.queue_names[state.queue_of(members[0])], pending[:need], None

@@ -44,6 +44,7 @@ from esched.core.phases import PHASE_PENDING
 from esched.core.profile import scheduler_names
 from esched.core.queues import deserved_room
 from esched.core.reasons import OTHER_SCHEDULER, QUEUE_OVERUSED, reason_code, resource_text
+from esched.schemas.events import split_key
 
 __all__ = [
     "GPU_CHOICES",
@@ -846,8 +847,8 @@ def member_task(gang: str, pod: str) -> tuple[str, int] | None:
     (Volcano's ``MakePodName``; the gang is ``<namespace>/<job>``), else None.
     The fold keeps no pod annotations, and this name is what Volcano's job controller
     and ``esched publish`` give a Job's pods."""
-    namespace, _, job = gang.rpartition("/")
-    pod_namespace, _, name = pod.rpartition("/")
+    namespace, job = split_key(gang)
+    pod_namespace, name = split_key(pod)
     if pod_namespace != namespace or not name.startswith(job + "-"):
         return None
     task, _, index = name[len(job) + 1 :].rpartition("-")

@@ -45,7 +45,12 @@ import yaml
 
 from esched.schemas import events as ev
 from esched.schemas.events import stream_of
-from esched.schemas.objects import GANG_ANNOTATIONS, QUEUE_ANNOTATION, pod_requests
+from esched.schemas.objects import (
+    DEFAULT_QUEUE,
+    GANG_ANNOTATIONS,
+    QUEUE_ANNOTATION,
+    pod_requests,
+)
 from esched.schemas.validator import SCHEMA_BASE_URI, InvalidEvent, validate_event
 from esched.schemas.volcano_jobs import JobRejected, default_job, validate_job
 from esched.schemas.workloads import (
@@ -283,7 +288,7 @@ def volcano_task_pod(job: dict[str, Any], task: dict[str, Any], index: int, atte
     name = meta["name"]
     namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
     spec = job.get("spec") or {}
-    queue = spec.get("queue") or "default"
+    queue = spec.get("queue") or DEFAULT_QUEUE
     task_name = task["name"]
     template = task.get("template") or {}
     pod_meta = copy.deepcopy(template.get("metadata") or {})

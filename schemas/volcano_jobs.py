@@ -32,6 +32,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from esched.schemas.objects import DEFAULT_QUEUE
+
 __all__ = [
     "DEFAULT_MAX_RETRY",
     "JOB_PLUGINS",
@@ -45,7 +47,6 @@ __all__ = [
 
 #: mutate_job.go ``DefaultMaxRetry``.
 DEFAULT_MAX_RETRY = 3
-DEFAULT_QUEUE = "default"
 DEFAULT_SCHEDULER = "volcano"
 #: ``v1alpha1.DefaultTaskSpec``: a task without a name is ``default<index>``.
 DEFAULT_TASK_PREFIX = "default"

@@ -17,7 +17,7 @@ import uuid
 import orjson
 
 from esched.core import ClusterState
-from esched.schemas.events import POD, namespaced_key, stream_name
+from esched.schemas.events import POD, POD_SUBMITTED, namespaced_key, stream_name
 from esched.services.bus import open_bus
 from esched.services.devbroker import DevBroker
 from esched.services.ingest import IngestConfig, IngestService
@@ -74,7 +74,7 @@ async def run_ingest_bench(kafka: str | None, store_url: str, events: int, batch
             raw = [
                 NewEvent(
                     id=f"raw-{run}-{j}",
-                    type="esched.pod.submitted",
+                    type=POD_SUBMITTED,
                     stream=stream_name(POD, namespaced_key(f"raw{run}", str(j))),
                     payload=p,
                 )

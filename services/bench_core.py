@@ -23,6 +23,7 @@ import numpy as np
 from esched.core._placer import SIMD, Placer, num_feasible_nodes_to_find
 from esched.core._state import ClusterState
 from esched.core.profile import Profile
+from esched.schemas.events import NODE_ADDED, POD_SUBMITTED
 from esched.services._yardstick import yardstick
 
 __all__ = ["WORKLOADS", "build_cluster", "make_pods", "run_bench", "run_workload"]
@@ -54,7 +55,7 @@ def build_cluster(
         if gpus and i % 8 == 0:
             alloc["nvidia.com/gpu"] = "8"
         node = {"metadata": meta, "spec": spec, "status": {"allocatable": alloc}}
-        events.append((i + 1, {"type": "esched.node.added", "id": f"bench-{i}", "data": node}))
+        events.append((i + 1, {"type": NODE_ADDED, "id": f"bench-{i}", "data": node}))
     state.apply_many(events)
     return state
 
@@ -321,7 +322,7 @@ def run_workload(
                 "metadata": {"name": f"node-{i}", "labels": labels},
                 "status": {"allocatable": alloc},
             }
-            events.append((i + 1, {"type": "esched.node.added", "id": f"n{i}", "data": node}))
+            events.append((i + 1, {"type": NODE_ADDED, "id": f"n{i}", "data": node}))
         state.apply_many(events)
         return state
 
@@ -333,7 +334,7 @@ def run_workload(
         for j in range(n_pods):
             pod = _workload_pod(f"p{j}", j, rnd, shape)
             pos += 1
-            state.apply({"type": "esched.pod.submitted", "id": f"p{j}", "data": pod}, pos)
+            state.apply({"type": POD_SUBMITTED, "id": f"p{j}", "data": pod}, pos)
             keys.append(f"bench/p{j}")
         placer = Placer(state, None, seed=seed)
         t0 = time.perf_counter()

@@ -24,6 +24,7 @@ import numpy as np
 from esched.core._placer import Placer
 from esched.core._state import ClusterState
 from esched.core.quincy import FlowJob, QuincyConfig, QuincyPolicy
+from esched.schemas.events import NODE_ADDED, POD_SUBMITTED
 
 __all__ = ["run_flow_bench"]
 
@@ -45,7 +46,7 @@ def _state(machines: int, tasks: int, seed: int) -> tuple[ClusterState, list[Flo
 
     for n in range(machines):
         fold(
-            "esched.node.added",
+            NODE_ADDED,
             {
                 "metadata": {
                     "name": f"n{n}",
@@ -62,7 +63,7 @@ def _state(machines: int, tasks: int, seed: int) -> tuple[ClusterState, list[Flo
         pods = []
         for _ in range(min(TASKS_PER_JOB, tasks - t)):
             fold(
-                "esched.pod.submitted",
+                POD_SUBMITTED,
                 {
                     "metadata": {"name": f"p{t}", "namespace": "b"},
                     "spec": {

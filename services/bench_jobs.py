@@ -117,7 +117,7 @@ def _control(book: JobBook, when: str) -> int:
                 book.apply(ev.POD_DELETED, {"metadata": {"name": name, "namespace": ns}}, when)
                 n += 1
             for task, i in book.missing(job):
-                new = _pod(key.partition("/")[2], task.name, i, job.retry)
+                new = _pod(ev.split_key(key)[1], task.name, i, job.retry)
                 book.apply(ev.POD_SUBMITTED, new, when)
                 book.apply(
                     ev.PLACEMENT_COMMITTED,

@@ -18,6 +18,7 @@ import numpy as np
 
 from esched.core._placer import Placer
 from esched.core._state import ClusterState
+from esched.schemas.events import NODE_ADDED, POD_SUBMITTED, PODGROUP_SUBMITTED
 
 __all__ = ["run_preempt_bench"]
 
@@ -38,7 +39,7 @@ def _cluster(nodes: int, per_node: int, seed: int) -> ClusterState:
     cpu = 4 * per_node
     for n in range(nodes):
         fold(
-            "esched.node.added",
+            NODE_ADDED,
             {
                 "metadata": {"name": f"n{n}"},
                 "status": {"allocatable": {"cpu": str(cpu), "memory": "256Gi", "pods": "110"}},
@@ -52,12 +53,12 @@ def _cluster(nodes: int, per_node: int, seed: int) -> ClusterState:
             if prio == 100 and rng.random() < 0.1:
                 gangs += 1
                 fold(
-                    "esched.podgroup.submitted",
+                    PODGROUP_SUBMITTED,
                     {"metadata": {"name": f"g{gangs}", "namespace": "b"}, "spec": {"minMember": 1}},
                 )
                 meta["annotations"] = {"scheduling.k8s.io/group-name": f"g{gangs}"}
             fold(
-                "esched.pod.submitted",
+                POD_SUBMITTED,
                 {
                     "metadata": meta,
                     "spec": {
@@ -84,7 +85,7 @@ def run_preempt_bench(
         pos += 1
         st.apply(
             {
-                "type": "esched.pod.submitted",
+                "type": POD_SUBMITTED,
                 "id": f"p{j}",
                 "data": {
                     "metadata": {"name": f"prod-{j}", "namespace": "b"},

@@ -11,7 +11,13 @@ import random
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from esched.schemas.events import envelope
+from esched.schemas.events import (
+    NODE_ADDED,
+    PLACEMENT_COMMITTED,
+    POD_SUBMITTED,
+    POD_SUCCEEDED,
+    envelope,
+)
 
 __all__ = ["cluster_log", "node_event", "pod_event"]
 
@@ -28,7 +34,7 @@ def node_event(i: int, prefix: str = "node") -> dict:
     """``esched.node.added`` for synthetic node ``i``."""
     cores = CORES[i % 4]
     return _envelope(
-        "esched.node.added",
+        NODE_ADDED,
         f"{prefix}-{i}-added",
         {
             "metadata": {"name": f"{prefix}-{i}", "labels": {"zone": f"z{i % 3}"}},
@@ -42,7 +48,7 @@ def node_event(i: int, prefix: str = "node") -> dict:
 def pod_event(j: int, rng: random.Random, namespace: str = "synth") -> dict:
     """``esched.pod.submitted`` for synthetic pod ``j`` with the benchmark's requests."""
     return _envelope(
-        "esched.pod.submitted",
+        POD_SUBMITTED,
         f"pod-{namespace}-{j}-submitted",
         {
             "metadata": {"name": f"pod-{j}", "namespace": namespace},
@@ -99,7 +105,7 @@ def cluster_log(nodes: int, pods: int, seed: int = 0, finish_every: int = 4) -> 
         free_pods[n] -= 1
         key = f"synth/pod-{j}"
         yield _envelope(
-            "esched.placement.committed",
+            PLACEMENT_COMMITTED,
             f"commit-{j}",
             {
                 "proposal": f"p-{j}",
@@ -122,7 +128,7 @@ def cluster_log(nodes: int, pods: int, seed: int = 0, finish_every: int = 4) -> 
             free_mem[n2] += m2
             free_pods[n2] += 1
             yield _envelope(
-                "esched.pod.succeeded",
+                POD_SUCCEEDED,
                 f"{name}-succeeded",
                 {"metadata": {"name": name, "namespace": "synth"}},
             )

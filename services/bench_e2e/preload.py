@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from esched.schemas.events import PLACEMENT_COMMITTED, namespaced_key, stream_of
+from esched.schemas.events import PLACEMENT_COMMITTED, POD_SUBMITTED, namespaced_key, stream_of
 from esched.services.store import open_store
 from esched.services.store.base import NewEvent
 from esched.services.store.snapshots import fold_log, save_snapshot
@@ -42,7 +42,7 @@ async def preload(store_url: str, nodes: int, fill: float, seed: int = 0) -> dic
         events = (e for e in cluster_log(nodes, pods, seed=seed, finish_every=0))
         pending: dict[str, dict] = {}
         for ev in events:
-            if ev["type"] == "esched.pod.submitted":
+            if ev["type"] == POD_SUBMITTED:
                 pending[f"synth/{ev['data']['metadata']['name']}"] = ev
                 continue
             if ev["type"] == PLACEMENT_COMMITTED:

@@ -46,7 +46,19 @@ from esched.core import ClusterState, Placer, Profile
 from esched.core._devices import DeviceTable
 from esched.core.bands import BandConfig
 from esched.core.schedule import GPU_MILLI_RESOURCE, PassConfig, SchedulingPass
-from esched.schemas.events import envelope, namespaced_key, split_key
+from esched.schemas.events import (
+    GANG_RESERVED,
+    NODE_ADDED,
+    PLACEMENT_COMMITTED,
+    POD_DELETED,
+    POD_EVICTED,
+    POD_SUBMITTED,
+    POD_SUCCEEDED,
+    PODGROUP_SUBMITTED,
+    envelope,
+    namespaced_key,
+    split_key,
+)
 from esched.schemas.objects import GANG_ANNOTATIONS
 from esched.services.sim.traces import Job, NodeSpec, Trace
 
@@ -247,7 +259,7 @@ class Simulator:
             if n.gpus:
                 alloc[GPU_RESOURCE] = str(n.gpus * 1000)
             self._emit(
-                "esched.node.added",
+                NODE_ADDED,
                 n.name,
                 {"metadata": {"name": n.name, "labels": labels}, "status": {"allocatable": alloc}},
                 0.0,
@@ -410,7 +422,7 @@ class Simulator:
         keys = []
         if job.tasks > 1:
             self._emit(
-                "esched.podgroup.submitted",
+                PODGROUP_SUBMITTED,
                 job.name,
                 {
                     "metadata": {"name": job.name, "namespace": NAMESPACE},
@@ -420,7 +432,7 @@ class Simulator:
             )
         for k in range(job.tasks):
             key, manifest = self._pod_manifest(job, k)
-            self._emit("esched.pod.submitted", key, manifest, now)
+            self._emit(POD_SUBMITTED, key, manifest, now)
             keys.append(key)
             self.job_of[key] = j
         self.keys[j] = keys
@@ -474,7 +486,7 @@ class Simulator:
             started.append(j)
         for r in reservations:
             data = {k: v for k, v in r.items() if k != "position"}
-            self._emit("esched.gang.reserved", r["gang"], data, now)
+            self._emit(GANG_RESERVED, r["gang"], data, now)
             self.reservations += 1
         return started, evicted
 
@@ -507,7 +519,7 @@ class Simulator:
         }
         if victims:
             data["victims"] = victims
-        self._emit("esched.placement.committed", job.name, data, now)
+        self._emit(PLACEMENT_COMMITTED, job.name, data, now)
         self.placements += 1
         self.bound[j] = [(st.node_index[node], devs) for _, node, devs in bindings]
         self.start[j] = now
@@ -541,7 +553,7 @@ class Simulator:
         for j, key, n, devs in out:
             job = self.jobs[j]
             self._emit(
-                "esched.pod.evicted",
+                POD_EVICTED,
                 key,
                 {
                     "pod": key,
@@ -599,7 +611,7 @@ class Simulator:
         for key, (n, devs) in zip(keys, bound, strict=True):
             name = split_key(key)[1]
             self._emit(
-                "esched.pod.succeeded",
+                POD_SUCCEEDED,
                 key,
                 {"metadata": {"name": name, "namespace": NAMESPACE}},
                 now,
@@ -629,9 +641,7 @@ class Simulator:
         assert keys is not None, "a withdrawn job was submitted"
         for key in keys:
             name = split_key(key)[1]
-            self._emit(
-                "esched.pod.deleted", key, {"metadata": {"name": name, "namespace": NAMESPACE}}, now
-            )
+            self._emit(POD_DELETED, key, {"metadata": {"name": name, "namespace": NAMESPACE}}, now)
         self.pending_pods -= job.tasks
         if dropped:
             self.dropped += 1

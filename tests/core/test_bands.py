@@ -2,8 +2,7 @@
 
 import pytest
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.bands import (
     DEFAULT_BANDS,
     Band,

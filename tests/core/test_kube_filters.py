@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from support.fold import EV, Log, commit, node, pod, ref
 
 NODE_NAME = "node(s) didn't match the requested node name"

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.schedule import PassConfig, SchedulingPass, Target
 from esched.schemas.manifests import events_from_documents, load_documents
 from support.fold import EV, Log, node, pod

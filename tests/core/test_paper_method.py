@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from esched.core import ClusterState, load_profile, parse_profile
+from esched.core import ClusterState, Placer, load_profile, parse_profile
 from esched.core._devices import DeviceTable
-from esched.core._placer import Placer
 from esched.core.profile import ProfileError
 from esched.core.schedule import PassConfig, SchedulingPass, Target, node_order_rank
 from support.fold import EV, Log, node, pod

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from esched.core import ClusterState
-from esched.core._placer import Placer, num_feasible_nodes_to_find
+from esched.core import ClusterState, Placer, num_feasible_nodes_to_find
 from esched.core.profile import parse_profile
 from support.fold import EV, Log, commit, node, pod
 from support.kube import fit_profile

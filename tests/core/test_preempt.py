@@ -3,8 +3,7 @@ gangs evicted whole, constraints respected, assumed evictions not offered twice.
 
 import pytest
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.bands import Band, parse_bands
 from support.fold import EV, Log, node, pod
 

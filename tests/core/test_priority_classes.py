@@ -7,8 +7,7 @@ replay keep the classes."""
 
 from __future__ import annotations
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.bands import Band, BandConfig
 from esched.core.schedule import PassConfig, SchedulingPass, Target
 from esched.services.replay import format_table

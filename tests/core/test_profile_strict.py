@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.profile import API_VERSION, ProfileError, load_profile, parse_profile
 from esched.core.reasons import OTHER_SCHEDULER
 from esched.core.schedule import PassConfig, SchedulingPass, Target

@@ -8,8 +8,7 @@ per-plugin scores, and the chosen node is among the best totals.
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.profile import parse_profile
 from esched.schemas.objects import pod_requests
 from support.fold import EV, envelope

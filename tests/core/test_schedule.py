@@ -4,8 +4,7 @@ caller's clock, and claims in flight."""
 
 from __future__ import annotations
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.schedule import PassConfig, SchedulingPass, Target
 from support.fold import EV, Log, node, pod
 

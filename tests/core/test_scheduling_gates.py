@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.schedule import PassConfig, SchedulingPass, Target
 from esched.core.validation import SCHEDULING_GATED, Validator
 from support.fold import EV, node, pod, ref

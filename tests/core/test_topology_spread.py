@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.schedule import PassConfig, SchedulingPass, Target
 from support.fold import EV, Log, node, pod
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.schedule import PassConfig, SchedulingPass, Target, member_task, task_requirements
 from esched.schemas.manifests import events_from_documents
 from support.fold import EV, Log, node, pod

@@ -32,6 +32,7 @@ from esched.services.commit import (
 from esched.services.lease import PostgresLease
 from esched.services.store import NewEvent, open_store
 from esched.services.store.snapshots import SNAPSHOT_NAME, fold_log, save_snapshot
+from support.aio import eventually
 from support.events import append_events, ev, node, pod, podgroup
 from support.events import placement as proposal
 
@@ -611,11 +612,9 @@ async def test_proposals_from_kafka_become_published_decisions(
 
 
 async def _wait_for(predicate, within: float) -> float:
+    """Seconds until ``predicate()`` held (:func:`eventually`, failing after ``within``)."""
     started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > within:
-            raise AssertionError(f"not within {within}s")
-        await asyncio.sleep(0.05)
+    await eventually(predicate, within, interval=0.05)
     return time.monotonic() - started
 
 

@@ -16,7 +16,7 @@ from collections import Counter
 
 import orjson
 
-from esched.core._placer import Placer
+from esched.core import Placer
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.audit import audit_store
 from esched.services.bus import BusConsumer, BusError, Message, open_bus

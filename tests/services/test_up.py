@@ -11,17 +11,16 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.schemas.events import POD_UNSCHEDULABLE, stream_of
 from esched.services.audit import audit_store
 from esched.services.bus.base import TopicNames
 from esched.services.event_files import record_for_event
+from esched.services.procs import CLI
 from esched.services.store import NewEvent, open_store
 from esched.services.store.snapshots import fold_log
 from esched.services.up import Up, UpConfig, parse_generate
@@ -36,7 +35,7 @@ def node(name: str, cpu: str) -> dict:
 
 def esched(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", "from esched.services.cli import main; main()", *args],
+        [sys.executable, "-c", CLI, *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -169,10 +168,12 @@ async def test_unschedulable_reported_once_then_placed_when_capacity_frees(tmp_p
     runner = Up(UpConfig(store=url, progress_every=0), records)
     task = asyncio.create_task(runner.run())
     try:
-        deadline = time.monotonic() + 15
-        while not await unschedulable_events(url):
-            assert time.monotonic() < deadline and not task.done()
-            await asyncio.sleep(0.1)
+
+        async def reported() -> list[dict]:
+            assert not task.done()
+            return await unschedulable_events(url)
+
+        await eventually(reported, 15, interval=0.1, message="no unschedulable report")
         # No capacity change: the pod is parked, not retried (however long we wait).
         await asyncio.sleep(1.5)
         reports = await unschedulable_events(url)
@@ -188,12 +189,13 @@ async def test_unschedulable_reported_once_then_placed_when_capacity_frees(tmp_p
         try:
             big = node("n2", "16")
             await es.append([NewEvent(big["id"], big["type"], stream_of(big), orjson.dumps(big))])
-            while True:
+
+            async def big_running() -> ClusterState | None:
+                assert not task.done()
                 state = await fold_log(es)
-                if state.pod("t/big")["phase"] == "Running":
-                    break
-                assert time.monotonic() < deadline and not task.done()
-                await asyncio.sleep(0.1)
+                return state if state.pod("t/big")["phase"] == "Running" else None
+
+            state = await eventually(big_running, 15, interval=0.1, message="t/big not placed")
             assert state.pod("t/big")["node"] == "n2"
             assert state.pod("t/small")["phase"] == "Running"
         finally:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from esched.core import ClusterState
-from esched.core._placer import Placer
+from esched.core import ClusterState, Placer
 from esched.core.profile import parse_profile
 from support.fold import EV, envelope
 
