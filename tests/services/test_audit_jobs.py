@@ -75,7 +75,5 @@ def test_a_pod_submitted_past_max_retry_and_a_forged_transition_are_flagged():
         "reason": "Succeeded",
         "action": "",
     }
-    report = audit_events(
-        _log(_node(), *objs, (ev.POD_SUBMITTED, late), (ev.JOB_UPDATED, forged))
-    )
+    report = audit_events(_log(_node(), *objs, (ev.POD_SUBMITTED, late), (ev.JOB_UPDATED, forged)))
     assert {"job_retry_exceeded", "job_transition"} <= _kinds(report)
