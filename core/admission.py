@@ -65,6 +65,7 @@ from typing import Any, cast
 import numpy as np
 
 from esched.core._state import ClusterState
+from esched.core.hdrf import HdrfTree
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
 from esched.core.queues import (
     DEFAULT_QUEUE,
@@ -509,10 +510,18 @@ class Admission:
                 sub_used[a] += held_q[q]
                 a = tree.parent.get(a)
 
+        # Volcano's drf plugin with enableHierarchy orders the queues (and drf the jobs)
+        # under the annotations tree: esched.core.hdrf.
+        hdrf = (
+            self._hdrf(st, tree, specs, cluster, res_names, phase, class_req, pend_idx, pend_req)
+            if several and self.queue_hierarchy == "annotations"
+            else None
+        )
         # Per queue: its items, ordered by job priority (band, then priority; high
-        # first), then arrival.
-        per_queue: dict[int, list[tuple[int, int, int, WorkItem, np.ndarray]]] = {}
+        # first), then (hdrf) the job's dominant share (low first), then arrival.
+        per_queue: dict[int, list[tuple[int, int, float, int, WorkItem, np.ndarray]]] = {}
         for seq, (q, it, i) in enumerate(located):
+            drf = 0.0
             if it[1] == "pod":
                 cid = st.class_of(i)
                 prio = st.priority_of(i)
@@ -523,9 +532,11 @@ class Admission:
                 prio = int(gang_prio[i]) if gang_n[i] else 0
                 band = int(gang_band[i])
                 req = self._gang_minimum(st, i, meta, gang_req[i], int(gang_n[i]), res_names)
-            per_queue.setdefault(q, []).append((-band, -prio, seq, it, req))
+                if hdrf is not None:
+                    drf = hdrf.job_share(specs[q].name, f"gang:{it[2]}")
+            per_queue.setdefault(q, []).append((-band, -prio, drf, seq, it, req))
         for lst in per_queue.values():
-            lst.sort(key=lambda t: (t[0], t[1], t[2]))
+            lst.sort(key=lambda t: (t[0], t[1], t[2], t[3]))
 
         def share_of(q: int, extra: np.ndarray) -> float:
             if not several:
@@ -552,18 +563,27 @@ class Admission:
                 if not tree.children.get(name):
                     f = fair.get(name) or {}
                     share_cap[q] = np.array([int(f.get(n, 0)) for n in res_names], dtype=np.int64)
-        heap = [
-            (-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q) for q in per_queue
-        ]
+        heap = (
+            [(-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q) for q in per_queue]
+            if hdrf is None
+            else []
+        )
         heapq.heapify(heap)
+        # hdrf: a release moves its queue's ancestors' shares, so every queue's key is
+        # read afresh at each turn (a heap would keep stale keys).
+        live = set(per_queue) if hdrf is not None else set()
         cursor = dict.fromkeys(per_queue, 0)
         out: list[WorkItem] = []
         cluster_vec = np.array([cluster.get(n, 0) for n in res_names], dtype=np.int64)
-        while heap:
-            _p, _s, _n, q = heapq.heappop(heap)
+        while heap or live:
+            if hdrf is not None:
+                q = min(live, key=lambda q: (-specs[q].priority, hdrf.queue_key(specs[q].name), q))
+                live.discard(q)
+            else:
+                q = heapq.heappop(heap)[3]
             lst = per_queue[q]
             i = cursor[q]
-            _nb, _np, _seq, it, req = lst[i]
+            _nb, _np, _drf, _seq, it, req = lst[i]
             cursor[q] = i + 1
             job = (it[1], it[2])
             again = job in self._inflight  # let through before: holds its room already
@@ -588,6 +608,13 @@ class Admission:
                     a = tree.parent.get(a)
                 if several or contended:  # only the shares and the deserved cap read it
                     released_q[q] += req
+                if hdrf is not None:
+                    amount = req.astype(np.float64)
+                    if it[1] == "gang":
+                        hdrf.allocate(specs[q].name, f"gang:{it[2]}", amount)
+                    else:  # the pod's job now holds all it asks for
+                        hdrf.allocate(specs[q].name, "~running", amount, asks=True)
+                        hdrf.take(specs[q].name, "~pending", amount)
                 self._inflight.add(job)
                 self.held.pop(job, None)
                 self._held_items.pop(job, None)
@@ -598,10 +625,68 @@ class Admission:
                 self.held[job] = reason
                 self._held_items[job] = it
             if cursor[q] < len(lst):
-                heapq.heappush(
-                    heap, (-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q)
-                )
+                if hdrf is not None:
+                    live.add(q)
+                else:
+                    heapq.heappush(
+                        heap, (-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q)
+                    )
         return out
+
+    @staticmethod
+    def _hdrf(
+        st: ClusterState,
+        tree: QueueTree,
+        specs: list[QueueSpec],
+        cluster: dict[str, int],
+        res_names: list[str],
+        phase: np.ndarray,
+        class_req: np.ndarray,
+        pend_idx: np.ndarray,
+        pend_req: np.ndarray,
+    ) -> HdrfTree:
+        """The hdrf tree of the state: each gang a job (what its running members hold,
+        what all its members ask for); pods of no gang, each a job of its own, are
+        summed per queue into one leaf of running pods (each holds all it asks for:
+        saturated) and one of pending ones (holding nothing: it only keeps its queue
+        unsaturated), which changes none of hdrf's figures."""
+        nr = len(res_names)
+        hdrf = HdrfTree(tree, np.array([cluster.get(n, 0) for n in res_names], dtype=np.float64))
+        run_idx = np.flatnonzero(phase == PHASE_RUNNING)
+        classes = st.pod_classes()
+        gangs = st.pod_gangs()
+        queues = st.pod_queues()
+        nq = len(specs)
+        # Per gang: held (running members) and asked (all members); per queue, the
+        # pods of no gang.
+        ng = max(int(st.n_gangs), 1)
+        held = np.zeros((ng, nr), dtype=np.float64)
+        asked = np.zeros((ng, nr), dtype=np.float64)
+        solo_run = np.zeros((nq, nr), dtype=np.float64)
+        solo_pend = np.zeros((nq, nr), dtype=np.float64)
+        run_req = class_req[classes[run_idx]]
+        run_g = gangs[run_idx]
+        in_g = run_g >= 0
+        np.add.at(held, run_g[in_g], run_req[in_g])
+        np.add.at(asked, run_g[in_g], run_req[in_g])
+        np.add.at(solo_run, queues[run_idx][~in_g], run_req[~in_g])
+        pend_g = gangs[pend_idx]
+        in_g = pend_g >= 0
+        np.add.at(asked, pend_g[in_g], pend_req[in_g])
+        np.add.at(solo_pend, queues[pend_idx][~in_g], pend_req[~in_g])
+        n_pend = np.bincount(queues[pend_idx][~in_g], minlength=nq)
+        for q in range(nq):
+            name = specs[q].name
+            if solo_run[q].any():
+                hdrf.set_job(name, "~running", solo_run[q], solo_run[q])
+            if n_pend[q]:
+                hdrf.set_job(name, "~pending", np.zeros(nr), solo_pend[q], count=int(n_pend[q]))
+        for g in np.flatnonzero(asked.any(axis=1)).tolist():
+            if g >= st.n_gangs:
+                continue
+            q = st.queue_index.get(st.gang_meta[g].get("queue") or "default", 0)
+            hdrf.set_job(specs[q].name, f"gang:{st.gang_keys[g]}", held[g], asked[g])
+        return hdrf
 
     def _class_bands(self, st: ClusterState) -> np.ndarray:
         """The band of every equivalence class (at least one entry), cached: classes are

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from esched.schemas import events as ev
+from esched.schemas.volcano_jobs import validate_job_update
 
 __all__ = [
     "ACTIVE",
@@ -249,11 +250,15 @@ class JobState:
         "ran",
         "recorded",
         "retry",
+        "scaled",
         "task_index",
         "task_min_sum",
         "tasks",
         "total",
         "ttl",
+        "unknown",
+        "update_refused",
+        "updates",
         "version",
     )
 
@@ -263,11 +268,7 @@ class JobState:
         self.job = job
         self.tasks = [TaskState(i, t) for i, t in enumerate(spec.get("tasks") or ())]
         self.task_index = {t.name: t for t in self.tasks}
-        self.total = sum(t.replicas for t in self.tasks)
-        ma = spec.get("minAvailable")
-        self.min_available = (
-            sum(t.min_available for t in self.tasks) if ma in (None, 0) else int(ma)
-        )
+        self._size(spec)
         ms = spec.get("minSuccess")
         self.min_success: int | None = None if ms is None else int(ms)
         self.max_retry = int(spec.get("maxRetry") or 3)
@@ -283,13 +284,27 @@ class JobState:
         self.pods: dict[str, list[Any]] = {}
         self.killing: dict[str, None] = {}
         self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
-        self.task_min_sum = sum(t.min_available for t in self.tasks)
         self.blocked = False  # some task's dependency failed
         self.deps = any(t.depends for t in self.tasks)
         self.history: list[Transition] = []
         self.recorded = 0  # esched.job.updated events folded
         self.finished_at: float | None = None
         self.expired = False
+        # Its PodGroup is Unknown (pods running, another unschedulable): the policy
+        # event Unknown is raised once per entry into that state.
+        self.unknown = False
+        self.updates = 0  # spec updates accepted (JobUpdated)
+        self.update_refused: str | None = None  # the last refused update's reason
+        self.scaled = False  # scaled up: pods never seen are the controller's to submit
+
+    def _size(self, spec: Mapping[str, Any]) -> None:
+        """Replica totals and minAvailable from the spec (at submission, on update)."""
+        self.total = sum(t.replicas for t in self.tasks)
+        ma = spec.get("minAvailable")
+        self.min_available = (
+            sum(t.min_available for t in self.tasks) if ma in (None, 0) else int(ma)
+        )
+        self.task_min_sum = sum(t.min_available for t in self.tasks)
 
     pending = property(lambda self: self.n[P_PENDING], doc="Pods pending.")
     running = property(lambda self: self.n[P_RUNNING], doc="Pods running.")
@@ -330,6 +345,9 @@ class JobState:
                 for t in self.tasks
             },
             "transitions": len(self.history),
+            **({"unknown": True} if self.unknown else {}),
+            **({"updates": self.updates} if self.updates else {}),
+            **({"updateRefused": self.update_refused} if self.update_refused else {}),
         }
 
 
@@ -352,6 +370,7 @@ FOLDED_TYPES = frozenset(
         ev.POD_DELETED,
         ev.POD_UNSCHEDULABLE,
         ev.POD_REJECTED,
+        ev.NODE_REMOVED,
     }
 )
 
@@ -394,6 +413,9 @@ class JobBook:
         self._seq = 0
         self._last_time: Any = None
         self.anomalies: dict[str, int] = {}
+        # node -> pods of jobs bound there (a pod may be listed after it left: checked
+        # when the node is removed)
+        self._node_pods: dict[str, list[str]] = {}
 
     # ------------------------------------------------------------------ folding
 
@@ -420,7 +442,7 @@ class JobBook:
             self._outcome(data, P_FAILED)
         elif etype == ev.PLACEMENT_COMMITTED:
             for b in data.get("bindings") or ():
-                self._bound(b.get("pod"))
+                self._bound(b.get("pod"), b.get("node"))
         elif etype == ev.POD_SUBMITTED:
             self._submitted(data)
         elif etype == ev.POD_EVICTED:
@@ -433,6 +455,8 @@ class JobBook:
             self._outcome({"pod": data.get("pod")}, P_FAILED)
         elif etype == ev.JOB_SUBMITTED:
             self._job_submitted(data)
+        elif etype == ev.NODE_REMOVED:
+            self._node_removed((data.get("metadata") or {}).get("name"))
         elif etype == ev.JOB_UPDATED:  # the controller's record of a transition
             job = self.jobs.get(str(data.get("job")))
             if job is not None:
@@ -473,9 +497,10 @@ class JobBook:
         key = ev.metadata_key(data.get("metadata"))
         old = self.jobs.get(key)
         if old is not None and old.phase not in FINISHED:
-            self.anomalies["job_resubmitted_active"] = (
-                self.anomalies.get("job_resubmitted_active", 0) + 1
-            )
+            if (data.get("spec") or {}) == (old.job.get("spec") or {}):
+                self._anomaly("job_resubmitted_active")
+            else:
+                self._job_update(old, data)
             return
         job = JobState(key, data)
         if old is not None:  # a new job of a finished one's name: its pods are the new one's
@@ -485,6 +510,77 @@ class JobBook:
         self.jobs[key] = job
         self._transition(job, PENDING, "Submitted", "")
         self.changed[key] = None
+
+    def _anomaly(self, what: str) -> None:
+        self.anomalies[what] = self.anomalies.get(what, 0) + 1
+
+    def _job_update(self, job: JobState, data: dict[str, Any]) -> None:
+        """A Job published again with a changed spec while active: Volcano's update.
+        Refused unless only ``minAvailable``, ``priorityClassName`` and the tasks'
+        ``replicas`` / ``minAvailable`` changed (``validateJobUpdate``); accepted, the
+        job is resized (a scale up or down) and the policy event ``JobUpdated`` raised:
+        its policy's action, else SyncJob (pods beyond a task's new replicas
+        withdrawn, new ones submitted)."""
+        problems = validate_job_update(job.job, data)
+        if problems:
+            self._anomaly("job_update_refused")
+            job.update_refused = problems[0].message
+            self.changed[job.key] = None
+            return
+        job.update_refused = None
+        job.updates += 1
+        job.job = data
+        spec = data.get("spec") or {}
+        grew = False
+        for t, tspec in zip(job.tasks, spec.get("tasks") or (), strict=False):
+            replicas = int(tspec.get("replicas") or 0)
+            grew = grew or replicas > t.replicas
+            t.replicas = replicas
+            ma = tspec.get("minAvailable")
+            t.min_available = replicas if ma is None else int(ma)
+        job.scaled = job.scaled or grew
+        job._size(spec)
+        # Pods of an index the task no longer has: withdrawn whatever their phase
+        # (syncJob's "pods exceeding desired replicas").
+        limits = {t.index: t.replicas for t in job.tasks}
+        prefix = len(job.key) + 1
+        for pod, rec in job.pods.items():
+            if rec[1] == P_GONE:
+                continue
+            task = job.tasks[rec[0]]
+            index = pod[prefix + len(task.name) + 1 :]
+            if index.isdigit() and int(index) >= limits[rec[0]]:
+                job.killing[pod] = None
+        self.changed[job.key] = None
+        self._job_event(job, "JobUpdated")
+
+    def _job_event(self, job: JobState, event: str) -> None:
+        """A policy event of the job as a whole (no task, no pod: Volcano's
+        ``Unknown`` from the PodGroup, ``JobUpdated``): the job's policies only."""
+        got = None
+        if job.phase in ACTIVE:
+            got = job.policies.get(event) or job.policies.get("*")
+        if got is None:
+            self._sync(job)
+        else:
+            self._execute(job, got[0], None, "", event)
+
+    def _node_removed(self, node: Any) -> None:
+        """A node gone: its pods are lost (the cluster fold has them Pending again).
+        For Volcano the node's pods are deleted from outside (the node lifecycle
+        controller's eviction), which raises PodEvicted."""
+        pods = self._node_pods.pop(node, None) if isinstance(node, str) else None
+        for pod in pods or ():
+            got = self._recs.get(pod)
+            if got is None:
+                continue
+            rec, job, task = got
+            if rec[1] != P_RUNNING or rec[7] != node:
+                continue
+            self._move(job, rec, P_PENDING)
+            rec[5] += 1
+            rec[7] = None
+            self._event(job, task, pod, "PodEvicted")
 
     def _pod(self, pod: Any) -> tuple[JobState, list[Any]] | None:
         job = self.pod_job.get(pod) if isinstance(pod, str) else None
@@ -524,7 +620,7 @@ class JobBook:
             attempt = 0
         rec = job.pods.get(key)
         if rec is None:
-            rec = [task.index, P_GONE, attempt, 0, 0, 0, -1]
+            rec = [task.index, P_GONE, attempt, 0, 0, 0, -1, None]
             job.pods[key] = rec
             self.pod_job[key] = job
             self._recs[key] = (rec, job, task)
@@ -536,12 +632,21 @@ class JobBook:
         self._move(job, rec, P_PENDING)
         self._sync(job)
 
-    def _bound(self, pod: Any) -> None:
+    def _bound(self, pod: Any, node: Any = None) -> None:
         got = self._pod(pod)
         if got is None or got[1][1] != P_PENDING:
             return
         job, rec = got
         self._move(job, rec, P_RUNNING)
+        if isinstance(node, str):
+            rec[7] = node
+            nodes = self._node_pods.get(node)
+            if nodes is None:
+                self._node_pods[node] = [pod]
+            else:
+                nodes.append(pod)
+        if job.unknown and job.n[P_PENDING] == 0:
+            job.unknown = False  # nothing left unschedulable: the PodGroup is Running
         self._sync(job)
 
     def _outcome(self, data: dict[str, Any], status: int) -> None:
@@ -633,6 +738,16 @@ class JobBook:
         if got is None or got[1][1] != P_PENDING:
             return
         job, rec = got
+        if job.n[P_RUNNING] == 0:
+            job.unknown = False
+        elif not job.unknown and job.phase in ACTIVE:
+            # Volcano's getPodGroupPhase: pods running and the job unschedulable is
+            # the PodGroup's Unknown phase; its change raises JobUnknownEvent.
+            job.unknown = True
+            self.changed[job.key] = None
+            self._job_event(job, "Unknown")
+            if job.phase not in ACTIVE:
+                return  # the policy's action restarted or ended the job
         if rec[6] == rec[5]:  # its timer for this turn at Pending runs already
             return
         policy = self._policy(job, job.tasks[rec[0]], "PodPending", timed=True)
@@ -676,6 +791,7 @@ class JobBook:
         )  # fmt: skip
         job.history.append(t)
         job.phase = phase
+        job.unknown = False
         if phase == RUNNING:
             job.ran = True
         elif phase == RESTARTING:
@@ -697,8 +813,12 @@ class JobBook:
                 job.killing[pod] = None
         self.changed[job.key] = None
 
-    def _execute(self, job: JobState, action: str, task: TaskState, pod: str, reason: str) -> None:
-        """One action in the job's current state (state/<phase>.go ``Execute``)."""
+    def _execute(
+        self, job: JobState, action: str, task: TaskState | None, pod: str, reason: str
+    ) -> None:
+        """One action in the job's current state (state/<phase>.go ``Execute``); a job
+        event's (no ``task``) RestartTask withdraws nothing, as Volcano's KillTarget
+        of an empty task name."""
         phase = job.phase
         if phase in ACTIVE:
             if action == RESTART_JOB:
@@ -711,8 +831,10 @@ class JobBook:
                 job.blocked = False
                 self._transition(job, RESTARTING, reason, action)
             elif action in (RESTART_TASK, RESTART_POD):
-                if action == RESTART_TASK:
+                if action == RESTART_TASK and task is not None:
                     self._kill(job, retain_finished=False, task=task)
+                elif action == RESTART_TASK:
+                    job.version += 1
                 else:
                     job.version += 1
                     if pod in job.pods and job.pods[pod][1] < P_GONE:
@@ -826,7 +948,7 @@ class JobBook:
             for i in range(t.replicas):
                 rec = job.pods.get(job.pod_name(t, i))
                 if rec is None:
-                    if t.depends or job.retry > 0:
+                    if t.depends or job.retry > 0 or job.scaled:
                         out.append((t, i))
                 elif rec[1] == P_GONE:
                     out.append((t, i))

@@ -43,6 +43,7 @@ __all__ = [
     "JobRejected",
     "default_job",
     "validate_job",
+    "validate_job_update",
 ]
 
 #: mutate_job.go ``DefaultMaxRetry``.
@@ -467,3 +468,84 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
             )
         )
     return problems
+
+
+def validate_job_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[JobProblem]:
+    """The problems Volcano's ``validateJobUpdate`` (``admit_job.go``) finds in an
+    update of Job ``old`` to ``new`` (both defaulted); empty when Volcano admits it.
+    Only ``spec.minAvailable``, ``spec.priorityClassName`` and each task's
+    ``replicas`` and ``minAvailable`` may change (a scale up or down); the first
+    problem stops the check, as Volcano's returns on it."""
+    ospec = old.get("spec") or {}
+    nspec = new.get("spec") or {}
+    ntasks = nspec.get("tasks")
+    if not isinstance(ntasks, list):
+        return [JobProblem("spec.tasks", "No task specified in job spec")]
+    total = 0
+    for i, task in enumerate(ntasks):
+        where = f"spec.tasks[{i}]"
+        if not isinstance(task, dict):
+            return [JobProblem(where, f"{where}: must be an object")]
+        task_name = str(task.get("name") or "")
+        try:
+            replicas = _int(task.get("replicas"))
+            task_min = None if task.get("minAvailable") is None else _int(task["minAvailable"])
+        except TypeError:
+            text = f"'replicas' and 'minAvailable' must be integers in task: {task_name}"
+            return [JobProblem(where, text)]
+        if replicas < 0:
+            text = f"'replicas' must be >= 0 in task: {task_name}"
+            return [JobProblem(f"{where}.replicas", text)]
+        if task_min is not None:
+            if task_min < 0:
+                return [
+                    JobProblem(
+                        f"{where}.minAvailable", f"'minAvailable' must be >= 0 in task: {task_name}"
+                    )
+                ]
+            if task_min > replicas:
+                return [
+                    JobProblem(
+                        f"{where}.minAvailable",
+                        f"'minAvailable' must be <= 'replicas' in task: {task_name}",
+                    )
+                ]
+        total += replicas
+    try:
+        min_available = _int(nspec.get("minAvailable"))
+    except TypeError:
+        return [JobProblem("spec.minAvailable", "job 'minAvailable' must be an integer")]
+    if min_available > total:
+        return [
+            JobProblem(
+                "spec.minAvailable", "job 'minAvailable' must not be greater than total replicas"
+            )
+        ]
+    if min_available < 0:
+        return [JobProblem("spec.minAvailable", "job 'minAvailable' must be >= 0")]
+    otasks = ospec.get("tasks") or []
+    if len(otasks) != len(ntasks):
+        return [JobProblem("spec.tasks", "job updates may not add or remove tasks")]
+    # Every other field of the spec must be as it was.
+    same_new = copy.deepcopy(dict(nspec))
+    same_old = dict(ospec)
+    for key in ("minAvailable", "priorityClassName"):
+        same_new.pop(key, None)
+        same_old.pop(key, None)
+    same_new["tasks"] = [
+        {k: v for k, v in t.items() if k not in ("replicas", "minAvailable")} for t in ntasks
+    ]
+    same_old["tasks"] = [
+        {k: v for k, v in t.items() if k not in ("replicas", "minAvailable")}
+        for t in otasks
+        if isinstance(t, dict)
+    ]
+    if same_new != same_old:
+        return [
+            JobProblem(
+                "spec",
+                "job updates may not change fields other than `minAvailable`, "
+                "`tasks[*].replicas under spec` and `PriorityClassName`",
+            )
+        ]
+    return []

@@ -77,6 +77,40 @@ def pod_payloads(n: int, namespace: str, seed: int) -> list[tuple[str, bytes]]:
     return out
 
 
+def job_payloads(
+    n: int, namespace: str, seed: int, size: int, source: str = "esched-bench"
+) -> tuple[list[tuple[str, bytes]], list[str]]:
+    """``n`` pods as Volcano Jobs of ``size`` pods each (one task, ``minAvailable`` its
+    replicas: a gang; the pods of a job ask what the job's first synthetic pod asks):
+    the (key, JSON) records of each Job, its PodGroup and its pods, in that order (all
+    go to the pods topic, keyed by the job), and the pods' keys."""
+    from esched.schemas.events import envelope, message_key
+    from esched.schemas.manifests import volcano_job_objects
+
+    rng = random.Random(seed)
+    records: list[tuple[str, bytes]] = []
+    pods: list[str] = []
+    for j in range(0, n, size):
+        spec = pod_event(j, rng, namespace)["data"]["spec"]
+        spec["containers"][0]["image"] = "bench"
+        job = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": f"job-{j}", "namespace": namespace},
+            "spec": {
+                "tasks": [{"name": "w", "replicas": min(size, n - j), "template": {"spec": spec}}]
+            },
+        }
+        for k, (etype, obj) in enumerate(volcano_job_objects(job)):
+            ev = envelope(etype, source, obj, id=f"{namespace}-job-{j}-{k}", content_type=None)
+            key = message_key(ev) or ""
+            records.append((key, orjson.dumps(ev)))
+            if etype == "esched.pod.submitted":
+                meta = obj["metadata"]
+                pods.append(namespaced_key(meta["namespace"], meta["name"]))
+    return records, pods
+
+
 async def send_pods(producer, topic: str, records: list[tuple[str, bytes]]) -> None:
     """Send (key, JSON) records to ``topic``."""
     await producer.send_many(topic, [(key.encode(), value) for key, value in records])

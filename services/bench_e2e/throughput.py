@@ -28,7 +28,14 @@ from esched.services.bench_e2e.observe import (
     wait_committed,
     work_pods,
 )
-from esched.services.bench_e2e.preload import PARTITIONS, admin, pod_payloads, preload, send_pods
+from esched.services.bench_e2e.preload import (
+    PARTITIONS,
+    admin,
+    job_payloads,
+    pod_payloads,
+    preload,
+    send_pods,
+)
 from esched.services.bus import open_bus
 from esched.services.devbroker import DevBroker
 from esched.services.procs import ServiceProcess, await_until, service_env
@@ -50,10 +57,13 @@ async def one_run(
     profile: frozenset[str],
     confine: Callable[[ServiceProcess], None] | None = None,
     before_stop: Callable[[], None] | None = None,
+    job_size: int = 0,
 ) -> dict[str, Any]:
     """One run with ``replicas`` replica processes; ``confine(process)`` is called on
     each replica process once all are ready (``bench scale`` caps its CPU), and
-    ``before_stop()`` once measured, before the processes are stopped."""
+    ``before_stop()`` once measured, before the processes are stopped. ``job_size``
+    > 0: the throughput phase's pods come as Volcano Jobs of that many pods (gangs),
+    and the job controller runs as one more process."""
     db = f"esched_bench_{run}_r{replicas}"
     await admin(server, f'CREATE DATABASE "{db}" TEMPLATE "{template_db}"')
     url = f"{server}/{db}"
@@ -83,6 +93,8 @@ async def one_run(
         services.append(spawn("commit", "commit"))
         services.append(spawn("dispatch", "dispatch"))
         services.append(spawn("ingest", "ingest"))
+        if job_size:
+            services.append(spawn("jobs", "jobs"))
         # A group per run: static members of an earlier run's group would hold its join.
         reps = [
             spawn(
@@ -106,6 +118,7 @@ async def one_run(
                 services[0].logged("commit service leading")
                 and services[1].logged("dispatcher leading")
                 and all(r.logged("ready at position") for r in reps)
+                and (not job_size or services[3].logged("job controller leading"))
             ),
             120,
             services,
@@ -134,25 +147,31 @@ async def one_run(
         out["warmup_waves"] = wave
 
         # Throughput: everything at once.
-        payloads = pod_payloads(pods, "tput", seed=1)
+        if job_size:
+            payloads, keys = job_payloads(pods, "tput", seed=1, size=job_size)
+        else:
+            payloads = pod_payloads(pods, "tput", seed=1)
+            keys = [k for k, _ in payloads]
         c0, r0 = decisions.mark()
         head = await head_position(url)
         decisions.reading.clear()
         cpu0 = cpu_snapshot(services, broker_pid)
         t0 = time.time()
-        for i in range(0, pods, 2000):
+        for i in range(0, len(payloads), 2000):
             await send_pods(producer, bus.topics.pods, payloads[i : i + 2000])
         sent_s = time.time() - t0
-        await wait_committed(url, head, pods, 300, alive)
+        # A gang's pods are committed in one decision: count pods, not decisions.
+        await wait_committed(url, head, pods if not job_size else -(-pods // job_size), 300, alive)
         cpu1 = cpu_snapshot(services, broker_pid)
         decisions.reading.set()
-        missing = await decisions.wait_for((k for k, _ in payloads), 60, alive)
-        done = [decisions.committed[k] for k, _ in payloads if k in decisions.committed]
+        missing = await decisions.wait_for(keys, 60, alive)
+        done = [decisions.committed[k] for k in keys if k in decisions.committed]
         c1, r1 = decisions.mark()
         elapsed = max(done) - t0 if done else float("nan")
         out.update(
             {
                 "pods": pods,
+                "job_size": job_size,
                 "pods_per_s": round(len(done) / elapsed, 1) if done else 0.0,
                 "publish_s": round(sent_s, 2),
                 "elapsed_s": round(elapsed, 2),
@@ -354,11 +373,12 @@ async def run_e2e_bench(
     latency_for: Iterable[int] = (2,),
     logdir: str | None = None,
     profile: Iterable[str] = (),
+    job_size: int = 0,
 ) -> dict[str, Any]:
     """Run the benchmark; see the module docstring. ``pg_server`` is
     ``postgresql://user@host:port`` (databases are created and dropped there).
     ``profile``: services (commit, dispatch, ingest, replica) to run under cProfile,
-    writing ``<logdir>/r<N>/<name>.prof``."""
+    writing ``<logdir>/r<N>/<name>.prof``. ``job_size``: see :func:`one_run`."""
     async with bench_cluster(kafka, pg_server, nodes, fill, logdir) as common:
         result = common.pop("result")
         result["baseline_kafka"] = await _kafka_baseline(common["kafka"], pods)
@@ -374,6 +394,7 @@ async def run_e2e_bench(
                     latency_seconds=latency_seconds,
                     measure_latency=r in latency_set,
                     profile=frozenset(profile),
+                    job_size=job_size,
                 )
             )
     return result

@@ -136,6 +136,16 @@ def bench_replay(store: str, events: int, nodes: int) -> None:
     type=click.Choice(["commit", "dispatch", "ingest", "replica"]),
     help="Run this service under cProfile (<logdir>/r<N>/<name>.prof). Repeatable.",
 )
+@click.option(
+    "--volcano-jobs",
+    "job_size",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    metavar="SIZE",
+    help="Submit the throughput phase's pods as Volcano Jobs of SIZE pods each (gangs: "
+    "Job, PodGroup, pods) and run the job controller (`esched jobs`) too; 0: plain pods.",
+)
 def bench_e2e(
     kafka: str | None,
     pg_server: str,
@@ -148,6 +158,7 @@ def bench_e2e(
     latency_for: str,
     logdir: str | None,
     profile: tuple[str, ...],
+    job_size: int,
 ) -> None:
     """Kafka → ingest → PostgreSQL → N replicas → commit → decisions, as processes.
 
@@ -172,6 +183,7 @@ def bench_e2e(
                 latency_for=lat,
                 logdir=logdir,
                 profile=profile,
+                job_size=job_size,
             )
         )
     )

@@ -14,7 +14,7 @@ import click
 import orjson
 
 from esched.core import ProfileError, load_profile
-from esched.services.cli import cli, emit, migrated_store
+from esched.services.cli import cli, emit, migrated_store, queue_hierarchy_option
 from esched.services.cli.bench import bench
 from esched.services.sim.traces import KINDS, TraceError, load_trace
 
@@ -183,6 +183,7 @@ async def _append(url: str, events: list[dict]) -> dict:
     type=click.IntRange(min=1),
     help="Simulate only the trace's first N jobs (by arrival).",
 )
+@queue_hierarchy_option
 def simulate(
     trace_spec: str,
     profile_path: str,
@@ -199,6 +200,7 @@ def simulate(
     victims: str,
     round_seconds: float,
     max_jobs: int | None,
+    queue_hierarchy: str,
 ) -> None:
     """Simulate a trace in virtual time through the core, with one profile.
 
@@ -222,6 +224,7 @@ def simulate(
             progress=update,
             preemption=preemption,
             reserve_after=reserve_after,
+            queue_hierarchy=queue_hierarchy,
         )
         if policy == "quincy":
             config = dict(fairness=fairness, preemption=preemption, victims=victims)
@@ -233,6 +236,7 @@ def simulate(
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
     summary = summarize(result)
+    summary["queue_hierarchy"] = queue_hierarchy
     if store:
         summary["store"] = asyncio.run(_append(store, result.events or []))
     if report_dir:

@@ -45,6 +45,7 @@ import numpy as np
 from esched.core import ClusterState, Placer, Profile
 from esched.core._devices import DeviceTable
 from esched.core.bands import BandConfig
+from esched.core.queues import check_hierarchy
 from esched.core.schedule import GPU_MILLI_RESOURCE, PassConfig, SchedulingPass
 from esched.schemas.events import (
     GANG_RESERVED,
@@ -146,6 +147,9 @@ class Simulator:
     :param tie_break: among equal scores, "random" or "node-order" (a fixed order drawn
         from ``seed``; :class:`~esched.core.schedule.PassConfig`).
     :param gpu_choice: the device a GPU share takes: "fit" or "random".
+    :param queue_hierarchy: where the queue tree of the deserved shares comes from,
+        as the replica's ``--queue-hierarchy`` (``parent`` or ``annotations``;
+        :data:`esched.core.queues.QUEUE_HIERARCHIES`).
     """
 
     def __init__(
@@ -166,6 +170,7 @@ class Simulator:
         reserve_after: float | None = None,
         tie_break: str = "random",
         gpu_choice: str = "fit",
+        queue_hierarchy: str = "parent",
     ) -> None:
         self.trace = trace
         self.profile = profile
@@ -189,6 +194,7 @@ class Simulator:
             tie_break=tie_break,
             tie_seed=seed,
             gpu_choice=gpu_choice,
+            queue_hierarchy=check_hierarchy(queue_hierarchy),
         )
         self.gpu = any(n.gpus for n in self.nodes)
         self.devices = DeviceTable() if self.gpu else None

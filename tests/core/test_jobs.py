@@ -536,3 +536,186 @@ def test_running_default_action_cases_of_volcanos_state_test(evicted, succeeded,
         r.evict(f"w-{i}")
     assert (r.job.pending, r.job.succeeded, r.job.failed) == (evicted, succeeded, failed)
     assert r.job.phase == phase
+
+
+# ---------------------------------------------------------------------- Unknown
+
+
+def _gang_job(**spec: Any) -> dict:
+    spec.pop("tasks", None)
+    return _job(tasks=[{"name": "worker", "replicas": 3}], minAvailable=2, **spec)
+
+
+def test_running_pods_and_an_unschedulable_one_raise_unknown():
+    """session.go getPodGroupPhase ("running and unschedulable is Unknown",
+    session_test.go): pods running while another of the job is unschedulable is the
+    PodGroup's Unknown phase, and job_controller_handler.go updatePodGroup turns that
+    change into the job policy event Unknown (JobUnknownEvent)."""
+    r = Run(_gang_job(policies=[{"event": "Unknown", "action": "RestartJob"}]))
+    r.bind("worker-0", "worker-1")
+    assert r.job.phase == "Running"
+    r.unschedulable("worker-2")
+    assert r.job.phase == "Restarting"
+    assert r.job.history[-1].reason == "Unknown"
+    assert r.job.retry == 1
+    deleted, _ = r.controller()
+    assert sorted(deleted) == [r.pod(f"worker-{i}") for i in range(3)]
+
+
+def test_unknown_needs_a_running_pod():
+    """No pod running: an unschedulable pod leaves the PodGroup Pending, not Unknown
+    (session_test.go: Unknown only with running tasks)."""
+    r = Run(_gang_job(policies=[{"event": "Unknown", "action": "AbortJob"}]))
+    r.unschedulable("worker-0")
+    assert r.job.phase == "Pending"
+    assert not r.job.unknown
+
+
+def test_unknown_is_raised_once_per_entry_into_the_state():
+    """updatePodGroup acts on a change of the PodGroup's phase only: a second
+    unschedulable report while still Unknown raises nothing; once the pending pod is
+    placed the state is left, and a later report raises it again."""
+    r = Run(_gang_job(tasks=None))
+    raised: list[str] = []
+    r.book._job_event = lambda job, event: raised.append(event)  # type: ignore[method-assign]
+    r.bind("worker-0", "worker-1")
+    r.unschedulable("worker-2")
+    r.unschedulable("worker-2", dt=30)
+    assert raised == ["Unknown"] and r.job.unknown
+    r.bind("worker-2")
+    assert not r.job.unknown and r.job.phase == "Running"
+    r.evict("worker-2")
+    r.unschedulable("worker-2")
+    assert raised == ["Unknown", "Unknown"]
+
+
+def test_unknown_without_a_policy_only_marks_the_job():
+    """No Unknown policy: SyncJob (the job keeps running); replay shows it Unknown."""
+    r = Run(_gang_job())
+    r.bind("worker-0", "worker-1")
+    r.unschedulable("worker-2")
+    assert r.job.phase == "Running"
+    assert r.job.summary()["unknown"] is True
+
+
+def test_unknown_is_matched_by_the_any_event_policy_but_not_task_policies():
+    """The Unknown request names no task (updatePodGroup): only job-level policies
+    apply (applyPolicies), ``*`` among them."""
+    tasks = [
+        {
+            "name": "worker",
+            "replicas": 3,
+            "policies": [{"event": "Unknown", "action": "TerminateJob"}],
+        }
+    ]
+    r = Run(_job(tasks=tasks, minAvailable=2))
+    r.bind("worker-0", "worker-1")
+    r.unschedulable("worker-2")
+    assert r.job.phase == "Running"
+    r2 = Run(_gang_job(policies=[{"event": "*", "action": "AbortJob"}]))
+    r2.bind("worker-0", "worker-1")
+    r2.unschedulable("worker-2")
+    assert r2.job.phase == "Aborting"
+
+
+def test_a_removed_node_loses_its_pods_as_pod_evicted():
+    """A node removed while a job's pods run there: the cluster fold has them Pending
+    again; for Volcano they were deleted from outside (the node lifecycle
+    controller's eviction), which deletePod reports as PodEvicted."""
+    r = Run(_gang_job(policies=[{"event": "PodEvicted", "action": "RestartJob"}]))
+    r.bind("worker-0", "worker-1")
+    r.fold(ev.NODE_REMOVED, {"metadata": {"name": "other"}})
+    assert r.job.phase == "Running"
+    r.fold(ev.NODE_REMOVED, {"metadata": {"name": "n1"}})
+    assert r.job.phase == "Restarting"
+    assert r.job.history[-1].reason == "PodEvicted"
+
+
+def test_a_removed_node_then_no_room_is_unknown():
+    """The lost node's pods cannot be placed again while the others run: Unknown."""
+    r = Run(_gang_job(policies=[{"event": "Unknown", "action": "AbortJob"}]))
+    r.fold(ev.PLACEMENT_COMMITTED, {"bindings": [{"pod": r.pod("worker-0"), "node": "a"}]})
+    r.fold(ev.PLACEMENT_COMMITTED, {"bindings": [{"pod": r.pod("worker-1"), "node": "b"}]})
+    r.fold(ev.NODE_REMOVED, {"metadata": {"name": "b"}})
+    assert r.job.status_of(r.pod("worker-1")) == "Pending"
+    assert r.job.status_of(r.pod("worker-0")) == "Running"
+    r.unschedulable("worker-1")
+    assert r.job.phase == "Aborting"
+
+
+# ---------------------------------------------------------------------- JobUpdated
+
+
+def _republish(r: Run, job: dict) -> None:
+    for etype, obj in volcano_job_objects(job):
+        if etype == ev.JOB_SUBMITTED:
+            r.fold(etype, obj)
+
+
+def test_scale_up_submits_the_new_pods():
+    """A Job published again with more replicas (validateJobUpdate's "scale up"):
+    syncJob creates the pods of the new indices."""
+    r = Run(_job(tasks=[{"name": "worker", "replicas": 2}]))
+    r.bind("worker-0", "worker-1")
+    _republish(r, _job(tasks=[{"name": "worker", "replicas": 4}], minAvailable=2))
+    assert r.job.total == 4 and r.job.min_available == 2
+    assert r.job.updates == 1
+    _, submitted = r.controller()
+    assert submitted == [r.pod("worker-2"), r.pod("worker-3")]
+    assert r.job.phase == "Running"
+
+
+def test_scale_down_withdraws_the_pods_beyond_the_replicas():
+    """syncJob deletes the pods "exceeding desired replicas", whatever their phase."""
+    r = Run(_job(tasks=[{"name": "worker", "replicas": 4, "minAvailable": 2}]))
+    r.bind("worker-0", "worker-1", "worker-2", "worker-3")
+    r.succeed("worker-3")
+    _republish(r, _job(tasks=[{"name": "worker", "replicas": 2, "minAvailable": 2}]))
+    deleted, submitted = r.controller()
+    assert sorted(deleted) == [r.pod("worker-2"), r.pod("worker-3")]
+    assert submitted == []
+    assert (r.job.running, r.job.succeeded, r.job.total) == (2, 0, 2)
+    r.succeed("worker-0", "worker-1")
+    assert r.job.phase == "Completed"
+
+
+def test_job_updated_policy_acts_on_an_update():
+    """The seed's JobUpdated event ("Job updated: scale up/down") with a policy:
+    its action runs (Volcano accepts the policy; esched raises the event the seed
+    describes)."""
+    r = Run(_job(policies=[{"event": "JobUpdated", "action": "RestartJob"}]))
+    r.bind("worker-0", "worker-1")
+    _republish(
+        r,
+        _job(
+            tasks=[{"name": "worker", "replicas": 3}],
+            minAvailable=2,
+            policies=[{"event": "JobUpdated", "action": "RestartJob"}],
+        ),
+    )
+    assert r.job.phase == "Restarting"
+    assert r.job.history[-1].reason == "JobUpdated"
+    deleted, submitted = r.controller()
+    assert sorted(deleted) == [r.pod("worker-0"), r.pod("worker-1")]
+    assert r.job.phase == "Pending"
+    assert sorted(submitted) == [r.pod(f"worker-{i}") for i in range(3)]
+    assert {r.job.attempt_of(p) for p in submitted} == {1}
+
+
+def test_an_update_changing_other_fields_is_refused_with_volcanos_reason():
+    """validateJobUpdate ("invalid mutate job's spec other than minAvailable"): the
+    job keeps its spec; the refusal is recorded, not silent."""
+    r = Run(_job())
+    r.bind("worker-0", "worker-1")
+    _republish(r, _job(queue="other"))
+    assert r.job.total == 2 and r.job.updates == 0
+    assert "may not change fields other than" in r.job.summary()["updateRefused"]
+    assert r.book.anomalies["job_update_refused"] == 1
+    assert r.job.phase == "Running"
+
+
+def test_the_same_job_published_again_is_no_update():
+    r = Run(_job())
+    _republish(r, _job())
+    assert r.job.updates == 0
+    assert r.book.anomalies == {"job_resubmitted_active": 1}

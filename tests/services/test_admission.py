@@ -1310,3 +1310,52 @@ def test_children_share_their_parents_deserved_share():
     got = Counter(k[2:].split("-")[0] for k in f.release(*keys))
     assert got == {"dev": 2, "ops": 2, "sci": 4}
     assert Counter(f.admission.held.values()) == {"QueueOverused": 8}
+
+
+def _hq(name: str, path: str, weights: str) -> dict:
+    return ev(
+        f"queue-{name}",
+        ev_types.QUEUE_UPSERTED,
+        {
+            "metadata": {
+                "name": name,
+                "annotations": {
+                    "volcano.sh/hierarchy": path,
+                    "volcano.sh/hierarchy-weights": weights,
+                },
+            },
+            "spec": {"weight": 1},
+        },
+    )
+
+
+def _rpod(name: str, queue_name: str, cpu: str, memory: str) -> dict:
+    e = qpod(name, cpu, queue=queue_name)
+    e["data"]["spec"]["containers"][0]["resources"]["requests"]["memory"] = memory
+    return e
+
+
+def test_annotations_hierarchy_releases_in_hdrf_order():
+    """Under ``queue_hierarchy="annotations"`` the queues are served in hdrf's order
+    (drf.go ``compareQueues`` over the rescaled tree), with the shapes of
+    hdrf_test.go's "rescaling test": sci (1 CPU + 1Gi pods) against eng, whose dev
+    (CPU only) and prod (memory only) are rescaled to one share. Worked by hand: sci
+    and eng alternate at the top (eng's share is its children's at the smallest
+    dominant share), and inside eng the child with the lower share goes first. The
+    fair-share caps are the same as in the default mode (5 pods each)."""
+    f = Fold(Admission(queue_hierarchy="annotations"))
+    f(
+        node("n1", "10", memory="10Gi", pods="50"),
+        _hq("root-sci", "root/sci", "100/50"),
+        _hq("root-eng-dev", "root/eng/dev", "100/50/50"),
+        _hq("root-eng-prod", "root/eng/prod", "100/50/50"),
+    )
+    f(
+        *(_rpod(f"s{i}", "root-sci", "1", "1Gi") for i in range(10)),
+        *(_rpod(f"d{i}", "root-eng-dev", "1", "0") for i in range(10)),
+        *(_rpod(f"p{i}", "root-eng-prod", "0", "1Gi") for i in range(10)),
+    )
+    keys = [f"t/{k}{i}" for k in "sdp" for i in range(10)]
+    order = [k[2] for k in f.release(*keys)]
+    assert order == list("sdspdpsdpsdpsdp")
+    assert Counter(order) == {"s": 5, "d": 5, "p": 5}

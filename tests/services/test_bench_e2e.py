@@ -93,3 +93,52 @@ def test_bench_restart_reports_the_restart_and_its_baseline(
         "fold_from_snapshot_s",
     ):
         assert out[key] > 0, key
+
+
+def test_bench_e2e_with_volcano_jobs_runs_the_job_controller(
+    pg_server: str, dev_broker: DevBroker, tmp_path
+) -> None:
+    """``--volcano-jobs 10``: the pods come as Volcano Jobs (gangs) and the job
+    controller runs as one more process; every pod is committed."""
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("esched")),
+            "bench",
+            "e2e",
+            "--kafka",
+            dev_broker.bootstrap,
+            "--pg",
+            pg_server,
+            "--nodes",
+            "200",
+            "--fill",
+            "0.4",
+            "--pods",
+            "300",
+            "--replicas",
+            "1",
+            "--latency-for",
+            "9",
+            "--volcano-jobs",
+            "10",
+            "--logdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    (run,) = orjson.loads(result.stdout)["runs"]
+    assert run["job_size"] == 10 and run["missing"] == 0
+    assert run["commits"] >= 30 and "jobs" in run["cpu_us_per_pod"]
+
+
+def test_job_payloads_are_a_job_its_podgroup_and_its_pods_keyed_by_the_job():
+    from esched.services.bench_e2e.preload import job_payloads
+
+    records, pods = job_payloads(25, "tput", seed=1, size=10)
+    assert len(pods) == 25 and pods[:2] == ["tput/job-0-w-0", "tput/job-0-w-1"]
+    types = [orjson.loads(v)["type"] for _k, v in records[:12]]
+    assert types[:2] == ["esched.job.submitted", "esched.podgroup.submitted"]
+    assert {k for k, _v in records[:12]} == {"tput/job-0"}
+    assert len(records) == 3 * 2 + 25

@@ -225,3 +225,88 @@ def test_replay_and_audit_show_each_jobs_state_attempt_and_tasks(tmp_path: Path)
     out = runner.invoke(cli, ["audit", "--store", store, "--format", "json"])
     assert out.exit_code == 0, out.output
     assert orjson.loads(out.stdout)["jobs"][0]["job"] == "t/pipe"
+
+
+async def test_unknown_aborts_a_job_whose_last_pod_fits_nowhere_end_to_end(tmp_path: Path) -> None:
+    """The job policy ``Unknown -> AbortJob`` on ``esched up``: of three 3-CPU pods
+    (minAvailable 2) on one 8-CPU node two run and the third is reported
+    unschedulable: the PodGroup's Unknown phase (running and unschedulable), so the
+    job is aborted, its pods withdrawn, and the audit reproduces the transitions."""
+    big = {
+        "spec": {
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "3"}}}]
+        }
+    }
+    job = _job("big", [{"name": "worker", "replicas": 3}], minAvailable=2)
+    job["spec"]["tasks"][0]["template"] = big
+    job["spec"]["policies"] = [{"event": "Unknown", "action": "AbortJob"}]
+    url = f"sqlite:///{tmp_path / 'unknown.sqlite'}"
+    docs = [events.node("n1", "8")["data"] | {"kind": "Node"}, job]
+    records = [
+        record_for_event(e, TopicNames(), "test")
+        for e in events_from_documents(docs, source="test", id_prefix="u")
+    ]
+    runner = Up(UpConfig(store=url, progress_every=0), records)
+    task = asyncio.create_task(runner.run())
+    es = open_store(url)
+    await es.connect()
+    await es.migrate()
+    try:
+
+        async def aborted() -> bool:
+            j = await _job_state(es, "t/big")
+            return j is not None and j.phase == "Aborted"
+
+        await eventually(aborted, within=40)
+        j = await _job_state(es, "t/big")
+        assert [t.reason for t in j.history if t.phase == "Aborting"] == ["Unknown"]
+        assert j.running == 0 and j.pending == 0
+
+        async def recorded() -> bool:
+            s = await _job_state(es, "t/big")
+            return s is not None and s.recorded == len(s.history)
+
+        await eventually(recorded, within=30)
+        report = await audit_store(es)
+        assert report["ok"], report["violations"]
+    finally:
+        await es.close()
+        await runner.stop()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_a_job_scaled_up_gets_its_new_pods_from_the_controller(tmp_path: Path) -> None:
+    """A Job published again with more replicas (JobUpdated, no policy: SyncJob): the
+    controller submits the pods of the new indices with the job's attempt."""
+    from esched.services.jobs import JobController
+
+    es = open_store(f"sqlite:///{tmp_path / 'scale.sqlite'}")
+    await es.connect()
+    await es.migrate()
+    job = _job("grow", [{"name": "worker", "replicas": 1}])
+    evs = list(events_from_documents([job], source="test", id_prefix="g0"))
+    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in evs])
+    bigger = _job("grow", [{"name": "worker", "replicas": 3}])
+    evs = [
+        e
+        for e in events_from_documents([bigger], source="test", id_prefix="g1")
+        if e["type"] == ev.JOB_SUBMITTED
+    ]
+    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in evs])
+    controller = JobController(es)
+    task = asyncio.create_task(controller.run())
+    try:
+
+        async def grown() -> bool:
+            j = await _job_state(es, "t/grow")
+            return j is not None and j.status_of("t/grow-worker-2") == "Pending"
+
+        await eventually(grown, within=20)
+        j = await _job_state(es, "t/grow")
+        assert j.updates == 1 and j.total == 3
+        assert j.status_of("t/grow-worker-1") == "Pending"
+        assert controller.totals.submitted == 2
+    finally:
+        await controller.stop()
+        await asyncio.wait_for(task, 10)
+        await es.close()

@@ -238,3 +238,74 @@ def test_cli_queue_hierarchy_from_the_config_file_reaches_up_replay_and_audit(tm
     assert flat["root-sci-prod"]["path"] == "root.root-sci-prod"
     bad = runner.invoke(cli, ["replay", "--store", store, "--queue-hierarchy", "labels"])
     assert bad.exit_code == 2
+
+
+def _hdrf_blocking_nodes() -> str:
+    """hdrf_test.go "blocking nodes test" as manifests: one 30-CPU / 30G node; queues
+    root/pg1, root/pg2, root/pg3/pg31, root/pg3/pg32, root/pg4 (weights 25, pg3's
+    children 50); PodGroups of minMember 0 with 30 pods each: pg1, pg2 and pg31 ask 1
+    CPU, pg32 (in queue root-pg3-pg31 too) and pg4 1G."""
+    docs = [
+        """
+apiVersion: v1
+kind: Node
+metadata: {name: n}
+status: {allocatable: {cpu: "30", memory: "30G", pods: "500"}}
+"""
+    ]
+    for name, path, weights in (
+        ("root-pg1", "root/pg1", "100/25"),
+        ("root-pg2", "root/pg2", "100/25"),
+        ("root-pg3-pg31", "root/pg3/pg31", "100/25/50"),
+        ("root-pg3-pg32", "root/pg3/pg32", "100/25/50"),
+        ("root-pg4", "root/pg4", "100/25"),
+    ):
+        docs.append(f"""
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: {name}
+  annotations: {{volcano.sh/hierarchy: {path}, volcano.sh/hierarchy-weights: {weights}}}
+spec: {{weight: 1}}
+""")
+    for group, queue, req in (
+        ("pg1", "root-pg1", 'cpu: "1"'),
+        ("pg2", "root-pg2", 'cpu: "1"'),
+        ("pg31", "root-pg3-pg31", 'cpu: "1"'),
+        ("pg32", "root-pg3-pg31", "memory: 1G"),
+        ("pg4", "root-pg4", "memory: 1G"),
+    ):
+        docs.append(f"""
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {{name: {group}, namespace: default}}
+spec: {{minMember: 0, queue: {queue}}}
+""")
+        for i in range(30):
+            docs.append(f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {group}-p{i}
+  namespace: default
+  annotations: {{scheduling.k8s.io/group-name: {group}}}
+spec:
+  containers: [{{name: c, image: x, resources: {{requests: {{{req}}}}}}}]
+""")
+    return "---".join(docs)
+
+
+async def test_up_hdrf_blocking_nodes_case_runs_volcanos_allocations(tmp_path):
+    """hdrf_test.go "blocking nodes test" through ``esched up`` under
+    ``queue_hierarchy="annotations"``: Volcano expects pg1, pg2, pg31 at 10 CPUs
+    each and pg32, pg4 at 15G each; per queue, root-pg3-pg31 runs pg31's 10 and
+    pg32's 15."""
+    queues = await _up(tmp_path, _hdrf_blocking_nodes(), "hdrf", queue_hierarchy="annotations")
+    running = {q: queues[q]["Running"] for q in queues if q.startswith("root-pg")}
+    assert running == {
+        "root-pg1": 10,
+        "root-pg2": 10,
+        "root-pg3-pg31": 25,
+        "root-pg3-pg32": 0,
+        "root-pg4": 15,
+    }

@@ -199,3 +199,40 @@ def test_compare_rejects_unknown_study():
         ],
     )
     assert res.exit_code == 2 and "unknown study" in res.output
+
+
+def test_simulate_takes_the_queue_hierarchy_option_as_the_replica_does(monkeypatch):
+    """``--queue-hierarchy`` (env ``ESCHED_QUEUE_HIERARCHY``), the replica's option:
+    it reaches the scheduling pass's config and the summary; other values are
+    refused as usage errors."""
+    from esched.services.sim import engine
+
+    seen: list[str] = []
+    init = engine.Simulator.__init__
+
+    def spy(self, *a, **kw):
+        init(self, *a, **kw)
+        seen.append(self.pass_config.queue_hierarchy)
+
+    monkeypatch.setattr(engine.Simulator, "__init__", spy)
+    args = ["simulate", "--trace", "synthetic:nodes=2,jobs=5,seed=1", "--no-progress"]
+    args += ["--profile", str(PROFILES / "best-fit.yaml")]
+    out = run(*args, "--queue-hierarchy", "annotations")
+    assert out["queue_hierarchy"] == "annotations" and seen == ["annotations"]
+    monkeypatch.setenv("ESCHED_QUEUE_HIERARCHY", "annotations")
+    assert run(*args)["queue_hierarchy"] == "annotations"
+    monkeypatch.delenv("ESCHED_QUEUE_HIERARCHY")
+    assert run(*args)["queue_hierarchy"] == "parent"
+    assert seen == ["annotations", "annotations", "parent"]
+    res = CliRunner().invoke(cli, [*args, "--queue-hierarchy", "tree"])
+    assert res.exit_code == 2 and "tree" in res.output
+
+
+def test_simulator_refuses_an_unknown_queue_hierarchy():
+    from esched.core import load_profile
+    from esched.services.sim.engine import Simulator
+    from esched.services.sim.traces import load_trace
+
+    tr = load_trace("synthetic:nodes=2,jobs=3,seed=1")
+    with pytest.raises(ValueError, match="queue hierarchy"):
+        Simulator(tr, load_profile(PROFILES / "best-fit.yaml"), queue_hierarchy="tree")

@@ -1,0 +1,79 @@
+"""``esched audit`` flags a Volcano Job lifecycle the fold does not allow: a pod of a
+task bound before the tasks it depends on completed (``job_dependency``), a pod
+submitted at an attempt past ``maxRetry`` (``job_retry_exceeded``), a recorded
+transition the fold does not reproduce (``job_transition``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from esched.schemas import events as ev
+from esched.schemas.manifests import volcano_job_objects, volcano_task_pod
+from esched.services.audit import audit_events
+
+_TEMPLATE = {"spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+
+def _log(*pairs: tuple[str, dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    return [
+        (i + 1, ev.envelope(t, "test", d, id=f"e{i}", time="2026-01-01T00:00:00Z"))
+        for i, (t, d) in enumerate(pairs)
+    ]
+
+
+def _node() -> tuple[str, dict[str, Any]]:
+    return ev.NODE_ADDED, {
+        "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}},
+    }
+
+
+def _kinds(report: dict[str, Any]) -> set[str]:
+    return {v["kind"] for v in report["violations"]}
+
+
+def test_a_dependant_bound_before_its_dependency_completed_is_flagged():
+    job = {
+        "metadata": {"name": "pipe", "namespace": "t"},
+        "spec": {
+            "minAvailable": 1,
+            "tasks": [
+                {"name": "prep", "replicas": 1, "template": _TEMPLATE},
+                {
+                    "name": "train",
+                    "replicas": 1,
+                    "dependsOn": {"name": ["prep"]},
+                    "template": _TEMPLATE,
+                },
+            ],
+        },
+    }
+    objs = volcano_job_objects(job)
+    defaulted = objs[0][1]
+    early = volcano_task_pod(defaulted, defaulted["spec"]["tasks"][1], 0)
+    bind = {"proposal": "p1", "bindings": [{"pod": "t/pipe-train-0", "node": "n1"}]}
+    report = audit_events(
+        _log(_node(), *objs, (ev.POD_SUBMITTED, early), (ev.PLACEMENT_COMMITTED, bind))
+    )
+    assert "job_dependency" in _kinds(report)
+
+
+def test_a_pod_submitted_past_max_retry_and_a_forged_transition_are_flagged():
+    job = {
+        "metadata": {"name": "r", "namespace": "t"},
+        "spec": {"maxRetry": 2, "tasks": [{"name": "w", "replicas": 1, "template": _TEMPLATE}]},
+    }
+    objs = volcano_job_objects(job)
+    defaulted = objs[0][1]
+    late = volcano_task_pod(defaulted, defaulted["spec"]["tasks"][0], 0, attempt=2)
+    forged = {
+        "job": "t/r",
+        "seq": 1,
+        "phase": "Completed",
+        "previous": "Pending",
+        "attempt": 0,
+        "reason": "Succeeded",
+        "action": "",
+    }
+    report = audit_events(_log(_node(), *objs, (ev.POD_SUBMITTED, late), (ev.JOB_UPDATED, forged)))
+    assert {"job_retry_exceeded", "job_transition"} <= _kinds(report)
