@@ -359,9 +359,15 @@ cdef inline int32_t _score_one_inv(const PluginSpec* specs, int n_specs, const C
     return <int32_t>kernel_total_inv(specs, n_specs, v, n, inv)
 
 
+cdef enum:
+    # A step where at most 1 / FEW_PASS_DIV of the nodes pass the topology filters is
+    # scored node by node (_score_block_fb).
+    FEW_PASS_DIV = 8
+
+
 cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView* v,
                           Py_ssize_t n0, Py_ssize_t m, int32_t* buf,
-                          esched_fbsum* sm) noexcept nogil:
+                          esched_fbsum* sm, const double* inv) noexcept nogil:
     """_score_block through the vectorized kernel (v.use_fb), same results, plus the
     block's summary for the walk.
 
@@ -372,12 +378,19 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     cdef int32_t sc
     cdef uint8_t ok[ESCHED_FB_BLOCK]
     cdef bint topo = (v.n_ip or v.n_spread) and m <= ESCHED_FB_BLOCK
-    if topo and _topology_pass(v, n0, m, ok) == 0:
-        # No node of the step passes the inter-pod or spread filters (a spread's
-        # full domains, an anti-affinity's taken ones): no resource scoring at all.
+    cdef Py_ssize_t passed = _topology_pass(v, n0, m, ok) if topo else m
+    if passed * FEW_PASS_DIV <= m:
+        # Few or no nodes of the step pass the inter-pod or spread filters (a spread's
+        # full domains, an anti-affinity's taken ones): those few one by one (the
+        # scalar pass, the same scores: _score_one_inv), the rest not scored at all.
         for i in range(m):
-            buf[i] = (ESCHED_FB_INFEASIBLE if v.flags[n0 + i] & NODE_ALIVE
-                      else ESCHED_FB_DEAD)
+            n = n0 + i
+            if not (v.flags[n] & NODE_ALIVE):
+                buf[i] = ESCHED_FB_DEAD
+            elif not ok[i]:
+                buf[i] = ESCHED_FB_INFEASIBLE
+            else:
+                buf[i] = _score_one_inv(specs, n_specs, v, n, inv + 2 * n)
         esched_summarize(buf, m, sm)
         return
     esched_fblock_score(&v.fb, n0, m, buf, sm)
@@ -1446,7 +1459,7 @@ cdef class Placer:
         # Scores of nodes n0..n0+m-1 for the fused profile into out (kernel or scalar).
         cdef esched_fbsum sm
         if v.use_fb:
-            _score_block_fb(self.specs, self.n_specs, v, n0, m, out, &sm)
+            _score_block_fb(self.specs, self.n_specs, v, n0, m, out, &sm, &self.inv[0, 0])
         else:
             _score_block(self.specs, self.n_specs, v, n0, m, out)
 
