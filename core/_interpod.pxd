@@ -26,6 +26,8 @@ cdef class InterPodIndex:
     cdef public dict scored              # (SCORED_*, matcher, key) -> int32[1 + domains]
     cdef public dict scored_keys         # (SCORED_*, matcher) -> [key id] with a scored array
     cdef dict terms_memo                 # (class, lset) -> resolved terms
+    cdef dict terms_by_cons              # (constraints key, lset) -> resolved terms
+    cdef dict cons_keys                  # class -> its constraints key (see cons_key)
     cpdef int set_pod(self, Py_ssize_t p, str key, object labels, bint owned=*) except -1
     cpdef int move(self, Py_ssize_t p, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef Py_ssize_t _domain_of(self, Py_ssize_t k, Py_ssize_t n) except -2

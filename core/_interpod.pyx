@@ -31,6 +31,7 @@ domain per (matcher, key) in use, an int32 per pod, one entry per distinct label
 cimport cython
 
 import numpy as np
+import orjson
 
 from esched.schemas.objects import PER_POD_LABELS as _PER_POD_LABELS
 
@@ -136,6 +137,8 @@ cdef class InterPodIndex:
         self.scored = {}
         self.scored_keys = {}
         self.terms_memo = {}
+        self.terms_by_cons = {}
+        self.cons_keys = {}
 
     # ---------------------------------------------------------------- label sets
 
@@ -321,6 +324,13 @@ cdef class InterPodIndex:
         got = self.terms_memo.get((c, lset))
         if got is not None:
             return got
+        # Classes differ by their requests too; the terms only by the constraints:
+        # a workload of many request shapes with one affinity resolves them once.
+        ck = (self.cons_key(c), lset)
+        got = self.terms_by_cons.get(ck)
+        if got is not None:
+            self.terms_memo[(c, lset)] = got
+            return got
         cons = self.state.class_specs[c]["constraints"] or {}
         ns, labels = self.lsets[lset]
         aff = cons.get("podAffinity") or ()
@@ -371,10 +381,20 @@ cdef class InterPodIndex:
             mk = (SCORED_REQUIRED, self.matcher((term_part(t, ns, labels),)),
                   self.key(str(t.get("topologyKey", ""))))
             own[mk] = own.get(mk, 0) + 1
-        got = self.terms_memo[(c, lset)] = (
+        got = self.terms_memo[(c, lset)] = self.terms_by_cons[ck] = (
             am, akeys, self_match, pairs, tuple(spread),
             tuple((m, k, w) for (m, k), w in sorted(pref.items()) if w),
             tuple((key, a) for key, a in sorted(own.items()) if a), tuple(soft))
+        return got
+
+    def cons_key(self, Py_ssize_t c) -> bytes:
+        """Class ``c``'s constraints as canonical bytes: classes with equal keys differ
+        only by requests, priority or priority class (memoized per class)."""
+        got = self.cons_keys.get(c)
+        if got is None:
+            cons = self.state.class_specs[c]["constraints"]
+            got = self.cons_keys[c] = (orjson.dumps(cons, option=orjson.OPT_SORT_KEYS)
+                                       if cons else b"")
         return got
 
     # ---------------------------------------------------------------- counts
@@ -502,6 +522,7 @@ cdef class InterPodIndex:
         self.m_keys = [[] for _ in self.matchers]
         self.terms_memo = {}
         self.default_memo = {}
+        self.terms_by_cons = {}
         self.active = False
         st = self.state
         ps, nodes = self._bound()

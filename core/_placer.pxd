@@ -125,10 +125,11 @@ cdef class Placer:
     cdef Py_ssize_t next_start
     cdef dict compiled
     cdef object unconstrained            # the compiled form shared by unconstrained classes
+    cdef dict compiled_by_cons           # constraints key -> compiled form (classes alike)
 
     # Equivalence-class cache (see _scan): a dense row per recent class, CACHE_SLOTS rows.
     cdef object sc_np, se_np, sbs_np, sbt_np, bv_np, seg_np
-    cdef int32_t[:, ::1] sc              # [slot, node] scores; row CACHE_SLOTS: uncached scans
+    cdef int32_t[:, ::1] sc              # [slot, node] scores; rows CACHE_SLOTS, + 1: uncached scans
     cdef int64_t[:, ::1] se              # [slot, node] entry stamp: ver | epoch << EPOCH_SHIFT
     cdef int32_t[:, :, ::1] sbs          # [slot, block, 4] block summary (esched_fbsum)
     cdef int64_t[:, ::1] sbt             # [slot, block] its stamp: bv | epoch << EPOCH_SHIFT
@@ -156,8 +157,10 @@ cdef class Placer:
     cdef const int64_t* ext_score        # [node] added to the total of a feasible node
     cdef const int64_t* ext_rank         # [node] tie order: the smallest rank wins (NULL: seeded draw)
 
-    cdef list ip_log                     # inter-pod: (lset, class, node, sign) assumed since sync
+    cdef dict ip_log                     # inter-pod: (lset, constraints key) -> (a class, [(node, sign)]) assumed since sync
     cdef dict ip_copies                  # (kind, matcher, key) -> counts with the assumptions
+    cdef dict sp_counts                  # topology spread domain counts kept between pods (_spread_counts)
+    cdef dict sp_by_matcher              # matcher -> [those entries] (_ip_assume adds to them)
     cdef dict ip_owner_pairs             # anti-affinity matcher -> {key} of assumed pods
     cdef object ip_hold                  # the arrays the last view's checks point into
     cdef IpCheck* ip_buf                 # the last view's checks
@@ -183,7 +186,8 @@ cdef class Placer:
     cdef int _view(self, Py_ssize_t cid, ClassView* v, Py_ssize_t lset=*) except -1
     cdef int _select(self, int pi) except -1
     cdef Py_ssize_t _normalize(self, ClassView* v, Py_ssize_t start,
-                               long long target) noexcept
+                               long long target, int32_t* feas=*,
+                               long long* n_feas=*, long long* visited=*) noexcept
     cdef void _view_fb(self, ClassView* v) noexcept
     cdef score_t _plugin_score(self, Py_ssize_t n, const ClassView* v, int k,
                                Py_ssize_t cid) noexcept
@@ -207,14 +211,16 @@ cdef class Placer:
     cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign,
                       Py_ssize_t lset=*) noexcept
     cdef Py_ssize_t _lset_of(self, pod) except -2
-    cdef long long _ip_touches(self, tuple key, tuple entry) except? -1
+    cdef long long _ip_amount(self, tuple key, Py_ssize_t lset, Py_ssize_t c) except? -1
     cdef object _ip_arr(self, int kind, Py_ssize_t m, Py_ssize_t k)
     cdef int _ip_assume(self, Py_ssize_t cid, Py_ssize_t n, int sign, Py_ssize_t lset) except -1
     cdef int _ip_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1
-    cdef int _spread_view(self, tuple spread, ClassView* v) except -1
+    cdef int _spread_view(self, Py_ssize_t cid, tuple spread, ClassView* v) except -1
     cdef int _ip_score_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1
     cdef int _ip_add(self, dict vals, Py_ssize_t k, object arr, long long times) except -1
-    cdef int _soft_spread_view(self, tuple soft, ClassView* v, bint system=*) except -1
+    cdef int _soft_spread_view(self, Py_ssize_t cid, tuple soft, ClassView* v, bint system=*) except -1
+    cdef list _spread_counts(self, const ClassView* v, Py_ssize_t cid, Py_ssize_t m,
+                              Py_ssize_t k, tuple keys, bint h_aff, bint h_taint)
     cdef Py_ssize_t _class_of(self, pod) except -1
     cdef void _unassume_pod(self, Py_ssize_t p) noexcept
     cdef void _pod_view(self, Py_ssize_t p, int sign) noexcept

@@ -43,6 +43,7 @@ Per pod (by equivalence class):
 cimport cython
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
+cimport numpy as cnp
 
 import numpy as np
 
@@ -89,6 +90,9 @@ from esched.core._feasibility cimport (
     REASON_UNSCHEDULABLE,
     constraints_ok,
     fits,
+    interpod_bits,
+    spread_bits,
+    ports_ok,
     selector_ok,
     taints_ok,
     reason_bits,
@@ -140,8 +144,14 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_TAINT_TOLERATION,
     PluginSpec,
 )
-from esched.core.scoring._gather cimport kernel_total, kernel_total_inv, plugin_kernel, plugin_raw
-from esched.core.scoring._table cimport kernel_of, normalized
+from esched.core.scoring._gather cimport (
+    kernel_total,
+    kernel_total_inv,
+    plugin_kernel,
+    plugin_kernel_gathered,
+    plugin_raw,
+)
+from esched.core.scoring._table cimport folds, kernel_of, normalized
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 from esched.schemas.objects import spread_default_labels
@@ -243,6 +253,52 @@ cdef long long FB_EXACT_LIMIT = 1LL << 46
 # no Python objects, no memoryview reloads in the node loop. Feasibility is
 # _feasibility.pxd's, scores are scoring/_gather.pxd's (the profile's kernel table).
 
+cnp.import_array()
+
+
+cdef inline int32_t* _i32(object arr) noexcept:
+    # The data of an int32 C-contiguous array of the index or this placer (domains,
+    # counts): a raw pointer without a memoryview's acquisition, per pod per check.
+    return <int32_t*>cnp.PyArray_DATA(<cnp.ndarray>arr)
+
+
+cdef void _spread_low(list entry) noexcept:
+    # entry (Placer._spread_counts): its global minimum over the domains seen, and
+    # how many domains hold it, from the counts.
+    cdef const int32_t* dc = _i32(entry[0])
+    cdef const uint8_t* seen = <uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>entry[1])
+    cdef Py_ssize_t d, D = (<cnp.ndarray>entry[0]).shape[0] - 1
+    cdef long long low = 2147483647, n_low = 0
+    for d in range(D):
+        if seen[d]:
+            if dc[1 + d] < low:
+                low = dc[1 + d]
+                n_low = 1
+            elif dc[1 + d] == low:
+                n_low += 1
+    entry[5] = low
+    entry[6] = n_low
+
+
+cdef void _spread_add(list entry, Py_ssize_t d, int sign) noexcept:
+    # A counted pod more (sign 1) or fewer in domain d of a kept spread count, and
+    # the minimum after it: recounted only when the last domain at the minimum rises.
+    cdef int32_t* dc = _i32(entry[0])
+    cdef long long old = dc[1 + d], low = entry[5]
+    dc[1 + d] = <int32_t>(old + sign)
+    if sign > 0:
+        if old == low:
+            if entry[6] == 1:
+                _spread_low(entry)
+            else:
+                entry[6] = entry[6] - 1
+    elif old - 1 < low:
+        entry[5] = old - 1
+        entry[6] = 1
+    elif old - 1 == low:
+        entry[6] = entry[6] + 1
+
+
 cdef object _nodes_with_keys(list doms, Py_ssize_t N):
     """uint8 per node: 1 where the node has every constraint's topology key (kube's
     PodTopologySpread counts only on such nodes)."""
@@ -306,9 +362,15 @@ cdef inline int32_t _score_one_inv(const PluginSpec* specs, int n_specs, const C
     return <int32_t>kernel_total_inv(specs, n_specs, v, n, inv)
 
 
+cdef enum:
+    # A step where at most 1 / FEW_PASS_DIV of the nodes pass the topology filters is
+    # scored node by node (_score_block_fb).
+    FEW_PASS_DIV = 8
+
+
 cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView* v,
                           Py_ssize_t n0, Py_ssize_t m, int32_t* buf,
-                          esched_fbsum* sm) noexcept nogil:
+                          esched_fbsum* sm, const double* inv) noexcept nogil:
     """_score_block through the vectorized kernel (v.use_fb), same results, plus the
     block's summary for the walk.
 
@@ -317,20 +379,97 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     """
     cdef Py_ssize_t i, n
     cdef int32_t sc
+    cdef uint8_t ok[ESCHED_FB_BLOCK]
+    cdef bint topo = (v.n_ip or v.n_spread) and m <= ESCHED_FB_BLOCK
+    cdef Py_ssize_t passed = _topology_pass(v, n0, m, ok) if topo else m
+    if passed * FEW_PASS_DIV <= m:
+        # Few or no nodes of the step pass the inter-pod or spread filters (a spread's
+        # full domains, an anti-affinity's taken ones): those few one by one (the
+        # scalar pass, the same scores: _score_one_inv), the rest not scored at all.
+        for i in range(m):
+            n = n0 + i
+            if not (v.flags[n] & NODE_ALIVE):
+                buf[i] = ESCHED_FB_DEAD
+            elif not ok[i]:
+                buf[i] = ESCHED_FB_INFEASIBLE
+            else:
+                buf[i] = _score_one_inv(specs, n_specs, v, n, inv + 2 * n)
+        esched_summarize(buf, m, sm)
+        return
     esched_fblock_score(&v.fb, n0, m, buf, sm)
-    if not (v.has_taints or v.has_labels or v.pinned or v.has_ports or v.fb_special
-            or v.n_ip or v.n_spread):
+    if topo:
+        for i in range(m):
+            if not ok[i] and (buf[i] >= 0 or buf[i] == ESCHED_FB_SPECIAL):
+                buf[i] = ESCHED_FB_INFEASIBLE
+    elif v.n_ip or v.n_spread:
+        for i in range(m):
+            sc = buf[i]
+            if (sc >= 0 or sc == ESCHED_FB_SPECIAL) and (
+                    (v.n_spread and spread_bits(v, n0 + i))
+                    or (v.n_ip and interpod_bits(v, n0 + i))):
+                buf[i] = ESCHED_FB_INFEASIBLE
+    if not (v.has_taints or v.has_labels or v.pinned or v.has_ports or v.fb_special):
+        if v.n_ip or v.n_spread:
+            esched_summarize(buf, m, sm)
         return
     for i in range(m):
         sc = buf[i]
         if sc == ESCHED_FB_DEAD or sc == ESCHED_FB_INFEASIBLE:
             continue
         n = n0 + i
-        if not constraints_ok(v, n):
+        # constraints_ok without the topology checks made above
+        if ((v.pinned and n != v.pin) or (v.has_ports and not ports_ok(v, n))
+                or (v.has_taints and not taints_ok(v, n))
+                or (v.has_labels and not selector_ok(v, n))):
             buf[i] = ESCHED_FB_INFEASIBLE
         elif sc == ESCHED_FB_SPECIAL:
             buf[i] = <int32_t>kernel_total(specs, n_specs, v, n)
     esched_summarize(buf, m, sm)
+
+
+cdef Py_ssize_t _topology_pass(const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
+                               uint8_t* ok) noexcept nogil:
+    """ok[i] = node n0 + i passes the inter-pod and topology spread filters
+    (interpod_bits, spread_bits); returns how many pass. Check by check over the
+    step, so a check's arrays and kind are read once per step, not once per node; the
+    filters are ANDed, so their order changes no verdict (reasons are explain's)."""
+    cdef Py_ssize_t i, passed = 0
+    cdef int j, kind
+    cdef int32_t d
+    cdef const int32_t* dom
+    cdef const int32_t* cnt
+    cdef long long limit
+    for i in range(m):
+        ok[i] = 1
+    for j in range(v.n_spread):
+        dom = v.spread[j].dom + n0
+        cnt = v.spread[j].cnt + 1
+        limit = v.spread[j].limit
+        for i in range(m):
+            d = dom[i]
+            if d < 0 or cnt[d] > limit:
+                ok[i] = 0
+    for j in range(v.n_ip):
+        dom = v.ip[j].dom + n0
+        cnt = v.ip[j].cnt + 1
+        kind = v.ip[j].kind
+        if kind == IP_AFFINITY:
+            for i in range(m):
+                d = dom[i]
+                if d < 0 or cnt[d] <= 0:
+                    ok[i] = 0
+        elif kind == IP_AFFINITY_FIRST:
+            for i in range(m):
+                if dom[i] < 0:
+                    ok[i] = 0
+        else:
+            for i in range(m):
+                d = dom[i]
+                if d >= 0 and cnt[d] > 0:
+                    ok[i] = 0
+    for i in range(m):
+        passed += ok[i]
+    return passed
 
 
 @cython.final
@@ -361,6 +500,8 @@ cdef class Placer:
         self.soft_buf = NULL
         self.soft_cap = 0
         self.ip_scored_pairs = {}
+        self.sp_counts = {}
+        self.sp_by_matcher = {}
         self.ext_mask = NULL
         self.ext_score = NULL
         self.ext_rank = NULL
@@ -392,6 +533,7 @@ cdef class Placer:
         if self.rng == 0:
             self.rng = 1
         self.compiled = {}
+        self.compiled_by_cons = {}
         self.hits = self.misses = self.placed = self.visited = self.unschedulable = 0
         self.python_plugin_errors = 0
         self.calls = 0
@@ -626,10 +768,12 @@ cdef class Placer:
             self.ports_np = np.array(st.port_bits_np[: self.n_nodes], order="C", copy=True)
             self.ports = self.ports_np
         self.port_delta = {}
-        self.ip_log = []
+        self.ip_log = {}
         self.ip_copies = {}
         self.ip_owner_pairs = {}
         self.ip_scored_pairs = {}
+        self.sp_counts = {}
+        self.sp_by_matcher = {}
         cdef Py_ssize_t w, W = self.ports.shape[1]
         cdef long long[::1] sv = st.version_np
         for n in range(self.n_nodes):
@@ -670,7 +814,8 @@ cdef class Placer:
         # After a reshape: empty cache rows for the new node count.
         cdef Py_ssize_t N = max(self.n_nodes, 1), i
         self.n_blocks = (N + ESCHED_FB_BLOCK - 1) >> BLOCK_SHIFT
-        self.sc_np = np.full((CACHE_SLOTS + 1, N), -2, dtype=np.int32)
+        # (rows CACHE_SLOTS and CACHE_SLOTS + 1: the uncached scans' scratch)
+        self.sc_np = np.full((CACHE_SLOTS + 2, N), -2, dtype=np.int32)
         self.se_np = np.full((CACHE_SLOTS, N), -1, dtype=np.int64)
         self.sbs_np = np.zeros((CACHE_SLOTS, self.n_blocks, 4), dtype=np.int32)
         self.sbt_np = np.full((CACHE_SLOTS, self.n_blocks), -1, dtype=np.int64)
@@ -769,7 +914,14 @@ cdef class Placer:
         if comp is None or comp.stamp != stamp or (
                 comp.node_gen >= 0 and comp.node_gen != self.state.node_gen):
             if self.state.class_specs[cid]["constraints"]:
-                comp = compile_class(self.state, cid, self.added)
+                # Classes with the same constraints (and so the same host ports) but
+                # other requests compile alike: one result per constraints key.
+                ck = self.state.interpod.cons_key(cid)
+                comp = self.compiled_by_cons.get(ck)
+                if comp is None or comp.stamp != stamp or (
+                        comp.node_gen >= 0 and comp.node_gen != self.state.node_gen):
+                    comp = self.compiled_by_cons[ck] = compile_class(self.state, cid,
+                                                                      self.added)
             else:
                 # Classes without constraints compile alike (a random workload has
                 # thousands): one result per intern stamp, read-only in every view
@@ -1118,25 +1270,88 @@ cdef class Placer:
         reservoir sampling over equal totals. Normalized plugins first walk the same
         nodes for their largest raw scores (_normalize), as kube normalizes over the
         nodes it scored."""
-        cdef Py_ssize_t N = self.n_nodes, k = 0, n, best = -1
-        cdef long long found = 0, visited = 0, ties = 0
+        cdef Py_ssize_t N = self.n_nodes, k = 0, n, best = -1, i = 0
+        cdef int p
+        cdef long long found = 0, visited = 0, ties = 0, n_feas = -1
         cdef score_t s, best_score = -1
+        cdef int32_t* feas = &self.sc[CACHE_SLOTS, 0]
+        cdef int32_t* fused = &self.sc[CACHE_SLOTS + 1, 0]
+        cdef bint use_fused = False
+        cdef Py_ssize_t j, n0, m
+        cdef esched_fbsum sm
         if v.n_norm > 0:
-            # (the maxima live in the view, which _place's callers own)
-            self._normalize(<ClassView*>v, start, target)
-        while k < N:
-            n = start + k
-            if n >= N:
-                n -= N
-            k += 1
-            if not (v.flags[n] & NODE_ALIVE):
-                continue
-            if self.ext_mask != NULL and not self.ext_mask[n]:
-                continue
-            visited += 1
-            # _node_total, written out so the kernel table inlines into this loop
-            if not fits(v, n):
-                continue
+            # (the maxima live in the view, which _place's callers own) The walk for
+            # the maxima is this one: it leaves the feasible nodes in visit order, the
+            # nodes scored below, and how far it went.
+            k = self._normalize(<ClassView*>v, start, target, feas, &n_feas, &visited)
+            # The fused profile's resource scores of the walked nodes by the vectorized
+            # kernel, as _scan takes them (the same scores as the plugin table's); the
+            # normalized plugins are added per node below.
+            use_fused = (self.pf.on and v.use_fb and not v.fb_special and v.n_need >= 0
+                         and not (v.has_pref and self.has_node_group) and n_feas > 0)
+            j = 0
+            while use_fused and j < k:
+                n0 = start + j
+                if n0 >= N:
+                    n0 -= N
+                m = ESCHED_FB_BLOCK - (n0 & (ESCHED_FB_BLOCK - 1))
+                if m > N - n0:
+                    m = N - n0
+                if m > k - j:
+                    m = k - j
+                esched_fblock_score(&v.fb, n0, m, fused + n0, &sm)
+                j += m
+        while True:
+            if n_feas >= 0:
+                if i == n_feas:
+                    break
+                n = feas[i]
+                i += 1
+                if use_fused:
+                    s = fused[n]
+                    for j in range(v.n_active):
+                        p = v.active[j]
+                        if not folds(self.specs[p].kind):
+                            s += self.specs[p].weight * plugin_kernel_gathered(
+                                &self.specs[p], p, v, n)
+                    if self.has_python:
+                        s += self._python_total(n, v, cid)
+                    if self.ext_score != NULL:
+                        s += self.ext_score[n]
+                    found += 1
+                    if s > best_score:
+                        best_score = s
+                        best = n
+                        ties = 1
+                    elif s == best_score:
+                        if self.ext_rank != NULL:
+                            if self.ext_rank[n] < self.ext_rank[best]:
+                                best = n
+                                ties = 1
+                            elif self.ext_rank[n] == self.ext_rank[best]:
+                                ties += 1
+                                if below(&self.rng, <uint64_t>ties) == 0:
+                                    best = n
+                        else:
+                            ties += 1
+                            if below(&self.rng, <uint64_t>ties) == 0:
+                                best = n
+                    continue
+            else:
+                if k >= N:
+                    break
+                n = start + k
+                if n >= N:
+                    n -= N
+                k += 1
+                if not (v.flags[n] & NODE_ALIVE):
+                    continue
+                if self.ext_mask != NULL and not self.ext_mask[n]:
+                    continue
+                visited += 1
+                # _node_total, written out so the kernel table inlines into this loop
+                if not fits(v, n):
+                    continue
             s = kernel_total(self.specs, self.n_specs, v, n)
             if self.has_python:
                 s += self._python_total(n, v, cid)
@@ -1170,11 +1385,14 @@ cdef class Placer:
         return best
 
     cdef Py_ssize_t _normalize(self, ClassView* v, Py_ssize_t start,
-                               long long target) noexcept:
+                               long long target, int32_t* feas=NULL,
+                               long long* n_feas=NULL, long long* visited=NULL) noexcept:
         """kube's NormalizeScore over the nodes being scored: walk from ``start`` as the
         scan does (alive, the external filter, feasible) until ``target`` feasible
         nodes, and set each normalized plugin's ``v.raw_max`` to the largest raw score
-        among them. Returns how many nodes the walk went through.
+        among them. Returns how many nodes the walk went through; with ``feas``, the
+        feasible nodes it found go there in visit order (``n_feas`` of them) and
+        ``visited`` counts the nodes it looked at (alive, through the external filter).
 
         esched scores a sample (relaxed randomization) as kube scores the feasible nodes
         it found (percentageOfNodesToScore): the sample is the normalization set.
@@ -1211,6 +1429,7 @@ cdef class Placer:
             # (InterPodAffinity's raw scores may be negative)
             v.raw_max[v.norm[j]] = -9223372036854775807
             v.raw_min[v.norm[j]] = 9223372036854775807
+        cdef long long seen = 0
         while k < N:
             n = start + k
             if n >= N:
@@ -1220,8 +1439,11 @@ cdef class Placer:
                 continue
             if self.ext_mask != NULL and not self.ext_mask[n]:
                 continue
+            seen += 1
             if not fits(v, n):
                 continue
+            if feas != NULL:
+                feas[found] = <int32_t>n
             for j in range(v.n_norm):
                 p = v.norm[j]
                 raw = plugin_raw(self.specs[p].kind, v, n)
@@ -1238,6 +1460,9 @@ cdef class Placer:
             for j in range(v.n_norm):
                 v.raw_max[v.norm[j]] = 0
                 v.raw_min[v.norm[j]] = 0
+        if feas != NULL:
+            n_feas[0] = found
+            visited[0] = seen
         return k
 
     cdef inline void _fused_block(self, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
@@ -1245,7 +1470,7 @@ cdef class Placer:
         # Scores of nodes n0..n0+m-1 for the fused profile into out (kernel or scalar).
         cdef esched_fbsum sm
         if v.use_fb:
-            _score_block_fb(self.specs, self.n_specs, v, n0, m, out, &sm)
+            _score_block_fb(self.specs, self.n_specs, v, n0, m, out, &sm, &self.inv[0, 0])
         else:
             _score_block(self.specs, self.n_specs, v, n0, m, out)
 
@@ -1489,14 +1714,12 @@ cdef class Placer:
                                     spread_default_labels(meta) is not None)
         return -1
 
-    cdef long long _ip_touches(self, tuple key, tuple entry) except? -1:
-        # How much an assumption (lset, class, node, sign) adds to array key (kind, m,
-        # k) per sign: 0 (not at all), 1 (counts, owners), a term's weight (scored).
+    cdef long long _ip_amount(self, tuple key, Py_ssize_t lset, Py_ssize_t c) except? -1:
+        # How much an assumed pod of label set lset and class c adds to array key (kind,
+        # m, k) per sign, on a node with the key's label: 0 (not at all), 1 (counts,
+        # owners), a term's weight (scored).
         cdef ClusterState st = self.state
         ip = st.interpod
-        lset, c, n, sign = entry
-        if ip.dom_np[key[2]][n] < 0:
-            return 0
         if key[0] == 0:
             return key[1] in ip.matched(lset)
         if not st.class_flags[c] & CLASS_INTERPOD:
@@ -1510,6 +1733,10 @@ cdef class Placer:
         # with this placer's assumptions since the last sync (replayed from its log,
         # so an array the state makes later still sees them).
         cdef ClusterState st = self.state
+        cdef int32_t[::1] a, dom
+        cdef Py_ssize_t n, d
+        cdef long long amount
+        cdef int sign
         key = (kind, m, k)
         got = self.ip_copies.get(key)
         if got is not None:
@@ -1521,16 +1748,22 @@ cdef class Placer:
             src = ip.owners_for(m, k)
         else:
             src = ip.scored_for(kind, m, k)
-        touched = [(e, a) for e in self.ip_log for a in (self._ip_touches(key, e),) if a]
         if src is None:
             src = np.zeros(1 + ip.dom_cap[k], dtype=np.int32)
+        # the log by (label set, constraints): one amount per group, then its nodes
+        touched = [(amount_, moves) for (lset, _ck), (c, moves) in self.ip_log.items()
+                   for amount_ in (self._ip_amount(key, lset, c),) if amount_]
         if not touched:
             return src
         arr = src.copy()
-        for (lset, c, n, sign), amount in touched:
-            d = ip.dom_np[k][n]
-            arr[0] += sign * amount
-            arr[1 + d] += sign * amount
+        a = arr
+        dom = ip.dom_np[k]
+        for amount, moves in touched:
+            for n, sign in moves:
+                d = dom[n]
+                if d >= 0:
+                    a[0] += sign * amount
+                    a[1 + d] += sign * amount
         self.ip_copies[key] = arr
         return arr
 
@@ -1538,32 +1771,45 @@ cdef class Placer:
         # A pod of label set lset assumed bound to (or gone from) node n: the counts and
         # owners it changes, in this view's copies.
         cdef ClusterState st = self.state
+        cdef Py_ssize_t d
+        cdef long long amount
         ip = st.interpod
         if lset < 0:
             lset = ip.lset("default", None)
-        entry = (lset, cid, n, sign)
-        self.ip_log.append(entry)
-        keys = [(0, m, k) for m in ip.matched(lset) for k in ip.count_keys(m)]
+        # (classes with equal constraints add alike: _ip_amount reads only those)
+        group = self.ip_log.get((lset, ip.cons_key(cid)))
+        if group is None:
+            group = self.ip_log[(lset, ip.cons_key(cid))] = (cid, [])
+        group[1].append((n, sign))
+        # (array key, amount): what _ip_amount gives for this pod, known here
+        todo = [((0, m, k), 1) for m in ip.matched(lset) for k in ip.count_keys(m)]
         if st.class_flags[cid] & CLASS_INTERPOD:
-            for m, k in ip.terms(cid, lset)[3]:
-                keys.append((1, m, k))
+            terms = ip.terms(cid, lset)
+            for m, k in terms[3]:
+                todo.append(((1, m, k), 1))
                 self.ip_owner_pairs.setdefault(m, set()).add(k)
-            for key, _amount in ip.terms(cid, lset)[6]:
-                keys.append(key)
+            for key, amount in terms[6]:
+                todo.append((key, amount))
                 self.ip_scored_pairs.setdefault(key[:2], set()).add(key[2])
                 # binds of the state's own must keep its scored arrays from now on
                 ip.active = True
-        cdef long long amount
-        for key in keys:
+        cdef int32_t* p
+        for key, amount in todo:
             arr = self.ip_copies.get(key)
             if arr is None:
                 self._ip_arr(key[0], key[1], key[2])  # copies and replays, this one too
-            else:
-                amount = self._ip_touches(key, entry)
-                if amount:
-                    d = ip.dom_np[key[2]][n]
-                    arr[0] += sign * amount
-                    arr[1 + d] += sign * amount
+                continue
+            d = _i32(ip.dom_np[key[2]])[n]
+            if d >= 0:
+                p = _i32(arr)
+                p[0] += sign * amount
+                p[1 + d] += sign * amount
+        if self.sp_by_matcher:
+            # the spread domain counts kept between pods (_spread_counts)
+            for m in ip.matched(lset):
+                for entry in self.sp_by_matcher.get(m, ()):
+                    if (<uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>entry[2]))[n]:
+                        _spread_add(entry, _i32(ip.dom_np[entry[3]])[n], sign)
         return 0
 
     cdef int _ip_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1:
@@ -1573,7 +1819,6 @@ cdef class Placer:
         # required anti-affinity terms, then the anti-affinity terms of bound pods that
         # match this pod.
         cdef ClusterState st = self.state
-        cdef int32_t[::1] dom, cnt
         cdef Py_ssize_t i
         ip = st.interpod
         if lset < 0:
@@ -1598,11 +1843,11 @@ cdef class Placer:
             spread, soft = ip.default_spread(lset, self.spread_defaults)
             system = self.spread_system
             if spread:
-                self._spread_view(spread, v)
+                self._spread_view(cid, spread, v)
         elif st.class_flags[cid] & CLASS_INTERPOD:
             spread, soft = ip.terms(cid, lset)[4], ip.terms(cid, lset)[7]
             if spread:
-                self._spread_view(spread, v)
+                self._spread_view(cid, spread, v)
         # bound pods' anti-affinity terms this pod matches: by the pod's matchers
         # (few), not by every term in the cluster
         own = self.ip_owner_pairs
@@ -1617,7 +1862,7 @@ cdef class Placer:
                     checks.append((IP_EXISTING, k, a))
         self._ip_score_view(cid, lset, v)
         if soft:
-            self._soft_spread_view(soft, v, system)
+            self._soft_spread_view(cid, soft, v, system)
         if not checks:
             return 0
         if len(checks) > self.ip_cap:
@@ -1628,12 +1873,11 @@ cdef class Placer:
             self.ip_cap = 2 * len(checks)
         hold = []
         for i, (kind, k, a) in enumerate(checks):
-            dom = ip.dom_np[k]
-            cnt = a
-            hold.append((dom, a))
+            dom_np = ip.dom_np[k]
+            hold.append((dom_np, a))
             self.ip_buf[i].kind = kind
-            self.ip_buf[i].dom = &dom[0]
-            self.ip_buf[i].cnt = &cnt[0]
+            self.ip_buf[i].dom = _i32(dom_np)
+            self.ip_buf[i].cnt = _i32(a)
         self.ip_hold = hold
         v.n_ip = len(checks)
         v.ip = self.ip_buf
@@ -1649,8 +1893,6 @@ cdef class Placer:
         cdef const PluginSpec* s = NULL
         cdef int j
         cdef Py_ssize_t i
-        cdef int32_t[::1] dom
-        cdef int64_t[::1] val
         for j in range(self.n_specs):
             if self.specs[j].kind == PLUGIN_INTER_POD_AFFINITY:
                 s = &self.specs[j]
@@ -1688,11 +1930,10 @@ cdef class Placer:
             self.ips_cap = 2 * len(vals)
         hold = []
         for i, (k, acc) in enumerate(sorted(vals.items())):
-            dom = ip.dom_np[k]
-            val = acc
-            hold.append((dom, acc))
-            self.ips_buf[i].dom = &dom[0]
-            self.ips_buf[i].val = <const long long*>&val[0]
+            dom_np = ip.dom_np[k]
+            hold.append((dom_np, acc))
+            self.ips_buf[i].dom = _i32(dom_np)
+            self.ips_buf[i].val = <const long long*>cnp.PyArray_DATA(<cnp.ndarray>acc)
         self.ips_hold = hold
         v.n_ips = len(vals)
         v.ips = self.ips_buf
@@ -1710,7 +1951,51 @@ cdef class Placer:
         acc[: arr.shape[0]] += times * arr.astype(np.int64)
         return 0
 
-    cdef int _soft_spread_view(self, tuple soft, ClassView* v, bint system=False) except -1:
+    cdef list _spread_counts(self, const ClassView* v, Py_ssize_t cid, Py_ssize_t m,
+                              Py_ssize_t k, tuple keys, bint h_aff, bint h_taint):
+        # (domain counts, domains seen, nodes counted, key) of a topology spread
+        # constraint (_domain_counts), kept between pods: they change only when a pod
+        # matching m is assumed on a counted node (_ip_assume adds it) or the state
+        # moves (sync drops them). Keyed by what the count reads: the matcher, the
+        # key, every constraint's key (a node must have them all), and the class's
+        # constraints when a policy reads its selector or tolerations.
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t N = self.n_nodes, n, D
+        cdef uint8_t[::1] keys_ok, elig
+        cdef const int32_t[::1] dom
+        ip = st.interpod
+        D = ip.dom_cap[k]
+        aff = h_aff and v.has_labels
+        taint = h_taint and v.has_taints
+        ck = (m, k, keys, aff, taint, ip.cons_key(cid) if aff or taint else None)
+        got = self.sp_counts.get(ck)
+        if got is not None and got[0].shape[0] == 1 + D:
+            return got
+        keys_ok = _nodes_with_keys([ip.dom_np[key] for key in keys], N)
+        dom = ip.dom_np[k]
+        seen_np = np.zeros(max(D, 1), dtype=np.uint8)
+        dc_np = _domain_counts(v, N, dom, self._ip_arr(0, m, ip.key(NODE_KEY)), keys_ok,
+                               h_aff, h_taint, D, seen_np)
+        # the nodes counted, as _domain_counts chose them
+        elig_np = np.zeros(max(N, 1), dtype=np.uint8)
+        elig = elig_np
+        for n in range(N):
+            if not (v.flags[n] & NODE_ALIVE) or not keys_ok[n]:
+                continue
+            if aff and not selector_ok(v, n):
+                continue
+            if taint and not taints_ok(v, n):
+                continue
+            elig[n] = 1
+        # [counts, seen, counted nodes, key, domains seen, minimum, domains at it]
+        got = [dc_np, seen_np, elig_np, k, int(seen_np[:D].sum()), 0, 0]
+        _spread_low(got)
+        self.sp_counts[ck] = got
+        self.sp_by_matcher.setdefault(m, []).append(got)
+        return got
+
+    cdef int _soft_spread_view(self, Py_ssize_t cid, tuple soft, ClassView* v,
+                               bint system=False) except -1:
         # kube's PodTopologySpread PreScore: per ScheduleAnyway constraint, the matching
         # pods per domain over the nodes that have every such constraint's key and pass
         # its node affinity / taint policies (a hostname key: the node's own pods, as
@@ -1732,7 +2017,8 @@ cdef class Placer:
             self.soft_buf = grown
             self.soft_cap = 2 * J
         doms = [ip.dom_np[c[1]] for c in soft]
-        keys_ok = _nodes_with_keys([] if system else doms, N)
+        # (system defaults: a node lacking a key is still counted and scored)
+        keys = () if system else tuple(c[1] for c in soft)
         hold = []
         for j in range(J):
             m, k, max_skew, h_aff, h_taint, host = soft[j]
@@ -1745,7 +2031,7 @@ cdef class Placer:
                 dc_np = per_node
             else:
                 # (domains seen are marked later, by the normalization walk)
-                dc_np = _domain_counts(v, N, dom, per_node, keys_ok, h_aff, h_taint, D, None)
+                dc_np = self._spread_counts(v, cid, m, k, keys, h_aff, h_taint)[0]
             dc = dc_np
             hold.append((dom, dc_np, seen_np))
             self.soft_buf[j].dom = &dom[0]
@@ -1763,7 +2049,7 @@ cdef class Placer:
         v.soft = self.soft_buf
         return 0
 
-    cdef int _spread_view(self, tuple spread, ClassView* v) except -1:
+    cdef int _spread_view(self, Py_ssize_t cid, tuple spread, ClassView* v) except -1:
         # kube's PodTopologySpread PreFilter: per constraint, the matching pods per
         # domain over the nodes that have every constraint's key and pass its node
         # affinity / taint policies (per-node counts summed in one C loop), the
@@ -1771,12 +2057,9 @@ cdef class Placer:
         # maxSkew + minimum - self match that the filter compares a domain's count to.
         cdef ClusterState st = self.state
         ip = st.interpod
-        cdef Py_ssize_t n, N = self.n_nodes, j, J = len(spread), d, D
-        cdef int32_t[::1] dom, per_node, dc
-        cdef uint8_t[::1] seen, keys_ok
+        cdef Py_ssize_t j, J = len(spread)
         cdef bint h_aff, h_taint
         cdef long long low, ndom
-        node_key = ip.key(NODE_KEY)
         if J > self.sp_cap:
             grown = <SpreadCheck*>realloc(self.sp_buf, 2 * J * sizeof(SpreadCheck))
             if grown == NULL:
@@ -1784,29 +2067,20 @@ cdef class Placer:
             self.sp_buf = grown
             self.sp_cap = 2 * J
         doms = [ip.dom_np[c[1]] for c in spread]
-        keys_ok = _nodes_with_keys(doms, N)
+        keys = tuple(c[1] for c in spread)
         hold = []
         for j in range(J):
             m, k, max_skew, min_domains, h_aff, h_taint, self_match = spread[j]
-            dom = doms[j]
-            per_node = self._ip_arr(0, m, node_key)
-            D = ip.dom_cap[k]
-            seen_np = np.zeros(D, dtype=np.uint8)
-            seen = seen_np
-            dc_np = _domain_counts(v, N, dom, per_node, keys_ok, h_aff, h_taint, D, seen)
-            dc = dc_np
-            low = 2147483647
-            ndom = 0
-            for d in range(D):
-                if seen[d]:
-                    ndom += 1
-                    if dc[1 + d] < low:
-                        low = dc[1 + d]
+            dom_np = doms[j]
+            entry = self._spread_counts(v, cid, m, k, keys, h_aff, h_taint)
+            dc_np = entry[0]
+            ndom = entry[4]
+            low = entry[5]   # (kept by _spread_add, not recounted per pod)
             if ndom < min_domains:
                 low = 0
-            hold.append((dom, dc_np))
-            self.sp_buf[j].dom = &dom[0]
-            self.sp_buf[j].cnt = &dc[0]
+            hold.append((dom_np, dc_np))
+            self.sp_buf[j].dom = _i32(dom_np)
+            self.sp_buf[j].cnt = _i32(dc_np)
             self.sp_buf[j].limit = max_skew + low - (1 if self_match else 0)
         self.sp_hold = hold
         v.n_spread = J

@@ -26,7 +26,7 @@ from esched.core.profile import Profile
 from esched.schemas.events import NODE_ADDED, POD_SUBMITTED
 from esched.services._yardstick import yardstick
 
-__all__ = ["WORKLOADS", "build_cluster", "make_pods", "run_bench", "run_workload"]
+__all__ = ["WORKLOADS", "build_cluster", "make_pods", "place_workload", "run_bench", "run_workload"]
 
 GI = 2**30
 #: Above this many node evaluations a full-scan run is cut to fewer pods (it would take
@@ -300,6 +300,46 @@ def _workload_pod(name: str, j: int, rnd: random.Random, shape: str) -> dict[str
     return {"metadata": meta, "spec": spec}
 
 
+def _workload_state(
+    shape: str, n_nodes: int, n_pods: int, seed: int
+) -> tuple[ClusterState, list[str]]:
+    """The workloads' cluster (zones of 500 nodes, hostname labels) with ``n_pods``
+    pods of ``shape`` submitted; their keys in submission order."""
+    state = ClusterState()
+    events = []
+    for i in range(n_nodes):
+        cores = (8, 16, 32, 64)[i % 4]
+        alloc = {"cpu": str(cores), "memory": f"{4 * cores}Gi", "pods": "110"}
+        labels = {_HOST: f"node-{i}", _ZONE: f"zone-{i // 500}"}
+        node = {
+            "metadata": {"name": f"node-{i}", "labels": labels},
+            "status": {"allocatable": alloc},
+        }
+        events.append((i + 1, {"type": NODE_ADDED, "id": f"n{i}", "data": node}))
+    state.apply_many(events)
+    rnd = random.Random(seed)
+    pos = state.position
+    keys = []
+    for j in range(n_pods):
+        pod = _workload_pod(f"p{j}", j, rnd, shape)
+        pos += 1
+        state.apply({"type": POD_SUBMITTED, "id": f"p{j}", "data": pod}, pos)
+        keys.append(f"bench/p{j}")
+    return state, keys
+
+
+def place_workload(workload: str, n_nodes: int = 5_000, n_pods: int = 5_000) -> int:
+    """One untimed run of a :data:`WORKLOADS` shape, one :meth:`Placer.place` per pod
+    (seed 0), for instruction counts: under ``valgrind --tool=callgrind
+    --toggle-collect='__pyx_pw_*Placer_*place'`` only the placements are counted.
+    Returns pods placed."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
+    state, keys = _workload_state(workload, n_nodes, n_pods, 0)
+    placer = Placer(state, None, seed=0)
+    return sum(placer.place(k) is not None for k in keys)
+
+
 def run_workload(
     workload: str, n_nodes: int = 5_000, n_pods: int = 5_000, seed: int = 0
 ) -> dict[str, Any]:
@@ -311,31 +351,8 @@ def run_workload(
     if workload not in WORKLOADS:
         raise ValueError(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
 
-    def cluster() -> ClusterState:
-        state = ClusterState()
-        events = []
-        for i in range(n_nodes):
-            cores = (8, 16, 32, 64)[i % 4]
-            alloc = {"cpu": str(cores), "memory": f"{4 * cores}Gi", "pods": "110"}
-            labels = {_HOST: f"node-{i}", _ZONE: f"zone-{i // 500}"}
-            node = {
-                "metadata": {"name": f"node-{i}", "labels": labels},
-                "status": {"allocatable": alloc},
-            }
-            events.append((i + 1, {"type": NODE_ADDED, "id": f"n{i}", "data": node}))
-        state.apply_many(events)
-        return state
-
     def timed(shape: str) -> tuple[dict[str, Any], ClusterState]:
-        state = cluster()
-        rnd = random.Random(seed)
-        pos = state.position
-        keys = []
-        for j in range(n_pods):
-            pod = _workload_pod(f"p{j}", j, rnd, shape)
-            pos += 1
-            state.apply({"type": POD_SUBMITTED, "id": f"p{j}", "data": pod}, pos)
-            keys.append(f"bench/p{j}")
+        state, keys = _workload_state(shape, n_nodes, n_pods, seed)
         placer = Placer(state, None, seed=seed)
         t0 = time.perf_counter()
         placed = sum(placer.place(k) is not None for k in keys)
@@ -369,4 +386,8 @@ def run_workload(
 if __name__ == "__main__":
     import sys
 
-    print(place_once(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    if sys.argv[1] in WORKLOADS:
+        # python -m esched.services.bench_core WORKLOAD NODES PODS
+        print(place_workload(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    else:
+        print(place_once(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
