@@ -515,7 +515,6 @@ cdef class Placer:
                 s.scalar[j] = (rname not in ("cpu", "memory", "ephemeral-storage")
                                and p.kind != "PaperBestFit")
                 s.max_spec[j] = p.max_spec[j] if j < len(p.max_spec) else 0
-                s.threshold[j] = p.thresholds[j] if j < len(p.thresholds) else -1
                 if p.kind == "Usage":
                     # measured usage of every listed resource, whatever the pod requests
                     s.nz[j] = -1

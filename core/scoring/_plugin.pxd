@@ -82,7 +82,6 @@ cdef struct PluginSpec:
     long long max_spec[MAX_PLUGIN_RES]   # PaperBestFit: each resource's normaliser
     long long hard_weight                # InterPodAffinity: hardPodAffinityWeight
     bint ignore_existing                 # InterPodAffinity: ignorePreferredTermsOfExistingPods
-    long long threshold[MAX_PLUGIN_RES]  # Usage: filter above this percent; -1: none
 
 
 ctypedef struct WeightedSum:
