@@ -186,6 +186,13 @@ class PositionError(ValueError):
         )
 
 
+def _usage_node_name(name) -> str:
+    """A usage report's node name; TypeError (a malformed body) if it is not a string."""
+    if type(name) is not str:
+        raise TypeError("usage report node name must be a string")
+    return name
+
+
 def _grown(arr, rows: int, cols: int = -1):
     """A zeroed copy of ``arr`` with at least ``rows`` rows (and ``cols`` columns)."""
     if arr.ndim == 1:
@@ -1374,8 +1381,9 @@ cdef class ClusterState:
         return 0
 
     cdef int _usage(self, dict data) except -1:
-        self._usage_nodes(data.get("nodes"))
+        # pods[] read before nodes[] is folded: a malformed body has no effect.
         pods = [(u["pod"], resource_list(u.get("usage"), "usage")) for u in data.get("pods") or ()]
+        self._usage_nodes(data.get("nodes"))
         for key, usage in pods:
             self.pod_usage[key] = usage
         return 0
@@ -1387,15 +1395,15 @@ cdef class ClusterState:
         # without a usable time counts at the clock (it cannot move it).
         if not nodes:
             return 0
-        parsed = [(u["name"], resource_list(u.get("usage"), "usage")) for u in nodes]
+        # Every entry read before anything changes: a malformed one has no effect.
+        parsed = [(_usage_node_name(u["name"]), resource_list(u.get("usage"), "usage"))
+                  for u in nodes]
         at = event_seconds(self._usage_time)
         if at is None:
             at = self.usage_clock
         elif at > self.usage_clock:
             self.usage_clock = at
         for name, usage in parsed:
-            if not isinstance(name, str):
-                raise TypeError("usage node name")
             self._node_usage[name] = (at, usage)
         self.usage_gen += 1
         return 0

@@ -341,3 +341,16 @@ def test_new_report_moves_placement_through_the_cache():
     assert placer.place(p)[0] == "n1"
     report(log, at(10), n1=(60, 60), n2=(5, 5))
     assert placer.place(p)[0] == "n2"
+
+
+def test_a_malformed_report_changes_nothing():
+    st = ClusterState()
+    log = Log(st)
+    log(EV.NODE_ADDED, node("n1"))
+    log(
+        EV.USAGE_REPORTED,
+        {"nodes": [{"name": "n1", "usage": {"cpu": "1"}}, {"name": 7, "usage": {}}]},
+        time=at(50),
+    )
+    assert st.node_usage("n1") is None and st.usage_clock == 0.0
+    assert st.anomalies.get("malformed") == 1
