@@ -17,9 +17,9 @@ import pytest
 
 from esched.core import ClusterState
 from esched.core._placer import Placer
-from esched.core.scoring._py_kernels import _py_usage, _py_usage_over
 from esched.core.profile import ProfileError, parse_profile
 from esched.core.schedule import PassConfig, SchedulingPass, Target
+from esched.core.scoring._py_kernels import _py_usage, _py_usage_over
 from support.fold import EV, Log, node, pod
 
 GI = 2**30
