@@ -125,6 +125,15 @@ ctypedef struct ClassView:
     int label_words
     int taint_words
     int n_res
+    # Measured load (the Usage plugin; NULL when no profile has it): the placer's copy of
+    # the fresh reported usage (row stride n_res) and which nodes have one; the class's
+    # profile's Usage filter: n_hot columns, each with its percent (_feasibility.pxd
+    # usage_hot; n_hot 0: the profile does not filter on usage).
+    const units_t* usage
+    const uint8_t* measured
+    int n_hot
+    Py_ssize_t hot_col[MAX_PLUGIN_RES]
+    long long hot_pct[MAX_PLUGIN_RES]
     # The columns this class requests (need > 0), for the vectorized resource check.
     int n_need                   # -1: more than MAX_NEED columns (no vectorized kernel)
     Py_ssize_t need_col[MAX_NEED]

@@ -8,7 +8,8 @@
 # esched.core._constraints); host ports (kube's NodePorts: a per-class conflict mask
 # over the placer's per-node bitset of bound port keys); required inter-pod affinity and
 # anti-affinity, the pod's own and existing pods' (kube's InterPodAffinity: IpCheck
-# counts per topology domain, see esched.core._interpod). The placer's scan, its scalar
+# counts per topology domain, see esched.core._interpod); measured load under the
+# profile's Usage thresholds when it filters on them (Volcano's usage predicate). The placer's scan, its scalar
 # block path, explain/fits, the commit validation (binding_reasons) and preemption all
 # call these; the vectorized block kernel (_fused_block.h) checks the same
 # alive/cordon/resource rule in vector form and leaves the rest to constraints_ok.
@@ -24,6 +25,7 @@ from esched.core._classview cimport (
     SpreadCheck,
 )
 from esched.core._types cimport NODE_ALIVE, NODE_UNSCHEDULABLE, flag_t, units_t, word_t
+from esched.core.scoring._usage cimport usage_over
 
 # Reason bits; bit REASON_RESOURCE_BASE + column = insufficient resource. The words of
 # each bit are esched.core.reasons' table (keep the two in step).
@@ -39,6 +41,7 @@ cdef enum:
     REASON_EXISTING_ANTI_AFFINITY = 256
     REASON_SPREAD = 512
     REASON_SPREAD_LABEL = 1024
+    REASON_USAGE = 2048             # measured load above the profile's Usage thresholds
     REASON_RESOURCE_BASE = 12       # bit index of column 0
     MAX_REASON_RESOURCES = 52       # columns beyond share the last bit
     REASON_NON_RESOURCE = 4095      # every bit below REASON_RESOURCE_BASE's
@@ -154,9 +157,24 @@ cdef inline uint64_t spread_bits(const ClassView* v, Py_ssize_t n) noexcept nogi
     return 0
 
 
+cdef inline bint usage_hot(const ClassView* v, Py_ssize_t n) noexcept nogil:
+    """Node n's fresh reported usage is above the profile's Usage threshold of some
+    resource (Volcano's usage predicate); a node without a fresh report never is."""
+    cdef int i
+    cdef Py_ssize_t col
+    if not v.measured[n]:
+        return False
+    for i in range(v.n_hot):
+        col = v.hot_col[i]
+        if usage_over(v.usage[n * v.n_res + col], v.alloc[n * v.alloc_stride + col],
+                      v.hot_pct[i]):
+            return True
+    return False
+
+
 cdef inline bint constraints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil:
-    """Node name, taints, label and inter-pod constraints (what the vectorized kernel
-    leaves to the caller)."""
+    """Node name, taints, label, inter-pod and usage constraints (what the vectorized
+    kernel leaves to the caller)."""
     if v.pinned and n != v.pin:
         return False
     if v.n_spread > 0 and spread_bits(v, n) != 0:
@@ -168,6 +186,8 @@ cdef inline bint constraints_ok(const ClassView* v, Py_ssize_t n) noexcept nogil
     if v.has_taints and not taints_ok(v, n):
         return False
     if v.has_labels and not selector_ok(v, n):
+        return False
+    if v.n_hot > 0 and usage_hot(v, n):
         return False
     return True
 
@@ -224,6 +244,10 @@ cdef inline uint64_t reason_bits(const ClassView* v, Py_ssize_t n, bint all_reas
             return out
     if v.n_ip > 0:
         out |= interpod_bits(v, n)
+        if out and not all_reasons:
+            return out
+    if v.n_hot > 0 and usage_hot(v, n):
+        out |= REASON_USAGE
     return out
 
 

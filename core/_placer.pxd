@@ -6,7 +6,7 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from esched.core._classview cimport ClassView, IpCheck, IpScore, SoftSpread, SpreadCheck
 from esched.core._state cimport ClusterState
 from esched.core._types cimport flag_t, score_t, units_t, word_t
-from esched.core.scoring._plugin cimport PluginSpec
+from esched.core.scoring._plugin cimport MAX_PLUGIN_RES, PluginSpec
 
 # Cache: CACHE_SLOTS dense rows (a score and a stamp per node: 12 bytes; 1.9 MB for
 # 10,000 nodes) plus a summary per block of ESCHED_FB_BLOCK nodes. A class uses the
@@ -157,6 +157,19 @@ cdef class Placer:
     cdef const int64_t* ext_score        # [node] added to the total of a feasible node
     cdef const int64_t* ext_rank         # [node] tie order: the smallest rank wins (NULL: seeded draw)
 
+    # Measured load (the Usage plugin), kept only when some profile has it: the state's
+    # fresh reports (ClusterState.usage_rows) as of usage_seen, and per profile its
+    # Usage filter (columns and percents; phot_n 0: the profile does not filter).
+    cdef bint any_usage
+    cdef long long usage_seen            # state.usage_gen of the copy; -1: none yet
+    cdef object usage_np, measured_np    # int64 [node, n_res], uint8 [node]
+    cdef list pusage                     # [profile] [(column, percent)] of its Usage filter
+    cdef int phot_n[MAX_PROFILES]
+    cdef Py_ssize_t phot_col[MAX_PROFILES][MAX_PLUGIN_RES]
+    cdef long long phot_pct[MAX_PROFILES][MAX_PLUGIN_RES]
+    cdef const units_t* usage_ptr
+    cdef const uint8_t* measured_ptr
+
     cdef dict ip_log                     # inter-pod: (lset, constraints key) -> (a class, [(node, sign)]) assumed since sync
     cdef dict ip_copies                  # (kind, matcher, key) -> counts with the assumptions
     cdef dict sp_counts                  # topology spread domain counts kept between pods (_spread_counts)
@@ -182,6 +195,7 @@ cdef class Placer:
     cdef inline void _touch(self, Py_ssize_t n) noexcept
     cdef inline void _soa_used(self, Py_ssize_t n) noexcept
     cdef inline void _ensure_synced(self)
+    cdef int _sync_usage(self, bint reshaped) except -1
     cdef object _compile(self, Py_ssize_t cid)
     cdef int _view(self, Py_ssize_t cid, ClassView* v, Py_ssize_t lset=*) except -1
     cdef int _select(self, int pi) except -1

@@ -86,6 +86,7 @@ from esched.core._feasibility cimport (
     REASON_SELECTOR,
     REASON_SPREAD,
     REASON_SPREAD_LABEL,
+    REASON_USAGE,
     REASON_TAINT,
     REASON_UNSCHEDULABLE,
     constraints_ok,
@@ -142,6 +143,7 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_PYTHON,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PLUGIN_TAINT_TOLERATION,
+    PLUGIN_USAGE,
     PluginSpec,
 )
 from esched.core.scoring._gather cimport (
@@ -181,13 +183,13 @@ if (EXPR_ANY, EXPR_NONE, EXPR_FALSE, EXPR_NODE_IN, EXPR_NODE_NOT_IN) != (
                       "esched.core._constraints")
 if (REASON_NOT_ALIVE, REASON_UNSCHEDULABLE, REASON_SELECTOR, REASON_TAINT, REASON_NODE_NAME,
         REASON_NODE_PORTS, REASON_POD_AFFINITY, REASON_POD_ANTI_AFFINITY,
-        REASON_EXISTING_ANTI_AFFINITY, REASON_SPREAD, REASON_SPREAD_LABEL,
+        REASON_EXISTING_ANTI_AFFINITY, REASON_SPREAD, REASON_SPREAD_LABEL, REASON_USAGE,
         REASON_RESOURCE_BASE, MAX_REASON_RESOURCES,
         REASON_NON_RESOURCE) != (
         _reasons.NOT_ALIVE, _reasons.UNSCHEDULABLE, _reasons.SELECTOR, _reasons.TAINT,
         _reasons.NODE_NAME, _reasons.NODE_PORTS, _reasons.POD_AFFINITY,
         _reasons.POD_ANTI_AFFINITY, _reasons.EXISTING_ANTI_AFFINITY, _reasons.SPREAD,
-        _reasons.SPREAD_LABEL,
+        _reasons.SPREAD_LABEL, _reasons.USAGE,
         _reasons.RESOURCE_SHIFT, _reasons.RESOURCE_BITS,
         (1 << _reasons.RESOURCE_SHIFT) - 1):
     raise ImportError("esched.core._placer: _feasibility.pxd's bits differ from esched.core.reasons")
@@ -563,12 +565,22 @@ cdef class Placer:
         if len(profiles) > MAX_PROFILES:
             raise ValueError(f"at most {MAX_PROFILES} profiles")
         self.ptables = []
+        self.pusage = []
+        self.any_usage = False
         self.profile_of_name = {}
         cdef Fused on
         on.on = False
         for pi, prof in enumerate(profiles):
             self.profile_of_name.setdefault(prof.name, pi)
             self._resolve_profile(prof)
+            # the profile's Usage filter (a column once, at its lowest threshold)
+            hot = {}
+            for col, pct in self.pusage[pi]:
+                hot[col] = min(pct, hot.get(col, pct))
+            self.phot_n[pi] = min(len(hot), MAX_PLUGIN_RES)
+            for j, (col, pct) in enumerate(sorted(hot.items())[:MAX_PLUGIN_RES]):
+                self.phot_col[pi][j] = col
+                self.phot_pct[pi][j] = pct
             self.pspecs[pi] = self.specs
             self.pn_specs[pi] = self.n_specs
             self.pfused[pi] = self.fused
@@ -618,6 +630,7 @@ cdef class Placer:
             "TaintToleration": PLUGIN_TAINT_TOLERATION,
             "InterPodAffinity": PLUGIN_INTER_POD_AFFINITY,
             "PodTopologySpread": PLUGIN_POD_TOPOLOGY_SPREAD,
+            "Usage": PLUGIN_USAGE,
         }
         # External plugins (FGD) need per-device state the placer does not hold: their
         # caller scores them (esched.core._devices) and passes the scores to place().
@@ -633,6 +646,8 @@ cdef class Placer:
         self.has_python = False
         self.has_node_group = False
         cdef PluginSpec* s
+        filters = []
+        self.pusage.append(filters)
         for i, p in enumerate(plugins):
             s = &self.specs[i]
             s.kind = kinds[p.kind]
@@ -651,6 +666,10 @@ cdef class Placer:
                 s.scalar[j] = (rname not in ("cpu", "memory", "ephemeral-storage")
                                and p.kind != "PaperBestFit")
                 s.max_spec[j] = p.max_spec[j] if j < len(p.max_spec) else 0
+                if p.kind == "Usage":
+                    # measured usage of every listed resource, whatever the pod requests
+                    s.nz[j] = -1
+                    s.scalar[j] = False
             s.n_shape = len(p.shape)
             for j, (u, sc) in enumerate(p.shape):
                 s.shape_util[j] = u
@@ -663,6 +682,11 @@ cdef class Placer:
             s.ignore_existing = p.ignore_preferred_terms_of_existing_pods
             if p.kind == "NodeGroupAffinity":
                 self.has_node_group = True
+            if p.kind == "Usage":
+                self.any_usage = True
+                if p.usage_filter:
+                    filters.extend((s.col[j], pct) for j, pct in enumerate(p.thresholds)
+                                   if pct >= 0)
             if p.kind == "Python":
                 self.has_python = True
                 self.py_plugins.append(python_plugin(p.name))
@@ -796,9 +820,43 @@ cdef class Placer:
                     self._soa_node(n, st.flags[n])
                 self._touch(n)
                 self.sver[n] = sv[n]
+        if self.any_usage:
+            self._sync_usage(reshaped)
         self.synced_position = st.position
         self.evicted_np = None  # assumed evictions die with the other assumptions
         self._hide_reserved(None)
+
+    cdef int _sync_usage(self, bint reshaped) except -1:
+        # The state's fresh usage reports (ClusterState.usage_rows), renewed when the
+        # fold changed them or the tables reshaped; a node whose measured row changed
+        # gets a new placer version, so its cache entries die (its Usage score and
+        # filter moved), as for a changed allocation.
+        cdef ClusterState st = self.state
+        cdef uint8_t[::1] mv
+        cdef units_t[:, ::1] uv
+        cdef Py_ssize_t n
+        if not reshaped and self.usage_seen == st.usage_gen and self.usage_np is not None:
+            return 0
+        measured, usage = st.usage_rows()
+        old_m, old_u = self.measured_np, self.usage_np
+        if (reshaped or old_m is None or old_m.shape[0] != measured.shape[0]
+                or old_u.shape[1] != usage.shape[1]):
+            changed = range(self.n_nodes)
+        else:
+            changed = np.flatnonzero((old_m != measured) | (old_u != usage).any(axis=1))
+        for n in changed:
+            self._touch(n)
+        if measured.shape[0] == 0 or usage.shape[1] == 0:
+            # (nothing to point into: a state without nodes or resources)
+            measured = np.zeros(1, dtype=np.uint8)
+            usage = np.zeros((1, max(self.n_res, 1)), dtype=np.int64)
+        self.measured_np, self.usage_np = measured, usage
+        mv = measured
+        uv = usage
+        self.measured_ptr = &mv[0]
+        self.usage_ptr = &uv[0, 0]
+        self.usage_seen = st.usage_gen
+        return 0
 
     def _hide_reserved(self, gang) -> None:
         # Nodes reserved for a gang other than ``gang`` become infeasible in this view
@@ -1046,6 +1104,18 @@ cdef class Placer:
         v.label_words = st.label_words
         v.taint_words = st.taint_words
         v.n_res = self.n_res
+        cdef int h
+        v.n_hot = 0
+        if self.any_usage:
+            v.usage = self.usage_ptr
+            v.measured = self.measured_ptr
+            v.n_hot = self.phot_n[self.cur_profile]
+            for h in range(v.n_hot):
+                v.hot_col[h] = self.phot_col[self.cur_profile][h]
+                v.hot_pct[h] = self.phot_pct[self.cur_profile][h]
+        else:
+            v.usage = NULL
+            v.measured = NULL
         if (st.interpod.active or st.class_flags[cid] & CLASS_INTERPOD
                 or (self.spread_defaults and lset >= 0 and st.interpod.owned(lset))):
             # after the label and taint tables: topology spread's policies read them

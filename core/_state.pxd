@@ -136,8 +136,14 @@ cdef class ClusterState:
     cdef public dict reserved_nodes      # node name -> gang key
 
     # --- last reported usage (for reclamation; no effect on allocation) ---
-    cdef public dict node_usage          # node name -> {resource: units}
     cdef public dict pod_usage           # "ns/name" -> {resource: units}
+
+    # --- measured node load (the Usage plugin), on the log's clock: see node_usage ---
+    cdef dict _node_usage                # node name -> (report time s, {column: units})
+    cdef public double usage_clock       # newest usage report's time folded (s); 0: none
+    cdef public double usage_max_age     # a report older than this on the clock: ignored
+    cdef public long long usage_gen      # bumped by every fold that changes node_usage
+    cdef object _usage_time              # ``time`` of the usage event being folded
 
     # --- internals shared with the other core modules ---
     cdef void _bind_views(self)
@@ -169,6 +175,7 @@ cdef class ClusterState:
     cdef int _queue_upsert(self, dict queue) except -1
     cdef int _priority_class(self, dict pc) except -1
     cdef int _usage(self, dict data) except -1
+    cdef int _usage_nodes(self, object nodes) except -1
     cdef int _committed(self, dict data) except -1
     cdef int _resolve_binding(self, object pod, object node, object resources, list memo,
                               list resolved, object devices=*) except -1

@@ -13,6 +13,7 @@ __all__ = ["PHASES", "SNAPSHOT_MAGIC", "ClusterState", "PositionError"]
 
 PHASES: tuple[str, str, str, str]
 SNAPSHOT_MAGIC: bytes
+USAGE_MAX_AGE: float
 GANG_SIZE_ANNOTATION: str
 BASE_RESOURCES: tuple[str, ...]
 
@@ -108,10 +109,15 @@ class ClusterState:
     reservations: dict[str, list[str]]
     reserved_nodes: dict[str, str]
     # last reported usage
-    node_usage: dict[str, dict[str, int]]
     pod_usage: dict[str, dict[str, int]]
+    # measured node load (the Usage plugin)
+    usage_clock: float
+    usage_max_age: float
+    usage_gen: int
 
-    def __init__(self) -> None: ...
+    def __init__(self, *, usage_max_age: float = ...) -> None: ...
+    def node_usage(self, name: str) -> dict[str, int] | None: ...
+    def usage_rows(self) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]: ...
     def apply(self, event: dict[str, Any], position: int) -> None: ...
     def apply_many(self, events: Iterable[tuple[int, dict[str, Any]]]) -> int: ...
     def apply_payloads(self, rows: Iterable[tuple[int, bytes | str]]) -> int: ...

@@ -45,6 +45,7 @@ from esched.core.phases import PHASES
 from esched.core.bands import never_preempts
 from esched.core.queues import node_group_terms, queue_view
 from esched.schemas.quantity import MAX_BASE_UNITS, QuantityError, resource_list, to_base_units
+from esched.schemas.validator.timewindow import event_seconds
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
@@ -139,6 +140,9 @@ DEF_NODES = 64
 DEF_PODS = 1024
 DEF_SMALL = 16
 DEF_RES = 8
+#: How old a node's usage report may be, on the log's clock, before the fold ignores it
+#: (seconds): Volcano's usage plugin ignores metrics older than MetricsActiveTime (5 min).
+USAGE_MAX_AGE = 300.0
 # A memo of quantity strings is bounded: real clusters use a few hundred distinct
 # values, so overflowing this means garbage input and the memo is simply reset.
 MEMO_LIMIT = 100000
@@ -180,6 +184,13 @@ class PositionError(ValueError):
             f"event at log position {position} cannot be folded into a state at position "
             f"{current}: positions must strictly increase"
         )
+
+
+def _usage_node_name(name) -> str:
+    """A usage report's node name; TypeError (a malformed body) if it is not a string."""
+    if type(name) is not str:
+        raise TypeError("usage report node name must be a string")
+    return name
 
 
 def _grown(arr, rows: int, cols: int = -1):
@@ -405,7 +416,7 @@ cdef class ClusterState:
     rows of removed nodes and deleted pods are dead/free and may be reused.
     """
 
-    def __cinit__(self):
+    def __cinit__(self, *args, **kwargs):
         self.position = 0
         self.anomalies = {}
         self.anomaly_first = {}
@@ -494,13 +505,25 @@ cdef class ClusterState:
         self.queue_alloc_np = np.zeros((DEF_SMALL, DEF_RES), dtype=np.int64)
         self.queue_counts_np = np.zeros((DEF_SMALL, 4), dtype=np.int64)
 
-        self.node_usage = {}
+        self._node_usage = {}
+        self.usage_clock = 0.0
+        self.usage_max_age = USAGE_MAX_AGE
+        self.usage_gen = 0
+        self._usage_time = None
         self.pod_usage = {}
         self.reservations = {}
         self.reserved_nodes = {}
         self._bind_views()
         for name in BASE_RESOURCES:
             self._resource(name)
+
+    def __init__(self, *, usage_max_age: float = USAGE_MAX_AGE) -> None:
+        """An empty state at log position 0. ``usage_max_age``: seconds on the log's
+        clock after which a node's usage report is ignored (:meth:`node_usage`); part
+        of the fold's configuration, so every fold of one log must use the same."""
+        if not usage_max_age > 0:
+            raise ValueError("usage_max_age must be positive")
+        self.usage_max_age = usage_max_age
 
     cdef void _bind_views(self):
         # Called after any table is replaced (growth, restore).
@@ -1090,7 +1113,8 @@ cdef class ClusterState:
         self.node_labels[n] = {}
         self.node_taint_list[n] = []
         self.node_free.append(n)
-        self.node_usage.pop(name, None)
+        if self._node_usage.pop(name, None) is not None:
+            self.usage_gen += 1
         if self.interpod.key_names:
             self.interpod.node_changed(n)
         return 0
@@ -1367,12 +1391,31 @@ cdef class ClusterState:
         return 0
 
     cdef int _usage(self, dict data) except -1:
-        nodes = [(u["name"], resource_list(u.get("usage"), "usage")) for u in data.get("nodes") or ()]
+        # pods[] read before nodes[] is folded: a malformed body has no effect.
         pods = [(u["pod"], resource_list(u.get("usage"), "usage")) for u in data.get("pods") or ()]
-        for name, usage in nodes:
-            self.node_usage[name] = usage
+        self._usage_nodes(data.get("nodes"))
         for key, usage in pods:
             self.pod_usage[key] = usage
+        return 0
+
+    cdef int _usage_nodes(self, object nodes) except -1:
+        # nodes[] of a usage report: each node's usage at the event's time. The clock
+        # is the newest report time folded (event time, never the wall clock), so a
+        # replay judges staleness (node_usage) exactly as the live fold did. A report
+        # without a usable time counts at the clock (it cannot move it).
+        if not nodes:
+            return 0
+        # Every entry read before anything changes: a malformed one has no effect.
+        parsed = [(_usage_node_name(u["name"]), resource_list(u.get("usage"), "usage"))
+                  for u in nodes]
+        at = event_seconds(self._usage_time)
+        if at is None:
+            at = self.usage_clock
+        elif at > self.usage_clock:
+            self.usage_clock = at
+        for name, usage in parsed:
+            self._node_usage[name] = (at, usage)
+        self.usage_gen += 1
         return 0
 
     cdef int _committed(self, dict data) except -1:
@@ -1531,7 +1574,10 @@ cdef class ClusterState:
             self._anomaly("unknown_type")
             return 0
         self.type_counts[<int>slot] += 1
-        return self._apply_data(_SLOT_CODE[<int>slot], event.get("data"))
+        code = _SLOT_CODE[<int>slot]
+        if code == EV_USAGE:
+            self._usage_time = event.get("time")  # the usage clock (_usage_nodes)
+        return self._apply_data(code, event.get("data"))
 
     cdef int _apply_data(self, int code, object data) except -1:
         # The dispatch on the event's code, for the dict path (_apply); the bytes
@@ -2107,6 +2153,38 @@ cdef class ClusterState:
         self._check_node(n)
         return _readonly(self.taint_bits_np[n, : self.taint_words])
 
+    # ------------------------------------------------------------------ measured load
+
+    def node_usage(self, str name) -> dict | None:
+        """Node ``name``'s last reported usage (``{resource: base units}``, from the
+        ``nodes[]`` of ``esched.usage.reported``), or None when it has none or the
+        report is stale: older than :attr:`usage_max_age` seconds on the log's clock
+        (:attr:`usage_clock`, the newest report time folded; never the wall clock, so
+        a replay sees what the live fold saw)."""
+        entry = self._node_usage.get(name)
+        if entry is None or entry[0] < self.usage_clock - self.usage_max_age:
+            return None
+        return dict(entry[1])
+
+    def usage_rows(self):
+        """The fresh reported usage of every node slot, for the placer: ``(measured,
+        usage)``, a uint8 array over slots (1: a fresh report, see :meth:`node_usage`)
+        and an int64 array ``[slot, column]`` of base units (0 where not measured or
+        not a registered resource). New arrays, the caller's to keep."""
+        measured = np.zeros(self.n_nodes, dtype=np.uint8)
+        usage = np.zeros((self.n_nodes, self.n_res), dtype=np.int64)
+        cutoff = self.usage_clock - self.usage_max_age
+        for name, (at, values) in self._node_usage.items():
+            idx = self.node_index.get(name)
+            if idx is None or at < cutoff:
+                continue
+            measured[idx] = 1
+            for rname, units in values.items():
+                col = self.res_index.get(rname)
+                if col is not None:
+                    usage[idx, col] = units
+        return measured, usage
+
     # ------------------------------------------------------------------ snapshots
 
     def tables(self) -> dict:
@@ -2185,7 +2263,9 @@ cdef class ClusterState:
             "queue_names": self.queue_names,
             "queue_meta": self.queue_meta,
             "priority_classes": self.priority_classes,
-            "node_usage": self.node_usage,
+            "node_usage": {k: [at, u] for k, (at, u) in self._node_usage.items()},
+            "usage_clock": self.usage_clock,
+            "usage_max_age": self.usage_max_age,
             "pod_usage": self.pod_usage,
             "reservations": self.reservations,
             "label_sets": self.interpod.lsets,
@@ -2297,7 +2377,11 @@ cdef class ClusterState:
         s.queue_alloc_np = _grown(arrays["queue_alloc"], s.queue_cap, nr)
         s.queue_counts_np = _grown(arrays["queue_counts"], s.queue_cap, 4)
 
-        s.node_usage = h["node_usage"]
+        s.usage_clock = h.get("usage_clock", 0.0)
+        s.usage_max_age = h.get("usage_max_age", USAGE_MAX_AGE)
+        # Snapshots from before reports had times hold {name: usage}: at the clock.
+        s._node_usage = {k: (v[0], v[1]) if isinstance(v, list) else (s.usage_clock, v)
+                         for k, v in h["node_usage"].items()}
         s.pod_usage = h["pod_usage"]
         s.reservations = h.get("reservations") or {}
         s.reserved_nodes = {n: g for g, nodes in s.reservations.items() for n in nodes}

@@ -11,8 +11,9 @@ taints), ``NodeAffinity`` (preferred terms, and ``args.addedAffinity``) and
 ``PodTopologySpread`` (ScheduleAnyway constraints; ``defaultingType`` and
 ``defaultConstraints``: :attr:`Profile.spread_defaults`) as score plugins, with kube's
 default weights 3, 2, 2 and 2. esched adds ``EPVM``, ``Mixed``, ``FGD``,
-``PaperBestFit`` (the FGD paper's BestFit) and ``NodeGroupAffinity`` in the same
-structure. Arguments are validated here, so the Cython placer sees only clean numbers.
+``PaperBestFit`` (the FGD paper's BestFit), ``NodeGroupAffinity`` and ``Usage``
+(Volcano's ``usage``: measured load, with a filter above per-resource thresholds) in
+the same structure. Arguments are validated here, so the Cython placer sees only clean numbers.
 
 ``NodeGroupAffinity`` scores the preferred node groups of the pod's queue (Volcano):
 100 on a node in one of them, 0 elsewhere, like a preferred term of kube's NodeAffinity
@@ -43,6 +44,8 @@ __all__ = [
     "KUBE_PLUGINS",
     "NODE_GROUP_AFFINITY",
     "REMOVED_KUBE_PLUGINS",
+    "USAGE",
+    "USAGE_THRESHOLDS",
     "VOLCANO_SCHEDULER_NAME",
     "PluginConfig",
     "Profile",
@@ -216,7 +219,7 @@ class PluginConfig:
 
     ``kind`` is one of LeastAllocated, MostAllocated, RequestedToCapacityRatio,
     BalancedAllocation, EPVM, Mixed, FGD, PaperBestFit, NodeGroupAffinity, NodeAffinity,
-    TaintToleration, InterPodAffinity, PodTopologySpread, Python. ``name`` is the
+    TaintToleration, InterPodAffinity, PodTopologySpread, Usage, Python. ``name`` is the
     profile's plugin name.
     FGD is scored outside the placer (it needs per-device GPU state): see
     :meth:`esched.core.Placer.place` (``extra``) and :mod:`esched.core._devices`.
@@ -241,6 +244,11 @@ class PluginConfig:
     hard_pod_affinity_weight: int = 1
     #: InterPodAffinity: skip bound pods' terms for a pod without preferred terms
     ignore_preferred_terms_of_existing_pods: bool = False
+    #: Usage: per resource (in ``resources`` order) the percent of allocatable above
+    #: which a node's measured usage filters it out; -1: no threshold on that resource
+    thresholds: tuple[int, ...] = ()
+    #: Usage: filter on the thresholds (Volcano's enablePredicate); else score only
+    usage_filter: bool = False
 
 
 @dataclass(frozen=True)
@@ -377,6 +385,8 @@ def _plugin(name: str, weight: int, args: dict[str, Any], where: str) -> PluginC
         )
     if name == "PaperBestFit":
         return _paper_best_fit(name, weight, args, where)
+    if name == USAGE:
+        return _usage(name, weight, args, where)
     if name == "FGD":
         # Fragmentation gradient descent (Weng et al., ATC '23): scored outside the placer
         # from per-device state (esched.core._devices.DeviceTable.fgd_scores); the target
@@ -442,6 +452,56 @@ def _paper_best_fit(name: str, weight: int, args: dict[str, Any], where: str) ->
     return PluginConfig(name, "PaperBestFit", weight, resources, max_spec=tuple(spec))
 
 
+#: Usage's defaults, Volcano's (plugins/usage/usage.go New): cpu and memory weighted 1
+#: each, a node filtered above 80% measured usage of either, the filter on.
+USAGE = "Usage"
+USAGE_THRESHOLDS = {"cpu": 80, "memory": 80}
+#: Volcano's spellings of Usage's arguments, read as esched's (``mem``: memory).
+_VOLCANO_RESOURCE = {"mem": "memory"}
+
+
+def _usage(name: str, weight: int, args: dict[str, Any], where: str) -> PluginConfig:
+    """Usage's arguments: ``resources`` ({name, weight}; Volcano's cpu.weight and
+    memory.weight), ``thresholds`` ({resource: percent 0..100}; Volcano's, ``mem``
+    accepted for memory; a resource without one is never filtered) and
+    ``enablePredicate`` (Volcano's; default true). Volcano keeps its default for an
+    argument out of range; esched refuses it, so a typo fails at start."""
+    unknown = set(args) - {"resources", "thresholds", "enablePredicate"}
+    if unknown:
+        raise ProfileError(
+            where, f"{name} takes resources, thresholds, enablePredicate (got {sorted(unknown)})"
+        )
+    resources = _resources(args.get("resources"), f"{where}.resources")
+    names = [r for r, _ in resources]
+    raw = args.get("thresholds")
+    if raw is None:
+        raw = {r: p for r, p in USAGE_THRESHOLDS.items() if r in names}
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}.thresholds", "must be a mapping of resource to percent")
+    given: dict[str, int] = {}
+    for key, pct in raw.items():
+        rname = _VOLCANO_RESOURCE.get(str(key), str(key))
+        if type(pct) is not int or not 0 <= pct <= 100:
+            raise ProfileError(f"{where}.thresholds.{key}", "must be an integer in 0..100")
+        given[rname] = pct
+    for rname in given:
+        if rname not in names:
+            raise ProfileError(
+                f"{where}.thresholds.{rname}", f"not one of the plugin's resources {names}"
+            )
+    enable = args.get("enablePredicate", True)
+    if not isinstance(enable, bool):
+        raise ProfileError(f"{where}.enablePredicate", "must be true or false")
+    return PluginConfig(
+        name,
+        USAGE,
+        weight,
+        resources,
+        thresholds=tuple(given.get(r, -1) for r in names),
+        usage_filter=enable and bool(given),
+    )
+
+
 #: kube's default score plugins that esched scores, with their weights
 #: (pkg/scheduler/apis/config/v1/default_plugins.go), in kube's order.
 DEFAULT_SCORE = (
@@ -453,7 +513,7 @@ DEFAULT_SCORE = (
     ("NodeResourcesBalancedAllocation", 1),
 )
 #: esched's own score plugins (arguments checked by :func:`_plugin`).
-_ESCHED_PLUGINS = frozenset({"EPVM", "Mixed", "FGD", "PaperBestFit", "NodeGroupAffinity"})
+_ESCHED_PLUGINS = frozenset({"EPVM", "Mixed", "FGD", "PaperBestFit", "NodeGroupAffinity", "Usage"})
 #: The queue's preferred node groups, scored in every profile unless disabled by name.
 NODE_GROUP_AFFINITY = "NodeGroupAffinity"
 NODE_GROUP_AFFINITY_WEIGHT = 2

@@ -42,6 +42,7 @@ __all__ = [
     "TAINT",
     "TEXTS",
     "UNSCHEDULABLE",
+    "USAGE",
     "canonical_code",
     "constraint_code",
     "decision_code",
@@ -68,6 +69,7 @@ POD_ANTI_AFFINITY = 128
 EXISTING_ANTI_AFFINITY = 256
 SPREAD = 512
 SPREAD_LABEL = 1024
+USAGE = 2048
 #: Bit index of resource column 0 (``bits >> RESOURCE_SHIFT``: the resource bits).
 RESOURCE_SHIFT = 12
 #: Resource columns with a bit of their own; columns beyond share the last bit.
@@ -97,6 +99,9 @@ _TABLE = {
         "node(s) didn't match pod topology spread constraints (missing required label)",
         "PodTopologySpreadMissingLabel",
     ),
+    # The Usage plugin's filter (Volcano's usage predicate: "the CPU/memory load of the
+    # node exceeds the upper limit"), one bit for every resource it checks.
+    USAGE: ("node(s) had measured load above the usage threshold", "UsageThreshold"),
 }
 #: Bit -> kube-scheduler's message, for the bits below RESOURCE_SHIFT.
 TEXTS = {bit: text for bit, (text, _) in _TABLE.items()}

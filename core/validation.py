@@ -35,6 +35,7 @@ from esched.core.reasons import (
     TAINT,
     TEXTS,
     UNSCHEDULABLE,
+    USAGE,
     constraint_code,
     decision_code,
     reason_code,
@@ -106,6 +107,7 @@ CONSTRAINT_CODES = {
         EXISTING_ANTI_AFFINITY,
         SPREAD,
         SPREAD_LABEL,
+        USAGE,
     )
 }
 #: Reason code -> what it means (``Insufficient.<resource>`` is open-ended).
@@ -131,6 +133,7 @@ REASONS = {
     CONSTRAINT_CODES[SPREAD]: "the node's topology domain would exceed a DoNotSchedule spread "
     "constraint's maxSkew",
     CONSTRAINT_CODES[SPREAD_LABEL]: "the node lacks a topology spread constraint's key",
+    CONSTRAINT_CODES[USAGE]: "the node's measured load is above the profile's Usage threshold",
     GANG_UNKNOWN: "the proposal names a gang (PodGroup) the log does not have",
     GANG_INCOMPLETE: "running + proposed members would stay below the gang's minMember",
     VICTIM_GONE: "a victim is no longer running on the node the proposal names (or is "

@@ -22,7 +22,7 @@ import numpy as np
 
 from esched.core._placer import SIMD, Placer, num_feasible_nodes_to_find
 from esched.core._state import ClusterState
-from esched.core.profile import Profile
+from esched.core.profile import Profile, parse_profile
 from esched.schemas.events import NODE_ADDED, POD_SUBMITTED
 from esched.services._yardstick import yardstick
 
@@ -224,18 +224,63 @@ def run_bench(
     return main
 
 
+#: kube's default profile plus Usage (weight 5, Volcano's thresholds): the profile of
+#: ``place_once("usage")``.
+USAGE_PROFILE = parse_profile(
+    {"profiles": [{"plugins": {"score": {"enabled": [{"name": "Usage", "weight": 5}]}}}]}
+)
+
+
+def report_usage(state: ClusterState) -> None:
+    """Fold one usage report for every node of :func:`build_cluster`'s cluster: cpu and
+    memory at 5..95% of allocatable, by node index (deterministic), so some nodes are
+    above Usage's 80% thresholds."""
+    nodes = []
+    for i in range(state.n_nodes):
+        name = state.node_names[i]
+        info = state.node(name) if name is not None else None
+        if info is None:
+            continue
+        share = 5 + (i * 37) % 91
+        alloc = info["allocatable"]
+        nodes.append(
+            {
+                "name": name,
+                "usage": {
+                    "cpu": f"{alloc['cpu'] * share // 100}m",
+                    "memory": str(alloc["memory"] * share // 100),
+                },
+            }
+        )
+    state.apply(
+        {
+            "type": "esched.usage.reported",
+            "id": "bench-usage",
+            "time": "2026-01-01T00:00:00Z",
+            "data": {"nodes": nodes},
+        },
+        state.position + 1,
+    )
+
+
 def place_once(mode: str = "default", n_nodes: int = 10_000, n_pods: int = 20_000) -> int:
     """One timed-free placement run for instruction counts: build the workload, then a
     single :meth:`Placer.place_classes` (``mode``: ``default`` sampled with the cache,
-    ``burst`` the same on identical pods, ``full`` a full scan). Returns pods placed.
+    ``burst`` the same on identical pods, ``full`` a full scan, ``usage`` as default
+    with every node's measured load reported and the default profile plus Usage:
+    :data:`USAGE_PROFILE`, the cost of load-aware scoring). Returns pods placed.
 
     Under ``valgrind --tool=callgrind --toggle-collect='__pyx_pw_*place_classes'`` only
     the placement is counted: a figure that holds on a loaded machine.
     """
     state = build_cluster(n_nodes)
+    profile = None
+    if mode == "usage":
+        report_usage(state)
+        profile = USAGE_PROFILE
     pods = make_pods(n_pods, 0, burst=mode == "burst")
     cids = np.fromiter((state.intern_class(p) for p in pods), dtype=np.int32, count=len(pods))
-    placer = Placer(state, None, seed=0, cache=True, sample=mode != "full")
+    placer = Placer(state, profile, seed=0, cache=True, sample=mode != "full")
     return int((placer.place_classes(cids) >= 0).sum())
 
 

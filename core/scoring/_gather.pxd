@@ -24,6 +24,7 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_NODE_AFFINITY,
     PLUGIN_POD_TOPOLOGY_SPREAD,
     PLUGIN_TAINT_TOLERATION,
+    PLUGIN_USAGE,
     PluginSpec,
     ScoreInput,
     WeightedSum,
@@ -85,6 +86,9 @@ cdef inline void gather(const PluginSpec* s, int k, const ClassView* v, Py_ssize
     x.pref = v.pref_mask if v.has_pref else NULL
     x.label_words = v.label_words
     x.inv = NULL
+    x.usage = NULL
+    if s.kind == PLUGIN_USAGE and v.measured != NULL and v.measured[n]:
+        x.usage = v.usage + n * v.n_res
     if normalized(s.kind):
         x.raw = plugin_raw(s.kind, v, n)
         x.raw_max = v.raw_max[k]

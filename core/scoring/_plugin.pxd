@@ -30,6 +30,7 @@ cdef enum:
     PLUGIN_TAINT_TOLERATION = 11    # PreferNoSchedule taints (reverse-normalized)
     PLUGIN_INTER_POD_AFFINITY = 12  # preferred inter-pod terms (min-max normalized)
     PLUGIN_POD_TOPOLOGY_SPREAD = 13 # ScheduleAnyway spread constraints (reverse-normalized)
+    PLUGIN_USAGE = 14               # measured load (Volcano's usage plugin, _usage.pxd)
 
 cdef struct PluginSpec
 
@@ -53,6 +54,9 @@ ctypedef struct ScoreInput:
     # [n_res] 1.0 / allocatable (0 where allocatable is 0), for the kernels' reciprocal
     # variants (_table.pxd score_inv); NULL when the caller has none (PluginSpec.fn).
     const double* inv
+    # Usage: the node's reported usage row (state columns, PluginSpec.col), NULL when
+    # the node has no fresh report; set by the gather for that kind only.
+    const units_t* usage
 
 # A plugin's score of one node, 0..MAX_NODE_SCORE: one function per kind, chosen once
 # per profile (PluginSpec.fn), so scoring a node is one indirect call per plugin.

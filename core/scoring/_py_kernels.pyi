@@ -8,6 +8,8 @@ __all__ = [
     "_py_floor_div",
     "_py_kernel_and_inv",
     "_py_mixed",
+    "_py_usage",
+    "_py_usage_over",
 ]
 
 def _py_floor_div(a: int, b: int) -> int: ...
@@ -31,3 +33,7 @@ def _py_epvm(
     weights: Sequence[int],
     base: float,
 ) -> int: ...
+def _py_usage(
+    usage: Sequence[int] | None, allocatable: Sequence[int], weights: Sequence[int]
+) -> int: ...
+def _py_usage_over(usage: int, allocatable: int, percent: int) -> bool: ...

@@ -19,6 +19,7 @@ from esched.core.scoring._plugin cimport (
 )
 from esched.core.scoring._requested_to_capacity_ratio cimport broken_linear
 from esched.core.scoring._table cimport kernel_of, score_inv
+from esched.core.scoring._usage cimport usage_over, usage_score
 
 __all__ = [
     "_py_broken_linear",
@@ -27,6 +28,8 @@ __all__ = [
     "_py_floor_div",
     "_py_kernel_and_inv",
     "_py_mixed",
+    "_py_usage",
+    "_py_usage_over",
 ]
 
 
@@ -96,3 +99,21 @@ def _py_epvm(used, request, allocatable, weights, double base) -> int:
     for i in range(len(used)):
         u[i], q[i], a[i], w[i] = used[i], request[i], allocatable[i], weights[i]
     return epvm(u, q, a, w, len(used), base)
+
+
+def _py_usage(usage, allocatable, weights) -> int:
+    """The Usage kernel on explicit vectors (``usage`` None: a node without a fresh
+    report)."""
+    cdef units_t u[MAX_PLUGIN_RES]
+    cdef Py_ssize_t c[MAX_PLUGIN_RES]
+    cdef units_t a[MAX_PLUGIN_RES]
+    cdef units_t w[MAX_PLUGIN_RES]
+    for i in range(len(allocatable)):
+        c[i], a[i], w[i] = i, allocatable[i], weights[i]
+        u[i] = usage[i] if usage is not None else 0
+    return usage_score(u if usage is not None else NULL, c, a, w, len(allocatable))
+
+
+def _py_usage_over(units_t usage, units_t allocatable, long long percent) -> bool:
+    """The Usage filter's test of one resource (Volcano: usage% > threshold)."""
+    return usage_over(usage, allocatable, percent)

@@ -36,12 +36,14 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_POD_TOPOLOGY_SPREAD,
     PLUGIN_REQUESTED_TO_CAPACITY_RATIO,
     PLUGIN_TAINT_TOLERATION,
+    PLUGIN_USAGE,
     PluginSpec,
     ScoreInput,
     score_fn,
 )
 from esched.core.scoring._requested_to_capacity_ratio cimport requested_to_capacity_ratio
 from esched.core.scoring._taint_toleration cimport taint_toleration
+from esched.core.scoring._usage cimport usage_score
 
 
 cdef inline score_t _least_allocated(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
@@ -95,6 +97,10 @@ cdef inline score_t _pod_topology_spread(const PluginSpec* s, const ScoreInput* 
     return pod_topology_spread(x.raw, x.raw_min, x.raw_max)
 
 
+cdef inline score_t _usage(const PluginSpec* s, const ScoreInput* x) noexcept nogil:
+    return usage_score(x.usage, s.col, x.allocatable, s.res_weight, s.n_res)
+
+
 cdef inline bint normalized(int kind) noexcept nogil:
     """Kind is normalized over the scored nodes (kube's NormalizeScore): its score of a
     node needs ScoreInput.raw_max (and raw_min), the largest (smallest) raw score of the
@@ -134,6 +140,8 @@ cdef inline score_fn kernel_of(int kind) noexcept nogil:
         return _inter_pod_affinity
     if kind == PLUGIN_POD_TOPOLOGY_SPREAD:
         return _pod_topology_spread
+    if kind == PLUGIN_USAGE:
+        return _usage
     return score_nothing
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from esched.schemas.validator.errors import InvalidEvent, _short
 
-__all__ = ["TIME_WINDOW"]
+__all__ = ["TIME_WINDOW", "event_seconds"]
 
 #: The event times accepted (``time``, as UTC): a time outside is a producer's bug
 #: or an attack, and one near the ends of ``datetime``'s range cannot even be
@@ -43,6 +43,13 @@ def _utc(value: Any) -> datetime | None:
         when = when - offset if m[8] == "+" else when + offset
     when = when.replace(tzinfo=UTC)
     return when if low <= when < high else None
+
+
+def event_seconds(value: Any) -> float | None:
+    """An event's RFC 3339 ``time`` as seconds since the epoch (UTC), or None if it is
+    not one within :data:`TIME_WINDOW`: the log's clock where the fold needs one."""
+    when = _utc(value)
+    return None if when is None else when.timestamp()
 
 
 def _check_time(value: Any) -> None:

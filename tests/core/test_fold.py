@@ -327,7 +327,7 @@ def test_usage_is_stored_without_touching_allocation(log, state):
             "pods": [{"pod": "ns/p", "usage": {"memory": "1Mi"}}],
         },
     )
-    assert state.node_usage == {"n1": {"cpu": 1200}}
+    assert state.node_usage("n1") == {"cpu": 1200}
     assert state.pod_usage == {"ns/p": {"memory": 2**20}}
     assert state.node("n1")["allocated"]["cpu"] == 0
 

@@ -54,6 +54,7 @@ def test_codes_derive_from_the_messages():
         "ExistingPodsAntiAffinity",
         "PodTopologySpread",
         "PodTopologySpreadMissingLabel",
+        "UsageThreshold",
     ]
     assert reason_code(resource_text("cpu")) == "Insufficient.cpu"
     assert reason_code(resource_text("pods")) == "TooManyPods"

@@ -92,6 +92,8 @@ def random_log(seed: int, n: int) -> list[tuple[int, dict]]:
                     "nodes": [{"name": rnd.choice(nodes), "usage": {"cpu": "1"}}],
                     "pods": [{"pod": f"ns/{rnd.choice(pods)}", "usage": {"memory": "1Mi"}}],
                 },
+                # a reporter's clock, a few minutes either way: reports go stale
+                time=f"2026-01-01T00:{rnd.randint(0, 20):02d}:00Z",
             )
         events.append((pos, e))
     return events
@@ -105,7 +107,11 @@ def observe(s: ClusterState) -> dict:
         "pods": {p: s.pod(p) for p in s.pod_index},
         "anomalies": dict(s.anomalies),
         "events": dict(s.event_counts),
-        "usage": (s.node_usage, s.pod_usage),
+        "usage": (
+            {n: s.node_usage(n) for n in s.node_index},
+            s.usage_clock,
+            s.pod_usage,
+        ),
         "pending": sorted(s.pending_pods()),
     }
 

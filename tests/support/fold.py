@@ -11,9 +11,13 @@ from esched.schemas import events as ev
 _ids = itertools.count(1)
 
 
-def envelope(etype: str, data: Any) -> dict:
-    """A stored event envelope as the store hands it to the fold."""
-    return {"type": etype, "id": f"evt-{next(_ids)}", "source": "tests", "data": data}
+def envelope(etype: str, data: Any, time: str | None = None) -> dict:
+    """A stored event envelope as the store hands it to the fold (with ``time`` when
+    given: the usage clock reads it)."""
+    e = {"type": etype, "id": f"evt-{next(_ids)}", "source": "tests", "data": data}
+    if time is not None:
+        e["time"] = time
+    return e
 
 
 def node(
@@ -89,9 +93,9 @@ class Log:
         self.position = state.position
         self.events: list[tuple[int, dict]] = []
 
-    def __call__(self, etype: str, data: Any) -> None:
+    def __call__(self, etype: str, data: Any, time: str | None = None) -> None:
         self.position += 1
-        e = envelope(etype, data)
+        e = envelope(etype, data, time)
         self.events.append((self.position, e))
         self.state.apply(e, self.position)
 
