@@ -101,5 +101,6 @@ def run_follow_bench(pods: int = 5000, replicas: int = 6, repeat: int = 3) -> di
 if __name__ == "__main__":
     import sys
 
-    args = [int(a) for a in sys.argv[1:3]]
-    print(orjson.dumps(run_follow_bench(*args, repeat=1 if args else 3)).decode())
+    pods, replicas = ([int(a) for a in sys.argv[1:3]] + [5000, 6])[:2]
+    repeat = 1 if len(sys.argv) > 1 else 3  # one fold under callgrind
+    print(orjson.dumps(run_follow_bench(pods, replicas, repeat)).decode())
