@@ -162,7 +162,7 @@ cdef class InterPodIndex:
 
     cpdef int set_pod(self, Py_ssize_t p, str key, object labels, bint owned=False) except -1:
         """Pod slot ``p`` (key ``ns/name``) has ``labels`` (``owned``: see :meth:`lset`)."""
-        if p >= self.pod_lset_np.shape[0]:
+        if p >= self.pod_lset.shape[0]:  # the view: no attribute lookup per pod
             grown = np.zeros(max(2 * self.pod_lset_np.shape[0], p + 1), dtype=np.int32)
             grown[: self.pod_lset_np.shape[0]] = self.pod_lset_np
             self.pod_lset_np = grown

@@ -6,6 +6,7 @@
 # resources in registration order (``res_names``).
 from libc.stdint cimport uint8_t
 
+from esched.core._envelope cimport Span
 from esched.core._interpod cimport InterPodIndex
 from esched.core._types cimport flag_t, index_t, phase_t, units_t, word_t
 
@@ -180,6 +181,7 @@ cdef class ClusterState:
     cdef int _resolve_binding(self, object pod, object node, object resources, list memo,
                               list resolved, object devices=*) except -1
     cdef int _bind_resolved(self, list resolved) except -1
+    cdef int _bind_allocated(self, Py_ssize_t p, Py_ssize_t n, bint has_pods, long long dev) except -1
     cdef int _evicted(self, dict data) except -1
     cdef int _gang_reserved(self, dict data) except -1
     cdef void _release_reservation(self, str gang)
@@ -192,6 +194,8 @@ cdef class ClusterState:
                                int phase, int slot) except -1
     cdef int _payload_submitted(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
     cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
+    cdef int _commit_one(self, const unsigned char* b, Py_ssize_t n, Span bindings) except -1
+    cdef Py_ssize_t _column_of(self, const unsigned char* b, Span key) except -2
     cdef int _apply_any(self, object event) except -1
     cpdef apply(self, dict event, long long position)
     # --- read API bounds checks ---

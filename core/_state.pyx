@@ -49,11 +49,13 @@ from esched.schemas.validator.timewindow import event_seconds
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object text)
+    bint PyUnicode_IS_COMPACT_ASCII(object text)
+    Py_ssize_t PyUnicode_GET_LENGTH(object text)
 
 from esched.core._envelope cimport Span, next_element, next_member, scan_envelope, span_is
 from esched.core._types cimport (
@@ -158,6 +160,11 @@ cdef units_t _MAX_UNITS = MAX_BASE_UNITS
 # every follower of the log at the same event forever. Not MemoryError.
 _UNAPPLICABLE = (ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
                  IndexError, UnicodeError, RecursionError, AssertionError)
+
+# Resources of one binding the fold's common-commit path (_commit_one) takes; more go
+# the general way.
+cdef enum:
+    MAX_FAST_RESOURCES = 16
 
 #: GPU devices per node a binding may name (bits of ``pod_dev``).
 MAX_POD_DEVICES = 63
@@ -374,6 +381,20 @@ cdef Py_ssize_t _member(const unsigned char* b, Py_ssize_t n, Py_ssize_t i, cons
             found[0] = v
 
 
+cdef inline units_t _digits(const unsigned char* b, Span v) noexcept:
+    # An accepted value that is a plain non-negative integer (digits only: the
+    # scanner allows at most 18, so it fits), or -1 for any other value.
+    cdef Py_ssize_t i
+    cdef units_t u = 0
+    if v.end <= v.start:
+        return -1
+    for i in range(v.start, v.end):
+        if not 0x30 <= b[i] <= 0x39:
+            return -1
+        u = u * 10 + (b[i] - 0x30)
+    return u
+
+
 def _py_scanner_accepts(bytes payload) -> bool:
     """Test hook: does the envelope scanner (``_envelope.pxd``) accept ``payload``?"""
     cdef Span t, d
@@ -407,6 +428,21 @@ def _gang_priority_class(dict pod, str name, dict classes=None):
     out = dict(pod)
     out["spec"] = spec
     return out
+
+cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str ckey,
+                          object pcn) except -2:
+    # ClusterState._class_for's last step: the class of these requests, priority and
+    # constraints, found or made.
+    key = (tuple(req.items()), nz, prio, ckey, pcn)
+    cid = st.class_index.get(key)
+    if cid is not None:
+        return cid
+    # A new class: its totals must fit the tables (a known class was checked).
+    if not _in_range(req.values()) or not _in_range(nz) or not -_MAX_UNITS <= prio <= _MAX_UNITS:
+        st._anomaly("overflow")
+        return -1
+    return st._new_class(key, req, nz, prio, ckey, pcn)
+
 
 cdef class ClusterState:
     """The cluster as contiguous typed arrays, built only by folding events.
@@ -784,6 +820,12 @@ cdef class ClusterState:
         except _MALFORMED:
             self._anomaly("invalid_pod")
             return -1
+        if (not has_ports and not node_group
+                and (len(spec) == 0 or (len(spec) == 1 and "containers" in spec))):
+            # Containers only (the bulk of a log): no constraint or profile field, so
+            # the class key is the requests' with no constraints (what the reads below
+            # give for such a spec, without a dozen lookups of absent keys).
+            return _class_of(self, req, nz, prio, "", None)
         node_selector = spec.get("nodeSelector")
         tolerations = spec.get("tolerations")
         affinity = spec.get("affinity")
@@ -857,15 +899,7 @@ cdef class ClusterState:
         # the same manifest always lists resources in the same order.
         # priorityClassName is part of the class: the band config may map it to a band.
         pcn = spec.get("priorityClassName") or None
-        key = (tuple(req.items()), nz, prio, ckey, pcn)
-        cid = self.class_index.get(key)
-        if cid is not None:
-            return cid
-        # A new class: its totals must fit the tables (a known class was checked).
-        if not _in_range(req.values()) or not _in_range(nz) or not -_MAX_UNITS <= prio <= _MAX_UNITS:
-            self._anomaly("overflow")
-            return -1
-        return self._new_class(key, req, nz, prio, ckey, pcn)
+        return _class_of(self, req, nz, prio, ckey, pcn)
 
     def _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
                    object pcn=None) -> int:
@@ -1169,8 +1203,10 @@ cdef class ClusterState:
         q = self._queue(queue)
         # spec.nodeName: a pod bound from the outside (running there) when the node is
         # known; else Pending, and it fits only that node (kube's NodeName filter).
-        pspec = pod.get("spec") if pod is not None else spec
-        node_name = pspec.get("nodeName") if isinstance(pspec, dict) else None
+        pspec_obj = pod.get("spec") if pod is not None else spec
+        # Typed: the three reads below are dict lookups, not method calls.
+        cdef dict pspec = pspec_obj if isinstance(pspec_obj, dict) else None
+        node_name = pspec.get("nodeName") if pspec is not None else None
         pinned = bool(node_name) and node_name not in self.node_index
         if pinned:
             class_memo = None  # the class depends on the node's presence, not the spec only
@@ -1219,14 +1255,14 @@ cdef class ClusterState:
         # kube's SchedulingGates (PreEnqueue): a gated pod is Pending and never
         # attempted until an esched.pod.updated removes its last gate. The API server
         # refuses nodeName with gates (so does ingest): a bound pod is never gated.
-        gates = pspec.get("schedulingGates") if isinstance(pspec, dict) else None
+        gates = pspec.get("schedulingGates") if pspec is not None else None
         if gates and not node_name:
             self.gated[key] = _gate_names(gates)
         elif self.gated:
             self.gated.pop(key, None)
         # Which profile the pod asks for: the scheduling pass leaves pods naming a
         # scheduler esched does not run Pending (kube leaves them to that scheduler).
-        sname = pspec.get("schedulerName") if isinstance(pspec, dict) else None
+        sname = pspec.get("schedulerName") if pspec is not None else None
         if sname:
             self.scheduler_of[key] = sname
         elif self.scheduler_of:
@@ -1465,7 +1501,7 @@ cdef class ClusterState:
 
     cdef int _bind_resolved(self, list resolved) except -1:
         # The bindings _resolve_binding accepted, in order.
-        cdef Py_ssize_t p, n, r, pods_col = self.res_index["pods"]
+        cdef Py_ssize_t p, n, r
         for pidx, nidx, cols, has_pods, dev in resolved:
             p = pidx
             n = nidx
@@ -1477,22 +1513,30 @@ cdef class ClusterState:
                 self.pod_alloc[p, r] = 0
             for r, units in cols:
                 self.pod_alloc[p, r] = units
-            if not has_pods:
-                # A bound pod always takes one of the node's pod slots.
-                self.pod_alloc[p, pods_col] = 1
-            if not self._charge_fits(p, n):
-                for r in range(self.n_res):
-                    self.pod_alloc[p, r] = 0
-                self._anomaly("overflow")
-                continue
-            self._bind(p, n)
-            self.pod_dev[p] = dev
-            self._set_phase(p, PHASE_RUNNING)
-            if self.reservations and self.pod_gang[p] >= 0:
-                # A reserved gang that got placed gives its nodes back.
-                gkey = self.gang_keys[self.pod_gang[p]]
-                if gkey in self.reservations:
-                    self._release_reservation(gkey)
+            self._bind_allocated(p, n, has_pods, dev)
+        return 0
+
+    cdef int _bind_allocated(self, Py_ssize_t p, Py_ssize_t n, bint has_pods,
+                             long long dev) except -1:
+        # One accepted binding of Pending pod p to node n, whose resources are already
+        # in pod_alloc[p] (zero elsewhere): _bind_resolved's and _commit_one's tail.
+        cdef Py_ssize_t r
+        if not has_pods:
+            # A bound pod always takes one of the node's pod slots.
+            self.pod_alloc[p, <Py_ssize_t>self.res_index["pods"]] = 1
+        if not self._charge_fits(p, n):
+            for r in range(self.n_res):
+                self.pod_alloc[p, r] = 0
+            self._anomaly("overflow")
+            return 0
+        self._bind(p, n)
+        self.pod_dev[p] = dev
+        self._set_phase(p, PHASE_RUNNING)
+        if self.reservations and self.pod_gang[p] >= 0:
+            # A reserved gang that got placed gives its nodes back.
+            gkey = self.gang_keys[self.pod_gang[p]]
+            if gkey in self.reservations:
+                self._release_reservation(gkey)
         return 0
 
     cdef int _evicted(self, dict data) except -1:
@@ -1736,6 +1780,8 @@ cdef class ClusterState:
         if _member(b, n, i, b"bindings", 8, &bindings) >= 0:
             if b[bindings.start] != 0x5b:
                 return 0
+            if self._commit_one(b, n, bindings):
+                return 1
             j = bindings.start
             while True:
                 j = next_element(b, j, n, &e)
@@ -1786,6 +1832,86 @@ cdef class ClusterState:
         except _MALFORMED:
             self._anomaly("malformed")
         return 1
+
+    cdef int _commit_one(self, const unsigned char* b, Py_ssize_t n, Span bindings) except -1:
+        # The common commit, folded without a Python object per binding or resource:
+        # one binding of a known Pending pod to a known node, its resources integers
+        # in range under registered names, no GPU devices. Returns 1 when folded
+        # (what _resolve_binding + _bind_resolved would have done), or 0, having
+        # changed nothing, for anything else (anomalies included): _payload_committed
+        # then folds it the general way.
+        cdef Span e, bk, bv, pod, node, res
+        cdef Py_ssize_t j, m, c, k = 0, p, nd
+        cdef Py_ssize_t cols[MAX_FAST_RESOURCES]
+        cdef units_t units[MAX_FAST_RESOURCES]
+        cdef units_t u
+        cdef bint has_pods = False
+        j = next_element(b, bindings.start, n, &e)
+        if j < 0 or b[j] != 0x5d or b[e.start] != 0x7b:  # not exactly one object
+            return 0
+        pod.start = node.start = res.start = -1
+        m = e.start
+        while True:
+            m = next_member(b, m, n, &bk, &bv)
+            if m < 0:
+                break
+            if span_is(b, bk, b"pod", 3):
+                pod = bv
+            elif span_is(b, bk, b"node", 4):
+                node = bv
+            elif span_is(b, bk, b"resources", 9):
+                res = bv
+            elif span_is(b, bk, b"devices", 7):
+                return 0
+        if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0 or b[node.start] != 0x22
+                or res.start < 0 or b[res.start] != 0x7b):
+            return 0
+        m = res.start
+        while True:
+            m = next_member(b, m, n, &bk, &bv)
+            if m < 0:
+                break
+            if k == MAX_FAST_RESOURCES:
+                return 0
+            c = self._column_of(b, bk)
+            u = _digits(b, bv)
+            if c < 0 or u < 0 or u > _MAX_UNITS:
+                return 0
+            cols[k] = c
+            units[k] = u
+            k += 1
+        pidx = self.pod_index.get(_ascii_string(b, pod))
+        if pidx is None:
+            return 0
+        p = pidx
+        if self.pod_phase[p] != PHASE_PENDING:
+            return 0
+        nidx = self.node_index.get(_ascii_string(b, node))
+        if nidx is None:
+            return 0
+        nd = nidx
+        self.type_counts[_SLOT_PLACEMENT_COMMITTED] += 1
+        for c in range(self.n_res):
+            self.pod_alloc[p, c] = 0
+        # In member order, so a repeated name's last value stays (as orjson keeps it).
+        c = self.res_index["pods"]
+        for j in range(k):
+            self.pod_alloc[p, cols[j]] = units[j]
+            if cols[j] == c:
+                has_pods = True
+        self._bind_allocated(p, nd, has_pods, 0)
+        return 1
+
+    cdef Py_ssize_t _column_of(self, const unsigned char* b, Span key) except -2:
+        # The column of a registered resource named by an object key's span (its
+        # content), or -1: unregistered (the general path registers it).
+        cdef Py_ssize_t c, length = key.end - key.start
+        for c in range(self.n_res):
+            name = self.res_names[c]
+            if (PyUnicode_IS_COMPACT_ASCII(name) and PyUnicode_GET_LENGTH(name) == length
+                    and memcmp(PyUnicode_DATA(name), b + key.start, length) == 0):
+                return c
+        return -1
 
     def apply_payloads(self, rows) -> int:
         """Fold ``(position, payload)`` pairs, payloads being stored envelope bytes.

@@ -8,7 +8,9 @@ and then follow :meth:`EventStore.subscribe`, folding each batch as it arrives.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -26,6 +28,32 @@ from esched.services.store.snapshots import fold_log, freeze_heap, thaw_heap
 __all__ = ["LogFollower"]
 
 log = logging.getLogger(__name__)
+
+
+def _mentioning(rows: Sequence[tuple[int, bytes]], needle: bytes) -> list[tuple[int, bytes]]:
+    """The ``(position, payload)`` pairs whose payload holds ``needle``, found with one
+    search over the whole batch rather than one per payload (a replica follows every
+    event and decodes a few: the per-payload search cost ~0.4 µs an event)."""
+    if len(rows) < 8 or b"\0" in needle:
+        return [r for r in rows if needle in r[1]]
+    try:
+        # Joined with a byte the needle lacks: a match never spans two payloads.
+        joined = b"\0".join([p for _, p in rows])
+    except TypeError:  # payloads that are not bytes
+        return [r for r in rows if needle in r[1]]
+    find = joined.find
+    i = find(needle)
+    if i < 0:
+        return []
+    # ends[k]: offset just past payload k's separator, so payload k starts at ends[k - 1].
+    ends = list(itertools.accumulate(len(p) + 1 for _, p in rows))
+    out = []
+    k = 0
+    while i >= 0:
+        k = bisect.bisect_right(ends, i, k)
+        out.append(rows[k])
+        i = find(needle, ends[k])
+    return out
 
 
 class LogFollower:
@@ -145,8 +173,9 @@ class LogFollower:
                         if after is not None:
                             found = [
                                 (pos, loads(payload))
-                                for pos, payload in rows
-                                if mentions is None or mentions in payload
+                                for pos, payload in (
+                                    rows if mentions is None else _mentioning(rows, mentions)
+                                )
                             ]
                             if decode is not None:
                                 found = [(p, e) for p, e in found if e.get("type") in decode]

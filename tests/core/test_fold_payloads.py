@@ -486,3 +486,69 @@ def test_both_paths_key_pods_by_the_schemas_key_rule(namespace: str | None) -> N
     payloads.append(orjson.dumps(envelope(EV.POD_DELETED, {"metadata": meta})))
     for state in _fold_both(payloads):
         assert not state.pod_index and not state.anomalies
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        {"cpu": 250, "memory": GI, "pods": 1},
+        {"memory": GI, "cpu": 250},  # no pods entry: the pod still takes a slot
+        {"pods": 2, "cpu": 0},
+        {"cpu": 250, "cpu ": 1},  # a name not registered yet: the general path registers it
+        {"example.com/foo": 3},
+        {"cpu": 250.0},  # not an integer literal
+        {"cpu": -1},
+        {"cpu": 2**62},  # beyond the core's per-quantity range
+        {"cpu": "250"},
+        {},
+        {f"r{i}": 1 for i in range(20)},  # more names than the common path takes
+    ],
+)
+def test_common_commit_path_folds_as_the_dict_path_does(resources: dict) -> None:
+    # One binding of a known Pending pod: the shape _commit_one folds without Python
+    # objects; every odd value in it must still fold exactly as the dict path does.
+    events = [
+        envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi")),
+        envelope(EV.POD_SUBMITTED, _plain("a")),
+        envelope(EV.POD_SUBMITTED, _plain("b")),
+        envelope(EV.PLACEMENT_COMMITTED, commit(("ns/a", "n1", resources))),
+        envelope(EV.PLACEMENT_COMMITTED, commit(("ns/b", "n1", {"cpu": 1, "memory": 2}))),
+    ]
+    _assert_same(*_fold_both([orjson.dumps(e) for e in events]))
+
+
+def test_common_commit_path_keeps_the_last_of_repeated_resource_names() -> None:
+    # orjson keeps the last value of a repeated key; so must the bytes path.
+    payloads = [
+        orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi"))),
+        orjson.dumps(envelope(EV.POD_SUBMITTED, _plain("a"))),
+        b'{"type":"esched.placement.committed","data":{"bindings":[{"pod":"ns/a",'
+        b'"node":"n1","resources":{"cpu":100,"memory":5,"cpu":300,"pods":1}}]}}',
+    ]
+    by_dict, by_bytes = _fold_both(payloads)
+    _assert_same(by_dict, by_bytes)
+    assert by_bytes.pod("ns/a")["allocated"]["cpu"] == 300
+
+
+@pytest.mark.parametrize(
+    "bindings",
+    [
+        [{"pod": "ns/a", "node": "nope", "resources": {"cpu": 1}}],  # unknown node
+        [{"pod": "ns/nope", "node": "n1", "resources": {"cpu": 1}}],  # unknown pod
+        [{"pod": "ns/run", "node": "n1", "resources": {"cpu": 1}}],  # not Pending
+        [{"pod": "ns/a", "node": "n1", "resources": {"cpu": 1}, "devices": [0]}],
+        [{"pod": "ns/a", "node": "n1"}],  # no resources
+        [{"pod": "ns/a", "node": "n1", "resources": {"cpu": 1}}] * 2,  # the same pod twice
+        [{"pod": "ns/a", "node": "n1", "resources": {"cpu": 10**6, "pods": 1}}],  # overflow
+    ],
+)
+def test_commits_the_common_path_declines_fold_as_the_dict_path_does(bindings) -> None:
+    events = [
+        envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi")),
+        envelope(EV.POD_SUBMITTED, _plain("a")),
+        envelope(EV.POD_SUBMITTED, _plain("run", node_name="n1")),
+        envelope(EV.PLACEMENT_COMMITTED, {"proposal": "p", "bindings": bindings}),
+    ]
+    by_dict, by_bytes = _fold_both([orjson.dumps(e) for e in events])
+    _assert_same(by_dict, by_bytes)
+    assert by_bytes.anomalies == by_dict.anomalies

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 
 import orjson
+import pytest
 
 from esched.core import Placer
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
@@ -31,7 +32,7 @@ from esched.services.replica import (
     reason_code,
 )
 from esched.services.store import open_store
-from esched.services.store.follower import LogFollower
+from esched.services.store.follower import LogFollower, _mentioning
 from esched.services.store.snapshots import fold_log
 from esched.services.synth import node_event, pod_event
 from esched.services.up import system_idle
@@ -698,6 +699,22 @@ async def test_an_idle_replica_neither_polls_work_nor_reads_the_log(pg_url) -> N
         await asyncio.wait_for(task, 10)
         await consumer.stop()
         await store.close()
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 8, 40])
+def test_the_batch_search_for_own_proposals_finds_what_a_search_per_payload_finds(count) -> None:
+    # One search over the joined batch (LogFollower's mentions): a needle at either
+    # end of a payload, in several payloads, twice in one, or across two payloads'
+    # seam (never a match) gives the payloads a search in each one gives.
+    rng = random.Random(count)
+    needle = b"r1-abc-"
+    pieces = [needle, b"r1-", b"abc-", b"x", b'{"a":1}', b"r1-abc", b"-"]
+    rows = [
+        (i + 1, b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 5))))
+        for i in range(count)
+    ]
+    rows += [(count + 1, b"r1-ab"), (count + 2, b"c-r1-abc-r1-abc-")]
+    assert _mentioning(rows, needle) == [r for r in rows if needle in r[1]]
 
 
 async def test_a_replica_decodes_only_the_decisions_of_its_own_proposals(store) -> None:
