@@ -139,6 +139,19 @@ cdef class ClusterState:
     cdef public dict node_usage          # node name -> {resource: units}
     cdef public dict pod_usage           # "ns/name" -> {resource: units}
 
+    # --- reclamation (Borg 5.5): limits and reservations (core/reservations.py) ---
+    cdef object _reclamation             # ReclamationConfig (see the reclamation property)
+    cdef double rc_hold, rc_tau, rc_margin, rc_burst  # its numbers, for the fold's loops
+    cdef public double clock             # the log's clock: latest usage event time (s); 0 none
+    cdef public object class_lim_np, pod_resv_np, pod_rtime_np, node_lim_np, node_resv_np
+    cdef public object res_rflags_np
+    cdef units_t[:, ::1] class_lim       # [class, res] limits: Kubernetes limits, else requests
+    cdef units_t[:, ::1] pod_resv        # [pod, res] reservation of a bound pod (0 unbound)
+    cdef double[:, ::1] pod_rtime        # [pod, 2] hold end, last report time; NaN: none yet
+    cdef units_t[:, ::1] node_lim        # [node, res] sum of bound pods' limits
+    cdef units_t[:, ::1] node_resv       # [node, res] sum of bound pods' reservations
+    cdef uint8_t[::1] res_rflags         # [res] RES_RECLAIM | RES_OVERCOMMIT
+
     # --- internals shared with the other core modules ---
     cdef void _bind_views(self)
     cdef Py_ssize_t _resource(self, str name) except -1
@@ -169,6 +182,8 @@ cdef class ClusterState:
     cdef int _queue_upsert(self, dict queue) except -1
     cdef int _priority_class(self, dict pc) except -1
     cdef int _usage(self, dict data) except -1
+    cdef int _usage_pods(self, list pods, double now) except -1
+    cdef void _set_rflags(self, Py_ssize_t col)
     cdef int _committed(self, dict data) except -1
     cdef int _resolve_binding(self, object pod, object node, object resources, list memo,
                               list resolved, object devices=*) except -1

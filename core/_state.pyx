@@ -44,6 +44,8 @@ from esched.core import phases as _phases
 from esched.core.phases import PHASES
 from esched.core.bands import never_preempts
 from esched.core.queues import node_group_terms, queue_view
+from esched.core.reservations import DEFAULT_RECLAMATION, ReclamationConfig
+from esched.schemas.validator.timewindow import event_seconds
 from esched.schemas.quantity import MAX_BASE_UNITS, QuantityError, resource_list, to_base_units
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -54,6 +56,9 @@ cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object text)
 
+from libc.math cimport NAN, isnan
+
+from esched.core._reservations cimport RES_OVERCOMMIT, RES_RECLAIM, next_reservation
 from esched.core._envelope cimport Span, next_element, next_member, scan_envelope, span_is
 from esched.core._types cimport (
     NODE_ALIVE,
@@ -495,7 +500,16 @@ cdef class ClusterState:
         self.pod_usage = {}
         self.reservations = {}
         self.reserved_nodes = {}
+        self.clock = 0.0
+        self.class_lim_np = np.zeros((DEF_SMALL, DEF_RES), dtype=np.int64)
+        self.pod_resv_np = np.zeros((DEF_PODS, DEF_RES), dtype=np.int64)
+        self.pod_rtime_np = np.full((DEF_PODS, 2), np.nan, dtype=np.float64)
+        self.node_lim_np = np.zeros((DEF_NODES, DEF_RES), dtype=np.int64)
+        self.node_resv_np = np.zeros((DEF_NODES, DEF_RES), dtype=np.int64)
+        self.res_rflags_np = np.zeros(DEF_RES, dtype=np.uint8)
+        self._reclamation = DEFAULT_RECLAMATION
         self._bind_views()
+        self.reclamation = DEFAULT_RECLAMATION
         for name in BASE_RESOURCES:
             self._resource(name)
 
@@ -518,6 +532,12 @@ cdef class ClusterState:
         self.class_req = self.class_req_np
         self.class_nz = self.class_nz_np
         self.class_flags = self.class_flags_np
+        self.class_lim = self.class_lim_np
+        self.pod_resv = self.pod_resv_np
+        self.pod_rtime = self.pod_rtime_np
+        self.node_lim = self.node_lim_np
+        self.node_resv = self.node_resv_np
+        self.res_rflags = self.res_rflags_np
         self.port_bits = self.port_bits_np
         self.nz = self.nz_np
         self.gang_min = self.gang_min_np
@@ -541,11 +561,44 @@ cdef class ClusterState:
             self.pod_alloc_np = _grown(self.pod_alloc_np, self.pod_cap, rc)
             self.class_req_np = _grown(self.class_req_np, self.class_cap, rc)
             self.queue_alloc_np = _grown(self.queue_alloc_np, self.queue_cap, rc)
+            self.class_lim_np = _grown(self.class_lim_np, self.class_cap, rc)
+            self.pod_resv_np = _grown(self.pod_resv_np, self.pod_cap, rc)
+            self.node_lim_np = _grown(self.node_lim_np, self.node_cap, rc)
+            self.node_resv_np = _grown(self.node_resv_np, self.node_cap, rc)
+            self.res_rflags_np = _grown(self.res_rflags_np, rc)
             self._bind_views()
         self.res_names.append(name)
         self.res_index[name] = c
         self.n_res = c + 1
+        self._set_rflags(c)
         return c
+
+    cdef void _set_rflags(self, Py_ssize_t col):
+        # The reclamation switches of resource column ``col`` under this state's config.
+        cfg = self._reclamation
+        name = self.res_names[col]
+        self.res_rflags[col] = ((RES_RECLAIM if cfg.reclaims(name) else 0)
+                                | (RES_OVERCOMMIT if cfg.overcommits(name) else 0))
+
+    @property
+    def reclamation(self) -> ReclamationConfig:
+        """The reservation rule's configuration (:mod:`esched.core.reservations`).
+
+        Set it before folding: every fold of one log (replicas, the commit service,
+        the audit, replay) must use the same, as with the bands.
+        """
+        return self._reclamation
+
+    @reclamation.setter
+    def reclamation(self, cfg: ReclamationConfig) -> None:
+        cdef Py_ssize_t c
+        self._reclamation = cfg
+        self.rc_hold = cfg.hold
+        self.rc_tau = cfg.time_constant
+        self.rc_margin = cfg.margin
+        self.rc_burst = cfg.burst if cfg.enabled else 0.0
+        for c in range(self.n_res):
+            self._set_rflags(c)
 
     cdef units_t _units(self, str name, object value) except -1:
         """Base units of one quantity, memoized (Fraction parsing is the fold's cost)."""
@@ -694,6 +747,7 @@ cdef class ClusterState:
         # wrongly-typed body raises TypeError, which the fold counts as malformed.
         cdef dict spec = pod.get("spec") or {}
         cdef dict req, res, requests, limits, cont
+        cdef dict lim = None                # limits above requests (the pod's limit - requests)
         cdef str name
         cdef long long u, c_cpu, c_mem, nz_cpu, nz_mem
         cdef bint has_ports = False
@@ -732,6 +786,14 @@ cdef class ClusterState:
                                     c_cpu = u
                                 elif name == "memory":
                                     c_mem = u
+                            else:
+                                # Borg's limit: the container's limit where it sets one
+                                # above its request (core/reservations.py)
+                                u = self._units(name, value) - self._units(name, requests[name])
+                                if u > 0:
+                                    if lim is None:
+                                        lim = {}
+                                    lim[name] = lim.get(name, 0) + u
                     for name, value in requests.items():
                         u = self._units(name, value)
                         req[name] = req.get(name, 0) + u
@@ -831,18 +893,24 @@ cdef class ClusterState:
         # the same manifest always lists resources in the same order.
         # priorityClassName is part of the class: the band config may map it to a band.
         pcn = spec.get("priorityClassName") or None
-        key = (tuple(req.items()), nz, prio, ckey, pcn)
+        # Limits above requests join the requests' part of the key as "limit:<name>".
+        key = (tuple(req.items()) if lim is None
+               else tuple(req.items()) + tuple([("limit:" + k, v) for k, v in lim.items()]),
+               nz, prio, ckey, pcn)
         cid = self.class_index.get(key)
         if cid is not None:
             return cid
         # A new class: its totals must fit the tables (a known class was checked).
-        if not _in_range(req.values()) or not _in_range(nz) or not -_MAX_UNITS <= prio <= _MAX_UNITS:
+        if (not _in_range(req.values()) or not _in_range(nz)
+                or not -_MAX_UNITS <= prio <= _MAX_UNITS
+                or (lim is not None and not _in_range(
+                    [req.get(k, 0) + v for k, v in lim.items()]))):
             self._anomaly("overflow")
             return -1
-        return self._new_class(key, req, nz, prio, ckey, pcn)
+        return self._new_class(key, req, nz, prio, ckey, pcn, lim)
 
     def _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
-                   object pcn=None) -> int:
+                   object pcn=None, dict lim=None) -> int:
         cdef Py_ssize_t i = self.n_classes
         cols = [self._resource(name) for name in req]
         if i >= self.class_cap:
@@ -850,13 +918,20 @@ cdef class ClusterState:
             self.class_req_np = _grown(self.class_req_np, self.class_cap, self.res_cap)
             self.class_nz_np = _grown(self.class_nz_np, self.class_cap, 2)
             self.class_flags_np = _grown(self.class_flags_np, self.class_cap)
+            self.class_lim_np = _grown(self.class_lim_np, self.class_cap, self.res_cap)
             self._bind_views()
         self.class_nz[i, 0] = nz[0]
         self.class_nz[i, 1] = nz[1]
         for col, units in zip(cols, req.values()):
             self.class_req[i, col] = units
+            self.class_lim[i, col] = units
+        if lim:
+            for name, extra in lim.items():
+                self.class_lim[i, self._resource(name)] += extra
         self.class_specs.append({
             "requests": dict(req),
+            **({"limits": {name: int(self.class_lim[i, self.res_index[name]]) for name in lim}}
+               if lim else {}),
             "nonzero": list(nz),
             "priority": prio,
             "priorityClassName": pcn,
@@ -886,6 +961,14 @@ cdef class ClusterState:
             self.allocated[n, r] += v
             self.queue_alloc[q, r] += v
         cdef Py_ssize_t c = self.pod_class[p]
+        # Reclamation: the limit counts on the node; the reservation starts equal to it.
+        for r in range(self.n_res):
+            v = self.class_lim[c, r]
+            self.node_lim[n, r] += v
+            self.node_resv[n, r] += v
+            self.pod_resv[p, r] = v
+        self.pod_rtime[p, 0] = NAN
+        self.pod_rtime[p, 1] = NAN
         self.nz[n, 0] += self.class_nz[c, 0]
         self.nz[n, 1] += self.class_nz[c, 1]
         self.pod_node[p] = <index_t>n
@@ -905,8 +988,12 @@ cdef class ClusterState:
             self.allocated[n, r] -= v
             self.queue_alloc[q, r] -= v
             self.pod_alloc[p, r] = 0
-        self.pod_dev[p] = 0
         cdef Py_ssize_t c = self.pod_class[p]
+        for r in range(self.n_res):
+            self.node_lim[n, r] -= self.class_lim[c, r]
+            self.node_resv[n, r] -= self.pod_resv[p, r]
+            self.pod_resv[p, r] = 0
+        self.pod_dev[p] = 0
         if self.interpod.active or self.class_flags[c] & CLASS_INTERPOD:
             self.interpod.move(p, n, c if self.class_flags[c] & CLASS_INTERPOD else -1, -1)
         self.nz[n, 0] -= self.class_nz[c, 0]
@@ -973,6 +1060,10 @@ cdef class ClusterState:
                 self.pod_prio_np = _grown(self.pod_prio_np, cap)
                 self.pod_alloc_np = _grown(self.pod_alloc_np, cap, self.res_cap)
                 self.pod_dev_np = _grown(self.pod_dev_np, cap)
+                self.pod_resv_np = _grown(self.pod_resv_np, cap, self.res_cap)
+                rt = np.full((cap, 2), np.nan, dtype=np.float64)
+                rt[:p] = self.pod_rtime_np[:p]
+                self.pod_rtime_np = rt
                 self._bind_views()
             self.n_pods = p + 1
             self.pod_keys.append(key)
@@ -999,6 +1090,8 @@ cdef class ClusterState:
                 self.label_bits_np = _grown(self.label_bits_np, cap, self.label_words)
                 self.taint_bits_np = _grown(self.taint_bits_np, cap, self.taint_words)
                 self.port_bits_np = _grown(self.port_bits_np, cap, self.port_words)
+                self.node_lim_np = _grown(self.node_lim_np, cap, self.res_cap)
+                self.node_resv_np = _grown(self.node_resv_np, cap, self.res_cap)
                 self._bind_views()
             self.n_nodes = n + 1
             self.node_names.append(name)
@@ -1358,11 +1451,64 @@ cdef class ClusterState:
 
     cdef int _usage(self, dict data) except -1:
         nodes = [(u["name"], resource_list(u.get("usage"), "usage")) for u in data.get("nodes") or ()]
-        pods = [(u["pod"], resource_list(u.get("usage"), "usage")) for u in data.get("pods") or ()]
         for name, usage in nodes:
             self.node_usage[name] = usage
-        for key, usage in pods:
+        return 0
+
+    cdef int _usage_pods(self, list pods, double now) except -1:
+        # The pods[] part of a usage report at event time ``now``: each bound pod's
+        # last usage and its reservations (Borg 5.5, core/_reservations.pxd). Parsed
+        # whole before anything changes, so a malformed body has no effect.
+        cdef Py_ssize_t p, n, r, i, m = len(pods)
+        cdef units_t old, new, use
+        cdef double hold_end, last, dt
+        cdef bint holding, over
+        cdef dict entry, raw
+        parsed = []
+        for entry in pods:
+            raw = entry.get("usage") or {}
+            parsed.append((<str?>entry["pod"],
+                           {<str>name: self._units(name, value) for name, value in raw.items()}))
+        if now > self.clock:
+            self.clock = now
+        now = self.clock  # the log's clock never runs backwards
+        for i in range(m):
+            key, usage = parsed[i]
             self.pod_usage[key] = usage
+            slot = self.pod_index.get(key)
+            if slot is None:
+                continue
+            p = slot
+            n = self.pod_node[p]
+            if n < 0:
+                continue
+            if isnan(self.pod_rtime[p, 0]):
+                # first report since binding: the start-up hold starts now
+                self.pod_rtime[p, 0] = now + self.rc_hold
+                self.pod_rtime[p, 1] = now
+            hold_end = self.pod_rtime[p, 0]
+            last = self.pod_rtime[p, 1]
+            holding = now < hold_end
+            dt = now - (last if last > hold_end else hold_end)
+            changed = False
+            for name, use in usage.items():
+                col = self.res_index.get(name)
+                if col is None:
+                    continue
+                r = col
+                if not (self.res_rflags[r] & RES_RECLAIM):
+                    continue
+                over = (self.res_rflags[r] & RES_OVERCOMMIT) != 0
+                old = self.pod_resv[p, r]
+                new = next_reservation(old, self.class_lim[self.pod_class[p], r], use, dt,
+                                       holding, self.rc_tau, self.rc_margin, over)
+                if new != old:
+                    self.pod_resv[p, r] = new
+                    self.node_resv[n, r] += new - old
+                    changed = True
+            self.pod_rtime[p, 1] = now
+            if changed:
+                self.version[n] += 1
         return 0
 
     cdef int _committed(self, dict data) except -1:
@@ -1521,7 +1667,18 @@ cdef class ClusterState:
             self._anomaly("unknown_type")
             return 0
         self.type_counts[<int>slot] += 1
-        return self._apply_data(_SLOT_CODE[<int>slot], event.get("data"))
+        cdef int code = _SLOT_CODE[<int>slot]
+        self._apply_data(code, event.get("data"))
+        if code == EV_USAGE:
+            # The pods[] part (reservations), on the log's clock: the event's time.
+            data = event.get("data")
+            if isinstance(data, dict) and data.get("pods"):
+                try:
+                    now = event_seconds(event.get("time"))
+                    self._usage_pods(data["pods"], self.clock if now is None else now)
+                except _MALFORMED:
+                    self._anomaly("malformed")
+        return 0
 
     cdef int _apply_data(self, int code, object data) except -1:
         # The dispatch on the event's code, for the dict path (_apply); the bytes
@@ -1854,6 +2011,47 @@ cdef class ClusterState:
             "schedulingGated": {k: list(v) for k, v in sorted(self.gated.items())},
         }
 
+    def reclamation_view(self) -> dict:
+        """Borg's reclamation per alive node and resource the node's pods limit:
+        ``limit`` (what production pods are placed against), ``reservation`` (the
+        pods' reservations), ``reserved`` (min(limit, reservation + burst): what the
+        others are placed against), ``usage`` (the pods' last reported usage),
+        ``reclaimed`` (limit - reserved); and the same summed over the cluster."""
+        cdef Py_ssize_t n, r, p
+        use = np.zeros((self.n_nodes, self.n_res), dtype=object)
+        for key, usage in self.pod_usage.items():
+            slot = self.pod_index.get(key)
+            if slot is None or self.pod_node[<Py_ssize_t>slot] < 0:
+                continue
+            n = self.pod_node[<Py_ssize_t>slot]
+            for name, units in usage.items():
+                col = self.res_index.get(name)
+                if col is not None:
+                    use[n, col] += units
+        lim, resv = self.node_limits(), self.node_reservations()
+        reserved = self.node_reserved()
+        order = sorted(range(self.n_res), key=lambda i: self.res_names[i])
+        nodes = {}
+        totals = {}
+        for n in range(self.n_nodes):
+            if not self.flags[n] & NODE_ALIVE:
+                continue
+            row = {}
+            for r in order:
+                if lim[n, r] == 0 and use[n, r] == 0:
+                    continue
+                entry = {"limit": int(lim[n, r]), "reservation": int(resv[n, r]),
+                         "reserved": int(reserved[n, r]), "usage": int(use[n, r]),
+                         "reclaimed": int(lim[n, r] - reserved[n, r])}
+                row[self.res_names[r]] = entry
+                t = totals.setdefault(self.res_names[r], dict.fromkeys(entry, 0))
+                for k, v in entry.items():
+                    t[k] += v
+            if row:
+                nodes[self.node_names[n]] = row
+        return {"nodes": nodes, "totals": totals, "clock": self.clock,
+                "config": self._reclamation.as_dict()}
+
     def pod(self, key: str) -> dict | None:
         """One pod's record (phase, node, class, gang, queue, priority, allocation,
         the scheduling gates it still waits for) or None."""
@@ -2068,6 +2266,53 @@ cdef class ClusterState:
         """[node slot, resource] the sum of the bound pods' allocations; read-only int64."""
         return _readonly(self.allocated_np[: self.n_nodes, : self.n_res])
 
+    # --- reclamation (Borg 5.5): limits, reservations, what is reclaimed ---
+
+    def class_limits(self):
+        """[class, resource] the limits (Kubernetes ``limits``, else requests); read-only."""
+        return _readonly(self.class_lim_np[: self.n_classes, : self.n_res])
+
+    def pod_limit(self, Py_ssize_t p):
+        """Pod slot ``p``'s limits per resource (its class's); read-only int64."""
+        self._check_pod(p)
+        return _readonly(self.class_lim_np[self.pod_class[p], : self.n_res])
+
+    def pod_reservation(self, Py_ssize_t p):
+        """Pod slot ``p``'s reservation per resource (0 while unbound); read-only int64."""
+        self._check_pod(p)
+        return _readonly(self.pod_resv_np[p, : self.n_res])
+
+    def pod_reservations(self):
+        """[pod slot, resource] the reservations of bound pods (0 unbound); read-only."""
+        return _readonly(self.pod_resv_np[: self.n_pods, : self.n_res])
+
+    def node_limits(self):
+        """[node slot, resource] the sum of the bound pods' limits: what production
+        pods are placed against; read-only int64."""
+        return _readonly(self.node_lim_np[: self.n_nodes, : self.n_res])
+
+    def node_reservations(self):
+        """[node slot, resource] the sum of the bound pods' reservations; read-only."""
+        return _readonly(self.node_resv_np[: self.n_nodes, : self.n_res])
+
+    def node_burst(self):
+        """[node slot, resource] the capacity kept back for bursts: ``burst`` x
+        allocatable of each reclaimed resource, 0 for the others."""
+        cdef Py_ssize_t N = self.n_nodes, R = self.n_res
+        share = np.where(self.res_rflags_np[:R] & RES_RECLAIM, self.rc_burst, 0.0)
+        return (self.allocatable_np[:N, :R] * share).astype(np.int64)
+
+    def node_reserved(self):
+        """[node slot, resource] the accounting by reservations, what non-production
+        pods are placed against: min(limits, reservations + burst)."""
+        return np.minimum(self.node_lim_np[: self.n_nodes, : self.n_res],
+                          self.node_resv_np[: self.n_nodes, : self.n_res] + self.node_burst())
+
+    def node_reclaimed(self):
+        """[node slot, resource] what reclamation frees for non-production pods:
+        limits - the accounting by reservations (>= 0)."""
+        return self.node_lim_np[: self.n_nodes, : self.n_res] - self.node_reserved()
+
     def node_alive(self):
         """Per node slot, whether the node exists (a removed node's slot is dead)."""
         return (self.flags_np[: self.n_nodes] & NODE_ALIVE) != 0
@@ -2130,6 +2375,11 @@ cdef class ClusterState:
             "gang_counts": self.gang_counts_np[:g],
             "queue_alloc": self.queue_alloc_np[:q, :nr],
             "queue_counts": self.queue_counts_np[:q],
+            "class_lim": self.class_lim_np[:c, :nr],
+            "pod_resv": self.pod_resv_np[:p, :nr],
+            "pod_rtime": self.pod_rtime_np[:p],
+            "node_lim": self.node_lim_np[:n, :nr],
+            "node_resv": self.node_resv_np[:n, :nr],
         }
 
     def to_bytes(self) -> bytes:
@@ -2178,6 +2428,7 @@ cdef class ClusterState:
             "node_usage": self.node_usage,
             "pod_usage": self.pod_usage,
             "reservations": self.reservations,
+            "clock": self.clock,
             "label_sets": self.interpod.lsets,
             "arrays": table,
         }
@@ -2293,10 +2544,41 @@ cdef class ClusterState:
         s.class_flags_np = np.zeros(s.class_cap, dtype=np.uint8)
         s.class_ports = [None] * s.n_classes
         s.port_bits_np = np.zeros((s.node_cap, s.port_words), dtype=np.uint64)
+        s.clock = h.get("clock") or 0.0
+        if "class_lim" in arrays:
+            s.class_lim_np = _grown(arrays["class_lim"], s.class_cap, nr)
+            s.pod_resv_np = _grown(arrays["pod_resv"], s.pod_cap, nr)
+            rt = np.full((s.pod_cap, 2), np.nan, dtype=np.float64)
+            rt[: s.n_pods] = arrays["pod_rtime"]
+            s.pod_rtime_np = rt
+            s.node_lim_np = _grown(arrays["node_lim"], s.node_cap, nr)
+            s.node_resv_np = _grown(arrays["node_resv"], s.node_cap, nr)
+        else:
+            # A snapshot from before reclamation: limits from the class specs, every
+            # reservation at its limit.
+            s._restore_limits()
         s._bind_views()
         s._restore_ports()
         s._restore_interpod(h.get("label_sets") or [], arrays.get("pod_lset"))
         return s
+
+    def _restore_limits(self) -> None:
+        # class_lim from class_req and each class's "limits"; bound pods' sums.
+        cdef Py_ssize_t nr = self.res_cap
+        lim = np.zeros((self.class_cap, nr), dtype=np.int64)
+        lim[: self.n_classes] = self.class_req_np[: self.n_classes, :nr]
+        for c in range(self.n_classes):
+            for name, units in (self.class_specs[c].get("limits") or {}).items():
+                lim[c, self._resource(name)] = units
+        self.class_lim_np = lim
+        self.pod_rtime_np = np.full((self.pod_cap, 2), np.nan, dtype=np.float64)
+        self.pod_resv_np = np.zeros((self.pod_cap, nr), dtype=np.int64)
+        self.node_lim_np = np.zeros((self.node_cap, nr), dtype=np.int64)
+        bound = np.flatnonzero(self.pod_node_np[: self.n_pods] >= 0)
+        if bound.size:
+            self.pod_resv_np[bound] = lim[self.pod_class_np[bound]]
+            np.add.at(self.node_lim_np, self.pod_node_np[bound], self.pod_resv_np[bound])
+        self.node_resv_np = self.node_lim_np.copy()
 
     def _restore_interpod(self, list label_sets, object pod_lset) -> None:
         # The label sets and each pod's are serialized; the counts are derived.

@@ -1,0 +1,50 @@
+"""Borg's reclamation made visible: ``esched replay``'s table and the Prometheus gauges."""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY
+from support.fold import envelope, node, pod
+
+from esched.core import ClusterState
+from esched.schemas import events as EV
+from esched.services.metrics import publish_reclamation
+from esched.services.replay import format_reclamation, format_table
+
+
+def _state() -> ClusterState:
+    """n1 (4 cpu) runs a pod limited to 2 cpu that has used 100m for an hour."""
+    st = ClusterState()
+    p = pod("a", cpu="1", node_name="n1")
+    p["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "2", "memory": "1Gi"}
+    events = [envelope(EV.NODE_ADDED, node("n1")), envelope(EV.POD_SUBMITTED, p)]
+    for t in ("00", "30", "59"):
+        e = envelope(EV.USAGE_REPORTED, {"pods": [{"pod": "ns/a", "usage": {"cpu": "100m"}}]})
+        e["time"] = f"2026-01-01T00:{t}:00Z"
+        events.append(e)
+    st.apply_many(list(enumerate(events, 1)))
+    return st
+
+
+def test_replay_view_shows_limit_reservation_usage_and_reclaimed():
+    st = _state()
+    view = st.reclamation_view()
+    cpu = view["nodes"]["n1"]["cpu"]
+    assert cpu["limit"] == 2000 and cpu["usage"] == 100
+    # decayed toward 100m + 10% of 2 cpu = 300m; reserved adds 10% of 4 cpu of burst
+    assert 300 <= cpu["reservation"] < 2000
+    assert cpu["reserved"] == min(2000, cpu["reservation"] + 400)
+    assert cpu["reclaimed"] == 2000 - cpu["reserved"] > 0
+    assert view["totals"]["cpu"] == cpu
+    lines = format_reclamation(view)
+    assert lines[0].startswith("reclaim   1 nodes")
+    assert any(line.split()[:2] == ["n1", "cpu"] for line in lines)
+    assert "reclaim" in format_table({**st.summary(), "reclamation": view})
+
+
+def test_gauges_report_the_reclaimed_capacity():
+    st = _state()
+    publish_reclamation(st)
+    cpu = st.reclamation_view()["totals"]["cpu"]
+    got = REGISTRY.get_sample_value("esched_reclaim_reclaimed", {"resource": "cpu"})
+    assert got == cpu["reclaimed"]
+    assert REGISTRY.get_sample_value("esched_reclaim_limits", {"resource": "cpu"}) == 2000
