@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from prometheus_client import REGISTRY
-from support.fold import envelope, node, pod
 
 from esched.core import ClusterState
 from esched.schemas import events as EV
 from esched.services.metrics import publish_reclamation
 from esched.services.replay import format_reclamation, format_table
+from support.fold import envelope, node, pod
 
 
 def _state() -> ClusterState:
