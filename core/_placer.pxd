@@ -111,8 +111,10 @@ cdef class Placer:
     cdef units_t[:, ::1] fburst
     cdef units_t[:, ::1] fnp
     cdef bint reclaim_on                 # state.reclamation.enabled at the last sync
-    cdef public object fit_bands_cfg     # BandConfig judging production (None: defaults)
+    cdef readonly object fit_bands_cfg   # BandConfig judging production (None: defaults)
     cdef object fband_np                 # uint8[class]: 1 = judged by limits (production)
+    cdef uint8_t[::1] fband              # its typed view (the classes resolved: fband_n)
+    cdef Py_ssize_t fband_n
     # Host-port keys bound per node in this view: the state's rows, plus assumptions
     # (port_delta: slot -> {key bit: +/- pods}); see ClusterState.port_bits.
     cdef object ports_np

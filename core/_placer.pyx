@@ -385,7 +385,9 @@ cdef class Placer:
         # The bands that decide who is production (placed against limits; the others
         # against reservations): the same the validator and the scheduling pass use.
         self.fit_bands_cfg = bands
-        self.fband_np = np.zeros(0, dtype=np.uint8)
+        self.fband_np = np.zeros(64, dtype=np.uint8)
+        self.fband = self.fband_np
+        self.fband_n = 0
         self.hide_reserved = hide_reserved
         self.profile = profile or DEFAULT_PROFILE
         self.use_cache = cache
@@ -791,19 +793,23 @@ cdef class Placer:
         cdef ClusterState st = self.state
         if not self.reclaim_on:
             return True
-        if cid >= self.fband_np.shape[0]:
+        if cid >= self.fband_n:
+            # classes new since the last look (rare: a band lookup per class, once)
             from esched.core.bands import DEFAULT_BANDS, Band
 
             cfg = self.fit_bands_cfg if self.fit_bands_cfg is not None else DEFAULT_BANDS
-            have = self.fband_np.shape[0]
-            grown = np.zeros(max(st.n_classes, 2 * have, 64), dtype=np.uint8)
-            grown[:have] = self.fband_np[:have]
+            have = self.fband_n
+            if st.n_classes > self.fband_np.shape[0]:
+                grown = np.zeros(max(st.n_classes, 2 * have, 64), dtype=np.uint8)
+                grown[:have] = self.fband_np[:have]
+                self.fband_np = grown
+                self.fband = grown
             for c in range(have, st.n_classes):
                 spec = st.class_specs[c]
-                grown[c] = cfg.band_of(spec["priority"], spec.get("priorityClassName")) \
+                self.fband[c] = cfg.band_of(spec["priority"], spec.get("priorityClassName")) \
                     >= Band.PRODUCTION
-            self.fband_np = grown[: st.n_classes]
-        return self.fband_np[cid] != 0
+            self.fband_n = st.n_classes
+        return self.fband[cid] != 0
 
     cdef inline void _ensure_synced(self):
         if self.synced_position != self.state.position or self.state.n_nodes != self.n_nodes \

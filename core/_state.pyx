@@ -44,7 +44,9 @@ from esched.core import phases as _phases
 from esched.core.phases import PHASES
 from esched.core.bands import never_preempts
 from esched.core.queues import node_group_terms, queue_view
-from esched.core.reservations import DEFAULT_RECLAMATION, ReclamationConfig
+from esched.core.reservations import (
+    DEFAULT_RECLAMATION, ReclamationConfig, current_reclamation,
+)
 from esched.schemas.validator.timewindow import event_seconds
 from esched.schemas.quantity import MAX_BASE_UNITS, QuantityError, resource_list, to_base_units
 
@@ -509,7 +511,7 @@ cdef class ClusterState:
         self.res_rflags_np = np.zeros(DEF_RES, dtype=np.uint8)
         self._reclamation = DEFAULT_RECLAMATION
         self._bind_views()
-        self.reclamation = DEFAULT_RECLAMATION
+        self.reclamation = current_reclamation()
         for name in BASE_RESOURCES:
             self._resource(name)
 

@@ -42,7 +42,11 @@ the paper gives a figure: the 300 s hold; esched's choices otherwise)::
         cpu: true            #   compressible: yes
         memory: false        #   not compressible: no
 
-Every service that folds the log must use the same section (like ``bands:``).
+Every service that folds the log must use the same section (like ``bands:``): the
+CLI reads it from the config file once (:func:`use_reclamation`) and every
+``ClusterState()`` of the process starts with it (:func:`current_reclamation`), so
+the replicas, the commit service, the dispatcher, the audit, replay and the
+simulator of one process fold alike.
 """
 
 from __future__ import annotations
@@ -55,7 +59,9 @@ __all__ = [
     "DEFAULT_RECLAMATION",
     "ReclamationConfig",
     "ReclamationConfigError",
+    "current_reclamation",
     "parse_reclamation",
+    "use_reclamation",
 ]
 
 #: Borg: "after 300 s, to allow for startup transients".
@@ -152,3 +158,17 @@ def parse_reclamation(raw: Any) -> ReclamationConfig:
         reclaim=frozenset(reclaim),
         overcommit={str(k): bool(v) for k, v in over.items()},
     )
+
+
+_current: list[ReclamationConfig] = [DEFAULT_RECLAMATION]
+
+
+def use_reclamation(cfg: ReclamationConfig) -> None:
+    """Make ``cfg`` the configuration every new ``ClusterState`` of this process starts
+    with (the CLI calls it with the config file's section)."""
+    _current[0] = cfg
+
+
+def current_reclamation() -> ReclamationConfig:
+    """The configuration a new ``ClusterState`` starts with (see :func:`use_reclamation`)."""
+    return _current[0]

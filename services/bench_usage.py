@@ -138,7 +138,6 @@ def bench_usage(
         if gc_was:
             gc.enable()
     cpu = statistics.median(cpu_runs)
-    cpu_col = st.res_index["cpu"]
     return {
         "nodes": nodes,
         "pods": pods,
@@ -153,9 +152,4 @@ def bench_usage(
         "target_cpu_share": 0.05,
         "within_target": cpu / interval < 0.05,
         "anomalies": dict(st.anomalies),
-        "reclaimed_cpu_share": round(
-            float(st.node_reclaimed()[:, cpu_col].sum())
-            / float(st.node_limits()[:, cpu_col].sum()),
-            4,
-        ),
     }

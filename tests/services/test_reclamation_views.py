@@ -48,3 +48,23 @@ def test_gauges_report_the_reclaimed_capacity():
     got = REGISTRY.get_sample_value("esched_reclaim_reclaimed", {"resource": "cpu"})
     assert got == cpu["reclaimed"]
     assert REGISTRY.get_sample_value("esched_reclaim_limits", {"resource": "cpu"}) == 2000
+
+
+def test_bench_usage_folds_every_report_without_anomalies():
+    from esched.services.bench_usage import bench_usage
+
+    out = bench_usage(nodes=20, pods=100, rounds=2)
+    assert out["anomalies"] == {} and out["events_per_round"] == 20
+    assert len(out["round_cpu_seconds_runs"]) == 2
+    assert out["cpu_share"] == round(out["round_cpu_seconds"] / 10.0, 4)
+
+
+def test_bench_core_reclaimed_places_against_reservations():
+    from esched.services.bench_core import run_bench
+
+    out = run_bench(n_nodes=40, n_pods=400, reclaimed=True, full_scan_pods=50)
+    assert out["workload"]["reclaimed"] is True
+    # limit L = a quarter of the node's cpu, 100m used: reserved = 100m + 0.1 L (margin)
+    # + 0.4 L (10% of the node kept for bursts), so about half of L is reclaimed
+    assert 0.45 < out["workload"]["reclaimed_cpu_share"] < 0.5
+    assert out["pods_per_s"] > 0
