@@ -267,7 +267,13 @@ def test_production_is_placed_against_limits_the_others_against_reservations(tlo
 
 def test_the_commit_rule_is_the_same(tlog):
     st = _reclaimed_node(tlog)
+    tlog(EV.POD_SUBMITTED, limited("b", "2", "2"))
+    tlog(EV.POD_SUBMITTED, limited("p", "2", "2", priority=PROD))
     v = Validator(st)
+    n = st.node_index["n1"]
+    assert v.placer.binding_reasons(st.pod_index["ns/b"], n) == 0
+    bits = v.placer.binding_reasons(st.pod_index["ns/p"], n)
+    assert v.placer.reason_texts(st.pod_index["ns/p"], n, bits) == ["Insufficient cpu"]
     assert v.placer.fits(limited("b", "2", "2"), "n1") == []
     assert v.placer.fits(limited("p", "2", "2", priority=PROD), "n1") == ["Insufficient cpu"]
 
@@ -333,3 +339,16 @@ def test_the_clock_never_runs_backwards(tlog):
     tlog.usage(10.0, a={"cpu": "100m"})  # an agent with a late clock: no decay, no undo
     assert (st.pod_reservations() == after).all()
     assert st.clock == T0.timestamp() + 2000.0
+
+
+def test_new_states_take_the_process_configuration():
+    from esched.core.reservations import current_reclamation, use_reclamation
+
+    cfg = ReclamationConfig(hold=5.0)
+    use_reclamation(cfg)
+    try:
+        assert ClusterState().reclamation is cfg
+        assert ClusterState.from_bytes(ClusterState().to_bytes()).reclamation is cfg
+    finally:
+        use_reclamation(DEFAULT_RECLAMATION)
+    assert current_reclamation() is DEFAULT_RECLAMATION
