@@ -32,8 +32,9 @@ def explain(Placer pl, pod) -> dict:
 
     Scores every feasible node (no sampling, no cache) and chooses as ``place``
     would among all of them: highest total, ties broken by the placer's RNG.
-    ``accounting``: what the pod's resources were judged against (Borg's
-    reclamation): ``limits`` (production) or ``reservations`` (the others).
+    ``accounting``: what the pod's resources were judged against: ``requests``
+    with reclamation off (the default, as kube-scheduler); with Borg's reclamation on,
+    ``limits`` (production) or ``reservations`` (the others).
     """
     cdef ClusterState st = pl.state
     cdef Py_ssize_t cid = pl._class_of(pod), n
@@ -70,7 +71,8 @@ def explain(Placer pl, pod) -> dict:
     if tied:
         best = tied[below(&pl.rng, <uint64_t>len(tied)) if len(tied) > 1 else 0]
     return {"chosen": best, "nodes": rows,
-            "accounting": "reservations" if v.by_reservations else "limits"}
+            "accounting": ("reservations" if v.by_reservations
+                           else "limits" if pl.reclaim_on else "requests")}
 
 
 cdef list _reason_strings(Placer pl, uint64_t reasons, Py_ssize_t n, const ClassView* v):

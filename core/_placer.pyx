@@ -641,7 +641,7 @@ cdef class Placer:
         self.ip_scored_pairs = {}
         cdef Py_ssize_t w, W = self.ports.shape[1]
         cdef long long[::1] sv = st.version_np
-        self.reclaim_on = st.reclamation.enabled
+        self.reclaim_on = st.rc_on
         cdef double burst = st.rc_burst
         for n in range(self.n_nodes):
             # A node touched by an assumption (sver == -2) or changed in the state is new.
@@ -812,8 +812,10 @@ cdef class Placer:
         return self.fband[cid] != 0
 
     cdef inline void _ensure_synced(self):
+        # (reclamation switched on or off changes every limit: a new sync, see the
+        # ClusterState.reclamation setter)
         if self.synced_position != self.state.position or self.state.n_nodes != self.n_nodes \
-                or self.state.n_res != self.n_res:
+                or self.state.n_res != self.n_res or self.reclaim_on != self.state.rc_on:
             self.sync()
 
     # ------------------------------------------------------------------ classes

@@ -142,6 +142,7 @@ cdef class ClusterState:
     # --- reclamation (Borg 5.5): limits and reservations (core/reservations.py) ---
     cdef object _reclamation             # ReclamationConfig (see the reclamation property)
     cdef double rc_hold, rc_tau, rc_margin, rc_burst  # its numbers, for the fold's loops
+    cdef bint rc_on                      # its ``enabled`` (off: limits = requests)
     cdef public double clock             # the log's clock: latest usage event time (s); 0 none
     cdef public object class_lim_np, pod_resv_np, pod_rtime_np, node_lim_np, node_resv_np
     cdef public object res_rflags_np

@@ -593,14 +593,23 @@ cdef class ClusterState:
 
     @reclamation.setter
     def reclamation(self, cfg: ReclamationConfig) -> None:
-        cdef Py_ssize_t c
+        cdef Py_ssize_t c, n
+        switched = cfg.enabled != self._reclamation.enabled
         self._reclamation = cfg
+        self.rc_on = cfg.enabled
         self.rc_hold = cfg.hold
         self.rc_tau = cfg.time_constant
         self.rc_margin = cfg.margin
         self.rc_burst = cfg.burst if cfg.enabled else 0.0
         for c in range(self.n_res):
             self._set_rflags(c)
+        if switched and self.n_classes > 0:
+            # Limits enter placement only with reclamation on (else limit = requests):
+            # recompute them and the nodes' sums; reservations restart at the limits.
+            self._restore_limits()
+            self._bind_views()
+            for n in range(self.n_nodes):
+                self.version[n] += 1  # the placer's cached rows of every node are stale
 
     cdef units_t _units(self, str name, object value) except -1:
         """Base units of one quantity, memoized (Fraction parsing is the fold's cost)."""
@@ -915,6 +924,7 @@ cdef class ClusterState:
                    object pcn=None, dict lim=None) -> int:
         cdef Py_ssize_t i = self.n_classes
         cols = [self._resource(name) for name in req]
+        lim_cols = [self._resource(name) for name in lim] if lim else []
         if i >= self.class_cap:
             self.class_cap *= 2
             self.class_req_np = _grown(self.class_req_np, self.class_cap, self.res_cap)
@@ -927,12 +937,15 @@ cdef class ClusterState:
         for col, units in zip(cols, req.values()):
             self.class_req[i, col] = units
             self.class_lim[i, col] = units
-        if lim:
-            for name, extra in lim.items():
-                self.class_lim[i, self._resource(name)] += extra
+        if lim and self._reclamation.enabled:
+            # Reclamation off (the default): the limit is the requests, as kube's
+            # NodeResourcesFit, which places by requests only.
+            for col, extra in zip(lim_cols, lim.values()):
+                self.class_lim[i, col] += extra
         self.class_specs.append({
             "requests": dict(req),
-            **({"limits": {name: int(self.class_lim[i, self.res_index[name]]) for name in lim}}
+            # The spec keeps the limits either way: a later switch recomputes from it.
+            **({"limits": {name: int(req.get(name, 0) + extra) for name, extra in lim.items()}}
                if lim else {}),
             "nonzero": list(nz),
             "priority": prio,
@@ -2018,7 +2031,9 @@ cdef class ClusterState:
         ``limit`` (what production pods are placed against), ``reservation`` (the
         pods' reservations), ``reserved`` (min(limit, reservation + burst): what the
         others are placed against), ``usage`` (the pods' last reported usage),
-        ``reclaimed`` (limit - reserved); and the same summed over the cluster."""
+        ``reclaimed`` (limit - reserved); and the same summed over the cluster.
+        With reclamation off (the default) every pod is judged by its requests:
+        ``accounting`` says ``requests`` and limit = reserved = the requests."""
         cdef Py_ssize_t n, r, p
         use = np.zeros((self.n_nodes, self.n_res), dtype=object)
         for key, usage in self.pod_usage.items():
@@ -2052,6 +2067,10 @@ cdef class ClusterState:
             if row:
                 nodes[self.node_names[n]] = row
         return {"nodes": nodes, "totals": totals, "clock": self.clock,
+                # what pods are placed against: requests with reclamation off (the
+                # default; then limit = reservation = reserved = requests)
+                "accounting": "limits/reservations" if self._reclamation.enabled
+                else "requests",
                 "config": self._reclamation.as_dict()}
 
     def pod(self, key: str) -> dict | None:
@@ -2431,6 +2450,7 @@ cdef class ClusterState:
             "pod_usage": self.pod_usage,
             "reservations": self.reservations,
             "clock": self.clock,
+            "reclamation_enabled": self._reclamation.enabled,
             "label_sets": self.interpod.lsets,
             "arrays": table,
         }
@@ -2547,7 +2567,10 @@ cdef class ClusterState:
         s.class_ports = [None] * s.n_classes
         s.port_bits_np = np.zeros((s.node_cap, s.port_words), dtype=np.uint64)
         s.clock = h.get("clock") or 0.0
-        if "class_lim" in arrays:
+        # Snapshots record whether they were folded with reclamation on (absent: on,
+        # as before it became opt-in); folded under the other setting, recompute.
+        if "class_lim" in arrays and (h.get("reclamation_enabled", True)
+                                      == s._reclamation.enabled):
             s.class_lim_np = _grown(arrays["class_lim"], s.class_cap, nr)
             s.pod_resv_np = _grown(arrays["pod_resv"], s.pod_cap, nr)
             rt = np.full((s.pod_cap, 2), np.nan, dtype=np.float64)
@@ -2556,8 +2579,8 @@ cdef class ClusterState:
             s.node_lim_np = _grown(arrays["node_lim"], s.node_cap, nr)
             s.node_resv_np = _grown(arrays["node_resv"], s.node_cap, nr)
         else:
-            # A snapshot from before reclamation: limits from the class specs, every
-            # reservation at its limit.
+            # A snapshot from before reclamation, or folded under the other setting:
+            # limits from the class specs, every reservation at its limit.
             s._restore_limits()
         s._bind_views()
         s._restore_ports()
@@ -2565,13 +2588,19 @@ cdef class ClusterState:
         return s
 
     def _restore_limits(self) -> None:
-        # class_lim from class_req and each class's "limits"; bound pods' sums.
+        # class_lim from class_req and (reclamation on) each class's "limits"; bound
+        # pods' sums.
+        on = self._reclamation.enabled
+        # Columns first: interning a resource may widen the tables.
+        cols = [[(self._resource(name), units)
+                 for name, units in (self.class_specs[c].get("limits") or {}).items()]
+                if on else [] for c in range(self.n_classes)]
         cdef Py_ssize_t nr = self.res_cap
         lim = np.zeros((self.class_cap, nr), dtype=np.int64)
         lim[: self.n_classes] = self.class_req_np[: self.n_classes, :nr]
         for c in range(self.n_classes):
-            for name, units in (self.class_specs[c].get("limits") or {}).items():
-                lim[c, self._resource(name)] = units
+            for col, units in cols[c]:
+                lim[c, col] = units
         self.class_lim_np = lim
         self.pod_rtime_np = np.full((self.pod_cap, 2), np.nan, dtype=np.float64)
         self.pod_resv_np = np.zeros((self.pod_cap, nr), dtype=np.int64)

@@ -1,8 +1,14 @@
 """Borg's resource reclamation (Verma et al., EuroSys 2015, section 5.5): the
 configuration of the reservation rule.
 
-Every running pod has a **limit** per resource (its Kubernetes ``limits``, else its
-requests; see ``docs/scheduling.md``) and a **reservation**: what the scheduler
+**Off by default**, for Kubernetes parity: kube-scheduler's NodeResourcesFit places
+a pod by its requests only (``limits`` never enter placement), so with
+``reclamation.enabled: false`` esched judges every pod by its requests as well: a
+class's limit *is* its requests, and a pod whose limits exceed its requests is placed
+wherever its requests fit, as kube would. ``enabled: true`` turns on Borg's rule below.
+
+With reclamation on, every running pod has a **limit** per resource (its Kubernetes
+``limits``, else its requests; see ``docs/scheduling.md``) and a **reservation**: what the scheduler
 expects it to use. The fold (``ClusterState``, ``core/_state.pyx``) keeps the
 reservation per pod and resource from the ``pods[]`` part of
 ``esched.usage.reported`` events, on the log's clock (each event's ``time``), so a
@@ -32,7 +38,7 @@ Configured in the config file's ``reclamation:`` section (defaults after Borg wh
 the paper gives a figure: the 300 s hold; esched's choices otherwise)::
 
     reclamation:
-      enabled: true          # false: every pod is judged by limits
+      enabled: false         # default: every pod is judged by its requests (as kube)
       hold: 300              # seconds after start before a reservation decays (Borg)
       time_constant: 600     # seconds: the decay's e-folding time ("slowly")
       margin: 0.1            # safety margin, a fraction of the limit
@@ -46,7 +52,10 @@ Every service that folds the log must use the same section (like ``bands:``): th
 CLI reads it from the config file once (:func:`use_reclamation`) and every
 ``ClusterState()`` of the process starts with it (:func:`current_reclamation`), so
 the replicas, the commit service, the dispatcher, the audit, replay and the
-simulator of one process fold alike.
+simulator of one process fold alike. Changing ``enabled`` on a state that already
+holds pods (a snapshot folded under the other setting, restored into this process)
+recomputes every class's limit and each node's sums from the pods' specs; the
+reservations restart at their limits, as at binding.
 """
 
 from __future__ import annotations
@@ -87,7 +96,8 @@ class ReclamationConfigError(ValueError):
 class ReclamationConfig:
     """The reservation rule's parameters (see the module docstring)."""
 
-    enabled: bool = True
+    #: Off by default: every pod is judged by its requests, as kube-scheduler does.
+    enabled: bool = False
     hold: float = DEFAULT_HOLD_S
     time_constant: float = DEFAULT_TIME_CONSTANT_S
     margin: float = DEFAULT_MARGIN
@@ -139,7 +149,7 @@ def parse_reclamation(raw: Any) -> ReclamationConfig:
     }  # fmt: skip
     if unknown:
         raise ReclamationConfigError(f"reclamation.{sorted(unknown)[0]}", "unknown key")
-    enabled = raw.get("enabled", True)
+    enabled = raw.get("enabled", False)
     if not isinstance(enabled, bool):
         raise ReclamationConfigError("reclamation.enabled", "must be true or false")
     reclaim = raw.get("reclaim", sorted(DEFAULT_RECLAMATION.reclaim))

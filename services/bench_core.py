@@ -14,6 +14,7 @@ assumed before the next, as a replica plans a batch.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from typing import Any
@@ -69,7 +70,9 @@ def make_pods(
     limits: bool = False,
 ) -> list[dict]:
     """Pod manifests of the synthetic workload (deterministic for a seed); ``limits``:
-    each sets a cpu limit of twice its request (Borg's reclamation: judged by limits)."""
+    each sets a cpu limit of twice its request (with Borg's reclamation on, production
+    pods are judged by limits and the others by reservations; off, the limits are
+    ignored, as by kube)."""
     rnd = random.Random(seed)
     pods = []
     for j in range(n_pods):
@@ -94,7 +97,10 @@ def reclaim_cluster(state: ClusterState) -> float:
     """Run a production pod on every node (1 cpu requested, a quarter of the node's cpu
     as its limit) and fold usage reports of 100m each until the reservations have
     decayed (Borg's reclamation): the best-effort workload pods are then placed against
-    the reservations. Returns the share of the limits reclaimed."""
+    the reservations. Reclamation is opt-in, so this switches it on for ``state`` (the
+    process's other parameters kept) before any pod is folded. Returns the share of
+    the limits reclaimed."""
+    state.reclamation = dataclasses.replace(state.reclamation, enabled=True)
     events: list[tuple[int, dict]] = []
     pos = int(state.position)
     names = [n for n in state.node_names if n is not None]

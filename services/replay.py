@@ -109,12 +109,17 @@ def format_reclamation(view: dict) -> list[str]:
     """Borg's reclamation (:meth:`~esched.core.ClusterState.reclamation_view`) as table
     lines: per node and resource the limits (production's accounting), reservations,
     the accounting by reservations with the burst kept back (the others'), the pods'
-    reported usage and what is reclaimed; the cluster's totals first."""
+    reported usage and what is reclaimed; the cluster's totals first. With reclamation
+    off the heading says so: the limit column is then the requests."""
     head = (
         f"  {'NODE':<28}{'RESOURCE':<10}{'LIMIT':>12}{'RESERVATION':>13}{'RESERVED':>12}"
         f"{'USAGE':>12}{'RECLAIMED':>12}"
     )
-    lines = [f"reclaim   {len(view['nodes'])} nodes (limit: production; reserved: the others)"]
+    if view.get("accounting") == "requests":
+        # Reclamation off (the default): every pod judged by its requests, as kube.
+        lines = [f"reclaim   off: every pod placed by its requests ({len(view['nodes'])} nodes)"]
+    else:
+        lines = [f"reclaim   {len(view['nodes'])} nodes (limit: production; reserved: the others)"]
     lines.append(head)
 
     def row(name: str, res: str, e: dict) -> str:

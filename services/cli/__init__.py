@@ -581,10 +581,11 @@ def cli(ctx: click.Context, config: str | None, log_level: str, log_format: str)
     ctx.obj = {"config": config}
     if config:
         ctx.default_map = _load_config(config)
-        from esched.core.reservations import use_reclamation
+    from esched.core.reservations import use_reclamation
 
-        # Every state this process folds uses the file's reclamation section.
-        use_reclamation(config_reclamation())
+    # Every state this process folds uses the file's reclamation section (without
+    # one: the defaults, reclamation off, as kube).
+    use_reclamation(config_reclamation())
 
 
 def config_quota(bands: Any = None) -> Any:

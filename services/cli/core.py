@@ -109,6 +109,8 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
 
 #: ``explain``'s line on which accounting judged the pod (Borg's reclamation).
 _ACCOUNTING = {
+    "requests": "requests (reclamation off, as kube: its requests against the requests "
+    "of the node's pods; limits ignored)",
     "limits": "limits (production: its limits against the limits of the node's pods)",
     "reservations": "reservations (non-production: its limits against the node's "
     "reservations plus the burst share, i.e. in reclaimed resources)",

@@ -134,8 +134,10 @@ def replay(
     log has any) [{job, phase, attempt, maxRetry, tasks: {name: {replicas, pending,
     running, succeeded, failed, released}}, transitions}]; reclamation {nodes: {name:
     {resource: {limit, reservation, reserved, usage, reclaimed}}}, totals, clock,
-    config} (Borg's reclamation: production pods are placed against limits, the others
-    against ``reserved``). Quantities are integers in base units (milli-CPU, bytes).
+    accounting, config} (with Borg's reclamation enabled in the config file, production
+    pods are placed against limits, the others against ``reserved``; off, the default,
+    ``accounting`` is ``requests``: every pod by its requests, as kube). Quantities
+    are integers in base units (milli-CPU, bytes).
     """
     from esched.core.queues import summary_view
     from esched.services.cli import config_reclamation

@@ -1,6 +1,10 @@
 """Borg's resource reclamation (EuroSys 2015, section 5.5): limits, reservations folded
 from usage reports on the log's clock, and feasibility by band (production against
-limits, the others against reservations)."""
+limits, the others against reservations).
+
+Reclamation is opt-in (kube parity: off, every pod is judged by its requests), so
+every Borg test here runs with it enabled explicitly (the ``borg`` fixture); the
+tests of the default say so in their names."""
 
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ from esched.core.reservations import (
     DEFAULT_RECLAMATION,
     ReclamationConfig,
     ReclamationConfigError,
+    current_reclamation,
     parse_reclamation,
+    use_reclamation,
 )
 from esched.core.validation import Validator
 from esched.schemas import events as EV
@@ -25,6 +31,18 @@ from support.fold import commit, envelope, node, pod, ref
 GI = 2**30
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PROD = 1000  # the production band's threshold (core/bands.py)
+#: Borg's rule, switched on (every other parameter at its default).
+BORG = ReclamationConfig(enabled=True)
+
+
+@pytest.fixture(autouse=True)
+def borg():
+    """Every ClusterState of a test starts with reclamation enabled (as the CLI does
+    with a config file's ``reclamation: {enabled: true}``); tests of the default set
+    ``state.reclamation`` themselves."""
+    use_reclamation(BORG)
+    yield BORG
+    use_reclamation(DEFAULT_RECLAMATION)
 
 
 def limited(
@@ -120,12 +138,17 @@ def test_decay_composes_across_reports():
 # ---------------------------------------------------------------- config
 
 
-def test_config_defaults_are_borgs():
+def test_config_is_off_by_default_with_borgs_parameters():
     cfg = parse_reclamation(None)
     assert cfg is DEFAULT_RECLAMATION
+    assert not cfg.enabled  # kube parity: opt-in
+    assert not cfg.reclaims("cpu")  # off: nothing decays
+    assert parse_reclamation({}).enabled is False
     assert cfg.hold == 300.0  # Borg: "after 300 s, to allow for startup transients"
     assert cfg.overcommits("cpu") and not cfg.overcommits("memory")
-    assert cfg.reclaims("cpu") and cfg.reclaims("memory") and not cfg.reclaims("pods")
+    on = parse_reclamation({"enabled": True})
+    assert on.enabled and on.hold == cfg.hold and on.burst == cfg.burst
+    assert on.reclaims("cpu") and on.reclaims("memory") and not on.reclaims("pods")
 
 
 def test_config_parses_and_names_bad_fields():
@@ -288,12 +311,112 @@ def test_assumed_placements_count_their_limits(tlog):
     assert placer.place(limited("b2", "1", "2"))[0] == "n1"
 
 
-def test_reclamation_off_judges_everyone_by_limits():
+def test_reclamation_off_judges_everyone_by_requests():
     st = ClusterState()
-    st.reclamation = ReclamationConfig(enabled=False)
+    st.reclamation = DEFAULT_RECLAMATION
     tlog = TimedLog(st)
-    _reclaimed_node(tlog)
-    assert Placer(st).place(limited("b", "2", "2"), assume=False) is None
+    _reclaimed_node(tlog)  # "big": requests 1 cpu, limits 3
+    n, cpu = st.node_index["n1"], st.res_index["cpu"]
+    # limits never enter the accounting: limit = reservation = reserved = requests
+    assert st.node_limits()[n, cpu] == st.node_reserved()[n, cpu] == 1000
+    assert st.node_reclaimed()[n, cpu] == 0
+    placer = Placer(st)
+    # 1 + 3 requested <= 4, whatever the limits or the band
+    for p in (limited("b", "3", "8"), limited("p", "3", "8", priority=PROD)):
+        assert placer.fits(p, "n1") == []
+        assert placer.explain(p)["accounting"] == "requests"
+    assert placer.place(limited("b", "3", "8"), assume=False)[0] == "n1"
+    assert placer.place(limited("b", "4", "4"), assume=False) is None  # 1 + 4 > 4
+    view = st.reclamation_view()
+    assert view["accounting"] == "requests" and view["config"]["enabled"] is False
+
+
+def _kube_pod(st: ClusterState, prio: int) -> dict:
+    """kube parity: a 2-cpu node, a pod requesting 1 cpu with a 4-cpu limit."""
+    st.apply(envelope(EV.NODE_ADDED, node("n1", cpu="2", memory="8Gi")), 1)
+    return limited("web", "1", "4", priority=prio)
+
+
+def test_by_default_a_pod_is_placed_by_its_requests_as_kube():
+    # kubernetes pkg/scheduler/framework/plugins/noderesources/fit.go: PreFilter's
+    # computePodResourceRequest sums the containers' Resources.Requests (max with
+    # the init containers', plus overhead); Filter's fitsRequest compares that with
+    # allocatable - requested. Limits never enter: a pod with requests cpu 1 /
+    # limits cpu 4 fits a 2-cpu node, production band or not.
+    use_reclamation(DEFAULT_RECLAMATION)  # the process default, as without a config
+    st = ClusterState()
+    assert not st.reclamation.enabled
+    web = _kube_pod(st, PROD)
+    placer = Placer(st)
+    assert placer.fits(web, "n1") == []
+    assert placer.explain(web)["accounting"] == "requests"
+    assert placer.place(web, assume=False)[0] == "n1"
+    assert Validator(st).placer.fits(web, "n1") == []  # the commit rule agrees
+
+
+def test_with_reclamation_enabled_a_production_pod_is_refused_by_its_limits():
+    st = ClusterState()
+    assert st.reclamation is BORG
+    web = _kube_pod(st, PROD)
+    placer = Placer(st)
+    assert placer.fits(web, "n1") == ["Insufficient cpu"]  # 4 > 2 by limits
+    assert placer.explain(web)["accounting"] == "limits"
+    assert placer.place(web, assume=False) is None
+    # a non-production pod is judged by reservations: at binding, the limit too
+    assert placer.fits(limited("batch", "1", "4"), "n1") == ["Insufficient cpu"]
+
+
+def test_switching_reclamation_on_a_folded_state_recomputes_the_limits(tlog):
+    # The fold under one setting, switched, equals a fold under the other from the
+    # start (no usage reports: every reservation at its limit, as at binding).
+    tlog(EV.NODE_ADDED, node("n1", cpu="4", memory="16Gi"))
+    running(tlog, limited("big", "1", "3", priority=PROD), via_commit=True)
+    running(tlog, limited("small", "500m", "1"))
+
+    def fold(cfg: ReclamationConfig) -> ClusterState:
+        use_reclamation(cfg)
+        st = ClusterState()
+        for position, e in tlog.events:
+            st.apply(e, position)
+        return st
+
+    def same(a: ClusterState, b: ClusterState) -> None:
+        for name in ("node_limits", "node_reservations", "pod_reservations"):
+            assert (getattr(a, name)() == getattr(b, name)()).all(), name
+        for key in ("ns/big", "ns/small"):
+            assert (a.pod_limit(a.pod_index[key]) == b.pod_limit(b.pod_index[key])).all()
+
+    on, off = fold(BORG), fold(DEFAULT_RECLAMATION)
+    n, cpu = on.node_index["n1"], on.res_index["cpu"]
+    assert on.node_limits()[n, cpu] == 4000 and off.node_limits()[n, cpu] == 1500
+    prod = limited("p", "2", "2", priority=PROD)
+    placer = Placer(off)
+    assert placer.place(prod, assume=False)[0] == "n1"  # 1.5 + 2 <= 4 by requests
+    off.reclamation = BORG
+    same(off, fold(BORG))
+    # the placer sees the new limits: 4 + 2 > 4
+    assert placer.place(prod, assume=False) is None
+    assert placer.explain(prod)["accounting"] == "limits"
+    on.reclamation = DEFAULT_RECLAMATION
+    same(on, fold(DEFAULT_RECLAMATION))
+    assert Placer(on).explain(prod)["accounting"] == "requests"
+    # changing anything but ``enabled`` recomputes nothing
+    before = on.node_limits().copy()
+    on.reclamation = ReclamationConfig(hold=5.0)
+    assert (on.node_limits() == before).all()
+
+
+def test_a_snapshot_folded_with_reclamation_restores_by_requests_when_off(tlog):
+    tlog(EV.NODE_ADDED, node("n1", cpu="4", memory="16Gi"))
+    running(tlog, limited("big", "1", "3", priority=PROD))
+    snap = tlog.state.to_bytes()
+    use_reclamation(DEFAULT_RECLAMATION)
+    restored = ClusterState.from_bytes(snap)
+    n, cpu = restored.node_index["n1"], restored.res_index["cpu"]
+    assert restored.node_limits()[n, cpu] == 1000
+    assert Placer(restored).place(limited("p", "3", "3", priority=PROD), assume=False)
+    use_reclamation(BORG)
+    assert ClusterState.from_bytes(restored.to_bytes()).node_limits()[n, cpu] == 3000
 
 
 def test_scan_and_block_kernel_agree_with_fits(tlog):
@@ -342,8 +465,6 @@ def test_the_clock_never_runs_backwards(tlog):
 
 
 def test_new_states_take_the_process_configuration():
-    from esched.core.reservations import current_reclamation, use_reclamation
-
     cfg = ReclamationConfig(hold=5.0)
     use_reclamation(cfg)
     try:

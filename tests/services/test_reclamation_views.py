@@ -5,15 +5,18 @@ from __future__ import annotations
 from prometheus_client import REGISTRY
 
 from esched.core import ClusterState
+from esched.core.reservations import ReclamationConfig
 from esched.schemas import events as EV
 from esched.services.metrics import publish_reclamation
 from esched.services.replay import format_reclamation, format_table
 from support.fold import envelope, node, pod
 
 
-def _state() -> ClusterState:
-    """n1 (4 cpu) runs a pod limited to 2 cpu that has used 100m for an hour."""
+def _state(reclamation: ReclamationConfig | None = None) -> ClusterState:
+    """n1 (4 cpu) runs a pod limited to 2 cpu that has used 100m for an hour; with
+    Borg's reclamation enabled unless ``reclamation`` says otherwise."""
     st = ClusterState()
+    st.reclamation = reclamation or ReclamationConfig(enabled=True)
     p = pod("a", cpu="1", node_name="n1")
     p["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "2", "memory": "1Gi"}
     events = [envelope(EV.NODE_ADDED, node("n1")), envelope(EV.POD_SUBMITTED, p)]
@@ -39,6 +42,18 @@ def test_replay_view_shows_limit_reservation_usage_and_reclaimed():
     assert lines[0].startswith("reclaim   1 nodes")
     assert any(line.split()[:2] == ["n1", "cpu"] for line in lines)
     assert "reclaim" in format_table({**st.summary(), "reclamation": view})
+
+
+def test_replay_view_says_requests_when_reclamation_is_off():
+    st = _state(ReclamationConfig())  # the default: off, kube's accounting
+    view = st.reclamation_view()
+    assert view["accounting"] == "requests"
+    cpu = view["nodes"]["n1"]["cpu"]
+    # the limit (2 cpu) is ignored: everything is the requests, nothing reclaimed
+    assert cpu["limit"] == cpu["reservation"] == cpu["reserved"] == 1000
+    assert cpu["reclaimed"] == 0 and cpu["usage"] == 100
+    lines = format_reclamation(view)
+    assert lines[0].startswith("reclaim   off: every pod placed by its requests")
 
 
 def test_gauges_report_the_reclaimed_capacity():
