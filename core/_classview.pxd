@@ -118,6 +118,11 @@ ctypedef struct ClassView:
     const units_t* alloc         # placer's copy of state.allocatable, row stride alloc_stride
     Py_ssize_t alloc_stride
     const units_t* used          # placer's used, row stride n_res
+    # Feasibility by band (Borg 5.5, core/reservations.py): the pod's limits against
+    # the node's limits (production) or its accounting by reservations (the others).
+    const units_t* fit_req       # [n_res] the class's limits (state.class_lim row)
+    const units_t* fit_used      # placer's flim or fnp, row stride n_res
+    bint by_reservations         # fit_used is the accounting by reservations
     const units_t* nzu           # placer's non-zero cpu/memory, row stride 2
     const flag_t* flags
     const word_t* label_bits     # row stride label_words

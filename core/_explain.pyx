@@ -32,6 +32,9 @@ def explain(Placer pl, pod) -> dict:
 
     Scores every feasible node (no sampling, no cache) and chooses as ``place``
     would among all of them: highest total, ties broken by the placer's RNG.
+    ``accounting``: what the pod's resources were judged against: ``requests``
+    with reclamation off (the default, as kube-scheduler); with Borg's reclamation on,
+    ``limits`` (production) or ``reservations`` (the others).
     """
     cdef ClusterState st = pl.state
     cdef Py_ssize_t cid = pl._class_of(pod), n
@@ -67,7 +70,9 @@ def explain(Placer pl, pod) -> dict:
     best = None
     if tied:
         best = tied[below(&pl.rng, <uint64_t>len(tied)) if len(tied) > 1 else 0]
-    return {"chosen": best, "nodes": rows}
+    return {"chosen": best, "nodes": rows,
+            "accounting": ("reservations" if v.by_reservations
+                           else "limits" if pl.reclaim_on else "requests")}
 
 
 cdef list _reason_strings(Placer pl, uint64_t reasons, Py_ssize_t n, const ClassView* v):
@@ -75,8 +80,8 @@ cdef list _reason_strings(Placer pl, uint64_t reasons, Py_ssize_t n, const Class
     cdef ClusterState st = pl.state
     cdef Py_ssize_t r
     short = [st.res_names[r] for r in range(pl.n_res)
-             if reasons & resource_reason(r) and v.req[r] > 0
-             and pl.used[n, r] + v.req[r] > st.allocatable[n, r]]
+             if reasons & resource_reason(r) and v.fit_req[r] > 0
+             and v.fit_used[n * v.n_res + r] + v.fit_req[r] > v.alloc[n * v.alloc_stride + r]]
     return _reasons.texts(reasons & <uint64_t>REASON_NON_RESOURCE, short)
 
 

@@ -1,8 +1,9 @@
 # Feasibility: does a class fit a node, and if not, why -- the one home of the rule.
 #
 # Alive; schedulable (unless the pod tolerates node.kubernetes.io/unschedulable); the
-# node the pod names (spec.nodeName, kube's NodeName); every requested resource
-# (``pods`` is the pod-count limit); taints with NoSchedule or NoExecute; nodeSelector
+# node the pod names (spec.nodeName, kube's NodeName); every resource the pod limits
+# (``pods`` is the pod-count limit), by band (Borg 5.5): its limits against the
+# node's limits for production pods, against the node's reservations otherwise; taints with NoSchedule or NoExecute; nodeSelector
 # and required node affinity (compiled per class into bit masks over the state's
 # interned labels, and node slot lists for matchFields on metadata.name, see
 # esched.core._constraints); host ports (kube's NodePorts: a per-class conflict mask
@@ -198,7 +199,8 @@ cdef inline uint64_t reason_bits(const ClassView* v, Py_ssize_t n, bint all_reas
     cdef Py_ssize_t r
     cdef units_t need
     cdef flag_t flags = v.flags[n]
-    cdef const units_t* used = v.used + n * v.n_res
+    # resources: the pod's limits against the node's accounting of its band
+    cdef const units_t* used = v.fit_used + n * v.n_res
     cdef const units_t* alloc = v.alloc + n * v.alloc_stride
     if not (flags & NODE_ALIVE):
         return REASON_NOT_ALIVE
@@ -221,7 +223,7 @@ cdef inline uint64_t reason_bits(const ClassView* v, Py_ssize_t n, bint all_reas
                     return out
     else:
         for r in range(v.n_res):
-            need = v.req[r]
+            need = v.fit_req[r]
             if need > 0 and used[r] + need > alloc[r]:
                 out |= resource_reason(r)
                 if not all_reasons:

@@ -104,6 +104,19 @@ cdef class Placer:
     cdef double[:, ::1] inv
     cdef units_t[:, ::1] alloc          # [node, n_res] compact copy of state.allocatable
     cdef units_t[:, ::1] used
+    # Reclamation (Borg 5.5): per node, limits and reservations of the bound pods plus
+    # this view's assumptions, the burst kept back, and the accounting by reservations
+    # fnp = min(flim, frsv + burst) that non-production pods are placed against.
+    cdef object flim_np, frsv_np, fburst_np, fnp_np
+    cdef units_t[:, ::1] flim
+    cdef units_t[:, ::1] frsv
+    cdef units_t[:, ::1] fburst
+    cdef units_t[:, ::1] fnp
+    cdef bint reclaim_on                 # state.reclamation.enabled at the last sync
+    cdef readonly object fit_bands_cfg   # BandConfig judging production (None: defaults)
+    cdef object fband_np                 # uint8[class]: 1 = judged by limits (production)
+    cdef uint8_t[::1] fband              # its typed view (the classes resolved: fband_n)
+    cdef Py_ssize_t fband_n
     # Host-port keys bound per node in this view: the state's rows, plus assumptions
     # (port_delta: slot -> {key bit: +/- pods}); see ClusterState.port_bits.
     cdef object ports_np
@@ -194,6 +207,8 @@ cdef class Placer:
     cdef void _soa_node(self, Py_ssize_t n, flag_t fl) noexcept
     cdef inline void _touch(self, Py_ssize_t n) noexcept
     cdef inline void _soa_used(self, Py_ssize_t n) noexcept
+    cdef inline void _fit_node(self, Py_ssize_t n) noexcept
+    cdef bint _by_limits(self, Py_ssize_t cid) except -1
     cdef inline void _ensure_synced(self)
     cdef int _sync_usage(self, bint reshaped) except -1
     cdef object _compile(self, Py_ssize_t cid)

@@ -49,7 +49,9 @@ class Placer:
         cache: bool = True,
         sample: bool = True,
         hide_reserved: bool = True,
+        bands: BandConfig | None = None,
     ) -> None: ...
+    fit_bands_cfg: BandConfig | None
     @property
     def fused_path(self) -> bool: ...
     def sync(self) -> None: ...

@@ -116,6 +116,7 @@ from esched.core._fused_block cimport (
 )
 from esched.core._rng cimport below, xorshift64
 from esched.core._state cimport CLASS_HOST_PORTS, CLASS_INTERPOD, ClusterState
+from esched.core._reservations cimport RES_RECLAIM
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -524,8 +525,15 @@ cdef class Placer:
             free(self.soft_buf)
 
     def __init__(self, ClusterState state, profile: Profile | None = None, seed: int = 0,
-                 cache: bool = True, sample: bool = True, hide_reserved: bool = True) -> None:
+                 cache: bool = True, sample: bool = True, hide_reserved: bool = True,
+                 bands=None) -> None:
         self.state = state
+        # The bands that decide who is production (placed against limits; the others
+        # against reservations): the same the validator and the scheduling pass use.
+        self.fit_bands_cfg = bands
+        self.fband_np = np.zeros(64, dtype=np.uint8)
+        self.fband = self.fband_np
+        self.fband_n = 0
         self.hide_reserved = hide_reserved
         self.profile = profile or DEFAULT_PROFILE
         self.use_cache = cache
@@ -772,6 +780,16 @@ cdef class Placer:
             self.alloc_np = np.array(st.allocatable_np[: self.n_nodes, : self.n_res], order="C",
                                      copy=True)
             self.alloc = self.alloc_np
+            self.flim_np = np.array(st.node_lim_np[: self.n_nodes, : self.n_res], order="C",
+                                    copy=True)
+            self.frsv_np = np.array(st.node_resv_np[: self.n_nodes, : self.n_res], order="C",
+                                    copy=True)
+            self.fburst_np = np.zeros((self.n_nodes, self.n_res), dtype=np.int64)
+            self.fnp_np = self.flim_np.copy()
+            self.flim = self.flim_np
+            self.frsv = self.frsv_np
+            self.fburst = self.fburst_np
+            self.fnp = self.fnp_np
             if self.fused.on and self.n_nodes > 0:
                 # Every node's reciprocals (the loop below renews only changed nodes).
                 for j, c in enumerate((self.fused.c0, self.fused.c1)):
@@ -800,12 +818,20 @@ cdef class Placer:
         self.sp_by_matcher = {}
         cdef Py_ssize_t w, W = self.ports.shape[1]
         cdef long long[::1] sv = st.version_np
+        self.reclaim_on = st.rc_on
+        cdef double burst = st.rc_burst
         for n in range(self.n_nodes):
             # A node touched by an assumption (sver == -2) or changed in the state is new.
             if self.sver[n] != sv[n]:
                 for r in range(self.n_res):
                     self.used[n, r] = st.allocated[n, r]
                     self.alloc[n, r] = st.allocatable[n, r]
+                    self.flim[n, r] = st.node_lim[n, r]
+                    self.frsv[n, r] = st.node_resv[n, r]
+                    # as ClusterState.node_burst: a share of each reclaimed resource
+                    self.fburst[n, r] = (<units_t>(<double>st.allocatable[n, r] * burst)
+                                         if st.res_rflags[r] & RES_RECLAIM else 0)
+                self._fit_node(n)
                 self.nzu[n, 0] = st.nz[n, 0]
                 self.nzu[n, 1] = st.nz[n, 1]
                 for w in range(W):
@@ -896,7 +922,7 @@ cdef class Placer:
     def _fill_soa(self) -> None:
         # After a reshape: every node's soa columns and cap flags from the copies.
         cdef Py_ssize_t R = self.n_res, N = self.n_nodes
-        soa = np.zeros((2 * R + SOA_EXTRA, max(N, 1)), dtype=np.float64)
+        soa = np.zeros((4 * R + SOA_EXTRA, max(N, 1)), dtype=np.float64)
         capflag = np.zeros(max(N, 1), dtype=np.int8)
         self.n_zero_cap = self.n_big_cap = 0
         if self.fused.on and N > 0:
@@ -904,6 +930,8 @@ cdef class Placer:
             soa[R:2 * R, :N] = self.alloc_np.T
             soa[2 * R + ROW_Z0, :N] = self.nzu_np[:, 0]
             soa[2 * R + ROW_Z1, :N] = self.nzu_np[:, 1]
+            soa[2 * R + SOA_EXTRA:3 * R + SOA_EXTRA, :N] = self.flim_np.T
+            soa[3 * R + SOA_EXTRA:4 * R + SOA_EXTRA, :N] = self.fnp_np.T
             soa[2 * R + ROW_I0, :N] = self.inv_np[:, 0]
             soa[2 * R + ROW_I1, :N] = self.inv_np[:, 1]
             flags = self.state.flags_np[:N]
@@ -927,6 +955,8 @@ cdef class Placer:
         for r in range(R):
             self.soa[r, n] = <double>self.used[n, r]
             self.soa[R + r, n] = <double>self.alloc[n, r]
+            self.soa[2 * R + SOA_EXTRA + r, n] = <double>self.flim[n, r]
+            self.soa[3 * R + SOA_EXTRA + r, n] = <double>self.fnp[n, r]
             if self.alloc[n, r] >= FB_EXACT_LIMIT:
                 new |= CAP_BIG
         if self.alloc[n, self.fused.c0] == 0 or self.alloc[n, self.fused.c1] == 0:
@@ -950,17 +980,54 @@ cdef class Placer:
     cdef inline void _soa_used(self, Py_ssize_t n) noexcept:
         # Node n's used and non-zero columns in soa after self.used / self.nzu changed
         # (every writer of those two calls this: the vectorized kernel reads soa).
-        cdef Py_ssize_t r
+        cdef Py_ssize_t r, R = self.n_res
         if not self.fused.on:
             return
-        for r in range(self.n_res):
+        for r in range(R):
             self.soa[r, n] = <double>self.used[n, r]
-        self.soa[2 * self.n_res + ROW_Z0, n] = <double>self.nzu[n, 0]
-        self.soa[2 * self.n_res + ROW_Z1, n] = <double>self.nzu[n, 1]
+            self.soa[2 * R + SOA_EXTRA + r, n] = <double>self.flim[n, r]
+            self.soa[3 * R + SOA_EXTRA + r, n] = <double>self.fnp[n, r]
+        self.soa[2 * R + ROW_Z0, n] = <double>self.nzu[n, 0]
+        self.soa[2 * R + ROW_Z1, n] = <double>self.nzu[n, 1]
+
+    cdef inline void _fit_node(self, Py_ssize_t n) noexcept:
+        # Node n's accounting by reservations after flim / frsv changed (the caller
+        # renews soa): min(limits, reservations + burst), as ClusterState.node_reserved.
+        cdef Py_ssize_t r
+        cdef units_t a
+        for r in range(self.n_res):
+            a = self.frsv[n, r] + self.fburst[n, r]
+            self.fnp[n, r] = a if a < self.flim[n, r] else self.flim[n, r]
+
+    cdef bint _by_limits(self, Py_ssize_t cid) except -1:
+        # Whether class cid is judged by limits: production (and monitoring) pods, or
+        # every pod when reclamation is off.
+        cdef ClusterState st = self.state
+        if not self.reclaim_on:
+            return True
+        if cid >= self.fband_n:
+            # classes new since the last look (rare: a band lookup per class, once)
+            from esched.core.bands import DEFAULT_BANDS, Band
+
+            cfg = self.fit_bands_cfg if self.fit_bands_cfg is not None else DEFAULT_BANDS
+            have = self.fband_n
+            if st.n_classes > self.fband_np.shape[0]:
+                grown = np.zeros(max(st.n_classes, 2 * have, 64), dtype=np.uint8)
+                grown[:have] = self.fband_np[:have]
+                self.fband_np = grown
+                self.fband = grown
+            for c in range(have, st.n_classes):
+                spec = st.class_specs[c]
+                self.fband[c] = cfg.band_of(spec["priority"], spec.get("priorityClassName")) \
+                    >= Band.PRODUCTION
+            self.fband_n = st.n_classes
+        return self.fband[cid] != 0
 
     cdef inline void _ensure_synced(self):
+        # (reclamation switched on or off changes every limit: a new sync, see the
+        # ClusterState.reclamation setter)
         if self.synced_position != self.state.position or self.state.n_nodes != self.n_nodes \
-                or self.state.n_res != self.n_res:
+                or self.state.n_res != self.n_res or self.reclaim_on != self.state.rc_on:
             self.sync()
 
     # ------------------------------------------------------------------ classes
@@ -1097,6 +1164,12 @@ cdef class Placer:
         v.alloc = &self.alloc[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
         v.alloc_stride = self.n_res
         v.used = &self.used[0, 0] if self.n_nodes > 0 and self.n_res > 0 else NULL
+        v.fit_req = &st.class_lim[cid, 0]
+        v.by_reservations = not self._by_limits(cid)
+        if self.n_nodes > 0 and self.n_res > 0:
+            v.fit_used = &self.fnp[0, 0] if v.by_reservations else &self.flim[0, 0]
+        else:
+            v.fit_used = NULL
         v.nzu = &self.nzu[0, 0] if self.n_nodes > 0 else NULL
         v.flags = &st.flags[0]
         v.label_bits = &st.label_bits[0, 0]
@@ -1126,12 +1199,12 @@ cdef class Placer:
         cdef Py_ssize_t col
         v.n_need = 0
         for col in range(self.n_res):
-            if v.req[col] > 0:
+            if v.fit_req[col] > 0:
                 if v.n_need == MAX_NEED:
                     v.n_need = -1
                     break
                 v.need_col[v.n_need] = col
-                v.need_val[v.n_need] = v.req[col]
+                v.need_val[v.n_need] = v.fit_req[col]
                 v.n_need += 1
         self._view_fb(v)
         for k in range(self.n_specs):
@@ -1192,8 +1265,10 @@ cdef class Placer:
         k.i1 = base + (2 * R + ROW_I1) * S
         k.pen = base + (2 * R + ROW_PEN) * S
         k.n_need = n_need
+        # the rows of the band's accounting (flim or fnp), see _fill_soa
+        cdef Py_ssize_t fit_row = (3 if v.by_reservations else 2) * R + SOA_EXTRA
         for j in range(n_need):
-            k.need_used[j] = base + v.need_col[j] * S
+            k.need_used[j] = base + (fit_row + v.need_col[j]) * S
             k.need_alloc[j] = base + (R + v.need_col[j]) * S
             k.need_val[j] = <double>v.need_val[j]
         k.pen_ok = 1.0 if v.tolerates_unschedulable else 0.0
@@ -1731,6 +1806,10 @@ cdef class Placer:
             self._ip_assume(cid, n, sign, lset)
         for r in range(self.n_res):
             self.used[n, r] += sign * st.class_req[cid, r]
+            # an assumed pod's reservation is its limit (as at binding)
+            self.flim[n, r] += sign * st.class_lim[cid, r]
+            self.frsv[n, r] += sign * st.class_lim[cid, r]
+        self._fit_node(n)
         self.nzu[n, 0] += sign * st.class_nz[cid, 0]
         self.nzu[n, 1] += sign * st.class_nz[cid, 1]
         if st.class_flags[cid] & CLASS_HOST_PORTS:
@@ -2388,6 +2467,9 @@ cdef class Placer:
             return
         for r in range(self.n_res):
             self.used[n, r] += sign * st.pod_alloc[p, r]
+            self.flim[n, r] += sign * st.class_lim[c, r]
+            self.frsv[n, r] += sign * st.pod_resv[p, r]
+        self._fit_node(n)
         self.nzu[n, 0] += sign * st.class_nz[c, 0]
         self.nzu[n, 1] += sign * st.class_nz[c, 1]
         if st.class_flags[c] & CLASS_HOST_PORTS:

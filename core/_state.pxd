@@ -141,10 +141,22 @@ cdef class ClusterState:
 
     # --- measured node load (the Usage plugin), on the log's clock: see node_usage ---
     cdef dict _node_usage                # node name -> (report time s, {column: units})
-    cdef public double usage_clock       # newest usage report's time folded (s); 0: none
     cdef public double usage_max_age     # a report older than this on the clock: ignored
     cdef public long long usage_gen      # bumped by every fold that changes node_usage
     cdef object _usage_time              # ``time`` of the usage event being folded
+    # --- reclamation (Borg 5.5): limits and reservations (core/reservations.py) ---
+    cdef object _reclamation             # ReclamationConfig (see the reclamation property)
+    cdef double rc_hold, rc_tau, rc_margin, rc_burst  # its numbers, for the fold's loops
+    cdef bint rc_on                      # its ``enabled`` (off: limits = requests)
+    cdef public double clock             # the log's clock: latest usage event time (s); 0 none
+    cdef public object class_lim_np, pod_resv_np, pod_rtime_np, node_lim_np, node_resv_np
+    cdef public object res_rflags_np
+    cdef units_t[:, ::1] class_lim       # [class, res] limits: Kubernetes limits, else requests
+    cdef units_t[:, ::1] pod_resv        # [pod, res] reservation of a bound pod (0 unbound)
+    cdef double[:, ::1] pod_rtime        # [pod, 2] hold end, last report time; NaN: none yet
+    cdef units_t[:, ::1] node_lim        # [node, res] sum of bound pods' limits
+    cdef units_t[:, ::1] node_resv       # [node, res] sum of bound pods' reservations
+    cdef uint8_t[::1] res_rflags         # [res] RES_RECLAIM | RES_OVERCOMMIT
 
     # --- internals shared with the other core modules ---
     cdef void _bind_views(self)
@@ -177,6 +189,8 @@ cdef class ClusterState:
     cdef int _priority_class(self, dict pc) except -1
     cdef int _usage(self, dict data) except -1
     cdef int _usage_nodes(self, object nodes) except -1
+    cdef int _usage_pods(self, list pods, double now) except -1
+    cdef void _set_rflags(self, Py_ssize_t col)
     cdef int _committed(self, dict data) except -1
     cdef int _resolve_binding(self, object pod, object node, object resources, list memo,
                               list resolved, object devices=*) except -1

@@ -44,6 +44,10 @@ from esched.core import phases as _phases
 from esched.core.phases import PHASES
 from esched.core.bands import never_preempts
 from esched.core.queues import node_group_terms, queue_view
+from esched.core.reservations import (
+    DEFAULT_RECLAMATION, ReclamationConfig, current_reclamation,
+)
+from esched.schemas.validator.timewindow import event_seconds
 from esched.schemas.quantity import MAX_BASE_UNITS, QuantityError, resource_list, to_base_units
 from esched.schemas.validator.timewindow import event_seconds
 
@@ -57,6 +61,9 @@ cdef extern from "Python.h":
     bint PyUnicode_IS_COMPACT_ASCII(object text)
     Py_ssize_t PyUnicode_GET_LENGTH(object text)
 
+from libc.math cimport NAN, isnan
+
+from esched.core._reservations cimport RES_OVERCOMMIT, RES_RECLAIM, next_reservation
 from esched.core._envelope cimport Span, next_element, next_member, scan_envelope, span_is
 from esched.core._types cimport (
     NODE_ALIVE,
@@ -430,18 +437,24 @@ def _gang_priority_class(dict pod, str name, dict classes=None):
     return out
 
 cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str ckey,
-                          object pcn) except -2:
-    # ClusterState._class_for's last step: the class of these requests, priority and
-    # constraints, found or made.
-    key = (tuple(req.items()), nz, prio, ckey, pcn)
+                          object pcn, dict lim=None) except -2:
+    # ClusterState._class_for's last step: the class of these requests, limits above
+    # them (``lim``), priority and constraints, found or made.
+    # Limits above requests join the requests' part of the key as "limit:<name>".
+    key = (tuple(req.items()) if lim is None
+           else tuple(req.items()) + tuple([("limit:" + k, v) for k, v in lim.items()]),
+           nz, prio, ckey, pcn)
     cid = st.class_index.get(key)
     if cid is not None:
         return cid
     # A new class: its totals must fit the tables (a known class was checked).
-    if not _in_range(req.values()) or not _in_range(nz) or not -_MAX_UNITS <= prio <= _MAX_UNITS:
+    if (not _in_range(req.values()) or not _in_range(nz)
+            or not -_MAX_UNITS <= prio <= _MAX_UNITS
+            or (lim is not None and not _in_range(
+                [req.get(k, 0) + v for k, v in lim.items()]))):
         st._anomaly("overflow")
         return -1
-    return st._new_class(key, req, nz, prio, ckey, pcn)
+    return st._new_class(key, req, nz, prio, ckey, pcn, lim)
 
 
 cdef class ClusterState:
@@ -542,14 +555,22 @@ cdef class ClusterState:
         self.queue_counts_np = np.zeros((DEF_SMALL, 4), dtype=np.int64)
 
         self._node_usage = {}
-        self.usage_clock = 0.0
+        self.clock = 0.0
         self.usage_max_age = USAGE_MAX_AGE
         self.usage_gen = 0
         self._usage_time = None
         self.pod_usage = {}
         self.reservations = {}
         self.reserved_nodes = {}
+        self.class_lim_np = np.zeros((DEF_SMALL, DEF_RES), dtype=np.int64)
+        self.pod_resv_np = np.zeros((DEF_PODS, DEF_RES), dtype=np.int64)
+        self.pod_rtime_np = np.full((DEF_PODS, 2), np.nan, dtype=np.float64)
+        self.node_lim_np = np.zeros((DEF_NODES, DEF_RES), dtype=np.int64)
+        self.node_resv_np = np.zeros((DEF_NODES, DEF_RES), dtype=np.int64)
+        self.res_rflags_np = np.zeros(DEF_RES, dtype=np.uint8)
+        self._reclamation = DEFAULT_RECLAMATION
         self._bind_views()
+        self.reclamation = current_reclamation()
         for name in BASE_RESOURCES:
             self._resource(name)
 
@@ -580,6 +601,12 @@ cdef class ClusterState:
         self.class_req = self.class_req_np
         self.class_nz = self.class_nz_np
         self.class_flags = self.class_flags_np
+        self.class_lim = self.class_lim_np
+        self.pod_resv = self.pod_resv_np
+        self.pod_rtime = self.pod_rtime_np
+        self.node_lim = self.node_lim_np
+        self.node_resv = self.node_resv_np
+        self.res_rflags = self.res_rflags_np
         self.port_bits = self.port_bits_np
         self.nz = self.nz_np
         self.gang_min = self.gang_min_np
@@ -603,11 +630,53 @@ cdef class ClusterState:
             self.pod_alloc_np = _grown(self.pod_alloc_np, self.pod_cap, rc)
             self.class_req_np = _grown(self.class_req_np, self.class_cap, rc)
             self.queue_alloc_np = _grown(self.queue_alloc_np, self.queue_cap, rc)
+            self.class_lim_np = _grown(self.class_lim_np, self.class_cap, rc)
+            self.pod_resv_np = _grown(self.pod_resv_np, self.pod_cap, rc)
+            self.node_lim_np = _grown(self.node_lim_np, self.node_cap, rc)
+            self.node_resv_np = _grown(self.node_resv_np, self.node_cap, rc)
+            self.res_rflags_np = _grown(self.res_rflags_np, rc)
             self._bind_views()
         self.res_names.append(name)
         self.res_index[name] = c
         self.n_res = c + 1
+        self._set_rflags(c)
         return c
+
+    cdef void _set_rflags(self, Py_ssize_t col):
+        # The reclamation switches of resource column ``col`` under this state's config.
+        cfg = self._reclamation
+        name = self.res_names[col]
+        self.res_rflags[col] = ((RES_RECLAIM if cfg.reclaims(name) else 0)
+                                | (RES_OVERCOMMIT if cfg.overcommits(name) else 0))
+
+    @property
+    def reclamation(self) -> ReclamationConfig:
+        """The reservation rule's configuration (:mod:`esched.core.reservations`).
+
+        Set it before folding: every fold of one log (replicas, the commit service,
+        the audit, replay) must use the same, as with the bands.
+        """
+        return self._reclamation
+
+    @reclamation.setter
+    def reclamation(self, cfg: ReclamationConfig) -> None:
+        cdef Py_ssize_t c, n
+        switched = cfg.enabled != self._reclamation.enabled
+        self._reclamation = cfg
+        self.rc_on = cfg.enabled
+        self.rc_hold = cfg.hold
+        self.rc_tau = cfg.time_constant
+        self.rc_margin = cfg.margin
+        self.rc_burst = cfg.burst if cfg.enabled else 0.0
+        for c in range(self.n_res):
+            self._set_rflags(c)
+        if switched and self.n_classes > 0:
+            # Limits enter placement only with reclamation on (else limit = requests):
+            # recompute them and the nodes' sums; reservations restart at the limits.
+            self._restore_limits()
+            self._bind_views()
+            for n in range(self.n_nodes):
+                self.version[n] += 1  # the placer's cached rows of every node are stale
 
     cdef units_t _units(self, str name, object value) except -1:
         """Base units of one quantity, memoized (Fraction parsing is the fold's cost)."""
@@ -756,6 +825,7 @@ cdef class ClusterState:
         # wrongly-typed body raises TypeError, which the fold counts as malformed.
         cdef dict spec = pod.get("spec") or {}
         cdef dict req, res, requests, limits, cont
+        cdef dict lim = None                # limits above requests (the pod's limit - requests)
         cdef str name
         cdef long long u, c_cpu, c_mem, nz_cpu, nz_mem
         cdef bint has_ports = False
@@ -794,6 +864,14 @@ cdef class ClusterState:
                                     c_cpu = u
                                 elif name == "memory":
                                     c_mem = u
+                            else:
+                                # Borg's limit: the container's limit where it sets one
+                                # above its request (core/reservations.py)
+                                u = self._units(name, value) - self._units(name, requests[name])
+                                if u > 0:
+                                    if lim is None:
+                                        lim = {}
+                                    lim[name] = lim.get(name, 0) + u
                     for name, value in requests.items():
                         u = self._units(name, value)
                         req[name] = req.get(name, 0) + u
@@ -825,7 +903,7 @@ cdef class ClusterState:
             # Containers only (the bulk of a log): no constraint or profile field, so
             # the class key is the requests' with no constraints (what the reads below
             # give for such a spec, without a dozen lookups of absent keys).
-            return _class_of(self, req, nz, prio, "", None)
+            return _class_of(self, req, nz, prio, "", None, lim)
         node_selector = spec.get("nodeSelector")
         tolerations = spec.get("tolerations")
         affinity = spec.get("affinity")
@@ -899,24 +977,35 @@ cdef class ClusterState:
         # the same manifest always lists resources in the same order.
         # priorityClassName is part of the class: the band config may map it to a band.
         pcn = spec.get("priorityClassName") or None
-        return _class_of(self, req, nz, prio, ckey, pcn)
+        return _class_of(self, req, nz, prio, ckey, pcn, lim)
 
     def _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
-                   object pcn=None) -> int:
+                   object pcn=None, dict lim=None) -> int:
         cdef Py_ssize_t i = self.n_classes
         cols = [self._resource(name) for name in req]
+        lim_cols = [self._resource(name) for name in lim] if lim else []
         if i >= self.class_cap:
             self.class_cap *= 2
             self.class_req_np = _grown(self.class_req_np, self.class_cap, self.res_cap)
             self.class_nz_np = _grown(self.class_nz_np, self.class_cap, 2)
             self.class_flags_np = _grown(self.class_flags_np, self.class_cap)
+            self.class_lim_np = _grown(self.class_lim_np, self.class_cap, self.res_cap)
             self._bind_views()
         self.class_nz[i, 0] = nz[0]
         self.class_nz[i, 1] = nz[1]
         for col, units in zip(cols, req.values()):
             self.class_req[i, col] = units
+            self.class_lim[i, col] = units
+        if lim and self._reclamation.enabled:
+            # Reclamation off (the default): the limit is the requests, as kube's
+            # NodeResourcesFit, which places by requests only.
+            for col, extra in zip(lim_cols, lim.values()):
+                self.class_lim[i, col] += extra
         self.class_specs.append({
             "requests": dict(req),
+            # The spec keeps the limits either way: a later switch recomputes from it.
+            **({"limits": {name: int(req.get(name, 0) + extra) for name, extra in lim.items()}}
+               if lim else {}),
             "nonzero": list(nz),
             "priority": prio,
             "priorityClassName": pcn,
@@ -946,6 +1035,14 @@ cdef class ClusterState:
             self.allocated[n, r] += v
             self.queue_alloc[q, r] += v
         cdef Py_ssize_t c = self.pod_class[p]
+        # Reclamation: the limit counts on the node; the reservation starts equal to it.
+        for r in range(self.n_res):
+            v = self.class_lim[c, r]
+            self.node_lim[n, r] += v
+            self.node_resv[n, r] += v
+            self.pod_resv[p, r] = v
+        self.pod_rtime[p, 0] = NAN
+        self.pod_rtime[p, 1] = NAN
         self.nz[n, 0] += self.class_nz[c, 0]
         self.nz[n, 1] += self.class_nz[c, 1]
         self.pod_node[p] = <index_t>n
@@ -965,8 +1062,12 @@ cdef class ClusterState:
             self.allocated[n, r] -= v
             self.queue_alloc[q, r] -= v
             self.pod_alloc[p, r] = 0
-        self.pod_dev[p] = 0
         cdef Py_ssize_t c = self.pod_class[p]
+        for r in range(self.n_res):
+            self.node_lim[n, r] -= self.class_lim[c, r]
+            self.node_resv[n, r] -= self.pod_resv[p, r]
+            self.pod_resv[p, r] = 0
+        self.pod_dev[p] = 0
         if self.interpod.active or self.class_flags[c] & CLASS_INTERPOD:
             self.interpod.move(p, n, c if self.class_flags[c] & CLASS_INTERPOD else -1, -1)
         self.nz[n, 0] -= self.class_nz[c, 0]
@@ -1033,6 +1134,10 @@ cdef class ClusterState:
                 self.pod_prio_np = _grown(self.pod_prio_np, cap)
                 self.pod_alloc_np = _grown(self.pod_alloc_np, cap, self.res_cap)
                 self.pod_dev_np = _grown(self.pod_dev_np, cap)
+                self.pod_resv_np = _grown(self.pod_resv_np, cap, self.res_cap)
+                rt = np.full((cap, 2), np.nan, dtype=np.float64)
+                rt[:p] = self.pod_rtime_np[:p]
+                self.pod_rtime_np = rt
                 self._bind_views()
             self.n_pods = p + 1
             self.pod_keys.append(key)
@@ -1059,6 +1164,8 @@ cdef class ClusterState:
                 self.label_bits_np = _grown(self.label_bits_np, cap, self.label_words)
                 self.taint_bits_np = _grown(self.taint_bits_np, cap, self.taint_words)
                 self.port_bits_np = _grown(self.port_bits_np, cap, self.port_words)
+                self.node_lim_np = _grown(self.node_lim_np, cap, self.res_cap)
+                self.node_resv_np = _grown(self.node_resv_np, cap, self.res_cap)
                 self._bind_views()
             self.n_nodes = n + 1
             self.node_names.append(name)
@@ -1427,11 +1534,62 @@ cdef class ClusterState:
         return 0
 
     cdef int _usage(self, dict data) except -1:
-        # pods[] read before nodes[] is folded: a malformed body has no effect.
-        pods = [(u["pod"], resource_list(u.get("usage"), "usage")) for u in data.get("pods") or ()]
-        self._usage_nodes(data.get("nodes"))
-        for key, usage in pods:
+        self._usage_nodes(data.get("nodes"))  # pods[]: _usage_pods, from _apply
+        return 0
+    cdef int _usage_pods(self, list pods, double now) except -1:
+        # The pods[] part of a usage report at event time ``now``: each bound pod's
+        # last usage and its reservations (Borg 5.5, core/_reservations.pxd). Parsed
+        # whole before anything changes, so a malformed body has no effect.
+        cdef Py_ssize_t p, n, r, i, m = len(pods)
+        cdef units_t old, new, use
+        cdef double hold_end, last, dt
+        cdef bint holding, over
+        cdef dict entry, raw
+        parsed = []
+        for entry in pods:
+            raw = entry.get("usage") or {}
+            parsed.append((<str?>entry["pod"],
+                           {<str>name: self._units(name, value) for name, value in raw.items()}))
+        if now > self.clock:
+            self.clock = now
+        now = self.clock  # the log's clock never runs backwards
+        for i in range(m):
+            key, usage = parsed[i]
             self.pod_usage[key] = usage
+            slot = self.pod_index.get(key)
+            if slot is None:
+                continue
+            p = slot
+            n = self.pod_node[p]
+            if n < 0:
+                continue
+            if isnan(self.pod_rtime[p, 0]):
+                # first report since binding: the start-up hold starts now
+                self.pod_rtime[p, 0] = now + self.rc_hold
+                self.pod_rtime[p, 1] = now
+            hold_end = self.pod_rtime[p, 0]
+            last = self.pod_rtime[p, 1]
+            holding = now < hold_end
+            dt = now - (last if last > hold_end else hold_end)
+            changed = False
+            for name, use in usage.items():
+                col = self.res_index.get(name)
+                if col is None:
+                    continue
+                r = col
+                if not (self.res_rflags[r] & RES_RECLAIM):
+                    continue
+                over = (self.res_rflags[r] & RES_OVERCOMMIT) != 0
+                old = self.pod_resv[p, r]
+                new = next_reservation(old, self.class_lim[self.pod_class[p], r], use, dt,
+                                       holding, self.rc_tau, self.rc_margin, over)
+                if new != old:
+                    self.pod_resv[p, r] = new
+                    self.node_resv[n, r] += new - old
+                    changed = True
+            self.pod_rtime[p, 1] = now
+            if changed:
+                self.version[n] += 1
         return 0
 
     cdef int _usage_nodes(self, object nodes) except -1:
@@ -1446,9 +1604,9 @@ cdef class ClusterState:
                   for u in nodes]
         at = event_seconds(self._usage_time)
         if at is None:
-            at = self.usage_clock
-        elif at > self.usage_clock:
-            self.usage_clock = at
+            at = self.clock
+        elif at > self.clock:
+            self.clock = at
         for name, usage in parsed:
             self._node_usage[name] = (at, usage)
         self.usage_gen += 1
@@ -1618,10 +1776,20 @@ cdef class ClusterState:
             self._anomaly("unknown_type")
             return 0
         self.type_counts[<int>slot] += 1
-        code = _SLOT_CODE[<int>slot]
+        cdef int code = _SLOT_CODE[<int>slot]
         if code == EV_USAGE:
-            self._usage_time = event.get("time")  # the usage clock (_usage_nodes)
-        return self._apply_data(code, event.get("data"))
+            self._usage_time = event.get("time")  # the log's clock (_usage_nodes)
+        self._apply_data(code, event.get("data"))
+        if code == EV_USAGE:
+            # The pods[] part (reservations), on the log's clock: the event's time.
+            data = event.get("data")
+            if isinstance(data, dict) and data.get("pods"):
+                try:
+                    now = event_seconds(event.get("time"))
+                    self._usage_pods(data["pods"], self.clock if now is None else now)
+                except _MALFORMED:
+                    self._anomaly("malformed")
+        return 0
 
     cdef int _apply_data(self, int code, object data) except -1:
         # The dispatch on the event's code, for the dict path (_apply); the bytes
@@ -2036,6 +2204,53 @@ cdef class ClusterState:
             "schedulingGated": {k: list(v) for k, v in sorted(self.gated.items())},
         }
 
+    def reclamation_view(self) -> dict:
+        """Borg's reclamation per alive node and resource the node's pods limit:
+        ``limit`` (what production pods are placed against), ``reservation`` (the
+        pods' reservations), ``reserved`` (min(limit, reservation + burst): what the
+        others are placed against), ``usage`` (the pods' last reported usage),
+        ``reclaimed`` (limit - reserved); and the same summed over the cluster.
+        With reclamation off (the default) every pod is judged by its requests:
+        ``accounting`` says ``requests`` and limit = reserved = the requests."""
+        cdef Py_ssize_t n, r, p
+        use = np.zeros((self.n_nodes, self.n_res), dtype=object)
+        for key, usage in self.pod_usage.items():
+            slot = self.pod_index.get(key)
+            if slot is None or self.pod_node[<Py_ssize_t>slot] < 0:
+                continue
+            n = self.pod_node[<Py_ssize_t>slot]
+            for name, units in usage.items():
+                col = self.res_index.get(name)
+                if col is not None:
+                    use[n, col] += units
+        lim, resv = self.node_limits(), self.node_reservations()
+        reserved = self.node_reserved()
+        order = sorted(range(self.n_res), key=lambda i: self.res_names[i])
+        nodes = {}
+        totals = {}
+        for n in range(self.n_nodes):
+            if not self.flags[n] & NODE_ALIVE:
+                continue
+            row = {}
+            for r in order:
+                if lim[n, r] == 0 and use[n, r] == 0:
+                    continue
+                entry = {"limit": int(lim[n, r]), "reservation": int(resv[n, r]),
+                         "reserved": int(reserved[n, r]), "usage": int(use[n, r]),
+                         "reclaimed": int(lim[n, r] - reserved[n, r])}
+                row[self.res_names[r]] = entry
+                t = totals.setdefault(self.res_names[r], dict.fromkeys(entry, 0))
+                for k, v in entry.items():
+                    t[k] += v
+            if row:
+                nodes[self.node_names[n]] = row
+        return {"nodes": nodes, "totals": totals, "clock": self.clock,
+                # what pods are placed against: requests with reclamation off (the
+                # default; then limit = reservation = reserved = requests)
+                "accounting": "limits/reservations" if self._reclamation.enabled
+                else "requests",
+                "config": self._reclamation.as_dict()}
+
     def pod(self, key: str) -> dict | None:
         """One pod's record (phase, node, class, gang, queue, priority, allocation,
         the scheduling gates it still waits for) or None."""
@@ -2250,6 +2465,53 @@ cdef class ClusterState:
         """[node slot, resource] the sum of the bound pods' allocations; read-only int64."""
         return _readonly(self.allocated_np[: self.n_nodes, : self.n_res])
 
+    # --- reclamation (Borg 5.5): limits, reservations, what is reclaimed ---
+
+    def class_limits(self):
+        """[class, resource] the limits (Kubernetes ``limits``, else requests); read-only."""
+        return _readonly(self.class_lim_np[: self.n_classes, : self.n_res])
+
+    def pod_limit(self, Py_ssize_t p):
+        """Pod slot ``p``'s limits per resource (its class's); read-only int64."""
+        self._check_pod(p)
+        return _readonly(self.class_lim_np[self.pod_class[p], : self.n_res])
+
+    def pod_reservation(self, Py_ssize_t p):
+        """Pod slot ``p``'s reservation per resource (0 while unbound); read-only int64."""
+        self._check_pod(p)
+        return _readonly(self.pod_resv_np[p, : self.n_res])
+
+    def pod_reservations(self):
+        """[pod slot, resource] the reservations of bound pods (0 unbound); read-only."""
+        return _readonly(self.pod_resv_np[: self.n_pods, : self.n_res])
+
+    def node_limits(self):
+        """[node slot, resource] the sum of the bound pods' limits: what production
+        pods are placed against; read-only int64."""
+        return _readonly(self.node_lim_np[: self.n_nodes, : self.n_res])
+
+    def node_reservations(self):
+        """[node slot, resource] the sum of the bound pods' reservations; read-only."""
+        return _readonly(self.node_resv_np[: self.n_nodes, : self.n_res])
+
+    def node_burst(self):
+        """[node slot, resource] the capacity kept back for bursts: ``burst`` x
+        allocatable of each reclaimed resource, 0 for the others."""
+        cdef Py_ssize_t N = self.n_nodes, R = self.n_res
+        share = np.where(self.res_rflags_np[:R] & RES_RECLAIM, self.rc_burst, 0.0)
+        return (self.allocatable_np[:N, :R] * share).astype(np.int64)
+
+    def node_reserved(self):
+        """[node slot, resource] the accounting by reservations, what non-production
+        pods are placed against: min(limits, reservations + burst)."""
+        return np.minimum(self.node_lim_np[: self.n_nodes, : self.n_res],
+                          self.node_resv_np[: self.n_nodes, : self.n_res] + self.node_burst())
+
+    def node_reclaimed(self):
+        """[node slot, resource] what reclamation frees for non-production pods:
+        limits - the accounting by reservations (>= 0)."""
+        return self.node_lim_np[: self.n_nodes, : self.n_res] - self.node_reserved()
+
     def node_alive(self):
         """Per node slot, whether the node exists (a removed node's slot is dead)."""
         return (self.flags_np[: self.n_nodes] & NODE_ALIVE) != 0
@@ -2285,10 +2547,10 @@ cdef class ClusterState:
         """Node ``name``'s last reported usage (``{resource: base units}``, from the
         ``nodes[]`` of ``esched.usage.reported``), or None when it has none or the
         report is stale: older than :attr:`usage_max_age` seconds on the log's clock
-        (:attr:`usage_clock`, the newest report time folded; never the wall clock, so
+        (:attr:`clock`, the newest report time folded; never the wall clock, so
         a replay sees what the live fold saw)."""
         entry = self._node_usage.get(name)
-        if entry is None or entry[0] < self.usage_clock - self.usage_max_age:
+        if entry is None or entry[0] < self.clock - self.usage_max_age:
             return None
         return dict(entry[1])
 
@@ -2299,7 +2561,7 @@ cdef class ClusterState:
         not a registered resource). New arrays, the caller's to keep."""
         measured = np.zeros(self.n_nodes, dtype=np.uint8)
         usage = np.zeros((self.n_nodes, self.n_res), dtype=np.int64)
-        cutoff = self.usage_clock - self.usage_max_age
+        cutoff = self.clock - self.usage_max_age
         for name, (at, values) in self._node_usage.items():
             idx = self.node_index.get(name)
             if idx is None or at < cutoff:
@@ -2344,6 +2606,11 @@ cdef class ClusterState:
             "gang_counts": self.gang_counts_np[:g],
             "queue_alloc": self.queue_alloc_np[:q, :nr],
             "queue_counts": self.queue_counts_np[:q],
+            "class_lim": self.class_lim_np[:c, :nr],
+            "pod_resv": self.pod_resv_np[:p, :nr],
+            "pod_rtime": self.pod_rtime_np[:p],
+            "node_lim": self.node_lim_np[:n, :nr],
+            "node_resv": self.node_resv_np[:n, :nr],
         }
 
     def to_bytes(self) -> bytes:
@@ -2390,10 +2657,11 @@ cdef class ClusterState:
             "queue_meta": self.queue_meta,
             "priority_classes": self.priority_classes,
             "node_usage": {k: [at, u] for k, (at, u) in self._node_usage.items()},
-            "usage_clock": self.usage_clock,
             "usage_max_age": self.usage_max_age,
             "pod_usage": self.pod_usage,
             "reservations": self.reservations,
+            "clock": self.clock,
+            "reclamation_enabled": self._reclamation.enabled,
             "label_sets": self.interpod.lsets,
             "label_sets_owned": [i for i, o in enumerate(self.interpod.lset_owned) if o],
             "arrays": table,
@@ -2503,10 +2771,11 @@ cdef class ClusterState:
         s.queue_alloc_np = _grown(arrays["queue_alloc"], s.queue_cap, nr)
         s.queue_counts_np = _grown(arrays["queue_counts"], s.queue_cap, 4)
 
-        s.usage_clock = h.get("usage_clock", 0.0)
+        # the log's clock (older snapshots: "usage_clock")
+        s.clock = h.get("clock") or h.get("usage_clock") or 0.0
         s.usage_max_age = h.get("usage_max_age", USAGE_MAX_AGE)
         # Snapshots from before reports had times hold {name: usage}: at the clock.
-        s._node_usage = {k: (v[0], v[1]) if isinstance(v, list) else (s.usage_clock, v)
+        s._node_usage = {k: (v[0], v[1]) if isinstance(v, list) else (s.clock, v)
                          for k, v in h["node_usage"].items()}
         s.pod_usage = h["pod_usage"]
         s.reservations = h.get("reservations") or {}
@@ -2514,11 +2783,50 @@ cdef class ClusterState:
         s.class_flags_np = np.zeros(s.class_cap, dtype=np.uint8)
         s.class_ports = [None] * s.n_classes
         s.port_bits_np = np.zeros((s.node_cap, s.port_words), dtype=np.uint64)
+        # Snapshots record whether they were folded with reclamation on (absent: on,
+        # as before it became opt-in); folded under the other setting, recompute.
+        if "class_lim" in arrays and (h.get("reclamation_enabled", True)
+                                      == s._reclamation.enabled):
+            s.class_lim_np = _grown(arrays["class_lim"], s.class_cap, nr)
+            s.pod_resv_np = _grown(arrays["pod_resv"], s.pod_cap, nr)
+            rt = np.full((s.pod_cap, 2), np.nan, dtype=np.float64)
+            rt[: s.n_pods] = arrays["pod_rtime"]
+            s.pod_rtime_np = rt
+            s.node_lim_np = _grown(arrays["node_lim"], s.node_cap, nr)
+            s.node_resv_np = _grown(arrays["node_resv"], s.node_cap, nr)
+        else:
+            # A snapshot from before reclamation, or folded under the other setting:
+            # limits from the class specs, every reservation at its limit.
+            s._restore_limits()
         s._bind_views()
         s._restore_ports()
         s._restore_interpod(h.get("label_sets") or [], arrays.get("pod_lset"),
                             h.get("label_sets_owned") or ())
         return s
+
+    def _restore_limits(self) -> None:
+        # class_lim from class_req and (reclamation on) each class's "limits"; bound
+        # pods' sums.
+        on = self._reclamation.enabled
+        # Columns first: interning a resource may widen the tables.
+        cols = [[(self._resource(name), units)
+                 for name, units in (self.class_specs[c].get("limits") or {}).items()]
+                if on else [] for c in range(self.n_classes)]
+        cdef Py_ssize_t nr = self.res_cap
+        lim = np.zeros((self.class_cap, nr), dtype=np.int64)
+        lim[: self.n_classes] = self.class_req_np[: self.n_classes, :nr]
+        for c in range(self.n_classes):
+            for col, units in cols[c]:
+                lim[c, col] = units
+        self.class_lim_np = lim
+        self.pod_rtime_np = np.full((self.pod_cap, 2), np.nan, dtype=np.float64)
+        self.pod_resv_np = np.zeros((self.pod_cap, nr), dtype=np.int64)
+        self.node_lim_np = np.zeros((self.node_cap, nr), dtype=np.int64)
+        bound = np.flatnonzero(self.pod_node_np[: self.n_pods] >= 0)
+        if bound.size:
+            self.pod_resv_np[bound] = lim[self.pod_class_np[bound]]
+            np.add.at(self.node_lim_np, self.pod_node_np[bound], self.pod_resv_np[bound])
+        self.node_resv_np = self.node_lim_np.copy()
 
     def _restore_interpod(self, list label_sets, object pod_lset, owned=()) -> None:
         # The label sets and each pod's are serialized; the counts are derived.

@@ -196,7 +196,7 @@ class Validator:
         # The real capacity of reserved nodes: a reservation is checked by name here.
         # ``profile``: the replicas' configuration, for its NodeAffinity addedAffinity
         # (a filter of each pod's profile); scores play no part here.
-        self.placer = Placer(state, profile, hide_reserved=False)
+        self.placer = Placer(state, profile, hide_reserved=False, bands=bands)
         self.devices = DeviceLedger(state)
         self.begin()
 

@@ -14,6 +14,7 @@ assumed before the next, as a replica plans a batch.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from typing import Any
@@ -67,14 +68,20 @@ def make_pods(
     taints: bool = False,
     gpus: bool = False,
     burst: bool = False,
+    limits: bool = False,
 ) -> list[dict]:
-    """Pod manifests of the synthetic workload (deterministic for a seed)."""
+    """Pod manifests of the synthetic workload (deterministic for a seed); ``limits``:
+    each sets a cpu limit of twice its request (with Borg's reclamation on, production
+    pods are judged by limits and the others by reservations; off, the limits are
+    ignored, as by kube)."""
     rnd = random.Random(seed)
     pods = []
     for j in range(n_pods):
         cpu, mem = (20, 32) if burst else (rnd.randint(1, 40), rnd.randint(1, 64))
         req = {"cpu": f"{100 * cpu}m", "memory": f"{128 * mem}Mi"}
         spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": req}}]}
+        if limits:
+            spec["containers"][0]["resources"]["limits"] = {"cpu": f"{200 * cpu}m"}
         if gpus and not burst and rnd.random() < 0.05:
             req["nvidia.com/gpu"] = str(rnd.randint(1, 4))
         if labels and not burst and rnd.random() < 0.3:
@@ -85,6 +92,42 @@ def make_pods(
             ]
         pods.append({"metadata": {"name": f"p{j}", "namespace": "bench"}, "spec": spec})
     return pods
+
+
+def reclaim_cluster(state: ClusterState) -> float:
+    """Run a production pod on every node (1 cpu requested, a quarter of the node's cpu
+    as its limit) and fold usage reports of 100m each until the reservations have
+    decayed (Borg's reclamation): the best-effort workload pods are then placed against
+    the reservations. Reclamation is opt-in, so this switches it on for ``state`` (the
+    process's other parameters kept) before any pod is folded. Returns the share of
+    the limits reclaimed."""
+    state.reclamation = dataclasses.replace(state.reclamation, enabled=True)
+    events: list[tuple[int, dict]] = []
+    pos = int(state.position)
+    names = [n for n in state.node_names if n is not None]
+    for i, name in enumerate(names):
+        cores = (8, 16, 32, 64)[i % 4]
+        res = {
+            "requests": {"cpu": "1", "memory": "1Gi"},
+            "limits": {"cpu": str(cores // 4), "memory": "1Gi"},
+        }
+        pod = {
+            "metadata": {"name": f"prod-{i}", "namespace": "bench"},
+            "spec": {"nodeName": name, "priority": 1000,
+                     "containers": [{"name": "c", "resources": res}]},
+        }  # fmt: skip
+        pos += 1
+        events.append((pos, {"type": "esched.pod.submitted", "id": f"rp-{pos}", "data": pod}))
+    for at in ("2026-01-01T00:00:00Z", "2026-01-01T02:00:00Z"):
+        pos += 1
+        usage = [{"pod": f"bench/prod-{i}", "usage": {"cpu": "100m"}} for i in range(len(names))]
+        events.append(
+            (pos, {"type": "esched.usage.reported", "id": f"ru-{pos}", "time": at,
+                   "data": {"pods": usage}})
+        )  # fmt: skip
+    state.apply_many(events)
+    c = state.res_index["cpu"]
+    return float(state.node_reclaimed()[:, c].sum()) / float(state.node_limits()[:, c].sum())
 
 
 def _utilization(state: ClusterState, placer: Placer) -> dict[str, float]:
@@ -172,13 +215,19 @@ def run_bench(
     burst: bool = False,
     full_scan_pods: int | None = None,
     repeat: int = 1,
+    reclaimed: bool = False,
 ) -> dict[str, Any]:
     """Run the default (sampled, cache on) placement, then cache off, then a full scan.
+
+    ``reclaimed``: every node first runs a production pod whose reservation has
+    decayed (:func:`reclaim_cluster`), and the pods set cpu limits: placement against
+    reservations (Borg's reclamation) rather than against requests.
 
     Returns the JSON object ``esched bench core`` prints.
     """
     state = build_cluster(n_nodes, labels, taints, gpus)
-    pods = make_pods(n_pods, seed, labels, taints, gpus, burst)
+    reclaimed_share = reclaim_cluster(state) if reclaimed else None
+    pods = make_pods(n_pods, seed, labels, taints, gpus, burst, limits=reclaimed)
     cids = np.fromiter((state.intern_class(p) for p in pods), dtype=np.int32, count=len(pods))
     if full_scan_pods is None:
         full_scan_pods = min(n_pods, max(1, FULL_SCAN_BUDGET // max(n_nodes, 1)))
@@ -218,6 +267,8 @@ def run_bench(
         "taints": taints,
         "gpus": gpus,
         "burst": burst,
+        "reclaimed": reclaimed,
+        "reclaimed_cpu_share": reclaimed_share,
         "classes": int(state.n_classes),
         "repeat": repeat,
     }
@@ -268,7 +319,9 @@ def place_once(mode: str = "default", n_nodes: int = 10_000, n_pods: int = 20_00
     single :meth:`Placer.place_classes` (``mode``: ``default`` sampled with the cache,
     ``burst`` the same on identical pods, ``full`` a full scan, ``usage`` as default
     with every node's measured load reported and the default profile plus Usage:
-    :data:`USAGE_PROFILE`, the cost of load-aware scoring). Returns pods placed.
+    :data:`USAGE_PROFILE`, the cost of load-aware scoring; ``reclaimed`` the default
+    against reservations: :func:`reclaim_cluster`, pods with cpu limits). Returns pods
+    placed.
 
     Under ``valgrind --tool=callgrind --toggle-collect='__pyx_pw_*place_classes'`` only
     the placement is counted: a figure that holds on a loaded machine.
@@ -278,7 +331,9 @@ def place_once(mode: str = "default", n_nodes: int = 10_000, n_pods: int = 20_00
     if mode == "usage":
         report_usage(state)
         profile = USAGE_PROFILE
-    pods = make_pods(n_pods, 0, burst=mode == "burst")
+    if mode == "reclaimed":
+        reclaim_cluster(state)
+    pods = make_pods(n_pods, 0, burst=mode == "burst", limits=mode == "reclaimed")
     cids = np.fromiter((state.intern_class(p) for p in pods), dtype=np.int32, count=len(pods))
     placer = Placer(state, profile, seed=0, cache=True, sample=mode != "full")
     return int((placer.place_classes(cids) >= 0).sum())

@@ -7,6 +7,7 @@ histograms). :func:`serve` exposes them over HTTP on ``--metrics-port``.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
@@ -29,6 +30,10 @@ __all__ = [
     "INGEST_BATCH_SECONDS",
     "INGEST_EVENTS",
     "INGEST_LAG",
+    "RECLAIM_LIMITS",
+    "RECLAIM_RECLAIMED",
+    "RECLAIM_RESERVATIONS",
+    "RECLAIM_RESERVED",
     "REPLICA_CACHE_HIT_RATE",
     "REPLICA_CONFLICTS",
     "REPLICA_PENDING",
@@ -38,6 +43,7 @@ __all__ = [
     "RETRIES",
     "SUBMIT_TO_COMMIT_SECONDS",
     "publish_anomalies",
+    "publish_reclamation",
     "serve",
 ]
 
@@ -164,6 +170,45 @@ ADMISSION_REJECTED = Counter(
     "QueueClosing, QueueClosed).",
     ["reason"],
 )
+
+
+# Borg's resource reclamation (core/reservations.py) -------------------------------------
+RECLAIM_LIMITS = Gauge(
+    "esched_reclaim_limits",
+    "Sum of the running pods' limits over alive nodes, by resource (base units): what "
+    "production pods are placed against.",
+    ["resource"],
+)
+RECLAIM_RESERVATIONS = Gauge(
+    "esched_reclaim_reservations",
+    "Sum of the running pods' reservations over alive nodes, by resource (base units).",
+    ["resource"],
+)
+RECLAIM_RESERVED = Gauge(
+    "esched_reclaim_reserved",
+    "Sum over alive nodes of min(limits, reservations + burst share), by resource (base "
+    "units): what non-production pods are placed against.",
+    ["resource"],
+)
+RECLAIM_RECLAIMED = Gauge(
+    "esched_reclaim_reclaimed",
+    "Capacity reclaimed for non-production pods (limits - reserved) over alive nodes, by "
+    "resource (base units).",
+    ["resource"],
+)
+
+
+def publish_reclamation(state: Any) -> None:
+    """Set the ``esched_reclaim_*`` gauges from a state's totals over alive nodes."""
+    alive = state.node_alive()
+    lim = state.node_limits()[alive].sum(axis=0)
+    resv = state.node_reservations()[alive].sum(axis=0)
+    reserved = state.node_reserved()[alive].sum(axis=0)
+    for r, name in enumerate(state.res_names):
+        RECLAIM_LIMITS.labels(name).set(int(lim[r]))
+        RECLAIM_RESERVATIONS.labels(name).set(int(resv[r]))
+        RECLAIM_RESERVED.labels(name).set(int(reserved[r]))
+        RECLAIM_RECLAIMED.labels(name).set(int(lim[r] - reserved[r]))
 
 
 def publish_anomalies(anomalies: dict[str, int]) -> None:

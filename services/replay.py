@@ -8,7 +8,7 @@ from __future__ import annotations
 from esched.schemas.quantity import human_units
 from esched.services.store.snapshots import format_anomalies
 
-__all__ = ["format_jobs", "format_table"]
+__all__ = ["format_jobs", "format_reclamation", "format_table"]
 
 
 def format_table(summary: dict) -> str:
@@ -76,6 +76,8 @@ def format_table(summary: dict) -> str:
         lines.append(f"  {'GANG':<40}NODES HELD FOR IT")
         for gang, held in summary["reservations"].items():
             lines.append(f"  {gang:<40}{' '.join(held)}")
+    if summary.get("reclamation"):
+        lines += format_reclamation(summary["reclamation"])
     if summary.get("jobs"):
         lines += format_jobs(summary["jobs"])
     lines += format_anomalies(summary.get("anomalies") or {})
@@ -96,4 +98,49 @@ def format_jobs(jobs: list[dict]) -> list[str]:
             for name, t in j["tasks"].items()
         )
         lines.append(f"  {j['job']:<40}{j['phase']:<13}{j['attempt']:>8}  {tasks}")
+    return lines
+
+
+#: Nodes the table lists one by one (the JSON has every node).
+RECLAIM_ROWS = 20
+
+
+def format_reclamation(view: dict) -> list[str]:
+    """Borg's reclamation (:meth:`~esched.core.ClusterState.reclamation_view`) as table
+    lines: per node and resource the limits (production's accounting), reservations,
+    the accounting by reservations with the burst kept back (the others'), the pods'
+    reported usage and what is reclaimed; the cluster's totals first. With reclamation
+    off the heading says so: the limit column is then the requests."""
+    head = (
+        f"  {'NODE':<28}{'RESOURCE':<10}{'LIMIT':>12}{'RESERVATION':>13}{'RESERVED':>12}"
+        f"{'USAGE':>12}{'RECLAIMED':>12}"
+    )
+    if view.get("accounting") == "requests":
+        # Reclamation off (the default): every pod judged by its requests, as kube.
+        lines = [f"reclaim   off: every pod placed by its requests ({len(view['nodes'])} nodes)"]
+    else:
+        lines = [f"reclaim   {len(view['nodes'])} nodes (limit: production; reserved: the others)"]
+    lines.append(head)
+
+    def row(name: str, res: str, e: dict) -> str:
+        return f"  {name:<28}{res:<10}" + "".join(
+            f"{human_units(res, e[k]):>{w}}"
+            for k, w in (
+                ("limit", 12),
+                ("reservation", 13),
+                ("reserved", 12),
+                ("usage", 12),
+                ("reclaimed", 12),
+            )
+        )
+
+    for res, e in sorted(view["totals"].items()):
+        if res != "pods":
+            lines.append(row("(cluster)", res, e))
+    for name, per in list(view["nodes"].items())[:RECLAIM_ROWS]:
+        for res, e in per.items():
+            if res != "pods":
+                lines.append(row(name, res, e))
+    if len(view["nodes"]) > RECLAIM_ROWS:
+        lines.append(f"  ... and {len(view['nodes']) - RECLAIM_ROWS} more nodes (--format json)")
     return lines

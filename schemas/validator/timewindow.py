@@ -45,11 +45,27 @@ def _utc(value: Any) -> datetime | None:
     return when if low <= when < high else None
 
 
+_FRACTION = re.compile(r"\.(\d+)")
+
+
 def event_seconds(value: Any) -> float | None:
-    """An event's RFC 3339 ``time`` as seconds since the epoch (UTC), or None if it is
-    not one within :data:`TIME_WINDOW`: the log's clock where the fold needs one."""
+    """An event's RFC 3339 ``time`` as seconds since the epoch (UTC, with its
+    fraction), or None if it is not one within :data:`TIME_WINDOW`: the log's clock
+    for rules that age state by event time (the fold's reservations)."""
+    if value.__class__ is str and len(value) >= 20 and value[10] == "T" and value[4] == "-":
+        # The common spelling (upper-case T, no leap second): the C parser, 7x faster
+        # than the regex; anything it refuses takes the full rule below.
+        try:
+            fast = datetime.fromisoformat(value)
+        except ValueError:
+            fast = None
+        if fast is not None and fast.tzinfo is not None:
+            return fast.timestamp() if TIME_WINDOW[0] <= fast < TIME_WINDOW[1] else None
     when = _utc(value)
-    return None if when is None else when.timestamp()
+    if when is None:
+        return None
+    frac = _FRACTION.match(value, 19)
+    return when.timestamp() + (float("0." + frac[1]) if frac else 0.0)
 
 
 def _check_time(value: Any) -> None:

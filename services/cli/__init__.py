@@ -59,6 +59,7 @@ SHARED_KEYS = (
     "metrics_port",
     "metrics_addr",
     "bands",
+    "reclamation",
     "kafka_security_protocol",
     "kafka_ca_file",
     "kafka_cert_file",
@@ -74,7 +75,7 @@ SHARED_KEYS = (
     "queue_hierarchy",
 )
 #: Top-level keys whose values are data, not option names: kept as written.
-_VERBATIM_KEYS = ("bands",)
+_VERBATIM_KEYS = ("bands", "reclamation")
 
 
 class _ConfigDefaults(dict):
@@ -621,6 +622,11 @@ def cli(ctx: click.Context, config: str | None, log_level: str, log_format: str)
     ctx.obj = {"config": config}
     if config:
         ctx.default_map = _load_config(config)
+    from esched.core.reservations import use_reclamation
+
+    # Every state this process folds uses the file's reclamation section (without
+    # one: the defaults, reclamation off, as kube).
+    use_reclamation(config_reclamation())
 
 
 def config_quota(bands: Any = None) -> Any:
@@ -644,6 +650,26 @@ def config_quota(bands: Any = None) -> Any:
             data.get("quota"), bands.as_dict() if bands is not None else data.get("bands")
         )
     except QuotaConfigError as exc:
+        raise click.UsageError(f"config file {path}: {exc}") from exc
+
+
+def config_reclamation() -> Any:
+    """The config file's ``reclamation:`` section as a
+    :class:`~esched.core.reservations.ReclamationConfig` (the defaults without one); a
+    bad section is a usage error (exit 2) naming the field."""
+    from esched.core.reservations import ReclamationConfigError, parse_reclamation
+
+    ctx = click.get_current_context().find_root()
+    path = (ctx.obj or {}).get("config")
+    if not path:
+        return parse_reclamation(None)
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.UsageError(f"config file {path}: {exc}") from exc
+    try:
+        return parse_reclamation(data.get("reclamation") if isinstance(data, dict) else None)
+    except ReclamationConfigError as exc:
         raise click.UsageError(f"config file {path}: {exc}") from exc
 
 

@@ -103,7 +103,18 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
             else:
                 click.echo(f"{row['name']:<30} infeasible {'; '.join(row['reasons'])}")
         click.echo(f"chosen: {result['chosen'] or '(none: the pod fits no node)'}")
+        click.echo(f"accounting: {_ACCOUNTING[result['accounting']]}")
     sys.exit(0 if result["chosen"] else EXIT_UNSCHEDULABLE)
+
+
+#: ``explain``'s line on which accounting judged the pod (Borg's reclamation).
+_ACCOUNTING = {
+    "requests": "requests (reclamation off, as kube: its requests against the requests "
+    "of the node's pods; limits ignored)",
+    "limits": "limits (production: its limits against the limits of the node's pods)",
+    "reservations": "reservations (non-production: its limits against the node's "
+    "reservations plus the burst share, i.e. in reclaimed resources)",
+}
 
 
 @bench.command("core")
@@ -120,6 +131,12 @@ def explain(state_file: str, pod_file: str, profile_file: str | None, seed: int,
 @click.option("--taints", is_flag=True, help="Taint every 10th node; 10% of pods tolerate it.")
 @click.option("--gpus", is_flag=True, help="8 GPUs on every 8th node; 5% of pods ask 1-4.")
 @click.option("--burst", is_flag=True, help="All pods identical (2 CPU, 4 GiB): the cache case.")
+@click.option(
+    "--reclaimed",
+    is_flag=True,
+    help="Every node runs a production pod whose reservation has decayed, and the pods "
+    "set cpu limits: placement against reservations (Borg's reclamation).",
+)
 @click.option(
     "--full-scan-pods",
     type=int,
@@ -153,6 +170,7 @@ def bench_core(
     taints: bool,
     gpus: bool,
     burst: bool,
+    reclaimed: bool,
     full_scan_pods: int | None,
     repeat: int,
     workload: str | None,
@@ -187,6 +205,7 @@ def bench_core(
         burst,
         full_scan_pods,
         repeat=repeat,
+        reclaimed=reclaimed,
     )
     # One JSON object either way: it is data (--json kept for the documented interface).
     click.echo(orjson.dumps(result, option=0 if as_json else orjson.OPT_INDENT_2).decode())

@@ -132,10 +132,15 @@ def replay(
     queues {name: {...}}; anomalies {reason: {count, first}} (events the fold
     ignored, first = the log position of the first); jobs (Volcano Jobs, when the
     log has any) [{job, phase, attempt, maxRetry, tasks: {name: {replicas, pending,
-    running, succeeded, failed, released}}, transitions}]. Quantities are integers
-    in base units (milli-CPU, bytes).
+    running, succeeded, failed, released}}, transitions}]; reclamation {nodes: {name:
+    {resource: {limit, reservation, reserved, usage, reclaimed}}}, totals, clock,
+    accounting, config} (with Borg's reclamation enabled in the config file, production
+    pods are placed against limits, the others against ``reserved``; off, the default,
+    ``accounting`` is ``requests``: every pod by its requests, as kube). Quantities
+    are integers in base units (milli-CPU, bytes).
     """
     from esched.core.queues import summary_view
+    from esched.services.cli import config_reclamation
     from esched.services.jobs import fold_job_log
     from esched.services.replay import format_table
     from esched.services.store.snapshots import anomaly_report, fold_log
@@ -143,6 +148,7 @@ def replay(
 
     if upto is not None and at_time:
         raise click.UsageError("give --upto or --at, not both")
+    reclamation = config_reclamation()
     at = None
     if at_time:
         try:
@@ -154,11 +160,17 @@ def replay(
 
     async def main() -> dict:
         async with migrated_store(store) as es:
-            state = await fold_log(es, upto=upto, at=at, use_snapshot=not no_snapshot)
+            state = await fold_log(
+                es, upto=upto, at=at, use_snapshot=not no_snapshot, reclamation=reclamation
+            )
             if save_snapshot:
                 await write_snapshot(es, state)
             jobs = await fold_job_log(es, upto=int(state.position))
-            out = {**state.summary(), "anomalies": anomaly_report(state)}
+            out = {
+                **state.summary(),
+                "anomalies": anomaly_report(state),
+                "reclamation": state.reclamation_view(),
+            }
             summary_view(out["queues"], state, queue_hierarchy)
             if jobs.jobs:
                 out["jobs"] = jobs.summaries()

@@ -66,7 +66,7 @@ class Replica(_WorkLoop):
         try:
             state = await self.follower.start()
             folded = time.perf_counter()
-            self.placer = Placer(state, self.profile, self.seed)
+            self.placer = Placer(state, self.profile, self.seed, bands=self.config.bands)
             cfg = self.config
             fgd = any(p.kind == "FGD" for p in self.placer.profile.plugins)
             if cfg.devices if cfg.devices is not None else fgd:

@@ -275,7 +275,7 @@ class Simulator:
         if self.devices is not None:
             # Always: the fragmentation series is a metric for every profile.
             self.devices.set_target(self.trace.frag_types())
-        self.placer = Placer(st, self.profile, seed=self.seed)
+        self.placer = Placer(st, self.profile, seed=self.seed, bands=self.pass_config.bands)
         self.scheduler = SchedulingPass(
             st, self.placer, self.pass_config, devices=self.devices, gpu_resource=GPU_RESOURCE
         )

@@ -19,8 +19,9 @@ from typing import Any
 import orjson
 
 from esched.core import ClusterState
+from esched.core.reservations import ReclamationConfig
 from esched.services.faults import is_transient
-from esched.services.metrics import publish_anomalies
+from esched.services.metrics import publish_anomalies, publish_reclamation
 from esched.services.retry import retry_until
 from esched.services.store.base import EventStore, StoredEvent, Subscription
 from esched.services.store.snapshots import fold_log, freeze_heap, thaw_heap
@@ -28,6 +29,9 @@ from esched.services.store.snapshots import fold_log, freeze_heap, thaw_heap
 __all__ = ["LogFollower"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two updates of the reclamation gauges (services/metrics.py).
+RECLAIM_EVERY = 10.0
 
 
 def _mentioning(rows: Sequence[tuple[int, bytes]], needle: bytes) -> list[tuple[int, bytes]]:
@@ -90,8 +94,12 @@ class LogFollower:
         busy_interval: float = 0.0,
         on_advance: Callable[[], None] | None = None,
         on_batch: Callable[[Sequence[tuple[int, bytes]]], None] | None = None,
+        reclamation: ReclamationConfig | None = None,
     ) -> None:
         self.store = store
+        #: the reservation rule's configuration (None: the defaults), see fold_log
+        self.reclamation = reclamation
+        self._reclaim_published = 0.0
         self.state: ClusterState | None = None
         self._handle = handle
         self._after = after_fold
@@ -122,12 +130,23 @@ class LogFollower:
     async def start(self) -> ClusterState:
         """Build the state up to the head and start following; returns the state."""
         self.state = await retry_until(
-            lambda: fold_log(self.store), retriable=is_transient, what="fold the log"
+            lambda: fold_log(self.store, reclamation=self.reclamation),
+            retriable=is_transient,
+            what="fold the log",
         )
         publish_anomalies(self.state.anomalies)
+        self._publish_reclamation()
         freeze_heap()
         self._task = asyncio.create_task(self._follow(), name="log-follower")
         return self.state
+
+    def _publish_reclamation(self) -> None:
+        # The reclamation gauges, at most every RECLAIM_EVERY seconds (a pass over the
+        # node tables; usage reports come every few seconds anyway).
+        now = time.monotonic()
+        if self.state is not None and now - self._reclaim_published >= RECLAIM_EVERY:
+            self._reclaim_published = now
+            publish_reclamation(self.state)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -185,6 +204,7 @@ class LogFollower:
                             self._on_batch(rows)
                     if state.anomalies:
                         publish_anomalies(state.anomalies)
+                    self._publish_reclamation()
                     self._advanced.set()
                     if self._on_advance is not None:
                         self._on_advance()

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from esched.core import ClusterState
+from esched.core.reservations import ReclamationConfig
 from esched.services.store.base import EventStore, StoredEvent
 
 __all__ = [
@@ -49,8 +50,13 @@ async def fold_log(
     at: datetime | None = None,
     use_snapshot: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    reclamation: ReclamationConfig | None = None,
 ) -> ClusterState:
-    """The cluster state at position ``upto`` (or at time ``at``; default: the head)."""
+    """The cluster state at position ``upto`` (or at time ``at``; default: the head).
+
+    ``reclamation``: the reservation rule's configuration (the config file's
+    ``reclamation:`` section; None: the defaults), set before anything is folded.
+    """
     if at is not None:
         upto = await store.position_at(at)
     state: ClusterState | None = None
@@ -61,6 +67,8 @@ async def fold_log(
             log.info("restored snapshot at position %d", snap[0])
     if state is None:
         state = ClusterState()
+    if reclamation is not None:
+        state.reclamation = reclamation
     target = upto if upto is not None else await store.head()
     after = state.position
     # A fold allocates millions of short-lived objects next to a large long-lived state:

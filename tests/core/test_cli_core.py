@@ -194,3 +194,28 @@ def test_explain_shows_the_inter_pod_and_spread_scores(tmp_path):
     # Near the db pod by affinity; away from it by spread (its selector counts it).
     assert scores["a"]["InterPodAffinity"] == 100 and scores["b"]["InterPodAffinity"] == 0
     assert scores["a"]["PodTopologySpread"] == 0 and scores["b"]["PodTopologySpread"] == 100
+
+
+def test_explain_says_which_accounting_judged_the_pod(tmp_path):
+    # Borg's reclamation (enabled in the config file): production pods by limits, the
+    # others by reservations; without it (the default) every pod by its requests.
+    from esched.services.cli import cli
+
+    state = _write(tmp_path, "state.yaml", [_node("a", "4")])
+    batch = _write(tmp_path, "batch.yaml", [_pod("new", "1")])
+    prod_pod = _pod("new", "1")
+    prod_pod["spec"]["priority"] = 1000
+    prod = _write(tmp_path, "prod.yaml", [prod_pod])
+    borg = _write(tmp_path, "esched.yaml", [{"reclamation": {"enabled": True}}])
+    try:
+        r = CliRunner().invoke(cli, ["--config", borg, "explain", "--state", state, "--pod", batch])
+        assert r.exit_code == 0, r.output
+        assert "accounting: reservations" in r.output
+        args = ["--config", borg, "explain", "--state", state, "--pod", prod, "--format", "json"]
+        r = CliRunner().invoke(cli, args)
+        assert orjson.loads(r.output)["accounting"] == "limits"
+    finally:
+        r = CliRunner().invoke(cli, ["explain", "--state", state, "--pod", prod])
+    # no config file: the defaults (reclamation off) again, kube's accounting
+    assert r.exit_code == 0, r.output
+    assert "accounting: requests" in r.output

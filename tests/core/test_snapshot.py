@@ -109,7 +109,7 @@ def observe(s: ClusterState) -> dict:
         "events": dict(s.event_counts),
         "usage": (
             {n: s.node_usage(n) for n in s.node_index},
-            s.usage_clock,
+            s.clock,
             s.pod_usage,
         ),
         "pending": sorted(s.pending_pods()),

@@ -220,9 +220,9 @@ def test_usage_is_stale_after_max_age_on_the_logs_clock():
     assert st.node_usage("n1") is None and st.node_usage("n2") == {"cpu": 2000}
     # A late report with an older time does not turn the clock back, and is judged by
     # its own time: 201 s behind the clock, so fresh.
-    clock = st.usage_clock
+    clock = st.clock
     log(EV.USAGE_REPORTED, {"nodes": [{"name": "n1", "usage": {"cpu": "3"}}]}, time=at(100))
-    assert st.usage_clock == clock and st.node_usage("n1") == {"cpu": 3000}
+    assert st.clock == clock and st.node_usage("n1") == {"cpu": 3000}
 
 
 def test_usage_max_age_is_configurable():
@@ -250,7 +250,7 @@ def test_usage_replay_and_snapshot_give_the_same_state():
     from_bytes.apply_payloads((pos, orjson.dumps(e)) for pos, e in log.events)
     restored = ClusterState.from_bytes(st.to_bytes())
     for s in (replayed, from_bytes, restored):
-        assert s.usage_clock == st.usage_clock
+        assert s.clock == st.clock
         for n in ("n1", "n2", "n3"):
             assert s.node_usage(n) == st.node_usage(n)
     assert st.node_usage("n1") is None  # 400 s old
@@ -352,5 +352,5 @@ def test_a_malformed_report_changes_nothing():
         {"nodes": [{"name": "n1", "usage": {"cpu": "1"}}, {"name": 7, "usage": {}}]},
         time=at(50),
     )
-    assert st.node_usage("n1") is None and st.usage_clock == 0.0
+    assert st.node_usage("n1") is None and st.clock == 0.0
     assert st.anomalies.get("malformed") == 1
