@@ -1459,29 +1459,6 @@ cdef class Placer:
                         if not folds(self.specs[p].kind):
                             s += self.specs[p].weight * plugin_kernel_gathered(
                                 &self.specs[p], p, v, n)
-                    if self.has_python:
-                        s += self._python_total(n, v, cid)
-                    if self.ext_score != NULL:
-                        s += self.ext_score[n]
-                    found += 1
-                    if s > best_score:
-                        best_score = s
-                        best = n
-                        ties = 1
-                    elif s == best_score:
-                        if self.ext_rank != NULL:
-                            if self.ext_rank[n] < self.ext_rank[best]:
-                                best = n
-                                ties = 1
-                            elif self.ext_rank[n] == self.ext_rank[best]:
-                                ties += 1
-                                if below(&self.rng, <uint64_t>ties) == 0:
-                                    best = n
-                        else:
-                            ties += 1
-                            if below(&self.rng, <uint64_t>ties) == 0:
-                                best = n
-                    continue
             else:
                 if k >= N:
                     break
@@ -1497,7 +1474,8 @@ cdef class Placer:
                 # _node_total, written out so the kernel table inlines into this loop
                 if not fits(v, n):
                     continue
-            s = kernel_total(self.specs, self.n_specs, v, n)
+            if not use_fused:  # (use_fused: only over the walk's feasible nodes)
+                s = kernel_total(self.specs, self.n_specs, v, n)
             if self.has_python:
                 s += self._python_total(n, v, cid)
             if self.ext_score != NULL:

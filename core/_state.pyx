@@ -436,6 +436,27 @@ def _gang_priority_class(dict pod, str name, dict classes=None):
     out["spec"] = spec
     return out
 
+cdef inline void _binding_spans(const unsigned char* b, Py_ssize_t n, Span e, Span* pod,
+                                Span* node, Span* res, Span* dev) noexcept nogil:
+    # The members of one binding object ``e`` that a commit reads (start -1: absent),
+    # for the general commit fold and its fast path alike.
+    cdef Span bk, bv
+    cdef Py_ssize_t m = e.start
+    pod.start = node.start = res.start = dev.start = -1
+    while True:
+        m = next_member(b, m, n, &bk, &bv)
+        if m < 0:
+            break
+        if span_is(b, bk, b"pod", 3):
+            pod[0] = bv
+        elif span_is(b, bk, b"node", 4):
+            node[0] = bv
+        elif span_is(b, bk, b"resources", 9):
+            res[0] = bv
+        elif span_is(b, bk, b"devices", 7):
+            dev[0] = bv
+
+
 cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str ckey,
                           object pcn, dict lim=None) except -2:
     # ClusterState._class_for's last step: the class of these requests, limits above
@@ -1942,8 +1963,8 @@ cdef class ClusterState:
     cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n,
                                 Py_ssize_t i) except -1:
         # {"bindings": [{"pod", "node", "resources", "devices"?}, ...]}: what _committed reads.
-        cdef Span bindings, e, bk, bv, pod, node, res, dev
-        cdef Py_ssize_t j, m
+        cdef Span bindings, e, pod, node, res, dev
+        cdef Py_ssize_t j
         items = []
         if _member(b, n, i, b"bindings", 8, &bindings) >= 0:
             if b[bindings.start] != 0x5b:
@@ -1957,20 +1978,7 @@ cdef class ClusterState:
                     break
                 if b[e.start] != 0x7b:
                     return 0
-                pod.start = node.start = res.start = dev.start = -1
-                m = e.start
-                while True:
-                    m = next_member(b, m, n, &bk, &bv)
-                    if m < 0:
-                        break
-                    if span_is(b, bk, b"pod", 3):
-                        pod = bv
-                    elif span_is(b, bk, b"node", 4):
-                        node = bv
-                    elif span_is(b, bk, b"resources", 9):
-                        res = bv
-                    elif span_is(b, bk, b"devices", 7):
-                        dev = bv
+                _binding_spans(b, n, e, &pod, &node, &res, &dev)
                 if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0
                         or b[node.start] != 0x22 or (res.start >= 0 and b[res.start] != 0x7b)):
                     return 0
@@ -2008,7 +2016,7 @@ cdef class ClusterState:
         # (what _resolve_binding + _bind_resolved would have done), or 0, having
         # changed nothing, for anything else (anomalies included): _payload_committed
         # then folds it the general way.
-        cdef Span e, bk, bv, pod, node, res
+        cdef Span e, bk, bv, pod, node, res, dev
         cdef Py_ssize_t j, m, c, k = 0, p, nd
         cdef Py_ssize_t cols[MAX_FAST_RESOURCES]
         cdef units_t units[MAX_FAST_RESOURCES]
@@ -2017,20 +2025,9 @@ cdef class ClusterState:
         j = next_element(b, bindings.start, n, &e)
         if j < 0 or b[j] != 0x5d or b[e.start] != 0x7b:  # not exactly one object
             return 0
-        pod.start = node.start = res.start = -1
-        m = e.start
-        while True:
-            m = next_member(b, m, n, &bk, &bv)
-            if m < 0:
-                break
-            if span_is(b, bk, b"pod", 3):
-                pod = bv
-            elif span_is(b, bk, b"node", 4):
-                node = bv
-            elif span_is(b, bk, b"resources", 9):
-                res = bv
-            elif span_is(b, bk, b"devices", 7):
-                return 0
+        _binding_spans(b, n, e, &pod, &node, &res, &dev)
+        if dev.start >= 0:
+            return 0
         if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0 or b[node.start] != 0x22
                 or res.start < 0 or b[res.start] != 0x7b):
             return 0
