@@ -122,6 +122,8 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.USAGE_REPORTED: EV_USAGE,
     _ev.PLACEMENT_COMMITTED: EV_COMMITTED,
     _ev.POD_EVICTED: EV_EVICTED,
+    # Overload throttling (core/overload.py) is for the node's agent: no state change.
+    _ev.POD_THROTTLED: EV_NOOP,
     _ev.PLACEMENT_PROPOSED: EV_NOOP,
     _ev.PLACEMENT_REJECTED: EV_NOOP,
     _ev.POD_UNSCHEDULABLE: EV_NOOP,

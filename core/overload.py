@@ -51,6 +51,7 @@ __all__ = [
     "need",
     "node_loads",
     "plan_overload",
+    "usage_by_node",
 ]
 
 
@@ -190,6 +191,25 @@ def node_loads(
             )
         )
     return rows
+
+
+def usage_by_node(state: ClusterState, nodes: Iterable[int]) -> dict[int, dict[str, int]]:
+    """The summed last reported usage of the running pods of each node slot in
+    ``nodes``, by resource name: one pass over the reports, so a caller checks many
+    nodes before reading the few overloaded ones' rows (:func:`node_loads`)."""
+    want: dict[int, dict[str, int]] = {n: {} for n in nodes}
+    if not want:
+        return want
+    index = state.pod_index
+    for key, usage in state.pod_usage.items():
+        p = index.get(key)
+        if p is None:
+            continue
+        sums = want.get(state.node_of(p))
+        if sums is not None:
+            for name, units in usage.items():
+                sums[name] = sums.get(name, 0) + units
+    return want
 
 
 def log_time(clock: float) -> str:

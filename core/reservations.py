@@ -47,6 +47,13 @@ the paper gives a figure: the 300 s hold; esched's choices otherwise)::
       overcommit:            # may a pod use more than its limit (reservation above it)
         cpu: true            #   compressible: yes
         memory: false        #   not compressible: no
+      overload: true         # evict / throttle when a node's pods use more than it holds
+      compressible: [cpu]    # throttled first; the others (memory) are evicted at once
+      evict_after: 60        # seconds a compressible overload lasts before evictions
+
+Overload handling (``core/overload.py``, the dispatcher's
+``services/dispatch/overload.py``) acts only with ``enabled`` and ``overload`` both
+true, on the resources in ``reclaim``.
 
 Every service that folds the log must use the same section (like ``bands:``): the
 CLI reads it from the config file once (:func:`use_reclamation`) and every
@@ -82,6 +89,9 @@ DEFAULT_MARGIN = 0.1
 #: Share of capacity a node keeps back for bursts (esched's choice; the seed's
 #: "整机会预留一个百分比").
 DEFAULT_BURST = 0.1
+#: Borg evicts on a compressible resource "if things do not improve", without a
+#: figure: six 10-second usage reports in a row (esched's choice).
+DEFAULT_EVICT_AFTER_S = 60.0
 
 
 class ReclamationConfigError(ValueError):
@@ -104,6 +114,12 @@ class ReclamationConfig:
     burst: float = DEFAULT_BURST
     reclaim: frozenset[str] = frozenset({"cpu", "memory"})
     overcommit: Mapping[str, bool] = field(default_factory=lambda: {"cpu": True, "memory": False})
+    #: Overload handling (core/overload.py) on: evictions and throttles as events.
+    overload: bool = True
+    #: Resources throttled before anything is evicted (rate-based: cpu).
+    compressible: frozenset[str] = frozenset({"cpu"})
+    #: Seconds, on the log's clock, a compressible overload lasts before evictions.
+    evict_after: float = DEFAULT_EVICT_AFTER_S
 
     def reclaims(self, resource: str) -> bool:
         """Whether ``resource``'s reservations decay (else reservation = limit)."""
@@ -112,6 +128,10 @@ class ReclamationConfig:
     def overcommits(self, resource: str) -> bool:
         """Whether a pod may use more than its limit of ``resource`` (compressible)."""
         return bool(self.overcommit.get(resource, False))
+
+    def handles_overload(self) -> bool:
+        """Whether overloaded nodes get evictions and throttles (core/overload.py)."""
+        return self.enabled and self.overload
 
     def as_dict(self) -> dict[str, Any]:
         """The section as written in a config file (for reports and ``esched replay``)."""
@@ -123,6 +143,9 @@ class ReclamationConfig:
             "burst": self.burst,
             "reclaim": sorted(self.reclaim),
             "overcommit": dict(self.overcommit),
+            "overload": self.overload,
+            "compressible": sorted(self.compressible),
+            "evict_after": self.evict_after,
         }
 
 
@@ -146,6 +169,7 @@ def parse_reclamation(raw: Any) -> ReclamationConfig:
         raise ReclamationConfigError("reclamation", "must be a mapping")
     unknown = set(raw) - {
         "enabled", "hold", "time_constant", "margin", "burst", "reclaim", "overcommit",
+        "overload", "compressible", "evict_after",
     }  # fmt: skip
     if unknown:
         raise ReclamationConfigError(f"reclamation.{sorted(unknown)[0]}", "unknown key")
@@ -158,6 +182,12 @@ def parse_reclamation(raw: Any) -> ReclamationConfig:
     over = raw.get("overcommit", dict(DEFAULT_RECLAMATION.overcommit))
     if not isinstance(over, Mapping) or not all(isinstance(v, bool) for v in over.values()):
         raise ReclamationConfigError("reclamation.overcommit", "must map resources to true/false")
+    overload = raw.get("overload", True)
+    if not isinstance(overload, bool):
+        raise ReclamationConfigError("reclamation.overload", "must be true or false")
+    compressible = raw.get("compressible", sorted(DEFAULT_RECLAMATION.compressible))
+    if not isinstance(compressible, list) or not all(isinstance(r, str) for r in compressible):
+        raise ReclamationConfigError("reclamation.compressible", "must be a list of resource names")
     tau = _number(raw, "time_constant", DEFAULT_TIME_CONSTANT_S, 1e-3, 1e9)
     return ReclamationConfig(
         enabled=enabled,
@@ -167,6 +197,9 @@ def parse_reclamation(raw: Any) -> ReclamationConfig:
         burst=_number(raw, "burst", DEFAULT_BURST, 0.0, 1.0),
         reclaim=frozenset(reclaim),
         overcommit={str(k): bool(v) for k, v in over.items()},
+        overload=overload,
+        compressible=frozenset(compressible),
+        evict_after=_number(raw, "evict_after", DEFAULT_EVICT_AFTER_S, 0.0, 1e9),
     )
 
 

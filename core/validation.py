@@ -159,6 +159,8 @@ REASONS = {
 PREEMPTED = "Preempted"
 #: ``reason`` of the evictions of a committed reclaim (proposal ``"reclaim": true``).
 RECLAIMED = "Reclaimed"
+#: ``reason`` of the evictions and throttles of an overloaded node (core/overload.py).
+OVERLOADED = "Overloaded"
 
 
 class Verdict(NamedTuple):

@@ -56,6 +56,7 @@ PLACEMENT_PROPOSED = "esched.placement.proposed"
 PLACEMENT_COMMITTED = "esched.placement.committed"
 PLACEMENT_REJECTED = "esched.placement.rejected"
 POD_EVICTED = "esched.pod.evicted"
+POD_THROTTLED = "esched.pod.throttled"
 POD_UNSCHEDULABLE = "esched.pod.unschedulable"
 POD_REJECTED = "esched.pod.rejected"
 GANG_RESERVED = "esched.gang.reserved"
@@ -84,6 +85,7 @@ INTERNAL_TYPES = (
     PLACEMENT_COMMITTED,
     PLACEMENT_REJECTED,
     POD_EVICTED,
+    POD_THROTTLED,
     POD_UNSCHEDULABLE,
     POD_REJECTED,
     GANG_RESERVED,

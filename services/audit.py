@@ -52,7 +52,17 @@ The audit folds the whole log from position 0 with the one fold
 * ``job_retry_exceeded``: a job's pod submitted at an attempt (``volcano.sh/job-version``)
   of ``maxRetry`` or more, or a recorded transition past ``maxRetry``;
 * ``job_transition``: an ``esched.job.updated`` record whose phase is not the one
-  the job fold of the log decides at that point.
+  the job fold of the log decides at that point;
+* ``overload_order``: an overload eviction (``esched.pod.evicted``, reason
+  ``Overloaded``; :mod:`esched.core.overload`) of a production pod while a
+  non-production pod ran on the same node, or of a production pod within its
+  limit of the resource;
+* ``overload_unneeded``: an overload eviction when the node's pods did not use
+  more of the resource than its allocatable on the state just before it, unless it
+  continues a run of evictions for the same usage report while the node's need
+  (the sum over its running pods of max(usage, reservation)) still exceeds it, or
+  of a compressible resource before the overload had lasted ``evict_after``
+  seconds on the log's clock, or of a pod not running on the node it names.
 
 Over-commit is only charged to decisions: a node shrinking under running pods is
 an external fact, not a scheduling error.
@@ -72,10 +82,11 @@ from esched.core.admission import OBSERVED, Admission, Fact, event_key
 from esched.core.bands import BandConfig, may_preempt
 from esched.core.devices import gpu_resource
 from esched.core.jobs import ATTEMPT_ANNOTATION, FOLDED_TYPES, JobBook, job_key_of_pod
+from esched.core.overload import log_seconds, need, node_loads
 from esched.core.queues import queue_view, summary_view
 from esched.core.quota import Quota
 from esched.core.reclaim import victims_legal
-from esched.core.validation import RECLAIMED, Validator
+from esched.core.validation import OVERLOADED, RECLAIMED, Validator
 from esched.schemas.events import (
     JOB_SUBMITTED,
     JOB_UPDATED,
@@ -146,6 +157,9 @@ class Auditor:
         self._evictions: dict[str, list[tuple[int, str]]] = {}
         #: decision id -> [(pod slot, node slot, held GPUs)] of the pods evicted for it
         self._victims_of: dict[str, list[tuple[int, int, bool]]] = {}
+        #: (node, resource) -> the usage report whose overload the last overload
+        #: eviction there answered (a run of evictions until the reservations fit)
+        self._overload_runs: dict[tuple[Any, Any], Any] = {}
         #: the Volcano Job lifecycle, folded alongside (core/jobs.py)
         self.jobs = JobBook()
 
@@ -176,6 +190,8 @@ class Auditor:
                 self._removed.add(name)
         elif etype == POD_EVICTED and isinstance(data.get("decision"), str):
             self._eviction(position, data)
+        elif etype == POD_EVICTED and data.get("reason") == OVERLOADED:
+            self._overload_eviction(position, event, data)
         self.state.apply(event, position)
         if etype == POD_SUBMITTED:
             self._node_name(position, data)
@@ -334,6 +350,75 @@ class Auditor:
                     gpu is not None and gpu[0] in record["allocated"],
                 )
             )
+
+    def _overload_eviction(
+        self, position: int, event: dict[str, Any], data: dict[str, Any]
+    ) -> None:
+        """An eviction for overload: the seed's order and its need, on the state just
+        before it (:mod:`esched.core.overload`)."""
+        st = self.state
+        self.checked["overload_evictions"] = self.checked.get("overload_evictions", 0) + 1
+        pod: Any = data.get("pod")
+        node: Any = data.get("node")
+        resource: Any = data.get("resource")
+        pidx = st.pod_index.get(pod)
+        n = st.node_index.get(node)
+        if (
+            pidx is None
+            or n is None
+            or st.phase_of(pidx) != PHASE_RUNNING
+            or st.node_of(pidx) != n
+            or resource not in st.res_names
+        ):
+            self._flag(
+                position,
+                "overload_unneeded",
+                f"pod {pod} evicted for overload of {resource} on {node}, where it was not "
+                "running (or the node or resource is unknown)",
+            )
+            return
+        r = st.res_names.index(resource)
+        capacity = int(st.node_allocatable()[n, r])
+        rows = node_loads(st, n, resource, self.validator.bands)
+        used, needed = sum(row.usage for row in rows), need(rows)
+        run = (node, resource)
+        if used > capacity:
+            # An overload: it starts a run of evictions for this report.
+            self._overload_runs[run] = data.get("report")
+        elif needed <= capacity or self._overload_runs.get(run) != data.get("report"):
+            # Later evictions of one run go on while the reservations do not fit.
+            self._flag(
+                position,
+                "overload_unneeded",
+                f"{pod} evicted from {node}: its pods use {used} and need {needed} of "
+                f"{resource}, capacity {capacity}",
+            )
+        cfg = st.reclamation
+        since = log_seconds(data.get("since"))
+        if resource in cfg.compressible and (since is None or st.clock - since < cfg.evict_after):
+            self._flag(
+                position,
+                "overload_unneeded",
+                f"{pod} evicted from {node} for {resource} (compressible) before the "
+                f"overload lasted {cfg.evict_after:g} s",
+            )
+        me = next(row for row in rows if row.pod == pod)
+        if me.prod:
+            ran = sorted(row.pod for row in rows if not row.prod)
+            if ran:
+                self._flag(
+                    position,
+                    "overload_order",
+                    f"production pod {pod} evicted from {node} for {resource} while "
+                    f"non-production {', '.join(ran[:3])} ran",
+                )
+            elif me.usage <= me.limit:
+                self._flag(
+                    position,
+                    "overload_order",
+                    f"production pod {pod} evicted from {node} for {resource} within its "
+                    f"limit ({me.usage} <= {me.limit})",
+                )
 
     def _preemption(
         self, position: int, event: dict[str, Any], data: dict[str, Any], victims: list[Any]

@@ -17,6 +17,11 @@ benchmark's state switches it on, with the process's other parameters.
 ``cpu_share`` is the CPU time of one round over ``interval``: the share of a core
 folding the reports costs (target: under 0.05 for 10,000 nodes and 100,000 pods every
 10 s).
+
+``overload_cpu_share``: what the dispatcher adds per round for overload handling
+(``services/dispatch/overload.py``: decoding each report for the nodes it names,
+:func:`esched.core.overload.usage_by_node` over them, the capacity check); no node
+of the benchmark is overloaded, so no node's rows are read.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 import orjson
 
 from esched.core import ClusterState
+from esched.core.overload import usage_by_node
 from esched.schemas import events as ev
 
 __all__ = ["bench_usage"]
@@ -129,7 +135,10 @@ def bench_usage(
 
     st.apply_payloads(round_payloads(0.0))  # every hold starts
     hold = st.reclamation.hold
-    cpu_runs, wall_runs = [], []
+    cpu_runs, wall_runs, overload_runs = [], [], []
+    overloaded = 0
+    alloc = st.node_allocatable()
+    res = [st.res_names.index(r) for r in ("cpu", "memory")]
     gc_was = gc.isenabled()
     gc.disable()  # as fold_log: no cyclic GC passes over the large state
     try:
@@ -139,6 +148,18 @@ def bench_usage(
             st.apply_payloads(payloads)
             cpu_runs.append(time.process_time() - c0)
             wall_runs.append(time.perf_counter() - w0)
+            c0 = time.process_time()
+            named: set[int] = set()
+            for _pos, payload in payloads:
+                data = orjson.loads(payload)["data"]
+                named.update(st.node_index[x["name"]] for x in data["nodes"])
+            over = [
+                n
+                for n, sums in usage_by_node(st, named).items()
+                if sums.get("cpu", 0) > alloc[n, res[0]] or sums.get("memory", 0) > alloc[n, res[1]]
+            ]
+            overload_runs.append(time.process_time() - c0)
+            overloaded = len(over)
     finally:
         if gc_was:
             gc.enable()
@@ -154,6 +175,8 @@ def bench_usage(
         "round_wall_seconds": round(statistics.median(wall_runs), 4),
         "us_per_pod_report": round(1e6 * cpu / pods, 3),
         "cpu_share": round(cpu / interval, 4),
+        "overload_cpu_share": round(statistics.median(overload_runs) / interval, 4),
+        "overloaded_nodes": overloaded,
         "target_cpu_share": 0.05,
         "within_target": cpu / interval < 0.05,
         "anomalies": dict(st.anomalies),

@@ -196,6 +196,17 @@ RECLAIM_RECLAIMED = Gauge(
     "resource (base units).",
     ["resource"],
 )
+OVERLOAD_EVICTIONS = Counter(
+    "esched_overload_evictions_total",
+    "Pods evicted from overloaded nodes (esched.pod.evicted, reason Overloaded), by "
+    "resource and band (prod, non-prod).",
+    ["resource", "band"],
+)
+OVERLOAD_THROTTLES = Counter(
+    "esched_overload_throttles_total",
+    "Pods throttled on overloaded nodes (esched.pod.throttled), by resource and band.",
+    ["resource", "band"],
+)
 
 
 def publish_reclamation(state: Any) -> None:

@@ -15,6 +15,7 @@ from esched.schemas.events import (
     PLACEMENT_COMMITTED,
     POD,
     POD_SUBMITTED,
+    POD_THROTTLED,
     POD_UNSCHEDULABLE,
     stream_name,
     timestamp,
@@ -296,14 +297,15 @@ class _Arbiter(_Leadership):
 
 
 #: Events that change no verdict of a batch they interleave with (unless they name one
-#: of its pods): a new pod is only more pending work, a report changes nothing.
-_NEUTRAL = frozenset({POD_SUBMITTED, POD_UNSCHEDULABLE})
+#: of its pods): a new pod is only more pending work, a report or a throttle (the
+#: dispatcher's, for an overloaded node's agent) changes nothing in the fold.
+_NEUTRAL = frozenset({POD_SUBMITTED, POD_UNSCHEDULABLE, POD_THROTTLED})
 
 
 def _verdicts_hold(moved: list[tuple[str, str]], fresh: list[dict[str, Any]]) -> bool:
     """Whether the decisions ``fresh`` stay exactly what validation said after the
     events ``moved`` got into the log first, so they may be appended after them
-    without validating again. Only pod submissions and unschedulable reports of
+    without validating again. Only pod submissions, unschedulable reports and throttles of
     other pods qualify (ingest appending new work is the usual case under load), and
     only for batches without victims: preemption and reclaim legality depend on
     queue demand, which a new pod changes.

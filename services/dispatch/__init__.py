@@ -36,6 +36,14 @@ proposal binding the pod or those members with those victims (``"reclaim": true`
 goes to the commit service, which checks it again and commits the evictions and the
 bindings as one transaction.
 
+**Overload** (:mod:`~esched.core.overload`, Borg 5.5): with reclamation on, the
+nodes each ``esched.usage.reported`` names are planned on the fold; a node whose
+pods use more memory than it holds gets ``esched.pod.evicted`` events (reason
+``Overloaded``) in Borg's order, one overloaded on cpu ``esched.pod.throttled``
+events, then evictions once the overload has lasted ``evict_after`` seconds on the
+log's clock. They are appended only on the log head they were planned on (as the
+commit service appends), with deterministic ids.
+
 **Exactly one active, on its own lease** (:mod:`~esched.services.lease`, name
 ``dispatch``) rather than inside the commit service's leadership: the commit
 service is another engineer's module with its own state and lifecycle, and the
@@ -46,7 +54,8 @@ and a standby takes over within the lease's retry interval; the takeover
 re-publishes everything pending, so no wake-up is lost in the switch.
 
 The package has one module per job: :mod:`.wakeups` (the fold and what became
-work: parked, delayed, ready), :mod:`.reclaim` (reclaim proposals),
+work: parked, delayed, ready), :mod:`.overload` (overload evictions and
+throttles), :mod:`.reclaim` (reclaim proposals),
 :mod:`.outbox` (rejections appended, work published) and :mod:`.service` (the
 facade, :class:`Dispatcher`). Each job is a class that builds on the one before
 it, so :class:`Dispatcher` is the last of the chain.

@@ -69,6 +69,15 @@ class _DispatchBase:
         self._delayed: list[tuple[float, str]] = []  # heap of (due, pod) after rejections
         self._capacity_seq = 0
         self._capacity_position = 0  # position of the newest capacity event
+        # Overload handling (overload.py): node -> id of the last usage report naming
+        # it, not yet planned; (node, resource) -> log time the overload began, and
+        # the throttles appended in that episode; the plan awaiting its append.
+        self._overload_nodes: dict[str, str] = {}
+        self._overload_since: dict[tuple[str, str], float] = {}
+        self._throttled: dict[tuple[str, str], set[str]] = {}
+        self._overload_out: list[tuple[dict[str, Any], str, str, bool]] = []
+        self._overload_head = 0
+        self._overload_conflicts = 0
         self.leading = False
 
     @property

@@ -33,6 +33,9 @@ class DispatchConfig:
     reclaim_interval: float = 0.5
     #: A pod with a reclaim proposal in flight is not planned again for this long.
     reclaim_timeout: float = 10.0
+    #: Overload plans appended on the head they were planned on this many times in a
+    #: row before one is appended without the head check.
+    overload_head_attempts: int = 5
 
 
 @dataclass(slots=True)
@@ -48,6 +51,9 @@ class DispatchTotals:
     held: dict[str, int] = field(default_factory=dict)
     #: Reclaim proposals sent.
     reclaims: int = 0
+    #: Overload evictions and throttles appended (core/overload.py).
+    overload_evictions: int = 0
+    overload_throttles: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -57,4 +63,6 @@ class DispatchTotals:
             "rejected": dict(sorted(self.rejected.items())),
             "held": dict(sorted(self.held.items())),
             "reclaims": self.reclaims,
+            "overload_evictions": self.overload_evictions,
+            "overload_throttles": self.overload_throttles,
         }

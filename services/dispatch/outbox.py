@@ -56,8 +56,11 @@ class _Outbox(_Reclaim):
                 metrics.ADMISSION_REJECTED.labels(r.reason).inc()
 
     async def _flush(self) -> None:
-        """Append rejections; publish the outbox in allocation order, holding what the
-        queues do not admit (at-least-once; duplicates are harmless)."""
+        """Append overload handling and rejections; publish the outbox in allocation
+        order, holding what the queues do not admit (at-least-once; duplicates are
+        harmless)."""
+        # Overload first: its append is checked against the head it was planned on.
+        await self._append_overload()
         await self._append_rejections()
         await self._send_reclaims()
         if not self._outbox or self._producer is None:

@@ -15,7 +15,7 @@ from esched.core.validation import Validator
 from esched.schemas.events import PLACEMENT_REJECTED, proposal_envelope, proposal_key, timestamp
 from esched.services.bus.signing import send_signed
 from esched.services.dispatch.config import SERVICE
-from esched.services.dispatch.wakeups import _WakeUps
+from esched.services.dispatch.overload import _Overload
 from esched.services.faults import retry_transient
 from esched.services.store.base import StoredEvent
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 RECLAIM_PREFIX = "reclaim-"
 
 
-class _Reclaim(_WakeUps):
+class _Reclaim(_Overload):
     """Plan, check and send reclaim proposals."""
 
     def _plan_reclaims(self) -> None:

@@ -72,6 +72,10 @@ class Dispatcher(_Outbox):
         self._reclaims.clear()
         self._reclaiming.clear()
         self._reclaim_seen = -1
+        self._overload_nodes.clear()
+        self._overload_since.clear()
+        self._throttled.clear()
+        self._overload_out.clear()
         self._placer = None
         self._validator = None
         self.follower = LogFollower(self.store, handle=self._fold)
@@ -94,6 +98,7 @@ class Dispatcher(_Outbox):
                 raise RuntimeError("dispatcher fold failed") from self.follower.error
             self._timers()
             self._plan_reclaims()
+            self._plan_overload()
             await self._flush()
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -108,6 +113,8 @@ class Dispatcher(_Outbox):
             or self._outbox
             or self._rejections
             or self._reclaims
+            or self._overload_nodes
+            or self._overload_out
             or self._reclaim_due()
         ):
             return False

@@ -3,7 +3,15 @@ reservations fit, throttles favouring production (latency-sensitive) pods."""
 
 from __future__ import annotations
 
-from esched.core.overload import PodLoad, Throttle, candidates, need, plan_overload
+from esched.core.overload import (
+    PodLoad,
+    Throttle,
+    candidates,
+    need,
+    node_loads,
+    plan_overload,
+    usage_by_node,
+)
 
 GI = 1 << 30
 
@@ -100,3 +108,33 @@ def test_cpu_evicts_only_when_the_overload_lasted() -> None:
 
 def test_need_is_the_sum_of_usage_or_reservation_whichever_is_larger() -> None:
     assert need([row("a", False, 0, 4, 3, 1), row("b", False, 0, 4, 1, 2)]) == 5
+
+
+def test_node_loads_reads_band_limit_reservation_and_usage_from_the_fold() -> None:
+    from esched.core import ClusterState
+    from esched.core.reservations import ReclamationConfig
+    from esched.schemas import events as EV
+    from support.fold import envelope, node, pod
+
+    st = ClusterState()
+    st.reclamation = ReclamationConfig(enabled=True)
+    web = pod("web", cpu="1", node_name="n1", priority=2000)
+    web["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "2", "memory": "1Gi"}
+    report = envelope(
+        EV.USAGE_REPORTED,
+        {"pods": [{"pod": "ns/web", "usage": {"cpu": "2500m"}}]},
+        time="2026-01-01T00:00:00Z",
+    )
+    events = [
+        envelope(EV.NODE_ADDED, node("n1")),
+        envelope(EV.POD_SUBMITTED, web),
+        envelope(EV.POD_SUBMITTED, pod("etl", cpu="1", node_name="n1", priority=10)),
+        report,
+    ]
+    st.apply_many(list(enumerate(events, 1)))
+    rows = {r.pod: r for r in node_loads(st, st.node_index["n1"], "cpu")}
+    assert rows["ns/web"] == PodLoad("ns/web", True, 2000, 2000, 2700, 2500)
+    assert rows["ns/etl"] == PodLoad("ns/etl", False, 10, 1000, 1000, 0)
+    assert node_loads(st, st.node_index["n1"], "nvidia.com/gpu") == []
+    n1 = st.node_index["n1"]
+    assert usage_by_node(st, [n1]) == {n1: {"cpu": 2500}}

@@ -160,6 +160,21 @@ def test_config_parses_and_names_bad_fields():
         parse_reclamation({"bogus": 1})
 
 
+def test_overload_settings_default_after_borg_and_parse():
+    cfg = parse_reclamation({"enabled": True})
+    assert cfg.handles_overload() and cfg.compressible == {"cpu"} and cfg.evict_after == 60.0
+    assert not parse_reclamation(None).handles_overload()  # reclamation off: no overload
+    tuned = parse_reclamation(
+        {"enabled": True, "overload": False, "compressible": ["cpu", "io"], "evict_after": 5}
+    )
+    assert not tuned.handles_overload() and tuned.compressible == {"cpu", "io"}
+    assert tuned.evict_after == 5.0 and tuned.as_dict()["evict_after"] == 5.0
+    with pytest.raises(ReclamationConfigError, match=r"reclamation\.evict_after"):
+        parse_reclamation({"evict_after": -1})
+    with pytest.raises(ReclamationConfigError, match=r"reclamation\.compressible"):
+        parse_reclamation({"compressible": "cpu"})
+
+
 # ---------------------------------------------------------------- the fold
 
 

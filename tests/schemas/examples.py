@@ -211,6 +211,18 @@ DATA: dict[str, dict[str, Any]] = {
         "reason": "Preempted",
         "message": "made room for ml/trainer-0",
     },
+    "esched.pod.throttled": {
+        "pod": "batch/etl-3",
+        "node": "node-1",
+        "reason": "Overloaded",
+        "resource": "cpu",
+        "usage": 4000,
+        "cap": 3000,
+        "capacity": 8000,
+        "since": "2026-01-01T00:00:00Z",
+        "report": "usage-node-1-42",
+        "message": "node-1 out of cpu: batch/etl-3 held at 3000",
+    },
     "esched.pod.rejected": {
         "pod": "team-a/etl-9",
         "queue": "research",

@@ -72,6 +72,8 @@ def test_bench_usage_folds_every_report_without_anomalies():
     assert out["anomalies"] == {} and out["events_per_round"] == 20
     assert len(out["round_cpu_seconds_runs"]) == 2
     assert out["cpu_share"] == round(out["round_cpu_seconds"] / 10.0, 4)
+    # The dispatcher's overload check over the same reports: no node is overloaded.
+    assert out["overloaded_nodes"] == 0 and out["overload_cpu_share"] >= 0
 
 
 def test_bench_core_reclaimed_places_against_reservations():

@@ -1,0 +1,212 @@
+"""Overload handling: evictions and throttles for nodes whose pods use more than the
+node holds (Borg 5.5; the rule in ``core/overload.py``), appended as events.
+
+The dispatcher notes the nodes each usage report names while it folds the log; the
+leader loop plans them on the fold (:meth:`_Overload._plan_overload`) and appends
+the plan with the log head it was decided on (``expected_head``), as the commit
+service appends its decisions: if any event got in first, nothing is stored and
+the nodes are planned again on the newer fold. Ids are deterministic (the usage
+report's id and the pod for an eviction; the node, resource, overload start and
+pod for a throttle), so a retry or a second leader's copy dedupes.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from esched.core.overload import log_time, plan_overload, usage_by_node
+from esched.core.overload import node_loads as overload_rows
+from esched.core.validation import OVERLOADED
+from esched.schemas.events import (
+    POD,
+    POD_EVICTED,
+    POD_THROTTLED,
+    USAGE_REPORTED,
+    envelope,
+    stream_name,
+)
+from esched.services import metrics
+from esched.services.dispatch.config import SERVICE
+from esched.services.dispatch.wakeups import _WakeUps
+from esched.services.faults import retry_transient
+from esched.services.store.base import HeadConflictError, NewEvent, StoredEvent
+
+log = logging.getLogger(__name__)
+
+SOURCE = "esched/dispatch"
+
+
+class _Overload(_WakeUps):
+    """Note the nodes usage reports name; plan and append their overload handling."""
+
+    def _fold(self, rows: list[StoredEvent]) -> None:
+        super()._fold(rows)
+        if not self.state.reclamation.handles_overload():
+            return
+        st = self.state
+        for r in rows:
+            if r.type != USAGE_REPORTED:
+                continue
+            data = orjson.loads(r.payload).get("data") or {}
+            names = {n.get("name") for n in data.get("nodes") or () if isinstance(n, dict)}
+            nodes: set[int] = set()
+            for entry in data.get("pods") or ():
+                key = entry.get("pod") if isinstance(entry, dict) else None
+                slot = st.pod_index.get(key) if isinstance(key, str) else None
+                if slot is not None:
+                    nodes.add(st.node_of(slot))
+            names.update(st.node_names[n] for n in nodes if n >= 0)
+            for name in names:
+                if isinstance(name, str) and name in st.node_index:
+                    self._overload_nodes[name] = r.id
+        if self._overload_nodes:
+            self._wake.set()
+
+    def _plan_overload(self) -> None:
+        """Plan the noted nodes on the fold as it is now (see the module docstring)."""
+        if not self._overload_nodes or self._overload_out:
+            return
+        st = self.state
+        cfg = st.reclamation
+        bands = self.admission.quota.bands
+        clock = float(st.clock)
+        out: list[tuple[dict[str, Any], str, str, bool]] = []  # env, resource, kind, prod
+        allocatable = st.node_allocatable()
+        slots = {
+            n: name for name in self._overload_nodes if (n := st.node_index.get(name)) is not None
+        }
+        sums = usage_by_node(st, slots)
+        for n, name in slots.items():
+            report = self._overload_nodes[name]
+            evicted: set[str] = set()
+            for resource in sorted(cfg.reclaim):
+                if resource not in st.res_names:
+                    continue
+                capacity = int(allocatable[n, st.res_names.index(resource)])
+                key = (name, resource)
+                if sums[n].get(resource, 0) <= capacity:
+                    # (most nodes: their rows are not read)
+                    self._overload_since.pop(key, None)
+                    self._throttled.pop(key, None)
+                    continue
+                rows = [r for r in overload_rows(st, n, resource, bands) if r.pod not in evicted]
+                compressible = resource in cfg.compressible
+                used = sum(r.usage for r in rows)
+                if used <= capacity:
+                    continue
+                since = self._overload_since.setdefault(key, clock)
+                lasted = compressible and clock - since >= cfg.evict_after
+                plan = plan_overload(capacity, rows, compressible=compressible, evict=lasted)
+                prod = {r.pod: r.prod for r in rows}
+                common = {
+                    "node": name,
+                    "reason": OVERLOADED,
+                    "resource": resource,
+                    "capacity": capacity,
+                    "report": report,
+                }
+                for pod in plan.evictions:
+                    body = {
+                        "pod": pod,
+                        **common,
+                        "usage": plan.usage,
+                        "need": plan.need,
+                        "message": f"{name} out of {resource}: pods use {plan.usage}, "
+                        f"need {plan.need}, capacity {capacity}",
+                    }
+                    if compressible:
+                        body["since"] = log_time(since)
+                    env = envelope(
+                        POD_EVICTED,
+                        SOURCE,
+                        body,
+                        id=f"evicted-overload-{report}-{pod}",
+                        time=log_time(clock),
+                        subject=pod,
+                    )
+                    out.append((env, resource, "eviction", prod[pod]))
+                    evicted.add(pod)
+                for t in plan.throttles:
+                    body = {
+                        "pod": t.pod,
+                        **common,
+                        "usage": t.usage,
+                        "cap": t.cap,
+                        "since": log_time(since),
+                        "message": f"{name} out of {resource}: {t.pod} held at {t.cap}",
+                    }
+                    tid = f"throttled-{name}-{resource}-{int(since * 1000)}-{t.pod}"
+                    if tid in self._throttled.get(key, ()):
+                        continue  # once per overload episode
+                    env = envelope(
+                        POD_THROTTLED, SOURCE, body, id=tid, time=log_time(clock), subject=t.pod
+                    )
+                    out.append((env, resource, "throttle", prod[t.pod]))
+        self._overload_nodes.clear()
+        self._overload_out = out
+        self._overload_head = int(st.position)
+
+    async def _append_overload(self) -> None:
+        """Append the planned evictions and throttles on the head they were planned on;
+        when the log moved on, plan those nodes again on the newer fold."""
+        if not self._overload_out:
+            return
+        out, self._overload_out = self._overload_out, []
+        now = datetime.now(UTC)
+        events = [
+            NewEvent(
+                env["id"], env["type"], stream_name(POD, env["data"]["pod"]), orjson.dumps(env), now
+            )
+            for env, _r, _k, _p in out
+        ]
+        # After a few moved heads in a row, append unchecked (as the commit service
+        # does): a log busy with other writers must not starve overload handling.
+        checked = self._overload_conflicts < self.config.overload_head_attempts
+        try:
+            res = await retry_transient(
+                functools.partial(
+                    self.store.append,
+                    events,
+                    expected_head=self._overload_head if checked else None,
+                ),
+                what="overload append",
+                service=SERVICE,
+                peer="store",
+            )
+        except HeadConflictError:
+            self._overload_conflicts += 1
+            for env, _r, _k, _p in out:
+                self._overload_nodes.setdefault(env["data"]["node"], env["data"]["report"])
+            return
+        self._overload_conflicts = 0
+        for env, resource, kind, _p in out:
+            if kind == "throttle":
+                key = (env["data"]["node"], resource)
+                self._throttled.setdefault(key, set()).add(env["id"])
+        if res.duplicates:
+            return  # a retry or another leader's copy: counted there
+        for env, resource, kind, prod in out:
+            band = "prod" if prod else "non-prod"
+            if kind == "eviction":
+                metrics.OVERLOAD_EVICTIONS.labels(resource, band).inc()
+                self.totals.overload_evictions += 1
+            else:
+                metrics.OVERLOAD_THROTTLES.labels(resource, band).inc()
+                self.totals.overload_throttles += 1
+            log.info(
+                "overload on %s (%s): %s %s",
+                env["data"]["node"],
+                resource,
+                kind,
+                env["data"]["pod"],
+                extra={
+                    "node": env["data"]["node"],
+                    "resource": resource,
+                    "pod": env["data"]["pod"],
+                },
+            )
