@@ -221,3 +221,18 @@ def test_audit_reports_an_eviction_past_the_point_where_the_node_fits_again() ->
     report = audit_events(list(enumerate(events, 1)))
     assert report["by_kind"] == {"overload_unneeded": 1}
     assert "t/web" in report["violations"][0]["detail"]
+
+
+async def test_nothing_is_evicted_with_reclamation_off(tmp_path: Path) -> None:
+    use_reclamation(ReclamationConfig())  # the default: kube parity
+    es, d, task = await _start(tmp_path, MEMORY_NODE)
+    try:
+        await _append(
+            es, _usage("u1", 10, {"web": {"memory": "7Gi"}, "scratch": {"memory": "2Gi"}})
+        )
+        await eventually(lambda: d.idle() and d.position >= 5, 5)
+        assert await _of_type(es, POD_EVICTED) == []
+        assert d.totals.overload_evictions == 0
+    finally:
+        await _stop(d, task)
+        await es.close()
