@@ -161,53 +161,59 @@ class LogFollower:
                 await task
             thaw_heap()
 
+    def fold_batch(self, batch: list[Any]) -> None:
+        """Fold one batch as :meth:`start`'s subscription hands it over (stored rows
+        for ``handle``, else ``(position, payload)`` pairs; rows at or before the
+        state's position are skipped), then run the callbacks: everything following
+        costs per batch besides the read (``esched.services.bench_follow`` measures
+        it)."""
+        state = self.state
+        assert state is not None
+        rows = batch
+        if rows[0][0] <= state.position:  # a row's or a pair's position
+            rows = [r for r in rows if r[0] > state.position]
+            if not rows:
+                return
+        if self._handle is not None:
+            self._handle(rows)
+        else:
+            state.apply_payloads(rows)
+            after = self._after
+            if after is not None:
+                mentions = self._mentions
+                loads = orjson.loads
+                found = [
+                    (pos, loads(payload))
+                    for pos, payload in (rows if mentions is None else _mentioning(rows, mentions))
+                ]
+                decode = self._decode
+                if decode is not None:
+                    found = [(p, e) for p, e in found if e.get("type") in decode]
+                if found:
+                    after(found)
+            if self._on_batch is not None:
+                self._on_batch(rows)
+        if state.anomalies:
+            publish_anomalies(state.anomalies)
+        self._publish_reclamation()
+        self._advanced.set()
+        if self._on_advance is not None:
+            self._on_advance()
+
     async def _follow(self) -> None:
         state = self.state
         assert state is not None
-        loads = orjson.loads
-        decode = self._decode
-        mentions = self._mentions
-        after = self._after
-        handle = self._handle
         try:
             self._sub = self.store.subscribe(
                 state.position,
                 self._batch,
-                payloads=handle is None,
+                payloads=self._handle is None,
                 min_interval=self._interval,
                 busy_interval=self._busy_interval,
             )
             async with self._sub as sub:
                 async for batch in sub:
-                    # Stored rows for handle, else (position, payload) pairs.
-                    rows: list[Any] = batch
-                    if rows[0][0] <= state.position:  # a row's or a pair's position
-                        rows = [r for r in rows if r[0] > state.position]
-                        if not rows:
-                            continue
-                    if handle is not None:
-                        handle(rows)
-                    else:
-                        state.apply_payloads(rows)
-                        if after is not None:
-                            found = [
-                                (pos, loads(payload))
-                                for pos, payload in (
-                                    rows if mentions is None else _mentioning(rows, mentions)
-                                )
-                            ]
-                            if decode is not None:
-                                found = [(p, e) for p, e in found if e.get("type") in decode]
-                            if found:
-                                after(found)
-                        if self._on_batch is not None:
-                            self._on_batch(rows)
-                    if state.anomalies:
-                        publish_anomalies(state.anomalies)
-                    self._publish_reclamation()
-                    self._advanced.set()
-                    if self._on_advance is not None:
-                        self._on_advance()
+                    self.fold_batch(batch)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # surfaced to waiters: a dead fold must not hang them
