@@ -18,6 +18,7 @@ from esched.core.schedule import SchedulingPass
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.bus import Bus, BusConsumer, BusProducer
 from esched.services.replica.config import ReplicaConfig, ReplicaTotals, Submit
+from esched.services.store._search import all_hold
 from esched.services.store.base import EventStore
 from esched.services.store.follower import LogFollower
 
@@ -30,7 +31,7 @@ def may_make_work(rows: Sequence[tuple[int, bytes]]) -> bool:
     """Whether a folded batch of ``(position, payload)`` pairs holds an event work may
     follow: any but a committed placement (the dispatcher makes work of submissions,
     rejections, capacity)."""
-    return any(_COMMITTED not in p for _, p in rows)
+    return not all_hold(rows, _COMMITTED)
 
 
 class _ReplicaBase:
