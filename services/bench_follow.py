@@ -39,7 +39,7 @@ from esched.services.replica.placing import binding
 from esched.services.store.snapshots import freeze_heap, thaw_heap
 from esched.services.synth import cluster_log
 
-__all__ = ["flow_log", "fold_flow", "follow_flow", "run_follow_bench"]
+__all__ = ["flow_log", "fold_flow", "follow_flow", "idle_replica", "run_follow_bench"]
 
 #: Events per fold call: a follower's read gathers about this many in a burst.
 BATCH = 64
@@ -104,8 +104,9 @@ def follow_flow(replica: Replica, state: ClusterState, flow: list[tuple[int, byt
     deque(itertools.starmap(follower.fold_batch, batches), maxlen=0)
 
 
-def _new_replica() -> Replica:
-    # Only its follower runs: no store, no bus.
+def idle_replica() -> Replica:
+    """A replica that is never started (no store, no bus): :func:`follow_flow` runs
+    its follower's batches."""
     return Replica(cast(Any, None), cast(Any, None), "r0")
 
 
@@ -114,7 +115,8 @@ def run_follow_bench(
 ) -> dict[str, Any]:
     """CPU time per pod (best of ``repeat``) of the flow's fold and of a replica's
     whole following (``only``: "fold" or "follow", just that one), and the anomalies."""
-    prefix = _new_replica().proposal_prefix
+    replica = idle_replica()  # one for every run: the flow holds its proposal ids
+    prefix = replica.proposal_prefix
     snapshot, flow = flow_log(
         pods=pods,
         replicas=replicas,
@@ -128,7 +130,6 @@ def run_follow_bench(
         state = None
         for _ in range(repeat):
             state = ClusterState.from_bytes(snapshot)
-            replica = _new_replica()
             freeze_heap()  # as a follower does once it has caught up
             try:
                 t0 = time.process_time()
