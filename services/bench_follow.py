@@ -8,16 +8,25 @@ writes it, proposals spread over ``replicas`` replicas) and folds the flow's par
 a snapshot of the preload with :meth:`ClusterState.apply_payloads`, in batches, as a
 replica that has just started follows it (its memos empty, the heap frozen).
 
-``python -m esched.services.bench_follow [pods] [replicas]`` prints the fold's CPU time
-per pod; under callgrind with ``--toggle-collect='__pyx_pw_*apply_payloads'`` only the
-flow's fold is counted (the preload comes from the snapshot, not from a fold).
+:func:`follow_flow` runs a replica's whole per-batch path instead
+(:meth:`LogFollower.fold_batch` of a :class:`Replica`'s follower: the fold, the search
+for its own proposals' decisions and their decoding, the check for events that may
+make work), the decisions of replica 0 holding that replica's proposal ids.
+
+``python -m esched.services.bench_follow [pods] [replicas] [fold|follow]`` prints the
+CPU time per pod of both; under callgrind with
+``--toggle-collect='__pyx_pw_*apply_payloads'`` (argument ``fold``) only the flow's
+fold is counted, with ``--toggle-collect=starmap_next`` (argument ``follow``) only the
+follower's batches (the preload comes from the snapshot, not from a fold).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
-from typing import Any
+from collections import deque
+from typing import Any, cast
 
 import orjson
 
@@ -25,26 +34,35 @@ from esched.core import ClusterState
 from esched.core.validation import Verdict
 from esched.services.bench_e2e.preload import pod_payloads
 from esched.services.commit.decisions import decision_event
+from esched.services.replica import Replica
 from esched.services.replica.placing import binding
 from esched.services.store.snapshots import freeze_heap, thaw_heap
 from esched.services.synth import cluster_log
 
-__all__ = ["flow_log", "fold_flow", "run_follow_bench"]
+__all__ = ["flow_log", "fold_flow", "follow_flow", "idle_replica", "run_follow_bench"]
 
 #: Events per fold call: a follower's read gathers about this many in a burst.
 BATCH = 64
 
 
 def flow_log(
-    nodes: int = 1000, fill: float = 0.2, pods: int = 5000, replicas: int = 6, seed: int = 0
+    nodes: int = 1000,
+    fill: float = 0.2,
+    pods: int = 5000,
+    replicas: int = 6,
+    seed: int = 0,
+    prefixes: list[str] | None = None,
 ) -> tuple[bytes, list[tuple[int, bytes]]]:
-    """The preload's state snapshot and the flow's ``(position, payload)`` pairs."""
+    """The preload's state snapshot and the flow's ``(position, payload)`` pairs;
+    replica ``r``'s proposal ids begin with ``prefixes[r]`` (default ``r<r>-<hex>-``)."""
     state = ClusterState()
     preloaded = int(nodes * 30 * fill / 2.05)  # as bench_e2e.preload sizes it
     # The dict path: under callgrind only the flow's apply_payloads calls count.
     state.apply_many(enumerate(cluster_log(nodes, preloaded, seed=seed, finish_every=0), 1))
     position = int(state.position)
     rng = random.Random(seed)
+    if prefixes is None:
+        prefixes = [f"r{r}-{rng.getrandbits(48):012x}-" for r in range(replicas)]
     flow: list[tuple[int, bytes]] = []
     for j, (key, payload) in enumerate(pod_payloads(pods, "bench", seed)):
         position += 1
@@ -57,8 +75,8 @@ def flow_log(
         }
         r = j % replicas
         proposal: dict[str, Any] = {
-            "proposal": f"r{r}-{rng.getrandbits(48):012x}-{j:x}",
-            "replica": f"r{r}",
+            "proposal": f"{prefixes[r]}{j:x}",
+            "replica": prefixes[r].split("-", 1)[0],
             "position": position,
             "gang": None,
             "bindings": [binding(key, f"node-{rng.randrange(nodes)}", resources, ())],
@@ -75,32 +93,63 @@ def fold_flow(state: ClusterState, flow: list[tuple[int, bytes]]) -> ClusterStat
     return state
 
 
-def run_follow_bench(pods: int = 5000, replicas: int = 6, repeat: int = 3) -> dict[str, Any]:
-    """CPU time of the flow's fold per pod (best of ``repeat``) and the anomalies."""
-    snapshot, flow = flow_log(pods=pods, replicas=replicas)
-    best = float("inf")
-    state = None
-    for _ in range(repeat):
-        state = ClusterState.from_bytes(snapshot)
-        freeze_heap()  # as a follower does once it has caught up
-        try:
-            t0 = time.process_time()
-            fold_flow(state, flow)
-            best = min(best, time.process_time() - t0)
-        finally:
-            thaw_heap()
-    assert state is not None
-    return {
-        "pods": pods,
-        "events": len(flow),
-        "fold_cpu_us_per_pod": round(best / pods * 1e6, 2),
-        "anomalies": dict(state.anomalies),
-    }
+def follow_flow(replica: Replica, state: ClusterState, flow: list[tuple[int, bytes]]) -> None:
+    """Hand the flow to ``replica``'s follower as its subscription would, ``BATCH``
+    events at a time, with ``state`` (the preload) as its fold. The batches go
+    through ``itertools.starmap``: callgrind's ``--toggle-collect=starmap_next``
+    counts them and nothing else."""
+    follower = replica.follower
+    follower.state = state
+    batches = ((flow[i : i + BATCH],) for i in range(0, len(flow), BATCH))
+    deque(itertools.starmap(follower.fold_batch, batches), maxlen=0)
+
+
+def idle_replica() -> Replica:
+    """A replica that is never started (no store, no bus): :func:`follow_flow` runs
+    its follower's batches."""
+    return Replica(cast(Any, None), cast(Any, None), "r0")
+
+
+def run_follow_bench(
+    pods: int = 5000, replicas: int = 6, repeat: int = 3, only: str | None = None
+) -> dict[str, Any]:
+    """CPU time per pod (best of ``repeat``) of the flow's fold and of a replica's
+    whole following (``only``: "fold" or "follow", just that one), and the anomalies."""
+    replica = idle_replica()  # one for every run: the flow holds its proposal ids
+    prefix = replica.proposal_prefix
+    snapshot, flow = flow_log(
+        pods=pods,
+        replicas=replicas,
+        prefixes=[prefix] + [f"r{r}-{r:012x}-" for r in range(1, replicas)],
+    )
+    out: dict[str, Any] = {"pods": pods, "events": len(flow)}
+    for kind in ("fold", "follow"):
+        if only not in (None, kind):
+            continue
+        best = float("inf")
+        state = None
+        for _ in range(repeat):
+            state = ClusterState.from_bytes(snapshot)
+            freeze_heap()  # as a follower does once it has caught up
+            try:
+                t0 = time.process_time()
+                if kind == "fold":
+                    fold_flow(state, flow)
+                else:
+                    follow_flow(replica, state, flow)
+                best = min(best, time.process_time() - t0)
+            finally:
+                thaw_heap()
+        assert state is not None
+        out[f"{kind}_cpu_us_per_pod"] = round(best / pods * 1e6, 2)
+        out["anomalies"] = dict(state.anomalies)
+    return out
 
 
 if __name__ == "__main__":
     import sys
 
     pods, replicas = ([int(a) for a in sys.argv[1:3]] + [5000, 6])[:2]
-    repeat = 1 if len(sys.argv) > 1 else 3  # one fold under callgrind
-    print(orjson.dumps(run_follow_bench(pods, replicas, repeat)).decode())
+    only = sys.argv[3] if len(sys.argv) > 3 else None
+    repeat = 1 if only else 3  # one run under callgrind
+    print(orjson.dumps(run_follow_bench(pods, replicas, repeat, only)).decode())

@@ -18,12 +18,20 @@ from esched.core.schedule import SchedulingPass
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.bus import Bus, BusConsumer, BusProducer
 from esched.services.replica.config import ReplicaConfig, ReplicaTotals, Submit
+from esched.services.store._search import all_hold
 from esched.services.store.base import EventStore
 from esched.services.store.follower import LogFollower
 
 #: In a payload: a committed placement (a false match, e.g. a pod naming the type in
 #: a label, only means one fetch more).
 _COMMITTED = orjson.dumps(PLACEMENT_COMMITTED)
+
+
+def may_make_work(rows: Sequence[tuple[int, bytes]]) -> bool:
+    """Whether a folded batch of ``(position, payload)`` pairs holds an event work may
+    follow: any but a committed placement (the dispatcher makes work of submissions,
+    rejections, capacity)."""
+    return not all_hold(rows, _COMMITTED)
 
 
 class _ReplicaBase:
@@ -127,14 +135,18 @@ class _ReplicaBase:
         return self._joining is not None
 
     @property
+    def proposal_prefix(self) -> str:
+        """How every proposal id of this instance begins (its decisions hold it)."""
+        return self._pid_prefix
+
+    @property
     def inflight(self) -> dict[str, str]:
         """Pods of this replica's proposals awaiting their decision: pod -> proposal id."""
         return dict(self._inflight_pods)
 
     def _on_batch(self, rows: Sequence[tuple[int, bytes]]) -> None:
-        """After each batch folded: work may follow any event but a committed
-        placement (the dispatcher makes work of submissions, rejections, capacity)."""
-        if not self._work_may_come.is_set() and any(_COMMITTED not in p for _, p in rows):
+        """After each batch folded: wake an idle work loop if work may follow."""
+        if not self._work_may_come.is_set() and may_make_work(rows):
             self._work_may_come.set()
 
     def _on_fold(self, events: list[tuple[int, dict[str, Any]]]) -> None:

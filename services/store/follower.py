@@ -8,9 +8,7 @@ and then follow :meth:`EventStore.subscribe`, folding each batch as it arrives.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
-import itertools
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -23,6 +21,7 @@ from esched.core.reservations import ReclamationConfig
 from esched.services.faults import is_transient
 from esched.services.metrics import publish_anomalies, publish_reclamation
 from esched.services.retry import retry_until
+from esched.services.store._search import mentioning
 from esched.services.store.base import EventStore, StoredEvent, Subscription
 from esched.services.store.snapshots import fold_log, freeze_heap, thaw_heap
 
@@ -32,32 +31,6 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two updates of the reclamation gauges (services/metrics.py).
 RECLAIM_EVERY = 10.0
-
-
-def _mentioning(rows: Sequence[tuple[int, bytes]], needle: bytes) -> list[tuple[int, bytes]]:
-    """The ``(position, payload)`` pairs whose payload holds ``needle``, found with one
-    search over the whole batch rather than one per payload (a replica follows every
-    event and decodes a few: the per-payload search cost ~0.4 µs an event)."""
-    if len(rows) < 8 or b"\0" in needle:
-        return [r for r in rows if needle in r[1]]
-    try:
-        # Joined with a byte the needle lacks: a match never spans two payloads.
-        joined = b"\0".join([p for _, p in rows])
-    except TypeError:  # payloads that are not bytes
-        return [r for r in rows if needle in r[1]]
-    find = joined.find
-    i = find(needle)
-    if i < 0:
-        return []
-    # ends[k]: offset just past payload k's separator, so payload k starts at ends[k - 1].
-    ends = list(itertools.accumulate(len(p) + 1 for _, p in rows))
-    out = []
-    k = 0
-    while i >= 0:
-        k = bisect.bisect_right(ends, i, k)
-        out.append(rows[k])
-        i = find(needle, ends[k])
-    return out
 
 
 class LogFollower:
@@ -161,53 +134,59 @@ class LogFollower:
                 await task
             thaw_heap()
 
+    def fold_batch(self, batch: list[Any]) -> None:
+        """Fold one batch as :meth:`start`'s subscription hands it over (stored rows
+        for ``handle``, else ``(position, payload)`` pairs; rows at or before the
+        state's position are skipped), then run the callbacks: everything following
+        costs per batch besides the read (``esched.services.bench_follow`` measures
+        it)."""
+        state = self.state
+        assert state is not None
+        rows = batch
+        if rows[0][0] <= state.position:  # a row's or a pair's position
+            rows = [r for r in rows if r[0] > state.position]
+            if not rows:
+                return
+        if self._handle is not None:
+            self._handle(rows)
+        else:
+            state.apply_payloads(rows)
+            after = self._after
+            if after is not None:
+                mentions = self._mentions
+                loads = orjson.loads
+                found = [
+                    (pos, loads(payload))
+                    for pos, payload in (rows if mentions is None else mentioning(rows, mentions))
+                ]
+                decode = self._decode
+                if decode is not None:
+                    found = [(p, e) for p, e in found if e.get("type") in decode]
+                if found:
+                    after(found)
+            if self._on_batch is not None:
+                self._on_batch(rows)
+        if state.anomalies:
+            publish_anomalies(state.anomalies)
+        self._publish_reclamation()
+        self._advanced.set()
+        if self._on_advance is not None:
+            self._on_advance()
+
     async def _follow(self) -> None:
         state = self.state
         assert state is not None
-        loads = orjson.loads
-        decode = self._decode
-        mentions = self._mentions
-        after = self._after
-        handle = self._handle
         try:
             self._sub = self.store.subscribe(
                 state.position,
                 self._batch,
-                payloads=handle is None,
+                payloads=self._handle is None,
                 min_interval=self._interval,
                 busy_interval=self._busy_interval,
             )
             async with self._sub as sub:
                 async for batch in sub:
-                    # Stored rows for handle, else (position, payload) pairs.
-                    rows: list[Any] = batch
-                    if rows[0][0] <= state.position:  # a row's or a pair's position
-                        rows = [r for r in rows if r[0] > state.position]
-                        if not rows:
-                            continue
-                    if handle is not None:
-                        handle(rows)
-                    else:
-                        state.apply_payloads(rows)
-                        if after is not None:
-                            found = [
-                                (pos, loads(payload))
-                                for pos, payload in (
-                                    rows if mentions is None else _mentioning(rows, mentions)
-                                )
-                            ]
-                            if decode is not None:
-                                found = [(p, e) for p, e in found if e.get("type") in decode]
-                            if found:
-                                after(found)
-                        if self._on_batch is not None:
-                            self._on_batch(rows)
-                    if state.anomalies:
-                        publish_anomalies(state.anomalies)
-                    self._publish_reclamation()
-                    self._advanced.set()
-                    if self._on_advance is not None:
-                        self._on_advance()
+                    self.fold_batch(batch)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # surfaced to waiters: a dead fold must not hang them

@@ -101,19 +101,32 @@ async def fold_log(
     return state
 
 
+#: The youngest generation's collection threshold while the heap is frozen (CPython's
+#: default is 700 allocations): a follower's allocations per event are mostly short
+#: lived or kept for good (memo entries, the state's keys), so frequent young
+#: collections only rescan survivors; one every 50,000 cost following ~4% less.
+FROZEN_GEN0 = 50_000
+_GEN0 = gc.get_threshold()[0]
+
+
 def freeze_heap() -> None:
     """Exempt every object alive now from the cyclic GC (``gc.freeze``), once a service
     has built its fold: collections then stop rescanning the state's long-lived
     objects (a commit batch loop over a 10,000-node state spent ~20% of its time in
-    the GC, 6% frozen). :func:`thaw_heap` when the service stops following, so what
-    it leaves behind is collected again."""
+    the GC, 6% frozen), and young collections run every :data:`FROZEN_GEN0`
+    allocations. :func:`thaw_heap` when the service stops following, so what it
+    leaves behind is collected again."""
     gc.collect()
     gc.freeze()
+    gen0, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(max(gen0, FROZEN_GEN0), gen1, gen2)
 
 
 def thaw_heap() -> None:
     """Undo :func:`freeze_heap` (process-wide: only costs collection time)."""
     gc.unfreeze()
+    _gen0, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(_GEN0, gen1, gen2)
 
 
 def payload_pairs(rows: Sequence[StoredEvent]) -> list[tuple[int, bytes]]:

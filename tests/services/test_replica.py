@@ -13,6 +13,7 @@ import logging
 import random
 import time
 from collections import Counter
+from typing import Any
 
 import orjson
 import pytest
@@ -32,7 +33,8 @@ from esched.services.replica import (
     reason_code,
 )
 from esched.services.store import open_store
-from esched.services.store.follower import LogFollower, _mentioning
+from esched.services.store._search import all_hold, mentioning
+from esched.services.store.follower import LogFollower
 from esched.services.store.snapshots import fold_log
 from esched.services.synth import node_event, pod_event
 from esched.services.up import system_idle
@@ -702,19 +704,24 @@ async def test_an_idle_replica_neither_polls_work_nor_reads_the_log(pg_url) -> N
 
 
 @pytest.mark.parametrize("count", [0, 1, 7, 8, 40])
-def test_the_batch_search_for_own_proposals_finds_what_a_search_per_payload_finds(count) -> None:
-    # One search over the joined batch (LogFollower's mentions): a needle at either
-    # end of a payload, in several payloads, twice in one, or across two payloads'
-    # seam (never a match) gives the payloads a search in each one gives.
+def test_the_batch_searches_find_what_a_search_per_payload_finds(count) -> None:
+    # The follower's searches over a fetched batch (memmem per payload, in C): a
+    # needle at either end of a payload, in several payloads, twice in one, split
+    # over two payloads (never a match), payloads that are not bytes (bytearray), the empty needle.
     rng = random.Random(count)
     needle = b"r1-abc-"
     pieces = [needle, b"r1-", b"abc-", b"x", b'{"a":1}', b"r1-abc", b"-"]
-    rows = [
+    rows: list[tuple[int, Any]] = [
         (i + 1, b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 5))))
         for i in range(count)
     ]
     rows += [(count + 1, b"r1-ab"), (count + 2, b"c-r1-abc-r1-abc-")]
-    assert _mentioning(rows, needle) == [r for r in rows if needle in r[1]]
+    rows += [(count + 3, bytearray(b"r1-abc-")), (count + 4, bytearray(b"r1-ab"))]
+    for n in (needle, b"-", b"", b"not there"):
+        assert mentioning(rows, n) == [r for r in rows if n in r[1]]
+        assert all_hold(rows, n) == all(n in r[1] for r in rows)
+        assert all_hold([r for r in rows if n in r[1]], n)
+    assert all_hold([], needle)
 
 
 async def test_a_replica_decodes_only_the_decisions_of_its_own_proposals(store) -> None:

@@ -1,0 +1,41 @@
+"""``python -m esched.services.bench_follow``: what following costs a replica per pod."""
+
+from __future__ import annotations
+
+import gc
+
+from esched.core import PHASE_RUNNING, ClusterState
+from esched.services.bench_follow import flow_log, fold_flow, follow_flow, idle_replica
+from esched.services.store._search import mentioning
+from esched.services.store.snapshots import FROZEN_GEN0, freeze_heap, thaw_heap
+
+
+def test_a_replica_following_the_flow_folds_what_the_bare_fold_folds() -> None:
+    # The replica's whole per-batch path (LogFollower.fold_batch: fold, search for its
+    # own decisions, their decoding, the idle check) ends in the same state as the
+    # fold alone, and replica 0's decisions hold that replica's proposal ids.
+    replica = idle_replica()
+    snapshot, flow = flow_log(
+        nodes=50, pods=60, replicas=3, prefixes=[replica.proposal_prefix, "r1-x-", "r2-x-"]
+    )
+    own = mentioning(flow, replica.proposal_prefix.encode())
+    assert len(own) == 20  # every third pod's decision
+    folded = fold_flow(ClusterState.from_bytes(snapshot), flow)
+    followed = ClusterState.from_bytes(snapshot)
+    follow_flow(replica, followed, flow)
+    assert followed.position == folded.position == flow[-1][0]
+    assert followed.summary() == folded.summary()
+    assert not followed.anomalies
+    start = ClusterState.from_bytes(snapshot).phase_count(PHASE_RUNNING)
+    assert followed.phase_count(PHASE_RUNNING) == folded.phase_count(PHASE_RUNNING) == start + 60
+
+
+def test_a_frozen_heap_collects_young_objects_less_often_until_thawed() -> None:
+    before = gc.get_threshold()
+    freeze_heap()
+    try:
+        assert gc.get_threshold()[0] == max(before[0], FROZEN_GEN0)
+        assert gc.get_threshold()[1:] == before[1:]
+    finally:
+        thaw_heap()
+    assert gc.get_threshold() == before
