@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
@@ -662,7 +663,7 @@ def compare(
         if study not in wanted:
             continue
         seeds = list(range(42, 42 + curve_seeds)) if study == "curve" else list(range(trials))
-        params = {"tau": tau, "mu": mu, "at": at_value, "fillers": fillers}
+        params: dict[str, Any] = {"tau": tau, "mu": mu, "at": at_value, "fillers": fillers}
         if study == "reclamation":
             from esched.core.reservations import current_reclamation
 

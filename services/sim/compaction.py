@@ -216,7 +216,7 @@ def compaction_trial(
             hi, best = mid, sim
         else:
             lo = mid
-    out = {
+    out: dict[str, Any] = {
         "seed": seed,
         "machines": hi,
         "fraction": hi / len(perm),

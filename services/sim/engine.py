@@ -45,6 +45,7 @@ import numpy as np
 from esched.core import ClusterState, Placer, Profile
 from esched.core._devices import DeviceTable
 from esched.core.bands import Band, BandConfig
+from esched.core.overload import node_loads, plan_overload
 from esched.core.queues import check_hierarchy
 from esched.core.reservations import ReclamationConfig
 from esched.core.schedule import GPU_MILLI_RESOURCE, PassConfig, SchedulingPass
@@ -398,7 +399,7 @@ class Simulator:
         for j, job in enumerate(jobs):
             heap.append((job.arrival, _ARRIVE, seq, j))
             seq += 1
-        self._running: dict[int, None] = {}  # jobs running, in start order
+        self._bound_jobs: dict[int, None] = {}  # jobs running, in start order
         self.usage_stats = (
             None if self.usage_model is None else UsageStats(interval=self.usage_every)
         )
@@ -647,7 +648,7 @@ class Simulator:
         self.placements += 1
         self.bound[j] = [(st.node_index[node], devs) for _, node, devs in bindings]
         self.start[j] = now
-        self._running[j] = None
+        self._bound_jobs[j] = None
         self.pending_pods -= job.tasks
         self.running_pods += job.tasks
         self._account(job, +1)
@@ -671,7 +672,7 @@ class Simulator:
         the decision that follows; the jobs go back to the pending queue. Returns the
         decision's victims (every pod evicted). ``release_devices=False``: the policy
         already gave their GPU devices back in the device table. ``overload``: not a
-        preemption but an overload eviction (reason ``Overload``, this message; no
+        preemption but an overload eviction (reason ``Overloaded``, this message; no
         decision follows)."""
         if overload is None:
             self.preemptions += 1
@@ -695,7 +696,7 @@ class Simulator:
                     "decision": decision,
                 }
                 if overload is None
-                else {"pod": key, "node": names[n], "reason": "Overload", "message": overload}
+                else {"pod": key, "node": names[n], "reason": "Overloaded", "message": overload}
             )
             self._emit(POD_EVICTED, key, data, now)
             if self.devices is not None and release_devices:
@@ -703,7 +704,7 @@ class Simulator:
         for j in sorted({j for j, *_ in out}):
             job = self.jobs[j]
             self.bound[j] = None
-            self._running.pop(j, None)
+            self._bound_jobs.pop(j, None)
             self._run_seq.pop(j, None)
             self.start[j] = np.nan
             self.running_pods -= job.tasks
@@ -746,9 +747,9 @@ class Simulator:
         (:class:`UsageStats`) and handle overload. True if room may have been freed."""
         model, stats, st = self.usage_model, self.usage_stats, self.state
         assert model is not None and stats is not None, "reports run with a usage model"
-        running = list(self._running)
+        running = list(self._bound_jobs)
         jobs = self.jobs
-        pods, names, keys, nodes, cpu_lim, mem_lim, prod, pod_job = [], [], [], [], [], [], [], []
+        pods, names, keys, nodes, cpu_lim, mem_lim, prod = [], [], [], [], [], [], []
         bands = self.pass_config.bands or BandConfig()
         for j in running:
             job, bound, jkeys = jobs[j], self.bound[j], self.keys[j]
@@ -757,7 +758,6 @@ class Simulator:
             is_prod = bands.band_of(job.priority) >= Band.PRODUCTION
             for k, (key, (n, _)) in enumerate(zip(jkeys, bound, strict=True)):
                 pods.append((j << 12) | k)
-                pod_job.append(j)
                 names.append(job.name)
                 keys.append(key)
                 nodes.append(n)
@@ -811,110 +811,78 @@ class Simulator:
         n_prod = int(prod_arr.sum())
         stats.task_seconds["prod"] += w * n_prod
         stats.task_seconds["non_prod"] += w * (len(prod_arr) - n_prod)
-        evicted = self._overload(
-            now,
-            node,
-            prod_arr,
-            np.array(pod_job, dtype=np.int64),
-            {"cpu": cpu, "memory": mem},
-            resv,
-        )
+        evicted = self._overload(now, node, {"cpu": cpu, "memory": mem})
         return evicted or self.state.reclamation.enabled
 
-    def _overload(
-        self,
-        now: float,
-        node: np.ndarray,
-        prod: np.ndarray,
-        pod_job: np.ndarray,
-        pod_use: dict[str, np.ndarray],
-        resv: np.ndarray,
-    ) -> bool:
+    def _overload(self, now: float, node: np.ndarray, pod_use: dict[str, np.ndarray]) -> bool:
         """Borg's answer when a node's usage exceeds its allocatable (sections 5.5 and
-        6.2): on a resource that is not compressible (``overcommit`` off: memory) kill
-        at once, lowest priority first, until the usage and the remaining reservations
-        fit; on a compressible one (CPU) throttle, and evict the same way only if the
-        overload lasts ``cpu_sustain`` reports in a row. Only non-production pods are
-        ever evicted (prod is placed by its limits and so never needs reclaimed room);
-        among them the lowest priority first, then the latest started. A victim's
-        whole job is evicted (it queues again). True if anything was evicted.
+        6.2), decided by the live core's planner (:func:`esched.core.overload.plan_overload`
+        over :func:`~esched.core.overload.node_loads` of the folded state): on a
+        resource that is not compressible (``overcommit`` off: memory) evict at once,
+        non-production pods first, lowest priority first, until usage and reservations
+        fit; on a compressible one (CPU) throttle (counted: the model's next report
+        is what the pods use), and evict the same way only if the overload lasts
+        ``cpu_sustain`` reports in a row. A victim's whole job is evicted (its tasks
+        run together) and queues again. True if anything was evicted.
 
-        Per pod (index ``p`` of the report): ``node[p]`` its node slot, ``prod[p]``,
-        ``pod_job[p]`` its job, ``pod_use[resource][p]`` its usage, ``resv[p]`` its
-        reservations (state columns)."""
+        ``node[p]``: the node slot of the report's pod ``p``; ``pod_use[resource][p]``
+        its usage (the node sums decide which nodes are overloaded)."""
         st, stats = self.state, self.usage_stats
         assert stats is not None, "overload is handled with a usage model"
         cfg = st.reclamation
+        bands = self.pass_config.bands or BandConfig()
         allocatable = st.node_allocatable()
-        n_nodes = st.n_nodes
         hot_cpu: set[int] = set()
-        plan: dict[int, list[str]] = {}  # node -> resources to relieve now
+        victims: dict[int, str] = {}  # job -> why (the first overload that chose it)
         for name, per_pod in pod_use.items():
             c = st.res_index.get(name)
             if c is None:
                 continue
-            used = np.bincount(node, weights=per_pod, minlength=n_nodes)
-            over = np.flatnonzero(used > allocatable[:, c])
-            if len(over):
+            used = np.bincount(node, weights=per_pod, minlength=st.n_nodes)
+            over = np.flatnonzero(used > allocatable[:, c]).tolist()
+            if over:
                 stats.overloads[name] = stats.overloads.get(name, 0) + len(over)
-            for n in over.tolist():
-                if cfg.overcommits(name):
+            compressible = cfg.overcommits(name)
+            for n in over:
+                lasted = True
+                if compressible:
                     hot_cpu.add(n)
                     self._cpu_hot[n] = self._cpu_hot.get(n, 0) + 1
-                    if self._cpu_hot[n] < self.cpu_sustain:
-                        stats.throttled += 1
+                    lasted = self._cpu_hot[n] >= self.cpu_sustain
+                plan = plan_overload(
+                    int(allocatable[n, c]),
+                    node_loads(st, n, name, bands),
+                    compressible=compressible,
+                    evict=lasted,
+                )
+                stats.throttled += len(plan.throttles)
+                for pod in plan.evictions:
+                    j = self.job_of[pod]
+                    if j in victims:
                         continue
-                plan.setdefault(n, []).append(name)
+                    victims[j] = (
+                        f"node out of {name}: usage {plan.usage} > allocatable {plan.capacity}"
+                        " (Borg 5.5: non-production first)"
+                    )
+                    band = (
+                        "prod"
+                        if bands.band_of(self.jobs[j].priority) >= Band.PRODUCTION
+                        else "non_prod"
+                    )
+                    keys = self.keys[j]
+                    assert keys is not None, "a running job was submitted"
+                    stats.evictions[band] += len(keys)
+                if plan.evictions:
+                    self._cpu_hot.pop(n, None)
         for n in list(self._cpu_hot):
             if n not in hot_cpu:
                 del self._cpu_hot[n]
-        if not plan:
-            return False
-        jobs, start = self.jobs, self.start
-        victims: set[int] = set()
-        for n, names in sorted(plan.items()):
-            on = np.flatnonzero(node == n).tolist()
-            cols = [st.res_index[r] for r in names]
-            cap = [float(allocatable[n, c]) for c in cols]
-            used = [float(pod_use[r][on].sum()) for r in names]
-            left = [float(resv[on, c].sum()) for c in cols]
-            # Pods of jobs already chosen on another node leave this one too.
-            for p in on:
-                if int(pod_job[p]) in victims:
-                    for i, (r, c) in enumerate(zip(names, cols, strict=True)):
-                        used[i] -= float(pod_use[r][p])
-                        left[i] -= float(resv[p, c])
-            order = sorted(
-                (p for p in on if not prod[p] and int(pod_job[p]) not in victims),
-                key=lambda p: (jobs[int(pod_job[p])].priority, -start[int(pod_job[p])], p),
-            )
-            for p in order:
-                if all(u <= k and r <= k for u, r, k in zip(used, left, cap, strict=True)):
-                    break
-                j = int(pod_job[p])
-                if j in victims:
-                    continue
-                victims.add(j)
-                for q in on:
-                    if int(pod_job[q]) == j:
-                        for i, (r, c) in enumerate(zip(names, cols, strict=True)):
-                            used[i] -= float(pod_use[r][q])
-                            left[i] -= float(resv[q, c])
-            self._cpu_hot.pop(n, None)
-        if not victims:
-            return False
         for j in sorted(victims):
             keys = self.keys[j]
             assert keys is not None, "a running job was submitted"
-            stats.evictions["non_prod"] += len(keys)
             stats.evicted_jobs += 1
-            self._evict(
-                [{"pod": keys[0]}],
-                "",
-                now,
-                overload="node out of resources: usage above allocatable (Borg 5.5)",
-            )
-        return True
+            self._evict([{"pod": keys[0]}], "", now, overload=victims[j])
+        return bool(victims)
 
     def _finish(self, j: int, now: float) -> None:
         job = self.jobs[j]
@@ -933,7 +901,7 @@ class Simulator:
             if self.devices is not None:
                 self.devices.release(n, job.gpu_milli, job.cpu_milli, devs)
         self.bound[j] = None
-        self._running.pop(j, None)
+        self._bound_jobs.pop(j, None)
         self.finish[j] = now
         self.running_pods -= job.tasks
         self._account(job, -1)

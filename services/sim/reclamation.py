@@ -48,8 +48,8 @@ __all__ = [
     "DEFAULT_EVERY",
     "default_horizon",
     "grown",
-    "reclamation_run",
     "reclamation_rows",
+    "reclamation_run",
     "reclamation_trial",
 ]
 
@@ -105,7 +105,9 @@ def grown(
     ``2 ** most``; past that the trace is returned as doubled so far)."""
     cell, copies = trace, 1
     for _ in range(most):
-        ok, _, _ = fits(cell, profile, jobs, list(range(len(cell.nodes))), seed, tau, reclamation=off)
+        ok, _, _ = fits(
+            cell, profile, jobs, list(range(len(cell.nodes))), seed, tau, reclamation=off
+        )
         if ok:
             break
         copies *= 2

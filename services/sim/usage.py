@@ -141,7 +141,7 @@ class SyntheticUsage(UsageModel):
     period: float = 86400.0
     noise: float = 0.05
     seed: int = 0
-    _base: dict[str, dict[int, float]] = field(default_factory=dict, repr=False)
+    _base: dict[str, dict[int, float]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("cpu", "memory"):
@@ -180,7 +180,7 @@ class SyntheticUsage(UsageModel):
         self, pods: npt.NDArray[np.int64], jobs: Sequence[str], t: float
     ) -> dict[str, npt.NDArray[np.float64]]:
         wave = 1.0 + self.diurnal * math.sin(2.0 * math.pi * t / self.period)
-        instant = int(round(t * 1000.0))
+        instant = round(t * 1000.0)
         ids = pods.astype(np.uint64)
         out = {}
         for r, name in enumerate(RESOURCES):
@@ -288,9 +288,10 @@ def parse_usage(spec: str) -> UsageModel:
         return ConstantUsage(1.0)
     if kind == "constant":
         try:
-            return ConstantUsage(float(rest))
+            fraction = float(rest)
         except ValueError:
             raise UsageModelError(f"{spec!r}: constant:F with F a number") from None
+        return ConstantUsage(fraction)
     if kind == "csv":
         if not rest:
             raise UsageModelError(f"{spec!r}: csv:FILE")
@@ -301,12 +302,13 @@ def parse_usage(spec: str) -> UsageModel:
             k, eq, v = part.partition("=")
             conv = _SYNTH_KEYS.get(k)
             if not eq or conv is None:
-                raise UsageModelError(
-                    f"synthetic: unknown parameter {part!r} ({', '.join(f'{k}=' for k in _SYNTH_KEYS)})"
-                )
+                known = ", ".join(f"{k}=" for k in _SYNTH_KEYS)
+                raise UsageModelError(f"synthetic: unknown parameter {part!r} ({known})")
             try:
                 kw[k] = conv(v)
             except ValueError:
                 raise UsageModelError(f"synthetic: {k}={v!r} is not a number") from None
         return SyntheticUsage(**kw)
-    raise UsageModelError(f"usage model {spec!r}: synthetic[:k=v,...], limits, constant:F or csv:FILE")
+    raise UsageModelError(
+        f"usage model {spec!r}: synthetic[:k=v,...], limits, constant:F or csv:FILE"
+    )

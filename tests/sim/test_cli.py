@@ -236,3 +236,100 @@ def test_simulator_refuses_an_unknown_queue_hierarchy():
     tr = load_trace("synthetic:nodes=2,jobs=3,seed=1")
     with pytest.raises(ValueError, match="queue hierarchy"):
         Simulator(tr, load_profile(PROFILES / "best-fit.yaml"), queue_hierarchy="tree")
+
+
+#: A CPU and memory cell with a production band (Borg's kind of workload), small.
+RECLAIM_TRACE = "synthetic:nodes=6,jobs=120,seed=3,gpus=0,prod=0.5,load=1.2"
+
+
+def test_compare_reclamation_study_reports_borgs_measures(tmp_path: Path):
+    out = run(
+        "compare",
+        "--trace",
+        RECLAIM_TRACE,
+        "--profiles",
+        str(PROFILES / "best-fit.yaml"),
+        "--study",
+        "reclamation",
+        "--usage",
+        "synthetic:seed=1",
+        "--usage-every",
+        "300",
+        "--horizon",
+        "3600",
+        "--trials",
+        "1",
+        "--workers",
+        "1",
+        "--report",
+        str(tmp_path / "rec"),
+        "--no-progress",
+    )
+    study = out["reclamation"]
+    cols = study["table"]["columns"]
+    for col in (
+        "reclaimed cpu (run)",
+        "reclaimed mem (run)",
+        "non-prod evictions / task-hour",
+        "per 1,000 non-prod tasks",
+        "machines by limits",
+        "machines with reclamation",
+        "compaction gain",
+    ):
+        assert col in cols
+    (row,) = study["table"]["rows"]
+    assert row[0] == "best-fit"
+    (trial,) = study["trials"]
+    comp = trial["compaction"]
+    assert comp["gain"] >= 0 and comp["machines_reclamation"] <= comp["machines_limits"]
+    assert trial["run"]["evictions"]["prod"] == 0
+    params = study["params"]
+    assert params["usage_model"]["seed"] == 1 and params["reclamation"]["enabled"] is True
+    assert params["every_s"] == 300 and params["horizon_s"] == 3600
+    assert any("Beta" in a for a in params["assumptions"])
+    assert study["borg"]["reclaimed_share_median_cell"] == 0.2
+    figs = json.loads((tmp_path / "rec" / "figures.json").read_text())
+    assert "best-fit" in figs["reclamation"]
+    html = (tmp_path / "rec" / "report.html").read_text()
+    assert "id='reclamation'" in html and "usage model" in html
+
+
+def test_simulate_with_a_usage_model_logs_usage_that_replays(tmp_path: Path):
+    db = f"sqlite:///{tmp_path / 'use.db'}"
+    out = run(
+        "simulate",
+        "--trace",
+        RECLAIM_TRACE,
+        "--profile",
+        str(PROFILES / "best-fit.yaml"),
+        "--usage",
+        "constant:0.3",
+        "--usage-every",
+        "120",
+        "--reclaim",
+        "--store",
+        db,
+        "--no-progress",
+    )
+    use = out["usage"]
+    assert use["reports"] > 0 and use["usage_over_limits"]["cpu"] == pytest.approx(0.3, abs=0.01)
+    assert use["reservations_over_limits"]["cpu"] < 1.0
+    assert out["reclamation"]["enabled"] is True and out["usage_model"]["spec"] == "constant:0.3"
+    replay = run("replay", "--store", db)
+    assert replay["position"] == out["store"]["head"]
+
+
+def test_simulate_rejects_a_bad_usage_model():
+    res = CliRunner().invoke(
+        cli,
+        [
+            "simulate",
+            "--trace",
+            "synthetic:nodes=2,jobs=4",
+            "--profile",
+            str(PROFILES / "best-fit.yaml"),
+            "--usage",
+            "synthetic:cpu=2",
+        ],
+    )
+    assert res.exit_code == 2 and "--usage: synthetic: cpu=2.0" in res.output
