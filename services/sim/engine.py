@@ -149,9 +149,10 @@ class UsageStats:
       reservations after the report was folded.
 
     Counters: ``reports``; ``overloads`` (node-reports where usage exceeded
-    allocatable, per resource); ``throttled`` (node-reports of CPU overload answered
-    by throttling); ``evictions`` (pods evicted for overload, by band: ``prod`` is
-    always 0 by Borg's rule); ``task_seconds`` (pod-seconds running, by band).
+    allocatable, per resource); ``throttled`` (pod throttles the overload planner
+    decided on a compressible resource); ``evictions`` (pods evicted for overload, by
+    band: ``prod`` only for production pods above their limits, which the usage
+    models never produce); ``task_seconds`` (pod-seconds running, by band).
     """
 
     interval: float
@@ -775,15 +776,17 @@ class Simulator:
         use_cpu = np.bincount(node, weights=cpu, minlength=n_nodes)
         use_mem = np.bincount(node, weights=mem, minlength=n_nodes)
         node_names = cast("list[str]", st.node_names)
+        # Memory as a JSON number of bytes (a quantity as well): its values are nearly
+        # all distinct, and a number skips the quantity parser's string path.
         entries = [
-            {"pod": key, "usage": {"cpu": f"{c}m", "memory": str(m)}}
+            {"pod": key, "usage": {"cpu": f"{c}m", "memory": m}}
             for key, c, m in zip(keys, cpu.tolist(), mem.tolist(), strict=True)
         ]
         # Every node, idle ones too: a node's last report stands until a newer one.
         node_entries = [
             {
                 "name": node_names[n],
-                "usage": {"cpu": f"{int(use_cpu[n])}m", "memory": str(int(use_mem[n]))},
+                "usage": {"cpu": f"{int(use_cpu[n])}m", "memory": int(use_mem[n])},
             }
             for n in range(n_nodes)
         ]

@@ -294,9 +294,13 @@ def test_compare_reclamation_study_reports_borgs_measures(tmp_path: Path):
     assert "id='reclamation'" in html and "usage model" in html
 
 
-def test_simulate_with_a_usage_model_logs_usage_that_replays(tmp_path: Path):
+def test_simulate_with_a_usage_model_logs_usage_that_replays_and_audits(tmp_path: Path):
     db = f"sqlite:///{tmp_path / 'use.db'}"
+    cfg = tmp_path / "esched.yaml"
+    cfg.write_text("reclamation:\n  enabled: true\n")
     out = run(
+        "--config",
+        str(cfg),
         "simulate",
         "--trace",
         RECLAIM_TRACE,
@@ -306,7 +310,6 @@ def test_simulate_with_a_usage_model_logs_usage_that_replays(tmp_path: Path):
         "constant:0.3",
         "--usage-every",
         "120",
-        "--reclaim",
         "--store",
         db,
         "--no-progress",
@@ -315,8 +318,12 @@ def test_simulate_with_a_usage_model_logs_usage_that_replays(tmp_path: Path):
     assert use["reports"] > 0 and use["usage_over_limits"]["cpu"] == pytest.approx(0.3, abs=0.01)
     assert use["reservations_over_limits"]["cpu"] < 1.0
     assert out["reclamation"]["enabled"] is True and out["usage_model"]["spec"] == "constant:0.3"
-    replay = run("replay", "--store", db)
+    assert use["reclaimed_share"]["cpu"] > 0  # the cell is contended: some pods run reclaimed
+    replay = run("--config", str(cfg), "replay", "--store", db)
     assert replay["position"] == out["store"]["head"]
+    # The audit judges the simulated decisions by the same accounting (reservations).
+    audit = run("--config", str(cfg), "audit", "--store", db)
+    assert audit["ok"] and audit["checked"]["reproduced"] == out["placements"]
 
 
 def test_simulate_rejects_a_bad_usage_model():
@@ -333,3 +340,12 @@ def test_simulate_rejects_a_bad_usage_model():
         ],
     )
     assert res.exit_code == 2 and "--usage: synthetic: cpu=2.0" in res.output
+
+
+def test_simulate_reclaim_flag_switches_the_config_section_for_the_run():
+    args = ["simulate", "--trace", "synthetic:nodes=2,jobs=6,gpus=0", "--no-progress"]
+    args += ["--profile", str(PROFILES / "best-fit.yaml"), "--usage", "limits"]
+    on, off = run(*args, "--reclaim"), run(*args)
+    assert on["reclamation"]["enabled"] is True and off["reclamation"]["enabled"] is False
+    # usage == limits: nothing to reclaim even when it is on
+    assert on["usage"]["reclaimed_share"] == {"cpu": 0.0, "memory": 0.0}
