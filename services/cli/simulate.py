@@ -96,6 +96,17 @@ async def _append(url: str, events: list[dict]) -> dict:
     return {"url": url, "appended": stored, "duplicates": dupes, "head": head}
 
 
+#: ``--usage-every`` of simulate and of compare's reclamation study (one definition).
+usage_every_option = click.option(
+    "--usage-every",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds of virtual time between usage reports (with --usage).",
+)
+
+
 @cli.command()
 @click.option("--trace", "trace_spec", required=True, metavar="KIND:PATH", help=TRACE_HELP)
 @click.option(
@@ -193,14 +204,7 @@ async def _append(url: str, events: list[dict]) -> dict:
     "non-production pods: synthetic[:cpu=,memory=,spread=,diurnal=,period=,noise=,seed=], "
     "limits, constant:F or csv:FILE (see docs/simulation.md). Default: no usage.",
 )
-@click.option(
-    "--usage-every",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Seconds of virtual time between usage reports.",
-)
+@usage_every_option
 @click.option(
     "--reclaim/--no-reclaim",
     "reclaim",
@@ -445,14 +449,7 @@ def _run_one(args: tuple) -> dict:
     help="reclamation study: the usage model (synthetic[:k=v,...], limits, constant:F, "
     "csv:FILE; see docs/simulation.md).",
 )
-@click.option(
-    "--usage-every",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="reclamation study: seconds between usage reports.",
-)
+@usage_every_option
 @click.option(
     "--horizon",
     type=click.FloatRange(min=0, min_open=True),

@@ -194,3 +194,14 @@ def test_study_with_usage_equal_to_limits_reclaims_nothing_and_gains_nothing(bes
     assert comp["gain"] == 0.0
     assert comp["machines_reclamation"] == comp["machines_limits"]
     assert comp["reclamation"]["usage"]["reclaimed_share_last"] == {"cpu": 0.0, "memory": 0.0}
+
+
+@pytest.mark.scale
+def test_study_on_the_documented_cell_gains_a_fifth_of_the_machines(best_fit):
+    # docs/simulation.md's synthetic cell (one trial): Borg's ~20% is the yardstick.
+    tr = load_trace("synthetic:nodes=64,jobs=3000,seed=1,gpus=0,prod=0.5,load=1.2")
+    _, jobs = checkpoint(tr, "peak")
+    res = reclamation_trial(tr, best_fit, jobs, 0, {"usage": SyntheticUsage(), "run": False})
+    comp = res["compaction"]
+    assert comp["gain"] > 0.2
+    assert comp["reclamation"]["usage"]["reclaimed_share_last"]["cpu"] > 0.2
