@@ -758,6 +758,8 @@ class Simulator:
                 continue
             is_prod = bands.band_of(job.priority) >= Band.PRODUCTION
             for k, (key, (n, _)) in enumerate(zip(jkeys, bound, strict=True)):
+                # A pod id stable across runs of the same job list (the usage model's
+                # key): job index and task (gangs in the traces are far below 4096).
                 pods.append((j << 12) | k)
                 names.append(job.name)
                 keys.append(key)
