@@ -4,7 +4,8 @@ The audit folds the whole log from position 0 with the one fold
 (:class:`~esched.core.ClusterState`), and at each decision checks:
 
 * ``overcommit``: after a committed placement, a bound node's allocation exceeds
-  its allocatable for some resource;
+  its allocatable for some resource (with reclamation on, the accounting by
+  reservations: ``ClusterState.node_reserved()``);
 * ``double_binding``: a committed binding for a pod that is not Pending (already
   bound, or bound twice in one decision);
 * ``unknown_node``: a committed binding to a node that was removed or never added;
@@ -621,8 +622,12 @@ class Auditor:
             seen.add(pod)
         running_before = {g: st.gang_count(g, PHASE_RUNNING) for g in gangs}
         st.apply(event, position)
-        # 3. Over-commit on the bound nodes, after the decision.
-        allocated, allocatable = st.node_allocated(), st.node_allocatable()
+        # 3. Over-commit on the bound nodes, after the decision, by the accounting
+        # placement uses: with reclamation on, min(limits, reservations + burst) (a
+        # legal decision keeps it within allocatable, while non-production pods placed
+        # in reclaimed resources take the requests above it); off, the requests.
+        allocatable = st.node_allocatable()
+        allocated = st.node_reserved() if st.reclamation.enabled else st.node_allocated()
         for n in sorted(nodes):
             over = np.flatnonzero(allocated[n] > allocatable[n])
             if over.size:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
@@ -93,6 +94,17 @@ async def _append(url: str, events: list[dict]) -> dict:
             dupes += res.duplicates
         head = await es.head()
     return {"url": url, "appended": stored, "duplicates": dupes, "head": head}
+
+
+#: ``--usage-every`` of simulate and of compare's reclamation study (one definition).
+usage_every_option = click.option(
+    "--usage-every",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds of virtual time between usage reports (with --usage).",
+)
 
 
 @cli.command()
@@ -183,6 +195,23 @@ async def _append(url: str, events: list[dict]) -> dict:
     type=click.IntRange(min=1),
     help="Simulate only the trace's first N jobs (by arrival).",
 )
+@click.option(
+    "--usage",
+    "usage_spec",
+    metavar="MODEL",
+    help="Usage model: every --usage-every seconds the running pods' usage is logged "
+    "(esched.usage.reported) and folded into reservations, and overload evicts "
+    "non-production pods: synthetic[:cpu=,memory=,spread=,diurnal=,period=,noise=,seed=], "
+    "limits, constant:F or csv:FILE (see docs/simulation.md). Default: no usage.",
+)
+@usage_every_option
+@click.option(
+    "--reclaim/--no-reclaim",
+    "reclaim",
+    default=None,
+    help="Switch the config file's reclamation section on (or off) for this run; "
+    "default: as the config file says (off without one).",
+)
 @queue_hierarchy_option
 def simulate(
     trace_spec: str,
@@ -200,6 +229,9 @@ def simulate(
     victims: str,
     round_seconds: float,
     max_jobs: int | None,
+    usage_spec: str | None,
+    usage_every: float,
+    reclaim: bool | None,
     queue_hierarchy: str,
 ) -> None:
     """Simulate a trace in virtual time through the core, with one profile.
@@ -218,6 +250,7 @@ def simulate(
     if max_jobs is not None:
         tr.jobs = tr.jobs[:max_jobs]
     prof = _profile(profile_path)
+    model = _usage_model(usage_spec)
     with _progress(f"simulate {tr.kind}", len(tr.jobs), progress) as update:
         kw: dict = dict(
             record=bool(store),
@@ -226,7 +259,17 @@ def simulate(
             reserve_after=reserve_after,
             queue_hierarchy=queue_hierarchy,
         )
+        if model is not None:
+            kw.update(usage=model, usage_every=usage_every)
+        if reclaim is not None:
+            from dataclasses import replace
+
+            from esched.core.reservations import current_reclamation
+
+            kw["reclamation"] = replace(current_reclamation(), enabled=reclaim)
         if policy == "quincy":
+            if model is not None:
+                raise click.UsageError("--usage runs with --policy queue")
             config = dict(fairness=fairness, preemption=preemption, victims=victims)
             sim = _quincy(tr, prof, seed, kw, config, round_seconds)
         else:
@@ -237,6 +280,9 @@ def simulate(
             raise click.ClickException(str(exc)) from None
     summary = summarize(result)
     summary["queue_hierarchy"] = queue_hierarchy
+    if model is not None:
+        summary["usage_model"] = {**model.as_dict(), "assumptions": model.assumptions()}
+        summary["reclamation"] = sim.state.reclamation.as_dict()
     if store:
         summary["store"] = asyncio.run(_append(store, result.events or []))
     if report_dir:
@@ -247,6 +293,18 @@ def simulate(
     if output_format == "table":
         terminal_table(*summary_rows([summary]), title=f"{tr.kind}: {tr.source}")
     emit(summary)
+
+
+def _usage_model(spec: str | None):
+    """The ``--usage`` model (None without one); a bad spec is a usage error."""
+    if spec is None:
+        return None
+    from esched.services.sim.usage import UsageModelError, parse_usage
+
+    try:
+        return parse_usage(spec)
+    except UsageModelError as exc:
+        raise click.UsageError(f"--usage: {exc}") from None
 
 
 def _quincy(tr, prof, seed: int, kw: dict, config: dict, round_seconds: float):
@@ -378,7 +436,33 @@ def _run_one(args: tuple) -> dict:
     "packed), curve (FGD's GPU allocation as the workload grows; GPU traces), "
     "quincy (Quincy's table: the greedy queue against the flow scheduler's Q, QF, "
     "QFP (Quincy's preemption) and QFP-bands (esched's band rule for victims), with "
-    "the first profile; needs esched[flow]).",
+    "the first profile; needs esched[flow]), reclamation (Borg 5.5: the share of the "
+    "workload in reclaimed resources, non-production evictions, and compaction by "
+    "limits against with reclamation; with --usage).",
+)
+@click.option(
+    "--usage",
+    "usage_spec",
+    default="synthetic",
+    show_default=True,
+    metavar="MODEL",
+    help="reclamation study: the usage model (synthetic[:k=v,...], limits, constant:F, "
+    "csv:FILE; see docs/simulation.md).",
+)
+@usage_every_option
+@click.option(
+    "--horizon",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="reclamation study: how long a packing with reclamation runs before pending "
+    "pods count as not fitting (default: the hold plus ten decay time constants).",
+)
+@click.option(
+    "--no-run",
+    "skip_run",
+    is_flag=True,
+    help="reclamation study: only the compaction, not the run of the trace in time.",
 )
 @click.option(
     "--trials",
@@ -478,6 +562,10 @@ def compare(
     progress: bool,
     max_jobs: int | None,
     round_seconds: float,
+    usage_spec: str,
+    usage_every: float,
+    horizon: float | None,
+    skip_run: bool,
 ) -> None:
     """The same trace under several profiles, side by side.
 
@@ -513,7 +601,9 @@ def compare(
             raise click.UsageError(f"profile {p}: no such file")
         _profile(p)
     wanted = [s.strip() for s in studies.split(",") if s.strip()]
-    bad = set(wanted) - {"simulate", "compaction", "inflation", "holes", "curve", "quincy"}
+    bad = set(wanted) - {
+        "simulate", "compaction", "inflation", "holes", "curve", "quincy", "reclamation",
+    }  # fmt: skip
     if bad:
         raise click.UsageError(f"unknown study {sorted(bad)}")
     tr = _load(trace_spec, nodes)
@@ -530,7 +620,8 @@ def compare(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     out: dict = {"trace": tr.summary(), "profiles": profiles, "studies": wanted}
-    if {"compaction", "inflation", "holes"} & set(wanted):
+    model = _usage_model(usage_spec) if "reclamation" in wanted else None
+    if {"compaction", "inflation", "holes", "reclamation"} & set(wanted):
         t_cp, cp = checkpoint(tr, at_value)
         fillers = fillers or default_fillers(tr, cp)
         out["checkpoint"] = {
@@ -565,11 +656,21 @@ def compare(
             tr, profiles[0], seed, workers, progress, figs, tables, round_seconds
         )
     trial_sets: dict[str, list[dict]] = {}
-    for study in ("compaction", "inflation", "holes", "curve"):
+    for study in ("compaction", "inflation", "holes", "curve", "reclamation"):
         if study not in wanted:
             continue
         seeds = list(range(42, 42 + curve_seeds)) if study == "curve" else list(range(trials))
-        params = {"tau": tau, "mu": mu, "at": at_value, "fillers": fillers}
+        params: dict[str, Any] = {"tau": tau, "mu": mu, "at": at_value, "fillers": fillers}
+        if study == "reclamation":
+            from esched.core.reservations import current_reclamation
+
+            params.update(
+                usage=model,
+                every=usage_every,
+                horizon=horizon,
+                run=not skip_run,
+                reclamation=current_reclamation(),
+            )
         t0 = time.perf_counter()
         n_runs = (
             len(seeds) * len(profiles) * (2 if study == "curve" and curve_method == "both" else 1)
@@ -600,6 +701,19 @@ def compare(
             out[study]["params"]["method"] = curve_method
         if study == "holes":
             out[study]["params"]["fillers"] = [{"name": f.name, **f.requests()} for f in fillers]
+        if study == "reclamation" and model is not None and res:
+            out[study]["params"].update(
+                usage_model=model.as_dict(),
+                assumptions=model.assumptions(),
+                reclamation=res[0]["reclamation"],
+                every_s=usage_every,
+                horizon_s=res[0]["horizon_s"],
+            )
+            out[study]["borg"] = BORG_RECLAIMED
+            tables.append(
+                ("reclamation: the usage model's assumptions", ["assumption"],
+                 [[a] for a in model.assumptions()])
+            )  # fmt: skip
         cols, rows = _study_rows(study, res)
         out[study]["table"] = {"columns": cols, "rows": rows}
         tables.append((study, cols, rows))
@@ -611,6 +725,14 @@ def compare(
             report_dir, f"esched compare: {tr.kind}", summaries, figs, tables
         )
     emit(out)
+
+
+#: Borg's figures the reclamation study is read beside (Verma et al., section 5.5).
+BORG_RECLAIMED = {
+    "reclaimed_share_median_cell": 0.20,
+    "source": "Verma et al., EuroSys 2015, section 5.5: about 20% of the workload runs "
+    "in reclaimed resources in a median cell",
+}
 
 
 def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]]:
@@ -685,6 +807,10 @@ def _study_rows(study: str, res: list[dict]) -> tuple[list[str], list[list[str]]
         return cols, rows
     if study == "holes":
         return hole_rows(res)
+    if study == "reclamation":
+        from esched.services.sim.reclamation import reclamation_rows
+
+        return reclamation_rows(res)
     if study == "inflation":
         cols = ["profile", "trials", "median clones", "GPU % at limit", "CPU % at limit"]
         for name, ts in by.items():

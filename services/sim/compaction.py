@@ -51,6 +51,7 @@ import random
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -129,13 +130,19 @@ def _trace_span(j: Job) -> tuple[float, float]:
 
 
 def fits(
-    trace: Trace, profile: Profile, jobs: list[Job], nodes: list[int], seed: int, tau: float
+    trace: Trace,
+    profile: Profile,
+    jobs: list[Job],
+    nodes: list[int],
+    seed: int,
+    tau: float,
+    **sim_kw: Any,
 ) -> tuple[bool, float, Simulator]:
     """Pack ``jobs`` on ``nodes`` (indices into trace.nodes); (pending share <= tau,
-    pending share, the simulator)."""
-    sim = Simulator(
-        trace, profile, seed, jobs=jobs, node_subset=nodes, departures=False, retry=False
-    )
+    pending share, the simulator). ``sim_kw``: more :class:`Simulator` keywords (the
+    reclamation study's usage model; by default no departures, no retries)."""
+    opts: dict[str, Any] = {"departures": False, "retry": False, **sim_kw}
+    sim = Simulator(trace, profile, seed, jobs=jobs, node_subset=nodes, **opts)
     sim.run()
     total = sum(j.tasks for j in jobs)
     pending = sum(jobs[i].tasks for i in range(len(jobs)) if np.isnan(sim.start[i]))
@@ -171,15 +178,23 @@ def capacity_bound(trace: Trace, jobs: list[Job], perm: list[int]) -> int | None
 
 
 def compaction_trial(
-    trace: Trace, profile: Profile, jobs: list[Job], seed: int, tau: float, mu: int = 1
+    trace: Trace,
+    profile: Profile,
+    jobs: list[Job],
+    seed: int,
+    tau: float,
+    mu: int = 1,
+    **sim_kw: Any,
 ) -> dict:
     """One compaction trial: the smallest prefix of a seeded permutation that fits, and
-    the capacity lower bound of the same permutation (:func:`capacity_bound`)."""
+    the capacity lower bound of the same permutation (:func:`capacity_bound`).
+    ``sim_kw`` go to :func:`fits` (the reclamation study packs with a usage model)."""
     rng = random.Random(seed)
     perm = list(range(len(trace.nodes)))
     rng.shuffle(perm)
     lo, hi = 0, len(perm)
-    ok, share, _ = fits(trace, profile, jobs, perm, seed, tau)
+    ok, share, sim = fits(trace, profile, jobs, perm, seed, tau, **sim_kw)
+    best = sim  # the run of the answer (its usage figures, with a usage model)
     steps = 1
     bound = capacity_bound(trace, jobs, perm) if tau == 0 else None
     if not ok:
@@ -195,13 +210,13 @@ def compaction_trial(
     # unless the workload is empty).
     while hi - lo > mu:
         mid = (lo + hi) // 2
-        ok, _, _ = fits(trace, profile, jobs, perm[:mid], seed, tau)
+        ok, _, sim = fits(trace, profile, jobs, perm[:mid], seed, tau, **sim_kw)
         steps += 1
         if ok:
-            hi = mid
+            hi, best = mid, sim
         else:
             lo = mid
-    return {
+    out: dict[str, Any] = {
         "seed": seed,
         "machines": hi,
         "fraction": hi / len(perm),
@@ -209,6 +224,9 @@ def compaction_trial(
         "steps": steps,
         "capacity_bound": bound,
     }
+    if best.usage_stats is not None:
+        out["usage"] = best.usage_stats.as_dict()
+    return out
 
 
 def inflate(
@@ -514,6 +532,11 @@ def _trial(args: tuple) -> dict:
         _, jobs = checkpoint(trace, params.get("at") or default_at(trace))
         fillers = params.get("fillers") or default_fillers(trace, jobs)
         out = hole_filling(trace, profile, jobs, seed, fillers)
+    elif kind == "reclamation":
+        from esched.services.sim.reclamation import reclamation_trial
+
+        _, jobs = checkpoint(trace, params.get("at") or default_at(trace))
+        out = reclamation_trial(trace, profile, jobs, seed, params)
     elif kind == "curve":
         out = inflation_curve(
             trace, profile, seed, params.get("until", 1.3), params.get("method", "kube")
@@ -534,8 +557,8 @@ def run_trials(
     workers: int | None = None,
     progress: Callable[[dict], None] | None = None,
 ) -> list[dict]:
-    """Every (profile, seed) trial of ``kind`` (compaction | inflation | holes | curve), in
-    worker processes; results in (profile, seed) order."""
+    """Every (profile, seed) trial of ``kind`` (compaction | inflation | holes | curve |
+    reclamation), in worker processes; results in (profile, seed) order."""
     tasks = [(kind, trace, p, s, params) for p in profiles for s in seeds]
     workers = workers or min(len(tasks), os.cpu_count() or 1)
     if workers <= 1:

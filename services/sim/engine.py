@@ -44,8 +44,10 @@ import numpy as np
 
 from esched.core import ClusterState, Placer, Profile
 from esched.core._devices import DeviceTable
-from esched.core.bands import BandConfig
+from esched.core.bands import Band, BandConfig
+from esched.core.overload import node_loads, plan_overload
 from esched.core.queues import check_hierarchy
+from esched.core.reservations import ReclamationConfig
 from esched.core.schedule import GPU_MILLI_RESOURCE, PassConfig, SchedulingPass
 from esched.schemas.events import (
     GANG_RESERVED,
@@ -56,14 +58,16 @@ from esched.schemas.events import (
     POD_SUBMITTED,
     POD_SUCCEEDED,
     PODGROUP_SUBMITTED,
+    USAGE_REPORTED,
     envelope,
     namespaced_key,
     split_key,
 )
 from esched.schemas.objects import GANG_ANNOTATIONS
 from esched.services.sim.traces import Job, NodeSpec, Trace
+from esched.services.sim.usage import UsageModel
 
-__all__ = ["GPU_RESOURCE", "NAMESPACE", "RunResult", "Simulator", "simulate"]
+__all__ = ["GPU_RESOURCE", "NAMESPACE", "RunResult", "Simulator", "UsageStats", "simulate"]
 
 #: The extended resource GPUs are counted in (1000 per device).
 GPU_RESOURCE = GPU_MILLI_RESOURCE
@@ -81,7 +85,7 @@ HEATMAP_SAMPLES = 120
 #: Virtual time zero of the logged events (the traces have no wall clock).
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
-_ARRIVE, _FINISH, _EXPIRE = 0, 1, 2
+_ARRIVE, _FINISH, _EXPIRE, _USAGE = 0, 1, 2, 3
 
 
 @dataclass
@@ -125,6 +129,81 @@ class RunResult:
     preemptions: int = 0
     evicted_jobs: int = 0
     reservations: int = 0
+    #: with a usage model: what reclamation did (:class:`UsageStats`), else None
+    usage: UsageStats | None = None
+
+
+@dataclass
+class UsageStats:
+    """What a run with a usage model measured at its usage reports (Borg 5.5).
+
+    Sums over reports, each weighted by the seconds until the next report (the
+    interval), per resource (``cpu``, ``memory``):
+
+    * ``limits``: the running pods' limits, node by node;
+    * ``reclaimed``: the part of each node's limits above its allocatable, summed over
+      nodes: workload that placement by limits could not have put there, so it runs in
+      reclaimed resources (``reclaimed / limits`` is Borg's "share of the workload in
+      reclaimed resources");
+    * ``usage`` and ``reservations``: the running pods' reported usage and their
+      reservations after the report was folded.
+
+    Counters: ``reports``; ``overloads`` (node-reports where usage exceeded
+    allocatable, per resource); ``throttled`` (pod throttles the overload planner
+    decided on a compressible resource); ``evictions`` (pods evicted for overload, by
+    band: ``prod`` only for production pods above their limits, which the usage
+    models never produce); ``task_seconds`` (pod-seconds running, by band).
+    """
+
+    interval: float
+    reports: int = 0
+    limits: dict[str, float] = field(default_factory=dict)
+    reclaimed: dict[str, float] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)
+    reservations: dict[str, float] = field(default_factory=dict)
+    overloads: dict[str, int] = field(default_factory=dict)
+    throttled: int = 0
+    evictions: dict[str, int] = field(default_factory=lambda: {"prod": 0, "non_prod": 0})
+    evicted_jobs: int = 0
+    task_seconds: dict[str, float] = field(default_factory=lambda: {"prod": 0.0, "non_prod": 0.0})
+    #: pods started (again after an eviction: counted again), by band
+    tasks: dict[str, int] = field(default_factory=lambda: {"prod": 0, "non_prod": 0})
+    #: ``reclaimed / limits`` at the latest report (a snapshot, as Borg's cell figure)
+    last_share: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters and sums, with the shares derived from them."""
+        share = {
+            r: (self.reclaimed.get(r, 0.0) / lim if lim else 0.0) for r, lim in self.limits.items()
+        }
+        hours = self.task_seconds["non_prod"] / 3600.0
+        return {
+            "interval_s": self.interval,
+            "reports": self.reports,
+            "reclaimed_share": share,
+            "reclaimed_share_last": dict(self.last_share),
+            "usage_over_limits": {
+                r: (self.usage.get(r, 0.0) / lim if lim else 0.0) for r, lim in self.limits.items()
+            },
+            "reservations_over_limits": {
+                r: (self.reservations.get(r, 0.0) / lim if lim else 0.0)
+                for r, lim in self.limits.items()
+            },
+            "overloads": dict(self.overloads),
+            "throttled": self.throttled,
+            "evictions": dict(self.evictions),
+            "evicted_jobs": self.evicted_jobs,
+            "task_hours": {k: v / 3600.0 for k, v in self.task_seconds.items()},
+            "tasks": dict(self.tasks),
+            "non_prod_evictions_per_task_hour": (
+                self.evictions["non_prod"] / hours if hours else 0.0
+            ),
+            "non_prod_evictions_per_1000_tasks": (
+                1000.0 * self.evictions["non_prod"] / self.tasks["non_prod"]
+                if self.tasks["non_prod"]
+                else 0.0
+            ),
+        }
 
 
 class Simulator:
@@ -150,6 +229,17 @@ class Simulator:
     :param queue_hierarchy: where the queue tree of the deserved shares comes from,
         as the replica's ``--queue-hierarchy`` (``parent`` or ``annotations``;
         :data:`esched.core.queues.QUEUE_HIERARCHIES`).
+    :param usage: a usage model (:mod:`esched.services.sim.usage`): every
+        ``usage_every`` seconds of virtual time the running pods' usage is logged as
+        one ``esched.usage.reported`` (pods and nodes), which the state folds into
+        reservations with the live fold's own rule; then overload is handled
+        (:meth:`_overload`) and the pending queue gets a pass (lower reservations free
+        room). Reports run while anything else is to come, and up to ``horizon``
+        seconds (static packings, which have no departures). None: no usage.
+    :param reclamation: the state's ``reclamation:`` section (None: the process's,
+        :func:`esched.core.reservations.current_reclamation`).
+    :param cpu_sustain: reports in a row of CPU overload on a node (throttled
+        meanwhile) before non-production pods are evicted from it.
     """
 
     def __init__(
@@ -171,7 +261,14 @@ class Simulator:
         tie_break: str = "random",
         gpu_choice: str = "fit",
         queue_hierarchy: str = "parent",
+        usage: UsageModel | None = None,
+        usage_every: float = 60.0,
+        reclamation: ReclamationConfig | None = None,
+        horizon: float | None = None,
+        cpu_sustain: int = 3,
     ) -> None:
+        if usage is not None and not usage_every > 0:
+            raise ValueError("usage_every must be positive")
         self.trace = trace
         self.profile = profile
         self.seed = seed
@@ -185,6 +282,12 @@ class Simulator:
         self.nodes: list[NodeSpec] = [trace.nodes[i] for i in idx]
         self.events: list[dict] = []
         self.state = ClusterState()
+        if reclamation is not None:
+            self.state.reclamation = reclamation
+        self.usage_model = usage
+        self.usage_every = usage_every
+        self.horizon = horizon
+        self.cpu_sustain = cpu_sustain
         self.position = 0
         self.pass_config = PassConfig(
             preemption=preemption,
@@ -297,6 +400,15 @@ class Simulator:
         for j, job in enumerate(jobs):
             heap.append((job.arrival, _ARRIVE, seq, j))
             seq += 1
+        self._bound_jobs: dict[int, None] = {}  # jobs running, in start order
+        self.usage_stats = (
+            None if self.usage_model is None else UsageStats(interval=self.usage_every)
+        )
+        self._cpu_hot: dict[int, int] = {}  # node slot -> reports in a row CPU-overloaded
+        if self.usage_model is not None:
+            first = min((job.arrival for job in jobs), default=0.0)
+            heap.append((first, _USAGE, seq, -1))
+            seq += 1
         heapq.heapify(heap)
         # Pending jobs grouped by shape (FIFO inside a shape); a pass visits shapes in
         # the order of their oldest job. A shape that failed stays skipped until
@@ -348,6 +460,13 @@ class Simulator:
                         released = True
                 elif kind == _EXPIRE:
                     self._expire(j, now)
+                elif kind == _USAGE:
+                    if self._usage_report(now):
+                        released = True
+                    nxt = now + self.usage_every
+                    if heap or (self.horizon is not None and nxt <= self.horizon):
+                        heapq.heappush(heap, (nxt, _USAGE, seq, -1))
+                        seq += 1
             if released:
                 self.blocked.clear()
             started, evicted = self._schedule(now)
@@ -419,6 +538,7 @@ class Simulator:
             preemptions=self.preemptions,
             evicted_jobs=self.evicted_jobs,
             reservations=self.reservations,
+            usage=self.usage_stats,
         )
 
     # ------------------------------------------------------------------ steps
@@ -529,9 +649,14 @@ class Simulator:
         self.placements += 1
         self.bound[j] = [(st.node_index[node], devs) for _, node, devs in bindings]
         self.start[j] = now
+        self._bound_jobs[j] = None
         self.pending_pods -= job.tasks
         self.running_pods += job.tasks
         self._account(job, +1)
+        if self.usage_stats is not None:
+            bands = self.pass_config.bands or BandConfig()
+            band = "prod" if bands.band_of(job.priority) >= Band.PRODUCTION else "non_prod"
+            self.usage_stats.tasks[band] += job.tasks
         if self.on_place is not None:
             self.on_place(self, job, True)
 
@@ -541,13 +666,17 @@ class Simulator:
         by: str,
         now: float,
         release_devices: bool = True,
+        overload: str | None = None,
     ) -> list[dict[str, str]]:
         """Evict the victims of a preemption (and the rest of their jobs: a job's tasks
         run together), as the commit service logs it: each ``esched.pod.evicted`` names
         the decision that follows; the jobs go back to the pending queue. Returns the
         decision's victims (every pod evicted). ``release_devices=False``: the policy
-        already gave their GPU devices back in the device table."""
-        self.preemptions += 1
+        already gave their GPU devices back in the device table. ``overload``: not a
+        preemption but an overload eviction (reason ``Overloaded``, this message; no
+        decision follows)."""
+        if overload is None:
+            self.preemptions += 1
         out: list[tuple[int, str, int, tuple[int, ...]]] = []  # job, pod, node slot, devices
         for j in sorted({self.job_of[v["pod"]] for v in victims}):
             keys, bound = self.keys[j], self.bound[j]
@@ -558,9 +687,7 @@ class Simulator:
         names = cast("list[str]", self.state.node_names)
         for j, key, n, devs in out:
             job = self.jobs[j]
-            self._emit(
-                POD_EVICTED,
-                key,
+            data: dict[str, Any] = (
                 {
                     "pod": key,
                     "node": names[n],
@@ -568,20 +695,24 @@ class Simulator:
                     "message": f"preempted to make room for {by}",
                     "by": by,
                     "decision": decision,
-                },
-                now,
+                }
+                if overload is None
+                else {"pod": key, "node": names[n], "reason": "Overloaded", "message": overload}
             )
+            self._emit(POD_EVICTED, key, data, now)
             if self.devices is not None and release_devices:
                 self.devices.release(n, job.gpu_milli, job.cpu_milli, devs)
         for j in sorted({j for j, *_ in out}):
             job = self.jobs[j]
             self.bound[j] = None
+            self._bound_jobs.pop(j, None)
             self._run_seq.pop(j, None)
             self.start[j] = np.nan
             self.running_pods -= job.tasks
             self.pending_pods += job.tasks
             self._account(job, -1)
-            self.evicted_jobs += 1
+            if overload is None:
+                self.evicted_jobs += 1
             q = self.queues.get(job.shape)
             if q is None:
                 q = self.queues[job.shape] = deque()
@@ -608,6 +739,156 @@ class Simulator:
         if GPU_RESOURCE in tot:
             tot[GPU_RESOURCE] += k * job.gpu_milli
 
+    # ------------------------------------------------------------------ usage
+
+    def _usage_report(self, now: float) -> bool:
+        """Log the running pods' usage at ``now`` (the model's fractions of their limits)
+        as one ``esched.usage.reported`` with ``pods[]`` and ``nodes[]``; the state folds
+        it (reservations: the live fold's rule, ``core/_reservations.pxd``). Then measure
+        (:class:`UsageStats`) and handle overload. True if room may have been freed."""
+        model, stats, st = self.usage_model, self.usage_stats, self.state
+        assert model is not None and stats is not None, "reports run with a usage model"
+        running = list(self._bound_jobs)
+        jobs = self.jobs
+        pods, names, keys, nodes, cpu_lim, mem_lim, prod = [], [], [], [], [], [], []
+        bands = self.pass_config.bands or BandConfig()
+        for j in running:
+            job, bound, jkeys = jobs[j], self.bound[j], self.keys[j]
+            if bound is None or jkeys is None:
+                continue
+            is_prod = bands.band_of(job.priority) >= Band.PRODUCTION
+            for k, (key, (n, _)) in enumerate(zip(jkeys, bound, strict=True)):
+                # A pod id stable across runs of the same job list (the usage model's
+                # key): job index and task (gangs in the traces are far below 4096).
+                pods.append((j << 12) | k)
+                names.append(job.name)
+                keys.append(key)
+                nodes.append(n)
+                cpu_lim.append(job.cpu_milli)
+                mem_lim.append(job.memory_bytes)
+                prod.append(is_prod)
+        stats.reports += 1
+        if not pods:
+            return False
+        f = model.fractions(np.array(pods, dtype=np.int64), names, now)
+        cpu = np.ceil(f["cpu"] * np.array(cpu_lim, dtype=np.float64)).astype(np.int64)
+        mem = np.ceil(f["memory"] * np.array(mem_lim, dtype=np.float64)).astype(np.int64)
+        node = np.array(nodes, dtype=np.int64)
+        n_nodes = st.n_nodes
+        use_cpu = np.bincount(node, weights=cpu, minlength=n_nodes)
+        use_mem = np.bincount(node, weights=mem, minlength=n_nodes)
+        node_names = cast("list[str]", st.node_names)
+        # Memory as a JSON number of bytes (a quantity as well): its values are nearly
+        # all distinct, and a number skips the quantity parser's string path.
+        entries = [
+            {"pod": key, "usage": {"cpu": f"{c}m", "memory": m}}
+            for key, c, m in zip(keys, cpu.tolist(), mem.tolist(), strict=True)
+        ]
+        # Every node, idle ones too: a node's last report stands until a newer one.
+        node_entries = [
+            {
+                "name": node_names[n],
+                "usage": {"cpu": f"{int(use_cpu[n])}m", "memory": int(use_mem[n])},
+            }
+            for n in range(n_nodes)
+        ]
+        self._emit(USAGE_REPORTED, "usage", {"pods": entries, "nodes": node_entries}, now)
+        # Measured after the fold, weighted by the interval until the next report.
+        w = self.usage_every
+        slots = np.array([st.pod_index[k] for k in keys], dtype=np.int64)
+        resv = st.pod_reservations()[slots]
+        allocatable, limits = st.node_allocatable(), st.node_limits()
+        prod_arr = np.array(prod, dtype=bool)
+        for name, used in (("cpu", cpu), ("memory", mem)):
+            c = st.res_index.get(name)
+            if c is None:
+                continue
+            lim = limits[:, c]
+            over = np.maximum(lim - allocatable[:, c], 0)
+            total = float(lim.sum())
+            stats.last_share[name] = float(over.sum()) / total if total else 0.0
+            stats.limits[name] = stats.limits.get(name, 0.0) + w * total
+            stats.reclaimed[name] = stats.reclaimed.get(name, 0.0) + w * float(over.sum())
+            stats.usage[name] = stats.usage.get(name, 0.0) + w * float(used.sum())
+            stats.reservations[name] = stats.reservations.get(name, 0.0) + w * float(
+                resv[:, c].sum()
+            )
+        n_prod = int(prod_arr.sum())
+        stats.task_seconds["prod"] += w * n_prod
+        stats.task_seconds["non_prod"] += w * (len(prod_arr) - n_prod)
+        evicted = self._overload(now, node, {"cpu": cpu, "memory": mem})
+        return evicted or self.state.reclamation.enabled
+
+    def _overload(self, now: float, node: np.ndarray, pod_use: dict[str, np.ndarray]) -> bool:
+        """Borg's answer when a node's usage exceeds its allocatable (sections 5.5 and
+        6.2), decided by the live core's planner (:func:`esched.core.overload.plan_overload`
+        over :func:`~esched.core.overload.node_loads` of the folded state): on a
+        resource that is not compressible (``overcommit`` off: memory) evict at once,
+        non-production pods first, lowest priority first, until usage and reservations
+        fit; on a compressible one (CPU) throttle (counted: the model's next report
+        is what the pods use), and evict the same way only if the overload lasts
+        ``cpu_sustain`` reports in a row. A victim's whole job is evicted (its tasks
+        run together) and queues again. True if anything was evicted.
+
+        ``node[p]``: the node slot of the report's pod ``p``; ``pod_use[resource][p]``
+        its usage (the node sums decide which nodes are overloaded)."""
+        st, stats = self.state, self.usage_stats
+        assert stats is not None, "overload is handled with a usage model"
+        cfg = st.reclamation
+        bands = self.pass_config.bands or BandConfig()
+        allocatable = st.node_allocatable()
+        hot_cpu: set[int] = set()
+        victims: dict[int, str] = {}  # job -> why (the first overload that chose it)
+        for name, per_pod in pod_use.items():
+            c = st.res_index.get(name)
+            if c is None:
+                continue
+            used = np.bincount(node, weights=per_pod, minlength=st.n_nodes)
+            over = np.flatnonzero(used > allocatable[:, c]).tolist()
+            if over:
+                stats.overloads[name] = stats.overloads.get(name, 0) + len(over)
+            compressible = cfg.overcommits(name)
+            for n in over:
+                lasted = True
+                if compressible:
+                    hot_cpu.add(n)
+                    self._cpu_hot[n] = self._cpu_hot.get(n, 0) + 1
+                    lasted = self._cpu_hot[n] >= self.cpu_sustain
+                plan = plan_overload(
+                    int(allocatable[n, c]),
+                    node_loads(st, n, name, bands),
+                    compressible=compressible,
+                    evict=lasted,
+                )
+                stats.throttled += len(plan.throttles)
+                for pod in plan.evictions:
+                    j = self.job_of[pod]
+                    if j in victims:
+                        continue
+                    victims[j] = (
+                        f"node out of {name}: usage {plan.usage} > allocatable {plan.capacity}"
+                        " (Borg 5.5: non-production first)"
+                    )
+                    band = (
+                        "prod"
+                        if bands.band_of(self.jobs[j].priority) >= Band.PRODUCTION
+                        else "non_prod"
+                    )
+                    keys = self.keys[j]
+                    assert keys is not None, "a running job was submitted"
+                    stats.evictions[band] += len(keys)
+                if plan.evictions:
+                    self._cpu_hot.pop(n, None)
+        for n in list(self._cpu_hot):
+            if n not in hot_cpu:
+                del self._cpu_hot[n]
+        for j in sorted(victims):
+            keys = self.keys[j]
+            assert keys is not None, "a running job was submitted"
+            stats.evicted_jobs += 1
+            self._evict([{"pod": keys[0]}], "", now, overload=victims[j])
+        return bool(victims)
+
     def _finish(self, j: int, now: float) -> None:
         job = self.jobs[j]
         keys, bound = self.keys[j], self.bound[j]
@@ -625,6 +906,7 @@ class Simulator:
             if self.devices is not None:
                 self.devices.release(n, job.gpu_milli, job.cpu_milli, devs)
         self.bound[j] = None
+        self._bound_jobs.pop(j, None)
         self.finish[j] = now
         self.running_pods -= job.tasks
         self._account(job, -1)

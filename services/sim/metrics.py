@@ -127,6 +127,8 @@ def summarize(r: RunResult) -> dict:
         out["preemptions"] = r.preemptions
         out["evicted_jobs"] = r.evicted_jobs
         out["reservations"] = r.reservations
+    if r.usage is not None:
+        out["usage"] = r.usage.as_dict()
     if r.frag is not None and r.frag.size:
         gpu_cap = r.capacity.get(GPU_RESOURCE, 0)
         idle = gpu_cap - r.alloc[GPU_RESOURCE]

@@ -613,7 +613,14 @@ def _maybe_time(text: str | None, quirks: Counter | None = None) -> float | None
 # ---------------------------------------------------------------------------- synthetic
 
 
-def synthetic(nodes: int = 64, jobs: int = 2000, seed: int = 0, load: float = 0.9) -> Trace:
+def synthetic(
+    nodes: int = 64,
+    jobs: int = 2000,
+    seed: int = 0,
+    load: float = 0.9,
+    prod: float = 0.0,
+    gpus: int = 1,
+) -> Trace:
     """A documented synthetic GPU workload (the distributions are the docstring's).
 
     Nodes: 96 cores, 512 GiB, 8 GPUs of model ``S1`` (every 4th node: CPU only).
@@ -621,33 +628,48 @@ def synthetic(nodes: int = 64, jobs: int = 2000, seed: int = 0, load: float = 0.
     use; run time log-normal with median 1 h (sigma 1); GPU request: 20% none, 40% a
     share U{100, 200, ..., 900} milli, 30% one GPU, 10% 2/4/8 GPUs (equally likely);
     CPU 1-16 cores uniformly (x 1000 milli); memory 4 GiB per core.
+
+    ``gpus=0``: a CPU and memory workload instead (Borg's kind): no GPUs on any node,
+    no GPU requests, the arrival rate giving about ``load`` of the CPU capacity.
+    ``prod``: the share of jobs in the production band (priority 1000, Borg's prod),
+    drawn from a generator of its own (so ``prod=0`` gives the same jobs as before);
+    the others are best effort (priority 0).
     """
     rng = random.Random(seed)
+    bands = random.Random(seed + 0x5EED)
     specs = [
         NodeSpec(
             f"node-{i:05d}", 96_000, 512 * GIB, 0 if i % 4 == 3 else 8, None if i % 4 == 3 else "S1"
         )
+        if gpus
+        else NodeSpec(f"node-{i:05d}", 96_000, 512 * GIB, 0, None)
         for i in range(nodes)
     ]
     out = []
-    gpu_cap = sum(n.gpus for n in specs) * 1000
-    mean_gpu = 0.4 * 500 + 0.3 * 1000 + 0.1 * (14000 / 3)
     mean_run = 3600 * math.exp(0.5)
-    rate = max(load * gpu_cap / (mean_gpu * mean_run), 1e-9)
+    if gpus:
+        gpu_cap = sum(n.gpus for n in specs) * 1000
+        mean_gpu = 0.4 * 500 + 0.3 * 1000 + 0.1 * (14000 / 3)
+        rate = max(load * gpu_cap / (mean_gpu * mean_run), 1e-9)
+    else:
+        rate = max(load * nodes * 96_000 / (8500 * mean_run), 1e-9)
     t = 0.0
     for j in range(jobs):
         t += rng.expovariate(rate)
-        u = rng.random()
-        if u < 0.2:
-            g = 0
-        elif u < 0.6:
-            g = 100 * rng.randint(1, 9)
-        elif u < 0.9:
-            g = 1000
-        else:
-            g = 1000 * rng.choice((2, 4, 8))
+        g = 0
+        if gpus:
+            u = rng.random()
+            if u < 0.2:
+                g = 0
+            elif u < 0.6:
+                g = 100 * rng.randint(1, 9)
+            elif u < 0.9:
+                g = 1000
+            else:
+                g = 1000 * rng.choice((2, 4, 8))
         cores = rng.randint(1, 16)
         run = 3600 * math.exp(rng.gauss(0.0, 1.0))
+        priority = 1000 if prod > 0 and bands.random() < prod else 0
         out.append(
             Job(
                 f"synth-{j:06d}",
@@ -658,13 +680,14 @@ def synthetic(nodes: int = 64, jobs: int = 2000, seed: int = 0, load: float = 0.
                 g,
                 1,
                 None,
-                0,
+                priority,
                 "",
             )
         )
+    extra = (f",prod={prod:g}" if prod else "") + ("" if gpus else ",gpus=0")
     return Trace(
         "synthetic",
-        f"nodes={nodes},jobs={jobs},seed={seed},load={load}",
+        f"nodes={nodes},jobs={jobs},seed={seed},load={load}{extra}",
         specs,
         out,
         Counter(),
@@ -686,11 +709,12 @@ def load_trace(spec: str, nodes: str | None = None) -> Trace:
         kv: dict[str, Any] = {}
         for part in filter(None, rest.split(",")):
             k, eq, v = part.partition("=")
-            if not eq or k not in ("nodes", "jobs", "seed", "load"):
+            if not eq or k not in ("nodes", "jobs", "seed", "load", "prod", "gpus"):
                 raise TraceError(
-                    f"synthetic: unknown parameter {part!r} (nodes=, jobs=, seed=, load=)"
+                    f"synthetic: unknown parameter {part!r} "
+                    "(nodes=, jobs=, seed=, load=, prod=, gpus=)"
                 )
-            kv[k] = float(v) if k == "load" else int(v)
+            kv[k] = float(v) if k in ("load", "prod") else int(v)
         tr = synthetic(**kv)
         if nodes:
             tr.nodes = parse_nodes(nodes)
