@@ -28,6 +28,7 @@ cdef class InterPodIndex:
     cdef dict terms_memo                 # (class, lset) -> resolved terms
     cdef dict terms_by_cons              # (constraints key, lset) -> resolved terms
     cdef dict cons_keys                  # class -> its constraints key (see cons_key)
+    cdef list ns_matchers                # matcher ids with a namespaceSelector part
     cpdef int set_pod(self, Py_ssize_t p, str key, object labels, bint owned=*) except -1
     cpdef int move(self, Py_ssize_t p, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef Py_ssize_t _domain_of(self, Py_ssize_t k, Py_ssize_t n) except -2

@@ -51,43 +51,49 @@ def _values(expr) -> tuple:
     return tuple(sorted(str(v) for v in expr.get("values") or ()))
 
 
-def term_part(dict term, str ns, dict labels):
-    """One pod affinity term of a pod in namespace ``ns`` with ``labels`` as a matcher
-    part ``(namespaces, selector)``: kube's ``AffinityTerm`` after the API server merged
-    ``matchLabelKeys``/``mismatchLabelKeys`` into the selector (``key In/NotIn [the
-    pod's value]``, keys the pod lacks ignored). ``namespaces``: None for all (an empty
-    ``namespaceSelector``), else a sorted tuple (default: the pod's own namespace).
-    ``selector`` None matches nothing (kube: a nil labelSelector)."""
-    sel = term.get("labelSelector")
-    selector = None
-    if sel is not None:
-        ml = tuple(sorted((str(k), str(v)) for k, v in (sel.get("matchLabels") or {}).items()))
-        exprs = [(str(e.get("key", "")), str(e.get("operator", "")), _values(e))
-                 for e in sel.get("matchExpressions") or ()]
+def _selector(dict sel, dict labels=None, term=None) -> tuple:
+    # A metav1.LabelSelector as (sorted matchLabels items, sorted expressions); a
+    # term's matchLabelKeys / mismatchLabelKeys merged in with the pod's ``labels``.
+    ml = tuple(sorted((str(k), str(v)) for k, v in (sel.get("matchLabels") or {}).items()))
+    exprs = [(str(e.get("key", "")), str(e.get("operator", "")), _values(e))
+             for e in sel.get("matchExpressions") or ()]
+    if term is not None:
         for key in term.get("matchLabelKeys") or ():
             if key in labels:
                 exprs.append((key, "In", (str(labels[key]),)))
         for key in term.get("mismatchLabelKeys") or ():
             if key in labels:
                 exprs.append((key, "NotIn", (str(labels[key]),)))
-        selector = (ml, tuple(sorted(set(exprs))))
+    return (ml, tuple(sorted(set(exprs))))
+
+
+def term_part(dict term, str ns, dict labels):
+    """One pod affinity term of a pod in namespace ``ns`` with ``labels`` as a matcher
+    part ``(namespaces, selector, namespace selector)``: kube's ``AffinityTerm`` after
+    the API server merged ``matchLabelKeys``/``mismatchLabelKeys`` into the selector
+    (``key In/NotIn [the pod's value]``, keys the pod lacks ignored). ``namespaces``:
+    None for all (an empty ``namespaceSelector``), else a sorted tuple (default, with
+    neither field: the pod's own namespace). ``namespace selector``: None, or the
+    canonical form of a non-empty ``namespaceSelector``: a pod also matches when its
+    namespace's labels (:attr:`ClusterState.namespace_labels`) match it (kube:
+    ``namespaces`` and ``namespaceSelector`` are ORed). ``selector`` None matches
+    nothing (kube: a nil labelSelector)."""
+    sel = term.get("labelSelector")
+    selector = None if sel is None else _selector(sel, labels, term)
     nsel = term.get("namespaceSelector")
-    if nsel is not None and not nsel:
-        namespaces = _ALL
-    elif term.get("namespaces"):
-        namespaces = tuple(sorted(set(str(x) for x in term["namespaces"])))
-    elif nsel:
-        namespaces = ()  # a non-empty namespaceSelector: refused at ingest (no namespace labels)
+    nssel = None
+    if nsel is not None and not (nsel.get("matchLabels") or nsel.get("matchExpressions")):
+        namespaces = _ALL  # kube: an empty selector is labels.Everything()
     else:
-        namespaces = (ns,)
-    return namespaces, selector
+        namespaces = tuple(sorted(set(str(x) for x in term.get("namespaces") or ())))
+        if nsel is not None:
+            nssel = _selector(nsel)
+        elif not namespaces:
+            namespaces = (ns,)
+    return namespaces, selector, nssel
 
 
-def part_matches(part, str ns, dict labels) -> bool:
-    """Whether a pod (namespace, labels) matches one matcher part."""
-    namespaces, selector = part
-    if selector is None or (namespaces is not None and ns not in namespaces):
-        return False
+def _sel_matches(tuple selector, dict labels) -> bool:
     for k, v in selector[0]:
         if labels.get(k) != v:
             return False
@@ -106,6 +112,19 @@ def part_matches(part, str ns, dict labels) -> bool:
         if not ok:
             return False
     return True
+
+
+def part_matches(part, str ns, dict labels, dict ns_labels=None) -> bool:
+    """Whether a pod (namespace, labels) matches one matcher part; ``ns_labels``:
+    namespace -> its labels (a namespace without an entry has none, as a Namespace
+    object without labels: kube's pods always live in an existing one)."""
+    namespaces, selector, nssel = part
+    if selector is None:
+        return False
+    if namespaces is not None and ns not in namespaces:
+        if nssel is None or not _sel_matches(nssel, (ns_labels or {}).get(ns) or {}):
+            return False
+    return _sel_matches(selector, labels)
 
 
 @cython.auto_pickle(False)  # derived: a state snapshot rebuilds it
@@ -139,6 +158,7 @@ cdef class InterPodIndex:
         self.terms_memo = {}
         self.terms_by_cons = {}
         self.cons_keys = {}
+        self.ns_matchers = []
 
     # ---------------------------------------------------------------- label sets
 
@@ -156,8 +176,9 @@ cdef class InterPodIndex:
         self.lsets.append((ns, lab))
         self.lset_owned.append(bool(owned))
         self.lset_index[key] = i
+        nsl = self.state.namespace_labels
         self.lset_match.append(tuple(m for m, parts in enumerate(self.matchers)
-                                     if all(part_matches(pt, ns, lab) for pt in parts)))
+                                     if all(part_matches(pt, ns, lab, nsl) for pt in parts)))
         return i
 
     cpdef int set_pod(self, Py_ssize_t p, str key, object labels, bint owned=False) except -1:
@@ -293,6 +314,35 @@ cdef class InterPodIndex:
                 for triple in [t for t in self.scored if t[2] == k]:
                     self.scored[triple] = self._count_owners(triple[1], k, triple[0])
 
+    def namespace_changed(self, str ns) -> None:
+        """Namespace ``ns``'s labels changed (or it was deleted): the label sets of its
+        pods match the terms with a ``namespaceSelector`` afresh, and the counts of
+        each matcher whose matches moved are recounted (kube resolves the selector in
+        every scheduling cycle: bound pods' terms see the change too)."""
+        if not self.ns_matchers:
+            return
+        nsl = self.state.namespace_labels
+        cdef Py_ssize_t i
+        moved = set()
+        for i, (lns, lab) in enumerate(self.lsets):
+            if lns != ns:
+                continue
+            old = self.lset_match[i]
+            new = tuple(m for m in old if m not in self.ns_matchers)
+            new += tuple(m for m in self.ns_matchers
+                         if all(part_matches(pt, lns, lab, nsl) for pt in self.matchers[m]))
+            new = tuple(sorted(new))
+            if new != old:
+                moved.update(set(new) ^ set(old))
+                self.lset_match[i] = new
+        # a term's "the pod matches itself" may have changed with the labels
+        self.terms_memo = {}
+        self.terms_by_cons = {}
+        self.default_memo = {}
+        for m in moved:
+            for k in self.m_keys[m]:
+                self.counts[(m, k)] = self._count(m, k)
+
     # ---------------------------------------------------------------- matchers
 
     def matcher(self, tuple parts) -> int:
@@ -305,8 +355,11 @@ cdef class InterPodIndex:
         self.matchers.append(parts)
         self.matcher_index[parts] = m
         self.m_keys.append([])
+        if any(pt[2] is not None for pt in parts):
+            self.ns_matchers.append(m)
+        nsl = self.state.namespace_labels
         for i, (ns, lab) in enumerate(self.lsets):
-            if all(part_matches(pt, ns, lab) for pt in parts):
+            if all(part_matches(pt, ns, lab, nsl) for pt in parts):
                 self.lset_match[i] = self.lset_match[i] + (m,)
         return m
 
@@ -340,7 +393,8 @@ cdef class InterPodIndex:
             parts = tuple(term_part(t, ns, labels) for t in aff)
             am = self.matcher(parts)
             akeys = tuple(sorted(set(self.key(str(t.get("topologyKey", ""))) for t in aff)))
-            self_match = all(part_matches(pt, ns, labels) for pt in parts)
+            self_match = all(part_matches(pt, ns, labels, self.state.namespace_labels)
+                             for pt in parts)
         pairs = tuple(sorted(set(
             (self.matcher((term_part(t, ns, labels),)), self.key(str(t.get("topologyKey", ""))))
             for t in anti)))
@@ -355,7 +409,7 @@ cdef class InterPodIndex:
                 int(t.get("maxSkew", 1)), int(t.get("minDomains") or 1),
                 (t.get("nodeAffinityPolicy") or "Honor") == "Honor",
                 (t.get("nodeTaintsPolicy") or "Ignore") == "Honor",
-                part_matches(part, ns, labels)))
+                part_matches(part, ns, labels, self.state.namespace_labels)))
         soft = []
         for t in cons.get("topologySpreadSoft") or ():
             part = term_part({"labelSelector": t.get("labelSelector"),

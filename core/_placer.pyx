@@ -259,6 +259,16 @@ cdef long long FB_EXACT_LIMIT = 1LL << 46
 cnp.import_array()
 
 
+cdef inline bint _any_domain(object acc) noexcept:
+    # Whether an int64 per-domain weight array ([0]: the total) has a non-zero domain.
+    cdef const int64_t* w = <const int64_t*>cnp.PyArray_DATA(<cnp.ndarray>acc)
+    cdef Py_ssize_t i
+    for i in range(1, cnp.PyArray_DIMS(<cnp.ndarray>acc)[0]):
+        if w[i] != 0:
+            return True
+    return False
+
+
 cdef inline int32_t* _i32(object arr) noexcept:
     # The data of an int32 C-contiguous array of the index or this placer (domains,
     # counts): a raw pointer without a memoryview's acquisition, per pod per check.
@@ -2046,7 +2056,7 @@ cdef class Placer:
                         self._ip_add(vals, k, self._ip_arr(kind, m, k), amount)
         # all-zero weights (terms whose pods left) score every node alike: as kube's
         # Skip, the pod keeps the cached scan
-        vals = {k: acc for k, acc in vals.items() if acc[1:].any()}
+        vals = {k: acc for k, acc in vals.items() if _any_domain(acc)}
         if not vals:
             return 0
         if len(vals) > self.ips_cap:
@@ -2067,15 +2077,20 @@ cdef class Placer:
         return 0
 
     cdef int _ip_add(self, dict vals, Py_ssize_t k, object arr, long long times) except -1:
-        # vals[k] += times * arr (int64, grown to the longer of the two)
+        # vals[k] += times * arr (int64, grown to the longer of the two): a C loop
+        # without numpy temporaries, as it runs for every pod with preferred terms.
+        cdef Py_ssize_t i, n = cnp.PyArray_DIMS(<cnp.ndarray>arr)[0]
+        cdef const int32_t* a = _i32(arr)
+        cdef int64_t* out
         acc = vals.get(k)
-        if acc is None or acc.shape[0] < arr.shape[0]:
-            grown = np.zeros(arr.shape[0] if acc is None else max(arr.shape[0], acc.shape[0]),
-                             dtype=np.int64)
+        if acc is None or cnp.PyArray_DIMS(<cnp.ndarray>acc)[0] < n:
+            grown = np.zeros(n if acc is None else max(n, acc.shape[0]), dtype=np.int64)
             if acc is not None:
                 grown[: acc.shape[0]] = acc
             acc = vals[k] = grown
-        acc[: arr.shape[0]] += times * arr.astype(np.int64)
+        out = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>acc)
+        for i in range(n):
+            out[i] += times * a[i]
         return 0
 
     cdef list _spread_counts(self, const ClassView* v, Py_ssize_t cid, Py_ssize_t m,

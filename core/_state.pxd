@@ -128,6 +128,7 @@ cdef class ClusterState:
     cdef public list queue_names
     cdef public list queue_meta          # id -> spec fields (see _queue_defaults)
     cdef public dict priority_classes    # PriorityClass name -> {value, globalDefault, preemptionPolicy}
+    cdef public dict namespace_labels    # Namespace name -> its labels (only namespaces with labels)
     cdef public object queue_alloc_np, queue_counts_np
     cdef units_t[:, ::1] queue_alloc     # [queue, res] allocated to its bound pods
     cdef long long[:, ::1] queue_counts  # [queue, phase]
@@ -187,6 +188,7 @@ cdef class ClusterState:
     cdef int _podgroup(self, dict pg) except -1
     cdef int _queue_upsert(self, dict queue) except -1
     cdef int _priority_class(self, dict pc) except -1
+    cdef int _namespace(self, dict ns, bint deleted) except -1
     cdef int _usage(self, dict data) except -1
     cdef int _usage_nodes(self, object nodes) except -1
     cdef int _usage_pods(self, list pods, double now) except -1

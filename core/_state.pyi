@@ -104,6 +104,7 @@ class ClusterState:
     queue_names: list[str]
     queue_meta: list[dict[str, Any]]
     priority_classes: dict[str, dict[str, Any]]
+    namespace_labels: dict[str, dict[str, str]]
     queue_alloc_np: npt.NDArray[np.int64]
     queue_counts_np: npt.NDArray[np.int64]
     # gang reservations

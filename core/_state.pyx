@@ -106,6 +106,8 @@ cdef enum:
     EV_REJECTED
     EV_GANG_RESERVED
     EV_PRIORITYCLASS
+    EV_NAMESPACE
+    EV_NAMESPACE_DELETED
     EV_NOOP
 
 cdef dict _TYPE_CODES_BY_NAME = {
@@ -130,6 +132,8 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.POD_REJECTED: EV_REJECTED,
     _ev.GANG_RESERVED: EV_GANG_RESERVED,
     _ev.PRIORITYCLASS_UPSERTED: EV_PRIORITYCLASS,
+    _ev.NAMESPACE_UPSERTED: EV_NAMESPACE,
+    _ev.NAMESPACE_DELETED: EV_NAMESPACE_DELETED,
     # The Job lifecycle's own records (core/jobs.py folds them; pods are pod events).
     _ev.JOB_SUBMITTED: EV_NOOP,
     _ev.JOB_UPDATED: EV_NOOP,
@@ -574,6 +578,7 @@ cdef class ClusterState:
         self.queue_names = []
         self.queue_meta = []
         self.priority_classes = {}
+        self.namespace_labels = {}
         self.queue_alloc_np = np.zeros((DEF_SMALL, DEF_RES), dtype=np.int64)
         self.queue_counts_np = np.zeros((DEF_SMALL, 4), dtype=np.int64)
 
@@ -1523,6 +1528,23 @@ cdef class ClusterState:
         self._spec_memo.clear()  # classes cached per pod spec carry the old priority
         return 0
 
+    cdef int _namespace(self, dict ns, bint deleted) except -1:
+        # A Namespace's labels, read by pod (anti-)affinity terms' namespaceSelector.
+        name = (ns.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            self._anomaly("malformed")
+            return 0
+        labels = {} if deleted else (ns.get("metadata") or {}).get("labels") or {}
+        labels = {str(k): str(v) for k, v in labels.items()}
+        if labels == self.namespace_labels.get(name, {}):
+            return 0  # nothing a selector reads changed
+        if labels:
+            self.namespace_labels[name] = labels
+        else:
+            self.namespace_labels.pop(name, None)
+        self.interpod.namespace_changed(name)
+        return 0
+
     cdef int _queue_upsert(self, dict queue) except -1:
         name = (queue.get("metadata") or {}).get("name")
         if not isinstance(name, str) or not name:
@@ -1854,6 +1876,8 @@ cdef class ClusterState:
                 self._queue_upsert(data)
             elif code == EV_PRIORITYCLASS:
                 self._priority_class(data)
+            elif code == EV_NAMESPACE or code == EV_NAMESPACE_DELETED:
+                self._namespace(data, code == EV_NAMESPACE_DELETED)
         except _MALFORMED:
             self._anomaly("malformed")
         return 0
@@ -2655,6 +2679,7 @@ cdef class ClusterState:
             "queue_names": self.queue_names,
             "queue_meta": self.queue_meta,
             "priority_classes": self.priority_classes,
+            "namespace_labels": self.namespace_labels,
             "node_usage": {k: [at, u] for k, (at, u) in self._node_usage.items()},
             "usage_max_age": self.usage_max_age,
             "pod_usage": self.pod_usage,
@@ -2764,6 +2789,7 @@ cdef class ClusterState:
         s.queue_names = h["queue_names"]
         s.queue_meta = h["queue_meta"]
         s.priority_classes = h.get("priority_classes") or {}
+        s.namespace_labels = h.get("namespace_labels") or {}
         s.n_queues = len(s.queue_names)
         s.queue_cap = max(DEF_SMALL, s.n_queues)
         s.queue_index = {k: i for i, k in enumerate(s.queue_names)}

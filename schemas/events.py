@@ -49,6 +49,8 @@ POD_FAILED = "esched.pod.failed"
 PODGROUP_SUBMITTED = "esched.podgroup.submitted"
 QUEUE_UPSERTED = "esched.queue.upserted"
 PRIORITYCLASS_UPSERTED = "esched.priorityclass.upserted"
+NAMESPACE_UPSERTED = "esched.namespace.upserted"
+NAMESPACE_DELETED = "esched.namespace.deleted"
 USAGE_REPORTED = "esched.usage.reported"
 JOB_SUBMITTED = "esched.job.submitted"
 
@@ -78,6 +80,8 @@ EXTERNAL_TYPES = (
     USAGE_REPORTED,
     PRIORITYCLASS_UPSERTED,
     JOB_SUBMITTED,
+    NAMESPACE_UPSERTED,
+    NAMESPACE_DELETED,
 )
 #: Types only esched's own services write (decisions and their consequences).
 INTERNAL_TYPES = (
@@ -106,6 +110,7 @@ PODGROUP = "podgroup"
 NODE = "node"
 QUEUE = "queue"
 PRIORITYCLASS = "priorityclass"
+NAMESPACE = "namespace"
 GANG = "gang"
 JOB = "job"
 PROPOSALS = "proposals"
@@ -117,6 +122,7 @@ _NAMESPACED_KIND = {
     NODE: False,
     QUEUE: False,
     PRIORITYCLASS: False,
+    NAMESPACE: False,
 }
 
 

@@ -11,6 +11,7 @@ document                                  events
 ``kind: PodGroup`` (Volcano, x-k8s.io)    ``esched.podgroup.submitted``
 ``kind: Queue`` (Volcano)                 ``esched.queue.upserted``
 ``kind: PriorityClass``                   ``esched.priorityclass.upserted``
+``kind: Namespace``                       ``esched.namespace.upserted``
 ``kind: Job`` (``batch.volcano.sh``)      ``job.submitted``, ``podgroup.submitted``,
                                           one ``pod.submitted`` per task replica
                                           (tasks without ``dependsOn``)
@@ -320,6 +321,7 @@ _SIMPLE = {
     "PodGroup": (ev.PODGROUP_SUBMITTED, True),
     "Queue": (ev.QUEUE_UPSERTED, False),
     "PriorityClass": (ev.PRIORITYCLASS_UPSERTED, False),
+    "Namespace": (ev.NAMESPACE_UPSERTED, False),
 }
 _NAMESPACED_TYPES = {ev.POD_SUBMITTED: True, ev.PODGROUP_SUBMITTED: True, ev.JOB_SUBMITTED: True}
 

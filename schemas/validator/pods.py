@@ -112,6 +112,13 @@ def _check_pod_affinity_term(term: Any, path: str) -> None:
         raise _rule_error(f"{path}.topologyKey", "is required")
     if term.get("labelSelector") is not None:
         _check_label_selector(term["labelSelector"], f"{path}.labelSelector")
+    if term.get("namespaceSelector") is not None:
+        _check_label_selector(term["namespaceSelector"], f"{path}.namespaceSelector")
+    namespaces = term.get("namespaces")
+    if namespaces is not None and (
+        not isinstance(namespaces, list) or not all(isinstance(n, str) for n in namespaces)
+    ):
+        raise _rule_error(f"{path}.namespaces", "must be a list of namespace names")
 
 
 def _check_pod_affinity_terms(affinity: dict[str, Any]) -> None:

@@ -12,12 +12,6 @@ __all__ = ["UNSUPPORTED_POD_FIELDS"]
 #: not implement: field -> (kube plugin, what). A pod setting one is refused (reason
 #: ``unsupported``, dead-lettered by ingest) rather than placed as if it were absent.
 UNSUPPORTED_POD_FIELDS = {
-    # kube matches it against Namespace objects' labels, which esched does not fold;
-    # an empty selector ({}: every namespace) needs none and is honoured.
-    "spec.affinity.*.*[].namespaceSelector": (
-        "InterPodAffinity",
-        "a namespaceSelector other than {} (namespace labels)",
-    ),
     "spec.resourceClaims": ("DynamicResources", "DRA resource claims"),
     "spec.volumes[].persistentVolumeClaim": ("VolumeBinding", "volumes of persistent claims"),
     "spec.volumes[].ephemeral": ("VolumeBinding", "generic ephemeral volumes"),
@@ -34,34 +28,7 @@ def _refused_field(field: str, path: str) -> InvalidEvent:
     )
 
 
-_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-def _check_pod_affinity(affinity: dict[str, Any]) -> None:
-    for key in ("podAffinity", "podAntiAffinity"):
-        terms = affinity.get(key)
-        if not isinstance(terms, dict):
-            continue
-        for i, term in enumerate(terms.get(_REQUIRED) or ()):
-            if isinstance(term, dict) and term.get("namespaceSelector"):
-                raise _refused_field(
-                    "spec.affinity.*.*[].namespaceSelector",
-                    f"spec.affinity.{key}.{_REQUIRED}[{i}].namespaceSelector",
-                )
-        for i, wterm in enumerate(terms.get(_PREFERRED) or ()):
-            term = wterm.get("podAffinityTerm") if isinstance(wterm, dict) else None
-            if isinstance(term, dict) and term.get("namespaceSelector"):
-                raise _refused_field(
-                    "spec.affinity.*.*[].namespaceSelector",
-                    f"spec.affinity.{key}.{_PREFERRED}[{i}].podAffinityTerm.namespaceSelector",
-                )
-
-
 def _check_refused_fields(spec: dict[str, Any]) -> None:
-    affinity = spec.get("affinity") or {}
-    if isinstance(affinity, dict):
-        _check_pod_affinity(affinity)
     if spec.get("resourceClaims"):
         raise _refused_field("spec.resourceClaims", "spec.resourceClaims")
     for i, volume in enumerate(spec.get("volumes") or ()):

@@ -16,6 +16,8 @@ from esched.core import PHASE_PENDING, PHASE_RUNNING
 from esched.core.admission import OBSERVED, Fact
 from esched.core.reasons import OTHER_SCHEDULER
 from esched.schemas.events import (
+    NAMESPACE_DELETED,
+    NAMESPACE_UPSERTED,
     NODE_ADDED,
     NODE_REMOVED,
     NODE_UPDATED,
@@ -42,9 +44,19 @@ from esched.services.store.snapshots import payload_pairs
 log = logging.getLogger(__name__)
 
 
-#: Events after which a parked (unschedulable) pod may fit: capacity freed or added.
+#: Events after which a parked (unschedulable) pod may fit: capacity freed or added,
+#: or a Namespace relabelled (pod affinity terms' namespaceSelector match anew).
 _CAPACITY = frozenset(
-    {POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_EVICTED, NODE_ADDED, NODE_UPDATED}
+    {
+        POD_SUCCEEDED,
+        POD_FAILED,
+        POD_DELETED,
+        POD_EVICTED,
+        NODE_ADDED,
+        NODE_UPDATED,
+        NAMESPACE_UPSERTED,
+        NAMESPACE_DELETED,
+    }
 )
 #: Events this or admission reads (their :func:`row_fact`: only a pod's key for the
 #: bulk, :data:`KEYED`); the rest are only folded.

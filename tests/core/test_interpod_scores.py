@@ -4,8 +4,8 @@ The score tables are kube's own, in esched's words: kubernetes/kubernetes
 pkg/scheduler/framework/plugins/interpodaffinity/scoring_test.go (TestPreferredAffinity
 and TestPreferredAffinityWithHardPodAffinitySymmetricWeight). kube normalizes over the
 nodes it scores; ``explain`` scores every feasible node, so its scores are the table's.
-Left out: the namespaceSelector cases (esched refuses a non-empty namespaceSelector at
-ingest: it folds no namespace labels) and the invalid-selector cases (refused at ingest).
+The namespaceSelector cases are in test_interpod_namespaces.py; left out: the
+invalid-selector cases (refused at ingest).
 kube's PreScore ``Skip`` shows as no score (None).
 """
 

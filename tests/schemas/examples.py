@@ -194,6 +194,15 @@ DATA: dict[str, dict[str, Any]] = {
         "preemptionPolicy": "PreemptLowerPriority",
         "description": "This priority class should be used for XYZ service pods only.",
     },
+    # A Namespace as kubectl shows it; its labels are what namespaceSelectors match.
+    "esched.namespace.upserted": {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "ml", "labels": {"team": "research"}},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    },
+    "esched.namespace.deleted": {"metadata": {"name": "ml"}},
     "esched.placement.proposed": PROPOSAL,
     "esched.placement.committed": {**PROPOSAL, "gang": None},
     "esched.placement.rejected": {

@@ -387,38 +387,6 @@ def test_bench_validate_reports_rates() -> None:
 # accepted and ignored (docs/scheduling.md, "Refused pod fields"): one case per field.
 _UNSUPPORTED = [
     (
-        lambda s: s["affinity"].update(
-            podAffinity={
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "topologyKey": "zone",
-                        "labelSelector": {"matchLabels": {"app": "db"}},
-                        "namespaceSelector": {"matchLabels": {"team": "a"}},
-                    }
-                ]
-            }
-        ),
-        "data.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
-        ".namespaceSelector",
-    ),
-    (
-        lambda s: s["affinity"].update(
-            podAntiAffinity={
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 1,
-                        "podAffinityTerm": {
-                            "topologyKey": "kubernetes.io/hostname",
-                            "namespaceSelector": {"matchLabels": {"team": "a"}},
-                        },
-                    }
-                ]
-            }
-        ),
-        "data.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
-        ".podAffinityTerm.namespaceSelector",
-    ),
-    (
         lambda s: s.update(resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-0"}]),
         "data.spec.resourceClaims",
     ),
@@ -493,19 +461,26 @@ def test_volumes_that_do_not_bind_claims_are_accepted() -> None:
 
 
 def test_required_pod_affinity_and_anti_affinity_are_accepted() -> None:
-    # Honoured by the core (kube's InterPodAffinity filter): accepted at ingest, with an
-    # empty namespaceSelector ({}: every namespace), matchLabelKeys and namespaces.
-    e = event("esched.pod.submitted")
-    term = {
-        "topologyKey": "kubernetes.io/hostname",
-        "labelSelector": {"matchLabels": {"app": "web"}},
-        "namespaceSelector": {},
-        "namespaces": ["a"],
-        "matchLabelKeys": ["pod-template-hash"],
-    }
-    required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
-    e["data"]["spec"]["affinity"].update(podAffinity=required, podAntiAffinity=required)
-    assert validate_event(e) is e
+    # Honoured by the core (kube's InterPodAffinity filter): accepted at ingest, with a
+    # namespaceSelector (empty: every namespace; else matched against the Namespace
+    # events' labels), matchLabelKeys and namespaces.
+    for nsel in ({}, {"matchLabels": {"team": "a"}}):
+        e = event("esched.pod.submitted")
+        term = {
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "namespaceSelector": nsel,
+            "namespaces": ["a"],
+            "matchLabelKeys": ["pod-template-hash"],
+        }
+        required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        preferred = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": term}
+            ]
+        }
+        e["data"]["spec"]["affinity"].update(podAffinity=required, podAntiAffinity=preferred)
+        assert validate_event(e) is e
 
 
 def test_do_not_schedule_topology_spread_is_accepted_and_malformed_ones_are_refused() -> None:
