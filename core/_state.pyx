@@ -274,6 +274,11 @@ cdef int _SLOT_PLACEMENT_COMMITTED = _TYPE_SLOT[_ev.PLACEMENT_COMMITTED]
 cdef int _SLOT_POD_SUCCEEDED = _TYPE_SLOT[_ev.POD_SUCCEEDED]
 cdef int _SLOT_POD_FAILED = _TYPE_SLOT[_ev.POD_FAILED]
 cdef int _SLOT_POD_DELETED = _TYPE_SLOT[_ev.POD_DELETED]
+# The types whose events the fold only counts, by their bytes: the bytes path skips
+# their data (a Volcano Job's is its whole spec, templates included).
+cdef dict _NOOP_SLOT = {
+    name.encode(): slot for name, slot in _TYPE_SLOT.items() if _TYPE_CODES_BY_NAME[name] == EV_NOOP
+}
 
 
 cdef inline str _ascii_string(const unsigned char* b, Span s):
@@ -1906,6 +1911,14 @@ cdef class ClusterState:
                 done = self._payload_finished(b, n, d.start, PHASE_FAILED, _SLOT_POD_FAILED)
             elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
                 done = self._payload_finished(b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
+            else:
+                # A type the fold only counts (a Volcano Job's records, proposals,
+                # ...): counted as the dict path counts it, its data not decoded.
+                slot = _NOOP_SLOT.get(
+                    PyBytes_FromStringAndSize(<const char*>b + t.start, t.end - t.start))
+                if slot is not None:
+                    self.type_counts[<int>slot] += 1
+                    done = 1
         if not done:
             # The dict path, byte for byte what apply_many(orjson.loads(...)) does:
             # the same anomaly for bad JSON or a non-object envelope.

@@ -250,7 +250,6 @@ class JobState:
         "ran",
         "recorded",
         "retry",
-        "scaled",
         "task_index",
         "task_min_sum",
         "tasks",
@@ -295,7 +294,6 @@ class JobState:
         self.unknown = False
         self.updates = 0  # spec updates accepted (JobUpdated)
         self.update_refused: str | None = None  # the last refused update's reason
-        self.scaled = False  # scaled up: pods never seen are the controller's to submit
 
     def _size(self, spec: Mapping[str, Any]) -> None:
         """Replica totals and minAvailable from the spec (at submission, on update)."""
@@ -496,17 +494,16 @@ class JobBook:
     def _job_submitted(self, data: dict[str, Any]) -> None:
         key = ev.metadata_key(data.get("metadata"))
         old = self.jobs.get(key)
-        if old is not None and old.phase not in FINISHED:
+        if old is not None:
+            # The Job applied again, as Volcano sees it: unchanged, nothing; changed,
+            # an update (a finished job too: it runs nothing again, as in Volcano,
+            # where running a Job again takes deleting it first).
             if (data.get("spec") or {}) == (old.job.get("spec") or {}):
                 self._anomaly("job_resubmitted_active")
             else:
                 self._job_update(old, data)
             return
         job = JobState(key, data)
-        if old is not None:  # a new job of a finished one's name: its pods are the new one's
-            for pod in old.pods:
-                self.pod_job.pop(pod, None)
-                self._recs.pop(pod, None)
         self.jobs[key] = job
         self._transition(job, PENDING, "Submitted", "")
         self.changed[key] = None
@@ -515,12 +512,13 @@ class JobBook:
         self.anomalies[what] = self.anomalies.get(what, 0) + 1
 
     def _job_update(self, job: JobState, data: dict[str, Any]) -> None:
-        """A Job published again with a changed spec while active: Volcano's update.
-        Refused unless only ``minAvailable``, ``priorityClassName`` and the tasks'
-        ``replicas`` / ``minAvailable`` changed (``validateJobUpdate``); accepted, the
-        job is resized (a scale up or down) and the policy event ``JobUpdated`` raised:
-        its policy's action, else SyncJob (pods beyond a task's new replicas
-        withdrawn, new ones submitted)."""
+        """A Job published again with a changed spec: Volcano's update. Refused
+        unless only ``minAvailable``, ``priorityClassName`` and the tasks'
+        ``replicas`` / ``minAvailable`` changed (``validateJobUpdate``); accepted, a
+        finished job only keeps the new spec (Volcano's finished states act on
+        nothing); an active one is resized (a scale up or down) and the policy event
+        ``JobUpdated`` raised: its policy's action, else SyncJob (pods beyond a
+        task's new replicas withdrawn, new ones submitted)."""
         problems = validate_job_update(job.job, data)
         if problems:
             self._anomaly("job_update_refused")
@@ -530,15 +528,14 @@ class JobBook:
         job.update_refused = None
         job.updates += 1
         job.job = data
+        if job.phase in FINISHED:
+            return
         spec = data.get("spec") or {}
-        grew = False
         for t, tspec in zip(job.tasks, spec.get("tasks") or (), strict=False):
             replicas = int(tspec.get("replicas") or 0)
-            grew = grew or replicas > t.replicas
             t.replicas = replicas
             ma = tspec.get("minAvailable")
             t.min_available = replicas if ma is None else int(ma)
-        job.scaled = job.scaled or grew
         job._size(spec)
         # Pods of an index the task no longer has: withdrawn whatever their phase
         # (syncJob's "pods exceeding desired replicas").
@@ -936,8 +933,8 @@ class JobBook:
 
     def missing(self, job: JobState) -> list[tuple[TaskState, int]]:
         """The pods the job should have and has not, as (task, index): of released
-        tasks, in an active phase. A pod never seen of a task without dependencies at
-        attempt 0 is the submitter's (``esched publish`` sends it with the Job)."""
+        tasks, in an active phase (never submitted, or gone). Every pod of a Job is
+        the controller's to create, as in Volcano: a publisher sends the Job only."""
         if job.phase not in ACTIVE or job.expired:
             return []
         out: list[tuple[TaskState, int]] = []
@@ -947,10 +944,7 @@ class JobBook:
                 continue  # every pod of it is there
             for i in range(t.replicas):
                 rec = job.pods.get(job.pod_name(t, i))
-                if rec is None:
-                    if t.depends or job.retry > 0 or job.scaled:
-                        out.append((t, i))
-                elif rec[1] == P_GONE:
+                if rec is None or rec[1] == P_GONE:
                     out.append((t, i))
         return out
 

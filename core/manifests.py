@@ -17,13 +17,16 @@ __all__ = ["load_events", "state_from_events"]
 
 
 def load_events(path: str | Path) -> list[dict]:
-    """The events of a manifest file (a List, a multi-document YAML, or one object).
+    """The events of a manifest file (a List, a multi-document YAML, or one object);
+    a Volcano Job with the PodGroup and pods its controller first creates.
 
     Raises ``ValueError`` (or its subclass ``InvalidEvent``) naming what is wrong.
     """
     return list(
         events_from_documents(
-            load_documents(Path(path).read_text(encoding="utf-8")), source="esched-explain"
+            load_documents(Path(path).read_text(encoding="utf-8")),
+            source="esched-explain",
+            job_pods=True,
         )
     )
 

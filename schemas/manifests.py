@@ -12,9 +12,12 @@ document                                  events
 ``kind: Queue`` (Volcano)                 ``esched.queue.upserted``
 ``kind: PriorityClass``                   ``esched.priorityclass.upserted``
 ``kind: Namespace``                       ``esched.namespace.upserted``
-``kind: Job`` (``batch.volcano.sh``)      ``job.submitted``, ``podgroup.submitted``,
-                                          one ``pod.submitted`` per task replica
-                                          (tasks without ``dependsOn``)
+``kind: Job`` (``batch.volcano.sh``)      ``job.submitted``; its PodGroup and pods
+                                          come from the job controller
+                                          (``job_pods=True``: also
+                                          ``podgroup.submitted`` and one
+                                          ``pod.submitted`` per replica of the
+                                          tasks without ``dependsOn``)
 Deployment, ReplicaSet, StatefulSet,      one ``pod.submitted`` per pod its
 DaemonSet, Job, CronJob, ...              controller would create
                                           (:mod:`esched.schemas.workloads`)
@@ -30,7 +33,10 @@ Event ids are deterministic: ``<prefix>.<kind>/<namespace>/<name>`` where the
 prefix is ``id_prefix`` or the first 16 hex digits of the SHA-256 of the object's
 canonical JSON. Publishing the same file twice therefore yields the same ids, and
 the store's idempotence on id makes the second publish a no-op; a changed object
-gets a new id.
+gets a new id. A Volcano Job's pods are not the publisher's to send (Volcano's job
+controller creates them, and so does esched's, :mod:`esched.services.jobs`): a Job
+published again, unchanged or changed, never sends pods that already ran again; a
+change is the controller's ``JobUpdated``.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ __all__ = [
     "input_nodes",
     "load_documents",
     "volcano_job_objects",
+    "volcano_podgroup",
     "volcano_task_pod",
 ]
 
@@ -216,9 +223,10 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     ``volcano.sh/job-name`` / ``task-spec`` / ``task-index`` annotations
     (:func:`volcano_task_pod`). The Job itself comes first, as
     ``esched.job.submitted`` (defaulted; its lifecycle fields: maxRetry, minSuccess,
-    policies, dependsOn, ttlSecondsAfterFinished, for the job controller). The pods of
-    a task with ``dependsOn`` are not published: the job controller submits them once
-    the tasks they depend on completed.
+    policies, dependsOn, ttlSecondsAfterFinished, for the job controller). The pods
+    listed are those the job controller creates first (:func:`volcano_podgroup`,
+    :func:`volcano_task_pod`); those of a task with ``dependsOn`` come once the tasks
+    it depends on completed.
     """
     meta = job.get("metadata") or {}
     name = meta.get("name")
@@ -230,34 +238,46 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     if problems:
         raise JobRejected(f"{namespace}/{name}", problems)
     spec = job.get("spec") or {}
-    queue = spec["queue"]
-    tasks = spec["tasks"]
-    pods: list[dict[str, Any]] = []  # every pod, for minResources
-    now: list[dict[str, Any]] = []  # the pods published with the Job
-    min_task: dict[str, int] = {}
-    for task in tasks:
-        min_task[task["name"]] = task["minAvailable"]
-        for i in range(task.get("replicas") or 0):
-            pod = volcano_task_pod(job, task, i)
-            pods.append(pod)
-            if not task.get("dependsOn"):
-                now.append(pod)
-    min_member = spec["minAvailable"]
-    if not pods:
+    now: list[dict[str, Any]] = []  # the pods the controller creates first
+    for task in spec["tasks"]:
+        if not task.get("dependsOn"):
+            now.extend(volcano_task_pod(job, task, i) for i in range(task.get("replicas") or 0))
+    if not any(task.get("replicas") for task in spec["tasks"]):
         raise ValueError(f"Volcano Job {namespace}/{name} has no replicas")
+    group = volcano_podgroup(job)
+    return [(ev.JOB_SUBMITTED, job), (ev.PODGROUP_SUBMITTED, group)] + [
+        (ev.POD_SUBMITTED, p) for p in now
+    ]
+
+
+def volcano_podgroup(job: dict[str, Any]) -> dict[str, Any]:
+    """The PodGroup of a (defaulted) Volcano Job, as its controller creates it (see
+    :func:`volcano_job_objects`); esched's job controller submits it before the pods."""
+    meta = job.get("metadata") or {}
+    name = meta["name"]
+    namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
+    spec = job.get("spec") or {}
+    min_member = spec["minAvailable"]
     group_spec: dict[str, Any] = {
         "minMember": min_member,
-        "queue": queue,
-        "minTaskMember": min_task,
+        "queue": spec["queue"],
+        "minTaskMember": {t["name"]: t["minAvailable"] for t in spec["tasks"]},
     }
     if spec.get("priorityClassName"):
         group_spec["priorityClassName"] = spec["priorityClassName"]
     if isinstance(min_member, int):
+        # The first minMember pods in task order; a task's pods ask what its template asks.
         total: dict[str, int] = {}
-        for pod in pods[:min_member]:
-            for res, units in pod_requests(pod).items():
+        left = min_member
+        for task in spec["tasks"]:
+            take = min(left, task.get("replicas") or 0)
+            if take <= 0:
+                continue
+            left -= take
+            asks = pod_requests({"spec": (task.get("template") or {}).get("spec") or {}})
+            for res, units in asks.items():
                 if res != "pods":
-                    total[res] = total.get(res, 0) + units
+                    total[res] = total.get(res, 0) + units * take
         if total:
             group_spec["minResources"] = {r: _quantity_text(r, u) for r, u in total.items()}
     group_meta: dict[str, Any] = {
@@ -267,15 +287,12 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     }
     if meta.get("labels"):
         group_meta["labels"] = dict(meta["labels"])
-    group = {
+    return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
         "metadata": group_meta,
         "spec": group_spec,
     }
-    return [(ev.JOB_SUBMITTED, job), (ev.PODGROUP_SUBMITTED, group)] + [
-        (ev.POD_SUBMITTED, p) for p in now
-    ]
 
 
 def volcano_task_pod(job: dict[str, Any], task: dict[str, Any], index: int, attempt: int = 0):
@@ -362,10 +379,16 @@ def _generated(doc: dict[str, Any]) -> dict[str, Any]:
     return {**doc, "metadata": named}
 
 
+#: The ``_objects`` event type of what a Volcano Job's controller creates (its PodGroup
+#: and pods): converted and checked as their own types, sent only with ``job_pods``.
+_CONTROLLED = "controlled"
+
+
 def _objects(
     doc: dict[str, Any], where: str, nodes: Sequence[dict[str, Any]], warn: Warn
 ) -> Iterator[tuple[str, str, dict[str, Any], str]]:
-    """(``"event"`` | event type, kind, object, where) for one document, Lists expanded."""
+    """(``"event"`` | event type | ``_CONTROLLED``, kind, object, where) for one
+    document, Lists expanded."""
     if "specversion" in doc:
         yield "event", "CloudEvent", doc, where
         return
@@ -412,7 +435,7 @@ def _objects(
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         for etype, obj in converted:
-            yield etype, obj["kind"], obj, where
+            yield etype if etype == ev.JOB_SUBMITTED else _CONTROLLED, obj["kind"], obj, where
         return
     if kind in WORKLOAD_KINDS and group in WORKLOAD_KINDS[kind]:
         pods, warnings = workload_pods(doc, nodes, where)
@@ -444,6 +467,7 @@ def events_from_documents(
     validate: bool = True,
     nodes: Sequence[dict[str, Any]] | None = None,
     warn: Warn | None = None,
+    job_pods: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """CloudEvents for Kubernetes / Volcano objects (see the module docstring).
 
@@ -458,6 +482,12 @@ def events_from_documents(
     runs on the ``nodes`` given, else on the Node objects of ``docs``. Kinds that do
     not affect scheduling are skipped, and ``warn`` (default: a log warning) gets one
     line for each.
+
+    A Volcano Job is its ``esched.job.submitted`` alone: the job controller creates
+    its PodGroup and pods (they are still built and validated here, so a template
+    esched cannot run is refused at publish). ``job_pods`` also yields them, as the
+    controller first creates them: for readers of objects with no controller
+    (``esched explain``, folds of a file).
     """
     time = ev.timestamp(timespec="milliseconds")
     docs = list(docs)
@@ -468,6 +498,9 @@ def events_from_documents(
         if not isinstance(doc, dict):
             raise ValueError(f"document {i}: expected an object, got {type(doc).__name__}")
         for etype, kind, obj, where in _objects(doc, f"document {i}", nodes, say):
+            controlled = etype == _CONTROLLED
+            if controlled:
+                etype = ev.POD_SUBMITTED if kind == "Pod" else ev.PODGROUP_SUBMITTED
             if etype == "event":
                 event = obj
             else:
@@ -491,4 +524,6 @@ def events_from_documents(
                     raise InvalidEvent(
                         exc.reason, f"{where} ({label}): {exc.message}", exc.field
                     ) from None
+            if controlled and not job_pods:
+                continue
             yield event

@@ -8,16 +8,14 @@ writes it, proposals spread over ``replicas`` replicas) and folds the flow's par
 a snapshot of the preload with :meth:`ClusterState.apply_payloads`, in batches, as a
 replica that has just started follows it (its memos empty, the heap frozen).
 
-:func:`follow_flow` runs a replica's whole per-batch path instead
-(:meth:`LogFollower.fold_batch` of a :class:`Replica`'s follower: the fold, the search
-for its own proposals' decisions and their decoding, the check for events that may
-make work), the decisions of replica 0 holding that replica's proposal ids.
-
-``python -m esched.services.bench_follow [pods] [replicas] [fold|follow]`` prints the
-CPU time per pod of both; under callgrind with
+``python -m esched.services.bench_follow [pods] [replicas] [fold|follow|jobs]`` prints
+the CPU time per pod of the fold and of a replica's following; under callgrind with
 ``--toggle-collect='__pyx_pw_*apply_payloads'`` (argument ``fold``) only the flow's
 fold is counted, with ``--toggle-collect=starmap_next`` (argument ``follow``) only the
 follower's batches (the preload comes from the snapshot, not from a fold).
+``jobs``: the fold only, each pod a one-pod Volcano Job, with the events such a pod
+brings to the log (the Job, its PodGroup and pod as the job controller creates them,
+its Pending and Running transitions).
 """
 
 from __future__ import annotations
@@ -45,6 +43,36 @@ __all__ = ["flow_log", "fold_flow", "follow_flow", "idle_replica", "run_follow_b
 BATCH = 64
 
 
+def _job_flow(key: str, payload: bytes) -> tuple[str, list[bytes], list[bytes]]:
+    """A pod as a one-pod Volcano Job: its key, the events before its placement (the
+    Job, the Pending transition, the PodGroup, the pod) and after (Running)."""
+    from esched.schemas import events as ev
+    from esched.schemas.manifests import volcano_job_objects
+
+    ns, name = ev.split_key(key)
+    spec = orjson.loads(payload)["data"]["spec"]
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": spec}}]},
+    }
+    (_, job), (_, group), (_, pod) = volcano_job_objects(job)
+
+    def update(seq: int, phase: str, previous: str, reason: str) -> bytes:
+        data = {"job": key, "seq": seq, "phase": phase, "previous": previous, "attempt": 0}
+        data |= {"reason": reason, "action": ""}
+        return orjson.dumps(ev.envelope(ev.JOB_UPDATED, "jobs", data, id=f"{key}.t{seq}"))
+
+    before = [
+        orjson.dumps(ev.envelope(ev.JOB_SUBMITTED, "bench", job, id=f"{key}.job")),
+        update(0, "Pending", "", "Submitted"),
+        orjson.dumps(ev.envelope(ev.PODGROUP_SUBMITTED, "jobs", group, id=f"{key}.pg")),
+        orjson.dumps(ev.envelope(ev.POD_SUBMITTED, "jobs", pod, id=f"{key}.pod")),
+    ]
+    return ev.metadata_key(pod["metadata"]), before, [update(1, "Running", "Pending", "Ran")]
+
+
 def flow_log(
     nodes: int = 1000,
     fill: float = 0.2,
@@ -52,9 +80,11 @@ def flow_log(
     replicas: int = 6,
     seed: int = 0,
     prefixes: list[str] | None = None,
+    jobs: bool = False,
 ) -> tuple[bytes, list[tuple[int, bytes]]]:
     """The preload's state snapshot and the flow's ``(position, payload)`` pairs;
-    replica ``r``'s proposal ids begin with ``prefixes[r]`` (default ``r<r>-<hex>-``)."""
+    replica ``r``'s proposal ids begin with ``prefixes[r]`` (default ``r<r>-<hex>-``);
+    ``jobs``: each pod a one-pod Volcano Job."""
     state = ClusterState()
     preloaded = int(nodes * 30 * fill / 2.05)  # as bench_e2e.preload sizes it
     # The dict path: under callgrind only the flow's apply_payloads calls count.
@@ -65,8 +95,14 @@ def flow_log(
         prefixes = [f"r{r}-{rng.getrandbits(48):012x}-" for r in range(replicas)]
     flow: list[tuple[int, bytes]] = []
     for j, (key, payload) in enumerate(pod_payloads(pods, "bench", seed)):
-        position += 1
-        flow.append((position, payload))
+        after: list[bytes] = []
+        if jobs:
+            key, before, after = _job_flow(key, payload)
+        else:
+            before = [payload]
+        for event in before:
+            position += 1
+            flow.append((position, event))
         req = orjson.loads(payload)["data"]["spec"]["containers"][0]["resources"]["requests"]
         resources = {
             "cpu": int(req["cpu"][:-1]),
@@ -83,6 +119,9 @@ def flow_log(
         }
         position += 1
         flow.append((position, orjson.dumps(decision_event(proposal, Verdict(True)))))
+        for event in after:
+            position += 1
+            flow.append((position, event))
     return state.to_bytes(), flow
 
 
@@ -111,16 +150,22 @@ def idle_replica() -> Replica:
 
 
 def run_follow_bench(
-    pods: int = 5000, replicas: int = 6, repeat: int = 3, only: str | None = None
+    pods: int = 5000,
+    replicas: int = 6,
+    repeat: int = 3,
+    only: str | None = None,
+    jobs: bool = False,
 ) -> dict[str, Any]:
     """CPU time per pod (best of ``repeat``) of the flow's fold and of a replica's
-    whole following (``only``: "fold" or "follow", just that one), and the anomalies."""
+    whole following (``only``: "fold" or "follow", just that one), and the anomalies;
+    ``jobs``: each pod a one-pod Volcano Job."""
     replica = idle_replica()  # one for every run: the flow holds its proposal ids
     prefix = replica.proposal_prefix
     snapshot, flow = flow_log(
         pods=pods,
         replicas=replicas,
         prefixes=[prefix] + [f"r{r}-{r:012x}-" for r in range(1, replicas)],
+        jobs=jobs,
     )
     out: dict[str, Any] = {"pods": pods, "events": len(flow)}
     for kind in ("fold", "follow"):
@@ -150,6 +195,8 @@ if __name__ == "__main__":
     import sys
 
     pods, replicas = ([int(a) for a in sys.argv[1:3]] + [5000, 6])[:2]
-    only = sys.argv[3] if len(sys.argv) > 3 else None
+    mode = sys.argv[3] if len(sys.argv) > 3 else None
+    jobs = mode == "jobs"
+    only = "fold" if jobs else mode
     repeat = 1 if only else 3  # one run under callgrind
-    print(orjson.dumps(run_follow_bench(pods, replicas, repeat, only)).decode())
+    print(orjson.dumps(run_follow_bench(pods, replicas, repeat, only, jobs)).decode())

@@ -7,11 +7,13 @@ It follows the log with its own job fold and appends what the fold decided:
   from the log; this records it);
 * ``esched.pod.deleted``: the pods a transition withdraws (a restart, an abort, a
   finished job's pods still alive, a job past ``ttlSecondsAfterFinished``);
-* ``esched.pod.submitted``: the pods of a task whose ``dependsOn`` tasks completed,
-  and, after a restart, the job's pods again with the new attempt number
-  (``volcano.sh/job-version``), built from the task's template with
-  :func:`esched.schemas.manifests.volcano_task_pod`, as ``esched publish`` builds the
-  first ones;
+* ``esched.podgroup.submitted`` then ``esched.pod.submitted``: as Volcano's
+  controller, it creates a Job's PodGroup (again after an accepted update) and every
+  pod (a publisher sends the Job alone, so a Job published again never reruns pods
+  that already ran): the pods of the tasks without ``dependsOn`` at once, those of a
+  task whose ``dependsOn`` tasks completed then, and, after a restart, the job's pods
+  again with the new attempt number (``volcano.sh/job-version``), built from the
+  task's template with :func:`esched.schemas.manifests.volcano_task_pod`;
 * ``esched.job.timer``: when a job's deadline (a ``PodPending`` policy's timeout,
   ``ttlSecondsAfterFinished``) passes with no other event, so the log's clock
   reaches it and every replay fires the timeout at the same point.
@@ -40,9 +42,9 @@ from typing import Any
 
 import orjson
 
-from esched.core.jobs import FOLDED_TYPES, JobBook, JobState
+from esched.core.jobs import ACTIVE, FOLDED_TYPES, JobBook, JobState
 from esched.schemas import events as ev
-from esched.schemas.manifests import volcano_task_pod
+from esched.schemas.manifests import volcano_podgroup, volcano_task_pod
 from esched.schemas.validator import InvalidEvent, validate_event
 from esched.services.faults import append_envelopes
 from esched.services.lease import Lease, LocalLease
@@ -142,6 +144,7 @@ class JobController:
         self._error: BaseException | None = None
         self._sent: set[str] = set()  # ids appended while leading, not yet folded back
         self._pending = False  # something decided but not appended yet
+        self._groups: dict[str, int] = {}  # job -> its updates when its PodGroup was sent
 
     async def start(self) -> None:
         """Nothing to connect: the store is the controller's only peer."""
@@ -178,6 +181,7 @@ class JobController:
         self.book = JobBook()
         self.position = 0
         self._sent.clear()
+        self._groups.clear()
         self._error = None
         head = await self.store.head()
         while self.position < head:
@@ -266,6 +270,22 @@ class JobController:
             )
             out.append((env, ev.stream_name(ev.POD, pod)))
         missing = book.missing(job)
+        if (
+            (missing or job.updates)
+            and job.phase in ACTIVE
+            and self._groups.get(job.key) != job.updates
+        ):
+            # The PodGroup before the pods (the gang they join), again after an update.
+            group = volcano_podgroup(dict(job.job))
+            env = ev.envelope(
+                ev.PODGROUP_SUBMITTED,
+                SOURCE,
+                group,
+                id=f"jobs.{job.key}.podgroup.{job.updates}",
+                time=stamp,
+            )
+            out.append((env, ev.stream_name(ev.PODGROUP, job.key)))
+            self._groups[job.key] = job.updates
         if missing:
             specs = {t["name"]: t for t in (job.job.get("spec") or {}).get("tasks") or ()}
             for task, i in missing:

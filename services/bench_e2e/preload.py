@@ -82,9 +82,9 @@ def job_payloads(
 ) -> tuple[list[tuple[str, bytes]], list[str]]:
     """``n`` pods as Volcano Jobs of ``size`` pods each (one task, ``minAvailable`` its
     replicas: a gang; the pods of a job ask what the job's first synthetic pod asks):
-    the (key, JSON) records of each Job, its PodGroup and its pods, in that order (all
-    go to the pods topic, keyed by the job), and the pods' keys."""
-    from esched.schemas.events import envelope, message_key
+    the (key, JSON) record of each Job (to the pods topic; the job controller creates
+    its PodGroup and pods, as Volcano's does), and the keys of the pods to come."""
+    from esched.schemas.events import JOB_SUBMITTED, envelope, message_key
     from esched.schemas.manifests import volcano_job_objects
 
     rng = random.Random(seed)
@@ -102,10 +102,10 @@ def job_payloads(
             },
         }
         for k, (etype, obj) in enumerate(volcano_job_objects(job)):
-            ev = envelope(etype, source, obj, id=f"{namespace}-job-{j}-{k}", content_type=None)
-            key = message_key(ev) or ""
-            records.append((key, orjson.dumps(ev)))
-            if etype == "esched.pod.submitted":
+            if etype == JOB_SUBMITTED:
+                ev = envelope(etype, source, obj, id=f"{namespace}-job-{j}-{k}", content_type=None)
+                records.append((message_key(ev) or "", orjson.dumps(ev)))
+            elif etype == POD_SUBMITTED:
                 meta = obj["metadata"]
                 pods.append(namespaced_key(meta["namespace"], meta["name"]))
     return records, pods

@@ -552,3 +552,37 @@ def test_commits_the_common_path_declines_fold_as_the_dict_path_does(bindings) -
     by_dict, by_bytes = _fold_both([orjson.dumps(e) for e in events])
     _assert_same(by_dict, by_bytes)
     assert by_bytes.anomalies == by_dict.anomalies
+
+
+def test_types_the_fold_only_counts_skip_their_data_and_fold_as_the_dict_path_does() -> None:
+    """A Volcano Job's records (its whole spec, templates included) and the other
+    types the fold only counts: the bytes path counts them without decoding their
+    data, to the dict path's state and counts; an escaped type name still takes the
+    dict path."""
+    from esched.schemas import events as ev
+    from esched.schemas.manifests import volcano_job_objects
+
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"tasks": [{"name": "w", "replicas": 1, "template": pod("x")}]},
+    }
+    objs = volcano_job_objects(job)
+    update = {"job": "ns/j", "seq": 0, "phase": "Pending", "previous": "", "attempt": 0}
+    events = [
+        envelope(EV.NODE_ADDED, node("n1")),
+        envelope(ev.JOB_SUBMITTED, objs[0][1]),
+        envelope(ev.JOB_UPDATED, update),
+        envelope(ev.PODGROUP_SUBMITTED, objs[1][1]),
+        envelope(ev.POD_SUBMITTED, objs[2][1]),
+        envelope(ev.JOB_TIMER, {"job": "ns/j", "due": "2030-01-01T00:00:00Z"}),
+        envelope(ev.POD_UNSCHEDULABLE, {"pod": "ns/j-w-0", "reasons": {}, "message": ""}),
+    ]
+    payloads = [orjson.dumps(e) for e in events]
+    payloads.append(payloads[2].replace(b"esched.job.updated", b"esched.job\\u002eupdated"))
+    by_dict, by_bytes = _fold_both(payloads)
+    _assert_same(by_dict, by_bytes)
+    counts = by_bytes.event_counts
+    assert counts == by_dict.event_counts
+    assert (counts[ev.JOB_SUBMITTED], counts[ev.JOB_UPDATED], counts[ev.JOB_TIMER]) == (1, 2, 1)

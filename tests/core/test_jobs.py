@@ -719,3 +719,19 @@ def test_the_same_job_published_again_is_no_update():
     _republish(r, _job())
     assert r.job.updates == 0
     assert r.book.anomalies == {"job_resubmitted_active": 1}
+
+
+def test_a_finished_job_published_again_changed_runs_nothing_again():
+    """A Completed job applied again with more replicas: validateJobUpdate accepts
+    the change, and the finished state acts on nothing (state/finished.go's
+    Execute), so no pod of it runs again; the same spec again is no update."""
+    r = Run(_job(tasks=[{"name": "worker", "replicas": 2}]))
+    r.bind("worker-0", "worker-1")
+    r.succeed("worker-0", "worker-1")
+    assert r.job.phase == "Completed"
+    _republish(r, _job(tasks=[{"name": "worker", "replicas": 3}]))
+    assert r.job.updates == 1 and r.job.phase == "Completed"
+    assert r.controller() == ([], [])
+    assert r.job.status_of(r.pod("worker-0")) == "Succeeded"
+    _republish(r, _job(tasks=[{"name": "worker", "replicas": 3}]))
+    assert r.job.updates == 1

@@ -43,7 +43,7 @@ def _fold(job: dict[str, Any], *nodes: dict[str, Any]) -> tuple[ClusterState, Lo
     log = Log(st)
     for n in nodes:
         log(EV.NODE_ADDED, n)
-    for e in events_from_documents([job], id_prefix="t"):
+    for e in events_from_documents([job], id_prefix="t", job_pods=True):
         log(e["type"], e["data"])
     return st, log
 

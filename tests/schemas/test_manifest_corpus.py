@@ -62,7 +62,9 @@ EXPECTED: dict[str, tuple[list[str], list[str], int]] = {
 def convert(path: Path) -> tuple[list[dict], list[str]]:
     warnings: list[str] = []
     docs = load_documents(path.read_text())
-    return list(events_from_documents(docs, id_prefix="corpus", warn=warnings.append)), warnings
+    return list(
+        events_from_documents(docs, id_prefix="corpus", warn=warnings.append, job_pods=True)
+    ), warnings
 
 
 def test_every_corpus_file_has_an_expectation() -> None:

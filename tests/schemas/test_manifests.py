@@ -110,8 +110,20 @@ def test_long_names_keep_ids_short() -> None:
     assert ev["id"] == convert(copy.deepcopy(pod))[0]["id"]
 
 
-def test_volcano_job_becomes_podgroup_and_pods() -> None:
+def test_a_volcano_job_is_published_alone_its_podgroup_and_pods_are_the_controllers() -> None:
+    # Volcano's job controller creates the PodGroup and the pods (syncJob); a
+    # publisher that sent them would rerun pods that already ran on a second publish.
     evs = convert(VOLCANO_JOB)
+    assert [e["type"] for e in evs] == ["esched.job.submitted"]
+    # The pods are still built and checked: a template esched refuses, refused here.
+    job = copy.deepcopy(VOLCANO_JOB)
+    job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["name"] = 7
+    with pytest.raises(ValueError, match="Pod tf-job-ps-0"):
+        convert(job)
+
+
+def test_volcano_job_becomes_podgroup_and_pods_as_its_controller_creates_them() -> None:
+    evs = convert(VOLCANO_JOB, job_pods=True)
     assert [e["type"] for e in evs] == ["esched.job.submitted", "esched.podgroup.submitted"] + [
         "esched.pod.submitted"
     ] * 4
@@ -153,9 +165,9 @@ def test_volcano_job_min_member_defaults_to_the_tasks_min_available() -> None:
     # minAvailable (ps 1 + worker 2), each defaulting to the task's replicas.
     job = copy.deepcopy(VOLCANO_JOB)
     del job["spec"]["minAvailable"]
-    assert convert(job)[1]["data"]["spec"]["minMember"] == 3
+    assert convert(job, job_pods=True)[1]["data"]["spec"]["minMember"] == 3
     del job["spec"]["tasks"][1]["minAvailable"]
-    assert convert(job)[1]["data"]["spec"]["minMember"] == 4
+    assert convert(job, job_pods=True)[1]["data"]["spec"]["minMember"] == 4
 
 
 def test_list_and_typed_lists_expand() -> None:
@@ -272,7 +284,7 @@ def test_load_errors_are_value_errors(text: str) -> None:
 
 def test_example_cluster_yaml() -> None:
     docs = load_documents((EXAMPLES / "cluster.yaml").read_text())
-    evs = convert(*docs)
+    evs = convert(*docs, job_pods=True)
     types = [e["type"] for e in evs]
     assert types.count("esched.node.added") == 4
     assert types.count("esched.queue.upserted") == 1
@@ -281,9 +293,8 @@ def test_example_cluster_yaml() -> None:
     gpu = next(e for e in evs if e["subject"] == "node/gpu-node-1")
     assert gpu["data"]["spec"]["taints"][0]["effect"] == "NoSchedule"
     assert len({e["id"] for e in evs}) == len(evs)
-    assert [e["id"] for e in convert(*load_documents((EXAMPLES / "cluster.yaml").read_text()))] == [
-        e["id"] for e in evs
-    ]
+    again = convert(*load_documents((EXAMPLES / "cluster.yaml").read_text()), job_pods=True)
+    assert [e["id"] for e in again] == [e["id"] for e in evs]
 
 
 def test_example_events_jsonl() -> None:

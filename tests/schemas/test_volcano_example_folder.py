@@ -24,7 +24,7 @@ FILES = sorted(p.name for p in UPSTREAM.glob("*.yaml"))
 
 def _convert(name: str) -> tuple[list[dict], list[dict]]:
     docs = load_documents((UPSTREAM / name).read_text())
-    return docs, list(events_from_documents(docs, id_prefix="upstream"))
+    return docs, list(events_from_documents(docs, id_prefix="upstream", job_pods=True))
 
 
 def test_the_folder_holds_volcanos_job_and_queue_examples() -> None:

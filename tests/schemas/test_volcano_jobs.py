@@ -369,7 +369,7 @@ def test_framework_plugins_bring_svc_and_ssh() -> None:
 
 
 def _convert(*docs: dict) -> list[dict]:
-    return list(events_from_documents(list(docs), id_prefix="t"))
+    return list(events_from_documents(list(docs), id_prefix="t", job_pods=True))
 
 
 def test_refused_job_is_not_converted_and_names_field_and_reason() -> None:
@@ -450,7 +450,9 @@ def test_volcano_example_deployment_pods_land_in_their_queue() -> None:
     # example/deployment/deployment.yaml) names queue `test` with the
     # scheduling.volcano.sh key: the fold puts its pod there, not in `default`.
     path = Path(__file__).parent / "manifests" / "volcano-deployment.yaml"
-    evs = list(events_from_documents(load_documents(path.read_text()), id_prefix="t"))
+    evs = list(
+        events_from_documents(load_documents(path.read_text()), id_prefix="t", job_pods=True)
+    )
     st = state_from_events(evs)
     (pod_event,) = [e for e in evs if e["type"] == "esched.pod.submitted"]
     meta = pod_event["data"]["metadata"]

@@ -86,5 +86,5 @@ async def test_esched_jobs_process_records_transitions_and_submits_dependants(
         code = await asyncio.to_thread(proc.stop)
     assert code == 0, proc.log.read_text()
     summary = proc.summary()
-    assert summary is not None and summary["submitted"] == 2
+    assert summary is not None and summary["submitted"] == 3  # prep, then train x2
     assert summary["transitions"] >= 1

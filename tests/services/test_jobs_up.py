@@ -143,7 +143,9 @@ async def test_depends_on_and_restart_job_end_to_end(tmp_path: Path) -> None:
         await es.close()
         await runner.stop()
         summary = await asyncio.wait_for(task, 30)
-    assert summary["jobs"]["submitted"] == 4  # train x2, then the two workers again
+    # Every pod is the controller's: prep, the two workers, train x2 once prep
+    # completed, then the two workers again.
+    assert summary["jobs"]["submitted"] == 7
     assert summary["jobs"]["deleted"] == 2
 
 
@@ -162,7 +164,8 @@ async def test_a_pod_pending_timeout_fires_through_a_timer_event(tmp_path: Path)
         [{"name": "worker", "replicas": 1}],
         policies=[{"event": "PodPending", "action": "AbortJob", "timeout": "1s"}],
     )
-    evs = list(events_from_documents([job], source="test", id_prefix="t"))
+    # The log as the controller left it: the Job, its PodGroup and its pod.
+    evs = list(events_from_documents([job], source="test", id_prefix="t", job_pods=True))
     await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in evs])
     await _append(
         es,
@@ -205,7 +208,10 @@ def test_replay_and_audit_show_each_jobs_state_attempt_and_tasks(tmp_path: Path)
     )
     path = tmp_path / "job.jsonl"
     path.write_bytes(
-        b"\n".join(orjson.dumps(e) for e in events_from_documents([job], source="t", id_prefix="t"))
+        b"\n".join(
+            orjson.dumps(e)
+            for e in events_from_documents([job], source="t", id_prefix="t", job_pods=True)
+        )
     )
     store = f"sqlite:///{tmp_path / 'cli.sqlite'}"
     runner = CliRunner()
@@ -305,7 +311,8 @@ async def test_a_job_scaled_up_gets_its_new_pods_from_the_controller(tmp_path: P
         j = await _job_state(es, "t/grow")
         assert j.updates == 1 and j.total == 3
         assert j.status_of("t/grow-worker-1") == "Pending"
-        assert controller.totals.submitted == 2
+        # The Job's first pod, then the two of the new indices.
+        assert controller.totals.submitted == 3
     finally:
         await controller.stop()
         await asyncio.wait_for(task, 10)
