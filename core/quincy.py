@@ -83,6 +83,47 @@ class FlowJob:
     gang: bool = False
     #: data units per node slot (Quincy's locality input), if the workload has any
     data: Mapping[int, float] | None = None
+    #: what a round reads of the job's pods, computed once (see :meth:`tasks`): a
+    #: job waits through many rounds and its pods, their classes and where its
+    #: running tasks run do not change meanwhile (``pending`` and ``running`` are
+    #: not to be changed once a round has seen the job)
+    _tasks: JobTasks | None = field(default=None, init=False, repr=False, compare=False)
+
+    def tasks(self, pod_class: np.ndarray) -> JobTasks:
+        """The job's network tasks, cached on the job: its pending pods by class
+        (first seen first, pod order inside), one task each, and its running pods."""
+        got = self._tasks
+        if got is None:
+            by_class: dict[int, list[int]] = {}
+            for p in self.pending:
+                by_class.setdefault(int(pod_class[p]), []).append(int(p))
+            groups = list(by_class.values())
+            first = int(self.pending[0]) if len(self.pending) else int(self.running[0][0])
+            got = self._tasks = JobTasks(
+                row=(first, len(self.pending), len(self.running), self.gang),
+                firsts=[ps[0] for ps in groups],
+                sizes=[len(ps) for ps in groups],
+                flat=[p for ps in groups for p in ps],
+                run_pods=[int(p) for p, _, _ in self.running],
+                run_nodes=[int(n) for _, n, _ in self.running],
+            )
+        return got
+
+
+@dataclass(frozen=True, slots=True)
+class JobTasks:
+    """A job's part of a round's network (:meth:`FlowJob.tasks`)."""
+
+    #: (a pod of the job, pending pods, running pods, gang): the round's per-job columns
+    row: tuple[int, int, int, bool]
+    #: per pending task (the job's pods of one class): its first pod and its size
+    firsts: list[int]
+    sizes: list[int]
+    #: the pending pods, task by task
+    flat: list[int]
+    #: running pods and their machines
+    run_pods: list[int]
+    run_nodes: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,16 +272,19 @@ class QuincyPolicy:
         # fairness: A_j on each job's dominant share per task
         total = alloc[alive].sum(axis=0).astype(np.float64)
         dom_cols = [c for c in range(st.n_res) if st.res_names[c] not in _NOT_DOMINANT]
-        first = [job.pending[0] if len(job.pending) else job.running[0][0] for job in jobs]
+        # one pass over the jobs for their cached parts; the rest is arrays
+        parts = [job.tasks(pod_class) for job in jobs]
+        per_job = np.array([t.row for t in parts], dtype=np.int64).reshape(-1, 4)
+        first = per_job[:, 0]
         req = creq[pod_class[np.asarray(first, dtype=np.int64)]][:, dom_cols].astype(np.float64)
         tot = total[dom_cols]
         with np.errstate(divide="ignore", invalid="ignore"):
             sh = np.where(tot > 0, req / np.where(tot > 0, tot, 1.0), 0.0)
         dom = np.maximum(sh.max(axis=1) if sh.shape[1] else 0.0, 1e-12)
-        n_pend = np.array([len(job.pending) for job in jobs], dtype=np.int64)
-        n_run = np.array([len(job.running) for job in jobs], dtype=np.int64)
+        n_pend = per_job[:, 1]
+        n_run = per_job[:, 2]
         n_all = n_pend + n_run
-        gang = np.array([job.gang for job in jobs], dtype=bool)
+        gang = per_job[:, 3].astype(bool)
         if cfg.fairness == "none":
             fair = n_all.copy()
         else:
@@ -264,33 +308,36 @@ class QuincyPolicy:
         # tasks: the same arcs and costs, so one node of supply = their count is an
         # equivalent network, ten times smaller for jobs of ten), then (with
         # preemption) each running pod on its own.
-        g_pods: list[list[int]] = []
         t_job: list[int] = []
         t_run: list[int] = []
-        job_tasks: list[list[int]] = []  # per job, its pending network tasks
+        t_pod: list[int] = []  # the first pod of each task
+        t_sup: list[int] = []
+        flat: list[int] = []  # every network pod, task by task
         # A job with F_j = 0 places nothing this round: its pending tasks could only
         # flow to U_j, so they are left out (the same optimum, a network the size of
         # what may run rather than of the backlog; its running tasks stay, to be killed).
+        # Only the jobs with tasks in the network are visited: the rest of the backlog
+        # costs nothing here.
         may_run = fmax > 0
-        for j, job in enumerate(jobs):
-            mine: list[int] = []
-            if len(job.pending) and may_run[j]:
-                by_class: dict[int, list[int]] = {}
-                for p in job.pending:
-                    by_class.setdefault(int(pod_class[p]), []).append(int(p))
-                for ps in by_class.values():
-                    mine.append(len(g_pods))
-                    g_pods.append(ps)
-                    t_job.append(j)
-                    t_run.append(-1)
-            job_tasks.append(mine)
-            if preempt:
-                for p, n, _ in job.running:
-                    g_pods.append([int(p)])
-                    t_job.append(j)
-                    t_run.append(n)
-        pods = np.asarray([ps[0] for ps in g_pods], dtype=np.int64)  # one pod per task
-        sup = np.asarray([len(ps) for ps in g_pods], dtype=np.int64)
+        in_net = (n_pend > 0) & may_run
+        if preempt:
+            in_net |= n_run > 0
+        for j in np.flatnonzero(in_net).tolist():
+            part = parts[j]
+            if may_run[j] and n_pend[j]:
+                t_job.extend([j] * len(part.firsts))
+                t_run.extend([-1] * len(part.firsts))
+                t_pod.extend(part.firsts)
+                t_sup.extend(part.sizes)
+                flat.extend(part.flat)
+            if preempt and part.run_pods:
+                t_job.extend([j] * len(part.run_pods))
+                t_run.extend(part.run_nodes)
+                t_pod.extend(part.run_pods)
+                t_sup.extend([1] * len(part.run_pods))
+                flat.extend(part.run_pods)
+        pods = np.asarray(t_pod, dtype=np.int64)  # one pod per task
+        sup = np.asarray(t_sup, dtype=np.int64)
         tj = np.asarray(t_job, dtype=np.int32)
         run = np.asarray(t_run, dtype=np.int32)
         cids = pod_class[pods] if pods.size else np.zeros(0, np.int32)
@@ -336,7 +383,7 @@ class QuincyPolicy:
                     s = np.minimum(s, np.maximum(free[:, c], 0) // req[c])
                     s0 = np.minimum(s0, np.maximum(free_now[:, c], 0) // req[c])
             rep = int(pods[np.flatnonzero(tk == k)[0]])  # a pod of the class
-            ok = alive & self._constraints_ok(int(classes[k]), rep)
+            ok = alive & self.constraints_ok(int(classes[k]), rep)
             slots[:, k] = np.where(ok, s, 0)
             cap = np.maximum(cap, np.where(ok, s0, 0))
             used_cols = [c for c in cols if st.res_names[c] not in _NOT_DOMINANT] or cols
@@ -346,8 +393,8 @@ class QuincyPolicy:
         cap = np.minimum(cap + on_machine, slots.max(axis=1) if K else 0)
 
         # costs per task
-        waited = np.array([job.waited for job in jobs], dtype=np.float64)
-        ran = np.array([job.ran for job in jobs], dtype=np.float64)
+        waited = np.fromiter((job.waited for job in jobs), np.float64, len(jobs))
+        ran = np.fromiter((job.ran for job in jobs), np.float64, len(jobs))
         wait_cost = costs.waiting(waited)[tj] if tj.size else np.zeros(0, np.int64)
         kill_cost = np.where(run >= 0, costs.killing(ran)[tj] if tj.size else 0, 0)
         any_cost = np.full(tj.shape[0], costs.anywhere, dtype=np.int64)
@@ -367,7 +414,7 @@ class QuincyPolicy:
                 in_rack[racks[n]] += v
             psi, xi = costs.transfer_core, costs.transfer_rack
             worst = psi * D - (psi - xi) * float(in_rack.min())
-            ts = job_tasks[j]
+            ts = np.flatnonzero((tj == j) & (run < 0)).tolist()
             any_cost[ts] = costs.anywhere + round(worst)
             for n, v in data.items():
                 if v >= cfg.prefer_share * D:
@@ -406,9 +453,9 @@ class QuincyPolicy:
             rack_pref_cost=np.asarray(rpref[2], dtype=np.int64),
             task_supply=sup,
         )
-        return prob, {"pods": g_pods, "classes": classes}
+        return prob, {"pods": np.asarray(flat, dtype=np.int64), "classes": classes}
 
-    def _constraints_ok(self, cid: int, pod: int) -> np.ndarray:
+    def constraints_ok(self, cid: int, pod: int) -> np.ndarray:
         """Per node slot, whether class ``cid`` passes its constraints there (selector,
         affinity, taints, cordon: the non-resource bits of the one feasibility path,
         asked for pod slot ``pod`` of the class); cached per class until nodes change."""
@@ -458,6 +505,34 @@ class QuincyPolicy:
         return legal
 
     @staticmethod
+    def pod_machines(
+        prob: FlowProblem, rnd: FlowRound, pods: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per network pod (``pods``: every task's pods, task by task): the pod, its
+        task's job, the machine it ran on (-1 pending) and the machine the flow gives
+        it (-1 none). A task's units go to its pods in pod order, machine by machine
+        (the flow's assignments come sorted by task, then machine)."""
+        T = prob.task_job.shape[0]
+        sup = (
+            np.ones(T, dtype=np.int64)
+            if prob.task_supply is None
+            else np.asarray(prob.task_supply, dtype=np.int64)
+        )
+        pod_task = np.repeat(np.arange(T, dtype=np.int64), sup)
+        pos = np.arange(pod_task.shape[0], dtype=np.int64) - (np.cumsum(sup) - sup)[pod_task]
+        count = np.asarray(rnd.assign_count, dtype=np.int64)
+        unit_m = np.repeat(np.asarray(rnd.assign_machine, dtype=np.int64), count)
+        got = np.bincount(
+            np.asarray(rnd.assign_task, dtype=np.int64), weights=count, minlength=T
+        ).astype(np.int64)
+        placed = pos < got[pod_task]
+        node = np.full(pod_task.shape[0], -1, dtype=np.int64)
+        node[placed] = unit_m[(np.cumsum(got) - got)[pod_task[placed]] + pos[placed]]
+        tj = np.asarray(prob.task_job, dtype=np.int64)[pod_task]
+        run = np.asarray(prob.task_running_on, dtype=np.int64)[pod_task]
+        return np.asarray(pods, dtype=np.int64), tj, run, node
+
+    @staticmethod
     def _partial_gangs(prob: FlowProblem, rnd: FlowRound, gangs: np.ndarray) -> np.ndarray:
         """Jobs that are gangs and got some but not all of their pending tasks placed."""
         J = gangs.shape[0]
@@ -488,7 +563,7 @@ class QuincyPolicy:
         rnd = solve(prob)
         # A gang the flow placed in part cannot run, and the room its members took
         # would be lost to the round: solve once more without those gangs.
-        gangs = np.array([j.gang for j in jobs], dtype=bool)
+        gangs = np.fromiter((j.gang for j in jobs), bool, len(jobs))
         part = self._partial_gangs(prob, rnd, gangs)
         if part.size:
             prob.job_max[part] = 0
@@ -500,30 +575,7 @@ class QuincyPolicy:
         t2 = time.perf_counter()
         # per pod: its network task's job and running machine, and the machine the
         # flow gives it (a task of supply > 1 hands its units out in pod order)
-        g_pods: list[list[int]] = book["pods"]
-        pods_l: list[int] = []
-        tj_l: list[int] = []
-        run_l: list[int] = []
-        node_l: list[int] = []
-        units: dict[int, list[int]] = {}
-        for t, m, c in zip(
-            rnd.assign_task.tolist(),
-            rnd.assign_machine.tolist(),
-            rnd.assign_count.tolist(),
-            strict=True,
-        ):
-            units.setdefault(t, []).extend([m] * c)
-        for t, ps in enumerate(g_pods):
-            got = units.get(t, [])
-            for i, p in enumerate(ps):
-                pods_l.append(p)
-                tj_l.append(int(prob.task_job[t]))
-                run_l.append(int(prob.task_running_on[t]))
-                node_l.append(got[i] if i < len(got) else -1)
-        pods = np.asarray(pods_l, dtype=np.int64)
-        tj = np.asarray(tj_l, dtype=np.int64)
-        run = np.asarray(run_l, dtype=np.int64)
-        node = np.asarray(node_l, dtype=np.int64)
+        pods, tj, run, node = self.pod_machines(prob, rnd, book["pods"])
         st = self.state
         placer = self.placer
         dev = self.devices

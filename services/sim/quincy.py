@@ -47,6 +47,7 @@ class QuincySimulator(Simulator):
         self.policy: QuincyPolicy | None = None
         self._next_round = 0.0
         self._running: set[int] = set()
+        self._flow_jobs: dict[int, FlowJob] = {}  # job -> its FlowJob while it waits or runs
         self.flow_stats: Counter[str] = Counter()
         self.flow_seconds = {"build": 0.0, "solve": 0.0, "max_round": 0.0}
 
@@ -74,10 +75,16 @@ class QuincySimulator(Simulator):
     def _commit(self, j: int, bindings: list, now: float, victims: list | None = None) -> None:
         super()._commit(j, bindings, now, victims)
         self._running.add(j)
+        self._flow_jobs.pop(j, None)  # waiting -> running
+
+    def _withdraw(self, j: int, now: float, dropped: bool = False) -> None:
+        super()._withdraw(j, now, dropped)
+        self._flow_jobs.pop(j, None)
 
     def _finish(self, j: int, now: float) -> None:
         super()._finish(j, now)
         self._running.discard(j)
+        self._flow_jobs.pop(j, None)
 
     # ------------------------------------------------------------------ the round
 
@@ -102,32 +109,31 @@ class QuincySimulator(Simulator):
         order = list(pending)
         if self.quincy.preemption or self.quincy.fairness != "none":
             order = sorted(set(pending) | self._running)
+        # One FlowJob per job while it waits (or runs), only its clocks moved each
+        # round: its pods, and their grouping by class, are built once.
+        cache = self._flow_jobs
         round_jobs: list[FlowJob] = []
         for j in order:
-            keys = self.keys[j]
-            assert keys is not None, "a job in a round was submitted"
-            bound = self.bound[j]
+            fj = cache.get(j)
             job = jobs[j]
-            if bound is None:
-                round_jobs.append(
-                    FlowJob(
-                        job.name,
-                        [pod_index[k] for k in keys],
-                        waited=now - job.arrival,
-                        gang=job.tasks > 1,
-                    )
-                )
-            else:
-                round_jobs.append(
-                    FlowJob(
+            if fj is None:
+                keys = self.keys[j]
+                assert keys is not None, "a job in a round was submitted"
+                bound = self.bound[j]
+                if bound is None:
+                    fj = FlowJob(job.name, [pod_index[k] for k in keys], gang=job.tasks > 1)
+                else:
+                    fj = FlowJob(
                         job.name,
                         [],
                         [(pod_index[k], n, devs) for k, (n, devs) in zip(keys, bound, strict=True)],
-                        waited=now - job.arrival,
-                        ran=now - float(self.start[j]),
                         gang=job.tasks > 1,
                     )
-                )
+                cache[j] = fj
+            fj.waited = now - job.arrival
+            if fj.running:
+                fj.ran = now - float(self.start[j])
+            round_jobs.append(fj)
         plan = self.policy.plan(round_jobs)
         fs = self.flow_stats
         fs["rounds"] += 1
@@ -166,6 +172,7 @@ class QuincySimulator(Simulator):
                         for k, (n, _) in zip(vkeys, vbound, strict=True)
                     )
                     self._running.discard(vj)
+                    self._flow_jobs.pop(vj, None)  # running -> waiting again
                 victims = self._evict(pods, bindings[0][0], now, release_devices=False)
                 evicted = True
             self._commit(j, bindings, now, victims)
