@@ -102,6 +102,8 @@ class _ReplicaBase:
         #: commits) and the join itself. See start().
         self._provisional: BusConsumer | None = None
         self._joining: asyncio.Future | None = None
+        #: The provisional reader is bridging a rebalance (not a restart's join).
+        self._bridging = False
         #: The share last recorded in the store (share_snapshot_name).
         self._saved_share: frozenset[tuple[str, int]] = frozenset()
 
@@ -125,6 +127,12 @@ class _ReplicaBase:
         """Whether the work group's join of :meth:`start` is still under way (a restart
         reads its previous share of the work meanwhile)."""
         return self._joining is not None
+
+    @property
+    def bridging(self) -> bool:
+        """Whether the replica works its previous share by assignment while its group
+        rebalances (see ``ReplicaConfig.bridge_rebalance``)."""
+        return self._bridging
 
     @property
     def inflight(self) -> dict[str, str]:

@@ -204,6 +204,18 @@ async def test_a_delete_before_its_submit_keeps_the_pod_from_running_and_shows(s
     report = await audit_store(store)
     assert report["anomalies"] == expected
     assert "submit_after_delete" in format_report(report)
+    # replay shows them too, in JSON and in its table (issue 19: "replay shows the
+    # deleted pod Pending with no reason").
+    url = store.url if isinstance(store, PostgresEventStore) else f"sqlite:///{store.path}"
+    runner = CliRunner()
+    # In a thread: the CLI runs its own event loop.
+    shown = await asyncio.to_thread(
+        runner.invoke, cli, ["replay", "--store", url, "--format", "json"]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert orjson.loads(shown.stdout)["anomalies"] == expected
+    table = (await asyncio.to_thread(runner.invoke, cli, ["replay", "--store", url])).stdout
+    assert "submit_after_delete" in table and "unknown_pod" in table
     follower = LogFollower(store)
     await follower.start()
     try:
