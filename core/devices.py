@@ -35,6 +35,7 @@ __all__ = [
     "device_indices",
     "frag_types",
     "gpu_resource",
+    "pod_share",
 ]
 
 #: One whole GPU in milli-GPU (core/scoring/_fgd.pxd GPU_MILLI).
@@ -90,6 +91,18 @@ def _shape(g: int) -> tuple[int, int]:
 def device_indices(mask: int) -> tuple[int, ...]:
     """The GPU device indices of a ``pod_dev`` bit mask (bit ``i``: device ``i``)."""
     return tuple(i for i in range(MAX_DEVICES) if mask >> i & 1)
+
+
+def pod_share(state: ClusterState, pod: int) -> tuple[int, int, tuple[int, ...]]:
+    """What pod slot ``pod`` holds where it runs: (GPU milli, CPU milli, the GPU devices
+    its binding recorded; ``()`` if none were)."""
+    found = gpu_resource(state)
+    gpu = 0
+    if found is not None:
+        gpu = int(state.pod_alloc_np[pod, state.res_index[found[0]]]) * found[1]
+    col = state.res_index.get("cpu")
+    cpu = 0 if col is None else int(state.pod_alloc_np[pod, col])
+    return gpu, cpu, device_indices(int(state.pod_dev_np[pod]))
 
 
 def device_free(state: ClusterState, node: int, resource: str, scale: int) -> list[int]:

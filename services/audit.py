@@ -70,7 +70,7 @@ import orjson
 from esched.core import PHASE_PENDING, PHASE_RUNNING, PHASES, ClusterState
 from esched.core.admission import OBSERVED, Admission, Fact, event_key
 from esched.core.bands import BandConfig, may_preempt
-from esched.core.devices import FoldedDevices, device_indices, gpu_resource
+from esched.core.devices import FoldedDevices, pod_share
 from esched.core.jobs import ATTEMPT_ANNOTATION, FOLDED_TYPES, JobBook, job_key_of_pod
 from esched.core.queues import queue_view, summary_view
 from esched.core.quota import Quota
@@ -329,15 +329,8 @@ class Auditor:
         if pidx is not None and record is not None and record["phase"] == "Running":
             # Where the victim ran and what GPU share it held on which devices: the
             # preemption's necessity is judged with it still there (_necessary).
-            gpu = gpu_resource(st)
-            allocated = record["allocated"]
-            held = (
-                0 if gpu is None else int(allocated.get(gpu[0], 0)) * gpu[1],
-                int(allocated.get("cpu", 0)),
-                device_indices(int(st.pod_dev_np[pidx])),
-            )
             self._victims_of.setdefault(data["decision"], []).append(
-                (int(pidx), int(st.node_of(pidx)), held)
+                (int(pidx), int(st.node_of(pidx)), pod_share(st, int(pidx)))
             )
 
     def _preemption(
