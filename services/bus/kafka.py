@@ -496,7 +496,10 @@ class _KafkaConsumer(BusConsumer):
         done, _ = await asyncio.wait({fetch}, timeout=timeout_ms / 1000 + POLL_SLACK)
         if not done:
             return []
-        self._fetch = None
+        if self._fetch is fetch:
+            self._fetch = None
+        if fetch.cancelled():
+            return []  # stop() ended it: the consumer is closing
         try:
             batches = fetch.result()
         except (KafkaError, OSError) as exc:

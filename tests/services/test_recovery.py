@@ -61,6 +61,19 @@ def _names(events: list[dict]) -> set[str]:
     return {f"{NAMESPACE}/{e['data']['metadata']['name']}" for e in events}
 
 
+def _settled(replicas: list[ServiceProcess]) -> bool:
+    """No replica is working its share through a rebalance (the group's startup
+    rebalances are over): a fault then meets a settled group, as in production."""
+
+    def text(r: ServiceProcess) -> str:
+        return r.log.read_text(errors="replace")
+
+    return all(
+        text(r).count("the group is rebalancing;") == text(r).count(": rebalanced;")
+        for r in replicas
+    )
+
+
 def _recovery(
     pg_url: str,
     broker: DevBroker,
@@ -98,6 +111,7 @@ def _recovery(
             lambda: (
                 _names(before) <= store_log.committed().keys()
                 and store_log.replicas() == {"r1", "r2"}
+                and _settled([r1, r2])
             ),
             60,
             [s for s in services if s is not r1],
@@ -288,6 +302,7 @@ def _stall_after_sigkill(
             lambda: (
                 _names(warm) <= store_log.committed().keys()
                 and store_log.replicas() == {"r1", "r2", "r3"}
+                and _settled(replicas)
             ),
             120,
             services,
