@@ -32,8 +32,10 @@ __all__ = [
     "DeviceLedger",
     "FoldedDevices",
     "device_free",
+    "device_indices",
     "frag_types",
     "gpu_resource",
+    "pod_share",
 ]
 
 #: One whole GPU in milli-GPU (core/scoring/_fgd.pxd GPU_MILLI).
@@ -86,8 +88,21 @@ def _shape(g: int) -> tuple[int, int]:
     return (g // GPU_MILLI, GPU_MILLI)
 
 
-def _bits(mask: int) -> tuple[int, ...]:
+def device_indices(mask: int) -> tuple[int, ...]:
+    """The GPU device indices of a ``pod_dev`` bit mask (bit ``i``: device ``i``)."""
     return tuple(i for i in range(MAX_DEVICES) if mask >> i & 1)
+
+
+def pod_share(state: ClusterState, pod: int) -> tuple[int, int, tuple[int, ...]]:
+    """What pod slot ``pod`` holds where it runs: (GPU milli, CPU milli, the GPU devices
+    its binding recorded; ``()`` if none were)."""
+    found = gpu_resource(state)
+    gpu = 0
+    if found is not None:
+        gpu = int(state.pod_alloc_np[pod, state.res_index[found[0]]]) * found[1]
+    col = state.res_index.get("cpu")
+    cpu = 0 if col is None else int(state.pod_alloc_np[pod, col])
+    return gpu, cpu, device_indices(int(state.pod_dev_np[pod]))
 
 
 def device_free(state: ClusterState, node: int, resource: str, scale: int) -> list[int]:
@@ -108,7 +123,7 @@ def device_free(state: ClusterState, node: int, resource: str, scale: int) -> li
     for p in on:
         g = int(state.pod_alloc_np[p, col]) * scale
         per = g if g < GPU_MILLI else GPU_MILLI
-        for d in _bits(int(state.pod_dev_np[p])):
+        for d in device_indices(int(state.pod_dev_np[p])):
             if d < ndev:
                 free[d] -= per
     return free
@@ -199,7 +214,7 @@ class FoldedDevices:
             p = int(slot)
             bits = int(st.pod_dev_np[p])
             if bits or self._gpu_of(p) == 0:
-                self._bind(p, _bits(bits))
+                self._bind(p, device_indices(bits))
             else:
                 unknown.append(p)
         for p in unknown:  # bound without devices: best fit, after the known ones
@@ -224,6 +239,38 @@ class FoldedDevices:
             table.bind(n, g, cpu, devices)
         except ValueError:
             pass  # a recorded choice that no longer fits (capacity shrank): left out
+
+    def fits_with(
+        self,
+        node: int,
+        restored: Iterable[tuple[int, int, tuple[int, ...]]],
+        wanted: Iterable[tuple[int, int]],
+    ) -> bool:
+        """Whether GPU requests ``wanted`` (``(GPU milli, CPU milli)`` each, in order)
+        all fit node slot ``node`` device by device (the placer's exact rule,
+        :meth:`DeviceTable.fits`, each taking the devices best fit chooses), with the
+        pods ``restored`` (``(GPU milli, CPU milli, devices)``: gone from the state,
+        assumed back on their devices; ``()``: best fit) still there. What this binds
+        stays in the table as assumptions, which the next :meth:`sync` drops."""
+        self.sync()
+        table = self.table
+        for g, cpu, devices in restored:
+            if not devices:
+                if not table.fits(node, g):
+                    continue  # over-committed without devices: nothing to take
+                devices = table.choose(node, g, cpu, False)
+            try:
+                table.bind(node, g, cpu, devices)
+            except ValueError:
+                pass  # a recorded choice that no longer fits (capacity shrank)
+        for g, cpu in wanted:
+            if not table.fits(node, g):
+                return False
+            try:
+                table.bind(node, g, cpu, table.choose(node, g, cpu, False))
+            except ValueError:
+                return False  # not a GPU request shape (request_shape): takes no devices
+        return True
 
     def claim(self, bindings: Iterable[tuple[str, str, tuple[int, ...]]]) -> None:
         """Bind the devices of undecided claims ``(pod, node, devices)`` (still pending

@@ -81,7 +81,7 @@ import orjson
 from esched.core import PHASE_PENDING, PHASE_RUNNING, PHASES, ClusterState
 from esched.core.admission import OBSERVED, Admission, Fact, event_key
 from esched.core.bands import BandConfig, may_preempt
-from esched.core.devices import gpu_resource
+from esched.core.devices import FoldedDevices, pod_share
 from esched.core.jobs import ATTEMPT_ANNOTATION, FOLDED_TYPES, JobBook, job_key_of_pod
 from esched.core.overload import log_seconds, need, node_loads
 from esched.core.queues import queue_view, summary_view
@@ -156,11 +156,14 @@ class Auditor:
         self._removed: set[str] = set()
         #: decision id -> [(position, pod)] evicted for it, awaiting the decision
         self._evictions: dict[str, list[tuple[int, str]]] = {}
-        #: decision id -> [(pod slot, node slot, held GPUs)] of the pods evicted for it
-        self._victims_of: dict[str, list[tuple[int, int, bool]]] = {}
         #: (node, resource) -> the usage report whose overload the last overload
         #: eviction there answered (a run of evictions until the reservations fit)
         self._overload_runs: dict[tuple[Any, Any], Any] = {}
+        #: decision id -> [(pod slot, node slot, (GPU milli, CPU milli, devices))] of
+        #: the pods evicted for it
+        self._victims_of: dict[str, list[tuple[int, int, tuple[int, int, tuple[int, ...]]]]] = {}
+        #: the fold's GPU devices, built at the first preemption that binds devices
+        self._devices: FoldedDevices | None = None
         #: the Volcano Job lifecycle, folded alongside (core/jobs.py)
         self.jobs = JobBook()
 
@@ -341,15 +344,10 @@ class Auditor:
         self._evictions.setdefault(data["decision"], []).append((position, pod))
         record = st.pod(pod) if isinstance(pod, str) else None
         if pidx is not None and record is not None and record["phase"] == "Running":
-            # Where the victim ran, and whether it held GPUs: the preemption's
-            # necessity is judged with it still there (_necessary).
-            gpu = gpu_resource(st)
+            # Where the victim ran and what GPU share it held on which devices: the
+            # preemption's necessity is judged with it still there (_necessary).
             self._victims_of.setdefault(data["decision"], []).append(
-                (
-                    int(pidx),
-                    int(st.node_of(pidx)),
-                    gpu is not None and gpu[0] in record["allocated"],
-                )
+                (int(pidx), int(st.node_of(pidx)), pod_share(st, int(pidx)))
             )
 
     def _overload_eviction(
@@ -468,8 +466,11 @@ class Auditor:
         validator's :meth:`Placer.binding_reasons` on its overlay, the victims assumed
         back on their nodes): resources, pod slots, and every constraint a victim can
         stand in the way of (inter-pod anti-affinity, topology spread, host ports).
-        A binding naming GPU devices on a node where a victim held GPUs counts as
-        needing them (which device a victim's share freed is not re-derived)."""
+        Bindings that name GPU devices must also fit device by device, by the placer's
+        exact rule (:meth:`FoldedDevices.fits_with`, the victims back on the devices
+        they held): a whole-GPU pod does not fit two half-free devices, whatever the
+        node's summed GPU says. Bindings without devices are judged by the summed
+        resource, as the commit service judges them."""
         held = self._victims_of.pop(decision, [])
         if not held or data.get("reclaim"):
             return  # reclaim: victims free a queue's share, not a node's room
@@ -485,9 +486,9 @@ class Auditor:
             if nidx is None or pidx is None:
                 return  # unknown pod or node: flagged elsewhere
             on_node.setdefault(int(nidx), []).append((int(pidx), b.get("devices") is not None))
-        victims: dict[int, list[tuple[int, bool]]] = {}
-        for vidx, nidx, devices in held:
-            victims.setdefault(nidx, []).append((vidx, devices))
+        victims: dict[int, list[tuple[int, tuple[int, int, tuple[int, ...]]]]] = {}
+        for vidx, nidx, share in held:
+            victims.setdefault(nidx, []).append((vidx, share))
         validator = self.validator
         placer = validator.placer
         for nidx, there in sorted(victims.items()):
@@ -499,8 +500,6 @@ class Auditor:
                     f"decision {decision} evicted pods from {node}, where none of its pods go",
                 )
                 continue
-            if any(dev for _, dev in there) and any(dev for _, dev in on_node[nidx]):
-                continue  # devices the victims held may be the ones it needed
             validator.begin()  # the overlay is the state again (victims evicted)
             try:
                 # Asked first: the placer's inter-pod view starts with the first
@@ -508,7 +507,7 @@ class Auditor:
                 # before that (a victim without terms) would not count in it.
                 for pidx, _dev in on_node[nidx]:
                     placer.binding_reasons(pidx, nidx)
-                for vidx, _dev in there:
+                for vidx, _share in there:
                     placer.assume_binding(vidx, nidx)
                 fits = True
                 for pidx, _dev in on_node[nidx]:
@@ -518,12 +517,27 @@ class Auditor:
                     placer.assume_binding(pidx, nidx)
             finally:
                 validator.begin()  # drop the assumptions
+            named = [pidx for pidx, dev in on_node[nidx] if dev]
+            if fits and named:
+                fits = self._devices_fit(nidx, [share for _v, share in there], named)
             if fits:
                 self._flag(
                     position,
                     "preemption_unnecessary",
                     f"decision {decision}: its pods fit on {node} without evicting anyone",
                 )
+
+    def _devices_fit(
+        self, nidx: int, restored: list[tuple[int, int, tuple[int, ...]]], pods: list[int]
+    ) -> bool:
+        """Whether ``pods`` (slots) fit node slot ``nidx`` device by device with the
+        victims' shares ``restored`` on their devices."""
+        st = self.state
+        if self._devices is None:
+            self._devices = FoldedDevices(st, fgd=False)
+        devices = self._devices
+        wanted = [devices.request(st.class_of(p)) for p in pods]
+        return devices.fits_with(nidx, restored, wanted)
 
     def _decision(
         self, position: int, etype: str, event: dict[str, Any], data: dict[str, Any]

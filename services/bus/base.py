@@ -187,6 +187,12 @@ class BusConsumer(abc.ABC):
         """The ``(topic, partition)`` pairs this consumer reads now (empty if unknown)."""
         return frozenset()
 
+    def moving_share(self) -> frozenset[tuple[str, int]] | None:
+        """While the group moves partitions (a rebalance: this member's share revoked,
+        the next not yet assigned), the share it had; None otherwise, and on buses
+        without group rebalances."""
+        return None
+
     def pause_fetching(self) -> None:  # noqa: B027 - optional: nothing to pause in memory
         """Stop asking the broker for records (no fetch requests) until
         :meth:`resume_fetching`: a consumer that knows no records are coming costs

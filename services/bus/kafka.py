@@ -9,10 +9,11 @@ consumer downstream is idempotent on the CloudEvents id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
@@ -42,6 +43,9 @@ MAX_REQUEST_BYTES = 1_048_576 + 4096
 MAX_BATCH_BYTES = 512 * 1024
 #: From this many records on, send_many builds one batch per partition itself.
 BATCH_MIN_RECORDS = 32
+#: How much longer than its timeout a poll may take before it is given up as caught
+#: in a rebalance (seconds).
+POLL_SLACK = 0.25
 
 
 class FetchWait:
@@ -355,6 +359,24 @@ class _KafkaProducer(BusProducer):
             raise _bus_error(exc) from exc
 
 
+class _Moves(ConsumerRebalanceListener):
+    """The share a member had, from aiokafka's revocation until the next assignment.
+
+    aiokafka rebalances eagerly: every member gives up its whole share when the
+    group starts a rebalance and gets the next one only when the group has rejoined
+    (seconds on a broker that holds JoinGroup), fetching nothing meanwhile."""
+
+    def __init__(self) -> None:
+        self.moving: frozenset[tuple[str, int]] | None = None
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        # A first join revokes nothing: there is no share to keep working.
+        self.moving = frozenset((tp.topic, tp.partition) for tp in revoked) or None
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.moving = None
+
+
 #: Consumers closing in the background (a reference keeps each task alive).
 _closing: set[asyncio.Future] = set()
 
@@ -381,7 +403,6 @@ class _KafkaConsumer(BusConsumer):
         self._assign = topics if exclusive else ()
         self._only = None if partitions is None else sorted(set(partitions))
         self._consumer = AIOKafkaConsumer(
-            *(() if exclusive else topics),
             bootstrap_servers=bus.bootstrap,
             client_id=bus.client_id,
             group_id=group,
@@ -400,6 +421,11 @@ class _KafkaConsumer(BusConsumer):
             partition_assignment_strategy=(StickyPartitionAssignor, RoundRobinPartitionAssignor),
             **bus.client_kwargs,
         )
+        self._moves = _Moves()
+        #: A getmany that outlasted its poll (caught in a rebalance), for the next poll.
+        self._fetch: asyncio.Future | None = None
+        if not exclusive:
+            self._consumer.subscribe(list(topics), listener=self._moves)
         self._wait = FetchWait(bus.fetch_max_wait_ms, bus.fetch_max_wait_busy_ms)
         self._started = False
         self._paused = False
@@ -443,12 +469,39 @@ class _KafkaConsumer(BusConsumer):
         """Leave the group (the broker hands its partitions to the others) and close."""
         if self._started:
             self._started = False
+            if self._fetch is not None:
+                fetch, self._fetch = self._fetch, None
+                fetch.cancel()
+                with contextlib.suppress(BaseException):
+                    await fetch
             leave_group_on_stop(self._consumer)
             await self._consumer.stop()
 
     async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        # During a rebalance aiokafka's getmany waits for the next assignment whatever
+        # its timeout (seconds: tansu holds a JoinGroup 5 s, a SyncGroup 3 s); the
+        # caller gets its empty poll in time instead, so it can work meanwhile. A
+        # getmany caught in a rebalance is not cancelled (aiokafka's bookkeeping of
+        # when the consumer last polled would never close) but awaited again by the
+        # next poll.
+        fetch = self._fetch
+        if fetch is None:
+            if self._moves.moving is not None:
+                await asyncio.sleep(timeout_ms / 1000)
+                return []
+            fetch = asyncio.ensure_future(
+                self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+            )
+        self._fetch = fetch  # stop() ends it should this poll be cancelled
+        done, _ = await asyncio.wait({fetch}, timeout=timeout_ms / 1000 + POLL_SLACK)
+        if not done:
+            return []
+        if self._fetch is fetch:
+            self._fetch = None
+        if fetch.cancelled():
+            return []  # stop() ended it: the consumer is closing
         try:
-            batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+            batches = fetch.result()
         except (KafkaError, OSError) as exc:
             raise _bus_error(exc) from exc
         # The next fetch request's wait: longer while records keep coming, short again
@@ -482,6 +535,9 @@ class _KafkaConsumer(BusConsumer):
 
     def assignment(self) -> frozenset[tuple[str, int]]:
         return frozenset((tp.topic, tp.partition) for tp in self._consumer.assignment())
+
+    def moving_share(self) -> frozenset[tuple[str, int]] | None:
+        return self._moves.moving
 
     def pause_fetching(self) -> None:
         # aiokafka's fetcher sends no fetch request for a paused partition; a

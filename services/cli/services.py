@@ -359,6 +359,14 @@ def _load_profile_option(path: str | None) -> Any:
     "restarted within its session, it takes its old partitions back without a "
     "rebalance.",
 )
+@click.option(
+    "--bridge-rebalance/--no-bridge-rebalance",
+    default=True,
+    show_default=True,
+    help="While the group rebalances, keep working this replica's previous share of "
+    "the work partitions (read by assignment), so one replica leaving or dying does "
+    "not stop placement on every replica.",
+)
 @bands_option
 @queue_hierarchy_option
 @reserve_option
@@ -378,6 +386,7 @@ def replica(
     session_timeout: float,
     heartbeat_interval: float,
     static_membership: bool,
+    bridge_rebalance: bool,
     bands: Any,
     queue_hierarchy: str,
     reserve_after: float,
@@ -424,6 +433,7 @@ def replica(
                     batch_size=batch_size,
                     pipeline=pipeline,
                     preemption=preemption,
+                    bridge_rebalance=bridge_rebalance,
                     bands=bands,
                     reserve_after=reserve_after,
                     queue_hierarchy=queue_hierarchy,

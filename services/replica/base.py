@@ -110,6 +110,8 @@ class _ReplicaBase:
         #: commits) and the join itself. See start().
         self._provisional: BusConsumer | None = None
         self._joining: asyncio.Future | None = None
+        #: The provisional reader is bridging a rebalance (not a restart's join).
+        self._bridging = False
         #: The share last recorded in the store (share_snapshot_name).
         self._saved_share: frozenset[tuple[str, int]] = frozenset()
 
@@ -138,6 +140,12 @@ class _ReplicaBase:
     def proposal_prefix(self) -> str:
         """How every proposal id of this instance begins (its decisions hold it)."""
         return self._pid_prefix
+
+    @property
+    def bridging(self) -> bool:
+        """Whether the replica works its previous share by assignment while its group
+        rebalances (see ``ReplicaConfig.bridge_rebalance``)."""
+        return self._bridging
 
     @property
     def inflight(self) -> dict[str, str]:

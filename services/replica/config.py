@@ -68,6 +68,11 @@ class ReplicaConfig:
     #: On a restart, work the share of the work partitions this replica had (recorded
     #: in the store) while the group join is under way (see Replica._start_provisional).
     resume_share: bool = True
+    #: While the group rebalances (between revoking this replica's share and assigning
+    #: the next), work the share it had, read by assignment (see
+    #: Replica._bridge_rebalance): aiokafka rebalances eagerly, so without this every
+    #: replica stops placing while one replica's share moves.
+    bridge_rebalance: bool = True
     source_prefix: str = "esched/replica/"
     #: Let pods and gangs that fit nowhere propose evicting pods of lower bands.
     preemption: bool = True

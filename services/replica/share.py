@@ -48,11 +48,16 @@ class _Share(_Placing):
             return
         if saved is None:
             return
-        share = [(str(t), int(p)) for t, p in orjson.loads(saved[1]) if t == self.bus.topics.work]
-        if not share:
-            return
+        await self._open_provisional([(str(t), int(p)) for t, p in orjson.loads(saved[1])])
+
+    async def _open_provisional(self, share: list[tuple[str, int]]) -> bool:
+        """Read ``share`` (its work partitions) by assignment, from the group's
+        committed offsets, as ``_provisional``; whether it could."""
+        work = [(t, p) for t, p in share if t == self.bus.topics.work]
+        if not work:
+            return False
         provisional = self.bus.consumer(
-            [self.bus.topics.work], self.config.group, exclusive=True, partitions=share
+            [self.bus.topics.work], self.config.group, exclusive=True, partitions=work
         )
         try:
             await provisional.start()
@@ -62,14 +67,51 @@ class _Share(_Placing):
                 self.id,
                 exc,
             )
-            return
+            return False
         self._provisional = provisional
+        return True
 
     async def _stop_provisional(self) -> None:
+        self._bridging = False
         if self._provisional is not None:
             provisional, self._provisional = self._provisional, None
             with contextlib.suppress(BusError):
                 await provisional.stop()
+
+    async def _bridge_rebalance(self) -> None:
+        """Keep placing this replica's share while the group moves partitions.
+
+        aiokafka rebalances eagerly (no cooperative protocol): when one replica
+        leaves or dies, every replica gives up its whole share and fetches nothing
+        until the group has rejoined (tansu holds a JoinGroup 5 s and a SyncGroup
+        3 s). Meanwhile this reads the share it had by assignment, as a restart
+        does (:meth:`_start_provisional`), and goes back to the group consumer once
+        it has a share again. The sticky assignor gives a surviving replica its old
+        partitions back, so the items read meanwhile are redelivered to it and
+        skipped (their pods are no longer pending); a partition that moved after
+        all may be proposed from twice for a moment, and the commit service
+        commits one proposal and rejects the other."""
+        consumer = self._consumer
+        if consumer is None or not self.config.bridge_rebalance:
+            return
+        moving = consumer.moving_share()
+        if moving is not None and self._provisional is None:
+            if await self._open_provisional(sorted(moving)):
+                self._bridging = True
+                log.info(
+                    "replica %s: the group is rebalancing; working its share %s meanwhile",
+                    self.id,
+                    partitions(moving),
+                    extra={"replica": self.id},
+                )
+        elif moving is None and self._bridging:
+            await self._stop_provisional()
+            log.info(
+                "replica %s: rebalanced; share %s",
+                self.id,
+                partitions(consumer.assignment()),
+                extra={"replica": self.id},
+            )
 
     async def _joined(self) -> None:
         """The group join of a restart is done: stop reading the previous share."""

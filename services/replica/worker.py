@@ -43,6 +43,8 @@ class _WorkLoop(_Share):
             while not self._stopping.is_set() and self._failed is None:
                 if self._joining is not None and self._joining.done():
                     await self._joined()
+                elif self._joining is None:
+                    await self._bridge_rebalance()
                 provisional = self._provisional is not None
                 consumer = self._provisional if provisional else self._consumer
                 if consumer is None:
@@ -166,8 +168,17 @@ class _WorkLoop(_Share):
             await self.handle(msgs, planned, prev, commit=commit)
         finally:
             planned.set()
-            if not turn.done():
-                turn.set_result(None)
+
+            # The next batch commits after this one and every one before it (a batch
+            # that commits nothing does not wait for the one before it to commit).
+            def pass_turn(_prev: object = None) -> None:
+                if not turn.done():
+                    turn.set_result(None)
+
+            if prev.done():
+                pass_turn()
+            else:
+                prev.add_done_callback(pass_turn)
 
     # ------------------------------------------------------------------ one batch
 
@@ -241,7 +252,14 @@ class _WorkLoop(_Share):
             )
         if planned is not None:
             planned.set()
-        if prev is not None:
+        consumer = self._consumer
+        if commit and consumer is not None and consumer.moving_share() is not None:
+            # The group is rebalancing: this share is revoked, so a commit fails, and
+            # it would first wait behind the group's join on the coordinator's
+            # connection (seconds), holding a pipeline slot the bridge needs. The
+            # items are redelivered to the share's next owner, which skips them.
+            commit = False
+        if prev is not None and commit:
             # Offsets in poll order: committing this batch's offsets first would also
             # commit the earlier batch's items on the same partitions, still undecided.
             await asyncio.shield(prev)
@@ -249,7 +267,6 @@ class _WorkLoop(_Share):
         for m in msgs:
             k = (m.topic, m.partition)
             offsets[k] = max(offsets.get(k, 0), m.offset + 1)
-        consumer = self._consumer
         if consumer is not None and commit:
             try:
                 await consumer.commit(offsets)

@@ -43,6 +43,7 @@ __all__ = [
     "ChainReport",
     "chain_hashes",
     "link",
+    "past_the_head",
     "row_digest",
     "verify_rows",
     "verify_store",
@@ -149,6 +150,19 @@ def verify_rows(
     return prev, expected
 
 
+async def past_the_head(
+    report: ChainReport, first: int, head: Callable[[], Awaitable[tuple[int, bytes | None]]]
+) -> None:
+    """A row at ``first``, read past the head the walk ended at: a break unless an
+    append made it meanwhile. The head is read again after the row: a row and its
+    head move are one transaction, so a row past that head was never appended."""
+    now, _hash = await head()
+    if first > now:
+        report.ok = False
+        report.broken_at = first
+        report.reason = f"position {first} is past the head ({now}): not appended by the store"
+
+
 async def verify_store(
     read: Callable[[int, int], Awaitable[list[Any]]],
     head: Callable[[], Awaitable[tuple[int, bytes | None]]],
@@ -200,6 +214,10 @@ async def verify_store(
         report.ok = False
         report.broken_at = head_pos
         report.reason = "the head's hash does not match the last stored event"
+    if report.ok and target == head_pos:
+        rows = await read(head_pos, batch)
+        if rows:
+            await past_the_head(report, rows[0][0], head)
     report.head_hash = prev.hex()
     report.seconds = time.perf_counter() - started
     report.rate = report.checked / report.seconds if report.seconds > 0 else 0.0

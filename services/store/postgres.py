@@ -48,6 +48,7 @@ from .chain import (
     ChainReport,
     chain_hashes,
     link,
+    past_the_head,
     row_digest,
 )
 
@@ -462,6 +463,12 @@ class PostgresEventStore(EventStore):
             report.ok = False
             report.broken_at = head_pos
             report.reason = "the head's hash does not match the last stored event"
+        if report.ok and target == head_pos:
+            first, _none = await self._fetchrow(
+                "SELECT min(position), NULL FROM events WHERE position > $1", head_pos
+            )
+            if first is not None:
+                await past_the_head(report, first, self.head_hash)
         report.checked = target if report.ok else max(0, (report.broken_at or 1) - 1)
         report.head_hash = (last or ZERO_HASH).hex() if report.ok else ""
         report.seconds = time.perf_counter() - started

@@ -204,6 +204,18 @@ async def test_a_delete_before_its_submit_keeps_the_pod_from_running_and_shows(s
     report = await audit_store(store)
     assert report["anomalies"] == expected
     assert "submit_after_delete" in format_report(report)
+    # replay shows them too, in JSON and in its table (issue 19: "replay shows the
+    # deleted pod Pending with no reason").
+    url = store.url if isinstance(store, PostgresEventStore) else f"sqlite:///{store.path}"
+    runner = CliRunner()
+    # In a thread: the CLI runs its own event loop.
+    shown = await asyncio.to_thread(
+        runner.invoke, cli, ["replay", "--store", url, "--format", "json"]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert orjson.loads(shown.stdout)["anomalies"] == expected
+    table = (await asyncio.to_thread(runner.invoke, cli, ["replay", "--store", url])).stdout
+    assert "submit_after_delete" in table and "unknown_pod" in table
     follower = LogFollower(store)
     await follower.start()
     try:
@@ -296,6 +308,25 @@ async def test_a_deleted_row_breaks_the_chain_at_its_position(store, which):
     audit = await audit_store(store)
     assert not audit["ok"] and "chain_broken" in audit["by_kind"]
     assert any(v["position"] == gone for v in audit["violations"])
+
+
+async def test_a_row_slipped_in_past_the_head_breaks_the_chain_there(store):
+    # A forged decision appended behind the store's back (log_head untouched, the
+    # hash copied from the row before): readers would fold it; verify names it.
+    head = await _committed_log(store)
+    await _tamper(
+        store,
+        "INSERT INTO events (position, id, type, stream, stream_version, time, recorded_at,"
+        " payload, hash) SELECT position + 1, id || '-forged', type, stream,"
+        " stream_version + 1, time, recorded_at, payload, hash"
+        f" FROM events WHERE position = {head}",
+    )
+    report = await store.verify()
+    assert (report.ok, report.broken_at) == (False, head + 1), report
+    walked = await verify_store(store.chain_rows, store.head_hash)
+    assert (walked.ok, walked.broken_at) == (False, head + 1)
+    audit = await audit_store(store)
+    assert not audit["ok"] and "chain_broken" in audit["by_kind"]
 
 
 async def test_rows_stored_before_the_chain_are_chained_on_upgrade(store):

@@ -368,3 +368,39 @@ async def test_a_member_leaving_the_group_moves_only_its_own_partitions(
 async def _poll_forever(consumer):
     while True:
         await consumer.poll(100, 10)
+
+
+async def test_a_member_names_its_share_while_the_group_rebalances_and_polls_on_time(
+    kafka_bootstrap, topic_prefix
+):
+    # aiokafka's rebalance is eager: a member gives up its whole share and its getmany
+    # waits for the next assignment, whatever its timeout. The bus names the share
+    # that is moving (a replica works it meanwhile) and polls return on time.
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), work_partitions=4)
+    await bus.ensure_topics(partitions=1)
+    first = bus.consumer([bus.topics.work], "g", instance="a")
+    second = bus.consumer([bus.topics.work], "g", instance="b")
+    await first.start()
+    joining = None
+    try:
+        work = {(bus.topics.work, p) for p in range(4)}
+        await eventually(lambda: first.assignment() == work, 60)
+        assert first.moving_share() is None
+        joining = asyncio.ensure_future(second.start())  # the group rebalances
+        await eventually(lambda: first.moving_share() == work, 60, interval=0.01)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        assert await first.poll(100, 10) == []
+        assert loop.time() - t0 < 1.0
+        await joining
+        await eventually(
+            lambda: first.moving_share() is None and first.assignment(), 60, interval=0.05
+        )
+        assert first.assignment() | second.assignment() == work
+    finally:
+        if joining is not None:
+            joining.cancel()
+            with contextlib.suppress(BaseException):
+                await joining
+        await second.stop()
+        await first.stop()

@@ -622,3 +622,56 @@ def test_audit_counts_a_preemption_needed_for_anti_affinity_as_necessary():
     report = audit_events(_anti_affine_preemption("db"))
     assert report["by_kind"] == {"preemption_unnecessary": 1}
     assert "fit on n1 without evicting anyone" in report["violations"][0]["detail"]
+
+
+GPU = "esched.dev/gpu-milli"
+
+
+def _gpu_preemption(*, neighbour: bool, devices: bool) -> list[tuple[int, dict]]:
+    """n1 has two GPU devices; v (batch) holds half of device 0, and with
+    ``neighbour`` w (production) half of device 1; p (production) asks for a whole
+    GPU and evicts v, bound to device 0 (named in its binding with ``devices``)."""
+    n1 = node("n1", "8")
+    n1["data"]["status"]["allocatable"][GPU] = "2000"
+
+    def gpu_pod(name: str, milli: int, priority: int) -> dict:
+        e = pod(name, "1", priority=priority)
+        e["data"]["spec"]["containers"][0]["resources"]["requests"][GPU] = str(milli)
+        return e
+
+    def bound(pid: str, binds: list[tuple[str, int, int | None]], **kw) -> dict:
+        data = placement(pid, [(p, "n1") for p, _m, _d in binds], **kw)
+        for b, (_p, milli, dev) in zip(data["bindings"], binds, strict=True):
+            b["resources"][GPU] = milli
+            if dev is not None:
+                b["devices"] = [dev]
+        return data
+
+    running = [("v", 500, 0)] + ([("w", 500, 1)] if neighbour else [])
+    events = [n1, gpu_pod("v", 500, BATCH), gpu_pod("w", 500, PROD), gpu_pod("p", 1000, PROD)]
+    events.append(ev(decision_id("s"), PLACEMENT_COMMITTED, bound("s", running)))
+    did = decision_id("f")
+    events.append(
+        ev(
+            "evicted-f-t/v",
+            POD_EVICTED,
+            {"pod": "t/v", "node": "n1", "reason": "Preempted", "decision": did},
+        )
+    )
+    f = bound("f", [("p", 1000, 0 if devices else None)], victims=[("v", "n1")])
+    events.append(ev(did, PLACEMENT_COMMITTED, f))
+    return list(enumerate(events, start=1))
+
+
+def test_audit_judges_a_gpu_preemption_by_the_placers_device_exact_fit():
+    # v and w each hold half a device: the node's summed GPU has room for p's whole
+    # GPU, no single device has. Evicting v was needed (the placer's DeviceTable.fits).
+    assert audit_events(_gpu_preemption(neighbour=True, devices=True))["ok"]
+    # Without w, device 1 is idle: p fitted there with v running.
+    report = audit_events(_gpu_preemption(neighbour=False, devices=True))
+    assert report["by_kind"] == {"preemption_unnecessary": 1}, report
+    assert "fit on n1 without evicting anyone" in report["violations"][0]["detail"]
+    # A binding without devices is judged by the summed GPU, as the commit service
+    # judges it (best fit takes devices later): room for p with v running.
+    summed = audit_events(_gpu_preemption(neighbour=True, devices=False))
+    assert summed["by_kind"] == {"preemption_unnecessary": 1}, summed

@@ -747,3 +747,68 @@ async def test_a_replica_decodes_only_the_decisions_of_its_own_proposals(store) 
         assert seen == ["mine-1"]
     finally:
         await follower.stop()
+
+
+class _Rebalancing(BusConsumer):
+    """A member of the work group whose share the test revokes: from revocation until
+    the next assignment (aiokafka's eager rebalance) it fetches nothing."""
+
+    def __init__(self, bus: MemoryBus, group: str) -> None:
+        self.inner = bus.consumer([bus.topics.work], group)
+        self.moving: frozenset[tuple[str, int]] | None = None
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        if self.moving is None:
+            return await self.inner.poll(timeout_ms, max_records)
+        await asyncio.sleep(timeout_ms / 1000)  # a poll that waits, as getmany's
+        return []
+
+    async def commit(self, offsets) -> None:
+        await self.inner.commit(offsets)
+
+    async def lag(self) -> int:
+        return await self.inner.lag()
+
+    def assignment(self) -> frozenset[tuple[str, int]]:
+        return frozenset() if self.moving is not None else self.inner.assignment()
+
+    def moving_share(self) -> frozenset[tuple[str, int]] | None:
+        return self.moving
+
+
+async def test_a_replica_keeps_placing_its_share_while_the_group_rebalances(store):
+    # Issue 19: a killed replica stalled all placement while its share moved, since
+    # every member of an eager rebalance gives up its share until the group rejoins.
+    await append_events(store, node("n1", cpu="4"), pod("a"), pod("b"))
+    commit = CommitService(store)
+    bus = MemoryBus()
+    config = ReplicaConfig(retry_backoff=0.001)
+    group = _Rebalancing(bus, config.group)
+    replica = Replica(store, bus, "r1", submit=commit.decide, config=config, consumer=group)
+    await replica.start()
+    run = asyncio.create_task(replica.run())
+
+    async def running(name: str) -> bool:
+        return (await fold_log(store)).pod(f"t/{name}")["phase"] == "Running"
+
+    try:
+        group.moving = group.inner.assignment()  # another member died: a rebalance
+        bus.append(bus.topics.work, *work_item("pod", "t/a", await store.head()))
+        await eventually(lambda: running("a"), 10, message="a not placed during the rebalance")
+        assert replica.bridging and replica.totals.early_items == 1
+        group.moving = None  # the group has rejoined: the share is assigned again
+        bus.append(bus.topics.work, *work_item("pod", "t/b", await store.head()))
+        await eventually(lambda: running("b"), 10, message="b not placed after it")
+        assert not replica.bridging
+    finally:
+        await replica.stop()
+        await run
+        await commit.stop()
+    bound = await _bindings_per_pod(store)
+    assert bound == {"t/a": 1, "t/b": 1}
