@@ -6,10 +6,15 @@
 # resources in registration order (``res_names``).
 from libc.stdint cimport uint8_t
 
-from esched.core._envelope cimport Span
 from esched.core._interpod cimport InterPodIndex
 from esched.core._types cimport flag_t, index_t, phase_t, units_t, word_t
 
+
+cdef enum:
+    # A memo of quantity strings or of pod specs is bounded: real clusters use a few
+    # hundred distinct values, so overflowing this means garbage input and the memo
+    # is simply reset.
+    MEMO_LIMIT = 100000
 
 cdef enum:
     CLASS_HOST_PORTS = 1                # class_flags: the class binds host ports
@@ -180,13 +185,6 @@ cdef class ClusterState:
     cdef int _usage_nodes(self, object nodes) except -1
     cdef int _usage_pods(self, list pods, double now) except -1
     cdef void _set_rflags(self, Py_ssize_t col)
-    cdef int _apply_payload(self, bytes payload) except -1
-    cdef int _payload_finished(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
-                               int phase, int slot) except -1
-    cdef int _payload_submitted(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
-    cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
-    cdef int _commit_one(self, const unsigned char* b, Py_ssize_t n, Span bindings) except -1
-    cdef Py_ssize_t _column_of(self, const unsigned char* b, Span key) except -2
     cpdef apply(self, dict event, long long position)
     # --- read API bounds checks ---
     cdef int _check_pod(self, Py_ssize_t p) except -1

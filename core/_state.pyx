@@ -49,16 +49,6 @@ from esched.core.reservations import (
 from esched.schemas.quantity import MAX_BASE_UNITS, resource_list, to_base_units
 from esched.schemas.validator.timewindow import event_seconds
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeASCII
-from libc.string cimport memcmp, memcpy
-
-cdef extern from "Python.h":
-    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
-    void* PyUnicode_DATA(object text)
-    bint PyUnicode_IS_COMPACT_ASCII(object text)
-    Py_ssize_t PyUnicode_GET_LENGTH(object text)
-
 from libc.math cimport NAN, isnan
 
 from esched.core._reservations cimport RES_OVERCOMMIT, RES_RECLAIM, next_reservation
@@ -69,7 +59,8 @@ from esched.core._fold cimport (
     _pod_submitted, _resolve_binding, event_counts, restore_event_counts, type_slot,
 )
 from esched.core._fold import _MALFORMED, GANG_SIZE_ANNOTATION
-from esched.core._envelope cimport Span, next_element, next_member, scan_envelope, span_is
+# The bytes path: stored envelopes into the same handlers.
+from esched.core._fold_bytes cimport _apply_payload
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -103,9 +94,6 @@ DEF_RES = 8
 #: How old a node's usage report may be, on the log's clock, before the fold ignores it
 #: (seconds): Volcano's usage plugin ignores metrics older than MetricsActiveTime (5 min).
 USAGE_MAX_AGE = 300.0
-# A memo of quantity strings is bounded: real clusters use a few hundred distinct
-# values, so overflowing this means garbage input and the memo is simply reset.
-MEMO_LIMIT = 100000
 # The largest base-unit total the fold keeps per pod and per class (the per-quantity
 # limit of schemas.quantity): a node's allocation then stays within int64 (see
 # _charge_fits), so no table sum wraps.
@@ -115,11 +103,6 @@ cdef units_t _MAX_UNITS = MAX_BASE_UNITS
 # every follower of the log at the same event forever. Not MemoryError.
 _UNAPPLICABLE = (ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
                  IndexError, UnicodeError, RecursionError, AssertionError)
-
-# Resources of one binding the fold's common-commit path (_commit_one) takes; more go
-# the general way.
-cdef enum:
-    MAX_FAST_RESOURCES = 16
 
 class PositionError(ValueError):
     """An event's log position is not after the state's position (out of order or replayed)."""
@@ -176,60 +159,6 @@ def _queue_defaults() -> dict:
     }
 
 
-cdef bytes _B_POD_SUBMITTED = _ev.POD_SUBMITTED.encode()
-cdef bytes _B_PLACEMENT_COMMITTED = _ev.PLACEMENT_COMMITTED.encode()
-cdef bytes _B_POD_SUCCEEDED = _ev.POD_SUCCEEDED.encode()
-cdef bytes _B_POD_FAILED = _ev.POD_FAILED.encode()
-cdef bytes _B_POD_DELETED = _ev.POD_DELETED.encode()
-cdef int _SLOT_POD_SUBMITTED = type_slot(_ev.POD_SUBMITTED)
-cdef int _SLOT_PLACEMENT_COMMITTED = type_slot(_ev.PLACEMENT_COMMITTED)
-cdef int _SLOT_POD_SUCCEEDED = type_slot(_ev.POD_SUCCEEDED)
-cdef int _SLOT_POD_FAILED = type_slot(_ev.POD_FAILED)
-cdef int _SLOT_POD_DELETED = type_slot(_ev.POD_DELETED)
-
-
-cdef inline str _ascii_string(const unsigned char* b, Span s):
-    # A string value's span includes its quotes; accepted strings are ASCII without
-    # escapes, so the bytes between them are the value.
-    return PyUnicode_DecodeASCII(<const char*>b + s.start + 1, s.end - s.start - 2, NULL)
-
-
-cdef inline object _value(const unsigned char* b, Span s):
-    # Any other value the handlers read: orjson decodes just its bytes, which gives
-    # what decoding the whole envelope would have put there.
-    if b[s.start] == 0x22:
-        return _ascii_string(b, s)
-    return orjson.loads(PyBytes_FromStringAndSize(<const char*>b + s.start, s.end - s.start))
-
-
-cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
-    # A pod's metadata as the handlers read it: name, namespace, labels and
-    # annotations (queue and gang come from those); only the keys present.
-    cdef Span k, v
-    cdef Py_ssize_t i = obj.start
-    meta = {}
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"name", 4):
-            meta["name"] = _value(b, v)
-        elif span_is(b, k, b"namespace", 9):
-            meta["namespace"] = _value(b, v)
-        elif span_is(b, k, b"labels", 6):
-            meta["labels"] = _value(b, v)
-        elif span_is(b, k, b"annotations", 11):
-            meta["annotations"] = _value(b, v)
-        elif span_is(b, k, b"ownerReferences", 15):
-            # (the controller: default topology spread constraints)
-            meta["ownerReferences"] = _value(b, v)
-    return meta
-
-
-# The pod key rule (schemas.events.namespaced_key), inlined in the fold's hot paths
-# on the same constant; tests/core/test_fold.py checks all three builders agree.
-cdef str _DEFAULT_NS = _ev.DEFAULT_NAMESPACE
-cdef bytes _DEFAULT_NS_BYTES = _DEFAULT_NS.encode("ascii")
 
 
 cdef tuple _AGGREGATED = AGGREGATED_SPEC_FIELDS
@@ -243,112 +172,12 @@ cdef inline bint _aggregated(dict spec) except -1:
     return False
 
 
-cdef str _pod_key(const unsigned char* b, Span namespace, Span name):
-    # _meta_key as the handlers build a pod's key, from the raw spans of two string
-    # values (start -1: absent), without a str for either: accepted strings are
-    # ASCII without escapes, so the key's bytes are theirs.
-    cdef const char* ns = _DEFAULT_NS_BYTES
-    cdef Py_ssize_t ns_len = len(_DEFAULT_NS_BYTES), name_len = 0
-    if namespace.start >= 0 and namespace.end - namespace.start > 2:
-        ns = <const char*>b + namespace.start + 1
-        ns_len = namespace.end - namespace.start - 2
-    if name.start >= 0:
-        name_len = name.end - name.start - 2
-    key = PyUnicode_New(ns_len + 1 + name_len, 127)
-    cdef char* out = <char*>PyUnicode_DATA(key)
-    memcpy(out, ns, ns_len)
-    out[ns_len] = 0x2f  # /
-    if name_len:
-        memcpy(out + ns_len + 1, b + name.start + 1, name_len)
-    return key
-
-
-cdef str _scan_key(const unsigned char* b, Py_ssize_t n, Span obj, bint* extra):
-    # A pod's key from its metadata object, if name and namespace are strings (or
-    # absent); None otherwise (the dict path builds it). ``extra``: metadata also has
-    # labels or annotations (which decide a pod's queue and gang).
-    cdef Span k, v, name, namespace
-    cdef Py_ssize_t i = obj.start
-    name.start = namespace.start = -1
-    extra[0] = False
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"name", 4):
-            name = v
-        elif span_is(b, k, b"namespace", 9):
-            namespace = v
-        elif span_is(b, k, b"labels", 6) or span_is(b, k, b"annotations", 11):
-            extra[0] = True
-    if (name.start >= 0 and b[name.start] != 0x22) or (
-            namespace.start >= 0 and b[namespace.start] != 0x22):
-        return None
-    return _pod_key(b, namespace, name)
-
-
-cdef Py_ssize_t _member(const unsigned char* b, Py_ssize_t n, Py_ssize_t i, const char* name,
-                        Py_ssize_t length, Span* found) noexcept:
-    # The raw span of member ``name`` of the accepted object at ``i`` (the last one,
-    # as orjson keeps); returns its first byte, or -1 when absent.
-    cdef Span k, v
-    found.start = -1
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            return found.start
-        if span_is(b, k, name, length):
-            found[0] = v
-
-
-cdef inline units_t _digits(const unsigned char* b, Span v) noexcept:
-    # An accepted value that is a plain non-negative integer (digits only: the
-    # scanner allows at most 18, so it fits), or -1 for any other value.
-    cdef Py_ssize_t i
-    cdef units_t u = 0
-    if v.end <= v.start:
-        return -1
-    for i in range(v.start, v.end):
-        if not 0x30 <= b[i] <= 0x39:
-            return -1
-        u = u * 10 + (b[i] - 0x30)
-    return u
-
-
-def _py_scanner_accepts(bytes payload) -> bool:
-    """Test hook: does the envelope scanner (``_envelope.pxd``) accept ``payload``?"""
-    cdef Span t, d
-    return scan_envelope(<const unsigned char*>PyBytes_AS_STRING(payload),
-                         PyBytes_GET_SIZE(payload), &t, &d)
-
-
 cdef bint _in_range(object values) except -1:
     # Every value an int within the tables' per-entry range (0.._MAX_UNITS).
     for v in values:
         if not 0 <= v <= _MAX_UNITS:
             return False
     return True
-
-
-cdef inline void _binding_spans(const unsigned char* b, Py_ssize_t n, Span e, Span* pod,
-                                Span* node, Span* res, Span* dev) noexcept nogil:
-    # The members of one binding object ``e`` that a commit reads (start -1: absent),
-    # for the general commit fold and its fast path alike.
-    cdef Span bk, bv
-    cdef Py_ssize_t m = e.start
-    pod.start = node.start = res.start = dev.start = -1
-    while True:
-        m = next_member(b, m, n, &bk, &bv)
-        if m < 0:
-            break
-        if span_is(b, bk, b"pod", 3):
-            pod[0] = bv
-        elif span_is(b, bk, b"node", 4):
-            node[0] = bv
-        elif span_is(b, bk, b"resources", 9):
-            res[0] = bv
-        elif span_is(b, bk, b"devices", 7):
-            dev[0] = bv
 
 
 cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str ckey,
@@ -1171,228 +1000,6 @@ cdef class ClusterState:
         self.usage_gen += 1
         return 0
 
-    # ------------------------------------------------------------------ the bytes path
-
-    cdef int _apply_payload(self, bytes payload) except -1:
-        # Decode a stored envelope straight into the handlers' input, for the event
-        # types that make up the bulk of a log; everything else, and anything the
-        # scanner does not vouch for (see _envelope.pxd), takes the dict path.
-        cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
-        cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
-        cdef Span t, d
-        cdef int done = 0
-        if (scan_envelope(b, n, &t, &d) and t.start >= 0 and d.start >= 0
-                and b[t.start] == 0x22 and b[d.start] == 0x7b):
-            t.start += 1
-            t.end -= 1
-            if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)):
-                done = self._payload_submitted(b, n, d.start)
-            elif span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED)):
-                done = self._payload_committed(b, n, d.start)
-            elif span_is(b, t, _B_POD_SUCCEEDED, len(_B_POD_SUCCEEDED)):
-                done = self._payload_finished(b, n, d.start, PHASE_SUCCEEDED, _SLOT_POD_SUCCEEDED)
-            elif span_is(b, t, _B_POD_FAILED, len(_B_POD_FAILED)):
-                done = self._payload_finished(b, n, d.start, PHASE_FAILED, _SLOT_POD_FAILED)
-            elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
-                done = self._payload_finished(b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
-        if not done:
-            # The dict path, byte for byte what apply_many(orjson.loads(...)) does:
-            # the same anomaly for bad JSON or a non-object envelope.
-            return _apply_any(self, orjson.loads(payload))
-        return 0
-
-    # Each _payload_* below folds one event of its type from the accepted envelope's
-    # ``data`` object at ``i`` with the dict path's handlers, as _apply_data would
-    # (type counted, a malformed body an anomaly), and returns 1; or returns 0, having
-    # changed nothing, for a shape it leaves to the dict path.
-
-    cdef int _payload_finished(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
-                               int phase, int slot) except -1:
-        # {"metadata": {name, namespace}}: what _pod_finished reads.
-        cdef Span meta
-        cdef bint extra
-        cdef str key
-        if _member(b, n, i, b"metadata", 8, &meta) < 0:
-            key = "default/"
-        elif b[meta.start] != 0x7b:
-            return 0
-        else:
-            key = _scan_key(b, n, meta, &extra)
-            if key is None:
-                return 0
-        self.type_counts[slot] += 1
-        try:
-            _pod_finish(self, key, phase)
-        except _MALFORMED:
-            self._anomaly("malformed")
-        return 1
-
-    cdef int _payload_submitted(self, const unsigned char* b, Py_ssize_t n,
-                                Py_ssize_t i) except -1:
-        # A pod's metadata and spec as _pod_submit reads them; the spec is decoded
-        # once per distinct spec bytes, and the pod's class cached with it.
-        cdef Span k, v, meta, spec
-        cdef bint extra = False
-        cdef str key = "default/"
-        meta.start = spec.start = -1
-        while True:
-            i = next_member(b, i, n, &k, &v)
-            if i < 0:
-                break
-            if span_is(b, k, b"metadata", 8):
-                meta = v
-            elif span_is(b, k, b"spec", 4):
-                spec = v
-        if (meta.start >= 0 and b[meta.start] != 0x7b) or (spec.start >= 0 and b[spec.start] != 0x7b):
-            return 0
-        if meta.start >= 0:
-            key = _scan_key(b, n, meta, &extra)
-            if key is None:
-                return 0
-        spec_dict = None
-        class_memo = None
-        if spec.start >= 0:
-            raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-            entry = self._spec_memo.get(raw)
-            if entry is None:
-                if len(self._spec_memo) >= MEMO_LIMIT:
-                    self._spec_memo.clear()
-                entry = self._spec_memo[raw] = (orjson.loads(raw), [-1, -1])
-            spec_dict = entry[0]
-            class_memo = entry[1]
-        self.type_counts[_SLOT_POD_SUBMITTED] += 1
-        try:
-            if extra:
-                # Labels or annotations: the queue and gang come from those, so the
-                # handler gets the pod as the dict path has it.
-                pod = {"metadata": _scan_meta(b, n, meta)}
-                if spec_dict is not None:
-                    pod["spec"] = spec_dict
-                _pod_submitted(self, pod, class_memo)
-            else:
-                _pod_submit(self, key, None, None, spec_dict, class_memo)
-        except _MALFORMED:
-            self._anomaly("malformed")
-        return 1
-
-    cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n,
-                                Py_ssize_t i) except -1:
-        # {"bindings": [{"pod", "node", "resources", "devices"?}, ...]}: what _committed reads.
-        cdef Span bindings, e, pod, node, res, dev
-        cdef Py_ssize_t j
-        items = []
-        if _member(b, n, i, b"bindings", 8, &bindings) >= 0:
-            if b[bindings.start] != 0x5b:
-                return 0
-            if self._commit_one(b, n, bindings):
-                return 1
-            j = bindings.start
-            while True:
-                j = next_element(b, j, n, &e)
-                if j < 0:
-                    break
-                if b[e.start] != 0x7b:
-                    return 0
-                _binding_spans(b, n, e, &pod, &node, &res, &dev)
-                if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0
-                        or b[node.start] != 0x22 or (res.start >= 0 and b[res.start] != 0x7b)):
-                    return 0
-                resources = memo = None
-                if res.start >= 0:
-                    raw = PyBytes_FromStringAndSize(<const char*>b + res.start, res.end - res.start)
-                    entry = self._resources_memo.get(raw)
-                    if entry is None:
-                        if len(self._resources_memo) >= MEMO_LIMIT:
-                            self._resources_memo.clear()
-                        # (resources, [columns, has pods]) (see _resolve_binding)
-                        entry = self._resources_memo[raw] = (orjson.loads(raw), [None, None])
-                    resources = entry[0]
-                    memo = entry[1]
-                devices = None
-                if dev.start >= 0:  # rare (GPU devices): decoded as the dict path does
-                    devices = orjson.loads(
-                        PyBytes_FromStringAndSize(<const char*>b + dev.start, dev.end - dev.start))
-                items.append((_ascii_string(b, pod), _ascii_string(b, node), resources, memo,
-                              devices))
-        self.type_counts[_SLOT_PLACEMENT_COMMITTED] += 1
-        resolved = []
-        try:
-            for pod_key, node_name, resources, memo, devices in items:
-                _resolve_binding(self, pod_key, node_name, resources, memo, resolved, devices)
-            _bind_resolved(self, resolved)
-        except _MALFORMED:
-            self._anomaly("malformed")
-        return 1
-
-    cdef int _commit_one(self, const unsigned char* b, Py_ssize_t n, Span bindings) except -1:
-        # The common commit, folded without a Python object per binding or resource:
-        # one binding of a known Pending pod to a known node, its resources integers
-        # in range under registered names, no GPU devices. Returns 1 when folded
-        # (what _resolve_binding + _bind_resolved would have done), or 0, having
-        # changed nothing, for anything else (anomalies included): _payload_committed
-        # then folds it the general way.
-        cdef Span e, bk, bv, pod, node, res, dev
-        cdef Py_ssize_t j, m, c, k = 0, p, nd
-        cdef Py_ssize_t cols[MAX_FAST_RESOURCES]
-        cdef units_t units[MAX_FAST_RESOURCES]
-        cdef units_t u
-        cdef bint has_pods = False
-        j = next_element(b, bindings.start, n, &e)
-        if j < 0 or b[j] != 0x5d or b[e.start] != 0x7b:  # not exactly one object
-            return 0
-        _binding_spans(b, n, e, &pod, &node, &res, &dev)
-        if dev.start >= 0:
-            return 0
-        if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0 or b[node.start] != 0x22
-                or res.start < 0 or b[res.start] != 0x7b):
-            return 0
-        m = res.start
-        while True:
-            m = next_member(b, m, n, &bk, &bv)
-            if m < 0:
-                break
-            if k == MAX_FAST_RESOURCES:
-                return 0
-            c = self._column_of(b, bk)
-            u = _digits(b, bv)
-            if c < 0 or u < 0 or u > _MAX_UNITS:
-                return 0
-            cols[k] = c
-            units[k] = u
-            k += 1
-        pidx = self.pod_index.get(_ascii_string(b, pod))
-        if pidx is None:
-            return 0
-        p = pidx
-        if self.pod_phase[p] != PHASE_PENDING:
-            return 0
-        nidx = self.node_index.get(_ascii_string(b, node))
-        if nidx is None:
-            return 0
-        nd = nidx
-        self.type_counts[_SLOT_PLACEMENT_COMMITTED] += 1
-        for c in range(self.n_res):
-            self.pod_alloc[p, c] = 0
-        # In member order, so a repeated name's last value stays (as orjson keeps it).
-        c = self.res_index["pods"]
-        for j in range(k):
-            self.pod_alloc[p, cols[j]] = units[j]
-            if cols[j] == c:
-                has_pods = True
-        _bind_allocated(self, p, nd, has_pods, 0)
-        return 1
-
-    cdef Py_ssize_t _column_of(self, const unsigned char* b, Span key) except -2:
-        # The column of a registered resource named by an object key's span (its
-        # content), or -1: unregistered (the general path registers it).
-        cdef Py_ssize_t c, length = key.end - key.start
-        for c in range(self.n_res):
-            name = self.res_names[c]
-            if (PyUnicode_IS_COMPACT_ASCII(name) and PyUnicode_GET_LENGTH(name) == length
-                    and memcmp(PyUnicode_DATA(name), b + key.start, length) == 0):
-                return c
-        return -1
-
     def apply_payloads(self, rows) -> int:
         """Fold ``(position, payload)`` pairs, payloads being stored envelope bytes.
 
@@ -1408,7 +1015,7 @@ cdef class ClusterState:
             self._at = position
             try:
                 if type(payload) is bytes:
-                    self._apply_payload(payload)
+                    _apply_payload(self, payload)
                 else:
                     _apply_any(self, orjson.loads(payload))
             except orjson.JSONDecodeError:
