@@ -2,4 +2,6 @@
 # The bytes path is cdef functions (core/_fold_bytes.pxd): ClusterState.apply_payloads
 # is its Python entry point.
 
+__all__: list[str] = []
+
 def _py_scanner_accepts(payload: bytes) -> bool: ...

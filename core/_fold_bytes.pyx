@@ -36,6 +36,9 @@ from esched.core._fold cimport (
 from esched.core._state cimport MEMO_LIMIT, ClusterState
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
+# Nothing public: ClusterState.apply_payloads is the entry point.
+__all__ = []
+
 # The per-entry limit of the tables (see _state.pyx's _MAX_UNITS).
 cdef units_t _MAX_UNITS = MAX_BASE_UNITS
 

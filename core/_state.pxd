@@ -17,6 +17,13 @@ cdef enum:
     MEMO_LIMIT = 100000
 
 cdef enum:
+    # Initial table sizes; tables double when full, so these only avoid early copies.
+    DEF_NODES = 64
+    DEF_PODS = 1024
+    DEF_SMALL = 16
+    DEF_RES = 8
+
+cdef enum:
     CLASS_HOST_PORTS = 1                # class_flags: the class binds host ports
     CLASS_INTERPOD = 2                  # class_flags: required pod (anti-)affinity or spread
 
@@ -195,3 +202,5 @@ cdef class ClusterState:
 # file only: _state.pyx cimports them while it loads, so they import nothing from it
 # in Python.
 cdef bint _in_range(object values) except -1
+cdef object _grown(object arr, Py_ssize_t rows, Py_ssize_t cols=*)
+cdef object _readonly(object view)
