@@ -6,10 +6,22 @@
 # resources in registration order (``res_names``).
 from libc.stdint cimport uint8_t
 
-from esched.core._envelope cimport Span
 from esched.core._interpod cimport InterPodIndex
 from esched.core._types cimport flag_t, index_t, phase_t, units_t, word_t
 
+
+cdef enum:
+    # A memo of quantity strings or of pod specs is bounded: real clusters use a few
+    # hundred distinct values, so overflowing this means garbage input and the memo
+    # is simply reset.
+    MEMO_LIMIT = 100000
+
+cdef enum:
+    # Initial table sizes; tables double when full, so these only avoid early copies.
+    DEF_NODES = 64
+    DEF_PODS = 1024
+    DEF_SMALL = 16
+    DEF_RES = 8
 
 cdef enum:
     CLASS_HOST_PORTS = 1                # class_flags: the class binds host ports
@@ -177,44 +189,19 @@ cdef class ClusterState:
     cdef bint _charge_fits(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef Py_ssize_t _new_pod_slot(self, str key) except -1
     cdef Py_ssize_t _new_node_slot(self, str name) except -1
-    cdef int _node_upsert(self, dict node) except -1
-    cdef int _node_removed(self, dict data) except -1
-    cdef int _pod_submitted(self, dict pod, list class_memo=*) except -1
-    cdef int _pod_submit(self, str key, dict pod, dict meta, dict spec, list class_memo) except -1
-    cdef int _gang_size_annotation(self, Py_ssize_t g, object value) except -1
-    cdef int _pod_finished(self, dict data, int phase) except -1
-    cdef int _pod_updated(self, dict data) except -1
-    cdef int _pod_finish(self, str key, int phase) except -1
-    cdef int _podgroup(self, dict pg) except -1
-    cdef int _queue_upsert(self, dict queue) except -1
-    cdef int _priority_class(self, dict pc) except -1
-    cdef int _namespace(self, dict ns, bint deleted) except -1
     cdef int _usage(self, dict data) except -1
     cdef int _usage_nodes(self, object nodes) except -1
     cdef int _usage_pods(self, list pods, double now) except -1
     cdef void _set_rflags(self, Py_ssize_t col)
-    cdef int _committed(self, dict data) except -1
-    cdef int _resolve_binding(self, object pod, object node, object resources, list memo,
-                              list resolved, object devices=*) except -1
-    cdef int _bind_resolved(self, list resolved) except -1
-    cdef int _bind_allocated(self, Py_ssize_t p, Py_ssize_t n, bint has_pods, long long dev) except -1
-    cdef int _evicted(self, dict data) except -1
-    cdef int _gang_reserved(self, dict data) except -1
-    cdef void _release_reservation(self, str gang)
-    cdef void _release_if_idle(self, Py_ssize_t g)
-    cdef int _rejected(self, dict data) except -1
-    cdef int _apply(self, dict event) except -1
-    cdef int _apply_data(self, int code, object data) except -1
-    cdef int _apply_payload(self, bytes payload) except -1
-    cdef int _payload_finished(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
-                               int phase, int slot) except -1
-    cdef int _payload_submitted(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
-    cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i) except -1
-    cdef int _commit_one(self, const unsigned char* b, Py_ssize_t n, Span bindings) except -1
-    cdef Py_ssize_t _column_of(self, const unsigned char* b, Span key) except -2
-    cdef int _apply_any(self, object event) except -1
     cpdef apply(self, dict event, long long position)
     # --- read API bounds checks ---
     cdef int _check_pod(self, Py_ssize_t p) except -1
     cdef int _check_node(self, Py_ssize_t n) except -1
     cdef int _check_gang(self, Py_ssize_t g) except -1
+
+# Shared with the fold modules (core/_fold.pyx, ...), which see the class through this
+# file only: _state.pyx cimports them while it loads, so they import nothing from it
+# in Python.
+cdef bint _in_range(object values) except -1
+cdef object _grown(object arr, Py_ssize_t rows, Py_ssize_t cols=*)
+cdef object _readonly(object view)

@@ -35,36 +35,29 @@ import orjson
 from esched.core._interpod import InterPodIndex
 from esched.schemas import events as _ev
 from esched.schemas.objects import (
-    AGGREGATED_SPEC_FIELDS, BIND_ALL_HOST_IP, BUILTIN_PRIORITY_CLASSES, DEFAULT_MEMORY_REQUEST,
-    DEFAULT_MILLI_CPU_REQUEST, gang_key, node_allocatable, pod_host_ports, pod_preemptable,
-    pod_priority, pod_queue, pod_requests, pod_resource_requests, spread_default_labels,
+    AGGREGATED_SPEC_FIELDS, BIND_ALL_HOST_IP, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST,
+    pod_host_ports, pod_priority, pod_queue, pod_requests, pod_resource_requests,
 )
 
 from esched.core import phases as _phases
 from esched.core.phases import PHASES
 from esched.core.bands import never_preempts
-from esched.core.queues import node_group_terms, queue_view
+from esched.core.queues import queue_view
 from esched.core.reservations import (
     DEFAULT_RECLAMATION, ReclamationConfig, current_reclamation,
 )
+from esched.schemas.quantity import MAX_BASE_UNITS, resource_list, to_base_units
 from esched.schemas.validator.timewindow import event_seconds
-from esched.schemas.quantity import MAX_BASE_UNITS, QuantityError, resource_list, to_base_units
-from esched.schemas.validator.timewindow import event_seconds
-
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeASCII
-from libc.string cimport memcmp, memcpy
-
-cdef extern from "Python.h":
-    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
-    void* PyUnicode_DATA(object text)
-    bint PyUnicode_IS_COMPACT_ASCII(object text)
-    Py_ssize_t PyUnicode_GET_LENGTH(object text)
 
 from libc.math cimport NAN, isnan
 
 from esched.core._reservations cimport RES_OVERCOMMIT, RES_RECLAIM, next_reservation
-from esched.core._envelope cimport Span, next_element, next_member, scan_envelope, span_is
+# The fold's handlers (the dict path) and its type table; that module knows this class
+# through _state.pxd only, and is loaded (C level) before this module's body runs.
+from esched.core._fold cimport _apply, _apply_any, event_counts
+from esched.core._fold import _MALFORMED, GANG_SIZE_ANNOTATION
+# The bytes path: stored envelopes into the same handlers.
+from esched.core._fold_bytes cimport _apply_payload
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -88,82 +81,11 @@ if (_phases.PHASE_FREE, _phases.PHASE_PENDING, _phases.PHASE_RUNNING, _phases.PH
 #: First bytes of a snapshot; bump the digit when the layout changes.
 SNAPSHOT_MAGIC = b"ESCHEDS1"
 
-# Dispatch codes: the type string is looked up once per event.
-cdef enum:
-    EV_UNKNOWN = 0
-    EV_NODE_UPSERT
-    EV_NODE_REMOVED
-    EV_POD_SUBMITTED
-    EV_POD_DELETED
-    EV_POD_UPDATED
-    EV_POD_SUCCEEDED
-    EV_POD_FAILED
-    EV_PODGROUP
-    EV_QUEUE
-    EV_USAGE
-    EV_COMMITTED
-    EV_EVICTED
-    EV_REJECTED
-    EV_GANG_RESERVED
-    EV_PRIORITYCLASS
-    EV_NAMESPACE
-    EV_NAMESPACE_DELETED
-    EV_NOOP
-
-cdef dict _TYPE_CODES_BY_NAME = {
-    _ev.NODE_ADDED: EV_NODE_UPSERT,
-    _ev.NODE_UPDATED: EV_NODE_UPSERT,
-    _ev.NODE_REMOVED: EV_NODE_REMOVED,
-    _ev.POD_SUBMITTED: EV_POD_SUBMITTED,
-    _ev.POD_DELETED: EV_POD_DELETED,
-    _ev.POD_UPDATED: EV_POD_UPDATED,
-    _ev.POD_SUCCEEDED: EV_POD_SUCCEEDED,
-    _ev.POD_FAILED: EV_POD_FAILED,
-    _ev.PODGROUP_SUBMITTED: EV_PODGROUP,
-    _ev.QUEUE_UPSERTED: EV_QUEUE,
-    _ev.USAGE_REPORTED: EV_USAGE,
-    _ev.PLACEMENT_COMMITTED: EV_COMMITTED,
-    _ev.POD_EVICTED: EV_EVICTED,
-    # Overload throttling (core/overload.py) is for the node's agent: no state change.
-    _ev.POD_THROTTLED: EV_NOOP,
-    _ev.PLACEMENT_PROPOSED: EV_NOOP,
-    _ev.PLACEMENT_REJECTED: EV_NOOP,
-    _ev.POD_UNSCHEDULABLE: EV_NOOP,
-    _ev.POD_REJECTED: EV_REJECTED,
-    _ev.GANG_RESERVED: EV_GANG_RESERVED,
-    _ev.PRIORITYCLASS_UPSERTED: EV_PRIORITYCLASS,
-    _ev.NAMESPACE_UPSERTED: EV_NAMESPACE,
-    _ev.NAMESPACE_DELETED: EV_NAMESPACE_DELETED,
-    # The Job lifecycle's own records (core/jobs.py folds them; pods are pod events).
-    _ev.JOB_SUBMITTED: EV_NOOP,
-    _ev.JOB_UPDATED: EV_NOOP,
-    _ev.JOB_TIMER: EV_NOOP,
-}
-# One dict lookup per event gives a slot; slot -> dispatch code and per-type counter.
-cdef tuple _TYPE_NAMES = tuple(_TYPE_CODES_BY_NAME)
-cdef dict _TYPE_SLOT = {name: i for i, name in enumerate(_TYPE_NAMES)}
-cdef int _SLOT_CODE[32]
-for _i, _name in enumerate(_TYPE_NAMES):
-    _SLOT_CODE[_i] = _TYPE_CODES_BY_NAME[_name]
-
-#: Pod annotation giving a gang's size when no PodGroup does (with a group-name one).
-GANG_SIZE_ANNOTATION = "scheduling.k8s.io/group-pod-num"
 #: Resources every state has, in this column order.
 BASE_RESOURCES = ("cpu", "memory", "pods")
-# Initial table sizes; tables double when full, so these only avoid early copies.
-DEF_NODES = 64
-DEF_PODS = 1024
-DEF_SMALL = 16
-DEF_RES = 8
 #: How old a node's usage report may be, on the log's clock, before the fold ignores it
 #: (seconds): Volcano's usage plugin ignores metrics older than MetricsActiveTime (5 min).
 USAGE_MAX_AGE = 300.0
-# A memo of quantity strings is bounded: real clusters use a few hundred distinct
-# values, so overflowing this means garbage input and the memo is simply reset.
-MEMO_LIMIT = 100000
-# Bodies that fail inside a handler (wrong JSON types where objects were expected).
-# OverflowError: a number beyond int64 where the tables hold one.
-_MALFORMED = (QuantityError, TypeError, ValueError, AttributeError, KeyError, OverflowError)
 # The largest base-unit total the fold keeps per pod and per class (the per-quantity
 # limit of schemas.quantity): a node's allocation then stays within int64 (see
 # _charge_fits), so no table sum wraps.
@@ -173,26 +95,6 @@ cdef units_t _MAX_UNITS = MAX_BASE_UNITS
 # every follower of the log at the same event forever. Not MemoryError.
 _UNAPPLICABLE = (ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
                  IndexError, UnicodeError, RecursionError, AssertionError)
-
-# Resources of one binding the fold's common-commit path (_commit_one) takes; more go
-# the general way.
-cdef enum:
-    MAX_FAST_RESOURCES = 16
-
-#: GPU devices per node a binding may name (bits of ``pod_dev``).
-MAX_POD_DEVICES = 63
-
-
-def device_bits(devices) -> int:
-    """The ``pod_dev`` bits of a binding's ``devices`` (distinct indices of the node's
-    GPU devices, 0..62); ValueError (a malformed binding) otherwise."""
-    bits = 0
-    for d in devices:
-        if type(d) is not int or not 0 <= d < MAX_POD_DEVICES or bits >> d & 1:
-            raise ValueError(f"bad device index {d!r} in a binding")
-        bits |= 1 << d
-    return bits
-
 
 class PositionError(ValueError):
     """An event's log position is not after the state's position (out of order or replayed)."""
@@ -213,7 +115,7 @@ def _usage_node_name(name) -> str:
     return name
 
 
-def _grown(arr, rows: int, cols: int = -1):
+cdef object _grown(object arr, Py_ssize_t rows, Py_ssize_t cols=-1):
     """A zeroed copy of ``arr`` with at least ``rows`` rows (and ``cols`` columns)."""
     if arr.ndim == 1:
         new = np.zeros(rows, dtype=arr.dtype)
@@ -224,22 +126,7 @@ def _grown(arr, rows: int, cols: int = -1):
     return new
 
 
-def _gate_names(gates) -> tuple:
-    """The names of a pod's ``spec.schedulingGates`` (``[{"name": ...}]``), in order;
-    TypeError (a malformed body) when an entry is not a named object."""
-    if not gates:
-        return ()
-    if not isinstance(gates, list):
-        raise TypeError("spec.schedulingGates is not a list")
-    names = []
-    for g in gates:
-        if not isinstance(g, dict) or not isinstance(g.get("name"), str):
-            raise TypeError("a scheduling gate without a name")
-        names.append(g["name"])
-    return tuple(names)
-
-
-def _readonly(view):
+cdef object _readonly(object view):
     """``view`` (a fresh slice of a table, never the table itself) made read-only:
     callers read tables; only the fold writes them."""
     view.flags.writeable = False
@@ -264,65 +151,6 @@ def _queue_defaults() -> dict:
     }
 
 
-cdef bytes _B_POD_SUBMITTED = _ev.POD_SUBMITTED.encode()
-cdef bytes _B_PLACEMENT_COMMITTED = _ev.PLACEMENT_COMMITTED.encode()
-cdef bytes _B_POD_SUCCEEDED = _ev.POD_SUCCEEDED.encode()
-cdef bytes _B_POD_FAILED = _ev.POD_FAILED.encode()
-cdef bytes _B_POD_DELETED = _ev.POD_DELETED.encode()
-cdef int _SLOT_POD_SUBMITTED = _TYPE_SLOT[_ev.POD_SUBMITTED]
-cdef int _SLOT_PLACEMENT_COMMITTED = _TYPE_SLOT[_ev.PLACEMENT_COMMITTED]
-cdef int _SLOT_POD_SUCCEEDED = _TYPE_SLOT[_ev.POD_SUCCEEDED]
-cdef int _SLOT_POD_FAILED = _TYPE_SLOT[_ev.POD_FAILED]
-cdef int _SLOT_POD_DELETED = _TYPE_SLOT[_ev.POD_DELETED]
-# The types whose events the fold only counts, by their bytes: the bytes path skips
-# their data (a Volcano Job's is its whole spec, templates included).
-cdef dict _NOOP_SLOT = {
-    name.encode(): slot for name, slot in _TYPE_SLOT.items() if _TYPE_CODES_BY_NAME[name] == EV_NOOP
-}
-
-
-cdef inline str _ascii_string(const unsigned char* b, Span s):
-    # A string value's span includes its quotes; accepted strings are ASCII without
-    # escapes, so the bytes between them are the value.
-    return PyUnicode_DecodeASCII(<const char*>b + s.start + 1, s.end - s.start - 2, NULL)
-
-
-cdef inline object _value(const unsigned char* b, Span s):
-    # Any other value the handlers read: orjson decodes just its bytes, which gives
-    # what decoding the whole envelope would have put there.
-    if b[s.start] == 0x22:
-        return _ascii_string(b, s)
-    return orjson.loads(PyBytes_FromStringAndSize(<const char*>b + s.start, s.end - s.start))
-
-
-cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
-    # A pod's metadata as the handlers read it: name, namespace, labels and
-    # annotations (queue and gang come from those); only the keys present.
-    cdef Span k, v
-    cdef Py_ssize_t i = obj.start
-    meta = {}
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"name", 4):
-            meta["name"] = _value(b, v)
-        elif span_is(b, k, b"namespace", 9):
-            meta["namespace"] = _value(b, v)
-        elif span_is(b, k, b"labels", 6):
-            meta["labels"] = _value(b, v)
-        elif span_is(b, k, b"annotations", 11):
-            meta["annotations"] = _value(b, v)
-        elif span_is(b, k, b"ownerReferences", 15):
-            # (the controller: default topology spread constraints)
-            meta["ownerReferences"] = _value(b, v)
-    return meta
-
-
-# The pod key rule (schemas.events.namespaced_key), inlined in the fold's hot paths
-# on the same constant; tests/core/test_fold.py checks all three builders agree.
-cdef str _DEFAULT_NS = _ev.DEFAULT_NAMESPACE
-cdef bytes _DEFAULT_NS_BYTES = _DEFAULT_NS.encode("ascii")
 
 
 cdef tuple _AGGREGATED = AGGREGATED_SPEC_FIELDS
@@ -336,136 +164,12 @@ cdef inline bint _aggregated(dict spec) except -1:
     return False
 
 
-cdef inline str _meta_key(dict meta):
-    # schemas.events.metadata_key without the call.
-    return f"{meta.get('namespace') or _DEFAULT_NS}/{meta.get('name', '')}"
-
-
-cdef str _pod_key(const unsigned char* b, Span namespace, Span name):
-    # _meta_key as the handlers build a pod's key, from the raw spans of two string
-    # values (start -1: absent), without a str for either: accepted strings are
-    # ASCII without escapes, so the key's bytes are theirs.
-    cdef const char* ns = _DEFAULT_NS_BYTES
-    cdef Py_ssize_t ns_len = len(_DEFAULT_NS_BYTES), name_len = 0
-    if namespace.start >= 0 and namespace.end - namespace.start > 2:
-        ns = <const char*>b + namespace.start + 1
-        ns_len = namespace.end - namespace.start - 2
-    if name.start >= 0:
-        name_len = name.end - name.start - 2
-    key = PyUnicode_New(ns_len + 1 + name_len, 127)
-    cdef char* out = <char*>PyUnicode_DATA(key)
-    memcpy(out, ns, ns_len)
-    out[ns_len] = 0x2f  # /
-    if name_len:
-        memcpy(out + ns_len + 1, b + name.start + 1, name_len)
-    return key
-
-
-cdef str _scan_key(const unsigned char* b, Py_ssize_t n, Span obj, bint* extra):
-    # A pod's key from its metadata object, if name and namespace are strings (or
-    # absent); None otherwise (the dict path builds it). ``extra``: metadata also has
-    # labels or annotations (which decide a pod's queue and gang).
-    cdef Span k, v, name, namespace
-    cdef Py_ssize_t i = obj.start
-    name.start = namespace.start = -1
-    extra[0] = False
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"name", 4):
-            name = v
-        elif span_is(b, k, b"namespace", 9):
-            namespace = v
-        elif span_is(b, k, b"labels", 6) or span_is(b, k, b"annotations", 11):
-            extra[0] = True
-    if (name.start >= 0 and b[name.start] != 0x22) or (
-            namespace.start >= 0 and b[namespace.start] != 0x22):
-        return None
-    return _pod_key(b, namespace, name)
-
-
-cdef Py_ssize_t _member(const unsigned char* b, Py_ssize_t n, Py_ssize_t i, const char* name,
-                        Py_ssize_t length, Span* found) noexcept:
-    # The raw span of member ``name`` of the accepted object at ``i`` (the last one,
-    # as orjson keeps); returns its first byte, or -1 when absent.
-    cdef Span k, v
-    found.start = -1
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            return found.start
-        if span_is(b, k, name, length):
-            found[0] = v
-
-
-cdef inline units_t _digits(const unsigned char* b, Span v) noexcept:
-    # An accepted value that is a plain non-negative integer (digits only: the
-    # scanner allows at most 18, so it fits), or -1 for any other value.
-    cdef Py_ssize_t i
-    cdef units_t u = 0
-    if v.end <= v.start:
-        return -1
-    for i in range(v.start, v.end):
-        if not 0x30 <= b[i] <= 0x39:
-            return -1
-        u = u * 10 + (b[i] - 0x30)
-    return u
-
-
-def _py_scanner_accepts(bytes payload) -> bool:
-    """Test hook: does the envelope scanner (``_envelope.pxd``) accept ``payload``?"""
-    cdef Span t, d
-    return scan_envelope(<const unsigned char*>PyBytes_AS_STRING(payload),
-                         PyBytes_GET_SIZE(payload), &t, &d)
-
-
-def _in_range(values) -> bool:
+cdef bint _in_range(object values) except -1:
     # Every value an int within the tables' per-entry range (0.._MAX_UNITS).
     for v in values:
         if not 0 <= v <= _MAX_UNITS:
             return False
     return True
-
-
-def _gang_priority_class(dict pod, str name, dict classes=None):
-    """``pod`` as its gang's member: the PodGroup's ``priorityClassName`` is the job's
-    (Volcano), so it replaces the pod's own; a PriorityClass folded from the log
-    (``classes``) or a built-in class also sets the priority, else the pod keeps its
-    own ``spec.priority`` (the class may still act through ``bands.classes``)."""
-    spec = dict(pod.get("spec") or {})
-    known = classes is not None and name in classes
-    if (spec.get("priorityClassName") == name and name not in BUILTIN_PRIORITY_CLASSES
-            and not known):
-        return pod
-    spec["priorityClassName"] = name
-    if known:
-        spec["priority"] = int(classes[name]["value"])
-    elif name in BUILTIN_PRIORITY_CLASSES:
-        spec["priority"] = BUILTIN_PRIORITY_CLASSES[name]
-    out = dict(pod)
-    out["spec"] = spec
-    return out
-
-cdef inline void _binding_spans(const unsigned char* b, Py_ssize_t n, Span e, Span* pod,
-                                Span* node, Span* res, Span* dev) noexcept nogil:
-    # The members of one binding object ``e`` that a commit reads (start -1: absent),
-    # for the general commit fold and its fast path alike.
-    cdef Span bk, bv
-    cdef Py_ssize_t m = e.start
-    pod.start = node.start = res.start = dev.start = -1
-    while True:
-        m = next_member(b, m, n, &bk, &bv)
-        if m < 0:
-            break
-        if span_is(b, bk, b"pod", 3):
-            pod[0] = bv
-        elif span_is(b, bk, b"node", 4):
-            node[0] = bv
-        elif span_is(b, bk, b"resources", 9):
-            res[0] = bv
-        elif span_is(b, bk, b"devices", 7):
-            dev[0] = bv
 
 
 cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str ckey,
@@ -706,7 +410,8 @@ cdef class ClusterState:
         if switched and self.n_classes > 0:
             # Limits enter placement only with reclamation on (else limit = requests):
             # recompute them and the nodes' sums; reservations restart at the limits.
-            self._restore_limits()
+            from esched.core._snapshot import restore_limits
+            restore_limits(self)
             self._bind_views()
             for n in range(self.n_nodes):
                 self.version[n] += 1  # the placer's cached rows of every node are stale
@@ -1208,380 +913,7 @@ cdef class ClusterState:
         self.node_gen += 1
         return n
 
-    # ------------------------------------------------------------------ handlers
-
-    cdef int _node_upsert(self, dict node) except -1:
-        meta = node.get("metadata") or {}
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            self._anomaly("malformed")
-            return 0
-        allocatable = node_allocatable(node)  # validate before touching the state
-        labels = dict(meta.get("labels") or {})
-        spec = node.get("spec") or {}
-        taints = [
-            (t.get("key") or "", t.get("value") or "", t.get("effect") or "")
-            for t in (spec.get("taints") or ())
-        ]
-        cols = [(self._resource(rname), u) for rname, u in allocatable.items()]
-        label_bits = []
-        for k, v in labels.items():
-            label_bits.append(self._label_bit(f"{k}={v}"))
-            label_bits.append(self._label_bit(k))
-        taint_bits = [self._taint_bit(t) for t in taints]
-
-        cdef Py_ssize_t n, r, b
-        idx = self.node_index.get(name)
-        n = self._new_node_slot(name) if idx is None else idx
-        # Allocated is kept: an update changes capacity and constraints, not bindings.
-        for r in range(self.n_res):
-            self.allocatable[n, r] = 0
-        for r, units in cols:
-            self.allocatable[n, r] = units
-        for r in range(self.label_words):
-            self.label_bits[n, r] = 0
-        for r in range(self.taint_words):
-            self.taint_bits[n, r] = 0
-        for b in label_bits:
-            self.label_bits[n, b >> 6] |= (<word_t>1) << (b & 63)
-        for b in taint_bits:
-            self.taint_bits[n, b >> 6] |= (<word_t>1) << (b & 63)
-        self.node_labels[n] = labels
-        self.node_taint_list[n] = taints
-        self.flags[n] = NODE_ALIVE | (NODE_UNSCHEDULABLE if spec.get("unschedulable") else 0)
-        self.version[n] += 1
-        if self.interpod.key_names:
-            self.interpod.node_changed(n)
-        return 0
-
-    cdef int _node_removed(self, dict data) except -1:
-        name = (data.get("metadata") or {}).get("name")
-        idx = self.node_index.get(name)
-        if idx is None:
-            self._anomaly("unknown_node")
-            return 0
-        cdef Py_ssize_t n = idx, p, r
-        # Pods bound there go back to Pending, unbound, their allocation released.
-        for p in np.flatnonzero(self.pod_node_np[: self.n_pods] == n):
-            self._release(p)
-            self._set_phase(p, PHASE_PENDING)
-        for r in range(self.n_res):
-            self.allocatable[n, r] = 0
-            self.allocated[n, r] = 0
-        self.nz[n, 0] = 0
-        self.nz[n, 1] = 0
-        for r in range(self.label_words):
-            self.label_bits[n, r] = 0
-        for r in range(self.taint_words):
-            self.taint_bits[n, r] = 0
-        self.flags[n] = 0
-        self.version[n] += 1  # never reset: caches keyed on version stay sound on reuse
-        del self.node_index[name]
-        self.node_gen += 1
-        gang = self.reserved_nodes.pop(name, None)
-        if gang is not None:
-            self.reservations[gang].remove(name)
-            if not self.reservations[gang]:
-                del self.reservations[gang]
-        self.node_names[n] = None
-        self.node_labels[n] = {}
-        self.node_taint_list[n] = []
-        self.node_free.append(n)
-        if self._node_usage.pop(name, None) is not None:
-            self.usage_gen += 1
-        if self.interpod.key_names:
-            self.interpod.node_changed(n)
-        return 0
-
-    cdef int _pod_submitted(self, dict pod, list class_memo=None) except -1:
-        cdef dict meta = pod.get("metadata") or {}
-        key = _meta_key(meta)
-        return self._pod_submit(key, pod, meta, None, class_memo)
-
-    cdef int _pod_submit(self, str key, dict pod, dict meta, dict spec,
-                         list class_memo) except -1:
-        # The handler proper, on a pod's key. ``pod`` None: the bytes path's pod with
-        # no labels or annotations (no metadata the handler reads besides the key), of
-        # which it passes just ``spec`` (None if absent). class_memo: [queue, class]
-        # cached for this exact spec by apply_payloads (whose decoder keys it on the
-        # spec's bytes); the class is a function of the spec and the queue's
-        # node-group affinity only, and _queue_upsert drops the cache.
-        idx = self.pod_index.get(key)
-        cdef Py_ssize_t p, c, r, n
-        if idx is not None and self.pod_phase[<Py_ssize_t>idx] == PHASE_RUNNING:
-            # A running pod's requests are what its node is charged: a resubmit cannot
-            # change them (kube: resources of a bound pod are immutable).
-            self._anomaly("resubmitted_running_pod")
-            return 0
-        if self.tombstones and self.tombstones.pop(key, None) is not None:
-            # Deleted before it was submitted (the delete overtook it): the pod is gone.
-            self._anomaly("submit_after_delete")
-            return 0
-        # gang_key / pod_queue, inlined for the common pod without annotations or labels.
-        annotations = meta.get("annotations") if pod is not None else None
-        # Volcano's volcano.sh/preemptable: false keeps the pod from being a victim.
-        keep_running = (
-            pod is not None and bool(annotations or meta.get("labels")) and not pod_preemptable(pod)
-        )
-        if pod is not None and (annotations or meta.get("labels")):
-            queue = pod_queue(pod)
-            gkey = gang_key(pod)
-            if gkey is not None:
-                # A gang's pods are in its PodGroup's queue (Volcano), when it names one.
-                gi = self.gang_index.get(gkey)
-                if gi is not None:
-                    gmeta = self.gang_meta[<Py_ssize_t>gi]
-                    if gmeta.get("queue_set"):
-                        queue = gmeta["queue"]
-                    if gmeta.get("priorityClassName"):
-                        pod = _gang_priority_class(
-                            pod, gmeta["priorityClassName"], self.priority_classes)
-                        class_memo = None  # the spec is no longer the one it caches
-        else:
-            queue = "default"
-            gkey = None
-        q = self._queue(queue)
-        # spec.nodeName: a pod bound from the outside (running there) when the node is
-        # known; else Pending, and it fits only that node (kube's NodeName filter).
-        pspec_obj = pod.get("spec") if pod is not None else spec
-        # Typed: the three reads below are dict lookups, not method calls.
-        cdef dict pspec = pspec_obj if isinstance(pspec_obj, dict) else None
-        node_name = pspec.get("nodeName") if pspec is not None else None
-        pinned = bool(node_name) and node_name not in self.node_index
-        if pinned:
-            class_memo = None  # the class depends on the node's presence, not the spec only
-        if class_memo is not None and class_memo[0] == q:
-            c = class_memo[1]
-        else:
-            if pod is None:
-                # What the reference aggregations read of a pod is its spec.
-                pod = {"spec": spec} if spec is not None else {}
-            c = self._class_for(pod, self.queue_meta[q].get("affinity"), pinned)
-            if c < 0:
-                return 0
-            if class_memo is not None:
-                class_memo[0] = q
-                class_memo[1] = c
-        g = self._gang(gkey, queue) if gkey is not None else -1
-        if g >= 0 and annotations and GANG_SIZE_ANNOTATION in annotations:
-            self._gang_size_annotation(g, annotations[GANG_SIZE_ANNOTATION])
-        if keep_running:
-            self.not_preemptable[key] = True
-        elif self.not_preemptable:
-            self.not_preemptable.pop(key, None)
-        if idx is not None:
-            # A terminal pod of the same name is replaced by the new one; a Pending
-            # one is updated (its requests, constraints, queue and gang are the new
-            # submit's), as kube lets a pod be changed until it is bound.
-            p = idx
-            self._set_phase(p, PHASE_FREE)
-        else:
-            p = self._new_pod_slot(key)
-        self.pod_class[p] = <index_t>c
-        self.pod_queue[p] = <index_t>q
-        if meta is not None:
-            labels = meta.get("labels")
-            # (the call only for a pod with owners: the fold's bulk has none)
-            self.interpod.set_pod(p, key, labels,
-                                  labels is not None and "ownerReferences" in meta
-                                  and spread_default_labels(meta) is not None)
-        else:
-            self.interpod.set_pod(p, key, None)
-        self.pod_gang[p] = <index_t>g
-        self.pod_prio[p] = self.class_specs[c]["priority"]
-        self.pod_node[p] = -1
-        self.pod_phase[p] = PHASE_FREE
-        self._set_phase(p, PHASE_PENDING)
-        # kube's SchedulingGates (PreEnqueue): a gated pod is Pending and never
-        # attempted until an esched.pod.updated removes its last gate. The API server
-        # refuses nodeName with gates (so does ingest): a bound pod is never gated.
-        gates = pspec.get("schedulingGates") if pspec is not None else None
-        if gates and not node_name:
-            self.gated[key] = _gate_names(gates)
-        elif self.gated:
-            self.gated.pop(key, None)
-        # Which profile the pod asks for: the scheduling pass leaves pods naming a
-        # scheduler esched does not run Pending (kube leaves them to that scheduler).
-        sname = pspec.get("schedulerName") if pspec is not None else None
-        if sname:
-            self.scheduler_of[key] = sname
-        elif self.scheduler_of:
-            self.scheduler_of.pop(key, None)
-        if node_name:
-            nidx = self.node_index.get(node_name)
-            if nidx is None:
-                # Naming a node we do not know: Pending, placeable only there (its class).
-                self._anomaly("pod_on_unknown_node")
-                return 0
-            n = nidx
-            for r in range(self.n_res):
-                self.pod_alloc[p, r] = self.class_req[c, r]
-            if not self._charge_fits(p, n):
-                for r in range(self.n_res):
-                    self.pod_alloc[p, r] = 0
-                self._anomaly("overflow")
-                return 0
-            self._bind(p, n)
-            self._set_phase(p, PHASE_RUNNING)
-        return 0
-
-    cdef int _gang_size_annotation(self, Py_ssize_t g, object value) except -1:
-        # The annotation pair group-name + group-pod-num makes a gang without a
-        # PodGroup (the delayed-binding article's form); a PodGroup's minMember wins.
-        if self.gang_meta[g].get("podGroup"):
-            return 0
-        try:
-            size = int(value)
-        except (TypeError, ValueError):
-            size = 0
-        if size < 1:
-            self._anomaly("invalid_group_pod_num")
-            return 0
-        self.gang_min[g] = size
-        return 0
-
-    cdef int _pod_finished(self, dict data, int phase) except -1:
-        cdef dict meta = data.get("metadata") or {}
-        return self._pod_finish(_meta_key(meta), phase)
-
-    cdef int _pod_finish(self, str key, int phase) except -1:
-        # The handler proper, on the pod's key.
-        # phase: PHASE_SUCCEEDED, PHASE_FAILED, or PHASE_FREE for deleted.
-        idx = self.pod_index.get(key)
-        if idx is None:
-            self._anomaly("unknown_pod")
-            if phase == PHASE_FREE:
-                # Kept, so the submit this delete overtook does not run a deleted pod.
-                self.tombstones[key] = self._at
-            return 0
-        cdef Py_ssize_t p = idx
-        if self.gated:
-            self.gated.pop(key, None)
-        if self.scheduler_of:
-            self.scheduler_of.pop(key, None)
-        if self.not_preemptable:
-            self.not_preemptable.pop(key, None)
-        self._release(p)
-        self._set_phase(p, phase)
-        self._release_if_idle(self.pod_gang[p])
-        if phase == PHASE_FREE:
-            del self.pod_index[key]
-            self.pod_keys[p] = None
-            self.pod_free.append(p)
-            self.pod_usage.pop(key, None)
-        return 0
-
-    cdef int _pod_updated(self, dict data) except -1:
-        # esched.pod.updated: the new value of the fields kube lets change on a
-        # Pending pod that esched reads; today spec.schedulingGates, which may only
-        # lose gates (kube's pod update validation refuses adding one). An absent or
-        # empty list removes every gate: the pod becomes schedulable work.
-        key = _meta_key(data.get("metadata") or {})
-        idx = self.pod_index.get(key)
-        if idx is None:
-            self._anomaly("unknown_pod")
-            return 0
-        if self.pod_phase[<Py_ssize_t>idx] != PHASE_PENDING:
-            self._anomaly("update_not_pending")
-            return 0
-        spec = data.get("spec") or {}
-        new = _gate_names(spec.get("schedulingGates"))
-        old = self.gated.get(key, ())
-        if not set(new) <= set(old):
-            self._anomaly("scheduling_gate_added")
-            return 0
-        if new:
-            self.gated[key] = new
-        else:
-            self.gated.pop(key, None)
-        return 0
-
-    cdef int _podgroup(self, dict pg) except -1:
-        meta = pg.get("metadata") or {}
-        spec = pg.get("spec") or {}
-        key = _meta_key(meta)
-        queue_set = bool(spec.get("queue"))
-        queue = spec.get("queue") or "default"
-        min_resources = resource_list(spec.get("minResources"), "spec.minResources")
-        min_member = int(spec.get("minMember") or 1)
-        self._queue(queue)
-        cdef Py_ssize_t g = self._gang(key, queue)
-        self.gang_min[g] = min_member
-        self.gang_meta[g] = {
-            "queue": queue,
-            "queue_set": queue_set,
-            "priorityClassName": spec.get("priorityClassName"),
-            "minResources": min_resources,
-            "podGroup": True,
-            # Volcano's per-task minimum (task name -> members), checked when planning.
-            "minTaskMember": dict(spec.get("minTaskMember") or {}),
-        }
-        return 0
-
-    cdef int _priority_class(self, dict pc) except -1:
-        # As kube's Priority admission: a class applies to pods submitted after it
-        # (a pod's priority is fixed when it is submitted, by its equivalence class).
-        name = (pc.get("metadata") or {}).get("name")
-        if not isinstance(name, str) or not name:
-            self._anomaly("malformed")
-            return 0
-        self.priority_classes[name] = {
-            "value": int(pc.get("value", 0)),
-            "globalDefault": bool(pc.get("globalDefault", False)),
-            "preemptionPolicy": pc.get("preemptionPolicy") or "PreemptLowerPriority",
-        }
-        self._spec_memo.clear()  # classes cached per pod spec carry the old priority
-        return 0
-
-    cdef int _namespace(self, dict ns, bint deleted) except -1:
-        # A Namespace's labels, read by pod (anti-)affinity terms' namespaceSelector.
-        name = (ns.get("metadata") or {}).get("name")
-        if not isinstance(name, str) or not name:
-            self._anomaly("malformed")
-            return 0
-        labels = {} if deleted else (ns.get("metadata") or {}).get("labels") or {}
-        labels = {str(k): str(v) for k, v in labels.items()}
-        if labels == self.namespace_labels.get(name, {}):
-            return 0  # nothing a selector reads changed
-        if labels:
-            self.namespace_labels[name] = labels
-        else:
-            self.namespace_labels.pop(name, None)
-        self.interpod.namespace_changed(name)
-        return 0
-
-    cdef int _queue_upsert(self, dict queue) except -1:
-        name = (queue.get("metadata") or {}).get("name")
-        if not isinstance(name, str) or not name:
-            self._anomaly("malformed")
-            return 0
-        spec = queue.get("spec") or {}
-        meta = {
-            "state": (queue.get("status") or {}).get("state") or "Open",
-            "weight": int(spec.get("weight", 1)),
-            "priority": int(spec.get("priority", 0)),
-            "reclaimable": bool(spec.get("reclaimable", True)),
-            "parent": spec.get("parent"),
-            "capability": resource_list(spec.get("capability"), "spec.capability"),
-            "deserved": resource_list(spec.get("deserved"), "spec.deserved"),
-            "guarantee": resource_list(
-                (spec.get("guarantee") or {}).get("resource"), "spec.guarantee.resource"
-            ),
-            # {"required", "preferred", "anti"}: node groups (label volcano.sh/nodegroup-name)
-            "affinity": node_group_terms(spec.get("affinity")),
-        }
-        # Volcano's hdrf annotations, read only under --queue-hierarchy annotations
-        # (core/queues.py hierarchy_specs); kept as written.
-        notes = (queue.get("metadata") or {}).get("annotations") or {}
-        for key, field in (
-            ("volcano.sh/hierarchy", "hierarchy"),
-            ("volcano.sh/hierarchy-weights", "hierarchy_weights"),
-        ):
-            if isinstance(notes.get(key), str):
-                meta[field] = notes[key]
-        self.queue_meta[self._queue(name)] = meta
-        self._spec_memo.clear()  # classes cached per queue may depend on its affinity
-        return 0
+    # ------------------------------------------------------------------ usage reports
 
     cdef int _usage(self, dict data) except -1:
         self._usage_nodes(data.get("nodes"))  # pods[]: _usage_pods, from _apply
@@ -1662,461 +994,6 @@ cdef class ClusterState:
         self.usage_gen += 1
         return 0
 
-    cdef int _committed(self, dict data) except -1:
-        # Resolve every binding before changing anything, so a malformed body has no effect.
-        resolved = []
-        cdef dict b
-        for binding in data.get("bindings") or ():
-            b = binding
-            self._resolve_binding(b["pod"], b["node"], b.get("resources"), None, resolved,
-                                  b.get("devices"))
-        return self._bind_resolved(resolved)
-
-    cdef int _resolve_binding(self, object pod, object node, object resources, list memo,
-                              list resolved, object devices=None) except -1:
-        # One binding of a commit, checked against the state and appended to
-        # ``resolved`` as (pod slot, node slot, [(column, units)], has pods, GPU
-        # device bits: the binding's "devices" indices, 0 without), or
-        # counted as an anomaly. memo: the bytes path's cache of these columns for
-        # one resources object's bytes ([columns, has pods], filled on first use,
-        # when the dict path would register the same resources).
-        pidx = self.pod_index.get(pod)
-        nidx = self.node_index.get(node)
-        if pidx is None:
-            self._anomaly("commit_unknown_pod")
-            return 0
-        if nidx is None:
-            self._anomaly("commit_unknown_node")
-            return 0
-        if self.pod_phase[<Py_ssize_t>pidx] != PHASE_PENDING:
-            self._anomaly("commit_pod_not_pending")
-            return 0
-        dev = device_bits(devices) if devices is not None else 0
-        if memo is not None and memo[0] is not None:
-            resolved.append((pidx, nidx, memo[0], memo[1], dev))
-            return 0
-        cdef dict res = resources or {}
-        cols = [(self._resource(rname), int(u)) for rname, u in res.items()]
-        if not _in_range([u for _r, u in cols]):
-            self._anomaly("commit_bad_resources")
-            return 0
-        has_pods = "pods" in res
-        if memo is not None:
-            memo[0] = cols
-            memo[1] = has_pods
-        resolved.append((pidx, nidx, cols, has_pods, dev))
-        return 0
-
-    cdef int _bind_resolved(self, list resolved) except -1:
-        # The bindings _resolve_binding accepted, in order.
-        cdef Py_ssize_t p, n, r
-        for pidx, nidx, cols, has_pods, dev in resolved:
-            p = pidx
-            n = nidx
-            if self.pod_phase[p] != PHASE_PENDING:
-                # The same pod twice in one commit: the first binding wins.
-                self._anomaly("commit_pod_not_pending")
-                continue
-            for r in range(self.n_res):
-                self.pod_alloc[p, r] = 0
-            for r, units in cols:
-                self.pod_alloc[p, r] = units
-            self._bind_allocated(p, n, has_pods, dev)
-        return 0
-
-    cdef int _bind_allocated(self, Py_ssize_t p, Py_ssize_t n, bint has_pods,
-                             long long dev) except -1:
-        # One accepted binding of Pending pod p to node n, whose resources are already
-        # in pod_alloc[p] (zero elsewhere): _bind_resolved's and _commit_one's tail.
-        cdef Py_ssize_t r
-        if not has_pods:
-            # A bound pod always takes one of the node's pod slots.
-            self.pod_alloc[p, <Py_ssize_t>self.res_index["pods"]] = 1
-        if not self._charge_fits(p, n):
-            for r in range(self.n_res):
-                self.pod_alloc[p, r] = 0
-            self._anomaly("overflow")
-            return 0
-        self._bind(p, n)
-        self.pod_dev[p] = dev
-        self._set_phase(p, PHASE_RUNNING)
-        if self.reservations and self.pod_gang[p] >= 0:
-            # A reserved gang that got placed gives its nodes back.
-            gkey = self.gang_keys[self.pod_gang[p]]
-            if gkey in self.reservations:
-                self._release_reservation(gkey)
-        return 0
-
-    cdef int _evicted(self, dict data) except -1:
-        idx = self.pod_index.get(data.get("pod"))
-        if idx is None:
-            self._anomaly("unknown_pod")
-            return 0
-        cdef Py_ssize_t p = idx
-        if self.pod_phase[p] != PHASE_RUNNING:
-            self._anomaly("evict_not_running")
-            return 0
-        self._release(p)
-        self._set_phase(p, PHASE_PENDING)
-        return 0
-
-    cdef int _rejected(self, dict data) except -1:
-        # Refused at admission (quota, closed queue): a Pending pod becomes Failed.
-        idx = self.pod_index.get(data.get("pod"))
-        if idx is None:
-            self._anomaly("unknown_pod")
-            return 0
-        cdef Py_ssize_t p = idx
-        if self.pod_phase[p] != PHASE_PENDING:
-            self._anomaly("reject_not_pending")
-            return 0
-        self._set_phase(p, PHASE_FAILED)
-        self._release_if_idle(self.pod_gang[p])
-        return 0
-
-    cdef int _gang_reserved(self, dict data) except -1:
-        # Nodes held for a starving gang: only its members may be bound there until it
-        # is placed (see _committed) or has no pending member left (_pod_finished).
-        gang = data.get("gang")
-        g = self.gang_index.get(gang)
-        if g is None:
-            self._anomaly("reserve_unknown_gang")
-            return 0
-        if self.gang_counts[<Py_ssize_t>g, PHASE_PENDING] == 0:
-            self._anomaly("reserve_nothing_pending")
-            return 0
-        if self.reservations and gang not in self.reservations:
-            # One gang at a time: replicas racing to reserve are ordered by the log.
-            self._anomaly("reserve_busy")
-            return 0
-        held = self.reservations.setdefault(gang, [])
-        cdef Py_ssize_t n
-        for name in data.get("nodes") or ():
-            idx = self.node_index.get(name)
-            if idx is None or name in self.reserved_nodes:
-                self._anomaly("reserve_node_unavailable")
-                continue
-            n = idx
-            held.append(name)
-            self.reserved_nodes[name] = gang
-            self.version[n] += 1
-        if not held:
-            del self.reservations[gang]
-        return 0
-
-    cdef void _release_reservation(self, str gang):
-        for name in self.reservations.pop(gang, ()):
-            self.reserved_nodes.pop(name, None)
-            idx = self.node_index.get(name)
-            if idx is not None:
-                self.version[<Py_ssize_t>idx] += 1
-
-    cdef void _release_if_idle(self, Py_ssize_t g):
-        # Nothing of a reserved gang waits any more: its reservation would idle nodes.
-        if self.reservations and g >= 0 and self.gang_counts[g, PHASE_PENDING] == 0:
-            self._release_reservation(self.gang_keys[g])
-
-    # ------------------------------------------------------------------ the fold
-
-    cdef int _apply(self, dict event) except -1:
-        etype = event.get("type")
-        slot = _TYPE_SLOT.get(etype)
-        if slot is None:
-            self._unknown_counts[etype] = self._unknown_counts.get(etype, 0) + 1
-            self._anomaly("unknown_type")
-            return 0
-        self.type_counts[<int>slot] += 1
-        cdef int code = _SLOT_CODE[<int>slot]
-        if code == EV_USAGE:
-            self._usage_time = event.get("time")  # the log's clock (_usage_nodes)
-        self._apply_data(code, event.get("data"))
-        if code == EV_USAGE:
-            # The pods[] part (reservations), on the log's clock: the event's time.
-            data = event.get("data")
-            if isinstance(data, dict) and data.get("pods"):
-                try:
-                    now = event_seconds(event.get("time"))
-                    self._usage_pods(data["pods"], self.clock if now is None else now)
-                except _MALFORMED:
-                    self._anomaly("malformed")
-        return 0
-
-    cdef int _apply_data(self, int code, object data) except -1:
-        # The dispatch on the event's code, for the dict path (_apply); the bytes
-        # path's _payload_* call the same handlers (their keyed forms: _pod_submit,
-        # _pod_finish, _resolve_binding + _bind_resolved).
-        if code == EV_NOOP:
-            return 0
-        if not isinstance(data, dict):
-            self._anomaly("malformed")
-            return 0
-        try:
-            if code == EV_POD_SUBMITTED:
-                self._pod_submitted(data)
-            elif code == EV_COMMITTED:
-                self._committed(data)
-            elif code == EV_POD_SUCCEEDED:
-                self._pod_finished(data, PHASE_SUCCEEDED)
-            elif code == EV_POD_FAILED:
-                self._pod_finished(data, PHASE_FAILED)
-            elif code == EV_POD_DELETED:
-                self._pod_finished(data, PHASE_FREE)
-            elif code == EV_POD_UPDATED:
-                self._pod_updated(data)
-            elif code == EV_NODE_UPSERT:
-                self._node_upsert(data)
-            elif code == EV_NODE_REMOVED:
-                self._node_removed(data)
-            elif code == EV_REJECTED:
-                self._rejected(data)
-            elif code == EV_EVICTED:
-                self._evicted(data)
-            elif code == EV_GANG_RESERVED:
-                self._gang_reserved(data)
-            elif code == EV_USAGE:
-                self._usage(data)
-            elif code == EV_PODGROUP:
-                self._podgroup(data)
-            elif code == EV_QUEUE:
-                self._queue_upsert(data)
-            elif code == EV_PRIORITYCLASS:
-                self._priority_class(data)
-            elif code == EV_NAMESPACE or code == EV_NAMESPACE_DELETED:
-                self._namespace(data, code == EV_NAMESPACE_DELETED)
-        except _MALFORMED:
-            self._anomaly("malformed")
-        return 0
-
-    # ------------------------------------------------------------------ the bytes path
-
-    cdef int _apply_payload(self, bytes payload) except -1:
-        # Decode a stored envelope straight into the handlers' input, for the event
-        # types that make up the bulk of a log; everything else, and anything the
-        # scanner does not vouch for (see _envelope.pxd), takes the dict path.
-        cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
-        cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
-        cdef Span t, d
-        cdef int done = 0
-        if (scan_envelope(b, n, &t, &d) and t.start >= 0 and d.start >= 0
-                and b[t.start] == 0x22 and b[d.start] == 0x7b):
-            t.start += 1
-            t.end -= 1
-            if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)):
-                done = self._payload_submitted(b, n, d.start)
-            elif span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED)):
-                done = self._payload_committed(b, n, d.start)
-            elif span_is(b, t, _B_POD_SUCCEEDED, len(_B_POD_SUCCEEDED)):
-                done = self._payload_finished(b, n, d.start, PHASE_SUCCEEDED, _SLOT_POD_SUCCEEDED)
-            elif span_is(b, t, _B_POD_FAILED, len(_B_POD_FAILED)):
-                done = self._payload_finished(b, n, d.start, PHASE_FAILED, _SLOT_POD_FAILED)
-            elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
-                done = self._payload_finished(b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
-            else:
-                # A type the fold only counts (a Volcano Job's records, proposals,
-                # ...): counted as the dict path counts it, its data not decoded.
-                slot = _NOOP_SLOT.get(
-                    PyBytes_FromStringAndSize(<const char*>b + t.start, t.end - t.start))
-                if slot is not None:
-                    self.type_counts[<int>slot] += 1
-                    done = 1
-        if not done:
-            # The dict path, byte for byte what apply_many(orjson.loads(...)) does:
-            # the same anomaly for bad JSON or a non-object envelope.
-            return self._apply_any(orjson.loads(payload))
-        return 0
-
-    # Each _payload_* below folds one event of its type from the accepted envelope's
-    # ``data`` object at ``i`` with the dict path's handlers, as _apply_data would
-    # (type counted, a malformed body an anomaly), and returns 1; or returns 0, having
-    # changed nothing, for a shape it leaves to the dict path.
-
-    cdef int _payload_finished(self, const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
-                               int phase, int slot) except -1:
-        # {"metadata": {name, namespace}}: what _pod_finished reads.
-        cdef Span meta
-        cdef bint extra
-        cdef str key
-        if _member(b, n, i, b"metadata", 8, &meta) < 0:
-            key = "default/"
-        elif b[meta.start] != 0x7b:
-            return 0
-        else:
-            key = _scan_key(b, n, meta, &extra)
-            if key is None:
-                return 0
-        self.type_counts[slot] += 1
-        try:
-            self._pod_finish(key, phase)
-        except _MALFORMED:
-            self._anomaly("malformed")
-        return 1
-
-    cdef int _payload_submitted(self, const unsigned char* b, Py_ssize_t n,
-                                Py_ssize_t i) except -1:
-        # A pod's metadata and spec as _pod_submit reads them; the spec is decoded
-        # once per distinct spec bytes, and the pod's class cached with it.
-        cdef Span k, v, meta, spec
-        cdef bint extra = False
-        cdef str key = "default/"
-        meta.start = spec.start = -1
-        while True:
-            i = next_member(b, i, n, &k, &v)
-            if i < 0:
-                break
-            if span_is(b, k, b"metadata", 8):
-                meta = v
-            elif span_is(b, k, b"spec", 4):
-                spec = v
-        if (meta.start >= 0 and b[meta.start] != 0x7b) or (spec.start >= 0 and b[spec.start] != 0x7b):
-            return 0
-        if meta.start >= 0:
-            key = _scan_key(b, n, meta, &extra)
-            if key is None:
-                return 0
-        spec_dict = None
-        class_memo = None
-        if spec.start >= 0:
-            raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-            entry = self._spec_memo.get(raw)
-            if entry is None:
-                if len(self._spec_memo) >= MEMO_LIMIT:
-                    self._spec_memo.clear()
-                entry = self._spec_memo[raw] = (orjson.loads(raw), [-1, -1])
-            spec_dict = entry[0]
-            class_memo = entry[1]
-        self.type_counts[_SLOT_POD_SUBMITTED] += 1
-        try:
-            if extra:
-                # Labels or annotations: the queue and gang come from those, so the
-                # handler gets the pod as the dict path has it.
-                pod = {"metadata": _scan_meta(b, n, meta)}
-                if spec_dict is not None:
-                    pod["spec"] = spec_dict
-                self._pod_submitted(pod, class_memo)
-            else:
-                self._pod_submit(key, None, None, spec_dict, class_memo)
-        except _MALFORMED:
-            self._anomaly("malformed")
-        return 1
-
-    cdef int _payload_committed(self, const unsigned char* b, Py_ssize_t n,
-                                Py_ssize_t i) except -1:
-        # {"bindings": [{"pod", "node", "resources", "devices"?}, ...]}: what _committed reads.
-        cdef Span bindings, e, pod, node, res, dev
-        cdef Py_ssize_t j
-        items = []
-        if _member(b, n, i, b"bindings", 8, &bindings) >= 0:
-            if b[bindings.start] != 0x5b:
-                return 0
-            if self._commit_one(b, n, bindings):
-                return 1
-            j = bindings.start
-            while True:
-                j = next_element(b, j, n, &e)
-                if j < 0:
-                    break
-                if b[e.start] != 0x7b:
-                    return 0
-                _binding_spans(b, n, e, &pod, &node, &res, &dev)
-                if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0
-                        or b[node.start] != 0x22 or (res.start >= 0 and b[res.start] != 0x7b)):
-                    return 0
-                resources = memo = None
-                if res.start >= 0:
-                    raw = PyBytes_FromStringAndSize(<const char*>b + res.start, res.end - res.start)
-                    entry = self._resources_memo.get(raw)
-                    if entry is None:
-                        if len(self._resources_memo) >= MEMO_LIMIT:
-                            self._resources_memo.clear()
-                        # (resources, [columns, has pods]) (see _resolve_binding)
-                        entry = self._resources_memo[raw] = (orjson.loads(raw), [None, None])
-                    resources = entry[0]
-                    memo = entry[1]
-                devices = None
-                if dev.start >= 0:  # rare (GPU devices): decoded as the dict path does
-                    devices = orjson.loads(
-                        PyBytes_FromStringAndSize(<const char*>b + dev.start, dev.end - dev.start))
-                items.append((_ascii_string(b, pod), _ascii_string(b, node), resources, memo,
-                              devices))
-        self.type_counts[_SLOT_PLACEMENT_COMMITTED] += 1
-        resolved = []
-        try:
-            for pod_key, node_name, resources, memo, devices in items:
-                self._resolve_binding(pod_key, node_name, resources, memo, resolved, devices)
-            self._bind_resolved(resolved)
-        except _MALFORMED:
-            self._anomaly("malformed")
-        return 1
-
-    cdef int _commit_one(self, const unsigned char* b, Py_ssize_t n, Span bindings) except -1:
-        # The common commit, folded without a Python object per binding or resource:
-        # one binding of a known Pending pod to a known node, its resources integers
-        # in range under registered names, no GPU devices. Returns 1 when folded
-        # (what _resolve_binding + _bind_resolved would have done), or 0, having
-        # changed nothing, for anything else (anomalies included): _payload_committed
-        # then folds it the general way.
-        cdef Span e, bk, bv, pod, node, res, dev
-        cdef Py_ssize_t j, m, c, k = 0, p, nd
-        cdef Py_ssize_t cols[MAX_FAST_RESOURCES]
-        cdef units_t units[MAX_FAST_RESOURCES]
-        cdef units_t u
-        cdef bint has_pods = False
-        j = next_element(b, bindings.start, n, &e)
-        if j < 0 or b[j] != 0x5d or b[e.start] != 0x7b:  # not exactly one object
-            return 0
-        _binding_spans(b, n, e, &pod, &node, &res, &dev)
-        if dev.start >= 0:
-            return 0
-        if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0 or b[node.start] != 0x22
-                or res.start < 0 or b[res.start] != 0x7b):
-            return 0
-        m = res.start
-        while True:
-            m = next_member(b, m, n, &bk, &bv)
-            if m < 0:
-                break
-            if k == MAX_FAST_RESOURCES:
-                return 0
-            c = self._column_of(b, bk)
-            u = _digits(b, bv)
-            if c < 0 or u < 0 or u > _MAX_UNITS:
-                return 0
-            cols[k] = c
-            units[k] = u
-            k += 1
-        pidx = self.pod_index.get(_ascii_string(b, pod))
-        if pidx is None:
-            return 0
-        p = pidx
-        if self.pod_phase[p] != PHASE_PENDING:
-            return 0
-        nidx = self.node_index.get(_ascii_string(b, node))
-        if nidx is None:
-            return 0
-        nd = nidx
-        self.type_counts[_SLOT_PLACEMENT_COMMITTED] += 1
-        for c in range(self.n_res):
-            self.pod_alloc[p, c] = 0
-        # In member order, so a repeated name's last value stays (as orjson keeps it).
-        c = self.res_index["pods"]
-        for j in range(k):
-            self.pod_alloc[p, cols[j]] = units[j]
-            if cols[j] == c:
-                has_pods = True
-        self._bind_allocated(p, nd, has_pods, 0)
-        return 1
-
-    cdef Py_ssize_t _column_of(self, const unsigned char* b, Span key) except -2:
-        # The column of a registered resource named by an object key's span (its
-        # content), or -1: unregistered (the general path registers it).
-        cdef Py_ssize_t c, length = key.end - key.start
-        for c in range(self.n_res):
-            name = self.res_names[c]
-            if (PyUnicode_IS_COMPACT_ASCII(name) and PyUnicode_GET_LENGTH(name) == length
-                    and memcmp(PyUnicode_DATA(name), b + key.start, length) == 0):
-                return c
-        return -1
-
     def apply_payloads(self, rows) -> int:
         """Fold ``(position, payload)`` pairs, payloads being stored envelope bytes.
 
@@ -2132,9 +1009,9 @@ cdef class ClusterState:
             self._at = position
             try:
                 if type(payload) is bytes:
-                    self._apply_payload(payload)
+                    _apply_payload(self, payload)
                 else:
-                    self._apply_any(orjson.loads(payload))
+                    _apply_any(self, orjson.loads(payload))
             except orjson.JSONDecodeError:
                 self._anomaly("undecodable")
             except _UNAPPLICABLE:
@@ -2153,7 +1030,7 @@ cdef class ClusterState:
             raise PositionError(position, self.position)
         self._at = position
         try:
-            self._apply(event)
+            _apply(self, event)
         except _UNAPPLICABLE:
             self._anomaly("unapplicable")
         self.position = position
@@ -2166,29 +1043,19 @@ cdef class ClusterState:
                 raise PositionError(position, self.position)
             self._at = position
             try:
-                self._apply_any(event)
+                _apply_any(self, event)
             except _UNAPPLICABLE:
                 self._anomaly("unapplicable")
             self.position = position
             count += 1
         return count
 
-    cdef int _apply_any(self, object event) except -1:
-        # An envelope that is not a JSON object is an event the fold cannot apply.
-        if type(event) is not dict:
-            self._anomaly("undecodable")
-            return 0
-        return self._apply(<dict>event)
-
     # ------------------------------------------------------------------ reading
 
     @property
     def event_counts(self) -> dict[str, int]:
         """Events folded per type (unknown types included)."""
-        out = {name: self.type_counts[i] for i, name in enumerate(_TYPE_NAMES)
-               if self.type_counts[i]}
-        out.update(self._unknown_counts)
-        return out
+        return event_counts(self)
 
     def summary(self) -> dict:
         """The stable JSON view: position, node totals, pods per phase, gangs, queues,
@@ -2610,299 +1477,24 @@ cdef class ClusterState:
         return measured, usage
 
     # ------------------------------------------------------------------ snapshots
+    # (core/_snapshot.pyx)
 
     def tables(self) -> dict:
         """The raw tables by name (rows in use), read-only, as snapshots serialize them:
         for layout checks and debugging; scheduling code reads the accessors above."""
-        return {name: _readonly(arr) for name, arr in self._arrays().items()}
-
-    def _arrays(self) -> dict:
-        n, p, c, g, q, nr = (self.n_nodes, self.n_pods, self.n_classes, self.n_gangs,
-                             self.n_queues, self.n_res)
-        return {
-            "allocatable": self.allocatable_np[:n, :nr],
-            "allocated": self.allocated_np[:n, :nr],
-            "version": self.version_np[:n],
-            "nz": self.nz_np[:n],
-            "flags": self.flags_np[:n],
-            "label_bits": self.label_bits_np[:n],
-            "taint_bits": self.taint_bits_np[:n],
-            "pod_node": self.pod_node_np[:p],
-            "pod_class": self.pod_class_np[:p],
-            "pod_gang": self.pod_gang_np[:p],
-            "pod_queue": self.pod_queue_np[:p],
-            "pod_phase": self.pod_phase_np[:p],
-            "pod_prio": self.pod_prio_np[:p],
-            "pod_alloc": self.pod_alloc_np[:p, :nr],
-            "pod_dev": self.pod_dev_np[:p],
-            "pod_lset": self.interpod.pod_lset_np[:p],
-            "class_req": self.class_req_np[:c, :nr],
-            "class_nz": self.class_nz_np[:c],
-            "gang_min": self.gang_min_np[:g],
-            "gang_counts": self.gang_counts_np[:g],
-            "queue_alloc": self.queue_alloc_np[:q, :nr],
-            "queue_counts": self.queue_counts_np[:q],
-            "class_lim": self.class_lim_np[:c, :nr],
-            "pod_resv": self.pod_resv_np[:p, :nr],
-            "pod_rtime": self.pod_rtime_np[:p],
-            "node_lim": self.node_lim_np[:n, :nr],
-            "node_resv": self.node_resv_np[:n, :nr],
-        }
+        from esched.core._snapshot import tables
+        return tables(self)
 
     def to_bytes(self) -> bytes:
         """Snapshot: magic, 8-byte header length, orjson header, raw little-endian tables."""
-        arrays = self._arrays()
-        table = []
-        blobs = []
-        offset = 0
-        for name, arr in arrays.items():
-            arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
-            raw = arr.tobytes()
-            table.append([name, arr.dtype.str, list(arr.shape), offset, len(raw)])
-            blobs.append(raw)
-            offset += len(raw)
-        header = {
-            "position": self.position,
-            "anomalies": self.anomalies,
-            "anomaly_first": self.anomaly_first,
-            "tombstones": self.tombstones,
-            "gated": self.gated,
-            "scheduler_of": self.scheduler_of,
-            "not_preemptable": self.not_preemptable,
-            "event_counts": self.event_counts,
-            "res_names": self.res_names,
-            "node_names": self.node_names,
-            "node_free": self.node_free,
-            "node_labels": self.node_labels,
-            "node_taints": self.node_taint_list,
-            "label_words": self.label_words,
-            "taint_words": self.taint_words,
-            "label_strs": self.label_strs,
-            "taint_strs": self.taint_strs,
-            # Pod names cannot contain NUL, so one joined string is the compact form.
-            "pod_keys": "\x00".join(k if k is not None else "" for k in self.pod_keys),
-            "pod_free": self.pod_free,
-            "phase_counts": [self.phase_counts[i] for i in range(4)],
-            "class_keys": [[list(map(list, k[0])), list(k[1]), k[2], k[3], k[4]]
-                           for k in self.class_index],
-            "class_ids": list(self.class_index.values()),
-            "class_specs": self.class_specs,
-            "gang_keys": self.gang_keys,
-            "gang_meta": self.gang_meta,
-            "queue_names": self.queue_names,
-            "queue_meta": self.queue_meta,
-            "priority_classes": self.priority_classes,
-            "namespace_labels": self.namespace_labels,
-            "node_usage": {k: [at, u] for k, (at, u) in self._node_usage.items()},
-            "usage_max_age": self.usage_max_age,
-            "pod_usage": self.pod_usage,
-            "reservations": self.reservations,
-            "clock": self.clock,
-            "reclamation_enabled": self._reclamation.enabled,
-            "label_sets": self.interpod.lsets,
-            "label_sets_owned": [i for i, o in enumerate(self.interpod.lset_owned) if o],
-            "arrays": table,
-        }
-        head = orjson.dumps(header)
-        return b"".join([SNAPSHOT_MAGIC, len(head).to_bytes(8, "little"), head, *blobs])
+        from esched.core._snapshot import to_bytes
+        return to_bytes(self)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "ClusterState":
         """Restore a state written by :meth:`to_bytes`."""
-        if data[:8] != SNAPSHOT_MAGIC:
-            raise ValueError("not an esched ClusterState snapshot (bad magic)")
-        hlen = int.from_bytes(data[8:16], "little")
-        h = orjson.loads(data[16:16 + hlen])
-        base = 16 + hlen
-        arrays = {}
-        for name, dtype, shape, offset, nbytes in h["arrays"]:
-            arr = np.frombuffer(data, dtype=np.dtype(dtype), count=nbytes // np.dtype(dtype).itemsize,
-                                offset=base + offset).reshape(shape)
-            arrays[name] = arr.astype(arr.dtype.newbyteorder("="))
-
-        cdef ClusterState s = cls()
-        s.position = h["position"]
-        s.anomalies = h["anomalies"]
-        s.anomaly_first = h.get("anomaly_first") or {}
-        s.tombstones = h.get("tombstones") or {}
-        s.gated = {k: tuple(v) for k, v in (h.get("gated") or {}).items()}
-        s.scheduler_of = h.get("scheduler_of") or {}
-        s.not_preemptable = h.get("not_preemptable") or {}
-        for name, count in h["event_counts"].items():
-            slot = _TYPE_SLOT.get(name)
-            if slot is None:
-                s._unknown_counts[name] = count
-            else:
-                s.type_counts[<int>slot] = count
-        for name in h["res_names"]:
-            s._resource(name)
-        nr = s.res_cap
-        s.n_nodes = len(h["node_names"])
-        s.node_cap = max(DEF_NODES, s.n_nodes)
-        s.node_names = h["node_names"]
-        s.node_index = {name: i for i, name in enumerate(s.node_names) if name is not None}
-        s.node_free = h["node_free"]
-        s.node_labels = h["node_labels"]
-        s.node_taint_list = [[tuple(t) for t in ts] for ts in h["node_taints"]]
-        s.label_words = h["label_words"]
-        s.taint_words = h["taint_words"]
-        s.label_strs = h["label_strs"]
-        s.label_ids = {t: i for i, t in enumerate(s.label_strs)}
-        s.taint_strs = [tuple(t) for t in h["taint_strs"]]
-        s.taint_ids = {t: i for i, t in enumerate(s.taint_strs)}
-        cap = s.node_cap
-        s.allocatable_np = _grown(arrays["allocatable"], cap, nr)
-        s.allocated_np = _grown(arrays["allocated"], cap, nr)
-        s.version_np = _grown(arrays["version"], cap)
-        s.nz_np = _grown(arrays["nz"], cap, 2)
-        s.flags_np = _grown(arrays["flags"], cap)
-        s.label_bits_np = _grown(arrays["label_bits"], cap, s.label_words)
-        s.taint_bits_np = _grown(arrays["taint_bits"], cap, s.taint_words)
-
-        keys = h["pod_keys"].split("\x00") if h["pod_keys"] or arrays["pod_node"].shape[0] else []
-        s.n_pods = len(keys)
-        s.pod_cap = cap = max(DEF_PODS, s.n_pods)
-        s.pod_keys = [k or None for k in keys]
-        s.pod_index = {k: i for i, k in enumerate(keys) if k}
-        s.pod_free = h["pod_free"]
-        s.pod_node_np = _grown(arrays["pod_node"], cap)
-        s.pod_node_np[s.n_pods:] = -1
-        s.pod_class_np = _grown(arrays["pod_class"], cap)
-        s.pod_gang_np = _grown(arrays["pod_gang"], cap)
-        s.pod_queue_np = _grown(arrays["pod_queue"], cap)
-        s.pod_phase_np = _grown(arrays["pod_phase"], cap)
-        s.pod_phase_np[s.n_pods:] = PHASE_FREE
-        s.pod_prio_np = _grown(arrays["pod_prio"], cap)
-        s.pod_alloc_np = _grown(arrays["pod_alloc"], cap, nr)
-        # Snapshots from before devices were folded have none recorded.
-        s.pod_dev_np = _grown(arrays.get("pod_dev", np.zeros(s.n_pods, dtype=np.int64)), cap)
-        for i, v in enumerate(h["phase_counts"]):
-            s.phase_counts[i] = v
-
-        s.class_specs = h["class_specs"]
-        s.n_classes = len(s.class_specs)
-        s.class_cap = max(DEF_SMALL, s.n_classes)
-        s.class_index = {
-            # Snapshots before priorityClassName joined the key have 4 parts.
-            (tuple(tuple(kv) for kv in k[0]), tuple(k[1]), k[2], k[3],
-             k[4] if len(k) > 4 else None): cid
-            for k, cid in zip(h["class_keys"], h["class_ids"])
-        }
-        s.class_req_np = _grown(arrays["class_req"], s.class_cap, nr)
-        s.class_nz_np = _grown(arrays["class_nz"], s.class_cap, 2)
-
-        s.gang_keys = h["gang_keys"]
-        s.gang_meta = h["gang_meta"]
-        s.n_gangs = len(s.gang_keys)
-        s.gang_cap = max(DEF_SMALL, s.n_gangs)
-        s.gang_index = {k: i for i, k in enumerate(s.gang_keys)}
-        s.gang_min_np = _grown(arrays["gang_min"], s.gang_cap)
-        s.gang_counts_np = _grown(arrays["gang_counts"], s.gang_cap, 4)
-
-        s.queue_names = h["queue_names"]
-        s.queue_meta = h["queue_meta"]
-        s.priority_classes = h.get("priority_classes") or {}
-        s.namespace_labels = h.get("namespace_labels") or {}
-        s.n_queues = len(s.queue_names)
-        s.queue_cap = max(DEF_SMALL, s.n_queues)
-        s.queue_index = {k: i for i, k in enumerate(s.queue_names)}
-        s.queue_alloc_np = _grown(arrays["queue_alloc"], s.queue_cap, nr)
-        s.queue_counts_np = _grown(arrays["queue_counts"], s.queue_cap, 4)
-
-        # the log's clock (older snapshots: "usage_clock")
-        s.clock = h.get("clock") or h.get("usage_clock") or 0.0
-        s.usage_max_age = h.get("usage_max_age", USAGE_MAX_AGE)
-        # Snapshots from before reports had times hold {name: usage}: at the clock.
-        s._node_usage = {k: (v[0], v[1]) if isinstance(v, list) else (s.clock, v)
-                         for k, v in h["node_usage"].items()}
-        s.pod_usage = h["pod_usage"]
-        s.reservations = h.get("reservations") or {}
-        s.reserved_nodes = {n: g for g, nodes in s.reservations.items() for n in nodes}
-        s.class_flags_np = np.zeros(s.class_cap, dtype=np.uint8)
-        s.class_ports = [None] * s.n_classes
-        s.port_bits_np = np.zeros((s.node_cap, s.port_words), dtype=np.uint64)
-        # Snapshots record whether they were folded with reclamation on (absent: on,
-        # as before it became opt-in); folded under the other setting, recompute.
-        if "class_lim" in arrays and (h.get("reclamation_enabled", True)
-                                      == s._reclamation.enabled):
-            s.class_lim_np = _grown(arrays["class_lim"], s.class_cap, nr)
-            s.pod_resv_np = _grown(arrays["pod_resv"], s.pod_cap, nr)
-            rt = np.full((s.pod_cap, 2), np.nan, dtype=np.float64)
-            rt[: s.n_pods] = arrays["pod_rtime"]
-            s.pod_rtime_np = rt
-            s.node_lim_np = _grown(arrays["node_lim"], s.node_cap, nr)
-            s.node_resv_np = _grown(arrays["node_resv"], s.node_cap, nr)
-        else:
-            # A snapshot from before reclamation, or folded under the other setting:
-            # limits from the class specs, every reservation at its limit.
-            s._restore_limits()
-        s._bind_views()
-        s._restore_ports()
-        s._restore_interpod(h.get("label_sets") or [], arrays.get("pod_lset"),
-                            h.get("label_sets_owned") or ())
-        return s
-
-    def _restore_limits(self) -> None:
-        # class_lim from class_req and (reclamation on) each class's "limits"; bound
-        # pods' sums.
-        on = self._reclamation.enabled
-        # Columns first: interning a resource may widen the tables.
-        cols = [[(self._resource(name), units)
-                 for name, units in (self.class_specs[c].get("limits") or {}).items()]
-                if on else [] for c in range(self.n_classes)]
-        cdef Py_ssize_t nr = self.res_cap
-        lim = np.zeros((self.class_cap, nr), dtype=np.int64)
-        lim[: self.n_classes] = self.class_req_np[: self.n_classes, :nr]
-        for c in range(self.n_classes):
-            for col, units in cols[c]:
-                lim[c, col] = units
-        self.class_lim_np = lim
-        self.pod_rtime_np = np.full((self.pod_cap, 2), np.nan, dtype=np.float64)
-        self.pod_resv_np = np.zeros((self.pod_cap, nr), dtype=np.int64)
-        self.node_lim_np = np.zeros((self.node_cap, nr), dtype=np.int64)
-        bound = np.flatnonzero(self.pod_node_np[: self.n_pods] >= 0)
-        if bound.size:
-            self.pod_resv_np[bound] = lim[self.pod_class_np[bound]]
-            np.add.at(self.node_lim_np, self.pod_node_np[bound], self.pod_resv_np[bound])
-        self.node_resv_np = self.node_lim_np.copy()
-
-    def _restore_interpod(self, list label_sets, object pod_lset, owned=()) -> None:
-        # The label sets and each pod's are serialized; the counts are derived.
-        cdef Py_ssize_t c
-        ip = InterPodIndex(self, self.pod_cap)
-        owned = frozenset(owned)
-        for i, (ns, labels) in enumerate(label_sets):
-            ip.lset(ns, labels, i in owned)
-        if pod_lset is not None and label_sets:
-            ip.pod_lset_np[: pod_lset.shape[0]] = pod_lset
-        else:
-            # A snapshot from before label sets were kept: its pods' labels are unknown,
-            # taken as none (each in its namespace) until they are submitted again.
-            for p, key in enumerate(self.pod_keys):
-                if key is not None:
-                    ip.set_pod(p, key, None)
-        self.interpod = ip
-        for c in range(self.n_classes):
-            cons = self.class_specs[c].get("constraints")
-            if cons and (cons.get("podAffinity") or cons.get("podAntiAffinity")
-                         or cons.get("topologySpread")):
-                self.class_flags[c] |= CLASS_INTERPOD
-        ip.rebuild()
-
-    def _restore_ports(self) -> None:
-        # Host ports are derived, not serialized: the classes' ports and the bound pods.
-        cdef Py_ssize_t c, p, n
-        for c in range(self.n_classes):
-            cons = self.class_specs[c].get("constraints")
-            if cons and cons.get("hostPorts"):
-                self._intern_ports(c, cons["hostPorts"])
-        if not self.port_strs:
-            return
-        for p in range(self.n_pods):
-            n = self.pod_node[p]
-            c = self.pod_class[p]
-            if n >= 0 and self.class_flags[c] & CLASS_HOST_PORTS:
-                self._ports_change(n, c, 1)
+        from esched.core._snapshot import from_bytes
+        return from_bytes(cls, data)
 
     def __reduce__(self):
         return (ClusterState.from_bytes, (self.to_bytes(),))

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esched.core import ClusterState, PositionError
-from esched.core._state import _py_scanner_accepts
+from esched.core._fold_bytes import _py_scanner_accepts
 from esched.schemas.events import DEFAULT_NAMESPACE, namespaced_key
 from esched.services.synth import cluster_log
 from support.fold import EV, commit, envelope, node, pod, ref

@@ -106,3 +106,19 @@ def test_no_service_reads_the_state_tables():
             if isinstance(node, ast.Attribute) and node.attr.endswith("_np"):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}")
     assert offenders == []
+
+
+def test_the_state_jobs_see_the_state_only_through_its_pxd():
+    # core/_state.pyx cimports the fold's modules while it loads (a C-level call per
+    # event, no Python call): a Python import of core/_state from them would run
+    # before the state module's body and fail. They know the class through
+    # core/_state.pxd (cimport) only.
+    pattern = re.compile(
+        r"^\s*(from\s+esched\.core\._state\s+import|import\s+esched\.core\._state)", re.M
+    )
+    offenders = [
+        name
+        for name in ("_fold.pyx", "_fold_bytes.pyx")
+        if pattern.search((ROOT / "core" / name).read_text())
+    ]
+    assert offenders == []

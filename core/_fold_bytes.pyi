@@ -1,0 +1,7 @@
+# Typing stub for the Cython module core/_fold_bytes.pyx (mypy reads this, not the .pyx).
+# The bytes path is cdef functions (core/_fold_bytes.pxd): ClusterState.apply_payloads
+# is its Python entry point.
+
+__all__: list[str] = []
+
+def _py_scanner_accepts(payload: bytes) -> bool: ...

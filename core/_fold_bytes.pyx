@@ -1,0 +1,434 @@
+"""The fold's bytes path: stored envelope bytes straight into the fold's handlers.
+
+:meth:`ClusterState.apply_payloads` calls :func:`_apply_payload` per payload. The
+bulk event types (pod submitted and finished, placements committed) are decoded
+into just the fields their handlers (``_fold``) read, without a dict per JSON
+object; the common commit (one binding of a Pending pod, integer resources) is
+folded by :func:`_commit_one` without a Python object per binding. Everything
+else, and anything the scanner (``_envelope.pxd``) does not vouch for, takes the
+dict path. The functions are the methods they were, on the state (``self``).
+
+Like ``_fold``, this module knows the class only through ``_state.pxd``.
+"""
+
+import orjson
+
+from esched.schemas import events as _ev
+from esched.schemas.quantity import MAX_BASE_UNITS
+
+from esched.core._fold import _MALFORMED
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeASCII
+from libc.string cimport memcmp, memcpy
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void* PyUnicode_DATA(object text)
+    bint PyUnicode_IS_COMPACT_ASCII(object text)
+    Py_ssize_t PyUnicode_GET_LENGTH(object text)
+
+from esched.core._envelope cimport Span, next_element, next_member, scan_envelope, span_is
+from esched.core._fold cimport (
+    _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit, _pod_submitted,
+    _resolve_binding, noop_slots, type_slot,
+)
+from esched.core._state cimport MEMO_LIMIT, ClusterState
+from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
+
+# Nothing public: ClusterState.apply_payloads is the entry point.
+__all__ = []
+
+# The per-entry limit of the tables (see _state.pyx's _MAX_UNITS).
+cdef units_t _MAX_UNITS = MAX_BASE_UNITS
+
+# Resources of one binding the fold's common-commit path (_commit_one) takes; more go
+# the general way.
+cdef enum:
+    MAX_FAST_RESOURCES = 16
+
+cdef bytes _B_POD_SUBMITTED = _ev.POD_SUBMITTED.encode()
+cdef bytes _B_PLACEMENT_COMMITTED = _ev.PLACEMENT_COMMITTED.encode()
+cdef bytes _B_POD_SUCCEEDED = _ev.POD_SUCCEEDED.encode()
+cdef bytes _B_POD_FAILED = _ev.POD_FAILED.encode()
+cdef bytes _B_POD_DELETED = _ev.POD_DELETED.encode()
+cdef int _SLOT_POD_SUBMITTED = type_slot(_ev.POD_SUBMITTED)
+cdef int _SLOT_PLACEMENT_COMMITTED = type_slot(_ev.PLACEMENT_COMMITTED)
+cdef int _SLOT_POD_SUCCEEDED = type_slot(_ev.POD_SUCCEEDED)
+cdef int _SLOT_POD_FAILED = type_slot(_ev.POD_FAILED)
+cdef int _SLOT_POD_DELETED = type_slot(_ev.POD_DELETED)
+# The types whose events the fold only counts (see noop_slots).
+cdef dict _NOOP_SLOT = noop_slots()
+
+
+cdef inline str _ascii_string(const unsigned char* b, Span s):
+    # A string value's span includes its quotes; accepted strings are ASCII without
+    # escapes, so the bytes between them are the value.
+    return PyUnicode_DecodeASCII(<const char*>b + s.start + 1, s.end - s.start - 2, NULL)
+
+
+cdef inline object _value(const unsigned char* b, Span s):
+    # Any other value the handlers read: orjson decodes just its bytes, which gives
+    # what decoding the whole envelope would have put there.
+    if b[s.start] == 0x22:
+        return _ascii_string(b, s)
+    return orjson.loads(PyBytes_FromStringAndSize(<const char*>b + s.start, s.end - s.start))
+
+
+cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
+    # A pod's metadata as the handlers read it: name, namespace, labels and
+    # annotations (queue and gang come from those); only the keys present.
+    cdef Span k, v
+    cdef Py_ssize_t i = obj.start
+    meta = {}
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"name", 4):
+            meta["name"] = _value(b, v)
+        elif span_is(b, k, b"namespace", 9):
+            meta["namespace"] = _value(b, v)
+        elif span_is(b, k, b"labels", 6):
+            meta["labels"] = _value(b, v)
+        elif span_is(b, k, b"annotations", 11):
+            meta["annotations"] = _value(b, v)
+        elif span_is(b, k, b"ownerReferences", 15):
+            # (the controller: default topology spread constraints)
+            meta["ownerReferences"] = _value(b, v)
+    return meta
+
+
+# The pod key rule (schemas.events.namespaced_key) on the raw bytes, on the same
+# constant; tests/core/test_fold.py checks all three builders agree.
+cdef bytes _DEFAULT_NS_BYTES = _ev.DEFAULT_NAMESPACE.encode("ascii")
+
+
+cdef str _pod_key(const unsigned char* b, Span namespace, Span name):
+    # _meta_key as the handlers build a pod's key, from the raw spans of two string
+    # values (start -1: absent), without a str for either: accepted strings are
+    # ASCII without escapes, so the key's bytes are theirs.
+    cdef const char* ns = _DEFAULT_NS_BYTES
+    cdef Py_ssize_t ns_len = len(_DEFAULT_NS_BYTES), name_len = 0
+    if namespace.start >= 0 and namespace.end - namespace.start > 2:
+        ns = <const char*>b + namespace.start + 1
+        ns_len = namespace.end - namespace.start - 2
+    if name.start >= 0:
+        name_len = name.end - name.start - 2
+    key = PyUnicode_New(ns_len + 1 + name_len, 127)
+    cdef char* out = <char*>PyUnicode_DATA(key)
+    memcpy(out, ns, ns_len)
+    out[ns_len] = 0x2f  # /
+    if name_len:
+        memcpy(out + ns_len + 1, b + name.start + 1, name_len)
+    return key
+
+
+cdef str _scan_key(const unsigned char* b, Py_ssize_t n, Span obj, bint* extra):
+    # A pod's key from its metadata object, if name and namespace are strings (or
+    # absent); None otherwise (the dict path builds it). ``extra``: metadata also has
+    # labels or annotations (which decide a pod's queue and gang).
+    cdef Span k, v, name, namespace
+    cdef Py_ssize_t i = obj.start
+    name.start = namespace.start = -1
+    extra[0] = False
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"name", 4):
+            name = v
+        elif span_is(b, k, b"namespace", 9):
+            namespace = v
+        elif span_is(b, k, b"labels", 6) or span_is(b, k, b"annotations", 11):
+            extra[0] = True
+    if (name.start >= 0 and b[name.start] != 0x22) or (
+            namespace.start >= 0 and b[namespace.start] != 0x22):
+        return None
+    return _pod_key(b, namespace, name)
+
+
+cdef Py_ssize_t _member(const unsigned char* b, Py_ssize_t n, Py_ssize_t i, const char* name,
+                        Py_ssize_t length, Span* found) noexcept:
+    # The raw span of member ``name`` of the accepted object at ``i`` (the last one,
+    # as orjson keeps); returns its first byte, or -1 when absent.
+    cdef Span k, v
+    found.start = -1
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            return found.start
+        if span_is(b, k, name, length):
+            found[0] = v
+
+
+cdef inline units_t _digits(const unsigned char* b, Span v) noexcept:
+    # An accepted value that is a plain non-negative integer (digits only: the
+    # scanner allows at most 18, so it fits), or -1 for any other value.
+    cdef Py_ssize_t i
+    cdef units_t u = 0
+    if v.end <= v.start:
+        return -1
+    for i in range(v.start, v.end):
+        if not 0x30 <= b[i] <= 0x39:
+            return -1
+        u = u * 10 + (b[i] - 0x30)
+    return u
+
+
+def _py_scanner_accepts(bytes payload) -> bool:
+    """Test hook: does the envelope scanner (``_envelope.pxd``) accept ``payload``?"""
+    cdef Span t, d
+    return scan_envelope(<const unsigned char*>PyBytes_AS_STRING(payload),
+                         PyBytes_GET_SIZE(payload), &t, &d)
+
+
+cdef inline void _binding_spans(const unsigned char* b, Py_ssize_t n, Span e, Span* pod,
+                                Span* node, Span* res, Span* dev) noexcept nogil:
+    # The members of one binding object ``e`` that a commit reads (start -1: absent),
+    # for the general commit fold and its fast path alike.
+    cdef Span bk, bv
+    cdef Py_ssize_t m = e.start
+    pod.start = node.start = res.start = dev.start = -1
+    while True:
+        m = next_member(b, m, n, &bk, &bv)
+        if m < 0:
+            break
+        if span_is(b, bk, b"pod", 3):
+            pod[0] = bv
+        elif span_is(b, bk, b"node", 4):
+            node[0] = bv
+        elif span_is(b, bk, b"resources", 9):
+            res[0] = bv
+        elif span_is(b, bk, b"devices", 7):
+            dev[0] = bv
+
+
+cdef int _apply_payload(ClusterState self, bytes payload) except -1:
+    # Decode a stored envelope straight into the handlers' input, for the event
+    # types that make up the bulk of a log; everything else, and anything the
+    # scanner does not vouch for (see _envelope.pxd), takes the dict path.
+    cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
+    cdef Span t, d
+    cdef int done = 0
+    if (scan_envelope(b, n, &t, &d) and t.start >= 0 and d.start >= 0
+            and b[t.start] == 0x22 and b[d.start] == 0x7b):
+        t.start += 1
+        t.end -= 1
+        if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)):
+            done = _payload_submitted(self, b, n, d.start)
+        elif span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED)):
+            done = _payload_committed(self, b, n, d.start)
+        elif span_is(b, t, _B_POD_SUCCEEDED, len(_B_POD_SUCCEEDED)):
+            done = _payload_finished(self, b, n, d.start, PHASE_SUCCEEDED, _SLOT_POD_SUCCEEDED)
+        elif span_is(b, t, _B_POD_FAILED, len(_B_POD_FAILED)):
+            done = _payload_finished(self, b, n, d.start, PHASE_FAILED, _SLOT_POD_FAILED)
+        elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
+            done = _payload_finished(self, b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
+        else:
+            # A type the fold only counts (a Volcano Job's records, proposals,
+            # ...): counted as the dict path counts it, its data not decoded.
+            slot = _NOOP_SLOT.get(
+                PyBytes_FromStringAndSize(<const char*>b + t.start, t.end - t.start))
+            if slot is not None:
+                self.type_counts[<int>slot] += 1
+                done = 1
+    if not done:
+        # The dict path, byte for byte what apply_many(orjson.loads(...)) does:
+        # the same anomaly for bad JSON or a non-object envelope.
+        return _apply_any(self, orjson.loads(payload))
+    return 0
+
+# Each _payload_* below folds one event of its type from the accepted envelope's
+# ``data`` object at ``i`` with the dict path's handlers, as _apply_data would
+# (type counted, a malformed body an anomaly), and returns 1; or returns 0, having
+# changed nothing, for a shape it leaves to the dict path.
+
+cdef int _payload_finished(ClusterState self, const unsigned char* b, Py_ssize_t n,
+                           Py_ssize_t i, int phase, int slot) except -1:
+    # {"metadata": {name, namespace}}: what _pod_finished reads.
+    cdef Span meta
+    cdef bint extra
+    cdef str key
+    if _member(b, n, i, b"metadata", 8, &meta) < 0:
+        key = "default/"
+    elif b[meta.start] != 0x7b:
+        return 0
+    else:
+        key = _scan_key(b, n, meta, &extra)
+        if key is None:
+            return 0
+    self.type_counts[slot] += 1
+    try:
+        _pod_finish(self, key, phase)
+    except _MALFORMED:
+        self._anomaly("malformed")
+    return 1
+
+cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_t n,
+                            Py_ssize_t i) except -1:
+    # A pod's metadata and spec as _pod_submit reads them; the spec is decoded
+    # once per distinct spec bytes, and the pod's class cached with it.
+    cdef Span k, v, meta, spec
+    cdef bint extra = False
+    cdef str key = "default/"
+    meta.start = spec.start = -1
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"metadata", 8):
+            meta = v
+        elif span_is(b, k, b"spec", 4):
+            spec = v
+    if (meta.start >= 0 and b[meta.start] != 0x7b) or (spec.start >= 0 and b[spec.start] != 0x7b):
+        return 0
+    if meta.start >= 0:
+        key = _scan_key(b, n, meta, &extra)
+        if key is None:
+            return 0
+    spec_dict = None
+    class_memo = None
+    if spec.start >= 0:
+        raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+        entry = self._spec_memo.get(raw)
+        if entry is None:
+            if len(self._spec_memo) >= MEMO_LIMIT:
+                self._spec_memo.clear()
+            entry = self._spec_memo[raw] = (orjson.loads(raw), [-1, -1])
+        spec_dict = entry[0]
+        class_memo = entry[1]
+    self.type_counts[_SLOT_POD_SUBMITTED] += 1
+    try:
+        if extra:
+            # Labels or annotations: the queue and gang come from those, so the
+            # handler gets the pod as the dict path has it.
+            pod = {"metadata": _scan_meta(b, n, meta)}
+            if spec_dict is not None:
+                pod["spec"] = spec_dict
+            _pod_submitted(self, pod, class_memo)
+        else:
+            _pod_submit(self, key, None, None, spec_dict, class_memo)
+    except _MALFORMED:
+        self._anomaly("malformed")
+    return 1
+
+cdef int _payload_committed(ClusterState self, const unsigned char* b, Py_ssize_t n,
+                            Py_ssize_t i) except -1:
+    # {"bindings": [{"pod", "node", "resources", "devices"?}, ...]}: what _committed reads.
+    cdef Span bindings, e, pod, node, res, dev
+    cdef Py_ssize_t j
+    items = []
+    if _member(b, n, i, b"bindings", 8, &bindings) >= 0:
+        if b[bindings.start] != 0x5b:
+            return 0
+        if _commit_one(self, b, n, bindings):
+            return 1
+        j = bindings.start
+        while True:
+            j = next_element(b, j, n, &e)
+            if j < 0:
+                break
+            if b[e.start] != 0x7b:
+                return 0
+            _binding_spans(b, n, e, &pod, &node, &res, &dev)
+            if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0
+                    or b[node.start] != 0x22 or (res.start >= 0 and b[res.start] != 0x7b)):
+                return 0
+            resources = memo = None
+            if res.start >= 0:
+                raw = PyBytes_FromStringAndSize(<const char*>b + res.start, res.end - res.start)
+                entry = self._resources_memo.get(raw)
+                if entry is None:
+                    if len(self._resources_memo) >= MEMO_LIMIT:
+                        self._resources_memo.clear()
+                    # (resources, [columns, has pods]) (see _resolve_binding)
+                    entry = self._resources_memo[raw] = (orjson.loads(raw), [None, None])
+                resources = entry[0]
+                memo = entry[1]
+            devices = None
+            if dev.start >= 0:  # rare (GPU devices): decoded as the dict path does
+                devices = orjson.loads(
+                    PyBytes_FromStringAndSize(<const char*>b + dev.start, dev.end - dev.start))
+            items.append((_ascii_string(b, pod), _ascii_string(b, node), resources, memo,
+                          devices))
+    self.type_counts[_SLOT_PLACEMENT_COMMITTED] += 1
+    resolved = []
+    try:
+        for pod_key, node_name, resources, memo, devices in items:
+            _resolve_binding(self, pod_key, node_name, resources, memo, resolved, devices)
+        _bind_resolved(self, resolved)
+    except _MALFORMED:
+        self._anomaly("malformed")
+    return 1
+
+cdef int _commit_one(ClusterState self, const unsigned char* b, Py_ssize_t n,
+                     Span bindings) except -1:
+    # The common commit, folded without a Python object per binding or resource:
+    # one binding of a known Pending pod to a known node, its resources integers
+    # in range under registered names, no GPU devices. Returns 1 when folded
+    # (what _resolve_binding + _bind_resolved would have done), or 0, having
+    # changed nothing, for anything else (anomalies included): _payload_committed
+    # then folds it the general way.
+    cdef Span e, bk, bv, pod, node, res, dev
+    cdef Py_ssize_t j, m, c, k = 0, p, nd
+    cdef Py_ssize_t cols[MAX_FAST_RESOURCES]
+    cdef units_t units[MAX_FAST_RESOURCES]
+    cdef units_t u
+    cdef bint has_pods = False
+    j = next_element(b, bindings.start, n, &e)
+    if j < 0 or b[j] != 0x5d or b[e.start] != 0x7b:  # not exactly one object
+        return 0
+    _binding_spans(b, n, e, &pod, &node, &res, &dev)
+    if dev.start >= 0:
+        return 0
+    if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0 or b[node.start] != 0x22
+            or res.start < 0 or b[res.start] != 0x7b):
+        return 0
+    m = res.start
+    while True:
+        m = next_member(b, m, n, &bk, &bv)
+        if m < 0:
+            break
+        if k == MAX_FAST_RESOURCES:
+            return 0
+        c = _column_of(self, b, bk)
+        u = _digits(b, bv)
+        if c < 0 or u < 0 or u > _MAX_UNITS:
+            return 0
+        cols[k] = c
+        units[k] = u
+        k += 1
+    pidx = self.pod_index.get(_ascii_string(b, pod))
+    if pidx is None:
+        return 0
+    p = pidx
+    if self.pod_phase[p] != PHASE_PENDING:
+        return 0
+    nidx = self.node_index.get(_ascii_string(b, node))
+    if nidx is None:
+        return 0
+    nd = nidx
+    self.type_counts[_SLOT_PLACEMENT_COMMITTED] += 1
+    for c in range(self.n_res):
+        self.pod_alloc[p, c] = 0
+    # In member order, so a repeated name's last value stays (as orjson keeps it).
+    c = self.res_index["pods"]
+    for j in range(k):
+        self.pod_alloc[p, cols[j]] = units[j]
+        if cols[j] == c:
+            has_pods = True
+    _bind_allocated(self, p, nd, has_pods, 0)
+    return 1
+
+cdef Py_ssize_t _column_of(ClusterState self, const unsigned char* b, Span key) except -2:
+    # The column of a registered resource named by an object key's span (its
+    # content), or -1: unregistered (the general path registers it).
+    cdef Py_ssize_t c, length = key.end - key.start
+    for c in range(self.n_res):
+        name = self.res_names[c]
+        if (PyUnicode_IS_COMPACT_ASCII(name) and PyUnicode_GET_LENGTH(name) == length
+                and memcmp(PyUnicode_DATA(name), b + key.start, length) == 0):
+            return c
+    return -1

@@ -1,0 +1,13 @@
+# Typing stub for the Cython module core/_snapshot.pyx (mypy reads this, not the .pyx).
+from typing import Any
+
+import numpy.typing as npt
+
+from esched.core._state import ClusterState
+
+__all__ = ["from_bytes", "restore_limits", "tables", "to_bytes"]
+
+def tables(self: ClusterState) -> dict[str, npt.NDArray[Any]]: ...
+def to_bytes(self: ClusterState) -> bytes: ...
+def from_bytes(cls: type[ClusterState], data: bytes) -> ClusterState: ...
+def restore_limits(self: ClusterState) -> None: ...
