@@ -165,6 +165,26 @@ async def test_an_id_reused_for_other_content_is_dead_lettered_as_id_conflict(st
     assert [e.id for e in await store.read(0, 100)] == ["x", "y"]
 
 
+async def test_an_event_sent_again_with_a_later_time_is_a_duplicate_not_a_conflict(store):
+    # esched publish stamps `time` when it sends: publishing an unchanged file again
+    # re-sends the same events (same ids, same data) with later times.
+    bus = open_bus(None, "esched.")
+    spec = {"containers": _containers({"cpu": "1"})}
+    bus.append(bus.topics.pods, None, _pod_event("x", "a", spec))
+    await _ingest(bus, store)
+    later = "2026-11-22T00:05:00Z"
+    bus.append(bus.topics.pods, None, _pod_event("x", "a", spec, time=later))
+    other = {"containers": _containers({"cpu": "2"})}
+    bus.append(bus.topics.pods, None, _pod_event("x", "a", other, time=later))
+    service = IngestService(bus, store)
+    await service.start()
+    totals = await service.run(exit_when_idle=True)
+    await service.stop()
+    assert totals.duplicates == 1 and totals.stored == 0
+    assert [(d["reason"], d["field"]) for d in _dead(bus)] == [("id_conflict", "id")]
+    assert [e.id for e in await store.read(0, 100)] == ["x"]
+
+
 async def test_a_work_item_beyond_the_log_head_is_refused_not_waited_for(store):
     await append_events(store, node("n1", cpu="4"), pod("a", "1"))
     head = await store.head()
