@@ -273,7 +273,7 @@ def _stall_after_sigkill(
     store_log = Log(pg_url)
     procs = Processes(env, tmp_path)
     services, start = procs.services, procs.start
-    extra = () if bridge else ("--no-bridge-rebalance",)
+    extra = ("--bridge-rebalance",) if bridge else ()
     rate, seconds, kill_after, window = 40.0, 30.0, 6.0, 20.0
     try:
         start("ingest", "ingest")

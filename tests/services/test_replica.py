@@ -788,7 +788,7 @@ async def test_a_replica_keeps_placing_its_share_while_the_group_rebalances(stor
     await append_events(store, node("n1", cpu="4"), pod("a"), pod("b"))
     commit = CommitService(store)
     bus = MemoryBus()
-    config = ReplicaConfig(retry_backoff=0.001)
+    config = ReplicaConfig(retry_backoff=0.001, bridge_rebalance=True)
     group = _Rebalancing(bus, config.group)
     replica = Replica(store, bus, "r1", submit=commit.decide, config=config, consumer=group)
     await replica.start()
