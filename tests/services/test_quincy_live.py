@@ -19,15 +19,14 @@ from esched.schemas.events import PLACEMENT_COMMITTED, POD_UNSCHEDULABLE
 from esched.services.audit import audit_store
 from esched.services.bus import Message
 from esched.services.bus.base import TopicNames
-from esched.services.bus.memory import MemoryBus
 from esched.services.cli import cli
-from esched.services.commit import CommitService
 from esched.services.dispatch import work_item
 from esched.services.event_files import record_for_event
 from esched.services.replica import Replica, ReplicaConfig
 from esched.services.store.snapshots import fold_log
 from esched.services.up import Up, UpConfig
 from support.events import append_events, node, pod, podgroup
+from support.replicas import recording_replica
 
 pytest.importorskip("ortools")
 
@@ -54,25 +53,13 @@ async def _one_batch(store, config: ReplicaConfig) -> tuple[Replica, list[dict]]
     """The inputs in the log, then every pod as one batch of work for one replica."""
     inputs = _inputs()
     await append_events(store, *inputs)
-    commit = CommitService(store)
-    proposed: list[dict] = []
-
-    async def submit(proposals):
-        proposed.extend(proposals)
-        return await commit.decide(proposals)
-
-    replica = Replica(store, MemoryBus(), "r1", submit=submit, config=config)
-    await replica.start()
-    try:
+    async with recording_replica(store, config=config) as (replica, proposed):
         head = await store.head()
         topic = replica.bus.topics.work
         pods = [e["data"]["metadata"]["name"] for e in inputs if e["type"].endswith("submitted")]
         pods = [p for p in pods if p != "g"]
         msgs = [Message(topic, 0, i, *work_item("pod", f"t/{p}", head)) for i, p in enumerate(pods)]
         await replica.handle(msgs)
-    finally:
-        await replica.stop()
-        await commit.stop()
     return replica, proposed
 
 
@@ -202,23 +189,9 @@ async def test_round_mode_places_gpu_devices_the_commit_service_accepts(store):
         if e["type"] in ("esched.node.added", "esched.pod.submitted")
     ]
     await append_events(store, *inputs)
-    commit = CommitService(store)
-    proposed: list[dict] = []
-
-    async def submit(proposals):
-        proposed.extend(proposals)
-        return await commit.decide(proposals)
-
-    replica = Replica(
-        store,
-        MemoryBus(),
-        "r1",
-        profile=fgd,
-        submit=submit,
-        config=ReplicaConfig(quincy=QuincyConfig()),
-    )
-    await replica.start()
-    try:
+    async with recording_replica(
+        store, profile=fgd, config=ReplicaConfig(quincy=QuincyConfig())
+    ) as (replica, proposed):
         assert replica.rounds is not None and replica.rounds.policy.devices is not None
         head = await store.head()
         topic = replica.bus.topics.work
@@ -229,9 +202,6 @@ async def test_round_mode_places_gpu_devices_the_commit_service_accepts(store):
         ]
         msgs = [Message(topic, 0, i, *work_item("pod", k, head)) for i, k in enumerate(keys)]
         await replica.handle(msgs)
-    finally:
-        await replica.stop()
-        await commit.stop()
     assert replica.totals.conflicts == 0 and replica.totals.committed > 0
     assert replica.stats()["quincy"]["placed"] > 0
     gpu = [b for p in proposed for b in p["bindings"] if b["resources"].get("esched.dev/gpu-milli")]

@@ -24,6 +24,7 @@ from esched.services.replica import Replica
 from esched.services.sim.engine import simulate
 from esched.services.sim.traces import GIB, Job, NodeSpec, Trace, synthetic
 from support.events import append_events, ev
+from support.replicas import recording_replica
 
 FGD = parse_profile(
     {
@@ -71,16 +72,7 @@ async def test_a_replica_with_fgd_places_device_by_device_as_the_simulator_does(
         if e["type"] in ("esched.node.added", "esched.pod.submitted")
     ]
     await append_events(store, *inputs)
-    commit = CommitService(store)
-    proposed: list[dict] = []
-
-    async def submit(proposals):
-        proposed.extend(proposals)
-        return await commit.decide(proposals)
-
-    replica = Replica(store, MemoryBus(), "r1", profile=profile, submit=submit)
-    await replica.start()
-    try:
+    async with recording_replica(store, profile=profile) as (replica, proposed):
         # The replica's one scheduling pass scores by FGD over the fold's devices.
         assert replica.scheduler.fgd_weight == 1 and replica.scheduler.devices is not None
         assert replica.scheduler.fgd_pack == (profile is FGD_PACK)
@@ -101,9 +93,6 @@ async def test_a_replica_with_fgd_places_device_by_device_as_the_simulator_does(
             if e["type"] == "esched.pod.submitted"
         ]
         await replica.handle(msgs)
-    finally:
-        await replica.stop()
-        await commit.stop()
     assert replica.totals.conflicts == 0 and replica.totals.unschedulable == 0
     assert all(
         "devices" in b

@@ -4,6 +4,8 @@
   clusters whose arithmetic a test can state).
 - :mod:`support.fold`: fold-level envelopes and objects for the core tests, and ``Log``.
 - :mod:`support.kube`: builders mirroring kube-scheduler's test helpers and its scores.
+- :mod:`support.replicas`: a replica wired to an in-process commit service that
+  records its proposals.
 - :mod:`support.aio`: ``eventually()`` instead of fixed sleeps, and the check that
   fails an async test whose exception reached the event loop's handler.
 
