@@ -161,6 +161,20 @@ def _number(raw: Mapping[str, Any], key: str, default: float, low: float, high: 
     return float(value)
 
 
+def _flag(raw: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise ReclamationConfigError(f"reclamation.{key}", "must be true or false")
+    return value
+
+
+def _names(raw: Mapping[str, Any], key: str, default: frozenset[str]) -> frozenset[str]:
+    value = raw.get(key, sorted(default))
+    if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
+        raise ReclamationConfigError(f"reclamation.{key}", "must be a list of resource names")
+    return frozenset(value)
+
+
 def parse_reclamation(raw: Any) -> ReclamationConfig:
     """The config file's ``reclamation:`` section (None: the defaults)."""
     if raw is None:
@@ -173,32 +187,20 @@ def parse_reclamation(raw: Any) -> ReclamationConfig:
     }  # fmt: skip
     if unknown:
         raise ReclamationConfigError(f"reclamation.{sorted(unknown)[0]}", "unknown key")
-    enabled = raw.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise ReclamationConfigError("reclamation.enabled", "must be true or false")
-    reclaim = raw.get("reclaim", sorted(DEFAULT_RECLAMATION.reclaim))
-    if not isinstance(reclaim, list) or not all(isinstance(r, str) for r in reclaim):
-        raise ReclamationConfigError("reclamation.reclaim", "must be a list of resource names")
     over = raw.get("overcommit", dict(DEFAULT_RECLAMATION.overcommit))
     if not isinstance(over, Mapping) or not all(isinstance(v, bool) for v in over.values()):
         raise ReclamationConfigError("reclamation.overcommit", "must map resources to true/false")
-    overload = raw.get("overload", True)
-    if not isinstance(overload, bool):
-        raise ReclamationConfigError("reclamation.overload", "must be true or false")
-    compressible = raw.get("compressible", sorted(DEFAULT_RECLAMATION.compressible))
-    if not isinstance(compressible, list) or not all(isinstance(r, str) for r in compressible):
-        raise ReclamationConfigError("reclamation.compressible", "must be a list of resource names")
     tau = _number(raw, "time_constant", DEFAULT_TIME_CONSTANT_S, 1e-3, 1e9)
     return ReclamationConfig(
-        enabled=enabled,
+        enabled=_flag(raw, "enabled", False),
         hold=_number(raw, "hold", DEFAULT_HOLD_S, 0.0, 1e9),
         time_constant=tau,
         margin=_number(raw, "margin", DEFAULT_MARGIN, 0.0, 10.0),
         burst=_number(raw, "burst", DEFAULT_BURST, 0.0, 1.0),
-        reclaim=frozenset(reclaim),
+        reclaim=_names(raw, "reclaim", DEFAULT_RECLAMATION.reclaim),
         overcommit={str(k): bool(v) for k, v in over.items()},
-        overload=overload,
-        compressible=frozenset(compressible),
+        overload=_flag(raw, "overload", True),
+        compressible=_names(raw, "compressible", DEFAULT_RECLAMATION.compressible),
         evict_after=_number(raw, "evict_after", DEFAULT_EVICT_AFTER_S, 0.0, 1e9),
     )
 
