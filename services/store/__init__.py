@@ -28,7 +28,7 @@ from .base import (
     Subscription,
     TransientStoreError,
     redact_url,
-    retry_transient,
+    retry_store_op,
     scrub,
 )
 from .postgres import PostgresEventStore
@@ -48,7 +48,7 @@ __all__ = [
     "Subscription",
     "TransientStoreError",
     "open_store",
-    "retry_transient",
+    "retry_store_op",
     "sqlite_path",
 ]
 

@@ -51,7 +51,7 @@ __all__ = [
     "TransientStoreError",
     "Waker",
     "redact_url",
-    "retry_transient",
+    "retry_store_op",
     "scrub",
 ]
 
@@ -288,14 +288,19 @@ def validate_expected_head(expected_head: int | None) -> None:
         raise ValueError(f"expected_head must be an int >= 0 or None, not {expected_head!r}")
 
 
-async def retry_transient(
+async def retry_store_op(
     fn: Callable[[], Awaitable[T]],
     *,
     attempts: int = 5,
     base_delay: float = 0.05,
     max_delay: float = 2.0,
 ) -> T:
-    """Call ``fn()`` until it succeeds, retrying only :class:`TransientStoreError`.
+    """Call ``fn()`` until it succeeds, retrying only :class:`TransientStoreError`,
+    at most ``attempts`` times.
+
+    For a store client that gives up after a bounded wait (tools, tests). A
+    service that must outlive an outage retries forever with
+    :func:`esched.services.faults.retry_transient`; both share one backoff policy.
 
     Capped exponential backoff with jitter (:mod:`esched.services.retry`), so many
     clients reconnecting after an outage do not stampede the server.

@@ -174,7 +174,7 @@ def _translated(fn: Callable[P, Awaitable[R]] | None = None, *, idempotent: bool
     ``idempotent`` methods (reads) are retried once, at once, after a lost
     connection: the pool has then replaced its dead connections, and a stale
     pooled connection should not fail a read. Appends are not retried here: the
-    caller decides (``retry_transient``), and a retry is safe since ids dedupe.
+    caller decides (``retry_store_op``), and a retry is safe since ids dedupe.
     """
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:

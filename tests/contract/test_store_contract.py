@@ -27,7 +27,7 @@ from esched.services.store import (
     StoreError,
     TransientStoreError,
     open_store,
-    retry_transient,
+    retry_store_op,
     sqlite_path,
 )
 from esched.services.store.base import StoredEvent
@@ -319,7 +319,7 @@ async def test_concurrent_appenders_gap_free_in_commit_order(store_url: str, sto
         out = []
         for b in range(batches):
             events = [ev(f"shared/{(b + i) % 5}", id=f"w{k}-b{b}-{i}") for i in range(size)]
-            out.append((await retry_transient(lambda e=events: w.append(e))).positions)
+            out.append((await retry_store_op(lambda e=events: w.append(e))).positions)
         return out
 
     async def tail() -> list[int]:
@@ -595,7 +595,7 @@ async def test_unopenable_sqlite_path_is_a_config_error(tmp_path) -> None:
 # --------------------------------------------------------------------------- retry helper
 
 
-async def test_retry_transient_retries_only_transient() -> None:
+async def test_retry_store_op_retries_only_transient_errors() -> None:
     calls = 0
 
     async def flaky() -> str:
@@ -605,7 +605,7 @@ async def test_retry_transient_retries_only_transient() -> None:
             raise TransientStoreError("connection lost")
         return "ok"
 
-    assert await retry_transient(flaky, attempts=5, base_delay=0.001, max_delay=0.01) == "ok"
+    assert await retry_store_op(flaky, attempts=5, base_delay=0.001, max_delay=0.01) == "ok"
     assert calls == 3
 
     calls = 0
@@ -616,14 +616,14 @@ async def test_retry_transient_retries_only_transient() -> None:
         raise ConflictError("s", 1, 2)
 
     with pytest.raises(ConflictError):
-        await retry_transient(conflict, attempts=5, base_delay=0.001)
+        await retry_store_op(conflict, attempts=5, base_delay=0.001)
     assert calls == 1
 
     async def down() -> None:
         raise TransientStoreError("down")
 
     with pytest.raises(TransientStoreError):
-        await retry_transient(down, attempts=3, base_delay=0.001, max_delay=0.001)
+        await retry_store_op(down, attempts=3, base_delay=0.001, max_delay=0.001)
 
 
 # --------------------------------------------------------------------------- PostgreSQL faults
@@ -704,7 +704,7 @@ async def test_pg_append_after_pool_connections_killed(pg_url: str) -> None:
             outcome: object = await store.append(batch)
         except TransientStoreError as exc:
             outcome = exc
-        result = await retry_transient(
+        result = await retry_store_op(
             lambda: store.append(batch), attempts=6, base_delay=0.01, max_delay=0.2
         )
 
@@ -724,7 +724,7 @@ async def test_pg_reads_after_pool_connections_killed(pg_url: str) -> None:
         await store.migrate()
         await store.append([ev() for _ in range(3)])
         await _terminate(pg_url, POOL_APP_NAME)
-        head = await retry_transient(store.head, attempts=4, base_delay=0.01)
+        head = await retry_store_op(store.head, attempts=4, base_delay=0.01)
         assert head == 3
 
 
@@ -742,7 +742,7 @@ async def test_pg_subscription_survives_all_connections_killed(pg_url: str) -> N
                 await _terminate(pg_url, LISTEN_APP_NAME)
                 await _terminate(pg_url, POOL_APP_NAME)
                 batch = [ev() for _ in range(10)]
-                await retry_transient(lambda b=batch: store.append(b), attempts=6, base_delay=0.01)
+                await retry_store_op(lambda b=batch: store.append(b), attempts=6, base_delay=0.01)
                 await asyncio.sleep(0.05)
             assert await consumer == list(range(1, 36))
 
@@ -778,7 +778,7 @@ async def test_pg_append_killed_mid_transaction_is_all_or_nothing(pg_url: str) -
         finally:
             await blocker.close()
         assert await store.head() == 1
-        result = await retry_transient(lambda: store.append(batch), attempts=4, base_delay=0.01)
+        result = await retry_store_op(lambda: store.append(batch), attempts=4, base_delay=0.01)
         assert (result.positions, result.duplicates) == ([2, 3, 4, 5, 6], 0)
         assert [e.stream_version for e in await store.read()] == [1, 2, 3, 4, 5, 6]
 
@@ -803,5 +803,5 @@ async def test_pg_database_closed_for_connections_is_transient(pg_url: str) -> N
         finally:
             await admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')
             await admin.close()
-        result = await retry_transient(lambda: store.append([ev()]), attempts=4, base_delay=0.01)
+        result = await retry_store_op(lambda: store.append([ev()]), attempts=4, base_delay=0.01)
         assert result.head == 2
