@@ -11,8 +11,9 @@ pod for a throttle), so a retry or a second leader's copy dedupes.
 
 A compressible overload is evicted for once it has lasted ``evict_after`` on the
 log's clock: its episode (:class:`~esched.core.overload.Episodes`) begins at the
-first usage report after which the node is overloaded (the fold stops after each
-report to look), and a new leader takes over the episodes going on from the
+first usage report after which the node is overloaded (the fold of a batch stops
+where a report names a node an earlier report of the batch named, to look at it
+first), and a new leader takes over the episodes going on from the
 ``since`` of their throttles in the log (:meth:`_Overload._recover_overload`).
 """
 
@@ -54,56 +55,85 @@ class _Overload(_WakeUps):
         if not self.state.reclamation.handles_overload():
             super()._fold(rows)
             return
-        # Fold up to each usage report and look at the nodes it names just after it:
-        # an overload episode begins at the first report that shows it, not at the
-        # last one of the batch.
+        # An overload episode begins at the first report that shows it, not at the
+        # last one of the batch: when a report names a node that an earlier report of
+        # the batch named, fold up to it and look at the nodes named so far first.
+        # (Reports naming different nodes, one per node agent, need no stop.)
         start = 0
+        chunk: list[tuple[StoredEvent, dict[str, Any]]] = []
+        named: set[str] = set()
         for i, r in enumerate(rows):
-            if r.type == USAGE_REPORTED:
-                super()._fold(rows[start : i + 1])
-                start = i + 1
-                self._note_report(r)
-        if start < len(rows):
-            super()._fold(rows[start:])
+            if r.type != USAGE_REPORTED:
+                continue
+            env = orjson.loads(r.payload)
+            names = self._named(env.get("data") or {}, pods=False)
+            if names & named:
+                super()._fold(rows[start:i])
+                start = i
+                self._note_reports(chunk)
+                chunk, named = [], set()
+            chunk.append((r, env))
+            named |= names
+        super()._fold(rows[start:])
+        self._note_reports(chunk)
         if self._overload_nodes:
             self._wake.set()
 
-    def _note_report(self, r: StoredEvent) -> None:
-        """Note the nodes usage report ``r`` names (for the next plan) and move their
-        overload episodes on (:class:`~esched.core.overload.Episodes`)."""
+    def _named(self, data: Any, pods: bool = True) -> set[str]:
+        """The nodes a usage report's ``data`` names: its ``nodes[]``, and (with
+        ``pods``, or when it has no ``nodes[]``) the nodes its pods run on."""
         st = self.state
-        data = orjson.loads(r.payload).get("data") or {}
-        names = {n.get("name") for n in data.get("nodes") or () if isinstance(n, dict)}
-        nodes: set[int] = set()
+        if not isinstance(data, dict):
+            return set()
+        names = {
+            n["name"]
+            for n in data.get("nodes") or ()
+            if isinstance(n, dict) and isinstance(n.get("name"), str)
+        }
+        if names and not pods:
+            return names
+        slots: set[int] = set()
         for entry in data.get("pods") or ():
             key = entry.get("pod") if isinstance(entry, dict) else None
             slot = st.pod_index.get(key) if isinstance(key, str) else None
             if slot is not None:
-                nodes.add(st.node_of(slot))
-        names.update(st.node_names[n] for n in nodes if n >= 0)
-        slots: dict[int, str] = {}
-        for name in names:
-            if isinstance(name, str) and (n := st.node_index.get(name)) is not None:
-                self._overload_nodes[name] = r.id
-                slots[n] = name
+                slots.add(st.node_of(slot))
+        names.update(st.node_names[n] for n in slots if n >= 0)
+        return names
+
+    def _note_reports(self, chunk: list[tuple[StoredEvent, dict[str, Any]]]) -> None:
+        """After the fold of the reports in ``chunk`` (each naming other nodes): note
+        the nodes they name for the next plan, and begin or end those nodes' overload
+        episodes at the time of the report that named them."""
+        if not chunk:
+            return
+        st = self.state
+        clock = float(st.clock)
+        slots: dict[int, tuple[str, float]] = {}
+        for r, env in chunk:
+            at = log_seconds(env.get("time"))
+            for name in self._named(env.get("data")):
+                n = st.node_index.get(name)
+                if n is not None:
+                    self._overload_nodes[name] = r.id
+                    slots[n] = (name, clock if at is None else min(at, clock))
         self._observe_episodes(slots)
 
-    def _observe_episodes(self, slots: dict[int, str]) -> None:
-        """Begin or end the overload episodes of node ``slots`` (slot -> name) on the
-        state as it is now."""
+    def _observe_episodes(self, slots: dict[int, tuple[str, float]]) -> None:
+        """Begin or end the overload episodes of node ``slots`` (slot -> its name and
+        the time of the report that named it) on the state as it is now."""
         st = self.state
         cfg = st.reclamation
-        clock = float(st.clock)
         allocatable = st.node_allocatable()
         sums = usage_by_node(st, slots)
-        for n, name in slots.items():
+        for n, (name, at) in slots.items():
             for resource in cfg.reclaim:
                 r = st.res_index.get(resource)
                 if r is None:
                     continue
                 key = (name, resource)
                 over = sums[n].get(resource, 0) > int(allocatable[n, r])
-                if self._episodes.observe(key, over, clock) is None:
+                if self._episodes.observe(key, over, at) is None:
                     self._throttled.pop(key, None)
 
     async def _recover_overload(self) -> None:
