@@ -268,10 +268,10 @@ def usage_by_node(state: ClusterState, nodes: Iterable[int]) -> dict[int, dict[s
         p = index.get(key)
         if p is None:
             continue
-        sums = want.get(state.node_of(p))
-        if sums is not None:
+        row = want.get(state.node_of(p))
+        if row is not None:
             for name, units in used.items():
-                sums[name] = sums.get(name, 0) + units
+                row[name] = row.get(name, 0) + units
     return want
 
 

@@ -153,10 +153,15 @@ class _Overload(_WakeUps):
         sums = usage_by_node(st, range(st.n_nodes))
         hot: set[tuple[str, str]] = set()
         for n, used in sums.items():
+            name = st.node_names[n]
             for resource in cfg.compressible:
                 r = st.res_index.get(resource)
-                if r is not None and used.get(resource, 0) > int(allocatable[n, r]):
-                    hot.add((st.node_names[n], resource))
+                if (
+                    name is not None
+                    and r is not None
+                    and used.get(resource, 0) > int(allocatable[n, r])
+                ):
+                    hot.add((name, resource))
         found: dict[tuple[str, str], float] = {}
         upto = int(st.position)
         lowest = max(0, upto - self.config.takeover_scan)

@@ -877,17 +877,16 @@ class Simulator:
             compressible = cfg.overcommits(name)
             if compressible:
                 # Episodes that ended: their throttles are lifted.
-                for key in [k for k in self._hot if k[1] == name and not hot[k[0]]]:
-                    episodes.observe((str(key[0]), name), False, now)
-                    self._hot.discard(key)
-                    self._caps.pop(key[0], None)
+                for slot, res in [k for k in self._hot if k[1] == name and not hot[k[0]]]:
+                    episodes.observe((str(slot), res), False, now)
+                    self._hot.discard((slot, res))
+                    self._caps.pop(slot, None)
             for n in over:
                 lasted = True
                 if compressible:
                     self._hot.add((n, name))
-                    key = (str(n), name)
-                    episodes.observe(key, True, now)
-                    lasted = episodes.lasted(key, now, cfg.evict_after)
+                    episodes.observe((str(n), name), True, now)
+                    lasted = episodes.lasted((str(n), name), now, cfg.evict_after)
                 plan = plan_overload(
                     int(allocatable[n, c]),
                     node_loads(st, n, name, bands),
@@ -920,9 +919,9 @@ class Simulator:
             keys = self.keys[j]
             assert keys is not None, "a running job was submitted"
             stats.evicted_jobs += 1
-            for caps in self._caps.values():
-                for key in keys:
-                    caps.pop(key, None)
+            for held in self._caps.values():
+                for pod_key in keys:
+                    held.pop(pod_key, None)
             self._evict([{"pod": keys[0]}], "", now, overload=victims[j])
         return bool(victims)
 

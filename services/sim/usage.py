@@ -245,13 +245,14 @@ class SyntheticUsage(UsageModel):
         wave = 1.0 + self.diurnal * math.sin(2.0 * math.pi * t / self.period)
         instant = round(t * 1000.0)
         ids = pods.astype(np.uint64)
-        common = np.zeros(len(pods))
+        common: npt.NDArray[np.float64] = np.zeros(len(pods))
         job_ids = None
         w = max(math.floor(t / self.window), 0)
         if self.correlated:
             job_ids = self._jobs(jobs)
             if self.burst and self.burst_p:
-                common = self.burst * (_uniform(self.seed, 5, w, job_ids) < self.burst_p)
+                bursting = _uniform(self.seed, 5, w, job_ids) < self.burst_p
+                common = self.burst * bursting.astype(np.float64)
         out = {}
         for r, name in enumerate(RESOURCES):
             f = self.base(name, pods) * wave + common
