@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from esched.core._state import ClusterState
 
 __all__ = [
+    "Episodes",
     "OverloadPlan",
     "PodLoad",
     "Throttle",
@@ -165,6 +166,54 @@ def plan_overload(
     return OverloadPlan(capacity, plan.usage, needed, tuple(evicted), tuple(throttles))
 
 
+class Episodes:
+    """Overload episodes on the log's clock, per (node, resource): the one rule for
+    when a compressible overload "has lasted" (Borg: evict "if things do not
+    improve"), shared by the dispatcher and the simulator.
+
+    An episode starts at the first usage report after which the node's pods use more
+    than its capacity (:meth:`observe` with ``overloaded=True``; its ``clock`` is
+    that report's) and ends at the first report after which they fit again. A caller
+    that takes over an episode it did not see begin (a new dispatcher leader)
+    :meth:`resume` it from the ``since`` of the episode's throttles in the log.
+    """
+
+    __slots__ = ("_since",)
+
+    def __init__(self) -> None:
+        self._since: dict[tuple[str, str], float] = {}
+
+    def observe(self, key: tuple[str, str], overloaded: bool, clock: float) -> float | None:
+        """Note the state of ``key`` after a report at ``clock``: the episode's start
+        if overloaded (``clock`` if this report begins it), else None (and it ends)."""
+        if not overloaded:
+            self._since.pop(key, None)
+            return None
+        return self._since.setdefault(key, clock)
+
+    def resume(self, key: tuple[str, str], since: float) -> None:
+        """Take over an episode of ``key`` that began at ``since`` (the earlier start
+        wins: one episode is one episode, however it was learnt)."""
+        now = self._since.get(key)
+        self._since[key] = since if now is None else min(now, since)
+
+    def since(self, key: tuple[str, str]) -> float | None:
+        """When the current episode of ``key`` began (None: not overloaded)."""
+        return self._since.get(key)
+
+    def lasted(self, key: tuple[str, str], clock: float, evict_after: float) -> bool:
+        """Whether the episode of ``key`` has lasted ``evict_after`` seconds at ``clock``."""
+        since = self._since.get(key)
+        return since is not None and clock - since >= evict_after
+
+    def clear(self) -> None:
+        """Forget every episode."""
+        self._since.clear()
+
+    def __len__(self) -> int:
+        return len(self._since)
+
+
 def node_loads(
     state: ClusterState, node: int, resource: str, bands: BandConfig | None = None
 ) -> list[PodLoad]:
@@ -193,6 +242,11 @@ def node_loads(
     return rows
 
 
+#: Up to this many nodes, :func:`usage_by_node` reads their pods rather than every
+#: pod's report.
+_FEW_NODES = 8
+
+
 def usage_by_node(state: ClusterState, nodes: Iterable[int]) -> dict[int, dict[str, int]]:
     """The summed last reported usage of the running pods of each node slot in
     ``nodes``, by resource name: one pass over the reports, so a caller checks many
@@ -200,15 +254,24 @@ def usage_by_node(state: ClusterState, nodes: Iterable[int]) -> dict[int, dict[s
     want: dict[int, dict[str, int]] = {n: {} for n in nodes}
     if not want:
         return want
+    usage = state.pod_usage
+    if len(want) <= _FEW_NODES:
+        # A report naming a node or two (a node agent's): its pods only, not every
+        # report in the state (pods_on_node is one vector pass over the pod table).
+        for n, sums in want.items():
+            for key in state.pods_on_node(n):
+                for name, units in (usage.get(key) or {}).items():
+                    sums[name] = sums.get(name, 0) + units
+        return want
     index = state.pod_index
-    for key, usage in state.pod_usage.items():
+    for key, used in usage.items():
         p = index.get(key)
         if p is None:
             continue
-        sums = want.get(state.node_of(p))
-        if sums is not None:
-            for name, units in usage.items():
-                sums[name] = sums.get(name, 0) + units
+        row = want.get(state.node_of(p))
+        if row is not None:
+            for name, units in used.items():
+                row[name] = row.get(name, 0) + units
     return want
 
 

@@ -201,8 +201,10 @@ usage_every_option = click.option(
     metavar="MODEL",
     help="Usage model: every --usage-every seconds the running pods' usage is logged "
     "(esched.usage.reported) and folded into reservations, and overload evicts "
-    "non-production pods: synthetic[:cpu=,memory=,spread=,diurnal=,period=,noise=,seed=], "
-    "limits, constant:F or csv:FILE (see docs/simulation.md). Default: no usage.",
+    "non-production pods: synthetic[:cpu=,memory=,spread=,diurnal=,period=,noise=,seed=,"
+    "job=,burst=,burst_p=,window=], correlated[:...] (jobs move together, with bursts), "
+    "limits, constant:F or csv:FILE (see docs/simulation.md); --policy queue only. "
+    "Default: no usage.",
 )
 @usage_every_option
 @click.option(
@@ -246,6 +248,14 @@ def simulate(
     from esched.services.sim.metrics import summarize
     from esched.services.sim.report import run_figures, summary_rows, terminal_table, write_report
 
+    if policy == "quincy" and usage_spec is not None:
+        # Quincy's network counts a machine's free room by requests: it would neither
+        # place by the band's accounting (limits, reservations) nor run anything in
+        # reclaimed resources, so a usage model there would measure nothing.
+        raise click.UsageError(
+            "--usage needs --policy queue: Quincy's flow network counts free room by "
+            "requests, not by limits and reservations, so it does not reclaim"
+        )
     tr = _load(trace_spec, nodes)
     if max_jobs is not None:
         tr.jobs = tr.jobs[:max_jobs]
@@ -268,8 +278,6 @@ def simulate(
 
             kw["reclamation"] = replace(current_reclamation(), enabled=reclaim)
         if policy == "quincy":
-            if model is not None:
-                raise click.UsageError("--usage runs with --policy queue")
             config = dict(fairness=fairness, preemption=preemption, victims=victims)
             sim = _quincy(tr, prof, seed, kw, config, round_seconds)
         else:
@@ -446,7 +454,8 @@ def _run_one(args: tuple) -> dict:
     default="synthetic",
     show_default=True,
     metavar="MODEL",
-    help="reclamation study: the usage model (synthetic[:k=v,...], limits, constant:F, "
+    help="reclamation study: the usage model (synthetic[:k=v,...], correlated[:k=v,...], "
+    "limits, constant:F, "
     "csv:FILE; see docs/simulation.md).",
 )
 @usage_every_option

@@ -9,6 +9,7 @@ from typing import Any
 
 from esched.core import ClusterState, Placer
 from esched.core.admission import Admission, Rejection
+from esched.core.overload import Episodes
 from esched.core.validation import Validator
 from esched.services.bus import Bus, BusProducer
 from esched.services.dispatch.config import DispatchConfig, DispatchTotals
@@ -70,10 +71,11 @@ class _DispatchBase:
         self._capacity_seq = 0
         self._capacity_position = 0  # position of the newest capacity event
         # Overload handling (overload.py): node -> id of the last usage report naming
-        # it, not yet planned; (node, resource) -> log time the overload began, and
-        # the throttles appended in that episode; the plan awaiting its append.
+        # it, not yet planned; per (node, resource) the overload episode (when it
+        # began, on the log's clock) and the throttles appended in it; the plan
+        # awaiting its append.
         self._overload_nodes: dict[str, str] = {}
-        self._overload_since: dict[tuple[str, str], float] = {}
+        self._episodes = Episodes()
         self._throttled: dict[tuple[str, str], set[str]] = {}
         self._overload_out: list[tuple[dict[str, Any], str, str, bool]] = []
         self._overload_head = 0

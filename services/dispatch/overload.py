@@ -8,6 +8,13 @@ service appends its decisions: if any event got in first, nothing is stored and
 the nodes are planned again on the newer fold. Ids are deterministic (the usage
 report's id and the pod for an eviction; the node, resource, overload start and
 pod for a throttle), so a retry or a second leader's copy dedupes.
+
+A compressible overload is evicted for once it has lasted ``evict_after`` on the
+log's clock: its episode (:class:`~esched.core.overload.Episodes`) begins at the
+first usage report after which the node is overloaded (the fold of a batch stops
+where a report names a node an earlier report of the batch named, to look at it
+first), and a new leader takes over the episodes going on from the
+``since`` of their throttles in the log (:meth:`_Overload._recover_overload`).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from esched.core.overload import log_time, plan_overload, usage_by_node
+from esched.core.overload import log_seconds, log_time, plan_overload, usage_by_node
 from esched.core.overload import node_loads as overload_rows
 from esched.core.validation import OVERLOADED
 from esched.schemas.events import (
@@ -45,27 +52,145 @@ class _Overload(_WakeUps):
     """Note the nodes usage reports name; plan and append their overload handling."""
 
     def _fold(self, rows: list[StoredEvent]) -> None:
-        super()._fold(rows)
         if not self.state.reclamation.handles_overload():
+            super()._fold(rows)
             return
-        st = self.state
-        for r in rows:
+        # An overload episode begins at the first report that shows it, not at the
+        # last one of the batch: when a report names a node that an earlier report of
+        # the batch named, fold up to it and look at the nodes named so far first.
+        # (Reports naming different nodes, one per node agent, need no stop.)
+        start = 0
+        chunk: list[tuple[StoredEvent, dict[str, Any]]] = []
+        named: set[str] = set()
+        for i, r in enumerate(rows):
             if r.type != USAGE_REPORTED:
                 continue
-            data = orjson.loads(r.payload).get("data") or {}
-            names = {n.get("name") for n in data.get("nodes") or () if isinstance(n, dict)}
-            nodes: set[int] = set()
-            for entry in data.get("pods") or ():
-                key = entry.get("pod") if isinstance(entry, dict) else None
-                slot = st.pod_index.get(key) if isinstance(key, str) else None
-                if slot is not None:
-                    nodes.add(st.node_of(slot))
-            names.update(st.node_names[n] for n in nodes if n >= 0)
-            for name in names:
-                if isinstance(name, str) and name in st.node_index:
-                    self._overload_nodes[name] = r.id
+            env = orjson.loads(r.payload)
+            names = self._named(env.get("data") or {}, pods=False)
+            if names & named:
+                super()._fold(rows[start:i])
+                start = i
+                self._note_reports(chunk)
+                chunk, named = [], set()
+            chunk.append((r, env))
+            named |= names
+        super()._fold(rows[start:])
+        self._note_reports(chunk)
         if self._overload_nodes:
             self._wake.set()
+
+    def _named(self, data: Any, pods: bool = True) -> set[str]:
+        """The nodes a usage report's ``data`` names: its ``nodes[]``, and (with
+        ``pods``, or when it has no ``nodes[]``) the nodes its pods run on."""
+        st = self.state
+        if not isinstance(data, dict):
+            return set()
+        names = {
+            n["name"]
+            for n in data.get("nodes") or ()
+            if isinstance(n, dict) and isinstance(n.get("name"), str)
+        }
+        if names and not pods:
+            return names
+        slots: set[int] = set()
+        for entry in data.get("pods") or ():
+            key = entry.get("pod") if isinstance(entry, dict) else None
+            slot = st.pod_index.get(key) if isinstance(key, str) else None
+            if slot is not None:
+                slots.add(st.node_of(slot))
+        names.update(st.node_names[n] for n in slots if n >= 0)
+        return names
+
+    def _note_reports(self, chunk: list[tuple[StoredEvent, dict[str, Any]]]) -> None:
+        """After the fold of the reports in ``chunk`` (each naming other nodes): note
+        the nodes they name for the next plan, and begin or end those nodes' overload
+        episodes at the time of the report that named them."""
+        if not chunk:
+            return
+        st = self.state
+        clock = float(st.clock)
+        slots: dict[int, tuple[str, float]] = {}
+        for r, env in chunk:
+            at = log_seconds(env.get("time"))
+            for name in self._named(env.get("data")):
+                n = st.node_index.get(name)
+                if n is not None:
+                    self._overload_nodes[name] = r.id
+                    slots[n] = (name, clock if at is None else min(at, clock))
+        self._observe_episodes(slots)
+
+    def _observe_episodes(self, slots: dict[int, tuple[str, float]]) -> None:
+        """Begin or end the overload episodes of node ``slots`` (slot -> its name and
+        the time of the report that named it) on the state as it is now."""
+        st = self.state
+        cfg = st.reclamation
+        allocatable = st.node_allocatable()
+        sums = usage_by_node(st, slots)
+        for n, (name, at) in slots.items():
+            for resource in cfg.reclaim:
+                r = st.res_index.get(resource)
+                if r is None:
+                    continue
+                key = (name, resource)
+                over = sums[n].get(resource, 0) > int(allocatable[n, r])
+                if self._episodes.observe(key, over, at) is None:
+                    self._throttled.pop(key, None)
+
+    async def _recover_overload(self) -> None:
+        """Take over the overload episodes a previous leader had begun, from the log.
+
+        For each node and compressible resource overloaded on the state at takeover,
+        the newest throttle (or eviction for overload) of it in the last
+        ``takeover_scan`` events gives the episode's start (its ``since``): a failover
+        neither restarts the wait of ``evict_after`` nor throttles the same pods again
+        (their throttle ids are the same, so the store dedupes them anyway).
+        """
+        st = self.state
+        cfg = st.reclamation
+        if not cfg.handles_overload():
+            return
+        allocatable = st.node_allocatable()
+        sums = usage_by_node(st, range(st.n_nodes))
+        hot: set[tuple[str, str]] = set()
+        for n, used in sums.items():
+            name = st.node_names[n]
+            for resource in cfg.compressible:
+                r = st.res_index.get(resource)
+                if (
+                    name is not None
+                    and r is not None
+                    and used.get(resource, 0) > int(allocatable[n, r])
+                ):
+                    hot.add((name, resource))
+        found: dict[tuple[str, str], float] = {}
+        upto = int(st.position)
+        lowest = max(0, upto - self.config.takeover_scan)
+        page = 5000
+        while upto > lowest and len(found) < len(hot):
+            after = max(lowest, upto - page)
+            rows = await retry_transient(
+                functools.partial(self.store.read, after, page, upto),
+                what="read the log tail",
+                service=SERVICE,
+                peer="store",
+            )
+            for row in reversed(rows):
+                if row.type != POD_THROTTLED and row.type != POD_EVICTED:
+                    continue
+                data = orjson.loads(row.payload).get("data") or {}
+                key = (data.get("node"), data.get("resource"))
+                since = log_seconds(data.get("since"))
+                if key not in hot or since is None:
+                    continue
+                if key not in found:
+                    found[key] = since  # the newest: the episode still going on
+                if found[key] == since and row.type == POD_THROTTLED:
+                    self._throttled.setdefault(key, set()).add(row.id)
+            upto = after
+        for key, since in found.items():
+            self._episodes.resume(key, since)
+        if found:
+            log.info("dispatcher: %d overload episode(s) taken over from the log", len(found))
 
     def _plan_overload(self) -> None:
         """Plan the noted nodes on the fold as it is now (see the module docstring)."""
@@ -91,7 +216,7 @@ class _Overload(_WakeUps):
                 key = (name, resource)
                 if sums[n].get(resource, 0) <= capacity:
                     # (most nodes: their rows are not read)
-                    self._overload_since.pop(key, None)
+                    self._episodes.observe(key, False, clock)
                     self._throttled.pop(key, None)
                     continue
                 rows = [r for r in overload_rows(st, n, resource, bands) if r.pod not in evicted]
@@ -99,8 +224,10 @@ class _Overload(_WakeUps):
                 used = sum(r.usage for r in rows)
                 if used <= capacity:
                     continue
-                since = self._overload_since.setdefault(key, clock)
-                lasted = compressible and clock - since >= cfg.evict_after
+                # Begun by the report that showed it (_note_report), or now.
+                since = self._episodes.observe(key, True, clock)
+                assert since is not None, "an overloaded node is in an episode"
+                lasted = compressible and self._episodes.lasted(key, clock, cfg.evict_after)
                 plan = plan_overload(capacity, rows, compressible=compressible, evict=lasted)
                 prod = {r.pod: r.prod for r in rows}
                 common = {

@@ -73,7 +73,7 @@ class Dispatcher(_Outbox):
         self._reclaiming.clear()
         self._reclaim_seen = -1
         self._overload_nodes.clear()
-        self._overload_since.clear()
+        self._episodes.clear()
         self._throttled.clear()
         self._overload_out.clear()
         self._placer = None
@@ -84,6 +84,7 @@ class Dispatcher(_Outbox):
         self.leading = True
         self._rejections.extend(self.admission.start(state))
         await self._recover_parked()
+        await self._recover_overload()
         n = self._publish_all_pending(int(state.position))
         log.info(
             "dispatcher leading at position %d; %d pending work item(s) published",

@@ -45,7 +45,7 @@ import numpy as np
 from esched.core import ClusterState, Placer, Profile
 from esched.core._devices import DeviceTable
 from esched.core.bands import Band, BandConfig
-from esched.core.overload import node_loads, plan_overload
+from esched.core.overload import Episodes, node_loads, plan_overload
 from esched.core.queues import check_hierarchy
 from esched.core.reservations import ReclamationConfig
 from esched.core.schedule import GPU_MILLI_RESOURCE, PassConfig, SchedulingPass
@@ -150,7 +150,10 @@ class UsageStats:
 
     Counters: ``reports``; ``overloads`` (node-reports where usage exceeded
     allocatable, per resource); ``throttled`` (pod throttles the overload planner
-    decided on a compressible resource); ``evictions`` (pods evicted for overload, by
+    decided on a compressible resource: a pod held at its cap, once per overload
+    episode); ``throttled_seconds`` (pod-seconds a throttled pod asked for more CPU
+    than its cap); ``throttled_cpu`` (milli-cpu-seconds those pods were denied:
+    ``usage`` of cpu is what they got); ``evictions`` (pods evicted for overload, by
     band: ``prod`` only for production pods above their limits, which the usage
     models never produce); ``task_seconds`` (pod-seconds running, by band).
     """
@@ -163,6 +166,8 @@ class UsageStats:
     reservations: dict[str, float] = field(default_factory=dict)
     overloads: dict[str, int] = field(default_factory=dict)
     throttled: int = 0
+    throttled_seconds: float = 0.0
+    throttled_cpu: float = 0.0
     evictions: dict[str, int] = field(default_factory=lambda: {"prod": 0, "non_prod": 0})
     evicted_jobs: int = 0
     task_seconds: dict[str, float] = field(default_factory=lambda: {"prod": 0.0, "non_prod": 0.0})
@@ -191,6 +196,12 @@ class UsageStats:
             },
             "overloads": dict(self.overloads),
             "throttled": self.throttled,
+            "throttled_pod_hours": self.throttled_seconds / 3600.0,
+            "throttled_cpu_share": (
+                self.throttled_cpu / (self.usage.get("cpu", 0.0) + self.throttled_cpu)
+                if self.throttled_cpu
+                else 0.0
+            ),
             "evictions": dict(self.evictions),
             "evicted_jobs": self.evicted_jobs,
             "task_hours": {k: v / 3600.0 for k, v in self.task_seconds.items()},
@@ -238,8 +249,6 @@ class Simulator:
         seconds (static packings, which have no departures). None: no usage.
     :param reclamation: the state's ``reclamation:`` section (None: the process's,
         :func:`esched.core.reservations.current_reclamation`).
-    :param cpu_sustain: reports in a row of CPU overload on a node (throttled
-        meanwhile) before non-production pods are evicted from it.
     """
 
     def __init__(
@@ -265,7 +274,6 @@ class Simulator:
         usage_every: float = 60.0,
         reclamation: ReclamationConfig | None = None,
         horizon: float | None = None,
-        cpu_sustain: int = 3,
     ) -> None:
         if usage is not None and not usage_every > 0:
             raise ValueError("usage_every must be positive")
@@ -287,7 +295,6 @@ class Simulator:
         self.usage_model = usage
         self.usage_every = usage_every
         self.horizon = horizon
-        self.cpu_sustain = cpu_sustain
         self.position = 0
         self.pass_config = PassConfig(
             preemption=preemption,
@@ -404,7 +411,11 @@ class Simulator:
         self.usage_stats = (
             None if self.usage_model is None else UsageStats(interval=self.usage_every)
         )
-        self._cpu_hot: dict[int, int] = {}  # node slot -> reports in a row CPU-overloaded
+        # Overload episodes per (node slot, resource) on the virtual clock (the live
+        # dispatcher's rule), and per node the caps of its throttled pods (pod -> cap).
+        self._episodes = Episodes()
+        self._caps: dict[int, dict[str, int]] = {}
+        self._hot: set[tuple[int, str]] = set()  # (node slot, resource) in an episode
         if self.usage_model is not None:
             first = min((job.arrival for job in jobs), default=0.0)
             heap.append((first, _USAGE, seq, -1))
@@ -793,13 +804,26 @@ class Simulator:
             for n in range(n_nodes)
         ]
         self._emit(USAGE_REPORTED, "usage", {"pods": entries, "nodes": node_entries}, now)
+        evicted = self._overload(now, node, {"cpu": cpu, "memory": mem})
         # Measured after the fold, weighted by the interval until the next report.
         w = self.usage_every
+        # The report carries what the pods ask for (as the live rule reads it: an
+        # overload lasts while the demand exceeds the node); until the next report a
+        # throttled pod gets at most its cap, which is what ``usage`` of cpu measures.
+        got = cpu
+        if self._caps:
+            got = cpu.copy()
+            for i, (key, n) in enumerate(zip(keys, nodes, strict=True)):
+                cap = self._caps.get(n, {}).get(key)
+                if cap is not None and cpu[i] > cap:
+                    got[i] = cap
+                    stats.throttled_seconds += w
+                    stats.throttled_cpu += w * float(cpu[i] - cap)
         slots = np.array([st.pod_index[k] for k in keys], dtype=np.int64)
         resv = st.pod_reservations()[slots]
         allocatable, limits = st.node_allocatable(), st.node_limits()
         prod_arr = np.array(prod, dtype=bool)
-        for name, used in (("cpu", cpu), ("memory", mem)):
+        for name, used in (("cpu", got), ("memory", mem)):
             c = st.res_index.get(name)
             if c is None:
                 continue
@@ -816,19 +840,21 @@ class Simulator:
         n_prod = int(prod_arr.sum())
         stats.task_seconds["prod"] += w * n_prod
         stats.task_seconds["non_prod"] += w * (len(prod_arr) - n_prod)
-        evicted = self._overload(now, node, {"cpu": cpu, "memory": mem})
         return evicted or self.state.reclamation.enabled
 
     def _overload(self, now: float, node: np.ndarray, pod_use: dict[str, np.ndarray]) -> bool:
         """Borg's answer when a node's usage exceeds its allocatable (sections 5.5 and
-        6.2), decided by the live core's planner (:func:`esched.core.overload.plan_overload`
-        over :func:`~esched.core.overload.node_loads` of the folded state): on a
-        resource that is not compressible (``overcommit`` off: memory) evict at once,
-        non-production pods first, lowest priority first, until usage and reservations
-        fit; on a compressible one (CPU) throttle (counted: the model's next report
-        is what the pods use), and evict the same way only if the overload lasts
-        ``cpu_sustain`` reports in a row. A victim's whole job is evicted (its tasks
-        run together) and queues again. True if anything was evicted.
+        6.2), decided as the live dispatcher decides it: the core's planner
+        (:func:`esched.core.overload.plan_overload` over
+        :func:`~esched.core.overload.node_loads` of the folded state) and its episode
+        rule (:class:`~esched.core.overload.Episodes`). On a resource that is not
+        compressible (``overcommit`` off: memory) evict at once, non-production pods
+        first, lowest priority first, until usage and reservations fit; on a
+        compressible one (CPU) throttle: a throttled pod gets at most its cap until
+        the episode ends (the first report where the node's pods fit again), and the
+        same evictions once the episode has lasted ``evict_after`` seconds of virtual
+        time. A victim's whole job is evicted (its tasks run together) and queues
+        again. True if anything was evicted.
 
         ``node[p]``: the node slot of the report's pod ``p``; ``pod_use[resource][p]``
         its usage (the node sums decide which nodes are overloaded)."""
@@ -837,31 +863,43 @@ class Simulator:
         cfg = st.reclamation
         bands = self.pass_config.bands or BandConfig()
         allocatable = st.node_allocatable()
-        hot_cpu: set[int] = set()
+        episodes = self._episodes
         victims: dict[int, str] = {}  # job -> why (the first overload that chose it)
         for name, per_pod in pod_use.items():
             c = st.res_index.get(name)
             if c is None:
                 continue
             used = np.bincount(node, weights=per_pod, minlength=st.n_nodes)
-            over = np.flatnonzero(used > allocatable[:, c]).tolist()
+            hot = used > allocatable[:, c]
+            over = np.flatnonzero(hot).tolist()
             if over:
                 stats.overloads[name] = stats.overloads.get(name, 0) + len(over)
             compressible = cfg.overcommits(name)
+            if compressible:
+                # Episodes that ended: their throttles are lifted.
+                for slot, res in [k for k in self._hot if k[1] == name and not hot[k[0]]]:
+                    episodes.observe((str(slot), res), False, now)
+                    self._hot.discard((slot, res))
+                    self._caps.pop(slot, None)
             for n in over:
                 lasted = True
                 if compressible:
-                    hot_cpu.add(n)
-                    self._cpu_hot[n] = self._cpu_hot.get(n, 0) + 1
-                    lasted = self._cpu_hot[n] >= self.cpu_sustain
+                    self._hot.add((n, name))
+                    episodes.observe((str(n), name), True, now)
+                    lasted = episodes.lasted((str(n), name), now, cfg.evict_after)
                 plan = plan_overload(
                     int(allocatable[n, c]),
                     node_loads(st, n, name, bands),
                     compressible=compressible,
                     evict=lasted,
                 )
-                stats.throttled += len(plan.throttles)
+                caps = self._caps.setdefault(n, {}) if compressible else {}
+                for t in plan.throttles:
+                    if t.pod not in caps:  # once per pod per episode, as live
+                        caps[t.pod] = t.cap
+                        stats.throttled += 1
                 for pod in plan.evictions:
+                    caps.pop(pod, None)
                     j = self.job_of[pod]
                     if j in victims:
                         continue
@@ -877,15 +915,13 @@ class Simulator:
                     keys = self.keys[j]
                     assert keys is not None, "a running job was submitted"
                     stats.evictions[band] += len(keys)
-                if plan.evictions:
-                    self._cpu_hot.pop(n, None)
-        for n in list(self._cpu_hot):
-            if n not in hot_cpu:
-                del self._cpu_hot[n]
         for j in sorted(victims):
             keys = self.keys[j]
             assert keys is not None, "a running job was submitted"
             stats.evicted_jobs += 1
+            for held in self._caps.values():
+                for pod_key in keys:
+                    held.pop(pod_key, None)
             self._evict([{"pod": keys[0]}], "", now, overload=victims[j])
         return bool(victims)
 

@@ -11,9 +11,10 @@ trace, with a usage model (:mod:`esched.services.sim.usage`; no trace records us
   time-weighted over a run of the trace in time (``run``), and at the end of the
   packing of the checkpoint on the fewest machines (``compaction``).
 * **What it costs**: non-production pods evicted because a node ran out (usage above
-  allocatable: memory at once, CPU after ``cpu_sustain`` reports of throttling;
-  :meth:`Simulator._overload`), per non-production task-hour and per 1,000
-  non-production tasks started.
+  allocatable: memory at once, CPU after ``evict_after`` seconds of throttling, the
+  live dispatcher's episode rule; :meth:`Simulator._overload`), per non-production
+  task-hour and per 1,000 non-production tasks started; and the CPU throttled pods
+  asked for and did not get (a share of what all pods asked for).
 * **The compaction gain**: Borg's compaction (a seeded random permutation of the
   machines, bisection for the shortest prefix that runs the checkpoint with at most
   ``tau`` of its pods pending), once placing every pod by its limits and once with
@@ -198,6 +199,7 @@ def reclamation_rows(res: list[dict[str, Any]]) -> tuple[list[str], list[list[st
         "resv/limit mem",
         "non-prod evictions / task-hour",
         "per 1,000 non-prod tasks",
+        "cpu denied by throttles",
         "machines by limits",
         "machines with reclamation",
         "compaction gain",
@@ -229,6 +231,7 @@ def reclamation_rows(res: list[dict[str, Any]]) -> tuple[list[str], list[list[st
                 _pct(run_med("reservations_over_limits", "memory")) if runs else "-",
                 _num(run_med("non_prod_evictions_per_task_hour"), ".4f") if runs else "-",
                 _num(run_med("non_prod_evictions_per_1000_tasks"), ".2f") if runs else "-",
+                _pct(run_med("throttled_cpu_share")) if runs else "-",
                 _num(_median([c["machines_limits"] for c in comp])),
                 _num(_median([c["machines_reclamation"] for c in comp])),
                 _pct(_median([c["gain"] for c in comp])),

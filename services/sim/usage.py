@@ -16,8 +16,28 @@ what makes predictions wrong at peak hours); the Gaussian noise is drawn per pod
 resource and report instant from a counter-based hash of (``seed``, pod, resource,
 instant), so a pod's usage at an instant does not depend on which other pods run,
 and two runs of the same workload (say with and without reclamation) see the same
-usage. Fractions stay within [0, 1]: a pod never uses more than its limit (memory:
-Borg kills a task above its limit; CPU: throttled to it), so placing every pod by its
+usage.
+
+**Correlated** (the same model with ``cell``, ``job``, ``burst``, ``burst_p`` and
+``window`` set; ``correlated`` is a preset of them): pods move together. Per
+resource and ``window`` of time a factor common to the whole cell, ``cell * N(0,
+1)`` (load surges and lulls that every service sees at once, in random steps where
+the diurnal term is smooth); per job, resource and window a factor common to the
+job's tasks, ``job * N(0, 1)`` (the tasks of one service under one load); and per
+job and window, with probability ``burst_p``, a burst: every task of the job uses
+``burst`` more of its limit (cpu and memory alike: a busy job). Then::
+
+    f(t) = clip(base * (1 + diurnal * sin(2 pi t / period)) + cell * C[resource, w]
+                + job * Z[job, resource, w] + burst * B[job, w] + noise * N(0, 1), 0, 1)
+
+with ``w = floor(t / window)``; C, Z and B are the same counter-based hashes, Z and
+B keyed by the job's name (its CRC-32), so the tasks of a job agree wherever they
+run. An
+independent noise averages out over a node's pods; a common factor and a burst do
+not, which is what makes a node run out between two reports.
+
+Fractions stay within [0, 1]: a pod never uses more than its limit (memory: Borg
+kills a task above its limit; CPU: throttled to it), so placing every pod by its
 limits never overloads a node, and reclamation is what can.
 
 **Constant** (``limits``, or ``constant:F``): every pod uses ``F`` of its limit (1:
@@ -37,6 +57,7 @@ from __future__ import annotations
 
 import csv
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,7 +162,18 @@ class SyntheticUsage(UsageModel):
     period: float = 86400.0
     noise: float = 0.05
     seed: int = 0
+    #: sd of the cell's common factor (fraction of the limit), redrawn each window
+    cell: float = 0.0
+    #: sd of the per-job common factor (fraction of the limit), redrawn each window
+    job: float = 0.0
+    #: what a bursting job's tasks use more (fraction of the limit)
+    burst: float = 0.0
+    #: probability that a job bursts in a window
+    burst_p: float = 0.0
+    #: seconds a job's factor and burst hold
+    window: float = 600.0
     _base: dict[str, dict[int, float]] = field(default_factory=dict, repr=False, compare=False)
+    _job_ids: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("cpu", "memory"):
@@ -156,11 +188,42 @@ class SyntheticUsage(UsageModel):
             raise UsageModelError(f"synthetic: period={self.period}: must be positive")
         if not self.noise >= 0:
             raise UsageModelError(f"synthetic: noise={self.noise}: must not be negative")
+        if not self.cell >= 0:
+            raise UsageModelError(f"synthetic: cell={self.cell}: must not be negative")
+        if not self.job >= 0:
+            raise UsageModelError(f"synthetic: job={self.job}: must not be negative")
+        if not 0.0 <= self.burst <= 1.0:
+            raise UsageModelError(f"synthetic: burst={self.burst}: within [0, 1]")
+        if not 0.0 <= self.burst_p <= 1.0:
+            raise UsageModelError(f"synthetic: burst_p={self.burst_p}: within [0, 1]")
+        if not self.window > 0:
+            raise UsageModelError(f"synthetic: window={self.window}: must be positive")
         self.spec = (
             f"synthetic:cpu={self.cpu:g},memory={self.memory:g},spread={self.spread:g},"
             f"diurnal={self.diurnal:g},period={self.period:g},noise={self.noise:g},"
             f"seed={self.seed}"
         )
+        if self.correlated:
+            self.spec += (
+                f",cell={self.cell:g},job={self.job:g},burst={self.burst:g},burst_p={self.burst_p:g},"
+                f"window={self.window:g}"
+            )
+
+    @property
+    def correlated(self) -> bool:
+        """Whether the tasks of a job move together (a common factor or bursts)."""
+        return self.cell > 0 or self.job > 0 or (self.burst > 0 and self.burst_p > 0)
+
+    def _jobs(self, jobs: Sequence[str]) -> npt.NDArray[np.uint64]:
+        """A stable id per job name (CRC-32: the same in every run and process)."""
+        memo = self._job_ids
+        out = np.empty(len(jobs), dtype=np.uint64)
+        for i, name in enumerate(jobs):
+            v = memo.get(name)
+            if v is None:
+                v = memo[name] = zlib.crc32(name.encode())
+            out[i] = v
+        return out
 
     def base(self, resource: str, pods: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Each pod's base fraction of ``resource`` (drawn once per pod, then kept)."""
@@ -182,9 +245,25 @@ class SyntheticUsage(UsageModel):
         wave = 1.0 + self.diurnal * math.sin(2.0 * math.pi * t / self.period)
         instant = round(t * 1000.0)
         ids = pods.astype(np.uint64)
+        common: npt.NDArray[np.float64] = np.zeros(len(pods))
+        job_ids = None
+        w = max(math.floor(t / self.window), 0)
+        if self.correlated:
+            job_ids = self._jobs(jobs)
+            if self.burst and self.burst_p:
+                bursting = _uniform(self.seed, 5, w, job_ids) < self.burst_p
+                common = self.burst * bursting.astype(np.float64)
         out = {}
         for r, name in enumerate(RESOURCES):
-            f = self.base(name, pods) * wave
+            f = self.base(name, pods) * wave + common
+            if self.cell:
+                at = np.array([w], dtype=np.uint64)  # (a 0-d array's arithmetic would warn)
+                u1, u2 = _uniform(self.seed, r, 6, at)[0], _uniform(self.seed, r, 7, at)[0]
+                f = f + self.cell * float(np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2))
+            if self.job and job_ids is not None:
+                u1 = _uniform(self.seed, r, 3, w, job_ids)
+                u2 = _uniform(self.seed, r, 4, w, job_ids)
+                f = f + self.job * np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)
             if self.noise:
                 u1 = _uniform(self.seed, r, 1, instant, ids)
                 u2 = _uniform(self.seed, r, 2, instant, ids)
@@ -200,8 +279,22 @@ class SyntheticUsage(UsageModel):
             f"a diurnal swing of +/-{100 * self.diurnal:g}% of the base, period "
             f"{self.period:g} s, the same phase for every pod",
             f"Gaussian noise, sd {self.noise:g} of the limit, per pod, resource and report",
+            *self._correlation(),
             "fractions clipped to [0, 1]: no pod uses more than its limit",
             "no trace esched reads records usage: the model stands in for it",
+        ]
+
+    def _correlation(self) -> list[str]:
+        if not self.correlated:
+            return ["pods independent of each other: no common factor, no bursts"]
+        return [
+            f"every pod of the cell moves together: a common factor of sd {self.cell:g} of "
+            f"the limit per resource, redrawn every {self.window:g} s (load surges and lulls)",
+            f"the tasks of a job move together: a common factor of sd {self.job:g} of the "
+            f"limit per job and resource, redrawn every {self.window:g} s",
+            f"bursts: in each {self.window:g} s window a job bursts with probability "
+            f"{self.burst_p:g}, its tasks then using {self.burst:g} more of their limits "
+            "(cpu and memory)",
         ]
 
     def as_dict(self) -> dict[str, Any]:
@@ -214,6 +307,11 @@ class SyntheticUsage(UsageModel):
             "period": self.period,
             "noise": self.noise,
             "seed": self.seed,
+            "cell": self.cell,
+            "job": self.job,
+            "burst": self.burst,
+            "burst_p": self.burst_p,
+            "window": self.window,
         }
 
 
@@ -276,13 +374,23 @@ _SYNTH_KEYS = {
     "period": float,
     "noise": float,
     "seed": int,
+    "cell": float,
+    "job": float,
+    "burst": float,
+    "burst_p": float,
+    "window": float,
 }
+
+#: ``correlated``: the synthetic model with jobs moving together (module docstring);
+#: its keys may be overridden as ``correlated:k=v,...``.
+CORRELATED = {"cell": 0.2, "job": 0.1, "burst": 0.3, "burst_p": 0.05, "window": 600.0}
 
 
 def parse_usage(spec: str) -> UsageModel:
     """A usage model from its command-line spec: ``synthetic[:k=v,...]`` (keys cpu,
-    memory, spread, diurnal, period, noise, seed), ``limits``, ``constant:F`` or
-    ``csv:FILE``. :class:`UsageModelError` names what is wrong."""
+    memory, spread, diurnal, period, noise, seed, job, burst, burst_p, window),
+    ``correlated[:k=v,...]`` (the same with :data:`CORRELATED`'s defaults),
+    ``limits``, ``constant:F`` or ``csv:FILE``. :class:`UsageModelError` names what is wrong."""
     kind, _, rest = spec.partition(":")
     if kind == "limits" and not rest:
         return ConstantUsage(1.0)
@@ -296,19 +404,20 @@ def parse_usage(spec: str) -> UsageModel:
         if not rest:
             raise UsageModelError(f"{spec!r}: csv:FILE")
         return RecordedUsage(rest)
-    if kind == "synthetic":
-        kw: dict[str, Any] = {}
+    if kind == "synthetic" or kind == "correlated":
+        kw: dict[str, Any] = dict(CORRELATED) if kind == "correlated" else {}
         for part in filter(None, (p.strip() for p in rest.split(","))):
             k, eq, v = part.partition("=")
             conv = _SYNTH_KEYS.get(k)
             if not eq or conv is None:
                 known = ", ".join(f"{k}=" for k in _SYNTH_KEYS)
-                raise UsageModelError(f"synthetic: unknown parameter {part!r} ({known})")
+                raise UsageModelError(f"{kind}: unknown parameter {part!r} ({known})")
             try:
                 kw[k] = conv(v)
             except ValueError:
-                raise UsageModelError(f"synthetic: {k}={v!r} is not a number") from None
+                raise UsageModelError(f"{kind}: {k}={v!r} is not a number") from None
         return SyntheticUsage(**kw)
     raise UsageModelError(
-        f"usage model {spec!r}: synthetic[:k=v,...], limits, constant:F or csv:FILE"
+        f"usage model {spec!r}: synthetic[:k=v,...], correlated[:k=v,...], limits, "
+        "constant:F or csv:FILE"
     )

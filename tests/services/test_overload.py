@@ -5,9 +5,9 @@ in Borg's order, and the audit of those evictions (core/overload.py)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -18,12 +18,19 @@ from esched.core.reservations import (
     current_reclamation,
     use_reclamation,
 )
-from esched.schemas.events import POD_EVICTED, POD_THROTTLED, USAGE_REPORTED, stream_of
+from esched.schemas.events import (
+    POD_DELETED,
+    POD_EVICTED,
+    POD_THROTTLED,
+    USAGE_REPORTED,
+    stream_of,
+)
 from esched.schemas.validator import validate_event
 from esched.services.audit import audit_events, audit_store
 from esched.services.bus.memory import MemoryBus
 from esched.services.dispatch import DispatchConfig, Dispatcher
 from esched.services.store import NewEvent, open_store
+from esched.services.store.base import AppendResult, EventStore, HeadConflictError
 from support.aio import eventually
 from support.events import ev, node, pod
 
@@ -50,11 +57,24 @@ async def _append(es: Any, *events: dict) -> None:
     await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in events])
 
 
-async def _start(tmp_path: Path, events: list[dict]) -> tuple[Any, Dispatcher, asyncio.Task]:
+async def _open(tmp_path: Path, events: list[dict]) -> Any:
     es = open_store(f"sqlite:///{tmp_path / 'o.sqlite'}")
     await es.connect()
     await es.migrate()
     await _append(es, *events)
+    return es
+
+
+async def _lead(store: Any) -> tuple[Dispatcher, asyncio.Task]:
+    d = Dispatcher(store, MemoryBus(), config=DispatchConfig(tick=0.02))
+    await d.start()
+    task = asyncio.create_task(d.run())
+    await eventually(lambda: d.leading, 5, interval=0.01)
+    return d, task
+
+
+async def _start(tmp_path: Path, events: list[dict]) -> tuple[Any, Dispatcher, asyncio.Task]:
+    es = await _open(tmp_path, events)
     d = Dispatcher(es, MemoryBus(), config=DispatchConfig(tick=0.02))
     await d.start()
     task = asyncio.create_task(d.run())
@@ -109,7 +129,8 @@ async def test_memory_overload_evicts_non_production_lowest_priority_first(tmp_p
             assert e["data"]["report"] == "u1" and e["time"] == "2026-11-22T00:00:10Z"
         await eventually(lambda: d.totals.overload_evictions == 2, 5)
         st = d.state
-        assert st.phase_of(st.pod_index["t/scratch"]) == PHASE_PENDING
+        # (the dispatcher's fold reads its own appends back from the log)
+        await eventually(lambda: st.phase_of(st.pod_index["t/scratch"]) == PHASE_PENDING, 5)
         assert st.phase_of(st.pod_index["t/web"]) == PHASE_RUNNING
         report = await audit_store(es)
         assert report["ok"], report["violations"]
@@ -233,6 +254,147 @@ async def test_nothing_is_evicted_with_reclamation_off(tmp_path: Path) -> None:
         await eventually(lambda: d.idle() and d.position >= 5, 5)
         assert await _of_type(es, POD_EVICTED) == []
         assert d.totals.overload_evictions == 0
+    finally:
+        await _stop(d, task)
+        await es.close()
+
+
+CPU_NODE = [
+    node("n1", "8", memory="8Gi"),
+    _running("api", cpu="4", priority=2000),
+    _running("crunch", cpu="4", priority=100),
+]
+CPU_LOAD = {"api": {"cpu": "5"}, "crunch": {"cpu": "4"}}  # 9 cpu on 8
+
+
+async def test_cpu_overload_episode_begins_at_the_first_report_of_a_batch(tmp_path: Path) -> None:
+    es, d, task = await _start(tmp_path, CPU_NODE)
+    try:
+        # Three reports in one append (one batch of the dispatcher's fold): the
+        # overload began with the first, so at the third it has lasted 60 s.
+        await _append(
+            es, _usage("c0", 0, CPU_LOAD), _usage("c30", 30, CPU_LOAD), _usage("c60", 60, CPU_LOAD)
+        )
+        await eventually(lambda: d.totals.overload_evictions == 1, 5)
+        (evicted,) = await _of_type(es, POD_EVICTED)
+        assert evicted["data"]["pod"] == "t/crunch"
+        assert evicted["data"]["since"] == "2026-11-22T00:00:00Z"
+        assert evicted["data"]["report"] == "c60"
+        assert (await audit_store(es))["ok"]
+    finally:
+        await _stop(d, task)
+        await es.close()
+
+
+async def test_a_new_dispatcher_leader_continues_the_cpu_overload_episode(
+    tmp_path: Path,
+) -> None:
+    es = await _open(tmp_path, CPU_NODE)
+    d1, task1 = await _lead(es)
+    try:
+        await _append(es, _usage("c0", 0, CPU_LOAD))
+        await eventually(lambda: d1.totals.overload_throttles == 1, 5)
+    finally:
+        await _stop(d1, task1)
+    # No leader for a while; the overload goes on.
+    await _append(es, _usage("c30", 30, CPU_LOAD))
+    d2, task2 = await _lead(es)
+    try:
+        # The new leader took the episode over from the throttle's since (0 s): at
+        # 60 s it evicts, as the first leader would have.
+        await _append(es, _usage("c60", 60, CPU_LOAD))
+        await eventually(lambda: d2.totals.overload_evictions == 1, 5)
+        (evicted,) = await _of_type(es, POD_EVICTED)
+        assert evicted["data"]["pod"] == "t/crunch"
+        assert evicted["data"]["since"] == "2026-11-22T00:00:00Z"
+        # Its plan throttled crunch in the same episode: the same id, stored once.
+        assert len(await _of_type(es, POD_THROTTLED)) == 1
+        assert (await audit_store(es))["ok"]
+    finally:
+        await _stop(d2, task2)
+        await es.close()
+
+
+async def test_a_new_leader_does_not_resume_an_episode_that_ended(tmp_path: Path) -> None:
+    es = await _open(tmp_path, CPU_NODE)
+    d1, task1 = await _lead(es)
+    try:
+        await _append(es, _usage("c0", 0, CPU_LOAD))
+        await eventually(lambda: d1.totals.overload_throttles == 1, 5)
+        # The overload ends (6 cpu on 8) before the failover.
+        await _append(es, _usage("c20", 20, {"api": {"cpu": "4"}, "crunch": {"cpu": "2"}}))
+        await eventually(lambda: d1.idle() and d1.position >= 6, 5)  # c20 folded
+    finally:
+        await _stop(d1, task1)
+    d2, task2 = await _lead(es)
+    try:
+        # A new episode begins at 60 s: nothing is evicted at 60 s nor at 90 s.
+        await _append(es, _usage("c60", 60, CPU_LOAD))
+        await _append(es, _usage("c90", 90, CPU_LOAD))
+        # c60, its throttle, c90 (positions 7 to 9) folded.
+        await eventually(lambda: d2.idle() and d2.position >= 9, 5)
+        assert await _of_type(es, POD_EVICTED) == []
+        sinces = {e["data"]["since"] for e in await _of_type(es, POD_THROTTLED)}
+        assert sinces == {"2026-11-22T00:00:00Z", "2026-11-22T00:01:00Z"}
+    finally:
+        await _stop(d2, task2)
+        await es.close()
+
+
+class _Intruder:
+    """The store, where another writer appends ``event`` just before the dispatcher's
+    first head-checked append of evictions: the log head moves between the plan and
+    its append. Everything else passes through."""
+
+    def __init__(self, store: Any, event: dict) -> None:
+        self.store = store
+        self.event: dict | None = event
+        self.conflicts = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def append(
+        self, events: Sequence[NewEvent], *, expected_head: int | None = None
+    ) -> AppendResult:
+        if (
+            self.event is not None
+            and expected_head is not None
+            and any(e.type == POD_EVICTED for e in events)
+        ):
+            intruder, self.event = self.event, None
+            await _append(self.store, intruder)
+        try:
+            return await self.store.append(events, expected_head=expected_head)
+        except HeadConflictError:
+            self.conflicts += 1
+            raise
+
+
+async def test_overload_plan_is_planned_again_when_the_log_head_moved(tmp_path: Path) -> None:
+    es = await _open(tmp_path, MEMORY_NODE)
+    # Between the plan (scratch, then etl) and its append, scratch is deleted.
+    deleted = ev("del-scratch", POD_DELETED, {"metadata": {"name": "scratch", "namespace": "t"}})
+    store = _Intruder(es, deleted)
+    d, task = await _lead(cast(EventStore, store))
+    try:
+        await _append(
+            es,
+            _usage(
+                "u1",
+                10,
+                {"web": {"memory": "7Gi"}, "etl": {"memory": "2Gi"}, "scratch": {"memory": "2Gi"}},
+            ),
+        )
+        await eventually(lambda: d.totals.overload_evictions == 1, 5)
+        assert store.conflicts == 1 and store.event is None
+        # Planned again on the fold with the deletion: only etl (web 7Gi + etl 2Gi
+        # on 8Gi), after the deletion; no eviction of the deleted pod.
+        rows = await es.read(0, 100)
+        types = [(r.type, orjson.loads(r.payload)["data"].get("pod")) for r in rows]
+        assert types[-2:] == [(POD_DELETED, None), (POD_EVICTED, "t/etl")]
+        assert d.state.anomalies == {}
+        assert (await audit_store(es))["ok"]
     finally:
         await _stop(d, task)
         await es.close()

@@ -209,3 +209,17 @@ def test_compare_study_quincy_reports_every_policy(tmp_path: Path):
         assert s["jobs"]["finished"] == 40
     figures = json.loads((tmp_path / "rep" / "figures.json").read_text())
     assert figures["quincy_metrics"]["policy"] == names
+
+
+def test_cli_simulate_policy_quincy_refuses_a_usage_model():
+    """``--usage`` with ``--policy quincy`` is a usage error that says why (Quincy's
+    network counts free room by requests: it would not reclaim), before any work."""
+    args = ["simulate", "--trace", "synthetic:nodes=6,jobs=20,seed=3,gpus=0"]
+    args += ["--profile", str(PROFILES / "best-fit.yaml"), "--policy", "quincy"]
+    res = CliRunner().invoke(cli, [*args, "--usage", "synthetic", "--no-progress"])
+    assert res.exit_code == 2
+    assert "--usage needs --policy queue" in res.output
+    assert "counts free room by requests" in res.output
+    # Without --usage the same run works.
+    ok = CliRunner().invoke(cli, [*args, "--no-progress"])
+    assert ok.exit_code == 0, ok.output

@@ -20,7 +20,7 @@ from esched.services.sim.compaction import checkpoint
 from esched.services.sim.engine import Simulator
 from esched.services.sim.reclamation import reclamation_rows, reclamation_trial
 from esched.services.sim.traces import Job, NodeSpec, Trace, load_trace
-from esched.services.sim.usage import ConstantUsage, RecordedUsage, SyntheticUsage
+from esched.services.sim.usage import ConstantUsage, RecordedUsage, SyntheticUsage, parse_usage
 
 GI = 2**30
 PROFILES = Path(__file__).resolve().parents[2] / "deploy" / "profiles"
@@ -146,22 +146,47 @@ def test_memory_overload_evicts_non_production_pods_never_production(best_fit, t
     assert used <= st.node_allocatable()[0, mem]
 
 
-def test_cpu_overload_is_throttled_before_anything_is_evicted(best_fit, tmp_path: Path):
+def test_cpu_overload_is_throttled_then_evicted_after_evict_after(best_fit, tmp_path: Path):
     # CPU binds (8 x 2 cores on 10); at 3000 s the best-effort pods' cpu usage rises:
-    # throttled for cpu_sustain - 1 reports, then evicted.
+    # throttled (each held at its cap) from 3000 s, evicted once the overload has
+    # lasted evict_after (120 s here) on the virtual clock, as the live dispatcher.
     rows = [(f"j{i}", 0.0, 0.2, 0.2) for i in range(8)]
     rows += [(f"j{i}", 3000.0, 0.2 if i < 3 else 1.0, 0.2) for i in range(8)]
-    sim = run(
-        one_node(cpu=2000, mem=10 * GI), best_fit, recorded(tmp_path, rows), cpu_sustain=3,
-        record=True,
-    )  # fmt: skip
+    cfg = ReclamationConfig(enabled=True, evict_after=120.0)
+    sim = run(one_node(cpu=2000, mem=10 * GI), best_fit, recorded(tmp_path, rows), cfg, record=True)
     stats = sim.usage_stats
     assert stats is not None
     assert stats.throttled > 0
     assert stats.evictions["prod"] == 0 and stats.evictions["non_prod"] > 0
     evicted = [e["time"] for e in sim.events if e["type"] == POD_EVICTED]
-    # 3000 s is report 50 (t = 3000): throttled at 3000 and 3060, evicted at 3120.
+    # Reports every 60 s: overloaded at 3000 (the episode begins), 3060, then at 3120
+    # it has lasted 120 s: evicted.
     assert min(evicted).startswith("2026-01-01T00:52:00")
+    # While throttled the pods got their caps, not what they asked for: the node's
+    # cpu (10 cores) was never exceeded by what ran, and the denial is counted.
+    assert stats.throttled_seconds >= 2 * 60.0
+    assert stats.throttled_cpu > 0
+    d = stats.as_dict()
+    assert d["throttled_pod_hours"] == stats.throttled_seconds / 3600.0
+    assert 0 < d["throttled_cpu_share"] < 1
+
+
+def test_throttled_pods_get_their_caps_and_the_episode_ends_when_demand_fits(
+    best_fit, tmp_path: Path
+):
+    # A rise that lasts 60 s (< evict_after, 120 s): throttled, never evicted; after
+    # it the caps are lifted (no throttled seconds once demand fits again).
+    rows = [(f"j{i}", 0.0, 0.2, 0.2) for i in range(8)]
+    rows += [(f"j{i}", 3000.0, 0.2 if i < 3 else 1.0, 0.2) for i in range(8)]
+    rows += [(f"j{i}", 3060.0, 0.2, 0.2) for i in range(8)]
+    cfg = ReclamationConfig(enabled=True, evict_after=120.0)
+    sim = run(one_node(cpu=2000, mem=10 * GI), best_fit, recorded(tmp_path, rows), cfg)
+    stats = sim.usage_stats
+    assert stats is not None
+    assert stats.evictions == {"prod": 0, "non_prod": 0}
+    assert stats.throttled > 0
+    # Held only at the one overloaded report (3000 s): the caps bind then, not after.
+    assert stats.throttled_seconds == 60.0 * stats.throttled
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +230,26 @@ def test_study_on_the_documented_cell_gains_a_fifth_of_the_machines(best_fit):
     comp = res["compaction"]
     assert comp["gain"] > 0.2
     assert comp["reclamation"]["usage"]["reclaimed_share_last"]["cpu"] > 0.2
+
+
+def test_correlated_usage_costs_non_production_evictions_never_production(best_fit, small_cell):
+    # The small cell's checkpoint packed on 4 of its 6 machines with reclamation (as
+    # the study's compaction does): pods that rise together (the cell's common
+    # factor) overload nodes the independent model never does.
+    tr, jobs = small_cell
+    jobs = sorted(jobs, key=lambda j: -j.priority)
+
+    def pack(spec: str) -> dict:
+        sim = Simulator(
+            tr, best_fit, 0, jobs=jobs, node_subset=[0, 1, 2, 3], departures=False,
+            usage=parse_usage(spec), reclamation=BORG, horizon=6300.0,
+        )  # fmt: skip
+        sim.run()
+        assert sim.usage_stats is not None
+        return sim.usage_stats.as_dict()
+
+    calm, moving = pack("synthetic"), pack("correlated:cell=0.3")
+    assert calm["evictions"] == {"prod": 0, "non_prod": 0} and calm["overloads"] == {}
+    assert moving["evictions"]["prod"] == 0 and moving["evictions"]["non_prod"] > 0
+    assert moving["non_prod_evictions_per_task_hour"] > 0
+    assert moving["throttled"] > 0 and moving["throttled_cpu_share"] > 0

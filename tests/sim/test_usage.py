@@ -106,6 +106,11 @@ def test_recorded_usage_steps_through_each_jobs_samples(tmp_path: Path):
         ("constant:2", "within [0, 1]"),
         ("gauss", "usage model 'gauss'"),
         ("csv:", "csv:FILE"),
+        ("correlated:burst=2", "burst=2.0: within [0, 1]"),
+        ("correlated:burst_p=-1", "burst_p=-1.0: within [0, 1]"),
+        ("correlated:window=0", "window=0.0: must be positive"),
+        ("correlated:job=-0.1", "job=-0.1: must not be negative"),
+        ("correlated:bogus=1", "correlated: unknown parameter"),
     ],
 )
 def test_bad_specs_name_what_is_wrong(spec, needle):
@@ -129,3 +134,65 @@ def test_synthetic_spec_round_trips_and_states_its_assumptions():
     text = " ".join(model.assumptions())
     assert "mean 0.3 (cpu)" in text and "seed 7" in text and "no trace" in text
     assert math.isclose(model.period, 86400.0)
+
+
+#: Two tasks each of 1,000 jobs (pod ids: job << 12 | task, as the simulator's).
+TASKS = np.array([(j << 12) | k for j in range(1000) for k in range(2)], dtype=np.int64)
+TASK_JOBS = [f"job-{j}" for j in range(1000) for _ in range(2)]
+
+
+def _task_correlation(model: SyntheticUsage, resource: str = "cpu") -> tuple[float, float]:
+    """Correlation of the two tasks' usage within a job, and across neighbouring jobs,
+    of the deviations from each pod's base, over many windows."""
+    same, other = [], []
+    base = model.base(resource, TASKS)
+    for w in range(40):
+        f = model.fractions(TASKS, TASK_JOBS, w * model.window + 1.0)[resource] - base
+        same.append(np.corrcoef(f[0::2], f[1::2])[0, 1])
+        other.append(np.corrcoef(f[0::2], np.roll(f[1::2], 1))[0, 1])
+    return float(np.mean(same)), float(np.mean(other))
+
+
+def test_correlated_usage_moves_the_tasks_of_a_job_together():
+    corr = parse_usage("correlated:diurnal=0")
+    assert isinstance(corr, SyntheticUsage) and corr.correlated
+    same, other = _task_correlation(corr)
+    assert same > 0.6 and abs(other) < 0.1
+    # The independent model: no correlation between the tasks of a job.
+    same0, _ = _task_correlation(SyntheticUsage(diurnal=0.0))
+    assert abs(same0) < 0.1
+
+
+def test_a_burst_adds_its_share_to_every_task_of_the_job_for_a_window():
+    model = SyntheticUsage(noise=0.0, diurnal=0.0, burst=0.3, burst_p=1.0, window=600.0)
+    calm = SyntheticUsage(noise=0.0, diurnal=0.0)
+    for t in (0.0, 599.0, 600.0):
+        f, g = model.fractions(TASKS, TASK_JOBS, t), calm.fractions(TASKS, TASK_JOBS, t)
+        for r in ("cpu", "memory"):
+            assert np.allclose(f[r], np.minimum(g[r] + 0.3, 1.0))
+    # With probability 0.05 per job and window: about 5% of the jobs burst, and the
+    # bursting jobs change from one window to the next, deterministically.
+    rare = SyntheticUsage(noise=0.0, diurnal=0.0, burst=0.3, burst_p=0.05, seed=2)
+    calm = SyntheticUsage(noise=0.0, diurnal=0.0, seed=2)
+    hot = [
+        rare.fractions(TASKS, TASK_JOBS, t)["cpu"] > calm.fractions(TASKS, TASK_JOBS, t)["cpu"]
+        for t in (0.0, 600.0)
+    ]
+    assert 0.03 < hot[0].mean() < 0.07 and not np.array_equal(hot[0], hot[1])
+    assert np.array_equal(hot[0][0::2], hot[0][1::2])  # both tasks of a job
+    again = SyntheticUsage(noise=0.0, diurnal=0.0, burst=0.3, burst_p=0.05, seed=2)
+    assert np.array_equal(
+        again.fractions(TASKS, TASK_JOBS, 0.0)["cpu"], rare.fractions(TASKS, TASK_JOBS, 0.0)["cpu"]
+    )
+
+
+def test_correlated_spec_round_trips_and_states_its_assumptions():
+    model = parse_usage("correlated:burst_p=0.1")
+    assert isinstance(model, SyntheticUsage)
+    assert (model.job, model.burst, model.burst_p, model.window) == (0.1, 0.3, 0.1, 600.0)
+    again = parse_usage(model.spec)
+    assert again.as_dict() == model.as_dict()
+    text = " ".join(model.assumptions())
+    assert "move together" in text and "bursts with probability 0.1" in text
+    # The independent model says so.
+    assert "independent" in " ".join(SyntheticUsage().assumptions())
