@@ -46,6 +46,13 @@ BATCH_MIN_RECORDS = 32
 #: How much longer than its timeout a poll may take before it is given up as caught
 #: in a rebalance (seconds).
 POLL_SLACK = 0.25
+#: How long tansu (0.6) holds a static member's SyncGroup. Neither that hold nor the
+#: sync counts as contact with the member, and tansu checks every member's last
+#: contact before counting the heartbeat that follows: with a session not above the
+#: hold plus a heartbeat interval, every member of a settled group is dropped at its
+#: first heartbeat after each sync, and the group rebalances forever
+#: (tests/services/test_tansu_groups.py reproduces it with aiokafka alone).
+TANSU_SYNC_HOLD_MS = 3_000
 
 
 class FetchWait:
@@ -168,6 +175,15 @@ class KafkaBus(Bus):
         if not 0 < heartbeat_interval_ms < session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be > 0 and below session_timeout_ms")
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        if session_timeout_ms <= TANSU_SYNC_HOLD_MS + heartbeat_interval_ms:
+            log.warning(
+                "kafka: a session of %d ms is too short for some brokers: Apache Kafka "
+                "refuses one below group.min.session.timeout.ms (6000 by default), and on "
+                "tansu a group whose session is not above %d ms (its SyncGroup hold plus "
+                "the heartbeat interval) rebalances forever",
+                session_timeout_ms,
+                TANSU_SYNC_HOLD_MS + heartbeat_interval_ms,
+            )
         #: Static membership (KIP-345): consumers given an ``instance`` name join under
         #: it, so a process restarted within its session takes its old place without a
         #: rebalance (on Apache Kafka 2.3+). Off: every member is dynamic.

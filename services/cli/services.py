@@ -340,7 +340,9 @@ def _load_profile_option(path: str | None) -> Any:
     show_default=True,
     metavar="SECONDS",
     help="The group drops a replica silent this long and hands its work partitions "
-    "to the others (how long a killed replica's share waits).",
+    "to the others (how long a killed replica's share waits). Apache Kafka refuses "
+    "less than its group.min.session.timeout.ms (6 s by default); on tansu it must "
+    "exceed 3 s plus --heartbeat-interval, or the group never settles.",
 )
 @click.option(
     "--heartbeat-interval",
@@ -361,7 +363,7 @@ def _load_profile_option(path: str | None) -> Any:
 )
 @click.option(
     "--bridge-rebalance/--no-bridge-rebalance",
-    default=False,
+    default=True,
     show_default=True,
     help="While the group rebalances, keep working this replica's previous share of "
     "the work partitions (read by assignment), so one replica leaving or dying does "
