@@ -152,7 +152,12 @@ def fair_shares(dominant: npt.ArrayLike, tasks: npt.ArrayLike, order: npt.ArrayL
     # with lam = d[i]: used = below[i] + d[i] * (J - i)
     used = below + d * (J - np.arange(J))
     i = int(np.searchsorted(used, 1.0))
-    lam = d[i - 1] if i > 0 and used[i - 1] >= 1.0 else (1.0 - below[i]) / (J - i)
+    if i >= J:
+        # the cumulative sums fall short of 1 where ``total`` did not (rounding):
+        # every demand fits
+        lam = float(d[-1])
+    else:
+        lam = d[i - 1] if i > 0 and used[i - 1] >= 1.0 else (1.0 - below[i]) / (J - i)
     share = np.minimum(demand, lam)
     out = np.minimum(np.floor(share / dom + 1e-9).astype(np.int64), n)
     left = 1.0 - float((out * dom).sum())
