@@ -264,13 +264,19 @@ def solve(p: FlowProblem) -> FlowRound:
     caps: list[np.ndarray] = []
     costs: list[np.ndarray] = []
 
+    def col(v: Any, n: int) -> np.ndarray:
+        # a scalar as a column of n (np.full: a tenth of broadcast_to's call cost)
+        if isinstance(v, (int, np.integer)):
+            return np.full(n, v, dtype=np.int64)
+        return np.asarray(v, dtype=np.int64)
+
     def arcs(t: Any, h: Any, c: Any, w: Any) -> int:
         t = np.asarray(t, dtype=np.int64)
         n = t.shape[0]
         tails.append(t)
-        heads.append(np.broadcast_to(np.asarray(h, dtype=np.int64), (n,)))
-        caps.append(np.broadcast_to(np.asarray(c, dtype=np.int64), (n,)))
-        costs.append(np.broadcast_to(np.asarray(w, dtype=np.int64), (n,)))
+        heads.append(col(h, n))
+        caps.append(col(c, n))
+        costs.append(col(w, n))
         return n
 
     tasks = np.arange(T, dtype=np.int64)

@@ -189,6 +189,9 @@ class QuincyPlan:
     machines: int = 0
     classes: int = 0
     tasks: int = 0
+    #: no pending task had room anywhere: nothing to place, the flow not solved
+    #: (``round`` is None; the kills it would have chosen are not counted)
+    skipped: bool = False
     #: wall seconds: building the problem from the state, the check of the placements
     problem_seconds: float = 0.0
     check_seconds: float = 0.0
@@ -367,21 +370,9 @@ class QuincyPolicy:
         for k in range(K):
             req = creq[classes[k]].astype(np.int64)
             cols = np.flatnonzero(req > 0).tolist()
-            s = np.full(M, 1 << 20, dtype=np.int64)  # with the running tasks' room
-            s0 = s.copy()  # on what is free now
-            for c in cols:
-                if dev is not None and c == gcol:
-                    g = int(req[c]) * self.gpu_scale
-                    if g >= 1000:
-                        s = np.minimum(s, (idle0 + freed_gpus) // (g // 1000))
-                        s0 = np.minimum(s0, idle0 // (g // 1000))
-                    else:
-                        shares = (dfree // g).sum(axis=1)
-                        s = np.minimum(s, shares + freed_gpus * (1000 // g))
-                        s0 = np.minimum(s0, shares)
-                else:
-                    s = np.minimum(s, np.maximum(free[:, c], 0) // req[c])
-                    s0 = np.minimum(s0, np.maximum(free_now[:, c], 0) // req[c])
+            # with the running tasks' room, and on what is free now
+            s = self._class_slots(req, cols, free, idle0, dfree, freed_gpus)
+            s0 = self._class_slots(req, cols, free_now, idle0, dfree, None)
             rep = int(pods[np.flatnonzero(tk == k)[0]])  # a pod of the class
             ok = alive & self.constraints_ok(int(classes[k]), rep)
             slots[:, k] = np.where(ok, s, 0)
@@ -454,6 +445,77 @@ class QuincyPolicy:
             task_supply=sup,
         )
         return prob, {"pods": np.asarray(flat, dtype=np.int64), "classes": classes}
+
+    def _class_slots(
+        self,
+        req: np.ndarray,
+        cols: list[int],
+        free: np.ndarray,
+        idle: np.ndarray,
+        dfree: np.ndarray,
+        freed_gpus: np.ndarray | None,
+    ) -> np.ndarray:
+        """Per machine, how many tasks of request ``req`` (its non-zero columns
+        ``cols``) fit alone in ``free``; GPUs from ``idle`` whole devices, or device by
+        device from ``dfree``, each plus ``freed_gpus`` whole devices a preemption frees
+        (without a device table, GPUs are a summed resource like the rest)."""
+        M = free.shape[0]
+        gcol = self._gpu_col() if self.devices is not None else -1
+        s = np.full(M, 1 << 20, dtype=np.int64)
+        for c in cols:
+            if c == gcol:
+                g = int(req[c]) * self.gpu_scale
+                if g >= 1000:
+                    whole = idle if freed_gpus is None else idle + freed_gpus
+                    s = np.minimum(s, whole // (g // 1000))
+                else:
+                    shares = (dfree // g).sum(axis=1)
+                    if freed_gpus is not None:
+                        shares = shares + freed_gpus * (1000 // g)
+                    s = np.minimum(s, shares)
+            else:
+                s = np.minimum(s, np.maximum(free[:, c], 0) // req[c])
+        return s
+
+    def has_room(self, jobs: Sequence[FlowJob]) -> bool:
+        """Whether a task of any pending pod of ``jobs`` fits some machine alone, on
+        what is free now (the slots :meth:`problem` gives a round without
+        preemption). False: a round without preemption places nothing, whatever its
+        costs and bounds (every arc to a machine needs a slot)."""
+        st = self.state
+        M = st.n_nodes
+        if self.placer.synced_position != st.position:
+            self.placer.sync()
+        pod_class = st.pod_classes()
+        reps: dict[int, int] = {}  # class -> a pending pod of it
+        for job in jobs:
+            if len(job.pending):
+                t = job.tasks(pod_class)
+                for p in t.firsts:
+                    reps.setdefault(int(pod_class[p]), p)
+        if not reps:
+            return False
+        free = (st.node_allocatable() - self.placer.used_array()[:M]).astype(np.int64)
+        alive = st.node_alive()
+        creq = st.class_requests()
+        idle = dfree = np.zeros(0, dtype=np.int64)
+        if self.devices is not None and self._gpu_col() >= 0:
+            idle = self.devices.idle_devices(M)
+            dfree = self.devices.device_free(M)
+        for cid, rep in reps.items():
+            req = creq[cid].astype(np.int64)
+            cols = np.flatnonzero(req > 0).tolist()
+            s = self._class_slots(req, cols, free, idle, dfree, None)
+            if ((s > 0) & alive).any() and (alive & self.constraints_ok(cid, rep) & (s > 0)).any():
+                return True
+        return False
+
+    @staticmethod
+    def nothing_fits(prob: FlowProblem) -> bool:
+        """Whether no pending task of ``prob`` has a slot on any machine: its flow
+        places nothing (every arc to a machine, preference arcs too, needs a slot)."""
+        pend = prob.task_running_on < 0
+        return not bool((prob.slots[:, prob.task_class[pend]] > 0).any())
 
     def constraints_ok(self, cid: int, pod: int) -> np.ndarray:
         """Per node slot, whether class ``cid`` passes its constraints there (selector,
@@ -558,8 +620,19 @@ class QuincyPolicy:
         if not any(len(j.pending) for j in jobs):
             return QuincyPlan([], None)
         t0 = time.perf_counter()
+        # A round that can place nothing is not solved: without preemption when no
+        # pending task fits any machine on what is free now; with it, when none fits
+        # even on the room of the running tasks (the flow's kills are carried out only
+        # for placements). The same (empty) plan as the solve's, without the network.
+        if not self.config.preemption and not self.has_room(jobs):
+            return QuincyPlan([], None, skipped=True, problem_seconds=time.perf_counter() - t0)
         prob, book = self.problem(jobs)
         t1 = time.perf_counter()
+        if self.nothing_fits(prob):
+            M, K, T, _ = prob.shape
+            return QuincyPlan(
+                [], None, machines=M, classes=K, tasks=T, skipped=True, problem_seconds=t1 - t0
+            )
         rnd = solve(prob)
         # A gang the flow placed in part cannot run, and the room its members took
         # would be lost to the round: solve once more without those gangs.

@@ -137,6 +137,7 @@ class QuincySimulator(Simulator):
         plan = self.policy.plan(round_jobs)
         fs = self.flow_stats
         fs["rounds"] += 1
+        fs["skipped"] += plan.skipped
         fs["infeasible_dropped"] += plan.infeasible
         fs["repaired"] += plan.repaired
         fs["gangs_incomplete"] += plan.gangs_incomplete

@@ -211,9 +211,13 @@ def test_fair_with_preemption_keeps_a_job_of_the_same_band():
 
 def test_fair_without_preemption_keeps_running_tasks():
     st, placer, jobs = state_with_running_job()
-    plan = QuincyPolicy(st, placer, QuincyConfig(preemption=False)).plan(jobs)
-    assert plan.placements == []
-    assert plan.round is not None and plan.round.below_min == 1
+    policy = QuincyPolicy(st, placer, QuincyConfig(preemption=False))
+    plan = policy.plan(jobs)
+    # nothing fits on what is free now: the round is not solved
+    assert plan.placements == [] and plan.skipped and plan.round is None
+    # solved, the flow would pay B's minimum rather than move A
+    prob, _ = policy.problem(jobs)
+    assert solve(prob).below_min == 1
 
 
 def test_placements_pass_the_feasibility_path_and_constraints():
