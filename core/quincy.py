@@ -38,6 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 
 import numpy as np
 
@@ -100,7 +101,7 @@ class FlowJob:
             groups = list(by_class.values())
             first = int(self.pending[0]) if len(self.pending) else int(self.running[0][0])
             got = self._tasks = JobTasks(
-                row=(first, len(self.pending), len(self.running), self.gang),
+                row=(first, len(self.pending), len(self.running), self.gang, len(groups)),
                 firsts=[ps[0] for ps in groups],
                 sizes=[len(ps) for ps in groups],
                 flat=[p for ps in groups for p in ps],
@@ -114,8 +115,9 @@ class FlowJob:
 class JobTasks:
     """A job's part of a round's network (:meth:`FlowJob.tasks`)."""
 
-    #: (a pod of the job, pending pods, running pods, gang): the round's per-job columns
-    row: tuple[int, int, int, bool]
+    #: (a pod of the job, pending pods, running pods, gang, pending tasks): the
+    #: round's per-job columns
+    row: tuple[int, int, int, bool, int]
     #: per pending task (the job's pods of one class): its first pod and its size
     firsts: list[int]
     sizes: list[int]
@@ -277,7 +279,7 @@ class QuincyPolicy:
         dom_cols = [c for c in range(st.n_res) if st.res_names[c] not in _NOT_DOMINANT]
         # one pass over the jobs for their cached parts; the rest is arrays
         parts = [job.tasks(pod_class) for job in jobs]
-        per_job = np.array([t.row for t in parts], dtype=np.int64).reshape(-1, 4)
+        per_job = np.array([t.row for t in parts], dtype=np.int64).reshape(-1, 5)
         first = per_job[:, 0]
         req = creq[pod_class[np.asarray(first, dtype=np.int64)]][:, dom_cols].astype(np.float64)
         tot = total[dom_cols]
@@ -311,38 +313,45 @@ class QuincyPolicy:
         # tasks: the same arcs and costs, so one node of supply = their count is an
         # equivalent network, ten times smaller for jobs of ten), then (with
         # preemption) each running pod on its own.
-        t_job: list[int] = []
-        t_run: list[int] = []
-        t_pod: list[int] = []  # the first pod of each task
-        t_sup: list[int] = []
-        flat: list[int] = []  # every network pod, task by task
         # A job with F_j = 0 places nothing this round: its pending tasks could only
         # flow to U_j, so they are left out (the same optimum, a network the size of
         # what may run rather than of the backlog; its running tasks stay, to be killed).
-        # Only the jobs with tasks in the network are visited: the rest of the backlog
-        # costs nothing here.
+        # Only the jobs with tasks in the network are visited, and each by its cached
+        # lists, chained (no per-task Python work): the rest of the backlog costs
+        # nothing here.
         may_run = fmax > 0
-        in_net = (n_pend > 0) & may_run
+        pj = np.flatnonzero((n_pend > 0) & may_run)
+        pparts = [parts[j] for j in pj.tolist()]
+        p_groups = per_job[pj, 4]
+        t_pod_l = list(chain.from_iterable(t.firsts for t in pparts))
+        t_sup_l = list(chain.from_iterable(t.sizes for t in pparts))
+        flat_l = list(chain.from_iterable(t.flat for t in pparts))
+        t_job_a = np.repeat(pj, p_groups)
+        t_run_a = np.full(t_job_a.shape[0], -1, dtype=np.int64)
         if preempt:
-            in_net |= n_run > 0
-        for j in np.flatnonzero(in_net).tolist():
-            part = parts[j]
-            if may_run[j] and n_pend[j]:
-                t_job.extend([j] * len(part.firsts))
-                t_run.extend([-1] * len(part.firsts))
-                t_pod.extend(part.firsts)
-                t_sup.extend(part.sizes)
-                flat.extend(part.flat)
-            if preempt and part.run_pods:
-                t_job.extend([j] * len(part.run_pods))
-                t_run.extend(part.run_nodes)
-                t_pod.extend(part.run_pods)
-                t_sup.extend([1] * len(part.run_pods))
-                flat.extend(part.run_pods)
-        pods = np.asarray(t_pod, dtype=np.int64)  # one pod per task
-        sup = np.asarray(t_sup, dtype=np.int64)
-        tj = np.asarray(t_job, dtype=np.int32)
-        run = np.asarray(t_run, dtype=np.int32)
+            # each job's running tasks after its pending ones, one task per pod
+            rj = np.flatnonzero(n_run > 0)
+            rparts = [parts[j] for j in rj.tolist()]
+            r_pods = list(chain.from_iterable(t.run_pods for t in rparts))
+            r_nodes = np.asarray(list(chain.from_iterable(t.run_nodes for t in rparts)), np.int64)
+            r_job = np.repeat(rj, n_run[rj])
+            t_order = np.argsort(np.concatenate((2 * t_job_a, 2 * r_job + 1)), kind="stable")
+            f_order = np.argsort(
+                np.concatenate((2 * np.repeat(pj, n_pend[pj]), 2 * r_job + 1)), kind="stable"
+            )
+            t_pod_a = np.asarray(t_pod_l + r_pods, dtype=np.int64)[t_order]
+            t_sup_a = np.asarray(t_sup_l + [1] * len(r_pods), dtype=np.int64)[t_order]
+            t_job_a = np.concatenate((t_job_a, r_job))[t_order]
+            t_run_a = np.concatenate((t_run_a, r_nodes))[t_order]
+            flat_a = np.asarray(flat_l + r_pods, dtype=np.int64)[f_order]
+        else:
+            t_pod_a = np.asarray(t_pod_l, dtype=np.int64)
+            t_sup_a = np.asarray(t_sup_l, dtype=np.int64)
+            flat_a = np.asarray(flat_l, dtype=np.int64)
+        pods = t_pod_a  # one pod per task
+        sup = t_sup_a
+        tj = t_job_a.astype(np.int32)
+        run = t_run_a.astype(np.int32)
         cids = pod_class[pods] if pods.size else np.zeros(0, np.int32)
         classes, tk = np.unique(cids, return_inverse=True)
         K = classes.shape[0]
@@ -384,8 +393,8 @@ class QuincyPolicy:
         cap = np.minimum(cap + on_machine, slots.max(axis=1) if K else 0)
 
         # costs per task
-        waited = np.fromiter((job.waited for job in jobs), np.float64, len(jobs))
-        ran = np.fromiter((job.ran for job in jobs), np.float64, len(jobs))
+        waited = np.array([job.waited for job in jobs], dtype=np.float64)
+        ran = np.array([job.ran for job in jobs], dtype=np.float64)
         wait_cost = costs.waiting(waited)[tj] if tj.size else np.zeros(0, np.int64)
         kill_cost = np.where(run >= 0, costs.killing(ran)[tj] if tj.size else 0, 0)
         any_cost = np.full(tj.shape[0], costs.anywhere, dtype=np.int64)
@@ -444,7 +453,7 @@ class QuincyPolicy:
             rack_pref_cost=np.asarray(rpref[2], dtype=np.int64),
             task_supply=sup,
         )
-        return prob, {"pods": np.asarray(flat, dtype=np.int64), "classes": classes}
+        return prob, {"pods": flat_a, "classes": classes}
 
     def _class_slots(
         self,

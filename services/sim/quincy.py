@@ -11,7 +11,9 @@ run like any other.
 
 Rounds run after every arrival and departure, or at most every ``round_seconds`` of
 virtual time (a round is always run when nothing is running, so no job is left behind
-at the end of a trace).
+at the end of a trace). A round whose pending tasks fit nowhere is not solved
+(:meth:`~esched.core.quincy.QuincyPolicy.has_room`; the same empty plan), and is
+counted in ``placer.flow.skipped``.
 """
 
 from __future__ import annotations
