@@ -152,7 +152,12 @@ def fair_shares(dominant: npt.ArrayLike, tasks: npt.ArrayLike, order: npt.ArrayL
     # with lam = d[i]: used = below[i] + d[i] * (J - i)
     used = below + d * (J - np.arange(J))
     i = int(np.searchsorted(used, 1.0))
-    lam = d[i - 1] if i > 0 and used[i - 1] >= 1.0 else (1.0 - below[i]) / (J - i)
+    if i >= J:
+        # the cumulative sums fall short of 1 where ``total`` did not (rounding):
+        # every demand fits
+        lam = float(d[-1])
+    else:
+        lam = d[i - 1] if i > 0 and used[i - 1] >= 1.0 else (1.0 - below[i]) / (J - i)
     share = np.minimum(demand, lam)
     out = np.minimum(np.floor(share / dom + 1e-9).astype(np.int64), n)
     left = 1.0 - float((out * dom).sum())
@@ -259,13 +264,19 @@ def solve(p: FlowProblem) -> FlowRound:
     caps: list[np.ndarray] = []
     costs: list[np.ndarray] = []
 
+    def col(v: Any, n: int) -> np.ndarray:
+        # a scalar as a column of n (np.full: a tenth of broadcast_to's call cost)
+        if isinstance(v, (int, np.integer)):
+            return np.full(n, v, dtype=np.int64)
+        return np.asarray(v, dtype=np.int64)
+
     def arcs(t: Any, h: Any, c: Any, w: Any) -> int:
         t = np.asarray(t, dtype=np.int64)
         n = t.shape[0]
         tails.append(t)
-        heads.append(np.broadcast_to(np.asarray(h, dtype=np.int64), (n,)))
-        caps.append(np.broadcast_to(np.asarray(c, dtype=np.int64), (n,)))
-        costs.append(np.broadcast_to(np.asarray(w, dtype=np.int64), (n,)))
+        heads.append(col(h, n))
+        caps.append(col(c, n))
+        costs.append(col(w, n))
         return n
 
     tasks = np.arange(T, dtype=np.int64)

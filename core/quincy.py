@@ -38,6 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 
 import numpy as np
 
@@ -100,7 +101,7 @@ class FlowJob:
             groups = list(by_class.values())
             first = int(self.pending[0]) if len(self.pending) else int(self.running[0][0])
             got = self._tasks = JobTasks(
-                row=(first, len(self.pending), len(self.running), self.gang),
+                row=(first, len(self.pending), len(self.running), self.gang, len(groups)),
                 firsts=[ps[0] for ps in groups],
                 sizes=[len(ps) for ps in groups],
                 flat=[p for ps in groups for p in ps],
@@ -114,8 +115,9 @@ class FlowJob:
 class JobTasks:
     """A job's part of a round's network (:meth:`FlowJob.tasks`)."""
 
-    #: (a pod of the job, pending pods, running pods, gang): the round's per-job columns
-    row: tuple[int, int, int, bool]
+    #: (a pod of the job, pending pods, running pods, gang, pending tasks): the
+    #: round's per-job columns
+    row: tuple[int, int, int, bool, int]
     #: per pending task (the job's pods of one class): its first pod and its size
     firsts: list[int]
     sizes: list[int]
@@ -189,6 +191,9 @@ class QuincyPlan:
     machines: int = 0
     classes: int = 0
     tasks: int = 0
+    #: no pending task had room anywhere: nothing to place, the flow not solved
+    #: (``round`` is None; the kills it would have chosen are not counted)
+    skipped: bool = False
     #: wall seconds: building the problem from the state, the check of the placements
     problem_seconds: float = 0.0
     check_seconds: float = 0.0
@@ -274,7 +279,7 @@ class QuincyPolicy:
         dom_cols = [c for c in range(st.n_res) if st.res_names[c] not in _NOT_DOMINANT]
         # one pass over the jobs for their cached parts; the rest is arrays
         parts = [job.tasks(pod_class) for job in jobs]
-        per_job = np.array([t.row for t in parts], dtype=np.int64).reshape(-1, 4)
+        per_job = np.array([t.row for t in parts], dtype=np.int64).reshape(-1, 5)
         first = per_job[:, 0]
         req = creq[pod_class[np.asarray(first, dtype=np.int64)]][:, dom_cols].astype(np.float64)
         tot = total[dom_cols]
@@ -308,38 +313,45 @@ class QuincyPolicy:
         # tasks: the same arcs and costs, so one node of supply = their count is an
         # equivalent network, ten times smaller for jobs of ten), then (with
         # preemption) each running pod on its own.
-        t_job: list[int] = []
-        t_run: list[int] = []
-        t_pod: list[int] = []  # the first pod of each task
-        t_sup: list[int] = []
-        flat: list[int] = []  # every network pod, task by task
         # A job with F_j = 0 places nothing this round: its pending tasks could only
         # flow to U_j, so they are left out (the same optimum, a network the size of
         # what may run rather than of the backlog; its running tasks stay, to be killed).
-        # Only the jobs with tasks in the network are visited: the rest of the backlog
-        # costs nothing here.
+        # Only the jobs with tasks in the network are visited, and each by its cached
+        # lists, chained (no per-task Python work): the rest of the backlog costs
+        # nothing here.
         may_run = fmax > 0
-        in_net = (n_pend > 0) & may_run
+        pj = np.flatnonzero((n_pend > 0) & may_run)
+        pparts = [parts[j] for j in pj.tolist()]
+        p_groups = per_job[pj, 4]
+        t_pod_l = list(chain.from_iterable(t.firsts for t in pparts))
+        t_sup_l = list(chain.from_iterable(t.sizes for t in pparts))
+        flat_l = list(chain.from_iterable(t.flat for t in pparts))
+        t_job_a = np.repeat(pj, p_groups)
+        t_run_a = np.full(t_job_a.shape[0], -1, dtype=np.int64)
         if preempt:
-            in_net |= n_run > 0
-        for j in np.flatnonzero(in_net).tolist():
-            part = parts[j]
-            if may_run[j] and n_pend[j]:
-                t_job.extend([j] * len(part.firsts))
-                t_run.extend([-1] * len(part.firsts))
-                t_pod.extend(part.firsts)
-                t_sup.extend(part.sizes)
-                flat.extend(part.flat)
-            if preempt and part.run_pods:
-                t_job.extend([j] * len(part.run_pods))
-                t_run.extend(part.run_nodes)
-                t_pod.extend(part.run_pods)
-                t_sup.extend([1] * len(part.run_pods))
-                flat.extend(part.run_pods)
-        pods = np.asarray(t_pod, dtype=np.int64)  # one pod per task
-        sup = np.asarray(t_sup, dtype=np.int64)
-        tj = np.asarray(t_job, dtype=np.int32)
-        run = np.asarray(t_run, dtype=np.int32)
+            # each job's running tasks after its pending ones, one task per pod
+            rj = np.flatnonzero(n_run > 0)
+            rparts = [parts[j] for j in rj.tolist()]
+            r_pods = list(chain.from_iterable(t.run_pods for t in rparts))
+            r_nodes = np.asarray(list(chain.from_iterable(t.run_nodes for t in rparts)), np.int64)
+            r_job = np.repeat(rj, n_run[rj])
+            t_order = np.argsort(np.concatenate((2 * t_job_a, 2 * r_job + 1)), kind="stable")
+            f_order = np.argsort(
+                np.concatenate((2 * np.repeat(pj, n_pend[pj]), 2 * r_job + 1)), kind="stable"
+            )
+            t_pod_a = np.asarray(t_pod_l + r_pods, dtype=np.int64)[t_order]
+            t_sup_a = np.asarray(t_sup_l + [1] * len(r_pods), dtype=np.int64)[t_order]
+            t_job_a = np.concatenate((t_job_a, r_job))[t_order]
+            t_run_a = np.concatenate((t_run_a, r_nodes))[t_order]
+            flat_a = np.asarray(flat_l + r_pods, dtype=np.int64)[f_order]
+        else:
+            t_pod_a = np.asarray(t_pod_l, dtype=np.int64)
+            t_sup_a = np.asarray(t_sup_l, dtype=np.int64)
+            flat_a = np.asarray(flat_l, dtype=np.int64)
+        pods = t_pod_a  # one pod per task
+        sup = t_sup_a
+        tj = t_job_a.astype(np.int32)
+        run = t_run_a.astype(np.int32)
         cids = pod_class[pods] if pods.size else np.zeros(0, np.int32)
         classes, tk = np.unique(cids, return_inverse=True)
         K = classes.shape[0]
@@ -367,21 +379,9 @@ class QuincyPolicy:
         for k in range(K):
             req = creq[classes[k]].astype(np.int64)
             cols = np.flatnonzero(req > 0).tolist()
-            s = np.full(M, 1 << 20, dtype=np.int64)  # with the running tasks' room
-            s0 = s.copy()  # on what is free now
-            for c in cols:
-                if dev is not None and c == gcol:
-                    g = int(req[c]) * self.gpu_scale
-                    if g >= 1000:
-                        s = np.minimum(s, (idle0 + freed_gpus) // (g // 1000))
-                        s0 = np.minimum(s0, idle0 // (g // 1000))
-                    else:
-                        shares = (dfree // g).sum(axis=1)
-                        s = np.minimum(s, shares + freed_gpus * (1000 // g))
-                        s0 = np.minimum(s0, shares)
-                else:
-                    s = np.minimum(s, np.maximum(free[:, c], 0) // req[c])
-                    s0 = np.minimum(s0, np.maximum(free_now[:, c], 0) // req[c])
+            # with the running tasks' room, and on what is free now
+            s = self._class_slots(req, cols, free, idle0, dfree, freed_gpus)
+            s0 = self._class_slots(req, cols, free_now, idle0, dfree, None)
             rep = int(pods[np.flatnonzero(tk == k)[0]])  # a pod of the class
             ok = alive & self.constraints_ok(int(classes[k]), rep)
             slots[:, k] = np.where(ok, s, 0)
@@ -393,8 +393,8 @@ class QuincyPolicy:
         cap = np.minimum(cap + on_machine, slots.max(axis=1) if K else 0)
 
         # costs per task
-        waited = np.fromiter((job.waited for job in jobs), np.float64, len(jobs))
-        ran = np.fromiter((job.ran for job in jobs), np.float64, len(jobs))
+        waited = np.array([job.waited for job in jobs], dtype=np.float64)
+        ran = np.array([job.ran for job in jobs], dtype=np.float64)
         wait_cost = costs.waiting(waited)[tj] if tj.size else np.zeros(0, np.int64)
         kill_cost = np.where(run >= 0, costs.killing(ran)[tj] if tj.size else 0, 0)
         any_cost = np.full(tj.shape[0], costs.anywhere, dtype=np.int64)
@@ -453,7 +453,78 @@ class QuincyPolicy:
             rack_pref_cost=np.asarray(rpref[2], dtype=np.int64),
             task_supply=sup,
         )
-        return prob, {"pods": np.asarray(flat, dtype=np.int64), "classes": classes}
+        return prob, {"pods": flat_a, "classes": classes}
+
+    def _class_slots(
+        self,
+        req: np.ndarray,
+        cols: list[int],
+        free: np.ndarray,
+        idle: np.ndarray,
+        dfree: np.ndarray,
+        freed_gpus: np.ndarray | None,
+    ) -> np.ndarray:
+        """Per machine, how many tasks of request ``req`` (its non-zero columns
+        ``cols``) fit alone in ``free``; GPUs from ``idle`` whole devices, or device by
+        device from ``dfree``, each plus ``freed_gpus`` whole devices a preemption frees
+        (without a device table, GPUs are a summed resource like the rest)."""
+        M = free.shape[0]
+        gcol = self._gpu_col() if self.devices is not None else -1
+        s = np.full(M, 1 << 20, dtype=np.int64)
+        for c in cols:
+            if c == gcol:
+                g = int(req[c]) * self.gpu_scale
+                if g >= 1000:
+                    whole = idle if freed_gpus is None else idle + freed_gpus
+                    s = np.minimum(s, whole // (g // 1000))
+                else:
+                    shares = (dfree // g).sum(axis=1)
+                    if freed_gpus is not None:
+                        shares = shares + freed_gpus * (1000 // g)
+                    s = np.minimum(s, shares)
+            else:
+                s = np.minimum(s, np.maximum(free[:, c], 0) // req[c])
+        return s
+
+    def has_room(self, jobs: Sequence[FlowJob]) -> bool:
+        """Whether a task of any pending pod of ``jobs`` fits some machine alone, on
+        what is free now (the slots :meth:`problem` gives a round without
+        preemption). False: a round without preemption places nothing, whatever its
+        costs and bounds (every arc to a machine needs a slot)."""
+        st = self.state
+        M = st.n_nodes
+        if self.placer.synced_position != st.position:
+            self.placer.sync()
+        pod_class = st.pod_classes()
+        reps: dict[int, int] = {}  # class -> a pending pod of it
+        for job in jobs:
+            if len(job.pending):
+                t = job.tasks(pod_class)
+                for p in t.firsts:
+                    reps.setdefault(int(pod_class[p]), p)
+        if not reps:
+            return False
+        free = (st.node_allocatable() - self.placer.used_array()[:M]).astype(np.int64)
+        alive = st.node_alive()
+        creq = st.class_requests()
+        idle = dfree = np.zeros(0, dtype=np.int64)
+        if self.devices is not None and self._gpu_col() >= 0:
+            idle = self.devices.idle_devices(M)
+            dfree = self.devices.device_free(M)
+        for cid, rep in reps.items():
+            req = creq[cid].astype(np.int64)
+            cols = np.flatnonzero(req > 0).tolist()
+            s = self._class_slots(req, cols, free, idle, dfree, None)
+            if ((s > 0) & alive).any() and (alive & self.constraints_ok(cid, rep) & (s > 0)).any():
+                return True
+        return False
+
+    @staticmethod
+    def nothing_fits(prob: FlowProblem) -> bool:
+        """Whether no pending task of ``prob`` has a slot on any machine: its flow
+        places nothing (every arc to a machine, preference arcs too, needs a slot)."""
+        pend = prob.task_running_on < 0
+        return not bool((prob.slots[:, prob.task_class[pend]] > 0).any())
 
     def constraints_ok(self, cid: int, pod: int) -> np.ndarray:
         """Per node slot, whether class ``cid`` passes its constraints there (selector,
@@ -558,8 +629,19 @@ class QuincyPolicy:
         if not any(len(j.pending) for j in jobs):
             return QuincyPlan([], None)
         t0 = time.perf_counter()
+        # A round that can place nothing is not solved: without preemption when no
+        # pending task fits any machine on what is free now; with it, when none fits
+        # even on the room of the running tasks (the flow's kills are carried out only
+        # for placements). The same (empty) plan as the solve's, without the network.
+        if not self.config.preemption and not self.has_room(jobs):
+            return QuincyPlan([], None, skipped=True, problem_seconds=time.perf_counter() - t0)
         prob, book = self.problem(jobs)
         t1 = time.perf_counter()
+        if self.nothing_fits(prob):
+            M, K, T, _ = prob.shape
+            return QuincyPlan(
+                [], None, machines=M, classes=K, tasks=T, skipped=True, problem_seconds=t1 - t0
+            )
         rnd = solve(prob)
         # A gang the flow placed in part cannot run, and the room its members took
         # would be lost to the round: solve once more without those gangs.

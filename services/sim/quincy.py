@@ -11,7 +11,9 @@ run like any other.
 
 Rounds run after every arrival and departure, or at most every ``round_seconds`` of
 virtual time (a round is always run when nothing is running, so no job is left behind
-at the end of a trace).
+at the end of a trace). A round whose pending tasks fit nowhere is not solved
+(:meth:`~esched.core.quincy.QuincyPolicy.has_room`; the same empty plan), and is
+counted in ``placer.flow.skipped``.
 """
 
 from __future__ import annotations
@@ -137,6 +139,7 @@ class QuincySimulator(Simulator):
         plan = self.policy.plan(round_jobs)
         fs = self.flow_stats
         fs["rounds"] += 1
+        fs["skipped"] += plan.skipped
         fs["infeasible_dropped"] += plan.infeasible
         fs["repaired"] += plan.repaired
         fs["gangs_incomplete"] += plan.gangs_incomplete

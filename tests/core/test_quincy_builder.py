@@ -350,3 +350,58 @@ def test_optimized_builder_gives_the_replaced_builders_network_and_placements(co
     if config.preemption:
         assert seen["running_tasks"] > 0
     assert r.never_started == 0
+
+
+class NeverSkips(QuincyPolicy):
+    """The policy solving every round, as before rounds that place nothing were
+    skipped: the oracle for the skip."""
+
+    def has_room(self, jobs: Sequence[FlowJob]) -> bool:
+        return True
+
+    @staticmethod
+    def nothing_fits(prob: FlowProblem) -> bool:
+        return False
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        QuincyConfig(fairness="none"),
+        QuincyConfig(),
+        QuincyConfig(preemption=True, victims="any"),
+        QuincyConfig(preemption=True),
+    ],
+    ids=["Q", "QF", "QFP", "QFP-bands"],
+)
+@pytest.mark.parametrize("round_seconds", [0.0, 300.0])
+def test_skipped_rounds_leave_the_run_unchanged(config, round_seconds, monkeypatch):
+    """A round where no pending task fits anywhere is not solved: the run (every
+    event of its log, every start and finish) is the one that solves every round."""
+
+    def run(policy: type[QuincyPolicy]):
+        monkeypatch.setattr(sim_quincy, "QuincyPolicy", policy)
+        sim = QuincySimulator(
+            mixed_trace(),
+            BEST_FIT,
+            1,
+            preemption=config.preemption,
+            quincy=config,
+            round_seconds=round_seconds,
+            record=True,
+        )
+        return sim.run()
+
+    every = run(NeverSkips)
+    skips = run(QuincyPolicy)
+    assert every.events == skips.events
+    np.testing.assert_array_equal(every.start, skips.start)
+    np.testing.assert_array_equal(every.finish, skips.finish)
+    got, want = skips.placer_stats["flow"], every.placer_stats["flow"]
+    assert got["rounds"] == want["rounds"]
+    assert want["skipped"] == 0
+    # the skip is real: without preemption most rounds of an overfull cluster place
+    # nothing; with it, the running tasks' room almost always fits something
+    assert got["solved"] + got["skipped"] == want["solved"]
+    if not config.preemption:
+        assert got["skipped"] > 0.2 * got["rounds"]
