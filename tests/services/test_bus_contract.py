@@ -432,9 +432,7 @@ def _sticky_round(
     sticky = ASSIGNORS[0]
 
     members = {
-        m: sticky._metadata(
-            [topic], [TopicPartition(topic, p) for p in sorted(ps)], generation
-        )
+        m: sticky._metadata([topic], [TopicPartition(topic, p) for p in sorted(ps)], generation)
         for m, ps in owned.items()
     }
     out = sticky.assign(_Partitions(topic, count), members)
