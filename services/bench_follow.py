@@ -20,10 +20,13 @@ its Pending and Running transitions).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import itertools
 import random
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, cast
 
 import orjson
@@ -31,13 +34,26 @@ import orjson
 from esched.core import ClusterState
 from esched.core.validation import Verdict
 from esched.services.bench_e2e.preload import pod_payloads
+from esched.services.bus import BusProducer, Message
+from esched.services.bus.base import Headers
+from esched.services.bus.memory import MemoryBus
+from esched.services.bus.signing import Keyring, SigningKey
 from esched.services.commit.decisions import decision_event
+from esched.services.dispatch.outbox import work_item
 from esched.services.replica import Replica
 from esched.services.replica.placing import binding
 from esched.services.store.snapshots import freeze_heap, thaw_heap
 from esched.services.synth import cluster_log
 
-__all__ = ["flow_log", "fold_flow", "follow_flow", "idle_replica", "run_follow_bench"]
+__all__ = [
+    "flow_log",
+    "fold_flow",
+    "follow_flow",
+    "idle_replica",
+    "place_batches",
+    "run_follow_bench",
+    "run_place_bench",
+]
 
 #: Events per fold call: a follower's read gathers about this many in a burst.
 BATCH = 64
@@ -191,11 +207,186 @@ def run_follow_bench(
     return out
 
 
+class _Core:
+    """A scheduling pass or placer whose calls the place benchmark separates from the
+    replica's own work: each named method is called through a ``functools.partial``,
+    so ``--toggle-collect=partial_vectorcall`` toggles on exactly the core's calls;
+    ``seconds`` sums their CPU time (outside callgrind)."""
+
+    def __init__(self, inner: Any, methods: tuple[str, ...]) -> None:
+        self._inner = inner
+        self.seconds = 0.0
+        for name in methods:
+            setattr(self, name, functools.partial(self._timed, getattr(inner, name)))
+
+    def _timed(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.seconds += time.process_time() - t0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _Deciding:
+    """The commit service and the log in the place benchmark: the proposals the
+    replica sent are committed and their decisions handed to its follower as the next
+    batch of the log (:meth:`decide`, called between a batch's two steps, outside the
+    counted calls). That is following and the commit service's work, not placing;
+    ``seconds`` sums its CPU time."""
+
+    def __init__(self, bus: MemoryBus, replica: Replica) -> None:
+        self._bus = bus
+        self._replica = replica
+        self._seen = 0
+        self.seconds = 0.0
+        #: set once the replica has sent what it proposes for the batch
+        self.sent = asyncio.Event()
+
+    async def until_sent(self, task: asyncio.Task) -> None:
+        """Return once the replica has sent its proposals or ``task`` is done."""
+        waiter = asyncio.ensure_future(self.sent.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+
+    def decide(self) -> None:
+        """Commit what was sent since the last call and fold the decisions."""
+        t0 = time.process_time()
+        sent = self._bus.log(self._bus.topics.proposals)[self._seen :]
+        self._seen += len(sent)
+        follower = self._replica.follower
+        position = follower.position
+        rows: list[tuple[int, bytes]] = []
+        for m in sent:
+            data = orjson.loads(m.value)["data"]
+            position += 1
+            rows.append((position, orjson.dumps(decision_event(data, Verdict(True)))))
+        if rows:
+            follower.fold_batch(rows)
+        self.sent.clear()
+        self.seconds += time.process_time() - t0
+
+
+class _DecidingProducer(BusProducer):
+    """A producer telling :class:`_Deciding` of each send it passes on."""
+
+    def __init__(self, inner: BusProducer, deciding: _Deciding) -> None:
+        self._inner = inner
+        self._deciding = deciding
+
+    async def start(self) -> None:
+        await self._inner.start()
+
+    async def stop(self) -> None:
+        await self._inner.stop()
+
+    async def send_with_headers(
+        self, topic: str, records: Sequence[tuple[bytes | None, bytes, Headers]]
+    ) -> None:
+        await self._inner.send_with_headers(topic, records)
+        self._deciding.sent.set()
+
+    async def send_many(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None:
+        await self._inner.send_many(topic, records)
+        self._deciding.sent.set()
+
+
+#: A signing key for the place benchmark's work items and proposals (signed, as
+#: every deployment should run).
+_BENCH_KEY = SigningKey("bench", b"0123456789abcdef0123456789abcdef")
+
+
+def place_batches(
+    replica: Replica, state: ClusterState, batches: list[list[Message]]
+) -> tuple[float, _Core, _Core, _Deciding]:
+    """Run ``batches`` of work items through ``replica`` (one :meth:`Replica.handle`
+    each, as its work loop does, on a loop of its own) placing on ``state``. A batch
+    runs in two calls through ``itertools.starmap`` (until its proposals are sent;
+    after their decisions are folded, until it is done), so
+    ``--toggle-collect=starmap_next`` counts the replica's work and not the
+    deciding between them. Returns the CPU time of the batches (the deciding's
+    included; it is subtracted from the total by :func:`run_place_bench`), the
+    scheduling pass and the placer (their calls timed) and the decider."""
+    bus = replica.bus
+    assert isinstance(bus, MemoryBus)
+    deciding = _Deciding(bus, replica)
+    loop = asyncio.new_event_loop()
+    try:
+        memory = bus.producer
+        bus.producer = lambda: _DecidingProducer(memory(), deciding)  # type: ignore[method-assign]
+        loop.run_until_complete(replica.start_placing(state))
+        assert replica.scheduler is not None and replica.placer is not None
+        scheduler = _Core(replica.scheduler, ("run",))
+        placer = _Core(replica.placer, ("sync", "assume_claims"))
+        replica.scheduler = cast(Any, scheduler)
+        replica.placer = cast(Any, placer)
+        freeze_heap()  # as the follower does once it has folded the log
+        try:
+            t0 = time.process_time()
+            for msgs in batches:
+                # Two steps a batch, the decisions committed and folded between them:
+                # until its proposals are sent, then until it is done.
+                task = loop.create_task(replica.handle(msgs))
+                deque(itertools.starmap(loop.run_until_complete, [(deciding.until_sent(task),)]), 0)
+                deciding.decide()
+                deque(itertools.starmap(loop.run_until_complete, [(task,)]), 0)
+            seconds = time.process_time() - t0
+        finally:
+            thaw_heap()
+    finally:
+        loop.close()
+    return seconds, scheduler, placer, deciding
+
+
+def run_place_bench(pods: int = 5000, batch: int = 100, seed: int = 0) -> dict[str, Any]:
+    """What placing costs a replica per pod, beside the core's placement: ``pods``
+    pods submitted to the preloaded cluster of :func:`flow_log`, then handed to a
+    replica as signed work items, ``batch`` a batch; each proposal it sends is
+    committed at once. CPU per pod of the whole batch path (work items checked and
+    read, the pass, the proposals built, signed and sent, the claims, the decisions
+    awaited), of the core's part of it (the scheduling pass, the placer's view
+    renewed) and of the committing and folding of the decisions (not placing)."""
+    snapshot, flow = flow_log(pods=pods, replicas=1, seed=seed)
+    state = ClusterState.from_bytes(snapshot)
+    submissions = [(pos, payload) for pos, payload in flow if b'"esched.pod.submitted"' in payload]
+    state.apply_payloads(submissions)
+    keyring = Keyring([_BENCH_KEY])
+    bus = MemoryBus()
+    bus.keyring = keyring
+    replica = Replica(cast(Any, None), bus, "r0")
+    work = bus.topics.work
+    msgs: list[Message] = []
+    for pos, payload in submissions:
+        key = str(orjson.loads(payload)["data"]["metadata"]["namespace"])
+        key += "/" + str(orjson.loads(payload)["data"]["metadata"]["name"])
+        k, v = work_item("pod", key, pos)
+        msgs.append(Message(work, 0, len(msgs), k, v, 0, keyring.sign(v)))
+    batches = [msgs[i : i + batch] for i in range(0, len(msgs), batch)]
+    total, scheduler, placer, deciding = place_batches(replica, state, batches)
+    core = scheduler.seconds + placer.seconds
+    placed = replica.totals.placed_pods
+    return {
+        "pods": pods,
+        "batch": batch,
+        "placed": placed,
+        "proposals": replica.totals.proposals,
+        "whole_cpu_us_per_pod": round((total - deciding.seconds) / pods * 1e6, 2),
+        "core_cpu_us_per_pod": round(core / pods * 1e6, 2),
+        "replica_cpu_us_per_pod": round((total - deciding.seconds - core) / pods * 1e6, 2),
+        "deciding_cpu_us_per_pod": round(deciding.seconds / pods * 1e6, 2),
+    }
+
+
 if __name__ == "__main__":
     import sys
 
     pods, replicas = ([int(a) for a in sys.argv[1:3]] + [5000, 6])[:2]
     mode = sys.argv[3] if len(sys.argv) > 3 else None
+    if mode == "place":  # the second number: work items per batch
+        print(orjson.dumps(run_place_bench(pods, replicas)).decode())
+        sys.exit(0)
     jobs = mode == "jobs"
     only = "fold" if jobs else mode
     repeat = 1 if only else 3  # one run under callgrind

@@ -112,6 +112,12 @@ class FetchWait:
 #: The attribute of aiokafka's group coordinator holding the static member name.
 GROUP_INSTANCE_ATTRIBUTE = "_group_instance_id"
 
+#: How a group's partitions are shared out, preferred first. Sticky: a member joining
+#: or leaving moves only the partitions that must move (round robin reshuffles most
+#: of them, and every moved partition is a pause in its work); round robin still
+#: agrees with members that only know it.
+ASSIGNORS = (StickyPartitionAssignor, RoundRobinPartitionAssignor)
+
 
 def leave_group_on_stop(consumer: AIOKafkaConsumer) -> bool:
     """Make a static member's stop send LeaveGroup; whether it will.
@@ -430,11 +436,7 @@ class _KafkaConsumer(BusConsumer):
             rebalance_timeout_ms=bus.rebalance_timeout_ms,
             fetch_max_wait_ms=bus.fetch_max_wait_ms,
             group_instance_id=instance if bus.static_membership else None,
-            # Sticky first: a member joining or leaving moves only the partitions that
-            # must move (round robin reshuffles most of them, and every moved partition
-            # is a pause in its work); round robin still agrees with members that only
-            # know it.
-            partition_assignment_strategy=(StickyPartitionAssignor, RoundRobinPartitionAssignor),
+            partition_assignment_strategy=ASSIGNORS,
             **bus.client_kwargs,
         )
         self._moves = _Moves()

@@ -34,6 +34,22 @@ def may_make_work(rows: Sequence[tuple[int, bytes]]) -> bool:
     return not all_hold(rows, _COMMITTED)
 
 
+class Undecided:
+    """How many of a batch's proposals await their decision; ``all_decided`` is set
+    when none does (one wake-up per batch instead of a callback per proposal)."""
+
+    __slots__ = ("all_decided", "left")
+
+    def __init__(self, left: int, all_decided: asyncio.Future) -> None:
+        self.left = left
+        self.all_decided = all_decided
+
+    def one_decided(self) -> None:
+        self.left -= 1
+        if self.left <= 0 and not self.all_decided.done():
+            self.all_decided.set_result(None)
+
+
 class _ReplicaBase:
     """The attributes of one replica; each module of this package adds one job on top
     (claims in flight, reports, placing, its share of the work, the work loop)."""
@@ -82,6 +98,9 @@ class _ReplicaBase:
         )
         self.placer: Placer | None = None
         self._waiting: dict[str, asyncio.Future] = {}
+        #: Undecided proposals of each batch being proposed, by proposal id: one
+        #: count per batch, so a batch awaits one future, not one per proposal.
+        self._batch_of: dict[str, Undecided] = {}
         self._stopping = asyncio.Event()
         #: Claims of proposals sent and not yet decided in the fold, by proposal id:
         #: ([(pod, node, GPU devices)], [victim pods]); assumed in the placer's view

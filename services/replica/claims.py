@@ -79,3 +79,6 @@ class _Claims(_ReplicaBase):
                 fut = self._waiting.get(pid)
                 if fut is not None and not fut.done():
                     fut.set_result(ev)
+                    batch = self._batch_of.pop(pid, None)
+                    if batch is not None:
+                        batch.one_decided()

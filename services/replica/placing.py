@@ -16,6 +16,7 @@ from esched.schemas.events import PLACEMENT_COMMITTED, proposal_envelope, propos
 from esched.services import metrics
 from esched.services.bus.signing import send_signed
 from esched.services.faults import retry_transient
+from esched.services.replica.base import Undecided
 from esched.services.replica.config import SERVICE
 from esched.services.replica.reports import _Reports
 from esched.services.retry import Backoff
@@ -224,6 +225,8 @@ class _Placing(_Reports):
             self.totals.first_proposal_at = time.perf_counter()
         futures = {p["proposal"]: loop.create_future() for p in proposals}
         self._waiting.update(futures)
+        undecided = Undecided(len(futures), loop.create_future())
+        self._batch_of.update(dict.fromkeys(futures, undecided))
         self._claim(proposals)
         if planned is not None:
             planned.set()
@@ -232,7 +235,7 @@ class _Placing(_Reports):
             pending = list(proposals)
             while True:
                 await self._send(pending)
-                await asyncio.wait(futures.values(), timeout=self.config.decision_timeout)
+                await asyncio.wait((undecided.all_decided,), timeout=self.config.decision_timeout)
                 pending = [p for p in proposals if not futures[p["proposal"]].done()]
                 if not pending:
                     break
@@ -249,6 +252,7 @@ class _Placing(_Reports):
         finally:
             for pid in futures:
                 self._waiting.pop(pid, None)
+                self._batch_of.pop(pid, None)
 
     async def _send(self, proposals: list[dict[str, Any]]) -> None:
         if self._submit is not None:

@@ -8,6 +8,7 @@ import logging
 import time
 from typing import Any
 
+from esched.core import ClusterState
 from esched.core._placer import Placer
 from esched.core.devices import FoldedDevices
 from esched.core.flow import require_solver
@@ -66,30 +67,7 @@ class Replica(_WorkLoop):
         try:
             state = await self.follower.start()
             folded = time.perf_counter()
-            self.placer = Placer(state, self.profile, self.seed, bands=self.config.bands)
-            cfg = self.config
-            fgd = any(p.kind == "FGD" for p in self.placer.profile.plugins)
-            if cfg.devices if cfg.devices is not None else fgd:
-                self.devices = FoldedDevices(state, fgd=fgd)
-            self.scheduler = SchedulingPass(
-                state,
-                self.placer,
-                PassConfig(
-                    preemption=cfg.preemption,
-                    bands=cfg.bands,
-                    reserve_after=cfg.reserve_after,
-                    queue_hierarchy=cfg.queue_hierarchy,
-                ),
-                devices=None if self.devices is None else self.devices.table,
-            )
-            if cfg.quincy is not None:
-                require_solver()
-                self.rounds = QuincyRounds(self.scheduler, cfg.quincy)
-            if self._submit is None:
-                self._producer = self.bus.producer()
-                await retry_transient(
-                    self._producer.start, what="producer start", service=SERVICE, peer="bus"
-                )
+            await self.start_placing(state)
             if self._provisional is None:
                 await joining
         except BaseException:
@@ -121,6 +99,37 @@ class Replica(_WorkLoop):
             joined[0] - started,
             extra={"replica": self.id},
         )
+
+    async def start_placing(self, state: ClusterState) -> None:
+        """Make the placer, the device table and the scheduling pass on ``state`` and
+        start the proposal producer (unless ``submit``): what :meth:`start` does once
+        the log is folded. ``state`` becomes the follower's (a benchmark places on a
+        state of its own this way, with no store)."""
+        self.follower.state = state
+        self.placer = Placer(state, self.profile, self.seed, bands=self.config.bands)
+        cfg = self.config
+        fgd = any(p.kind == "FGD" for p in self.placer.profile.plugins)
+        if cfg.devices if cfg.devices is not None else fgd:
+            self.devices = FoldedDevices(state, fgd=fgd)
+        self.scheduler = SchedulingPass(
+            state,
+            self.placer,
+            PassConfig(
+                preemption=cfg.preemption,
+                bands=cfg.bands,
+                reserve_after=cfg.reserve_after,
+                queue_hierarchy=cfg.queue_hierarchy,
+            ),
+            devices=None if self.devices is None else self.devices.table,
+        )
+        if cfg.quincy is not None:
+            require_solver()
+            self.rounds = QuincyRounds(self.scheduler, cfg.quincy)
+        if self._submit is None:
+            self._producer = self.bus.producer()
+            await retry_transient(
+                self._producer.start, what="producer start", service=SERVICE, peer="bus"
+            )
 
     async def stop(self) -> None:
         """Leave the group (uncommitted work is redelivered), stop following; idempotent.

@@ -5,7 +5,13 @@ from __future__ import annotations
 import gc
 
 from esched.core import PHASE_RUNNING, ClusterState
-from esched.services.bench_follow import flow_log, fold_flow, follow_flow, idle_replica
+from esched.services.bench_follow import (
+    flow_log,
+    fold_flow,
+    follow_flow,
+    idle_replica,
+    run_place_bench,
+)
 from esched.services.store._search import mentioning
 from esched.services.store.snapshots import FROZEN_GEN0, freeze_heap, thaw_heap
 
@@ -39,3 +45,13 @@ def test_a_frozen_heap_collects_young_objects_less_often_until_thawed() -> None:
     finally:
         thaw_heap()
     assert gc.get_threshold() == before
+
+
+def test_the_place_benchmark_places_every_pod_through_signed_work_and_proposals() -> None:
+    # Work items signed as the dispatcher signs them pass the replica's check, each
+    # pod gets one proposal, every proposal's decision reaches the batch waiting
+    # for it (three batches, the last one short), and the core's share is apart.
+    out = run_place_bench(pods=50, batch=20)
+    assert out["placed"] == out["proposals"] == 50
+    assert out["whole_cpu_us_per_pod"] >= out["replica_cpu_us_per_pod"] > 0
+    assert out["core_cpu_us_per_pod"] > 0 and out["deciding_cpu_us_per_pod"] > 0

@@ -404,3 +404,69 @@ async def test_a_member_names_its_share_while_the_group_rebalances_and_polls_on_
                 await joining
         await second.stop()
         await first.stop()
+
+
+class _Partitions:
+    """The two calls the sticky assignor makes of aiokafka's ClusterMetadata."""
+
+    def __init__(self, topic: str, count: int) -> None:
+        self._topic, self._count = topic, count
+
+    def topics(self) -> set[str]:
+        return {self._topic}
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        return set(range(self._count)) if topic == self._topic else None
+
+
+def _sticky_round(
+    topic: str, count: int, owned: dict[str, set[int]], generation: int
+) -> dict[str, set[int]]:
+    """One rebalance of the replicas' group as the broker's elected leader runs it
+    with the assignor esched's group members prefer (``ASSIGNORS[0]``): each member's metadata
+    carries its previous share, as aiokafka's member sends it."""
+    from aiokafka.structs import TopicPartition
+
+    from esched.services.bus.kafka import ASSIGNORS
+
+    sticky = ASSIGNORS[0]
+
+    members = {
+        m: sticky._metadata([topic], [TopicPartition(topic, p) for p in sorted(ps)], generation)
+        for m, ps in owned.items()
+    }
+    out = sticky.assign(_Partitions(topic, count), members)
+    return {m: {p for _t, ps in a.assignment for p in ps} for m, a in out.items()}
+
+
+def test_a_replica_joining_or_leaving_moves_only_its_share_of_the_default_work_partitions():
+    # Kafka's AbstractStickyAssignorTest (clients/src/test/.../consumer/internals/
+    # AbstractStickyAssignorTest.java, testAddRemoveConsumerOneTopic and
+    # testStickiness): a member joining takes partitions only from the others' excess,
+    # a member leaving hands over only its own, and shares stay within one partition
+    # of each other. Here for every replica count the default 24 partitions allow.
+    topic, parts = "work", DEFAULT_WORK_PARTITIONS
+    owned: dict[str, set[int]] = {"r0": set()}
+    generation = 1
+    owned = _sticky_round(topic, parts, owned, generation)
+    for joining in range(1, 24):
+        before = owned
+        generation += 1
+        owned = _sticky_round(topic, parts, {**before, f"r{joining}": set()}, generation)
+        moved = sum(len(before[m] - owned[m]) for m in before)
+        assert moved == len(owned[f"r{joining}"]), (joining, before, owned)
+        for m in before:
+            assert owned[m] <= before[m], (joining, m)
+        sizes = [len(ps) for ps in owned.values()]
+        assert max(sizes) - min(sizes) <= 1 and sum(sizes) == parts
+    for leaving in range(23, 0, -1):
+        before = owned
+        generation += 1
+        rest = {m: ps for m, ps in before.items() if m != f"r{leaving}"}
+        owned = _sticky_round(topic, parts, rest, generation)
+        for m in rest:
+            assert before[m] <= owned[m], (leaving, m)
+        gained = sum(len(owned[m] - before[m]) for m in rest)
+        assert gained == len(before[f"r{leaving}"])
+        sizes = [len(ps) for ps in owned.values()]
+        assert max(sizes) - min(sizes) <= 1 and sum(sizes) == parts

@@ -65,6 +65,41 @@ def test_a_signature_is_the_hmac_sha256_of_the_value_under_the_current_key_id():
     assert ROTATED.refusal(_msg(value, ROTATED.sign(value))) is None
 
 
+@pytest.mark.parametrize(
+    ("key", "data", "mac"),
+    [
+        # RFC 4231, section 4: HMAC-SHA-256 test cases 1, 2 (a key shorter than the
+        # hash), 6 and 7 (keys longer than the 64-byte block: hashed first).
+        (
+            b"\x0b" * 20,
+            b"Hi There",
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7",
+        ),
+        (
+            b"Jefe",
+            b"what do ya want for nothing?",
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
+        ),
+        (
+            b"\xaa" * 131,
+            b"Test Using Larger Than Block-Size Key - Hash Key First",
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54",
+        ),
+        (
+            b"\xaa" * 131,
+            b"This is a test using a larger than block-size key and a larger than "
+            b"block-size data. The key needs to be hashed before being used by the "
+            b"HMAC algorithm.",
+            "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2",
+        ),
+    ],
+)
+def test_signatures_are_rfc_4231_hmac_sha256(key, data, mac):
+    keyring = Keyring([SigningKey("k", key)])
+    assert keyring.signature(data) == b"k:" + mac.encode()
+    assert keyring.refusal(Message("t", 0, 0, None, data, 0, keyring.sign(data))) is None
+
+
 def test_a_record_signed_with_the_previous_key_is_accepted_while_rotating():
     value = b"proposal"
     assert ROTATED.refusal(_msg(value, OLD.sign(value))) is None
