@@ -656,7 +656,8 @@ def test_containers_only_specs_fold_without_dicts_as_the_dict_path_does() -> Non
         ev.append(_submit(f"a{i}", spec))
     # A new spec first seen by a running pod's resubmission makes no class.
     ev.append(_submit("a0", b'{"containers":[{"resources":{"requests":{"cpu":"7"}}}]}'))
-    ev.append(orjson.dumps(envelope(EV.POD_DELETED, {"metadata": {"name": "z", "namespace": "ns"}})))
+    deleted = {"metadata": {"name": "z", "namespace": "ns"}}
+    ev.append(orjson.dumps(envelope(EV.POD_DELETED, deleted)))
     ev.append(_submit("z", _PLAIN_SPECS[0]))
     # A node-group affinity of the default queue, then a PriorityClass: both are part
     # of a plain pod's class; specs seen before and new ones after each.
