@@ -24,7 +24,7 @@ from esched.core.queues import node_group_terms
 from esched.schemas.quantity import QuantityError, resource_list
 from esched.schemas.validator.timewindow import event_seconds
 
-from esched.core._state cimport ClusterState, _in_range
+from esched.core._state cimport ClusterState, _class_of, _in_range
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -285,13 +285,17 @@ cdef int _pod_submitted(ClusterState self, dict pod, list class_memo=None) excep
     return _pod_submit(self, key, pod, meta, None, class_memo)
 
 cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
-                     list class_memo) except -1:
+                     list class_memo, tuple plain=None) except -1:
     # The handler proper, on a pod's key. ``pod`` None: the bytes path's pod with
     # no labels or annotations (no metadata the handler reads besides the key), of
     # which it passes just ``spec`` (None if absent). class_memo: [queue, class]
     # cached for this exact spec by apply_payloads (whose decoder keys it on the
     # spec's bytes); the class is a function of the spec and the queue's
-    # node-group affinity only, and _queue_upsert drops the cache.
+    # node-group affinity only, and _queue_upsert drops the cache. ``plain``: the
+    # bytes path's pod whose spec is containers only (``spec`` then None), as the
+    # (requests, nonzero) _class_for would compute from it; the caller passes it only
+    # while no PriorityClass is folded and the default queue has no affinity (what
+    # _class_for's containers-only shortcut needs).
     idx = self.pod_index.get(key)
     cdef Py_ssize_t p, c, r, n
     if idx is not None and self.pod_phase[<Py_ssize_t>idx] == PHASE_RUNNING:
@@ -338,6 +342,14 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
         class_memo = None  # the class depends on the node's presence, not the spec only
     if class_memo is not None and class_memo[0] == q:
         c = class_memo[1]
+    elif plain is not None:
+        # _class_for's containers-only return, without the spec as dicts.
+        c = _class_of(self, <dict>plain[0], <tuple>plain[1], 0, "", None)
+        if c < 0:
+            return 0
+        if class_memo is not None:
+            class_memo[0] = q
+            class_memo[1] = c
     else:
         if pod is None:
             # What the reference aggregations read of a pod is its spec.

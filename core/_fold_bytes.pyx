@@ -17,6 +17,7 @@ from esched.schemas import events as _ev
 from esched.schemas.quantity import MAX_BASE_UNITS
 
 from esched.core._fold import _MALFORMED
+from esched.schemas.objects import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
@@ -290,15 +291,26 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
             return 0
     spec_dict = None
     class_memo = None
+    plain = None
+    cdef tuple entry
     if spec.start >= 0:
         raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
         entry = self._spec_memo.get(raw)
         if entry is None:
             if len(self._spec_memo) >= MEMO_LIMIT:
                 self._spec_memo.clear()
-            entry = self._spec_memo[raw] = (orjson.loads(raw), [-1, -1])
+            # (spec dict or None, [queue, class], plain or None): a containers-only
+            # spec is decoded only when a pod needs it as dicts.
+            if _plain_fits(self, extra):
+                plain = _plain_requests(self, b, n, spec)
+            entry = self._spec_memo[raw] = (
+                None if plain is not None else orjson.loads(raw), [-1, -1], plain)
+        elif entry[0] is None and not _plain_fits(self, extra):
+            entry = self._spec_memo[raw] = (orjson.loads(raw), entry[1], entry[2])
         spec_dict = entry[0]
         class_memo = entry[1]
+        if spec_dict is None:
+            plain = entry[2]
     self.type_counts[_SLOT_POD_SUBMITTED] += 1
     try:
         if extra:
@@ -309,10 +321,115 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
                 pod["spec"] = spec_dict
             _pod_submitted(self, pod, class_memo)
         else:
-            _pod_submit(self, key, None, None, spec_dict, class_memo)
+            _pod_submit(self, key, None, None, spec_dict, class_memo, plain)
     except _MALFORMED:
         self._anomaly("malformed")
     return 1
+
+cdef bint _plain_fits(ClusterState self, bint extra) except -1:
+    # Whether _pod_submit may take a containers-only spec as ``plain``: a pod without
+    # labels or annotations (in the default queue), no PriorityClass folded (a
+    # globalDefault one sets its priority), and no node-group affinity on the default
+    # queue (part of its pods' classes).
+    if extra or self.priority_classes:
+        return False
+    q = self.queue_index.get("default")
+    return q is None or not self.queue_meta[<Py_ssize_t>q].get("affinity")
+
+
+cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_t n, Span spec):
+    # A spec that is containers only, each with requests given as strings and no
+    # limits or ports (the bulk of a log), as (requests, nonzero): what _class_for
+    # computes from its decoded dicts for its containers-only shortcut, in the same
+    # resource order, with the same memoized quantities. None for any other shape,
+    # a repeated name, or a quantity _class_for would count as invalid: the caller
+    # then decodes the spec and the dict path decides.
+    cdef Span k, v, containers, cont, res, requests
+    cdef Py_ssize_t i = spec.start, j, m, members
+    cdef long long u, c_cpu, c_mem, nz_cpu = 0, nz_mem = 0
+    cdef dict req = {}, names
+    cdef str name
+    containers.start = -1
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if not span_is(b, k, b"containers", 10):
+            return None
+        containers = v
+    if containers.start < 0 or b[containers.start] != 0x5b:
+        return None
+    j = containers.start
+    while True:
+        j = next_element(b, j, n, &cont)
+        if j < 0:
+            break
+        if b[cont.start] != 0x7b:
+            return None
+        res.start = -1
+        m = cont.start
+        while True:
+            m = next_member(b, m, n, &k, &v)
+            if m < 0:
+                break
+            if span_is(b, k, b"ports", 5):
+                return None
+            if span_is(b, k, b"resources", 9):
+                res = v
+        requests.start = -1
+        if res.start >= 0 and b[res.start] != 0x6e:  # not null
+            if b[res.start] != 0x7b:
+                return None
+            m = res.start
+            members = 0
+            while True:
+                m = next_member(b, m, n, &k, &v)
+                if m < 0:
+                    break
+                members += 1
+                if span_is(b, k, b"limits", 6):
+                    return None
+                if span_is(b, k, b"requests", 8):
+                    requests = v
+            if members == 0:  # {}: as no resources
+                res.start = -1
+        if res.start < 0:
+            nz_cpu += DEFAULT_MILLI_CPU_REQUEST
+            nz_mem += DEFAULT_MEMORY_REQUEST
+            continue
+        c_cpu = DEFAULT_MILLI_CPU_REQUEST
+        c_mem = DEFAULT_MEMORY_REQUEST
+        if requests.start >= 0 and b[requests.start] != 0x6e:  # not null
+            if b[requests.start] != 0x7b:
+                return None
+            names = {}
+            m = requests.start
+            while True:
+                m = next_member(b, m, n, &k, &v)
+                if m < 0:
+                    break
+                if b[v.start] != 0x22:
+                    return None
+                name = PyUnicode_DecodeASCII(<const char*>b + k.start, k.end - k.start, NULL)
+                if name in names:
+                    return None
+                names[name] = None
+                try:
+                    u = self._units(name, _ascii_string(b, v))
+                except _MALFORMED:
+                    return None
+                req[name] = req.get(name, 0) + u
+                if name == "cpu":
+                    c_cpu = u
+                elif name == "memory":
+                    c_mem = u
+        if c_cpu > _MAX_UNITS - nz_cpu or c_mem > _MAX_UNITS - nz_mem:
+            return None
+        nz_cpu += c_cpu
+        nz_mem += c_mem
+    req["pods"] = 1
+    return (req, (nz_cpu, nz_mem))
+
 
 cdef int _payload_committed(ClusterState self, const unsigned char* b, Py_ssize_t n,
                             Py_ssize_t i) except -1:

@@ -47,7 +47,7 @@ cdef class ClusterState:
     cdef public Py_ssize_t n_res         # registered resources
     cdef Py_ssize_t res_cap              # allocated columns (>= n_res)
     cdef dict _units_memo                # resource -> {quantity -> base units}
-    cdef dict _spec_memo                 # pod spec bytes -> (spec dict, [queue, class]) (apply_payloads)
+    cdef dict _spec_memo                 # pod spec bytes -> (spec dict, [queue, class], plain) (apply_payloads)
     cdef dict _resources_memo            # binding resources bytes -> (dict, [columns, has pods])
 
     # --- nodes (slots; a removed node's slot is dead and reusable) ---
@@ -203,5 +203,7 @@ cdef class ClusterState:
 # file only: _state.pyx cimports them while it loads, so they import nothing from it
 # in Python.
 cdef bint _in_range(object values) except -1
+cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str ckey,
+                          object pcn, dict lim=*) except -2
 cdef object _grown(object arr, Py_ssize_t rows, Py_ssize_t cols=*)
 cdef object _readonly(object view)

@@ -586,3 +586,128 @@ def test_types_the_fold_only_counts_skip_their_data_and_fold_as_the_dict_path_do
     counts = by_bytes.event_counts
     assert counts == by_dict.event_counts
     assert (counts[ev.JOB_SUBMITTED], counts[ev.JOB_UPDATED], counts[ev.JOB_TIMER]) == (1, 2, 1)
+
+
+# Containers-only pod specs: the bytes path computes their class from the spec's
+# bytes (no dicts); every shape below must fold as the dict path folds it, those it
+# declines (limits, ports, numbers, repeated names, bad quantities) included.
+_PLAIN_SPECS = [
+    b'{"containers":[{"name":"c","resources":{"requests":{"cpu":"250m","memory":"1Gi"}}}]}',
+    b'{"containers": [ {"image": "x", "name": "c", "resources": {"claims": [],'
+    b' "requests": {"memory": "1Gi", "cpu": "250m"}}} ] }',
+    b'{"containers":[{"name":"a","resources":{"requests":{"cpu":"1"}}},{"name":"b"},'
+    b'{"name":"c","resources":null},{"name":"d","resources":{}},'
+    b'{"name":"e","resources":{"requests":null}},{"name":"f","resources":{"requests":{}}},'
+    b'{"name":"g","resources":{"claims":[]}},{"name":"h","resources":{"requests":{"cpu":"2"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1","cpu":"2"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}],'
+    b'"containers":[{"resources":{"requests":{"cpu":"3"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"}},"resources":{"requests":{"cpu":"5"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"abc"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"cpu":2,"memory":"1Gi"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"memory":"4000000Ti"}}},'
+    b'{"resources":{"requests":{"memory":"4000000Ti"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"memory":"99999999999999Ti"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"example.com/x":"3000000000000000000"}}},'
+    b'{"resources":{"requests":{"example.com/x":"3000000000000000000"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"},"limits":{"cpu":"2"}}}]}',
+    b'{"containers":[{"ports":[{"containerPort":80,"hostPort":80}],'
+    b'"resources":{"requests":{"cpu":"1"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"pods":"3","cpu":"1","nvidia.com/gpu":"1"}}}]}',
+    b'{"containers":[]}',
+    b'{"containers":null}',
+    b'{"containers":"x"}',
+    b'{"containers":[1]}',
+    b'{"containers":[{"resources":"x"}]}',
+    b'{"containers":[{"resources":{"requests":[]}}]}',
+    b"{}",
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}],"priority":5}',
+]
+
+
+def _submit(name: str, spec: bytes, meta: bytes = b"") -> bytes:
+    return (
+        b'{"type":"esched.pod.submitted","id":"s-' + name.encode() + b'","source":"t",'
+        b'"data":{"metadata":{"name":"' + name.encode() + b'","namespace":"ns"' + meta + b"},"
+        b'"spec":' + spec + b"}}"
+    )
+
+
+def _commit_raw(name: str, node_name: str) -> bytes:
+    binding = (f"ns/{name}", node_name, {"cpu": 100, "pods": 1})
+    return orjson.dumps(envelope(EV.PLACEMENT_COMMITTED, commit(binding)))
+
+
+def test_containers_only_specs_fold_without_dicts_as_the_dict_path_does() -> None:
+    ev = [
+        orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="64", memory="256Gi"))),
+        orjson.dumps(envelope(EV.QUEUE_UPSERTED, {"metadata": {"name": "q1"}})),
+    ]
+    queue_label = b',"labels":{"volcano.sh/queue-name":"q1"}'
+    for i, spec in enumerate(_PLAIN_SPECS):
+        # First seen by a plain pod (its class made from the bytes), then a memo hit,
+        # then the same bytes for a labelled pod in another queue (decoded then), and
+        # a plain pod again; one of them placed and resubmitted while running.
+        ev.append(_submit(f"a{i}", spec))
+        ev.append(_submit(f"b{i}", spec))
+        ev.append(_submit(f"c{i}", spec, queue_label))
+        ev.append(_submit(f"d{i}", spec))
+        ev.append(_commit_raw(f"a{i}", "n1"))
+        ev.append(_submit(f"a{i}", spec))
+    # A new spec first seen by a running pod's resubmission makes no class.
+    ev.append(_submit("a0", b'{"containers":[{"resources":{"requests":{"cpu":"7"}}}]}'))
+    deleted = {"metadata": {"name": "z", "namespace": "ns"}}
+    ev.append(orjson.dumps(envelope(EV.POD_DELETED, deleted)))
+    ev.append(_submit("z", _PLAIN_SPECS[0]))
+    # A node-group affinity of the default queue, then a PriorityClass: both are part
+    # of a plain pod's class; specs seen before and new ones after each.
+    group = {"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["g-a"]}}
+    for queue_spec in ({"affinity": group}, {}):
+        default_queue = {"metadata": {"name": "default"}, "spec": queue_spec}
+        ev.append(orjson.dumps(envelope(EV.QUEUE_UPSERTED, default_queue)))
+        for i, spec in enumerate(_PLAIN_SPECS):
+            ev.append(_submit(f"f{i}-{len(ev)}", spec))
+            ev.append(_submit(f"g{i}-{len(ev)}", spec.replace(b'"1"', b'"11"')))
+    high = {"metadata": {"name": "hi"}, "value": 7, "globalDefault": True}
+    ev.append(orjson.dumps(envelope(EV.PRIORITYCLASS_UPSERTED, high)))
+    for i, spec in enumerate(_PLAIN_SPECS):
+        ev.append(_submit(f"e{i}", spec))
+        ev.append(_submit(f"h{i}", spec.replace(b'"1"', b'"12"')))
+    assert all(_py_scanner_accepts(p) for p in ev)
+    a, b = _fold_both(ev)
+    _assert_same(a, b)
+    assert b.pod_index.keys() == a.pod_index.keys()
+    assert [b.pod(k)["class"] for k in b.pod_index] == [a.pod(k)["class"] for k in a.pod_index]
+    assert {"invalid_pod", "overflow", "resubmitted_running_pod", "submit_after_delete"} <= set(
+        b.anomalies
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    containers=st.lists(
+        st.one_of(
+            st.none(),
+            st.dictionaries(
+                st.sampled_from(["cpu", "memory", "pods", "example.com/x"]),
+                st.sampled_from(["1", "250m", "0", "1Gi", "1.5", "-1", "x", "9e18", "1e3"]),
+                max_size=4,
+            ),
+        ),
+        max_size=4,
+    ),
+    seen=st.booleans(),
+)
+def test_random_containers_only_specs_fold_as_the_dict_path_does(containers, seen) -> None:
+    spec = {
+        "containers": [
+            {"name": f"c{i}"} if r is None else {"name": f"c{i}", "resources": {"requests": r}}
+            for i, r in enumerate(containers)
+        ]
+    }
+    raw = orjson.dumps(spec)
+    ev = [orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))]
+    if seen:  # a class the state already has
+        ev.append(_submit("x", raw.replace(b'"c0"', b'"other"')))
+    ev += [_submit("p", raw), _submit("q", raw)]
+    _assert_same(*_fold_both(ev))
