@@ -17,8 +17,8 @@ import numpy as np
 
 from esched.schemas import events as _ev
 from esched.schemas.objects import (
-    BUILTIN_PRIORITY_CLASSES, gang_key, node_allocatable, pod_preemptable, pod_queue,
-    spread_default_labels,
+    BUILTIN_PRIORITY_CLASSES, DEFAULT_QUEUE, GANG_ANNOTATIONS, PREEMPTABLE_KEY, QUEUE_ANNOTATIONS,
+    _GO_BOOLS, node_allocatable, spread_default_labels,
 )
 from esched.core.queues import node_group_terms
 from esched.schemas.quantity import QuantityError, resource_list
@@ -307,15 +307,10 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
         # Deleted before it was submitted (the delete overtook it): the pod is gone.
         self._anomaly("submit_after_delete")
         return 0
-    # gang_key / pod_queue, inlined for the common pod without annotations or labels.
     annotations = meta.get("annotations") if pod is not None else None
-    # Volcano's volcano.sh/preemptable: false keeps the pod from being a victim.
-    keep_running = (
-        pod is not None and bool(annotations or meta.get("labels")) and not pod_preemptable(pod)
-    )
+    keep_running = False
     if pod is not None and (annotations or meta.get("labels")):
-        queue = pod_queue(pod)
-        gkey = gang_key(pod)
+        queue, gkey, keep_running = _volcano_keys(meta, annotations)
         if gkey is not None:
             # A gang's pods are in its PodGroup's queue (Volcano), when it names one.
             gi = self.gang_index.get(gkey)
@@ -423,6 +418,42 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
         self._set_phase(p, PHASE_RUNNING)
     return 0
 
+# The keys read from a pod's annotations and labels, as the helpers of schemas.objects
+# (pod_queue, gang_key, pod_preemptable) read them, in one pass over the two dicts
+# (a Volcano Job's pods all have them: the fold's per-pod cost with jobs present).
+cdef str _QUEUE_KEY_0 = QUEUE_ANNOTATIONS[0]
+cdef str _QUEUE_KEY_1 = QUEUE_ANNOTATIONS[1]
+cdef str _GANG_KEY_0 = GANG_ANNOTATIONS[0]
+cdef str _GANG_KEY_1 = GANG_ANNOTATIONS[1]
+cdef str _PREEMPTABLE = PREEMPTABLE_KEY
+cdef dict _PARSE_BOOL = _GO_BOOLS
+assert len(QUEUE_ANNOTATIONS) == 2 and len(GANG_ANNOTATIONS) == 2
+
+
+cdef tuple _volcano_keys(dict meta, object annotations):
+    # (queue, gang key or None, not preemptable) of a pod with annotations or labels:
+    # pod_queue's queue, gang_key's key, not pod_preemptable(pod).
+    labels = meta.get("labels")
+    queue = None
+    gkey = None
+    keep = None
+    for where in (annotations, labels):
+        if not where:
+            continue
+        if queue is None:
+            if where.get(_QUEUE_KEY_0):
+                queue = str(where[_QUEUE_KEY_0])
+            elif where.get(_QUEUE_KEY_1):
+                queue = str(where[_QUEUE_KEY_1])
+        if keep is None and _PREEMPTABLE in where:
+            keep = not _PARSE_BOOL.get(str(where[_PREEMPTABLE]), False)
+    if annotations:
+        name = annotations.get(_GANG_KEY_0) or annotations.get(_GANG_KEY_1)
+        if name:
+            gkey = f"{meta.get('namespace') or _DEFAULT_NS}/{name}"
+    return (DEFAULT_QUEUE if queue is None else queue), gkey, keep is True
+
+
 cdef int _gang_size_annotation(ClusterState self, Py_ssize_t g, object value) except -1:
     # The annotation pair group-name + group-pod-num makes a gang without a
     # PodGroup (the delayed-binding article's form); a PodGroup's minMember wins.
@@ -494,13 +525,29 @@ cdef int _pod_updated(ClusterState self, dict data) except -1:
         self.gated.pop(key, None)
     return 0
 
+cdef dict _resource_units(ClusterState self, object values, str field):
+    # resource_list through the state's quantity memo (a Job's PodGroup repeats its
+    # tasks' quantities: Fraction parsing each time was most of its fold); any value
+    # the memo does not take (not a string or an integer) the reference way.
+    if not values:
+        return {}
+    if type(values) is not dict:
+        return resource_list(values, field)
+    cdef dict out = {}
+    for name, v in (<dict>values).items():
+        if type(name) is not str or (type(v) is not str and type(v) is not int):
+            return resource_list(values, field)
+        out[name] = self._units(name, v)
+    return out
+
+
 cdef int _podgroup(ClusterState self, dict pg) except -1:
     meta = pg.get("metadata") or {}
     spec = pg.get("spec") or {}
     key = _meta_key(meta)
     queue_set = bool(spec.get("queue"))
     queue = spec.get("queue") or "default"
-    min_resources = resource_list(spec.get("minResources"), "spec.minResources")
+    min_resources = _resource_units(self, spec.get("minResources"), "spec.minResources")
     min_member = int(spec.get("minMember") or 1)
     self._queue(queue)
     cdef Py_ssize_t g = self._gang(key, queue)

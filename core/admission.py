@@ -65,7 +65,7 @@ from typing import Any, cast
 import numpy as np
 
 from esched.core._state import ClusterState
-from esched.core.hdrf import HdrfTree
+from esched.core.hdrf import PENDING_PODS, RUNNING_PODS, state_tree
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
 from esched.core.queues import (
     DEFAULT_QUEUE,
@@ -513,7 +513,7 @@ class Admission:
         # Volcano's drf plugin with enableHierarchy orders the queues (and drf the jobs)
         # under the annotations tree: esched.core.hdrf.
         hdrf = (
-            self._hdrf(st, tree, specs, cluster, res_names, phase, class_req, pend_idx, pend_req)
+            state_tree(st, tree, cluster, pend_idx, pend_req)
             if several and self.queue_hierarchy == "annotations"
             else None
         )
@@ -613,8 +613,8 @@ class Admission:
                     if it[1] == "gang":
                         hdrf.allocate(specs[q].name, f"gang:{it[2]}", amount)
                     else:  # the pod's job now holds all it asks for
-                        hdrf.allocate(specs[q].name, "~running", amount, asks=True)
-                        hdrf.take(specs[q].name, "~pending", amount)
+                        hdrf.allocate(specs[q].name, RUNNING_PODS, amount, asks=True)
+                        hdrf.take(specs[q].name, PENDING_PODS, amount)
                 self._inflight.add(job)
                 self.held.pop(job, None)
                 self._held_items.pop(job, None)
@@ -632,61 +632,6 @@ class Admission:
                         heap, (-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q)
                     )
         return out
-
-    @staticmethod
-    def _hdrf(
-        st: ClusterState,
-        tree: QueueTree,
-        specs: list[QueueSpec],
-        cluster: dict[str, int],
-        res_names: list[str],
-        phase: np.ndarray,
-        class_req: np.ndarray,
-        pend_idx: np.ndarray,
-        pend_req: np.ndarray,
-    ) -> HdrfTree:
-        """The hdrf tree of the state: each gang a job (what its running members hold,
-        what all its members ask for); pods of no gang, each a job of its own, are
-        summed per queue into one leaf of running pods (each holds all it asks for:
-        saturated) and one of pending ones (holding nothing: it only keeps its queue
-        unsaturated), which changes none of hdrf's figures."""
-        nr = len(res_names)
-        hdrf = HdrfTree(tree, np.array([cluster.get(n, 0) for n in res_names], dtype=np.float64))
-        run_idx = np.flatnonzero(phase == PHASE_RUNNING)
-        classes = st.pod_classes()
-        gangs = st.pod_gangs()
-        queues = st.pod_queues()
-        nq = len(specs)
-        # Per gang: held (running members) and asked (all members); per queue, the
-        # pods of no gang.
-        ng = max(int(st.n_gangs), 1)
-        held = np.zeros((ng, nr), dtype=np.float64)
-        asked = np.zeros((ng, nr), dtype=np.float64)
-        solo_run = np.zeros((nq, nr), dtype=np.float64)
-        solo_pend = np.zeros((nq, nr), dtype=np.float64)
-        run_req = class_req[classes[run_idx]]
-        run_g = gangs[run_idx]
-        in_g = run_g >= 0
-        np.add.at(held, run_g[in_g], run_req[in_g])
-        np.add.at(asked, run_g[in_g], run_req[in_g])
-        np.add.at(solo_run, queues[run_idx][~in_g], run_req[~in_g])
-        pend_g = gangs[pend_idx]
-        in_g = pend_g >= 0
-        np.add.at(asked, pend_g[in_g], pend_req[in_g])
-        np.add.at(solo_pend, queues[pend_idx][~in_g], pend_req[~in_g])
-        n_pend = np.bincount(queues[pend_idx][~in_g], minlength=nq)
-        for q in range(nq):
-            name = specs[q].name
-            if solo_run[q].any():
-                hdrf.set_job(name, "~running", solo_run[q], solo_run[q])
-            if n_pend[q]:
-                hdrf.set_job(name, "~pending", np.zeros(nr), solo_pend[q], count=int(n_pend[q]))
-        for g in np.flatnonzero(asked.any(axis=1)).tolist():
-            if g >= st.n_gangs:
-                continue
-            q = st.queue_index.get(st.gang_meta[g].get("queue") or "default", 0)
-            hdrf.set_job(specs[q].name, f"gang:{st.gang_keys[g]}", held[g], asked[g])
-        return hdrf
 
     def _class_bands(self, st: ClusterState) -> np.ndarray:
         """The band of every equivalence class (at least one entry), cached: classes are

@@ -20,7 +20,13 @@ Ported from ``pkg/scheduler/plugins/drf/drf.go`` of volcano-sh/volcano
   where they differ decides: an unsaturated node before a saturated one, then the
   lower ``share / weight``;
 - **job order** (drf's ``jobOrderFn``, registered with or without the hierarchy):
-  the lower job share first.
+  the lower job share first;
+- **reclaim** (drf's ``reclaimFn``, registered only with the hierarchy): a running
+  task of another queue is a victim for a reclaiming task when, in the tree with the
+  reclaimer's request added to its job and that one victim's taken from its job
+  (every other victim as it is: each is judged on its own), the reclaimer's queue
+  comes strictly before the victim's in the queue order above
+  (:meth:`HdrfTree.reclaimable`).
 
 Volcano computes these with float64 over every resource of the cluster, the pods
 count included; so does this module. Pure: numpy vectors in, numbers out.
@@ -29,13 +35,15 @@ count included; so does this module. Pure: numpy vectors in, numbers out.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from esched.core.queues import QueueTree
+from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
+from esched.core.queues import QueueTree, cluster_allocatable, state_queue_specs
 
-__all__ = ["HdrfTree", "dominant_share", "vector"]
+__all__ = ["PENDING_PODS", "RUNNING_PODS", "HdrfTree", "dominant_share", "state_tree", "vector"]
 
 #: Volcano's ``minResource``: amounts below it are "none" (``Resource.ResourceNames``).
 _MIN_RESOURCE = 0.1
@@ -196,9 +204,132 @@ class HdrfTree:
             key.append((self.saturated.get(name, True), self.share.get(name, 0.0) / weight))
         return tuple(key)
 
+    def compare(self, left: str, right: str) -> int:
+        """``compareQueues``: -1 when queue ``left`` is served before ``right``, 1
+        after, 0 when they are equal down the shorter of their paths."""
+        lk, rk = self.queue_key(left), self.queue_key(right)
+        depth = min(len(lk), len(rk))
+        return (lk[:depth] > rk[:depth]) - (lk[:depth] < rk[:depth])
+
+    def copy(self) -> HdrfTree:
+        """A tree whose jobs can change without changing this one's."""
+        out = HdrfTree(self.tree, self.total)
+        out.allocated = self.allocated.copy()
+        out.jobs = {q: {j: list(rec) for j, rec in jobs.items()} for q, jobs in self.jobs.items()}
+        out._counts = dict(self._counts)
+        return out
+
+    def reclaimable(
+        self,
+        queue: str,
+        job: str | None,
+        request: Vector,
+        victim_queue: str,
+        victim_job: str | None,
+        victim: Vector,
+    ) -> bool:
+        """drf's ``reclaimFn`` with the hierarchy, for one victim: whether a task of
+        ``victim_job`` (of ``victim_queue``) holding ``victim`` may be evicted for a
+        task of ``job`` (of ``queue``) asking ``request``; a job None: a pod of no
+        gang (see :func:`state_tree`), else the job's leaf (``gang:<key>``). The
+        reclaimer's job holds ``request`` more, the victim's holds ``victim`` less;
+        the reclaimer's queue must then come strictly before the victim's
+        (``compareQueues < 0``). This tree is left unchanged."""
+        t = self.copy()
+        req = np.asarray(request, dtype=np.float64)
+        if job is None:
+            # A pending pod of no gang is a job of its own in Volcano: holding what it
+            # asks for once placed, like the queue's other running ones.
+            t.take(queue, PENDING_PODS, req)
+        t.allocate(queue, job or RUNNING_PODS, req, asks=job is None)
+        gone = np.asarray(victim, dtype=np.float64)
+        rec = t.jobs.get(victim_queue, {}).get(victim_job or RUNNING_PODS)
+        if rec is not None:
+            rec[0] = rec[0] - gone
+            t.allocated -= gone
+            if victim_job is None:
+                # The victim, a job of its own, leaves the queue's running leaf and
+                # stays in the tree holding nothing of what it asks for.
+                rec[1] = rec[1] - gone
+                t.set_job(victim_queue, "~victim", np.zeros_like(gone), gone)
+            t._dirty = True
+        return t.compare(queue, victim_queue) < 0
+
     def order(self, queues: Iterable[str]) -> list[str]:
         """``queues`` in hdrf order (ties by name)."""
         return sorted(queues, key=lambda q: (self.queue_key(q), q))
+
+
+#: The leaves of a queue's running and pending pods of no gang (each a job of its own
+#: in Volcano; summed per queue, see :func:`state_tree`).
+RUNNING_PODS = "~running"
+PENDING_PODS = "~pending"
+
+
+def state_tree(
+    st: Any,
+    tree: QueueTree | None = None,
+    cluster: Mapping[str, int] | None = None,
+    pend_idx: npt.NDArray[np.int64] | None = None,
+    pend_req: npt.NDArray[np.int64] | None = None,
+) -> HdrfTree:
+    """The hdrf tree of a ClusterState: each gang a job (what its running members hold,
+    what all its members ask for); pods of no gang, each a job of its own, are summed
+    per queue into one leaf of running pods (each holds all it asks for: saturated)
+    and one of pending ones (holding nothing: it only keeps its queue unsaturated),
+    which changes none of hdrf's figures. ``cluster``: the alive nodes' allocatable
+    (:func:`cluster_allocatable`); ``pend_idx`` / ``pend_req``: the pending pods'
+    slots and requests, when the caller has them; ``tree``: the queues'
+    (default: :func:`state_queue_specs` under ``annotations``)."""
+    if tree is None:
+        tree = QueueTree(state_queue_specs(st, "annotations"))
+    res_names = list(st.res_names[: st.n_res])
+    nr = len(res_names)
+    if cluster is None:
+        cluster = cluster_allocatable(st)
+    hdrf = HdrfTree(tree, np.array([cluster.get(n, 0) for n in res_names], dtype=np.float64))
+    phase = st.pod_phases()
+    class_req = st.class_requests()
+    classes = st.pod_classes()
+    if pend_idx is None or pend_req is None:
+        pend_idx = np.flatnonzero(phase == PHASE_PENDING)
+        pend_req = class_req[classes[pend_idx]]
+    run_idx = np.flatnonzero(phase == PHASE_RUNNING)
+    gangs = st.pod_gangs()
+    queues = st.pod_queues()
+    nq = int(st.n_queues)
+    # Per gang: held (running members) and asked (all members); per queue, the
+    # pods of no gang.
+    ng = max(int(st.n_gangs), 1)
+    held = np.zeros((ng, nr), dtype=np.float64)
+    asked = np.zeros((ng, nr), dtype=np.float64)
+    solo_run = np.zeros((nq, nr), dtype=np.float64)
+    solo_pend = np.zeros((nq, nr), dtype=np.float64)
+    run_req = class_req[classes[run_idx]][:, :nr]
+    run_g = gangs[run_idx]
+    in_g = run_g >= 0
+    np.add.at(held, run_g[in_g], run_req[in_g])
+    np.add.at(asked, run_g[in_g], run_req[in_g])
+    np.add.at(solo_run, queues[run_idx][~in_g], run_req[~in_g])
+    pend_g = gangs[pend_idx]
+    in_g = pend_g >= 0
+    np.add.at(asked, pend_g[in_g], pend_req[in_g][:, :nr])
+    np.add.at(solo_pend, queues[pend_idx][~in_g], pend_req[~in_g][:, :nr])
+    n_pend = np.bincount(queues[pend_idx][~in_g], minlength=nq)
+    for q in range(nq):
+        name = st.queue_names[q]
+        if solo_run[q].any():
+            hdrf.set_job(name, RUNNING_PODS, solo_run[q], solo_run[q])
+        if n_pend[q]:
+            hdrf.set_job(name, PENDING_PODS, np.zeros(nr), solo_pend[q], count=int(n_pend[q]))
+    for g in np.flatnonzero(asked.any(axis=1)).tolist():
+        if g >= st.n_gangs:
+            continue
+        name = st.gang_meta[g].get("queue") or "default"
+        if name not in st.queue_index:
+            name = st.queue_names[0]
+        hdrf.set_job(name, f"gang:{st.gang_keys[g]}", held[g], asked[g])
+    return hdrf
 
 
 def vector(amounts: Mapping[str, int | float], names: list[str]) -> Vector:

@@ -38,6 +38,13 @@ slot wins. The plan is a proposal like a preemption (``victims`` plus the pod's
 binding, one transaction, with ``"reclaim": true``); the commit service re-checks
 legality with :func:`victims_legal` against its authoritative state.
 
+**hdrf** (``--queue-hierarchy annotations``: Volcano's drf plugin with
+``enableHierarchy``, which registers a ``reclaimableFn`` in the tier of proportion's):
+a victim must also be one hdrf's reclaim gives, :meth:`esched.core.hdrf.HdrfTree.
+reclaimable`, judged per victim as Volcano's tier intersects its plugins' victims
+(the reclaimer's queue strictly before the victim's once the reclaimer holds its
+request and the victim's job no longer holds the victim's).
+
 **Gangs** (:func:`plan_gang_reclaim`) reclaim all or nothing: the members the gang
 still needs to reach ``minMember`` are placed one after the other on a scratch
 overlay (free room, then victims chosen as for a pod, counting the victims and
@@ -55,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from esched.core.hdrf import HdrfTree, state_tree
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
 from esched.core.queues import DEFAULT_QUEUE, SHARE_IGNORED, queue_view
 from esched.core.reasons import is_resource_text
@@ -216,12 +224,15 @@ def victims_legal(
     victims: Iterable[str],
     view: dict[str, dict[str, Any]] | None = None,
     taken: Iterable[str] = (),
+    hierarchy: str = "parent",
 ) -> str | None:
     """Why reclaiming ``victims`` for ``pod`` is illegal now, or None if legal.
 
     ``pod``: the pending pod, a gang's key, or the pods a proposal binds (a gang's
     members: one queue). ``taken``: running pods already evicted by earlier decisions
-    of the same batch (their queues hold that much less).
+    of the same batch (their queues hold that much less). ``hierarchy``
+    ``annotations``: each victim must also be one hdrf gives for one of the pods
+    bound (see the module doc).
     """
     view = view if view is not None else queue_view(state)
     q, slots, why = _reclaimer(state, pod)
@@ -239,6 +250,7 @@ def victims_legal(
     if why is not None:
         return why
     not_preemptable = state.not_preemptable
+    hdrf = _HdrfVictims(state) if hierarchy == "annotations" and own else None
     for v in victims:
         vidx = state.pod_index.get(v)
         if vidx is None:
@@ -254,8 +266,41 @@ def victims_legal(
         )
         if why is not None:
             return f"victim {v}: {why}"
+        if hdrf is not None and not any(hdrf.ok(p, int(vidx)) for p in own):
+            return f"victim {v}: queue {q} does not come before queue {vq} in hdrf's order"
         held[vq] = _sub(held[vq], alloc)
     return None
+
+
+class _HdrfVictims:
+    """hdrf's reclaim rule over one state (``--queue-hierarchy annotations``): whether
+    a running pod may be evicted for a reclaiming task, cached per (reclaimer's job
+    and class, victim's job and class)."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        self.tree: HdrfTree = state_tree(state)
+        self.nr = int(state.n_res)
+        self._memo: dict[tuple[Any, ...], bool] = {}
+
+    def _job(self, p: int) -> str | None:
+        g = self.state.gang_of(p)
+        return None if g < 0 else f"gang:{self.state.gang_keys[g]}"
+
+    def ok(self, reclaimer: int, victim: int) -> bool:
+        """Whether pod slot ``victim`` is a victim hdrf gives for pending slot
+        ``reclaimer``."""
+        st = self.state
+        q, vq = st.queue_names[st.queue_of(reclaimer)], st.queue_names[st.queue_of(victim)]
+        job, vjob = self._job(reclaimer), self._job(victim)
+        cid = st.class_of(reclaimer)
+        key = (q, job, cid, vq, vjob, st.class_of(victim))
+        got = self._memo.get(key)
+        if got is None:
+            req = np.asarray(st.class_requests()[cid][: self.nr], dtype=np.float64)
+            held = np.asarray(st.allocation_of(victim)[: self.nr], dtype=np.float64)
+            got = self._memo[key] = self.tree.reclaimable(q, job, req, vq, vjob, held)
+        return got
 
 
 def _queue_priority(state: Any, name: str) -> int:
@@ -299,8 +344,18 @@ class _Overlay:
     """Free room per node, what each queue holds and which pods are still running, as
     planned victims and bindings change them (nothing is written to the state)."""
 
-    def __init__(self, state: Any, view: dict[str, dict[str, Any]], q: int, gang: int = -1) -> None:
+    def __init__(
+        self,
+        state: Any,
+        view: dict[str, dict[str, Any]],
+        q: int,
+        gang: int = -1,
+        hdrf: _HdrfVictims | None = None,
+    ) -> None:
         self.state = state
+        self.hdrf = hdrf
+        #: the pending pod slot victims are chosen for (hdrf judges victims per task)
+        self.reclaimer = -1
         self.names = list(state.res_names[: state.n_res])
         self.view = view
         self.free = np.asarray(state.node_allocatable(), dtype=np.int64) - np.asarray(
@@ -358,6 +413,8 @@ class _Overlay:
 
     def victim_ok(self, p: int) -> bool:
         st = self.state
+        if self.hdrf is not None and not self.hdrf.ok(self.reclaimer, p):
+            return False
         qi = st.queue_of(p)
         vq = st.queue_names[qi]
         if (
@@ -435,6 +492,10 @@ class _Overlay:
         self.free[n] -= need
 
 
+def _hdrf_for(state: Any, hierarchy: str) -> _HdrfVictims | None:
+    return _HdrfVictims(state) if hierarchy == "annotations" else None
+
+
 def _usable_nodes(
     state: Any,
     placer: Any,
@@ -465,9 +526,14 @@ def _usable_nodes(
 
 
 def plan_reclaim(
-    state: Any, placer: Any, pod: str, view: dict[str, dict[str, Any]] | None = None
+    state: Any,
+    placer: Any,
+    pod: str,
+    view: dict[str, dict[str, Any]] | None = None,
+    hierarchy: str = "parent",
 ) -> ReclaimPlan | None:
-    """The best legal reclaim for pending ``pod`` (see the module doc), or None."""
+    """The best legal reclaim for pending ``pod`` (see the module doc), or None;
+    ``hierarchy`` ``annotations``: hdrf's reclaim rule too."""
     idx = state.pod_index.get(pod)
     if idx is None or state.phase_of(idx) != PHASE_PENDING:
         return None
@@ -484,7 +550,8 @@ def plan_reclaim(
     if _preemptive(qname, v["allocated"], v["fairShare"], _requests(state, [idx], names)):
         return None
     need = np.asarray(state.class_requests()[cid], dtype=np.int64)
-    overlay = _Overlay(state, view, q)
+    overlay = _Overlay(state, view, q, hdrf=_hdrf_for(state, hierarchy))
+    overlay.reclaimer = int(idx)
     if not overlay.by_node:
         return None
     best: tuple[tuple[int, int, int], ReclaimPlan] | None = None
@@ -504,9 +571,14 @@ def plan_reclaim(
 
 
 def plan_gang_reclaim(
-    state: Any, placer: Any, gang: str, view: dict[str, dict[str, Any]] | None = None
+    state: Any,
+    placer: Any,
+    gang: str,
+    view: dict[str, dict[str, Any]] | None = None,
+    hierarchy: str = "parent",
 ) -> GangReclaimPlan | None:
-    """A legal all-or-nothing reclaim for pending ``gang`` (see the module doc), or None.
+    """A legal all-or-nothing reclaim for pending ``gang`` (see the module doc), or None;
+    ``hierarchy`` ``annotations``: hdrf's reclaim rule too, per member.
 
     The members it still needs to reach ``minMember`` (at least one) are planned in
     slot order, each on the node that needs no victim (lowest slot), else on the node
@@ -535,12 +607,13 @@ def plan_gang_reclaim(
         qname, v["allocated"], v["fairShare"], _requests(state, pending[:need_members], names)
     ):
         return None
-    overlay = _Overlay(state, view, q, int(g))
+    overlay = _Overlay(state, view, q, int(g), hdrf=_hdrf_for(state, hierarchy))
     fits_cache: dict[tuple[int, int], bool] = {}
     bindings: list[tuple[str, str]] = []
     victims: list[tuple[str, str]] = []
     for p in pending[:need_members]:
         pod = state.pod_keys[p]
+        overlay.reclaimer = int(p)
         cid = state.class_of(p)
         need = np.asarray(state.class_requests()[cid], dtype=np.int64)
         best: tuple[tuple[int, int, int], int, list[int]] | None = None

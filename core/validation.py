@@ -322,7 +322,9 @@ class Validator:
                 None if self.queue_hierarchy == "parent" else queue_view(st, self.queue_hierarchy)
             )
             who = pods if len(pods) > 1 else pods[0]
-            why = victims_legal(st, who, names, taken=self._evicted, view=view)
+            why = victims_legal(
+                st, who, names, taken=self._evicted, view=view, hierarchy=self.queue_hierarchy
+            )
             if why is not None:
                 return Verdict(False, RECLAIM_ILLEGAL, why, pods), freed, by_gang
         for v in victims:

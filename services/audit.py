@@ -335,7 +335,8 @@ class Auditor:
             )
         elif data.get("reason") == RECLAIMED and isinstance(data.get("by"), str):
             # Checked victim by victim on the state before each eviction (the earlier
-            # victims of the same reclaim are evicted already): the commit's own rule.
+            # victims of the same reclaim are evicted already): the commit's own rule,
+            # hdrf's aside (it judges every victim on the state before the first).
             h = self.admission.queue_hierarchy
             view = None if h == "parent" else queue_view(st, h)
             why = victims_legal(st, data["by"], [pod], view=view)

@@ -71,7 +71,9 @@ class _Reclaim(_Overload):
                 if self.admission.gang_rejected(gang):
                     continue
                 tried.add(queue)
-                gplan = plan_gang_reclaim(st, self._placer, gang, view)
+                gplan = plan_gang_reclaim(
+                    st, self._placer, gang, view, self.admission.queue_hierarchy
+                )
                 if gplan is None:
                     continue
                 requests = {
@@ -93,7 +95,7 @@ class _Reclaim(_Overload):
                 )
                 continue
             tried.add(queue)
-            plan = plan_reclaim(st, self._placer, pod, view)
+            plan = plan_reclaim(st, self._placer, pod, view, self.admission.queue_hierarchy)
             if plan is None:
                 continue
             pod_requests = dict(st.class_specs[st.class_of(idx)]["requests"])

@@ -2,6 +2,7 @@
 
 import itertools
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
@@ -479,3 +480,41 @@ def test_a_commit_with_resources_beyond_int64_is_an_anomaly(log, state):
     log(EV.PLACEMENT_COMMITTED, commit(("ns/a", "n1", {"cpu": 2**63, "memory": 1})))
     assert state.pod("ns/a")["phase"] == "Pending"
     assert state.anomalies == {"commit_bad_resources": 1}
+
+
+_VOLCANO_KEYS = hst.dictionaries(
+    hst.sampled_from(
+        [
+            "volcano.sh/queue-name",
+            "scheduling.volcano.sh/queue-name",
+            "scheduling.k8s.io/group-name",
+            "scheduling.volcano.sh/group-name",
+            "volcano.sh/preemptable",
+            "app",
+        ]
+    ),
+    hst.sampled_from(["", "q1", "g1", "false", "true", "False", "0", "nope"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(annotations=_VOLCANO_KEYS, labels=_VOLCANO_KEYS, bytes_path=hst.booleans())
+def test_a_pods_queue_gang_and_preemptable_are_the_helpers_reading(annotations, labels, bytes_path):
+    """The fold reads a pod's queue, gang and ``volcano.sh/preemptable`` in one pass
+    over its annotations and labels; what it keeps is what the reference helpers of
+    ``schemas.objects`` (``pod_queue``, ``gang_key``, ``pod_preemptable``) say."""
+    from esched.schemas.objects import gang_key, pod_preemptable, pod_queue
+
+    p = pod("p")
+    p["metadata"]["annotations"] = annotations
+    p["metadata"]["labels"] = labels
+    s = ClusterState()
+    if bytes_path:
+        s.apply_payloads([(1, orjson.dumps(envelope(EV.POD_SUBMITTED, p)))])
+    else:
+        s.apply(envelope(EV.POD_SUBMITTED, p), 1)
+    idx = s.pod_index["ns/p"]
+    assert s.queue_names[s.queue_of(idx)] == pod_queue(p)
+    g = s.gang_of(idx)
+    assert (s.gang_keys[g] if g >= 0 else None) == gang_key(p)
+    assert ("ns/p" in (s.not_preemptable or {})) == (not pod_preemptable(p))

@@ -146,3 +146,78 @@ def test_a_saturated_queue_comes_after_a_demanding_one():
 def test_dominant_share_is_the_largest_ratio_over_the_cluster():
     total = vector({"cpu": 10, "memory": 100}, ["cpu", "memory"])
     assert dominant_share(vector({"cpu": 2, "memory": 50}, ["cpu", "memory"]), total) == 0.5
+
+
+# drf's reclaimFn with the hierarchy (``reclaimFn`` in pkg/scheduler/plugins/drf/drf.go
+# of volcano-sh/volcano; its hdrf_test.go has no reclaim case): the trees of the
+# "rescaling test" above, the reclaimer's request added and one victim's taken away.
+
+RESCALING = {
+    "root-sci": ("root/sci", "100/50"),
+    "root-eng-dev": ("root/eng/dev", "100/50/50"),
+    "root-eng-prod": ("root/eng/prod", "100/50/50"),
+}
+SCI_POD = {"cpu": 1000, "memory": G, "pods": 1}
+DEV_POD = {"cpu": 1000, "pods": 1}
+PROD_POD = {"memory": G, "pods": 1}
+NODE = {"cpu": 10_000, "memory": 10 * G, "pods": 50}
+
+
+def _rescaling_tree(held: dict[str, int]) -> HdrfTree:
+    """The rescaling test's queues and jobs (10 pods each), ``held[job]`` pods running."""
+    specs = [QueueSpec(name=n, hierarchy=h, hierarchy_weights=w) for n, (h, w) in RESCALING.items()]
+    hdrf = HdrfTree(QueueTree(hierarchy_specs(specs, "annotations")), vector(NODE, RES))
+    for job, queue, pod in (
+        ("pg1", "root-sci", SCI_POD),
+        ("pg21", "root-eng-dev", DEV_POD),
+        ("pg22", "root-eng-prod", PROD_POD),
+    ):
+        hdrf.set_job(queue, job, vector(pod, RES) * held.get(job, 0), vector(pod, RES) * 10)
+    return hdrf
+
+
+def test_reclaim_takes_from_a_queue_that_would_still_come_after_the_reclaimer():
+    """sci holds the whole node; a dev task reclaiming one sci task: with it dev's
+    eng holds 0.1 against sci's 0.9, eng comes first: the sci task is a victim."""
+    hdrf = _rescaling_tree({"pg1": 10})
+    dev, sci = vector(DEV_POD, RES), vector(SCI_POD, RES)
+    assert hdrf.reclaimable("root-eng-dev", "pg21", dev, "root-sci", "pg1", sci)
+    # The tree itself is left as it was.
+    assert hdrf.jobs["root-sci"]["pg1"][0].tolist() == (vector(SCI_POD, RES) * 10).tolist()
+    assert "pg21" not in hdrf.jobs["root-eng-dev"] or not hdrf.jobs["root-eng-dev"]["pg21"][0].any()
+
+
+def test_reclaim_at_the_hdrf_allocation_saturation_decides_before_shares():
+    """At the rescaling test's end state (sci 5 CPU + 5G, dev 5 CPU, prod 5G, the node
+    full): sci takes from neither dev nor prod (it would then hold 0.6 against eng's
+    0.5, all saturated). dev may take from sci: the gigabyte the sci task frees makes
+    memory demanding again, so prod (asking only memory) is unsaturated, and with it
+    eng, which compareQueues puts before the saturated sci whatever the shares."""
+    hdrf = _rescaling_tree({"pg1": 5, "pg21": 5, "pg22": 5})
+    dev, prod, sci = vector(DEV_POD, RES), vector(PROD_POD, RES), vector(SCI_POD, RES)
+    assert not hdrf.reclaimable("root-sci", "pg1", sci, "root-eng-dev", "pg21", dev)
+    assert not hdrf.reclaimable("root-sci", "pg1", sci, "root-eng-prod", "pg22", prod)
+    assert hdrf.reclaimable("root-eng-dev", "pg21", dev, "root-sci", "pg1", sci)
+    hdrf.update()
+    assert all(hdrf.saturated.values())  # before the move: every resource taken
+
+
+def test_reclaim_between_siblings_is_decided_below_their_common_parent():
+    """dev and prod share eng: compareQueues walks past eng (the same node on both
+    paths) and compares dev with prod; dev, holding nothing, takes from prod holding
+    three pods, not the other way round."""
+    hdrf = _rescaling_tree({"pg1": 5, "pg22": 3})
+    dev, prod = vector(DEV_POD, RES), vector(PROD_POD, RES)
+    assert hdrf.compare("root-eng-dev", "root-eng-prod") == -1
+    assert hdrf.reclaimable("root-eng-dev", "pg21", dev, "root-eng-prod", "pg22", prod)
+    assert not hdrf.reclaimable("root-eng-prod", "pg22", prod, "root-eng-dev", "pg21", dev)
+
+
+def test_reclaim_for_a_pod_of_no_gang_counts_it_as_a_job_of_its_own():
+    """A pending pod of no gang (the ``~pending`` leaf) reclaiming: it leaves the
+    pending leaf and holds its request, as a Volcano job of one task would."""
+    hdrf = _rescaling_tree({"pg1": 10})
+    dev = vector(DEV_POD, RES)
+    hdrf.set_job("root-eng-dev", "~pending", np.zeros(len(RES)), dev * 2, count=2)
+    assert hdrf.reclaimable("root-eng-dev", None, dev, "root-sci", "pg1", vector(SCI_POD, RES))
+    assert hdrf.jobs["root-eng-dev"]["~pending"][1].tolist() == (dev * 2).tolist()

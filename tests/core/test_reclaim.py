@@ -268,3 +268,61 @@ def test_reclaim_keeps_each_task_of_a_victim_job_at_its_min_available():
     verdict = Validator(s).check(proposal, record=False)
     assert not verdict.ok and verdict.reason == VICTIM_GANG_SPLIT
     assert "task master" in verdict.message
+
+
+def hdrf_cluster(b_running, waiting=1):
+    """busy_cluster's two 2-CPU nodes under hdrf's annotations (root/a, root/b, equal
+    weights): queue a runs 4 - ``b_running`` 1-CPU pods, b runs ``b_running`` and
+    waits with ``waiting`` more."""
+    s = ClusterState()
+    log = Log(s)
+    log(EV.NODE_ADDED, node("n1", cpu="2", memory="8Gi"))
+    log(EV.NODE_ADDED, node("n2", cpu="2", memory="8Gi"))
+    for name in ("a", "b"):
+        annotations = {
+            "volcano.sh/hierarchy": f"root/{name}",
+            "volcano.sh/hierarchy-weights": "1/1",
+        }
+        log(EV.QUEUE_UPSERTED, {"metadata": {"name": name, "annotations": annotations}, "spec": {}})
+    running = [("a", i) for i in range(4 - b_running)] + [("b", i) for i in range(b_running)]
+    for slot, (q, i) in enumerate(running):
+        log(EV.POD_SUBMITTED, pod(f"{q}{i}", cpu="1", memory="1Gi", queue=q))
+        log(
+            EV.PLACEMENT_COMMITTED,
+            commit((f"ns/{q}{i}", f"n{1 + slot // 2}", {"cpu": 1000, "memory": GI, "pods": 1})),
+        )
+    for i in range(b_running, b_running + waiting):
+        log(EV.POD_SUBMITTED, pod(f"b{i}", cpu="1", memory="1Gi", queue="b"))
+    return s
+
+
+def test_under_hdrf_a_victim_must_leave_the_reclaiming_queue_first_in_hdrfs_order():
+    """drf.go's reclaimFn (with the hierarchy) next to proportion's rule. b holding 1
+    of 4 CPUs may take a second from a holding 3 by proportion (2 each deserved), but
+    after the move both hold 2: hdrf's compareQueues is 0, not below, so no victim.
+    Holding none and waiting with two pods, b takes one (0.25 against 0.75)."""
+    s = hdrf_cluster(b_running=1)
+    view = queue_view(s, "annotations")
+    assert plan_reclaim(s, Placer(s), "ns/b1", view) is not None  # proportion alone
+    assert plan_reclaim(s, Placer(s), "ns/b1", view, "annotations") is None
+    assert victims_legal(s, "ns/b1", ["ns/a0"], view) is None
+    why = victims_legal(s, "ns/b1", ["ns/a0"], view, hierarchy="annotations")
+    assert "does not come before queue a in hdrf's order" in why
+
+    s = hdrf_cluster(b_running=0, waiting=2)
+    view = queue_view(s, "annotations")
+    plan = plan_reclaim(s, Placer(s), "ns/b0", view, "annotations")
+    assert plan is not None and len(plan.victims) == 1
+    assert victims_legal(s, "ns/b0", plan.victims, view, hierarchy="annotations") is None
+
+
+def test_under_hdrf_saturation_goes_before_shares_in_reclaim_too():
+    """drf.go's updateHierarchicalShare: a node is saturated only when all its
+    children are, an emptied job included (holding nothing, it is not saturated).
+    A pod of no gang is a job of its own: the victim's job is emptied, so a is
+    unsaturated after the move, while b's only pod, then holding all it asks for,
+    leaves b saturated: a comes first whatever the shares, and no victim is given."""
+    s = hdrf_cluster(b_running=0, waiting=1)
+    view = queue_view(s, "annotations")
+    assert plan_reclaim(s, Placer(s), "ns/b0", view) is not None  # proportion alone
+    assert plan_reclaim(s, Placer(s), "ns/b0", view, "annotations") is None
