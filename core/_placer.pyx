@@ -146,6 +146,7 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_TAINT_TOLERATION,
     PLUGIN_USAGE,
     PluginSpec,
+    ScoreInput,
 )
 from esched.core.scoring._gather cimport (
     kernel_total,
@@ -154,7 +155,7 @@ from esched.core.scoring._gather cimport (
     plugin_kernel_gathered,
     plugin_raw,
 )
-from esched.core.scoring._table cimport folds, kernel_of, normalized
+from esched.core.scoring._table cimport folds, kernel_of, normalized, score
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 from esched.schemas.objects import spread_default_labels
@@ -536,11 +537,31 @@ cdef Py_ssize_t _walk_fb(const ClassView* v, Py_ssize_t N, const uint8_t* ext_ma
     return k
 
 
+# The normalization walk's raw scores, [scored node in visit order][plugin], for the
+# scoring walk over the same nodes (_scan_external): grown, never shrunk.
+cdef int64_t* _raws = NULL
+cdef Py_ssize_t _raws_cap = 0
+
+
+cdef int64_t* _raws_for(Py_ssize_t n) noexcept nogil:
+    # Room for n scored nodes' raw scores, or NULL (the scoring walk then recomputes).
+    global _raws, _raws_cap
+    cdef int64_t* grown
+    if n > _raws_cap:
+        grown = <int64_t*>realloc(_raws, n * MAX_PLUGINS * sizeof(int64_t))
+        if grown == NULL:
+            return NULL
+        _raws = grown
+        _raws_cap = n
+    return _raws
+
+
 cdef void _norm_raw(const PluginSpec* specs, ClassView* v, const int32_t* feas,
-                    long long found) noexcept nogil:
+                    long long found, int64_t* raws=NULL) noexcept nogil:
     """NormalizeScore's inputs over the scored nodes ``feas[:found]``: soft topology
     spread's weights (its domains among them), then each normalized plugin's
-    largest and smallest raw score."""
+    largest and smallest raw score; with ``raws``, every raw score (raws[i *
+    MAX_PLUGINS + plugin]), which scoring the same nodes reads back."""
     cdef long long i, raw
     cdef Py_ssize_t n
     cdef int j, p
@@ -563,6 +584,8 @@ cdef void _norm_raw(const PluginSpec* specs, ClassView* v, const int32_t* feas,
         for j in range(v.n_norm):
             p = v.norm[j]
             raw = plugin_raw(specs[p].kind, v, n)
+            if raws != NULL:
+                raws[i * MAX_PLUGINS + p] = raw
             if raw < 0 and specs[p].kind == PLUGIN_POD_TOPOLOGY_SPREAD:
                 continue  # an ignored node: out of the min and max
             if raw > v.raw_max[p]:
@@ -1524,6 +1547,8 @@ cdef class Placer:
         cdef bint use_fused = False
         cdef Py_ssize_t j, n0, m
         cdef esched_fbsum sm
+        cdef int64_t* raws = NULL
+        cdef ScoreInput x
         if v.n_norm > 0:
             # The fused profile's resource scores by the vectorized kernel, as _scan
             # takes them (the same scores as the plugin table's); the normalized
@@ -1537,7 +1562,8 @@ cdef class Placer:
                 # by blocks: the kernel's resource check leaves the scores too
                 k = _walk_fb(v, N, self.ext_mask, start, target, feas, fused, &n_feas,
                              &visited)
-                _norm_raw(self.specs, <ClassView*>v, feas, n_feas)
+                raws = _raws_for(n_feas)
+                _norm_raw(self.specs, <ClassView*>v, feas, n_feas, raws)
                 j = k
             else:
                 k = self._normalize(<ClassView*>v, start, target, feas, &n_feas, &visited)
@@ -1564,7 +1590,13 @@ cdef class Placer:
                     s = fused[n]
                     for j in range(v.n_active):
                         p = v.active[j]
-                        if not folds(self.specs[p].kind):
+                        if raws != NULL and normalized(self.specs[p].kind):
+                            # the raw score the maxima walk computed (what gather reads)
+                            x.raw = raws[(i - 1) * MAX_PLUGINS + p]
+                            x.raw_max = v.raw_max[p]
+                            x.raw_min = v.raw_min[p]
+                            s += self.specs[p].weight * score(&self.specs[p], &x)
+                        elif not folds(self.specs[p].kind):
                             s += self.specs[p].weight * plugin_kernel_gathered(
                                 &self.specs[p], p, v, n)
             else:
@@ -2224,7 +2256,8 @@ cdef class Placer:
             dom = doms[j]
             per_node = self._ip_arr(0, m, node_key)
             D = ip.dom_cap[k]
-            seen_np = np.zeros(max(D, 1), dtype=np.uint8)
+            # (a hostname key counts nodes, not domains: spread_see marks none)
+            seen_np = np.zeros(1 if host else max(D, 1), dtype=np.uint8)
             seen = seen_np
             if host:
                 dc_np = per_node
