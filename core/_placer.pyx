@@ -146,6 +146,7 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_TAINT_TOLERATION,
     PLUGIN_USAGE,
     PluginSpec,
+    ScoreInput,
 )
 from esched.core.scoring._gather cimport (
     kernel_total,
@@ -154,7 +155,7 @@ from esched.core.scoring._gather cimport (
     plugin_kernel_gathered,
     plugin_raw,
 )
-from esched.core.scoring._table cimport folds, kernel_of, normalized
+from esched.core.scoring._table cimport folds, kernel_of, normalized, score
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 from esched.schemas.objects import spread_default_labels
@@ -483,6 +484,118 @@ cdef Py_ssize_t _topology_pass(const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
     for i in range(m):
         passed += ok[i]
     return passed
+
+
+cdef Py_ssize_t _walk_fb(const ClassView* v, Py_ssize_t N, const uint8_t* ext_mask,
+                         Py_ssize_t start, long long target, int32_t* feas, int32_t* out,
+                         long long* n_feas, long long* visited) noexcept nogil:
+    """_normalize's walk (the same nodes, in the same order) by blocks: the
+    vectorized kernel's resource and cordon check and resource scores (into
+    ``out``, by node), the topology filters check by check over the block, then
+    the rest of ``fits`` node by node for what passed (v.use_fb, no Usage hot
+    check: the caller's condition)."""
+    cdef Py_ssize_t k = 0, n0, m, i, n
+    cdef long long found = 0, seen = 0
+    cdef esched_fbsum sm
+    cdef uint8_t ok[ESCHED_FB_BLOCK]
+    cdef bint topo = v.n_ip > 0 or v.n_spread > 0
+    cdef bint rest = v.pinned or v.has_ports or v.has_taints or v.has_labels
+    while k < N:
+        n0 = start + k
+        if n0 >= N:
+            n0 -= N
+        m = ESCHED_FB_BLOCK - (n0 & (ESCHED_FB_BLOCK - 1))
+        if m > N - n0:
+            m = N - n0
+        if m > N - k:
+            m = N - k
+        esched_fblock_score(&v.fb, n0, m, out + n0, &sm)
+        if topo:
+            _topology_pass(v, n0, m, ok)
+        for i in range(m):
+            n = n0 + i
+            if out[n] == ESCHED_FB_DEAD:
+                continue
+            if ext_mask != NULL and not ext_mask[n]:
+                continue
+            seen += 1
+            if out[n] < 0 or (topo and not ok[i]):
+                continue
+            if rest and ((v.pinned and n != v.pin) or (v.has_ports and not ports_ok(v, n))
+                         or (v.has_taints and not taints_ok(v, n))
+                         or (v.has_labels and not selector_ok(v, n))):
+                continue
+            feas[found] = <int32_t>n
+            found += 1
+            if found >= target:
+                n_feas[0] = found
+                visited[0] = seen
+                return k + i + 1
+        k += m
+    n_feas[0] = found
+    visited[0] = seen
+    return k
+
+
+# The normalization walk's raw scores, [scored node in visit order][plugin], for the
+# scoring walk over the same nodes (_scan_external): grown, never shrunk.
+cdef int64_t* _raws = NULL
+cdef Py_ssize_t _raws_cap = 0
+
+
+cdef int64_t* _raws_for(Py_ssize_t n) noexcept nogil:
+    # Room for n scored nodes' raw scores, or NULL (the scoring walk then recomputes).
+    global _raws, _raws_cap
+    cdef int64_t* grown
+    if n > _raws_cap:
+        grown = <int64_t*>realloc(_raws, n * MAX_PLUGINS * sizeof(int64_t))
+        if grown == NULL:
+            return NULL
+        _raws = grown
+        _raws_cap = n
+    return _raws
+
+
+cdef void _norm_raw(const PluginSpec* specs, ClassView* v, const int32_t* feas,
+                    long long found, int64_t* raws=NULL) noexcept nogil:
+    """NormalizeScore's inputs over the scored nodes ``feas[:found]``: soft topology
+    spread's weights (its domains among them), then each normalized plugin's
+    largest and smallest raw score; with ``raws``, every raw score (raws[i *
+    MAX_PLUGINS + plugin]), which scoring the same nodes reads back."""
+    cdef long long i, raw
+    cdef Py_ssize_t n
+    cdef int j, p
+    cdef bint spread = False
+    for j in range(v.n_norm):
+        spread |= specs[v.norm[j]].kind == PLUGIN_POD_TOPOLOGY_SPREAD
+    if spread:
+        # PodTopologySpread weighs each constraint by its domains among the scored
+        # nodes: they are all known before any raw score.
+        spread_start(v)
+        for i in range(found):
+            spread_see(v, feas[i])
+        spread_weigh(v)
+    for j in range(v.n_norm):
+        # (InterPodAffinity's raw scores may be negative)
+        v.raw_max[v.norm[j]] = -9223372036854775807
+        v.raw_min[v.norm[j]] = 9223372036854775807
+    for i in range(found):
+        n = feas[i]
+        for j in range(v.n_norm):
+            p = v.norm[j]
+            raw = plugin_raw(specs[p].kind, v, n)
+            if raws != NULL:
+                raws[i * MAX_PLUGINS + p] = raw
+            if raw < 0 and specs[p].kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+                continue  # an ignored node: out of the min and max
+            if raw > v.raw_max[p]:
+                v.raw_max[p] = raw
+            if raw < v.raw_min[p]:
+                v.raw_min[p] = raw
+    if found == 0:
+        for j in range(v.n_norm):
+            v.raw_max[v.norm[j]] = 0
+            v.raw_min[v.norm[j]] = 0
 
 
 @cython.final
@@ -1434,17 +1547,28 @@ cdef class Placer:
         cdef bint use_fused = False
         cdef Py_ssize_t j, n0, m
         cdef esched_fbsum sm
+        cdef int64_t* raws = NULL
+        cdef ScoreInput x
         if v.n_norm > 0:
+            # The fused profile's resource scores by the vectorized kernel, as _scan
+            # takes them (the same scores as the plugin table's); the normalized
+            # plugins are added per node below.
+            use_fused = (self.pf.on and v.use_fb and not v.fb_special and v.n_need >= 0
+                         and not (v.has_pref and self.has_node_group))
             # (the maxima live in the view, which _place's callers own) The walk for
             # the maxima is this one: it leaves the feasible nodes in visit order, the
             # nodes scored below, and how far it went.
-            k = self._normalize(<ClassView*>v, start, target, feas, &n_feas, &visited)
-            # The fused profile's resource scores of the walked nodes by the vectorized
-            # kernel, as _scan takes them (the same scores as the plugin table's); the
-            # normalized plugins are added per node below.
-            use_fused = (self.pf.on and v.use_fb and not v.fb_special and v.n_need >= 0
-                         and not (v.has_pref and self.has_node_group) and n_feas > 0)
-            j = 0
+            if use_fused and v.n_hot == 0:
+                # by blocks: the kernel's resource check leaves the scores too
+                k = _walk_fb(v, N, self.ext_mask, start, target, feas, fused, &n_feas,
+                             &visited)
+                raws = _raws_for(n_feas)
+                _norm_raw(self.specs, <ClassView*>v, feas, n_feas, raws)
+                j = k
+            else:
+                k = self._normalize(<ClassView*>v, start, target, feas, &n_feas, &visited)
+                j = 0
+            use_fused = use_fused and n_feas > 0
             while use_fused and j < k:
                 n0 = start + j
                 if n0 >= N:
@@ -1466,7 +1590,13 @@ cdef class Placer:
                     s = fused[n]
                     for j in range(v.n_active):
                         p = v.active[j]
-                        if not folds(self.specs[p].kind):
+                        if raws != NULL and normalized(self.specs[p].kind):
+                            # the raw score the maxima walk computed (what gather reads)
+                            x.raw = raws[(i - 1) * MAX_PLUGINS + p]
+                            x.raw_max = v.raw_max[p]
+                            x.raw_min = v.raw_min[p]
+                            s += self.specs[p].weight * score(&self.specs[p], &x)
+                        elif not folds(self.specs[p].kind):
                             s += self.specs[p].weight * plugin_kernel_gathered(
                                 &self.specs[p], p, v, n)
             else:
@@ -1523,46 +1653,18 @@ cdef class Placer:
         """kube's NormalizeScore over the nodes being scored: walk from ``start`` as the
         scan does (alive, the external filter, feasible) until ``target`` feasible
         nodes, and set each normalized plugin's ``v.raw_max`` to the largest raw score
-        among them. Returns how many nodes the walk went through; with ``feas``, the
-        feasible nodes it found go there in visit order (``n_feas`` of them) and
-        ``visited`` counts the nodes it looked at (alive, through the external filter).
+        among them (_norm_raw). Returns how many nodes the walk went through; with
+        ``feas``, the feasible nodes it found go there in visit order (``n_feas`` of
+        them) and ``visited`` counts the nodes it looked at (alive, through the
+        external filter).
 
         esched scores a sample (relaxed randomization) as kube scores the feasible nodes
         it found (percentageOfNodesToScore): the sample is the normalization set.
         """
         cdef Py_ssize_t N = self.n_nodes, k = 0, n
-        cdef long long found = 0, raw
-        cdef int j, p
-        cdef bint spread = False
-        for j in range(v.n_norm):
-            spread |= self.specs[v.norm[j]].kind == PLUGIN_POD_TOPOLOGY_SPREAD
-        if spread:
-            # PodTopologySpread weighs each constraint by its domains among the scored
-            # nodes: one walk over them first (the same walk as below).
-            spread_start(v)
-            while k < N:
-                n = start + k
-                if n >= N:
-                    n -= N
-                k += 1
-                if not (v.flags[n] & NODE_ALIVE):
-                    continue
-                if self.ext_mask != NULL and not self.ext_mask[n]:
-                    continue
-                if not fits(v, n):
-                    continue
-                spread_see(v, n)
-                found += 1
-                if found >= target:
-                    break
-            spread_weigh(v)
-            k = 0
-            found = 0
-        for j in range(v.n_norm):
-            # (InterPodAffinity's raw scores may be negative)
-            v.raw_max[v.norm[j]] = -9223372036854775807
-            v.raw_min[v.norm[j]] = 9223372036854775807
-        cdef long long seen = 0
+        cdef long long found = 0, seen = 0
+        if feas == NULL:
+            feas = &self.sc[CACHE_SLOTS, 0]
         while k < N:
             n = start + k
             if n >= N:
@@ -1575,25 +1677,12 @@ cdef class Placer:
             seen += 1
             if not fits(v, n):
                 continue
-            if feas != NULL:
-                feas[found] = <int32_t>n
-            for j in range(v.n_norm):
-                p = v.norm[j]
-                raw = plugin_raw(self.specs[p].kind, v, n)
-                if raw < 0 and self.specs[p].kind == PLUGIN_POD_TOPOLOGY_SPREAD:
-                    continue  # an ignored node: out of the min and max
-                if raw > v.raw_max[p]:
-                    v.raw_max[p] = raw
-                if raw < v.raw_min[p]:
-                    v.raw_min[p] = raw
+            feas[found] = <int32_t>n
             found += 1
             if found >= target:
                 break
-        if found == 0:
-            for j in range(v.n_norm):
-                v.raw_max[v.norm[j]] = 0
-                v.raw_min[v.norm[j]] = 0
-        if feas != NULL:
+        _norm_raw(self.specs, v, feas, found)
+        if n_feas != NULL:
             n_feas[0] = found
             visited[0] = seen
         return k
@@ -2167,7 +2256,8 @@ cdef class Placer:
             dom = doms[j]
             per_node = self._ip_arr(0, m, node_key)
             D = ip.dom_cap[k]
-            seen_np = np.zeros(max(D, 1), dtype=np.uint8)
+            # (a hostname key counts nodes, not domains: spread_see marks none)
+            seen_np = np.zeros(1 if host else max(D, 1), dtype=np.uint8)
             seen = seen_np
             if host:
                 dc_np = per_node

@@ -351,6 +351,8 @@ WORKLOADS = {
     "requests only",
     "preferred-affinity": "preferred pod affinity (weight 1) on topology.kubernetes.io/zone, "
     "one selector for all pods (kube's SchedulingPreferredPodAffinity)",
+    "default-spread": "requests only, pods of 5 ReplicaSets: kube's system default "
+    "topology spread (ScheduleAnyway on zone and hostname, scored)",
 }
 _HOST = "kubernetes.io/hostname"
 _ZONE = "topology.kubernetes.io/zone"
@@ -361,6 +363,7 @@ def _workload_pod(name: str, j: int, rnd: random.Random, shape: str) -> dict[str
     req = {"cpu": f"{100 * cpu}m", "memory": f"{128 * mem}Mi"}
     spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": req}}]}
     labels: dict[str, str] = {}
+    meta_extra: dict[str, Any] = {}
     if shape == "mixed":
         shape = ("anti-group", "spread-zone", "resources")[j % 3]
     if shape in ("anti-affinity", "anti-group"):
@@ -382,6 +385,11 @@ def _workload_pod(name: str, j: int, rnd: random.Random, shape: str) -> dict[str
         spec["affinity"] = {
             "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [wterm]}
         }
+    elif shape == "default-spread":
+        labels["app"] = f"web{j % 5}"
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"web{j % 5}",
+                 "uid": f"rs-{j % 5}", "controller": True}  # fmt: skip
+        meta_extra = {"ownerReferences": [owner]}
     elif shape in ("spread", "spread-zone"):
         labels["app"] = "spread"
         keys = [_ZONE, _HOST] if shape == "spread" else [_ZONE]
@@ -394,7 +402,7 @@ def _workload_pod(name: str, j: int, rnd: random.Random, shape: str) -> dict[str
             }
             for key in keys
         ]
-    meta: dict[str, Any] = {"name": name, "namespace": "bench"}
+    meta: dict[str, Any] = {"name": name, "namespace": "bench", **meta_extra}
     if labels:
         meta["labels"] = labels
     return {"metadata": meta, "spec": spec}

@@ -152,11 +152,12 @@ _ACCOUNTING = {
 )
 @click.option(
     "--workload",
-    type=click.Choice(["anti-affinity", "spread", "mixed", "preferred-affinity"]),
+    type=click.Choice(["anti-affinity", "spread", "mixed", "preferred-affinity", "default-spread"]),
     default=None,
     help="A kube scheduler_perf shape instead of the default workload: required pod "
-    "anti-affinity on hostname, DoNotSchedule spread on zone and hostname, a mix, or "
-    "preferred pod affinity on zone; "
+    "anti-affinity on hostname, DoNotSchedule spread on zone and hostname, a mix, "
+    "preferred pod affinity on zone, or ReplicaSets' pods (kube's system default "
+    "spreading); "
     "pods placed one by one by key beside the same pods with requests only "
     "(default size with it: 5,000 nodes and pods).",
 )

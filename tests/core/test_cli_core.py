@@ -113,7 +113,13 @@ def test_bench_core_repeat_reports_every_run_and_the_same_decisions():
 
 
 def test_bench_core_workloads_place_kube_perf_shapes_beside_requests_only():
-    shapes = (("anti-affinity", 40), ("spread", 60), ("mixed", 60), ("preferred-affinity", 60))
+    shapes = (
+        ("anti-affinity", 40),
+        ("spread", 60),
+        ("mixed", 60),
+        ("preferred-affinity", 60),
+        ("default-spread", 60),
+    )
     for workload, placed in shapes:
         result = CliRunner().invoke(
             bench_core, ["--workload", workload, "--nodes", "40", "--pods", "60", "--json"]
