@@ -24,6 +24,7 @@ from esched.core.queues import node_group_terms
 from esched.schemas.quantity import QuantityError, resource_list
 from esched.schemas.validator.timewindow import event_seconds
 
+from esched.core._fold_usage cimport _usage_nodes, _usage_pods
 from esched.core._state cimport ClusterState, _class_of, _in_range
 from esched.core._types cimport (
     NODE_ALIVE,
@@ -469,6 +470,21 @@ cdef int _gang_size_annotation(ClusterState self, Py_ssize_t g, object value) ex
     self.gang_min[g] = size
     return 0
 
+cdef Py_ssize_t _pod_in_phase(ClusterState self, object key, int phase,
+                               str wrong_phase) except -2:
+    # The slot of pod ``key`` when it is in ``phase``, else -1 and one anomaly:
+    # "unknown_pod" (never submitted, or deleted) or ``wrong_phase``. The lifecycle
+    # handlers' common start (a commit's bindings check their node in between).
+    idx = self.pod_index.get(key)
+    if idx is None:
+        self._anomaly("unknown_pod")
+        return -1
+    cdef Py_ssize_t p = idx
+    if self.pod_phase[p] != phase:
+        self._anomaly(wrong_phase)
+        return -1
+    return p
+
 cdef int _pod_finished(ClusterState self, dict data, int phase) except -1:
     cdef dict meta = data.get("metadata") or {}
     return _pod_finish(self, _meta_key(meta), phase)
@@ -506,12 +522,7 @@ cdef int _pod_updated(ClusterState self, dict data) except -1:
     # lose gates (kube's pod update validation refuses adding one). An absent or
     # empty list removes every gate: the pod becomes schedulable work.
     key = _meta_key(data.get("metadata") or {})
-    idx = self.pod_index.get(key)
-    if idx is None:
-        self._anomaly("unknown_pod")
-        return 0
-    if self.pod_phase[<Py_ssize_t>idx] != PHASE_PENDING:
-        self._anomaly("update_not_pending")
+    if _pod_in_phase(self, key, PHASE_PENDING, "update_not_pending") < 0:
         return 0
     spec = data.get("spec") or {}
     new = _gate_names(spec.get("schedulingGates"))
@@ -714,13 +725,8 @@ cdef int _bind_allocated(ClusterState self, Py_ssize_t p, Py_ssize_t n, bint has
     return 0
 
 cdef int _evicted(ClusterState self, dict data) except -1:
-    idx = self.pod_index.get(data.get("pod"))
-    if idx is None:
-        self._anomaly("unknown_pod")
-        return 0
-    cdef Py_ssize_t p = idx
-    if self.pod_phase[p] != PHASE_RUNNING:
-        self._anomaly("evict_not_running")
+    cdef Py_ssize_t p = _pod_in_phase(self, data.get("pod"), PHASE_RUNNING, "evict_not_running")
+    if p < 0:
         return 0
     self._release(p)
     self._set_phase(p, PHASE_PENDING)
@@ -728,13 +734,8 @@ cdef int _evicted(ClusterState self, dict data) except -1:
 
 cdef int _rejected(ClusterState self, dict data) except -1:
     # Refused at admission (quota, closed queue): a Pending pod becomes Failed.
-    idx = self.pod_index.get(data.get("pod"))
-    if idx is None:
-        self._anomaly("unknown_pod")
-        return 0
-    cdef Py_ssize_t p = idx
-    if self.pod_phase[p] != PHASE_PENDING:
-        self._anomaly("reject_not_pending")
+    cdef Py_ssize_t p = _pod_in_phase(self, data.get("pod"), PHASE_PENDING, "reject_not_pending")
+    if p < 0:
         return 0
     self._set_phase(p, PHASE_FAILED)
     _release_if_idle(self, self.pod_gang[p])
@@ -802,7 +803,7 @@ cdef int _apply(ClusterState self, dict event) except -1:
         if isinstance(data, dict) and data.get("pods"):
             try:
                 now = event_seconds(event.get("time"))
-                self._usage_pods(data["pods"], self.clock if now is None else now)
+                _usage_pods(self, data["pods"], self.clock if now is None else now)
             except _MALFORMED:
                 self._anomaly("malformed")
     return 0
@@ -840,7 +841,7 @@ cdef int _apply_data(ClusterState self, int code, object data) except -1:
         elif code == EV_GANG_RESERVED:
             _gang_reserved(self, data)
         elif code == EV_USAGE:
-            self._usage(data)
+            _usage_nodes(self, data.get("nodes"))  # pods[]: _usage_pods, from _apply
         elif code == EV_PODGROUP:
             _podgroup(self, data)
         elif code == EV_QUEUE:

@@ -1,5 +1,5 @@
 # Borg's reservation rule (EuroSys 2015, section 5.5), one step: the one home of the
-# curve. The fold (_state.pyx, ClusterState._usage_pods) calls it per pod and
+# curve. The fold (_fold_usage.pyx, _usage_pods) calls it per pod and
 # reclaimed resource on each usage report, on the log's clock; the parameters and
 # their defaults are core/reservations.py's ReclamationConfig.
 from libc.math cimport ceil, exp

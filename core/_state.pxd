@@ -156,7 +156,7 @@ cdef class ClusterState:
     cdef dict _node_usage                # node name -> (report time s, {column: units})
     cdef public double usage_max_age     # a report older than this on the clock: ignored
     cdef public long long usage_gen      # bumped by every fold that changes node_usage
-    cdef object _usage_time              # ``time`` of the usage event being folded
+    cdef object _usage_time              # ``time`` of the usage event being folded (_fold_usage)
     # --- reclamation (Borg 5.5): limits and reservations (core/reservations.py) ---
     cdef object _reclamation             # ReclamationConfig (see the reclamation property)
     cdef double rc_hold, rc_tau, rc_margin, rc_burst  # its numbers, for the fold's loops
@@ -189,9 +189,6 @@ cdef class ClusterState:
     cdef bint _charge_fits(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef Py_ssize_t _new_pod_slot(self, str key) except -1
     cdef Py_ssize_t _new_node_slot(self, str name) except -1
-    cdef int _usage(self, dict data) except -1
-    cdef int _usage_nodes(self, object nodes) except -1
-    cdef int _usage_pods(self, list pods, double now) except -1
     cdef void _set_rflags(self, Py_ssize_t col)
     cpdef apply(self, dict event, long long position)
     # --- read API bounds checks ---

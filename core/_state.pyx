@@ -42,16 +42,14 @@ from esched.schemas.objects import (
 from esched.core import phases as _phases
 from esched.core.phases import PHASES
 from esched.core.bands import never_preempts
-from esched.core.queues import queue_view
 from esched.core.reservations import (
     DEFAULT_RECLAMATION, ReclamationConfig, current_reclamation,
 )
-from esched.schemas.quantity import MAX_BASE_UNITS, resource_list, to_base_units
-from esched.schemas.validator.timewindow import event_seconds
+from esched.schemas.quantity import MAX_BASE_UNITS, to_base_units
 
-from libc.math cimport NAN, isnan
+from libc.math cimport NAN
 
-from esched.core._reservations cimport RES_OVERCOMMIT, RES_RECLAIM, next_reservation
+from esched.core._reservations cimport RES_OVERCOMMIT, RES_RECLAIM
 # The fold's handlers (the dict path) and its type table; that module knows this class
 # through _state.pxd only, and is loaded (C level) before this module's body runs.
 from esched.core._fold cimport _apply, _apply_any, event_counts
@@ -106,13 +104,6 @@ class PositionError(ValueError):
             f"event at log position {position} cannot be folded into a state at position "
             f"{current}: positions must strictly increase"
         )
-
-
-def _usage_node_name(name) -> str:
-    """A usage report's node name; TypeError (a malformed body) if it is not a string."""
-    if type(name) is not str:
-        raise TypeError("usage report node name must be a string")
-    return name
 
 
 cdef object _grown(object arr, Py_ssize_t rows, Py_ssize_t cols=-1):
@@ -913,87 +904,6 @@ cdef class ClusterState:
         self.node_gen += 1
         return n
 
-    # ------------------------------------------------------------------ usage reports
-
-    cdef int _usage(self, dict data) except -1:
-        self._usage_nodes(data.get("nodes"))  # pods[]: _usage_pods, from _apply
-        return 0
-    cdef int _usage_pods(self, list pods, double now) except -1:
-        # The pods[] part of a usage report at event time ``now``: each bound pod's
-        # last usage and its reservations (Borg 5.5, core/_reservations.pxd). Parsed
-        # whole before anything changes, so a malformed body has no effect.
-        cdef Py_ssize_t p, n, r, i, m = len(pods)
-        cdef units_t old, new, use
-        cdef double hold_end, last, dt
-        cdef bint holding, over
-        cdef dict entry, raw
-        parsed = []
-        for entry in pods:
-            raw = entry.get("usage") or {}
-            parsed.append((<str?>entry["pod"],
-                           {<str>name: self._units(name, value) for name, value in raw.items()}))
-        if now > self.clock:
-            self.clock = now
-        now = self.clock  # the log's clock never runs backwards
-        for i in range(m):
-            key, usage = parsed[i]
-            self.pod_usage[key] = usage
-            slot = self.pod_index.get(key)
-            if slot is None:
-                continue
-            p = slot
-            n = self.pod_node[p]
-            if n < 0:
-                continue
-            if isnan(self.pod_rtime[p, 0]):
-                # first report since binding: the start-up hold starts now
-                self.pod_rtime[p, 0] = now + self.rc_hold
-                self.pod_rtime[p, 1] = now
-            hold_end = self.pod_rtime[p, 0]
-            last = self.pod_rtime[p, 1]
-            holding = now < hold_end
-            dt = now - (last if last > hold_end else hold_end)
-            changed = False
-            for name, use in usage.items():
-                col = self.res_index.get(name)
-                if col is None:
-                    continue
-                r = col
-                if not (self.res_rflags[r] & RES_RECLAIM):
-                    continue
-                over = (self.res_rflags[r] & RES_OVERCOMMIT) != 0
-                old = self.pod_resv[p, r]
-                new = next_reservation(old, self.class_lim[self.pod_class[p], r], use, dt,
-                                       holding, self.rc_tau, self.rc_margin, over)
-                if new != old:
-                    self.pod_resv[p, r] = new
-                    self.node_resv[n, r] += new - old
-                    changed = True
-            self.pod_rtime[p, 1] = now
-            if changed:
-                self.version[n] += 1
-        return 0
-
-    cdef int _usage_nodes(self, object nodes) except -1:
-        # nodes[] of a usage report: each node's usage at the event's time. The clock
-        # is the newest report time folded (event time, never the wall clock), so a
-        # replay judges staleness (node_usage) exactly as the live fold did. A report
-        # without a usable time counts at the clock (it cannot move it).
-        if not nodes:
-            return 0
-        # Every entry read before anything changes: a malformed one has no effect.
-        parsed = [(_usage_node_name(u["name"]), resource_list(u.get("usage"), "usage"))
-                  for u in nodes]
-        at = event_seconds(self._usage_time)
-        if at is None:
-            at = self.clock
-        elif at > self.clock:
-            self.clock = at
-        for name, usage in parsed:
-            self._node_usage[name] = (at, usage)
-        self.usage_gen += 1
-        return 0
-
     def apply_payloads(self, rows) -> int:
         """Fold ``(position, payload)`` pairs, payloads being stored envelope bytes.
 
@@ -1057,55 +967,13 @@ cdef class ClusterState:
         """Events folded per type (unknown types included)."""
         return event_counts(self)
 
+    # (the larger reports: core/_state_views.pyx)
+
     def summary(self) -> dict:
         """The stable JSON view: position, node totals, pods per phase, gangs, queues,
         reservations."""
-        cdef Py_ssize_t n = self.n_nodes, r
-        alive = (self.flags_np[:n] & NODE_ALIVE) != 0
-        # Python integers: a cluster's total of int64 columns may not fit an int64.
-        allocatable = self.allocatable_np[:n][alive].astype(object).sum(axis=0)
-        allocated = self.allocated_np[:n][alive].astype(object).sum(axis=0)
-        order = sorted(range(self.n_res), key=lambda i: self.res_names[i])
-        gangs = {}
-        for g in sorted(range(self.n_gangs), key=lambda i: self.gang_keys[i]):
-            entry = {"minMember": int(self.gang_min[g]), "queue": self.gang_meta[g]["queue"]}
-            for i, phase in enumerate(PHASES):
-                entry[phase] = int(self.gang_counts[g, i])
-            gangs[self.gang_keys[g]] = dict(sorted(entry.items()))
-        queues = {}
-        view = queue_view(self)
-        for q in sorted(range(self.n_queues), key=lambda i: self.queue_names[i]):
-            meta = self.queue_meta[q]
-            entry = {k: (dict(sorted(v.items())) if isinstance(v, dict) else v)
-                     for k, v in meta.items() if (k != "affinity" or v) and k != "implicit"}
-            computed = view[self.queue_names[q]]
-            entry["path"] = computed["path"]
-            entry["fairShare"] = computed["fairShare"]
-            entry["share"] = computed["share"]
-            entry["allocated"] = {
-                self.res_names[r]: int(self.queue_alloc[q, r])
-                for r in order if self.queue_alloc[q, r] != 0
-            }
-            entry["Pending"] = int(self.queue_counts[q, PHASE_PENDING])
-            entry["Running"] = int(self.queue_counts[q, PHASE_RUNNING])
-            queues[self.queue_names[q]] = dict(sorted(entry.items()))
-        return {
-            "gangs": gangs,
-            "nodes": {
-                "allocatable": {self.res_names[r]: int(allocatable[r]) for r in order},
-                "allocated": {self.res_names[r]: int(allocated[r]) for r in order},
-                "count": int(alive.sum()),
-            },
-            "pods": {phase: int(self.phase_counts[i]) for i, phase in enumerate(PHASES)},
-            "position": int(self.position),
-            # PriorityClass objects of the log (esched.priorityclass.upserted).
-            "priorityClasses": {k: dict(v) for k, v in sorted(self.priority_classes.items())},
-            "queues": queues,
-            # Nodes held for a starving gang (esched.gang.reserved), until it is placed.
-            "reservations": {g: list(nodes) for g, nodes in sorted(self.reservations.items())},
-            # Pending pods kube's SchedulingGates holds back, with the gates they wait for.
-            "schedulingGated": {k: list(v) for k, v in sorted(self.gated.items())},
-        }
+        from esched.core._state_views import summary
+        return summary(self)
 
     def reclamation_view(self) -> dict:
         """Borg's reclamation per alive node and resource the node's pods limit:
@@ -1115,44 +983,8 @@ cdef class ClusterState:
         ``reclaimed`` (limit - reserved); and the same summed over the cluster.
         With reclamation off (the default) every pod is judged by its requests:
         ``accounting`` says ``requests`` and limit = reserved = the requests."""
-        cdef Py_ssize_t n, r, p
-        use = np.zeros((self.n_nodes, self.n_res), dtype=object)
-        for key, usage in self.pod_usage.items():
-            slot = self.pod_index.get(key)
-            if slot is None or self.pod_node[<Py_ssize_t>slot] < 0:
-                continue
-            n = self.pod_node[<Py_ssize_t>slot]
-            for name, units in usage.items():
-                col = self.res_index.get(name)
-                if col is not None:
-                    use[n, col] += units
-        lim, resv = self.node_limits(), self.node_reservations()
-        reserved = self.node_reserved()
-        order = sorted(range(self.n_res), key=lambda i: self.res_names[i])
-        nodes = {}
-        totals = {}
-        for n in range(self.n_nodes):
-            if not self.flags[n] & NODE_ALIVE:
-                continue
-            row = {}
-            for r in order:
-                if lim[n, r] == 0 and use[n, r] == 0:
-                    continue
-                entry = {"limit": int(lim[n, r]), "reservation": int(resv[n, r]),
-                         "reserved": int(reserved[n, r]), "usage": int(use[n, r]),
-                         "reclaimed": int(lim[n, r] - reserved[n, r])}
-                row[self.res_names[r]] = entry
-                t = totals.setdefault(self.res_names[r], dict.fromkeys(entry, 0))
-                for k, v in entry.items():
-                    t[k] += v
-            if row:
-                nodes[self.node_names[n]] = row
-        return {"nodes": nodes, "totals": totals, "clock": self.clock,
-                # what pods are placed against: requests with reclamation off (the
-                # default; then limit = reservation = reserved = requests)
-                "accounting": "limits/reservations" if self._reclamation.enabled
-                else "requests",
-                "config": self._reclamation.as_dict()}
+        from esched.core._state_views import reclamation_view
+        return reclamation_view(self)
 
     def pod(self, key: str) -> dict | None:
         """One pod's record (phase, node, class, gang, queue, priority, allocation,

@@ -9,7 +9,7 @@ wherever its requests fit, as kube would. ``enabled: true`` turns on Borg's rule
 
 With reclamation on, every running pod has a **limit** per resource (its Kubernetes
 ``limits``, else its requests; see ``docs/scheduling.md``) and a **reservation**: what the scheduler
-expects it to use. The fold (``ClusterState``, ``core/_state.pyx``) keeps the
+expects it to use. The fold (``ClusterState``, ``core/_fold_usage.pyx``) keeps the
 reservation per pod and resource from the ``pods[]`` part of
 ``esched.usage.reported`` events, on the log's clock (each event's ``time``), so a
 replay gives the same reservations. The rule itself is one inline function,

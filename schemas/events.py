@@ -129,7 +129,7 @@ _NAMESPACED_KIND = {
 def namespaced_key(namespace: str | None, name: str) -> str:
     """``namespace/name``, the key of a pod, PodGroup or gang; an empty or missing
     namespace is :data:`DEFAULT_NAMESPACE`. The fold's bytes scanner
-    (``core/_state.pyx``) builds the same key from this constant."""
+    (``core/_fold_bytes.pyx``) builds the same key from this constant."""
     return f"{namespace or DEFAULT_NAMESPACE}/{name}"
 
 

@@ -343,8 +343,7 @@ class Auditor:
             if why is not None:
                 self._flag(position, "reclaim_illegal", f"{pod} reclaimed for {data['by']}: {why}")
         self._evictions.setdefault(data["decision"], []).append((position, pod))
-        record = st.pod(pod) if isinstance(pod, str) else None
-        if pidx is not None and record is not None and record["phase"] == "Running":
+        if pidx is not None and st.phase_of(pidx) == PHASE_RUNNING:
             # Where the victim ran and what GPU share it held on which devices: the
             # preemption's necessity is judged with it still there (_necessary).
             self._victims_of.setdefault(data["decision"], []).append(

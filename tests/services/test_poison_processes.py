@@ -103,18 +103,9 @@ def test_poison_pills_leave_every_service_running_and_placing(
     env = service_env(pg_url, dev_broker.bootstrap)
     store_log = Log(pg_url)
     procs = Processes(env, tmp_path)
-    services, start = procs.services, procs.start
+    services = procs.services
     try:
-        start("ingest", "ingest")
-        commit = start("commit", "commit")
-        start("dispatch", "dispatch")
-        replica = start("replica-r1", "replica", "--id", "r1")
-        wait_until(
-            "the services ready",
-            lambda: commit.logged("commit service leading") and replica.logged("replica r1 ready"),
-            60,
-            services,
-        )
+        procs.start_placing(seeded=False)
         before = _pods(0, 20)
         procs.publish(
             write_events(tmp_path / "before.jsonl", [*(node_event(i) for i in range(20)), *before])

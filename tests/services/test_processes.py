@@ -179,19 +179,10 @@ def test_preemption_over_kafka_as_processes(
     urgent = [pod("prod", "2", priority=1000)]
 
     procs = Processes(env, tmp_path)
-    services, start, publish = procs.services, procs.start, procs.publish
+    services, publish = procs.services, procs.publish
 
     try:
-        start("ingest", "ingest")
-        commit = start("commit", "commit")
-        start("dispatch", "dispatch")
-        replica = start("replica", "replica", "--id", "r1", "--seed", "1")
-        wait_until(
-            "the services ready",
-            lambda: commit.logged("commit service leading") and replica.logged("replica r1 ready"),
-            60,
-            services,
-        )
+        procs.start_placing()
         publish(write_events(tmp_path / "fill.jsonl", fill))
         be = {f"t/be{i}" for i in range(4)}
         wait_until(
@@ -240,4 +231,4 @@ def test_preemption_over_kafka_as_processes(
     report = orjson.loads(audit.stdout)
     assert audit.returncode == 0 and report["ok"], report
     assert report["checked"]["preemptions"] == 1 and report["checked"]["evictions"] == 2
-    assert all(statuses[n] == 0 for n in ("ingest", "commit", "dispatch", "replica")), statuses
+    assert all(statuses[n] == 0 for n in ("ingest", "commit", "dispatch", "replica-r1")), statuses

@@ -92,25 +92,11 @@ def _recovery(
     nodes = [node_event(i) for i in range(20)]
     before, after = _pods(0, 60), _pods(1000, 60)
     procs = Processes(env, tmp_path)
-    services, start = procs.services, procs.start
+    services = procs.services
     ids = [f"r{i}" for i in range(1, replicas + 1)]
     try:
-        start("ingest", "ingest")
-        commit = start("commit", "commit")
-        start("dispatch", "dispatch")
-        rs = [
-            start(f"replica-{r}", "replica", "--id", r, "--seed", r[1:], *replica_args) for r in ids
-        ]
+        _commit, rs = procs.start_placing(replicas, replica_args)
         r1 = rs[0]
-        wait_until(
-            "the services ready",
-            lambda: (
-                commit.logged("commit service leading")
-                and all(r.logged(f"replica {i} ready") for i, r in zip(ids, rs, strict=True))
-            ),
-            60,
-            services,
-        )
         procs.publish(write_events(tmp_path / "before.jsonl", nodes + before))
         wait_until(
             "every replica placing",
@@ -289,28 +275,11 @@ def _stall_after_sigkill(
     env = service_env(pg_url, broker.bootstrap)
     store_log = Log(pg_url)
     procs = Processes(env, tmp_path)
-    services, start = procs.services, procs.start
+    services = procs.services
     extra = () if bridge else ("--no-bridge-rebalance",)
     rate, seconds, kill_after, window = 40.0, 30.0, 6.0, 20.0
     try:
-        start("ingest", "ingest")
-        commit = start("commit", "commit")
-        start("dispatch", "dispatch")
-        replicas = [
-            start(
-                f"replica-r{i}", "replica", "--id", f"r{i}", "--seed", str(i), *REPLICA_ARGS, *extra
-            )
-            for i in (1, 2, 3)
-        ]
-        wait_until(
-            "the services ready",
-            lambda: (
-                commit.logged("commit service leading")
-                and all(r.logged(f"replica r{i} ready") for i, r in enumerate(replicas, 1))
-            ),
-            60,
-            services,
-        )
+        _commit, replicas = procs.start_placing(3, (*REPLICA_ARGS, *extra))
         procs.publish(write_events(tmp_path / "nodes.jsonl", [node_event(i) for i in range(20)]))
         warm = [_small_pod(j) for j in range(90)]
         procs.publish(write_events(tmp_path / "warm.jsonl", warm))

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
 
 from esched.schemas.events import PLACEMENT_COMMITTED, POD_UNSCHEDULABLE
-from esched.services.procs import ServiceProcess, run_esched
+from esched.services.procs import ServiceProcess, run_esched, wait_until
 from esched.services.store import open_store
 
 
@@ -27,6 +28,37 @@ class Processes:
         s = ServiceProcess(name, args, self.env, self.logdir)
         self.services.append(s)
         return s
+
+    def start_placing(
+        self, replicas: int = 1, replica_args: Sequence[str] = (), seeded: bool = True
+    ) -> tuple[ServiceProcess, list[ServiceProcess]]:
+        """The placing set: ingest, commit, dispatch and replicas ``r1``..``r<replicas>``
+        (``--seed i`` when ``seeded``, then ``replica_args``), once the commit service
+        leads and every replica is ready; returns the commit service and the replicas."""
+        self.start("ingest", "ingest")
+        commit = self.start("commit", "commit")
+        self.start("dispatch", "dispatch")
+        started = [
+            self.start(
+                f"replica-r{i}",
+                "replica",
+                "--id",
+                f"r{i}",
+                *(("--seed", str(i)) if seeded else ()),
+                *replica_args,
+            )
+            for i in range(1, replicas + 1)
+        ]
+        wait_until(
+            "the services ready",
+            lambda: (
+                commit.logged("commit service leading")
+                and all(r.logged(f"replica r{i} ready") for i, r in enumerate(started, 1))
+            ),
+            60,
+            self.services,
+        )
+        return commit, started
 
     def publish(self, path: Path) -> None:
         run_esched(["publish", str(path)], self.env)
