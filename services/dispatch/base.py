@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +13,10 @@ from esched.core.admission import Admission, Rejection
 from esched.core.overload import Episodes
 from esched.core.validation import Validator
 from esched.services.bus import Bus, BusProducer
-from esched.services.dispatch.config import DispatchConfig, DispatchTotals
+from esched.services.dispatch.config import SERVICE, DispatchConfig, DispatchTotals
+from esched.services.faults import retry_transient
 from esched.services.lease import Lease, LocalLease
-from esched.services.store.base import EventStore
+from esched.services.store.base import EventStore, StoredEvent
 from esched.services.store.follower import LogFollower
 
 
@@ -90,3 +92,21 @@ class _DispatchBase:
     @property
     def position(self) -> int:
         return -1 if self.follower is None else self.follower.position
+
+    async def _log_tail(self) -> AsyncIterator[list[StoredEvent]]:
+        """The log read backwards from the folded position a page at a time, each page
+        newest row first, at most ``takeover_scan`` rows (a new leader's look at what
+        its predecessor did); the caller stops when it has found what it needs."""
+        upto = int(self.state.position)
+        lowest = max(0, upto - self.config.takeover_scan)
+        page = 5000
+        while upto > lowest:
+            after = max(lowest, upto - page)
+            rows = await retry_transient(
+                functools.partial(self.store.read, after, page, upto),
+                what="read the log tail",
+                service=SERVICE,
+                peer="store",
+            )
+            yield rows[::-1]
+            upto = after

@@ -162,19 +162,13 @@ class _Overload(_WakeUps):
                     and used.get(resource, 0) > int(allocatable[n, r])
                 ):
                     hot.add((name, resource))
+        if not hot:
+            return
         found: dict[tuple[str, str], float] = {}
-        upto = int(st.position)
-        lowest = max(0, upto - self.config.takeover_scan)
-        page = 5000
-        while upto > lowest and len(found) < len(hot):
-            after = max(lowest, upto - page)
-            rows = await retry_transient(
-                functools.partial(self.store.read, after, page, upto),
-                what="read the log tail",
-                service=SERVICE,
-                peer="store",
-            )
-            for row in reversed(rows):
+        async for rows in self._log_tail():
+            if len(found) == len(hot):
+                break
+            for row in rows:
                 if row.type != POD_THROTTLED and row.type != POD_EVICTED:
                     continue
                 data = orjson.loads(row.payload).get("data") or {}
@@ -186,7 +180,6 @@ class _Overload(_WakeUps):
                     found[key] = since  # the newest: the episode still going on
                 if found[key] == since and row.type == POD_THROTTLED:
                     self._throttled.setdefault(key, set()).add(row.id)
-            upto = after
         for key, since in found.items():
             self._episodes.resume(key, since)
         if found:

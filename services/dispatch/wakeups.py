@@ -3,7 +3,6 @@ unschedulable pods until capacity frees, re-publishing rejected ones after a del
 
 from __future__ import annotations
 
-import functools
 import heapq
 import logging
 import time
@@ -35,8 +34,6 @@ from esched.schemas.events import (
 )
 from esched.services import metrics
 from esched.services.dispatch.base import Parked, _DispatchBase
-from esched.services.dispatch.config import SERVICE
-from esched.services.faults import retry_transient
 from esched.services.store.base import StoredEvent
 from esched.services.store.rows import KEYED, row_fact
 from esched.services.store.snapshots import payload_pairs
@@ -205,21 +202,11 @@ class _WakeUps(_DispatchBase):
         pod once (each re-judged and re-reported).
         """
         st = self.state
-        upto = int(st.position)
-        lowest = max(0, upto - self.config.takeover_scan)
         capacity_at = 0  # position of the newest capacity event, 0: none in the window
         reports: dict[str, list[int]] = {}  # pod -> judged-at positions, newest first
         foreign: dict[str, None] = {}  # pods whose newest report is OtherScheduler
-        page = 5000
-        while upto > lowest and not capacity_at:
-            after = max(lowest, upto - page)
-            rows = await retry_transient(
-                functools.partial(self.store.read, after, page, upto),
-                what="read the log tail",
-                service=SERVICE,
-                peer="store",
-            )
-            for row in reversed(rows):
+        async for rows in self._log_tail():
+            for row in rows:
                 if row.type in _CAPACITY:
                     capacity_at = row.position
                     break
@@ -230,7 +217,8 @@ class _WakeUps(_DispatchBase):
                     if pod not in reports and set(data.get("reasons") or ()) == {OTHER_SCHEDULER}:
                         foreign[pod] = None  # its newest report: another scheduler's pod
                     reports.setdefault(pod, []).append(judged)
-            upto = after
+            if capacity_at:
+                break
         now = time.monotonic()
         for pod, judged_at in reports.items():
             idx = st.pod_index.get(pod)
