@@ -138,6 +138,7 @@ def _gate_names(gates) -> tuple:
 # The pod key rule (schemas.events.namespaced_key), inlined in the fold's hot paths
 # on the same constant; tests/core/test_fold.py checks all three builders agree.
 cdef str _DEFAULT_NS = _ev.DEFAULT_NAMESPACE
+cdef str _DEFAULT_QUEUE = DEFAULT_QUEUE
 
 
 cdef inline str _meta_key(dict meta):
@@ -324,7 +325,7 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
                         pod, gmeta["priorityClassName"], self.priority_classes)
                     class_memo = None  # the spec is no longer the one it caches
     else:
-        queue = "default"
+        queue = _DEFAULT_QUEUE
         gkey = None
     q = self._queue(queue)
     # spec.nodeName: a pod bound from the outside (running there) when the node is
@@ -557,7 +558,7 @@ cdef int _podgroup(ClusterState self, dict pg) except -1:
     spec = pg.get("spec") or {}
     key = _meta_key(meta)
     queue_set = bool(spec.get("queue"))
-    queue = spec.get("queue") or "default"
+    queue = spec.get("queue") or _DEFAULT_QUEUE
     min_resources = _resource_units(self, spec.get("minResources"), "spec.minResources")
     min_member = int(spec.get("minMember") or 1)
     self._queue(queue)

@@ -17,7 +17,7 @@ from esched.schemas import events as _ev
 from esched.schemas.quantity import MAX_BASE_UNITS
 
 from esched.core._fold import _MALFORMED
-from esched.schemas.objects import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
+from esched.schemas.objects import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, DEFAULT_QUEUE
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
@@ -333,7 +333,7 @@ cdef bint _plain_fits(ClusterState self, bint extra) except -1:
     # queue (part of its pods' classes).
     if extra or self.priority_classes:
         return False
-    q = self.queue_index.get("default")
+    q = self.queue_index.get(DEFAULT_QUEUE)
     return q is None or not self.queue_meta[<Py_ssize_t>q].get("affinity")
 
 

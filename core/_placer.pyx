@@ -158,6 +158,7 @@ from esched.core.scoring._gather cimport (
 from esched.core.scoring._table cimport folds, kernel_of, normalized, score
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
+from esched.schemas.events import DEFAULT_NAMESPACE
 from esched.schemas.objects import spread_default_labels
 
 __all__ = ["EXTERNAL_PLUGIN_KINDS", "Placer", "num_feasible_nodes_to_find", "REASONS", "SIMD"]
@@ -258,6 +259,17 @@ cdef long long FB_EXACT_LIMIT = 1LL << 46
 # _feasibility.pxd's, scores are scoring/_gather.pxd's (the profile's kernel table).
 
 cnp.import_array()
+
+
+cdef inline Py_ssize_t _block_run(Py_ssize_t n0, Py_ssize_t N, Py_ssize_t left) noexcept nogil:
+    # The nodes from n0 a block step covers: to the end of n0's block, of the nodes,
+    # and of the ``left`` nodes the walk still has to visit.
+    cdef Py_ssize_t m = ESCHED_FB_BLOCK - (n0 & (ESCHED_FB_BLOCK - 1))
+    if m > N - n0:
+        m = N - n0
+    if m > left:
+        m = left
+    return m
 
 
 cdef inline bint _any_domain(object acc) noexcept:
@@ -504,11 +516,7 @@ cdef Py_ssize_t _walk_fb(const ClassView* v, Py_ssize_t N, const uint8_t* ext_ma
         n0 = start + k
         if n0 >= N:
             n0 -= N
-        m = ESCHED_FB_BLOCK - (n0 & (ESCHED_FB_BLOCK - 1))
-        if m > N - n0:
-            m = N - n0
-        if m > N - k:
-            m = N - k
+        m = _block_run(n0, N, N - k)
         esched_fblock_score(&v.fb, n0, m, out + n0, &sm)
         if topo:
             _topology_pass(v, n0, m, ok)
@@ -1573,11 +1581,7 @@ cdef class Placer:
                 n0 = start + j
                 if n0 >= N:
                     n0 -= N
-                m = ESCHED_FB_BLOCK - (n0 & (ESCHED_FB_BLOCK - 1))
-                if m > N - n0:
-                    m = N - n0
-                if m > k - j:
-                    m = k - j
+                m = _block_run(n0, N, k - j)
                 esched_fblock_score(&v.fb, n0, m, fused + n0, &sm)
                 j += m
         while True:
@@ -1738,12 +1742,7 @@ cdef class Placer:
             n0 = start + k
             if n0 >= N:
                 n0 -= N
-            # to the end of n0's block, of the nodes, and of the round
-            m = ESCHED_FB_BLOCK - (n0 & (ESCHED_FB_BLOCK - 1))
-            if m > N - n0:
-                m = N - n0
-            if m > N - k:
-                m = N - k
+            m = _block_run(n0, N, N - k)  # to the end of n0's block, the nodes, the round
             b = n0 >> BLOCK_SHIFT
             whole = (n0 & (ESCHED_FB_BLOCK - 1)) == 0 and (m == ESCHED_FB_BLOCK or n0 + m == N)
             if fused and cached and whole and self.sbt[slot, b] == (self.bv[b] | epoch):
@@ -1936,7 +1935,7 @@ cdef class Placer:
             return st.interpod.pod_lset_of(st.pod_index[pod])
         if isinstance(pod, dict):
             meta = pod.get("metadata") or {}
-            return st.interpod.lset(meta.get("namespace") or "default", meta.get("labels"),
+            return st.interpod.lset(meta.get("namespace") or DEFAULT_NAMESPACE, meta.get("labels"),
                                     spread_default_labels(meta) is not None)
         return -1
 
@@ -2001,7 +2000,7 @@ cdef class Placer:
         cdef long long amount
         ip = st.interpod
         if lset < 0:
-            lset = ip.lset("default", None)
+            lset = ip.lset(DEFAULT_NAMESPACE, None)
         # (classes with equal constraints add alike: _ip_amount reads only those)
         group = self.ip_log.get((lset, ip.cons_key(cid)))
         if group is None:
@@ -2048,7 +2047,7 @@ cdef class Placer:
         cdef Py_ssize_t i
         ip = st.interpod
         if lset < 0:
-            lset = ip.lset("default", None)
+            lset = ip.lset(DEFAULT_NAMESPACE, None)
         checks = []
         if st.class_flags[cid] & CLASS_INTERPOD:
             am, akeys, self_match, anti = ip.terms(cid, lset)[:4]

@@ -18,8 +18,7 @@ __all__ = ["reclamation_view", "summary"]
 
 
 def summary(ClusterState self) -> dict:
-    """The stable JSON view: position, node totals, pods per phase, gangs, queues,
-    reservations."""
+    """``ClusterState.summary`` (its docstring says what the view holds)."""
     cdef Py_ssize_t n = self.n_nodes, r
     alive = (self.flags_np[:n] & NODE_ALIVE) != 0
     # Python integers: a cluster's total of int64 columns may not fit an int64.
@@ -69,13 +68,7 @@ def summary(ClusterState self) -> dict:
 
 
 def reclamation_view(ClusterState self) -> dict:
-    """Borg's reclamation per alive node and resource the node's pods limit:
-    ``limit`` (what production pods are placed against), ``reservation`` (the
-    pods' reservations), ``reserved`` (min(limit, reservation + burst): what the
-    others are placed against), ``usage`` (the pods' last reported usage),
-    ``reclaimed`` (limit - reserved); and the same summed over the cluster.
-    With reclamation off (the default) every pod is judged by its requests:
-    ``accounting`` says ``requests`` and limit = reserved = the requests."""
+    """``ClusterState.reclamation_view`` (its docstring says what the view holds)."""
     cdef Py_ssize_t n, r, p
     use = np.zeros((self.n_nodes, self.n_res), dtype=object)
     for key, usage in self.pod_usage.items():

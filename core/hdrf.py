@@ -42,6 +42,7 @@ import numpy.typing as npt
 
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
 from esched.core.queues import QueueTree, cluster_allocatable, state_queue_specs
+from esched.schemas.objects import DEFAULT_QUEUE
 
 __all__ = ["PENDING_PODS", "RUNNING_PODS", "HdrfTree", "dominant_share", "state_tree", "vector"]
 
@@ -325,7 +326,7 @@ def state_tree(
     for g in np.flatnonzero(asked.any(axis=1)).tolist():
         if g >= st.n_gangs:
             continue
-        name = st.gang_meta[g].get("queue") or "default"
+        name = st.gang_meta[g].get("queue") or DEFAULT_QUEUE
         if name not in st.queue_index:
             name = st.queue_names[0]
         hdrf.set_job(name, f"gang:{st.gang_keys[g]}", held[g], asked[g])
