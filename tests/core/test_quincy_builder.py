@@ -315,16 +315,8 @@ class Checked(QuincyPolicy):
         return prob, book
 
 
-def mixed_trace():
-    """The synthetic GPU workload (shares, whole GPUs, CPU only) on few nodes, over
-    capacity, with gangs of 2-4 pods and jobs of the same shape mixed in."""
-    tr = synthetic(nodes=6, jobs=120, seed=5, load=1.6)
-    extra = [Job(f"gang-{i}", 600.0 * i, 1800.0, 2000, 4 * GIB, 1000, 2 + i % 3) for i in range(12)]
-    tr.jobs = sorted(tr.jobs + extra, key=lambda j: j.arrival)
-    return tr
-
-
-@pytest.mark.parametrize(
+#: Quincy's four variants: greedy flow, fair, fair with preemption (any victim, by bands).
+EVERY_VARIANT = pytest.mark.parametrize(
     "config",
     [
         QuincyConfig(fairness="none"),
@@ -334,6 +326,18 @@ def mixed_trace():
     ],
     ids=["Q", "QF", "QFP", "QFP-bands"],
 )
+
+
+def mixed_trace():
+    """The synthetic GPU workload (shares, whole GPUs, CPU only) on few nodes, over
+    capacity, with gangs of 2-4 pods and jobs of the same shape mixed in."""
+    tr = synthetic(nodes=6, jobs=120, seed=5, load=1.6)
+    extra = [Job(f"gang-{i}", 600.0 * i, 1800.0, 2000, 4 * GIB, 1000, 2 + i % 3) for i in range(12)]
+    tr.jobs = sorted(tr.jobs + extra, key=lambda j: j.arrival)
+    return tr
+
+
+@EVERY_VARIANT
 def test_optimized_builder_gives_the_replaced_builders_network_and_placements(config, monkeypatch):
     monkeypatch.setattr(sim_quincy, "QuincyPolicy", Checked)
     Checked.rounds = Counter()
@@ -364,16 +368,7 @@ class NeverSkips(QuincyPolicy):
         return False
 
 
-@pytest.mark.parametrize(
-    "config",
-    [
-        QuincyConfig(fairness="none"),
-        QuincyConfig(),
-        QuincyConfig(preemption=True, victims="any"),
-        QuincyConfig(preemption=True),
-    ],
-    ids=["Q", "QF", "QFP", "QFP-bands"],
-)
+@EVERY_VARIANT
 @pytest.mark.parametrize("round_seconds", [0.0, 300.0])
 def test_skipped_rounds_leave_the_run_unchanged(config, round_seconds, monkeypatch):
     """A round where no pending task fits anywhere is not solved: the run (every
