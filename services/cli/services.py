@@ -363,7 +363,7 @@ def _load_profile_option(path: str | None) -> Any:
 )
 @click.option(
     "--bridge-rebalance/--no-bridge-rebalance",
-    default=True,
+    default=False,
     show_default=True,
     help="While the group rebalances, keep working this replica's previous share of "
     "the work partitions (read by assignment), so one replica leaving or dying does "

@@ -16,7 +16,7 @@ committed, with nothing committed twice:
 And what the other replicas do meanwhile: three replicas under a steady load, one
 killed with SIGKILL; the longest stretch without a committed placement, with the
 replicas working their shares through the group's rebalance (``--bridge-rebalance``,
-the default) and without.
+off by default) and without.
 
 Each test prints its recovery time (``pytest -s``); docs/operations.md records them.
 """
@@ -276,7 +276,7 @@ def _stall_after_sigkill(
     store_log = Log(pg_url)
     procs = Processes(env, tmp_path)
     services = procs.services
-    extra = () if bridge else ("--no-bridge-rebalance",)
+    extra = ("--bridge-rebalance",) if bridge else ("--no-bridge-rebalance",)
     rate, seconds, kill_after, window = 40.0, 30.0, 6.0, 20.0
     try:
         _commit, replicas = procs.start_placing(3, (*REPLICA_ARGS, *extra))
