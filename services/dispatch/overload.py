@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -122,19 +123,24 @@ class _Overload(_WakeUps):
     def _observe_episodes(self, slots: dict[int, tuple[str, float]]) -> None:
         """Begin or end the overload episodes of node ``slots`` (slot -> its name and
         the time of the report that named it) on the state as it is now."""
+        for n, resource, over in self._overloads(slots, self.state.reclamation.reclaim):
+            name, at = slots[n]
+            key = (name, resource)
+            if self._episodes.observe(key, over, at) is None:
+                self._throttled.pop(key, None)
+
+    def _overloads(
+        self, slots: Iterable[int], resources: Iterable[str]
+    ) -> Iterator[tuple[int, str, bool]]:
+        """(slot, resource, whether the node's pods use more than its allocatable) for
+        node ``slots`` and ``resources`` the state has, on the state as it is now."""
         st = self.state
-        cfg = st.reclamation
         allocatable = st.node_allocatable()
-        sums = usage_by_node(st, slots)
-        for n, (name, at) in slots.items():
-            for resource in cfg.reclaim:
+        for n, used in usage_by_node(st, slots).items():
+            for resource in resources:
                 r = st.res_index.get(resource)
-                if r is None:
-                    continue
-                key = (name, resource)
-                over = sums[n].get(resource, 0) > int(allocatable[n, r])
-                if self._episodes.observe(key, over, at) is None:
-                    self._throttled.pop(key, None)
+                if r is not None:
+                    yield n, resource, used.get(resource, 0) > int(allocatable[n, r])
 
     async def _recover_overload(self) -> None:
         """Take over the overload episodes a previous leader had begun, from the log.
@@ -149,19 +155,11 @@ class _Overload(_WakeUps):
         cfg = st.reclamation
         if not cfg.handles_overload():
             return
-        allocatable = st.node_allocatable()
-        sums = usage_by_node(st, range(st.n_nodes))
-        hot: set[tuple[str, str]] = set()
-        for n, used in sums.items():
-            name = st.node_names[n]
-            for resource in cfg.compressible:
-                r = st.res_index.get(resource)
-                if (
-                    name is not None
-                    and r is not None
-                    and used.get(resource, 0) > int(allocatable[n, r])
-                ):
-                    hot.add((name, resource))
+        hot: set[tuple[str, str]] = {
+            (name, resource)
+            for n, resource, over in self._overloads(range(st.n_nodes), cfg.compressible)
+            if over and (name := st.node_names[n]) is not None
+        }
         if not hot:
             return
         found: dict[tuple[str, str], float] = {}

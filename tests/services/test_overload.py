@@ -75,10 +75,7 @@ async def _lead(store: Any) -> tuple[Dispatcher, asyncio.Task]:
 
 async def _start(tmp_path: Path, events: list[dict]) -> tuple[Any, Dispatcher, asyncio.Task]:
     es = await _open(tmp_path, events)
-    d = Dispatcher(es, MemoryBus(), config=DispatchConfig(tick=0.02))
-    await d.start()
-    task = asyncio.create_task(d.run())
-    await eventually(lambda: d.leading, 5, interval=0.01)
+    d, task = await _lead(es)
     return es, d, task
 
 
