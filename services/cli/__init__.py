@@ -4,7 +4,8 @@ This package holds the main group, the shared options, configuration and exit co
 one module per command group registers its commands on :data:`cli` when imported:
 :mod:`.services` (ingest, commit, replica, dispatch, up), :mod:`.store`,
 :mod:`.data` (publish, replay, audit), :mod:`.bench`, :mod:`.simulate` (simulate,
-compare) and :mod:`.core` (explain, the core's benchmarks).
+bench simulate), :mod:`.compare` (the studies) and :mod:`.core` (explain, the core's
+benchmarks); :mod:`.sim_inputs` holds what simulate and compare read from flags.
 
 Configuration, highest precedence first: flags, environment (``ESCHED_KAFKA``,
 ``ESCHED_STORE``, ...), the YAML file given by ``--config`` / ``ESCHED_CONFIG``,
@@ -674,7 +675,7 @@ def config_reclamation() -> Any:
 
 
 # The command groups register themselves on ``cli`` (and ``bench``) when imported.
-for _group in ("services", "store", "data", "bench", "simulate", "core"):
+for _group in ("services", "store", "data", "bench", "simulate", "compare", "core"):
     importlib.import_module(f"{__name__}.{_group}")
 
 

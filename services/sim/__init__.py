@@ -2,5 +2,7 @@
 
 Modules: :mod:`.traces` (loaders), :mod:`.engine` (the event-driven run),
 :mod:`.metrics` (what a run measured), :mod:`.compaction` (Verma et al.'s cluster
-compaction and workload inflation), :mod:`.report` (HTML, JSON, terminal).
+compaction and workload inflation), :mod:`.studies` (``esched compare``'s runs per
+profile and per Quincy variant, the studies' tables), :mod:`.bench` (``esched bench
+simulate``), :mod:`.report` (HTML, JSON, terminal).
 """

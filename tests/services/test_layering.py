@@ -57,14 +57,29 @@ def _service_of(module: str) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("service", SERVICES)
-def test_a_service_imports_no_other_service(service):
+def _service_files(service: str) -> list[Path]:
     # A service is a module or, once it has several jobs, a package of them.
     package = ROOT / "services" / service
-    files = sorted(package.rglob("*.py")) if package.is_dir() else [package.with_suffix(".py")]
-    imported = set().union(*(_imports(path) for path in files))
+    return sorted(package.rglob("*.py")) if package.is_dir() else [package.with_suffix(".py")]
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_a_service_imports_no_other_service(service):
+    imported = set().union(*(_imports(path) for path in _service_files(service)))
     others = sorted(m for m in imported if _service_of(m) not in (None, service))
     assert others == [], f"services/{service}.py imports other services: {others}"
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_a_service_imports_no_cli(service):
+    # Flags, usage errors and exit codes belong to the CLI (services/cli/): a service
+    # (the simulator's studies and benchmark too) takes its inputs as objects and
+    # raises its own errors, so the CLI package stays the only place that reads flags.
+    imported = set().union(*(_imports(path) for path in _service_files(service)))
+    cli = sorted(
+        m for m in imported if m.split(".")[0] == "click" or m.startswith("esched.services.cli")
+    )
+    assert cli == [], f"services/{service} imports the CLI: {cli}"
 
 
 def test_the_core_imports_no_service():
