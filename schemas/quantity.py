@@ -19,6 +19,7 @@ __all__ = [
     "MAX_QUANTITY_CHARS",
     "QuantityError",
     "format_units",
+    "human_pairs",
     "human_units",
     "parse_quantity",
     "resource_list",
@@ -142,3 +143,16 @@ def human_units(resource: str, units: int) -> str:
     if resource.startswith(_HUMAN_BYTES):
         return f"{units / 2**30:.1f}Gi"
     return str(units)
+
+
+def human_pairs(first: dict[str, int], second: dict[str, int]) -> str:
+    """Two resource lists side by side for people, ``cpu=2/4 memory=1.0Gi/2.0Gi``.
+
+    The queue tables of ``esched replay`` and ``esched audit`` (allocated / fair share)
+    show them this way; the pod count is left out, as the tables count pods apart.
+    """
+    return " ".join(
+        f"{r}={human_units(r, first.get(r, 0))}/{human_units(r, second.get(r, 0))}"
+        for r in sorted(set(first) | set(second))
+        if r != "pods"
+    )

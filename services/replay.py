@@ -5,7 +5,7 @@ Folding the log (and its snapshots) is :mod:`esched.services.store.snapshots`.
 
 from __future__ import annotations
 
-from esched.schemas.quantity import human_units
+from esched.schemas.quantity import human_pairs, human_units
 from esched.services.store.snapshots import format_anomalies
 
 __all__ = ["format_jobs", "format_reclamation", "format_table"]
@@ -49,13 +49,7 @@ def format_table(summary: dict) -> str:
             f"{'RUNNING':>9}{'SHARE':>8}  ALLOCATED/FAIR SHARE"
         )
         for name, q in summary["queues"].items():
-            fair = q.get("fairShare") or {}
-            alloc = q.get("allocated") or {}
-            res = " ".join(
-                f"{r}={human_units(r, alloc.get(r, 0))}/{human_units(r, fair.get(r, 0))}"
-                for r in sorted(set(fair) | set(alloc))
-                if r != "pods"
-            )
+            res = human_pairs(q.get("allocated") or {}, q.get("fairShare") or {})
             lines.append(
                 f"  {q.get('path', name):<24}{q.get('state', ''):<10}"
                 f"{q.get('priority', 0):>6}{q.get('weight', 0):>7}"

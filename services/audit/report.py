@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from esched.schemas.quantity import human_units
+from esched.schemas.quantity import human_pairs
 from esched.services.store.snapshots import format_anomalies
 
 
@@ -24,12 +24,7 @@ def format_report(report: dict[str, Any]) -> str:
     if report.get("queues"):
         lines.append(f"  {'QUEUE':<24}{'STATE':<10}{'SHARE':>8}  ALLOCATED/FAIR SHARE")
         for name, q in report["queues"].items():
-            fair, alloc = q.get("fairShare") or {}, q.get("allocated") or {}
-            res = " ".join(
-                f"{r}={human_units(r, alloc.get(r, 0))}/{human_units(r, fair.get(r, 0))}"
-                for r in sorted(set(fair) | set(alloc))
-                if r != "pods"
-            )
+            res = human_pairs(q.get("allocated") or {}, q.get("fairShare") or {})
             lines.append(
                 f"  {q.get('path', name):<24}{q.get('state', ''):<10}"
                 f"{q.get('share', 0.0):>8.3f}  {res}"
