@@ -17,6 +17,7 @@ import os
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -73,14 +74,19 @@ async def _copy_only(store: PostgresEventStore, head: int) -> None:
     await asyncio.gather(*(one(lo) for lo in range(0, head, step)))
 
 
+_LOCAL = {None, "", "localhost", "127.0.0.1", "::1"}
+
+
 async def _timed(server: str, db: str, run: Any) -> dict[str, Any]:
-    """Wall time of ``run()``, the CPU it took here and in the database's backends."""
-    before = _cpu_of(await _backends(server, db))
+    """Wall time of ``run()``, the CPU it took here and in the database's backends
+    (None for a server on another host: its pids mean nothing here)."""
+    local = urlsplit(server).hostname in _LOCAL
+    before = _cpu_of(await _backends(server, db)) if local else None
     client0, wall0 = time.process_time(), time.perf_counter()
     result = await run()
     wall = time.perf_counter() - wall0
     client = time.process_time() - client0
-    after = _cpu_of(await _backends(server, db))
+    after = _cpu_of(await _backends(server, db)) if local else None
     server_cpu = None
     if before is not None and after is not None:
         # A backend started meanwhile counts from zero; one that ended is missed

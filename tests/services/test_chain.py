@@ -155,3 +155,13 @@ async def test_postgres_verify_over_many_ranges_names_the_first_break(pg_store, 
     assert (report.ok, report.broken_at, report.checked) == (False, 6, 5)
     walked = await verify_store(pg_store.chain_rows, pg_store.head_hash)
     assert (walked.ok, walked.broken_at) == (False, 6)
+
+
+async def test_bench_verify_reports_rates_and_cpu_for_a_fresh_database(pg_url):
+    from esched.services.bench_verify import run_verify_bench
+
+    result = await run_verify_bench(pg_url.rsplit("/", 1)[0], 400, 20, 1, False)
+    assert result["events"] == 400 and result["store"] == "postgresql (dropped)"
+    (run,) = result["runs"]
+    assert run["events_per_s"] > 0 and run["client_cpu_s_per_1m"] >= 0
+    assert len(result["baseline_copy_only"]) == 1
