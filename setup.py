@@ -51,6 +51,8 @@ def _package_view() -> Path:
 
 #: Source folder -> the package its extensions belong to.
 SOURCES = {"core": "esched.core", "services": "esched.services"}
+#: Extension -> the C libraries it links (the hash chain calls OpenSSL's SHA-256).
+LIBRARIES = {"esched.services.store._chain": ["crypto"]}
 
 
 def _extensions() -> list[Extension]:
@@ -65,6 +67,7 @@ def _extensions() -> list[Extension]:
                 [str(pyx.relative_to(HERE))],
                 include_dirs=[numpy.get_include(), str(HERE / "core")],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                libraries=LIBRARIES.get(name, []),
                 # No FMA contraction: kube's float64 scores are exact products and sums.
                 extra_compile_args=(["-O3"] if not DEBUG else ["-O0", "-g"])
                 + ["-ffp-contract=off"],

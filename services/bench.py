@@ -22,11 +22,11 @@ from esched.services.bus import open_bus
 from esched.services.devbroker import DevBroker
 from esched.services.ingest import IngestConfig, IngestService
 from esched.services.store import open_store
-from esched.services.store.base import NewEvent
+from esched.services.store.base import EventStore, NewEvent
 from esched.services.store.snapshots import PAGE, SNAPSHOT_NAME, fold_log, save_snapshot
 from esched.services.synth import cluster_log, pod_event
 
-__all__ = ["run_ingest_bench", "run_replay_bench"]
+__all__ = ["fill_log", "run_ingest_bench", "run_replay_bench"]
 
 
 def _rate(n: int, seconds: float) -> float:
@@ -112,6 +112,20 @@ async def run_ingest_bench(kafka: str | None, store_url: str, events: int, batch
     }
 
 
+async def fill_log(store: EventStore, events: int, nodes: int) -> None:
+    """Append the synthetic cluster log (``events`` events over ``nodes`` nodes)."""
+    batch: list[NewEvent] = []
+    for ev in itertools.islice(cluster_log(nodes, pods=events), events):
+        batch.append(
+            NewEvent(id=ev["id"], type=ev["type"], stream=ev["id"], payload=orjson.dumps(ev))
+        )
+        if len(batch) == 5000:
+            await store.append(batch)
+            batch = []
+    if batch:
+        await store.append(batch)
+
+
 async def run_replay_bench(store_url: str, events: int, nodes: int) -> dict:
     """Fill an empty store with a synthetic log, then time folds and a snapshot restart."""
     store = open_store(store_url)
@@ -119,18 +133,7 @@ async def run_replay_bench(store_url: str, events: int, nodes: int) -> dict:
     try:
         await store.migrate()
         if await store.head() == 0:
-            batch: list[NewEvent] = []
-            for ev in itertools.islice(cluster_log(nodes, pods=events), events):
-                batch.append(
-                    NewEvent(
-                        id=ev["id"], type=ev["type"], stream=ev["id"], payload=orjson.dumps(ev)
-                    )
-                )
-                if len(batch) == 5000:
-                    await store.append(batch)
-                    batch = []
-            if batch:
-                await store.append(batch)
+            await fill_log(store, events, nodes)
         head = await store.head()
 
         # Baselines: read every event; read and decode every event (no fold).

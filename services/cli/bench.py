@@ -88,6 +88,20 @@ def bench_replay(store: str, events: int, nodes: int) -> None:
     emit(run_async(lambda: run_replay_bench(store, events, nodes)))
 
 
+@bench.command("verify")
+@_pg_runs_option
+@click.option("--events", type=click.IntRange(1), default=1_000_000, show_default=True)
+@click.option("--nodes", type=click.IntRange(1), default=10_000, show_default=True)
+@click.option("--repeat", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--keep", is_flag=True, help="Keep the database (its URL is printed) for more runs.")
+def bench_verify(pg_server: str, events: int, nodes: int, repeat: int, keep: bool) -> None:
+    """``esched store verify`` from PostgreSQL: events/s and CPU (client, server) per
+    run, against streaming the same rows without hashing them."""
+    from esched.services.bench_verify import run_verify_bench
+
+    emit(run_async(lambda: run_verify_bench(pg_server.rstrip("/"), events, nodes, repeat, keep)))
+
+
 @bench.command("e2e")
 @kafka_option
 @_pg_runs_option

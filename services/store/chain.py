@@ -9,14 +9,18 @@ unique)::
     int8(position) int8(stream_version) int4(len payload) payload
     id US type US stream
 
-(big-endian integers, UTF-8 text). The adapters write the hash in the same
-transaction as the append, and keep the head's hash next to the head position, so
-an UPDATE of a stored event, a DELETE of any row (the last one included) or a
-forged row in between shows as a broken link at its position.
+(big-endian integers, UTF-8 text). Both are computed in one place, the Cython
+module ``_chain`` (OpenSSL's SHA-256): the appends, the walks and the PostgreSQL
+migration's backfill all call it; the database never computes a digest. The
+adapters write the hash in the same transaction as the append, and keep the
+head's hash next to the head position, so an UPDATE of a stored event, a DELETE
+of any row (the last one included) or a forged row in between shows as a broken
+link at its position.
 :func:`verify_store` walks the chain in this process (the adapters' ``chain_rows``
 give each row's stored hash and digest); the PostgreSQL adapter's ``verify``
-instead checks every link in the server, several ranges at once, since a chain
-whose every link matches its stored predecessor is a valid chain.
+streams the rows with ``COPY ... (FORMAT binary)`` into ``_chain.CopyChain``,
+several ranges at once, since a chain whose every link matches its stored
+predecessor is a valid chain.
 
 What the chain does not stop: a writer with the database's credentials who
 rewrites a row *and* recomputes every hash after it. Against that, keep the head
@@ -27,13 +31,13 @@ change; a later verify that does not reproduce it shows the rewrite.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+from ._chain import link, row_digest
 
 __all__ = [
     "SEPARATOR",
@@ -56,37 +60,15 @@ VERIFY_BATCH = 50_000
 #: Ranges read at once: the server hashes each on its own connection.
 VERIFY_PARALLEL = 3
 
-_sha256 = hashlib.sha256
-_HEAD = struct.Struct(">qqi")
 #: Refused inside an event's id, type and stream (it separates them in the digest).
 SEPARATOR = "\x1f"
-
-
-def row_digest(
-    position: int, stream_version: int, id: str, type: str, stream: str, payload: bytes
-) -> bytes:
-    """``sha256(canonical(row))`` (see the module docstring)."""
-    return _sha256(
-        b"".join(
-            (
-                _HEAD.pack(position, stream_version, len(payload)),
-                payload,
-                f"{id}\x1f{type}\x1f{stream}".encode(),
-            )
-        )
-    ).digest()
-
-
-def link(prev: bytes, digest: bytes) -> bytes:
-    """The chain's next hash."""
-    return _sha256(prev + digest).digest()
 
 
 def chain_hashes(prev: bytes, digests: list[bytes]) -> list[bytes]:
     """The hashes of consecutive rows after one whose hash is ``prev``."""
     out = []
     for d in digests:
-        prev = _sha256(prev + d).digest()
+        prev = link(prev, d)
         out.append(prev)
     return out
 
@@ -128,14 +110,13 @@ def verify_rows(
     """Check ``rows`` of ``(position, stored hash, digest)`` in order after the row
     at ``expected - 1`` whose hash is ``prev``; returns the last hash and the next
     expected position. Sets ``report.broken_at`` at the first broken link."""
-    sha = _sha256
     for position, stored, digest in rows:
         if position != expected:
             report.ok = False
             report.broken_at = expected
             report.reason = f"position {expected} is missing (next stored: {position})"
             return prev, expected
-        prev = sha(prev + digest).digest()
+        prev = link(prev, digest)
         if stored != prev:
             report.ok = False
             report.broken_at = position

@@ -21,6 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 import asyncpg
 import asyncpg.exceptions as pgx
 
+from ._chain import COPY_COLUMNS, CopyChain
 from .base import (
     DEFAULT_POLL_INTERVAL,
     NOTIFY_CHANNEL,
@@ -85,30 +86,13 @@ _SELECT_EVENT = (
 _LOCK_HEAD = (
     "SELECT position, recorded_at, clock_timestamp(), hash FROM log_head WHERE one FOR UPDATE"
 )
-#: digest(n) of services/store/chain.py, computed by the server from the stored row.
-_DIGEST = (
-    "sha256(int8send(position) || int8send(stream_version) || int4send(octet_length(payload))"
-    " || payload || convert_to(id || chr(31) || type || chr(31) || stream, 'UTF8'))"
-)
-# The chain checked in the server, link by link over a range (positions $1..$2, $1
-# being the predecessor of the first checked row): each row's hash against its
-# stored predecessor's, and that predecessor is position - 1. A chain whose every
-# link holds is exactly a valid chain, so ranges are checked independently (and in
-# parallel) and only the first broken row of a range comes back.
-_CHAIN_CHECK = f"""
-SELECT position, lp FROM (
-  SELECT position, lag(position) OVER w AS lp,
-         hash IS NOT DISTINCT FROM sha256(
-           CASE WHEN position = 1 THEN '\\x{ZERO_HASH.hex()}'::bytea ELSE lag(hash) OVER w END
-           || {_DIGEST}) AS ok
-  FROM events WHERE position >= $1 AND position <= $2 WINDOW w AS (ORDER BY position)
-) AS links
-WHERE position > $1 AND (ok IS NOT TRUE OR (position > 1 AND lp IS DISTINCT FROM position - 1))
-ORDER BY position LIMIT 1
-"""
-_CHAIN_ROWS = (
-    f"SELECT position, hash, {_DIGEST} FROM events"
-    " WHERE position > $1 AND position <= $2 ORDER BY position"
+# The chain's rows as the client hashes them (services/store/_chain.pyx).
+_CHAIN_SELECT = "SELECT position, stream_version, id, type, stream, payload, hash FROM events"
+# One range of the chain for CopyChain, its predecessor (lo) included; in the primary
+# key's order, since an UPDATE moves a row in the heap. lo and hi are ints.
+_CHAIN_COPY = (
+    f"SELECT {COPY_COLUMNS} FROM events"
+    " WHERE position >= {lo} AND position <= {hi} ORDER BY position"
 )
 # Which ids of the batch are stored, and each stream's version: one round trip.
 # The per-stream max() is an index-only backward scan of (stream, stream_version).
@@ -407,58 +391,52 @@ class PostgresEventStore(EventStore):
 
     @_translated(idempotent=True)
     async def chain_rows(self, after: int, limit: int) -> list[tuple[int, bytes | None, bytes]]:
-        """``(position, stored hash, digest)``; see :meth:`EventStore.chain_rows`. The
-        digests are computed by the server."""
+        """``(position, stored hash, digest)``; see :meth:`EventStore.chain_rows`."""
         if limit <= 0:
             return []
-        rows = await self._require_pool().fetch(_CHAIN_ROWS, after, after + limit)
-        return rows  # Records unpack like the tuples the port promises
+        rows = await self._require_pool().fetch(
+            _CHAIN_SELECT + " WHERE position > $1 AND position <= $2 ORDER BY position",
+            after,
+            after + limit,
+        )
+        return [
+            (position, hash_, row_digest(position, version, id_, type_, stream, payload))
+            for position, version, id_, type_, stream, payload, hash_ in rows
+        ]
 
     async def verify(self, upto: int | None = None) -> ChainReport:
-        """Walk the hash chain in the server (:data:`_CHAIN_CHECK`, several ranges at
-        once); see :meth:`EventStore.verify`. Only broken links travel."""
+        """Walk the hash chain here, streaming the rows with ``COPY ... (FORMAT
+        binary)`` into :class:`~esched.services.store._chain.CopyChain`, several
+        ranges at once; see :meth:`EventStore.verify`."""
         started = time.perf_counter()
         report = ChainReport()
         head_pos, head_hash = await self.head_hash()
         target = head_pos if upto is None else min(upto, head_pos)
         report.head = head_pos
         step = VERIFY_BATCH * 2
-        sem = asyncio.Semaphore(VERIFY_PARALLEL + 1)
+        sem = asyncio.Semaphore(VERIFY_PARALLEL)
 
-        async def check(lo: int) -> tuple[int, str] | None:
+        async def check(lo: int) -> CopyChain:
+            walk = CopyChain(lo, min(target, lo + step), ZERO_HASH)
             async with sem:
-                row = await self._fetchrow(_CHAIN_CHECK, lo, min(target, lo + step))
-            if row is None:
-                return None
-            position, lp = row
-            if position > 1 and lp != position - 1:
-                missing = lo if lp is None else lp + 1
-                return missing, f"position {missing} is missing (next stored: {position})"
-            return position, "stored hash does not match the event's content and the chain"
+                await self._copy_chain(walk)
+            walk.finish()
+            return walk
 
         tasks = [asyncio.ensure_future(check(lo)) for lo in range(0, target, step)]
+        last = ZERO_HASH
         try:
             for task in tasks:
-                broken = await task
-                if broken is not None:
+                walk = await task
+                if walk.broken_at is not None:
                     report.ok = False
-                    report.broken_at, report.reason = broken
+                    report.broken_at, report.reason = walk.broken_at, walk.reason
                     break
+                last = walk.last_hash
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        last: bytes | None = ZERO_HASH
-        if report.ok and target:
-            last_pos, last = await self._fetchrow(
-                "SELECT max(position), (SELECT hash FROM events WHERE position = $1) FROM events"
-                " WHERE position <= $1",
-                target,
-            )
-            if last_pos is None or last_pos < target:
-                report.ok = False
-                report.broken_at = (last_pos or 0) + 1
-                report.reason = f"position {report.broken_at} is missing (the head is {head_pos})"
         if report.ok and target == head_pos and (head_hash or ZERO_HASH) != last:
             report.ok = False
             report.broken_at = head_pos
@@ -470,10 +448,23 @@ class PostgresEventStore(EventStore):
             if first is not None:
                 await past_the_head(report, first, self.head_hash)
         report.checked = target if report.ok else max(0, (report.broken_at or 1) - 1)
-        report.head_hash = (last or ZERO_HASH).hex() if report.ok else ""
+        report.head_hash = last.hex() if report.ok else ""
         report.seconds = time.perf_counter() - started
         report.rate = report.checked / report.seconds if report.seconds > 0 else 0.0
         return report
+
+    @_translated(idempotent=True)
+    async def _copy_chain(self, walk: CopyChain) -> None:
+        """Stream ``walk``'s range into it (a retry starts the range again)."""
+        walk.restart()
+
+        async def sink(chunk: bytes) -> None:
+            walk.feed(chunk)
+
+        async with self._require_pool().acquire() as conn:
+            await conn.copy_from_query(
+                _CHAIN_COPY.format(lo=walk.after, hi=walk.upto), output=sink, format="binary"
+            )
 
     @_translated(idempotent=True)
     async def _fetchrow(self, sql: str, *args: Any) -> Any:
@@ -574,14 +565,13 @@ async def _backfill_chain(conn: asyncpg.Connection) -> None:
     prev, after = ZERO_HASH, 0
     while after < head:
         rows = await conn.fetch(
-            f"SELECT position, {_DIGEST} FROM events"
-            " WHERE position > $1 AND position <= $2 ORDER BY position",
+            _CHAIN_SELECT + " WHERE position > $1 AND position <= $2 ORDER BY position",
             after,
             min(head, after + _BACKFILL_PAGE),
         )
         if not rows:
             break
-        hashes = chain_hashes(prev, [r[1] for r in rows])
+        hashes = chain_hashes(prev, [row_digest(*r[:6]) for r in rows])
         await conn.execute(
             "UPDATE events SET hash = v.h FROM unnest($1::bigint[], $2::bytea[]) AS v(p, h)"
             " WHERE events.position = v.p",
