@@ -537,29 +537,13 @@ cdef int _pod_updated(ClusterState self, dict data) except -1:
         self.gated.pop(key, None)
     return 0
 
-cdef dict _resource_units(ClusterState self, object values, str field):
-    # resource_list through the state's quantity memo (a Job's PodGroup repeats its
-    # tasks' quantities: Fraction parsing each time was most of its fold); any value
-    # the memo does not take (not a string or an integer) the reference way.
-    if not values:
-        return {}
-    if type(values) is not dict:
-        return resource_list(values, field)
-    cdef dict out = {}
-    for name, v in (<dict>values).items():
-        if type(name) is not str or (type(v) is not str and type(v) is not int):
-            return resource_list(values, field)
-        out[name] = self._units(name, v)
-    return out
-
-
 cdef int _podgroup(ClusterState self, dict pg) except -1:
     meta = pg.get("metadata") or {}
     spec = pg.get("spec") or {}
     key = _meta_key(meta)
     queue_set = bool(spec.get("queue"))
     queue = spec.get("queue") or _DEFAULT_QUEUE
-    min_resources = _resource_units(self, spec.get("minResources"), "spec.minResources")
+    min_resources = self._resource_list(spec.get("minResources"), "spec.minResources")
     min_member = int(spec.get("minMember") or 1)
     self._queue(queue)
     cdef Py_ssize_t g = self._gang(key, queue)

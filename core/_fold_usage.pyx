@@ -8,7 +8,6 @@ calls them at C level; the bytes path hands usage events to it. Like the other f
 modules this one knows the class only through ``_state.pxd``.
 """
 
-from esched.schemas.quantity import resource_list
 from esched.schemas.validator.timewindow import event_seconds
 
 from libc.math cimport isnan
@@ -91,7 +90,7 @@ cdef int _usage_nodes(ClusterState self, object nodes) except -1:
     if not nodes:
         return 0
     # Every entry read before anything changes: a malformed one has no effect.
-    parsed = [(_usage_node_name(u["name"]), resource_list(u.get("usage"), "usage"))
+    parsed = [(_usage_node_name(u["name"]), self._resource_list(u.get("usage"), "usage"))
               for u in nodes]
     at = event_seconds(self._usage_time)
     if at is None:

@@ -175,6 +175,7 @@ cdef class ClusterState:
     cdef void _bind_views(self)
     cdef Py_ssize_t _resource(self, str name) except -1
     cdef units_t _units(self, str name, object value) except -1
+    cdef dict _resource_list(self, object values, str field)
     cdef Py_ssize_t _label_bit(self, str text) except -1
     cdef Py_ssize_t _taint_bit(self, tuple taint) except -1
     cdef Py_ssize_t _queue(self, str name) except -1

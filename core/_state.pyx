@@ -45,10 +45,11 @@ from esched.core.bands import never_preempts
 from esched.core.reservations import (
     DEFAULT_RECLAMATION, ReclamationConfig, current_reclamation,
 )
-from esched.schemas.quantity import MAX_BASE_UNITS, to_base_units
+from esched.schemas.quantity import MAX_BASE_UNITS, resource_list, to_base_units
 
 from libc.math cimport NAN
 
+from esched.core._quantity cimport quantity_units
 from esched.core._reservations cimport RES_OVERCOMMIT, RES_RECLAIM
 # The fold's handlers (the dict path) and its type table; that module knows this class
 # through _state.pxd only, and is loaded (C level) before this module's body runs.
@@ -408,17 +409,38 @@ cdef class ClusterState:
                 self.version[n] += 1  # the placer's cached rows of every node are stale
 
     cdef units_t _units(self, str name, object value) except -1:
-        """Base units of one quantity, memoized (Fraction parsing is the fold's cost)."""
+        """Base units of one quantity: the common spellings in C (core/_quantity.pxd:
+        each usage report's values are new strings, so a memo of them misses), the
+        rest by schemas.quantity, memoized (Fraction parsing is the fold's cost)."""
+        cdef units_t units = quantity_units(value, name == "cpu")
+        if units >= 0:
+            return units
         memo = self._units_memo.get(name)
         if memo is None:
             memo = self._units_memo[name] = {}
-        units = memo.get(value)
-        if units is None:
-            units = to_base_units(name, value)
+        known = memo.get(value)
+        if known is None:
+            known = to_base_units(name, value)
             if len(memo) >= MEMO_LIMIT:
                 memo.clear()
-            memo[value] = units
-        return units
+            memo[value] = known
+        return known
+
+    cdef dict _resource_list(self, object values, str field):
+        """schemas.quantity.resource_list through :meth:`_units` (a Job's PodGroup
+        repeats its tasks' quantities; usage reports are a dict a node): the same
+        units, and the same error for a bad value; a list whose names or values
+        :meth:`_units` does not take (not a string or an integer) the reference way."""
+        if not values:
+            return {}
+        if type(values) is not dict:
+            return resource_list(values, field)
+        cdef dict out = {}
+        for name, v in (<dict>values).items():
+            if type(name) is not str or (type(v) is not str and type(v) is not int):
+                return resource_list(values, field)
+            out[name] = self._units(name, v)
+        return out
 
     def _units_of(self, str name, object value, str field=None) -> int:
         """:meth:`_units` as the ``units`` argument of ``pod_resource_requests``."""

@@ -31,7 +31,7 @@ per node and per resource over the pods of one node (tens of rows): plain Python
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -51,6 +51,7 @@ __all__ = [
     "log_time",
     "need",
     "node_loads",
+    "overloads",
     "plan_overload",
     "usage_by_node",
 ]
@@ -273,6 +274,22 @@ def usage_by_node(state: ClusterState, nodes: Iterable[int]) -> dict[int, dict[s
             for name, units in used.items():
                 row[name] = row.get(name, 0) + units
     return want
+
+
+def overloads(
+    state: ClusterState, nodes: Iterable[int], resources: Iterable[str]
+) -> Iterator[tuple[int, str, bool]]:
+    """(slot, resource, whether the node's pods use more than its allocatable) for
+    node slots ``nodes`` and each of ``resources`` the state has, on the state as it
+    is now: the one overload test, before any node's rows are read (the dispatcher's
+    episodes and plan, ``esched bench usage``)."""
+    resources = list(resources)
+    allocatable = state.node_allocatable()
+    for n, used in usage_by_node(state, nodes).items():
+        for resource in resources:
+            r = state.res_index.get(resource)
+            if r is not None:
+                yield n, resource, used.get(resource, 0) > int(allocatable[n, r])
 
 
 def log_time(clock: float) -> str:

@@ -20,10 +20,10 @@ folding the reports costs (target: under 0.05 for 10,000 nodes and 100,000 pods 
 
 ``overload_cpu_share``: what the dispatcher adds per round for overload handling
 (``services/dispatch/overload.py``: decoding each report for the nodes it names,
-:func:`esched.core.overload.usage_by_node` over them and the capacity check twice,
-once to move the nodes' episodes on (:class:`esched.core.overload.Episodes`) and
-once in the plan); no node of the benchmark is overloaded, so no node's rows are
-read.
+:func:`esched.core.overload.overloads` over them twice (the one capacity check, on
+:func:`~esched.core.overload.usage_by_node`), once to move the nodes' episodes on
+(:class:`esched.core.overload.Episodes`) and once in the plan); no node of the
+benchmark is overloaded, so no node's rows are read.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from esched.core import ClusterState
-from esched.core.overload import Episodes, usage_by_node
+from esched.core.overload import Episodes, overloads
 from esched.schemas import events as ev
 
 __all__ = ["bench_usage"]
@@ -140,8 +140,6 @@ def bench_usage(
     cpu_runs, wall_runs, overload_runs = [], [], []
     overloaded = 0
     episodes = Episodes()
-    alloc = st.node_allocatable()
-    res = [st.res_names.index(r) for r in ("cpu", "memory")]
     gc_was = gc.isenabled()
     gc.disable()  # as fold_log: no cyclic GC passes over the large state
     try:
@@ -157,14 +155,10 @@ def bench_usage(
                 data = orjson.loads(payload)["data"]
                 named.update(st.node_index[x["name"]] for x in data["nodes"])
             at = float(st.clock)
-            for n, sums in usage_by_node(st, named).items():  # the fold's episodes
-                for name, c in (("cpu", res[0]), ("memory", res[1])):
-                    episodes.observe((str(n), name), sums.get(name, 0) > alloc[n, c], at)
-            over = [  # the plan
-                n
-                for n, sums in usage_by_node(st, named).items()
-                if sums.get("cpu", 0) > alloc[n, res[0]] or sums.get("memory", 0) > alloc[n, res[1]]
-            ]
+            resources = ("cpu", "memory")
+            for n, name, hot in overloads(st, named, resources):  # the fold's episodes
+                episodes.observe((str(n), name), hot, at)
+            over = {n for n, _name, hot in overloads(st, named, resources) if hot}  # the plan
             overload_runs.append(time.process_time() - c0)
             overloaded = len(over)
     finally:

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-from esched.core.overload import log_seconds, log_time, plan_overload, usage_by_node
+from esched.core.overload import log_seconds, log_time, overloads, plan_overload
 from esched.core.overload import node_loads as overload_rows
 from esched.core.validation import OVERLOADED
 from esched.schemas.events import (
@@ -123,24 +122,11 @@ class _Overload(_WakeUps):
     def _observe_episodes(self, slots: dict[int, tuple[str, float]]) -> None:
         """Begin or end the overload episodes of node ``slots`` (slot -> its name and
         the time of the report that named it) on the state as it is now."""
-        for n, resource, over in self._overloads(slots, self.state.reclamation.reclaim):
+        for n, resource, over in overloads(self.state, slots, self.state.reclamation.reclaim):
             name, at = slots[n]
             key = (name, resource)
             if self._episodes.observe(key, over, at) is None:
                 self._throttled.pop(key, None)
-
-    def _overloads(
-        self, slots: Iterable[int], resources: Iterable[str]
-    ) -> Iterator[tuple[int, str, bool]]:
-        """(slot, resource, whether the node's pods use more than its allocatable) for
-        node ``slots`` and ``resources`` the state has, on the state as it is now."""
-        st = self.state
-        allocatable = st.node_allocatable()
-        for n, used in usage_by_node(st, slots).items():
-            for resource in resources:
-                r = st.res_index.get(resource)
-                if r is not None:
-                    yield n, resource, used.get(resource, 0) > int(allocatable[n, r])
 
     async def _recover_overload(self) -> None:
         """Take over the overload episodes a previous leader had begun, from the log.
@@ -157,7 +143,7 @@ class _Overload(_WakeUps):
             return
         hot: set[tuple[str, str]] = {
             (name, resource)
-            for n, resource, over in self._overloads(range(st.n_nodes), cfg.compressible)
+            for n, resource, over in overloads(st, range(st.n_nodes), cfg.compressible)
             if over and (name := st.node_names[n]) is not None
         }
         if not hot:
@@ -196,16 +182,17 @@ class _Overload(_WakeUps):
         slots = {
             n: name for name in self._overload_nodes if (n := st.node_index.get(name)) is not None
         }
-        sums = usage_by_node(st, slots)
+        hot = {(n, r): over for n, r, over in overloads(st, slots, cfg.reclaim)}
         for n, name in slots.items():
             report = self._overload_nodes[name]
             evicted: set[str] = set()
             for resource in sorted(cfg.reclaim):
-                if resource not in st.res_names:
+                over = hot.get((n, resource))
+                if over is None:  # a resource the state does not have
                     continue
-                capacity = int(allocatable[n, st.res_names.index(resource)])
+                capacity = int(allocatable[n, st.res_index[resource]])
                 key = (name, resource)
-                if sums[n].get(resource, 0) <= capacity:
+                if not over:
                     # (most nodes: their rows are not read)
                     self._episodes.observe(key, False, clock)
                     self._throttled.pop(key, None)

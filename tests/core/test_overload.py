@@ -9,6 +9,7 @@ from esched.core.overload import (
     candidates,
     need,
     node_loads,
+    overloads,
     plan_overload,
     usage_by_node,
 )
@@ -138,3 +139,38 @@ def test_node_loads_reads_band_limit_reservation_and_usage_from_the_fold() -> No
     assert node_loads(st, st.node_index["n1"], "nvidia.com/gpu") == []
     n1 = st.node_index["n1"]
     assert usage_by_node(st, [n1]) == {n1: {"cpu": 2500}}
+
+
+def test_overloads_compares_each_nodes_reported_pod_usage_with_its_allocatable() -> None:
+    from esched.core import ClusterState
+    from esched.schemas import events as EV
+    from support.fold import envelope, node, pod
+
+    st = ClusterState()
+    report = envelope(
+        EV.USAGE_REPORTED,
+        {
+            "pods": [
+                {"pod": "ns/a", "usage": {"cpu": "4500m", "memory": "1Gi"}},
+                {"pod": "ns/b", "usage": {"cpu": "4", "memory": "1Gi"}},
+            ]
+        },
+        time="2026-01-01T00:00:00Z",
+    )
+    events = [
+        envelope(EV.NODE_ADDED, node("n1", cpu="4", memory="8Gi")),
+        envelope(EV.NODE_ADDED, node("n2", cpu="4", memory="8Gi")),
+        envelope(EV.POD_SUBMITTED, pod("a", cpu="1", node_name="n1")),
+        envelope(EV.POD_SUBMITTED, pod("b", cpu="1", node_name="n2")),
+        report,
+    ]
+    st.apply_many(list(enumerate(events, 1)))
+    n1, n2 = st.node_index["n1"], st.node_index["n2"]
+    found = set(overloads(st, [n1, n2], ["cpu", "memory", "nvidia.com/gpu"]))
+    # 4.5 cpu on 4 is over, exactly 4 is not; a resource the state lacks is skipped.
+    assert found == {
+        (n1, "cpu", True),
+        (n1, "memory", False),
+        (n2, "cpu", False),
+        (n2, "memory", False),
+    }

@@ -1,0 +1,3 @@
+# Typing stub for the Cython module core/_quantity.pyx (mypy reads this, not the .pyx).
+
+def _py_quantity_units(resource: str, value: object) -> int | None: ...
