@@ -544,7 +544,12 @@ cdef int _podgroup(ClusterState self, dict pg) except -1:
     queue_set = bool(spec.get("queue"))
     queue = spec.get("queue") or _DEFAULT_QUEUE
     min_resources = self._resource_list(spec.get("minResources"), "spec.minResources")
-    min_member = int(spec.get("minMember") or 1)
+    # 0 is kept: Volcano's JobInfo.SetPodGroup takes spec.minMember as it is, and a job
+    # of minAvailable 0 is ready with none of its pods (no gang; per-task minimums not
+    # checked, being above it). Absent (refused at ingest): 1, as for a gang without a
+    # PodGroup.
+    min_member = spec.get("minMember")
+    min_member = 1 if min_member is None else int(min_member)
     self._queue(queue)
     cdef Py_ssize_t g = self._gang(key, queue)
     self.gang_min[g] = min_member

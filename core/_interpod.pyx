@@ -127,6 +127,32 @@ def part_matches(part, str ns, dict labels, dict ns_labels=None) -> bool:
     return _sel_matches(selector, labels)
 
 
+cdef Py_ssize_t _lset(InterPodIndex self, str ns, object labels, bint owned) except -1:
+    # InterPodIndex.lset, called in C by set_pod: each Volcano Job's pods bring a
+    # label set of their own (volcano.sh/job-name), so the fold makes one per job.
+    cdef dict lab = {}
+    if labels:
+        # str() only where needed: labels decoded from JSON are str already.
+        for k, v in labels.items():
+            lab[k if type(k) is str else str(k)] = v if type(v) is str else str(v)
+    items = tuple(sorted(lab.items()))
+    key = (ns, items, True) if owned else (ns, items)
+    got = self.lset_index.get(key)
+    if got is not None:
+        return got
+    cdef Py_ssize_t i = len(self.lsets)
+    self.lsets.append((ns, lab))
+    self.lset_owned.append(bool(owned))
+    self.lset_index[key] = i
+    if not self.matchers:
+        self.lset_match.append(())
+        return i
+    nsl = self.state.namespace_labels
+    self.lset_match.append(tuple(m for m, parts in enumerate(self.matchers)
+                                 if all(part_matches(pt, ns, lab, nsl) for pt in parts)))
+    return i
+
+
 @cython.auto_pickle(False)  # derived: a state snapshot rebuilds it
 cdef class InterPodIndex:
     """See the module docstring. ``state``: the :class:`ClusterState` it indexes."""
@@ -167,19 +193,7 @@ cdef class InterPodIndex:
         the pods have a controller whose selector gives them default topology spread
         constraints (:func:`esched.schemas.objects.spread_default_labels`); such pods
         have a label set of their own, matched alike."""
-        lab = {str(k): str(v) for k, v in labels.items()} if labels else {}
-        key = (ns, tuple(sorted(lab.items())), True) if owned else (ns, tuple(sorted(lab.items())))
-        got = self.lset_index.get(key)
-        if got is not None:
-            return got
-        cdef Py_ssize_t i = len(self.lsets)
-        self.lsets.append((ns, lab))
-        self.lset_owned.append(bool(owned))
-        self.lset_index[key] = i
-        nsl = self.state.namespace_labels
-        self.lset_match.append(tuple(m for m, parts in enumerate(self.matchers)
-                                     if all(part_matches(pt, ns, lab, nsl) for pt in parts)))
-        return i
+        return _lset(self, ns, labels, owned)
 
     cpdef int set_pod(self, Py_ssize_t p, str key, object labels, bint owned=False) except -1:
         """Pod slot ``p`` (key ``ns/name``) has ``labels`` (``owned``: see :meth:`lset`)."""
@@ -200,7 +214,7 @@ cdef class InterPodIndex:
         except (TypeError, AttributeError):
             fast = got = None
         if got is None:
-            got = self.lset(ns, labels, owned)
+            got = _lset(self, ns, labels, owned)
             if fast is not None and len(self.lset_fast) < 1_000_000:
                 self.lset_fast[fast] = got
         self.pod_lset[p] = got

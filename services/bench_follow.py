@@ -8,14 +8,18 @@ writes it, proposals spread over ``replicas`` replicas) and folds the flow's par
 a snapshot of the preload with :meth:`ClusterState.apply_payloads`, in batches, as a
 replica that has just started follows it (its memos empty, the heap frozen).
 
-``python -m esched.services.bench_follow [pods] [replicas] [fold|follow|jobs]`` prints
-the CPU time per pod of the fold and of a replica's following; under callgrind with
+``python -m esched.services.bench_follow [pods] [replicas] [fold|follow|jobs|jobs-seen]
+[nodes]`` (default 1,000 preloaded nodes) prints the CPU time per pod of the fold and
+of a replica's following; under callgrind with
 ``--toggle-collect='__pyx_pw_*apply_payloads'`` (argument ``fold``) only the flow's
 fold is counted, with ``--toggle-collect=starmap_next`` (argument ``follow``) only the
 follower's batches (the preload comes from the snapshot, not from a fold).
 ``jobs``: the fold only, each pod a one-pod Volcano Job, with the events such a pod
 brings to the log (the Job, its PodGroup and pod as the job controller creates them,
-its Pending and Running transitions).
+its Pending and Running transitions). ``jobs-seen``: the same, with a Job of each flow
+pod's spec folded into the preload (namespace ``seen``, its pod deleted): its pods'
+classes are then known, as the plain flow's are (its pods repeat the preload's
+shapes, same seed), so the two compare the fold of a pod whose class exists.
 """
 
 from __future__ import annotations
@@ -97,14 +101,27 @@ def flow_log(
     seed: int = 0,
     prefixes: list[str] | None = None,
     jobs: bool = False,
+    seen: bool = False,
 ) -> tuple[bytes, list[tuple[int, bytes]]]:
     """The preload's state snapshot and the flow's ``(position, payload)`` pairs;
     replica ``r``'s proposal ids begin with ``prefixes[r]`` (default ``r<r>-<hex>-``);
-    ``jobs``: each pod a one-pod Volcano Job."""
+    ``jobs``: each pod a one-pod Volcano Job; ``seen`` (with ``jobs``): the preload
+    has folded a Job of each flow pod's spec (namespace ``seen``, its pod deleted)."""
     state = ClusterState()
     preloaded = int(nodes * 30 * fill / 2.05)  # as bench_e2e.preload sizes it
     # The dict path: under callgrind only the flow's apply_payloads calls count.
     state.apply_many(enumerate(cluster_log(nodes, preloaded, seed=seed, finish_every=0), 1))
+    if jobs and seen:
+        from esched.schemas import events as ev
+
+        known: list[dict[str, Any]] = []
+        for key, payload in pod_payloads(pods, "seen", seed):  # the flow's specs
+            pod_key, before, _after = _job_flow(key, payload)
+            ns, name = ev.split_key(pod_key)
+            known += [orjson.loads(e) for e in before]
+            deleted = {"metadata": {"name": name, "namespace": ns}}
+            known.append(ev.envelope(ev.POD_DELETED, "bench", deleted, id=f"{pod_key}.del"))
+        state.apply_many(enumerate(known, int(state.position) + 1))
     position = int(state.position)
     rng = random.Random(seed)
     if prefixes is None:
@@ -171,17 +188,22 @@ def run_follow_bench(
     repeat: int = 3,
     only: str | None = None,
     jobs: bool = False,
+    seen: bool = False,
+    nodes: int = 1000,
 ) -> dict[str, Any]:
     """CPU time per pod (best of ``repeat``) of the flow's fold and of a replica's
     whole following (``only``: "fold" or "follow", just that one), and the anomalies;
-    ``jobs``: each pod a one-pod Volcano Job."""
+    ``jobs``: each pod a one-pod Volcano Job; ``seen``: see :func:`flow_log`;
+    ``nodes``: of the preloaded cluster."""
     replica = idle_replica()  # one for every run: the flow holds its proposal ids
     prefix = replica.proposal_prefix
     snapshot, flow = flow_log(
+        nodes=nodes,
         pods=pods,
         replicas=replicas,
         prefixes=[prefix] + [f"r{r}-{r:012x}-" for r in range(1, replicas)],
         jobs=jobs,
+        seen=seen,
     )
     out: dict[str, Any] = {"pods": pods, "events": len(flow)}
     for kind in ("fold", "follow"):
@@ -387,7 +409,9 @@ if __name__ == "__main__":
     if mode == "place":  # the second number: work items per batch
         print(orjson.dumps(run_place_bench(pods, replicas)).decode())
         sys.exit(0)
-    jobs = mode == "jobs"
+    jobs = mode in ("jobs", "jobs-seen")
     only = "fold" if jobs else mode
     repeat = 1 if only else 3  # one run under callgrind
-    print(orjson.dumps(run_follow_bench(pods, replicas, repeat, only, jobs)).decode())
+    nodes = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
+    out = run_follow_bench(pods, replicas, repeat, only, jobs, mode == "jobs-seen", nodes)
+    print(orjson.dumps(out).decode())

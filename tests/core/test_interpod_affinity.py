@@ -12,6 +12,8 @@ for it (the same one for incoming and existing pods, as in kube).
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from esched.core import ClusterState, Placer
 from esched.core.reasons import unschedulable_message
@@ -407,3 +409,30 @@ def test_the_commit_service_rejects_the_second_of_two_anti_affine_bindings_in_a_
     assert not verdict.ok and verdict.reason == "InterPodAntiAffinity", verdict
     assert ANTI in verdict.message
     assert v.check(proposal("default/w1", "n1")).ok
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hst.lists(
+        hst.dictionaries(
+            hst.sampled_from(["app", "tier", "volcano.sh/job-name", "n"]),
+            hst.one_of(hst.sampled_from(["a", "b", "web"]), hst.integers(0, 2)),
+            max_size=3,
+        ),
+        max_size=8,
+    )
+)
+def test_label_sets_are_the_labels_as_strings_interned_by_content(labels) -> None:
+    # The fold interns a label set per distinct (namespace, labels) (one per Volcano
+    # Job: volcano.sh/job-name), whatever order the manifest lists them in, values
+    # as strings: what kube's label selectors compare.
+    ip = ClusterState().interpod
+    ids: dict[tuple, int] = {}
+    for i, lab in enumerate(labels):
+        ip.set_pod(i, f"ns/p{i}", lab)
+        got = ip.pod_lset_of(i)
+        as_strings = {str(k): str(v) for k, v in lab.items()}
+        assert ip.lsets[got] == ("ns", as_strings)
+        assert ids.setdefault(tuple(sorted(as_strings.items())), got) == got
+        assert ip.lset("ns", dict(reversed(list(lab.items())))) == got
+    assert len(ip.lsets) == len(ids)

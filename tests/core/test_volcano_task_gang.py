@@ -157,3 +157,36 @@ def test_podgroup_without_task_minimums_unchanged() -> None:
         log(EV.POD_SUBMITTED, pod(f"g-{i}", cpu="1", gang="g"))
     out = SchedulingPass(st, Placer(st), PassConfig(preemption=False)).run([Target("gang", "ns/g")])
     assert len(out.placements) == 1
+
+
+def _podgroup_of(min_member: int, min_task: dict[str, int]) -> tuple[ClusterState, Log]:
+    # A PodGroup as written by hand (not from a Job: Volcano's webhook defaults a
+    # Job's minAvailable 0 to the sum of its tasks'), a master that fits nowhere and
+    # a worker that fits.
+    st = ClusterState()
+    log = Log(st)
+    log(EV.NODE_ADDED, node("n1", cpu="4"))
+    group = {"metadata": {"name": "tf", "namespace": "ns"}, "spec": {"minMember": min_member}}
+    group["spec"]["minTaskMember"] = min_task
+    log(EV.PODGROUP_SUBMITTED, group)
+    log(EV.POD_SUBMITTED, pod("tf-master-0", cpu="8", gang="tf"))
+    log(EV.POD_SUBMITTED, pod("tf-worker-0", cpu="1", gang="tf"))
+    return st, log
+
+
+def test_a_podgroup_of_min_member_0_is_no_gang_and_skips_the_task_minimums() -> None:
+    # Volcano (pkg/scheduler/api/job_info.go): SetPodGroup takes MinAvailable =
+    # pg.Spec.MinMember as it is, Ready() is ReadyTaskNum() >= MinAvailable (true with
+    # none), and CheckTaskValid / CheckTaskReady return true when MinAvailable is
+    # below the sum of the task minimums. Its allocate tests use such PodGroups
+    # (pkg/scheduler/actions/allocate/allocate_test.go "one Job with two Pods on one
+    # node": BuildPodGroup("pg1", "c1", "c1", 0, ...), each pod bound on its own).
+    st, _ = _podgroup_of(0, {"master": 1})
+    assert st.gang_min_member("ns/tf") == 0
+    assert st.summary()["gangs"]["ns/tf"]["minMember"] == 0
+    # The worker runs though the master fits nowhere.
+    assert _placed(st) == ["ns/tf-worker-0"]
+    # minMember 1 (the task minimums' sum): the master's task is enforced, nothing runs.
+    st, _ = _podgroup_of(1, {"master": 1})
+    assert st.gang_min_member("ns/tf") == 1
+    assert _placed(st) == []

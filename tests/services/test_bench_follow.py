@@ -36,6 +36,24 @@ def test_a_replica_following_the_flow_folds_what_the_bare_fold_folds() -> None:
     assert followed.phase_count(PHASE_RUNNING) == folded.phase_count(PHASE_RUNNING) == start + 60
 
 
+def test_the_seen_job_flow_finds_every_class_in_its_preload() -> None:
+    # jobs-seen compares a Job's pod with a plain one whose class exists: the plain
+    # flow repeats its preload's shapes (same seed), the jobs flow makes a class per
+    # new shape unless its preload has folded a Job of that shape.
+    for seen, new_classes in ((False, True), (True, False)):
+        snapshot, flow = flow_log(nodes=50, pods=40, replicas=3, jobs=True, seen=seen)
+        state = ClusterState.from_bytes(snapshot)
+        before, running = state.n_classes, state.phase_count(PHASE_RUNNING)
+        fold_flow(state, flow)
+        assert (state.n_classes > before) is new_classes
+        assert not state.anomalies
+        assert state.phase_count(PHASE_RUNNING) == running + 40
+    snapshot, flow = flow_log(nodes=50, pods=40, replicas=3)
+    state = ClusterState.from_bytes(snapshot)
+    before = state.n_classes
+    assert fold_flow(state, flow).n_classes == before
+
+
 def test_a_frozen_heap_collects_young_objects_less_often_until_thawed() -> None:
     before = gc.get_threshold()
     freeze_heap()
