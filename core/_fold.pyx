@@ -25,7 +25,7 @@ from esched.schemas.quantity import QuantityError, resource_list
 from esched.schemas.validator.timewindow import event_seconds
 
 from esched.core._fold_usage cimport _usage_nodes, _usage_pods
-from esched.core._state cimport ClusterState, _class_of, _in_range
+from esched.core._state cimport ClusterState, _class_of, _unit_in_range
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -663,8 +663,15 @@ cdef int _resolve_binding(ClusterState self, object pod, object node, object res
         resolved.append((pidx, nidx, memo[0], memo[1], dev))
         return 0
     cdef dict res = resources or {}
-    cols = [(self._resource(rname), int(u)) for rname, u in res.items()]
-    if not _in_range([u for _r, u in cols]):
+    cdef list cols = []
+    cdef bint in_range = True
+    for rname, u in res.items():
+        # Every name is registered, as before the check moved into this loop.
+        column = self._resource(rname)
+        units = int(u)
+        in_range &= _unit_in_range(units)
+        cols.append((column, units))
+    if not in_range:
         self._anomaly("commit_bad_resources")
         return 0
     has_pods = "pods" in res

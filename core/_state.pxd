@@ -201,6 +201,7 @@ cdef class ClusterState:
 # file only: _state.pyx cimports them while it loads, so they import nothing from it
 # in Python.
 cdef bint _in_range(object values) except -1
+cdef bint _unit_in_range(object value) except -1
 cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str ckey,
                           object pcn, dict lim=*) except -2
 cdef object _grown(object arr, Py_ssize_t rows, Py_ssize_t cols=*)
