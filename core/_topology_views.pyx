@@ -12,8 +12,9 @@ built per pod from the state's topology index (``core/_interpod.pyx``
 - :func:`topology_assume` moves an assumed (or evicted) pod into this view's copies
   of the index's arrays and the spread counts kept between pods, for
   ``Placer._assume`` and ``Placer._pod_view``;
-- :func:`soft_spread_weigh` gives the ScheduleAnyway constraints their weights over
-  the scored nodes (the normalization walk, ``_norm_raw`` in ``core/_placer.pyx``).
+- ``soft_spread_weigh`` (inline, in ``_topology_views.pxd``: compiled into the
+  placer's normalization walk, ``_norm_raw``) gives the ScheduleAnyway constraints
+  their weights over the scored nodes.
 
 The checks themselves run in the scan, node by node or check by check over a block
 (``interpod_bits`` / ``spread_bits`` in ``core/_feasibility.pxd``, ``_topology_pass``
@@ -46,12 +47,7 @@ from esched.core._feasibility cimport selector_ok, taints_ok
 from esched.core._placer cimport Placer
 from esched.core._state cimport CLASS_INTERPOD, ClusterState
 from esched.core._types cimport NODE_ALIVE
-from esched.core.scoring._plugin cimport (
-    PLUGIN_INTER_POD_AFFINITY,
-    PLUGIN_POD_TOPOLOGY_SPREAD,
-    PluginSpec,
-)
-from esched.core.scoring._pod_topology_spread cimport spread_see, spread_start, spread_weigh
+from esched.core.scoring._plugin cimport PLUGIN_INTER_POD_AFFINITY, PluginSpec
 
 from esched.schemas.events import DEFAULT_NAMESPACE
 
@@ -579,20 +575,3 @@ cdef int _spread_view(Placer pl, Py_ssize_t cid, tuple spread, ClassView* v) exc
     v.n_spread = J
     v.spread = pl.sp_buf
     return 0
-
-
-cdef void soft_spread_weigh(const PluginSpec* specs, ClassView* v, const int32_t* feas,
-                            long long found) noexcept nogil:
-    # PodTopologySpread weighs each ScheduleAnyway constraint by its domains among the
-    # scored nodes feas[:found]: all known before any raw score (_norm_raw's first
-    # step), when the class's normalized plugins include it.
-    cdef long long i
-    cdef int j
-    cdef bint spread = False
-    for j in range(v.n_norm):
-        spread |= specs[v.norm[j]].kind == PLUGIN_POD_TOPOLOGY_SPREAD
-    if spread:
-        spread_start(v)
-        for i in range(found):
-            spread_see(v, feas[i])
-        spread_weigh(v)
