@@ -38,7 +38,7 @@ ctypedef struct SpreadCheck:
     long long limit              # maxSkew + global minimum - self match: cnt above fails
 
 
-# The InterPodAffinity score's weights of one topology key (_placer._ip_score_view):
+# The InterPodAffinity score's weights of one topology key (_topology_views._ip_score_view):
 # a node's raw score sums val[1 + dom[n]] over the view's keys.
 ctypedef struct IpScore:
     const int32_t* dom           # [node] domain of the key, -1: no such label
@@ -46,7 +46,7 @@ ctypedef struct IpScore:
 
 
 # One ScheduleAnyway topology spread constraint (the PodTopologySpread score), gathered
-# per pod by the placer (_placer._soft_spread_view); ``weight`` and ``size`` are set by
+# per pod by the placer (_topology_views._soft_spread_view); ``weight`` and ``size`` are set by
 # the normalization walk (kube's topologyNormalizingWeight over the scored nodes).
 ctypedef struct SoftSpread:
     const int32_t* dom           # [node] domain of the constraint's key, -1: no such label

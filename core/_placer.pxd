@@ -183,10 +183,13 @@ cdef class Placer:
     cdef const units_t* usage_ptr
     cdef const uint8_t* measured_ptr
 
+    # Inter-pod affinity and topology spread: the scratch of core/_topology_views.pyx
+    # (topology_view fills the view's lists from it, topology_assume keeps it; sync
+    # resets it).
     cdef dict ip_log                     # inter-pod: (lset, constraints key) -> (a class, [(node, sign)]) assumed since sync
     cdef dict ip_copies                  # (kind, matcher, key) -> counts with the assumptions
     cdef dict sp_counts                  # topology spread domain counts kept between pods (_spread_counts)
-    cdef dict sp_by_matcher              # matcher -> [those entries] (_ip_assume adds to them)
+    cdef dict sp_by_matcher              # matcher -> [those entries] (topology_assume adds to them)
     cdef dict ip_owner_pairs             # anti-affinity matcher -> {key} of assumed pods
     cdef object ip_hold                  # the arrays the last view's checks point into
     cdef IpCheck* ip_buf                 # the last view's checks
@@ -240,16 +243,6 @@ cdef class Placer:
     cdef void _assume(self, Py_ssize_t cid, Py_ssize_t n, int sign,
                       Py_ssize_t lset=*) noexcept
     cdef Py_ssize_t _lset_of(self, pod) except -2
-    cdef long long _ip_amount(self, tuple key, Py_ssize_t lset, Py_ssize_t c) except? -1
-    cdef object _ip_arr(self, int kind, Py_ssize_t m, Py_ssize_t k)
-    cdef int _ip_assume(self, Py_ssize_t cid, Py_ssize_t n, int sign, Py_ssize_t lset) except -1
-    cdef int _ip_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1
-    cdef int _spread_view(self, Py_ssize_t cid, tuple spread, ClassView* v) except -1
-    cdef int _ip_score_view(self, Py_ssize_t cid, Py_ssize_t lset, ClassView* v) except -1
-    cdef int _ip_add(self, dict vals, Py_ssize_t k, object arr, long long times) except -1
-    cdef int _soft_spread_view(self, Py_ssize_t cid, tuple soft, ClassView* v, bint system=*) except -1
-    cdef list _spread_counts(self, const ClassView* v, Py_ssize_t cid, Py_ssize_t m,
-                              Py_ssize_t k, tuple keys, bint h_aff, bint h_taint)
     cdef Py_ssize_t _class_of(self, pod) except -1
     cdef void _unassume_pod(self, Py_ssize_t p) noexcept
     cdef void _pod_view(self, Py_ssize_t p, int sign) noexcept

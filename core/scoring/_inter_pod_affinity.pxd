@@ -3,7 +3,7 @@
 # domain's pods (anti-affinity negative), and of the bound pods' preferred terms and
 # required affinity terms (hardPodAffinityWeight) that the incoming pod matches; the
 # placer turns the index's per-domain arrays into the view's IpScore list
-# (_placer._ip_score_view). A node's raw score sums its domains'; NormalizeScore maps
+# (_topology_views._ip_score_view). A node's raw score sums its domains'; NormalizeScore maps
 # [min, max] over the scored nodes to [0, MAX_NODE_SCORE].
 from esched.core._classview cimport ClassView
 from esched.core._types cimport score_t

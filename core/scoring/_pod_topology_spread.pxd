@@ -1,8 +1,8 @@
 # PodTopologySpread (score): kube-scheduler's podtopologyspread/scoring.go for the
 # pod's ScheduleAnyway constraints. PreScore counts the matching pods per domain over
-# the nodes with every constraint's key that pass its node inclusion policies (the
-# placer's _soft_spread_view); a scored node lacking a key is ignored (scores 0). Each
-# constraint weighs log(domains among the scored nodes + 2) (hostname: nodes); a
+# the nodes with every constraint's key that pass its node inclusion policies
+# (_topology_views._soft_spread_view); a scored node lacking a key is ignored (scores
+# 0). Each constraint weighs log(domains among the scored nodes + 2) (hostname: nodes); a
 # node's raw score is round(sum of count * weight + maxSkew - 1); NormalizeScore is
 # MAX_NODE_SCORE * (max + min - raw) / max (MAX_NODE_SCORE when max is 0). Under
 # kube's system default constraints (v.soft_any: requireAllTopologies false) no node
