@@ -394,9 +394,14 @@ class _Moves(ConsumerRebalanceListener):
     def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         # A first join revokes nothing: there is no share to keep working.
         self.moving = frozenset((tp.topic, tp.partition) for tp in revoked) or None
+        if revoked:
+            # Operators (and the recovery tests) see when a member stops fetching
+            # for a rebalance and when it has a share again.
+            log.info("group rebalancing: share of %d partitions revoked", len(revoked))
 
     def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self.moving = None
+        log.info("group rebalanced: share of %d partitions assigned", len(assigned))
 
 
 #: Consumers closing in the background (a reference keeps each task alive).
