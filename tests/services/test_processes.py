@@ -30,7 +30,7 @@ from esched.schemas.events import PLACEMENT_COMMITTED
 from esched.services.devbroker import DevBroker
 from esched.services.procs import run_esched, service_env, wait_until
 from esched.services.synth import node_event, pod_event
-from support.processes import Log, Processes, write_events
+from support.processes import Log, Processes, group_settled, write_events
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -104,9 +104,11 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
             services,
         )
 
-        # Wave 1, then kill -9 a replica that is placing (its group share moves to r2).
+        # Wave 1, then kill -9 a replica that is placing (its group share moves to r2)
+        # in a settled group (support.processes.group_settled says why).
         publish(waves[0])
         wait_until("r1 to commit placements", lambda: "r1" in store_log.replicas(), 60, services)
+        wait_until("the replicas' group settled", lambda: group_settled([r1, r2]), 60, services)
         r1.kill9()
         killed_r1 = time.monotonic()
         # Wave 2 lands partly on r1's partitions: only r2 can place it, after the rebalance.

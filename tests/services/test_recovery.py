@@ -40,7 +40,7 @@ from esched.services.devbroker import DevBroker
 from esched.services.faults import RECONNECT_CAP, retry_transient
 from esched.services.procs import ServiceProcess, service_env, wait_until
 from esched.services.synth import node_event, pod_event
-from support.processes import Log, Processes, write_events
+from support.processes import Log, Processes, group_settled, write_events
 
 NAMESPACE = "synth"
 #: Replica options of these tests: the default session, heartbeats well within it.
@@ -62,24 +62,6 @@ def _pods(first: int, count: int) -> list[dict]:
 
 def _names(events: list[dict]) -> set[str]:
     return {f"{NAMESPACE}/{e['data']['metadata']['name']}" for e in events}
-
-
-def _settled(replicas: list[ServiceProcess]) -> bool:
-    """Every replica has a share and no rebalance is under way (the group's startup
-    rebalances are over): a fault then meets a settled group, as in production.
-    On tansu a member's first heartbeat often resets its member id, so a second
-    rebalance follows the first join by seconds; a fault inside it (a LeaveGroup
-    while the group is syncing) left a departed member's share unassigned for a
-    further session."""
-
-    def settled(r: ServiceProcess) -> bool:
-        text = r.log.read_text(errors="replace")
-        assigned = text.rfind("group rebalanced: share of")
-        return assigned > text.rfind("group rebalancing: share of") and text.count(
-            "the group is rebalancing;"
-        ) == text.count(": rebalanced;")
-
-    return all(settled(r) for r in replicas)
 
 
 def _recovery(
@@ -108,7 +90,7 @@ def _recovery(
             lambda: (
                 _names(before) <= store_log.committed().keys()
                 and store_log.replicas() == set(ids)
-                and _settled(rs)
+                and group_settled(rs)
             ),
             60,
             [s for s in services if s is not r1],
@@ -293,7 +275,7 @@ def _stall_after_sigkill(
             lambda: (
                 _names(warm) <= store_log.committed().keys()
                 and store_log.replicas() == {"r1", "r2", "r3"}
-                and _settled(replicas)
+                and group_settled(replicas)
             ),
             120,
             services,
