@@ -275,7 +275,7 @@ def _stall_after_sigkill(
             lambda: (
                 _names(warm) <= store_log.committed().keys()
                 and store_log.replicas() == {"r1", "r2", "r3"}
-                and group_settled(replicas)
+                and group_settled(replicas, bridged=bridge)
             ),
             120,
             services,

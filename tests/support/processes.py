@@ -112,19 +112,22 @@ class Log:
         return {e["data"]["pod"] for e in self.read() if e["type"] == POD_UNSCHEDULABLE}
 
 
-def group_settled(replicas: list[ServiceProcess]) -> bool:
+def group_settled(replicas: list[ServiceProcess], *, bridged: bool = False) -> bool:
     """Every replica has a share and no rebalance is under way (the group's startup
     rebalances are over): a fault then meets a settled group, as in production.
 
     On tansu a member's first heartbeat often resets its member id, so one or two
     more rebalances follow a group's first join; a replica stopped or killed inside
-    one left its share unassigned for a further session or longer."""
+    one left its share unassigned for a further session or longer. With
+    ``--bridge-rebalance`` on, tansu's group does not settle at all (every
+    assignment is followed by a member-id reset within a heartbeat: the bridge's
+    known stall, docs/operations.md), so ``bridged`` waits only until no replica is
+    working its share through the bridge."""
 
     def settled(r: ServiceProcess) -> bool:
         text = r.log.read_text(errors="replace")
-        assigned = text.rfind("group rebalanced: share of")
-        return assigned > text.rfind("group rebalancing: share of") and text.count(
-            "the group is rebalancing;"
-        ) == text.count(": rebalanced;")
+        if bridged:
+            return text.count("the group is rebalancing;") == text.count(": rebalanced;")
+        return text.rfind("group rebalanced: share of") > text.rfind("group rebalancing: share of")
 
     return all(settled(r) for r in replicas)
