@@ -58,6 +58,19 @@ cnp.import_array()
 
 # ---------------------------------------------------------------------- the scratch
 
+cdef void* _room(void* buf, Py_ssize_t* cap, Py_ssize_t n, size_t size) except? NULL:
+    # ``buf`` (``cap[0]`` entries of ``size`` bytes) with room for ``n``: the one
+    # growth rule of the placer's per-pod check buffers (doubling, so a pod with more
+    # terms than any before reallocates once).
+    if n <= cap[0]:
+        return buf
+    cdef void* grown = realloc(buf, 2 * n * size)
+    if grown == NULL:
+        raise MemoryError()
+    cap[0] = 2 * n
+    return grown
+
+
 cdef int topology_init(Placer pl) except -1:
     # A new placer: no check buffers yet, empty copies (Placer.__cinit__).
     pl.ip_buf = NULL
@@ -343,12 +356,7 @@ cdef int topology_view(Placer pl, Py_ssize_t cid, Py_ssize_t lset, ClassView* v)
         _soft_spread_view(pl, cid, soft, v, system)
     if not checks:
         return 0
-    if len(checks) > pl.ip_cap:
-        grown = <IpCheck*>realloc(pl.ip_buf, 2 * len(checks) * sizeof(IpCheck))
-        if grown == NULL:
-            raise MemoryError()
-        pl.ip_buf = grown
-        pl.ip_cap = 2 * len(checks)
+    pl.ip_buf = <IpCheck*>_room(pl.ip_buf, &pl.ip_cap, len(checks), sizeof(IpCheck))
     hold = []
     for i, (kind, k, a) in enumerate(checks):
         dom_np = ip.dom_np[k]
@@ -401,12 +409,7 @@ cdef int _ip_score_view(Placer pl, Py_ssize_t cid, Py_ssize_t lset, ClassView* v
     vals = {k: acc for k, acc in vals.items() if _any_domain(acc)}
     if not vals:
         return 0
-    if len(vals) > pl.ips_cap:
-        grown = <IpScore*>realloc(pl.ips_buf, 2 * len(vals) * sizeof(IpScore))
-        if grown == NULL:
-            raise MemoryError()
-        pl.ips_buf = grown
-        pl.ips_cap = 2 * len(vals)
+    pl.ips_buf = <IpScore*>_room(pl.ips_buf, &pl.ips_cap, len(vals), sizeof(IpScore))
     hold = []
     for i, (k, acc) in enumerate(sorted(vals.items())):
         dom_np = ip.dom_np[k]
@@ -497,12 +500,7 @@ cdef int _soft_spread_view(Placer pl, Py_ssize_t cid, tuple soft, ClassView* v,
     cdef uint8_t[::1] keys_ok, seen
     cdef bint h_aff, h_taint
     node_key = ip.key(NODE_KEY)
-    if J > pl.soft_cap:
-        grown = <SoftSpread*>realloc(pl.soft_buf, 2 * J * sizeof(SoftSpread))
-        if grown == NULL:
-            raise MemoryError()
-        pl.soft_buf = grown
-        pl.soft_cap = 2 * J
+    pl.soft_buf = <SoftSpread*>_room(pl.soft_buf, &pl.soft_cap, J, sizeof(SoftSpread))
     doms = [ip.dom_np[c[1]] for c in soft]
     # (system defaults: a node lacking a key is still counted and scored)
     keys = () if system else tuple(c[1] for c in soft)
@@ -549,12 +547,7 @@ cdef int _spread_view(Placer pl, Py_ssize_t cid, tuple spread, ClassView* v) exc
     cdef Py_ssize_t j, J = len(spread)
     cdef bint h_aff, h_taint
     cdef long long low, ndom
-    if J > pl.sp_cap:
-        grown = <SpreadCheck*>realloc(pl.sp_buf, 2 * J * sizeof(SpreadCheck))
-        if grown == NULL:
-            raise MemoryError()
-        pl.sp_buf = grown
-        pl.sp_cap = 2 * J
+    pl.sp_buf = <SpreadCheck*>_room(pl.sp_buf, &pl.sp_cap, J, sizeof(SpreadCheck))
     doms = [ip.dom_np[c[1]] for c in spread]
     keys = tuple(c[1] for c in spread)
     hold = []

@@ -25,7 +25,7 @@ from esched.services.bench import fill_log
 from esched.services.bench_e2e.preload import admin
 from esched.services.store import open_store
 from esched.services.store.chain import VERIFY_BATCH, VERIFY_PARALLEL
-from esched.services.store.postgres import _CHAIN_COPY, PostgresEventStore
+from esched.services.store.postgres import CHAIN_COPY, PostgresEventStore
 
 __all__ = ["run_verify_bench"]
 
@@ -68,7 +68,7 @@ async def _copy_only(store: PostgresEventStore, head: int) -> None:
     async def one(lo: int) -> None:
         async with sem, store._require_pool().acquire() as conn:
             await conn.copy_from_query(
-                _CHAIN_COPY.format(lo=lo, hi=min(head, lo + step)), output=drop, format="binary"
+                CHAIN_COPY.format(lo=lo, hi=min(head, lo + step)), output=drop, format="binary"
             )
 
     await asyncio.gather(*(one(lo) for lo in range(0, head, step)))

@@ -53,7 +53,7 @@ from .chain import (
     row_digest,
 )
 
-__all__ = ["PostgresEventStore"]
+__all__ = ["CHAIN_COPY", "PostgresEventStore"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -88,9 +88,10 @@ _LOCK_HEAD = (
 )
 # The chain's rows as the client hashes them (services/store/_chain.pyx).
 _CHAIN_SELECT = "SELECT position, stream_version, id, type, stream, payload, hash FROM events"
-# One range of the chain for CopyChain, its predecessor (lo) included; in the primary
-# key's order, since an UPDATE moves a row in the heap. lo and hi are ints.
-_CHAIN_COPY = (
+#: One range of the chain for CopyChain, its predecessor (lo) included; in the primary
+#: key's order, since an UPDATE moves a row in the heap. lo and hi are ints (COPY
+#: takes no parameters). Public for ``esched bench verify``'s transport baseline.
+CHAIN_COPY = (
     f"SELECT {COPY_COLUMNS} FROM events"
     " WHERE position >= {lo} AND position <= {hi} ORDER BY position"
 )
@@ -463,7 +464,7 @@ class PostgresEventStore(EventStore):
 
         async with self._require_pool().acquire() as conn:
             await conn.copy_from_query(
-                _CHAIN_COPY.format(lo=walk.after, hi=walk.upto), output=sink, format="binary"
+                CHAIN_COPY.format(lo=walk.after, hi=walk.upto), output=sink, format="binary"
             )
 
     @_translated(idempotent=True)
