@@ -144,3 +144,29 @@ def test_the_architecture_map_answers_each_newcomer_question_with_a_file(questio
     assert row is not None, f"the map has no row for {question!r}"
     paths = _code_paths(row)
     assert paths and all(_exists(p) for p in paths), row
+
+
+def _current_figures() -> list[list[str]]:
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    table = text.split("## Current figures and targets", 1)[1].split("\n\n")[1]
+    rows = [
+        # a pipe inside a code span is no cell boundary
+        CODE_SPAN.sub(lambda m: m.group(0).replace("|", "\0"), line).strip().strip("|").split("|")
+        for line in table.splitlines()[2:]
+    ]
+    assert rows and all(len(r) == 5 for r in rows), "the table has five columns"
+    return [[cell.replace("\0", "|").strip() for cell in r] for r in rows]
+
+
+def test_each_current_benchmark_figure_has_one_row_and_its_commit_in_the_history() -> None:
+    rows = _current_figures()
+    figures = [r[0] for r in rows]
+    assert len(figures) == len(set(figures)), "a figure is listed twice"
+    with (ROOT / "docs" / "benchmarks" / "history.csv").open(newline="") as f:
+        measured = {row["commit"] for row in csv.DictReader(f)}
+    for figure, *_, commit in rows:
+        short = re.fullmatch(r"`([0-9a-f]{7,40})`", commit)
+        assert short, f"{figure!r}: no commit"
+        assert any(c.startswith(short.group(1)) for c in measured), (
+            f"{figure!r}: commit {commit} has no row in benchmarks/history.csv"
+        )
