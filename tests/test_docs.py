@@ -103,3 +103,70 @@ def test_benchmark_history_rows_name_a_commit_and_a_cpu() -> None:
         float(row["value"])
         assert re.fullmatch(r"[0-9a-f]{40}", row["commit"]), row
         assert row["command"] and row["cpu"], row
+
+
+def _architecture_map() -> str:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    return text.split("## Where is what: the map", 1)[1].split("\n## ", 1)[0]
+
+
+def _code_paths(text: str) -> list[str]:
+    """Repository paths in code spans (`core/_fold.pyx`); `<name>` stands for any name."""
+    return re.findall(r"`((?:core|services|schemas|deploy|tests)/[^`\s]*)`", text)
+
+
+def _exists(path: str) -> bool:
+    return any(ROOT.glob(re.sub(r"<[^>]*>", "*", path).rstrip("/")))
+
+
+def test_every_code_path_in_the_architecture_map_exists() -> None:
+    paths = _code_paths(_architecture_map())
+    assert len(paths) > 50
+    missing = sorted({p for p in paths if not _exists(p)})
+    assert not missing, f"docs/architecture.md names missing paths {missing}"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Where is a score computed?",
+        "Where is an event folded?",
+        "Where is a proposal judged?",
+        "Where is a pod's feasibility decided?",
+        "Where is a gang planned?",
+    ],
+)
+def test_the_architecture_map_answers_each_newcomer_question_with_a_file(question: str) -> None:
+    row = next(
+        (line for line in _architecture_map().splitlines() if line.startswith(f"| {question}")),
+        None,
+    )
+    assert row is not None, f"the map has no row for {question!r}"
+    paths = _code_paths(row)
+    assert paths and all(_exists(p) for p in paths), row
+
+
+def _current_figures() -> list[list[str]]:
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    table = text.split("## Current figures and targets", 1)[1].split("\n\n")[1]
+    rows = [
+        # a pipe inside a code span is no cell boundary
+        CODE_SPAN.sub(lambda m: m.group(0).replace("|", "\0"), line).strip().strip("|").split("|")
+        for line in table.splitlines()[2:]
+    ]
+    assert rows and all(len(r) == 5 for r in rows), "the table has five columns"
+    return [[cell.replace("\0", "|").strip() for cell in r] for r in rows]
+
+
+def test_each_current_benchmark_figure_has_one_row_and_its_commit_in_the_history() -> None:
+    rows = _current_figures()
+    figures = [r[0] for r in rows]
+    assert len(figures) == len(set(figures)), "a figure is listed twice"
+    with (ROOT / "docs" / "benchmarks" / "history.csv").open(newline="") as f:
+        measured = {row["commit"] for row in csv.DictReader(f)}
+    for figure, *_, commit in rows:
+        short = re.fullmatch(r"`([0-9a-f]{7,40})`", commit)
+        assert short, f"{figure!r}: no commit"
+        assert any(c.startswith(short.group(1)) for c in measured), (
+            f"{figure!r}: commit {commit} has no row in benchmarks/history.csv"
+        )
