@@ -51,8 +51,9 @@ def _package_view() -> Path:
 
 #: Source folder -> the package its extensions belong to.
 SOURCES = {"core": "esched.core", "services": "esched.services"}
-#: Extension -> the C libraries it links (the hash chain calls OpenSSL's SHA-256).
-LIBRARIES = {"esched.services.store._chain": ["crypto"]}
+#: Extension -> the C libraries it links (the hash chain and the signed records' MAC
+#: call OpenSSL's SHA-256).
+LIBRARIES = {"esched.services.store._chain": ["crypto"], "esched.services.bus._mac": ["crypto"]}
 
 
 def _extensions() -> list[Extension]:

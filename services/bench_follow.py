@@ -45,7 +45,7 @@ from esched.services.bus.signing import Keyring, SigningKey
 from esched.services.commit.decisions import decision_event
 from esched.services.dispatch.outbox import work_item
 from esched.services.replica import Replica
-from esched.services.replica.placing import binding
+from esched.services.replica.proposals import binding
 from esched.services.store.snapshots import freeze_heap, thaw_heap
 from esched.services.synth import cluster_log
 

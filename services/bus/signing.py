@@ -20,14 +20,15 @@ unchecked; the services say so once at start (:func:`warn_if_unsigned`).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
+from esched.services.bus import _mac
+from esched.services.bus._mac import Mac
 from esched.services.bus.base import BusProducer, Headers, Message
 from esched.services.bus.deadletter import Dead
 
@@ -42,7 +43,7 @@ __all__ = [
     "load_keyring",
     "parse_keys",
     "send_signed",
-    "unsigned_dead_letter",
+    "split_signed",
     "warn_if_unsigned",
 ]
 
@@ -72,31 +73,6 @@ class SigningKey:
     secret: bytes = field(repr=False)
 
 
-class _Mac:
-    """HMAC-SHA256 (RFC 2104) under one key, the key's padded inner and outer hash
-    states computed once: a record's MAC is then two copies and two short hashes,
-    about half of ``hmac.digest``'s one-shot cost (which sets the key up anew each
-    call), paid per record by every signer and checker of the internal topics."""
-
-    __slots__ = ("_inner", "_outer")
-
-    def __init__(self, secret: bytes) -> None:
-        block = hashlib.sha256().block_size
-        if len(secret) > block:
-            secret = hashlib.sha256(secret).digest()
-        key = secret.ljust(block, b"\0")
-        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in key))
-        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in key))
-
-    def hexdigest(self, value: bytes) -> bytes:
-        """The MAC of ``value`` as lowercase hex digits (what the header carries)."""
-        inner = self._inner.copy()
-        inner.update(value)
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return outer.hexdigest().encode()
-
-
 class Keyring:
     """The current key (first: signs) and the previous ones (accepted while rotating)."""
 
@@ -107,7 +83,7 @@ class Keyring:
         if len(set(kids)) != len(kids):
             raise SigningConfigError(f"signing key ids repeat: {kids}")
         self.current = keys[0]
-        self._by_kid: dict[bytes, _Mac] = {k.kid.encode(): _Mac(k.secret) for k in keys}
+        self._by_kid: dict[bytes, Mac] = {k.kid.encode(): Mac(k.secret) for k in keys}
         self._mac = self._by_kid[self.current.kid.encode()]
         self._prefix = self.current.kid.encode() + b":"
 
@@ -121,7 +97,7 @@ class Keyring:
 
     def signature(self, value: bytes) -> bytes:
         """The header value signing ``value`` with the current key."""
-        return self._prefix + self._mac.hexdigest(value)
+        return self._mac.signature(self._prefix, value)
 
     def sign(self, value: bytes) -> Headers:
         """The headers of a record with this value."""
@@ -131,29 +107,37 @@ class Keyring:
         self, records: Sequence[tuple[bytes | None, bytes]]
     ) -> list[tuple[bytes | None, bytes, Headers]]:
         """``(key, value)`` records with their signature headers."""
-        return [(key, value, self.sign(value)) for key, value in records]
+        return _mac.signed(self._mac, self._prefix, HEADER, list(records))
 
     def refusal(self, msg: Message) -> tuple[str, str] | None:
         """None when ``msg`` is signed by a known key, else ``(reason, explanation)``:
         ``unsigned`` (no signature header) or ``bad_signature``."""
-        sig = None
-        for name, hv in msg.headers:
-            if name == HEADER:
-                if sig is not None:
-                    return "bad_signature", f"more than one {HEADER} header"
-                sig = hv or b""
-        if sig is None:
-            return "unsigned", f"no {HEADER} header: not written by an esched service"
-        if len(sig) > _MAX_HEADER_BYTES:
-            return "bad_signature", f"{HEADER} header of {len(sig)} bytes"
-        kid, sep, mac = sig.rpartition(b":")
-        mac_of = self._by_kid.get(kid)
-        if not sep or mac_of is None:
-            # The id is the sender's text: shown escaped and cut, never trusted.
-            return "bad_signature", f"unknown signing key id {kid[:64]!r}"
-        if not hmac.compare_digest(mac_of.hexdigest(msg.value), mac):
-            return "bad_signature", f"signature of key {kid.decode()} does not match the record"
-        return None
+        why = _mac.refusal(self._by_kid, HEADER, msg.headers, msg.value, _MAX_HEADER_BYTES)
+        return None if why is None else _refusal_words(*why)
+
+    def split(self, msgs: Sequence[Message]) -> tuple[list[Message], list[Dead]]:
+        """The records of ``msgs`` signed by a known key, in order, and the dead
+        letters of the others (:meth:`refusal`; field ``headers``)."""
+        accepted, refused = _mac.split(self._by_kid, HEADER, msgs, _MAX_HEADER_BYTES)
+        dead: list[Dead] = [
+            (m, *_refusal_words(code, detail), "headers") for m, code, detail in refused
+        ]
+        return accepted, dead
+
+
+def _refusal_words(code: int, detail: object) -> tuple[str, str]:
+    """``(reason, explanation)`` of a refusal code of :func:`_mac.refusal`."""
+    if code == _mac.UNSIGNED:
+        return "unsigned", f"no {HEADER} header: not written by an esched service"
+    if code == _mac.TWO_HEADERS:
+        return "bad_signature", f"more than one {HEADER} header"
+    if code == _mac.TOO_LONG:
+        return "bad_signature", f"{HEADER} header of {detail} bytes"
+    kid = cast(bytes, detail)
+    if code == _mac.UNKNOWN_KEY:
+        # The id is the sender's text: shown escaped and cut, never trusted.
+        return "bad_signature", f"unknown signing key id {kid[:64]!r}"
+    return "bad_signature", f"signature of key {kid.decode()} does not match the record"
 
 
 def parse_keys(text: str, where: str) -> Keyring:
@@ -206,12 +190,13 @@ def check(keyring: Keyring | None, msg: Message) -> tuple[str, str] | None:
     return None if keyring is None else keyring.refusal(msg)
 
 
-def unsigned_dead_letter(keyring: Keyring | None, msg: Message) -> Dead | None:
-    """The dead letter for ``msg`` if it is refused (:func:`check`; field ``headers``,
-    where the signature travels), else None: the one refusal the commit service and
-    replicas apply before reading an internal record."""
-    refused = check(keyring, msg)
-    return None if refused is None else (msg, refused[0], refused[1], "headers")
+def split_signed(
+    keyring: Keyring | None, msgs: Sequence[Message]
+) -> tuple[Sequence[Message], list[Dead]]:
+    """The records of ``msgs`` to read (all of them without keys) and the dead letters
+    of the refused (:meth:`Keyring.split`): the one refusal the commit service and
+    replicas apply to a polled batch before reading a record of it."""
+    return (msgs, []) if keyring is None else keyring.split(msgs)
 
 
 async def send_signed(

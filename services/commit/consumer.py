@@ -13,7 +13,7 @@ from esched.schemas.events import PLACEMENT_PROPOSED
 from esched.schemas.validator import InvalidEvent, parse_event
 from esched.services.bus import BusConsumer, BusError, Message
 from esched.services.bus.deadletter import Dead, send_deadletters
-from esched.services.bus.signing import unsigned_dead_letter
+from esched.services.bus.signing import split_signed
 from esched.services.commit.config import SERVICE, NotLeader
 from esched.services.commit.publish import _Publisher
 from esched.services.faults import poll_or_pause, retry_transient
@@ -87,15 +87,10 @@ class _ProposalConsumer(_Publisher):
         consumer = self._consumer
         assert consumer is not None
         items: list[dict[str, Any]] = []
-        dead: list[Dead] = []
         assert self.bus is not None
-        keyring = self.bus.keyring
-        for m in msgs:
-            # A proposal not signed by an esched service is refused before it is read.
-            refused = unsigned_dead_letter(keyring, m)
-            if refused is not None:
-                dead.append(refused)
-                continue
+        # A proposal not signed by an esched service is refused before it is read.
+        readable, dead = split_signed(self.bus.keyring, msgs)
+        for m in readable:
             try:
                 ev = parse_event(
                     m.value,

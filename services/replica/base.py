@@ -18,6 +18,7 @@ from esched.core.schedule import SchedulingPass
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.bus import Bus, BusConsumer, BusProducer
 from esched.services.replica.config import ReplicaConfig, ReplicaTotals, Submit
+from esched.services.replica.proposals import Proposed
 from esched.services.store._search import all_hold
 from esched.services.store.base import EventStore
 from esched.services.store.follower import LogFollower
@@ -32,22 +33,6 @@ def may_make_work(rows: Sequence[tuple[int, bytes]]) -> bool:
     follow: any but a committed placement (the dispatcher makes work of submissions,
     rejections, capacity)."""
     return not all_hold(rows, _COMMITTED)
-
-
-class Undecided:
-    """How many of a batch's proposals await their decision; ``all_decided`` is set
-    when none does (one wake-up per batch instead of a callback per proposal)."""
-
-    __slots__ = ("all_decided", "left")
-
-    def __init__(self, left: int, all_decided: asyncio.Future) -> None:
-        self.left = left
-        self.all_decided = all_decided
-
-    def one_decided(self) -> None:
-        self.left -= 1
-        if self.left <= 0 and not self.all_decided.done():
-            self.all_decided.set_result(None)
 
 
 class _ReplicaBase:
@@ -96,16 +81,22 @@ class _ReplicaBase:
             busy_interval=self.config.follow_busy_interval,
             on_batch=self._on_batch,
         )
+        #: Whether the prefix is its own JSON (no escapes): ids are then spliced into
+        #: proposal records as their UTF-8 text.
+        self._pid_prefix_plain = orjson.dumps(self._pid_prefix) == b'"%s"' % (
+            self._pid_prefix.encode()
+        )
         self.placer: Placer | None = None
-        self._waiting: dict[str, asyncio.Future] = {}
-        #: Undecided proposals of each batch being proposed, by proposal id: one
-        #: count per batch, so a batch awaits one future, not one per proposal.
-        self._batch_of: dict[str, Undecided] = {}
+        #: The batch of each proposal awaiting its decision, by proposal id: a batch
+        #: awaits one future for all its decisions, not one per proposal.
+        self._waiting: dict[str, Proposed] = {}
         self._stopping = asyncio.Event()
         #: Claims of proposals sent and not yet decided in the fold, by proposal id:
         #: ([(pod, node, GPU devices)], [victim pods]); assumed in the placer's view
         #: (and the device table's) (see _resync).
-        self._inflight: dict[str, tuple[list[tuple[str, str, tuple[int, ...]]], list[str]]] = {}
+        self._inflight: dict[
+            str, tuple[Sequence[tuple[str, str, tuple[int, ...]]], Sequence[str]]
+        ] = {}
         #: pod -> proposal id of its undecided claim
         self._inflight_pods: dict[str, str] = {}
         #: bumped whenever a claim is added or released: the view must be renewed
@@ -116,6 +107,9 @@ class _ReplicaBase:
         self._batches: set[asyncio.Task] = set()
         self._failed: BaseException | None = None
         self._requests: dict[int, dict[str, int]] = {}
+        #: JSON of each class's requests and of each node's name, as proposals carry them
+        self._resources_json: dict[int, bytes] = {}
+        self._node_json: dict[str, bytes] = {}
         #: the placement policy (core.schedule), made with the placer in start()
         self.scheduler: SchedulingPass | None = None
         #: Quincy's rounds over that pass (config.quincy), from start(); None: the pass

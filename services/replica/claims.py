@@ -7,6 +7,7 @@ from typing import Any
 
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.replica.base import _ReplicaBase
+from esched.services.replica.proposals import Proposed
 
 
 class _Claims(_ReplicaBase):
@@ -44,13 +45,17 @@ class _Claims(_ReplicaBase):
             self.devices.claim(b for bindings, _ in self._inflight.values() for b in bindings)
         self._view_at = now
 
-    def _claim(self, proposals: list[dict[str, Any]]) -> None:
+    def _claim(self, proposed: Proposed) -> None:
         """Record the claims of proposals about to be sent (already in the view)."""
-        for p in proposals:
-            pairs = [(b["pod"], b["node"], tuple(b.get("devices") or ())) for b in p["bindings"]]
-            self._inflight[p["proposal"]] = (pairs, [v["pod"] for v in p.get("victims") or ()])
+        inflight = self._inflight
+        inflight_pods = self._inflight_pods
+        for pid, pl in zip(proposed.pids, proposed.placements, strict=True):
+            pairs = pl.bindings
+            if len(pairs) != 1 or pairs[0][2]:  # GPU devices as tuples, whatever the plan
+                pairs = [(pod, node, tuple(devices)) for pod, node, devices in pairs]
+            inflight[pid] = (pairs, [v["pod"] for v in pl.victims] if pl.victims else ())
             for pod, _node, _devices in pairs:
-                self._inflight_pods[pod] = p["proposal"]
+                inflight_pods[pod] = pid
         self._claims_version += 1
         # The view already holds them (the pass assumed each placement as it went).
         self._view_at = (int(self.state.position), self._claims_version)
@@ -68,7 +73,7 @@ class _Claims(_ReplicaBase):
     def _on_fold(self, events: list[tuple[int, dict[str, Any]]]) -> None:
         """Release the claims of our proposals whose decisions just got folded (in the
         same step as the fold: the state has a committed claim exactly when the
-        ledger has not) and resolve their futures."""
+        ledger has not) and hand each decision to its batch."""
         if not self._waiting and not self._inflight:
             return
         for _pos, ev in events:
@@ -76,9 +81,6 @@ class _Claims(_ReplicaBase):
                 pid: Any = (ev.get("data") or {}).get("proposal")  # as stored: any JSON
                 if pid in self._inflight:
                     self._release(pid)
-                fut = self._waiting.get(pid)
-                if fut is not None and not fut.done():
-                    fut.set_result(ev)
-                    batch = self._batch_of.pop(pid, None)
-                    if batch is not None:
-                        batch.one_decided()
+                batch = self._waiting.get(pid)
+                if batch is not None:
+                    batch.decide(pid, ev)

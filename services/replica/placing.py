@@ -6,18 +6,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from esched.core.reasons import canonical_code
-from esched.core.schedule import PassResult, Target
-from esched.schemas.events import PLACEMENT_COMMITTED, proposal_envelope, proposal_key, timestamp
+from esched.core.schedule import Target
+from esched.schemas.events import (
+    PLACEMENT_COMMITTED,
+    proposal_envelope,
+    proposal_key,
+    timestamp,
+)
 from esched.services import metrics
 from esched.services.bus.signing import send_signed
 from esched.services.faults import retry_transient
-from esched.services.replica.base import Undecided
+from esched.services.replica._records import proposal_records
 from esched.services.replica.config import SERVICE
+from esched.services.replica.proposals import Proposed, binding, proposal_data, proposal_parts
 from esched.services.replica.reports import _Reports
 from esched.services.retry import Backoff
 
@@ -47,31 +54,31 @@ class _Placing(_Reports):
         while targets and not self._stopping.is_set():
             self._resync()
             # Undecided claims of other batches this pass's view assumes.
-            foreign = [f for pid in self._inflight if (f := self._waiting.get(pid)) is not None]
+            foreign = [(b, pid) for pid in self._inflight if (b := self._waiting.get(pid))]
             candidates: dict[str, tuple[Target, dict[str, int], str]] = {}
             blocked: list[tuple[Target, list[asyncio.Future]]] = []
             judged_at = int(self.state.position)  # the state this pass's verdicts see
             t0 = time.perf_counter()
-            proposals, by_proposal = self._plan(targets, candidates, blocked)
+            proposed = self._plan(targets, candidates, blocked)
             t1 = time.perf_counter()
             retry: list[Target] = []
-            if proposals:
-                retry = await self._decided(proposals, by_proposal, planned)
+            if proposed is not None:
+                retry = await self._decided(proposed, planned)
             elif planned is not None:
                 planned.set()
             log.debug(
                 "replica %s: planned %d in %.1f ms, decided in %.1f ms",
                 self.id,
-                len(proposals),
+                0 if proposed is None else len(proposed.pids),
                 (t1 - t0) * 1e3,
                 (time.perf_counter() - t1) * 1e3,
             )
             doubt = bool(retry)
             if candidates and not doubt and foreign:
-                done, pending = await asyncio.wait(foreign, timeout=self.config.decision_timeout)
-                doubt = bool(pending) or any(
-                    f.cancelled() or f.result()["type"] != PLACEMENT_COMMITTED for f in done
+                await asyncio.wait(
+                    {b.all_decided for b, _pid in foreign}, timeout=self.config.decision_timeout
                 )
+                doubt = not all(b.committed(pid) for b, pid in foreign)
             again: dict[tuple[str, str], Target] = {}
             if doubt:
                 for t in retry:
@@ -116,28 +123,25 @@ class _Placing(_Reports):
             await self._reserve()
 
     async def _decided(
-        self,
-        proposals: list[dict[str, Any]],
-        by_proposal: dict[str, Target],
-        planned: asyncio.Event | None = None,
+        self, proposed: Proposed, planned: asyncio.Event | None = None
     ) -> list[Target]:
         """Propose, wait for the decisions, count them; the targets of rejected ones."""
-        decisions = await self._propose(proposals, planned)
+        decisions = await self._propose(proposed, planned)
         retry: list[Target] = []
         committed = placed = 0
-        for pid, env in decisions.items():
-            data = env["data"]
+        for pid, pl in zip(proposed.pids, proposed.placements, strict=True):
+            env = decisions[pid]
             if env["type"] == PLACEMENT_COMMITTED:
                 committed += 1
-                placed += len(data["bindings"])
+                placed += len(pl.bindings)
             else:
                 # A decision of an older commit service may spell it the old way.
-                reason = canonical_code(str(data.get("reason")))
+                reason = canonical_code(str(env["data"].get("reason")))
                 self.totals.conflicts += 1
                 self.totals.reasons[reason] = self.totals.reasons.get(reason, 0) + 1
                 metrics.REPLICA_PROPOSALS.labels(self.id, "rejected").inc()
                 metrics.REPLICA_CONFLICTS.labels(self.id, reason).inc()
-                retry.append(by_proposal[pid])
+                retry.append(pl.target)
         # Counted once per pass: labelled metric lookups per pod are measurable here.
         self.totals.committed += committed
         self.totals.placed_pods += placed
@@ -157,10 +161,10 @@ class _Placing(_Reports):
         targets: list[Target],
         unschedulable: dict[str, tuple[Target, dict[str, int], str]],
         blocked: list[tuple[Target, list[asyncio.Future]]] | None = None,
-    ) -> tuple[list[dict[str, Any]], dict[str, Target]]:
-        """Proposals for ``targets`` by one scheduling pass on the current view (pods
-        assumed as placed); pods no node fits go to ``unschedulable`` (pod -> target,
-        reasons, message).
+    ) -> Proposed | None:
+        """The proposals of ``targets`` (None: none) by one scheduling pass on the
+        current view (pods assumed as placed); pods no node fits go to
+        ``unschedulable`` (pod -> target, reasons, message).
 
         A pod with an undecided claim (another batch proposed it) is skipped: that
         batch retries it if it is rejected. A gang with a member in an undecided
@@ -173,72 +177,89 @@ class _Placing(_Reports):
             in_flight=self._inflight_pods,
             reserving={r["gang"] for r in self._to_reserve},
         )
-        proposals, by_proposal = self._proposals(result)
         unschedulable.update(result.unschedulable)
         self.totals.skipped += result.skipped
         self.totals.gangs_waiting += result.gangs_waiting
         for t, busy in result.blocked:
-            futures = [f for pid in busy if (f := self._waiting.get(pid)) is not None]
+            futures = list({b.all_decided for pid in busy if (b := self._waiting.get(pid))})
             if blocked is not None and futures:
                 blocked.append((t, futures))
             else:
                 self.totals.skipped += 1
         self._to_reserve.extend(result.reservations)
-        return proposals, by_proposal
-
-    def _proposals(self, result: PassResult) -> tuple[list[dict[str, Any]], dict[str, Target]]:
-        """The ``esched.placement.proposed`` data of a pass's placements (one proposal
-        per placement: all or nothing), and the target of each by proposal id."""
-        st = self.state
-        position = int(st.position)
-        proposals: list[dict[str, Any]] = []
-        by_proposal: dict[str, Target] = {}
-        for pl in result.placements:
-            pid = f"{self._pid_prefix}{next(self._pid_seq):x}"
-            proposal: dict[str, Any] = {
-                "proposal": pid,
-                "replica": self.id,
-                "position": position,
-                "gang": pl.gang,
-                "bindings": [
-                    binding(pod, node, self._requests_of(st.pod_class_id(pod)), devices)
-                    for pod, node, devices in pl.bindings
-                ],
-            }
+        placements = result.placements
+        if not placements:
+            return None
+        for pl in placements:
             if pl.victims:
-                # One transaction: the commit service evicts these and binds, or neither.
-                proposal["victims"] = pl.victims
                 self.totals.preemptions += 1
                 self.totals.victims += len(pl.victims)
-            proposals.append(proposal)
-            by_proposal[pid] = pl.target
-        return proposals, by_proposal
+        # Ids: the instance's prefix and a counter (see _ReplicaBase._pid_prefix).
+        prefix = self._pid_prefix
+        seq = self._pid_seq
+        pids = [f"{prefix}{next(seq):x}" for _ in placements]
+        return Proposed(pids, placements, int(self.state.position))
+
+    def _data(self, proposed: Proposed, i: int) -> dict[str, Any]:
+        """The ``esched.placement.proposed`` data of the batch's ``i``-th proposal."""
+        pl = proposed.placements[i]
+        class_of = self.state.pod_class_id
+        bindings = [
+            binding(pod, node, self._requests_of(class_of(pod)), devices)
+            for pod, node, devices in pl.bindings
+        ]
+        return proposal_data(
+            proposed.pids[i], self.id, proposed.position, pl.gang, bindings, pl.victims
+        )
+
+    def _records(self, proposed: Proposed, which: Sequence[int]) -> list[tuple[bytes, bytes]]:
+        """The ``(key, value)`` records of the batch's proposals ``which``: a one-pod
+        proposal joined from the template's pieces, any other from its envelope."""
+        source = self.config.source_prefix + self.id
+        now = timestamp()
+        specs = self.state.class_specs
+
+        def other(i: int) -> tuple[bytes, bytes]:
+            data = self._data(proposed, i)
+            envelope = proposal_envelope(data, source, time=now)
+            return proposal_key(data).encode(), orjson.dumps(envelope)
+
+        return proposal_records(
+            proposal_parts(self.id, source, proposed.position, now),
+            proposed.pids,
+            proposed.placements,
+            which,
+            self.state.pod_class_id,
+            self._resources_json,
+            self._node_json,
+            self._pid_prefix_plain,
+            lambda cid: orjson.dumps(specs[cid]["requests"]),  # as _requests_of's copy
+            other,
+        )
 
     async def _propose(
-        self, proposals: list[dict[str, Any]], planned: asyncio.Event | None = None
+        self, proposed: Proposed, planned: asyncio.Event | None = None
     ) -> dict[str, dict[str, Any]]:
         """Claim and send proposals and wait until their decisions are in this
-        replica's fold. ``planned`` is set once the claims are recorded (before the
-        first await: the view and the claims never disagree)."""
-        loop = asyncio.get_running_loop()
+        replica's fold (proposal id -> decision). ``planned`` is set once the claims
+        are recorded (before the first await: the view and the claims never
+        disagree)."""
         if not self.totals.first_proposal_at:
             self.totals.first_proposal_at = time.perf_counter()
-        futures = {p["proposal"]: loop.create_future() for p in proposals}
-        self._waiting.update(futures)
-        undecided = Undecided(len(futures), loop.create_future())
-        self._batch_of.update(dict.fromkeys(futures, undecided))
-        self._claim(proposals)
+        pids = proposed.pids
+        self._waiting.update(dict.fromkeys(pids, proposed))
+        self._claim(proposed)
         if planned is not None:
             planned.set()
-        self.totals.proposals += len(proposals)
+        self.totals.proposals += len(pids)
         try:
-            pending = list(proposals)
+            pending: Sequence[int] = range(len(pids))
             while True:
-                await self._send(pending)
-                await asyncio.wait((undecided.all_decided,), timeout=self.config.decision_timeout)
-                pending = [p for p in proposals if not futures[p["proposal"]].done()]
-                if not pending:
+                await self._send(proposed, pending)
+                await asyncio.wait((proposed.all_decided,), timeout=self.config.decision_timeout)
+                if proposed.all_decided.done():
                     break
+                pending = [i for i, pid in enumerate(pids) if pid not in proposed.decisions]
                 if self._stopping.is_set():
                     raise asyncio.CancelledError
                 log.warning(
@@ -248,25 +269,18 @@ class _Placing(_Reports):
                     self.config.decision_timeout,
                 )
             self.totals.last_decision_at = time.perf_counter()
-            return {pid: f.result() for pid, f in futures.items()}
+            return proposed.decisions
         finally:
-            for pid in futures:
-                self._waiting.pop(pid, None)
-                self._batch_of.pop(pid, None)
+            waiting = self._waiting
+            for pid in pids:
+                waiting.pop(pid, None)
 
-    async def _send(self, proposals: list[dict[str, Any]]) -> None:
+    async def _send(self, proposed: Proposed, which: Sequence[int]) -> None:
         if self._submit is not None:
-            await self._submit(proposals)
+            await self._submit([self._data(proposed, i) for i in which])
             return
         assert self._producer is not None
-        now = timestamp()
-        records = [
-            (
-                proposal_key(p).encode(),
-                orjson.dumps(proposal_envelope(p, self.config.source_prefix + self.id, time=now)),
-            )
-            for p in proposals
-        ]
+        records = self._records(proposed, which)
         producer = self._producer
         await retry_transient(
             lambda: send_signed(producer, self.bus.keyring, self.bus.topics.proposals, records),
@@ -274,11 +288,3 @@ class _Placing(_Reports):
             service=SERVICE,
             peer="bus",
         )
-
-
-def binding(pod: str, node: str, resources: dict[str, int], devices: tuple[int, ...]) -> dict:
-    """One binding of a proposal; ``devices`` only when GPU devices were chosen."""
-    b: dict[str, Any] = {"pod": pod, "node": node, "resources": resources}
-    if devices:
-        b["devices"] = list(devices)
-    return b

@@ -15,7 +15,7 @@ from esched.core.schedule import Target
 from esched.services import metrics
 from esched.services.bus import BusConsumer, BusError, Message
 from esched.services.bus.deadletter import Dead, send_deadletters
-from esched.services.bus.signing import unsigned_dead_letter
+from esched.services.bus.signing import split_signed
 from esched.services.faults import poll_or_pause, retry_transient
 from esched.services.replica.config import SERVICE, ReplicaTotals
 from esched.services.replica.share import _Share
@@ -198,14 +198,10 @@ class _WorkLoop(_Share):
         """
         targets: dict[tuple[str, str], Target] = {}
         origin: dict[tuple[str, str], Message] = {}
-        dead: list[Dead] = []
-        keyring = self.bus.keyring if self.bus is not None else None
-        for m in msgs:
-            # Work not written by the dispatcher is refused before it is read.
-            refused = unsigned_dead_letter(keyring, m)
-            if refused is not None:
-                dead.append(refused)
-                continue
+        # Work not written by the dispatcher is refused before it is read.
+        readable, dead = split_signed(self.bus.keyring if self.bus is not None else None, msgs)
+        upto = 0  # the furthest position named
+        for m in readable:
             try:
                 item = orjson.loads(m.value)
                 kind = "gang" if item.get("gang") else "pod"
@@ -214,12 +210,15 @@ class _WorkLoop(_Share):
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
                 dead.append((m, "malformed_work", "not a work item (pod or gang, position)", None))
                 continue
-            prev_t = targets.get((kind, key))
+            tk = (kind, key)
+            prev_t = targets.get(tk)
             if prev_t is None or prev_t.position < position:
-                targets[(kind, key)] = Target(kind, key, position)
-                origin[(kind, key)] = m
+                targets[tk] = Target(kind, key, position)
+                origin[tk] = m
+                if position > upto:
+                    upto = position
         self.totals.work_items += len(msgs)
-        if targets and max(t.position for t in targets.values()) > self.follower.position:
+        if targets and upto > self.follower.position:
             # A work item names a log position the fold must reach first; one beyond
             # the log's head (forged, or garbage) would stall every replica forever.
             head = await retry_transient(
@@ -228,10 +227,10 @@ class _WorkLoop(_Share):
             for tk in [tk for tk, t in targets.items() if t.position > head]:
                 text = f"position: {targets.pop(tk).position} is beyond the log head {head}"
                 dead.append((origin[tk], "position_beyond_head", text, "position"))
+            upto = max((t.position for t in targets.values()), default=0)
         if dead:
             await self._deadletter(dead)
         if targets:
-            upto = max(t.position for t in targets.values())
             t0 = time.perf_counter()
             # The fold must have the event that made each item pending; it is in the log.
             while not await self.follower.wait_for(upto, 5.0):

@@ -33,6 +33,7 @@ from esched.services.bus.signing import (
     check,
     load_keyring,
     parse_keys,
+    split_signed,
     warn_if_unsigned,
 )
 from esched.services.commit import CommitService
@@ -129,6 +130,40 @@ def test_a_record_signed_with_the_previous_key_is_accepted_while_rotating():
 def test_records_without_a_valid_signature_are_refused_with_a_reason(headers, reason, words):
     got = ROTATED.refusal(_msg(b"v", headers))
     assert got is not None and got[0] == reason and words in got[1]
+
+
+def test_a_polled_batch_splits_into_signed_records_and_dead_letters_of_the_others():
+    msgs = [
+        _msg(b"a", ROTATED.sign(b"a")),
+        _msg(b"b"),
+        _msg(b"c", FORGER.sign(b"c")),
+        _msg(b"d", OLD.sign(b"d")),
+        _msg(b"e", ROTATED.sign(b"not e")),
+    ]
+    accepted, dead = split_signed(ROTATED, msgs)
+    assert [m.value for m in accepted] == [b"a", b"d"]
+    assert [(m.value, reason, field) for m, reason, _text, field in dead] == [
+        (b"b", "unsigned", "headers"),
+        (b"c", "bad_signature", "headers"),
+        (b"e", "bad_signature", "headers"),
+    ]
+    assert [text for _m, _r, text, _f in dead] == [
+        ROTATED.refusal(m)[1] for m in msgs[1:3] + msgs[4:]
+    ]
+    assert split_signed(None, msgs) == (msgs, [])
+
+
+def test_a_batch_signed_at_once_is_signed_as_each_record_alone():
+    records = [(b"k1", b"one"), (None, b"two" * 100), (b"k3", b"")]
+    expected = [
+        (
+            k,
+            v,
+            ((HEADER, b"k2:" + hmac.new(SECRET_NEW.encode(), v, "sha256").hexdigest().encode()),),
+        )
+        for k, v in records
+    ]
+    assert ROTATED.signed(records) == expected
 
 
 def test_a_signature_of_other_bytes_or_of_a_forger_does_not_verify():

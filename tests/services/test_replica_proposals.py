@@ -1,0 +1,121 @@
+"""A replica's proposals on the wire: one-pod proposals are joined from a template's
+pieces, so each record must be byte for byte what ``orjson.dumps`` of its envelope
+writes (the commit service, the dead-letter path and any consumer read that), signed
+over those bytes, keyed as every proposal is; gangs and evictions go through the
+envelope. Runs on both stores (``store``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+
+from esched.schemas.events import PLACEMENT_COMMITTED, proposal_envelope, proposal_key
+from esched.services.bus import Message, open_bus
+from esched.services.bus.memory import MemoryBus
+from esched.services.bus.signing import Keyring, SigningKey
+from esched.services.commit import CommitService
+from esched.services.dispatch import work_item
+from esched.services.replica import Replica, ReplicaConfig
+from esched.services.replica.proposals import binding, proposal_data, proposal_parts
+from support.aio import eventually
+from support.events import append_events, node, pod, podgroup
+
+KEYRING = Keyring([SigningKey("k1", b"0123456789abcdef0123456789abcdef")])
+
+
+async def _place(
+    store, replica_id: str, pods: list[dict], work: list[tuple[str, str]], *, sent: int = 0
+) -> list:
+    """Place ``work`` ((kind, key) items) with one replica and the commit service on
+    an in-process bus; the proposal records it sent. With ``sent``, only until that
+    many are sent (the commit service refuses names that are not DNS names: such
+    proposals are never decided)."""
+    await append_events(store, node("n-1", cpu="64", pods="100"), *pods)
+    head = await store.head()
+    bus = open_bus(None, keyring=KEYRING)
+    assert isinstance(bus, MemoryBus)
+    commit = CommitService(store, bus)
+    await commit.start()
+    running = asyncio.create_task(commit.run())
+    replica = Replica(store, bus, replica_id, config=ReplicaConfig(retry_backoff=0.001))
+    await replica.start()
+    msgs = []
+    for i, (kind, key) in enumerate(work):
+        k, v = work_item(kind, key, head)
+        msgs.append(Message(bus.topics.work, 0, i, k, v, 0, KEYRING.sign(v)))
+    handling = asyncio.create_task(replica.handle(msgs))
+    try:
+        if sent:
+            await eventually(lambda: len(bus.log(bus.topics.proposals)) >= sent, within=20)
+        else:
+            await asyncio.wait_for(asyncio.shield(handling), 20)
+            assert not bus.log(bus.topics.deadletter)
+    finally:
+        handling.cancel()
+        await asyncio.gather(handling, return_exceptions=True)
+        await replica.stop()
+        await commit.stop()
+        await asyncio.wait_for(running, 10)
+    return bus.log(bus.topics.proposals)
+
+
+def _check_records(records: list, replica_id: str) -> None:
+    """Each record is its envelope's encoding, keyed and signed as every proposal."""
+    for m in records:
+        env = orjson.loads(m.value)
+        data = env["data"]
+        assert m.value == orjson.dumps(proposal_envelope(data, env["source"], time=env["time"]))
+        assert m.key == proposal_key(data).encode()
+        assert data["replica"] == replica_id and env["source"].endswith(replica_id)
+        assert data["proposal"].startswith(replica_id + "-")
+        assert KEYRING.refusal(m) is None
+
+
+async def test_each_proposal_record_is_the_bytes_its_envelope_encodes_to(store):
+    pods = [pod(name) for name in ("a", "b-1", "c.2")]
+    pods += [podgroup("g", 2), pod("g1", gang="g"), pod("g2", gang="g")]
+    work = [("pod", f"t/{p}") for p in ("a", "b-1", "c.2")] + [("gang", "t/g")]
+    records = await _place(store, "r1", pods, work)
+    assert len(records) == 4
+    _check_records(records, "r1")
+    gangs = [orjson.loads(m.value)["data"] for m in records if b'"gang":null' not in m.value]
+    assert [(g["gang"], len(g["bindings"])) for g in gangs] == [("t/g", 2)]
+    committed = [e for e in await store.read(0, 100) if e.type == PLACEMENT_COMMITTED]
+    proposed = {orjson.loads(m.value)["data"]["proposal"] for m in records}
+    assert {orjson.loads(e.payload)["data"]["proposal"] for e in committed} == proposed
+
+
+async def test_names_and_ids_json_escapes_are_written_as_the_envelope_writes_them(store):
+    names = ("b-ü", 'c"q', "d\\e", "e\u2028")
+    records = await _place(
+        store, 'r"ü\\1', [pod(n) for n in names], [("pod", f"t/{n}") for n in names], sent=4
+    )
+    _check_records(records, 'r"ü\\1')
+    assert {orjson.loads(m.value)["data"]["bindings"][0]["pod"] for m in records} == {
+        f"t/{n}" for n in names
+    }
+
+
+def test_a_template_splits_only_where_its_stand_ins_are() -> None:
+    parts = proposal_parts("r1", "esched/replica/r1", 42, "2026-01-01T00:00:00Z")
+    assert parts is not None
+    pid, pod_, node_, res = "r1-0abc-1f", 't/p"1', "n1", {"cpu": 1000, "pods": 1}
+    joined = b"".join(
+        (
+            parts[0],
+            pid.encode(),
+            parts[1],
+            pid.encode(),
+            parts[2],
+            orjson.dumps(pod_),
+            parts[3],
+            orjson.dumps(node_),
+            parts[4],
+            orjson.dumps(res),
+            parts[5],
+        )
+    )
+    data = proposal_data(pid, "r1", 42, None, [binding(pod_, node_, res, ())])
+    env = proposal_envelope(data, "esched/replica/r1", time="2026-01-01T00:00:00Z")
+    assert joined == orjson.dumps(env)
