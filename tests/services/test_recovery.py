@@ -44,21 +44,11 @@ from esched.services.synth import node_event, pod_event
 from support.processes import Log, Processes, group_settled, write_events
 
 NAMESPACE = "synth"
-#: Replica options of these tests: the default session, heartbeats well within it,
-#: dynamic members. Not a shorter session: on tansu a session not above its SyncGroup
-#: hold (3 s) plus a heartbeat interval never lets the group settle
-#: (esched.services.bus.kafka.TANSU_SYNC_HOLD_MS). Not static members: tansu counts
-#: neither a static member's held JoinGroup nor its SyncGroup as contact, so one that
-#: learns of a rebalance after the leader is evicted after the sync and the group
-#: rebalances forever, and a leader stopped then leaves the group without one
-#: (tests/services/test_tansu_groups.py).
-REPLICA_ARGS = (
-    "--session-timeout",
-    "6",
-    "--heartbeat-interval",
-    "0.5",
-    "--no-static-membership",
-)
+#: Replica options of these tests (beside support.processes.TANSU_REPLICA_ARGS):
+#: the default session, heartbeats well within it. Not shorter: on tansu a session
+#: not above its SyncGroup hold (3 s) plus a heartbeat interval never lets the group
+#: settle (esched.services.bus.kafka.TANSU_SYNC_HOLD_MS).
+REPLICA_ARGS = ("--session-timeout", "6", "--heartbeat-interval", "0.5")
 #: The session of REPLICA_ARGS.
 SESSION = 6.0
 #: A rebalance on tansu (a JoinGroup held 5 s, a SyncGroup 3 s), publishing the wave
