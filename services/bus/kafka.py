@@ -111,6 +111,8 @@ class FetchWait:
 
 #: The attribute of aiokafka's group coordinator holding the static member name.
 GROUP_INSTANCE_ATTRIBUTE = "_group_instance_id"
+#: The attribute of aiokafka's group coordinator holding the member's generation.
+GENERATION_ATTRIBUTE = "generation"
 
 #: How a group's partitions are shared out, preferred first. Sticky: a member joining
 #: or leaving moves only the partitions that must move (round robin reshuffles most
@@ -127,9 +129,9 @@ def leave_group_on_stop(consumer: AIOKafkaConsumer) -> bool:
     its session to expire. A service that stops on SIGTERM may not come back, so it
     leaves: aiokafka's close sends LeaveGroup (by member id, which every broker
     version takes) once the coordinator (the consumer's private ``_coordinator``)
-    has no instance name. A restart under the same name then rejoins with a
-    rebalance, as a dynamic member would. If a release of aiokafka lacks the
-    attribute, the member stops without leaving and this says so
+    has no instance name (and, on tansu, a generation above 0). A restart under the
+    same name then rejoins with a rebalance, as a dynamic member would. If a release
+    of aiokafka lacks the attribute, the member stops without leaving and this says so
     (tests/services/test_bus_contract.py checks the installed aiokafka has it).
     """
     coordinator = getattr(consumer, "_coordinator", None)
@@ -139,6 +141,15 @@ def leave_group_on_stop(consumer: AIOKafkaConsumer) -> bool:
         log.warning("this aiokafka has no group instance to clear: stopping without LeaveGroup")
         return False
     setattr(coordinator, GROUP_INSTANCE_ATTRIBUTE, None)
+    # aiokafka leaves only from generation 1 on (Apache Kafka's first); tansu numbers
+    # a group's first generation 0, whose members would stop without LeaveGroup and
+    # hold their share for a session. LeaveGroup carries no generation, so such a
+    # member passes as generation 1. (A heartbeat sent meanwhile fails with an illegal
+    # generation; aiokafka then forgets the member and skips LeaveGroup, as before.)
+    if getattr(coordinator, GENERATION_ATTRIBUTE, None) == 0 and getattr(
+        coordinator, "member_id", ""
+    ):
+        setattr(coordinator, GENERATION_ATTRIBUTE, 1)
     return True
 
 

@@ -359,15 +359,16 @@ def _load_profile_option(path: str | None) -> Any:
     show_default=True,
     help="Join the group under the replica's --id (Kafka static membership, KIP-345): "
     "restarted within its session, it takes its old partitions back without a "
-    "rebalance.",
+    "rebalance. Turn it off on the tansu broker, which can rebalance a group of "
+    "static members forever (docs/operations.md).",
 )
 @click.option(
     "--bridge-rebalance/--no-bridge-rebalance",
-    default=False,
+    default=True,
     show_default=True,
     help="While the group rebalances, keep working this replica's previous share of "
     "the work partitions (read by assignment), so one replica leaving or dying does "
-    "not stop placement on every replica.",
+    "not stop placement on every replica (aiokafka rebalances eagerly).",
 )
 @bands_option
 @queue_hierarchy_option

@@ -71,11 +71,8 @@ class ReplicaConfig:
     #: While the group rebalances (between revoking this replica's share and assigning
     #: the next), work the share it had, read by assignment (see
     #: Replica._bridge_rebalance): aiokafka rebalances eagerly, so without this every
-    #: replica stops placing while one replica's share moves. Off by default: on the
-    #: tansu broker, with it on, the survivor of a replica stopped by SIGTERM was seen
-    #: never to finish rejoining (its member id reset at each heartbeat), even with a
-    #: session well above tansu's SyncGroup hold (docs/operations.md).
-    bridge_rebalance: bool = False
+    #: replica stops placing while one replica's share moves.
+    bridge_rebalance: bool = True
     source_prefix: str = "esched/replica/"
     #: Let pods and gangs that fit nowhere propose evicting pods of lower bands.
     preemption: bool = True

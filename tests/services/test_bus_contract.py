@@ -16,6 +16,7 @@ from aiokafka.consumer.group_coordinator import GroupCoordinator
 from esched.services.bus import Bus, TopicNames, open_bus
 from esched.services.bus.base import DEFAULT_WORK_PARTITIONS
 from esched.services.bus.kafka import (
+    GENERATION_ATTRIBUTE,
     GROUP_INSTANCE_ATTRIBUTE,
     FetchWait,
     KafkaBus,
@@ -234,6 +235,7 @@ def test_the_installed_aiokafka_skips_leave_group_only_for_a_named_static_member
     # if a release renames it or changes when it leaves, this fails.
     leave = inspect.getsource(GroupCoordinator._maybe_leave_group)
     assert f"self.{GROUP_INSTANCE_ATTRIBUTE} is None" in leave
+    assert f"self.{GENERATION_ATTRIBUTE} > 0" in leave
     assert "LeaveGroupRequest(" in leave
     assert "self._maybe_leave_group()" in inspect.getsource(GroupCoordinator.close)
     assert "self._coordinator = GroupCoordinator(" in inspect.getsource(AIOKafkaConsumer.start)
@@ -244,6 +246,16 @@ def test_leave_group_on_stop_clears_the_static_name_and_warns_without_it(caplog)
     assert leave_group_on_stop(SimpleNamespace(_coordinator=coordinator))
     assert getattr(coordinator, GROUP_INSTANCE_ATTRIBUTE) is None
     assert leave_group_on_stop(SimpleNamespace())  # never joined: nothing to leave
+    # tansu's first generation is 0: the member still leaves (LeaveGroup has no
+    # generation); one aiokafka already forgot (member id "") is left alone.
+    first = SimpleNamespace(**{GROUP_INSTANCE_ATTRIBUTE: None, GENERATION_ATTRIBUTE: 0})
+    first.member_id = "g/r1-1"
+    assert leave_group_on_stop(SimpleNamespace(_coordinator=first))
+    assert getattr(first, GENERATION_ATTRIBUTE) == 1
+    reset = SimpleNamespace(**{GROUP_INSTANCE_ATTRIBUTE: None, GENERATION_ATTRIBUTE: -1})
+    reset.member_id = ""
+    assert leave_group_on_stop(SimpleNamespace(_coordinator=reset))
+    assert getattr(reset, GENERATION_ATTRIBUTE) == -1
     with caplog.at_level(logging.WARNING, logger="esched.services.bus.kafka"):
         assert not leave_group_on_stop(SimpleNamespace(_coordinator=SimpleNamespace()))
     assert "without LeaveGroup" in caplog.text

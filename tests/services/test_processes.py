@@ -30,7 +30,7 @@ from esched.schemas.events import PLACEMENT_COMMITTED
 from esched.services.devbroker import DevBroker
 from esched.services.procs import run_esched, service_env, wait_until
 from esched.services.synth import node_event, pod_event
-from support.processes import Log, Processes, group_settled, write_events
+from support.processes import TANSU_REPLICA_ARGS, Log, Processes, group_settled, write_events
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -95,8 +95,8 @@ def test_processes_survive_kill9_of_a_replica_and_the_commit_leader(
         )
         commit_b = start("commit-b", "commit")
         start("dispatch", "dispatch")
-        r1 = start("replica-r1", "replica", "--id", "r1", "--seed", "1")
-        r2 = start("replica-r2", "replica", "--id", "r2", "--seed", "2")
+        r1 = start("replica-r1", "replica", "--id", "r1", "--seed", "1", *TANSU_REPLICA_ARGS)
+        r2 = start("replica-r2", "replica", "--id", "r2", "--seed", "2", *TANSU_REPLICA_ARGS)
         wait_until(
             "both replicas ready",
             lambda: r1.logged("replica r1 ready") and r2.logged("replica r2 ready"),

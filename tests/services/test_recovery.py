@@ -6,9 +6,10 @@ fault, then a wave of pods spread over every work partition; the recovery time i
 from the fault (for a pause: from the broker's resumption) until the whole wave is
 committed, with nothing committed twice:
 
-* a replica stopped with SIGTERM leaves its group (LeaveGroup: on Apache Kafka its
-  partitions move at once; tansu, the tests' broker, answers it but keeps the member
-  until its session ends, so here both bounds are the session plus a rebalance);
+* a replica stopped with SIGTERM leaves its group (LeaveGroup: its partitions move
+  at once; but aiokafka sends it only from generation 1 on, and tansu, the tests'
+  broker, numbers a group's first generation 0, so here both bounds are the session
+  plus a rebalance);
 * a replica killed with SIGKILL says no goodbye: its partitions move once its
   session times out (``--session-timeout``);
 * a broker stopped with SIGSTOP and resumed with SIGCONT: the services reconnect.
@@ -16,7 +17,7 @@ committed, with nothing committed twice:
 And what the other replicas do meanwhile: three replicas under a steady load, one
 killed with SIGKILL; the longest stretch without a committed placement, with the
 replicas working their shares through the group's rebalance (``--bridge-rebalance``,
-off by default) and without.
+the default) and without.
 
 Each test prints its recovery time (``pytest -s``); docs/operations.md records them.
 """
@@ -43,10 +44,10 @@ from esched.services.synth import node_event, pod_event
 from support.processes import Log, Processes, group_settled, write_events
 
 NAMESPACE = "synth"
-#: Replica options of these tests: the default session, heartbeats well within it.
-#: Not shorter: on tansu a session not above its SyncGroup hold (3 s) plus a heartbeat
-#: interval never lets the group settle (esched.services.bus.kafka.TANSU_SYNC_HOLD_MS),
-#: and with 4.5 s a replica's group join once stayed unfinished for 40 s under load.
+#: Replica options of these tests (beside support.processes.TANSU_REPLICA_ARGS):
+#: the default session, heartbeats well within it. Not shorter: on tansu a session
+#: not above its SyncGroup hold (3 s) plus a heartbeat interval never lets the group
+#: settle (esched.services.bus.kafka.TANSU_SYNC_HOLD_MS).
 REPLICA_ARGS = ("--session-timeout", "6", "--heartbeat-interval", "0.5")
 #: The session of REPLICA_ARGS.
 SESSION = 6.0
@@ -275,7 +276,7 @@ def _stall_after_sigkill(
             lambda: (
                 _names(warm) <= store_log.committed().keys()
                 and store_log.replicas() == {"r1", "r2", "r3"}
-                and group_settled(replicas, bridged=bridge)
+                and group_settled(replicas)
             ),
             120,
             services,
