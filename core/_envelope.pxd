@@ -13,6 +13,9 @@
 #
 # Spans are [start, end) byte offsets; a string's span is its content, without
 # the quotes (no escapes, so the content is the value).
+#
+# The buffer is a bytes object's: b[n] is its terminating NUL, which skip_ws reads
+# in place of a bound check.
 
 from libc.stdint cimport uint64_t
 from libc.string cimport memcmp, memcpy
@@ -39,8 +42,9 @@ ctypedef struct Span:
 cdef inline Py_ssize_t skip_ws(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     # Stored envelopes are compact (orjson writes no whitespace): one compare leaves
     # at any byte above the space, which is every byte here but a document's odd one.
-    while i < n and b[i] <= 0x20 and (b[i] == 0x20 or b[i] == 0x0a or b[i] == 0x0d
-                                      or b[i] == 0x09):
+    # No bound check: b[n] is the bytes object's terminating NUL (see above), not
+    # whitespace, and i never passes n here.
+    while b[i] <= 0x20 and (b[i] == 0x20 or b[i] == 0x0a or b[i] == 0x0d or b[i] == 0x09):
         i += 1
     return i
 

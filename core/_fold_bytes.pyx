@@ -345,7 +345,7 @@ cdef bint _plain_fits(ClusterState self, bint extra) except -1:
     if extra or self.priority_classes:
         return False
     q = self.queue_index.get(DEFAULT_QUEUE)
-    return q is None or not self.queue_meta[<Py_ssize_t>q].get("affinity")
+    return q is None or not (<dict>self.queue_meta[<Py_ssize_t>q]).get("affinity")
 
 
 cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_t n, Span spec):
