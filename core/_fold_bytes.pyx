@@ -30,6 +30,7 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object text)
 
 from esched.core._envelope cimport Span, next_element, next_member, scan_envelope, span_is
+from esched.core._quantity cimport esched_quantity_units
 from esched.core._fold cimport (
     _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit, _pod_submitted,
     _resolve_binding, noop_slots, type_slot,
@@ -60,12 +61,19 @@ cdef int _SLOT_POD_FAILED = type_slot(_ev.POD_FAILED)
 cdef int _SLOT_POD_DELETED = type_slot(_ev.POD_DELETED)
 # The types whose events the fold only counts (see noop_slots).
 cdef dict _NOOP_SLOT = noop_slots()
+# The resource names of nearly every request, as _plain_requests keys them.
+cdef str _CPU = "cpu"
+cdef str _MEMORY = "memory"
 
 
 cdef inline str _ascii_string(const unsigned char* b, Span s):
     # A string value's span includes its quotes; accepted strings are ASCII without
-    # escapes, so the bytes between them are the value.
-    return PyUnicode_DecodeASCII(<const char*>b + s.start + 1, s.end - s.start - 2, NULL)
+    # escapes, so the bytes between them are the value (copied into a new ASCII str:
+    # no decoder to run over them).
+    cdef Py_ssize_t length = s.end - s.start - 2
+    text = PyUnicode_New(length, 127)
+    memcpy(PyUnicode_DATA(text), b + s.start + 1, length)
+    return text
 
 
 cdef inline object _value(const unsigned char* b, Span s):
@@ -305,7 +313,10 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
                 plain = _plain_requests(self, b, n, spec)
             entry = self._spec_memo[raw] = (
                 None if plain is not None else orjson.loads(raw), [-1, -1], plain)
-        elif entry[0] is None and not _plain_fits(self, extra):
+        elif entry[0] is None and extra:
+            # (An entry holds no dicts only if it was made while _plain_fits held, and
+            # whatever makes that fail, a PriorityClass or a queue's affinity, clears
+            # the memo: for a pod without labels or annotations it holds still.)
             entry = self._spec_memo[raw] = (orjson.loads(raw), entry[1], entry[2])
         spec_dict = entry[0]
         class_memo = entry[1]
@@ -334,7 +345,7 @@ cdef bint _plain_fits(ClusterState self, bint extra) except -1:
     if extra or self.priority_classes:
         return False
     q = self.queue_index.get(DEFAULT_QUEUE)
-    return q is None or not self.queue_meta[<Py_ssize_t>q].get("affinity")
+    return q is None or not (<dict>self.queue_meta[<Py_ssize_t>q]).get("affinity")
 
 
 cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_t n, Span spec):
@@ -345,10 +356,12 @@ cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_
     # a repeated name, or a quantity _class_for would count as invalid: the caller
     # then decodes the spec and the dict path decides.
     cdef Span k, v, containers, cont, res, requests
-    cdef Py_ssize_t i = spec.start, j, m, members
+    cdef Span names_seen[MAX_FAST_RESOURCES]
+    cdef Py_ssize_t i = spec.start, j, m, members, r, seen
     cdef long long u, c_cpu, c_mem, nz_cpu = 0, nz_mem = 0
-    cdef dict req = {}, names
+    cdef dict req = {}
     cdef str name
+    cdef bint is_cpu
     containers.start = -1
     while True:
         i = next_member(b, i, n, &k, &v)
@@ -402,26 +415,39 @@ cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_
         if requests.start >= 0 and b[requests.start] != 0x6e:  # not null
             if b[requests.start] != 0x7b:
                 return None
-            names = {}
+            seen = 0
             m = requests.start
             while True:
                 m = next_member(b, m, n, &k, &v)
                 if m < 0:
                     break
-                if b[v.start] != 0x22:
+                if b[v.start] != 0x22 or seen == MAX_FAST_RESOURCES:
                     return None
-                name = PyUnicode_DecodeASCII(<const char*>b + k.start, k.end - k.start, NULL)
-                if name in names:
-                    return None
-                names[name] = None
-                try:
-                    u = self._units(name, _ascii_string(b, v))
-                except _MALFORMED:
-                    return None
+                # A repeated name (equal bytes: no escapes) is the dict path's to decide.
+                for r in range(seen):
+                    if span_is(b, names_seen[r], <const char*>b + k.start, k.end - k.start):
+                        return None
+                names_seen[seen] = k
+                seen += 1
+                # The common names as constants (no str to make and hash) and the
+                # common spellings parsed off the bytes: what _units does with them.
+                is_cpu = span_is(b, k, b"cpu", 3)
+                if is_cpu:
+                    name = _CPU
+                elif span_is(b, k, b"memory", 6):
+                    name = _MEMORY
+                else:
+                    name = PyUnicode_DecodeASCII(<const char*>b + k.start, k.end - k.start, NULL)
+                u = esched_quantity_units(b + v.start + 1, v.end - v.start - 2, is_cpu)
+                if u < 0:
+                    try:
+                        u = self._units(name, _ascii_string(b, v))
+                    except _MALFORMED:
+                        return None
                 req[name] = req.get(name, 0) + u
-                if name == "cpu":
+                if is_cpu:
                     c_cpu = u
-                elif name == "memory":
+                elif name is _MEMORY:
                     c_mem = u
         if c_cpu > _MAX_UNITS - nz_cpu or c_mem > _MAX_UNITS - nz_mem:
             return None
@@ -436,12 +462,14 @@ cdef int _payload_committed(ClusterState self, const unsigned char* b, Py_ssize_
     # {"bindings": [{"pod", "node", "resources", "devices"?}, ...]}: what _committed reads.
     cdef Span bindings, e, pod, node, res, dev
     cdef Py_ssize_t j
-    items = []
+    cdef list items
     if _member(b, n, i, b"bindings", 8, &bindings) >= 0:
         if b[bindings.start] != 0x5b:
             return 0
         if _commit_one(self, b, n, bindings):
             return 1
+    items = []  # (after the common commit, which needs no list)
+    if bindings.start >= 0:
         j = bindings.start
         while True:
             j = next_element(b, j, n, &e)

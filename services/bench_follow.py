@@ -8,8 +8,9 @@ writes it, proposals spread over ``replicas`` replicas) and folds the flow's par
 a snapshot of the preload with :meth:`ClusterState.apply_payloads`, in batches, as a
 replica that has just started follows it (its memos empty, the heap frozen).
 
-``python -m esched.services.bench_follow [pods] [replicas] [fold|follow|jobs|jobs-seen]
-[nodes]`` (default 1,000 preloaded nodes) prints the CPU time per pod of the fold and
+``python -m esched.services.bench_follow [pods] [replicas]
+[fold|follow|fold-shapes|follow-shapes|jobs|jobs-seen] [nodes]`` (default 1,000 preloaded
+nodes) prints the CPU time per pod of the fold and
 of a replica's following; under callgrind with
 ``--toggle-collect='__pyx_pw_*apply_payloads'`` (argument ``fold``) only the flow's
 fold is counted, with ``--toggle-collect=starmap_next`` (argument ``follow``) only the
@@ -20,6 +21,10 @@ its Pending and Running transitions). ``jobs-seen``: the same, with a Job of eac
 pod's spec folded into the preload (namespace ``seen``, its pod deleted): its pods'
 classes are then known, as the plain flow's are (its pods repeat the preload's
 shapes, same seed), so the two compare the fold of a pod whose class exists.
+``fold-shapes``, ``follow-shapes``: the same measurements over a flow of repeated
+shapes (:func:`shape_payloads`: pods in workloads of 1 to 50 replicas sharing one
+spec, as ReplicaSets and Jobs make them) instead of the ``bench scale`` pods, of
+which about two in five bring a spec the follower has not seen.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import orjson
 
 from esched.core import ClusterState
 from esched.core.validation import Verdict
+from esched.schemas.events import namespaced_key
 from esched.services.bench_e2e.preload import pod_payloads
 from esched.services.bus import BusProducer, Message
 from esched.services.bus.base import Headers
@@ -47,7 +53,7 @@ from esched.services.dispatch.outbox import work_item
 from esched.services.replica import Replica
 from esched.services.replica.proposals import binding
 from esched.services.store.snapshots import freeze_heap, thaw_heap
-from esched.services.synth import cluster_log
+from esched.services.synth import cluster_log, pod_event
 
 __all__ = [
     "flow_log",
@@ -57,10 +63,33 @@ __all__ = [
     "place_batches",
     "run_follow_bench",
     "run_place_bench",
+    "shape_payloads",
 ]
 
 #: Events per fold call: a follower's read gathers about this many in a burst.
 BATCH = 64
+
+#: The largest workload of :func:`shape_payloads` (replicas drawn from 1..this).
+MAX_REPLICAS = 50
+
+
+def shape_payloads(n: int, namespace: str, seed: int) -> list[tuple[str, bytes]]:
+    """``n`` pod submissions as :func:`~esched.services.bench_e2e.preload.pod_payloads`
+    makes them (same names, same envelope), in workloads of 1 to ``MAX_REPLICAS``
+    consecutive pods whose specs are one, drawn as the benchmark draws a pod's: the
+    repeated shapes of a real flow (a ReplicaSet's or a Job's pods), where the
+    ``bench scale`` pods ask each their own draw (5,000 pods, ~2,200 specs)."""
+    rng = random.Random(seed)
+    out: list[tuple[str, bytes]] = []
+    while len(out) < n:
+        spec = pod_event(0, rng, namespace)["data"]["spec"]
+        for _ in range(min(rng.randint(1, MAX_REPLICAS), n - len(out))):
+            ev = pod_event(len(out), rng, namespace)
+            ev["data"]["spec"] = spec
+            out.append(
+                (namespaced_key(namespace, ev["data"]["metadata"]["name"]), orjson.dumps(ev))
+            )
+    return out
 
 
 def _job_flow(key: str, payload: bytes) -> tuple[str, list[bytes], list[bytes]]:
@@ -102,11 +131,13 @@ def flow_log(
     prefixes: list[str] | None = None,
     jobs: bool = False,
     seen: bool = False,
+    shapes: bool = False,
 ) -> tuple[bytes, list[tuple[int, bytes]]]:
     """The preload's state snapshot and the flow's ``(position, payload)`` pairs;
     replica ``r``'s proposal ids begin with ``prefixes[r]`` (default ``r<r>-<hex>-``);
     ``jobs``: each pod a one-pod Volcano Job; ``seen`` (with ``jobs``): the preload
-    has folded a Job of each flow pod's spec (namespace ``seen``, its pod deleted)."""
+    has folded a Job of each flow pod's spec (namespace ``seen``, its pod deleted);
+    ``shapes``: the pods of :func:`shape_payloads` instead of the benchmark's."""
     state = ClusterState()
     preloaded = int(nodes * 30 * fill / 2.05)  # as bench_e2e.preload sizes it
     # The dict path: under callgrind only the flow's apply_payloads calls count.
@@ -127,7 +158,8 @@ def flow_log(
     if prefixes is None:
         prefixes = [f"r{r}-{rng.getrandbits(48):012x}-" for r in range(replicas)]
     flow: list[tuple[int, bytes]] = []
-    for j, (key, payload) in enumerate(pod_payloads(pods, "bench", seed)):
+    submissions = (shape_payloads if shapes else pod_payloads)(pods, "bench", seed)
+    for j, (key, payload) in enumerate(submissions):
         after: list[bytes] = []
         if jobs:
             key, before, after = _job_flow(key, payload)
@@ -190,11 +222,12 @@ def run_follow_bench(
     jobs: bool = False,
     seen: bool = False,
     nodes: int = 1000,
+    shapes: bool = False,
 ) -> dict[str, Any]:
     """CPU time per pod (best of ``repeat``) of the flow's fold and of a replica's
     whole following (``only``: "fold" or "follow", just that one), and the anomalies;
-    ``jobs``: each pod a one-pod Volcano Job; ``seen``: see :func:`flow_log`;
-    ``nodes``: of the preloaded cluster."""
+    ``jobs``: each pod a one-pod Volcano Job; ``seen``, ``shapes``: see
+    :func:`flow_log`; ``nodes``: of the preloaded cluster."""
     replica = idle_replica()  # one for every run: the flow holds its proposal ids
     prefix = replica.proposal_prefix
     snapshot, flow = flow_log(
@@ -204,6 +237,7 @@ def run_follow_bench(
         prefixes=[prefix] + [f"r{r}-{r:012x}-" for r in range(1, replicas)],
         jobs=jobs,
         seen=seen,
+        shapes=shapes,
     )
     out: dict[str, Any] = {"pods": pods, "events": len(flow)}
     for kind in ("fold", "follow"):
@@ -410,8 +444,9 @@ if __name__ == "__main__":
         print(orjson.dumps(run_place_bench(pods, replicas)).decode())
         sys.exit(0)
     jobs = mode in ("jobs", "jobs-seen")
-    only = "fold" if jobs else mode
+    shapes = mode in ("fold-shapes", "follow-shapes")
+    only = "fold" if jobs else mode.removesuffix("-shapes") if mode else None
     repeat = 1 if only else 3  # one run under callgrind
     nodes = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
-    out = run_follow_bench(pods, replicas, repeat, only, jobs, mode == "jobs-seen", nodes)
+    out = run_follow_bench(pods, replicas, repeat, only, jobs, mode == "jobs-seen", nodes, shapes)
     print(orjson.dumps(out).decode())

@@ -622,6 +622,15 @@ _PLAIN_SPECS = [
     b'{"containers":[{"resources":{"requests":[]}}]}',
     b"{}",
     b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}],"priority":5}',
+    b'{"containers":[{"resources":{"requests":{"memory":"1Gi","cpu":"1","memory":"2Gi"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1.00000000000000000001","cpux":"1",'
+    b'"memor":"1","memory":"+2Ki","c":"1"}}},{"resources":{"requests":{"memory":"3"}}}]}',
+    b'{"containers":[{"resources":{"requests":{'
+    + b",".join(b'"example.com/r%d":"%d"' % (r, r) for r in range(17))
+    + b"}}}]}",
+    b'{"containers":[{"resources":{"requests":{'
+    + b",".join(b'"example.com/r%d":"%d"' % (r, r) for r in range(16))
+    + b"}}}]}",
 ]
 
 

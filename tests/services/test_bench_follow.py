@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import gc
+import itertools
+
+import orjson
 
 from esched.core import PHASE_RUNNING, ClusterState
 from esched.services.bench_follow import (
+    MAX_REPLICAS,
     flow_log,
     fold_flow,
     follow_flow,
     idle_replica,
     run_place_bench,
+    shape_payloads,
 )
 from esched.services.store._search import mentioning
 from esched.services.store.snapshots import FROZEN_GEN0, freeze_heap, thaw_heap
@@ -52,6 +57,23 @@ def test_the_seen_job_flow_finds_every_class_in_its_preload() -> None:
     state = ClusterState.from_bytes(snapshot)
     before = state.n_classes
     assert fold_flow(state, flow).n_classes == before
+
+
+def test_the_shapes_flow_repeats_each_spec_over_a_workload_of_consecutive_pods() -> None:
+    # fold-shapes: the benchmark's pods (names, envelopes, request draws) in workloads
+    # sharing one spec, so few pods bring a spec the follower has not seen; its log
+    # folds like the plain flow's, every pod placed.
+    pods = shape_payloads(500, "bench", 0)
+    assert [key for key, _ in pods] == [f"bench/pod-{j}" for j in range(500)]
+    specs = [orjson.loads(payload)["data"]["spec"] for _, payload in pods]
+    runs = 1 + sum(a != b for a, b in itertools.pairwise(specs))
+    assert 500 / MAX_REPLICAS <= runs <= 500 / 10
+    snapshot, flow = flow_log(nodes=50, pods=60, replicas=3, shapes=True)
+    state = ClusterState.from_bytes(snapshot)
+    running = state.phase_count(PHASE_RUNNING)
+    fold_flow(state, flow)
+    assert not state.anomalies
+    assert state.phase_count(PHASE_RUNNING) == running + 60
 
 
 def test_a_frozen_heap_collects_young_objects_less_often_until_thawed() -> None:

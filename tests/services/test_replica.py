@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from esched.core import Placer
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
@@ -722,6 +724,25 @@ def test_the_batch_searches_find_what_a_search_per_payload_finds(count) -> None:
         assert all_hold(rows, n) == all(n in r[1] for r in rows)
         assert all_hold([r for r in rows if n in r[1]], n)
     assert all_hold([], needle)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    payloads=hst.lists(
+        hst.binary(max_size=300) | hst.text('r01-ab"', max_size=300).map(str.encode), max_size=6
+    ),
+    needle=hst.text('r01-ab"', max_size=300).map(str.encode) | hst.binary(max_size=4),
+    cut=hst.tuples(hst.integers(0, 300), hst.integers(0, 300)),
+)
+def test_the_pair_search_finds_what_a_search_per_payload_finds(payloads, needle, cut) -> None:
+    # Horspool on byte pairs (needles of 2..255 bytes; memmem for the others) over
+    # payloads of few distinct bytes (many near misses), a needle cut out of one of
+    # them among those.
+    if payloads and cut[0] < cut[1]:
+        needle = payloads[0][cut[0] : cut[1]] or needle
+    rows = list(enumerate(payloads))
+    assert mentioning(rows, needle) == [r for r in rows if needle in r[1]]
+    assert all_hold(rows, needle) == all(needle in r[1] for r in rows)
 
 
 async def test_a_replica_decodes_only_the_decisions_of_its_own_proposals(store) -> None:
