@@ -538,6 +538,9 @@ cdef int _pod_updated(ClusterState self, dict data) except -1:
     return 0
 
 cdef int _podgroup(ClusterState self, dict pg) except -1:
+    # The bytes path (_fold_bytes._payload_podgroup) decodes only what this reads:
+    # metadata name and namespace, spec queue, minResources, minMember,
+    # priorityClassName and minTaskMember; a new read goes there too.
     meta = pg.get("metadata") or {}
     spec = pg.get("spec") or {}
     key = _meta_key(meta)

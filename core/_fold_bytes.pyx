@@ -32,7 +32,7 @@ cdef extern from "Python.h":
 from esched.core._envelope cimport Span, next_element, next_member, scan_envelope, span_is
 from esched.core._fold cimport (
     _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit, _pod_submitted,
-    _resolve_binding, noop_slots, type_slot,
+    _podgroup, _resolve_binding, noop_slots, type_slot,
 )
 from esched.core._state cimport MEMO_LIMIT, ClusterState
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
@@ -53,11 +53,13 @@ cdef bytes _B_PLACEMENT_COMMITTED = _ev.PLACEMENT_COMMITTED.encode()
 cdef bytes _B_POD_SUCCEEDED = _ev.POD_SUCCEEDED.encode()
 cdef bytes _B_POD_FAILED = _ev.POD_FAILED.encode()
 cdef bytes _B_POD_DELETED = _ev.POD_DELETED.encode()
+cdef bytes _B_PODGROUP_SUBMITTED = _ev.PODGROUP_SUBMITTED.encode()
 cdef int _SLOT_POD_SUBMITTED = type_slot(_ev.POD_SUBMITTED)
 cdef int _SLOT_PLACEMENT_COMMITTED = type_slot(_ev.PLACEMENT_COMMITTED)
 cdef int _SLOT_POD_SUCCEEDED = type_slot(_ev.POD_SUCCEEDED)
 cdef int _SLOT_POD_FAILED = type_slot(_ev.POD_FAILED)
 cdef int _SLOT_POD_DELETED = type_slot(_ev.POD_DELETED)
+cdef int _SLOT_PODGROUP_SUBMITTED = type_slot(_ev.PODGROUP_SUBMITTED)
 # The types whose events the fold only counts (see noop_slots).
 cdef dict _NOOP_SLOT = noop_slots()
 
@@ -227,6 +229,8 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
             done = _payload_finished(self, b, n, d.start, PHASE_FAILED, _SLOT_POD_FAILED)
         elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
             done = _payload_finished(self, b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
+        elif span_is(b, t, _B_PODGROUP_SUBMITTED, len(_B_PODGROUP_SUBMITTED)):
+            done = _payload_podgroup(self, b, n, d.start)
         else:
             # A type the fold only counts (a Volcano Job's records, proposals,
             # ...): counted as the dict path counts it, its data not decoded.
@@ -263,6 +267,61 @@ cdef int _payload_finished(ClusterState self, const unsigned char* b, Py_ssize_t
     self.type_counts[slot] += 1
     try:
         _pod_finish(self, key, phase)
+    except _MALFORMED:
+        self._anomaly("malformed")
+    return 1
+
+cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t n,
+                           Py_ssize_t i) except -1:
+    # A PodGroup (a Volcano Job brings one per job) as _podgroup reads it: its
+    # metadata's name and namespace and the five spec members the fold keeps, each
+    # decoded from its own bytes; its labels, annotations and the rest never are.
+    cdef Span k, v, meta, spec
+    meta.start = spec.start = -1
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"metadata", 8):
+            meta = v
+        elif span_is(b, k, b"spec", 4):
+            spec = v
+    if (meta.start >= 0 and b[meta.start] != 0x7b) or (spec.start >= 0 and b[spec.start] != 0x7b):
+        return 0  # null or not an object: the dict path reads it as it is
+    pg = {}
+    if meta.start >= 0:
+        found = {}
+        i = meta.start
+        while True:
+            i = next_member(b, i, n, &k, &v)
+            if i < 0:
+                break
+            if span_is(b, k, b"name", 4):
+                found["name"] = _value(b, v)
+            elif span_is(b, k, b"namespace", 9):
+                found["namespace"] = _value(b, v)
+        pg["metadata"] = found
+    if spec.start >= 0:
+        found = {}
+        i = spec.start
+        while True:
+            i = next_member(b, i, n, &k, &v)
+            if i < 0:
+                break
+            if span_is(b, k, b"minMember", 9):
+                found["minMember"] = _value(b, v)
+            elif span_is(b, k, b"queue", 5):
+                found["queue"] = _value(b, v)
+            elif span_is(b, k, b"minResources", 12):
+                found["minResources"] = _value(b, v)
+            elif span_is(b, k, b"priorityClassName", 17):
+                found["priorityClassName"] = _value(b, v)
+            elif span_is(b, k, b"minTaskMember", 13):
+                found["minTaskMember"] = _value(b, v)
+        pg["spec"] = found
+    self.type_counts[_SLOT_PODGROUP_SUBMITTED] += 1
+    try:
+        _podgroup(self, pg)
     except _MALFORMED:
         self._anomaly("malformed")
     return 1
