@@ -62,6 +62,12 @@ cdef int _SLOT_POD_DELETED = type_slot(_ev.POD_DELETED)
 cdef int _SLOT_PODGROUP_SUBMITTED = type_slot(_ev.PODGROUP_SUBMITTED)
 # The types whose events the fold only counts (see noop_slots).
 cdef dict _NOOP_SLOT = noop_slots()
+# (a module attribute lookup per call otherwise)
+cdef object _loads = orjson.loads
+# A PodGroup's spec as _payload_podgroup decodes it, by the spec object's bytes: a
+# pure function of them, so one memo serves every state; Volcano Jobs of one shape
+# have PodGroups of the same spec.
+cdef dict _GROUP_SPECS = {}
 
 
 cdef inline str _ascii_string(const unsigned char* b, Span s):
@@ -75,7 +81,7 @@ cdef inline object _value(const unsigned char* b, Span s):
     # what decoding the whole envelope would have put there.
     if b[s.start] == 0x22:
         return _ascii_string(b, s)
-    return orjson.loads(PyBytes_FromStringAndSize(<const char*>b + s.start, s.end - s.start))
+    return _loads(PyBytes_FromStringAndSize(<const char*>b + s.start, s.end - s.start))
 
 
 cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
@@ -302,22 +308,28 @@ cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t
                 found["namespace"] = _value(b, v)
         pg["metadata"] = found
     if spec.start >= 0:
-        found = {}
-        i = spec.start
-        while True:
-            i = next_member(b, i, n, &k, &v)
-            if i < 0:
-                break
-            if span_is(b, k, b"minMember", 9):
-                found["minMember"] = _value(b, v)
-            elif span_is(b, k, b"queue", 5):
-                found["queue"] = _value(b, v)
-            elif span_is(b, k, b"minResources", 12):
-                found["minResources"] = _value(b, v)
-            elif span_is(b, k, b"priorityClassName", 17):
-                found["priorityClassName"] = _value(b, v)
-            elif span_is(b, k, b"minTaskMember", 13):
-                found["minTaskMember"] = _value(b, v)
+        raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+        found = _GROUP_SPECS.get(raw)
+        if found is None:
+            found = {}
+            i = spec.start
+            while True:
+                i = next_member(b, i, n, &k, &v)
+                if i < 0:
+                    break
+                if span_is(b, k, b"minMember", 9):
+                    found["minMember"] = _value(b, v)
+                elif span_is(b, k, b"queue", 5):
+                    found["queue"] = _value(b, v)
+                elif span_is(b, k, b"minResources", 12):
+                    found["minResources"] = _value(b, v)
+                elif span_is(b, k, b"priorityClassName", 17):
+                    found["priorityClassName"] = _value(b, v)
+                elif span_is(b, k, b"minTaskMember", 13):
+                    found["minTaskMember"] = _value(b, v)
+            if len(_GROUP_SPECS) >= MEMO_LIMIT:
+                _GROUP_SPECS.clear()
+            _GROUP_SPECS[raw] = found  # _podgroup only reads it
         pg["spec"] = found
     self.type_counts[_SLOT_PODGROUP_SUBMITTED] += 1
     try:
