@@ -79,9 +79,41 @@ cdef inline str _ascii_string(const unsigned char* b, Span s):
 cdef inline object _value(const unsigned char* b, Span s):
     # Any other value the handlers read: orjson decodes just its bytes, which gives
     # what decoding the whole envelope would have put there.
+    cdef units_t u
     if b[s.start] == 0x22:
         return _ascii_string(b, s)
+    if 0x30 <= b[s.start] <= 0x39:
+        u = _digits(b, s)  # a plain non-negative integer: what orjson gives, no call
+        if u >= 0:
+            return u
     return _loads(PyBytes_FromStringAndSize(<const char*>b + s.start, s.end - s.start))
+
+
+cdef object _flat_value(const unsigned char* b, Py_ssize_t n, Span s):
+    # _value of an object whose members are strings or plain non-negative integers
+    # (labels, annotations, a PodGroup's minResources and minTaskMember), built
+    # without a call into orjson (its cost per call is most of decoding a small
+    # object); any other value is _value's. Keys and strings are ASCII without
+    # escapes (the scanner vouched), so their bytes are their values; a repeated key
+    # keeps its last value, as orjson does.
+    cdef Span k, v
+    cdef Py_ssize_t i = s.start
+    cdef units_t u
+    if b[s.start] != 0x7b:
+        return _value(b, s)
+    out = {}
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            return out
+        if b[v.start] == 0x22:
+            value = _ascii_string(b, v)
+        else:
+            u = _digits(b, v)
+            if u < 0:
+                return _value(b, s)
+            value = u
+        out[PyUnicode_DecodeASCII(<const char*>b + k.start, k.end - k.start, NULL)] = value
 
 
 cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
@@ -99,9 +131,9 @@ cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
         elif span_is(b, k, b"namespace", 9):
             meta["namespace"] = _value(b, v)
         elif span_is(b, k, b"labels", 6):
-            meta["labels"] = _value(b, v)
+            meta["labels"] = _flat_value(b, n, v)
         elif span_is(b, k, b"annotations", 11):
-            meta["annotations"] = _value(b, v)
+            meta["annotations"] = _flat_value(b, n, v)
         elif span_is(b, k, b"ownerReferences", 15):
             # (the controller: default topology spread constraints)
             meta["ownerReferences"] = _value(b, v)
@@ -322,11 +354,11 @@ cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t
                 elif span_is(b, k, b"queue", 5):
                     found["queue"] = _value(b, v)
                 elif span_is(b, k, b"minResources", 12):
-                    found["minResources"] = _value(b, v)
+                    found["minResources"] = _flat_value(b, n, v)
                 elif span_is(b, k, b"priorityClassName", 17):
                     found["priorityClassName"] = _value(b, v)
                 elif span_is(b, k, b"minTaskMember", 13):
-                    found["minTaskMember"] = _value(b, v)
+                    found["minTaskMember"] = _flat_value(b, n, v)
             if len(_GROUP_SPECS) >= MEMO_LIMIT:
                 _GROUP_SPECS.clear()
             _GROUP_SPECS[raw] = found  # _podgroup only reads it

@@ -627,6 +627,32 @@ def test_podgroups_fold_from_their_bytes_as_the_dict_path_does() -> None:
     assert by_bytes.gang_min_member("ns/g0") == 1 and by_bytes.gang_min_member("ns/g3") == 3
 
 
+# Labels and annotations: built from their bytes when every value is a string or a
+# plain integer; any other shape is decoded as before. All fold as the dict path does.
+_METAS = [
+    b',"labels":{"app":"w","volcano.sh/job-name":"j"},"annotations":{"volcano.sh/queue-name":"q1",'
+    b'"scheduling.k8s.io/group-name":"g0","volcano.sh/preemptable":"false"}',
+    b',"labels":{},"annotations":{}',
+    b',"labels":{"a":"1","a":"2"},"annotations":{"scheduling.k8s.io/group-name":"g0",'
+    b'"scheduling.k8s.io/group-pod-num":3}',
+    b',"labels":{"n":7,"m":-1},"annotations":{"x":1.5}',
+    b',"labels":{"n":[1]},"annotations":{"y":{"z":"w"},"t":true,"u":null}',
+    b',"labels":null,"annotations":"x"',
+    b',"labels":{"n":123456789012345678}',
+]
+
+
+def test_labels_and_annotations_fold_from_their_bytes_as_the_dict_path_does() -> None:
+    """A pod's labels and annotations (a Volcano Job's pods all have them) decoded
+    from their bytes give the dict path's state, classes, counts and anomalies."""
+    payloads = [_group("e0", _GROUPS[0])]
+    payloads += [_submit(f"m{i}", _PLAIN_SPECS[0], m) for i, m in enumerate(_METAS)]
+    by_dict, by_bytes = _fold_both(payloads)
+    _assert_same(by_dict, by_bytes)
+    assert by_bytes.event_counts == by_dict.event_counts
+    assert by_bytes.anomalies == by_dict.anomalies
+
+
 # Containers-only pod specs: the bytes path computes their class from the spec's
 # bytes (no dicts); every shape below must fold as the dict path folds it, those it
 # declines (limits, ports, numbers, repeated names, bad quantities) included.
