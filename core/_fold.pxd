@@ -10,6 +10,7 @@ cdef int _pod_submitted(ClusterState self, dict pod, list class_memo=*) except -
 cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
                      list class_memo, tuple plain=*) except -1
 cdef int _pod_finish(ClusterState self, str key, int phase) except -1
+cdef int _podgroup(ClusterState self, dict pg) except -1
 cdef int _resolve_binding(ClusterState self, object pod, object node, object resources, list memo,
                           list resolved, object devices=*) except -1
 cdef int _bind_resolved(ClusterState self, list resolved) except -1

@@ -538,8 +538,13 @@ cdef int _pod_updated(ClusterState self, dict data) except -1:
     return 0
 
 cdef int _podgroup(ClusterState self, dict pg) except -1:
-    meta = pg.get("metadata") or {}
-    spec = pg.get("spec") or {}
+    # The bytes path (_fold_bytes._payload_podgroup) decodes only what this reads:
+    # metadata name and namespace, spec queue, minResources, minMember,
+    # priorityClassName and minTaskMember; a new read goes there too. ``spec`` may be
+    # shared by PodGroups of the same spec bytes (that path's memo): only read here.
+    # (Typed: a body that is not an object is malformed here as in _meta_key.)
+    cdef dict meta = pg.get("metadata") or {}
+    cdef dict spec = pg.get("spec") or {}
     key = _meta_key(meta)
     queue_set = bool(spec.get("queue"))
     queue = spec.get("queue") or _DEFAULT_QUEUE

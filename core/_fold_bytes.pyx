@@ -33,7 +33,7 @@ from esched.core._envelope cimport Span, next_element, next_member, scan_envelop
 from esched.core._quantity cimport esched_quantity_units
 from esched.core._fold cimport (
     _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit, _pod_submitted,
-    _resolve_binding, noop_slots, type_slot,
+    _podgroup, _resolve_binding, noop_slots, type_slot,
 )
 from esched.core._state cimport MEMO_LIMIT, ClusterState
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
@@ -54,16 +54,24 @@ cdef bytes _B_PLACEMENT_COMMITTED = _ev.PLACEMENT_COMMITTED.encode()
 cdef bytes _B_POD_SUCCEEDED = _ev.POD_SUCCEEDED.encode()
 cdef bytes _B_POD_FAILED = _ev.POD_FAILED.encode()
 cdef bytes _B_POD_DELETED = _ev.POD_DELETED.encode()
+cdef bytes _B_PODGROUP_SUBMITTED = _ev.PODGROUP_SUBMITTED.encode()
 cdef int _SLOT_POD_SUBMITTED = type_slot(_ev.POD_SUBMITTED)
 cdef int _SLOT_PLACEMENT_COMMITTED = type_slot(_ev.PLACEMENT_COMMITTED)
 cdef int _SLOT_POD_SUCCEEDED = type_slot(_ev.POD_SUCCEEDED)
 cdef int _SLOT_POD_FAILED = type_slot(_ev.POD_FAILED)
 cdef int _SLOT_POD_DELETED = type_slot(_ev.POD_DELETED)
+cdef int _SLOT_PODGROUP_SUBMITTED = type_slot(_ev.PODGROUP_SUBMITTED)
 # The types whose events the fold only counts (see noop_slots).
 cdef dict _NOOP_SLOT = noop_slots()
 # The resource names of nearly every request, as _plain_requests keys them.
 cdef str _CPU = "cpu"
 cdef str _MEMORY = "memory"
+# (a module attribute lookup per call otherwise)
+cdef object _loads = orjson.loads
+# A PodGroup's spec as _payload_podgroup decodes it, by the spec object's bytes: a
+# pure function of them, so one memo serves every state; Volcano Jobs of one shape
+# have PodGroups of the same spec.
+cdef dict _GROUP_SPECS = {}
 
 
 cdef inline str _ascii_string(const unsigned char* b, Span s):
@@ -79,9 +87,41 @@ cdef inline str _ascii_string(const unsigned char* b, Span s):
 cdef inline object _value(const unsigned char* b, Span s):
     # Any other value the handlers read: orjson decodes just its bytes, which gives
     # what decoding the whole envelope would have put there.
+    cdef units_t u
     if b[s.start] == 0x22:
         return _ascii_string(b, s)
-    return orjson.loads(PyBytes_FromStringAndSize(<const char*>b + s.start, s.end - s.start))
+    if 0x30 <= b[s.start] <= 0x39:
+        u = _digits(b, s)  # a plain non-negative integer: what orjson gives, no call
+        if u >= 0:
+            return u
+    return _loads(PyBytes_FromStringAndSize(<const char*>b + s.start, s.end - s.start))
+
+
+cdef object _flat_value(const unsigned char* b, Py_ssize_t n, Span s):
+    # _value of an object whose members are strings or plain non-negative integers
+    # (labels, annotations, a PodGroup's minResources and minTaskMember), built
+    # without a call into orjson (its cost per call is most of decoding a small
+    # object); any other value is _value's. Keys and strings are ASCII without
+    # escapes (the scanner vouched), so their bytes are their values; a repeated key
+    # keeps its last value, as orjson does.
+    cdef Span k, v
+    cdef Py_ssize_t i = s.start
+    cdef units_t u
+    if b[s.start] != 0x7b:
+        return _value(b, s)
+    out = {}
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            return out
+        if b[v.start] == 0x22:
+            value = _ascii_string(b, v)
+        else:
+            u = _digits(b, v)
+            if u < 0:
+                return _value(b, s)
+            value = u
+        out[PyUnicode_DecodeASCII(<const char*>b + k.start, k.end - k.start, NULL)] = value
 
 
 cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
@@ -99,9 +139,9 @@ cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
         elif span_is(b, k, b"namespace", 9):
             meta["namespace"] = _value(b, v)
         elif span_is(b, k, b"labels", 6):
-            meta["labels"] = _value(b, v)
+            meta["labels"] = _flat_value(b, n, v)
         elif span_is(b, k, b"annotations", 11):
-            meta["annotations"] = _value(b, v)
+            meta["annotations"] = _flat_value(b, n, v)
         elif span_is(b, k, b"ownerReferences", 15):
             # (the controller: default topology spread constraints)
             meta["ownerReferences"] = _value(b, v)
@@ -235,6 +275,8 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
             done = _payload_finished(self, b, n, d.start, PHASE_FAILED, _SLOT_POD_FAILED)
         elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
             done = _payload_finished(self, b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
+        elif span_is(b, t, _B_PODGROUP_SUBMITTED, len(_B_PODGROUP_SUBMITTED)):
+            done = _payload_podgroup(self, b, n, d.start)
         else:
             # A type the fold only counts (a Volcano Job's records, proposals,
             # ...): counted as the dict path counts it, its data not decoded.
@@ -271,6 +313,67 @@ cdef int _payload_finished(ClusterState self, const unsigned char* b, Py_ssize_t
     self.type_counts[slot] += 1
     try:
         _pod_finish(self, key, phase)
+    except _MALFORMED:
+        self._anomaly("malformed")
+    return 1
+
+cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t n,
+                           Py_ssize_t i) except -1:
+    # A PodGroup (a Volcano Job brings one per job) as _podgroup reads it: its
+    # metadata's name and namespace and the five spec members the fold keeps, each
+    # decoded from its own bytes; its labels, annotations and the rest never are.
+    cdef Span k, v, meta, spec
+    meta.start = spec.start = -1
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"metadata", 8):
+            meta = v
+        elif span_is(b, k, b"spec", 4):
+            spec = v
+    if (meta.start >= 0 and b[meta.start] != 0x7b) or (spec.start >= 0 and b[spec.start] != 0x7b):
+        return 0  # null or not an object: the dict path reads it as it is
+    pg = {}
+    if meta.start >= 0:
+        found = {}
+        i = meta.start
+        while True:
+            i = next_member(b, i, n, &k, &v)
+            if i < 0:
+                break
+            if span_is(b, k, b"name", 4):
+                found["name"] = _value(b, v)
+            elif span_is(b, k, b"namespace", 9):
+                found["namespace"] = _value(b, v)
+        pg["metadata"] = found
+    if spec.start >= 0:
+        raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+        found = _GROUP_SPECS.get(raw)
+        if found is None:
+            found = {}
+            i = spec.start
+            while True:
+                i = next_member(b, i, n, &k, &v)
+                if i < 0:
+                    break
+                if span_is(b, k, b"minMember", 9):
+                    found["minMember"] = _value(b, v)
+                elif span_is(b, k, b"queue", 5):
+                    found["queue"] = _value(b, v)
+                elif span_is(b, k, b"minResources", 12):
+                    found["minResources"] = _flat_value(b, n, v)
+                elif span_is(b, k, b"priorityClassName", 17):
+                    found["priorityClassName"] = _value(b, v)
+                elif span_is(b, k, b"minTaskMember", 13):
+                    found["minTaskMember"] = _flat_value(b, n, v)
+            if len(_GROUP_SPECS) >= MEMO_LIMIT:
+                _GROUP_SPECS.clear()
+            _GROUP_SPECS[raw] = found  # _podgroup only reads it
+        pg["spec"] = found
+    self.type_counts[_SLOT_PODGROUP_SUBMITTED] += 1
+    try:
+        _podgroup(self, pg)
     except _MALFORMED:
         self._anomaly("malformed")
     return 1

@@ -442,18 +442,20 @@ class Admission:
         gang_n = np.zeros(max(ng, 1), dtype=np.int64)
         gang_prio = np.full(max(ng, 1), np.iinfo(np.int64).min, dtype=np.int64)
         gang_band = np.zeros(max(ng, 1), dtype=np.int64)
-        in_gang = pend_g >= 0
-        if gangs_asked and in_gang.any():
-            np.add.at(gang_req, pend_g[in_gang], pend_req[in_gang])
-            np.add.at(gang_n, pend_g[in_gang], 1)
-            np.maximum.at(gang_prio, pend_g[in_gang], st.pod_priorities()[pend_idx[in_gang]])
-            np.maximum.at(
-                gang_band, pend_g[in_gang], class_band[st.pod_classes()[pend_idx[in_gang]]]
-            )
+        if gangs_asked and len(pend_g):
+            # Only the asked gangs' members: with one-pod Volcano Jobs every pending pod
+            # is some gang's, and summing them all cost O(pending pods) per release.
+            asked = np.array([i for _q, it, i in located if it[1] == "gang"], dtype=np.int64)
+            sel = np.flatnonzero(np.isin(pend_g, asked, kind="table"))
+            members = pend_g[sel]
+            np.add.at(gang_req, members, pend_req[sel])
+            np.add.at(gang_n, members, 1)
+            np.maximum.at(gang_prio, members, st.pod_priorities()[pend_idx[sel]])
+            np.maximum.at(gang_band, members, class_band[st.pod_classes()[pend_idx[sel]]])
         # Queues with pending work: while two or more wait, each is held to its deserved
         # share (proportion's overused check; one queue alone takes what is free).
         waiting = np.zeros((nq, nr), dtype=np.int64)
-        if len(pend_idx):
+        if len(pend_idx) and nq > 1:  # (one queue is never contended)
             np.add.at(waiting, pend_q, pend_req)
         contended = int(np.count_nonzero(waiting.any(axis=1))) > 1
         # What each queue holds: bound pods plus jobs let through and still pending. Only

@@ -10,13 +10,20 @@ from typing import Any
 
 import orjson
 
+from esched.core import ClusterState
 from esched.schemas.events import (
     DECISIONS_STREAM,
+    JOB_SUBMITTED,
+    JOB_TIMER,
+    JOB_UPDATED,
     PLACEMENT_COMMITTED,
     POD,
     POD_SUBMITTED,
     POD_THROTTLED,
     POD_UNSCHEDULABLE,
+    PODGROUP,
+    PODGROUP_SUBMITTED,
+    stream_key,
     stream_name,
     timestamp,
 )
@@ -72,7 +79,7 @@ class _Arbiter(_Leadership):
                     moved = await self._catch_up(live=True)
                     if self._foreign:
                         await self._foreign_writer()
-                    revalidate = not _verdicts_hold(moved, fresh)
+                    revalidate = not _verdicts_hold(moved, fresh, self.state)
                     if revalidate:
                         metrics.COMMIT_HEAD_CONFLICTS.labels("revalidated").inc()
                         log.info(
@@ -298,24 +305,57 @@ class _Arbiter(_Leadership):
 
 #: Events that change no verdict of a batch they interleave with (unless they name one
 #: of its pods): a new pod is only more pending work, a report or a throttle (the
-#: dispatcher's, for an overloaded node's agent) changes nothing in the fold.
-_NEUTRAL = frozenset({POD_SUBMITTED, POD_UNSCHEDULABLE, POD_THROTTLED})
+#: dispatcher's, for an overloaded node's agent) changes nothing in the fold, nor do
+#: the Job lifecycle's records (the job controller's; the cluster fold only counts
+#: them). A PodGroup qualifies too unless it is the gang of one of the batch's pods
+#: (:func:`_verdicts_hold`): the job controller appends one before each Job's pods.
+_NEUTRAL = frozenset(
+    {
+        POD_SUBMITTED,
+        POD_UNSCHEDULABLE,
+        POD_THROTTLED,
+        JOB_SUBMITTED,
+        JOB_UPDATED,
+        JOB_TIMER,
+        PODGROUP_SUBMITTED,
+    }
+)
 
 
-def _verdicts_hold(moved: list[tuple[str, str]], fresh: list[dict[str, Any]]) -> bool:
+def _verdicts_hold(
+    moved: list[tuple[str, str]], fresh: list[dict[str, Any]], state: ClusterState
+) -> bool:
     """Whether the decisions ``fresh`` stay exactly what validation said after the
-    events ``moved`` got into the log first, so they may be appended after them
-    without validating again. Only pod submissions, unschedulable reports and throttles of
-    other pods qualify (ingest appending new work is the usual case under load), and
-    only for batches without victims: preemption and reclaim legality depend on
-    queue demand, which a new pod changes.
+    events ``moved`` got into the log first (``state``: the fold that has them), so
+    they may be appended after them without validating again. Only pod submissions,
+    unschedulable reports, throttles and PodGroups of other pods and gangs and the Job
+    lifecycle's records qualify (ingest and the job controller appending new work is
+    the usual case under load), and only for batches without victims: preemption and
+    reclaim legality depend on queue demand, which a new pod changes. A PodGroup sets
+    its gang's ``minMember``, ``minTaskMember``, queue and priority class, which only
+    the gang's own members' verdicts read; a queue it names first is created empty
+    (nothing bound there, no capability).
     """
     if not moved or any(t not in _NEUTRAL for t, _stream in moved):
         return False
-    pods: set[str] = set()
+    groups = False
+    for t, stream in moved:
+        if t == PODGROUP_SUBMITTED:
+            if stream_key(stream, PODGROUP) is None:
+                return False  # its gang is named by its stream only
+            groups = True
+    streams: set[str] = set()
     for env in fresh:
         data = env["data"]
         if data.get("victims") or data.get("reclaim"):
             return False
-        pods.update(stream_name(POD, b["pod"]) for b in data["bindings"])
-    return not any(stream in pods for _t, stream in moved)
+        if groups and isinstance(data.get("gang"), str):
+            streams.add(stream_name(PODGROUP, data["gang"]))  # the gang it names
+        for b in data["bindings"]:
+            streams.add(stream_name(POD, b["pod"]))
+            if groups:
+                idx = state.pod_index.get(b["pod"])
+                g = -1 if idx is None else state.gang_of(idx)
+                if g >= 0:
+                    streams.add(stream_name(PODGROUP, state.gang_keys[g]))
+    return not any(stream in streams for _t, stream in moved)

@@ -3,7 +3,8 @@
 The bulk of the log is pod events whose stream names the pod
 (``pod/<namespace>/<name>``, :func:`~esched.schemas.events.stream_of`): a reader
 that needs only the pod's key (admission, the dispatcher, the commit service's
-latency books) reads it from the stream and decodes the rest.
+latency books) reads it from the stream and decodes the rest. So is a PodGroup's
+(``podgroup/<namespace>/<name>``): a Volcano Job brings one per job.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from esched.schemas.events import (
     POD_SUBMITTED,
     POD_SUCCEEDED,
     POD_UPDATED,
+    PODGROUP,
+    PODGROUP_SUBMITTED,
     stream_key,
 )
 from esched.services.store.base import StoredEvent
@@ -30,11 +33,16 @@ __all__ = ["KEYED", "row_fact"]
 KEYED = frozenset({POD_SUBMITTED, POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_UPDATED})
 
 
+# The stream kind naming the object of each type whose readers need only its key.
+_KEY_KIND = dict.fromkeys(KEYED, POD) | {PODGROUP_SUBMITTED: PODGROUP}
+
+
 def row_fact(row: StoredEvent) -> Fact | None:
-    """The :data:`Fact` of a stored event, decoded only if its type is not
-    :data:`KEYED` or its stream does not name its pod; None if its ``data`` is not
-    an object."""
-    key = stream_key(row.stream, POD) if row.type in KEYED else None
+    """The :data:`Fact` of a stored event, decoded only if its type is neither
+    :data:`KEYED` nor a PodGroup's or its stream does not name its object; None if
+    its ``data`` is not an object."""
+    kind = _KEY_KIND.get(row.type)
+    key = None if kind is None else stream_key(row.stream, kind)
     if key is not None:
         return (row.position, row.type, key, None)
     data = orjson.loads(row.payload).get("data")

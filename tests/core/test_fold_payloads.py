@@ -588,6 +588,71 @@ def test_types_the_fold_only_counts_skip_their_data_and_fold_as_the_dict_path_do
     assert (counts[ev.JOB_SUBMITTED], counts[ev.JOB_UPDATED], counts[ev.JOB_TIMER]) == (1, 2, 1)
 
 
+def _group(name: str, data: bytes) -> bytes:
+    head = b'{"type":"esched.podgroup.submitted","id":"pg-' + name.encode()
+    return head + b'","data":' + data + b"}"
+
+
+# PodGroups: the bytes path decodes only the members _podgroup reads; every shape
+# below folds as the dict path folds it, malformed ones and those it declines included.
+_GROUPS = [
+    b'{"metadata":{"name":"g0","namespace":"ns","annotations":{"volcano.sh/job-name":"j"},'
+    b'"labels":{"a":"b"}},"spec":{"minMember":2,"queue":"q1","minTaskMember":{"w":2},'
+    b'"minResources":{"cpu":"2","memory":"2Gi"},"priorityClassName":"high"},"status":{}}',
+    b'{"metadata":{"name":"g1"},"spec":{"minMember":0}}',
+    b'{"metadata":{"name":"g2","namespace":null},"spec":{"minMember":null,"queue":null}}',
+    b'{"metadata":{"name":"g3","namespace":"ns"},"spec":{"minMember":1,"minMember":3,'
+    b'"queue":"","queue":"q2"}}',
+    b'{"metadata":{"name":"g4","namespace":"ns"}}',
+    b'{"metadata":{"name":"g5","namespace":"ns"},"spec":{"minResources":{"cpu":"abc"}}}',
+    b'{"metadata":{"name":"g6","namespace":"ns"},"spec":{"minMember":"x"}}',
+    b'{"metadata":{"name":"g7","namespace":"ns"},"spec":{"minTaskMember":[1]}}',
+    b'{"metadata":{"name":"g8","namespace":"ns"},"spec":{"minMember":1.5}}',
+    b'{"metadata":null,"spec":{"minMember":1}}',
+    b'{"metadata":{"name":"g9"},"spec":[]}',
+    b'{"metadata":{"name":"g0","namespace":"ns"},"spec":{"minMember":1,"queue":"q1"}}',
+    b"{}",
+]
+
+
+def test_podgroups_fold_from_their_bytes_as_the_dict_path_does() -> None:
+    """A PodGroup (one per Volcano Job) is folded from the members its handler reads,
+    to the dict path's state, counts and anomalies; one submitted again replaces it."""
+    payloads = [_group(f"e{i}", g) for i, g in enumerate(_GROUPS)]
+    payloads += [_submit("g0-0", _PLAIN_SPECS[0], b',"annotations":{"volcano.sh/group-name":"g0"}')]
+    by_dict, by_bytes = _fold_both(payloads)
+    _assert_same(by_dict, by_bytes)
+    assert by_bytes.event_counts == by_dict.event_counts
+    assert by_bytes.anomalies == by_dict.anomalies and by_bytes.anomalies["malformed"] >= 2
+    assert by_bytes.gang_min_member("ns/g0") == 1 and by_bytes.gang_min_member("ns/g3") == 3
+
+
+# Labels and annotations: built from their bytes when every value is a string or a
+# plain integer; any other shape is decoded as before. All fold as the dict path does.
+_METAS = [
+    b',"labels":{"app":"w","volcano.sh/job-name":"j"},"annotations":{"volcano.sh/queue-name":"q1",'
+    b'"scheduling.k8s.io/group-name":"g0","volcano.sh/preemptable":"false"}',
+    b',"labels":{},"annotations":{}',
+    b',"labels":{"a":"1","a":"2"},"annotations":{"scheduling.k8s.io/group-name":"g0",'
+    b'"scheduling.k8s.io/group-pod-num":3}',
+    b',"labels":{"n":7,"m":-1},"annotations":{"x":1.5}',
+    b',"labels":{"n":[1]},"annotations":{"y":{"z":"w"},"t":true,"u":null}',
+    b',"labels":null,"annotations":"x"',
+    b',"labels":{"n":123456789012345678}',
+]
+
+
+def test_labels_and_annotations_fold_from_their_bytes_as_the_dict_path_does() -> None:
+    """A pod's labels and annotations (a Volcano Job's pods all have them) decoded
+    from their bytes give the dict path's state, classes, counts and anomalies."""
+    payloads = [_group("e0", _GROUPS[0])]
+    payloads += [_submit(f"m{i}", _PLAIN_SPECS[0], m) for i, m in enumerate(_METAS)]
+    by_dict, by_bytes = _fold_both(payloads)
+    _assert_same(by_dict, by_bytes)
+    assert by_bytes.event_counts == by_dict.event_counts
+    assert by_bytes.anomalies == by_dict.anomalies
+
+
 # Containers-only pod specs: the bytes path computes their class from the spec's
 # bytes (no dicts); every shape below must fold as the dict path folds it, those it
 # declines (limits, ports, numbers, repeated names, bad quantities) included.

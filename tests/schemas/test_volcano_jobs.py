@@ -552,3 +552,35 @@ def test_a_job_submitted_event_with_a_dependency_cycle_is_refused_at_ingest() ->
     assert info.value.field == "data.spec.tasks"
     fine = _job("dag", [_task("a"), _task("b", dependsOn={"name": ["a"]})])
     assert validate_event(envelope(JOB_SUBMITTED, "test", fine, id="j2"))["data"] == fine
+
+
+def test_task_pods_are_built_from_a_copy_of_the_template_and_podgroups_from_its_requests() -> None:
+    """The job controller builds every pod from its task's template: the template (and
+    the Job holding it) is never changed, two pods share no object, and the PodGroup's
+    minResources are the template's requests times the members (memoized per
+    template), as for a template never seen before."""
+    from esched.schemas.manifests import volcano_podgroup, volcano_task_pod
+
+    template = {
+        "metadata": {"labels": {"app": "w"}, "annotations": {"a": "b"}},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}],
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+        },
+    }
+    job = default_job(
+        {
+            "metadata": {"name": "j", "namespace": "t"},
+            "spec": {"tasks": [{"name": "w", "replicas": 2, "template": template}]},
+        }
+    )
+    before = copy.deepcopy(job)
+    task = job["spec"]["tasks"][0]
+    first, second = volcano_task_pod(job, task, 0), volcano_task_pod(job, task, 1, attempt=1)
+    assert job == before
+    assert first["metadata"]["labels"] is not second["metadata"]["labels"]
+    assert first["spec"]["containers"][0] is not second["spec"]["containers"][0]
+    assert first["spec"] == second["spec"] == template["spec"] | {"schedulerName": "volcano"}
+    assert volcano_podgroup(job)["spec"]["minResources"] == {"cpu": "1000m"}
+    assert volcano_podgroup(copy.deepcopy(job)) == volcano_podgroup(job)
+    assert job == before

@@ -1359,3 +1359,24 @@ def test_annotations_hierarchy_releases_in_hdrf_order():
     order = [k[2] for k in f.release(*keys)]
     assert order == list("sdspdpsdpsdpsdp")
     assert Counter(order) == {"s": 5, "d": 5, "p": 5}
+
+
+def test_a_podgroups_fact_is_keyed_from_its_stream_without_decoding_it() -> None:
+    """The dispatcher and the audit read a PodGroup's key only (a Volcano Job brings one
+    per job): from its stream, as a pod's; decoded only when the stream names none."""
+    from datetime import UTC, datetime
+
+    from esched.services.store.base import StoredEvent
+    from esched.services.store.rows import row_fact
+
+    now = datetime.now(UTC)
+    pg = orjson.dumps(ev("pg", ev_types.PODGROUP_SUBMITTED, {"metadata": {"name": "g"}}))
+    keyed = StoredEvent(7, "pg", ev_types.PODGROUP_SUBMITTED, "podgroup/t/g", 0, now, now, b"{")
+    assert row_fact(keyed) == (7, ev_types.PODGROUP_SUBMITTED, "t/g", None)
+    elsewhere = keyed._replace(stream="other", payload=pg)
+    assert row_fact(elsewhere) == (
+        7,
+        ev_types.PODGROUP_SUBMITTED,
+        "default/g",
+        orjson.loads(pg)["data"],
+    )

@@ -295,6 +295,38 @@ async def test_new_pods_before_the_append_do_not_cost_a_revalidation(store):
     await service.stop()
 
 
+async def test_job_records_and_other_gangs_podgroups_before_the_append_do_not_revalidate(store):
+    """The job controller appending between validation and append (a Job's
+    transitions, the next Job's PodGroup and pod) leaves every verdict as it was; the
+    PodGroup of a gang the batch binds still revalidates (it sets the gang's minMember)."""
+    await append_events(store, node("n1", cpu="4"), podgroup("g", 1), pod("a", gang="g"))
+    racing = InterleavingStore(store)
+    service = CommitService(racing)
+    before = {o: head_conflicts(o) for o in ("unaffected", "revalidated")}
+    update = {"job": "t/j0", "seq": 0, "phase": "Pending", "previous": "", "attempt": 0}
+    update |= {"reason": "Submitted", "action": ""}
+    racing.external.append(
+        [
+            ev("j1.t0", "esched.job.updated", {**update, "job": "t/j1"}),
+            podgroup("j1", 1),
+            pod("j1-w-0", gang="j1"),
+        ]
+    )
+    decisions = await service.decide([proposal("p-a", [("a", "n1")], gang="t/g")])
+    assert kinds(decisions) == [("committed", None)]
+    assert head_conflicts("unaffected") == before["unaffected"] + 1
+    assert head_conflicts("revalidated") == before["revalidated"]
+    # The batch's own gang's PodGroup submitted again: validated again.
+    await append_events(store, podgroup("h", 1), pod("b", gang="h"))
+    racing.external.append([{**podgroup("h", 1), "id": "pg-h-again"}])
+    decisions = await service.decide([proposal("p-b", [("b", "n1")], gang="t/h")])
+    assert kinds(decisions) == [("committed", None)]
+    assert head_conflicts("revalidated") == before["revalidated"] + 1
+    report = await audit_store(store)
+    assert report["ok"], report["violations"]
+    await service.stop()
+
+
 async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(store, caplog):
     await append_events(store, node("n1", cpu="4"), pod("a"))
     racing = InterleavingStore(store)
