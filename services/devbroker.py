@@ -54,6 +54,12 @@ class DevBroker:
     restarted broker is empty, like a lost cluster).
     """
 
+    #: The flags replicas need on this broker: tansu (0.6) drops a static member
+    #: that rejoins after the group's leader and keeps a departed leader mid-rebalance,
+    #: so a group of static members can rebalance forever or never be assigned again
+    #: (tests/services/test_tansu_groups.py); dynamic members are not affected.
+    REPLICA_ARGS: tuple[str, ...] = ("--no-static-membership",)
+
     def __init__(self, port: int | None = None, advertised: str | None = None) -> None:
         self.port = port or free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"

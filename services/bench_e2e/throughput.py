@@ -9,7 +9,7 @@ import itertools
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +58,14 @@ async def one_run(
     confine: Callable[[ServiceProcess], None] | None = None,
     before_stop: Callable[[], None] | None = None,
     job_size: int = 0,
+    replica_args: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One run with ``replicas`` replica processes; ``confine(process)`` is called on
     each replica process once all are ready (``bench scale`` caps its CPU), and
     ``before_stop()`` once measured, before the processes are stopped. ``job_size``
     > 0: the throughput phase's pods come as Volcano Jobs of that many pods (gangs),
-    and the job controller runs as one more process."""
+    and the job controller runs as one more process. ``replica_args`` are added to
+    every replica's command line (the broker's :attr:`DevBroker.REPLICA_ARGS`)."""
     db = f"esched_bench_{run}_r{replicas}"
     await admin(server, f'CREATE DATABASE "{db}" TEMPLATE "{template_db}"')
     url = f"{server}/{db}"
@@ -106,6 +108,7 @@ async def one_run(
                 str(k),
                 "--group",
                 f"{prefix}esched-replicas",
+                *replica_args,
             )
             for k in range(1, replicas + 1)
         ]
@@ -328,7 +331,8 @@ async def bench_cluster(
 ) -> AsyncIterator[dict[str, Any]]:
     """A broker (a local tansu without ``kafka``) and a preloaded template database
     for the runs of one benchmark; yields the runs' common arguments (``kafka``,
-    ``broker_pid``, ``template_db``, ``server``, ``logdir``, ``run``) and the result's
+    ``broker_pid``, ``template_db``, ``server``, ``logdir``, ``run``,
+    ``replica_args``) and the result's
     head under ``"result"``. Everything is dropped and stopped on exit."""
     broker = None
     if not kafka:
@@ -351,6 +355,7 @@ async def bench_cluster(
             "server": pg_server,
             "logdir": logs,
             "run": run,
+            "replica_args": DevBroker.REPLICA_ARGS if broker else (),
         }
     finally:
         with contextlib.suppress(Exception):

@@ -11,15 +11,13 @@ from pathlib import Path
 import orjson
 
 from esched.schemas.events import PLACEMENT_COMMITTED, POD_UNSCHEDULABLE
+from esched.services.devbroker import DevBroker
 from esched.services.procs import ServiceProcess, run_esched, wait_until
 from esched.services.store import open_store
 
-#: Options every test replica gets: the tests' broker is tansu, which counts neither
-#: a static member's held JoinGroup nor its SyncGroup as contact, so a group of static
-#: members there can rebalance forever and, once its leader leaves mid-rebalance, is
-#: never assigned again (tests/services/test_tansu_groups.py); dynamic members are
-#: not affected.
-TANSU_REPLICA_ARGS = ("--no-static-membership",)
+#: Options every test replica gets: the tests' broker is tansu (DevBroker.REPLICA_ARGS
+#: says why).
+TANSU_REPLICA_ARGS = DevBroker.REPLICA_ARGS
 
 
 class Processes:
