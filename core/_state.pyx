@@ -50,7 +50,7 @@ from esched.schemas.quantity import MAX_BASE_UNITS, resource_list, to_base_units
 from libc.math cimport NAN
 
 from esched.core._quantity cimport quantity_units
-from esched.schemas._requests cimport Quantities, pod_sum
+from esched.schemas._requests cimport PodSum, Quantities, pod_sum
 from esched.core._reservations cimport RES_OVERCOMMIT, RES_RECLAIM
 # The fold's handlers (the dict path) and its type table; that module knows this class
 # through _state.pxd only, and is loaded (C level) before this module's body runs.
@@ -597,16 +597,20 @@ cdef class ClusterState:
         cdef dict req
         cdef dict lim                       # limits above requests (the pod's limit - requests)
         cdef bint has_ports, plain
+        cdef PodSum total
         try:
             # The rule (schemas/_requests.pyx), with this state's memoized quantities.
             # A spec of containers only (the bulk of a log) also gets Borg's limits
             # above its requests and says whether a container lists ports; any other
             # shape lets pod_host_ports look.
             plain = not _aggregated(spec)
-            req, nz, lim, has_ports = pod_sum(spec, "requests", self._quantities, plain)
-            if plain and not _in_range(nz):
+            total = pod_sum(spec, "requests", self._quantities, plain)
+            if plain and not total.nonzero_within(_MAX_UNITS):
                 raise OverflowError("scoring requests beyond the core's range")
-            has_ports = has_ports or not plain
+            req = total.fit
+            nz = (total.cpu, total.mem)
+            lim = total.lim
+            has_ports = total.ports or not plain
             prio = spec.get("priority")
             if prio is None:
                 # kube's Priority admission: the class's value (a PriorityClass of the

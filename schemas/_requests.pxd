@@ -26,12 +26,15 @@ cdef class PodSum:
     cdef dict fit             # requests by resource, in order of first sight
     cdef object cpu, mem      # the scoring (non-zero) cpu and memory, exact ints
     cdef object c_cpu, c_mem  # the container being added: its scoring cpu and memory
+    cdef dict lim             # pod_sum of a plain spec: Borg's limit above the requests, or None
+    cdef bint ports           # pod_sum of a plain spec: a container lists ports
     cdef void begin(self) noexcept
     cdef int add(self, object name, object units) except -1
     cdef int end(self) except -1
+    cdef int pod(self) except -1
     cdef bint nonzero_within(self, long long most) except -1
     cdef tuple requests(self)
 
 
 cdef PodSum new_sum()
-cdef tuple pod_sum(dict spec, str kind, Quantities q, bint plain)
+cdef PodSum pod_sum(dict spec, str kind, Quantities q, bint plain)

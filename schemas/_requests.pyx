@@ -113,10 +113,14 @@ cdef class PodSum:
         cdef long long mem = PyLong_AsLongLongAndOverflow(self.mem, &over)
         return not over and 0 <= mem <= most
 
-    cdef tuple requests(self):
-        # (fit, (cpu, mem)), fit with ``pods: 1``: the node's pod-count limit is an
-        # ordinary resource dimension.
+    cdef int pod(self) except -1:
+        # ``pods: 1``: the node's pod-count limit is an ordinary resource dimension.
         self.fit["pods"] = 1
+        return 0
+
+    cdef tuple requests(self):
+        # (fit with ``pods: 1``, (cpu, mem)).
+        self.pod()
         return self.fit, (self.cpu, self.mem)
 
 
@@ -125,14 +129,16 @@ cdef PodSum new_sum():
     s.fit = {}
     s.cpu = 0
     s.mem = 0
+    s.lim = None
+    s.ports = False
     return s
 
 
-cdef dict _container(PodSum s, dict c, int where, Py_ssize_t index, str kind, Quantities q,
-                     dict lim):
+cdef int _container(PodSum s, dict c, int where, Py_ssize_t index, str kind, Quantities q,
+                    bint limits_above) except -1:
     # One container into ``s``. A resource with a limit and no request is requested at
-    # its limit (API defaulting). ``lim`` (not None): Borg's limit, each limit above its
-    # request, the excess summed into it (core/reservations.py). Returns ``lim``.
+    # its limit (API defaulting). ``limits_above``: Borg's limit, each limit above its
+    # request, the excess summed into ``s.lim`` (core/reservations.py).
     cdef dict res, values
     s.begin()
     res = c.get("resources")
@@ -144,15 +150,17 @@ cdef dict _container(PodSum s, dict c, int where, Py_ssize_t index, str kind, Qu
                 for name, value in limits.items():
                     if name not in values:
                         s.add(name, q.units(name, value, where, index, kind))
-                    elif lim is not None:
+                    elif limits_above:
                         u = (q.units(name, value, where, index, "limits")
                              - q.units(name, values[name], where, index, kind))
                         if u > 0:
-                            lim[name] = lim.get(name, 0) + u
+                            if s.lim is None:
+                                s.lim = {}
+                            s.lim[name] = s.lim.get(name, 0) + u
         for name, value in values.items():
             s.add(name, q.units(name, value, where, index, kind))
     s.end()
-    return lim
+    return 0
 
 
 cdef int _sum_into(dict into, dict one) except -1:
@@ -168,7 +176,7 @@ cdef int _max_into(dict into, dict one) except -1:
     return 0
 
 
-cdef tuple pod_sum(dict spec, str kind, Quantities q, bint plain):
+cdef PodSum pod_sum(dict spec, str kind, Quantities q, bint plain):
     """The one aggregation (component-helpers ``resource.PodRequests`` / ``PodLimits``)
     of ``kind`` ("requests" or "limits"): the sum over containers and sidecars (init
     containers with ``restartPolicy: Always``, which run beside them), max with each
@@ -181,27 +189,22 @@ cdef tuple pod_sum(dict spec, str kind, Quantities q, bint plain):
 
     ``plain``: the caller (the fold) knows the spec sets none of
     :data:`AGGREGATED_SPEC_FIELDS`; the walk then also sums Borg's limit above the
-    requests and notes whether a container lists ports. Returns ``(fit, (cpu, mem),
-    lim, ports)``: ``lim`` None and ``ports`` False unless ``plain``.
+    requests (``lim``) and notes whether a container lists ports (``ports``).
     """
     cdef PodSum s = new_sum()
-    cdef dict lim = {} if plain else None
-    cdef bint ports = False
     cdef Py_ssize_t i = 0
     cdef dict c
     for one in spec.get("containers") or ():
         c = one
         if plain and "ports" in c:
-            ports = True
-        lim = _container(s, c, IN_CONTAINERS, i, kind, q, lim)
+            s.ports = True
+        _container(s, c, IN_CONTAINERS, i, kind, q, plain)
         i += 1
     if not plain:
         _aggregate(s, spec, kind, q)
     if kind == "requests":
-        fit, nz = s.requests()
-    else:
-        fit, nz = s.fit, (s.cpu, s.mem)
-    return fit, nz, (lim or None), ports
+        s.pod()
+    return s
 
 
 cdef int _aggregate(PodSum s, dict spec, str kind, Quantities q) except -1:
@@ -215,7 +218,7 @@ cdef int _aggregate(PodSum s, dict spec, str kind, Quantities q) except -1:
         side_cpu = side_mem = init_cpu = init_mem = 0
         for c in init:
             one = new_sum()
-            _container(one, c, IN_INIT_CONTAINERS, i, kind, q, None)
+            _container(one, c, IN_INIT_CONTAINERS, i, kind, q, False)
             i += 1
             if c.get("restartPolicy") == "Always":
                 _sum_into(s.fit, one.fit)
@@ -272,5 +275,5 @@ def pod_totals(spec: dict, kind: str, units) -> tuple:
     cpu and memory being the scoring ones."""
     cdef _Callable q = _Callable.__new__(_Callable)
     q.fn = units
-    fit, nz, _, _ = pod_sum(spec, kind, q, False)
-    return fit, nz[0], nz[1]
+    cdef PodSum s = pod_sum(spec, kind, q, False)
+    return s.fit, s.cpu, s.mem
