@@ -1,7 +1,9 @@
 """Build the Cython extensions of esched.
 
 Every ``core/**/*.pyx`` becomes the extension ``esched.core.<dotted path>``, every
-``services/**/*.pyx`` ``esched.services.<dotted path>`` (benchmarks, the Kafka hash).
+``services/**/*.pyx`` ``esched.services.<dotted path>`` (benchmarks, the Kafka hash),
+every ``schemas/**/*.pyx`` ``esched.schemas.<dotted path>`` (the request rule, which
+the fold cimports).
 Directives live here, in one place; ``ESCHED_CYTHON_DEBUG=1`` turns on bounds
 checks, line tracing and the annotated HTML (``cython -a``) for hot-loop review.
 """
@@ -50,7 +52,7 @@ def _package_view() -> Path:
 
 
 #: Source folder -> the package its extensions belong to.
-SOURCES = {"core": "esched.core", "services": "esched.services"}
+SOURCES = {"core": "esched.core", "services": "esched.services", "schemas": "esched.schemas"}
 #: Extension -> the C libraries it links (the hash chain and the signed records' MAC
 #: call OpenSSL's SHA-256).
 LIBRARIES = {"esched.services.store._chain": ["crypto"], "esched.services.bus._mac": ["crypto"]}

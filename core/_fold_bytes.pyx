@@ -17,7 +17,7 @@ from esched.schemas import events as _ev
 from esched.schemas.quantity import MAX_BASE_UNITS
 
 from esched.core._fold import _MALFORMED
-from esched.schemas.objects import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, DEFAULT_QUEUE
+from esched.schemas.objects import DEFAULT_QUEUE
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
@@ -36,6 +36,7 @@ from esched.core._fold cimport (
     _podgroup, _resolve_binding, noop_slots, type_slot,
 )
 from esched.core._state cimport MEMO_LIMIT, ClusterState
+from esched.schemas._requests cimport PodSum, new_sum
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
 # Nothing public: ClusterState.apply_payloads is the entry point.
@@ -453,16 +454,16 @@ cdef bint _plain_fits(ClusterState self, bint extra) except -1:
 
 cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_t n, Span spec):
     # A spec that is containers only, each with requests given as strings and no
-    # limits or ports (the bulk of a log), as (requests, nonzero): what _class_for
-    # computes from its decoded dicts for its containers-only shortcut, in the same
-    # resource order, with the same memoized quantities. None for any other shape,
-    # a repeated name, or a quantity _class_for would count as invalid: the caller
-    # then decodes the spec and the dict path decides.
+    # limits or ports (the bulk of a log), as (requests, nonzero): the request rule's
+    # container sum (schemas/_requests.pyx PodSum, what _class_for's pod_sum adds up
+    # from the decoded dicts), in the same resource order, with the same memoized
+    # quantities. None for any other shape, a repeated name, or a quantity _class_for
+    # would count as invalid: the caller then decodes the spec and the dict path decides.
     cdef Span k, v, containers, cont, res, requests
     cdef Span names_seen[MAX_FAST_RESOURCES]
-    cdef Py_ssize_t i = spec.start, j, m, members, r, seen
-    cdef long long u, c_cpu, c_mem, nz_cpu = 0, nz_mem = 0
-    cdef dict req = {}
+    cdef Py_ssize_t i = spec.start, j, m, r, seen
+    cdef long long u
+    cdef PodSum total = new_sum()
     cdef str name
     cdef bint is_cpu
     containers.start = -1
@@ -497,24 +498,15 @@ cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_
             if b[res.start] != 0x7b:
                 return None
             m = res.start
-            members = 0
             while True:
                 m = next_member(b, m, n, &k, &v)
                 if m < 0:
                     break
-                members += 1
                 if span_is(b, k, b"limits", 6):
                     return None
                 if span_is(b, k, b"requests", 8):
                     requests = v
-            if members == 0:  # {}: as no resources
-                res.start = -1
-        if res.start < 0:
-            nz_cpu += DEFAULT_MILLI_CPU_REQUEST
-            nz_mem += DEFAULT_MEMORY_REQUEST
-            continue
-        c_cpu = DEFAULT_MILLI_CPU_REQUEST
-        c_mem = DEFAULT_MEMORY_REQUEST
+        total.begin()
         if requests.start >= 0 and b[requests.start] != 0x6e:  # not null
             if b[requests.start] != 0x7b:
                 return None
@@ -544,20 +536,15 @@ cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_
                 u = esched_quantity_units(b + v.start + 1, v.end - v.start - 2, is_cpu)
                 if u < 0:
                     try:
-                        u = self._units(name, _ascii_string(b, v))
+                        total.add(name, self._units(name, _ascii_string(b, v)))
                     except _MALFORMED:
                         return None
-                req[name] = req.get(name, 0) + u
-                if is_cpu:
-                    c_cpu = u
-                elif name is _MEMORY:
-                    c_mem = u
-        if c_cpu > _MAX_UNITS - nz_cpu or c_mem > _MAX_UNITS - nz_mem:
-            return None
-        nz_cpu += c_cpu
-        nz_mem += c_mem
-    req["pods"] = 1
-    return (req, (nz_cpu, nz_mem))
+                else:
+                    total.add(name, u)
+        total.end()
+    if not total.nonzero_within(_MAX_UNITS):
+        return None
+    return total.requests()
 
 
 cdef int _payload_committed(ClusterState self, const unsigned char* b, Py_ssize_t n,

@@ -8,6 +8,7 @@ from libc.stdint cimport uint8_t
 
 from esched.core._interpod cimport InterPodIndex
 from esched.core._types cimport flag_t, index_t, phase_t, units_t, word_t
+from esched.schemas._requests cimport Quantities
 
 
 cdef enum:
@@ -47,6 +48,7 @@ cdef class ClusterState:
     cdef public Py_ssize_t n_res         # registered resources
     cdef Py_ssize_t res_cap              # allocated columns (>= n_res)
     cdef dict _units_memo                # resource -> {quantity -> base units}
+    cdef Quantities _quantities          # _units as the request rule's reader
     cdef dict _spec_memo                 # pod spec bytes -> (spec dict, [queue, class], plain) (apply_payloads)
     cdef dict _resources_memo            # binding resources bytes -> (dict, [columns, has pods])
 

@@ -35,8 +35,8 @@ import orjson
 from esched.core._interpod import InterPodIndex
 from esched.schemas import events as _ev
 from esched.schemas.objects import (
-    AGGREGATED_SPEC_FIELDS, BIND_ALL_HOST_IP, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST,
-    pod_host_ports, pod_priority, pod_queue, pod_requests, pod_resource_requests,
+    AGGREGATED_SPEC_FIELDS, BIND_ALL_HOST_IP,
+    pod_host_ports, pod_priority, pod_queue, pod_requests,
 )
 
 from esched.core import phases as _phases
@@ -50,6 +50,7 @@ from esched.schemas.quantity import MAX_BASE_UNITS, resource_list, to_base_units
 from libc.math cimport NAN
 
 from esched.core._quantity cimport quantity_units
+from esched.schemas._requests cimport PodSum, Quantities, pod_sum
 from esched.core._reservations cimport RES_OVERCOMMIT, RES_RECLAIM
 # The fold's handlers (the dict path) and its type table; that module knows this class
 # through _state.pxd only, and is loaded (C level) before this module's body runs.
@@ -148,6 +149,14 @@ def _queue_defaults() -> dict:
 cdef tuple _AGGREGATED = AGGREGATED_SPEC_FIELDS
 
 
+cdef class _StateQuantities(Quantities):
+    # The request rule's reader of quantities: the state's memoized ones.
+    cdef ClusterState state
+
+    cdef object units(self, object name, object value, int where, Py_ssize_t index, str kind):
+        return self.state._units(name, value)
+
+
 cdef inline bint _aggregated(dict spec) except -1:
     # Whether the pod's requests need more than the sum over its containers.
     for field in _AGGREGATED:
@@ -221,6 +230,9 @@ cdef class ClusterState:
         self.n_res = 0
         self.res_cap = DEF_RES
         self._units_memo = {}
+        cdef _StateQuantities quantities = _StateQuantities.__new__(_StateQuantities)
+        quantities.state = self
+        self._quantities = quantities
         self._spec_memo = {}
         self._resources_memo = {}
 
@@ -453,10 +465,6 @@ cdef class ClusterState:
             out[name] = self._units(name, v)
         return out
 
-    def _units_of(self, str name, object value, str field=None) -> int:
-        """:meth:`_units` as the ``units`` argument of ``pod_resource_requests``."""
-        return self._units(name, value)
-
     cdef Py_ssize_t _label_bit(self, str text) except -1:
         bit = self.label_ids.get(text)
         if bit is not None:
@@ -586,67 +594,23 @@ cdef class ClusterState:
         # Typed locals: dict methods and str compares compile to C calls, and a
         # wrongly-typed body raises TypeError, which the fold counts as malformed.
         cdef dict spec = pod.get("spec") or {}
-        cdef dict req, res, requests, limits, cont
-        cdef dict lim = None                # limits above requests (the pod's limit - requests)
-        cdef str name
-        cdef long long u, c_cpu, c_mem, nz_cpu, nz_mem
-        cdef bint has_ports = False
+        cdef dict req
+        cdef dict lim                       # limits above requests (the pod's limit - requests)
+        cdef bint has_ports, plain
+        cdef PodSum total
         try:
-            if _aggregated(spec):
-                has_ports = True  # rare shapes: let pod_host_ports look
-                # The rule itself (schemas.objects.pod_resource_requests) for the
-                # shapes beyond plain containers, with this state's memoized quantities.
-                req, nz = pod_resource_requests(pod, self._units_of)
-            else:
-                # Plain containers, the bulk of a log: the same rule's container sum
-                # inlined (a Python call per container cost the dict fold ~20%), in the
-                # same resource order; tests/core/test_fold.py checks both agree,
-                # property by property.
-                req = {}
-                nz_cpu = nz_mem = 0
-                for c in spec.get("containers") or ():
-                    cont = c
-                    if "ports" in cont:
-                        has_ports = True
-                    res = cont.get("resources")
-                    if not res:
-                        nz_cpu += DEFAULT_MILLI_CPU_REQUEST
-                        nz_mem += DEFAULT_MEMORY_REQUEST
-                        continue
-                    requests = res.get("requests") or {}
-                    limits = res.get("limits")
-                    c_cpu = DEFAULT_MILLI_CPU_REQUEST
-                    c_mem = DEFAULT_MEMORY_REQUEST
-                    if limits:
-                        for name, value in limits.items():
-                            if name not in requests:
-                                u = self._units(name, value)
-                                req[name] = req.get(name, 0) + u
-                                if name == "cpu":
-                                    c_cpu = u
-                                elif name == "memory":
-                                    c_mem = u
-                            else:
-                                # Borg's limit: the container's limit where it sets one
-                                # above its request (core/reservations.py)
-                                u = self._units(name, value) - self._units(name, requests[name])
-                                if u > 0:
-                                    if lim is None:
-                                        lim = {}
-                                    lim[name] = lim.get(name, 0) + u
-                    for name, value in requests.items():
-                        u = self._units(name, value)
-                        req[name] = req.get(name, 0) + u
-                        if name == "cpu":
-                            c_cpu = u
-                        elif name == "memory":
-                            c_mem = u
-                    if c_cpu > _MAX_UNITS - nz_cpu or c_mem > _MAX_UNITS - nz_mem:
-                        raise OverflowError("scoring requests beyond the core's range")
-                    nz_cpu += c_cpu
-                    nz_mem += c_mem
-                req["pods"] = 1
-                nz = (nz_cpu, nz_mem)
+            # The rule (schemas/_requests.pyx), with this state's memoized quantities.
+            # A spec of containers only (the bulk of a log) also gets Borg's limits
+            # above its requests and says whether a container lists ports; any other
+            # shape lets pod_host_ports look.
+            plain = not _aggregated(spec)
+            total = pod_sum(spec, "requests", self._quantities, plain)
+            if plain and not total.nonzero_within(_MAX_UNITS):
+                raise OverflowError("scoring requests beyond the core's range")
+            req = total.fit
+            nz = (total.cpu, total.mem)
+            lim = total.lim
+            has_ports = total.ports or not plain
             prio = spec.get("priority")
             if prio is None:
                 # kube's Priority admission: the class's value (a PriorityClass of the

@@ -236,7 +236,7 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     job = default_job(job)
     problems = validate_job(job)
     if problems:
-        raise JobRejected(f"{namespace}/{name}", problems)
+        raise JobRejected(ev.namespaced_key(namespace, name), problems)
     spec = job.get("spec") or {}
     now: list[dict[str, Any]] = []  # the pods the controller creates first
     for task in spec["tasks"]:

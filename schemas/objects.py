@@ -10,6 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from esched.schemas._requests import (
+    AGGREGATED_SPEC_FIELDS,
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    pod_level_resource,
+    pod_totals,
+)
 from esched.schemas.events import metadata_key, namespaced_key
 from esched.schemas.quantity import resource_list, to_base_units
 
@@ -84,32 +91,9 @@ def node_allocatable(node: dict[str, Any]) -> dict[str, int]:
     return resource_list(status.get("capacity"), "status.capacity")
 
 
-#: kube-scheduler's schedutil.DefaultMilliCPURequest: what a container without a cpu
-#: request counts as requesting when *scoring* (never when fitting).
-DEFAULT_MILLI_CPU_REQUEST = 100
-#: kube-scheduler's schedutil.DefaultMemoryRequest (200 MiB), likewise for memory.
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-
-#: Pod spec fields besides ``containers`` that :func:`pod_resource_requests` takes
-#: into account (init and sidecar containers, overhead, pod-level resources). A pod
-#: with none of them set is a plain sum over its containers: the fold inlines that
-#: case (``core/_state.pyx``), so a new field goes here as well as into the aggregation.
-AGGREGATED_SPEC_FIELDS = ("initContainers", "overhead", "resources")
-
-#: Resources ``spec.resources`` (pod-level resources) may set, as kube's
-#: IsSupportedPodLevelResource: cpu, memory and ``hugepages-<size>``; others there are
-#: ignored (the containers' sum stands).
-POD_LEVEL_RESOURCES = ("cpu", "memory")
-HUGEPAGES_PREFIX = "hugepages-"
-
 #: ``units(resource, value, field) -> base units``: :func:`to_base_units`, or a
-#: memoized equivalent (the fold's).
+#: memoized equivalent (the validator's).
 Units = Callable[[str, Any, str], int]
-
-
-def pod_level_resource(name: str) -> bool:
-    """Whether ``spec.resources`` may set ``name`` (kube's IsSupportedPodLevelResource)."""
-    return name in POD_LEVEL_RESOURCES or name.startswith(HUGEPAGES_PREFIX)
 
 
 class PodRequests(NamedTuple):
@@ -123,110 +107,9 @@ class PodRequests(NamedTuple):
     nonzero: tuple[int, int]
 
 
-def _container(
-    c: dict[str, Any], path: str, kind: str, units: Units
-) -> tuple[dict[str, int], int, int]:
-    # One container's quantities of ``kind`` and its non-zero cpu and memory. A
-    # resource with a limit and no request is requested at its limit (API defaulting).
-    res = c.get("resources") or {}
-    values = res.get(kind) or {}
-    field = f"{path}.resources.{kind}."
-    out: dict[str, int] = {}
-    if kind == "requests":
-        limits = res.get("limits")
-        if limits:
-            for name, value in limits.items():
-                if name not in values:
-                    out[name] = units(name, value, field + name)
-    for name, value in values.items():
-        out[name] = units(name, value, field + name)
-    return out, out.get("cpu", DEFAULT_MILLI_CPU_REQUEST), out.get("memory", DEFAULT_MEMORY_REQUEST)
-
-
-def _add(into: dict[str, int], one: dict[str, int]) -> None:
-    for name, u in one.items():
-        into[name] = into.get(name, 0) + u
-
-
-def _max(into: dict[str, int], one: dict[str, int]) -> None:
-    for name, u in one.items():
-        if u > into.get(name, 0):
-            into[name] = u
-
-
-def _walk(pod: dict[str, Any], kind: str, units: Units) -> tuple[dict[str, int], int, int]:
-    # The one aggregation (component-helpers resource.PodRequests / PodLimits): the sum
-    # over containers and sidecars (init containers with restartPolicy Always, which
-    # run beside them), max with each init container plus the sidecars started before
-    # it (they run one at a time, in order); pod-level resources (spec.resources)
-    # replace the result for the resources they set; plus spec.overhead. The non-zero
-    # cpu and memory (scoring) follow the same sums with per-container defaults; with
-    # pod-level requests they are the requests themselves (kube's PodInfo: no defaults).
-    spec = pod.get("spec") or {}
-    total: dict[str, int] = {}
-    cpu = mem = 0
-    for i, c in enumerate(spec.get("containers") or ()):
-        one, c_cpu, c_mem = _container(c, f"spec.containers[{i}]", kind, units)
-        for name, u in one.items():
-            total[name] = total.get(name, 0) + u
-        cpu += c_cpu
-        mem += c_mem
-    init = spec.get("initContainers")
-    if init:
-        init_max: dict[str, int] = {}
-        sidecars: dict[str, int] = {}
-        side_cpu = side_mem = init_cpu = init_mem = 0
-        for i, c in enumerate(init):
-            one, c_cpu, c_mem = _container(c, f"spec.initContainers[{i}]", kind, units)
-            if c.get("restartPolicy") == "Always":
-                _add(total, one)
-                cpu += c_cpu
-                mem += c_mem
-                _add(sidecars, one)
-                side_cpu += c_cpu
-                side_mem += c_mem
-                _max(init_max, sidecars)
-                init_cpu = max(init_cpu, side_cpu)
-                init_mem = max(init_mem, side_mem)
-            else:
-                running = dict(one)
-                _add(running, sidecars)
-                _max(init_max, running)
-                init_cpu = max(init_cpu, c_cpu + side_cpu)
-                init_mem = max(init_mem, c_mem + side_mem)
-        _max(total, init_max)
-        cpu = max(cpu, init_cpu)
-        mem = max(mem, init_mem)
-    pod_level = spec.get("resources")
-    if pod_level:
-        level: dict[str, int] = {}
-        for name, value in (pod_level.get(kind) or {}).items():
-            if pod_level_resource(name):
-                level[name] = units(name, value, f"spec.resources.{kind}.{name}")
-        limits = (pod_level.get("limits") or {}) if kind == "requests" else {}
-        defaulted = False
-        for name, value in limits.items():
-            # API defaulting (defaultPodRequests): with pod-level limits, pod-level
-            # requests default to the containers' sum, else to the limit.
-            if pod_level_resource(name):
-                defaulted = True
-                if name not in level and name not in total:
-                    level[name] = units(name, value, f"spec.resources.limits.{name}")
-        total.update(level)
-        if kind == "requests" and (level or defaulted):
-            cpu, mem = total.get("cpu", 0), total.get("memory", 0)
-    for name, value in (spec.get("overhead") or {}).items():
-        u = units(name, value, f"spec.overhead.{name}")
-        total[name] = total.get(name, 0) + u
-        if name == "cpu":
-            cpu += u
-        elif name == "memory":
-            mem += u
-    return total, cpu, mem
-
-
 def pod_resource_requests(pod: dict[str, Any], units: Units = to_base_units) -> PodRequests:
-    """The rule for a pod's requests, fit and scoring in one walk of its containers.
+    """The rule for a pod's requests, fit and scoring in one walk of its containers
+    (its one home, shared with the fold: ``schemas/_requests.pyx``).
 
     Fit, as kube's ``resource.PodRequests``: sum over containers and sidecar
     containers (init containers with ``restartPolicy: Always``), max with each init
@@ -242,8 +125,7 @@ def pod_resource_requests(pod: dict[str, Any], units: Units = to_base_units) -> 
 
     Raises ``QuantityError`` naming the field at fault (with the default ``units``).
     """
-    fit, cpu, mem = _walk(pod, "requests", units)
-    fit["pods"] = 1
+    fit, cpu, mem = pod_totals(pod.get("spec") or {}, "requests", units)
     return PodRequests(fit, (cpu, mem))
 
 
@@ -259,7 +141,7 @@ def nonzero_requests(pod: dict[str, Any]) -> tuple[int, int]:
 
 def pod_limits(pod: dict[str, Any]) -> dict[str, int]:
     """Effective limits (same aggregation as requests), without ``pods``."""
-    return _walk(pod, "limits", to_base_units)[0]
+    return pod_totals(pod.get("spec") or {}, "limits", to_base_units)[0]
 
 
 #: kube's DefaultBindAllHostIP: a host port on every address of the node.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from esched.schemas._requests import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 from esched.schemas.quantity import MAX_BASE_UNITS
 from esched.schemas.validator.errors import InvalidEvent, _short
 from esched.schemas.validator.quantities import (
@@ -70,7 +71,8 @@ def _check_rules(spec: dict[str, Any]) -> None:
         _check_requirements(term.get("matchFields"), f"{path}.matchFields")
 
 
-_DEFAULTS_PER_CONTAINER = 200 * 1024 * 1024 + 100
+#: The scoring defaults a container may add to a pod's totals (the request rule's).
+_DEFAULTS_PER_CONTAINER = DEFAULT_MEMORY_REQUEST + DEFAULT_MILLI_CPU_REQUEST
 
 
 def _check_gates(gates: list[dict[str, Any]], path: str) -> None:
@@ -196,9 +198,11 @@ def _check_pod(data: dict[str, Any]) -> None:
                 res = _resource_list(pod_level[kind], f"data.spec.resources.{kind}")
                 total += sum(res.values())
     # Every total the fold derives is at most the sum of all quantities plus the
-    # scoring defaults (0.1 cpu, 200 MiB per container): only a pod near the limit
-    # pays for the exact walk.
-    if total + len(spec["containers"]) * _DEFAULTS_PER_CONTAINER > MAX_BASE_UNITS:
+    # scoring defaults (0.1 cpu, 200 MiB per container, init and sidecar containers
+    # included: sidecars add theirs to the sum): only a pod near the limit pays for
+    # the exact walk.
+    containers = len(spec["containers"]) + len(spec.get("initContainers") or ())
+    if total + containers * _DEFAULTS_PER_CONTAINER > MAX_BASE_UNITS:
         _check_pod_totals(data)
 
 

@@ -391,11 +391,24 @@ _CONTAINER = hst.one_of(
     hst.builds(lambda r: {"resources": {"requests": r}}, _RESOURCE_LIST),
     hst.builds(lambda lim: {"resources": {"limits": lim}}, _RESOURCE_LIST),
 )
+_INIT_CONTAINER = hst.one_of(
+    _CONTAINER,
+    # a sidecar: runs beside the containers (kube's restartable init container)
+    hst.builds(lambda c: {**c, "restartPolicy": "Always"}, _CONTAINER),
+)
+_POD_LEVEL = hst.dictionaries(
+    hst.sampled_from(["requests", "limits"]),
+    hst.dictionaries(
+        hst.sampled_from(["cpu", "memory", "hugepages-2Mi", "nvidia.com/gpu"]),
+        hst.sampled_from(["1", "250m", "64Mi", "2Mi"]),
+    ),
+)
 _SPEC = hst.fixed_dictionaries(
     {"containers": hst.lists(_CONTAINER, max_size=4)},
     optional={
-        "initContainers": hst.lists(_CONTAINER, max_size=2),
+        "initContainers": hst.lists(_INIT_CONTAINER, max_size=3),
         "overhead": _RESOURCE_LIST,
+        "resources": _POD_LEVEL,
     },
 )
 _names = itertools.count()
@@ -404,16 +417,21 @@ _names = itertools.count()
 @settings(max_examples=300, deadline=None)
 @given(spec=_SPEC)
 def test_fold_classes_follow_the_one_request_rule(spec: dict) -> None:
-    """The fold inlines the plain-container case of pod_resource_requests (speed): the
-    class it builds has the rule's requests, in the same order, and non-zero pair."""
+    """The fold's classes (dict path and bytes path) and pod_resource_requests sum a
+    pod's requests by one rule (schemas/_requests.pyx): the same requests, in the same
+    order, and the same non-zero pair, for containers, sidecars, init containers,
+    overhead and pod-level resources."""
     p = {"metadata": {"name": f"p{next(_names)}", "namespace": "ns"}, "spec": spec}
-    state = ClusterState()
-    state.apply(envelope(EV.POD_SUBMITTED, p), 1)
-    assert not state.anomalies
-    cls = state.class_specs[state.pod(f"ns/{p['metadata']['name']}")["class"]]
     rule = pod_resource_requests(p)
-    assert list(cls["requests"].items()) == list(rule.fit.items())
-    assert tuple(cls["nonzero"]) == rule.nonzero
+    by_dict = ClusterState()
+    by_dict.apply(envelope(EV.POD_SUBMITTED, p), 1)
+    by_bytes = ClusterState()
+    by_bytes.apply_payloads([(1, orjson.dumps(envelope(EV.POD_SUBMITTED, p)))])
+    for state in (by_dict, by_bytes):
+        assert not state.anomalies
+        cls = state.class_specs[state.pod(f"ns/{p['metadata']['name']}")["class"]]
+        assert list(cls["requests"].items()) == list(rule.fit.items())
+        assert tuple(cls["nonzero"]) == rule.nonzero
 
 
 def test_nonzero_requests_default_only_missing_cpu_and_memory() -> None:

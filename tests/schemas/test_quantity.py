@@ -171,6 +171,44 @@ def test_pod_requests_names_bad_field() -> None:
     assert info.value.field == "spec.containers[1].resources.requests.cpu"
 
 
+@pytest.mark.parametrize(
+    ("read", "spec", "field"),
+    [
+        (
+            pod_requests,
+            {"containers": [_c(limits={"memory": "-1"})]},
+            # a limit standing for the missing request is read as that request
+            "spec.containers[0].resources.requests.memory",
+        ),
+        (
+            pod_limits,
+            {"containers": [_c({"cpu": "1"}, {"cpu": "x"})]},
+            "spec.containers[0].resources.limits.cpu",
+        ),
+        (
+            pod_requests,
+            {"containers": [_c()], "initContainers": [_c({"cpu": "1"}), _c({"cpu": "-2"})]},
+            "spec.initContainers[1].resources.requests.cpu",
+        ),
+        (
+            pod_requests,
+            {"containers": [_c()], "resources": {"requests": {"memory": "-1"}}},
+            "spec.resources.requests.memory",
+        ),
+        (
+            pod_requests,
+            {"containers": [_c()], "resources": {"limits": {"cpu": "-1"}}},
+            "spec.resources.limits.cpu",
+        ),
+        (pod_requests, {"containers": [_c()], "overhead": {"cpu": "-1"}}, "spec.overhead.cpu"),
+    ],
+)
+def test_pod_requests_name_the_bad_field_wherever_it_is(read, spec: dict, field: str) -> None:
+    with pytest.raises(QuantityError) as info:
+        read({"spec": spec})
+    assert info.value.field == field
+
+
 def test_node_allocatable_falls_back_to_capacity() -> None:
     assert node_allocatable({"status": {"capacity": {"cpu": "4"}}}) == {"cpu": 4000}
     assert node_allocatable(

@@ -8,6 +8,8 @@ import orjson
 import pytest
 
 from esched.schemas.events import EXTERNAL_TYPES, INTERNAL_TYPES, TYPES
+from esched.schemas.objects import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
+from esched.schemas.quantity import MAX_BASE_UNITS
 from esched.schemas.validator import (
     MAX_EVENT_BYTES,
     REASONS,
@@ -313,6 +315,21 @@ def test_quantity_errors_name_the_field(etype: str, mutate, field: str) -> None:
     mutate(ev["data"])
     exc = reject(orjson.dumps(ev))
     assert (exc.reason, exc.field) == ("quantity", field)
+
+
+def test_a_pod_whose_sidecars_scoring_defaults_pass_the_core_range_is_refused() -> None:
+    # Two sidecars without requests add 200 MiB each to the scoring memory (kube's
+    # GetNonzeroRequests): the pod's sum passes 2**62 though its quantities do not.
+    memory = MAX_BASE_UNITS - DEFAULT_MEMORY_REQUEST - DEFAULT_MILLI_CPU_REQUEST
+    ev = event("esched.pod.submitted")
+    spec = ev["data"]["spec"]
+    spec["containers"] = [{"name": "app", "resources": {"requests": {"memory": str(memory)}}}]
+    spec["initContainers"] = [{"name": f"side-{i}", "restartPolicy": "Always"} for i in (0, 1)]
+    spec.pop("overhead", None)
+    spec.pop("resources", None)
+    exc = reject(orjson.dumps(ev))
+    assert (exc.reason, exc.field) == ("quantity", "data.spec.containers")
+    assert "memory (scoring)" in str(exc)
 
 
 def test_every_reason_is_reachable() -> None:
