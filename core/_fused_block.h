@@ -7,7 +7,9 @@
  * compiler turns each pass into AVX2 / AVX-512 code. The same C body is compiled for
  * x86-64 baseline, AVX2 and AVX-512 (target attributes) and picked once at import by
  * CPU feature (esched_fblock_init), so the build needs no -march flag and runs on any
- * x86-64; other architectures get the baseline body.
+ * x86-64; other architectures get the baseline body. The inter-pod and topology spread
+ * filters' check over a block (esched_topology: a gather per node and check) is
+ * compiled per body alike.
  *
  * Feasibility here is _feasibility.pxd's alive / cordon / resource rule in vector form
  * (labels and taints are left to the caller, constraints_ok); the scores are the
@@ -259,13 +261,48 @@ static inline Py_ssize_t esched_cut(const int32_t *s, Py_ssize_t m, long long ne
     return m;
 }
 
+/* One topology filter check over a step (kube's InterPodAffinity and PodTopologySpread
+ * filters; _placer.pyx _topology_pass builds them from the class view): node n0 + i
+ * keeps passing when its domain d = dom[n0 + i] holds a count cnt[1 + d] in [lo, hi],
+ * or, lacking the key (d < 0), when key_optional. */
+typedef struct {
+    const int32_t *dom;   /* [node] domain of the check's key, -1: no such label */
+    const int32_t *cnt;   /* [1 + domain]; cnt[0] the total, read (and discarded) for d = -1 */
+    int32_t lo, hi;
+    int32_t key_optional;
+} esched_tcheck;
+
+/* pass[i] &= check j passes node n0 + i, for the n_c checks. No branch on the data:
+ * which nodes pass is close to random (an anti-affinity's taken hosts, a spread's
+ * full ones), so a branch per node would mispredict about as often as not; the
+ * count is a gather, vectorized in the AVX2 / AVX-512 bodies. */
+static inline __attribute__((always_inline)) void
+esched_topology_body(const esched_tcheck *c, int n_c, Py_ssize_t n0, Py_ssize_t m,
+                     int32_t *__restrict pass)
+{
+    for (int j = 0; j < n_c; j++) {
+        const int32_t *__restrict dom = c[j].dom + n0;
+        const int32_t *__restrict cnt = c[j].cnt + 1;
+        const int32_t lo = c[j].lo, hi = c[j].hi, opt = c[j].key_optional;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            int32_t d = dom[i];
+            int32_t x = cnt[d];
+            int32_t in = (x >= lo) & (x <= hi);
+            pass[i] &= d >= 0 ? in : opt;
+        }
+    }
+}
+
 typedef void (*esched_fblock_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
                                  int32_t *out, esched_fbsum *sum);
 typedef void (*esched_summarize_fn)(const int32_t *s, Py_ssize_t m, esched_fbsum *sum);
 typedef Py_ssize_t (*esched_stale_fn)(const int64_t *stamp, const long long *ver,
                                       int64_t epoch, Py_ssize_t m);
+typedef void (*esched_topology_fn)(const esched_tcheck *c, int n_c, Py_ssize_t n0,
+                                   Py_ssize_t m, int32_t *pass);
 
-/* One body per instruction set: the kernel, the summary, the stale count. */
+/* One body per instruction set: the kernel, the summary, the stale count, the
+ * topology checks. */
 #define ESCHED_FB_VARIANT(isa, attr)                                                     \
     attr static void esched_fblock_##isa(const esched_fblock *k, Py_ssize_t n0,           \
                                          Py_ssize_t m, int32_t *out, esched_fbsum *sum)   \
@@ -275,7 +312,10 @@ typedef Py_ssize_t (*esched_stale_fn)(const int64_t *stamp, const long long *ver
     { esched_summarize_body(s, m, sum); }                                                 \
     attr static Py_ssize_t esched_stale_##isa(const int64_t *stamp, const long long *ver, \
                                               int64_t epoch, Py_ssize_t m)                \
-    { return esched_stale_body(stamp, ver, epoch, m); }
+    { return esched_stale_body(stamp, ver, epoch, m); }                                   \
+    attr static void esched_topology_##isa(const esched_tcheck *c, int n_c, Py_ssize_t n0, \
+                                           Py_ssize_t m, int32_t *pass)                   \
+    { esched_topology_body(c, n_c, n0, m, pass); }
 
 ESCHED_FB_VARIANT(base, )
 
@@ -291,6 +331,7 @@ ESCHED_FB_VARIANT(avx512, __attribute__((target(
 static esched_fblock_fn esched_fblock_score = esched_fblock_base;
 static esched_summarize_fn esched_summarize = esched_summarize_base;
 static esched_stale_fn esched_stale = esched_stale_base;
+static esched_topology_fn esched_topology = esched_topology_base;
 static const char *esched_fblock_isa = "baseline";
 
 /* Pick the widest bodies this CPU runs; ESCHED_SIMD=baseline|avx2|avx512 caps them. */
@@ -299,6 +340,7 @@ static void esched_fblock_init(const char *cap)
     esched_fblock_score = esched_fblock_base;
     esched_summarize = esched_summarize_base;
     esched_stale = esched_stale_base;
+    esched_topology = esched_topology_base;
     esched_fblock_isa = "baseline";
 #ifdef ESCHED_FB_X86
     __builtin_cpu_init();
@@ -310,11 +352,13 @@ static void esched_fblock_init(const char *cap)
         esched_fblock_score = esched_fblock_avx512;
         esched_summarize = esched_summarize_avx512;
         esched_stale = esched_stale_avx512;
+        esched_topology = esched_topology_avx512;
         esched_fblock_isa = "avx512";
     } else if (want2 && __builtin_cpu_supports("avx2")) {
         esched_fblock_score = esched_fblock_avx2;
         esched_summarize = esched_summarize_avx2;
         esched_stale = esched_stale_avx2;
+        esched_topology = esched_topology_avx2;
         esched_fblock_isa = "avx2";
     }
 #else

@@ -31,6 +31,13 @@ cdef extern from "_fused_block.h" nogil:
         int32_t n_max
         int32_t n_feasible
         int32_t n_visited
+    ctypedef struct esched_tcheck:
+        const int32_t* dom
+        const int32_t* cnt
+        int32_t lo, hi
+        int32_t key_optional
+    void esched_topology(const esched_tcheck* c, int n_c, Py_ssize_t n0, Py_ssize_t m,
+                         int32_t* passes) noexcept
     void esched_fblock_score(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m,
                              int32_t* out, esched_fbsum* sum) noexcept
     void esched_summarize(const int32_t* s, Py_ssize_t m, esched_fbsum* sum) noexcept

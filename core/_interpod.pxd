@@ -31,5 +31,12 @@ cdef class InterPodIndex:
     cdef list ns_matchers                # matcher ids with a namespaceSelector part
     cpdef int set_pod(self, Py_ssize_t p, str key, object labels, bint owned=*) except -1
     cpdef int move(self, Py_ssize_t p, Py_ssize_t n, Py_ssize_t c, int sign) except -1
+    # (C calls for the placer's per-pod views, core/_topology_views.pyx)
+    cpdef bint owned(self, Py_ssize_t lset) except -1
+    cpdef tuple matched(self, Py_ssize_t lset)
+    cpdef tuple terms(self, Py_ssize_t c, Py_ssize_t lset)
+    cpdef bytes cons_key(self, Py_ssize_t c)
+    cpdef list count_keys(self, Py_ssize_t m)
+    cpdef Py_ssize_t key(self, str name) except -1
     cdef Py_ssize_t _domain_of(self, Py_ssize_t k, Py_ssize_t n) except -2
     cdef int _grow_domains(self, Py_ssize_t k, Py_ssize_t cap) except -1

@@ -224,7 +224,7 @@ cdef class InterPodIndex:
         """The label set id of pod slot ``p``."""
         return self.pod_lset[p]
 
-    def owned(self, Py_ssize_t lset) -> bool:
+    cpdef bint owned(self, Py_ssize_t lset) except -1:
         """Whether label set ``lset``'s pods get default spread constraints."""
         return self.lset_owned[lset]
 
@@ -255,13 +255,13 @@ cdef class InterPodIndex:
         got = self.default_memo[(lset, defaults)] = (tuple(spread), tuple(soft))
         return got
 
-    def matched(self, Py_ssize_t lset) -> tuple:
+    cpdef tuple matched(self, Py_ssize_t lset):
         """Matcher ids label set ``lset`` matches."""
         return self.lset_match[lset]
 
     # ---------------------------------------------------------------- topology
 
-    def key(self, str name) -> int:
+    cpdef Py_ssize_t key(self, str name) except -1:
         """The id of topology key ``name``; its domains are the node label's values."""
         got = self.key_index.get(name)
         if got is not None:
@@ -377,7 +377,7 @@ cdef class InterPodIndex:
                 self.lset_match[i] = self.lset_match[i] + (m,)
         return m
 
-    def terms(self, Py_ssize_t c, Py_ssize_t lset) -> tuple:
+    cpdef tuple terms(self, Py_ssize_t c, Py_ssize_t lset):
         """Class ``c``'s inter-pod terms for a pod of label set ``lset``:
         ``(affinity matcher or -1, its key ids, the pod matches its own affinity,
         ((anti-affinity matcher, key id), ...), spread, preferred, own)``; ``spread``: per
@@ -395,9 +395,13 @@ cdef class InterPodIndex:
         # a workload of many request shapes with one affinity resolves them once.
         ck = (self.cons_key(c), lset)
         got = self.terms_by_cons.get(ck)
-        if got is not None:
-            self.terms_memo[(c, lset)] = got
-            return got
+        if got is None:
+            got = self.terms_by_cons[ck] = self._resolve_terms(c, lset)
+        self.terms_memo[(c, lset)] = got
+        return got
+
+    def _resolve_terms(self, Py_ssize_t c, Py_ssize_t lset) -> tuple:
+        # terms' work on a miss (a def: its generator expressions cannot be in a cpdef)
         cons = self.state.class_specs[c]["constraints"] or {}
         ns, labels = self.lsets[lset]
         aff = cons.get("podAffinity") or ()
@@ -449,13 +453,12 @@ cdef class InterPodIndex:
             mk = (SCORED_REQUIRED, self.matcher((term_part(t, ns, labels),)),
                   self.key(str(t.get("topologyKey", ""))))
             own[mk] = own.get(mk, 0) + 1
-        got = self.terms_memo[(c, lset)] = self.terms_by_cons[ck] = (
+        return (
             am, akeys, self_match, pairs, tuple(spread),
             tuple((m, k, w) for (m, k), w in sorted(pref.items()) if w),
             tuple((key, a) for key, a in sorted(own.items()) if a), tuple(soft))
-        return got
 
-    def cons_key(self, Py_ssize_t c) -> bytes:
+    cpdef bytes cons_key(self, Py_ssize_t c):
         """Class ``c``'s constraints as canonical bytes: classes with equal keys differ
         only by requests, priority or priority class (memoized per class)."""
         got = self.cons_keys.get(c)
@@ -489,7 +492,7 @@ cdef class InterPodIndex:
         """``scored[(kind, m, k)]`` (None: no bound pod holds such a term)."""
         return self.scored.get((kind, m, k))
 
-    def count_keys(self, Py_ssize_t m) -> list:
+    cpdef list count_keys(self, Py_ssize_t m):
         """Key ids with a ``counts`` array for matcher ``m``."""
         return self.m_keys[m]
 

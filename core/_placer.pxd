@@ -4,6 +4,7 @@ cimport cython
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 
 from esched.core._classview cimport ClassView, IpCheck, IpScore, SoftSpread, SpreadCheck
+from esched.core._fused_block cimport esched_fbsum
 from esched.core._state cimport ClusterState
 from esched.core._types cimport flag_t, score_t, units_t, word_t
 from esched.core.scoring._plugin cimport MAX_PLUGIN_RES, PluginSpec
@@ -204,6 +205,8 @@ cdef class Placer:
     cdef object soft_hold                # the arrays the last view's SoftSpread list points into
     cdef SoftSpread* soft_buf            # the last view's PodTopologySpread score constraints
     cdef Py_ssize_t soft_cap
+    cdef uint8_t* soft_seen              # their normalization walk's scratch (SoftSpread.seen)
+    cdef Py_ssize_t soft_seen_cap
 
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1
@@ -235,7 +238,7 @@ cdef class Placer:
                                    long long target, score_t* best_out, long long* visited_out,
                                    Py_ssize_t* processed_out) noexcept
     cdef inline void _fused_block(self, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
-                                  int32_t* out) noexcept
+                                  int32_t* out, esched_fbsum* sm) noexcept
     cdef Py_ssize_t _scan(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,
                           long long target, int slot, score_t* best_out,
                           long long* visited_out, Py_ssize_t* processed_out) noexcept

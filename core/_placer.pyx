@@ -41,7 +41,7 @@ Per pod (by equivalence class):
 """
 
 cimport cython
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport INT32_MAX, INT32_MIN, int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
@@ -105,6 +105,8 @@ from esched.core._fused_block cimport (
     esched_nth_equal,
     esched_stale,
     esched_summarize,
+    esched_tcheck,
+    esched_topology,
 )
 from esched.core._rng cimport below, xorshift64
 from esched.core._state cimport CLASS_HOST_PORTS, CLASS_INTERPOD, ClusterState
@@ -145,7 +147,6 @@ from esched.core.scoring._plugin cimport (
     PLUGIN_TAINT_TOLERATION,
     PLUGIN_USAGE,
     PluginSpec,
-    ScoreInput,
 )
 from esched.core.scoring._gather cimport (
     kernel_total,
@@ -154,7 +155,7 @@ from esched.core.scoring._gather cimport (
     plugin_kernel_gathered,
     plugin_raw,
 )
-from esched.core.scoring._table cimport folds, kernel_of, normalized, score
+from esched.core.scoring._table cimport folds, kernel_of, normalized, normalized_score
 
 from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 from esched.schemas.events import DEFAULT_NAMESPACE
@@ -311,30 +312,37 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     The kernel checks resources and cordons and scores; label and taint constraints
     and nodes with a zero cpu or memory capacity are finished here, per node.
     """
-    cdef Py_ssize_t i, n
+    cdef Py_ssize_t i, j, n
     cdef int32_t sc
-    cdef uint8_t ok[ESCHED_FB_BLOCK]
+    cdef int32_t ok[ESCHED_FB_BLOCK]
+    cdef int32_t pick[ESCHED_FB_BLOCK]
+    cdef Py_ssize_t n_pick
     cdef bint topo = (v.n_ip or v.n_spread) and m <= ESCHED_FB_BLOCK
     cdef Py_ssize_t passed = _topology_pass(v, n0, m, ok) if topo else m
     if passed * FEW_PASS_DIV <= m:
         # Few or no nodes of the step pass the inter-pod or spread filters (a spread's
         # full domains, an anti-affinity's taken ones): those few one by one (the
         # scalar pass, the same scores: _score_one_inv), the rest not scored at all.
+        # (Without a branch per node: dead or infeasible first, then the passing
+        # nodes listed and scored.)
         for i in range(m):
-            n = n0 + i
-            if not (v.flags[n] & NODE_ALIVE):
-                buf[i] = ESCHED_FB_DEAD
-            elif not ok[i]:
-                buf[i] = ESCHED_FB_INFEASIBLE
-            else:
-                buf[i] = _score_one_inv(specs, n_specs, v, n, inv + 2 * n)
+            buf[i] = ESCHED_FB_INFEASIBLE - <int32_t>((v.flags[n0 + i] & NODE_ALIVE) == 0)
+        n_pick = 0
+        if passed:
+            for i in range(m):
+                pick[n_pick] = <int32_t>i
+                n_pick += ok[i]
+        for j in range(n_pick):
+            n = n0 + pick[j]
+            buf[pick[j]] = _score_one_inv(specs, n_specs, v, n, inv + 2 * n)
         esched_summarize(buf, m, sm)
         return
     esched_fblock_score(&v.fb, n0, m, buf, sm)
     if topo:
         for i in range(m):
-            if not ok[i] and (buf[i] >= 0 or buf[i] == ESCHED_FB_SPECIAL):
-                buf[i] = ESCHED_FB_INFEASIBLE
+            # a scored node the filters refuse is infeasible (dead ones stay dead)
+            sc = buf[i]
+            buf[i] = sc if ok[i] | (sc == ESCHED_FB_DEAD) else ESCHED_FB_INFEASIBLE
     elif v.n_ip or v.n_spread:
         for i in range(m):
             sc = buf[i]
@@ -361,46 +369,54 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     esched_summarize(buf, m, sm)
 
 
+cdef enum:
+    TOPO_CHUNK = 8      # topology checks handed to esched_topology at once
+
+
 cdef Py_ssize_t _topology_pass(const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
-                               uint8_t* ok) noexcept nogil:
+                               int32_t* ok) noexcept nogil:
     """ok[i] = node n0 + i passes the inter-pod and topology spread filters
     (interpod_bits, spread_bits); returns how many pass. Check by check over the
-    step, so a check's arrays and kind are read once per step, not once per node; the
-    filters are ANDed, so their order changes no verdict (reasons are explain's)."""
+    step (esched_topology, _fused_block.h: a check's arrays and bounds read once per
+    step, no branch per node, vectorized); the filters are ANDed, so their order
+    changes no verdict (reasons are explain's)."""
+    cdef esched_tcheck tc[TOPO_CHUNK]
     cdef Py_ssize_t i, passed = 0
-    cdef int j, kind
-    cdef int32_t d
-    cdef const int32_t* dom
-    cdef const int32_t* cnt
+    cdef int j, c = 0, kind
     cdef long long limit
     for i in range(m):
         ok[i] = 1
     for j in range(v.n_spread):
-        dom = v.spread[j].dom + n0
-        cnt = v.spread[j].cnt + 1
+        # the domain's count at most maxSkew + minimum - self match; the key required
         limit = v.spread[j].limit
-        for i in range(m):
-            d = dom[i]
-            if d < 0 or cnt[d] > limit:
-                ok[i] = 0
+        tc[c].dom = v.spread[j].dom
+        tc[c].cnt = v.spread[j].cnt
+        tc[c].lo = INT32_MIN
+        tc[c].hi = <int32_t>(INT32_MAX if limit > INT32_MAX
+                             else INT32_MIN if limit < INT32_MIN else limit)
+        tc[c].key_optional = 0
+        c += 1
+        if c == TOPO_CHUNK:
+            esched_topology(tc, c, n0, m, ok)
+            c = 0
     for j in range(v.n_ip):
-        dom = v.ip[j].dom + n0
-        cnt = v.ip[j].cnt + 1
         kind = v.ip[j].kind
+        tc[c].dom = v.ip[j].dom
+        tc[c].cnt = v.ip[j].cnt
+        tc[c].lo = INT32_MIN
+        tc[c].hi = INT32_MAX
+        tc[c].key_optional = 0
         if kind == IP_AFFINITY:
-            for i in range(m):
-                d = dom[i]
-                if d < 0 or cnt[d] <= 0:
-                    ok[i] = 0
-        elif kind == IP_AFFINITY_FIRST:
-            for i in range(m):
-                if dom[i] < 0:
-                    ok[i] = 0
-        else:
-            for i in range(m):
-                d = dom[i]
-                if d >= 0 and cnt[d] > 0:
-                    ok[i] = 0
+            tc[c].lo = 1             # a matching pod in the domain
+        elif kind != IP_AFFINITY_FIRST:
+            tc[c].hi = 0             # anti-affinity: none in the domain, or no key
+            tc[c].key_optional = 1
+        c += 1
+        if c == TOPO_CHUNK:
+            esched_topology(tc, c, n0, m, ok)
+            c = 0
+    if c:
+        esched_topology(tc, c, n0, m, ok)
     for i in range(m):
         passed += ok[i]
     return passed
@@ -416,8 +432,9 @@ cdef Py_ssize_t _walk_fb(const ClassView* v, Py_ssize_t N, const uint8_t* ext_ma
     check: the caller's condition)."""
     cdef Py_ssize_t k = 0, n0, m, i, n
     cdef long long found = 0, seen = 0
+    cdef int32_t o
     cdef esched_fbsum sm
-    cdef uint8_t ok[ESCHED_FB_BLOCK]
+    cdef int32_t ok[ESCHED_FB_BLOCK]
     cdef bint topo = v.n_ip > 0 or v.n_spread > 0
     cdef bint rest = v.pinned or v.has_ports or v.has_taints or v.has_labels
     while k < N:
@@ -426,6 +443,20 @@ cdef Py_ssize_t _walk_fb(const ClassView* v, Py_ssize_t N, const uint8_t* ext_ma
             n0 -= N
         m = _block_run(n0, N, N - k)
         esched_fblock_score(&v.fb, n0, m, out + n0, &sm)
+        if not (topo or rest or ext_mask != NULL):
+            # resources only: no branch per node (the node is listed, and kept when
+            # it fits), the same nodes and counts
+            for i in range(m):
+                o = out[n0 + i]
+                seen += o != ESCHED_FB_DEAD
+                feas[found] = <int32_t>(n0 + i)
+                found += o >= 0
+                if found >= target:
+                    n_feas[0] = found
+                    visited[0] = seen
+                    return k + i + 1
+            k += m
+            continue
         if topo:
             _topology_pass(v, n0, m, ok)
         for i in range(m):
@@ -478,27 +509,28 @@ cdef void _norm_raw(const PluginSpec* specs, ClassView* v, const int32_t* feas,
     spread's weights (its domains among them), then each normalized plugin's
     largest and smallest raw score; with ``raws``, every raw score (raws[i *
     MAX_PLUGINS + plugin]), which scoring the same nodes reads back."""
-    cdef long long i, raw
-    cdef Py_ssize_t n
-    cdef int j, p
+    cdef long long i, raw, mx, mn
+    cdef int j, p, kind
     soft_spread_weigh(specs, v, feas, found)
     for j in range(v.n_norm):
+        # plugin by plugin, so its kind and extremes stay in registers over the nodes
+        p = v.norm[j]
+        kind = specs[p].kind
         # (InterPodAffinity's raw scores may be negative)
-        v.raw_max[v.norm[j]] = -9223372036854775807
-        v.raw_min[v.norm[j]] = 9223372036854775807
-    for i in range(found):
-        n = feas[i]
-        for j in range(v.n_norm):
-            p = v.norm[j]
-            raw = plugin_raw(specs[p].kind, v, n)
+        mx = -9223372036854775807
+        mn = 9223372036854775807
+        for i in range(found):
+            raw = plugin_raw(kind, v, feas[i])
             if raws != NULL:
                 raws[i * MAX_PLUGINS + p] = raw
-            if raw < 0 and specs[p].kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+            if raw < 0 and kind == PLUGIN_POD_TOPOLOGY_SPREAD:
                 continue  # an ignored node: out of the min and max
-            if raw > v.raw_max[p]:
-                v.raw_max[p] = raw
-            if raw < v.raw_min[p]:
-                v.raw_min[p] = raw
+            if raw > mx:
+                mx = raw
+            if raw < mn:
+                mn = raw
+        v.raw_max[p] = mx
+        v.raw_min[p] = mn
     if found == 0:
         for j in range(v.n_norm):
             v.raw_max[v.norm[j]] = 0
@@ -1433,7 +1465,16 @@ cdef class Placer:
         cdef Py_ssize_t j, n0, m
         cdef esched_fbsum sm
         cdef int64_t* raws = NULL
-        cdef ScoreInput x
+        # the active plugins the scoring walk adds to the kernel's scores, sorted once
+        # per pod: normalized from the maxima walk's raw scores, or gathered per node
+        cdef int n_nrm = 0, n_gat = 0, q
+        cdef int nrm[MAX_PLUGINS]
+        cdef int gat[MAX_PLUGINS]
+        # each normalized plugin's last raw score and its weighted score: the scored
+        # nodes share few raw scores (a domain's), and the score is a division
+        cdef long long raw
+        cdef long long last_raw[MAX_PLUGINS]
+        cdef score_t last_sc[MAX_PLUGINS]
         if v.n_norm > 0:
             # The fused profile's resource scores by the vectorized kernel, as _scan
             # takes them (the same scores as the plugin table's); the normalized
@@ -1454,6 +1495,18 @@ cdef class Placer:
                 k = self._normalize(<ClassView*>v, start, target, feas, &n_feas, &visited)
                 j = 0
             use_fused = use_fused and n_feas > 0
+            if use_fused:
+                for q in range(v.n_active):
+                    p = v.active[q]
+                    if raws != NULL and normalized(self.specs[p].kind):
+                        nrm[n_nrm] = p
+                        last_raw[n_nrm] = 0
+                        last_sc[n_nrm] = self.specs[p].weight * normalized_score(
+                            self.specs[p].kind, 0, v.raw_min[p], v.raw_max[p])
+                        n_nrm += 1
+                    elif not folds(self.specs[p].kind):
+                        gat[n_gat] = p
+                        n_gat += 1
             while use_fused and j < k:
                 n0 = start + j
                 if n0 >= N:
@@ -1469,17 +1522,19 @@ cdef class Placer:
                 i += 1
                 if use_fused:
                     s = fused[n]
-                    for j in range(v.n_active):
-                        p = v.active[j]
-                        if raws != NULL and normalized(self.specs[p].kind):
-                            # the raw score the maxima walk computed (what gather reads)
-                            x.raw = raws[(i - 1) * MAX_PLUGINS + p]
-                            x.raw_max = v.raw_max[p]
-                            x.raw_min = v.raw_min[p]
-                            s += self.specs[p].weight * score(&self.specs[p], &x)
-                        elif not folds(self.specs[p].kind):
-                            s += self.specs[p].weight * plugin_kernel_gathered(
-                                &self.specs[p], p, v, n)
+                    for j in range(n_nrm):
+                        # the raw score the maxima walk computed (what gather reads)
+                        p = nrm[j]
+                        raw = raws[(i - 1) * MAX_PLUGINS + p]
+                        if raw != last_raw[j]:
+                            last_raw[j] = raw
+                            last_sc[j] = self.specs[p].weight * normalized_score(
+                                self.specs[p].kind, raw, v.raw_min[p], v.raw_max[p])
+                        s += last_sc[j]
+                    for j in range(n_gat):
+                        p = gat[j]
+                        s += self.specs[p].weight * plugin_kernel_gathered(
+                            &self.specs[p], p, v, n)
             else:
                 if k >= N:
                     break
@@ -1569,13 +1624,14 @@ cdef class Placer:
         return k
 
     cdef inline void _fused_block(self, const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
-                                  int32_t* out) noexcept:
-        # Scores of nodes n0..n0+m-1 for the fused profile into out (kernel or scalar).
-        cdef esched_fbsum sm
+                                  int32_t* out, esched_fbsum* sm) noexcept:
+        # Scores of nodes n0..n0+m-1 for the fused profile into out (kernel or scalar),
+        # and their summary.
         if v.use_fb:
-            _score_block_fb(self.specs, self.n_specs, v, n0, m, out, &sm, &self.inv[0, 0])
+            _score_block_fb(self.specs, self.n_specs, v, n0, m, out, sm, &self.inv[0, 0])
         else:
             _score_block(self.specs, self.n_specs, v, n0, m, out)
+            esched_summarize(out, m, sm)
 
     cdef Py_ssize_t _scan(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,
                           long long target, int slot, score_t* best_out,
@@ -1647,7 +1703,7 @@ cdef class Placer:
                             if n_few == n_stale:
                                 break
                 elif n_stale > FEW_STALE:
-                    self._fused_block(v, n0, m, S + n0)
+                    self._fused_block(v, n0, m, S + n0, &sm)
                 esched_summarize(S + n0, m, &sm)
                 if whole:
                     # every entry of the block is current now, visited or not
@@ -1677,8 +1733,7 @@ cdef class Placer:
                     for i in range(n_few):
                         E[few[i]] = ver[few[i]] | epoch
             elif fused:
-                self._fused_block(v, n0, m, S + n0)
-                esched_summarize(S + n0, m, &sm)
+                self._fused_block(v, n0, m, S + n0, &sm)
                 if found + sm.n_feasible >= target:
                     m = esched_cut(S + n0, m, target - found)
                     esched_summarize(S + n0, m, &sm)

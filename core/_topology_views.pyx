@@ -44,6 +44,7 @@ from esched.core._classview cimport (
     SpreadCheck,
 )
 from esched.core._feasibility cimport selector_ok, taints_ok
+from esched.core._interpod cimport InterPodIndex
 from esched.core._placer cimport Placer
 from esched.core._state cimport CLASS_INTERPOD, ClusterState
 from esched.core._types cimport NODE_ALIVE
@@ -81,6 +82,8 @@ cdef int topology_init(Placer pl) except -1:
     pl.ips_cap = 0
     pl.soft_buf = NULL
     pl.soft_cap = 0
+    pl.soft_seen = NULL
+    pl.soft_seen_cap = 0
     return topology_reset(pl)
 
 
@@ -106,6 +109,8 @@ cdef void topology_free(Placer pl) noexcept:
         free(pl.ips_buf)
     if pl.soft_buf != NULL:
         free(pl.soft_buf)
+    if pl.soft_seen != NULL:
+        free(pl.soft_seen)
 
 
 # ---------------------------------------------------------------------- domain counts
@@ -206,7 +211,7 @@ cdef long long _ip_amount(Placer pl, tuple key, Py_ssize_t lset, Py_ssize_t c) e
     # m, k) per sign, on a node with the key's label: 0 (not at all), 1 (counts,
     # owners), a term's weight (scored).
     cdef ClusterState st = pl.state
-    ip = st.interpod
+    cdef InterPodIndex ip = st.interpod
     if key[0] == 0:
         return key[1] in ip.matched(lset)
     if not st.class_flags[c] & CLASS_INTERPOD:
@@ -229,7 +234,7 @@ cdef object _ip_arr(Placer pl, int kind, Py_ssize_t m, Py_ssize_t k):
     got = pl.ip_copies.get(key)
     if got is not None:
         return got
-    ip = st.interpod
+    cdef InterPodIndex ip = st.interpod
     if kind == 0:
         src = ip.counts_for(m, k)
     elif kind == 1:
@@ -263,13 +268,14 @@ cdef int topology_assume(Placer pl, Py_ssize_t cid, Py_ssize_t n, int sign,
     cdef ClusterState st = pl.state
     cdef Py_ssize_t d
     cdef long long amount
-    ip = st.interpod
+    cdef InterPodIndex ip = st.interpod
     if lset < 0:
         lset = ip.lset(DEFAULT_NAMESPACE, None)
     # (classes with equal constraints add alike: _ip_amount reads only those)
-    group = pl.ip_log.get((lset, ip.cons_key(cid)))
+    gk = (lset, ip.cons_key(cid))
+    group = pl.ip_log.get(gk)
     if group is None:
-        group = pl.ip_log[(lset, ip.cons_key(cid))] = (cid, [])
+        group = pl.ip_log[gk] = (cid, [])
     group[1].append((n, sign))
     # (array key, amount): what _ip_amount gives for this pod, known here
     todo = [((0, m, k), 1) for m in ip.matched(lset) for k in ip.count_keys(m)]
@@ -311,18 +317,24 @@ cdef int topology_view(Placer pl, Py_ssize_t cid, Py_ssize_t lset, ClassView* v)
     # match this pod.
     cdef ClusterState st = pl.state
     cdef Py_ssize_t i
-    ip = st.interpod
+    cdef InterPodIndex ip = st.interpod
+    cdef bint inter = st.class_flags[cid] & CLASS_INTERPOD
+    cdef bint first
+    cdef tuple terms = None
     if lset < 0:
         lset = ip.lset(DEFAULT_NAMESPACE, None)
     checks = []
-    if st.class_flags[cid] & CLASS_INTERPOD:
-        am, akeys, self_match, anti = ip.terms(cid, lset)[:4]
+    if inter:
+        terms = ip.terms(cid, lset)
+        am = terms[0]
         if am >= 0:
-            arrs = [(k, _ip_arr(pl, 0, am, k)) for k in akeys]
-            first = self_match and all(a[0] == 0 for _, a in arrs)
+            arrs = [(k, _ip_arr(pl, 0, am, k)) for k in terms[1]]
+            first = terms[2]
+            for _, a in arrs:
+                first = first and _i32(a)[0] == 0
             for k, a in arrs:
                 checks.append((IP_AFFINITY_FIRST if first else IP_AFFINITY, k, a))
-        for m, k in anti:
+        for m, k in terms[3]:
             checks.append((IP_ANTI, k, _ip_arr(pl, 0, m, k)))
     # kube's PodTopologySpread: a pod's own constraints, else the profile's
     # default ones (for a pod with a controller: buildDefaultConstraints)
@@ -335,8 +347,8 @@ cdef int topology_view(Placer pl, Py_ssize_t cid, Py_ssize_t lset, ClassView* v)
         system = pl.spread_system
         if spread:
             _spread_view(pl, cid, spread, v)
-    elif st.class_flags[cid] & CLASS_INTERPOD:
-        spread, soft = ip.terms(cid, lset)[4], ip.terms(cid, lset)[7]
+    elif inter:
+        spread, soft = terms[4], terms[7]
         if spread:
             _spread_view(pl, cid, spread, v)
     # bound pods' anti-affinity terms this pod matches: by the pod's matchers
@@ -349,7 +361,7 @@ cdef int topology_view(Placer pl, Py_ssize_t cid, Py_ssize_t lset, ClassView* v)
             ks = sorted(set(ks or ()) | mine)
         for k in ks or ():
             a = _ip_arr(pl, 1, m, k)
-            if a[0] > 0:
+            if _i32(a)[0] > 0:
                 checks.append((IP_EXISTING, k, a))
     _ip_score_view(pl, cid, lset, v)
     if soft:
@@ -385,7 +397,7 @@ cdef int _ip_score_view(Placer pl, Py_ssize_t cid, Py_ssize_t lset, ClassView* v
             s = &pl.specs[j]
     if s == NULL:
         return 0
-    ip = st.interpod
+    cdef InterPodIndex ip = st.interpod
     vals = {}
     cons = st.class_specs[cid]["constraints"] or {}
     has_pref = bool(cons.get("podAffinityPreferred") or cons.get("podAntiAffinityPreferred"))
@@ -452,7 +464,7 @@ cdef list _spread_counts(Placer pl, const ClassView* v, Py_ssize_t cid, Py_ssize
     cdef Py_ssize_t N = pl.n_nodes, n, D
     cdef uint8_t[::1] keys_ok, elig
     cdef const int32_t[::1] dom
-    ip = st.interpod
+    cdef InterPodIndex ip = st.interpod
     D = ip.dom_cap[k]
     aff = h_aff and v.has_labels
     taint = h_taint and v.has_taints
@@ -494,41 +506,43 @@ cdef int _soft_spread_view(Placer pl, Py_ssize_t cid, tuple soft, ClassView* v,
     # lacking a key is scored, without that constraint's term, and its pods counted
     # for the other constraints.
     cdef ClusterState st = pl.state
-    ip = st.interpod
-    cdef Py_ssize_t n, N = pl.n_nodes, j, J = len(soft), d, D
-    cdef int32_t[::1] dom, per_node, dc
-    cdef uint8_t[::1] keys_ok, seen
-    cdef bint h_aff, h_taint
+    cdef InterPodIndex ip = st.interpod
+    cdef Py_ssize_t j, J = len(soft), D, n_seen = 0
+    cdef bint h_aff, h_taint, host
+    cdef SoftSpread* c
     node_key = ip.key(NODE_KEY)
     pl.soft_buf = <SoftSpread*>_room(pl.soft_buf, &pl.soft_cap, J, sizeof(SoftSpread))
-    doms = [ip.dom_np[c[1]] for c in soft]
     # (system defaults: a node lacking a key is still counted and scored)
-    keys = () if system else tuple(c[1] for c in soft)
+    keys = () if system else tuple(t[1] for t in soft)
+    # The walk's scratch of domains seen, one stretch per constraint (a hostname key
+    # counts nodes, not domains: spread_see marks none); spread_start clears it.
+    for j in range(J):
+        n_seen += 1 if soft[j][5] else max(ip.dom_cap[soft[j][1]], 1)
+    pl.soft_seen = <uint8_t*>_room(pl.soft_seen, &pl.soft_seen_cap, n_seen, 1)
+    n_seen = 0
     hold = []
     for j in range(J):
         m, k, max_skew, h_aff, h_taint, host = soft[j]
-        dom = doms[j]
+        dom_np = ip.dom_np[k]
         per_node = _ip_arr(pl, 0, m, node_key)
         D = ip.dom_cap[k]
-        # (a hostname key counts nodes, not domains: spread_see marks none)
-        seen_np = np.zeros(1 if host else max(D, 1), dtype=np.uint8)
-        seen = seen_np
         if host:
             dc_np = per_node
         else:
             # (domains seen are marked later, by the normalization walk)
             dc_np = _spread_counts(pl, v, cid, m, k, keys, h_aff, h_taint)[0]
-        dc = dc_np
-        hold.append((dom, dc_np, seen_np))
-        pl.soft_buf[j].dom = &dom[0]
-        pl.soft_buf[j].cnt = &dc[0]
-        pl.soft_buf[j].max_skew = max_skew
-        pl.soft_buf[j].host = host
-        pl.soft_buf[j].seen = &seen[0]
-        pl.soft_buf[j].n_dom = seen_np.shape[0]
-        pl.soft_buf[j].size = 0
-        pl.soft_buf[j].seen_none = False
-        pl.soft_buf[j].weight = 0
+        hold.append((dom_np, dc_np))
+        c = &pl.soft_buf[j]
+        c.dom = _i32(dom_np)
+        c.cnt = _i32(dc_np)
+        c.max_skew = max_skew
+        c.host = host
+        c.n_dom = 1 if host else max(D, 1)
+        c.seen = pl.soft_seen + n_seen
+        n_seen += c.n_dom
+        c.size = 0
+        c.seen_none = False
+        c.weight = 0
     pl.soft_hold = hold
     v.soft_any = system
     v.n_soft = J
@@ -543,7 +557,7 @@ cdef int _spread_view(Placer pl, Py_ssize_t cid, tuple spread, ClassView* v) exc
     # global minimum (0 when fewer domains than minDomains), then the limit
     # maxSkew + minimum - self match that the filter compares a domain's count to.
     cdef ClusterState st = pl.state
-    ip = st.interpod
+    cdef InterPodIndex ip = st.interpod
     cdef Py_ssize_t j, J = len(spread)
     cdef bint h_aff, h_taint
     cdef long long low, ndom

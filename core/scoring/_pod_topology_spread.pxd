@@ -8,7 +8,7 @@
 # kube's system default constraints (v.soft_any: requireAllTopologies false) no node
 # is ignored: a node lacking a key counts as one more domain (kube's "" value) and
 # scores without that constraint's term.
-from libc.math cimport log, round
+from libc.math cimport log
 from libc.string cimport memset
 
 from esched.core._classview cimport ClassView
@@ -63,6 +63,14 @@ cdef inline void spread_weigh(ClassView* v) noexcept nogil:
         v.soft[j].weight = log(<double>(v.soft[j].size + 2))
 
 
+cdef inline long long round_half_away(double x) noexcept nogil:
+    """C's round() (halves away from zero) as an integer, without the libm call: exact
+    for |x| < 2**63, as x - trunc(x) is exact in doubles (and 0 from 2**52 up)."""
+    cdef long long t = <long long>x
+    cdef double f = x - <double>t
+    return t + (f >= 0.5) - (f <= -0.5)
+
+
 cdef inline long long spread_raw(const ClassView* v, Py_ssize_t n) noexcept nogil:
     """Node n's raw score (kube's Score), -1 for an ignored node."""
     cdef double score = 0
@@ -78,7 +86,7 @@ cdef inline long long spread_raw(const ClassView* v, Py_ssize_t n) noexcept nogi
         else:
             cnt = v.soft[j].cnt[1 + v.soft[j].dom[n]]
         score += <double>cnt * v.soft[j].weight + <double>(v.soft[j].max_skew - 1)
-    return <long long>round(score)
+    return round_half_away(score)
 
 
 cdef inline score_t pod_topology_spread(long long raw, long long raw_min,

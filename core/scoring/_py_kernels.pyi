@@ -8,6 +8,7 @@ __all__ = [
     "_py_floor_div",
     "_py_kernel_and_inv",
     "_py_mixed",
+    "_py_round_half_away",
     "_py_usage",
     "_py_usage_over",
 ]
@@ -37,3 +38,4 @@ def _py_usage(
     usage: Sequence[int] | None, allocatable: Sequence[int], weights: Sequence[int]
 ) -> int: ...
 def _py_usage_over(usage: int, allocatable: int, percent: int) -> bool: ...
+def _py_round_half_away(x: float) -> int: ...

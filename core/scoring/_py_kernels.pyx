@@ -17,6 +17,7 @@ from esched.core.scoring._plugin cimport (
     div_by_cap,
     floor_div,
 )
+from esched.core.scoring._pod_topology_spread cimport round_half_away
 from esched.core.scoring._requested_to_capacity_ratio cimport broken_linear
 from esched.core.scoring._table cimport kernel_of, score_inv
 from esched.core.scoring._usage cimport usage_over, usage_score
@@ -28,6 +29,7 @@ __all__ = [
     "_py_floor_div",
     "_py_kernel_and_inv",
     "_py_mixed",
+    "_py_round_half_away",
     "_py_usage",
     "_py_usage_over",
 ]
@@ -117,3 +119,9 @@ def _py_usage(usage, allocatable, weights) -> int:
 def _py_usage_over(units_t usage, units_t allocatable, long long percent) -> bool:
     """The Usage filter's test of one resource (Volcano: usage% > threshold)."""
     return usage_over(usage, allocatable, percent)
+
+
+def _py_round_half_away(double x) -> int:
+    """PodTopologySpread's rounding of a raw score (C's and Go's round, halves away
+    from zero) as the kernel computes it."""
+    return round_half_away(x)

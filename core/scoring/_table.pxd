@@ -166,6 +166,22 @@ cdef inline score_t score_inv(const PluginSpec* s, const ScoreInput* x) noexcept
     return s.fn(s, x)
 
 
+cdef inline score_t normalized_score(int kind, long long raw, long long raw_min,
+                                     long long raw_max) noexcept nogil:
+    """A normalized kind's score of a node from its raw score and the extremes over the
+    scored nodes: its kernel (the one PluginSpec.fn calls), by a branch on the kind, so
+    it inlines into the caller's node loop (the normalized scan)."""
+    if kind == PLUGIN_INTER_POD_AFFINITY:
+        return inter_pod_affinity(raw, raw_min, raw_max)
+    if kind == PLUGIN_POD_TOPOLOGY_SPREAD:
+        return pod_topology_spread(raw, raw_min, raw_max)
+    if kind == PLUGIN_NODE_AFFINITY:
+        return node_affinity(raw, raw_max)
+    if kind == PLUGIN_TAINT_TOLERATION:
+        return taint_toleration(raw, raw_max)
+    return 0
+
+
 cdef inline bint folds(int kind) noexcept nogil:
     """Kind has a per-resource form (its kernel's *_add, then weighted_mean or
     balanced_allocation_end): a caller reading a node's row adds each scored resource

@@ -1,5 +1,7 @@
 """Scoring kernels on explicit vectors: kube's broken-linear table, exact division, E-PVM, Mixed."""
 
+from decimal import ROUND_HALF_UP, Decimal
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,6 +13,7 @@ from esched.core.scoring._py_kernels import (
     _py_floor_div,
     _py_kernel_and_inv,
     _py_mixed,
+    _py_round_half_away,
 )
 
 # kube TestBrokenLinearFunction (requested_to_capacity_ratio_test.go)
@@ -141,3 +144,28 @@ def test_reciprocal_kernel_variants_score_as_the_kernels(kind, vectors):
 def test_reciprocal_balanced_allocation_near_integer_results(requested, allocatable):
     exact, by_inverse = _py_kernel_and_inv("BalancedAllocation", requested, allocatable, [1, 1])
     assert by_inverse == exact
+
+
+@given(st.floats(min_value=-(2.0**62), max_value=2.0**62, allow_nan=False))
+def test_spread_rounding_is_go_math_round(x):
+    # PodTopologySpread rounds a raw score with Go's math.Round (halves away from
+    # zero): the exact decimal rounding of the same double, without libm.
+    assert _py_round_half_away(x) == int(Decimal(x).to_integral_value(ROUND_HALF_UP))
+
+
+@pytest.mark.parametrize(
+    "x, want",
+    [
+        (0.5, 1),
+        (1.5, 2),
+        (2.5, 3),
+        (-0.5, -1),
+        (-2.5, -3),
+        (0.49999999999999994, 0),
+        (4503599627370495.5, 4503599627370496),
+        (2.0**52 + 1, 2**52 + 1),
+        (-0.0, 0),
+    ],
+)
+def test_spread_rounding_at_halves_and_the_double_limit(x, want):
+    assert _py_round_half_away(x) == want

@@ -1,0 +1,150 @@
+"""Inter-pod affinity and topology spread by blocks decide as node by node.
+
+The fused profile (NodeResourcesFit and BalancedAllocation on cpu, memory) checks the
+topology filters check by check over a block (``_topology_pass``, the gather body of
+``_fused_block.h`` this CPU runs) and scores normalized plugins from the raw scores of
+its maxima walk; the same profile with its resources listed the other way round takes
+the plugin table, node by node (``reason_bits``, ``plugin_raw`` per node). Both must
+choose the same node with the same total for every pod, in every SIMD body.
+"""
+
+import numpy as np
+import pytest
+
+from esched.core import ClusterState, Placer
+from esched.core.profile import parse_profile
+from support.fold import EV, Log, node, pod
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _profile(order) -> dict:
+    res = [{"name": r, "weight": 1} for r in order]
+    return {
+        "profiles": [
+            {
+                "plugins": {
+                    "score": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [
+                            {"name": "NodeResourcesFit", "weight": 1},
+                            {"name": "NodeResourcesBalancedAllocation", "weight": 1},
+                            {"name": "InterPodAffinity", "weight": 2},
+                            {"name": "PodTopologySpread", "weight": 2},
+                        ],
+                    }
+                },
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {"scoringStrategy": {"type": "LeastAllocated", "resources": res}},
+                    },
+                    {
+                        "name": "NodeResourcesBalancedAllocation",
+                        "args": {"resources": [{"name": r, "weight": 1} for r in order]},
+                    },
+                ],
+            }
+        ]
+    }
+
+
+def _cluster(rnd) -> ClusterState:
+    # Zones interleaved (every block holds several), some nodes without a zone label
+    # (a check's node without the key), odd capacities, one cordoned node.
+    s = ClusterState()
+    log = Log(s)
+    for i in range(300):
+        labels = {HOST: f"n{i}"}
+        if i % 37:
+            labels[ZONE] = f"z{int(rnd.integers(0, 5))}"
+        cores = int(rnd.choice([2, 4, 8, 16]))
+        log(
+            EV.NODE_ADDED,
+            node(f"n{i}", cpu=str(cores), memory=f"{4 * cores}Gi", labels=labels,
+                 unschedulable=i == 7),
+        )  # fmt: skip
+    return s
+
+
+def _term(app: str, key: str) -> dict:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+
+
+def _shape(j: int, rnd) -> dict:
+    c = int(rnd.integers(1, 12))
+    p = pod(f"p{j}", cpu=f"{c * 250}m", memory=f"{c}Gi")
+    kind = j % 7
+    labels = {"app": ("a", "b", "s", "t", "b", "a", "w")[kind]}
+    if kind == 0:  # required anti-affinity on hostname (and existing pods' own)
+        p["spec"]["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [_term("a", HOST)]
+            }
+        }
+    elif kind == 1:  # required affinity on zone: the first pod alone, then next to one
+        p["spec"]["affinity"] = {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [_term("b", ZONE)]}
+        }
+    elif kind == 2:  # DoNotSchedule spread on zone and hostname
+        p["spec"]["topologySpreadConstraints"] = [
+            {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": {"app": "s"}}}
+            for key in (ZONE, HOST)
+        ]  # fmt: skip
+    elif kind == 3:  # ScheduleAnyway spread on zone and hostname (scored)
+        p["spec"]["topologySpreadConstraints"] = [
+            {"maxSkew": 2, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
+             "labelSelector": {"matchLabels": {"app": "t"}}}
+            for key in (ZONE, HOST)
+        ]  # fmt: skip
+    elif kind == 4:  # preferred affinity on zone, preferred anti-affinity on hostname
+        p["spec"]["affinity"] = {
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 5, "podAffinityTerm": _term("a", ZONE)}
+                ]
+            },
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 3, "podAffinityTerm": _term("b", HOST)}
+                ]
+            },
+        }
+    elif kind == 6:  # a ReplicaSet's pod: kube's system default spreading
+        p["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w", "uid": "rs-w",
+             "controller": True}
+        ]  # fmt: skip
+    p["metadata"]["labels"] = labels
+    return p
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
+@pytest.mark.parametrize("seed", range(2))
+def test_topology_by_blocks_decides_as_node_by_node(isa, seed):
+    from esched.core import _placer
+
+    before = _placer.SIMD
+    try:
+        _placer._py_set_simd(isa)
+        rnd = np.random.default_rng(seed)
+        s = _cluster(rnd)
+        pods = [_shape(j, rnd) for j in range(160)]
+        blocks = parse_profile(_profile(("cpu", "memory")))
+        nodes = parse_profile(_profile(("memory", "cpu")))
+        for sample in (True, False):
+            a = Placer(s, blocks, seed=seed, sample=sample)
+            b = Placer(s, nodes, seed=seed, sample=sample)
+            assert a.fused_path and not b.fused_path
+            placed = 0
+            for p in pods:
+                got = a.place(p)
+                assert got == b.place(p)
+                placed += got is not None
+            assert placed > len(pods) // 2
+            assert a.stats()["placed"] == b.stats()["placed"] == placed
+            assert (a.used_array() == b.used_array()).all()
+    finally:
+        _placer._py_set_simd("" if before != "baseline" else "baseline")
