@@ -42,7 +42,7 @@ import orjson
 
 from esched.core import ClusterState
 from esched.core.validation import Verdict
-from esched.schemas.events import namespaced_key
+from esched.schemas.events import metadata_key, namespaced_key
 from esched.services.bench_e2e.preload import pod_payloads
 from esched.services.bus import BusProducer, Message
 from esched.services.bus.base import Headers
@@ -415,8 +415,7 @@ def run_place_bench(pods: int = 5000, batch: int = 100, seed: int = 0) -> dict[s
     work = bus.topics.work
     msgs: list[Message] = []
     for pos, payload in submissions:
-        key = str(orjson.loads(payload)["data"]["metadata"]["namespace"])
-        key += "/" + str(orjson.loads(payload)["data"]["metadata"]["name"])
+        key = metadata_key(orjson.loads(payload)["data"]["metadata"])
         k, v = work_item("pod", key, pos)
         msgs.append(Message(work, 0, len(msgs), k, v, 0, keyring.sign(v)))
     batches = [msgs[i : i + batch] for i in range(0, len(msgs), batch)]

@@ -57,19 +57,26 @@ async def _backends(server: str, db: str) -> list[int]:
     return [r[0] for r in rows]
 
 
-async def _copy_only(store: PostgresEventStore, head: int) -> None:
-    """The verify's reads without the hashing (the baseline)."""
+async def _copy_only(conns: list[asyncpg.Connection], head: int) -> None:
+    """The verify's reads without the hashing (the baseline): the same COPY ranges,
+    as many at once as verify runs, on connections opened beforehand (as verify's
+    pool has its connections open)."""
     step = VERIFY_BATCH * 2
-    sem = asyncio.Semaphore(VERIFY_PARALLEL)
+    idle = list(conns)
+    sem = asyncio.Semaphore(len(idle))
 
     async def drop(_chunk: bytes) -> None:
         return None
 
     async def one(lo: int) -> None:
-        async with sem, store._require_pool().acquire() as conn:
-            await conn.copy_from_query(
-                CHAIN_COPY.format(lo=lo, hi=min(head, lo + step)), output=drop, format="binary"
-            )
+        async with sem:
+            conn = idle.pop()
+            try:
+                await conn.copy_from_query(
+                    CHAIN_COPY.format(lo=lo, hi=min(head, lo + step)), output=drop, format="binary"
+                )
+            finally:
+                idle.append(conn)
 
     await asyncio.gather(*(one(lo) for lo in range(0, head, step)))
 
@@ -132,13 +139,17 @@ async def run_verify_bench(
             warm = await store.verify()  # also opens the pool's connections
             assert warm.ok, warm
             runs, baselines = [], []
-            for _ in range(repeat):
-                t = await _timed(server, db, store.verify)
-                assert t["result"].ok and t["result"].checked == head, t["result"]
-                runs.append(_figures(head, t))
-                baselines.append(
-                    _figures(head, await _timed(server, db, lambda: _copy_only(store, head)))
-                )
+            conns = [await asyncpg.connect(url) for _ in range(VERIFY_PARALLEL)]
+            try:
+                for _ in range(repeat):
+                    t = await _timed(server, db, store.verify)
+                    assert t["result"].ok and t["result"].checked == head, t["result"]
+                    runs.append(_figures(head, t))
+                    baselines.append(
+                        _figures(head, await _timed(server, db, lambda: _copy_only(conns, head)))
+                    )
+            finally:
+                await asyncio.gather(*(c.close() for c in conns))
         finally:
             await store.close()
     finally:
