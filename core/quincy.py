@@ -279,7 +279,9 @@ class QuincyPolicy:
         dom_cols = [c for c in range(st.n_res) if st.res_names[c] not in _NOT_DOMINANT]
         # one pass over the jobs for their cached parts; the rest is arrays
         parts = [job.tasks(pod_class) for job in jobs]
-        per_job = np.array([t.row for t in parts], dtype=np.int64).reshape(-1, 5)
+        per_job = np.fromiter(
+            chain.from_iterable(t.row for t in parts), np.int64, 5 * len(parts)
+        ).reshape(-1, 5)
         first = per_job[:, 0]
         req = creq[pod_class[np.asarray(first, dtype=np.int64)]][:, dom_cols].astype(np.float64)
         tot = total[dom_cols]
@@ -496,14 +498,17 @@ class QuincyPolicy:
         if self.placer.synced_position != st.position:
             self.placer.sync()
         pod_class = st.pod_classes()
-        reps: dict[int, int] = {}  # class -> a pending pod of it
-        for job in jobs:
-            if len(job.pending):
-                t = job.tasks(pod_class)
-                for p in t.firsts:
-                    reps.setdefault(int(pod_class[p]), p)
-        if not reps:
+        # class -> its first pending pod, in the order first seen (one array pass over
+        # the jobs' cached first pods: the whole backlog is asked every round)
+        firsts = np.fromiter(
+            chain.from_iterable(job.tasks(pod_class).firsts for job in jobs if len(job.pending)),
+            np.int64,
+        )
+        if not firsts.size:
             return False
+        cls, at = np.unique(pod_class[firsts], return_index=True)
+        seen = np.argsort(at)
+        reps = dict(zip(cls[seen].tolist(), firsts[at[seen]].tolist(), strict=True))
         free = (st.node_allocatable() - self.placer.used_array()[:M]).astype(np.int64)
         alive = st.node_alive()
         creq = st.class_requests()
@@ -773,14 +778,26 @@ class QuincyPolicy:
         """Solve again for the pods the check dropped, on the view the accepted
         placements left (slots counted afresh), without preemption; merge into
         ``plan``."""
-        placed = {p for pl in plan.placements for p, _, _ in pl.bindings}
-        idx: list[int] = []
-        rest: list[FlowJob] = []
-        for j, job in enumerate(jobs):
-            left = [p for p in job.pending if p not in placed]
+        placed: dict[int, set[int]] = {}  # job -> its pods the round placed
+        for pl in plan.placements:
+            placed.setdefault(pl.job, set()).update(p for p, _, _ in pl.bindings)
+        # A job the round placed nothing of has every pending pod left: the job itself,
+        # its cached parts reused (a network without preemption and fairness reads
+        # neither its running pods nor its kill clock), not rebuilt each round it waits.
+        idx = [j for j, job in enumerate(jobs) if len(job.pending) and j not in placed]
+        rest = [jobs[j] for j in idx]
+        part: list[tuple[int, FlowJob]] = []  # jobs placed in part: what is left
+        for j, mine in placed.items():
+            job = jobs[j]
+            left = [p for p in job.pending if p not in mine]
             if left and (not job.gang or len(left) == len(job.pending)):
-                idx.append(j)
-                rest.append(FlowJob(job.key, left, waited=job.waited, gang=job.gang, data=job.data))
+                part.append(
+                    (j, FlowJob(job.key, left, waited=job.waited, gang=job.gang, data=job.data))
+                )
+        if part:
+            merged = sorted([*zip(idx, rest, strict=True), *part], key=lambda e: e[0])
+            idx = [j for j, _ in merged]
+            rest = [job for _, job in merged]
         if not rest:
             return
         sub = QuincyPolicy(
