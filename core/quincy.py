@@ -103,6 +103,7 @@ class FlowJob:
             got = self._tasks = JobTasks(
                 row=(first, len(self.pending), len(self.running), self.gang, len(groups)),
                 firsts=[ps[0] for ps in groups],
+                classes=list(by_class),
                 sizes=[len(ps) for ps in groups],
                 flat=[p for ps in groups for p in ps],
                 run_pods=[int(p) for p, _, _ in self.running],
@@ -118,8 +119,9 @@ class JobTasks:
     #: (a pod of the job, pending pods, running pods, gang, pending tasks): the
     #: round's per-job columns
     row: tuple[int, int, int, bool, int]
-    #: per pending task (the job's pods of one class): its first pod and its size
+    #: per pending task (the job's pods of one class): its first pod, class and size
     firsts: list[int]
+    classes: list[int]
     sizes: list[int]
     #: the pending pods, task by task
     flat: list[int]
@@ -498,17 +500,6 @@ class QuincyPolicy:
         if self.placer.synced_position != st.position:
             self.placer.sync()
         pod_class = st.pod_classes()
-        # class -> its first pending pod, in the order first seen (one array pass over
-        # the jobs' cached first pods: the whole backlog is asked every round)
-        firsts = np.fromiter(
-            chain.from_iterable(job.tasks(pod_class).firsts for job in jobs if len(job.pending)),
-            np.int64,
-        )
-        if not firsts.size:
-            return False
-        cls, at = np.unique(pod_class[firsts], return_index=True)
-        seen = np.argsort(at)
-        reps = dict(zip(cls[seen].tolist(), firsts[at[seen]].tolist(), strict=True))
         free = (st.node_allocatable() - self.placer.used_array()[:M]).astype(np.int64)
         alive = st.node_alive()
         creq = st.class_requests()
@@ -516,12 +507,25 @@ class QuincyPolicy:
         if self.devices is not None and self._gpu_col() >= 0:
             idle = self.devices.idle_devices(M)
             dfree = self.devices.device_free(M)
-        for cid, rep in reps.items():
-            req = creq[cid].astype(np.int64)
-            cols = np.flatnonzero(req > 0).tolist()
-            s = self._class_slots(req, cols, free, idle, dfree, None)
-            if ((s > 0) & alive).any() and (alive & self.constraints_ok(cid, rep) & (s > 0)).any():
-                return True
+        # Each class once, in the order its first pending pod comes, from the jobs'
+        # cached classes; the first class with room answers (a round that places
+        # something stops early; one that places nothing asks every class).
+        seen: set[int] = set()
+        for job in jobs:
+            if not len(job.pending):
+                continue
+            t = job.tasks(pod_class)
+            for cid, rep in zip(t.classes, t.firsts, strict=True):
+                if cid in seen:
+                    continue
+                seen.add(cid)
+                req = creq[cid].astype(np.int64)
+                cols = np.flatnonzero(req > 0).tolist()
+                s = self._class_slots(req, cols, free, idle, dfree, None)
+                if ((s > 0) & alive).any() and (
+                    alive & self.constraints_ok(cid, rep) & (s > 0)
+                ).any():
+                    return True
         return False
 
     @staticmethod
