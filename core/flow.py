@@ -133,8 +133,9 @@ def fair_shares(dominant: npt.ArrayLike, tasks: npt.ArrayLike, order: npt.ArrayL
     (section 3.2): every job gets an equal share of the cluster, capped at its demand,
     the rest shared again among the others; a job's share is then rounded down to
     whole tasks and the capacity left by rounding goes one task at a time to the jobs
-    first in ``order`` (oldest first), so ``sum A_j`` is as close to the cluster as
-    whole tasks allow and an oversubscribed cluster serves its oldest jobs.
+    first in ``order`` (the jobs oldest first, each once), so ``sum A_j`` is as close
+    to the cluster as whole tasks allow and an oversubscribed cluster serves its
+    oldest jobs.
     """
     dom = np.asarray(dominant, dtype=np.float64)
     n = np.asarray(tasks, dtype=np.int64)
@@ -162,10 +163,16 @@ def fair_shares(dominant: npt.ArrayLike, tasks: npt.ArrayLike, order: npt.ArrayL
     out = np.minimum(np.floor(share / dom + 1e-9).astype(np.int64), n)
     left = 1.0 - float((out * dom).sum())
     if left > 1e-12:
-        for j in np.asarray(order, dtype=np.int64):
-            if out[j] < n[j] and dom[j] <= left + 1e-12:
+        # One task more to each job in order while the capacity lasts; only jobs below
+        # their demand can take one (each job is visited once), walked as Python
+        # floats (the same arithmetic as numpy's float64, without its per-element
+        # boxing: a backlog of thousands of jobs is walked every round).
+        o = np.asarray(order, dtype=np.int64)
+        o = o[out[o] < n[o]]
+        for j, d in zip(o.tolist(), dom[o].tolist(), strict=True):
+            if d <= left + 1e-12:
                 out[j] += 1
-                left -= dom[j]
+                left -= d
                 if left <= 1e-12:
                     break
     return out

@@ -103,6 +103,7 @@ class FlowJob:
             got = self._tasks = JobTasks(
                 row=(first, len(self.pending), len(self.running), self.gang, len(groups)),
                 firsts=[ps[0] for ps in groups],
+                classes=list(by_class),
                 sizes=[len(ps) for ps in groups],
                 flat=[p for ps in groups for p in ps],
                 run_pods=[int(p) for p, _, _ in self.running],
@@ -118,8 +119,9 @@ class JobTasks:
     #: (a pod of the job, pending pods, running pods, gang, pending tasks): the
     #: round's per-job columns
     row: tuple[int, int, int, bool, int]
-    #: per pending task (the job's pods of one class): its first pod and its size
+    #: per pending task (the job's pods of one class): its first pod, class and size
     firsts: list[int]
+    classes: list[int]
     sizes: list[int]
     #: the pending pods, task by task
     flat: list[int]
@@ -279,7 +281,9 @@ class QuincyPolicy:
         dom_cols = [c for c in range(st.n_res) if st.res_names[c] not in _NOT_DOMINANT]
         # one pass over the jobs for their cached parts; the rest is arrays
         parts = [job.tasks(pod_class) for job in jobs]
-        per_job = np.array([t.row for t in parts], dtype=np.int64).reshape(-1, 5)
+        per_job = np.fromiter(
+            chain.from_iterable(t.row for t in parts), np.int64, 5 * len(parts)
+        ).reshape(-1, 5)
         first = per_job[:, 0]
         req = creq[pod_class[np.asarray(first, dtype=np.int64)]][:, dom_cols].astype(np.float64)
         tot = total[dom_cols]
@@ -496,14 +500,6 @@ class QuincyPolicy:
         if self.placer.synced_position != st.position:
             self.placer.sync()
         pod_class = st.pod_classes()
-        reps: dict[int, int] = {}  # class -> a pending pod of it
-        for job in jobs:
-            if len(job.pending):
-                t = job.tasks(pod_class)
-                for p in t.firsts:
-                    reps.setdefault(int(pod_class[p]), p)
-        if not reps:
-            return False
         free = (st.node_allocatable() - self.placer.used_array()[:M]).astype(np.int64)
         alive = st.node_alive()
         creq = st.class_requests()
@@ -511,12 +507,25 @@ class QuincyPolicy:
         if self.devices is not None and self._gpu_col() >= 0:
             idle = self.devices.idle_devices(M)
             dfree = self.devices.device_free(M)
-        for cid, rep in reps.items():
-            req = creq[cid].astype(np.int64)
-            cols = np.flatnonzero(req > 0).tolist()
-            s = self._class_slots(req, cols, free, idle, dfree, None)
-            if ((s > 0) & alive).any() and (alive & self.constraints_ok(cid, rep) & (s > 0)).any():
-                return True
+        # Each class once, in the order its first pending pod comes, from the jobs'
+        # cached classes; the first class with room answers (a round that places
+        # something stops early; one that places nothing asks every class).
+        seen: set[int] = set()
+        for job in jobs:
+            if not len(job.pending):
+                continue
+            t = job.tasks(pod_class)
+            for cid, rep in zip(t.classes, t.firsts, strict=True):
+                if cid in seen:
+                    continue
+                seen.add(cid)
+                req = creq[cid].astype(np.int64)
+                cols = np.flatnonzero(req > 0).tolist()
+                s = self._class_slots(req, cols, free, idle, dfree, None)
+                if ((s > 0) & alive).any() and (
+                    alive & self.constraints_ok(cid, rep) & (s > 0)
+                ).any():
+                    return True
         return False
 
     @staticmethod
@@ -773,14 +782,26 @@ class QuincyPolicy:
         """Solve again for the pods the check dropped, on the view the accepted
         placements left (slots counted afresh), without preemption; merge into
         ``plan``."""
-        placed = {p for pl in plan.placements for p, _, _ in pl.bindings}
-        idx: list[int] = []
-        rest: list[FlowJob] = []
-        for j, job in enumerate(jobs):
-            left = [p for p in job.pending if p not in placed]
+        placed: dict[int, set[int]] = {}  # job -> its pods the round placed
+        for pl in plan.placements:
+            placed.setdefault(pl.job, set()).update(p for p, _, _ in pl.bindings)
+        # A job the round placed nothing of has every pending pod left: the job itself,
+        # its cached parts reused (a network without preemption and fairness reads
+        # neither its running pods nor its kill clock), not rebuilt each round it waits.
+        idx = [j for j, job in enumerate(jobs) if len(job.pending) and j not in placed]
+        rest = [jobs[j] for j in idx]
+        part: list[tuple[int, FlowJob]] = []  # jobs placed in part: what is left
+        for j, mine in placed.items():
+            job = jobs[j]
+            left = [p for p in job.pending if p not in mine]
             if left and (not job.gang or len(left) == len(job.pending)):
-                idx.append(j)
-                rest.append(FlowJob(job.key, left, waited=job.waited, gang=job.gang, data=job.data))
+                part.append(
+                    (j, FlowJob(job.key, left, waited=job.waited, gang=job.gang, data=job.data))
+                )
+        if part:
+            merged = sorted([*zip(idx, rest, strict=True), *part], key=lambda e: e[0])
+            idx = [j for j, _ in merged]
+            rest = [job for _, job in merged]
         if not rest:
             return
         sub = QuincyPolicy(

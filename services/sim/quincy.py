@@ -19,6 +19,7 @@ counted in ``placer.flow.skipped``.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
 from typing import Any
 
 from esched.core.quincy import FlowJob, QuincyConfig, QuincyPolicy
@@ -107,7 +108,7 @@ class QuincySimulator(Simulator):
         st = self.state
         pod_index = st.pod_index
         jobs = self.jobs
-        pending = sorted(j for q in self.queues.values() for j in q)
+        pending = sorted(chain.from_iterable(self.queues.values()))
         order = list(pending)
         if self.quincy.preemption or self.quincy.fairness != "none":
             order = sorted(set(pending) | self._running)
