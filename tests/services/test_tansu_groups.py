@@ -140,32 +140,43 @@ class _Events(ConsumerRebalanceListener):
         self.assigned.append(time.monotonic())
 
 
+async def _new_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+
+
+def _member(
+    bootstrap: str, topic: str, heartbeat_ms: int, instance: str | None = None
+) -> tuple[AIOKafkaConsumer, _Events]:
+    """A member of the topic's group (static under ``instance``), 6 s session."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=f"g-{topic}",
+        group_instance_id=instance,
+        session_timeout_ms=6_000,
+        heartbeat_interval_ms=heartbeat_ms,
+        rebalance_timeout_ms=30_000,
+        enable_auto_commit=False,
+    )
+    events = _Events()
+    consumer.subscribe([topic], listener=events)
+    return consumer, events
+
+
 async def _rebalances_after_a_join(bootstrap: str, static: bool, watch: float) -> list[int]:
     """m1 (the leader, heartbeats every 0.2 s) and m2 (every 2 s) share a topic; once
     settled, m3 joins. m2 most likely learns of that rebalance after the leader, so its
     held JoinGroup is answered by a group the leader has already formed. Returns how
     many times each of m1, m2, m3 lost its share within ``watch`` s of m3's join."""
     topic = f"late{int(static)}-{time.monotonic_ns()}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 6, 1)])
-    finally:
-        await admin.close()
+    await _new_topic(bootstrap, topic, 6)
 
     def member(name: str, heartbeat_ms: int) -> tuple[AIOKafkaConsumer, _Events]:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=f"g-{topic}",
-            group_instance_id=name if static else None,
-            session_timeout_ms=6_000,
-            heartbeat_interval_ms=heartbeat_ms,
-            rebalance_timeout_ms=30_000,
-            enable_auto_commit=False,
-        )
-        events = _Events()
-        consumer.subscribe([topic], listener=events)
-        return consumer, events
+        return _member(bootstrap, topic, heartbeat_ms, name if static else None)
 
     members = [member("m1", 200), member("m2", 2_000)]
     polls: list[asyncio.Future] = []
@@ -227,25 +238,10 @@ async def _assigned_after_the_leader_left(bootstrap: str, rebalancing: bool) -> 
     either while the group rebalances for a third member (``rebalancing``) or while it
     is settled. Whether the remaining members all get a share again within 30 s."""
     topic = f"leader{int(rebalancing)}-{time.monotonic_ns()}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 6, 1)])
-    finally:
-        await admin.close()
+    await _new_topic(bootstrap, topic, 6)
 
     def member(heartbeat_ms: int) -> tuple[AIOKafkaConsumer, _Events]:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=f"g-{topic}",
-            session_timeout_ms=6_000,
-            heartbeat_interval_ms=heartbeat_ms,
-            rebalance_timeout_ms=30_000,
-            enable_auto_commit=False,
-        )
-        events = _Events()
-        consumer.subscribe([topic], listener=events)
-        return consumer, events
+        return _member(bootstrap, topic, heartbeat_ms)
 
     # m1 joins alone first (the leader); its slow heartbeats leave it time to leave
     # before it learns of m3's join.
