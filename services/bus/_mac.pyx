@@ -16,20 +16,7 @@ from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uint8_t
 
-cdef extern from *:
-    """
-    /* The one-shot SHA256_* calls are deprecated in OpenSSL 3 in favour of EVP, whose
-       per-call provider look-up costs more than hashing a short record. */
-    #define OPENSSL_SUPPRESS_DEPRECATED 1
-    #include <openssl/sha.h>
-    #include <openssl/crypto.h>
-    """
-    ctypedef struct SHA256_CTX:
-        pass
-    int SHA256_Init(SHA256_CTX *c) nogil
-    int SHA256_Update(SHA256_CTX *c, const void *data, size_t n) nogil
-    int SHA256_Final(unsigned char *md, SHA256_CTX *c) nogil
-    int CRYPTO_memcmp(const void *a, const void *b, size_t n) nogil
+from esched.services._openssl cimport CRYPTO_memcmp, SHA256_CTX, SHA256_Final, SHA256_Init, SHA256_Update
 
 DEF BLOCK = 64
 DEF HASH = 32

@@ -16,18 +16,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 
-cdef extern from *:
-    """
-    /* The one-shot SHA256_* calls are deprecated in OpenSSL 3 in favour of EVP, whose
-       per-call provider look-up costs more than hashing a short row. */
-    #define OPENSSL_SUPPRESS_DEPRECATED 1
-    #include <openssl/sha.h>
-    """
-    ctypedef struct SHA256_CTX:
-        pass
-    int SHA256_Init(SHA256_CTX *c) nogil
-    int SHA256_Update(SHA256_CTX *c, const void *data, size_t n) nogil
-    int SHA256_Final(unsigned char *md, SHA256_CTX *c) nogil
+from esched.services._openssl cimport SHA256_CTX, SHA256_Final, SHA256_Init, SHA256_Update
 
 DEF HASH = 32
 # COPY's binary format (PostgreSQL docs, "COPY", File Formats): signature, flags,
