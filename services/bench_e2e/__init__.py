@@ -33,7 +33,8 @@ The package has one module per job: :mod:`.preload` (databases, the preloaded
 cluster, the pods published), :mod:`.observe` (topic readers and the store's
 record times), :mod:`.cpu` (CPU seconds per process), :mod:`.throughput` (the
 runs per replica count), :mod:`.restart` (a replica restarted on a big
-cluster) and :mod:`.reads` (what the store's live reads cost a follower per row). The processes are started through :mod:`esched.services.procs`.
+cluster) and :mod:`.reads` (what the store's live reads cost a follower per
+row). The processes are started through :mod:`esched.services.procs`.
 """
 
 from esched.services.bench_e2e.cpu import cpu_seconds
