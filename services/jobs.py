@@ -49,6 +49,7 @@ from esched.schemas.validator import InvalidEvent, validate_event
 from esched.services.faults import append_envelopes
 from esched.services.lease import Lease, LocalLease
 from esched.services.store.base import EventStore, StoredEvent
+from esched.services.store.snapshots import freeze_heap, thaw_heap
 
 __all__ = ["SERVICE", "JobController", "JobsConfig", "JobsTotals", "fold_job_log", "fold_rows"]
 
@@ -165,6 +166,7 @@ class JobController:
             finally:
                 self.leading = False
                 await self._stop_following()
+                thaw_heap()
                 await self.lease.release()
         return self.totals
 
@@ -190,6 +192,10 @@ class JobController:
                 break
             self.position = fold_rows(self.book, rows)
         self.book.changed.update(dict.fromkeys(self.book.jobs))
+        # As every follower of the log: the fold built, young collections rare (the
+        # book's jobs and pods live on; cyclic GC passes over them cost a one-pod
+        # Job's controller work about a third more).
+        freeze_heap()
         self._follow_task = asyncio.create_task(self._follow(), name="jobs-follower")
         self.totals.takeovers += 1
         self.leading = True
