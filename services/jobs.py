@@ -45,7 +45,7 @@ import orjson
 from esched.core.jobs import ACTIVE, FOLDED_TYPES, JobBook, JobState
 from esched.schemas import events as ev
 from esched.schemas.manifests import volcano_podgroup, volcano_task_pod
-from esched.schemas.validator import InvalidEvent, validate_event
+from esched.schemas.validator import InvalidEvent, compile_validators, validate_event
 from esched.services.faults import append_envelopes
 from esched.services.lease import Lease, LocalLease
 from esched.services.store.base import EventStore, StoredEvent
@@ -148,7 +148,9 @@ class JobController:
         self._groups: dict[str, int] = {}  # job -> its updates when its PodGroup was sent
 
     async def start(self) -> None:
-        """Nothing to connect: the store is the controller's only peer."""
+        """Nothing to connect (the store is the controller's only peer); the pod
+        schema is compiled now, not when the first Job's pods are built."""
+        compile_validators()
 
     async def stop(self) -> None:
         """Stop acting and give the lease up; idempotent."""
