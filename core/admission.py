@@ -112,6 +112,9 @@ OBSERVED = frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED}) | _TER
 #: queue has a capability, so nothing reads them): pruned at twice the size left
 #: by the last pruning, at least this, so the pruning is O(1) per job amortized.
 _PRUNE_MIN = 4096
+#: Distinct PodGroup ``minResources`` vectors :meth:`Admission.release` keeps (a
+#: cluster's Jobs repeat a few templates); past it, the memo starts afresh.
+_MIN_MEMO_LIMIT = 4096
 
 #: (cause, kind "pod"|"gang", key, log position)
 WorkItem = tuple[str, str, str, int]
@@ -184,6 +187,9 @@ class Admission:
         self._declared: set[str] = set()
         #: (state, band per class id) for the job order
         self._band_cache: tuple[ClusterState, np.ndarray] | None = None
+        #: a PodGroup's minResources (as items) -> its vector over :attr:`_min_names`
+        self._min_memo: dict[tuple[Any, ...], np.ndarray] = {}
+        self._min_names: list[str] = []
 
     # ------------------------------------------------------------------ quota accounting
 
@@ -533,12 +539,21 @@ class Admission:
                 meta = st.gang_meta[i]
                 prio = int(gang_prio[i]) if gang_n[i] else 0
                 band = int(gang_band[i])
-                req = self._gang_minimum(st, i, meta, gang_req[i], int(gang_n[i]), res_names)
+                req = self._gang_minimum_of(st, i, meta, gang_req[i], int(gang_n[i]), res_names)
                 if hdrf is not None:
                     drf = hdrf.job_share(specs[q].name, f"gang:{it[2]}")
             per_queue.setdefault(q, []).append((-band, -prio, drf, seq, it, req))
         for lst in per_queue.values():
             lst.sort(key=lambda t: (t[0], t[1], t[2], t[3]))
+        # A gang whose minimum exceeds the cluster is held (ClusterCapacity): checked
+        # for every gang at once (one comparison per gang cost a one-pod Job ~2 µs).
+        cluster_vec = np.array([cluster.get(n, 0) for n in res_names], dtype=np.int64)
+        gang_items = [t for lst in per_queue.values() for t in lst if t[4][1] == "gang"]
+        oversized: set[int] = set()
+        if gang_items:
+            mins = np.stack([t[5] for t in gang_items])
+            over = np.flatnonzero((mins > cluster_vec).any(axis=1))
+            oversized = {gang_items[k][3] for k in over.tolist()}
 
         def share_of(q: int, extra: np.ndarray) -> float:
             if not several:
@@ -576,7 +591,6 @@ class Admission:
         live = set(per_queue) if hdrf is not None else set()
         cursor = dict.fromkeys(per_queue, 0)
         out: list[WorkItem] = []
-        cluster_vec = np.array([cluster.get(n, 0) for n in res_names], dtype=np.int64)
         while heap or live:
             if hdrf is not None:
                 q = min(live, key=lambda q: (-specs[q].priority, hdrf.queue_key(specs[q].name), q))
@@ -585,7 +599,7 @@ class Admission:
                 q = heapq.heappop(heap)[3]
             lst = per_queue[q]
             i = cursor[q]
-            _nb, _np, _drf, _seq, it, req = lst[i]
+            _nb, _np, _drf, seq, it, req = lst[i]
             cursor[q] = i + 1
             job = (it[1], it[2])
             again = job in self._inflight  # let through before: holds its room already
@@ -594,9 +608,7 @@ class Admission:
                 if again and specs[q].state == "Closed"
                 else None
                 if again
-                else self._hold_reason(
-                    specs[q], tree, caps, sub_used, req, res_names, st, it[1] == "gang", cluster_vec
-                )
+                else self._hold_reason(specs[q], tree, caps, sub_used, req, st, seq in oversized)
             )
             cap = share_cap.get(q)
             if reason is None and cap is not None and not again:
@@ -680,6 +692,37 @@ class Admission:
             if not limits:
                 del caps[t]
 
+    def _gang_minimum_of(
+        self,
+        st: ClusterState,
+        g: int,
+        meta: dict,
+        pending_req: np.ndarray,
+        n_pending: int,
+        res_names: list[str],
+    ) -> np.ndarray:
+        """:meth:`_gang_minimum`, memoized for PodGroups with ``minResources`` (one-pod
+        Jobs' gangs repeat a few shapes; building the vector per gang was a third of
+        a gang's release). The vector returned is shared: read it only."""
+        min_res = meta.get("minResources")
+        if not min_res or type(min_res) is not dict:
+            return self._gang_minimum(st, g, meta, pending_req, n_pending, res_names)
+        if self._min_names != res_names:
+            self._min_memo.clear()
+            self._min_names = list(res_names)
+        try:
+            key = tuple(min_res.items())
+            got = self._min_memo.get(key)
+        except TypeError:  # an unhashable value: not memoized
+            return self._gang_minimum(st, g, meta, pending_req, n_pending, res_names)
+        if got is None:
+            if len(self._min_memo) >= _MIN_MEMO_LIMIT:
+                self._min_memo.clear()
+            got = self._gang_minimum(st, g, meta, pending_req, n_pending, res_names)
+            got.flags.writeable = False
+            self._min_memo[key] = got
+        return got
+
     @staticmethod
     def _gang_minimum(
         st: ClusterState,
@@ -707,11 +750,11 @@ class Admission:
         caps: dict[str, dict[str, int]],
         sub_used: dict[str, np.ndarray],
         req: np.ndarray,
-        res_names: list[str],
         st: ClusterState,
-        is_gang: bool,
-        cluster_vec: np.ndarray,
+        oversized: bool,
     ) -> str | None:
+        """Why a job asking ``req`` is held in queue ``spec`` (``oversized``: a gang
+        whose minimum exceeds the cluster's allocatable); None when it may go."""
         if spec.state == "Closed":
             return "QueueClosed"
         a: str | None = spec.name
@@ -724,7 +767,7 @@ class Admission:
                     if req[col] and used[col] + req[col] > limit:
                         return "QueueCapability"
             a = tree.parent.get(a)
-        if is_gang and bool(np.any(req > cluster_vec)):
+        if oversized:
             return "ClusterCapacity"
         return None
 

@@ -41,7 +41,6 @@ change is the controller's ``JobUpdated``.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,6 +55,7 @@ from esched.schemas.objects import (
     DEFAULT_QUEUE,
     GANG_ANNOTATIONS,
     QUEUE_ANNOTATION,
+    json_copy,
     pod_requests,
 )
 from esched.schemas.validator import SCHEMA_BASE_URI, InvalidEvent, validate_event
@@ -272,20 +272,6 @@ def _template_requests(spec: Any) -> dict[str, int]:
     return got
 
 
-def _json_copy(value: Any) -> Any:
-    """A deep copy of decoded JSON (dicts, lists, immutable scalars), as
-    :func:`copy.deepcopy` makes it at a fraction of its cost (a task's pod is built
-    from its template per pod); anything else is handed to :func:`copy.deepcopy`."""
-    kind = type(value)
-    if kind is dict:
-        return {k: _json_copy(v) for k, v in value.items()}
-    if kind is list:
-        return [_json_copy(v) for v in value]
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
-        return value
-    return copy.deepcopy(value)
-
-
 def volcano_podgroup(job: dict[str, Any]) -> dict[str, Any]:
     """The PodGroup of a (defaulted) Volcano Job, as its controller creates it (see
     :func:`volcano_job_objects`); esched's job controller submits it before the pods."""
@@ -345,7 +331,7 @@ def volcano_task_pod(job: dict[str, Any], task: dict[str, Any], index: int, atte
     queue = spec.get("queue") or DEFAULT_QUEUE
     task_name = task["name"]
     template = task.get("template") or {}
-    pod_meta = _json_copy(template.get("metadata") or {})
+    pod_meta = json_copy(template.get("metadata") or {})
     pod_meta.pop("generateName", None)
     pod_meta["name"] = f"{name}-{task_name}-{index}"
     pod_meta["namespace"] = namespace
@@ -359,7 +345,7 @@ def volcano_task_pod(job: dict[str, Any], task: dict[str, Any], index: int, atte
     labels = pod_meta.setdefault("labels", {})
     labels[_JOB_NAME] = name
     labels[QUEUE_ANNOTATION] = queue
-    pod_spec = _json_copy(template.get("spec") or {})
+    pod_spec = json_copy(template.get("spec") or {})
     if spec.get("priorityClassName") and not pod_spec.get("priorityClassName"):
         pod_spec["priorityClassName"] = spec["priorityClassName"]
     if spec.get("schedulerName") and not pod_spec.get("schedulerName"):

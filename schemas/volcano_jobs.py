@@ -27,12 +27,11 @@ server validates it (esched's pod schema checks what scheduling reads).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from esched.schemas.objects import DEFAULT_QUEUE
+from esched.schemas.objects import DEFAULT_QUEUE, json_copy
 
 __all__ = [
     "DEFAULT_MAX_RETRY",
@@ -144,7 +143,7 @@ def default_job(job: Mapping[str, Any]) -> dict[str, Any]:
     ``spec.minAvailable`` the sum of the tasks' ``minAvailable`` when 0 or absent, and
     the ``svc`` plugin for ``tensorflow`` / ``mpi``, ``ssh`` for ``mpi``.
     Fields of the wrong type are left for :func:`validate_job` to refuse."""
-    out = copy.deepcopy(dict(job))
+    out = json_copy(dict(job))
     spec = out.get("spec")
     if not isinstance(spec, dict):
         return out
@@ -527,7 +526,7 @@ def validate_job_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
     if len(otasks) != len(ntasks):
         return [JobProblem("spec.tasks", "job updates may not add or remove tasks")]
     # Every other field of the spec must be as it was.
-    same_new = copy.deepcopy(dict(nspec))
+    same_new = json_copy(dict(nspec))
     same_old = dict(ospec)
     for key in ("minAvailable", "priorityClassName"):
         same_new.pop(key, None)

@@ -45,10 +45,11 @@ import orjson
 from esched.core.jobs import ACTIVE, FOLDED_TYPES, JobBook, JobState
 from esched.schemas import events as ev
 from esched.schemas.manifests import volcano_podgroup, volcano_task_pod
-from esched.schemas.validator import InvalidEvent, validate_event
+from esched.schemas.validator import InvalidEvent, compile_validators, validate_event
 from esched.services.faults import append_envelopes
 from esched.services.lease import Lease, LocalLease
 from esched.services.store.base import EventStore, StoredEvent
+from esched.services.store.snapshots import freeze_heap, thaw_heap
 
 __all__ = ["SERVICE", "JobController", "JobsConfig", "JobsTotals", "fold_job_log", "fold_rows"]
 
@@ -147,7 +148,9 @@ class JobController:
         self._groups: dict[str, int] = {}  # job -> its updates when its PodGroup was sent
 
     async def start(self) -> None:
-        """Nothing to connect: the store is the controller's only peer."""
+        """Nothing to connect (the store is the controller's only peer); the pod
+        schema is compiled now, not when the first Job's pods are built."""
+        compile_validators()
 
     async def stop(self) -> None:
         """Stop acting and give the lease up; idempotent."""
@@ -165,6 +168,7 @@ class JobController:
             finally:
                 self.leading = False
                 await self._stop_following()
+                thaw_heap()
                 await self.lease.release()
         return self.totals
 
@@ -190,6 +194,10 @@ class JobController:
                 break
             self.position = fold_rows(self.book, rows)
         self.book.changed.update(dict.fromkeys(self.book.jobs))
+        # As every follower of the log: the fold built, young collections rare (the
+        # book's jobs and pods live on; cyclic GC passes over them cost a one-pod
+        # Job's controller work about a third more).
+        freeze_heap()
         self._follow_task = asyncio.create_task(self._follow(), name="jobs-follower")
         self.totals.takeovers += 1
         self.leading = True

@@ -35,7 +35,12 @@ from esched.schemas.validator.bench import bench_validate
 from esched.schemas.validator.checks import check_quantities
 from esched.schemas.validator.compiled import SCHEMA_BASE_URI, load_schema, schema_names
 from esched.schemas.validator.errors import REASONS, InvalidEvent
-from esched.schemas.validator.event import MAX_EVENT_BYTES, parse_event, validate_event
+from esched.schemas.validator.event import (
+    MAX_EVENT_BYTES,
+    compile_validators,
+    parse_event,
+    validate_event,
+)
 from esched.schemas.validator.refused import UNSUPPORTED_POD_FIELDS
 from esched.schemas.validator.timewindow import TIME_WINDOW
 
@@ -48,6 +53,7 @@ __all__ = [
     "InvalidEvent",
     "bench_validate",
     "check_quantities",
+    "compile_validators",
     "load_schema",
     "parse_event",
     "schema_names",

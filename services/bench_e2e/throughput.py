@@ -382,7 +382,7 @@ async def run_e2e_bench(
 ) -> dict[str, Any]:
     """Run the benchmark; see the module docstring. ``pg_server`` is
     ``postgresql://user@host:port`` (databases are created and dropped there).
-    ``profile``: services (commit, dispatch, ingest, replica) to run under cProfile,
+    ``profile``: services (commit, dispatch, ingest, jobs, replica) to run under cProfile,
     writing ``<logdir>/r<N>/<name>.prof``. ``job_size``: see :func:`one_run`."""
     async with bench_cluster(kafka, pg_server, nodes, fill, logdir) as common:
         result = common.pop("result")

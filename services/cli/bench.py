@@ -147,7 +147,7 @@ def bench_verify(pg_server: str, events: int, nodes: int, repeat: int, keep: boo
     "--profile",
     "profile",
     multiple=True,
-    type=click.Choice(["commit", "dispatch", "ingest", "replica"]),
+    type=click.Choice(["commit", "dispatch", "ingest", "jobs", "replica"]),
     help="Run this service under cProfile (<logdir>/r<N>/<name>.prof). Repeatable.",
 )
 @click.option(

@@ -15,7 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esched.schemas.validator import InvalidEvent, check_quantities, parse_event, validate_event
+from esched.schemas.validator import (
+    InvalidEvent,
+    check_quantities,
+    compile_validators,
+    parse_event,
+    validate_event,
+)
 from esched.schemas.validator.compiled import (
     _FORMAT_PATTERNS,
     _PATTERN_REWRITES,
@@ -312,6 +318,15 @@ def test_python_values_without_json_type_are_invalid_events(
 
 def test_compiled_once() -> None:
     assert _validators() is _validators()
+
+
+def test_compile_validators_compiles_what_validation_then_uses() -> None:
+    compile_validators()
+    compiled = _validators()
+    compile_validators()  # again: nothing recompiled
+    assert _validators() is compiled
+    assert validate_event(event("esched.pod.submitted"), allowed_types=["esched.pod.submitted"])
+    assert _validators() is compiled
 
 
 def test_cached_quantities_keep_bools_out() -> None:

@@ -18,6 +18,7 @@ Ported from volcano-sh/volcano:
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -335,6 +336,21 @@ def test_defaults_of_the_mutating_webhook() -> None:
     assert spec["maxRetry"] == 3
     assert spec["minAvailable"] == 4
     assert "minAvailable" not in job["spec"]  # the input is not changed
+
+
+def test_defaults_share_no_object_with_the_input() -> None:
+    # The copy is deep: a task's template changed in the defaulted Job (as the job
+    # controller builds pods from it) leaves the submitted Job as it was; a value of
+    # no JSON type (a YAML timestamp) is copied too.
+    stamp = datetime(2026, 1, 5, tzinfo=UTC)
+    job = _job("j", [_task("w")])
+    job["metadata"]["annotations"] = {"when": stamp}
+    before = copy.deepcopy(job)
+    out = default_job(job)
+    out["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"] = "changed"
+    out["metadata"]["annotations"]["when"] = None
+    assert job == before
+    assert default_job(job)["metadata"]["annotations"]["when"] == stamp
 
 
 def test_defaults_keep_what_the_job_sets() -> None:

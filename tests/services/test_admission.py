@@ -393,6 +393,33 @@ def test_gang_minimum_against_capability_and_cluster():
     assert [it[2] for it in f.admission.release(f.state, f.admission.reconsider())] == ["t/big"]
 
 
+def test_gangs_of_one_min_resources_are_each_judged_against_the_cluster():
+    # Four one-pod gangs whose PodGroups ask the same minResources, and one asking
+    # more than the cluster has, released together: the big one is held, the others
+    # go (each gang's minimum is judged, however many share its vector); once a node
+    # is added the big one goes too.
+    def group(name: str, cpu: str) -> dict:
+        spec = {"minMember": 1, "queue": "q", "minResources": {"cpu": cpu}}
+        meta = {"name": name, "namespace": NAMESPACE}
+        return ev(f"pg-{name}", ev_types.PODGROUP_SUBMITTED, {"metadata": meta, "spec": spec})
+
+    f = Fold(Admission())
+    small = [f"s{i}" for i in range(4)]
+    f(
+        node("n1", "4"),
+        queue("q"),
+        *(group(g, "2") for g in small),
+        group("big", "6"),
+        *(qpod(f"{g}-0", "2", gang=g) for g in small),
+        qpod("big-0", "6", gang="big"),
+    )
+    released = f.release(*(f"gang:t/{g}" for g in [*small[:2], "big", *small[2:]]))
+    assert released == [f"t/{g}" for g in small]
+    assert f.admission.held == {("gang", "t/big"): "ClusterCapacity"}
+    f(node("n2", "4"))
+    assert [it[2] for it in f.admission.release(f.state, f.admission.reconsider())] == ["t/big"]
+
+
 # ---------------------------------------------------------------------- order
 
 
