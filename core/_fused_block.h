@@ -72,6 +72,9 @@ typedef struct {
  * with trapping math GCC refuses to if-convert the comparisons below). */
 #pragma GCC push_options
 #pragma GCC optimize("no-trapping-math")
+/* Python's CFLAGS carry -fwrapv, under which GCC 12 turns the fit check's loop over a
+ * column (a pointer out of need_used[]) into gathers; no index here can overflow. */
+#pragma GCC optimize("no-wrapv")
 
 /* What the walk over a block needs instead of its nodes: the best score, how many
  * nodes have it, how many were feasible and visited (alive). Exact when the block has
@@ -101,10 +104,11 @@ esched_fblock_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
     for (Py_ssize_t i = 0; i < m; i++)
         bad[i] = pen[i] > pen_ok ? 1.0 : 0.0;
     for (int j = 0; j < k->n_need; j++) {
-        const double *u = k->need_used[j] + n0, *a = k->need_alloc[j] + n0;
+        /* (indexed from n0: with u + n0 GCC 12 vectorizes this as a gather) */
+        const double *u = k->need_used[j], *a = k->need_alloc[j];
         const double need = k->need_val[j];
-        for (Py_ssize_t i = 0; i < m; i++)
-            bad[i] = (u[i] + need > a[i]) ? 1.0 : bad[i];
+        for (Py_ssize_t i = n0; i < n0 + m; i++)
+            bad[i - n0] = (u[i] + need > a[i]) ? 1.0 : bad[i - n0];
     }
     const double *a0 = k->a0 + n0, *a1 = k->a1 + n0, *i0 = k->i0 + n0,
                  *i1 = k->i1 + n0, *u0 = k->u0 + n0, *u1 = k->u1 + n0,
@@ -208,6 +212,111 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
     sum->n_visited = n_vis;
 }
 
+/* The kernel's results for a walk that already holds a best score `best` (>= 0),
+ * visiting cheaply the nodes that cannot reach it. The fit check is the kernel's; then
+ * an upper bound of each feasible node's total in real arithmetic (the scores without
+ * their floors and truncations: w * floor(x) <= w * x), and only the nodes whose bound
+ * reaches `best` are scored exactly, by the kernel over their gathered columns. The
+ * others (their total < best, so they cannot be the best nor tie with it) are left as
+ * 0, feasible: the counts, the cut (esched_cut) and the summary's max and ties with
+ * `best` are those of the kernel's scores. Same preconditions as the kernel, and no
+ * zero cpu or memory capacity in the block (no ESCHED_FB_SPECIAL entry). */
+#define ESCHED_FB_BOUND_SLACK 1e-7   /* > the bound's rounding error (~1e-12 per 100) */
+
+static inline __attribute__((always_inline)) void
+esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
+                   esched_fbsum *sum, int32_t best)
+{
+    double bad[ESCHED_FB_BLOCK];
+    uint8_t cand[ESCHED_FB_BLOCK];
+    int32_t pick[ESCHED_FB_BLOCK];
+    const double pen_ok = k->pen_ok;
+    const double *pen = k->pen + n0;
+    for (Py_ssize_t i = 0; i < m; i++)
+        bad[i] = pen[i] > pen_ok ? 1.0 : 0.0;
+    for (int j = 0; j < k->n_need; j++) {
+        /* (indexed from n0: with u + n0 GCC 12 vectorizes this as a gather) */
+        const double *u = k->need_used[j], *a = k->need_alloc[j];
+        const double need = k->need_val[j];
+        for (Py_ssize_t i = n0; i < n0 + m; i++)
+            bad[i - n0] = (u[i] + need > a[i]) ? 1.0 : bad[i - n0];
+    }
+    const double *a0 = k->a0 + n0, *a1 = k->a1 + n0, *i0 = k->i0 + n0,
+                 *i1 = k->i1 + n0, *u0 = k->u0 + n0, *u1 = k->u1 + n0,
+                 *z0 = k->z0 + n0, *z1 = k->z1 + n0;
+    const double fr0 = k->fr0, fr1 = k->fr1, br0 = k->br0, br1 = k->br1;
+    const double fit0 = k->do_fit ? k->w_fit * k->rw0 * k->inv_ws * 100.0 : 0.0;
+    const double fit1 = k->do_fit ? k->w_fit * k->rw1 * k->inv_ws * 100.0 : 0.0;
+    const double bal = k->do_bal ? k->w_bal * 100.0 : 0.0;
+    const double lim = (double)best - ESCHED_FB_BOUND_SLACK * (1.0 + fit0 + fit1 + bal);
+    double ub[ESCHED_FB_BLOCK];
+    /* One simple loop per part, as in the kernel, so each vectorizes. */
+    if (k->least) {
+        for (Py_ssize_t i = 0; i < m; i++) {
+            double d0 = a0[i] - (z0[i] + fr0), d1 = a1[i] - (z1[i] + fr1);
+            ub[i] = fit0 * (d0 > 0.0 ? d0 : 0.0) * i0[i] + fit1 * (d1 > 0.0 ? d1 : 0.0) * i1[i];
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < m; i++) {
+            double r0 = z0[i] + fr0, r1 = z1[i] + fr1;
+            ub[i] = fit0 * (r0 < a0[i] ? r0 : a0[i]) * i0[i]
+                    + fit1 * (r1 < a1[i] ? r1 : a1[i]) * i1[i];
+        }
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        double f0 = (u0[i] + br0) * i0[i], f1 = (u1[i] + br1) * i1[i];
+        f0 = f0 > 1.0 ? 1.0 : f0;
+        f1 = f1 > 1.0 ? 1.0 : f1;
+        ub[i] += bal * (1.0 - fabs(f0 - f1) * 0.5);
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        double o = bad[i] != 0.0 ? (double)ESCHED_FB_INFEASIBLE : 0.0;
+        o = pen[i] >= 2.0 ? (double)ESCHED_FB_DEAD : o;
+        out[i] = (int32_t)o;
+        cand[i] = (uint8_t)((bad[i] == 0.0) & (ub[i] >= lim));
+    }
+    /* The candidates' indices, 8 flags at a time: most groups have none. */
+    Py_ssize_t n_pick = 0, i8 = 0;
+    for (; i8 + 8 <= m; i8 += 8) {
+        uint64_t w;
+        memcpy(&w, cand + i8, 8);
+        if (w == 0)
+            continue;
+        for (Py_ssize_t i = i8; i < i8 + 8; i++) {
+            pick[n_pick] = (int32_t)i;
+            n_pick += cand[i];
+        }
+    }
+    for (Py_ssize_t i = i8; i < m; i++) {
+        pick[n_pick] = (int32_t)i;
+        n_pick += cand[i];
+    }
+    if (n_pick * 2 > m) {
+        esched_fblock_body(k, n0, m, out, sum);
+        return;
+    }
+    if (n_pick > 0) {
+        /* the candidates' columns side by side, scored by the kernel as nodes 0.. */
+        double g[9][ESCHED_FB_BLOCK];
+        int32_t gs[ESCHED_FB_BLOCK];
+        esched_fbsum gsum;
+        for (Py_ssize_t j = 0; j < n_pick; j++) {
+            Py_ssize_t i = pick[j];
+            g[0][j] = u0[i]; g[1][j] = u1[i]; g[2][j] = z0[i]; g[3][j] = z1[i];
+            g[4][j] = a0[i]; g[5][j] = a1[i]; g[6][j] = i0[i]; g[7][j] = i1[i];
+            g[8][j] = pen[i];
+        }
+        esched_fblock gk = *k;
+        gk.u0 = g[0]; gk.u1 = g[1]; gk.z0 = g[2]; gk.z1 = g[3];
+        gk.a0 = g[4]; gk.a1 = g[5]; gk.i0 = g[6]; gk.i1 = g[7]; gk.pen = g[8];
+        gk.n_need = 0;    /* the candidates fit */
+        esched_fblock_body(&gk, 0, n_pick, gs, &gsum);
+        for (Py_ssize_t j = 0; j < n_pick; j++)
+            out[pick[j]] = gs[j];
+    }
+    esched_summarize_body(out, m, sum);
+}
+
 /* How many cache entries of m nodes are stale: stamp != (version | epoch). */
 static inline __attribute__((always_inline)) Py_ssize_t
 esched_stale_body(const int64_t *stamp, const long long *ver, int64_t epoch, Py_ssize_t m)
@@ -295,18 +404,24 @@ esched_topology_body(const esched_tcheck *c, int n_c, Py_ssize_t n0, Py_ssize_t 
 
 typedef void (*esched_fblock_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
                                  int32_t *out, esched_fbsum *sum);
+typedef void (*esched_fbound_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
+                                 int32_t *out, esched_fbsum *sum, int32_t best);
 typedef void (*esched_summarize_fn)(const int32_t *s, Py_ssize_t m, esched_fbsum *sum);
 typedef Py_ssize_t (*esched_stale_fn)(const int64_t *stamp, const long long *ver,
                                       int64_t epoch, Py_ssize_t m);
 typedef void (*esched_topology_fn)(const esched_tcheck *c, int n_c, Py_ssize_t n0,
                                    Py_ssize_t m, int32_t *pass);
 
-/* One body per instruction set: the kernel, the summary, the stale count, the
+/* One body per instruction set: the kernel, its bounded form, the summary, the stale count, the
  * topology checks. */
 #define ESCHED_FB_VARIANT(isa, attr)                                                     \
     attr static void esched_fblock_##isa(const esched_fblock *k, Py_ssize_t n0,           \
                                          Py_ssize_t m, int32_t *out, esched_fbsum *sum)   \
     { esched_fblock_body(k, n0, m, out, sum); }                                           \
+    attr static void esched_fbound_##isa(const esched_fblock *k, Py_ssize_t n0,           \
+                                         Py_ssize_t m, int32_t *out, esched_fbsum *sum,   \
+                                         int32_t best)                                    \
+    { esched_fbound_body(k, n0, m, out, sum, best); }                                     \
     attr static void esched_summarize_##isa(const int32_t *s, Py_ssize_t m,               \
                                             esched_fbsum *sum)                            \
     { esched_summarize_body(s, m, sum); }                                                 \
@@ -329,6 +444,7 @@ ESCHED_FB_VARIANT(avx512, __attribute__((target(
 #pragma GCC pop_options
 
 static esched_fblock_fn esched_fblock_score = esched_fblock_base;
+static esched_fbound_fn esched_fbound = esched_fbound_base;
 static esched_summarize_fn esched_summarize = esched_summarize_base;
 static esched_stale_fn esched_stale = esched_stale_base;
 static esched_topology_fn esched_topology = esched_topology_base;
@@ -338,6 +454,7 @@ static const char *esched_fblock_isa = "baseline";
 static void esched_fblock_init(const char *cap)
 {
     esched_fblock_score = esched_fblock_base;
+    esched_fbound = esched_fbound_base;
     esched_summarize = esched_summarize_base;
     esched_stale = esched_stale_base;
     esched_topology = esched_topology_base;
@@ -350,12 +467,14 @@ static void esched_fblock_init(const char *cap)
     if (want512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
             && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
         esched_fblock_score = esched_fblock_avx512;
+        esched_fbound = esched_fbound_avx512;
         esched_summarize = esched_summarize_avx512;
         esched_stale = esched_stale_avx512;
         esched_topology = esched_topology_avx512;
         esched_fblock_isa = "avx512";
     } else if (want2 && __builtin_cpu_supports("avx2")) {
         esched_fblock_score = esched_fblock_avx2;
+        esched_fbound = esched_fbound_avx2;
         esched_summarize = esched_summarize_avx2;
         esched_stale = esched_stale_avx2;
         esched_topology = esched_topology_avx2;

@@ -98,6 +98,7 @@ cdef class Placer:
     cdef public long long percentage
     cdef public bint use_cache
     cdef public bint sample
+    cdef public bint prune               # esched_fbound in _scan (same decisions; off to check)
     cdef uint64_t rng
     cdef public long long seed
 

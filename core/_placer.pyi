@@ -31,6 +31,7 @@ class Placer:
     percentage: int
     use_cache: bool
     sample: bool
+    prune: bool
     seed: int
     synced_position: int
     hits: int
@@ -50,6 +51,7 @@ class Placer:
         sample: bool = True,
         hide_reserved: bool = True,
         bands: BandConfig | None = None,
+        prune: bool = True,
     ) -> None: ...
     fit_bands_cfg: BandConfig | None
     @property

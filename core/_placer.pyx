@@ -33,7 +33,10 @@ Per pod (by equivalence class):
    reciprocals with an exact integer correction (Fit) or the true quotients near
    integer results (BalancedAllocation): the integer scores are kube's, bit for bit
    (tests/core/test_placer.py checks the fused scan against the plugin table, every
-   kernel body, cache on and off).
+   kernel body, cache on and off). Once a walk without the cache holds a best score,
+   a block step scores exactly only the nodes whose upper bound (the scores before
+   their floors) reaches it (``esched_fbound``): the others can neither win nor tie,
+   so the decision is the same (tests/core/test_placer_pruning.py).
 4. **Cache**: per recent class, a dense row of (score, stamp) per node, valid while
    the node's placer version is unchanged, plus a summary per block (best, how many
    have it, feasible, visited) valid while no node of the block changed; a burst of
@@ -98,6 +101,7 @@ from esched.core._fused_block cimport (
     ESCHED_FB_SPECIAL,
     esched_cut,
     esched_fblock,
+    esched_fbound,
     esched_fblock_init,
     esched_fblock_isa,
     esched_fblock_score,
@@ -547,6 +551,9 @@ cdef class Placer:
     :param seed: RNG seed: same seed, same state, same calls -> same decisions.
     :param cache: use the equivalence-class cache.
     :param sample: use relaxed randomization; False scores every feasible node.
+    :param prune: score exactly only the nodes whose bound can reach the best score the
+        walk holds (``esched_fbound``); the decisions are the same either way (off: to
+        check that).
     """
 
     def __cinit__(self):
@@ -571,7 +578,7 @@ cdef class Placer:
 
     def __init__(self, ClusterState state, profile: Profile | None = None, seed: int = 0,
                  cache: bool = True, sample: bool = True, hide_reserved: bool = True,
-                 bands=None) -> None:
+                 bands=None, prune: bool = True) -> None:
         self.state = state
         # The bands that decide who is production (placed against limits; the others
         # against reservations): the same the validator and the scheduling pass use.
@@ -583,6 +590,7 @@ cdef class Placer:
         self.profile = profile or DEFAULT_PROFILE
         self.use_cache = cache
         self.sample = sample
+        self.prune = prune
         self.seed = seed
         self.rng = (<uint64_t>seed * <uint64_t>0x9E3779B97F4A7C15ULL) ^ <uint64_t>0xD1B54A32D192ED03ULL
         if self.rng == 0:
@@ -1658,6 +1666,12 @@ cdef class Placer:
         cdef bint fused = (self.pf.on and v.n_need >= 0
                            and not (v.has_pref and self.has_node_group))
         cdef bint cached = slot >= 0
+        # Uncached, resources only (what _score_block_fb leaves to the kernel alone):
+        # once a best score is held, a step scores exactly only the nodes that may
+        # reach it (esched_fbound); the rest count as feasible, below the best.
+        cdef bint bound = (self.prune and fused and not cached and v.use_fb
+                           and not (v.fb_special or v.n_ip or v.n_spread or v.has_taints
+                                    or v.has_labels or v.pinned or v.has_ports))
         cdef bint whole, stop = False
         cdef int32_t* S = &self.sc[slot if cached else CACHE_SLOTS, 0]
         cdef int64_t* E = &self.se[slot, 0] if cached else NULL
@@ -1733,7 +1747,10 @@ cdef class Placer:
                     for i in range(n_few):
                         E[few[i]] = ver[few[i]] | epoch
             elif fused:
-                self._fused_block(v, n0, m, S + n0, &sm)
+                if bound and best_score >= 0:
+                    esched_fbound(&v.fb, n0, m, S + n0, &sm, best_score)
+                else:
+                    self._fused_block(v, n0, m, S + n0, &sm)
                 if found + sm.n_feasible >= target:
                     m = esched_cut(S + n0, m, target - found)
                     esched_summarize(S + n0, m, &sm)
