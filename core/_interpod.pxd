@@ -39,4 +39,6 @@ cdef class InterPodIndex:
     cpdef list count_keys(self, Py_ssize_t m)
     cpdef Py_ssize_t key(self, str name) except -1
     cdef Py_ssize_t _domain_of(self, Py_ssize_t k, Py_ssize_t n) except -2
+    cdef Py_ssize_t _domain_in(self, Py_ssize_t k, Py_ssize_t n, list names, list labels,
+                               str name, bint host) except -2
     cdef int _grow_domains(self, Py_ssize_t k, Py_ssize_t cap) except -1

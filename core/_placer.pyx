@@ -313,14 +313,30 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     and nodes with a zero cpu or memory capacity are finished here, per node.
     """
     cdef Py_ssize_t i, j, n
-    cdef int32_t sc
+    cdef int32_t sc, o
     cdef int32_t ok[ESCHED_FB_BLOCK]
     cdef int32_t pick[ESCHED_FB_BLOCK]
     cdef Py_ssize_t n_pick
     cdef bint topo = (v.n_ip or v.n_spread) and m <= ESCHED_FB_BLOCK
-    cdef Py_ssize_t passed = _topology_pass(v, n0, m, ok) if topo else m
+    cdef Py_ssize_t passed = m
+    cdef int32_t alive
+    if topo:
+        passed = 0 if _spread_refuses_block(v, n0) else _topology_pass(v, n0, m, ok)
+    if passed == 0:
+        # No node of the step passes the inter-pod or spread filters: each dead or
+        # infeasible, the summary counted on the way (nothing feasible).
+        alive = 0
+        for i in range(m):
+            o = (v.flags[n0 + i] & NODE_ALIVE) != 0
+            buf[i] = ESCHED_FB_DEAD + o
+            alive += o
+        sm.max = -1
+        sm.n_max = 0
+        sm.n_feasible = 0
+        sm.n_visited = alive
+        return
     if passed * FEW_PASS_DIV <= m:
-        # Few or no nodes of the step pass the inter-pod or spread filters (a spread's
+        # Few nodes of the step pass the inter-pod or spread filters (a spread's
         # full domains, an anti-affinity's taken ones): those few one by one (the
         # scalar pass, the same scores: _score_one_inv), the rest not scored at all.
         # (Without a branch per node: dead or infeasible first, then the passing
@@ -328,10 +344,9 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
         for i in range(m):
             buf[i] = ESCHED_FB_INFEASIBLE - <int32_t>((v.flags[n0 + i] & NODE_ALIVE) == 0)
         n_pick = 0
-        if passed:
-            for i in range(m):
-                pick[n_pick] = <int32_t>i
-                n_pick += ok[i]
+        for i in range(m):
+            pick[n_pick] = <int32_t>i
+            n_pick += ok[i]
         for j in range(n_pick):
             n = n0 + pick[j]
             buf[pick[j]] = _score_one_inv(specs, n_specs, v, n, inv + 2 * n)
@@ -373,6 +388,19 @@ cdef enum:
     TOPO_CHUNK = 8      # topology checks handed to esched_topology at once
 
 
+cdef inline bint _spread_refuses_block(const ClassView* v, Py_ssize_t n0) noexcept nogil:
+    # Whether a DoNotSchedule spread check refuses every node of n0's block: its
+    # least domain count there is above the limit (SpreadCheck.bmin, kept by the
+    # topology views). Then no node of the step passes, without a look at each (on a
+    # spread at its minimum, most blocks: the full domains, the taken hosts).
+    cdef int j
+    cdef Py_ssize_t b = n0 >> BLOCK_SHIFT
+    for j in range(v.n_spread):
+        if v.spread[j].bmin != NULL and v.spread[j].bmin[b] > v.spread[j].limit:
+            return True
+    return False
+
+
 cdef Py_ssize_t _topology_pass(const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
                                int32_t* ok) noexcept nogil:
     """ok[i] = node n0 + i passes the inter-pod and topology spread filters
@@ -389,6 +417,8 @@ cdef Py_ssize_t _topology_pass(const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
     for j in range(v.n_spread):
         # the domain's count at most maxSkew + minimum - self match; the key required
         limit = v.spread[j].limit
+        if v.spread[j].bmax != NULL and v.spread[j].bmax[n0 >> BLOCK_SHIFT] <= limit:
+            continue     # every node of the block passes it
         tc[c].dom = v.spread[j].dom
         tc[c].cnt = v.spread[j].cnt
         tc[c].lo = INT32_MIN
