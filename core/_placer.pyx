@@ -320,14 +320,16 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     cdef bint topo = (v.n_ip or v.n_spread) and m <= ESCHED_FB_BLOCK
     cdef Py_ssize_t passed = m
     cdef int32_t alive
+    cdef const flag_t* flags
     if topo:
         passed = 0 if _spread_refuses_block(v, n0) else _topology_pass(v, n0, m, ok)
     if passed == 0:
         # No node of the step passes the inter-pod or spread filters: each dead or
         # infeasible, the summary counted on the way (nothing feasible).
         alive = 0
+        flags = v.flags + n0
         for i in range(m):
-            o = (v.flags[n0 + i] & NODE_ALIVE) != 0
+            o = (flags[i] & NODE_ALIVE) != 0
             buf[i] = ESCHED_FB_DEAD + o
             alive += o
         sm.max = -1
@@ -355,9 +357,11 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     esched_fblock_score(&v.fb, n0, m, buf, sm)
     if topo:
         for i in range(m):
-            # a scored node the filters refuse is infeasible (dead ones stay dead)
+            # a scored node the filters refuse is infeasible (dead ones stay dead);
+            # by masks, so that the loop vectorizes
             sc = buf[i]
-            buf[i] = sc if ok[i] | (sc == ESCHED_FB_DEAD) else ESCHED_FB_INFEASIBLE
+            o = -(ok[i] | (sc == ESCHED_FB_DEAD))
+            buf[i] = (sc & o) | (ESCHED_FB_INFEASIBLE & ~o)
     elif v.n_ip or v.n_spread:
         for i in range(m):
             sc = buf[i]
@@ -447,8 +451,10 @@ cdef Py_ssize_t _topology_pass(const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
             c = 0
     if c:
         esched_topology(tc, c, n0, m, ok)
+    cdef int32_t n_ok = 0    # (an int32 sum: vectorized)
     for i in range(m):
-        passed += ok[i]
+        n_ok += ok[i]
+    passed = n_ok
     return passed
 
 
