@@ -156,6 +156,12 @@ cdef Py_ssize_t _lset(InterPodIndex self, str ns, object labels, bint owned) exc
         return got
     cdef Py_ssize_t i = len(self.lsets)
     self.lsets.append((ns, lab))
+    for kv in items:
+        got = self.lset_by_label.get(kv)
+        if got is None:
+            self.lset_by_label[kv] = [i]
+        else:
+            (<list>got).append(i)
     self.lset_owned.append(bool(owned))
     self.lset_index[key] = i
     if not self.matchers:
@@ -183,6 +189,7 @@ cdef class InterPodIndex:
         self.lset_index = {}
         self.lset_fast = {}
         self.lset_match = []
+        self.lset_by_label = {}
         self.lset_owned = []
         self.default_memo = {}
         self.key_index = {}
@@ -399,10 +406,20 @@ cdef class InterPodIndex:
         if any(pt[2] is not None for pt in parts):
             self.ns_matchers.append(m)
         nsl = self.state.namespace_labels
-        for i, (ns, lab) in enumerate(self.lsets):
+        for i in self._candidates(parts):
+            ns, lab = self.lsets[i]
             if _all_match(parts, ns, lab, nsl):
                 self.lset_match[i] = self.lset_match[i] + (m,)
         return m
+
+    cdef object _candidates(self, tuple parts):
+        # The label sets a new matcher may match, in id order: those carrying a
+        # part's first matchLabels pair (a selector needs all of them), else all.
+        for pt in parts:
+            sel = pt[1]
+            if sel is not None and sel[0]:
+                return self.lset_by_label.get(sel[0][0], ())
+        return range(len(self.lsets))
 
     cpdef tuple terms(self, Py_ssize_t c, Py_ssize_t lset):
         """Class ``c``'s inter-pod terms for a pod of label set ``lset``:
