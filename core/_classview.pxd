@@ -36,6 +36,11 @@ ctypedef struct SpreadCheck:
     const int32_t* dom           # [node] domain of the constraint's key, -1: no such label
     const int32_t* cnt           # [1 + domain] matching pods on eligible nodes
     long long limit              # maxSkew + global minimum - self match: cnt above fails
+    const int32_t* bmin          # [block] least cnt of a node's domain in it (INT32_MAX:
+                                 # none has the key); NULL: not kept. Above limit: the
+                                 # whole block fails (the scan skips it)
+    const int32_t* bmax          # [block] greatest (INT32_MAX: a node lacks the key); at
+                                 # most limit: the whole block passes (check skipped)
 
 
 # The InterPodAffinity score's weights of one topology key (_topology_views._ip_score_view):

@@ -10,6 +10,7 @@ cdef class InterPodIndex:
     cdef public dict lset_index          # (namespace, sorted label items) -> id
     cdef dict lset_fast                  # (namespace, label items as given) -> id
     cdef list lset_match                 # id -> set of matcher ids it matches
+    cdef dict lset_by_label              # (label, value) -> [ids of the label sets with it]
     cdef public list lset_owned          # id -> its pods get default spread constraints
     cdef dict default_memo               # (lset, profile defaults) -> (spread, soft)
     cdef public dict key_index           # topology key -> id
@@ -39,4 +40,7 @@ cdef class InterPodIndex:
     cpdef list count_keys(self, Py_ssize_t m)
     cpdef Py_ssize_t key(self, str name) except -1
     cdef Py_ssize_t _domain_of(self, Py_ssize_t k, Py_ssize_t n) except -2
+    cdef Py_ssize_t _domain_in(self, Py_ssize_t k, Py_ssize_t n, list names, list labels,
+                               str name, bint host) except -2
     cdef int _grow_domains(self, Py_ssize_t k, Py_ssize_t cap) except -1
+    cdef object _candidates(self, tuple parts)

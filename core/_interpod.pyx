@@ -93,7 +93,7 @@ def term_part(dict term, str ns, dict labels):
     return namespaces, selector, nssel
 
 
-def _sel_matches(tuple selector, dict labels) -> bool:
+cdef bint _sel_matches(tuple selector, dict labels) except -1:
     for k, v in selector[0]:
         if labels.get(k) != v:
             return False
@@ -118,6 +118,11 @@ def part_matches(part, str ns, dict labels, dict ns_labels=None) -> bool:
     """Whether a pod (namespace, labels) matches one matcher part; ``ns_labels``:
     namespace -> its labels (a namespace without an entry has none, as a Namespace
     object without labels: kube's pods always live in an existing one)."""
+    return _part_matches(part, ns, labels, ns_labels)
+
+
+cdef bint _part_matches(tuple part, str ns, dict labels, dict ns_labels) except -1:
+    # part_matches in C, for the index's loops over label sets and matchers
     namespaces, selector, nssel = part
     if selector is None:
         return False
@@ -125,6 +130,15 @@ def part_matches(part, str ns, dict labels, dict ns_labels=None) -> bool:
         if nssel is None or not _sel_matches(nssel, (ns_labels or {}).get(ns) or {}):
             return False
     return _sel_matches(selector, labels)
+
+
+cdef bint _all_match(tuple parts, str ns, dict labels, dict ns_labels) except -1:
+    # A pod matches a matcher: every part (a loop, not a generator: it runs for every
+    # label set a new matcher meets, and every matcher a new label set meets).
+    for pt in parts:
+        if not _part_matches(pt, ns, labels, ns_labels):
+            return False
+    return True
 
 
 cdef Py_ssize_t _lset(InterPodIndex self, str ns, object labels, bint owned) except -1:
@@ -142,14 +156,23 @@ cdef Py_ssize_t _lset(InterPodIndex self, str ns, object labels, bint owned) exc
         return got
     cdef Py_ssize_t i = len(self.lsets)
     self.lsets.append((ns, lab))
+    for kv in items:
+        got = self.lset_by_label.get(kv)
+        if got is None:
+            self.lset_by_label[kv] = [i]
+        else:
+            (<list>got).append(i)
     self.lset_owned.append(bool(owned))
     self.lset_index[key] = i
     if not self.matchers:
         self.lset_match.append(())
         return i
     nsl = self.state.namespace_labels
-    self.lset_match.append(tuple(m for m, parts in enumerate(self.matchers)
-                                 if all(part_matches(pt, ns, lab, nsl) for pt in parts)))
+    matched = []
+    for m, parts in enumerate(self.matchers):
+        if _all_match(parts, ns, lab, nsl):
+            matched.append(m)
+    self.lset_match.append(tuple(matched))
     return i
 
 
@@ -166,6 +189,7 @@ cdef class InterPodIndex:
         self.lset_index = {}
         self.lset_fast = {}
         self.lset_match = []
+        self.lset_by_label = {}
         self.lset_owned = []
         self.default_memo = {}
         self.key_index = {}
@@ -275,19 +299,29 @@ cdef class InterPodIndex:
         cdef Py_ssize_t n, N = st.n_nodes
         dom = np.full(max(N, 16), -1, dtype=np.int32)
         self.dom_np.append(dom)
+        cdef int[::1] dv = dom
+        cdef list names = st.node_names, labels = st.node_labels
+        cdef bint host = name == NODE_KEY
         for n in range(N):
-            dom[n] = self._domain_of(k, n)
+            dv[n] = <int>self._domain_in(k, n, names, labels, name, host)
         return k
 
     cdef Py_ssize_t _domain_of(self, Py_ssize_t k, Py_ssize_t n) except -2:
         st = self.state
-        if st.node_names[n] is None:
+        name = self.key_names[k]
+        return self._domain_in(k, n, st.node_names, st.node_labels, name, name == NODE_KEY)
+
+    cdef Py_ssize_t _domain_in(self, Py_ssize_t k, Py_ssize_t n, list names, list labels,
+                               str name, bint host) except -2:
+        # Node n's domain of key k (name), from the state's node names and labels
+        # (passed in: key() runs this for every node).
+        if names[n] is None:
             return -1
-        if self.key_names[k] == NODE_KEY:
+        if host:
             if n >= self.dom_cap[k]:
                 self._grow_domains(k, 2 * (n + 1))
             return n
-        value = st.node_labels[n].get(self.key_names[k])
+        value = (<dict>labels[n]).get(name)
         if value is None:
             return -1
         vals = self.dom_vals[k]
@@ -344,7 +378,7 @@ cdef class InterPodIndex:
             old = self.lset_match[i]
             new = tuple(m for m in old if m not in self.ns_matchers)
             new += tuple(m for m in self.ns_matchers
-                         if all(part_matches(pt, lns, lab, nsl) for pt in self.matchers[m]))
+                         if _all_match(self.matchers[m], lns, lab, nsl))
             new = tuple(sorted(new))
             if new != old:
                 moved.update(set(new) ^ set(old))
@@ -372,10 +406,20 @@ cdef class InterPodIndex:
         if any(pt[2] is not None for pt in parts):
             self.ns_matchers.append(m)
         nsl = self.state.namespace_labels
-        for i, (ns, lab) in enumerate(self.lsets):
-            if all(part_matches(pt, ns, lab, nsl) for pt in parts):
+        for i in self._candidates(parts):
+            ns, lab = self.lsets[i]
+            if _all_match(parts, ns, lab, nsl):
                 self.lset_match[i] = self.lset_match[i] + (m,)
         return m
+
+    cdef object _candidates(self, tuple parts):
+        # The label sets a new matcher may match, in id order: those carrying a
+        # part's first matchLabels pair (a selector needs all of them), else all.
+        for pt in parts:
+            sel = pt[1]
+            if sel is not None and sel[0]:
+                return self.lset_by_label.get(sel[0][0], ())
+        return range(len(self.lsets))
 
     cpdef tuple terms(self, Py_ssize_t c, Py_ssize_t lset):
         """Class ``c``'s inter-pod terms for a pod of label set ``lset``:
@@ -411,8 +455,7 @@ cdef class InterPodIndex:
             parts = tuple(term_part(t, ns, labels) for t in aff)
             am = self.matcher(parts)
             akeys = tuple(sorted(set(self.key(str(t.get("topologyKey", ""))) for t in aff)))
-            self_match = all(part_matches(pt, ns, labels, self.state.namespace_labels)
-                             for pt in parts)
+            self_match = _all_match(parts, ns, labels, self.state.namespace_labels)
         pairs = tuple(sorted(set(
             (self.matcher((term_part(t, ns, labels),)), self.key(str(t.get("topologyKey", ""))))
             for t in anti)))

@@ -188,10 +188,11 @@ cdef class Placer:
     # Inter-pod affinity and topology spread: the scratch of core/_topology_views.pyx
     # (topology_view fills the view's lists from it, topology_assume keeps it; sync
     # resets it).
-    cdef dict ip_log                     # inter-pod: (lset, constraints key) -> (a class, [(node, sign)]) assumed since sync
+    cdef dict ip_log                     # inter-pod: (lset, constraints key) -> (a class, [(node, sign)] assumed since sync, its terms or None)
     cdef dict ip_copies                  # (kind, matcher, key) -> counts with the assumptions
     cdef dict sp_counts                  # topology spread domain counts kept between pods (_spread_counts)
     cdef dict sp_by_matcher              # matcher -> [those entries] (topology_assume adds to them)
+    cdef dict sp_views                   # id(spread terms) -> (them, class key, per check: entry, ...) (_spread_view)
     cdef dict ip_owner_pairs             # anti-affinity matcher -> {key} of assumed pods
     cdef object ip_hold                  # the arrays the last view's checks point into
     cdef IpCheck* ip_buf                 # the last view's checks

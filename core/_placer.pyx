@@ -317,14 +317,32 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     and nodes with a zero cpu or memory capacity are finished here, per node.
     """
     cdef Py_ssize_t i, j, n
-    cdef int32_t sc
+    cdef int32_t sc, o
     cdef int32_t ok[ESCHED_FB_BLOCK]
     cdef int32_t pick[ESCHED_FB_BLOCK]
     cdef Py_ssize_t n_pick
     cdef bint topo = (v.n_ip or v.n_spread) and m <= ESCHED_FB_BLOCK
-    cdef Py_ssize_t passed = _topology_pass(v, n0, m, ok) if topo else m
+    cdef Py_ssize_t passed = m
+    cdef int32_t alive
+    cdef const flag_t* flags
+    if topo:
+        passed = 0 if _spread_refuses_block(v, n0) else _topology_pass(v, n0, m, ok)
+    if passed == 0:
+        # No node of the step passes the inter-pod or spread filters: each dead or
+        # infeasible, the summary counted on the way (nothing feasible).
+        alive = 0
+        flags = v.flags + n0
+        for i in range(m):
+            o = (flags[i] & NODE_ALIVE) != 0
+            buf[i] = ESCHED_FB_DEAD + o
+            alive += o
+        sm.max = -1
+        sm.n_max = 0
+        sm.n_feasible = 0
+        sm.n_visited = alive
+        return
     if passed * FEW_PASS_DIV <= m:
-        # Few or no nodes of the step pass the inter-pod or spread filters (a spread's
+        # Few nodes of the step pass the inter-pod or spread filters (a spread's
         # full domains, an anti-affinity's taken ones): those few one by one (the
         # scalar pass, the same scores: _score_one_inv), the rest not scored at all.
         # (Without a branch per node: dead or infeasible first, then the passing
@@ -332,10 +350,9 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
         for i in range(m):
             buf[i] = ESCHED_FB_INFEASIBLE - <int32_t>((v.flags[n0 + i] & NODE_ALIVE) == 0)
         n_pick = 0
-        if passed:
-            for i in range(m):
-                pick[n_pick] = <int32_t>i
-                n_pick += ok[i]
+        for i in range(m):
+            pick[n_pick] = <int32_t>i
+            n_pick += ok[i]
         for j in range(n_pick):
             n = n0 + pick[j]
             buf[pick[j]] = _score_one_inv(specs, n_specs, v, n, inv + 2 * n)
@@ -344,9 +361,11 @@ cdef void _score_block_fb(const PluginSpec* specs, int n_specs, const ClassView*
     esched_fblock_score(&v.fb, n0, m, buf, sm)
     if topo:
         for i in range(m):
-            # a scored node the filters refuse is infeasible (dead ones stay dead)
+            # a scored node the filters refuse is infeasible (dead ones stay dead);
+            # by masks, so that the loop vectorizes
             sc = buf[i]
-            buf[i] = sc if ok[i] | (sc == ESCHED_FB_DEAD) else ESCHED_FB_INFEASIBLE
+            o = -(ok[i] | (sc == ESCHED_FB_DEAD))
+            buf[i] = (sc & o) | (ESCHED_FB_INFEASIBLE & ~o)
     elif v.n_ip or v.n_spread:
         for i in range(m):
             sc = buf[i]
@@ -377,6 +396,19 @@ cdef enum:
     TOPO_CHUNK = 8      # topology checks handed to esched_topology at once
 
 
+cdef inline bint _spread_refuses_block(const ClassView* v, Py_ssize_t n0) noexcept nogil:
+    # Whether a DoNotSchedule spread check refuses every node of n0's block: its
+    # least domain count there is above the limit (SpreadCheck.bmin, kept by the
+    # topology views). Then no node of the step passes, without a look at each (on a
+    # spread at its minimum, most blocks: the full domains, the taken hosts).
+    cdef int j
+    cdef Py_ssize_t b = n0 >> BLOCK_SHIFT
+    for j in range(v.n_spread):
+        if v.spread[j].bmin != NULL and v.spread[j].bmin[b] > v.spread[j].limit:
+            return True
+    return False
+
+
 cdef Py_ssize_t _topology_pass(const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
                                int32_t* ok) noexcept nogil:
     """ok[i] = node n0 + i passes the inter-pod and topology spread filters
@@ -393,6 +425,8 @@ cdef Py_ssize_t _topology_pass(const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
     for j in range(v.n_spread):
         # the domain's count at most maxSkew + minimum - self match; the key required
         limit = v.spread[j].limit
+        if v.spread[j].bmax != NULL and v.spread[j].bmax[n0 >> BLOCK_SHIFT] <= limit:
+            continue     # every node of the block passes it
         tc[c].dom = v.spread[j].dom
         tc[c].cnt = v.spread[j].cnt
         tc[c].lo = INT32_MIN
@@ -421,8 +455,10 @@ cdef Py_ssize_t _topology_pass(const ClassView* v, Py_ssize_t n0, Py_ssize_t m,
             c = 0
     if c:
         esched_topology(tc, c, n0, m, ok)
+    cdef int32_t n_ok = 0    # (an int32 sum: vectorized)
     for i in range(m):
-        passed += ok[i]
+        n_ok += ok[i]
+    passed = n_ok
     return passed
 
 

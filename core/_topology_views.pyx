@@ -24,7 +24,8 @@ contract, whose ``ip_*``, ``sp_*``, ``ips_*`` and ``soft_*`` fields are their
 scratch): one call per pod, never per node, and no Python entry point.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+cimport cython
+from libc.stdint cimport INT32_MAX, INT32_MIN, int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, realloc
 cimport numpy as cnp
 
@@ -45,7 +46,7 @@ from esched.core._classview cimport (
 )
 from esched.core._feasibility cimport selector_ok, taints_ok
 from esched.core._interpod cimport InterPodIndex
-from esched.core._placer cimport Placer
+from esched.core._placer cimport BLOCK_SHIFT, Placer
 from esched.core._state cimport CLASS_INTERPOD, ClusterState
 from esched.core._types cimport NODE_ALIVE
 from esched.core.scoring._plugin cimport PLUGIN_INTER_POD_AFFINITY, PluginSpec
@@ -96,6 +97,7 @@ cdef int topology_reset(Placer pl) except -1:
     pl.ip_scored_pairs = {}
     pl.sp_counts = {}
     pl.sp_by_matcher = {}
+    pl.sp_views = {}
     return 0
 
 
@@ -149,12 +151,153 @@ cdef void _spread_low(list entry) noexcept:
     entry[6] = n_low
 
 
+@cython.final
+cdef class _BlockRange:
+    """Per block of ESCHED_FB_BLOCK nodes, the least and the greatest count among the
+    domains of a kept spread count that have a node in it, and how many of those
+    domains hold each: kept by each count's change (``changed``), so that the scan
+    refuses a block whose least count is above the filter's limit, and skips the
+    check on a block whose greatest is within it, without looking at its nodes
+    (SpreadCheck.bmin, bmax). A block's domains are few (a zone: one or two; a
+    hostname key: its nodes); its minimum (maximum) is recounted only when the last
+    of them at it moves away."""
+    cdef object _arrays                  # the numpy arrays below point into
+    cdef int32_t* bmin                   # [block] least count of its domains (INT32_MAX: none)
+    cdef int32_t* bmax                   # [block] greatest (INT32_MAX: a node lacks the key)
+    cdef int32_t* n_min                  # [block] its domains at bmin
+    cdef int32_t* n_max                  # [block] its domains at bmax
+    cdef const uint8_t* keyless          # [block] a node without the key (the check fails it)
+    cdef const int32_t* d_off            # domain d's blocks: d_blk[d_off[d]:d_off[d + 1]]
+    cdef const int32_t* d_blk
+    cdef const int32_t* b_off            # block b's domains: b_dom[b_off[b]:b_off[b + 1]]
+    cdef const int32_t* b_dom
+    cdef Py_ssize_t D                    # domains
+
+    def __cinit__(self, object dom_np, object dc_np, Py_ssize_t N, Py_ssize_t D):
+        cdef const int32_t* dom = _i32(dom_np)
+        cdef Py_ssize_t nb = (N + (1 << BLOCK_SHIFT) - 1) >> BLOCK_SHIFT, n, b, d, i
+        cdef Py_ssize_t pairs = 0
+        last_np = np.full(max(D, 1), -1, dtype=np.int64)
+        cdef int64_t* last = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>last_np)
+        # (block, domain) pairs, each once: nodes come in block order
+        for n in range(N):
+            d = dom[n]
+            if 0 <= d < D and last[d] != n >> BLOCK_SHIFT:
+                last[d] = n >> BLOCK_SHIFT
+                pairs += 1
+        nb1 = max(nb, 1)
+        bmin_np = np.empty(nb1, dtype=np.int32)
+        bmax_np = np.empty(nb1, dtype=np.int32)
+        n_min_np = np.zeros(nb1, dtype=np.int32)
+        n_max_np = np.zeros(nb1, dtype=np.int32)
+        keyless_np = np.zeros(nb1, dtype=np.uint8)
+        d_off_np = np.zeros(D + 2, dtype=np.int32)
+        b_off_np = np.zeros(nb + 1, dtype=np.int32)
+        d_blk_np = np.empty(max(pairs, 1), dtype=np.int32)
+        b_dom_np = np.empty(max(pairs, 1), dtype=np.int32)
+        self._arrays = (bmin_np, bmax_np, n_min_np, n_max_np, keyless_np, d_off_np,
+                        b_off_np, d_blk_np, b_dom_np)
+        self.bmin = _i32(bmin_np)
+        self.bmax = _i32(bmax_np)
+        self.n_min = _i32(n_min_np)
+        self.n_max = _i32(n_max_np)
+        cdef uint8_t* keyless = <uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>keyless_np)
+        cdef int32_t* d_off = _i32(d_off_np)
+        cdef int32_t* b_off = _i32(b_off_np)
+        cdef int32_t* d_blk = _i32(d_blk_np)
+        cdef int32_t* b_dom = _i32(b_dom_np)
+        last_np.fill(-1)
+        i = 0
+        for n in range(N):
+            d = dom[n]
+            b = n >> BLOCK_SHIFT
+            if not 0 <= d < D:
+                keyless[b] = 1
+            elif last[d] != b:
+                last[d] = b
+                b_dom[i] = <int32_t>d
+                i += 1
+                d_off[d + 2] += 1
+            b_off[b + 1] = <int32_t>i
+        for d in range(D):
+            d_off[d + 2] += d_off[d + 1]
+        for b in range(nb):
+            for i in range(b_off[b], b_off[b + 1]):
+                d = b_dom[i]
+                d_blk[d_off[d + 1]] = <int32_t>b
+                d_off[d + 1] += 1
+        self.keyless = keyless
+        self.d_off = d_off
+        self.d_blk = d_blk
+        self.b_off = b_off
+        self.b_dom = b_dom
+        self.D = D
+        cdef const int32_t* dc = _i32(dc_np)
+        for b in range(nb):
+            self._recount(b, dc)
+
+    cdef void _recount(self, Py_ssize_t b, const int32_t* dc) noexcept:
+        cdef int32_t low = INT32_MAX, high = INT32_MIN, n_low = 0, n_high = 0, x
+        cdef Py_ssize_t i
+        for i in range(self.b_off[b], self.b_off[b + 1]):
+            x = dc[1 + self.b_dom[i]]
+            if x < low:
+                low = x
+                n_low = 1
+            elif x == low:
+                n_low += 1
+            if x > high:
+                high = x
+                n_high = 1
+            elif x == high:
+                n_high += 1
+        self.bmin[b] = low
+        self.n_min[b] = n_low
+        self.bmax[b] = INT32_MAX if self.keyless[b] or n_high == 0 else high
+        self.n_max[b] = n_high
+
+    cdef void changed(self, Py_ssize_t d, int32_t old, const int32_t* dc) noexcept:
+        # Domain d's count went from old to dc[1 + d] (one more or one fewer).
+        cdef int32_t new = dc[1 + d]
+        cdef Py_ssize_t i, b
+        cdef bint redo
+        if not 0 <= d < self.D:
+            return
+        for i in range(self.d_off[d], self.d_off[d + 1]):
+            b = self.d_blk[i]
+            redo = False
+            if new > old:
+                if old == self.bmin[b]:
+                    self.n_min[b] -= 1
+                    redo = self.n_min[b] == 0
+                if self.keyless[b]:
+                    pass
+                elif new > self.bmax[b]:
+                    self.bmax[b] = new
+                    self.n_max[b] = 1
+                elif new == self.bmax[b]:
+                    self.n_max[b] += 1
+            else:
+                if new < self.bmin[b]:
+                    self.bmin[b] = new
+                    self.n_min[b] = 1
+                elif new == self.bmin[b]:
+                    self.n_min[b] += 1
+                if not self.keyless[b] and old == self.bmax[b]:
+                    self.n_max[b] -= 1
+                    redo = redo or self.n_max[b] == 0
+            if redo:
+                self._recount(b, dc)
+
+
 cdef void _spread_add(list entry, Py_ssize_t d, int sign) noexcept:
-    # A counted pod more (sign 1) or fewer in domain d of a kept spread count, and
-    # the minimum after it: recounted only when the last domain at the minimum rises.
+    # A counted pod more (sign 1) or fewer in domain d of a kept spread count, the
+    # minimum after it (recounted only when the last domain at the minimum rises),
+    # and the block minima.
     cdef int32_t* dc = _i32(entry[0])
     cdef long long old = dc[1 + d], low = entry[5]
     dc[1 + d] = <int32_t>(old + sign)
+    (<_BlockRange>entry[7]).changed(d, <int32_t>old, dc)
     if sign > 0:
         if old == low:
             if entry[6] == 1:
@@ -206,19 +349,22 @@ cdef object _domain_counts(const ClassView* v, Py_ssize_t N, const int32_t[::1] 
 
 # ---------------------------------------------------------------------- the views
 
-cdef long long _ip_amount(Placer pl, tuple key, Py_ssize_t lset, Py_ssize_t c) except? -1:
-    # How much an assumed pod of label set lset and class c adds to array key (kind,
-    # m, k) per sign, on a node with the key's label: 0 (not at all), 1 (counts,
-    # owners), a term's weight (scored).
-    cdef ClusterState st = pl.state
-    cdef InterPodIndex ip = st.interpod
+cdef long long _ip_amount(InterPodIndex ip, tuple key, Py_ssize_t lset,
+                          tuple terms) except? -1:
+    # How much an assumed pod of label set lset adds to array key (kind, m, k) per
+    # sign, on a node with the key's label: 0 (not at all), 1 (counts, owners), a
+    # term's weight (scored). terms: its class's (ip.terms), None for a class
+    # without inter-pod terms. (Matched read afresh: a later matcher extends it.)
     if key[0] == 0:
         return key[1] in ip.matched(lset)
-    if not st.class_flags[c] & CLASS_INTERPOD:
+    if terms is None:
         return 0
     if key[0] == 1:
-        return (key[1], key[2]) in ip.terms(c, lset)[3]
-    return dict(ip.terms(c, lset)[6]).get(key, 0)
+        return (key[1], key[2]) in <tuple>terms[3]
+    for own, amount in <tuple>terms[6]:
+        if own == key:
+            return amount
+    return 0
 
 
 cdef object _ip_arr(Placer pl, int kind, Py_ssize_t m, Py_ssize_t k):
@@ -244,8 +390,11 @@ cdef object _ip_arr(Placer pl, int kind, Py_ssize_t m, Py_ssize_t k):
     if src is None:
         src = np.zeros(1 + ip.dom_cap[k], dtype=np.int32)
     # the log by (label set, constraints): one amount per group, then its nodes
-    touched = [(amount_, moves) for (lset, _ck), (c, moves) in pl.ip_log.items()
-               for amount_ in (_ip_amount(pl, key, lset, c),) if amount_]
+    touched = []
+    for gk, group in pl.ip_log.items():
+        amount = _ip_amount(ip, key, <Py_ssize_t>(<tuple>gk)[0], <tuple>(<tuple>group)[2])
+        if amount:
+            touched.append((amount, (<tuple>group)[1]))
     if not touched:
         return src
     arr = src.copy()
@@ -275,7 +424,8 @@ cdef int topology_assume(Placer pl, Py_ssize_t cid, Py_ssize_t n, int sign,
     gk = (lset, ip.cons_key(cid))
     group = pl.ip_log.get(gk)
     if group is None:
-        group = pl.ip_log[gk] = (cid, [])
+        group = pl.ip_log[gk] = (cid, [], ip.terms(cid, lset)
+                                 if st.class_flags[cid] & CLASS_INTERPOD else None)
     group[1].append((n, sign))
     # (array key, amount): what _ip_amount gives for this pod, known here
     todo = [((0, m, k), 1) for m in ip.matched(lset) for k in ip.count_keys(m)]
@@ -470,7 +620,7 @@ cdef list _spread_counts(Placer pl, const ClassView* v, Py_ssize_t cid, Py_ssize
     taint = h_taint and v.has_taints
     ck = (m, k, keys, aff, taint, ip.cons_key(cid) if aff or taint else None)
     got = pl.sp_counts.get(ck)
-    if got is not None and got[0].shape[0] == 1 + D:
+    if got is not None and cnp.PyArray_DIMS(<cnp.ndarray>got[0])[0] == 1 + D:
         return got
     keys_ok = _nodes_with_keys([ip.dom_np[key] for key in keys], N)
     dom = ip.dom_np[k]
@@ -488,8 +638,10 @@ cdef list _spread_counts(Placer pl, const ClassView* v, Py_ssize_t cid, Py_ssize
         if taint and not taints_ok(v, n):
             continue
         elig[n] = 1
-    # [counts, seen, counted nodes, key, domains seen, minimum, domains at it]
-    got = [dc_np, seen_np, elig_np, k, int(seen_np[:D].sum()), 0, 0]
+    # [counts, seen, counted nodes, key, domains seen, minimum, domains at it,
+    #  block minima and maxima (_BlockRange), nodes]
+    got = [dc_np, seen_np, elig_np, k, int(seen_np[:D].sum()), 0, 0,
+           _BlockRange(ip.dom_np[k], dc_np, N, D), N]
     _spread_low(got)
     pl.sp_counts[ck] = got
     pl.sp_by_matcher.setdefault(m, []).append(got)
@@ -556,29 +708,52 @@ cdef int _spread_view(Placer pl, Py_ssize_t cid, tuple spread, ClassView* v) exc
     # affinity / taint policies (per-node counts summed in one C loop), the
     # global minimum (0 when fewer domains than minDomains), then the limit
     # maxSkew + minimum - self match that the filter compares a domain's count to.
+    # The kept counts and each check's constant part are memoized per spread tuple
+    # (the index's, one per constraints key and label set; with the class's
+    # constraints key when a policy may read its selector or tolerations): per pod
+    # only the minima are read.
     cdef ClusterState st = pl.state
     cdef InterPodIndex ip = st.interpod
     cdef Py_ssize_t j, J = len(spread)
-    cdef bint h_aff, h_taint
-    cdef long long low, ndom
+    cdef long long low
+    cdef tuple row
+    cdef list entry
+    cdef SpreadCheck* c
+    cls = ip.cons_key(cid) if v.has_labels or v.has_taints else None
+    memo = pl.sp_views.get(id(spread))
+    if memo is not None and (<tuple>memo)[0] is spread and (<tuple>memo)[1] == cls:
+        for row in (<tuple>memo)[2]:
+            # (a key whose domains grew has its counts made afresh)
+            if cnp.PyArray_DIMS(<cnp.ndarray>(<list>row[0])[0])[0] != 1 + <Py_ssize_t>ip.dom_cap[row[4]]:
+                memo = None
+                break
+    else:
+        memo = None
+    if memo is None:
+        keys = tuple([t[1] for t in spread])
+        rows = []
+        for j in range(J):
+            m, k, max_skew, min_domains, h_aff, h_taint, self_match = spread[j]
+            rows.append((_spread_counts(pl, v, cid, m, k, keys, h_aff, h_taint),
+                         ip.dom_np[k], max_skew - (1 if self_match else 0), min_domains, k))
+        memo = pl.sp_views[id(spread)] = (spread, cls, tuple(rows))
     pl.sp_buf = <SpreadCheck*>_room(pl.sp_buf, &pl.sp_cap, J, sizeof(SpreadCheck))
-    doms = [ip.dom_np[c[1]] for c in spread]
-    keys = tuple(c[1] for c in spread)
-    hold = []
     for j in range(J):
-        m, k, max_skew, min_domains, h_aff, h_taint, self_match = spread[j]
-        dom_np = doms[j]
-        entry = _spread_counts(pl, v, cid, m, k, keys, h_aff, h_taint)
-        dc_np = entry[0]
-        ndom = entry[4]
+        row = (<tuple>(<tuple>memo)[2])[j]
+        entry = <list>row[0]
         low = entry[5]   # (kept by _spread_add, not recounted per pod)
-        if ndom < min_domains:
+        if entry[4] < row[3]:
             low = 0
-        hold.append((dom_np, dc_np))
-        pl.sp_buf[j].dom = _i32(dom_np)
-        pl.sp_buf[j].cnt = _i32(dc_np)
-        pl.sp_buf[j].limit = max_skew + low - (1 if self_match else 0)
-    pl.sp_hold = hold
+        c = &pl.sp_buf[j]
+        c.dom = _i32(row[1])
+        c.cnt = _i32(entry[0])
+        c.limit = <long long>row[2] + low
+        if entry[8] == pl.n_nodes:
+            c.bmin = (<_BlockRange>entry[7]).bmin
+            c.bmax = (<_BlockRange>entry[7]).bmax
+        else:
+            c.bmin = c.bmax = NULL
+    pl.sp_hold = memo
     v.n_spread = J
     v.spread = pl.sp_buf
     return 0

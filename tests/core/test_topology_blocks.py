@@ -148,3 +148,45 @@ def test_topology_by_blocks_decides_as_node_by_node(isa, seed):
             assert (a.used_array() == b.used_array()).all()
     finally:
         _placer._py_set_simd("" if before != "baseline" else "baseline")
+
+
+def test_spread_block_bounds_decide_as_node_by_node_as_pods_come_and_go():
+    # Zones of 200 contiguous nodes: whole blocks in one zone (refused while the zone
+    # is above the minimum, its check skipped while all of it is within the limit),
+    # blocks across two zones, one block with nodes lacking the zone label; pods
+    # taken back now and then lower a domain's count again.
+    rnd = np.random.default_rng(3)
+    s = ClusterState()
+    log = Log(s)
+    for i in range(700):
+        labels = {HOST: f"n{i}"}
+        if not 300 <= i < 310:
+            labels[ZONE] = f"z{i // 200}"
+        log(EV.NODE_ADDED, node(f"n{i}", cpu="8", memory="32Gi", labels=labels))
+    keys = []
+    for j in range(420):
+        c = int(rnd.integers(1, 8))
+        p = pod(f"s{j}", cpu=f"{c * 250}m", memory=f"{c}Gi")
+        p["metadata"]["labels"] = {"app": "s"}
+        p["spec"]["topologySpreadConstraints"] = [
+            {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": {"app": "s"}}}
+            for key in (ZONE, HOST)
+        ]  # fmt: skip
+        log(EV.POD_SUBMITTED, p)
+        keys.append(f"ns/s{j}")
+    a = Placer(s, parse_profile(_profile(("cpu", "memory"))), seed=1)
+    b = Placer(s, parse_profile(_profile(("memory", "cpu"))), seed=1)
+    assert a.fused_path and not b.fused_path
+    placed = []
+    for j, key in enumerate(keys):
+        got = a.place(key)
+        assert got == b.place(key)
+        if got is not None:
+            placed.append((s.pod_index[key], s.node_index[got[0]]))
+        if j % 6 == 5 and placed:
+            slot, n = placed.pop(int(rnd.integers(0, len(placed))))
+            a.assume_binding(slot, n, -1)
+            b.assume_binding(slot, n, -1)
+    assert len(placed) > 300
+    assert (a.used_array() == b.used_array()).all()
