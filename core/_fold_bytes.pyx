@@ -43,8 +43,9 @@ from esched.core._state cimport MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
-# Nothing public: ClusterState.apply_payloads is the entry point.
-__all__ = []
+# ClusterState.apply_payloads is the fold's entry point; committed_proposal reads a
+# stored decision for a replica with the same scanner.
+__all__ = ["committed_proposal"]
 
 # The per-entry limit of the tables (see _state.pyx's _MAX_UNITS).
 cdef units_t _MAX_UNITS = MAX_BASE_UNITS
@@ -235,6 +236,26 @@ def _py_scanner_accepts(bytes payload) -> bool:
     cdef Span t, d
     return scan_envelope(<const unsigned char*>PyBytes_AS_STRING(payload),
                          PyBytes_GET_SIZE(payload), &t, &d)
+
+
+def committed_proposal(object payload) -> object:
+    """The proposal id (``data.proposal``, a string) of a stored
+    ``esched.placement.committed`` envelope, read off its bytes as the fold reads
+    them; None for any other payload, type or shape (decode those)."""
+    cdef Span t, d, v
+    if type(payload) is not bytes:
+        return None
+    cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
+    if not (scan_envelope(b, n, &t, &d) and t.start >= 0 and d.start >= 0
+            and b[t.start] == 0x22 and b[d.start] == 0x7b):
+        return None
+    t.start += 1
+    t.end -= 1
+    if (not span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED))
+            or _member(b, n, d.start, b"proposal", 8, &v) < 0 or b[v.start] != 0x22):
+        return None
+    return _ascii_string(b, v)
 
 
 cdef inline void _binding_spans(const unsigned char* b, Py_ssize_t n, Span e, Span* pod,
