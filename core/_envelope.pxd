@@ -266,11 +266,12 @@ cdef inline Py_ssize_t skip_accepted(const unsigned char* b, Py_ssize_t i, Py_ss
         c = b[i]
 
 
-cdef inline Py_ssize_t next_member(const unsigned char* b, Py_ssize_t i, Py_ssize_t n,
-                                   Span* key, Span* value) noexcept nogil:
-    """Walk an object the scanner has accepted: start with ``i`` at its ``{``, then
-    pass back what this returned; fills ``key`` (content) and ``value`` (the raw
-    value). Returns -1 after the last member."""
+cdef inline Py_ssize_t next_key(const unsigned char* b, Py_ssize_t i, Py_ssize_t n,
+                                Span* key) noexcept nogil:
+    """:func:`next_member` up to the value: returns the index of its first byte (-1
+    after the last member), from which the caller skips or walks the value, passing
+    on the index after it (at ``,`` or ``}``, past any whitespace): one walk over a
+    value the caller reads into."""
     if b[i] == 0x7d:
         return -1
     i = skip_ws(b, i + 1, n)  # past "{" or ","
@@ -279,7 +280,17 @@ cdef inline Py_ssize_t next_member(const unsigned char* b, Py_ssize_t i, Py_ssiz
     key.start = i + 1
     i = after_quote(b, i, n)
     key.end = i - 1
-    i = skip_ws(b, skip_ws(b, i, n) + 1, n)  # past ":"
+    return skip_ws(b, skip_ws(b, i, n) + 1, n)  # past ":"
+
+
+cdef inline Py_ssize_t next_member(const unsigned char* b, Py_ssize_t i, Py_ssize_t n,
+                                   Span* key, Span* value) noexcept nogil:
+    """Walk an object the scanner has accepted: start with ``i`` at its ``{``, then
+    pass back what this returned; fills ``key`` (content) and ``value`` (the raw
+    value). Returns -1 after the last member."""
+    i = next_key(b, i, n, key)
+    if i < 0:
+        return -1
     value.start = i
     i = skip_accepted(b, i, n)
     value.end = i

@@ -2,6 +2,7 @@
 # The bytes path is cdef functions (core/_fold_bytes.pxd): ClusterState.apply_payloads
 # is its Python entry point.
 
-__all__: list[str] = []
+__all__ = ["committed_proposal"]
 
+def committed_proposal(payload: object) -> str | None: ...
 def _py_scanner_accepts(payload: bytes) -> bool: ...

@@ -21,6 +21,7 @@ from esched.schemas.objects import DEFAULT_QUEUE
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
+from libc.stdint cimport uint64_t
 from libc.string cimport memcmp, memcpy
 
 cdef extern from "Python.h":
@@ -29,7 +30,10 @@ cdef extern from "Python.h":
     bint PyUnicode_IS_COMPACT_ASCII(object text)
     Py_ssize_t PyUnicode_GET_LENGTH(object text)
 
-from esched.core._envelope cimport Span, next_element, next_member, scan_envelope, span_is
+from esched.core._envelope cimport (
+    Span, after_quote, next_element, next_key, next_member, scan_envelope, skip_accepted, skip_ws,
+    span_is,
+)
 from esched.core._quantity cimport esched_quantity_units
 from esched.core._fold cimport (
     _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit, _pod_submitted,
@@ -39,8 +43,9 @@ from esched.core._state cimport MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
-# Nothing public: ClusterState.apply_payloads is the entry point.
-__all__ = []
+# ClusterState.apply_payloads is the fold's entry point; committed_proposal reads a
+# stored decision for a replica with the same scanner.
+__all__ = ["committed_proposal"]
 
 # The per-entry limit of the tables (see _state.pyx's _MAX_UNITS).
 cdef units_t _MAX_UNITS = MAX_BASE_UNITS
@@ -233,6 +238,26 @@ def _py_scanner_accepts(bytes payload) -> bool:
                          PyBytes_GET_SIZE(payload), &t, &d)
 
 
+def committed_proposal(object payload) -> object:
+    """The proposal id (``data.proposal``, a string) of a stored
+    ``esched.placement.committed`` envelope, read off its bytes as the fold reads
+    them; None for any other payload, type or shape (decode those)."""
+    cdef Span t, d, v
+    if type(payload) is not bytes:
+        return None
+    cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
+    if not (scan_envelope(b, n, &t, &d) and t.start >= 0 and d.start >= 0
+            and b[t.start] == 0x22 and b[d.start] == 0x7b):
+        return None
+    t.start += 1
+    t.end -= 1
+    if (not span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED))
+            or _member(b, n, d.start, b"proposal", 8, &v) < 0 or b[v.start] != 0x22):
+        return None
+    return _ascii_string(b, v)
+
+
 cdef inline void _binding_spans(const unsigned char* b, Py_ssize_t n, Span e, Span* pod,
                                 Span* node, Span* res, Span* dev) noexcept nogil:
     # The members of one binding object ``e`` that a commit reads (start -1: absent),
@@ -406,22 +431,29 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     plain = None
     cdef tuple entry
     if spec.start >= 0:
-        raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-        entry = self._spec_memo.get(raw)
+        # Keyed by a hash of the spec's bytes, which the entry keeps to compare: no
+        # bytes object made and SipHashed per pod (a spec whose hash another one's
+        # entry holds replaces it: a cache).
+        hkey = _span_hash(b, spec)
+        entry = self._spec_memo.get(hkey)
+        if entry is not None and not _span_equals(b, spec, <bytes>entry[3]):
+            entry = None
         if entry is None:
             if len(self._spec_memo) >= MEMO_LIMIT:
                 self._spec_memo.clear()
-            # (spec dict or None, [queue, class], plain or None): a containers-only
-            # spec is decoded only when a pod needs it as dicts.
+            raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+            # (spec dict or None, [queue, class], plain or None, the spec's bytes): a
+            # containers-only spec is decoded only when a pod needs it as dicts.
             if _plain_fits(self, extra):
                 plain = _plain_requests(self, b, n, spec)
-            entry = self._spec_memo[raw] = (
-                None if plain is not None else orjson.loads(raw), [-1, -1], plain)
+            entry = self._spec_memo[hkey] = (
+                None if plain is not None else orjson.loads(raw), [-1, -1], plain, raw)
         elif entry[0] is None and extra:
             # (An entry holds no dicts only if it was made while _plain_fits held, and
             # whatever makes that fail, a PriorityClass or a queue's affinity, clears
             # the memo: for a pod without labels or annotations it holds still.)
-            entry = self._spec_memo[raw] = (orjson.loads(raw), entry[1], entry[2])
+            entry = self._spec_memo[hkey] = (
+                orjson.loads(<bytes>entry[3]), entry[1], entry[2], entry[3])
         spec_dict = entry[0]
         class_memo = entry[1]
         if spec_dict is None:
@@ -440,6 +472,29 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     except _MALFORMED:
         self._anomaly("malformed")
     return 1
+
+cdef inline object _span_hash(const unsigned char* b, Span s):
+    # A 62-bit hash of the bytes of ``s`` (a memo's key; entries compare the bytes):
+    # eight bytes a step, each mixed in by a multiply and a shift (the bytes are
+    # stored JSON, not chosen to collide; a collision costs a miss).
+    cdef uint64_t h = <uint64_t>(s.end - s.start) * 0x9E3779B97F4A7C15ULL, w
+    cdef Py_ssize_t i = s.start
+    while i + 8 <= s.end:
+        memcpy(&w, b + i, 8)
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL
+        h ^= h >> 29
+        i += 8
+    w = 0
+    memcpy(&w, b + i, s.end - i)
+    h = (h ^ w) * 0x94D049BB133111EBULL
+    h ^= h >> 32
+    return <long long>(h >> 2)
+
+
+cdef inline bint _span_equals(const unsigned char* b, Span s, bytes raw) noexcept:
+    return (PyBytes_GET_SIZE(raw) == s.end - s.start
+            and memcmp(PyBytes_AS_STRING(raw), b + s.start, s.end - s.start) == 0)
+
 
 cdef bint _plain_fits(ClusterState self, bint extra) except -1:
     # Whether _pod_submit may take a containers-only spec as ``plain``: a pod without
@@ -553,12 +608,11 @@ cdef int _payload_committed(ClusterState self, const unsigned char* b, Py_ssize_
     cdef Span bindings, e, pod, node, res, dev
     cdef Py_ssize_t j
     cdef list items
-    if _member(b, n, i, b"bindings", 8, &bindings) >= 0:
-        if b[bindings.start] != 0x5b:
-            return 0
-        if _commit_one(self, b, n, bindings):
-            return 1
-    items = []  # (after the common commit, which needs no list)
+    if _commit_one(self, b, n, i):
+        return 1
+    if _member(b, n, i, b"bindings", 8, &bindings) >= 0 and b[bindings.start] != 0x5b:
+        return 0
+    items = []
     if bindings.start >= 0:
         j = bindings.start
         while True:
@@ -599,42 +653,33 @@ cdef int _payload_committed(ClusterState self, const unsigned char* b, Py_ssize_
     return 1
 
 cdef int _commit_one(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                     Span bindings) except -1:
+                     Py_ssize_t i) except -1:
     # The common commit, folded without a Python object per binding or resource:
     # one binding of a known Pending pod to a known node, its resources integers
     # in range under registered names, no GPU devices. Returns 1 when folded
     # (what _resolve_binding + _bind_resolved would have done), or 0, having
     # changed nothing, for anything else (anomalies included): _payload_committed
-    # then folds it the general way.
-    cdef Span e, bk, bv, pod, node, res, dev
-    cdef Py_ssize_t j, m, c, k = 0, p, nd
+    # then folds it the general way. ``i``: the data object; one walk over it, the
+    # binding read where it is found (the last "bindings" counts, as orjson keeps it).
+    cdef Span k, pod, node
+    cdef Py_ssize_t v, c, j, p, nd, k_res = 0
     cdef Py_ssize_t cols[MAX_FAST_RESOURCES]
     cdef units_t units[MAX_FAST_RESOURCES]
-    cdef units_t u
-    cdef bint has_pods = False
-    j = next_element(b, bindings.start, n, &e)
-    if j < 0 or b[j] != 0x5d or b[e.start] != 0x7b:  # not exactly one object
-        return 0
-    _binding_spans(b, n, e, &pod, &node, &res, &dev)
-    if dev.start >= 0:
-        return 0
-    if (pod.start < 0 or b[pod.start] != 0x22 or node.start < 0 or b[node.start] != 0x22
-            or res.start < 0 or b[res.start] != 0x7b):
-        return 0
-    m = res.start
+    cdef bint found = False, has_pods = False
     while True:
-        m = next_member(b, m, n, &bk, &bv)
-        if m < 0:
+        v = next_key(b, i, n, &k)
+        if v < 0:
             break
-        if k == MAX_FAST_RESOURCES:
-            return 0
-        c = _column_of(self, b, bk)
-        u = _digits(b, bv)
-        if c < 0 or u < 0 or u > _MAX_UNITS:
-            return 0
-        cols[k] = c
-        units[k] = u
-        k += 1
+        if span_is(b, k, b"bindings", 8):
+            i = _one_binding(self, b, n, v, &pod, &node, cols, units, &k_res)
+            if i < 0:
+                return 0
+            found = True
+        else:
+            i = skip_accepted(b, v, n)
+        i = skip_ws(b, i, n)
+    if not found:
+        return 0
     pidx = self.pod_index.get(_ascii_string(b, pod))
     if pidx is None:
         return 0
@@ -650,12 +695,92 @@ cdef int _commit_one(ClusterState self, const unsigned char* b, Py_ssize_t n,
         self.pod_alloc[p, c] = 0
     # In member order, so a repeated name's last value stays (as orjson keeps it).
     c = self.res_index["pods"]
-    for j in range(k):
+    for j in range(k_res):
         self.pod_alloc[p, cols[j]] = units[j]
         if cols[j] == c:
             has_pods = True
     _bind_allocated(self, p, nd, has_pods, 0)
     return 1
+
+cdef Py_ssize_t _one_binding(ClusterState self, const unsigned char* b, Py_ssize_t n,
+                             Py_ssize_t i, Span* pod, Span* node, Py_ssize_t* cols,
+                             units_t* units, Py_ssize_t* k_res) except -2:
+    # _commit_one's "bindings" value at ``i``, read in the walk that skips it: exactly
+    # one object whose pod and node are strings (spans with their quotes) and whose
+    # resources (required) are plain integers in range under registered names, at
+    # most MAX_FAST_RESOURCES, in member order; no devices. Returns the index after
+    # the array, or -1 for any other shape.
+    cdef Span k
+    cdef Py_ssize_t v, c, j
+    cdef units_t u
+    cdef bint has_res = False
+    if b[i] != 0x5b:
+        return -1
+    i = skip_ws(b, i + 1, n)
+    if b[i] != 0x7b:
+        return -1
+    pod.start = node.start = -1
+    while True:
+        v = next_key(b, i, n, &k)
+        if v < 0:
+            break
+        if span_is(b, k, b"pod", 3) or span_is(b, k, b"node", 4):
+            if b[v] != 0x22:
+                return -1
+            i = after_quote(b, v, n)
+            if k.end - k.start == 3:
+                pod.start = v
+                pod.end = i
+            else:
+                node.start = v
+                node.end = i
+        elif span_is(b, k, b"resources", 9):
+            if b[v] != 0x7b:
+                return -1
+            has_res = True
+            k_res[0] = 0
+            i = v
+            while True:
+                v = next_key(b, i, n, &k)
+                if v < 0:
+                    break
+                if k_res[0] == MAX_FAST_RESOURCES:
+                    return -1
+                c = _column_of(self, b, k)
+                if c < 0:
+                    return -1
+                # A plain integer: digits up to a delimiter (the scanner allows at
+                # most 18, so it fits); a sign or a fraction is not one.
+                u = 0
+                j = v
+                while 0x30 <= b[j] <= 0x39:
+                    u = u * 10 + (b[j] - 0x30)
+                    j += 1
+                if j == v or b[j] == 0x2e or u > _MAX_UNITS:
+                    return -1
+                cols[k_res[0]] = c
+                units[k_res[0]] = u
+                k_res[0] += 1
+                i = skip_ws(b, j, n)
+            i = _past_object(b, i, n)
+        elif span_is(b, k, b"devices", 7):
+            return -1
+        else:
+            i = skip_accepted(b, v, n)
+        i = skip_ws(b, i, n)
+    if pod.start < 0 or node.start < 0 or not has_res:
+        return -1
+    i = skip_ws(b, _past_object(b, i, n), n)
+    if b[i] != 0x5d:  # more than one binding
+        return -1
+    return i + 1
+
+cdef inline Py_ssize_t _past_object(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept:
+    # After next_key returned -1 for the object walked from ``i`` (at its closing
+    # brace, or at its opening one when it is empty): the index after the object.
+    if b[i] != 0x7d:
+        i = skip_ws(b, i + 1, n)
+    return i + 1
 
 cdef Py_ssize_t _column_of(ClusterState self, const unsigned char* b, Span key) except -2:
     # The column of a registered resource named by an object key's span (its

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from esched.core import ClusterState, Profile
+from esched.core._fold_bytes import committed_proposal
 from esched.core._placer import Placer
 from esched.core.devices import FoldedDevices
 from esched.core.quincy import QuincyRounds
@@ -33,6 +34,17 @@ def may_make_work(rows: Sequence[tuple[int, bytes]]) -> bool:
     follow: any but a committed placement (the dispatcher makes work of submissions,
     rejections, capacity)."""
     return not all_hold(rows, _COMMITTED)
+
+
+def own_decision(payload: bytes) -> dict[str, Any]:
+    """One of this replica's decisions as it reads them (:mod:`.claims`,
+    :meth:`~.placing._Placing._decided`): a committed placement as its type and
+    proposal id, read off the bytes by the fold's scanner (a full decode cost ~6x
+    more); any other decision decoded whole (a rejection's reason is read)."""
+    pid = committed_proposal(payload)
+    if pid is None:
+        return orjson.loads(payload)
+    return {"type": PLACEMENT_COMMITTED, "data": {"proposal": pid}}
 
 
 class _ReplicaBase:
@@ -77,6 +89,7 @@ class _ReplicaBase:
             # Only our decisions are decoded: their payloads hold our proposal ids
             # (as JSON writes the prefix); every other replica's are folded only.
             mentions=orjson.dumps(self._pid_prefix)[1:-1],
+            decoder=own_decision,
             interval=self.config.follow_interval,
             busy_interval=self.config.follow_busy_interval,
             on_batch=self._on_batch,

@@ -95,7 +95,8 @@ class Proposed:
         self.pids = pids
         self.placements = placements
         self.position = position
-        #: proposal id -> its decision's envelope, as folded
+        #: proposal id -> its decision's envelope, as folded (a committed one: its type
+        #: and proposal id, see base.own_decision)
         self.decisions: dict[str, dict[str, Any]] = {}
         self.left = len(pids)
         self.all_decided: asyncio.Future[None] = asyncio.get_running_loop().create_future()

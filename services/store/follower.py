@@ -42,7 +42,8 @@ class LogFollower:
     events whose type is in ``decode`` (None: all): every replica follows every
     event, so only what a handler reads is decoded, and with ``mentions`` only
     payloads holding those bytes are decoded at all (a replica's proposal id
-    prefix: the decisions of other replicas' proposals are folded, never decoded).
+    prefix: the decisions of other replicas' proposals are folded, never decoded);
+    ``decoder(payload)`` decodes them (default ``orjson.loads``: whole envelopes).
     ``handle(rows)`` instead folds a batch of stored events itself: a handler that
     needs to look at the state *before* an event (the dispatcher, for a removed
     node's pods).
@@ -62,6 +63,7 @@ class LogFollower:
         after_fold: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
         decode: Collection[str] | None = None,
         mentions: bytes | None = None,
+        decoder: Callable[[bytes], dict[str, Any]] | None = None,
         batch: int = 5000,
         interval: float = 0.0,
         busy_interval: float = 0.0,
@@ -78,6 +80,7 @@ class LogFollower:
         self._after = after_fold
         self._decode = None if decode is None else frozenset(decode)
         self._mentions = mentions
+        self._decoder = orjson.loads if decoder is None else decoder
         self._batch = batch
         self._interval = interval
         self._busy_interval = busy_interval
@@ -154,7 +157,7 @@ class LogFollower:
             after = self._after
             if after is not None:
                 mentions = self._mentions
-                loads = orjson.loads
+                loads = self._decoder
                 found = [
                     (pos, loads(payload))
                     for pos, payload in (rows if mentions is None else mentioning(rows, mentions))

@@ -531,6 +531,47 @@ def test_common_commit_path_keeps_the_last_of_repeated_resource_names() -> None:
 
 
 @pytest.mark.parametrize(
+    "data",
+    [
+        # The binding read in the one walk over the data, wherever its members are.
+        b'{"bindings":[{"resources":{"cpu":7},"node":"n1","pod":"ns/a"}],"proposal":"p"}',
+        b'{ "bindings" : [ { "pod" : "ns/a" , "node" : "n1" , "resources" : { "cpu" : 7 } } ] }',
+        b'{"bindings":[{"pod":"ns/a","node":"n1","resources":{ }}]}',
+        b'{"bindings":[{"pod":"ns/a","x":{"y":[1,"]"]},"node":"n1","resources":{"cpu":7}}]}',
+        # A repeated member: the last counts, as orjson keeps it.
+        b'{"bindings":[{"pod":"ns/b","node":"n1","resources":{"cpu":1}}],'
+        b'"bindings":[{"pod":"ns/a","node":"n1","resources":{"cpu":7}}]}',
+        b'{"bindings":[{"pod":"ns/a","node":"n1","resources":{"cpu":1},"resources":{"memory":7}}]}',
+        b'{"bindings":[{"pod":"ns/a","pod":"ns/b","node":"n1","resources":{"cpu":7}}]}',
+        # Shapes left to the general path.
+        b'{"bindings":[{"pod":"ns/a","node":"n1","resources":{"cpu":7}},'
+        b'{"pod":"ns/b","node":"n1","resources":{"cpu":7}}]}',
+        b'{"bindings":[{"pod":"ns/a","node":"n1","resources":{"cpu":7.5}}]}',
+        b'{"bindings":[{"pod":"ns/a","node":"n1","resources":{"cpu":-7}}]}',
+        b'{"bindings":[{"pod":"ns/a","node":"n1","resources":[]}]}',
+        b'{"bindings":[{"pod":1,"node":"n1","resources":{"cpu":7}}]}',
+        b'{"bindings":[]}',
+        b'{"bindings":{}}',
+        b'{"bindings":null}',
+        b'{"proposal":"p"}',
+    ],
+)
+def test_common_commit_path_reads_its_binding_in_one_walk_as_the_dict_path_does(
+    data: bytes,
+) -> None:
+    payloads = [
+        orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi"))),
+        orjson.dumps(envelope(EV.POD_SUBMITTED, _plain("a"))),
+        orjson.dumps(envelope(EV.POD_SUBMITTED, _plain("b"))),
+        b'{"type":"esched.placement.committed","data":' + data + b"}",
+    ]
+    assert _py_scanner_accepts(payloads[-1])
+    by_dict, by_bytes = _fold_both(payloads)
+    _assert_same(by_dict, by_bytes)
+    assert by_bytes.anomalies == by_dict.anomalies
+
+
+@pytest.mark.parametrize(
     "bindings",
     [
         [{"pod": "ns/a", "node": "nope", "resources": {"cpu": 1}}],  # unknown node

@@ -119,3 +119,20 @@ def test_a_template_splits_only_where_its_stand_ins_are() -> None:
     data = proposal_data(pid, "r1", 42, None, [binding(pod_, node_, res, ())])
     env = proposal_envelope(data, "esched/replica/r1", time="2026-01-01T00:00:00Z")
     assert joined == orjson.dumps(env)
+
+
+def test_own_decisions_read_a_commit_off_its_bytes_and_anything_else_whole() -> None:
+    # The replica reads its decisions' type, proposal id and a rejection's reason:
+    # a commit's are read off the bytes, the rest (and odd bytes) decoded by orjson.
+    from esched.core.validation import Verdict
+    from esched.services.commit.decisions import decision_event
+    from esched.services.replica.base import own_decision
+
+    data = proposal_data("r0-ab-1", "r0", 7, None, [binding("ns/a", "n-1", {"cpu": 1}, ())])
+    committed = orjson.dumps(decision_event(data, Verdict(True)))
+    assert own_decision(committed) == {"type": PLACEMENT_COMMITTED, "data": {"proposal": "r0-ab-1"}}
+    rejected = orjson.dumps(decision_event(data, Verdict(False, "Conflict", "taken")))
+    assert own_decision(rejected) == orjson.loads(rejected)
+    escaped = orjson.dumps(decision_event(dict(data, proposal="r0-\u00e9-1"), Verdict(True)))
+    assert own_decision(escaped) == orjson.loads(escaped)
+    assert own_decision(escaped)["data"]["proposal"] == "r0-\u00e9-1"
