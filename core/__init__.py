@@ -18,6 +18,7 @@ Cython resolves ``cimport esched.core.X`` (and mypy ``esched.core``) through
 The Cython modules are typed for mypy by the ``.pyi`` stubs next to their ``.pyx``.
 """
 
+from esched.core._fold_bytes import committed_proposal
 from esched.core._placer import Placer, num_feasible_nodes_to_find
 from esched.core._state import ClusterState, PositionError
 from esched.core.phases import (
@@ -44,6 +45,7 @@ __all__ = [
     "PositionError",
     "Profile",
     "ProfileError",
+    "committed_proposal",
     "load_profile",
     "num_feasible_nodes_to_find",
     "parse_profile",

@@ -750,7 +750,9 @@ cdef Py_ssize_t _one_binding(ClusterState self, const unsigned char* b, Py_ssize
                 if c < 0:
                     return -1
                 # A plain integer: digits up to a delimiter (the scanner allows at
-                # most 18, so it fits); a sign or a fraction is not one.
+                # most 18, so it fits, and no exponent); a sign or a fraction is not
+                # one. Read here in the walk: _digits over a span that skip_accepted
+                # walks first cost the fold 1.3% more instructions.
                 u = 0
                 j = v
                 while 0x30 <= b[j] <= 0x39:

@@ -94,11 +94,12 @@ typedef struct {
         (q) += (((q) + 1.0) * (d) <= (x)) ? 1.0 : 0.0;          \
     } while (0)
 
+/* The fit check of nodes n0 .. n0+m: bad[i] 1.0 where node n0+i is cordoned or
+ * penalized past pen_ok, or a needed resource does not fit; else 0.0. The one home of
+ * the rule for the kernel and its bounded form (always inlined: each vectorizes it). */
 static inline __attribute__((always_inline)) void
-esched_fblock_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
-                   esched_fbsum *sum)
+esched_fblock_bad(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, double *bad)
 {
-    double bad[ESCHED_FB_BLOCK];
     const double pen_ok = k->pen_ok;
     const double *pen = k->pen + n0;
     for (Py_ssize_t i = 0; i < m; i++)
@@ -110,6 +111,15 @@ esched_fblock_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
         for (Py_ssize_t i = n0; i < n0 + m; i++)
             bad[i - n0] = (u[i] + need > a[i]) ? 1.0 : bad[i - n0];
     }
+}
+
+static inline __attribute__((always_inline)) void
+esched_fblock_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
+                   esched_fbsum *sum)
+{
+    double bad[ESCHED_FB_BLOCK];
+    const double *pen = k->pen + n0;
+    esched_fblock_bad(k, n0, m, bad);
     const double *a0 = k->a0 + n0, *a1 = k->a1 + n0, *i0 = k->i0 + n0,
                  *i1 = k->i1 + n0, *u0 = k->u0 + n0, *u1 = k->u1 + n0,
                  *z0 = k->z0 + n0, *z1 = k->z1 + n0;
@@ -230,17 +240,8 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
     double bad[ESCHED_FB_BLOCK];
     uint8_t cand[ESCHED_FB_BLOCK];
     int32_t pick[ESCHED_FB_BLOCK];
-    const double pen_ok = k->pen_ok;
     const double *pen = k->pen + n0;
-    for (Py_ssize_t i = 0; i < m; i++)
-        bad[i] = pen[i] > pen_ok ? 1.0 : 0.0;
-    for (int j = 0; j < k->n_need; j++) {
-        /* (indexed from n0: with u + n0 GCC 12 vectorizes this as a gather) */
-        const double *u = k->need_used[j], *a = k->need_alloc[j];
-        const double need = k->need_val[j];
-        for (Py_ssize_t i = n0; i < n0 + m; i++)
-            bad[i - n0] = (u[i] + need > a[i]) ? 1.0 : bad[i - n0];
-    }
+    esched_fblock_bad(k, n0, m, bad);
     const double *a0 = k->a0 + n0, *a1 = k->a1 + n0, *i0 = k->i0 + n0,
                  *i1 = k->i1 + n0, *u0 = k->u0 + n0, *u1 = k->u1 + n0,
                  *z0 = k->z0 + n0, *z1 = k->z1 + n0;

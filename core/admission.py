@@ -539,7 +539,7 @@ class Admission:
                 meta = st.gang_meta[i]
                 prio = int(gang_prio[i]) if gang_n[i] else 0
                 band = int(gang_band[i])
-                req = self._gang_minimum_of(st, i, meta, gang_req[i], int(gang_n[i]), res_names)
+                req = self._gang_minimum(st, i, meta, gang_req[i], int(gang_n[i]), res_names)
                 if hdrf is not None:
                     drf = hdrf.job_share(specs[q].name, f"gang:{it[2]}")
             per_queue.setdefault(q, []).append((-band, -prio, drf, seq, it, req))
@@ -692,7 +692,7 @@ class Admission:
             if not limits:
                 del caps[t]
 
-    def _gang_minimum_of(
+    def _gang_minimum(
         self,
         st: ClusterState,
         g: int,
@@ -701,47 +701,38 @@ class Admission:
         n_pending: int,
         res_names: list[str],
     ) -> np.ndarray:
-        """:meth:`_gang_minimum`, memoized for PodGroups with ``minResources`` (one-pod
-        Jobs' gangs repeat a few shapes; building the vector per gang was a third of
-        a gang's release). The vector returned is shared: read it only."""
-        min_res = meta.get("minResources")
-        if not min_res or type(min_res) is not dict:
-            return self._gang_minimum(st, g, meta, pending_req, n_pending, res_names)
-        if self._min_names != res_names:
-            self._min_memo.clear()
-            self._min_names = list(res_names)
-        try:
-            key = tuple(min_res.items())
-            got = self._min_memo.get(key)
-        except TypeError:  # an unhashable value: not memoized
-            return self._gang_minimum(st, g, meta, pending_req, n_pending, res_names)
-        if got is None:
-            if len(self._min_memo) >= _MIN_MEMO_LIMIT:
-                self._min_memo.clear()
-            got = self._gang_minimum(st, g, meta, pending_req, n_pending, res_names)
-            got.flags.writeable = False
-            self._min_memo[key] = got
-        return got
-
-    @staticmethod
-    def _gang_minimum(
-        st: ClusterState,
-        g: int,
-        meta: dict,
-        pending_req: np.ndarray,
-        n_pending: int,
-        res_names: list[str],
-    ) -> np.ndarray:
         """A gang's minimum: its PodGroup's minResources, else the requests of the pending
-        members it still needs to reach minMember (pro rata of its pending members)."""
-        min_res = meta.get("minResources") or {}
+        members it still needs to reach minMember (pro rata of its pending members).
+        The vector returned may be shared: read it only."""
+        min_res = meta.get("minResources")
         if min_res:
-            return np.array([int(min_res.get(n, 0)) for n in res_names], dtype=np.int64)
+            return self._min_resources_vector(min_res, res_names)
         need = max(0, st.gang_min_of(g) - st.gang_count(g, PHASE_RUNNING))
         if n_pending <= 0 or need == 0:
             return np.zeros(len(res_names), dtype=np.int64)
         need = min(need, n_pending)
         return (pending_req * need + n_pending - 1) // n_pending
+
+    def _min_resources_vector(self, min_res: dict, res_names: list[str]) -> np.ndarray:
+        """``minResources`` over ``res_names``, memoized (one-pod Jobs' gangs repeat a
+        few shapes; building the vector per gang was a third of a gang's release)."""
+        if self._min_names != res_names:
+            self._min_memo.clear()
+            self._min_names = list(res_names)
+        key = tuple(min_res.items())
+        try:
+            got = self._min_memo.get(key)
+            hashable = True
+        except TypeError:  # an unhashable value: not memoized
+            got, hashable = None, False
+        if got is None:
+            got = np.array([int(min_res.get(n, 0)) for n in res_names], dtype=np.int64)
+            if hashable:
+                if len(self._min_memo) >= _MIN_MEMO_LIMIT:
+                    self._min_memo.clear()
+                got.flags.writeable = False
+                self._min_memo[key] = got
+        return got
 
     @staticmethod
     def _hold_reason(

@@ -10,8 +10,7 @@ from typing import Any
 
 import orjson
 
-from esched.core import ClusterState, Profile
-from esched.core._fold_bytes import committed_proposal
+from esched.core import ClusterState, Profile, committed_proposal
 from esched.core._placer import Placer
 from esched.core.devices import FoldedDevices
 from esched.core.quincy import QuincyRounds
