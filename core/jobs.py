@@ -16,6 +16,22 @@ timeout (``PodPending`` with ``timeout``) or ``ttlSecondsAfterFinished`` fires w
 an event at or past its deadline is folded (:meth:`JobBook.advance`), so a replay
 decides what the live controller decided, at the same point of the log.
 
+**Which transitions the log records.** The fold decides every transition; the job
+controller records some as ``esched.job.updated`` (``seq``: the transition's index
+in :attr:`JobState.history`) and ``esched audit`` checks each record against the
+fold. A job's start (again after a restart too) is not recorded
+(:attr:`Transition.implied`): Pending on its submission, Inqueue when a pod binds
+short of ``minAvailable``, Running when ``minAvailable`` of its pods run (reasons
+``Submitted``, ``Bound``, ``MinAvailable``). Each follows by SyncJob's rule from
+the one event that caused it (the Job, a placement), so a record would only
+repeat that event: for a one-pod Job, two of its six events. Every other
+transition is recorded: those a policy's action drives (Restarting, Aborting,
+Completing, Terminating, a timeout's), the Pending a restart or pending pods
+bring a job back to, the end of a draining, and how a job finishes (Completed,
+Failed). ``esched replay`` shows every transition, implied or not, from the fold.
+A log written when every transition was recorded folds and audits the same: a
+record only moves :attr:`JobState.recorded` to its ``seq`` + 1.
+
 No I/O here; this module knows event type names and the Job object's fields only.
 """
 
@@ -36,6 +52,7 @@ __all__ = [
     "ATTEMPT_ANNOTATION",
     "FINISHED",
     "FOLDED_TYPES",
+    "IMPLIED_REASONS",
     "JOB_PHASES",
     "JobBook",
     "JobState",
@@ -132,6 +149,12 @@ def job_key_of_pod(meta: Mapping[str, Any]) -> tuple[str, str] | None:
     return f"{meta.get('namespace') or ev.DEFAULT_NAMESPACE}/{job}", task
 
 
+#: Reasons of the transitions no ``esched.job.updated`` records (a job's start:
+#: Pending on submission, Inqueue on a binding short of minAvailable, Running at
+#: minAvailable); see the module's docstring.
+IMPLIED_REASONS = frozenset({"Submitted", "Bound", "MinAvailable"})
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     """One change of a job's phase: its sequence number within the job, the phases,
@@ -157,6 +180,12 @@ class Transition:
             "reason": self.reason,
             "action": self.action,
         }
+
+    @property
+    def implied(self) -> bool:
+        """A job's start, which the event that caused it implies: the log holds
+        no ``esched.job.updated`` for it (:data:`IMPLIED_REASONS`)."""
+        return self.reason in IMPLIED_REASONS
 
 
 def _policies(raw: Any) -> tuple[dict[str, tuple[str, float | None]], dict[int, str]]:
@@ -286,7 +315,8 @@ class JobState:
         self.blocked = False  # some task's dependency failed
         self.deps = any(t.depends for t in self.tasks)
         self.history: list[Transition] = []
-        self.recorded = 0  # esched.job.updated events folded
+        # History index past the newest esched.job.updated folded (its seq + 1).
+        self.recorded = 0
         self.finished_at: float | None = None
         self.expired = False
         # Its PodGroup is Unknown (pods running, another unschedulable): the policy
@@ -322,6 +352,11 @@ class JobState:
         """The attempt a pod was last submitted at."""
         rec = self.pods.get(pod)
         return None if rec is None else rec[2]
+
+    def unrecorded(self) -> list[Transition]:
+        """The transitions the log should record and has no ``esched.job.updated``
+        for yet (implied ones never have one)."""
+        return [t for t in self.history[self.recorded :] if not t.implied]
 
     def summary(self) -> dict[str, Any]:
         """Phase, attempt and per-task counts, as ``esched replay`` shows them."""
@@ -457,8 +492,11 @@ class JobBook:
             self._node_removed((data.get("metadata") or {}).get("name"))
         elif etype == ev.JOB_UPDATED:  # the controller's record of a transition
             job = self.jobs.get(str(data.get("job")))
-            if job is not None:
-                job.recorded += 1
+            seq = data.get("seq")
+            # A record of a transition the fold has not decided (forged, or out of
+            # order) moves nothing; the audit flags it.
+            if job is not None and type(seq) is int and job.recorded <= seq < len(job.history):
+                job.recorded = seq + 1
 
     def advance(self, t: float) -> None:
         """Move the log's clock to ``t``, firing the timers due by then."""

@@ -16,11 +16,12 @@ of a replica's following; under callgrind with
 fold is counted, with ``--toggle-collect=starmap_next`` (argument ``follow``) only the
 follower's batches (the preload comes from the snapshot, not from a fold).
 ``jobs``: the fold only, each pod a one-pod Volcano Job, with the events such a pod
-brings to the log (the Job, its PodGroup and pod as the job controller creates them,
-its Pending and Running transitions). ``jobs-seen``: the same, with a Job of each flow
-pod's spec folded into the preload (namespace ``seen``, its pod deleted): its pods'
-classes are then known, as the plain flow's are (its pods repeat the preload's
-shapes, same seed), so the two compare the fold of a pod whose class exists.
+brings to the log (the Job, its PodGroup and pod as the job controller creates them;
+its Pending and Running are not recorded: the Job and its placement imply them).
+``jobs-seen``: the same, with a Job of each flow pod's spec folded into the preload
+(namespace ``seen``, its pod deleted): its pods' classes are then known, as the
+plain flow's are (its pods repeat the preload's shapes, same seed), so the two
+compare the fold of a pod whose class exists.
 ``fold-shapes``, ``follow-shapes``: the same measurements over a flow of repeated
 shapes (:func:`shape_payloads`: pods in workloads of 1 to 50 replicas sharing one
 spec, as ReplicaSets and Jobs make them) instead of the ``bench scale`` pods, of
@@ -92,9 +93,9 @@ def shape_payloads(n: int, namespace: str, seed: int) -> list[tuple[str, bytes]]
     return out
 
 
-def _job_flow(key: str, payload: bytes) -> tuple[str, list[bytes], list[bytes]]:
-    """A pod as a one-pod Volcano Job: its key, the events before its placement (the
-    Job, the Pending transition, the PodGroup, the pod) and after (Running)."""
+def _job_flow(key: str, payload: bytes) -> tuple[str, list[bytes]]:
+    """A pod as a one-pod Volcano Job: its key and the events before its placement
+    (the Job, the PodGroup, the pod); none follows it (its Running is implied)."""
     from esched.schemas import events as ev
     from esched.schemas.manifests import volcano_job_objects
 
@@ -107,19 +108,12 @@ def _job_flow(key: str, payload: bytes) -> tuple[str, list[bytes], list[bytes]]:
         "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": spec}}]},
     }
     (_, job), (_, group), (_, pod) = volcano_job_objects(job)
-
-    def update(seq: int, phase: str, previous: str, reason: str) -> bytes:
-        data = {"job": key, "seq": seq, "phase": phase, "previous": previous, "attempt": 0}
-        data |= {"reason": reason, "action": ""}
-        return orjson.dumps(ev.envelope(ev.JOB_UPDATED, "jobs", data, id=f"{key}.t{seq}"))
-
     before = [
         orjson.dumps(ev.envelope(ev.JOB_SUBMITTED, "bench", job, id=f"{key}.job")),
-        update(0, "Pending", "", "Submitted"),
         orjson.dumps(ev.envelope(ev.PODGROUP_SUBMITTED, "jobs", group, id=f"{key}.pg")),
         orjson.dumps(ev.envelope(ev.POD_SUBMITTED, "jobs", pod, id=f"{key}.pod")),
     ]
-    return ev.metadata_key(pod["metadata"]), before, [update(1, "Running", "Pending", "Ran")]
+    return ev.metadata_key(pod["metadata"]), before
 
 
 def flow_log(
@@ -147,7 +141,7 @@ def flow_log(
 
         known: list[dict[str, Any]] = []
         for key, payload in pod_payloads(pods, "seen", seed):  # the flow's specs
-            pod_key, before, _after = _job_flow(key, payload)
+            pod_key, before = _job_flow(key, payload)
             ns, name = ev.split_key(pod_key)
             known += [orjson.loads(e) for e in before]
             deleted = {"metadata": {"name": name, "namespace": ns}}
@@ -160,9 +154,8 @@ def flow_log(
     flow: list[tuple[int, bytes]] = []
     submissions = (shape_payloads if shapes else pod_payloads)(pods, "bench", seed)
     for j, (key, payload) in enumerate(submissions):
-        after: list[bytes] = []
         if jobs:
-            key, before, after = _job_flow(key, payload)
+            key, before = _job_flow(key, payload)
         else:
             before = [payload]
         for event in before:
@@ -184,9 +177,6 @@ def flow_log(
         }
         position += 1
         flow.append((position, orjson.dumps(decision_event(proposal, Verdict(True)))))
-        for event in after:
-            position += 1
-            flow.append((position, event))
     return state.to_bytes(), flow
 
 

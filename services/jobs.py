@@ -3,8 +3,10 @@ made to act.
 
 It follows the log with its own job fold and appends what the fold decided:
 
-* ``esched.job.updated``: each transition of a job's phase (the fold decides it
-  from the log; this records it);
+* ``esched.job.updated``: each transition of a job's phase but its start
+  (Pending on submission, Inqueue, Running at ``minAvailable``: the Job and its
+  placement imply them; see :mod:`esched.core.jobs`); the fold decides every
+  transition from the log, this records it;
 * ``esched.pod.deleted``: the pods a transition withdraws (a restart, an abort, a
   finished job's pods still alive, a job past ``ttlSecondsAfterFinished``);
 * ``esched.podgroup.submitted`` then ``esched.pod.submitted``: as Volcano's
@@ -75,6 +77,7 @@ class JobsTotals:
 
     transitions: int = 0
     deleted: int = 0
+    podgroups: int = 0
     submitted: int = 0
     timers: int = 0
     duplicates: int = 0
@@ -86,6 +89,7 @@ class JobsTotals:
         return {
             "transitions": self.transitions,
             "deleted": self.deleted,
+            "podgroups": self.podgroups,
             "submitted": self.submitted,
             "timers": self.timers,
             "duplicates": self.duplicates,
@@ -265,7 +269,7 @@ class JobController:
         book = self.book
         out: list[tuple[dict[str, Any], str]] = []
         stream = ev.stream_name(ev.JOB, job.key)
-        for t in job.history[job.recorded :]:
+        for t in job.unrecorded():
             env = ev.envelope(
                 ev.JOB_UPDATED, SOURCE, t.data(), id=f"jobs.{job.key}.t{t.seq}", time=stamp
             )
@@ -337,6 +341,8 @@ class JobController:
                 self.totals.deleted += 1
             elif kind == ev.POD_SUBMITTED:
                 self.totals.submitted += 1
+            elif kind == ev.PODGROUP_SUBMITTED:
+                self.totals.podgroups += 1
             else:
                 self.totals.timers += 1
         self.totals.duplicates += res.duplicates

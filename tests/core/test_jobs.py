@@ -735,3 +735,51 @@ def test_a_finished_job_published_again_changed_runs_nothing_again():
     assert r.job.status_of(r.pod("worker-0")) == "Succeeded"
     _republish(r, _job(tasks=[{"name": "worker", "replicas": 3}]))
     assert r.job.updates == 1
+
+
+def _record(r: Run, seq: int) -> None:
+    """Fold the controller's ``esched.job.updated`` of transition ``seq``."""
+    r.fold(ev.JOB_UPDATED, r.job.history[seq].data())
+
+
+def test_a_jobs_start_is_implied_and_the_rest_is_to_record():
+    """Pending on submission, Inqueue on a binding short of minAvailable and Running at
+    minAvailable are implied by the events that caused them: nothing to record; the
+    policy's Restarting and the Pending it returns to are."""
+    r = Run(
+        _job(
+            tasks=[{"name": "worker", "replicas": 2}],
+            minAvailable=2,
+            policies=[{"event": "PodFailed", "action": "RestartJob"}],
+        )
+    )
+    r.controller()
+    r.bind("worker-0")
+    r.bind("worker-1")
+    assert r.phases() == ["Pending", "Inqueue", "Running"]
+    assert r.job.unrecorded() == []
+    r.fail("worker-0")
+    r.controller()
+    assert r.phases()[3:] == ["Restarting", "Pending"]
+    assert [t.seq for t in r.job.unrecorded()] == [3, 4]
+    _record(r, 3)
+    _record(r, 4)
+    assert r.job.recorded == 5 and r.job.unrecorded() == []
+
+
+def test_a_log_that_recorded_the_start_folds_with_its_seq_numbers_in_line():
+    """A log written when every transition was recorded (Pending, Running too): each
+    record moves ``recorded`` to its seq + 1, so the Completed that follows is still
+    to record, with its own seq; a record of no decided transition moves nothing."""
+    r = Run(_job(tasks=[{"name": "worker", "replicas": 1}]))
+    _record(r, 0)
+    r.controller()
+    r.bind("worker-0")
+    _record(r, 1)
+    assert r.job.recorded == 2
+    r.fold(ev.JOB_UPDATED, {**r.job.history[1].data(), "seq": 7})  # forged: no such seq
+    assert r.job.recorded == 2
+    r.succeed("worker-0")
+    assert [(t.seq, t.phase) for t in r.job.unrecorded()] == [(2, "Completed")]
+    _record(r, 2)
+    assert r.job.recorded == 3 and r.job.unrecorded() == []

@@ -77,3 +77,38 @@ def test_a_pod_submitted_past_max_retry_and_a_forged_transition_are_flagged():
     }
     report = audit_events(_log(_node(), *objs, (ev.POD_SUBMITTED, late), (ev.JOB_UPDATED, forged)))
     assert {"job_retry_exceeded", "job_transition"} <= _kinds(report)
+
+
+def _update(seq: int, phase: str, previous: str, reason: str) -> tuple[str, dict[str, Any]]:
+    data = {"job": "t/one", "seq": seq, "phase": phase, "previous": previous, "attempt": 0}
+    return ev.JOB_UPDATED, data | {"reason": reason, "action": ""}
+
+
+def _one_pod_job() -> list[tuple[str, dict[str, Any]]]:
+    """A one-pod Job's events up to its placement: the Job, its PodGroup, its pod."""
+    job = {
+        "metadata": {"name": "one", "namespace": "t"},
+        "spec": {"tasks": [{"name": "w", "replicas": 1, "template": _TEMPLATE}]},
+    }
+    return volcano_job_objects(job)
+
+
+_BIND = ev.PLACEMENT_COMMITTED, {"proposal": "p1", "bindings": [{"pod": "t/one-w-0", "node": "n1"}]}
+
+
+def test_a_log_that_recorded_a_jobs_pending_and_running_audits_clean():
+    """The records an older controller wrote of a job's start (seq 0 Pending, seq
+    1 Running) are still checked against the fold, and hold."""
+    pending = _update(0, "Pending", "", "Submitted")
+    running = _update(1, "Running", "Pending", "MinAvailable")
+    report = audit_events(_log(_node(), *_one_pod_job(), pending, _BIND, running))
+    assert report["ok"], report["violations"]
+    assert report["checked"]["job_transitions"] == 2
+
+
+def test_a_forged_record_of_a_jobs_start_is_flagged():
+    """A record whose phase is not the fold's at its seq is flagged, an implied
+    transition's seq included: the job ran (seq 1 Running), the record says Failed."""
+    forged = _update(1, "Failed", "Pending", "Failed")
+    report = audit_events(_log(_node(), *_one_pod_job(), _BIND, forged))
+    assert [v["kind"] for v in report["violations"]] == ["job_transition"]
