@@ -429,9 +429,10 @@ class JobBook:
 
     :meth:`apply` folds one event (type, data, time) of :data:`FOLDED_TYPES` (an
     ``esched.job.timer`` only moves the clock); :attr:`changed` collects the
-    keys of jobs whose transitions, pods to withdraw or pods to submit may have
-    changed since the caller last cleared it (a transition, a kill, a task released,
-    a pod deleted); each job's :attr:`JobState.history` holds its transitions.
+    keys of jobs whose transitions to record, pods to withdraw or pods to submit may
+    have changed since the caller last cleared it (a transition not implied, a kill,
+    a task released, a pod deleted, a Job submitted or updated); each job's
+    :attr:`JobState.history` holds its transitions.
     """
 
     def __init__(self) -> None:
@@ -831,7 +832,10 @@ class JobBook:
             job.ran = True
         elif phase == RESTARTING:
             job.ran = False
-        self.changed[job.key] = None
+        if reason not in IMPLIED_REASONS:
+            # A transition to record. An implied one between active phases changes
+            # no pod to submit or withdraw either: nothing for the controller to do.
+            self.changed[job.key] = None
         if phase in FINISHED:
             job.finished_at = self.clock
             self._kill(job, retain_finished=True)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -272,7 +272,7 @@ def _template_requests(spec: Any) -> dict[str, int]:
     return got
 
 
-def volcano_podgroup(job: dict[str, Any]) -> dict[str, Any]:
+def volcano_podgroup(job: Mapping[str, Any]) -> dict[str, Any]:
     """The PodGroup of a (defaulted) Volcano Job, as its controller creates it (see
     :func:`volcano_job_objects`); esched's job controller submits it before the pods."""
     meta = job.get("metadata") or {}
@@ -317,7 +317,9 @@ def volcano_podgroup(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def volcano_task_pod(job: dict[str, Any], task: dict[str, Any], index: int, attempt: int = 0):
+def volcano_task_pod(
+    job: Mapping[str, Any], task: Mapping[str, Any], index: int, attempt: int = 0
+) -> dict[str, Any]:
     """Pod ``index`` of a (defaulted) Volcano Job's ``task``, as its controller creates
     it: ``<job>-<task>-<index>`` from the task's template, with the gang and queue
     annotations, Volcano's ``volcano.sh/job-name`` / ``task-spec`` / ``task-index``

@@ -25,7 +25,8 @@ One module a job:
 * :mod:`.refused`: :data:`UNSUPPORTED_POD_FIELDS`, refused rather than ignored;
 * :mod:`.pods`: toleration, node-affinity and scheduling-gate rules of a pod;
 * :mod:`.checks`: the checks after the schema, per event type;
-* :mod:`.event`: :func:`parse_event` and :func:`validate_event`, the pipeline;
+* :mod:`.event`: :func:`parse_event`, :func:`validate_event` and :func:`validate_data`,
+  the pipeline;
 * :mod:`.bench`: :func:`bench_validate`, for ``esched bench``.
 """
 
@@ -39,6 +40,7 @@ from esched.schemas.validator.event import (
     MAX_EVENT_BYTES,
     compile_validators,
     parse_event,
+    validate_data,
     validate_event,
 )
 from esched.schemas.validator.refused import UNSUPPORTED_POD_FIELDS
@@ -57,5 +59,6 @@ __all__ = [
     "load_schema",
     "parse_event",
     "schema_names",
+    "validate_data",
     "validate_event",
 ]

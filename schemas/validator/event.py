@@ -19,7 +19,13 @@ from esched.schemas.validator.errors import InvalidEvent, _short
 from esched.schemas.validator.messages import _schema_error, _unsupported
 from esched.schemas.validator.timewindow import _check_time
 
-__all__ = ["MAX_EVENT_BYTES", "compile_validators", "parse_event", "validate_event"]
+__all__ = [
+    "MAX_EVENT_BYTES",
+    "compile_validators",
+    "parse_event",
+    "validate_data",
+    "validate_event",
+]
 
 #: The per-type checks, bound by assignment: CPython 3.11 compiles ``name.get(...)`` on
 #: an *imported* name as an attribute load (a bound method built every event) rather
@@ -82,10 +88,20 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
                 t for t in TYPES if t in allowed_types
             )
         raise InvalidEvent("unknown_type", msg, "type")
+    validate_data(etype, event["data"], v)
+    return event
+
+
+def validate_data(etype: str, data: Any, compiled: _Compiled | None = None) -> Any:
+    """Validate the ``data`` of an event of esched type ``etype``: its schema
+    (``schema``), then its quantities (``quantity``); return it unchanged or raise
+    InvalidEvent (fields named ``data.…``, as by :func:`validate_event`). Its last steps, for
+    a producer whose envelope is its own making (the job controller's pods built
+    from a Job's template)."""
+    v = compiled or _compiled or _load()
     data_valid = v.data_valid.get(etype)
     if data_valid is None:  # allowed by the caller, but no schema: never accept blindly
         raise InvalidEvent("unknown_type", f"type: no schema for {etype!r}", "type")
-    data = event["data"]
     try:
         if not data_valid(data):
             raise _schema_error(
@@ -94,11 +110,11 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
     except ValueError as err:
         if isinstance(err, InvalidEvent):
             raise
-        raise _unsupported(event, err, "schema") from None
+        raise _unsupported({"data": data}, err, "schema") from None
     check = _QUANTITY_CHECKS.get(etype)
     if check is not None:
         check(data)
-    return event
+    return data
 
 
 def parse_event(

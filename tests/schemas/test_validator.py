@@ -16,6 +16,7 @@ from esched.schemas.validator import (
     InvalidEvent,
     bench_validate,
     parse_event,
+    validate_data,
     validate_event,
 )
 
@@ -52,6 +53,26 @@ def test_internal_events_need_allowing(etype: str) -> None:
     exc = reject(ev)
     assert exc.reason == "unknown_type" and "internal" in exc.message
     assert validate_event(ev, allowed_types=TYPES) is ev
+
+
+def test_validate_data_refuses_what_validate_event_refuses_with_the_same_error() -> None:
+    """The data alone (a producer's own envelope) is checked as inside an envelope:
+    schema, then quantities and refused fields, the same reason, field and message."""
+    ok = event("esched.pod.submitted")
+    assert validate_data(ok["type"], ok["data"]) is ok["data"]
+    bad_schema = event("esched.pod.submitted")
+    bad_schema["data"]["spec"]["containers"] = "none"
+    refused = event("esched.pod.submitted")
+    refused["data"]["spec"]["resourceClaims"] = [{"name": "gpu"}]
+    for ev in (bad_schema, refused):
+        whole = reject(ev)
+        with pytest.raises(InvalidEvent) as alone:
+            validate_data(ev["type"], ev["data"])
+        assert (alone.value.reason, alone.value.field, alone.value.message) == (
+            whole.reason,
+            whole.field,
+            whole.message,
+        )
 
 
 def test_minimal_envelope_and_extension_attributes() -> None:

@@ -321,3 +321,33 @@ async def test_a_job_scaled_up_gets_its_new_pods_from_the_controller(tmp_path: P
         await controller.stop()
         await asyncio.wait_for(task, 10)
         await es.close()
+
+
+async def test_a_pod_esched_refuses_is_counted_not_submitted(tmp_path: Path) -> None:
+    """A template Volcano's webhook lets through but esched's pod schema refuses (a
+    DRA ``resourceClaims``, not implemented): the controller validates each pod it
+    builds, submits none of this one, counts it once and carries on."""
+    from esched.schemas.volcano_jobs import default_job
+    from esched.services.jobs import JobController
+
+    es = open_store(f"sqlite:///{tmp_path / 'refused.sqlite'}")
+    await es.connect()
+    await es.migrate()
+    job = default_job(_job("claims", [{"name": "worker", "replicas": 1}]))
+    job["spec"]["tasks"][0]["template"]["spec"]["resourceClaims"] = [{"name": "gpu"}]
+    await _append(es, ev.JOB_SUBMITTED, job, "claims")
+    controller = JobController(es)
+    task = asyncio.create_task(controller.run())
+    try:
+
+        async def settled() -> bool:
+            return controller.idle() and controller.position == await es.head()
+
+        await eventually(settled, within=20)
+        rows = await es.read(0, 100)
+    finally:
+        await controller.stop()
+        await asyncio.wait_for(task, 10)
+        await es.close()
+    assert [r.type for r in rows] == [ev.JOB_SUBMITTED, ev.PODGROUP_SUBMITTED]
+    assert (controller.totals.invalid_pods, controller.totals.submitted) == (1, 0)
