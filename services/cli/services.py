@@ -513,7 +513,8 @@ def jobs(store: str, metrics_port: int, tick: float) -> None:
     """The Volcano Job lifecycle controller as its own process.
 
     Follows the log with the job fold and appends what the fold decides: job phase
-    changes (`esched.job.updated`), pods withdrawn (`esched.pod.deleted`) and
+    changes but a job's start, which its Job and placement imply
+    (`esched.job.updated`), pods withdrawn (`esched.pod.deleted`) and
     resubmitted after a restart or once a task's `dependsOn` tasks completed
     (`esched.pod.submitted`), deadlines reached (`esched.job.timer`). Needs only the
     store (no Kafka). One instance is active (lease `jobs`); others stand by. Not
