@@ -93,11 +93,12 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
 
 
 def validate_data(etype: str, data: Any, compiled: _Compiled | None = None) -> Any:
-    """Validate the ``data`` of an event of esched type ``etype``: its schema
-    (``schema``), then its quantities (``quantity``); return it unchanged or raise
-    InvalidEvent (fields named ``data.…``, as by :func:`validate_event`). Its last steps, for
-    a producer whose envelope is its own making (the job controller's pods built
-    from a Job's template)."""
+    """Validate the ``data`` of an event of esched type ``etype``, as the last steps
+    of :func:`validate_event` do: its schema (``schema``), then its quantities
+    (``quantity``); return it unchanged or raise InvalidEvent, fields named
+    ``data.…`` as there. For a producer whose envelope is its own making (the job
+    controller's pods built from a Job's template); ``compiled``: the validators
+    when the caller has them."""
     v = compiled or _compiled or _load()
     data_valid = v.data_valid.get(etype)
     if data_valid is None:  # allowed by the caller, but no schema: never accept blindly
