@@ -80,11 +80,9 @@ cdef inline Py_ssize_t skip_ws(const unsigned char* b, Py_ssize_t i, Py_ssize_t 
 cdef inline Py_ssize_t skip_string(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     # b[i] is the opening quote; returns the index after the closing one. The bytes
     # a string may hold here are 0x20..0x7f less the backslash. Sixteen at a time
-    # with SSE2 (esched_special16), then eight at a time: the usual SWAR tests set the high bit of each byte that is a control character, a
-    # quote, a backslash or >= 0x80 (exactly for the first such byte: borrows only
-    # run upwards from one), so the lowest set bit is the string's first special byte.
-    cdef unsigned char c
-    cdef uint64_t w, special
+    # with SSE2 (esched_special16): most strings end in the first step; the rest of
+    # the search is _skip_string_tail's, out of line, so that this stays small
+    # enough for the compiler to inline at each of the scanner's calls.
     cdef unsigned int wide
     i += 1
     # (ESCHED_WIDE is 0 without SSE2: the loop is then never entered)
@@ -94,6 +92,17 @@ cdef inline Py_ssize_t skip_string(const unsigned char* b, Py_ssize_t i, Py_ssiz
             i += __builtin_ctz(wide)
             return i + 1 if b[i] == 0x22 else -1
         i += ESCHED_WIDE
+    return _skip_string_tail(b, i, n)
+
+
+cdef inline Py_ssize_t _skip_string_tail(const unsigned char* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    # skip_string's search from ``i`` (inside the string) to the end of the document.
+    # Eight at a time: the usual SWAR tests set the high bit of each byte that is a
+    # control character, a quote, a backslash or >= 0x80 (exactly for the first such
+    # byte: borrows only run upwards from one), so the lowest set bit is the string's
+    # first special byte.
+    cdef unsigned char c
+    cdef uint64_t w, special
     while i + 8 <= n:
         memcpy(&w, b + i, 8)
         special = ((w - 0x2020202020202020ULL)                                # < 0x20
