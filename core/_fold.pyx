@@ -25,7 +25,7 @@ from esched.schemas.quantity import QuantityError, resource_list
 from esched.schemas.validator.timewindow import event_seconds
 
 from esched.core._fold_usage cimport _usage_nodes, _usage_pods
-from esched.core._state cimport ClusterState, _class_of, _unit_in_range
+from esched.core._state cimport COL_PODS, ClusterState, _class_of, _unit_in_range
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -710,7 +710,7 @@ cdef int _bind_allocated(ClusterState self, Py_ssize_t p, Py_ssize_t n, bint has
     cdef Py_ssize_t r
     if not has_pods:
         # A bound pod always takes one of the node's pod slots.
-        self.pod_alloc[p, <Py_ssize_t>self.res_index["pods"]] = 1
+        self.pod_alloc[p, COL_PODS] = 1
     if not self._charge_fits(p, n):
         for r in range(self.n_res):
             self.pod_alloc[p, r] = 0

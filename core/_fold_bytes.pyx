@@ -39,7 +39,7 @@ from esched.core._fold cimport (
     _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit, _pod_submitted,
     _podgroup, _resolve_binding, noop_slots, type_slot,
 )
-from esched.core._state cimport MEMO_LIMIT, ClusterState
+from esched.core._state cimport COL_PODS, MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
@@ -694,10 +694,9 @@ cdef int _commit_one(ClusterState self, const unsigned char* b, Py_ssize_t n,
     for c in range(self.n_res):
         self.pod_alloc[p, c] = 0
     # In member order, so a repeated name's last value stays (as orjson keeps it).
-    c = self.res_index["pods"]
     for j in range(k_res):
         self.pod_alloc[p, cols[j]] = units[j]
-        if cols[j] == c:
+        if cols[j] == COL_PODS:
             has_pods = True
     _bind_allocated(self, p, nd, has_pods, 0)
     return 1

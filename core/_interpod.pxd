@@ -9,6 +9,8 @@ cdef class InterPodIndex:
     cdef public list lsets               # id -> (namespace, {label: value})
     cdef public dict lset_index          # (namespace, sorted label items) -> id
     cdef dict lset_fast                  # (namespace, label items as given) -> id
+    cdef str bare_ns                     # the last namespace of an unlabeled, unowned pod
+    cdef int bare_ns_lset                # ... and its label set (what lset_fast has for it)
     cdef list lset_match                 # id -> set of matcher ids it matches
     cdef dict lset_by_label              # (label, value) -> [ids of the label sets with it]
     cdef public list lset_owned          # id -> its pods get default spread constraints

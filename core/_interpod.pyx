@@ -29,6 +29,7 @@ domain per (matcher, key) in use, an int32 per pod, one entry per distinct label
 """
 
 cimport cython
+from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR, PyUnicode_Tailmatch
 
 import numpy as np
 import orjson
@@ -141,6 +142,17 @@ cdef bint _all_match(tuple parts, str ns, dict labels, dict ns_labels) except -1
     return True
 
 
+cdef inline bint _in_namespace(str key, str ns) except -1:
+    # Whether pod key ``key`` (``ns/name``) is in namespace ``ns`` (None: no).
+    # Namespaces hold no "/", so the key's first "/" is the one after ``ns``.
+    if ns is None:
+        return False
+    cdef Py_ssize_t length = PyUnicode_GET_LENGTH(ns)
+    return (PyUnicode_GET_LENGTH(key) > length
+            and PyUnicode_READ_CHAR(key, length) == 0x2f
+            and PyUnicode_Tailmatch(key, ns, 0, length, -1) == 1)
+
+
 cdef Py_ssize_t _lset(InterPodIndex self, str ns, object labels, bint owned) except -1:
     # InterPodIndex.lset, called in C by set_pod: each Volcano Job's pods bring a
     # label set of their own (volcano.sh/job-name), so the fold makes one per job.
@@ -188,6 +200,8 @@ cdef class InterPodIndex:
         self.lsets = []
         self.lset_index = {}
         self.lset_fast = {}
+        self.bare_ns = None
+        self.bare_ns_lset = -1
         self.lset_match = []
         self.lset_by_label = {}
         self.lset_owned = []
@@ -226,7 +240,13 @@ cdef class InterPodIndex:
             grown[: self.pod_lset_np.shape[0]] = self.pod_lset_np
             self.pod_lset_np = grown
             self.pod_lset = grown
-        cdef Py_ssize_t cut = key.find("/")
+        cdef Py_ssize_t cut
+        if not labels and not owned and _in_namespace(key, self.bare_ns):
+            # The bulk of a log: pods without labels, one namespace after another's;
+            # no namespace str sliced and hashed per pod.
+            self.pod_lset[p] = self.bare_ns_lset
+            return 0
+        cut = key.find("/")
         ns = key[:cut] if cut >= 0 else key
         # The fold's path: labels as the manifest lists them (one workload's pods list
         # them alike), one lookup; the canonical form only on a miss.
@@ -241,6 +261,9 @@ cdef class InterPodIndex:
             got = _lset(self, ns, labels, owned)
             if fast is not None and len(self.lset_fast) < 1_000_000:
                 self.lset_fast[fast] = got
+        if fast is ns and cut >= 0:
+            self.bare_ns = ns
+            self.bare_ns_lset = got
         self.pod_lset[p] = got
         return 0
 

@@ -14,7 +14,7 @@ import numpy as np
 from esched.core._classview cimport ClassView
 from esched.core._feasibility cimport REASON_NON_RESOURCE, reason_bits
 from esched.core._placer cimport Placer
-from esched.core._state cimport ClusterState
+from esched.core._state cimport COL_PODS, ClusterState
 
 __all__ = ["hide_reserved", "reservation_nodes"]
 
@@ -41,7 +41,7 @@ cpdef hide_reserved(Placer pl, gang):
     cdef Py_ssize_t n, col
     if not pl.hide_reserved or (not st.reserved_nodes and not pl.hidden):
         return None
-    col = st.res_index["pods"]
+    col = COL_PODS
     hidden = {}
     for name, owner in st.reserved_nodes.items():
         if owner != gang:

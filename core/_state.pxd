@@ -25,6 +25,11 @@ cdef enum:
     DEF_RES = 8
 
 cdef enum:
+    # The column of the pods resource: every state registers BASE_RESOURCES (cpu,
+    # memory, pods) first, in that order (_state.pyx), snapshots included.
+    COL_PODS = 2
+
+cdef enum:
     CLASS_HOST_PORTS = 1                # class_flags: the class binds host ports
     CLASS_INTERPOD = 2                  # class_flags: required pod (anti-)affinity or spread
 
@@ -185,6 +190,8 @@ cdef class ClusterState:
     cdef int _ports_change(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef Py_ssize_t _port_bit(self, tuple key) except -1
     cdef Py_ssize_t _class_for(self, dict pod, object node_group=*, bint pin=*) except -2
+    cdef Py_ssize_t _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
+                               object pcn, dict lim) except -1
     cdef void _bind(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef void _release(self, Py_ssize_t p) noexcept
     cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept

@@ -83,6 +83,8 @@ SNAPSHOT_MAGIC = b"ESCHEDS1"
 
 #: Resources every state has, in this column order.
 BASE_RESOURCES = ("cpu", "memory", "pods")
+if BASE_RESOURCES.index("pods") != COL_PODS:
+    raise ImportError("COL_PODS of core/_state.pxd disagrees with BASE_RESOURCES")
 #: How old a node's usage report may be, on the log's clock, before the fold ignores it
 #: (seconds): Volcano's usage plugin ignores metrics older than MetricsActiveTime (5 min).
 USAGE_MAX_AGE = 300.0
@@ -109,13 +111,20 @@ class PositionError(ValueError):
 
 
 cdef object _grown(object arr, Py_ssize_t rows, Py_ssize_t cols=-1):
-    """A zeroed copy of ``arr`` with at least ``rows`` rows (and ``cols`` columns)."""
+    """A copy of ``arr`` with at least ``rows`` rows (and ``cols`` columns), zero
+    beyond ``arr``'s. Only what the copy does not write is zeroed: zeroing the whole
+    first cost the fold's growth twice the bytes (the tables double as pods arrive)."""
+    cdef Py_ssize_t old_rows = arr.shape[0], old_cols
     if arr.ndim == 1:
-        new = np.zeros(rows, dtype=arr.dtype)
-        new[: arr.shape[0]] = arr
+        new = np.empty(rows, dtype=arr.dtype)
+        new[:old_rows] = arr
+        new[old_rows:] = 0
         return new
-    new = np.zeros((rows, max(cols, arr.shape[1])), dtype=arr.dtype)
-    new[: arr.shape[0], : arr.shape[1]] = arr
+    old_cols = arr.shape[1]
+    new = np.empty((rows, max(cols, old_cols)), dtype=arr.dtype)
+    new[:old_rows, :old_cols] = arr
+    new[:old_rows, old_cols:] = 0
+    new[old_rows:] = 0
     return new
 
 
@@ -705,8 +714,9 @@ cdef class ClusterState:
         pcn = spec.get("priorityClassName") or None
         return _class_of(self, req, nz, prio, ckey, pcn, lim)
 
-    def _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
-                   object pcn=None, dict lim=None) -> int:
+    cdef Py_ssize_t _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
+                               object pcn, dict lim) except -1:
+        # The class of key ``key`` (not in class_index), made: _class_of's miss.
         cdef Py_ssize_t i = self.n_classes
         cols = [self._resource(name) for name in req]
         lim_cols = [self._resource(name) for name in lim] if lim else []

@@ -826,3 +826,52 @@ def test_random_containers_only_specs_fold_as_the_dict_path_does(containers, see
         ev.append(_submit("x", raw.replace(b'"c0"', b'"other"')))
     ev += [_submit("p", raw), _submit("q", raw)]
     _assert_same(*_fold_both(ev))
+
+
+def _bare_submit(name: str, namespace: str, labels: bytes = b"") -> bytes:
+    """A pod submission without annotations (labels only when given)."""
+    meta = b'"name":"' + name.encode() + b'","namespace":"' + namespace.encode() + b'"' + labels
+    return (
+        b'{"type":"esched.pod.submitted","id":"s-' + name.encode() + b'","source":"t",'
+        b'"data":{"metadata":{' + meta + b'},"spec":' + _PLAIN_SPECS[0] + b"}}"
+    )
+
+
+def test_unlabeled_pods_get_their_namespaces_label_set_on_both_paths() -> None:
+    # The label set of a pod without labels is remembered by namespace between pods
+    # (InterPodIndex.set_pod): namespaces alternating, one a prefix of another, and
+    # labelled pods between them must each still get their own.
+    ev = [orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="64", memory="256Gi")))]
+    order = ["ns", "ns", "ns2", "ns", "n", "ns2", "ns2", "ns"]
+    for i, namespace in enumerate(order):
+        ev.append(_bare_submit(f"p{i}", namespace))
+        if i % 3 == 0:
+            ev.append(_bare_submit(f"l{i}", namespace, b',"labels":{"app":"x"}'))
+        ev.append(_bare_submit(f"e{i}", namespace, b',"labels":{}'))
+    a, b = _fold_both(ev)
+    _assert_same(a, b)
+    for state in (a, b):
+        ip = state.interpod
+        for key, p in state.pod_index.items():
+            namespace, name = key.split("/")
+            labels = {"app": "x"} if name.startswith("l") else {}
+            assert ip.lsets[ip.pod_lset_of(p)] == (namespace, labels), key
+
+
+def test_tables_grown_past_their_first_size_fold_as_the_dict_path_does() -> None:
+    # Beyond the initial pod and node capacity the tables are copied into larger ones
+    # of which only the new part is zeroed; a resource registered in between widens
+    # them (new columns zero for the rows already there).
+    ev = [orjson.dumps(envelope(EV.NODE_ADDED, node(f"n{i}", cpu="64"))) for i in range(40)]
+    ev += [_submit(f"a{i}", _PLAIN_SPECS[0]) for i in range(1500)]
+    ev += [_commit_raw(f"a{i}", f"n{i % 40}") for i in range(0, 1500, 7)]
+    gpu = node("g1", cpu="64", **{"example.com/gpu": "8"})
+    ev.append(orjson.dumps(envelope(EV.NODE_ADDED, gpu)))
+    ev += [_submit(f"b{i}", _PLAIN_SPECS[1]) for i in range(1500)]
+    a, b = _fold_both(ev)
+    _assert_same(a, b)
+    assert b.n_pods == 3000
+    assert b.pod_alloc_np.shape[0] >= 3000 and not b.pod_alloc_np[b.n_pods :].any()
+    assert not b.allocated_np[b.n_nodes :].any()
+    gpu_col = b.res_index["example.com/gpu"]
+    assert not b.pod_alloc_np[:, gpu_col].any()
