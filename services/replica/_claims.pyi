@@ -1,0 +1,14 @@
+# Typing stub for the Cython module services/replica/_claims.pyx (mypy reads this, not the .pyx).
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+def binding_slots(
+    bindings: Iterable[tuple[str, str, Any]], pod_index: dict[str, int], node_index: dict[str, int]
+) -> tuple[int, ...]: ...
+def claimed_slots(
+    claims: Iterable[tuple[Sequence[tuple[str, str, Any]], Sequence[str], tuple[int, ...]]],
+    pod_keys: list[str | None],
+    node_names: list[str | None],
+    pod_index: dict[str, int],
+    node_index: dict[str, int],
+) -> tuple[list[int], list[int], list[int]]: ...

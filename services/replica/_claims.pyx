@@ -1,0 +1,64 @@
+"""The slots of a replica's claims in one C loop (see
+:class:`esched.services.replica.claims._Claims`).
+
+Every renewal of the placer's view assumes every claim still in flight again, and
+the fold has moved between two renewals, so each one needs the claims' pod and
+node slots as the state has them now. Looking each name up in the state's indexes
+(a dict of every pod, ~100,000 in a large cluster) costs a cache miss or two per
+name per renewal; a slot kept with its claim holds while the state still names the
+binding's pod (node) there, which one list read and a pointer compare confirm.
+"""
+
+cimport cython
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+
+
+def binding_slots(bindings, dict pod_index, dict node_index) -> tuple:
+    """``(pod slot, node slot, ...)`` of ``bindings`` (``(pod, node, devices)``
+    triples), flat, -1 for a name the state does not have: kept with the claim."""
+    cdef list out = []
+    for b in bindings:
+        out.append(pod_index.get(b[0], -1))
+        out.append(node_index.get(b[1], -1))
+    return tuple(out)
+
+
+cdef inline Py_ssize_t _slot(object name, Py_ssize_t slot, list names, dict index):
+    """``slot`` if ``names`` still has ``name`` there, else ``index``'s slot (-1: none)."""
+    cdef object there
+    if 0 <= slot < PyList_GET_SIZE(names):
+        there = <object>PyList_GET_ITEM(names, slot)
+        if there is name or there == name:
+            return slot
+    return index.get(name, -1)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def claimed_slots(
+    claims, list pod_keys, list node_names, dict pod_index, dict node_index
+) -> tuple:
+    """``(pods, nodes, victims)``: the pod and node slots of every binding of
+    ``claims`` (``(bindings, victims, slots)``, ``slots`` from :func:`binding_slots`)
+    whose pod and node the state has now, as ``pod_index.get`` and ``node_index.get``
+    of their names would give them (a kept slot whose name the state no longer has
+    there, a pod removed and its slot reused, is looked up again), and the slots of
+    the claims' victims the state has."""
+    cdef list pods = [], nodes = [], victims = []
+    cdef tuple slots
+    cdef Py_ssize_t i, p, n
+    for claim in claims:
+        slots = claim[2]
+        i = 0
+        for b in claim[0]:
+            p = _slot(b[0], slots[i], pod_keys, pod_index)
+            n = _slot(b[1], slots[i + 1], node_names, node_index)
+            i += 2
+            if p >= 0 and n >= 0:
+                pods.append(p)
+                nodes.append(n)
+        for pod in claim[1]:  # victims are rare: looked up
+            v = pod_index.get(pod)
+            if v is not None:
+                victims.append(v)
+    return pods, nodes, victims
