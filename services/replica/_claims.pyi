@@ -2,11 +2,8 @@
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-def binding_slots(
-    bindings: Iterable[tuple[str, str, Any]], pod_index: dict[str, int], node_index: dict[str, int]
-) -> tuple[int, ...]: ...
 def claimed_slots(
-    claims: Iterable[tuple[Sequence[tuple[str, str, Any]], Sequence[str], tuple[int, ...]]],
+    claims: Iterable[tuple[Sequence[tuple[str, str, Any]], Sequence[str], list[int]]],
     pod_keys: list[str | None],
     node_names: list[str | None],
     pod_index: dict[str, int],

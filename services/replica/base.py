@@ -104,12 +104,12 @@ class _ReplicaBase:
         self._waiting: dict[str, Proposed] = {}
         self._stopping = asyncio.Event()
         #: Claims of proposals sent and not yet decided in the fold, by proposal id:
-        #: ([(pod, node, GPU devices)], [victim pods], their slots when claimed: see
-        #: _claims.binding_slots); assumed in the placer's view (and the device
+        #: ([(pod, node, GPU devices)], [victim pods], the bindings' slots kept by
+        #: _claims.claimed_slots); assumed in the placer's view (and the device
         #: table's) (see _resync).
         self._inflight: dict[
             str,
-            tuple[Sequence[tuple[str, str, tuple[int, ...]]], Sequence[str], tuple[int, ...]],
+            tuple[Sequence[tuple[str, str, tuple[int, ...]]], Sequence[str], list[int]],
         ] = {}
         #: pod -> proposal id of its undecided claim
         self._inflight_pods: dict[str, str] = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
-from esched.services.replica._claims import binding_slots, claimed_slots
+from esched.services.replica._claims import claimed_slots
 from esched.services.replica.base import _ReplicaBase
 from esched.services.replica.proposals import Proposed
 
@@ -42,7 +42,6 @@ class _Claims(_ReplicaBase):
         """Record the claims of proposals about to be sent (already in the view)."""
         inflight = self._inflight
         inflight_pods = self._inflight_pods
-        pod_index, node_index = self.state.pod_index, self.state.node_index
         for pid, pl in zip(proposed.pids, proposed.placements, strict=True):
             pairs = pl.bindings
             if len(pairs) != 1 or pairs[0][2]:  # GPU devices as tuples, whatever the plan
@@ -50,7 +49,7 @@ class _Claims(_ReplicaBase):
             inflight[pid] = (
                 pairs,
                 [v["pod"] for v in pl.victims] if pl.victims else (),
-                binding_slots(pairs, pod_index, node_index),
+                [],  # their slots, from the first renewal of the view on (_resync)
             )
             for pod, _node, _devices in pairs:
                 inflight_pods[pod] = pid
