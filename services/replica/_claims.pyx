@@ -11,6 +11,9 @@ names the binding's pod (node) there, which one list read and a compare confirm.
 
 cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from libc.stdint cimport int64_t
+
+import numpy as np
 
 
 cdef inline Py_ssize_t _slot(object name, Py_ssize_t slot, list names, dict index):
@@ -31,14 +34,22 @@ def claimed_slots(
     """``(pods, nodes, victims)``: the pod and node slots of every binding of
     ``claims`` (``(bindings, victims, slots)``) whose pod and node the state has
     now, as ``pod_index.get`` and ``node_index.get`` of their names would give
-    them, and the slots of the claims' victims the state has.
+    them (int64 arrays, as :meth:`Placer.assume_claims` takes them: no int object
+    per slot), and the slots of the claims' victims the state has (a list).
 
     ``slots`` is the claim's list of ``(pod slot, node slot, ...)``, flat, -1 for
     a name not in the state: empty until the claim's first renewal fills it, then
     kept, and a slot whose name the state no longer has there (a pod removed, its
     slot reused) is looked up again and replaced."""
-    cdef list pods = [], nodes = [], victims = [], slots
-    cdef Py_ssize_t i, p, n, kept_p, kept_n
+    cdef Py_ssize_t total = 0
+    for claim in claims:
+        total += len(claim[0])
+    pods_np = np.empty(total, dtype=np.int64)
+    nodes_np = np.empty(total, dtype=np.int64)
+    cdef int64_t[::1] pods = pods_np
+    cdef int64_t[::1] nodes = nodes_np
+    cdef list victims = [], slots
+    cdef Py_ssize_t i, k = 0, p, n, kept_p, kept_n
     cdef bint first
     for claim in claims:
         slots = claim[2]
@@ -60,11 +71,12 @@ def claimed_slots(
                 if n != kept_n:
                     slots[i + 1] = n
             i += 2
-            if p >= 0 and n >= 0:
-                pods.append(p)
-                nodes.append(n)
+            if p >= 0 and n >= 0 and k < total:
+                pods[k] = p
+                nodes[k] = n
+                k += 1
         for pod in claim[1]:  # victims are rare: looked up
             v = pod_index.get(pod)
             if v is not None:
                 victims.append(v)
-    return pods, nodes, victims
+    return pods_np[:k], nodes_np[:k], victims

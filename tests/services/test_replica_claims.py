@@ -7,6 +7,12 @@ from __future__ import annotations
 from esched.services.replica._claims import claimed_slots
 
 
+def _slots(claims, pod_keys, node_names, pod_index, node_index):
+    """claimed_slots' answer with its arrays as lists."""
+    pods, nodes, victims = claimed_slots(claims, pod_keys, node_names, pod_index, node_index)
+    return pods.tolist(), nodes.tolist(), victims
+
+
 def _lookup(claims, pod_index, node_index):
     """The rule the kept slots stand in for: each name looked up now."""
     pods, nodes, victims = [], [], []
@@ -33,7 +39,7 @@ def test_kept_slots_match_a_lookup_after_removals_and_reused_slots():
         [("ns/a", "n0", ()), ("ns/x", "n0", ())],  # a gang with a pod never seen
     ]
     claims = [(b, ["ns/c"] if k == 0 else [], []) for k, b in enumerate(bindings)]
-    first = claimed_slots(claims, pod_keys, node_names, pod_index, node_index)
+    first = _slots(claims, pod_keys, node_names, pod_index, node_index)
     assert first == _lookup(claims, pod_index, node_index)
     assert [c[2] for c in claims] == [[0, 1], [1, 0], [2, 1], [-1, 0], [0, 0, -1, 0]]
 
@@ -47,7 +53,7 @@ def test_kept_slots_match_a_lookup_after_removals_and_reused_slots():
     pod_keys.append("ns/e")
     pod_index["ns/e"] = 3
 
-    got = claimed_slots(claims, pod_keys, node_names, pod_index, node_index)
+    got = _slots(claims, pod_keys, node_names, pod_index, node_index)
     assert got == _lookup(claims, pod_index, node_index)
     assert got == ([3, 0], [0, 0], [2])
     assert claims[3][2] == [3, 0]  # found since: kept for the next renewal
@@ -62,5 +68,5 @@ def test_kept_slots_are_used_while_the_state_names_the_binding_there():
     node_index = {"n0": 0}
     b = [("".join(["ns/", "b"]), "".join(["n", "0"]), ())]
     claims = [(b, (), [])]
-    assert claimed_slots(claims, pod_keys, node_names, pod_index, node_index) == ([1], [0], [])
-    assert claimed_slots(claims, pod_keys, node_names, {}, {}) == ([1], [0], [])
+    assert _slots(claims, pod_keys, node_names, pod_index, node_index) == ([1], [0], [])
+    assert _slots(claims, pod_keys, node_names, {}, {}) == ([1], [0], [])
