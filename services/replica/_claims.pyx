@@ -53,7 +53,10 @@ def claimed_slots(
     cdef bint first
     for claim in claims:
         slots = claim[2]
-        first = PyList_GET_SIZE(slots) == 0
+        # Two per binding once filled (anything else: a fill cut short, done again).
+        first = PyList_GET_SIZE(slots) != 2 * len(claim[0])
+        if first:
+            del slots[:]
         i = 0
         for b in claim[0]:
             if first:
