@@ -22,6 +22,11 @@ its Pending and Running are not recorded: the Job and its placement imply them).
 (namespace ``seen``, its pod deleted): its pods' classes are then known, as the
 plain flow's are (its pods repeat the preload's shapes, same seed), so the two
 compare the fold of a pod whose class exists.
+``python -m esched.services.bench_follow [claims] [batch] renew [nodes]``: what
+renewing its view costs a replica with ``claims`` pods of its own in flight (placed
+``batch`` a pass, claimed, none decided) on ``nodes`` nodes filled to 70%, as
+``bench e2e`` preloads them: per renewal, the whole of it and the core's part
+(``Placer.sync``, ``assume_claims``), and the replica's part per claim.
 ``fold-shapes``, ``follow-shapes``: the same measurements over a flow of repeated
 shapes (:func:`shape_payloads`: pods in workloads of 1 to 50 replicas sharing one
 spec, as ReplicaSets and Jobs make them) instead of the ``bench scale`` pods, of
@@ -42,6 +47,7 @@ from typing import Any, cast
 import orjson
 
 from esched.core import ClusterState
+from esched.core.schedule import Target
 from esched.core.validation import Verdict
 from esched.schemas.events import metadata_key, namespaced_key
 from esched.services.bench_e2e.preload import pod_payloads
@@ -64,6 +70,7 @@ __all__ = [
     "place_batches",
     "run_follow_bench",
     "run_place_bench",
+    "run_renew_bench",
     "shape_payloads",
 ]
 
@@ -424,6 +431,63 @@ def run_place_bench(pods: int = 5000, batch: int = 100, seed: int = 0) -> dict[s
     }
 
 
+def run_renew_bench(
+    claims: int = 4000, batch: int = 500, nodes: int = 10_000, repeat: int = 7
+) -> dict[str, Any]:
+    """CPU time (best of ``repeat`` rounds of 20) of a replica's view renewal
+    (``_Claims._resync`` after its claims changed) with ``claims`` one-pod claims in
+    flight, and of the core's part of it (:meth:`Placer.sync` and
+    :meth:`Placer.assume_claims` of the same slots); see the module docstring."""
+    snapshot, flow = flow_log(nodes=nodes, fill=0.7, pods=claims, replicas=1)
+    state = ClusterState.from_bytes(snapshot)
+    state.apply_payloads([(p, b) for p, b in flow if b'"esched.pod.submitted"' in b])
+    replica = Replica(cast(Any, None), MemoryBus(), "r0")
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(replica.start_placing(state))
+        position = int(state.position)
+        targets = [Target("pod", str(k), position) for k in state.pod_keys[-claims:]]
+
+        async def claim_all() -> None:  # proposals' futures need a running loop
+            for i in range(0, len(targets), batch):
+                replica._resync()
+                proposed = replica._plan(targets[i : i + batch], {})
+                if proposed is not None:
+                    replica._claim(proposed)
+
+        loop.run_until_complete(claim_all())
+    finally:
+        loop.close()
+    placer = replica.placer
+    assert placer is not None
+    bindings = [b for claim in replica._inflight.values() for b in claim[0]]
+    pods = [state.pod_index[pod] for pod, _n, _d in bindings]
+    on = [state.node_index[node] for _p, node, _d in bindings]
+    whole = core = float("inf")
+    freeze_heap()
+    try:
+        for _ in range(repeat):
+            t0 = time.process_time()
+            for _ in range(20):
+                replica._claims_version += 1  # a claim came or went: renew
+                replica._resync()
+            whole = min(whole, (time.process_time() - t0) / 20)
+            t0 = time.process_time()
+            for _ in range(20):
+                placer.sync()
+                placer.assume_claims(pods, on, [])
+            core = min(core, (time.process_time() - t0) / 20)
+    finally:
+        thaw_heap()
+    return {
+        "claims": len(bindings),
+        "pods_in_state": int(state.n_pods),
+        "renewal_us": round(whole * 1e6, 1),
+        "core_us": round(core * 1e6, 1),
+        "replica_ns_per_claim": round((whole - core) / max(len(bindings), 1) * 1e9),
+    }
+
+
 if __name__ == "__main__":
     import sys
 
@@ -431,6 +495,10 @@ if __name__ == "__main__":
     mode = sys.argv[3] if len(sys.argv) > 3 else None
     if mode == "place":  # the second number: work items per batch
         print(orjson.dumps(run_place_bench(pods, replicas)).decode())
+        sys.exit(0)
+    if mode == "renew":  # the first number: claims; the second: pods a pass
+        nodes = int(sys.argv[4]) if len(sys.argv) > 4 else 10_000
+        print(orjson.dumps(run_renew_bench(pods, replicas, nodes)).decode())
         sys.exit(0)
     jobs = mode in ("jobs", "jobs-seen")
     shapes = mode in ("fold-shapes", "follow-shapes")

@@ -104,10 +104,12 @@ class _ReplicaBase:
         self._waiting: dict[str, Proposed] = {}
         self._stopping = asyncio.Event()
         #: Claims of proposals sent and not yet decided in the fold, by proposal id:
-        #: ([(pod, node, GPU devices)], [victim pods]); assumed in the placer's view
-        #: (and the device table's) (see _resync).
+        #: ([(pod, node, GPU devices)], [victim pods], the bindings' slots kept by
+        #: _claims.claimed_slots); assumed in the placer's view (and the device
+        #: table's) (see _resync).
         self._inflight: dict[
-            str, tuple[Sequence[tuple[str, str, tuple[int, ...]]], Sequence[str]]
+            str,
+            tuple[Sequence[tuple[str, str, tuple[int, ...]]], Sequence[str], list[int]],
         ] = {}
         #: pod -> proposal id of its undecided claim
         self._inflight_pods: dict[str, str] = {}

@@ -3,9 +3,10 @@ every proposal sent and not yet decided; a decision folded releases its claim.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
+from esched.services.replica._claims import claimed_slots
 from esched.services.replica.base import _ReplicaBase
 from esched.services.replica.proposals import Proposed
 
@@ -26,23 +27,17 @@ class _Claims(_ReplicaBase):
         self.placer.sync()
         if self._inflight:
             st = self.state
-            pods: list[int] = []
-            nodes: list[int] = []
-            victims: list[int] = []
-            for bindings, evicted in self._inflight.values():
-                for pod, node, _devices in bindings:
-                    p = st.pod_index.get(pod)
-                    n = st.node_index.get(node)
-                    if p is not None and n is not None:
-                        pods.append(p)
-                        nodes.append(n)
-                victims.extend(v for pod in evicted if (v := st.pod_index.get(pod)) is not None)
-            self.placer.assume_claims(pods, nodes, victims)
+            pods, nodes, victims = claimed_slots(
+                self._inflight.values(), st.pod_keys, st.node_names, st.pod_index, st.node_index
+            )
+            # int64 arrays: assume_claims takes any int array-like (its stub says
+            # Sequence[int]).
+            self.placer.assume_claims(cast(Any, pods), cast(Any, nodes), victims)
         if self.devices is not None:
             assert self.scheduler is not None
             self.devices.sync()
             self.scheduler.use_gpu_resource(self.devices.resource, self.devices.scale)
-            self.devices.claim(b for bindings, _ in self._inflight.values() for b in bindings)
+            self.devices.claim(b for bindings, _v, _s in self._inflight.values() for b in bindings)
         self._view_at = now
 
     def _claim(self, proposed: Proposed) -> None:
@@ -53,7 +48,11 @@ class _Claims(_ReplicaBase):
             pairs = pl.bindings
             if len(pairs) != 1 or pairs[0][2]:  # GPU devices as tuples, whatever the plan
                 pairs = [(pod, node, tuple(devices)) for pod, node, devices in pairs]
-            inflight[pid] = (pairs, [v["pod"] for v in pl.victims] if pl.victims else ())
+            inflight[pid] = (
+                pairs,
+                [v["pod"] for v in pl.victims] if pl.victims else (),
+                [],  # their slots, from the first renewal of the view on (_resync)
+            )
             for pod, _node, _devices in pairs:
                 inflight_pods[pod] = pid
         self._claims_version += 1

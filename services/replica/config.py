@@ -45,6 +45,10 @@ class ReplicaConfig:
     #: The same after a read that found a burst (64 events or more): a read's fixed
     #: cost (~100 µs) was half of following's CPU per pod at 10 ms.
     follow_busy_interval: float = 0.04
+    #: How long (s) a batch waits for the fold to reach its work items' positions
+    #: before reading the store's head to refuse those beyond it: the fold is
+    #: usually a read or two behind the work, and the head read is a round trip.
+    head_check_after: float = 0.25
     #: Stop fetching work (no fetch requests: an idle replica costs nothing) once
     #: polls have come back empty for this long (s) with no event in the log that
     #: may make work (anything but a committed placement); the next such event

@@ -218,9 +218,15 @@ class _WorkLoop(_Share):
                 if position > upto:
                     upto = position
         self.totals.work_items += len(msgs)
-        if targets and upto > self.follower.position:
+        if (
+            targets
+            and upto > self.follower.position
+            and not await self.follower.wait_for(upto, self.config.head_check_after)
+        ):
             # A work item names a log position the fold must reach first; one beyond
             # the log's head (forged, or garbage) would stall every replica forever.
+            # The fold is usually a read behind the work, so the head is read (a
+            # round trip per batch) only for items it has not reached by then.
             head = await retry_transient(
                 self.store.head, what="store head", service=SERVICE, peer="store"
             )

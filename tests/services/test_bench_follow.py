@@ -15,6 +15,7 @@ from esched.services.bench_follow import (
     follow_flow,
     idle_replica,
     run_place_bench,
+    run_renew_bench,
     shape_payloads,
 )
 from esched.services.store._search import mentioning
@@ -95,3 +96,11 @@ def test_the_place_benchmark_places_every_pod_through_signed_work_and_proposals(
     assert out["placed"] == out["proposals"] == 50
     assert out["whole_cpu_us_per_pod"] >= out["replica_cpu_us_per_pod"] > 0
     assert out["core_cpu_us_per_pod"] > 0 and out["deciding_cpu_us_per_pod"] > 0
+
+
+def test_the_renew_benchmark_renews_a_view_holding_every_claim_in_flight() -> None:
+    # Every pod placed over the passes stays claimed (nothing is decided), so each
+    # renewal assumes all of them again.
+    out = run_renew_bench(claims=60, batch=25, nodes=200, repeat=1)
+    assert out["claims"] == 60
+    assert out["renewal_us"] > 0 and out["core_us"] > 0
