@@ -3,7 +3,7 @@ every proposal sent and not yet decided; a decision folded releases its claim.""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.replica._claims import claimed_slots
@@ -30,9 +30,7 @@ class _Claims(_ReplicaBase):
             pods, nodes, victims = claimed_slots(
                 self._inflight.values(), st.pod_keys, st.node_names, st.pod_index, st.node_index
             )
-            # int64 arrays: assume_claims takes any int array-like (its stub says
-            # Sequence[int]).
-            self.placer.assume_claims(cast(Any, pods), cast(Any, nodes), victims)
+            self.placer.assume_claims(pods, nodes, victims)
         if self.devices is not None:
             assert self.scheduler is not None
             self.devices.sync()
