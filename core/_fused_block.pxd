@@ -24,6 +24,16 @@ cdef extern from "_fused_block.h" nogil:
         double need_val[ESCHED_FB_MAX_NEED]
         int n_need
         double pen_ok
+        const float* cfree[ESCHED_FB_MAX_NEED]
+        float cneed_lo[ESCHED_FB_MAX_NEED]
+        float cneed_hi[ESCHED_FB_MAX_NEED]
+        const float* cg0
+        const float* cg1
+        const float* ch0
+        const float* ch1
+        const float* ci0
+        const float* ci1
+        const float* cpen
         double fr0, fr1, br0, br1, rw0, rw1, ws, inv_ws, w_fit, w_bal
         int do_fit, least, do_bal
     ctypedef struct esched_fbsum:
