@@ -247,11 +247,12 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
  * `best`, left as 0: they can be neither the best nor tie with it, so the counts, the
  * cut (esched_cut) and the summary's max and ties with `best` are the kernel's. Same
  * preconditions as the kernel, and no zero cpu or memory capacity in the block (no
- * ESCHED_FB_SPECIAL entry). */
+ * ESCHED_FB_SPECIAL entry). Returns how many nodes it scored exactly (m when more than
+ * half were candidates: then the kernel ran over the whole block). */
 #define ESCHED_FB_COMPACT_SLACK 1e-5   /* relative to the bound's scale, >> its error */
 #define ESCHED_FB_FLOAT_STEP (1.0f / 1048576.0f)  /* 2**-20: > 4 float steps, rounded */
 
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) Py_ssize_t
 esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
                    esched_fbsum *sum, int32_t best)
 {
@@ -323,27 +324,34 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
     }
     if (n_pick * 2 > m) {
         esched_fblock_body(k, n0, m, out, sum);
-        return;
+        return m;
     }
     if (n_pick > 0) {
-        /* the candidates' columns side by side, checked and scored by the kernel as
-         * nodes 0.. */
+        /* the candidates' columns side by side, scored by the kernel as nodes 0..: a
+         * candidate's lines are not in cache (the walk read only the compact rows),
+         * so only those the score needs are gathered; the reciprocals are recomputed
+         * (the same IEEE division as the placer's), pen is 0 (a candidate is alive and
+         * passes its cordon check), and the needed resources' columns only when a
+         * candidate's fit was left unsure by the pre-check. */
         double g[9 + 2 * ESCHED_FB_MAX_NEED][ESCHED_FB_BLOCK];
         int32_t gs[ESCHED_FB_BLOCK];
         esched_fbsum gsum;
         const double *u0 = k->u0 + n0, *u1 = k->u1 + n0, *z0 = k->z0 + n0,
-                     *z1 = k->z1 + n0, *a0 = k->a0 + n0, *a1 = k->a1 + n0,
-                     *i0 = k->i0 + n0, *i1 = k->i1 + n0, *pen = k->pen + n0;
+                     *z1 = k->z1 + n0, *a0 = k->a0 + n0, *a1 = k->a1 + n0;
+        int any_unsure = 0;
         for (Py_ssize_t j = 0; j < n_pick; j++) {
             Py_ssize_t i = pick[j];
             g[0][j] = u0[i]; g[1][j] = u1[i]; g[2][j] = z0[i]; g[3][j] = z1[i];
-            g[4][j] = a0[i]; g[5][j] = a1[i]; g[6][j] = i0[i]; g[7][j] = i1[i];
-            g[8][j] = pen[i];
+            g[4][j] = a0[i]; g[5][j] = a1[i];
+            g[6][j] = 1.0 / a0[i]; g[7][j] = 1.0 / a1[i];
+            g[8][j] = 0.0;
+            any_unsure |= unsure[i] != 0.0f;
         }
         esched_fblock gk = *k;
         gk.u0 = g[0]; gk.u1 = g[1]; gk.z0 = g[2]; gk.z1 = g[3];
         gk.a0 = g[4]; gk.a1 = g[5]; gk.i0 = g[6]; gk.i1 = g[7]; gk.pen = g[8];
-        for (int r = 0; r < k->n_need; r++) {
+        gk.n_need = any_unsure ? k->n_need : 0;
+        for (int r = 0; r < gk.n_need; r++) {
             const double *nu = k->need_used[r] + n0, *na = k->need_alloc[r] + n0;
             double *gu = g[9 + 2 * r], *ga = g[10 + 2 * r];
             for (Py_ssize_t j = 0; j < n_pick; j++) {
@@ -358,6 +366,7 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
             out[pick[j]] = gs[j];
     }
     esched_summarize_body(out, m, sum);
+    return n_pick;
 }
 
 /* How many cache entries of m nodes are stale: stamp != (version | epoch). */
@@ -447,8 +456,8 @@ esched_topology_body(const esched_tcheck *c, int n_c, Py_ssize_t n0, Py_ssize_t 
 
 typedef void (*esched_fblock_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
                                  int32_t *out, esched_fbsum *sum);
-typedef void (*esched_fbound_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
-                                 int32_t *out, esched_fbsum *sum, int32_t best);
+typedef Py_ssize_t (*esched_fbound_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
+                                       int32_t *out, esched_fbsum *sum, int32_t best);
 typedef void (*esched_summarize_fn)(const int32_t *s, Py_ssize_t m, esched_fbsum *sum);
 typedef Py_ssize_t (*esched_stale_fn)(const int64_t *stamp, const long long *ver,
                                       int64_t epoch, Py_ssize_t m);
@@ -461,10 +470,10 @@ typedef void (*esched_topology_fn)(const esched_tcheck *c, int n_c, Py_ssize_t n
     attr static void esched_fblock_##isa(const esched_fblock *k, Py_ssize_t n0,           \
                                          Py_ssize_t m, int32_t *out, esched_fbsum *sum)   \
     { esched_fblock_body(k, n0, m, out, sum); }                                           \
-    attr static void esched_fbound_##isa(const esched_fblock *k, Py_ssize_t n0,           \
-                                         Py_ssize_t m, int32_t *out, esched_fbsum *sum,   \
-                                         int32_t best)                                    \
-    { esched_fbound_body(k, n0, m, out, sum, best); }                                     \
+    attr static Py_ssize_t esched_fbound_##isa(const esched_fblock *k, Py_ssize_t n0,     \
+                                               Py_ssize_t m, int32_t *out,                \
+                                               esched_fbsum *sum, int32_t best)           \
+    { return esched_fbound_body(k, n0, m, out, sum, best); }                              \
     attr static void esched_summarize_##isa(const int32_t *s, Py_ssize_t m,               \
                                             esched_fbsum *sum)                            \
     { esched_summarize_body(s, m, sum); }                                                 \

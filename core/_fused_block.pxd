@@ -50,8 +50,8 @@ cdef extern from "_fused_block.h" nogil:
                          int32_t* passes) noexcept
     void esched_fblock_score(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m,
                              int32_t* out, esched_fbsum* sum) noexcept
-    void esched_fbound(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m, int32_t* out,
-                       esched_fbsum* sum, int32_t best) noexcept
+    Py_ssize_t esched_fbound(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m,
+                             int32_t* out, esched_fbsum* sum, int32_t best) noexcept
     void esched_summarize(const int32_t* s, Py_ssize_t m, esched_fbsum* sum) noexcept
     Py_ssize_t esched_stale(const int64_t* stamp, const long long* ver, int64_t epoch,
                             Py_ssize_t m) noexcept

@@ -34,8 +34,11 @@ Per pod (by equivalence class):
    integer results (BalancedAllocation): the integer scores are kube's, bit for bit
    (tests/core/test_placer.py checks the fused scan against the plugin table, every
    kernel body, cache on and off). Once a walk without the cache holds a best score,
-   a block step scores exactly only the nodes whose upper bound (the scores before
-   their floors) reaches it (``esched_fbound``): the others can neither win nor tie,
+   a block step reads compact float rows (``cb``, kept by ``_compact_node``: free
+   amounts rounded down, fractions, reciprocals) for a fit pre-check and an upper
+   bound of each node's total (the scores before their floors), and checks and
+   scores exactly, from the double columns, only the nodes that may fit and whose
+   bound reaches the best (``esched_fbound``): the others can neither win nor tie,
    so the decision is the same (tests/core/test_placer_pruning.py).
 4. **Cache**: per recent class, a dense row of (score, stamp) per node, valid while
    the node's placer version is unchanged, plus a summary per block (best, how many
@@ -1768,6 +1771,7 @@ cdef class Placer:
                            and not (v.fb_special or v.n_ip or v.n_spread or v.has_taints
                                     or v.has_labels or v.pinned or v.has_ports))
         cdef bint whole, stop = False
+        cdef int bound_misses = 0
         cdef int32_t* S = &self.sc[slot if cached else CACHE_SLOTS, 0]
         cdef int64_t* E = &self.se[slot, 0] if cached else NULL
         cdef int64_t epoch = (<int64_t>self.slot_epoch[slot] << EPOCH_SHIFT) if cached else 0
@@ -1843,7 +1847,11 @@ cdef class Placer:
                         E[few[i]] = ver[few[i]] | epoch
             elif fused:
                 if bound and best_score >= 0:
-                    esched_fbound(&v.fb, n0, m, S + n0, &sm, best_score)
+                    # Nearly every node reaching the best (an emptyish cluster's ties)
+                    # makes the bound extra work: after two such steps, the kernel.
+                    if esched_fbound(&v.fb, n0, m, S + n0, &sm, best_score) == m:
+                        bound_misses += 1
+                        bound = bound_misses < 2
                 else:
                     self._fused_block(v, n0, m, S + n0, &sm)
                 if found + sm.n_feasible >= target:
