@@ -58,6 +58,13 @@ typedef struct {
     double need_val[ESCHED_FB_MAX_NEED];           /* the class's request */
     int n_need;
     double pen_ok;                /* pen <= pen_ok fits: 0, or 1 if it tolerates cordons */
+    /* Per node, the compact float rows the bounded form walks (esched_fbound_body):
+     * each requested resource's free amount (allocatable - used, rounded down), the
+     * free non-zero fractions (a - z) / a, the used fractions u / a, the reciprocals
+     * 1 / a (cpu, memory) and pen. */
+    const float *cfree[ESCHED_FB_MAX_NEED];
+    float cneed_lo[ESCHED_FB_MAX_NEED], cneed_hi[ESCHED_FB_MAX_NEED];  /* need_val rounded down, up */
+    const float *cg0, *cg1, *ch0, *ch1, *ci0, *ci1, *cpen;
     /* The class and the profile. */
     double fr0, fr1;              /* Fit: the pod's non-zero cpu, memory */
     double br0, br1;              /* BalancedAllocation: the pod's cpu, memory requests */
@@ -96,7 +103,8 @@ typedef struct {
 
 /* The fit check of nodes n0 .. n0+m: bad[i] 1.0 where node n0+i is cordoned or
  * penalized past pen_ok, or a needed resource does not fit; else 0.0. The one home of
- * the rule for the kernel and its bounded form (always inlined: each vectorizes it). */
+ * the exact rule (the bounded form's float pre-check only picks the nodes it is run on;
+ * always inlined: each body vectorizes it). */
 static inline __attribute__((always_inline)) void
 esched_fblock_bad(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, double *bad)
 {
@@ -223,58 +231,80 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
 }
 
 /* The kernel's results for a walk that already holds a best score `best` (>= 0),
- * visiting cheaply the nodes that cannot reach it. The fit check is the kernel's; then
- * an upper bound of each feasible node's total in real arithmetic (the scores without
- * their floors and truncations: w * floor(x) <= w * x), and only the nodes whose bound
- * reaches `best` are scored exactly, by the kernel over their gathered columns. The
- * others (their total < best, so they cannot be the best nor tie with it) are left as
- * 0, feasible: the counts, the cut (esched_cut) and the summary's max and ties with
- * `best` are those of the kernel's scores. Same preconditions as the kernel, and no
- * zero cpu or memory capacity in the block (no ESCHED_FB_SPECIAL entry). */
-#define ESCHED_FB_BOUND_SLACK 1e-7   /* > the bound's rounding error (~1e-12 per 100) */
+ * reading the compact float rows (7 + n_need floats a node, against the kernel's 9 +
+ * 2 * n_need doubles) and the double columns only for the nodes that may matter.
+ *   - The fit pre-check: a node whose rounded-down free amount f of a resource is
+ *     below the request even after one float step up (f + |f| * 2**-22 > every value
+ *     that rounds down to f) surely does not fit; one whose f covers the request
+ *     surely fits; between the two (within a float's rounding) it is ambiguous.
+ *   - An upper bound of each node's total in real arithmetic (the scores without their
+ *     floors and truncations: w * floor(x) <= w * x) from the fractions and
+ *     reciprocals, off by less than ESCHED_FB_COMPACT_SLACK (float rounding, ~3e-7
+ *     of each plugin's 100).
+ * The candidates (not surely infeasible, and a bound that reaches `best`, or an
+ * ambiguous fit) are checked and scored exactly, by the kernel over their gathered
+ * double columns. The others are dead, infeasible (-1), or feasible with a total below
+ * `best`, left as 0: they can be neither the best nor tie with it, so the counts, the
+ * cut (esched_cut) and the summary's max and ties with `best` are the kernel's. Same
+ * preconditions as the kernel, and no zero cpu or memory capacity in the block (no
+ * ESCHED_FB_SPECIAL entry). Returns how many nodes it scored exactly (m when more than
+ * half were candidates: then the kernel ran over the whole block). */
+#define ESCHED_FB_COMPACT_SLACK 1e-5   /* relative to the bound's scale, >> its error */
+#define ESCHED_FB_FLOAT_STEP (1.0f / 1048576.0f)  /* 2**-20: > 4 float steps, rounded */
 
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) Py_ssize_t
 esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
                    esched_fbsum *sum, int32_t best)
 {
-    double bad[ESCHED_FB_BLOCK];
+    /* In float, 8 nodes to an AVX2 vector (the errors are well inside the slack). */
+    float bad[ESCHED_FB_BLOCK], unsure[ESCHED_FB_BLOCK];
     uint8_t cand[ESCHED_FB_BLOCK];
     int32_t pick[ESCHED_FB_BLOCK];
-    const double *pen = k->pen + n0;
-    esched_fblock_bad(k, n0, m, bad);
-    const double *a0 = k->a0 + n0, *a1 = k->a1 + n0, *i0 = k->i0 + n0,
-                 *i1 = k->i1 + n0, *u0 = k->u0 + n0, *u1 = k->u1 + n0,
-                 *z0 = k->z0 + n0, *z1 = k->z1 + n0;
-    const double fr0 = k->fr0, fr1 = k->fr1, br0 = k->br0, br1 = k->br1;
-    const double fit0 = k->do_fit ? k->w_fit * k->rw0 * k->inv_ws * 100.0 : 0.0;
-    const double fit1 = k->do_fit ? k->w_fit * k->rw1 * k->inv_ws * 100.0 : 0.0;
-    const double bal = k->do_bal ? k->w_bal * 100.0 : 0.0;
-    const double lim = (double)best - ESCHED_FB_BOUND_SLACK * (1.0 + fit0 + fit1 + bal);
-    double ub[ESCHED_FB_BLOCK];
-    /* One simple loop per part, as in the kernel, so each vectorizes. */
-    if (k->least) {
-        for (Py_ssize_t i = 0; i < m; i++) {
-            double d0 = a0[i] - (z0[i] + fr0), d1 = a1[i] - (z1[i] + fr1);
-            ub[i] = fit0 * (d0 > 0.0 ? d0 : 0.0) * i0[i] + fit1 * (d1 > 0.0 ? d1 : 0.0) * i1[i];
-        }
-    } else {
-        for (Py_ssize_t i = 0; i < m; i++) {
-            double r0 = z0[i] + fr0, r1 = z1[i] + fr1;
-            ub[i] = fit0 * (r0 < a0[i] ? r0 : a0[i]) * i0[i]
-                    + fit1 * (r1 < a1[i] ? r1 : a1[i]) * i1[i];
+    const float *cpen = k->cpen + n0;
+    const float pen_ok = (float)k->pen_ok;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        bad[i] = cpen[i] > pen_ok ? 1.0f : 0.0f;
+        unsure[i] = 0.0f;
+    }
+    for (int j = 0; j < k->n_need; j++) {
+        /* (indexed from n0, as in esched_fblock_bad: no gathers) */
+        const float *f = k->cfree[j];
+        const float lo = k->cneed_lo[j], hi = k->cneed_hi[j];
+        for (Py_ssize_t i = n0; i < n0 + m; i++) {
+            float fl = f[i];
+            bad[i - n0] = (lo > fl + fabsf(fl) * ESCHED_FB_FLOAT_STEP) ? 1.0f : bad[i - n0];
+            unsure[i - n0] = (hi > fl) ? 1.0f : unsure[i - n0];
         }
     }
+    const float *g0 = k->cg0 + n0, *g1 = k->cg1 + n0, *h0 = k->ch0 + n0,
+                *h1 = k->ch1 + n0, *ci0 = k->ci0 + n0, *ci1 = k->ci1 + n0;
+    const float fr0 = (float)k->fr0, fr1 = (float)k->fr1, br0 = (float)k->br0,
+                br1 = (float)k->br1;
+    const double fit0d = k->do_fit ? k->w_fit * k->rw0 * k->inv_ws * 100.0 : 0.0;
+    const double fit1d = k->do_fit ? k->w_fit * k->rw1 * k->inv_ws * 100.0 : 0.0;
+    const double bald = k->do_bal ? k->w_bal * 100.0 : 0.0;
+    const float fit0 = (float)fit0d, fit1 = (float)fit1d, bal = (float)bald;
+    const float lim = (float)((double)best
+                              - ESCHED_FB_COMPACT_SLACK * (1.0 + fit0d + fit1d + bald));
+    const float most = k->least ? 0.0f : 1.0f;
+    const float top = k->least ? 3.0e38f : 1.0f;   /* MostAllocated counts at most all */
+    /* One loop: LeastAllocated's free fractions after the pod, or MostAllocated's
+     * used ones (1 - free, at most 1), BalancedAllocation's from the used fractions. */
     for (Py_ssize_t i = 0; i < m; i++) {
-        double f0 = (u0[i] + br0) * i0[i], f1 = (u1[i] + br1) * i1[i];
-        f0 = f0 > 1.0 ? 1.0 : f0;
-        f1 = f1 > 1.0 ? 1.0 : f1;
-        ub[i] += bal * (1.0 - fabs(f0 - f1) * 0.5);
-    }
-    for (Py_ssize_t i = 0; i < m; i++) {
-        double o = bad[i] != 0.0 ? (double)ESCHED_FB_INFEASIBLE : 0.0;
-        o = pen[i] >= 2.0 ? (double)ESCHED_FB_DEAD : o;
+        float d0 = g0[i] - fr0 * ci0[i], d1 = g1[i] - fr1 * ci1[i];
+        float e0 = most != 0.0f ? 1.0f - d0 : d0, e1 = most != 0.0f ? 1.0f - d1 : d1;
+        e0 = e0 > 0.0f ? e0 : 0.0f;
+        e1 = e1 > 0.0f ? e1 : 0.0f;
+        e0 = e0 < top ? e0 : top;
+        e1 = e1 < top ? e1 : top;
+        float f0 = h0[i] + br0 * ci0[i], f1 = h1[i] + br1 * ci1[i];
+        f0 = f0 > 1.0f ? 1.0f : f0;
+        f1 = f1 > 1.0f ? 1.0f : f1;
+        float ub = fit0 * e0 + fit1 * e1 + bal * (1.0f - fabsf(f0 - f1) * 0.5f);
+        float o = bad[i] != 0.0f ? (float)ESCHED_FB_INFEASIBLE : 0.0f;
+        o = cpen[i] >= 2.0f ? (float)ESCHED_FB_DEAD : o;
         out[i] = (int32_t)o;
-        cand[i] = (uint8_t)((bad[i] == 0.0) & (ub[i] >= lim));
+        cand[i] = (uint8_t)((bad[i] == 0.0f) & ((ub >= lim) | (unsure[i] != 0.0f)));
     }
     /* The candidates' indices, 8 flags at a time: most groups have none. */
     Py_ssize_t n_pick = 0, i8 = 0;
@@ -294,28 +324,49 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
     }
     if (n_pick * 2 > m) {
         esched_fblock_body(k, n0, m, out, sum);
-        return;
+        return m;
     }
     if (n_pick > 0) {
-        /* the candidates' columns side by side, scored by the kernel as nodes 0.. */
-        double g[9][ESCHED_FB_BLOCK];
+        /* the candidates' columns side by side, scored by the kernel as nodes 0..: a
+         * candidate's lines are not in cache (the walk read only the compact rows),
+         * so only those the score needs are gathered; the reciprocals are recomputed
+         * (the same IEEE division as the placer's), pen is 0 (a candidate is alive and
+         * passes its cordon check), and the needed resources' columns only when a
+         * candidate's fit was left unsure by the pre-check. */
+        double g[9 + 2 * ESCHED_FB_MAX_NEED][ESCHED_FB_BLOCK];
         int32_t gs[ESCHED_FB_BLOCK];
         esched_fbsum gsum;
+        const double *u0 = k->u0 + n0, *u1 = k->u1 + n0, *z0 = k->z0 + n0,
+                     *z1 = k->z1 + n0, *a0 = k->a0 + n0, *a1 = k->a1 + n0;
+        int any_unsure = 0;
         for (Py_ssize_t j = 0; j < n_pick; j++) {
             Py_ssize_t i = pick[j];
             g[0][j] = u0[i]; g[1][j] = u1[i]; g[2][j] = z0[i]; g[3][j] = z1[i];
-            g[4][j] = a0[i]; g[5][j] = a1[i]; g[6][j] = i0[i]; g[7][j] = i1[i];
-            g[8][j] = pen[i];
+            g[4][j] = a0[i]; g[5][j] = a1[i];
+            g[6][j] = 1.0 / a0[i]; g[7][j] = 1.0 / a1[i];
+            g[8][j] = 0.0;
+            any_unsure |= unsure[i] != 0.0f;
         }
         esched_fblock gk = *k;
         gk.u0 = g[0]; gk.u1 = g[1]; gk.z0 = g[2]; gk.z1 = g[3];
         gk.a0 = g[4]; gk.a1 = g[5]; gk.i0 = g[6]; gk.i1 = g[7]; gk.pen = g[8];
-        gk.n_need = 0;    /* the candidates fit */
+        gk.n_need = any_unsure ? k->n_need : 0;
+        for (int r = 0; r < gk.n_need; r++) {
+            const double *nu = k->need_used[r] + n0, *na = k->need_alloc[r] + n0;
+            double *gu = g[9 + 2 * r], *ga = g[10 + 2 * r];
+            for (Py_ssize_t j = 0; j < n_pick; j++) {
+                gu[j] = nu[pick[j]];
+                ga[j] = na[pick[j]];
+            }
+            gk.need_used[r] = gu;
+            gk.need_alloc[r] = ga;
+        }
         esched_fblock_body(&gk, 0, n_pick, gs, &gsum);
         for (Py_ssize_t j = 0; j < n_pick; j++)
             out[pick[j]] = gs[j];
     }
     esched_summarize_body(out, m, sum);
+    return n_pick;
 }
 
 /* How many cache entries of m nodes are stale: stamp != (version | epoch). */
@@ -405,8 +456,8 @@ esched_topology_body(const esched_tcheck *c, int n_c, Py_ssize_t n0, Py_ssize_t 
 
 typedef void (*esched_fblock_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
                                  int32_t *out, esched_fbsum *sum);
-typedef void (*esched_fbound_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
-                                 int32_t *out, esched_fbsum *sum, int32_t best);
+typedef Py_ssize_t (*esched_fbound_fn)(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m,
+                                       int32_t *out, esched_fbsum *sum, int32_t best);
 typedef void (*esched_summarize_fn)(const int32_t *s, Py_ssize_t m, esched_fbsum *sum);
 typedef Py_ssize_t (*esched_stale_fn)(const int64_t *stamp, const long long *ver,
                                       int64_t epoch, Py_ssize_t m);
@@ -419,10 +470,10 @@ typedef void (*esched_topology_fn)(const esched_tcheck *c, int n_c, Py_ssize_t n
     attr static void esched_fblock_##isa(const esched_fblock *k, Py_ssize_t n0,           \
                                          Py_ssize_t m, int32_t *out, esched_fbsum *sum)   \
     { esched_fblock_body(k, n0, m, out, sum); }                                           \
-    attr static void esched_fbound_##isa(const esched_fblock *k, Py_ssize_t n0,           \
-                                         Py_ssize_t m, int32_t *out, esched_fbsum *sum,   \
-                                         int32_t best)                                    \
-    { esched_fbound_body(k, n0, m, out, sum, best); }                                     \
+    attr static Py_ssize_t esched_fbound_##isa(const esched_fblock *k, Py_ssize_t n0,     \
+                                               Py_ssize_t m, int32_t *out,                \
+                                               esched_fbsum *sum, int32_t best)           \
+    { return esched_fbound_body(k, n0, m, out, sum, best); }                              \
     attr static void esched_summarize_##isa(const int32_t *s, Py_ssize_t m,               \
                                             esched_fbsum *sum)                            \
     { esched_summarize_body(s, m, sum); }                                                 \

@@ -24,6 +24,16 @@ cdef extern from "_fused_block.h" nogil:
         double need_val[ESCHED_FB_MAX_NEED]
         int n_need
         double pen_ok
+        const float* cfree[ESCHED_FB_MAX_NEED]
+        float cneed_lo[ESCHED_FB_MAX_NEED]
+        float cneed_hi[ESCHED_FB_MAX_NEED]
+        const float* cg0
+        const float* cg1
+        const float* ch0
+        const float* ch1
+        const float* ci0
+        const float* ci1
+        const float* cpen
         double fr0, fr1, br0, br1, rw0, rw1, ws, inv_ws, w_fit, w_bal
         int do_fit, least, do_bal
     ctypedef struct esched_fbsum:
@@ -40,8 +50,8 @@ cdef extern from "_fused_block.h" nogil:
                          int32_t* passes) noexcept
     void esched_fblock_score(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m,
                              int32_t* out, esched_fbsum* sum) noexcept
-    void esched_fbound(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m, int32_t* out,
-                       esched_fbsum* sum, int32_t best) noexcept
+    Py_ssize_t esched_fbound(const esched_fblock* k, Py_ssize_t n0, Py_ssize_t m,
+                             int32_t* out, esched_fbsum* sum, int32_t best) noexcept
     void esched_summarize(const int32_t* s, Py_ssize_t m, esched_fbsum* sum) noexcept
     Py_ssize_t esched_stale(const int64_t* stamp, const long long* ver, int64_t epoch,
                             Py_ssize_t m) noexcept

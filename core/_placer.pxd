@@ -131,6 +131,11 @@ cdef class Placer:
     # rows 0..n_res-1 used, n_res..2*n_res-1 allocatable, then ROW_* after those.
     cdef object soa_np
     cdef double[:, ::1] soa
+    # Compact float rows beside them, [row, node] (_compact_node; the bounded walk
+    # reads these, the double columns only for its candidates): rows 0..n_res-1 free by
+    # limits, n_res..2*n_res-1 free by reservations, then CROW_* after those.
+    cdef object cb_np
+    cdef float[:, ::1] cb
     cdef object capflag_np
     cdef int8_t[::1] capflag             # [node] CAP_ZERO | CAP_BIG
     cdef long long n_zero_cap, n_big_cap # nodes with such a flag
@@ -215,6 +220,7 @@ cdef class Placer:
     cdef void _soa_node(self, Py_ssize_t n, flag_t fl) noexcept
     cdef inline void _touch(self, Py_ssize_t n) noexcept
     cdef inline void _soa_used(self, Py_ssize_t n) noexcept
+    cdef void _compact_node(self, Py_ssize_t n) noexcept
     cdef inline void _fit_node(self, Py_ssize_t n) noexcept
     cdef bint _by_limits(self, Py_ssize_t cid) except -1
     cdef inline void _ensure_synced(self)

@@ -34,8 +34,11 @@ Per pod (by equivalence class):
    integer results (BalancedAllocation): the integer scores are kube's, bit for bit
    (tests/core/test_placer.py checks the fused scan against the plugin table, every
    kernel body, cache on and off). Once a walk without the cache holds a best score,
-   a block step scores exactly only the nodes whose upper bound (the scores before
-   their floors) reaches it (``esched_fbound``): the others can neither win nor tie,
+   a block step reads compact float rows (``cb``, kept by ``_compact_node``: free
+   amounts rounded down, fractions, reciprocals) for a fit pre-check and an upper
+   bound of each node's total (the scores before their floors), and checks and
+   scores exactly, from the double columns, only the nodes that may fit and whose
+   bound reaches the best (``esched_fbound``): the others can neither win nor tie,
    so the decision is the same (tests/core/test_placer_pruning.py).
 4. **Cache**: per recent class, a dense row of (score, stamp) per node, valid while
    the node's placer version is unchanged, plus a summary per block (best, how many
@@ -45,6 +48,7 @@ Per pod (by equivalence class):
 
 cimport cython
 from libc.stdint cimport INT32_MAX, INT32_MIN, int8_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.math cimport INFINITY, nextafterf
 from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
@@ -249,12 +253,31 @@ cdef enum:
     ROW_I1 = 3          # 1 / allocatable memory
     ROW_PEN = 4         # 0 schedulable, 1 cordoned, 2 dead
     SOA_EXTRA = 5
+    # Placer.cb rows after the 2 * n_res free rows (offsets from 2 * n_res).
+    CROW_G0 = 0         # free non-zero fraction of cpu, (allocatable - non-zero used) / allocatable
+    CROW_G1 = 1         # of memory
+    CROW_H0 = 2         # used fraction of cpu (requests / allocatable)
+    CROW_H1 = 3         # of memory
+    CROW_I0 = 4         # 1 / allocatable cpu
+    CROW_I1 = 5         # 1 / allocatable memory
+    CROW_PEN = 6        # as ROW_PEN
+    CB_EXTRA = 7
     CAP_ZERO = 1        # capflag: cpu or memory capacity 0 (scored per node)
     CAP_BIG = 2         # capflag: a capacity >= FB_EXACT_LIMIT (no vectorized kernel)
 
 # Vectorized block scoring is exact while capacities and requests stay below this
 # (see _fused_block.h): 64 TiB of memory, 2**46 milli-CPU.
 cdef long long FB_EXACT_LIMIT = 1LL << 46
+
+
+cdef inline float _float_down(double x) noexcept nogil:
+    # The largest float <= x (a compact free amount, a request's lower float; its upper
+    # is -_float_down(-x)): the fit pre-check never refuses a node that fits, see
+    # esched_fbound_body.
+    cdef float f = <float>x
+    if <double>f > x:
+        f = nextafterf(f, -INFINITY)
+    return f
 
 
 # ---------------------------------------------------------------------- nogil block scoring
@@ -1031,6 +1054,12 @@ cdef class Placer:
         self.soa = soa
         self.capflag_np = capflag
         self.capflag = capflag
+        self.cb_np = np.zeros((2 * R + CB_EXTRA, max(N, 1)), dtype=np.float32)
+        self.cb = self.cb_np
+        cdef Py_ssize_t n
+        if self.fused.on:
+            for n in range(N):
+                self._compact_node(n)
 
     cdef void _soa_node(self, Py_ssize_t n, flag_t fl) noexcept:
         # Node n's soa columns and cap flag from the placer's integer copies.
@@ -1054,6 +1083,24 @@ cdef class Placer:
         self.n_zero_cap += ((new & CAP_ZERO) != 0) - ((old & CAP_ZERO) != 0)
         self.n_big_cap += ((new & CAP_BIG) != 0) - ((old & CAP_BIG) != 0)
         self.capflag[n] = new
+        self._compact_node(n)
+
+    cdef void _compact_node(self, Py_ssize_t n) noexcept:
+        # Node n's compact rows from its soa columns (every writer of soa ends here):
+        # free amounts rounded down, fractions and reciprocals to the nearest float.
+        cdef Py_ssize_t R = self.n_res, r, lim = 2 * R + SOA_EXTRA, X = 2 * R
+        cdef Py_ssize_t c0 = self.fused.c0, c1 = self.fused.c1
+        cdef double i0 = self.soa[X + ROW_I0, n], i1 = self.soa[X + ROW_I1, n]
+        for r in range(R):
+            self.cb[r, n] = _float_down(self.soa[R + r, n] - self.soa[lim + r, n])
+            self.cb[R + r, n] = _float_down(self.soa[R + r, n] - self.soa[lim + R + r, n])
+        self.cb[X + CROW_G0, n] = <float>((self.soa[R + c0, n] - self.soa[X + ROW_Z0, n]) * i0)
+        self.cb[X + CROW_G1, n] = <float>((self.soa[R + c1, n] - self.soa[X + ROW_Z1, n]) * i1)
+        self.cb[X + CROW_H0, n] = <float>(self.soa[c0, n] * i0)
+        self.cb[X + CROW_H1, n] = <float>(self.soa[c1, n] * i1)
+        self.cb[X + CROW_I0, n] = <float>i0
+        self.cb[X + CROW_I1, n] = <float>i1
+        self.cb[X + CROW_PEN, n] = <float>self.soa[X + ROW_PEN, n]
 
     cdef inline void _touch(self, Py_ssize_t n) noexcept:
         # Node n changed in this placer's view: a new version; its block's summaries die.
@@ -1073,6 +1120,7 @@ cdef class Placer:
             self.soa[3 * R + SOA_EXTRA + r, n] = <double>self.fnp[n, r]
         self.soa[2 * R + ROW_Z0, n] = <double>self.nzu[n, 0]
         self.soa[2 * R + ROW_Z1, n] = <double>self.nzu[n, 1]
+        self._compact_node(n)
 
     cdef inline void _fit_node(self, Py_ssize_t n) noexcept:
         # Node n's accounting by reservations after flim / frsv changed (the caller
@@ -1356,6 +1404,20 @@ cdef class Placer:
             k.need_alloc[j] = base + (R + v.need_col[j]) * S
             k.need_val[j] = <double>v.need_val[j]
         k.pen_ok = 1.0 if v.tolerates_unschedulable else 0.0
+        # the compact rows of the bounded walk (the free rows of the band's accounting)
+        cdef float* cbase = &self.cb[0, 0]
+        cdef Py_ssize_t free_row = R if v.by_reservations else 0
+        for j in range(n_need):
+            k.cfree[j] = cbase + (free_row + v.need_col[j]) * S
+            k.cneed_lo[j] = _float_down(k.need_val[j])
+            k.cneed_hi[j] = -_float_down(-k.need_val[j])
+        k.cg0 = cbase + (2 * R + CROW_G0) * S
+        k.cg1 = cbase + (2 * R + CROW_G1) * S
+        k.ch0 = cbase + (2 * R + CROW_H0) * S
+        k.ch1 = cbase + (2 * R + CROW_H1) * S
+        k.ci0 = cbase + (2 * R + CROW_I0) * S
+        k.ci1 = cbase + (2 * R + CROW_I1) * S
+        k.cpen = cbase + (2 * R + CROW_PEN) * S
         k.fr0 = <double>v.nz_cpu
         k.fr1 = <double>v.nz_mem
         k.br0 = <double>v.req[F.c0]
@@ -1709,6 +1771,7 @@ cdef class Placer:
                            and not (v.fb_special or v.n_ip or v.n_spread or v.has_taints
                                     or v.has_labels or v.pinned or v.has_ports))
         cdef bint whole, stop = False
+        cdef int bound_misses = 0
         cdef int32_t* S = &self.sc[slot if cached else CACHE_SLOTS, 0]
         cdef int64_t* E = &self.se[slot, 0] if cached else NULL
         cdef int64_t epoch = (<int64_t>self.slot_epoch[slot] << EPOCH_SHIFT) if cached else 0
@@ -1784,7 +1847,11 @@ cdef class Placer:
                         E[few[i]] = ver[few[i]] | epoch
             elif fused:
                 if bound and best_score >= 0:
-                    esched_fbound(&v.fb, n0, m, S + n0, &sm, best_score)
+                    # Nearly every node reaching the best (an emptyish cluster's ties)
+                    # makes the bound extra work: after two such steps, the kernel.
+                    if esched_fbound(&v.fb, n0, m, S + n0, &sm, best_score) == m:
+                        bound_misses += 1
+                        bound = bound_misses < 2
                 else:
                     self._fused_block(v, n0, m, S + n0, &sm)
                 if found + sm.n_feasible >= target:
