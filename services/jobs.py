@@ -51,7 +51,7 @@ from esched.schemas.validator import InvalidEvent, compile_validators, validate_
 from esched.services.faults import append_envelopes
 from esched.services.lease import Lease, LocalLease
 from esched.services.store.base import EventStore, StoredEvent
-from esched.services.store.snapshots import Refreezer, freeze_heap, thaw_heap
+from esched.services.store.snapshots import freeze_heap, thaw_heap
 
 __all__ = ["SERVICE", "JobController", "JobsConfig", "JobsTotals", "fold_job_log", "fold_rows"]
 
@@ -150,7 +150,6 @@ class JobController:
         self._sent: set[str] = set()  # ids appended while leading, not yet folded back
         self._pending = False  # something decided but not appended yet
         self._groups: dict[str, int] = {}  # job -> its updates when its PodGroup was sent
-        self._refreezer = Refreezer()
 
     async def start(self) -> None:
         """Nothing to connect (the store is the controller's only peer); the pod
@@ -201,7 +200,7 @@ class JobController:
         self.book.changed.update(dict.fromkeys(self.book.jobs))
         # As every follower of the log: the fold built, young collections rare (the
         # book's jobs and pods live on; cyclic GC passes over them cost a one-pod
-        # Job's controller work about a third more), frozen again as the book grows.
+        # Job's controller work about a third more).
         freeze_heap()
         self._follow_task = asyncio.create_task(self._follow(), name="jobs-follower")
         self.totals.takeovers += 1
@@ -230,7 +229,6 @@ class JobController:
                     self.position = fold_rows(self.book, rows)
                     for r in rows:
                         self._sent.discard(r.id)
-                    self._refreezer.folded(len(rows))
                     if self.book.changed:
                         self._wake.set()
         except asyncio.CancelledError:

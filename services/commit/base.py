@@ -12,7 +12,6 @@ from esched.services.bus import Bus, BusConsumer, BusProducer
 from esched.services.commit.config import CommitConfig, CommitTotals
 from esched.services.lease import Lease, LocalLease
 from esched.services.store.base import EventStore
-from esched.services.store.snapshots import Refreezer
 
 
 class _CommitBase:
@@ -42,7 +41,6 @@ class _CommitBase:
         #: held while a polled batch is decided and handed to _finish (see stop)
         self._handling = asyncio.Lock()
         self._lead_lock = asyncio.Lock()  # one takeover at a time
-        self._refreezer = Refreezer()  # the heap frozen again as the fold grows
         self._producer: BusProducer | None = None
         self._consumer: BusConsumer | None = None
         self._decided: OrderedDict[str, int] = OrderedDict()  # proposal -> decision position

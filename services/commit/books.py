@@ -55,7 +55,6 @@ class _Books(_CommitBase):
         stream does not name their pod (``pod/<namespace>/<name>``)."""
         assert self.state is not None
         self.state.apply_payloads(payload_pairs(rows))
-        self._refreezer.folded(len(rows))
         submitted = self._submitted
         for r in rows:
             etype, stream = r.type, r.stream

@@ -18,7 +18,6 @@ from esched.services.faults import retry_transient
 from esched.services.lease import Lease, LocalLease
 from esched.services.store.base import EventStore, StoredEvent
 from esched.services.store.follower import LogFollower
-from esched.services.store.snapshots import Refreezer
 
 
 @dataclass(slots=True)
@@ -65,7 +64,6 @@ class _DispatchBase:
         self._validator: Validator | None = None
         self._flushed = asyncio.Event()
         self._wake = asyncio.Event()
-        self._refreezer = Refreezer()  # the heap frozen again as the fold grows
         self._parked: dict[str, Parked] = {}
         self._reports: dict[str, int] = {}  # pod -> unschedulable reports so far
         # Pods reported OtherScheduler (they name a scheduler esched does not run): not

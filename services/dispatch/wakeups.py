@@ -84,7 +84,6 @@ class _WakeUps(_DispatchBase):
                 if idx is not None:
                     pods.update(dict.fromkeys(st.pods_on_node(idx)))
         st.apply_payloads(payload_pairs(rows[start:]))
-        self._refreezer.folded(len(rows))
         facts = self._facts(rows)
         self._rejections.extend(self.admission.observe(st, facts))
         reconsider = False

@@ -22,9 +22,7 @@ from esched.services.store.base import EventStore, StoredEvent
 
 __all__ = [
     "PAGE",
-    "REFREEZE_EVENTS",
     "SNAPSHOT_NAME",
-    "Refreezer",
     "anomaly_report",
     "fold_log",
     "format_anomalies",
@@ -122,36 +120,6 @@ def freeze_heap() -> None:
     gc.freeze()
     gen0, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(max(gen0, FROZEN_GEN0), gen1, gen2)
-
-
-#: Events folded after which a :class:`Refreezer` freezes the heap again.
-REFREEZE_EVENTS = 4096
-
-
-class Refreezer:
-    """Freeze the heap again (:func:`freeze_heap`) each time ``every`` more events were
-    folded, while it is frozen. A service freezes its heap once its fold is built;
-    what it folds after that (a job's records, a pod's, the admission's books) lives
-    on too, and the GC's passes rescanned it ever after (a third of the dispatcher's
-    CPU in a run of one-pod Volcano Jobs, a tenth of the job controller's). Each
-    freeze collects only what is not frozen yet, so the cost is one pass over what
-    was folded since, once."""
-
-    __slots__ = ("_since", "every")
-
-    def __init__(self, every: int = REFREEZE_EVENTS) -> None:
-        self.every = every
-        self._since = 0
-
-    def folded(self, events: int) -> None:
-        """Count ``events`` folded; freeze again when ``every`` were since the last."""
-        self._since += events
-        if self._since >= self.every:
-            self._since = 0
-            # Frozen by this service once it follows the log; not frozen (standing
-            # by, rebuilding): nothing to keep out of the GC's way yet.
-            if gc.get_freeze_count():
-                freeze_heap()
 
 
 def thaw_heap() -> None:

@@ -19,7 +19,7 @@ from esched.services.bench_follow import (
     shape_payloads,
 )
 from esched.services.store._search import mentioning
-from esched.services.store.snapshots import FROZEN_GEN0, Refreezer, freeze_heap, thaw_heap
+from esched.services.store.snapshots import FROZEN_GEN0, freeze_heap, thaw_heap
 
 
 def test_a_replica_following_the_flow_folds_what_the_bare_fold_folds() -> None:
@@ -86,25 +86,6 @@ def test_a_frozen_heap_collects_young_objects_less_often_until_thawed() -> None:
     finally:
         thaw_heap()
     assert gc.get_threshold() == before
-
-
-def test_a_refreezer_freezes_what_was_folded_since_after_every_events_while_frozen() -> None:
-    refreezer = Refreezer(every=3)
-    refreezer.folded(5)  # not frozen (standing by): the heap stays as it is
-    assert gc.get_freeze_count() == 0
-    freeze_heap()
-    try:
-        frozen = gc.get_freeze_count()
-        kept = [[i] for i in range(1000)]  # what a fold keeps for good (GC-tracked)
-        refreezer.folded(2)
-        assert gc.get_freeze_count() == frozen
-        refreezer.folded(1)
-        assert gc.get_freeze_count() >= frozen + len(kept)
-        refreezer.folded(2)  # the count starts again at each freeze
-        assert gc.get_freeze_count() >= frozen + len(kept)
-    finally:
-        thaw_heap()
-    assert gc.get_freeze_count() == 0
 
 
 def test_the_place_benchmark_places_every_pod_through_signed_work_and_proposals() -> None:
