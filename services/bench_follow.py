@@ -31,6 +31,9 @@ renewing its view costs a replica with ``claims`` pods of its own in flight (pla
 shapes (:func:`shape_payloads`: pods in workloads of 1 to 50 replicas sharing one
 spec, as ReplicaSets and Jobs make them) instead of the ``bench scale`` pods, of
 which about two in five bring a spec the follower has not seen.
+``python -m esched.services.bench_follow [pods] [batch] place|place-jobs``: what
+placing costs a replica per pod (:func:`run_place_bench`); ``place-jobs``: each pod
+a one-pod Volcano Job's, handed over as its gang's work item.
 """
 
 from __future__ import annotations

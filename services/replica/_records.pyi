@@ -4,7 +4,7 @@ from typing import Any
 
 def proposal_records(
     parts: tuple[bytes, ...] | None,
-    gang_parts: tuple[bytes, ...] | None,
+    gang_template: Callable[[], tuple[bytes, ...] | None],
     pids: list[str],
     placements: Sequence[Any],
     which: Iterable[int],

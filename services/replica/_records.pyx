@@ -53,7 +53,7 @@ cdef bytes _record(tuple parts, bytes pid, bytes gang, bytes pod, bytes node, by
 
 def proposal_records(
     object parts,
-    object gang_parts,
+    object gang_template,
     list pids not None,
     object placements,
     object which,
@@ -66,8 +66,9 @@ def proposal_records(
 ):
     """``(key, value)`` records of the proposals ``which`` (indices into ``pids`` and
     ``placements``). A one-pod proposal (one binding, no victims, no GPU devices) is
-    joined from ``parts`` (None: never), or from ``gang_parts`` (None: never) with its
-    gang's key as JSON when it has a gang (keyed by its gang, as every proposal of a
+    joined from ``parts`` (None: never), or when it has a gang from the pieces
+    ``gang_template()`` returns (called once, at the first such proposal; None:
+    never) with its gang's key as JSON (keyed by its gang, as every proposal of a
     gang is), with its id (its UTF-8 text with
     ``plain_ids``, else its JSON-escaped text), its pod's and node's JSON and its
     class's requests as JSON (``class_of(pod)`` the class id, ``resources`` the JSON
@@ -76,11 +77,19 @@ def proposal_records(
     cdef list out = []
     cdef object i, pl, bindings, b, pod, node, devices, cid, res, nj, pid, gang, template
     cdef bytes pid_b, gang_b
+    cdef object gang_parts = None
+    cdef bint gang_made = False
     for i in which:
         pl = placements[i]
         bindings = pl.bindings
         gang = pl.gang
-        template = parts if gang is None else gang_parts
+        if gang is None:
+            template = parts
+        else:
+            if not gang_made:  # a batch without gangs never writes their template
+                gang_parts = gang_template()
+                gang_made = True
+            template = gang_parts
         if (
             template is None
             or pl.victims

@@ -227,7 +227,7 @@ class _Placing(_Reports):
 
         return proposal_records(
             proposal_parts(self.id, source, proposed.position, now),
-            proposal_parts(self.id, source, proposed.position, now, gang=True),
+            lambda: proposal_parts(self.id, source, proposed.position, now, gang=True),
             proposed.pids,
             proposed.placements,
             which,

@@ -129,7 +129,7 @@ def test_one_pod_gangs_are_joined_from_the_template_and_larger_ones_from_the_env
 
     records = proposal_records(
         proposal_parts("r1", source, 42, stamp),
-        proposal_parts("r1", source, 42, stamp, gang=True),
+        lambda: proposal_parts("r1", source, 42, stamp, gang=True),
         pids,
         [one, two],
         range(2),
