@@ -382,7 +382,7 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
                               and spread_default_labels(meta) is not None)
     else:
         self.interpod.set_pod(p, key, None)
-    self.pod_gang[p] = <index_t>g
+    self._set_gang(p, g)
     self.pod_prio[p] = self.class_specs[c]["priority"]
     self.pod_node[p] = -1
     self.pod_phase[p] = PHASE_FREE

@@ -171,6 +171,9 @@ from esched.schemas.objects import spread_default_labels
 
 __all__ = ["EXTERNAL_PLUGIN_KINDS", "Placer", "num_feasible_nodes_to_find", "REASONS", "SIMD"]
 
+# esched.core._gang_plan.plan_gang, imported on first use (that module cimports this).
+cdef object _plan_gang = None
+
 #: Profile plugin kinds the placer does not score itself (see Placer.place's ``extra``).
 EXTERNAL_PLUGIN_KINDS = frozenset({"FGD"})
 
@@ -2172,9 +2175,11 @@ cdef class Placer:
         """All-or-nothing plan for a gang on this view
         (:func:`esched.core._gang_plan.plan_gang`); a failure's report is left in
         :attr:`gang_failure`."""
-        from esched.core._gang_plan import plan_gang
-
-        return plan_gang(self, pods, min_member, devices)
+        global _plan_gang
+        if _plan_gang is None:  # imported once: a one-pod gang is planned per pod
+            from esched.core._gang_plan import plan_gang
+            _plan_gang = plan_gang
+        return _plan_gang(self, pods, min_member, devices)
 
     def gang_message(self, report: dict | None = None) -> str:
         """The operator's one-line reason of the last failed :meth:`plan_gang` (or of

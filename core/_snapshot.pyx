@@ -247,7 +247,9 @@ def from_bytes(cls, data: bytes) -> ClusterState:
         # A snapshot from before reclamation, or folded under the other setting:
         # limits from the class specs, every reservation at its limit.
         restore_limits(s)
+    s.gang_span_np = np.zeros((s.gang_cap, 2), dtype=np.int32)
     s._bind_views()
+    s._index_gang_spans()
     _restore_ports(s)
     _restore_interpod(s, h.get("label_sets") or [], arrays.get("pod_lset"),
                         h.get("label_sets_owned") or ())

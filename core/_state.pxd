@@ -139,6 +139,11 @@ cdef class ClusterState:
     cdef public object gang_min_np, gang_counts_np
     cdef index_t[::1] gang_min           # [gang] minMember
     cdef long long[:, ::1] gang_counts   # [gang, phase] member pods per phase
+    # [gang] (lowest pod slot, highest + 1) ever given to the gang ((0, 0): none): every
+    # slot whose pod_gang is the gang lies within, so gang_members reads only those
+    # (a one-pod gang's one slot) instead of every pod. Derived: rebuilt on restore.
+    cdef public object gang_span_np
+    cdef index_t[:, ::1] gang_span
 
     # --- queues (Volcano) ---
     cdef public Py_ssize_t n_queues
@@ -195,6 +200,8 @@ cdef class ClusterState:
     cdef void _bind(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef void _release(self, Py_ssize_t p) noexcept
     cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept
+    cdef void _set_gang(self, Py_ssize_t p, Py_ssize_t g) noexcept
+    cdef void _index_gang_spans(self) noexcept
     cdef void _anomaly(self, str reason)
     cdef bint _charge_fits(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef Py_ssize_t _new_pod_slot(self, str key) except -1

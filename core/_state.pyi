@@ -98,6 +98,7 @@ class ClusterState:
     gang_meta: list[dict[str, Any]]
     gang_min_np: npt.NDArray[np.int32]
     gang_counts_np: npt.NDArray[np.int64]
+    gang_span_np: npt.NDArray[np.int32]
     # queues
     n_queues: int
     queue_index: dict[str, int]

@@ -304,6 +304,7 @@ cdef class ClusterState:
         self.gang_meta = []
         self.gang_min_np = np.zeros(DEF_SMALL, dtype=np.int32)
         self.gang_counts_np = np.zeros((DEF_SMALL, 4), dtype=np.int64)
+        self.gang_span_np = np.zeros((DEF_SMALL, 2), dtype=np.int32)
 
         self.n_queues = 0
         self.queue_cap = DEF_SMALL
@@ -372,6 +373,7 @@ cdef class ClusterState:
         self.nz = self.nz_np
         self.gang_min = self.gang_min_np
         self.gang_counts = self.gang_counts_np
+        self.gang_span = self.gang_span_np
         self.queue_alloc = self.queue_alloc_np
         self.queue_counts = self.queue_counts_np
 
@@ -582,6 +584,7 @@ cdef class ClusterState:
             self.gang_cap *= 2
             self.gang_min_np = _grown(self.gang_min_np, self.gang_cap)
             self.gang_counts_np = _grown(self.gang_counts_np, self.gang_cap, 4)
+            self.gang_span_np = _grown(self.gang_span_np, self.gang_cap, 2)
             self._bind_views()
         # Pods may name a gang before its PodGroup arrives: minMember 1 until it does.
         self.gang_keys.append(key)
@@ -828,6 +831,28 @@ cdef class ClusterState:
                 self.gang_counts[g, phase] += 1
         self.pod_phase[p] = phase
 
+    cdef void _set_gang(self, Py_ssize_t p, Py_ssize_t g) noexcept:
+        # The one place a pod slot joins a gang, so the gang's span holds the slot.
+        self.pod_gang[p] = <index_t>g
+        if g < 0:
+            return
+        if self.gang_span[g, 1] == 0:
+            self.gang_span[g, 0] = <index_t>p
+            self.gang_span[g, 1] = <index_t>(p + 1)
+        elif p < self.gang_span[g, 0]:
+            self.gang_span[g, 0] = <index_t>p
+        elif p >= self.gang_span[g, 1]:
+            self.gang_span[g, 1] = <index_t>(p + 1)
+
+    cdef void _index_gang_spans(self) noexcept:
+        # After a restore: the spans from the pods' gangs (tight, as if folded anew).
+        cdef Py_ssize_t p, g
+        self.gang_span[:, :] = 0
+        for p in range(self.n_pods):
+            g = self.pod_gang[p]
+            if g >= 0:
+                self._set_gang(p, g)
+
     cdef void _anomaly(self, str reason):
         count = self.anomalies.get(reason, 0)
         if not count:
@@ -1050,14 +1075,23 @@ cdef class ClusterState:
 
     def gang_members(self, key: str, phase: str | None = None) -> list[str]:
         """Pod keys of a gang (optionally only those in ``phase``), in slot order."""
-        g = self.gang_index.get(key)
-        if g is None:
+        got = self.gang_index.get(key)
+        if got is None:
             return []
-        mask = self.pod_gang_np[: self.n_pods] == g
+        cdef Py_ssize_t g = got, p, left = -1
+        cdef int ph = PHASE_FREE
+        cdef list keys = self.pod_keys, out = []
         if phase is not None:
-            mask &= self.pod_phase_np[: self.n_pods] == _phases.phase_code(phase)
-        keys = self.pod_keys
-        return [keys[i] for i in np.flatnonzero(mask)]
+            ph = _phases.phase_code(phase)
+            left = self.gang_counts[g, ph]  # members in that phase: stop once all found
+        # Only the gang's span of slots (a one-pod gang's: one slot), not every pod.
+        for p in range(self.gang_span[g, 0], self.gang_span[g, 1]):
+            if left == 0:
+                break
+            if self.pod_gang[p] == g and (phase is None or self.pod_phase[p] == ph):
+                out.append(keys[p])
+                left -= 1
+        return out
 
     def gang_min_member(self, key: str) -> int:
         """minMember of a gang (1 until its PodGroup says otherwise); KeyError if unknown."""

@@ -505,16 +505,23 @@ class SchedulingPass:
         if gd is None and len(members) > need and self.state.n_queues > 1:
             plan = list(plan)
             self._trim_to_deserved(t, members, plan, need, out)
-        taken = list(gd.taken) if gd is not None else [None] * len(members)
-        pairs: list[tuple[str, str, tuple[int, ...]]] = []
-        for pod, node, took in zip(members, plan, taken, strict=True):
-            if node is not None:
-                pairs.append((pod, node, () if took is None else took[1]))
+        pairs: list[tuple[str, str, tuple[int, ...]]]
+        if gd is None:
+            pairs = [
+                (pod, node, ()) for pod, node in zip(members, plan, strict=True) if node is not None
+            ]
+        else:
+            pairs = [
+                (pod, node, () if took is None else took[1])
+                for pod, node, took in zip(members, plan, gd.taken, strict=True)
+                if node is not None
+            ]
         if pairs:
             placed_gang.append((t, t.key, pairs, None))
-        for pod, node in zip(members, plan, strict=True):
-            if node is None:  # beyond minMember and no room: reported like any pod
-                unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
+        if len(pairs) < len(members):
+            for pod, node in zip(members, plan, strict=True):
+                if node is None:  # beyond minMember and no room: reported like any pod
+                    unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
 
     def _trim_to_deserved(
         self, t: Target, members: list[str], plan: list[str | None], need: int, out: PassResult

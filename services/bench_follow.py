@@ -31,6 +31,9 @@ renewing its view costs a replica with ``claims`` pods of its own in flight (pla
 shapes (:func:`shape_payloads`: pods in workloads of 1 to 50 replicas sharing one
 spec, as ReplicaSets and Jobs make them) instead of the ``bench scale`` pods, of
 which about two in five bring a spec the follower has not seen.
+``python -m esched.services.bench_follow [pods] [batch] place|place-jobs``: what
+placing costs a replica per pod (:func:`run_place_bench`); ``place-jobs``: each pod
+a one-pod Volcano Job's, handed over as its gang's work item.
 """
 
 from __future__ import annotations
@@ -393,18 +396,23 @@ def place_batches(
     return seconds, scheduler, placer, deciding
 
 
-def run_place_bench(pods: int = 5000, batch: int = 100, seed: int = 0) -> dict[str, Any]:
+def run_place_bench(
+    pods: int = 5000, batch: int = 100, seed: int = 0, jobs: bool = False
+) -> dict[str, Any]:
     """What placing costs a replica per pod, beside the core's placement: ``pods``
     pods submitted to the preloaded cluster of :func:`flow_log`, then handed to a
     replica as signed work items, ``batch`` a batch; each proposal it sends is
     committed at once. CPU per pod of the whole batch path (work items checked and
     read, the pass, the proposals built, signed and sent, the claims, the decisions
     awaited), of the core's part of it (the scheduling pass, the placer's view
-    renewed) and of the committing and folding of the decisions (not placing)."""
-    snapshot, flow = flow_log(pods=pods, replicas=1, seed=seed)
+    renewed) and of the committing and folding of the decisions (not placing).
+    ``jobs``: each pod a one-pod Volcano Job's (its Job and PodGroup folded first),
+    handed over as its gang's work item, as the dispatcher sends a gang."""
+    snapshot, flow = flow_log(pods=pods, replicas=1, seed=seed, jobs=jobs)
     state = ClusterState.from_bytes(snapshot)
+    decision = b'"esched.placement.committed"'
+    state.apply_payloads([(pos, payload) for pos, payload in flow if decision not in payload])
     submissions = [(pos, payload) for pos, payload in flow if b'"esched.pod.submitted"' in payload]
-    state.apply_payloads(submissions)
     keyring = Keyring([_BENCH_KEY])
     bus = MemoryBus()
     bus.keyring = keyring
@@ -413,7 +421,10 @@ def run_place_bench(pods: int = 5000, batch: int = 100, seed: int = 0) -> dict[s
     msgs: list[Message] = []
     for pos, payload in submissions:
         key = metadata_key(orjson.loads(payload)["data"]["metadata"])
-        k, v = work_item("pod", key, pos)
+        kind, item = "pod", key
+        if jobs:
+            kind, item = "gang", state.gang_keys[state.gang_of(state.pod_index[key])]
+        k, v = work_item(kind, item, pos)
         msgs.append(Message(work, 0, len(msgs), k, v, 0, keyring.sign(v)))
     batches = [msgs[i : i + batch] for i in range(0, len(msgs), batch)]
     total, scheduler, placer, deciding = place_batches(replica, state, batches)
@@ -493,8 +504,8 @@ if __name__ == "__main__":
 
     pods, replicas = ([int(a) for a in sys.argv[1:3]] + [5000, 6])[:2]
     mode = sys.argv[3] if len(sys.argv) > 3 else None
-    if mode == "place":  # the second number: work items per batch
-        print(orjson.dumps(run_place_bench(pods, replicas)).decode())
+    if mode in ("place", "place-jobs"):  # the second number: work items per batch
+        print(orjson.dumps(run_place_bench(pods, replicas, jobs=mode == "place-jobs")).decode())
         sys.exit(0)
     if mode == "renew":  # the first number: claims; the second: pods a pass
         nodes = int(sys.argv[4]) if len(sys.argv) > 4 else 10_000

@@ -3,7 +3,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 def proposal_records(
-    parts: tuple[bytes, bytes, bytes, bytes, bytes, bytes] | None,
+    parts: tuple[bytes, ...] | None,
+    gang_template: Callable[[], tuple[bytes, ...] | None],
     pids: list[str],
     placements: Sequence[Any],
     which: Iterable[int],

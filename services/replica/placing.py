@@ -214,7 +214,8 @@ class _Placing(_Reports):
 
     def _records(self, proposed: Proposed, which: Sequence[int]) -> list[tuple[bytes, bytes]]:
         """The ``(key, value)`` records of the batch's proposals ``which``: a one-pod
-        proposal joined from the template's pieces, any other from its envelope."""
+        proposal (a one-pod gang's too) joined from the template's pieces, any other
+        from its envelope."""
         source = self.config.source_prefix + self.id
         now = timestamp()
         specs = self.state.class_specs
@@ -226,6 +227,7 @@ class _Placing(_Reports):
 
         return proposal_records(
             proposal_parts(self.id, source, proposed.position, now),
+            lambda: proposal_parts(self.id, source, proposed.position, now, gang=True),
             proposed.pids,
             proposed.placements,
             which,

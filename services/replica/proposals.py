@@ -1,11 +1,12 @@
 """A pass's proposals: their data (the one home of its fields), the batch that waits
 for their decisions, and their records on the wire.
 
-Most proposals are one pod bound to one node, without GPU devices or victims. Their
-records are the same bytes apart from four fields, so each is joined from the pieces
-of a template that :func:`proposal_data` and :func:`proposal_envelope` write once per
-send (:func:`proposal_parts`): byte for byte what ``orjson.dumps`` of the envelope
-gives, without a dict per pod. Any other proposal goes through the envelope.
+Most proposals are one pod bound to one node, without GPU devices or victims (a
+one-pod Volcano Job's too, with its gang). Their records are the same bytes apart
+from four fields (five with a gang), so each is joined from the pieces of a template
+that :func:`proposal_data` and :func:`proposal_envelope` write once per send
+(:func:`proposal_parts`): byte for byte what ``orjson.dumps`` of the envelope gives,
+without a dict per pod. Any other proposal goes through the envelope.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _PID = "\x00pid"
 _POD = "\x00pod"
 _NODE = "\x00node"
 _RES = "\x00res"
+_GANG = "\x00gang"
 
 
 def binding(pod: str, node: str, resources: dict[str, int], devices: tuple[int, ...]) -> dict:
@@ -60,16 +62,24 @@ def proposal_data(
 
 
 def proposal_parts(
-    replica: str, source: str, position: int, time: str
-) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes] | None:
+    replica: str, source: str, position: int, time: str, *, gang: bool = False
+) -> tuple[bytes, ...] | None:
     """The six pieces of a one-pod proposal's record, written by the envelope itself,
     between which its id (twice, JSON-escaped without quotes), its pod, its node and
-    its resources (each as JSON) go; None if the template cannot be split (then every
-    record is written from its envelope)."""
-    data = proposal_data(_PID, replica, position, None, [binding(_POD, _NODE, _RES, ())])  # type: ignore[arg-type]
+    its resources (each as JSON) go; with ``gang``, seven pieces for a one-pod
+    proposal of a gang, its gang's key (as JSON) after the ids. None if the template
+    cannot be split (then every such record is written from its envelope)."""
+    data = proposal_data(
+        _PID,
+        replica,
+        position,
+        _GANG if gang else None,
+        [binding(_POD, _NODE, _RES, ())],  # type: ignore[arg-type]
+    )
     template = orjson.dumps(proposal_envelope(data, source, time=time))
     pid = orjson.dumps(_PID)[1:-1]
-    marks = (pid, pid, orjson.dumps(_POD), orjson.dumps(_NODE), orjson.dumps(_RES))
+    marks = (pid, pid) + ((orjson.dumps(_GANG),) if gang else ())
+    marks += (orjson.dumps(_POD), orjson.dumps(_NODE), orjson.dumps(_RES))
     parts: list[bytes] = []
     at = 0
     for mark in marks:
@@ -81,7 +91,7 @@ def proposal_parts(
     parts.append(template[at:])
     if any(b"\\u0000" in part for part in parts):  # a stand-in where none belongs
         return None
-    return parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]
+    return tuple(parts)
 
 
 class Proposed:

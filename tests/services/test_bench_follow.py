@@ -104,3 +104,11 @@ def test_the_renew_benchmark_renews_a_view_holding_every_claim_in_flight() -> No
     out = run_renew_bench(claims=60, batch=25, nodes=200, repeat=1)
     assert out["claims"] == 60
     assert out["renewal_us"] > 0 and out["core_us"] > 0
+
+
+def test_the_place_benchmark_places_one_pod_jobs_as_their_gangs() -> None:
+    # Each pod a one-pod Volcano Job's, handed over as its gang: one gang proposal
+    # per pod, every one committed.
+    out = run_place_bench(pods=30, batch=20, jobs=True)
+    assert out["placed"] == out["proposals"] == 30
+    assert out["core_cpu_us_per_pod"] > 0

@@ -1,8 +1,8 @@
 """A replica's proposals on the wire: one-pod proposals are joined from a template's
 pieces, so each record must be byte for byte what ``orjson.dumps`` of its envelope
 writes (the commit service, the dead-letter path and any consumer read that), signed
-over those bytes, keyed as every proposal is; gangs and evictions go through the
-envelope. Runs on both stores (``store``)."""
+over those bytes, keyed as every proposal is; so are a one-pod gang's (its gang in the
+template); larger gangs and evictions go through the envelope. Runs on both stores (``store``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import asyncio
 
 import orjson
 
+from esched.core.schedule import Placement, Target
 from esched.schemas.events import PLACEMENT_COMMITTED, proposal_envelope, proposal_key
 from esched.services.bus import Message, open_bus
 from esched.services.bus.memory import MemoryBus
@@ -17,6 +18,7 @@ from esched.services.bus.signing import Keyring, SigningKey
 from esched.services.commit import CommitService
 from esched.services.dispatch import work_item
 from esched.services.replica import Replica, ReplicaConfig
+from esched.services.replica._records import proposal_records
 from esched.services.replica.proposals import binding, proposal_data, proposal_parts
 from support.aio import eventually
 from support.events import append_events, node, pod, podgroup
@@ -95,6 +97,64 @@ async def test_names_and_ids_json_escapes_are_written_as_the_envelope_writes_the
     assert {orjson.loads(m.value)["data"]["bindings"][0]["pod"] for m in records} == {
         f"t/{n}" for n in names
     }
+
+
+async def test_a_one_pod_gangs_record_is_the_bytes_its_envelope_encodes_to(store):
+    # A one-pod Volcano Job's pod: joined from the gang template, keyed by its gang.
+    pods = [podgroup("j1", 1), pod("j1-w-0", gang="j1"), podgroup('j"ü', 1)]
+    pods += [pod("j2-w-0", gang='j"ü'), pod("a")]
+    work = [("gang", "t/j1"), ("gang", 't/j"ü'), ("pod", "t/a")]
+    records = await _place(store, "r1", pods, work, sent=3)
+    assert len(records) == 3
+    _check_records(records, "r1")
+    by_key = {m.key: orjson.loads(m.value)["data"] for m in records}
+    assert {k: (d["gang"], [b["pod"] for b in d["bindings"]]) for k, d in by_key.items()} == {
+        b"t/j1": ("t/j1", ["t/j1-w-0"]),
+        't/j"ü'.encode(): ('t/j"ü', ["t/j2-w-0"]),
+        b"t/a": (None, ["t/a"]),
+    }
+
+
+def test_one_pod_gangs_are_joined_from_the_template_and_larger_ones_from_the_envelope() -> None:
+    source, stamp = "esched/replica/r1", "2026-01-01T00:00:00Z"
+    one = Placement(Target("gang", "t/j1"), "t/j1", [("t/j1-w-0", "n1", ())])
+    two = Placement(Target("gang", "t/g"), "t/g", [("t/g1", "n1", ()), ("t/g2", "n2", ())])
+    res = {"cpu": 1000, "pods": 1}
+    pids = ["r1-0abc-1", "r1-0abc-2"]
+    enveloped: list[int] = []
+
+    def other(i: int) -> tuple[bytes, bytes]:
+        enveloped.append(i)
+        return b"k", b"v"
+
+    records = proposal_records(
+        proposal_parts("r1", source, 42, stamp),
+        lambda: proposal_parts("r1", source, 42, stamp, gang=True),
+        pids,
+        [one, two],
+        range(2),
+        lambda pod: 0,
+        {},
+        {},
+        True,
+        lambda cid: orjson.dumps(res),
+        other,
+    )
+    assert enveloped == [1]
+    data = proposal_data(pids[0], "r1", 42, "t/j1", [binding("t/j1-w-0", "n1", res, ())])
+    assert records[0] == (b"t/j1", orjson.dumps(proposal_envelope(data, source, time=stamp)))
+
+
+def test_a_gang_template_splits_only_where_its_stand_ins_are() -> None:
+    parts = proposal_parts("r1", "esched/replica/r1", 42, "2026-01-01T00:00:00Z", gang=True)
+    assert parts is not None and len(parts) == 7
+    pid, gang, pod_, node_, res = "r1-0abc-1f", 't/j"1', 't/j"1-w-0', "n1", {"cpu": 1000}
+    fields = (pid.encode(), pid.encode(), orjson.dumps(gang), orjson.dumps(pod_))
+    fields += (orjson.dumps(node_), orjson.dumps(res))
+    joined = b"".join(b for pair in zip(parts, (*fields, b""), strict=True) for b in pair)
+    data = proposal_data(pid, "r1", 42, gang, [binding(pod_, node_, res, ())])
+    env = proposal_envelope(data, "esched/replica/r1", time="2026-01-01T00:00:00Z")
+    assert joined == orjson.dumps(env)
 
 
 def test_a_template_splits_only_where_its_stand_ins_are() -> None:
