@@ -251,6 +251,7 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
  * half were candidates: then the kernel ran over the whole block). */
 #define ESCHED_FB_COMPACT_SLACK 1e-5   /* relative to the bound's scale, >> its error */
 #define ESCHED_FB_FLOAT_STEP (1.0f / 1048576.0f)  /* 2**-20: > 4 float steps, rounded */
+#define ESCHED_FB_PAD 8   /* doubles in an AVX-512 vector; a multiple of AVX2's 4 */
 
 static inline __attribute__((always_inline)) Py_ssize_t
 esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
@@ -306,21 +307,21 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
         out[i] = (int32_t)o;
         cand[i] = (uint8_t)((bad[i] == 0.0f) & ((ub >= lim) | (unsure[i] != 0.0f)));
     }
-    /* The candidates' indices, 8 flags at a time: most groups have none. */
+    /* The candidates' indices: the flags packed to one bit a node (a multiply packs 8
+     * 0/1 bytes, byte i to bit i), then the set bits in order. No branch per group of
+     * flags: whether a group holds a candidate is close to a coin toss here. */
+    uint64_t bits[ESCHED_FB_BLOCK / 64] = {0};
     Py_ssize_t n_pick = 0, i8 = 0;
     for (; i8 + 8 <= m; i8 += 8) {
         uint64_t w;
         memcpy(&w, cand + i8, 8);
-        if (w == 0)
-            continue;
-        for (Py_ssize_t i = i8; i < i8 + 8; i++) {
-            pick[n_pick] = (int32_t)i;
-            n_pick += cand[i];
-        }
+        bits[i8 >> 6] |= ((w * 0x0102040810204080ULL) >> 56) << (i8 & 63);
     }
-    for (Py_ssize_t i = i8; i < m; i++) {
-        pick[n_pick] = (int32_t)i;
-        n_pick += cand[i];
+    for (Py_ssize_t i = i8; i < m; i++)
+        bits[i >> 6] |= (uint64_t)cand[i] << (i & 63);
+    for (int w = 0; w < ESCHED_FB_BLOCK / 64; w++) {
+        for (uint64_t b = bits[w]; b; b &= b - 1)
+            pick[n_pick++] = 64 * w + __builtin_ctzll(b);
     }
     if (n_pick * 2 > m) {
         esched_fblock_body(k, n0, m, out, sum);
@@ -339,7 +340,13 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
         const double *u0 = k->u0 + n0, *u1 = k->u1 + n0, *z0 = k->z0 + n0,
                      *z1 = k->z1 + n0, *a0 = k->a0 + n0, *a1 = k->a1 + n0;
         int any_unsure = 0;
-        for (Py_ssize_t j = 0; j < n_pick; j++) {
+        /* Padded with copies of the first candidate to whole vectors of doubles (their
+         * results are dropped): the kernel then runs no scalar remainder loops, which
+         * for a few candidates would be most of its work. */
+        Py_ssize_t n_pad = (n_pick + ESCHED_FB_PAD - 1) & ~(Py_ssize_t)(ESCHED_FB_PAD - 1);
+        for (Py_ssize_t j = n_pick; j < n_pad; j++)
+            pick[j] = pick[0];
+        for (Py_ssize_t j = 0; j < n_pad; j++) {
             Py_ssize_t i = pick[j];
             g[0][j] = u0[i]; g[1][j] = u1[i]; g[2][j] = z0[i]; g[3][j] = z1[i];
             g[4][j] = a0[i]; g[5][j] = a1[i];
@@ -354,14 +361,14 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
         for (int r = 0; r < gk.n_need; r++) {
             const double *nu = k->need_used[r] + n0, *na = k->need_alloc[r] + n0;
             double *gu = g[9 + 2 * r], *ga = g[10 + 2 * r];
-            for (Py_ssize_t j = 0; j < n_pick; j++) {
+            for (Py_ssize_t j = 0; j < n_pad; j++) {
                 gu[j] = nu[pick[j]];
                 ga[j] = na[pick[j]];
             }
             gk.need_used[r] = gu;
             gk.need_alloc[r] = ga;
         }
-        esched_fblock_body(&gk, 0, n_pick, gs, &gsum);
+        esched_fblock_body(&gk, 0, n_pad, gs, &gsum);
         for (Py_ssize_t j = 0; j < n_pick; j++)
             out[pick[j]] = gs[j];
     }

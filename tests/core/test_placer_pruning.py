@@ -250,3 +250,39 @@ def test_compact_walk_follows_the_reservations_accounting():
     off = Placer(s, seed=2, prune=False)
     landed = _same_for_every_pod(s, on, off, keys, log, np.random.default_rng(2))
     assert landed > 300
+
+
+@pytest.mark.parametrize("k", [1, 7, 8, 9, 16, 17, 40, 63])
+def test_bounded_walk_scores_any_number_of_candidates_exactly(k):
+    # Each block of 128 holds k emptier nodes at random places (both halves of the
+    # block's candidate bits, and the 13-node tail block: the packing's remainder),
+    # the rest fuller: a step's candidates are about k, on either side of the exact
+    # kernel's padding to whole vectors (8). Every pod gets the same node with the
+    # bound on and off, and the same allocation follows.
+    rnd = np.random.default_rng(k)
+    s = ClusterState()
+    log = Log(s)
+    n_nodes = 3 * 128 + 13
+    empty = set()
+    for b0 in range(0, n_nodes, 128):
+        size = min(128, n_nodes - b0)
+        empty.update(b0 + int(i) for i in rnd.choice(size, size=min(k, size), replace=False))
+    for i in range(n_nodes):
+        log(EV.NODE_ADDED, node(f"n{i}", cpu="16", memory="64Gi"))
+        used = 1 + int(rnd.integers(0, 3)) if i in empty else 8 + int(rnd.integers(0, 4))
+        log(EV.POD_SUBMITTED, pod(f"r{i}", cpu=str(used), memory=f"{4 * used}Gi",
+                                  node_name=f"n{i}"))  # fmt: skip
+    cids = np.array(
+        [
+            s.intern_class(pod("w", cpu=f"{int(c)}m", memory=f"{int(m)}Mi"))
+            for c, m in rnd.integers(1, 1500, size=(300, 2))
+        ],
+        dtype=np.int32,
+    )
+    on = Placer(s, seed=4, sample=False, cache=False, prune=True)
+    off = Placer(s, seed=4, sample=False, cache=False, prune=False)
+    placed = on.place_classes(cids)
+    assert (placed == off.place_classes(cids)).all()
+    assert (placed >= 0).all()
+    assert on.stats()["nodes_visited"] == off.stats()["nodes_visited"]
+    assert (on.used_array() == off.used_array()).all()
