@@ -293,7 +293,19 @@ async def one_run(
         with contextlib.suppress(Exception):
             await admin(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
     out["replica_stats"] = {
-        k: {f: v.get(f) for f in ("placed_pods", "conflicts", "retries", "cache_hit_rate")}
+        k: {
+            f: v.get(f)
+            for f in (
+                "placed_pods",
+                "conflicts",
+                "retries",
+                "cache_hit_rate",
+                "log_reads",
+                "log_rows",
+                "work_items",
+                "batches",
+            )
+        }
         for k, v in summaries.items()
         if k.startswith("replica") and isinstance(v, dict)
     }

@@ -105,6 +105,8 @@ class ReplicaTotals:
     """What a replica did so far."""
 
     work_items: int = 0
+    #: Polled batches of work worked (``work_items / batches``: a batch's size).
+    batches: int = 0
     skipped: int = 0
     proposals: int = 0
     committed: int = 0
@@ -131,6 +133,7 @@ class ReplicaTotals:
     def as_dict(self) -> dict[str, Any]:
         return {
             "work_items": self.work_items,
+            "batches": self.batches,
             "skipped": self.skipped,
             "proposals": self.proposals,
             "committed": self.committed,

@@ -172,4 +172,6 @@ class Replica(_WorkLoop):
         if self.rounds is not None:
             out["quincy"] = dict(self.rounds.stats)
         out["position"] = self.follower.position
+        out["log_reads"] = self.follower.reads
+        out["log_rows"] = self.follower.rows_read
         return out

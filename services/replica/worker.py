@@ -218,6 +218,7 @@ class _WorkLoop(_Share):
                 if position > upto:
                     upto = position
         self.totals.work_items += len(msgs)
+        self.totals.batches += 1
         if (
             targets
             and upto > self.follower.position

@@ -399,6 +399,8 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
         self._gap = min_interval  # least time from that read to the next
         #: Reads issued so far (a follower's cost while idle is counted by this).
         self.reads = 0
+        #: Rows those reads brought: with ``reads``, the rows a read gathers.
+        self.rows = 0
 
     def __aiter__(self) -> Subscription:
         return self
@@ -454,6 +456,7 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
                 await self._backoff()
                 continue
             self._retry.reset()
+            self.rows += len(events)
             # A full batch is catch-up: the next read follows at once.
             self._read_at = -math.inf if len(events) >= self.batch else began
             self._gap = self.busy_interval if len(events) >= self.busy_rows else self.min_interval

@@ -103,6 +103,11 @@ class LogFollower:
         costs while nothing is appended."""
         return 0 if self._sub is None else self._sub.reads
 
+    @property
+    def rows_read(self) -> int:
+        """Rows the live reads brought so far: ``rows_read / reads`` is a read's size."""
+        return 0 if self._sub is None else self._sub.rows
+
     async def start(self) -> ClusterState:
         """Build the state up to the head and start following; returns the state."""
         self.state = await retry_until(

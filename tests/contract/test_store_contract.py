@@ -423,6 +423,7 @@ async def test_a_payload_subscription_gathers_the_appends_of_its_interval_into_o
         gathered = await anext(sub)
         assert [p for p, _ in gathered] == [2, 3, 4, 5, 6]
         assert sub.reads == 2
+        assert sub.rows == 6  # the rows of both reads: a read's size is rows / reads
 
 
 def _payload(rows: list[StoredEvent]) -> bytes:

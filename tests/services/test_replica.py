@@ -236,6 +236,9 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
         log.warning("scheduled in %.1fs", time.monotonic() - started)
         stats = [r.stats() for r in replicas]
         assert all(s["work_items"] > 0 and s["placed_pods"] > 0 for s in stats), stats
+        # The counters a run's read and batch sizes come from (bench e2e reports them).
+        assert all(0 < s["batches"] <= s["work_items"] for s in stats), stats
+        assert all(0 < s["log_reads"] <= s["log_rows"] for s in stats), stats
         placed = sum(s["placed_pods"] for s in stats)
         conflicts = sum(s["conflicts"] for s in stats)
         committed = sum(s["committed"] for s in stats)
