@@ -1,0 +1,40 @@
+"""The benchmarks' CPU accounting of the PostgreSQL server (services/bench_e2e/cpu.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from esched.services.bench_e2e.cpu import postgres_cpu_seconds
+from support.aio import eventually
+
+pytestmark = pytest.mark.postgres
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+async def test_postgres_cpu_keeps_a_closed_connections_cpu(pg_url: str) -> None:
+    """A backend that exits takes its CPU out of the live processes' sum; the server's
+    figure must still not fall (it used to, so the benches' PostgreSQL column could go
+    negative)."""
+    conn = await asyncpg.connect(pg_url)
+    backend = await conn.fetchval("SELECT pg_backend_pid()")
+    if not _alive(backend):
+        await conn.close()
+        pytest.skip("the PostgreSQL server is not a local process (a container)")
+    await conn.fetchval("SELECT sum(i) FROM generate_series(1, 3000000) AS i")
+    before = postgres_cpu_seconds()
+    await conn.close()
+    await eventually(lambda: not _alive(backend), within=10)
+    # The postmaster reaps the backend right after it exits; its CPU moves into the
+    # postmaster's children's time.
+    after = await eventually(
+        lambda: (v := postgres_cpu_seconds()) >= before and v,
+        within=10,
+        message=lambda: f"server CPU fell from {before} to {postgres_cpu_seconds()}",
+    )
+    assert after >= before > 0
