@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from esched.services.bench_e2e.cpu import postgres_cpu_seconds
+from esched.services.bench_e2e.cpu import cpu_seconds, postgres_cpu_seconds
 from support.aio import eventually
 
 pytestmark = pytest.mark.postgres
@@ -38,3 +41,26 @@ async def test_postgres_cpu_keeps_a_closed_connections_cpu(pg_url: str) -> None:
         message=lambda: f"server CPU fell from {before} to {postgres_cpu_seconds()}",
     )
     assert after >= before > 0
+
+
+def _busy(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+@pytest.mark.parametrize("in_thread", [False, True], ids=["main-thread", "exited-thread"])
+def test_cpu_seconds_resolves_below_a_clock_tick(in_thread: bool) -> None:
+    """A process's CPU comes to well under the 10 ms of a clock tick, including a
+    thread that ran and exited in between (ticks alone are 0, 10 or 20 ms off)."""
+    pid = os.getpid()
+    for seconds in (0.004, 0.013):
+        t0, c0 = time.process_time(), cpu_seconds(pid)
+        if in_thread:
+            worker = threading.Thread(target=_busy, args=(seconds,))
+            worker.start()
+            worker.join()
+        else:
+            _busy(seconds)
+        c1, t1 = cpu_seconds(pid), time.process_time()
+        assert abs((c1 - c0) - (t1 - t0)) < 0.003, (c1 - c0, t1 - t0)
