@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from esched.services.bench import fill_log
+from esched.services.bench_e2e.cpu import cpu_seconds
 from esched.services.bench_e2e.preload import admin
 from esched.services.store import open_store
 from esched.services.store.chain import VERIFY_BATCH, VERIFY_PARALLEL
@@ -29,21 +30,13 @@ from esched.services.store.postgres import CHAIN_COPY, PostgresEventStore
 
 __all__ = ["run_verify_bench"]
 
-_TICKS = os.sysconf("SC_CLK_TCK")
-
 
 def _cpu_of(pids: list[int]) -> dict[int, float] | None:
     """CPU seconds (user + system) of each process; None when the server's
     processes are not readable here (another host)."""
-    out = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        out[pid] = (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
-    return out
+    if not all(os.path.exists(f"/proc/{pid}") for pid in pids):
+        return None
+    return {pid: cpu_seconds(pid) for pid in pids}
 
 
 async def _backends(server: str, db: str) -> list[int]:
