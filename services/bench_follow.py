@@ -9,7 +9,8 @@ a snapshot of the preload with :meth:`ClusterState.apply_payloads`, in batches, 
 replica that has just started follows it (its memos empty, the heap frozen).
 
 ``python -m esched.services.bench_follow [pods] [replicas]
-[fold|follow|fold-shapes|follow-shapes|jobs|jobs-seen] [nodes]`` (default 1,000 preloaded
+[fold|follow|fold-shapes|follow-shapes|fold-submitted|fold-submitted-shapes|jobs|jobs-seen]
+[nodes]`` (default 1,000 preloaded
 nodes) prints the CPU time per pod of the fold and
 of a replica's following; under callgrind with
 ``--toggle-collect='__pyx_pw_*apply_payloads'`` (argument ``fold``) only the flow's
@@ -31,6 +32,9 @@ renewing its view costs a replica with ``claims`` pods of its own in flight (pla
 shapes (:func:`shape_payloads`: pods in workloads of 1 to 50 replicas sharing one
 spec, as ReplicaSets and Jobs make them) instead of the ``bench scale`` pods, of
 which about two in five bring a spec the follower has not seen.
+``fold-submitted`` (and ``fold-submitted-shapes``): the fold of the flow's
+submissions alone (:func:`submissions`), which splits a pod's fold between its
+submission and its committed placement.
 ``python -m esched.services.bench_follow [pods] [batch] place|place-jobs``: what
 placing costs a replica per pod (:func:`run_place_bench`); ``place-jobs``: each pod
 a one-pod Volcano Job's, handed over as its gang's work item.
@@ -52,7 +56,7 @@ import orjson
 from esched.core import ClusterState
 from esched.core.schedule import Target
 from esched.core.validation import Verdict
-from esched.schemas.events import metadata_key, namespaced_key
+from esched.schemas.events import POD_SUBMITTED, metadata_key, namespaced_key
 from esched.services.bench_e2e.preload import pod_payloads
 from esched.services.bus import BusProducer, Message
 from esched.services.bus.base import Headers
@@ -75,6 +79,7 @@ __all__ = [
     "run_place_bench",
     "run_renew_bench",
     "shape_payloads",
+    "submissions",
 ]
 
 #: Events per fold call: a follower's read gathers about this many in a burst.
@@ -190,6 +195,16 @@ def flow_log(
     return state.to_bytes(), flow
 
 
+#: What a submission's envelope holds (orjson's compact JSON) and no other event's.
+_SUBMITTED = b'"type":' + orjson.dumps(POD_SUBMITTED)
+
+
+def submissions(flow: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The flow's pod submissions alone, in order: their fold against the whole
+    flow's splits a pod's fold between its submission and its committed placement."""
+    return [(pos, payload) for pos, payload in flow if _SUBMITTED in payload]
+
+
 def fold_flow(state: ClusterState, flow: list[tuple[int, bytes]]) -> ClusterState:
     """Fold the flow into ``state`` (the preload), ``BATCH`` events at a time."""
     for i in range(0, len(flow), BATCH):
@@ -223,11 +238,13 @@ def run_follow_bench(
     seen: bool = False,
     nodes: int = 1000,
     shapes: bool = False,
+    submitted: bool = False,
 ) -> dict[str, Any]:
     """CPU time per pod (best of ``repeat``) of the flow's fold and of a replica's
     whole following (``only``: "fold" or "follow", just that one), and the anomalies;
     ``jobs``: each pod a one-pod Volcano Job; ``seen``, ``shapes``: see
-    :func:`flow_log`; ``nodes``: of the preloaded cluster."""
+    :func:`flow_log`; ``nodes``: of the preloaded cluster; ``submitted``: the
+    flow's submissions alone (:func:`submissions`)."""
     replica = idle_replica()  # one for every run: the flow holds its proposal ids
     prefix = replica.proposal_prefix
     snapshot, flow = flow_log(
@@ -239,6 +256,8 @@ def run_follow_bench(
         seen=seen,
         shapes=shapes,
     )
+    if submitted:
+        flow = submissions(flow)
     out: dict[str, Any] = {"pods": pods, "events": len(flow)}
     for kind in ("fold", "follow"):
         if only not in (None, kind):
@@ -512,9 +531,13 @@ if __name__ == "__main__":
         print(orjson.dumps(run_renew_bench(pods, replicas, nodes)).decode())
         sys.exit(0)
     jobs = mode in ("jobs", "jobs-seen")
-    shapes = mode in ("fold-shapes", "follow-shapes")
-    only = "fold" if jobs else mode.removesuffix("-shapes") if mode else None
+    shapes = mode in ("fold-shapes", "follow-shapes", "fold-submitted-shapes")
+    kind = mode.removesuffix("-shapes") if mode else None
+    submitted = kind == "fold-submitted"
+    only = "fold" if jobs or submitted else kind
     repeat = 1 if only else 3  # one run under callgrind
     nodes = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
-    out = run_follow_bench(pods, replicas, repeat, only, jobs, mode == "jobs-seen", nodes, shapes)
+    out = run_follow_bench(
+        pods, replicas, repeat, only, jobs, mode == "jobs-seen", nodes, shapes, submitted
+    )
     print(orjson.dumps(out).decode())

@@ -7,7 +7,7 @@ import itertools
 
 import orjson
 
-from esched.core import PHASE_RUNNING, ClusterState
+from esched.core import PHASE_PENDING, PHASE_RUNNING, ClusterState
 from esched.services.bench_follow import (
     MAX_REPLICAS,
     flow_log,
@@ -17,6 +17,7 @@ from esched.services.bench_follow import (
     run_place_bench,
     run_renew_bench,
     shape_payloads,
+    submissions,
 )
 from esched.services.store._search import mentioning
 from esched.services.store.snapshots import FROZEN_GEN0, freeze_heap, thaw_heap
@@ -75,6 +76,22 @@ def test_the_shapes_flow_repeats_each_spec_over_a_workload_of_consecutive_pods()
     fold_flow(state, flow)
     assert not state.anomalies
     assert state.phase_count(PHASE_RUNNING) == running + 60
+
+
+def test_the_submissions_of_the_flow_fold_every_pod_pending_and_none_bound() -> None:
+    # fold-submitted splits a pod's fold: the flow's submissions alone, in order, one
+    # per pod; folded, every pod is known and pending, none placed, no anomaly.
+    snapshot, flow = flow_log(nodes=50, pods=60, replicas=3)
+    submitted = submissions(flow)
+    assert len(submitted) == 60 == len(flow) // 2
+    assert [orjson.loads(p)["type"] for _, p in submitted] == ["esched.pod.submitted"] * 60
+    assert [pos for pos, _ in submitted] == sorted(pos for pos, _ in submitted)
+    state = ClusterState.from_bytes(snapshot)
+    running, pending = state.phase_count(PHASE_RUNNING), state.phase_count(PHASE_PENDING)
+    fold_flow(state, submitted)
+    assert not state.anomalies
+    assert state.phase_count(PHASE_RUNNING) == running
+    assert state.phase_count(PHASE_PENDING) == pending + 60
 
 
 def test_a_frozen_heap_collects_young_objects_less_often_until_thawed() -> None:
