@@ -134,9 +134,18 @@ cdef object _flat_value(const unsigned char* b, Py_ssize_t n, Span s):
 
 # The annotations the fold reads of a pod (_fold's _volcano_keys and gang size): a
 # pod's other annotations (a Volcano Job's pods carry six) are never made into strs.
-cdef tuple _FOLD_ANNOTATIONS = tuple(
-    (name.encode("ascii"), name)
-    for name in (*QUEUE_ANNOTATIONS, *GANG_ANNOTATIONS, PREEMPTABLE_KEY, GANG_SIZE_ANNOTATION))
+cdef tuple _FOLD_ANNOTATIONS = (
+    *QUEUE_ANNOTATIONS, *GANG_ANNOTATIONS, PREEMPTABLE_KEY, GANG_SIZE_ANNOTATION)
+cdef enum:
+    N_FOLD_ANNOTATIONS = 6
+assert len(_FOLD_ANNOTATIONS) == N_FOLD_ANNOTATIONS
+# Their bytes, compared in C (kept alive by the tuple).
+cdef tuple _FOLD_ANNOTATION_BYTES = tuple(name.encode("ascii") for name in _FOLD_ANNOTATIONS)
+cdef const char* _ANNOTATION_PTR[N_FOLD_ANNOTATIONS]
+cdef Py_ssize_t _ANNOTATION_LEN[N_FOLD_ANNOTATIONS]
+for _j, _raw in enumerate(_FOLD_ANNOTATION_BYTES):
+    _ANNOTATION_PTR[_j] = PyBytes_AS_STRING(_raw)
+    _ANNOTATION_LEN[_j] = PyBytes_GET_SIZE(_raw)
 
 
 cdef object _fold_annotations(const unsigned char* b, Py_ssize_t n, Span s):
@@ -144,9 +153,8 @@ cdef object _fold_annotations(const unsigned char* b, Py_ssize_t n, Span s):
     # members (in member order, the last of a repeated key kept); a value that is not
     # an object is _value's, whole, for the handler to read as the dict path does.
     cdef Span k, v
-    cdef Py_ssize_t i = s.start
+    cdef Py_ssize_t i = s.start, j
     cdef units_t u
-    cdef bytes raw
     if b[s.start] != 0x7b:
         return _value(b, s)
     out = {}
@@ -154,11 +162,12 @@ cdef object _fold_annotations(const unsigned char* b, Py_ssize_t n, Span s):
         i = next_member(b, i, n, &k, &v)
         if i < 0:
             return out
-        for raw, name in _FOLD_ANNOTATIONS:
-            if span_is(b, k, raw, PyBytes_GET_SIZE(raw)):
+        for j in range(N_FOLD_ANNOTATIONS):
+            if span_is(b, k, _ANNOTATION_PTR[j], _ANNOTATION_LEN[j]):
                 break
         else:
             continue
+        name = _FOLD_ANNOTATIONS[j]
         if b[v.start] == 0x22:
             out[name] = _ascii_string(b, v)
         else:

@@ -680,6 +680,13 @@ _METAS = [
     b',"labels":{"n":[1]},"annotations":{"y":{"z":"w"},"t":true,"u":null}',
     b',"labels":null,"annotations":"x"',
     b',"labels":{"n":123456789012345678}',
+    # The annotations the fold reads among others it never decodes (a Job's pods).
+    b',"annotations":{"volcano.sh/job-name":"j","scheduling.volcano.sh/queue-name":"q1",'
+    b'"scheduling.volcano.sh/group-name":"g0","scheduling.k8s.io/group-pod-num":"2",'
+    b'"volcano.sh/preemptable":"true","volcano.sh/task-index":"0"}',
+    b',"annotations":{"scheduling.k8s.io/group-name":"g0","scheduling.k8s.io/group-pod-num":1.5,'
+    b'"volcano.sh/job-version":{"a":1}}',
+    b',"annotations":{"volcano.sh/job-name":"j"},"labels":{"volcano.sh/job-name":"j"}',
 ]
 
 
