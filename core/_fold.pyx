@@ -14,6 +14,7 @@ Python.
 """
 
 import numpy as np
+import orjson
 
 from esched.schemas import events as _ev
 from esched.schemas.objects import (
@@ -25,7 +26,7 @@ from esched.schemas.quantity import QuantityError, resource_list
 from esched.schemas.validator.timewindow import event_seconds
 
 from esched.core._fold_usage cimport _usage_nodes, _usage_pods
-from esched.core._state cimport COL_PODS, ClusterState, _class_of, _unit_in_range
+from esched.core._state cimport COL_PODS, ClusterState, _class_of, _profile_key, _unit_in_range
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -294,10 +295,13 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
     # cached for this exact spec by apply_payloads (whose decoder keys it on the
     # spec's bytes); the class is a function of the spec and the queue's
     # node-group affinity only, and _queue_upsert drops the cache. ``plain``: the
-    # bytes path's pod whose spec is containers only (``spec`` then None), as the
-    # (requests, nonzero) _class_for would compute from it; the caller passes it only
-    # while no PriorityClass is folded and the default queue has no affinity (what
-    # _class_for's containers-only shortcut needs).
+    # bytes path's pod whose spec is containers and perhaps a schedulerName (``spec``
+    # then None, ``pod`` None or its metadata only), as (requests, nonzero,
+    # schedulerName or None, the spec's bytes): the requests _class_for would compute
+    # from it. Its class is _class_for's short path's when no PriorityClass is folded,
+    # the pod's queue has no node-group affinity (the caller passes a pod without
+    # metadata, in the default queue, only while that queue has none) and its gang no
+    # PriorityClass; otherwise the spec is decoded from its bytes and _class_for decides.
     idx = self.pod_index.get(key)
     cdef Py_ssize_t p, c, r, n
     if idx is not None and self.pod_phase[<Py_ssize_t>idx] == PHASE_RUNNING:
@@ -311,6 +315,7 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
         return 0
     annotations = meta.get("annotations") if pod is not None else None
     keep_running = False
+    sname = plain[2] if plain is not None else None
     if pod is not None and (annotations or meta.get("labels")):
         queue, gkey, keep_running = _volcano_keys(meta, annotations)
         if gkey is not None:
@@ -321,6 +326,9 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
                 if gmeta.get("queue_set"):
                     queue = gmeta["queue"]
                 if gmeta.get("priorityClassName"):
+                    if plain is not None:
+                        pod["spec"] = orjson.loads(<bytes>plain[3])
+                        plain = None
                     pod = _gang_priority_class(
                         pod, gmeta["priorityClassName"], self.priority_classes)
                     class_memo = None  # the spec is no longer the one it caches
@@ -339,15 +347,23 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
         class_memo = None  # the class depends on the node's presence, not the spec only
     if class_memo is not None and class_memo[0] == q:
         c = class_memo[1]
-    elif plain is not None:
-        # _class_for's containers-only return, without the spec as dicts.
-        c = _class_of(self, <dict>plain[0], <tuple>plain[1], 0, "", None)
+    elif plain is not None and not self.priority_classes and (
+            pod is None or not (<dict>self.queue_meta[<Py_ssize_t>q]).get("affinity")):
+        # (A pod without metadata is in the default queue, which had no affinity when
+        # the memo took its spec as plain: an affinity set since has cleared the memo.)
+        # _class_for's short return for a spec of containers and a profile, without
+        # the spec as dicts.
+        c = _class_of(self, <dict>plain[0], <tuple>plain[1], 0, _profile_key(sname), None)
         if c < 0:
             return 0
         if class_memo is not None:
             class_memo[0] = q
             class_memo[1] = c
     else:
+        if plain is not None:
+            spec = orjson.loads(<bytes>plain[3])
+            if pod is not None:
+                pod["spec"] = spec
         if pod is None:
             # What the reference aggregations read of a pod is its spec.
             pod = {"spec": spec} if spec is not None else {}
@@ -397,7 +413,8 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
         self.gated.pop(key, None)
     # Which profile the pod asks for: the scheduling pass leaves pods naming a
     # scheduler esched does not run Pending (kube leaves them to that scheduler).
-    sname = pspec.get("schedulerName") if pspec is not None else None
+    if pspec is not None:
+        sname = pspec.get("schedulerName")
     if sname:
         self.scheduler_of[key] = sname
     elif self.scheduler_of:

@@ -16,8 +16,10 @@ import orjson
 from esched.schemas import events as _ev
 from esched.schemas.quantity import MAX_BASE_UNITS
 
-from esched.core._fold import _MALFORMED
-from esched.schemas.objects import DEFAULT_QUEUE
+from esched.core._fold import _MALFORMED, GANG_SIZE_ANNOTATION
+from esched.schemas.objects import (
+    DEFAULT_QUEUE, GANG_ANNOTATIONS, PREEMPTABLE_KEY, QUEUE_ANNOTATIONS,
+)
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
@@ -36,7 +38,7 @@ from esched.core._envelope cimport (
 )
 from esched.core._quantity cimport esched_quantity_units
 from esched.core._fold cimport (
-    _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit, _pod_submitted,
+    _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit,
     _podgroup, _resolve_binding, noop_slots, type_slot,
 )
 from esched.core._state cimport COL_PODS, MEMO_LIMIT, ClusterState
@@ -130,6 +132,49 @@ cdef object _flat_value(const unsigned char* b, Py_ssize_t n, Span s):
         out[PyUnicode_DecodeASCII(<const char*>b + k.start, k.end - k.start, NULL)] = value
 
 
+# The annotations the fold reads of a pod (_fold's _volcano_keys and gang size): a
+# pod's other annotations (a Volcano Job's pods carry six) are never made into strs.
+cdef tuple _FOLD_ANNOTATIONS = (
+    *QUEUE_ANNOTATIONS, *GANG_ANNOTATIONS, PREEMPTABLE_KEY, GANG_SIZE_ANNOTATION)
+cdef enum:
+    N_FOLD_ANNOTATIONS = 6
+assert len(_FOLD_ANNOTATIONS) == N_FOLD_ANNOTATIONS
+# Their bytes, compared in C (kept alive by the tuple).
+cdef tuple _FOLD_ANNOTATION_BYTES = tuple(name.encode("ascii") for name in _FOLD_ANNOTATIONS)
+cdef const char* _ANNOTATION_PTR[N_FOLD_ANNOTATIONS]
+cdef Py_ssize_t _ANNOTATION_LEN[N_FOLD_ANNOTATIONS]
+for _j, _raw in enumerate(_FOLD_ANNOTATION_BYTES):
+    _ANNOTATION_PTR[_j] = PyBytes_AS_STRING(_raw)
+    _ANNOTATION_LEN[_j] = PyBytes_GET_SIZE(_raw)
+
+
+cdef object _fold_annotations(const unsigned char* b, Py_ssize_t n, Span s):
+    # A pod's annotations as _flat_value decodes them, with only the _FOLD_ANNOTATIONS
+    # members (in member order, the last of a repeated key kept); a value that is not
+    # an object is _value's, whole, for the handler to read as the dict path does.
+    cdef Span k, v
+    cdef Py_ssize_t i = s.start, j
+    cdef units_t u
+    if b[s.start] != 0x7b:
+        return _value(b, s)
+    out = {}
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            return out
+        for j in range(N_FOLD_ANNOTATIONS):
+            if span_is(b, k, _ANNOTATION_PTR[j], _ANNOTATION_LEN[j]):
+                break
+        else:
+            continue
+        name = _FOLD_ANNOTATIONS[j]
+        if b[v.start] == 0x22:
+            out[name] = _ascii_string(b, v)
+        else:
+            u = _digits(b, v)
+            out[name] = u if u >= 0 else _value(b, v)
+
+
 cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
     # A pod's metadata as the handlers read it: name, namespace, labels and
     # annotations (queue and gang come from those); only the keys present.
@@ -147,7 +192,7 @@ cdef object _scan_meta(const unsigned char* b, Py_ssize_t n, Span obj):
         elif span_is(b, k, b"labels", 6):
             meta["labels"] = _flat_value(b, n, v)
         elif span_is(b, k, b"annotations", 11):
-            meta["annotations"] = _flat_value(b, n, v)
+            meta["annotations"] = _fold_annotations(b, n, v)
         elif span_is(b, k, b"ownerReferences", 15):
             # (the controller: default topology spread constraints)
             meta["ownerReferences"] = _value(b, v)
@@ -443,17 +488,12 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
                 self._spec_memo.clear()
             raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
             # (spec dict or None, [queue, class], plain or None, the spec's bytes): a
-            # containers-only spec is decoded only when a pod needs it as dicts.
-            if _plain_fits(self, extra):
-                plain = _plain_requests(self, b, n, spec)
+            # spec of containers and a profile is decoded only when a pod needs it as
+            # dicts (_pod_submit decodes it then).
+            if _plain_fits(self):
+                plain = _plain_requests(self, b, n, spec, raw)
             entry = self._spec_memo[hkey] = (
                 None if plain is not None else orjson.loads(raw), [-1, -1], plain, raw)
-        elif entry[0] is None and extra:
-            # (An entry holds no dicts only if it was made while _plain_fits held, and
-            # whatever makes that fail, a PriorityClass or a queue's affinity, clears
-            # the memo: for a pod without labels or annotations it holds still.)
-            entry = self._spec_memo[hkey] = (
-                orjson.loads(<bytes>entry[3]), entry[1], entry[2], entry[3])
         spec_dict = entry[0]
         class_memo = entry[1]
         if spec_dict is None:
@@ -462,11 +502,13 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     try:
         if extra:
             # Labels or annotations: the queue and gang come from those, so the
-            # handler gets the pod as the dict path has it.
-            pod = {"metadata": _scan_meta(b, n, meta)}
+            # handler gets the metadata it reads as the dict path has it (a Volcano
+            # Job's pods), and the spec as dicts unless it is ``plain``.
+            meta_dict = _scan_meta(b, n, meta)
+            pod = {"metadata": meta_dict}
             if spec_dict is not None:
                 pod["spec"] = spec_dict
-            _pod_submitted(self, pod, class_memo)
+            _pod_submit(self, key, pod, meta_dict, None, class_memo, plain)
         else:
             _pod_submit(self, key, None, None, spec_dict, class_memo, plain)
     except _MALFORMED:
@@ -496,22 +538,26 @@ cdef inline bint _span_equals(const unsigned char* b, Span s, bytes raw) noexcep
             and memcmp(PyBytes_AS_STRING(raw), b + s.start, s.end - s.start) == 0)
 
 
-cdef bint _plain_fits(ClusterState self, bint extra) except -1:
-    # Whether _pod_submit may take a containers-only spec as ``plain``: a pod without
-    # labels or annotations (in the default queue), no PriorityClass folded (a
-    # globalDefault one sets its priority), and no node-group affinity on the default
-    # queue (part of its pods' classes).
-    if extra or self.priority_classes:
+cdef bint _plain_fits(ClusterState self) except -1:
+    # Whether the spec memo keeps a spec of containers and a profile as ``plain``
+    # rather than as dicts: while no PriorityClass is folded (a globalDefault one sets
+    # its priority) and the default queue has no node-group affinity (part of its
+    # pods' classes), as _pod_submit needs to take it so (for a pod of another queue,
+    # it checks that queue and decodes the spec when it must).
+    if self.priority_classes:
         return False
     q = self.queue_index.get(DEFAULT_QUEUE)
     return q is None or not (<dict>self.queue_meta[<Py_ssize_t>q]).get("affinity")
 
 
-cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_t n, Span spec):
-    # A spec that is containers only, each with requests given as strings and no
-    # limits or ports (the bulk of a log), as (requests, nonzero): the request rule's
-    # container sum (schemas/_requests.pyx PodSum, what _class_for's pod_sum adds up
-    # from the decoded dicts), in the same resource order, with the same memoized
+cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_t n, Span spec,
+                            bytes raw):
+    # A spec that is containers, each with requests given as strings and no limits or
+    # ports (the bulk of a log), perhaps with a string schedulerName and restartPolicy
+    # (a Volcano Job's pods), as _pod_submit's ``plain``: (requests, nonzero,
+    # schedulerName or None, ``raw``: the spec's bytes). The requests are the request
+    # rule's container sum (schemas/_requests.pyx PodSum, what _class_for's pod_sum adds
+    # up from the decoded dicts), in the same resource order, with the same memoized
     # quantities. None for any other shape, a repeated name, or a quantity _class_for
     # would count as invalid: the caller then decodes the spec and the dict path decides.
     cdef Span k, v, containers, cont, res, requests
@@ -521,14 +567,18 @@ cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_
     cdef PodSum total = new_sum()
     cdef str name
     cdef bint is_cpu
+    sname = None
     containers.start = -1
     while True:
         i = next_member(b, i, n, &k, &v)
         if i < 0:
             break
-        if not span_is(b, k, b"containers", 10):
-            return None
-        containers = v
+        if span_is(b, k, b"containers", 10):
+            containers = v
+        elif span_is(b, k, b"schedulerName", 13) and b[v.start] == 0x22:
+            sname = _ascii_string(b, v)  # (the profile: part of the class)
+        elif not (span_is(b, k, b"restartPolicy", 13) and b[v.start] == 0x22):
+            return None  # (restartPolicy: no part of the class)
     if containers.start < 0 or b[containers.start] != 0x5b:
         return None
     j = containers.start
@@ -599,7 +649,8 @@ cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_
         total.end()
     if not total.nonzero_within(_MAX_UNITS):
         return None
-    return total.requests()
+    total.pod()  # (what total.requests() gives, without a tuple to unpack)
+    return (total.fit, (total.cpu, total.mem), sname, raw)
 
 
 cdef int _payload_committed(ClusterState self, const unsigned char* b, Py_ssize_t n,

@@ -218,6 +218,7 @@ cdef class ClusterState:
 # in Python.
 cdef bint _in_range(object values) except -1
 cdef bint _unit_in_range(object value) except -1
+cdef str _profile_key(str sname)
 cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str ckey,
                           object pcn, dict lim=*) except -2
 cdef object _grown(object arr, Py_ssize_t rows, Py_ssize_t cols=*)

@@ -193,6 +193,42 @@ cdef bint _unit_in_range(object value) except -1:
     return 0 <= units <= _MAX_UNITS
 
 
+# The pod spec fields _class_for's short path takes besides the containers: the profile
+# (schedulerName, part of the class key), the PriorityClass's name (the class keeps it
+# apart) and restartPolicy (no part of the class). The pods of a Volcano Job carry
+# these (schemas/manifests.py volcano_task_pod); a spec with any other field takes the
+# general path.
+cdef frozenset _PROFILE_SPEC_FIELDS = frozenset(
+    {"containers", "schedulerName", "priorityClassName", "restartPolicy"})
+# _profile_key's results by scheduler name (a cluster runs a few profiles).
+cdef dict _PROFILE_KEYS = {}
+
+
+cdef str _profile_key(str sname):
+    # The constraints key (_class_for's ``ckey``) of a spec whose only constraint is
+    # its profile: "" for no schedulerName, else the general path's serialization of
+    # such a spec (tests/core/test_fold_payloads.py checks the two agree).
+    if not sname:
+        return ""
+    ckey = _PROFILE_KEYS.get(sname)
+    if ckey is None:
+        if len(_PROFILE_KEYS) >= 1024:
+            _PROFILE_KEYS.clear()
+        ckey = _PROFILE_KEYS[sname] = orjson.dumps(
+            {"nodeSelector": None, "required": None, "tolerations": None,
+             "schedulerName": sname}, option=orjson.OPT_SORT_KEYS).decode()
+    return ckey
+
+
+cdef inline bint _profile_only(dict spec) except -1:
+    # A spec of _PROFILE_SPEC_FIELDS only, its schedulerName a string if set.
+    for field in spec:
+        if field not in _PROFILE_SPEC_FIELDS:
+            return False
+    sname = spec.get("schedulerName")
+    return sname is None or type(sname) is str
+
+
 cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str ckey,
                           object pcn, dict lim=None) except -2:
     # ClusterState._class_for's last step: the class of these requests, limits above
@@ -636,12 +672,13 @@ cdef class ClusterState:
         except _MALFORMED:
             self._anomaly("invalid_pod")
             return -1
-        if (not has_ports and not node_group
-                and (len(spec) == 0 or (len(spec) == 1 and "containers" in spec))):
-            # Containers only (the bulk of a log): no constraint or profile field, so
-            # the class key is the requests' with no constraints (what the reads below
+        if not has_ports and not node_group and _profile_only(spec):
+            # Containers, perhaps with a profile, PriorityClass or restartPolicy (the
+            # bulk of a log, a Volcano Job's pods included): no other constraint, so the
+            # class key is the requests' with the profile's key (what the reads below
             # give for such a spec, without a dozen lookups of absent keys).
-            return _class_of(self, req, nz, prio, "", None, lim)
+            return _class_of(self, req, nz, prio, _profile_key(spec.get("schedulerName")),
+                             spec.get("priorityClassName") or None, lim)
         node_selector = spec.get("nodeSelector")
         tolerations = spec.get("tolerations")
         affinity = spec.get("affinity")

@@ -680,6 +680,13 @@ _METAS = [
     b',"labels":{"n":[1]},"annotations":{"y":{"z":"w"},"t":true,"u":null}',
     b',"labels":null,"annotations":"x"',
     b',"labels":{"n":123456789012345678}',
+    # The annotations the fold reads among others it never decodes (a Job's pods).
+    b',"annotations":{"volcano.sh/job-name":"j","scheduling.volcano.sh/queue-name":"q1",'
+    b'"scheduling.volcano.sh/group-name":"g0","scheduling.k8s.io/group-pod-num":"2",'
+    b'"volcano.sh/preemptable":"true","volcano.sh/task-index":"0"}',
+    b',"annotations":{"scheduling.k8s.io/group-name":"g0","scheduling.k8s.io/group-pod-num":1.5,'
+    b'"volcano.sh/job-version":{"a":1}}',
+    b',"annotations":{"volcano.sh/job-name":"j"},"labels":{"volcano.sh/job-name":"j"}',
 ]
 
 
@@ -737,6 +744,22 @@ _PLAIN_SPECS = [
     b'{"containers":[{"resources":{"requests":{'
     + b",".join(b'"example.com/r%d":"%d"' % (r, r) for r in range(16))
     + b"}}}]}",
+    # Containers with a profile and a restartPolicy (a Volcano Job's pods): still
+    # read from the bytes, the profile part of the class; other values declined.
+    b'{"containers":[{"name":"c","resources":{"requests":{"cpu":"1","memory":"1Gi"}}}],'
+    b'"schedulerName":"volcano","restartPolicy":"OnFailure"}',
+    b'{"schedulerName":"volcano","containers":[{"resources":{"requests":{"cpu":"1"}}}]}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}],"schedulerName":""}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}],"schedulerName":5}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}],"schedulerName":null}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}],"schedulerName":"a",'
+    b'"schedulerName":"b"}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}],"restartPolicy":null}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}],"schedulerName":"volcano",'
+    b'"priorityClassName":"high"}',
+    b'{"containers":[{"resources":{"requests":{"cpu":"1"}}}],"schedulerName":"volcano",'
+    b'"nodeSelector":{}}',
+    b'{"restartPolicy":"Never","schedulerName":"volcano"}',
 ]
 
 
@@ -875,3 +898,125 @@ def test_tables_grown_past_their_first_size_fold_as_the_dict_path_does() -> None
     assert not b.allocated_np[b.n_nodes :].any()
     gpu_col = b.res_index["example.com/gpu"]
     assert not b.pod_alloc_np[:, gpu_col].any()
+
+
+def _class_of_pod(state: ClusterState, key: str) -> dict:
+    return state.class_specs[state.pod(key)["class"]]
+
+
+@pytest.mark.parametrize("by_bytes", [False, True])
+def test_profile_specs_take_the_short_class_path_with_the_general_paths_class(
+    by_bytes: bool,
+) -> None:
+    """A spec of containers with a schedulerName, restartPolicy or priorityClassName
+    (what a Volcano Job's pods carry: schemas/manifests.py volcano_task_pod) gets the
+    class the general path gives the same spec with one more field that changes
+    nothing (an empty nodeSelector, a dnsPolicy); the profile is part of the class
+    (docs/architecture.md, profile parsing), so other schedulerNames, or none, give
+    other classes."""
+    containers = [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]
+    cases = {
+        "volcano": {"schedulerName": "volcano"},
+        "volcano-restart": {"schedulerName": "volcano", "restartPolicy": "OnFailure"},
+        "volcano-high": {"schedulerName": "volcano", "priorityClassName": "high"},
+        "other": {"schedulerName": "other"},
+        "none": {},
+        "none-restart": {"restartPolicy": "Never"},
+        "empty": {"schedulerName": ""},
+    }
+    events = [envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi"))]
+    for name, extra in cases.items():
+        short = {"containers": containers, **extra}
+        for suffix, spec in (
+            ("short", short),
+            ("selector", {**short, "nodeSelector": {}}),
+            ("dns", {**short, "dnsPolicy": "ClusterFirst"}),
+        ):
+            events.append(
+                envelope(
+                    EV.POD_SUBMITTED,
+                    {"metadata": {"name": f"{name}-{suffix}", "namespace": "ns"}, "spec": spec},
+                )
+            )
+    state = ClusterState()
+    if by_bytes:
+        state.apply_payloads([(i, orjson.dumps(e)) for i, e in enumerate(events, 1)])
+    else:
+        state.apply_many(list(enumerate(events, 1)))
+    cls = {name: state.pod(f"ns/{name}-short")["class"] for name in cases}
+    for name in cases:
+        for suffix in ("selector", "dns"):
+            assert state.pod(f"ns/{name}-{suffix}")["class"] == cls[name], (name, suffix)
+    # restartPolicy is no part of the class; the profile and the PriorityClass are.
+    assert cls["volcano-restart"] == cls["volcano"]
+    assert cls["none-restart"] == cls["none"] == cls["empty"]
+    assert len({cls["volcano"], cls["other"], cls["none"], cls["volcano-high"]}) == 4
+    volcano = state.class_specs[cls["volcano"]]
+    assert volcano["constraints"] == {
+        "nodeSelector": None,
+        "required": None,
+        "tolerations": None,
+        "schedulerName": "volcano",
+    }
+    assert state.class_specs[cls["volcano-high"]]["priorityClassName"] == "high"
+    assert state.class_specs[cls["none"]]["constraints"] is None
+    assert state.scheduler_of["ns/volcano-short"] == "volcano"
+    assert "ns/none-short" not in state.scheduler_of and "ns/empty-short" not in state.scheduler_of
+
+
+def _job_payloads(name: str, spec: dict, queue: str = "default", **job_spec) -> list[bytes]:
+    """A one-task Volcano Job, its PodGroup and pods as its controller creates them."""
+    from esched.schemas.manifests import volcano_job_objects
+
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {
+            "queue": queue,
+            "tasks": [{"name": "w", "replicas": 2, "template": {"spec": spec}}],
+            **job_spec,
+        },
+    }
+    return [orjson.dumps(envelope(t, o)) for t, o in volcano_job_objects(job)]
+
+
+def test_volcano_job_pods_fold_from_their_bytes_as_the_dict_path_does() -> None:
+    """A Volcano Job's pods (labels, six annotations, a schedulerName) fold on the
+    bytes path to the dict path's state: in the default queue and another, in a gang
+    whose PodGroup names a PriorityClass, in a queue with a node-group affinity, with
+    a restartPolicy, before and after a PriorityClass is folded, a spec seen twice."""
+    req = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+    spec = {"containers": [{"name": "c", "resources": req}]}
+    group = {"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["g-a"]}}
+    ev = [
+        orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="64", memory="256Gi"))),
+        orjson.dumps(envelope(EV.QUEUE_UPSERTED, {"metadata": {"name": "q1"}})),
+        orjson.dumps(
+            envelope(EV.QUEUE_UPSERTED, {"metadata": {"name": "qa"}, "spec": {"affinity": group}})
+        ),
+    ]
+    ev += _job_payloads("j0", spec)
+    ev += _job_payloads("j1", spec)  # the same spec: a memo hit
+    ev += _job_payloads("j2", spec, queue="q1")
+    ev += _job_payloads("j3", spec, queue="qa")
+    ev += _job_payloads("j4", {**spec, "restartPolicy": "OnFailure"})
+    ev += _job_payloads("j5", spec, priorityClassName="system-node-critical")
+    ev += _job_payloads("j6", spec, schedulerName="other")
+    ev.append(_commit_raw("j0-w-0", "n1"))
+    high = {"metadata": {"name": "hi"}, "value": 7, "globalDefault": True}
+    ev.append(orjson.dumps(envelope(EV.PRIORITYCLASS_UPSERTED, high)))
+    ev += _job_payloads("j7", spec)
+    ev += _job_payloads("j8", {"containers": [{"name": "c", "resources": req}]}, queue="q1")
+    assert all(_py_scanner_accepts(p) for p in ev)
+    a, b = _fold_both(ev)
+    _assert_same(a, b)
+    assert b.scheduler_of == a.scheduler_of
+    assert b.anomalies == a.anomalies
+    pods = [f"ns/j{j}-w-{i}" for j in range(9) for i in range(2)]
+    assert [b.pod(k)["class"] for k in pods] == [a.pod(k)["class"] for k in pods]
+    assert b.scheduler_of["ns/j0-w-1"] == "volcano" and b.scheduler_of["ns/j6-w-0"] == "other"
+    assert _class_of_pod(b, "ns/j0-w-1")["constraints"]["schedulerName"] == "volcano"
+    assert _class_of_pod(b, "ns/j3-w-0")["constraints"]["nodeGroup"]
+    assert _class_of_pod(b, "ns/j5-w-0")["priorityClassName"] == "system-node-critical"
+    assert _class_of_pod(b, "ns/j7-w-0")["priority"] == 7
