@@ -204,10 +204,6 @@ def _api_group(doc: dict[str, Any]) -> str:
     return api.split("/", 1)[0] if "/" in api else ""
 
 
-def _quantity_text(resource: str, units: int) -> str:
-    return f"{units}m" if resource == "cpu" else str(units)
-
-
 def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """A Volcano Job as the objects its controller would create: PodGroup, then pods.
 
@@ -307,10 +303,16 @@ def volcano_podgroup(job: Mapping[str, Any]) -> dict[str, Any]:
     namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
     spec = job.get("spec") or {}
     min_member = spec["minAvailable"]
+    tasks = spec["tasks"]
+    # (Loops rather than comprehensions, and no min(): every fold of the cluster
+    # state runs this once per Job of a new shape.)
+    task_minimum: dict[str, Any] = {}
+    for t in tasks:
+        task_minimum[t["name"]] = t["minAvailable"]
     group_spec: dict[str, Any] = {
         "minMember": min_member,
         "queue": spec["queue"],
-        "minTaskMember": {t["name"]: t["minAvailable"] for t in spec["tasks"]},
+        "minTaskMember": task_minimum,
     }
     if spec.get("priorityClassName"):
         group_spec["priorityClassName"] = spec["priorityClassName"]
@@ -318,8 +320,10 @@ def volcano_podgroup(job: Mapping[str, Any]) -> dict[str, Any]:
         # The first minMember pods in task order; a task's pods ask what its template asks.
         total: dict[str, int] = {}
         left = min_member
-        for task in spec["tasks"]:
-            take = min(left, task.get("replicas") or 0)
+        for task in tasks:
+            take = task.get("replicas") or 0
+            if take > left:
+                take = left
             if take <= 0:
                 continue
             left -= take
@@ -328,7 +332,10 @@ def volcano_podgroup(job: Mapping[str, Any]) -> dict[str, Any]:
                 if res != "pods":
                     total[res] = total.get(res, 0) + units * take
         if total:
-            group_spec["minResources"] = {r: _quantity_text(r, u) for r, u in total.items()}
+            texts: dict[str, str] = {}
+            for r, u in total.items():
+                texts[r] = f"{u}m" if r == "cpu" else str(u)  # base units as a quantity
+            group_spec["minResources"] = texts
     group_meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
