@@ -11,6 +11,7 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
                      list class_memo, tuple plain=*) except -1
 cdef int _pod_finish(ClusterState self, str key, int phase) except -1
 cdef int _podgroup(ClusterState self, dict pg) except -1
+cdef bint job_implies_podgroup(ClusterState self, str key)
 cdef int _resolve_binding(ClusterState self, object pod, object node, object resources, list memo,
                           list resolved, object devices=*) except -1
 cdef int _bind_resolved(ClusterState self, list resolved) except -1

@@ -22,6 +22,7 @@ from esched.schemas.objects import (
     _GO_BOOLS, node_allocatable, spread_default_labels,
 )
 from esched.core.queues import node_group_terms
+from esched.schemas.manifests import volcano_podgroup
 from esched.schemas.quantity import QuantityError, resource_list
 from esched.schemas.validator.timewindow import event_seconds
 
@@ -61,6 +62,7 @@ cdef enum:
     EV_PRIORITYCLASS
     EV_NAMESPACE
     EV_NAMESPACE_DELETED
+    EV_JOB
     EV_NOOP
 
 cdef dict _TYPE_CODES_BY_NAME = {
@@ -87,8 +89,9 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.PRIORITYCLASS_UPSERTED: EV_PRIORITYCLASS,
     _ev.NAMESPACE_UPSERTED: EV_NAMESPACE,
     _ev.NAMESPACE_DELETED: EV_NAMESPACE_DELETED,
-    # The Job lifecycle's own records (core/jobs.py folds them; pods are pod events).
-    _ev.JOB_SUBMITTED: EV_NOOP,
+    # A Volcano Job implies its PodGroup (_job_submitted); the Job lifecycle's own
+    # records are core/jobs.py's to fold (pods are pod events).
+    _ev.JOB_SUBMITTED: EV_JOB,
     _ev.JOB_UPDATED: EV_NOOP,
     _ev.JOB_TIMER: EV_NOOP,
 }
@@ -586,6 +589,25 @@ cdef int _podgroup(ClusterState self, dict pg) except -1:
     }
     return 0
 
+cdef bint job_implies_podgroup(ClusterState self, str key):
+    # Whether the Job ``key`` folded now implies its PodGroup: unless a PodGroup
+    # declared its gang already (the Job's first submission implied it, or a
+    # PodGroup was recorded). A Job published again implies nothing: unchanged or a
+    # refused update changes no PodGroup, and whether an accepted update re-creates
+    # it depends on the job's phase, which only the job fold knows (the job
+    # controller records that PodGroup).
+    g = self.gang_index.get(key)
+    return g is None or not (<dict>self.gang_meta[<Py_ssize_t>g]).get("podGroup")
+
+cdef int _job_submitted(ClusterState self, dict job) except -1:
+    # A Volcano Job's PodGroup, as Volcano's controller creates it on the Job's
+    # submission (volcano_podgroup, the one builder): folded here rather than
+    # recorded (a recorded one equal to it, in a log written when the controller
+    # appended it, sets the gang to what it is already).
+    if job_implies_podgroup(self, _meta_key(job.get("metadata") or {})):
+        _podgroup(self, volcano_podgroup(job))
+    return 0
+
 cdef int _priority_class(ClusterState self, dict pc) except -1:
     # As kube's Priority admission: a class applies to pods submitted after it
     # (a pod's priority is fixed when it is submitted, by its equivalence class).
@@ -863,6 +885,8 @@ cdef int _apply_data(ClusterState self, int code, object data) except -1:
             _usage_nodes(self, data.get("nodes"))  # pods[]: _usage_pods, from _apply
         elif code == EV_PODGROUP:
             _podgroup(self, data)
+        elif code == EV_JOB:
+            _job_submitted(self, data)
         elif code == EV_QUEUE:
             _queue_upsert(self, data)
         elif code == EV_PRIORITYCLASS:

@@ -39,10 +39,11 @@ from esched.core._envelope cimport (
 from esched.core._quantity cimport esched_quantity_units
 from esched.core._fold cimport (
     _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit,
-    _podgroup, _resolve_binding, noop_slots, type_slot,
+    _podgroup, _resolve_binding, job_implies_podgroup, noop_slots, type_slot,
 )
 from esched.core._state cimport COL_PODS, MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
+from esched.schemas.manifests import volcano_podgroup
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
 # ClusterState.apply_payloads is the fold's entry point; committed_proposal reads a
@@ -63,12 +64,14 @@ cdef bytes _B_POD_SUCCEEDED = _ev.POD_SUCCEEDED.encode()
 cdef bytes _B_POD_FAILED = _ev.POD_FAILED.encode()
 cdef bytes _B_POD_DELETED = _ev.POD_DELETED.encode()
 cdef bytes _B_PODGROUP_SUBMITTED = _ev.PODGROUP_SUBMITTED.encode()
+cdef bytes _B_JOB_SUBMITTED = _ev.JOB_SUBMITTED.encode()
 cdef int _SLOT_POD_SUBMITTED = type_slot(_ev.POD_SUBMITTED)
 cdef int _SLOT_PLACEMENT_COMMITTED = type_slot(_ev.PLACEMENT_COMMITTED)
 cdef int _SLOT_POD_SUCCEEDED = type_slot(_ev.POD_SUCCEEDED)
 cdef int _SLOT_POD_FAILED = type_slot(_ev.POD_FAILED)
 cdef int _SLOT_POD_DELETED = type_slot(_ev.POD_DELETED)
 cdef int _SLOT_PODGROUP_SUBMITTED = type_slot(_ev.PODGROUP_SUBMITTED)
+cdef int _SLOT_JOB_SUBMITTED = type_slot(_ev.JOB_SUBMITTED)
 # The types whose events the fold only counts (see noop_slots).
 cdef dict _NOOP_SLOT = noop_slots()
 # The resource names of nearly every request, as _plain_requests keys them.
@@ -80,6 +83,9 @@ cdef object _loads = orjson.loads
 # pure function of them, so one memo serves every state; Volcano Jobs of one shape
 # have PodGroups of the same spec.
 cdef dict _GROUP_SPECS = {}
+# The spec of the PodGroup a Volcano Job implies (volcano_podgroup's), by the Job
+# spec's bytes: a function of them alone; Jobs of one shape share it.
+cdef dict _JOB_GROUP_SPECS = {}
 
 
 cdef inline str _ascii_string(const unsigned char* b, Span s):
@@ -348,6 +354,8 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
             done = _payload_finished(self, b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
         elif span_is(b, t, _B_PODGROUP_SUBMITTED, len(_B_PODGROUP_SUBMITTED)):
             done = _payload_podgroup(self, b, n, d.start)
+        elif span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
+            done = _payload_job(self, b, n, d.start)
         else:
             # A type the fold only counts (a Volcano Job's records, proposals,
             # ...): counted as the dict path counts it, its data not decoded.
@@ -445,6 +453,54 @@ cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t
     self.type_counts[_SLOT_PODGROUP_SUBMITTED] += 1
     try:
         _podgroup(self, pg)
+    except _MALFORMED:
+        self._anomaly("malformed")
+    return 1
+
+cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
+                      Py_ssize_t i) except -1:
+    # A Volcano Job as _fold._job_submitted reads it: its key, and only when it
+    # implies its PodGroup, the PodGroup's spec, built from the Job's spec bytes
+    # once per distinct spec (volcano_podgroup reads nothing else of the Job for
+    # it); the Job's templates are not decoded otherwise.
+    cdef Span k, v, meta, spec
+    meta.start = spec.start = -1
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"metadata", 8):
+            meta = v
+        elif span_is(b, k, b"spec", 4):
+            spec = v
+    if meta.start < 0 or b[meta.start] != 0x7b or spec.start < 0 or b[spec.start] != 0x7b:
+        return 0  # the dict path reads it as it is
+    name = namespace = None
+    i = meta.start
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"name", 4):
+            name = _value(b, v)
+        elif span_is(b, k, b"namespace", 9):
+            namespace = _value(b, v)
+    if type(name) is not str or (namespace is not None and type(namespace) is not str):
+        return 0
+    namespace = namespace or _ev.DEFAULT_NAMESPACE
+    self.type_counts[_SLOT_JOB_SUBMITTED] += 1
+    if not job_implies_podgroup(self, f"{namespace}/{name}"):
+        return 1
+    group_meta = {"name": name, "namespace": namespace}
+    try:
+        raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+        found = _JOB_GROUP_SPECS.get(raw)
+        if found is None:
+            found = volcano_podgroup({"metadata": group_meta, "spec": _loads(raw)})["spec"]
+            if len(_JOB_GROUP_SPECS) >= MEMO_LIMIT:
+                _JOB_GROUP_SPECS.clear()
+            _JOB_GROUP_SPECS[raw] = found  # _podgroup only reads it
+        _podgroup(self, {"metadata": group_meta, "spec": found})
     except _MALFORMED:
         self._anomaly("malformed")
     return 1

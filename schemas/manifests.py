@@ -12,9 +12,9 @@ document                                  events
 ``kind: Queue`` (Volcano)                 ``esched.queue.upserted``
 ``kind: PriorityClass``                   ``esched.priorityclass.upserted``
 ``kind: Namespace``                       ``esched.namespace.upserted``
-``kind: Job`` (``batch.volcano.sh``)      ``job.submitted``; its PodGroup and pods
-                                          come from the job controller
-                                          (``job_pods=True``: also
+``kind: Job`` (``batch.volcano.sh``)      ``job.submitted``; it implies its
+                                          PodGroup, its pods come from the job
+                                          controller (``job_pods=True``: also
                                           ``podgroup.submitted`` and one
                                           ``pod.submitted`` per replica of the
                                           tasks without ``dependsOn``)
@@ -56,8 +56,9 @@ from esched.schemas.objects import (
     GANG_ANNOTATIONS,
     QUEUE_ANNOTATION,
     json_copy,
-    pod_requests,
+    pod_resource_requests,
 )
+from esched.schemas.quantity import to_base_units
 from esched.schemas.validator import SCHEMA_BASE_URI, InvalidEvent, validate_event
 from esched.schemas.volcano_jobs import JobRejected, default_job, validate_job
 from esched.schemas.workloads import (
@@ -203,10 +204,6 @@ def _api_group(doc: dict[str, Any]) -> str:
     return api.split("/", 1)[0] if "/" in api else ""
 
 
-def _quantity_text(resource: str, units: int) -> str:
-    return f"{units}m" if resource == "cpu" else str(units)
-
-
 def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """A Volcano Job as the objects its controller would create: PodGroup, then pods.
 
@@ -255,35 +252,67 @@ _REQUESTS_MEMO: dict[bytes, dict[str, int]] = {}
 _REQUESTS_MEMO_LIMIT = 4096
 
 
+#: Base units of a quantity by (resource, its text or integer) (see _units).
+_UNITS_MEMO: dict[tuple[str, str | int], int] = {}
+
+
+def _units(resource: str, value: object, field: str | None = None) -> int:
+    """:func:`~esched.schemas.quantity.to_base_units`, memoized on the quantity: every
+    fold of the cluster state builds a Job's PodGroup (its ``minResources``), templates
+    of new shapes keep coming, and their quantities repeat a few spellings (exact
+    parsing is most of the cost of a template's requests)."""
+    if type(value) is not str and type(value) is not int:
+        return to_base_units(resource, value, field)  # (its error names the field)
+    key = (resource, value)
+    got = _UNITS_MEMO.get(key)
+    if got is None:
+        got = to_base_units(resource, value, field)
+        if len(_UNITS_MEMO) >= _REQUESTS_MEMO_LIMIT:
+            _UNITS_MEMO.clear()
+        _UNITS_MEMO[key] = got
+    return got
+
+
 def _template_requests(spec: Any) -> dict[str, int]:
-    """:func:`pod_requests` of a task template's pod spec, memoized on the spec's JSON
-    bytes: the job controller builds a PodGroup per Job, and Jobs repeat a few
-    templates (a one-pod Job's PodGroup is a third of the controller's work per pod
-    without it). The dict returned is shared: read it only."""
+    """The fit requests (:func:`~esched.schemas.objects.pod_resource_requests`) of a
+    task template's pod spec, memoized on the spec's JSON bytes: a PodGroup is built
+    per Job, and Jobs repeat a few templates (a one-pod Job's PodGroup is a third of
+    the controller's work per pod without it). The dict returned is shared: read it
+    only."""
     try:
         raw = orjson.dumps(spec)
     except TypeError:  # not JSON (a YAML-only type): computed every time
-        return pod_requests({"spec": spec})
+        return pod_resource_requests({"spec": spec}, _units).fit
     got = _REQUESTS_MEMO.get(raw)
     if got is None:
         if len(_REQUESTS_MEMO) >= _REQUESTS_MEMO_LIMIT:
             _REQUESTS_MEMO.clear()
-        got = _REQUESTS_MEMO[raw] = pod_requests({"spec": spec})
+        got = _REQUESTS_MEMO[raw] = pod_resource_requests({"spec": spec}, _units).fit
     return got
 
 
 def volcano_podgroup(job: Mapping[str, Any]) -> dict[str, Any]:
     """The PodGroup of a (defaulted) Volcano Job, as its controller creates it (see
-    :func:`volcano_job_objects`); esched's job controller submits it before the pods."""
+    :func:`volcano_job_objects`). The Job's submission implies it: every fold of the
+    cluster state builds it with this from the Job's ``esched.job.submitted`` (the
+    dict and bytes paths of ``ClusterState``), and esched's job controller submits it
+    again only after an accepted update. Its ``spec`` is a function of the Job's
+    ``spec`` alone (the bytes path memoizes it on those bytes)."""
     meta = job.get("metadata") or {}
     name = meta["name"]
     namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
     spec = job.get("spec") or {}
     min_member = spec["minAvailable"]
+    tasks = spec["tasks"]
+    # (Loops rather than comprehensions, and no min(): every fold of the cluster
+    # state runs this once per Job of a new shape.)
+    task_minimum: dict[str, Any] = {}
+    for t in tasks:
+        task_minimum[t["name"]] = t["minAvailable"]
     group_spec: dict[str, Any] = {
         "minMember": min_member,
         "queue": spec["queue"],
-        "minTaskMember": {t["name"]: t["minAvailable"] for t in spec["tasks"]},
+        "minTaskMember": task_minimum,
     }
     if spec.get("priorityClassName"):
         group_spec["priorityClassName"] = spec["priorityClassName"]
@@ -291,8 +320,10 @@ def volcano_podgroup(job: Mapping[str, Any]) -> dict[str, Any]:
         # The first minMember pods in task order; a task's pods ask what its template asks.
         total: dict[str, int] = {}
         left = min_member
-        for task in spec["tasks"]:
-            take = min(left, task.get("replicas") or 0)
+        for task in tasks:
+            take = task.get("replicas") or 0
+            if take > left:
+                take = left
             if take <= 0:
                 continue
             left -= take
@@ -301,7 +332,10 @@ def volcano_podgroup(job: Mapping[str, Any]) -> dict[str, Any]:
                 if res != "pods":
                     total[res] = total.get(res, 0) + units * take
         if total:
-            group_spec["minResources"] = {r: _quantity_text(r, u) for r, u in total.items()}
+            texts: dict[str, str] = {}
+            for r, u in total.items():
+                texts[r] = f"{u}m" if r == "cpu" else str(u)  # base units as a quantity
+            group_spec["minResources"] = texts
     group_meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
@@ -507,11 +541,12 @@ def events_from_documents(
     not affect scheduling are skipped, and ``warn`` (default: a log warning) gets one
     line for each.
 
-    A Volcano Job is its ``esched.job.submitted`` alone: the job controller creates
-    its PodGroup and pods (they are still built and validated here, so a template
-    esched cannot run is refused at publish). ``job_pods`` also yields them, as the
-    controller first creates them: for readers of objects with no controller
-    (``esched explain``, folds of a file).
+    A Volcano Job is its ``esched.job.submitted`` alone: it implies its PodGroup and
+    the job controller creates its pods (they are still built and validated here, so
+    a template esched cannot run is refused at publish). ``job_pods`` also yields
+    them, as Volcano's controller first creates them (the PodGroup equal to the one
+    the Job implies): for readers of objects with no controller (``esched
+    explain``, folds of a file).
     """
     time = ev.timestamp(timespec="milliseconds")
     docs = list(docs)

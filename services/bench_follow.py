@@ -17,8 +17,9 @@ of a replica's following; under callgrind with
 fold is counted, with ``--toggle-collect=starmap_next`` (argument ``follow``) only the
 follower's batches (the preload comes from the snapshot, not from a fold).
 ``jobs``: the fold only, each pod a one-pod Volcano Job, with the events such a pod
-brings to the log (the Job, its PodGroup and pod as the job controller creates them;
-its Pending and Running are not recorded: the Job and its placement imply them).
+brings to the log (the Job and its pod as the job controller creates it; its
+PodGroup, Pending and Running are not recorded: the Job and its placement imply
+them).
 ``jobs-seen``: the same, with a Job of each flow pod's spec folded into the preload
 (namespace ``seen``, its pod deleted): its pods' classes are then known, as the
 plain flow's are (its pods repeat the preload's shapes, same seed), so the two
@@ -110,7 +111,8 @@ def shape_payloads(n: int, namespace: str, seed: int) -> list[tuple[str, bytes]]
 
 def _job_flow(key: str, payload: bytes) -> tuple[str, list[bytes]]:
     """A pod as a one-pod Volcano Job: its key and the events before its placement
-    (the Job, the PodGroup, the pod); none follows it (its Running is implied)."""
+    (the Job and the pod, as the job controller writes them: the Job implies its
+    PodGroup); none follows it (its Running is implied)."""
     from esched.schemas import events as ev
     from esched.schemas.manifests import volcano_job_objects
 
@@ -122,10 +124,9 @@ def _job_flow(key: str, payload: bytes) -> tuple[str, list[bytes]]:
         "metadata": {"name": name, "namespace": ns},
         "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": spec}}]},
     }
-    (_, job), (_, group), (_, pod) = volcano_job_objects(job)
+    (_, job), _group, (_, pod) = volcano_job_objects(job)
     before = [
         orjson.dumps(ev.envelope(ev.JOB_SUBMITTED, "bench", job, id=f"{key}.job")),
-        orjson.dumps(ev.envelope(ev.PODGROUP_SUBMITTED, "jobs", group, id=f"{key}.pg")),
         orjson.dumps(ev.envelope(ev.POD_SUBMITTED, "jobs", pod, id=f"{key}.pod")),
     ]
     return ev.metadata_key(pod["metadata"]), before
@@ -425,7 +426,7 @@ def run_place_bench(
     read, the pass, the proposals built, signed and sent, the claims, the decisions
     awaited), of the core's part of it (the scheduling pass, the placer's view
     renewed) and of the committing and folding of the decisions (not placing).
-    ``jobs``: each pod a one-pod Volcano Job's (its Job and PodGroup folded first),
+    ``jobs``: each pod a one-pod Volcano Job's (its Job, implying its PodGroup, folded first),
     handed over as its gang's work item, as the dispatcher sends a gang."""
     snapshot, flow = flow_log(pods=pods, replicas=1, seed=seed, jobs=jobs)
     state = ClusterState.from_bytes(snapshot)

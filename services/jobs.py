@@ -9,13 +9,17 @@ It follows the log with its own job fold and appends what the fold decided:
   transition from the log, this records it;
 * ``esched.pod.deleted``: the pods a transition withdraws (a restart, an abort, a
   finished job's pods still alive, a job past ``ttlSecondsAfterFinished``);
-* ``esched.podgroup.submitted`` then ``esched.pod.submitted``: as Volcano's
-  controller, it creates a Job's PodGroup (again after an accepted update) and every
-  pod (a publisher sends the Job alone, so a Job published again never reruns pods
-  that already ran): the pods of the tasks without ``dependsOn`` at once, those of a
-  task whose ``dependsOn`` tasks completed then, and, after a restart, the job's pods
+* ``esched.pod.submitted``: as Volcano's controller, it creates every pod of a Job
+  (a publisher sends the Job alone, so a Job published again never reruns pods that
+  already ran): the pods of the tasks without ``dependsOn`` at once, those of a task
+  whose ``dependsOn`` tasks completed then, and, after a restart, the job's pods
   again with the new attempt number (``volcano.sh/job-version``), built from the
   task's template with :func:`esched.schemas.manifests.volcano_task_pod`;
+* ``esched.podgroup.submitted``: a Job's PodGroup again after an accepted update
+  (:func:`esched.schemas.manifests.volcano_podgroup`), once the job is active, before
+  its pods. Its first PodGroup is not recorded: the Job's submission implies it, and
+  every fold of the cluster state derives it with the same builder (a log written
+  when the controller recorded it too folds the same);
 * ``esched.job.timer``: when a job's deadline (a ``PodPending`` policy's timeout,
   ``ttlSecondsAfterFinished``) passes with no other event, so the log's clock
   reaches it and every replay fires the timeout at the same point.
@@ -282,12 +286,10 @@ class JobController:
             )
             out.append((env, ev.stream_name(ev.POD, gone)))
         missing = book.missing(job)
-        if (
-            (missing or job.updates)
-            and job.phase in ACTIVE
-            and self._groups.get(job.key) != job.updates
-        ):
-            # The PodGroup before the pods (the gang they join), again after an update.
+        if job.updates and job.phase in ACTIVE and self._groups.get(job.key) != job.updates:
+            # The PodGroup again after an accepted update, before the pods (the gang
+            # they join). The first one is implied by the Job's submission: every fold
+            # derives it (volcano_podgroup), so it is not recorded.
             group = volcano_podgroup(job.job)
             env = ev.envelope(
                 ev.PODGROUP_SUBMITTED,

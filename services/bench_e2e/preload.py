@@ -82,8 +82,9 @@ def job_payloads(
 ) -> tuple[list[tuple[str, bytes]], list[str]]:
     """``n`` pods as Volcano Jobs of ``size`` pods each (one task, ``minAvailable`` its
     replicas: a gang; the pods of a job ask what the job's first synthetic pod asks):
-    the (key, JSON) record of each Job (to the pods topic; the job controller creates
-    its PodGroup and pods, as Volcano's does), and the keys of the pods to come."""
+    the (key, JSON) record of each Job (to the pods topic; the Job implies its
+    PodGroup and the job controller creates its pods, as Volcano's does), and the keys
+    of the pods to come."""
     from esched.schemas.events import JOB_SUBMITTED, envelope, message_key
     from esched.schemas.manifests import volcano_job_objects
 

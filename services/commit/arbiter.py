@@ -13,6 +13,7 @@ import orjson
 from esched.core import ClusterState
 from esched.schemas.events import (
     DECISIONS_STREAM,
+    JOB,
     JOB_SUBMITTED,
     JOB_TIMER,
     JOB_UPDATED,
@@ -308,7 +309,8 @@ class _Arbiter(_Leadership):
 #: dispatcher's, for an overloaded node's agent) changes nothing in the fold, nor do
 #: the Job lifecycle's records (the job controller's; the cluster fold only counts
 #: them). A PodGroup qualifies too unless it is the gang of one of the batch's pods
-#: (:func:`_verdicts_hold`): the job controller appends one before each Job's pods.
+#: (:func:`_verdicts_hold`), and so does a Volcano Job, which implies its PodGroup
+#: (the gang of the Job's key).
 _NEUTRAL = frozenset(
     {
         POD_SUBMITTED,
@@ -334,16 +336,24 @@ def _verdicts_hold(
     reclaim legality depend on queue demand, which a new pod changes. A PodGroup sets
     its gang's ``minMember``, ``minTaskMember``, queue and priority class, which only
     the gang's own members' verdicts read; a queue it names first is created empty
-    (nothing bound there, no capability).
+    (nothing bound there, no capability). A Volcano Job may imply its PodGroup: it
+    counts as the PodGroup of the gang its key names.
     """
     if not moved or any(t not in _NEUTRAL for t, _stream in moved):
         return False
     groups = False
+    checked = [stream for _t, stream in moved]  # and each Job's as its PodGroup's
     for t, stream in moved:
         if t == PODGROUP_SUBMITTED:
             if stream_key(stream, PODGROUP) is None:
                 return False  # its gang is named by its stream only
             groups = True
+        elif t == JOB_SUBMITTED:
+            key = stream_key(stream, JOB)
+            if key is None:
+                return False  # its gang is named by its stream only
+            groups = True
+            checked.append(stream_name(PODGROUP, key))
     streams: set[str] = set()
     for env in fresh:
         data = env["data"]
@@ -358,4 +368,4 @@ def _verdicts_hold(
                 g = -1 if idx is None else state.gang_of(idx)
                 if g >= 0:
                     streams.add(stream_name(PODGROUP, state.gang_keys[g]))
-    return not any(stream in streams for _t, stream in moved)
+    return not any(stream in streams for stream in checked)

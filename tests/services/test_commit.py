@@ -327,6 +327,41 @@ async def test_job_records_and_other_gangs_podgroups_before_the_append_do_not_re
     await service.stop()
 
 
+def _volcano_job(name: str) -> dict:
+    """``esched.job.submitted`` of a one-pod Volcano Job ``t/<name>`` (defaulted)."""
+    from esched.schemas.volcano_jobs import default_job
+
+    template = {"spec": pod("x")["data"]["spec"]}
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "t"},
+        "spec": {"tasks": [{"name": "w", "replicas": 1, "template": template}]},
+    }
+    return ev(f"job-{name}", "esched.job.submitted", default_job(job))
+
+
+async def test_a_job_before_the_append_revalidates_only_its_own_gang(store):
+    """A Volcano Job implies its PodGroup (the gang of its key): another Job appended
+    between validation and append leaves the verdicts as they were; a Job of the
+    name of a gang the batch binds revalidates, as its PodGroup would."""
+    await append_events(store, node("n1", cpu="4"), pod("a", gang="k"), pod("b", gang="m"))
+    racing = InterleavingStore(store)
+    service = CommitService(racing)
+    before = {o: head_conflicts(o) for o in ("unaffected", "revalidated")}
+    racing.external.append([_volcano_job("other")])
+    decisions = await service.decide([proposal("p-a", [("a", "n1")], gang="t/k")])
+    assert kinds(decisions) == [("committed", None)]
+    assert head_conflicts("unaffected") == before["unaffected"] + 1
+    assert head_conflicts("revalidated") == before["revalidated"]
+    racing.external.append([_volcano_job("m")])
+    decisions = await service.decide([proposal("p-b", [("b", "n1")], gang="t/m")])
+    assert kinds(decisions) == [("committed", None)]
+    assert head_conflicts("revalidated") == before["revalidated"] + 1
+    assert service.state.gang_meta[service.state.gang_index["t/m"]]["podGroup"]
+    await service.stop()
+
+
 async def test_a_log_that_never_stops_moving_is_appended_unchecked_in_the_end(store, caplog):
     await append_events(store, node("n1", cpu="4"), pod("a"))
     racing = InterleavingStore(store)

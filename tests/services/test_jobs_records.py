@@ -1,7 +1,8 @@
-"""Which transitions of a Volcano Job the log records (:mod:`esched.core.jobs`): a
-one-pod Job's admission (Pending, Running) is implied by its Job and its placement,
-so its life brings no ``esched.job.updated`` until it finishes; ``esched replay``
-still shows each phase, from the fold."""
+"""What of a Volcano Job the log records (:mod:`esched.core.jobs`): a one-pod Job's
+admission (Pending, Running) is implied by its Job and its placement, so its life
+brings no ``esched.job.updated`` until it finishes, and its PodGroup by its Job, so
+the job controller appends only its pod; ``esched replay`` still shows each phase
+and the gang, from the fold."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 from esched.core.validation import Verdict
@@ -76,9 +78,10 @@ async def _settled(es: EventStore, controller: JobController) -> bool:
 
 
 async def test_a_one_pod_jobs_life_records_only_how_it_finished(tmp_path: Path) -> None:
-    """Job, PodGroup, pod, placement, success: the controller appends the PodGroup and
-    the pod, nothing for the job's Pending and Running, and one
-    ``esched.job.updated`` for its Completed (transition 2)."""
+    """Job, pod, placement, success: the controller appends the pod, nothing for the
+    job's PodGroup (the Job implies it), Pending and Running, and one
+    ``esched.job.updated`` for its Completed (transition 2): three events of the
+    controller's and the commit service's for the Job's one."""
     es = open_store(f"sqlite:///{tmp_path / 'one.sqlite'}")
     await es.connect()
     await es.migrate()
@@ -105,7 +108,6 @@ async def test_a_one_pod_jobs_life_records_only_how_it_finished(tmp_path: Path) 
         await es.close()
     assert [r.type for r in rows] == [
         ev.JOB_SUBMITTED,
-        ev.PODGROUP_SUBMITTED,
         ev.POD_SUBMITTED,
         ev.PLACEMENT_COMMITTED,
         ev.POD_SUCCEEDED,
@@ -116,7 +118,7 @@ async def test_a_one_pod_jobs_life_records_only_how_it_finished(tmp_path: Path) 
     assert controller.totals.as_dict() == {
         "transitions": 1,
         "deleted": 0,
-        "podgroups": 1,
+        "podgroups": 0,
         "submitted": 1,
         "timers": 0,
         "duplicates": 0,
@@ -125,12 +127,15 @@ async def test_a_one_pod_jobs_life_records_only_how_it_finished(tmp_path: Path) 
     }
 
 
+@pytest.mark.parametrize("recorded", [False, True], ids=["implied", "recorded"])
 def test_replay_shows_a_one_pod_jobs_pending_then_running_with_no_record(
-    tmp_path: Path,
+    tmp_path: Path, recorded: bool
 ) -> None:
-    """With no ``esched.job.updated`` in the log, ``esched replay`` shows the Job
-    Pending once its pod is submitted and Running once the pod is placed (its
-    transitions counted from the fold); ``esched audit`` finds the log clean."""
+    """With no ``esched.job.updated`` nor PodGroup in the log, ``esched replay`` shows
+    the Job Pending once its pod is submitted and Running once the pod is placed (its
+    transitions counted from the fold) and its gang of one (the PodGroup the Job
+    implies); ``esched audit`` finds the log clean. A log with the PodGroup recorded
+    (as the controller wrote it before) replays and audits the same."""
     store = f"sqlite:///{tmp_path / 'replay.sqlite'}"
     runner = CliRunner()
 
@@ -152,7 +157,14 @@ def test_replay_shows_a_one_pod_jobs_pending_then_running_with_no_record(
         return job, next(line for line in jobs_table.splitlines() if "t/one" in line)
 
     node = events.node("n1", "8")
-    created = events_from_documents([_JOB], source="test", id_prefix="j", job_pods=True)
+    created = [
+        e
+        for e in events_from_documents([_JOB], source="test", id_prefix="j", job_pods=True)
+        if recorded or e["type"] != ev.PODGROUP_SUBMITTED
+    ]
+    assert [e["type"] for e in created][1] == (
+        ev.PODGROUP_SUBMITTED if recorded else ev.POD_SUBMITTED
+    )
     asyncio.run(append(ev.envelope(ev.NODE_ADDED, "test", node["data"], id="n1"), *created))
     job, line = replayed()
     assert (job["phase"], job["transitions"]) == ("Pending", 1)
@@ -161,6 +173,17 @@ def test_replay_shows_a_one_pod_jobs_pending_then_running_with_no_record(
     job, line = replayed()
     assert (job["phase"], job["transitions"], job["tasks"]["w"]["running"]) == ("Running", 2, 1)
     assert line.split()[1:4] == ["Running", "0", "w=0/1/0/0"]
+    out = runner.invoke(cli, ["replay", "--store", store, "--format", "json"])
+    gangs = orjson.loads(out.stdout)["gangs"]
+    gang = gangs["t/one"]
+    assert (gang["minMember"], gang["queue"], gang["Pending"], gang["Running"]) == (
+        1,
+        "default",
+        0,
+        1,
+    )
+    table = runner.invoke(cli, ["replay", "--store", store, "--format", "table"]).stdout
+    assert "t/one" in table.split("\ngangs ", 1)[1].split("\nqueues ", 1)[0]
     out = runner.invoke(cli, ["audit", "--store", store, "--format", "json"])
     assert out.exit_code == 0, out.output
     assert orjson.loads(out.stdout)["ok"]

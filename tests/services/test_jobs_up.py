@@ -317,6 +317,12 @@ async def test_a_job_scaled_up_gets_its_new_pods_from_the_controller(tmp_path: P
         assert j.status_of("t/grow-worker-1") == "Pending"
         # The Job's first pod, then the two of the new indices.
         assert controller.totals.submitted == 3
+        # The accepted update's PodGroup is recorded (whether an update re-creates it
+        # depends on the job's phase); the first one, the Job's submission implies.
+        assert controller.totals.podgroups == 1
+        groups = [r for r in await es.read(0, 100) if r.type == ev.PODGROUP_SUBMITTED]
+        assert [r.id for r in groups] == ["jobs.t/grow.podgroup.1"]
+        assert orjson.loads(groups[0].payload)["data"]["spec"]["minMember"] == 3
     finally:
         await controller.stop()
         await asyncio.wait_for(task, 10)
@@ -349,5 +355,5 @@ async def test_a_pod_esched_refuses_is_counted_not_submitted(tmp_path: Path) -> 
         await controller.stop()
         await asyncio.wait_for(task, 10)
         await es.close()
-    assert [r.type for r in rows] == [ev.JOB_SUBMITTED, ev.PODGROUP_SUBMITTED]
+    assert [r.type for r in rows] == [ev.JOB_SUBMITTED]  # its PodGroup is implied
     assert (controller.totals.invalid_pods, controller.totals.submitted) == (1, 0)
