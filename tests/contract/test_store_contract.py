@@ -262,6 +262,17 @@ async def test_read_payloads(store: EventStore) -> None:
     assert len(await store.read_payloads(0, 10_000)) == 20
 
 
+async def test_read_payloads_gives_every_payload_byte_for_byte(store: EventStore) -> None:
+    # Empty, binary (every byte value, NULs included) and large (past a socket read:
+    # PostgreSQL's page is one value) payloads come back exactly, as int/bytes pairs.
+    payloads = [b"", bytes(range(256)) * 3, b"x" * 300_000, b"\x00", b'{"a":1}']
+    await store.append([NewEvent(f"bin-{i}", "t", f"s/{i}", p) for i, p in enumerate(payloads)])
+    page = await store.read_payloads(0, 100)
+    assert page == list(enumerate(payloads, 1))
+    assert all(type(pos) is int and type(p) is bytes for pos, p in page)
+    assert await store.read_payloads(1, 2) == [(2, payloads[1]), (3, payloads[2])]
+
+
 async def test_naive_event_time_is_utc(store: EventStore) -> None:
     naive = datetime(2026, 5, 6, 7, 8, 9, 123456)
     await store.append([ev(time=naive)])
