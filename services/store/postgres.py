@@ -372,15 +372,12 @@ class PostgresEventStore(EventStore):
         self, after: int, limit: int, upto: int | None = None
     ) -> list[tuple[int, bytes]]:
         """``(position, payload)`` pairs; see :meth:`EventStore.read_payloads`."""
-        if limit <= 0:
-            return []
         # Positions are gap-free, so the range alone bounds the page. The page comes
         # as one bytea (PAGE_SQL), split into pairs in C (services/store/_page.pyx):
         # every replica reads every row, and an asyncpg Record per row (a DataRow
         # message parsed, two columns decoded, then a sort by position) cost its
         # process ~4x what the pairs built from one value do.
-        top = after + limit if upto is None else min(upto, after + limit)
-        return split_page(await self._require_pool().fetchval(PAGE_SQL, after, top))
+        return await _read_page(self._require_pool(), after, limit, upto)
 
     @_translated(idempotent=True)
     async def chain_rows(self, after: int, limit: int) -> list[tuple[int, bytes | None, bytes]]:
@@ -493,7 +490,7 @@ class PostgresEventStore(EventStore):
         self._require_pool()
         sub = Subscription(
             self,
-            _ListenWaker(self.url),
+            _ListenWaker(self.url, self._command_timeout),
             after,
             batch,
             poll_interval=self._poll_interval,
@@ -587,17 +584,34 @@ async def _no_session_state(conn: asyncpg.Connection) -> None:
     """
 
 
-class _ListenWaker(Waker):
-    """A dedicated connection LISTENing on ``esched_events``."""
+async def _read_page(
+    conn: asyncpg.Pool | asyncpg.Connection, after: int, limit: int, upto: int | None = None
+) -> list[tuple[int, bytes]]:
+    """:meth:`PostgresEventStore.read_payloads` on a pool or a connection."""
+    if limit <= 0:
+        return []
+    top = after + limit if upto is None else min(upto, after + limit)
+    return split_page(await conn.fetchval(PAGE_SQL, after, top))
 
-    def __init__(self, url: str) -> None:
+
+class _ListenWaker(Waker):
+    """A dedicated connection LISTENing on ``esched_events``; a subscription's
+    payload reads go over it too (:attr:`Waker.reads_payloads`)."""
+
+    reads_payloads = True
+
+    def __init__(self, url: str, command_timeout: float | None = None) -> None:
         self._url = url
+        self._command_timeout = command_timeout
         self._conn: asyncpg.Connection | None = None
 
     async def start(self, wake: asyncio.Event) -> None:
         try:
             conn = await asyncpg.connect(
-                self._url, server_settings={"application_name": LISTEN_APP_NAME}, timeout=10
+                self._url,
+                server_settings={"application_name": LISTEN_APP_NAME},
+                timeout=10,
+                command_timeout=self._command_timeout,
             )
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, "cannot connect: ") from exc
@@ -622,6 +636,15 @@ class _ListenWaker(Waker):
     @property
     def alive(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
+
+    async def read_payloads(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+        conn = self._conn
+        if conn is None:
+            raise TransientStoreError("the LISTEN connection is not open")
+        try:
+            return await _read_page(conn, after, limit)
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc) from exc
 
     async def stop(self) -> None:
         conn, self._conn = self._conn, None
