@@ -15,6 +15,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, ParamSpec, TypeVar
 
 import asyncpg
@@ -372,11 +373,11 @@ class PostgresEventStore(EventStore):
         self, after: int, limit: int, upto: int | None = None
     ) -> list[tuple[int, bytes]]:
         """``(position, payload)`` pairs; see :meth:`EventStore.read_payloads`."""
-        # Positions are gap-free, so the range alone bounds the page. The page comes
-        # as one bytea (PAGE_SQL), split into pairs in C (services/store/_page.pyx):
-        # every replica reads every row, and an asyncpg Record per row (a DataRow
-        # message parsed, two columns decoded, then a sort by position) cost its
-        # process ~4x what the pairs built from one value do.
+        # Positions are gap-free, so the range alone bounds the page. A page of at
+        # most ONE_VALUE_ROWS comes as one bytea (PAGE_SQL), split into pairs in C
+        # (services/store/_page.pyx): every replica reads every row, and an asyncpg
+        # Record per row (a DataRow message parsed, two columns decoded, then a sort
+        # by position) cost 1.5x the client instructions at pages of 400.
         return await _read_page(self._require_pool(), after, limit, upto)
 
     @_translated(idempotent=True)
@@ -584,14 +585,35 @@ async def _no_session_state(conn: asyncpg.Connection) -> None:
     """
 
 
+#: The most rows a page read through the pool comes as one value (PAGE_SQL); a
+#: larger page (catch-up, replay: 20,000 rows) streams as rows, which PostgreSQL
+#: sends while it scans: aggregated, the page waits until it is whole (1.5x the
+#: wall time at 20,000 rows) and costs the client more than rows for its size.
+ONE_VALUE_ROWS = 2_000
+
+_ROWS_SQL = "SELECT position, payload FROM events WHERE position > $1 AND position <= $2"
+
+
 async def _read_page(
-    conn: asyncpg.Pool | asyncpg.Connection, after: int, limit: int, upto: int | None = None
+    conn: asyncpg.Pool | asyncpg.Connection,
+    after: int,
+    limit: int,
+    upto: int | None = None,
+    *,
+    one_value: bool = False,
 ) -> list[tuple[int, bytes]]:
-    """:meth:`PostgresEventStore.read_payloads` on a pool or a connection."""
+    """:meth:`PostgresEventStore.read_payloads` on a pool or a connection: one value
+    if ``one_value`` or the page is at most ONE_VALUE_ROWS rows."""
     if limit <= 0:
         return []
     top = after + limit if upto is None else min(upto, after + limit)
-    return split_page(await conn.fetchval(PAGE_SQL, after, top))
+    if one_value or top - after <= ONE_VALUE_ROWS:
+        return split_page(await conn.fetchval(PAGE_SQL, after, top))
+    # The rows stay asyncpg Records (they unpack, index and compare like tuples):
+    # making tuples of them cost as much as the sort, a linear pass over heap order.
+    rows = await conn.fetch(_ROWS_SQL, after, top)
+    rows.sort(key=itemgetter(0))
+    return rows
 
 
 class _ListenWaker(Waker):
@@ -642,7 +664,8 @@ class _ListenWaker(Waker):
         if conn is None:
             raise TransientStoreError("the LISTEN connection is not open")
         try:
-            return await _read_page(conn, after, limit)
+            # A subscription's live reads are small: always one value.
+            return await _read_page(conn, after, limit, one_value=True)
         except _DRIVER_ERRORS as exc:
             raise _translate(exc) from exc
 
