@@ -22,6 +22,7 @@ import asyncpg
 import asyncpg.exceptions as pgx
 
 from ._chain import COPY_COLUMNS, CopyChain
+from ._page import PAGE_SQL, split_page
 from .base import (
     DEFAULT_POLL_INTERVAL,
     NOTIFY_CHANNEL,
@@ -372,23 +373,12 @@ class PostgresEventStore(EventStore):
         self, after: int, limit: int, upto: int | None = None
     ) -> list[tuple[int, bytes]]:
         """``(position, payload)`` pairs; see :meth:`EventStore.read_payloads`."""
-        if limit <= 0:
-            return []
-        # Positions are gap-free, so the range alone bounds the page. No ORDER BY:
-        # with stale statistics (a freshly loaded log) the planner would pick a
-        # bitmap scan plus an on-disk sort of the whole page, several times slower
-        # than sorting here; the rows come in heap order, which is position order
-        # for an append-only table, so the sort below is one linear pass. The rows
-        # stay asyncpg Records (they unpack, index and compare like tuples): making
-        # tuples of them cost as much as the sort.
-        top = after + limit if upto is None else min(upto, after + limit)
-        rows = await self._require_pool().fetch(
-            "SELECT position, payload FROM events WHERE position > $1 AND position <= $2",
-            after,
-            top,
-        )
-        rows.sort(key=itemgetter(0))
-        return rows
+        # Positions are gap-free, so the range alone bounds the page. A page of at
+        # most ONE_VALUE_ROWS comes as one bytea (PAGE_SQL), split into pairs in C
+        # (services/store/_page.pyx): every replica reads every row, and an asyncpg
+        # Record per row (a DataRow message parsed, two columns decoded, then a sort
+        # by position) cost 1.5x the client instructions at pages of 400.
+        return await _read_page(self._require_pool(), after, limit, upto)
 
     @_translated(idempotent=True)
     async def chain_rows(self, after: int, limit: int) -> list[tuple[int, bytes | None, bytes]]:
@@ -501,7 +491,7 @@ class PostgresEventStore(EventStore):
         self._require_pool()
         sub = Subscription(
             self,
-            _ListenWaker(self.url),
+            _ListenWaker(self.url, self._command_timeout),
             after,
             batch,
             poll_interval=self._poll_interval,
@@ -595,17 +585,55 @@ async def _no_session_state(conn: asyncpg.Connection) -> None:
     """
 
 
-class _ListenWaker(Waker):
-    """A dedicated connection LISTENing on ``esched_events``."""
+#: The most rows a page read through the pool comes as one value (PAGE_SQL); a
+#: larger page (catch-up, replay: 20,000 rows) streams as rows, which PostgreSQL
+#: sends while it scans: aggregated, the page waits until it is whole (1.5x the
+#: wall time at 20,000 rows) and costs the client more than rows for its size.
+ONE_VALUE_ROWS = 2_000
 
-    def __init__(self, url: str) -> None:
+_ROWS_SQL = "SELECT position, payload FROM events WHERE position > $1 AND position <= $2"
+
+
+async def _read_page(
+    conn: asyncpg.Pool | asyncpg.Connection,
+    after: int,
+    limit: int,
+    upto: int | None = None,
+    *,
+    one_value: bool = False,
+) -> list[tuple[int, bytes]]:
+    """:meth:`PostgresEventStore.read_payloads` on a pool or a connection: one value
+    if ``one_value`` or the page is at most ONE_VALUE_ROWS rows."""
+    if limit <= 0:
+        return []
+    top = after + limit if upto is None else min(upto, after + limit)
+    if one_value or top - after <= ONE_VALUE_ROWS:
+        return split_page(await conn.fetchval(PAGE_SQL, after, top))
+    # The rows stay asyncpg Records (they unpack, index and compare like tuples):
+    # making tuples of them cost as much as the sort, a linear pass over heap order.
+    rows = await conn.fetch(_ROWS_SQL, after, top)
+    rows.sort(key=itemgetter(0))
+    return rows
+
+
+class _ListenWaker(Waker):
+    """A dedicated connection LISTENing on ``esched_events``; a subscription's
+    payload reads go over it too (:attr:`Waker.reads_payloads`)."""
+
+    reads_payloads = True
+
+    def __init__(self, url: str, command_timeout: float | None = None) -> None:
         self._url = url
+        self._command_timeout = command_timeout
         self._conn: asyncpg.Connection | None = None
 
     async def start(self, wake: asyncio.Event) -> None:
         try:
             conn = await asyncpg.connect(
-                self._url, server_settings={"application_name": LISTEN_APP_NAME}, timeout=10
+                self._url,
+                server_settings={"application_name": LISTEN_APP_NAME},
+                timeout=10,
+                command_timeout=self._command_timeout,
             )
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, "cannot connect: ") from exc
@@ -630,6 +658,16 @@ class _ListenWaker(Waker):
     @property
     def alive(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
+
+    async def read_payloads(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+        conn = self._conn
+        if conn is None:
+            raise TransientStoreError("the LISTEN connection is not open")
+        try:
+            # A subscription's live reads are small: always one value.
+            return await _read_page(conn, after, limit, one_value=True)
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc) from exc
 
     async def stop(self) -> None:
         conn, self._conn = self._conn, None

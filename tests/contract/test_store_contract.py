@@ -262,6 +262,19 @@ async def test_read_payloads(store: EventStore) -> None:
     assert len(await store.read_payloads(0, 10_000)) == 20
 
 
+async def test_read_payloads_gives_every_payload_byte_for_byte(store: EventStore) -> None:
+    # Empty, binary (every byte value, NULs included) and large (past a socket read:
+    # PostgreSQL's page is one value) payloads come back exactly, as int/bytes pairs.
+    payloads = [b"", bytes(range(256)) * 3, b"x" * 300_000, b"\x00", b'{"a":1}']
+    await store.append([NewEvent(f"bin-{i}", "t", f"s/{i}", p) for i, p in enumerate(payloads)])
+    page = await store.read_payloads(0, 100)
+    assert page == list(enumerate(payloads, 1))
+    assert all(type(pos) is int and type(p) is bytes for pos, p in page)
+    assert await store.read_payloads(1, 2) == [(2, payloads[1]), (3, payloads[2])]
+    # A page too large to come as one value on PostgreSQL (rows instead): the same.
+    assert await store.read_payloads(0, 10_000) == list(enumerate(payloads, 1))
+
+
 async def test_naive_event_time_is_utc(store: EventStore) -> None:
     naive = datetime(2026, 5, 6, 7, 8, 9, 123456)
     await store.append([ev(time=naive)])
@@ -684,6 +697,42 @@ async def test_pg_subscription_survives_killed_listen_connection(pg_url: str) ->
             await store.append([ev()])
             async with asyncio.timeout(5):
                 assert [e.position for e in await anext(sub)] == [41]
+            again = await _backends(pg_url, LISTEN_APP_NAME)
+            assert len(again) == 1 and again != listeners
+
+
+async def _collect_pairs(sub, until: int, within: float = 10.0) -> list[int]:
+    """Positions of the ``(position, payload)`` pairs ``sub`` hands out up to ``until``."""
+    got: list[int] = []
+    async with asyncio.timeout(within):
+        while not got or got[-1] < until:
+            got.extend(pos for pos, _payload in await anext(sub))
+    return got
+
+
+@pytest.mark.postgres
+async def test_pg_payload_subscription_reads_over_its_listen_connection(pg_url: str) -> None:
+    # A follower's reads skip the pool: with the pool's one connection held, the
+    # subscription still catches up; its LISTEN backend killed between appends, it
+    # reconnects and reads on, skipping and repeating nothing.
+    async with PostgresEventStore(pg_url, min_size=1, max_size=1, poll_interval=0.3) as store:
+        await store.migrate()
+        events = [ev() for _ in range(10)]
+        await store.append(events)
+        async with store.subscribe(0, batch=3, payloads=True) as sub:
+            async with store._require_pool().acquire(), asyncio.timeout(5):
+                first = await anext(sub)
+                assert first == [(i + 1, events[i].payload) for i in range(3)]
+                got = [p for p, _ in first] + await _collect_pairs(sub, 10, within=5)
+            listeners = await _backends(pg_url, LISTEN_APP_NAME)
+            consumer = asyncio.create_task(_collect_pairs(sub, 40))
+            await store.append([ev() for _ in range(10)])
+            assert await _terminate(pg_url, LISTEN_APP_NAME) == listeners
+            await store.append([ev() for _ in range(10)])
+            await asyncio.sleep(0.2)
+            await store.append([ev() for _ in range(10)])
+            got += await consumer
+            assert got == list(range(1, 41))
             again = await _backends(pg_url, LISTEN_APP_NAME)
             assert len(again) == 1 and again != listeners
 

@@ -18,3 +18,8 @@ async def test_bench_reads_reads_the_newest_rows_once_per_page_size(pg_server: s
     # The client's CPU is this process's; the server's is 0 where its backend is not
     # on this host (a container), never negative.
     assert first["client_us_per_row"] > 0 and first["server_us_per_row"] >= 0
+    # Read again as a follower: a payload subscription, timed from its second read.
+    follow = out["follow"]
+    assert [f["page"] for f in follow] == [50, 600]
+    assert (follow[0]["rows"], follow[0]["reads"]) == (550, 11)
+    assert follow[0]["client_us_per_row"] > 0 and follow[0]["server_us_per_row"] >= 0
