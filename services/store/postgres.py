@@ -22,7 +22,6 @@ import asyncpg
 import asyncpg.exceptions as pgx
 
 from ._chain import COPY_COLUMNS, CopyChain
-from ._page import PAGE_SQL, split_page
 from .base import (
     DEFAULT_POLL_INTERVAL,
     NOTIFY_CHANNEL,
@@ -373,11 +372,10 @@ class PostgresEventStore(EventStore):
         self, after: int, limit: int, upto: int | None = None
     ) -> list[tuple[int, bytes]]:
         """``(position, payload)`` pairs; see :meth:`EventStore.read_payloads`."""
-        # Positions are gap-free, so the range alone bounds the page. A page of at
-        # most ONE_VALUE_ROWS comes as one bytea (PAGE_SQL), split into pairs in C
-        # (services/store/_page.pyx): every replica reads every row, and an asyncpg
-        # Record per row (a DataRow message parsed, two columns decoded, then a sort
-        # by position) cost 1.5x the client instructions at pages of 400.
+        # Positions are gap-free, so the range alone bounds the page. No ORDER BY:
+        # with stale statistics (a freshly loaded log) the planner would pick a
+        # bitmap scan plus an on-disk sort of the whole page, several times slower
+        # than sorting here (_read_page).
         return await _read_page(self._require_pool(), after, limit, upto)
 
     @_translated(idempotent=True)
@@ -585,32 +583,23 @@ async def _no_session_state(conn: asyncpg.Connection) -> None:
     """
 
 
-#: The most rows a page read through the pool comes as one value (PAGE_SQL); a
-#: larger page (catch-up, replay: 20,000 rows) streams as rows, which PostgreSQL
-#: sends while it scans: aggregated, the page waits until it is whole (1.5x the
-#: wall time at 20,000 rows) and costs the client more than rows for its size.
-ONE_VALUE_ROWS = 2_000
-
 _ROWS_SQL = "SELECT position, payload FROM events WHERE position > $1 AND position <= $2"
 
 
 async def _read_page(
-    conn: asyncpg.Pool | asyncpg.Connection,
-    after: int,
-    limit: int,
-    upto: int | None = None,
-    *,
-    one_value: bool = False,
+    conn: asyncpg.Pool | asyncpg.Connection, after: int, limit: int, upto: int | None = None
 ) -> list[tuple[int, bytes]]:
-    """:meth:`PostgresEventStore.read_payloads` on a pool or a connection: one value
-    if ``one_value`` or the page is at most ONE_VALUE_ROWS rows."""
+    """:meth:`PostgresEventStore.read_payloads` on a pool or a connection.
+
+    The rows come in heap order, which is position order for an append-only table,
+    so the sort is one linear pass. They stay asyncpg Records (they unpack, index and
+    compare like tuples): making tuples of them cost as much as the sort. (A page
+    as one ``bytea`` aggregate, split in C, halved the client's instructions per row
+    but cost the server more than it saved: see docs/store.md.)
+    """
     if limit <= 0:
         return []
     top = after + limit if upto is None else min(upto, after + limit)
-    if one_value or top - after <= ONE_VALUE_ROWS:
-        return split_page(await conn.fetchval(PAGE_SQL, after, top))
-    # The rows stay asyncpg Records (they unpack, index and compare like tuples):
-    # making tuples of them cost as much as the sort, a linear pass over heap order.
     rows = await conn.fetch(_ROWS_SQL, after, top)
     rows.sort(key=itemgetter(0))
     return rows
@@ -664,8 +653,7 @@ class _ListenWaker(Waker):
         if conn is None:
             raise TransientStoreError("the LISTEN connection is not open")
         try:
-            # A subscription's live reads are small: always one value.
-            return await _read_page(conn, after, limit, one_value=True)
+            return await _read_page(conn, after, limit)
         except _DRIVER_ERRORS as exc:
             raise _translate(exc) from exc
 
