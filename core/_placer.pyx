@@ -100,6 +100,7 @@ from esched.core._feasibility cimport (
 from esched.core._fused_block cimport (
     ESCHED_FB_BLOCK,
     ESCHED_FB_DEAD,
+    ESCHED_FB_FLOOR_WEIGHT,
     ESCHED_FB_INFEASIBLE,
     ESCHED_FB_MAX_NEED,
     ESCHED_FB_SPECIAL,
@@ -1434,6 +1435,9 @@ cdef class Placer:
         k.do_fit = F.has_fit and F.ws_both != 0
         k.least = F.fit_least
         k.do_bal = F.has_bal
+        # (resource weights are 1..100, plugin weights unbounded: see esched_fbound_body)
+        k.floors = (F.w_fit <= ESCHED_FB_FLOOR_WEIGHT and F.w_bal <= ESCHED_FB_FLOOR_WEIGHT
+                    and F.rw0 <= 100 and F.rw1 <= 100)
 
     # ------------------------------------------------------------------ scoring
 
