@@ -72,6 +72,8 @@ typedef struct {
     double ws, inv_ws;            /* Fit: rw0 + rw1, and 1 / that */
     double w_fit, w_bal;          /* plugin weights */
     int do_fit, least, do_bal;
+    int floors;                   /* the bound may floor its scores (small weights: exact
+                                   * integer sums in float, esched_fbound_body) */
 } esched_fblock;
 
 /* The kernels never trap (default MXCSR) and a NaN or inf from a zero capacity is
@@ -241,17 +243,28 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
  *     floors and truncations: w * floor(x) <= w * x) from the fractions and
  *     reciprocals, off by less than ESCHED_FB_COMPACT_SLACK (float rounding, ~3e-7
  *     of each plugin's 100).
- * The candidates (not surely infeasible, and a bound that reaches `best`, or an
- * ambiguous fit) are checked and scored exactly, by the kernel over their gathered
- * double columns. The others are dead, infeasible (-1), or feasible with a total below
- * `best`, left as 0: they can be neither the best nor tie with it, so the counts, the
- * cut (esched_cut) and the summary's max and ties with `best` are the kernel's. Same
+ *   - With the profile's weights small enough (k->floors, the default profile's case):
+ *     each score taken with its floor from a little below and a little above its float
+ *     estimate, which brackets kube's integer total. Where the two totals agree (all
+ *     but the scores within ESCHED_FB_FLOOR_SLACK of an integer step) that is the
+ *     node's exact total, with no double read: a node that ties with `best` (the
+ *     nodes LeastAllocated evens out, ~6% of those visited) then needs no candidate
+ *     gather.
+ * The candidates (not surely infeasible, and a bound that reaches `best` without an
+ * exact total, or an ambiguous fit) are checked and scored exactly, by the kernel over
+ * their gathered double columns. The others are dead, infeasible (-1), feasible with
+ * their exact total, or feasible with a total below `best`, left as 0: they can be
+ * neither the best nor tie with it, so the counts, the cut (esched_cut) and the
+ * summary's max and ties with `best` are the kernel's. Same
  * preconditions as the kernel, and no zero cpu or memory capacity in the block (no
  * ESCHED_FB_SPECIAL entry). Returns how many nodes it scored exactly (m when more than
  * half were candidates: then the kernel ran over the whole block). */
 #define ESCHED_FB_COMPACT_SLACK 1e-5   /* relative to the bound's scale, >> its error */
 #define ESCHED_FB_FLOAT_STEP (1.0f / 1048576.0f)  /* 2**-20: > 4 float steps, rounded */
-#define ESCHED_FB_PAD 8   /* doubles in an AVX-512 vector; a multiple of AVX2's 4 */
+#define ESCHED_FB_FLOOR_SLACK 1e-3f   /* on a score's 100 scale, >> its float error */
+#define ESCHED_FB_FLOOR_WEIGHT 10000   /* plugin weights up to this: integer sums exact in float */
+#define ESCHED_FB_PAD 8
+  /* doubles in an AVX-512 vector; a multiple of AVX2's 4 */
 
 static inline __attribute__((always_inline)) Py_ssize_t
 esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
@@ -289,6 +302,55 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
                               - ESCHED_FB_COMPACT_SLACK * (1.0 + fit0d + fit1d + bald));
     const float most = k->least ? 0.0f : 1.0f;
     const float top = k->least ? 3.0e38f : 1.0f;   /* MostAllocated counts at most all */
+    if (k->floors) {
+        /* Each score from above and below with its floor: q = floor(100 x) lies in
+         * [floor(100 x' - s), floor(100 x' + s)] when the float estimate x' is within
+         * s / 100 of x (s = ESCHED_FB_FLOOR_SLACK, ~30x the float error; the clamps
+         * are monotone, so they go after the slack), and the mean and the weighted sum
+         * of such integers are exact in float (resource weights <= 100, plugin weights
+         * <= ESCHED_FB_FLOOR_WEIGHT). A node whose two totals agree has that exact
+         * total, kube's; only one whose upper total reaches `best` while they differ
+         * (a score within s of a step: rare) or whose fit is unsure is a candidate. */
+        const float s = ESCHED_FB_FLOOR_SLACK;
+        const float rw0 = k->do_fit ? (float)k->rw0 : 0.0f;
+        const float rw1 = k->do_fit ? (float)k->rw1 : 0.0f;
+        const float iws = (float)k->inv_ws;
+        const float wfit = k->do_fit ? (float)k->w_fit : 0.0f;
+        const float wbal = k->do_bal ? (float)k->w_bal : 0.0f;
+        const float bestf = (float)best;
+        const float top100 = k->least ? 3.0e38f : 100.0f;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            float d0 = g0[i] - fr0 * ci0[i], d1 = g1[i] - fr1 * ci1[i];
+            float e0 = (most != 0.0f ? 1.0f - d0 : d0) * 100.0f;
+            float e1 = (most != 0.0f ? 1.0f - d1 : d1) * 100.0f;
+            float a0 = e0 - s, b0 = e0 + s, a1 = e1 - s, b1 = e1 + s;
+            a0 = a0 > 0.0f ? a0 : 0.0f;
+            b0 = b0 > 0.0f ? b0 : 0.0f;
+            a1 = a1 > 0.0f ? a1 : 0.0f;
+            b1 = b1 > 0.0f ? b1 : 0.0f;
+            a0 = floorf(a0 < top100 ? a0 : top100);
+            b0 = floorf(b0 < top100 ? b0 : top100);
+            a1 = floorf(a1 < top100 ? a1 : top100);
+            b1 = floorf(b1 < top100 ? b1 : top100);
+            /* (q0 rw0 + q1 rw1) / ws: a rational with denominator ws <= 200, so an
+             * estimate within 1e-4 below it floors to its floor */
+            float qa = floorf((a0 * rw0 + a1 * rw1) * iws + 1e-4f);
+            float qb = floorf((b0 * rw0 + b1 * rw1) * iws + 1e-4f);
+            float f0 = h0[i] + br0 * ci0[i], f1 = h1[i] + br1 * ci1[i];
+            f0 = f0 > 1.0f ? 1.0f : f0;
+            f1 = f1 > 1.0f ? 1.0f : f1;
+            float y = (1.0f - fabsf(f0 - f1) * 0.5f) * 100.0f;
+            float ya = floorf(y - s), yb = floorf(y + s);
+            float lo = wfit * qa + wbal * ya, hi = wfit * qb + wbal * yb;
+            int32_t sure = (bad[i] == 0.0f) & (unsure[i] == 0.0f) & (lo == hi);
+            float o = bad[i] != 0.0f ? (float)ESCHED_FB_INFEASIBLE : 0.0f;
+            o = sure ? hi : o;
+            o = cpen[i] >= 2.0f ? (float)ESCHED_FB_DEAD : o;
+            out[i] = (int32_t)o;
+            cand[i] = (uint8_t)((bad[i] == 0.0f) & (((hi >= bestf) & (lo != hi))
+                                                    | (unsure[i] != 0.0f)));
+        }
+    } else
     /* One loop: LeastAllocated's free fractions after the pod, or MostAllocated's
      * used ones (1 - free, at most 1), BalancedAllocation's from the used fractions. */
     for (Py_ssize_t i = 0; i < m; i++) {

@@ -9,6 +9,7 @@ cdef extern from "_fused_block.h" nogil:
         ESCHED_FB_DEAD
         ESCHED_FB_INFEASIBLE
         ESCHED_FB_SPECIAL
+        ESCHED_FB_FLOOR_WEIGHT
     ctypedef struct esched_fblock:
         const double* u0
         const double* u1
@@ -36,6 +37,7 @@ cdef extern from "_fused_block.h" nogil:
         const float* cpen
         double fr0, fr1, br0, br1, rw0, rw1, ws, inv_ws, w_fit, w_bal
         int do_fit, least, do_bal
+        int floors
     ctypedef struct esched_fbsum:
         int32_t max
         int32_t n_max

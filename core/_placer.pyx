@@ -36,10 +36,12 @@ Per pod (by equivalence class):
    kernel body, cache on and off). Once a walk without the cache holds a best score,
    a block step reads compact float rows (``cb``, kept by ``_compact_node``: free
    amounts rounded down, fractions, reciprocals) for a fit pre-check and an upper
-   bound of each node's total (the scores before their floors), and checks and
-   scores exactly, from the double columns, only the nodes that may fit and whose
-   bound reaches the best (``esched_fbound``): the others can neither win nor tie,
-   so the decision is the same (tests/core/test_placer_pruning.py).
+   bound of each node's total (with the default-sized weights, the floored totals
+   from a little below and above the float estimate: where they agree, the node's
+   exact total), and checks and scores exactly, from the double columns, only the
+   nodes that may fit and whose bound reaches the best without an exact total
+   (``esched_fbound``): the others can neither win nor tie, so the decision is the
+   same (tests/core/test_placer_pruning.py).
 4. **Cache**: per recent class, a dense row of (score, stamp) per node, valid while
    the node's placer version is unchanged, plus a summary per block (best, how many
    have it, feasible, visited) valid while no node of the block changed; a burst of
@@ -100,6 +102,7 @@ from esched.core._feasibility cimport (
 from esched.core._fused_block cimport (
     ESCHED_FB_BLOCK,
     ESCHED_FB_DEAD,
+    ESCHED_FB_FLOOR_WEIGHT,
     ESCHED_FB_INFEASIBLE,
     ESCHED_FB_MAX_NEED,
     ESCHED_FB_SPECIAL,
@@ -1434,6 +1437,9 @@ cdef class Placer:
         k.do_fit = F.has_fit and F.ws_both != 0
         k.least = F.fit_least
         k.do_bal = F.has_bal
+        # (resource weights are 1..100, plugin weights unbounded: see esched_fbound_body)
+        k.floors = (F.w_fit <= ESCHED_FB_FLOOR_WEIGHT and F.w_bal <= ESCHED_FB_FLOOR_WEIGHT
+                    and F.rw0 <= 100 and F.rw1 <= 100)
 
     # ------------------------------------------------------------------ scoring
 

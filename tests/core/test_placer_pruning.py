@@ -252,13 +252,88 @@ def test_compact_walk_follows_the_reservations_accounting():
     assert landed > 300
 
 
+def _weighted(fit_weight: int, bal_weight: int, rw=(1, 1), strategy="LeastAllocated") -> dict:
+    res = [{"name": "cpu", "weight": rw[0]}, {"name": "memory", "weight": rw[1]}]
+    return {
+        "profiles": [
+            {
+                "plugins": {
+                    "score": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [
+                            {"name": "NodeResourcesFit", "weight": fit_weight},
+                            {"name": "NodeResourcesBalancedAllocation", "weight": bal_weight},
+                        ],
+                    }
+                },
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {"scoringStrategy": {"type": strategy, "resources": res}},
+                    }
+                ],
+            }
+        ]
+    }
+
+
+# Beyond 10,000 a weighted total may not be exact in float: the bound keeps no
+# floors (no exact totals from the compact rows, every tie gathered and scored).
+HEAVY = parse_profile(_weighted(20000, 1))
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        None,
+        parse_profile(_weighted(1, 1, rw=(3, 7))),
+        parse_profile(_weighted(10000, 10000, rw=(100, 1))),
+        parse_profile(_weighted(2, 5, rw=(1, 100), strategy="MostAllocated")),
+        HEAVY,
+    ],
+    ids=["default", "weights-3-7", "weights-at-the-limit", "most-allocated", "heavy"],
+)
+def test_totals_on_an_integer_step_are_kubes_in_the_compact_walk(profile):
+    # Round capacities, usage and requests put many scores exactly on an integer (a
+    # free fraction of 1/2, 3/4, ...; equal cpu and memory fractions: BalancedAllocation
+    # 100), where a float estimate may land just below: the compact walk's floored
+    # totals must leave those to the exact check, never round them down. Shapes from
+    # kube's own score tests (least_allocated_test.go, balanced_allocation_test.go:
+    # 4000m / 10000 nodes, 3000m / 5000 pods). Every pod gets the same node and score
+    # as the exact scan, on several blocks so the walk holds a best.
+    s = ClusterState()
+    log = Log(s)
+    rnd = np.random.default_rng(7)
+    for i in range(700):
+        cpu, mem = [(4, 8), (8, 16), (10, 20), (16, 64), (20, 40)][i % 5]
+        log(EV.NODE_ADDED, node(f"n{i}", cpu=str(cpu), memory=f"{mem}Gi"))
+        q = int(rnd.integers(0, 4))  # a quarter of the node, or none, used
+        if q:
+            log(EV.POD_SUBMITTED, pod(f"r{i}", cpu=f"{q * cpu * 250}m",
+                                      memory=f"{q * mem * 256}Mi", node_name=f"n{i}"))  # fmt: skip
+    keys = []
+    for j in range(1200):
+        c = int(rnd.choice([250, 500, 1000, 2000, 3000]))
+        m = c * int(rnd.choice([1, 2, 4])) * 1024 // 1000
+        p = pod(f"w{j}", cpu=f"{c}m", memory=f"{m}Mi")
+        log(EV.POD_SUBMITTED, p)
+        keys.append(f"ns/w{j}")
+    on = Placer(s, profile, seed=6, prune=True)
+    off = Placer(s, profile, seed=6, prune=False)
+    landed = _same_for_every_pod(s, on, off, keys, log, rnd)
+    assert landed > 600
+
+
+@pytest.mark.parametrize("profile", [None, HEAVY], ids=["default", "heavy"])
 @pytest.mark.parametrize("k", [1, 7, 8, 9, 16, 17, 40, 63])
-def test_bounded_walk_scores_any_number_of_candidates_exactly(k):
+def test_bounded_walk_scores_any_number_of_candidates_exactly(k, profile):
     # Each block of 128 holds k emptier nodes at random places (both halves of the
     # block's candidate bits, and the 13-node tail block: the packing's remainder),
-    # the rest fuller: a step's candidates are about k, on either side of the exact
-    # kernel's padding to whole vectors (8). Every pod gets the same node with the
-    # bound on and off, and the same allocation follows.
+    # the rest fuller: with weights too large for exact float totals (HEAVY) a step's
+    # candidates are about k, on either side of the exact kernel's padding to whole
+    # vectors (8); with the default profile most of them have exact totals from the
+    # compact rows. Every pod gets the same node with the bound on and off, and the
+    # same allocation follows.
     rnd = np.random.default_rng(k)
     s = ClusterState()
     log = Log(s)
@@ -279,8 +354,8 @@ def test_bounded_walk_scores_any_number_of_candidates_exactly(k):
         ],
         dtype=np.int32,
     )
-    on = Placer(s, seed=4, sample=False, cache=False, prune=True)
-    off = Placer(s, seed=4, sample=False, cache=False, prune=False)
+    on = Placer(s, profile, seed=4, sample=False, cache=False, prune=True)
+    off = Placer(s, profile, seed=4, sample=False, cache=False, prune=False)
     placed = on.place_classes(cids)
     assert (placed == off.place_classes(cids)).all()
     assert (placed >= 0).all()
