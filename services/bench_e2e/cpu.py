@@ -71,7 +71,8 @@ def _postgres_pids() -> list[int]:
 def postgres_cpu_seconds() -> float:
     """CPU seconds of the PostgreSQL server so far: every live server process, and the
     postmaster's exited children (a backend whose connection closed takes its CPU
-    with it otherwise, and a difference of two sums could go negative)."""
+    with it otherwise, and a difference of two sums could go negative). The exited
+    children come in clock ticks, so a backend's exit may lose up to one (10 ms)."""
     pids = _postgres_pids()
     live = set(pids)
     total = 0.0
