@@ -396,35 +396,52 @@ cdef int _payload_finished(ClusterState self, const unsigned char* b, Py_ssize_t
         self._anomaly("malformed")
     return 1
 
-cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                           Py_ssize_t i) except -1:
-    # A PodGroup (a Volcano Job brings one per job) as _podgroup reads it: its
-    # metadata's name and namespace and the five spec members the fold keeps, each
-    # decoded from its own bytes; its labels, annotations and the rest never are.
-    cdef Span k, v, meta, spec
+cdef inline void _meta_and_spec(const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
+                                Span* meta, Span* spec) noexcept:
+    # An object's ``metadata`` and ``spec`` members from ``i`` on (start -1: absent).
+    cdef Span k, v
     meta.start = spec.start = -1
     while True:
         i = next_member(b, i, n, &k, &v)
         if i < 0:
             break
         if span_is(b, k, b"metadata", 8):
-            meta = v
+            meta[0] = v
         elif span_is(b, k, b"spec", 4):
-            spec = v
+            spec[0] = v
+
+cdef tuple _name_and_namespace(const unsigned char* b, Py_ssize_t n, Span meta):
+    # A metadata object's ``name`` and ``namespace`` values (None where absent).
+    cdef Span k, v
+    cdef Py_ssize_t i = meta.start
+    name = namespace = None
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"name", 4):
+            name = _value(b, v)
+        elif span_is(b, k, b"namespace", 9):
+            namespace = _value(b, v)
+    return name, namespace
+
+cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t n,
+                           Py_ssize_t i) except -1:
+    # A PodGroup (a Volcano Job brings one per job) as _podgroup reads it: its
+    # metadata's name and namespace and the five spec members the fold keeps, each
+    # decoded from its own bytes; its labels, annotations and the rest never are.
+    cdef Span k, v, meta, spec
+    _meta_and_spec(b, n, i, &meta, &spec)
     if (meta.start >= 0 and b[meta.start] != 0x7b) or (spec.start >= 0 and b[spec.start] != 0x7b):
         return 0  # null or not an object: the dict path reads it as it is
     pg = {}
     if meta.start >= 0:
+        name, namespace = _name_and_namespace(b, n, meta)
         found = {}
-        i = meta.start
-        while True:
-            i = next_member(b, i, n, &k, &v)
-            if i < 0:
-                break
-            if span_is(b, k, b"name", 4):
-                found["name"] = _value(b, v)
-            elif span_is(b, k, b"namespace", 9):
-                found["namespace"] = _value(b, v)
+        if name is not None:
+            found["name"] = name
+        if namespace is not None:
+            found["namespace"] = namespace
         pg["metadata"] = found
     if spec.start >= 0:
         raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
@@ -464,27 +481,10 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
     # once per distinct spec (volcano_podgroup reads nothing else of the Job for
     # it); the Job's templates are not decoded otherwise.
     cdef Span k, v, meta, spec
-    meta.start = spec.start = -1
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"metadata", 8):
-            meta = v
-        elif span_is(b, k, b"spec", 4):
-            spec = v
+    _meta_and_spec(b, n, i, &meta, &spec)
     if meta.start < 0 or b[meta.start] != 0x7b or spec.start < 0 or b[spec.start] != 0x7b:
         return 0  # the dict path reads it as it is
-    name = namespace = None
-    i = meta.start
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"name", 4):
-            name = _value(b, v)
-        elif span_is(b, k, b"namespace", 9):
-            namespace = _value(b, v)
+    name, namespace = _name_and_namespace(b, n, meta)
     if type(name) is not str or (namespace is not None and type(namespace) is not str):
         return 0
     namespace = namespace or _ev.DEFAULT_NAMESPACE
@@ -512,15 +512,7 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     cdef Span k, v, meta, spec
     cdef bint extra = False
     cdef str key = "default/"
-    meta.start = spec.start = -1
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"metadata", 8):
-            meta = v
-        elif span_is(b, k, b"spec", 4):
-            spec = v
+    _meta_and_spec(b, n, i, &meta, &spec)
     if (meta.start >= 0 and b[meta.start] != 0x7b) or (spec.start >= 0 and b[spec.start] != 0x7b):
         return 0
     if meta.start >= 0:

@@ -23,7 +23,7 @@ import argparse
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import asyncpg
@@ -55,15 +55,19 @@ async def _backend_pid(url: str, app_name: str = POOL_APP_NAME) -> int:
     return int(pids[0][0])
 
 
-async def _read_pages(
-    store: PostgresEventStore, backend: int, start: int, head: int, page: int
+async def _timed_reads(
+    next_page: Callable[[], Awaitable[Sequence[Any]]],
+    backend: int,
+    pos: int,
+    head: int,
+    page: int,
 ) -> dict[str, Any]:
-    """Read ``(start, head]`` in pages of ``page``; client and server CPU per row."""
+    """Pages from ``next_page`` until position ``head``: client and server (the
+    backend ``backend``) CPU per row."""
     rows = reads = 0
-    pos = start
     server0, client0 = cpu_seconds(backend), time.process_time()
     while pos < head:
-        got = await store.read_payloads(pos, page)
+        got = await next_page()
         pos = got[-1][0]
         rows += len(got)
         reads += 1
@@ -72,9 +76,24 @@ async def _read_pages(
         "page": page,
         "reads": reads,
         "rows": rows,
-        "client_us_per_row": round(client * 1e6 / rows, 2),
-        "server_us_per_row": round(server * 1e6 / rows, 2),
+        "client_us_per_row": round(client * 1e6 / max(rows, 1), 2),
+        "server_us_per_row": round(server * 1e6 / max(rows, 1), 2),
     }
+
+
+async def _read_pages(
+    store: PostgresEventStore, backend: int, start: int, head: int, page: int
+) -> dict[str, Any]:
+    """Read ``(start, head]`` in pages of ``page``; client and server CPU per row."""
+    pos = start
+
+    async def next_page() -> Sequence[tuple[int, bytes]]:
+        nonlocal pos
+        got = await store.read_payloads(pos, page)
+        pos = got[-1][0]
+        return got
+
+    return await _timed_reads(next_page, backend, start, head, page)
 
 
 async def _follow_pages(
@@ -86,21 +105,7 @@ async def _follow_pages(
     async with store.subscribe(start, page, payloads=True) as sub:
         pos = (await anext(sub))[-1][0]
         backend = await _backend_pid(url, LISTEN_APP_NAME)
-        rows = reads = 0
-        server0, client0 = cpu_seconds(backend), time.process_time()
-        while pos < head:
-            got = await anext(sub)
-            pos = got[-1][0]
-            rows += len(got)
-            reads += 1
-        client, server = time.process_time() - client0, cpu_seconds(backend) - server0
-    return {
-        "page": page,
-        "reads": reads,
-        "rows": rows,
-        "client_us_per_row": round(client * 1e6 / max(rows, 1), 2),
-        "server_us_per_row": round(server * 1e6 / max(rows, 1), 2),
-    }
+        return await _timed_reads(lambda: anext(sub), backend, pos, head, page)
 
 
 async def run_reads_bench(
