@@ -6,7 +6,7 @@ import pytest
 from esched.core import ClusterState, Placer, num_feasible_nodes_to_find
 from esched.core.profile import parse_profile
 from support.fold import EV, Log, commit, node, pod
-from support.kube import fit_profile
+from support.kube import fit_and_balanced_profile, fit_profile
 
 GI = 2**30
 
@@ -330,35 +330,6 @@ def test_esched_plugins_in_a_profile():
     assert Placer(s, prof("EPVM")).place(batch, assume=False)[0] == "idle"
 
 
-def _fit_and_balanced(strategy: str, order, fit_weight: int, bal_weight: int, rw) -> dict:
-    res = [{"name": r, "weight": rw[r]} for r in order]
-    return {
-        "profiles": [
-            {
-                "plugins": {
-                    "score": {
-                        "disabled": [{"name": "*"}],
-                        "enabled": [
-                            {"name": "NodeResourcesFit", "weight": fit_weight},
-                            {"name": "NodeResourcesBalancedAllocation", "weight": bal_weight},
-                        ],
-                    }
-                },
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {"scoringStrategy": {"type": strategy, "resources": res}},
-                    },
-                    {
-                        "name": "NodeResourcesBalancedAllocation",
-                        "args": {"resources": [{"name": r, "weight": 1} for r in order]},
-                    },
-                ],
-            }
-        ]
-    }
-
-
 @pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
 @pytest.mark.parametrize("seed", range(4))
 def test_fused_scan_decides_exactly_as_the_plugin_table(strategy, seed):
@@ -388,8 +359,8 @@ def test_fused_scan_decides_exactly_as_the_plugin_table(strategy, seed):
     )
     rw = {"cpu": int(rnd.integers(1, 4)), "memory": int(rnd.integers(1, 4))}
     fw, bw = int(rnd.integers(1, 5)), int(rnd.integers(1, 5))
-    fused = parse_profile(_fit_and_balanced(strategy, ("cpu", "memory"), fw, bw, rw))
-    table = parse_profile(_fit_and_balanced(strategy, ("memory", "cpu"), fw, bw, rw))
+    fused = parse_profile(fit_and_balanced_profile(strategy, ("cpu", "memory"), fw, bw, rw))
+    table = parse_profile(fit_and_balanced_profile(strategy, ("memory", "cpu"), fw, bw, rw))
     for cache in (True, False):
         for sample in (True, False):
             a = Placer(s, fused, seed=seed, cache=cache, sample=sample)
@@ -466,10 +437,14 @@ def test_vectorized_block_kernel_decides_exactly_as_the_plugin_table(isa, big):
         s, log = cluster(*_varied_cluster(rnd, 300, big))
         cids = _varied_pods(s, rnd, 400)
         fused = parse_profile(
-            _fit_and_balanced("LeastAllocated", ("cpu", "memory"), 1, 1, {"cpu": 1, "memory": 1})
+            fit_and_balanced_profile(
+                "LeastAllocated", ("cpu", "memory"), 1, 1, {"cpu": 1, "memory": 1}
+            )
         )
         table = parse_profile(
-            _fit_and_balanced("LeastAllocated", ("memory", "cpu"), 1, 1, {"cpu": 1, "memory": 1})
+            fit_and_balanced_profile(
+                "LeastAllocated", ("memory", "cpu"), 1, 1, {"cpu": 1, "memory": 1}
+            )
         )
         for cache in (True, False):
             for sample in (True, False):
@@ -567,7 +542,7 @@ def test_few_stale_rescoring_equals_full_rescoring(strategy, isa, seed):
         cids = np.repeat(cids[::10], 10)  # runs of 10 identical pods
         rw = {"cpu": int(rnd.integers(1, 4)), "memory": int(rnd.integers(1, 4))}
         fw, bw = int(rnd.integers(1, 5)), int(rnd.integers(1, 5))
-        prof = parse_profile(_fit_and_balanced(strategy, ("cpu", "memory"), fw, bw, rw))
+        prof = parse_profile(fit_and_balanced_profile(strategy, ("cpu", "memory"), fw, bw, rw))
         for sample in (True, False):
             few = Placer(s, prof, seed=seed, cache=True, sample=sample)
             full = Placer(s, prof, seed=seed, cache=False, sample=sample)

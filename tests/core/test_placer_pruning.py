@@ -10,6 +10,7 @@ import pytest
 from esched.core import ClusterState, Placer
 from esched.core.profile import load_profile, parse_profile
 from support.fold import EV, Log, node, pod
+from support.kube import fit_and_balanced_profile
 
 PROFILES = Path(__file__).resolve().parents[2] / "deploy" / "profiles"
 
@@ -253,28 +254,8 @@ def test_compact_walk_follows_the_reservations_accounting():
 
 
 def _weighted(fit_weight: int, bal_weight: int, rw=(1, 1), strategy="LeastAllocated") -> dict:
-    res = [{"name": "cpu", "weight": rw[0]}, {"name": "memory", "weight": rw[1]}]
-    return {
-        "profiles": [
-            {
-                "plugins": {
-                    "score": {
-                        "disabled": [{"name": "*"}],
-                        "enabled": [
-                            {"name": "NodeResourcesFit", "weight": fit_weight},
-                            {"name": "NodeResourcesBalancedAllocation", "weight": bal_weight},
-                        ],
-                    }
-                },
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {"scoringStrategy": {"type": strategy, "resources": res}},
-                    }
-                ],
-            }
-        ]
-    }
+    rws = {"cpu": rw[0], "memory": rw[1]}
+    return fit_and_balanced_profile(strategy, ("cpu", "memory"), fit_weight, bal_weight, rws)
 
 
 # Beyond 10,000 a weighted total may not be exact in float: the bound keeps no

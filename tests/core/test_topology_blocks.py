@@ -14,40 +14,21 @@ import pytest
 from esched.core import ClusterState, Placer
 from esched.core.profile import parse_profile
 from support.fold import EV, Log, node, pod
+from support.kube import fit_and_balanced_profile
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 
 
 def _profile(order) -> dict:
-    res = [{"name": r, "weight": 1} for r in order]
-    return {
-        "profiles": [
-            {
-                "plugins": {
-                    "score": {
-                        "disabled": [{"name": "*"}],
-                        "enabled": [
-                            {"name": "NodeResourcesFit", "weight": 1},
-                            {"name": "NodeResourcesBalancedAllocation", "weight": 1},
-                            {"name": "InterPodAffinity", "weight": 2},
-                            {"name": "PodTopologySpread", "weight": 2},
-                        ],
-                    }
-                },
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {"scoringStrategy": {"type": "LeastAllocated", "resources": res}},
-                    },
-                    {
-                        "name": "NodeResourcesBalancedAllocation",
-                        "args": {"resources": [{"name": r, "weight": 1} for r in order]},
-                    },
-                ],
-            }
-        ]
-    }
+    return fit_and_balanced_profile(
+        "LeastAllocated",
+        order,
+        1,
+        1,
+        dict.fromkeys(order, 1),
+        extra=(("InterPodAffinity", 2), ("PodTopologySpread", 2)),
+    )
 
 
 def _cluster(rnd) -> ClusterState:

@@ -56,6 +56,36 @@ def fit_profile(
     return {"profiles": [profile]}
 
 
+def fit_and_balanced_profile(
+    strategy: str, order, fit_weight: int, bal_weight: int, rw, extra: tuple = ()
+) -> dict:
+    """NodeResourcesFit (``strategy``, resources in ``order`` with weights ``rw``) and
+    BalancedAllocation over the same resources, weighted ``fit_weight`` and
+    ``bal_weight``; ``extra`` score plugins (name, weight) after them."""
+    res = [{"name": r, "weight": rw[r]} for r in order]
+    enabled = [
+        {"name": "NodeResourcesFit", "weight": fit_weight},
+        {"name": "NodeResourcesBalancedAllocation", "weight": bal_weight},
+    ] + [{"name": name, "weight": weight} for name, weight in extra]
+    return {
+        "profiles": [
+            {
+                "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": enabled}},
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {"scoringStrategy": {"type": strategy, "resources": res}},
+                    },
+                    {
+                        "name": "NodeResourcesBalancedAllocation",
+                        "args": {"resources": [{"name": r, "weight": 1} for r in order]},
+                    },
+                ],
+            }
+        ]
+    }
+
+
 def balanced_profile(resources=None) -> dict:
     args = {"resources": resources} if resources else {}
     return {
