@@ -2,7 +2,12 @@
 # The bytes path is cdef functions (core/_fold_bytes.pxd): ClusterState.apply_payloads
 # is its Python entry point.
 
+from typing import Any
+
+from esched.core._state import ClusterState
+
 __all__ = ["committed_proposal"]
 
 def committed_proposal(payload: object) -> str | None: ...
 def _py_scanner_accepts(payload: bytes) -> bool: ...
+def _py_job_group_spec(state: ClusterState, payload: bytes) -> dict[str, Any] | None: ...

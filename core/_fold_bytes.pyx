@@ -289,6 +289,21 @@ def _py_scanner_accepts(bytes payload) -> bool:
                          PyBytes_GET_SIZE(payload), &t, &d)
 
 
+def _py_job_group_spec(ClusterState state, bytes payload) -> object:
+    """Test hook: the PodGroup spec the bytes path derives itself from the
+    ``esched.job.submitted`` envelope ``payload`` (:func:`_job_group_spec`), or None
+    where it leaves the Job to ``volcano_podgroup``."""
+    cdef Span t, d, meta, spec
+    cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
+    if not scan_envelope(b, n, &t, &d) or d.start < 0 or b[d.start] != 0x7b:
+        return None
+    _meta_and_spec(b, n, d.start, &meta, &spec)
+    if spec.start < 0 or b[spec.start] != 0x7b:
+        return None
+    return _job_group_spec(state, b, n, spec)
+
+
 def committed_proposal(object payload) -> object:
     """The proposal id (``data.proposal``, a string) of a stored
     ``esched.placement.committed`` envelope, read off its bytes as the fold reads
@@ -496,7 +511,9 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
         raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
         found = _JOB_GROUP_SPECS.get(raw)
         if found is None:
-            found = volcano_podgroup({"metadata": group_meta, "spec": _loads(raw)})["spec"]
+            found = _job_group_spec(self, b, n, spec)
+            if found is None:
+                found = volcano_podgroup({"metadata": group_meta, "spec": _loads(raw)})["spec"]
             if len(_JOB_GROUP_SPECS) >= MEMO_LIMIT:
                 _JOB_GROUP_SPECS.clear()
             _JOB_GROUP_SPECS[raw] = found  # _podgroup only reads it
@@ -504,6 +521,116 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
     except _MALFORMED:
         self._anomaly("malformed")
     return 1
+
+cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_t n,
+                            Span spec):
+    # volcano_podgroup's spec of the Job spec at ``spec`` (the one definition: this
+    # derives the same from the bytes for the common shape, and a test compares the
+    # two over many Jobs), or None for any other shape, the caller then running
+    # volcano_podgroup: minAvailable a plain non-negative integer, tasks an array of
+    # objects each with a string name, a minAvailable, replicas absent, null or a plain
+    # integer, and the template spec of each task that counts towards minResources
+    # one _plain_requests reads (containers with string requests: the request rule's
+    # sum, the same memoized quantities); a member read twice is the builder's to
+    # decide. No orjson call and no Python frame per Job of a new spec.
+    cdef Span k, v, tasks, task, queue, pcn, avail, name, tmin, reps, tmpl, tspec
+    cdef Py_ssize_t i = spec.start, j
+    cdef units_t min_member, left, take
+    tasks.start = queue.start = pcn.start = avail.start = -1
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"minAvailable", 12):
+            if avail.start >= 0:
+                return None
+            avail = v
+        elif span_is(b, k, b"tasks", 5):
+            if tasks.start >= 0:
+                return None
+            tasks = v
+        elif span_is(b, k, b"queue", 5):
+            if queue.start >= 0:
+                return None
+            queue = v
+        elif span_is(b, k, b"priorityClassName", 17):
+            if pcn.start >= 0:
+                return None
+            pcn = v
+    if avail.start < 0 or queue.start < 0 or tasks.start < 0 or b[tasks.start] != 0x5b:
+        return None
+    min_member = _digits(b, avail)
+    if min_member < 0:
+        return None
+    left = min_member
+    task_minimum = {}
+    total = {}
+    j = tasks.start
+    while True:
+        j = next_element(b, j, n, &task)
+        if j < 0:
+            break
+        if b[task.start] != 0x7b:
+            return None
+        name.start = tmin.start = reps.start = tmpl.start = -1
+        i = task.start
+        while True:
+            i = next_member(b, i, n, &k, &v)
+            if i < 0:
+                break
+            if span_is(b, k, b"name", 4):
+                if name.start >= 0:
+                    return None
+                name = v
+            elif span_is(b, k, b"minAvailable", 12):
+                if tmin.start >= 0:
+                    return None
+                tmin = v
+            elif span_is(b, k, b"replicas", 8):
+                if reps.start >= 0:
+                    return None
+                reps = v
+            elif span_is(b, k, b"template", 8):
+                if tmpl.start >= 0:
+                    return None
+                tmpl = v
+        if name.start < 0 or b[name.start] != 0x22 or tmin.start < 0:
+            return None
+        task_minimum[_ascii_string(b, name)] = _value(b, tmin)
+        take = 0
+        if reps.start >= 0 and b[reps.start] != 0x6e:  # not null
+            take = _digits(b, reps)
+            if take < 0:
+                return None
+        if take > left:
+            take = left
+        if take <= 0:
+            continue
+        left -= take
+        if tmpl.start < 0 or b[tmpl.start] != 0x7b:
+            return None
+        _member(b, n, tmpl.start, b"spec", 4, &tspec)
+        if tspec.start < 0 or b[tspec.start] != 0x7b:
+            return None
+        plain = _plain_requests(self, b, n, tspec, None)
+        if plain is None:
+            return None
+        for res, units in (<dict>plain[0]).items():
+            if res != "pods":
+                total[res] = total.get(res, 0) + units * take
+    group_spec = {"minMember": min_member, "queue": _value(b, queue),
+                  "minTaskMember": task_minimum}
+    if pcn.start >= 0:
+        pc = _value(b, pcn)
+        if pc:
+            group_spec["priorityClassName"] = pc
+    if total:
+        texts = {}
+        for res, units in total.items():
+            texts[res] = f"{units}m" if res == "cpu" else str(units)
+        group_spec["minResources"] = texts
+    return group_spec
+
 
 cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_t n,
                             Py_ssize_t i) except -1:

@@ -8,13 +8,17 @@ implies nothing; a PodGroup of pods without a Job folds as before."""
 
 from __future__ import annotations
 
+import copy
+import random
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from esched.core import ClusterState
+from esched.core._fold_bytes import _py_job_group_spec
 from esched.schemas import events as ev
-from esched.schemas.manifests import volcano_job_objects, volcano_podgroup
+from esched.schemas.manifests import load_documents, volcano_job_objects, volcano_podgroup
 from esched.schemas.volcano_jobs import default_job
 from support.fold import EV, envelope, node, pod
 
@@ -166,3 +170,123 @@ def test_a_job_the_builder_cannot_read_is_malformed_on_both_paths() -> None:
         assert st.n_gangs == 0
         assert st.anomalies == {"malformed": 1}
     assert _by_bytes(rows).to_bytes() == _by_dict(rows).to_bytes()
+
+
+# ------------------------------------ the bytes path's own reading of a Job's spec
+
+EXAMPLES = Path(__file__).parent.parent / "schemas" / "volcano_examples"
+
+
+def _example_jobs() -> list[dict[str, Any]]:
+    """The Jobs of Volcano's example manifests (volcano-sh/volcano ``example/``, as
+    tests/schemas keeps them), defaulted as ingest records them."""
+    jobs = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        if "deny" in path.name:
+            continue  # refused by the webhook: never in a log
+        for doc in load_documents(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "Job":
+                jobs.append(default_job(doc))
+    return jobs
+
+
+def _generated_jobs(n: int, seed: int = 7) -> list[dict[str, Any]]:
+    """Jobs of the shapes the builder must match: one to three tasks of 0 to 4
+    replicas, minAvailable below, at or above a task's replicas (so a task counts
+    towards minResources whole, in part or not at all), quantities in several
+    spellings and resources, a priorityClassName set, empty or absent, a template
+    with a schedulerName, a restartPolicy or another member (left to the builder)."""
+    rng = random.Random(seed)
+    cpus = ["1", "500m", "2.5", "0.1", "1200m", "3"]
+    mems = ["1Gi", "512Mi", "1G", "100M", "1536Mi", "64Ki"]
+    jobs = []
+    for j in range(n):
+        tasks = []
+        for t in range(rng.randint(1, 3)):
+            requests: dict[str, Any] = {"cpu": rng.choice(cpus)}
+            if rng.random() < 0.8:
+                requests["memory"] = rng.choice(mems)
+            if rng.random() < 0.2:
+                requests["nvidia.com/gpu"] = str(rng.randint(1, 4))
+            containers = [{"name": "c", "image": "x", "resources": {"requests": requests}}]
+            if rng.random() < 0.3:
+                containers.append({"name": "d", "resources": {"requests": {"cpu": "250m"}}})
+            spec: dict[str, Any] = {"containers": containers}
+            extra = rng.random()
+            if extra < 0.2:
+                spec["schedulerName"] = "volcano"
+            elif extra < 0.4:
+                spec["restartPolicy"] = "OnFailure"
+            elif extra < 0.5:
+                spec["nodeSelector"] = {"zone": "a"}
+            tasks.append(
+                {"name": f"t{t}", "replicas": rng.randint(0, 4), "template": {"spec": spec}}
+            )
+        if not any(t["replicas"] for t in tasks):
+            tasks[0]["replicas"] = 1
+        job_spec: dict[str, Any] = {"tasks": tasks, "queue": rng.choice(["default", "q1"])}
+        if rng.random() < 0.5:
+            job_spec["minAvailable"] = rng.randint(0, sum(t["replicas"] for t in tasks))
+        pcn = rng.random()
+        if pcn < 0.2:
+            job_spec["priorityClassName"] = "high"
+        elif pcn < 0.3:
+            job_spec["priorityClassName"] = ""
+        jobs.append(
+            default_job(
+                {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "Job",
+                    "metadata": {"name": f"g{j}", "namespace": "ns"},
+                    "spec": job_spec,
+                }
+            )
+        )
+    return jobs
+
+
+def test_the_bytes_paths_podgroup_spec_is_volcano_podgroups() -> None:
+    """Of a Job of the common shape the bytes path derives the PodGroup's spec from
+    the Job's bytes itself (no ``volcano_podgroup`` call, see ``_job_group_spec`` in
+    core/_fold_bytes.pyx): equal to ``volcano_podgroup``'s, the one definition, over
+    Volcano's example Jobs and generated ones; any other shape it leaves to the
+    builder. Each Job's fold on the bytes path gives the dict path's state."""
+    jobs = _example_jobs() + _generated_jobs(400)
+    st = ClusterState()
+    derived = 0
+    for job in jobs:
+        payload = orjson.dumps(envelope(ev.JOB_SUBMITTED, job))
+        got = _py_job_group_spec(st, payload)
+        if got is not None:
+            derived += 1
+            assert got == volcano_podgroup(job)["spec"], job
+            assert list(got) == list(volcano_podgroup(job)["spec"])
+    assert derived >= 300  # the common shapes are read, not left to the builder
+    rows = [(i + 1, orjson.dumps(envelope(ev.JOB_SUBMITTED, job))) for i, job in enumerate(jobs)]
+    assert _state_of(_by_bytes(rows)) == _state_of(_by_dict(rows))
+
+
+def test_the_bytes_path_leaves_other_job_shapes_to_the_builder() -> None:
+    """Shapes the bytes path does not read itself (a minAvailable that is not a
+    plain integer, a counted task's template of limits, a member given twice, no
+    template): None from its reader, and the fold is the dict path's."""
+    base = default_job(_job(replicas=2, cpu="2"))
+    payload = orjson.dumps(envelope(ev.JOB_SUBMITTED, base))
+    assert _py_job_group_spec(ClusterState(), payload) == volcano_podgroup(base)["spec"]
+    limits = copy.deepcopy(base)
+    limits["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]["limits"] = {
+        "cpu": "3"
+    }
+    no_template = copy.deepcopy(base)
+    del no_template["spec"]["tasks"][0]["template"]
+    flag = copy.deepcopy(base)
+    flag["spec"]["minAvailable"] = True
+    twice = orjson.dumps(envelope(ev.JOB_SUBMITTED, base)).replace(
+        b'"minAvailable":2,', b'"minAvailable":1,"minAvailable":2,', 1
+    )
+    assert twice != payload
+    others = [orjson.dumps(envelope(ev.JOB_SUBMITTED, j)) for j in (limits, no_template, flag)]
+    for raw in [*others, twice]:
+        assert _py_job_group_spec(ClusterState(), raw) is None
+        rows = [(1, raw)]
+        assert _state_of(_by_bytes(rows)) == _state_of(_by_dict(rows))
