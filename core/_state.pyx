@@ -202,6 +202,9 @@ cdef frozenset _PROFILE_SPEC_FIELDS = frozenset(
     {"containers", "schedulerName", "priorityClassName", "restartPolicy"})
 # _profile_key's results by scheduler name (a cluster runs a few profiles).
 cdef dict _PROFILE_KEYS = {}
+# A constraints key (_class_for's ``ckey``) -> (its decoding, whether its classes are
+# CLASS_INTERPOD): see _new_class.
+cdef dict _CONSTRAINTS = {}
 
 
 cdef str _profile_key(str sname):
@@ -777,26 +780,46 @@ cdef class ClusterState:
             # NodeResourcesFit, which places by requests only.
             for col, extra in zip(lim_cols, lim.values()):
                 self.class_lim[i, col] += extra
-        self.class_specs.append({
-            "requests": dict(req),
+        spec = interpod = None
+        if ckey:
+            # Classes of one constraints key (one profile: every class of a Volcano
+            # Job's pods) share its decoding, read only as every reader does.
+            known = _CONSTRAINTS.get(ckey)
+            if known is None:
+                if len(_CONSTRAINTS) >= MEMO_LIMIT:
+                    _CONSTRAINTS.clear()
+                spec = orjson.loads(ckey)
+                interpod = bool(spec and (
+                    spec.get("podAffinity") or spec.get("podAntiAffinity")
+                    or spec.get("topologySpread") or spec.get("podAffinityPreferred")
+                    or spec.get("podAntiAffinityPreferred") or spec.get("topologySpreadSoft")))
+                known = _CONSTRAINTS[ckey] = (spec, interpod)
+            spec, interpod = known
+        if lim:
             # The spec keeps the limits either way: a later switch recomputes from it.
-            **({"limits": {name: int(req.get(name, 0) + extra) for name, extra in lim.items()}}
-               if lim else {}),
-            "nonzero": list(nz),
-            "priority": prio,
-            "priorityClassName": pcn,
-            "constraints": orjson.loads(ckey) if ckey else None,
-        })
+            self.class_specs.append({
+                "requests": dict(req),
+                "limits": {name: int(req.get(name, 0) + extra) for name, extra in lim.items()},
+                "nonzero": list(nz),
+                "priority": prio,
+                "priorityClassName": pcn,
+                "constraints": spec,
+            })
+        else:
+            self.class_specs.append({
+                "requests": dict(req),
+                "nonzero": list(nz),
+                "priority": prio,
+                "priorityClassName": pcn,
+                "constraints": spec,
+            })
         self.class_index[key] = i
         self.n_classes = i + 1
         self.class_ports.append(None)
         self.class_flags[i] = 0
-        spec = self.class_specs[i]["constraints"]
         if spec and spec.get("hostPorts"):
             self._intern_ports(i, spec["hostPorts"])
-        if spec and (spec.get("podAffinity") or spec.get("podAntiAffinity")
-                     or spec.get("topologySpread") or spec.get("podAffinityPreferred")
-                     or spec.get("podAntiAffinityPreferred") or spec.get("topologySpreadSoft")):
+        if interpod:
             self.class_flags[i] |= CLASS_INTERPOD
         return i
 
