@@ -288,10 +288,11 @@ cdef int _node_removed(ClusterState self, dict data) except -1:
 cdef int _pod_submitted(ClusterState self, dict pod, list class_memo=None) except -1:
     cdef dict meta = pod.get("metadata") or {}
     key = _meta_key(meta)
-    return _pod_submit(self, key, pod, meta, None, class_memo)
+    _pod_submit(self, key, pod, meta, None, class_memo)
+    return 0
 
-cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
-                     list class_memo, tuple plain=None) except -1:
+cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
+                            list class_memo, tuple plain=None) except -2:
     # The handler proper, on a pod's key. ``pod`` None: the bytes path's pod with
     # no labels or annotations (no metadata the handler reads besides the key), of
     # which it passes just ``spec`` (None if absent). class_memo: [queue, class]
@@ -305,17 +306,18 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
     # the pod's queue has no node-group affinity (the caller passes a pod without
     # metadata, in the default queue, only while that queue has none) and its gang no
     # PriorityClass; otherwise the spec is decoded from its bytes and _class_for decides.
+    # Returns the slot the submission gave the pod, or -1 when it gave none.
     idx = self.pod_index.get(key)
     cdef Py_ssize_t p, c, r, n
     if idx is not None and self.pod_phase[<Py_ssize_t>idx] == PHASE_RUNNING:
         # A running pod's requests are what its node is charged: a resubmit cannot
         # change them (kube: resources of a bound pod are immutable).
         self._anomaly("resubmitted_running_pod")
-        return 0
+        return -1
     if self.tombstones and self.tombstones.pop(key, None) is not None:
         # Deleted before it was submitted (the delete overtook it): the pod is gone.
         self._anomaly("submit_after_delete")
-        return 0
+        return -1
     annotations = meta.get("annotations") if pod is not None else None
     keep_running = False
     sname = plain[2] if plain is not None else None
@@ -358,7 +360,7 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
         # the spec as dicts.
         c = _class_of(self, <dict>plain[0], <tuple>plain[1], 0, _profile_key(sname), None)
         if c < 0:
-            return 0
+            return -1
         if class_memo is not None:
             class_memo[0] = q
             class_memo[1] = c
@@ -372,7 +374,7 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
             pod = {"spec": spec} if spec is not None else {}
         c = self._class_for(pod, self.queue_meta[q].get("affinity"), pinned)
         if c < 0:
-            return 0
+            return -1
         if class_memo is not None:
             class_memo[0] = q
             class_memo[1] = c
@@ -427,7 +429,7 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
         if nidx is None:
             # Naming a node we do not know: Pending, placeable only there (its class).
             self._anomaly("pod_on_unknown_node")
-            return 0
+            return p
         n = nidx
         for r in range(self.n_res):
             self.pod_alloc[p, r] = self.class_req[c, r]
@@ -435,10 +437,10 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
             for r in range(self.n_res):
                 self.pod_alloc[p, r] = 0
             self._anomaly("overflow")
-            return 0
+            return p
         self._bind(p, n)
         self._set_phase(p, PHASE_RUNNING)
-    return 0
+    return p
 
 # The keys read from a pod's annotations and labels, as the helpers of schemas.objects
 # (pod_queue, gang_key, pod_preemptable) read them, in one pass over the two dicts
