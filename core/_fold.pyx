@@ -295,8 +295,8 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
                             list class_memo, tuple plain=None) except -2:
     # The handler proper, on a pod's key. ``pod`` None: the bytes path's pod with
     # no labels or annotations (no metadata the handler reads besides the key), of
-    # which it passes just ``spec`` (None if absent). class_memo: [queue, class]
-    # cached for this exact spec by apply_payloads (whose decoder keys it on the
+    # which it passes just ``spec`` (None if absent). class_memo: [queue, class, the
+    # class's priority] cached for this exact spec by apply_payloads (whose decoder keys it on the
     # spec's bytes); the class is a function of the spec and the queue's
     # node-group affinity only, and _queue_upsert drops the cache. ``plain``: the
     # bytes path's pod whose spec is containers and perhaps a schedulerName (``spec``
@@ -350,8 +350,10 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
     pinned = bool(node_name) and node_name not in self.node_index
     if pinned:
         class_memo = None  # the class depends on the node's presence, not the spec only
+    prio = None
     if class_memo is not None and class_memo[0] == q:
         c = class_memo[1]
+        prio = class_memo[2]
     elif plain is not None and not self.priority_classes and (
             pod is None or not (<dict>self.queue_meta[<Py_ssize_t>q]).get("affinity")):
         # (A pod without metadata is in the default queue, which had no affinity when
@@ -364,6 +366,7 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
         if class_memo is not None:
             class_memo[0] = q
             class_memo[1] = c
+            class_memo[2] = self.class_specs[c]["priority"]
     else:
         if plain is not None:
             spec = orjson.loads(<bytes>plain[3])
@@ -378,6 +381,7 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
         if class_memo is not None:
             class_memo[0] = q
             class_memo[1] = c
+            class_memo[2] = self.class_specs[c]["priority"]
     g = self._gang(gkey, queue) if gkey is not None else -1
     if g >= 0 and annotations and GANG_SIZE_ANNOTATION in annotations:
         _gang_size_annotation(self, g, annotations[GANG_SIZE_ANNOTATION])
@@ -404,7 +408,8 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
     else:
         self.interpod.set_pod(p, key, None)
     self._set_gang(p, g)
-    self.pod_prio[p] = self.class_specs[c]["priority"]
+    # (the class's priority, as the memo keeps it)
+    self.pod_prio[p] = self.class_specs[c]["priority"] if prio is None else prio
     self.pod_node[p] = -1
     self.pod_phase[p] = PHASE_FREE
     self._set_phase(p, PHASE_PENDING)
@@ -623,6 +628,7 @@ cdef int _priority_class(ClusterState self, dict pc) except -1:
         "preemptionPolicy": pc.get("preemptionPolicy") or "PreemptLowerPriority",
     }
     self._spec_memo.clear()  # classes cached per pod spec carry the old priority
+    self._spec_recent = None
     return 0
 
 cdef int _namespace(ClusterState self, dict ns, bint deleted) except -1:
@@ -673,6 +679,7 @@ cdef int _queue_upsert(ClusterState self, dict queue) except -1:
             meta[field] = notes[key]
     self.queue_meta[self._queue(name)] = meta
     self._spec_memo.clear()  # classes cached per queue may depend on its affinity
+    self._spec_recent = None
     return 0
 
 cdef int _committed(ClusterState self, dict data) except -1:

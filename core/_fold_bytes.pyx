@@ -524,25 +524,36 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     class_memo = None
     plain = None
     cdef tuple entry
+    cdef list recent
+    cdef uint64_t h
     if spec.start >= 0:
         # Keyed by a hash of the spec's bytes, which the entry keeps to compare: no
         # bytes object made and SipHashed per pod (a spec whose hash another one's
-        # entry holds replaces it: a cache).
-        hkey = _span_hash(b, spec)
-        entry = self._spec_memo.get(hkey)
-        if entry is not None and not _span_equals(b, spec, <bytes>entry[3]):
-            entry = None
-        if entry is None:
-            if len(self._spec_memo) >= MEMO_LIMIT:
-                self._spec_memo.clear()
-            raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-            # (spec dict or None, [queue, class], plain or None, the spec's bytes): a
-            # spec of containers and a profile is decoded only when a pod needs it as
-            # dicts (_pod_submit decodes it then).
-            if _plain_fits(self):
-                plain = _plain_requests(self, b, n, spec, raw)
-            entry = self._spec_memo[hkey] = (
-                None if plain is not None else orjson.loads(raw), [-1, -1], plain, raw)
+        # entry holds replaces it: a cache). The entries last found are first looked
+        # for in a list by the hash's low bits (_spec_recent: no int made and no dict
+        # probed per pod; dropped with the memo when its classes go stale).
+        h = _bytes_hash(b + spec.start, spec.end - spec.start)
+        recent = self._spec_recent
+        if recent is None:
+            recent = self._spec_recent = [None] * SPEC_RECENT
+        entry = <tuple>recent[h & (SPEC_RECENT - 1)]
+        if entry is None or not _span_equals(b, spec, <bytes>entry[3]):
+            hkey = <long long>(h >> 2)
+            entry = self._spec_memo.get(hkey)
+            if entry is not None and not _span_equals(b, spec, <bytes>entry[3]):
+                entry = None
+            if entry is None:
+                if len(self._spec_memo) >= MEMO_LIMIT:
+                    self._spec_memo.clear()
+                raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+                # (spec dict or None, [queue, class, priority], plain or None, the
+                # spec's bytes): a spec of containers and a profile is decoded only when
+                # a pod needs it as dicts (_pod_submit decodes it then).
+                if _plain_fits(self):
+                    plain = _plain_requests(self, b, n, spec, raw)
+                entry = self._spec_memo[hkey] = (
+                    None if plain is not None else orjson.loads(raw), [-1, -1, 0], plain, raw)
+            recent[h & (SPEC_RECENT - 1)] = entry
         spec_dict = entry[0]
         class_memo = entry[1]
         if spec_dict is None:
@@ -583,9 +594,9 @@ cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t length) noex
     return h ^ (h >> 32)
 
 
-cdef inline object _span_hash(const unsigned char* b, Span s):
-    # _bytes_hash of the bytes of ``s`` as a 62-bit int (the spec memo's key).
-    return <long long>(_bytes_hash(b + s.start, s.end - s.start) >> 2)
+# The spec memo's entries last found (ClusterState._spec_recent), by hash bits.
+cdef enum:
+    SPEC_RECENT = 4096
 
 
 cdef inline bint _span_equals(const unsigned char* b, Span s, bytes raw) noexcept:
