@@ -288,14 +288,15 @@ cdef int _node_removed(ClusterState self, dict data) except -1:
 cdef int _pod_submitted(ClusterState self, dict pod, list class_memo=None) except -1:
     cdef dict meta = pod.get("metadata") or {}
     key = _meta_key(meta)
-    return _pod_submit(self, key, pod, meta, None, class_memo)
+    _pod_submit(self, key, pod, meta, None, class_memo)
+    return 0
 
-cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
-                     list class_memo, tuple plain=None) except -1:
+cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
+                            list class_memo, tuple plain=None) except -2:
     # The handler proper, on a pod's key. ``pod`` None: the bytes path's pod with
     # no labels or annotations (no metadata the handler reads besides the key), of
-    # which it passes just ``spec`` (None if absent). class_memo: [queue, class]
-    # cached for this exact spec by apply_payloads (whose decoder keys it on the
+    # which it passes just ``spec`` (None if absent). class_memo: [queue, class, the
+    # class's priority] cached for this exact spec by apply_payloads (whose decoder keys it on the
     # spec's bytes); the class is a function of the spec and the queue's
     # node-group affinity only, and _queue_upsert drops the cache. ``plain``: the
     # bytes path's pod whose spec is containers and perhaps a schedulerName (``spec``
@@ -305,17 +306,18 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
     # the pod's queue has no node-group affinity (the caller passes a pod without
     # metadata, in the default queue, only while that queue has none) and its gang no
     # PriorityClass; otherwise the spec is decoded from its bytes and _class_for decides.
+    # Returns the slot the submission gave the pod, or -1 when it gave none.
     idx = self.pod_index.get(key)
     cdef Py_ssize_t p, c, r, n
     if idx is not None and self.pod_phase[<Py_ssize_t>idx] == PHASE_RUNNING:
         # A running pod's requests are what its node is charged: a resubmit cannot
         # change them (kube: resources of a bound pod are immutable).
         self._anomaly("resubmitted_running_pod")
-        return 0
+        return -1
     if self.tombstones and self.tombstones.pop(key, None) is not None:
         # Deleted before it was submitted (the delete overtook it): the pod is gone.
         self._anomaly("submit_after_delete")
-        return 0
+        return -1
     annotations = meta.get("annotations") if pod is not None else None
     keep_running = False
     sname = plain[2] if plain is not None else None
@@ -348,8 +350,10 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
     pinned = bool(node_name) and node_name not in self.node_index
     if pinned:
         class_memo = None  # the class depends on the node's presence, not the spec only
+    prio = None
     if class_memo is not None and class_memo[0] == q:
         c = class_memo[1]
+        prio = class_memo[2]
     elif plain is not None and not self.priority_classes and (
             pod is None or not (<dict>self.queue_meta[<Py_ssize_t>q]).get("affinity")):
         # (A pod without metadata is in the default queue, which had no affinity when
@@ -358,10 +362,11 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
         # the spec as dicts.
         c = _class_of(self, <dict>plain[0], <tuple>plain[1], 0, _profile_key(sname), None)
         if c < 0:
-            return 0
+            return -1
         if class_memo is not None:
             class_memo[0] = q
             class_memo[1] = c
+            class_memo[2] = self.class_specs[c]["priority"]
     else:
         if plain is not None:
             spec = orjson.loads(<bytes>plain[3])
@@ -372,10 +377,11 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
             pod = {"spec": spec} if spec is not None else {}
         c = self._class_for(pod, self.queue_meta[q].get("affinity"), pinned)
         if c < 0:
-            return 0
+            return -1
         if class_memo is not None:
             class_memo[0] = q
             class_memo[1] = c
+            class_memo[2] = self.class_specs[c]["priority"]
     g = self._gang(gkey, queue) if gkey is not None else -1
     if g >= 0 and annotations and GANG_SIZE_ANNOTATION in annotations:
         _gang_size_annotation(self, g, annotations[GANG_SIZE_ANNOTATION])
@@ -402,7 +408,8 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
     else:
         self.interpod.set_pod(p, key, None)
     self._set_gang(p, g)
-    self.pod_prio[p] = self.class_specs[c]["priority"]
+    # (the class's priority, as the memo keeps it)
+    self.pod_prio[p] = self.class_specs[c]["priority"] if prio is None else prio
     self.pod_node[p] = -1
     self.pod_phase[p] = PHASE_FREE
     self._set_phase(p, PHASE_PENDING)
@@ -427,7 +434,7 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
         if nidx is None:
             # Naming a node we do not know: Pending, placeable only there (its class).
             self._anomaly("pod_on_unknown_node")
-            return 0
+            return p
         n = nidx
         for r in range(self.n_res):
             self.pod_alloc[p, r] = self.class_req[c, r]
@@ -435,10 +442,10 @@ cdef int _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
             for r in range(self.n_res):
                 self.pod_alloc[p, r] = 0
             self._anomaly("overflow")
-            return 0
+            return p
         self._bind(p, n)
         self._set_phase(p, PHASE_RUNNING)
-    return 0
+    return p
 
 # The keys read from a pod's annotations and labels, as the helpers of schemas.objects
 # (pod_queue, gang_key, pod_preemptable) read them, in one pass over the two dicts
@@ -621,6 +628,7 @@ cdef int _priority_class(ClusterState self, dict pc) except -1:
         "preemptionPolicy": pc.get("preemptionPolicy") or "PreemptLowerPriority",
     }
     self._spec_memo.clear()  # classes cached per pod spec carry the old priority
+    self._spec_recent = None
     return 0
 
 cdef int _namespace(ClusterState self, dict ns, bint deleted) except -1:
@@ -671,6 +679,7 @@ cdef int _queue_upsert(ClusterState self, dict queue) except -1:
             meta[field] = notes[key]
     self.queue_meta[self._queue(name)] = meta
     self._spec_memo.clear()  # classes cached per queue may depend on its affinity
+    self._spec_recent = None
     return 0
 
 cdef int _committed(ClusterState self, dict data) except -1:

@@ -639,6 +639,7 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     cdef Span k, v, meta, spec
     cdef bint extra = False
     cdef str key = "default/"
+    cdef Py_ssize_t slot = -1
     _meta_and_spec(b, n, i, &meta, &spec)
     if (meta.start >= 0 and b[meta.start] != 0x7b) or (spec.start >= 0 and b[spec.start] != 0x7b):
         return 0
@@ -650,25 +651,36 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     class_memo = None
     plain = None
     cdef tuple entry
+    cdef list recent
+    cdef uint64_t h
     if spec.start >= 0:
         # Keyed by a hash of the spec's bytes, which the entry keeps to compare: no
         # bytes object made and SipHashed per pod (a spec whose hash another one's
-        # entry holds replaces it: a cache).
-        hkey = _span_hash(b, spec)
-        entry = self._spec_memo.get(hkey)
-        if entry is not None and not _span_equals(b, spec, <bytes>entry[3]):
-            entry = None
-        if entry is None:
-            if len(self._spec_memo) >= MEMO_LIMIT:
-                self._spec_memo.clear()
-            raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-            # (spec dict or None, [queue, class], plain or None, the spec's bytes): a
-            # spec of containers and a profile is decoded only when a pod needs it as
-            # dicts (_pod_submit decodes it then).
-            if _plain_fits(self):
-                plain = _plain_requests(self, b, n, spec, raw)
-            entry = self._spec_memo[hkey] = (
-                None if plain is not None else orjson.loads(raw), [-1, -1], plain, raw)
+        # entry holds replaces it: a cache). The entries last found are first looked
+        # for in a list by the hash's low bits (_spec_recent: no int made and no dict
+        # probed per pod; dropped with the memo when its classes go stale).
+        h = _bytes_hash(b + spec.start, spec.end - spec.start)
+        recent = self._spec_recent
+        if recent is None:
+            recent = self._spec_recent = [None] * SPEC_RECENT
+        entry = <tuple>recent[h & (SPEC_RECENT - 1)]
+        if entry is None or not _span_equals(b, spec, <bytes>entry[3]):
+            hkey = <long long>(h >> 2)
+            entry = self._spec_memo.get(hkey)
+            if entry is not None and not _span_equals(b, spec, <bytes>entry[3]):
+                entry = None
+            if entry is None:
+                if len(self._spec_memo) >= MEMO_LIMIT:
+                    self._spec_memo.clear()
+                raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+                # (spec dict or None, [queue, class, priority], plain or None, the
+                # spec's bytes): a spec of containers and a profile is decoded only when
+                # a pod needs it as dicts (_pod_submit decodes it then).
+                if _plain_fits(self):
+                    plain = _plain_requests(self, b, n, spec, raw)
+                entry = self._spec_memo[hkey] = (
+                    None if plain is not None else orjson.loads(raw), [-1, -1, 0], plain, raw)
+            recent[h & (SPEC_RECENT - 1)] = entry
         spec_dict = entry[0]
         class_memo = entry[1]
         if spec_dict is None:
@@ -683,29 +695,35 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
             pod = {"metadata": meta_dict}
             if spec_dict is not None:
                 pod["spec"] = spec_dict
-            _pod_submit(self, key, pod, meta_dict, None, class_memo, plain)
+            slot = _pod_submit(self, key, pod, meta_dict, None, class_memo, plain)
         else:
-            _pod_submit(self, key, None, None, spec_dict, class_memo, plain)
+            slot = _pod_submit(self, key, None, None, spec_dict, class_memo, plain)
     except _MALFORMED:
         self._anomaly("malformed")
+    if slot >= 0:
+        _note_pod(key, slot)
     return 1
 
-cdef inline object _span_hash(const unsigned char* b, Span s):
-    # A 62-bit hash of the bytes of ``s`` (a memo's key; entries compare the bytes):
-    # eight bytes a step, each mixed in by a multiply and a shift (the bytes are
-    # stored JSON, not chosen to collide; a collision costs a miss).
-    cdef uint64_t h = <uint64_t>(s.end - s.start) * 0x9E3779B97F4A7C15ULL, w
-    cdef Py_ssize_t i = s.start
-    while i + 8 <= s.end:
-        memcpy(&w, b + i, 8)
+cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t length) noexcept nogil:
+    # A 64-bit hash of ``length`` bytes at ``p`` (memo and cache keys; entries
+    # compare the bytes): eight bytes a step, each mixed in by a multiply and a shift
+    # (the bytes are stored JSON, not chosen to collide; a collision costs a miss).
+    cdef uint64_t h = <uint64_t>length * 0x9E3779B97F4A7C15ULL, w
+    cdef Py_ssize_t i = 0
+    while i + 8 <= length:
+        memcpy(&w, p + i, 8)
         h = (h ^ w) * 0xBF58476D1CE4E5B9ULL
         h ^= h >> 29
         i += 8
     w = 0
-    memcpy(&w, b + i, s.end - i)
+    memcpy(&w, p + i, length - i)
     h = (h ^ w) * 0x94D049BB133111EBULL
-    h ^= h >> 32
-    return <long long>(h >> 2)
+    return h ^ (h >> 32)
+
+
+# The spec memo's entries last found (ClusterState._spec_recent), by hash bits.
+cdef enum:
+    SPEC_RECENT = 4096
 
 
 cdef inline bint _span_equals(const unsigned char* b, Span s, bytes raw) noexcept:
@@ -906,16 +924,12 @@ cdef int _commit_one(ClusterState self, const unsigned char* b, Py_ssize_t n,
         i = skip_ws(b, i, n)
     if not found:
         return 0
-    pidx = self.pod_index.get(_ascii_string(b, pod))
-    if pidx is None:
+    p = _slot_of(_POD_SLOTS, POD_SLOTS - 1, self.pod_keys, self.pod_index, b, pod)
+    if p < 0 or self.pod_phase[p] != PHASE_PENDING:
         return 0
-    p = pidx
-    if self.pod_phase[p] != PHASE_PENDING:
+    nd = _slot_of(_NODE_SLOTS, NODE_SLOTS - 1, self.node_names, self.node_index, b, node)
+    if nd < 0:
         return 0
-    nidx = self.node_index.get(_ascii_string(b, node))
-    if nidx is None:
-        return 0
-    nd = nidx
     self.type_counts[_SLOT_PLACEMENT_COMMITTED] += 1
     for c in range(self.n_res):
         self.pod_alloc[p, c] = 0
@@ -926,6 +940,59 @@ cdef int _commit_one(ClusterState self, const unsigned char* b, Py_ssize_t n,
             has_pods = True
     _bind_allocated(self, p, nd, has_pods, 0)
     return 1
+
+# The commit's pod and node found by name without a str made and SipHashed per
+# binding: a direct-mapped cache from _bytes_hash of the name to the slot it was
+# found at, which a hit checks against the slot's name (pod_keys, node_names). The
+# fold keeps a name at slot s exactly while the index maps the name to s (it clears
+# both together), so a name found at the cached slot is the index's answer, in any
+# state: one cache serves every state, a stale entry is a miss. A submission on the
+# bytes path enters its pod (_note_pod), so its commit finds it there; a node is
+# entered by its first commit.
+cdef enum:
+    POD_SLOTS = 4096
+    NODE_SLOTS = 16384
+cdef Py_ssize_t _POD_SLOTS[POD_SLOTS]
+cdef Py_ssize_t _NODE_SLOTS[NODE_SLOTS]
+for _j in range(POD_SLOTS):
+    _POD_SLOTS[_j] = -1
+for _j in range(NODE_SLOTS):
+    _NODE_SLOTS[_j] = -1
+
+
+cdef inline bint _named_at(list names, Py_ssize_t slot, const unsigned char* p,
+                           Py_ssize_t length):
+    # Whether ``names[slot]`` is the ASCII string of ``length`` bytes at ``p``.
+    if slot < 0 or slot >= len(names):
+        return False
+    name = names[slot]
+    return (type(name) is str and PyUnicode_IS_COMPACT_ASCII(name)
+            and PyUnicode_GET_LENGTH(name) == length
+            and memcmp(PyUnicode_DATA(name), p, length) == 0)
+
+
+cdef Py_ssize_t _slot_of(Py_ssize_t* cache, Py_ssize_t mask, list names, dict index,
+                         const unsigned char* b, Span s) except -2:
+    # The slot ``index`` gives the name that string value ``s`` (quotes included)
+    # holds, or -1 when absent: through ``cache`` (see above), else the index.
+    cdef const unsigned char* p = b + s.start + 1
+    cdef Py_ssize_t length = s.end - s.start - 2
+    cdef Py_ssize_t h = <Py_ssize_t>(_bytes_hash(p, length) & <uint64_t>mask)
+    if _named_at(names, cache[h], p, length):
+        return cache[h]
+    found = index.get(_ascii_string(b, s))
+    if found is None:
+        return -1
+    cache[h] = found
+    return cache[h]
+
+
+cdef inline void _note_pod(str key, Py_ssize_t slot) noexcept:
+    # A pod the bytes path submitted into slot ``slot``, into the commit's pod cache.
+    if PyUnicode_IS_COMPACT_ASCII(key):
+        _POD_SLOTS[_bytes_hash(<const unsigned char*>PyUnicode_DATA(key),
+                               PyUnicode_GET_LENGTH(key)) & (POD_SLOTS - 1)] = slot
+
 
 cdef Py_ssize_t _one_binding(ClusterState self, const unsigned char* b, Py_ssize_t n,
                              Py_ssize_t i, Span* pod, Span* node, Py_ssize_t* cols,

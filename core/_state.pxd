@@ -54,7 +54,8 @@ cdef class ClusterState:
     cdef Py_ssize_t res_cap              # allocated columns (>= n_res)
     cdef dict _units_memo                # resource -> {quantity -> base units}
     cdef Quantities _quantities          # _units as the request rule's reader
-    cdef dict _spec_memo                 # hash of pod spec bytes -> (spec dict, [queue, class], plain, spec bytes) (apply_payloads)
+    cdef dict _spec_memo                 # hash of pod spec bytes -> (spec dict, [queue, class, priority], plain, spec bytes) (apply_payloads)
+    cdef list _spec_recent               # None, or _spec_memo's entries last found, by hash bits (see _fold_bytes)
     cdef dict _resources_memo            # binding resources bytes -> (dict, [columns, has pods])
 
     # --- nodes (slots; a removed node's slot is dead and reusable) ---

@@ -282,6 +282,7 @@ cdef class ClusterState:
         quantities.state = self
         self._quantities = quantities
         self._spec_memo = {}
+        self._spec_recent = None
         self._resources_memo = {}
 
         self.n_nodes = 0

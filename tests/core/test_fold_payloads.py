@@ -595,6 +595,42 @@ def test_commits_the_common_path_declines_fold_as_the_dict_path_does(bindings) -
     assert by_bytes.anomalies == by_dict.anomalies
 
 
+def test_common_commit_path_finds_pods_and_nodes_whose_slots_changed() -> None:
+    # _commit_one finds its pod and node through a cache of the slot each name was
+    # last found at, shared by every state: a slot since freed, reused by another
+    # name, or another state's slot for the same name must fold as the dict path does.
+    def commit_one(pod_name: str, node_name: str) -> dict:
+        return envelope(EV.PLACEMENT_COMMITTED, commit((pod_name, node_name, {"cpu": 1})))
+
+    deleted = {"metadata": {"name": "a", "namespace": "ns"}}
+    events = [
+        envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi")),
+        envelope(EV.NODE_ADDED, node("n2", cpu="16", memory="64Gi")),
+        envelope(EV.POD_SUBMITTED, _plain("a")),
+        commit_one("ns/a", "n1"),
+        envelope(EV.POD_DELETED, deleted),
+        envelope(EV.POD_SUBMITTED, _plain("b")),  # takes ns/a's slot
+        commit_one("ns/a", "n1"),  # the pod is gone: an anomaly
+        envelope(EV.NODE_REMOVED, {"metadata": {"name": "n1"}}),
+        envelope(EV.NODE_ADDED, node("n3", cpu="16", memory="64Gi")),  # takes n1's slot
+        commit_one("ns/b", "n1"),  # the node is gone: an anomaly
+        envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi")),  # a new slot
+        commit_one("ns/b", "n1"),
+        envelope(EV.POD_SUBMITTED, _plain("a")),  # a new slot
+        commit_one("ns/a", "n2"),
+    ]
+    payloads = [orjson.dumps(e) for e in events]
+    by_dict, by_bytes = _fold_both(payloads)
+    _assert_same(by_dict, by_bytes)
+    assert by_bytes.anomalies == by_dict.anomalies
+    assert by_bytes.anomalies == {"commit_unknown_pod": 1, "commit_unknown_node": 1}
+    assert by_bytes.pod("ns/a")["node"] == "n2" and by_bytes.pod("ns/b")["node"] == "n1"
+    # Another state, its pods and nodes in other slots than the states above had.
+    other = [envelope(EV.NODE_ADDED, node("n0", cpu="16", memory="64Gi"))]
+    other += [envelope(EV.POD_SUBMITTED, _plain(name)) for name in ("z", "b", "a")]
+    _assert_same(*_fold_both([orjson.dumps(e) for e in other + events[:4]]))
+
+
 def test_types_the_fold_only_counts_skip_their_data_and_fold_as_the_dict_path_does() -> None:
     """A Volcano Job's records (its whole spec, templates included) and the other
     types the fold only counts: the bytes path counts them without decoding their
