@@ -51,6 +51,7 @@ import orjson
 from esched.core.jobs import ACTIVE, FOLDED_TYPES, JobBook, JobState
 from esched.schemas import events as ev
 from esched.schemas.manifests import volcano_podgroup, volcano_task_pod
+from esched.schemas.objects import decoded_json_copy
 from esched.schemas.validator import InvalidEvent, compile_validators, validate_data
 from esched.services.faults import append_envelopes
 from esched.services.lease import Lease, LocalLease
@@ -322,7 +323,10 @@ class JobController:
         if missing:
             specs = {t["name"]: t for t in (job.job.get("spec") or {}).get("tasks") or ()}
             for task, i in missing:
-                pod = volcano_task_pod(job.job, specs[task.name], i, attempt=job.retry)
+                # The Job as decoded from the log: copied by an orjson round trip.
+                pod = volcano_task_pod(
+                    job.job, specs[task.name], i, attempt=job.retry, copy=decoded_json_copy
+                )
                 key = ev.metadata_key(pod["metadata"])
                 event_id = f"jobs.{key}.submit.{book.submits_of(job, key)}"
                 try:
