@@ -40,9 +40,8 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from esched.schemas import events as ev
 from esched.schemas.volcano_jobs import validate_job_update
@@ -155,10 +154,11 @@ def job_key_of_pod(meta: Mapping[str, Any]) -> tuple[str, str] | None:
 IMPLIED_REASONS = frozenset({"Submitted", "Bound", "MinAvailable"})
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
+class Transition(NamedTuple):
     """One change of a job's phase: its sequence number within the job, the phases,
-    the retry count after it, why (the policy event or the rule) and the action."""
+    the retry count after it, why (the policy event or the rule) and the action.
+    (A named tuple: the fold makes two per one-pod Job, at about a sixth of a frozen
+    dataclass's cost.)"""
 
     job: str
     seq: int
