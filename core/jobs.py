@@ -157,7 +157,7 @@ IMPLIED_REASONS = frozenset({"Submitted", "Bound", "MinAvailable"})
 class Transition(NamedTuple):
     """One change of a job's phase: its sequence number within the job, the phases,
     the retry count after it, why (the policy event or the rule) and the action.
-    (A named tuple: the fold makes two per one-pod Job, at about a sixth of a frozen
+    (A named tuple: the fold makes two per one-pod Job, at about a quarter of a frozen
     dataclass's cost.)"""
 
     job: str
