@@ -352,22 +352,28 @@ def volcano_podgroup(job: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def volcano_task_pod(
-    job: Mapping[str, Any], task: Mapping[str, Any], index: int, attempt: int = 0
+    job: Mapping[str, Any],
+    task: Mapping[str, Any],
+    index: int,
+    attempt: int = 0,
+    copy: Callable[[Any], Any] = json_copy,
 ) -> dict[str, Any]:
     """Pod ``index`` of a (defaulted) Volcano Job's ``task``, as its controller creates
     it: ``<job>-<task>-<index>`` from the task's template, with the gang and queue
     annotations, Volcano's ``volcano.sh/job-name`` / ``task-spec`` / ``task-index``
     and the attempt (``volcano.sh/job-version``), and the job's ``priorityClassName``
     and ``schedulerName`` unless the template sets one. The job controller
-    (:mod:`esched.services.jobs`) builds its resubmissions with this too."""
+    (:mod:`esched.services.jobs`) builds its resubmissions with this too. ``copy``
+    deep-copies the template (:func:`~esched.schemas.objects.decoded_json_copy` for a
+    Job as decoded from the log)."""
     meta = job.get("metadata") or {}
     name = meta["name"]
     namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
     spec = job.get("spec") or {}
     queue = spec.get("queue") or DEFAULT_QUEUE
     task_name = task["name"]
-    template = task.get("template") or {}
-    pod_meta = json_copy(template.get("metadata") or {})
+    template = copy(task.get("template") or {})
+    pod_meta = template.get("metadata") or {}
     pod_meta.pop("generateName", None)
     pod_meta["name"] = f"{name}-{task_name}-{index}"
     pod_meta["namespace"] = namespace
@@ -381,7 +387,7 @@ def volcano_task_pod(
     labels = pod_meta.setdefault("labels", {})
     labels[_JOB_NAME] = name
     labels[QUEUE_ANNOTATION] = queue
-    pod_spec = json_copy(template.get("spec") or {})
+    pod_spec = template.get("spec") or {}
     if spec.get("priorityClassName") and not pod_spec.get("priorityClassName"):
         pod_spec["priorityClassName"] = spec["priorityClassName"]
     if spec.get("schedulerName") and not pod_spec.get("schedulerName"):

@@ -11,6 +11,8 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import orjson
+
 from esched.schemas._requests import (
     AGGREGATED_SPEC_FIELDS,
     DEFAULT_MEMORY_REQUEST,
@@ -31,6 +33,7 @@ __all__ = [
     "QUEUE_ANNOTATION",
     "QUEUE_ANNOTATIONS",
     "SPREAD_DEFAULT_OWNERS",
+    "decoded_json_copy",
     "gang_key",
     "global_default_class",
     "json_copy",
@@ -282,3 +285,15 @@ def json_copy(value: Any) -> Any:
     if kind is str or kind is int or kind is float or kind is bool or value is None:
         return value
     return copy.deepcopy(value)
+
+
+def decoded_json_copy(value: Any) -> Any:
+    """A deep copy of JSON as :func:`orjson.loads` decoded it (string keys, 64-bit
+    integers, finite floats: what it encodes back to the same JSON), by encoding it
+    and decoding that: about a quarter of :func:`json_copy`'s cost for a pod's
+    template. Not for values from elsewhere (YAML's ``.nan`` would come back null, a
+    tuple a list); one ``orjson.dumps`` refuses is copied by :func:`json_copy`."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except TypeError:  # orjson.JSONEncodeError: a key or integer it cannot encode
+        return json_copy(value)

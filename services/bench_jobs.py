@@ -13,20 +13,36 @@ submitted and bound again: ``controller_events``), as they would follow in the l
 on the machine inflates less). Events are decoded already (the controller decodes
 only the types it folds). The baseline (``baseline_cpu_seconds``) only finds each
 event's pod: the floor of any fold of these events in Python.
+
+``python -m esched.services.bench_jobs controller [jobs] [batch]``
+(:func:`bench_controller`): the job controller's own work per one-pod Job, as ``esched
+bench e2e --volcano-jobs 1`` gives it: ``jobs`` Jobs as that benchmark publishes them
+come ``batch`` at a time; the controller folds them, decides and appends their pods,
+then folds its own pod events and their placements back
+(:meth:`~esched.services.jobs.JobController.follow`,
+:meth:`~esched.services.jobs.JobController.decide`), over an in-memory log. Under
+callgrind with ``--toggle-collect=starmap_next`` only those steps are counted (not
+building the log, not the store's side of an append).
 """
 
 from __future__ import annotations
 
 import gc
+import itertools
 import random
 import time
+from collections import deque
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from esched.core.jobs import ATTEMPT_ANNOTATION, JobBook
 from esched.schemas import events as ev
+from esched.services.store.base import AppendResult, NewEvent, StoredEvent
 
-__all__ = ["bench_jobs"]
+__all__ = ["bench_controller", "bench_jobs"]
 
 #: Outcome mix (cumulative): mostly successes, a few failures, evictions, reports.
 _MIX = ((0.96, ev.POD_SUCCEEDED), (0.98, ev.POD_FAILED), (0.99, ev.POD_EVICTED))
@@ -202,3 +218,130 @@ def bench_jobs(jobs: int = 10_000, events: int = 1_000_000, seed: int = 0) -> di
         "transitions": sum(len(j.history) for j in book.jobs.values()),
         "restarts": sum(j.retry for j in book.jobs.values()),
     }
+
+
+class _MemoryLog:
+    """An event store's append and nothing else: the rows appended, in order (what
+    the controller's append costs on its side, not the store's)."""
+
+    def __init__(self) -> None:
+        self.rows: list[StoredEvent] = []
+
+    def add(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
+        at = datetime.now(UTC)
+        start = len(self.rows)
+        rows = [
+            StoredEvent(start + i + 1, e.id, e.type, e.stream, 1, e.time, at, e.payload)
+            for i, e in enumerate(events)
+        ]
+        self.rows += rows
+        return rows
+
+    async def append(
+        self, events: Sequence[NewEvent], *, expected_head: int | None = None
+    ) -> AppendResult:
+        rows = self.add(events)
+        return AppendResult([r.position for r in rows], 0, len(self.rows))
+
+
+def _run(coro: Any) -> Any:
+    """Run a coroutine that never suspends (the controller's append to a
+    :class:`_MemoryLog`) without an event loop."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise RuntimeError("the coroutine suspended")
+
+
+def _placements(rows: list[StoredEvent], first: int) -> list[NewEvent]:
+    """The commit service's decision on each pod submitted in ``rows``: a one-pod
+    gang's proposal, committed (proposal ``first`` + i)."""
+    from esched.core.validation import Verdict
+    from esched.schemas.objects import GANG_ANNOTATIONS
+    from esched.services.commit.decisions import decision_event
+    from esched.services.replica.proposals import binding, proposal_data
+
+    out: list[NewEvent] = []
+    for i, r in enumerate(rows):
+        if r.type != ev.POD_SUBMITTED:
+            continue
+        meta = orjson.loads(r.payload)["data"]["metadata"]
+        key = ev.metadata_key(meta)
+        gang = ev.namespaced_key(meta["namespace"], meta["annotations"][GANG_ANNOTATIONS[0]])
+        resources = {"cpu": 100, "memory": 2**28, "pods": 1}
+        bindings = [binding(key, f"node-{i}", resources, ())]
+        data = proposal_data(f"r0-{first + i:x}", "r0", r.position, gang, bindings)
+        env = decision_event(data, Verdict(True))
+        out.append(NewEvent(env["id"], env["type"], ev.stream_of(env), orjson.dumps(env)))
+    return out
+
+
+def bench_controller(jobs: int = 2000, batch: int = 100) -> dict[str, Any]:
+    """The job controller's work per one-pod Job (see the module's docstring)."""
+    from esched.services.bench_e2e.preload import job_payloads
+    from esched.services.jobs import JobController
+    from esched.services.store.snapshots import freeze_heap, thaw_heap
+
+    payloads, _pods = job_payloads(jobs, "tput", seed=1, size=1)
+    store = _MemoryLog()
+    controller = JobController(store)  # type: ignore[arg-type]
+    _run(controller.start())
+    controller.leading = True
+    freeze_heap()
+    cpu = 0.0
+    try:
+        for i in range(0, len(payloads), batch):
+            chunk = payloads[i : i + batch]
+            new = [
+                NewEvent(e["id"], e["type"], ev.stream_of(e), p)
+                for _key, p in chunk
+                for e in (orjson.loads(p),)
+            ]
+            job_rows = store.add(new)
+            c0 = time.process_time()
+            # Only what runs inside starmap counts under callgrind (starmap_next).
+            deque(itertools.starmap(_round, [(controller, job_rows)]), 0)
+            cpu += time.process_time() - c0
+            own = store.rows[job_rows[-1].position :]
+            decided = store.add(_placements(own, i))
+            c0 = time.process_time()
+            deque(itertools.starmap(_follow, [(controller, own + decided)]), 0)
+            cpu += time.process_time() - c0
+    finally:
+        thaw_heap()
+    phases: dict[str, int] = {}
+    for job in controller.book.jobs.values():
+        phases[job.phase] = phases.get(job.phase, 0) + 1
+    return {
+        "jobs": jobs,
+        "batch": batch,
+        "events": len(store.rows),
+        "cpu_seconds": round(cpu, 3),
+        "cpu_us_per_job": round(cpu / max(jobs, 1) * 1e6, 1),
+        "totals": controller.totals.as_dict(),
+        "phases": dict(sorted(phases.items())),
+    }
+
+
+def _round(controller: Any, rows: list[StoredEvent]) -> None:
+    """The Jobs read, folded, and their pods decided and appended."""
+    if controller.follow(rows):
+        _run(controller._act())
+
+
+def _follow(controller: Any, rows: list[StoredEvent]) -> None:
+    """Rows folded back; whatever they ask acted on."""
+    _round(controller, rows)
+    if controller.book.changed:
+        raise RuntimeError("a one-pod Job's pod and placement asked the controller for more")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) > 1 and sys.argv[1] == "controller":
+        jobs_, batch_ = ([int(a) for a in sys.argv[2:4]] + [2000, 100])[:2]
+        print(orjson.dumps(bench_controller(jobs_, batch_)).decode())
+    else:
+        print(orjson.dumps(bench_jobs()).decode())

@@ -51,6 +51,7 @@ import orjson
 from esched.core.jobs import ACTIVE, FOLDED_TYPES, JobBook, JobState
 from esched.schemas import events as ev
 from esched.schemas.manifests import volcano_podgroup, volcano_task_pod
+from esched.schemas.objects import decoded_json_copy
 from esched.schemas.validator import InvalidEvent, compile_validators, validate_data
 from esched.services.faults import append_envelopes
 from esched.services.lease import Lease, LocalLease
@@ -102,9 +103,16 @@ class JobsTotals:
         }
 
 
-def fold_rows(book: JobBook, rows: list[StoredEvent]) -> int:
+def fold_rows(
+    book: JobBook,
+    rows: list[StoredEvent],
+    own: dict[str, tuple[bytes, dict[str, Any]]] | None = None,
+) -> int:
     """Fold stored events into ``book`` (only :data:`FOLDED_TYPES` are decoded);
-    the last position folded."""
+    the last position folded. ``own``: envelopes the caller appended, by id, with
+    the bytes it appended (taken out as their rows come): a row holding those very
+    bytes is folded from the envelope, not decoded again (the decoding of JSON
+    bytes is their one value, so the fold is the same)."""
     loads = orjson.loads
     last = 0
     for r in rows:
@@ -112,7 +120,11 @@ def fold_rows(book: JobBook, rows: list[StoredEvent]) -> int:
         if r.type in FOLDED_TYPES:
             if not book.jobs and r.type != ev.JOB_SUBMITTED:
                 continue  # no job yet: nothing to fold, no timer to fire
-            book.apply_event(loads(r.payload))
+            mine = own.pop(r.id, None) if own else None
+            if mine is not None and mine[0] == r.payload:
+                book.apply_event(mine[1])
+            else:
+                book.apply_event(loads(r.payload))
     return last
 
 
@@ -154,6 +166,8 @@ class JobController:
         self._sent: set[str] = set()  # ids appended while leading, not yet folded back
         self._pending = False  # something decided but not appended yet
         self._groups: dict[str, int] = {}  # job -> its updates when its PodGroup was sent
+        # id -> (bytes, envelope) of what it appended, until read back (fold_rows)
+        self._own: dict[str, tuple[bytes, dict[str, Any]]] = {}
 
     async def start(self) -> None:
         """Nothing to connect (the store is the controller's only peer); the pod
@@ -194,6 +208,7 @@ class JobController:
         self.position = 0
         self._sent.clear()
         self._groups.clear()
+        self._own.clear()
         self._error = None
         head = await self.store.head()
         while self.position < head:
@@ -227,13 +242,7 @@ class JobController:
         try:
             async with self.store.subscribe(self.position, self.config.batch) as sub:
                 async for rows in sub:
-                    rows = [r for r in rows if r.position > self.position]
-                    if not rows:
-                        continue
-                    self.position = fold_rows(self.book, rows)
-                    for r in rows:
-                        self._sent.discard(r.id)
-                    if self.book.changed:
+                    if self.follow(rows):
                         self._wake.set()
         except asyncio.CancelledError:
             raise
@@ -242,6 +251,17 @@ class JobController:
             self._error = exc
             self._wake.set()
             raise
+
+    def follow(self, rows: list[StoredEvent]) -> bool:
+        """Fold rows read past :attr:`position` (those at or before it are skipped);
+        whether the fold now asks something of the controller."""
+        rows = [r for r in rows if r.position > self.position]
+        if not rows:
+            return False
+        self.position = fold_rows(self.book, rows, self._own)
+        for r in rows:
+            self._sent.discard(r.id)
+        return bool(self.book.changed)
 
     # ------------------------------------------------------------------ acting
 
@@ -303,7 +323,10 @@ class JobController:
         if missing:
             specs = {t["name"]: t for t in (job.job.get("spec") or {}).get("tasks") or ()}
             for task, i in missing:
-                pod = volcano_task_pod(job.job, specs[task.name], i, attempt=job.retry)
+                # The Job as decoded from the log: copied by an orjson round trip.
+                pod = volcano_task_pod(
+                    job.job, specs[task.name], i, attempt=job.retry, copy=decoded_json_copy
+                )
                 key = ev.metadata_key(pod["metadata"])
                 event_id = f"jobs.{key}.submit.{book.submits_of(job, key)}"
                 try:
@@ -327,9 +350,16 @@ class JobController:
             self._pending = False
             return
         self._pending = True
-        _events, res = await append_envelopes(
+        events, res = await append_envelopes(
             self.store, envelopes, time=datetime.now(UTC), what="append job events", service=SERVICE
         )
+        if not res.duplicates:
+            # Read back, each is folded from its envelope (a duplicate's row may hold
+            # another leader's bytes, or come before this position: none kept then).
+            own = self._own
+            for e, (env, _stream) in zip(events, envelopes, strict=True):
+                if e.type in FOLDED_TYPES:  # those fold_rows takes out again
+                    own[e.id] = (e.payload, env)
         for env, _stream in envelopes:
             self._sent.add(env["id"])
             kind = env["type"]

@@ -570,12 +570,19 @@ def test_a_job_submitted_event_with_a_dependency_cycle_is_refused_at_ingest() ->
     assert validate_event(envelope(JOB_SUBMITTED, "test", fine, id="j2"))["data"] == fine
 
 
-def test_task_pods_are_built_from_a_copy_of_the_template_and_podgroups_from_its_requests() -> None:
+@pytest.mark.parametrize("copier", ["json_copy", "decoded_json_copy"])
+def test_task_pods_are_built_from_a_copy_of_the_template_and_podgroups_from_its_requests(
+    copier: str,
+) -> None:
     """The job controller builds every pod from its task's template: the template (and
     the Job holding it) is never changed, two pods share no object, and the PodGroup's
     minResources are the template's requests times the members (memoized per
-    template), as for a template never seen before."""
+    template), as for a template never seen before; the same pods whichever copy
+    (the controller's: an orjson round trip of the Job it decoded)."""
+    from esched.schemas import objects
     from esched.schemas.manifests import volcano_podgroup, volcano_task_pod
+
+    copy_ = getattr(objects, copier)
 
     template = {
         "metadata": {"labels": {"app": "w"}, "annotations": {"a": "b"}},
@@ -592,7 +599,9 @@ def test_task_pods_are_built_from_a_copy_of_the_template_and_podgroups_from_its_
     )
     before = copy.deepcopy(job)
     task = job["spec"]["tasks"][0]
-    first, second = volcano_task_pod(job, task, 0), volcano_task_pod(job, task, 1, attempt=1)
+    first = volcano_task_pod(job, task, 0, copy=copy_)
+    second = volcano_task_pod(job, task, 1, attempt=1, copy=copy_)
+    assert (first, second) == (volcano_task_pod(job, task, 0), volcano_task_pod(job, task, 1, 1))
     assert job == before
     assert first["metadata"]["labels"] is not second["metadata"]["labels"]
     assert first["spec"]["containers"][0] is not second["spec"]["containers"][0]
@@ -600,3 +609,18 @@ def test_task_pods_are_built_from_a_copy_of_the_template_and_podgroups_from_its_
     assert volcano_podgroup(job)["spec"]["minResources"] == {"cpu": "1000m"}
     assert volcano_podgroup(copy.deepcopy(job)) == volcano_podgroup(job)
     assert job == before
+
+
+def test_decoded_json_copy_copies_what_orjson_decoded_and_falls_back_for_the_rest() -> None:
+    """An orjson round trip: equal, nothing shared; what orjson cannot encode (a
+    non-string key, an integer past 64 bits) is copied by json_copy instead."""
+    import orjson
+
+    from esched.schemas.objects import decoded_json_copy
+
+    value = orjson.loads(b'{"a":[{"b":1.5,"c":null,"d":true}],"e":"f","g":18446744073709551615}')
+    got = decoded_json_copy(value)
+    assert got == value and got["a"] is not value["a"] and got["a"][0] is not value["a"][0]
+    odd = {1: [2**70], "k": {"x": 1}}
+    copied = decoded_json_copy(odd)
+    assert copied == odd and copied["k"] is not odd["k"]
