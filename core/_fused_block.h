@@ -59,12 +59,12 @@ typedef struct {
     int n_need;
     double pen_ok;                /* pen <= pen_ok fits: 0, or 1 if it tolerates cordons */
     /* Per node, the compact rows the bounded form walks (esched_fbound_body), 17 +
-     * 2 * n_need bytes: each requested resource's free amount (allocatable - used) as
-     * the 16 high bits of a float, rounded down (ESCHED_FB_BF16_STEP); the free
-     * non-zero fractions (a - z) / a and the used fractions u / a, clamped to [0, 1],
-     * in 16-bit fixed point (ESCHED_FB_QSCALE, rounded to nearest); the reciprocals
-     * 1 / a (cpu, memory) as floats; pen as a byte. */
-    const uint16_t *cfree[ESCHED_FB_MAX_NEED];
+     * 4 * n_need bytes: each requested resource's free amount (allocatable - used) as
+     * a float, rounded down; the free non-zero fractions (a - z) / a and the used
+     * fractions u / a, clamped to [0, 1], in 16-bit fixed point (ESCHED_FB_QSCALE,
+     * rounded to nearest); the reciprocals 1 / a (cpu, memory) as floats; pen as a
+     * byte. */
+    const float *cfree[ESCHED_FB_MAX_NEED];
     float cneed_lo[ESCHED_FB_MAX_NEED], cneed_hi[ESCHED_FB_MAX_NEED];  /* need_val rounded down, up */
     const uint16_t *cg0, *cg1, *ch0, *ch1;
     const float *ci0, *ci1;
@@ -237,12 +237,12 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
 }
 
 /* The kernel's results for a walk that already holds a best score `best` (>= 0),
- * reading the compact rows (17 + 2 * n_need bytes a node, against the kernel's 9 +
+ * reading the compact rows (17 + 4 * n_need bytes a node, against the kernel's 9 +
  * 2 * n_need doubles) and the double columns only for the nodes that may matter.
- *   - The fit pre-check: a node whose rounded-down free amount f of a resource (8
- *     significant bits) is below the request even after two steps up (f + |f| * 2**-6
- *     > every value that rounds down to f) surely does not fit; one whose f covers the
- *     request surely fits; between the two (within f's rounding) it is ambiguous.
+ *   - The fit pre-check: a node whose rounded-down free amount f of a resource is
+ *     below the request even after one float step up (f + |f| * 2**-22 > every value
+ *     that rounds down to f) surely does not fit; one whose f covers the request
+ *     surely fits; between the two (within a float's rounding) it is ambiguous.
  *   - An upper bound of each node's total in real arithmetic (the scores without their
  *     floors and truncations: w * floor(x) <= w * x) from the fractions and
  *     reciprocals, off by less than ESCHED_FB_COMPACT_SLACK (the fractions' fixed
@@ -265,7 +265,7 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
  * ESCHED_FB_SPECIAL entry). Returns how many nodes it scored exactly (m when more than
  * half were candidates: then the kernel ran over the whole block). */
 #define ESCHED_FB_COMPACT_SLACK 3e-5   /* relative to the bound's scale, ~4x its error */
-#define ESCHED_FB_BF16_STEP (1.0f / 64.0f)  /* 2**-6: two steps of 8 significant bits */
+#define ESCHED_FB_FLOAT_STEP (1.0f / 1048576.0f)  /* 2**-20: > 4 float steps, rounded */
 #define ESCHED_FB_QSCALE 65535.0f     /* a fraction x in [0, 1] is stored as round(x * this) */
 #define ESCHED_FB_FLOOR_SLACK 2e-3f   /* on a score's 100 scale: > 2.5x the fixed point's
                                        * 7.7e-4 there plus float rounding (~3e-5) */
@@ -291,14 +291,11 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
     }
     for (int j = 0; j < k->n_need; j++) {
         /* (indexed from n0, as in esched_fblock_bad: no gathers) */
-        const uint16_t *f = k->cfree[j];
+        const float *f = k->cfree[j];
         const float lo = k->cneed_lo[j], hi = k->cneed_hi[j];
         for (Py_ssize_t i = n0; i < n0 + m; i++) {
-            /* the float whose high 16 bits these are (the low ones 0) */
-            uint32_t w = (uint32_t)f[i] << 16;
-            float fl;
-            memcpy(&fl, &w, sizeof fl);
-            bad[i - n0] = (lo > fl + fabsf(fl) * ESCHED_FB_BF16_STEP) ? 1.0f : bad[i - n0];
+            float fl = f[i];
+            bad[i - n0] = (lo > fl + fabsf(fl) * ESCHED_FB_FLOAT_STEP) ? 1.0f : bad[i - n0];
             unsure[i - n0] = (hi > fl) ? 1.0f : unsure[i - n0];
         }
     }

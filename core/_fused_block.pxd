@@ -26,7 +26,7 @@ cdef extern from "_fused_block.h" nogil:
         double need_val[ESCHED_FB_MAX_NEED]
         int n_need
         double pen_ok
-        const uint16_t* cfree[ESCHED_FB_MAX_NEED]
+        const float* cfree[ESCHED_FB_MAX_NEED]
         float cneed_lo[ESCHED_FB_MAX_NEED]
         float cneed_hi[ESCHED_FB_MAX_NEED]
         const uint16_t* cg0

@@ -132,10 +132,10 @@ cdef class Placer:
     cdef object soa_np
     cdef double[:, ::1] soa
     # Compact rows beside them, [row, node] (_compact_node; the bounded walk reads
-    # these, the double columns only for its candidates): cq's rows 0..n_res-1 free by
-    # limits, n_res..2*n_res-1 free by reservations (a float's high 16 bits, rounded
-    # down), then QROW_* after those (fractions in 16-bit fixed point); cb's CROW_*
-    # (float reciprocals); cp pen.
+    # these, the double columns only for its candidates): cb's rows 0..n_res-1 free
+    # by limits, n_res..2*n_res-1 free by reservations (floats, rounded down), then
+    # CROW_* after those (float reciprocals); cq's QROW_* (fractions in 16-bit fixed
+    # point); cp pen.
     cdef object cq_np
     cdef uint16_t[:, ::1] cq
     cdef object cb_np

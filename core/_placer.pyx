@@ -49,10 +49,8 @@ Per pod (by equivalence class):
 """
 
 cimport cython
-from libc.stdint cimport (INT32_MAX, INT32_MIN, int8_t, int32_t, int64_t, uint8_t, uint16_t,
-                          uint32_t, uint64_t)
+from libc.stdint cimport INT32_MAX, INT32_MIN, int8_t, int32_t, int64_t, uint8_t, uint16_t, uint64_t
 from libc.math cimport INFINITY, nextafterf
-from libc.string cimport memcpy
 from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
@@ -262,13 +260,13 @@ cdef enum:
     ROW_I1 = 3          # 1 / allocatable memory
     ROW_PEN = 4         # 0 schedulable, 1 cordoned, 2 dead
     SOA_EXTRA = 5
-    # Placer.cq rows after the 2 * n_res free rows (offsets from 2 * n_res).
+    # Placer.cq rows.
     QROW_G0 = 0         # free non-zero fraction of cpu, (allocatable - non-zero used) / allocatable
     QROW_G1 = 1         # of memory
     QROW_H0 = 2         # used fraction of cpu (requests / allocatable)
     QROW_H1 = 3         # of memory
     CQ_EXTRA = 4
-    # Placer.cb rows.
+    # Placer.cb rows after the 2 * n_res free rows (offsets from 2 * n_res).
     CROW_I0 = 0         # 1 / allocatable cpu
     CROW_I1 = 1         # 1 / allocatable memory
     CB_EXTRA = 2
@@ -288,19 +286,6 @@ cdef inline float _float_down(double x) noexcept nogil:
     if <double>f > x:
         f = nextafterf(f, -INFINITY)
     return f
-
-
-cdef inline uint16_t _bf16_down(double x) noexcept nogil:
-    # The high 16 bits of a float <= x whose low 16 bits are 0 (8 significant bits;
-    # a compact free amount): of the largest float <= x, truncated toward zero, a step
-    # further from zero when that rounded a negative amount up. The fit pre-check never
-    # refuses a node that fits, see esched_fbound_body.
-    cdef float f = _float_down(x)
-    cdef uint32_t w
-    memcpy(&w, &f, 4)
-    if f < 0 and (w & 0xFFFF):
-        return <uint16_t>((w >> 16) + 1)
-    return <uint16_t>(w >> 16)
 
 
 cdef inline uint16_t _qfrac(double x) noexcept nogil:
@@ -1088,9 +1073,9 @@ cdef class Placer:
         self.soa = soa
         self.capflag_np = capflag
         self.capflag = capflag
-        self.cq_np = np.zeros((2 * R + CQ_EXTRA, max(N, 1)), dtype=np.uint16)
+        self.cq_np = np.zeros((CQ_EXTRA, max(N, 1)), dtype=np.uint16)
         self.cq = self.cq_np
-        self.cb_np = np.zeros((CB_EXTRA, max(N, 1)), dtype=np.float32)
+        self.cb_np = np.zeros((2 * R + CB_EXTRA, max(N, 1)), dtype=np.float32)
         self.cb = self.cb_np
         self.cp_np = np.zeros(max(N, 1), dtype=np.uint8)
         self.cp = self.cp_np
@@ -1125,20 +1110,20 @@ cdef class Placer:
 
     cdef void _compact_node(self, Py_ssize_t n) noexcept:
         # Node n's compact rows from its soa columns (every writer of soa ends here):
-        # free amounts rounded down to 8 significant bits, fractions to 16-bit fixed
-        # point, reciprocals to the nearest float, pen a byte.
+        # free amounts rounded down to a float, fractions to 16-bit fixed point,
+        # reciprocals to the nearest float, pen a byte.
         cdef Py_ssize_t R = self.n_res, r, lim = 2 * R + SOA_EXTRA, X = 2 * R
         cdef Py_ssize_t c0 = self.fused.c0, c1 = self.fused.c1
         cdef double i0 = self.soa[X + ROW_I0, n], i1 = self.soa[X + ROW_I1, n]
         for r in range(R):
-            self.cq[r, n] = _bf16_down(self.soa[R + r, n] - self.soa[lim + r, n])
-            self.cq[R + r, n] = _bf16_down(self.soa[R + r, n] - self.soa[lim + R + r, n])
-        self.cq[X + QROW_G0, n] = _qfrac((self.soa[R + c0, n] - self.soa[X + ROW_Z0, n]) * i0)
-        self.cq[X + QROW_G1, n] = _qfrac((self.soa[R + c1, n] - self.soa[X + ROW_Z1, n]) * i1)
-        self.cq[X + QROW_H0, n] = _qfrac(self.soa[c0, n] * i0)
-        self.cq[X + QROW_H1, n] = _qfrac(self.soa[c1, n] * i1)
-        self.cb[CROW_I0, n] = <float>i0
-        self.cb[CROW_I1, n] = <float>i1
+            self.cb[r, n] = _float_down(self.soa[R + r, n] - self.soa[lim + r, n])
+            self.cb[R + r, n] = _float_down(self.soa[R + r, n] - self.soa[lim + R + r, n])
+        self.cq[QROW_G0, n] = _qfrac((self.soa[R + c0, n] - self.soa[X + ROW_Z0, n]) * i0)
+        self.cq[QROW_G1, n] = _qfrac((self.soa[R + c1, n] - self.soa[X + ROW_Z1, n]) * i1)
+        self.cq[QROW_H0, n] = _qfrac(self.soa[c0, n] * i0)
+        self.cq[QROW_H1, n] = _qfrac(self.soa[c1, n] * i1)
+        self.cb[X + CROW_I0, n] = <float>i0
+        self.cb[X + CROW_I1, n] = <float>i1
         self.cp[n] = <uint8_t>self.soa[X + ROW_PEN, n]
 
     cdef inline void _touch(self, Py_ssize_t n) noexcept:
@@ -1448,15 +1433,15 @@ cdef class Placer:
         cdef float* cbase = &self.cb[0, 0]
         cdef Py_ssize_t free_row = R if v.by_reservations else 0
         for j in range(n_need):
-            k.cfree[j] = qbase + (free_row + v.need_col[j]) * S
+            k.cfree[j] = cbase + (free_row + v.need_col[j]) * S
             k.cneed_lo[j] = _float_down(k.need_val[j])
             k.cneed_hi[j] = -_float_down(-k.need_val[j])
-        k.cg0 = qbase + (2 * R + QROW_G0) * S
-        k.cg1 = qbase + (2 * R + QROW_G1) * S
-        k.ch0 = qbase + (2 * R + QROW_H0) * S
-        k.ch1 = qbase + (2 * R + QROW_H1) * S
-        k.ci0 = cbase + CROW_I0 * S
-        k.ci1 = cbase + CROW_I1 * S
+        k.cg0 = qbase + QROW_G0 * S
+        k.cg1 = qbase + QROW_G1 * S
+        k.ch0 = qbase + QROW_H0 * S
+        k.ch1 = qbase + QROW_H1 * S
+        k.ci0 = cbase + (2 * R + CROW_I0) * S
+        k.ci1 = cbase + (2 * R + CROW_I1) * S
         k.cpen = &self.cp[0]
         k.fr0 = <double>v.nz_cpu
         k.fr1 = <double>v.nz_mem
