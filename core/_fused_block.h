@@ -58,17 +58,13 @@ typedef struct {
     double need_val[ESCHED_FB_MAX_NEED];           /* the class's request */
     int n_need;
     double pen_ok;                /* pen <= pen_ok fits: 0, or 1 if it tolerates cordons */
-    /* Per node, the compact rows the bounded form walks (esched_fbound_body), 17 +
-     * 4 * n_need bytes: each requested resource's free amount (allocatable - used) as
-     * a float, rounded down; the free non-zero fractions (a - z) / a and the used
-     * fractions u / a, clamped to [0, 1], in 16-bit fixed point (ESCHED_FB_QSCALE,
-     * rounded to nearest); the reciprocals 1 / a (cpu, memory) as floats; pen as a
-     * byte. */
+    /* Per node, the compact float rows the bounded form walks (esched_fbound_body):
+     * each requested resource's free amount (allocatable - used, rounded down), the
+     * free non-zero fractions (a - z) / a, the used fractions u / a, the reciprocals
+     * 1 / a (cpu, memory) and pen. */
     const float *cfree[ESCHED_FB_MAX_NEED];
     float cneed_lo[ESCHED_FB_MAX_NEED], cneed_hi[ESCHED_FB_MAX_NEED];  /* need_val rounded down, up */
-    const uint16_t *cg0, *cg1, *ch0, *ch1;
-    const float *ci0, *ci1;
-    const uint8_t *cpen;
+    const float *cg0, *cg1, *ch0, *ch1, *ci0, *ci1, *cpen;
     /* The class and the profile. */
     double fr0, fr1;              /* Fit: the pod's non-zero cpu, memory */
     double br0, br1;              /* BalancedAllocation: the pod's cpu, memory requests */
@@ -237,7 +233,7 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
 }
 
 /* The kernel's results for a walk that already holds a best score `best` (>= 0),
- * reading the compact rows (17 + 4 * n_need bytes a node, against the kernel's 9 +
+ * reading the compact float rows (7 + n_need floats a node, against the kernel's 9 +
  * 2 * n_need doubles) and the double columns only for the nodes that may matter.
  *   - The fit pre-check: a node whose rounded-down free amount f of a resource is
  *     below the request even after one float step up (f + |f| * 2**-22 > every value
@@ -245,9 +241,8 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
  *     surely fits; between the two (within a float's rounding) it is ambiguous.
  *   - An upper bound of each node's total in real arithmetic (the scores without their
  *     floors and truncations: w * floor(x) <= w * x) from the fractions and
- *     reciprocals, off by less than ESCHED_FB_COMPACT_SLACK (the fractions' fixed
- *     point, at most 0.5 / 65535 = 7.7e-6 each, and float rounding, ~3e-7, of each
- *     plugin's 100).
+ *     reciprocals, off by less than ESCHED_FB_COMPACT_SLACK (float rounding, ~3e-7
+ *     of each plugin's 100).
  *   - With the profile's weights small enough (k->floors, the default profile's case):
  *     each score taken with its floor from a little below and a little above its float
  *     estimate, which brackets kube's integer total. Where the two totals agree (all
@@ -264,11 +259,9 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
  * preconditions as the kernel, and no zero cpu or memory capacity in the block (no
  * ESCHED_FB_SPECIAL entry). Returns how many nodes it scored exactly (m when more than
  * half were candidates: then the kernel ran over the whole block). */
-#define ESCHED_FB_COMPACT_SLACK 3e-5   /* relative to the bound's scale, ~4x its error */
+#define ESCHED_FB_COMPACT_SLACK 1e-5   /* relative to the bound's scale, >> its error */
 #define ESCHED_FB_FLOAT_STEP (1.0f / 1048576.0f)  /* 2**-20: > 4 float steps, rounded */
-#define ESCHED_FB_QSCALE 65535.0f     /* a fraction x in [0, 1] is stored as round(x * this) */
-#define ESCHED_FB_FLOOR_SLACK 2e-3f   /* on a score's 100 scale: > 2.5x the fixed point's
-                                       * 7.7e-4 there plus float rounding (~3e-5) */
+#define ESCHED_FB_FLOOR_SLACK 1e-3f   /* on a score's 100 scale, >> its float error */
 #define ESCHED_FB_FLOOR_WEIGHT 10000   /* plugin weights up to this: integer sums exact in float */
 #define ESCHED_FB_PAD 8
   /* doubles in an AVX-512 vector; a multiple of AVX2's 4 */
@@ -278,15 +271,13 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
                    esched_fbsum *sum, int32_t best)
 {
     /* In float, 8 nodes to an AVX2 vector (the errors are well inside the slack). */
-    float bad[ESCHED_FB_BLOCK], unsure[ESCHED_FB_BLOCK], dead[ESCHED_FB_BLOCK];
+    float bad[ESCHED_FB_BLOCK], unsure[ESCHED_FB_BLOCK];
     uint8_t cand[ESCHED_FB_BLOCK];
     int32_t pick[ESCHED_FB_BLOCK];
-    const uint8_t *cpen = k->cpen + n0;
-    const int32_t pen_ok = (int32_t)k->pen_ok;
+    const float *cpen = k->cpen + n0;
+    const float pen_ok = (float)k->pen_ok;
     for (Py_ssize_t i = 0; i < m; i++) {
-        int32_t p = cpen[i];
-        bad[i] = p > pen_ok ? 1.0f : 0.0f;
-        dead[i] = p >= 2 ? 1.0f : 0.0f;
+        bad[i] = cpen[i] > pen_ok ? 1.0f : 0.0f;
         unsure[i] = 0.0f;
     }
     for (int j = 0; j < k->n_need; j++) {
@@ -299,10 +290,8 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
             unsure[i - n0] = (hi > fl) ? 1.0f : unsure[i - n0];
         }
     }
-    const uint16_t *g0 = k->cg0 + n0, *g1 = k->cg1 + n0, *h0 = k->ch0 + n0,
-                   *h1 = k->ch1 + n0;
-    const float *ci0 = k->ci0 + n0, *ci1 = k->ci1 + n0;
-    const float qs = 1.0f / ESCHED_FB_QSCALE;
+    const float *g0 = k->cg0 + n0, *g1 = k->cg1 + n0, *h0 = k->ch0 + n0,
+                *h1 = k->ch1 + n0, *ci0 = k->ci0 + n0, *ci1 = k->ci1 + n0;
     const float fr0 = (float)k->fr0, fr1 = (float)k->fr1, br0 = (float)k->br0,
                 br1 = (float)k->br1;
     const double fit0d = k->do_fit ? k->w_fit * k->rw0 * k->inv_ws * 100.0 : 0.0;
@@ -316,7 +305,7 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
     if (k->floors) {
         /* Each score from above and below with its floor: q = floor(100 x) lies in
          * [floor(100 x' - s), floor(100 x' + s)] when the float estimate x' is within
-         * s / 100 of x (s = ESCHED_FB_FLOOR_SLACK, above the fixed point's error; the clamps
+         * s / 100 of x (s = ESCHED_FB_FLOOR_SLACK, ~30x the float error; the clamps
          * are monotone, so they go after the slack), and the mean and the weighted sum
          * of such integers are exact in float (resource weights <= 100, plugin weights
          * <= ESCHED_FB_FLOOR_WEIGHT). A node whose two totals agree has that exact
@@ -331,7 +320,7 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
         const float bestf = (float)best;
         const float top100 = k->least ? 3.0e38f : 100.0f;
         for (Py_ssize_t i = 0; i < m; i++) {
-            float d0 = (float)g0[i] * qs - fr0 * ci0[i], d1 = (float)g1[i] * qs - fr1 * ci1[i];
+            float d0 = g0[i] - fr0 * ci0[i], d1 = g1[i] - fr1 * ci1[i];
             float e0 = (most != 0.0f ? 1.0f - d0 : d0) * 100.0f;
             float e1 = (most != 0.0f ? 1.0f - d1 : d1) * 100.0f;
             float a0 = e0 - s, b0 = e0 + s, a1 = e1 - s, b1 = e1 + s;
@@ -347,7 +336,7 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
              * estimate within 1e-4 below it floors to its floor */
             float qa = floorf((a0 * rw0 + a1 * rw1) * iws + 1e-4f);
             float qb = floorf((b0 * rw0 + b1 * rw1) * iws + 1e-4f);
-            float f0 = (float)h0[i] * qs + br0 * ci0[i], f1 = (float)h1[i] * qs + br1 * ci1[i];
+            float f0 = h0[i] + br0 * ci0[i], f1 = h1[i] + br1 * ci1[i];
             f0 = f0 > 1.0f ? 1.0f : f0;
             f1 = f1 > 1.0f ? 1.0f : f1;
             float y = (1.0f - fabsf(f0 - f1) * 0.5f) * 100.0f;
@@ -356,7 +345,7 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
             int32_t sure = (bad[i] == 0.0f) & (unsure[i] == 0.0f) & (lo == hi);
             float o = bad[i] != 0.0f ? (float)ESCHED_FB_INFEASIBLE : 0.0f;
             o = sure ? hi : o;
-            o = dead[i] != 0.0f ? (float)ESCHED_FB_DEAD : o;
+            o = cpen[i] >= 2.0f ? (float)ESCHED_FB_DEAD : o;
             out[i] = (int32_t)o;
             cand[i] = (uint8_t)((bad[i] == 0.0f) & (((hi >= bestf) & (lo != hi))
                                                     | (unsure[i] != 0.0f)));
@@ -365,18 +354,18 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
     /* One loop: LeastAllocated's free fractions after the pod, or MostAllocated's
      * used ones (1 - free, at most 1), BalancedAllocation's from the used fractions. */
     for (Py_ssize_t i = 0; i < m; i++) {
-        float d0 = (float)g0[i] * qs - fr0 * ci0[i], d1 = (float)g1[i] * qs - fr1 * ci1[i];
+        float d0 = g0[i] - fr0 * ci0[i], d1 = g1[i] - fr1 * ci1[i];
         float e0 = most != 0.0f ? 1.0f - d0 : d0, e1 = most != 0.0f ? 1.0f - d1 : d1;
         e0 = e0 > 0.0f ? e0 : 0.0f;
         e1 = e1 > 0.0f ? e1 : 0.0f;
         e0 = e0 < top ? e0 : top;
         e1 = e1 < top ? e1 : top;
-        float f0 = (float)h0[i] * qs + br0 * ci0[i], f1 = (float)h1[i] * qs + br1 * ci1[i];
+        float f0 = h0[i] + br0 * ci0[i], f1 = h1[i] + br1 * ci1[i];
         f0 = f0 > 1.0f ? 1.0f : f0;
         f1 = f1 > 1.0f ? 1.0f : f1;
         float ub = fit0 * e0 + fit1 * e1 + bal * (1.0f - fabsf(f0 - f1) * 0.5f);
         float o = bad[i] != 0.0f ? (float)ESCHED_FB_INFEASIBLE : 0.0f;
-        o = dead[i] != 0.0f ? (float)ESCHED_FB_DEAD : o;
+        o = cpen[i] >= 2.0f ? (float)ESCHED_FB_DEAD : o;
         out[i] = (int32_t)o;
         cand[i] = (uint8_t)((bad[i] == 0.0f) & ((ub >= lim) | (unsure[i] != 0.0f)));
     }

@@ -1,5 +1,5 @@
 # The vectorized block kernel of the fused profile (_fused_block.h): what Cython sees of it.
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t
+from libc.stdint cimport int32_t, int64_t
 
 
 cdef extern from "_fused_block.h" nogil:
@@ -10,7 +10,6 @@ cdef extern from "_fused_block.h" nogil:
         ESCHED_FB_INFEASIBLE
         ESCHED_FB_SPECIAL
         ESCHED_FB_FLOOR_WEIGHT
-    const float ESCHED_FB_QSCALE
     ctypedef struct esched_fblock:
         const double* u0
         const double* u1
@@ -29,13 +28,13 @@ cdef extern from "_fused_block.h" nogil:
         const float* cfree[ESCHED_FB_MAX_NEED]
         float cneed_lo[ESCHED_FB_MAX_NEED]
         float cneed_hi[ESCHED_FB_MAX_NEED]
-        const uint16_t* cg0
-        const uint16_t* cg1
-        const uint16_t* ch0
-        const uint16_t* ch1
+        const float* cg0
+        const float* cg1
+        const float* ch0
+        const float* ch1
         const float* ci0
         const float* ci1
-        const uint8_t* cpen
+        const float* cpen
         double fr0, fr1, br0, br1, rw0, rw1, ws, inv_ws, w_fit, w_bal
         int do_fit, least, do_bal
         int floors

@@ -1,7 +1,7 @@
 # The Placer's contract: its C-level state and methods, for modules that cimport it
 # (Python callers use the methods and properties documented in _placer.pyx).
 cimport cython
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 
 from esched.core._classview cimport ClassView, IpCheck, IpScore, SoftSpread, SpreadCheck
 from esched.core._fused_block cimport esched_fbsum
@@ -131,17 +131,11 @@ cdef class Placer:
     # rows 0..n_res-1 used, n_res..2*n_res-1 allocatable, then ROW_* after those.
     cdef object soa_np
     cdef double[:, ::1] soa
-    # Compact rows beside them, [row, node] (_compact_node; the bounded walk reads
-    # these, the double columns only for its candidates): cb's rows 0..n_res-1 free
-    # by limits, n_res..2*n_res-1 free by reservations (floats, rounded down), then
-    # CROW_* after those (float reciprocals); cq's QROW_* (fractions in 16-bit fixed
-    # point); cp pen.
-    cdef object cq_np
-    cdef uint16_t[:, ::1] cq
+    # Compact float rows beside them, [row, node] (_compact_node; the bounded walk
+    # reads these, the double columns only for its candidates): rows 0..n_res-1 free by
+    # limits, n_res..2*n_res-1 free by reservations, then CROW_* after those.
     cdef object cb_np
     cdef float[:, ::1] cb
-    cdef object cp_np
-    cdef uint8_t[::1] cp
     cdef object capflag_np
     cdef int8_t[::1] capflag             # [node] CAP_ZERO | CAP_BIG
     cdef long long n_zero_cap, n_big_cap # nodes with such a flag

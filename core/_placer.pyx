@@ -49,7 +49,7 @@ Per pod (by equivalence class):
 """
 
 cimport cython
-from libc.stdint cimport INT32_MAX, INT32_MIN, int8_t, int32_t, int64_t, uint8_t, uint16_t, uint64_t
+from libc.stdint cimport INT32_MAX, INT32_MIN, int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.math cimport INFINITY, nextafterf
 from libc.stdlib cimport free, malloc, realloc
 
@@ -105,7 +105,6 @@ from esched.core._fused_block cimport (
     ESCHED_FB_FLOOR_WEIGHT,
     ESCHED_FB_INFEASIBLE,
     ESCHED_FB_MAX_NEED,
-    ESCHED_FB_QSCALE,
     ESCHED_FB_SPECIAL,
     esched_cut,
     esched_fblock,
@@ -260,16 +259,15 @@ cdef enum:
     ROW_I1 = 3          # 1 / allocatable memory
     ROW_PEN = 4         # 0 schedulable, 1 cordoned, 2 dead
     SOA_EXTRA = 5
-    # Placer.cq rows.
-    QROW_G0 = 0         # free non-zero fraction of cpu, (allocatable - non-zero used) / allocatable
-    QROW_G1 = 1         # of memory
-    QROW_H0 = 2         # used fraction of cpu (requests / allocatable)
-    QROW_H1 = 3         # of memory
-    CQ_EXTRA = 4
     # Placer.cb rows after the 2 * n_res free rows (offsets from 2 * n_res).
-    CROW_I0 = 0         # 1 / allocatable cpu
-    CROW_I1 = 1         # 1 / allocatable memory
-    CB_EXTRA = 2
+    CROW_G0 = 0         # free non-zero fraction of cpu, (allocatable - non-zero used) / allocatable
+    CROW_G1 = 1         # of memory
+    CROW_H0 = 2         # used fraction of cpu (requests / allocatable)
+    CROW_H1 = 3         # of memory
+    CROW_I0 = 4         # 1 / allocatable cpu
+    CROW_I1 = 5         # 1 / allocatable memory
+    CROW_PEN = 6        # as ROW_PEN
+    CB_EXTRA = 7
     CAP_ZERO = 1        # capflag: cpu or memory capacity 0 (scored per node)
     CAP_BIG = 2         # capflag: a capacity >= FB_EXACT_LIMIT (no vectorized kernel)
 
@@ -286,17 +284,6 @@ cdef inline float _float_down(double x) noexcept nogil:
     if <double>f > x:
         f = nextafterf(f, -INFINITY)
     return f
-
-
-cdef inline uint16_t _qfrac(double x) noexcept nogil:
-    # A fraction in 16-bit fixed point, clamped to [0, 1] (the walk clamps its scores'
-    # fractions there alike, so the clamp changes no score), rounded to nearest: within
-    # 0.5 / ESCHED_FB_QSCALE of x there (see esched_fbound_body).
-    if not x > 0.0:
-        return 0
-    if x >= 1.0:
-        return <uint16_t>ESCHED_FB_QSCALE
-    return <uint16_t>(x * <double>ESCHED_FB_QSCALE + 0.5)
 
 
 # ---------------------------------------------------------------------- nogil block scoring
@@ -1073,12 +1060,8 @@ cdef class Placer:
         self.soa = soa
         self.capflag_np = capflag
         self.capflag = capflag
-        self.cq_np = np.zeros((CQ_EXTRA, max(N, 1)), dtype=np.uint16)
-        self.cq = self.cq_np
         self.cb_np = np.zeros((2 * R + CB_EXTRA, max(N, 1)), dtype=np.float32)
         self.cb = self.cb_np
-        self.cp_np = np.zeros(max(N, 1), dtype=np.uint8)
-        self.cp = self.cp_np
         cdef Py_ssize_t n
         if self.fused.on:
             for n in range(N):
@@ -1110,21 +1093,20 @@ cdef class Placer:
 
     cdef void _compact_node(self, Py_ssize_t n) noexcept:
         # Node n's compact rows from its soa columns (every writer of soa ends here):
-        # free amounts rounded down to a float, fractions to 16-bit fixed point,
-        # reciprocals to the nearest float, pen a byte.
+        # free amounts rounded down, fractions and reciprocals to the nearest float.
         cdef Py_ssize_t R = self.n_res, r, lim = 2 * R + SOA_EXTRA, X = 2 * R
         cdef Py_ssize_t c0 = self.fused.c0, c1 = self.fused.c1
         cdef double i0 = self.soa[X + ROW_I0, n], i1 = self.soa[X + ROW_I1, n]
         for r in range(R):
             self.cb[r, n] = _float_down(self.soa[R + r, n] - self.soa[lim + r, n])
             self.cb[R + r, n] = _float_down(self.soa[R + r, n] - self.soa[lim + R + r, n])
-        self.cq[QROW_G0, n] = _qfrac((self.soa[R + c0, n] - self.soa[X + ROW_Z0, n]) * i0)
-        self.cq[QROW_G1, n] = _qfrac((self.soa[R + c1, n] - self.soa[X + ROW_Z1, n]) * i1)
-        self.cq[QROW_H0, n] = _qfrac(self.soa[c0, n] * i0)
-        self.cq[QROW_H1, n] = _qfrac(self.soa[c1, n] * i1)
+        self.cb[X + CROW_G0, n] = <float>((self.soa[R + c0, n] - self.soa[X + ROW_Z0, n]) * i0)
+        self.cb[X + CROW_G1, n] = <float>((self.soa[R + c1, n] - self.soa[X + ROW_Z1, n]) * i1)
+        self.cb[X + CROW_H0, n] = <float>(self.soa[c0, n] * i0)
+        self.cb[X + CROW_H1, n] = <float>(self.soa[c1, n] * i1)
         self.cb[X + CROW_I0, n] = <float>i0
         self.cb[X + CROW_I1, n] = <float>i1
-        self.cp[n] = <uint8_t>self.soa[X + ROW_PEN, n]
+        self.cb[X + CROW_PEN, n] = <float>self.soa[X + ROW_PEN, n]
 
     cdef inline void _touch(self, Py_ssize_t n) noexcept:
         # Node n changed in this placer's view: a new version; its block's summaries die.
@@ -1429,20 +1411,19 @@ cdef class Placer:
             k.need_val[j] = <double>v.need_val[j]
         k.pen_ok = 1.0 if v.tolerates_unschedulable else 0.0
         # the compact rows of the bounded walk (the free rows of the band's accounting)
-        cdef uint16_t* qbase = &self.cq[0, 0]
         cdef float* cbase = &self.cb[0, 0]
         cdef Py_ssize_t free_row = R if v.by_reservations else 0
         for j in range(n_need):
             k.cfree[j] = cbase + (free_row + v.need_col[j]) * S
             k.cneed_lo[j] = _float_down(k.need_val[j])
             k.cneed_hi[j] = -_float_down(-k.need_val[j])
-        k.cg0 = qbase + QROW_G0 * S
-        k.cg1 = qbase + QROW_G1 * S
-        k.ch0 = qbase + QROW_H0 * S
-        k.ch1 = qbase + QROW_H1 * S
+        k.cg0 = cbase + (2 * R + CROW_G0) * S
+        k.cg1 = cbase + (2 * R + CROW_G1) * S
+        k.ch0 = cbase + (2 * R + CROW_H0) * S
+        k.ch1 = cbase + (2 * R + CROW_H1) * S
         k.ci0 = cbase + (2 * R + CROW_I0) * S
         k.ci1 = cbase + (2 * R + CROW_I1) * S
-        k.cpen = &self.cp[0]
+        k.cpen = cbase + (2 * R + CROW_PEN) * S
         k.fr0 = <double>v.nz_cpu
         k.fr1 = <double>v.nz_mem
         k.br0 = <double>v.req[F.c0]
