@@ -261,6 +261,8 @@ def _weighted(fit_weight: int, bal_weight: int, rw=(1, 1), strategy="LeastAlloca
 # Beyond 10,000 a weighted total may not be exact in float: the bound keeps no
 # floors (no exact totals from the compact rows, every tie gathered and scored).
 HEAVY = parse_profile(_weighted(20000, 1))
+# At the limit: resource weights 100 / 1, plugin weights 10,000.
+LIMIT = parse_profile(_weighted(10000, 10000, rw=(100, 1)))
 
 
 @pytest.mark.parametrize(
@@ -268,7 +270,7 @@ HEAVY = parse_profile(_weighted(20000, 1))
     [
         None,
         parse_profile(_weighted(1, 1, rw=(3, 7))),
-        parse_profile(_weighted(10000, 10000, rw=(100, 1))),
+        LIMIT,
         parse_profile(_weighted(2, 5, rw=(1, 100), strategy="MostAllocated")),
         HEAVY,
     ],
@@ -342,3 +344,32 @@ def test_bounded_walk_scores_any_number_of_candidates_exactly(k, profile):
     assert (placed >= 0).all()
     assert on.stats()["nodes_visited"] == off.stats()["nodes_visited"]
     assert (on.used_array() == off.used_array()).all()
+
+
+@pytest.mark.parametrize("profile", [None, LIMIT], ids=["default", "weights-at-the-limit"])
+def test_compact_rows_near_integer_steps_and_huge_capacities(profile):
+    # Nodes of 1,000 cores and 2**45 bytes (near the kernel's exact range, 2**46) run
+    # a quarter of their cpu off by a few milli-CPU, so with requests in whole
+    # percents of a node every LeastAllocated score lies within 9e-4 of an integer
+    # step, on either side, and BalancedAllocation's near 100: close enough that
+    # compact rows less precise than the floored totals' slack take the wrong integer
+    # (fractions in fixed point of steps of 32 / 65535 do). Every pod gets the same
+    # node and score as the exact scan.
+    s = ClusterState()
+    log = Log(s)
+    rnd = np.random.default_rng(5)
+    mem = 2**45
+    for i in range(600):
+        log(EV.NODE_ADDED, node(f"n{i}", cpu="1000", memory=str(mem), pods="1000"))
+        d = int(rnd.integers(-9, 10))
+        log(EV.POD_SUBMITTED, pod(f"r{i}", cpu=f"{250_000 + d}m", memory=str(mem // 4 + d),
+                                  node_name=f"n{i}"))  # fmt: skip
+    keys = []
+    for j in range(900):
+        c, m = int(rnd.integers(1, 6)), int(rnd.integers(1, 6))
+        p = pod(f"w{j}", cpu=f"{10_000 * c}m", memory=str(mem * m // 100))
+        log(EV.POD_SUBMITTED, p)
+        keys.append(f"ns/w{j}")
+    on = Placer(s, profile, seed=8, prune=True)
+    off = Placer(s, profile, seed=8, prune=False)
+    assert _same_for_every_pod(s, on, off, keys, log, rnd) == len(keys)
