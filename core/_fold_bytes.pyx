@@ -522,6 +522,39 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
         self._anomaly("malformed")
     return 1
 
+# The members of a Job spec and of a task that _job_group_spec reads.
+cdef const char* _JOB_SPEC_KEYS[4]
+_JOB_SPEC_KEYS[:] = [b"minAvailable", b"tasks", b"queue", b"priorityClassName"]
+cdef Py_ssize_t _JOB_SPEC_LENGTHS[4]
+_JOB_SPEC_LENGTHS[:] = [12, 5, 5, 17]
+cdef const char* _TASK_KEYS[4]
+_TASK_KEYS[:] = [b"name", b"minAvailable", b"replicas", b"template"]
+cdef Py_ssize_t _TASK_LENGTHS[4]
+_TASK_LENGTHS[:] = [4, 12, 8, 8]
+
+
+cdef bint _members_once(const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
+                        const char** names, const Py_ssize_t* lengths, int count,
+                        Span* found) noexcept:
+    # The raw spans of members ``names`` of the accepted object at ``i`` into
+    # ``found`` (start -1 where absent); False when one of them appears twice (which
+    # of its values counts is then the general builder's to decide).
+    cdef Span k, v
+    cdef int m
+    for m in range(count):
+        found[m].start = -1
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            return True
+        for m in range(count):
+            if span_is(b, k, names[m], lengths[m]):
+                if found[m].start >= 0:
+                    return False
+                found[m] = v
+                break
+
+
 cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_t n,
                             Span spec):
     # volcano_podgroup's spec of the Job spec at ``spec`` (the one definition: this
@@ -533,30 +566,15 @@ cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_
     # one _plain_requests reads (containers with string requests: the request rule's
     # sum, the same memoized quantities); a member read twice is the builder's to
     # decide. No orjson call and no Python frame per Job of a new spec.
-    cdef Span k, v, tasks, task, queue, pcn, avail, name, tmin, reps, tmpl, tspec
-    cdef Py_ssize_t i = spec.start, j
+    cdef Span task, tspec
+    cdef Span job[4]  # minAvailable, tasks, queue, priorityClassName
+    cdef Span of_task[4]  # name, minAvailable, replicas, template
+    cdef Py_ssize_t j
     cdef units_t min_member, left, take
-    tasks.start = queue.start = pcn.start = avail.start = -1
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"minAvailable", 12):
-            if avail.start >= 0:
-                return None
-            avail = v
-        elif span_is(b, k, b"tasks", 5):
-            if tasks.start >= 0:
-                return None
-            tasks = v
-        elif span_is(b, k, b"queue", 5):
-            if queue.start >= 0:
-                return None
-            queue = v
-        elif span_is(b, k, b"priorityClassName", 17):
-            if pcn.start >= 0:
-                return None
-            pcn = v
+    if not _members_once(b, n, spec.start, _JOB_SPEC_KEYS, _JOB_SPEC_LENGTHS, 4, job):
+        return None
+    cdef Span avail = job[0], tasks = job[1], queue = job[2], pcn = job[3]
+    cdef Span name, tmin, reps, tmpl
     if avail.start < 0 or queue.start < 0 or tasks.start < 0 or b[tasks.start] != 0x5b:
         return None
     min_member = _digits(b, avail)
@@ -572,28 +590,12 @@ cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_
             break
         if b[task.start] != 0x7b:
             return None
-        name.start = tmin.start = reps.start = tmpl.start = -1
-        i = task.start
-        while True:
-            i = next_member(b, i, n, &k, &v)
-            if i < 0:
-                break
-            if span_is(b, k, b"name", 4):
-                if name.start >= 0:
-                    return None
-                name = v
-            elif span_is(b, k, b"minAvailable", 12):
-                if tmin.start >= 0:
-                    return None
-                tmin = v
-            elif span_is(b, k, b"replicas", 8):
-                if reps.start >= 0:
-                    return None
-                reps = v
-            elif span_is(b, k, b"template", 8):
-                if tmpl.start >= 0:
-                    return None
-                tmpl = v
+        if not _members_once(b, n, task.start, _TASK_KEYS, _TASK_LENGTHS, 4, of_task):
+            return None
+        name = of_task[0]
+        tmin = of_task[1]
+        reps = of_task[2]
+        tmpl = of_task[3]
         if name.start < 0 or b[name.start] != 0x22 or tmin.start < 0:
             return None
         task_minimum[_ascii_string(b, name)] = _value(b, tmin)

@@ -327,7 +327,7 @@ def bench_controller(jobs: int = 2000, batch: int = 100) -> dict[str, Any]:
 def _round(controller: Any, rows: list[StoredEvent]) -> None:
     """The Jobs read, folded, and their pods decided and appended."""
     if controller.follow(rows):
-        _run(controller._act())
+        _run(controller.act())
 
 
 def _follow(controller: Any, rows: list[StoredEvent]) -> None:

@@ -142,7 +142,8 @@ async def fold_job_log(store: EventStore, upto: int | None = None, batch: int = 
 
 
 class JobController:
-    """The job controller: :meth:`start`, :meth:`run`, :meth:`stop`, :meth:`idle`.
+    """The job controller: :meth:`start`, :meth:`run`, :meth:`stop`, :meth:`idle`; one
+    step at a time, :meth:`follow` and :meth:`act`.
 
     :param store: the event store (connected, migrated).
     :param lease: its leadership lease (``open_lease(store_url, "jobs")``); default a
@@ -233,7 +234,7 @@ class JobController:
                 return
             if self._error is not None:
                 raise RuntimeError("job controller fold failed") from self._error
-            await self._act()
+            await self.act()
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.config.tick)
@@ -344,7 +345,9 @@ class JobController:
                 out.append((env, ev.stream_name(ev.POD, key)))
         return out
 
-    async def _act(self) -> None:
+    async def act(self) -> None:
+        """Append what the fold asks for now (:meth:`decide`), once; a leader calls it
+        each pass."""
         envelopes = self.decide()
         if not envelopes:
             self._pending = False

@@ -17,29 +17,11 @@ from esched.schemas.events import stream_of
 from esched.schemas.manifests import events_from_documents
 from esched.services import jobs as jobs_service
 from esched.services.jobs import JobController, fold_job_log, fold_rows
-from esched.services.store import NewEvent, open_store
+from esched.services.store import open_store
 from esched.services.store.base import EventStore, StoredEvent
+from support.events import append_events, one_pod_job
 
-_JOB = {
-    "apiVersion": "batch.volcano.sh/v1alpha1",
-    "kind": "Job",
-    "metadata": {"name": "one", "namespace": "t"},
-    "spec": {
-        "tasks": [
-            {
-                "name": "w",
-                "replicas": 1,
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}
-                        ]
-                    }
-                },
-            }
-        ]
-    },
-}
+_JOB = one_pod_job()
 
 
 class _CountingLoads:
@@ -61,10 +43,6 @@ async def _store(tmp_path: Path) -> EventStore:
     return es
 
 
-async def _append(es: EventStore, *envs: dict[str, Any]) -> None:
-    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in envs])
-
-
 async def test_its_own_pod_is_folded_back_from_the_envelope_it_appended(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -75,10 +53,10 @@ async def test_its_own_pod_is_folded_back_from_the_envelope_it_appended(
     monkeypatch.setattr(jobs_service, "orjson", types.SimpleNamespace(loads=counting.loads))
     es = await _store(tmp_path)
     try:
-        await _append(es, *events_from_documents([_JOB], source="test", id_prefix="j"))
+        await append_events(es, *events_from_documents([_JOB], source="test", id_prefix="j"))
         controller = JobController(es)
         assert controller.follow(await es.read(0, 100))
-        await controller._act()
+        await controller.act()
         assert controller.totals.submitted == 1
         assert not controller.follow(await es.read(controller.position, 100))
         assert counting.decoded == [ev.JOB_SUBMITTED]

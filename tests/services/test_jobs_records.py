@@ -16,42 +16,18 @@ from click.testing import CliRunner
 
 from esched.core.validation import Verdict
 from esched.schemas import events as ev
-from esched.schemas.events import stream_of
 from esched.schemas.manifests import events_from_documents
 from esched.services.cli import cli
 from esched.services.commit.decisions import decision_event
 from esched.services.jobs import JobController, fold_job_log
 from esched.services.replica.proposals import binding
-from esched.services.store import NewEvent, open_store
+from esched.services.store import open_store
 from esched.services.store.base import EventStore
 from support import events
 from support.aio import eventually
 
-_JOB = {
-    "apiVersion": "batch.volcano.sh/v1alpha1",
-    "kind": "Job",
-    "metadata": {"name": "one", "namespace": "t"},
-    "spec": {
-        "tasks": [
-            {
-                "name": "w",
-                "replicas": 1,
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}
-                        ]
-                    }
-                },
-            }
-        ]
-    },
-}
+_JOB = events.one_pod_job()
 _POD = "t/one-w-0"
-
-
-async def _append(es: EventStore, *envs: dict[str, Any]) -> None:
-    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in envs])
 
 
 def _placement() -> dict[str, Any]:
@@ -85,16 +61,16 @@ async def test_a_one_pod_jobs_life_records_only_how_it_finished(tmp_path: Path) 
     es = open_store(f"sqlite:///{tmp_path / 'one.sqlite'}")
     await es.connect()
     await es.migrate()
-    await _append(es, *events_from_documents([_JOB], source="test", id_prefix="j"))
+    await events.append_events(es, *events_from_documents([_JOB], source="test", id_prefix="j"))
     controller = JobController(es)
     task = asyncio.create_task(controller.run())
     try:
         await eventually(lambda: _settled(es, controller), within=20)
-        await _append(es, _placement())
+        await events.append_events(es, _placement())
         await eventually(lambda: _settled(es, controller), within=20)
         job = (await fold_job_log(es)).jobs["t/one"]
         assert [t.phase for t in job.history] == ["Pending", "Running"]
-        await _append(es, _succeeded())
+        await events.append_events(es, _succeeded())
 
         async def completed() -> bool:
             j = (await fold_job_log(es)).jobs["t/one"]
@@ -144,7 +120,7 @@ def test_replay_shows_a_one_pod_jobs_pending_then_running_with_no_record(
         await es.connect()
         await es.migrate()
         try:
-            await _append(es, *envs)
+            await events.append_events(es, *envs)
         finally:
             await es.close()
 

@@ -128,6 +128,31 @@ def placement(
     return data
 
 
+def one_pod_job(name: str = "one") -> dict:
+    """A Volcano Job manifest of one task ``w`` with one pod asking for 1 CPU, in
+    :data:`NAMESPACE` (its pod is ``<name>-w-0``)."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "tasks": [
+                {
+                    "name": "w",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}
+                            ]
+                        }
+                    },
+                }
+            ]
+        },
+    }
+
+
 async def append_events(store: EventStore, *events: dict) -> None:
     """Append ``events`` to ``store`` in one batch, as ingest would."""
     await store.append(
