@@ -39,7 +39,8 @@ from esched.core._envelope cimport (
 from esched.core._quantity cimport esched_quantity_units
 from esched.core._fold cimport (
     _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit,
-    _podgroup, _resolve_binding, job_implies_podgroup, noop_slots, type_slot,
+    _podgroup, _resolve_binding, job_implies_podgroup, noop_slots, podgroup_entry,
+    set_podgroup, type_slot,
 )
 from esched.core._state cimport COL_PODS, MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
@@ -83,8 +84,9 @@ cdef object _loads = orjson.loads
 # pure function of them, so one memo serves every state; Volcano Jobs of one shape
 # have PodGroups of the same spec.
 cdef dict _GROUP_SPECS = {}
-# The spec of the PodGroup a Volcano Job implies (volcano_podgroup's), by the Job
-# spec's bytes: a function of them alone; Jobs of one shape share it.
+# What the PodGroup a Volcano Job implies sets on its gang (_fold.podgroup_entry of
+# volcano_podgroup's spec), by the Job spec's bytes: a function of them alone; Jobs
+# of one shape share it.
 cdef dict _JOB_GROUP_SPECS = {}
 
 
@@ -504,20 +506,24 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
         return 0
     namespace = namespace or _ev.DEFAULT_NAMESPACE
     self.type_counts[_SLOT_JOB_SUBMITTED] += 1
-    if not job_implies_podgroup(self, f"{namespace}/{name}"):
+    key = f"{namespace}/{name}"
+    if not job_implies_podgroup(self, key):
         return 1
-    group_meta = {"name": name, "namespace": namespace}
     try:
         raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-        found = _JOB_GROUP_SPECS.get(raw)
-        if found is None:
+        entry = _JOB_GROUP_SPECS.get(raw)
+        if entry is None:
             found = _job_group_spec(self, b, n, spec)
             if found is None:
-                found = volcano_podgroup({"metadata": group_meta, "spec": _loads(raw)})["spec"]
+                found = volcano_podgroup({"metadata": {"name": name, "namespace": namespace},
+                                          "spec": _loads(raw)})["spec"]
+            # (what _podgroup reads of it, parsed once per spec: a Job of a known spec
+            # builds no PodGroup and parses no quantity)
+            entry = podgroup_entry(self, found)
             if len(_JOB_GROUP_SPECS) >= MEMO_LIMIT:
                 _JOB_GROUP_SPECS.clear()
-            _JOB_GROUP_SPECS[raw] = found  # _podgroup only reads it
-        _podgroup(self, {"metadata": group_meta, "spec": found})
+            _JOB_GROUP_SPECS[raw] = entry
+        set_podgroup(self, key, <tuple>entry)
     except _MALFORMED:
         self._anomaly("malformed")
     return 1
