@@ -28,6 +28,9 @@ from esched.schemas.validator.timewindow import event_seconds
 
 from cpython.dict cimport PyDict_Copy
 
+cdef extern from "Python.h":
+    dict _PyDict_NewPresized(Py_ssize_t minused)
+
 from esched.core._fold_usage cimport _usage_nodes, _usage_pods
 from esched.core._state cimport COL_PODS, ClusterState, _class_of, _profile_key, _unit_in_range
 from esched.core._types cimport (
@@ -582,14 +585,16 @@ cdef int _podgroup(ClusterState self, dict pg) except -1:
     key = _meta_key(meta)
     return set_podgroup(self, key, podgroup_entry(self, spec))
 
-cdef tuple podgroup_entry(ClusterState self, dict spec):
+cdef tuple podgroup_entry(ClusterState self, dict spec, dict min_resources=None):
     # What a PodGroup's spec sets on its gang, apart from the key: (queue, whether
     # it was set, minMember, priorityClassName, minResources in units, minTaskMember).
     # Read only by set_podgroup, which copies the dicts per gang, so the bytes path
     # keeps one per Job spec (_payload_job) and a Job of a known spec parses nothing.
+    # ``min_resources``: spec.minResources in units where the caller has them.
     queue_set = bool(spec.get("queue"))
     queue = spec.get("queue") or _DEFAULT_QUEUE
-    min_resources = self._resource_list(spec.get("minResources"), "spec.minResources")
+    if min_resources is None:
+        min_resources = self._resource_list(spec.get("minResources"), "spec.minResources")
     # 0 is kept: Volcano's JobInfo.SetPodGroup takes spec.minMember as it is, and a job
     # of minAvailable 0 is ready with none of its pods (no gang; per-task minimums not
     # checked, being above it). Absent (refused at ingest): 1, as for a gang without a
@@ -606,15 +611,16 @@ cdef int set_podgroup(ClusterState self, str key, tuple entry) except -1:
     self._queue(queue)
     cdef Py_ssize_t g = self._gang(key, queue)
     self.gang_min[g] = entry[2]
-    self.gang_meta[g] = {
-        "queue": queue,
-        "queue_set": entry[1],
-        "priorityClassName": entry[3],
-        "minResources": PyDict_Copy(entry[4]),  # each gang its own (entry may be shared)
-        "podGroup": True,
-        # Volcano's per-task minimum (task name -> members), checked when planning.
-        "minTaskMember": PyDict_Copy(tasks) if type(tasks) is dict else dict(tasks),
-    }
+    # (sized for its six members: no resize on the sixth)
+    cdef dict meta = _PyDict_NewPresized(6)
+    meta["queue"] = queue
+    meta["queue_set"] = entry[1]
+    meta["priorityClassName"] = entry[3]
+    meta["minResources"] = PyDict_Copy(entry[4])  # each gang its own (entry may be shared)
+    meta["podGroup"] = True
+    # Volcano's per-task minimum (task name -> members), checked when planning.
+    meta["minTaskMember"] = PyDict_Copy(tasks) if type(tasks) is dict else dict(tasks)
+    self.gang_meta[g] = meta
     return 0
 
 cdef bint job_implies_podgroup(ClusterState self, str key):

@@ -327,3 +327,22 @@ def test_jobs_and_their_pods_fold_to_the_same_snapshot_on_both_paths() -> None:
     assert len({id(m.get("minTaskMember")) for m in metas if m.get("podGroup")}) == sum(
         1 for m in metas if m.get("podGroup")
     )
+
+
+def test_large_minresources_fold_alike_on_both_paths() -> None:
+    """minResources sums at and beyond 10**17 base units (where the bytes path parses
+    its own texts back instead of keeping the sums): the dict path's gangs."""
+    jobs = [
+        default_job(_job(f"big{i}", replicas=r, cpu=cpu))
+        for i, (r, cpu) in enumerate([(1, "99999999999999"), (3, "50000000000000"), (2, "4")])
+    ]
+    for job in jobs:
+        job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]["requests"][
+            "memory"
+        ] = "60P"
+    rows = _job_log(jobs)
+    want = _by_dict(rows)
+    got = _by_bytes(rows)
+    assert got.to_bytes() == want.to_bytes()
+    assert _gangs(got) == _gangs(want)
+    assert _gangs(got)["ns/big1"][1]["minResources"]["memory"] == 3 * 60 * 10**15
