@@ -11,6 +11,8 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
                             list class_memo, tuple plain=*) except -2
 cdef int _pod_finish(ClusterState self, str key, int phase) except -1
 cdef int _podgroup(ClusterState self, dict pg) except -1
+cdef tuple podgroup_entry(ClusterState self, dict spec, dict min_resources=*)
+cdef int set_podgroup(ClusterState self, str key, tuple entry) except -1
 cdef bint job_implies_podgroup(ClusterState self, str key)
 cdef int _resolve_binding(ClusterState self, object pod, object node, object resources, list memo,
                           list resolved, object devices=*) except -1

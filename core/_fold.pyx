@@ -26,6 +26,11 @@ from esched.schemas.manifests import volcano_podgroup
 from esched.schemas.quantity import QuantityError, resource_list
 from esched.schemas.validator.timewindow import event_seconds
 
+from cpython.dict cimport PyDict_Copy
+
+cdef extern from "Python.h":
+    dict _PyDict_NewPresized(Py_ssize_t minused)
+
 from esched.core._fold_usage cimport _usage_nodes, _usage_pods
 from esched.core._state cimport COL_PODS, ClusterState, _class_of, _profile_key, _unit_in_range
 from esched.core._types cimport (
@@ -459,6 +464,11 @@ cdef dict _PARSE_BOOL = _GO_BOOLS
 assert len(QUEUE_ANNOTATIONS) == 2 and len(GANG_ANNOTATIONS) == 2
 
 
+cdef inline object _get(object where, object key):
+    # where.get(key), without a method call when ``where`` is a dict (as decoded).
+    return (<dict>where).get(key) if type(where) is dict else where.get(key)
+
+
 cdef tuple _volcano_keys(dict meta, object annotations):
     # (queue, gang key or None, not preemptable) of a pod with annotations or labels:
     # pod_queue's queue, gang_key's key, not pod_preemptable(pod).
@@ -470,14 +480,14 @@ cdef tuple _volcano_keys(dict meta, object annotations):
         if not where:
             continue
         if queue is None:
-            if where.get(_QUEUE_KEY_0):
+            if _get(where, _QUEUE_KEY_0):
                 queue = str(where[_QUEUE_KEY_0])
-            elif where.get(_QUEUE_KEY_1):
+            elif _get(where, _QUEUE_KEY_1):
                 queue = str(where[_QUEUE_KEY_1])
         if keep is None and _PREEMPTABLE in where:
             keep = not _PARSE_BOOL.get(str(where[_PREEMPTABLE]), False)
     if annotations:
-        name = annotations.get(_GANG_KEY_0) or annotations.get(_GANG_KEY_1)
+        name = _get(annotations, _GANG_KEY_0) or _get(annotations, _GANG_KEY_1)
         if name:
             gkey = f"{meta.get('namespace') or _DEFAULT_NS}/{name}"
     return (DEFAULT_QUEUE if queue is None else queue), gkey, keep is True
@@ -573,27 +583,44 @@ cdef int _podgroup(ClusterState self, dict pg) except -1:
     cdef dict meta = pg.get("metadata") or {}
     cdef dict spec = pg.get("spec") or {}
     key = _meta_key(meta)
+    return set_podgroup(self, key, podgroup_entry(self, spec))
+
+cdef tuple podgroup_entry(ClusterState self, dict spec, dict min_resources=None):
+    # What a PodGroup's spec sets on its gang, apart from the key: (queue, whether
+    # it was set, minMember, priorityClassName, minResources in units, minTaskMember).
+    # Read only by set_podgroup, which copies the dicts per gang, so the bytes path
+    # keeps one per Job spec (_payload_job) and a Job of a known spec parses nothing.
+    # ``min_resources``: spec.minResources in units where the caller has them.
     queue_set = bool(spec.get("queue"))
     queue = spec.get("queue") or _DEFAULT_QUEUE
-    min_resources = self._resource_list(spec.get("minResources"), "spec.minResources")
+    if min_resources is None:
+        min_resources = self._resource_list(spec.get("minResources"), "spec.minResources")
     # 0 is kept: Volcano's JobInfo.SetPodGroup takes spec.minMember as it is, and a job
     # of minAvailable 0 is ready with none of its pods (no gang; per-task minimums not
     # checked, being above it). Absent (refused at ingest): 1, as for a gang without a
     # PodGroup.
     min_member = spec.get("minMember")
     min_member = 1 if min_member is None else int(min_member)
+    return (queue, queue_set, min_member, spec.get("priorityClassName"), min_resources,
+            spec.get("minTaskMember") or {})
+
+cdef int set_podgroup(ClusterState self, str key, tuple entry) except -1:
+    # The gang ``key`` as the PodGroup of podgroup_entry ``entry`` declares it.
+    queue = entry[0]
+    tasks = entry[5]
     self._queue(queue)
     cdef Py_ssize_t g = self._gang(key, queue)
-    self.gang_min[g] = min_member
-    self.gang_meta[g] = {
-        "queue": queue,
-        "queue_set": queue_set,
-        "priorityClassName": spec.get("priorityClassName"),
-        "minResources": min_resources,
-        "podGroup": True,
-        # Volcano's per-task minimum (task name -> members), checked when planning.
-        "minTaskMember": dict(spec.get("minTaskMember") or {}),
-    }
+    self.gang_min[g] = entry[2]
+    # (sized for its six members: no resize on the sixth)
+    cdef dict meta = _PyDict_NewPresized(6)
+    meta["queue"] = queue
+    meta["queue_set"] = entry[1]
+    meta["priorityClassName"] = entry[3]
+    meta["minResources"] = PyDict_Copy(entry[4])  # each gang its own (entry may be shared)
+    meta["podGroup"] = True
+    # Volcano's per-task minimum (task name -> members), checked when planning.
+    meta["minTaskMember"] = PyDict_Copy(tasks) if type(tasks) is dict else dict(tasks)
+    self.gang_meta[g] = meta
     return 0
 
 cdef bint job_implies_podgroup(ClusterState self, str key):

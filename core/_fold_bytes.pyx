@@ -39,7 +39,8 @@ from esched.core._envelope cimport (
 from esched.core._quantity cimport esched_quantity_units
 from esched.core._fold cimport (
     _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit,
-    _podgroup, _resolve_binding, job_implies_podgroup, noop_slots, type_slot,
+    _podgroup, _resolve_binding, job_implies_podgroup, noop_slots, podgroup_entry,
+    set_podgroup, type_slot,
 )
 from esched.core._state cimport COL_PODS, MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
@@ -83,9 +84,13 @@ cdef object _loads = orjson.loads
 # pure function of them, so one memo serves every state; Volcano Jobs of one shape
 # have PodGroups of the same spec.
 cdef dict _GROUP_SPECS = {}
-# The spec of the PodGroup a Volcano Job implies (volcano_podgroup's), by the Job
-# spec's bytes: a function of them alone; Jobs of one shape share it.
+# What the PodGroup a Volcano Job implies sets on its gang (_fold.podgroup_entry of
+# volcano_podgroup's spec), by the Job spec's bytes: a function of them alone; Jobs
+# of one shape share it.
 cdef dict _JOB_GROUP_SPECS = {}
+# Below this, a sum of units written as _job_group_spec writes it parses back to
+# itself (core/_quantity.pxd reads up to 18 digits exactly).
+cdef object _EXACT_UNITS = 10**17
 
 
 cdef inline str _ascii_string(const unsigned char* b, Span s):
@@ -504,20 +509,25 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
         return 0
     namespace = namespace or _ev.DEFAULT_NAMESPACE
     self.type_counts[_SLOT_JOB_SUBMITTED] += 1
-    if not job_implies_podgroup(self, f"{namespace}/{name}"):
+    key = f"{namespace}/{name}"
+    if not job_implies_podgroup(self, key):
         return 1
-    group_meta = {"name": name, "namespace": namespace}
     try:
         raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-        found = _JOB_GROUP_SPECS.get(raw)
-        if found is None:
-            found = _job_group_spec(self, b, n, spec)
+        entry = _JOB_GROUP_SPECS.get(raw)
+        if entry is None:
+            units = []
+            found = _job_group_spec(self, b, n, spec, units)
             if found is None:
-                found = volcano_podgroup({"metadata": group_meta, "spec": _loads(raw)})["spec"]
+                found = volcano_podgroup({"metadata": {"name": name, "namespace": namespace},
+                                          "spec": _loads(raw)})["spec"]
+            # (what _podgroup reads of it, parsed once per spec: a Job of a known spec
+            # builds no PodGroup and parses no quantity; minResources as summed)
+            entry = podgroup_entry(self, found, units[0] if units else None)
             if len(_JOB_GROUP_SPECS) >= MEMO_LIMIT:
                 _JOB_GROUP_SPECS.clear()
-            _JOB_GROUP_SPECS[raw] = found  # _podgroup only reads it
-        _podgroup(self, {"metadata": group_meta, "spec": found})
+            _JOB_GROUP_SPECS[raw] = entry
+        set_podgroup(self, key, <tuple>entry)
     except _MALFORMED:
         self._anomaly("malformed")
     return 1
@@ -556,7 +566,7 @@ cdef bint _members_once(const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
 
 
 cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                            Span spec):
+                            Span spec, list units=None):
     # volcano_podgroup's spec of the Job spec at ``spec`` (the one definition: this
     # derives the same from the bytes for the common shape, and a test compares the
     # two over many Jobs), or None for any other shape, the caller then running
@@ -565,7 +575,10 @@ cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_
     # integer, and the template spec of each task that counts towards minResources
     # one _plain_requests reads (containers with string requests: the request rule's
     # sum, the same memoized quantities); a member read twice is the builder's to
-    # decide. No orjson call and no Python frame per Job of a new spec.
+    # decide. No orjson call and no Python frame per Job of a new spec. ``units``: gets
+    # the spec's minResources in base units (what _resource_list parses the texts
+    # back to, exact below 10**17), the spec then without them, or None where a sum is
+    # larger.
     cdef Span task, tspec
     cdef Span job[4]  # minAvailable, tasks, queue, priorityClassName
     cdef Span of_task[4]  # name, minAvailable, replicas, template
@@ -617,19 +630,29 @@ cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_
         plain = _plain_requests(self, b, n, tspec, None)
         if plain is None:
             return None
-        for res, units in (<dict>plain[0]).items():
+        for res, amount in (<dict>plain[0]).items():
             if res != "pods":
-                total[res] = total.get(res, 0) + units * take
+                total[res] = total.get(res, 0) + amount * take
     group_spec = {"minMember": min_member, "queue": _value(b, queue),
                   "minTaskMember": task_minimum}
     if pcn.start >= 0:
         pc = _value(b, pcn)
         if pc:
             group_spec["priorityClassName"] = pc
+    cdef bint exact = True
+    if units is not None:
+        for amount in total.values():
+            if amount >= _EXACT_UNITS:
+                exact = False
+        if exact:
+            # (the caller reads the sums, not the texts: none written)
+            units.append(total)
+            return group_spec
+        units.append(None)
     if total:
         texts = {}
-        for res, units in total.items():
-            texts[res] = f"{units}m" if res == "cpu" else str(units)
+        for res, amount in total.items():
+            texts[res] = f"{amount}m" if res == "cpu" else str(amount)
         group_spec["minResources"] = texts
     return group_spec
 

@@ -29,7 +29,10 @@ domain per (matcher, key) in use, an int32 per pod, one entry per distinct label
 """
 
 cimport cython
-from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR, PyUnicode_Tailmatch
+from cpython.dict cimport PyDict_Copy
+from cpython.unicode cimport (
+    PyUnicode_Compare, PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR, PyUnicode_Tailmatch,
+)
 
 import numpy as np
 import orjson
@@ -166,6 +169,13 @@ cdef Py_ssize_t _lset(InterPodIndex self, str ns, object labels, bint owned) exc
     got = self.lset_index.get(key)
     if got is not None:
         return got
+    return _new_lset(self, ns, lab, items, key, owned)
+
+
+cdef Py_ssize_t _new_lset(InterPodIndex self, str ns, dict lab, tuple items, tuple key,
+                          bint owned) except -1:
+    # Label set ``lab`` (``items``: its canonical items, ``key`` its lset_index key),
+    # not interned yet.
     cdef Py_ssize_t i = len(self.lsets)
     self.lsets.append((ns, lab))
     for kv in items:
@@ -186,6 +196,22 @@ cdef Py_ssize_t _lset(InterPodIndex self, str ns, object labels, bint owned) exc
             matched.append(m)
     self.lset_match.append(tuple(matched))
     return i
+
+
+cdef int _canonical(tuple items) except -1:
+    # Whether a label dict's items are _lset's canonical ones already: str keys and
+    # values, keys in sorted order (as the job controller and most manifests list them).
+    cdef Py_ssize_t i, n = len(items)
+    cdef object prev = None
+    for i in range(n):
+        kv = <tuple>items[i]
+        k = kv[0]
+        if type(k) is not str or type(kv[1]) is not str:
+            return False
+        if prev is not None and PyUnicode_Compare(prev, k) >= 0:  # (str: no error)
+            return False
+        prev = k
+    return True
 
 
 @cython.auto_pickle(False)  # derived: a state snapshot rebuilds it
@@ -248,6 +274,17 @@ cdef class InterPodIndex:
             return 0
         cut = key.find("/")
         ns = key[:cut] if cut >= 0 else key
+        if not owned and type(labels) is dict and labels:
+            items = tuple((<dict>labels).items())
+            if _canonical(items):
+                # Listed as _lset's canonical key: one lookup, and a new label set
+                # (each Volcano Job's pods bring one) neither sorted nor cached twice.
+                lkey = (ns, items)
+                got = self.lset_index.get(lkey)
+                if got is None:
+                    got = _new_lset(self, ns, PyDict_Copy(labels), items, lkey, False)
+                self.pod_lset[p] = got
+                return 0
         # The fold's path: labels as the manifest lists them (one workload's pods list
         # them alike), one lookup; the canonical form only on a miss.
         try:

@@ -290,3 +290,59 @@ def test_the_bytes_path_leaves_other_job_shapes_to_the_builder() -> None:
         assert _py_job_group_spec(ClusterState(), raw) is None
         rows = [(1, raw)]
         assert _state_of(_by_bytes(rows)) == _state_of(_by_dict(rows))
+
+
+def _job_log(jobs: list[dict[str, Any]]) -> list[tuple[int, bytes]]:
+    """Each Job and its pods as the job controller appends them (the PodGroup
+    implied, not recorded), one node before them."""
+    rows = [(1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="64", memory="256Gi"))))]
+    for job in jobs:
+        for etype, obj in volcano_job_objects(job):
+            if etype != EV.PODGROUP_SUBMITTED:
+                rows.append((len(rows) + 1, orjson.dumps(envelope(etype, obj))))
+    return rows
+
+
+def test_jobs_and_their_pods_fold_to_the_same_snapshot_on_both_paths() -> None:
+    """Volcano's example Jobs and generated ones, each spec twice (a second Job of a
+    known spec takes the bytes path's memo of its PodGroup), with their pods: the
+    bytes path's snapshot and summary are the dict path's, byte for byte, in a state
+    that fills the memo and in one that finds it full; each gang has dicts of its
+    own."""
+    jobs = _example_jobs() + _generated_jobs(200, seed=11)
+    again = []
+    for job in jobs:
+        twin = copy.deepcopy(job)
+        twin["metadata"]["name"] += "-again"
+        again.append(twin)
+    rows = _job_log(jobs + again)
+    want = _by_dict(rows)
+    for _ in range(2):
+        got = _by_bytes(rows)
+        assert got.to_bytes() == want.to_bytes()
+        assert orjson.dumps(got.summary()) == orjson.dumps(want.summary())
+    metas = [got.gang_meta[g] for g in got.gang_index.values()]
+    assert sum(1 for m in metas if m.get("podGroup")) >= len(jobs)
+    assert len({id(m["minResources"]) for m in metas}) == len(metas)
+    assert len({id(m.get("minTaskMember")) for m in metas if m.get("podGroup")}) == sum(
+        1 for m in metas if m.get("podGroup")
+    )
+
+
+def test_large_minresources_fold_alike_on_both_paths() -> None:
+    """minResources sums at and beyond 10**17 base units (where the bytes path parses
+    its own texts back instead of keeping the sums): the dict path's gangs."""
+    jobs = [
+        default_job(_job(f"big{i}", replicas=r, cpu=cpu))
+        for i, (r, cpu) in enumerate([(1, "99999999999999"), (3, "50000000000000"), (2, "4")])
+    ]
+    for job in jobs:
+        job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]["requests"][
+            "memory"
+        ] = "60P"
+    rows = _job_log(jobs)
+    want = _by_dict(rows)
+    got = _by_bytes(rows)
+    assert got.to_bytes() == want.to_bytes()
+    assert _gangs(got) == _gangs(want)
+    assert _gangs(got)["ns/big1"][1]["minResources"]["memory"] == 3 * 60 * 10**15
