@@ -379,14 +379,32 @@ def volcano_task_pod(
     (:mod:`esched.services.jobs`) builds its resubmissions with this too. ``copy``
     deep-copies the template (:func:`~esched.schemas.objects.decoded_json_copy` for a
     Job as decoded from the log)."""
+    return _task_pod(job, task["name"], index, attempt, copy(task.get("template") or {}), False)
+
+
+def _task_pod(
+    job: Mapping[str, Any],
+    task_name: Any,
+    index: int,
+    attempt: int,
+    template: dict[str, Any],
+    shared: bool,
+) -> dict[str, Any]:
+    """The pod of :func:`volcano_task_pod`, built in ``template`` (a copy), or, when
+    ``shared``, on copies of the objects it changes (metadata, annotations and labels
+    plain objects or absent, see :func:`volcano_task_pod_shared`): a key assigned
+    keeps its place, a new one comes last, as in the template's copy."""
     meta = job.get("metadata") or {}
     name = meta["name"]
     namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
     spec = job.get("spec") or {}
     queue = spec.get("queue") or DEFAULT_QUEUE
-    task_name = task["name"]
-    template = copy(task.get("template") or {})
     pod_meta = template.get("metadata") or {}
+    if shared:
+        pod_meta = dict(pod_meta)
+        for key in ("annotations", "labels"):
+            if key in pod_meta:
+                pod_meta[key] = dict(pod_meta[key])
     pod_meta.pop("generateName", None)
     pod_meta["name"] = f"{name}-{task_name}-{index}"
     pod_meta["namespace"] = namespace
@@ -401,10 +419,16 @@ def volcano_task_pod(
     labels[_JOB_NAME] = name
     labels[QUEUE_ANNOTATION] = queue
     pod_spec = template.get("spec") or {}
-    if spec.get("priorityClassName") and not pod_spec.get("priorityClassName"):
-        pod_spec["priorityClassName"] = spec["priorityClassName"]
-    if spec.get("schedulerName") and not pod_spec.get("schedulerName"):
-        pod_spec["schedulerName"] = spec["schedulerName"]
+    pc, sched = spec.get("priorityClassName"), spec.get("schedulerName")
+    if pc and not pod_spec.get("priorityClassName"):
+        if shared:
+            pod_spec = dict(pod_spec)
+            shared = False  # copied once
+        pod_spec["priorityClassName"] = pc
+    if sched and not pod_spec.get("schedulerName"):
+        if shared:
+            pod_spec = dict(pod_spec)
+        pod_spec["schedulerName"] = sched
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
 
 
@@ -431,44 +455,14 @@ def volcano_task_pod_shared(
         or (tmeta and not _objects_or_absent(tmeta, "annotations", "labels"))
     ):
         return volcano_task_pod(job, task, index, attempt, copy=decoded_json_copy), None
-    meta = job.get("metadata") or {}
-    name = meta["name"]
-    namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
-    spec = job.get("spec") or {}
-    queue = spec.get("queue") or DEFAULT_QUEUE
     task_name = task["name"]
-    # volcano_task_pod's steps on copies of the objects it changes: a key assigned
-    # keeps its place as there, a new one comes last as setdefault puts it.
-    pod_meta = dict(tmeta) if tmeta else {}
-    pod_meta.pop("generateName", None)
-    pod_meta["name"] = f"{name}-{task_name}-{index}"
-    pod_meta["namespace"] = namespace
-    own = pod_meta.get("annotations") if "annotations" in pod_meta else None
-    annotations = pod_meta["annotations"] = dict(own) if own is not None else {}
-    annotations[GANG_ANNOTATIONS[0]] = name
-    annotations[QUEUE_ANNOTATION] = queue
-    annotations[_JOB_NAME] = name
-    annotations[_TASK_SPEC] = task_name
-    annotations[_TASK_INDEX] = str(index)
-    annotations[_JOB_VERSION] = str(attempt)
-    labels = pod_meta["labels"] = dict(pod_meta["labels"]) if "labels" in pod_meta else {}
-    labels[_JOB_NAME] = name
-    labels[QUEUE_ANNOTATION] = queue
-    pod_spec = tspec or {}
-    pc, sched = spec.get("priorityClassName"), spec.get("schedulerName")
-    if (pc and not pod_spec.get("priorityClassName")) or (
-        sched and not pod_spec.get("schedulerName")
-    ):
-        pod_spec = dict(pod_spec)
-        if pc and not pod_spec.get("priorityClassName"):
-            pod_spec["priorityClassName"] = pc
-        if sched and not pod_spec.get("schedulerName"):
-            pod_spec["schedulerName"] = sched
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+    pod = _task_pod(job, task_name, index, attempt, template, True)
+    pod_meta = pod["metadata"]
+    own = tmeta.get("annotations") if tmeta else None
     bare: dict[str, Any] | None = None
     if (
-        type(name) is str
-        and type(queue) is str
+        type(pod_meta["annotations"][_JOB_NAME]) is str
+        and type(pod_meta["annotations"][QUEUE_ANNOTATION]) is str
         and type(task_name) is str
         and (own is None or own.keys().isdisjoint(_TASK_POD_ANNOTATIONS))
     ):
@@ -477,7 +471,7 @@ def volcano_task_pod_shared(
             del bare_meta["annotations"]
         else:
             bare_meta["annotations"] = own
-        bare = {"apiVersion": "v1", "kind": "Pod", "metadata": bare_meta, "spec": pod_spec}
+        bare = {"apiVersion": "v1", "kind": "Pod", "metadata": bare_meta, "spec": pod["spec"]}
     return pod, bare
 
 
