@@ -55,11 +55,12 @@ from esched.schemas.objects import (
     DEFAULT_QUEUE,
     GANG_ANNOTATIONS,
     QUEUE_ANNOTATION,
+    decoded_json_copy,
     json_copy,
     pod_resource_requests,
 )
 from esched.schemas.quantity import to_base_units
-from esched.schemas.validator import SCHEMA_BASE_URI, InvalidEvent, validate_event
+from esched.schemas.validator import SCHEMA_BASE_URI, InvalidEvent, validate_data, validate_event
 from esched.schemas.volcano_jobs import JobRejected, default_job, validate_job
 from esched.schemas.workloads import (
     WORKLOAD_KINDS,
@@ -69,12 +70,14 @@ from esched.schemas.workloads import (
 )
 
 __all__ = [
+    "check_task_pod",
     "events_from_documents",
     "input_nodes",
     "load_documents",
     "volcano_job_objects",
     "volcano_podgroup",
     "volcano_task_pod",
+    "volcano_task_pod_shared",
 ]
 
 log = logging.getLogger(__name__)
@@ -90,6 +93,16 @@ _TASK_SPEC = "volcano.sh/task-spec"
 _TASK_INDEX = "volcano.sh/task-index"
 #: The attempt (the job's retry count) a pod belongs to: Volcano's job version.
 _JOB_VERSION = "volcano.sh/job-version"
+#: The annotations :func:`volcano_task_pod` sets on every pod, in its order: qualified
+#: names (tests/schemas/test_task_pod.py checks them against the pod schema).
+_TASK_POD_ANNOTATIONS = (
+    GANG_ANNOTATIONS[0],
+    QUEUE_ANNOTATION,
+    _JOB_NAME,
+    _TASK_SPEC,
+    _TASK_INDEX,
+    _JOB_VERSION,
+)
 
 
 # ----------------------------------------------------------------------- loading
@@ -366,14 +379,32 @@ def volcano_task_pod(
     (:mod:`esched.services.jobs`) builds its resubmissions with this too. ``copy``
     deep-copies the template (:func:`~esched.schemas.objects.decoded_json_copy` for a
     Job as decoded from the log)."""
+    return _task_pod(job, task["name"], index, attempt, copy(task.get("template") or {}), False)
+
+
+def _task_pod(
+    job: Mapping[str, Any],
+    task_name: Any,
+    index: int,
+    attempt: int,
+    template: dict[str, Any],
+    shared: bool,
+) -> dict[str, Any]:
+    """The pod of :func:`volcano_task_pod`, built in ``template`` (a copy), or, when
+    ``shared``, on copies of the objects it changes (metadata, annotations and labels
+    plain objects or absent, see :func:`volcano_task_pod_shared`): a key assigned
+    keeps its place, a new one comes last, as in the template's copy."""
     meta = job.get("metadata") or {}
     name = meta["name"]
     namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
     spec = job.get("spec") or {}
     queue = spec.get("queue") or DEFAULT_QUEUE
-    task_name = task["name"]
-    template = copy(task.get("template") or {})
     pod_meta = template.get("metadata") or {}
+    if shared:
+        pod_meta = dict(pod_meta)
+        for key in ("annotations", "labels"):
+            if key in pod_meta:
+                pod_meta[key] = dict(pod_meta[key])
     pod_meta.pop("generateName", None)
     pod_meta["name"] = f"{name}-{task_name}-{index}"
     pod_meta["namespace"] = namespace
@@ -388,11 +419,80 @@ def volcano_task_pod(
     labels[_JOB_NAME] = name
     labels[QUEUE_ANNOTATION] = queue
     pod_spec = template.get("spec") or {}
-    if spec.get("priorityClassName") and not pod_spec.get("priorityClassName"):
-        pod_spec["priorityClassName"] = spec["priorityClassName"]
-    if spec.get("schedulerName") and not pod_spec.get("schedulerName"):
-        pod_spec["schedulerName"] = spec["schedulerName"]
+    pc, sched = spec.get("priorityClassName"), spec.get("schedulerName")
+    if pc and not pod_spec.get("priorityClassName"):
+        if shared:
+            pod_spec = dict(pod_spec)
+            shared = False  # copied once
+        pod_spec["priorityClassName"] = pc
+    if sched and not pod_spec.get("schedulerName"):
+        if shared:
+            pod_spec = dict(pod_spec)
+        pod_spec["schedulerName"] = sched
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+
+
+def volcano_task_pod_shared(
+    job: Mapping[str, Any], task: Mapping[str, Any], index: int, attempt: int = 0
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """:func:`volcano_task_pod`'s pod (the same JSON, keys in the same order) without
+    copying the template: only the objects the builder changes (the metadata, its
+    annotations and labels, the spec when the Job sets its ``priorityClassName`` or
+    ``schedulerName``) are new, the rest is the template's, so neither the pod nor the
+    Job may be changed while the other is in use (the job controller's pods, encoded
+    and folded, never changed). With it, for :func:`check_task_pod`, the pod without
+    the annotations the builder sets (None when the template sets one of them, or the
+    Job's name, queue or task name is not a string). A template whose metadata,
+    annotations, labels or spec is not an object is built by :func:`volcano_task_pod`
+    (and checked whole)."""
+    template = task.get("template") or {}
+    tmeta = template.get("metadata") if type(template) is dict else None
+    tspec = template.get("spec") if type(template) is dict else None
+    if (
+        type(template) is not dict
+        or (tmeta and type(tmeta) is not dict)
+        or (tspec and type(tspec) is not dict)
+        or (tmeta and not _objects_or_absent(tmeta, "annotations", "labels"))
+    ):
+        return volcano_task_pod(job, task, index, attempt, copy=decoded_json_copy), None
+    task_name = task["name"]
+    pod = _task_pod(job, task_name, index, attempt, template, True)
+    pod_meta = pod["metadata"]
+    own = tmeta.get("annotations") if tmeta else None
+    bare: dict[str, Any] | None = None
+    if (
+        type(pod_meta["annotations"][_JOB_NAME]) is str
+        and type(pod_meta["annotations"][QUEUE_ANNOTATION]) is str
+        and type(task_name) is str
+        and (own is None or own.keys().isdisjoint(_TASK_POD_ANNOTATIONS))
+    ):
+        bare_meta = dict(pod_meta)
+        if own is None:
+            del bare_meta["annotations"]
+        else:
+            bare_meta["annotations"] = own
+        bare = {"apiVersion": "v1", "kind": "Pod", "metadata": bare_meta, "spec": pod["spec"]}
+    return pod, bare
+
+
+def _objects_or_absent(obj: Mapping[str, Any], *keys: str) -> bool:
+    return all(key not in obj or type(obj[key]) is dict for key in keys)
+
+
+def check_task_pod(pod: dict[str, Any], bare: dict[str, Any] | None) -> None:
+    """``validate_data(esched.pod.submitted, pod)`` for a pod of
+    :func:`volcano_task_pod_shared`, by checking ``bare`` (the pod without the
+    annotations its builder sets) when there is one: those are qualified names with
+    string values, and the pod schema checks annotations one by one (any qualified
+    name, any string), so with them the pod is valid exactly when ``bare`` is. A
+    ``bare`` refused, the pod is checked whole for the error to give."""
+    if bare is not None:
+        try:
+            validate_data(ev.POD_SUBMITTED, bare)
+            return
+        except Exception:  # the whole pod's check gives the error
+            pass
+    validate_data(ev.POD_SUBMITTED, pod)
 
 
 # kind → (event type, namespaced)

@@ -14,7 +14,7 @@ It follows the log with its own job fold and appends what the fold decided:
   already ran): the pods of the tasks without ``dependsOn`` at once, those of a task
   whose ``dependsOn`` tasks completed then, and, after a restart, the job's pods
   again with the new attempt number (``volcano.sh/job-version``), built from the
-  task's template with :func:`esched.schemas.manifests.volcano_task_pod`;
+  task's template as :func:`esched.schemas.manifests.volcano_task_pod` builds them;
 * ``esched.podgroup.submitted``: a Job's PodGroup again after an accepted update
   (:func:`esched.schemas.manifests.volcano_podgroup`), once the job is active, before
   its pods. Its first PodGroup is not recorded: the Job's submission implies it, and
@@ -50,9 +50,8 @@ import orjson
 
 from esched.core.jobs import ACTIVE, FOLDED_TYPES, JobBook, JobState
 from esched.schemas import events as ev
-from esched.schemas.manifests import volcano_podgroup, volcano_task_pod
-from esched.schemas.objects import decoded_json_copy
-from esched.schemas.validator import InvalidEvent, compile_validators, validate_data
+from esched.schemas.manifests import check_task_pod, volcano_podgroup, volcano_task_pod_shared
+from esched.schemas.validator import InvalidEvent, compile_validators
 from esched.services.faults import append_envelopes
 from esched.services.lease import Lease, LocalLease
 from esched.services.store.base import EventStore, StoredEvent
@@ -324,15 +323,14 @@ class JobController:
         if missing:
             specs = {t["name"]: t for t in (job.job.get("spec") or {}).get("tasks") or ()}
             for task, i in missing:
-                # The Job as decoded from the log: copied by an orjson round trip.
-                pod = volcano_task_pod(
-                    job.job, specs[task.name], i, attempt=job.retry, copy=decoded_json_copy
-                )
+                # The template not copied: the pod is encoded and folded, never changed.
+                pod, bare = volcano_task_pod_shared(job.job, specs[task.name], i, job.retry)
                 key = ev.metadata_key(pod["metadata"])
                 event_id = f"jobs.{key}.submit.{book.submits_of(job, key)}"
                 try:
-                    # The pod only: the envelope is this controller's own making.
-                    validate_data(ev.POD_SUBMITTED, pod)
+                    # The pod only (the envelope is this controller's own making), and
+                    # of it what the template and the Job make (check_task_pod).
+                    check_task_pod(pod, bare)
                 except InvalidEvent as exc:
                     # The template Volcano's webhook let through but esched's pod
                     # schema refuses: not submitted, counted and logged.

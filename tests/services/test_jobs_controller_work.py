@@ -14,7 +14,7 @@ import orjson
 from esched.core.jobs import JobBook
 from esched.schemas import events as ev
 from esched.schemas.events import stream_of
-from esched.schemas.manifests import events_from_documents
+from esched.schemas.manifests import events_from_documents, volcano_task_pod
 from esched.services import jobs as jobs_service
 from esched.services.jobs import JobController, fold_job_log, fold_rows
 from esched.services.store import open_store
@@ -72,7 +72,7 @@ def test_a_row_of_other_bytes_under_an_appended_id_is_decoded() -> None:
     """Another leader's copy of an event (same id, its own bytes: another time) is
     folded as the log holds it, not as the controller built it."""
     (job,) = events_from_documents([_JOB], source="test", id_prefix="j")
-    pod = jobs_service.volcano_task_pod(job["data"], job["data"]["spec"]["tasks"][0], 0)
+    pod = volcano_task_pod(job["data"], job["data"]["spec"]["tasks"][0], 0)
     mine = ev.envelope(ev.POD_SUBMITTED, "esched/jobs", pod, id="p", time="2030-01-01T00:00:00Z")
     theirs = dict(mine, time="2030-01-01T00:00:09Z")
 
