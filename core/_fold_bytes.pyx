@@ -363,11 +363,11 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
         elif span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED)):
             done = _payload_committed(self, b, n, members[DATA_BINDINGS])
         elif span_is(b, t, _B_POD_SUCCEEDED, len(_B_POD_SUCCEEDED)):
-            done = _payload_finished(self, b, n, d.start, PHASE_SUCCEEDED, _SLOT_POD_SUCCEEDED)
+            done = _payload_finished(self, b, n, members[DATA_METADATA], PHASE_SUCCEEDED, _SLOT_POD_SUCCEEDED)
         elif span_is(b, t, _B_POD_FAILED, len(_B_POD_FAILED)):
-            done = _payload_finished(self, b, n, d.start, PHASE_FAILED, _SLOT_POD_FAILED)
+            done = _payload_finished(self, b, n, members[DATA_METADATA], PHASE_FAILED, _SLOT_POD_FAILED)
         elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
-            done = _payload_finished(self, b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
+            done = _payload_finished(self, b, n, members[DATA_METADATA], PHASE_FREE, _SLOT_POD_DELETED)
         elif span_is(b, t, _B_PODGROUP_SUBMITTED, len(_B_PODGROUP_SUBMITTED)):
             done = _payload_podgroup(self, b, n, d.start)
         elif span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
@@ -392,12 +392,12 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
 # changed nothing, for a shape it leaves to the dict path.
 
 cdef int _payload_finished(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                           Py_ssize_t i, int phase, int slot) except -1:
-    # {"metadata": {name, namespace}}: what _pod_finished reads.
-    cdef Span meta
+                           Span meta, int phase, int slot) except -1:
+    # {"metadata": {name, namespace}}: what _pod_finished reads (``meta``: the data
+    # object's, as scan_envelope noted it).
     cdef bint extra
     cdef str key
-    if _member(b, n, i, b"metadata", 8, &meta) < 0:
+    if meta.start < 0:
         key = "default/"
     elif b[meta.start] != 0x7b:
         return 0

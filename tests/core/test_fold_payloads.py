@@ -607,7 +607,7 @@ _BIND_A = b'{"bindings":[{"pod":"ns/a","node":"n1","resources":{"cpu":7}}]}'
         b'"data":{"bindings":null,"x":' + _BIND_A + b"}",
     ],
 )
-@pytest.mark.parametrize("kind", [EV.POD_SUBMITTED, EV.PLACEMENT_COMMITTED])
+@pytest.mark.parametrize("kind", [EV.POD_SUBMITTED, EV.PLACEMENT_COMMITTED, EV.POD_DELETED])
 def test_repeated_data_and_members_fold_as_the_dict_path_does(kind: str, tail: bytes) -> None:
     payloads = [
         orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi"))),
