@@ -215,14 +215,81 @@ cdef inline Py_ssize_t skip_value(const unsigned char* b, Py_ssize_t i, Py_ssize
     return -1
 
 
+cdef enum:
+    # The members of an envelope's ``data`` object that scan_envelope notes, by index
+    # into its ``members`` (what the bulk events' handlers read first).
+    DATA_METADATA = 0
+    DATA_SPEC = 1
+    DATA_BINDINGS = 2
+    N_DATA_MEMBERS = 3
+
+
+cdef inline Py_ssize_t _skip_data(const unsigned char* b, Py_ssize_t i, Py_ssize_t n,
+                                  Span* members) noexcept nogil:
+    # skip_value's object branch at depth 1 (the same checks), for an envelope's data
+    # object at b[i], noting the raw spans of its DATA_* members in ``members`` (the
+    # last of each; start -1 when absent): its handler then finds them without a walk.
+    cdef Py_ssize_t key, length, value
+    cdef int m
+    for m in range(N_DATA_MEMBERS):
+        members[m].start = -1
+    i = skip_ws(b, i + 1, n)
+    if i < n and b[i] == 0x7d:
+        return i + 1
+    while True:
+        if i >= n or b[i] != 0x22:
+            return -1
+        key = i + 1
+        i = skip_string(b, i, n)
+        if i < 0:
+            return -1
+        length = i - 1 - key
+        i = skip_ws(b, i, n)
+        if i >= n or b[i] != 0x3a:  # :
+            return -1
+        value = i = skip_ws(b, i + 1, n)
+        if i < n and b[i] == 0x22:
+            i = skip_string(b, i, n)
+        else:
+            i = skip_value(b, i, n, 2)
+        if i < 0:
+            return -1
+        m = -1
+        if length == 8:
+            if memcmp(b + key, b"metadata", 8) == 0:
+                m = DATA_METADATA
+            elif memcmp(b + key, b"bindings", 8) == 0:
+                m = DATA_BINDINGS
+        elif length == 4 and memcmp(b + key, b"spec", 4) == 0:
+            m = DATA_SPEC
+        if m >= 0:
+            members[m].start = value
+            members[m].end = i
+        i = skip_ws(b, i, n)
+        if i >= n:
+            return -1
+        if b[i] == 0x2c:  # ,
+            i = skip_ws(b, i + 1, n)
+        elif b[i] == 0x7d:
+            return i + 1
+        else:
+            return -1
+
+
 cdef inline bint scan_envelope(const unsigned char* b, Py_ssize_t n, Span* type_,
-                               Span* data) noexcept nogil:
+                               Span* data, Span* members=NULL) noexcept nogil:
     """True if ``b[:n]`` is one JSON object (surrounding whitespace allowed) this
     scanner accepts, i.e. orjson would decode it to the same values; in the same
     walk, the raw spans of its top-level ``type`` and ``data`` values (the last of
-    each, as orjson keeps the last of duplicate keys; ``start`` -1 when absent)."""
+    each, as orjson keeps the last of duplicate keys; ``start`` -1 when absent), and
+    with ``members`` (N_DATA_MEMBERS spans), those of the last ``data`` object's
+    DATA_* members (all -1 when ``data`` is absent or not an object)."""
     cdef Py_ssize_t i = skip_ws(b, 0, n), key, key_end, value
+    cdef int m
     type_.start = data.start = -1
+    if members != NULL:
+        for m in range(N_DATA_MEMBERS):
+            members[m].start = -1
     if i >= n or b[i] != 0x7b:
         return False
     i = skip_ws(b, i + 1, n)
@@ -241,7 +308,14 @@ cdef inline bint scan_envelope(const unsigned char* b, Py_ssize_t n, Span* type_
         if i >= n or b[i] != 0x3a:  # :
             return False
         value = i = skip_ws(b, i + 1, n)
-        if i < n and b[i] == 0x22:
+        if members != NULL and key_end - key == 4 and memcmp(b + key, b"data", 4) == 0:
+            if i < n and b[i] == 0x7b:
+                i = _skip_data(b, i, n, members)
+            else:  # (not an object: no members, whatever an earlier data held)
+                for m in range(N_DATA_MEMBERS):
+                    members[m].start = -1
+                i = skip_value(b, i, n, 1)
+        elif i < n and b[i] == 0x22:
             i = skip_string(b, i, n)
         else:
             i = skip_value(b, i, n, 1)

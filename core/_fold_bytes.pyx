@@ -33,8 +33,8 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object text)
 
 from esched.core._envelope cimport (
-    Span, after_quote, next_element, next_key, next_member, scan_envelope, skip_accepted, skip_ws,
-    span_is,
+    DATA_BINDINGS, DATA_METADATA, DATA_SPEC, N_DATA_MEMBERS, Span, after_quote, next_element,
+    next_key, next_member, scan_envelope, skip_accepted, skip_ws, span_is,
 )
 from esched.core._quantity cimport esched_quantity_units
 from esched.core._fold cimport (
@@ -357,21 +357,22 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
     cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
     cdef Span t, d
+    cdef Span members[N_DATA_MEMBERS]  # data's metadata, spec and bindings
     cdef int done = 0
-    if (scan_envelope(b, n, &t, &d) and t.start >= 0 and d.start >= 0
+    if (scan_envelope(b, n, &t, &d, members) and t.start >= 0 and d.start >= 0
             and b[t.start] == 0x22 and b[d.start] == 0x7b):
         t.start += 1
         t.end -= 1
         if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)):
-            done = _payload_submitted(self, b, n, d.start)
+            done = _payload_submitted(self, b, n, members[DATA_METADATA], members[DATA_SPEC])
         elif span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED)):
-            done = _payload_committed(self, b, n, d.start)
+            done = _payload_committed(self, b, n, members[DATA_BINDINGS])
         elif span_is(b, t, _B_POD_SUCCEEDED, len(_B_POD_SUCCEEDED)):
-            done = _payload_finished(self, b, n, d.start, PHASE_SUCCEEDED, _SLOT_POD_SUCCEEDED)
+            done = _payload_finished(self, b, n, members[DATA_METADATA], PHASE_SUCCEEDED, _SLOT_POD_SUCCEEDED)
         elif span_is(b, t, _B_POD_FAILED, len(_B_POD_FAILED)):
-            done = _payload_finished(self, b, n, d.start, PHASE_FAILED, _SLOT_POD_FAILED)
+            done = _payload_finished(self, b, n, members[DATA_METADATA], PHASE_FAILED, _SLOT_POD_FAILED)
         elif span_is(b, t, _B_POD_DELETED, len(_B_POD_DELETED)):
-            done = _payload_finished(self, b, n, d.start, PHASE_FREE, _SLOT_POD_DELETED)
+            done = _payload_finished(self, b, n, members[DATA_METADATA], PHASE_FREE, _SLOT_POD_DELETED)
         elif span_is(b, t, _B_PODGROUP_SUBMITTED, len(_B_PODGROUP_SUBMITTED)):
             done = _payload_podgroup(self, b, n, d.start)
         elif span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
@@ -396,12 +397,12 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
 # changed nothing, for a shape it leaves to the dict path.
 
 cdef int _payload_finished(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                           Py_ssize_t i, int phase, int slot) except -1:
-    # {"metadata": {name, namespace}}: what _pod_finished reads.
-    cdef Span meta
+                           Span meta, int phase, int slot) except -1:
+    # {"metadata": {name, namespace}}: what _pod_finished reads (``meta``: the data
+    # object's, as scan_envelope noted it).
     cdef bint extra
     cdef str key
-    if _member(b, n, i, b"metadata", 8, &meta) < 0:
+    if meta.start < 0:
         key = "default/"
     elif b[meta.start] != 0x7b:
         return 0
@@ -658,14 +659,13 @@ cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_
 
 
 cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                            Py_ssize_t i) except -1:
-    # A pod's metadata and spec as _pod_submit reads them; the spec is decoded
-    # once per distinct spec bytes, and the pod's class cached with it.
-    cdef Span k, v, meta, spec
+                            Span meta, Span spec) except -1:
+    # A pod's metadata and spec (the data object's members, as scan_envelope noted
+    # them) as _pod_submit reads them; the spec is decoded once per distinct spec
+    # bytes, and the pod's class cached with it.
     cdef bint extra = False
     cdef str key = "default/"
     cdef Py_ssize_t slot = -1
-    _meta_and_spec(b, n, i, &meta, &spec)
     if (meta.start >= 0 and b[meta.start] != 0x7b) or (spec.start >= 0 and b[spec.start] != 0x7b):
         return 0
     if meta.start >= 0:
@@ -872,14 +872,15 @@ cdef object _plain_requests(ClusterState self, const unsigned char* b, Py_ssize_
 
 
 cdef int _payload_committed(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                            Py_ssize_t i) except -1:
-    # {"bindings": [{"pod", "node", "resources", "devices"?}, ...]}: what _committed reads.
-    cdef Span bindings, e, pod, node, res, dev
+                            Span bindings) except -1:
+    # {"bindings": [{"pod", "node", "resources", "devices"?}, ...]}: what _committed reads
+    # (``bindings``: the data object's last, as scan_envelope noted it).
+    cdef Span e, pod, node, res, dev
     cdef Py_ssize_t j
     cdef list items
-    if _commit_one(self, b, n, i):
+    if bindings.start >= 0 and _commit_one(self, b, n, bindings.start):
         return 1
-    if _member(b, n, i, b"bindings", 8, &bindings) >= 0 and b[bindings.start] != 0x5b:
+    if bindings.start >= 0 and b[bindings.start] != 0x5b:
         return 0
     items = []
     if bindings.start >= 0:
@@ -928,26 +929,14 @@ cdef int _commit_one(ClusterState self, const unsigned char* b, Py_ssize_t n,
     # in range under registered names, no GPU devices. Returns 1 when folded
     # (what _resolve_binding + _bind_resolved would have done), or 0, having
     # changed nothing, for anything else (anomalies included): _payload_committed
-    # then folds it the general way. ``i``: the data object; one walk over it, the
-    # binding read where it is found (the last "bindings" counts, as orjson keeps it).
-    cdef Span k, pod, node
-    cdef Py_ssize_t v, c, j, p, nd, k_res = 0
+    # then folds it the general way. ``i``: the data object's "bindings" value (the
+    # last, as orjson keeps it, found by scan_envelope: no walk over the data here).
+    cdef Span pod, node
+    cdef Py_ssize_t c, j, p, nd, k_res = 0
     cdef Py_ssize_t cols[MAX_FAST_RESOURCES]
     cdef units_t units[MAX_FAST_RESOURCES]
-    cdef bint found = False, has_pods = False
-    while True:
-        v = next_key(b, i, n, &k)
-        if v < 0:
-            break
-        if span_is(b, k, b"bindings", 8):
-            i = _one_binding(self, b, n, v, &pod, &node, cols, units, &k_res)
-            if i < 0:
-                return 0
-            found = True
-        else:
-            i = skip_accepted(b, v, n)
-        i = skip_ws(b, i, n)
-    if not found:
+    cdef bint has_pods = False
+    if _one_binding(self, b, n, i, &pod, &node, cols, units, &k_res) < 0:
         return 0
     p = _slot_of(_POD_SLOTS, POD_SLOTS - 1, self.pod_keys, self.pod_index, b, pod)
     if p < 0 or self.pod_phase[p] != PHASE_PENDING:

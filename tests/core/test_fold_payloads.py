@@ -571,6 +571,56 @@ def test_common_commit_path_reads_its_binding_in_one_walk_as_the_dict_path_does(
     assert by_bytes.anomalies == by_dict.anomalies
 
 
+_SPEC_A = b'{"containers":[{"resources":{"requests":{"cpu":"1","memory":"1Gi"}}}]}'
+_SPEC_B = b'{"containers":[{"resources":{"requests":{"cpu":"2","memory":"2Gi"}}}]}'
+_BIND_A = b'{"bindings":[{"pod":"ns/a","node":"n1","resources":{"cpu":7}}]}'
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        # The scanner notes the data object's metadata, spec and bindings in its walk
+        # (the last of each, of the last data member, as orjson keeps them).
+        b'"data":{"metadata":{"name":"b","namespace":"ns"},"spec":' + _SPEC_A + b"}",
+        b'"data":{"spec":'
+        + _SPEC_A
+        + b',"metadata":{"name":"b","namespace":"ns"},"spec":'
+        + _SPEC_B
+        + b"}",
+        b'"data":{"metadata":{"name":"x"},"spec":' + _SPEC_B + b',"metadata":{"name":"b",'
+        b'"namespace":"ns"}}',
+        b'"data":{"metadata":{"name":"x","namespace":"ns"},"spec":' + _SPEC_B + b'},"data":'
+        b'{"metadata":{"name":"b","namespace":"ns"},"spec":' + _SPEC_A + b"}",
+        b'"data":{"metadata":{"name":"x","namespace":"ns"},"spec":' + _SPEC_B + b'},"data":{}',
+        b'"data":{"metadata":{"name":"x","namespace":"ns"},"spec":' + _SPEC_B + b'},"data":"s"',
+        b'"data":{"metadata":{"name":"x","namespace":"ns"},"spec":' + _SPEC_B + b'},"data":null',
+        b'"data":{"metadata":{"name":"x","namespace":"ns"},"spec":'
+        + _SPEC_B
+        + b'},"data":'
+        + _BIND_A,
+        b'"data":{"spec":{"containers":[]},"metadata":{"name":"b","namespace":"ns"},'
+        b'"x":{"spec":' + _SPEC_B + b',"metadata":{"name":"y"}}}',
+        b'"data":' + _BIND_A,
+        b'"data":{"bindings":[{"pod":"ns/b","node":"n1","resources":{"cpu":3}}]},"data":' + _BIND_A,
+        b'"data":' + _BIND_A + b',"data":{"proposal":"p"}',
+        b'"data":' + _BIND_A + b',"data":[1]',
+        b'"data":{"bindings":null,"x":' + _BIND_A + b"}",
+    ],
+)
+@pytest.mark.parametrize("kind", [EV.POD_SUBMITTED, EV.PLACEMENT_COMMITTED, EV.POD_DELETED])
+def test_repeated_data_and_members_fold_as_the_dict_path_does(kind: str, tail: bytes) -> None:
+    payloads = [
+        orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi"))),
+        orjson.dumps(envelope(EV.POD_SUBMITTED, _plain("a"))),
+        b'{"type":"' + kind.encode() + b'",' + tail + b"}",
+        _commit_raw("b", "n1"),
+    ]
+    assert _py_scanner_accepts(payloads[2])
+    by_dict, by_bytes = _fold_both(payloads)
+    _assert_same(by_dict, by_bytes)
+    assert by_bytes.anomalies == by_dict.anomalies
+
+
 @pytest.mark.parametrize(
     "bindings",
     [
