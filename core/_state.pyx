@@ -796,24 +796,17 @@ cdef class ClusterState:
                     or spec.get("podAntiAffinityPreferred") or spec.get("topologySpreadSoft")))
                 known = _CONSTRAINTS[ckey] = (spec, interpod)
             spec, interpod = known
+        class_spec = {"requests": dict(req)}
         if lim:
             # The spec keeps the limits either way: a later switch recomputes from it.
-            self.class_specs.append({
-                "requests": dict(req),
-                "limits": {name: int(req.get(name, 0) + extra) for name, extra in lim.items()},
-                "nonzero": list(nz),
-                "priority": prio,
-                "priorityClassName": pcn,
-                "constraints": spec,
-            })
-        else:
-            self.class_specs.append({
-                "requests": dict(req),
-                "nonzero": list(nz),
-                "priority": prio,
-                "priorityClassName": pcn,
-                "constraints": spec,
-            })
+            # (Listed after the requests: the snapshot keeps this key order.)
+            class_spec["limits"] = {
+                name: int(req.get(name, 0) + extra) for name, extra in lim.items()}
+        class_spec["nonzero"] = list(nz)
+        class_spec["priority"] = prio
+        class_spec["priorityClassName"] = pcn
+        class_spec["constraints"] = spec
+        self.class_specs.append(class_spec)
         self.class_index[key] = i
         self.n_classes = i + 1
         self.class_ports.append(None)
