@@ -7,9 +7,11 @@
  * compiler turns each pass into AVX2 / AVX-512 code. The same C body is compiled for
  * x86-64 baseline, AVX2 and AVX-512 (target attributes) and picked once at import by
  * CPU feature (esched_fblock_init), so the build needs no -march flag and runs on any
- * x86-64; other architectures get the baseline body. The inter-pod and topology spread
- * filters' check over a block (esched_topology: a gather per node and check) is
- * compiled per body alike.
+ * x86-64; other architectures get the baseline body. The bounded walk's floored pass
+ * (esched_fbound_body) has AVX2 and AVX-512 bodies written with intrinsics instead
+ * (_fbound_lanes.h): GCC does not vectorize its pre-check and bound as one loop. The
+ * inter-pod and topology spread filters' check over a block (esched_topology: a gather
+ * per node and check) is compiled per body alike.
  *
  * Feasibility here is _feasibility.pxd's alive / cordon / resource rule in vector form
  * (labels and taints are left to the caller, constraints_ok); the scores are the
@@ -39,6 +41,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>   /* the bounded walk's lanes (_fbound_lanes.h) */
+#endif
 
 #define ESCHED_FB_BLOCK 128       /* nodes per block (== 1 << BLOCK_SHIFT, _placer.pxd) */
 #define ESCHED_FB_MAX_NEED 16     /* requested columns checked here */
@@ -266,17 +271,122 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
 #define ESCHED_FB_PAD 8
   /* doubles in an AVX-512 vector; a multiple of AVX2's 4 */
 
+/* The floored pass over whole vectors of a block (esched_fbound_body's floors loop and
+ * its pre-check in one sweep, _fbound_lanes.h): returns how many nodes it did (a multiple
+ * of its lanes), their results in out, their candidates' and unsure fits' bits set. */
+typedef Py_ssize_t (*esched_fbound_lanes_fn)(const esched_fblock *k, Py_ssize_t n0,
+                                             Py_ssize_t m, int32_t *out, uint64_t *bits,
+                                             uint64_t *ubits, int32_t best);
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define ESCHED_FL_NAME esched_fbound_lanes_avx2
+#define ESCHED_FL_LOOP esched_fbound_lanes_loop_avx2
+#define ESCHED_FL_ATTR target("avx2")
+#define ESCHED_FL_LANES 8
+#define VF __m256
+#define VM __m256
+#define VSET1 _mm256_set1_ps
+#define VLOAD _mm256_loadu_ps
+#define VADD _mm256_add_ps
+#define VSUB _mm256_sub_ps
+#define VMUL _mm256_mul_ps
+#define VMIN _mm256_min_ps
+#define VMAX _mm256_max_ps
+#define VFLOOR _mm256_floor_ps
+#define VABS(x) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), (x))
+#define VCMP _mm256_cmp_ps
+#define VMOR _mm256_or_ps
+#define VMAND _mm256_and_ps
+#define VMANDN(a, b) _mm256_andnot_ps((b), (a))
+#define VSEL(msk, a, b) _mm256_blendv_ps((b), (a), (msk))
+#define VBITS(msk) ((uint32_t)_mm256_movemask_ps(msk))
+#define VSTORE_I32(p, x) _mm256_storeu_si256((__m256i *)(p), _mm256_cvttps_epi32(x))
+#include "_fbound_lanes.h"
+#undef ESCHED_FL_NAME
+#undef ESCHED_FL_LOOP
+#undef ESCHED_FL_ATTR
+#undef ESCHED_FL_LANES
+#undef VF
+#undef VM
+#undef VSET1
+#undef VLOAD
+#undef VADD
+#undef VSUB
+#undef VMUL
+#undef VMIN
+#undef VMAX
+#undef VFLOOR
+#undef VABS
+#undef VCMP
+#undef VMOR
+#undef VMAND
+#undef VMANDN
+#undef VSEL
+#undef VBITS
+#undef VSTORE_I32
+#define ESCHED_FL_NAME esched_fbound_lanes_avx512
+#define ESCHED_FL_LOOP esched_fbound_lanes_loop_avx512
+#define ESCHED_FL_ATTR target("avx512f,avx512dq,avx512vl,avx512bw")
+#define ESCHED_FL_LANES 16
+#define VF __m512
+#define VM __mmask16
+#define VSET1 _mm512_set1_ps
+#define VLOAD _mm512_loadu_ps
+#define VADD _mm512_add_ps
+#define VSUB _mm512_sub_ps
+#define VMUL _mm512_mul_ps
+#define VMIN _mm512_min_ps
+#define VMAX _mm512_max_ps
+#define VFLOOR(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+#define VABS _mm512_abs_ps
+#define VCMP _mm512_cmp_ps_mask
+#define VMOR(a, b) ((__mmask16)((a) | (b)))
+#define VMAND(a, b) ((__mmask16)((a) & (b)))
+#define VMANDN(a, b) ((__mmask16)((a) & ~(b)))
+#define VSEL(msk, a, b) _mm512_mask_blend_ps((msk), (b), (a))
+#define VBITS(msk) ((uint32_t)(msk))
+#define VSTORE_I32(p, x) _mm512_storeu_si512((void *)(p), _mm512_cvttps_epi32(x))
+#include "_fbound_lanes.h"
+#undef ESCHED_FL_NAME
+#undef ESCHED_FL_LOOP
+#undef ESCHED_FL_ATTR
+#undef ESCHED_FL_LANES
+#undef VF
+#undef VM
+#undef VSET1
+#undef VLOAD
+#undef VADD
+#undef VSUB
+#undef VMUL
+#undef VMIN
+#undef VMAX
+#undef VFLOOR
+#undef VABS
+#undef VCMP
+#undef VMOR
+#undef VMAND
+#undef VMANDN
+#undef VSEL
+#undef VBITS
+#undef VSTORE_I32
+#endif
+
 static inline __attribute__((always_inline)) Py_ssize_t
 esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
-                   esched_fbsum *sum, int32_t best)
+                   esched_fbsum *sum, int32_t best, esched_fbound_lanes_fn lanes)
 {
+    /* The candidates' and the unsure fits' bits, one a node. */
+    uint64_t bits[ESCHED_FB_BLOCK / 64] = {0}, ubits[ESCHED_FB_BLOCK / 64] = {0};
+    /* The whole vectors of the floored form in one pass (lanes); the rest (the block's
+     * remainder, the bound without floors, the baseline body) by the loops below. */
+    const Py_ssize_t i0 = (lanes && k->floors) ? lanes(k, n0, m, out, bits, ubits, best) : 0;
     /* In float, 8 nodes to an AVX2 vector (the errors are well inside the slack). */
     float bad[ESCHED_FB_BLOCK], unsure[ESCHED_FB_BLOCK];
     uint8_t cand[ESCHED_FB_BLOCK];
     int32_t pick[ESCHED_FB_BLOCK];
     const float *cpen = k->cpen + n0;
     const float pen_ok = (float)k->pen_ok;
-    for (Py_ssize_t i = 0; i < m; i++) {
+    for (Py_ssize_t i = i0; i < m; i++) {
         bad[i] = cpen[i] > pen_ok ? 1.0f : 0.0f;
         unsure[i] = 0.0f;
     }
@@ -284,7 +394,7 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
         /* (indexed from n0, as in esched_fblock_bad: no gathers) */
         const float *f = k->cfree[j];
         const float lo = k->cneed_lo[j], hi = k->cneed_hi[j];
-        for (Py_ssize_t i = n0; i < n0 + m; i++) {
+        for (Py_ssize_t i = n0 + i0; i < n0 + m; i++) {
             float fl = f[i];
             bad[i - n0] = (lo > fl + fabsf(fl) * ESCHED_FB_FLOAT_STEP) ? 1.0f : bad[i - n0];
             unsure[i - n0] = (hi > fl) ? 1.0f : unsure[i - n0];
@@ -319,7 +429,7 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
         const float wbal = k->do_bal ? (float)k->w_bal : 0.0f;
         const float bestf = (float)best;
         const float top100 = k->least ? 3.0e38f : 100.0f;
-        for (Py_ssize_t i = 0; i < m; i++) {
+        for (Py_ssize_t i = i0; i < m; i++) {
             float d0 = g0[i] - fr0 * ci0[i], d1 = g1[i] - fr1 * ci1[i];
             float e0 = (most != 0.0f ? 1.0f - d0 : d0) * 100.0f;
             float e1 = (most != 0.0f ? 1.0f - d1 : d1) * 100.0f;
@@ -372,8 +482,7 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
     /* The candidates' indices: the flags packed to one bit a node (a multiply packs 8
      * 0/1 bytes, byte i to bit i), then the set bits in order. No branch per group of
      * flags: whether a group holds a candidate is close to a coin toss here. */
-    uint64_t bits[ESCHED_FB_BLOCK / 64] = {0};
-    Py_ssize_t n_pick = 0, i8 = 0;
+    Py_ssize_t n_pick = 0, i8 = i0;   /* (i0 a multiple of 8) */
     for (; i8 + 8 <= m; i8 += 8) {
         uint64_t w;
         memcpy(&w, cand + i8, 8);
@@ -381,6 +490,8 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
     }
     for (Py_ssize_t i = i8; i < m; i++)
         bits[i >> 6] |= (uint64_t)cand[i] << (i & 63);
+    for (Py_ssize_t i = i0; i < m; i++)
+        ubits[i >> 6] |= (uint64_t)(unsure[i] != 0.0f) << (i & 63);
     for (int w = 0; w < ESCHED_FB_BLOCK / 64; w++) {
         for (uint64_t b = bits[w]; b; b &= b - 1)
             pick[n_pick++] = 64 * w + __builtin_ctzll(b);
@@ -402,6 +513,8 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
         const double *u0 = k->u0 + n0, *u1 = k->u1 + n0, *z0 = k->z0 + n0,
                      *z1 = k->z1 + n0, *a0 = k->a0 + n0, *a1 = k->a1 + n0;
         int any_unsure = 0;
+        for (int w = 0; w < ESCHED_FB_BLOCK / 64; w++)
+            any_unsure |= (bits[w] & ubits[w]) != 0;
         /* Padded with copies of the first candidate to whole vectors of doubles (their
          * results are dropped): the kernel then runs no scalar remainder loops, which
          * for a few candidates would be most of its work. */
@@ -414,7 +527,6 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
             g[4][j] = a0[i]; g[5][j] = a1[i];
             g[6][j] = 1.0 / a0[i]; g[7][j] = 1.0 / a1[i];
             g[8][j] = 0.0;
-            any_unsure |= unsure[i] != 0.0f;
         }
         esched_fblock gk = *k;
         gk.u0 = g[0]; gk.u1 = g[1]; gk.z0 = g[2]; gk.z1 = g[3];
@@ -535,14 +647,14 @@ typedef void (*esched_topology_fn)(const esched_tcheck *c, int n_c, Py_ssize_t n
 
 /* One body per instruction set: the kernel, its bounded form, the summary, the stale count, the
  * topology checks. */
-#define ESCHED_FB_VARIANT(isa, attr)                                                     \
+#define ESCHED_FB_VARIANT(isa, attr, lanes)                                              \
     attr static void esched_fblock_##isa(const esched_fblock *k, Py_ssize_t n0,           \
                                          Py_ssize_t m, int32_t *out, esched_fbsum *sum)   \
     { esched_fblock_body(k, n0, m, out, sum); }                                           \
     attr static Py_ssize_t esched_fbound_##isa(const esched_fblock *k, Py_ssize_t n0,     \
                                                Py_ssize_t m, int32_t *out,                \
                                                esched_fbsum *sum, int32_t best)           \
-    { return esched_fbound_body(k, n0, m, out, sum, best); }                              \
+    { return esched_fbound_body(k, n0, m, out, sum, best, lanes); }                       \
     attr static void esched_summarize_##isa(const int32_t *s, Py_ssize_t m,               \
                                             esched_fbsum *sum)                            \
     { esched_summarize_body(s, m, sum); }                                                 \
@@ -553,13 +665,14 @@ typedef void (*esched_topology_fn)(const esched_tcheck *c, int n_c, Py_ssize_t n
                                            Py_ssize_t m, int32_t *pass)                   \
     { esched_topology_body(c, n_c, n0, m, pass); }
 
-ESCHED_FB_VARIANT(base, )
+ESCHED_FB_VARIANT(base, , 0)
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define ESCHED_FB_X86 1
-ESCHED_FB_VARIANT(avx2, __attribute__((target("avx2"))))
+ESCHED_FB_VARIANT(avx2, __attribute__((target("avx2"))), esched_fbound_lanes_avx2)
 ESCHED_FB_VARIANT(avx512, __attribute__((target(
-    "avx512f,avx512dq,avx512vl,avx512bw,prefer-vector-width=512"))))
+    "avx512f,avx512dq,avx512vl,avx512bw,prefer-vector-width=512"))),
+                  esched_fbound_lanes_avx512)
 #endif
 
 #pragma GCC pop_options

@@ -373,3 +373,104 @@ def test_compact_rows_near_integer_steps_and_huge_capacities(profile):
     on = Placer(s, profile, seed=8, prune=True)
     off = Placer(s, profile, seed=8, prune=False)
     assert _same_for_every_pod(s, on, off, keys, log, rnd) == len(keys)
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
+@pytest.mark.parametrize("tail", [1, 7, 8, 9, 15, 16, 17, 100])
+def test_one_pass_lanes_at_block_remainders_and_sparse_fits(tail, isa):
+    # The bounded walk's one-pass lanes (_fbound_lanes.h: 8 nodes a vector in the AVX2
+    # body, 16 in the AVX-512 one) take a block's whole vectors and leave the rest to
+    # the scalar loops: a last block of `tail` nodes puts the seam anywhere in it. In
+    # each block only k nodes fit (k = 1..16 over the blocks, at random places; the
+    # others' cpu full, cordoned or out of pods), with exact ties, scores on integer
+    # steps and unsure fits among them (free memory a float rounds, some pods asking
+    # for exactly that much): every pod gets the same node, visits and allocation with
+    # the bound on and off, in every body.
+    from esched.core import _placer
+
+    before = _placer.SIMD
+    try:
+        _placer._py_set_simd(isa)
+        rnd = np.random.default_rng(tail)
+        s = ClusterState()
+        log = Log(s)
+        n_nodes = 6 * 128 + tail
+        for b0 in range(0, n_nodes, 128):
+            size = min(128, n_nodes - b0)
+            k = 1 + (b0 // 128 * 3 + tail) % 16
+            fit = {b0 + int(i) for i in rnd.choice(size, size=min(k, size), replace=False)}
+            for i in range(b0, b0 + size):
+                kind = int(rnd.integers(0, 3))
+                log(
+                    EV.NODE_ADDED,
+                    node(
+                        f"n{i}",
+                        cpu="16",
+                        memory=str(64 * 2**30 + 1),
+                        pods="110" if i in fit or kind != 2 else "1",
+                        unschedulable=i not in fit and kind == 1,
+                    ),
+                )
+                q = int(rnd.integers(1, 8)) if i in fit else 16
+                mem = str(4 * q * 2**30 + 7)
+                log(EV.POD_SUBMITTED, pod(f"r{i}", cpu=str(q), memory=mem, node_name=f"n{i}"))
+        shapes = [
+            (f"{c}m", f"{m}Mi")
+            for c, m in zip(
+                rnd.choice([1, 250, 500, 1000], size=200),
+                rnd.choice([1, 256, 1024, 4096], size=200),
+                strict=True,
+            )
+        ]
+        for j in range(0, 200, 10):  # exactly the free memory of nodes running q
+            shapes[j] = ("1m", str(64 * 2**30 + 1 - 4 * int(rnd.integers(1, 8)) * 2**30 - 7))
+        cids = np.array(
+            [s.intern_class(pod("w", cpu=c, memory=m)) for c, m in shapes], dtype=np.int32
+        )
+        on = Placer(s, seed=8, sample=False, cache=False, prune=True)
+        off = Placer(s, seed=8, sample=False, cache=False, prune=False)
+        placed = on.place_classes(cids)
+        assert (placed == off.place_classes(cids)).all()
+        assert (placed >= 0).sum() > 100
+        assert on.stats()["nodes_visited"] == off.stats()["nodes_visited"]
+        assert (on.used_array() == off.used_array()).all()
+    finally:
+        _placer._py_set_simd("" if before != "baseline" else "baseline")
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
+def test_an_unsure_fit_is_checked_exactly_in_every_lane(isa):
+    # One node a block (at a different lane of each, and in the 5-node tail block the
+    # scalar loops take) is the emptiest by cpu, and Fit weighs cpu 100 to 1, so it
+    # would win; but its free memory, which a float rounds, is one byte short of the
+    # pod's request: the pre-check must leave it unsure (to the exact check), never
+    # take it as fitting, in the one-pass lanes as in the loops.
+    from esched.core import _placer
+
+    before = _placer.SIMD
+    try:
+        _placer._py_set_simd(isa)
+        s = ClusterState()
+        log = Log(s)
+        mem, want = 2**36 + 1, 40 * 2**30 + 12345
+        n_nodes = 4 * 128 + 5
+        decoys = {b0 + (b0 // 128 * 37 + 5) % 128 for b0 in range(128, 4 * 128, 128)}
+        decoys.add(4 * 128 + 3)
+        for i in range(n_nodes):
+            log(EV.NODE_ADDED, node(f"n{i}", cpu="16", memory=str(mem)))
+            used = ("1", str(mem + 1 - want)) if i in decoys else ("15", "1Gi")
+            log(EV.POD_SUBMITTED, pod(f"r{i}", cpu=used[0], memory=used[1], node_name=f"n{i}"))
+        profile = parse_profile(_weighted(10, 1, rw=(100, 1)))
+        for sample in (True, False):
+            on = Placer(s, profile, seed=2, sample=sample, cache=False, prune=True)
+            off = Placer(s, profile, seed=2, sample=sample, cache=False, prune=False)
+            p = pod("x", cpu="100m", memory=str(want - 1))  # a byte less: a decoy wins
+            got = on.place(p, assume=False)
+            assert got == off.place(p, assume=False)
+            assert got is not None and int(got[0][1:]) in decoys
+            p = pod("x", cpu="100m", memory=str(want))
+            got = on.place(p, assume=False)
+            assert got == off.place(p, assume=False)
+            assert got is not None and int(got[0][1:]) not in decoys
+    finally:
+        _placer._py_set_simd("" if before != "baseline" else "baseline")

@@ -1,0 +1,101 @@
+/* The bounded walk's fit pre-check and floored totals in one pass over a block's
+ * compact rows (esched_fbound_body, k->floors), with explicit vectors: included by
+ * _fused_block.h once per instruction set, with these defined:
+ *   ESCHED_FL_NAME     the function's name, ESCHED_FL_LOOP its loop's; ESCHED_FL_ATTR
+ *                      their target attribute
+ *   ESCHED_FL_LANES    floats a vector; VF a vector of them, VM a lane mask
+ *   VSET1 VLOAD VADD VSUB VMUL VMIN VMAX VFLOOR VABS   float vector operations
+ *   VCMP(a, b, pred)   a lane mask (_CMP_* predicates); VMOR VMAND VMANDN (a and not b)
+ *   VSEL(m, a, b)      a where m, else b; VBITS(m) the mask as bits, lane i to bit i
+ *   VSTORE_I32(p, x)   x truncated to int32 and stored
+ * Each vector computes what the scalar loops of esched_fbound_body compute, the same
+ * float operations in the same order (no FMA: -ffp-contract=off) and the same NaN
+ * choices (max / min take the scalar ternaries' operand order), so each compact row
+ * is loaded once per pod and no flag array is written and read back. */
+__attribute__((ESCHED_FL_ATTR, always_inline)) static inline Py_ssize_t
+ESCHED_FL_LOOP(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
+               uint64_t *bits, uint64_t *ubits, int32_t best, const int most)
+{
+    const Py_ssize_t mv = m & ~(Py_ssize_t)(ESCHED_FL_LANES - 1);
+    const float *cpen = k->cpen + n0, *g0 = k->cg0 + n0, *g1 = k->cg1 + n0,
+                *h0 = k->ch0 + n0, *h1 = k->ch1 + n0, *ci0 = k->ci0 + n0,
+                *ci1 = k->ci1 + n0;
+    const int n_need = k->n_need;
+    const float *cf[ESCHED_FB_MAX_NEED];
+    VF lo_need[ESCHED_FB_MAX_NEED], hi_need[ESCHED_FB_MAX_NEED];
+    for (int j = 0; j < n_need; j++) {
+        cf[j] = k->cfree[j] + n0;
+        lo_need[j] = VSET1(k->cneed_lo[j]);
+        hi_need[j] = VSET1(k->cneed_hi[j]);
+    }
+    const VF zero = VSET1(0.0f), one = VSET1(1.0f), hundred = VSET1(100.0f),
+             half = VSET1(0.5f), step = VSET1(ESCHED_FB_FLOAT_STEP),
+             pen_ok = VSET1((float)k->pen_ok), two = VSET1(2.0f),
+             s = VSET1(ESCHED_FB_FLOOR_SLACK), eps = VSET1(1e-4f),
+             f_inf = VSET1((float)ESCHED_FB_INFEASIBLE), f_dead = VSET1((float)ESCHED_FB_DEAD);
+    const VF fr0 = VSET1((float)k->fr0), fr1 = VSET1((float)k->fr1),
+             br0 = VSET1((float)k->br0), br1 = VSET1((float)k->br1);
+    const VF rw0 = VSET1(k->do_fit ? (float)k->rw0 : 0.0f),
+             rw1 = VSET1(k->do_fit ? (float)k->rw1 : 0.0f), iws = VSET1((float)k->inv_ws),
+             wfit = VSET1(k->do_fit ? (float)k->w_fit : 0.0f),
+             wbal = VSET1(k->do_bal ? (float)k->w_bal : 0.0f), bestf = VSET1((float)best),
+             top100 = VSET1(100.0f);   /* (LeastAllocated's: finite rows, e <= 100) */
+    _Static_assert(ESCHED_FB_BLOCK == 128, "two words of bits a block");
+    uint64_t cb[2] = {0, 0}, ub[2] = {0, 0};   /* (kept in registers) */
+    for (Py_ssize_t i = 0; i < mv; i += ESCHED_FL_LANES) {
+        VF pen = VLOAD(cpen + i);
+        VM bad = VCMP(pen, pen_ok, _CMP_GT_OQ), unsure = VCMP(zero, zero, _CMP_NEQ_OQ);
+        for (int j = 0; j < n_need; j++) {
+            VF fl = VLOAD(cf[j] + i);
+            bad = VMOR(bad, VCMP(lo_need[j], VADD(fl, VMUL(VABS(fl), step)), _CMP_GT_OQ));
+            unsure = VMOR(unsure, VCMP(hi_need[j], fl, _CMP_GT_OQ));
+        }
+        VF d0 = VSUB(VLOAD(g0 + i), VMUL(fr0, VLOAD(ci0 + i)));
+        VF d1 = VSUB(VLOAD(g1 + i), VMUL(fr1, VLOAD(ci1 + i)));
+        VF e0 = VMUL(most ? VSUB(one, d0) : d0, hundred);
+        VF e1 = VMUL(most ? VSUB(one, d1) : d1, hundred);
+        VF a0 = VMAX(VSUB(e0, s), zero), b0 = VMAX(VADD(e0, s), zero);
+        VF a1 = VMAX(VSUB(e1, s), zero), b1 = VMAX(VADD(e1, s), zero);
+        if (most) {
+            a0 = VMIN(a0, top100);
+            b0 = VMIN(b0, top100);
+            a1 = VMIN(a1, top100);
+            b1 = VMIN(b1, top100);
+        }
+        a0 = VFLOOR(a0);
+        b0 = VFLOOR(b0);
+        a1 = VFLOOR(a1);
+        b1 = VFLOOR(b1);
+        VF qa = VFLOOR(VADD(VMUL(VADD(VMUL(a0, rw0), VMUL(a1, rw1)), iws), eps));
+        VF qb = VFLOOR(VADD(VMUL(VADD(VMUL(b0, rw0), VMUL(b1, rw1)), iws), eps));
+        VF f0 = VMIN(one, VADD(VLOAD(h0 + i), VMUL(br0, VLOAD(ci0 + i))));
+        VF f1 = VMIN(one, VADD(VLOAD(h1 + i), VMUL(br1, VLOAD(ci1 + i))));
+        VF y = VMUL(VSUB(one, VMUL(VABS(VSUB(f0, f1)), half)), hundred);
+        VF ya = VFLOOR(VSUB(y, s)), yb = VFLOOR(VADD(y, s));
+        VF lo = VADD(VMUL(wfit, qa), VMUL(wbal, ya)), hi = VADD(VMUL(wfit, qb), VMUL(wbal, yb));
+        VM ok = VMANDN(VCMP(zero, zero, _CMP_EQ_OQ), bad);   /* feasible so far */
+        VM sure = VMANDN(VMAND(ok, VCMP(lo, hi, _CMP_EQ_OQ)), unsure);
+        VF o = VSEL(bad, f_inf, zero);
+        o = VSEL(sure, hi, o);
+        o = VSEL(VCMP(pen, two, _CMP_GE_OQ), f_dead, o);
+        VSTORE_I32(out + i, o);
+        VM cand = VMAND(ok, VMOR(VMAND(VCMP(hi, bestf, _CMP_GE_OQ),
+                                       VCMP(lo, hi, _CMP_NEQ_UQ)), unsure));
+        cb[i >= 64] |= (uint64_t)VBITS(cand) << (i & 63);
+        ub[i >= 64] |= (uint64_t)VBITS(unsure) << (i & 63);
+    }
+    for (int w = 0; w < 2; w++) {
+        bits[w] |= cb[w];
+        ubits[w] |= ub[w];
+    }
+    return mv;
+}
+
+__attribute__((ESCHED_FL_ATTR)) static Py_ssize_t
+ESCHED_FL_NAME(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
+               uint64_t *bits, uint64_t *ubits, int32_t best)
+{
+    /* one loop per strategy: MostAllocated's caps, LeastAllocated's none */
+    return k->least ? ESCHED_FL_LOOP(k, n0, m, out, bits, ubits, best, 0)
+                    : ESCHED_FL_LOOP(k, n0, m, out, bits, ubits, best, 1);
+}
