@@ -225,10 +225,12 @@ cdef enum:
 
 
 cdef inline Py_ssize_t _skip_data(const unsigned char* b, Py_ssize_t i, Py_ssize_t n,
-                                  Span* members) noexcept nogil:
+                                  Span* members, Span* unchecked) noexcept nogil:
     # skip_value's object branch at depth 1 (the same checks), for an envelope's data
     # object at b[i], noting the raw spans of its DATA_* members in ``members`` (the
     # last of each; start -1 when absent): its handler then finds them without a walk.
+    # With ``unchecked``, a ``spec`` object is taken unchecked to the envelope's last
+    # two bytes when they are "}}" (see scan_envelope).
     cdef Py_ssize_t key, length, value
     cdef int m
     for m in range(N_DATA_MEMBERS):
@@ -248,12 +250,6 @@ cdef inline Py_ssize_t _skip_data(const unsigned char* b, Py_ssize_t i, Py_ssize
         if i >= n or b[i] != 0x3a:  # :
             return -1
         value = i = skip_ws(b, i + 1, n)
-        if i < n and b[i] == 0x22:
-            i = skip_string(b, i, n)
-        else:
-            i = skip_value(b, i, n, 2)
-        if i < 0:
-            return -1
         m = -1
         if length == 8:
             if memcmp(b + key, b"metadata", 8) == 0:
@@ -262,6 +258,18 @@ cdef inline Py_ssize_t _skip_data(const unsigned char* b, Py_ssize_t i, Py_ssize
                 m = DATA_BINDINGS
         elif length == 4 and memcmp(b + key, b"spec", 4) == 0:
             m = DATA_SPEC
+        if i < n and b[i] == 0x22:
+            i = skip_string(b, i, n)
+        elif (m == DATA_SPEC and unchecked != NULL and b[i] == 0x7b
+                and b[n - 1] == 0x7d and b[n - 2] == 0x7d):
+            # Where orjson puts a pod's spec, last in the last member (n >= 2 here:
+            # b[i] is in it); the caller proves the span (see scan_envelope).
+            unchecked.start = i
+            i = unchecked.end = n - 2
+        else:
+            i = skip_value(b, i, n, 2)
+        if i < 0:
+            return -1
         if m >= 0:
             members[m].start = value
             members[m].end = i
@@ -277,16 +285,30 @@ cdef inline Py_ssize_t _skip_data(const unsigned char* b, Py_ssize_t i, Py_ssize
 
 
 cdef inline bint scan_envelope(const unsigned char* b, Py_ssize_t n, Span* type_,
-                               Span* data, Span* members=NULL) noexcept nogil:
+                               Span* data, Span* members=NULL,
+                               Span* unchecked=NULL) noexcept nogil:
     """True if ``b[:n]`` is one JSON object (surrounding whitespace allowed) this
     scanner accepts, i.e. orjson would decode it to the same values; in the same
     walk, the raw spans of its top-level ``type`` and ``data`` values (the last of
     each, as orjson keeps the last of duplicate keys; ``start`` -1 when absent), and
     with ``members`` (N_DATA_MEMBERS spans), those of the last ``data`` object's
-    DATA_* members (all -1 when ``data`` is absent or not an object)."""
+    DATA_* members (all -1 when ``data`` is absent or not an object).
+
+    With ``unchecked`` (and ``members``): a ``data`` object's ``spec`` member whose
+    value opens with ``{`` while the envelope's last two bytes are ``}}`` (where
+    orjson puts a pod's spec) is taken, unchecked, to end there: the scan goes on
+    from those two bytes, and ``unchecked`` is that spec's span (start -1 when no
+    spec was so taken). True then says the rest is accepted; the whole is accepted
+    exactly when the span's bytes are one JSON value that skip_value accepts at
+    depth 2, which the caller must prove (bytes equal to a spec so accepted before,
+    or ``skip_value(b, unchecked.start, n, 2) == unchecked.end``) before reading
+    anything, and otherwise scan again without ``unchecked`` (the spec may then
+    end earlier)."""
     cdef Py_ssize_t i = skip_ws(b, 0, n), key, key_end, value
     cdef int m
     type_.start = data.start = -1
+    if unchecked != NULL:
+        unchecked.start = -1
     if members != NULL:
         for m in range(N_DATA_MEMBERS):
             members[m].start = -1
@@ -310,7 +332,7 @@ cdef inline bint scan_envelope(const unsigned char* b, Py_ssize_t n, Span* type_
         value = i = skip_ws(b, i + 1, n)
         if members != NULL and key_end - key == 4 and memcmp(b + key, b"data", 4) == 0:
             if i < n and b[i] == 0x7b:
-                i = _skip_data(b, i, n, members)
+                i = _skip_data(b, i, n, members, unchecked)
             else:  # (not an object: no members, whatever an earlier data held)
                 for m in range(N_DATA_MEMBERS):
                     members[m].start = -1

@@ -34,7 +34,7 @@ cdef extern from "Python.h":
 
 from esched.core._envelope cimport (
     DATA_BINDINGS, DATA_METADATA, DATA_SPEC, N_DATA_MEMBERS, Span, after_quote, next_element,
-    next_key, next_member, scan_envelope, skip_accepted, skip_ws, span_is,
+    next_key, next_member, scan_envelope, skip_accepted, skip_value, skip_ws, span_is,
 )
 from esched.core._quantity cimport esched_quantity_units
 from esched.core._fold cimport (
@@ -356,15 +356,31 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
     # scanner does not vouch for (see _envelope.pxd), takes the dict path.
     cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
-    cdef Span t, d
+    cdef Span t, d, unchecked
     cdef Span members[N_DATA_MEMBERS]  # data's metadata, spec and bindings
     cdef int done = 0
-    if (scan_envelope(b, n, &t, &d, members) and t.start >= 0 and d.start >= 0
+    cdef uint64_t h = 0
+    cdef tuple entry = None
+    cdef bint accepted = scan_envelope(b, n, &t, &d, members, &unchecked)
+    # The spec the scan took unchecked (see scan_envelope): a submission's is proven
+    # by the spec memo, whose entries hold bytes the scanner accepted as a spec (the
+    # lookup _payload_submitted makes anyway), any other by skip_value; one it does
+    # not prove is scanned again with the rest.
+    if accepted and unchecked.start >= 0:
+        if (t.start >= 0 and b[t.start] == 0x22
+                and t.end - t.start == len(_B_POD_SUBMITTED) + 2
+                and memcmp(b + t.start + 1, <const char*>_B_POD_SUBMITTED, t.end - t.start - 2) == 0):
+            entry = _spec_lookup(self, b, unchecked, &h)
+        if entry is None and skip_value(b, unchecked.start, n, 2) != unchecked.end:
+            unchecked.start = -1
+            accepted = scan_envelope(b, n, &t, &d, members)
+    if (accepted and t.start >= 0 and d.start >= 0
             and b[t.start] == 0x22 and b[d.start] == 0x7b):
         t.start += 1
         t.end -= 1
         if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)):
-            done = _payload_submitted(self, b, n, members[DATA_METADATA], members[DATA_SPEC])
+            done = _payload_submitted(self, b, n, members[DATA_METADATA], members[DATA_SPEC],
+                                      unchecked.start >= 0, entry, h)
         elif span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED)):
             done = _payload_committed(self, b, n, members[DATA_BINDINGS])
         elif span_is(b, t, _B_POD_SUCCEEDED, len(_B_POD_SUCCEEDED)):
@@ -659,10 +675,12 @@ cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_
 
 
 cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                            Span meta, Span spec) except -1:
+                            Span meta, Span spec, bint looked_up, tuple entry,
+                            uint64_t h) except -1:
     # A pod's metadata and spec (the data object's members, as scan_envelope noted
     # them) as _pod_submit reads them; the spec is decoded once per distinct spec
-    # bytes, and the pod's class cached with it.
+    # bytes, and the pod's class cached with it. ``looked_up``: the caller has looked
+    # the spec up (_spec_lookup: its ``entry``, None for a miss, and hash ``h``).
     cdef bint extra = False
     cdef str key = "default/"
     cdef Py_ssize_t slot = -1
@@ -675,37 +693,21 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     spec_dict = None
     class_memo = None
     plain = None
-    cdef tuple entry
-    cdef list recent
-    cdef uint64_t h
     if spec.start >= 0:
-        # Keyed by a hash of the spec's bytes, which the entry keeps to compare: no
-        # bytes object made and SipHashed per pod (a spec whose hash another one's
-        # entry holds replaces it: a cache). The entries last found are first looked
-        # for in a list by the hash's low bits (_spec_recent: no int made and no dict
-        # probed per pod; dropped with the memo when its classes go stale).
-        h = _bytes_hash(b + spec.start, spec.end - spec.start)
-        recent = self._spec_recent
-        if recent is None:
-            recent = self._spec_recent = [None] * SPEC_RECENT
-        entry = <tuple>recent[h & (SPEC_RECENT - 1)]
-        if entry is None or not _span_equals(b, spec, <bytes>entry[3]):
-            hkey = <long long>(h >> 2)
-            entry = self._spec_memo.get(hkey)
-            if entry is not None and not _span_equals(b, spec, <bytes>entry[3]):
-                entry = None
-            if entry is None:
-                if len(self._spec_memo) >= MEMO_LIMIT:
-                    self._spec_memo.clear()
-                raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-                # (spec dict or None, [queue, class, priority], plain or None, the
-                # spec's bytes): a spec of containers and a profile is decoded only when
-                # a pod needs it as dicts (_pod_submit decodes it then).
-                if _plain_fits(self):
-                    plain = _plain_requests(self, b, n, spec, raw)
-                entry = self._spec_memo[hkey] = (
-                    None if plain is not None else orjson.loads(raw), [-1, -1, 0], plain, raw)
-            recent[h & (SPEC_RECENT - 1)] = entry
+        if not looked_up:
+            entry = _spec_lookup(self, b, spec, &h)
+        if entry is None:
+            if len(self._spec_memo) >= MEMO_LIMIT:
+                self._spec_memo.clear()
+            raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+            # (spec dict or None, [queue, class, priority], plain or None, the
+            # spec's bytes): a spec of containers and a profile is decoded only when
+            # a pod needs it as dicts (_pod_submit decodes it then).
+            if _plain_fits(self):
+                plain = _plain_requests(self, b, n, spec, raw)
+            entry = self._spec_memo[<long long>(h >> 2)] = (
+                None if plain is not None else orjson.loads(raw), [-1, -1, 0], plain, raw)
+            (<list>self._spec_recent)[h & (SPEC_RECENT - 1)] = entry
         spec_dict = entry[0]
         class_memo = entry[1]
         if spec_dict is None:
@@ -728,6 +730,29 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     if slot >= 0:
         _note_pod(key, slot)
     return 1
+
+cdef tuple _spec_lookup(ClusterState self, const unsigned char* b, Span spec, uint64_t* h):
+    # The spec memo's entry for the spec's bytes ``b[spec]``, or None (a miss leaves
+    # ``_spec_recent`` made, for the new entry); ``h``: their hash. Keyed by a hash of
+    # the bytes, which the entry keeps to compare: no bytes object made and SipHashed
+    # per pod (a spec whose hash another one's entry holds replaces it: a cache). The
+    # entries last found are first looked for in a list by the hash's low bits
+    # (_spec_recent: no int made and no dict probed per pod; dropped with the memo when
+    # its classes go stale).
+    cdef tuple entry
+    h[0] = _bytes_hash(b + spec.start, spec.end - spec.start)
+    recent = self._spec_recent
+    if recent is None:
+        recent = self._spec_recent = [None] * SPEC_RECENT
+    entry = <tuple>recent[h[0] & (SPEC_RECENT - 1)]
+    if entry is not None and _span_equals(b, spec, <bytes>entry[3]):
+        return entry
+    entry = self._spec_memo.get(<long long>(h[0] >> 2))
+    if entry is not None and _span_equals(b, spec, <bytes>entry[3]):
+        recent[h[0] & (SPEC_RECENT - 1)] = entry
+        return entry
+    return None
+
 
 cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t length) noexcept nogil:
     # A 64-bit hash of ``length`` bytes at ``p`` (memo and cache keys; entries

@@ -30,8 +30,10 @@ domain per (matcher, key) in use, an int32 per pod, one entry per distinct label
 
 cimport cython
 from cpython.dict cimport PyDict_Copy
+from libc.string cimport memcmp
 from cpython.unicode cimport (
-    PyUnicode_Compare, PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR, PyUnicode_Tailmatch,
+    PyUnicode_Compare, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ,
+    PyUnicode_READ_CHAR, PyUnicode_Tailmatch,
 )
 
 import numpy as np
@@ -151,8 +153,16 @@ cdef inline bint _in_namespace(str key, str ns) except -1:
     if ns is None:
         return False
     cdef Py_ssize_t length = PyUnicode_GET_LENGTH(ns)
-    return (PyUnicode_GET_LENGTH(key) > length
-            and PyUnicode_READ_CHAR(key, length) == 0x2f
+    cdef int kind = PyUnicode_KIND(ns)
+    cdef void* data
+    if PyUnicode_GET_LENGTH(key) <= length:
+        return False
+    if PyUnicode_KIND(key) == kind:
+        # The same width (the common case, both ASCII): one memcmp.
+        data = PyUnicode_DATA(key)
+        return (PyUnicode_READ(kind, data, length) == 0x2f
+                and memcmp(data, PyUnicode_DATA(ns), length * kind) == 0)
+    return (PyUnicode_READ_CHAR(key, length) == 0x2f
             and PyUnicode_Tailmatch(key, ns, 0, length, -1) == 1)
 
 

@@ -937,6 +937,80 @@ def test_random_containers_only_specs_fold_as_the_dict_path_does(containers, see
     _assert_same(*_fold_both(ev))
 
 
+_SEEN_SPEC = (
+    b'{"containers":[{"name":"main","resources":{"requests":{"cpu":"2500m","memory":"6912Mi"}}}]}'
+)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        _SEEN_SPEC + b',"x":1',  # a valid member after it
+        _SEEN_SPEC + b',"spec":' + _SEEN_SPEC,  # repeated
+        _SEEN_SPEC + b',"spec":{"containers":[]}',
+        _SEEN_SPEC + b',"metadata":{"name":"m","namespace":"ns"}',
+        _SEEN_SPEC + b" ",
+        _SEEN_SPEC + b"}",  # one brace too many
+        _SEEN_SPEC[:-1],  # one too few
+        _SEEN_SPEC[:-2] + b"}",
+        _SEEN_SPEC + b",",
+        _SEEN_SPEC + b',"x":1e999',
+        _SEEN_SPEC + b',"x":"\\u00e9"',
+        _SEEN_SPEC.replace(b"6912Mi", b"6912Mi\\u0000"),
+        _SEEN_SPEC.replace(b"6912Mi", b"6912M\xc3\xa9"),
+        _SEEN_SPEC.replace(b":", b": "),
+        b'{"containers":[]},"spec":' + _SEEN_SPEC,
+        b'{"a":' * 70 + b"1" + b"}" * 70,  # deeper than the scanner goes
+    ],
+)
+def test_specs_taken_unchecked_are_proven_before_they_fold(spec: bytes) -> None:
+    # The scan takes a submission's spec unchecked to the envelope's "}}" and proves
+    # it by the spec memo's bytes (or scans it): what is not the memo's bytes, a valid
+    # spec, is scanned as before, and anything else goes the dict path's way.
+    _assert_same_as_decoded(
+        [
+            orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi"))),
+            _submit("seen", _SEEN_SPEC),
+            _submit("p", spec),
+            _submit("q", _SEEN_SPEC),
+        ]
+    )
+
+
+def _assert_same_as_decoded(payloads: list[bytes]) -> ClusterState:
+    # The bytes path against every payload decoded whole (apply_payloads hands any
+    # payload other than bytes to orjson.loads, as the dict path folds it, bad JSON
+    # counted as undecodable).
+    rows = list(enumerate(payloads, 1))
+    decoded = ClusterState()
+    decoded.apply_payloads([(p, bytearray(b)) for p, b in rows])
+    by_bytes = ClusterState()
+    by_bytes.apply_payloads(rows)
+    _assert_same(decoded, by_bytes)
+    assert by_bytes.anomalies == decoded.anomalies
+    return decoded
+
+
+def test_truncated_and_mutated_specs_fold_as_the_dict_path_does() -> None:
+    # Every cut of a submission whose spec the memo holds, closed by the "}}" the
+    # scan looks for or not, and every byte of its spec changed to a JSON token's.
+    whole = _submit("p", _SEEN_SPEC)
+    start = whole.index(b'"spec":') + 7
+    ev = [
+        orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi"))),
+        _submit("seen", _SEEN_SPEC),
+    ]
+    for cut in range(start, len(whole)):
+        ev += [whole[:cut], whole[:cut] + b"}}", whole[:cut] + b"}}}"]
+    for i in range(start, len(whole) - 2):
+        for byte in b'{}[]",: \\0a\x00\x80':
+            mutant = bytearray(_submit(f"m{i}-{byte}", _SEEN_SPEC))
+            mutant[i + len(mutant) - len(whole)] = byte
+            ev.append(bytes(mutant))
+    decoded = _assert_same_as_decoded(ev)
+    assert decoded.anomalies["undecodable"] > 500
+
+
 def _bare_submit(name: str, namespace: str, labels: bytes = b"") -> bytes:
     """A pod submission without annotations (labels only when given)."""
     meta = b'"name":"' + name.encode() + b'","namespace":"' + namespace.encode() + b'"' + labels

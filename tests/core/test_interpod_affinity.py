@@ -442,9 +442,10 @@ def test_label_sets_are_the_labels_as_strings_interned_by_content(labels) -> Non
 @given(
     hst.lists(
         hst.tuples(
-            hst.sampled_from(["ns", "ns2", "n", "nsx", "", "é", "ns/x"]),
+            hst.sampled_from(["ns", "ns2", "n", "nsx", "", "é", "ns/x", "ж", "жx", "\U0001f600"]),
             hst.one_of(hst.none(), hst.just({}), hst.just({"app": "a"})),
             hst.booleans(),
+            hst.sampled_from(["p", "é", "ж", "\U0001f600"]),
         ),
         max_size=12,
     )
@@ -452,10 +453,10 @@ def test_label_sets_are_the_labels_as_strings_interned_by_content(labels) -> Non
 def test_pods_without_labels_get_their_namespaces_label_set_whatever_came_before(pods) -> None:
     # set_pod keeps the last namespace of a pod without labels at hand (the fold's
     # bulk): a pod of another namespace, of a namespace that is a prefix of it, a
-    # non-ASCII one or one with labels or an owner in between still gets the label
-    # set interned for its own (namespace, labels).
+    # non-ASCII one (keys and namespaces of any width) or one with labels or an owner
+    # in between still gets the label set interned for its own (namespace, labels).
     ip = ClusterState().interpod
-    for i, (ns, lab, owned) in enumerate(pods):
-        key = f"{ns}/p{i}"
+    for i, (ns, lab, owned, name) in enumerate(pods):
+        key = f"{ns}/{name}{i}"
         ip.set_pod(i, key, lab, owned)
         assert ip.pod_lset_of(i) == ip.lset(key.split("/", 1)[0], lab, owned)
