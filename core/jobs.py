@@ -465,11 +465,7 @@ class JobBook:
     def apply(self, etype: str, data: Any, time: Any = None) -> None:
         """Fold one event: the clock first (firing what falls due), then the event."""
         if time is not None and time != self._last_time:
-            # Events of a batch share their time: look at each distinct one once.
-            self._last_time = time
-            t = time if isinstance(time, float) else _time(time)
-            if t is not None and t > self.clock:
-                self.advance(t)
+            self._tick(time)
         if type(data) is not dict:
             return
         if etype == _SUCCEEDED:
@@ -500,6 +496,23 @@ class JobBook:
             # order) moves nothing; the audit flags it.
             if job is not None and type(seq) is int and job.recorded <= seq < len(job.history):
                 job.recorded = seq + 1
+
+    def _tick(self, time: Any) -> None:
+        # Events of a batch share their time: each distinct one is looked at once.
+        self._last_time = time
+        t = time if isinstance(time, float) else _time(time)
+        if t is not None and t > self.clock:
+            self.advance(t)
+
+    def apply_bindings(self, bindings: Iterable[tuple[str, str | None]], time: Any) -> None:
+        """Fold an ``esched.placement.committed`` as :meth:`apply` does, given the
+        ``(pod, node)`` of its bindings whose pod is a string (``node`` None unless a
+        string): what :func:`esched.core._fold_bytes.job_fold_parts` reads of its
+        bytes."""
+        if time is not None and time != self._last_time:
+            self._tick(time)
+        for pod, node in bindings:
+            self._bound(pod, node)
 
     def advance(self, t: float) -> None:
         """Move the log's clock to ``t``, firing the timers due by then."""
