@@ -332,11 +332,59 @@ def committed_proposal(object payload) -> object:
 cdef bytes _B_JOB_NAME_KEY = b'"volcano.sh/job-name"'
 
 
+cdef inline int _two(const unsigned char* p) noexcept:
+    # Two ASCII digits as a number, or -1.
+    if not (0x30 <= p[0] <= 0x39 and 0x30 <= p[1] <= 0x39):
+        return -1
+    return (p[0] - 0x30) * 10 + (p[1] - 0x30)
+
+
+cdef object _stamp(const unsigned char* b, Span s):
+    # A time string as ev.timestamp writes it, YYYY-MM-DDTHH:MM:SS.ffffffZ, as the
+    # float datetime.fromisoformat(...).timestamp() gives: its microseconds since the
+    # epoch divided by 10**6, taken for years 1700 to 2200 (below 2**53, where a double
+    # division rounds as Python's integer division does). Any other text: as a str,
+    # for the job fold to parse.
+    cdef const unsigned char* p = b + s.start + 1
+    cdef int year, month, day, hour, minute, second, k, c
+    cdef long long y, days, era, yoe, doy, doe, micro = 0, total
+    if (s.end - s.start != 29 or p[4] != 0x2d or p[7] != 0x2d or p[10] != 0x54
+            or p[13] != 0x3a or p[16] != 0x3a or p[19] != 0x2e or p[26] != 0x5a):
+        return _ascii_string(b, s)
+    year = _two(p) * 100 + _two(p + 2) if _two(p) >= 0 and _two(p + 2) >= 0 else -1
+    month = _two(p + 5)
+    day = _two(p + 8)
+    hour = _two(p + 11)
+    minute = _two(p + 14)
+    second = _two(p + 17)
+    for k in range(20, 26):
+        c = p[k]
+        if not 0x30 <= c <= 0x39:
+            return _ascii_string(b, s)
+        micro = micro * 10 + (c - 0x30)
+    if (year < 1700 or year > 2200 or not 1 <= month <= 12 or day < 1 or hour < 0
+            or hour > 23 or minute < 0 or minute > 59 or second < 0 or second > 59):
+        return _ascii_string(b, s)
+    if day > (29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+              if month == 2 else 30 if month in (4, 6, 9, 11) else 31):
+        return _ascii_string(b, s)
+    # Days since 1970-01-01 of the civil date (H. Hinnant's days_from_civil).
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    days = era * 146097 + doe - 719468
+    total = ((days * 86400 + hour * 3600 + minute * 60 + second) * 1000000 + micro)
+    return <double>total / 1e6
+
+
 def job_fold_parts(object payload) -> object:
     """What the job fold (:class:`esched.core.jobs.JobBook`) reads of a stored
     envelope, off its bytes: ``(type, time, value)`` or None (decode it whole). The
     envelope accepted by the scanner, its ``type`` and ``time`` strings and its
-    ``data`` an object, ``value`` is, for ``esched.placement.committed``, the
+    ``data`` an object: ``time`` is the float the job fold's clock reads of an
+    ``ev.timestamp`` text (the text itself otherwise); ``value`` is, for ``esched.placement.committed``, the
     ``(pod, node)`` of each binding whose ``pod`` is a string (``node`` None unless a
     string; None in place of the list if one binding is not an object); for
     ``esched.job.submitted``, the decoded ``data``; for ``esched.pod.submitted``
@@ -387,12 +435,12 @@ def job_fold_parts(object payload) -> object:
                 out.append((_ascii_string(b, pod),
                             _ascii_string(b, node) if node.start >= 0 and b[node.start] == 0x22
                             else None))
-        return _ev.PLACEMENT_COMMITTED, _ascii_string(b, tm), out
+        return _ev.PLACEMENT_COMMITTED, _stamp(b, tm), out
     if span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
-        return (_ev.JOB_SUBMITTED, _ascii_string(b, tm),
+        return (_ev.JOB_SUBMITTED, _stamp(b, tm),
                 _loads(PyBytes_FromStringAndSize(<const char*>b + d.start, d.end - d.start)))
     if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)) and _B_JOB_NAME_KEY not in payload:
-        return _ev.POD_SUBMITTED, _ascii_string(b, tm), None
+        return _ev.POD_SUBMITTED, _stamp(b, tm), None
     return None
 
 

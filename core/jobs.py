@@ -930,7 +930,8 @@ class JobBook:
         """The default action (SyncJob) of the job's state: phase from its counts."""
         phase = job.phase
         if phase in ACTIVE:
-            self._release(job)
+            if job.deps:  # (_release's own test, spared a call)
+                self._release(job)
             self._sync_active(job)
         elif phase == RESTARTING:
             if job.retry >= job.max_retry:

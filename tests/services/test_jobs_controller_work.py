@@ -4,6 +4,7 @@ what a fold of the log decodes would."""
 
 from __future__ import annotations
 
+import random
 import types
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,7 +14,7 @@ import orjson
 import pytest
 
 from esched.core._fold_bytes import job_fold_parts
-from esched.core.jobs import FOLDED_TYPES, JobBook
+from esched.core.jobs import FOLDED_TYPES, JobBook, _time
 from esched.schemas import events as ev
 from esched.schemas.events import stream_of
 from esched.schemas.manifests import events_from_documents, volcano_task_pod
@@ -147,7 +148,9 @@ def _rows_of_odd_shapes() -> list[StoredEvent]:
     labels = {"volcano.sh/job-name": "tri"}
     out.append(pod_row({"metadata": {"name": "q", "namespace": "t", "labels": labels}}, 5))
 
-    def placement(bindings: str, time: str = '"2030-01-01T00:00:06Z"', tail: str = "") -> bytes:
+    def placement(
+        bindings: str, time: str = '"2030-01-01T00:00:06.500000Z"', tail: str = ""
+    ) -> bytes:
         head = '{"type":"esched.placement.committed","id":"d","time":' + time
         return f'{head},"data":{{"proposal":"r","bindings":{bindings}}}{tail}}}'.encode()
 
@@ -186,7 +189,7 @@ def test_rows_read_off_their_bytes_fold_as_decoded_rows() -> None:
     assert job_fold_parts(rows[1].payload) is None  # a Job's pod: decoded
     assert job_fold_parts(rows[5].payload) is None  # its label's key in the bytes
     assert job_fold_parts(rows[7].payload) == (
-        ev.PLACEMENT_COMMITTED, "2030-01-01T00:00:06Z", [("t/tri-w-1", None)]
+        ev.PLACEMENT_COMMITTED, _time("2030-01-01T00:00:06.500000Z"), [("t/tri-w-1", None)]
     )  # fmt: skip
     assert job_fold_parts(rows[8].payload)[1] == "2030-01-01T00:00:09Z"  # type: ignore[index]
 
@@ -202,3 +205,44 @@ def test_bindings_that_are_not_objects_raise_as_decoded() -> None:
     assert job_fold_parts(bad) is None
     with pytest.raises(AttributeError):
         fold_rows(JobBook(), [job, _row(2, ev.PLACEMENT_COMMITTED, bad)])
+
+
+def test_times_read_off_the_bytes_are_the_floats_the_fold_parses() -> None:
+    """job_fold_parts gives an ev.timestamp text as the float the job fold's clock
+    parses it to (``datetime.fromisoformat(...).timestamp()``), any other text (a date
+    that does not exist, a second 60, years outside 1700-2200, another form) as the
+    text, which the fold parses itself."""
+    rng = random.Random(7)
+    texts = [
+        "2028-02-29T00:00:00.000000Z",
+        "2100-02-29T00:00:00.000000Z",
+        "2000-02-29T00:00:00.000000Z",
+        "2030-04-31T00:00:00.000000Z",
+        "2030-01-01T24:00:00.000000Z",
+        "2030-01-01T00:00:60.000000Z",
+        "1969-12-31T23:59:59.999999Z",
+        "1700-01-01T00:00:00.000000Z",
+        "2200-12-31T23:59:59.999999Z",
+        "2030-01-01T00:00:00.00000aZ",
+        "2030-01-01T00:00:00.000000+00:00",
+        "2030-01-01T00:00:00Z",
+    ]
+    for _ in range(20_000):
+        year = rng.choice([rng.randrange(1, 10_000), rng.randrange(1690, 2210)])
+        texts.append(
+            f"{year:04d}-{rng.randrange(0, 14):02d}-{rng.randrange(0, 33):02d}T"
+            f"{rng.randrange(25):02d}:{rng.randrange(61):02d}:{rng.randrange(61):02d}."
+            f"{rng.randrange(10**6):06d}Z"
+        )
+    floats = 0
+    for text in texts:
+        raw = b'{"type":"esched.pod.submitted","time":"%s","data":{}}' % text.encode()
+        parts = job_fold_parts(raw)
+        assert parts is not None
+        time = parts[1]
+        if isinstance(time, float):
+            floats += 1
+            assert time == _time(text), text
+        else:
+            assert time == text
+    assert floats > 5_000
