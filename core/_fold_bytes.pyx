@@ -49,7 +49,7 @@ from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_S
 
 # ClusterState.apply_payloads is the fold's entry point; committed_proposal reads a
 # stored decision for a replica with the same scanner.
-__all__ = ["committed_proposal"]
+__all__ = ["committed_proposal", "job_fold_parts"]
 
 # The per-entry limit of the tables (see _state.pyx's _MAX_UNITS).
 cdef units_t _MAX_UNITS = MAX_BASE_UNITS
@@ -327,6 +327,121 @@ def committed_proposal(object payload) -> object:
             or _member(b, n, d.start, b"proposal", 8, &v) < 0 or b[v.start] != 0x22):
         return None
     return _ascii_string(b, v)
+
+
+cdef bytes _B_JOB_NAME_KEY = b'"volcano.sh/job-name"'
+
+
+cdef inline int _two(const unsigned char* p) noexcept:
+    # Two ASCII digits as a number, or -1.
+    if not (0x30 <= p[0] <= 0x39 and 0x30 <= p[1] <= 0x39):
+        return -1
+    return (p[0] - 0x30) * 10 + (p[1] - 0x30)
+
+
+cdef object _stamp(const unsigned char* b, Span s):
+    # A time string as ev.timestamp writes it, YYYY-MM-DDTHH:MM:SS.ffffffZ, as the
+    # float datetime.fromisoformat(...).timestamp() gives: its microseconds since the
+    # epoch divided by 10**6, taken for years 1700 to 2200 (below 2**53, where a double
+    # division rounds as Python's integer division does). Any other text: as a str,
+    # for the job fold to parse.
+    cdef const unsigned char* p = b + s.start + 1
+    cdef int year, month, day, hour, minute, second, k, c
+    cdef long long y, days, era, yoe, doy, doe, micro = 0, total
+    if (s.end - s.start != 29 or p[4] != 0x2d or p[7] != 0x2d or p[10] != 0x54
+            or p[13] != 0x3a or p[16] != 0x3a or p[19] != 0x2e or p[26] != 0x5a):
+        return _ascii_string(b, s)
+    year = _two(p) * 100 + _two(p + 2) if _two(p) >= 0 and _two(p + 2) >= 0 else -1
+    month = _two(p + 5)
+    day = _two(p + 8)
+    hour = _two(p + 11)
+    minute = _two(p + 14)
+    second = _two(p + 17)
+    for k in range(20, 26):
+        c = p[k]
+        if not 0x30 <= c <= 0x39:
+            return _ascii_string(b, s)
+        micro = micro * 10 + (c - 0x30)
+    if (year < 1700 or year > 2200 or not 1 <= month <= 12 or day < 1 or hour < 0
+            or hour > 23 or minute < 0 or minute > 59 or second < 0 or second > 59):
+        return _ascii_string(b, s)
+    if day > (29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+              if month == 2 else 30 if month in (4, 6, 9, 11) else 31):
+        return _ascii_string(b, s)
+    # Days since 1970-01-01 of the civil date (H. Hinnant's days_from_civil).
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    days = era * 146097 + doe - 719468
+    total = ((days * 86400 + hour * 3600 + minute * 60 + second) * 1000000 + micro)
+    return <double>total / 1e6
+
+
+def job_fold_parts(object payload) -> object:
+    """What the job fold (:class:`esched.core.jobs.JobBook`) reads of a stored
+    envelope, off its bytes: ``(type, time, value)`` or None (decode it whole). The
+    envelope accepted by the scanner, its ``type`` and ``time`` strings and its
+    ``data`` an object: ``time`` is the float the job fold's clock reads of an
+    ``ev.timestamp`` text (the text itself otherwise); ``value`` is, for ``esched.placement.committed``, the
+    ``(pod, node)`` of each binding whose ``pod`` is a string (``node`` None unless a
+    string; None in place of the list if one binding is not an object); for
+    ``esched.job.submitted``, the decoded ``data``; for ``esched.pod.submitted``
+    without ``"volcano.sh/job-name"`` in its bytes (no escapes: so no pod of a Job),
+    None; any other type: None in place of the tuple."""
+    cdef Span t, d, tm, k, v, e, pod, node, res, dev
+    cdef Span members[N_DATA_MEMBERS]
+    cdef Py_ssize_t i
+    if type(payload) is not bytes:
+        return None
+    cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
+    if not (scan_envelope(b, n, &t, &d, members) and t.start >= 0 and d.start >= 0
+            and b[t.start] == 0x22 and b[d.start] == 0x7b):
+        return None
+    # The last ``time`` member (as orjson keeps), the walk jumping over ``data``,
+    # whose span the scan noted: most of the bytes.
+    tm.start = -1
+    i = skip_ws(b, 0, n)
+    while True:
+        i = next_key(b, i, n, &k)
+        if i < 0:
+            break
+        v.start = i
+        i = d.end if i == d.start else skip_accepted(b, i, n)
+        if span_is(b, k, b"time", 4):
+            tm.start = v.start
+            tm.end = i
+        i = skip_ws(b, i, n)
+    if tm.start < 0 or b[tm.start] != 0x22:
+        return None
+    t.start += 1
+    t.end -= 1
+    if span_is(b, t, _B_PLACEMENT_COMMITTED, len(_B_PLACEMENT_COMMITTED)):
+        e = members[DATA_BINDINGS]
+        if e.start < 0 or b[e.start] != 0x5b:
+            return None  # absent, null or not a list: the dict path's to read
+        out = []
+        i = e.start
+        while True:
+            i = next_element(b, i, n, &e)
+            if i < 0:
+                break
+            if b[e.start] != 0x7b:
+                return None  # the dict path raises on it
+            _binding_spans(b, n, e, &pod, &node, &res, &dev)
+            if pod.start >= 0 and b[pod.start] == 0x22:
+                out.append((_ascii_string(b, pod),
+                            _ascii_string(b, node) if node.start >= 0 and b[node.start] == 0x22
+                            else None))
+        return _ev.PLACEMENT_COMMITTED, _stamp(b, tm), out
+    if span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
+        return (_ev.JOB_SUBMITTED, _stamp(b, tm),
+                _loads(PyBytes_FromStringAndSize(<const char*>b + d.start, d.end - d.start)))
+    if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)) and _B_JOB_NAME_KEY not in payload:
+        return _ev.POD_SUBMITTED, _stamp(b, tm), None
+    return None
 
 
 cdef inline void _binding_spans(const unsigned char* b, Py_ssize_t n, Span e, Span* pod,

@@ -188,8 +188,14 @@ class Transition(NamedTuple):
         return self.reason in IMPLIED_REASONS
 
 
+# The tables of no policies (read only, shared): most tasks and many Jobs have none.
+_NO_POLICIES: tuple[dict[str, tuple[str, float | None]], dict[int, str]] = ({}, {})
+
+
 def _policies(raw: Any) -> tuple[dict[str, tuple[str, float | None]], dict[int, str]]:
     """A policy list as event -> (action, timeout s) and exit code -> action."""
+    if not raw:
+        return _NO_POLICIES
     by_event: dict[str, tuple[str, float | None]] = {}
     by_code: dict[int, str] = {}
     for p in raw or ():
@@ -232,11 +238,15 @@ class TaskState:
         ma = spec.get("minAvailable")
         self.min_available: int = self.replicas if ma is None else int(ma)
         self.policies, self.by_code = _policies(spec.get("policies"))
-        depends_on = spec.get("dependsOn") or {}
-        self.depends: tuple[str, ...] = tuple(depends_on.get("name") or ())
-        # dependsOn.iteration "any": one completed dependency is enough (Volcano's
-        # waitDependsOnTaskMeetCondition, with more than one name).
-        self.depends_any = depends_on.get("iteration") == "any" and len(self.depends) > 1
+        depends_on = spec.get("dependsOn")
+        if depends_on:
+            self.depends: tuple[str, ...] = tuple(depends_on.get("name") or ())
+            # dependsOn.iteration "any": one completed dependency is enough (Volcano's
+            # waitDependsOnTaskMeetCondition, with more than one name).
+            self.depends_any = depends_on.get("iteration") == "any" and len(self.depends) > 1
+        else:
+            self.depends = ()
+            self.depends_any = False
         self.released = not self.depends  # its pods may exist
         self.blocked = False  # a dependency failed: never released
         self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
@@ -294,8 +304,16 @@ class JobState:
         spec = job.get("spec") or {}
         self.key = key
         self.job = job
-        self.tasks = [TaskState(i, t) for i, t in enumerate(spec.get("tasks") or ())]
-        self.task_index = {t.name: t for t in self.tasks}
+        # One loop for the tasks, their index and whether any depends on another.
+        self.tasks: list[TaskState] = []
+        self.task_index: dict[str, TaskState] = {}
+        deps = False
+        for i, spec_i in enumerate(spec.get("tasks") or ()):
+            task = TaskState(i, spec_i)
+            self.tasks.append(task)
+            self.task_index[task.name] = task
+            if task.depends:
+                deps = True
         self._size(spec)
         ms = spec.get("minSuccess")
         self.min_success: int | None = None if ms is None else int(ms)
@@ -313,7 +331,7 @@ class JobState:
         self.killing: dict[str, None] = {}
         self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
         self.blocked = False  # some task's dependency failed
-        self.deps = any([t.depends for t in self.tasks])
+        self.deps = deps
         self.history: list[Transition] = []
         # History index past the newest esched.job.updated folded (its seq + 1).
         self.recorded = 0
@@ -465,11 +483,7 @@ class JobBook:
     def apply(self, etype: str, data: Any, time: Any = None) -> None:
         """Fold one event: the clock first (firing what falls due), then the event."""
         if time is not None and time != self._last_time:
-            # Events of a batch share their time: look at each distinct one once.
-            self._last_time = time
-            t = time if isinstance(time, float) else _time(time)
-            if t is not None and t > self.clock:
-                self.advance(t)
+            self._tick(time)
         if type(data) is not dict:
             return
         if etype == _SUCCEEDED:
@@ -500,6 +514,23 @@ class JobBook:
             # order) moves nothing; the audit flags it.
             if job is not None and type(seq) is int and job.recorded <= seq < len(job.history):
                 job.recorded = seq + 1
+
+    def _tick(self, time: Any) -> None:
+        # Events of a batch share their time: each distinct one is looked at once.
+        self._last_time = time
+        t = time if isinstance(time, float) else _time(time)
+        if t is not None and t > self.clock:
+            self.advance(t)
+
+    def apply_bindings(self, bindings: Iterable[tuple[str, str | None]], time: Any) -> None:
+        """Fold an ``esched.placement.committed`` as :meth:`apply` does, given the
+        ``(pod, node)`` of its bindings whose pod is a string (``node`` None unless a
+        string): what :func:`esched.core._fold_bytes.job_fold_parts` reads of its
+        bytes."""
+        if time is not None and time != self._last_time:
+            self._tick(time)
+        for pod, node in bindings:
+            self._bound(pod, node)
 
     def advance(self, t: float) -> None:
         """Move the log's clock to ``t``, firing the timers due by then."""
@@ -899,7 +930,8 @@ class JobBook:
         """The default action (SyncJob) of the job's state: phase from its counts."""
         phase = job.phase
         if phase in ACTIVE:
-            self._release(job)
+            if job.deps:  # (_release's own test, spared a call)
+                self._release(job)
             self._sync_active(job)
         elif phase == RESTARTING:
             if job.retry >= job.max_retry:

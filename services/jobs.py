@@ -48,6 +48,7 @@ from typing import Any
 
 import orjson
 
+from esched.core._fold_bytes import job_fold_parts
 from esched.core.jobs import ACTIVE, FOLDED_TYPES, JobBook, JobState
 from esched.schemas import events as ev
 from esched.schemas.manifests import check_task_pod, volcano_podgroup, volcano_task_pod_shared
@@ -107,12 +108,14 @@ def fold_rows(
     rows: list[StoredEvent],
     own: dict[str, tuple[bytes, dict[str, Any]]] | None = None,
 ) -> int:
-    """Fold stored events into ``book`` (only :data:`FOLDED_TYPES` are decoded);
-    the last position folded. ``own``: envelopes the caller appended, by id, with
+    """Fold stored events into ``book`` (only :data:`FOLDED_TYPES` are read, what
+    the fold needs of the common ones off their bytes: ``job_fold_parts``); the last
+    position folded. ``own``: envelopes the caller appended, by id, with
     the bytes it appended (taken out as their rows come): a row holding those very
     bytes is folded from the envelope, not decoded again (the decoding of JSON
     bytes is their one value, so the fold is the same)."""
     loads = orjson.loads
+    placement = ev.PLACEMENT_COMMITTED
     last = 0
     for r in rows:
         last = r.position
@@ -122,8 +125,16 @@ def fold_rows(
             mine = own.pop(r.id, None) if own else None
             if mine is not None and mine[0] == r.payload:
                 book.apply_event(mine[1])
-            else:
+                continue
+            # A placement's bindings, a Job's data, a plain pod's time alone: read off
+            # the bytes; anything else (or any doubt) decoded whole.
+            parts = job_fold_parts(r.payload)
+            if parts is None:
                 book.apply_event(loads(r.payload))
+            elif parts[0] == placement:
+                book.apply_bindings(parts[2], parts[1])
+            else:
+                book.apply(parts[0], parts[2], parts[1])
     return last
 
 
