@@ -163,6 +163,8 @@ cdef class Placer:
     cdef public object class_last_np
     cdef int64_t[::1] class_last         # [class] value of `calls` at its last placement
     cdef ClassConst* cconst              # [class_cap] _view's memo
+    cdef object cc_comp                  # the compiled form cc_from holds the pointers of
+    cdef ClassConst cc_from              # its ClassConst fields (classes sharing it: a copy)
     cdef Py_ssize_t cconst_cap
     cdef long long calls                 # placements attempted (the cache's clock)
     cdef public object gang_failure      # the last failed plan_gang's report (or None)
@@ -226,6 +228,7 @@ cdef class Placer:
     cdef inline void _ensure_synced(self)
     cdef int _sync_usage(self, bint reshaped) except -1
     cdef object _compile(self, Py_ssize_t cid)
+    cdef int _cc_fill(self, comp, ClassConst* t) except -1
     cdef int _view(self, Py_ssize_t cid, ClassView* v, Py_ssize_t lset=*) except -1
     cdef int _select(self, int pi) except -1
     cdef Py_ssize_t _normalize(self, ClassView* v, Py_ssize_t start,
