@@ -163,8 +163,6 @@ cdef class Placer:
     cdef public object class_last_np
     cdef int64_t[::1] class_last         # [class] value of `calls` at its last placement
     cdef ClassConst* cconst              # [class_cap] _view's memo
-    cdef object cc_comp                  # the compiled form cc_from holds the pointers of
-    cdef ClassConst cc_from              # its ClassConst fields (classes sharing it: a copy)
     cdef Py_ssize_t cconst_cap
     cdef long long calls                 # placements attempted (the cache's clock)
     cdef public object gang_failure      # the last failed plan_gang's report (or None)
@@ -216,6 +214,9 @@ cdef class Placer:
     cdef Py_ssize_t soft_cap
     cdef uint8_t* soft_seen              # their normalization walk's scratch (SoftSpread.seen)
     cdef Py_ssize_t soft_seen_cap
+    # (last: the fields above keep their offsets)
+    cdef object cc_comp                  # the compiled form cc_from holds the pointers of
+    cdef ClassConst cc_from              # its ClassConst fields (_view: classes sharing it copy)
 
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1
