@@ -214,6 +214,9 @@ cdef class Placer:
     cdef Py_ssize_t soft_cap
     cdef uint8_t* soft_seen              # their normalization walk's scratch (SoftSpread.seen)
     cdef Py_ssize_t soft_seen_cap
+    # (last: the fields above keep their offsets)
+    cdef object cc_comp                  # the compiled form cc_from holds the pointers of
+    cdef ClassConst cc_from              # its ClassConst fields (_view: classes sharing it copy)
 
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1
@@ -226,6 +229,7 @@ cdef class Placer:
     cdef inline void _ensure_synced(self)
     cdef int _sync_usage(self, bint reshaped) except -1
     cdef object _compile(self, Py_ssize_t cid)
+    cdef int _cc_fill(self, comp, ClassConst* t) except -1
     cdef int _view(self, Py_ssize_t cid, ClassView* v, Py_ssize_t lset=*) except -1
     cdef int _select(self, int pi) except -1
     cdef Py_ssize_t _normalize(self, ClassView* v, Py_ssize_t start,

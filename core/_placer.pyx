@@ -1195,6 +1195,56 @@ cdef class Placer:
             self.compiled[cid] = comp
         return comp
 
+    cdef int _cc_fill(self, comp, ClassConst* t) except -1:
+        # The fields of a ClassConst that come from a compiled form (pointers into its
+        # arrays: the form must stay referenced, as self.compiled keeps it).
+        cdef word_t[:, ::1] mask
+        cdef int8_t[::1] mode
+        cdef int32_t[::1] off, noff, nodes
+        cdef word_t[::1] intol, pconf
+        cdef word_t[::1] pmask, pintol
+        cdef long long[::1] pweight
+        mask = comp.expr_mask
+        mode = comp.expr_mode
+        off = comp.term_off
+        intol = comp.intolerable
+        t.n_exprs = off[off.shape[0] - 1]
+        t.expr_mask = &mask[0, 0]
+        t.expr_mode = &mode[0]
+        t.term_off = &off[0]
+        t.node_gen = comp.node_gen
+        t.expr_node_off = t.expr_nodes = t.port_conflict = NULL
+        t.pinned = t.has_ports = False
+        t.pin = -1
+        if t.node_gen >= 0:
+            # Only classes naming nodes or binding host ports carry these (the
+            # rest skip the attribute reads: a random workload has thousands).
+            noff = comp.expr_node_off
+            nodes = comp.expr_nodes
+            t.expr_node_off = &noff[0]
+            t.expr_nodes = &nodes[0]
+            t.pinned = comp.pinned
+            t.pin = comp.pin
+            t.has_ports = comp.has_ports
+            if t.has_ports:
+                pconf = comp.port_conflict
+                t.port_conflict = &pconf[0]
+        t.n_terms = comp.n_terms
+        t.n_pref_terms = comp.n_pref_terms
+        pweight = comp.pref_weight
+        t.pref_weight = &pweight[0]
+        pintol = comp.prefer_intolerable
+        t.prefer_intolerable = &pintol[0] if pintol.shape[0] > 0 else NULL
+        t.has_prefer_taints = comp.has_prefer_taints
+        t.intolerable = &intol[0]
+        t.tolerates_unschedulable = comp.tolerates_unschedulable
+        t.has_labels = comp.has_labels
+        t.has_taints = comp.has_taints
+        pmask = comp.pref_mask
+        t.pref_mask = &pmask[0]
+        t.has_pref = comp.has_pref
+        return 0
+
     cdef int _view(self, Py_ssize_t cid, ClassView* v, Py_ssize_t lset=-1) except -1:
         # lset: the pod's label set (core/_interpod.pyx), for inter-pod checks; -1: a
         # pod known only by its class (place_classes, place(class id)): a pod without
@@ -1204,12 +1254,7 @@ cdef class Placer:
             self._grow_class_stats(cid + 1)
         cdef ClassConst* cc = &self.cconst[cid]
         cdef Py_ssize_t s0 = len(st.label_strs), s1 = len(st.taint_strs)
-        cdef word_t[:, ::1] mask
-        cdef int8_t[::1] mode
-        cdef int32_t[::1] off, noff, nodes
-        cdef word_t[::1] intol, pconf
-        cdef word_t[::1] pmask, pintol
-        cdef long long[::1] pweight
+        cdef int profile
         if not (cc.s0 == s0 and cc.s1 == s1 and cc.s2 == st.label_words
                 and cc.s3 == st.taint_words and (cc.node_gen < 0 or cc.node_gen == st.node_gen)):
             # Same stamp as _compile's; the memo saves its dict lookups and the
@@ -1218,46 +1263,15 @@ cdef class Placer:
             cc.profile = self.profile_of_name.get(cons.get("schedulerName"), 0) if cons else 0
             self._select(cc.profile)
             comp = self._compile(cid)
-            mask = comp.expr_mask
-            mode = comp.expr_mode
-            off = comp.term_off
-            intol = comp.intolerable
+            if comp is not self.cc_comp:
+                # Classes share compiled forms (every unconstrained class one): the
+                # pointers of the last one are copied, not its arrays acquired again.
+                self._cc_fill(comp, &self.cc_from)
+                self.cc_comp = comp
+            profile = cc.profile
+            cc[0] = self.cc_from
+            cc.profile = profile
             cc.priority = st.class_specs[cid]["priority"]
-            cc.n_exprs = off[off.shape[0] - 1]
-            cc.expr_mask = &mask[0, 0]
-            cc.expr_mode = &mode[0]
-            cc.term_off = &off[0]
-            cc.node_gen = comp.node_gen
-            cc.expr_node_off = cc.expr_nodes = cc.port_conflict = NULL
-            cc.pinned = cc.has_ports = False
-            cc.pin = -1
-            if cc.node_gen >= 0:
-                # Only classes naming nodes or binding host ports carry these (the
-                # rest skip the attribute reads: a random workload has thousands).
-                noff = comp.expr_node_off
-                nodes = comp.expr_nodes
-                cc.expr_node_off = &noff[0]
-                cc.expr_nodes = &nodes[0]
-                cc.pinned = comp.pinned
-                cc.pin = comp.pin
-                cc.has_ports = comp.has_ports
-                if cc.has_ports:
-                    pconf = comp.port_conflict
-                    cc.port_conflict = &pconf[0]
-            cc.n_terms = comp.n_terms
-            cc.n_pref_terms = comp.n_pref_terms
-            pweight = comp.pref_weight
-            cc.pref_weight = &pweight[0]
-            pintol = comp.prefer_intolerable
-            cc.prefer_intolerable = &pintol[0] if pintol.shape[0] > 0 else NULL
-            cc.has_prefer_taints = comp.has_prefer_taints
-            cc.intolerable = &intol[0]
-            cc.tolerates_unschedulable = comp.tolerates_unschedulable
-            cc.has_labels = comp.has_labels
-            cc.has_taints = comp.has_taints
-            pmask = comp.pref_mask
-            cc.pref_mask = &pmask[0]
-            cc.has_pref = comp.has_pref
             cc.s0, cc.s1, cc.s2, cc.s3 = s0, s1, st.label_words, st.taint_words
         else:
             self._select(cc.profile)

@@ -555,3 +555,25 @@ def test_few_stale_rescoring_equals_full_rescoring(strategy, isa, seed):
             assert (few.used_array() == full.used_array()).all()
     finally:
         _placer._py_set_simd("" if before != "baseline" else "baseline")
+
+
+def test_new_classes_alternating_compiled_forms_keep_their_own_constraints():
+    # Every pod a new class: unconstrained ones share one compiled form (the view copies
+    # the pointers of the last form it read), selector classes each have their own, so
+    # a view must not keep the pointers of the form before.
+    s, _ = cluster(*(node(f"n{i}", labels={"zone": f"z{i % 2}"}) for i in range(8)))
+    pods, zones = [], []
+    for i in range(60):
+        zone = (None, "z0", None, "z1", "z1")[i % 5]
+        extra = {"nodeSelector": {"zone": zone}} if zone else {}
+        pods.append(pod(f"p{i}", cpu=f"{i + 1}m", memory=f"{i + 1}Mi", **extra))
+        zones.append(zone)
+    cids = np.array([s.intern_class(p) for p in pods], dtype=np.int32)
+    out = Placer(s, seed=1).place_classes(cids)
+    got = [s.node_names[n] for n in out]
+    assert all(n >= 0 for n in out)
+    for name, zone in zip(got, zones, strict=True):
+        if zone:
+            assert int(name[1:]) % 2 == int(zone[1:]), (name, zone)
+    # the unconstrained classes after a selector class still reach both zones
+    assert {int(name[1:]) % 2 for name, z in zip(got, zones, strict=True) if z is None} == {0, 1}
