@@ -24,7 +24,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
 import orjson
@@ -171,6 +171,24 @@ async def until_signalled(run: Awaitable[T], stop: Callable[[], Awaitable[None]]
                 loop.remove_signal_handler(sig)
         for task in stopping:
             await task
+
+
+class Service(Protocol):
+    """What a long-running service offers the CLI: start, stop (idempotent), run."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+async def serve(service: Service, run: Callable[[], Awaitable[T]]) -> T:
+    """Start ``service``, await ``run()`` until it ends or a signal stops it
+    (:func:`until_signalled`), and stop the service whatever happened."""
+    await service.start()
+    try:
+        return await until_signalled(run(), service.stop)
+    finally:
+        await service.stop()
 
 
 @contextlib.asynccontextmanager

@@ -24,6 +24,7 @@ from esched.services.cli import (
     queue_hierarchy_option,
     reserve_option,
     run_async,
+    serve,
     signing_option,
     store_option,
     until_signalled,
@@ -144,13 +145,7 @@ def ingest(
     async def main() -> dict:
         async with migrated_store(store) as es:
             service = IngestService(bus, es, IngestConfig(group=group, batch_size=batch_size))
-            await service.start()
-            try:
-                totals = await until_signalled(
-                    service.run(exit_when_idle=exit_when_idle), service.stop
-                )
-            finally:
-                await service.stop()
+            totals = await serve(service, lambda: service.run(exit_when_idle=exit_when_idle))
             head = await es.head()
         return {
             "polled": totals.polled,
@@ -258,13 +253,7 @@ def commit(
                     queue_hierarchy=queue_hierarchy,
                 ),
             )
-            await service.start()
-            try:
-                totals = await until_signalled(
-                    service.run(exit_when_idle=exit_when_idle), service.stop
-                )
-            finally:
-                await service.stop()
+            totals = await serve(service, lambda: service.run(exit_when_idle=exit_when_idle))
             return {**totals.as_dict(), "head": await es.head()}
 
     emit(run_async(main))
@@ -443,11 +432,7 @@ def replica(
                     quincy=quincy,
                 ),
             )
-            await r.start()
-            try:
-                await until_signalled(r.run(), r.stop)
-            finally:
-                await r.stop()
+            await serve(r, r.run)
             return r.stats()
 
     emit(run_async(main))
@@ -492,8 +477,7 @@ def dispatch(
                 lease=open_lease(store, "dispatch"),
                 admission=Admission(quota, queue_hierarchy),
             )
-            await d.start()
-            totals = await until_signalled(d.run(), d.stop)
+            totals = await serve(d, d.run)
             return totals.as_dict()
 
     emit(run_async(main))
@@ -529,8 +513,7 @@ def jobs(store: str, metrics_port: int, tick: float) -> None:
     async def main() -> dict:
         async with migrated_store(store) as es:
             c = JobController(es, lease=open_lease(store, "jobs"), config=JobsConfig(tick=tick))
-            await c.start()
-            totals = await until_signalled(c.run(), c.stop)
+            totals = await serve(c, c.run)
             return totals.as_dict()
 
     emit(run_async(main))

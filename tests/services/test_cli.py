@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from esched.schemas.events import stream_of
-from esched.services.cli import EXIT_INVALID_INPUT, EXIT_USAGE, cli
+from esched.services.cli import EXIT_INVALID_INPUT, EXIT_USAGE, cli, serve
 from esched.services.store import NewEvent, open_store
 
 
@@ -405,3 +405,34 @@ def test_the_replica_group_options_come_from_the_config_file(tmp_path):
     text = " ".join(result.output.split())
     assert result.exit_code == 0 and "default: 4.5" in text
     assert "--static-membership / --no-static-membership" in text
+
+
+class _Recording:
+    """A service that records the CLI's calls; its run fails on demand."""
+
+    def __init__(self, fail: bool) -> None:
+        self.calls: list[str] = []
+        self.fail = fail
+
+    async def start(self) -> None:
+        self.calls.append("start")
+
+    async def stop(self) -> None:
+        self.calls.append("stop")
+
+    async def run(self) -> str:
+        self.calls.append("run")
+        if self.fail:
+            raise RuntimeError("lost the store")
+        return "totals"
+
+
+async def test_a_served_service_is_stopped_whether_its_run_ends_or_fails():
+    done = _Recording(fail=False)
+    assert await serve(done, done.run) == "totals"
+    assert done.calls == ["start", "run", "stop"]
+    failed = _Recording(fail=True)
+    with pytest.raises(RuntimeError, match="lost the store"):
+        await serve(failed, failed.run)
+    # the lease and connections are given up even when the run raised
+    assert failed.calls == ["start", "run", "stop"]
