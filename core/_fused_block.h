@@ -242,8 +242,9 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
  * 2 * n_need doubles) and the double columns only for the nodes that may matter.
  *   - The fit pre-check: a node whose rounded-down free amount f of a resource is
  *     below the request even after one float step up (f + |f| * 2**-22 > every value
- *     that rounds down to f) surely does not fit; one whose f covers the request
- *     surely fits; between the two (within a float's rounding) it is ambiguous.
+ *     that rounds down to f) surely does not fit (tested as f below a threshold,
+ *     esched_fb_refuse_below); one whose f covers the request surely fits; between
+ *     the two (within a float's rounding) it is ambiguous.
  *   - An upper bound of each node's total in real arithmetic (the scores without their
  *     floors and truncations: w * floor(x) <= w * x) from the fractions and
  *     reciprocals, off by less than ESCHED_FB_COMPACT_SLACK (float rounding, ~3e-7
@@ -270,6 +271,20 @@ esched_summarize_body(const int32_t *s, Py_ssize_t m, esched_fbsum *sum)
 #define ESCHED_FB_FLOOR_WEIGHT 10000   /* plugin weights up to this: integer sums exact in float */
 #define ESCHED_FB_PAD 8
   /* doubles in an AVX-512 vector; a multiple of AVX2's 4 */
+
+/* The pre-check's refusal in one compare: fl < esched_fb_refuse_below(lo) implies
+ * lo > fl + |fl| * ESCHED_FB_FLOAT_STEP in float (the test above), for the rounded-down
+ * request lo and any rounded-down free amount fl: the threshold is lo scaled 2**-18
+ * towards -inf (2**-19 would cover the step and its rounding; a positive lo is at least
+ * 1, a request's integer amount, so no subnormal's absolute error matters). A node
+ * between the two tests is not refused but is an unsure fit (fl < lo <= the rounded-up
+ * request), checked exactly: the results are the same, one compare a node and resource
+ * instead of four operations. */
+static inline float esched_fb_refuse_below(float lo)
+{
+    const double r = 1.0 + 1.0 / 262144.0;
+    return (float)(lo > 0.0f ? (double)lo / r : (double)lo * r);
+}
 
 /* The floored pass over whole vectors of a block (esched_fbound_body's floors loop and
  * its pre-check in one sweep, _fbound_lanes.h): returns how many nodes it did (a multiple
@@ -299,31 +314,10 @@ typedef Py_ssize_t (*esched_fbound_lanes_fn)(const esched_fblock *k, Py_ssize_t 
 #define VMAND _mm256_and_ps
 #define VMANDN(a, b) _mm256_andnot_ps((b), (a))
 #define VSEL(msk, a, b) _mm256_blendv_ps((b), (a), (msk))
+#define VSELZ(msk, a) _mm256_and_ps((msk), (a))
 #define VBITS(msk) ((uint32_t)_mm256_movemask_ps(msk))
 #define VSTORE_I32(p, x) _mm256_storeu_si256((__m256i *)(p), _mm256_cvttps_epi32(x))
 #include "_fbound_lanes.h"
-#undef ESCHED_FL_NAME
-#undef ESCHED_FL_LOOP
-#undef ESCHED_FL_ATTR
-#undef ESCHED_FL_LANES
-#undef VF
-#undef VM
-#undef VSET1
-#undef VLOAD
-#undef VADD
-#undef VSUB
-#undef VMUL
-#undef VMIN
-#undef VMAX
-#undef VFLOOR
-#undef VABS
-#undef VCMP
-#undef VMOR
-#undef VMAND
-#undef VMANDN
-#undef VSEL
-#undef VBITS
-#undef VSTORE_I32
 #define ESCHED_FL_NAME esched_fbound_lanes_avx512
 #define ESCHED_FL_LOOP esched_fbound_lanes_loop_avx512
 #define ESCHED_FL_ATTR target("avx512f,avx512dq,avx512vl,avx512bw")
@@ -344,31 +338,10 @@ typedef Py_ssize_t (*esched_fbound_lanes_fn)(const esched_fblock *k, Py_ssize_t 
 #define VMAND(a, b) ((__mmask16)((a) & (b)))
 #define VMANDN(a, b) ((__mmask16)((a) & ~(b)))
 #define VSEL(msk, a, b) _mm512_mask_blend_ps((msk), (b), (a))
+#define VSELZ(msk, a) _mm512_maskz_mov_ps((msk), (a))
 #define VBITS(msk) ((uint32_t)(msk))
 #define VSTORE_I32(p, x) _mm512_storeu_si512((void *)(p), _mm512_cvttps_epi32(x))
 #include "_fbound_lanes.h"
-#undef ESCHED_FL_NAME
-#undef ESCHED_FL_LOOP
-#undef ESCHED_FL_ATTR
-#undef ESCHED_FL_LANES
-#undef VF
-#undef VM
-#undef VSET1
-#undef VLOAD
-#undef VADD
-#undef VSUB
-#undef VMUL
-#undef VMIN
-#undef VMAX
-#undef VFLOOR
-#undef VABS
-#undef VCMP
-#undef VMOR
-#undef VMAND
-#undef VMANDN
-#undef VSEL
-#undef VBITS
-#undef VSTORE_I32
 #endif
 
 static inline __attribute__((always_inline)) Py_ssize_t
@@ -393,10 +366,10 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
     for (int j = 0; j < k->n_need; j++) {
         /* (indexed from n0, as in esched_fblock_bad: no gathers) */
         const float *f = k->cfree[j];
-        const float lo = k->cneed_lo[j], hi = k->cneed_hi[j];
+        const float ref = esched_fb_refuse_below(k->cneed_lo[j]), hi = k->cneed_hi[j];
         for (Py_ssize_t i = n0 + i0; i < n0 + m; i++) {
             float fl = f[i];
-            bad[i - n0] = (lo > fl + fabsf(fl) * ESCHED_FB_FLOAT_STEP) ? 1.0f : bad[i - n0];
+            bad[i - n0] = (fl < ref) ? 1.0f : bad[i - n0];
             unsure[i - n0] = (hi > fl) ? 1.0f : unsure[i - n0];
         }
     }
@@ -422,9 +395,9 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
          * total, kube's; only one whose upper total reaches `best` while they differ
          * (a score within s of a step: rare) or whose fit is unsure is a candidate. */
         const float s = ESCHED_FB_FLOOR_SLACK;
-        const float rw0 = k->do_fit ? (float)k->rw0 : 0.0f;
-        const float rw1 = k->do_fit ? (float)k->rw1 : 0.0f;
-        const float iws = (float)k->inv_ws;
+        /* the resource weights over their sum, each rounded once */
+        const float w0 = k->do_fit ? (float)(k->rw0 * k->inv_ws) : 0.0f;
+        const float w1 = k->do_fit ? (float)(k->rw1 * k->inv_ws) : 0.0f;
         const float wfit = k->do_fit ? (float)k->w_fit : 0.0f;
         const float wbal = k->do_bal ? (float)k->w_bal : 0.0f;
         const float bestf = (float)best;
@@ -442,14 +415,15 @@ esched_fbound_body(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t 
             b0 = floorf(b0 < top100 ? b0 : top100);
             a1 = floorf(a1 < top100 ? a1 : top100);
             b1 = floorf(b1 < top100 ? b1 : top100);
-            /* (q0 rw0 + q1 rw1) / ws: a rational with denominator ws <= 200, so an
-             * estimate within 1e-4 below it floors to its floor */
-            float qa = floorf((a0 * rw0 + a1 * rw1) * iws + 1e-4f);
-            float qb = floorf((b0 * rw0 + b1 * rw1) * iws + 1e-4f);
+            /* (q0 rw0 + q1 rw1) / ws: a rational with denominator ws <= 200, and
+             * q0 w0 + q1 w1 within 3e-5 of it (q <= 100, w rounded twice): 1e-4
+             * above that floors to its floor (a next integer is >= 1 / 200 away) */
+            float qa = floorf(a0 * w0 + a1 * w1 + 1e-4f);
+            float qb = floorf(b0 * w0 + b1 * w1 + 1e-4f);
             float f0 = h0[i] + br0 * ci0[i], f1 = h1[i] + br1 * ci1[i];
             f0 = f0 > 1.0f ? 1.0f : f0;
             f1 = f1 > 1.0f ? 1.0f : f1;
-            float y = (1.0f - fabsf(f0 - f1) * 0.5f) * 100.0f;
+            float y = 100.0f - fabsf(f0 - f1) * 50.0f;
             float ya = floorf(y - s), yb = floorf(y + s);
             float lo = wfit * qa + wbal * ya, hi = wfit * qb + wbal * yb;
             int32_t sure = (bad[i] == 0.0f) & (unsure[i] == 0.0f) & (lo == hi);

@@ -474,3 +474,44 @@ def test_an_unsure_fit_is_checked_exactly_in_every_lane(isa):
             assert got is not None and int(got[0][1:]) not in decoys
     finally:
         _placer._py_set_simd("" if before != "baseline" else "baseline")
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
+def test_a_node_just_short_of_the_request_is_refused_or_left_unsure(isa):
+    # The pre-check refuses a node in one compare, below the rounded-down request
+    # scaled 2**-18 down (esched_fb_refuse_below), and leaves the band up to the
+    # request unsure: decoy nodes, the emptiest by cpu (Fit weighs cpu 100 to 1), one a
+    # block at a different lane, whose free memory falls short of the request by 1 byte
+    # to 2**20 bytes (2**-35 to 2**-15 of it, across both bounds of the band), never
+    # get the pod; asked for the smallest of their free amounts, a decoy wins.
+    from esched.core import _placer
+
+    before = _placer.SIMD
+    try:
+        _placer._py_set_simd(isa)
+        s = ClusterState()
+        log = Log(s)
+        mem, want = 2**36 + 1, 40 * 2**30 + 12345
+        shorts = [1, 2**8, 2**12, 2**14, 2**15, 2**16, 2**17, 2**18, 2**19, 2**20]
+        n_nodes = (len(shorts) + 1) * 128 + 5
+        decoys = {}
+        for b, d in enumerate(shorts, start=1):
+            decoys[b * 128 + (b * 37 + 5) % 128] = d
+        for i in range(n_nodes):
+            log(EV.NODE_ADDED, node(f"n{i}", cpu="16", memory=str(mem)))
+            used = ("1", str(mem - want + decoys[i])) if i in decoys else ("15", "1Gi")
+            log(EV.POD_SUBMITTED, pod(f"r{i}", cpu=used[0], memory=used[1], node_name=f"n{i}"))
+        profile = parse_profile(_weighted(10, 1, rw=(100, 1)))
+        for sample in (True, False):
+            on = Placer(s, profile, seed=2, sample=sample, cache=False, prune=True)
+            off = Placer(s, profile, seed=2, sample=sample, cache=False, prune=False)
+            p = pod("x", cpu="100m", memory=str(want))
+            got = on.place(p, assume=False)
+            assert got == off.place(p, assume=False)
+            assert got is not None and int(got[0][1:]) not in decoys
+            p = pod("x", cpu="100m", memory=str(want - max(shorts)))
+            got = on.place(p, assume=False)
+            assert got == off.place(p, assume=False)
+            assert got is not None and int(got[0][1:]) in decoys
+    finally:
+        _placer._py_set_simd("" if before != "baseline" else "baseline")
