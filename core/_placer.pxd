@@ -162,9 +162,12 @@ cdef class Placer:
     cdef public long long hits, misses, placed, visited, unschedulable, python_plugin_errors
     cdef public object class_last_np
     cdef int64_t[::1] class_last         # [class] value of `calls` at its last placement
+    cdef public object class_run_np
+    cdef int64_t[::1] class_run          # [class] `walked` where its current run began
     cdef ClassConst* cconst              # [class_cap] _view's memo
     cdef Py_ssize_t cconst_cap
     cdef long long calls                 # placements attempted (the cache's clock)
+    cdef long long walked                # nodes the visits went through (sum of processed)
     cdef public object gang_failure      # the last failed plan_gang's report (or None)
     cdef object evicted_np               # bool[pod]: victims this placer assumed evicted
     cdef object band_cfg, band_np        # BandConfig and uint8[class] bands resolved with it

@@ -665,6 +665,7 @@ cdef class Placer:
         self.hits = self.misses = self.placed = self.visited = self.unschedulable = 0
         self.python_plugin_errors = 0
         self.calls = 0
+        self.walked = 0
         self.gang_failure = None
         self.evicted_np = None
         self.hidden = {}
@@ -672,6 +673,7 @@ cdef class Placer:
         self.band_cfg = None
         self.band_np = np.zeros(0, dtype=np.uint8)
         self.class_last_np = np.zeros(0, dtype=np.int64)
+        self.class_run_np = np.zeros(0, dtype=np.int64)
         self._grow_class_stats(64)
         self._resolve_plugins()
         for i in range(CACHE_SLOTS):
@@ -1515,17 +1517,26 @@ cdef class Placer:
     cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept:
         """The cache row of the class (its own, else the least recently used), or -1.
 
-        The cache pays only when a class comes back while its entries are still valid;
-        a class seen once in a long while (a random workload: thousands of shapes) would
-        only write entries. So a class uses the cache only if it was placed within the
-        last CACHE_SLOTS placements: a burst's second pod fills its row, the rest hit,
-        and a row in use is never the least recently used one.
+        The cache pays only when a class comes back to nodes it scored while their
+        entries are still valid; a class seen once in a long while (a random workload:
+        thousands of shapes) would only write entries. A class's run is its placements
+        each within CACHE_SLOTS placements of the one before. A class in a run keeps
+        using the row it holds. It gets a row only once the walk has gone through as
+        many nodes as the cluster has since its run began: the visits start where the
+        last one stopped (kube's nextStartNodeIndex), so before that the class's pods
+        see nodes it has not scored, and a row would cost an exact score and a stamp
+        per node (instead of the uncached walk's bounds) for entries that would rarely
+        be read. A burst fills its row from its second round on and hits from its
+        third; a row in use is never the least recently used one.
         """
         cdef long long last = self.class_last[cid]
         cdef int i, lru = 0
         self.calls += 1
         self.class_last[cid] = self.calls
-        if not self.use_cache or last <= 0 or self.calls - last > CACHE_SLOTS:
+        if not self.use_cache:
+            return -1
+        if last <= 0 or self.calls - last > CACHE_SLOTS:
+            self.class_run[cid] = self.walked   # a run begins
             return -1
         for i in range(CACHE_SLOTS):
             if self.slot_owner[i] == cid:
@@ -1533,6 +1544,8 @@ cdef class Placer:
                 return i
             if self.slot_used[i] < self.slot_used[lru]:
                 lru = i
+        if self.walked - self.class_run[cid] < self.n_nodes:
+            return -1   # the walk has not come round since the run began
         self.slot_owner[lru] = cid
         self.slot_used[lru] = self.calls
         self.slot_epoch[lru] += 1     # the previous class's entries and summaries die
@@ -1555,6 +1568,7 @@ cdef class Placer:
             best = self._scan_external(cid, v, start, target, best_out, visited_out,
                                        &processed)
             self.next_start = (start + processed) % N
+            self.walked += processed
             return best
         # Inter-pod checks read counts that change without a node changing: such a
         # pod neither reads nor writes the class's cache row.
@@ -1572,6 +1586,7 @@ cdef class Placer:
         best = self._scan(cid, v, start, target, slot, best_out, visited_out, &processed)
         # kube: nextStartNodeIndex = (start + processed) % allNodes
         self.next_start = (start + processed) % N
+        self.walked += processed
         return best
 
     cdef Py_ssize_t _scan_external(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,
@@ -1933,12 +1948,13 @@ cdef class Placer:
 
     cdef int _grow_class_stats(self, Py_ssize_t n) except -1:
         cap = max(n, 2 * self.class_last.shape[0], 64)
-        for name in ("class_last",):
+        for name in ("class_last", "class_run"):
             old = getattr(self, name + "_np")
             new = np.zeros(cap, dtype=np.int64)
             new[: old.shape[0]] = old
             setattr(self, name + "_np", new)
         self.class_last = self.class_last_np
+        self.class_run = self.class_run_np
         cdef ClassConst* grown = <ClassConst*>realloc(self.cconst, cap * sizeof(ClassConst))
         if grown == NULL:
             raise MemoryError()

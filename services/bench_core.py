@@ -317,8 +317,10 @@ def report_usage(state: ClusterState) -> None:
 def place_once(mode: str = "default", n_nodes: int = 10_000, n_pods: int = 20_000) -> int:
     """One timed-free placement run for instruction counts: build the workload, then a
     single :meth:`Placer.place_classes` (``mode``: ``default`` sampled with the cache,
-    ``burst`` the same on identical pods, ``full`` a full scan, ``usage`` as default
-    with every node's measured load reported and the default profile plus Usage:
+    ``nocache`` the default with the equivalence-class cache off, ``burst`` the same
+    on identical pods, ``burst-nocache`` that with the cache off, ``full`` a full
+    scan, ``usage`` as default with every node's measured load reported and the
+    default profile plus Usage:
     :data:`USAGE_PROFILE`, the cost of load-aware scoring; ``reclaimed`` the default
     against reservations: :func:`reclaim_cluster`, pods with cpu limits). Returns pods
     placed.
@@ -333,9 +335,11 @@ def place_once(mode: str = "default", n_nodes: int = 10_000, n_pods: int = 20_00
         profile = USAGE_PROFILE
     if mode == "reclaimed":
         reclaim_cluster(state)
-    pods = make_pods(n_pods, 0, burst=mode == "burst", limits=mode == "reclaimed")
+    burst = mode in ("burst", "burst-nocache")
+    pods = make_pods(n_pods, 0, burst=burst, limits=mode == "reclaimed")
     cids = np.fromiter((state.intern_class(p) for p in pods), dtype=np.int32, count=len(pods))
-    placer = Placer(state, profile, seed=0, cache=True, sample=mode != "full")
+    cache = not mode.endswith("nocache")
+    placer = Placer(state, profile, seed=0, cache=cache, sample=mode != "full")
     return int((placer.place_classes(cids) >= 0).sum())
 
 

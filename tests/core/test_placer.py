@@ -185,6 +185,62 @@ def test_same_seed_same_decisions_and_cache_does_not_change_them():
     assert (a >= 0).all()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_cache_on_and_off_choose_the_same_nodes_when_the_sample_wraps(seed):
+    # 1,000 nodes: each pod visits 420 (kube's adaptive percentage), starting where the
+    # last visit stopped, so a class's pods come back to nodes it scored only after the
+    # walk has gone round; runs of a few classes among random shapes fill and read rows.
+    s = _many_nodes(1000)
+    rnd = np.random.default_rng(seed)
+    bursts = [s.intern_class(pod("b", cpu=f"{c}m", memory="256Mi")) for c in (300, 700, 1100)]
+    randoms = _workload(s, 400, seed=seed)
+    parts = []
+    for i in range(8):
+        parts.append(np.full(int(rnd.integers(5, 40)), bursts[i % 3], dtype=np.int32))
+        parts.append(randoms[50 * i : 50 * i + 50])
+    cids = np.concatenate(parts)
+    on = Placer(s, seed=seed)
+    a = on.place_classes(cids)
+    b = Placer(s, seed=seed, cache=False).place_classes(cids)
+    assert (a == b).all() and (a >= 0).all()
+    assert on.stats()["cache_hits"] > 0  # the cached path did run
+
+
+def test_a_class_takes_a_cache_row_only_once_the_walk_has_come_round():
+    s = _many_nodes(1000)  # 420 nodes a pod, all feasible: the walk goes round in 3 pods
+    x = np.array([s.intern_class(pod("x", cpu="100m", memory="64Mi"))], dtype=np.int32)
+    p = Placer(s, seed=0)
+    for _ in range(3):  # its run began 0, 420, 840 nodes ago: no row yet
+        p.place_classes(x)
+    assert p.stats()["cache_misses"] == 0 and p.stats()["cache_hits"] == 0
+    p.place_classes(x)  # 1,260 nodes walked since: the row, filled by this visit
+    assert p.stats()["cache_misses"] == 420 and p.stats()["cache_hits"] == 0
+    for _ in range(3):
+        p.place_classes(x)
+    assert p.stats()["cache_hits"] > 0  # the walk came back to the nodes it scored
+    # a class that holds a row keeps using it when it comes back after a gap
+    others = _workload(s, 20)
+    p.place_classes(others)
+    p.place_classes(x)  # after 20 other placements: a new run, no lookup
+    hits = p.stats()["cache_hits"]
+    p.place_classes(x)
+    assert p.stats()["cache_hits"] > hits
+
+
+def test_a_random_workload_on_a_sampled_cluster_leaves_the_cache_alone():
+    # 2,000 nodes at 5%: 100 nodes a pod, the walk goes round in 20 placements. Random
+    # shapes repeat within 16 placements now and then, but a class's run does not last
+    # until the walk comes back to the nodes it scored: no class takes a row.
+    s = _many_nodes(2000)
+    cids = _workload(s, 600)
+    p = Placer(s, parse_profile({"percentageOfNodesToScore": 5}), seed=0)
+    a = p.place_classes(cids)
+    assert p.stats()["nodes_visited"] == 600 * 100
+    assert p.stats()["cache_misses"] == 0 and p.stats()["cache_hits"] == 0
+    off = Placer(s, parse_profile({"percentageOfNodesToScore": 5}), seed=0, cache=False)
+    assert (off.place_classes(cids) == a).all()
+
+
 def test_sampling_visits_fewer_nodes_than_a_full_scan():
     s = _many_nodes(1000)
     cids = _workload(s, 50)
