@@ -41,6 +41,13 @@ import orjson
 
 from esched.schemas.objects import PER_POD_LABELS as _PER_POD_LABELS
 
+# A constraints dict's key by the dict's identity (cons_key): the fold gives every
+# class of one constraints key the same dict (a Volcano Job's pods: thousands of
+# classes of one profile), read only; each entry holds its dict, so its id is not
+# reused while the entry lives.
+cdef dict _CONS_KEYS = {}
+cdef Py_ssize_t _CONS_KEYS_LIMIT = 4096
+
 _ALL = None  # a part's namespaces: every namespace (namespaceSelector: {})
 #: The topology key whose domain is the node itself (per-node counts, for topology
 #: spread: kube counts a domain's pods on the nodes that pass its policies only).
@@ -577,8 +584,18 @@ cdef class InterPodIndex:
         got = self.cons_keys.get(c)
         if got is None:
             cons = self.state.class_specs[c]["constraints"]
-            got = self.cons_keys[c] = (orjson.dumps(cons, option=orjson.OPT_SORT_KEYS)
-                                       if cons else b"")
+            if not cons:
+                got = b""
+            else:
+                known = _CONS_KEYS.get(id(cons))
+                if known is not None and (<tuple>known)[0] is cons:
+                    got = (<tuple>known)[1]
+                else:
+                    got = orjson.dumps(cons, option=orjson.OPT_SORT_KEYS)
+                    if len(_CONS_KEYS) >= _CONS_KEYS_LIMIT:
+                        _CONS_KEYS.clear()
+                    _CONS_KEYS[id(cons)] = (cons, got)
+            self.cons_keys[c] = got
         return got
 
     # ---------------------------------------------------------------- counts

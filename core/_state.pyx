@@ -200,6 +200,8 @@ cdef bint _unit_in_range(object value) except -1:
 # general path.
 cdef frozenset _PROFILE_SPEC_FIELDS = frozenset(
     {"containers", "schedulerName", "priorityClassName", "restartPolicy"})
+# Phase names -> codes (gang_members).
+cdef dict _PHASE_CODES = {name: code for code, name in enumerate(PHASES)}
 # _profile_key's results by scheduler name (a cluster runs a few profiles).
 cdef dict _PROFILE_KEYS = {}
 # A constraints key (_class_for's ``ckey``) -> (its decoding, whether its classes are
@@ -1136,7 +1138,10 @@ cdef class ClusterState:
         cdef int ph = PHASE_FREE
         cdef list keys = self.pod_keys, out = []
         if phase is not None:
-            ph = _phases.phase_code(phase)
+            # The names' codes looked up in a dict, not through phase_code's call (a
+            # one-pod gang's pass asks twice); any other value gets phase_code's error.
+            got_ph = _PHASE_CODES.get(phase) if type(phase) is str else None
+            ph = got_ph if got_ph is not None else _phases.phase_code(phase)
             left = self.gang_counts[g, ph]  # members in that phase: stop once all found
         # Only the gang's span of slots (a one-pod gang's: one slot), not every pod.
         for p in range(self.gang_span[g, 0], self.gang_span[g, 1]):

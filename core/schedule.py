@@ -36,6 +36,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 from esched.core._devices import DeviceTable, GangDevices
+from esched.core._gang_plan import gang_shortfall
 from esched.core._placer import Placer
 from esched.core._state import ClusterState
 from esched.core.bands import BandConfig
@@ -355,7 +356,8 @@ class SchedulingPass:
                             why = self._reasons(key, reasons_cache) if explain else _UNEXPLAINED
                             unschedulable[key] = (Target(kind, key, position), why, "")
                 else:
-                    gang = Target(kind, key, position)
+                    # A work item's Target as it came (run_groups' plain tuples made one).
+                    gang = t if type(t) is Target else Target(kind, key, position)
                 if gang is not None:
                     self._gang_target(
                         gang, out, placed, inflight, reasons_cache, gangs_done, now, reserving
@@ -419,18 +421,28 @@ class SchedulingPass:
             # minMember without them.
             members = [m for m in members if m not in st.gated]
         named = st.scheduler_of
+        # Loops, not comprehensions: a comprehension makes a function object per call,
+        # which a one-pod gang (a one-pod Volcano Job) pays for on every pass.
         if named:
             # Members naming another scheduler are not esched's: reported, left out.
-            for m in [m for m in members if m in named and named[m] not in self.scheduler_names]:
+            others = []
+            for m in members:
+                if m in named and named[m] not in self.scheduler_names:
+                    others.append(m)
+            for m in others:
                 self._other_scheduler(t, m, out)
                 members.remove(m)
         if not members:
             out.skipped += 1
             return
-        busy = {inflight[m] for m in members if m in inflight}
-        if busy:
-            out.blocked.append((t, busy))
-            return
+        if inflight:
+            busy = set()
+            for m in members:
+                if m in inflight:
+                    busy.add(inflight[m])
+            if busy:
+                out.blocked.append((t, busy))
+                return
         need = st.gang_shortfall(g_idx)
         # Volcano's per-task minimum (PodGroup minTaskMember): the members each task
         # still needs go first, and the plan must place every one of them. As Volcano's
@@ -448,15 +460,21 @@ class SchedulingPass:
                 return
             required = got_tasks
             if required:
-                first = set(required)
-                members = required + [m for m in members if m not in first]
+                if len(required) < len(members):
+                    first = set(required)
+                    members = required + [m for m in members if m not in first]
+                else:  # every member is required (they are members): their order
+                    members = required
                 need = max(need, len(required))
         if len(members) < need:
             # Not enough members submitted yet: the gang comes again when more arrive.
             out.gangs_waiting += 1
             return
         gd = self._gang_devices(members)
-        plan = placer.plan_gang(members, need, devices=gd)
+        if gd is None and need == 1 and len(members) == 1 and t.key not in st.reservations:
+            plan = self._plan_one(members[0])
+        else:
+            plan = placer.plan_gang(members, need, devices=gd)
         # Why it does not fit without evictions (the report of this plan_gang).
         message = placer.gang_message() if plan is None and cfg.explain else ""
         if plan is not None and required and None in plan[: len(required)]:
@@ -507,9 +525,10 @@ class SchedulingPass:
             self._trim_to_deserved(t, members, plan, need, out)
         pairs: list[tuple[str, str, tuple[int, ...]]]
         if gd is None:
-            pairs = [
-                (pod, node, ()) for pod, node in zip(members, plan, strict=True) if node is not None
-            ]
+            pairs = []
+            for pod, node in zip(members, plan, strict=True):
+                if node is not None:
+                    pairs.append((pod, node, ()))
         else:
             pairs = [
                 (pod, node, () if took is None else took[1])
@@ -522,6 +541,21 @@ class SchedulingPass:
             for pod, node in zip(members, plan, strict=True):
                 if node is None:  # beyond minMember and no room: reported like any pod
                     unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
+
+    def _plan_one(self, pod: str) -> list[str | None] | None:
+        """:meth:`Placer.plan_gang` of a gang that places one member (``[pod]``, need 1),
+        without devices and without nodes reserved for it (a one-pod Volcano Job): the
+        same decision through :meth:`Placer.place`. The plan's steps are ``place``'s (the
+        pod's class and label set, one scan, the placement assumed, the placer's
+        counters) with nothing to hide or take back, and it leaves the same
+        ``gang_failure`` report."""
+        placer = self.placer
+        got = placer.place(pod, True, None, None, None)
+        if got is None:
+            placer.gang_failure = gang_shortfall(placer, [self.state.pod_class_id(pod)], 0, 1, 1)
+            return None
+        placer.gang_failure = None
+        return [got[0]]
 
     def _trim_to_deserved(
         self, t: Target, members: list[str], plan: list[str | None], need: int, out: PassResult
@@ -864,6 +898,24 @@ def member_task(gang: str, pod: str) -> tuple[str, int] | None:
     return task, int(index)
 
 
+def _member_prefix(gang: str) -> str:
+    """What the key of each pod :func:`member_task` reads starts with:
+    ``<namespace>/<job>-`` (a namespace holds no ``/``, so the key's namespace is the
+    gang's and its name starts with ``<job>-`` exactly when the key starts with this)."""
+    namespace, job = split_key(gang)
+    return f"{namespace}/{job}-"
+
+
+def _task_of(prefix: str, pod: str) -> str | None:
+    """:func:`member_task`'s task of ``pod`` given :func:`_member_prefix` of its gang."""
+    if not pod.startswith(prefix):
+        return None
+    task, _, index = pod[len(prefix) :].rpartition("-")
+    if not task or not index.isdigit():
+        return None
+    return task
+
+
 def task_requirements(
     gang: str, pending: list[str], running: list[str], min_task: Mapping[str, int]
 ) -> list[str] | None:
@@ -871,16 +923,17 @@ def task_requirements(
     ``minTaskMember`` (with its running members), in task then member order; None when
     a task has fewer members submitted than it needs (Volcano's ``CheckTaskValid``:
     the job is not valid until it has)."""
+    prefix = _member_prefix(gang)
     have: dict[str, int] = {}
     for pod in running:
-        got = member_task(gang, pod)
-        if got is not None:
-            have[got[0]] = have.get(got[0], 0) + 1
+        task = _task_of(prefix, pod)
+        if task is not None:
+            have[task] = have.get(task, 0) + 1
     by_task: dict[str, list[str]] = {}
     for pod in pending:
-        got = member_task(gang, pod)
-        if got is not None and got[0] in min_task:
-            by_task.setdefault(got[0], []).append(pod)
+        task = _task_of(prefix, pod)
+        if task is not None and task in min_task:
+            by_task.setdefault(task, []).append(pod)
     required: list[str] = []
     for task, minimum in min_task.items():
         short = int(minimum) - have.get(task, 0)

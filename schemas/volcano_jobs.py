@@ -135,15 +135,29 @@ def _int(value: Any, default: int = 0) -> int:
     return value
 
 
-def default_job(job: Mapping[str, Any]) -> dict[str, Any]:
+def default_job(job: Mapping[str, Any], *, shared: bool = False) -> dict[str, Any]:
     """``job`` with the defaults of Volcano's mutating webhook applied (a new object;
     ``job`` is not changed): ``spec.queue`` ``default``, ``spec.schedulerName``
     ``volcano``, ``spec.maxRetry`` 3 when 0 or absent, each task's ``name``
     (``default<i>``), ``minAvailable`` (its replicas) and ``maxRetry`` (3),
     ``spec.minAvailable`` the sum of the tasks' ``minAvailable`` when 0 or absent, and
     the ``svc`` plugin for ``tensorflow`` / ``mpi``, ``ssh`` for ``mpi``.
-    Fields of the wrong type are left for :func:`validate_job` to refuse."""
-    out = json_copy(dict(job))
+    Fields of the wrong type are left for :func:`validate_job` to refuse.
+
+    With ``shared``, only the objects the defaults change are new (the Job, its spec,
+    its tasks list and each task; the plugins are copied where they are set); the
+    rest (metadata, templates, policies) is ``job``'s own: a result to read, not to
+    keep or change (ingest's check, :func:`validate_job` of it, which reads only)."""
+    if shared:
+        out = dict(job)
+        spec = out.get("spec")
+        if isinstance(spec, dict):
+            spec = out["spec"] = dict(spec)
+            tasks = spec.get("tasks")
+            if isinstance(tasks, list):
+                spec["tasks"] = [dict(t) if isinstance(t, dict) else t for t in tasks]
+    else:
+        out = json_copy(dict(job))
     spec = out.get("spec")
     if not isinstance(spec, dict):
         return out

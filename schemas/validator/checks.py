@@ -21,8 +21,9 @@ __all__ = ["check_quantities"]
 def _check_job(data: dict[str, Any]) -> None:
     """A Volcano Job its validating webhook refuses (after the mutating webhook's
     defaults) is refused with Volcano's message and the field at fault, a
-    ``dependsOn`` cycle included."""
-    problems = validate_job(default_job(data))
+    ``dependsOn`` cycle included. The defaults go on a shallow copy of what they
+    change (``shared``): the check only reads the defaulted Job."""
+    problems = validate_job(default_job(data, shared=True))
     if problems:
         meta = data.get("metadata") or {}
         exc = JobRejected(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", problems)

@@ -624,3 +624,68 @@ def test_decoded_json_copy_copies_what_orjson_decoded_and_falls_back_for_the_res
     odd = {1: [2**70], "k": {"x": 1}}
     copied = decoded_json_copy(odd)
     assert copied == odd and copied["k"] is not odd["k"]
+
+
+_EXAMPLES = Path(__file__).parent / "volcano_examples" / "upstream"
+
+
+def _shapes(seed: int, n: int) -> list[Any]:
+    """Jobs with defaults to apply and fields of every type the defaults meet."""
+    import random
+
+    rng = random.Random(seed)
+    out: list[Any] = []
+    for i in range(n):
+        tasks: list[Any] = []
+        for k in range(rng.randint(0, 3)):
+            task: dict[str, Any] = {"replicas": rng.choice([0, 1, 3, None, "2"])}
+            if rng.random() < 0.5:
+                task["name"] = rng.choice(["", "w", "Bad Name", f"t{k}"])
+            for field in ("minAvailable", "maxRetry"):
+                if rng.random() < 0.4:
+                    task[field] = rng.choice([0, 1, None, True, "1"])
+            if rng.random() < 0.3:
+                task["dependsOn"] = {"name": [f"t{rng.randrange(3)}"]}
+            task["template"] = {"spec": {"containers": [{"name": "c"}]}}
+            tasks.append(task if rng.random() < 0.95 else rng.choice([None, "t", 3]))
+        spec: dict[str, Any] = {"tasks": tasks if rng.random() < 0.95 else "tasks"}
+        for field, values in (
+            ("queue", ["", "q", None]),
+            ("schedulerName", ["", "volcano", None]),
+            ("maxRetry", [0, 2, None]),
+            ("minAvailable", [0, 1, 5, None, "x"]),
+            ("plugins", [{"tensorflow": []}, {"mpi": ["--port=1"]}, {"svc": []}, "p", None]),
+        ):
+            if rng.random() < 0.5:
+                spec[field] = rng.choice(values)
+        job: Any = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": f"j{i}", "namespace": "ns"},
+            "spec": spec if rng.random() < 0.95 else rng.choice([None, [], "s"]),
+        }
+        out.append(job)
+    return out
+
+
+def test_a_job_defaulted_on_shared_objects_is_the_copy_defaulted_and_leaves_the_job() -> None:
+    jobs = [
+        doc
+        for path in sorted(_EXAMPLES.glob("*.yaml"))
+        for doc in load_documents(path.read_text())
+        if isinstance(doc, dict) and doc.get("kind") == "Job"
+    ]
+    assert jobs
+    for job in jobs + _shapes(3, 600):
+        before = copy.deepcopy(job)
+        shared = default_job(job, shared=True)
+        assert shared == default_job(job)
+        assert _problems(shared) == _problems(default_job(job))
+        assert job == before
+
+
+def _problems(job: Any) -> Any:
+    try:
+        return [(p.field, p.message) for p in validate_job(job)]
+    except Exception as exc:  # a shape the schema refuses before: the same error
+        return repr(exc)
