@@ -31,6 +31,19 @@ def _check_job(data: dict[str, Any]) -> None:
     _check_job_pods(job)
 
 
+#: (check_task_pod, volcano_task_pod_shared), imported on first use: manifests imports
+#: the validator.
+_TASK_POD: tuple[Any, Any] | None = None
+
+
+def _task_pod_builders() -> tuple[Any, Any]:
+    global _TASK_POD
+    from esched.schemas.manifests import check_task_pod, volcano_task_pod_shared
+
+    _TASK_POD = (check_task_pod, volcano_task_pod_shared)
+    return _TASK_POD
+
+
 def _check_job_pods(job: dict[str, Any]) -> None:
     """A Job whose task template makes a pod esched's pod schema refuses (one Volcano's
     webhook lets through: a DRA ``resourceClaims``, a quantity esched does not parse)
@@ -38,9 +51,7 @@ def _check_job_pods(job: dict[str, Any]) -> None:
     an accepted Job makes only pods the log accepts. The pods of a task differ only in
     their index (the name's end, the ``task-index`` annotation) and attempt (an
     annotation's value): its last pod, the longest name, stands for them all."""
-    # (imported here: manifests imports the validator)
-    from esched.schemas.manifests import check_task_pod, volcano_task_pod_shared
-
+    check_task_pod, volcano_task_pod_shared = _TASK_POD or _task_pod_builders()
     for t, task in enumerate(job["spec"]["tasks"]):
         replicas = task.get("replicas") or 0
         if type(replicas) is not int or replicas <= 0:
