@@ -344,7 +344,8 @@ class JobController:
                     check_task_pod(pod, bare)
                 except InvalidEvent as exc:
                     # The template Volcano's webhook let through but esched's pod
-                    # schema refuses: not submitted, counted and logged.
+                    # schema refuses (ingest refuses such a Job now; one of a log
+                    # written before): not submitted, counted and logged.
                     if event_id not in self._sent:
                         self.totals.invalid_pods += 1
                         self._sent.add(event_id)

@@ -22,12 +22,57 @@ def _check_job(data: dict[str, Any]) -> None:
     """A Volcano Job its validating webhook refuses (after the mutating webhook's
     defaults) is refused with Volcano's message and the field at fault, a
     ``dependsOn`` cycle included. The defaults go on a shallow copy of what they
-    change (``shared``): the check only reads the defaulted Job."""
-    problems = validate_job(default_job(data, shared=True))
+    change (``shared``): the check and the Job's pods only read the defaulted Job."""
+    job = default_job(data, shared=True)
+    problems = validate_job(job)
     if problems:
         meta = data.get("metadata") or {}
         exc = JobRejected(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", problems)
         raise InvalidEvent("schema", str(exc), f"data.{problems[0].field}")
+    _check_job_pods(job)
+
+
+#: (check_task_pod, volcano_task_pod_shared), imported on first use: manifests imports
+#: the validator.
+_TASK_POD: tuple[Any, Any] | None = None
+
+
+def _task_pod_builders() -> tuple[Any, Any]:
+    global _TASK_POD
+    from esched.schemas.manifests import check_task_pod, volcano_task_pod_shared
+
+    _TASK_POD = (check_task_pod, volcano_task_pod_shared)
+    return _TASK_POD
+
+
+def _check_job_pods(job: dict[str, Any]) -> None:
+    """A Job whose task template makes a pod esched's pod schema refuses (one Volcano's
+    webhook lets through: a DRA ``resourceClaims``, a quantity esched does not parse)
+    is refused too, with the pod's reason and its field under the task's template, so
+    an accepted Job makes only pods the log accepts. The pods of a task differ only in
+    their index (the name's end, the ``task-index`` annotation) and attempt (an
+    annotation's value): its last pod, the longest name, stands for them all."""
+    check_task_pod, volcano_task_pod_shared = _TASK_POD or _task_pod_builders()
+    for t, task in enumerate(job["spec"]["tasks"]):
+        replicas = task.get("replicas") or 0
+        if type(replicas) is not int or replicas <= 0:
+            continue
+        pod, bare = volcano_task_pod_shared(job, task, replicas - 1)
+        try:
+            check_task_pod(pod, bare)
+        except InvalidEvent as exc:
+            where = f"data.spec.tasks[{t}].template"
+            field = exc.field
+            if field is not None and field.startswith("data."):
+                field = where + field[4:]
+            elif field is None or field == "data":
+                field = where
+            raise InvalidEvent(
+                exc.reason,
+                f"task {task['name']!r}: its pod {pod['metadata']['name']} is refused: "
+                f"{exc.message}",
+                field,
+            ) from None
 
 
 _QUANTITY_CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {

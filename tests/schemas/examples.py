@@ -256,12 +256,16 @@ DATA: dict[str, dict[str, Any]] = {
             "maxRetry": 3,
             "policies": [{"event": "PodEvicted", "action": "RestartJob"}],
             "tasks": [
-                {"name": "ps", "replicas": 1, "template": {"spec": {"containers": []}}},
+                {
+                    "name": "ps",
+                    "replicas": 1,
+                    "template": {"spec": {"containers": [{"name": "main", "image": "trainer"}]}},
+                },
                 {
                     "name": "worker",
                     "replicas": 2,
                     "dependsOn": {"name": ["ps"]},
-                    "template": {"spec": {"containers": []}},
+                    "template": {"spec": {"containers": [{"name": "main", "image": "trainer"}]}},
                 },
             ],
         },

@@ -115,11 +115,13 @@ def test_a_volcano_job_is_published_alone_its_podgroup_and_pods_are_the_controll
     # publisher that sent them would rerun pods that already ran on a second publish.
     evs = convert(VOLCANO_JOB)
     assert [e["type"] for e in evs] == ["esched.job.submitted"]
-    # The pods are still built and checked: a template esched refuses, refused here.
+    # The pods are still built and checked: a template esched refuses, refused here,
+    # as the Job (its admission builds the task's pod too).
     job = copy.deepcopy(VOLCANO_JOB)
     job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["name"] = 7
-    with pytest.raises(ValueError, match="Pod tf-job-ps-0"):
+    with pytest.raises(ValueError, match=r"Job tf-job.*its pod tf-job-ps-0 is refused") as info:
         convert(job)
+    assert info.value.field == "data.spec.tasks[0].template.spec.containers[0].name"
 
 
 def test_volcano_job_becomes_podgroup_and_pods_as_its_controller_creates_them() -> None:

@@ -570,6 +570,55 @@ def test_a_job_submitted_event_with_a_dependency_cycle_is_refused_at_ingest() ->
     assert validate_event(envelope(JOB_SUBMITTED, "test", fine, id="j2"))["data"] == fine
 
 
+@pytest.mark.parametrize(
+    ("change", "reason", "field"),
+    [
+        # DRA claims: Volcano's webhook lets them through, esched's pod schema refuses.
+        (
+            lambda t: t["template"]["spec"].update(resourceClaims=[{"name": "gpu"}]),
+            "unsupported",
+            "data.spec.tasks[1].template.spec.resourceClaims",
+        ),
+        # A quantity Kubernetes does not parse.
+        (
+            lambda t: t["template"]["spec"]["containers"][0].update(
+                resources={"requests": {"cpu": "1x"}}
+            ),
+            "quantity",
+            "data.spec.tasks[1].template.spec.containers[0].resources.requests.cpu",
+        ),
+        # No containers: the pod schema wants one.
+        (
+            lambda t: t["template"]["spec"].update(containers=[]),
+            "schema",
+            "data.spec.tasks[1].template.spec.containers",
+        ),
+    ],
+)
+def test_a_job_whose_template_makes_a_pod_esched_refuses_is_refused_at_admission(
+    change: Any, reason: str, field: str
+) -> None:
+    # An accepted Job makes only pods the log accepts: the task's pod (its last, the
+    # longest name) is built and checked as the job controller's are, at the Job's
+    # admission, a task released later (dependsOn) too; the reason is the pod's and
+    # the field is under the task's template.
+    from esched.schemas.events import JOB_SUBMITTED, envelope
+    from esched.schemas.validator import InvalidEvent, validate_event
+
+    job = _job("bad", [_task("a"), _task("b", replicas=3, dependsOn={"name": ["a"]})])
+    assert validate_event(envelope(JOB_SUBMITTED, "test", job, id="ok"))["data"] == job
+    change(job["spec"]["tasks"][1])
+    with pytest.raises(InvalidEvent) as info:
+        validate_event(envelope(JOB_SUBMITTED, "test", job, id="j"))
+    assert (info.value.reason, info.value.field) == (reason, field)
+    assert info.value.message.startswith("task 'b': its pod bad-b-2 is refused: ")
+    # A task of no replicas makes no pod: nothing to refuse.
+    job["spec"]["tasks"][1]["replicas"] = 0
+    job["spec"]["tasks"][1].pop("dependsOn")
+    job["spec"]["tasks"][1]["minAvailable"] = 0
+    assert validate_event(envelope(JOB_SUBMITTED, "test", job, id="none"))
+
+
 @pytest.mark.parametrize("copier", ["json_copy", "decoded_json_copy"])
 def test_task_pods_are_built_from_a_copy_of_the_template_and_podgroups_from_its_requests(
     copier: str,

@@ -97,6 +97,35 @@ async def test_valid_events_are_stored_once_and_bad_ones_dead_lettered(store):
     assert quantity["field"] == "data.spec.containers[0].resources.requests.cpu"
 
 
+async def test_a_volcano_job_whose_pods_esched_refuses_is_dead_lettered_with_the_reason(store):
+    # Volcano's webhook lets a DRA claim through; esched's pod schema does not: the Job
+    # is refused at ingest (not accepted with its pods skipped by the job controller).
+    def job(name: str, **spec: object) -> bytes:
+        template = {"spec": {"containers": [{"name": "c", "image": "x"}], **spec}}
+        data = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": "t"},
+            "spec": {"tasks": [{"name": "w", "replicas": 2, "template": template}]},
+        }
+        env = {**envelope(0), "id": name, "type": "esched.job.submitted", "data": data}
+        return orjson.dumps(env)
+
+    bus = open_bus(None, "esched.")
+    bus.append(bus.topics.pods, None, job("fine"))
+    bus.append(bus.topics.pods, None, job("claims", resourceClaims=[{"name": "gpu"}]))
+    service = IngestService(bus, store, IngestConfig())
+    await service.start()
+    totals = await service.run(exit_when_idle=True)
+    await service.stop()
+
+    assert await _stored_ids(store) == ["fine"]
+    assert totals.reasons == {"unsupported": 1}
+    [dead] = [orjson.loads(m.value) for m in bus.log(bus.topics.deadletter)]
+    assert dead["field"] == "data.spec.tasks[0].template.spec.resourceClaims"
+    assert dead["message"].startswith("task 'w': its pod claims-w-1 is refused: ")
+
+
 async def test_offsets_are_committed_only_after_the_store_has_the_batch(store):
     bus = open_bus(None, "esched.")
     for i in range(3):

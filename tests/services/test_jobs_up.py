@@ -331,8 +331,9 @@ async def test_a_job_scaled_up_gets_its_new_pods_from_the_controller(tmp_path: P
 
 async def test_a_pod_esched_refuses_is_counted_not_submitted(tmp_path: Path) -> None:
     """A template Volcano's webhook lets through but esched's pod schema refuses (a
-    DRA ``resourceClaims``, not implemented): the controller validates each pod it
-    builds, submits none of this one, counts it once and carries on."""
+    DRA ``resourceClaims``, not implemented), in a Job of a log written before ingest
+    refused such Jobs: the controller validates each pod it builds, submits none of
+    this one, counts it once and carries on."""
     from esched.schemas.volcano_jobs import default_job
     from esched.services.jobs import JobController
 
