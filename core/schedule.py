@@ -888,14 +888,8 @@ def member_task(gang: str, pod: str) -> tuple[str, int] | None:
     (Volcano's ``MakePodName``; the gang is ``<namespace>/<job>``), else None.
     The fold keeps no pod annotations, and this name is what Volcano's job controller
     and ``esched publish`` give a Job's pods."""
-    namespace, job = split_key(gang)
-    pod_namespace, name = split_key(pod)
-    if pod_namespace != namespace or not name.startswith(job + "-"):
-        return None
-    task, _, index = name[len(job) + 1 :].rpartition("-")
-    if not task or not index.isdigit():
-        return None
-    return task, int(index)
+    got = _member_parts(_member_prefix(gang), pod)
+    return None if got is None else (got[0], int(got[1]))
 
 
 def _member_prefix(gang: str) -> str:
@@ -906,14 +900,14 @@ def _member_prefix(gang: str) -> str:
     return f"{namespace}/{job}-"
 
 
-def _task_of(prefix: str, pod: str) -> str | None:
-    """:func:`member_task`'s task of ``pod`` given :func:`_member_prefix` of its gang."""
+def _member_parts(prefix: str, pod: str) -> tuple[str, str] | None:
+    """(task, index digits) of ``pod`` given :func:`_member_prefix` of its gang."""
     if not pod.startswith(prefix):
         return None
     task, _, index = pod[len(prefix) :].rpartition("-")
     if not task or not index.isdigit():
         return None
-    return task
+    return task, index
 
 
 def task_requirements(
@@ -926,14 +920,14 @@ def task_requirements(
     prefix = _member_prefix(gang)
     have: dict[str, int] = {}
     for pod in running:
-        task = _task_of(prefix, pod)
-        if task is not None:
-            have[task] = have.get(task, 0) + 1
+        got = _member_parts(prefix, pod)
+        if got is not None:
+            have[got[0]] = have.get(got[0], 0) + 1
     by_task: dict[str, list[str]] = {}
     for pod in pending:
-        task = _task_of(prefix, pod)
-        if task is not None and task in min_task:
-            by_task.setdefault(task, []).append(pod)
+        got = _member_parts(prefix, pod)
+        if got is not None and got[0] in min_task:
+            by_task.setdefault(got[0], []).append(pod)
     required: list[str] = []
     for task, minimum in min_task.items():
         short = int(minimum) - have.get(task, 0)
