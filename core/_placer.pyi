@@ -41,6 +41,7 @@ class Placer:
     unschedulable: int
     python_plugin_errors: int
     class_last_np: npt.NDArray[np.int64]
+    class_run_np: npt.NDArray[np.int64]
     gang_failure: dict[str, Any] | None
     def __init__(
         self,
