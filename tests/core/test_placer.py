@@ -7,6 +7,7 @@ from esched.core import ClusterState, Placer, num_feasible_nodes_to_find
 from esched.core.profile import parse_profile
 from support.fold import EV, Log, commit, node, pod
 from support.kube import fit_and_balanced_profile, fit_profile
+from support.simd import kernel_body
 
 GI = 2**30
 
@@ -484,11 +485,7 @@ def test_vectorized_block_kernel_decides_exactly_as_the_plugin_table(isa, big):
     # Every body of _fused_block.h this CPU runs (the widest up to `isa`), against the
     # general plugin table: same decisions, stats and allocation, also after the cluster
     # grows (the placer reshapes its arrays) and a node is cordoned (a resync).
-    from esched.core import _placer
-
-    before = _placer.SIMD
-    try:
-        _placer._py_set_simd(isa)
+    with kernel_body(isa):
         rnd = np.random.default_rng(11)
         s, log = cluster(*_varied_cluster(rnd, 300, big))
         cids = _varied_pods(s, rnd, 400)
@@ -514,8 +511,6 @@ def test_vectorized_block_kernel_decides_exactly_as_the_plugin_table(isa, big):
                 assert (a.place_classes(cids[200:]) == b.place_classes(cids[200:])).all()
                 assert _decision_stats(a) == _decision_stats(b)
                 assert (a.used_array() == b.used_array()).all()
-    finally:
-        _placer._py_set_simd("" if before != "baseline" else "baseline")
 
 
 @pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
@@ -524,11 +519,7 @@ def test_vectorized_balanced_allocation_uses_the_ieee_quotients(isa):
     # (1 - std) * 100 = 90.00000000000001 -> 90. By reciprocal, 510 * (1 / 750) is one ulp
     # off 510 / 750 and the product lands on 91.0 (found by search): the kernel must
     # notice the near-integer result and redo it with the true quotients.
-    from esched.core import _placer
-
-    before = _placer.SIMD
-    try:
-        _placer._py_set_simd(isa)
+    with kernel_body(isa):
         s, _ = cluster(*[node(f"n{i}", cpu="750m", memory="1Gi") for i in range(8)])
         x = pod("x", cpu="510m", memory="512Mi")
         expected = Placer(s).explain(x)["nodes"][0]
@@ -536,8 +527,6 @@ def test_vectorized_balanced_allocation_uses_the_ieee_quotients(isa):
         for cache in (False, True):
             _, total = Placer(s, sample=False, cache=cache).place(x, assume=False)
             assert total == expected["total"]
-    finally:
-        _placer._py_set_simd("" if before != "baseline" else "baseline")
 
 
 def test_vectorized_kernel_sees_assumed_evictions_and_their_rollback():
@@ -587,11 +576,7 @@ def test_few_stale_rescoring_equals_full_rescoring(strategy, isa, seed):
     # rescored. Bursts of identical pods (each placement makes one node stale), on
     # random clusters with zero and odd capacities, cordons, labels and taints: same
     # node and same total for every pod, and the cache did take the few-stale path.
-    from esched.core import _placer
-
-    before = _placer.SIMD
-    try:
-        _placer._py_set_simd(isa)
+    with kernel_body(isa):
         rnd = np.random.default_rng(100 + seed)
         s, _ = cluster(*_varied_cluster(rnd, 400))
         cids = _varied_pods(s, rnd, 300)
@@ -609,8 +594,6 @@ def test_few_stale_rescoring_equals_full_rescoring(strategy, isa, seed):
             assert few.stats()["cache_hit_rate"] > 0.5
             assert _decision_stats(few) == _decision_stats(full)
             assert (few.used_array() == full.used_array()).all()
-    finally:
-        _placer._py_set_simd("" if before != "baseline" else "baseline")
 
 
 def test_new_classes_alternating_compiled_forms_keep_their_own_constraints():

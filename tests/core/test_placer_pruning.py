@@ -2,6 +2,7 @@
 scores only where a node may fit and its bound reaches the best score held) decides
 exactly as the scan that scores every visited node."""
 
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ from esched.core import ClusterState, Placer
 from esched.core.profile import load_profile, parse_profile
 from support.fold import EV, Log, node, pod
 from support.kube import fit_and_balanced_profile
+from support.simd import kernel_body
 
 PROFILES = Path(__file__).resolve().parents[2] / "deploy" / "profiles"
 
@@ -130,11 +132,7 @@ def test_pruned_scan_is_exact_in_every_kernel_body(isa):
     # Equal totals everywhere (identical empty nodes: every node ties with the best, so
     # every bound reaches it) and then a few emptier nodes to find: the seeded draw
     # among the ties and the best are the unpruned scan's in each body of the kernel.
-    from esched.core import _placer
-
-    before = _placer.SIMD
-    try:
-        _placer._py_set_simd(isa)
+    with kernel_body(isa):
         s = ClusterState()
         log = Log(s)
         for i in range(600):
@@ -150,8 +148,6 @@ def test_pruned_scan_is_exact_in_every_kernel_body(isa):
         on = Placer(s, seed=1, prune=True)
         off = Placer(s, seed=1, prune=False)
         assert (on.place_classes(cids) == off.place_classes(cids)).all()
-    finally:
-        _placer._py_set_simd("" if before != "baseline" else "baseline")
 
 
 def _same_for_every_pod(s: ClusterState, on: Placer, off: Placer, keys, log, rnd) -> int:
@@ -386,11 +382,7 @@ def test_one_pass_lanes_at_block_remainders_and_sparse_fits(tail, isa):
     # steps and unsure fits among them (free memory a float rounds, some pods asking
     # for exactly that much): every pod gets the same node, visits and allocation with
     # the bound on and off, in every body.
-    from esched.core import _placer
-
-    before = _placer.SIMD
-    try:
-        _placer._py_set_simd(isa)
+    with kernel_body(isa):
         rnd = np.random.default_rng(tail)
         s = ClusterState()
         log = Log(s)
@@ -434,8 +426,43 @@ def test_one_pass_lanes_at_block_remainders_and_sparse_fits(tail, isa):
         assert (placed >= 0).sum() > 100
         assert on.stats()["nodes_visited"] == off.stats()["nodes_visited"]
         assert (on.used_array() == off.used_array()).all()
-    finally:
-        _placer._py_set_simd("" if before != "baseline" else "baseline")
+
+
+#: The decoy clusters' node memory and the request their decoys fall short of.
+_DECOY_MEMORY, _DECOY_WANT = 2**36 + 1, 40 * 2**30 + 12345
+
+
+def _decoy_cluster(short_by: dict[int, int], n_nodes: int) -> ClusterState:
+    """Nodes of 16 cpu and _DECOY_MEMORY, nearly full by cpu but for the decoys
+    (``short_by``: node index -> bytes their free memory falls short of
+    _DECOY_WANT), the emptiest by cpu."""
+    s = ClusterState()
+    log = Log(s)
+    for i in range(n_nodes):
+        log(EV.NODE_ADDED, node(f"n{i}", cpu="16", memory=str(_DECOY_MEMORY)))
+        if i in short_by:
+            used = ("1", str(_DECOY_MEMORY - _DECOY_WANT + short_by[i]))
+        else:
+            used = ("15", "1Gi")
+        log(EV.POD_SUBMITTED, pod(f"r{i}", cpu=used[0], memory=used[1], node_name=f"n{i}"))
+    return s
+
+
+def _placed_on_a_decoy(s: ClusterState, memory: int, decoys: Collection[int]) -> bool:
+    """Whether a pod asking ``memory`` lands on a decoy, pruned as unpruned (Fit weighs
+    cpu 100 to 1: a decoy wins wherever it fits), sampled or not."""
+    profile = parse_profile(_weighted(10, 1, rw=(100, 1)))
+    seen = set()
+    for sample in (True, False):
+        on = Placer(s, profile, seed=2, sample=sample, cache=False, prune=True)
+        off = Placer(s, profile, seed=2, sample=sample, cache=False, prune=False)
+        p = pod("x", cpu="100m", memory=str(memory))
+        got = on.place(p, assume=False)
+        assert got == off.place(p, assume=False)
+        assert got is not None
+        seen.add(int(got[0][1:]) in decoys)
+    assert len(seen) == 1  # sampled or not, the same answer
+    return seen.pop()
 
 
 @pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
@@ -445,35 +472,12 @@ def test_an_unsure_fit_is_checked_exactly_in_every_lane(isa):
     # would win; but its free memory, which a float rounds, is one byte short of the
     # pod's request: the pre-check must leave it unsure (to the exact check), never
     # take it as fitting, in the one-pass lanes as in the loops.
-    from esched.core import _placer
-
-    before = _placer.SIMD
-    try:
-        _placer._py_set_simd(isa)
-        s = ClusterState()
-        log = Log(s)
-        mem, want = 2**36 + 1, 40 * 2**30 + 12345
-        n_nodes = 4 * 128 + 5
+    with kernel_body(isa):
         decoys = {b0 + (b0 // 128 * 37 + 5) % 128 for b0 in range(128, 4 * 128, 128)}
         decoys.add(4 * 128 + 3)
-        for i in range(n_nodes):
-            log(EV.NODE_ADDED, node(f"n{i}", cpu="16", memory=str(mem)))
-            used = ("1", str(mem + 1 - want)) if i in decoys else ("15", "1Gi")
-            log(EV.POD_SUBMITTED, pod(f"r{i}", cpu=used[0], memory=used[1], node_name=f"n{i}"))
-        profile = parse_profile(_weighted(10, 1, rw=(100, 1)))
-        for sample in (True, False):
-            on = Placer(s, profile, seed=2, sample=sample, cache=False, prune=True)
-            off = Placer(s, profile, seed=2, sample=sample, cache=False, prune=False)
-            p = pod("x", cpu="100m", memory=str(want - 1))  # a byte less: a decoy wins
-            got = on.place(p, assume=False)
-            assert got == off.place(p, assume=False)
-            assert got is not None and int(got[0][1:]) in decoys
-            p = pod("x", cpu="100m", memory=str(want))
-            got = on.place(p, assume=False)
-            assert got == off.place(p, assume=False)
-            assert got is not None and int(got[0][1:]) not in decoys
-    finally:
-        _placer._py_set_simd("" if before != "baseline" else "baseline")
+        s = _decoy_cluster(dict.fromkeys(decoys, 1), 4 * 128 + 5)
+        assert _placed_on_a_decoy(s, _DECOY_WANT - 1, decoys)  # a byte less: a decoy wins
+        assert not _placed_on_a_decoy(s, _DECOY_WANT, decoys)
 
 
 @pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
@@ -484,34 +488,9 @@ def test_a_node_just_short_of_the_request_is_refused_or_left_unsure(isa):
     # block at a different lane, whose free memory falls short of the request by 1 byte
     # to 2**20 bytes (2**-35 to 2**-15 of it, across both bounds of the band), never
     # get the pod; asked for the smallest of their free amounts, a decoy wins.
-    from esched.core import _placer
-
-    before = _placer.SIMD
-    try:
-        _placer._py_set_simd(isa)
-        s = ClusterState()
-        log = Log(s)
-        mem, want = 2**36 + 1, 40 * 2**30 + 12345
+    with kernel_body(isa):
         shorts = [1, 2**8, 2**12, 2**14, 2**15, 2**16, 2**17, 2**18, 2**19, 2**20]
-        n_nodes = (len(shorts) + 1) * 128 + 5
-        decoys = {}
-        for b, d in enumerate(shorts, start=1):
-            decoys[b * 128 + (b * 37 + 5) % 128] = d
-        for i in range(n_nodes):
-            log(EV.NODE_ADDED, node(f"n{i}", cpu="16", memory=str(mem)))
-            used = ("1", str(mem - want + decoys[i])) if i in decoys else ("15", "1Gi")
-            log(EV.POD_SUBMITTED, pod(f"r{i}", cpu=used[0], memory=used[1], node_name=f"n{i}"))
-        profile = parse_profile(_weighted(10, 1, rw=(100, 1)))
-        for sample in (True, False):
-            on = Placer(s, profile, seed=2, sample=sample, cache=False, prune=True)
-            off = Placer(s, profile, seed=2, sample=sample, cache=False, prune=False)
-            p = pod("x", cpu="100m", memory=str(want))
-            got = on.place(p, assume=False)
-            assert got == off.place(p, assume=False)
-            assert got is not None and int(got[0][1:]) not in decoys
-            p = pod("x", cpu="100m", memory=str(want - max(shorts)))
-            got = on.place(p, assume=False)
-            assert got == off.place(p, assume=False)
-            assert got is not None and int(got[0][1:]) in decoys
-    finally:
-        _placer._py_set_simd("" if before != "baseline" else "baseline")
+        decoys = {b * 128 + (b * 37 + 5) % 128: d for b, d in enumerate(shorts, start=1)}
+        s = _decoy_cluster(decoys, (len(shorts) + 1) * 128 + 5)
+        assert not _placed_on_a_decoy(s, _DECOY_WANT, decoys)
+        assert _placed_on_a_decoy(s, _DECOY_WANT - max(shorts), decoys)

@@ -15,6 +15,7 @@ from esched.core import ClusterState, Placer
 from esched.core.profile import parse_profile
 from support.fold import EV, Log, node, pod
 from support.kube import fit_and_balanced_profile
+from support.simd import kernel_body
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -105,11 +106,7 @@ def _shape(j: int, rnd) -> dict:
 @pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
 @pytest.mark.parametrize("seed", range(2))
 def test_topology_by_blocks_decides_as_node_by_node(isa, seed):
-    from esched.core import _placer
-
-    before = _placer.SIMD
-    try:
-        _placer._py_set_simd(isa)
+    with kernel_body(isa):
         rnd = np.random.default_rng(seed)
         s = _cluster(rnd)
         pods = [_shape(j, rnd) for j in range(160)]
@@ -127,8 +124,6 @@ def test_topology_by_blocks_decides_as_node_by_node(isa, seed):
             assert placed > len(pods) // 2
             assert a.stats()["placed"] == b.stats()["placed"] == placed
             assert (a.used_array() == b.used_array()).all()
-    finally:
-        _placer._py_set_simd("" if before != "baseline" else "baseline")
 
 
 def test_spread_block_bounds_decide_as_node_by_node_as_pods_come_and_go():
