@@ -53,7 +53,9 @@ The audit folds the whole log from position 0 with the one fold
 * ``job_retry_exceeded``: a job's pod submitted at an attempt (``volcano.sh/job-version``)
   of ``maxRetry`` or more, or a recorded transition past ``maxRetry``;
 * ``job_transition``: an ``esched.job.updated`` record whose phase is not the one
-  the job fold of the log decides at that point;
+  the job fold of the log decides at that point, or that records a transition
+  past an earlier one to record that has no record (a lost record: the job
+  controller records them in order);
 * ``overload_order``: an overload eviction (``esched.pod.evicted``, reason
   ``Overloaded``; :mod:`esched.core.overload`) of a production pod while a
   non-production pod ran on the same node, or of a production pod within its

@@ -20,7 +20,8 @@ class _JobChecks(_AuditBase):
         ``job_dependency`` (a pod of a task bound before the tasks it depends on
         completed), ``job_retry_exceeded`` (a pod or transition at an attempt past the
         job's ``maxRetry``), ``job_transition`` (a recorded transition the fold does
-        not reproduce)."""
+        not reproduce, or one recorded past a transition to record that has no
+        record)."""
         book = self.jobs
         if etype == PLACEMENT_COMMITTED:
             for b in data.get("bindings") or ():
@@ -54,24 +55,40 @@ class _JobChecks(_AuditBase):
                         f"pod {event_key(data)} of job {owner.key} submitted at attempt "
                         f"{attempt}, maxRetry {owner.max_retry}",
                     )
+        if etype != JOB_UPDATED:
+            book.apply(etype, data, event.get("time"))
+            return
+        updated = book.jobs.get(str(data.get("job")))
+        seq = data.get("seq")
+        # Transitions to record that come before this record and have none yet: the
+        # job controller records them in order, so a gap is a lost record.
+        skipped = (
+            [t.seq for t in updated.unrecorded() if t.seq < seq]
+            if updated is not None and type(seq) is int
+            else []
+        )
         book.apply(etype, data, event.get("time"))
-        if etype == JOB_UPDATED:
-            recorded = book.jobs.get(str(data.get("job")))
-            seq = data.get("seq")
-            if recorded is None or not isinstance(seq, int):
-                return
-            job = recorded
-            self.checked["job_transitions"] = self.checked.get("job_transitions", 0) + 1
-            if seq >= len(job.history) or job.history[seq].phase != data.get("phase"):
-                self._flag(
-                    position,
-                    "job_transition",
-                    f"job {job.key}: recorded transition {seq} to {data.get('phase')} is not "
-                    "what the fold of the log decides",
-                )
-            if isinstance(data.get("attempt"), int) and data["attempt"] > job.max_retry:
-                self._flag(
-                    position,
-                    "job_retry_exceeded",
-                    f"job {job.key} at attempt {data['attempt']}, maxRetry {job.max_retry}",
-                )
+        if updated is None or not isinstance(seq, int):
+            return
+        self.checked["job_transitions"] = self.checked.get("job_transitions", 0) + 1
+        if seq >= len(updated.history) or updated.history[seq].phase != data.get("phase"):
+            self._flag(
+                position,
+                "job_transition",
+                f"job {updated.key}: recorded transition {seq} to {data.get('phase')} is not "
+                "what the fold of the log decides",
+            )
+        elif skipped:
+            self._flag(
+                position,
+                "job_transition",
+                f"job {updated.key}: transition {', '.join(map(str, skipped))} "
+                f"({', '.join(updated.history[s].phase for s in skipped)}) has no record "
+                f"before the record of transition {seq}",
+            )
+        if isinstance(data.get("attempt"), int) and data["attempt"] > updated.max_retry:
+            self._flag(
+                position,
+                "job_retry_exceeded",
+                f"job {updated.key} at attempt {data['attempt']}, maxRetry {updated.max_retry}",
+            )

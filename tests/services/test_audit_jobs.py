@@ -1,7 +1,7 @@
 """``esched audit`` flags a Volcano Job lifecycle the fold does not allow: a pod of a
 task bound before the tasks it depends on completed (``job_dependency``), a pod
 submitted at an attempt past ``maxRetry`` (``job_retry_exceeded``), a recorded
-transition the fold does not reproduce (``job_transition``)."""
+transition the fold does not reproduce or a lost record of one (``job_transition``)."""
 
 from __future__ import annotations
 
@@ -112,3 +112,40 @@ def test_a_forged_record_of_a_jobs_start_is_flagged():
     forged = _update(1, "Failed", "Pending", "Failed")
     report = audit_events(_log(_node(), *_one_pod_job(), _BIND, forged))
     assert [v["kind"] for v in report["violations"]] == ["job_transition"]
+
+
+def _restarted_job_log() -> tuple[list[tuple[str, dict[str, Any]]], list[dict[str, Any]]]:
+    """A one-pod Job with PodFailed -> RestartJob whose pod ran and failed, and its pod
+    withdrawn: the events, and the records the controller writes of the two
+    transitions to record (seq 2 Restarting, seq 3 Pending)."""
+    job = {
+        "metadata": {"name": "one", "namespace": "t"},
+        "spec": {
+            "maxRetry": 3,
+            "policies": [{"event": "PodFailed", "action": "RestartJob"}],
+            "tasks": [{"name": "w", "replicas": 1, "template": _TEMPLATE}],
+        },
+    }
+    failed = ev.POD_FAILED, {"metadata": {"namespace": "t", "name": "one-w-0"}}
+    deleted = ev.POD_DELETED, {"metadata": {"namespace": "t", "name": "one-w-0"}}
+    restarting = _update(2, "Restarting", "Running", "PodFailed")[1] | {"attempt": 1}
+    pending = _update(3, "Pending", "Restarting", "Restarted")[1] | {"attempt": 1}
+    return [_node(), *volcano_job_objects(job), _BIND, failed, deleted], [restarting, pending]
+
+
+def test_a_restarts_two_records_in_order_audit_clean():
+    events, (restarting, pending) = _restarted_job_log()
+    report = audit_events(
+        _log(*events[:-1], (ev.JOB_UPDATED, restarting), events[-1], (ev.JOB_UPDATED, pending))
+    )
+    assert report["ok"], report["violations"]
+    assert report["checked"]["job_transitions"] == 2
+
+
+def test_a_lost_record_of_a_transition_is_flagged_at_the_record_after_it():
+    """The controller records a job's transitions in order: a record of seq 3 with
+    no record of seq 2 (Restarting) before it means seq 2's record was lost."""
+    events, (_restarting, pending) = _restarted_job_log()
+    report = audit_events(_log(*events, (ev.JOB_UPDATED, pending)))
+    assert [v["kind"] for v in report["violations"]] == ["job_transition"]
+    assert "transition 2 (Restarting) has no record" in report["violations"][0]["detail"]
