@@ -1,0 +1,153 @@
+"""The Kafka consumer's adaptive fetch wait: short while work may come, long once idle."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from types import SimpleNamespace
+
+from esched.services.bus import TopicNames
+from esched.services.bus.kafka import FetchWait, KafkaBus
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _attached(clock: _Clock) -> tuple[FetchWait, SimpleNamespace]:
+    fetcher = SimpleNamespace(**{FetchWait.ATTRIBUTE: 500})
+    wait = FetchWait(20, 40, 200, grow_after=1.0, clock=clock)
+    assert wait.attach(SimpleNamespace(_fetcher=fetcher))
+    return wait, fetcher
+
+
+def _empty_polls(wait: FetchWait, clock: _Clock, n: int, every: float = 0.125) -> list[int]:
+    seen = []
+    for _ in range(n):
+        wait.records_came(False)
+        seen.append(wait.current_ms)
+        clock.now += every
+    return seen
+
+
+def test_the_fetch_wait_grows_after_a_second_of_empty_polls_up_to_the_ceiling():
+    clock = _Clock()
+    wait, _ = _attached(clock)
+    seen = _empty_polls(wait, clock, 14)
+    # Short for the first second of empty polls, then doubling, never above the ceiling.
+    assert seen[:8] == [20] * 8
+    assert seen[8:] == [40, 80, 160, 200, 200, 200]
+
+
+def test_records_bring_the_busy_wait_back_at_once_and_the_next_empty_poll_the_short_one():
+    clock = _Clock()
+    wait, _ = _attached(clock)
+    _empty_polls(wait, clock, 20)
+    assert wait.current_ms == 200
+    wait.records_came(True)
+    assert wait.current_ms == 40
+    # The empty run starts again: short for a second, however long the idle before.
+    assert _empty_polls(wait, clock, 9) == [20] * 8 + [40]
+
+
+def test_pausing_or_resuming_brings_the_short_wait_back_and_restarts_the_empty_run():
+    clock = _Clock()
+    wait, _ = _attached(clock)
+    _empty_polls(wait, clock, 20)
+    wait.restart()  # paused
+    assert wait.current_ms == 20
+    clock.now += 5.0  # paused a long time: no empty polls meanwhile
+    wait.restart()  # resumed
+    assert _empty_polls(wait, clock, 8) == [20] * 8
+
+
+def test_the_fetch_wait_ceiling_is_never_below_the_short_wait():
+    assert FetchWait(20, 40, 5).ceiling_ms == 20
+    assert FetchWait(20, 40).ceiling_ms == 20  # no ceiling given: it does not grow
+
+
+async def _poll_until(consumer, want: int, limit: float) -> float:
+    """Seconds until ``want`` records came (polling as the services do)."""
+    t0 = time.monotonic()
+    got = 0
+    async with asyncio.timeout(limit):
+        while got < want:
+            got += len(await consumer.poll(100, 100))
+    return time.monotonic() - t0
+
+
+async def _poll_empty(consumer, seconds: float) -> None:
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        assert await consumer.poll(100, 100) == []
+
+
+async def test_an_idle_kafka_consumer_waits_longer_per_fetch_and_still_gets_records(
+    kafka_bootstrap, topic_prefix
+):
+    bus = KafkaBus(
+        kafka_bootstrap,
+        TopicNames(topic_prefix),
+        fetch_max_wait_ms=20,
+        fetch_max_wait_busy_ms=40,
+        fetch_max_wait_idle_ms=200,
+        fetch_wait_grow_after=0.3,
+    )
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer([bus.topics.pods], "g", exclusive=True)
+    await consumer.start()
+    producer = bus.producer()
+    await producer.start()
+    try:
+        await _poll_empty(consumer, 1.2)
+        assert consumer.fetch_wait_ms == 200  # grown to the ceiling, not above
+        await producer.send_many(bus.topics.pods, [(None, b"v")])
+        # The record comes within the ceiling (and a poll's own slack).
+        assert await _poll_until(consumer, 1, 5) < 0.2 + 0.3
+        assert consumer.fetch_wait_ms == 40  # records came: the busy wait at once
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+async def test_a_partition_resumed_after_an_idle_pause_is_fetched_within_the_short_wait(
+    kafka_bootstrap, topic_prefix
+):
+    # A replica's work consumer: empty polls, paused once idle (before the wait grows),
+    # resumed on an event, paused again after a poll ... A pause does not end a fetch
+    # already sent, and a resumed partition is fetched only once it is answered, which
+    # tansu does on its own schedule (~440 ms into a 1,000 ms wait): were the empty run
+    # to carry over the pauses, the wait would have grown to the ceiling here.
+    bus = KafkaBus(
+        kafka_bootstrap,
+        TopicNames(topic_prefix),
+        fetch_max_wait_ms=20,
+        fetch_max_wait_busy_ms=40,
+        fetch_max_wait_idle_ms=1000,
+        fetch_wait_grow_after=0.3,
+    )
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer([bus.topics.work], "g", exclusive=True)
+    await consumer.start()
+    producer = bus.producer()
+    await producer.start()
+    took = []
+    try:
+        for _ in range(3):
+            for _ in range(4):
+                consumer.resume_fetching()
+                await _poll_empty(consumer, 0.25)
+                consumer.pause_fetching()
+                await asyncio.sleep(0.02)
+            consumer.resume_fetching()
+            await producer.send_many(bus.topics.work, [(None, b"w")])
+            took.append(await _poll_until(consumer, 1, 5))
+        assert statistics.median(took) < 0.1, took
+    finally:
+        await producer.stop()
+        await consumer.stop()
