@@ -14,7 +14,13 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import (
+    AIOKafkaConsumer,
+    AIOKafkaProducer,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+    TopicPartition,
+)
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
@@ -587,9 +593,7 @@ class _KafkaConsumer(BusConsumer):
             if self._moves.moving is not None:
                 await asyncio.sleep(timeout_ms / 1000)
                 return []
-            fetch = asyncio.ensure_future(
-                self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
-            )
+            fetch = asyncio.ensure_future(self._getmany(timeout_ms, max_records))
         self._fetch = fetch  # stop() ends it should this poll be cancelled
         done, _ = await asyncio.wait({fetch}, timeout=timeout_ms / 1000 + POLL_SLACK)
         if not done:
@@ -602,9 +606,6 @@ class _KafkaConsumer(BusConsumer):
             batches = fetch.result()
         except (KafkaError, OSError) as exc:
             raise _bus_error(exc) from exc
-        # The next fetch request's wait: longer while records keep coming, short again
-        # once a poll finds nothing, growing while polls keep finding nothing.
-        self._wait.records_came(bool(batches))
         out: list[Message] = []
         for tp, records in batches.items():
             out.extend(
@@ -620,6 +621,18 @@ class _KafkaConsumer(BusConsumer):
                 for r in records
             )
         return out
+
+    async def _getmany(
+        self, timeout_ms: int, max_records: int
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """aiokafka's getmany, then the next fetch request's wait (longer while records
+        keep coming, short again once a poll finds nothing, growing while polls keep
+        finding nothing). Set here, in the same step: aiokafka's fetcher sends the next
+        request as soon as records are taken, before the poll awaiting this resumes, and
+        the first fetch of a burst would still wait the idle ceiling."""
+        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        self._wait.records_came(bool(batches))
+        return batches
 
     async def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
         try:

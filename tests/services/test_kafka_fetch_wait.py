@@ -151,3 +151,53 @@ async def test_a_partition_resumed_after_an_idle_pause_is_fetched_within_the_sho
     finally:
         await producer.stop()
         await consumer.stop()
+
+
+async def test_the_fetch_right_after_records_already_asks_for_the_busy_wait(
+    kafka_bootstrap, topic_prefix
+):
+    # aiokafka sends the next fetch as soon as a poll has taken the records: the wait
+    # must be set before its fetcher runs again, or the first fetch of a burst after
+    # an idle spell still waits the idle ceiling (on tansu, ~100 ms at 200 ms).
+    bus = KafkaBus(
+        kafka_bootstrap,
+        TopicNames(topic_prefix),
+        fetch_max_wait_ms=20,
+        fetch_max_wait_busy_ms=40,
+        fetch_max_wait_idle_ms=200,
+        fetch_wait_grow_after=0.3,
+    )
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer([bus.topics.pods], "g", exclusive=True)
+    await consumer.start()
+    producer = bus.producer()
+    await producer.start()
+    # What the fetcher plans (each fetch request's wait) and when a poll takes records.
+    fetcher = consumer._consumer._fetcher
+    plan, taken = fetcher._get_actions_per_node, fetcher.fetched_records
+    events: list[int | str] = []
+
+    def planning(assignment):
+        actions = plan(assignment)
+        events.extend(request._max_wait_ms for _node, request in actions[0])
+        return actions
+
+    async def taking(*args, **kwargs):
+        records = await taken(*args, **kwargs)
+        if records:
+            events.append("records")
+        return records
+
+    fetcher._get_actions_per_node, fetcher.fetched_records = planning, taking
+    try:
+        await _poll_empty(consumer, 1.2)
+        assert consumer.fetch_wait_ms == 200
+        await producer.send_many(bus.topics.pods, [(None, b"v")])
+        await _poll_until(consumer, 1, 5)
+        await _poll_empty(consumer, 0.15)
+        at = events.index("records")
+        assert events[at - 1] == 200  # the fetch that brought the record
+        assert events[at + 1] == 40, events  # the next one: the busy wait at once
+    finally:
+        await producer.stop()
+        await consumer.stop()
