@@ -1014,10 +1014,14 @@ class JobBook:
         if job.phase not in ACTIVE or job.expired:
             return []
         out: list[tuple[TaskState, int]] = []
+        pods = job.pods
         for t in job.tasks:
             n = t.n
             if not t.released or n[0] + n[1] + n[2] + n[3] >= t.replicas:
                 continue  # every pod of it is there
+            if not pods:  # none submitted yet (a new Job): every index
+                out.extend([(t, i) for i in range(t.replicas)])
+                continue
             for i in range(t.replicas):
                 rec = job.pods.get(job.pod_name(t, i))
                 if rec is None or rec[1] == P_GONE:
