@@ -188,6 +188,8 @@ class Transition(NamedTuple):
         return self.reason in IMPLIED_REASONS
 
 
+_new_tuple = tuple.__new__
+
 # The tables of no policies (read only, shared): most tasks and many Jobs have none.
 _NO_POLICIES: tuple[dict[str, tuple[str, float | None]], dict[int, str]] = ({}, {})
 
@@ -376,7 +378,8 @@ class JobState:
     def unrecorded(self) -> list[Transition]:
         """The transitions the log should record and has no ``esched.job.updated``
         for yet (implied ones never have one)."""
-        return [t for t in self.history[self.recorded :] if not t.implied]
+        # (Transition.implied's test inline: a property is a frame per transition.)
+        return [t for t in self.history[self.recorded :] if t.reason not in IMPLIED_REASONS]
 
     def summary(self) -> dict[str, Any]:
         """Phase, attempt and per-task counts, as ``esched replay`` shows them."""
@@ -854,10 +857,12 @@ class JobBook:
     def _transition(self, job: JobState, phase: str, reason: str, action: str) -> None:
         if phase == job.phase and job.history:
             return
-        t = Transition(
+        # tuple.__new__ of its fields in order: the named tuple's own __new__ is a
+        # Python function (a frame per transition, two per one-pod Job).
+        t: Transition = _new_tuple(Transition, (
             job.key, len(job.history), phase, job.phase if job.history else "", job.retry,
             reason, action, self.clock,
-        )  # fmt: skip
+        ))  # fmt: skip
         job.history.append(t)
         job.phase = phase
         job.unknown = False
@@ -1014,10 +1019,14 @@ class JobBook:
         if job.phase not in ACTIVE or job.expired:
             return []
         out: list[tuple[TaskState, int]] = []
+        pods = job.pods
         for t in job.tasks:
             n = t.n
             if not t.released or n[0] + n[1] + n[2] + n[3] >= t.replicas:
                 continue  # every pod of it is there
+            if not pods:  # none submitted yet (a new Job): every index
+                out.extend([(t, i) for i in range(t.replicas)])
+                continue
             for i in range(t.replicas):
                 rec = job.pods.get(job.pod_name(t, i))
                 if rec is None or rec[1] == P_GONE:

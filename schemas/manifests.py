@@ -399,25 +399,41 @@ def _task_pod(
     namespace = meta.get("namespace") or ev.DEFAULT_NAMESPACE
     spec = job.get("spec") or {}
     queue = spec.get("queue") or DEFAULT_QUEUE
-    pod_meta = template.get("metadata") or {}
-    if shared:
-        pod_meta = dict(pod_meta)
-        for key in ("annotations", "labels"):
-            if key in pod_meta:
-                pod_meta[key] = dict(pod_meta[key])
-    pod_meta.pop("generateName", None)
-    pod_meta["name"] = f"{name}-{task_name}-{index}"
-    pod_meta["namespace"] = namespace
-    annotations = pod_meta.setdefault("annotations", {})
-    annotations[GANG_ANNOTATIONS[0]] = name
-    annotations[QUEUE_ANNOTATION] = queue
-    annotations[_JOB_NAME] = name
-    annotations[_TASK_SPEC] = task_name
-    annotations[_TASK_INDEX] = str(index)
-    annotations[_JOB_VERSION] = str(attempt)
-    labels = pod_meta.setdefault("labels", {})
-    labels[_JOB_NAME] = name
-    labels[QUEUE_ANNOTATION] = queue
+    pod_meta = template.get("metadata")
+    if not pod_meta:
+        # The common template (no metadata): the metadata below, written at once.
+        pod_meta = {
+            "name": f"{name}-{task_name}-{index}",
+            "namespace": namespace,
+            "annotations": {
+                GANG_ANNOTATIONS[0]: name,
+                QUEUE_ANNOTATION: queue,
+                _JOB_NAME: name,
+                _TASK_SPEC: task_name,
+                _TASK_INDEX: str(index),
+                _JOB_VERSION: str(attempt),
+            },
+            "labels": {_JOB_NAME: name, QUEUE_ANNOTATION: queue},
+        }
+    else:
+        if shared:
+            pod_meta = dict(pod_meta)
+            for key in ("annotations", "labels"):
+                if key in pod_meta:
+                    pod_meta[key] = dict(pod_meta[key])
+        pod_meta.pop("generateName", None)
+        pod_meta["name"] = f"{name}-{task_name}-{index}"
+        pod_meta["namespace"] = namespace
+        annotations = pod_meta.setdefault("annotations", {})
+        annotations[GANG_ANNOTATIONS[0]] = name
+        annotations[QUEUE_ANNOTATION] = queue
+        annotations[_JOB_NAME] = name
+        annotations[_TASK_SPEC] = task_name
+        annotations[_TASK_INDEX] = str(index)
+        annotations[_JOB_VERSION] = str(attempt)
+        labels = pod_meta.setdefault("labels", {})
+        labels[_JOB_NAME] = name
+        labels[QUEUE_ANNOTATION] = queue
     pod_spec = template.get("spec") or {}
     pc, sched = spec.get("priorityClassName"), spec.get("schedulerName")
     if pc and not pod_spec.get("priorityClassName"):

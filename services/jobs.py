@@ -124,7 +124,8 @@ def fold_rows(
                 continue  # no job yet: nothing to fold, no timer to fire
             mine = own.pop(r.id, None) if own else None
             if mine is not None and mine[0] == r.payload:
-                book.apply_event(mine[1])
+                env = mine[1]  # (of FOLDED_TYPES: act keeps no other)
+                book.apply(env["type"], env["data"], env["time"])
                 continue
             # A placement's bindings, a Job's data, a plain pod's time alone: read off
             # the bytes; anything else (or any doubt) decoded whole.
@@ -309,7 +310,8 @@ class JobController:
                 ev.JOB_UPDATED, SOURCE, t.data(), id=f"jobs.{job.key}.t{t.seq}", time=stamp
             )
             out.append((env, stream))
-        for gone, deletes in book.withdraw(job):
+        # (No list built when nothing is withdrawn: a new Job, the bulk.)
+        for gone, deletes in book.withdraw(job) if job.killing else ():
             ns, name = ev.split_key(gone)
             data = {"metadata": {"name": name, "namespace": ns}}
             env = ev.envelope(
@@ -376,12 +378,12 @@ class JobController:
         for env, _stream in envelopes:
             self._sent.add(env["id"])
             kind = env["type"]
-            if kind == ev.JOB_UPDATED:
+            if kind == ev.POD_SUBMITTED:  # (the bulk first)
+                self.totals.submitted += 1
+            elif kind == ev.JOB_UPDATED:
                 self.totals.transitions += 1
             elif kind == ev.POD_DELETED:
                 self.totals.deleted += 1
-            elif kind == ev.POD_SUBMITTED:
-                self.totals.submitted += 1
             elif kind == ev.PODGROUP_SUBMITTED:
                 self.totals.podgroups += 1
             else:
