@@ -15,13 +15,16 @@
  * is loaded once per pod and no flag array is written and read back. */
 __attribute__((ESCHED_FL_ATTR, always_inline)) static inline Py_ssize_t
 ESCHED_FL_LOOP(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
-               uint64_t *bits, uint64_t *ubits, int32_t best, const int most)
+               uint64_t *bits, uint64_t *ubits, int32_t best, const int most,
+               const int nn)
 {
     const Py_ssize_t mv = m & ~(Py_ssize_t)(ESCHED_FL_LANES - 1);
     const float *cpen = k->cpen + n0, *g0 = k->cg0 + n0, *g1 = k->cg1 + n0,
                 *h0 = k->ch0 + n0, *h1 = k->ch1 + n0, *ci0 = k->ci0 + n0,
                 *ci1 = k->ci1 + n0;
-    const int n_need = k->n_need;
+    /* nn: the requested resources' count when the caller fixed it (the per-node loop
+     * over them then unrolls with no branch), or -1 */
+    const int n_need = nn >= 0 ? nn : k->n_need;
     const float *cf[ESCHED_FB_MAX_NEED];
     VF ref_need[ESCHED_FB_MAX_NEED], hi_need[ESCHED_FB_MAX_NEED];
     for (int j = 0; j < n_need; j++) {
@@ -93,9 +96,21 @@ __attribute__((ESCHED_FL_ATTR)) static Py_ssize_t
 ESCHED_FL_NAME(const esched_fblock *k, Py_ssize_t n0, Py_ssize_t m, int32_t *out,
                uint64_t *bits, uint64_t *ubits, int32_t best)
 {
-    /* one loop per strategy: MostAllocated's caps, LeastAllocated's none */
-    return k->least ? ESCHED_FL_LOOP(k, n0, m, out, bits, ubits, best, 0)
-                    : ESCHED_FL_LOOP(k, n0, m, out, bits, ubits, best, 1);
+    /* one loop per strategy (MostAllocated's caps, LeastAllocated's none) and per count
+     * of requested resources up to three: a loop over a count known only at run time
+     * costs a compare and branch a resource and vector, about as much as its compares */
+#define ESCHED_FL_NEEDS(most)                                                        \
+    switch (k->n_need) {                                                             \
+    case 0: return ESCHED_FL_LOOP(k, n0, m, out, bits, ubits, best, most, 0);        \
+    case 1: return ESCHED_FL_LOOP(k, n0, m, out, bits, ubits, best, most, 1);        \
+    case 2: return ESCHED_FL_LOOP(k, n0, m, out, bits, ubits, best, most, 2);        \
+    case 3: return ESCHED_FL_LOOP(k, n0, m, out, bits, ubits, best, most, 3);        \
+    default: return ESCHED_FL_LOOP(k, n0, m, out, bits, ubits, best, most, -1);      \
+    }
+    if (k->least)
+        ESCHED_FL_NEEDS(0)
+    ESCHED_FL_NEEDS(1)
+#undef ESCHED_FL_NEEDS
 }
 
 /* (each includer defines these anew) */

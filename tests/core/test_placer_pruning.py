@@ -494,3 +494,53 @@ def test_a_node_just_short_of_the_request_is_refused_or_left_unsure(isa):
         s = _decoy_cluster(decoys, (len(shorts) + 1) * 128 + 5)
         assert not _placed_on_a_decoy(s, _DECOY_WANT, decoys)
         assert _placed_on_a_decoy(s, _DECOY_WANT - max(shorts), decoys)
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "baseline"])
+def test_one_pass_lanes_check_any_number_of_requested_resources(isa):
+    # The lanes' loop is built once per count of requested resources up to three and
+    # once for any count beyond: pods asking for pods alone, cpu, cpu and memory, and
+    # those plus an extended resource and ephemeral storage, on nodes where each of the
+    # resources in turn is the one that is short (or missing): every pod gets the same
+    # node, visits and allocation with the bound on and off, in every body.
+    with kernel_body(isa):
+        rnd = np.random.default_rng(4)
+        s = ClusterState()
+        log = Log(s)
+        for i in range(5 * 128 + 40):
+            short = i % 6
+            extra = {} if short == 3 else {"example.com/dev": "4"}
+            if short != 3:
+                extra["ephemeral-storage"] = "1Gi" if short == 4 else "100Gi"
+            log(
+                EV.NODE_ADDED,
+                node(
+                    f"n{i}",
+                    cpu="1" if short == 1 else str(int(rnd.choice([8, 16]))),
+                    memory="1Gi" if short == 2 else f"{int(rnd.choice([32, 64]))}Gi",
+                    pods="1" if short == 5 else "110",
+                    **extra,
+                ),
+            )
+        manifests = []
+        for j in range(600):
+            shape = j % 5
+            c, m = (int(x) for x in rnd.integers(1, 4000, size=2))
+            p = pod(
+                f"w{j}", cpu=None if shape == 0 else f"{c}m", memory=None if shape < 2 else f"{m}Mi"
+            )
+            requests = p["spec"]["containers"][0]["resources"]["requests"]
+            if shape >= 3:
+                requests["example.com/dev"] = "1"
+            if shape == 4:
+                requests["ephemeral-storage"] = "2Gi"
+            manifests.append(p)
+        cids = np.array([s.intern_class(p) for p in manifests], dtype=np.int32)
+        on = Placer(s, seed=3, sample=False, cache=False, prune=True)
+        off = Placer(s, seed=3, sample=False, cache=False, prune=False)
+        placed = on.place_classes(cids)
+        assert (placed == off.place_classes(cids)).all()
+        for shape in range(5):
+            assert (placed[shape::5] >= 0).sum() > 50
+        assert on.stats()["nodes_visited"] == off.stats()["nodes_visited"]
+        assert (on.used_array() == off.used_array()).all()
