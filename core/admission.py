@@ -448,8 +448,9 @@ class Admission:
         # its minimum), their highest priority and band. Rows for the asked gangs only:
         # rows for every gang cost O(gangs) per release, and one-pod Jobs make a gang
         # per pod.
-        asked = np.unique(np.array([i for _q, it, i in located if it[1] == "gang"], np.int64))
-        row = {g: r for r, g in enumerate(asked.tolist())}
+        asked_ids = sorted({i for _q, it, i in located if it[1] == "gang"})
+        asked = np.array(asked_ids, dtype=np.int64)
+        row = {g: r for r, g in enumerate(asked_ids)}
         k = max(len(asked), 1)
         gang_req = np.zeros((k, nr), dtype=np.int64)
         gang_n = np.zeros(k, dtype=np.int64)
@@ -465,7 +466,7 @@ class Admission:
                 # Without the pending pods' arrays (the common case, one queue without
                 # capabilities), the members from each gang's own slots: finding every
                 # pending pod's cost a one-pod Job ~27,000 instructions per release.
-                of, members = self._pending_members(st, asked.tolist())
+                of, members = self._pending_members(st, asked_ids)
             if len(of):
                 rows = np.searchsorted(asked, members)
                 cids = st.pod_classes()[of]
@@ -666,13 +667,13 @@ class Admission:
 
     @staticmethod
     def _pending_members(st: ClusterState, gangs: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The slots of the Pending members of ``gangs`` (gang ids) and each one's gang
-        id: the pending pods whose gang is one of them, read off the gangs' own slots
-        (:meth:`ClusterState.gang_members`) instead of every pending pod."""
+        """The slots of the Pending members of ``gangs`` (distinct gang ids) and each
+        one's gang id: the pending pods whose gang is one of them, read off the gangs'
+        own slots (:meth:`ClusterState.gang_members`) instead of every pending pod."""
         index, keys = st.pod_index, st.gang_keys
         slots: list[int] = []
         members: list[int] = []
-        for g in dict.fromkeys(gangs):
+        for g in gangs:
             found = st.gang_members(keys[g], "Pending")
             slots += [index[p] for p in found]
             members += [g] * len(found)
