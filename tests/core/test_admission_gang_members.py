@@ -1,9 +1,10 @@
 """Admission's release reads a gang's pending members off the gang's own slots when
-nothing else needs every pending pod (one queue, no capability, no guarantee), and
-the cluster's allocatable as a product with the alive flags: the work let through,
-its order, the holds and the rejections must be what summing every pending pod (and
-the alive nodes' rows) gives, over a seeded mix of one-pod Volcano Jobs, multi-pod
-Jobs with minResources, PodGroups without them, and plain pods."""
+nothing else needs every pending pod (one queue, no capability, no guarantee), sets
+the rows of one-member gangs instead of summing them, and sums the cluster's
+allocatable as a product with the alive flags: the work let through, its order, the
+holds and the rejections must be what summing every pending pod (and the alive
+nodes' rows) gives, over a seeded mix of one-pod Volcano Jobs, multi-pod Jobs with
+minResources, PodGroups without them, and plain pods."""
 
 from __future__ import annotations
 
@@ -26,6 +27,21 @@ def _every_pending(st: ClusterState, gangs: list[int]) -> tuple[np.ndarray, np.n
     pend = np.flatnonzero(st.pod_phases() == PHASE_PENDING)
     sel = pend[np.isin(st.pod_gangs()[pend], np.array(gangs, dtype=np.int64))]
     return sel.astype(np.int64), st.pod_gangs()[sel].astype(np.int64)
+
+
+def _summed(
+    k: int, rows: np.ndarray, req: np.ndarray, prio: np.ndarray, band: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The reference: every member added to its gang's row (ufunc.at)."""
+    gang_req = np.zeros((k, req.shape[1]), dtype=np.int64)
+    gang_n = np.zeros(k, dtype=np.int64)
+    gang_prio = np.full(k, np.iinfo(np.int64).min, dtype=np.int64)
+    gang_band = np.zeros(k, dtype=np.int64)
+    np.add.at(gang_req, rows, req)
+    np.add.at(gang_n, rows, 1)
+    np.maximum.at(gang_prio, rows, prio)
+    np.maximum.at(gang_band, rows, band)
+    return gang_req, gang_n, gang_prio, gang_band
 
 
 def admit(log: list[dict[str, Any]], batch: int = 5) -> list[Any]:
@@ -53,17 +69,19 @@ def admit(log: list[dict[str, Any]], batch: int = 5) -> list[Any]:
     return out
 
 
+@pytest.mark.parametrize("multi", [True, False], ids=["multi-pod", "one-pod"])
 @pytest.mark.parametrize("seed", range(8))
 def test_release_by_gang_slots_is_release_by_every_pending_pod(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, multi: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = mixed_log(seed)
+    log = mixed_log(seed, multi=multi)
     by_slots = admit(log)
     monkeypatch.setattr(Admission, "_pending_members", staticmethod(_every_pending))
+    monkeypatch.setattr(Admission, "_gang_rows", staticmethod(_summed))
     assert admit(log) == by_slots
     released = [it for _r, rel, _h in by_slots[1:] for it in rel]
     held = [reason for _r, _rel, h in by_slots[1:] for reason in h.values()]
-    # The mix did let gangs (multi-pod ones too) through and hold some as too large.
+    # The mix did let gangs through and hold some as too large.
     assert sum(it[1] == "gang" for it in released) > 10
     assert "ClusterCapacity" in held
 

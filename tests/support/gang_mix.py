@@ -12,10 +12,10 @@ from esched.schemas.manifests import volcano_job_objects
 from support.events import NAMESPACE, ev, node, placement, pod, podgroup
 
 
-def _job(rnd: random.Random, name: str) -> list[dict[str, Any]]:
+def _job(rnd: random.Random, name: str, multi: bool = True) -> list[dict[str, Any]]:
     """A Volcano Job of one task (one pod in two) and the pods its controller makes
     first: the Job implies its PodGroup (minResources the first minAvailable pods')."""
-    replicas = 1 if rnd.random() < 0.5 else rnd.randint(2, 4)
+    replicas = 1 if not multi or rnd.random() < 0.5 else rnd.randint(2, 4)
     cpu = rnd.choice(["500m", "1", "3", "64"])  # 64: beyond the whole cluster
     spec: dict[str, Any] = {
         "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]
@@ -38,7 +38,7 @@ def _job(rnd: random.Random, name: str) -> list[dict[str, Any]]:
     return out
 
 
-def mixed_log(seed: int, n: int = 200) -> list[dict[str, Any]]:
+def mixed_log(seed: int, n: int = 200, multi: bool = True) -> list[dict[str, Any]]:
     """Nodes, then a seeded mix of one-pod and multi-pod Jobs, PodGroups with members
     (need-based minimum), plain pods, placements and pods ending."""
     rnd = random.Random(seed)
@@ -47,10 +47,10 @@ def mixed_log(seed: int, n: int = 200) -> list[dict[str, Any]]:
     for i in range(n):
         k = rnd.random()
         if k < 0.4:
-            batch = _job(rnd, f"j{i}")
+            batch = _job(rnd, f"j{i}", multi)
             pods += [e["data"]["metadata"]["name"] for e in batch if e["type"] == E.POD_SUBMITTED]
             log += batch
-        elif k < 0.5:
+        elif k < 0.5 and multi:
             members = rnd.randint(1, 3)
             log.append(podgroup(f"g{i}", rnd.randint(1, members)))
             for m in range(members):
