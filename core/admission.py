@@ -449,12 +449,10 @@ class Admission:
         # rows for every gang cost O(gangs) per release, and one-pod Jobs make a gang
         # per pod.
         asked_ids = sorted({i for _q, it, i in located if it[1] == "gang"})
-        asked = np.array(asked_ids, dtype=np.int64)
         row = {g: r for r, g in enumerate(asked_ids)}
-        k = max(len(asked), 1)
-        of: np.ndarray = np.zeros(0, dtype=np.int64)
-        members: np.ndarray = of
-        if len(asked):
+        gang_rows: tuple[np.ndarray, ...] = ()  # nothing to read without gangs asked
+        if asked_ids:
+            asked = np.array(asked_ids, dtype=np.int64)
             # Only the asked gangs' members: with one-pod Volcano Jobs every pending pod
             # is some gang's, and summing them all cost O(pending pods) per release.
             if all_pending:
@@ -465,14 +463,14 @@ class Admission:
                 # capabilities), the members from each gang's own slots: finding every
                 # pending pod's cost a one-pod Job ~27,000 instructions per release.
                 of, members = self._pending_members(st, asked_ids)
-        cids = st.pod_classes()[of]
-        gang_req, gang_n, gang_prio, gang_band = self._gang_rows(
-            k,
-            np.searchsorted(asked, members),
-            class_req[cids],
-            st.pod_priorities()[of],
-            class_band[cids],
-        )
+            cids = st.pod_classes()[of]
+            gang_rows = self._gang_rows(
+                len(asked_ids),
+                np.searchsorted(asked, members),
+                class_req[cids],
+                st.pod_priorities()[of],
+                class_band[cids],
+            )
         # Queues with pending work: while two or more wait, each is held to its deserved
         # share (proportion's overused check; one queue alone takes what is free).
         waiting = np.zeros((nq, nr), dtype=np.int64)
@@ -552,6 +550,7 @@ class Admission:
                 req = class_req[cid].astype(np.int64)
             else:
                 meta = st.gang_meta[i]
+                gang_req, gang_n, gang_prio, gang_band = gang_rows
                 r = row[i]
                 n = int(gang_n[r])
                 prio = int(gang_prio[r]) if n else 0
