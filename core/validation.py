@@ -446,8 +446,10 @@ class Validator:
         verdict = self._bindings(bindings, pods, gang_name, taken, gangs, queue_delta, took)
         if verdict is None:
             for g, proposed in gangs.items():
-                running = st.gang_count(g, PHASE_RUNNING) + self._gang_extra.get(g, 0)
                 need_members = st.gang_min_of(g)
+                if proposed >= need_members:
+                    continue  # (a one-pod Job's gang): whatever runs already
+                running = st.gang_count(g, PHASE_RUNNING) + self._gang_extra.get(g, 0)
                 if running + proposed < need_members:
                     verdict = Verdict(
                         False,

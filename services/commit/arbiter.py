@@ -341,8 +341,9 @@ def _verdicts_hold(
     """
     if not moved or any(t not in _NEUTRAL for t, _stream in moved):
         return False
+    checked = {stream for _t, stream in moved}
     groups = False
-    checked = [stream for _t, stream in moved]  # and each Job's as its PodGroup's
+    gangs: set[str] = set()  # the gangs whose PodGroup moved: a PodGroup's, a Job's
     for t, stream in moved:
         if t == PODGROUP_SUBMITTED:
             if stream_key(stream, PODGROUP) is None:
@@ -353,19 +354,23 @@ def _verdicts_hold(
             if key is None:
                 return False  # its gang is named by its stream only
             groups = True
-            checked.append(stream_name(PODGROUP, key))
-    streams: set[str] = set()
+            gangs.add(key)
+    if groups:  # any moved stream naming a PodGroup names its gang
+        prefix = stream_name(PODGROUP, "")
+        gangs.update(s[len(prefix) :] for s in checked if s.startswith(prefix))
+    pods: set[str] = set()
     for env in fresh:
         data = env["data"]
         if data.get("victims") or data.get("reclaim"):
             return False
-        if groups and isinstance(data.get("gang"), str):
-            streams.add(stream_name(PODGROUP, data["gang"]))  # the gang it names
+        gang = data.get("gang")
+        if gangs and isinstance(gang, str) and gang in gangs:
+            return False  # the gang it names
         for b in data["bindings"]:
-            streams.add(stream_name(POD, b["pod"]))
-            if groups:
-                idx = state.pod_index.get(b["pod"])
-                g = -1 if idx is None else state.gang_of(idx)
-                if g >= 0:
-                    streams.add(stream_name(PODGROUP, state.gang_keys[g]))
-    return not any(stream in streams for stream in checked)
+            if stream_name(POD, b["pod"]) in checked:
+                return False
+            pods.add(b["pod"])
+    # A pod's gang moved: looked up from each moved gang's members, not each pod's
+    # gang (three lookups and a stream name per pod cost a one-pod Job's decision
+    # more than the check of the Job's own stream).
+    return not any(p in pods for key in gangs for p in state.gang_members(key))

@@ -185,10 +185,13 @@ class _WakeUps(_DispatchBase):
             if gi is None or self.admission.gang_rejected(gang):
                 continue
             pending = st.gang_count(gi, PHASE_PENDING)
-            running = st.gang_count(gi, PHASE_RUNNING)
+            need = st.gang_min_of(gi)
             # A gang is work once its pending members can reach minMember together with
-            # the running ones; earlier, no placement could be committed anyway.
-            if pending > 0 and pending + running >= st.gang_min_of(gi):
+            # the running ones (counted only when the pending ones fall short: a one-pod
+            # Job's never do); earlier, no placement could be committed anyway.
+            if pending > 0 and (
+                pending >= need or pending + st.gang_count(gi, PHASE_RUNNING) >= need
+            ):
                 out.append((cause, "gang", gang))
         return out
 
