@@ -551,6 +551,7 @@ cdef int _pod_finish(ClusterState self, str key, int phase) except -1:
         del self.pod_index[key]
         self.pod_keys[p] = None
         self.pod_free.append(p)
+        self.interpod.release_pod(p)
         self.pod_usage.pop(key, None)
     return 0
 

@@ -20,7 +20,8 @@ class InterPodIndex:
     active: bool
     state: Any
     pod_lset_np: npt.NDArray[np.int32]
-    lsets: list[tuple[str, dict[str, str]]]
+    lsets: list[tuple[str, dict[str, str]] | None]
+    lset_refs_np: npt.NDArray[np.int32]
     lset_index: dict[tuple[Any, ...], int]
     lset_owned: list[bool]
     key_index: dict[str, int]
@@ -29,7 +30,7 @@ class InterPodIndex:
     dom_vals: list[dict[str, int]]
     dom_cap: list[int]
     matcher_index: dict[tuple[Any, ...], int]
-    matchers: list[tuple[Any, ...]]
+    matchers: list[tuple[Any, ...] | None]
     counts: dict[tuple[int, int], npt.NDArray[np.int32]]
     owners: dict[tuple[int, int], npt.NDArray[np.int32]]
     owner_keys: dict[int, list[int]]
@@ -43,6 +44,12 @@ class InterPodIndex:
         self, lset: int, defaults: tuple[tuple[str, int, str, int, bool, bool], ...]
     ) -> tuple[tuple[Any, ...], tuple[Any, ...]]: ...
     def pod_lset_of(self, p: int) -> int: ...
+    def release_pod(self, p: int) -> int: ...
+    def held_label_sets(self) -> tuple[list[tuple[str, dict[str, str]] | None], list[int]]: ...
+    def restore(
+        self, label_sets: list[Any], owned: Any, pod_lset: Any, pod_keys: list[str | None]
+    ) -> None: ...
+    def sizes(self) -> dict[str, int]: ...
     def matched(self, lset: int) -> tuple[int, ...]: ...
     def key(self, name: str) -> int: ...
     def node_changed(self, n: int) -> None: ...

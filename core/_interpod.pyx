@@ -26,6 +26,13 @@ instead, so a placement reads them and never rescans pods:
 over the pods), then kept by the fold (:meth:`InterPodIndex.move` on every bind and
 release); ``owners`` arrays by the fold from the first owner on. Memory: an int32 per
 domain per (matcher, key) in use, an int32 per pod, one entry per distinct label set.
+
+What a pod holds is released with it, so the index follows the live cluster, not its
+history (pods come and go with ever new ``pod-template-hash`` or job names): every pod
+slot holds its label set (a refcount, dropped when the pod is deleted or replaced); a
+label set no slot holds is released with its memoized terms, and so is every matcher
+only its terms held, with its counts, owners and scored arrays. Released ids are reused,
+smallest first (a heap: a restored snapshot reuses the same ones).
 """
 
 cimport cython
@@ -38,6 +45,8 @@ from cpython.unicode cimport (
 
 import numpy as np
 import orjson
+
+from heapq import heapify, heappop, heappush
 
 from esched.schemas.objects import PER_POD_LABELS as _PER_POD_LABELS
 
@@ -192,27 +201,65 @@ cdef Py_ssize_t _lset(InterPodIndex self, str ns, object labels, bint owned) exc
 cdef Py_ssize_t _new_lset(InterPodIndex self, str ns, dict lab, tuple items, tuple key,
                           bint owned) except -1:
     # Label set ``lab`` (``items``: its canonical items, ``key`` its lset_index key),
-    # not interned yet.
-    cdef Py_ssize_t i = len(self.lsets)
-    self.lsets.append((ns, lab))
+    # not interned yet: a released id, else a new one.
+    cdef Py_ssize_t i
+    matched = ()
+    if self.matcher_index:
+        nsl = self.state.namespace_labels
+        matched = tuple([m for m, parts in enumerate(self.matchers)
+                         if parts is not None and _all_match(parts, ns, lab, nsl)])
+    if self.lset_free:
+        i = heappop(self.lset_free)
+        self.lsets[i] = (ns, lab)
+        self.lset_owned[i] = bool(owned)
+        self.lset_keys[i] = key
+        self.lset_match[i] = matched
+    else:
+        i = len(self.lsets)
+        self.lsets.append((ns, lab))
+        self.lset_owned.append(bool(owned))
+        self.lset_keys.append(key)
+        self.lset_fast_keys.append(None)
+        self.lset_uses.append(None)
+        self.lset_match.append(matched)
+        if i >= self.lset_refs.shape[0]:
+            grown = np.zeros(2 * i, dtype=np.int32)
+            grown[: i] = self.lset_refs_np[: i]
+            self.lset_refs_np = grown
+            self.lset_refs = grown
     for kv in items:
         got = self.lset_by_label.get(kv)
         if got is None:
-            self.lset_by_label[kv] = [i]
+            self.lset_by_label[kv] = {i: None}
         else:
-            (<list>got).append(i)
-    self.lset_owned.append(bool(owned))
+            (<dict>got)[i] = None
     self.lset_index[key] = i
-    if not self.matchers:
-        self.lset_match.append(())
-        return i
-    nsl = self.state.namespace_labels
-    matched = []
-    for m, parts in enumerate(self.matchers):
-        if _all_match(parts, ns, lab, nsl):
-            matched.append(m)
-    self.lset_match.append(tuple(matched))
     return i
+
+
+cdef inline int _hold(InterPodIndex self, Py_ssize_t p, Py_ssize_t got) except -1:
+    # Pod slot p holds label set ``got`` now, and no longer the one it held (a
+    # replaced pod's): that one is released when no slot holds it any more.
+    cdef Py_ssize_t old = self.pod_lset[p]
+    self.pod_lset[p] = <int>got
+    self.lset_refs[got] += 1  # (first: old == got is not released)
+    if old >= 0:
+        self.lset_refs[old] -= 1
+        if self.lset_refs[old] == 0:
+            self._release_lset(old)
+    return 0
+
+
+cdef list _term_matchers(tuple terms):
+    # The matcher ids resolved terms (InterPodIndex.terms) name.
+    am, _, _, pairs, spread, pref, own, soft = terms
+    ms = [am] if am >= 0 else []
+    ms += [pr[0] for pr in pairs]
+    ms += [t[0] for t in spread]
+    ms += [t[0] for t in pref]
+    ms += [key[1] for key, _ in own]
+    ms += [t[0] for t in soft]
+    return ms
 
 
 cdef int _canonical(tuple items) except -1:
@@ -238,9 +285,15 @@ cdef class InterPodIndex:
     def __init__(self, state, Py_ssize_t pod_cap=1024):
         self.state = state
         self.active = False
-        self.pod_lset_np = np.zeros(max(pod_cap, 1), dtype=np.int32)
+        self.pod_lset_np = np.full(max(pod_cap, 1), -1, dtype=np.int32)
         self.pod_lset = self.pod_lset_np
         self.lsets = []
+        self.lset_refs_np = np.zeros(64, dtype=np.int32)
+        self.lset_refs = self.lset_refs_np
+        self.lset_free = []
+        self.lset_keys = []
+        self.lset_fast_keys = []
+        self.lset_uses = []
         self.lset_index = {}
         self.lset_fast = {}
         self.bare_ns = None
@@ -256,6 +309,8 @@ cdef class InterPodIndex:
         self.dom_cap = []
         self.matcher_index = {}
         self.matchers = []
+        self.m_refs = []
+        self.m_free = []
         self.m_keys = []
         self.counts = {}
         self.owners = {}
@@ -279,7 +334,7 @@ cdef class InterPodIndex:
     cpdef int set_pod(self, Py_ssize_t p, str key, object labels, bint owned=False) except -1:
         """Pod slot ``p`` (key ``ns/name``) has ``labels`` (``owned``: see :meth:`lset`)."""
         if p >= self.pod_lset.shape[0]:  # the view: no attribute lookup per pod
-            grown = np.zeros(max(2 * self.pod_lset_np.shape[0], p + 1), dtype=np.int32)
+            grown = np.full(max(2 * self.pod_lset_np.shape[0], p + 1), -1, dtype=np.int32)
             grown[: self.pod_lset_np.shape[0]] = self.pod_lset_np
             self.pod_lset_np = grown
             self.pod_lset = grown
@@ -287,8 +342,7 @@ cdef class InterPodIndex:
         if not labels and not owned and _in_namespace(key, self.bare_ns):
             # The bulk of a log: pods without labels, one namespace after another's;
             # no namespace str sliced and hashed per pod.
-            self.pod_lset[p] = self.bare_ns_lset
-            return 0
+            return _hold(self, p, self.bare_ns_lset)
         cut = key.find("/")
         ns = key[:cut] if cut >= 0 else key
         if not owned and type(labels) is dict and labels:
@@ -300,8 +354,7 @@ cdef class InterPodIndex:
                 got = self.lset_index.get(lkey)
                 if got is None:
                     got = _new_lset(self, ns, PyDict_Copy(labels), items, lkey, False)
-                self.pod_lset[p] = got
-                return 0
+                return _hold(self, p, got)
         # The fold's path: labels as the manifest lists them (one workload's pods list
         # them alike), one lookup; the canonical form only on a miss.
         try:
@@ -315,11 +368,176 @@ cdef class InterPodIndex:
             got = _lset(self, ns, labels, owned)
             if fast is not None and len(self.lset_fast) < 1_000_000:
                 self.lset_fast[fast] = got
+                keys = self.lset_fast_keys[got]
+                if keys is None:
+                    self.lset_fast_keys[got] = [fast]
+                else:
+                    (<list>keys).append(fast)
         if fast is ns and cut >= 0:
             self.bare_ns = ns
             self.bare_ns_lset = got
-        self.pod_lset[p] = got
+        return _hold(self, p, got)
+
+    cpdef int release_pod(self, Py_ssize_t p) except -1:
+        """Pod slot ``p`` was freed (its pod deleted): it holds no label set any more;
+        the one it held is released when no other slot holds it."""
+        if p >= self.pod_lset.shape[0]:
+            return 0
+        cdef Py_ssize_t old = self.pod_lset[p]
+        self.pod_lset[p] = -1
+        if old >= 0:
+            self.lset_refs[old] -= 1
+            if self.lset_refs[old] == 0:
+                self._release_lset(old)
         return 0
+
+    cdef int _release_lset(self, Py_ssize_t i) except -1:
+        # Label set i is held by no pod slot: out of every table, its memoized terms
+        # with it, and the matchers only its terms held; its id is free for reuse.
+        if self.lsets[i] is None:
+            return 0
+        key = <tuple>self.lset_keys[i]
+        del self.lset_index[key]
+        for kv in <tuple>key[1]:
+            ids = <dict>self.lset_by_label[kv]
+            del ids[i]
+            if not ids:
+                del self.lset_by_label[kv]
+        fast = self.lset_fast_keys[i]
+        if fast is not None:
+            for f in <list>fast:
+                if self.lset_fast.get(f) == i:
+                    del self.lset_fast[f]
+            self.lset_fast_keys[i] = None
+        if self.bare_ns_lset == i:
+            self.bare_ns = None
+            self.bare_ns_lset = -1
+        self.lsets[i] = None
+        self.lset_keys[i] = None
+        self.lset_owned[i] = False
+        self.lset_match[i] = ()
+        self.terms_memo.pop(i, None)
+        self.terms_by_cons.pop(i, None)
+        self.default_memo.pop(i, None)
+        uses = self.lset_uses[i]
+        self.lset_uses[i] = None
+        heappush(self.lset_free, i)
+        if uses is not None:
+            for m in sorted(uses):
+                self.m_refs[m] -= 1
+                if self.m_refs[m] == 0:
+                    self._release_matcher(m)
+        return 0
+
+    cdef int _release_matcher(self, Py_ssize_t m) except -1:
+        # Matcher m is held by no label set's terms: its arrays go (no bound pod holds
+        # its terms, so its owners and scored arrays are zero; no view asks for its
+        # counts: a placer starts again from the state after every fold), and so does
+        # its id in the label sets matching it.
+        parts = <tuple>self.matchers[m]
+        del self.matcher_index[parts]
+        for k in self.m_keys[m]:
+            del self.counts[(m, k)]
+        self.m_keys[m] = []
+        for k in self.owner_keys.pop(m, ()):
+            del self.owners[(m, k)]
+        for kind in (SCORED_PREFERRED, SCORED_REQUIRED):
+            for k in self.scored_keys.pop((kind, m), ()):
+                del self.scored[(kind, m, k)]
+        if m in self.ns_matchers:
+            self.ns_matchers.remove(m)
+        for i in self._candidates(parts):
+            got = self.lset_match[i]
+            if m in got:
+                self.lset_match[i] = tuple([x for x in got if x != m])
+        self.matchers[m] = None
+        heappush(self.m_free, m)
+        return 0
+
+    cdef int _hold_matchers(self, Py_ssize_t lset, object ms) except -1:
+        # Label set lset's memoized terms name matchers ``ms``: they live while it does.
+        uses = self.lset_uses[lset]
+        if uses is None:
+            uses = self.lset_uses[lset] = set()
+        for m in ms:
+            if m not in uses:
+                (<set>uses).add(m)
+                self.m_refs[m] += 1
+        return 0
+
+    def held_label_sets(self) -> tuple:
+        """What a snapshot keeps of the label sets: ``(label sets by id, None for an id
+        no pod slot holds, ids of the owned ones)``; :meth:`restore` takes them back."""
+        cdef Py_ssize_t i
+        sets = []
+        owned = []
+        for i, entry in enumerate(self.lsets):
+            if entry is None or self.lset_refs[i] == 0:
+                sets.append(None)
+                continue
+            sets.append(entry)
+            if self.lset_owned[i]:
+                owned.append(i)
+        return sets, owned
+
+    def restore(self, list label_sets, owned, object pod_lset, list pod_keys) -> None:
+        """A new index takes a snapshot's label sets back (:meth:`held_label_sets`), with
+        the same ids, and each live pod slot's (``pod_keys``: the state's, None for a
+        free slot); a label set no live slot holds is released. ``pod_lset`` None (a
+        snapshot from before label sets were kept): the pods' labels are unknown, taken
+        as none (each in its namespace) until they are submitted again."""
+        cdef Py_ssize_t i, n
+        if pod_lset is None or not label_sets:
+            for i, key in enumerate(pod_keys):
+                if key is not None:
+                    self.set_pod(i, key, None)
+            return
+        owned = frozenset(owned)
+        free = []
+        for i, entry in enumerate(label_sets):
+            if entry is None:
+                self.lsets.append(None)
+                self.lset_owned.append(False)
+                self.lset_keys.append(None)
+                self.lset_fast_keys.append(None)
+                self.lset_uses.append(None)
+                self.lset_match.append(())
+                free.append(i)
+            elif _lset(self, entry[0], entry[1], i in owned) != i:
+                raise ValueError(f"label set {i} is listed twice")
+        n = len(self.lsets)
+        self.lset_refs_np = np.zeros(max(64, 2 * n), dtype=np.int32)
+        self.lset_refs = self.lset_refs_np
+        heapify(free)
+        self.lset_free = free
+        P = min(pod_lset.shape[0], len(pod_keys))
+        if P > self.pod_lset_np.shape[0]:
+            self.pod_lset_np = np.full(P, -1, dtype=np.int32)
+            self.pod_lset = self.pod_lset_np
+        live = np.fromiter((k is not None for k in pod_keys[:P]), dtype=bool, count=P)
+        held = np.where(live, np.asarray(pod_lset[:P], dtype=np.int32), -1)
+        self.pod_lset_np[:P] = held
+        self.lset_refs_np[:n] = np.bincount(held[held >= 0], minlength=n)[:n]
+        for i in range(n):
+            if self.lsets[i] is not None and self.lset_refs[i] == 0:
+                self._release_lset(i)
+
+    def sizes(self) -> dict:
+        """How many entries the index holds (read-only; for tests and operators):
+        ``label_sets`` interned (every one held by a pod slot, or interned since for a
+        pod outside the state), ``label_set_ids`` (the table's length: the most label
+        sets live at once), ``matchers`` and ``matcher_ids`` alike, ``arrays`` (counts,
+        owners and scored arrays), ``label_pairs`` (distinct (label, value) pairs of the
+        label sets), ``memo`` (label sets with memoized terms)."""
+        return {
+            "label_sets": len(self.lset_index),
+            "label_set_ids": len(self.lsets),
+            "matchers": len(self.matcher_index),
+            "matcher_ids": len(self.matchers),
+            "arrays": len(self.counts) + len(self.owners) + len(self.scored),
+            "label_pairs": len(self.lset_by_label),
+            "memo": len(set(self.terms_memo) | set(self.default_memo)),
+        }
 
     def pod_lset_of(self, Py_ssize_t p) -> int:
         """The label set id of pod slot ``p``."""
@@ -337,7 +555,10 @@ cdef class InterPodIndex:
         ``((topology key, maxSkew, whenUnsatisfiable, minDomains, honour node affinity,
         honour taints), ...)``. The selector: the pod's labels without the per-pod ones
         (see :func:`esched.schemas.objects.spread_default_labels`), in its namespace."""
-        got = self.default_memo.get((lset, defaults))
+        memo = self.default_memo.get(lset)
+        if memo is None:
+            memo = self.default_memo[lset] = {}
+        got = (<dict>memo).get(defaults)
         if got is not None:
             return got
         ns, labels = self.lsets[lset]
@@ -347,13 +568,14 @@ cdef class InterPodIndex:
         if self.lset_owned[lset] and sel:
             part = term_part({"labelSelector": {"matchLabels": sel}}, ns, labels)
             m = self.matcher((part,))
+            self._hold_matchers(lset, (m,))
             for key, max_skew, when, min_domains, h_aff, h_taint in defaults:
                 if when == "DoNotSchedule":
                     spread.append((m, self.key(key), max_skew, min_domains, h_aff, h_taint,
                                    True))
                 else:
                     soft.append((m, self.key(key), max_skew, h_aff, h_taint, key == HOSTNAME))
-        got = self.default_memo[(lset, defaults)] = (tuple(spread), tuple(soft))
+        got = (<dict>memo)[defaults] = (tuple(spread), tuple(soft))
         return got
 
     cpdef tuple matched(self, Py_ssize_t lset):
@@ -449,11 +671,12 @@ cdef class InterPodIndex:
         nsl = self.state.namespace_labels
         cdef Py_ssize_t i
         moved = set()
-        for i, (lns, lab) in enumerate(self.lsets):
-            if lns != ns:
+        for i, entry in enumerate(self.lsets):
+            if entry is None or (<tuple>entry)[0] != ns:
                 continue
+            lns, lab = entry
             old = self.lset_match[i]
-            new = tuple(m for m in old if m not in self.ns_matchers)
+            new = tuple([m for m in old if m not in self.ns_matchers])
             new += tuple(m for m in self.ns_matchers
                          if _all_match(self.matchers[m], lns, lab, nsl))
             new = tuple(sorted(new))
@@ -476,22 +699,28 @@ cdef class InterPodIndex:
         got = self.matcher_index.get(parts)
         if got is not None:
             return got
-        cdef Py_ssize_t m = len(self.matchers)
-        self.matchers.append(parts)
+        cdef Py_ssize_t m
+        if self.m_free:
+            m = heappop(self.m_free)
+            self.matchers[m] = parts
+        else:
+            m = len(self.matchers)
+            self.matchers.append(parts)
+            self.m_keys.append([])
+            self.m_refs.append(0)
         self.matcher_index[parts] = m
-        self.m_keys.append([])
         if any(pt[2] is not None for pt in parts):
             self.ns_matchers.append(m)
         nsl = self.state.namespace_labels
         for i in self._candidates(parts):
-            ns, lab = self.lsets[i]
-            if _all_match(parts, ns, lab, nsl):
+            entry = self.lsets[i]
+            if entry is not None and _all_match(parts, (<tuple>entry)[0], (<tuple>entry)[1], nsl):
                 self.lset_match[i] = self.lset_match[i] + (m,)
         return m
 
     cdef object _candidates(self, tuple parts):
-        # The label sets a new matcher may match, in id order: those carrying a
-        # part's first matchLabels pair (a selector needs all of them), else all.
+        # The label sets a matcher may match: those carrying a part's first
+        # matchLabels pair (a selector needs all of them), else all ids.
         for pt in parts:
             sel = pt[1]
             if sel is not None and sel[0]:
@@ -509,16 +738,25 @@ cdef class InterPodIndex:
         once bound ``(((SCORED_*, matcher, key id), amount), ...)``; ``soft``: per
         ScheduleAnyway constraint ``(matcher, key id, maxSkew, honour node affinity,
         honour taints, the key is kubernetes.io/hostname)``."""
-        got = self.terms_memo.get((c, lset))
-        if got is not None:
-            return got
+        # (by label set first: a released label set's entries go with it)
+        memo = self.terms_memo.get(lset)
+        if memo is not None:
+            got = (<dict>memo).get(c)
+            if got is not None:
+                return got
+        else:
+            memo = self.terms_memo[lset] = {}
         # Classes differ by their requests too; the terms only by the constraints:
         # a workload of many request shapes with one affinity resolves them once.
-        ck = (self.cons_key(c), lset)
-        got = self.terms_by_cons.get(ck)
+        by_cons = self.terms_by_cons.get(lset)
+        if by_cons is None:
+            by_cons = self.terms_by_cons[lset] = {}
+        ck = self.cons_key(c)
+        got = (<dict>by_cons).get(ck)
         if got is None:
-            got = self.terms_by_cons[ck] = self._resolve_terms(c, lset)
-        self.terms_memo[(c, lset)] = got
+            got = (<dict>by_cons)[ck] = self._resolve_terms(c, lset)
+            self._hold_matchers(lset, _term_matchers(<tuple>got))
+        (<dict>memo)[c] = got
         return got
 
     def _resolve_terms(self, Py_ssize_t c, Py_ssize_t lset) -> tuple:

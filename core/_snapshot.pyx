@@ -77,6 +77,7 @@ def to_bytes(ClusterState self) -> bytes:
         table.append([name, arr.dtype.str, list(arr.shape), offset, len(raw)])
         blobs.append(raw)
         offset += len(raw)
+    label_sets, owned_sets = self.interpod.held_label_sets()
     header = {
         "position": self.position,
         "anomalies": self.anomalies,
@@ -115,8 +116,8 @@ def to_bytes(ClusterState self) -> bytes:
         "reservations": self.reservations,
         "clock": self.clock,
         "reclamation_enabled": self._reclamation.enabled,
-        "label_sets": self.interpod.lsets,
-        "label_sets_owned": [i for i, o in enumerate(self.interpod.lset_owned) if o],
+        "label_sets": label_sets,
+        "label_sets_owned": owned_sets,
         "arrays": table,
     }
     head = orjson.dumps(header)
@@ -285,17 +286,7 @@ def _restore_interpod(ClusterState self, list label_sets, object pod_lset, owned
     # The label sets and each pod's are serialized; the counts are derived.
     cdef Py_ssize_t c
     ip = InterPodIndex(self, self.pod_cap)
-    owned = frozenset(owned)
-    for i, (ns, labels) in enumerate(label_sets):
-        ip.lset(ns, labels, i in owned)
-    if pod_lset is not None and label_sets:
-        ip.pod_lset_np[: pod_lset.shape[0]] = pod_lset
-    else:
-        # A snapshot from before label sets were kept: its pods' labels are unknown,
-        # taken as none (each in its namespace) until they are submitted again.
-        for p, key in enumerate(self.pod_keys):
-            if key is not None:
-                ip.set_pod(p, key, None)
+    ip.restore(label_sets, owned, pod_lset, self.pod_keys)
     self.interpod = ip
     for c in range(self.n_classes):
         cons = self.class_specs[c].get("constraints")
