@@ -30,11 +30,21 @@ domain per (matcher, key) in use, an int32 per pod, one entry per distinct label
 
 cimport cython
 from cpython.dict cimport PyDict_Copy
+from cpython.object cimport PyObject
 from libc.string cimport memcmp
 from cpython.unicode cimport (
     PyUnicode_Compare, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ,
     PyUnicode_READ_CHAR, PyUnicode_Tailmatch,
 )
+
+
+cdef extern from "Python.h":
+    # A new label set's key hashed once for its lookup and its insertion (a tuple's
+    # hash is not cached).
+    Py_hash_t PyObject_Hash(object o) except -1
+    PyObject* _PyDict_GetItem_KnownHash(object mp, object key, Py_hash_t h)
+    int _PyDict_SetItem_KnownHash(object mp, object key, object item, Py_hash_t h) except -1
+    PyObject* PyErr_Occurred()
 
 import numpy as np
 import orjson
@@ -190,9 +200,9 @@ cdef Py_ssize_t _lset(InterPodIndex self, str ns, object labels, bint owned) exc
 
 
 cdef Py_ssize_t _new_lset(InterPodIndex self, str ns, dict lab, tuple items, tuple key,
-                          bint owned) except -1:
-    # Label set ``lab`` (``items``: its canonical items, ``key`` its lset_index key),
-    # not interned yet.
+                          bint owned, Py_hash_t h=-1) except -1:
+    # Label set ``lab`` (``items``: its canonical items, ``key`` its lset_index key,
+    # ``h`` its hash where the caller has it, else -1), not interned yet.
     cdef Py_ssize_t i = len(self.lsets)
     self.lsets.append((ns, lab))
     for kv in items:
@@ -202,7 +212,9 @@ cdef Py_ssize_t _new_lset(InterPodIndex self, str ns, dict lab, tuple items, tup
         else:
             (<list>got).append(i)
     self.lset_owned.append(bool(owned))
-    self.lset_index[key] = i
+    if h == -1:
+        h = PyObject_Hash(key)
+    _PyDict_SetItem_KnownHash(self.lset_index, key, i, h)
     if not self.matchers:
         self.lset_match.append(())
         return i
@@ -284,6 +296,8 @@ cdef class InterPodIndex:
             self.pod_lset_np = grown
             self.pod_lset = grown
         cdef Py_ssize_t cut
+        cdef Py_hash_t h
+        cdef PyObject* found
         if not labels and not owned and _in_namespace(key, self.bare_ns):
             # The bulk of a log: pods without labels, one namespace after another's;
             # no namespace str sliced and hashed per pod.
@@ -297,10 +311,14 @@ cdef class InterPodIndex:
                 # Listed as _lset's canonical key: one lookup, and a new label set
                 # (each Volcano Job's pods bring one) neither sorted nor cached twice.
                 lkey = (ns, items)
-                got = self.lset_index.get(lkey)
-                if got is None:
-                    got = _new_lset(self, ns, PyDict_Copy(labels), items, lkey, False)
-                self.pod_lset[p] = got
+                h = PyObject_Hash(lkey)
+                found = _PyDict_GetItem_KnownHash(self.lset_index, lkey, h)
+                if found != NULL:
+                    self.pod_lset[p] = <int><object>found
+                    return 0
+                if PyErr_Occurred() != NULL:
+                    return -1  # (the error set)
+                self.pod_lset[p] = _new_lset(self, ns, PyDict_Copy(labels), items, lkey, False, h)
                 return 0
         # The fold's path: labels as the manifest lists them (one workload's pods list
         # them alike), one lookup; the canonical form only on a miss.
