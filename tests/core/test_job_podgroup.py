@@ -397,7 +397,10 @@ def test_a_jobs_fold_enters_its_pods_spec_in_the_memo() -> None:
             if _py_spec_memo_holds(st, _spec_of(payload)):
                 foreseen += 1
                 assert _py_scanner_accepts(payload)
-        assert _by_bytes(rows).to_bytes() == _by_dict(rows).to_bytes()
+        # (this state: a second fold of the Job finds its spec in the module's memo of
+        # Job specs, and enters no pod spec)
+        assert st.apply_payloads(rows[2:]) == len(rows) - 2
+        assert st.to_bytes() == _by_dict(rows).to_bytes()
     assert foreseen >= 200
 
 
@@ -444,3 +447,27 @@ def test_a_template_written_with_spaces_foresees_its_pods_spec_with_them() -> No
     assert not _py_spec_memo_holds(st, pod_spec)
     payloads = [rows[0][1], raw_job, spaced_pod, pod_row]
     _assert_same_as_decoded(payloads)
+
+
+def test_cut_and_mutated_jobs_of_a_known_spec_fold_as_decoded() -> None:
+    """A Job's spec taken unchecked by the scan is proven by the memo of Job specs
+    when it holds those bytes (its keys are specs the scanner accepted): every cut of
+    a Job of a known spec (closed by "}}" or not) and every byte of its data changed
+    to a JSON token's fold to the state, and anomalies, of the payloads decoded
+    whole."""
+    first = default_job(_job("a", replicas=1, cpu="2"))
+    second = default_job(_job("b", replicas=1, cpu="2"))
+    rows = _job_log([first])
+    whole = orjson.dumps(envelope(ev.JOB_SUBMITTED, second))
+    payloads = [p for _, p in rows[:2]]
+    data = whole.index(b'"data":') + 7
+    for cut in range(data, len(whole)):
+        payloads += [whole[:cut], whole[:cut] + b"}}", whole[:cut] + b"}}}"]
+    for i in range(data, len(whole)):
+        for byte in b'{}[]",: \\0a\x00\x80':
+            mutant = bytearray(whole)
+            mutant[i] = byte
+            payloads.append(bytes(mutant))
+    payloads.append(whole)
+    decoded = _assert_same_as_decoded(payloads)
+    assert decoded.anomalies["undecodable"] > 500
