@@ -31,6 +31,8 @@ domain per (matcher, key) in use, an int32 per pod, one entry per distinct label
 cimport cython
 from cpython.dict cimport PyDict_Copy
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memcmp
 from cpython.unicode cimport (
     PyUnicode_Compare, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ,
@@ -45,6 +47,7 @@ cdef extern from "Python.h":
     PyObject* _PyDict_GetItem_KnownHash(object mp, object key, Py_hash_t h)
     int _PyDict_SetItem_KnownHash(object mp, object key, object item, Py_hash_t h) except -1
     PyObject* PyErr_Occurred()
+    bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value)
 
 import numpy as np
 import orjson
@@ -227,6 +230,21 @@ cdef Py_ssize_t _new_lset(InterPodIndex self, str ns, dict lab, tuple items, tup
     return i
 
 
+cdef tuple _items(dict d):
+    # tuple(d.items()), without the items view, its iterator and the tuple's growth
+    # (a Volcano Job's pods bring a new label set each: its key is made per pod).
+    cdef Py_ssize_t pos = 0, j = 0
+    cdef PyObject* k
+    cdef PyObject* v
+    cdef tuple out = PyTuple_New(len(d))
+    while PyDict_Next(d, &pos, &k, &v):
+        pair = (<object>k, <object>v)
+        Py_INCREF(pair)  # (PyTuple_SET_ITEM steals a reference)
+        PyTuple_SET_ITEM(out, j, pair)
+        j += 1
+    return out
+
+
 cdef int _canonical(tuple items) except -1:
     # Whether a label dict's items are _lset's canonical ones already: str keys and
     # values, keys in sorted order (as the job controller and most manifests list them).
@@ -306,7 +324,7 @@ cdef class InterPodIndex:
         cut = key.find("/")
         ns = key[:cut] if cut >= 0 else key
         if not owned and type(labels) is dict and labels:
-            items = tuple((<dict>labels).items())
+            items = _items(<dict>labels)
             if _canonical(items):
                 # Listed as _lset's canonical key: one lookup, and a new label set
                 # (each Volcano Job's pods bring one) neither sorted nor cached twice.
