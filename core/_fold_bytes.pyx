@@ -309,6 +309,16 @@ def _py_job_group_spec(ClusterState state, bytes payload) -> object:
     return _job_group_spec(state, b, n, spec)
 
 
+def _py_spec_memo_holds(ClusterState state, bytes spec) -> bool:
+    """Test hook: does ``state``'s spec memo hold a pod spec of bytes ``spec`` (a
+    submission of that spec would find it, and its span be proven by it)?"""
+    cdef Span s
+    cdef uint64_t h
+    s.start = 0
+    s.end = PyBytes_GET_SIZE(spec)
+    return _spec_lookup(state, <const unsigned char*>PyBytes_AS_STRING(spec), s, &h) is not None
+
+
 def committed_proposal(object payload) -> object:
     """The proposal id (``data.proposal``, a string) of a stored
     ``esched.placement.committed`` envelope, read off its bytes as the fold reads
@@ -476,17 +486,28 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
     cdef int done = 0
     cdef uint64_t h = 0
     cdef tuple entry = None
+    cdef object job_spec = None, job_entry = None
     cdef bint accepted = scan_envelope(b, n, &t, &d, members, &unchecked)
     # The spec the scan took unchecked (see scan_envelope): a submission's is proven
     # by the spec memo, whose entries hold bytes the scanner accepted as a spec (the
-    # lookup _payload_submitted makes anyway), any other by skip_value; one it does
-    # not prove is scanned again with the rest.
+    # lookup _payload_submitted makes anyway), a Job's by the memo of Job specs, whose
+    # keys are bytes the scanner accepted as a Job's spec (the lookup _payload_job
+    # makes anyway, given the bytes object and its entry), any other by skip_value;
+    # one it does not prove is scanned again with the rest.
     if accepted and unchecked.start >= 0:
         if (t.start >= 0 and b[t.start] == 0x22
                 and t.end - t.start == len(_B_POD_SUBMITTED) + 2
                 and memcmp(b + t.start + 1, <const char*>_B_POD_SUBMITTED, t.end - t.start - 2) == 0):
             entry = _spec_lookup(self, b, unchecked, &h)
-        if entry is None and skip_value(b, unchecked.start, n, 2) != unchecked.end:
+        elif (t.start >= 0 and b[t.start] == 0x22
+                and t.end - t.start == len(_B_JOB_SUBMITTED) + 2
+                and memcmp(b + t.start + 1, <const char*>_B_JOB_SUBMITTED, t.end - t.start - 2) == 0):
+            job_spec = PyBytes_FromStringAndSize(<const char*>b + unchecked.start,
+                                                 unchecked.end - unchecked.start)
+            job_entry = _JOB_GROUP_SPECS.get(job_spec)
+        if (entry is None and job_entry is None
+                and skip_value(b, unchecked.start, n, 2) != unchecked.end):
+            job_spec = None
             unchecked.start = -1
             accepted = scan_envelope(b, n, &t, &d, members)
     if (accepted and t.start >= 0 and d.start >= 0
@@ -507,7 +528,8 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
         elif span_is(b, t, _B_PODGROUP_SUBMITTED, len(_B_PODGROUP_SUBMITTED)):
             done = _payload_podgroup(self, b, n, d.start)
         elif span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
-            done = _payload_job(self, b, n, d.start)
+            done = _payload_job(self, b, n, members[DATA_METADATA], members[DATA_SPEC],
+                                job_spec, job_entry)
         else:
             # A type the fold only counts (a Volcano Job's records, proposals,
             # ...): counted as the dict path counts it, its data not decoded.
@@ -627,32 +649,52 @@ cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t
     return 1
 
 cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                      Py_ssize_t i) except -1:
+                      Span meta, Span spec, object raw, object entry) except -1:
     # A Volcano Job as _fold._job_submitted reads it: its key, and only when it
     # implies its PodGroup, the PodGroup's spec, built from the Job's spec bytes
     # once per distinct spec (volcano_podgroup reads nothing else of the Job for
-    # it); the Job's templates are not decoded otherwise.
-    cdef Span k, v, meta, spec
-    _meta_and_spec(b, n, i, &meta, &spec)
+    # it); the Job's templates are not decoded otherwise. ``meta``, ``spec``: the
+    # data object's members, as scan_envelope noted them (the last of each); ``raw``:
+    # the spec's bytes where the caller made them (None: not made), ``entry`` what
+    # _JOB_GROUP_SPECS held for them then.
+    cdef Span k, v, name, namespace
+    cdef Py_ssize_t i
     if meta.start < 0 or b[meta.start] != 0x7b or spec.start < 0 or b[spec.start] != 0x7b:
         return 0  # the dict path reads it as it is
-    name, namespace = _name_and_namespace(b, n, meta)
-    if type(name) is not str or (namespace is not None and type(namespace) is not str):
+    # Its name a string, its namespace a string, null or absent (_value's None: the
+    # default), as _meta_key reads them: the key from their bytes, no str for either.
+    name.start = namespace.start = -1
+    i = meta.start
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            break
+        if span_is(b, k, b"name", 4):
+            name = v
+        elif span_is(b, k, b"namespace", 9):
+            namespace = v
+    if name.start < 0 or b[name.start] != 0x22:
         return 0
-    namespace = namespace or _ev.DEFAULT_NAMESPACE
+    if namespace.start >= 0 and b[namespace.start] != 0x22:
+        if b[namespace.start] != 0x6e:  # null: the default namespace
+            return 0
+        namespace.start = -1
     self.type_counts[_SLOT_JOB_SUBMITTED] += 1
-    key = f"{namespace}/{name}"
+    key = _pod_key(b, namespace, name)
     if not job_implies_podgroup(self, key):
         return 1
     try:
-        raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-        entry = _JOB_GROUP_SPECS.get(raw)
+        if raw is None:
+            raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+            entry = _JOB_GROUP_SPECS.get(raw)
         if entry is None:
             units = []
-            found = _job_group_spec(self, b, n, spec, units)
+            found = _job_group_spec(self, b, n, spec, units, True)
             if found is None:
-                found = volcano_podgroup({"metadata": {"name": name, "namespace": namespace},
-                                          "spec": _loads(raw)})["spec"]
+                job_name, job_ns = _name_and_namespace(b, n, meta)
+                found = volcano_podgroup({
+                    "metadata": {"name": job_name, "namespace": job_ns or _ev.DEFAULT_NAMESPACE},
+                    "spec": _loads(raw)})["spec"]
             # (what _podgroup reads of it, parsed once per spec: a Job of a known spec
             # builds no PodGroup and parses no quantity; minResources as summed)
             entry = podgroup_entry(self, found, units[0] if units else None)
@@ -665,10 +707,10 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
     return 1
 
 # The members of a Job spec and of a task that _job_group_spec reads.
-cdef const char* _JOB_SPEC_KEYS[4]
-_JOB_SPEC_KEYS[:] = [b"minAvailable", b"tasks", b"queue", b"priorityClassName"]
-cdef Py_ssize_t _JOB_SPEC_LENGTHS[4]
-_JOB_SPEC_LENGTHS[:] = [12, 5, 5, 17]
+cdef const char* _JOB_SPEC_KEYS[5]
+_JOB_SPEC_KEYS[:] = [b"minAvailable", b"tasks", b"queue", b"priorityClassName", b"schedulerName"]
+cdef Py_ssize_t _JOB_SPEC_LENGTHS[5]
+_JOB_SPEC_LENGTHS[:] = [12, 5, 5, 17, 13]
 cdef const char* _TASK_KEYS[4]
 _TASK_KEYS[:] = [b"name", b"minAvailable", b"replicas", b"template"]
 cdef Py_ssize_t _TASK_LENGTHS[4]
@@ -698,7 +740,7 @@ cdef bint _members_once(const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
 
 
 cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                            Span spec, list units=None):
+                            Span spec, list units=None, bint expect_pods=False):
     # volcano_podgroup's spec of the Job spec at ``spec`` (the one definition: this
     # derives the same from the bytes for the common shape, and a test compares the
     # two over many Jobs), or None for any other shape, the caller then running
@@ -710,15 +752,20 @@ cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_
     # decide. No orjson call and no Python frame per Job of a new spec. ``units``: gets
     # the spec's minResources in base units (what _resource_list parses the texts
     # back to, exact below 10**17), the spec then without them, or None where a sum is
-    # larger.
+    # larger. ``expect_pods``: enter the spec of each such task's pods in the spec memo
+    # (_expect_pod_spec).
     cdef Span task, tspec
-    cdef Span job[4]  # minAvailable, tasks, queue, priorityClassName
+    cdef Span job[5]  # minAvailable, tasks, queue, priorityClassName, schedulerName
     cdef Span of_task[4]  # name, minAvailable, replicas, template
     cdef Py_ssize_t j
     cdef units_t min_member, left, take
-    if not _members_once(b, n, spec.start, _JOB_SPEC_KEYS, _JOB_SPEC_LENGTHS, 4, job):
+    if not _members_once(b, n, spec.start, _JOB_SPEC_KEYS, _JOB_SPEC_LENGTHS, 5, job):
         return None
-    cdef Span avail = job[0], tasks = job[1], queue = job[2], pcn = job[3]
+    cdef Span avail = job[0], tasks = job[1], queue = job[2], pcn = job[3], sname = job[4]
+    # (the pods' spec is foreseen only where the job controller adds the Job's
+    # schedulerName alone to a template's, and while the memo takes specs as plain)
+    expect_pods = (expect_pods and pcn.start < 0 and sname.start >= 0
+                   and b[sname.start] == 0x22 and _plain_fits(self))
     cdef Span name, tmin, reps, tmpl
     if avail.start < 0 or queue.start < 0 or tasks.start < 0 or b[tasks.start] != 0x5b:
         return None
@@ -762,6 +809,8 @@ cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_
         plain = _plain_requests(self, b, n, tspec, None)
         if plain is None:
             return None
+        if expect_pods and plain[2] is None:
+            _expect_pod_spec(self, b, tspec, sname, <tuple>plain)
         for res, amount in (<dict>plain[0]).items():
             if res != "pods":
                 total[res] = total.get(res, 0) + amount * take
@@ -787,6 +836,52 @@ cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_
             texts[res] = f"{amount}m" if res == "cpu" else str(amount)
         group_spec["minResources"] = texts
     return group_spec
+
+
+cdef bytes _B_SCHEDULER_MEMBER = b',"schedulerName":'
+
+
+cdef int _expect_pod_spec(ClusterState self, const unsigned char* b, Span tspec, Span sname,
+                          tuple plain) except -1:
+    # Enter in the spec memo the spec the job controller writes for a pod of the task
+    # template spec ``tspec`` (no schedulerName of its own; ``plain``: what
+    # _plain_requests read of it) of a Job whose schedulerName is the string at
+    # ``sname``: the template's bytes with that member appended
+    # (volcano_task_pod_shared), the pod's ``plain`` the template's with that
+    # schedulerName. Its submission then finds its spec in the memo, which proves the
+    # span (see _apply_payload) and spares the read of its requests. Sound as a proof:
+    # the template spec is an object the scanner accepted (deeper than a pod's spec),
+    # and appending a member of a key and an accepted string keeps it one that the
+    # scanner accepts at depth 2; its requests are the template's, the member adding
+    # only the profile. A pod whose spec is other bytes misses, as without it.
+    cdef Py_ssize_t tl = tspec.end - tspec.start, sl = sname.end - sname.start
+    cdef Py_ssize_t ml = PyBytes_GET_SIZE(_B_SCHEDULER_MEMBER)
+    cdef Py_ssize_t total = tl + ml + sl
+    cdef Py_ssize_t i = tspec.start + 1
+    cdef uint64_t h
+    while b[i] <= 0x20:  # (whitespace: the object's first member, or its end)
+        i += 1
+    if b[i] == 0x7d:
+        return 0  # an empty template spec: no requests, no pod of it expected
+    raw = PyBytes_FromStringAndSize(NULL, total)
+    cdef char* out = PyBytes_AS_STRING(raw)
+    memcpy(out, b + tspec.start, tl - 1)
+    memcpy(out + tl - 1, PyBytes_AS_STRING(_B_SCHEDULER_MEMBER), ml)
+    memcpy(out + tl - 1 + ml, b + sname.start, sl)
+    out[total - 1] = 0x7d  # }
+    h = _bytes_hash(<const unsigned char*>out, total)
+    recent = self._spec_recent
+    if recent is None:
+        recent = self._spec_recent = [None] * SPEC_RECENT
+    known = self._spec_memo.get(<long long>(h >> 2))
+    if known is not None and <bytes>(<tuple>known)[3] == raw:
+        return 0
+    if len(self._spec_memo) >= MEMO_LIMIT:
+        self._spec_memo.clear()
+    entry = self._spec_memo[<long long>(h >> 2)] = (
+        None, [-1, -1, 0], (plain[0], plain[1], _ascii_string(b, sname), raw), raw)
+    (<list>recent)[h & (SPEC_RECENT - 1)] = entry
+    return 0
 
 
 cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_t n,

@@ -37,11 +37,24 @@ smallest first (a heap: a restored snapshot reuses the same ones).
 
 cimport cython
 from cpython.dict cimport PyDict_Copy
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memcmp
 from cpython.unicode cimport (
     PyUnicode_Compare, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ,
     PyUnicode_READ_CHAR, PyUnicode_Tailmatch,
 )
+
+
+cdef extern from "Python.h":
+    # A new label set's key hashed once for its lookup and its insertion (a tuple's
+    # hash is not cached).
+    Py_hash_t PyObject_Hash(object o) except -1
+    PyObject* _PyDict_GetItem_KnownHash(object mp, object key, Py_hash_t h)
+    int _PyDict_SetItem_KnownHash(object mp, object key, object item, Py_hash_t h) except -1
+    PyObject* PyErr_Occurred()
+    bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value)
 
 import numpy as np
 import orjson
@@ -199,9 +212,10 @@ cdef Py_ssize_t _lset(InterPodIndex self, str ns, object labels, bint owned) exc
 
 
 cdef Py_ssize_t _new_lset(InterPodIndex self, str ns, dict lab, tuple items, tuple key,
-                          bint owned) except -1:
-    # Label set ``lab`` (``items``: its canonical items, ``key`` its lset_index key),
-    # not interned yet: a released id, else a new one.
+                          bint owned, Py_hash_t h=-1) except -1:
+    # Label set ``lab`` (``items``: its canonical items, ``key`` its lset_index key,
+    # ``h`` its hash where the caller has it, else -1), not interned yet: a released
+    # id, else a new one.
     cdef Py_ssize_t i
     matched = ()
     if self.matcher_index:
@@ -233,7 +247,9 @@ cdef Py_ssize_t _new_lset(InterPodIndex self, str ns, dict lab, tuple items, tup
             self.lset_by_label[kv] = {i: None}
         else:
             (<dict>got)[i] = None
-    self.lset_index[key] = i
+    if h == -1:
+        h = PyObject_Hash(key)
+    _PyDict_SetItem_KnownHash(self.lset_index, key, i, h)
     return i
 
 
@@ -260,6 +276,21 @@ cdef list _term_matchers(tuple terms):
     ms += [key[1] for key, _ in own]
     ms += [t[0] for t in soft]
     return ms
+
+
+cdef tuple _items(dict d):
+    # tuple(d.items()), without the items view, its iterator and the tuple's growth
+    # (a Volcano Job's pods bring a new label set each: its key is made per pod).
+    cdef Py_ssize_t pos = 0, j = 0
+    cdef PyObject* k
+    cdef PyObject* v
+    cdef tuple out = PyTuple_New(len(d))
+    while PyDict_Next(d, &pos, &k, &v):
+        pair = (<object>k, <object>v)
+        Py_INCREF(pair)  # (PyTuple_SET_ITEM steals a reference)
+        PyTuple_SET_ITEM(out, j, pair)
+        j += 1
+    return out
 
 
 cdef int _canonical(tuple items) except -1:
@@ -339,6 +370,8 @@ cdef class InterPodIndex:
             self.pod_lset_np = grown
             self.pod_lset = grown
         cdef Py_ssize_t cut
+        cdef Py_hash_t h
+        cdef PyObject* found
         if not labels and not owned and _in_namespace(key, self.bare_ns):
             # The bulk of a log: pods without labels, one namespace after another's;
             # no namespace str sliced and hashed per pod.
@@ -346,15 +379,19 @@ cdef class InterPodIndex:
         cut = key.find("/")
         ns = key[:cut] if cut >= 0 else key
         if not owned and type(labels) is dict and labels:
-            items = tuple((<dict>labels).items())
+            items = _items(<dict>labels)
             if _canonical(items):
                 # Listed as _lset's canonical key: one lookup, and a new label set
                 # (each Volcano Job's pods bring one) neither sorted nor cached twice.
                 lkey = (ns, items)
-                got = self.lset_index.get(lkey)
-                if got is None:
-                    got = _new_lset(self, ns, PyDict_Copy(labels), items, lkey, False)
-                return _hold(self, p, got)
+                h = PyObject_Hash(lkey)
+                found = _PyDict_GetItem_KnownHash(self.lset_index, lkey, h)
+                if found != NULL:
+                    return _hold(self, p, <object>found)
+                if PyErr_Occurred() != NULL:
+                    return -1  # (the error set)
+                return _hold(self, p, _new_lset(self, ns, PyDict_Copy(labels), items, lkey,
+                                                False, h))
         # The fold's path: labels as the manifest lists them (one workload's pods list
         # them alike), one lookup; the canonical form only on a miss.
         try:

@@ -48,6 +48,15 @@ from esched.core.reservations import (
 from esched.schemas.quantity import MAX_BASE_UNITS, resource_list, to_base_units
 
 from libc.math cimport NAN
+from cpython.object cimport PyObject
+
+cdef extern from "Python.h":
+    # A key's hash computed once for a lookup and the insertion after a miss (a
+    # tuple's hash is not cached: a new class's key would be hashed twice).
+    Py_hash_t PyObject_Hash(object o) except -1
+    PyObject* _PyDict_GetItem_KnownHash(object mp, object key, Py_hash_t h)
+    int _PyDict_SetItem_KnownHash(object mp, object key, object item, Py_hash_t h) except -1
+    PyObject* PyErr_Occurred()
 
 from esched.core._quantity cimport quantity_units
 from esched.schemas._requests cimport PodSum, Quantities, pod_sum
@@ -242,9 +251,12 @@ cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str 
     key = (tuple(req.items()) if lim is None
            else tuple(req.items()) + tuple([("limit:" + k, v) for k, v in lim.items()]),
            nz, prio, ckey, pcn)
-    cid = st.class_index.get(key)
-    if cid is not None:
-        return cid
+    cdef Py_hash_t h = PyObject_Hash(key)
+    cdef PyObject* cid = _PyDict_GetItem_KnownHash(st.class_index, key, h)
+    if cid != NULL:
+        return <object>cid
+    if PyErr_Occurred() != NULL:
+        return -2  # (the error set: this function's error value)
     # A new class: its totals must fit the tables (a known class was checked).
     if (not _in_range(req.values()) or not _in_range(nz)
             or not -_MAX_UNITS <= prio <= _MAX_UNITS
@@ -252,7 +264,9 @@ cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str 
                 [req.get(k, 0) + v for k, v in lim.items()]))):
         st._anomaly("overflow")
         return -1
-    return st._new_class(key, req, nz, prio, ckey, pcn, lim)
+    cdef Py_ssize_t i = st._new_class(key, req, nz, prio, ckey, pcn, lim)
+    _PyDict_SetItem_KnownHash(st.class_index, key, i, h)
+    return i
 
 
 cdef class ClusterState:
@@ -762,7 +776,8 @@ cdef class ClusterState:
 
     cdef Py_ssize_t _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
                                object pcn, dict lim) except -1:
-        # The class of key ``key`` (not in class_index), made: _class_of's miss.
+        # The class of key ``key`` (not in class_index), made: _class_of's miss, which
+        # enters it in class_index.
         cdef Py_ssize_t i = self.n_classes
         cols = [self._resource(name) for name in req]
         lim_cols = [self._resource(name) for name in lim] if lim else []
@@ -775,7 +790,11 @@ cdef class ClusterState:
             self._bind_views()
         self.class_nz[i, 0] = nz[0]
         self.class_nz[i, 1] = nz[1]
-        for col, units in zip(cols, req.values()):
+        cdef Py_ssize_t k = 0, col
+        # (a dict's values walked in C beside the list: no zip object per class)
+        for units in req.values():
+            col = <Py_ssize_t>cols[k]
+            k += 1
             self.class_req[i, col] = units
             self.class_lim[i, col] = units
         if lim and self._reclamation.enabled:
@@ -809,11 +828,10 @@ cdef class ClusterState:
         class_spec["priorityClassName"] = pcn
         class_spec["constraints"] = spec
         self.class_specs.append(class_spec)
-        self.class_index[key] = i
         self.n_classes = i + 1
         self.class_ports.append(None)
         self.class_flags[i] = 0
-        if spec and spec.get("hostPorts"):
+        if type(spec) is dict and (<dict>spec).get("hostPorts"):
             self._intern_ports(i, spec["hostPorts"])
         if interpod:
             self.class_flags[i] |= CLASS_INTERPOD

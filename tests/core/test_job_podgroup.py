@@ -16,12 +16,17 @@ from typing import Any
 import orjson
 
 from esched.core import ClusterState
-from esched.core._fold_bytes import _py_job_group_spec
+from esched.core._fold_bytes import (
+    _py_job_group_spec,
+    _py_scanner_accepts,
+    _py_spec_memo_holds,
+)
 from esched.schemas import events as ev
 from esched.schemas.manifests import load_documents, volcano_job_objects, volcano_podgroup
 from esched.schemas.volcano_jobs import default_job
 from support.fold import EV, envelope, node, pod
 
+from .test_fold_payloads import _assert_same_as_decoded
 from .test_snapshot import observe
 
 
@@ -346,3 +351,123 @@ def test_large_minresources_fold_alike_on_both_paths() -> None:
     assert got.to_bytes() == want.to_bytes()
     assert _gangs(got) == _gangs(want)
     assert _gangs(got)["ns/big1"][1]["minResources"]["memory"] == 3 * 60 * 10**15
+
+
+def _pods(job: dict[str, Any]) -> list[bytes]:
+    """The pods' envelopes the job controller appends for ``job``."""
+    return [
+        orjson.dumps(envelope(t, o)) for t, o in volcano_job_objects(job) if t == EV.POD_SUBMITTED
+    ]
+
+
+def _spec_of(payload: bytes) -> bytes:
+    # (the envelope's own bytes of its spec: orjson writes a dict as it lists it)
+    spec = orjson.dumps(orjson.loads(payload)["data"]["spec"])
+    assert spec in payload
+    return spec
+
+
+def test_a_jobs_fold_enters_its_pods_spec_in_the_memo() -> None:
+    """The bytes path's fold of a Job enters in the spec memo the spec the job
+    controller writes for the pods of each task it reads the requests of (the
+    template's with the Job's schedulerName appended, ``_expect_pod_spec`` in
+    core/_fold_bytes.pyx), so a pod's span is proven by the memo and its requests are
+    not read again; not where the pods' spec is another (a Job naming a
+    PriorityClass, a template naming its scheduler) or once a PriorityClass is folded
+    (the memo is dropped). Every spec so entered is one the scanner accepts in a pod's
+    envelope, and the pods fold to the dict path's state (the Jobs of Volcano's
+    examples and generated ones, below and in the snapshot test above)."""
+    plain = default_job(_job("a", replicas=2, cpu="2"))
+    named = default_job(_job("b", replicas=1, cpu="3", priorityClassName="high"))
+    own = default_job(_job("c", replicas=1, cpu="5"))
+    own["spec"]["tasks"][0]["template"]["spec"]["schedulerName"] = "volcano"
+    st = _by_bytes(_job_log([plain, named, own])[:4])  # the node and the three Jobs
+    assert all(_py_spec_memo_holds(st, _spec_of(p)) for p in _pods(plain))
+    assert not _py_spec_memo_holds(st, _spec_of(_pods(named)[0]))
+    assert not _py_spec_memo_holds(st, _spec_of(_pods(own)[0]))
+    high = {"metadata": {"name": "high"}, "value": 9}
+    st.apply_payloads([(5, orjson.dumps(envelope(EV.PRIORITYCLASS_UPSERTED, high)))])
+    assert not _py_spec_memo_holds(st, _spec_of(_pods(plain)[0]))
+    # Over many Jobs: each Job folded alone, then its pods; what is held is accepted.
+    foreseen = 0
+    for job in _example_jobs() + _generated_jobs(200, seed=5):
+        rows = _job_log([job])
+        st = _by_bytes(rows[:2])
+        for _, payload in rows[2:]:
+            if _py_spec_memo_holds(st, _spec_of(payload)):
+                foreseen += 1
+                assert _py_scanner_accepts(payload)
+        # (this state: a second fold of the Job finds its spec in the module's memo of
+        # Job specs, and enters no pod spec)
+        assert st.apply_payloads(rows[2:]) == len(rows) - 2
+        assert st.to_bytes() == _by_dict(rows).to_bytes()
+    assert foreseen >= 200
+
+
+def test_cut_and_mutated_pods_of_a_foreseen_spec_fold_as_decoded() -> None:
+    """Every cut of a Job's pod whose spec the Job entered in the memo (closed by the
+    "}}" the scan looks for or not), and every byte of its data changed to a JSON token's,
+    the first pods of that spec: the bytes path's state and anomalies are those of
+    the payloads decoded whole (the memo proves only the bytes it holds)."""
+    job = default_job(_job("a", replicas=1, cpu="2"))
+    rows = _job_log([job])
+    whole = rows[2][1]
+    assert _py_spec_memo_holds(_by_bytes(rows[:2]), _spec_of(whole))
+    payloads = [p for _, p in rows[:2]]
+    data = whole.index(b'"data":') + 7  # (an envelope of no type is not snapshotted)
+    for cut in range(data, len(whole)):
+        payloads += [whole[:cut], whole[:cut] + b"}}", whole[:cut] + b"}}}"]
+    for i in range(data, len(whole)):
+        for byte in b'{}[]",: \\0a\x00\x80':
+            mutant = bytearray(whole)
+            mutant[i] = byte
+            payloads.append(bytes(mutant))
+    payloads.append(whole)
+    decoded = _assert_same_as_decoded(payloads)
+    assert decoded.anomalies["undecodable"] > 500
+
+
+def test_a_template_written_with_spaces_foresees_its_pods_spec_with_them() -> None:
+    """A Job's bytes with whitespace in a template spec (not orjson's, but JSON): the
+    spec entered for its pods keeps it, and a pod of exactly those bytes, proven by
+    the memo, folds as decoded; the controller's compact pod misses and is scanned."""
+    job = default_job(_job("a", replicas=1, cpu="2"))
+    compact = orjson.dumps(job["spec"]["tasks"][0]["template"]["spec"])
+    spaced = compact[:-1] + b" }"
+    raw_job = orjson.dumps(envelope(ev.JOB_SUBMITTED, job)).replace(compact, spaced, 1)
+    assert spaced in raw_job
+    rows = _job_log([job])
+    pod_row = rows[2][1]
+    pod_spec = _spec_of(pod_row)
+    spaced_spec = spaced[:-1] + pod_spec[len(compact) - 1 :]
+    spaced_pod = pod_row.replace(pod_spec, spaced_spec, 1)
+    assert spaced_pod != pod_row and b' ,"schedulerName"' in spaced_pod
+    st = _by_bytes([rows[0], (2, raw_job)])
+    assert _py_spec_memo_holds(st, spaced_spec)
+    assert not _py_spec_memo_holds(st, pod_spec)
+    payloads = [rows[0][1], raw_job, spaced_pod, pod_row]
+    _assert_same_as_decoded(payloads)
+
+
+def test_cut_and_mutated_jobs_of_a_known_spec_fold_as_decoded() -> None:
+    """A Job's spec taken unchecked by the scan is proven by the memo of Job specs
+    when it holds those bytes (its keys are specs the scanner accepted): every cut of
+    a Job of a known spec (closed by "}}" or not) and every byte of its data changed
+    to a JSON token's fold to the state, and anomalies, of the payloads decoded
+    whole."""
+    first = default_job(_job("a", replicas=1, cpu="2"))
+    second = default_job(_job("b", replicas=1, cpu="2"))
+    rows = _job_log([first])
+    whole = orjson.dumps(envelope(ev.JOB_SUBMITTED, second))
+    payloads = [p for _, p in rows[:2]]
+    data = whole.index(b'"data":') + 7
+    for cut in range(data, len(whole)):
+        payloads += [whole[:cut], whole[:cut] + b"}}", whole[:cut] + b"}}}"]
+    for i in range(data, len(whole)):
+        for byte in b'{}[]",: \\0a\x00\x80':
+            mutant = bytearray(whole)
+            mutant[i] = byte
+            payloads.append(bytes(mutant))
+    payloads.append(whole)
+    decoded = _assert_same_as_decoded(payloads)
+    assert decoded.anomalies["undecodable"] > 500
