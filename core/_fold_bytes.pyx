@@ -235,24 +235,33 @@ cdef str _pod_key(const unsigned char* b, Span namespace, Span name):
     return key
 
 
+cdef bint _meta_members(const unsigned char* b, Py_ssize_t n, Span obj, Span* name,
+                        Span* namespace) noexcept:
+    # The spans of a metadata object's name and namespace (start -1: absent, the last
+    # of each as orjson keeps); whether it has labels or annotations too (which decide
+    # a pod's queue and gang).
+    cdef Span k, v
+    cdef Py_ssize_t i = obj.start
+    cdef bint extra = False
+    name.start = namespace.start = -1
+    while True:
+        i = next_member(b, i, n, &k, &v)
+        if i < 0:
+            return extra
+        if span_is(b, k, b"name", 4):
+            name[0] = v
+        elif span_is(b, k, b"namespace", 9):
+            namespace[0] = v
+        elif span_is(b, k, b"labels", 6) or span_is(b, k, b"annotations", 11):
+            extra = True
+
+
 cdef str _scan_key(const unsigned char* b, Py_ssize_t n, Span obj, bint* extra):
     # A pod's key from its metadata object, if name and namespace are strings (or
     # absent); None otherwise (the dict path builds it). ``extra``: metadata also has
     # labels or annotations (which decide a pod's queue and gang).
-    cdef Span k, v, name, namespace
-    cdef Py_ssize_t i = obj.start
-    name.start = namespace.start = -1
-    extra[0] = False
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"name", 4):
-            name = v
-        elif span_is(b, k, b"namespace", 9):
-            namespace = v
-        elif span_is(b, k, b"labels", 6) or span_is(b, k, b"annotations", 11):
-            extra[0] = True
+    cdef Span name, namespace
+    extra[0] = _meta_members(b, n, obj, &name, &namespace)
     if (name.start >= 0 and b[name.start] != 0x22) or (
             namespace.start >= 0 and b[namespace.start] != 0x22):
         return None
@@ -586,18 +595,10 @@ cdef inline void _meta_and_spec(const unsigned char* b, Py_ssize_t n, Py_ssize_t
 
 cdef tuple _name_and_namespace(const unsigned char* b, Py_ssize_t n, Span meta):
     # A metadata object's ``name`` and ``namespace`` values (None where absent).
-    cdef Span k, v
-    cdef Py_ssize_t i = meta.start
-    name = namespace = None
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"name", 4):
-            name = _value(b, v)
-        elif span_is(b, k, b"namespace", 9):
-            namespace = _value(b, v)
-    return name, namespace
+    cdef Span name, namespace
+    _meta_members(b, n, meta, &name, &namespace)
+    return (_value(b, name) if name.start >= 0 else None,
+            _value(b, namespace) if namespace.start >= 0 else None)
 
 cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t n,
                            Py_ssize_t i) except -1:
@@ -657,22 +658,12 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
     # data object's members, as scan_envelope noted them (the last of each); ``raw``:
     # the spec's bytes where the caller made them (None: not made), ``entry`` what
     # _JOB_GROUP_SPECS held for them then.
-    cdef Span k, v, name, namespace
-    cdef Py_ssize_t i
+    cdef Span name, namespace
     if meta.start < 0 or b[meta.start] != 0x7b or spec.start < 0 or b[spec.start] != 0x7b:
         return 0  # the dict path reads it as it is
     # Its name a string, its namespace a string, null or absent (_value's None: the
     # default), as _meta_key reads them: the key from their bytes, no str for either.
-    name.start = namespace.start = -1
-    i = meta.start
-    while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
-            break
-        if span_is(b, k, b"name", 4):
-            name = v
-        elif span_is(b, k, b"namespace", 9):
-            namespace = v
+    _meta_members(b, n, meta, &name, &namespace)
     if name.start < 0 or b[name.start] != 0x22:
         return 0
     if namespace.start >= 0 and b[namespace.start] != 0x22:

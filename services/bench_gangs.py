@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any, cast
@@ -108,6 +109,18 @@ def _flow(pods: int, nodes: int, jobs: bool) -> tuple[bytes, list[StoredEvent], 
     return snapshot, rows, proposals
 
 
+def _run_batches(batch: Callable[..., object], args: Iterable[tuple[Any, ...]]) -> float:
+    """CPU seconds of ``batch`` over ``args``, the heap frozen, through
+    ``itertools.starmap`` (what callgrind's ``--toggle-collect=starmap_next`` counts)."""
+    freeze_heap()
+    try:
+        t0 = time.process_time()
+        deque(itertools.starmap(batch, args), maxlen=0)
+        return time.process_time() - t0
+    finally:
+        thaw_heap()
+
+
 def _batches(rows: list[StoredEvent]) -> list[list[StoredEvent]]:
     return [rows[i : i + BATCH] for i in range(0, len(rows), BATCH)]
 
@@ -128,13 +141,7 @@ def run_dispatch(pods: int, nodes: int, jobs: bool) -> dict[str, Any]:
         d._rejections.clear()
         released.append(len(d.admission.release(state, items)))
 
-    freeze_heap()
-    try:
-        t0 = time.process_time()
-        deque(itertools.starmap(batch, ((b,) for b in _batches(rows))), maxlen=0)
-        cpu = time.process_time() - t0
-    finally:
-        thaw_heap()
+    cpu = _run_batches(batch, ((b,) for b in _batches(rows)))
     return {
         "pods": pods,
         "rows": len(rows),
@@ -200,13 +207,7 @@ def run_commit(pods: int, nodes: int, jobs: bool) -> dict[str, Any]:
             c._decision_books(pos, env["id"], env["type"], pos, env["data"], stamp, True)
             committed[env["type"] != PLACEMENT_COMMITTED] += 1
 
-    freeze_heap()
-    try:
-        t0 = time.process_time()
-        deque(itertools.starmap(batch, work), maxlen=0)
-        cpu = time.process_time() - t0
-    finally:
-        thaw_heap()
+    cpu = _run_batches(batch, work)
     return {
         "pods": pods,
         "rows": len(rows),

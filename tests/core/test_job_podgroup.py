@@ -404,6 +404,20 @@ def test_a_jobs_fold_enters_its_pods_spec_in_the_memo() -> None:
     assert foreseen >= 200
 
 
+def _cuts_and_mutants(whole: bytes, data: int) -> list[bytes]:
+    """Every cut of ``whole`` past its data's start (as it is, closed by "}}" and by
+    "}}}"), and every byte from there changed to a JSON token's or a stray one."""
+    out = []
+    for cut in range(data, len(whole)):
+        out += [whole[:cut], whole[:cut] + b"}}", whole[:cut] + b"}}}"]
+    for i in range(data, len(whole)):
+        for byte in b'{}[]",: \\0a\x00\x80':
+            mutant = bytearray(whole)
+            mutant[i] = byte
+            out.append(bytes(mutant))
+    return out
+
+
 def test_cut_and_mutated_pods_of_a_foreseen_spec_fold_as_decoded() -> None:
     """Every cut of a Job's pod whose spec the Job entered in the memo (closed by the
     "}}" the scan looks for or not), and every byte of its data changed to a JSON token's,
@@ -415,13 +429,7 @@ def test_cut_and_mutated_pods_of_a_foreseen_spec_fold_as_decoded() -> None:
     assert _py_spec_memo_holds(_by_bytes(rows[:2]), _spec_of(whole))
     payloads = [p for _, p in rows[:2]]
     data = whole.index(b'"data":') + 7  # (an envelope of no type is not snapshotted)
-    for cut in range(data, len(whole)):
-        payloads += [whole[:cut], whole[:cut] + b"}}", whole[:cut] + b"}}}"]
-    for i in range(data, len(whole)):
-        for byte in b'{}[]",: \\0a\x00\x80':
-            mutant = bytearray(whole)
-            mutant[i] = byte
-            payloads.append(bytes(mutant))
+    payloads += _cuts_and_mutants(whole, data)
     payloads.append(whole)
     decoded = _assert_same_as_decoded(payloads)
     assert decoded.anomalies["undecodable"] > 500
@@ -461,13 +469,7 @@ def test_cut_and_mutated_jobs_of_a_known_spec_fold_as_decoded() -> None:
     whole = orjson.dumps(envelope(ev.JOB_SUBMITTED, second))
     payloads = [p for _, p in rows[:2]]
     data = whole.index(b'"data":') + 7
-    for cut in range(data, len(whole)):
-        payloads += [whole[:cut], whole[:cut] + b"}}", whole[:cut] + b"}}}"]
-    for i in range(data, len(whole)):
-        for byte in b'{}[]",: \\0a\x00\x80':
-            mutant = bytearray(whole)
-            mutant[i] = byte
-            payloads.append(bytes(mutant))
+    payloads += _cuts_and_mutants(whole, data)
     payloads.append(whole)
     decoded = _assert_same_as_decoded(payloads)
     assert decoded.anomalies["undecodable"] > 500

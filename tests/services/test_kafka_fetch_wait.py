@@ -87,18 +87,25 @@ async def _poll_empty(consumer, seconds: float) -> None:
         assert await consumer.poll(100, 100) == []
 
 
-async def test_an_idle_kafka_consumer_waits_longer_per_fetch_and_still_gets_records(
-    kafka_bootstrap, topic_prefix
-):
+async def _bus(bootstrap: str, prefix: str, *, ceiling_ms: int) -> KafkaBus:
+    """A bus whose consumers wait 20 ms idle, 40 busy, and grow to ``ceiling_ms``
+    after 0.3 s of empty polls; its topics made with one partition each."""
     bus = KafkaBus(
-        kafka_bootstrap,
-        TopicNames(topic_prefix),
+        bootstrap,
+        TopicNames(prefix),
         fetch_max_wait_ms=20,
         fetch_max_wait_busy_ms=40,
-        fetch_max_wait_idle_ms=200,
+        fetch_max_wait_idle_ms=ceiling_ms,
         fetch_wait_grow_after=0.3,
     )
     await bus.ensure_topics(partitions=1)
+    return bus
+
+
+async def test_an_idle_kafka_consumer_waits_longer_per_fetch_and_still_gets_records(
+    kafka_bootstrap, topic_prefix
+):
+    bus = await _bus(kafka_bootstrap, topic_prefix, ceiling_ms=200)
     consumer = bus.consumer([bus.topics.pods], "g", exclusive=True)
     await consumer.start()
     producer = bus.producer()
@@ -123,15 +130,7 @@ async def test_a_partition_resumed_after_an_idle_pause_is_fetched_within_the_sho
     # already sent, and a resumed partition is fetched only once it is answered, which
     # tansu does on its own schedule (~440 ms into a 1,000 ms wait): were the empty run
     # to carry over the pauses, the wait would have grown to the ceiling here.
-    bus = KafkaBus(
-        kafka_bootstrap,
-        TopicNames(topic_prefix),
-        fetch_max_wait_ms=20,
-        fetch_max_wait_busy_ms=40,
-        fetch_max_wait_idle_ms=1000,
-        fetch_wait_grow_after=0.3,
-    )
-    await bus.ensure_topics(partitions=1)
+    bus = await _bus(kafka_bootstrap, topic_prefix, ceiling_ms=1000)
     consumer = bus.consumer([bus.topics.work], "g", exclusive=True)
     await consumer.start()
     producer = bus.producer()
@@ -159,15 +158,7 @@ async def test_the_fetch_right_after_records_already_asks_for_the_busy_wait(
     # aiokafka sends the next fetch as soon as a poll has taken the records: the wait
     # must be set before its fetcher runs again, or the first fetch of a burst after
     # an idle spell still waits the idle ceiling (on tansu, ~100 ms at 200 ms).
-    bus = KafkaBus(
-        kafka_bootstrap,
-        TopicNames(topic_prefix),
-        fetch_max_wait_ms=20,
-        fetch_max_wait_busy_ms=40,
-        fetch_max_wait_idle_ms=200,
-        fetch_wait_grow_after=0.3,
-    )
-    await bus.ensure_topics(partitions=1)
+    bus = await _bus(kafka_bootstrap, topic_prefix, ceiling_ms=200)
     consumer = bus.consumer([bus.topics.pods], "g", exclusive=True)
     await consumer.start()
     producer = bus.producer()
