@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from esched.services.procs import ServiceProcess
 
@@ -95,3 +97,20 @@ def cpu_snapshot(services: list[ServiceProcess], broker_pid: int | None) -> dict
     out["postgresql"] = postgres_cpu_seconds()
     out["bench"] = cpu_seconds(os.getpid())
     return out
+
+
+async def idle_cpu(
+    services: list[ServiceProcess], broker_pid: int | None, seconds: float
+) -> dict[str, Any]:
+    """Each process's CPU share (cores) over ``seconds`` in which the benchmark sends
+    nothing (:func:`cpu_snapshot`'s processes): the cost of waiting for work."""
+    cpu0 = cpu_snapshot(services, broker_pid)
+    t0 = time.perf_counter()
+    # A measurement window, not a wait for an event: nothing is expected to happen.
+    await asyncio.sleep(seconds)
+    cpu1 = cpu_snapshot(services, broker_pid)
+    span = time.perf_counter() - t0
+    return {
+        "seconds": round(span, 2),
+        "cpu_share": {k: round((cpu1[k] - cpu0.get(k, 0.0)) / span, 4) for k in cpu1},
+    }

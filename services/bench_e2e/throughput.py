@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from esched.services.bench_e2e.cpu import cpu_snapshot
+from esched.services.bench_e2e.cpu import cpu_snapshot, idle_cpu
 from esched.services.bench_e2e.observe import (
     Decisions,
     FirstSeen,
@@ -59,13 +59,17 @@ async def one_run(
     before_stop: Callable[[], None] | None = None,
     job_size: int = 0,
     replica_args: Sequence[str] = (),
+    idle_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """One run with ``replicas`` replica processes; ``confine(process)`` is called on
     each replica process once all are ready (``bench scale`` caps its CPU), and
     ``before_stop()`` once measured, before the processes are stopped. ``job_size``
     > 0: the throughput phase's pods come as Volcano Jobs of that many pods (gangs),
     and the job controller runs as one more process. ``replica_args`` are added to
-    every replica's command line (the broker's :attr:`DevBroker.REPLICA_ARGS`)."""
+    every replica's command line (the broker's :attr:`DevBroker.REPLICA_ARGS`).
+    ``idle_seconds`` > 0: after the other phases, the services are left with nothing to
+    do for that long and ``idle`` reports each one's CPU share (cores) meanwhile: what
+    fetch and poll loops cost when there is nothing to read."""
     db = f"esched_bench_{run}_r{replicas}"
     await admin(server, f'CREATE DATABASE "{db}" TEMPLATE "{template_db}"')
     url = f"{server}/{db}"
@@ -276,6 +280,8 @@ async def one_run(
                     ("published", decisions.committed),
                 ),
             }
+        if idle_seconds > 0:
+            out["idle"] = await idle_cpu(services, broker_pid, idle_seconds)
         out["commits_by_replica"] = dict(sorted(decisions.by_replica.items()))
         out["conflict_reasons"] = dict(sorted(decisions.reasons.items()))
     finally:
@@ -391,11 +397,13 @@ async def run_e2e_bench(
     logdir: str | None = None,
     profile: Iterable[str] = (),
     job_size: int = 0,
+    idle_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """Run the benchmark; see the module docstring. ``pg_server`` is
     ``postgresql://user@host:port`` (databases are created and dropped there).
     ``profile``: services (commit, dispatch, ingest, jobs, replica) to run under cProfile,
-    writing ``<logdir>/r<N>/<name>.prof``. ``job_size``: see :func:`one_run`."""
+    writing ``<logdir>/r<N>/<name>.prof``. ``job_size``, ``idle_seconds``: see
+    :func:`one_run`."""
     async with bench_cluster(kafka, pg_server, nodes, fill, logdir) as common:
         result = common.pop("result")
         result["baseline_kafka"] = await _kafka_baseline(common["kafka"], pods)
@@ -412,6 +420,7 @@ async def run_e2e_bench(
                     measure_latency=r in latency_set,
                     profile=frozenset(profile),
                     job_size=job_size,
+                    idle_seconds=idle_seconds,
                 )
             )
     return result

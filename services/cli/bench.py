@@ -160,6 +160,14 @@ def bench_verify(pg_server: str, events: int, nodes: int, repeat: int, keep: boo
     help="Submit the throughput phase's pods as Volcano Jobs of SIZE pods each (gangs: "
     "Job, PodGroup, pods) and run the job controller (`esched jobs`) too; 0: plain pods.",
 )
+@click.option(
+    "--idle-seconds",
+    type=click.FloatRange(0.0),
+    default=0.0,
+    show_default=True,
+    help="After each run's phases, leave the services idle this long and report each "
+    "process's CPU share meanwhile (runs[].idle): what waiting for work costs.",
+)
 def bench_e2e(
     kafka: str | None,
     pg_server: str,
@@ -173,6 +181,7 @@ def bench_e2e(
     logdir: str | None,
     profile: tuple[str, ...],
     job_size: int,
+    idle_seconds: float,
 ) -> None:
     """Kafka → ingest → PostgreSQL → N replicas → commit → decisions, as processes.
 
@@ -198,6 +207,7 @@ def bench_e2e(
                 logdir=logdir,
                 profile=profile,
                 job_size=job_size,
+                idle_seconds=idle_seconds,
             )
         )
     )

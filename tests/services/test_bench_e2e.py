@@ -38,6 +38,8 @@ def test_bench_e2e_reports_throughput_latency_and_conflicts(
             "200",
             "--latency-seconds",
             "1",
+            "--idle-seconds",
+            "2",
             "--logdir",
             str(tmp_path),
         ],
@@ -57,6 +59,14 @@ def test_bench_e2e_reports_throughput_latency_and_conflicts(
     assert lat["missing"] == 0 and 0 < lat["p50_ms"] <= lat["p99_ms"]
     assert "sent->stored" in lat["stages"]
     assert {"commit", "dispatch", "ingest", "replica-r1"} <= set(run["cpu_us_per_pod"])
+    # Idle, no service spins: each waits for work at a small fraction of a core (the
+    # replicas pause their fetches, the others' fetch waits grow). (The broker is the
+    # test's own here, not a process the benchmark started and measures.)
+    idle = run["idle"]
+    assert idle["seconds"] >= 2
+    shares = idle["cpu_share"]
+    assert {"commit", "dispatch", "ingest", "replica-r1", "replica-r2"} <= set(shares)
+    assert all(0 <= shares[k] < 0.1 for k in shares if k not in ("bench", "postgresql")), shares
 
 
 @pytest.mark.scale
