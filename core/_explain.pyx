@@ -125,7 +125,8 @@ def fits(Placer pl, pod, node: str) -> list[str]:
 
 
 def stats(Placer pl) -> dict:
-    """Counters: placed, unschedulable, nodes visited, cache hits/misses and hit rate."""
+    """Counters: placed, unschedulable, nodes visited, cache hits/misses and hit rate,
+    the rows given up by classes whose visits kept missing and those taken again."""
     lookups = pl.hits + pl.misses
     return {
         "placed": pl.placed,
@@ -134,5 +135,7 @@ def stats(Placer pl) -> dict:
         "cache_hits": pl.hits,
         "cache_misses": pl.misses,
         "cache_hit_rate": (pl.hits / lookups) if lookups else 0.0,
+        "cache_steps_aside": pl.steps_aside,
+        "cache_returns": pl.returns,
         "python_plugin_errors": pl.python_plugin_errors,
     }

@@ -18,6 +18,11 @@ cdef enum:
     FEW_STALE = 8               # up to this many stale entries in a step: redo just those
     BLOCK_SHIFT = 7             # 1 << BLOCK_SHIFT == ESCHED_FB_BLOCK (checked at import)
     EPOCH_SHIFT = 48            # stamps: tick (< 2**48) | slot epoch << EPOCH_SHIFT
+    # A class whose row's visits missed more than MISS_ROUNDS times the nodes since one
+    # paid gives it up for 2**k rounds of the walk (k its step-asides since, at most
+    # MAX_PAUSE).
+    MISS_ROUNDS = 2
+    MAX_PAUSE = 6
     MAX_PROFILES = 16           # profiles of one KubeSchedulerConfiguration
 
 
@@ -220,6 +225,15 @@ cdef class Placer:
     # (last: the fields above keep their offsets)
     cdef object cc_comp                  # the compiled form cc_from holds the pointers of
     cdef ClassConst cc_from              # its ClassConst fields (_view: classes sharing it copy)
+    # The cache steps aside per class where its row does not pay (_slot_for, _judge_row).
+    cdef public object class_miss_np
+    cdef int64_t[::1] class_miss         # [class] misses of its row's visits since one paid
+    cdef public object class_off_np
+    cdef int64_t[::1] class_off          # [class] `walked` before which it takes no row
+    cdef public object class_pause_np
+    cdef int64_t[::1] class_pause        # [class] step-asides since its row last paid
+    cdef public long long steps_aside    # rows given up because their visits kept missing
+    cdef public long long returns        # rows taken again by classes that had stepped aside
 
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1
@@ -247,6 +261,8 @@ cdef class Placer:
                                     Py_ssize_t cid) noexcept
     cdef inline bint _plugin_applies(self, int k, const ClassView* v) noexcept
     cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept
+    cdef void _judge_row(self, Py_ssize_t cid, int slot, long long hits,
+                         long long misses) noexcept
     cdef Py_ssize_t _place(self, Py_ssize_t cid, const ClassView* v, score_t* best_out,
                            long long* visited_out) noexcept
     cdef Py_ssize_t _scan_external(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,

@@ -42,6 +42,11 @@ class Placer:
     python_plugin_errors: int
     class_last_np: npt.NDArray[np.int64]
     class_run_np: npt.NDArray[np.int64]
+    class_miss_np: npt.NDArray[np.int64]
+    class_off_np: npt.NDArray[np.int64]
+    class_pause_np: npt.NDArray[np.int64]
+    steps_aside: int
+    returns: int
     gang_failure: dict[str, Any] | None
     def __init__(
         self,

@@ -46,6 +46,8 @@ Per pod (by equivalence class):
    the node's placer version is unchanged, plus a summary per block (best, how many
    have it, feasible, visited) valid while no node of the block changed; a burst of
    identical pods takes unchanged blocks from their summaries, O(1) per 128 nodes.
+   A class whose row's visits keep missing gives the row up and walks uncached for a
+   pause that doubles each time it fails again (``_judge_row``).
 """
 
 cimport cython
@@ -674,6 +676,10 @@ cdef class Placer:
         self.band_np = np.zeros(0, dtype=np.uint8)
         self.class_last_np = np.zeros(0, dtype=np.int64)
         self.class_run_np = np.zeros(0, dtype=np.int64)
+        self.class_miss_np = np.zeros(0, dtype=np.int64)
+        self.class_off_np = np.zeros(0, dtype=np.int64)
+        self.class_pause_np = np.zeros(0, dtype=np.int64)
+        self.steps_aside = self.returns = 0
         self._grow_class_stats(64)
         self._resolve_plugins()
         for i in range(CACHE_SLOTS):
@@ -1527,7 +1533,8 @@ cdef class Placer:
         see nodes it has not scored, and a row would cost an exact score and a stamp
         per node (instead of the uncached walk's bounds) for entries that would rarely
         be read. A burst fills its row from its second round on and hits from its
-        third; a row in use is never the least recently used one.
+        third; a row in use is never the least recently used one. A class that gave its
+        row up (``_judge_row``) takes none until the walk has gone through its pause.
         """
         cdef long long last = self.class_last[cid]
         cdef int i, lru = 0
@@ -1538,6 +1545,8 @@ cdef class Placer:
         if last <= 0 or self.calls - last > CACHE_SLOTS:
             self.class_run[cid] = self.walked   # a run begins
             return -1
+        if self.walked < self.class_off[cid]:
+            return -1   # stepped aside (and holds no row)
         for i in range(CACHE_SLOTS):
             if self.slot_owner[i] == cid:
                 self.slot_used[i] = self.calls
@@ -1549,7 +1558,41 @@ cdef class Placer:
         self.slot_owner[lru] = cid
         self.slot_used[lru] = self.calls
         self.slot_epoch[lru] += 1     # the previous class's entries and summaries die
+        if self.class_pause[cid] > 0:
+            self.returns += 1
         return lru
+
+    cdef void _judge_row(self, Py_ssize_t cid, int slot, long long hits,
+                         long long misses) noexcept:
+        """After a visit through the class's row: keep it, or give it up.
+
+        A visit whose hits are at least its misses paid: a hit costs nothing (a block
+        from its summary) and a miss an exact score and a stamp, about twice what the
+        uncached walk's bound spends on the node. A row that fills and is then read
+        pays from the walk's next round; one whose visits keep missing (the nodes
+        change under it faster than the walk comes back, e.g. a resync renewing most
+        nodes each time) only costs. Once the misses since the last visit that paid
+        exceed MISS_ROUNDS times the nodes, the class frees its row (its entries die
+        with the slot's epoch; the row goes first to the next class that needs one)
+        and takes none, its pods walking uncached, until the walk has gone through
+        2**k times the nodes, k its step-asides since its row last paid (at most
+        MAX_PAUSE). Then it fills a row again. The decisions are the same either way.
+        """
+        if hits >= misses:
+            self.class_miss[cid] = 0
+            self.class_pause[cid] = 0
+            return
+        self.class_miss[cid] += misses
+        if self.class_miss[cid] <= MISS_ROUNDS * <long long>self.n_nodes:
+            return
+        self.slot_owner[slot] = -1
+        self.slot_used[slot] = 0
+        self.slot_epoch[slot] += 1
+        self.class_miss[cid] = 0
+        self.class_off[cid] = self.walked + (<long long>self.n_nodes << self.class_pause[cid])
+        if self.class_pause[cid] < MAX_PAUSE:
+            self.class_pause[cid] += 1
+        self.steps_aside += 1
 
     cdef Py_ssize_t _place(self, Py_ssize_t cid, const ClassView* v, score_t* best_out,
                            long long* visited_out) noexcept:
@@ -1557,7 +1600,7 @@ cdef class Placer:
         cdef ClusterState st = self.state
         cdef Py_ssize_t N = self.n_nodes, best, start = self.next_start, processed = 0
         cdef long long alive = len(st.node_index)
-        cdef long long target = alive
+        cdef long long target = alive, hits0, misses0
         cdef int slot
         if N > 0 and (self.ext_mask != NULL or self.ext_score != NULL
                       or self.ext_rank != NULL or v.n_norm > 0):
@@ -1583,10 +1626,14 @@ cdef class Placer:
             target = 1   # no alive node: nothing is feasible, the visit goes round once
         if start >= N:
             start = 0
+        hits0 = self.hits
+        misses0 = self.misses
         best = self._scan(cid, v, start, target, slot, best_out, visited_out, &processed)
         # kube: nextStartNodeIndex = (start + processed) % allNodes
         self.next_start = (start + processed) % N
         self.walked += processed
+        if slot >= 0:
+            self._judge_row(cid, slot, self.hits - hits0, self.misses - misses0)
         return best
 
     cdef Py_ssize_t _scan_external(self, Py_ssize_t cid, const ClassView* v, Py_ssize_t start,
@@ -1948,13 +1995,16 @@ cdef class Placer:
 
     cdef int _grow_class_stats(self, Py_ssize_t n) except -1:
         cap = max(n, 2 * self.class_last.shape[0], 64)
-        for name in ("class_last", "class_run"):
+        for name in ("class_last", "class_run", "class_miss", "class_off", "class_pause"):
             old = getattr(self, name + "_np")
             new = np.zeros(cap, dtype=np.int64)
             new[: old.shape[0]] = old
             setattr(self, name + "_np", new)
         self.class_last = self.class_last_np
         self.class_run = self.class_run_np
+        self.class_miss = self.class_miss_np
+        self.class_off = self.class_off_np
+        self.class_pause = self.class_pause_np
         cdef ClassConst* grown = <ClassConst*>realloc(self.cconst, cap * sizeof(ClassConst))
         if grown == NULL:
             raise MemoryError()
@@ -2300,8 +2350,8 @@ cdef class Placer:
         return fits(self, pod, node)
 
     def stats(self) -> dict:
-        """Counters: placed, unschedulable, nodes visited, cache hits/misses and hit rate
-        (:func:`esched.core._explain.stats`)."""
+        """Counters: placed, unschedulable, nodes visited, cache hits/misses and hit rate,
+        rows given up and taken again (:func:`esched.core._explain.stats`)."""
         from esched.core._explain import stats
 
         return stats(self)

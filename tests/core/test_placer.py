@@ -155,13 +155,14 @@ def test_explain_scores_each_plugin_and_chooses_the_best():
     assert rows["n2"]["total"] == 187 and result["chosen"] == "n2"
 
 
+def _node_sizes(i: int, labels=None) -> dict:
+    # Node i of _many_nodes (labels: a changed label renews the node in the state).
+    cpu, memory = str((8, 16, 32, 64)[i % 4]), f"{(i % 4 + 1) * 8}Gi"
+    return node(f"n{i}", cpu=cpu, memory=memory, labels=labels)
+
+
 def _many_nodes(n: int) -> ClusterState:
-    s, _ = cluster(
-        *[
-            node(f"n{i}", cpu=str((8, 16, 32, 64)[i % 4]), memory=f"{(i % 4 + 1) * 8}Gi")
-            for i in range(n)
-        ]
-    )
+    s, _ = cluster(*[_node_sizes(i) for i in range(n)])
     return s
 
 
@@ -240,6 +241,77 @@ def test_a_random_workload_on_a_sampled_cluster_leaves_the_cache_alone():
     assert p.stats()["cache_misses"] == 0 and p.stats()["cache_hits"] == 0
     off = Placer(s, parse_profile({"percentageOfNodesToScore": 5}), seed=0, cache=False)
     assert (off.place_classes(cids) == a).all()
+
+
+def _renew(log: Log, nodes, tag: int) -> None:
+    # The cluster changing under the placers: these nodes folded again, each renewed.
+    for i in nodes:
+        log(EV.NODE_ADDED, _node_sizes(int(i), {"gen": str(tag)}))
+
+
+def test_a_class_whose_row_keeps_missing_gives_it_up_and_takes_it_back():
+    # 256 nodes, full scans: the walk comes round every pod. A steady class fills its
+    # row and hits; then every node is renewed between its pods, so each visit misses
+    # everywhere: it gives the row up, walks uncached for a pause that doubles each
+    # time it retries and misses again; once the cluster is quiet it takes a row again
+    # and hits. The same nodes as the cache off throughout.
+    s, log = cluster(*[_node_sizes(i) for i in range(256)])
+    x = np.array([s.intern_class(pod("x", cpu="100m", memory="64Mi"))], dtype=np.int32)
+    on = Placer(s, seed=1, sample=False)
+    off = Placer(s, seed=1, sample=False, cache=False)
+
+    def place(n: int, churn: bool = False) -> None:
+        for k in range(n):
+            assert on.place_classes(x)[0] == off.place_classes(x)[0]
+            if churn:
+                _renew(log, range(256), k)
+
+    place(10)
+    quiet = on.stats()
+    assert quiet["cache_hits"] > 7 * 256 and quiet["cache_steps_aside"] == 0
+    place(40, churn=True)
+    churned = on.stats()
+    # without stepping aside every one of the 40 visits would miss its 256 nodes
+    misses = churned["cache_misses"] - quiet["cache_misses"]
+    assert misses < 20 * 256
+    assert churned["cache_steps_aside"] >= 4  # it retried (pauses 1, 2, 4, 8 rounds...)
+    assert churned["cache_returns"] == churned["cache_steps_aside"] - 1
+    place(100)
+    back = on.stats()
+    assert back["cache_returns"] == churned["cache_steps_aside"]  # it took a row again
+    assert back["cache_steps_aside"] == churned["cache_steps_aside"]
+    before = back["cache_hits"]
+    place(5)
+    assert on.stats()["cache_hits"] - before > 4 * 250  # ... and its row pays again
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("sample", [True, False])
+def test_the_adaptive_cache_places_as_the_cache_off_through_bursts_and_churn(seed, sample):
+    # Seeded mixes on 1,000 nodes (sampled: 420 a pod, the walk wraps every 3 pods):
+    # bursts of a few classes among random shapes, phases where most nodes are renewed
+    # between placements (rows miss, classes step aside) and quiet phases (they come
+    # back and hit). Every placement the same as the cache off.
+    s, log = cluster(*[_node_sizes(i) for i in range(1000)])
+    rnd = np.random.default_rng(seed)
+    bursts = [s.intern_class(pod("b", cpu=f"{c}m", memory="256Mi")) for c in (300, 700, 1100)]
+    randoms = _workload(s, 300, seed=seed)
+    on = Placer(s, seed=seed, sample=sample)
+    off = Placer(s, seed=seed, sample=sample, cache=False)
+    for phase in range(10):
+        churn = phase % 3 == 1
+        for j in range(int(rnd.integers(15, 30))):
+            if rnd.random() < 0.8:
+                cids = np.array([bursts[int(rnd.integers(0, 2 if churn else 3))]], np.int32)
+            else:
+                cids = randoms[int(rnd.integers(0, 300)), None]
+            a, b = on.place_classes(cids), off.place_classes(cids)
+            assert (a == b).all() and (a >= 0).all()
+            if churn:
+                _renew(log, np.flatnonzero(rnd.random(1000) < 0.8), 100 * phase + j)
+    st = on.stats()
+    # the paths ran: rows hit, were given up and taken again
+    assert st["cache_hits"] > 0 and st["cache_steps_aside"] > 0 and st["cache_returns"] > 0
 
 
 def test_sampling_visits_fewer_nodes_than_a_full_scan():
