@@ -220,6 +220,7 @@ cdef class Placer:
     # (last: the fields above keep their offsets)
     cdef object cc_comp                  # the compiled form cc_from holds the pointers of
     cdef ClassConst cc_from              # its ClassConst fields (_view: classes sharing it copy)
+    cdef long long class_gen             # state.class_gen as of the last _forget_classes
 
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1
@@ -230,6 +231,7 @@ cdef class Placer:
     cdef inline void _fit_node(self, Py_ssize_t n) noexcept
     cdef bint _by_limits(self, Py_ssize_t cid) except -1
     cdef inline void _ensure_synced(self)
+    cdef int _forget_classes(self) except -1
     cdef int _sync_usage(self, bint reshaped) except -1
     cdef object _compile(self, Py_ssize_t cid)
     cdef int _cc_fill(self, comp, ClassConst* t) except -1
