@@ -217,7 +217,7 @@ cdef class ClusterState:
                                object pcn, dict lim) except -1
     cdef int _hold_class(self, Py_ssize_t p, Py_ssize_t c, Py_ssize_t old) except -1
     cdef int _release_class(self, Py_ssize_t c) except -1
-    cdef int _memo_class(self, list memo, Py_ssize_t q, Py_ssize_t c) except -1
+    cdef int _memo_class(self, list memo, object q, Py_ssize_t c) except -1
     cdef int _clear_spec_memo(self) except -1
     cdef void _bind(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef void _release(self, Py_ssize_t p) noexcept

@@ -911,7 +911,7 @@ cdef class ClusterState:
         heappush(self.class_free, c)
         return 0
 
-    cdef int _memo_class(self, list memo, Py_ssize_t q, Py_ssize_t c) except -1:
+    cdef int _memo_class(self, list memo, object q, Py_ssize_t c) except -1:
         # Spec memo list ``memo`` ([queue, class, priority, its _spec_memo key, the
         # next list naming the same class]) names class c for queue q now: linked into
         # c's chain (class_memo_head), which _release_class walks to drop the entries.
