@@ -301,9 +301,10 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
     # The handler proper, on a pod's key. ``pod`` None: the bytes path's pod with
     # no labels or annotations (no metadata the handler reads besides the key), of
     # which it passes just ``spec`` (None if absent). class_memo: [queue, class, the
-    # class's priority] cached for this exact spec by apply_payloads (whose decoder keys it on the
+    # class's priority, ...] cached for this exact spec by apply_payloads (whose decoder keys it on the
     # spec's bytes); the class is a function of the spec and the queue's
-    # node-group affinity only, and _queue_upsert drops the cache. ``plain``: the
+    # node-group affinity only, and _queue_upsert drops the cache (the class's
+    # release, the entry: ClusterState._memo_class). ``plain``: the
     # bytes path's pod whose spec is containers and perhaps a schedulerName (``spec``
     # then None, ``pod`` None or its metadata only), as (requests, nonzero,
     # schedulerName or None, the spec's bytes): the requests _class_for would compute
@@ -369,9 +370,7 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
         if c < 0:
             return -1
         if class_memo is not None:
-            class_memo[0] = q
-            class_memo[1] = c
-            class_memo[2] = self.class_specs[c]["priority"]
+            self._memo_class(class_memo, q, c)
     else:
         if plain is not None:
             spec = orjson.loads(<bytes>plain[3])
@@ -384,9 +383,7 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
         if c < 0:
             return -1
         if class_memo is not None:
-            class_memo[0] = q
-            class_memo[1] = c
-            class_memo[2] = self.class_specs[c]["priority"]
+            self._memo_class(class_memo, q, c)
     g = self._gang(gkey, queue) if gkey is not None else -1
     if g >= 0 and annotations and GANG_SIZE_ANNOTATION in annotations:
         _gang_size_annotation(self, g, annotations[GANG_SIZE_ANNOTATION])
@@ -402,7 +399,7 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
         self._set_phase(p, PHASE_FREE)
     else:
         p = self._new_pod_slot(key)
-    self.pod_class[p] = <index_t>c
+    self._hold_class(p, c, self.pod_class[p] if idx is not None else -1)
     self.pod_queue[p] = <index_t>q
     if meta is not None:
         labels = meta.get("labels")
@@ -553,6 +550,10 @@ cdef int _pod_finish(ClusterState self, str key, int phase) except -1:
         self.pod_free.append(p)
         self.interpod.release_pod(p)
         self.pod_usage.pop(key, None)
+        # (the slot's pod_class stays, as its other columns do, until it is reused)
+        self.class_refs[self.pod_class[p]] -= 1
+        if self.class_refs[self.pod_class[p]] == 0:
+            self._release_class(self.pod_class[p])
     return 0
 
 cdef int _pod_updated(ClusterState self, dict data) except -1:
@@ -655,8 +656,7 @@ cdef int _priority_class(ClusterState self, dict pc) except -1:
         "globalDefault": bool(pc.get("globalDefault", False)),
         "preemptionPolicy": pc.get("preemptionPolicy") or "PreemptLowerPriority",
     }
-    self._spec_memo.clear()  # classes cached per pod spec carry the old priority
-    self._spec_recent = None
+    self._clear_spec_memo()  # classes cached per pod spec carry the old priority
     return 0
 
 cdef int _namespace(ClusterState self, dict ns, bint deleted) except -1:
@@ -706,8 +706,7 @@ cdef int _queue_upsert(ClusterState self, dict queue) except -1:
         if isinstance(notes.get(key), str):
             meta[field] = notes[key]
     self.queue_meta[self._queue(name)] = meta
-    self._spec_memo.clear()  # classes cached per queue may depend on its affinity
-    self._spec_recent = None
+    self._clear_spec_memo()  # classes cached per queue may depend on its affinity
     return 0
 
 cdef int _committed(ClusterState self, dict data) except -1:

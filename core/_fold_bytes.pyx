@@ -868,9 +868,11 @@ cdef int _expect_pod_spec(ClusterState self, const unsigned char* b, Span tspec,
     if known is not None and <bytes>(<tuple>known)[3] == raw:
         return 0
     if len(self._spec_memo) >= MEMO_LIMIT:
-        self._spec_memo.clear()
+        self._clear_spec_memo()
+        recent = self._spec_recent = [None] * SPEC_RECENT
     entry = self._spec_memo[<long long>(h >> 2)] = (
-        None, [-1, -1, 0], (plain[0], plain[1], _ascii_string(b, sname), raw), raw)
+        None, [-1, -1, 0, <long long>(h >> 2), None],
+        (plain[0], plain[1], _ascii_string(b, sname), raw), raw)
     (<list>recent)[h & (SPEC_RECENT - 1)] = entry
     return 0
 
@@ -899,15 +901,17 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
             entry = _spec_lookup(self, b, spec, &h)
         if entry is None:
             if len(self._spec_memo) >= MEMO_LIMIT:
-                self._spec_memo.clear()
+                self._clear_spec_memo()
+                self._spec_recent = [None] * SPEC_RECENT
             raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-            # (spec dict or None, [queue, class, priority], plain or None, the
-            # spec's bytes): a spec of containers and a profile is decoded only when
-            # a pod needs it as dicts (_pod_submit decodes it then).
+            # (spec dict or None, [queue, class, priority, key, next: _memo_class],
+            # plain or None, the spec's bytes): a spec of containers and a profile is
+            # decoded only when a pod needs it as dicts (_pod_submit decodes it then).
             if _plain_fits(self):
                 plain = _plain_requests(self, b, n, spec, raw)
             entry = self._spec_memo[<long long>(h >> 2)] = (
-                None if plain is not None else orjson.loads(raw), [-1, -1, 0], plain, raw)
+                None if plain is not None else orjson.loads(raw),
+                [-1, -1, 0, <long long>(h >> 2), None], plain, raw)
             (<list>self._spec_recent)[h & (SPEC_RECENT - 1)] = entry
         spec_dict = entry[0]
         class_memo = entry[1]

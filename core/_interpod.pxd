@@ -51,6 +51,7 @@ cdef class InterPodIndex:
     cpdef tuple matched(self, Py_ssize_t lset)
     cpdef tuple terms(self, Py_ssize_t c, Py_ssize_t lset)
     cpdef bytes cons_key(self, Py_ssize_t c)
+    cpdef int forget_class(self, Py_ssize_t c, bint last=*) except -1
     cpdef list count_keys(self, Py_ssize_t m)
     cpdef Py_ssize_t key(self, str name) except -1
     cdef Py_ssize_t _domain_of(self, Py_ssize_t k, Py_ssize_t n) except -2

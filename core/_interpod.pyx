@@ -853,6 +853,21 @@ cdef class InterPodIndex:
             tuple((m, k, w) for (m, k), w in sorted(pref.items()) if w),
             tuple((key, a) for key, a in sorted(own.items()) if a), tuple(soft))
 
+    cpdef int forget_class(self, Py_ssize_t c, bint last=False) except -1:
+        """Class ``c`` is being released (no pod slot holds it; its id may come back as
+        another class): its constraints key and resolved terms are forgotten, and
+        (``last``: no other class shares its constraints' decoding) the decoding's
+        serialization too."""
+        self.cons_keys.pop(c, None)
+        if last:
+            cons = self.state.class_specs[c]["constraints"]
+            known = _CONS_KEYS.get(id(cons))
+            if known is not None and (<tuple>known)[0] is cons:
+                del _CONS_KEYS[id(cons)]
+        for memo in self.terms_memo.values():
+            (<dict>memo).pop(c, None)
+        return 0
+
     cpdef bytes cons_key(self, Py_ssize_t c):
         """Class ``c``'s constraints as canonical bytes: classes with equal keys differ
         only by requests, priority or priority class (memoized per class)."""

@@ -234,6 +234,7 @@ cdef class Placer:
     cdef int64_t[::1] class_pause        # [class] step-asides since its row last paid
     cdef public long long steps_aside    # rows given up because their visits kept missing
     cdef public long long returns        # rows taken again by classes that had stepped aside
+    cdef long long class_gen             # state.class_gen as of the last _forget_classes
 
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1
@@ -244,6 +245,7 @@ cdef class Placer:
     cdef inline void _fit_node(self, Py_ssize_t n) noexcept
     cdef bint _by_limits(self, Py_ssize_t cid) except -1
     cdef inline void _ensure_synced(self)
+    cdef int _forget_classes(self) except -1
     cdef int _sync_usage(self, bint reshaped) except -1
     cdef object _compile(self, Py_ssize_t cid)
     cdef int _cc_fill(self, comp, ClassConst* t) except -1

@@ -689,6 +689,7 @@ cdef class Placer:
         self.tick = 0
         self.sver_np = np.full(0, -1, dtype=np.int64)
         self.synced_position = -1
+        self.class_gen = state.class_gen  # (nothing kept per class yet)
         self.sync()
         self.next_start = <Py_ssize_t>(xorshift64(&self.rng) % <uint64_t>max(self.n_nodes, 1))
 
@@ -969,6 +970,8 @@ cdef class Placer:
                 self.sver[n] = sv[n]
         if self.any_usage:
             self._sync_usage(reshaped)
+        if self.class_gen != st.class_gen:
+            self._forget_classes()
         self.synced_position = st.position
         self.evicted_np = None  # assumed evictions die with the other assumptions
         self._hide_reserved(None)
@@ -1164,8 +1167,9 @@ cdef class Placer:
                 self.fband = grown
             for c in range(have, st.n_classes):
                 spec = st.class_specs[c]
-                self.fband[c] = cfg.band_of(spec["priority"], spec.get("priorityClassName")) \
-                    >= Band.PRODUCTION
+                # (a released id: 0 until a new class takes it)
+                self.fband[c] = spec is not None and cfg.band_of(
+                    spec["priority"], spec.get("priorityClassName")) >= Band.PRODUCTION
             self.fband_n = st.n_classes
         return self.fband[cid] != 0
 
@@ -1175,6 +1179,54 @@ cdef class Placer:
         if self.synced_position != self.state.position or self.state.n_nodes != self.n_nodes \
                 or self.state.n_res != self.n_res or self.reclaim_on != self.state.rc_on:
             self.sync()
+        elif self.class_gen != self.state.class_gen:
+            # a released id given to a new class without a fold (a manifest interned)
+            self._forget_classes()
+
+    cdef int _forget_classes(self) except -1:
+        # Class ids the state gave to new classes since the last look (its
+        # class_epoch_np above the class_gen seen): what this placer keeps per id (the
+        # compiled form, the view's memo, the cache's run and row, the bands) was
+        # another class's.
+        cdef ClusterState st = self.state
+        cdef Py_ssize_t c, i
+        changed = np.flatnonzero(st.class_epoch_np[: st.n_classes] > self.class_gen)
+        self.class_gen = st.class_gen
+        if changed.shape[0] == 0:
+            return 0
+        for c in changed:
+            self.compiled.pop(c, None)
+            if c < self.cconst_cap:
+                self.cconst[c].s0 = -1
+            if c < self.class_last.shape[0]:
+                self.class_last[c] = 0
+                self.class_run[c] = 0
+                # (its row's record too: the new class has not stepped aside)
+                self.class_miss[c] = 0
+                self.class_off[c] = 0
+                self.class_pause[c] = 0
+            for i in range(CACHE_SLOTS):
+                if self.slot_owner[i] == c:
+                    self.slot_owner[i] = -1
+                    self.slot_epoch[i] += 1  # its entries and summaries die
+        if len(self.compiled_by_cons) > 64 + 2 * len(st.class_index):
+            # Forms of constraints no class of this view holds any more (a workload
+            # whose constraints name each run): only the live classes' are kept.
+            for c in [cid for cid in self.compiled if st.class_specs[cid] is None]:
+                del self.compiled[c]  # (a released id: its view's memo goes too)
+                if c < self.cconst_cap:
+                    self.cconst[c].s0 = -1
+            live = {st.interpod.cons_key(cid) for cid in self.compiled
+                    if st.class_specs[cid]["constraints"]}
+            self.compiled_by_cons = {k: v for k, v in self.compiled_by_cons.items()
+                                     if k in live}
+        c = changed[0]
+        # (bands are resolved for every id from the first unresolved one up)
+        if c < self.fband_n:
+            self.fband_n = c
+        if c < self.band_np.shape[0]:
+            self.band_np = self.band_np[:c]
+        return 0
 
     # ------------------------------------------------------------------ classes
 

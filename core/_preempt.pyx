@@ -385,13 +385,17 @@ def class_bands(Placer pl, bands=None) -> np.ndarray:
     if cfg is not pl.band_cfg:
         pl.band_cfg = cfg
         pl.band_np = np.zeros(0, dtype=np.uint8)
+    if pl.class_gen != st.class_gen:
+        pl._forget_classes()  # (ids reused since: their bands are resolved again)
     have = pl.band_np.shape[0]
     if have < st.n_classes:
         grown = np.zeros(max(st.n_classes, 2 * have, 64), dtype=np.uint8)
         grown[:have] = pl.band_np[:have]
         for c in range(have, st.n_classes):
             spec = st.class_specs[c]
-            grown[c] = cfg.band_of(spec["priority"], spec.get("priorityClassName"))
+            # (a released id: 0 until a new class takes it; see Placer._forget_classes)
+            grown[c] = (cfg.band_of(spec["priority"], spec.get("priorityClassName"))
+                        if spec is not None else 0)
         # Slots past n_classes are filled when their classes appear.
         pl.band_np = grown[: st.n_classes]
     return pl.band_np

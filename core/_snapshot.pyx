@@ -9,6 +9,8 @@ rebuilt on restore, not stored. The functions are the methods they were, on the 
 (``self``).
 """
 
+from heapq import heapify
+
 import numpy as np
 import orjson
 
@@ -66,8 +68,14 @@ def _arrays(ClusterState self) -> dict:
 
 
 def to_bytes(ClusterState self) -> bytes:
-    """Snapshot: magic, 8-byte header length, orjson header, raw little-endian tables."""
+    """Snapshot: magic, 8-byte header length, orjson header, raw little-endian tables.
+    Only the classes a pod slot holds are kept (with their ids): a class interned for a
+    manifest outside the state is not, as a label set is not."""
     arrays = _arrays(self)
+    held = self.class_refs_np[: self.n_classes] > 0
+    if not held.all():
+        for name in ("class_req", "class_nz", "class_lim"):
+            arrays[name] = np.where(held[:, None], arrays[name], 0)
     table = []
     blobs = []
     offset = 0
@@ -101,9 +109,9 @@ def to_bytes(ClusterState self) -> bytes:
         "pod_free": self.pod_free,
         "phase_counts": [self.phase_counts[i] for i in range(4)],
         "class_keys": [[list(map(list, k[0])), list(k[1]), k[2], k[3], k[4]]
-                       for k in self.class_index],
-        "class_ids": list(self.class_index.values()),
-        "class_specs": self.class_specs,
+                       for k, c in self.class_index.items() if held[c]],
+        "class_ids": [c for c in self.class_index.values() if held[c]],
+        "class_specs": [spec if held[c] else None for c, spec in enumerate(self.class_specs)],
         "gang_keys": self.gang_keys,
         "gang_meta": self.gang_meta,
         "queue_names": self.queue_names,
@@ -202,6 +210,18 @@ def from_bytes(cls, data: bytes) -> ClusterState:
     }
     s.class_req_np = _grown(arrays["class_req"], s.class_cap, nr)
     s.class_nz_np = _grown(arrays["class_nz"], s.class_cap, 2)
+    s.class_keys = [None] * s.n_classes
+    s.class_memo_head = [None] * s.n_classes
+    for key, cid in s.class_index.items():
+        s.class_keys[cid] = key
+    s.class_free = [c for c, spec in enumerate(s.class_specs) if spec is None]
+    heapify(s.class_free)
+    live = np.fromiter((k is not None for k in s.pod_keys), dtype=bool, count=s.n_pods)
+    held = s.pod_class_np[: s.n_pods][live]
+    held = held[held >= 0]
+    s.class_refs_np = np.zeros(s.class_cap, dtype=np.int32)
+    s.class_refs_np[: s.n_classes] = np.bincount(held, minlength=s.n_classes)[: s.n_classes]
+    s.class_epoch_np = np.zeros(s.class_cap, dtype=np.int64)
 
     s.gang_keys = h["gang_keys"]
     s.gang_meta = h["gang_meta"]
@@ -250,6 +270,10 @@ def from_bytes(cls, data: bytes) -> ClusterState:
         restore_limits(s)
     s.gang_span_np = np.zeros((s.gang_cap, 2), dtype=np.int32)
     s._bind_views()
+    for c in range(s.n_classes):
+        # (a snapshot from before classes were released keeps them all)
+        if s.class_specs[c] is not None and s.class_refs[c] == 0:
+            s._release_class(c)
     s._index_gang_spans()
     _restore_ports(s)
     _restore_interpod(s, h.get("label_sets") or [], arrays.get("pod_lset"),
@@ -264,7 +288,7 @@ def restore_limits(ClusterState self) -> None:
     # Columns first: interning a resource may widen the tables.
     cols = [[(self._resource(name), units)
              for name, units in (self.class_specs[c].get("limits") or {}).items()]
-            if on else [] for c in range(self.n_classes)]
+            if on and self.class_specs[c] is not None else [] for c in range(self.n_classes)]
     cdef Py_ssize_t nr = self.res_cap
     lim = np.zeros((self.class_cap, nr), dtype=np.int64)
     lim[: self.n_classes] = self.class_req_np[: self.n_classes, :nr]
@@ -289,6 +313,8 @@ def _restore_interpod(ClusterState self, list label_sets, object pod_lset, owned
     ip.restore(label_sets, owned, pod_lset, self.pod_keys)
     self.interpod = ip
     for c in range(self.n_classes):
+        if self.class_specs[c] is None:
+            continue  # (a released id)
         cons = self.class_specs[c].get("constraints")
         if cons and (cons.get("podAffinity") or cons.get("podAntiAffinity")
                      or cons.get("topologySpread")):
@@ -300,6 +326,8 @@ def _restore_ports(ClusterState self) -> None:
     # Host ports are derived, not serialized: the classes' ports and the bound pods.
     cdef Py_ssize_t c, p, n
     for c in range(self.n_classes):
+        if self.class_specs[c] is None:
+            continue  # (a released id)
         cons = self.class_specs[c].get("constraints")
         if cons and cons.get("hostPorts"):
             self._intern_ports(c, cons["hostPorts"])

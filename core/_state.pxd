@@ -54,7 +54,7 @@ cdef class ClusterState:
     cdef Py_ssize_t res_cap              # allocated columns (>= n_res)
     cdef dict _units_memo                # resource -> {quantity -> base units}
     cdef Quantities _quantities          # _units as the request rule's reader
-    cdef dict _spec_memo                 # hash of pod spec bytes -> (spec dict, [queue, class, priority], plain, spec bytes) (apply_payloads)
+    cdef dict _spec_memo                 # hash of pod spec bytes -> (spec dict, [queue, class, priority, key, next], plain, spec bytes) (apply_payloads)
     cdef list _spec_recent               # None, or _spec_memo's entries last found, by hash bits (see _fold_bytes)
     cdef dict _resources_memo            # binding resources bytes -> (dict, [columns, has pods])
 
@@ -115,6 +115,23 @@ cdef class ClusterState:
     cdef units_t[:, ::1] class_nz        # [class, 2] cpu, memory with kube's non-zero defaults
     cdef public object class_flags_np
     cdef uint8_t[::1] class_flags        # [class] CLASS_HOST_PORTS: binds host ports
+    # A class lives while a pod slot holds it (pod_class of a live slot, whatever its
+    # phase); released with its last holder, its id reused by a later new class.
+    # n_classes is the tables' length (the most classes live at once); a released id's
+    # class_specs entry is None until reused.
+    cdef public object class_refs_np
+    cdef int[::1] class_refs             # [class] live pod slots holding it
+    cdef list class_free                 # released ids, a heap: the smallest is reused first
+    cdef list class_keys                 # id -> its class_index key (None: released)
+    # id -> the last spec memo list naming it (see _memo_class), each list the next's
+    cdef list class_memo_head
+    cdef dict _cons_memo                 # constraints key -> [its decoding, CLASS_INTERPOD, classes of it]
+    # Bumped whenever a released id is given to a new class; class_epoch_np[id]: its
+    # value then (0: never reused). What a reader keeps per class id is stale for the
+    # ids whose epoch is above the class_gen it last saw.
+    cdef public long long class_gen
+    cdef public object class_epoch_np
+    cdef long long[::1] class_epoch
 
     # --- host ports (kube's NodePorts): interned keys, per node a bitset of those bound ---
     # Keys: ("*", protocol, port): bound on some address; (ip, protocol, port): bound on
@@ -198,6 +215,10 @@ cdef class ClusterState:
     cdef Py_ssize_t _class_for(self, dict pod, object node_group=*, bint pin=*) except -2
     cdef Py_ssize_t _new_class(self, tuple key, dict req, tuple nz, long long prio, str ckey,
                                object pcn, dict lim) except -1
+    cdef int _hold_class(self, Py_ssize_t p, Py_ssize_t c, Py_ssize_t old) except -1
+    cdef int _release_class(self, Py_ssize_t c) except -1
+    cdef int _memo_class(self, list memo, object q, Py_ssize_t c) except -1
+    cdef int _clear_spec_memo(self) except -1
     cdef void _bind(self, Py_ssize_t p, Py_ssize_t n) noexcept
     cdef void _release(self, Py_ssize_t p) noexcept
     cdef void _set_phase(self, Py_ssize_t p, int phase) noexcept

@@ -87,6 +87,9 @@ class ClusterState:
     pod_dev_np: npt.NDArray[np.int64]
     # equivalence classes
     n_classes: int
+    class_refs_np: npt.NDArray[np.int32]
+    class_gen: int
+    class_epoch_np: npt.NDArray[np.int64]
     class_index: dict[Any, int]
     class_specs: list[dict[str, Any]]
     class_req_np: npt.NDArray[np.int64]

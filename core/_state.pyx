@@ -29,6 +29,8 @@ in :attr:`ClusterState.anomaly_first`. Only a position out of order
 (:class:`PositionError`) is the caller's error.
 """
 
+from heapq import heappop, heappush
+
 import numpy as np
 import orjson
 
@@ -213,9 +215,6 @@ cdef frozenset _PROFILE_SPEC_FIELDS = frozenset(
 cdef dict _PHASE_CODES = {name: code for code, name in enumerate(PHASES)}
 # _profile_key's results by scheduler name (a cluster runs a few profiles).
 cdef dict _PROFILE_KEYS = {}
-# A constraints key (_class_for's ``ckey``) -> (its decoding, whether its classes are
-# CLASS_INTERPOD): see _new_class.
-cdef dict _CONSTRAINTS = {}
 
 
 cdef str _profile_key(str sname):
@@ -346,6 +345,13 @@ cdef class ClusterState:
         self.class_nz_np = np.zeros((DEF_SMALL, 2), dtype=np.int64)
         self.class_flags_np = np.zeros(DEF_SMALL, dtype=np.uint8)
         self.class_ports = []
+        self.class_refs_np = np.zeros(DEF_SMALL, dtype=np.int32)
+        self.class_epoch_np = np.zeros(DEF_SMALL, dtype=np.int64)
+        self.class_free = []
+        self.class_keys = []
+        self.class_memo_head = []
+        self._cons_memo = {}
+        self.class_gen = 0
         self.interpod = InterPodIndex(self, DEF_PODS)
         self.port_ids = {}
         self.port_strs = []
@@ -420,6 +426,8 @@ cdef class ClusterState:
         self.class_nz = self.class_nz_np
         self.class_flags = self.class_flags_np
         self.class_lim = self.class_lim_np
+        self.class_refs = self.class_refs_np
+        self.class_epoch = self.class_epoch_np
         self.pod_resv = self.pod_resv_np
         self.pod_rtime = self.pod_rtime_np
         self.node_lim = self.node_lim_np
@@ -778,16 +786,31 @@ cdef class ClusterState:
                                object pcn, dict lim) except -1:
         # The class of key ``key`` (not in class_index), made: _class_of's miss, which
         # enters it in class_index.
-        cdef Py_ssize_t i = self.n_classes
+        cdef Py_ssize_t i
         cols = [self._resource(name) for name in req]
         lim_cols = [self._resource(name) for name in lim] if lim else []
-        if i >= self.class_cap:
-            self.class_cap *= 2
-            self.class_req_np = _grown(self.class_req_np, self.class_cap, self.res_cap)
-            self.class_nz_np = _grown(self.class_nz_np, self.class_cap, 2)
-            self.class_flags_np = _grown(self.class_flags_np, self.class_cap)
-            self.class_lim_np = _grown(self.class_lim_np, self.class_cap, self.res_cap)
-            self._bind_views()
+        if self.class_free:
+            # A released id (its rows zeroed by _release_class): readers that keep
+            # something per class id drop it when they see the epoch move.
+            i = heappop(self.class_free)
+            self.class_gen += 1
+            self.class_epoch[i] = self.class_gen
+        else:
+            i = self.n_classes
+            if i >= self.class_cap:
+                self.class_cap *= 2
+                self.class_req_np = _grown(self.class_req_np, self.class_cap, self.res_cap)
+                self.class_nz_np = _grown(self.class_nz_np, self.class_cap, 2)
+                self.class_flags_np = _grown(self.class_flags_np, self.class_cap)
+                self.class_lim_np = _grown(self.class_lim_np, self.class_cap, self.res_cap)
+                self.class_refs_np = _grown(self.class_refs_np, self.class_cap)
+                self.class_epoch_np = _grown(self.class_epoch_np, self.class_cap)
+                self._bind_views()
+            self.n_classes = i + 1
+            self.class_specs.append(None)
+            self.class_ports.append(None)
+            self.class_keys.append(None)
+            self.class_memo_head.append(None)
         self.class_nz[i, 0] = nz[0]
         self.class_nz[i, 1] = nz[1]
         cdef Py_ssize_t k = 0, col
@@ -805,18 +828,18 @@ cdef class ClusterState:
         spec = interpod = None
         if ckey:
             # Classes of one constraints key (one profile: every class of a Volcano
-            # Job's pods) share its decoding, read only as every reader does.
-            known = _CONSTRAINTS.get(ckey)
+            # Job's pods) share its decoding, read only as every reader does, while
+            # one of them lives (_release_class).
+            known = self._cons_memo.get(ckey)
             if known is None:
-                if len(_CONSTRAINTS) >= MEMO_LIMIT:
-                    _CONSTRAINTS.clear()
                 spec = orjson.loads(ckey)
                 interpod = bool(spec and (
                     spec.get("podAffinity") or spec.get("podAntiAffinity")
                     or spec.get("topologySpread") or spec.get("podAffinityPreferred")
                     or spec.get("podAntiAffinityPreferred") or spec.get("topologySpreadSoft")))
-                known = _CONSTRAINTS[ckey] = (spec, interpod)
-            spec, interpod = known
+                known = self._cons_memo[ckey] = [spec, interpod, 0]
+            (<list>known)[2] += 1
+            spec, interpod = (<list>known)[0], (<list>known)[1]
         class_spec = {"requests": dict(req)}
         if lim:
             # The spec keeps the limits either way: a later switch recomputes from it.
@@ -827,15 +850,89 @@ cdef class ClusterState:
         class_spec["priority"] = prio
         class_spec["priorityClassName"] = pcn
         class_spec["constraints"] = spec
-        self.class_specs.append(class_spec)
-        self.n_classes = i + 1
-        self.class_ports.append(None)
+        self.class_specs[i] = class_spec
+        self.class_keys[i] = key
         self.class_flags[i] = 0
         if type(spec) is dict and (<dict>spec).get("hostPorts"):
             self._intern_ports(i, spec["hostPorts"])
         if interpod:
             self.class_flags[i] |= CLASS_INTERPOD
         return i
+
+    cdef int _hold_class(self, Py_ssize_t p, Py_ssize_t c, Py_ssize_t old) except -1:
+        # Pod slot p holds class c now, and no longer ``old`` (-1: none; a replaced
+        # pod's class), which is released when no slot holds it any more.
+        self.pod_class[p] = <index_t>c
+        self.class_refs[c] += 1  # (first: old == c is not released)
+        if old >= 0:
+            self.class_refs[old] -= 1
+            if self.class_refs[old] == 0:
+                self._release_class(old)
+        return 0
+
+    cdef int _release_class(self, Py_ssize_t c) except -1:
+        # Class c is held by no pod slot: out of class_index, its rows zeroed, the spec
+        # memo entries naming it dropped, the inter-pod index's memos of it forgotten;
+        # its id is free for the next new class.
+        cdef Py_ssize_t r
+        key = <tuple>self.class_keys[c]
+        ckey = key[3]
+        known = self._cons_memo.get(ckey) if ckey else None
+        last = False
+        if known is not None:
+            (<list>known)[2] -= 1
+            if (<list>known)[2] == 0:
+                del self._cons_memo[ckey]
+                last = True
+        self.interpod.forget_class(c, last)
+        del self.class_index[key]
+        self.class_keys[c] = None
+        self.class_specs[c] = None
+        self.class_ports[c] = None
+        self.class_flags[c] = 0
+        self.class_nz[c, 0] = 0
+        self.class_nz[c, 1] = 0
+        for r in range(self.res_cap):
+            self.class_req[c, r] = 0
+            self.class_lim[c, r] = 0
+        m = self.class_memo_head[c]
+        if m is not None:
+            self.class_memo_head[c] = None
+            while m is not None:
+                nxt = (<list>m)[4]
+                (<list>m)[4] = None
+                (<list>m)[0] = -1
+                (<list>m)[1] = -1
+                got = self._spec_memo.get((<list>m)[3])
+                if got is not None and (<tuple>got)[1] is m:
+                    del self._spec_memo[(<list>m)[3]]
+                m = nxt
+            self._spec_recent = None  # (it may hold the entries dropped)
+        heappush(self.class_free, c)
+        return 0
+
+    cdef int _memo_class(self, list memo, object q, Py_ssize_t c) except -1:
+        # Spec memo list ``memo`` ([queue, class, priority, its _spec_memo key, the
+        # next list naming the same class]) names class c for queue q now: linked into
+        # c's chain (class_memo_head), which _release_class walks to drop the entries.
+        # A list naming a class already keeps it (the same spec in another queue is
+        # classed each time): linked again, it would cut the other class's chain.
+        if memo[1] >= 0:
+            return 0
+        memo[0] = q
+        memo[1] = c
+        memo[2] = self.class_specs[c]["priority"]
+        memo[4] = self.class_memo_head[c]
+        self.class_memo_head[c] = memo
+        return 0
+
+    cdef int _clear_spec_memo(self) except -1:
+        # The spec memo emptied (full, or its classes stale): so are the lists its
+        # entries' classes know them by, and the recent entries.
+        self._spec_memo.clear()
+        self._spec_recent = None
+        self.class_memo_head = [None] * len(self.class_memo_head)
+        return 0
 
     # ------------------------------------------------------------------ accounting
 

@@ -185,8 +185,8 @@ class Admission:
         self._queue_state: dict[str, str] = {}
         #: queues upserted as of the event being judged (``default`` always exists)
         self._declared: set[str] = set()
-        #: (state, band per class id) for the job order
-        self._band_cache: tuple[ClusterState, np.ndarray] | None = None
+        #: (state, band per class id, the state's class_gen then) for the job order
+        self._band_cache: tuple[ClusterState, np.ndarray, int] | None = None
         #: a PodGroup's minResources (as items) -> its vector over :attr:`_min_names`
         self._min_memo: dict[tuple[Any, ...], np.ndarray] = {}
         self._min_names: list[str] = []
@@ -701,25 +701,28 @@ class Admission:
         return np.array(slots, dtype=np.int64), np.array(members, dtype=np.int64)
 
     def _class_bands(self, st: ClusterState) -> np.ndarray:
-        """The band of every equivalence class (at least one entry), cached: classes are
-        only ever added to a state, so only new ones are resolved."""
+        """The band of every equivalence class (at least one entry), cached: only the
+        ids new since, or given to a new class since (``class_epoch_np``), are resolved."""
         cached = self._band_cache
         if cached is None or cached[0] is not st:
-            cached = (st, np.zeros(0, dtype=np.int64))
+            cached = (st, np.zeros(0, dtype=np.int64), int(st.class_gen))
         have = cached[1]
+        if cached[2] != st.class_gen:
+            reused = np.flatnonzero(st.class_epoch_np[: len(have)] > cached[2])
+            if reused.size:
+                have = have[: int(reused[0])]
         n = max(int(st.n_classes), 1)
         if len(have) < n:
             bands = self.quota.bands
             specs = st.class_specs
             new = [
                 int(bands.band_of(int(specs[c]["priority"]), specs[c].get("priorityClassName")))
-                if c < len(specs)
+                if c < len(specs) and specs[c] is not None
                 else 0
                 for c in range(len(have), n)
             ]
             have = np.concatenate([have, np.array(new, dtype=np.int64)])
-            cached = (st, have)
-        self._band_cache = cached
+        self._band_cache = (st, have, int(st.class_gen))
         return have
 
     @staticmethod

@@ -152,7 +152,7 @@ class FoldedDevices:
         self.table = DeviceTable()
         self._sver = np.full(0, -1, dtype=np.int64)
         self._tver = np.full(0, -1, dtype=np.int64)
-        self._classes = -1
+        self._classes: tuple[int, int] = (-1, -1)  # (n_classes, class_gen) of the target
 
     def request(self, cid: int) -> tuple[int, int]:
         """(GPU milli, CPU milli) a pod of class ``cid`` asks for."""
@@ -187,7 +187,7 @@ class FoldedDevices:
             self._rebuild(changed)
             self._sver[changed] = sver[changed]
             self._tver[changed] = table.ver_np[changed]
-        if self.fgd and st.n_classes != self._classes:
+        if self.fgd and (st.n_classes, st.class_gen) != self._classes:
             self._target()
 
     def _rebuild(self, nodes: np.ndarray) -> None:
@@ -289,7 +289,8 @@ class FoldedDevices:
 
     def _target(self) -> None:
         st = self.state
-        self._classes = st.n_classes
+        # (a released class id taken by a new class moves class_gen, not n_classes)
+        self._classes = (st.n_classes, st.class_gen)
         n_pods = st.n_pods
         classes = st.pod_class_np[:n_pods][st.pod_phase_np[:n_pods] != _FREE_SLOT]
         # Pods per class, classes in the order their first pod came (ties in

@@ -538,12 +538,14 @@ class QuincyPolicy:
     def constraints_ok(self, cid: int, pod: int) -> np.ndarray:
         """Per node slot, whether class ``cid`` passes its constraints there (selector,
         affinity, taints, cordon: the non-resource bits of the one feasibility path,
-        asked for pod slot ``pod`` of the class); cached per class until nodes change."""
+        asked for pod slot ``pod`` of the class); cached per class until nodes change
+        (or a released class id is given to a new class: ``class_gen``)."""
         st = self.state
         n_nodes = st.n_nodes
         # node changes that move constraints: slots, flags (cordon), labels, taints
         key = hash(
             (
+                st.class_gen,
                 st.node_gen,
                 st.flags_np[:n_nodes].tobytes(),
                 st.label_bits_np[:n_nodes].tobytes(),

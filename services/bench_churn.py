@@ -123,7 +123,7 @@ def run(pods: int, live: int, nodes: int, shared: bool = False) -> None:
             held_m = sum(1 for x in ip.matchers if x is not None)
             arrays = len(ip.counts) + len(ip.owners) + len(ip.scored)
             print(
-                f"{i + 1:>8} {rss:>8.1f} {rss - base:>6.1f} {st.n_classes:>7} "
+                f"{i + 1:>8} {rss:>8.1f} {rss - base:>6.1f} {len(st.class_index):>7} "
                 f"{held:>6} {held_m:>6} {arrays:>6}",
                 flush=True,
             )

@@ -21,7 +21,8 @@ brings to the log (the Job and its pod as the job controller creates it; its
 PodGroup, Pending and Running are not recorded: the Job and its placement imply
 them).
 ``jobs-seen``: the same, with a Job of each flow pod's spec folded into the preload
-(namespace ``seen``, its pod deleted): its pods' classes are then known, as the
+(namespace ``seen``, its pod Succeeded: a pod slot holds its class until the pod is
+deleted): its pods' classes are then known, as the
 plain flow's are (its pods repeat the preload's shapes, same seed), so the two
 compare the fold of a pod whose class exists.
 ``python -m esched.services.bench_follow [claims] [batch] renew [nodes]``: what
@@ -146,7 +147,7 @@ def flow_log(
     """The preload's state snapshot and the flow's ``(position, payload)`` pairs;
     replica ``r``'s proposal ids begin with ``prefixes[r]`` (default ``r<r>-<hex>-``);
     ``jobs``: each pod a one-pod Volcano Job; ``seen`` (with ``jobs``): the preload
-    has folded a Job of each flow pod's spec (namespace ``seen``, its pod deleted);
+    has folded a Job of each flow pod's spec (namespace ``seen``, its pod Succeeded);
     ``shapes``: the pods of :func:`shape_payloads` instead of the benchmark's."""
     state = ClusterState()
     preloaded = int(nodes * 30 * fill / 2.05)  # as bench_e2e.preload sizes it
@@ -160,8 +161,9 @@ def flow_log(
             pod_key, before = _job_flow(key, payload)
             ns, name = ev.split_key(pod_key)
             known += [orjson.loads(e) for e in before]
-            deleted = {"metadata": {"name": name, "namespace": ns}}
-            known.append(ev.envelope(ev.POD_DELETED, "bench", deleted, id=f"{pod_key}.del"))
+            # finished, not deleted: a terminal pod keeps its class held
+            done = {"metadata": {"name": name, "namespace": ns}}
+            known.append(ev.envelope(ev.POD_SUCCEEDED, "bench", done, id=f"{pod_key}.done"))
         state.apply_many(enumerate(known, int(state.position) + 1))
     position = int(state.position)
     rng = random.Random(seed)

@@ -120,9 +120,11 @@ class _ReplicaBase:
         #: batches being worked on (placed, proposed, waiting for decisions)
         self._batches: set[asyncio.Task] = set()
         self._failed: BaseException | None = None
+        #: each class's requests, and their JSON and each node's name's, as proposals
+        #: carry them (the class caches hold for the state's class_gen in _classes_gen)
         self._requests: dict[int, dict[str, int]] = {}
-        #: JSON of each class's requests and of each node's name, as proposals carry them
         self._resources_json: dict[int, bytes] = {}
+        self._classes_gen = -1
         self._node_json: dict[str, bytes] = {}
         #: the placement policy (core.schedule), made with the placer in start()
         self.scheduler: SchedulingPass | None = None

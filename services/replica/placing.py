@@ -149,7 +149,17 @@ class _Placing(_Reports):
         metrics.REPLICA_PLACED_PODS.labels(self.id).inc(placed)
         return retry
 
+    def _class_caches(self) -> None:
+        """Empty the caches by class id when the state gave a released id to a new
+        class since they were filled (``ClusterState.class_gen``): their entries were
+        another class's."""
+        if self._classes_gen != self.state.class_gen:
+            self._requests.clear()
+            self._resources_json.clear()
+            self._classes_gen = self.state.class_gen
+
     def _requests_of(self, cid: int) -> dict[str, int]:
+        self._class_caches()
         req = self._requests.get(cid)
         if req is None:
             req = dict(self.state.class_specs[cid]["requests"])
@@ -219,6 +229,7 @@ class _Placing(_Reports):
         source = self.config.source_prefix + self.id
         now = timestamp()
         specs = self.state.class_specs
+        self._class_caches()
 
         def other(i: int) -> tuple[bytes, bytes]:
             data = self._data(proposed, i)

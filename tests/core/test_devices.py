@@ -420,3 +420,35 @@ def test_a_pass_with_devices_places_on_a_device_with_room_and_says_why_not():
     assert [p.bindings for p in out.placements] == [[("t/d", "g", (0,))]]
     assert out.unschedulable["t/c"][1] == {"InsufficientGPUDevices": 1}
     assert folded.table.free_of(st.node_index["g"]) == [0, 400]
+
+
+def test_a_pass_reads_the_gpu_request_of_the_class_that_now_holds_a_reused_id():
+    from esched.core.devices import FoldedDevices
+    from esched.core.schedule import SchedulingPass, Target
+
+    # a and b take most of both devices; x (800 milli) fits neither.
+    events = _gpu_events(("a", 1000), ("b", 900), ("x", 800))
+    events += [_commit(1, "a", 1000, [0]), _commit(2, "b", 900, [1])]
+    st = ClusterState()
+    st.apply_many(enumerate(events, start=1))
+    folded = FoldedDevices(st, fgd=False)
+    folded.sync()
+    sp = SchedulingPass(st, Placer(st), devices=folded.table)  # kept, as a replica's
+    out = sp.run([Target("pod", "t/x")])
+    assert "t/x" in out.unschedulable
+    x_class = st.pod_class_id("t/x")
+    # x goes with its class; y, without a GPU, gets x's class id
+    gone = {
+        "specversion": "1.0",
+        "id": "del-x",
+        "source": "t",
+        "type": "esched.pod.deleted",
+        "data": {"metadata": {"name": "x", "namespace": "t"}},
+    }
+    y = dict(_gpu_events(("y", 0))[1], id="sub-y")
+    y["data"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1"}
+    st.apply_many(enumerate([gone, y], start=len(events) + 1))
+    assert st.pod_class_id("t/y") == x_class
+    folded.sync()
+    out = sp.run([Target("pod", "t/y")])
+    assert [p.bindings for p in out.placements] == [[("t/y", "g", ())]]

@@ -2,8 +2,9 @@
 
 Pods come and go with ever new label values (``pod-template-hash``, job names): a
 label set no pod holds is released with its memoized terms, and so is a matcher only
-such label sets' terms held, with its counts arrays. What is left is bounded by the live
-pods, and placements are those of a state folded from only the live pods.
+such label sets' terms held, with its counts arrays; an equivalence class whose
+constraints name a run is released with the run's last pod. What is left is bounded by
+the live pods, and placements are those of a state folded from only the live pods.
 """
 
 from __future__ import annotations
@@ -148,6 +149,7 @@ def test_label_sets_and_matchers_stay_bounded_by_the_live_pods_under_churn() -> 
             log(EV.POD_DELETED, {"metadata": gone["metadata"]})
         for k, v in st.interpod.sizes().items():
             peak[k] = max(peak.get(k, 0), v)
+        peak["classes"] = max(peak.get("classes", 0), len(st.class_index))
     pods = len(_steady()) + window + 1
     sizes = st.interpod.sizes()
     # one label set per live pod at most (the steady ones share none here), with
@@ -158,6 +160,10 @@ def test_label_sets_and_matchers_stay_bounded_by_the_live_pods_under_churn() -> 
     assert peak["arrays"] <= 12 * pods, peak
     assert peak["label_pairs"] <= 3 * pods, peak
     assert peak["memo"] <= pods, peak
+    # a class per live run at most (the zone-spread pods' selector names their run),
+    # and the ids the most that were ever held at once (the probes' classes besides)
+    assert peak["classes"] <= pods, peak
+    assert st.n_classes <= pods + 1, st.n_classes
 
     # The same placements as a state folded from only the live pods, bound where they are.
     fresh, flog = _cluster()

@@ -1,0 +1,108 @@
+"""Equivalence classes follow the live pods, not the log's history.
+
+A class lives while a pod slot holds it (pending, bound or terminal until deleted) and
+is released with its last holder; a later new class takes its id. Whatever is kept per
+class id (the placer's compiled form, view memo and score-cache row, the bands, the
+fold's spec memo entries naming the class, the inter-pod index's memoized terms) must
+then be another class's: a long-lived placer and the bytes fold are checked against a
+fresh placer on the same state while classes of other requests and constraints
+alternate through one id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from esched.core import ClusterState, Placer
+from support.fold import EV, Log, commit, envelope, node, pod
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _shape(name: str, kind: int) -> dict:
+    """Kind 0: 3 CPUs in zone a; kind 1: 1 CPU in zone b, scored apart (other requests,
+    other constraints: a stale compiled form or score row places it wrongly)."""
+    if kind == 0:
+        return pod(name, cpu="3", memory="1Gi", namespace="default", nodeSelector={ZONE: "a"})
+    return pod(name, cpu="1", memory="2Gi", namespace="default", nodeSelector={ZONE: "b"})
+
+
+_RES = [
+    {"cpu": 3000, "memory": 1 << 30, "pods": 1},
+    {"cpu": 1000, "memory": 2 << 30, "pods": 1},
+]
+
+
+class _Bytes:
+    """Folds envelopes as stored bytes (``apply_payloads``: the spec memo's path)."""
+
+    def __init__(self, st: ClusterState) -> None:
+        self.st = st
+
+    def __call__(self, etype: str, data: Any) -> None:
+        self.st.apply_payloads([(self.st.position + 1, orjson.dumps(envelope(etype, data)))])
+
+
+def test_a_class_is_released_with_its_last_pod_and_its_id_taken_by_the_next_new_one() -> None:
+    st = ClusterState()
+    log = Log(st)
+    log(EV.NODE_ADDED, node("n0", labels={ZONE: "a"}))
+    log(EV.POD_SUBMITTED, _shape("a", 0))
+    log(EV.POD_SUBMITTED, _shape("b", 0))
+    first = st.pod_class_id("default/a")
+    assert st.pod_class_id("default/b") == first
+    log(EV.POD_DELETED, {"metadata": {"name": "a", "namespace": "default"}})
+    assert len(st.class_index) == 1  # b holds it
+    log(EV.POD_SUCCEEDED, {"metadata": {"name": "b", "namespace": "default"}})
+    assert len(st.class_index) == 1  # a terminal pod holds its class until deleted
+    # a terminal pod replaced by a submit of another shape lets its class go (the new
+    # class is made while the old one is still held: the next id)
+    log(EV.POD_SUBMITTED, _shape("b", 1))
+    second = st.pod_class_id("default/b")
+    assert second != first and st.class_specs[first] is None
+    assert list(st.class_index.values()) == [second]
+    log(EV.POD_DELETED, {"metadata": {"name": "b", "namespace": "default"}})
+    assert len(st.class_index) == 0 and st.class_specs[second] is None
+    # the smallest released id first, its rows those of the new class
+    log(EV.POD_SUBMITTED, _shape("c", 1))
+    assert st.pod_class_id("default/c") == first
+    assert st.class_specs[first]["requests"]["cpu"] == 1000
+    assert st.class_requests()[first, st.res_index["cpu"]] == 1000
+    assert st.n_classes == 2
+
+
+def test_classes_alternating_through_one_id_never_see_each_others_memos() -> None:
+    st = ClusterState()
+    fold = _Bytes(st)
+    for i in range(8):
+        # distinct memory per node: no two nodes score alike
+        fold(
+            EV.NODE_ADDED,
+            node(f"n{i}", cpu="8", memory=f"{16 + i}Gi", labels={ZONE: "ab"[i // 4]}),
+        )
+    placer = Placer(st)  # long-lived, as a replica's: it must forget a reused id
+    ids = set()
+    for r in range(12):
+        kind = r % 2
+        keys = []
+        for i in range(6):
+            # a run: the same class placed within the cache's window, so it gets a row
+            fold(EV.POD_SUBMITTED, _shape(f"r{r}-{i}", kind))
+            key = f"default/r{r}-{i}"
+            ids.add(st.pod_class_id(key))
+            got = placer.place(key, assume=False)
+            fresh = Placer(st).place(key, assume=False)
+            assert got is not None and fresh is not None, (r, i)
+            assert got[1] == fresh[1], (r, i, got, fresh)  # the best total
+            assert Placer(st).fits(key, got[0]) == [], (r, i, got)
+            assert st.node_labels[st.node_index[got[0]]][ZONE] == "ab"[kind]
+            fold(EV.PLACEMENT_COMMITTED, commit((key, got[0], _RES[kind])))
+            keys.append(key)
+        for key in keys:
+            ns, name = key.split("/")
+            fold(EV.POD_DELETED, {"metadata": {"name": name, "namespace": ns}})
+        assert len(st.class_index) == 0
+    assert ids == {0}  # one id, twelve classes through it
+    assert placer.stats()["placed"] == 72
