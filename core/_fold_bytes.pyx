@@ -86,7 +86,13 @@ cdef object _loads = orjson.loads
 cdef dict _GROUP_SPECS = {}
 # What the PodGroup a Volcano Job implies sets on its gang (_fold.podgroup_entry of
 # volcano_podgroup's spec), by the Job spec's bytes: a function of them alone; Jobs
-# of one shape share it.
+# of one shape share it, in every state of the process. A state that finds a spec
+# another state entered (one restored from a snapshot, a second replica's) gets the
+# same gang, but its own spec memo does not foresee the pods' spec
+# (_expect_pod_spec): the first pod of each spec reads its spec, then the memo has
+# it. Kept so: foreseeing would walk the Job's templates again, what this spares,
+# and a restored state in the process folds a tail of known Jobs in fewer
+# instructions than in a new process (tests/core/test_job_spec_memo_states.py).
 cdef dict _JOB_GROUP_SPECS = {}
 # Below this, a sum of units written as _job_group_spec writes it parses back to
 # itself (core/_quantity.pxd reads up to 18 digits exactly).

@@ -40,9 +40,9 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any, NamedTuple
 
+from esched.core.overload import log_seconds
 from esched.schemas import events as ev
 from esched.schemas.volcano_jobs import validate_job_update
 
@@ -437,9 +437,8 @@ def _time(text: Any, _memo: dict[str, float] = {}) -> float | None:  # noqa: B00
         return None
     got = _memo.get(text)
     if got is None:
-        try:
-            got = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-        except ValueError:
+        got = log_seconds(text)
+        if got is None:
             return None
         if len(_memo) > 4096:
             _memo.clear()

@@ -75,6 +75,7 @@ __all__ = [
     "plan_gang_reclaim",
     "plan_reclaim",
     "reclaim_order",
+    "victim_ok",
     "victims_legal",
 ]
 
@@ -150,7 +151,7 @@ def _over(alloc: dict[str, int], fair: dict[str, int]) -> bool:
     return any(v > fair.get(r, 0) for r, v in alloc.items() if r not in SHARE_IGNORED)
 
 
-def _victim_ok(
+def victim_ok(
     queue: str, meta: dict, alloc: dict[str, int], fair: dict[str, int], victim: dict[str, int]
 ) -> str | None:
     """Why evicting ``victim`` from ``queue`` (holding ``alloc``) is illegal, or None."""
@@ -261,7 +262,7 @@ def victims_legal(
         if not_preemptable and v in not_preemptable:
             return f"victim {v} is not preemptable (volcano.sh/preemptable: false)"
         alloc = _alloc_of(state, int(vidx), names)
-        why = _victim_ok(
+        why = victim_ok(
             vq, state.queue_meta[state.queue_index[vq]], held[vq], view[vq]["fairShare"], alloc
         )
         if why is not None:
@@ -418,7 +419,7 @@ class _Overlay:
         qi = st.queue_of(p)
         vq = st.queue_names[qi]
         if (
-            _victim_ok(
+            victim_ok(
                 vq,
                 st.queue_meta[qi],
                 self.held[vq],

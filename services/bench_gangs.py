@@ -8,15 +8,15 @@ when ``bench e2e`` submits its pods at once. It is handed over ``BATCH`` rows at
 time, as stored rows, through ``itertools.starmap`` (callgrind's
 ``--toggle-collect=starmap_next`` counts the batches and nothing else):
 
-* ``dispatch``, ``dispatch-jobs``: the dispatcher's fold of a batch
-  (``_WakeUps._fold``: the fold, admission's ``observe``, the work made ready),
-  then the outbox's release (``Admission.release``), as ``_flush`` runs it;
+* ``dispatch``, ``dispatch-jobs``: the dispatcher's fold of a batch and the outbox's
+  release (``Dispatcher.fold_and_release``: the fold, admission's ``observe``, the
+  work made ready, ``Admission.release``), as the leader's fold and flush run them;
 * ``commit``, ``commit-jobs``: per ``PROPOSALS`` decisions, the commit service's fold
-  of the rows before them (``_Books._fold_rows``), then their proposals, as a replica
-  sends them (``gang`` set for a Job's pod), parsed (``parse_event``), validated
-  (``_Arbiter._validate``), checked against the next rows as after a head conflict
-  (``_verdicts_hold``), then folded from memory with their books, as
-  ``_Arbiter._append`` does after a head-checked append.
+  of the rows before them (``CommitService.fold_rows``), then their proposals, as a
+  replica sends them (``gang`` set for a Job's pod), parsed (``parse_event``),
+  validated (``CommitService.validate``), checked against the next rows as after a
+  head conflict (``verdicts_hold``), then folded from memory with their books
+  (``CommitService.apply_decisions``), as after a head-checked append.
 
 ``python -m esched.services.bench_gangs [pods] MODE [nodes]`` (default 4,000 pods,
 2,000 nodes 20% full) prints the CPU time per pod. Under callgrind with
@@ -37,7 +37,6 @@ from typing import Any, cast
 import orjson
 
 from esched.core import ClusterState
-from esched.core.validation import Validator
 from esched.schemas.events import (
     DECISIONS_STREAM,
     PLACEMENT_COMMITTED,
@@ -48,7 +47,7 @@ from esched.schemas.events import (
 from esched.schemas.validator import parse_event
 from esched.services.bench_follow import flow_log
 from esched.services.commit import CommitService
-from esched.services.commit.arbiter import _verdicts_hold
+from esched.services.commit.arbiter import verdicts_hold
 from esched.services.dispatch import Dispatcher
 from esched.services.store.base import StoredEvent
 from esched.services.store.snapshots import freeze_heap, thaw_heap
@@ -136,10 +135,7 @@ def run_dispatch(pods: int, nodes: int, jobs: bool) -> dict[str, Any]:
     released: list[int] = []
 
     def batch(rows: list[StoredEvent]) -> None:
-        d._fold(rows)
-        items, d._outbox = d._outbox, []
-        d._rejections.clear()
-        released.append(len(d.admission.release(state, items)))
+        released.append(len(d.fold_and_release(rows)[0]))
 
     cpu = _run_batches(batch, ((b,) for b in _batches(rows)))
     return {
@@ -156,8 +152,7 @@ def run_commit(pods: int, nodes: int, jobs: bool) -> dict[str, Any]:
     snapshot, rows, proposals = _flow(pods, nodes, jobs)
     state = ClusterState.from_bytes(snapshot)
     c = CommitService(cast(Any, None))
-    c.state = state
-    c._validator = Validator(state, c.config.bands, c.config.profile)
+    c.adopt(state)
     wire = [orjson.dumps(proposal_envelope(p, f"esched/replica/{p['replica']}")) for p in proposals]
     # Per batch of ``PROPOSALS`` decisions: the rows before them other than decisions
     # (folded first, as a catch-up does), then their proposals (the decisions folded
@@ -194,17 +189,16 @@ def run_commit(pods: int, nodes: int, jobs: bool) -> dict[str, Any]:
     def batch(
         others: list[StoredEvent], msgs: list[bytes], positions: list[int], moved: list[Any]
     ) -> None:
-        c._fold_rows(others, True)
+        c.fold_rows(others)
         if not msgs:
             return
         items = [parse_event(m, allowed_types=(PLACEMENT_PROPOSED,))["data"] for m in msgs]
-        _out, fresh = c._validate(items)
-        committed[2] += _verdicts_hold(moved, fresh, state)
-        c._expected = {env["id"] for env in fresh}
-        stamp = time.time()
-        for env, pos in zip(fresh, positions, strict=True):
-            state.apply(env, pos)
-            c._decision_books(pos, env["id"], env["type"], pos, env["data"], stamp, True)
+        fresh = c.validate(items)
+        committed[2] += verdicts_hold(moved, fresh, state)
+        # Decisions only (no victims in this flow), at their renumbered positions.
+        assert len(fresh) == len(positions)
+        c.apply_decisions(fresh, positions[0], positions[0])
+        for env in fresh:
             committed[env["type"] != PLACEMENT_COMMITTED] += 1
 
     cpu = _run_batches(batch, work)
@@ -214,7 +208,7 @@ def run_commit(pods: int, nodes: int, jobs: bool) -> dict[str, Any]:
         "committed": committed[0],
         "rejected": committed[1],
         "verdicts_hold": committed[2],
-        "foreign": len(c._foreign),
+        "foreign": c.foreign_decisions,
         "cpu_us_per_pod": round(cpu / pods * 1e6, 2),
     }
 

@@ -42,7 +42,7 @@ from esched.core.jobs import ATTEMPT_ANNOTATION, JobBook
 from esched.schemas import events as ev
 from esched.services.store.base import AppendResult, NewEvent, StoredEvent
 
-__all__ = ["bench_controller", "bench_jobs"]
+__all__ = ["MemoryLog", "bench_controller", "bench_jobs", "run_unsuspended"]
 
 #: Outcome mix (cumulative): mostly successes, a few failures, evictions, reports.
 _MIX = ((0.96, ev.POD_SUCCEEDED), (0.98, ev.POD_FAILED), (0.99, ev.POD_EVICTED))
@@ -220,7 +220,7 @@ def bench_jobs(jobs: int = 10_000, events: int = 1_000_000, seed: int = 0) -> di
     }
 
 
-class _MemoryLog:
+class MemoryLog:
     """An event store's append and nothing else: the rows appended, in order (what
     the controller's append costs on its side, not the store's)."""
 
@@ -244,9 +244,9 @@ class _MemoryLog:
         return AppendResult([r.position for r in rows], 0, len(self.rows))
 
 
-def _run(coro: Any) -> Any:
+def run_unsuspended(coro: Any) -> Any:
     """Run a coroutine that never suspends (the controller's append to a
-    :class:`_MemoryLog`) without an event loop."""
+    :class:`MemoryLog`) without an event loop."""
     try:
         coro.send(None)
     except StopIteration as stop:
@@ -284,9 +284,9 @@ def bench_controller(jobs: int = 2000, batch: int = 100) -> dict[str, Any]:
     from esched.services.store.snapshots import freeze_heap, thaw_heap
 
     payloads, _pods = job_payloads(jobs, "tput", seed=1, size=1)
-    store = _MemoryLog()
+    store = MemoryLog()
     controller = JobController(store)  # type: ignore[arg-type]
-    _run(controller.start())
+    run_unsuspended(controller.start())
     controller.leading = True
     freeze_heap()
     cpu = 0.0
@@ -327,7 +327,7 @@ def bench_controller(jobs: int = 2000, batch: int = 100) -> dict[str, Any]:
 def _round(controller: Any, rows: list[StoredEvent]) -> None:
     """The Jobs read, folded, and their pods decided and appended."""
     if controller.follow(rows):
-        _run(controller.act())
+        run_unsuspended(controller.act())
 
 
 def _follow(controller: Any, rows: list[StoredEvent]) -> None:

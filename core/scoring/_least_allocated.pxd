@@ -2,11 +2,10 @@
 # kube-scheduler v1.30 least_allocated.go, integer arithmetic as there.
 from esched.core._types cimport score_t, units_t
 from esched.core.scoring._plugin cimport (
-    MAX_NODE_SCORE,
     WeightedSum,
-    div_by_cap,
     floor_div,
-    floor_div_nopow2,
+    node_share,
+    node_share_inv,
     weighted_mean,
     weighted_sum_start,
 )
@@ -17,8 +16,7 @@ cdef inline score_t least_requested_score(units_t requested, units_t capacity) n
         return 0
     if requested > capacity:
         return 0
-    # (capacities are seldom powers of two: no shift test)
-    return floor_div_nopow2((capacity - requested) * MAX_NODE_SCORE, capacity)
+    return node_share(capacity - requested, capacity)
 
 
 cdef inline void least_allocated_add(WeightedSum* a, units_t requested, units_t allocatable,
@@ -53,8 +51,8 @@ cdef inline score_t least_allocated_inv(const units_t* requested, const units_t*
         if allocatable[i] == 0:
             continue
         if requested[i] <= allocatable[i]:
-            node_score += div_by_cap((allocatable[i] - requested[i]) * MAX_NODE_SCORE,
-                                     allocatable[i], inv[i]) * weight[i]
+            node_score += node_share_inv(allocatable[i] - requested[i], allocatable[i],
+                                         inv[i]) * weight[i]
         weight_sum += weight[i]
     if weight_sum == 0:
         return 0

@@ -2,11 +2,10 @@
 # kube-scheduler v1.30 most_allocated.go, integer arithmetic as there.
 from esched.core._types cimport score_t, units_t
 from esched.core.scoring._plugin cimport (
-    MAX_NODE_SCORE,
     WeightedSum,
-    div_by_cap,
     floor_div,
-    floor_div_nopow2,
+    node_share,
+    node_share_inv,
     weighted_mean,
     weighted_sum_start,
 )
@@ -18,8 +17,7 @@ cdef inline score_t most_requested_score(units_t requested, units_t capacity) no
     if requested > capacity:
         # Pods without requests get the non-zero defaults, so requested may exceed capacity.
         requested = capacity
-    # (capacities are seldom powers of two: no shift test)
-    return floor_div_nopow2(requested * MAX_NODE_SCORE, capacity)
+    return node_share(requested, capacity)
 
 
 cdef inline void most_allocated_add(WeightedSum* a, units_t requested, units_t allocatable,
@@ -53,9 +51,8 @@ cdef inline score_t most_allocated_inv(const units_t* requested, const units_t* 
     for i in range(n):
         if allocatable[i] == 0:
             continue
-        node_score += div_by_cap((requested[i] if requested[i] < allocatable[i]
-                                  else allocatable[i]) * MAX_NODE_SCORE,
-                                 allocatable[i], inv[i]) * weight[i]
+        node_score += node_share_inv(requested[i] if requested[i] < allocatable[i]
+                                     else allocatable[i], allocatable[i], inv[i]) * weight[i]
         weight_sum += weight[i]
     if weight_sum == 0:
         return 0

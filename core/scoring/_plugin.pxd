@@ -7,6 +7,13 @@ cdef extern from *:
     int __builtin_ctzll(unsigned long long) nogil
     int __builtin_popcountll(unsigned long long) nogil
 
+cdef extern from *:
+    """
+    #define ESCHED_SHARE_EXACT 92233720368547758LL  /* (2**63 - 1) // 100 */
+    """
+    # Up to this, part * MAX_NODE_SCORE fits in int64 (node_share).
+    const long long SHARE_EXACT "ESCHED_SHARE_EXACT"
+
 cdef enum:
     MAX_NODE_SCORE = 100        # framework.MaxNodeScore
     MAX_CUSTOM_PRIORITY_SCORE = 10  # config.MaxCustomPriorityScore (RTCR shape scores)
@@ -155,6 +162,33 @@ cdef inline long long div_by_cap(long long num, long long cap, double inv_cap) n
         q += (q + 1) * cap <= num
         return q
     return floor_div_nopow2(num, cap)
+
+
+cdef inline long long node_share(long long part, long long whole) noexcept nogil:
+    """``part * MAX_NODE_SCORE // whole`` for 0 <= part <= whole, 0 < whole, in
+    [0, MAX_NODE_SCORE] for any quantities (up to 2**62 base units): exact up to
+    SHARE_EXACT; above, where the 64-bit product overflows (kube-scheduler's int64
+    arithmetic returns a score outside the range there, which its framework refuses),
+    the share of the two without their low byte (whole > 2**56: within one of the
+    exact share). The common case (both below 2**52) tests nothing more than
+    floor_div_nopow2 does; no 128-bit arithmetic, whose registers would cost every
+    kernel call."""
+    cdef long long a = part * MAX_NODE_SCORE
+    if ((a | whole) >> 52) == 0:
+        return floor_div_nopow2(a, whole)
+    if part > SHARE_EXACT:
+        a = (part >> 8) * MAX_NODE_SCORE
+        whole >>= 8
+    return floor_div_nopow2(a, whole)
+
+
+cdef inline long long node_share_inv(long long part, long long whole,
+                                     double inv_whole) noexcept nogil:
+    """node_share given ``inv_whole = 1.0 / whole`` (div_by_cap): the same integers."""
+    cdef long long num = part * MAX_NODE_SCORE
+    if ((num | whole) >> 52) == 0:
+        return div_by_cap(num, whole, inv_whole)
+    return node_share(part, whole)
 
 
 cdef inline score_t default_normalize(long long raw, long long raw_max,

@@ -80,7 +80,7 @@ class _Arbiter(_Leadership):
                     moved = await self._catch_up(live=True)
                     if self._foreign:
                         await self._foreign_writer()
-                    revalidate = not _verdicts_hold(moved, fresh, self.state)
+                    revalidate = not verdicts_hold(moved, fresh, self.state)
                     if revalidate:
                         metrics.COMMIT_HEAD_CONFLICTS.labels("revalidated").inc()
                         log.info(
@@ -189,12 +189,7 @@ class _Arbiter(_Leadership):
                 and res.duplicates == 0
                 and res.positions == list(range(start, start + len(fresh)))
             ):
-                stamp = datetime.now(UTC).timestamp()
-                for i, (env, ev) in enumerate(zip(fresh, events, strict=True)):
-                    self.state.apply(env, start + i)
-                    self._decision_books(
-                        start + i, ev.id, ev.type, expected + 1 + i, env["data"], stamp, True
-                    )
+                self._fold_own(fresh, start, expected + 1)
             else:
                 await self._catch_up(live=True)
         finally:
@@ -215,6 +210,18 @@ class _Arbiter(_Leadership):
         if self._foreign:
             await self._foreign_writer()
         return {env["id"]: pos for env, pos in zip(fresh, res.positions, strict=True)}
+
+    def _fold_own(self, fresh: list[dict[str, Any]], start: int, version: int) -> None:
+        """Fold this instance's decisions ``fresh`` from memory with their books, at log
+        positions ``start``.. and decisions-stream versions ``version``.. (ids in
+        :attr:`_expected`, else they count as a foreign writer's)."""
+        assert self.state is not None
+        stamp = datetime.now(UTC).timestamp()
+        for i, env in enumerate(fresh):
+            self.state.apply(env, start + i)
+            self._decision_books(
+                start + i, env["id"], env["type"], version + i, env["data"], stamp, True
+            )
 
     async def _foreign_writer(self) -> None:
         where = self._foreign[:5]
@@ -309,9 +316,9 @@ class _Arbiter(_Leadership):
 #: dispatcher's, for an overloaded node's agent) changes nothing in the fold, nor do
 #: the Job lifecycle's records (the job controller's; the cluster fold only counts
 #: them). A PodGroup qualifies too unless it is the gang of one of the batch's pods
-#: (:func:`_verdicts_hold`), and so does a Volcano Job, which implies its PodGroup
+#: (:func:`verdicts_hold`), and so does a Volcano Job, which implies its PodGroup
 #: (the gang of the Job's key).
-_NEUTRAL = frozenset(
+NEUTRAL = frozenset(
     {
         POD_SUBMITTED,
         POD_UNSCHEDULABLE,
@@ -324,7 +331,7 @@ _NEUTRAL = frozenset(
 )
 
 
-def _verdicts_hold(
+def verdicts_hold(
     moved: list[tuple[str, str]], fresh: list[dict[str, Any]], state: ClusterState
 ) -> bool:
     """Whether the decisions ``fresh`` stay exactly what validation said after the
@@ -339,7 +346,7 @@ def _verdicts_hold(
     (nothing bound there, no capability). A Volcano Job may imply its PodGroup: it
     counts as the PodGroup of the gang its key names.
     """
-    if not moved or any(t not in _NEUTRAL for t, _stream in moved):
+    if not moved or any(t not in NEUTRAL for t, _stream in moved):
         return False
     checked = {stream for _t, stream in moved}
     groups = False

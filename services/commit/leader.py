@@ -94,16 +94,21 @@ class _Leadership(_Books):
                 log.info("no state snapshot at fence position %d; folding the whole log", fence[0])
         self.state = state
         self.decisions_version = version
-        self._validator = Validator(
+        self._validator = self._new_validator(state)
+        self._decided.clear()
+        self._submitted.clear()
+        self._snapshot_at = state.position
+        await self._catch_up(live=False)
+
+    def _new_validator(self, state: ClusterState) -> Validator:
+        """The validator of :attr:`state`, with this service's bands, profile and queue
+        tree."""
+        return Validator(
             state,
             self.config.bands,
             self.config.profile,
             queue_hierarchy=self.config.queue_hierarchy,
         )
-        self._decided.clear()
-        self._submitted.clear()
-        self._snapshot_at = state.position
-        await self._catch_up(live=False)
 
     def _snapshot(self) -> None:
         """Snapshot the state and its fence version (same position) for fast takeovers:

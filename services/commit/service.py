@@ -9,18 +9,23 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from esched.core import ClusterState
 from esched.services import metrics
 from esched.services.commit.config import SERVICE, CommitTotals, NotLeader
 from esched.services.commit.consumer import _ProposalConsumer
 from esched.services.commit.decisions import proposal_data
 from esched.services.faults import retry_transient
+from esched.services.store.base import StoredEvent
 from esched.services.store.snapshots import thaw_heap
 
 log = logging.getLogger(__name__)
 
 
 class CommitService(_ProposalConsumer):
-    """The commit service facade: :meth:`start`, :meth:`run`, :meth:`decide`, :meth:`stop`.
+    """The commit service facade: :meth:`start`, :meth:`run`, :meth:`decide`, :meth:`stop`;
+    and deciding in process on a given state, without a store or a lease
+    (:meth:`adopt`, :meth:`fold_rows`, :meth:`validate`, :meth:`apply_decisions`), each
+    step as a leader's batch runs it (benchmarks and tests).
 
     :param store: the event store (connected, migrated).
     :param bus: the bus for proposals in and decisions out; None in the embedded mode,
@@ -120,3 +125,35 @@ class CommitService(_ProposalConsumer):
         decisions = await self._decide_batch(items)
         await self._publish(decisions, self._appended_payloads())
         return decisions
+
+    def adopt(self, state: ClusterState) -> None:
+        """Take ``state`` as the authoritative fold (with its validator, as a rebuild
+        leaves it), without a store, a lease or leading."""
+        self.state = state
+        self._validator = self._new_validator(state)
+
+    def fold_rows(self, rows: list[StoredEvent]) -> None:
+        """Fold stored rows that follow :attr:`state`'s position, with the books, as a
+        leader's catch-up does (a decision not made by :meth:`apply_decisions` counts
+        in :attr:`foreign_decisions`)."""
+        self._fold_rows(rows, True)
+
+    def validate(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The decision envelopes (a preemptor's evictions before its decision) for the
+        proposals' ``data`` in ``items`` on the current fold, as a batch appends them."""
+        return self._validate(items)[1]
+
+    def apply_decisions(self, fresh: list[dict[str, Any]], start: int, version: int) -> None:
+        """Fold :meth:`validate`'s envelopes ``fresh`` from memory at log positions
+        ``start``.. and decisions-stream versions ``version``.., with the books, as
+        after a head-checked append that stored them all."""
+        self._expected = {env["id"] for env in fresh}
+        try:
+            self._fold_own(fresh, start, version)
+        finally:
+            self._expected = set()
+
+    @property
+    def foreign_decisions(self) -> int:
+        """Decisions folded since the last batch that another writer made."""
+        return len(self._foreign)

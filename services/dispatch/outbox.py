@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import orjson
 
+from esched.core.admission import WorkItem
 from esched.schemas.events import POD, POD_REJECTED, envelope, stream_name, timestamp
 from esched.services import metrics
 from esched.services.bus.signing import send_signed
@@ -55,6 +56,12 @@ class _Outbox(_Reclaim):
                 self.totals.rejected[r.reason] = self.totals.rejected.get(r.reason, 0) + 1
                 metrics.ADMISSION_REJECTED.labels(r.reason).inc()
 
+    def _release(self) -> list[WorkItem]:
+        """Empty the outbox: the items admission hands out now, in allocation order
+        (the rest it holds)."""
+        items, self._outbox = self._outbox, []
+        return self.admission.release(self.state, items)
+
     async def _flush(self) -> None:
         """Append overload handling and rejections; publish the outbox in allocation
         order, holding what the queues do not admit (at-least-once; duplicates are
@@ -65,8 +72,7 @@ class _Outbox(_Reclaim):
         await self._send_reclaims()
         if not self._outbox or self._producer is None:
             return
-        items, self._outbox = self._outbox, []
-        admitted = self.admission.release(self.state, items)
+        admitted = self._release()
         held = self.admission.held_counts()
         self.totals.held = held
         for reason in ("QueueClosed", "QueueCapability", "ClusterCapacity", "QueueOverused"):

@@ -7,10 +7,12 @@ import contextlib
 import logging
 
 from esched.core import PHASE_PENDING
+from esched.core.admission import Rejection, WorkItem
 from esched.services.bus import BusError
 from esched.services.dispatch.config import SERVICE, DispatchTotals
 from esched.services.dispatch.outbox import _Outbox
 from esched.services.faults import retry_transient
+from esched.services.store.base import StoredEvent
 from esched.services.store.follower import LogFollower
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,15 @@ class Dispatcher(_Outbox):
             if idx is not None and st.phase_of(idx) == PHASE_PENDING:
                 return False
         return all(p.capacity_seq >= self._capacity_seq for p in self._parked.values())
+
+    def fold_and_release(self, rows: list[StoredEvent]) -> tuple[list[WorkItem], list[Rejection]]:
+        """Fold stored rows that follow the state's position and take what became of
+        them, as the leader's fold and flush do but without publishing or appending
+        (in-process use: benchmarks, tests): the work admission hands out now, in
+        allocation order, and the rejections it decided."""
+        self._fold(rows)
+        rejections, self._rejections = self._rejections, []
+        return self._release(), rejections
 
     @property
     def parked(self) -> int:

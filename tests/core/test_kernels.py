@@ -129,6 +129,71 @@ def test_reciprocal_kernel_variants_score_as_the_kernels(kind, vectors):
     assert by_inverse == exact
 
 
+_SHARE_EXACT = (2**63 - 1) // 100
+
+
+def _kube_fit(
+    kind: str, requested: list[int], allocatable: list[int], weights: list[int], *, wide: bool
+) -> int:
+    """kube-scheduler's mostResourceScorer / leastResourceScorer
+    (pkg/scheduler/framework/plugins/noderesources/most_allocated.go,
+    least_allocated.go) in exact integers: requested above capacity capped (Most) or
+    scored 0 (Least); a resource the node has none of left out (resource_allocation.go).
+    ``wide``: a share whose part * 100 is beyond int64 taken as esched takes it, of
+    the two without their low byte (kube's int64 product overflows there)."""
+    node = weight_sum = 0
+    for r, a, w in zip(requested, allocatable, weights, strict=True):
+        if a == 0:
+            continue
+        part = min(r, a) if kind == "MostAllocated" else (a - r if r <= a else 0)
+        if wide and part > _SHARE_EXACT:
+            node += (part >> 8) * 100 // (a >> 8) * w
+        else:
+            node += part * 100 // a * w
+        weight_sum += w
+    return node // weight_sum if weight_sum else 0
+
+
+# Quantities go up to 2**62 base units (schemas.quantity.MAX_BASE_UNITS); above
+# (2**63 - 1) // 100 a 64-bit requested * 100 overflows.
+_ANY_UNITS = st.integers(0, 2**62) | st.sampled_from([0, 1, 2**62, _SHARE_EXACT, 10**17])
+
+
+@pytest.mark.parametrize("kind", ["LeastAllocated", "MostAllocated", "BalancedAllocation"])
+@given(st.lists(st.tuples(_ANY_UNITS, _ANY_UNITS, st.integers(1, 100)), min_size=1, max_size=4))
+def test_allocation_scores_stay_within_the_node_score_range_for_any_quantity(kind, vectors):
+    requested, allocatable, weights = (list(v) for v in zip(*vectors, strict=True))
+    exact, by_inverse = _py_kernel_and_inv(kind, requested, allocatable, weights)
+    assert 0 <= exact <= 100 and by_inverse == exact
+    if kind != "BalancedAllocation":
+        assert exact == _kube_fit(kind, requested, allocatable, weights, wide=True)
+        # kube's share in exact integers: the same, or within one where it is wide
+        assert abs(_kube_fit(kind, requested, allocatable, weights, wide=False) - exact) <= 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "requested", "allocatable", "want"),
+    [
+        # requested = capacity = 10**17: 10**19 overflowed int64 (scored -84 before)
+        ("MostAllocated", [10**17], [10**17], 100),
+        ("LeastAllocated", [0], [10**17], 100),
+        # half of 2**58: 50, not -14; 98% of 2**62 without its low byte: 97
+        ("LeastAllocated", [_SHARE_EXACT], [2**62], 97),
+        ("MostAllocated", [2**57], [2**58], 50),
+        ("LeastAllocated", [2**57], [2**58], 50),
+        # requested above a huge capacity: capped (Most), 0 (Least)
+        ("MostAllocated", [2**62], [2**61], 100),
+        ("LeastAllocated", [2**62], [2**61], 0),
+        # capacity 0: the resource is left out (a lone one scores 0)
+        ("MostAllocated", [5, 2**60], [0, 2**61], 50),
+        ("LeastAllocated", [5], [0], 0),
+    ],
+)
+def test_allocation_scores_of_huge_quantities(kind, requested, allocatable, want):
+    weights = [1] * len(requested)
+    assert _py_kernel_and_inv(kind, requested, allocatable, weights) == (want, want)
+
+
 @pytest.mark.parametrize(
     ("requested", "allocatable"),
     [

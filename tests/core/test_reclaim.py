@@ -4,7 +4,7 @@ import pytest
 
 from esched.core import ClusterState, Placer
 from esched.core.queues import queue_view
-from esched.core.reclaim import _victim_ok, plan_gang_reclaim, plan_reclaim, victims_legal
+from esched.core.reclaim import plan_gang_reclaim, plan_reclaim, victim_ok, victims_legal
 from support.fold import EV, Log, commit, node, pod
 
 GI = 2**30
@@ -70,7 +70,7 @@ def test_no_reclaim_from_a_queue_that_is_not_reclaimable_or_would_lose_its_guara
     assert plan_reclaim(s, Placer(s), "ns/b0") is None
     assert victims_legal(s, "ns/b0", ["ns/a0"]) is not None
     # ... and is checked on its own: above the fair share in memory, at the cpu guarantee.
-    why = _victim_ok(
+    why = victim_ok(
         "a",
         {"guarantee": {"cpu": 4000}},
         {"cpu": 4000, "memory": 8 * GI},
@@ -207,7 +207,7 @@ def test_a_guarantee_is_never_reclaimed_whatever_the_priorities():
     # a's guarantee raises its share to 3 CPUs: one pod is above it, a second is not.
     assert victims_legal(s, "ns/b0", ["ns/a0"]) is None
     assert victims_legal(s, "ns/b0", ["ns/a0", "ns/a1"]) is not None
-    why = _victim_ok("a", {"guarantee": {"cpu": 3500}}, {"cpu": 4000}, {"cpu": 3500}, {"cpu": 1000})
+    why = victim_ok("a", {"guarantee": {"cpu": 3500}}, {"cpu": 4000}, {"cpu": 3500}, {"cpu": 1000})
     assert why == "queue a would fall below its guarantee of cpu"
 
 

@@ -578,20 +578,8 @@ def test_up_with_a_quota_config_rejects_and_replay_shows_queues(tmp_path):
     manifests.write_text("\n---\n".join(docs))
     store = f"sqlite:///{tmp_path / 'e.sqlite'}"
     runner = CliRunner()
-    res = runner.invoke(
-        cli,
-        [
-            "--config",
-            str(cfg),
-            "up",
-            "--store",
-            store,
-            "--input",
-            str(manifests),
-            "--exit-when-idle",
-            "--quiet",
-        ],
-    )
+    up = ["--config", str(cfg), "up", "--store", store, "--input", str(manifests)]
+    res = runner.invoke(cli, [*up, "--exit-when-idle", "--quiet"])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
     assert summary["dispatch"]["rejected"] == {"QuotaExceeded": 1}
@@ -603,20 +591,7 @@ def test_up_with_a_quota_config_rejects_and_replay_shows_queues(tmp_path):
     assert "root.q" in res.stdout and "cpu=2/2" in res.stdout
     # A bad quota section is a usage error naming the field.
     cfg.write_text("quota:\n  namespaces:\n    t:\n      cpu: lots\n")
-    res = runner.invoke(
-        cli,
-        [
-            "--config",
-            str(cfg),
-            "up",
-            "--store",
-            store,
-            "--input",
-            str(manifests),
-            "--exit-when-idle",
-            "--quiet",
-        ],
-    )
+    res = runner.invoke(cli, [*up, "--exit-when-idle", "--quiet"])
     assert res.exit_code == EXIT_USAGE and "quota.namespaces.t.cpu" in res.output
 
 

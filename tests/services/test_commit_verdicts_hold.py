@@ -1,5 +1,5 @@
 """Whether a batch's verdicts hold after events got into the log first
-(``_verdicts_hold`` in services/commit/arbiter.py) looks a moved PodGroup's (or
+(``verdicts_hold`` in services/commit/arbiter.py) looks a moved PodGroup's (or
 Job's) gang up by its members instead of each bound pod's gang: the answer must be
 the one of comparing every pod's gang's stream, over a seeded mix of one-pod Jobs,
 multi-pod Jobs and PodGroups, plain pods and batches naming them."""
@@ -14,7 +14,7 @@ import pytest
 from esched.core import ClusterState
 from esched.schemas import events as E
 from esched.schemas.events import JOB, POD, PODGROUP, stream_key, stream_name, stream_of
-from esched.services.commit.arbiter import _NEUTRAL, _verdicts_hold
+from esched.services.commit.arbiter import NEUTRAL, verdicts_hold
 from support.gang_mix import mixed_log
 
 
@@ -22,7 +22,7 @@ def _by_every_pod(
     moved: list[tuple[str, str]], fresh: list[dict[str, Any]], state: ClusterState
 ) -> bool:
     """The reference: every bound pod's gang's stream compared with the moved ones."""
-    if not moved or any(t not in _NEUTRAL for t, _stream in moved):
+    if not moved or any(t not in NEUTRAL for t, _stream in moved):
         return False
     groups = False
     checked = [stream for _t, stream in moved]
@@ -73,7 +73,7 @@ def _batch(rnd: random.Random, st: ClusterState, names: list[str]) -> list[dict[
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_verdicts_hold_by_gang_members_is_by_every_pods_gang(seed: int) -> None:
+def testverdicts_hold_by_gang_members_is_by_every_pods_gang(seed: int) -> None:
     rnd = random.Random(seed)
     log = mixed_log(seed)
     st = ClusterState()
@@ -86,11 +86,11 @@ def test_verdicts_hold_by_gang_members_is_by_every_pods_gang(seed: int) -> None:
         names = [*st_after.pod_index, "t/nobody"]
         for _ in range(20):
             moved = rnd.sample(moved_all, rnd.randint(0, len(moved_all)))
-            moved = [m for m in moved if m[0] in _NEUTRAL] if rnd.random() < 0.8 else moved
+            moved = [m for m in moved if m[0] in NEUTRAL] if rnd.random() < 0.8 else moved
             if rnd.random() < 0.1:  # a stream naming a PodGroup on another neutral event
                 moved.append((E.POD_UNSCHEDULABLE, stream_name(PODGROUP, rnd.choice(names))))
             fresh = _batch(rnd, st_after, names)
             want = _by_every_pod(moved, fresh, st_after)
-            assert _verdicts_hold(moved, fresh, st_after) == want, (moved, fresh)
+            assert verdicts_hold(moved, fresh, st_after) == want, (moved, fresh)
             answers[want] += 1
     assert answers[True] > 20 and answers[False] > 20

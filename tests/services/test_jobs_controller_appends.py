@@ -22,7 +22,7 @@ from esched.schemas.manifests import volcano_task_pod
 from esched.schemas.objects import decoded_json_copy
 from esched.schemas.validator import InvalidEvent, validate_data
 from esched.schemas.volcano_jobs import default_job
-from esched.services.bench_jobs import _MemoryLog, _run
+from esched.services.bench_jobs import MemoryLog, run_unsuspended
 from esched.services.jobs import SOURCE, JobController, fold_rows
 from esched.services.store.base import NewEvent
 from support.job_templates import example_jobs, generated_jobs
@@ -64,12 +64,12 @@ def _expected(job: dict[str, Any], time: str) -> list[tuple[str, str, bytes] | N
     return out
 
 
-def run_controller(jobs: list[dict[str, Any]]) -> tuple[JobController, _MemoryLog, list[Any]]:
+def run_controller(jobs: list[dict[str, Any]]) -> tuple[JobController, MemoryLog, list[Any]]:
     """The controller over an in-memory log of ``jobs`` (40 at a time), its pods
     folded back with their placements: the controller, the log, and what it appended
     as (id, stream, payload with its time as ``TIME``) with the expected slow-path rows
     (None for a pod refused)."""
-    store = _MemoryLog()
+    store = MemoryLog()
     controller = JobController(store)  # type: ignore[arg-type]
     controller.leading = True
     got: list[tuple[str, str, bytes]] = []
@@ -84,7 +84,7 @@ def run_controller(jobs: list[dict[str, Any]]) -> tuple[JobController, _MemoryLo
             [NewEvent(e["id"], e["type"], ev.stream_of(e), orjson.dumps(e)) for e in envs]
         )
         controller.follow(rows)
-        _run(controller.act())
+        run_unsuspended(controller.act())
         own = store.rows[rows[-1].position :]
         time = orjson.loads(own[0].payload)["time"] if own else ""
         stamp = f'"time":"{time}"'.encode()
@@ -106,7 +106,7 @@ def run_controller(jobs: list[dict[str, Any]]) -> tuple[JobController, _MemoryLo
             [NewEvent(placed["id"], placed["type"], "decisions", orjson.dumps(placed))]
         )
         controller.follow(own + rows)
-        _run(controller.act())
+        run_unsuspended(controller.act())
     return controller, store, [got, expected]
 
 

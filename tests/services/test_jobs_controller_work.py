@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from esched.core._fold_bytes import job_fold_parts
-from esched.core.jobs import FOLDED_TYPES, JobBook, _time
+from esched.core.jobs import FOLDED_TYPES, JobBook
+from esched.core.overload import log_seconds
 from esched.schemas import events as ev
 from esched.schemas.events import stream_of
 from esched.schemas.manifests import events_from_documents, volcano_task_pod
@@ -189,7 +190,7 @@ def test_rows_read_off_their_bytes_fold_as_decoded_rows() -> None:
     assert job_fold_parts(rows[1].payload) is None  # a Job's pod: decoded
     assert job_fold_parts(rows[5].payload) is None  # its label's key in the bytes
     assert job_fold_parts(rows[7].payload) == (
-        ev.PLACEMENT_COMMITTED, _time("2030-01-01T00:00:06.500000Z"), [("t/tri-w-1", None)]
+        ev.PLACEMENT_COMMITTED, log_seconds("2030-01-01T00:00:06.500000Z"), [("t/tri-w-1", None)]
     )  # fmt: skip
     assert job_fold_parts(rows[8].payload)[1] == "2030-01-01T00:00:09Z"  # type: ignore[index]
 
@@ -242,7 +243,7 @@ def test_times_read_off_the_bytes_are_the_floats_the_fold_parses() -> None:
         time = parts[1]
         if isinstance(time, float):
             floats += 1
-            assert time == _time(text), text
+            assert time == log_seconds(text), text
         else:
             assert time == text
     assert floats > 5_000

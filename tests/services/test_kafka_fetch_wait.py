@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
-from esched.services.bus import TopicNames
+from esched.services.bus import BusConsumer, BusProducer, TopicNames
 from esched.services.bus.kafka import FetchWait, KafkaBus
 
 
@@ -87,9 +89,14 @@ async def _poll_empty(consumer, seconds: float) -> None:
         assert await consumer.poll(100, 100) == []
 
 
-async def _bus(bootstrap: str, prefix: str, *, ceiling_ms: int) -> KafkaBus:
+@contextlib.asynccontextmanager
+async def _started(
+    bootstrap: str, prefix: str, topic: str, *, ceiling_ms: int
+) -> AsyncIterator[tuple[KafkaBus, BusConsumer, BusProducer]]:
     """A bus whose consumers wait 20 ms idle, 40 busy, and grow to ``ceiling_ms``
-    after 0.3 s of empty polls; its topics made with one partition each."""
+    after 0.3 s of empty polls (its topics made with one partition each), with a
+    started consumer of ``topic`` (the bus's topic of that name) and a started
+    producer, both stopped on the way out."""
     bus = KafkaBus(
         bootstrap,
         TopicNames(prefix),
@@ -99,27 +106,33 @@ async def _bus(bootstrap: str, prefix: str, *, ceiling_ms: int) -> KafkaBus:
         fetch_wait_grow_after=0.3,
     )
     await bus.ensure_topics(partitions=1)
-    return bus
+    consumer = bus.consumer([getattr(bus.topics, topic)], "g", exclusive=True)
+    await consumer.start()
+    try:
+        producer = bus.producer()
+        await producer.start()
+        try:
+            yield bus, consumer, producer
+        finally:
+            await producer.stop()
+    finally:
+        await consumer.stop()
 
 
 async def test_an_idle_kafka_consumer_waits_longer_per_fetch_and_still_gets_records(
     kafka_bootstrap, topic_prefix
 ):
-    bus = await _bus(kafka_bootstrap, topic_prefix, ceiling_ms=200)
-    consumer = bus.consumer([bus.topics.pods], "g", exclusive=True)
-    await consumer.start()
-    producer = bus.producer()
-    await producer.start()
-    try:
+    async with _started(kafka_bootstrap, topic_prefix, "pods", ceiling_ms=200) as (
+        bus,
+        consumer,
+        producer,
+    ):
         await _poll_empty(consumer, 1.2)
         assert consumer.fetch_wait_ms == 200  # grown to the ceiling, not above
         await producer.send_many(bus.topics.pods, [(None, b"v")])
         # The record comes within the ceiling (and a poll's own slack).
         assert await _poll_until(consumer, 1, 5) < 0.2 + 0.3
         assert consumer.fetch_wait_ms == 40  # records came: the busy wait at once
-    finally:
-        await producer.stop()
-        await consumer.stop()
 
 
 async def test_a_partition_resumed_after_an_idle_pause_is_fetched_within_the_short_wait(
@@ -130,13 +143,12 @@ async def test_a_partition_resumed_after_an_idle_pause_is_fetched_within_the_sho
     # already sent, and a resumed partition is fetched only once it is answered, which
     # tansu does on its own schedule (~440 ms into a 1,000 ms wait): were the empty run
     # to carry over the pauses, the wait would have grown to the ceiling here.
-    bus = await _bus(kafka_bootstrap, topic_prefix, ceiling_ms=1000)
-    consumer = bus.consumer([bus.topics.work], "g", exclusive=True)
-    await consumer.start()
-    producer = bus.producer()
-    await producer.start()
     took = []
-    try:
+    async with _started(kafka_bootstrap, topic_prefix, "work", ceiling_ms=1000) as (
+        bus,
+        consumer,
+        producer,
+    ):
         for _ in range(3):
             for _ in range(4):
                 consumer.resume_fetching()
@@ -146,10 +158,7 @@ async def test_a_partition_resumed_after_an_idle_pause_is_fetched_within_the_sho
             consumer.resume_fetching()
             await producer.send_many(bus.topics.work, [(None, b"w")])
             took.append(await _poll_until(consumer, 1, 5))
-        assert statistics.median(took) < 0.1, took
-    finally:
-        await producer.stop()
-        await consumer.stop()
+    assert statistics.median(took) < 0.1, took
 
 
 async def test_the_fetch_right_after_records_already_asks_for_the_busy_wait(
@@ -158,29 +167,29 @@ async def test_the_fetch_right_after_records_already_asks_for_the_busy_wait(
     # aiokafka sends the next fetch as soon as a poll has taken the records: the wait
     # must be set before its fetcher runs again, or the first fetch of a burst after
     # an idle spell still waits the idle ceiling (on tansu, ~100 ms at 200 ms).
-    bus = await _bus(kafka_bootstrap, topic_prefix, ceiling_ms=200)
-    consumer = bus.consumer([bus.topics.pods], "g", exclusive=True)
-    await consumer.start()
-    producer = bus.producer()
-    await producer.start()
-    # What the fetcher plans (each fetch request's wait) and when a poll takes records.
-    fetcher = consumer._consumer._fetcher
-    plan, taken = fetcher._get_actions_per_node, fetcher.fetched_records
     events: list[int | str] = []
+    async with _started(kafka_bootstrap, topic_prefix, "pods", ceiling_ms=200) as (
+        bus,
+        consumer,
+        producer,
+    ):
+        # What the fetcher plans (each fetch request's wait) and when a poll takes
+        # records (aiokafka's internals: a contract test of what FetchWait relies on).
+        fetcher = consumer._consumer._fetcher
+        plan, taken = fetcher._get_actions_per_node, fetcher.fetched_records
 
-    def planning(assignment):
-        actions = plan(assignment)
-        events.extend(request._max_wait_ms for _node, request in actions[0])
-        return actions
+        def planning(assignment):
+            actions = plan(assignment)
+            events.extend(request._max_wait_ms for _node, request in actions[0])
+            return actions
 
-    async def taking(*args, **kwargs):
-        records = await taken(*args, **kwargs)
-        if records:
-            events.append("records")
-        return records
+        async def taking(*args, **kwargs):
+            records = await taken(*args, **kwargs)
+            if records:
+                events.append("records")
+            return records
 
-    fetcher._get_actions_per_node, fetcher.fetched_records = planning, taking
-    try:
+        fetcher._get_actions_per_node, fetcher.fetched_records = planning, taking
         await _poll_empty(consumer, 1.2)
         assert consumer.fetch_wait_ms == 200
         await producer.send_many(bus.topics.pods, [(None, b"v")])
@@ -189,6 +198,3 @@ async def test_the_fetch_right_after_records_already_asks_for_the_busy_wait(
         at = events.index("records")
         assert events[at - 1] == 200  # the fetch that brought the record
         assert events[at + 1] == 40, events  # the next one: the busy wait at once
-    finally:
-        await producer.stop()
-        await consumer.stop()

@@ -23,7 +23,7 @@ from hypothesis import strategies as hst
 from esched.core import Placer
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.audit import audit_store
-from esched.services.bus import BusConsumer, BusError, Message, open_bus
+from esched.services.bus import Bus, BusConsumer, BusError, Message, open_bus
 from esched.services.bus.memory import MemoryBus
 from esched.services.commit import CommitConfig, CommitService
 from esched.services.dispatch import Dispatcher, work_item
@@ -34,7 +34,7 @@ from esched.services.replica import (
     SharedConsumer,
     reason_code,
 )
-from esched.services.store import open_store
+from esched.services.store import EventStore, open_store
 from esched.services.store._search import all_hold, mentioning
 from esched.services.store.follower import LogFollower
 from esched.services.store.snapshots import fold_log
@@ -177,22 +177,30 @@ async def _stop_all(
     await es.close()
 
 
-async def test_two_replicas_share_work_on_postgres_and_kafka(
+async def _services_on(
     pg_url: str, kafka_bootstrap: str, topic_prefix: str
-) -> None:
+) -> tuple[EventStore, Bus, CommitService, Dispatcher]:
+    """A migrated PostgreSQL store, a Kafka bus with its topics made, and a commit
+    service and a dispatcher on them, each with its lease; the groups are this
+    test's own (stale members of another test would delay rebalances)."""
     es = open_store(pg_url)
     await es.connect()
     await es.migrate()
     bus = open_bus(kafka_bootstrap, topic_prefix)
     await bus.ensure_topics()
-    # Groups of this test's own: stale members of another test would delay rebalances.
     commit = CommitService(
         es,
         bus,
         lease=open_lease(pg_url, "commit"),
         config=CommitConfig(group=f"{topic_prefix}commit"),
     )
-    dispatcher = Dispatcher(es, bus, lease=open_lease(pg_url, "dispatch"))
+    return es, bus, commit, Dispatcher(es, bus, lease=open_lease(pg_url, "dispatch"))
+
+
+async def test_two_replicas_share_work_on_postgres_and_kafka(
+    pg_url: str, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    es, bus, commit, dispatcher = await _services_on(pg_url, kafka_bootstrap, topic_prefix)
     replicas = [
         Replica(es, bus, f"r{i}", seed=i, config=ReplicaConfig(group=f"{topic_prefix}replicas"))
         for i in range(2)
@@ -412,18 +420,7 @@ async def test_a_restarted_replica_works_its_previous_share_while_it_rejoins(
     same replica restarted reads it at once (no group membership, no offset
     commits) while its group join is under way, then switches to the group. Pods
     submitted while it was away are placed once each; the audit passes."""
-    es = open_store(pg_url)
-    await es.connect()
-    await es.migrate()
-    bus = open_bus(kafka_bootstrap, topic_prefix)
-    await bus.ensure_topics()
-    commit = CommitService(
-        es,
-        bus,
-        lease=open_lease(pg_url, "commit"),
-        config=CommitConfig(group=f"{topic_prefix}commit"),
-    )
-    dispatcher = Dispatcher(es, bus, lease=open_lease(pg_url, "dispatch"))
+    es, bus, commit, dispatcher = await _services_on(pg_url, kafka_bootstrap, topic_prefix)
     config = ReplicaConfig(group=f"{topic_prefix}replicas")
     tasks: list[asyncio.Task] = []
     replicas: list[Replica] = []
@@ -516,18 +513,7 @@ async def test_a_replica_joining_mid_run_takes_work_without_double_placement(
     polled are redelivered to r2, which may propose pods r1 already proposed. The
     commit service commits each pod once; every placeable pod is placed; the audit
     passes."""
-    es = open_store(pg_url)
-    await es.connect()
-    await es.migrate()
-    bus = open_bus(kafka_bootstrap, topic_prefix)
-    await bus.ensure_topics()
-    commit = CommitService(
-        es,
-        bus,
-        lease=open_lease(pg_url, "commit"),
-        config=CommitConfig(group=f"{topic_prefix}commit"),
-    )
-    dispatcher = Dispatcher(es, bus, lease=open_lease(pg_url, "dispatch"))
+    es, bus, commit, dispatcher = await _services_on(pg_url, kafka_bootstrap, topic_prefix)
     config = ReplicaConfig(group=f"{topic_prefix}replicas", batch_size=40, pipeline=4)
     r1 = Replica(es, bus, "r1", seed=1, config=config)
     r2 = Replica(es, bus, "r2", seed=2, config=config)
