@@ -50,8 +50,8 @@ def _check_two_replica_run(run: dict) -> None:
 
 # Each bench run is ~30 s of process starts and group joins (tansu holds each join):
 # the default suite runs one, with Volcano Jobs, two replicas and the latency phase
-# (test_bench_e2e_with_volcano_jobs_runs_the_job_controller); the plain-pod run is
-# the long one.
+# (test_bench_e2e_with_volcano_jobs_runs_the_job_controller, which asserts all of
+# this but the plain-pod throughput phase's commit count).
 @pytest.mark.scale
 def test_bench_e2e_reports_throughput_latency_and_conflicts(
     pg_server: str, dev_broker: DevBroker, tmp_path
