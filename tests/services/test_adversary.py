@@ -496,7 +496,8 @@ async def test_800_kb_of_garbage_on_the_proposals_topic_is_dead_lettered_on_kafk
         await service.stop()
         await producer.stop()
     assert (totals.committed, totals.deadlettered) == (1, 1)
-    consumer = bus.consumer([bus.topics.deadletter], "checker")
+    # The test's own reader: exclusive, so no group join (seconds on tansu).
+    consumer = bus.consumer([bus.topics.deadletter], "checker", exclusive=True)
     await consumer.start()
     got: list = []
 

@@ -656,7 +656,10 @@ async def test_proposals_from_kafka_become_published_decisions(
         1,
     )
 
-    consumer = bus.consumer([bus.topics.decisions, bus.topics.deadletter], "checker")
+    # The test's own reader: exclusive, so no group join (seconds on tansu).
+    consumer = bus.consumer(
+        [bus.topics.decisions, bus.topics.deadletter], "checker", exclusive=True
+    )
     await consumer.start()
     got: list = []
     deadline = time.monotonic() + 20

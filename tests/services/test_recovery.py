@@ -311,9 +311,16 @@ def _stall_after_sigkill(
 
 @pytest.mark.kafka
 @pytest.mark.postgres
+# Both scale: 30 s of steady load around a rebalance, for the figures of
+# docs/operations.md. The default suite keeps the bridge's behaviour in
+# test_replica.py::test_a_replica_keeps_placing_its_share_while_the_group_rebalances,
+# the moving share on the broker in test_bus_contract.py (a member names its share
+# while the group rebalances) and the survivor taking a killed replica's partitions
+# in test_processes.py.
+@pytest.mark.scale
 @pytest.mark.parametrize(
     "bridge",
-    [True, pytest.param(False, marks=pytest.mark.scale)],  # the "before" figure
+    [True, False],  # False: the "before" figure
     ids=["bridged", "unbridged"],
 )
 def test_a_killed_replica_does_not_stop_the_others_placing(

@@ -304,7 +304,8 @@ def _proposal(pid: str, binds: list[tuple[str, str]], **kw) -> bytes:
 
 
 async def _deadletters(bus, want: int) -> list[dict]:
-    consumer = bus.consumer([bus.topics.deadletter], "checker")
+    # The test's own reader: exclusive, so no group join (seconds on tansu).
+    consumer = bus.consumer([bus.topics.deadletter], "checker", exclusive=True)
     await consumer.start()
     got: list = []
 
