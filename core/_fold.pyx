@@ -22,7 +22,7 @@ from esched.schemas.objects import (
     _GO_BOOLS, node_allocatable, spread_default_labels,
 )
 from esched.core.queues import node_group_terms
-from esched.schemas.manifests import volcano_podgroup
+from esched.schemas.manifests import volcano_first_pods, volcano_podgroup
 from esched.schemas.quantity import QuantityError, resource_list
 from esched.schemas.validator.timewindow import event_seconds
 
@@ -625,22 +625,29 @@ cdef int set_podgroup(ClusterState self, str key, tuple entry) except -1:
     return 0
 
 cdef bint job_implies_podgroup(ClusterState self, str key):
-    # Whether the Job ``key`` folded now implies its PodGroup: unless a PodGroup
-    # declared its gang already (the Job's first submission implied it, or a
-    # PodGroup was recorded). A Job published again implies nothing: unchanged or a
-    # refused update changes no PodGroup, and whether an accepted update re-creates
-    # it depends on the job's phase, which only the job fold knows (the job
-    # controller records that PodGroup).
+    # Whether the Job ``key`` folded now implies its PodGroup and its first pods
+    # (volcano_first_pods): unless a PodGroup declared its gang already (the Job's
+    # first submission implied it, or a PodGroup was recorded; the job fold,
+    # JobBook, keeps the same rule). A Job published again implies nothing:
+    # unchanged or a refused update changes no PodGroup, and whether an accepted
+    # update re-creates it depends on the job's phase, which only the job fold knows
+    # (the job controller records that PodGroup, and every pod but the first ones).
     g = self.gang_index.get(key)
     return g is None or not (<dict>self.gang_meta[<Py_ssize_t>g]).get("podGroup")
 
 cdef int _job_submitted(ClusterState self, dict job) except -1:
-    # A Volcano Job's PodGroup, as Volcano's controller creates it on the Job's
-    # submission (volcano_podgroup, the one builder): folded here rather than
-    # recorded (a recorded one equal to it, in a log written when the controller
-    # appended it, sets the gang to what it is already).
+    # A Volcano Job's PodGroup and first pods, as Volcano's controller creates them
+    # on the Job's submission (volcano_podgroup, volcano_first_pods: the one
+    # builders): folded here rather than recorded. In a log written when the
+    # controller recorded them, a recorded PodGroup equal to it sets the gang to
+    # what it is already, and a recorded pod equal to one implied is a Pending pod
+    # submitted again with the same content, which sets what it is already. The pods
+    # are built before anything is set: a Job they cannot be built of changes nothing.
     if job_implies_podgroup(self, _meta_key(job.get("metadata") or {})):
+        pods = volcano_first_pods(job)
         _podgroup(self, volcano_podgroup(job))
+        for _task, _i, pod, _bare in pods:
+            _pod_submitted(self, <dict>pod)
     return 0
 
 cdef int _priority_class(ClusterState self, dict pc) except -1:

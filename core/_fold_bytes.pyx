@@ -44,7 +44,7 @@ from esched.core._fold cimport (
 )
 from esched.core._state cimport COL_PODS, MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
-from esched.schemas.manifests import volcano_podgroup
+from esched.schemas.manifests import volcano_first_pods, volcano_podgroup
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
 # ClusterState.apply_payloads is the fold's entry point; committed_proposal reads a
@@ -88,6 +88,10 @@ cdef dict _GROUP_SPECS = {}
 # volcano_podgroup's spec), by the Job spec's bytes: a function of them alone; Jobs
 # of one shape share it.
 cdef dict _JOB_GROUP_SPECS = {}
+# What the first pods a Volcano Job implies (volcano_first_pods) are built of, by the
+# Job spec's bytes: the spec decoded (read only: the pods share its objects) and the
+# bytes of each task's pod spec by task name (the spec memo's key for their class).
+cdef dict _JOB_POD_SPECS = {}
 # Below this, a sum of units written as _job_group_spec writes it parses back to
 # itself (core/_quantity.pxd reads up to 18 digits exactly).
 cdef object _EXACT_UNITS = 10**17
@@ -678,6 +682,9 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
         if raw is None:
             raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
             entry = _JOB_GROUP_SPECS.get(raw)
+        # (built before anything is set, as _fold._job_submitted: a Job its pods
+        # cannot be built of changes nothing)
+        pods = _first_pods(b, n, meta, raw)
         if entry is None:
             units = []
             found = _job_group_spec(self, b, n, spec, units, True)
@@ -693,9 +700,60 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
                 _JOB_GROUP_SPECS.clear()
             _JOB_GROUP_SPECS[raw] = entry
         set_podgroup(self, key, <tuple>entry)
+        for pod_key, pod_meta, pod_spec in pods:
+            _implied_pod(self, pod_key, pod_meta, pod_spec)
     except _MALFORMED:
         self._anomaly("malformed")
     return 1
+
+
+cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, bytes raw):
+    # The first pods of the Job of metadata ``meta`` and spec bytes ``raw`` as
+    # (key, metadata, the pod spec's bytes): volcano_first_pods' pods (the one
+    # builder) of the Job's name, namespace and spec, which is all the builder reads
+    # of a Job; the spec decoded and each task's pod spec encoded once per Job spec.
+    found = _JOB_POD_SPECS.get(raw)
+    if found is None:
+        found = (_loads(raw), {})
+        if len(_JOB_POD_SPECS) >= MEMO_LIMIT:
+            _JOB_POD_SPECS.clear()
+        _JOB_POD_SPECS[raw] = found
+    job_name, job_ns = _name_and_namespace(b, n, meta)
+    job = {"metadata": {"name": job_name, "namespace": job_ns or _ev.DEFAULT_NAMESPACE},
+           "spec": (<tuple>found)[0]}
+    cdef dict task_specs = (<tuple>found)[1]
+    out = []
+    for task, _i, pod, _bare in volcano_first_pods(job):
+        pod_meta = pod["metadata"]
+        task_name = task["name"]
+        spec_bytes = task_specs.get(task_name)
+        if spec_bytes is None:
+            # (a task's pods have equal specs: the template's, with what the Job adds)
+            spec_bytes = task_specs[task_name] = orjson.dumps(pod["spec"])
+        out.append((f"{pod_meta['namespace']}/{pod_meta['name']}", pod_meta, spec_bytes))
+    return out
+
+
+cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec) except -1:
+    # A pod a Job implies, submitted as _payload_submitted submits one recorded with
+    # this metadata and spec bytes (the spec memo's entry for them, found or made).
+    cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(spec)
+    cdef Span s
+    cdef uint64_t h = 0
+    s.start = 0
+    s.end = PyBytes_GET_SIZE(spec)
+    entry = _spec_entry(self, b, s.end, s, _spec_lookup(self, b, s, &h), h)
+    cdef tuple plain = None
+    cdef Py_ssize_t slot
+    pod = {"metadata": meta}
+    if entry[0] is not None:
+        pod["spec"] = entry[0]
+    else:
+        plain = <tuple>entry[2]
+    slot = _pod_submit(self, key, pod, meta, None, <list>entry[1], plain)
+    if slot >= 0:
+        _note_pod(key, slot)
+    return 0
 
 # The members of a Job spec and of a task that _job_group_spec reads.
 cdef const char* _JOB_SPEC_KEYS[5]
@@ -897,18 +955,7 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     if spec.start >= 0:
         if not looked_up:
             entry = _spec_lookup(self, b, spec, &h)
-        if entry is None:
-            if len(self._spec_memo) >= MEMO_LIMIT:
-                self._spec_memo.clear()
-            raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-            # (spec dict or None, [queue, class, priority], plain or None, the
-            # spec's bytes): a spec of containers and a profile is decoded only when
-            # a pod needs it as dicts (_pod_submit decodes it then).
-            if _plain_fits(self):
-                plain = _plain_requests(self, b, n, spec, raw)
-            entry = self._spec_memo[<long long>(h >> 2)] = (
-                None if plain is not None else orjson.loads(raw), [-1, -1, 0], plain, raw)
-            (<list>self._spec_recent)[h & (SPEC_RECENT - 1)] = entry
+        entry = _spec_entry(self, b, n, spec, entry, h)
         spec_dict = entry[0]
         class_memo = entry[1]
         if spec_dict is None:
@@ -931,6 +978,26 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     if slot >= 0:
         _note_pod(key, slot)
     return 1
+
+cdef tuple _spec_entry(ClusterState self, const unsigned char* b, Py_ssize_t n, Span spec,
+                       tuple entry, uint64_t h):
+    # The spec memo's entry for the spec ``b[spec]``: ``entry`` when _spec_lookup found
+    # one (its hash ``h``), else a new one: (spec dict or None, [queue, class,
+    # priority], plain or None, the spec's bytes); a spec of containers and a profile
+    # is decoded only when a pod needs it as dicts (_pod_submit decodes it then).
+    if entry is not None:
+        return entry
+    if len(self._spec_memo) >= MEMO_LIMIT:
+        self._spec_memo.clear()
+    raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+    plain = None
+    if _plain_fits(self):
+        plain = _plain_requests(self, b, n, spec, raw)
+    entry = self._spec_memo[<long long>(h >> 2)] = (
+        None if plain is not None else orjson.loads(raw), [-1, -1, 0], plain, raw)
+    (<list>self._spec_recent)[h & (SPEC_RECENT - 1)] = entry
+    return entry
+
 
 cdef tuple _spec_lookup(ClusterState self, const unsigned char* b, Span spec, uint64_t* h):
     # The spec memo's entry for the spec's bytes ``b[spec]``, or None (a miss leaves

@@ -50,6 +50,7 @@ __all__ = [
     "ACTIVE",
     "ATTEMPT_ANNOTATION",
     "FINISHED",
+    "FIRST_TYPES",
     "FOLDED_TYPES",
     "IMPLIED_REASONS",
     "JOB_PHASES",
@@ -327,8 +328,10 @@ class JobState:
         self.ran = False  # Running at least once in this attempt
         self.retry = 0
         self.version = 0  # kills issued (Volcano's status.version)
-        # pod key -> [task, status, attempt, submits, deletes, epoch, timer epoch]: the
-        # epoch counts the pod's turns at Pending; a PodPending timer is for one turn.
+        # pod key -> [task, status, attempt, submits, deletes, epoch, timer epoch, node,
+        # implied]: the epoch counts the pod's turns at Pending; a PodPending timer is
+        # for one turn; implied: the Job's submission implied the pod
+        # (JobBook._first_pods).
         self.pods: dict[str, list[Any]] = {}
         self.killing: dict[str, None] = {}
         self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
@@ -408,11 +411,13 @@ class JobState:
 
 
 _SUCCEEDED = ev.POD_SUCCEEDED
+_PODGROUP = ev.PODGROUP_SUBMITTED
 _FAILED = ev.POD_FAILED
 _DEFAULT_NS = ev.DEFAULT_NAMESPACE
 
-#: The event types the job fold reads (and whose ``time`` moves its clock); every
-#: reader of the log (the controller, replay, audit, the bench) folds exactly these.
+#: The event types the job fold reads (and, but a PodGroup's, whose ``time`` moves its
+#: clock); every reader of the log (the controller, replay, audit, the bench) folds
+#: exactly these.
 FOLDED_TYPES = frozenset(
     {
         ev.JOB_SUBMITTED,
@@ -427,8 +432,12 @@ FOLDED_TYPES = frozenset(
         ev.POD_UNSCHEDULABLE,
         ev.POD_REJECTED,
         ev.NODE_REMOVED,
+        ev.PODGROUP_SUBMITTED,
     }
 )
+#: Of :data:`FOLDED_TYPES`, those the job fold reads before it has a job (the rest
+#: concern a job's pods): a Job, and a PodGroup, whose name a Job may take after it.
+FIRST_TYPES = frozenset({ev.JOB_SUBMITTED, ev.PODGROUP_SUBMITTED})
 
 
 def _time(text: Any, _memo: dict[str, float] = {}) -> float | None:  # noqa: B006
@@ -473,6 +482,9 @@ class JobBook:
         # node -> pods of jobs bound there (a pod may be listed after it left: checked
         # when the node is removed)
         self._node_pods: dict[str, list[str]] = {}
+        # PodGroups declared before a Job of their name: that Job implies no pods
+        # (the cluster fold's rule, _fold.job_implies_podgroup).
+        self._groups: set[str] = set()
 
     # ------------------------------------------------------------------ folding
 
@@ -484,7 +496,15 @@ class JobBook:
             self.apply(etype, event.get("data"), event.get("time"))
 
     def apply(self, etype: str, data: Any, time: Any = None) -> None:
-        """Fold one event: the clock first (firing what falls due), then the event."""
+        """Fold one event: the clock first (firing what falls due), then the event. A
+        PodGroup only notes its key, the clock unmoved (it was not folded before its
+        Job's pods were implied: a log written then decides the same)."""
+        if etype == _PODGROUP:
+            if type(data) is dict:
+                key = ev.metadata_key(data.get("metadata"))
+                if key not in self.jobs:
+                    self._groups.add(key)
+            return
         if time is not None and time != self._last_time:
             self._tick(time)
         if type(data) is not dict:
@@ -582,6 +602,35 @@ class JobBook:
         self.jobs[key] = job
         self._transition(job, PENDING, "Submitted", "")
         self.changed[key] = None
+        if key not in self._groups:
+            self._first_pods(job)
+
+    def _first_pods(self, job: JobState) -> None:
+        """The pods the Job's first submission implies (attempt 0 of each replica of
+        the tasks released at submission, as
+        :func:`~esched.schemas.manifests.volcano_first_pods` builds them), Pending as
+        if submitted, each its first submission (the controller's next one of it is
+        ``submit.1``). Not when a PodGroup of its name came first: the cluster fold's
+        rule (it implies neither the PodGroup nor the pods then; the controller
+        submits them)."""
+        pods = job.pods
+        recs = self._recs
+        pod_job = self.pod_job
+        n = job.n
+        for task in job.tasks:
+            if not task.released or task.replicas <= 0:
+                continue
+            for i in range(task.replicas):
+                key = job.pod_name(task, i)
+                # [task, status, attempt, submits, deletes, epoch, timer epoch, node,
+                # implied]: see JobState.pods
+                rec = [task.index, P_PENDING, 0, 1, 0, 1, -1, None, True]
+                pods[key] = rec
+                pod_job[key] = job
+                recs[key] = (rec, job, task)
+            task.n[P_PENDING] += task.replicas
+            n[P_PENDING] += task.replicas
+        self._sync(job)
 
     def _anomaly(self, what: str) -> None:
         self.anomalies[what] = self.anomalies.get(what, 0) + 1
@@ -692,12 +741,18 @@ class JobBook:
             attempt = 0
         rec = job.pods.get(key)
         if rec is None:
-            rec = [task.index, P_GONE, attempt, 0, 0, 0, -1, None]
+            rec = [task.index, P_GONE, attempt, 0, 0, 0, -1, None, False]
             job.pods[key] = rec
             self.pod_job[key] = job
             self._recs[key] = (rec, job, task)
         elif rec[1] == P_RUNNING:
             return  # the cluster fold ignores a running pod's resubmit too
+        elif rec[8] and rec[3] == 1 and rec[5] == 1 and rec[1] == P_PENDING and attempt == 0:
+            # A pod the Job implied, submitted before anything else happened to it: in
+            # a log written when the job controller recorded the first pods, its
+            # record of this one (the cluster fold sets the same pod again).
+            rec[8] = False
+            return
         rec[2] = attempt
         rec[3] += 1
         rec[5] += 1

@@ -74,6 +74,7 @@ __all__ = [
     "events_from_documents",
     "input_nodes",
     "load_documents",
+    "volcano_first_pods",
     "volcano_job_objects",
     "volcano_podgroup",
     "volcano_task_pod",
@@ -248,10 +249,8 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     if problems:
         raise JobRejected(ev.namespaced_key(namespace, name), problems)
     spec = job.get("spec") or {}
-    now: list[dict[str, Any]] = []  # the pods the controller creates first
-    for task in spec["tasks"]:
-        if not task.get("dependsOn"):
-            now.extend(volcano_task_pod(job, task, i) for i in range(task.get("replicas") or 0))
+    # The pods the Job implies (its controller's first ones), each a copy of its own.
+    now = [volcano_task_pod(job, task, i) for task, i, _pod, _bare in volcano_first_pods(job)]
     if not any(task.get("replicas") for task in spec["tasks"]):
         raise ValueError(f"Volcano Job {namespace}/{name} has no replicas")
     group = volcano_podgroup(job)
@@ -489,6 +488,30 @@ def volcano_task_pod_shared(
             bare_meta["annotations"] = own
         bare = {"apiVersion": "v1", "kind": "Pod", "metadata": bare_meta, "spec": pod["spec"]}
     return pod, bare
+
+
+def volcano_first_pods(
+    job: Mapping[str, Any],
+) -> list[tuple[Mapping[str, Any], int, dict[str, Any], dict[str, Any] | None]]:
+    """The pods a (defaulted) Volcano Job's first submission implies, as ``(task,
+    index, pod, bare)`` (:func:`volcano_task_pod_shared`'s pod and ``bare``): attempt 0
+    of every replica of each task released at submission (no ``dependsOn`` names), in
+    task order, the pods Volcano's controller creates first. Every fold of the log
+    derives them from the Job's ``esched.job.submitted`` (the cluster state's dict and
+    bytes paths, the job fold :class:`~esched.core.jobs.JobBook`), unless a PodGroup
+    of the Job's name was declared before it (the Job then implies neither: its
+    controller creates the pods); the job controller creates only the others
+    (dependants released later, new attempts, pods re-created). The pods share the
+    Job's template objects: read them only."""
+    out: list[tuple[Mapping[str, Any], int, dict[str, Any], dict[str, Any] | None]] = []
+    for task in (job.get("spec") or {}).get("tasks") or ():
+        depends = task.get("dependsOn")
+        if depends and depends.get("name"):
+            continue  # released when its dependencies complete (JobBook's TaskState)
+        for i in range(int(task.get("replicas") or 0)):
+            pod, bare = volcano_task_pod_shared(job, task, i, 0)
+            out.append((task, i, pod, bare))
+    return out
 
 
 def _objects_or_absent(obj: Mapping[str, Any], *keys: str) -> bool:

@@ -9,12 +9,17 @@ It follows the log with its own job fold and appends what the fold decided:
   transition from the log, this records it;
 * ``esched.pod.deleted``: the pods a transition withdraws (a restart, an abort, a
   finished job's pods still alive, a job past ``ttlSecondsAfterFinished``);
-* ``esched.pod.submitted``: as Volcano's controller, it creates every pod of a Job
-  (a publisher sends the Job alone, so a Job published again never reruns pods that
-  already ran): the pods of the tasks without ``dependsOn`` at once, those of a task
-  whose ``dependsOn`` tasks completed then, and, after a restart, the job's pods
-  again with the new attempt number (``volcano.sh/job-version``), built from the
-  task's template as :func:`esched.schemas.manifests.volcano_task_pod` builds them;
+* ``esched.pod.submitted``: as Volcano's controller, it creates the pods of a Job
+  that its submission does not imply (a publisher sends the Job alone, so a Job
+  published again never reruns pods that already ran): those of a task whose
+  ``dependsOn`` tasks completed, when they have, the pods of a restart again with
+  the new attempt number (``volcano.sh/job-version``), and a pod gone that the job
+  should have, built from the task's template as
+  :func:`esched.schemas.manifests.volcano_task_pod` builds them. The first pods (of
+  the tasks without ``dependsOn``, attempt 0) are not recorded: the Job's first
+  submission implies them, and every fold derives them with the same builder
+  (:func:`esched.schemas.manifests.volcano_first_pods`; a log written when the
+  controller recorded them folds the same);
 * ``esched.podgroup.submitted``: a Job's PodGroup again after an accepted update
   (:func:`esched.schemas.manifests.volcano_podgroup`), once the job is active, before
   its pods. Its first PodGroup is not recorded: the Job's submission implies it, and
@@ -49,7 +54,7 @@ from typing import Any
 import orjson
 
 from esched.core._fold_bytes import job_fold_parts
-from esched.core.jobs import ACTIVE, FOLDED_TYPES, JobBook, JobState
+from esched.core.jobs import ACTIVE, FIRST_TYPES, FOLDED_TYPES, JobBook, JobState
 from esched.schemas import events as ev
 from esched.schemas.manifests import check_task_pod, volcano_podgroup, volcano_task_pod_shared
 from esched.schemas.validator import InvalidEvent, compile_validators
@@ -120,7 +125,7 @@ def fold_rows(
     for r in rows:
         last = r.position
         if r.type in FOLDED_TYPES:
-            if not book.jobs and r.type != ev.JOB_SUBMITTED:
+            if not book.jobs and r.type not in FIRST_TYPES:
                 continue  # no job yet: nothing to fold, no timer to fire
             mine = own.pop(r.id, None) if own else None
             if mine is not None and mine[0] == r.payload:
