@@ -44,7 +44,7 @@ from esched.core._fold cimport (
 )
 from esched.core._state cimport COL_PODS, MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
-from esched.schemas.manifests import volcano_first_pods, volcano_podgroup
+from esched.schemas.manifests import volcano_first_pods, volcano_pod_metadata, volcano_podgroup
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
 # ClusterState.apply_payloads is the fold's entry point; committed_proposal reads a
@@ -684,7 +684,7 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
             entry = _JOB_GROUP_SPECS.get(raw)
         # (built before anything is set, as _fold._job_submitted: a Job its pods
         # cannot be built of changes nothing)
-        pods = _first_pods(b, n, meta, raw)
+        pods = _first_pods(b, n, meta, spec, raw)
         if entry is None:
             units = []
             found = _job_group_spec(self, b, n, spec, units, True)
@@ -707,22 +707,36 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
     return 1
 
 
-cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, bytes raw):
-    # The first pods of the Job of metadata ``meta`` and spec bytes ``raw`` as
-    # (key, metadata, the pod spec's bytes): volcano_first_pods' pods (the one
-    # builder) of the Job's name, namespace and spec, which is all the builder reads
-    # of a Job; the spec decoded and each task's pod spec encoded once per Job spec.
+cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, Span spec, bytes raw):
+    # The first pods of the Job of metadata ``meta`` and spec ``spec`` (its bytes
+    # ``raw``) as (key, metadata, the pod spec's bytes): volcano_first_pods' pods (the
+    # one builder). For the common shape (_plain_first_pods) their metadata is
+    # volcano_pod_metadata's (the builder's for a template without metadata) and
+    # their spec the template's bytes with what the Job adds, the Job not decoded;
+    # any other, the builder's pods of the Job's name, namespace and spec, which is
+    # all it reads of a Job. Either is found once per Job spec.
     found = _JOB_POD_SPECS.get(raw)
     if found is None:
-        found = (_loads(raw), {})
+        found = _plain_first_pods(b, n, spec)
+        if found is None:
+            found = (None, _loads(raw), {})
         if len(_JOB_POD_SPECS) >= MEMO_LIMIT:
             _JOB_POD_SPECS.clear()
         _JOB_POD_SPECS[raw] = found
     job_name, job_ns = _name_and_namespace(b, n, meta)
-    job = {"metadata": {"name": job_name, "namespace": job_ns or _ev.DEFAULT_NAMESPACE},
-           "spec": (<tuple>found)[0]}
-    cdef dict task_specs = (<tuple>found)[1]
+    namespace = job_ns or _ev.DEFAULT_NAMESPACE
     out = []
+    queue = (<tuple>found)[0]
+    if queue is not None:
+        for task_name, replicas, spec_bytes in <list>(<tuple>found)[1]:
+            for i in range(<Py_ssize_t>replicas):
+                out.append((f"{namespace}/{job_name}-{task_name}-{i}",
+                            volcano_pod_metadata(job_name, namespace, queue, task_name, i, 0),
+                            spec_bytes))
+        return out
+    job = {"metadata": {"name": job_name, "namespace": namespace},
+           "spec": (<tuple>found)[1]}
+    cdef dict task_specs = (<tuple>found)[2]
     for task, _i, pod, _bare in volcano_first_pods(job):
         pod_meta = pod["metadata"]
         task_name = task["name"]
@@ -732,6 +746,107 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, bytes raw
             spec_bytes = task_specs[task_name] = orjson.dumps(pod["spec"])
         out.append((f"{pod_meta['namespace']}/{pod_meta['name']}", pod_meta, spec_bytes))
     return out
+
+
+# The members of a Job spec, a task and a template that _plain_first_pods reads.
+cdef const char* _FIRST_JOB_KEYS[4]
+_FIRST_JOB_KEYS[:] = [b"tasks", b"queue", b"schedulerName", b"priorityClassName"]
+cdef Py_ssize_t _FIRST_JOB_LENGTHS[4]
+_FIRST_JOB_LENGTHS[:] = [5, 5, 13, 17]
+cdef const char* _FIRST_TASK_KEYS[4]
+_FIRST_TASK_KEYS[:] = [b"name", b"replicas", b"dependsOn", b"template"]
+cdef Py_ssize_t _FIRST_TASK_LENGTHS[4]
+_FIRST_TASK_LENGTHS[:] = [4, 8, 9, 8]
+cdef const char* _TEMPLATE_KEYS[2]
+_TEMPLATE_KEYS[:] = [b"metadata", b"spec"]
+cdef Py_ssize_t _TEMPLATE_LENGTHS[2]
+_TEMPLATE_LENGTHS[:] = [8, 4]
+cdef const char* _SCHEDULER_KEY[1]
+_SCHEDULER_KEY[:] = [b"schedulerName"]
+cdef Py_ssize_t _SCHEDULER_LENGTH[1]
+_SCHEDULER_LENGTH[:] = [13]
+
+
+cdef object _plain_first_pods(const unsigned char* b, Py_ssize_t n, Span spec):
+    # (queue, [(task name, replicas, the pod spec's bytes)]) of the Job spec at
+    # ``spec`` for the tasks volcano_first_pods builds pods of, read off the bytes for
+    # the common shape (a test compares it with the builder over many Jobs): no
+    # priorityClassName; queue a string or absent; schedulerName a string or absent;
+    # each task an object with a string name, replicas absent, null or a plain
+    # integer, no dependsOn, a template of a non-empty spec object and no metadata,
+    # the spec without a schedulerName of its own when the Job has one (the pod's
+    # spec is then the template's bytes with that member appended, as the builder
+    # appends it). None for any other shape (or a member twice): the builder's.
+    cdef Span job[4]
+    cdef Span of_task[4]
+    cdef Span of_template[2]
+    cdef Span own_sname[1]
+    cdef Span task, tspec, sname
+    cdef Py_ssize_t j, i, tl, sl
+    cdef units_t replicas
+    cdef char* out
+    cdef Py_ssize_t ml = PyBytes_GET_SIZE(_B_SCHEDULER_MEMBER)
+    if not _members_once(b, n, spec.start, _FIRST_JOB_KEYS, _FIRST_JOB_LENGTHS, 4, job):
+        return None
+    if job[3].start >= 0 or job[0].start < 0 or b[job[0].start] != 0x5b:
+        return None
+    queue = DEFAULT_QUEUE
+    if job[1].start >= 0:
+        if b[job[1].start] != 0x22:
+            return None
+        if job[1].end - job[1].start > 2:  # (an empty one is the default)
+            queue = _value(b, job[1])
+    sname = job[2]
+    if sname.start >= 0 and (b[sname.start] != 0x22 or sname.end - sname.start <= 2):
+        return None  # (not a string, or the empty one the builder leaves out)
+    sl = sname.end - sname.start
+    tasks = []
+    j = job[0].start
+    while True:
+        j = next_element(b, j, n, &task)
+        if j < 0:
+            break
+        if b[task.start] != 0x7b:
+            return None
+        if not _members_once(b, n, task.start, _FIRST_TASK_KEYS, _FIRST_TASK_LENGTHS, 4,
+                             of_task):
+            return None
+        if of_task[0].start < 0 or b[of_task[0].start] != 0x22 or of_task[2].start >= 0:
+            return None
+        replicas = 0
+        if of_task[1].start >= 0 and b[of_task[1].start] != 0x6e:  # not null
+            replicas = _digits(b, of_task[1])
+            if replicas < 0:
+                return None
+        if of_task[3].start < 0 or b[of_task[3].start] != 0x7b:
+            return None
+        if not _members_once(b, n, of_task[3].start, _TEMPLATE_KEYS, _TEMPLATE_LENGTHS, 2,
+                             of_template):
+            return None
+        tspec = of_template[1]
+        if of_template[0].start >= 0 or tspec.start < 0 or b[tspec.start] != 0x7b:
+            return None
+        i = tspec.start + 1
+        while b[i] <= 0x20:  # (whitespace: the object's first member, or its end)
+            i += 1
+        if b[i] == 0x7d:
+            return None  # an empty template spec
+        tl = tspec.end - tspec.start
+        if sname.start < 0:
+            spec_bytes = PyBytes_FromStringAndSize(<const char*>b + tspec.start, tl)
+        else:
+            if not _members_once(b, n, tspec.start, _SCHEDULER_KEY, _SCHEDULER_LENGTH, 1,
+                                 own_sname) or own_sname[0].start >= 0:
+                return None  # its own schedulerName: the builder's
+            spec_bytes = PyBytes_FromStringAndSize(NULL, tl + ml + sl)
+            out = PyBytes_AS_STRING(spec_bytes)
+            memcpy(out, b + tspec.start, tl - 1)
+            memcpy(out + tl - 1, PyBytes_AS_STRING(_B_SCHEDULER_MEMBER), ml)
+            memcpy(out + tl - 1 + ml, b + sname.start, sl)
+            out[tl + ml + sl - 1] = 0x7d  # }
+        if replicas > 0:
+            tasks.append((_value(b, of_task[0]), replicas, spec_bytes))
+    return (queue, tasks)
 
 
 cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec) except -1:

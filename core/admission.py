@@ -107,9 +107,7 @@ _TERMINAL = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_REJECTED})
 #: The rejection of a pod whose queue (its own, or its PodGroup's) was never declared.
 QUEUE_NOT_FOUND = "QueueNotFound"
 #: The event types :meth:`Admission.observe` reads.
-OBSERVED = (
-    frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED, JOB_SUBMITTED}) | _TERMINAL
-)
+OBSERVED = frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED, JOB_SUBMITTED}) | _TERMINAL
 
 #: Jobs let through that :meth:`Admission.release` keeps without pruning them (no
 #: queue has a capability, so nothing reads them): pruned at twice the size left
@@ -344,7 +342,7 @@ class Admission:
         """After a batch is folded: admit or reject its submissions, in log order, and
         release the quota of pods that ended. ``events``: the batch's :data:`Fact` of
         each event admission reads (the rest may be left out)."""
-        out = []
+        out: list[Rejection] = []
         for pos, etype, key, data in events:
             if etype == QUEUE_UPSERTED:
                 # Submissions are judged against the queue's state at their own position.

@@ -76,6 +76,7 @@ __all__ = [
     "load_documents",
     "volcano_first_pods",
     "volcano_job_objects",
+    "volcano_pod_metadata",
     "volcano_podgroup",
     "volcano_task_pod",
     "volcano_task_pod_shared",
@@ -381,6 +382,29 @@ def volcano_task_pod(
     return _task_pod(job, task["name"], index, attempt, copy(task.get("template") or {}), False)
 
 
+def volcano_pod_metadata(
+    name: Any, namespace: str, queue: Any, task_name: Any, index: int, attempt: int
+) -> dict[str, Any]:
+    """The metadata of pod ``index`` of task ``task_name`` of the Volcano Job ``name``
+    in ``namespace`` and ``queue`` at ``attempt``, for a template without metadata
+    (the common one), written at once in the builder's key order: what
+    :func:`volcano_task_pod` gives it (the cluster fold's bytes path builds a Job's
+    first pods of such templates with it, not decoding the Job)."""
+    return {
+        "name": f"{name}-{task_name}-{index}",
+        "namespace": namespace,
+        "annotations": {
+            GANG_ANNOTATIONS[0]: name,
+            QUEUE_ANNOTATION: queue,
+            _JOB_NAME: name,
+            _TASK_SPEC: task_name,
+            _TASK_INDEX: str(index),
+            _JOB_VERSION: str(attempt),
+        },
+        "labels": {_JOB_NAME: name, QUEUE_ANNOTATION: queue},
+    }
+
+
 def _task_pod(
     job: Mapping[str, Any],
     task_name: Any,
@@ -400,20 +424,7 @@ def _task_pod(
     queue = spec.get("queue") or DEFAULT_QUEUE
     pod_meta = template.get("metadata")
     if not pod_meta:
-        # The common template (no metadata): the metadata below, written at once.
-        pod_meta = {
-            "name": f"{name}-{task_name}-{index}",
-            "namespace": namespace,
-            "annotations": {
-                GANG_ANNOTATIONS[0]: name,
-                QUEUE_ANNOTATION: queue,
-                _JOB_NAME: name,
-                _TASK_SPEC: task_name,
-                _TASK_INDEX: str(index),
-                _JOB_VERSION: str(attempt),
-            },
-            "labels": {_JOB_NAME: name, QUEUE_ANNOTATION: queue},
-        }
+        pod_meta = volcano_pod_metadata(name, namespace, queue, task_name, index, attempt)
     else:
         if shared:
             pod_meta = dict(pod_meta)

@@ -15,6 +15,7 @@ from esched.core import PHASE_PENDING, PHASE_RUNNING
 from esched.core.admission import OBSERVED, Fact
 from esched.core.reasons import OTHER_SCHEDULER
 from esched.schemas.events import (
+    JOB_SUBMITTED,
     NAMESPACE_DELETED,
     NAMESPACE_UPSERTED,
     NODE_ADDED,
@@ -30,7 +31,6 @@ from esched.schemas.events import (
     POD_UNSCHEDULABLE,
     POD_UPDATED,
     PODGROUP_SUBMITTED,
-    JOB_SUBMITTED,
     QUEUE_UPSERTED,
 )
 from esched.services import metrics
