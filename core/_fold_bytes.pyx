@@ -730,15 +730,9 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, Span spec
     if queue is not None:
         for task_name, replicas, spec_bytes in <list>(<tuple>found)[1]:
             for i in range(<Py_ssize_t>replicas):
-                index = str(i)
-                name = f"{job_name}-{task_name}-{index}"
-                # volcano_pod_metadata's literal, written here (EXPERIMENT: a second
-                # home of the builder's key order; tests compare the two states)
-                pod_meta = {"name": name, "namespace": namespace,
-                        "annotations": {_A_GANG: job_name, _A_QUEUE: queue, _A_JOB: job_name,
-                                        _A_TASK: task_name, _A_INDEX: index, _A_VERSION: "0"},
-                        "labels": {_A_JOB: job_name, _A_QUEUE: queue}}
-                out.append((f"{namespace}/{name}", pod_meta, spec_bytes))
+                out.append((f"{namespace}/{job_name}-{task_name}-{i}",
+                            volcano_pod_metadata(job_name, namespace, queue, task_name, i, 0),
+                            spec_bytes))
         return out
     job = {"metadata": {"name": job_name, "namespace": namespace},
            "spec": (<tuple>found)[1]}
@@ -753,13 +747,6 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, Span spec
         out.append((f"{pod_meta['namespace']}/{pod_meta['name']}", pod_meta, spec_bytes))
     return out
 
-
-cdef str _A_GANG = GANG_ANNOTATIONS[0]
-cdef str _A_QUEUE = "volcano.sh/queue-name"
-cdef str _A_JOB = "volcano.sh/job-name"
-cdef str _A_TASK = "volcano.sh/task-spec"
-cdef str _A_INDEX = "volcano.sh/task-index"
-cdef str _A_VERSION = "volcano.sh/job-version"
 
 # The members of a Job spec, a task and a template that _plain_first_pods reads.
 cdef const char* _FIRST_JOB_KEYS[4]
