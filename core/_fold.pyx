@@ -94,7 +94,8 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.PRIORITYCLASS_UPSERTED: EV_PRIORITYCLASS,
     _ev.NAMESPACE_UPSERTED: EV_NAMESPACE,
     _ev.NAMESPACE_DELETED: EV_NAMESPACE_DELETED,
-    # A Volcano Job implies its PodGroup (_job_submitted); the Job lifecycle's own
+    # A Volcano Job implies its PodGroup and, marked by ingest, its first pods
+    # (_job_submitted); the Job lifecycle's own
     # records are core/jobs.py's to fold (pods are pod events).
     _ev.JOB_SUBMITTED: EV_JOB,
     _ev.JOB_UPDATED: EV_NOOP,
@@ -635,18 +636,20 @@ cdef bint job_implies_podgroup(ClusterState self, str key):
     g = self.gang_index.get(key)
     return g is None or not (<dict>self.gang_meta[<Py_ssize_t>g]).get("podGroup")
 
-cdef int _job_submitted(ClusterState self, dict job) except -1:
-    # A Volcano Job's PodGroup and first pods, as Volcano's controller creates them
-    # on the Job's submission (volcano_podgroup, volcano_first_pods: the one
-    # builders): folded here rather than recorded. In a log written when the
-    # controller recorded them, a recorded PodGroup equal to it sets the gang to
-    # what it is already, and a recorded pod equal to one implied is a Pending pod
-    # submitted again with the same content, which sets what it is already. The pods
-    # are built before anything is set: a Job they cannot be built of changes nothing.
+cdef int _job_submitted(ClusterState self, dict job, bint pods) except -1:
+    # A Volcano Job's PodGroup and, ``pods`` (ingest marked the Job:
+    # _ev.implies_pods), its first pods, as Volcano's controller creates them on the
+    # Job's submission (volcano_podgroup, volcano_first_pods: the one builders):
+    # folded here rather than recorded. A Job not marked (stored before ingest
+    # marked Jobs) implies no pod: the job controller recorded them. In a log
+    # written when the controller recorded the PodGroup, a recorded one equal to it
+    # sets the gang to what it is already, and so does a recorded pod equal to one
+    # implied (a Pending pod submitted again with the same content). The pods are
+    # built before anything is set: a Job they cannot be built of changes nothing.
     if job_implies_podgroup(self, _meta_key(job.get("metadata") or {})):
-        pods = volcano_first_pods(job)
+        first = volcano_first_pods(job) if pods else ()
         _podgroup(self, volcano_podgroup(job))
-        for _task, _i, pod, _bare in pods:
+        for _task, _i, pod, _bare in first:
             _pod_submitted(self, <dict>pod)
     return 0
 
@@ -881,7 +884,8 @@ cdef int _apply(ClusterState self, dict event) except -1:
     cdef int code = _SLOT_CODE[<int>slot]
     if code == EV_USAGE:
         self._usage_time = event.get("time")  # the log's clock (_usage_nodes)
-    _apply_data(self, code, event.get("data"))
+    # (a Job's marker, the envelope's: _job_submitted)
+    _apply_data(self, code, event.get("data"), code == EV_JOB and _ev.implies_pods(event))
     if code == EV_USAGE:
         # The pods[] part (reservations), on the log's clock: the event's time.
         data = event.get("data")
@@ -893,10 +897,11 @@ cdef int _apply(ClusterState self, dict event) except -1:
                 self._anomaly("malformed")
     return 0
 
-cdef int _apply_data(ClusterState self, int code, object data) except -1:
+cdef int _apply_data(ClusterState self, int code, object data, bint pods) except -1:
     # The dispatch on the event's code, for the dict path (_apply); the bytes
     # path's _payload_* call the same handlers (their keyed forms: _pod_submit,
-    # _pod_finish, _resolve_binding + _bind_resolved).
+    # _pod_finish, _resolve_binding + _bind_resolved). ``pods``: a Job that implies
+    # its first pods (_job_submitted).
     if code == EV_NOOP:
         return 0
     if not isinstance(data, dict):
@@ -930,7 +935,7 @@ cdef int _apply_data(ClusterState self, int code, object data) except -1:
         elif code == EV_PODGROUP:
             _podgroup(self, data)
         elif code == EV_JOB:
-            _job_submitted(self, data)
+            _job_submitted(self, data, pods)
         elif code == EV_QUEUE:
             _queue_upsert(self, data)
         elif code == EV_PRIORITYCLASS:

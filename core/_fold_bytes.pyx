@@ -24,7 +24,7 @@ from esched.schemas.objects import (
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.stdint cimport uint64_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
@@ -66,6 +66,9 @@ cdef bytes _B_POD_FAILED = _ev.POD_FAILED.encode()
 cdef bytes _B_POD_DELETED = _ev.POD_DELETED.encode()
 cdef bytes _B_PODGROUP_SUBMITTED = _ev.PODGROUP_SUBMITTED.encode()
 cdef bytes _B_JOB_SUBMITTED = _ev.JOB_SUBMITTED.encode()
+# Ingest's marker on a Job that implies its first pods, and its value as JSON.
+cdef bytes _B_IMPLIES = _ev.IMPLIES.encode()
+cdef bytes _B_IMPLIES_PODS = b'"' + _ev.IMPLIES_PODS.encode() + b'"'
 cdef int _SLOT_POD_SUBMITTED = type_slot(_ev.POD_SUBMITTED)
 cdef int _SLOT_PLACEMENT_COMMITTED = type_slot(_ev.PLACEMENT_COMMITTED)
 cdef int _SLOT_POD_SUCCEEDED = type_slot(_ev.POD_SUCCEEDED)
@@ -402,6 +405,35 @@ cdef object _stamp(const unsigned char* b, Span s):
     return <double>total / 1e6
 
 
+cdef int _implies_pods(const unsigned char* b, Py_ssize_t n, Span d) except -2:
+    # Whether the accepted envelope ``b`` (its ``data`` at ``d``, which the walk jumps
+    # over) is a Job ingest marked as implying its first pods: its last _ev.IMPLIES
+    # member (as orjson keeps) is _ev.IMPLIES_PODS. The bytes side's one reading of
+    # the marker, as _ev.implies_pods is the dict side's; -1 where a key or that
+    # member's value holds an escape (the dict path's to read).
+    cdef Span k, v
+    cdef int found = 0
+    cdef Py_ssize_t i = skip_ws(b, 0, n)
+    cdef Py_ssize_t kl = PyBytes_GET_SIZE(_B_IMPLIES)
+    cdef Py_ssize_t vl = PyBytes_GET_SIZE(_B_IMPLIES_PODS)
+    while True:
+        i = next_key(b, i, n, &k)
+        if i < 0:
+            break
+        v.start = i
+        i = d.end if i == d.start else skip_accepted(b, i, n)
+        v.end = i
+        if memchr(b + k.start, 0x5c, k.end - k.start) != NULL:
+            return -1
+        if span_is(b, k, PyBytes_AS_STRING(_B_IMPLIES), kl):
+            if memchr(b + v.start, 0x5c, v.end - v.start) != NULL:
+                return -1
+            found = (v.end - v.start == vl
+                     and memcmp(b + v.start, PyBytes_AS_STRING(_B_IMPLIES_PODS), vl) == 0)
+        i = skip_ws(b, i, n)
+    return found
+
+
 def job_fold_parts(object payload) -> object:
     """What the job fold (:class:`esched.core.jobs.JobBook`) reads of a stored
     envelope, off its bytes: ``(type, time, value)`` or None (decode it whole). The
@@ -410,7 +442,8 @@ def job_fold_parts(object payload) -> object:
     ``ev.timestamp`` text (the text itself otherwise); ``value`` is, for ``esched.placement.committed``, the
     ``(pod, node)`` of each binding whose ``pod`` is a string (``node`` None unless a
     string; None in place of the list if one binding is not an object); for
-    ``esched.job.submitted``, the decoded ``data``; for ``esched.pod.submitted``
+    ``esched.job.submitted``, the decoded ``data`` and whether ingest marked the Job
+    as implying its first pods (:func:`esched.schemas.events.implies_pods`); for ``esched.pod.submitted``
     without ``"volcano.sh/job-name"`` in its bytes (no escapes: so no pod of a Job),
     None; any other type: None in place of the tuple."""
     cdef Span t, d, tm, k, v, e, pod, node, res, dev
@@ -460,8 +493,12 @@ def job_fold_parts(object payload) -> object:
                             else None))
         return _ev.PLACEMENT_COMMITTED, _stamp(b, tm), out
     if span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
+        marked = _implies_pods(b, n, d)
+        if marked < 0:
+            return None
         return (_ev.JOB_SUBMITTED, _stamp(b, tm),
-                _loads(PyBytes_FromStringAndSize(<const char*>b + d.start, d.end - d.start)))
+                (_loads(PyBytes_FromStringAndSize(<const char*>b + d.start, d.end - d.start)),
+                 marked == 1))
     if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)) and _B_JOB_NAME_KEY not in payload:
         return _ev.POD_SUBMITTED, _stamp(b, tm), None
     return None
@@ -541,7 +578,7 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
         elif span_is(b, t, _B_PODGROUP_SUBMITTED, len(_B_PODGROUP_SUBMITTED)):
             done = _payload_podgroup(self, b, n, d.start)
         elif span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
-            done = _payload_job(self, b, n, members[DATA_METADATA], members[DATA_SPEC],
+            done = _payload_job(self, b, n, d, members[DATA_METADATA], members[DATA_SPEC],
                                 job_spec, job_entry)
         else:
             # A type the fold only counts (a Volcano Job's records, proposals,
@@ -653,10 +690,11 @@ cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t
         self._anomaly("malformed")
     return 1
 
-cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
+cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n, Span d,
                       Span meta, Span spec, object raw, object entry) except -1:
-    # A Volcano Job as _fold._job_submitted reads it: its key, and only when it
-    # implies its PodGroup, the PodGroup's spec, built from the Job's spec bytes
+    # A Volcano Job as _fold._job_submitted reads it: its key and ingest's marker
+    # (``d``: the data's span), and only when it implies its PodGroup (and, marked,
+    # its first pods: _first_pods), the PodGroup's spec, built from the Job's spec bytes
     # once per distinct spec (volcano_podgroup reads nothing else of the Job for
     # it); the Job's templates are not decoded otherwise. ``meta``, ``spec``: the
     # data object's members, as scan_envelope noted them (the last of each); ``raw``:
@@ -674,6 +712,10 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
         if b[namespace.start] != 0x6e:  # null: the default namespace
             return 0
         namespace.start = -1
+    # Its first pods only if ingest marked it (_implies_pods; ``d``: the data's span).
+    cdef int pods = _implies_pods(b, n, d)
+    if pods < 0:
+        return 0
     self.type_counts[_SLOT_JOB_SUBMITTED] += 1
     key = _pod_key(b, namespace, name)
     if not job_implies_podgroup(self, key):
@@ -684,7 +726,7 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
             entry = _JOB_GROUP_SPECS.get(raw)
         # (built before anything is set, as _fold._job_submitted: a Job its pods
         # cannot be built of changes nothing)
-        pods = _first_pods(b, n, meta, spec, raw)
+        first = _first_pods(b, n, meta, spec, raw) if pods else ()
         if entry is None:
             units = []
             found = _job_group_spec(self, b, n, spec, units, True)
@@ -700,7 +742,7 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
                 _JOB_GROUP_SPECS.clear()
             _JOB_GROUP_SPECS[raw] = entry
         set_podgroup(self, key, <tuple>entry)
-        for pod_key, pod_meta, pod_spec in pods:
+        for pod_key, pod_meta, pod_spec in first:
             _implied_pod(self, pod_key, pod_meta, pod_spec)
     except _MALFORMED:
         self._anomaly("malformed")

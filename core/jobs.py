@@ -493,12 +493,14 @@ class JobBook:
         are skipped, clock included)."""
         etype = event.get("type", "")
         if etype in FOLDED_TYPES:
-            self.apply(etype, event.get("data"), event.get("time"))
+            self.apply(etype, event.get("data"), event.get("time"), ev.implies_pods(event))
 
-    def apply(self, etype: str, data: Any, time: Any = None) -> None:
+    def apply(self, etype: str, data: Any, time: Any = None, pods: bool = False) -> None:
         """Fold one event: the clock first (firing what falls due), then the event. A
         PodGroup only notes its key, the clock unmoved (it was not folded before its
-        Job's pods were implied: a log written then decides the same)."""
+        Job's pods were implied: a log written then decides the same). ``pods``: the
+        event is a Job ingest marked (:func:`esched.schemas.events.implies_pods`), whose
+        first submission implies its first pods."""
         if etype == _PODGROUP:
             if type(data) is dict:
                 key = ev.metadata_key(data.get("metadata"))
@@ -527,7 +529,7 @@ class JobBook:
         elif etype == ev.POD_REJECTED:
             self._outcome({"pod": data.get("pod")}, P_FAILED)
         elif etype == ev.JOB_SUBMITTED:
-            self._job_submitted(data)
+            self._job_submitted(data, pods)
         elif etype == ev.NODE_REMOVED:
             self._node_removed((data.get("metadata") or {}).get("name"))
         elif etype == ev.JOB_UPDATED:  # the controller's record of a transition
@@ -586,7 +588,7 @@ class JobBook:
         self._seq += 1
         heapq.heappush(self._timers, (at, self._seq, kind, key, pod, epoch))
 
-    def _job_submitted(self, data: dict[str, Any]) -> None:
+    def _job_submitted(self, data: dict[str, Any], pods: bool) -> None:
         key = ev.metadata_key(data.get("metadata"))
         old = self.jobs.get(key)
         if old is not None:
@@ -602,12 +604,12 @@ class JobBook:
         self.jobs[key] = job
         self._transition(job, PENDING, "Submitted", "")
         self.changed[key] = None
-        if key not in self._groups:
+        if pods and key not in self._groups:
             self._first_pods(job)
 
     def _first_pods(self, job: JobState) -> None:
-        """The pods the Job's first submission implies (attempt 0 of each replica of
-        the tasks released at submission, as
+        """The pods the first submission of a Job ingest marked implies (attempt 0 of
+        each replica of the tasks released at submission, as
         :func:`~esched.schemas.manifests.volcano_first_pods` builds them), Pending as
         if submitted, each its first submission (the controller's next one of it is
         ``submit.1``). Not when a PodGroup of its name came first: the cluster fold's

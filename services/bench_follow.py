@@ -124,7 +124,8 @@ def _job_flow(key: str, payload: bytes) -> tuple[str, list[bytes]]:
         "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": spec}}]},
     }
     (_, job), _group, (_, pod) = volcano_job_objects(job)
-    before = [orjson.dumps(ev.envelope(ev.JOB_SUBMITTED, "bench", job, id=f"{key}.job"))]
+    env = ev.envelope(ev.JOB_SUBMITTED, "bench", job, id=f"{key}.job")
+    before = [ev.stored_form(env, orjson.dumps(env))[1]]  # (as ingest stores it: marked)
     return ev.metadata_key(pod["metadata"]), before
 
 

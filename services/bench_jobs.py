@@ -106,7 +106,7 @@ def _submit(book: JobBook, jobs: int, per_job: int, stamp: str) -> list[str]:
     pods: list[str] = []
     for i in range(jobs):
         job = _job(i, per_job)
-        book.apply(ev.JOB_SUBMITTED, job, stamp)  # (it implies its pods)
+        book.apply(ev.JOB_SUBMITTED, job, stamp, True)  # (marked: it implies its pods)
         for task in job["spec"]["tasks"]:
             for k in range(task["replicas"]):
                 key = ev.metadata_key(_pod(f"job-{i}", task["name"], k, 0)["metadata"])
@@ -291,10 +291,11 @@ def bench_controller(jobs: int = 2000, batch: int = 100) -> dict[str, Any]:
     try:
         for i in range(0, len(payloads), batch):
             chunk = payloads[i : i + batch]
+            # (stored as ingest stores them: each Job marked, implying its pod)
             new = [
                 NewEvent(e["id"], e["type"], ev.stream_of(e), p)
-                for _key, p in chunk
-                for e in (orjson.loads(p),)
+                for _key, raw in chunk
+                for e, p in (ev.stored_form(orjson.loads(raw), raw),)
             ]
             job_rows = store.add(new)
             c0 = time.process_time()

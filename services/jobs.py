@@ -121,6 +121,7 @@ def fold_rows(
     bytes is their one value, so the fold is the same)."""
     loads = orjson.loads
     placement = ev.PLACEMENT_COMMITTED
+    job = ev.JOB_SUBMITTED
     last = 0
     for r in rows:
         last = r.position
@@ -130,7 +131,7 @@ def fold_rows(
             mine = own.pop(r.id, None) if own else None
             if mine is not None and mine[0] == r.payload:
                 env = mine[1]  # (of FOLDED_TYPES: act keeps no other)
-                book.apply(env["type"], env["data"], env["time"])
+                book.apply(env["type"], env["data"], env["time"], ev.implies_pods(env))
                 continue
             # A placement's bindings, a Job's data, a plain pod's time alone: read off
             # the bytes; anything else (or any doubt) decoded whole.
@@ -139,6 +140,8 @@ def fold_rows(
                 book.apply_event(loads(r.payload))
             elif parts[0] == placement:
                 book.apply_bindings(parts[2], parts[1])
+            elif parts[0] == job:
+                book.apply(job, parts[2][0], parts[1], parts[2][1])  # (data, marked)
             else:
                 book.apply(parts[0], parts[2], parts[1])
     return last

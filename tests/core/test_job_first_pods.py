@@ -4,7 +4,9 @@ what Volcano's job controller creates on a Job's submission, ``syncJob`` ->
 ``createJobIOIfNotExist`` / ``createPod`` in ``pkg/controllers/job/job_controller_actions.go``
 of volcano-sh/volcano): the cluster fold derives them on the dict path and the bytes
 path alike, the job fold (:class:`esched.core.jobs.JobBook`) too; a log written when
-the job controller recorded them folds to the same state."""
+the job controller recorded them folds to the same state. Only a Job ingest marked
+(:data:`esched.schemas.events.IMPLIES`, after checking its pods) implies them: a Job
+of a log written before (no marker) folds as it always did."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from esched.core._fold_bytes import job_fold_parts
 from esched.core.jobs import fold_jobs
 from esched.schemas import events as ev
 from esched.schemas.manifests import events_from_documents, volcano_job_objects
@@ -42,13 +45,25 @@ def _accepted_jobs() -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def _logs(job: dict[str, Any]) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
-    """The Job's log as the job controller wrote it with its PodGroup and first pods
-    recorded (old), and as it is written now (the Job alone)."""
+def _marked(env: dict[str, Any]) -> bytes:
+    """``env`` as ingest stores it (a Job marked: ev.stored_form)."""
+    return ev.stored_form(env, orjson.dumps(env))[1]
+
+
+def _logs(
+    job: dict[str, Any],
+) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]], list[tuple[int, bytes]]]:
+    """The Job's log as written before ingest marked Jobs (old: the Job unmarked, its
+    PodGroup and first pods recorded by the job controller), as it is written now
+    (new: the Job marked, alone), and a marked Job with its pods recorded too (an
+    older controller following a newer ingest)."""
     old = [(1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1"))))]
+    mixed = list(old)
     for etype, obj in volcano_job_objects(job):
-        old.append((len(old) + 1, orjson.dumps(envelope(etype, obj))))
-    return old, old[:2]
+        env = envelope(etype, obj)
+        old.append((len(old) + 1, orjson.dumps(env)))
+        mixed.append((len(mixed) + 1, _marked(env)))
+    return old, mixed[:2], mixed
 
 
 def _without_position(st: Any) -> dict[str, Any]:
@@ -76,11 +91,16 @@ def test_a_jobs_first_pods_are_pending_at_its_position_on_both_paths() -> None:
             },
         }
     )
-    _old, new = _logs(job)
+    old, new, _mixed = _logs(job)
     for st in (_by_bytes(new), _by_dict(new)):
         assert sorted(st.pending_pods()) == ["ns/j-a-0", "ns/j-a-1"]  # b waits for a
         assert st.gang_members("ns/j") == ["ns/j-a-0", "ns/j-a-1"]
     assert _state_of(_by_bytes(new)) == _state_of(_by_dict(new))
+    # The same Job unmarked (a log written before ingest marked Jobs) implies none.
+    for st in (_by_bytes(old[:2]), _by_dict(old[:2])):
+        assert st.pending_pods() == [] and st.gang_members("ns/j") == []
+        assert st.gang_min_member("ns/j") == 3  # (its PodGroup, implied as ever)
+    assert _state_of(_by_bytes(old[:2])) == _state_of(_by_dict(old[:2]))
 
 
 def _spec(cpu: str) -> dict[str, Any]:
@@ -91,8 +111,8 @@ def test_old_logs_with_the_recorded_pods_fold_to_the_same_state_on_both_paths() 
     jobs = _accepted_jobs()
     assert len(jobs) > 250
     for job in jobs:
-        old, new = _logs(job)
-        states = [_without_position(f(rows)) for rows in (old, new) for f in (_by_bytes, _by_dict)]
+        logs = _logs(job)
+        states = [_without_position(f(rows)) for rows in logs for f in (_by_bytes, _by_dict)]
         assert all(s == states[0] for s in states), job["metadata"]["name"]
 
 
@@ -104,7 +124,7 @@ def test_the_job_fold_of_an_old_log_is_the_job_fold_of_the_new_one() -> None:
             env = ev.envelope(etype, "t", obj, id=f"{j}.{i}", time="2030-01-01T00:00:00Z")
             old.append(env)
             if etype == ev.JOB_SUBMITTED:
-                new.append(env)
+                new.append(orjson.loads(_marked(env)))
     a, b = fold_jobs(old), fold_jobs(new)
     assert a.summaries() == b.summaries()
     for key, job in a.jobs.items():
@@ -131,8 +151,63 @@ def test_a_podgroup_declared_before_the_job_means_no_implied_pods_in_either_fold
     rows = [
         (1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))),
         (2, orjson.dumps(envelope(ev.PODGROUP_SUBMITTED, group))),
-        (3, orjson.dumps(envelope(ev.JOB_SUBMITTED, job))),
+        (3, _marked(envelope(ev.JOB_SUBMITTED, job))),
     ]
     assert _by_bytes(rows).pending_pods() == _by_dict(rows).pending_pods() == []
     book = fold_jobs([orjson.loads(b) for _p, b in rows])
     assert book.missing(book.jobs["ns/j"])  # the controller submits it
+
+
+def _one_pod_job() -> dict[str, Any]:
+    return default_job(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": _spec("1")}}]},
+        }
+    )
+
+
+def test_only_a_job_ingest_marked_implies_its_pods_in_the_job_fold() -> None:
+    job = _one_pod_job()
+    env = ev.envelope(ev.JOB_SUBMITTED, "t", job, id="j", time="2030-01-01T00:00:00Z")
+    unmarked = fold_jobs([env])
+    assert unmarked.jobs["ns/j"].pods == {}
+    assert unmarked.missing(unmarked.jobs["ns/j"])  # the controller submits it, as before
+    marked = fold_jobs([orjson.loads(_marked(env))])
+    assert marked.jobs["ns/j"].status_of("ns/j-w-0") == "Pending"
+    assert not marked.missing(marked.jobs["ns/j"])  # implied: nothing to submit
+
+
+def test_a_marker_of_another_value_or_on_another_type_implies_nothing() -> None:
+    job = _one_pod_job()
+    for value in ("pod", "PODS", 1, ["pods"]):
+        env = {**envelope(ev.JOB_SUBMITTED, job), ev.IMPLIES: value}
+        rows = [(1, orjson.dumps(env))]
+        for st in (_by_bytes(rows), _by_dict(rows)):
+            assert st.pending_pods() == [], value
+        assert fold_jobs([env]).jobs["ns/j"].pods == {}, value
+
+
+def test_a_marker_written_with_escapes_is_read_alike_on_both_paths() -> None:
+    """The bytes path leaves an envelope whose keys or marker hold an escape to the dict
+    path: both read the marker as JSON says it."""
+    job = _one_pod_job()
+    plain = orjson.dumps(envelope(ev.JOB_SUBMITTED, job))
+    cases = {
+        b'"eschedimplie\\u0073":"pods",': True,
+        b'"eschedimplies":"p\\u006fds",': True,
+        b'"eschedimplies":"pods","eschedimplies":"no",': False,  # (the last one counts)
+        b'"eschedimplies":"no","eschedimplies":"pods",': True,
+        b'"eschedimplies":"pods ",': False,
+    }
+    for member, implied in cases.items():
+        payload = plain[:1] + member + plain[1:]
+        rows = [(1, payload)]
+        want = ["ns/j-w-0"] if implied else []
+        assert _by_bytes(rows).pending_pods() == _by_dict(rows).pending_pods() == want, member
+        assert _state_of(_by_bytes(rows)) == _state_of(_by_dict(rows))
+        assert bool(fold_jobs([orjson.loads(payload)]).jobs["ns/j"].pods) == implied
+        parts = job_fold_parts(payload)
+        assert parts is None or parts[2][1] == implied, member

@@ -261,3 +261,48 @@ async def test_ingest_resumes_after_the_broker_comes_back(dev_broker, pg_url):
         await service.stop()
     assert sorted(await _stored_ids(store)) == sorted(f"ev-{i}" for i in range(80))
     await store.close()
+
+
+async def test_ingest_marks_the_jobs_it_stores_and_trusts_no_producers_marker(store):
+    """Only a Job ingest checked implies its first pods (the ``eschedimplies``
+    extension attribute, :func:`esched.schemas.events.stored_form`): ingest sets it on
+    each Job it stores, in either content mode; a producer's marker on a Job whose
+    pods esched refuses does not get it stored, one on a pod is removed, one of
+    another value on a Job is overwritten."""
+    from esched.schemas.events import IMPLIES, IMPLIES_PODS, implies_pods
+    from esched.schemas.kafka_binding import BINARY, encode_event
+
+    def job(name: str, marker: object = None, **spec: object) -> dict:
+        template = {"spec": {"containers": [{"name": "c", "image": "x"}], **spec}}
+        data = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": "t"},
+            "spec": {"tasks": [{"name": "w", "replicas": 1, "template": template}]},
+        }
+        env = {**envelope(0), "id": name, "type": "esched.job.submitted", "data": data}
+        return env if marker is None else {**env, IMPLIES: marker}
+
+    bus = open_bus(None, "esched.")
+    bus.append(bus.topics.pods, None, orjson.dumps(job("plain")))
+    bus.append(bus.topics.pods, None, orjson.dumps(job("other", "all")))
+    value, headers = encode_event(job("binary"), BINARY)
+    bus.append(bus.topics.pods, None, value, headers)
+    forged = job("forged", IMPLIES_PODS, resourceClaims=[{"name": "gpu"}])
+    bus.append(bus.topics.pods, None, orjson.dumps(forged))
+    bus.append(bus.topics.pods, None, orjson.dumps({**envelope(7), IMPLIES: IMPLIES_PODS}))
+    service = IngestService(bus, store, IngestConfig())
+    await service.start()
+    totals = await service.run(exit_when_idle=True)
+    await service.stop()
+
+    rows = {r.id: orjson.loads(r.payload) for r in await store.read(0, 100)}
+    assert sorted(rows) == ["binary", "ev-7", "other", "plain"]
+    assert totals.reasons == {"unsupported": 1}  # the forged one: its pods refused
+    assert {k: implies_pods(e) for k, e in rows.items()} == {
+        "binary": True,
+        "ev-7": False,
+        "other": True,
+        "plain": True,
+    }
+    assert IMPLIES not in rows["ev-7"]

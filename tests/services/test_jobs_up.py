@@ -295,7 +295,9 @@ async def test_a_job_scaled_up_gets_its_new_pods_from_the_controller(tmp_path: P
     await es.migrate()
     job = _job("grow", [{"name": "worker", "replicas": 1}])
     evs = list(events_from_documents([job], source="test", id_prefix="g0"))
-    await es.append([NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in evs])
+    # (stored as ingest stores it: marked, the Job implies its first pod)
+    stored = [ev.stored_form(e, orjson.dumps(e)) for e in evs]
+    await es.append([NewEvent(e["id"], e["type"], stream_of(e), p) for e, p in stored])
     bigger = _job("grow", [{"name": "worker", "replicas": 3}])
     evs = [
         e
