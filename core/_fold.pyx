@@ -626,8 +626,8 @@ cdef int set_podgroup(ClusterState self, str key, tuple entry) except -1:
     return 0
 
 cdef bint job_implies_podgroup(ClusterState self, str key):
-    # Whether the Job ``key`` folded now implies its PodGroup and its first pods
-    # (volcano_first_pods): unless a PodGroup declared its gang already (the Job's
+    # Whether the Job ``key`` folded now implies its PodGroup and, marked by ingest,
+    # its first pods (volcano_first_pods): unless a PodGroup declared its gang already (the Job's
     # first submission implied it, or a PodGroup was recorded; the job fold,
     # JobBook, keeps the same rule). A Job published again implies nothing:
     # unchanged or a refused update changes no PodGroup, and whether an accepted

@@ -24,7 +24,7 @@ from esched.schemas.objects import (
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.stdint cimport uint64_t
-from libc.string cimport memchr, memcmp, memcpy
+from libc.string cimport memcmp, memcpy
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
@@ -405,31 +405,26 @@ cdef object _stamp(const unsigned char* b, Span s):
     return <double>total / 1e6
 
 
-cdef int _implies_pods(const unsigned char* b, Py_ssize_t n, Span d) except -2:
+cdef bint _implies_pods(const unsigned char* b, Py_ssize_t n, Span d) noexcept:
     # Whether the accepted envelope ``b`` (its ``data`` at ``d``, which the walk jumps
     # over) is a Job ingest marked as implying its first pods: its last _ev.IMPLIES
     # member (as orjson keeps) is _ev.IMPLIES_PODS. The bytes side's one reading of
-    # the marker, as _ev.implies_pods is the dict side's; -1 where a key or that
-    # member's value holds an escape (the dict path's to read).
-    cdef Span k, v
-    cdef int found = 0
+    # the marker, as _ev.implies_pods is the dict side's (an accepted envelope holds
+    # no escape: its bytes are its keys and values).
+    cdef Span k
+    cdef bint found = False
+    cdef Py_ssize_t start
     cdef Py_ssize_t i = skip_ws(b, 0, n)
-    cdef Py_ssize_t kl = PyBytes_GET_SIZE(_B_IMPLIES)
     cdef Py_ssize_t vl = PyBytes_GET_SIZE(_B_IMPLIES_PODS)
     while True:
         i = next_key(b, i, n, &k)
         if i < 0:
             break
-        v.start = i
+        start = i
         i = d.end if i == d.start else skip_accepted(b, i, n)
-        v.end = i
-        if memchr(b + k.start, 0x5c, k.end - k.start) != NULL:
-            return -1
-        if span_is(b, k, PyBytes_AS_STRING(_B_IMPLIES), kl):
-            if memchr(b + v.start, 0x5c, v.end - v.start) != NULL:
-                return -1
-            found = (v.end - v.start == vl
-                     and memcmp(b + v.start, PyBytes_AS_STRING(_B_IMPLIES_PODS), vl) == 0)
+        if span_is(b, k, _B_IMPLIES, PyBytes_GET_SIZE(_B_IMPLIES)):
+            found = (i - start == vl
+                     and memcmp(b + start, PyBytes_AS_STRING(_B_IMPLIES_PODS), vl) == 0)
         i = skip_ws(b, i, n)
     return found
 
@@ -493,12 +488,9 @@ def job_fold_parts(object payload) -> object:
                             else None))
         return _ev.PLACEMENT_COMMITTED, _stamp(b, tm), out
     if span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
-        marked = _implies_pods(b, n, d)
-        if marked < 0:
-            return None
         return (_ev.JOB_SUBMITTED, _stamp(b, tm),
                 (_loads(PyBytes_FromStringAndSize(<const char*>b + d.start, d.end - d.start)),
-                 marked == 1))
+                 _implies_pods(b, n, d)))
     if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)) and _B_JOB_NAME_KEY not in payload:
         return _ev.POD_SUBMITTED, _stamp(b, tm), None
     return None
@@ -713,9 +705,7 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n, S
             return 0
         namespace.start = -1
     # Its first pods only if ingest marked it (_implies_pods; ``d``: the data's span).
-    cdef int pods = _implies_pods(b, n, d)
-    if pods < 0:
-        return 0
+    cdef bint pods = _implies_pods(b, n, d)
     self.type_counts[_SLOT_JOB_SUBMITTED] += 1
     key = _pod_key(b, namespace, name)
     if not job_implies_podgroup(self, key):

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from esched.core import ClusterState
 from esched.core._fold_bytes import job_fold_parts
 from esched.core.jobs import fold_jobs
 from esched.schemas import events as ev
@@ -23,7 +24,8 @@ from esched.schemas.volcano_jobs import default_job
 from support.fold import EV, envelope, node
 from support.job_templates import example_jobs, generated_jobs
 
-from .test_job_podgroup import _by_bytes, _by_dict, _generated_jobs, _state_of
+from .test_fold_payloads import _assert_same
+from .test_job_podgroup import _by_bytes, _by_dict, _cuts_and_mutants, _generated_jobs, _state_of
 
 
 def _accepted_jobs() -> list[dict[str, Any]]:
@@ -211,3 +213,26 @@ def test_a_marker_written_with_escapes_is_read_alike_on_both_paths() -> None:
         assert bool(fold_jobs([orjson.loads(payload)]).jobs["ns/j"].pods) == implied
         parts = job_fold_parts(payload)
         assert parts is None or parts[2][1] == implied, member
+
+
+def test_cut_and_mutated_marked_jobs_fold_as_decoded() -> None:
+    """Every cut of a marked Job's envelope from its marker on (as it is, closed by
+    "}}" or "}}}") and every byte from there changed to a JSON token's or a stray one,
+    each folded after a node: the bytes path's state and anomalies are those of the
+    payload decoded whole (a Job of a known spec too: a first one folded before)."""
+    node_row = orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))
+    known = default_job(dict(_one_pod_job(), metadata={"name": "k", "namespace": "ns"}))
+    whole = _marked(envelope(ev.JOB_SUBMITTED, _one_pod_job()))
+    assert b'"eschedimplies":"pods"' in whole
+    implied = 0
+    for before in ([node_row], [node_row, _marked(envelope(ev.JOB_SUBMITTED, known))]):
+        for payload in _cuts_and_mutants(whole, whole.index(b'"eschedimplies"')):
+            rows = list(enumerate([*before, payload], 1))
+            decoded = ClusterState()
+            decoded.apply_payloads([(p, bytearray(b)) for p, b in rows])
+            by_bytes = ClusterState()
+            by_bytes.apply_payloads(rows)
+            _assert_same(decoded, by_bytes)
+            assert by_bytes.anomalies == decoded.anomalies
+            implied += "ns/j-w-0" in by_bytes.pod_index
+    assert implied > 100
