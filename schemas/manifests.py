@@ -13,8 +13,9 @@ document                                  events
 ``kind: PriorityClass``                   ``esched.priorityclass.upserted``
 ``kind: Namespace``                       ``esched.namespace.upserted``
 ``kind: Job`` (``batch.volcano.sh``)      ``job.submitted``; it implies its
-                                          PodGroup, its pods come from the job
-                                          controller (``job_pods=True``: also
+                                          PodGroup and, stored by ingest, its
+                                          first pods; the others come from the
+                                          job controller (``job_pods=True``: also
                                           ``podgroup.submitted`` and one
                                           ``pod.submitted`` per replica of the
                                           tasks without ``dependsOn``)
@@ -508,8 +509,9 @@ def volcano_first_pods(
     index, pod, bare)`` (:func:`volcano_task_pod_shared`'s pod and ``bare``): attempt 0
     of every replica of each task released at submission (no ``dependsOn`` names), in
     task order, the pods Volcano's controller creates first. Every fold of the log
-    derives them from the Job's ``esched.job.submitted`` (the cluster state's dict and
-    bytes paths, the job fold :class:`~esched.core.jobs.JobBook`), unless a PodGroup
+    derives them from the Job's ``esched.job.submitted`` when ingest marked it
+    (:func:`esched.schemas.events.implies_pods`; the cluster state's dict and bytes
+    paths, the job fold :class:`~esched.core.jobs.JobBook`), unless a PodGroup
     of the Job's name was declared before it (the Job then implies neither: its
     controller creates the pods); the job controller creates only the others
     (dependants released later, new attempts, pods re-created). The pods share the
@@ -697,8 +699,9 @@ def events_from_documents(
     not affect scheduling are skipped, and ``warn`` (default: a log warning) gets one
     line for each.
 
-    A Volcano Job is its ``esched.job.submitted`` alone: it implies its PodGroup and
-    the job controller creates its pods (they are still built and validated here, so
+    A Volcano Job is its ``esched.job.submitted`` alone: it implies its PodGroup and,
+    stored by ingest, its first pods; the job controller creates the others (the
+    pods are still built and validated here, so
     a template esched cannot run is refused at publish). ``job_pods`` also yields
     them, as Volcano's controller first creates them (the PodGroup equal to the one
     the Job implies): for readers of objects with no controller (``esched

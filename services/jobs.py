@@ -16,10 +16,11 @@ It follows the log with its own job fold and appends what the fold decided:
   the new attempt number (``volcano.sh/job-version``), and a pod gone that the job
   should have, built from the task's template as
   :func:`esched.schemas.manifests.volcano_task_pod` builds them. The first pods (of
-  the tasks without ``dependsOn``, attempt 0) are not recorded: the Job's first
+  the tasks without ``dependsOn``, attempt 0) of a Job ingest marked
+  (:func:`esched.schemas.events.implies_pods`) are not recorded: its first
   submission implies them, and every fold derives them with the same builder
-  (:func:`esched.schemas.manifests.volcano_first_pods`; a log written when the
-  controller recorded them folds the same);
+  (:func:`esched.schemas.manifests.volcano_first_pods`); those of a Job of a log
+  written before the marker it creates and checks (``check_task_pod``), as ever;
 * ``esched.podgroup.submitted``: a Job's PodGroup again after an accepted update
   (:func:`esched.schemas.manifests.volcano_podgroup`), once the job is active, before
   its pods. Its first PodGroup is not recorded: the Job's submission implies it, and
