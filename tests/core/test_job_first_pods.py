@@ -236,3 +236,15 @@ def test_cut_and_mutated_marked_jobs_fold_as_decoded() -> None:
             assert by_bytes.anomalies == decoded.anomalies
             implied += "ns/j-w-0" in by_bytes.pod_index
     assert implied > 100
+
+
+def test_a_restored_state_has_the_implied_pods() -> None:
+    rows = [
+        (1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))),
+        (2, _marked(envelope(ev.JOB_SUBMITTED, _one_pod_job()))),
+    ]
+    for st in (_by_bytes(rows), _by_dict(rows)):
+        restored = ClusterState.from_bytes(st.to_bytes())
+        assert restored.pending_pods() == ["ns/j-w-0"]
+        assert restored.gang_members("ns/j") == ["ns/j-w-0"]
+        assert restored.to_bytes() == st.to_bytes()

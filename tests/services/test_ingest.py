@@ -306,3 +306,34 @@ async def test_ingest_marks_the_jobs_it_stores_and_trusts_no_producers_marker(st
         "plain": True,
     }
     assert IMPLIES not in rows["ev-7"]
+
+
+async def test_a_job_stored_before_the_marker_sent_again_is_a_duplicate(store):
+    """A Job a producer sends again after ingest began marking Jobs is the same event
+    as the one stored unmarked before: counted a duplicate (not an id conflict), and
+    the stored one, which implies no pod, stands."""
+    from esched.schemas.events import IMPLIES
+    from esched.services.store import NewEvent
+
+    data = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "old", "namespace": "t"},
+        "spec": {"tasks": [{"name": "w", "replicas": 1, "template": _JOB_TEMPLATE}]},
+    }
+    env = {**envelope(0), "id": "old", "type": "esched.job.submitted", "data": data}
+    raw = orjson.dumps(env)
+    await store.append([NewEvent("old", env["type"], "job/t/old", raw)])
+    bus = open_bus(None, "esched.")
+    bus.append(bus.topics.pods, None, raw)
+    service = IngestService(bus, store, IngestConfig())
+    await service.start()
+    totals = await service.run(exit_when_idle=True)
+    await service.stop()
+
+    assert totals.duplicates == 1 and not totals.reasons
+    [row] = await store.read(0, 100)
+    assert row.payload == raw and IMPLIES not in orjson.loads(row.payload)
+
+
+_JOB_TEMPLATE = {"spec": {"containers": [{"name": "c", "image": "x"}]}}
