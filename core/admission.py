@@ -156,6 +156,19 @@ def event_key(data: dict[str, Any]) -> str:
     return metadata_key(data.get("metadata"))
 
 
+def _member_rejection(first: Rejection, gang: str, pod: str, pos: int) -> Rejection:
+    """The rejection of ``pod`` at log position ``pos``, a member of ``gang``, which
+    ``first`` rejected: its queue, reason and quota."""
+    return Rejection(
+        pod,
+        first.queue,
+        first.reason,
+        f"gang {gang} was rejected: {first.message}",
+        f"rejected-{pod}-{pos}",
+        first.quota,
+    )
+
+
 class Admission:
     """Quota accounting, rejections, holding and ordering for one dispatcher's fold.
 
@@ -284,16 +297,7 @@ class Admission:
                 continue
             self._uncharge(pod)
             self.rejecting.add(pod)
-            out.append(
-                Rejection(
-                    pod,
-                    first.queue,
-                    first.reason,
-                    f"gang {gang} was rejected: {first.message}",
-                    f"rejected-{pod}-{pos}",
-                    first.quota,
-                )
-            )
+            out.append(_member_rejection(first, gang, pod, pos))
         return out
 
     def _rejected(self, rejections: list[Rejection]) -> list[Rejection]:
@@ -384,15 +388,8 @@ class Admission:
             gang = st.gang_keys[g] if g >= 0 else None
             first = self._rejected_gangs.get(gang) if gang else None
             r: Rejection | None
-            if first is not None:
-                r = Rejection(
-                    pod,
-                    first.queue,
-                    first.reason,
-                    f"gang {gang} was rejected: {first.message}",
-                    f"rejected-{pod}-{pos}",
-                    first.quota,
-                )
+            if first is not None and gang is not None:
+                r = _member_rejection(first, gang, pod, pos)
             else:
                 r = self._verdict(st, pod, idx, f"rejected-{pod}-{pos}", True)
             if r is not None:

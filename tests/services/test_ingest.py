@@ -40,6 +40,19 @@ def envelope(i: int, **data_overrides) -> dict:
     }
 
 
+def _job_envelope(name: str, replicas: int, **spec: object) -> dict:
+    """A Volcano Job of one task of ``replicas`` pods (its template's spec with
+    ``spec`` added), id ``name``."""
+    template = {"spec": {"containers": [{"name": "c", "image": "x"}], **spec}}
+    data = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "t"},
+        "spec": {"tasks": [{"name": "w", "replicas": replicas, "template": template}]},
+    }
+    return {**envelope(0), "id": name, "type": "esched.job.submitted", "data": data}
+
+
 def good(i: int) -> bytes:
     return orjson.dumps(envelope(i))
 
@@ -101,15 +114,7 @@ async def test_a_volcano_job_whose_pods_esched_refuses_is_dead_lettered_with_the
     # Volcano's webhook lets a DRA claim through; esched's pod schema does not: the Job
     # is refused at ingest (not accepted with its pods skipped by the job controller).
     def job(name: str, **spec: object) -> bytes:
-        template = {"spec": {"containers": [{"name": "c", "image": "x"}], **spec}}
-        data = {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": "t"},
-            "spec": {"tasks": [{"name": "w", "replicas": 2, "template": template}]},
-        }
-        env = {**envelope(0), "id": name, "type": "esched.job.submitted", "data": data}
-        return orjson.dumps(env)
+        return orjson.dumps(_job_envelope(name, 2, **spec))
 
     bus = open_bus(None, "esched.")
     bus.append(bus.topics.pods, None, job("fine"))
@@ -273,14 +278,7 @@ async def test_ingest_marks_the_jobs_it_stores_and_trusts_no_producers_marker(st
     from esched.schemas.kafka_binding import BINARY, encode_event
 
     def job(name: str, marker: object = None, **spec: object) -> dict:
-        template = {"spec": {"containers": [{"name": "c", "image": "x"}], **spec}}
-        data = {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": "t"},
-            "spec": {"tasks": [{"name": "w", "replicas": 1, "template": template}]},
-        }
-        env = {**envelope(0), "id": name, "type": "esched.job.submitted", "data": data}
+        env = _job_envelope(name, 1, **spec)
         return env if marker is None else {**env, IMPLIES: marker}
 
     bus = open_bus(None, "esched.")
@@ -315,13 +313,7 @@ async def test_a_job_stored_before_the_marker_sent_again_is_a_duplicate(store):
     from esched.schemas.events import IMPLIES
     from esched.services.store import NewEvent
 
-    data = {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": "old", "namespace": "t"},
-        "spec": {"tasks": [{"name": "w", "replicas": 1, "template": _JOB_TEMPLATE}]},
-    }
-    env = {**envelope(0), "id": "old", "type": "esched.job.submitted", "data": data}
+    env = _job_envelope("old", 1)
     raw = orjson.dumps(env)
     await store.append([NewEvent("old", env["type"], "job/t/old", raw)])
     bus = open_bus(None, "esched.")
@@ -334,6 +326,3 @@ async def test_a_job_stored_before_the_marker_sent_again_is_a_duplicate(store):
     assert totals.duplicates == 1 and not totals.reasons
     [row] = await store.read(0, 100)
     assert row.payload == raw and IMPLIES not in orjson.loads(row.payload)
-
-
-_JOB_TEMPLATE = {"spec": {"containers": [{"name": "c", "image": "x"}]}}
