@@ -22,7 +22,7 @@ from esched.schemas.objects import (
     _GO_BOOLS, node_allocatable, spread_default_labels,
 )
 from esched.core.queues import node_group_terms
-from esched.schemas.manifests import volcano_podgroup
+from esched.schemas.manifests import volcano_first_pods, volcano_podgroup
 from esched.schemas.quantity import QuantityError, resource_list
 from esched.schemas.validator.timewindow import event_seconds
 
@@ -94,7 +94,8 @@ cdef dict _TYPE_CODES_BY_NAME = {
     _ev.PRIORITYCLASS_UPSERTED: EV_PRIORITYCLASS,
     _ev.NAMESPACE_UPSERTED: EV_NAMESPACE,
     _ev.NAMESPACE_DELETED: EV_NAMESPACE_DELETED,
-    # A Volcano Job implies its PodGroup (_job_submitted); the Job lifecycle's own
+    # A Volcano Job implies its PodGroup and, marked by ingest, its first pods
+    # (_job_submitted); the Job lifecycle's own
     # records are core/jobs.py's to fold (pods are pod events).
     _ev.JOB_SUBMITTED: EV_JOB,
     _ev.JOB_UPDATED: EV_NOOP,
@@ -626,22 +627,31 @@ cdef int set_podgroup(ClusterState self, str key, tuple entry) except -1:
     return 0
 
 cdef bint job_implies_podgroup(ClusterState self, str key):
-    # Whether the Job ``key`` folded now implies its PodGroup: unless a PodGroup
-    # declared its gang already (the Job's first submission implied it, or a
-    # PodGroup was recorded). A Job published again implies nothing: unchanged or a
-    # refused update changes no PodGroup, and whether an accepted update re-creates
-    # it depends on the job's phase, which only the job fold knows (the job
-    # controller records that PodGroup).
+    # Whether the Job ``key`` folded now implies its PodGroup and, marked by ingest,
+    # its first pods (volcano_first_pods): unless a PodGroup declared its gang already (the Job's
+    # first submission implied it, or a PodGroup was recorded; the job fold,
+    # JobBook, keeps the same rule). A Job published again implies nothing:
+    # unchanged or a refused update changes no PodGroup, and whether an accepted
+    # update re-creates it depends on the job's phase, which only the job fold knows
+    # (the job controller records that PodGroup, and every pod but the first ones).
     g = self.gang_index.get(key)
     return g is None or not (<dict>self.gang_meta[<Py_ssize_t>g]).get("podGroup")
 
-cdef int _job_submitted(ClusterState self, dict job) except -1:
-    # A Volcano Job's PodGroup, as Volcano's controller creates it on the Job's
-    # submission (volcano_podgroup, the one builder): folded here rather than
-    # recorded (a recorded one equal to it, in a log written when the controller
-    # appended it, sets the gang to what it is already).
+cdef int _job_submitted(ClusterState self, dict job, bint pods) except -1:
+    # A Volcano Job's PodGroup and, ``pods`` (ingest marked the Job:
+    # _ev.implies_pods), its first pods, as Volcano's controller creates them on the
+    # Job's submission (volcano_podgroup, volcano_first_pods: the one builders):
+    # folded here rather than recorded. A Job not marked (stored before ingest
+    # marked Jobs) implies no pod: the job controller recorded them. In a log
+    # written when the controller recorded the PodGroup, a recorded one equal to it
+    # sets the gang to what it is already, and so does a recorded pod equal to one
+    # implied (a Pending pod submitted again with the same content). The pods are
+    # built before anything is set: a Job they cannot be built of changes nothing.
     if job_implies_podgroup(self, _meta_key(job.get("metadata") or {})):
+        first = volcano_first_pods(job) if pods else ()
         _podgroup(self, volcano_podgroup(job))
+        for _task, _i, pod, _bare in first:
+            _pod_submitted(self, <dict>pod)
     return 0
 
 cdef int _priority_class(ClusterState self, dict pc) except -1:
@@ -873,7 +883,8 @@ cdef int _apply(ClusterState self, dict event) except -1:
     cdef int code = _SLOT_CODE[<int>slot]
     if code == EV_USAGE:
         self._usage_time = event.get("time")  # the log's clock (_usage_nodes)
-    _apply_data(self, code, event.get("data"))
+    # (a Job's marker, the envelope's: _job_submitted)
+    _apply_data(self, code, event.get("data"), code == EV_JOB and _ev.implies_pods(event))
     if code == EV_USAGE:
         # The pods[] part (reservations), on the log's clock: the event's time.
         data = event.get("data")
@@ -885,10 +896,11 @@ cdef int _apply(ClusterState self, dict event) except -1:
                 self._anomaly("malformed")
     return 0
 
-cdef int _apply_data(ClusterState self, int code, object data) except -1:
+cdef int _apply_data(ClusterState self, int code, object data, bint pods) except -1:
     # The dispatch on the event's code, for the dict path (_apply); the bytes
     # path's _payload_* call the same handlers (their keyed forms: _pod_submit,
-    # _pod_finish, _resolve_binding + _bind_resolved).
+    # _pod_finish, _resolve_binding + _bind_resolved). ``pods``: a Job that implies
+    # its first pods (_job_submitted).
     if code == EV_NOOP:
         return 0
     if not isinstance(data, dict):
@@ -922,7 +934,7 @@ cdef int _apply_data(ClusterState self, int code, object data) except -1:
         elif code == EV_PODGROUP:
             _podgroup(self, data)
         elif code == EV_JOB:
-            _job_submitted(self, data)
+            _job_submitted(self, data, pods)
         elif code == EV_QUEUE:
             _queue_upsert(self, data)
         elif code == EV_PRIORITYCLASS:

@@ -44,7 +44,7 @@ from esched.core._fold cimport (
 )
 from esched.core._state cimport COL_PODS, MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
-from esched.schemas.manifests import volcano_podgroup
+from esched.schemas.manifests import volcano_first_pods, volcano_pod_metadata, volcano_podgroup
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
 # ClusterState.apply_payloads is the fold's entry point; committed_proposal reads a
@@ -66,6 +66,9 @@ cdef bytes _B_POD_FAILED = _ev.POD_FAILED.encode()
 cdef bytes _B_POD_DELETED = _ev.POD_DELETED.encode()
 cdef bytes _B_PODGROUP_SUBMITTED = _ev.PODGROUP_SUBMITTED.encode()
 cdef bytes _B_JOB_SUBMITTED = _ev.JOB_SUBMITTED.encode()
+# Ingest's marker on a Job that implies its first pods, and its value as JSON.
+cdef bytes _B_IMPLIES = _ev.IMPLIES.encode()
+cdef bytes _B_IMPLIES_PODS = b'"' + _ev.IMPLIES_PODS.encode() + b'"'
 cdef int _SLOT_POD_SUBMITTED = type_slot(_ev.POD_SUBMITTED)
 cdef int _SLOT_PLACEMENT_COMMITTED = type_slot(_ev.PLACEMENT_COMMITTED)
 cdef int _SLOT_POD_SUCCEEDED = type_slot(_ev.POD_SUCCEEDED)
@@ -94,6 +97,10 @@ cdef dict _GROUP_SPECS = {}
 # and a restored state in the process folds a tail of known Jobs in fewer
 # instructions than in a new process (tests/core/test_job_spec_memo_states.py).
 cdef dict _JOB_GROUP_SPECS = {}
+# What the first pods a Volcano Job implies (volcano_first_pods) are built of, by the
+# Job spec's bytes: the spec decoded (read only: the pods share its objects) and the
+# bytes of each task's pod spec by task name (the spec memo's key for their class).
+cdef dict _JOB_POD_SPECS = {}
 # Below this, a sum of units written as _job_group_spec writes it parses back to
 # itself (core/_quantity.pxd reads up to 18 digits exactly).
 cdef object _EXACT_UNITS = 10**17
@@ -404,6 +411,30 @@ cdef object _stamp(const unsigned char* b, Span s):
     return <double>total / 1e6
 
 
+cdef bint _implies_pods(const unsigned char* b, Py_ssize_t n, Span d) noexcept:
+    # Whether the accepted envelope ``b`` (its ``data`` at ``d``, which the walk jumps
+    # over) is a Job ingest marked as implying its first pods: its last _ev.IMPLIES
+    # member (as orjson keeps) is _ev.IMPLIES_PODS. The bytes side's one reading of
+    # the marker, as _ev.implies_pods is the dict side's (an accepted envelope holds
+    # no escape: its bytes are its keys and values).
+    cdef Span k
+    cdef bint found = False
+    cdef Py_ssize_t start
+    cdef Py_ssize_t i = skip_ws(b, 0, n)
+    cdef Py_ssize_t vl = PyBytes_GET_SIZE(_B_IMPLIES_PODS)
+    while True:
+        i = next_key(b, i, n, &k)
+        if i < 0:
+            break
+        start = i
+        i = d.end if i == d.start else skip_accepted(b, i, n)
+        if span_is(b, k, _B_IMPLIES, PyBytes_GET_SIZE(_B_IMPLIES)):
+            found = (i - start == vl
+                     and memcmp(b + start, PyBytes_AS_STRING(_B_IMPLIES_PODS), vl) == 0)
+        i = skip_ws(b, i, n)
+    return found
+
+
 def job_fold_parts(object payload) -> object:
     """What the job fold (:class:`esched.core.jobs.JobBook`) reads of a stored
     envelope, off its bytes: ``(type, time, value)`` or None (decode it whole). The
@@ -412,7 +443,8 @@ def job_fold_parts(object payload) -> object:
     ``ev.timestamp`` text (the text itself otherwise); ``value`` is, for ``esched.placement.committed``, the
     ``(pod, node)`` of each binding whose ``pod`` is a string (``node`` None unless a
     string; None in place of the list if one binding is not an object); for
-    ``esched.job.submitted``, the decoded ``data``; for ``esched.pod.submitted``
+    ``esched.job.submitted``, the decoded ``data`` and whether ingest marked the Job
+    as implying its first pods (:func:`esched.schemas.events.implies_pods`); for ``esched.pod.submitted``
     without ``"volcano.sh/job-name"`` in its bytes (no escapes: so no pod of a Job),
     None; any other type: None in place of the tuple."""
     cdef Span t, d, tm, k, v, e, pod, node, res, dev
@@ -463,7 +495,8 @@ def job_fold_parts(object payload) -> object:
         return _ev.PLACEMENT_COMMITTED, _stamp(b, tm), out
     if span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
         return (_ev.JOB_SUBMITTED, _stamp(b, tm),
-                _loads(PyBytes_FromStringAndSize(<const char*>b + d.start, d.end - d.start)))
+                (_loads(PyBytes_FromStringAndSize(<const char*>b + d.start, d.end - d.start)),
+                 _implies_pods(b, n, d)))
     if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)) and _B_JOB_NAME_KEY not in payload:
         return _ev.POD_SUBMITTED, _stamp(b, tm), None
     return None
@@ -543,7 +576,7 @@ cdef int _apply_payload(ClusterState self, bytes payload) except -1:
         elif span_is(b, t, _B_PODGROUP_SUBMITTED, len(_B_PODGROUP_SUBMITTED)):
             done = _payload_podgroup(self, b, n, d.start)
         elif span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
-            done = _payload_job(self, b, n, members[DATA_METADATA], members[DATA_SPEC],
+            done = _payload_job(self, b, n, d, members[DATA_METADATA], members[DATA_SPEC],
                                 job_spec, job_entry)
         else:
             # A type the fold only counts (a Volcano Job's records, proposals,
@@ -655,10 +688,11 @@ cdef int _payload_podgroup(ClusterState self, const unsigned char* b, Py_ssize_t
         self._anomaly("malformed")
     return 1
 
-cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
+cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n, Span d,
                       Span meta, Span spec, object raw, object entry) except -1:
-    # A Volcano Job as _fold._job_submitted reads it: its key, and only when it
-    # implies its PodGroup, the PodGroup's spec, built from the Job's spec bytes
+    # A Volcano Job as _fold._job_submitted reads it: its key and ingest's marker
+    # (``d``: the data's span), and only when it implies its PodGroup (and, marked,
+    # its first pods: _first_pods), the PodGroup's spec, built from the Job's spec bytes
     # once per distinct spec (volcano_podgroup reads nothing else of the Job for
     # it); the Job's templates are not decoded otherwise. ``meta``, ``spec``: the
     # data object's members, as scan_envelope noted them (the last of each); ``raw``:
@@ -676,6 +710,8 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
         if b[namespace.start] != 0x6e:  # null: the default namespace
             return 0
         namespace.start = -1
+    # Its first pods only if ingest marked it (_implies_pods; ``d``: the data's span).
+    cdef bint pods = _implies_pods(b, n, d)
     self.type_counts[_SLOT_JOB_SUBMITTED] += 1
     key = _pod_key(b, namespace, name)
     if not job_implies_podgroup(self, key):
@@ -684,6 +720,9 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
         if raw is None:
             raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
             entry = _JOB_GROUP_SPECS.get(raw)
+        # (built before anything is set, as _fold._job_submitted: a Job its pods
+        # cannot be built of changes nothing)
+        first = _first_pods(b, n, meta, spec, raw) if pods else ()
         if entry is None:
             units = []
             found = _job_group_spec(self, b, n, spec, units, True)
@@ -699,9 +738,175 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n,
                 _JOB_GROUP_SPECS.clear()
             _JOB_GROUP_SPECS[raw] = entry
         set_podgroup(self, key, <tuple>entry)
+        for pod_key, pod_meta, pod_spec in first:
+            _implied_pod(self, pod_key, pod_meta, pod_spec)
     except _MALFORMED:
         self._anomaly("malformed")
     return 1
+
+
+cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, Span spec, bytes raw):
+    # The first pods of the Job of metadata ``meta`` and spec ``spec`` (its bytes
+    # ``raw``) as (key, metadata, the pod spec's bytes): volcano_first_pods' pods (the
+    # one builder). For the common shape (_plain_first_pods) their metadata is
+    # volcano_pod_metadata's (the builder's for a template without metadata) and
+    # their spec the template's bytes with what the Job adds, the Job not decoded;
+    # any other, the builder's pods of the Job's name, namespace and spec, which is
+    # all it reads of a Job. Either is found once per Job spec.
+    found = _JOB_POD_SPECS.get(raw)
+    if found is None:
+        found = _plain_first_pods(b, n, spec)
+        if found is None:
+            found = (None, _loads(raw), {})
+        if len(_JOB_POD_SPECS) >= MEMO_LIMIT:
+            _JOB_POD_SPECS.clear()
+        _JOB_POD_SPECS[raw] = found
+    job_name, job_ns = _name_and_namespace(b, n, meta)
+    namespace = job_ns or _ev.DEFAULT_NAMESPACE
+    out = []
+    queue = (<tuple>found)[0]
+    if queue is not None:
+        for task_name, replicas, spec_bytes in <list>(<tuple>found)[1]:
+            for i in range(<Py_ssize_t>replicas):
+                out.append((f"{namespace}/{job_name}-{task_name}-{i}",
+                            volcano_pod_metadata(job_name, namespace, queue, task_name, i, 0),
+                            spec_bytes))
+        return out
+    job = {"metadata": {"name": job_name, "namespace": namespace},
+           "spec": (<tuple>found)[1]}
+    cdef dict task_specs = (<tuple>found)[2]
+    for task, _i, pod, _bare in volcano_first_pods(job):
+        pod_meta = pod["metadata"]
+        task_name = task["name"]
+        spec_bytes = task_specs.get(task_name)
+        if spec_bytes is None:
+            # (a task's pods have equal specs: the template's, with what the Job adds)
+            spec_bytes = task_specs[task_name] = orjson.dumps(pod["spec"])
+        out.append((f"{pod_meta['namespace']}/{pod_meta['name']}", pod_meta, spec_bytes))
+    return out
+
+
+# The members of a Job spec, a task and a template that _plain_first_pods reads.
+cdef const char* _FIRST_JOB_KEYS[4]
+_FIRST_JOB_KEYS[:] = [b"tasks", b"queue", b"schedulerName", b"priorityClassName"]
+cdef Py_ssize_t _FIRST_JOB_LENGTHS[4]
+_FIRST_JOB_LENGTHS[:] = [5, 5, 13, 17]
+cdef const char* _FIRST_TASK_KEYS[4]
+_FIRST_TASK_KEYS[:] = [b"name", b"replicas", b"dependsOn", b"template"]
+cdef Py_ssize_t _FIRST_TASK_LENGTHS[4]
+_FIRST_TASK_LENGTHS[:] = [4, 8, 9, 8]
+cdef const char* _TEMPLATE_KEYS[2]
+_TEMPLATE_KEYS[:] = [b"metadata", b"spec"]
+cdef Py_ssize_t _TEMPLATE_LENGTHS[2]
+_TEMPLATE_LENGTHS[:] = [8, 4]
+cdef const char* _SCHEDULER_KEY[1]
+_SCHEDULER_KEY[:] = [b"schedulerName"]
+cdef Py_ssize_t _SCHEDULER_LENGTH[1]
+_SCHEDULER_LENGTH[:] = [13]
+
+
+cdef object _plain_first_pods(const unsigned char* b, Py_ssize_t n, Span spec):
+    # (queue, [(task name, replicas, the pod spec's bytes)]) of the Job spec at
+    # ``spec`` for the tasks volcano_first_pods builds pods of, read off the bytes for
+    # the common shape (a test compares it with the builder over many Jobs): no
+    # priorityClassName; queue a string or absent; schedulerName a string or absent;
+    # each task an object with a string name, replicas absent, null or a plain
+    # integer, no dependsOn, a template of a non-empty spec object and no metadata,
+    # the spec without a schedulerName of its own when the Job has one (the pod's
+    # spec is then the template's bytes with that member appended, as the builder
+    # appends it). None for any other shape (or a member twice): the builder's.
+    cdef Span job[4]
+    cdef Span of_task[4]
+    cdef Span of_template[2]
+    cdef Span own_sname[1]
+    cdef Span task, tspec, sname
+    cdef Py_ssize_t j, i, tl, sl
+    cdef units_t replicas
+    cdef char* out
+    cdef Py_ssize_t ml = PyBytes_GET_SIZE(_B_SCHEDULER_MEMBER)
+    if not _members_once(b, n, spec.start, _FIRST_JOB_KEYS, _FIRST_JOB_LENGTHS, 4, job):
+        return None
+    if job[3].start >= 0 or job[0].start < 0 or b[job[0].start] != 0x5b:
+        return None
+    queue = DEFAULT_QUEUE
+    if job[1].start >= 0:
+        if b[job[1].start] != 0x22:
+            return None
+        if job[1].end - job[1].start > 2:  # (an empty one is the default)
+            queue = _value(b, job[1])
+    sname = job[2]
+    if sname.start >= 0 and (b[sname.start] != 0x22 or sname.end - sname.start <= 2):
+        return None  # (not a string, or the empty one the builder leaves out)
+    sl = sname.end - sname.start
+    tasks = []
+    j = job[0].start
+    while True:
+        j = next_element(b, j, n, &task)
+        if j < 0:
+            break
+        if b[task.start] != 0x7b:
+            return None
+        if not _members_once(b, n, task.start, _FIRST_TASK_KEYS, _FIRST_TASK_LENGTHS, 4,
+                             of_task):
+            return None
+        if of_task[0].start < 0 or b[of_task[0].start] != 0x22 or of_task[2].start >= 0:
+            return None
+        replicas = 0
+        if of_task[1].start >= 0 and b[of_task[1].start] != 0x6e:  # not null
+            replicas = _digits(b, of_task[1])
+            if replicas < 0:
+                return None
+        if of_task[3].start < 0 or b[of_task[3].start] != 0x7b:
+            return None
+        if not _members_once(b, n, of_task[3].start, _TEMPLATE_KEYS, _TEMPLATE_LENGTHS, 2,
+                             of_template):
+            return None
+        tspec = of_template[1]
+        if of_template[0].start >= 0 or tspec.start < 0 or b[tspec.start] != 0x7b:
+            return None
+        i = tspec.start + 1
+        while b[i] <= 0x20:  # (whitespace: the object's first member, or its end)
+            i += 1
+        if b[i] == 0x7d:
+            return None  # an empty template spec
+        tl = tspec.end - tspec.start
+        if sname.start < 0:
+            spec_bytes = PyBytes_FromStringAndSize(<const char*>b + tspec.start, tl)
+        else:
+            if not _members_once(b, n, tspec.start, _SCHEDULER_KEY, _SCHEDULER_LENGTH, 1,
+                                 own_sname) or own_sname[0].start >= 0:
+                return None  # its own schedulerName: the builder's
+            spec_bytes = PyBytes_FromStringAndSize(NULL, tl + ml + sl)
+            out = PyBytes_AS_STRING(spec_bytes)
+            memcpy(out, b + tspec.start, tl - 1)
+            memcpy(out + tl - 1, PyBytes_AS_STRING(_B_SCHEDULER_MEMBER), ml)
+            memcpy(out + tl - 1 + ml, b + sname.start, sl)
+            out[tl + ml + sl - 1] = 0x7d  # }
+        if replicas > 0:
+            tasks.append((_value(b, of_task[0]), replicas, spec_bytes))
+    return (queue, tasks)
+
+
+cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec) except -1:
+    # A pod a Job implies, submitted as _payload_submitted submits one recorded with
+    # this metadata and spec bytes (the spec memo's entry for them, found or made).
+    cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(spec)
+    cdef Span s
+    cdef uint64_t h = 0
+    s.start = 0
+    s.end = PyBytes_GET_SIZE(spec)
+    entry = _spec_entry(self, b, s.end, s, _spec_lookup(self, b, s, &h), h)
+    cdef tuple plain = None
+    cdef Py_ssize_t slot
+    pod = {"metadata": meta}
+    if entry[0] is not None:
+        pod["spec"] = entry[0]
+    else:
+        plain = <tuple>entry[2]
+    slot = _pod_submit(self, key, pod, meta, None, <list>entry[1], plain)
+    if slot >= 0:
+        _note_pod(key, slot)
+    return 0
 
 # The members of a Job spec and of a task that _job_group_spec reads.
 cdef const char* _JOB_SPEC_KEYS[5]
@@ -905,20 +1110,7 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     if spec.start >= 0:
         if not looked_up:
             entry = _spec_lookup(self, b, spec, &h)
-        if entry is None:
-            if len(self._spec_memo) >= MEMO_LIMIT:
-                self._clear_spec_memo()
-                self._spec_recent = [None] * SPEC_RECENT
-            raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
-            # (spec dict or None, [queue, class, priority, key, next: _memo_class],
-            # plain or None, the spec's bytes): a spec of containers and a profile is
-            # decoded only when a pod needs it as dicts (_pod_submit decodes it then).
-            if _plain_fits(self):
-                plain = _plain_requests(self, b, n, spec, raw)
-            entry = self._spec_memo[<long long>(h >> 2)] = (
-                None if plain is not None else orjson.loads(raw),
-                [-1, -1, 0, <long long>(h >> 2), None], plain, raw)
-            (<list>self._spec_recent)[h & (SPEC_RECENT - 1)] = entry
+        entry = _spec_entry(self, b, n, spec, entry, h)
         spec_dict = entry[0]
         class_memo = entry[1]
         if spec_dict is None:
@@ -941,6 +1133,29 @@ cdef int _payload_submitted(ClusterState self, const unsigned char* b, Py_ssize_
     if slot >= 0:
         _note_pod(key, slot)
     return 1
+
+cdef tuple _spec_entry(ClusterState self, const unsigned char* b, Py_ssize_t n, Span spec,
+                       tuple entry, uint64_t h):
+    # The spec memo's entry for the spec ``b[spec]``: ``entry`` when _spec_lookup found
+    # one (its hash ``h``), else a new one: (spec dict or None, [queue, class,
+    # priority, key, next: _memo_class], plain or None, the spec's bytes); a spec of
+    # containers and a profile is decoded only when a pod needs it as dicts
+    # (_pod_submit decodes it then).
+    if entry is not None:
+        return entry
+    if len(self._spec_memo) >= MEMO_LIMIT:
+        self._clear_spec_memo()
+        self._spec_recent = [None] * SPEC_RECENT
+    raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
+    plain = None
+    if _plain_fits(self):
+        plain = _plain_requests(self, b, n, spec, raw)
+    entry = self._spec_memo[<long long>(h >> 2)] = (
+        None if plain is not None else orjson.loads(raw),
+        [-1, -1, 0, <long long>(h >> 2), None], plain, raw)
+    (<list>self._spec_recent)[h & (SPEC_RECENT - 1)] = entry
+    return entry
+
 
 cdef tuple _spec_lookup(ClusterState self, const unsigned char* b, Span spec, uint64_t* h):
     # The spec memo's entry for the spec's bytes ``b[spec]``, or None (a miss leaves

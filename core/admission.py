@@ -79,6 +79,7 @@ from esched.core.queues import (
 )
 from esched.core.quota import Quota, QuotaExceeded
 from esched.schemas.events import (
+    JOB_SUBMITTED,
     POD_DELETED,
     POD_FAILED,
     POD_REJECTED,
@@ -106,7 +107,7 @@ _TERMINAL = frozenset({POD_SUCCEEDED, POD_FAILED, POD_DELETED, POD_REJECTED})
 #: The rejection of a pod whose queue (its own, or its PodGroup's) was never declared.
 QUEUE_NOT_FOUND = "QueueNotFound"
 #: The event types :meth:`Admission.observe` reads.
-OBSERVED = frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED}) | _TERMINAL
+OBSERVED = frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED, JOB_SUBMITTED}) | _TERMINAL
 
 #: Jobs let through that :meth:`Admission.release` keeps without pruning them (no
 #: queue has a capability, so nothing reads them): pruned at twice the size left
@@ -153,6 +154,19 @@ def event_key(data: dict[str, Any]) -> str:
     if "pod" in data:
         return str(data["pod"])
     return metadata_key(data.get("metadata"))
+
+
+def _member_rejection(first: Rejection, gang: str, pod: str, pos: int) -> Rejection:
+    """The rejection of ``pod`` at log position ``pos``, a member of ``gang``, which
+    ``first`` rejected: its queue, reason and quota."""
+    return Rejection(
+        pod,
+        first.queue,
+        first.reason,
+        f"gang {gang} was rejected: {first.message}",
+        f"rejected-{pod}-{pos}",
+        first.quota,
+    )
 
 
 class Admission:
@@ -283,16 +297,7 @@ class Admission:
                 continue
             self._uncharge(pod)
             self.rejecting.add(pod)
-            out.append(
-                Rejection(
-                    pod,
-                    first.queue,
-                    first.reason,
-                    f"gang {gang} was rejected: {first.message}",
-                    f"rejected-{pod}-{pos}",
-                    first.quota,
-                )
-            )
+            out.append(_member_rejection(first, gang, pod, pos))
         return out
 
     def _rejected(self, rejections: list[Rejection]) -> list[Rejection]:
@@ -341,7 +346,7 @@ class Admission:
         """After a batch is folded: admit or reject its submissions, in log order, and
         release the quota of pods that ended. ``events``: the batch's :data:`Fact` of
         each event admission reads (the rest may be left out)."""
-        out = []
+        out: list[Rejection] = []
         for pos, etype, key, data in events:
             if etype == QUEUE_UPSERTED:
                 # Submissions are judged against the queue's state at their own position.
@@ -353,34 +358,14 @@ class Admission:
                         (queue.get("status") or {}).get("state") or "Open"
                     )
             elif etype == POD_SUBMITTED:
-                pod = key
-                idx = st.pod_index.get(pod)
-                if idx is None or pod in self._charged or pod in self.rejecting:
-                    continue  # invalid, a resubmission the fold ignored, or rejected
-                phase = st.phase_of(idx)
-                if phase == PHASE_RUNNING:
-                    self._charge_active(st, pod, idx)  # already running: nothing to decide
-                elif phase == PHASE_PENDING:
-                    g = st.gang_of(idx)
-                    gang = st.gang_keys[g] if g >= 0 else None
-                    first = self._rejected_gangs.get(gang) if gang else None
-                    r: Rejection | None
-                    if first is not None:
-                        r = Rejection(
-                            pod,
-                            first.queue,
-                            first.reason,
-                            f"gang {gang} was rejected: {first.message}",
-                            f"rejected-{pod}-{pos}",
-                            first.quota,
-                        )
-                    else:
-                        r = self._verdict(st, pod, idx, f"rejected-{pod}-{pos}", True)
-                    if r is not None:
-                        out.append(r)
-                        self.rejecting.add(r.pod)
-                        if gang and first is None:
-                            out.extend(self._reject_gang(st, gang, r, pos))
+                self._submitted(st, key, pos, out)
+            elif etype == JOB_SUBMITTED:
+                # A Volcano Job's first submission implies its first pods (the fold has
+                # them, in the gang of the Job's key): each judged as a submission at
+                # the Job's position. Members already judged are skipped, so a Job
+                # published again, which implies nothing, judges nothing.
+                for pod in st.gang_members(key):
+                    self._submitted(st, pod, pos, out)
             elif etype == PODGROUP_SUBMITTED:
                 # A PodGroup submitted (again) starts a fresh admission of its members.
                 self._rejected_gangs.pop(key, None)
@@ -389,6 +374,29 @@ class Admission:
                 if etype == POD_REJECTED or etype == POD_DELETED:
                     self.rejecting.discard(key)
         return self._rejected(out)
+
+    def _submitted(self, st: ClusterState, pod: str, pos: int, out: list[Rejection]) -> None:
+        """Admit or reject the submission of ``pod`` at log position ``pos``."""
+        idx = st.pod_index.get(pod)
+        if idx is None or pod in self._charged or pod in self.rejecting:
+            return  # invalid, a resubmission the fold ignored, or rejected
+        phase = st.phase_of(idx)
+        if phase == PHASE_RUNNING:
+            self._charge_active(st, pod, idx)  # already running: nothing to decide
+        elif phase == PHASE_PENDING:
+            g = st.gang_of(idx)
+            gang = st.gang_keys[g] if g >= 0 else None
+            first = self._rejected_gangs.get(gang) if gang else None
+            r: Rejection | None
+            if first is not None and gang is not None:
+                r = _member_rejection(first, gang, pod, pos)
+            else:
+                r = self._verdict(st, pod, idx, f"rejected-{pod}-{pos}", True)
+            if r is not None:
+                out.append(r)
+                self.rejecting.add(r.pod)
+                if gang and first is None:
+                    out.extend(self._reject_gang(st, gang, r, pos))
 
     # ------------------------------------------------------------------ holding and order
 

@@ -50,6 +50,7 @@ __all__ = [
     "ACTIVE",
     "ATTEMPT_ANNOTATION",
     "FINISHED",
+    "FIRST_TYPES",
     "FOLDED_TYPES",
     "IMPLIED_REASONS",
     "JOB_PHASES",
@@ -327,8 +328,10 @@ class JobState:
         self.ran = False  # Running at least once in this attempt
         self.retry = 0
         self.version = 0  # kills issued (Volcano's status.version)
-        # pod key -> [task, status, attempt, submits, deletes, epoch, timer epoch]: the
-        # epoch counts the pod's turns at Pending; a PodPending timer is for one turn.
+        # pod key -> [task, status, attempt, submits, deletes, epoch, timer epoch, node,
+        # implied]: the epoch counts the pod's turns at Pending; a PodPending timer is
+        # for one turn; implied: the Job's submission implied the pod
+        # (JobBook._first_pods).
         self.pods: dict[str, list[Any]] = {}
         self.killing: dict[str, None] = {}
         self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
@@ -408,11 +411,13 @@ class JobState:
 
 
 _SUCCEEDED = ev.POD_SUCCEEDED
+_PODGROUP = ev.PODGROUP_SUBMITTED
 _FAILED = ev.POD_FAILED
 _DEFAULT_NS = ev.DEFAULT_NAMESPACE
 
-#: The event types the job fold reads (and whose ``time`` moves its clock); every
-#: reader of the log (the controller, replay, audit, the bench) folds exactly these.
+#: The event types the job fold reads (and, but a PodGroup's, whose ``time`` moves its
+#: clock); every reader of the log (the controller, replay, audit, the bench) folds
+#: exactly these.
 FOLDED_TYPES = frozenset(
     {
         ev.JOB_SUBMITTED,
@@ -427,8 +432,12 @@ FOLDED_TYPES = frozenset(
         ev.POD_UNSCHEDULABLE,
         ev.POD_REJECTED,
         ev.NODE_REMOVED,
+        ev.PODGROUP_SUBMITTED,
     }
 )
+#: Of :data:`FOLDED_TYPES`, those the job fold reads before it has a job (the rest
+#: concern a job's pods): a Job, and a PodGroup, whose name a Job may take after it.
+FIRST_TYPES = frozenset({ev.JOB_SUBMITTED, ev.PODGROUP_SUBMITTED})
 
 
 def _time(text: Any, _memo: dict[str, float] = {}) -> float | None:  # noqa: B006
@@ -472,6 +481,9 @@ class JobBook:
         # node -> pods of jobs bound there (a pod may be listed after it left: checked
         # when the node is removed)
         self._node_pods: dict[str, list[str]] = {}
+        # PodGroups declared before a Job of their name: that Job implies no pods
+        # (the cluster fold's rule, _fold.job_implies_podgroup).
+        self._groups: set[str] = set()
 
     # ------------------------------------------------------------------ folding
 
@@ -480,10 +492,20 @@ class JobBook:
         are skipped, clock included)."""
         etype = event.get("type", "")
         if etype in FOLDED_TYPES:
-            self.apply(etype, event.get("data"), event.get("time"))
+            self.apply(etype, event.get("data"), event.get("time"), ev.implies_pods(event))
 
-    def apply(self, etype: str, data: Any, time: Any = None) -> None:
-        """Fold one event: the clock first (firing what falls due), then the event."""
+    def apply(self, etype: str, data: Any, time: Any = None, pods: bool = False) -> None:
+        """Fold one event: the clock first (firing what falls due), then the event. A
+        PodGroup only notes its key, the clock unmoved (it was not folded before its
+        Job's pods were implied: a log written then decides the same). ``pods``: the
+        event is a Job ingest marked (:func:`esched.schemas.events.implies_pods`), whose
+        first submission implies its first pods."""
+        if etype == _PODGROUP:
+            if type(data) is dict:
+                key = ev.metadata_key(data.get("metadata"))
+                if key not in self.jobs:
+                    self._groups.add(key)
+            return
         if time is not None and time != self._last_time:
             self._tick(time)
         if type(data) is not dict:
@@ -506,7 +528,7 @@ class JobBook:
         elif etype == ev.POD_REJECTED:
             self._outcome({"pod": data.get("pod")}, P_FAILED)
         elif etype == ev.JOB_SUBMITTED:
-            self._job_submitted(data)
+            self._job_submitted(data, pods)
         elif etype == ev.NODE_REMOVED:
             self._node_removed((data.get("metadata") or {}).get("name"))
         elif etype == ev.JOB_UPDATED:  # the controller's record of a transition
@@ -565,7 +587,7 @@ class JobBook:
         self._seq += 1
         heapq.heappush(self._timers, (at, self._seq, kind, key, pod, epoch))
 
-    def _job_submitted(self, data: dict[str, Any]) -> None:
+    def _job_submitted(self, data: dict[str, Any], pods: bool) -> None:
         key = ev.metadata_key(data.get("metadata"))
         old = self.jobs.get(key)
         if old is not None:
@@ -581,6 +603,35 @@ class JobBook:
         self.jobs[key] = job
         self._transition(job, PENDING, "Submitted", "")
         self.changed[key] = None
+        if pods and key not in self._groups:
+            self._first_pods(job)
+
+    def _first_pods(self, job: JobState) -> None:
+        """The pods the first submission of a Job ingest marked implies (attempt 0 of
+        each replica of the tasks released at submission, as
+        :func:`~esched.schemas.manifests.volcano_first_pods` builds them), Pending as
+        if submitted, each its first submission (the controller's next one of it is
+        ``submit.1``). Not when a PodGroup of its name came first: the cluster fold's
+        rule (it implies neither the PodGroup nor the pods then; the controller
+        submits them)."""
+        pods = job.pods
+        recs = self._recs
+        pod_job = self.pod_job
+        n = job.n
+        for task in job.tasks:
+            if not task.released or task.replicas <= 0:
+                continue
+            for i in range(task.replicas):
+                key = job.pod_name(task, i)
+                # [task, status, attempt, submits, deletes, epoch, timer epoch, node,
+                # implied]: see JobState.pods
+                rec = [task.index, P_PENDING, 0, 1, 0, 1, -1, None, True]
+                pods[key] = rec
+                pod_job[key] = job
+                recs[key] = (rec, job, task)
+            task.n[P_PENDING] += task.replicas
+            n[P_PENDING] += task.replicas
+        self._sync(job)
 
     def _anomaly(self, what: str) -> None:
         self.anomalies[what] = self.anomalies.get(what, 0) + 1
@@ -691,12 +742,18 @@ class JobBook:
             attempt = 0
         rec = job.pods.get(key)
         if rec is None:
-            rec = [task.index, P_GONE, attempt, 0, 0, 0, -1, None]
+            rec = [task.index, P_GONE, attempt, 0, 0, 0, -1, None, False]
             job.pods[key] = rec
             self.pod_job[key] = job
             self._recs[key] = (rec, job, task)
         elif rec[1] == P_RUNNING:
             return  # the cluster fold ignores a running pod's resubmit too
+        elif rec[8] and rec[3] == 1 and rec[5] == 1 and rec[1] == P_PENDING and attempt == 0:
+            # A pod the Job implied, submitted before anything else happened to it: in
+            # a log written when the job controller recorded the first pods, its
+            # record of this one (the cluster fold sets the same pod again).
+            rec[8] = False
+            return
         rec[2] = attempt
         rec[3] += 1
         rec[5] += 1

@@ -12,14 +12,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 __all__ = [
     "DEFAULT_NAMESPACE",
     "EXTERNAL_TYPES",
+    "IMPLIES",
+    "IMPLIES_PODS",
     "INTERNAL_TYPES",
     "JSON",
     "TYPES",
     "envelope",
     "envelope_of_attributes",
+    "implies_pods",
     "message_key",
     "metadata_key",
     "namespaced_key",
@@ -27,6 +32,7 @@ __all__ = [
     "proposal_envelope",
     "proposal_key",
     "split_key",
+    "stored_form",
     "stream_key",
     "stream_name",
     "stream_of",
@@ -270,6 +276,39 @@ _ATTRIBUTE_ORDER = (
     "dataschema",
     "subject",
 )
+
+
+#: The CloudEvents extension attribute ingest sets on each Volcano Job it stores
+#: (:func:`stored_form`), and its one value: the Job's first submission implies its
+#: first pods (:func:`esched.schemas.manifests.volcano_first_pods`), which every fold
+#: derives rather than reads. Ingest checks every pod of a Job's tasks before storing
+#: it; a Job without the attribute (stored before ingest wrote it) implies no pod: the
+#: job controller records its pods, as it always did.
+IMPLIES = "eschedimplies"
+IMPLIES_PODS = "pods"
+
+
+def implies_pods(event: Any) -> bool:
+    """Whether a decoded stored envelope is a Job ingest marked as implying its first
+    pods (:data:`IMPLIES`): the dict side's one reading of the marker (the cluster
+    fold's bytes path reads the same off the bytes)."""
+    return event.get(IMPLIES) == IMPLIES_PODS
+
+
+def stored_form(event: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+    """Ingest's: the envelope to store and its bytes, of an event it validated
+    (``payload`` its bytes as received). A Volcano Job, whose every task's pod the
+    validation checked, is marked as implying its first pods (:data:`IMPLIES`); the
+    attribute on any other event, or a value other than ingest's on a Job, a
+    producer's, is removed or overwritten: only ingest's check vouches for it."""
+    want = IMPLIES_PODS if event.get("type") == JOB_SUBMITTED else None
+    if event.get(IMPLIES) == want:
+        return event, payload
+    attrs = {k: v for k, v in event.items() if k != IMPLIES}
+    if want is not None:
+        attrs[IMPLIES] = want
+    stored = envelope_of_attributes(attrs, event["data"])
+    return stored, orjson.dumps(stored)
 
 
 def envelope_of_attributes(attributes: dict[str, Any], data: Any) -> dict[str, Any]:

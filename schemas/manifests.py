@@ -13,8 +13,9 @@ document                                  events
 ``kind: PriorityClass``                   ``esched.priorityclass.upserted``
 ``kind: Namespace``                       ``esched.namespace.upserted``
 ``kind: Job`` (``batch.volcano.sh``)      ``job.submitted``; it implies its
-                                          PodGroup, its pods come from the job
-                                          controller (``job_pods=True``: also
+                                          PodGroup and, stored by ingest, its
+                                          first pods; the others come from the
+                                          job controller (``job_pods=True``: also
                                           ``podgroup.submitted`` and one
                                           ``pod.submitted`` per replica of the
                                           tasks without ``dependsOn``)
@@ -74,7 +75,9 @@ __all__ = [
     "events_from_documents",
     "input_nodes",
     "load_documents",
+    "volcano_first_pods",
     "volcano_job_objects",
+    "volcano_pod_metadata",
     "volcano_podgroup",
     "volcano_task_pod",
     "volcano_task_pod_shared",
@@ -248,10 +251,8 @@ def volcano_job_objects(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     if problems:
         raise JobRejected(ev.namespaced_key(namespace, name), problems)
     spec = job.get("spec") or {}
-    now: list[dict[str, Any]] = []  # the pods the controller creates first
-    for task in spec["tasks"]:
-        if not task.get("dependsOn"):
-            now.extend(volcano_task_pod(job, task, i) for i in range(task.get("replicas") or 0))
+    # The pods the Job implies (its controller's first ones), each a copy of its own.
+    now = [volcano_task_pod(job, task, i) for task, i, _pod, _bare in volcano_first_pods(job)]
     if not any(task.get("replicas") for task in spec["tasks"]):
         raise ValueError(f"Volcano Job {namespace}/{name} has no replicas")
     group = volcano_podgroup(job)
@@ -382,6 +383,29 @@ def volcano_task_pod(
     return _task_pod(job, task["name"], index, attempt, copy(task.get("template") or {}), False)
 
 
+def volcano_pod_metadata(
+    name: Any, namespace: str, queue: Any, task_name: Any, index: int, attempt: int
+) -> dict[str, Any]:
+    """The metadata of pod ``index`` of task ``task_name`` of the Volcano Job ``name``
+    in ``namespace`` and ``queue`` at ``attempt``, for a template without metadata
+    (the common one), written at once in the builder's key order: what
+    :func:`volcano_task_pod` gives it (the cluster fold's bytes path builds a Job's
+    first pods of such templates with it, not decoding the Job)."""
+    return {
+        "name": f"{name}-{task_name}-{index}",
+        "namespace": namespace,
+        "annotations": {
+            GANG_ANNOTATIONS[0]: name,
+            QUEUE_ANNOTATION: queue,
+            _JOB_NAME: name,
+            _TASK_SPEC: task_name,
+            _TASK_INDEX: str(index),
+            _JOB_VERSION: str(attempt),
+        },
+        "labels": {_JOB_NAME: name, QUEUE_ANNOTATION: queue},
+    }
+
+
 def _task_pod(
     job: Mapping[str, Any],
     task_name: Any,
@@ -401,20 +425,7 @@ def _task_pod(
     queue = spec.get("queue") or DEFAULT_QUEUE
     pod_meta = template.get("metadata")
     if not pod_meta:
-        # The common template (no metadata): the metadata below, written at once.
-        pod_meta = {
-            "name": f"{name}-{task_name}-{index}",
-            "namespace": namespace,
-            "annotations": {
-                GANG_ANNOTATIONS[0]: name,
-                QUEUE_ANNOTATION: queue,
-                _JOB_NAME: name,
-                _TASK_SPEC: task_name,
-                _TASK_INDEX: str(index),
-                _JOB_VERSION: str(attempt),
-            },
-            "labels": {_JOB_NAME: name, QUEUE_ANNOTATION: queue},
-        }
+        pod_meta = volcano_pod_metadata(name, namespace, queue, task_name, index, attempt)
     else:
         if shared:
             pod_meta = dict(pod_meta)
@@ -489,6 +500,31 @@ def volcano_task_pod_shared(
             bare_meta["annotations"] = own
         bare = {"apiVersion": "v1", "kind": "Pod", "metadata": bare_meta, "spec": pod["spec"]}
     return pod, bare
+
+
+def volcano_first_pods(
+    job: Mapping[str, Any],
+) -> list[tuple[Mapping[str, Any], int, dict[str, Any], dict[str, Any] | None]]:
+    """The pods a (defaulted) Volcano Job's first submission implies, as ``(task,
+    index, pod, bare)`` (:func:`volcano_task_pod_shared`'s pod and ``bare``): attempt 0
+    of every replica of each task released at submission (no ``dependsOn`` names), in
+    task order, the pods Volcano's controller creates first. Every fold of the log
+    derives them from the Job's ``esched.job.submitted`` when ingest marked it
+    (:func:`esched.schemas.events.implies_pods`; the cluster state's dict and bytes
+    paths, the job fold :class:`~esched.core.jobs.JobBook`), unless a PodGroup
+    of the Job's name was declared before it (the Job then implies neither: its
+    controller creates the pods); the job controller creates only the others
+    (dependants released later, new attempts, pods re-created). The pods share the
+    Job's template objects: read them only."""
+    out: list[tuple[Mapping[str, Any], int, dict[str, Any], dict[str, Any] | None]] = []
+    for task in (job.get("spec") or {}).get("tasks") or ():
+        depends = task.get("dependsOn")
+        if depends and depends.get("name"):
+            continue  # released when its dependencies complete (JobBook's TaskState)
+        for i in range(int(task.get("replicas") or 0)):
+            pod, bare = volcano_task_pod_shared(job, task, i, 0)
+            out.append((task, i, pod, bare))
+    return out
 
 
 def _objects_or_absent(obj: Mapping[str, Any], *keys: str) -> bool:
@@ -663,8 +699,9 @@ def events_from_documents(
     not affect scheduling are skipped, and ``warn`` (default: a log warning) gets one
     line for each.
 
-    A Volcano Job is its ``esched.job.submitted`` alone: it implies its PodGroup and
-    the job controller creates its pods (they are still built and validated here, so
+    A Volcano Job is its ``esched.job.submitted`` alone: it implies its PodGroup and,
+    stored by ingest, its first pods; the job controller creates the others (the
+    pods are still built and validated here, so
     a template esched cannot run is refused at publish). ``job_pods`` also yields
     them, as Volcano's controller first creates them (the PodGroup equal to the one
     the Job implies): for readers of objects with no controller (``esched

@@ -17,9 +17,8 @@ of a replica's following; under callgrind with
 fold is counted, with ``--toggle-collect=starmap_next`` (argument ``follow``) only the
 follower's batches (the preload comes from the snapshot, not from a fold).
 ``jobs``: the fold only, each pod a one-pod Volcano Job, with the events such a pod
-brings to the log (the Job and its pod as the job controller creates it; its
-PodGroup, Pending and Running are not recorded: the Job and its placement imply
-them).
+brings to the log (the Job; its PodGroup, its pod, Pending and Running are not
+recorded: the Job and its placement imply them).
 ``jobs-seen``: the same, with a Job of each flow pod's spec folded into the preload
 (namespace ``seen``, its pod Succeeded: a pod slot holds its class until the pod is
 deleted): its pods' classes are then known, as the
@@ -112,8 +111,8 @@ def shape_payloads(n: int, namespace: str, seed: int) -> list[tuple[str, bytes]]
 
 def _job_flow(key: str, payload: bytes) -> tuple[str, list[bytes]]:
     """A pod as a one-pod Volcano Job: its key and the events before its placement
-    (the Job and the pod, as the job controller writes them: the Job implies its
-    PodGroup); none follows it (its Running is implied)."""
+    (the Job alone: it implies its PodGroup and its pod); none follows it (its
+    Running is implied)."""
     from esched.schemas import events as ev
     from esched.schemas.manifests import volcano_job_objects
 
@@ -126,10 +125,8 @@ def _job_flow(key: str, payload: bytes) -> tuple[str, list[bytes]]:
         "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": spec}}]},
     }
     (_, job), _group, (_, pod) = volcano_job_objects(job)
-    before = [
-        orjson.dumps(ev.envelope(ev.JOB_SUBMITTED, "bench", job, id=f"{key}.job")),
-        orjson.dumps(ev.envelope(ev.POD_SUBMITTED, "jobs", pod, id=f"{key}.pod")),
-    ]
+    env = ev.envelope(ev.JOB_SUBMITTED, "bench", job, id=f"{key}.job")
+    before = [ev.stored_form(env, orjson.dumps(env))[1]]  # (as ingest stores it: marked)
     return ev.metadata_key(pod["metadata"]), before
 
 
@@ -428,13 +425,15 @@ def run_place_bench(
     read, the pass, the proposals built, signed and sent, the claims, the decisions
     awaited), of the core's part of it (the scheduling pass, the placer's view
     renewed) and of the committing and folding of the decisions (not placing).
-    ``jobs``: each pod a one-pod Volcano Job's (its Job, implying its PodGroup, folded first),
-    handed over as its gang's work item, as the dispatcher sends a gang."""
+    ``jobs``: each pod a one-pod Volcano Job's (its Job, implying its PodGroup and pod,
+    folded first), handed over as its gang's work item (the Job's key), as the
+    dispatcher sends a gang."""
     snapshot, flow = flow_log(pods=pods, replicas=1, seed=seed, jobs=jobs)
     state = ClusterState.from_bytes(snapshot)
     decision = b'"esched.placement.committed"'
     state.apply_payloads([(pos, payload) for pos, payload in flow if decision not in payload])
-    submissions = [(pos, payload) for pos, payload in flow if b'"esched.pod.submitted"' in payload]
+    submitted = b'"esched.job.submitted"' if jobs else b'"esched.pod.submitted"'
+    submissions = [(pos, payload) for pos, payload in flow if submitted in payload]
     keyring = Keyring([_BENCH_KEY])
     bus = MemoryBus()
     bus.keyring = keyring
@@ -443,10 +442,7 @@ def run_place_bench(
     msgs: list[Message] = []
     for pos, payload in submissions:
         key = metadata_key(orjson.loads(payload)["data"]["metadata"])
-        kind, item = "pod", key
-        if jobs:
-            kind, item = "gang", state.gang_keys[state.gang_of(state.pod_index[key])]
-        k, v = work_item(kind, item, pos)
+        k, v = work_item("gang" if jobs else "pod", key, pos)
         msgs.append(Message(work, 0, len(msgs), k, v, 0, keyring.sign(v)))
     batches = [msgs[i : i + batch] for i in range(0, len(msgs), batch)]
     total, scheduler, placer, deciding = place_batches(replica, state, batches)

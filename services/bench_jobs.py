@@ -17,8 +17,8 @@ event's pod: the floor of any fold of these events in Python.
 ``python -m esched.services.bench_jobs controller [jobs] [batch]``
 (:func:`bench_controller`): the job controller's own work per one-pod Job, as ``esched
 bench e2e --volcano-jobs 1`` gives it: ``jobs`` Jobs as that benchmark publishes them
-come ``batch`` at a time; the controller folds them, decides and appends their pods,
-then folds its own pod events and their placements back
+come ``batch`` at a time; the controller folds them (each implies its pod: nothing to
+append), then folds what it appended (nothing) and their pods' placements
 (:meth:`~esched.services.jobs.JobController.follow`,
 :meth:`~esched.services.jobs.JobController.decide`), over an in-memory log. Under
 callgrind with ``--toggle-collect=starmap_next`` only those steps are counted (not
@@ -106,13 +106,11 @@ def _submit(book: JobBook, jobs: int, per_job: int, stamp: str) -> list[str]:
     pods: list[str] = []
     for i in range(jobs):
         job = _job(i, per_job)
-        book.apply(ev.JOB_SUBMITTED, job, stamp)
+        book.apply(ev.JOB_SUBMITTED, job, stamp, True)  # (marked: it implies its pods)
         for task in job["spec"]["tasks"]:
             for k in range(task["replicas"]):
-                pod = _pod(f"job-{i}", task["name"], k, 0)
-                key = ev.metadata_key(pod["metadata"])
+                key = ev.metadata_key(_pod(f"job-{i}", task["name"], k, 0)["metadata"])
                 pods.append(key)
-                book.apply(ev.POD_SUBMITTED, pod, stamp)
                 book.apply(
                     ev.PLACEMENT_COMMITTED, {"bindings": [{"pod": key, "node": "n1"}]}, stamp
                 )
@@ -255,20 +253,20 @@ def run_unsuspended(coro: Any) -> Any:
 
 
 def _placements(rows: list[StoredEvent], first: int) -> list[NewEvent]:
-    """The commit service's decision on each pod submitted in ``rows``: a one-pod
-    gang's proposal, committed (proposal ``first`` + i)."""
+    """The commit service's decision on the pod of each one-pod Job submitted in
+    ``rows`` (the Job implies it): a one-pod gang's proposal, committed (proposal
+    ``first`` + i)."""
     from esched.core.validation import Verdict
-    from esched.schemas.objects import GANG_ANNOTATIONS
     from esched.services.commit.decisions import decision_event
     from esched.services.replica.proposals import binding, proposal_data
 
     out: list[NewEvent] = []
     for i, r in enumerate(rows):
-        if r.type != ev.POD_SUBMITTED:
+        if r.type != ev.JOB_SUBMITTED:
             continue
-        meta = orjson.loads(r.payload)["data"]["metadata"]
-        key = ev.metadata_key(meta)
-        gang = ev.namespaced_key(meta["namespace"], meta["annotations"][GANG_ANNOTATIONS[0]])
+        job = orjson.loads(r.payload)["data"]
+        gang = ev.metadata_key(job["metadata"])
+        key = f"{gang}-{job['spec']['tasks'][0]['name']}-0"
         resources = {"cpu": 100, "memory": 2**28, "pods": 1}
         bindings = [binding(key, f"node-{i}", resources, ())]
         data = proposal_data(f"r0-{first + i:x}", "r0", r.position, gang, bindings)
@@ -293,18 +291,19 @@ def bench_controller(jobs: int = 2000, batch: int = 100) -> dict[str, Any]:
     try:
         for i in range(0, len(payloads), batch):
             chunk = payloads[i : i + batch]
+            # (stored as ingest stores them: each Job marked, implying its pod)
             new = [
                 NewEvent(e["id"], e["type"], ev.stream_of(e), p)
-                for _key, p in chunk
-                for e in (orjson.loads(p),)
+                for _key, raw in chunk
+                for e, p in (ev.stored_form(orjson.loads(raw), raw),)
             ]
             job_rows = store.add(new)
             c0 = time.process_time()
             # Only what runs inside starmap counts under callgrind (starmap_next).
             deque(itertools.starmap(_round, [(controller, job_rows)]), 0)
             cpu += time.process_time() - c0
-            own = store.rows[job_rows[-1].position :]
-            decided = store.add(_placements(own, i))
+            own = store.rows[job_rows[-1].position :]  # (none: the Jobs imply their pods)
+            decided = store.add(_placements(job_rows, i))
             c0 = time.process_time()
             deque(itertools.starmap(_follow, [(controller, own + decided)]), 0)
             cpu += time.process_time() - c0

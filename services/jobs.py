@@ -9,12 +9,18 @@ It follows the log with its own job fold and appends what the fold decided:
   transition from the log, this records it;
 * ``esched.pod.deleted``: the pods a transition withdraws (a restart, an abort, a
   finished job's pods still alive, a job past ``ttlSecondsAfterFinished``);
-* ``esched.pod.submitted``: as Volcano's controller, it creates every pod of a Job
-  (a publisher sends the Job alone, so a Job published again never reruns pods that
-  already ran): the pods of the tasks without ``dependsOn`` at once, those of a task
-  whose ``dependsOn`` tasks completed then, and, after a restart, the job's pods
-  again with the new attempt number (``volcano.sh/job-version``), built from the
-  task's template as :func:`esched.schemas.manifests.volcano_task_pod` builds them;
+* ``esched.pod.submitted``: as Volcano's controller, it creates the pods of a Job
+  that its submission does not imply (a publisher sends the Job alone, so a Job
+  published again never reruns pods that already ran): those of a task whose
+  ``dependsOn`` tasks completed, when they have, the pods of a restart again with
+  the new attempt number (``volcano.sh/job-version``), and a pod gone that the job
+  should have, built from the task's template as
+  :func:`esched.schemas.manifests.volcano_task_pod` builds them. The first pods (of
+  the tasks without ``dependsOn``, attempt 0) of a Job ingest marked
+  (:func:`esched.schemas.events.implies_pods`) are not recorded: its first
+  submission implies them, and every fold derives them with the same builder
+  (:func:`esched.schemas.manifests.volcano_first_pods`); those of a Job of a log
+  written before the marker it creates and checks (``check_task_pod``), as ever;
 * ``esched.podgroup.submitted``: a Job's PodGroup again after an accepted update
   (:func:`esched.schemas.manifests.volcano_podgroup`), once the job is active, before
   its pods. Its first PodGroup is not recorded: the Job's submission implies it, and
@@ -49,7 +55,7 @@ from typing import Any
 import orjson
 
 from esched.core._fold_bytes import job_fold_parts
-from esched.core.jobs import ACTIVE, FOLDED_TYPES, JobBook, JobState
+from esched.core.jobs import ACTIVE, FIRST_TYPES, FOLDED_TYPES, JobBook, JobState
 from esched.schemas import events as ev
 from esched.schemas.manifests import check_task_pod, volcano_podgroup, volcano_task_pod_shared
 from esched.schemas.validator import InvalidEvent, compile_validators
@@ -116,16 +122,17 @@ def fold_rows(
     bytes is their one value, so the fold is the same)."""
     loads = orjson.loads
     placement = ev.PLACEMENT_COMMITTED
+    job = ev.JOB_SUBMITTED
     last = 0
     for r in rows:
         last = r.position
         if r.type in FOLDED_TYPES:
-            if not book.jobs and r.type != ev.JOB_SUBMITTED:
+            if not book.jobs and r.type not in FIRST_TYPES:
                 continue  # no job yet: nothing to fold, no timer to fire
             mine = own.pop(r.id, None) if own else None
             if mine is not None and mine[0] == r.payload:
                 env = mine[1]  # (of FOLDED_TYPES: act keeps no other)
-                book.apply(env["type"], env["data"], env["time"])
+                book.apply(env["type"], env["data"], env["time"], ev.implies_pods(env))
                 continue
             # A placement's bindings, a Job's data, a plain pod's time alone: read off
             # the bytes; anything else (or any doubt) decoded whole.
@@ -134,6 +141,8 @@ def fold_rows(
                 book.apply_event(loads(r.payload))
             elif parts[0] == placement:
                 book.apply_bindings(parts[2], parts[1])
+            elif parts[0] == job:
+                book.apply(job, parts[2][0], parts[1], parts[2][1])  # (data, marked)
             else:
                 book.apply(parts[0], parts[2], parts[1])
     return last

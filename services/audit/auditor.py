@@ -11,12 +11,11 @@ import orjson
 
 from esched.core.admission import OBSERVED, Fact, event_key
 from esched.core.bands import BandConfig
-from esched.core.jobs import FOLDED_TYPES
+from esched.core.jobs import FIRST_TYPES, FOLDED_TYPES
 from esched.core.queues import summary_view
 from esched.core.quota import Quota
 from esched.core.validation import OVERLOADED
 from esched.schemas.events import (
-    JOB_SUBMITTED,
     NODE_REMOVED,
     PLACEMENT_COMMITTED,
     PLACEMENT_REJECTED,
@@ -70,7 +69,7 @@ class Auditor(_BindingChecks):
         """:meth:`feed` of a stored event: decoded only where the audit reads more of
         it than admission's :func:`row_fact` (decisions, node removals, evictions);
         everything else is folded from its bytes."""
-        if row.type in FOLDED_TYPES and (self.jobs.jobs or row.type == JOB_SUBMITTED):
+        if row.type in FOLDED_TYPES and (self.jobs.jobs or row.type in FIRST_TYPES):
             event = orjson.loads(row.payload)
             raw = event.get("data")
             self._job_event(row.position, row.type, event, raw if isinstance(raw, dict) else {})

@@ -6,7 +6,7 @@ from typing import Any
 
 from esched.core.admission import event_key
 from esched.core.jobs import ATTEMPT_ANNOTATION, job_key_of_pod
-from esched.schemas.events import JOB_UPDATED, PLACEMENT_COMMITTED, POD_SUBMITTED
+from esched.schemas.events import JOB_UPDATED, PLACEMENT_COMMITTED, POD_SUBMITTED, implies_pods
 from esched.services.audit.base import _AuditBase
 
 
@@ -56,7 +56,7 @@ class _JobChecks(_AuditBase):
                         f"{attempt}, maxRetry {owner.max_retry}",
                     )
         if etype != JOB_UPDATED:
-            book.apply(etype, data, event.get("time"))
+            book.apply(etype, data, event.get("time"), implies_pods(event))
             return
         updated = book.jobs.get(str(data.get("job")))
         seq = data.get("seq")

@@ -83,8 +83,8 @@ def job_payloads(
     """``n`` pods as Volcano Jobs of ``size`` pods each (one task, ``minAvailable`` its
     replicas: a gang; the pods of a job ask what the job's first synthetic pod asks):
     the (key, JSON) record of each Job (to the pods topic; the Job implies its
-    PodGroup and the job controller creates its pods, as Volcano's does), and the keys
-    of the pods to come."""
+    PodGroup and its pods, which Volcano's controller creates on its submission), and
+    the keys of the pods to come."""
     from esched.schemas.events import JOB_SUBMITTED, envelope, message_key
     from esched.schemas.manifests import volcano_job_objects
 

@@ -343,8 +343,10 @@ def verdicts_hold(
     reclaim legality depend on queue demand, which a new pod changes. A PodGroup sets
     its gang's ``minMember``, ``minTaskMember``, queue and priority class, which only
     the gang's own members' verdicts read; a queue it names first is created empty
-    (nothing bound there, no capability). A Volcano Job may imply its PodGroup: it
-    counts as the PodGroup of the gang its key names.
+    (nothing bound there, no capability). A Volcano Job may imply its PodGroup and
+    first pods: it counts as the PodGroup of the gang its key names, and its pods,
+    new pending work, are that gang's members (a batch binding one of them does not
+    hold).
     """
     if not moved or any(t not in NEUTRAL for t, _stream in moved):
         return False

@@ -10,7 +10,12 @@ from typing import Any
 import orjson
 
 from esched.core import PHASE_PENDING
-from esched.schemas.events import DECISIONS_STREAM, PLACEMENT_COMMITTED, POD_SUBMITTED
+from esched.schemas.events import (
+    DECISIONS_STREAM,
+    JOB_SUBMITTED,
+    PLACEMENT_COMMITTED,
+    POD_SUBMITTED,
+)
 from esched.services import metrics
 from esched.services.commit.base import _CommitBase
 from esched.services.commit.config import SERVICE
@@ -78,6 +83,16 @@ class _Books(_CommitBase):
                     submitted[key] = (r.time or r.recorded_at).timestamp()
                 else:
                     submitted.pop(key, None)
+            elif etype == JOB_SUBMITTED:
+                # Its first submission implies its first pods (the gang of its key, in
+                # the fold): submitted at the Job's time. Those booked already (a Job
+                # published again) keep theirs.
+                fact = row_fact(r)
+                if fact is None:
+                    continue
+                at = (r.time or r.recorded_at).timestamp()
+                for pod in self.state.gang_members(fact[2], "Pending"):
+                    submitted.setdefault(pod, at)
 
     def _decision_books(
         self,

@@ -15,6 +15,7 @@ from esched.core import PHASE_PENDING, PHASE_RUNNING
 from esched.core.admission import OBSERVED, Fact
 from esched.core.reasons import OTHER_SCHEDULER
 from esched.schemas.events import (
+    JOB_SUBMITTED,
     NAMESPACE_DELETED,
     NAMESPACE_UPSERTED,
     NODE_ADDED,
@@ -95,7 +96,8 @@ class _WakeUps(_DispatchBase):
                 pods[key] = None
                 if etype == POD_SUBMITTED and self._foreign:
                     self._foreign.pop(key, None)  # a resubmit may name esched now
-            elif etype == PODGROUP_SUBMITTED:
+            elif etype == PODGROUP_SUBMITTED or etype == JOB_SUBMITTED:
+                # (a Job's first submission implies its first pods, in its gang)
                 gangs[key] = None
             elif etype == PLACEMENT_REJECTED:
                 for pod in data.get("pods") or [b.get("pod") for b in data.get("bindings") or ()]:

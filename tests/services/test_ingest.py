@@ -40,6 +40,19 @@ def envelope(i: int, **data_overrides) -> dict:
     }
 
 
+def _job_envelope(name: str, replicas: int, **spec: object) -> dict:
+    """A Volcano Job of one task of ``replicas`` pods (its template's spec with
+    ``spec`` added), id ``name``."""
+    template = {"spec": {"containers": [{"name": "c", "image": "x"}], **spec}}
+    data = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "t"},
+        "spec": {"tasks": [{"name": "w", "replicas": replicas, "template": template}]},
+    }
+    return {**envelope(0), "id": name, "type": "esched.job.submitted", "data": data}
+
+
 def good(i: int) -> bytes:
     return orjson.dumps(envelope(i))
 
@@ -101,15 +114,7 @@ async def test_a_volcano_job_whose_pods_esched_refuses_is_dead_lettered_with_the
     # Volcano's webhook lets a DRA claim through; esched's pod schema does not: the Job
     # is refused at ingest (not accepted with its pods skipped by the job controller).
     def job(name: str, **spec: object) -> bytes:
-        template = {"spec": {"containers": [{"name": "c", "image": "x"}], **spec}}
-        data = {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": "t"},
-            "spec": {"tasks": [{"name": "w", "replicas": 2, "template": template}]},
-        }
-        env = {**envelope(0), "id": name, "type": "esched.job.submitted", "data": data}
-        return orjson.dumps(env)
+        return orjson.dumps(_job_envelope(name, 2, **spec))
 
     bus = open_bus(None, "esched.")
     bus.append(bus.topics.pods, None, job("fine"))
@@ -262,3 +267,63 @@ async def test_ingest_resumes_after_the_broker_comes_back(dev_broker, pg_url):
         await service.stop()
     assert sorted(await _stored_ids(store)) == sorted(f"ev-{i}" for i in range(80))
     await store.close()
+
+
+async def test_ingest_marks_the_jobs_it_stores_and_trusts_no_producers_marker(store):
+    """Only a Job ingest checked implies its first pods (the ``eschedimplies``
+    extension attribute, :func:`esched.schemas.events.stored_form`): ingest sets it on
+    each Job it stores, in either content mode; a producer's marker on a Job whose
+    pods esched refuses does not get it stored, one on a pod is removed, one of
+    another value on a Job is overwritten."""
+    from esched.schemas.events import IMPLIES, IMPLIES_PODS, implies_pods
+    from esched.schemas.kafka_binding import BINARY, encode_event
+
+    def job(name: str, marker: object = None, **spec: object) -> dict:
+        env = _job_envelope(name, 1, **spec)
+        return env if marker is None else {**env, IMPLIES: marker}
+
+    bus = open_bus(None, "esched.")
+    bus.append(bus.topics.pods, None, orjson.dumps(job("plain")))
+    bus.append(bus.topics.pods, None, orjson.dumps(job("other", "all")))
+    value, headers = encode_event(job("binary"), BINARY)
+    bus.append(bus.topics.pods, None, value, headers)
+    forged = job("forged", IMPLIES_PODS, resourceClaims=[{"name": "gpu"}])
+    bus.append(bus.topics.pods, None, orjson.dumps(forged))
+    bus.append(bus.topics.pods, None, orjson.dumps({**envelope(7), IMPLIES: IMPLIES_PODS}))
+    service = IngestService(bus, store, IngestConfig())
+    await service.start()
+    totals = await service.run(exit_when_idle=True)
+    await service.stop()
+
+    rows = {r.id: orjson.loads(r.payload) for r in await store.read(0, 100)}
+    assert sorted(rows) == ["binary", "ev-7", "other", "plain"]
+    assert totals.reasons == {"unsupported": 1}  # the forged one: its pods refused
+    assert {k: implies_pods(e) for k, e in rows.items()} == {
+        "binary": True,
+        "ev-7": False,
+        "other": True,
+        "plain": True,
+    }
+    assert IMPLIES not in rows["ev-7"]
+
+
+async def test_a_job_stored_before_the_marker_sent_again_is_a_duplicate(store):
+    """A Job a producer sends again after ingest began marking Jobs is the same event
+    as the one stored unmarked before: counted a duplicate (not an id conflict), and
+    the stored one, which implies no pod, stands."""
+    from esched.schemas.events import IMPLIES
+    from esched.services.store import NewEvent
+
+    env = _job_envelope("old", 1)
+    raw = orjson.dumps(env)
+    await store.append([NewEvent("old", env["type"], "job/t/old", raw)])
+    bus = open_bus(None, "esched.")
+    bus.append(bus.topics.pods, None, raw)
+    service = IngestService(bus, store, IngestConfig())
+    await service.start()
+    totals = await service.run(exit_when_idle=True)
+    await service.stop()
+
+    assert totals.duplicates == 1 and not totals.reasons
+    [row] = await store.read(0, 100)
+    assert row.payload == raw and IMPLIES not in orjson.loads(row.payload)

@@ -61,9 +61,10 @@ async def _store(tmp_path: Path) -> EventStore:
 async def test_its_own_pod_is_folded_back_from_the_envelope_it_appended(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    """The Job's row is decoded; the pod the controller appended comes back as the
-    same bytes and is folded from its envelope, not decoded again; the book is the
-    one a fold of the log decoding every row builds."""
+    """The Job's row is decoded (it implies its pod: nothing appended); its pod
+    deleted from outside, the controller submits it again (its second submission),
+    and that pod comes back as the same bytes and is folded from its envelope, not
+    decoded again; the book is the one a fold of the log decoding every row builds."""
     counting = _CountingLoads()
     counting.patch(monkeypatch)
     es = await _store(tmp_path)
@@ -72,9 +73,16 @@ async def test_its_own_pod_is_folded_back_from_the_envelope_it_appended(
         controller = JobController(es)
         assert controller.follow(await es.read(0, 100))
         await controller.act()
+        assert controller.totals.submitted == 0  # the Job implies its pod
+        gone = {"metadata": {"name": "one-w-0", "namespace": "t"}}
+        await append_events(es, ev.envelope(ev.POD_DELETED, "test", gone, id="gone"))
+        assert controller.follow(await es.read(controller.position, 100))
+        await controller.act()
         assert controller.totals.submitted == 1
-        assert not controller.follow(await es.read(controller.position, 100))
-        assert counting.decoded == [ev.JOB_SUBMITTED]
+        (row,) = await es.read(controller.position, 100)
+        assert row.id == "jobs.t/one-w-0.submit.1"
+        assert not controller.follow([row])
+        assert counting.decoded == [ev.JOB_SUBMITTED, ev.POD_DELETED]
         monkeypatch.undo()
         assert controller.book.summaries() == (await fold_job_log(es)).summaries()
         assert controller.book.jobs["t/one"].status_of("t/one-w-0") == "Pending"
@@ -104,13 +112,13 @@ def test_a_row_of_other_bytes_under_an_appended_id_is_decoded() -> None:
 
 
 def test_the_controller_bench_runs_one_pod_jobs_to_running() -> None:
-    """``python -m esched.services.bench_jobs controller``: every Job's pod submitted
-    once and bound, the Jobs Running, nothing else appended."""
+    """``python -m esched.services.bench_jobs controller``: every Job's pod implied by
+    the Job and bound, the Jobs Running, nothing appended."""
     from esched.services.bench_jobs import bench_controller
 
     out = bench_controller(jobs=30, batch=8)
-    assert out["events"] == 90  # the Job, its pod, its placement
-    assert out["totals"]["submitted"] == 30
+    assert out["events"] == 60  # the Job (implying its pod), the pod's placement
+    assert out["totals"]["submitted"] == 0
     assert out["phases"] == {"Running": 30}
 
 

@@ -88,5 +88,5 @@ async def test_esched_jobs_process_submits_a_jobs_pods_then_its_dependants(
         code = await asyncio.to_thread(proc.stop)
     assert code == 0, proc.log.read_text()
     summary = proc.summary()
-    assert summary is not None and summary["submitted"] == 3  # prep, then train x2
+    assert summary is not None and summary["submitted"] == 2  # train x2 (prep: implied)
     assert summary["transitions"] == 0  # Pending and Running: implied, not recorded

@@ -54,9 +54,9 @@ async def _settled(es: EventStore, controller: JobController) -> bool:
 
 
 async def test_a_one_pod_jobs_life_records_only_how_it_finished(tmp_path: Path) -> None:
-    """Job, pod, placement, success: the controller appends the pod, nothing for the
-    job's PodGroup (the Job implies it), Pending and Running, and one
-    ``esched.job.updated`` for its Completed (transition 2): three events of the
+    """Job, placement, success: the controller appends nothing for the job's PodGroup
+    and pod (the Job implies them), Pending and Running, and one
+    ``esched.job.updated`` for its Completed (transition 2): two events of the
     controller's and the commit service's for the Job's one."""
     es = open_store(f"sqlite:///{tmp_path / 'one.sqlite'}")
     await es.connect()
@@ -84,7 +84,6 @@ async def test_a_one_pod_jobs_life_records_only_how_it_finished(tmp_path: Path) 
         await es.close()
     assert [r.type for r in rows] == [
         ev.JOB_SUBMITTED,
-        ev.POD_SUBMITTED,
         ev.PLACEMENT_COMMITTED,
         ev.POD_SUCCEEDED,
         ev.JOB_UPDATED,
@@ -95,7 +94,7 @@ async def test_a_one_pod_jobs_life_records_only_how_it_finished(tmp_path: Path) 
         "transitions": 1,
         "deleted": 0,
         "podgroups": 0,
-        "submitted": 1,
+        "submitted": 0,
         "timers": 0,
         "duplicates": 0,
         "invalid_pods": 0,

@@ -154,7 +154,7 @@ def one_pod_job(name: str = "one") -> dict:
 
 
 async def append_events(store: EventStore, *events: dict) -> None:
-    """Append ``events`` to ``store`` in one batch, as ingest would."""
-    await store.append(
-        [NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in events]
-    )
+    """Append ``events`` to ``store`` in one batch, as ingest would (in its stored
+    form: a Job marked as implying its first pods, :func:`ev_types.stored_form`)."""
+    stored = [ev_types.stored_form(e, orjson.dumps(e)) for e in events]
+    await store.append([NewEvent(e["id"], e["type"], stream_of(e), p) for e, p in stored])

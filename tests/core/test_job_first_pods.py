@@ -1,0 +1,243 @@
+"""A Volcano Job's first submission implies its first pods (attempt 0 of each replica
+of the tasks without ``dependsOn``: :func:`esched.schemas.manifests.volcano_first_pods`,
+what Volcano's job controller creates on a Job's submission, ``syncJob`` ->
+``createJobIOIfNotExist`` / ``createPod`` in ``pkg/controllers/job/job_controller_actions.go``
+of volcano-sh/volcano): the cluster fold derives them on the dict path and the bytes
+path alike, the job fold (:class:`esched.core.jobs.JobBook`) too; a log written when
+the job controller recorded them folds to the same state. Only a Job ingest marked
+(:data:`esched.schemas.events.IMPLIES`, after checking its pods) implies them: a Job
+of a log written before (no marker) folds as it always did."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import orjson
+
+from esched.core import ClusterState
+from esched.core._fold_bytes import job_fold_parts
+from esched.core.jobs import fold_jobs
+from esched.schemas import events as ev
+from esched.schemas.manifests import events_from_documents, volcano_job_objects
+from esched.schemas.volcano_jobs import default_job
+from support.fold import EV, envelope, node
+from support.job_templates import example_jobs, generated_jobs
+
+from .test_fold_payloads import _assert_same_as_decoded
+from .test_job_podgroup import _by_bytes, _by_dict, _cuts_and_mutants, _generated_jobs, _state_of
+
+
+def _accepted_jobs() -> list[dict[str, Any]]:
+    """Volcano's examples and generated Jobs that ingest accepts now (their pods
+    checked), defaulted, one per key."""
+    out: dict[str, dict[str, Any]] = {}
+    sources = example_jobs() + generated_jobs(random.Random(7), 300) + _generated_jobs(300)
+    for i, job in enumerate(sources):
+        name = job["metadata"].get("name")
+        if type(name) is not str or not name:
+            continue
+        job = dict(job, metadata=dict(job["metadata"], name=f"{name[:40]}-{i}"))
+        try:
+            (published,) = events_from_documents([job], source="t", id_prefix="j")
+        except (ValueError, TypeError, AttributeError, KeyError):
+            continue
+        data = published["data"]
+        out.setdefault(ev.metadata_key(data["metadata"]), data)
+    return list(out.values())
+
+
+def _marked(env: dict[str, Any]) -> bytes:
+    """``env`` as ingest stores it (a Job marked: ev.stored_form)."""
+    return ev.stored_form(env, orjson.dumps(env))[1]
+
+
+def _logs(
+    job: dict[str, Any],
+) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]], list[tuple[int, bytes]]]:
+    """The Job's log as written before ingest marked Jobs (old: the Job unmarked, its
+    PodGroup and first pods recorded by the job controller), as it is written now
+    (new: the Job marked, alone), and a marked Job with its pods recorded too (an
+    older controller following a newer ingest)."""
+    old = [(1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1"))))]
+    mixed = list(old)
+    for etype, obj in volcano_job_objects(job):
+        env = envelope(etype, obj)
+        old.append((len(old) + 1, orjson.dumps(env)))
+        mixed.append((len(mixed) + 1, _marked(env)))
+    return old, mixed[:2], mixed
+
+
+def _without_position(st: Any) -> dict[str, Any]:
+    seen = _state_of(st)
+    seen["summary"].pop("position")
+    return seen
+
+
+def test_a_jobs_first_pods_are_pending_at_its_position_on_both_paths() -> None:
+    job = default_job(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {
+                "tasks": [
+                    {"name": "a", "replicas": 2, "template": {"spec": _spec("1")}},
+                    {
+                        "name": "b",
+                        "replicas": 1,
+                        "dependsOn": {"name": ["a"]},
+                        "template": {"spec": _spec("2")},
+                    },
+                ]
+            },
+        }
+    )
+    old, new, _mixed = _logs(job)
+    for st in (_by_bytes(new), _by_dict(new)):
+        assert sorted(st.pending_pods()) == ["ns/j-a-0", "ns/j-a-1"]  # b waits for a
+        assert st.gang_members("ns/j") == ["ns/j-a-0", "ns/j-a-1"]
+    assert _state_of(_by_bytes(new)) == _state_of(_by_dict(new))
+    # The same Job unmarked (a log written before ingest marked Jobs) implies none.
+    for st in (_by_bytes(old[:2]), _by_dict(old[:2])):
+        assert st.pending_pods() == [] and st.gang_members("ns/j") == []
+        assert st.gang_min_member("ns/j") == 3  # (its PodGroup, implied as ever)
+    assert _state_of(_by_bytes(old[:2])) == _state_of(_by_dict(old[:2]))
+
+
+def _spec(cpu: str) -> dict[str, Any]:
+    return {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+
+
+def test_old_logs_with_the_recorded_pods_fold_to_the_same_state_on_both_paths() -> None:
+    jobs = _accepted_jobs()
+    assert len(jobs) > 250
+    for job in jobs:
+        logs = _logs(job)
+        states = [_without_position(f(rows)) for rows in logs for f in (_by_bytes, _by_dict)]
+        assert all(s == states[0] for s in states), job["metadata"]["name"]
+
+
+def test_the_job_fold_of_an_old_log_is_the_job_fold_of_the_new_one() -> None:
+    old: list[dict[str, Any]] = []
+    new: list[dict[str, Any]] = []
+    for j, job in enumerate(_accepted_jobs()):
+        for i, (etype, obj) in enumerate(volcano_job_objects(job)):
+            env = ev.envelope(etype, "t", obj, id=f"{j}.{i}", time="2030-01-01T00:00:00Z")
+            old.append(env)
+            if etype == ev.JOB_SUBMITTED:
+                new.append(orjson.loads(_marked(env)))
+    a, b = fold_jobs(old), fold_jobs(new)
+    assert a.summaries() == b.summaries()
+    for key, job in a.jobs.items():
+        # (status, attempt, submits, deletes, epoch): the controller's next ids alike
+        assert {p: r[1:6] for p, r in job.pods.items()} == {
+            p: r[1:6] for p, r in b.jobs[key].pods.items()
+        }
+        assert job.history == b.jobs[key].history
+    assert sum(len(j.pods) for j in b.jobs.values()) > 500
+
+
+def test_a_podgroup_declared_before_the_job_means_no_implied_pods_in_either_fold() -> None:
+    (job,) = [
+        default_job(
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": "j", "namespace": "ns"},
+                "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": _spec("1")}}]},
+            }
+        )
+    ]
+    _job, (_, group), _pod = volcano_job_objects(job)
+    rows = [
+        (1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))),
+        (2, orjson.dumps(envelope(ev.PODGROUP_SUBMITTED, group))),
+        (3, _marked(envelope(ev.JOB_SUBMITTED, job))),
+    ]
+    assert _by_bytes(rows).pending_pods() == _by_dict(rows).pending_pods() == []
+    book = fold_jobs([orjson.loads(b) for _p, b in rows])
+    assert book.missing(book.jobs["ns/j"])  # the controller submits it
+
+
+def _one_pod_job() -> dict[str, Any]:
+    return default_job(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": _spec("1")}}]},
+        }
+    )
+
+
+def test_only_a_job_ingest_marked_implies_its_pods_in_the_job_fold() -> None:
+    job = _one_pod_job()
+    env = ev.envelope(ev.JOB_SUBMITTED, "t", job, id="j", time="2030-01-01T00:00:00Z")
+    unmarked = fold_jobs([env])
+    assert unmarked.jobs["ns/j"].pods == {}
+    assert unmarked.missing(unmarked.jobs["ns/j"])  # the controller submits it, as before
+    marked = fold_jobs([orjson.loads(_marked(env))])
+    assert marked.jobs["ns/j"].status_of("ns/j-w-0") == "Pending"
+    assert not marked.missing(marked.jobs["ns/j"])  # implied: nothing to submit
+
+
+def test_a_marker_of_another_value_or_on_another_type_implies_nothing() -> None:
+    job = _one_pod_job()
+    for value in ("pod", "PODS", 1, ["pods"]):
+        env = {**envelope(ev.JOB_SUBMITTED, job), ev.IMPLIES: value}
+        rows = [(1, orjson.dumps(env))]
+        for st in (_by_bytes(rows), _by_dict(rows)):
+            assert st.pending_pods() == [], value
+        assert fold_jobs([env]).jobs["ns/j"].pods == {}, value
+
+
+def test_a_marker_written_with_escapes_is_read_alike_on_both_paths() -> None:
+    """The bytes path leaves an envelope whose keys or marker hold an escape to the dict
+    path: both read the marker as JSON says it."""
+    job = _one_pod_job()
+    plain = orjson.dumps(envelope(ev.JOB_SUBMITTED, job))
+    cases = {
+        b'"eschedimplie\\u0073":"pods",': True,
+        b'"eschedimplies":"p\\u006fds",': True,
+        b'"eschedimplies":"pods","eschedimplies":"no",': False,  # (the last one counts)
+        b'"eschedimplies":"no","eschedimplies":"pods",': True,
+        b'"eschedimplies":"pods ",': False,
+    }
+    for member, implied in cases.items():
+        payload = plain[:1] + member + plain[1:]
+        rows = [(1, payload)]
+        want = ["ns/j-w-0"] if implied else []
+        assert _by_bytes(rows).pending_pods() == _by_dict(rows).pending_pods() == want, member
+        assert _state_of(_by_bytes(rows)) == _state_of(_by_dict(rows))
+        assert bool(fold_jobs([orjson.loads(payload)]).jobs["ns/j"].pods) == implied
+        parts = job_fold_parts(payload)
+        assert parts is None or parts[2][1] == implied, member
+
+
+def test_cut_and_mutated_marked_jobs_fold_as_decoded() -> None:
+    """Every cut of a marked Job's envelope from its marker on (as it is, closed by
+    "}}" or "}}}") and every byte from there changed to a JSON token's or a stray one,
+    each folded after a node: the bytes path's state and anomalies are those of the
+    payload decoded whole (a Job of a known spec too: a first one folded before)."""
+    node_row = orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))
+    known = default_job(dict(_one_pod_job(), metadata={"name": "k", "namespace": "ns"}))
+    whole = _marked(envelope(ev.JOB_SUBMITTED, _one_pod_job()))
+    assert b'"eschedimplies":"pods"' in whole
+    implied = 0
+    for before in ([node_row], [node_row, _marked(envelope(ev.JOB_SUBMITTED, known))]):
+        for payload in _cuts_and_mutants(whole, whole.index(b'"eschedimplies"')):
+            implied += "ns/j-w-0" in _assert_same_as_decoded([*before, payload]).pod_index
+    assert implied > 100
+
+
+def test_a_restored_state_has_the_implied_pods() -> None:
+    rows = [
+        (1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))),
+        (2, _marked(envelope(ev.JOB_SUBMITTED, _one_pod_job()))),
+    ]
+    for st in (_by_bytes(rows), _by_dict(rows)):
+        restored = ClusterState.from_bytes(st.to_bytes())
+        assert restored.pending_pods() == ["ns/j-w-0"]
+        assert restored.gang_members("ns/j") == ["ns/j-w-0"]
+        assert restored.to_bytes() == st.to_bytes()
