@@ -27,7 +27,10 @@ import pytest
 from esched.core.manifests import state_from_events
 from esched.schemas.manifests import events_from_documents, load_documents
 from esched.schemas.objects import pod_queue
+from esched.schemas.validator import InvalidEvent, validate_event
 from esched.schemas.volcano_jobs import JobRejected, default_job, validate_job
+
+from .examples import event
 
 
 def _task(name: str | None = "task-1", replicas: int = 1, **extra: Any) -> dict[str, Any]:
@@ -738,3 +741,28 @@ def _problems(job: Any) -> Any:
         return [(p.field, p.message) for p in validate_job(job)]
     except Exception as exc:  # a shape the schema refuses before: the same error
         return repr(exc)
+
+
+@pytest.mark.parametrize(
+    ("part", "value", "field"),
+    [
+        ("spec", 1.0, "template.spec"),
+        ("metadata", 3, "template.metadata"),
+        ("metadata", {"annotations": 5}, "template.metadata.annotations"),
+        ("metadata", {"labels": []}, "template.metadata.labels"),
+        ("metadata", {"labels": {"app": 1}}, "template.metadata.labels.app"),
+    ],
+)
+def test_a_template_that_is_no_pod_template_is_refused_with_its_field(
+    part: str, value: Any, field: str
+) -> None:
+    # A PodTemplateSpec's metadata and spec are objects, labels and annotations maps of
+    # strings (Kubernetes' ObjectMeta; Volcano's CRD validates the Job against it).
+    # Found by test_accepted_folds' fuzzing: the pod builder crashed on such a template
+    # (AttributeError, TypeError) where validation must answer with a reason.
+    job = _job("bad-template")
+    job["spec"]["tasks"][0]["template"][part] = value
+    env = event("esched.job.submitted", data=job)
+    with pytest.raises(InvalidEvent) as refused:
+        validate_event(env)
+    assert refused.value.field == f"data.spec.tasks[0].{field}"
