@@ -876,6 +876,10 @@ cdef int _apply(ClusterState self, dict event) except -1:
     etype = event.get("type")
     slot = _TYPE_SLOT.get(etype)
     if slot is None:
+        if type(etype) is not str:
+            # (no type, or not a string: counted by its JSON text, so the counts stay
+            # a snapshot's string keys)
+            etype = orjson.dumps(etype).decode()
         self._unknown_counts[etype] = self._unknown_counts.get(etype, 0) + 1
         self._anomaly("unknown_type")
         return 0

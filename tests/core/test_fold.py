@@ -536,3 +536,14 @@ def test_a_pods_queue_gang_and_preemptable_are_the_helpers_reading(annotations, 
     g = s.gang_of(idx)
     assert (s.gang_keys[g] if g >= 0 else None) == gang_key(p)
     assert ("ns/p" in (s.not_preemptable or {})) == (not pod_preemptable(p))
+
+
+def test_an_event_without_a_string_type_is_counted_and_the_state_still_snapshots(state):
+    # A stored record without ``type`` (or a number there) is an unknown type like any
+    # other: counted by its JSON text, so the state's snapshot (string keys) still writes.
+    state.apply({"id": "e1", "source": "tests", "data": {}}, 1)
+    state.apply({"id": "e2", "type": 7, "source": "tests", "data": {}}, 2)
+    assert state.anomalies == {"unknown_type": 2}
+    assert state.event_counts == {"null": 1, "7": 1}
+    again = ClusterState.from_bytes(state.to_bytes())
+    assert again.event_counts == state.event_counts
