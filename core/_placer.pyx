@@ -196,6 +196,19 @@ cdef enum:
 #: resource bits; columns past the 55th share the last one).
 RESOURCE_REASON_SHIFT = REASON_RESOURCE_BASE
 
+cdef extern from *:
+    """
+    /* Out of line and cold: the emptying of a cache row whose epoch comes round
+       (Placer._new_epoch) adds no register saves to _slot_for, run every placement. */
+    static __attribute__((noinline, cold)) void
+    esched_fill_cold(int64_t *p, Py_ssize_t n, int64_t value) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            p[i] = value;
+    }
+    """
+    void esched_fill_cold(int64_t* p, Py_ssize_t n, int64_t value) noexcept
+
+
 #: Bits of a cache row's epoch in its entries' stamps: every ``2**EPOCH_BITS`` changes
 #: of class the row is emptied, so no count of changes revives an older class's entry.
 EPOCH_BITS = 63 - EPOCH_SHIFT
@@ -1587,15 +1600,11 @@ cdef class Placer:
         # may still carry (their nodes untouched all along: the same version), the row
         # is emptied instead and the count starts again. (The class-change path only:
         # the visits compare stamps as they are.)
-        cdef Py_ssize_t i
         self.slot_epoch[slot] += 1
-        if self.slot_epoch[slot] < EPOCH_LIMIT:
-            return
-        self.slot_epoch[slot] = 0
-        for i in range(self.se.shape[1]):
-            self.se[slot, i] = -1
-        for i in range(self.sbt.shape[1]):
-            self.sbt[slot, i] = -1
+        if self.slot_epoch[slot] == EPOCH_LIMIT:
+            self.slot_epoch[slot] = 0
+            esched_fill_cold(&self.se[slot, 0], self.se.shape[1], -1)
+            esched_fill_cold(&self.sbt[slot, 0], self.sbt.shape[1], -1)
 
     def release_cache_rows(self, changes: int = 1) -> None:
         """Free every cache row as ``changes`` changes of class each would (for tests).
