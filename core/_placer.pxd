@@ -18,6 +18,9 @@ cdef enum:
     FEW_STALE = 8               # up to this many stale entries in a step: redo just those
     BLOCK_SHIFT = 7             # 1 << BLOCK_SHIFT == ESCHED_FB_BLOCK (checked at import)
     EPOCH_SHIFT = 48            # stamps: tick (< 2**48) | slot epoch << EPOCH_SHIFT
+    # A row's epoch stays below EPOCH_LIMIT (the stamps' sign bit clear, so the empty
+    # stamp -1 never matches); reaching it, the row is cleared (_new_epoch).
+    EPOCH_LIMIT = 1 << (63 - EPOCH_SHIFT)
     # A class whose row's visits missed more than MISS_ROUNDS times the nodes since one
     # paid gives it up for 2**k rounds of the walk (k its step-asides since, at most
     # MAX_PAUSE).
@@ -164,6 +167,7 @@ cdef class Placer:
     cdef int64_t slot_owner[CACHE_SLOTS] # class id in each slot, -1 none
     cdef int64_t slot_used[CACHE_SLOTS]  # `calls` at its last use (the least recent goes)
     cdef int64_t slot_epoch[CACHE_SLOTS] # bumped when the slot changes class: old entries die
+                                         # (_new_epoch, < EPOCH_LIMIT)
     cdef public long long hits, misses, placed, visited, unschedulable, python_plugin_errors
     cdef public object class_last_np
     cdef int64_t[::1] class_last         # [class] value of `calls` at its last placement
@@ -262,6 +266,7 @@ cdef class Placer:
     cdef inline score_t _node_total(self, Py_ssize_t n, const ClassView* v,
                                     Py_ssize_t cid) noexcept
     cdef inline bint _plugin_applies(self, int k, const ClassView* v) noexcept
+    cdef void _new_epoch(self, int slot) noexcept
     cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept
     cdef void _judge_row(self, Py_ssize_t cid, int slot, long long hits,
                          long long misses) noexcept

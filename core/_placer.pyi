@@ -10,11 +10,19 @@ from esched.core._state import ClusterState
 from esched.core.bands import BandConfig
 from esched.core.profile import Profile
 
-__all__ = ["EXTERNAL_PLUGIN_KINDS", "REASONS", "SIMD", "Placer", "num_feasible_nodes_to_find"]
+__all__ = [
+    "EPOCH_BITS",
+    "EXTERNAL_PLUGIN_KINDS",
+    "REASONS",
+    "SIMD",
+    "Placer",
+    "num_feasible_nodes_to_find",
+]
 
 # A pod as the placer takes it: a manifest, a pod key in the state, or a class id.
 _Pod = dict[str, Any] | str | int
 
+EPOCH_BITS: int
 EXTERNAL_PLUGIN_KINDS: frozenset[str]
 RESOURCE_REASON_SHIFT: int
 REASONS: dict[int, str]
@@ -106,4 +114,5 @@ class Placer:
     def scores(self, pod: _Pod, node: str) -> dict[str, int]: ...
     def fits(self, pod: _Pod, node: str) -> list[str]: ...
     def stats(self) -> dict[str, Any]: ...
+    def release_cache_rows(self, changes: int = 1) -> None: ...
     def used_array(self) -> npt.NDArray[np.int64]: ...

@@ -47,7 +47,10 @@ Per pod (by equivalence class):
    have it, feasible, visited) valid while no node of the block changed; a burst of
    identical pods takes unchanged blocks from their summaries, O(1) per 128 nodes.
    A class whose row's visits keep missing gives the row up and walks uncached for a
-   pause that doubles each time it fails again (``_judge_row``).
+   pause that doubles each time it fails again (``_judge_row``). A stamp is the
+   node's version with the row's epoch above it (bumped when the row changes class,
+   ``_new_epoch``); every ``2**EPOCH_BITS`` changes the row is emptied, so a count
+   that comes round never revives an older class's entry.
 """
 
 cimport cython
@@ -174,7 +177,8 @@ from esched.core.profile import DEFAULT_PROFILE, Profile, python_plugin
 from esched.schemas.events import DEFAULT_NAMESPACE
 from esched.schemas.objects import spread_default_labels
 
-__all__ = ["EXTERNAL_PLUGIN_KINDS", "Placer", "num_feasible_nodes_to_find", "REASONS", "SIMD"]
+__all__ = ["EPOCH_BITS", "EXTERNAL_PLUGIN_KINDS", "Placer", "num_feasible_nodes_to_find", "REASONS",
+           "SIMD"]
 
 # esched.core._gang_plan.plan_gang, imported on first use (that module cimports this).
 cdef object _plan_gang = None
@@ -191,6 +195,23 @@ cdef enum:
 #: Bit index of resource column 0 in reason bits (``bits >> RESOURCE_REASON_SHIFT``: the
 #: resource bits; columns past the 55th share the last one).
 RESOURCE_REASON_SHIFT = REASON_RESOURCE_BASE
+
+cdef extern from *:
+    """
+    /* Out of line and cold: the emptying of a cache row whose epoch comes round
+       (Placer._new_epoch) adds no register saves to _slot_for, run every placement. */
+    static __attribute__((noinline, cold)) void
+    esched_fill_cold(int64_t *p, Py_ssize_t n, int64_t value) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            p[i] = value;
+    }
+    """
+    void esched_fill_cold(int64_t* p, Py_ssize_t n, int64_t value) noexcept
+
+
+#: Bits of a cache row's epoch in its entries' stamps: every ``2**EPOCH_BITS`` changes
+#: of class the row is emptied, so no count of changes revives an older class's entry.
+EPOCH_BITS = 63 - EPOCH_SHIFT
 
 #: Reason bit -> kube-scheduler's message (esched.core.reasons' table).
 REASONS = _reasons.TEXTS
@@ -1208,7 +1229,7 @@ cdef class Placer:
             for i in range(CACHE_SLOTS):
                 if self.slot_owner[i] == c:
                     self.slot_owner[i] = -1
-                    self.slot_epoch[i] += 1  # its entries and summaries die
+                    self._new_epoch(i)  # its entries and summaries die
         if len(self.compiled_by_cons) > 64 + 2 * len(st.class_index):
             # Forms of constraints no class of this view holds any more (a workload
             # whose constraints name each run): only the live classes' are kept.
@@ -1572,6 +1593,36 @@ cdef class Placer:
             return v.n_soft > 0  # (PreScore Skip: no ScheduleAnyway constraint)
         return True
 
+    cdef void _new_epoch(self, int slot) noexcept:
+        # The row changes class (or is given up): a new epoch, and every entry and block
+        # summary stamped with an older one dies. The stamps keep EPOCH_BITS of it, so
+        # where the count would come round to an epoch that an older class's entries
+        # may still carry (their nodes untouched all along: the same version), the row
+        # is emptied instead and the count starts again. (The class-change path only:
+        # the visits compare stamps as they are.)
+        self.slot_epoch[slot] += 1
+        if self.slot_epoch[slot] == EPOCH_LIMIT:
+            self.slot_epoch[slot] = 0
+            esched_fill_cold(&self.se[slot, 0], self.se.shape[1], -1)
+            esched_fill_cold(&self.sbt[slot, 0], self.sbt.shape[1], -1)
+
+    def release_cache_rows(self, changes: int = 1) -> None:
+        """Free every cache row as ``changes`` changes of class each would (for tests).
+
+        Each change gives the row a new epoch as a class taking it does (the entries of
+        the classes before die; every ``2**EPOCH_BITS`` the row is emptied), and the
+        rows are left to no class: the next class needing one takes row 0. The nodes
+        stay as they are, so a test reaches the epoch's wrap without that many
+        placements.
+        """
+        cdef int i
+        cdef long long k, n = changes
+        for i in range(CACHE_SLOTS):
+            self.slot_owner[i] = -1
+            self.slot_used[i] = 0
+            for k in range(n):
+                self._new_epoch(i)
+
     cdef Py_ssize_t _slot_for(self, Py_ssize_t cid) noexcept:
         """The cache row of the class (its own, else the least recently used), or -1.
 
@@ -1609,7 +1660,7 @@ cdef class Placer:
             return -1   # the walk has not come round since the run began
         self.slot_owner[lru] = cid
         self.slot_used[lru] = self.calls
-        self.slot_epoch[lru] += 1     # the previous class's entries and summaries die
+        self._new_epoch(lru)     # the previous class's entries and summaries die
         if self.class_pause[cid] > 0:
             self.returns += 1
         return lru
@@ -1639,7 +1690,7 @@ cdef class Placer:
             return
         self.slot_owner[slot] = -1
         self.slot_used[slot] = 0
-        self.slot_epoch[slot] += 1
+        self._new_epoch(slot)
         self.class_miss[cid] = 0
         self.class_off[cid] = self.walked + (<long long>self.n_nodes << self.class_pause[cid])
         if self.class_pause[cid] < MAX_PAUSE:

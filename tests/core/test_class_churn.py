@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 
 from esched.core import ClusterState, Placer
+from esched.core._placer import EPOCH_BITS
 from support.fold import EV, Log, commit, envelope, node, pod
 
 ZONE = "topology.kubernetes.io/zone"
@@ -106,3 +108,50 @@ def test_classes_alternating_through_one_id_never_see_each_others_memos() -> Non
         assert len(st.class_index) == 0
     assert ids == {0}  # one id, twelve classes through it
     assert placer.stats()["placed"] == 72
+
+
+def _reuse_after_changes(changes: int) -> tuple[Placer, ClusterState, str]:
+    """Class X (kind 0) fills cache row 0 and is released; Y (kind 1) takes its id; the
+    row sees ``changes`` more changes of class (nodes untouched: every placement here
+    assumes nothing); Y's first pod begins its run. The placer is left where Y's next
+    pod takes row 0 back."""
+    st = ClusterState()
+    fold = _Bytes(st)
+    for i in range(8):
+        fold(
+            EV.NODE_ADDED,
+            node(f"n{i}", cpu="8", memory=f"{16 + i}Gi", labels={ZONE: "ab"[i // 4]}),
+        )
+    placer = Placer(st)
+    for i in range(3):
+        # a run: the second pod takes row 0 (epoch 1) and fills it, the third reads it
+        fold(EV.POD_SUBMITTED, _shape(f"x{i}", 0))
+        assert placer.place(f"default/x{i}", assume=False) is not None
+    assert placer.hits > 0
+    x = st.pod_class_id("default/x0")
+    for i in range(3):
+        fold(EV.POD_DELETED, {"metadata": {"name": f"x{i}", "namespace": "default"}})
+    for i in range(2):
+        fold(EV.POD_SUBMITTED, _shape(f"y{i}", 1))
+    assert st.pod_class_id("default/y0") == x
+    placer.sync()  # X's row released with its id (epoch 2)
+    placer.release_cache_rows(changes)
+    assert placer.place("default/y0", assume=False) is not None  # (a run begins: no row)
+    return placer, st, "default/y1"
+
+
+@pytest.mark.parametrize("bits", [EPOCH_BITS, EPOCH_BITS + 1, EPOCH_BITS + 2])
+def test_no_count_of_class_changes_revives_an_older_class_s_cache_entries(bits: int) -> None:
+    # A row's entries carry its epoch; X's were written at epoch 1 and Y takes the row
+    # at epoch 3 + changes: the changes around 2**bits bring that count round to 1
+    # modulo 2**bits, wherever the stamps' epoch bits end. X's entries on the nodes
+    # untouched since must still be dead: Y (other requests, the other zone) is
+    # scored afresh, as a placer without a cache scores it.
+    for changes in range((1 << bits) - 3, (1 << bits) + 1):
+        placer, st, key = _reuse_after_changes(changes)
+        through_row = placer.hits + placer.misses
+        got = placer.place(key, assume=False)
+        assert placer.hits + placer.misses > through_row, changes  # Y's pod used row 0
+        fresh = Placer(st, cache=False).place(key, assume=False)
+        assert got == fresh, (changes, got, fresh)
+        assert got is not None and st.node_labels[st.node_index[got[0]]][ZONE] == "b"
