@@ -26,8 +26,9 @@ a node the state has since removed). The writer cuts records there.
 
 Layout (little endian): ``ECL1``, then six tables, each a u32 count of entries:
 resource names, node names and queue names and gang keys (u16 length + UTF-8), class
-definitions (u32 length + the class key as JSON: ``[[[resource, units], ...],
-[cpu, memory], priority, constraints key, priorityClassName]``), label sets (u8
+definitions (a 64-bit fingerprint of the definition, BLAKE2b's, then u32 length + the
+class key as JSON: ``[[[resource, units], ...], [cpu, memory], priority, constraints
+key, priorityClassName]``), label sets (u8
 owned + u32 length + the labels as a JSON object, empty for none); then a u32 count
 of operations, each a u8 kind (1: bound, 0: released), a u16 partition
 (``NO_PARTITION``: none), the pod's key (u16 length + UTF-8), and for a bound pod:
@@ -36,11 +37,13 @@ tables, a u8 of flags (``NOT_PREEMPTABLE``), an i64 of GPU device bits and a u8
 count of (u8 resource index, i64 units) pairs, the binding's allocation.
 """
 
+from hashlib import blake2b
+
 import orjson
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.stdint cimport int64_t, uint16_t, uint32_t
-from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
 
 cdef extern from "Python.h":
     str PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
@@ -158,7 +161,7 @@ def claims_record(ClusterState state, partition_of=None) -> bytes:
         out += [_text(s) for s in table.items]
     out.append(len(classes.items).to_bytes(4, "little"))
     for d in classes.items:
-        out += [len(d).to_bytes(4, "little"), d]
+        out += [blake2b(d, digest_size=8).digest(), len(d).to_bytes(4, "little"), d]
     out.append(len(lsets.items).to_bytes(4, "little"))
     for owned, raw in lsets.items:
         out += [b"\x01" if owned else b"\x00", len(raw).to_bytes(4, "little"), raw]
@@ -218,16 +221,27 @@ cdef list _r_texts(_Reader* rd):
     return [_r_text(rd) for j in range(k)]
 
 
-cdef Py_ssize_t _class_from(ClusterState self, bytes definition) except -2:
-    # The class a record's definition names, found (the state's memo of definitions,
-    # checked against the class's epoch: a released id may have been given to another
-    # class) or made as the fold makes it (_class_of, from the same key).
+cdef Py_ssize_t _class_from(ClusterState self, _Reader* rd, Py_ssize_t at) except -2:
+    # The class of the record's definition at offset ``at`` (fingerprint, length,
+    # bytes), found through the state's memo of definitions by fingerprint (the
+    # definition's bytes compared, and the class's epoch: a released id may have
+    # been given to another class), else found or made as the fold does (_class_of,
+    # from the same key) and memoized. A definition is read once per class and
+    # state, not once per pod.
     cdef Py_ssize_t c
-    got = self._claims_classes.get(definition)
+    cdef uint32_t length
+    cdef uint64_t fp
+    memcpy(&fp, rd.b + at, 8)
+    memcpy(&length, rd.b + at + 8, 4)
+    got = self._claims_classes.get(fp)
     if got is not None:
         c = (<tuple>got)[0]
-        if self.class_keys[c] is not None and self.class_epoch[c] == (<tuple>got)[1]:
+        known = <bytes>(<tuple>got)[2]
+        if (self.class_keys[c] is not None and self.class_epoch[c] == (<tuple>got)[1]
+                and PyBytes_GET_SIZE(known) == length
+                and memcmp(PyBytes_AS_STRING(known), rd.b + at + 12, length) == 0):
             return c
+    definition = PyBytes_FromStringAndSize(<const char*>(rd.b + at + 12), length)
     items, nz, prio, ckey, pcn = orjson.loads(definition)
     req = {}
     lim = {}
@@ -240,7 +254,7 @@ cdef Py_ssize_t _class_from(ClusterState self, bytes definition) except -2:
     if c >= 0:
         if len(self._claims_classes) >= 100000:
             self._claims_classes.clear()  # (garbage input: distinct definitions unbounded)
-        self._claims_classes[definition] = (c, self.class_epoch[c])
+        self._claims_classes[fp] = (c, self.class_epoch[c], definition)
     return c
 
 
@@ -264,11 +278,13 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
     cdef uint32_t k, j, ops, v
     cdef Py_ssize_t length
     k = _r_u32(&rd)
-    cdef list defs = []
+    cdef list defs = []  # offsets of the definitions
     for j in range(k):
+        defs.append(rd.i)
+        _need(&rd, 8)
+        rd.i += 8
         length = _r_u32(&rd)
         _need(&rd, length)
-        defs.append(record[rd.i : rd.i + length])
         rd.i += length
     k = _r_u32(&rd)
     cdef list lset_raw = []
@@ -284,6 +300,7 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
     cdef list cols = [None] * len(res_names), node_slots = [None] * len(node_names)
     cdef list queue_ids = [None] * len(queue_names), gang_ids = [None] * len(gang_keys)
     cdef list class_ids = [None] * len(defs), labels = [None] * len(lset_raw)
+    cdef list class_epochs = [0] * len(defs)
     cdef Py_ssize_t p, n, c, q, g, r, part, count = 0, nres
     cdef int kind, flags
     cdef int64_t dev
@@ -334,13 +351,19 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
             self._anomaly("claim_pod_bound")
             _pod_finish(self, key, PHASE_FREE)
             idx = None
+        # (checked at each use: a release earlier in the record may have let it go)
         got = class_ids[ci]
+        if got is not None:
+            c = got
+            if self.class_keys[c] is None or self.class_epoch[c] != class_epochs[ci]:
+                got = None
         if got is None:
-            got = class_ids[ci] = _class_from(self, <bytes>defs[ci])
-        c = got
-        if c < 0:
-            rd.i += 9 * nres
-            continue
+            c = _class_from(self, &rd, <Py_ssize_t>defs[ci])
+            if c < 0:
+                rd.i += 9 * nres
+                continue
+            class_ids[ci] = c
+            class_epochs[ci] = self.class_epoch[c]
         got = queue_ids[qi]
         if got is None:
             got = queue_ids[qi] = self._queue(queue_names[qi])

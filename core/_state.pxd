@@ -49,7 +49,7 @@ cdef class ClusterState:
     # None, or the pods the fold bound and released since core/_claims.pyx last took
     # them, as (CLAIM_BOUND or CLAIM_RELEASED, pod key): not fold state (see _claims)
     cdef public list claims_journal
-    cdef dict _claims_classes            # class definition bytes -> (class id, its epoch) (_claims)
+    cdef dict _claims_classes            # claims' class fingerprint -> (class id, epoch, definition)
 
     # --- resources ---
     cdef public list res_names           # column -> resource name ("cpu", "memory", "pods", ...)

@@ -291,14 +291,14 @@ PROBES = [
 
 def decisions(s: ClusterState, own_pending: list[str]) -> list:
     """Where a placer on ``s`` puts each of its own Pending pods and each probe, with
-    their scores, and whom it would preempt for the probes."""
+    their scores. (Preemption is not compared here: among victims ranked equal, by
+    band and priority, core/_preempt.pyx chooses by pod slot, and slots are each
+    state's own; see test_preemption_of_claimed_pods_ranked_apart_is_the_whole_folds.)"""
     placer = Placer(s, seed=3)
     out: list = [placer.place(key, assume=False) for key in own_pending]
     for probe in PROBES:
         out.append(placer.place(probe, assume=False))
         out.append(placer.scores(probe, NODES[0]) if NODES[0] in s.node_index else None)
-        plan = placer.plan_preemption(probe, assume=False)
-        out.append(plan and {"node": plan["node"], "victims": sorted(plan["victims"])})
     return out
 
 
@@ -393,3 +393,35 @@ def test_the_journal_is_off_by_default_and_a_bad_record_is_refused():
     good = claims_record(s)
     with pytest.raises(ClaimsError):
         s.apply_claims(good[:-1])
+
+
+def test_preemption_of_claimed_pods_ranked_apart_is_the_whole_folds():
+    """Victims of distinct priorities: the claims' state preempts whom the whole
+    fold's does, on the same node."""
+    events = [envelope(EV.NODE_ADDED, node(f"n{i}", cpu="4", memory="8Gi")) for i in range(3)]
+    prio = 0
+    for i in range(3):
+        for j in range(3):
+            prio += 1
+            ns = f"ns{j}"
+            events.append(
+                envelope(
+                    EV.POD_SUBMITTED,
+                    pod(f"v{i}{j}", cpu=f"{1000 + 100 * j}m", namespace=ns, priority=prio),
+                )
+            )
+            events.append(
+                envelope(
+                    EV.PLACEMENT_COMMITTED,
+                    commit((f"{ns}/v{i}{j}", f"n{i}", {"cpu": 1000 + 100 * j, "memory": 2**30})),
+                )
+            )
+    log = list(enumerate(events, 1))
+    for own in range(NAMESPACES):
+        a, b, applied = fold_both(log, own)
+        assert applied == 6
+        probe = pod("hi", cpu="3", memory="1Gi", namespace="ns0", priority=1000)
+        plan_a = Placer(a, seed=3).plan_preemption(probe, assume=False)
+        plan_b = Placer(b, seed=3).plan_preemption(probe, assume=False)
+        assert plan_a is not None and plan_a["victims"]
+        assert plan_b == plan_a
