@@ -47,10 +47,13 @@ from libc.string cimport memcmp, memcpy
 
 cdef extern from "Python.h":
     str PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void* PyUnicode_DATA(object o)
 
 from esched.core._fold cimport (
     CLAIM_BOUND, CLAIM_RELEASED, _bind_allocated, _pod_enter, _pod_finish,
 )
+from esched.core._fold_bytes cimport node_slot
 from esched.core._state cimport ClusterState, _class_of
 from esched.core._types cimport PHASE_FREE, PHASE_RUNNING
 
@@ -216,6 +219,50 @@ cdef inline str _r_text(_Reader* rd):
     return s
 
 
+cdef inline bint _ascii(const unsigned char* b, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if b[i] >= 0x80:
+            return False
+    return True
+
+
+cdef inline str _r_key(_Reader* rd):
+    # A pod's key: an ASCII key copied into a new str without a decoder run over it
+    # (Kubernetes names are ASCII), any other decoded as UTF-8.
+    cdef Py_ssize_t k = _r_u16(rd)
+    _need(rd, k)
+    cdef const unsigned char* b = rd.b + rd.i
+    rd.i += k
+    if not _ascii(b, k):
+        return PyUnicode_DecodeUTF8(<const char*>b, k, NULL)
+    text = PyUnicode_New(k, 127)
+    memcpy(PyUnicode_DATA(text), b, k)
+    return text
+
+
+cdef Py_ssize_t _node_of(ClusterState self, _Reader* rd, Py_ssize_t at) except -2:
+    # The slot of the record's node name at offset ``at`` (u16 length + UTF-8), or -1.
+    cdef uint16_t k
+    memcpy(&k, rd.b + at, 2)
+    if _ascii(rd.b + at + 2, k):
+        return node_slot(self, rd.b + at + 2, k)
+    return self.node_index.get(PyUnicode_DecodeUTF8(<const char*>(rd.b + at + 2), k, NULL), -1)
+
+
+cdef list _r_offsets(_Reader* rd):
+    # The offsets of a table of (u16 length + UTF-8) entries, skipped.
+    cdef uint32_t k = _r_u32(rd), j
+    cdef Py_ssize_t length
+    out = []
+    for j in range(k):
+        out.append(rd.i)
+        length = _r_u16(rd)
+        _need(rd, length)
+        rd.i += length
+    return out
+
+
 cdef list _r_texts(_Reader* rd):
     cdef uint32_t k = _r_u32(rd), j
     return [_r_text(rd) for j in range(k)]
@@ -273,7 +320,7 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
     if rd.n < 4 or record[:4] != MAGIC:
         raise ClaimsError("not a claims record")
     cdef const unsigned char[::1] own = own_bits
-    cdef list res_names = _r_texts(&rd), node_names = _r_texts(&rd)
+    cdef list res_names = _r_texts(&rd), node_at = _r_offsets(&rd)
     cdef list queue_names = _r_texts(&rd), gang_keys = _r_texts(&rd)
     cdef uint32_t k, j, ops, v
     cdef Py_ssize_t length
@@ -297,12 +344,13 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
         lset_raw.append((owned, record[rd.i : rd.i + length]))
         rd.i += length
     # Each table entry resolved against the state once, when an operation first uses it.
-    cdef list cols = [None] * len(res_names), node_slots = [None] * len(node_names)
+    cdef list cols = [None] * len(res_names), node_slots = [None] * len(node_at)
     cdef list queue_ids = [None] * len(queue_names), gang_ids = [None] * len(gang_keys)
     cdef list class_ids = [None] * len(defs), labels = [None] * len(lset_raw)
     cdef list class_epochs = [0] * len(defs)
     cdef Py_ssize_t p, n, c, q, g, r, part, count = 0, nres
     cdef int kind, flags
+    cdef bint skip
     cdef int64_t dev
     cdef uint32_t ni, ci, li, qi, gi
     ops = _r_u32(&rd)
@@ -311,9 +359,16 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
         kind = rd.b[rd.i]
         part = rd.b[rd.i + 1] | (rd.b[rd.i + 2] << 8)
         rd.i += 3
-        key = _r_text(&rd)
+        skip = _skipped(own, part)
+        if skip:
+            # (its key not made: the state folds this pod's events itself)
+            length = _r_u16(&rd)
+            _need(&rd, length)
+            rd.i += length
+        else:
+            key = _r_key(&rd)
         if kind == CLAIM_RELEASED:
-            if not _skipped(own, part) and key in self.pod_index:
+            if not skip and key in self.pod_index:
                 _pod_finish(self, key, PHASE_FREE)
                 count += 1
             continue
@@ -330,16 +385,16 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
         nres = rd.b[rd.i + 9]
         rd.i += 10
         _need(&rd, 9 * nres)
-        if _skipped(own, part):
+        if skip:
             rd.i += 9 * nres
             continue
-        if ni >= <uint32_t>len(node_names) or ci >= <uint32_t>len(defs) or qi >= <uint32_t>len(
+        if ni >= <uint32_t>len(node_at) or ci >= <uint32_t>len(defs) or qi >= <uint32_t>len(
                 queue_names) or (li != NONE and li >= <uint32_t>len(lset_raw)) or (
                 gi != NONE and gi >= <uint32_t>len(gang_keys)):
             raise ClaimsError("an operation's index beyond its table")
         got = node_slots[ni]
         if got is None:
-            got = node_slots[ni] = self.node_index.get(node_names[ni], -1)
+            got = node_slots[ni] = _node_of(self, &rd, <Py_ssize_t>node_at[ni])
         n = got
         if n < 0:
             self._anomaly("claim_unknown_node")
