@@ -27,8 +27,7 @@ a node the state has since removed). The writer cuts records there.
 Layout (little endian): ``ECL1``, then six tables, each a u32 count of entries:
 resource names, node names and queue names and gang keys (u16 length + UTF-8), class
 definitions (a 64-bit fingerprint of the definition, BLAKE2b's, then u32 length + the
-class key as JSON: ``[[[resource, units], ...], [cpu, memory], priority, constraints
-key, priorityClassName]``), label sets (u8
+class's key, ``_definition``), label sets (u8
 owned + u32 length + the labels as a JSON object, empty for none); then a u32 count
 of operations, each a u8 kind (1: bound, 0: released), a u16 partition
 (``NO_PARTITION``: none), the pod's key (u16 length + UTF-8), and for a bound pod:
@@ -97,6 +96,32 @@ def _text(str s) -> bytes:
     return len(raw).to_bytes(2, "little") + raw
 
 
+cdef bytes _definition(tuple key):
+    # A class's definition in a record: its class_index key (see _class_of in
+    # core/_state.pyx: requests then limits above them as "limit:<name>" items, the
+    # non-zero cpu and memory, priority, constraints key, priorityClassName), as
+    # u8 count + (name, i64 units) for the requests, the same for the limits, three
+    # i64 (non-zero cpu, memory, priority), u32 length + the constraints key, u16
+    # length + the priorityClassName (0xFFFF: none).
+    items, nz, prio, ckey, pcn = key
+    req = [(k, v) for k, v in items if not k.startswith("limit:")]
+    lim = [(k[6:], v) for k, v in items if k.startswith("limit:")]
+    if len(req) > 255 or len(lim) > 255:
+        raise ClaimsError("a class of more than 255 resources")
+    out = []
+    for part in (req, lim):
+        out.append(len(part).to_bytes(1, "little"))
+        for k, v in part:
+            out += [_text(k), int(v).to_bytes(8, "little", signed=True)]
+    out += [int(nz[0]).to_bytes(8, "little", signed=True),
+            int(nz[1]).to_bytes(8, "little", signed=True),
+            int(prio).to_bytes(8, "little", signed=True)]
+    raw = ckey.encode()
+    out += [len(raw).to_bytes(4, "little"), raw]
+    out.append(b"\xff\xff" if pcn is None else _text(pcn))
+    return b"".join(out)
+
+
 def claims_record(ClusterState state, partition_of=None) -> bytes:
     """The claims of ``state``'s journal (``state.claims_journal``), which it empties.
 
@@ -133,7 +158,7 @@ def claims_record(ClusterState state, partition_of=None) -> bytes:
         if state.pod_phase[p] != PHASE_RUNNING:
             continue
         node = nodes.of(state.node_names[state.pod_node[p]])
-        cls = classes.of(orjson.dumps(state.class_keys[state.pod_class[p]]))
+        cls = classes.of(_definition(state.class_keys[state.pod_class[p]]))
         lid = interpod.pod_lset_np[p] if p < interpod.pod_lset_np.shape[0] else -1
         if lid >= 0:
             labels = interpod.lsets[lid][1]
@@ -268,6 +293,18 @@ cdef list _r_texts(_Reader* rd):
     return [_r_text(rd) for j in range(k)]
 
 
+cdef dict _r_units(_Reader* rd):
+    # A definition's u8 count of (name, i64 units), as the dict _class_of takes.
+    _need(rd, 1)
+    cdef Py_ssize_t k = rd.b[rd.i], j
+    rd.i += 1
+    out = {}
+    for j in range(k):
+        name = _r_text(rd)
+        out[name] = _r_i64(rd)
+    return out
+
+
 cdef Py_ssize_t _class_from(ClusterState self, _Reader* rd, Py_ssize_t at) except -2:
     # The class of the record's definition at offset ``at`` (fingerprint, length,
     # bytes), found through the state's memo of definitions by fingerprint (the
@@ -289,15 +326,28 @@ cdef Py_ssize_t _class_from(ClusterState self, _Reader* rd, Py_ssize_t at) excep
                 and memcmp(PyBytes_AS_STRING(known), rd.b + at + 12, length) == 0):
             return c
     definition = PyBytes_FromStringAndSize(<const char*>(rd.b + at + 12), length)
-    items, nz, prio, ckey, pcn = orjson.loads(definition)
-    req = {}
-    lim = {}
-    for name, units in items:
-        if name.startswith("limit:"):
-            lim[name[6:]] = units
-        else:
-            req[name] = units
-    c = _class_of(self, req, tuple(nz), prio, ckey, pcn, lim or None)
+    cdef _Reader d  # (the definition alone: a length beyond it is refused)
+    d.b = rd.b + at + 12
+    d.i = 0
+    d.n = length
+    req = _r_units(&d)
+    lim = _r_units(&d)
+    nz_cpu = _r_i64(&d)
+    nz = (nz_cpu, _r_i64(&d))
+    prio = _r_i64(&d)
+    cdef uint32_t k = _r_u32(&d)
+    _need(&d, k)
+    ckey = PyUnicode_DecodeUTF8(<const char*>(d.b + d.i), k, NULL)
+    d.i += k
+    _need(&d, 2)
+    if d.b[d.i] == 0xFF and d.b[d.i + 1] == 0xFF:
+        pcn = None
+        d.i += 2
+    else:
+        pcn = _r_text(&d)
+    if d.i != d.n:
+        raise ClaimsError("bytes after a class definition")
+    c = _class_of(self, req, nz, prio, ckey, pcn, lim or None)
     if c >= 0:
         if len(self._claims_classes) >= 100000:
             self._claims_classes.clear()  # (garbage input: distinct definitions unbounded)
