@@ -43,6 +43,7 @@ import orjson
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 
 cdef extern from "Python.h":
     str PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
@@ -275,19 +276,6 @@ cdef Py_ssize_t _node_of(ClusterState self, _Reader* rd, Py_ssize_t at) except -
     return self.node_index.get(PyUnicode_DecodeUTF8(<const char*>(rd.b + at + 2), k, NULL), -1)
 
 
-cdef list _r_offsets(_Reader* rd):
-    # The offsets of a table of (u16 length + UTF-8) entries, skipped.
-    cdef uint32_t k = _r_u32(rd), j
-    cdef Py_ssize_t length
-    out = []
-    for j in range(k):
-        out.append(rd.i)
-        length = _r_u16(rd)
-        _need(rd, length)
-        rd.i += length
-    return out
-
-
 cdef list _r_texts(_Reader* rd):
     cdef uint32_t k = _r_u32(rd), j
     return [_r_text(rd) for j in range(k)]
@@ -361,8 +349,31 @@ cdef inline bint _skipped(const unsigned char[::1] own, Py_ssize_t part) noexcep
             and (own[part >> 3] >> (part & 7)) & 1)
 
 
+cdef class _Slots:
+    # A C array of Py_ssize_t for one record's tables (freed with the object).
+    cdef Py_ssize_t* v
+
+    def __cinit__(self, Py_ssize_t n, Py_ssize_t fill):
+        cdef Py_ssize_t i
+        self.v = <Py_ssize_t*>PyMem_Malloc(max(n, 1) * sizeof(Py_ssize_t))
+        if self.v == NULL:
+            raise MemoryError()
+        for i in range(n):
+            self.v[i] = fill
+
+    def __dealloc__(self):
+        PyMem_Free(self.v)
+
+
+cdef enum:
+    UNRESOLVED = -2                     # a table entry no operation has used yet
+
+
 cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) except -1:
-    # ClusterState.apply_claims: see its docstring and this module's.
+    # ClusterState.apply_claims: see its docstring and this module's. The record's
+    # tables are resolved against the state once per record, at their first use, into
+    # C arrays: an operation then reads its node, class, queue, gang and resources'
+    # slots without a Python object.
     cdef _Reader rd
     rd.b = <const unsigned char*>PyBytes_AS_STRING(record)
     rd.n = PyBytes_GET_SIZE(record)
@@ -370,14 +381,25 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
     if rd.n < 4 or record[:4] != MAGIC:
         raise ClaimsError("not a claims record")
     cdef const unsigned char[::1] own = own_bits
-    cdef list res_names = _r_texts(&rd), node_at = _r_offsets(&rd)
-    cdef list queue_names = _r_texts(&rd), gang_keys = _r_texts(&rd)
+    cdef list res_names = _r_texts(&rd)
     cdef uint32_t k, j, ops, v
     cdef Py_ssize_t length
     k = _r_u32(&rd)
-    cdef list defs = []  # offsets of the definitions
+    cdef Py_ssize_t nn = k, nd, nq, ng, nr = len(res_names), nl
+    cdef _Slots node_at = _Slots(nn, 0)
     for j in range(k):
-        defs.append(rd.i)
+        node_at.v[j] = rd.i
+        length = _r_u16(&rd)
+        _need(&rd, length)
+        rd.i += length
+    cdef list queue_names = _r_texts(&rd), gang_keys = _r_texts(&rd)
+    nq = len(queue_names)
+    ng = len(gang_keys)
+    k = _r_u32(&rd)
+    nd = k
+    cdef _Slots def_at = _Slots(nd, 0)
+    for j in range(k):
+        def_at.v[j] = rd.i
         _need(&rd, 8)
         rd.i += 8
         length = _r_u32(&rd)
@@ -393,11 +415,17 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
         _need(&rd, length)
         lset_raw.append((owned, record[rd.i : rd.i + length]))
         rd.i += length
-    # Each table entry resolved against the state once, when an operation first uses it.
-    cdef list cols = [None] * len(res_names), node_slots = [None] * len(node_at)
-    cdef list queue_ids = [None] * len(queue_names), gang_ids = [None] * len(gang_keys)
-    cdef list class_ids = [None] * len(defs), labels = [None] * len(lset_raw)
-    cdef list class_epochs = [0] * len(defs)
+    nl = len(lset_raw)
+    cdef list labels = [None] * nl
+    # [nodes | classes | their epochs | their priorities | queues | gangs | resources]
+    cdef _Slots ids = _Slots(nn + 3 * nd + nq + ng + nr, UNRESOLVED)
+    cdef Py_ssize_t* node_ids = ids.v
+    cdef Py_ssize_t* class_ids = node_ids + nn
+    cdef Py_ssize_t* class_epochs = class_ids + nd
+    cdef Py_ssize_t* class_prios = class_epochs + nd
+    cdef Py_ssize_t* queue_ids = class_prios + nd
+    cdef Py_ssize_t* gang_ids = queue_ids + nq
+    cdef Py_ssize_t* cols = gang_ids + ng
     cdef Py_ssize_t p, n, c, q, g, r, part, count = 0, nres
     cdef int kind, flags
     cdef bint skip
@@ -438,14 +466,12 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
         if skip:
             rd.i += 9 * nres
             continue
-        if ni >= <uint32_t>len(node_at) or ci >= <uint32_t>len(defs) or qi >= <uint32_t>len(
-                queue_names) or (li != NONE and li >= <uint32_t>len(lset_raw)) or (
-                gi != NONE and gi >= <uint32_t>len(gang_keys)):
+        if ni >= <uint32_t>nn or ci >= <uint32_t>nd or qi >= <uint32_t>nq or (
+                li != NONE and li >= <uint32_t>nl) or (gi != NONE and gi >= <uint32_t>ng):
             raise ClaimsError("an operation's index beyond its table")
-        got = node_slots[ni]
-        if got is None:
-            got = node_slots[ni] = _node_of(self, &rd, <Py_ssize_t>node_at[ni])
-        n = got
+        n = node_ids[ni]
+        if n == UNRESOLVED:
+            n = node_ids[ni] = _node_of(self, &rd, node_at.v[ni])
         if n < 0:
             self._anomaly("claim_unknown_node")
             rd.i += 9 * nres
@@ -457,28 +483,23 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
             _pod_finish(self, key, PHASE_FREE)
             idx = None
         # (checked at each use: a release earlier in the record may have let it go)
-        got = class_ids[ci]
-        if got is not None:
-            c = got
-            if self.class_keys[c] is None or self.class_epoch[c] != class_epochs[ci]:
-                got = None
-        if got is None:
-            c = _class_from(self, &rd, <Py_ssize_t>defs[ci])
+        c = class_ids[ci]
+        if c == UNRESOLVED or self.class_keys[c] is None or self.class_epoch[c] != class_epochs[ci]:
+            c = _class_from(self, &rd, def_at.v[ci])
             if c < 0:
                 rd.i += 9 * nres
                 continue
             class_ids[ci] = c
             class_epochs[ci] = self.class_epoch[c]
-        got = queue_ids[qi]
-        if got is None:
-            got = queue_ids[qi] = self._queue(queue_names[qi])
-        q = got
+            class_prios[ci] = (<tuple>self.class_keys[c])[2]
+        q = queue_ids[qi]
+        if q == UNRESOLVED:
+            q = queue_ids[qi] = self._queue(queue_names[qi])
         g = -1
         if gi != NONE:
-            got = gang_ids[gi]
-            if got is None:
-                got = gang_ids[gi] = self._gang(gang_keys[gi], queue_names[qi])
-            g = got
+            g = gang_ids[gi]
+            if g == UNRESOLVED:
+                g = gang_ids[gi] = self._gang(gang_keys[gi], queue_names[qi])
         lab = None
         owned = False
         if li != NONE:
@@ -488,7 +509,7 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
                 got = labels[li] = ((<tuple>lset_raw[li])[0],
                                     orjson.loads(raw) if raw else None)
             owned, lab = got
-        p = _pod_enter(self, key, idx, c, q, g, (<tuple>self.class_keys[c])[2], lab, owned)
+        p = _pod_enter(self, key, idx, c, q, g, class_prios[ci], lab, owned)
         if flags & NOT_PREEMPTABLE:
             self.not_preemptable[key] = True
         elif self.not_preemptable:
@@ -497,12 +518,11 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
             self.pod_alloc[p, r] = 0
         for r in range(nres):
             v = rd.b[rd.i]
-            if v >= <uint32_t>len(cols):
+            if v >= <uint32_t>nr:
                 raise ClaimsError("a resource index beyond its table")
-            got = cols[v]
-            if got is None:
-                got = cols[v] = self._resource(res_names[v])
-            memcpy(&self.pod_alloc[p, <Py_ssize_t>got], rd.b + rd.i + 1, 8)
+            if cols[v] == UNRESOLVED:
+                cols[v] = self._resource(res_names[v])
+            memcpy(&self.pod_alloc[p, cols[v]], rd.b + rd.i + 1, 8)
             rd.i += 9
         _bind_allocated(self, p, n, True, dev)
         count += 1

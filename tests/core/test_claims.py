@@ -206,13 +206,19 @@ def scheduling_view(s: ClusterState) -> dict:
     """What a scheduling pass reads of the state, by names (slots and class ids are
     each state's own): nodes' accounting, queues' allocation, and every bound pod."""
     res = s.res_names
+
+    def by_name(row) -> dict:
+        # (a resource only other partitions' Pending pods or refused commits named is
+        # registered in the whole fold alone, with nothing counted under it)
+        return {res[r]: int(row[r]) for r in range(s.n_res) if row[r]}
+
     nodes = {}
     for name, n in s.node_index.items():
         nodes[name] = {
-            "allocatable": {res[r]: int(s.allocatable_np[n, r]) for r in range(s.n_res)},
-            "allocated": {res[r]: int(s.allocated_np[n, r]) for r in range(s.n_res)},
-            "limits": {res[r]: int(s.node_lim_np[n, r]) for r in range(s.n_res)},
-            "reserved": {res[r]: int(s.node_resv_np[n, r]) for r in range(s.n_res)},
+            "allocatable": by_name(s.allocatable_np[n]),
+            "allocated": by_name(s.allocated_np[n]),
+            "limits": by_name(s.node_lim_np[n]),
+            "reserved": by_name(s.node_resv_np[n]),
             "nonzero": s.nz_np[n].tolist(),
             "ports": sorted(map(str, s.node_port_keys(n).items())),
         }
@@ -224,7 +230,7 @@ def scheduling_view(s: ClusterState) -> dict:
         rec.pop("class")
         rec["class"] = s.class_specs[s.class_of(p)]
         rec["devices"] = int(s.pod_dev_np[p])
-        rec["reservation"] = s.pod_reservation(p).tolist()
+        rec["reservation"] = by_name(s.pod_reservation(p))
         rec["not_preemptable"] = key in s.not_preemptable
         ip = s.interpod
         rec["labels"] = ip.lsets[int(ip.pod_lset_np[p])]
@@ -233,7 +239,7 @@ def scheduling_view(s: ClusterState) -> dict:
         bound[key] = rec
     # (a queue only other partitions' Pending pods named is not in the claims' state)
     queues = {
-        name: {res[r]: int(s.queue_alloc_np[q, r]) for r in range(s.n_res)}
+        name: by_name(s.queue_alloc_np[q])
         for name, q in s.queue_index.items()
         if s.queue_alloc_np[q].any()
     }
