@@ -42,7 +42,7 @@ submission and its committed placement.
 per ``BATCH`` events) applied with :meth:`ClusterState.apply_claims`, as a replica
 following other partitions' pods by their claims would; under callgrind with
 ``--toggle-collect='__pyx_pw_*apply_claims'`` only the records' application is
-counted.
+counted; a fifth argument sets the flow's events per record (default ``BATCH``).
 ``python -m esched.services.bench_follow [pods] [batch] place|place-jobs``: what
 placing costs a replica per pod (:func:`run_place_bench`); ``place-jobs``: each pod
 a one-pod Volcano Job's, handed over as its gang's work item.
@@ -227,16 +227,18 @@ def fold_flow(state: ClusterState, flow: list[tuple[int, bytes]]) -> ClusterStat
 PARTITIONS = 24
 
 
-def claims_records(snapshot: bytes, flow: list[tuple[int, bytes]]) -> list[bytes]:
-    """The flow's claims: the preload (``snapshot``) folds the flow ``BATCH`` events
+def claims_records(
+    snapshot: bytes, flow: list[tuple[int, bytes]], batch: int = BATCH
+) -> list[bytes]:
+    """The flow's claims: the preload (``snapshot``) folds the flow ``batch`` events
     at a time with a claims journal, and each batch's record is taken, as a commit
     service would publish one per batch it folds; each pod names its partition of
     ``PARTITIONS`` (a CRC of its key)."""
     state = ClusterState.from_bytes(snapshot)
     state.claims_journal = []
     records = []
-    for i in range(0, len(flow), BATCH):
-        state.apply_payloads(flow[i : i + BATCH])
+    for i in range(0, len(flow), batch):
+        state.apply_payloads(flow[i : i + batch])
         records.append(claims_record(state, lambda key: zlib.crc32(key.encode()) % PARTITIONS))
     return records
 
@@ -275,13 +277,15 @@ def run_follow_bench(
     nodes: int = 1000,
     shapes: bool = False,
     submitted: bool = False,
+    record_events: int = BATCH,
 ) -> dict[str, Any]:
     """CPU time per pod (best of ``repeat``) of the flow's fold, of a replica's
     whole following and of the flow's claims applied (:func:`apply_claims_flow`)
     (``only``: "fold", "follow" or "claims", just that one), and the anomalies;
     ``jobs``: each pod a one-pod Volcano Job; ``seen``, ``shapes``: see
     :func:`flow_log`; ``nodes``: of the preloaded cluster; ``submitted``: the
-    flow's submissions alone (:func:`submissions`)."""
+    flow's submissions alone (:func:`submissions`); ``record_events``: events of the
+    flow per claims record."""
     replica = idle_replica()  # one for every run: the flow holds its proposal ids
     prefix = replica.proposal_prefix
     snapshot, flow = flow_log(
@@ -298,7 +302,7 @@ def run_follow_bench(
     out: dict[str, Any] = {"pods": pods, "events": len(flow)}
     records: list[bytes] = []
     if only in (None, "claims"):
-        records = claims_records(snapshot, flow)
+        records = claims_records(snapshot, flow, record_events)
         out["claims_bytes_per_pod"] = round(sum(map(len, records)) / pods, 1)
     for kind in ("fold", "follow", "claims"):
         if only not in (None, kind):
@@ -579,7 +583,17 @@ if __name__ == "__main__":
     only = "fold" if jobs or submitted else kind
     repeat = 1 if only else 3  # one run under callgrind
     nodes = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
+    record_events = int(sys.argv[5]) if len(sys.argv) > 5 else BATCH
     out = run_follow_bench(
-        pods, replicas, repeat, only, jobs, mode == "jobs-seen", nodes, shapes, submitted
+        pods,
+        replicas,
+        repeat,
+        only,
+        jobs,
+        mode == "jobs-seen",
+        nodes,
+        shapes,
+        submitted,
+        record_events,
     )
     print(orjson.dumps(out).decode())
