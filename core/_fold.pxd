@@ -2,6 +2,11 @@
 # the class's entry points (ClusterState.apply, apply_many) and the bytes path.
 from esched.core._state cimport ClusterState
 
+cdef enum:
+    # What the fold notes in a state's claims journal (ClusterState.claims_journal)
+    CLAIM_RELEASED = 0                  # the pod left its node or the state (or was refused)
+    CLAIM_BOUND = 1                     # the pod was bound to a node
+
 cdef int type_slot(str name) except -1
 cdef dict noop_slots()
 cdef dict event_counts(ClusterState self)
@@ -9,6 +14,8 @@ cdef int restore_event_counts(ClusterState self, dict counts) except -1
 cdef int _pod_submitted(ClusterState self, dict pod, list class_memo=*) except -1
 cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
                             list class_memo, tuple plain=*) except -2
+cdef Py_ssize_t _pod_enter(ClusterState self, str key, object idx, Py_ssize_t c, Py_ssize_t q,
+                           Py_ssize_t g, long long prio, object labels, bint owned) except -1
 cdef int _pod_finish(ClusterState self, str key, int phase) except -1
 cdef int _podgroup(ClusterState self, dict pg) except -1
 cdef tuple podgroup_entry(ClusterState self, dict spec, dict min_resources=*)

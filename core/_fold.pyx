@@ -392,30 +392,16 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
         self.not_preemptable[key] = True
     elif self.not_preemptable:
         self.not_preemptable.pop(key, None)
-    if idx is not None:
-        # A terminal pod of the same name is replaced by the new one; a Pending
-        # one is updated (its requests, constraints, queue and gang are the new
-        # submit's), as kube lets a pod be changed until it is bound.
-        p = idx
-        self._set_phase(p, PHASE_FREE)
-    else:
-        p = self._new_pod_slot(key)
-    self._hold_class(p, c, self.pod_class[p] if idx is not None else -1)
-    self.pod_queue[p] = <index_t>q
+    labels = None
+    owned = False
     if meta is not None:
         labels = meta.get("labels")
         # (the call only for a pod with owners: the fold's bulk has none)
-        self.interpod.set_pod(p, key, labels,
-                              labels is not None and "ownerReferences" in meta
-                              and spread_default_labels(meta) is not None)
-    else:
-        self.interpod.set_pod(p, key, None)
-    self._set_gang(p, g)
+        owned = (labels is not None and "ownerReferences" in meta
+                 and spread_default_labels(meta) is not None)
     # (the class's priority, as the memo keeps it)
-    self.pod_prio[p] = self.class_specs[c]["priority"] if prio is None else prio
-    self.pod_node[p] = -1
-    self.pod_phase[p] = PHASE_FREE
-    self._set_phase(p, PHASE_PENDING)
+    p = _pod_enter(self, key, idx, c, q, g,
+                   self.class_specs[c]["priority"] if prio is None else prio, labels, owned)
     # kube's SchedulingGates (PreEnqueue): a gated pod is Pending and never
     # attempted until an esched.pod.updated removes its last gate. The API server
     # refuses nodeName with gates (so does ingest): a bound pod is never gated.
@@ -448,7 +434,44 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
             return p
         self._bind(p, n)
         self._set_phase(p, PHASE_RUNNING)
+        if self.claims_journal is not None:
+            _journal(self, CLAIM_BOUND, key)
     return p
+
+cdef Py_ssize_t _pod_enter(ClusterState self, str key, object idx, Py_ssize_t c, Py_ssize_t q,
+                           Py_ssize_t g, long long prio, object labels, bint owned) except -1:
+    # Pod ``key`` enters the state Pending, unbound, of class c (found or made by the
+    # caller), queue q, gang g (-1: none), priority ``prio``, with ``labels``
+    # (``owned``: InterPodIndex.set_pod's). ``idx``: the slot of a pod of that key
+    # already there (None: a new slot), which it replaces. _pod_submit's tail, and
+    # the claims' bind (core/_claims.pyx), which then binds it. Returns the slot.
+    cdef Py_ssize_t p
+    if idx is not None:
+        # A terminal pod of the same name is replaced by the new one; a Pending
+        # one is updated (its requests, constraints, queue and gang are the new
+        # submit's), as kube lets a pod be changed until it is bound.
+        p = idx
+        self._set_phase(p, PHASE_FREE)
+    else:
+        p = self._new_pod_slot(key)
+    self._hold_class(p, c, self.pod_class[p] if idx is not None else -1)
+    self.pod_queue[p] = <index_t>q
+    self.interpod.set_pod(p, key, labels, owned)
+    self._set_gang(p, g)
+    self.pod_prio[p] = prio
+    self.pod_node[p] = -1
+    self.pod_phase[p] = PHASE_FREE
+    self._set_phase(p, PHASE_PENDING)
+    return p
+
+
+cdef int _journal(ClusterState self, int kind, str key) except -1:
+    # A pod bound (CLAIM_BOUND) or released (CLAIM_RELEASED) by the event being
+    # folded, noted for the claims' builder (core/_claims.pyx) when the state keeps
+    # a journal (``claims_journal``; None, the default: nothing noted).
+    self.claims_journal.append((kind, key))
+    return 0
+
 
 # The keys read from a pod's annotations and labels, as the helpers of schemas.objects
 # (pod_queue, gang_key, pod_preemptable) read them, in one pass over the two dicts
@@ -536,6 +559,8 @@ cdef int _pod_finish(ClusterState self, str key, int phase) except -1:
             self.tombstones[key] = self._at
         return 0
     cdef Py_ssize_t p = idx
+    if self.claims_journal is not None:
+        _journal(self, CLAIM_RELEASED, key)
     if self.gated:
         self.gated.pop(key, None)
     if self.scheduler_of:
@@ -804,6 +829,8 @@ cdef int _bind_allocated(ClusterState self, Py_ssize_t p, Py_ssize_t n, bint has
     self._bind(p, n)
     self.pod_dev[p] = dev
     self._set_phase(p, PHASE_RUNNING)
+    if self.claims_journal is not None:
+        _journal(self, CLAIM_BOUND, self.pod_keys[p])
     if self.reservations and self.pod_gang[p] >= 0:
         # A reserved gang that got placed gives its nodes back.
         gkey = self.gang_keys[self.pod_gang[p]]
@@ -817,6 +844,8 @@ cdef int _evicted(ClusterState self, dict data) except -1:
         return 0
     self._release(p)
     self._set_phase(p, PHASE_PENDING)
+    if self.claims_journal is not None:
+        _journal(self, CLAIM_RELEASED, self.pod_keys[p])
     return 0
 
 cdef int _rejected(ClusterState self, dict data) except -1:
@@ -826,6 +855,8 @@ cdef int _rejected(ClusterState self, dict data) except -1:
         return 0
     self._set_phase(p, PHASE_FAILED)
     _release_if_idle(self, self.pod_gang[p])
+    if self.claims_journal is not None:
+        _journal(self, CLAIM_RELEASED, self.pod_keys[p])
     return 0
 
 cdef int _gang_reserved(ClusterState self, dict data) except -1:

@@ -1452,6 +1452,16 @@ cdef Py_ssize_t _slot_of(Py_ssize_t* cache, Py_ssize_t mask, list names, dict in
     return cache[h]
 
 
+cdef Py_ssize_t node_slot(ClusterState self, const unsigned char* name,
+                          Py_ssize_t length) except -2:
+    # The slot of the alive node named by the ``length`` ASCII bytes at ``name``, or
+    # -1: the commit's cache above, for the claims' nodes (core/_claims.pyx).
+    cdef Span s
+    s.start = -1
+    s.end = length + 1
+    return _slot_of(_NODE_SLOTS, NODE_SLOTS - 1, self.node_names, self.node_index, name, s)
+
+
 cdef inline void _note_pod(str key, Py_ssize_t slot) noexcept:
     # A pod the bytes path submitted into slot ``slot``, into the commit's pod cache.
     if PyUnicode_IS_COMPACT_ASCII(key):

@@ -46,6 +46,10 @@ cdef class ClusterState:
     cdef public dict not_preemptable     # pod key -> True: volcano.sh/preemptable false (never a victim)
     cdef long long _at                   # position of the event being folded
     cdef long long type_counts[32]       # folded events per known type (slot of _TYPE_SLOT)
+    # None, or the pods the fold bound and released since core/_claims.pyx last took
+    # them, as (CLAIM_BOUND or CLAIM_RELEASED, pod key): not fold state (see _claims)
+    cdef public list claims_journal
+    cdef dict _claims_classes            # claims' class fingerprint -> (class id, epoch, definition)
 
     # --- resources ---
     cdef public list res_names           # column -> resource name ("cpu", "memory", "pods", ...)

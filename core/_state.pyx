@@ -69,6 +69,8 @@ from esched.core._fold cimport _apply, _apply_any, event_counts
 from esched.core._fold import _MALFORMED, GANG_SIZE_ANNOTATION
 # The bytes path: stored envelopes into the same handlers.
 from esched.core._fold_bytes cimport _apply_payload
+# Claims: other partitions' bound pods from a compact record (core/_claims.pyx).
+from esched.core._claims cimport _apply_claims
 from esched.core._types cimport (
     NODE_ALIVE,
     NODE_UNSCHEDULABLE,
@@ -284,6 +286,8 @@ cdef class ClusterState:
         self.gated = {}
         self.scheduler_of = {}
         self.not_preemptable = {}
+        self.claims_journal = None
+        self._claims_classes = {}
         self._at = 0
         self._unknown_counts = {}
         for i in range(32):
@@ -1132,6 +1136,18 @@ cdef class ClusterState:
             self.position = position
             count += 1
         return count
+
+    def apply_claims(self, bytes record, own=None) -> int:
+        """Apply a claims record (:func:`esched.core._claims.claims_record` of a fold
+        that saw every event): each pod it binds enters bound, as the fold of its
+        submission and committed placement would leave it; each it releases leaves
+        the state. ``own``: a bitmap (bit i of byte i // 8) of the work partitions
+        whose pods this state folds from their events, whose operations are skipped.
+        Returns how many operations changed the state. See ``core/_claims.pyx`` for
+        what such a state does not hold and the order records must keep with the
+        events folded beside them.
+        """
+        return _apply_claims(self, record, own)
 
     cpdef apply(self, dict event, long long position):
         """Fold one stored event envelope at log ``position`` into this state.

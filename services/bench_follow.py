@@ -9,7 +9,8 @@ a snapshot of the preload with :meth:`ClusterState.apply_payloads`, in batches, 
 replica that has just started follows it (its memos empty, the heap frozen).
 
 ``python -m esched.services.bench_follow [pods] [replicas]
-[fold|follow|fold-shapes|follow-shapes|fold-submitted|fold-submitted-shapes|jobs|jobs-seen]
+[fold|follow|fold-shapes|follow-shapes|fold-submitted|fold-submitted-shapes|claims|claims-shapes|
+jobs|jobs-seen]
 [nodes]`` (default 1,000 preloaded
 nodes) prints the CPU time per pod of the fold and
 of a replica's following; under callgrind with
@@ -36,6 +37,12 @@ which about two in five bring a spec the follower has not seen.
 ``fold-submitted`` (and ``fold-submitted-shapes``): the fold of the flow's
 submissions alone (:func:`submissions`), which splits a pod's fold between its
 submission and its committed placement.
+``claims`` (and ``claims-shapes``): the same flow as claims records
+(:func:`claims_records`: what a fold that sees every event would publish, one record
+per ``BATCH`` events) applied with :meth:`ClusterState.apply_claims`, as a replica
+following other partitions' pods by their claims would; under callgrind with
+``--toggle-collect='__pyx_pw_*apply_claims'`` only the records' application is
+counted; a fifth argument sets the flow's events per record (default ``BATCH``).
 ``python -m esched.services.bench_follow [pods] [batch] place|place-jobs``: what
 placing costs a replica per pod (:func:`run_place_bench`); ``place-jobs``: each pod
 a one-pod Volcano Job's, handed over as its gang's work item.
@@ -48,6 +55,7 @@ import functools
 import itertools
 import random
 import time
+import zlib
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, cast
@@ -55,6 +63,7 @@ from typing import Any, cast
 import orjson
 
 from esched.core import ClusterState
+from esched.core._claims import claims_record
 from esched.core.schedule import Target
 from esched.core.validation import Verdict
 from esched.schemas.events import POD_SUBMITTED, metadata_key, namespaced_key
@@ -71,6 +80,8 @@ from esched.services.store.snapshots import freeze_heap, thaw_heap
 from esched.services.synth import cluster_log, pod_event
 
 __all__ = [
+    "apply_claims_flow",
+    "claims_records",
     "flow_log",
     "fold_flow",
     "follow_flow",
@@ -212,6 +223,33 @@ def fold_flow(state: ClusterState, flow: list[tuple[int, bytes]]) -> ClusterStat
     return state
 
 
+#: Work partitions the claims records name (the work topic's default count).
+PARTITIONS = 24
+
+
+def claims_records(
+    snapshot: bytes, flow: list[tuple[int, bytes]], batch: int = BATCH
+) -> list[bytes]:
+    """The flow's claims: the preload (``snapshot``) folds the flow ``batch`` events
+    at a time with a claims journal, and each batch's record is taken, as a commit
+    service would publish one per batch it folds; each pod names its partition of
+    ``PARTITIONS`` (a CRC of its key)."""
+    state = ClusterState.from_bytes(snapshot)
+    state.claims_journal = []
+    records = []
+    for i in range(0, len(flow), batch):
+        state.apply_payloads(flow[i : i + batch])
+        records.append(claims_record(state, lambda key: zlib.crc32(key.encode()) % PARTITIONS))
+    return records
+
+
+def apply_claims_flow(state: ClusterState, records: list[bytes]) -> ClusterState:
+    """Apply the flow's claims records to ``state`` (the preload), one call each."""
+    for record in records:
+        state.apply_claims(record)
+    return state
+
+
 def follow_flow(replica: Replica, state: ClusterState, flow: list[tuple[int, bytes]]) -> None:
     """Hand the flow to ``replica``'s follower as its subscription would, ``BATCH``
     events at a time, with ``state`` (the preload) as its fold. The batches go
@@ -239,12 +277,15 @@ def run_follow_bench(
     nodes: int = 1000,
     shapes: bool = False,
     submitted: bool = False,
+    record_events: int = BATCH,
 ) -> dict[str, Any]:
-    """CPU time per pod (best of ``repeat``) of the flow's fold and of a replica's
-    whole following (``only``: "fold" or "follow", just that one), and the anomalies;
+    """CPU time per pod (best of ``repeat``) of the flow's fold, of a replica's
+    whole following and of the flow's claims applied (:func:`apply_claims_flow`)
+    (``only``: "fold", "follow" or "claims", just that one), and the anomalies;
     ``jobs``: each pod a one-pod Volcano Job; ``seen``, ``shapes``: see
     :func:`flow_log`; ``nodes``: of the preloaded cluster; ``submitted``: the
-    flow's submissions alone (:func:`submissions`)."""
+    flow's submissions alone (:func:`submissions`); ``record_events``: events of the
+    flow per claims record."""
     replica = idle_replica()  # one for every run: the flow holds its proposal ids
     prefix = replica.proposal_prefix
     snapshot, flow = flow_log(
@@ -259,7 +300,11 @@ def run_follow_bench(
     if submitted:
         flow = submissions(flow)
     out: dict[str, Any] = {"pods": pods, "events": len(flow)}
-    for kind in ("fold", "follow"):
+    records: list[bytes] = []
+    if only in (None, "claims"):
+        records = claims_records(snapshot, flow, record_events)
+        out["claims_bytes_per_pod"] = round(sum(map(len, records)) / pods, 1)
+    for kind in ("fold", "follow", "claims"):
         if only not in (None, kind):
             continue
         best = float("inf")
@@ -271,6 +316,8 @@ def run_follow_bench(
                 t0 = time.process_time()
                 if kind == "fold":
                     fold_flow(state, flow)
+                elif kind == "claims":
+                    apply_claims_flow(state, records)
                 else:
                     follow_flow(replica, state, flow)
                 best = min(best, time.process_time() - t0)
@@ -530,13 +577,23 @@ if __name__ == "__main__":
         print(orjson.dumps(run_renew_bench(pods, replicas, nodes)).decode())
         sys.exit(0)
     jobs = mode in ("jobs", "jobs-seen")
-    shapes = mode in ("fold-shapes", "follow-shapes", "fold-submitted-shapes")
+    shapes = mode in ("fold-shapes", "follow-shapes", "fold-submitted-shapes", "claims-shapes")
     kind = mode.removesuffix("-shapes") if mode else None
     submitted = kind == "fold-submitted"
     only = "fold" if jobs or submitted else kind
     repeat = 1 if only else 3  # one run under callgrind
     nodes = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
+    record_events = int(sys.argv[5]) if len(sys.argv) > 5 else BATCH
     out = run_follow_bench(
-        pods, replicas, repeat, only, jobs, mode == "jobs-seen", nodes, shapes, submitted
+        pods,
+        replicas,
+        repeat,
+        only,
+        jobs,
+        mode == "jobs-seen",
+        nodes,
+        shapes,
+        submitted,
+        record_events,
     )
     print(orjson.dumps(out).decode())

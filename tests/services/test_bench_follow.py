@@ -10,6 +10,8 @@ import orjson
 from esched.core import PHASE_PENDING, PHASE_RUNNING, ClusterState
 from esched.services.bench_follow import (
     MAX_REPLICAS,
+    apply_claims_flow,
+    claims_records,
     flow_log,
     fold_flow,
     follow_flow,
@@ -41,6 +43,21 @@ def test_a_replica_following_the_flow_folds_what_the_bare_fold_folds() -> None:
     assert not followed.anomalies
     start = ClusterState.from_bytes(snapshot).phase_count(PHASE_RUNNING)
     assert followed.phase_count(PHASE_RUNNING) == folded.phase_count(PHASE_RUNNING) == start + 60
+
+
+def test_the_flows_claims_bind_what_its_fold_binds() -> None:
+    # The claims mode measures what it should: its records, applied to the preload,
+    # leave every pod of the flow bound where the fold binds it.
+    snapshot, flow = flow_log(nodes=50, pods=60, replicas=3)
+    folded = fold_flow(ClusterState.from_bytes(snapshot), flow)
+    records = claims_records(snapshot, flow, 10)
+    assert len(records) == 12
+    claimed = apply_claims_flow(ClusterState.from_bytes(snapshot), records)
+    assert claimed.node_allocated().tolist() == folded.node_allocated().tolist()
+    assert {k: claimed.pod(k)["node"] for k in claimed.pod_index} == {
+        k: folded.pod(k)["node"] for k in folded.pod_index
+    }
+    assert not claimed.anomalies
 
 
 def test_the_seen_job_flow_finds_every_class_in_its_preload() -> None:

@@ -1,0 +1,531 @@
+"""Claims: the committed bindings and releases of a fold, as one compact binary record.
+
+A replica whose state need not be the whole log's fold can follow the pods of other
+replicas' work partitions by their claims alone: where a pod is bound (its node, its
+allocation, its class, labels, queue, gang and GPU devices) and when it leaves its
+node, rather than by folding each pod's submission and decision events. The fold
+that sees every event (the commit service's) keeps a journal of the pods it binds
+and releases (``ClusterState.claims_journal``, a list: None, the default, keeps
+none); :func:`claims_record` turns the journal into a record and empties it;
+:meth:`ClusterState.apply_claims` applies a record to another state through the
+fold's own handlers (``_pod_enter``, ``_bind_allocated``, ``_pod_finish`` in
+``core/_fold.pyx``), so a bound pod ends exactly as the fold of its events leaves it:
+its node's and queue's accounting, its label set in the inter-pod index, its class
+(requests, limits, constraints, priority), its priority and GPU devices.
+
+What a claims-following state does not hold: the pods of other partitions while
+they are Pending (a claim brings a pod in bound; a release takes it out entirely,
+whatever the phase its events gave it: Succeeded, Failed, Pending again after an
+eviction, deleted), their ``scheduler_of`` entries and their gang-size annotations.
+
+Order: a record applies its operations in the order the fold made them, as one
+step; the events the following state folds itself (nodes, queues, PodGroups,
+PriorityClasses, its own partitions' pods) must not fall between the first and
+the last event a record covers, or the record applies out of order (a pod bound to
+a node the state has since removed). The writer cuts records there.
+
+Layout (little endian): ``ECL1``, then six tables, each a u32 count of entries:
+resource names, node names and queue names and gang keys (u16 length + UTF-8), class
+definitions (a 64-bit fingerprint of the definition, BLAKE2b's, then u32 length + the
+class's key, ``_definition``), label sets (u8
+owned + u32 length + the labels as a JSON object, empty for none); then a u32 count
+of operations, each a u8 kind (1: bound, 0: released), a u16 partition
+(``NO_PARTITION``: none), the pod's key (u16 length + UTF-8), and for a bound pod:
+u32 node, class, label set, queue and gang (``NONE``: none) indexes into the
+tables, a u8 of flags (``NOT_PREEMPTABLE``), an i64 of GPU device bits and a u8
+count of (u8 resource index, i64 units) pairs, the binding's allocation.
+"""
+
+from hashlib import blake2b
+
+import orjson
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+
+cdef extern from "Python.h":
+    str PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void* PyUnicode_DATA(object o)
+
+from esched.core._fold cimport (
+    CLAIM_BOUND, CLAIM_RELEASED, _bind_allocated, _pod_enter, _pod_finish,
+)
+from esched.core._fold_bytes cimport node_slot
+from esched.core._state cimport ClusterState, _class_of
+from esched.core._types cimport PHASE_FREE, PHASE_RUNNING
+
+__all__ = ["MAGIC", "NONE", "NOT_PREEMPTABLE", "NO_PARTITION", "ClaimsError", "claims_record"]
+
+#: First bytes of a claims record; bump the digit when the layout changes.
+MAGIC = b"ECL1"
+#: A table index for "none" (no label set, no gang).
+NONE = 0xFFFFFFFF
+#: The partition of a pod outside every work partition.
+NO_PARTITION = 0xFFFF
+#: Flag of a bound pod: volcano.sh/preemptable false (ClusterState.not_preemptable).
+NOT_PREEMPTABLE = 1
+
+
+class ClaimsError(ValueError):
+    """A claims record that is not one (truncated, or another layout)."""
+
+
+cdef class _Table:
+    # Distinct values of one table of a record being built, in first-use order.
+    cdef dict index
+    cdef list items
+
+    def __cinit__(self):
+        self.index = {}
+        self.items = []
+
+    cdef uint32_t of(self, object value) except? 0xFFFFFFFF:
+        got = self.index.get(value)
+        if got is None:
+            got = self.index[value] = len(self.items)
+            self.items.append(value)
+        return got
+
+
+def _text(str s) -> bytes:
+    raw = s.encode()
+    if len(raw) > 0xFFFF:
+        raise ClaimsError(f"a name of {len(raw)} bytes")
+    return len(raw).to_bytes(2, "little") + raw
+
+
+cdef bytes _definition(tuple key):
+    # A class's definition in a record: its class_index key (see _class_of in
+    # core/_state.pyx: requests then limits above them as "limit:<name>" items, the
+    # non-zero cpu and memory, priority, constraints key, priorityClassName), as
+    # u8 count + (name, i64 units) for the requests, the same for the limits, three
+    # i64 (non-zero cpu, memory, priority), u32 length + the constraints key, u16
+    # length + the priorityClassName (0xFFFF: none).
+    items, nz, prio, ckey, pcn = key
+    req = [(k, v) for k, v in items if not k.startswith("limit:")]
+    lim = [(k[6:], v) for k, v in items if k.startswith("limit:")]
+    if len(req) > 255 or len(lim) > 255:
+        raise ClaimsError("a class of more than 255 resources")
+    out = []
+    for part in (req, lim):
+        out.append(len(part).to_bytes(1, "little"))
+        for k, v in part:
+            out += [_text(k), int(v).to_bytes(8, "little", signed=True)]
+    out += [int(nz[0]).to_bytes(8, "little", signed=True),
+            int(nz[1]).to_bytes(8, "little", signed=True),
+            int(prio).to_bytes(8, "little", signed=True)]
+    raw = ckey.encode()
+    out += [len(raw).to_bytes(4, "little"), raw]
+    out.append(b"\xff\xff" if pcn is None else _text(pcn))
+    return b"".join(out)
+
+
+def claims_record(ClusterState state, partition_of=None) -> bytes:
+    """The claims of ``state``'s journal (``state.claims_journal``), which it empties.
+
+    ``partition_of``: pod key -> its work partition (an int below ``NO_PARTITION``),
+    written with each operation so that a follower skips its own partitions' pods
+    (it folds their events itself); None: every pod ``NO_PARTITION``. A bound pod is
+    written as the state holds it now (a pod bound and released again within the
+    journal is written bound, then released: applied in order, the record leaves the
+    state the journal's end left it); a pod bound in the journal that is not bound
+    now is written only by its releases.
+    """
+    journal = state.claims_journal
+    if journal is None:
+        raise ValueError("the state keeps no claims journal (claims_journal is None)")
+    state.claims_journal = []
+    cdef _Table res = _Table(), nodes = _Table(), queues = _Table(), gangs = _Table()
+    cdef _Table classes = _Table(), lsets = _Table()
+    cdef Py_ssize_t p, r, lid, n_ops = 0
+    cdef object interpod = state.interpod
+    ops = []
+    res_names = state.res_names
+    for kind, key in journal:
+        part = NO_PARTITION if partition_of is None else int(partition_of(key))
+        if not 0 <= part <= NO_PARTITION:
+            raise ClaimsError(f"partition {part} of {key!r}")
+        if kind == CLAIM_RELEASED:
+            ops.append(b"\x00" + part.to_bytes(2, "little") + _text(key))
+            n_ops += 1
+            continue
+        idx = state.pod_index.get(key)
+        if idx is None:
+            continue
+        p = idx
+        if state.pod_phase[p] != PHASE_RUNNING:
+            continue
+        node = nodes.of(state.node_names[state.pod_node[p]])
+        cls = classes.of(_definition(state.class_keys[state.pod_class[p]]))
+        lid = interpod.pod_lset_np[p] if p < interpod.pod_lset_np.shape[0] else -1
+        if lid >= 0:
+            labels = interpod.lsets[lid][1]
+            lset = lsets.of((bool(interpod.lset_owned[lid]),
+                             orjson.dumps(labels) if labels else b""))
+        else:
+            lset = NONE
+        queue = queues.of(state.queue_names[state.pod_queue[p]])
+        g = state.pod_gang[p]
+        gang = gangs.of(state.gang_keys[g]) if g >= 0 else NONE
+        flags = NOT_PREEMPTABLE if key in state.not_preemptable else 0
+        alloc = [(res.of(res_names[r]), int(state.pod_alloc[p, r]))
+                 for r in range(state.n_res) if state.pod_alloc[p, r] != 0]
+        ops.append(b"".join([
+            b"\x01", part.to_bytes(2, "little"), _text(key),
+            node.to_bytes(4, "little"), cls.to_bytes(4, "little"),
+            lset.to_bytes(4, "little"), queue.to_bytes(4, "little"),
+            gang.to_bytes(4, "little"), flags.to_bytes(1, "little"),
+            int(state.pod_dev[p]).to_bytes(8, "little", signed=True),
+            len(alloc).to_bytes(1, "little"),
+            b"".join([i.to_bytes(1, "little") + u.to_bytes(8, "little", signed=True)
+                      for i, u in alloc]),
+        ]))
+        n_ops += 1
+    out = [MAGIC]
+    for table in (res, nodes, queues, gangs):
+        out.append(len(table.items).to_bytes(4, "little"))
+        out += [_text(s) for s in table.items]
+    out.append(len(classes.items).to_bytes(4, "little"))
+    for d in classes.items:
+        out += [blake2b(d, digest_size=8).digest(), len(d).to_bytes(4, "little"), d]
+    out.append(len(lsets.items).to_bytes(4, "little"))
+    for owned, raw in lsets.items:
+        out += [b"\x01" if owned else b"\x00", len(raw).to_bytes(4, "little"), raw]
+    out.append(n_ops.to_bytes(4, "little"))
+    out += ops
+    return b"".join(out)
+
+
+# ------------------------------------------------------------------ applying a record
+
+cdef struct _Reader:
+    const unsigned char* b
+    Py_ssize_t i
+    Py_ssize_t n
+
+
+cdef inline int _need(_Reader* rd, Py_ssize_t k) except -1:
+    if rd.i + k > rd.n:
+        raise ClaimsError("truncated claims record")
+    return 0
+
+
+cdef inline uint32_t _r_u32(_Reader* rd) except? 0xFFFFFFFF:
+    cdef uint32_t v
+    _need(rd, 4)
+    memcpy(&v, rd.b + rd.i, 4)
+    rd.i += 4
+    return v
+
+
+cdef inline uint16_t _r_u16(_Reader* rd) except? 0xFFFF:
+    cdef uint16_t v
+    _need(rd, 2)
+    memcpy(&v, rd.b + rd.i, 2)
+    rd.i += 2
+    return v
+
+
+cdef inline int64_t _r_i64(_Reader* rd) except? -1:
+    cdef int64_t v
+    _need(rd, 8)
+    memcpy(&v, rd.b + rd.i, 8)
+    rd.i += 8
+    return v
+
+
+cdef inline str _r_text(_Reader* rd):
+    cdef Py_ssize_t k = _r_u16(rd)
+    _need(rd, k)
+    s = PyUnicode_DecodeUTF8(<const char*>(rd.b + rd.i), k, NULL)
+    rd.i += k
+    return s
+
+
+cdef inline bint _ascii(const unsigned char* b, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if b[i] >= 0x80:
+            return False
+    return True
+
+
+cdef inline str _r_key(_Reader* rd):
+    # A pod's key: an ASCII key copied into a new str without a decoder run over it
+    # (Kubernetes names are ASCII), any other decoded as UTF-8.
+    cdef Py_ssize_t k = _r_u16(rd)
+    _need(rd, k)
+    cdef const unsigned char* b = rd.b + rd.i
+    rd.i += k
+    if not _ascii(b, k):
+        return PyUnicode_DecodeUTF8(<const char*>b, k, NULL)
+    text = PyUnicode_New(k, 127)
+    memcpy(PyUnicode_DATA(text), b, k)
+    return text
+
+
+cdef Py_ssize_t _node_of(ClusterState self, _Reader* rd, Py_ssize_t at) except -2:
+    # The slot of the record's node name at offset ``at`` (u16 length + UTF-8), or -1.
+    cdef uint16_t k
+    memcpy(&k, rd.b + at, 2)
+    if _ascii(rd.b + at + 2, k):
+        return node_slot(self, rd.b + at + 2, k)
+    return self.node_index.get(PyUnicode_DecodeUTF8(<const char*>(rd.b + at + 2), k, NULL), -1)
+
+
+cdef list _r_texts(_Reader* rd):
+    cdef uint32_t k = _r_u32(rd), j
+    return [_r_text(rd) for j in range(k)]
+
+
+cdef dict _r_units(_Reader* rd):
+    # A definition's u8 count of (name, i64 units), as the dict _class_of takes.
+    _need(rd, 1)
+    cdef Py_ssize_t k = rd.b[rd.i], j
+    rd.i += 1
+    out = {}
+    for j in range(k):
+        name = _r_text(rd)
+        out[name] = _r_i64(rd)
+    return out
+
+
+cdef Py_ssize_t _class_from(ClusterState self, _Reader* rd, Py_ssize_t at) except -2:
+    # The class of the record's definition at offset ``at`` (fingerprint, length,
+    # bytes), found through the state's memo of definitions by fingerprint (the
+    # definition's bytes compared, and the class's epoch: a released id may have
+    # been given to another class), else found or made as the fold does (_class_of,
+    # from the same key) and memoized. A definition is read once per class and
+    # state, not once per pod.
+    cdef Py_ssize_t c
+    cdef uint32_t length
+    cdef uint64_t fp
+    memcpy(&fp, rd.b + at, 8)
+    memcpy(&length, rd.b + at + 8, 4)
+    got = self._claims_classes.get(fp)
+    if got is not None:
+        c = (<tuple>got)[0]
+        known = <bytes>(<tuple>got)[2]
+        if (self.class_keys[c] is not None and self.class_epoch[c] == (<tuple>got)[1]
+                and PyBytes_GET_SIZE(known) == length
+                and memcmp(PyBytes_AS_STRING(known), rd.b + at + 12, length) == 0):
+            return c
+    definition = PyBytes_FromStringAndSize(<const char*>(rd.b + at + 12), length)
+    cdef _Reader d  # (the definition alone: a length beyond it is refused)
+    d.b = rd.b + at + 12
+    d.i = 0
+    d.n = length
+    req = _r_units(&d)
+    lim = _r_units(&d)
+    nz_cpu = _r_i64(&d)
+    nz = (nz_cpu, _r_i64(&d))
+    prio = _r_i64(&d)
+    cdef uint32_t k = _r_u32(&d)
+    _need(&d, k)
+    ckey = PyUnicode_DecodeUTF8(<const char*>(d.b + d.i), k, NULL)
+    d.i += k
+    _need(&d, 2)
+    if d.b[d.i] == 0xFF and d.b[d.i + 1] == 0xFF:
+        pcn = None
+        d.i += 2
+    else:
+        pcn = _r_text(&d)
+    if d.i != d.n:
+        raise ClaimsError("bytes after a class definition")
+    c = _class_of(self, req, nz, prio, ckey, pcn, lim or None)
+    if c >= 0:
+        if len(self._claims_classes) >= 100000:
+            self._claims_classes.clear()  # (garbage input: distinct definitions unbounded)
+        self._claims_classes[fp] = (c, self.class_epoch[c], definition)
+    return c
+
+
+cdef inline bint _skipped(const unsigned char[::1] own, Py_ssize_t part) noexcept:
+    # Whether partition ``part`` is one of ``own``'s (a bitmap: bit i of byte i // 8).
+    return (own is not None and part < own.shape[0] * 8
+            and (own[part >> 3] >> (part & 7)) & 1)
+
+
+cdef class _Slots:
+    # A C array of Py_ssize_t for one record's tables (freed with the object).
+    cdef Py_ssize_t* v
+
+    def __cinit__(self, Py_ssize_t n, Py_ssize_t fill):
+        cdef Py_ssize_t i
+        self.v = <Py_ssize_t*>PyMem_Malloc(max(n, 1) * sizeof(Py_ssize_t))
+        if self.v == NULL:
+            raise MemoryError()
+        for i in range(n):
+            self.v[i] = fill
+
+    def __dealloc__(self):
+        PyMem_Free(self.v)
+
+
+cdef enum:
+    UNRESOLVED = -2                     # a table entry no operation has used yet
+
+
+cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) except -1:
+    # ClusterState.apply_claims: see its docstring and this module's. The record's
+    # tables are resolved against the state once per record, at their first use, into
+    # C arrays: an operation then reads its node, class, queue, gang and resources'
+    # slots without a Python object.
+    cdef _Reader rd
+    rd.b = <const unsigned char*>PyBytes_AS_STRING(record)
+    rd.n = PyBytes_GET_SIZE(record)
+    rd.i = 4
+    if rd.n < 4 or record[:4] != MAGIC:
+        raise ClaimsError("not a claims record")
+    cdef const unsigned char[::1] own = own_bits
+    cdef list res_names = _r_texts(&rd)
+    cdef uint32_t k, j, ops, v
+    cdef Py_ssize_t length
+    k = _r_u32(&rd)
+    cdef Py_ssize_t nn = k, nd, nq, ng, nr = len(res_names), nl
+    cdef _Slots node_at = _Slots(nn, 0)
+    for j in range(k):
+        node_at.v[j] = rd.i
+        length = _r_u16(&rd)
+        _need(&rd, length)
+        rd.i += length
+    cdef list queue_names = _r_texts(&rd), gang_keys = _r_texts(&rd)
+    nq = len(queue_names)
+    ng = len(gang_keys)
+    k = _r_u32(&rd)
+    nd = k
+    cdef _Slots def_at = _Slots(nd, 0)
+    for j in range(k):
+        def_at.v[j] = rd.i
+        _need(&rd, 8)
+        rd.i += 8
+        length = _r_u32(&rd)
+        _need(&rd, length)
+        rd.i += length
+    k = _r_u32(&rd)
+    cdef list lset_raw = []
+    for j in range(k):
+        _need(&rd, 1)
+        owned = rd.b[rd.i] != 0
+        rd.i += 1
+        length = _r_u32(&rd)
+        _need(&rd, length)
+        lset_raw.append((owned, record[rd.i : rd.i + length]))
+        rd.i += length
+    nl = len(lset_raw)
+    cdef list labels = [None] * nl
+    # [nodes | classes | their epochs | their priorities | queues | gangs | resources]
+    cdef _Slots ids = _Slots(nn + 3 * nd + nq + ng + nr, UNRESOLVED)
+    cdef Py_ssize_t* node_ids = ids.v
+    cdef Py_ssize_t* class_ids = node_ids + nn
+    cdef Py_ssize_t* class_epochs = class_ids + nd
+    cdef Py_ssize_t* class_prios = class_epochs + nd
+    cdef Py_ssize_t* queue_ids = class_prios + nd
+    cdef Py_ssize_t* gang_ids = queue_ids + nq
+    cdef Py_ssize_t* cols = gang_ids + ng
+    cdef Py_ssize_t p, n, c, q, g, r, part, count = 0, nres
+    cdef int kind, flags
+    cdef bint skip
+    cdef int64_t dev
+    cdef uint32_t ni, ci, li, qi, gi
+    ops = _r_u32(&rd)
+    for j in range(ops):
+        _need(&rd, 3)
+        kind = rd.b[rd.i]
+        part = rd.b[rd.i + 1] | (rd.b[rd.i + 2] << 8)
+        rd.i += 3
+        skip = _skipped(own, part)
+        if skip:
+            # (its key not made: the state folds this pod's events itself)
+            length = _r_u16(&rd)
+            _need(&rd, length)
+            rd.i += length
+        else:
+            key = _r_key(&rd)
+        if kind == CLAIM_RELEASED:
+            if not skip and key in self.pod_index:
+                _pod_finish(self, key, PHASE_FREE)
+                count += 1
+            continue
+        if kind != CLAIM_BOUND:
+            raise ClaimsError(f"operation kind {kind}")
+        ni = _r_u32(&rd)
+        ci = _r_u32(&rd)
+        li = _r_u32(&rd)
+        qi = _r_u32(&rd)
+        gi = _r_u32(&rd)
+        _need(&rd, 10)
+        flags = rd.b[rd.i]
+        memcpy(&dev, rd.b + rd.i + 1, 8)
+        nres = rd.b[rd.i + 9]
+        rd.i += 10
+        _need(&rd, 9 * nres)
+        if skip:
+            rd.i += 9 * nres
+            continue
+        if ni >= <uint32_t>nn or ci >= <uint32_t>nd or qi >= <uint32_t>nq or (
+                li != NONE and li >= <uint32_t>nl) or (gi != NONE and gi >= <uint32_t>ng):
+            raise ClaimsError("an operation's index beyond its table")
+        n = node_ids[ni]
+        if n == UNRESOLVED:
+            n = node_ids[ni] = _node_of(self, &rd, node_at.v[ni])
+        if n < 0:
+            self._anomaly("claim_unknown_node")
+            rd.i += 9 * nres
+            continue
+        idx = self.pod_index.get(key)
+        if idx is not None and self.pod_phase[<Py_ssize_t>idx] == PHASE_RUNNING:
+            # Bound twice without a release between (a lost record): the later claim wins.
+            self._anomaly("claim_pod_bound")
+            _pod_finish(self, key, PHASE_FREE)
+            idx = None
+        # (checked at each use: a release earlier in the record may have let it go)
+        c = class_ids[ci]
+        if c == UNRESOLVED or self.class_keys[c] is None or self.class_epoch[c] != class_epochs[ci]:
+            c = _class_from(self, &rd, def_at.v[ci])
+            if c < 0:
+                rd.i += 9 * nres
+                continue
+            class_ids[ci] = c
+            class_epochs[ci] = self.class_epoch[c]
+            class_prios[ci] = (<tuple>self.class_keys[c])[2]
+        q = queue_ids[qi]
+        if q == UNRESOLVED:
+            q = queue_ids[qi] = self._queue(queue_names[qi])
+        g = -1
+        if gi != NONE:
+            g = gang_ids[gi]
+            if g == UNRESOLVED:
+                g = gang_ids[gi] = self._gang(gang_keys[gi], queue_names[qi])
+        lab = None
+        owned = False
+        if li != NONE:
+            got = labels[li]
+            if got is None:
+                raw = (<tuple>lset_raw[li])[1]
+                got = labels[li] = ((<tuple>lset_raw[li])[0],
+                                    orjson.loads(raw) if raw else None)
+            owned, lab = got
+        p = _pod_enter(self, key, idx, c, q, g, class_prios[ci], lab, owned)
+        if flags & NOT_PREEMPTABLE:
+            self.not_preemptable[key] = True
+        elif self.not_preemptable:
+            self.not_preemptable.pop(key, None)
+        for r in range(self.n_res):
+            self.pod_alloc[p, r] = 0
+        for r in range(nres):
+            v = rd.b[rd.i]
+            if v >= <uint32_t>nr:
+                raise ClaimsError("a resource index beyond its table")
+            if cols[v] == UNRESOLVED:
+                cols[v] = self._resource(res_names[v])
+            memcpy(&self.pod_alloc[p, cols[v]], rd.b + rd.i + 1, 8)
+            rd.i += 9
+        _bind_allocated(self, p, n, True, dev)
+        count += 1
+    if rd.i != rd.n:
+        raise ClaimsError("bytes after a claims record's operations")
+    return count
