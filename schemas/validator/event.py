@@ -12,8 +12,8 @@ from esched.schemas.validator.checks import _QUANTITY_CHECKS as _CHECKS
 from esched.schemas.validator.compiled import (
     _ENVELOPE_URI,
     SCHEMA_BASE_URI,
-    _Compiled,
-    _validators,
+    Compiled,
+    validators,
 )
 from esched.schemas.validator.errors import InvalidEvent, _short
 from esched.schemas.validator.messages import _schema_error, _unsupported
@@ -37,12 +37,12 @@ MAX_EVENT_BYTES = 1_048_576
 
 #: This module's reference to the compiled validators, set on first use: one global
 #: lookup per event, as when they lived in one module.
-_compiled: _Compiled | None = None
+_compiled: Compiled | None = None
 
 
-def _load() -> _Compiled:
+def _load() -> Compiled:
     global _compiled
-    _compiled = _validators()
+    _compiled = validators()
     return _compiled
 
 
@@ -92,7 +92,7 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
     return event
 
 
-def validate_data(etype: str, data: Any, compiled: _Compiled | None = None) -> Any:
+def validate_data(etype: str, data: Any, compiled: Compiled | None = None) -> Any:
     """Validate the ``data`` of an event of esched type ``etype``, as the last steps
     of :func:`validate_event` do: its schema (``schema``), then its quantities
     (``quantity``); return it unchanged or raise InvalidEvent, fields named
