@@ -14,6 +14,7 @@ import orjson
 from esched.schemas.events import TYPES
 
 __all__ = [
+    "ENVELOPE_URI",
     "FORMAT_PATTERNS",
     "PATTERN_REWRITES",
     "SCHEMA_BASE_URI",
@@ -28,7 +29,7 @@ __all__ = [
 SCHEMA_BASE_URI = "https://esched.dev/schemas/v1/"
 
 _ENVELOPE = "cloudevent"
-_ENVELOPE_URI = f"{SCHEMA_BASE_URI}{_ENVELOPE}.json"
+ENVELOPE_URI = f"{SCHEMA_BASE_URI}{_ENVELOPE}.json"
 _DEFINITIONS = "definitions"
 
 

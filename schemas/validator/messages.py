@@ -11,7 +11,7 @@ from urllib.parse import urljoin
 import jsonschema_rs
 
 from esched.schemas.validator.compiled import validators
-from esched.schemas.validator.errors import InvalidEvent, _short
+from esched.schemas.validator.errors import InvalidEvent, short_repr
 
 
 def _int_key(key: str) -> int | None:
@@ -264,7 +264,7 @@ def _trace(
     return key, (field[1:] if field.startswith(".") else field), inst
 
 
-def _schema_error(
+def schema_error(
     validator: Any, instance: Any, root: str, reason: str, root_uri: str
 ) -> InvalidEvent:
     """The first error of an instance ``is_valid`` refused, as an InvalidEvent naming
@@ -300,11 +300,11 @@ def _schema_error(
             _, inner_node = _keyword(inner, root_uri)
             why = inner_node.get("x-error") or node.get("x-error") or "invalid key"
             field = f"{field}.{key}" if field else str(key)
-            detail, custom = f"invalid name {_short(key)}: {why}", None
+            detail, custom = f"invalid name {short_repr(key)}: {why}", None
     elif rule in _GOT:
-        detail = f"{detail} (got {_short(value)})"
+        detail = f"{detail} (got {short_repr(value)})"
     if custom:
-        detail = custom if rule in ("anyOf", "not") else f"{custom} (got {_short(value)})"
+        detail = custom if rule in ("anyOf", "not") else f"{custom} (got {short_repr(value)})"
     return InvalidEvent(reason, f"{field or 'event'}: {detail}", field or None)
 
 
@@ -330,7 +330,7 @@ def _not_json(value: Any, path: list[str | int]) -> list[str | int] | None:
     return None
 
 
-def _unsupported(event: dict[str, Any], exc: ValueError, reason: str) -> InvalidEvent:
+def unsupported_error(event: dict[str, Any], exc: ValueError, reason: str) -> InvalidEvent:
     """An event holding a Python value JSON has no type for (a set, bytes, a non-str key)."""
     path = _not_json(event, [])
     field = _locate("", event, path)[0] if path else None
