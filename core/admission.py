@@ -99,6 +99,8 @@ __all__ = [
     "Rejection",
     "WorkItem",
     "event_key",
+    "gang_rows",
+    "pending_members",
 ]
 
 log = logging.getLogger(__name__)
@@ -167,6 +169,43 @@ def _member_rejection(first: Rejection, gang: str, pod: str, pos: int) -> Reject
         f"rejected-{pod}-{pos}",
         first.quota,
     )
+
+
+def gang_rows(
+    k: int, rows: np.ndarray, req: np.ndarray, prio: np.ndarray, band: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``k`` (each an asked gang), over the pending members in ``rows``
+    with their requests, priorities and bands: the requests summed, the count, the
+    highest priority (int64's least without members) and the highest band."""
+    gang_req = np.zeros((k, req.shape[1]), dtype=np.int64)
+    gang_n = np.bincount(rows, minlength=k).astype(np.int64)
+    gang_prio = np.full(k, np.iinfo(np.int64).min, dtype=np.int64)
+    gang_band = np.zeros(k, dtype=np.int64)
+    if len(rows) and gang_n.max() == 1:
+        # One pending member a gang (one-pod Jobs): its values are the gang's
+        # (ufunc.at costs ~1,000 instructions an element).
+        gang_req[rows] = req
+        gang_prio[rows] = prio
+        gang_band[rows] = band
+    elif len(rows):
+        np.add.at(gang_req, rows, req)
+        np.maximum.at(gang_prio, rows, prio)
+        np.maximum.at(gang_band, rows, band)
+    return gang_req, gang_n, gang_prio, gang_band
+
+
+def pending_members(st: ClusterState, gangs: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The slots of the Pending members of ``gangs`` (distinct gang ids) and each
+    one's gang id: the pending pods whose gang is one of them, read off the gangs'
+    own slots (:meth:`ClusterState.gang_members`) instead of every pending pod."""
+    index, keys = st.pod_index, st.gang_keys
+    slots: list[int] = []
+    members: list[int] = []
+    for g in gangs:
+        found = st.gang_members(keys[g], "Pending")
+        slots += [index[p] for p in found]
+        members += [g] * len(found)
+    return np.array(slots, dtype=np.int64), np.array(members, dtype=np.int64)
 
 
 class Admission:
@@ -458,7 +497,7 @@ class Admission:
         # per pod.
         asked_ids = sorted({i for _q, it, i in located if it[1] == "gang"})
         row = {g: r for r, g in enumerate(asked_ids)}
-        gang_rows: tuple[np.ndarray, ...] = ()  # nothing to read without gangs asked
+        asked_rows: tuple[np.ndarray, ...] = ()  # nothing to read without gangs asked
         if asked_ids:
             asked = np.array(asked_ids, dtype=np.int64)
             # Only the asked gangs' members: with one-pod Volcano Jobs every pending pod
@@ -470,9 +509,9 @@ class Admission:
                 # Without the pending pods' arrays (the common case, one queue without
                 # capabilities), the members from each gang's own slots: finding every
                 # pending pod's cost a one-pod Job ~27,000 instructions per release.
-                of, members = self._pending_members(st, asked_ids)
+                of, members = pending_members(st, asked_ids)
             cids = st.pod_classes()[of]
-            gang_rows = self._gang_rows(
+            asked_rows = gang_rows(
                 len(asked_ids),
                 np.searchsorted(asked, members),
                 class_req[cids],
@@ -558,7 +597,7 @@ class Admission:
                 req = class_req[cid].astype(np.int64)
             else:
                 meta = st.gang_meta[i]
-                gang_req, gang_n, gang_prio, gang_band = gang_rows
+                gang_req, gang_n, gang_prio, gang_band = asked_rows
                 r = row[i]
                 n = int(gang_n[r])
                 prio = int(gang_prio[r]) if n else 0
@@ -670,43 +709,6 @@ class Admission:
                         heap, (-specs[q].priority, share_of(q, released_q[q]), specs[q].name, q)
                     )
         return out
-
-    @staticmethod
-    def _gang_rows(
-        k: int, rows: np.ndarray, req: np.ndarray, prio: np.ndarray, band: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per row of ``k`` (each an asked gang), over the pending members in ``rows``
-        with their requests, priorities and bands: the requests summed, the count, the
-        highest priority (int64's least without members) and the highest band."""
-        gang_req = np.zeros((k, req.shape[1]), dtype=np.int64)
-        gang_n = np.bincount(rows, minlength=k).astype(np.int64)
-        gang_prio = np.full(k, np.iinfo(np.int64).min, dtype=np.int64)
-        gang_band = np.zeros(k, dtype=np.int64)
-        if len(rows) and gang_n.max() == 1:
-            # One pending member a gang (one-pod Jobs): its values are the gang's
-            # (ufunc.at costs ~1,000 instructions an element).
-            gang_req[rows] = req
-            gang_prio[rows] = prio
-            gang_band[rows] = band
-        elif len(rows):
-            np.add.at(gang_req, rows, req)
-            np.maximum.at(gang_prio, rows, prio)
-            np.maximum.at(gang_band, rows, band)
-        return gang_req, gang_n, gang_prio, gang_band
-
-    @staticmethod
-    def _pending_members(st: ClusterState, gangs: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The slots of the Pending members of ``gangs`` (distinct gang ids) and each
-        one's gang id: the pending pods whose gang is one of them, read off the gangs'
-        own slots (:meth:`ClusterState.gang_members`) instead of every pending pod."""
-        index, keys = st.pod_index, st.gang_keys
-        slots: list[int] = []
-        members: list[int] = []
-        for g in gangs:
-            found = st.gang_members(keys[g], "Pending")
-            slots += [index[p] for p in found]
-            members += [g] * len(found)
-        return np.array(slots, dtype=np.int64), np.array(members, dtype=np.int64)
 
     def _class_bands(self, st: ClusterState) -> np.ndarray:
         """The band of every equivalence class (at least one entry), cached: only the

@@ -317,7 +317,7 @@ class JobState:
             self.task_index[task.name] = task
             if task.depends:
                 deps = True
-        self._size(spec)
+        self.resize(spec)
         ms = spec.get("minSuccess")
         self.min_success: int | None = None if ms is None else int(ms)
         self.max_retry = int(spec.get("maxRetry") or 3)
@@ -348,8 +348,9 @@ class JobState:
         self.updates = 0  # spec updates accepted (JobUpdated)
         self.update_refused: str | None = None  # the last refused update's reason
 
-    def _size(self, spec: Mapping[str, Any]) -> None:
-        """Replica totals and minAvailable from the spec (at submission, on update)."""
+    def resize(self, spec: Mapping[str, Any]) -> None:
+        """Set the replica totals and minAvailable from ``spec`` (the Job's, at
+        submission and on update; its tasks' replicas already set)."""
         total = mins = 0
         for t in self.tasks:
             total += t.replicas
@@ -661,7 +662,7 @@ class JobBook:
             t.replicas = replicas
             ma = tspec.get("minAvailable")
             t.min_available = replicas if ma is None else int(ma)
-        job._size(spec)
+        job.resize(spec)
         # Pods of an index the task no longer has: withdrawn whatever their phase
         # (syncJob's "pods exceeding desired replicas").
         limits = {t.index: t.replicas for t in job.tasks}

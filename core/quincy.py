@@ -48,7 +48,7 @@ from esched.core._state import ClusterState
 from esched.core.bands import BandConfig, may_preempt
 from esched.core.flow import FlowCosts, FlowProblem, FlowRound, fair_shares, solve
 from esched.core.phases import PHASE_PENDING
-from esched.core.schedule import PassResult, Placement, SchedulingPass, Target
+from esched.core.schedule import PassResult, Placement, SchedulingPass, Target, placed_by_key
 
 __all__ = [
     "RACK_LABELS",
@@ -969,7 +969,7 @@ class QuincyRounds:
                 return None
             g = int(st.pod_gang_np[idx])
             if g < 0:
-                if sched._by_labels(int(st.pod_class_np[idx])):
+                if placed_by_key(st, int(st.pod_class_np[idx])):
                     return None
                 if key in seen:
                     return key
@@ -993,7 +993,7 @@ class QuincyRounds:
                 or m in inflight
                 or (st.gated and m in st.gated)
                 or (st.scheduler_of and m in st.scheduler_of)
-                or sched._by_labels(int(st.pod_class_np[idx]))
+                or placed_by_key(st, int(st.pod_class_np[idx]))
             ):
                 return None
             slots.append(int(idx))

@@ -58,6 +58,8 @@ __all__ = [
     "SchedulingPass",
     "Target",
     "node_order_rank",
+    "placed_by_key",
+    "plan_one",
 ]
 
 
@@ -75,6 +77,34 @@ def node_order_rank(seed: int, name: str) -> int:
     wins): a keyed 63-bit hash, a seeded random order of any set of node names."""
     h = hashlib.blake2b(name.encode(), digest_size=8, key=seed.to_bytes(8, "little", signed=True))
     return int.from_bytes(h.digest(), "little") >> 1
+
+
+def placed_by_key(state: ClusterState, cid: int) -> bool:
+    """Whether a pod of class ``cid`` is placed by its key, not its class: inter-pod
+    rules (its own terms and spread constraints, or bound pods' anti-affinity) depend
+    on its labels, not only its class."""
+    if state.interpod.active:
+        return True
+    cons = state.class_specs[cid]["constraints"]
+    return bool(
+        cons
+        and (cons.get("podAffinity") or cons.get("podAntiAffinity") or cons.get("topologySpread"))
+    )
+
+
+def plan_one(placer: Placer, state: ClusterState, pod: str) -> list[str | None] | None:
+    """:meth:`Placer.plan_gang` of a gang that places one member (``[pod]``, need 1),
+    without devices and without nodes reserved for it (a one-pod Volcano Job): the
+    same decision through :meth:`Placer.place`, as the scheduling pass takes it. The
+    plan's steps are ``place``'s (the pod's class and label set, one scan, the
+    placement assumed, the placer's counters) with nothing to hide or take back, and
+    it leaves the same ``gang_failure`` report."""
+    got = placer.place(pod, True, None, None, None)
+    if got is None:
+        placer.gang_failure = gang_shortfall(placer, [state.pod_class_id(pod)], 0, 1, 1)
+        return None
+    placer.gang_failure = None
+    return [got[0]]
 
 
 #: The reasons of a pass that does not explain (shared: never written to).
@@ -473,7 +503,7 @@ class SchedulingPass:
             return
         gd = self._gang_devices(members)
         if gd is None and need == 1 and len(members) == 1 and t.key not in st.reservations:
-            plan = self._plan_one(members[0])
+            plan = plan_one(placer, st, members[0])
         else:
             plan = placer.plan_gang(members, need, devices=gd)
         # Why it does not fit without evictions (the report of this plan_gang).
@@ -542,21 +572,6 @@ class SchedulingPass:
             for pod, node in zip(members, plan, strict=True):
                 if node is None:  # beyond minMember and no room: reported like any pod
                     unschedulable[pod] = (t, self._reasons(pod, reasons_cache), "")
-
-    def _plan_one(self, pod: str) -> list[str | None] | None:
-        """:meth:`Placer.plan_gang` of a gang that places one member (``[pod]``, need 1),
-        without devices and without nodes reserved for it (a one-pod Volcano Job): the
-        same decision through :meth:`Placer.place`. The plan's steps are ``place``'s (the
-        pod's class and label set, one scan, the placement assumed, the placer's
-        counters) with nothing to hide or take back, and it leaves the same
-        ``gang_failure`` report."""
-        placer = self.placer
-        got = placer.place(pod, True, None, None, None)
-        if got is None:
-            placer.gang_failure = gang_shortfall(placer, [self.state.pod_class_id(pod)], 0, 1, 1)
-            return None
-        placer.gang_failure = None
-        return [got[0]]
 
     def _trim_to_deserved(
         self, t: Target, members: list[str], plan: list[str | None], need: int, out: PassResult
@@ -667,21 +682,6 @@ class SchedulingPass:
         st = self.state
         return any(self._gpu_request(st.pod_class_id(p))[0] for p in pods)
 
-    def _by_labels(self, cid: int) -> bool:
-        """Whether a pod of class ``cid`` is placed by its key: inter-pod rules (its own
-        terms and spread constraints, or bound pods' anti-affinity) depend on its labels,
-        not only its class."""
-        st = self.state
-        if st.interpod.active:
-            return True
-        cons = st.class_specs[cid]["constraints"]
-        return bool(
-            cons
-            and (
-                cons.get("podAffinity") or cons.get("podAntiAffinity") or cons.get("topologySpread")
-            )
-        )
-
     def _place_pod(self, pod: str, cid: int) -> tuple[str, tuple[int, ...]] | None:
         """Place a single pod (assumed); with devices, device-exact GPU fit and FGD, and
         its devices bound in the table. (node, devices taken) or None."""
@@ -689,7 +689,7 @@ class SchedulingPass:
         rank = self._tie_rank()
         # The placer is given the class id (what it places), not the pod's key to look up,
         # unless inter-pod rules apply: those read the pod's labels.
-        arg: str | int = pod if self._by_labels(cid) else cid
+        arg: str | int = pod if placed_by_key(self.state, cid) else cid
         if dev is None:
             got = self.placer.place(arg, True, None, None, rank)
             return None if got is None else (got[0], ())

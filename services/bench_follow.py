@@ -64,7 +64,6 @@ import orjson
 
 from esched.core import ClusterState
 from esched.core._claims import claims_record
-from esched.core.schedule import Target
 from esched.core.validation import Verdict
 from esched.schemas.events import POD_SUBMITTED, metadata_key, namespaced_key
 from esched.services.bench_e2e.preload import pod_payloads
@@ -462,6 +461,15 @@ def place_batches(
     return seconds, scheduler, placer, deciding
 
 
+def _signed_work(bus: MemoryBus, kind: str, key: str, position: int, offset: int) -> Message:
+    """The work item the dispatcher sends for ``kind`` (pod or gang) ``key`` pending
+    since ``position``, as read off ``bus``'s work topic at ``offset`` and signed with
+    its keyring."""
+    assert bus.keyring is not None
+    k, v = work_item(kind, key, position)
+    return Message(bus.topics.work, 0, offset, k, v, 0, bus.keyring.sign(v))
+
+
 def run_place_bench(
     pods: int = 5000, batch: int = 100, seed: int = 0, jobs: bool = False
 ) -> dict[str, Any]:
@@ -481,16 +489,19 @@ def run_place_bench(
     state.apply_payloads([(pos, payload) for pos, payload in flow if decision not in payload])
     submitted = b'"esched.job.submitted"' if jobs else b'"esched.pod.submitted"'
     submissions = [(pos, payload) for pos, payload in flow if submitted in payload]
-    keyring = Keyring([_BENCH_KEY])
     bus = MemoryBus()
-    bus.keyring = keyring
+    bus.keyring = Keyring([_BENCH_KEY])
     replica = Replica(cast(Any, None), bus, "r0")
-    work = bus.topics.work
-    msgs: list[Message] = []
-    for pos, payload in submissions:
-        key = metadata_key(orjson.loads(payload)["data"]["metadata"])
-        k, v = work_item("gang" if jobs else "pod", key, pos)
-        msgs.append(Message(work, 0, len(msgs), k, v, 0, keyring.sign(v)))
+    msgs = [
+        _signed_work(
+            bus,
+            "gang" if jobs else "pod",
+            metadata_key(orjson.loads(payload)["data"]["metadata"]),
+            pos,
+            i,
+        )
+        for i, (pos, payload) in enumerate(submissions)
+    ]
     batches = [msgs[i : i + batch] for i in range(0, len(msgs), batch)]
     total, scheduler, placer, deciding = place_batches(replica, state, batches)
     core = scheduler.seconds + placer.seconds
@@ -511,50 +522,60 @@ def run_renew_bench(
     claims: int = 4000, batch: int = 500, nodes: int = 10_000, repeat: int = 7
 ) -> dict[str, Any]:
     """CPU time (best of ``repeat`` rounds of 20) of a replica's view renewal
-    (``_Claims._resync`` after its claims changed) with ``claims`` one-pod claims in
-    flight, and of the core's part of it (:meth:`Placer.sync` and
-    :meth:`Placer.assume_claims` of the same slots); see the module docstring."""
+    (:meth:`Replica.renew_view`, as after its claims changed) with ``claims`` one-pod
+    claims in flight, and of the core's part of it (:meth:`Placer.sync` and
+    :meth:`Placer.assume_claims` of the same slots); see the module docstring. The
+    claims are made as under load: signed work items handed to the replica ``batch``
+    a batch (:meth:`Replica.handle`), each batch run until its proposals are claimed,
+    none decided."""
     snapshot, flow = flow_log(nodes=nodes, fill=0.7, pods=claims, replicas=1)
     state = ClusterState.from_bytes(snapshot)
     state.apply_payloads([(p, b) for p, b in flow if b'"esched.pod.submitted"' in b])
-    replica = Replica(cast(Any, None), MemoryBus(), "r0")
+    bus = MemoryBus()
+    bus.keyring = Keyring([_BENCH_KEY])
+    replica = Replica(cast(Any, None), bus, "r0")
+    position = int(state.position)
+    msgs = [
+        _signed_work(bus, "pod", str(k), position, i)
+        for i, k in enumerate(state.pod_keys[-claims:])
+    ]
     loop = asyncio.new_event_loop()
+    batches: list[asyncio.Task] = []
     try:
         loop.run_until_complete(replica.start_placing(state))
-        position = int(state.position)
-        targets = [Target("pod", str(k), position) for k in state.pod_keys[-claims:]]
-
-        async def claim_all() -> None:  # proposals' futures need a running loop
-            for i in range(0, len(targets), batch):
-                replica._resync()
-                proposed = replica._plan(targets[i : i + batch], {})
-                if proposed is not None:
-                    replica._claim(proposed)
-
-        loop.run_until_complete(claim_all())
+        for i in range(0, len(msgs), batch):
+            planned = asyncio.Event()
+            batches.append(loop.create_task(replica.handle(msgs[i : i + batch], planned)))
+            loop.run_until_complete(planned.wait())  # claimed and sent; never decided
+        placer = replica.placer
+        assert placer is not None
+        bindings = [
+            (b["pod"], b["node"])
+            for m in bus.log(bus.topics.proposals)
+            for b in orjson.loads(m.value)["data"]["bindings"]
+        ]
+        pods = [state.pod_index[pod] for pod, _n in bindings]
+        on = [state.node_index[node] for _p, node in bindings]
+        whole = core = float("inf")
+        freeze_heap()
+        try:
+            for _ in range(repeat):
+                t0 = time.process_time()
+                for _ in range(20):
+                    replica.renew_view()
+                whole = min(whole, (time.process_time() - t0) / 20)
+                t0 = time.process_time()
+                for _ in range(20):
+                    placer.sync()
+                    placer.assume_claims(pods, on, [])
+                core = min(core, (time.process_time() - t0) / 20)
+        finally:
+            thaw_heap()
     finally:
+        for task in batches:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*batches, return_exceptions=True))
         loop.close()
-    placer = replica.placer
-    assert placer is not None
-    bindings = [b for claim in replica._inflight.values() for b in claim[0]]
-    pods = [state.pod_index[pod] for pod, _n, _d in bindings]
-    on = [state.node_index[node] for _p, node, _d in bindings]
-    whole = core = float("inf")
-    freeze_heap()
-    try:
-        for _ in range(repeat):
-            t0 = time.process_time()
-            for _ in range(20):
-                replica._claims_version += 1  # a claim came or went: renew
-                replica._resync()
-            whole = min(whole, (time.process_time() - t0) / 20)
-            t0 = time.process_time()
-            for _ in range(20):
-                placer.sync()
-                placer.assume_claims(pods, on, [])
-            core = min(core, (time.process_time() - t0) / 20)
-    finally:
-        thaw_heap()
     return {
         "claims": len(bindings),
         "pods_in_state": int(state.n_pods),

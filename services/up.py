@@ -374,7 +374,7 @@ class Up:
         placed = sum(r.totals.placed_pods for r in replicas)
         unsched = sum(r.totals.unschedulable for r in replicas)
         conflicts = sum(r.totals.conflicts for r in replicas)
-        pending = replicas[0]._pending_count() if replicas else 0
+        pending = replicas[0].pending_count() if replicas else 0
         rate = placed / elapsed if elapsed > 0 else 0.0
         return (
             f"esched up: {elapsed:6.1f}s  position {dispatcher.position}  placed {placed}  "

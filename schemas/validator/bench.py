@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from esched.schemas.events import envelope
-from esched.schemas.validator.compiled import _validators
+from esched.schemas.validator.compiled import validators
 from esched.schemas.validator.event import parse_event, validate_event
 
 __all__ = ["bench_validate", "sample_events"]
@@ -123,7 +123,7 @@ def bench_validate(n: int = 100_000, rounds: int = 5) -> dict[str, Any]:
     (``parse_event`` on bytes: decode + validate), ``pod_us`` (one typical pod event)
     and ``compile_s`` (the one-off compile of all schemas).
     """
-    compile_s = _validators().compile_s
+    compile_s = validators().compile_s
     gen = sample_events()
     events = [next(gen) for _ in range(min(max(n, 1), 1000))]
     raws = [orjson.dumps(e) for e in events]

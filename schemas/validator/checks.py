@@ -6,16 +6,16 @@ from collections.abc import Callable
 from typing import Any
 
 from esched.schemas.validator.errors import InvalidEvent
-from esched.schemas.validator.pods import _check_pod, _check_pod_update
+from esched.schemas.validator.pods import check_pod, check_pod_update
 from esched.schemas.validator.quantities import (
-    _check_node,
-    _check_podgroup,
-    _check_queue,
-    _check_usage,
+    check_node,
+    check_podgroup,
+    check_queue,
+    check_usage,
 )
 from esched.schemas.volcano_jobs import JobRejected, default_job, validate_job
 
-__all__ = ["check_quantities"]
+__all__ = ["QUANTITY_CHECKS", "check_quantities"]
 
 
 def _check_job(data: dict[str, Any]) -> None:
@@ -75,14 +75,14 @@ def _check_job_pods(job: dict[str, Any]) -> None:
             ) from None
 
 
-_QUANTITY_CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
-    "esched.node.added": _check_node,
-    "esched.node.updated": _check_node,
-    "esched.pod.submitted": _check_pod,
-    "esched.pod.updated": _check_pod_update,
-    "esched.podgroup.submitted": _check_podgroup,
-    "esched.queue.upserted": _check_queue,
-    "esched.usage.reported": _check_usage,
+QUANTITY_CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "esched.node.added": check_node,
+    "esched.node.updated": check_node,
+    "esched.pod.submitted": check_pod,
+    "esched.pod.updated": check_pod_update,
+    "esched.podgroup.submitted": check_podgroup,
+    "esched.queue.upserted": check_queue,
+    "esched.usage.reported": check_usage,
     "esched.job.submitted": _check_job,
 }
 
@@ -92,6 +92,6 @@ def check_quantities(event_type: str, data: dict[str, Any]) -> None:
 
     Also enforces a Volcano queue's ``guarantee <= deserved <= capability`` per resource.
     """
-    check = _QUANTITY_CHECKS.get(event_type)
+    check = QUANTITY_CHECKS.get(event_type)
     if check is not None:
         check(data)

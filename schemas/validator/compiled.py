@@ -13,13 +13,23 @@ import orjson
 
 from esched.schemas.events import TYPES
 
-__all__ = ["SCHEMA_BASE_URI", "load_schema", "schema_names"]
+__all__ = [
+    "ENVELOPE_URI",
+    "FORMAT_PATTERNS",
+    "PATTERN_REWRITES",
+    "SCHEMA_BASE_URI",
+    "Compiled",
+    "compiled_form",
+    "load_schema",
+    "schema_names",
+    "validators",
+]
 
 #: ``$id`` prefix of every schema; ``<prefix><name>.json`` is ``schemas/v1/<name>.json``.
 SCHEMA_BASE_URI = "https://esched.dev/schemas/v1/"
 
 _ENVELOPE = "cloudevent"
-_ENVELOPE_URI = f"{SCHEMA_BASE_URI}{_ENVELOPE}.json"
+ENVELOPE_URI = f"{SCHEMA_BASE_URI}{_ENVELOPE}.json"
 _DEFINITIONS = "definitions"
 
 
@@ -66,7 +76,10 @@ def _bounded(pattern: str, first_253: str) -> dict[str, Any]:
     return {"pattern": pattern, "x-also": {"anyOf": [{"maxLength": 255}, {"pattern": first_253}]}}
 
 
-_PATTERN_REWRITES: dict[str, dict[str, Any]] = {
+#: Schema patterns with lookaheads (which jsonschema-rs runs on its slow backtracking
+#: engine) and their lookahead-free forms, the length bounds apart (see
+#: :func:`compiled_form`).
+PATTERN_REWRITES: dict[str, dict[str, Any]] = {
     # QualifiedName: [subdomain (<= 253) "/"] name (<= 63)
     f"^{_QUALIFIED}$": _bounded(f"^(?:{_SUBDOMAIN}/)?{_NAME_63}$", r"^(?:[^/]{1,253}/)?[^/]*$"),
     # Toleration key: empty or a qualified name
@@ -84,7 +97,7 @@ _PATTERN_REWRITES: dict[str, dict[str, Any]] = {
 #: ECMA-262 does (ASCII): Python's Unicode classes are spelled out (identical on
 #: every character of Python's Unicode database); ``$`` is the end of the text.
 #: A Python format callback would cost ~1 µs an event; these cost ~0.1 µs.
-_FORMAT_PATTERNS = {
+FORMAT_PATTERNS = {
     "date-time": (
         r"^(?:\p{Nd}{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\p{Nd}|3[01])|(?:0[469]|11)-"
         r"(?:0[1-9]|[12]\p{Nd}|30)|02-(?:0[1-9]|1\p{Nd}|2[0-8]))|(?:\p{Nd}\p{Nd}(?:0[48]|"
@@ -98,16 +111,16 @@ _FORMAT_PATTERNS = {
 }
 
 
-def _compiled_form(node: Any) -> Any:
+def compiled_form(node: Any) -> Any:
     """The schema as compiled: same verdicts as the file, cheaper to evaluate.
 
     * ``allOf`` members marked ``x-python-check`` (if/then rules between fields,
       such as "operator Exists needs an empty value") are dropped here and
       enforced by :func:`_check_rules`, whose messages name the field at fault.
-    * A ``pattern`` in :data:`_PATTERN_REWRITES` becomes its lookahead-free form (the
+    * A ``pattern`` in :data:`PATTERN_REWRITES` becomes its lookahead-free form (the
       length bound in an added ``allOf`` member carrying the same ``x-error``);
       ``x-pattern`` keeps the original for messages.
-    * A ``format`` in :data:`_FORMAT_PATTERNS` becomes that ``pattern``
+    * A ``format`` in :data:`FORMAT_PATTERNS` becomes that ``pattern``
       (``x-format`` names it for messages).
 
     ``tests/schemas`` checks that the verdicts agree with the schema files as the
@@ -115,33 +128,33 @@ def _compiled_form(node: Any) -> Any:
     pattern and format with its original on random strings.
     """
     if isinstance(node, list):
-        return [_compiled_form(x) for x in node]
+        return [compiled_form(x) for x in node]
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "allOf":
             kept = [
-                _compiled_form(x)
+                compiled_form(x)
                 for x in value
                 if not (isinstance(x, dict) and "x-python-check" in x)
             ]
             if kept:
                 out[key] = kept
         elif key in ("properties", "definitions", "patternProperties"):
-            out[key] = {k: _compiled_form(v) for k, v in value.items()}
+            out[key] = {k: compiled_form(v) for k, v in value.items()}
         else:
-            out[key] = _compiled_form(value)
+            out[key] = compiled_form(value)
     extra: list[dict[str, Any]] = []
     pattern = node.get("pattern")
-    if isinstance(pattern, str) and pattern in _PATTERN_REWRITES:
-        rewrite = _PATTERN_REWRITES[pattern]
+    if isinstance(pattern, str) and pattern in PATTERN_REWRITES:
+        rewrite = PATTERN_REWRITES[pattern]
         out["pattern"], out["x-pattern"] = rewrite["pattern"], pattern
         extra.append({**rewrite["x-also"], "x-pattern": pattern})
     fmt = node.get("format")
-    if isinstance(fmt, str) and fmt in _FORMAT_PATTERNS:
+    if isinstance(fmt, str) and fmt in FORMAT_PATTERNS:
         del out["format"]
-        extra.append({"pattern": _FORMAT_PATTERNS[fmt], "x-format": fmt})
+        extra.append({"pattern": FORMAT_PATTERNS[fmt], "x-format": fmt})
     if extra:
         if "x-error" in node:
             extra = [{**x, "x-error": node["x-error"]} for x in extra]
@@ -149,13 +162,13 @@ def _compiled_form(node: Any) -> Any:
     return out
 
 
-class _Compiled:
+class Compiled:
     """All validators (jsonschema-rs), compiled once."""
 
     def __init__(self) -> None:
         started = time.perf_counter()
         self.schemas: dict[str, dict[str, Any]] = {
-            f"{SCHEMA_BASE_URI}{n}.json": _compiled_form(load_schema(n)) for n in schema_names()
+            f"{SCHEMA_BASE_URI}{n}.json": compiled_form(load_schema(n)) for n in schema_names()
         }
         registry = jsonschema_rs.Registry(list(self.schemas.items()), retriever=_no_network)
 
@@ -176,11 +189,13 @@ class _Compiled:
         self.compile_s = time.perf_counter() - started
 
 
-_compiled: _Compiled | None = None
+_compiled: Compiled | None = None
 
 
-def _validators() -> _Compiled:
+def validators() -> Compiled:
+    """The validators of every schema, compiled on the first call (the same object
+    after it); :func:`~esched.schemas.validator.compile_validators` calls it early."""
     global _compiled
     if _compiled is None:
-        _compiled = _Compiled()
+        _compiled = Compiled()
     return _compiled

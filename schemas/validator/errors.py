@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["REASONS", "InvalidEvent"]
+__all__ = ["REASONS", "InvalidEvent", "short_repr"]
 
 #: Closed vocabulary of rejection reasons (dead-letter records and metrics use it).
 REASONS = (
@@ -37,6 +37,7 @@ class InvalidEvent(ValueError):
         )
 
 
-def _short(value: object, limit: int = 60) -> str:
+def short_repr(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for a message quoting a bad value."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -8,16 +8,16 @@ from typing import Any
 import orjson
 
 from esched.schemas.events import EXTERNAL_TYPES, TYPES
-from esched.schemas.validator.checks import _QUANTITY_CHECKS as _CHECKS
+from esched.schemas.validator.checks import QUANTITY_CHECKS as _CHECKS
 from esched.schemas.validator.compiled import (
-    _ENVELOPE_URI,
+    ENVELOPE_URI,
     SCHEMA_BASE_URI,
-    _Compiled,
-    _validators,
+    Compiled,
+    validators,
 )
-from esched.schemas.validator.errors import InvalidEvent, _short
-from esched.schemas.validator.messages import _schema_error, _unsupported
-from esched.schemas.validator.timewindow import _check_time
+from esched.schemas.validator.errors import InvalidEvent, short_repr
+from esched.schemas.validator.messages import schema_error, unsupported_error
+from esched.schemas.validator.timewindow import check_time
 
 __all__ = [
     "MAX_EVENT_BYTES",
@@ -37,12 +37,12 @@ MAX_EVENT_BYTES = 1_048_576
 
 #: This module's reference to the compiled validators, set on first use: one global
 #: lookup per event, as when they lived in one module.
-_compiled: _Compiled | None = None
+_compiled: Compiled | None = None
 
 
-def _load() -> _Compiled:
+def _load() -> Compiled:
     global _compiled
-    _compiled = _validators()
+    _compiled = validators()
     return _compiled
 
 
@@ -67,16 +67,16 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
     try:
         valid = v.envelope_valid(event)
     except ValueError as exc:  # a Python value with no JSON type, anywhere in the event
-        raise _unsupported(event, exc, "envelope") from None
+        raise unsupported_error(event, exc, "envelope") from None
     if not valid:
         try:
-            invalid = _schema_error(v.envelope, event, "", "envelope", _ENVELOPE_URI)
+            invalid = schema_error(v.envelope, event, "", "envelope", ENVELOPE_URI)
         except ValueError as err:
-            invalid = _unsupported(event, err, "envelope")
+            invalid = unsupported_error(event, err, "envelope")
         raise invalid from None
     when = event.get("time")
     if when is not None:
-        _check_time(when)
+        check_time(when)
     etype = event["type"]
     if etype not in allowed_types:
         if etype in TYPES:
@@ -84,7 +84,7 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
             if etype not in EXTERNAL_TYPES:
                 msg += " (internal: only esched's own services write it)"
         else:
-            msg = f"type: unknown event type {_short(etype)}; known types: " + ", ".join(
+            msg = f"type: unknown event type {short_repr(etype)}; known types: " + ", ".join(
                 t for t in TYPES if t in allowed_types
             )
         raise InvalidEvent("unknown_type", msg, "type")
@@ -92,7 +92,7 @@ def validate_event(event: Any, *, allowed_types: Collection[str] = EXTERNAL_TYPE
     return event
 
 
-def validate_data(etype: str, data: Any, compiled: _Compiled | None = None) -> Any:
+def validate_data(etype: str, data: Any, compiled: Compiled | None = None) -> Any:
     """Validate the ``data`` of an event of esched type ``etype``, as the last steps
     of :func:`validate_event` do: its schema (``schema``), then its quantities
     (``quantity``); return it unchanged or raise InvalidEvent, fields named
@@ -105,13 +105,13 @@ def validate_data(etype: str, data: Any, compiled: _Compiled | None = None) -> A
         raise InvalidEvent("unknown_type", f"type: no schema for {etype!r}", "type")
     try:
         if not data_valid(data):
-            raise _schema_error(
+            raise schema_error(
                 v.data[etype], data, "data", "schema", f"{SCHEMA_BASE_URI}{etype}.json"
             ) from None
     except ValueError as err:
         if isinstance(err, InvalidEvent):
             raise
-        raise _unsupported({"data": data}, err, "schema") from None
+        raise unsupported_error({"data": data}, err, "schema") from None
     check = _QUANTITY_CHECKS.get(etype)
     if check is not None:
         check(data)

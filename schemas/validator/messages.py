@@ -10,8 +10,8 @@ from urllib.parse import urljoin
 
 import jsonschema_rs
 
-from esched.schemas.validator.compiled import _validators
-from esched.schemas.validator.errors import InvalidEvent, _short
+from esched.schemas.validator.compiled import validators
+from esched.schemas.validator.errors import InvalidEvent, short_repr
 
 
 def _int_key(key: str) -> int | None:
@@ -55,7 +55,7 @@ def _keyword(err: jsonschema_rs.ValidationError, root_uri: str) -> tuple[str, di
         parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
     else:
         uri, parts = root_uri, [str(p) for p in err.schema_path]
-    node: Any = _validators().schemas.get(uri, {})
+    node: Any = validators().schemas.get(uri, {})
     for part in parts[:-1]:
         node = node[int(part)] if isinstance(node, list) else node.get(part, {})
     return (parts[-1] if parts else ""), (node if isinstance(node, dict) else {})
@@ -198,7 +198,7 @@ def _entry(node: Any, path: list[str | int], depth: int) -> tuple[str | int | No
 def _ref_target(uri: str, ref: str) -> tuple[str, Any]:
     """The URI and (compiled) schema a ``$ref`` in the resource at ``uri`` names."""
     target, _, pointer = urljoin(uri, ref).partition("#")
-    node: Any = _validators().schemas.get(target)
+    node: Any = validators().schemas.get(target)
     for part in pointer.split("/")[1:]:
         node = (
             node.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(node, dict) else None
@@ -217,7 +217,7 @@ def _trace(
     (``data.spec.containers[0].name``) and the value there, taken from the event
     itself (jsonschema-rs's copy sorts keys).
     """
-    schemas = _validators().schemas
+    schemas = validators().schemas
     uri, node, prev = root_uri, schemas.get(root_uri), ""
     inst, path, depth, field = instance, list(err.instance_path), 0, root
     key: list[int] = []
@@ -238,7 +238,7 @@ def _trace(
                 and isinstance(node, dict)
                 and ("x-pattern" in node or "x-format" in node)
             ):
-                key[-1] = _KEYWORD_ORDER["pattern"]  # added by _compiled_form: a pattern
+                key[-1] = _KEYWORD_ORDER["pattern"]  # added by compiled_form: a pattern
             key.append(tok)
         elif prev in _NAMED:
             key.append(list(node).index(tok) if isinstance(node, dict) and tok in node else 0)
@@ -264,7 +264,7 @@ def _trace(
     return key, (field[1:] if field.startswith(".") else field), inst
 
 
-def _schema_error(
+def schema_error(
     validator: Any, instance: Any, root: str, reason: str, root_uri: str
 ) -> InvalidEvent:
     """The first error of an instance ``is_valid`` refused, as an InvalidEvent naming
@@ -284,7 +284,7 @@ def _schema_error(
     err = errors[first]
     rule, node = _keyword(err, root_uri)
     if rule in ("pattern", "anyOf") and ("x-format" in node or "x-pattern" in node):
-        rule = "format" if "x-format" in node else "pattern"  # see _compiled_form
+        rule = "format" if "x-format" in node else "pattern"  # see compiled_form
     custom = node.get("x-error")
     detail = _detail(rule, node, err)
     if rule == "required" and isinstance(value, dict):
@@ -300,11 +300,11 @@ def _schema_error(
             _, inner_node = _keyword(inner, root_uri)
             why = inner_node.get("x-error") or node.get("x-error") or "invalid key"
             field = f"{field}.{key}" if field else str(key)
-            detail, custom = f"invalid name {_short(key)}: {why}", None
+            detail, custom = f"invalid name {short_repr(key)}: {why}", None
     elif rule in _GOT:
-        detail = f"{detail} (got {_short(value)})"
+        detail = f"{detail} (got {short_repr(value)})"
     if custom:
-        detail = custom if rule in ("anyOf", "not") else f"{custom} (got {_short(value)})"
+        detail = custom if rule in ("anyOf", "not") else f"{custom} (got {short_repr(value)})"
     return InvalidEvent(reason, f"{field or 'event'}: {detail}", field or None)
 
 
@@ -330,7 +330,7 @@ def _not_json(value: Any, path: list[str | int]) -> list[str | int] | None:
     return None
 
 
-def _unsupported(event: dict[str, Any], exc: ValueError, reason: str) -> InvalidEvent:
+def unsupported_error(event: dict[str, Any], exc: ValueError, reason: str) -> InvalidEvent:
     """An event holding a Python value JSON has no type for (a set, bytes, a non-str key)."""
     path = _not_json(event, [])
     field = _locate("", event, path)[0] if path else None

@@ -8,13 +8,13 @@ from typing import Any
 
 from esched.schemas._requests import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 from esched.schemas.quantity import MAX_BASE_UNITS
-from esched.schemas.validator.errors import InvalidEvent, _short
+from esched.schemas.validator.errors import InvalidEvent, short_repr
 from esched.schemas.validator.quantities import (
-    _check_pod_totals,
-    _containers,
-    _resource_list,
+    check_pod_totals,
+    containers_total,
+    resource_list_units,
 )
-from esched.schemas.validator.refused import _check_refused_fields
+from esched.schemas.validator.refused import check_refused_fields
 
 _INT_VALUE = re.compile(r"^-?[0-9]{1,18}\Z")
 
@@ -36,7 +36,7 @@ def _check_requirements(reqs: Any, path: str) -> None:
                 raise _rule_error(field, f"must be empty for operator {op}")
         elif not values or len(values) != 1 or not _INT_VALUE.match(values[0]):
             raise _rule_error(
-                field, f"must be exactly one integer for operator {op} (got {_short(values)})"
+                field, f"must be exactly one integer for operator {op} (got {short_repr(values)})"
             )
 
 
@@ -167,9 +167,12 @@ def _check_spread(constraints: Any) -> None:
             _check_label_selector(c["labelSelector"], f"{path}.labelSelector")
 
 
-def _check_pod(data: dict[str, Any]) -> None:
+def check_pod(data: dict[str, Any]) -> None:
+    """A submitted pod's checks beyond its schema: refused fields, spread and inter-pod
+    terms, scheduling gates, toleration and node-affinity rules, every quantity in
+    base units and the totals the fold derives within range."""
     spec = data["spec"]
-    _check_refused_fields(spec)
+    check_refused_fields(spec)
     if spec.get("topologySpreadConstraints"):
         _check_spread(spec["topologySpreadConstraints"])
     affinity = spec.get("affinity")
@@ -186,16 +189,16 @@ def _check_pod(data: dict[str, Any]) -> None:
             )
     if spec.get("tolerations") or spec.get("affinity"):
         _check_rules(spec)
-    total = _containers(spec["containers"], "data.spec.containers")
+    total = containers_total(spec["containers"], "data.spec.containers")
     if spec.get("initContainers"):
-        total += _containers(spec["initContainers"], "data.spec.initContainers")
+        total += containers_total(spec["initContainers"], "data.spec.initContainers")
     if spec.get("overhead"):
-        total += sum(_resource_list(spec["overhead"], "data.spec.overhead").values())
+        total += sum(resource_list_units(spec["overhead"], "data.spec.overhead").values())
     pod_level = spec.get("resources")
     if pod_level:
         for kind in ("requests", "limits"):
             if pod_level.get(kind):
-                res = _resource_list(pod_level[kind], f"data.spec.resources.{kind}")
+                res = resource_list_units(pod_level[kind], f"data.spec.resources.{kind}")
                 total += sum(res.values())
     # Every total the fold derives is at most the sum of all quantities plus the
     # scoring defaults (0.1 cpu, 200 MiB per container, init and sidecar containers
@@ -203,10 +206,11 @@ def _check_pod(data: dict[str, Any]) -> None:
     # the exact walk.
     containers = len(spec["containers"]) + len(spec.get("initContainers") or ())
     if total + containers * _DEFAULTS_PER_CONTAINER > MAX_BASE_UNITS:
-        _check_pod_totals(data)
+        check_pod_totals(data)
 
 
-def _check_pod_update(data: dict[str, Any]) -> None:
+def check_pod_update(data: dict[str, Any]) -> None:
+    """An ``esched.pod.updated``'s checks beyond its schema: its scheduling gates."""
     gates = (data.get("spec") or {}).get("schedulingGates")
     if gates:
         _check_gates(gates, "data.spec.schedulingGates")

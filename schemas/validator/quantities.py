@@ -8,7 +8,7 @@ from typing import Any
 
 from esched.schemas.objects import pod_resource_requests
 from esched.schemas.quantity import MAX_BASE_UNITS, QuantityError, to_base_units
-from esched.schemas.validator.errors import InvalidEvent, _short
+from esched.schemas.validator.errors import InvalidEvent, short_repr
 
 
 @lru_cache(maxsize=16384, typed=True)
@@ -40,7 +40,8 @@ def _quantity(name: str, value: Any, path: str) -> int:
         units = "must be a string or a number"
     if isinstance(units, str):  # a cache miss only (known strings returned above)
         field = f"{path}.{name}"
-        raise InvalidEvent("quantity", f"{field}: invalid quantity {_short(value)}: {units}", field)
+        text = f"{field}: invalid quantity {short_repr(value)}: {units}"
+        raise InvalidEvent("quantity", text, field)
     if value.__class__ is str and len(_KNOWN[is_cpu]) < _KNOWN_MAX:
         _KNOWN[is_cpu][value] = units
     return units
@@ -61,14 +62,14 @@ def _known_total(values: dict[str, Any]) -> int:
     return total
 
 
-def _resource_list(values: Any, path: str) -> dict[str, int]:
+def resource_list_units(values: Any, path: str) -> dict[str, int]:
     """Base units of each quantity of a ResourceList, or InvalidEvent naming ``path.name``."""
     if not values:
         return {}
     return {name: _quantity(name, v, path) for name, v in values.items()}
 
 
-def _containers(containers: Any, path: str) -> int:
+def containers_total(containers: Any, path: str) -> int:
     """Check every quantity of ``containers``; return the sum of all of them."""
     total = 0
     for i, c in enumerate(containers or ()):
@@ -80,7 +81,7 @@ def _containers(containers: Any, path: str) -> int:
                     known = _known_total(values)
                     if known < 0:  # the path only on a miss
                         known = sum(
-                            _resource_list(values, f"{path}[{i}].resources.{kind}").values()
+                            resource_list_units(values, f"{path}[{i}].resources.{kind}").values()
                         )
                     total += known
     return total
@@ -91,7 +92,7 @@ def _units_of(name: str, value: Any, field: str) -> int:
     return _quantity(name, value, field)
 
 
-def _check_pod_totals(data: dict[str, Any]) -> None:
+def check_pod_totals(data: dict[str, Any]) -> None:
     """Every total the fold derives from a pod (requests summed over containers, an
     init container's, the overhead added, a limit standing for a missing request,
     the scoring requests with their per-container defaults) within the core's
@@ -113,14 +114,16 @@ def _check_pod_totals(data: dict[str, Any]) -> None:
             )
 
 
-def _check_node(data: dict[str, Any]) -> None:
+def check_node(data: dict[str, Any]) -> None:
+    """A node's allocatable and capacity quantities in base units."""
     status = data.get("status") or {}
-    _resource_list(status.get("allocatable"), "data.status.allocatable")
-    _resource_list(status.get("capacity"), "data.status.capacity")
+    resource_list_units(status.get("allocatable"), "data.status.allocatable")
+    resource_list_units(status.get("capacity"), "data.status.capacity")
 
 
-def _check_podgroup(data: dict[str, Any]) -> None:
-    _resource_list(data["spec"].get("minResources"), "data.spec.minResources")
+def check_podgroup(data: dict[str, Any]) -> None:
+    """A PodGroup's minResources quantities in base units."""
+    resource_list_units(data["spec"].get("minResources"), "data.spec.minResources")
 
 
 def _not_above(
@@ -137,21 +140,24 @@ def _not_above(
             )
 
 
-def _check_queue(data: dict[str, Any]) -> None:
+def check_queue(data: dict[str, Any]) -> None:
+    """A queue's capability, deserved and guarantee quantities in base units, the
+    guarantee within deserved and both within capability."""
     spec = data.get("spec") or {}
-    cap = _resource_list(spec.get("capability"), "data.spec.capability")
-    des = _resource_list(spec.get("deserved"), "data.spec.deserved")
-    gua = _resource_list(
+    cap = resource_list_units(spec.get("capability"), "data.spec.capability")
+    des = resource_list_units(spec.get("deserved"), "data.spec.deserved")
+    gua = resource_list_units(
         (spec.get("guarantee") or {}).get("resource"), "data.spec.guarantee.resource"
     )
     for i, cluster in enumerate(spec.get("extendClusters") or ()):
-        _resource_list(cluster.get("capacity"), f"data.spec.extendClusters[{i}].capacity")
+        resource_list_units(cluster.get("capacity"), f"data.spec.extendClusters[{i}].capacity")
     _not_above(des, "data.spec.deserved", cap, "data.spec.capability")
     _not_above(gua, "data.spec.guarantee.resource", des, "data.spec.deserved")
     _not_above(gua, "data.spec.guarantee.resource", cap, "data.spec.capability")
 
 
-def _check_usage(data: dict[str, Any]) -> None:
+def check_usage(data: dict[str, Any]) -> None:
+    """A usage report's per-node and per-pod quantities in base units."""
     for key in ("nodes", "pods"):
         for i, item in enumerate(data.get(key) or ()):
-            _resource_list(item["usage"], f"data.{key}[{i}].usage")
+            resource_list_units(item["usage"], f"data.{key}[{i}].usage")

@@ -6,7 +6,7 @@ from typing import Any
 
 from esched.schemas.validator.errors import InvalidEvent
 
-__all__ = ["UNSUPPORTED_POD_FIELDS"]
+__all__ = ["UNSUPPORTED_POD_FIELDS", "check_refused_fields"]
 
 #: Pod fields that change where kube-scheduler may place a pod and that esched does
 #: not implement: field -> (kube plugin, what). A pod setting one is refused (reason
@@ -28,7 +28,9 @@ def _refused_field(field: str, path: str) -> InvalidEvent:
     )
 
 
-def _check_refused_fields(spec: dict[str, Any]) -> None:
+def check_refused_fields(spec: dict[str, Any]) -> None:
+    """Refuse (``unsupported``) a pod ``spec`` setting one of
+    :data:`UNSUPPORTED_POD_FIELDS`."""
     if spec.get("resourceClaims"):
         raise _refused_field("spec.resourceClaims", "spec.resourceClaims")
     for i, volume in enumerate(spec.get("volumes") or ()):

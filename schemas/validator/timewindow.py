@@ -6,9 +6,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from esched.schemas.validator.errors import InvalidEvent, _short
+from esched.schemas.validator.errors import InvalidEvent, short_repr
 
-__all__ = ["TIME_WINDOW", "event_seconds"]
+__all__ = ["TIME_WINDOW", "check_time", "event_seconds"]
 
 #: The event times accepted (``time``, as UTC): a time outside is a producer's bug
 #: or an attack, and one near the ends of ``datetime``'s range cannot even be
@@ -68,7 +68,7 @@ def event_seconds(value: Any) -> float | None:
     return when.timestamp() + (float("0." + frac[1]) if frac else 0.0)
 
 
-def _check_time(value: Any) -> None:
+def check_time(value: Any) -> None:
     """``time`` is RFC 3339 within :data:`TIME_WINDOW` (UTC)."""
     # The schema checked the format; a year a whole year inside the window stays
     # inside whatever its offset (at most a day): the common case, one slice.
@@ -79,7 +79,7 @@ def _check_time(value: Any) -> None:
         low, high = TIME_WINDOW
         raise InvalidEvent(
             "envelope",
-            f"time: {_short(value)} is not an RFC 3339 timestamp within "
+            f"time: {short_repr(value)} is not an RFC 3339 timestamp within "
             f"{low.year}..{high.year - 1} (UTC)",
             "time",
         )

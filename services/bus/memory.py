@@ -33,6 +33,15 @@ class MemoryBus(Bus):
         """The offset ``group`` committed on ``topic`` (0: none), as Kafka's committed()."""
         return self._committed.get((group, topic), 0)
 
+    def commit(self, group: str, topic: str, offset: int) -> None:
+        """Record ``offset`` as ``group``'s committed offset on ``topic``."""
+        self._committed[(group, topic)] = offset
+
+    async def appended(self) -> None:
+        """Return at the next append to any topic."""
+        self._changed.clear()
+        await self._changed.wait()
+
     def append(self, topic: str, key: bytes | None, value: bytes, headers: Headers = ()) -> None:
         """Append without awaiting (what the producer does, usable from sync code)."""
         log = self.log(topic)
@@ -100,7 +109,7 @@ class _MemoryConsumer(BusConsumer):
         self._next: dict[str, int] = {}
 
     async def start(self) -> None:
-        self._next = {t: self._bus._committed.get((self._group, t), 0) for t in self._topics}
+        self._next = {t: self._bus.committed(self._group, t) for t in self._topics}
 
     async def stop(self) -> None:
         self._next = {}
@@ -121,16 +130,16 @@ class _MemoryConsumer(BusConsumer):
         out = self._take(max_records)
         if out or timeout_ms <= 0:
             return out
-        self._bus._changed.clear()
         try:
-            await asyncio.wait_for(self._bus._changed.wait(), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                await self._bus.appended()
         except TimeoutError:
             return []
         return self._take(max_records)
 
     async def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
         for (topic, _partition), offset in offsets.items():
-            self._bus._committed[(self._group, topic)] = offset
+            self._bus.commit(self._group, topic, offset)
 
     async def lag(self) -> int:
         return sum(len(self._bus.log(t)) - self._next.get(t, 0) for t in self._topics)

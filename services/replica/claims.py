@@ -38,6 +38,13 @@ class _Claims(_ReplicaBase):
             self.devices.claim(b for bindings, _v, _s in self._inflight.values() for b in bindings)
         self._view_at = now
 
+    def renew_view(self) -> None:
+        """Renew the placer's view now, as when a claim has come or gone: the fold plus
+        every undecided claim assumed again. Placing renews it itself before each pass
+        when needed; this is for measuring that renewal (``bench_follow ... renew``)."""
+        self._view_at = (-1, -1)
+        self._resync()
+
     def _claim(self, proposed: Proposed) -> None:
         """Record the claims of proposals about to be sent (already in the view)."""
         inflight = self._inflight

@@ -279,7 +279,7 @@ class _WorkLoop(_Share):
             except BusError as exc:
                 # Everything is durable; redelivered items are skipped (no longer pending).
                 log.warning("work offset commit failed (%s); items will be redelivered", exc)
-        metrics.REPLICA_PENDING.labels(self.id).set(self._pending_count())
+        metrics.REPLICA_PENDING.labels(self.id).set(self.pending_count())
         if self.placer is not None:
             metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(
                 self.placer.stats()["cache_hit_rate"]
@@ -301,5 +301,6 @@ class _WorkLoop(_Share):
             return
         await send_deadletters(self._producer, self.bus.topics.deadletter, dead, service=SERVICE)
 
-    def _pending_count(self) -> int:
+    def pending_count(self) -> int:
+        """Pods pending in this replica's fold (its ``REPLICA_PENDING`` gauge)."""
         return self.state.phase_count(PHASE_PENDING)

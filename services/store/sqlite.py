@@ -138,8 +138,7 @@ class SqliteEventStore(EventStore):
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._subscriptions: set[Subscription] = set()
-        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
-        self._waiters_lock = threading.Lock()
+        self._wakeups = _Wakeups()
 
     def __repr__(self) -> str:
         return f"SqliteEventStore({self.path!r})"
@@ -159,12 +158,7 @@ class SqliteEventStore(EventStore):
 
     def _signal(self) -> None:
         """Wake this process's subscriptions (called after a committed append)."""
-        with self._waiters_lock:
-            waiters = list(self._waiters)
-        for loop, event in waiters:
-            if loop.is_closed():
-                continue
-            loop.call_soon_threadsafe(event.set)
+        self._wakeups.wake_all()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -376,7 +370,7 @@ class SqliteEventStore(EventStore):
             raise StoreError("event store is closed" if self._closed else "store not connected")
         sub = Subscription(
             self,
-            _LocalWaker(self),
+            _LocalWaker(self._wakeups),
             after,
             batch,
             poll_interval=self._poll_interval,
@@ -520,17 +514,41 @@ def _append_sync(
     return AppendResult(plan.positions, plan.duplicates, plan.head)
 
 
+class _Wakeups:
+    """The events of this process's subscriptions, set after each committed append
+    (from the worker thread: each on its own loop)."""
+
+    def __init__(self) -> None:
+        self._events: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._lock = threading.Lock()
+
+    def add(self, entry: tuple[asyncio.AbstractEventLoop, asyncio.Event]) -> None:
+        with self._lock:
+            self._events.add(entry)
+
+    def discard(self, entry: tuple[asyncio.AbstractEventLoop, asyncio.Event]) -> None:
+        with self._lock:
+            self._events.discard(entry)
+
+    def wake_all(self) -> None:
+        with self._lock:
+            events = list(self._events)
+        for loop, event in events:
+            if loop.is_closed():
+                continue
+            loop.call_soon_threadsafe(event.set)
+
+
 class _LocalWaker(Waker):
     """Woken by this process's appends; other processes are covered by polling."""
 
-    def __init__(self, store: SqliteEventStore) -> None:
-        self._store = store
+    def __init__(self, wakeups: _Wakeups) -> None:
+        self._wakeups = wakeups
         self._entry: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 
     async def start(self, wake: asyncio.Event) -> None:
         self._entry = (asyncio.get_running_loop(), wake)
-        with self._store._waiters_lock:
-            self._store._waiters.add(self._entry)
+        self._wakeups.add(self._entry)
 
     @property
     def alive(self) -> bool:
@@ -539,5 +557,4 @@ class _LocalWaker(Waker):
     async def stop(self) -> None:
         entry, self._entry = self._entry, None
         if entry is not None:
-            with self._store._waiters_lock:
-                self._store._waiters.discard(entry)
+            self._wakeups.discard(entry)

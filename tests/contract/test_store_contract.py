@@ -8,6 +8,7 @@ backends) are at the end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -32,6 +33,7 @@ from esched.services.store import (
 )
 from esched.services.store.base import StoredEvent
 from esched.services.store.postgres import LISTEN_APP_NAME, POOL_APP_NAME
+from support.aio import eventually
 
 _ids = itertools.count(1)
 
@@ -708,23 +710,56 @@ async def _collect_pairs(sub, until: int, within: float = 10.0) -> list[int]:
     return got
 
 
+@contextlib.asynccontextmanager
+async def _log_head_locked(url: str) -> AsyncIterator[None]:
+    """The log head's row locked by a connection of its own: appends wait meanwhile."""
+    conn = await asyncpg.connect(url)
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT position FROM log_head WHERE one FOR UPDATE")
+            yield
+    finally:
+        await conn.close()
+
+
+async def _waiting_on_a_lock(url: str, app_name: str) -> bool:
+    """Whether a backend of ``app_name`` waits for a lock (a row another holds)."""
+    conn = await asyncpg.connect(url)
+    try:
+        return bool(
+            await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND application_name = $1 AND wait_event_type = 'Lock'",
+                app_name,
+            )
+        )
+    finally:
+        await conn.close()
+
+
 @pytest.mark.postgres
 async def test_pg_payload_subscription_reads_over_its_listen_connection(pg_url: str) -> None:
-    # A follower's reads skip the pool: with the pool's one connection held, the
-    # subscription still catches up; its LISTEN backend killed between appends, it
-    # reconnects and reads on, skipping and repeating nothing.
+    # A follower's reads skip the pool: with the pool's one connection held (an append
+    # waiting for the log head another connection has locked), the subscription still
+    # catches up; its LISTEN backend killed between appends, it reconnects and reads
+    # on, skipping and repeating nothing.
     async with PostgresEventStore(pg_url, min_size=1, max_size=1, poll_interval=0.3) as store:
         await store.migrate()
         events = [ev() for _ in range(10)]
         await store.append(events)
         async with store.subscribe(0, batch=3, payloads=True) as sub:
-            async with store._require_pool().acquire(), asyncio.timeout(5):
-                first = await anext(sub)
-                assert first == [(i + 1, events[i].payload) for i in range(3)]
-                got = [p for p, _ in first] + await _collect_pairs(sub, 10, within=5)
+            async with _log_head_locked(pg_url):
+                more = [ev() for _ in range(10)]
+                late = asyncio.create_task(store.append(more))
+                await eventually(lambda: _waiting_on_a_lock(pg_url, POOL_APP_NAME))
+                async with asyncio.timeout(5):
+                    first = await anext(sub)
+                    assert first == [(i + 1, events[i].payload) for i in range(3)]
+                    got = [p for p, _ in first] + await _collect_pairs(sub, 10, within=5)
+                assert not late.done()
+            await late  # the lock released: positions 11 to 20
             listeners = await _backends(pg_url, LISTEN_APP_NAME)
             consumer = asyncio.create_task(_collect_pairs(sub, 40))
-            await store.append([ev() for _ in range(10)])
             assert await _terminate(pg_url, LISTEN_APP_NAME) == listeners
             await store.append([ev() for _ in range(10)])
             await store.append([ev() for _ in range(10)])

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from esched.core import ClusterState
+from esched.core import ClusterState, admission
 from esched.core.admission import OBSERVED, Admission, WorkItem, event_key
 from esched.core.phases import PHASE_PENDING
 from esched.core.queues import cluster_allocatable
@@ -76,8 +76,8 @@ def test_release_by_gang_slots_is_release_by_every_pending_pod(
 ) -> None:
     log = mixed_log(seed, multi=multi)
     by_slots = admit(log)
-    monkeypatch.setattr(Admission, "_pending_members", staticmethod(_every_pending))
-    monkeypatch.setattr(Admission, "_gang_rows", staticmethod(_summed))
+    monkeypatch.setattr(admission, "pending_members", _every_pending)
+    monkeypatch.setattr(admission, "gang_rows", _summed)
     assert admit(log) == by_slots
     released = [it for _r, rel, _h in by_slots[1:] for it in rel]
     held = [reason for _r, _rel, h in by_slots[1:] for reason in h.values()]

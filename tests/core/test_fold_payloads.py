@@ -967,7 +967,7 @@ def test_specs_taken_unchecked_are_proven_before_they_fold(spec: bytes) -> None:
     # The scan takes a submission's spec unchecked to the envelope's "}}" and proves
     # it by the spec memo's bytes (or scans it): what is not the memo's bytes, a valid
     # spec, is scanned as before, and anything else goes the dict path's way.
-    _assert_same_as_decoded(
+    assert_same_as_decoded(
         [
             orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="16", memory="64Gi"))),
             _submit("seen", _SEEN_SPEC),
@@ -977,10 +977,10 @@ def test_specs_taken_unchecked_are_proven_before_they_fold(spec: bytes) -> None:
     )
 
 
-def _assert_same_as_decoded(payloads: list[bytes]) -> ClusterState:
-    # The bytes path against every payload decoded whole (apply_payloads hands any
-    # payload other than bytes to orjson.loads, as the dict path folds it, bad JSON
-    # counted as undecodable).
+def assert_same_as_decoded(payloads: list[bytes]) -> ClusterState:
+    """The bytes path against every payload decoded whole (apply_payloads hands any
+    payload other than bytes to orjson.loads, as the dict path folds it, bad JSON
+    counted as undecodable); the decoded fold's state."""
     rows = list(enumerate(payloads, 1))
     decoded = ClusterState()
     decoded.apply_payloads([(p, bytearray(b)) for p, b in rows])
@@ -1007,7 +1007,7 @@ def test_truncated_and_mutated_specs_fold_as_the_dict_path_does() -> None:
             mutant = bytearray(_submit(f"m{i}-{byte}", _SEEN_SPEC))
             mutant[i + len(mutant) - len(whole)] = byte
             ev.append(bytes(mutant))
-    decoded = _assert_same_as_decoded(ev)
+    decoded = assert_same_as_decoded(ev)
     assert decoded.anomalies["undecodable"] > 500
 
 

@@ -24,15 +24,15 @@ from esched.schemas.volcano_jobs import default_job
 from support.fold import EV, envelope, node
 from support.job_templates import example_jobs, generated_jobs
 
-from .test_fold_payloads import _assert_same_as_decoded
-from .test_job_podgroup import _by_bytes, _by_dict, _cuts_and_mutants, _generated_jobs, _state_of
+from .test_fold_payloads import assert_same_as_decoded
+from .test_job_podgroup import by_bytes, by_dict, cuts_and_mutants, generated_gang_jobs, state_of
 
 
 def _accepted_jobs() -> list[dict[str, Any]]:
     """Volcano's examples and generated Jobs that ingest accepts now (their pods
     checked), defaulted, one per key."""
     out: dict[str, dict[str, Any]] = {}
-    sources = example_jobs() + generated_jobs(random.Random(7), 300) + _generated_jobs(300)
+    sources = example_jobs() + generated_jobs(random.Random(7), 300) + generated_gang_jobs(300)
     for i, job in enumerate(sources):
         name = job["metadata"].get("name")
         if type(name) is not str or not name:
@@ -69,7 +69,7 @@ def _logs(
 
 
 def _without_position(st: Any) -> dict[str, Any]:
-    seen = _state_of(st)
+    seen = state_of(st)
     seen["summary"].pop("position")
     return seen
 
@@ -94,15 +94,15 @@ def test_a_jobs_first_pods_are_pending_at_its_position_on_both_paths() -> None:
         }
     )
     old, new, _mixed = _logs(job)
-    for st in (_by_bytes(new), _by_dict(new)):
+    for st in (by_bytes(new), by_dict(new)):
         assert sorted(st.pending_pods()) == ["ns/j-a-0", "ns/j-a-1"]  # b waits for a
         assert st.gang_members("ns/j") == ["ns/j-a-0", "ns/j-a-1"]
-    assert _state_of(_by_bytes(new)) == _state_of(_by_dict(new))
+    assert state_of(by_bytes(new)) == state_of(by_dict(new))
     # The same Job unmarked (a log written before ingest marked Jobs) implies none.
-    for st in (_by_bytes(old[:2]), _by_dict(old[:2])):
+    for st in (by_bytes(old[:2]), by_dict(old[:2])):
         assert st.pending_pods() == [] and st.gang_members("ns/j") == []
         assert st.gang_min_member("ns/j") == 3  # (its PodGroup, implied as ever)
-    assert _state_of(_by_bytes(old[:2])) == _state_of(_by_dict(old[:2]))
+    assert state_of(by_bytes(old[:2])) == state_of(by_dict(old[:2]))
 
 
 def _spec(cpu: str) -> dict[str, Any]:
@@ -114,7 +114,7 @@ def test_old_logs_with_the_recorded_pods_fold_to_the_same_state_on_both_paths() 
     assert len(jobs) > 250
     for job in jobs:
         logs = _logs(job)
-        states = [_without_position(f(rows)) for rows in logs for f in (_by_bytes, _by_dict)]
+        states = [_without_position(f(rows)) for rows in logs for f in (by_bytes, by_dict)]
         assert all(s == states[0] for s in states), job["metadata"]["name"]
 
 
@@ -155,7 +155,7 @@ def test_a_podgroup_declared_before_the_job_means_no_implied_pods_in_either_fold
         (2, orjson.dumps(envelope(ev.PODGROUP_SUBMITTED, group))),
         (3, _marked(envelope(ev.JOB_SUBMITTED, job))),
     ]
-    assert _by_bytes(rows).pending_pods() == _by_dict(rows).pending_pods() == []
+    assert by_bytes(rows).pending_pods() == by_dict(rows).pending_pods() == []
     book = fold_jobs([orjson.loads(b) for _p, b in rows])
     assert book.missing(book.jobs["ns/j"])  # the controller submits it
 
@@ -187,7 +187,7 @@ def test_a_marker_of_another_value_or_on_another_type_implies_nothing() -> None:
     for value in ("pod", "PODS", 1, ["pods"]):
         env = {**envelope(ev.JOB_SUBMITTED, job), ev.IMPLIES: value}
         rows = [(1, orjson.dumps(env))]
-        for st in (_by_bytes(rows), _by_dict(rows)):
+        for st in (by_bytes(rows), by_dict(rows)):
             assert st.pending_pods() == [], value
         assert fold_jobs([env]).jobs["ns/j"].pods == {}, value
 
@@ -208,8 +208,8 @@ def test_a_marker_written_with_escapes_is_read_alike_on_both_paths() -> None:
         payload = plain[:1] + member + plain[1:]
         rows = [(1, payload)]
         want = ["ns/j-w-0"] if implied else []
-        assert _by_bytes(rows).pending_pods() == _by_dict(rows).pending_pods() == want, member
-        assert _state_of(_by_bytes(rows)) == _state_of(_by_dict(rows))
+        assert by_bytes(rows).pending_pods() == by_dict(rows).pending_pods() == want, member
+        assert state_of(by_bytes(rows)) == state_of(by_dict(rows))
         assert bool(fold_jobs([orjson.loads(payload)]).jobs["ns/j"].pods) == implied
         parts = job_fold_parts(payload)
         assert parts is None or parts[2][1] == implied, member
@@ -226,8 +226,8 @@ def test_cut_and_mutated_marked_jobs_fold_as_decoded() -> None:
     assert b'"eschedimplies":"pods"' in whole
     implied = 0
     for before in ([node_row], [node_row, _marked(envelope(ev.JOB_SUBMITTED, known))]):
-        for payload in _cuts_and_mutants(whole, whole.index(b'"eschedimplies"')):
-            implied += "ns/j-w-0" in _assert_same_as_decoded([*before, payload]).pod_index
+        for payload in cuts_and_mutants(whole, whole.index(b'"eschedimplies"')):
+            implied += "ns/j-w-0" in assert_same_as_decoded([*before, payload]).pod_index
     assert implied > 100
 
 
@@ -236,7 +236,7 @@ def test_a_restored_state_has_the_implied_pods() -> None:
         (1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))),
         (2, _marked(envelope(ev.JOB_SUBMITTED, _one_pod_job()))),
     ]
-    for st in (_by_bytes(rows), _by_dict(rows)):
+    for st in (by_bytes(rows), by_dict(rows)):
         restored = ClusterState.from_bytes(st.to_bytes())
         assert restored.pending_pods() == ["ns/j-w-0"]
         assert restored.gang_members("ns/j") == ["ns/j-w-0"]

@@ -26,7 +26,7 @@ from esched.schemas.manifests import load_documents, volcano_job_objects, volcan
 from esched.schemas.volcano_jobs import default_job
 from support.fold import EV, envelope, node, pod
 
-from .test_fold_payloads import _assert_same_as_decoded
+from .test_fold_payloads import assert_same_as_decoded
 from .test_snapshot import observe
 
 
@@ -52,13 +52,15 @@ def _old_and_new(*jobs: dict[str, Any]) -> tuple[list[tuple[int, bytes]], list[t
     return old, new
 
 
-def _by_dict(rows: list[tuple[int, bytes]]) -> ClusterState:
+def by_dict(rows: list[tuple[int, bytes]]) -> ClusterState:
+    """``rows`` folded as decoded envelopes (the dict path)."""
     st = ClusterState()
     st.apply_many([(p, orjson.loads(b)) for p, b in rows])
     return st
 
 
-def _by_bytes(rows: list[tuple[int, bytes]]) -> ClusterState:
+def by_bytes(rows: list[tuple[int, bytes]]) -> ClusterState:
+    """``rows`` folded from their bytes (every row applied)."""
     st = ClusterState()
     assert st.apply_payloads(rows) == len(rows)
     return st
@@ -68,7 +70,7 @@ def _gangs(st: ClusterState) -> dict[str, tuple[int, dict[str, Any]]]:
     return {key: (st.gang_min_member(key), st.gang_meta[g]) for key, g in st.gang_index.items()}
 
 
-def _state_of(st: ClusterState) -> dict[str, Any]:
+def state_of(st: ClusterState) -> dict[str, Any]:
     """Everything observable but the per-type event counts (a recorded PodGroup is one
     more event) and the gangs' tables."""
     seen = observe(st)
@@ -89,7 +91,7 @@ def test_a_jobs_submission_implies_its_podgroup_on_both_paths() -> None:
     recorded.apply_many(
         [(1, orjson.loads(rows[0][1])), (2, envelope(EV.PODGROUP_SUBMITTED, volcano_podgroup(job)))]
     )
-    for st in (_by_dict(rows), _by_bytes(rows)):
+    for st in (by_dict(rows), by_bytes(rows)):
         assert st.gang_min_member("ns/j") == 2
         assert _gangs(st) == _gangs(recorded)
         meta = st.gang_meta[st.gang_index["ns/j"]]
@@ -106,12 +108,12 @@ def test_a_log_with_the_recorded_podgroup_folds_to_the_same_state() -> None:
     jobs = [_job("a"), _job("b"), _job("c", replicas=3, cpu="500m"), _job("d", replicas=1)]
     old, new = _old_and_new(*(default_job(j) for j in jobs))
     assert len(old) == len(new) + 4
-    want = _state_of(_by_dict(old))
+    want = state_of(by_dict(old))
     assert want["gangs"]["ns/c"][0] == 3
-    for fold in (_by_dict, _by_bytes):
-        assert _state_of(fold(new)) == want
-        assert _state_of(fold(old)) == want
-    assert _by_bytes(new).to_bytes() == _by_dict(new).to_bytes()
+    for fold in (by_dict, by_bytes):
+        assert state_of(fold(new)) == want
+        assert state_of(fold(old)) == want
+    assert by_bytes(new).to_bytes() == by_dict(new).to_bytes()
 
 
 def test_a_job_published_again_implies_nothing() -> None:
@@ -126,7 +128,7 @@ def test_a_job_published_again_implies_nothing() -> None:
         (3, orjson.dumps(envelope(ev.JOB_SUBMITTED, job))),
         (4, orjson.dumps(envelope(ev.JOB_SUBMITTED, bigger))),
     ]
-    for fold in (_by_dict, _by_bytes):
+    for fold in (by_dict, by_bytes):
         st = fold(rows)
         assert st.gang_min_member("ns/j") == 2
         st.apply(envelope(EV.PODGROUP_SUBMITTED, volcano_podgroup(bigger)), 5)
@@ -144,7 +146,7 @@ def test_a_podgroup_declared_before_the_job_stands() -> None:
         (1, orjson.dumps(envelope(EV.PODGROUP_SUBMITTED, group))),
         (2, orjson.dumps(envelope(ev.JOB_SUBMITTED, default_job(_job(replicas=2))))),
     ]
-    for fold in (_by_dict, _by_bytes):
+    for fold in (by_dict, by_bytes):
         st = fold(rows)
         assert st.gang_min_member("ns/j") == 5
         assert st.gang_meta[0]["minTaskMember"] == {}
@@ -159,7 +161,7 @@ def test_pods_naming_a_gang_before_the_job_get_its_podgroup() -> None:
         (2, orjson.dumps(envelope(EV.POD_SUBMITTED, member))),
         (3, orjson.dumps(envelope(ev.JOB_SUBMITTED, default_job(_job(replicas=3))))),
     ]
-    for fold in (_by_dict, _by_bytes):
+    for fold in (by_dict, by_bytes):
         st = fold(rows[:2])
         assert st.gang_min_member("ns/j") == 1
         st = fold(rows)
@@ -170,11 +172,11 @@ def test_a_job_the_builder_cannot_read_is_malformed_on_both_paths() -> None:
     """A Job without the webhook's defaults (ingest never lets one in): no PodGroup,
     one ``malformed`` anomaly, the same on the bytes path as on the dict path."""
     rows = [(1, orjson.dumps(envelope(ev.JOB_SUBMITTED, _job())))]  # no minAvailable
-    for fold in (_by_dict, _by_bytes):
+    for fold in (by_dict, by_bytes):
         st = fold(rows)
         assert st.n_gangs == 0
         assert st.anomalies == {"malformed": 1}
-    assert _by_bytes(rows).to_bytes() == _by_dict(rows).to_bytes()
+    assert by_bytes(rows).to_bytes() == by_dict(rows).to_bytes()
 
 
 # ------------------------------------ the bytes path's own reading of a Job's spec
@@ -182,7 +184,7 @@ def test_a_job_the_builder_cannot_read_is_malformed_on_both_paths() -> None:
 EXAMPLES = Path(__file__).parent.parent / "schemas" / "volcano_examples"
 
 
-def _example_jobs() -> list[dict[str, Any]]:
+def example_manifest_jobs() -> list[dict[str, Any]]:
     """The Jobs of Volcano's example manifests (volcano-sh/volcano ``example/``, as
     tests/schemas keeps them), defaulted as ingest records them."""
     jobs = []
@@ -195,7 +197,7 @@ def _example_jobs() -> list[dict[str, Any]]:
     return jobs
 
 
-def _generated_jobs(n: int, seed: int = 7) -> list[dict[str, Any]]:
+def generated_gang_jobs(n: int, seed: int = 7) -> list[dict[str, Any]]:
     """Jobs of the shapes the builder must match: one to three tasks of 0 to 4
     replicas, minAvailable below, at or above a task's replicas (so a task counts
     towards minResources whole, in part or not at all), quantities in several
@@ -256,7 +258,7 @@ def test_the_bytes_paths_podgroup_spec_is_volcano_podgroups() -> None:
     core/_fold_bytes.pyx): equal to ``volcano_podgroup``'s, the one definition, over
     Volcano's example Jobs and generated ones; any other shape it leaves to the
     builder. Each Job's fold on the bytes path gives the dict path's state."""
-    jobs = _example_jobs() + _generated_jobs(400)
+    jobs = example_manifest_jobs() + generated_gang_jobs(400)
     st = ClusterState()
     derived = 0
     for job in jobs:
@@ -268,7 +270,7 @@ def test_the_bytes_paths_podgroup_spec_is_volcano_podgroups() -> None:
             assert list(got) == list(volcano_podgroup(job)["spec"])
     assert derived >= 300  # the common shapes are read, not left to the builder
     rows = [(i + 1, orjson.dumps(envelope(ev.JOB_SUBMITTED, job))) for i, job in enumerate(jobs)]
-    assert _state_of(_by_bytes(rows)) == _state_of(_by_dict(rows))
+    assert state_of(by_bytes(rows)) == state_of(by_dict(rows))
 
 
 def test_the_bytes_path_leaves_other_job_shapes_to_the_builder() -> None:
@@ -294,10 +296,10 @@ def test_the_bytes_path_leaves_other_job_shapes_to_the_builder() -> None:
     for raw in [*others, twice]:
         assert _py_job_group_spec(ClusterState(), raw) is None
         rows = [(1, raw)]
-        assert _state_of(_by_bytes(rows)) == _state_of(_by_dict(rows))
+        assert state_of(by_bytes(rows)) == state_of(by_dict(rows))
 
 
-def _job_log(jobs: list[dict[str, Any]]) -> list[tuple[int, bytes]]:
+def job_log(jobs: list[dict[str, Any]]) -> list[tuple[int, bytes]]:
     """Each Job and its pods as the job controller appends them (the PodGroup
     implied, not recorded), one node before them."""
     rows = [(1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1", cpu="64", memory="256Gi"))))]
@@ -314,16 +316,16 @@ def test_jobs_and_their_pods_fold_to_the_same_snapshot_on_both_paths() -> None:
     bytes path's snapshot and summary are the dict path's, byte for byte, in a state
     that fills the memo and in one that finds it full; each gang has dicts of its
     own."""
-    jobs = _example_jobs() + _generated_jobs(200, seed=11)
+    jobs = example_manifest_jobs() + generated_gang_jobs(200, seed=11)
     again = []
     for job in jobs:
         twin = copy.deepcopy(job)
         twin["metadata"]["name"] += "-again"
         again.append(twin)
-    rows = _job_log(jobs + again)
-    want = _by_dict(rows)
+    rows = job_log(jobs + again)
+    want = by_dict(rows)
     for _ in range(2):
-        got = _by_bytes(rows)
+        got = by_bytes(rows)
         assert got.to_bytes() == want.to_bytes()
         assert orjson.dumps(got.summary()) == orjson.dumps(want.summary())
     metas = [got.gang_meta[g] for g in got.gang_index.values()]
@@ -345,9 +347,9 @@ def test_large_minresources_fold_alike_on_both_paths() -> None:
         job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]["requests"][
             "memory"
         ] = "60P"
-    rows = _job_log(jobs)
-    want = _by_dict(rows)
-    got = _by_bytes(rows)
+    rows = job_log(jobs)
+    want = by_dict(rows)
+    got = by_bytes(rows)
     assert got.to_bytes() == want.to_bytes()
     assert _gangs(got) == _gangs(want)
     assert _gangs(got)["ns/big1"][1]["minResources"]["memory"] == 3 * 60 * 10**15
@@ -381,7 +383,7 @@ def test_a_jobs_fold_enters_its_pods_spec_in_the_memo() -> None:
     named = default_job(_job("b", replicas=1, cpu="3", priorityClassName="high"))
     own = default_job(_job("c", replicas=1, cpu="5"))
     own["spec"]["tasks"][0]["template"]["spec"]["schedulerName"] = "volcano"
-    st = _by_bytes(_job_log([plain, named, own])[:4])  # the node and the three Jobs
+    st = by_bytes(job_log([plain, named, own])[:4])  # the node and the three Jobs
     assert all(_py_spec_memo_holds(st, _spec_of(p)) for p in _pods(plain))
     assert not _py_spec_memo_holds(st, _spec_of(_pods(named)[0]))
     assert not _py_spec_memo_holds(st, _spec_of(_pods(own)[0]))
@@ -390,9 +392,9 @@ def test_a_jobs_fold_enters_its_pods_spec_in_the_memo() -> None:
     assert not _py_spec_memo_holds(st, _spec_of(_pods(plain)[0]))
     # Over many Jobs: each Job folded alone, then its pods; what is held is accepted.
     foreseen = 0
-    for job in _example_jobs() + _generated_jobs(200, seed=5):
-        rows = _job_log([job])
-        st = _by_bytes(rows[:2])
+    for job in example_manifest_jobs() + generated_gang_jobs(200, seed=5):
+        rows = job_log([job])
+        st = by_bytes(rows[:2])
         for _, payload in rows[2:]:
             if _py_spec_memo_holds(st, _spec_of(payload)):
                 foreseen += 1
@@ -400,11 +402,11 @@ def test_a_jobs_fold_enters_its_pods_spec_in_the_memo() -> None:
         # (this state: a second fold of the Job finds its spec in the module's memo of
         # Job specs, and enters no pod spec)
         assert st.apply_payloads(rows[2:]) == len(rows) - 2
-        assert st.to_bytes() == _by_dict(rows).to_bytes()
+        assert st.to_bytes() == by_dict(rows).to_bytes()
     assert foreseen >= 200
 
 
-def _cuts_and_mutants(whole: bytes, data: int) -> list[bytes]:
+def cuts_and_mutants(whole: bytes, data: int) -> list[bytes]:
     """Every cut of ``whole`` past its data's start (as it is, closed by "}}" and by
     "}}}"), and every byte from there changed to a JSON token's or a stray one."""
     out = []
@@ -424,14 +426,14 @@ def test_cut_and_mutated_pods_of_a_foreseen_spec_fold_as_decoded() -> None:
     the first pods of that spec: the bytes path's state and anomalies are those of
     the payloads decoded whole (the memo proves only the bytes it holds)."""
     job = default_job(_job("a", replicas=1, cpu="2"))
-    rows = _job_log([job])
+    rows = job_log([job])
     whole = rows[2][1]
-    assert _py_spec_memo_holds(_by_bytes(rows[:2]), _spec_of(whole))
+    assert _py_spec_memo_holds(by_bytes(rows[:2]), _spec_of(whole))
     payloads = [p for _, p in rows[:2]]
     data = whole.index(b'"data":') + 7  # (an envelope of no type is not snapshotted)
-    payloads += _cuts_and_mutants(whole, data)
+    payloads += cuts_and_mutants(whole, data)
     payloads.append(whole)
-    decoded = _assert_same_as_decoded(payloads)
+    decoded = assert_same_as_decoded(payloads)
     assert decoded.anomalies["undecodable"] > 500
 
 
@@ -444,17 +446,17 @@ def test_a_template_written_with_spaces_foresees_its_pods_spec_with_them() -> No
     spaced = compact[:-1] + b" }"
     raw_job = orjson.dumps(envelope(ev.JOB_SUBMITTED, job)).replace(compact, spaced, 1)
     assert spaced in raw_job
-    rows = _job_log([job])
+    rows = job_log([job])
     pod_row = rows[2][1]
     pod_spec = _spec_of(pod_row)
     spaced_spec = spaced[:-1] + pod_spec[len(compact) - 1 :]
     spaced_pod = pod_row.replace(pod_spec, spaced_spec, 1)
     assert spaced_pod != pod_row and b' ,"schedulerName"' in spaced_pod
-    st = _by_bytes([rows[0], (2, raw_job)])
+    st = by_bytes([rows[0], (2, raw_job)])
     assert _py_spec_memo_holds(st, spaced_spec)
     assert not _py_spec_memo_holds(st, pod_spec)
     payloads = [rows[0][1], raw_job, spaced_pod, pod_row]
-    _assert_same_as_decoded(payloads)
+    assert_same_as_decoded(payloads)
 
 
 def test_cut_and_mutated_jobs_of_a_known_spec_fold_as_decoded() -> None:
@@ -465,11 +467,11 @@ def test_cut_and_mutated_jobs_of_a_known_spec_fold_as_decoded() -> None:
     whole."""
     first = default_job(_job("a", replicas=1, cpu="2"))
     second = default_job(_job("b", replicas=1, cpu="2"))
-    rows = _job_log([first])
+    rows = job_log([first])
     whole = orjson.dumps(envelope(ev.JOB_SUBMITTED, second))
     payloads = [p for _, p in rows[:2]]
     data = whole.index(b'"data":') + 7
-    payloads += _cuts_and_mutants(whole, data)
+    payloads += cuts_and_mutants(whole, data)
     payloads.append(whole)
-    decoded = _assert_same_as_decoded(payloads)
+    decoded = assert_same_as_decoded(payloads)
     assert decoded.anomalies["undecodable"] > 500

@@ -11,7 +11,13 @@ import orjson
 
 from esched.core import ClusterState
 
-from .test_job_podgroup import _by_bytes, _by_dict, _example_jobs, _generated_jobs, _job_log
+from .test_job_podgroup import (
+    by_bytes,
+    by_dict,
+    example_manifest_jobs,
+    generated_gang_jobs,
+    job_log,
+)
 
 
 def _same(got: ClusterState, want: ClusterState) -> None:
@@ -20,20 +26,20 @@ def _same(got: ClusterState, want: ClusterState) -> None:
 
 
 def test_a_restored_state_folds_jobs_another_state_memoized_as_the_dict_path() -> None:
-    rows = _job_log(_example_jobs() + _generated_jobs(120, seed=23))
-    want = _by_dict(rows)
-    _same(_by_bytes(rows), want)  # the first state: every Job spec entered in the memo
+    rows = job_log(example_manifest_jobs() + generated_gang_jobs(120, seed=23))
+    want = by_dict(rows)
+    _same(by_bytes(rows), want)  # the first state: every Job spec entered in the memo
     for cut in (len(rows) // 3, len(rows) // 2, len(rows) - 5):
-        head = _by_bytes(rows[:cut])
+        head = by_bytes(rows[:cut])
         restored = ClusterState.from_bytes(head.to_bytes())
         assert restored.apply_payloads(rows[cut:]) == len(rows) - cut
         _same(restored, want)
 
 
 def test_a_second_state_folds_jobs_the_first_memoized_as_the_dict_path() -> None:
-    rows = _job_log(_generated_jobs(120, seed=29))
-    first = _by_bytes(rows)
-    second = _by_bytes(rows)  # every Job spec found in the memo
-    want = _by_dict(rows)
+    rows = job_log(generated_gang_jobs(120, seed=29))
+    first = by_bytes(rows)
+    second = by_bytes(rows)  # every Job spec found in the memo
+    want = by_dict(rows)
     _same(first, want)
     _same(second, want)

@@ -574,19 +574,22 @@ def test_unknown_needs_a_running_pod():
 def test_unknown_is_raised_once_per_entry_into_the_state():
     """updatePodGroup acts on a change of the PodGroup's phase only: a second
     unschedulable report while still Unknown raises nothing; once the pending pod is
-    placed the state is left, and a later report raises it again."""
+    placed the state is left, and a later report raises it again. (No policy: a raise
+    shows only as the job handed to its controller, ``JobBook.changed``.)"""
     r = Run(_gang_job(tasks=None))
-    raised: list[str] = []
-    r.book._job_event = lambda job, event: raised.append(event)  # type: ignore[method-assign]
     r.bind("worker-0", "worker-1")
+    r.book.changed.clear()
     r.unschedulable("worker-2")
+    assert list(r.book.changed) == [r.key] and r.job.unknown
+    r.book.changed.clear()
     r.unschedulable("worker-2", dt=30)
-    assert raised == ["Unknown"] and r.job.unknown
+    assert not r.book.changed and r.job.unknown
     r.bind("worker-2")
     assert not r.job.unknown and r.job.phase == "Running"
     r.evict("worker-2")
+    r.book.changed.clear()
     r.unschedulable("worker-2")
-    assert raised == ["Unknown", "Unknown"]
+    assert list(r.book.changed) == [r.key] and r.job.unknown
 
 
 def test_unknown_without_a_policy_only_marks_the_job():

@@ -1,6 +1,6 @@
 """A gang that places one member (a one-pod Volcano Job's) takes the single pod's
 :meth:`Placer.place` in the scheduling pass instead of :meth:`Placer.plan_gang`
-(``SchedulingPass._plan_one``): the same decision. Random clusters are folded twice
+(:func:`esched.core.schedule.plan_one`): the same decision. Random clusters are folded twice
 and passed once each way; the passes' results, the placers' views and counters and
 the failure reports must agree."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from esched.core import ClusterState, Placer
+from esched.core import ClusterState, Placer, schedule
 from esched.core.schedule import (
     PassConfig,
     SchedulingPass,
@@ -94,8 +94,8 @@ def _fold(seed: int) -> tuple[ClusterState, list[Target]]:
     return st, targets
 
 
-def _through_plan_gang(self: SchedulingPass, pod_key: str) -> list[str | None] | None:
-    return self.placer.plan_gang([pod_key], 1)
+def _through_plan_gang(placer: Placer, _st: ClusterState, pod_key: str) -> list[str | None] | None:
+    return placer.plan_gang([pod_key], 1)
 
 
 def _outcome(st: ClusterState, targets: list[Target], cfg: PassConfig) -> tuple[Any, ...]:
@@ -135,12 +135,14 @@ def test_a_one_member_gang_is_placed_as_plan_gang_places_it(
     st, targets = _fold(seed)
     fast = _outcome(st, targets, cfg)
     again, _ = _fold(seed)
-    monkeypatch.setattr(SchedulingPass, "_plan_one", _through_plan_gang)
+    monkeypatch.setattr(schedule, "plan_one", _through_plan_gang)
     slow = _outcome(again, targets, cfg)
     assert fast == slow
 
 
-def test_the_fast_path_is_taken_and_reports_a_failure_as_plan_gang() -> None:
+def test_the_fast_path_is_taken_and_reports_a_failure_as_plan_gang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     st = ClusterState()
     log = Log(st)
     log(EV.NODE_ADDED, node("n1", cpu="2"))
@@ -153,8 +155,10 @@ def test_the_fast_path_is_taken_and_reports_a_failure_as_plan_gang() -> None:
     placer = Placer(st)
     sp = SchedulingPass(st, placer, PassConfig(preemption=False))
     calls = []
-    plan_one = sp._plan_one
-    sp._plan_one = lambda key: calls.append(key) or plan_one(key)  # type: ignore[method-assign]
+    plan_one = schedule.plan_one
+    monkeypatch.setattr(
+        schedule, "plan_one", lambda pl, st, key: calls.append(key) or plan_one(pl, st, key)
+    )
     out = sp.run([Target("gang", "ns/a"), Target("gang", "ns/b")])
     assert calls == ["ns/a-w-0", "ns/b-w-0"]
     assert [p.bindings for p in out.placements] == [[("ns/a-w-0", "n1", ())]]

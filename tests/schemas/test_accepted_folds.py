@@ -23,7 +23,7 @@ from esched.schemas.events import TYPES
 from esched.schemas.validator import InvalidEvent, validate_event
 
 from .examples import DATA, event
-from .test_fuzz import _paths, _set, json_values, mutated
+from .test_fuzz import json_paths, json_values, mutated, set_at
 
 BIG = st.sampled_from(["4Ei", "2Ei", "1Ei", str(2**62), str(2**62 - 1), "9e18", "1", "0"])
 RESOURCE = st.sampled_from(["cpu", "memory", "example.com/gpu", "pods"])
@@ -94,9 +94,9 @@ def test_the_fold_never_raises_on_what_validation_accepts(log: list[tuple[str, d
 def _mutated_data(draw: st.DrawFn, etype: str) -> dict:
     data = copy.deepcopy(DATA[etype])
     for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(_paths(data)))
+        path = draw(st.sampled_from(json_paths(data)))
         delete = bool(path) and draw(st.booleans())
-        data = _set(data, path, draw(json_values), delete)
+        data = set_at(data, path, draw(json_values), delete)
     return data
 
 

@@ -82,18 +82,22 @@ def test_random_json_only_raises_invalid_event(value: Any) -> None:
         pass
 
 
-def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+def json_paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    """The path of every value in a JSON document (``()``: the whole), keys and
+    indexes in order."""
     out = [prefix]
     if isinstance(node, dict):
         for k, v in node.items():
-            out += _paths(v, (*prefix, k))
+            out += json_paths(v, (*prefix, k))
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            out += _paths(v, (*prefix, i))
+            out += json_paths(v, (*prefix, i))
     return out
 
 
-def _set(root: Any, path: tuple, value: Any, delete: bool) -> Any:
+def set_at(root: Any, path: tuple, value: Any, delete: bool) -> Any:
+    """``root`` with the value at ``path`` replaced by ``value`` (or deleted); the
+    whole document replaced when ``path`` is empty."""
     if not path:
         return value
     node = root
@@ -111,10 +115,10 @@ def mutated(draw: st.DrawFn) -> tuple[str, dict]:
     etype = draw(st.sampled_from(TYPES))
     data = copy.deepcopy(DATA[etype])
     for _ in range(draw(st.integers(1, 3))):
-        paths = _paths(data)
+        paths = json_paths(data)
         path = draw(st.sampled_from(paths))
         delete = bool(path) and draw(st.booleans())
-        data = _set(data, path, draw(json_values), delete)
+        data = set_at(data, path, draw(json_values), delete)
     return etype, data
 
 

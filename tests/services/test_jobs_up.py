@@ -15,14 +15,12 @@ from esched.schemas import events as ev
 from esched.schemas.events import stream_of
 from esched.schemas.manifests import events_from_documents
 from esched.services.audit import audit_store
-from esched.services.bus.base import TopicNames
-from esched.services.event_files import record_for_event
 from esched.services.jobs import fold_job_log
 from esched.services.store import NewEvent, open_store
 from esched.services.store.snapshots import fold_log
-from esched.services.up import Up, UpConfig
 from support import events
 from support.aio import eventually
+from support.up import equals, pod_phase, up_running
 
 _TEMPLATE = {
     "spec": {
@@ -51,15 +49,6 @@ def _ref(name: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "t"}}
 
 
-async def _phase(es, key: str) -> str | None:
-    rec = (await fold_log(es)).pod(key)
-    return rec["phase"] if rec else None
-
-
-async def _is(value, want) -> bool:
-    return (await value) == want
-
-
 async def _job_state(es, key: str):
     return (await fold_job_log(es)).jobs.get(key)
 
@@ -81,24 +70,17 @@ async def test_depends_on_and_restart_job_end_to_end(tmp_path: Path) -> None:
         maxRetry=3,
     )
     docs = [events.node("n1", "8")["data"] | {"kind": "Node"}, pipeline, retried]
-    records = [
-        record_for_event(e, TopicNames(), "test")
-        for e in events_from_documents(docs, source="test", id_prefix="t")
-    ]
-    runner = Up(UpConfig(store=url, progress_every=0), records)
-    task = asyncio.create_task(runner.run())
-    es = open_store(url)
-    await es.connect()
-    await es.migrate()
-    try:
+    inputs = events_from_documents(docs, source="test", id_prefix="t")
+    async with up_running(url, inputs) as run:
+        es = run.store
         # dependsOn: prep runs; train's pods do not exist yet.
-        await eventually(lambda: _is(_phase(es, "t/pipe-prep-0"), "Running"), within=30)
-        await eventually(lambda: _is(_phase(es, "t/retry-worker-1"), "Running"), within=30)
+        await eventually(lambda: equals(pod_phase(es, "t/pipe-prep-0"), "Running"), within=30)
+        await eventually(lambda: equals(pod_phase(es, "t/retry-worker-1"), "Running"), within=30)
         assert (await fold_log(es)).pod("t/pipe-train-0") is None
         await _append(es, ev.POD_SUCCEEDED, _ref("pipe-prep-0"), "done-prep")
         # The controller submits train's pods once prep completed; they are placed.
-        await eventually(lambda: _is(_phase(es, "t/pipe-train-0"), "Running"), within=30)
-        await eventually(lambda: _is(_phase(es, "t/pipe-train-1"), "Running"), within=30)
+        await eventually(lambda: equals(pod_phase(es, "t/pipe-train-0"), "Running"), within=30)
+        await eventually(lambda: equals(pod_phase(es, "t/pipe-train-1"), "Running"), within=30)
 
         # RestartJob: a worker fails; both pods are withdrawn and resubmitted at attempt 1.
         await _append(es, ev.POD_FAILED, _ref("retry-worker-0"), "fail-worker")
@@ -143,10 +125,8 @@ async def test_depends_on_and_restart_job_end_to_end(tmp_path: Path) -> None:
         jobs = {j["job"]: j for j in report["jobs"]}
         assert jobs["t/pipe"]["tasks"]["train"]["running"] == 2
         assert jobs["t/retry"]["attempt"] == 1
-    finally:
-        await es.close()
-        await runner.stop()
-        summary = await asyncio.wait_for(task, 30)
+    summary = run.summary
+    assert summary is not None
     # The controller's pods: train x2 once prep completed, then the two workers
     # again (prep and the two workers' first attempt: implied by their Jobs).
     assert summary["jobs"]["submitted"] == 4
@@ -252,16 +232,9 @@ async def test_unknown_aborts_a_job_whose_last_pod_fits_nowhere_end_to_end(tmp_p
     job["spec"]["policies"] = [{"event": "Unknown", "action": "AbortJob"}]
     url = f"sqlite:///{tmp_path / 'unknown.sqlite'}"
     docs = [events.node("n1", "8")["data"] | {"kind": "Node"}, job]
-    records = [
-        record_for_event(e, TopicNames(), "test")
-        for e in events_from_documents(docs, source="test", id_prefix="u")
-    ]
-    runner = Up(UpConfig(store=url, progress_every=0), records)
-    task = asyncio.create_task(runner.run())
-    es = open_store(url)
-    await es.connect()
-    await es.migrate()
-    try:
+    inputs = events_from_documents(docs, source="test", id_prefix="u")
+    async with up_running(url, inputs) as run:
+        es = run.store
 
         async def aborted() -> bool:
             j = await _job_state(es, "t/big")
@@ -279,10 +252,6 @@ async def test_unknown_aborts_a_job_whose_last_pod_fits_nowhere_end_to_end(tmp_p
         await eventually(recorded, within=30)
         report = await audit_store(es)
         assert report["ok"], report["violations"]
-    finally:
-        await es.close()
-        await runner.stop()
-        await asyncio.wait_for(task, 30)
 
 
 async def test_a_job_scaled_up_gets_its_new_pods_from_the_controller(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ other service tests.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import orjson
 
@@ -23,14 +22,11 @@ from esched.schemas.events import (
     POD_UNSCHEDULABLE,
 )
 from esched.services.audit import audit_events, audit_store
-from esched.services.bus.base import TopicNames
 from esched.services.commit import CommitService, decision_id
-from esched.services.event_files import record_for_event
-from esched.services.store import open_store
 from esched.services.store.snapshots import fold_log
-from esched.services.up import Up, UpConfig
 from support.aio import eventually
 from support.events import append_events, ev, node, placement, pod, podgroup
+from support.up import up_running
 
 PROD, BATCH, BE = 1000, 100, 0
 
@@ -226,28 +222,6 @@ def test_audit_flags_a_preemption_whose_pods_had_room():
     assert "fit on n1 without evicting anyone" in report["violations"][0]["detail"]
 
 
-def _records(events: list[dict]) -> list:
-    topics = TopicNames()
-    return [record_for_event(e, topics, "test") for e in events]
-
-
-@contextlib.asynccontextmanager
-async def up_running(url: str, events: list[dict], **config):
-    """The whole system in this process (embedded bus) on ``url``, fed ``events``;
-    yields a store connection for adding events and reading the log."""
-    runner = Up(UpConfig(store=url, progress_every=0, **config), _records(events))
-    task = asyncio.create_task(runner.run())
-    es = open_store(url)
-    await es.connect()
-    await es.migrate()
-    try:
-        yield es
-    finally:
-        await runner.stop()
-        await asyncio.wait_for(task, 30)
-        await es.close()
-
-
 async def until(es, predicate, what: str, within: float = 30.0):
     """The folded log once ``predicate(state, events)`` holds (fails after ``within`` s)."""
 
@@ -282,7 +256,8 @@ async def test_replica_preempts_lowest_bands_first_end_to_end(store_url):
         pod("prod4", "2", priority=PROD, node_name="n4"),
         pod("urgent", "2", priority=PROD + 10),
     ]
-    async with up_running(store_url, events) as es:
+    async with up_running(store_url, events) as run:
+        es = run.store
         state, evs = await until(es, lambda s, e: reported(e, "t/be1"), "the victim's report")
         assert state.pod("t/urgent")["node"] == "n1"  # lowest victim: best-effort, priority 0
         assert phase(state, "t/be1") == "Pending"
@@ -315,7 +290,8 @@ async def test_a_gang_preempts_whole_and_a_victim_gang_goes_whole(store_url):
         podgroup("hi", 3),
         *(pod(f"h{i}", "2", gang="hi", priority=PROD) for i in range(3)),
     ]
-    async with up_running(store_url, events) as es:
+    async with up_running(store_url, events) as run:
+        es = run.store
         state, evs = await until(
             es,
             lambda s, e: running(s, "t/hi") == 3 and reported(e, "t/l0"),
@@ -345,7 +321,8 @@ async def test_two_big_gangs_never_deadlock(pg_url):
             x["type"] == POD_UNSCHEDULABLE for x in e
         )
 
-    async with up_running(pg_url, events) as es:
+    async with up_running(pg_url, events) as run:
+        es = run.store
         state, evs = await until(es, one_gang_and_reports, "one whole gang placed")
         gangs = state.summary()["gangs"]
         loser = "a" if gangs["t/a"]["Running"] == 0 else "b"
@@ -378,7 +355,8 @@ async def test_a_priority_class_mapped_to_a_lower_band_is_preemptible(store_url)
     victim["data"]["spec"]["priorityClassName"] = "nightly"
     bands = parse_bands({"classes": {"nightly": "batch"}})
     events = [node("n1"), victim, pod("p", "2", priority=PROD)]
-    async with up_running(store_url, events, bands=bands) as es:
+    async with up_running(store_url, events, bands=bands) as run:
+        es = run.store
         state, _ = await until(es, lambda s, e: reported(e, "t/v"), "the victim's report")
         assert phase(state, "t/p") == "Running" and phase(state, "t/v") == "Pending"
         assert (await audit_store(es, bands=bands))["ok"]
@@ -401,7 +379,8 @@ async def test_a_podgroups_priority_class_is_its_gangs_band_for_preemption(store
         pod("g0", gang="g", priority=BE),
         pod("g1", gang="g", priority=BE),
     ]
-    async with up_running(store_url, events, bands=bands) as es:
+    async with up_running(store_url, events, bands=bands) as run:
+        es = run.store
         state, evs = await until(es, lambda s, e: running(s, "t/g") == 2, "the gang placed")
         assert phase(state, "t/v1") == "Pending" and phase(state, "t/v2") == "Pending"
         assert state.pod("t/g0")["priority"] == BE  # the number stays the pod's own
@@ -554,10 +533,12 @@ async def test_a_big_gang_behind_a_stream_of_small_pods_runs_with_a_reservation(
         *(pod(f"b{i}", "2", gang="big", priority=BATCH) for i in range(4)),
     ]
     control = f"sqlite:///{tmp_path / 'control.sqlite'}"
-    async with up_running(control, events, reserve_after=None) as es:
+    async with up_running(control, events, reserve_after=None) as run:
+        es = run.store
         ran = await _stream(es, steps=8)
     assert ran == -1  # starved
-    async with up_running(pg_url, events, reserve_after=0.2) as es:
+    async with up_running(pg_url, events, reserve_after=0.2) as run:
+        es = run.store
         # The gang is re-tried when capacity frees, after the dispatcher's backoff.
         ran = await _stream(es, steps=60)
         state = await fold_log(es)

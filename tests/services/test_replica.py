@@ -71,13 +71,13 @@ async def test_shared_consumer_hands_each_message_to_one_replica() -> None:
     await shared.stop()
 
 
-class _WorkKeepsArriving(BusConsumer):
-    """A consumer of the in-process work topic after each poll of which one more work
-    item arrives (a steady stream); counts the polls."""
+class _WorkConsumer(BusConsumer):
+    """The in-process work topic's consumer (group ``group``), wrapped: each test's
+    subclass changes what a poll does; ``polls`` counts them."""
 
-    def __init__(self, bus: MemoryBus) -> None:
+    def __init__(self, bus: MemoryBus, group: str = "g") -> None:
         self.bus = bus
-        self.inner = bus.consumer([bus.topics.work], "g")
+        self.inner = bus.consumer([bus.topics.work], group)
         self.polls = 0
 
     async def start(self) -> None:
@@ -88,15 +88,23 @@ class _WorkKeepsArriving(BusConsumer):
 
     async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
         self.polls += 1
-        msgs = await self.inner.poll(timeout_ms, max_records)
-        self.bus.append(self.bus.topics.work, *work_item("pod", f"t/late{self.polls}", 1))
-        return msgs
+        return await self.inner.poll(timeout_ms, max_records)
 
     async def commit(self, offsets) -> None:
         await self.inner.commit(offsets)
 
     async def lag(self) -> int:
         return await self.inner.lag()
+
+
+class _WorkKeepsArriving(_WorkConsumer):
+    """A consumer of the in-process work topic after each poll of which one more work
+    item arrives (a steady stream); counts the polls."""
+
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        msgs = await super().poll(timeout_ms, max_records)
+        self.bus.append(self.bus.topics.work, *work_item("pod", f"t/late{self.polls}", 1))
+        return msgs
 
 
 def _lingering_replica(store, bus: MemoryBus) -> Replica:
@@ -611,29 +619,12 @@ async def test_log_follower_folds_the_bytes_and_decodes_only_what_after_fold_rea
         await follower.stop()
 
 
-class _CountingConsumer(BusConsumer):
+class _CountingConsumer(_WorkConsumer):
     """The in-process work consumer, counting polls and whether fetching is paused."""
 
     def __init__(self, bus: MemoryBus) -> None:
-        self.inner = bus.consumer([bus.topics.work], "g")
-        self.polls = 0
+        super().__init__(bus)
         self.paused = False
-
-    async def start(self) -> None:
-        await self.inner.start()
-
-    async def stop(self) -> None:
-        await self.inner.stop()
-
-    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
-        self.polls += 1
-        return await self.inner.poll(timeout_ms, max_records)
-
-    async def commit(self, offsets) -> None:
-        await self.inner.commit(offsets)
-
-    async def lag(self) -> int:
-        return await self.inner.lag()
 
     def pause_fetching(self) -> None:
         self.paused = True
@@ -759,31 +750,19 @@ async def test_a_replica_decodes_only_the_decisions_of_its_own_proposals(store) 
         await follower.stop()
 
 
-class _Rebalancing(BusConsumer):
+class _Rebalancing(_WorkConsumer):
     """A member of the work group whose share the test revokes: from revocation until
     the next assignment (aiokafka's eager rebalance) it fetches nothing."""
 
     def __init__(self, bus: MemoryBus, group: str) -> None:
-        self.inner = bus.consumer([bus.topics.work], group)
+        super().__init__(bus, group)
         self.moving: frozenset[tuple[str, int]] | None = None
-
-    async def start(self) -> None:
-        await self.inner.start()
-
-    async def stop(self) -> None:
-        await self.inner.stop()
 
     async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
         if self.moving is None:
-            return await self.inner.poll(timeout_ms, max_records)
+            return await super().poll(timeout_ms, max_records)
         await asyncio.sleep(timeout_ms / 1000)  # a poll that waits, as getmany's
         return []
-
-    async def commit(self, offsets) -> None:
-        await self.inner.commit(offsets)
-
-    async def lag(self) -> int:
-        return await self.inner.lag()
 
     def assignment(self) -> frozenset[tuple[str, int]]:
         return frozenset() if self.moving is not None else self.inner.assignment()

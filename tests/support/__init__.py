@@ -6,6 +6,9 @@
 - :mod:`support.kube`: builders mirroring kube-scheduler's test helpers and its scores.
 - :mod:`support.replicas`: a replica wired to an in-process commit service that
   records its proposals.
+- :mod:`support.up`: ``esched up`` in process over a list of events, the store opened
+  beside it (``up_running``), and reads of the log (a pod's phase, the first
+  unschedulable report).
 - :mod:`support.aio`: ``eventually()`` instead of fixed sleeps, and the check that
   fails an async test whose exception reached the event loop's handler.
 
