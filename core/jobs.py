@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 from esched.core.overload import log_seconds
 from esched.schemas import events as ev
-from esched.schemas.volcano_jobs import validate_job_update
+from esched.schemas.volcano_jobs import task_dependencies, validate_job_update
 
 __all__ = [
     "ACTIVE",
@@ -241,16 +241,13 @@ class TaskState:
         ma = spec.get("minAvailable")
         self.min_available: int = self.replicas if ma is None else int(ma)
         self.policies, self.by_code = _policies(spec.get("policies"))
-        depends_on = spec.get("dependsOn")
-        if depends_on:
-            self.depends: tuple[str, ...] = tuple(depends_on.get("name") or ())
-            # dependsOn.iteration "any": one completed dependency is enough (Volcano's
-            # waitDependsOnTaskMeetCondition, with more than one name).
-            self.depends_any = depends_on.get("iteration") == "any" and len(self.depends) > 1
-        else:
-            self.depends = ()
-            self.depends_any = False
-        self.released = not self.depends  # its pods may exist
+        self.depends = task_dependencies(spec)
+        # dependsOn.iteration "any": one completed dependency is enough (Volcano's
+        # waitDependsOnTaskMeetCondition, with more than one name).
+        self.depends_any = len(self.depends) > 1 and spec["dependsOn"].get("iteration") == "any"
+        # Its pods may exist: from the start when it names no dependency (the one rule,
+        # task_dependencies: the first pods a marked Job implies are those tasks').
+        self.released = not self.depends
         self.blocked = False  # a dependency failed: never released
         self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
 
@@ -959,7 +956,7 @@ class JobBook:
                 self._kill(job, retain_finished=job.retry >= job.max_retry - 1)
                 job.retry += 1
                 for t in job.tasks:
-                    t.released = not t.depends
+                    t.released = not t.depends  # (as at submission: task_dependencies)
                     t.blocked = False
                 job.blocked = False
                 self._transition(job, RESTARTING, reason, action)

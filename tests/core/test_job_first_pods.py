@@ -14,13 +14,18 @@ import random
 from typing import Any
 
 import orjson
+import pytest
 
 from esched.core import ClusterState
 from esched.core._fold_bytes import job_fold_parts
 from esched.core.jobs import fold_jobs
 from esched.schemas import events as ev
-from esched.schemas.manifests import events_from_documents, volcano_job_objects
-from esched.schemas.volcano_jobs import default_job
+from esched.schemas.manifests import (
+    events_from_documents,
+    volcano_first_pods,
+    volcano_job_objects,
+)
+from esched.schemas.volcano_jobs import default_job, task_dependencies
 from support.fold import EV, envelope, node
 from support.job_templates import example_jobs, generated_jobs
 
@@ -241,3 +246,52 @@ def test_a_restored_state_has_the_implied_pods() -> None:
         assert restored.pending_pods() == ["ns/j-w-0"]
         assert restored.gang_members("ns/j") == ["ns/j-w-0"]
         assert restored.to_bytes() == st.to_bytes()
+
+
+@pytest.mark.parametrize(
+    "depends_on",
+    [
+        None,
+        {},
+        {"name": []},
+        {"name": None},
+        {"iteration": "any"},
+        {"name": ["a"]},
+        {"name": ["a"], "iteration": "any"},
+    ],
+    ids=["absent", "empty", "no-names", "null-names", "iteration-only", "one", "any"],
+)
+def test_the_implied_pods_are_the_released_tasks_pods_in_every_fold(depends_on) -> None:
+    """One rule (``task_dependencies``) says which tasks start with the Job: the pods
+    a marked Job's submission implies (``volcano_first_pods``, both cluster fold
+    paths) are exactly attempt 0 of the tasks the job fold has released, whatever
+    shape ``dependsOn`` takes, and the job controller has none of them to submit."""
+    task_b: dict[str, Any] = {"name": "b", "replicas": 2, "template": {"spec": _spec("1")}}
+    if depends_on is not None:
+        task_b["dependsOn"] = depends_on
+    job = default_job(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {
+                "tasks": [
+                    {"name": "a", "replicas": 1, "template": {"spec": _spec("1")}},
+                    task_b,
+                ]
+            },
+        }
+    )
+    waits = bool(task_dependencies(task_b))
+    first = [f"ns/{p['metadata']['name']}" for _t, _i, p, _b in volcano_first_pods(job)]
+    assert first == (["ns/j-a-0"] if waits else ["ns/j-a-0", "ns/j-b-0", "ns/j-b-1"])
+    env = envelope(ev.JOB_SUBMITTED, job)
+    rows = [(1, _marked(env))]
+    assert _by_bytes(rows).pending_pods() == _by_dict(rows).pending_pods() == first
+    book = fold_jobs([orjson.loads(_marked(env))])
+    state = book.jobs["ns/j"]
+    released = [t.name for t in state.tasks if t.released]
+    assert released == (["a"] if waits else ["a", "b"])
+    assert sorted(state.pods) == first
+    assert all(state.pods[p][0] == state.task_index[p.split("-")[1]].index for p in first)
+    assert book.missing(state) == []
