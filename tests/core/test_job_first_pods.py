@@ -19,7 +19,20 @@ import pytest
 
 from esched.core import ClusterState
 from esched.core._fold_bytes import _py_job_first_pods, _py_job_group_spec, job_fold_parts
-from esched.core.jobs import fold_jobs
+from esched.core.jobs import (
+    P_PENDING,
+    P_RUNNING,
+    R_ATTEMPT,
+    R_DELETES,
+    R_EPOCH,
+    R_IMPLIED,
+    R_NODE,
+    R_STATUS,
+    R_SUBMITS,
+    R_TASK,
+    R_TIMER,
+    fold_jobs,
+)
 from esched.schemas import events as ev
 from esched.schemas.manifests import (
     events_from_documents,
@@ -139,8 +152,8 @@ def test_the_job_fold_of_an_old_log_is_the_job_fold_of_the_new_one() -> None:
     assert a.summaries() == b.summaries()
     for key, job in a.jobs.items():
         # (status, attempt, submits, deletes, epoch): the controller's next ids alike
-        assert {p: r[1:6] for p, r in job.pods.items()} == {
-            p: r[1:6] for p, r in b.jobs[key].pods.items()
+        assert {p: r[R_STATUS : R_EPOCH + 1] for p, r in job.pods.items()} == {
+            p: r[R_STATUS : R_EPOCH + 1] for p, r in b.jobs[key].pods.items()
         }
         assert job.history == b.jobs[key].history
     assert sum(len(j.pods) for j in b.jobs.values()) > 500
@@ -296,7 +309,7 @@ def test_the_implied_pods_are_the_released_tasks_pods_in_every_fold(depends_on) 
     released = [t.name for t in state.tasks if t.released]
     assert released == (["a"] if waits else ["a", "b"])
     assert sorted(state.pods) == first
-    assert all(state.pods[p][0] == state.task_index[p.split("-")[1]].index for p in first)
+    assert all(state.pods[p][R_TASK] == state.task_index[p.split("-")[1]].index for p in first)
     assert book.missing(state) == []
 
 
@@ -381,3 +394,16 @@ def test_the_one_walk_leaves_each_part_to_its_builder_alone() -> None:
             ]
         marked = _marked(orjson.loads(raw))
         assert _state_of(_by_bytes([(1, marked)])) == _state_of(_by_dict([(1, marked)]))
+
+
+def test_a_pods_record_in_the_job_fold_is_read_by_its_fields_names() -> None:
+    """``JobState.pods``: each field of a pod's record at its named index, the
+    implied pod's as its Job's submission left it, then bound."""
+    env = orjson.loads(_marked(envelope(ev.JOB_SUBMITTED, _one_pod_job())))
+    book = fold_jobs([env])
+    rec = book.jobs["ns/j"].pods["ns/j-w-0"]
+    fields = (R_TASK, R_STATUS, R_ATTEMPT, R_SUBMITS, R_DELETES, R_EPOCH, R_TIMER, R_NODE)
+    assert [rec[f] for f in fields] == [0, P_PENDING, 0, 1, 0, 1, -1, None]
+    assert rec[R_IMPLIED] is True and len(rec) == R_IMPLIED + 1
+    book.apply(ev.PLACEMENT_COMMITTED, {"bindings": [{"pod": "ns/j-w-0", "node": "n1"}]})
+    assert (rec[R_STATUS], rec[R_NODE]) == (P_RUNNING, "n1")
