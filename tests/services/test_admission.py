@@ -567,6 +567,28 @@ async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store:
         assert d.totals.rejected == {"QuotaExceeded": 1}
 
 
+async def test_dispatcher_hands_out_a_job_whose_gang_was_rejected_before_it_came(
+    store: EventStore,
+):
+    """Pods naming a gang before its Volcano Job, over quota: the gang is rejected
+    whole; the Job then implies its PodGroup and pods, judged afresh and published
+    as the gang's work item."""
+    bus = MemoryBus()
+    quota = parse_quota({"namespaces": {"t": {"cpu": "2"}}})
+    d = Dispatcher(store, bus, config=DispatchConfig(tick=0.02), admission=Admission(quota))
+    async with _leading(d):
+        await append_events(
+            store, node("n1", "8"), *(qpod(f"early{i}", gang="j") for i in range(3))
+        )
+        await eventually(lambda: d.totals.rejected.get("QuotaExceeded") == 3, 5)
+        await append_events(store, _job_with_two_pods("j"))
+        await eventually(lambda: bool(bus.log(bus.topics.work)) and d.idle(), 5)
+        work = [orjson.loads(m.value) for m in bus.log(bus.topics.work)]
+        assert [w.get("gang") for w in work] == ["t/j"]
+        assert d.totals.rejected == {"QuotaExceeded": 3}
+        assert d.state.gang_members("t/j", "Pending") == ["t/j-w-0", "t/j-w-1"]
+
+
 async def test_commit_rejects_placing_a_pod_of_a_closed_queue(store: EventStore):
     from esched.core.validation import QUEUE_CLOSED
     from esched.services.commit import CommitService
