@@ -259,10 +259,17 @@ class TaskState:
         ma = spec.get("minAvailable")
         self.min_available: int = self.replicas if ma is None else int(ma)
         self.policies, self.by_code = _policies(spec.get("policies"))
-        self.depends = task_dependencies(spec)
-        # dependsOn.iteration "any": one completed dependency is enough (Volcano's
-        # waitDependsOnTaskMeetCondition, with more than one name).
-        self.depends_any = len(self.depends) > 1 and spec["dependsOn"].get("iteration") == "any"
+        depends_on = spec.get("dependsOn")
+        if depends_on:
+            self.depends = task_dependencies(spec)
+            # dependsOn.iteration "any": one completed dependency is enough (Volcano's
+            # waitDependsOnTaskMeetCondition, with more than one name).
+            self.depends_any = depends_on.get("iteration") == "any" and len(self.depends) > 1
+        else:
+            # (task_dependencies' answer, its call spared: most tasks, a Job each in a
+            # flow of one-pod Jobs, have no dependsOn)
+            self.depends = ()
+            self.depends_any = False
         # Its pods may exist: from the start when it names no dependency (the one rule,
         # task_dependencies: the first pods a marked Job implies are those tasks').
         self.released = not self.depends
