@@ -101,7 +101,7 @@ cdef dict _JOB_GROUP_SPECS = {}
 # Job spec's bytes: the spec decoded (read only: the pods share its objects) and the
 # bytes of each task's pod spec by task name (the spec memo's key for their class).
 cdef dict _JOB_POD_SPECS = {}
-# Below this, a sum of units written as _job_group_spec writes it parses back to
+# Below this, a sum of units written as _job_spec_parts writes it parses back to
 # itself (core/_quantity.pxd reads up to 18 digits exactly).
 cdef object _EXACT_UNITS = 10**17
 
@@ -318,7 +318,7 @@ def _py_scanner_accepts(bytes payload) -> bool:
 
 def _py_job_group_spec(ClusterState state, bytes payload) -> object:
     """Test hook: the PodGroup spec the bytes path derives itself from the
-    ``esched.job.submitted`` envelope ``payload`` (:func:`_job_group_spec`), or None
+    ``esched.job.submitted`` envelope ``payload`` (:func:`_job_spec_parts`), or None
     where it leaves the Job to ``volcano_podgroup``."""
     cdef Span t, d, meta, spec
     cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
@@ -328,7 +328,23 @@ def _py_job_group_spec(ClusterState state, bytes payload) -> object:
     _meta_and_spec(b, n, d.start, &meta, &spec)
     if spec.start < 0 or b[spec.start] != 0x7b:
         return None
-    return _job_group_spec(state, b, n, spec)
+    return _job_spec_parts(state, b, n, spec, True, False)[0]
+
+
+def _py_job_first_pods(ClusterState state, bytes payload) -> object:
+    """Test hook: what the bytes path reads itself of the first pods of the
+    ``esched.job.submitted`` envelope ``payload`` (:func:`_job_spec_parts`): (queue,
+    [(task name, replicas, the pods' spec bytes)]), or None where it leaves them to
+    ``volcano_first_pods``."""
+    cdef Span t, d, meta, spec
+    cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
+    if not scan_envelope(b, n, &t, &d) or d.start < 0 or b[d.start] != 0x7b:
+        return None
+    _meta_and_spec(b, n, d.start, &meta, &spec)
+    if spec.start < 0 or b[spec.start] != 0x7b:
+        return None
+    return _job_spec_parts(state, b, n, spec, False, True)[1]
 
 
 def _py_spec_memo_holds(ClusterState state, bytes spec) -> bool:
@@ -692,12 +708,13 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n, S
                       Span meta, Span spec, object raw, object entry) except -1:
     # A Volcano Job as _fold._job_submitted reads it: its key and ingest's marker
     # (``d``: the data's span), and only when it implies its PodGroup (and, marked,
-    # its first pods: _first_pods), the PodGroup's spec, built from the Job's spec bytes
-    # once per distinct spec (volcano_podgroup reads nothing else of the Job for
-    # it); the Job's templates are not decoded otherwise. ``meta``, ``spec``: the
-    # data object's members, as scan_envelope noted them (the last of each); ``raw``:
-    # the spec's bytes where the caller made them (None: not made), ``entry`` what
-    # _JOB_GROUP_SPECS held for them then.
+    # its first pods: _first_pods), the PodGroup's spec and what the first pods are
+    # made of, both read off the Job's spec bytes in one walk (_job_spec_parts) once
+    # per distinct spec (volcano_podgroup and volcano_first_pods read nothing else of
+    # the Job's spec); the Job's templates are not decoded otherwise. ``meta``,
+    # ``spec``: the data object's members, as scan_envelope noted them (the last of
+    # each); ``raw``: the spec's bytes where the caller made them (None: not made),
+    # ``entry`` what _JOB_GROUP_SPECS held for them then.
     cdef Span name, namespace
     if meta.start < 0 or b[meta.start] != 0x7b or spec.start < 0 or b[spec.start] != 0x7b:
         return 0  # the dict path reads it as it is
@@ -716,24 +733,38 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n, S
     key = _pod_key(b, namespace, name)
     if not job_implies_podgroup(self, key):
         return 1
+    cdef list units = None
     try:
         if raw is None:
             raw = PyBytes_FromStringAndSize(<const char*>b + spec.start, spec.end - spec.start)
             entry = _JOB_GROUP_SPECS.get(raw)
+        found = _JOB_POD_SPECS.get(raw) if pods else None
+        group = None
+        if entry is None or (pods and found is None):
+            # A spec new to either memo: one walk for what both need of it.
+            units = [] if entry is None else None
+            parts = _job_spec_parts(self, b, n, spec, entry is None, pods and found is None,
+                                    units, True)
+            group = (<tuple>parts)[0]
+            if pods and found is None:
+                found = (<tuple>parts)[1]
+                if found is None:
+                    found = (None, _loads(raw), {})  # the builder's (_first_pods)
+                if len(_JOB_POD_SPECS) >= MEMO_LIMIT:
+                    _JOB_POD_SPECS.clear()
+                _JOB_POD_SPECS[raw] = found
         # (built before anything is set, as _fold._job_submitted: a Job its pods
         # cannot be built of changes nothing)
-        first = _first_pods(b, n, meta, spec, raw) if pods else ()
+        first = _first_pods(b, n, meta, <tuple>found) if pods else ()
         if entry is None:
-            units = []
-            found = _job_group_spec(self, b, n, spec, units, True)
-            if found is None:
+            if group is None:
                 job_name, job_ns = _name_and_namespace(b, n, meta)
-                found = volcano_podgroup({
+                group = volcano_podgroup({
                     "metadata": {"name": job_name, "namespace": job_ns or _ev.DEFAULT_NAMESPACE},
                     "spec": _loads(raw)})["spec"]
             # (what _podgroup reads of it, parsed once per spec: a Job of a known spec
             # builds no PodGroup and parses no quantity; minResources as summed)
-            entry = podgroup_entry(self, found, units[0] if units else None)
+            entry = podgroup_entry(self, group, units[0] if units else None)
             if len(_JOB_GROUP_SPECS) >= MEMO_LIMIT:
                 _JOB_GROUP_SPECS.clear()
             _JOB_GROUP_SPECS[raw] = entry
@@ -745,36 +776,27 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n, S
     return 1
 
 
-cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, Span spec, bytes raw):
-    # The first pods of the Job of metadata ``meta`` and spec ``spec`` (its bytes
-    # ``raw``) as (key, metadata, the pod spec's bytes): volcano_first_pods' pods (the
-    # one builder). For the common shape (_plain_first_pods) their metadata is
-    # volcano_pod_metadata's (the builder's for a template without metadata) and
-    # their spec the template's bytes with what the Job adds, the Job not decoded;
-    # any other, the builder's pods of the Job's name, namespace and spec, which is
-    # all it reads of a Job. Either is found once per Job spec.
-    found = _JOB_POD_SPECS.get(raw)
-    if found is None:
-        found = _plain_first_pods(b, n, spec)
-        if found is None:
-            found = (None, _loads(raw), {})
-        if len(_JOB_POD_SPECS) >= MEMO_LIMIT:
-            _JOB_POD_SPECS.clear()
-        _JOB_POD_SPECS[raw] = found
+cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, tuple found):
+    # The first pods of the Job of metadata ``meta`` as (key, metadata, the pod spec's
+    # bytes), from what _JOB_POD_SPECS holds for its spec (``found``):
+    # volcano_first_pods' pods (the one builder). For the common shape
+    # (_job_spec_parts' pods part) their metadata is volcano_pod_metadata's (the
+    # builder's for a template without metadata) and their spec the template's bytes
+    # with what the Job adds, the Job not decoded; any other, the builder's pods of
+    # the Job's name, namespace and spec, which is all it reads of a Job.
     job_name, job_ns = _name_and_namespace(b, n, meta)
     namespace = job_ns or _ev.DEFAULT_NAMESPACE
     out = []
-    queue = (<tuple>found)[0]
+    queue = found[0]
     if queue is not None:
-        for task_name, replicas, spec_bytes in <list>(<tuple>found)[1]:
+        for task_name, replicas, spec_bytes in <list>found[1]:
             for i in range(<Py_ssize_t>replicas):
                 out.append((f"{namespace}/{job_name}-{task_name}-{i}",
                             volcano_pod_metadata(job_name, namespace, queue, task_name, i, 0),
                             spec_bytes))
         return out
-    job = {"metadata": {"name": job_name, "namespace": namespace},
-           "spec": (<tuple>found)[1]}
-    cdef dict task_specs = (<tuple>found)[2]
+    job = {"metadata": {"name": job_name, "namespace": namespace}, "spec": found[1]}
+    cdef dict task_specs = found[2]
     for task, _i, pod, _bare in volcano_first_pods(job):
         pod_meta = pod["metadata"]
         task_name = task["name"]
@@ -784,107 +806,6 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, Span spec
             spec_bytes = task_specs[task_name] = orjson.dumps(pod["spec"])
         out.append((f"{pod_meta['namespace']}/{pod_meta['name']}", pod_meta, spec_bytes))
     return out
-
-
-# The members of a Job spec, a task and a template that _plain_first_pods reads.
-cdef const char* _FIRST_JOB_KEYS[4]
-_FIRST_JOB_KEYS[:] = [b"tasks", b"queue", b"schedulerName", b"priorityClassName"]
-cdef Py_ssize_t _FIRST_JOB_LENGTHS[4]
-_FIRST_JOB_LENGTHS[:] = [5, 5, 13, 17]
-cdef const char* _FIRST_TASK_KEYS[4]
-_FIRST_TASK_KEYS[:] = [b"name", b"replicas", b"dependsOn", b"template"]
-cdef Py_ssize_t _FIRST_TASK_LENGTHS[4]
-_FIRST_TASK_LENGTHS[:] = [4, 8, 9, 8]
-cdef const char* _TEMPLATE_KEYS[2]
-_TEMPLATE_KEYS[:] = [b"metadata", b"spec"]
-cdef Py_ssize_t _TEMPLATE_LENGTHS[2]
-_TEMPLATE_LENGTHS[:] = [8, 4]
-cdef const char* _SCHEDULER_KEY[1]
-_SCHEDULER_KEY[:] = [b"schedulerName"]
-cdef Py_ssize_t _SCHEDULER_LENGTH[1]
-_SCHEDULER_LENGTH[:] = [13]
-
-
-cdef object _plain_first_pods(const unsigned char* b, Py_ssize_t n, Span spec):
-    # (queue, [(task name, replicas, the pod spec's bytes)]) of the Job spec at
-    # ``spec`` for the tasks volcano_first_pods builds pods of, read off the bytes for
-    # the common shape (a test compares it with the builder over many Jobs): no
-    # priorityClassName; queue a string or absent; schedulerName a string or absent;
-    # each task an object with a string name, replicas absent, null or a plain
-    # integer, no dependsOn, a template of a non-empty spec object and no metadata,
-    # the spec without a schedulerName of its own when the Job has one (the pod's
-    # spec is then the template's bytes with that member appended, as the builder
-    # appends it). None for any other shape (or a member twice): the builder's.
-    cdef Span job[4]
-    cdef Span of_task[4]
-    cdef Span of_template[2]
-    cdef Span own_sname[1]
-    cdef Span task, tspec, sname
-    cdef Py_ssize_t j, i, tl, sl
-    cdef units_t replicas
-    cdef char* out
-    cdef Py_ssize_t ml = PyBytes_GET_SIZE(_B_SCHEDULER_MEMBER)
-    if not _members_once(b, n, spec.start, _FIRST_JOB_KEYS, _FIRST_JOB_LENGTHS, 4, job):
-        return None
-    if job[3].start >= 0 or job[0].start < 0 or b[job[0].start] != 0x5b:
-        return None
-    queue = DEFAULT_QUEUE
-    if job[1].start >= 0:
-        if b[job[1].start] != 0x22:
-            return None
-        if job[1].end - job[1].start > 2:  # (an empty one is the default)
-            queue = _value(b, job[1])
-    sname = job[2]
-    if sname.start >= 0 and (b[sname.start] != 0x22 or sname.end - sname.start <= 2):
-        return None  # (not a string, or the empty one the builder leaves out)
-    sl = sname.end - sname.start
-    tasks = []
-    j = job[0].start
-    while True:
-        j = next_element(b, j, n, &task)
-        if j < 0:
-            break
-        if b[task.start] != 0x7b:
-            return None
-        if not _members_once(b, n, task.start, _FIRST_TASK_KEYS, _FIRST_TASK_LENGTHS, 4,
-                             of_task):
-            return None
-        if of_task[0].start < 0 or b[of_task[0].start] != 0x22 or of_task[2].start >= 0:
-            return None
-        replicas = 0
-        if of_task[1].start >= 0 and b[of_task[1].start] != 0x6e:  # not null
-            replicas = _digits(b, of_task[1])
-            if replicas < 0:
-                return None
-        if of_task[3].start < 0 or b[of_task[3].start] != 0x7b:
-            return None
-        if not _members_once(b, n, of_task[3].start, _TEMPLATE_KEYS, _TEMPLATE_LENGTHS, 2,
-                             of_template):
-            return None
-        tspec = of_template[1]
-        if of_template[0].start >= 0 or tspec.start < 0 or b[tspec.start] != 0x7b:
-            return None
-        i = tspec.start + 1
-        while b[i] <= 0x20:  # (whitespace: the object's first member, or its end)
-            i += 1
-        if b[i] == 0x7d:
-            return None  # an empty template spec
-        tl = tspec.end - tspec.start
-        if sname.start < 0:
-            spec_bytes = PyBytes_FromStringAndSize(<const char*>b + tspec.start, tl)
-        else:
-            if not _members_once(b, n, tspec.start, _SCHEDULER_KEY, _SCHEDULER_LENGTH, 1,
-                                 own_sname) or own_sname[0].start >= 0:
-                return None  # its own schedulerName: the builder's
-            spec_bytes = PyBytes_FromStringAndSize(NULL, tl + ml + sl)
-            out = PyBytes_AS_STRING(spec_bytes)
-            memcpy(out, b + tspec.start, tl - 1)
-            memcpy(out + tl - 1, PyBytes_AS_STRING(_B_SCHEDULER_MEMBER), ml)
-            memcpy(out + tl - 1 + ml, b + sname.start, sl)
-            out[tl + ml + sl - 1] = 0x7d  # }
-        if replicas > 0:
-            tasks.append((_value(b, of_task[0]), replicas, spec_bytes))
-    return (queue, tasks)
 
 
 cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec) except -1:
@@ -908,114 +829,237 @@ cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec) except 
         _note_pod(key, slot)
     return 0
 
-# The members of a Job spec and of a task that _job_group_spec reads.
-cdef const char* _JOB_SPEC_KEYS[5]
+
+# The members of a Job spec, of a task and of a template that _job_spec_parts reads
+# (the PodGroup's and the first pods' together).
+cdef enum:
+    J_MIN_AVAILABLE, J_TASKS, J_QUEUE, J_PRIORITY_CLASS, J_SCHEDULER, N_JOB_KEYS
+cdef const char* _JOB_SPEC_KEYS[N_JOB_KEYS]
 _JOB_SPEC_KEYS[:] = [b"minAvailable", b"tasks", b"queue", b"priorityClassName", b"schedulerName"]
-cdef Py_ssize_t _JOB_SPEC_LENGTHS[5]
+cdef Py_ssize_t _JOB_SPEC_LENGTHS[N_JOB_KEYS]
 _JOB_SPEC_LENGTHS[:] = [12, 5, 5, 17, 13]
-cdef const char* _TASK_KEYS[4]
-_TASK_KEYS[:] = [b"name", b"minAvailable", b"replicas", b"template"]
-cdef Py_ssize_t _TASK_LENGTHS[4]
-_TASK_LENGTHS[:] = [4, 12, 8, 8]
+cdef enum:
+    T_NAME, T_MIN_AVAILABLE, T_REPLICAS, T_TEMPLATE, T_DEPENDS_ON, N_TASK_KEYS
+cdef const char* _TASK_KEYS[N_TASK_KEYS]
+_TASK_KEYS[:] = [b"name", b"minAvailable", b"replicas", b"template", b"dependsOn"]
+cdef Py_ssize_t _TASK_LENGTHS[N_TASK_KEYS]
+_TASK_LENGTHS[:] = [4, 12, 8, 8, 9]
+cdef const char* _TEMPLATE_KEYS[2]
+_TEMPLATE_KEYS[:] = [b"metadata", b"spec"]
+cdef Py_ssize_t _TEMPLATE_LENGTHS[2]
+_TEMPLATE_LENGTHS[:] = [8, 4]
+cdef const char* _SCHEDULER_KEY[1]
+_SCHEDULER_KEY[:] = [b"schedulerName"]
+cdef Py_ssize_t _SCHEDULER_LENGTH[1]
+_SCHEDULER_LENGTH[:] = [13]
+# The members each part reads, as bits of the keys above: a member it reads given
+# twice leaves that part to its builder (which of the values counts is the JSON
+# decoder's), the other part unaffected.
+cdef int _GROUP_JOB_KEYS = ((1 << J_MIN_AVAILABLE) | (1 << J_TASKS) | (1 << J_QUEUE)
+                            | (1 << J_PRIORITY_CLASS) | (1 << J_SCHEDULER))
+cdef int _PODS_JOB_KEYS = (1 << J_TASKS) | (1 << J_QUEUE) | (1 << J_PRIORITY_CLASS) | (1 << J_SCHEDULER)
+cdef int _GROUP_TASK_KEYS = ((1 << T_NAME) | (1 << T_MIN_AVAILABLE) | (1 << T_REPLICAS)
+                             | (1 << T_TEMPLATE))
+cdef int _PODS_TASK_KEYS = (1 << T_NAME) | (1 << T_REPLICAS) | (1 << T_TEMPLATE) | (1 << T_DEPENDS_ON)
 
 
-cdef bint _members_once(const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
-                        const char** names, const Py_ssize_t* lengths, int count,
-                        Span* found) noexcept:
+cdef int _members_last(const unsigned char* b, Py_ssize_t n, Py_ssize_t i,
+                       const char** names, const Py_ssize_t* lengths, int count,
+                       Span* found) noexcept:
     # The raw spans of members ``names`` of the accepted object at ``i`` into
-    # ``found`` (start -1 where absent); False when one of them appears twice (which
-    # of its values counts is then the general builder's to decide).
+    # ``found`` (the last of each, as orjson keeps; start -1 where absent); returns
+    # the bits (1 << m) of the names given more than once.
     cdef Span k, v
-    cdef int m
+    cdef int m, twice = 0
     for m in range(count):
         found[m].start = -1
     while True:
         i = next_member(b, i, n, &k, &v)
         if i < 0:
-            return True
+            return twice
         for m in range(count):
             if span_is(b, k, names[m], lengths[m]):
                 if found[m].start >= 0:
-                    return False
+                    twice |= 1 << m
                 found[m] = v
                 break
 
 
-cdef object _job_group_spec(ClusterState self, const unsigned char* b, Py_ssize_t n,
-                            Span spec, list units=None, bint expect_pods=False):
-    # volcano_podgroup's spec of the Job spec at ``spec`` (the one definition: this
-    # derives the same from the bytes for the common shape, and a test compares the
-    # two over many Jobs), or None for any other shape, the caller then running
-    # volcano_podgroup: minAvailable a plain non-negative integer, tasks an array of
-    # objects each with a string name, a minAvailable, replicas absent, null or a plain
-    # integer, and the template spec of each task that counts towards minResources
-    # one _plain_requests reads (containers with string requests: the request rule's
-    # sum, the same memoized quantities); a member read twice is the builder's to
-    # decide. No orjson call and no Python frame per Job of a new spec. ``units``: gets
-    # the spec's minResources in base units (what _resource_list parses the texts
-    # back to, exact below 10**17), the spec then without them, or None where a sum is
-    # larger. ``expect_pods``: enter the spec of each such task's pods in the spec memo
-    # (_expect_pod_spec).
-    cdef Span task, tspec
-    cdef Span job[5]  # minAvailable, tasks, queue, priorityClassName, schedulerName
-    cdef Span of_task[4]  # name, minAvailable, replicas, template
-    cdef Py_ssize_t j
-    cdef units_t min_member, left, take
-    if not _members_once(b, n, spec.start, _JOB_SPEC_KEYS, _JOB_SPEC_LENGTHS, 5, job):
-        return None
-    cdef Span avail = job[0], tasks = job[1], queue = job[2], pcn = job[3], sname = job[4]
-    # (the pods' spec is foreseen only where the job controller adds the Job's
-    # schedulerName alone to a template's, and while the memo takes specs as plain)
-    expect_pods = (expect_pods and pcn.start < 0 and sname.start >= 0
-                   and b[sname.start] == 0x22 and _plain_fits(self))
-    cdef Span name, tmin, reps, tmpl
-    if avail.start < 0 or queue.start < 0 or tasks.start < 0 or b[tasks.start] != 0x5b:
-        return None
-    min_member = _digits(b, avail)
-    if min_member < 0:
-        return None
-    left = min_member
-    task_minimum = {}
-    total = {}
+cdef tuple _job_spec_parts(ClusterState self, const unsigned char* b, Py_ssize_t n, Span spec,
+                           bint want_group, bint want_pods, list units=None,
+                           bint expect_pods=False):
+    # What a Job of the spec at ``spec`` implies, read off its bytes in one walk over
+    # its members, its tasks and their templates: (the PodGroup's spec, the first
+    # pods' makings), each None where not wanted or for a shape this leaves to the
+    # builder (volcano_podgroup, volcano_first_pods: the one definitions; tests
+    # compare each part with its builder over many Jobs). A member either part reads
+    # given twice is its builder's to decide.
+    #
+    # The PodGroup's spec (``want_group``): volcano_podgroup's, for minAvailable a
+    # plain non-negative integer, a queue, tasks an array of objects each with a
+    # string name, a minAvailable, replicas absent, null or a plain integer, and the
+    # template spec of each task that counts towards minResources one _plain_requests
+    # reads (containers with string requests: the request rule's sum, the same
+    # memoized quantities). No orjson call and no Python frame per Job of a new spec.
+    # ``units``: gets the spec's minResources in base units (what _resource_list
+    # parses the texts back to, exact below 10**17), the spec then without them, or
+    # None where a sum is larger. ``expect_pods``: enter the spec of each such task's
+    # pods in the spec memo (_expect_pod_spec).
+    #
+    # The first pods' makings (``want_pods``): (queue, [(task name, replicas, the pod
+    # spec's bytes)]) for the tasks volcano_first_pods builds pods of (those released
+    # at submission; a task with a dependsOn is the builder's), for the common shape:
+    # no priorityClassName; queue a string or absent; schedulerName a string or
+    # absent; each task an object with a string name, replicas absent, null or a
+    # plain integer, no dependsOn, a template of a non-empty spec object and no
+    # metadata, the spec without a schedulerName of its own when the Job has one (the
+    # pod's spec is then the template's bytes with that member appended, as the
+    # builder appends it).
+    cdef Span job[N_JOB_KEYS]
+    cdef Span of_task[N_TASK_KEYS]
+    cdef Span of_template[2]
+    cdef Span own_sname[1]
+    cdef Span task, tspec, name, reps, tmpl
+    cdef Py_ssize_t j, i, tl, sl = 0
+    cdef units_t min_member = 0, left = 0, take, replicas
+    cdef char* out
+    cdef Py_ssize_t ml = PyBytes_GET_SIZE(_B_SCHEDULER_MEMBER)
+    cdef int twice = _members_last(b, n, spec.start, _JOB_SPEC_KEYS, _JOB_SPEC_LENGTHS,
+                                   N_JOB_KEYS, job)
+    cdef Span avail = job[J_MIN_AVAILABLE], tasks = job[J_TASKS], queue = job[J_QUEUE]
+    cdef Span pcn = job[J_PRIORITY_CLASS], sname = job[J_SCHEDULER]
+    cdef bint group = want_group and not twice & _GROUP_JOB_KEYS
+    cdef bint pods = want_pods and not twice & _PODS_JOB_KEYS
+    cdef int tmpl_twice = 0
+    cdef bint tmpl_ok, scanned
+    task_minimum = total = pod_tasks = None
+    pod_queue = DEFAULT_QUEUE
+    if tasks.start < 0 or b[tasks.start] != 0x5b:
+        return (None, None)
+    if group:
+        if avail.start < 0 or queue.start < 0:
+            group = False
+        else:
+            min_member = _digits(b, avail)
+            group = min_member >= 0
+    if group:
+        # (the pods' spec is foreseen only where the job controller adds the Job's
+        # schedulerName alone to a template's, and while the memo takes specs as plain)
+        expect_pods = (expect_pods and pcn.start < 0 and sname.start >= 0
+                       and b[sname.start] == 0x22 and _plain_fits(self))
+        left = min_member
+        task_minimum = {}
+        total = {}
+    if pods:
+        if pcn.start >= 0:
+            pods = False
+        elif queue.start >= 0:
+            if b[queue.start] != 0x22:
+                pods = False
+            elif queue.end - queue.start > 2:  # (an empty one is the default)
+                pod_queue = _value(b, queue)
+        if sname.start >= 0 and (b[sname.start] != 0x22 or sname.end - sname.start <= 2):
+            pods = False  # (not a string, or the empty one the builder leaves out)
+        sl = sname.end - sname.start
+        pod_tasks = []
     j = tasks.start
-    while True:
+    while group or pods:
         j = next_element(b, j, n, &task)
         if j < 0:
             break
         if b[task.start] != 0x7b:
-            return None
-        if not _members_once(b, n, task.start, _TASK_KEYS, _TASK_LENGTHS, 4, of_task):
-            return None
-        name = of_task[0]
-        tmin = of_task[1]
-        reps = of_task[2]
-        tmpl = of_task[3]
-        if name.start < 0 or b[name.start] != 0x22 or tmin.start < 0:
-            return None
-        task_minimum[_ascii_string(b, name)] = _value(b, tmin)
-        take = 0
+            return (None, None)
+        twice = _members_last(b, n, task.start, _TASK_KEYS, _TASK_LENGTHS, N_TASK_KEYS,
+                              of_task)
+        name = of_task[T_NAME]
+        reps = of_task[T_REPLICAS]
+        tmpl = of_task[T_TEMPLATE]
+        if name.start < 0 or b[name.start] != 0x22:
+            return (None, None)
+        task_name = None
+        tmpl_ok = tmpl.start >= 0 and b[tmpl.start] == 0x7b
+        scanned = False  # (the template's members: read once for both parts)
+        # Replicas absent or null: none; else a plain integer.
+        replicas = 0
         if reps.start >= 0 and b[reps.start] != 0x6e:  # not null
-            take = _digits(b, reps)
-            if take < 0:
-                return None
-        if take > left:
-            take = left
-        if take <= 0:
-            continue
-        left -= take
-        if tmpl.start < 0 or b[tmpl.start] != 0x7b:
-            return None
-        _member(b, n, tmpl.start, b"spec", 4, &tspec)
-        if tspec.start < 0 or b[tspec.start] != 0x7b:
-            return None
-        plain = _plain_requests(self, b, n, tspec, None)
-        if plain is None:
-            return None
-        if expect_pods and plain[2] is None:
-            _expect_pod_spec(self, b, tspec, sname, <tuple>plain)
-        for res, amount in (<dict>plain[0]).items():
-            if res != "pods":
-                total[res] = total.get(res, 0) + amount * take
+            replicas = _digits(b, reps)
+        if group and (twice & _GROUP_TASK_KEYS or of_task[T_MIN_AVAILABLE].start < 0
+                      or replicas < 0):
+            group = False
+        if group:
+            task_name = _ascii_string(b, name)
+            task_minimum[task_name] = _value(b, of_task[T_MIN_AVAILABLE])
+            take = replicas
+            if take > left:
+                take = left
+            if take > 0:
+                left -= take
+                if not tmpl_ok:
+                    group = False
+                else:
+                    tmpl_twice = _members_last(b, n, tmpl.start, _TEMPLATE_KEYS,
+                                               _TEMPLATE_LENGTHS, 2, of_template)
+                    scanned = True
+                    tspec = of_template[1]  # (the last spec, as orjson keeps)
+                    if tspec.start < 0 or b[tspec.start] != 0x7b:
+                        group = False
+                    else:
+                        plain = _plain_requests(self, b, n, tspec, None)
+                        if plain is None:
+                            group = False
+                        else:
+                            if expect_pods and plain[2] is None:
+                                _expect_pod_spec(self, b, tspec, sname, <tuple>plain)
+                            for res, amount in (<dict>plain[0]).items():
+                                if res != "pods":
+                                    total[res] = total.get(res, 0) + amount * take
+        if pods and (twice & _PODS_TASK_KEYS or of_task[T_DEPENDS_ON].start >= 0
+                     or replicas < 0 or not tmpl_ok):
+            pods = False
+        if pods:
+            if not scanned:
+                tmpl_twice = _members_last(b, n, tmpl.start, _TEMPLATE_KEYS, _TEMPLATE_LENGTHS,
+                                           2, of_template)
+            if tmpl_twice or of_template[0].start >= 0:
+                pods = False
+                continue
+            tspec = of_template[1]
+            if tspec.start < 0 or b[tspec.start] != 0x7b:
+                pods = False
+                continue
+            i = tspec.start + 1
+            while b[i] <= 0x20:  # (whitespace: the object's first member, or its end)
+                i += 1
+            if b[i] == 0x7d:
+                pods = False  # an empty template spec
+                continue
+            tl = tspec.end - tspec.start
+            if sname.start < 0:
+                spec_bytes = PyBytes_FromStringAndSize(<const char*>b + tspec.start, tl)
+            else:
+                _members_last(b, n, tspec.start, _SCHEDULER_KEY, _SCHEDULER_LENGTH, 1,
+                              own_sname)
+                if own_sname[0].start >= 0:
+                    pods = False  # its own schedulerName: the builder's
+                    continue
+                spec_bytes = PyBytes_FromStringAndSize(NULL, tl + ml + sl)
+                out = PyBytes_AS_STRING(spec_bytes)
+                memcpy(out, b + tspec.start, tl - 1)
+                memcpy(out + tl - 1, PyBytes_AS_STRING(_B_SCHEDULER_MEMBER), ml)
+                memcpy(out + tl - 1 + ml, b + sname.start, sl)
+                out[tl + ml + sl - 1] = 0x7d  # }
+            if replicas > 0:
+                (<list>pod_tasks).append(
+                    (task_name if task_name is not None else _ascii_string(b, name),
+                     replicas, spec_bytes))
+    return (_group_spec(b, min_member, queue, pcn, task_minimum, total, units) if group
+            else None,
+            (pod_queue, pod_tasks) if pods else None)
+
+
+cdef dict _group_spec(const unsigned char* b, units_t min_member, Span queue, Span pcn,
+                      dict task_minimum, dict total, list units):
+    # The PodGroup spec _job_spec_parts read (see there for ``units``).
     group_spec = {"minMember": min_member, "queue": _value(b, queue),
                   "minTaskMember": task_minimum}
     if pcn.start >= 0:

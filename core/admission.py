@@ -18,7 +18,8 @@ Failed, it is never scheduled, nothing waits forever):
   active pods (Pending or Running) in log order, so the verdict is deterministic.
   A gang is admitted whole or not at all: when one member is rejected, its other
   pending members and those submitted later are rejected too (until its PodGroup
-  is submitted again), so no part of a gang waits forever below ``minMember``.
+  is submitted again, or a Volcano Job of its name, which stands for it), so no
+  part of a gang waits forever below ``minMember``.
 
 **Held** (a job -- a pod, or a gang as a whole -- stays pending, not handed out, and is
 looked at again when capacity frees or a queue changes):
@@ -398,16 +399,20 @@ class Admission:
                     )
             elif etype == POD_SUBMITTED:
                 self._submitted(st, key, pos, out)
-            elif etype == JOB_SUBMITTED:
-                # A Volcano Job's first submission implies its first pods (the fold has
-                # them, in the gang of the Job's key): each judged as a submission at
-                # the Job's position. Members already judged are skipped, so a Job
-                # published again, which implies nothing, judges nothing.
-                for pod in st.gang_members(key):
-                    self._submitted(st, pod, pos, out)
-            elif etype == PODGROUP_SUBMITTED:
-                # A PodGroup submitted (again) starts a fresh admission of its members.
+            elif etype == PODGROUP_SUBMITTED or etype == JOB_SUBMITTED:
+                # A PodGroup submitted (again) starts a fresh admission of its members;
+                # a Volcano Job stands for its PodGroup (the gang of the Job's key,
+                # which its first submission implies), so a gang rejected before its
+                # Job came (pods naming it early) is judged afresh from the Job on; a
+                # Job published again counts as its PodGroup published again.
                 self._rejected_gangs.pop(key, None)
+                if etype == JOB_SUBMITTED:
+                    # Its first submission implies its first pods (the fold has them,
+                    # in its gang): each judged as a submission at the Job's position.
+                    # Members already judged are skipped, so a Job published again,
+                    # which implies nothing, judges nothing.
+                    for pod in st.gang_members(key):
+                        self._submitted(st, pod, pos, out)
             elif etype in _TERMINAL:
                 self._uncharge(key)
                 if etype == POD_REJECTED or etype == POD_DELETED:

@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 from esched.core.overload import log_seconds
 from esched.schemas import events as ev
-from esched.schemas.volcano_jobs import validate_job_update
+from esched.schemas.volcano_jobs import task_dependencies, validate_job_update
 
 __all__ = [
     "ACTIVE",
@@ -54,6 +54,15 @@ __all__ = [
     "FOLDED_TYPES",
     "IMPLIED_REASONS",
     "JOB_PHASES",
+    "R_ATTEMPT",
+    "R_DELETES",
+    "R_EPOCH",
+    "R_IMPLIED",
+    "R_NODE",
+    "R_STATUS",
+    "R_SUBMITS",
+    "R_TASK",
+    "R_TIMER",
     "JobBook",
     "JobState",
     "TaskState",
@@ -113,6 +122,15 @@ _TASK_SPEC = "volcano.sh/task-spec"
 
 # Pod statuses inside a job (not the cluster fold's phases: GONE is a deleted pod).
 P_PENDING, P_RUNNING, P_SUCCEEDED, P_FAILED, P_GONE = range(5)
+#: The fields of a pod's record in :attr:`JobState.pods`, by index: its task's index
+#: in :attr:`JobState.tasks`; its status (``P_PENDING`` ... ``P_GONE``); the attempt it
+#: was last submitted at; its submissions and deletions so far (the controller's next
+#: event ids); its epoch, its turns at Pending; the epoch its PodPending timer is set
+#: for (-1: none); the node it runs on; implied: the Job's submission implied it
+#: (:meth:`JobBook._first_pods`) and nothing happened to it since. (A list: the fold
+#: makes one per pod and reads it on every event of the pod, and a list literal
+#: costs a fraction of an object's ``__init__``.)
+R_TASK, R_STATUS, R_ATTEMPT, R_SUBMITS, R_DELETES, R_EPOCH, R_TIMER, R_NODE, R_IMPLIED = range(9)
 _STATUS_NAMES = ("Pending", "Running", "Succeeded", "Failed", "Deleted")
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
@@ -243,14 +261,18 @@ class TaskState:
         self.policies, self.by_code = _policies(spec.get("policies"))
         depends_on = spec.get("dependsOn")
         if depends_on:
-            self.depends: tuple[str, ...] = tuple(depends_on.get("name") or ())
+            self.depends = task_dependencies(spec)
             # dependsOn.iteration "any": one completed dependency is enough (Volcano's
             # waitDependsOnTaskMeetCondition, with more than one name).
             self.depends_any = depends_on.get("iteration") == "any" and len(self.depends) > 1
         else:
+            # (task_dependencies' answer, its call spared: most tasks, a Job each in a
+            # flow of one-pod Jobs, have no dependsOn)
             self.depends = ()
             self.depends_any = False
-        self.released = not self.depends  # its pods may exist
+        # Its pods may exist: from the start when it names no dependency (the one rule,
+        # task_dependencies: the first pods a marked Job implies are those tasks').
+        self.released = not self.depends
         self.blocked = False  # a dependency failed: never released
         self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
 
@@ -328,10 +350,8 @@ class JobState:
         self.ran = False  # Running at least once in this attempt
         self.retry = 0
         self.version = 0  # kills issued (Volcano's status.version)
-        # pod key -> [task, status, attempt, submits, deletes, epoch, timer epoch, node,
-        # implied]: the epoch counts the pod's turns at Pending; a PodPending timer is
-        # for one turn; implied: the Job's submission implied the pod
-        # (JobBook._first_pods).
+        # pod key -> its record: [task, status, attempt, submits, deletes, epoch, timer
+        # epoch, node, implied], by the indexes R_TASK ... R_IMPLIED
         self.pods: dict[str, list[Any]] = {}
         self.killing: dict[str, None] = {}
         self.n = [0, 0, 0, 0]  # pods pending, running, succeeded, failed
@@ -372,12 +392,12 @@ class JobState:
     def status_of(self, pod: str) -> str | None:
         """A pod's status within the job (``Pending`` ... ``Deleted``); None if unknown."""
         rec = self.pods.get(pod)
-        return None if rec is None else _STATUS_NAMES[rec[1]]
+        return None if rec is None else _STATUS_NAMES[rec[R_STATUS]]
 
     def attempt_of(self, pod: str) -> int | None:
         """The attempt a pod was last submitted at."""
         rec = self.pods.get(pod)
-        return None if rec is None else rec[2]
+        return None if rec is None else rec[R_ATTEMPT]
 
     def unrecorded(self) -> list[Transition]:
         """The transitions the log should record and has no ``esched.job.updated``
@@ -573,9 +593,14 @@ class JobBook:
                     self.changed[key] = None
                 continue
             rec = job.pods.get(pod)
-            if rec is None or rec[1] != P_PENDING or rec[5] != epoch or job.phase not in ACTIVE:
+            if (
+                rec is None
+                or rec[R_STATUS] != P_PENDING
+                or rec[R_EPOCH] != epoch
+                or job.phase not in ACTIVE
+            ):
                 continue
-            task = job.tasks[rec[0]]
+            task = job.tasks[rec[R_TASK]]
             action = self._policy(job, task, "PodPending", timed=True)
             if action is not None:
                 self._execute(job, action[0], task, pod, "PodPending")
@@ -625,7 +650,7 @@ class JobBook:
             for i in range(task.replicas):
                 key = job.pod_name(task, i)
                 # [task, status, attempt, submits, deletes, epoch, timer epoch, node,
-                # implied]: see JobState.pods
+                # implied]: R_TASK ... R_IMPLIED
                 rec = [task.index, P_PENDING, 0, 1, 0, 1, -1, None, True]
                 pods[key] = rec
                 pod_job[key] = job
@@ -668,11 +693,11 @@ class JobBook:
         limits = {t.index: t.replicas for t in job.tasks}
         prefix = len(job.key) + 1
         for pod, rec in job.pods.items():
-            if rec[1] == P_GONE:
+            if rec[R_STATUS] == P_GONE:
                 continue
-            task = job.tasks[rec[0]]
+            task = job.tasks[rec[R_TASK]]
             index = pod[prefix + len(task.name) + 1 :]
-            if index.isdigit() and int(index) >= limits[rec[0]]:
+            if index.isdigit() and int(index) >= limits[rec[R_TASK]]:
                 job.killing[pod] = None
         self.changed[job.key] = None
         self._job_event(job, "JobUpdated")
@@ -698,11 +723,11 @@ class JobBook:
             if got is None:
                 continue
             rec, job, task = got
-            if rec[1] != P_RUNNING or rec[7] != node:
+            if rec[R_STATUS] != P_RUNNING or rec[R_NODE] != node:
                 continue
             self._move(job, rec, P_PENDING)
-            rec[5] += 1
-            rec[7] = None
+            rec[R_EPOCH] += 1
+            rec[R_NODE] = None
             self._event(job, task, pod, "PodEvicted")
 
     def _pod(self, pod: Any) -> tuple[JobState, list[Any]] | None:
@@ -712,10 +737,10 @@ class JobBook:
         return job, job.pods[pod]
 
     def _move(self, job: JobState, rec: list[Any], status: int) -> None:
-        old = rec[1]
+        old = rec[R_STATUS]
         if old == status:
             return
-        tn = job.tasks[rec[0]].n
+        tn = job.tasks[rec[R_TASK]].n
         jn = job.n
         if old < P_GONE:
             tn[old] -= 1
@@ -723,7 +748,7 @@ class JobBook:
         if status < P_GONE:
             tn[status] += 1
             jn[status] += 1
-        rec[1] = status
+        rec[R_STATUS] = status
 
     def _submitted(self, data: dict[str, Any]) -> None:
         meta = data.get("metadata") or {}
@@ -747,28 +772,34 @@ class JobBook:
             job.pods[key] = rec
             self.pod_job[key] = job
             self._recs[key] = (rec, job, task)
-        elif rec[1] == P_RUNNING:
+        elif rec[R_STATUS] == P_RUNNING:
             return  # the cluster fold ignores a running pod's resubmit too
-        elif rec[8] and rec[3] == 1 and rec[5] == 1 and rec[1] == P_PENDING and attempt == 0:
+        elif (
+            rec[R_IMPLIED]
+            and rec[R_SUBMITS] == 1
+            and rec[R_EPOCH] == 1
+            and rec[R_STATUS] == P_PENDING
+            and attempt == 0
+        ):
             # A pod the Job implied, submitted before anything else happened to it: in
             # a log written when the job controller recorded the first pods, its
             # record of this one (the cluster fold sets the same pod again).
-            rec[8] = False
+            rec[R_IMPLIED] = False
             return
-        rec[2] = attempt
-        rec[3] += 1
-        rec[5] += 1
+        rec[R_ATTEMPT] = attempt
+        rec[R_SUBMITS] += 1
+        rec[R_EPOCH] += 1
         self._move(job, rec, P_PENDING)
         self._sync(job)
 
     def _bound(self, pod: Any, node: Any = None) -> None:
         got = self._pod(pod)
-        if got is None or got[1][1] != P_PENDING:
+        if got is None or got[1][R_STATUS] != P_PENDING:
             return
         job, rec = got
         self._move(job, rec, P_RUNNING)
         if isinstance(node, str):
-            rec[7] = node
+            rec[R_NODE] = node
             nodes = self._node_pods.get(node)
             if nodes is None:
                 self._node_pods[node] = [pod]
@@ -789,7 +820,7 @@ class JobBook:
         if got is None:
             return
         rec, job, task = got
-        old = rec[1]
+        old = rec[R_STATUS]
         if old >= P_SUCCEEDED:
             return
         # _move inlined: this is the fold's hottest path.
@@ -798,7 +829,7 @@ class JobBook:
         jn[old] -= 1
         tn[status] += 1
         jn[status] += 1
-        rec[1] = status
+        rec[R_STATUS] = status
         phase = job.phase
         if status == P_SUCCEEDED and phase is RUNNING and not job.deps:
             # The bulk of a log: a pod of a running job succeeded. Nothing to decide
@@ -837,20 +868,20 @@ class JobBook:
 
     def _evicted(self, pod: Any) -> None:
         got = self._pod(pod)
-        if got is None or got[1][1] != P_RUNNING:
+        if got is None or got[1][R_STATUS] != P_RUNNING:
             return
         job, rec = got
         self._move(job, rec, P_PENDING)
-        rec[5] += 1
-        self._event(job, job.tasks[rec[0]], str(pod), "PodEvicted")
+        rec[R_EPOCH] += 1
+        self._event(job, job.tasks[rec[R_TASK]], str(pod), "PodEvicted")
 
     def _deleted(self, pod: str) -> None:
         got = self._pod(pod)
         if got is None:
             return
         job, rec = got
-        was = rec[1]
-        rec[4] += 1
+        was = rec[R_STATUS]
+        rec[R_DELETES] += 1
         self._move(job, rec, P_GONE)
         self.changed[job.key] = None  # a pod of an active job gone: submitted again
         if pod in job.killing:  # withdrawn by the controller
@@ -858,13 +889,13 @@ class JobBook:
             self._sync(job)
         elif was <= P_RUNNING:
             # Deleted from outside while alive: Volcano's deletePod raises PodEvicted.
-            self._event(job, job.tasks[rec[0]], pod, "PodEvicted")
+            self._event(job, job.tasks[rec[R_TASK]], pod, "PodEvicted")
         else:
             self._sync(job)
 
     def _unschedulable(self, pod: Any) -> None:
         got = self._pod(pod)
-        if got is None or got[1][1] != P_PENDING:
+        if got is None or got[1][R_STATUS] != P_PENDING:
             return
         job, rec = got
         if job.n[P_RUNNING] == 0:
@@ -877,13 +908,13 @@ class JobBook:
             self._job_event(job, "Unknown")
             if job.phase not in ACTIVE:
                 return  # the policy's action restarted or ended the job
-        if rec[6] == rec[5]:  # its timer for this turn at Pending runs already
+        if rec[R_TIMER] == rec[R_EPOCH]:  # its timer for this turn at Pending runs already
             return
-        policy = self._policy(job, job.tasks[rec[0]], "PodPending", timed=True)
+        policy = self._policy(job, job.tasks[rec[R_TASK]], "PodPending", timed=True)
         if policy is None or policy[1] is None:
             return
-        rec[6] = rec[5]
-        self._timer(self.clock + policy[1], "pending", job.key, pod, rec[5])
+        rec[R_TIMER] = rec[R_EPOCH]
+        self._timer(self.clock + policy[1], "pending", job.key, pod, rec[R_EPOCH])
 
     def _event(self, job: JobState, task: TaskState, pod: str, event: str) -> None:
         action = self._policy(job, task, event) if job.phase in ACTIVE else None
@@ -943,7 +974,7 @@ class JobBook:
         job.version += 1
         limit = P_SUCCEEDED if retain_finished else P_GONE
         for pod, rec in job.pods.items():
-            if rec[1] < limit and (task is None or rec[0] == task.index):
+            if rec[R_STATUS] < limit and (task is None or rec[R_TASK] == task.index):
                 job.killing[pod] = None
         self.changed[job.key] = None
 
@@ -960,7 +991,7 @@ class JobBook:
                 self._kill(job, retain_finished=job.retry >= job.max_retry - 1)
                 job.retry += 1
                 for t in job.tasks:
-                    t.released = not t.depends
+                    t.released = not t.depends  # (as at submission: task_dependencies)
                     t.blocked = False
                 job.blocked = False
                 self._transition(job, RESTARTING, reason, action)
@@ -971,7 +1002,7 @@ class JobBook:
                     job.version += 1
                 else:
                     job.version += 1
-                    if pod in job.pods and job.pods[pod][1] < P_GONE:
+                    if pod in job.pods and job.pods[pod][R_STATUS] < P_GONE:
                         job.killing[pod] = None
                         self.changed[job.key] = None
                 job.retry += 1
@@ -1086,19 +1117,19 @@ class JobBook:
                 continue
             for i in range(t.replicas):
                 rec = job.pods.get(job.pod_name(t, i))
-                if rec is None or rec[1] == P_GONE:
+                if rec is None or rec[R_STATUS] == P_GONE:
                     out.append((t, i))
         return out
 
     def withdraw(self, job: JobState) -> list[tuple[str, int]]:
         """The pods to delete now, with how many deletes of each the log has (the
         controller's idempotency key)."""
-        return [(pod, job.pods[pod][4]) for pod in job.killing]
+        return [(pod, job.pods[pod][R_DELETES]) for pod in job.killing]
 
     def submits_of(self, job: JobState, pod: str) -> int:
         """How many submits of ``pod`` the log has (the controller's idempotency key)."""
         rec = job.pods.get(pod)
-        return 0 if rec is None else rec[3]
+        return 0 if rec is None else rec[R_SUBMITS]
 
     def summaries(self) -> list[dict[str, Any]]:
         """Every job's :meth:`JobState.summary`, by key."""

@@ -62,7 +62,7 @@ from esched.schemas.objects import (
 )
 from esched.schemas.quantity import to_base_units
 from esched.schemas.validator import SCHEMA_BASE_URI, InvalidEvent, validate_data, validate_event
-from esched.schemas.volcano_jobs import JobRejected, default_job, validate_job
+from esched.schemas.volcano_jobs import JobRejected, default_job, task_dependencies, validate_job
 from esched.schemas.workloads import (
     WORKLOAD_KINDS,
     cron_run_name,
@@ -507,8 +507,9 @@ def volcano_first_pods(
 ) -> list[tuple[Mapping[str, Any], int, dict[str, Any], dict[str, Any] | None]]:
     """The pods a (defaulted) Volcano Job's first submission implies, as ``(task,
     index, pod, bare)`` (:func:`volcano_task_pod_shared`'s pod and ``bare``): attempt 0
-    of every replica of each task released at submission (no ``dependsOn`` names), in
-    task order, the pods Volcano's controller creates first. Every fold of the log
+    of every replica of each task released at submission (it names no dependency:
+    :func:`~esched.schemas.volcano_jobs.task_dependencies`, the job fold's rule too),
+    in task order, the pods Volcano's controller creates first. Every fold of the log
     derives them from the Job's ``esched.job.submitted`` when ingest marked it
     (:func:`esched.schemas.events.implies_pods`; the cluster state's dict and bytes
     paths, the job fold :class:`~esched.core.jobs.JobBook`), unless a PodGroup
@@ -518,8 +519,7 @@ def volcano_first_pods(
     Job's template objects: read them only."""
     out: list[tuple[Mapping[str, Any], int, dict[str, Any], dict[str, Any] | None]] = []
     for task in (job.get("spec") or {}).get("tasks") or ():
-        depends = task.get("dependsOn")
-        if depends and depends.get("name"):
+        if task_dependencies(task):
             continue  # released when its dependencies complete (JobBook's TaskState)
         for i in range(int(task.get("replicas") or 0)):
             pod, bare = volcano_task_pod_shared(job, task, i, 0)

@@ -41,6 +41,7 @@ __all__ = [
     "JobProblem",
     "JobRejected",
     "default_job",
+    "task_dependencies",
     "validate_job",
     "validate_job_update",
 ]
@@ -308,6 +309,20 @@ def _volume_problems(volumes: Any) -> list[JobProblem]:
             ]
         mounts.add(mount)
     return []
+
+
+def task_dependencies(task: Mapping[str, Any]) -> tuple[str, ...]:
+    """The tasks a Job's task waits for: the names its ``dependsOn`` lists, in order.
+
+    The one rule of which tasks start with the Job: a task naming none is released at
+    the Job's submission (and again at each restart), so attempt 0 of each of its
+    replicas is among the pods a marked Job's first submission implies
+    (:func:`esched.schemas.manifests.volcano_first_pods`) and its pods may exist from
+    the start in the job fold (``TaskState.released`` of :mod:`esched.core.jobs`);
+    any other is released once the tasks it names completed (Volcano's
+    ``waitDependsOnTaskMeetCondition``)."""
+    depends_on = task.get("dependsOn")
+    return tuple(depends_on.get("name") or ()) if depends_on else ()
 
 
 def _is_dag(tasks: list[dict[str, Any]]) -> bool:

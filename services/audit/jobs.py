@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from esched.core.admission import event_key
-from esched.core.jobs import ATTEMPT_ANNOTATION, job_key_of_pod
+from esched.core.jobs import ATTEMPT_ANNOTATION, R_TASK, job_key_of_pod
 from esched.schemas.events import JOB_UPDATED, PLACEMENT_COMMITTED, POD_SUBMITTED, implies_pods
 from esched.services.audit.base import _AuditBase
 
@@ -29,7 +29,7 @@ class _JobChecks(_AuditBase):
                 if not isinstance(pod, str) or pod not in book.pod_job:
                     continue
                 job = book.pod_job[pod]
-                task = job.tasks[job.pods[pod][0]]
+                task = job.tasks[job.pods[pod][R_TASK]]
                 waiting = [
                     d
                     for d in task.depends

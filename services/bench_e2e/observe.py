@@ -15,13 +15,18 @@ import orjson
 
 from esched.core.reasons import canonical_code
 from esched.schemas.events import (
+    JOB,
+    JOB_SUBMITTED,
     PLACEMENT_COMMITTED,
     PLACEMENT_REJECTED,
     POD,
+    implies_pods,
+    metadata_key,
     namespaced_key,
     parse_stream,
     stream_name,
 )
+from esched.schemas.manifests import volcano_first_pods
 from esched.services.bus.base import Bus, BusConsumer, Message
 
 #: Pause of the benchmark's own consumers between reads. They only read broker
@@ -141,7 +146,10 @@ def proposal_pods(env: Any) -> Iterable[str]:
 
 async def stored_at(url: str, namespace: str) -> tuple[dict[str, float], dict[str, float]]:
     """Per pod of ``namespace``: when the store recorded its submission and its
-    committed decision (PostgreSQL's clock, the same machine's)."""
+    committed decision (PostgreSQL's clock, the same machine's). A pod a Volcano
+    Job's submission implies (ingest marked the Job, :func:`implies_pods`) has no row
+    of its own: it is submitted when its Job's row was recorded (the pods of
+    :func:`volcano_first_pods`, the one builder)."""
     conn = await asyncpg.connect(url, timeout=10)
     try:
         submitted = {
@@ -152,6 +160,19 @@ async def stored_at(url: str, namespace: str) -> tuple[dict[str, float], dict[st
                 stream_name(POD, namespaced_key(namespace, "%")),
             )
         }
+        for r in await conn.fetch(
+            "SELECT recorded_at, payload FROM events WHERE type = $1 AND stream LIKE $2 "
+            "ORDER BY position",
+            JOB_SUBMITTED,
+            stream_name(JOB, namespaced_key(namespace, "%")),
+        ):
+            event = orjson.loads(r["payload"])
+            if not implies_pods(event) or not isinstance(event.get("data"), dict):
+                continue  # its pods are recorded (read above)
+            at = r["recorded_at"].timestamp()
+            for _task, _i, pod, _bare in volcano_first_pods(event["data"]):
+                # (a Job published again implies nothing: its first row's time stays)
+                submitted.setdefault(metadata_key(pod["metadata"]), at)
         decided: dict[str, float] = {}
         first = min(submitted.values(), default=0.0)
         for r in await conn.fetch(
@@ -165,6 +186,17 @@ async def stored_at(url: str, namespace: str) -> tuple[dict[str, float], dict[st
         return submitted, decided
     finally:
         await conn.close()
+
+
+def store_pods_per_s(stored: dict[str, float], decided: dict[str, float]) -> float | None:
+    """Pods decided per second on the store's clock (:func:`stored_at`'s marks): the
+    first pod recorded (a Job's row, for the pods it implies) to the last placement
+    committed, with no publish or decisions-topic hop at either end; None without
+    both marks."""
+    if not stored or not decided:
+        return None
+    span = max(decided.values()) - min(stored.values())
+    return round(len(decided) / span, 1) if span > 0 else 0.0
 
 
 def stages(sent: dict[str, float], *marks: tuple[str, dict[str, float]]) -> dict[str, Any]:

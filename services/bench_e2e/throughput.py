@@ -24,6 +24,7 @@ from esched.services.bench_e2e.observe import (
     pct,
     proposal_pods,
     stages,
+    store_pods_per_s,
     stored_at,
     wait_committed,
     work_pods,
@@ -196,11 +197,9 @@ async def one_run(
         # When the pods passed each stage (s after the first send): a stage that ends
         # much later than the one before it is the bottleneck.
         stored, decided = await stored_at(url, "tput")
-        if stored and decided:
-            # The store's clock: first pod recorded to last placement committed (no
-            # publish or decisions-topic hop at either end).
-            span = max(decided.values()) - min(stored.values())
-            out["store_pods_per_s"] = round(len(decided) / span, 1) if span > 0 else 0.0
+        rate_stored = store_pods_per_s(stored, decided)
+        if rate_stored is not None:
+            out["store_pods_per_s"] = rate_stored
         out["timeline_s"] = {
             name: {"half": round(float(np.percentile(v, 50)) - t0, 2), "all": round(max(v) - t0, 2)}
             for name, v in (

@@ -10,17 +10,38 @@ of a log written before (no marker) folds as it always did."""
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any
 
 import orjson
+import pytest
 
 from esched.core import ClusterState
-from esched.core._fold_bytes import job_fold_parts
-from esched.core.jobs import fold_jobs
+from esched.core._fold_bytes import _py_job_first_pods, _py_job_group_spec, job_fold_parts
+from esched.core.jobs import (
+    P_PENDING,
+    P_RUNNING,
+    R_ATTEMPT,
+    R_DELETES,
+    R_EPOCH,
+    R_IMPLIED,
+    R_NODE,
+    R_STATUS,
+    R_SUBMITS,
+    R_TASK,
+    R_TIMER,
+    fold_jobs,
+)
 from esched.schemas import events as ev
-from esched.schemas.manifests import events_from_documents, volcano_job_objects
-from esched.schemas.volcano_jobs import default_job
+from esched.schemas.manifests import (
+    events_from_documents,
+    volcano_first_pods,
+    volcano_job_objects,
+    volcano_pod_metadata,
+    volcano_podgroup,
+)
+from esched.schemas.volcano_jobs import default_job, task_dependencies
 from support.fold import EV, envelope, node
 from support.job_templates import example_jobs, generated_jobs
 
@@ -131,8 +152,8 @@ def test_the_job_fold_of_an_old_log_is_the_job_fold_of_the_new_one() -> None:
     assert a.summaries() == b.summaries()
     for key, job in a.jobs.items():
         # (status, attempt, submits, deletes, epoch): the controller's next ids alike
-        assert {p: r[1:6] for p, r in job.pods.items()} == {
-            p: r[1:6] for p, r in b.jobs[key].pods.items()
+        assert {p: r[R_STATUS : R_EPOCH + 1] for p, r in job.pods.items()} == {
+            p: r[R_STATUS : R_EPOCH + 1] for p, r in b.jobs[key].pods.items()
         }
         assert job.history == b.jobs[key].history
     assert sum(len(j.pods) for j in b.jobs.values()) > 500
@@ -241,3 +262,148 @@ def test_a_restored_state_has_the_implied_pods() -> None:
         assert restored.pending_pods() == ["ns/j-w-0"]
         assert restored.gang_members("ns/j") == ["ns/j-w-0"]
         assert restored.to_bytes() == st.to_bytes()
+
+
+@pytest.mark.parametrize(
+    "depends_on",
+    [
+        None,
+        {},
+        {"name": []},
+        {"name": None},
+        {"iteration": "any"},
+        {"name": ["a"]},
+        {"name": ["a"], "iteration": "any"},
+    ],
+    ids=["absent", "empty", "no-names", "null-names", "iteration-only", "one", "any"],
+)
+def test_the_implied_pods_are_the_released_tasks_pods_in_every_fold(depends_on) -> None:
+    """One rule (``task_dependencies``) says which tasks start with the Job: the pods
+    a marked Job's submission implies (``volcano_first_pods``, both cluster fold
+    paths) are exactly attempt 0 of the tasks the job fold has released, whatever
+    shape ``dependsOn`` takes, and the job controller has none of them to submit."""
+    task_b: dict[str, Any] = {"name": "b", "replicas": 2, "template": {"spec": _spec("1")}}
+    if depends_on is not None:
+        task_b["dependsOn"] = depends_on
+    job = default_job(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {
+                "tasks": [
+                    {"name": "a", "replicas": 1, "template": {"spec": _spec("1")}},
+                    task_b,
+                ]
+            },
+        }
+    )
+    waits = bool(task_dependencies(task_b))
+    first = [f"ns/{p['metadata']['name']}" for _t, _i, p, _b in volcano_first_pods(job)]
+    assert first == (["ns/j-a-0"] if waits else ["ns/j-a-0", "ns/j-b-0", "ns/j-b-1"])
+    env = envelope(ev.JOB_SUBMITTED, job)
+    rows = [(1, _marked(env))]
+    assert _by_bytes(rows).pending_pods() == _by_dict(rows).pending_pods() == first
+    book = fold_jobs([orjson.loads(_marked(env))])
+    state = book.jobs["ns/j"]
+    released = [t.name for t in state.tasks if t.released]
+    assert released == (["a"] if waits else ["a", "b"])
+    assert sorted(state.pods) == first
+    assert all(state.pods[p][R_TASK] == state.task_index[p.split("-")[1]].index for p in first)
+    assert book.missing(state) == []
+
+
+def _expanded(
+    job: dict[str, Any], read: tuple[str, list[tuple[str, int, bytes]]]
+) -> list[tuple[str, dict[str, Any], bytes]]:
+    """The pods the bytes path's reading ``read`` of ``job`` makes: (key, metadata,
+    spec bytes), as the fold builds them (``_first_pods``)."""
+    name = job["metadata"]["name"]
+    ns = job["metadata"].get("namespace") or ev.DEFAULT_NAMESPACE
+    queue, tasks = read
+    return [
+        (f"{ns}/{name}-{task}-{i}", volcano_pod_metadata(name, ns, queue, task, i, 0), spec)
+        for task, replicas, spec in tasks
+        for i in range(replicas)
+    ]
+
+
+def test_the_bytes_paths_first_pods_are_volcano_first_pods() -> None:
+    """Of a Job of the common shape the bytes path reads its first pods off the Job's
+    bytes, in the same walk as its PodGroup (``_job_spec_parts``): the pods
+    ``volcano_first_pods`` builds, the one definition (metadata and spec bytes), over
+    Volcano's example Jobs and generated ones; any other shape it leaves to it."""
+    st = ClusterState()
+    read = 0
+    for job in _accepted_jobs():
+        got = _py_job_first_pods(st, orjson.dumps(envelope(ev.JOB_SUBMITTED, job)))
+        if got is None:
+            continue
+        read += 1
+        want = [
+            (ev.metadata_key(p["metadata"]), p["metadata"], orjson.dumps(p["spec"]))
+            for _t, _i, p, _b in volcano_first_pods(job)
+        ]
+        assert _expanded(job, got) == want, job["metadata"]["name"]
+    assert read >= 100  # the common shapes are read, not left to the builder
+
+
+def test_the_one_walk_leaves_each_part_to_its_builder_alone() -> None:
+    """The walk reads the PodGroup and the first pods together; a shape one part
+    leaves to its builder leaves the other read off the bytes, and the marked Job's
+    fold is the dict path's either way."""
+    base = default_job(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {
+                "tasks": [
+                    {"name": "a", "replicas": 2, "template": {"spec": _spec("1")}},
+                    {"name": "b", "replicas": 1, "template": {"spec": _spec("2")}},
+                ]
+            },
+        }
+    )
+    depends = copy.deepcopy(base)
+    depends["spec"]["tasks"][1]["dependsOn"] = {"name": ["a"]}
+    labelled = copy.deepcopy(base)
+    labelled["spec"]["tasks"][1]["template"]["metadata"] = {"labels": {"x": "y"}}
+    payload = orjson.dumps(envelope(ev.JOB_SUBMITTED, base))
+    # (the Job's minAvailable, its spec's last member, given twice)
+    twice = payload.replace(b',"minAvailable":3}}', b',"minAvailable":1,"minAvailable":3}}', 1)
+    assert twice != payload
+    cases = {  # payload -> (PodGroup read off the bytes, pods read off the bytes)
+        payload: (True, True),
+        twice: (False, True),  # minAvailable given twice: only the PodGroup reads it
+        orjson.dumps(envelope(ev.JOB_SUBMITTED, depends)): (True, False),
+        orjson.dumps(envelope(ev.JOB_SUBMITTED, labelled)): (True, False),
+    }
+    for raw, (group, pods) in cases.items():
+        job = orjson.loads(raw)["data"]
+        got_group = _py_job_group_spec(ClusterState(), raw)
+        got_pods = _py_job_first_pods(ClusterState(), raw)
+        assert (got_group is not None, got_pods is not None) == (group, pods), raw
+        if group:
+            assert got_group == volcano_podgroup(job)["spec"]
+        if pods:
+            assert [k for k, _m, _s in _expanded(job, got_pods)] == [
+                "ns/j-a-0",
+                "ns/j-a-1",
+                "ns/j-b-0",
+            ]
+        marked = _marked(orjson.loads(raw))
+        assert _state_of(_by_bytes([(1, marked)])) == _state_of(_by_dict([(1, marked)]))
+
+
+def test_a_pods_record_in_the_job_fold_is_read_by_its_fields_names() -> None:
+    """``JobState.pods``: each field of a pod's record at its named index, the
+    implied pod's as its Job's submission left it, then bound."""
+    env = orjson.loads(_marked(envelope(ev.JOB_SUBMITTED, _one_pod_job())))
+    book = fold_jobs([env])
+    rec = book.jobs["ns/j"].pods["ns/j-w-0"]
+    fields = (R_TASK, R_STATUS, R_ATTEMPT, R_SUBMITS, R_DELETES, R_EPOCH, R_TIMER, R_NODE)
+    assert [rec[f] for f in fields] == [0, P_PENDING, 0, 1, 0, 1, -1, None]
+    assert rec[R_IMPLIED] is True and len(rec) == R_IMPLIED + 1
+    book.apply(ev.PLACEMENT_COMMITTED, {"bindings": [{"pod": "ns/j-w-0", "node": "n1"}]})
+    assert (rec[R_STATUS], rec[R_NODE]) == (P_RUNNING, "n1")

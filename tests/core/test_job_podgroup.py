@@ -254,7 +254,7 @@ def generated_gang_jobs(n: int, seed: int = 7) -> list[dict[str, Any]]:
 
 def test_the_bytes_paths_podgroup_spec_is_volcano_podgroups() -> None:
     """Of a Job of the common shape the bytes path derives the PodGroup's spec from
-    the Job's bytes itself (no ``volcano_podgroup`` call, see ``_job_group_spec`` in
+    the Job's bytes itself (no ``volcano_podgroup`` call, see ``_job_spec_parts`` in
     core/_fold_bytes.pyx): equal to ``volcano_podgroup``'s, the one definition, over
     Volcano's example Jobs and generated ones; any other shape it leaves to the
     builder. Each Job's fold on the bytes path gives the dict path's state."""

@@ -15,11 +15,12 @@ from esched.core import ClusterState
 from esched.core.admission import Admission, event_key
 from esched.core.quota import QuotaConfigError, parse_quota
 from esched.schemas import events as ev_types
+from esched.schemas.volcano_jobs import default_job
 from esched.services.bus.memory import MemoryBus
 from esched.services.dispatch import DispatchConfig, Dispatcher
 from esched.services.store import EventStore
 from support.aio import eventually
-from support.events import GIB, NAMESPACE, append_events, ev, node, placement
+from support.events import GIB, NAMESPACE, append_events, ev, node, one_pod_job, placement
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -207,6 +208,42 @@ def test_a_gang_is_admitted_whole_or_rejected_whole():
     (late,) = f(qpod("g3", gang="g"))
     assert late.pod == "t/g3" and "gang t/g was rejected" in late.message
     assert f(qpod("solo")) == []  # the quota is free for others
+
+
+def _job_with_two_pods(name: str) -> dict:
+    """A Volcano Job ``t/<name>`` (task ``w``, two pods of 1 CPU) in the form ingest
+    stores it: defaulted and marked, so its submission implies its PodGroup (the gang
+    ``t/<name>``, minMember 2) and its pods ``t/<name>-w-0`` and ``-1``."""
+    job = one_pod_job(name)
+    job["spec"]["tasks"][0]["replicas"] = 2
+    e = ev(f"job-{name}", ev_types.JOB_SUBMITTED, default_job(job))
+    return ev_types.stored_form(e, orjson.dumps(e))[0]
+
+
+@pytest.mark.parametrize("group", ["podgroup", "job"])
+def test_a_rejected_gang_is_admitted_afresh_once_its_podgroup_or_job_is_submitted(group):
+    """Pods naming a gang before its PodGroup: one over quota takes the gang down whole.
+    Its PodGroup submitted then starts a fresh admission of its members, and a Volcano
+    Job of that name does the same: its submission implies the PodGroup (and the pods)."""
+    f = Fold(Admission(parse_quota({"namespaces": {"t": {"cpu": "2"}}})))
+    f(node("n1", "8"))
+    early = f(*(qpod(f"early{i}", gang="j") for i in range(3)))
+    assert {r.pod for r in early} == {"t/early0", "t/early1", "t/early2"}
+    assert f.admission.gang_rejected("t/j")
+    if group == "podgroup":
+        pg = ev(
+            "pg-j",
+            ev_types.PODGROUP_SUBMITTED,
+            {"metadata": {"name": "j", "namespace": NAMESPACE}, "spec": {"minMember": 2}},
+        )
+        out = f(pg, qpod("j-w-0", gang="j"), qpod("j-w-1", gang="j"))
+    else:
+        out = f(_job_with_two_pods("j"))
+    assert out == []
+    assert not f.admission.gang_rejected("t/j")
+    assert f.state.gang_members("t/j", "Pending") == ["t/j-w-0", "t/j-w-1"]
+    assert f.admission.used("namespace/t")["cpu"] == 2000
+    assert f.release("gang:t/j") == ["t/j"]
 
 
 def test_band_quota_limits_only_its_band():
@@ -528,6 +565,28 @@ async def test_dispatcher_rejects_over_quota_and_publishes_in_queue_order(store:
         # The rejection is in the log; the dispatcher's own fold reads it back.
         await eventually(lambda: d.state.pod("t/over")["phase"] == "Failed", 5)
         assert d.totals.rejected == {"QuotaExceeded": 1}
+
+
+async def test_dispatcher_hands_out_a_job_whose_gang_was_rejected_before_it_came(
+    store: EventStore,
+):
+    """Pods naming a gang before its Volcano Job, over quota: the gang is rejected
+    whole; the Job then implies its PodGroup and pods, judged afresh and published
+    as the gang's work item."""
+    bus = MemoryBus()
+    quota = parse_quota({"namespaces": {"t": {"cpu": "2"}}})
+    d = Dispatcher(store, bus, config=DispatchConfig(tick=0.02), admission=Admission(quota))
+    async with _leading(d):
+        await append_events(
+            store, node("n1", "8"), *(qpod(f"early{i}", gang="j") for i in range(3))
+        )
+        await eventually(lambda: d.totals.rejected.get("QuotaExceeded") == 3, 5)
+        await append_events(store, _job_with_two_pods("j"))
+        await eventually(lambda: bool(bus.log(bus.topics.work)) and d.idle(), 5)
+        work = [orjson.loads(m.value) for m in bus.log(bus.topics.work)]
+        assert [w.get("gang") for w in work] == ["t/j"]
+        assert d.totals.rejected == {"QuotaExceeded": 3}
+        assert d.state.gang_members("t/j", "Pending") == ["t/j-w-0", "t/j-w-1"]
 
 
 async def test_commit_rejects_placing_a_pod_of_a_closed_queue(store: EventStore):

@@ -129,6 +129,8 @@ def test_bench_e2e_with_volcano_jobs_runs_the_job_controller(
     _check_two_replica_run(run)
     assert run["job_size"] == 10
     assert run["commits"] >= 30 and "jobs" in run["cpu_us_per_pod"]
+    # The implied pods' submissions are their Jobs' rows on the store's clock.
+    assert run["store_pods_per_s"] > 0 and "stored" in run["timeline_s"]
 
 
 def test_job_payloads_are_the_jobs_alone_keyed_by_the_job():
