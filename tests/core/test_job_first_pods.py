@@ -303,7 +303,7 @@ def test_the_implied_pods_are_the_released_tasks_pods_in_every_fold(depends_on) 
     assert first == (["ns/j-a-0"] if waits else ["ns/j-a-0", "ns/j-b-0", "ns/j-b-1"])
     env = envelope(ev.JOB_SUBMITTED, job)
     rows = [(1, _marked(env))]
-    assert _by_bytes(rows).pending_pods() == _by_dict(rows).pending_pods() == first
+    assert by_bytes(rows).pending_pods() == by_dict(rows).pending_pods() == first
     book = fold_jobs([orjson.loads(_marked(env))])
     state = book.jobs["ns/j"]
     released = [t.name for t in state.tasks if t.released]
@@ -393,7 +393,7 @@ def test_the_one_walk_leaves_each_part_to_its_builder_alone() -> None:
                 "ns/j-b-0",
             ]
         marked = _marked(orjson.loads(raw))
-        assert _state_of(_by_bytes([(1, marked)])) == _state_of(_by_dict([(1, marked)]))
+        assert state_of(by_bytes([(1, marked)])) == state_of(by_dict([(1, marked)]))
 
 
 def test_a_pods_record_in_the_job_fold_is_read_by_its_fields_names() -> None:
