@@ -8,7 +8,7 @@ cdef dict event_counts(ClusterState self)
 cdef int restore_event_counts(ClusterState self, dict counts) except -1
 cdef int _pod_submitted(ClusterState self, dict pod, list class_memo=*) except -1
 cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
-                            list class_memo, tuple plain=*) except -2
+                            list class_memo, tuple plain=*, tuple keys=*) except -2
 cdef int _pod_finish(ClusterState self, str key, int phase) except -1
 cdef int _podgroup(ClusterState self, dict pg) except -1
 cdef tuple podgroup_entry(ClusterState self, dict spec, dict min_resources=*)

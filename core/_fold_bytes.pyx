@@ -738,8 +738,8 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n, S
                 _JOB_GROUP_SPECS.clear()
             _JOB_GROUP_SPECS[raw] = entry
         set_podgroup(self, key, <tuple>entry)
-        for pod_key, pod_meta, pod_spec in first:
-            _implied_pod(self, pod_key, pod_meta, pod_spec)
+        for pod_key, pod_meta, pod_spec, pod_keys in first:
+            _implied_pod(self, pod_key, pod_meta, pod_spec, pod_keys)
     except _MALFORMED:
         self._anomaly("malformed")
     return 1
@@ -765,14 +765,15 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, Span spec
     namespace = job_ns or _ev.DEFAULT_NAMESPACE
     out = []
     queue = (<tuple>found)[0]
+    cdef tuple keys
     if queue is not None:
+        # The queue and gang the pods' annotations name (the Job's queue, its key),
+        # handed to the handler instead of the annotations it would read them from.
+        keys = (queue, f"{namespace}/{job_name}")
         for task_name, replicas, spec_bytes in <list>(<tuple>found)[1]:
             for i in range(<Py_ssize_t>replicas):
-                name = f"{job_name}-{task_name}-{i}"
-                out.append((f"{namespace}/{name}",
-                            _first_pod_metadata(name, job_name, namespace, queue, task_name,
-                                                _ATTEMPT_0 if i == 0 else f"{i}"),
-                            spec_bytes))
+                out.append((f"{namespace}/{job_name}-{task_name}-{i}",
+                            {"labels": {_A_JOB: job_name, _A_QUEUE: queue}}, spec_bytes, keys))
         return out
     job = {"metadata": {"name": job_name, "namespace": namespace},
            "spec": (<tuple>found)[1]}
@@ -784,39 +785,15 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, Span spec
         if spec_bytes is None:
             # (a task's pods have equal specs: the template's, with what the Job adds)
             spec_bytes = task_specs[task_name] = orjson.dumps(pod["spec"])
-        out.append((f"{pod_meta['namespace']}/{pod_meta['name']}", pod_meta, spec_bytes))
+        out.append((f"{pod_meta['namespace']}/{pod_meta['name']}", pod_meta, spec_bytes, None))
     return out
 
 
-# volcano_pod_metadata's annotation keys, in its order (the builder's).
-cdef str _A_GROUP = _TASK_POD_ANNOTATIONS[0]
-cdef str _A_QUEUE = _TASK_POD_ANNOTATIONS[1]
+# The labels of the pods volcano_pod_metadata makes (the job's name, its queue), in
+# its order: what the handler reads of a Job's implied pod's metadata besides the
+# queue and gang its annotations name (_first_pods hands those over themselves).
 cdef str _A_JOB = _TASK_POD_ANNOTATIONS[2]
-cdef str _A_TASK = _TASK_POD_ANNOTATIONS[3]
-cdef str _A_INDEX = _TASK_POD_ANNOTATIONS[4]
-cdef str _A_VERSION = _TASK_POD_ANNOTATIONS[5]
-cdef str _ATTEMPT_0 = "0"
-
-
-cdef dict _first_pod_metadata(str name, object job_name, str namespace, object queue,
-                              object task_name, str index):
-    # volcano_pod_metadata(job_name, namespace, queue, task_name, index, 0) (``name``
-    # the pod's, ``index`` as text), the same dicts with their keys in the same order,
-    # made here: the Python call cost a one-pod Job's fold about 6,800 instructions, a
-    # tenth of it, in every follower. tests/core/test_job_first_pods.py compares them.
-    return {
-        "name": name,
-        "namespace": namespace,
-        "annotations": {
-            _A_GROUP: job_name,
-            _A_QUEUE: queue,
-            _A_JOB: job_name,
-            _A_TASK: task_name,
-            _A_INDEX: index,
-            _A_VERSION: _ATTEMPT_0,
-        },
-        "labels": {_A_JOB: job_name, _A_QUEUE: queue},
-    }
+cdef str _A_QUEUE = _TASK_POD_ANNOTATIONS[1]
 
 
 # The members of a Job spec, a task and a template that _plain_first_pods reads.
@@ -920,9 +897,11 @@ cdef object _plain_first_pods(const unsigned char* b, Py_ssize_t n, Span spec):
     return (queue, tasks)
 
 
-cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec) except -1:
+cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec, tuple keys) except -1:
     # A pod a Job implies, submitted as _payload_submitted submits one recorded with
-    # this metadata and spec bytes (the spec memo's entry for them, found or made).
+    # this metadata and spec bytes (the spec memo's entry for them, found or made);
+    # ``keys``: its (queue, gang key) when the metadata leaves out the annotations
+    # naming them.
     cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(spec)
     cdef Span s
     cdef uint64_t h = 0
@@ -936,7 +915,7 @@ cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec) except 
         pod["spec"] = entry[0]
     else:
         plain = <tuple>entry[2]
-    slot = _pod_submit(self, key, pod, meta, None, <list>entry[1], plain)
+    slot = _pod_submit(self, key, pod, meta, None, <list>entry[1], plain, keys)
     if slot >= 0:
         _note_pod(key, slot)
     return 0

@@ -251,8 +251,9 @@ _API = "batch.volcano.sh/v1alpha1"
 
 
 def test_a_jobs_implied_pods_carry_the_builders_labels_queue_and_gang() -> None:
-    """The bytes path makes the metadata of a Job's first pods itself (not calling
-    volcano_pod_metadata): each pod's label set, queue and gang are those of the
+    """The bytes path hands a Job's first pods to the handler with their labels and
+    the queue and gang their annotations name, not the builder's metadata
+    (volcano_pod_metadata): each pod's label set, queue and gang are those of the
     builder's metadata, for tasks of one to a dozen replicas (indexes of two digits),
     a queue named or defaulted, and a namespace given or not."""
     rows = [
