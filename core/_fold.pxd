@@ -13,7 +13,7 @@ cdef dict event_counts(ClusterState self)
 cdef int restore_event_counts(ClusterState self, dict counts) except -1
 cdef int _pod_submitted(ClusterState self, dict pod, list class_memo=*) except -1
 cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
-                            list class_memo, tuple plain=*) except -2
+                            list class_memo, tuple plain=*, tuple keys=*) except -2
 cdef Py_ssize_t _pod_enter(ClusterState self, str key, object idx, Py_ssize_t c, Py_ssize_t q,
                            Py_ssize_t g, long long prio, object labels, bint owned) except -1
 cdef int _pod_finish(ClusterState self, str key, int phase) except -1

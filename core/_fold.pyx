@@ -298,7 +298,7 @@ cdef int _pod_submitted(ClusterState self, dict pod, list class_memo=None) excep
     return 0
 
 cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dict spec,
-                            list class_memo, tuple plain=None) except -2:
+                            list class_memo, tuple plain=None, tuple keys=None) except -2:
     # The handler proper, on a pod's key. ``pod`` None: the bytes path's pod with
     # no labels or annotations (no metadata the handler reads besides the key), of
     # which it passes just ``spec`` (None if absent). class_memo: [queue, class, the
@@ -313,6 +313,10 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
     # the pod's queue has no node-group affinity (the caller passes a pod without
     # metadata, in the default queue, only while that queue has none) and its gang no
     # PriorityClass; otherwise the spec is decoded from its bytes and _class_for decides.
+    # ``keys``: (queue, gang key) of a pod whose metadata (``pod`` its metadata only)
+    # holds its labels but not the annotations naming them, as _volcano_keys would read
+    # them off those annotations (a Job's implied pod: its Job's queue and key), none
+    # of them making it not preemptable nor sizing its gang.
     # Returns the slot the submission gave the pod, or -1 when it gave none.
     idx = self.pod_index.get(key)
     cdef Py_ssize_t p, c, r, n
@@ -328,25 +332,27 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
     annotations = meta.get("annotations") if pod is not None else None
     keep_running = False
     sname = plain[2] if plain is not None else None
-    if pod is not None and (annotations or meta.get("labels")):
+    if keys is not None:
+        queue, gkey = keys
+    elif pod is not None and (annotations or meta.get("labels")):
         queue, gkey, keep_running = _volcano_keys(meta, annotations)
-        if gkey is not None:
-            # A gang's pods are in its PodGroup's queue (Volcano), when it names one.
-            gi = self.gang_index.get(gkey)
-            if gi is not None:
-                gmeta = self.gang_meta[<Py_ssize_t>gi]
-                if gmeta.get("queue_set"):
-                    queue = gmeta["queue"]
-                if gmeta.get("priorityClassName"):
-                    if plain is not None:
-                        pod["spec"] = orjson.loads(<bytes>plain[3])
-                        plain = None
-                    pod = _gang_priority_class(
-                        pod, gmeta["priorityClassName"], self.priority_classes)
-                    class_memo = None  # the spec is no longer the one it caches
     else:
         queue = _DEFAULT_QUEUE
         gkey = None
+    if gkey is not None:
+        # A gang's pods are in its PodGroup's queue (Volcano), when it names one.
+        gi = self.gang_index.get(gkey)
+        if gi is not None:
+            gmeta = self.gang_meta[<Py_ssize_t>gi]
+            if gmeta.get("queue_set"):
+                queue = gmeta["queue"]
+            if gmeta.get("priorityClassName"):
+                if plain is not None:
+                    pod["spec"] = orjson.loads(<bytes>plain[3])
+                    plain = None
+                pod = _gang_priority_class(
+                    pod, gmeta["priorityClassName"], self.priority_classes)
+                class_memo = None  # the spec is no longer the one it caches
     q = self._queue(queue)
     # spec.nodeName: a pod bound from the outside (running there) when the node is
     # known; else Pending, and it fits only that node (kube's NodeName filter).

@@ -44,7 +44,7 @@ from esched.core._fold cimport (
 )
 from esched.core._state cimport COL_PODS, MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
-from esched.schemas.manifests import volcano_first_pods, volcano_pod_metadata, volcano_podgroup
+from esched.schemas.manifests import TASK_POD_ANNOTATIONS, volcano_first_pods, volcano_podgroup
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
 # ClusterState.apply_payloads is the fold's entry point; committed_proposal reads a
@@ -769,8 +769,8 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n, S
                 _JOB_GROUP_SPECS.clear()
             _JOB_GROUP_SPECS[raw] = entry
         set_podgroup(self, key, <tuple>entry)
-        for pod_key, pod_meta, pod_spec in first:
-            _implied_pod(self, pod_key, pod_meta, pod_spec)
+        for pod_key, pod_meta, pod_spec, pod_keys in first:
+            _implied_pod(self, pod_key, pod_meta, pod_spec, pod_keys)
     except _MALFORMED:
         self._anomaly("malformed")
     return 1
@@ -788,12 +788,15 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, tuple fou
     namespace = job_ns or _ev.DEFAULT_NAMESPACE
     out = []
     queue = found[0]
+    cdef tuple keys
     if queue is not None:
+        # The queue and gang the pods' annotations name (the Job's queue, its key),
+        # handed to the handler instead of the annotations it would read them from.
+        keys = (queue, f"{namespace}/{job_name}")
         for task_name, replicas, spec_bytes in <list>found[1]:
             for i in range(<Py_ssize_t>replicas):
                 out.append((f"{namespace}/{job_name}-{task_name}-{i}",
-                            volcano_pod_metadata(job_name, namespace, queue, task_name, i, 0),
-                            spec_bytes))
+                            {"labels": {_A_JOB: job_name, _A_QUEUE: queue}}, spec_bytes, keys))
         return out
     job = {"metadata": {"name": job_name, "namespace": namespace}, "spec": found[1]}
     cdef dict task_specs = found[2]
@@ -804,13 +807,22 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, tuple fou
         if spec_bytes is None:
             # (a task's pods have equal specs: the template's, with what the Job adds)
             spec_bytes = task_specs[task_name] = orjson.dumps(pod["spec"])
-        out.append((f"{pod_meta['namespace']}/{pod_meta['name']}", pod_meta, spec_bytes))
+        out.append((f"{pod_meta['namespace']}/{pod_meta['name']}", pod_meta, spec_bytes, None))
     return out
 
 
-cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec) except -1:
+# The labels of the pods volcano_pod_metadata makes (the job's name, its queue), in
+# its order: what the handler reads of a Job's implied pod's metadata besides the
+# queue and gang its annotations name (_first_pods hands those over themselves).
+cdef str _A_JOB = TASK_POD_ANNOTATIONS[2]
+cdef str _A_QUEUE = TASK_POD_ANNOTATIONS[1]
+
+
+cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec, tuple keys) except -1:
     # A pod a Job implies, submitted as _payload_submitted submits one recorded with
-    # this metadata and spec bytes (the spec memo's entry for them, found or made).
+    # this metadata and spec bytes (the spec memo's entry for them, found or made);
+    # ``keys``: its (queue, gang key) when the metadata leaves out the annotations
+    # naming them.
     cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(spec)
     cdef Span s
     cdef uint64_t h = 0
@@ -824,7 +836,7 @@ cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec) except 
         pod["spec"] = entry[0]
     else:
         plain = <tuple>entry[2]
-    slot = _pod_submit(self, key, pod, meta, None, <list>entry[1], plain)
+    slot = _pod_submit(self, key, pod, meta, None, <list>entry[1], plain, keys)
     if slot >= 0:
         _note_pod(key, slot)
     return 0

@@ -288,6 +288,10 @@ IMPLIES = "eschedimplies"
 IMPLIES_PODS = "pods"
 
 
+#: ``{`` and the marker's member, ingest's: the start of a Job's stored bytes.
+_MARKER_MEMBER = b"{" + orjson.dumps(IMPLIES) + b":" + orjson.dumps(IMPLIES_PODS) + b","
+
+
 def implies_pods(event: Any) -> bool:
     """Whether a decoded stored envelope is a Job ingest marked as implying its first
     pods (:data:`IMPLIES`): the dict side's one reading of the marker (the cluster
@@ -300,10 +304,17 @@ def stored_form(event: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], 
     (``payload`` its bytes as received). A Volcano Job, whose every task's pod the
     validation checked, is marked as implying its first pods (:data:`IMPLIES`); the
     attribute on any other event, or a value other than ingest's on a Job, a
-    producer's, is removed or overwritten: only ingest's check vouches for it."""
+    producer's, is removed or overwritten: only ingest's check vouches for it. A Job
+    without the attribute, received as one JSON object, is stored as those bytes with
+    the marker put in as the envelope's first member: re-encoding the Job cost a
+    one-pod Job's ingest about a tenth, and every reader finds the member wherever it
+    stands."""
     want = IMPLIES_PODS if event.get("type") == JOB_SUBMITTED else None
     if event.get(IMPLIES) == want:
         return event, payload
+    if want is not None and IMPLIES not in event and payload[:1] == b"{":
+        # (no member decodes to the attribute's name, so the one put in is the only one)
+        return {**event, IMPLIES: want}, _MARKER_MEMBER + payload[1:]
     attrs = {k: v for k, v in event.items() if k != IMPLIES}
     if want is not None:
         attrs[IMPLIES] = want

@@ -18,8 +18,9 @@ What the JSON event format asks of a reader is done before validation: a null
 attribute is absent, and ``data_base64`` with a JSON ``datacontenttype`` is decoded
 into ``data``. Extension attributes are kept. An event read in binary mode, from a
 batch, or changed by those rules is stored as :func:`~esched.schemas.events.envelope_of_attributes`
-builds it; an unchanged structured event is stored as it came (its bytes). Either
-way the stored event has the same attributes and data whatever the mode.
+builds it; an unchanged structured event is stored as it came (its bytes; a Volcano
+Job with ingest's marker put in front, :func:`~esched.schemas.events.stored_form`).
+Either way the stored event has the same attributes and data whatever the mode.
 """
 
 from __future__ import annotations

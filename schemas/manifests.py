@@ -98,7 +98,7 @@ _TASK_INDEX = "volcano.sh/task-index"
 _JOB_VERSION = "volcano.sh/job-version"
 #: The annotations :func:`volcano_task_pod` sets on every pod, in its order: qualified
 #: names (tests/schemas/test_task_pod.py checks them against the pod schema).
-_TASK_POD_ANNOTATIONS = (
+TASK_POD_ANNOTATIONS = (
     GANG_ANNOTATIONS[0],
     QUEUE_ANNOTATION,
     _JOB_NAME,
@@ -491,7 +491,7 @@ def volcano_task_pod_shared(
         type(pod_meta["annotations"][_JOB_NAME]) is str
         and type(pod_meta["annotations"][QUEUE_ANNOTATION]) is str
         and type(task_name) is str
-        and (own is None or own.keys().isdisjoint(_TASK_POD_ANNOTATIONS))
+        and (own is None or own.keys().isdisjoint(TASK_POD_ANNOTATIONS))
     ):
         bare_meta = dict(pod_meta)
         if own is None:

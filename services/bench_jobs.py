@@ -23,6 +23,13 @@ append), then folds what it appended (nothing) and their pods' placements
 :meth:`~esched.services.jobs.JobController.decide`), over an in-memory log. Under
 callgrind with ``--toggle-collect=starmap_next`` only those steps are counted (not
 building the log, not the store's side of an append).
+
+``python -m esched.services.bench_jobs ingest [jobs] [pods]`` (:func:`bench_ingest`):
+ingest's validation per one-pod Job against a plain pod's: the records of ``esched
+bench e2e --volcano-jobs 1`` (``pods``: of ``--volcano-jobs 0``) decoded, validated
+(the Job's pods checked) and put in their stored form (the Job marked), as
+ingest's ``_validate`` does; under callgrind with ``--toggle-collect=starmap_next``
+only that is counted.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from esched.core.jobs import ATTEMPT_ANNOTATION, JobBook
 from esched.schemas import events as ev
 from esched.services.store.base import AppendResult, NewEvent, StoredEvent
 
-__all__ = ["MemoryLog", "bench_controller", "bench_jobs", "run_unsuspended"]
+__all__ = ["MemoryLog", "bench_controller", "bench_ingest", "bench_jobs", "run_unsuspended"]
 
 #: Outcome mix (cumulative): mostly successes, a few failures, evictions, reports.
 _MIX = ((0.96, ev.POD_SUCCEEDED), (0.98, ev.POD_FAILED), (0.99, ev.POD_EVICTED))
@@ -336,10 +343,33 @@ def _follow(controller: Any, rows: list[StoredEvent]) -> None:
         raise RuntimeError("a one-pod Job's pod and placement asked the controller for more")
 
 
+def bench_ingest(n: int = 2000, jobs: bool = True) -> dict[str, Any]:
+    """CPU µs per record of ingest's validation of ``n`` one-pod Jobs (``jobs``) or
+    plain pods as ``esched bench e2e`` publishes them (the schemas compiled first)."""
+    from esched.schemas.kafka_binding import decode_record
+    from esched.services.bench_e2e.preload import job_payloads, pod_payloads
+
+    records = job_payloads(n, "bench", 0, 1)[0] if jobs else pod_payloads(n, "bench", 0)
+    values = [value for _key, value in records]
+
+    def one(value: bytes) -> None:
+        for decoded in decode_record(value, ()):
+            assert not isinstance(decoded, Exception), decoded
+            ev.stored_form(*decoded)
+
+    one(values[0])  # (the schemas compiled)
+    t0 = time.process_time()
+    deque(itertools.starmap(one, ((v,) for v in values)), maxlen=0)
+    return {"records": n, "cpu_us_per_record": round((time.process_time() - t0) / n * 1e6, 2)}
+
+
 if __name__ == "__main__":
     import sys
 
-    if len(sys.argv) > 1 and sys.argv[1] == "controller":
+    if len(sys.argv) > 1 and sys.argv[1] == "ingest":
+        n_ = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+        print(orjson.dumps(bench_ingest(n_, "pods" not in sys.argv[3:])).decode())
+    elif len(sys.argv) > 1 and sys.argv[1] == "controller":
         jobs_, batch_ = ([int(a) for a in sys.argv[2:4]] + [2000, 100])[:2]
         print(orjson.dumps(bench_controller(jobs_, batch_)).decode())
     else:

@@ -407,3 +407,48 @@ def test_a_pods_record_in_the_job_fold_is_read_by_its_fields_names() -> None:
     assert rec[R_IMPLIED] is True and len(rec) == R_IMPLIED + 1
     book.apply(ev.PLACEMENT_COMMITTED, {"bindings": [{"pod": "ns/j-w-0", "node": "n1"}]})
     assert (rec[R_STATUS], rec[R_NODE]) == (P_RUNNING, "n1")
+
+
+_API = "batch.volcano.sh/v1alpha1"
+
+
+def test_a_jobs_implied_pods_carry_the_builders_labels_queue_and_gang() -> None:
+    """The bytes path hands a Job's first pods to the handler with their labels and
+    the queue and gang their annotations name, not the builder's metadata
+    (volcano_pod_metadata): each pod's label set, queue and gang are those of the
+    builder's metadata, for tasks of one to a dozen replicas (indexes of two digits),
+    a queue named or defaulted, and a namespace given or not."""
+    rows = [
+        (1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))),
+        (2, orjson.dumps(envelope(ev.QUEUE_UPSERTED, {"metadata": {"name": "q1"}}))),
+    ]
+    jobs = []
+    for j, (replicas, queue, namespace) in enumerate(
+        [(1, None, "ns"), (12, "q1", "ns"), (3, None, None), (2, "q1", None)]
+    ):
+        spec: dict[str, Any] = {
+            "tasks": [
+                {"name": "w", "replicas": replicas, "template": {"spec": _spec("1")}},
+                {"name": "ps", "replicas": 1, "template": {"spec": _spec("2")}},
+            ]
+        }
+        if queue:
+            spec["queue"] = queue
+        meta = {"name": f"job{j}", **({"namespace": namespace} if namespace else {})}
+        job = default_job({"apiVersion": _API, "kind": "Job", "metadata": meta, "spec": spec})
+        jobs.append(job)
+        rows.append((len(rows) + 1, _marked(envelope(ev.JOB_SUBMITTED, job))))
+    st = by_bytes(rows)
+    label_sets = st.interpod.held_label_sets()[0]
+    seen = 0
+    for job in jobs:
+        for _task, _i, pod, _bare in volcano_first_pods(job):
+            meta = pod["metadata"]
+            p = st.pod_index[f"{meta['namespace']}/{meta['name']}"]
+            assert label_sets[st.interpod.pod_lset_of(p)] == (meta["namespace"], meta["labels"])
+            assert st.queue_names[st.queue_of(p)] == meta["annotations"]["volcano.sh/queue-name"]
+            group = meta["annotations"]["scheduling.k8s.io/group-name"]
+            assert st.gang_keys[st.gang_of(p)] == f"{meta['namespace']}/{group}"
+            seen += 1
+    assert seen == 1 + 12 + 3 + 2 + 4
+    assert state_of(st) == state_of(by_dict(rows))

@@ -83,3 +83,25 @@ def test_bus_keys_keep_a_gangs_messages_together() -> None:
     bindings = [{"pod": "ns/a", "node": "n"}]
     assert ev.proposal_key({"gang": "ns/g", "bindings": bindings}) == "ns/g"
     assert ev.proposal_key({"gang": None, "bindings": bindings}) == "ns/a"
+
+
+def test_a_job_is_stored_as_its_bytes_with_ingests_marker_put_in_front() -> None:
+    """A Job without the marker, received as one JSON object, is stored as the bytes
+    received with the marker as the envelope's first member (not encoded again: the
+    producer's member order and spacing stay); any other form is encoded whole."""
+    import orjson
+
+    env = ev.envelope(ev.JOB_SUBMITTED, "tests", DATA[ev.JOB_SUBMITTED], id="j-1")
+    raw = orjson.dumps(env, option=orjson.OPT_INDENT_2)
+    stored, payload = ev.stored_form(env, raw)
+    assert payload == b'{"eschedimplies":"pods",' + raw[1:]
+    assert orjson.loads(payload) == stored == {**env, ev.IMPLIES: ev.IMPLIES_PODS}
+    assert ev.implies_pods(stored)
+    # Spaces before the object, or a marker of another value: encoded whole, in order.
+    for event, received in ((env, b" " + raw), ({**env, ev.IMPLIES: "x"}, raw)):
+        stored, payload = ev.stored_form(event, received)
+        assert payload == orjson.dumps(stored) and ev.implies_pods(orjson.loads(payload))
+    # A pod's bytes are stored as received.
+    pod = ev.envelope(ev.POD_SUBMITTED, "tests", DATA[ev.POD_SUBMITTED], id="p-1")
+    pod_raw = orjson.dumps(pod)
+    assert ev.stored_form(pod, pod_raw)[1] is pod_raw
