@@ -24,10 +24,10 @@ PriorityClasses, its own partitions' pods) must not fall between the first and
 the last event a record covers, or the record applies out of order (a pod bound to
 a node the state has since removed). The writer cuts records there.
 
-Layout (little endian): ``ECL1``, then six tables, each a u32 count of entries:
+Layout (little endian): ``ECL2``, then six tables, each a u32 count of entries:
 resource names, node names and queue names and gang keys (u16 length + UTF-8), class
-definitions (a 64-bit fingerprint of the definition, BLAKE2b's, then u32 length + the
-class's key, ``_definition``), label sets (u8
+definitions (a 64-bit fingerprint of the definition, ``_fingerprint``, then u32
+length + the class's key, ``_definition``), label sets (u8
 owned + u32 length + the labels as a JSON object, empty for none); then a u32 count
 of operations, each a u8 kind (1: bound, 0: released), a u16 partition
 (``NO_PARTITION``: none), the pod's key (u16 length + UTF-8), and for a bound pod:
@@ -35,8 +35,6 @@ u32 node, class, label set, queue and gang (``NONE``: none) indexes into the
 tables, a u8 of flags (``NOT_PREEMPTABLE``), an i64 of GPU device bits and a u8
 count of (u8 resource index, i64 units) pairs, the binding's allocation.
 """
-
-from hashlib import blake2b
 
 import orjson
 
@@ -46,6 +44,7 @@ from libc.string cimport memcmp, memcpy
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 
 cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
     str PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object o)
@@ -60,13 +59,16 @@ from esched.core._types cimport PHASE_FREE, PHASE_RUNNING
 __all__ = ["MAGIC", "NONE", "NOT_PREEMPTABLE", "NO_PARTITION", "ClaimsError", "claims_record"]
 
 #: First bytes of a claims record; bump the digit when the layout changes.
-MAGIC = b"ECL1"
+MAGIC = b"ECL2"
+# (C values, read in the loop over a record's operations without a Python object)
+cdef uint32_t _NONE = 0xFFFFFFFF
+cdef int _NOT_PREEMPTABLE = 1
 #: A table index for "none" (no label set, no gang).
-NONE = 0xFFFFFFFF
+NONE = _NONE
 #: The partition of a pod outside every work partition.
 NO_PARTITION = 0xFFFF
 #: Flag of a bound pod: volcano.sh/preemptable false (ClusterState.not_preemptable).
-NOT_PREEMPTABLE = 1
+NOT_PREEMPTABLE = _NOT_PREEMPTABLE
 
 
 class ClaimsError(ValueError):
@@ -97,30 +99,103 @@ def _text(str s) -> bytes:
     return len(raw).to_bytes(2, "little") + raw
 
 
+cdef inline int _name_utf8(object name, const char** b, Py_ssize_t* n) except -1:
+    # A resource name's UTF-8 (the str's own buffer: no copy for an ASCII name).
+    b[0] = PyUnicode_AsUTF8AndSize(name, n)
+    if n[0] > 0xFFFF:
+        raise ClaimsError(f"a name of {n[0]} bytes")
+    return 0
+
+
+cdef inline char* _put_i64(char* w, int64_t v) noexcept:
+    memcpy(w, &v, 8)
+    return w + 8
+
+
+cdef inline char* _put_text(char* w, const char* b, Py_ssize_t n) noexcept:
+    cdef uint16_t k = <uint16_t>n
+    memcpy(w, &k, 2)
+    memcpy(w + 2, b, n)
+    return w + 2 + n
+
+
 cdef bytes _definition(tuple key):
     # A class's definition in a record: its class_index key (see _class_of in
     # core/_state.pyx: requests then limits above them as "limit:<name>" items, the
     # non-zero cpu and memory, priority, constraints key, priorityClassName), as
     # u8 count + (name, i64 units) for the requests, the same for the limits, three
     # i64 (non-zero cpu, memory, priority), u32 length + the constraints key, u16
-    # length + the priorityClassName (0xFFFF: none).
-    items, nz, prio, ckey, pcn = key
-    req = [(k, v) for k, v in items if not k.startswith("limit:")]
-    lim = [(k[6:], v) for k, v in items if k.startswith("limit:")]
-    if len(req) > 255 or len(lim) > 255:
+    # length + the priorityClassName (0xFFFF: none). Written in C, sized first: every
+    # class of a state is written once when a claims-following state indexes its
+    # classes (_index_classes).
+    items = <tuple>key[0]
+    nz = <tuple>key[1]
+    ckey = <str>key[3]
+    pcn = key[4]
+    cdef Py_ssize_t n_items = len(items), i, n, n_lim = 0, size = 2 + 24 + 4 + 2
+    cdef Py_ssize_t n_ckey, n_pcn = 0
+    cdef const char* b
+    cdef const char* b_ckey = PyUnicode_AsUTF8AndSize(ckey, &n_ckey)
+    cdef const char* b_pcn = NULL
+    if pcn is not None:
+        _name_utf8(pcn, &b_pcn, &n_pcn)
+        size += n_pcn
+    if n_ckey > 0xFFFFFFFF:
+        raise ClaimsError("a constraints key beyond 4 GiB")
+    size += n_ckey
+    for i in range(n_items):
+        _name_utf8((<tuple>items[i])[0], &b, &n)
+        if n >= 6 and memcmp(b, b"limit:", 6) == 0:
+            n_lim += 1
+            n -= 6
+        size += 2 + n + 8
+    if n_items - n_lim > 255 or n_lim > 255:
         raise ClaimsError("a class of more than 255 resources")
-    out = []
-    for part in (req, lim):
-        out.append(len(part).to_bytes(1, "little"))
-        for k, v in part:
-            out += [_text(k), int(v).to_bytes(8, "little", signed=True)]
-    out += [int(nz[0]).to_bytes(8, "little", signed=True),
-            int(nz[1]).to_bytes(8, "little", signed=True),
-            int(prio).to_bytes(8, "little", signed=True)]
-    raw = ckey.encode()
-    out += [len(raw).to_bytes(4, "little"), raw]
-    out.append(b"\xff\xff" if pcn is None else _text(pcn))
-    return b"".join(out)
+    out = PyBytes_FromStringAndSize(NULL, size)
+    cdef char* w = PyBytes_AS_STRING(out)
+    cdef bint lim
+    for lim in (False, True):
+        w[0] = <char>(n_lim if lim else n_items - n_lim)
+        w += 1
+        for i in range(n_items):
+            item = <tuple>items[i]
+            _name_utf8(item[0], &b, &n)
+            if (n >= 6 and memcmp(b, b"limit:", 6) == 0) != lim:
+                continue
+            w = _put_text(w, b + 6, n - 6) if lim else _put_text(w, b, n)
+            w = _put_i64(w, item[1])
+    w = _put_i64(w, nz[0])
+    w = _put_i64(w, nz[1])
+    w = _put_i64(w, key[2])
+    cdef uint32_t k = <uint32_t>n_ckey
+    memcpy(w, &k, 4)
+    memcpy(w + 4, b_ckey, n_ckey)
+    w += 4 + n_ckey
+    if pcn is None:
+        memcpy(w, b"\xff\xff", 2)
+    else:
+        _put_text(w, b_pcn, n_pcn)
+    return out
+
+
+cdef uint64_t _fingerprint(const unsigned char* b, Py_ssize_t n) noexcept:
+    # A definition's fingerprint in a record: from h = n ^ 0x9E3779B97F4A7C15, for each
+    # 8-byte little-endian word w of the definition (the last one padded with zeros)
+    # h = (h ^ w) * 0xFF51AFD7ED558CCD, h ^= h >> 33 (mod 2**64). A word at a time: a
+    # claims-following state fingerprints each of its classes once (_index_classes).
+    cdef uint64_t h = <uint64_t>n ^ 0x9E3779B97F4A7C15ULL, w
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&w, b + i, 8)
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL
+        h ^= h >> 33
+        i += 8
+    if i < n:
+        w = 0
+        memcpy(&w, b + i, n - i)
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL
+        h ^= h >> 33
+    return h
 
 
 def claims_record(ClusterState state, partition_of=None) -> bytes:
@@ -190,7 +265,8 @@ def claims_record(ClusterState state, partition_of=None) -> bytes:
         out += [_text(s) for s in table.items]
     out.append(len(classes.items).to_bytes(4, "little"))
     for d in classes.items:
-        out += [blake2b(d, digest_size=8).digest(), len(d).to_bytes(4, "little"), d]
+        fp = _fingerprint(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
+        out += [fp.to_bytes(8, "little"), len(d).to_bytes(4, "little"), d]
     out.append(len(lsets.items).to_bytes(4, "little"))
     for owned, raw in lsets.items:
         out += [b"\x01" if owned else b"\x00", len(raw).to_bytes(4, "little"), raw]
@@ -281,45 +357,110 @@ cdef list _r_texts(_Reader* rd):
     return [_r_text(rd) for j in range(k)]
 
 
-cdef dict _r_units(_Reader* rd):
+cdef str _r_name(ClusterState self, _Reader* rd):
+    # A resource name of a definition: the state's own str of a resource it has (its
+    # hash kept: the class key is hashed at once), else decoded.
+    cdef Py_ssize_t k = _r_u16(rd), r, n
+    _need(rd, k)
+    cdef const unsigned char* b = rd.b + rd.i
+    cdef const char* known
+    rd.i += k
+    for r in range(self.n_res):
+        name = self.res_names[r]
+        known = PyUnicode_AsUTF8AndSize(name, &n)
+        if n == k and memcmp(known, b, k) == 0:
+            return <str>name
+    return PyUnicode_DecodeUTF8(<const char*>b, k, NULL)
+
+
+cdef dict _r_units(ClusterState self, _Reader* rd):
     # A definition's u8 count of (name, i64 units), as the dict _class_of takes.
     _need(rd, 1)
     cdef Py_ssize_t k = rd.b[rd.i], j
     rd.i += 1
     out = {}
     for j in range(k):
-        name = _r_text(rd)
+        name = _r_name(self, rd)
         out[name] = _r_i64(rd)
     return out
 
 
+# Entries of a state's class index (ClusterState._claims_classes) beyond twice its live
+# classes and this, at which it is built again from them (its stale entries, of
+# released classes, dropped).
+cdef Py_ssize_t _INDEX_SLACK = 4096
+cdef int _index_classes(ClusterState self) except -1:
+    # The state's class index by fingerprint (ClusterState._claims_classes: fingerprint
+    # -> (class id, its epoch, its definition)) brought up to date: the classes made
+    # since it was last (ClusterState._classes_made, which _new_class appends to), or,
+    # first (_classes_made None: never built, or too many made since), every live class
+    # of the state (its snapshot's, its own fold's). A class a record names that the
+    # state already has is then found by its fingerprint, without its definition read.
+    made = self._classes_made
+    index = self._claims_classes
+    if made is None or len(index) > 2 * len(self.class_index) + _INDEX_SLACK:
+        index.clear()
+        made = range(self.n_classes)
+    self._classes_made = []
+    cdef Py_ssize_t i
+    cdef uint64_t fp
+    for i in made:
+        key = self.class_keys[i]
+        if key is None:
+            continue
+        try:
+            d = _definition(<tuple>key)
+        except (ClaimsError, OverflowError):
+            continue  # (no record can name it either)
+        fp = _fingerprint(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
+        index[fp] = (i, self.class_epoch[i], d)
+    return 0
+
+
+cdef inline Py_ssize_t _indexed(ClusterState self, uint64_t fp, const unsigned char* b,
+                                uint32_t length) except -2:
+    # The class of fingerprint ``fp`` in the state's index whose definition is the
+    # ``length`` bytes at ``b``, or -1: none (a class released, or its id given to
+    # another class since: its epoch moved; another definition of that fingerprint).
+    got = self._claims_classes.get(fp)
+    if got is None:
+        return -1
+    cdef Py_ssize_t c = (<tuple>got)[0]
+    known = <bytes>(<tuple>got)[2]
+    if (self.class_keys[c] is not None and self.class_epoch[c] == <long long>(<tuple>got)[1]
+            and PyBytes_GET_SIZE(known) == length
+            and memcmp(PyBytes_AS_STRING(known), b, length) == 0):
+        return c
+    return -1
+
+
 cdef Py_ssize_t _class_from(ClusterState self, _Reader* rd, Py_ssize_t at) except -2:
     # The class of the record's definition at offset ``at`` (fingerprint, length,
-    # bytes), found through the state's memo of definitions by fingerprint (the
-    # definition's bytes compared, and the class's epoch: a released id may have
-    # been given to another class), else found or made as the fold does (_class_of,
-    # from the same key) and memoized. A definition is read once per class and
-    # state, not once per pod.
+    # bytes): found in the state's index of its classes by fingerprint (the index
+    # brought up to date at a miss, _index_classes), else found or made as the fold
+    # does (_class_of, from the same key) and indexed. A definition is read once per
+    # class the state has not had, not once per pod.
     cdef Py_ssize_t c
     cdef uint32_t length
     cdef uint64_t fp
     memcpy(&fp, rd.b + at, 8)
     memcpy(&length, rd.b + at + 8, 4)
-    got = self._claims_classes.get(fp)
-    if got is not None:
-        c = (<tuple>got)[0]
-        known = <bytes>(<tuple>got)[2]
-        if (self.class_keys[c] is not None and self.class_epoch[c] == (<tuple>got)[1]
-                and PyBytes_GET_SIZE(known) == length
-                and memcmp(PyBytes_AS_STRING(known), rd.b + at + 12, length) == 0):
+    cdef const unsigned char* b = rd.b + at + 12
+    c = _indexed(self, fp, b, length)
+    if c >= 0:
+        return c
+    if self._classes_made is None or len(self._classes_made) > 0:
+        _index_classes(self)
+        c = _indexed(self, fp, b, length)
+        if c >= 0:
             return c
-    definition = PyBytes_FromStringAndSize(<const char*>(rd.b + at + 12), length)
+    definition = PyBytes_FromStringAndSize(<const char*>b, length)
     cdef _Reader d  # (the definition alone: a length beyond it is refused)
-    d.b = rd.b + at + 12
+    d.b = b
     d.i = 0
     d.n = length
-    req = _r_units(&d)
-    lim = _r_units(&d)
+    req = _r_units(self, &d)
+    lim = _r_units(self, &d)
     nz_cpu = _r_i64(&d)
     nz = (nz_cpu, _r_i64(&d))
     prio = _r_i64(&d)
@@ -337,8 +478,9 @@ cdef Py_ssize_t _class_from(ClusterState self, _Reader* rd, Py_ssize_t at) excep
         raise ClaimsError("bytes after a class definition")
     c = _class_of(self, req, nz, prio, ckey, pcn, lim or None)
     if c >= 0:
-        if len(self._claims_classes) >= 100000:
-            self._claims_classes.clear()  # (garbage input: distinct definitions unbounded)
+        made = self._classes_made
+        if made and made[len(made) - 1] == c:
+            made.pop()  # (made just now: indexed here, under the record's fingerprint)
         self._claims_classes[fp] = (c, self.class_epoch[c], definition)
     return c
 
@@ -467,7 +609,7 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
             rd.i += 9 * nres
             continue
         if ni >= <uint32_t>nn or ci >= <uint32_t>nd or qi >= <uint32_t>nq or (
-                li != NONE and li >= <uint32_t>nl) or (gi != NONE and gi >= <uint32_t>ng):
+                li != _NONE and li >= <uint32_t>nl) or (gi != _NONE and gi >= <uint32_t>ng):
             raise ClaimsError("an operation's index beyond its table")
         n = node_ids[ni]
         if n == UNRESOLVED:
@@ -496,13 +638,13 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
         if q == UNRESOLVED:
             q = queue_ids[qi] = self._queue(queue_names[qi])
         g = -1
-        if gi != NONE:
+        if gi != _NONE:
             g = gang_ids[gi]
             if g == UNRESOLVED:
                 g = gang_ids[gi] = self._gang(gang_keys[gi], queue_names[qi])
         lab = None
         owned = False
-        if li != NONE:
+        if li != _NONE:
             got = labels[li]
             if got is None:
                 raw = (<tuple>lset_raw[li])[1]
@@ -510,7 +652,7 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
                                     orjson.loads(raw) if raw else None)
             owned, lab = got
         p = _pod_enter(self, key, idx, c, q, g, class_prios[ci], lab, owned)
-        if flags & NOT_PREEMPTABLE:
+        if flags & _NOT_PREEMPTABLE:
             self.not_preemptable[key] = True
         elif self.not_preemptable:
             self.not_preemptable.pop(key, None)

@@ -50,6 +50,9 @@ cdef class ClusterState:
     # them, as (CLAIM_BOUND or CLAIM_RELEASED, pod key): not fold state (see _claims)
     cdef public list claims_journal
     cdef dict _claims_classes            # claims' class fingerprint -> (class id, epoch, definition)
+    # The class ids made since _claims_classes was brought up to date (None: it holds
+    # not every live class; core/_claims.pyx _index_classes)
+    cdef list _classes_made
 
     # --- resources ---
     cdef public list res_names           # column -> resource name ("cpu", "memory", "pods", ...)
