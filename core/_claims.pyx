@@ -45,6 +45,8 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
+    bint PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
     str PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object o)
@@ -100,8 +102,15 @@ def _text(str s) -> bytes:
 
 
 cdef inline int _name_utf8(object name, const char** b, Py_ssize_t* n) except -1:
-    # A resource name's UTF-8 (the str's own buffer: no copy for an ASCII name).
-    b[0] = PyUnicode_AsUTF8AndSize(name, n)
+    # A name's UTF-8: an ASCII str's own characters, any other str's UTF-8 (cached in
+    # the str by Python).
+    if type(name) is not str:
+        raise ClaimsError(f"a name of type {type(name).__name__}")
+    if PyUnicode_IS_ASCII(name):
+        b[0] = <const char*>PyUnicode_DATA(name)
+        n[0] = PyUnicode_GET_LENGTH(name)
+    else:
+        b[0] = PyUnicode_AsUTF8AndSize(name, n)
     if n[0] > 0xFFFF:
         raise ClaimsError(f"a name of {n[0]} bytes")
     return 0
@@ -154,7 +163,9 @@ cdef bytes _definition(tuple key):
     out = PyBytes_FromStringAndSize(NULL, size)
     cdef char* w = PyBytes_AS_STRING(out)
     cdef bint lim
-    for lim in (False, True):
+    cdef int half
+    for half in range(2):
+        lim = half == 1
         w[0] = <char>(n_lim if lim else n_items - n_lim)
         w += 1
         for i in range(n_items):
@@ -410,7 +421,7 @@ cdef int _index_classes(ClusterState self) except -1:
             continue
         try:
             d = _definition(<tuple>key)
-        except (ClaimsError, OverflowError):
+        except (ClaimsError, OverflowError, TypeError):
             continue  # (no record can name it either)
         fp = _fingerprint(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
         index[fp] = (i, self.class_epoch[i], d)
