@@ -46,6 +46,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
     bint PyUnicode_IS_ASCII(object o)
+    bint PyUnicode_CheckExact(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
     str PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
@@ -101,19 +102,24 @@ def _text(str s) -> bytes:
     return len(raw).to_bytes(2, "little") + raw
 
 
-cdef inline int _name_utf8(object name, const char** b, Py_ssize_t* n) except -1:
-    # A name's UTF-8: an ASCII str's own characters, any other str's UTF-8 (cached in
-    # the str by Python).
+cdef int _name_utf8_other(object name, const char** b, Py_ssize_t* n) except -1:
+    # _name_utf8 of a name that is not an ASCII str of at most 0xFFFF characters.
     if type(name) is not str:
         raise ClaimsError(f"a name of type {type(name).__name__}")
-    if PyUnicode_IS_ASCII(name):
-        b[0] = <const char*>PyUnicode_DATA(name)
-        n[0] = PyUnicode_GET_LENGTH(name)
-    else:
-        b[0] = PyUnicode_AsUTF8AndSize(name, n)
+    b[0] = PyUnicode_AsUTF8AndSize(name, n)  # (cached in the str by Python)
     if n[0] > 0xFFFF:
         raise ClaimsError(f"a name of {n[0]} bytes")
     return 0
+
+
+cdef inline int _name_utf8(object name, const char** b, Py_ssize_t* n) except -1:
+    # A name's UTF-8: an ASCII str's own characters, without a call.
+    if PyUnicode_CheckExact(name) and PyUnicode_IS_ASCII(name):
+        n[0] = PyUnicode_GET_LENGTH(name)
+        if n[0] <= 0xFFFF:
+            b[0] = <const char*>PyUnicode_DATA(name)
+            return 0
+    return _name_utf8_other(name, b, n)
 
 
 cdef inline char* _put_i64(char* w, int64_t v) noexcept:
