@@ -406,17 +406,103 @@ cdef dict _r_units(ClusterState self, _Reader* rd):
 # classes and this, at which it is built again from them (its stale entries, of
 # released classes, dropped).
 cdef Py_ssize_t _INDEX_SLACK = 4096
+cdef class _ClassIndex:
+    # A state's classes by definition fingerprint (ClusterState._claims_classes, see
+    # _index_classes): open addressing over C arrays (a lookup makes no Python int),
+    # the definitions in a list beside them. Entries are overwritten, never removed:
+    # one is checked at each use (_indexed).
+    cdef uint64_t* fps
+    cdef Py_ssize_t* ids                 # class id; -1: an empty slot
+    cdef long long* epochs               # the class's epoch when entered
+    cdef list defs                       # the class's definition
+    cdef Py_ssize_t cap, n               # slots (a power of two, or 0), entries
+
+    def __cinit__(self):
+        self.fps = NULL
+        self.ids = NULL
+        self.epochs = NULL
+        self.defs = []
+        self.cap = 0
+        self.n = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.fps)
+        PyMem_Free(self.ids)
+        PyMem_Free(self.epochs)
+
+    cdef inline Py_ssize_t slot(self, uint64_t fp) noexcept:
+        # The slot of ``fp``, or the empty slot where it would go (cap > 0).
+        cdef Py_ssize_t m = self.cap - 1, i = <Py_ssize_t>(fp & <uint64_t>m)
+        while self.ids[i] != -1 and self.fps[i] != fp:
+            i = (i + 1) & m
+        return i
+
+    cdef int reset(self, Py_ssize_t cap) except -1:
+        # Emptied, with ``cap`` slots.
+        PyMem_Free(self.fps)
+        PyMem_Free(self.ids)
+        PyMem_Free(self.epochs)
+        self.fps = <uint64_t*>PyMem_Malloc(cap * sizeof(uint64_t))
+        self.ids = <Py_ssize_t*>PyMem_Malloc(cap * sizeof(Py_ssize_t))
+        self.epochs = <long long*>PyMem_Malloc(cap * sizeof(long long))
+        if self.fps == NULL or self.ids == NULL or self.epochs == NULL:
+            self.cap = 0
+            raise MemoryError()
+        cdef Py_ssize_t i
+        for i in range(cap):
+            self.ids[i] = -1
+        self.defs = [None] * cap
+        self.cap = cap
+        self.n = 0
+        return 0
+
+    cdef int put(self, uint64_t fp, Py_ssize_t c, long long epoch, bytes d) except -1:
+        cdef Py_ssize_t i, old_cap = self.cap
+        cdef uint64_t* fps
+        cdef Py_ssize_t* ids
+        cdef long long* epochs
+        if 2 * (self.n + 1) > self.cap:
+            fps, ids, epochs, defs = self.fps, self.ids, self.epochs, self.defs
+            self.fps = NULL  # (the old arrays kept for the copy below)
+            self.ids = NULL
+            self.epochs = NULL
+            try:
+                self.reset(max(1024, 2 * old_cap))
+                for i in range(old_cap):
+                    if ids[i] != -1:
+                        self.put(fps[i], ids[i], epochs[i], <bytes>defs[i])
+            finally:
+                PyMem_Free(fps)
+                PyMem_Free(ids)
+                PyMem_Free(epochs)
+        i = self.slot(fp)
+        if self.ids[i] == -1:
+            self.n += 1
+        self.fps[i] = fp
+        self.ids[i] = c
+        self.epochs[i] = epoch
+        self.defs[i] = d
+        return 0
+
+
+cdef inline _ClassIndex _index_of(ClusterState self):
+    # The state's class index, made empty at first.
+    if self._claims_classes is None:
+        self._claims_classes = _ClassIndex()
+    return <_ClassIndex>self._claims_classes
+
+
 cdef int _index_classes(ClusterState self) except -1:
-    # The state's class index by fingerprint (ClusterState._claims_classes: fingerprint
-    # -> (class id, its epoch, its definition)) brought up to date: the classes made
-    # since it was last (ClusterState._classes_made, which _new_class appends to), or,
-    # first (_classes_made None: never built, or too many made since), every live class
-    # of the state (its snapshot's, its own fold's). A class a record names that the
-    # state already has is then found by its fingerprint, without its definition read.
+    # The state's class index by fingerprint (_ClassIndex) brought up to date: the
+    # classes made since it was last (ClusterState._classes_made, which _new_class
+    # appends to), or, first (_classes_made None: never built, or too many made since),
+    # every live class of the state (its snapshot's, its own fold's). A class a record
+    # names that the state already has is then found by its fingerprint, without its
+    # definition read.
     made = self._classes_made
-    index = self._claims_classes
-    if made is None or len(index) > 2 * len(self.class_index) + _INDEX_SLACK:
-        index.clear()
+    cdef _ClassIndex index = _index_of(self)
+    if made is None or index.n > 2 * len(self.class_index) + _INDEX_SLACK:
+        index.reset(1024)
         made = range(self.n_classes)
     self._classes_made = []
     cdef Py_ssize_t i
@@ -430,7 +516,7 @@ cdef int _index_classes(ClusterState self) except -1:
         except (ClaimsError, OverflowError, TypeError):
             continue  # (no record can name it either)
         fp = _fingerprint(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
-        index[fp] = (i, self.class_epoch[i], d)
+        index.put(fp, i, self.class_epoch[i], d)
     return 0
 
 
@@ -439,12 +525,14 @@ cdef inline Py_ssize_t _indexed(ClusterState self, uint64_t fp, const unsigned c
     # The class of fingerprint ``fp`` in the state's index whose definition is the
     # ``length`` bytes at ``b``, or -1: none (a class released, or its id given to
     # another class since: its epoch moved; another definition of that fingerprint).
-    got = self._claims_classes.get(fp)
-    if got is None:
+    cdef _ClassIndex index = _index_of(self)
+    if index.cap == 0:
         return -1
-    cdef Py_ssize_t c = (<tuple>got)[0]
-    known = <bytes>(<tuple>got)[2]
-    if (self.class_keys[c] is not None and self.class_epoch[c] == <long long>(<tuple>got)[1]
+    cdef Py_ssize_t i = index.slot(fp), c = index.ids[i]
+    if c < 0:
+        return -1
+    known = <bytes>index.defs[i]
+    if (self.class_keys[c] is not None and self.class_epoch[c] == index.epochs[i]
             and PyBytes_GET_SIZE(known) == length
             and memcmp(PyBytes_AS_STRING(known), b, length) == 0):
         return c
@@ -498,7 +586,7 @@ cdef Py_ssize_t _class_from(ClusterState self, _Reader* rd, Py_ssize_t at) excep
         made = self._classes_made
         if made and made[len(made) - 1] == c:
             made.pop()  # (made just now: indexed here, under the record's fingerprint)
-        self._claims_classes[fp] = (c, self.class_epoch[c], definition)
+        _index_of(self).put(fp, c, self.class_epoch[c], definition)
     return c
 
 

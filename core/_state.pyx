@@ -292,7 +292,7 @@ cdef class ClusterState:
         self.scheduler_of = {}
         self.not_preemptable = {}
         self.claims_journal = None
-        self._claims_classes = {}
+        self._claims_classes = None
         self._classes_made = None
         self._at = 0
         self._unknown_counts = {}

@@ -477,3 +477,27 @@ def test_a_claim_of_a_class_the_state_restored_holds_that_class():
     assert b.apply_claims(claims_record(a, partition_of), bytes([1])) == 1
     assert b.class_of(b.pod_index["ns1/w"]) == known
     assert len(b.class_index) == classes
+
+
+def test_claims_of_many_classes_the_state_has_make_no_class():
+    """600 classes the state restored (its index grown past its first size): a claim
+    of each definition holds the class the state has."""
+    a = ClusterState()
+    a.claims_journal = []
+    a.apply(envelope(EV.NODE_ADDED, node("n0", cpu="1000", memory="1Ti", pods="5000")), 1)
+    n = 600
+    for i in range(n):
+        a.apply(envelope(EV.POD_SUBMITTED, pod(f"v{i}", cpu=f"{i + 1}m", namespace="ns0")), i + 2)
+    b = ClusterState.from_bytes(a.to_bytes())
+    claims_record(a)
+    pos = n + 2
+    for i in range(n):
+        a.apply(envelope(EV.POD_SUBMITTED, pod(f"w{i}", cpu=f"{i + 1}m", namespace="ns1")), pos)
+        commit_w = commit((f"ns1/w{i}", "n0", {"cpu": i + 1}))
+        a.apply(envelope(EV.PLACEMENT_COMMITTED, commit_w), pos + 1)
+        pos += 2
+    classes = len(b.class_index)
+    assert b.apply_claims(claims_record(a, partition_of), bytes([1])) == n
+    assert len(b.class_index) == classes
+    for i in range(n):
+        assert b.class_of(b.pod_index[f"ns1/w{i}"]) == b.class_of(b.pod_index[f"ns0/v{i}"])
