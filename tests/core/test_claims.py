@@ -501,3 +501,22 @@ def test_claims_of_many_classes_the_state_has_make_no_class():
     assert len(b.class_index) == classes
     for i in range(n):
         assert b.class_of(b.pod_index[f"ns1/w{i}"]) == b.class_of(b.pod_index[f"ns0/v{i}"])
+
+
+@pytest.mark.parametrize(
+    "name", ["w", "wé", "long-name-of-a-pod-é", "long-name-of-a-pod-é-0123456789"]
+)
+def test_a_pods_key_and_node_name_of_any_text_come_through(name):
+    """Keys and node names are copied as they are when ASCII, decoded otherwise
+    (Kubernetes names are ASCII; a record carries UTF-8)."""
+    a = ClusterState()
+    a.claims_journal = []
+    a.apply(envelope(EV.NODE_ADDED, node(f"n-{name}")), 1)
+    b = ClusterState()
+    b.apply(envelope(EV.NODE_ADDED, node(f"n-{name}")), 1)
+    claims_record(a)
+    a.apply(envelope(EV.POD_SUBMITTED, pod(name, cpu="250m", namespace="ns1")), 2)
+    a.apply(envelope(EV.PLACEMENT_COMMITTED, commit((f"ns1/{name}", f"n-{name}", {"cpu": 250}))), 3)
+    assert b.apply_claims(claims_record(a)) == 1
+    assert list(b.pod_index) == [f"ns1/{name}"]
+    assert b.pod(f"ns1/{name}")["node"] == f"n-{name}"
