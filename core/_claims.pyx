@@ -24,10 +24,10 @@ PriorityClasses, its own partitions' pods) must not fall between the first and
 the last event a record covers, or the record applies out of order (a pod bound to
 a node the state has since removed). The writer cuts records there.
 
-Layout (little endian): ``ECL1``, then six tables, each a u32 count of entries:
+Layout (little endian): ``ECL2``, then six tables, each a u32 count of entries:
 resource names, node names and queue names and gang keys (u16 length + UTF-8), class
-definitions (a 64-bit fingerprint of the definition, BLAKE2b's, then u32 length + the
-class's key, ``_definition``), label sets (u8
+definitions (a 64-bit fingerprint of the definition, ``_fingerprint``, then u32
+length + the class's key, ``_definition``), label sets (u8
 owned + u32 length + the labels as a JSON object, empty for none); then a u32 count
 of operations, each a u8 kind (1: bound, 0: released), a u16 partition
 (``NO_PARTITION``: none), the pod's key (u16 length + UTF-8), and for a bound pod:
@@ -35,8 +35,6 @@ u32 node, class, label set, queue and gang (``NONE``: none) indexes into the
 tables, a u8 of flags (``NOT_PREEMPTABLE``), an i64 of GPU device bits and a u8
 count of (u8 resource index, i64 units) pairs, the binding's allocation.
 """
-
-from hashlib import blake2b
 
 import orjson
 
@@ -46,6 +44,10 @@ from libc.string cimport memcmp, memcpy
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 
 cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
+    bint PyUnicode_IS_ASCII(object o)
+    bint PyUnicode_CheckExact(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
     str PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object o)
@@ -60,13 +62,16 @@ from esched.core._types cimport PHASE_FREE, PHASE_RUNNING
 __all__ = ["MAGIC", "NONE", "NOT_PREEMPTABLE", "NO_PARTITION", "ClaimsError", "claims_record"]
 
 #: First bytes of a claims record; bump the digit when the layout changes.
-MAGIC = b"ECL1"
+MAGIC = b"ECL2"
+# (C values, read in the loop over a record's operations without a Python object)
+cdef uint32_t _NONE = 0xFFFFFFFF
+cdef int _NOT_PREEMPTABLE = 1
 #: A table index for "none" (no label set, no gang).
-NONE = 0xFFFFFFFF
+NONE = _NONE
 #: The partition of a pod outside every work partition.
 NO_PARTITION = 0xFFFF
 #: Flag of a bound pod: volcano.sh/preemptable false (ClusterState.not_preemptable).
-NOT_PREEMPTABLE = 1
+NOT_PREEMPTABLE = _NOT_PREEMPTABLE
 
 
 class ClaimsError(ValueError):
@@ -97,30 +102,117 @@ def _text(str s) -> bytes:
     return len(raw).to_bytes(2, "little") + raw
 
 
+cdef int _name_utf8_other(object name, const char** b, Py_ssize_t* n) except -1:
+    # _name_utf8 of a name that is not an ASCII str of at most 0xFFFF characters.
+    if type(name) is not str:
+        raise ClaimsError(f"a name of type {type(name).__name__}")
+    b[0] = PyUnicode_AsUTF8AndSize(name, n)  # (cached in the str by Python)
+    if n[0] > 0xFFFF:
+        raise ClaimsError(f"a name of {n[0]} bytes")
+    return 0
+
+
+cdef inline int _name_utf8(object name, const char** b, Py_ssize_t* n) except -1:
+    # A name's UTF-8: an ASCII str's own characters, without a call.
+    if PyUnicode_CheckExact(name) and PyUnicode_IS_ASCII(name):
+        n[0] = PyUnicode_GET_LENGTH(name)
+        if n[0] <= 0xFFFF:
+            b[0] = <const char*>PyUnicode_DATA(name)
+            return 0
+    return _name_utf8_other(name, b, n)
+
+
+cdef inline char* _put_i64(char* w, int64_t v) noexcept:
+    memcpy(w, &v, 8)
+    return w + 8
+
+
+cdef inline char* _put_text(char* w, const char* b, Py_ssize_t n) noexcept:
+    cdef uint16_t k = <uint16_t>n
+    memcpy(w, &k, 2)
+    memcpy(w + 2, b, n)
+    return w + 2 + n
+
+
 cdef bytes _definition(tuple key):
     # A class's definition in a record: its class_index key (see _class_of in
     # core/_state.pyx: requests then limits above them as "limit:<name>" items, the
     # non-zero cpu and memory, priority, constraints key, priorityClassName), as
     # u8 count + (name, i64 units) for the requests, the same for the limits, three
     # i64 (non-zero cpu, memory, priority), u32 length + the constraints key, u16
-    # length + the priorityClassName (0xFFFF: none).
-    items, nz, prio, ckey, pcn = key
-    req = [(k, v) for k, v in items if not k.startswith("limit:")]
-    lim = [(k[6:], v) for k, v in items if k.startswith("limit:")]
-    if len(req) > 255 or len(lim) > 255:
+    # length + the priorityClassName (0xFFFF: none). Written in C, sized first: every
+    # class of a state is written once when a claims-following state indexes its
+    # classes (_index_classes).
+    items = <tuple>key[0]
+    nz = <tuple>key[1]
+    ckey = <str>key[3]
+    pcn = key[4]
+    cdef Py_ssize_t n_items = len(items), i, n, n_lim = 0, size = 2 + 24 + 4 + 2
+    cdef Py_ssize_t n_ckey, n_pcn = 0
+    cdef const char* b
+    cdef const char* b_ckey = PyUnicode_AsUTF8AndSize(ckey, &n_ckey)
+    cdef const char* b_pcn = NULL
+    if pcn is not None:
+        _name_utf8(pcn, &b_pcn, &n_pcn)
+        size += n_pcn
+    if n_ckey > 0xFFFFFFFF:
+        raise ClaimsError("a constraints key beyond 4 GiB")
+    size += n_ckey
+    for i in range(n_items):
+        _name_utf8((<tuple>items[i])[0], &b, &n)
+        if n >= 6 and memcmp(b, b"limit:", 6) == 0:
+            n_lim += 1
+            n -= 6
+        size += 2 + n + 8
+    if n_items - n_lim > 255 or n_lim > 255:
         raise ClaimsError("a class of more than 255 resources")
-    out = []
-    for part in (req, lim):
-        out.append(len(part).to_bytes(1, "little"))
-        for k, v in part:
-            out += [_text(k), int(v).to_bytes(8, "little", signed=True)]
-    out += [int(nz[0]).to_bytes(8, "little", signed=True),
-            int(nz[1]).to_bytes(8, "little", signed=True),
-            int(prio).to_bytes(8, "little", signed=True)]
-    raw = ckey.encode()
-    out += [len(raw).to_bytes(4, "little"), raw]
-    out.append(b"\xff\xff" if pcn is None else _text(pcn))
-    return b"".join(out)
+    out = PyBytes_FromStringAndSize(NULL, size)
+    cdef char* w = PyBytes_AS_STRING(out)
+    cdef bint lim
+    cdef int half
+    for half in range(2):
+        lim = half == 1
+        w[0] = <char>(n_lim if lim else n_items - n_lim)
+        w += 1
+        for i in range(n_items):
+            item = <tuple>items[i]
+            _name_utf8(item[0], &b, &n)
+            if (n >= 6 and memcmp(b, b"limit:", 6) == 0) != lim:
+                continue
+            w = _put_text(w, b + 6, n - 6) if lim else _put_text(w, b, n)
+            w = _put_i64(w, item[1])
+    w = _put_i64(w, nz[0])
+    w = _put_i64(w, nz[1])
+    w = _put_i64(w, key[2])
+    cdef uint32_t k = <uint32_t>n_ckey
+    memcpy(w, &k, 4)
+    memcpy(w + 4, b_ckey, n_ckey)
+    w += 4 + n_ckey
+    if pcn is None:
+        memcpy(w, b"\xff\xff", 2)
+    else:
+        _put_text(w, b_pcn, n_pcn)
+    return out
+
+
+cdef uint64_t _fingerprint(const unsigned char* b, Py_ssize_t n) noexcept:
+    # A definition's fingerprint in a record: from h = n ^ 0x9E3779B97F4A7C15, for each
+    # 8-byte little-endian word w of the definition (the last one padded with zeros)
+    # h = (h ^ w) * 0xFF51AFD7ED558CCD, h ^= h >> 33 (mod 2**64). A word at a time: a
+    # claims-following state fingerprints each of its classes once (_index_classes).
+    cdef uint64_t h = <uint64_t>n ^ 0x9E3779B97F4A7C15ULL, w
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&w, b + i, 8)
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL
+        h ^= h >> 33
+        i += 8
+    if i < n:
+        w = 0
+        memcpy(&w, b + i, n - i)
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL
+        h ^= h >> 33
+    return h
 
 
 def claims_record(ClusterState state, partition_of=None) -> bytes:
@@ -190,7 +282,8 @@ def claims_record(ClusterState state, partition_of=None) -> bytes:
         out += [_text(s) for s in table.items]
     out.append(len(classes.items).to_bytes(4, "little"))
     for d in classes.items:
-        out += [blake2b(d, digest_size=8).digest(), len(d).to_bytes(4, "little"), d]
+        fp = _fingerprint(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
+        out += [fp.to_bytes(8, "little"), len(d).to_bytes(4, "little"), d]
     out.append(len(lsets.items).to_bytes(4, "little"))
     for owned, raw in lsets.items:
         out += [b"\x01" if owned else b"\x00", len(raw).to_bytes(4, "little"), raw]
@@ -246,11 +339,17 @@ cdef inline str _r_text(_Reader* rd):
 
 
 cdef inline bint _ascii(const unsigned char* b, Py_ssize_t n) noexcept:
-    cdef Py_ssize_t i
-    for i in range(n):
-        if b[i] >= 0x80:
-            return False
-    return True
+    # (eight bytes at a time: every pod's key is checked)
+    cdef Py_ssize_t i = 0
+    cdef uint64_t w, bits = 0
+    while i + 8 <= n:
+        memcpy(&w, b + i, 8)
+        bits |= w
+        i += 8
+    while i < n:
+        bits |= b[i]
+        i += 1
+    return (bits & 0x8080808080808080ULL) == 0
 
 
 cdef inline str _r_key(_Reader* rd):
@@ -281,45 +380,198 @@ cdef list _r_texts(_Reader* rd):
     return [_r_text(rd) for j in range(k)]
 
 
-cdef dict _r_units(_Reader* rd):
+cdef str _r_name(ClusterState self, _Reader* rd):
+    # A resource name of a definition: the state's own str of a resource it has (its
+    # hash kept: the class key is hashed at once), else decoded.
+    cdef Py_ssize_t k = _r_u16(rd), r, n
+    _need(rd, k)
+    cdef const unsigned char* b = rd.b + rd.i
+    cdef const char* known
+    rd.i += k
+    for r in range(self.n_res):
+        name = self.res_names[r]
+        known = PyUnicode_AsUTF8AndSize(name, &n)
+        if n == k and memcmp(known, b, k) == 0:
+            return <str>name
+    return PyUnicode_DecodeUTF8(<const char*>b, k, NULL)
+
+
+cdef dict _r_units(ClusterState self, _Reader* rd):
     # A definition's u8 count of (name, i64 units), as the dict _class_of takes.
     _need(rd, 1)
     cdef Py_ssize_t k = rd.b[rd.i], j
     rd.i += 1
     out = {}
     for j in range(k):
-        name = _r_text(rd)
+        name = _r_name(self, rd)
         out[name] = _r_i64(rd)
     return out
 
 
+# Entries of a state's class index (ClusterState._claims_classes) beyond twice its live
+# classes and this, at which it is built again from them (its stale entries, of
+# released classes, dropped).
+cdef Py_ssize_t _INDEX_SLACK = 4096
+cdef class _ClassIndex:
+    # A state's classes by definition fingerprint (ClusterState._claims_classes, see
+    # _index_classes): open addressing over C arrays (a lookup makes no Python int),
+    # the definitions in a list beside them. Entries are overwritten, never removed:
+    # one is checked at each use (_indexed).
+    cdef uint64_t* fps
+    cdef Py_ssize_t* ids                 # class id; -1: an empty slot
+    cdef long long* epochs               # the class's epoch when entered
+    cdef list defs                       # the class's definition
+    cdef Py_ssize_t cap, n               # slots (a power of two, or 0), entries
+
+    def __cinit__(self):
+        self.fps = NULL
+        self.ids = NULL
+        self.epochs = NULL
+        self.defs = []
+        self.cap = 0
+        self.n = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.fps)
+        PyMem_Free(self.ids)
+        PyMem_Free(self.epochs)
+
+    cdef inline Py_ssize_t slot(self, uint64_t fp) noexcept:
+        # The slot of ``fp``, or the empty slot where it would go (cap > 0).
+        cdef Py_ssize_t m = self.cap - 1, i = <Py_ssize_t>(fp & <uint64_t>m)
+        while self.ids[i] != -1 and self.fps[i] != fp:
+            i = (i + 1) & m
+        return i
+
+    cdef int reset(self, Py_ssize_t cap) except -1:
+        # Emptied, with ``cap`` slots.
+        PyMem_Free(self.fps)
+        PyMem_Free(self.ids)
+        PyMem_Free(self.epochs)
+        self.fps = <uint64_t*>PyMem_Malloc(cap * sizeof(uint64_t))
+        self.ids = <Py_ssize_t*>PyMem_Malloc(cap * sizeof(Py_ssize_t))
+        self.epochs = <long long*>PyMem_Malloc(cap * sizeof(long long))
+        if self.fps == NULL or self.ids == NULL or self.epochs == NULL:
+            self.cap = 0
+            raise MemoryError()
+        cdef Py_ssize_t i
+        for i in range(cap):
+            self.ids[i] = -1
+        self.defs = [None] * cap
+        self.cap = cap
+        self.n = 0
+        return 0
+
+    cdef int put(self, uint64_t fp, Py_ssize_t c, long long epoch, bytes d) except -1:
+        cdef Py_ssize_t i, old_cap = self.cap
+        cdef uint64_t* fps
+        cdef Py_ssize_t* ids
+        cdef long long* epochs
+        if 2 * (self.n + 1) > self.cap:
+            fps, ids, epochs, defs = self.fps, self.ids, self.epochs, self.defs
+            self.fps = NULL  # (the old arrays kept for the copy below)
+            self.ids = NULL
+            self.epochs = NULL
+            try:
+                self.reset(max(1024, 2 * old_cap))
+                for i in range(old_cap):
+                    if ids[i] != -1:
+                        self.put(fps[i], ids[i], epochs[i], <bytes>defs[i])
+            finally:
+                PyMem_Free(fps)
+                PyMem_Free(ids)
+                PyMem_Free(epochs)
+        i = self.slot(fp)
+        if self.ids[i] == -1:
+            self.n += 1
+        self.fps[i] = fp
+        self.ids[i] = c
+        self.epochs[i] = epoch
+        self.defs[i] = d
+        return 0
+
+
+cdef inline _ClassIndex _index_of(ClusterState self):
+    # The state's class index, made empty at first.
+    if self._claims_classes is None:
+        self._claims_classes = _ClassIndex()
+    return <_ClassIndex>self._claims_classes
+
+
+cdef int _index_classes(ClusterState self) except -1:
+    # The state's class index by fingerprint (_ClassIndex) brought up to date: the
+    # classes made since it was last (ClusterState._classes_made, which _new_class
+    # appends to), or, first (_classes_made None: never built, or too many made since),
+    # every live class of the state (its snapshot's, its own fold's). A class a record
+    # names that the state already has is then found by its fingerprint, without its
+    # definition read.
+    made = self._classes_made
+    cdef _ClassIndex index = _index_of(self)
+    if made is None or index.n > 2 * len(self.class_index) + _INDEX_SLACK:
+        index.reset(1024)
+        made = range(self.n_classes)
+    self._classes_made = []
+    cdef Py_ssize_t i
+    cdef uint64_t fp
+    for i in made:
+        key = self.class_keys[i]
+        if key is None:
+            continue
+        try:
+            d = _definition(<tuple>key)
+        except (ClaimsError, OverflowError, TypeError):
+            continue  # (no record can name it either)
+        fp = _fingerprint(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
+        index.put(fp, i, self.class_epoch[i], d)
+    return 0
+
+
+cdef inline Py_ssize_t _indexed(ClusterState self, uint64_t fp, const unsigned char* b,
+                                uint32_t length) except -2:
+    # The class of fingerprint ``fp`` in the state's index whose definition is the
+    # ``length`` bytes at ``b``, or -1: none (a class released, or its id given to
+    # another class since: its epoch moved; another definition of that fingerprint).
+    cdef _ClassIndex index = _index_of(self)
+    if index.cap == 0:
+        return -1
+    cdef Py_ssize_t i = index.slot(fp), c = index.ids[i]
+    if c < 0:
+        return -1
+    known = <bytes>index.defs[i]
+    if (self.class_keys[c] is not None and self.class_epoch[c] == index.epochs[i]
+            and PyBytes_GET_SIZE(known) == length
+            and memcmp(PyBytes_AS_STRING(known), b, length) == 0):
+        return c
+    return -1
+
+
 cdef Py_ssize_t _class_from(ClusterState self, _Reader* rd, Py_ssize_t at) except -2:
     # The class of the record's definition at offset ``at`` (fingerprint, length,
-    # bytes), found through the state's memo of definitions by fingerprint (the
-    # definition's bytes compared, and the class's epoch: a released id may have
-    # been given to another class), else found or made as the fold does (_class_of,
-    # from the same key) and memoized. A definition is read once per class and
-    # state, not once per pod.
+    # bytes): found in the state's index of its classes by fingerprint (the index
+    # brought up to date at a miss, _index_classes), else found or made as the fold
+    # does (_class_of, from the same key) and indexed. A definition is read once per
+    # class the state has not had, not once per pod.
     cdef Py_ssize_t c
     cdef uint32_t length
     cdef uint64_t fp
     memcpy(&fp, rd.b + at, 8)
     memcpy(&length, rd.b + at + 8, 4)
-    got = self._claims_classes.get(fp)
-    if got is not None:
-        c = (<tuple>got)[0]
-        known = <bytes>(<tuple>got)[2]
-        if (self.class_keys[c] is not None and self.class_epoch[c] == (<tuple>got)[1]
-                and PyBytes_GET_SIZE(known) == length
-                and memcmp(PyBytes_AS_STRING(known), rd.b + at + 12, length) == 0):
+    cdef const unsigned char* b = rd.b + at + 12
+    c = _indexed(self, fp, b, length)
+    if c >= 0:
+        return c
+    if self._classes_made is None or len(self._classes_made) > 0:
+        _index_classes(self)
+        c = _indexed(self, fp, b, length)
+        if c >= 0:
             return c
-    definition = PyBytes_FromStringAndSize(<const char*>(rd.b + at + 12), length)
+    definition = PyBytes_FromStringAndSize(<const char*>b, length)
     cdef _Reader d  # (the definition alone: a length beyond it is refused)
-    d.b = rd.b + at + 12
+    d.b = b
     d.i = 0
     d.n = length
-    req = _r_units(&d)
-    lim = _r_units(&d)
+    req = _r_units(self, &d)
+    lim = _r_units(self, &d)
     nz_cpu = _r_i64(&d)
     nz = (nz_cpu, _r_i64(&d))
     prio = _r_i64(&d)
@@ -337,9 +589,10 @@ cdef Py_ssize_t _class_from(ClusterState self, _Reader* rd, Py_ssize_t at) excep
         raise ClaimsError("bytes after a class definition")
     c = _class_of(self, req, nz, prio, ckey, pcn, lim or None)
     if c >= 0:
-        if len(self._claims_classes) >= 100000:
-            self._claims_classes.clear()  # (garbage input: distinct definitions unbounded)
-        self._claims_classes[fp] = (c, self.class_epoch[c], definition)
+        made = self._classes_made
+        if made and made[len(made) - 1] == c:
+            made.pop()  # (made just now: indexed here, under the record's fingerprint)
+        _index_of(self).put(fp, c, self.class_epoch[c], definition)
     return c
 
 
@@ -467,7 +720,7 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
             rd.i += 9 * nres
             continue
         if ni >= <uint32_t>nn or ci >= <uint32_t>nd or qi >= <uint32_t>nq or (
-                li != NONE and li >= <uint32_t>nl) or (gi != NONE and gi >= <uint32_t>ng):
+                li != _NONE and li >= <uint32_t>nl) or (gi != _NONE and gi >= <uint32_t>ng):
             raise ClaimsError("an operation's index beyond its table")
         n = node_ids[ni]
         if n == UNRESOLVED:
@@ -496,13 +749,13 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
         if q == UNRESOLVED:
             q = queue_ids[qi] = self._queue(queue_names[qi])
         g = -1
-        if gi != NONE:
+        if gi != _NONE:
             g = gang_ids[gi]
             if g == UNRESOLVED:
                 g = gang_ids[gi] = self._gang(gang_keys[gi], queue_names[qi])
         lab = None
         owned = False
-        if li != NONE:
+        if li != _NONE:
             got = labels[li]
             if got is None:
                 raw = (<tuple>lset_raw[li])[1]
@@ -510,7 +763,7 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
                                     orjson.loads(raw) if raw else None)
             owned, lab = got
         p = _pod_enter(self, key, idx, c, q, g, class_prios[ci], lab, owned)
-        if flags & NOT_PREEMPTABLE:
+        if flags & _NOT_PREEMPTABLE:
             self.not_preemptable[key] = True
         elif self.not_preemptable:
             self.not_preemptable.pop(key, None)

@@ -49,7 +49,10 @@ cdef class ClusterState:
     # None, or the pods the fold bound and released since core/_claims.pyx last took
     # them, as (CLAIM_BOUND or CLAIM_RELEASED, pod key): not fold state (see _claims)
     cdef public list claims_journal
-    cdef dict _claims_classes            # claims' class fingerprint -> (class id, epoch, definition)
+    cdef object _claims_classes          # None, or claims' index of classes (core/_claims.pyx _ClassIndex)
+    # The class ids made since _claims_classes was brought up to date (None: it holds
+    # not every live class; core/_claims.pyx _index_classes)
+    cdef list _classes_made
 
     # --- resources ---
     cdef public list res_names           # column -> resource name ("cpu", "memory", "pods", ...)

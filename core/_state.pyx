@@ -244,6 +244,11 @@ cdef inline bint _profile_only(dict spec) except -1:
     return sname is None or type(sname) is str
 
 
+# Classes made between two claims records' misses beyond which a claims-following
+# state's class index is built again whole rather than kept up (_new_class).
+cdef Py_ssize_t _CLASSES_MADE_MAX = 65536
+
+
 cdef Py_ssize_t _class_of(ClusterState st, dict req, tuple nz, object prio, str ckey,
                           object pcn, dict lim=None) except -2:
     # ClusterState._class_for's last step: the class of these requests, limits above
@@ -287,7 +292,8 @@ cdef class ClusterState:
         self.scheduler_of = {}
         self.not_preemptable = {}
         self.claims_journal = None
-        self._claims_classes = {}
+        self._claims_classes = None
+        self._classes_made = None
         self._at = 0
         self._unknown_counts = {}
         for i in range(32):
@@ -815,6 +821,13 @@ cdef class ClusterState:
             self.class_ports.append(None)
             self.class_keys.append(None)
             self.class_memo_head.append(None)
+        made = self._classes_made
+        if made is not None:
+            # (a claims-following state's index of classes by fingerprint: kept up)
+            if len(<list>made) < _CLASSES_MADE_MAX:
+                (<list>made).append(i)
+            else:
+                self._classes_made = None  # (indexed again whole at the claims' next miss)
         self.class_nz[i, 0] = nz[0]
         self.class_nz[i, 1] = nz[1]
         cdef Py_ssize_t k = 0, col

@@ -431,3 +431,92 @@ def test_preemption_of_claimed_pods_ranked_apart_is_the_whole_folds():
         plan_b = Placer(b, seed=3).plan_preemption(probe, assume=False)
         assert plan_a is not None and plan_a["victims"]
         assert plan_b == plan_a
+
+
+def _queue_event() -> dict:
+    """An event no pod's: fold_both cuts a record before it."""
+    return envelope(EV.QUEUE_UPSERTED, {"metadata": {"name": "q2"}, "spec": {"weight": 1}})
+
+
+def test_a_class_released_and_its_id_given_to_another_is_not_found_by_its_old_entry():
+    """The state's index of classes by fingerprint keeps a class's id and epoch: once
+    the class is released and its id given to another class (here by the state's own
+    fold), a claim of the first class's definition makes it anew rather than taking
+    the id's new class."""
+    events = [
+        envelope(EV.NODE_ADDED, node("n0", cpu="8")),
+        envelope(EV.POD_SUBMITTED, pod("w", cpu="250m", namespace="ns1")),
+        envelope(EV.PLACEMENT_COMMITTED, commit(("ns1/w", "n0", {"cpu": 250}))),
+        _queue_event(),  # (B's class of ns1/w: made from the record)
+        envelope(EV.POD_DELETED, ref("w", "ns1")),
+        _queue_event(),  # (released: its class id free)
+        envelope(EV.POD_SUBMITTED, pod("v", cpu="300m", namespace="ns0")),  # (B's own)
+        envelope(EV.POD_SUBMITTED, pod("w2", cpu="250m", namespace="ns1")),
+        envelope(EV.PLACEMENT_COMMITTED, commit(("ns1/w2", "n0", {"cpu": 250}))),
+    ]
+    a, b, applied = fold_both(list(enumerate(events, 1)), 0)
+    assert applied == 3
+    assert b.class_specs[b.class_of(b.pod_index["ns1/w2"])]["requests"]["cpu"] == 250
+    assert b.class_specs[b.class_of(b.pod_index["ns0/v"])]["requests"]["cpu"] == 300
+    assert scheduling_view(b) == scheduling_view(a)
+
+
+def test_a_claim_of_a_class_the_state_restored_holds_that_class():
+    """A class the state has from its snapshot (a pod of its own partition holds it)
+    is the class a claim of its definition gets, not a second one."""
+    a = ClusterState()
+    a.claims_journal = []
+    a.apply(envelope(EV.NODE_ADDED, node("n0", cpu="8")), 1)
+    a.apply(envelope(EV.POD_SUBMITTED, pod("v", cpu="250m", namespace="ns0")), 2)
+    b = ClusterState.from_bytes(a.to_bytes())
+    claims_record(a)
+    a.apply(envelope(EV.POD_SUBMITTED, pod("w", cpu="250m", namespace="ns1")), 3)
+    a.apply(envelope(EV.PLACEMENT_COMMITTED, commit(("ns1/w", "n0", {"cpu": 250}))), 4)
+    known = b.class_of(b.pod_index["ns0/v"])
+    classes = len(b.class_index)
+    assert b.apply_claims(claims_record(a, partition_of), bytes([1])) == 1
+    assert b.class_of(b.pod_index["ns1/w"]) == known
+    assert len(b.class_index) == classes
+
+
+def test_claims_of_many_classes_the_state_has_make_no_class():
+    """600 classes the state restored (its index grown past its first size): a claim
+    of each definition holds the class the state has."""
+    a = ClusterState()
+    a.claims_journal = []
+    a.apply(envelope(EV.NODE_ADDED, node("n0", cpu="1000", memory="1Ti", pods="5000")), 1)
+    n = 600
+    for i in range(n):
+        a.apply(envelope(EV.POD_SUBMITTED, pod(f"v{i}", cpu=f"{i + 1}m", namespace="ns0")), i + 2)
+    b = ClusterState.from_bytes(a.to_bytes())
+    claims_record(a)
+    pos = n + 2
+    for i in range(n):
+        a.apply(envelope(EV.POD_SUBMITTED, pod(f"w{i}", cpu=f"{i + 1}m", namespace="ns1")), pos)
+        commit_w = commit((f"ns1/w{i}", "n0", {"cpu": i + 1}))
+        a.apply(envelope(EV.PLACEMENT_COMMITTED, commit_w), pos + 1)
+        pos += 2
+    classes = len(b.class_index)
+    assert b.apply_claims(claims_record(a, partition_of), bytes([1])) == n
+    assert len(b.class_index) == classes
+    for i in range(n):
+        assert b.class_of(b.pod_index[f"ns1/w{i}"]) == b.class_of(b.pod_index[f"ns0/v{i}"])
+
+
+@pytest.mark.parametrize(
+    "name", ["w", "wé", "long-name-of-a-pod-é", "long-name-of-a-pod-é-0123456789"]
+)
+def test_a_pods_key_and_node_name_of_any_text_come_through(name):
+    """Keys and node names are copied as they are when ASCII, decoded otherwise
+    (Kubernetes names are ASCII; a record carries UTF-8)."""
+    a = ClusterState()
+    a.claims_journal = []
+    a.apply(envelope(EV.NODE_ADDED, node(f"n-{name}")), 1)
+    b = ClusterState()
+    b.apply(envelope(EV.NODE_ADDED, node(f"n-{name}")), 1)
+    claims_record(a)
+    a.apply(envelope(EV.POD_SUBMITTED, pod(name, cpu="250m", namespace="ns1")), 2)
+    a.apply(envelope(EV.PLACEMENT_COMMITTED, commit((f"ns1/{name}", f"n-{name}", {"cpu": 250}))), 3)
+    assert b.apply_claims(claims_record(a)) == 1
+    assert list(b.pod_index) == [f"ns1/{name}"]
+    assert b.pod(f"ns1/{name}")["node"] == f"n-{name}"
