@@ -24,9 +24,10 @@ PriorityClasses, its own partitions' pods) must not fall between the first and
 the last event a record covers, or the record applies out of order (a pod bound to
 a node the state has since removed). The writer cuts records there.
 
-Layout (little endian): ``ECL2``, then six tables, each a u32 count of entries:
+Layout (little endian): ``ECL3``, then six tables, each a u32 count of entries:
 resource names, node names and queue names and gang keys (u16 length + UTF-8), class
-definitions (a 64-bit fingerprint of the definition, ``_fingerprint``, then u32
+definitions (a 64-bit fingerprint of the definition, the fold's ``bytes_hash``
+(``core/_fold_bytes.pxd``), then u32
 length + the class's key, ``_definition``), label sets (u8
 owned + u32 length + the labels as a JSON object, empty for none); then a u32 count
 of operations, each a u8 kind (1: bound, 0: released), a u16 partition
@@ -55,14 +56,14 @@ cdef extern from "Python.h":
 from esched.core._fold cimport (
     CLAIM_BOUND, CLAIM_RELEASED, _bind_allocated, _pod_enter, _pod_finish,
 )
-from esched.core._fold_bytes cimport node_slot
+from esched.core._fold_bytes cimport bytes_hash, node_slot
 from esched.core._state cimport ClusterState, _class_of
 from esched.core._types cimport PHASE_FREE, PHASE_RUNNING
 
 __all__ = ["MAGIC", "NONE", "NOT_PREEMPTABLE", "NO_PARTITION", "ClaimsError", "claims_record"]
 
 #: First bytes of a claims record; bump the digit when the layout changes.
-MAGIC = b"ECL2"
+MAGIC = b"ECL3"
 # (C values, read in the loop over a record's operations without a Python object)
 cdef uint32_t _NONE = 0xFFFFFFFF
 cdef int _NOT_PREEMPTABLE = 1
@@ -195,26 +196,6 @@ cdef bytes _definition(tuple key):
     return out
 
 
-cdef uint64_t _fingerprint(const unsigned char* b, Py_ssize_t n) noexcept:
-    # A definition's fingerprint in a record: from h = n ^ 0x9E3779B97F4A7C15, for each
-    # 8-byte little-endian word w of the definition (the last one padded with zeros)
-    # h = (h ^ w) * 0xFF51AFD7ED558CCD, h ^= h >> 33 (mod 2**64). A word at a time: a
-    # claims-following state fingerprints each of its classes once (_index_classes).
-    cdef uint64_t h = <uint64_t>n ^ 0x9E3779B97F4A7C15ULL, w
-    cdef Py_ssize_t i = 0
-    while i + 8 <= n:
-        memcpy(&w, b + i, 8)
-        h = (h ^ w) * 0xFF51AFD7ED558CCDULL
-        h ^= h >> 33
-        i += 8
-    if i < n:
-        w = 0
-        memcpy(&w, b + i, n - i)
-        h = (h ^ w) * 0xFF51AFD7ED558CCDULL
-        h ^= h >> 33
-    return h
-
-
 def claims_record(ClusterState state, partition_of=None) -> bytes:
     """The claims of ``state``'s journal (``state.claims_journal``), which it empties.
 
@@ -282,7 +263,7 @@ def claims_record(ClusterState state, partition_of=None) -> bytes:
         out += [_text(s) for s in table.items]
     out.append(len(classes.items).to_bytes(4, "little"))
     for d in classes.items:
-        fp = _fingerprint(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
+        fp = bytes_hash(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
         out += [fp.to_bytes(8, "little"), len(d).to_bytes(4, "little"), d]
     out.append(len(lsets.items).to_bytes(4, "little"))
     for owned, raw in lsets.items:
@@ -521,7 +502,7 @@ cdef int _index_classes(ClusterState self) except -1:
             d = _definition(<tuple>key)
         except (ClaimsError, OverflowError, TypeError):
             continue  # (no record can name it either)
-        fp = _fingerprint(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
+        fp = bytes_hash(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
         index.put(fp, i, self.class_epoch[i], d)
     return 0
 

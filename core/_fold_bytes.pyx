@@ -320,15 +320,8 @@ def _py_job_group_spec(ClusterState state, bytes payload) -> object:
     """Test hook: the PodGroup spec the bytes path derives itself from the
     ``esched.job.submitted`` envelope ``payload`` (:func:`_job_spec_parts`), or None
     where it leaves the Job to ``volcano_podgroup``."""
-    cdef Span t, d, meta, spec
-    cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
-    if not scan_envelope(b, n, &t, &d) or d.start < 0 or b[d.start] != 0x7b:
-        return None
-    _meta_and_spec(b, n, d.start, &meta, &spec)
-    if spec.start < 0 or b[spec.start] != 0x7b:
-        return None
-    return _job_spec_parts(state, b, n, spec, True, False)[0]
+    parts = _py_job_spec_parts(state, payload, True, False)
+    return None if parts is None else parts[0]
 
 
 def _py_job_first_pods(ClusterState state, bytes payload) -> object:
@@ -336,6 +329,13 @@ def _py_job_first_pods(ClusterState state, bytes payload) -> object:
     ``esched.job.submitted`` envelope ``payload`` (:func:`_job_spec_parts`): (queue,
     [(task name, replicas, the pods' spec bytes)]), or None where it leaves them to
     ``volcano_first_pods``."""
+    parts = _py_job_spec_parts(state, payload, False, True)
+    return None if parts is None else parts[1]
+
+
+cdef object _py_job_spec_parts(ClusterState state, bytes payload, bint group, bint pods):
+    # The test hooks' _job_spec_parts of the Job spec in the envelope ``payload``;
+    # None when the envelope holds no Job spec object.
     cdef Span t, d, meta, spec
     cdef const unsigned char* b = <const unsigned char*>PyBytes_AS_STRING(payload)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
@@ -344,7 +344,7 @@ def _py_job_first_pods(ClusterState state, bytes payload) -> object:
     _meta_and_spec(b, n, d.start, &meta, &spec)
     if spec.start < 0 or b[spec.start] != 0x7b:
         return None
-    return _job_spec_parts(state, b, n, spec, False, True)[1]
+    return _job_spec_parts(state, b, n, spec, group, pods)
 
 
 def _py_spec_memo_holds(ClusterState state, bytes spec) -> bool:
@@ -1127,7 +1127,7 @@ cdef int _expect_pod_spec(ClusterState self, const unsigned char* b, Span tspec,
     memcpy(out + tl - 1, PyBytes_AS_STRING(_B_SCHEDULER_MEMBER), ml)
     memcpy(out + tl - 1 + ml, b + sname.start, sl)
     out[total - 1] = 0x7d  # }
-    h = _bytes_hash(<const unsigned char*>out, total)
+    h = bytes_hash(<const unsigned char*>out, total)
     recent = self._spec_recent
     if recent is None:
         recent = self._spec_recent = [None] * SPEC_RECENT
@@ -1222,7 +1222,7 @@ cdef tuple _spec_lookup(ClusterState self, const unsigned char* b, Span spec, ui
     # (_spec_recent: no int made and no dict probed per pod; dropped with the memo when
     # its classes go stale).
     cdef tuple entry
-    h[0] = _bytes_hash(b + spec.start, spec.end - spec.start)
+    h[0] = bytes_hash(b + spec.start, spec.end - spec.start)
     recent = self._spec_recent
     if recent is None:
         recent = self._spec_recent = [None] * SPEC_RECENT
@@ -1234,23 +1234,6 @@ cdef tuple _spec_lookup(ClusterState self, const unsigned char* b, Span spec, ui
         recent[h[0] & (SPEC_RECENT - 1)] = entry
         return entry
     return None
-
-
-cdef inline uint64_t _bytes_hash(const unsigned char* p, Py_ssize_t length) noexcept nogil:
-    # A 64-bit hash of ``length`` bytes at ``p`` (memo and cache keys; entries
-    # compare the bytes): eight bytes a step, each mixed in by a multiply and a shift
-    # (the bytes are stored JSON, not chosen to collide; a collision costs a miss).
-    cdef uint64_t h = <uint64_t>length * 0x9E3779B97F4A7C15ULL, w
-    cdef Py_ssize_t i = 0
-    while i + 8 <= length:
-        memcpy(&w, p + i, 8)
-        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL
-        h ^= h >> 29
-        i += 8
-    w = 0
-    memcpy(&w, p + i, length - i)
-    h = (h ^ w) * 0x94D049BB133111EBULL
-    return h ^ (h >> 32)
 
 
 # The spec memo's entries last found (ClusterState._spec_recent), by hash bits.
@@ -1498,7 +1481,7 @@ cdef Py_ssize_t _slot_of(Py_ssize_t* cache, Py_ssize_t mask, list names, dict in
     # holds, or -1 when absent: through ``cache`` (see above), else the index.
     cdef const unsigned char* p = b + s.start + 1
     cdef Py_ssize_t length = s.end - s.start - 2
-    cdef Py_ssize_t h = <Py_ssize_t>(_bytes_hash(p, length) & <uint64_t>mask)
+    cdef Py_ssize_t h = <Py_ssize_t>(bytes_hash(p, length) & <uint64_t>mask)
     if _named_at(names, cache[h], p, length):
         return cache[h]
     found = index.get(_ascii_string(b, s))
@@ -1521,7 +1504,7 @@ cdef Py_ssize_t node_slot(ClusterState self, const unsigned char* name,
 cdef inline void _note_pod(str key, Py_ssize_t slot) noexcept:
     # A pod the bytes path submitted into slot ``slot``, into the commit's pod cache.
     if PyUnicode_IS_COMPACT_ASCII(key):
-        _POD_SLOTS[_bytes_hash(<const unsigned char*>PyUnicode_DATA(key),
+        _POD_SLOTS[bytes_hash(<const unsigned char*>PyUnicode_DATA(key),
                                PyUnicode_GET_LENGTH(key)) & (POD_SLOTS - 1)] = slot
 
 

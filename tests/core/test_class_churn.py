@@ -47,6 +47,19 @@ class _Bytes:
         self.st.apply_payloads([(self.st.position + 1, orjson.dumps(envelope(etype, data)))])
 
 
+def _zoned_cluster() -> tuple[ClusterState, _Bytes]:
+    """Eight nodes of 8 CPUs, four in zone a and four in zone b, with distinct memory
+    so that no two nodes score alike; the state and its bytes fold."""
+    st = ClusterState()
+    fold = _Bytes(st)
+    for i in range(8):
+        fold(
+            EV.NODE_ADDED,
+            node(f"n{i}", cpu="8", memory=f"{16 + i}Gi", labels={ZONE: "ab"[i // 4]}),
+        )
+    return st, fold
+
+
 def test_a_class_is_released_with_its_last_pod_and_its_id_taken_by_the_next_new_one() -> None:
     st = ClusterState()
     log = Log(st)
@@ -76,14 +89,7 @@ def test_a_class_is_released_with_its_last_pod_and_its_id_taken_by_the_next_new_
 
 
 def test_classes_alternating_through_one_id_never_see_each_others_memos() -> None:
-    st = ClusterState()
-    fold = _Bytes(st)
-    for i in range(8):
-        # distinct memory per node: no two nodes score alike
-        fold(
-            EV.NODE_ADDED,
-            node(f"n{i}", cpu="8", memory=f"{16 + i}Gi", labels={ZONE: "ab"[i // 4]}),
-        )
+    st, fold = _zoned_cluster()
     placer = Placer(st)  # long-lived, as a replica's: it must forget a reused id
     ids = set()
     for r in range(12):
@@ -115,13 +121,7 @@ def _reuse_after_changes(changes: int) -> tuple[Placer, ClusterState, str]:
     row sees ``changes`` more changes of class (nodes untouched: every placement here
     assumes nothing); Y's first pod begins its run. The placer is left where Y's next
     pod takes row 0 back."""
-    st = ClusterState()
-    fold = _Bytes(st)
-    for i in range(8):
-        fold(
-            EV.NODE_ADDED,
-            node(f"n{i}", cpu="8", memory=f"{16 + i}Gi", labels={ZONE: "ab"[i // 4]}),
-        )
+    st, fold = _zoned_cluster()
     placer = Placer(st)
     for i in range(3):
         # a run: the second pod takes row 0 (epoch 1) and fills it, the third reads it

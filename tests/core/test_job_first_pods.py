@@ -73,6 +73,21 @@ def _marked(env: dict[str, Any]) -> bytes:
     return ev.stored_form(env, orjson.dumps(env))[1]
 
 
+_API = "batch.volcano.sh/v1alpha1"
+
+
+def _job(*tasks: dict[str, Any]) -> dict[str, Any]:
+    """Volcano's defaults of the Job ``ns/j`` of ``tasks``."""
+    return default_job(
+        {
+            "apiVersion": _API,
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {"tasks": list(tasks)},
+        }
+    )
+
+
 def _logs(
     job: dict[str, Any],
 ) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]], list[tuple[int, bytes]]]:
@@ -96,23 +111,14 @@ def _without_position(st: Any) -> dict[str, Any]:
 
 
 def test_a_jobs_first_pods_are_pending_at_its_position_on_both_paths() -> None:
-    job = default_job(
+    job = _job(
+        {"name": "a", "replicas": 2, "template": {"spec": _spec("1")}},
         {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": "j", "namespace": "ns"},
-            "spec": {
-                "tasks": [
-                    {"name": "a", "replicas": 2, "template": {"spec": _spec("1")}},
-                    {
-                        "name": "b",
-                        "replicas": 1,
-                        "dependsOn": {"name": ["a"]},
-                        "template": {"spec": _spec("2")},
-                    },
-                ]
-            },
-        }
+            "name": "b",
+            "replicas": 1,
+            "dependsOn": {"name": ["a"]},
+            "template": {"spec": _spec("2")},
+        },
     )
     old, new, _mixed = _logs(job)
     for st in (by_bytes(new), by_dict(new)):
@@ -160,17 +166,8 @@ def test_the_job_fold_of_an_old_log_is_the_job_fold_of_the_new_one() -> None:
 
 
 def test_a_podgroup_declared_before_the_job_means_no_implied_pods_in_either_fold() -> None:
-    (job,) = [
-        default_job(
-            {
-                "apiVersion": "batch.volcano.sh/v1alpha1",
-                "kind": "Job",
-                "metadata": {"name": "j", "namespace": "ns"},
-                "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": _spec("1")}}]},
-            }
-        )
-    ]
-    _job, (_, group), _pod = volcano_job_objects(job)
+    job = _job({"name": "w", "replicas": 1, "template": {"spec": _spec("1")}})
+    _job_object, (_, group), _pod = volcano_job_objects(job)
     rows = [
         (1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))),
         (2, orjson.dumps(envelope(ev.PODGROUP_SUBMITTED, group))),
@@ -182,14 +179,7 @@ def test_a_podgroup_declared_before_the_job_means_no_implied_pods_in_either_fold
 
 
 def _one_pod_job() -> dict[str, Any]:
-    return default_job(
-        {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": "j", "namespace": "ns"},
-            "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": _spec("1")}}]},
-        }
-    )
+    return _job({"name": "w", "replicas": 1, "template": {"spec": _spec("1")}})
 
 
 def test_only_a_job_ingest_marked_implies_its_pods_in_the_job_fold() -> None:
@@ -285,19 +275,7 @@ def test_the_implied_pods_are_the_released_tasks_pods_in_every_fold(depends_on) 
     task_b: dict[str, Any] = {"name": "b", "replicas": 2, "template": {"spec": _spec("1")}}
     if depends_on is not None:
         task_b["dependsOn"] = depends_on
-    job = default_job(
-        {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": "j", "namespace": "ns"},
-            "spec": {
-                "tasks": [
-                    {"name": "a", "replicas": 1, "template": {"spec": _spec("1")}},
-                    task_b,
-                ]
-            },
-        }
-    )
+    job = _job({"name": "a", "replicas": 1, "template": {"spec": _spec("1")}}, task_b)
     waits = bool(task_dependencies(task_b))
     first = [f"ns/{p['metadata']['name']}" for _t, _i, p, _b in volcano_first_pods(job)]
     assert first == (["ns/j-a-0"] if waits else ["ns/j-a-0", "ns/j-b-0", "ns/j-b-1"])
@@ -352,18 +330,9 @@ def test_the_one_walk_leaves_each_part_to_its_builder_alone() -> None:
     """The walk reads the PodGroup and the first pods together; a shape one part
     leaves to its builder leaves the other read off the bytes, and the marked Job's
     fold is the dict path's either way."""
-    base = default_job(
-        {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": "j", "namespace": "ns"},
-            "spec": {
-                "tasks": [
-                    {"name": "a", "replicas": 2, "template": {"spec": _spec("1")}},
-                    {"name": "b", "replicas": 1, "template": {"spec": _spec("2")}},
-                ]
-            },
-        }
+    base = _job(
+        {"name": "a", "replicas": 2, "template": {"spec": _spec("1")}},
+        {"name": "b", "replicas": 1, "template": {"spec": _spec("2")}},
     )
     depends = copy.deepcopy(base)
     depends["spec"]["tasks"][1]["dependsOn"] = {"name": ["a"]}
@@ -407,9 +376,6 @@ def test_a_pods_record_in_the_job_fold_is_read_by_its_fields_names() -> None:
     assert rec[R_IMPLIED] is True and len(rec) == R_IMPLIED + 1
     book.apply(ev.PLACEMENT_COMMITTED, {"bindings": [{"pod": "ns/j-w-0", "node": "n1"}]})
     assert (rec[R_STATUS], rec[R_NODE]) == (P_RUNNING, "n1")
-
-
-_API = "batch.volcano.sh/v1alpha1"
 
 
 def test_a_jobs_implied_pods_carry_the_builders_labels_queue_and_gang() -> None:
