@@ -44,7 +44,7 @@ from esched.core._fold cimport (
 )
 from esched.core._state cimport COL_PODS, MEMO_LIMIT, ClusterState
 from esched.schemas._requests cimport PodSum, new_sum
-from esched.schemas.manifests import TASK_POD_ANNOTATIONS, volcano_first_pods, volcano_podgroup
+from esched.schemas.manifests import volcano_first_pods, volcano_pod_labels, volcano_podgroup
 from esched.core._types cimport PHASE_FAILED, PHASE_FREE, PHASE_PENDING, PHASE_SUCCEEDED, units_t
 
 # ClusterState.apply_payloads is the fold's entry point; committed_proposal reads a
@@ -796,7 +796,7 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, tuple fou
         for task_name, replicas, spec_bytes in <list>found[1]:
             for i in range(<Py_ssize_t>replicas):
                 out.append((f"{namespace}/{job_name}-{task_name}-{i}",
-                            {"labels": {_A_JOB: job_name, _A_QUEUE: queue}}, spec_bytes, keys))
+                            {"labels": volcano_pod_labels(job_name, queue)}, spec_bytes, keys))
         return out
     job = {"metadata": {"name": job_name, "namespace": namespace}, "spec": found[1]}
     cdef dict task_specs = found[2]
@@ -809,13 +809,6 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, tuple fou
             spec_bytes = task_specs[task_name] = orjson.dumps(pod["spec"])
         out.append((f"{pod_meta['namespace']}/{pod_meta['name']}", pod_meta, spec_bytes, None))
     return out
-
-
-# The labels of the pods volcano_pod_metadata makes (the job's name, its queue), in
-# its order: what the handler reads of a Job's implied pod's metadata besides the
-# queue and gang its annotations name (_first_pods hands those over themselves).
-cdef str _A_JOB = TASK_POD_ANNOTATIONS[2]
-cdef str _A_QUEUE = TASK_POD_ANNOTATIONS[1]
 
 
 cdef int _implied_pod(ClusterState self, str key, dict meta, bytes spec, tuple keys) except -1:

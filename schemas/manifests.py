@@ -77,6 +77,7 @@ __all__ = [
     "load_documents",
     "volcano_first_pods",
     "volcano_job_objects",
+    "volcano_pod_labels",
     "volcano_pod_metadata",
     "volcano_podgroup",
     "volcano_task_pod",
@@ -98,7 +99,7 @@ _TASK_INDEX = "volcano.sh/task-index"
 _JOB_VERSION = "volcano.sh/job-version"
 #: The annotations :func:`volcano_task_pod` sets on every pod, in its order: qualified
 #: names (tests/schemas/test_task_pod.py checks them against the pod schema).
-TASK_POD_ANNOTATIONS = (
+_TASK_POD_ANNOTATIONS = (
     GANG_ANNOTATIONS[0],
     QUEUE_ANNOTATION,
     _JOB_NAME,
@@ -402,8 +403,16 @@ def volcano_pod_metadata(
             _TASK_INDEX: str(index),
             _JOB_VERSION: str(attempt),
         },
-        "labels": {_JOB_NAME: name, QUEUE_ANNOTATION: queue},
+        "labels": volcano_pod_labels(name, queue),
     }
+
+
+def volcano_pod_labels(name: Any, queue: Any) -> dict[str, Any]:
+    """The labels of a pod of the Volcano Job ``name`` in ``queue`` whose template
+    has no metadata: what :func:`volcano_pod_metadata` gives it, and all the cluster
+    fold's bytes path hands over of a Job's first pods' metadata besides their queue
+    and gang."""
+    return {_JOB_NAME: name, QUEUE_ANNOTATION: queue}
 
 
 def _task_pod(
@@ -491,7 +500,7 @@ def volcano_task_pod_shared(
         type(pod_meta["annotations"][_JOB_NAME]) is str
         and type(pod_meta["annotations"][QUEUE_ANNOTATION]) is str
         and type(task_name) is str
-        and (own is None or own.keys().isdisjoint(TASK_POD_ANNOTATIONS))
+        and (own is None or own.keys().isdisjoint(_TASK_POD_ANNOTATIONS))
     ):
         bare_meta = dict(pod_meta)
         if own is None:
