@@ -20,7 +20,7 @@ The Cython modules are typed for mypy by the ``.pyi`` stubs next to their ``.pyx
 
 from esched.core._fold_bytes import committed_proposal
 from esched.core._placer import Placer, num_feasible_nodes_to_find
-from esched.core._state import ClusterState, PositionError
+from esched.core._state import ClassMemo, ClusterState, PositionError
 from esched.core.phases import (
     PHASE_FAILED,
     PHASE_FREE,
@@ -40,6 +40,7 @@ __all__ = [
     "PHASE_PENDING",
     "PHASE_RUNNING",
     "PHASE_SUCCEEDED",
+    "ClassMemo",
     "ClusterState",
     "Placer",
     "PositionError",

@@ -4,6 +4,7 @@
 # is what snapshots serialize) plus a typed memoryview of it (what the hot loops
 # index). Growth replaces both; rows are slots, columns of the 2-D tables are
 # resources in registration order (``res_names``).
+cimport cython
 from libc.stdint cimport uint8_t
 
 from esched.core._interpod cimport InterPodIndex
@@ -135,7 +136,8 @@ cdef class ClusterState:
     cdef dict _cons_memo                 # constraints key -> [its decoding, CLASS_INTERPOD, classes of it]
     # Bumped whenever a released id is given to a new class; class_epoch_np[id]: its
     # value then (0: never reused). What a reader keeps per class id is stale for the
-    # ids whose epoch is above the class_gen it last saw.
+    # ids whose epoch is above the class_gen it last saw: read through a ClassMemo
+    # (below), the one place that compares them.
     cdef public long long class_gen
     cdef public object class_epoch_np
     cdef long long[::1] class_epoch
@@ -241,6 +243,22 @@ cdef class ClusterState:
     cdef int _check_pod(self, Py_ssize_t p) except -1
     cdef int _check_node(self, Py_ssize_t n) except -1
     cdef int _check_gang(self, Py_ssize_t g) except -1
+
+@cython.final
+cdef class ClassMemo:
+    # Values derived from ``state``'s equivalence classes, by class id, valid only
+    # while each id names the class they were derived from (_state.pyx).
+    cdef readonly ClusterState state
+    cdef long long gen                   # state.class_gen as of the last look
+    cdef dict vals                       # class id -> its value (as of gen)
+    cdef list _reused(self)
+
+    cdef inline bint stale(self) noexcept:
+        # Whether the state gave a released id to a new class since the last look
+        # (a look: values(), get(), put(), reused()); inline: a keeper's per-pass
+        # check is one compare in its own module.
+        return self.state is not None and self.gen != self.state.class_gen
+
 
 # Shared with the fold modules (core/_fold.pyx, ...), which see the class through this
 # file only: _state.pyx cimports them while it loads, so they import nothing from it

@@ -2,7 +2,7 @@
 # The tables' dtypes are the typedefs of core/_types.pxd: units int64, index int32,
 # word uint64, flag uint8, phase int8.
 from collections.abc import Iterable
-from typing import Any, SupportsIndex
+from typing import Any, SupportsIndex, final
 
 import numpy as np
 import numpy.typing as npt
@@ -10,7 +10,7 @@ import numpy.typing as npt
 from esched.core._interpod import InterPodIndex
 from esched.core.reservations import ReclamationConfig
 
-__all__ = ["PHASES", "SNAPSHOT_MAGIC", "ClusterState", "PositionError"]
+__all__ = ["PHASES", "SNAPSHOT_MAGIC", "ClassMemo", "ClusterState", "PositionError"]
 
 PHASES: tuple[str, str, str, str]
 SNAPSHOT_MAGIC: bytes
@@ -197,3 +197,19 @@ class ClusterState:
     @classmethod
     def from_bytes(cls, data: bytes) -> ClusterState: ...
     def copy(self) -> ClusterState: ...
+
+@final  # a cdef class Cython does not let Python subclass
+class ClassMemo:
+    """Values derived from a state's equivalence classes, kept by class id: each look
+    drops the values of the ids the state gave to new classes since the last one."""
+
+    @property
+    def state(self) -> ClusterState | None: ...
+    def __init__(self, state: ClusterState | None = None) -> None: ...
+    def on(self, state: ClusterState) -> ClassMemo: ...
+    def reused(self) -> list[int] | None: ...
+    def values(self) -> dict[int, Any]: ...
+    def get(self, cid: int, default: Any = None) -> Any: ...
+    def put(self, cid: int, value: Any) -> None: ...
+    def clear(self) -> None: ...
+    def __len__(self) -> int: ...

@@ -49,6 +49,7 @@ from esched.core.reservations import (
 )
 from esched.schemas.quantity import MAX_BASE_UNITS, resource_list, to_base_units
 
+cimport cython
 from libc.math cimport NAN
 from cpython.object cimport PyObject
 
@@ -84,7 +85,7 @@ from esched.core._types cimport (
     word_t,
 )
 
-__all__ = ["ClusterState", "PositionError", "PHASES", "SNAPSHOT_MAGIC"]
+__all__ = ["ClassMemo", "ClusterState", "PositionError", "PHASES", "SNAPSHOT_MAGIC"]
 
 # The Python-visible phase codes are the C enum's (esched.core.phases owns the names).
 if (_phases.PHASE_FREE, _phases.PHASE_PENDING, _phases.PHASE_RUNNING, _phases.PHASE_SUCCEEDED,
@@ -1578,3 +1579,89 @@ cdef class ClusterState:
     def copy(self) -> "ClusterState":
         """An independent deep copy (via a snapshot)."""
         return ClusterState.from_bytes(self.to_bytes())
+
+
+# ---------------------------------------------------------------------- class memos
+
+@cython.final
+@cython.auto_pickle(False)  # derived: kept beside a live state, never saved
+cdef class ClassMemo:
+    """Values derived from a state's equivalence classes, kept by class id.
+
+    A class is released with its last pod and its id given to a later new class
+    (the smallest released id first): a value derived from class ``c`` is valid only
+    while ``c`` names the class it was derived from. The state moves
+    :attr:`ClusterState.class_gen` whenever it gives a released id to a new class and
+    records the id's ``class_epoch_np`` then; this memo is the one place that compares
+    them. Each look (:meth:`values`, :meth:`get`, :meth:`put`, :meth:`reused`) first
+    drops the values of the ids reused since the last look, so a keeper never sees
+    another class's value under an id and never compares generations itself.
+
+    A keeper of Python values uses the memo as a dict (:meth:`get` / :meth:`put`, or
+    :meth:`values` once per pass); a keeper of per-class C arrays (the placer) asks
+    :meth:`reused` once per pass and forgets those ids' rows itself. A memo keys one
+    state's classes: :meth:`on` gives a keeper whose state may change one for the
+    state it reads now.
+    """
+
+    def __init__(self, ClusterState state=None):
+        self.state = state
+        self.gen = state.class_gen if state is not None else 0
+        self.vals = {}
+
+    def on(self, ClusterState state):
+        """This memo if it keys ``state``'s classes, else a new empty one that does."""
+        return self if state is self.state else ClassMemo(state)
+
+    cdef list _reused(self):
+        # The ids given to new classes since gen (ascending), their values dropped;
+        # gen is now the state's.
+        cdef ClusterState st = self.state
+        cdef long long gen = self.gen
+        cdef long long[::1] epoch = st.class_epoch
+        cdef Py_ssize_t c
+        cdef list out = []
+        for c in range(st.n_classes):
+            if epoch[c] > gen:
+                out.append(c)
+        self.gen = st.class_gen
+        if self.vals:
+            for c in out:
+                self.vals.pop(c, None)
+        return out
+
+    def reused(self) -> list | None:
+        """The class ids the state gave to new classes since the last look, ascending
+        (their values dropped), or None when it gave none: a keeper of per-class rows
+        forgets these ids' rows."""
+        if not self.stale():
+            return None
+        return self._reused()
+
+    def values(self) -> dict:
+        """The values by class id, each still its class's: the dict itself, valid (to
+        read and fill) until the state next gives a released id to a new class (a fold,
+        or a class interned for a manifest)."""
+        if self.stale():
+            self._reused()
+        return self.vals
+
+    def get(self, Py_ssize_t cid, default=None):
+        """The value kept for class ``cid`` (``default``: none, or made for the class
+        that had the id before)."""
+        if self.stale():
+            self._reused()
+        return self.vals.get(cid, default)
+
+    def put(self, Py_ssize_t cid, value) -> None:
+        """Keep ``value``, derived from class ``cid`` as the state has it now."""
+        if self.stale():
+            self._reused()
+        self.vals[cid] = value
+
+    def clear(self) -> None:
+        """Forget every value (what they were derived from changed for every class)."""
+        self.vals.clear()
+
+    def __len__(self) -> int:
+        return len(self.values())

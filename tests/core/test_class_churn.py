@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from esched.core import ClusterState, Placer
+from esched.core import ClassMemo, ClusterState, Placer
 from esched.core._placer import EPOCH_BITS
 from support.fold import EV, Log, commit, envelope, node, pod
 
@@ -114,6 +114,35 @@ def test_classes_alternating_through_one_id_never_see_each_others_memos() -> Non
         assert len(st.class_index) == 0
     assert ids == {0}  # one id, twelve classes through it
     assert placer.stats()["placed"] == 72
+
+
+def test_a_class_memo_drops_a_value_once_its_id_is_given_to_a_new_class() -> None:
+    # ClassMemo is the one home of "a value derived from class c is valid only while c
+    # names the class it was derived from": the pass's GPU requests, a replica's
+    # requests and their JSON, Quincy's constraints, the bands and the placer's rows
+    # are kept through it. A released id keeps its value until a new class takes it
+    # (nothing can ask for it meanwhile); then every look drops it, and only it.
+    st, fold = _zoned_cluster()
+    fold(EV.POD_SUBMITTED, _shape("x", 0))
+    fold(EV.POD_SUBMITTED, _shape("keep", 1))
+    x, keep = st.pod_class_id("default/x"), st.pod_class_id("default/keep")
+    memo, rows = ClassMemo(st), ClassMemo(st)
+    memo.put(x, "x's")
+    memo.put(keep, "keep's")
+    assert memo.reused() is None and rows.reused() is None
+    fold(EV.POD_DELETED, {"metadata": {"name": "x", "namespace": "default"}})
+    assert memo.get(x) == "x's"  # (released, not yet reused: nothing asks for it)
+    fold(EV.POD_SUBMITTED, pod("y", cpu="2", memory="1Gi", namespace="default"))
+    assert st.pod_class_id("default/y") == x  # y's new class takes x's id
+    assert memo.get(x) is None  # x's value is not y's
+    assert memo.values() == {keep: "keep's"}
+    assert rows.reused() == [x]  # a keeper of rows is told once
+    assert rows.reused() is None
+    memo.put(x, "y's")
+    assert memo.get(x) == "y's"
+    assert memo.on(st) is memo
+    other = memo.on(ClusterState())
+    assert other is not memo and other.values() == {}
 
 
 def _reuse_after_changes(changes: int) -> tuple[Placer, ClusterState, str]:
