@@ -5,7 +5,7 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 
 from esched.core._classview cimport ClassView, IpCheck, IpScore, SoftSpread, SpreadCheck
 from esched.core._fused_block cimport esched_fbsum
-from esched.core._state cimport ClusterState
+from esched.core._state cimport ClassMemo, ClusterState
 from esched.core._types cimport flag_t, score_t, units_t, word_t
 from esched.core.scoring._plugin cimport MAX_PLUGIN_RES, PluginSpec
 
@@ -238,7 +238,7 @@ cdef class Placer:
     cdef int64_t[::1] class_pause        # [class] step-asides since its row last paid
     cdef public long long steps_aside    # rows given up because their visits kept missing
     cdef public long long returns        # rows taken again by classes that had stepped aside
-    cdef long long class_gen             # state.class_gen as of the last _forget_classes
+    cdef ClassMemo classes               # the state's reused class ids, asked by _forget_classes
 
     cdef int _ports_assume(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef int _ports_width(self) except -1

@@ -125,7 +125,7 @@ from esched.core._fused_block cimport (
     esched_topology,
 )
 from esched.core._rng cimport below, xorshift64
-from esched.core._state cimport CLASS_HOST_PORTS, CLASS_INTERPOD, ClusterState
+from esched.core._state cimport CLASS_HOST_PORTS, CLASS_INTERPOD, ClassMemo, ClusterState
 from esched.core._topology_views cimport (
     soft_spread_weigh,
     topology_assume,
@@ -710,7 +710,7 @@ cdef class Placer:
         self.tick = 0
         self.sver_np = np.full(0, -1, dtype=np.int64)
         self.synced_position = -1
-        self.class_gen = state.class_gen  # (nothing kept per class yet)
+        self.classes = ClassMemo(state)  # (nothing kept per class yet)
         self.sync()
         self.next_start = <Py_ssize_t>(xorshift64(&self.rng) % <uint64_t>max(self.n_nodes, 1))
 
@@ -991,7 +991,7 @@ cdef class Placer:
                 self.sver[n] = sv[n]
         if self.any_usage:
             self._sync_usage(reshaped)
-        if self.class_gen != st.class_gen:
+        if self.classes.stale():
             self._forget_classes()
         self.synced_position = st.position
         self.evicted_np = None  # assumed evictions die with the other assumptions
@@ -1200,20 +1200,18 @@ cdef class Placer:
         if self.synced_position != self.state.position or self.state.n_nodes != self.n_nodes \
                 or self.state.n_res != self.n_res or self.reclaim_on != self.state.rc_on:
             self.sync()
-        elif self.class_gen != self.state.class_gen:
+        elif self.classes.stale():
             # a released id given to a new class without a fold (a manifest interned)
             self._forget_classes()
 
     cdef int _forget_classes(self) except -1:
-        # Class ids the state gave to new classes since the last look (its
-        # class_epoch_np above the class_gen seen): what this placer keeps per id (the
-        # compiled form, the view's memo, the cache's run and row, the bands) was
-        # another class's.
+        # Class ids the state gave to new classes since the last look (ClassMemo):
+        # what this placer keeps per id (the compiled form, the view's memo, the
+        # cache's run and row, the bands) was another class's.
         cdef ClusterState st = self.state
         cdef Py_ssize_t c, i
-        changed = np.flatnonzero(st.class_epoch_np[: st.n_classes] > self.class_gen)
-        self.class_gen = st.class_gen
-        if changed.shape[0] == 0:
+        cdef list changed = self.classes._reused() if self.classes.stale() else None
+        if not changed:
             return 0
         for c in changed:
             self.compiled.pop(c, None)

@@ -385,7 +385,7 @@ def class_bands(Placer pl, bands=None) -> np.ndarray:
     if cfg is not pl.band_cfg:
         pl.band_cfg = cfg
         pl.band_np = np.zeros(0, dtype=np.uint8)
-    if pl.class_gen != st.class_gen:
+    if pl.classes.stale():
         pl._forget_classes()  # (ids reused since: their bands are resolved again)
     have = pl.band_np.shape[0]
     if have < st.n_classes:
