@@ -65,7 +65,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from esched.core._state import ClusterState
+from esched.core._state import ClassMemo, ClusterState
 from esched.core.hdrf import PENDING_PODS, RUNNING_PODS, state_tree
 from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
 from esched.core.queues import (
@@ -239,8 +239,10 @@ class Admission:
         self._queue_state: dict[str, str] = {}
         #: queues upserted as of the event being judged (``default`` always exists)
         self._declared: set[str] = set()
-        #: (state, band per class id, the state's class_gen then) for the job order
-        self._band_cache: tuple[ClusterState, np.ndarray, int] | None = None
+        #: band per class id for the job order, and the memo of the state they are of
+        #: (its reused() ids: bands to resolve again)
+        self._bands = np.zeros(0, dtype=np.int64)
+        self._band_memo = ClassMemo()
         #: a PodGroup's minResources (as items) -> its vector over :attr:`_min_names`
         self._min_memo: dict[tuple[Any, ...], np.ndarray] = {}
         self._min_names: list[str] = []
@@ -717,15 +719,15 @@ class Admission:
 
     def _class_bands(self, st: ClusterState) -> np.ndarray:
         """The band of every equivalence class (at least one entry), cached: only the
-        ids new since, or given to a new class since (``class_epoch_np``), are resolved."""
-        cached = self._band_cache
-        if cached is None or cached[0] is not st:
-            cached = (st, np.zeros(0, dtype=np.int64), int(st.class_gen))
-        have = cached[1]
-        if cached[2] != st.class_gen:
-            reused = np.flatnonzero(st.class_epoch_np[: len(have)] > cached[2])
-            if reused.size:
-                have = have[: int(reused[0])]
+        ids new since, or given to a new class since (:class:`ClassMemo`), are resolved."""
+        memo = self._band_memo.on(st)
+        if memo is not self._band_memo:
+            self._band_memo, have = memo, np.zeros(0, dtype=np.int64)
+        else:
+            have = self._bands
+            reused = memo.reused()
+            if reused:
+                have = have[: reused[0]]
         n = max(int(st.n_classes), 1)
         if len(have) < n:
             bands = self.quota.bands
@@ -737,7 +739,7 @@ class Admission:
                 for c in range(len(have), n)
             ]
             have = np.concatenate([have, np.array(new, dtype=np.int64)])
-        self._band_cache = (st, have, int(st.class_gen))
+        self._bands = have
         return have
 
     @staticmethod

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from esched.core._devices import DeviceTable, request_shape
-from esched.core._state import ClusterState
+from esched.core._state import ClassMemo, ClusterState
 from esched.core.phases import PHASE_RUNNING
 
 __all__ = [
@@ -152,7 +152,8 @@ class FoldedDevices:
         self.table = DeviceTable()
         self._sver = np.full(0, -1, dtype=np.int64)
         self._tver = np.full(0, -1, dtype=np.int64)
-        self._classes: tuple[int, int] = (-1, -1)  # (n_classes, class_gen) of the target
+        self._n_classes = -1  # the state's n_classes when the target was drawn
+        self._classes = ClassMemo(state)  # (no values: its reused() since the target)
 
     def request(self, cid: int) -> tuple[int, int]:
         """(GPU milli, CPU milli) a pod of class ``cid`` asks for."""
@@ -187,7 +188,7 @@ class FoldedDevices:
             self._rebuild(changed)
             self._sver[changed] = sver[changed]
             self._tver[changed] = table.ver_np[changed]
-        if self.fgd and (st.n_classes, st.class_gen) != self._classes:
+        if self.fgd and (st.n_classes != self._n_classes or self._classes.reused() is not None):
             self._target()
 
     def _rebuild(self, nodes: np.ndarray) -> None:
@@ -289,8 +290,9 @@ class FoldedDevices:
 
     def _target(self) -> None:
         st = self.state
-        # (a released class id taken by a new class moves class_gen, not n_classes)
-        self._classes = (st.n_classes, st.class_gen)
+        # (a released class id taken by a new class moves no n_classes: reused() says)
+        self._n_classes = st.n_classes
+        self._classes.reused()
         n_pods = st.n_pods
         classes = st.pod_class_np[:n_pods][st.pod_phase_np[:n_pods] != _FREE_SLOT]
         # Pods per class, classes in the order their first pod came (ties in

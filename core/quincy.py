@@ -44,7 +44,7 @@ import numpy as np
 
 from esched.core._devices import DeviceTable
 from esched.core._placer import RESOURCE_REASON_SHIFT, Placer
-from esched.core._state import ClusterState
+from esched.core._state import ClassMemo, ClusterState
 from esched.core.bands import BandConfig, may_preempt
 from esched.core.flow import FlowCosts, FlowProblem, FlowRound, fair_shares, solve
 from esched.core.phases import PHASE_PENDING
@@ -231,7 +231,7 @@ class QuincyPolicy:
         self.gpu_resource = gpu_resource
         self.gpu_scale = gpu_scale
         self._racks: tuple[int, np.ndarray, int] | None = None  # (node gen, racks, count)
-        self._ok_cache: dict[int, tuple[int, np.ndarray]] = {}  # class -> (nodes key, ok)
+        self._ok_cache = ClassMemo(state)  # class -> (nodes key, ok)
 
     # ------------------------------------------------------------------ network
 
@@ -539,13 +539,12 @@ class QuincyPolicy:
         """Per node slot, whether class ``cid`` passes its constraints there (selector,
         affinity, taints, cordon: the non-resource bits of the one feasibility path,
         asked for pod slot ``pod`` of the class); cached per class until nodes change
-        (or a released class id is given to a new class: ``class_gen``)."""
+        (or the class's id is given to a new class: :class:`ClassMemo`)."""
         st = self.state
         n_nodes = st.n_nodes
         # node changes that move constraints: slots, flags (cordon), labels, taints
         key = hash(
             (
-                st.class_gen,
                 st.node_gen,
                 st.flags_np[:n_nodes].tobytes(),
                 st.label_bits_np[:n_nodes].tobytes(),
@@ -559,7 +558,7 @@ class QuincyPolicy:
         reasons = self.placer.binding_reasons
         for n in np.flatnonzero(st.node_alive()).tolist():
             ok[n] = not (reasons(pod, n) & _NON_RESOURCE)
-        self._ok_cache[cid] = (key, ok)
+        self._ok_cache.put(cid, (key, ok))
         return ok
 
     def _legal_victims(self, jobs: Sequence[FlowJob]) -> Callable[[int, int], bool]:

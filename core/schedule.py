@@ -38,7 +38,7 @@ import numpy as np
 from esched.core._devices import DeviceTable, GangDevices
 from esched.core._gang_plan import gang_shortfall
 from esched.core._placer import Placer
-from esched.core._state import ClusterState
+from esched.core._state import ClassMemo, ClusterState
 from esched.core.bands import BandConfig
 from esched.core.devices import GPU_MILLI
 from esched.core.phases import PHASE_PENDING
@@ -242,8 +242,8 @@ class SchedulingPass:
         self.waiting_since: dict[str, float] = {}
         self._mask = np.ones(0, dtype=np.uint8)
         self._extra = np.zeros(0, dtype=np.int64)
-        self._gpu_of: dict[int, tuple[int, int]] = {}
-        self._gpu_gen = state.class_gen  # the state's class_gen _gpu_of was filled at
+        #: class id -> (GPU milli, CPU milli) a pod of it asks for
+        self._gpu_of = ClassMemo(state)
         self._rank: np.ndarray | None = None  # the "node-order" ranks per node slot
         self._rank_names: list[str | None] = []  # the node names they were drawn for
         self._gpu_rng = random.Random(self.config.tie_seed)  # gpu_choice "random"
@@ -634,23 +634,13 @@ class SchedulingPass:
             self.gpu_resource, self.gpu_scale = resource, scale
             self._gpu_of.clear()
 
-    def _gpu_cache(self) -> dict[int, tuple[int, int]]:
-        """``_gpu_of``, emptied when the state gave a released class id to a new class
-        since it was filled (``ClusterState.class_gen``): its entry was another class's."""
-        if self._gpu_gen != self.state.class_gen:
-            self._gpu_of.clear()
-            self._gpu_gen = self.state.class_gen
-        return self._gpu_of
-
     def _gpu_request(self, cid: int) -> tuple[int, int]:
         """(GPU milli, CPU milli) a pod of class ``cid`` asks for."""
-        got = self._gpu_cache().get(cid)
+        got: tuple[int, int] | None = self._gpu_of.get(cid)
         if got is None:
             req = self.state.class_specs[cid]["requests"]
-            got = self._gpu_of[cid] = (
-                int(req.get(self.gpu_resource, 0)) * self.gpu_scale,
-                int(req.get("cpu", 0)),
-            )
+            got = (int(req.get(self.gpu_resource, 0)) * self.gpu_scale, int(req.get("cpu", 0)))
+            self._gpu_of.put(cid, got)
         return got
 
     def _pod_views(self) -> tuple[memoryview, memoryview, memoryview]:
@@ -693,8 +683,7 @@ class SchedulingPass:
         if dev is None:
             got = self.placer.place(arg, True, None, None, rank)
             return None if got is None else (got[0], ())
-        req = self._gpu_cache().get(cid)
-        g, cpu = req if req is not None else self._gpu_request(cid)
+        g, cpu = self._gpu_request(cid)
         mask = extra = None
         buf = self._mask  # sized for the state by run()
         fgd = self.fgd_weight

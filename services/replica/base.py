@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from esched.core import ClusterState, Profile, committed_proposal
+from esched.core import ClassMemo, ClusterState, Profile, committed_proposal
 from esched.core._placer import Placer
 from esched.core.devices import FoldedDevices
 from esched.core.quincy import QuincyRounds
@@ -121,10 +121,9 @@ class _ReplicaBase:
         self._batches: set[asyncio.Task] = set()
         self._failed: BaseException | None = None
         #: each class's requests, and their JSON and each node's name's, as proposals
-        #: carry them (the class caches hold for the state's class_gen in _classes_gen)
-        self._requests: dict[int, dict[str, int]] = {}
-        self._resources_json: dict[int, bytes] = {}
-        self._classes_gen = -1
+        #: carry them (the class ids' keyed by the follower's state once it has one)
+        self._requests = ClassMemo()
+        self._resources_json = ClassMemo()
         self._node_json: dict[str, bytes] = {}
         #: the placement policy (core.schedule), made with the placer in start()
         self.scheduler: SchedulingPass | None = None

@@ -149,21 +149,12 @@ class _Placing(_Reports):
         metrics.REPLICA_PLACED_PODS.labels(self.id).inc(placed)
         return retry
 
-    def _class_caches(self) -> None:
-        """Empty the caches by class id when the state gave a released id to a new
-        class since they were filled (``ClusterState.class_gen``): their entries were
-        another class's."""
-        if self._classes_gen != self.state.class_gen:
-            self._requests.clear()
-            self._resources_json.clear()
-            self._classes_gen = self.state.class_gen
-
     def _requests_of(self, cid: int) -> dict[str, int]:
-        self._class_caches()
-        req = self._requests.get(cid)
+        memo = self._requests = self._requests.on(self.state)
+        req: dict[str, int] | None = memo.get(cid)
         if req is None:
             req = dict(self.state.class_specs[cid]["requests"])
-            self._requests[cid] = req
+            memo.put(cid, req)
         return req
 
     def _plan(
@@ -229,7 +220,9 @@ class _Placing(_Reports):
         source = self.config.source_prefix + self.id
         now = timestamp()
         specs = self.state.class_specs
-        self._class_caches()
+        # (filled by proposal_records: valid for the state's classes through this call)
+        self._resources_json = self._resources_json.on(self.state)
+        resources_json = self._resources_json.values()
 
         def other(i: int) -> tuple[bytes, bytes]:
             data = self._data(proposed, i)
@@ -243,7 +236,7 @@ class _Placing(_Reports):
             proposed.placements,
             which,
             self.state.pod_class_id,
-            self._resources_json,
+            resources_json,
             self._node_json,
             self._pid_prefix_plain,
             lambda cid: orjson.dumps(specs[cid]["requests"]),  # as _requests_of's copy
