@@ -57,7 +57,7 @@ from esched.core._fold cimport (
     CLAIM_BOUND, CLAIM_RELEASED, _bind_allocated, _pod_enter, _pod_finish,
 )
 from esched.core._fold_bytes cimport bytes_hash, node_slot
-from esched.core._state cimport ClusterState, _class_of
+from esched.core._state cimport ClusterState, _class_of, class_stamp, class_still
 from esched.core._types cimport PHASE_FREE, PHASE_RUNNING
 
 __all__ = ["MAGIC", "NONE", "NOT_PREEMPTABLE", "NO_PARTITION", "ClaimsError", "claims_record"]
@@ -503,7 +503,7 @@ cdef int _index_classes(ClusterState self) except -1:
         except (ClaimsError, OverflowError, TypeError):
             continue  # (no record can name it either)
         fp = bytes_hash(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
-        index.put(fp, i, self.class_epoch[i], d)
+        index.put(fp, i, class_stamp(self, i), d)
     return 0
 
 
@@ -519,7 +519,7 @@ cdef inline Py_ssize_t _indexed(ClusterState self, uint64_t fp, const unsigned c
     if c < 0:
         return -1
     known = <bytes>index.defs[i]
-    if (self.class_keys[c] is not None and self.class_epoch[c] == index.epochs[i]
+    if (class_still(self, c, index.epochs[i])
             and PyBytes_GET_SIZE(known) == length
             and memcmp(PyBytes_AS_STRING(known), b, length) == 0):
         return c
@@ -573,7 +573,7 @@ cdef Py_ssize_t _class_from(ClusterState self, _Reader* rd, Py_ssize_t at) excep
         made = self._classes_made
         if made and made[len(made) - 1] == c:
             made.pop()  # (made just now: indexed here, under the record's fingerprint)
-        _index_of(self).put(fp, c, self.class_epoch[c], definition)
+        _index_of(self).put(fp, c, class_stamp(self, c), definition)
     return c
 
 
@@ -718,13 +718,13 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
             idx = None
         # (checked at each use: a release earlier in the record may have let it go)
         c = class_ids[ci]
-        if c == UNRESOLVED or self.class_keys[c] is None or self.class_epoch[c] != class_epochs[ci]:
+        if c == UNRESOLVED or not class_still(self, c, class_epochs[ci]):
             c = _class_from(self, &rd, def_at.v[ci])
             if c < 0:
                 rd.i += 9 * nres
                 continue
             class_ids[ci] = c
-            class_epochs[ci] = self.class_epoch[c]
+            class_epochs[ci] = class_stamp(self, c)
             class_prios[ci] = (<tuple>self.class_keys[c])[2]
         q = queue_ids[qi]
         if q == UNRESOLVED:

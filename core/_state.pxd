@@ -260,6 +260,20 @@ cdef class ClassMemo:
         return self.state is not None and self.gen != self.state.class_gen
 
 
+# ClassMemo's rule for a keeper that stamps each entry with its class's epoch instead
+# of looking once per pass (the claims' index of classes by fingerprint, a record's
+# resolved classes): the entry is valid while class_still(st, c, its stamp).
+cdef inline long long class_stamp(ClusterState st, Py_ssize_t c) noexcept:
+    # The stamp of an entry derived from class c now.
+    return st.class_epoch[c]
+
+
+cdef inline bint class_still(ClusterState st, Py_ssize_t c, long long stamp) noexcept:
+    # Whether id c still names the class an entry stamped ``stamp`` was derived from:
+    # not released, not given to a new class since.
+    return st.class_keys[c] is not None and st.class_epoch[c] == stamp
+
+
 # Shared with the fold modules (core/_fold.pyx, ...), which see the class through this
 # file only: _state.pyx cimports them while it loads, so they import nothing from it
 # in Python.
