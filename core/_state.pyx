@@ -1662,6 +1662,3 @@ cdef class ClassMemo:
     def clear(self) -> None:
         """Forget every value (what they were derived from changed for every class)."""
         self.vals.clear()
-
-    def __len__(self) -> int:
-        return len(self.values())
