@@ -268,9 +268,10 @@ cdef inline long long class_stamp(ClusterState st, Py_ssize_t c) noexcept:
     return st.class_epoch[c]
 
 
-cdef inline bint class_still(ClusterState st, Py_ssize_t c, long long stamp) noexcept:
+cdef inline int class_still(ClusterState st, Py_ssize_t c, long long stamp) except -1:
     # Whether id c still names the class an entry stamped ``stamp`` was derived from:
-    # not released, not given to a new class since.
+    # not released, not given to a new class since. (except -1, not noexcept: its
+    # error path joins the caller's, which keeps the caller's code as it was.)
     return st.class_keys[c] is not None and st.class_epoch[c] == stamp
 
 
