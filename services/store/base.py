@@ -551,8 +551,8 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     async def read_streams(
         self, streams: Sequence[str], types: Sequence[str], upto: int
-    ) -> list[tuple[int, bytes]]:
-        """``(position, payload)`` of the events of ``streams`` whose type is one of
+    ) -> list[tuple[int, str, str, bytes]]:
+        """``(position, stream, type, payload)`` of the events of ``streams`` whose type is one of
         ``types``, at positions up to ``upto``, in log order (by the stream index: a
         replica that follows the feed reads its work's pod submissions so)."""
 

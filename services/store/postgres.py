@@ -381,18 +381,18 @@ class PostgresEventStore(EventStore):
     @_translated(idempotent=True)
     async def read_streams(
         self, streams: Sequence[str], types: Sequence[str], upto: int
-    ) -> list[tuple[int, bytes]]:
+    ) -> list[tuple[int, str, str, bytes]]:
         """See :meth:`EventStore.read_streams` (by the (stream, version) index)."""
         if not streams or not types:
             return []
         rows = await self._require_pool().fetch(
-            "SELECT position, payload FROM events WHERE stream = ANY($1::text[])"
+            "SELECT position, stream, type, payload FROM events WHERE stream = ANY($1::text[])"
             " AND type = ANY($2::text[]) AND position <= $3 ORDER BY position",
             list(dict.fromkeys(streams)),
             list(types),
             upto,
         )
-        return [(position, payload) for position, payload in rows]
+        return [(position, stream, type_, payload) for position, stream, type_, payload in rows]
 
     @_translated(idempotent=True)
     async def chain_rows(self, after: int, limit: int) -> list[tuple[int, bytes | None, bytes]]:

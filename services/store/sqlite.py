@@ -314,21 +314,23 @@ class SqliteEventStore(EventStore):
 
     async def read_streams(
         self, streams: Sequence[str], types: Sequence[str], upto: int
-    ) -> list[tuple[int, bytes]]:
+    ) -> list[tuple[int, str, str, bytes]]:
         """See :meth:`EventStore.read_streams`."""
         names = list(dict.fromkeys(streams))
         kinds = list(types)
         if not names or not kinds:
             return []
 
-        def run(conn: sqlite3.Connection) -> list[tuple[int, bytes]]:
-            out: list[tuple[int, bytes]] = []
+        def run(conn: sqlite3.Connection) -> list[tuple[int, str, str, bytes]]:
+            out: list[tuple[int, str, str, bytes]] = []
             # (SQLite binds at most 999 variables in older builds)
             for i in range(0, len(names), 500):
                 part = names[i : i + 500]
+                marks = ",".join("?" * len(part))
+                types_ = ",".join("?" * len(kinds))
                 out += conn.execute(
-                    "SELECT position, payload FROM events WHERE stream IN (%s) AND type IN (%s)"
-                    " AND position <= ?" % (",".join("?" * len(part)), ",".join("?" * len(kinds))),
+                    "SELECT position, stream, type, payload FROM events"
+                    f" WHERE stream IN ({marks}) AND type IN ({types_}) AND position <= ?",
                     (*part, *kinds, upto),
                 ).fetchall()
             out.sort()

@@ -278,8 +278,10 @@ async def test_read_streams_gives_the_events_of_those_streams_and_types(
     await store.append(events)
     kinds = ["esched.pod.submitted", "esched.pod.updated"]
     got = await store.read_streams(["pod/ns/a", "pod/ns/c", "pod/ns/a"], kinds, 6)
-    assert got == [(p, events[p - 1].payload) for p in (1, 3, 5, 6)]
-    assert [p for p, _ in await store.read_streams(["pod/ns/a"], kinds, 5)] == [1, 3]
+    assert got == [
+        (p, events[p - 1].stream, events[p - 1].type, events[p - 1].payload) for p in (1, 3, 5, 6)
+    ]
+    assert [p for p, *_ in await store.read_streams(["pod/ns/a"], kinds, 5)] == [1, 3]
     assert [
         p for p, _ in await store.read_streams([f"pod/ns/{i}" for i in range(700)], kinds, 9)
     ] == []
