@@ -17,14 +17,15 @@ from esched.services.bus import BusConsumer, BusError
 from esched.services.bus.signing import Keyring, split_signed
 from esched.services.faults import poll_or_pause, retry_transient
 from esched.services.replica.config import SERVICE
-from esched.services.store._search import mentioning
 from esched.services.store.base import EventStore
 from esched.services.store.feed import (
     CLAIMS,
-    DECISION,
+    DECISIONS,
     MAY_MAKE_WORK,
     FeedError,
+    decisions_mentioning,
     decode_message,
+    message_range,
 )
 from esched.services.store.follower import LogFollower
 
@@ -115,14 +116,15 @@ class FeedFollower(LogFollower):
         state = self.state
         assert state is not None
         try:
-            after, upto, flags, parts = decode_message(raw)
+            after, upto = message_range(raw)
+            if upto <= state.position:
+                return None
+            if after != state.position:
+                return upto
+            _a, _u, flags, parts = decode_message(raw)
         except FeedError as exc:
             log.warning("skipped a feed message: %s", exc)
             return None
-        if upto <= state.position:
-            return None
-        if after != state.position:
-            return upto
         mentions = self._mentions
         found: list[tuple[int, bytes]] = []
         released: list[str] = []
@@ -134,8 +136,8 @@ class FeedFollower(LogFollower):
                     kept.pop(key, None)
                     kept[key] = position
                 released.clear()
-            elif kind == DECISION:
-                found.append((position, data))
+            elif kind == DECISIONS:
+                found += decisions_mentioning(data, mentions)
             else:
                 state.apply_payloads([(position, data)])
         while len(kept) > RELEASED_KEPT:
@@ -146,8 +148,7 @@ class FeedFollower(LogFollower):
         after_fold = self._after
         if after_fold is not None and found:
             loads = self._decoder
-            rows = found if mentions is None else mentioning(found, mentions)
-            events = [(pos, loads(payload)) for pos, payload in rows]
+            events = [(pos, loads(payload)) for pos, payload in found]
             if self._decode is not None:
                 events = [(p, e) for p, e in events if e.get("type") in self._decode]
             if events:

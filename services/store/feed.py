@@ -19,8 +19,10 @@ log order:
   nodes, queues, PodGroups, PriorityClasses, namespaces, usage, Jobs, reservations),
   at its position; a claims record is cut before each, so that a replica applies
   records and these events in log order;
-- ``DECISION``: a placement decision's payload, after the record holding its
-  bindings: a replica looks in them for its own proposals' decisions (never folded).
+- ``DECISIONS``: the payloads of the placement decisions the record before it
+  covers, in one part (:func:`decisions_part`): a replica looks in them for its own
+  proposals' decisions (:func:`decisions_mentioning`; never folded), without a step
+  per decision of another replica.
 
 The pods of a replica's own partitions are entered Pending from their submissions
 when their work comes (:meth:`ClusterState.enter_payloads`); their bindings and
@@ -33,6 +35,7 @@ parts, each a u8 kind, a u64 position, a u32 length and the bytes.
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Sequence
 
@@ -57,21 +60,24 @@ from esched.services.store.base import StoredEvent
 __all__ = [
     "CLAIMED",
     "CLAIMS",
-    "DECISION",
+    "DECISIONS",
     "FOLD",
     "MAGIC",
     "MAY_MAKE_WORK",
     "FeedError",
     "FeedMessage",
     "FeedWriter",
+    "decisions_mentioning",
+    "decisions_part",
     "decode_message",
     "encode_message",
+    "message_range",
 ]
 
 MAGIC = b"EFD1"
 CLAIMS = 0
 FOLD = 1
-DECISION = 2
+DECISIONS = 2
 #: Flag of a message: it covers an event that may make work (anything but a
 #: committed placement), so an idle replica polls its work at once.
 MAY_MAKE_WORK = 1
@@ -94,8 +100,8 @@ CLAIMED = frozenset(
         PLACEMENT_REJECTED,
     }
 )
-#: Of those, carried besides as ``DECISION`` parts.
-DECISIONS = frozenset({PLACEMENT_COMMITTED, PLACEMENT_REJECTED})
+#: Of those, carried besides in ``DECISIONS`` parts.
+DECISION_TYPES = frozenset({PLACEMENT_COMMITTED, PLACEMENT_REJECTED})
 
 _HEAD = struct.Struct("<4sQQBI")
 _PART = struct.Struct("<BQI")
@@ -123,6 +129,15 @@ def encode_message(
     return b"".join(out)
 
 
+def message_range(raw: bytes) -> tuple[int, int]:
+    """``(after, upto)`` of a feed message, read from its header alone (a follower
+    skips the messages its position covers without decoding them)."""
+    if len(raw) < _HEAD.size or raw[:4] != MAGIC:
+        raise FeedError("not a feed message")
+    _m, after, upto, _f, _n = _HEAD.unpack_from(raw)
+    return after, upto
+
+
 def decode_message(raw: bytes) -> FeedMessage:
     """``(after, upto, flags, parts)`` of a feed message; :class:`FeedError` if it is
     not one."""
@@ -136,13 +151,57 @@ def decode_message(raw: bytes) -> FeedMessage:
             raise FeedError("truncated feed message")
         kind, position, length = _PART.unpack_from(raw, i)
         i += _PART.size
-        if i + length > len(raw) or kind not in (CLAIMS, FOLD, DECISION):
+        if i + length > len(raw) or kind not in (CLAIMS, FOLD, DECISIONS):
             raise FeedError("truncated feed message")
         parts.append((kind, position, raw[i : i + length]))
         i += length
     if i != len(raw) or upto < after:
         raise FeedError("a malformed feed message")
     return after, upto, flags, parts
+
+
+def decisions_part(decisions: Sequence[tuple[int, bytes]]) -> bytes:
+    """One ``DECISIONS`` part: u32 count, the payloads' u32 offsets (from the end of
+    the tables), their u64 positions, then the payloads one after another."""
+    offsets = []
+    at = 0
+    for _pos, payload in decisions:
+        offsets.append(at)
+        at += len(payload)
+    n = len(decisions)
+    return b"".join(
+        [
+            struct.pack(f"<I{n}I{n}Q", n, *offsets, *(pos for pos, _p in decisions)),
+            *(payload for _pos, payload in decisions),
+        ]
+    )
+
+
+def decisions_mentioning(part: bytes, mentions: bytes | None) -> list[tuple[int, bytes]]:
+    """The ``(position, payload)`` of a ``DECISIONS`` part's decisions whose payload
+    holds ``mentions`` (None: all of them), found by searching the part's bytes: the
+    others cost no step of their own."""
+    if len(part) < 4:
+        raise FeedError("truncated decisions part")
+    n = int.from_bytes(part[:4], "little")
+    base = 4 + 12 * n
+    if base > len(part):
+        raise FeedError("truncated decisions part")
+    view = memoryview(part)
+    starts = view[4 : 4 + 4 * n].cast("I")
+    positions = view[4 + 4 * n : base].cast("Q")
+    size = len(part) - base
+    if mentions is None:
+        ends = [*starts[1:], size]
+        return [(positions[k], part[base + starts[k] : base + ends[k]]) for k in range(n)]
+    out: list[tuple[int, bytes]] = []
+    i = part.find(mentions, base)
+    while i >= 0:
+        k = bisect.bisect_right(starts, i - base) - 1
+        end = starts[k + 1] if k + 1 < n else size
+        out.append((positions[k], part[base + starts[k] : base + end]))
+        i = part.find(mentions, base + end)
+    return out
 
 
 class FeedWriter:
@@ -186,7 +245,7 @@ class FeedWriter:
                 self._work = True
             if etype in CLAIMED:
                 run.append((r.position, r.payload))
-                if etype in DECISIONS:
+                if etype in DECISION_TYPES:
                     decisions.append((r.position, r.payload))
                 continue
             self._cut(run, decisions)
@@ -209,10 +268,12 @@ class FeedWriter:
             return
         record = claims_record(st)
         parts = [(CLAIMS, self._first, record)]
-        parts += [(DECISION, p, b) for p, b in decisions]
-        self._groups.append(
-            (int(st.position), parts, len(record) + sum(len(b) for _p, b in decisions))
-        )
+        size = len(record)
+        if decisions:
+            blob = decisions_part(decisions)
+            parts.append((DECISIONS, decisions[0][0], blob))
+            size += len(blob)
+        self._groups.append((int(st.position), parts, size))
         self._first = int(st.position) + 1
 
     def take(self) -> list[bytes]:

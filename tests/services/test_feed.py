@@ -9,6 +9,7 @@ import asyncio
 import itertools
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -24,11 +25,13 @@ from esched.services.store import open_store
 from esched.services.store.base import StoredEvent
 from esched.services.store.feed import (
     CLAIMS,
-    DECISION,
+    DECISIONS,
     FOLD,
     MAY_MAKE_WORK,
     FeedError,
     FeedWriter,
+    decisions_mentioning,
+    decisions_part,
     decode_message,
 )
 from esched.services.store.snapshots import fold_log
@@ -93,7 +96,7 @@ def test_a_writer_cuts_a_record_before_each_event_replicas_fold() -> None:
     assert [(kind, position) for kind, position, _ in parts] == [
         (FOLD, 1),
         (CLAIMS, 1),
-        (DECISION, 3),
+        (DECISIONS, 3),
         (FOLD, 4),
     ]
     assert writer.take() == []
@@ -106,12 +109,27 @@ def test_a_writer_cuts_a_record_before_each_event_replicas_fold() -> None:
             follower.apply_claims(data)
     assert bound(follower) == bound(st) == {"t/a": ("n1", bound(st)["t/a"][1])}
     # committed placements alone: nothing that may make work
-    writer.fold(_rows([committed("p2", "b", "n2")], 6))
+    events_2 = [committed("p2", "b", "n2")]
+    writer.fold(_rows(events_2, 6))
     (msg,) = writer.take()
     after, upto, flags, parts = decode_message(msg)
-    assert (after, upto, flags, [k for k, _p, _d in parts]) == (5, 6, 0, [CLAIMS, DECISION])
+    assert (after, upto, flags, [k for k, _p, _d in parts]) == (5, 6, 0, [CLAIMS, DECISIONS])
+    assert decisions_mentioning(parts[1][2], None) == [(6, orjson.dumps(events_2[0]))]
+    assert decisions_mentioning(parts[1][2], b"p2") == decisions_mentioning(parts[1][2], None)
+    assert decisions_mentioning(parts[1][2], b"nobody") == []
     with pytest.raises(FeedError):
         decode_message(msg[:-1])
+
+
+def test_a_replica_finds_its_decisions_in_a_part_by_its_prefix() -> None:
+    decisions = [(7, b'{"proposal":"a-1"}'), (9, b'{"proposal":"b-1"}'), (12, b'{"x":"a-2"}')]
+    part = decisions_part(decisions)
+    assert decisions_mentioning(part, None) == decisions
+    assert decisions_mentioning(part, b'"a-') == [decisions[0], decisions[2]]
+    assert decisions_mentioning(part, b"b-1") == [decisions[1]]
+    assert decisions_mentioning(decisions_part([]), b"a") == []
+    with pytest.raises(FeedError):
+        decisions_mentioning(part[:3], b"a")
 
 
 def test_a_writer_cuts_messages_at_its_size_between_records() -> None:
@@ -246,3 +264,24 @@ async def test_a_follower_started_in_the_middle_of_a_run_catches_up(tmp_path: Pa
             await runner.stop()
             await asyncio.wait_for(task, 60)
         await es.close()
+
+
+def test_a_follower_skips_what_it_covers_and_bridges_what_does_not_begin_at_it() -> None:
+    st = ClusterState()
+    writer = FeedWriter(st)
+    (first,) = writer.take()
+    writer.fold(_rows([node("n1", "4"), pod("a"), committed("p1", "a", "n1")]))
+    (m1,) = writer.take()
+    writer.fold(_rows([node("n2", "4")], 4))
+    (m2,) = writer.take()
+    follower = FeedFollower(cast(Any, None), lambda: cast(Any, None))
+    follower.state = ClusterState()
+    assert follower.apply(first) is None  # (covered: nothing to do)
+    assert follower.apply(m2) == 4  # (begins after the state: bridge up to 4)
+    assert follower.state.position == 0
+    assert follower.apply(m1) is None and follower.state.position == 3
+    assert bound(follower.state) == bound(st)
+    assert follower.apply(m1) is None and follower.messages == 1  # (covered: skipped)
+    assert follower.apply(b"not a message") is None
+    assert follower.apply(m2) is None and follower.state.position == 4
+    assert sorted(follower.state.node_index) == ["n1", "n2"]
