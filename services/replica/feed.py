@@ -11,8 +11,16 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
+
 from esched.core import PHASE_RUNNING
-from esched.schemas.events import POD, POD_SUBMITTED, POD_UPDATED, stream_name
+from esched.schemas.events import (
+    PLACEMENT_COMMITTED,
+    POD,
+    POD_SUBMITTED,
+    POD_UPDATED,
+    stream_name,
+)
 from esched.services.bus import BusConsumer, BusError
 from esched.services.bus.signing import Keyring, split_signed
 from esched.services.faults import poll_or_pause, retry_transient
@@ -20,6 +28,7 @@ from esched.services.replica.config import SERVICE
 from esched.services.store.base import EventStore
 from esched.services.store.feed import (
     CLAIMS,
+    COMMITS,
     DECISIONS,
     MAY_MAKE_WORK,
     FeedError,
@@ -127,6 +136,7 @@ class FeedFollower(LogFollower):
             return None
         mentions = self._mentions
         found: list[tuple[int, bytes]] = []
+        commits: list[tuple[int, dict[str, Any]]] = []
         released: list[str] = []
         kept = self._released
         for kind, position, data in parts:
@@ -136,6 +146,11 @@ class FeedFollower(LogFollower):
                     kept.pop(key, None)
                     kept[key] = position
                 released.clear()
+            elif kind == COMMITS:
+                commits += [
+                    (pos, {"type": PLACEMENT_COMMITTED, "data": {"proposal": _json_str(pid)}})
+                    for pos, pid in decisions_mentioning(data, mentions)
+                ]
             elif kind == DECISIONS:
                 found += decisions_mentioning(data, mentions)
             else:
@@ -146,9 +161,11 @@ class FeedFollower(LogFollower):
         self.messages += 1
         self.parts += len(parts)
         after_fold = self._after
-        if after_fold is not None and found:
+        if after_fold is not None and (found or commits):
             loads = self._decoder
-            events = [(pos, loads(payload)) for pos, payload in found]
+            events = commits + [(pos, loads(payload)) for pos, payload in found]
+            if found:
+                events.sort(key=lambda pe: pe[0])
             if self._decode is not None:
                 events = [(p, e) for p, e in events if e.get("type") in self._decode]
             if events:
@@ -219,3 +236,8 @@ class FeedFollower(LogFollower):
             state.enter_payloads(chosen)
         self.entered += len(start)
         return len(start)
+
+
+def _json_str(raw: bytes) -> Any:
+    """A JSON string's text as a ``COMMITS`` part holds it (without its quotes)."""
+    return orjson.loads(b'"' + raw + b'"')

@@ -19,10 +19,12 @@ log order:
   nodes, queues, PodGroups, PriorityClasses, namespaces, usage, Jobs, reservations),
   at its position; a claims record is cut before each, so that a replica applies
   records and these events in log order;
-- ``DECISIONS``: the payloads of the placement decisions the record before it
-  covers, in one part (:func:`decisions_part`): a replica looks in them for its own
-  proposals' decisions (:func:`decisions_mentioning`; never folded), without a step
-  per decision of another replica.
+- ``COMMITS``: the proposal ids of the committed placements the record before it
+  covers (as JSON writes them, read off each decision by the fold's scanner), and
+  ``DECISIONS``: the payloads of its other decisions (rejections), each kind in one
+  part (:func:`decisions_part`): a replica looks in them for its own proposals'
+  decisions (:func:`decisions_mentioning`; never folded), without a step per
+  decision of another replica; a committed placement's bindings are in the record.
 
 The pods of a replica's own partitions are entered Pending from their submissions
 when their work comes (:meth:`ClusterState.enter_payloads`); their bindings and
@@ -39,7 +41,9 @@ import bisect
 import struct
 from collections.abc import Sequence
 
-from esched.core import ClusterState
+import orjson
+
+from esched.core import ClusterState, committed_proposal
 from esched.core._claims import claims_record
 from esched.schemas.events import (
     PLACEMENT_COMMITTED,
@@ -60,6 +64,7 @@ from esched.services.store.base import StoredEvent
 __all__ = [
     "CLAIMED",
     "CLAIMS",
+    "COMMITS",
     "DECISIONS",
     "FOLD",
     "MAGIC",
@@ -78,6 +83,7 @@ MAGIC = b"EFD1"
 CLAIMS = 0
 FOLD = 1
 DECISIONS = 2
+COMMITS = 3
 #: Flag of a message: it covers an event that may make work (anything but a
 #: committed placement), so an idle replica polls its work at once.
 MAY_MAKE_WORK = 1
@@ -151,7 +157,7 @@ def decode_message(raw: bytes) -> FeedMessage:
             raise FeedError("truncated feed message")
         kind, position, length = _PART.unpack_from(raw, i)
         i += _PART.size
-        if i + length > len(raw) or kind not in (CLAIMS, FOLD, DECISIONS):
+        if i + length > len(raw) or kind not in (CLAIMS, FOLD, DECISIONS, COMMITS):
             raise FeedError("truncated feed message")
         parts.append((kind, position, raw[i : i + length]))
         i += length
@@ -262,17 +268,30 @@ class FeedWriter:
         st = self.state
         if run:
             st.apply_payloads(run)
-        if not st.claims_journal:
+        if not st.claims_journal and not decisions:
             if run:
                 self._first = run[-1][0] + 1
             return
-        record = claims_record(st)
-        parts = [(CLAIMS, self._first, record)]
-        size = len(record)
-        if decisions:
-            blob = decisions_part(decisions)
-            parts.append((DECISIONS, decisions[0][0], blob))
-            size += len(blob)
+        parts: list[tuple[int, int, bytes]] = []
+        size = 0
+        if st.claims_journal:
+            # (a rejection binds nothing: its decision goes alone)
+            record = claims_record(st)
+            parts.append((CLAIMS, self._first, record))
+            size += len(record)
+        commits: list[tuple[int, bytes]] = []
+        others: list[tuple[int, bytes]] = []
+        for pos, payload in decisions:
+            pid = committed_proposal(payload)
+            if type(pid) is str:
+                commits.append((pos, orjson.dumps(pid)[1:-1]))
+            else:
+                others.append((pos, payload))
+        for kind, entries in ((COMMITS, commits), (DECISIONS, others)):
+            if entries:
+                blob = decisions_part(entries)
+                parts.append((kind, entries[0][0], blob))
+                size += len(blob)
         self._groups.append((int(st.position), parts, size))
         self._first = int(st.position) + 1
 

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from esched.core import PHASE_RUNNING, ClusterState, Placer
-from esched.schemas.events import PLACEMENT_COMMITTED
+from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.audit import audit_store
 from esched.services.bus.base import TopicNames
 from esched.services.event_files import record_for_event
@@ -25,6 +25,7 @@ from esched.services.store import open_store
 from esched.services.store.base import StoredEvent
 from esched.services.store.feed import (
     CLAIMS,
+    COMMITS,
     DECISIONS,
     FOLD,
     MAY_MAKE_WORK,
@@ -96,7 +97,7 @@ def test_a_writer_cuts_a_record_before_each_event_replicas_fold() -> None:
     assert [(kind, position) for kind, position, _ in parts] == [
         (FOLD, 1),
         (CLAIMS, 1),
-        (DECISIONS, 3),
+        (COMMITS, 3),
         (FOLD, 4),
     ]
     assert writer.take() == []
@@ -113,10 +114,18 @@ def test_a_writer_cuts_a_record_before_each_event_replicas_fold() -> None:
     writer.fold(_rows(events_2, 6))
     (msg,) = writer.take()
     after, upto, flags, parts = decode_message(msg)
-    assert (after, upto, flags, [k for k, _p, _d in parts]) == (5, 6, 0, [CLAIMS, DECISIONS])
-    assert decisions_mentioning(parts[1][2], None) == [(6, orjson.dumps(events_2[0]))]
-    assert decisions_mentioning(parts[1][2], b"p2") == decisions_mentioning(parts[1][2], None)
+    assert (after, upto, flags, [k for k, _p, _d in parts]) == (5, 6, 0, [CLAIMS, COMMITS])
+    # a committed placement: its proposal id (its bindings are in the record)
+    assert decisions_mentioning(parts[1][2], None) == [(6, b"p2")]
     assert decisions_mentioning(parts[1][2], b"nobody") == []
+    # a rejection: its payload
+    rejected = ev("p3", PLACEMENT_REJECTED, {"proposal": "p3", "reason": "x"})
+    writer.fold(_rows([rejected], 7))
+    (msg,) = writer.take()
+    _a, _u, _f, parts = decode_message(msg)
+    assert [(k, decisions_mentioning(d, None)) for k, _p, d in parts] == [
+        (DECISIONS, [(7, orjson.dumps(rejected))])
+    ]
     with pytest.raises(FeedError):
         decode_message(msg[:-1])
 
