@@ -15,13 +15,14 @@ import orjson
 import pytest
 
 from esched.core import PHASE_RUNNING, ClusterState, Placer
-from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
+from esched.core._claims import claims_record
+from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED, POD_DELETED, stream_of
 from esched.services.audit import audit_store
 from esched.services.bus.base import TopicNames
 from esched.services.event_files import record_for_event
 from esched.services.replica import ReplicaConfig
 from esched.services.replica.feed import FeedFollower
-from esched.services.store import open_store
+from esched.services.store import NewEvent, open_store
 from esched.services.store.base import StoredEvent
 from esched.services.store.feed import (
     CLAIMS,
@@ -34,6 +35,7 @@ from esched.services.store.feed import (
     decisions_mentioning,
     decisions_part,
     decode_message,
+    encode_message,
 )
 from esched.services.store.snapshots import fold_log
 from esched.services.up import Up, UpConfig, generated_records
@@ -294,3 +296,46 @@ def test_a_follower_skips_what_it_covers_and_bridges_what_does_not_begin_at_it()
     assert follower.apply(b"not a message") is None
     assert follower.apply(m2) is None and follower.state.position == 4
     assert sorted(follower.state.node_index) == ["n1", "n2"]
+
+
+async def test_a_work_item_older_than_its_pods_release_enters_nothing(tmp_path: Path) -> None:
+    """A follower enters a work item's pod from its latest submission, unless a claims
+    record released the pod after the item's position (a stale item: bound or
+    withdrawn since), or the state holds it bound."""
+    es = open_store(f"sqlite:///{tmp_path / 'enter.sqlite'}")
+    await es.connect()
+    try:
+        await es.migrate()
+        events = [node("n1", "4"), pod("a", "1"), pod("b", "1"), {**pod("a", "2"), "id": "a2"}]
+        await es.append(
+            [NewEvent(e["id"], e["type"], stream_of(e), orjson.dumps(e)) for e in events]
+        )
+        whole = ClusterState()
+        whole.claims_journal = []
+        whole.apply_payloads([(p, orjson.dumps(e)) for p, e in enumerate(events, 1)])
+        whole.claims_journal = []
+        whole.apply(committed("c1", "b", "n1"), 5)
+        whole.apply(ev("del-a", POD_DELETED, {"metadata": {"name": "a", "namespace": "t"}}), 6)
+        follower = FeedFollower(es, lambda: cast(Any, None))
+        follower.state = ClusterState()
+        follower.state.apply_payloads([(1, orjson.dumps(events[0]))])
+        follower.state.position = 4
+        assert await follower.enter([("t/a", 4), ("t/b", 4)]) == 2
+        assert follower.state.pod("t/a")["allocated"] == {}
+        # a's latest submission (2 cpu), and b: both Pending
+        assert sorted(follower.state.pending_pods()) == ["t/a", "t/b"]
+        assert (
+            follower.state.class_specs[follower.state.pod_class_id("t/a")]["requests"]["cpu"]
+            == 2000
+        )
+        record = claims_record(whole)
+        assert follower.apply(encode_message(4, 6, 0, [(CLAIMS, 5, record)])) is None
+        assert follower.state.pod("t/a") is None and follower.state.pod("t/b")["node"] == "n1"
+        # a stale item (position 4, a released at 5) and a bound pod: nothing entered
+        assert await follower.enter([("t/a", 4), ("t/b", 4)]) == 0
+        assert follower.state.pod("t/a") is None and follower.entered == 2
+        # an item after the release: a's submission again (a resubmitted pod's work)
+        assert await follower.enter([("t/a", 6)]) == 1
+        assert follower.state.pod("t/a")["phase"] == "Pending"
+    finally:
+        await es.close()
