@@ -2,4 +2,5 @@
 # a state, for ClusterState.apply_claims.
 from esched.core._state cimport ClusterState
 
-cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) except -1
+cdef long long _apply_claims(ClusterState self, bytes record, object own_bits,
+                             list released) except -1

@@ -603,7 +603,8 @@ cdef enum:
     UNRESOLVED = -2                     # a table entry no operation has used yet
 
 
-cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) except -1:
+cdef long long _apply_claims(ClusterState self, bytes record, object own_bits,
+                             list released) except -1:
     # ClusterState.apply_claims: see its docstring and this module's. The record's
     # tables are resolved against the state once per record, at their first use, into
     # C arrays: an operation then reads its node, class, queue, gang and resources'
@@ -680,9 +681,14 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits) e
         else:
             key = _r_key(&rd)
         if kind == CLAIM_RELEASED:
-            if not skip and key in self.pod_index:
-                _pod_finish(self, key, PHASE_FREE)
-                count += 1
+            if not skip:
+                if released is not None:
+                    # (held or not: a follower that enters Pending pods from their
+                    # submissions must not enter one withdrawn since)
+                    released.append(key)
+                if key in self.pod_index:
+                    _pod_finish(self, key, PHASE_FREE)
+                    count += 1
             continue
         if kind != CLAIM_BOUND:
             raise ClaimsError(f"operation kind {kind}")

@@ -259,10 +259,13 @@ cdef int _node_removed(ClusterState self, dict data) except -1:
         self._anomaly("unknown_node")
         return 0
     cdef Py_ssize_t n = idx, p, r
-    # Pods bound there go back to Pending, unbound, their allocation released.
+    # Pods bound there go back to Pending, unbound, their allocation released (and
+    # noted as released: a claims follower drops its copy, their work comes again).
     for p in np.flatnonzero(self.pod_node_np[: self.n_pods] == n):
         self._release(p)
         self._set_phase(p, PHASE_PENDING)
+        if self.claims_journal is not None:
+            _journal(self, CLAIM_RELEASED, self.pod_keys[p])
     for r in range(self.n_res):
         self.allocatable[n, r] = 0
         self.allocated[n, r] = 0

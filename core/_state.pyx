@@ -66,7 +66,7 @@ from esched.schemas._requests cimport PodSum, Quantities, pod_sum
 from esched.core._reservations cimport RES_OVERCOMMIT, RES_RECLAIM
 # The fold's handlers (the dict path) and its type table; that module knows this class
 # through _state.pxd only, and is loaded (C level) before this module's body runs.
-from esched.core._fold cimport _apply, _apply_any, event_counts
+from esched.core._fold cimport CLAIM_BOUND, _apply, _apply_any, _pod_finish, event_counts
 from esched.core._fold import _MALFORMED, GANG_SIZE_ANNOTATION
 # The bytes path: stored envelopes into the same handlers.
 from esched.core._fold_bytes cimport _apply_payload
@@ -1151,7 +1151,7 @@ cdef class ClusterState:
             count += 1
         return count
 
-    def apply_claims(self, bytes record, own=None) -> int:
+    def apply_claims(self, bytes record, own=None, list released=None) -> int:
         """Apply a claims record (:func:`esched.core._claims.claims_record` of a fold
         that saw every event): each pod it binds enters bound, as the fold of its
         submission and committed placement would leave it; each it releases leaves
@@ -1159,9 +1159,58 @@ cdef class ClusterState:
         whose pods this state folds from their events, whose operations are skipped.
         Returns how many operations changed the state. See ``core/_claims.pyx`` for
         what such a state does not hold and the order records must keep with the
-        events folded beside them.
+        events folded beside them. ``released``: a list that gets the key of every pod
+        the record releases, whether the state held it or not (a Pending pod of
+        another partition, withdrawn before it was bound, is released too).
+
+        A pod the record binds that the state holds Pending (entered from its
+        submission by :meth:`enter_payloads`) is bound in place: its slot, class,
+        queue, gang and labels are the record's, as the fold would leave them.
         """
-        return _apply_claims(self, record, own)
+        return _apply_claims(self, record, own, released)
+
+    def enter_payloads(self, rows) -> int:
+        """Fold ``(position, payload)`` pairs of pod submissions and updates out of
+        log order, without moving :attr:`position`: a state that follows the log by
+        claims records (:meth:`apply_claims`) enters the Pending pods it is to place
+        from their submissions when their work comes, whatever position it has reached.
+
+        Each event is folded as :meth:`apply_payloads` folds it (at its own position,
+        for its anomalies' and tombstones' positions): a submission of a pod the state
+        holds bound is refused (``resubmitted_running_pod``), one of a Pending pod
+        replaces it. A submission whose ``spec.nodeName`` names a node the state has
+        now would be bound by name, though the fold at its position may have left it
+        Pending (the node unknown then): such a pod is not entered (it leaves the
+        state; ``entered_bound_by_name``), only a claim binds it. The caller passes only
+        ``esched.pod.submitted`` and ``esched.pod.updated`` payloads. Returns how many
+        were folded.
+        """
+        cdef long long count = 0, position, at = self.position
+        journal = self.claims_journal
+        self.claims_journal = []
+        try:
+            for position, payload in rows:
+                self._at = position
+                try:
+                    if type(payload) is bytes:
+                        _apply_payload(self, payload)
+                    else:
+                        _apply_any(self, orjson.loads(payload))
+                except orjson.JSONDecodeError:
+                    self._anomaly("undecodable")
+                except _UNAPPLICABLE:
+                    self._anomaly("unapplicable")
+                if self.claims_journal:
+                    for kind, key in self.claims_journal:
+                        if kind == CLAIM_BOUND:
+                            self._anomaly("entered_bound_by_name")
+                            _pod_finish(self, key, PHASE_FREE)
+                    self.claims_journal = []
+                count += 1
+        finally:
+            self.position = at
+            self.claims_journal = journal
+        return count
 
     cpdef apply(self, dict event, long long position):
         """Fold one stored event envelope at log ``position`` into this state.

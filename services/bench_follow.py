@@ -10,7 +10,7 @@ replica that has just started follows it (its memos empty, the heap frozen).
 
 ``python -m esched.services.bench_follow [pods] [replicas]
 [fold|follow|fold-shapes|follow-shapes|fold-submitted|fold-submitted-shapes|claims|claims-shapes|
-jobs|jobs-seen]
+feed|feed-shapes|jobs|jobs-seen]
 [nodes]`` (default 1,000 preloaded
 nodes) prints the CPU time per pod of the fold and
 of a replica's following; under callgrind with
@@ -43,6 +43,11 @@ per ``BATCH`` events) applied with :meth:`ClusterState.apply_claims`, as a repli
 following other partitions' pods by their claims would; under callgrind with
 ``--toggle-collect='__pyx_pw_*apply_claims'`` only the records' application is
 counted; a fifth argument sets the flow's events per record (default ``BATCH``).
+``feed`` (and ``feed-shapes``): the flow as the dispatcher's feed
+(:func:`feed_messages`, a batch of ``BATCH`` events per message) followed by a replica
+with ``follow="feed"`` (:func:`follow_feed`): every pod's claim, the decisions scanned
+for its own, and its own pods (one in ``replicas``) entered from their submissions;
+under callgrind with ``--toggle-collect=starmap_next`` only that is counted.
 ``python -m esched.services.bench_follow [pods] [batch] place|place-jobs``: what
 placing costs a replica per pod (:func:`run_place_bench`); ``place-jobs``: each pod
 a one-pod Volcano Job's, handed over as its gang's work item.
@@ -58,6 +63,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import orjson
@@ -65,7 +71,12 @@ import orjson
 from esched.core import ClusterState
 from esched.core._claims import claims_record
 from esched.core.validation import Verdict
-from esched.schemas.events import POD_SUBMITTED, metadata_key, namespaced_key
+from esched.schemas.events import (
+    PLACEMENT_COMMITTED,
+    POD_SUBMITTED,
+    metadata_key,
+    namespaced_key,
+)
 from esched.services.bench_e2e.preload import pod_payloads
 from esched.services.bus import BusProducer, Message
 from esched.services.bus.base import Headers
@@ -73,8 +84,11 @@ from esched.services.bus.memory import MemoryBus
 from esched.services.bus.signing import Keyring, SigningKey
 from esched.services.commit.decisions import decision_event
 from esched.services.dispatch.outbox import work_item
-from esched.services.replica import Replica
+from esched.services.replica import Replica, ReplicaConfig
+from esched.services.replica.feed import FeedFollower
 from esched.services.replica.proposals import binding
+from esched.services.store.base import StoredEvent
+from esched.services.store.feed import FeedWriter, decode_message
 from esched.services.store.snapshots import freeze_heap, thaw_heap
 from esched.services.synth import cluster_log, pod_event
 
@@ -249,6 +263,66 @@ def apply_claims_flow(state: ClusterState, records: list[bytes]) -> ClusterState
     return state
 
 
+def feed_messages(
+    snapshot: bytes, flow: list[tuple[int, bytes]], batch: int = BATCH
+) -> list[bytes]:
+    """The flow's feed (services/store/feed.py) as a dispatcher publishes it: the
+    preload (``snapshot``) folds the flow ``batch`` events at a time through a
+    :class:`FeedWriter`, and each batch's messages are taken (its first announcement
+    left out)."""
+    state = ClusterState.from_bytes(snapshot)
+    writer = FeedWriter(state)
+    writer.take()
+    at = datetime.now(UTC)
+    messages: list[bytes] = []
+    for i in range(0, len(flow), batch):
+        rows = [
+            StoredEvent(
+                pos,
+                "",
+                POD_SUBMITTED if _SUBMITTED in payload else PLACEMENT_COMMITTED,
+                "",
+                1,
+                None,
+                at,
+                payload,
+            )
+            for pos, payload in flow[i : i + batch]
+        ]
+        writer.fold(rows)
+        messages += writer.take()
+    return messages
+
+
+def follow_feed(
+    replica: Replica, state: ClusterState, messages: list[bytes], own: list[tuple[int, bytes]]
+) -> None:
+    """Hand the feed to ``replica``'s follower (``follow="feed"``) as its reader would,
+    with ``state`` (the preload) as its fold, entering before each message the pods of
+    its own (``own``: their submissions) that the message covers, as their work items
+    would (the store read of the submissions left out). The messages go through
+    ``itertools.starmap``: callgrind's ``--toggle-collect=starmap_next`` counts them and
+    nothing else."""
+    follower = cast(FeedFollower, replica.follower)
+    follower.state = state
+    steps = []
+    k = 0
+    for raw in messages:
+        upto = decode_message(raw)[1]
+        j = k
+        while j < len(own) and own[j][0] <= upto:
+            j += 1
+        steps.append((raw, own[k:j]))
+        k = j
+
+    def step(raw: bytes, mine: list[tuple[int, bytes]]) -> None:
+        if mine:
+            state.enter_payloads(mine)
+        follower.apply(raw)
+
+    deque(itertools.starmap(step, steps), maxlen=0)
+
+
 def follow_flow(replica: Replica, state: ClusterState, flow: list[tuple[int, bytes]]) -> None:
     """Hand the flow to ``replica``'s follower as its subscription would, ``BATCH``
     events at a time, with ``state`` (the preload) as its fold. The batches go
@@ -260,10 +334,10 @@ def follow_flow(replica: Replica, state: ClusterState, flow: list[tuple[int, byt
     deque(itertools.starmap(follower.fold_batch, batches), maxlen=0)
 
 
-def idle_replica() -> Replica:
+def idle_replica(follow: str = "log") -> Replica:
     """A replica that is never started (no store, no bus): :func:`follow_flow` runs
-    its follower's batches."""
-    return Replica(cast(Any, None), cast(Any, None), "r0")
+    its follower's batches (:func:`follow_feed` with ``follow="feed"``)."""
+    return Replica(cast(Any, None), cast(Any, None), "r0", config=ReplicaConfig(follow=follow))
 
 
 def run_follow_bench(
@@ -279,13 +353,16 @@ def run_follow_bench(
     record_events: int = BATCH,
 ) -> dict[str, Any]:
     """CPU time per pod (best of ``repeat``) of the flow's fold, of a replica's
-    whole following and of the flow's claims applied (:func:`apply_claims_flow`)
-    (``only``: "fold", "follow" or "claims", just that one), and the anomalies;
+    whole following, of the flow's claims applied (:func:`apply_claims_flow`) and of
+    a replica's following of the feed, its own pods (one in ``replicas``) entered
+    from their submissions (:func:`follow_feed`) (``only``: "fold", "follow",
+    "claims" or "feed", just that one), and the anomalies;
     ``jobs``: each pod a one-pod Volcano Job; ``seen``, ``shapes``: see
     :func:`flow_log`; ``nodes``: of the preloaded cluster; ``submitted``: the
     flow's submissions alone (:func:`submissions`); ``record_events``: events of the
     flow per claims record."""
-    replica = idle_replica()  # one for every run: the flow holds its proposal ids
+    # one for every run: the flow holds its proposal ids
+    replica = idle_replica("feed" if only == "feed" else "log")
     prefix = replica.proposal_prefix
     snapshot, flow = flow_log(
         nodes=nodes,
@@ -303,7 +380,14 @@ def run_follow_bench(
     if only in (None, "claims"):
         records = claims_records(snapshot, flow, record_events)
         out["claims_bytes_per_pod"] = round(sum(map(len, records)) / pods, 1)
-    for kind in ("fold", "follow", "claims"):
+    messages: list[bytes] = []
+    own: list[tuple[int, bytes]] = []
+    if only == "feed":
+        messages = feed_messages(snapshot, flow, record_events)
+        out["feed_bytes_per_pod"] = round(sum(map(len, messages)) / pods, 1)
+        # (pod j's submission is the flow's event 2j; replica 0, this one, places j % R == 0)
+        own = [flow[2 * j] for j in range(0, pods, replicas)]
+    for kind in ("fold", "follow", "claims", "feed"):
         if only not in (None, kind):
             continue
         best = float("inf")
@@ -317,6 +401,8 @@ def run_follow_bench(
                     fold_flow(state, flow)
                 elif kind == "claims":
                     apply_claims_flow(state, records)
+                elif kind == "feed":
+                    follow_feed(replica, state, messages, own)
                 else:
                     follow_flow(replica, state, flow)
                 best = min(best, time.process_time() - t0)
@@ -598,7 +684,13 @@ if __name__ == "__main__":
         print(orjson.dumps(run_renew_bench(pods, replicas, nodes)).decode())
         sys.exit(0)
     jobs = mode in ("jobs", "jobs-seen")
-    shapes = mode in ("fold-shapes", "follow-shapes", "fold-submitted-shapes", "claims-shapes")
+    shapes = mode in (
+        "fold-shapes",
+        "follow-shapes",
+        "fold-submitted-shapes",
+        "claims-shapes",
+        "feed-shapes",
+    )
     kind = mode.removesuffix("-shapes") if mode else None
     submitted = kind == "fold-submitted"
     only = "fold" if jobs or submitted else kind

@@ -32,7 +32,7 @@ from esched.services.bus.base import TopicNames
 from esched.services.bus.security import KafkaSecurity
 from esched.services.bus.signing import Keyring
 from esched.services.commit import CommitConfig, CommitService
-from esched.services.dispatch import Dispatcher
+from esched.services.dispatch import DispatchConfig, Dispatcher
 from esched.services.event_files import Record, publish_records, record_for_event
 from esched.services.ingest import IngestConfig, IngestService
 from esched.services.jobs import JobController
@@ -100,6 +100,9 @@ class UpConfig:
     #: Prepended to every consumer group name (tests and side-by-side runs sharing a
     #: broker: a group with stale members of another run waits out their sessions).
     group_prefix: str = ""
+    #: How the replicas follow the log: "log" (the whole fold) or "feed" (the
+    #: dispatcher then publishes it; ReplicaConfig.follow).
+    follow: str = "log"
 
 
 async def system_idle(
@@ -142,6 +145,8 @@ class Up:
         self._stopping = asyncio.Event()
         #: The job controller, once :meth:`run` built it.
         self.jobs: JobController | None = None
+        #: The replicas, as :meth:`run` builds them.
+        self.replicas: list[Replica] = []
 
     async def stop(self) -> None:
         """Ask :meth:`run` to finish (it still prints its summary)."""
@@ -154,7 +159,7 @@ class Up:
         es = open_store(cfg.store)
         await es.connect()
         tasks: list[asyncio.Task] = []
-        replicas: list[Replica] = []
+        replicas = self.replicas
         try:
             await es.migrate()
             head0 = await es.head()
@@ -184,6 +189,7 @@ class Up:
                     cfg.queue_hierarchy,
                 ),
                 submit=commit.decide if embedded else None,
+                config=DispatchConfig(feed=cfg.follow == "feed"),
             )
             jobs = JobController(es, lease=open_lease(cfg.store, "jobs"))
             self.jobs = jobs
@@ -209,6 +215,7 @@ class Up:
                         reserve_after=cfg.reserve_after,
                         queue_hierarchy=cfg.queue_hierarchy,
                         quincy=cfg.quincy,
+                        follow=cfg.follow,
                     ),
                 )
                 for i in range(cfg.replicas)

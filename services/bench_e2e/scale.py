@@ -86,8 +86,10 @@ async def run_scale_bench(
     pods: int = 5000,
     logdir: str | None = None,
     plot: str | None = None,
+    follow: str = "log",
 ) -> dict[str, Any]:
-    """Run the benchmark (see the module docstring); raises
+    """Run the benchmark (see the module docstring), the replicas following the log as
+    ``follow`` says (:func:`~esched.services.bench_e2e.throughput.one_run`); raises
     :class:`~esched.services.bench_e2e.cgroups.CgroupError` before starting anything
     when no cgroup CPU controller is writable."""
     controller = find_cpu_controller()
@@ -100,6 +102,7 @@ async def run_scale_bench(
                     "cpu_per_replica": cpu_per_replica,
                     "cgroup": controller.version,
                     "pods": pods,
+                    "follow": follow,
                     "runs": [],
                 }
             )
@@ -132,6 +135,7 @@ async def run_scale_bench(
                         profile=frozenset(),
                         confine=confine,
                         before_stop=uncap,
+                        follow=follow,
                     )
                 finally:
                     for cap in caps:

@@ -61,8 +61,10 @@ async def one_run(
     job_size: int = 0,
     replica_args: Sequence[str] = (),
     idle_seconds: float = 0.0,
+    follow: str = "log",
 ) -> dict[str, Any]:
-    """One run with ``replicas`` replica processes; ``confine(process)`` is called on
+    """One run with ``replicas`` replica processes (following the log as ``follow``
+    says: ``"feed"`` runs the dispatcher with ``--feed``); ``confine(process)`` is called on
     each replica process once all are ready (``bench scale`` caps its CPU), and
     ``before_stop()`` once measured, before the processes are stopped. ``job_size``
     > 0: the throughput phase's pods come as Volcano Jobs of that many pods (gangs),
@@ -83,7 +85,7 @@ async def one_run(
     services: list[ServiceProcess] = []
     decisions = Decisions(bus, f"bench-{run}-{replicas}")
     producer = bus.producer()
-    out: dict[str, Any] = {"replicas": replicas}
+    out: dict[str, Any] = {"replicas": replicas, "follow": follow}
 
     def alive() -> None:
         for s in services:
@@ -98,7 +100,7 @@ async def one_run(
             )
 
         services.append(spawn("commit", "commit"))
-        services.append(spawn("dispatch", "dispatch"))
+        services.append(spawn("dispatch", "dispatch", *(["--feed"] if follow == "feed" else [])))
         services.append(spawn("ingest", "ingest"))
         if job_size:
             services.append(spawn("jobs", "jobs"))
@@ -113,6 +115,8 @@ async def one_run(
                 str(k),
                 "--group",
                 f"{prefix}esched-replicas",
+                "--follow",
+                follow,
                 *replica_args,
             )
             for k in range(1, replicas + 1)
@@ -397,12 +401,13 @@ async def run_e2e_bench(
     profile: Iterable[str] = (),
     job_size: int = 0,
     idle_seconds: float = 0.0,
+    follow: str = "log",
 ) -> dict[str, Any]:
     """Run the benchmark; see the module docstring. ``pg_server`` is
     ``postgresql://user@host:port`` (databases are created and dropped there).
     ``profile``: services (commit, dispatch, ingest, jobs, replica) to run under cProfile,
-    writing ``<logdir>/r<N>/<name>.prof``. ``job_size``, ``idle_seconds``: see
-    :func:`one_run`."""
+    writing ``<logdir>/r<N>/<name>.prof``. ``job_size``, ``idle_seconds``, ``follow``:
+    see :func:`one_run`."""
     async with bench_cluster(kafka, pg_server, nodes, fill, logdir) as common:
         result = common.pop("result")
         result["baseline_kafka"] = await _kafka_baseline(common["kafka"], pods)
@@ -420,6 +425,7 @@ async def run_e2e_bench(
                     profile=frozenset(profile),
                     job_size=job_size,
                     idle_seconds=idle_seconds,
+                    follow=follow,
                 )
             )
     return result

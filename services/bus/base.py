@@ -115,6 +115,13 @@ class TopicNames:
         return f"{self.prefix}work"
 
     @property
+    def feed(self) -> str:
+        """Claims records and the events replicas fold themselves, from the dispatcher
+        to replicas that follow the feed (internal, one partition; see
+        ``services/store/feed.py``)."""
+        return f"{self.prefix}feed"
+
+    @property
     def inputs(self) -> tuple[str, str, str]:
         """Topics ingest reads; any input event type is accepted on any of them."""
         return (self.nodes, self.pods, self.usage)

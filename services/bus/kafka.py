@@ -322,9 +322,10 @@ class KafkaBus(Bus):
             await admin.start()
             existing = set(await admin.list_topics())
             t = self.topics
-            wanted = [*t.inputs, t.proposals, t.decisions, t.deadletter, t.work]
+            wanted = [*t.inputs, t.proposals, t.decisions, t.deadletter, t.work, t.feed]
+            counts = {t.work: self.work_partitions, t.feed: 1}  # (the feed is in log order)
             missing = [
-                NewTopic(name, self.work_partitions if name == t.work else partitions, 1)
+                NewTopic(name, counts.get(name, partitions), 1)
                 for name in wanted
                 if name not in existing
             ]

@@ -31,6 +31,16 @@ _pg_runs_option = click.option(
     help="PostgreSQL server (no database): a template and one database per run "
     "are created there and dropped after.",
 )
+#: How the runs' replicas follow the log (`esched replica --follow`).
+_follow_option = click.option(
+    "--follow",
+    type=click.Choice(["log", "feed"]),
+    default="log",
+    show_default=True,
+    help="Run the replicas with `--follow` this (and, for `feed`, the dispatcher with `--feed`).",
+)
+
+
 _logdir_option = click.option(
     "--logdir",
     type=click.Path(file_okay=False),
@@ -168,6 +178,7 @@ def bench_verify(pg_server: str, events: int, nodes: int, repeat: int, keep: boo
     help="After each run's phases, leave the services idle this long and report each "
     "process's CPU share meanwhile (runs[].idle): what waiting for work costs.",
 )
+@_follow_option
 def bench_e2e(
     kafka: str | None,
     pg_server: str,
@@ -182,6 +193,7 @@ def bench_e2e(
     profile: tuple[str, ...],
     job_size: int,
     idle_seconds: float,
+    follow: str,
 ) -> None:
     """Kafka → ingest → PostgreSQL → N replicas → commit → decisions, as processes.
 
@@ -208,6 +220,7 @@ def bench_e2e(
                 profile=profile,
                 job_size=job_size,
                 idle_seconds=idle_seconds,
+                follow=follow,
             )
         )
     )
@@ -264,6 +277,7 @@ def _counts(text: str, option: str) -> list[int]:
     "file (matplotlib).",
 )
 @_logdir_option
+@_follow_option
 def bench_scale(
     kafka: str | None,
     pg_server: str,
@@ -274,6 +288,7 @@ def bench_scale(
     pods: int,
     plot: str | None,
     logdir: str | None,
+    follow: str,
 ) -> None:
     """Placement throughput against replica count, each replica process capped at
     --cpu-per-replica CPUs in a cgroup of its own (the other services uncapped).
@@ -299,6 +314,7 @@ def bench_scale(
                 pods=pods,
                 logdir=logdir,
                 plot=plot,
+                follow=follow,
             )
         )
     except CgroupError as exc:

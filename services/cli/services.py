@@ -273,6 +273,21 @@ def _load_profile_option(path: str | None) -> Any:
         raise click.UsageError(f"--profile {path}: {exc}") from exc
 
 
+#: How replicas follow the log (ReplicaConfig.follow): `esched replica` and `up`.
+follow_option = click.option(
+    "--follow",
+    type=click.Choice(["log", "feed"]),
+    default="log",
+    show_default=True,
+    help="How replicas follow the log once started: `log` folds every event from "
+    "the store; `feed` applies the dispatcher's feed of claims records and folds only "
+    "the events that are not a pod's, entering their work's pods from their "
+    "submissions (less CPU per pod of the flow; the dispatcher must run with --feed, "
+    "which `up` sets). See docs/architecture.md, following other partitions by their "
+    "claims.",
+)
+
+
 @cli.command()
 @click.option(
     "--id",
@@ -359,6 +374,7 @@ def _load_profile_option(path: str | None) -> Any:
     "the work partitions (read by assignment), so one replica leaving or dying does "
     "not stop placement on every replica (aiokafka rebalances eagerly).",
 )
+@follow_option
 @bands_option
 @queue_hierarchy_option
 @reserve_option
@@ -379,6 +395,7 @@ def replica(
     heartbeat_interval: float,
     static_membership: bool,
     bridge_rebalance: bool,
+    follow: str,
     bands: Any,
     queue_hierarchy: str,
     reserve_after: float,
@@ -430,6 +447,7 @@ def replica(
                     reserve_after=reserve_after,
                     queue_hierarchy=queue_hierarchy,
                     quincy=quincy,
+                    follow=follow,
                 ),
             )
             await serve(r, r.run)
@@ -447,6 +465,14 @@ def replica(
 @metrics_option
 @bands_option
 @queue_hierarchy_option
+@click.option(
+    "--feed/--no-feed",
+    default=False,
+    show_default=True,
+    help="While leading, publish the feed on `<prefix>feed` (claims records of the "
+    "pods' events and the events replicas fold themselves) for replicas run with "
+    "--follow feed.",
+)
 def dispatch(
     kafka: str | None,
     store: str,
@@ -454,6 +480,7 @@ def dispatch(
     metrics_port: int,
     bands: Any,
     queue_hierarchy: str,
+    feed: bool,
 ) -> None:
     """The work dispatcher: publish pending pods and gangs to `<prefix>work`.
 
@@ -463,7 +490,7 @@ def dispatch(
     (lease `dispatch`); others stand by. Prints a JSON summary when it stops.
     """
     from esched.core.admission import Admission
-    from esched.services.dispatch import Dispatcher
+    from esched.services.dispatch import DispatchConfig, Dispatcher
     from esched.services.lease import open_lease
 
     quota = config_quota(bands)
@@ -476,6 +503,7 @@ def dispatch(
                 bus,
                 lease=open_lease(store, "dispatch"),
                 admission=Admission(quota, queue_hierarchy),
+                config=DispatchConfig(feed=feed),
             )
             totals = await serve(d, d.run)
             return totals.as_dict()
@@ -565,6 +593,7 @@ def jobs(store: str, metrics_port: int, tick: float) -> None:
     help="Stop once the input is consumed and nothing placeable is left.",
 )
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@follow_option
 @bands_option
 @queue_hierarchy_option
 @reserve_option
@@ -581,6 +610,7 @@ def up(
     seed: int,
     exit_when_idle: bool,
     quiet: bool,
+    follow: str,
     bands: Any,
     queue_hierarchy: str,
     reserve_after: float,
@@ -638,6 +668,7 @@ def up(
             seed=seed,
             exit_when_idle=exit_when_idle,
             quota=quota,
+            follow=follow,
         ),
         records,
         progress=None if quiet else (lambda line: click.echo(line, err=True)),

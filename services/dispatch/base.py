@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,9 @@ from esched.services.dispatch.config import SERVICE, DispatchConfig, DispatchTot
 from esched.services.faults import retry_transient
 from esched.services.lease import Lease, LocalLease
 from esched.services.store.base import EventStore, StoredEvent
+from esched.services.store.feed import FeedWriter
 from esched.services.store.follower import LogFollower
+from esched.services.store.snapshots import payload_pairs
 
 
 @dataclass(slots=True)
@@ -82,6 +84,9 @@ class _DispatchBase:
         self._overload_out: list[tuple[dict[str, Any], str, str, bool]] = []
         self._overload_head = 0
         self._overload_conflicts = 0
+        #: The feed's writer while leading with ``config.feed`` (its fold is the
+        #: leader's: see _apply).
+        self._feed: FeedWriter | None = None
         self.leading = False
 
     @property
@@ -92,6 +97,15 @@ class _DispatchBase:
     @property
     def position(self) -> int:
         return -1 if self.follower is None else self.follower.position
+
+    def _apply(self, rows: Sequence[StoredEvent]) -> None:
+        """Fold stored rows into the state: through the feed's writer when publishing
+        it (it cuts the pods' claims records around the other events), else from
+        their bytes."""
+        if self._feed is not None:
+            self._feed.fold(rows)
+        else:
+            self.state.apply_payloads(payload_pairs(rows))
 
     async def _log_tail(self) -> AsyncIterator[list[StoredEvent]]:
         """The log read backwards from the folded position a page at a time, each page

@@ -36,6 +36,11 @@ class DispatchConfig:
     #: Overload plans appended on the head they were planned on this many times in a
     #: row before one is appended without the head check.
     overload_head_attempts: int = 5
+    #: Publish the feed (services/store/feed.py) on ``TopicNames.feed`` while leading:
+    #: claims records of the pods' events and the events replicas fold themselves,
+    #: for replicas that follow the feed (``ReplicaConfig.follow = "feed"``); their
+    #: gang work items then name the gang's Pending pods.
+    feed: bool = False
 
 
 @dataclass(slots=True)
@@ -54,6 +59,8 @@ class DispatchTotals:
     #: Overload evictions and throttles appended (core/overload.py).
     overload_evictions: int = 0
     overload_throttles: int = 0
+    #: Feed messages published (DispatchConfig.feed).
+    feed_messages: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -65,4 +72,5 @@ class DispatchTotals:
             "reclaims": self.reclaims,
             "overload_evictions": self.overload_evictions,
             "overload_throttles": self.overload_throttles,
+            "feed_messages": self.feed_messages,
         }

@@ -16,9 +16,14 @@ from esched.services.dispatch.reclaim import _Reclaim
 from esched.services.faults import append_envelopes, retry_transient
 
 
-def work_item(kind: str, key: str, position: int) -> tuple[bytes, bytes]:
-    """The ``(key, value)`` record of one work item."""
-    return key.encode(), orjson.dumps({kind: key, "position": position})
+def work_item(
+    kind: str, key: str, position: int, pods: list[str] | None = None
+) -> tuple[bytes, bytes]:
+    """The ``(key, value)`` record of one work item (``pods``: a gang's Pending pods,
+    for replicas that follow the feed)."""
+    if pods is None:
+        return key.encode(), orjson.dumps({kind: key, "position": position})
+    return key.encode(), orjson.dumps({kind: key, "position": position, "pods": pods})
 
 
 class _Outbox(_Reclaim):
@@ -56,6 +61,23 @@ class _Outbox(_Reclaim):
                 self.totals.rejected[r.reason] = self.totals.rejected.get(r.reason, 0) + 1
                 metrics.ADMISSION_REJECTED.labels(r.reason).inc()
 
+    async def _publish_feed(self) -> None:
+        """Send the feed's messages for what was folded since (in log order, on the
+        feed topic's one partition; at-least-once: a follower skips what it has)."""
+        feed = self._feed
+        if feed is None or self._producer is None or not feed.pending:
+            return
+        records: list[tuple[bytes | None, bytes]] = [(None, m) for m in feed.take()]
+        await retry_transient(
+            functools.partial(
+                send_signed, self._producer, self.bus.keyring, self.bus.topics.feed, records
+            ),
+            what="feed send",
+            service=SERVICE,
+            peer="bus",
+        )
+        self.totals.feed_messages += len(records)
+
     def _release(self) -> list[WorkItem]:
         """Empty the outbox: the items admission hands out now, in allocation order
         (the rest it holds)."""
@@ -66,6 +88,8 @@ class _Outbox(_Reclaim):
         """Append overload handling and rejections; publish the outbox in allocation
         order, holding what the queues do not admit (at-least-once; duplicates are
         harmless)."""
+        # The feed first: a replica following it waits for the positions work names.
+        await self._publish_feed()
         # Overload first: its append is checked against the head it was planned on.
         await self._append_overload()
         await self._append_rejections()
@@ -77,7 +101,25 @@ class _Outbox(_Reclaim):
         self.totals.held = held
         for reason in ("QueueClosed", "QueueCapability", "ClusterCapacity", "QueueOverused"):
             metrics.DISPATCH_HELD.labels(reason).set(held.get(reason, 0))
-        batch = [(cause, work_item(kind, key, position)) for cause, kind, key, position in admitted]
+        if self._feed is not None:
+            # Replicas following the feed enter a gang's Pending pods from its item.
+            st = self.state
+            batch = [
+                (
+                    cause,
+                    work_item(
+                        kind,
+                        key,
+                        position,
+                        st.gang_members(key, "Pending") if kind == "gang" else None,
+                    ),
+                )
+                for cause, kind, key, position in admitted
+            ]
+        else:
+            batch = [
+                (cause, work_item(kind, key, position)) for cause, kind, key, position in admitted
+            ]
         producer = self._producer
         topic = self.bus.topics.work
         for i in range(0, len(batch), self.config.chunk):

@@ -13,6 +13,7 @@ from esched.services.dispatch.config import SERVICE, DispatchTotals
 from esched.services.dispatch.outbox import _Outbox
 from esched.services.faults import retry_transient
 from esched.services.store.base import StoredEvent
+from esched.services.store.feed import FeedWriter
 from esched.services.store.follower import LogFollower
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,11 @@ class Dispatcher(_Outbox):
         self._placer = None
         self._validator = None
         self.follower = LogFollower(self.store, handle=self._fold)
+        self._feed = None
         state = await self.follower.start()
+        if self.config.feed:
+            # (from the position the fold has reached: a follower bridges the rest)
+            self._feed = FeedWriter(state)
         self.totals.takeovers += 1
         self.leading = True
         self._rejections.extend(self.admission.start(state))
@@ -114,6 +119,7 @@ class Dispatcher(_Outbox):
         if (
             not self.leading
             or self._outbox
+            or (self._feed is not None and self._feed.pending)
             or self._rejections
             or self._reclaims
             or self._overload_nodes

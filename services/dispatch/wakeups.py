@@ -37,7 +37,6 @@ from esched.services import metrics
 from esched.services.dispatch.base import Parked, _DispatchBase
 from esched.services.store.base import StoredEvent
 from esched.services.store.rows import KEYED, row_fact
-from esched.services.store.snapshots import payload_pairs
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +74,7 @@ class _WakeUps(_DispatchBase):
         for i, r in enumerate(rows):
             if r.type == NODE_REMOVED:
                 # Its pods are unbound by the fold: find them before it runs.
-                st.apply_payloads(payload_pairs(rows[start:i]))
+                self._apply(rows[start:i])
                 start = i
                 data = orjson.loads(r.payload).get("data")
                 name: Any = ((data if isinstance(data, dict) else {}).get("metadata") or {}).get(
@@ -84,7 +83,7 @@ class _WakeUps(_DispatchBase):
                 idx = st.node_index.get(name)
                 if idx is not None:
                     pods.update(dict.fromkeys(st.pods_on_node(idx)))
-        st.apply_payloads(payload_pairs(rows[start:]))
+        self._apply(rows[start:])
         facts = self._facts(rows)
         self._rejections.extend(self.admission.observe(st, facts))
         reconsider = False
@@ -128,7 +127,7 @@ class _WakeUps(_DispatchBase):
         if reconsider:
             # Held jobs (queue capability, a Closed queue) may be admitted now.
             self._outbox.extend(self.admission.reconsider())
-        if self._outbox or self._rejections:
+        if self._outbox or self._rejections or self._feed is not None:
             self._wake.set()
 
     def _facts(self, rows: list[StoredEvent]) -> list[Fact]:

@@ -18,6 +18,7 @@ from esched.core.schedule import SchedulingPass
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.bus import Bus, BusConsumer, BusProducer
 from esched.services.replica.config import ReplicaConfig, ReplicaTotals, Submit
+from esched.services.replica.feed import FeedFollower
 from esched.services.replica.proposals import Proposed
 from esched.services.store._search import all_hold
 from esched.services.store.base import EventStore
@@ -81,8 +82,21 @@ class _ReplicaBase:
         self._work_may_come = asyncio.Event()
         #: monotonic time since which polls found no work and the log announced none
         self._idle_since = 0.0
-        self.follower = LogFollower(
+        follower_args: dict[str, Any] = {}
+        if self.config.follow == "feed":
+            follower_class: type[LogFollower] = FeedFollower
+            follower_args.update(
+                open_feed=self._open_feed,
+                keyring=bus.keyring if bus is not None else None,
+                on_work=self._work_may_come.set,
+            )
+        elif self.config.follow == "log":
+            follower_class = LogFollower
+        else:
+            raise ValueError(f"follow: {self.config.follow!r} is neither 'log' nor 'feed'")
+        self.follower = follower_class(
             store,
+            **follower_args,
             after_fold=self._on_fold,
             decode=(PLACEMENT_COMMITTED, PLACEMENT_REJECTED),
             # Only our decisions are decoded: their payloads hold our proposal ids
@@ -142,6 +156,13 @@ class _ReplicaBase:
         self._bridging = False
         #: The share last recorded in the store (share_snapshot_name).
         self._saved_share: frozenset[tuple[str, int]] = frozenset()
+
+    def _open_feed(self) -> BusConsumer:
+        """A reader of the whole feed topic from its beginning: a group of this
+        instance's own, not joined (no rebalance), its offsets never committed."""
+        return self.bus.consumer(
+            [self.bus.topics.feed], f"{self.config.group}-feed-{self._pid_prefix}", exclusive=True
+        )
 
     @property
     def busy(self) -> bool:

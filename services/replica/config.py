@@ -78,6 +78,13 @@ class ReplicaConfig:
     #: replica stops placing while one replica's share moves.
     bridge_rebalance: bool = True
     source_prefix: str = "esched/replica/"
+    #: How the replica follows the log after its start: "log" (the default) folds
+    #: every event from the store; "feed" applies the dispatcher's feed of claims
+    #: records and folds only the events that are not a pod's (the dispatcher must
+    #: publish it: ``DispatchConfig.feed``), entering its work's pods from their
+    #: submissions (services/replica/feed.py; what differs from the whole fold:
+    #: docs/architecture.md#following-other-partitions-by-their-claims).
+    follow: str = "log"
     #: Let pods and gangs that fit nowhere propose evicting pods of lower bands.
     preemption: bool = True
     #: Priority bands (None: the documented defaults of :mod:`esched.core.bands`).

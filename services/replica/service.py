@@ -18,6 +18,7 @@ from esched.services import metrics
 from esched.services.bus import BusError
 from esched.services.faults import retry_transient
 from esched.services.replica.config import SERVICE
+from esched.services.replica.feed import FeedFollower
 from esched.services.replica.share import partitions
 from esched.services.replica.worker import _WorkLoop
 
@@ -174,4 +175,8 @@ class Replica(_WorkLoop):
         out["position"] = self.follower.position
         out["log_reads"] = self.follower.reads
         out["log_rows"] = self.follower.rows_read
+        if isinstance(self.follower, FeedFollower):
+            # (log_reads and log_rows then count feed messages and their parts)
+            out["feed_bridged"] = self.follower.bridged
+            out["feed_entered"] = self.follower.entered
         return out

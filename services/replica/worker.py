@@ -18,6 +18,7 @@ from esched.services.bus.deadletter import Dead, send_deadletters
 from esched.services.bus.signing import split_signed
 from esched.services.faults import poll_or_pause, retry_transient
 from esched.services.replica.config import SERVICE, ReplicaTotals
+from esched.services.replica.feed import FeedFollower
 from esched.services.replica.share import _Share
 
 log = logging.getLogger(__name__)
@@ -198,6 +199,10 @@ class _WorkLoop(_Share):
         """
         targets: dict[tuple[str, str], Target] = {}
         origin: dict[tuple[str, str], Message] = {}
+        # Following the feed: the pods to enter from their submissions, with the
+        # positions of their items (a gang's item names its Pending members).
+        feed = self.follower if isinstance(self.follower, FeedFollower) else None
+        entering: list[tuple[str, int]] = []
         # Work not written by the dispatcher is refused before it is read.
         readable, dead = split_signed(self.bus.keyring if self.bus is not None else None, msgs)
         upto = 0  # the furthest position named
@@ -207,6 +212,9 @@ class _WorkLoop(_Share):
                 kind = "gang" if item.get("gang") else "pod"
                 key = str(item[kind])
                 position = int(item.get("position") or 0)
+                if feed is not None:
+                    members = [key] if kind == "pod" else item.get("pods") or ()
+                    entering += [(str(pod), position) for pod in members]
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
                 dead.append((m, "malformed_work", "not a work item (pod or gang, position)", None))
                 continue
@@ -247,6 +255,8 @@ class _WorkLoop(_Share):
                     self.follower.position,
                     upto,
                 )
+            if feed is not None and entering and await feed.enter(entering):
+                self._view_at = (-1, -1)  # (pods entered: the view is made again)
             t1 = time.perf_counter()
             await self._place(list(targets.values()), planned)
             log.debug(

@@ -549,6 +549,14 @@ class EventStore(abc.ABC):
         """Like :meth:`read` but only ``(position, payload)``: the fast path for replay."""
 
     @abc.abstractmethod
+    async def read_streams(
+        self, streams: Sequence[str], types: Sequence[str], upto: int
+    ) -> list[tuple[int, str, str, bytes]]:
+        """``(position, stream, type, payload)`` of the events of ``streams`` whose type is one of
+        ``types``, at positions up to ``upto``, in log order (by the stream index: a
+        replica that follows the feed reads its work's pod submissions so)."""
+
+    @abc.abstractmethod
     async def head(self) -> int:
         """The last position in the log (0 when empty)."""
 

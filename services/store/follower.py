@@ -174,6 +174,13 @@ class LogFollower:
                     after(found)
             if self._on_batch is not None:
                 self._on_batch(rows)
+        self._advance()
+
+    def _advance(self) -> None:
+        """After the state moved: its anomalies and reclamation published, waiters
+        (:meth:`wait_for`) and ``on_advance`` told."""
+        state = self.state
+        assert state is not None
         if state.anomalies:
             publish_anomalies(state.anomalies)
         self._publish_reclamation()
@@ -181,20 +188,25 @@ class LogFollower:
         if self._on_advance is not None:
             self._on_advance()
 
-    async def _follow(self) -> None:
+    async def _follow_live(self) -> None:
+        """Fold what follows the state's position as it comes: the store's
+        subscription (a subclass may follow something else)."""
         state = self.state
         assert state is not None
+        self._sub = self.store.subscribe(
+            state.position,
+            self._batch,
+            payloads=self._handle is None,
+            min_interval=self._interval,
+            busy_interval=self._busy_interval,
+        )
+        async with self._sub as sub:
+            async for batch in sub:
+                self.fold_batch(batch)
+
+    async def _follow(self) -> None:
         try:
-            self._sub = self.store.subscribe(
-                state.position,
-                self._batch,
-                payloads=self._handle is None,
-                min_interval=self._interval,
-                busy_interval=self._busy_interval,
-            )
-            async with self._sub as sub:
-                async for batch in sub:
-                    self.fold_batch(batch)
+            await self._follow_live()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # surfaced to waiters: a dead fold must not hang them

@@ -312,6 +312,32 @@ class SqliteEventStore(EventStore):
 
         return await self._run(run)
 
+    async def read_streams(
+        self, streams: Sequence[str], types: Sequence[str], upto: int
+    ) -> list[tuple[int, str, str, bytes]]:
+        """See :meth:`EventStore.read_streams`."""
+        names = list(dict.fromkeys(streams))
+        kinds = list(types)
+        if not names or not kinds:
+            return []
+
+        def run(conn: sqlite3.Connection) -> list[tuple[int, str, str, bytes]]:
+            out: list[tuple[int, str, str, bytes]] = []
+            # (SQLite binds at most 999 variables in older builds)
+            for i in range(0, len(names), 500):
+                part = names[i : i + 500]
+                marks = ",".join("?" * len(part))
+                types_ = ",".join("?" * len(kinds))
+                out += conn.execute(
+                    "SELECT position, stream, type, payload FROM events"
+                    f" WHERE stream IN ({marks}) AND type IN ({types_}) AND position <= ?",
+                    (*part, *kinds, upto),
+                ).fetchall()
+            out.sort()
+            return out
+
+        return await self._run(run)
+
     async def chain_rows(self, after: int, limit: int) -> list[tuple[int, bytes | None, bytes]]:
         """``(position, stored hash, digest)``; see :meth:`EventStore.chain_rows`."""
 

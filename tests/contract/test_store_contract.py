@@ -264,6 +264,30 @@ async def test_read_payloads(store: EventStore) -> None:
     assert len(await store.read_payloads(0, 10_000)) == 20
 
 
+async def test_read_streams_gives_the_events_of_those_streams_and_types(
+    store: EventStore,
+) -> None:
+    events = [
+        ev("pod/ns/a"),
+        ev("pod/ns/b"),
+        ev("pod/ns/a", type="esched.pod.updated"),
+        ev("pod/ns/a", type="esched.pod.deleted"),
+        ev("pod/ns/c"),
+        ev("pod/ns/a"),
+    ]
+    await store.append(events)
+    kinds = ["esched.pod.submitted", "esched.pod.updated"]
+    got = await store.read_streams(["pod/ns/a", "pod/ns/c", "pod/ns/a"], kinds, 6)
+    assert got == [
+        (p, events[p - 1].stream, events[p - 1].type, events[p - 1].payload) for p in (1, 3, 5, 6)
+    ]
+    assert [p for p, *_ in await store.read_streams(["pod/ns/a"], kinds, 5)] == [1, 3]
+    assert [
+        p for p, _ in await store.read_streams([f"pod/ns/{i}" for i in range(700)], kinds, 9)
+    ] == []
+    assert await store.read_streams([], kinds, 6) == []
+
+
 async def test_read_payloads_gives_every_payload_byte_for_byte(store: EventStore) -> None:
     # Empty, binary (every byte value, NULs included) and large (past a socket read)
     # payloads come back exactly, as int/bytes pairs.

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from esched.core import ClusterState, Placer
 from esched.core._claims import NO_PARTITION, ClaimsError, claims_record
-from esched.core.phases import PHASE_RUNNING
+from esched.core.phases import PHASE_PENDING, PHASE_RUNNING
 from support.fold import EV, commit, envelope, node, pod, ref
 
 NAMESPACES = 3  # one work partition per namespace: ns0, ns1, ns2
@@ -520,3 +520,186 @@ def test_a_pods_key_and_node_name_of_any_text_come_through(name):
     assert b.apply_claims(claims_record(a)) == 1
     assert list(b.pod_index) == [f"ns1/{name}"]
     assert b.pod(f"ns1/{name}")["node"] == f"n-{name}"
+
+
+def _released_after(released: dict[str, int], key: str, position: int) -> bool:
+    """The rule of a follower that enters its Pending pods from their work items: a
+    pod the claims released after the work item's position is not entered (the item
+    is stale). ``released``: pod -> the first position of the record releasing it."""
+    at = released.get(key)
+    return at is not None and at > position
+
+
+def followed_log(events: list[tuple[int, dict]]) -> list[tuple[int, dict]]:
+    """The log without what a follower that enters its pods from their submissions
+    reads otherwise than the fold: submissions of pods then bound, which kube's API
+    server refuses (a bound pod's spec is immutable; a follower takes a pod's latest
+    submission, the fold the one it accepted), and ``spec.nodeName`` (a pod bound by
+    name whose node is removed is Pending in the fold with the class it had, without
+    the name's constraint; a follower entering it then reads the name of a node it
+    does not have: pinned). test_a_claim_binds_a_pending_pod_in_place... covers a
+    submission naming a node."""
+    s = ClusterState()
+    out = []
+    for pos, e in events:
+        if e["type"] == EV.POD_SUBMITTED:
+            idx = s.pod_index.get(_pod_key(e))
+            if idx is not None and s.phase_of(idx) == PHASE_RUNNING:
+                continue
+            e["data"]["spec"].pop("nodeName", None)
+        s.apply(e, pos)
+        out.append((pos, e))
+    return out
+
+
+def fold_and_follow(
+    events: list[tuple[int, dict]], own: int, seed: int
+) -> tuple[ClusterState, ClusterState, set[str]]:
+    """The whole fold (A, with a journal) and a follower (C) that folds only the
+    events that are not a pod's, applies A's claims records for every partition
+    (``own`` None: its own pods' bindings and releases come as claims too), and enters
+    its own partition's Pending pods from their latest submission when their work
+    item arrives, a few batches late: work items are made as a dispatcher makes them,
+    for a pod of partition ``own`` Pending at the end of a batch in which it was
+    submitted, updated or evicted or its node removed, naming the batch's last
+    position. Also returns the
+    pods C did not enter because their submission names a node C has now (the whole
+    fold left them Pending, pinned to a node it did not have then)."""
+    rnd = random.Random(seed)
+    a = ClusterState()
+    a.claims_journal = []
+    c = ClusterState()
+    released: dict[str, int] = {}
+    first = 0  # the first position the next record covers
+    submissions: dict[str, list[tuple[int, bytes]]] = {}
+    work: list[tuple[int, int, str]] = []  # (due batch, work position, pod)
+    refused: set[str] = set()
+
+    def flush(upto: int) -> None:
+        nonlocal first
+        out: list[str] = []
+        c.apply_claims(claims_record(a, partition_of), None, out)
+        for key in out:
+            released[key] = first
+        first = upto + 1
+
+    def deliver(batch: int) -> None:
+        due = [w for w in work if w[0] <= batch]
+        work[:] = [w for w in work if w[0] > batch]
+        for _due, position, key in due:
+            if _released_after(released, key, position):
+                continue
+            rows = [r for r in submissions.get(key, ()) if r[0] <= c.position]
+            if rows:
+                c.enter_payloads(rows[-1:])
+                if c.pod(key) is None:
+                    assert orjson.loads(rows[-1][1])["data"]["spec"].get("nodeName")
+                    refused.add(key)
+                else:
+                    refused.discard(key)
+
+    i = 0
+    batch = 0
+    while i < len(events):
+        chunk = events[i : i + rnd.randint(1, 8)]
+        i += len(chunk)
+        batch += 1
+        touched: dict[str, None] = {}
+        for pos, e in chunk:
+            raw = orjson.dumps(e)
+            if e["type"] not in POD_EVENTS:
+                flush(pos - 1)
+                n = a.node_index.get(e["data"]["metadata"]["name"])
+                if e["type"] == EV.NODE_REMOVED and n is not None:
+                    # (the dispatcher's work for the pods a node's removal unbinds)
+                    touched.update((k, None) for k in a.pods_on_node(n) if partition_of(k) == own)
+                a.apply_payloads([(pos, raw)])
+                c.apply_payloads([(pos, raw)])
+                # (the next record begins with what this event's fold released: the
+                # pods of a node removed)
+                first = pos
+                continue
+            a.apply_payloads([(pos, raw)])
+            key = _pod_key(e)
+            if partition_of(key) != own:
+                continue
+            if e["type"] == EV.POD_SUBMITTED:
+                submissions.setdefault(key, []).append((pos, raw))
+            if e["type"] in (EV.POD_SUBMITTED, EV.POD_EVICTED, EV.POD_UPDATED):
+                touched[key] = None
+        end = chunk[-1][0]
+        flush(end)
+        c.position = end
+        for key in touched:
+            idx = a.pod_index.get(key)
+            if idx is not None and a.phase_of(idx) == PHASE_PENDING:
+                work.append((batch + rnd.randint(0, 2), end, key))
+        deliver(batch)
+    deliver(batch + 3)
+    return a, c, refused
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32), n=st.integers(0, 250), own=st.integers(0, NAMESPACES - 1))
+def test_a_follower_of_every_partitions_claims_that_enters_its_own_pods_is_the_whole_fold(
+    seed, n, own
+):
+    """Own pods entered Pending from their submissions (late, out of log order: the
+    state's position stays), then bound in place by their claims or dropped by their
+    release (withdrawn before binding); a stale work item (the pod released since)
+    enters nothing: the follower's bound pods, nodes and queues are the whole fold's,
+    its Pending pods are the whole fold's Pending pods of its partition, and the
+    placer chooses alike."""
+    a, c, refused = fold_and_follow(followed_log(claims_log(seed, n)), own, seed)
+    assert scheduling_view(c) == scheduling_view(a)
+    pending = [k for k in _own_pending(a, own) if k not in refused]
+    assert sorted(c.pending_pods()) == pending
+    assert decisions(c, pending) == decisions(a, pending)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_long_logs_of_a_follower_entering_its_own_pods(seed):
+    events = followed_log(claims_log(2000 + seed, 600))
+    a, c, refused = fold_and_follow(events, seed % NAMESPACES, seed)
+    assert scheduling_view(c) == scheduling_view(a)
+    own_pending = _own_pending(a, seed % NAMESPACES)
+    assert sorted(c.pending_pods()) == [k for k in own_pending if k not in refused]
+    assert c.position == a.position
+
+
+def test_a_claim_binds_a_pending_pod_in_place_and_a_release_drops_a_pending_one():
+    a = ClusterState()
+    a.claims_journal = []
+    c = ClusterState()
+    n0 = orjson.dumps(envelope(EV.NODE_ADDED, node("n0")))
+    a.apply_payloads([(1, n0)])
+    c.apply_payloads([(1, n0)])
+    sub_w = orjson.dumps(envelope(EV.POD_SUBMITTED, pod("w", cpu="250m", namespace="ns0")))
+    sub_v = orjson.dumps(envelope(EV.POD_SUBMITTED, pod("v", cpu="250m", namespace="ns0")))
+    a.apply_payloads([(2, sub_w), (3, sub_v)])
+    # entered late, at positions before the state's own: the position stays
+    c.position = 3
+    assert c.enter_payloads([(2, sub_w), (3, sub_v)]) == 2
+    assert c.position == 3
+    slot = c.pod_index["ns0/w"]
+    assert sorted(c.pending_pods()) == ["ns0/v", "ns0/w"]
+    a.apply(envelope(EV.PLACEMENT_COMMITTED, commit(("ns0/w", "n0", {"cpu": 250}))), 4)
+    a.apply(envelope(EV.POD_DELETED, ref("v", "ns0")), 5)
+    out: list[str] = []
+    assert c.apply_claims(claims_record(a), None, out) == 2
+    assert out == ["ns0/v"]
+    assert c.pod_index["ns0/w"] == slot  # bound in place, not entered again
+    assert c.pod("ns0/w")["node"] == "n0"
+    assert c.pending_pods() == []
+    assert c.node("n0")["allocated"] == a.node("n0")["allocated"]
+    # a submission of a pod held bound is refused
+    assert c.enter_payloads([(2, sub_w)]) == 1
+    assert c.pod("ns0/w")["node"] == "n0"
+    assert c.anomalies.get("resubmitted_running_pod") == 1
+    # one naming a node the state has is not entered (only a claim binds a pod)
+    pinned = orjson.dumps(envelope(EV.POD_SUBMITTED, pod("x", namespace="ns0", node_name="n0")))
+    assert c.enter_payloads([(6, pinned)]) == 1
+    assert c.pod("ns0/x") is None
+    assert c.anomalies.get("entered_bound_by_name") == 1
+    assert c.node("n0")["allocated"] == a.node("n0")["allocated"]
+    assert c.position == 3

@@ -1,0 +1,243 @@
+"""Following the feed (``ReplicaConfig.follow = "feed"``): a replica's state from the
+whole fold up to its start, then from the dispatcher's feed of claims records and the
+events replicas fold themselves (``services/store/feed.py``) instead of the store's
+log; its own work's pods entered from their submissions when their work comes."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from esched.core import PHASE_RUNNING
+from esched.schemas.events import (
+    PLACEMENT_COMMITTED,
+    POD,
+    POD_SUBMITTED,
+    POD_UPDATED,
+    stream_name,
+)
+from esched.services.bus import BusConsumer, BusError
+from esched.services.bus.signing import Keyring, split_signed
+from esched.services.faults import poll_or_pause, retry_transient
+from esched.services.replica.config import SERVICE
+from esched.services.store.base import EventStore
+from esched.services.store.feed import (
+    CLAIMS,
+    COMMITS,
+    DECISIONS,
+    MAY_MAKE_WORK,
+    FeedError,
+    decisions_mentioning,
+    decode_message,
+    message_range,
+)
+from esched.services.store.follower import LogFollower
+
+log = logging.getLogger(__name__)
+
+#: Pods released by claims remembered (for stale work items) at most.
+RELEASED_KEPT = 100_000
+#: Rows read from the store per page while bridging a gap in the feed.
+BRIDGE_PAGE = 5000
+_POD_EVENTS = (POD_SUBMITTED, POD_UPDATED)
+
+
+class FeedFollower(LogFollower):
+    """A :class:`LogFollower` whose live part reads the feed.
+
+    It starts as the whole fold does (snapshot + catch-up to the store's head), then
+    reads the feed topic from its beginning (a reader of its own, no group), skipping
+    messages its position covers. A message that does not begin at its position (the
+    feed begins later, or a new dispatcher's feed begins earlier) is bridged: the store's
+    events up to the message's end are folded whole, as a :class:`LogFollower` folds
+    them. ``after_fold`` gets the decisions (of ``decode``'s types) that hold
+    ``mentions``, in the same step as the claims that hold their bindings;
+    ``on_work()`` runs after a message covering an event that may make work.
+
+    :meth:`enter` enters the pods of work items Pending from their submissions.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        open_feed: Callable[[], BusConsumer],
+        *,
+        keyring: Keyring | None = None,
+        on_work: Callable[[], None] | None = None,
+        poll_timeout_ms: int = 100,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(store, **kwargs)
+        self._open_feed = open_feed
+        self._keyring = keyring
+        self._on_work = on_work
+        self._poll_timeout_ms = poll_timeout_ms
+        #: pod -> the position of the claims record that released it last
+        self._released: dict[str, int] = {}
+        self.messages = 0
+        self.parts = 0
+        self.bridged = 0
+        self.entered = 0
+
+    @property
+    def reads(self) -> int:
+        """Feed messages applied (reads of the store only to bridge: :attr:`bridged`)."""
+        return self.messages
+
+    @property
+    def rows_read(self) -> int:
+        """Parts of the feed messages applied."""
+        return self.parts
+
+    async def _follow_live(self) -> None:
+        consumer = self._open_feed()
+        await retry_transient(consumer.start, what="feed start", service=SERVICE, peer="bus")
+        try:
+            while True:
+                msgs = await poll_or_pause(
+                    consumer, self._poll_timeout_ms, 100, service=SERVICE, pause=0.5
+                )
+                readable, dead = split_signed(self._keyring, msgs)
+                for m, reason, text, _f in dead:
+                    log.warning("refused feed message @%d (%s): %s", m.offset, reason, text)
+                for m in readable:
+                    await self.apply_message(m.value)
+        finally:
+            with contextlib.suppress(BusError):
+                await consumer.stop()
+
+    async def apply_message(self, raw: bytes) -> None:
+        """Apply one feed message (as :meth:`start`'s reader hands it over), bridging
+        from the store when it does not begin at the state's position."""
+        upto = self.apply(raw)
+        if upto is not None:
+            await self._bridge(upto)
+
+    def apply(self, raw: bytes) -> int | None:
+        """Apply one feed message that begins at the state's position (or one it
+        covers: skipped); otherwise change nothing and return the message's end, to
+        which the store's events must be folded instead (:meth:`apply_message`)."""
+        state = self.state
+        assert state is not None
+        try:
+            after, upto = message_range(raw)
+            if upto <= state.position:
+                return None
+            if after != state.position:
+                return upto
+            _a, _u, flags, parts = decode_message(raw)
+        except FeedError as exc:
+            log.warning("skipped a feed message: %s", exc)
+            return None
+        mentions = self._mentions
+        found: list[tuple[int, bytes]] = []
+        commits: list[tuple[int, dict[str, Any]]] = []
+        released: list[str] = []
+        kept = self._released
+        for kind, position, data in parts:
+            if kind == CLAIMS:
+                state.apply_claims(data, None, released)
+                for key in released:
+                    kept.pop(key, None)
+                    kept[key] = position
+                released.clear()
+            elif kind == COMMITS:
+                commits += [
+                    (pos, {"type": PLACEMENT_COMMITTED, "data": {"proposal": _json_str(pid)}})
+                    for pos, pid in decisions_mentioning(data, mentions)
+                ]
+            elif kind == DECISIONS:
+                found += decisions_mentioning(data, mentions)
+            else:
+                state.apply_payloads([(position, data)])
+        while len(kept) > RELEASED_KEPT:
+            del kept[next(iter(kept))]
+        state.position = upto
+        self.messages += 1
+        self.parts += len(parts)
+        after_fold = self._after
+        if after_fold is not None and (found or commits):
+            loads = self._decoder
+            events = commits + [(pos, loads(payload)) for pos, payload in found]
+            if found:
+                events.sort(key=lambda pe: pe[0])
+            if self._decode is not None:
+                events = [(p, e) for p, e in events if e.get("type") in self._decode]
+            if events:
+                after_fold(events)
+        if flags & MAY_MAKE_WORK and self._on_work is not None:
+            self._on_work()
+        self._advance()
+        return None
+
+    async def _bridge(self, upto: int) -> None:
+        """Fold the store's events up to ``upto`` whole (a gap in the feed)."""
+        state = self.state
+        assert state is not None
+        self.bridged += 1
+        while state.position < upto:
+            rows = await retry_transient(
+                functools.partial(self.store.read_payloads, int(state.position), BRIDGE_PAGE, upto),
+                what="feed bridge read",
+                service=SERVICE,
+                peer="store",
+            )
+            if not rows:
+                break
+            self.fold_batch(rows)
+            if self._on_work is not None:
+                self._on_work()
+
+    async def enter(self, pods: Sequence[tuple[str, int]]) -> int:
+        """Enter the pods of work items ``(pod, work position)`` Pending from their
+        latest submission (and the updates after it) as the state's position has them:
+        not one released by a claims record after its work position (the item is stale:
+        the pod was bound or withdrawn since), nor one the state holds bound. A pod
+        Pending already is entered again (its work may follow an update). Returns how
+        many were entered."""
+        state = self.state
+        assert state is not None
+        released = self._released
+        keys: list[str] = []
+        for key, position in pods:
+            at = released.get(key)
+            if at is not None and at > position:
+                continue
+            idx = state.pod_index.get(key)
+            if idx is not None and state.phase_of(idx) == PHASE_RUNNING:
+                continue
+            keys.append(key)
+        if not keys:
+            return 0
+        upto = int(state.position)
+        streams = [stream_name(POD, key) for key in keys]
+        rows = await retry_transient(
+            lambda: self.store.read_streams(streams, _POD_EVENTS, upto),
+            what="pod submissions read",
+            service=SERVICE,
+            peer="store",
+        )
+        # Each pod's latest submission and what follows it (its updates), in log order.
+        start: dict[str, int] = {}
+        for i, (_pos, stream, etype, _payload) in enumerate(rows):
+            if etype == POD_SUBMITTED:
+                start[stream] = i
+        chosen = [
+            (pos, payload)
+            for i, (pos, stream, _t, payload) in enumerate(rows)
+            if i >= start.get(stream, len(rows))
+        ]
+        if chosen:
+            state.enter_payloads(chosen)
+        self.entered += len(start)
+        return len(start)
+
+
+def _json_str(raw: bytes) -> Any:
+    """A JSON string's text as a ``COMMITS`` part holds it (without its quotes)."""
+    return orjson.loads(b'"' + raw + b'"')
