@@ -146,48 +146,53 @@ def default_job(job: Mapping[str, Any], *, shared: bool = False) -> dict[str, An
     Fields of the wrong type are left for :func:`validate_job` to refuse.
 
     With ``shared``, only the objects the defaults change are new (the Job, its spec,
-    its tasks list and each task; the plugins are copied where they are set); the
-    rest (metadata, templates, policies) is ``job``'s own: a result to read, not to
-    keep or change (ingest's check, :func:`validate_job` of it, which reads only)."""
-    if shared:
-        out = dict(job)
-        spec = out.get("spec")
-        if isinstance(spec, dict):
-            spec = out["spec"] = dict(spec)
-            tasks = spec.get("tasks")
-            if isinstance(tasks, list):
-                spec["tasks"] = [dict(t) if isinstance(t, dict) else t for t in tasks]
-    else:
-        out = json_copy(dict(job))
+    its tasks list and each task a default is set on; the plugins are copied where
+    they are set), and a Job no default changes is returned itself; the rest
+    (metadata, templates, policies) is ``job``'s own: a result to read, not to keep
+    or change (ingest's check, :func:`validate_job` of it, which reads only)."""
+    out = job if shared else json_copy(dict(job))
     spec = out.get("spec")
     if not isinstance(spec, dict):
-        return out
+        return dict(out)  # (shared: a new object; else the copy itself)
+    # What the webhook sets on the spec, in its order; set at the end, on the copy or
+    # (shared) on a new spec, so that a Job it changes nothing of is not copied.
+    sets: dict[str, Any] = {}
     if not spec.get("queue"):
-        spec["queue"] = DEFAULT_QUEUE
+        sets["queue"] = DEFAULT_QUEUE
     if not spec.get("schedulerName"):
-        spec["schedulerName"] = DEFAULT_SCHEDULER
+        sets["schedulerName"] = DEFAULT_SCHEDULER
     if spec.get("maxRetry") in (None, 0):
-        spec["maxRetry"] = DEFAULT_MAX_RETRY
+        sets["maxRetry"] = DEFAULT_MAX_RETRY
     tasks = spec.get("tasks")
+    new_tasks: list[Any] | None = None  # (shared) the list, its tasks set on copied
     if isinstance(tasks, list):
         for i, task in enumerate(tasks):
             if not isinstance(task, dict):
                 continue
+            task_sets: dict[str, Any] = {}
             if not task.get("name"):
-                task["name"] = f"{DEFAULT_TASK_PREFIX}{i}"
+                task_sets["name"] = f"{DEFAULT_TASK_PREFIX}{i}"
             if task.get("minAvailable") is None:
-                task["minAvailable"] = task.get("replicas") or 0
+                task_sets["minAvailable"] = task.get("replicas") or 0
             if task.get("maxRetry") in (None, 0):
-                task["maxRetry"] = DEFAULT_MAX_RETRY
+                task_sets["maxRetry"] = DEFAULT_MAX_RETRY
+            if not task_sets:
+                continue
+            if not shared:
+                task.update(task_sets)
+            else:
+                if new_tasks is None:
+                    new_tasks = list(tasks)
+                new_tasks[i] = {**task, **task_sets}
         if spec.get("minAvailable") in (None, 0):
             total = 0
-            for task in tasks:
+            for task in tasks if new_tasks is None else new_tasks:
                 if not isinstance(task, dict):
                     continue
                 value = task.get("minAvailable")
                 if isinstance(value, int) and not isinstance(value, bool):
                     total += value
-            spec["minAvailable"] = total
+            sets["minAvailable"] = total
     plugins = spec.get("plugins")
     if isinstance(plugins, dict):
         plugins = dict(plugins)
@@ -195,8 +200,16 @@ def default_job(job: Mapping[str, Any], *, shared: bool = False) -> dict[str, An
             plugins["svc"] = []
         if "mpi" in plugins and "ssh" not in plugins:
             plugins["ssh"] = []
-        spec["plugins"] = plugins
-    return out
+        sets["plugins"] = plugins
+    if not shared:
+        spec.update(sets)
+        return out  # type: ignore[return-value]
+    if not sets and new_tasks is None:
+        return job if type(job) is dict else dict(job)
+    spec = {**spec, **sets}
+    if new_tasks is not None:
+        spec["tasks"] = new_tasks
+    return {**job, "spec": spec}
 
 
 def _policy_events(policy: Mapping[str, Any]) -> list[str]:
