@@ -646,19 +646,31 @@ cdef int set_podgroup(ClusterState self, str key, tuple entry) except -1:
     queue = entry[0]
     tasks = entry[5]
     self._queue(queue)
-    cdef Py_ssize_t g = self._gang(key, queue)
+    cdef dict meta = None
+    if type(tasks) is dict:
+        # Made first, a new gang is created with it (no placeholder made and dropped).
+        meta = _podgroup_meta(entry, PyDict_Copy(tasks))
+    cdef Py_ssize_t g = self._gang(key, queue, meta)
     self.gang_min[g] = entry[2]
+    if meta is None:
+        # (after the gang and its minimum: a minTaskMember dict() refuses leaves them set)
+        meta = _podgroup_meta(entry, dict(tasks))
+    self.gang_meta[g] = meta
+    return 0
+
+cdef inline dict _podgroup_meta(tuple entry, dict tasks):
+    # set_podgroup's gang metadata of podgroup_entry ``entry``, ``tasks`` its own copy
+    # of minTaskMember (Volcano's per-task minimum, task name -> members, checked when
+    # planning).
     # (sized for its six members: no resize on the sixth)
     cdef dict meta = _PyDict_NewPresized(6)
-    meta["queue"] = queue
+    meta["queue"] = entry[0]
     meta["queue_set"] = entry[1]
     meta["priorityClassName"] = entry[3]
     meta["minResources"] = PyDict_Copy(entry[4])  # each gang its own (entry may be shared)
     meta["podGroup"] = True
-    # Volcano's per-task minimum (task name -> members), checked when planning.
-    meta["minTaskMember"] = PyDict_Copy(tasks) if type(tasks) is dict else dict(tasks)
-    self.gang_meta[g] = meta
-    return 0
+    meta["minTaskMember"] = tasks
+    return meta
 
 cdef bint job_implies_podgroup(ClusterState self, str key):
     # Whether the Job ``key`` folded now implies its PodGroup and, marked by ingest,

@@ -218,7 +218,7 @@ cdef class ClusterState:
     cdef Py_ssize_t _label_bit(self, str text) except -1
     cdef Py_ssize_t _taint_bit(self, tuple taint) except -1
     cdef Py_ssize_t _queue(self, str name) except -1
-    cdef Py_ssize_t _gang(self, str key, str queue) except -1
+    cdef Py_ssize_t _gang(self, str key, str queue, dict meta=*) except -1
     cdef int _ports_change(self, Py_ssize_t n, Py_ssize_t c, int sign) except -1
     cdef Py_ssize_t _port_bit(self, tuple key) except -1
     cdef Py_ssize_t _class_for(self, dict pod, object node_group=*, bint pin=*) except -2

@@ -650,7 +650,10 @@ cdef class ClusterState:
         self.n_queues = i + 1
         return i
 
-    cdef Py_ssize_t _gang(self, str key, str queue) except -1:
+    cdef Py_ssize_t _gang(self, str key, str queue, dict meta=None) except -1:
+        # ``meta``: a new gang's metadata when its PodGroup comes with it (set_podgroup),
+        # rather than the placeholder below made only to be replaced; an existing
+        # gang's is the caller's to set.
         g = self.gang_index.get(key)
         if g is not None:
             return g
@@ -663,7 +666,9 @@ cdef class ClusterState:
             self._bind_views()
         # Pods may name a gang before its PodGroup arrives: minMember 1 until it does.
         self.gang_keys.append(key)
-        self.gang_meta.append({"queue": queue, "priorityClassName": None, "minResources": {}})
+        if meta is None:
+            meta = {"queue": queue, "priorityClassName": None, "minResources": {}}
+        self.gang_meta.append(meta)
         self.gang_index[key] = i
         self.gang_min[i] = 1
         self.n_gangs = i + 1

@@ -75,12 +75,14 @@ __all__ = [
     "events_from_documents",
     "input_nodes",
     "load_documents",
+    "task_pod_bare_valid",
     "volcano_first_pods",
     "volcano_job_objects",
     "volcano_pod_labels",
     "volcano_pod_metadata",
     "volcano_podgroup",
     "volcano_task_pod",
+    "volcano_task_pod_bare",
     "volcano_task_pod_shared",
 ]
 
@@ -454,7 +456,14 @@ def _task_pod(
         labels = pod_meta.setdefault("labels", {})
         labels[_JOB_NAME] = name
         labels[QUEUE_ANNOTATION] = queue
-    pod_spec = template.get("spec") or {}
+    pod_spec = _task_pod_spec(spec, template.get("spec") or {}, shared)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+
+
+def _task_pod_spec(spec: Mapping[str, Any], pod_spec: dict[str, Any], shared: bool) -> dict:
+    """A task pod's spec: the template's ``pod_spec`` with the Job ``spec``'s
+    ``priorityClassName`` and ``schedulerName`` unless it sets them; ``shared``: on a
+    copy when it changes (:func:`_task_pod`)."""
     pc, sched = spec.get("priorityClassName"), spec.get("schedulerName")
     if pc and not pod_spec.get("priorityClassName"):
         if shared:
@@ -465,7 +474,7 @@ def _task_pod(
         if shared:
             pod_spec = dict(pod_spec)
         pod_spec["schedulerName"] = sched
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+    return pod_spec
 
 
 def volcano_task_pod_shared(
@@ -511,6 +520,39 @@ def volcano_task_pod_shared(
     return pod, bare
 
 
+def volcano_task_pod_bare(
+    job: Mapping[str, Any], task: Mapping[str, Any], index: int
+) -> dict[str, Any] | None:
+    """:func:`volcano_task_pod_shared`'s ``bare`` of pod ``index`` of a (defaulted)
+    Job's ``task`` (any attempt: the attempt is only in an annotation) for a template
+    without metadata, the common one, made without the pod (the same JSON, keys in the
+    same order, the spec likewise the template's or its copy): what ingest's check of
+    a Job's pods reads (:func:`check_task_pod`; the pod itself only for the error of a
+    ``bare`` refused). None for any other template, or when the shared builder gives
+    no ``bare``: build the pod then."""
+    template = task.get("template") or {}
+    if type(template) is not dict or template.get("metadata"):
+        return None
+    tspec = template.get("spec")
+    if tspec and type(tspec) is not dict:
+        return None
+    task_name = task["name"]
+    meta = job.get("metadata") or {}
+    name = meta["name"]
+    spec = job.get("spec") or {}
+    queue = spec.get("queue") or DEFAULT_QUEUE
+    if type(name) is not str or type(queue) is not str or type(task_name) is not str:
+        return None
+    # (volcano_pod_metadata's, without the annotations)
+    bare_meta = {
+        "name": f"{name}-{task_name}-{index}",
+        "namespace": meta.get("namespace") or ev.DEFAULT_NAMESPACE,
+        "labels": volcano_pod_labels(name, queue),
+    }
+    pod_spec = _task_pod_spec(spec, tspec or {}, True)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": bare_meta, "spec": pod_spec}
+
+
 def volcano_first_pods(
     job: Mapping[str, Any],
 ) -> list[tuple[Mapping[str, Any], int, dict[str, Any], dict[str, Any] | None]]:
@@ -547,13 +589,19 @@ def check_task_pod(pod: dict[str, Any], bare: dict[str, Any] | None) -> None:
     string values, and the pod schema checks annotations one by one (any qualified
     name, any string), so with them the pod is valid exactly when ``bare`` is. A
     ``bare`` refused, the pod is checked whole for the error to give."""
-    if bare is not None:
-        try:
-            validate_data(ev.POD_SUBMITTED, bare)
-            return
-        except Exception:  # the whole pod's check gives the error
-            pass
+    if bare is not None and task_pod_bare_valid(bare):
+        return
     validate_data(ev.POD_SUBMITTED, pod)
+
+
+def task_pod_bare_valid(bare: dict[str, Any]) -> bool:
+    """Whether :func:`check_task_pod` accepts a pod by its ``bare`` alone (refused, the
+    pod is checked whole for the error to give)."""
+    try:
+        validate_data(ev.POD_SUBMITTED, bare)
+    except Exception:
+        return False
+    return True
 
 
 # kind → (event type, namespaced)

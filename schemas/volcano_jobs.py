@@ -146,48 +146,53 @@ def default_job(job: Mapping[str, Any], *, shared: bool = False) -> dict[str, An
     Fields of the wrong type are left for :func:`validate_job` to refuse.
 
     With ``shared``, only the objects the defaults change are new (the Job, its spec,
-    its tasks list and each task; the plugins are copied where they are set); the
-    rest (metadata, templates, policies) is ``job``'s own: a result to read, not to
-    keep or change (ingest's check, :func:`validate_job` of it, which reads only)."""
-    if shared:
-        out = dict(job)
-        spec = out.get("spec")
-        if isinstance(spec, dict):
-            spec = out["spec"] = dict(spec)
-            tasks = spec.get("tasks")
-            if isinstance(tasks, list):
-                spec["tasks"] = [dict(t) if isinstance(t, dict) else t for t in tasks]
-    else:
-        out = json_copy(dict(job))
+    its tasks list and each task a default is set on; the plugins are copied where
+    they are set), and a Job no default changes is returned itself; the rest
+    (metadata, templates, policies) is ``job``'s own: a result to read, not to keep
+    or change (ingest's check, :func:`validate_job` of it, which reads only)."""
+    out = job if shared else json_copy(dict(job))
     spec = out.get("spec")
     if not isinstance(spec, dict):
-        return out
+        return dict(out)  # (shared: a new object; else the copy itself)
+    # What the webhook sets on the spec, in its order; set at the end, on the copy or
+    # (shared) on a new spec, so that a Job it changes nothing of is not copied.
+    sets: dict[str, Any] = {}
     if not spec.get("queue"):
-        spec["queue"] = DEFAULT_QUEUE
+        sets["queue"] = DEFAULT_QUEUE
     if not spec.get("schedulerName"):
-        spec["schedulerName"] = DEFAULT_SCHEDULER
+        sets["schedulerName"] = DEFAULT_SCHEDULER
     if spec.get("maxRetry") in (None, 0):
-        spec["maxRetry"] = DEFAULT_MAX_RETRY
+        sets["maxRetry"] = DEFAULT_MAX_RETRY
     tasks = spec.get("tasks")
+    new_tasks: list[Any] | None = None  # (shared) the list, its tasks set on copied
     if isinstance(tasks, list):
         for i, task in enumerate(tasks):
             if not isinstance(task, dict):
                 continue
+            task_sets: dict[str, Any] = {}
             if not task.get("name"):
-                task["name"] = f"{DEFAULT_TASK_PREFIX}{i}"
+                task_sets["name"] = f"{DEFAULT_TASK_PREFIX}{i}"
             if task.get("minAvailable") is None:
-                task["minAvailable"] = task.get("replicas") or 0
+                task_sets["minAvailable"] = task.get("replicas") or 0
             if task.get("maxRetry") in (None, 0):
-                task["maxRetry"] = DEFAULT_MAX_RETRY
+                task_sets["maxRetry"] = DEFAULT_MAX_RETRY
+            if not task_sets:
+                continue
+            if not shared:
+                task.update(task_sets)
+            else:
+                if new_tasks is None:
+                    new_tasks = list(tasks)
+                new_tasks[i] = {**task, **task_sets}
         if spec.get("minAvailable") in (None, 0):
             total = 0
-            for task in tasks:
+            for task in tasks if new_tasks is None else new_tasks:
                 if not isinstance(task, dict):
                     continue
                 value = task.get("minAvailable")
                 if isinstance(value, int) and not isinstance(value, bool):
                     total += value
-            spec["minAvailable"] = total
+            sets["minAvailable"] = total
     plugins = spec.get("plugins")
     if isinstance(plugins, dict):
         plugins = dict(plugins)
@@ -195,8 +200,16 @@ def default_job(job: Mapping[str, Any], *, shared: bool = False) -> dict[str, An
             plugins["svc"] = []
         if "mpi" in plugins and "ssh" not in plugins:
             plugins["ssh"] = []
-        spec["plugins"] = plugins
-    return out
+        sets["plugins"] = plugins
+    if not shared:
+        spec.update(sets)
+        return out  # type: ignore[return-value]
+    if not sets and new_tasks is None:
+        return job if type(job) is dict else dict(job)
+    spec = {**spec, **sets}
+    if new_tasks is not None:
+        spec["tasks"] = new_tasks
+    return {**job, "spec": spec}
 
 
 def _policy_events(policy: Mapping[str, Any]) -> list[str]:
@@ -368,16 +381,21 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
     meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
     name = str(meta.get("name") or "")
-    try:
-        min_available = _int(spec.get("minAvailable"))
-    except TypeError:
-        return [JobProblem("spec.minAvailable", "job 'minAvailable' must be an integer")]
+    # (an int is _int's answer itself: the call only for anything else)
+    min_available = spec.get("minAvailable")
+    if type(min_available) is not int:
+        try:
+            min_available = _int(min_available)
+        except TypeError:
+            return [JobProblem("spec.minAvailable", "job 'minAvailable' must be an integer")]
     if min_available < 0:
         return [JobProblem("spec.minAvailable", "job 'minAvailable' must be >= 0.")]
-    try:
-        max_retry = _int(spec.get("maxRetry"))
-    except TypeError:
-        return [JobProblem("spec.maxRetry", "'maxRetry' must be an integer")]
+    max_retry = spec.get("maxRetry")
+    if type(max_retry) is not int:
+        try:
+            max_retry = _int(max_retry)
+        except TypeError:
+            return [JobProblem("spec.maxRetry", "'maxRetry' must be an integer")]
     if max_retry < 0:
         return [JobProblem("spec.maxRetry", "'maxRetry' cannot be less than zero.")]
     ttl = spec.get("ttlSecondsAfterFinished")
@@ -403,39 +421,43 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
     total = 0
     has_dependencies = False
     for i, task in enumerate(tasks):
-        where = f"spec.tasks[{i}]"
+        # (the field's path, spec.tasks[i], is written only for a problem)
         if not isinstance(task, dict):
+            where = f"spec.tasks[{i}]"
             problems.append(JobProblem(where, f"{where}: must be an object"))
             continue
         task_name = str(task.get("name") or "")
         if task.get("dependsOn") is not None:
             has_dependencies = True
-        try:
-            replicas = _int(task.get("replicas"))
-        except TypeError:
-            problems.append(
-                JobProblem(
-                    f"{where}.replicas", f" 'replicas' must be an integer in task: {task_name};"
+        replicas = task.get("replicas")
+        if type(replicas) is not int:
+            try:
+                replicas = _int(replicas)
+            except TypeError:
+                problems.append(
+                    JobProblem(
+                        f"spec.tasks[{i}].replicas",
+                        f" 'replicas' must be an integer in task: {task_name};",
+                    )
                 )
-            )
-            continue
+                continue
         if replicas < 0:
             problems.append(
-                JobProblem(f"{where}.replicas", f" 'replicas' < 0 in task: {task_name};")
+                JobProblem(f"spec.tasks[{i}].replicas", f" 'replicas' < 0 in task: {task_name};")
             )
         task_min = task.get("minAvailable")
         if task_min is not None:
             if isinstance(task_min, bool) or not isinstance(task_min, int):
                 problems.append(
                     JobProblem(
-                        f"{where}.minAvailable",
+                        f"spec.tasks[{i}].minAvailable",
                         f" 'minAvailable' must be an integer in task: {task_name};",
                     )
                 )
             elif task_min > replicas:
                 problems.append(
                     JobProblem(
-                        f"{where}.minAvailable",
+                        f"spec.tasks[{i}].minAvailable",
                         f" 'minAvailable' is greater than 'replicas' in task: {task_name}, "
                         f"job: {name}",
                     )
@@ -444,25 +466,30 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
         if len(task_name) > _DNS1123_LABEL_MAX:
             problems.append(
                 JobProblem(
-                    f"{where}.name", f" [must be no more than {_DNS1123_LABEL_MAX} characters];"
+                    f"spec.tasks[{i}].name",
+                    f" [must be no more than {_DNS1123_LABEL_MAX} characters];",
                 )
             )
         elif not _DNS1123_LABEL.match(task_name):
-            problems.append(JobProblem(f"{where}.name", f" [{_DNS1123_LABEL_MSG}];"))
+            problems.append(JobProblem(f"spec.tasks[{i}].name", f" [{_DNS1123_LABEL_MSG}];"))
         if task_name in seen:
-            problems.append(JobProblem(f"{where}.name", f" duplicated task name {task_name};"))
+            problems.append(
+                JobProblem(f"spec.tasks[{i}].name", f" duplicated task name {task_name};")
+            )
             break  # as Volcano's loop does
         seen.add(task_name)
-        for p in _policy_problems(task.get("policies"), f"{where}.policies"):
-            problems.append(
-                JobProblem(
-                    p.field,
-                    p.message + _VALID_POLICIES,
+        policies = task.get("policies")
+        if policies is not None:  # (None: _policy_problems finds none)
+            for p in _policy_problems(policies, f"spec.tasks[{i}].policies"):
+                problems.append(
+                    JobProblem(
+                        p.field,
+                        p.message + _VALID_POLICIES,
+                    )
                 )
-            )
         # jobhelpers.MakePodName: <job>-<task>-<index>, a pod name.
         for text in _name_problems(f"{name}-{task_name}-{i}", "pod"):
-            problems.append(JobProblem(f"{where}.name", text + ";"))
+            problems.append(JobProblem(f"spec.tasks[{i}].name", text + ";"))
     for text in _name_problems(name, "job"):
         problems.append(JobProblem("metadata.name", text))
     if total < min_available:
@@ -472,7 +499,8 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
                 "job 'minAvailable' should not be greater than total replicas in tasks;",
             )
         )
-    for p in _policy_problems(spec.get("policies"), "spec.policies"):
+    policies = spec.get("policies")
+    for p in _policy_problems(policies, "spec.policies") if policies is not None else ():
         problems.append(
             JobProblem(
                 p.field,
@@ -486,7 +514,9 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
                 problems.append(
                     JobProblem(f"spec.plugins.{plugin}", f" unable to find job plugin: {plugin}")
                 )
-    problems += _volume_problems(spec.get("volumes"))
+    volumes = spec.get("volumes")
+    if volumes is not None:  # (None: _volume_problems finds none)
+        problems += _volume_problems(volumes)
     if has_dependencies and not _is_dag([t for t in tasks if isinstance(t, dict)]):
         problems.append(
             JobProblem(

@@ -11,6 +11,9 @@ time, as stored rows, through ``itertools.starmap`` (callgrind's
 * ``dispatch``, ``dispatch-jobs``: the dispatcher's fold of a batch and the outbox's
   release (``Dispatcher.fold_and_release``: the fold, admission's ``observe``, the
   work made ready, ``Admission.release``), as the leader's fold and flush run them;
+* ``dispatch-release``, ``dispatch-release-jobs``: the same batches with only
+  admission's release (``Admission.release``) run through ``itertools.starmap``, so
+  that callgrind counts it alone;
 * ``commit``, ``commit-jobs``: per ``PROPOSALS`` decisions, the commit service's fold
   of the rows before them (``CommitService.fold_rows``), then their proposals, as a
   replica sends them (``gang`` set for a Job's pod), parsed (``parse_event``),
@@ -124,8 +127,9 @@ def _batches(rows: list[StoredEvent]) -> list[list[StoredEvent]]:
     return [rows[i : i + BATCH] for i in range(0, len(rows), BATCH)]
 
 
-def run_dispatch(pods: int, nodes: int, jobs: bool) -> dict[str, Any]:
-    """The dispatcher's CPU per pod on the flow (fold, admission, release)."""
+def run_dispatch(pods: int, nodes: int, jobs: bool, release_only: bool = False) -> dict[str, Any]:
+    """The dispatcher's CPU per pod on the flow (fold, admission, release);
+    ``release_only``: of admission's release alone."""
     snapshot, rows, _proposals = _flow(pods, nodes, jobs)
     state = ClusterState.from_bytes(snapshot)
     d = Dispatcher(cast(Any, None), cast(Any, None))
@@ -137,7 +141,27 @@ def run_dispatch(pods: int, nodes: int, jobs: bool) -> dict[str, Any]:
     def batch(rows: list[StoredEvent]) -> None:
         released.append(len(d.fold_and_release(rows)[0]))
 
-    cpu = _run_batches(batch, ((b,) for b in _batches(rows)))
+    if not release_only:
+        cpu = _run_batches(batch, ((b,) for b in _batches(rows)))
+    else:
+        release = d.admission.release
+        spent = [0.0]
+
+        def counted(*args: Any) -> Any:
+            got: list[Any] = []
+            c0 = time.process_time()
+            deque(itertools.starmap(lambda *a: got.append(release(*a)), [args]), maxlen=0)
+            spent[0] += time.process_time() - c0
+            return got[0]
+
+        d.admission.release = counted  # type: ignore[method-assign,assignment]
+        freeze_heap()
+        try:
+            for b in _batches(rows):
+                batch(b)
+        finally:
+            thaw_heap()
+        cpu = spent[0]
     return {
         "pods": pods,
         "rows": len(rows),
@@ -219,5 +243,9 @@ if __name__ == "__main__":
     pods = int(sys.argv[1]) if len(sys.argv) > 1 else 4000
     mode = sys.argv[2] if len(sys.argv) > 2 else "dispatch"
     nodes = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
-    run = run_dispatch if mode.startswith("dispatch") else run_commit
-    print(orjson.dumps(run(pods, nodes, mode.endswith("-jobs"))).decode())
+    jobs = mode.endswith("-jobs")
+    if mode.startswith("dispatch-release"):
+        out = run_dispatch(pods, nodes, jobs, release_only=True)
+    else:
+        out = (run_dispatch if mode.startswith("dispatch") else run_commit)(pods, nodes, jobs)
+    print(orjson.dumps(out).decode())

@@ -30,6 +30,14 @@ bench e2e --volcano-jobs 1`` (``pods``: of ``--volcano-jobs 0``) decoded, valida
 (the Job's pods checked) and put in their stored form (the Job marked), as
 ingest's ``_validate`` does; under callgrind with ``--toggle-collect=starmap_next``
 only that is counted.
+
+``python -m esched.services.bench_jobs ingest-part PART [jobs]``
+(:func:`bench_ingest_part`): one part of ingest's check of a one-pod Job alone, over
+the same Jobs' data, decoded already: ``check`` (the whole check after the schema,
+``check_quantities``), ``defaults`` (``default_job``), ``webhook`` (``validate_job`` of
+the defaulted Job), ``pod`` (its task's pod as checked, ``volcano_task_pod_bare``),
+``pod-check`` (that pod's check, ``task_pod_bare_valid``); under callgrind with
+``--toggle-collect=starmap_next`` only that part is counted.
 """
 
 from __future__ import annotations
@@ -49,7 +57,14 @@ from esched.core.jobs import ATTEMPT_ANNOTATION, JobBook
 from esched.schemas import events as ev
 from esched.services.store.base import AppendResult, NewEvent, StoredEvent
 
-__all__ = ["MemoryLog", "bench_controller", "bench_ingest", "bench_jobs", "run_unsuspended"]
+__all__ = [
+    "MemoryLog",
+    "bench_controller",
+    "bench_ingest",
+    "bench_ingest_part",
+    "bench_jobs",
+    "run_unsuspended",
+]
 
 #: Outcome mix (cumulative): mostly successes, a few failures, evictions, reports.
 _MIX = ((0.96, ev.POD_SUCCEEDED), (0.98, ev.POD_FAILED), (0.99, ev.POD_EVICTED))
@@ -363,12 +378,50 @@ def bench_ingest(n: int = 2000, jobs: bool = True) -> dict[str, Any]:
     return {"records": n, "cpu_us_per_record": round((time.process_time() - t0) / n * 1e6, 2)}
 
 
+def bench_ingest_part(part: str, n: int = 2000) -> dict[str, Any]:
+    """CPU µs per Job of one part of ingest's check of ``n`` one-pod Jobs as ``esched
+    bench e2e --volcano-jobs 1`` publishes them (see the module's docstring)."""
+    from esched.schemas.manifests import task_pod_bare_valid, volcano_task_pod_bare
+    from esched.schemas.validator import compile_validators
+    from esched.schemas.validator.checks import check_quantities
+    from esched.schemas.volcano_jobs import default_job, validate_job
+    from esched.services.bench_e2e.preload import job_payloads
+
+    compile_validators()
+    datas = [orjson.loads(value)["data"] for _key, value in job_payloads(n, "bench", 0, 1)[0]]
+    jobs = [default_job(d, shared=True) for d in datas]
+
+    def bare(job: dict[str, Any]) -> Any:
+        task = job["spec"]["tasks"][0]
+        return volcano_task_pod_bare(job, task, task["replicas"] - 1)
+
+    parts: dict[str, tuple[Any, list[Any]]] = {
+        "check": (lambda d: check_quantities(ev.JOB_SUBMITTED, d), datas),
+        "defaults": (lambda d: default_job(d, shared=True), datas),
+        "webhook": (validate_job, jobs),
+        "pod": (bare, jobs),
+        "pod-check": (task_pod_bare_valid, [bare(j) for j in jobs]),
+    }
+    fn, args = parts[part]
+    fn(args[0])
+    t0 = time.process_time()
+    deque(itertools.starmap(fn, ((a,) for a in args)), maxlen=0)
+    return {
+        "part": part,
+        "jobs": n,
+        "cpu_us_per_job": round((time.process_time() - t0) / n * 1e6, 2),
+    }
+
+
 if __name__ == "__main__":
     import sys
 
     if len(sys.argv) > 1 and sys.argv[1] == "ingest":
         n_ = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
         print(orjson.dumps(bench_ingest(n_, "pods" not in sys.argv[3:])).decode())
+    elif len(sys.argv) > 2 and sys.argv[1] == "ingest-part":
+        n_ = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
+        print(orjson.dumps(bench_ingest_part(sys.argv[2], n_)).decode())
     elif len(sys.argv) > 1 and sys.argv[1] == "controller":
         jobs_, batch_ = ([int(a) for a in sys.argv[2:4]] + [2000, 100])[:2]
         print(orjson.dumps(bench_controller(jobs_, batch_)).decode())

@@ -32,16 +32,26 @@ def _check_job(data: dict[str, Any]) -> None:
     _check_job_pods(job)
 
 
-#: (check_task_pod, volcano_task_pod_shared), imported on first use: manifests imports
-#: the validator.
-_TASK_POD: tuple[Any, Any] | None = None
+#: (check_task_pod, volcano_task_pod_shared, volcano_task_pod_bare, task_pod_bare_valid),
+#: imported on first use: manifests imports the validator.
+_TASK_POD: tuple[Any, Any, Any, Any] | None = None
 
 
-def _task_pod_builders() -> tuple[Any, Any]:
+def _task_pod_builders() -> tuple[Any, Any, Any, Any]:
     global _TASK_POD
-    from esched.schemas.manifests import check_task_pod, volcano_task_pod_shared
+    from esched.schemas.manifests import (
+        check_task_pod,
+        task_pod_bare_valid,
+        volcano_task_pod_bare,
+        volcano_task_pod_shared,
+    )
 
-    _TASK_POD = (check_task_pod, volcano_task_pod_shared)
+    _TASK_POD = (
+        check_task_pod,
+        volcano_task_pod_shared,
+        volcano_task_pod_bare,
+        task_pod_bare_valid,
+    )
     return _TASK_POD
 
 
@@ -52,10 +62,17 @@ def _check_job_pods(job: dict[str, Any]) -> None:
     an accepted Job makes only pods the log accepts. The pods of a task differ only in
     their index (the name's end, the ``task-index`` annotation) and attempt (an
     annotation's value): its last pod, the longest name, stands for them all."""
-    check_task_pod, volcano_task_pod_shared = _TASK_POD or _task_pod_builders()
+    check_task_pod, volcano_task_pod_shared, volcano_task_pod_bare, bare_valid = (
+        _TASK_POD or _task_pod_builders()
+    )
     for t, task in enumerate(job["spec"]["tasks"]):
         replicas = task.get("replicas") or 0
         if type(replicas) is not int or replicas <= 0:
+            continue
+        # The pod without the builder's annotations is what check_task_pod checks; the
+        # pod is built only when that is refused (its check gives the error).
+        bare = volcano_task_pod_bare(job, task, replicas - 1)
+        if bare is not None and bare_valid(bare):
             continue
         pod, bare = volcano_task_pod_shared(job, task, replicas - 1)
         try:

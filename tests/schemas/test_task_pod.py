@@ -15,7 +15,12 @@ from typing import Any
 import orjson
 
 from esched.schemas import events as ev
-from esched.schemas.manifests import check_task_pod, volcano_task_pod, volcano_task_pod_shared
+from esched.schemas.manifests import (
+    check_task_pod,
+    volcano_task_pod,
+    volcano_task_pod_bare,
+    volcano_task_pod_shared,
+)
 from esched.schemas.objects import decoded_json_copy
 from esched.schemas.validator import InvalidEvent, validate_data
 from support.job_templates import example_jobs, generated_jobs
@@ -74,3 +79,29 @@ def test_the_builders_own_annotations_are_left_out_of_what_is_checked() -> None:
     assert len(own) == 6
     assert bare["metadata"]["labels"] == pod["metadata"]["labels"]
     assert bare["spec"] is pod["spec"]
+
+
+def test_the_bare_pod_made_alone_is_the_shared_builders() -> None:
+    """Ingest's check of a Job's pods reads ``bare`` made without the pod
+    (:func:`volcano_task_pod_bare`): wherever it makes one, the shared builder's
+    ``bare`` is the same JSON, at every attempt; it makes one for the templates
+    without metadata."""
+    jobs = example_jobs() + generated_jobs(random.Random(17), 600)
+    made = 0
+    for job in jobs:
+        before = copy.deepcopy(job)
+        for task in job["spec"]["tasks"]:
+            for index, attempt in ((0, 0), (1, 3), (12, 0)):
+                try:
+                    _pod, bare = volcano_task_pod_shared(job, task, index, attempt)
+                except (AttributeError, TypeError):
+                    continue
+                alone = volcano_task_pod_bare(job, task, index)
+                if alone is None:
+                    assert bare is None or (task.get("template") or {}).get("metadata")
+                    continue
+                made += 1
+                assert bare is not None
+                assert orjson.dumps(alone) == orjson.dumps(bare)
+        assert job == before
+    assert made > 300

@@ -736,6 +736,34 @@ def test_a_job_defaulted_on_shared_objects_is_the_copy_defaulted_and_leaves_the_
         assert job == before
 
 
+def test_a_job_defaulted_on_shared_objects_copies_only_what_a_default_changes() -> None:
+    """With ``shared``, a Job no default changes is itself the defaulted Job (ingest's
+    check reads it, copies nothing), and of one whose task misses a default only that
+    task (and the Job, its spec and tasks list holding it) is new."""
+    job = default_job(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {
+                "tasks": [
+                    {"name": "a", "replicas": 1, "template": {"spec": {"containers": []}}},
+                    {"name": "b", "replicas": 2, "template": {"spec": {"containers": []}}},
+                ]
+            },
+        }
+    )
+    assert default_job(job, shared=True) is job
+    partly = copy.deepcopy(job)
+    del partly["spec"]["tasks"][1]["maxRetry"]
+    before = copy.deepcopy(partly)
+    out = default_job(partly, shared=True)
+    assert out == default_job(partly) == job and partly == before
+    assert out is not partly and out["spec"] is not partly["spec"]
+    assert out["spec"]["tasks"][0] is partly["spec"]["tasks"][0]
+    assert out["spec"]["tasks"][1] is not partly["spec"]["tasks"][1]
+
+
 def _problems(job: Any) -> Any:
     try:
         return [(p.field, p.message) for p in validate_job(job)]

@@ -15,3 +15,11 @@ def test_bench_gangs_dispatches_and_decides_every_pod(jobs: bool) -> None:
     decided = run_commit(120, 40, jobs)
     assert decided["committed"] + decided["rejected"] == 120
     assert decided["committed"] > 60 and decided["foreign"] == 0
+
+
+def test_bench_gangs_counts_the_release_alone_on_the_same_flow() -> None:
+    """``dispatch-release``: the same batches, only admission's release timed (through
+    ``itertools.starmap``, what callgrind counts), every pod released as before."""
+    alone = run_dispatch(120, 40, True, release_only=True)
+    assert alone["released"] == 120 and alone["held"] == {}
+    assert alone["cpu_us_per_pod"] > 0

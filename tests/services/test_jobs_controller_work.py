@@ -121,6 +121,16 @@ def test_the_controller_bench_runs_one_pod_jobs_to_running() -> None:
     assert out["phases"] == {"Running": 30}
 
 
+def test_the_ingest_part_bench_runs_each_part_of_a_jobs_check() -> None:
+    """``python -m esched.services.bench_jobs ingest-part PART``: each part of ingest's
+    check of a one-pod Job runs over the benchmark's Jobs (all of them accepted)."""
+    from esched.services.bench_jobs import bench_ingest_part
+
+    for part in ("check", "defaults", "webhook", "pod", "pod-check"):
+        out = bench_ingest_part(part, 20)
+        assert out["part"] == part and out["jobs"] == 20 and out["cpu_us_per_job"] > 0
+
+
 def _row(position: int, etype: str, payload: bytes) -> StoredEvent:
     return StoredEvent(position, f"e{position}", etype, "s", 1, None, None, payload)  # type: ignore[arg-type]
 
