@@ -10,7 +10,9 @@ KubeSchedulerConfiguration profile, and the equivalence-class cache.
 The rules the services apply live here too, one module each: proposals are judged
 by :mod:`esched.core.validation`, submissions admitted and ordered by
 :mod:`esched.core.admission`, queue shares computed by :mod:`esched.core.queues`,
-reclaim victims chosen by :mod:`esched.core.reclaim`.
+reclaim victims chosen by :mod:`esched.core.reclaim`. ``claims_record`` and
+:meth:`ClusterState.apply_claims` let a state follow other partitions' pods by
+compact records of their bindings instead of their events.
 
 Build note: the package is installed from ``core/`` under the name ``esched.core``.
 Cython resolves ``cimport esched.core.X`` (and mypy ``esched.core``) through
@@ -18,6 +20,7 @@ Cython resolves ``cimport esched.core.X`` (and mypy ``esched.core``) through
 The Cython modules are typed for mypy by the ``.pyi`` stubs next to their ``.pyx``.
 """
 
+from esched.core._claims import ClaimsError, claims_record
 from esched.core._fold_bytes import committed_proposal
 from esched.core._placer import Placer, num_feasible_nodes_to_find
 from esched.core._state import ClassMemo, ClusterState, PositionError
@@ -40,12 +43,14 @@ __all__ = [
     "PHASE_PENDING",
     "PHASE_RUNNING",
     "PHASE_SUCCEEDED",
+    "ClaimsError",
     "ClassMemo",
     "ClusterState",
     "Placer",
     "PositionError",
     "Profile",
     "ProfileError",
+    "claims_record",
     "committed_proposal",
     "load_profile",
     "num_feasible_nodes_to_find",

@@ -112,6 +112,21 @@ cdef units_t _MAX_UNITS = MAX_BASE_UNITS
 _UNAPPLICABLE = (ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
                  IndexError, UnicodeError, RecursionError, AssertionError)
 
+cdef inline int _fold_payload(ClusterState state, object payload) except -1:
+    """Fold one stored payload (bytes by the bytes path, else decoded) at
+    ``state._at``: an undecodable or unapplicable one is an anomaly, not an error."""
+    try:
+        if type(payload) is bytes:
+            _apply_payload(state, payload)
+        else:
+            _apply_any(state, orjson.loads(payload))
+    except orjson.JSONDecodeError:
+        state._anomaly("undecodable")
+    except _UNAPPLICABLE:
+        state._anomaly("unapplicable")
+    return 0
+
+
 class PositionError(ValueError):
     """An event's log position is not after the state's position (out of order or replayed)."""
 
@@ -1143,15 +1158,7 @@ cdef class ClusterState:
             if position <= self.position:
                 raise PositionError(position, self.position)
             self._at = position
-            try:
-                if type(payload) is bytes:
-                    _apply_payload(self, payload)
-                else:
-                    _apply_any(self, orjson.loads(payload))
-            except orjson.JSONDecodeError:
-                self._anomaly("undecodable")
-            except _UNAPPLICABLE:
-                self._anomaly("unapplicable")
+            _fold_payload(self, payload)
             self.position = position
             count += 1
         return count
@@ -1196,15 +1203,7 @@ cdef class ClusterState:
         try:
             for position, payload in rows:
                 self._at = position
-                try:
-                    if type(payload) is bytes:
-                        _apply_payload(self, payload)
-                    else:
-                        _apply_any(self, orjson.loads(payload))
-                except orjson.JSONDecodeError:
-                    self._anomaly("undecodable")
-                except _UNAPPLICABLE:
-                    self._anomaly("unapplicable")
+                _fold_payload(self, payload)
                 if self.claims_journal:
                     for kind, key in self.claims_journal:
                         if kind == CLAIM_BOUND:

@@ -68,8 +68,7 @@ from typing import Any, cast
 
 import orjson
 
-from esched.core import ClusterState
-from esched.core._claims import claims_record
+from esched.core import ClusterState, claims_record
 from esched.core.validation import Verdict
 from esched.schemas.events import (
     PLACEMENT_COMMITTED,

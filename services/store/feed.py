@@ -43,8 +43,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from esched.core import ClusterState, committed_proposal
-from esched.core._claims import claims_record
+from esched.core import ClusterState, claims_record, committed_proposal
 from esched.schemas.events import (
     PLACEMENT_COMMITTED,
     PLACEMENT_PROPOSED,

@@ -14,8 +14,7 @@ from typing import Any, cast
 import orjson
 import pytest
 
-from esched.core import PHASE_RUNNING, ClusterState, Placer
-from esched.core._claims import claims_record
+from esched.core import PHASE_RUNNING, ClusterState, Placer, claims_record
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED, POD_DELETED, stream_of
 from esched.services.audit import audit_store
 from esched.services.bus.base import TopicNames
