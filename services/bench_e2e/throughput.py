@@ -315,6 +315,8 @@ async def one_run(
                 "batches",
             )
         }
+        # following the feed: pods entered and the feed's own share of its CPU
+        | {f: v[f] for f in ("feed_entered", "feed_apply_cpu_s", "feed_enter_cpu_s") if f in v}
         for k, v in summaries.items()
         if k.startswith("replica") and isinstance(v, dict)
     }

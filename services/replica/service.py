@@ -179,4 +179,6 @@ class Replica(_WorkLoop):
             # (log_reads and log_rows then count feed messages and their parts)
             out["feed_bridged"] = self.follower.bridged
             out["feed_entered"] = self.follower.entered
+            out["feed_apply_cpu_s"] = round(self.follower.apply_cpu, 6)
+            out["feed_enter_cpu_s"] = round(self.follower.enter_cpu, 6)
         return out
