@@ -84,11 +84,8 @@ class FeedFollower(LogFollower):
         self.parts = 0
         self.bridged = 0
         self.entered = 0
-        #: Seconds of this thread's CPU in :meth:`apply` (decoding and applying feed
-        #: messages, handing their decisions over) and in :meth:`enter` (its store
-        #: read's wait left out): the feed's own share of a replica's CPU, which a
-        #: profiler's clock and overhead do not show (the state's code is Cython).
-        self.apply_cpu = 0.0
+        #: Seconds of this thread's CPU in :meth:`enter` (its store read's wait left
+        #: out); :attr:`follow_cpu` counts :meth:`apply`'s (the feed messages).
         self.enter_cpu = 0.0
 
     @property
@@ -133,7 +130,7 @@ class FeedFollower(LogFollower):
         try:
             return self._apply(raw)
         finally:
-            self.apply_cpu += time.thread_time() - began
+            self.follow_cpu += time.thread_time() - began
 
     def _apply(self, raw: bytes) -> int | None:
         state = self.state
