@@ -43,6 +43,12 @@ log = logging.getLogger(__name__)
 
 #: Pods released by claims remembered (for stale work items) at most.
 RELEASED_KEPT = 100_000
+#: The feed reader's fetch wait at the broker (ms), records or not. A feed message
+#: comes only every batch of the dispatcher's, so with the bus's adaptive wait (20-40
+#: ms while messages keep coming) a replica sent tens of empty fetches a second, each
+#: costing it CPU. The price is latency: the broker answers a waiting fetch when a
+#: message comes, but not at once (tansu: ~0.3 of the wait later).
+FEED_WAIT_MS = 200
 #: Rows read from the store per page while bridging a gap in the feed.
 BRIDGE_PAGE = 5000
 _POD_EVENTS = (POD_SUBMITTED, POD_UPDATED)
