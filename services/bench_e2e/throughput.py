@@ -313,8 +313,11 @@ async def one_run(
                 "log_rows",
                 "work_items",
                 "batches",
+                "follow_cpu_s",
             )
         }
+        # following the feed: pods entered from their submissions and the CPU of that
+        | {f: v[f] for f in ("feed_entered", "feed_enter_cpu_s") if f in v}
         for k, v in summaries.items()
         if k.startswith("replica") and isinstance(v, dict)
     }

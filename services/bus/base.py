@@ -238,6 +238,7 @@ class Bus(abc.ABC):
         exclusive: bool = False,
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
+        wait_ms: int | None = None,
     ) -> BusConsumer:
         """A new consumer of ``topics`` in consumer group ``group``.
 
@@ -255,6 +256,10 @@ class Bus(abc.ABC):
         ``partitions`` (with ``exclusive``): read only these ``(topic, partition)``
         pairs, from the group's committed offsets, without joining the group (a
         restarted replica working its previous share while it rejoins).
+
+        ``wait_ms``: how long a fetch may wait at the broker for records, whether
+        polls bring records or not (None: the bus's adaptive wait). For a topic whose
+        messages come far apart (the feed): each empty fetch costs the reader CPU.
         """
 
     async def ensure_topics(self, partitions: int = 3) -> None:  # noqa: B027 - optional

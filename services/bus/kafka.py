@@ -304,6 +304,7 @@ class KafkaBus(Bus):
         exclusive: bool = False,
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
+        wait_ms: int | None = None,
     ) -> BusConsumer:
         return _KafkaConsumer(
             self,
@@ -312,6 +313,7 @@ class KafkaBus(Bus):
             exclusive=exclusive,
             instance=instance,
             partitions=partitions,
+            wait_ms=wait_ms,
         )
 
     async def ensure_topics(self, partitions: int = 3) -> None:
@@ -501,6 +503,7 @@ class _KafkaConsumer(BusConsumer):
         exclusive: bool = False,
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
+        wait_ms: int | None = None,
     ) -> None:
         #: Exclusive: assign every partition (or ``partitions``) by hand at start (no
         #: group membership).
@@ -526,11 +529,15 @@ class _KafkaConsumer(BusConsumer):
         self._fetch: asyncio.Future | None = None
         if not exclusive:
             self._consumer.subscribe(list(topics), listener=self._moves)
-        self._wait = FetchWait(
-            bus.fetch_max_wait_ms,
-            bus.fetch_max_wait_busy_ms,
-            bus.fetch_max_wait_idle_ms,
-            bus.fetch_wait_grow_after,
+        self._wait = (
+            FetchWait(
+                bus.fetch_max_wait_ms,
+                bus.fetch_max_wait_busy_ms,
+                bus.fetch_max_wait_idle_ms,
+                bus.fetch_wait_grow_after,
+            )
+            if wait_ms is None
+            else FetchWait(wait_ms, wait_ms)
         )
         self._started = False
         self._paused = False

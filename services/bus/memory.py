@@ -76,9 +76,10 @@ class MemoryBus(Bus):
         exclusive: bool = False,
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
+        wait_ms: int | None = None,
     ) -> BusConsumer:
-        # One partition per topic and no membership: exclusive, instance and
-        # partitions change nothing here.
+        # One partition per topic, no membership, no fetches: exclusive, instance,
+        # partitions and wait_ms change nothing here.
         return _MemoryConsumer(self, tuple(topics), group)
 
 

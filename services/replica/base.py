@@ -18,7 +18,7 @@ from esched.core.schedule import SchedulingPass
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.bus import Bus, BusConsumer, BusProducer
 from esched.services.replica.config import ReplicaConfig, ReplicaTotals, Submit
-from esched.services.replica.feed import FeedFollower
+from esched.services.replica.feed import FEED_WAIT_MS, FeedFollower
 from esched.services.replica.proposals import Proposed
 from esched.services.store._search import all_hold
 from esched.services.store.base import EventStore
@@ -161,7 +161,10 @@ class _ReplicaBase:
         """A reader of the whole feed topic from its beginning: a group of this
         instance's own, not joined (no rebalance), its offsets never committed."""
         return self.bus.consumer(
-            [self.bus.topics.feed], f"{self.config.group}-feed-{self._pid_prefix}", exclusive=True
+            [self.bus.topics.feed],
+            f"{self.config.group}-feed-{self._pid_prefix}",
+            exclusive=True,
+            wait_ms=FEED_WAIT_MS,
         )
 
     @property

@@ -175,8 +175,10 @@ class Replica(_WorkLoop):
         out["position"] = self.follower.position
         out["log_reads"] = self.follower.reads
         out["log_rows"] = self.follower.rows_read
+        out["follow_cpu_s"] = round(self.follower.follow_cpu, 6)
         if isinstance(self.follower, FeedFollower):
             # (log_reads and log_rows then count feed messages and their parts)
             out["feed_bridged"] = self.follower.bridged
             out["feed_entered"] = self.follower.entered
+            out["feed_enter_cpu_s"] = round(self.follower.enter_cpu, 6)
         return out

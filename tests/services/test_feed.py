@@ -193,6 +193,10 @@ async def test_replicas_following_the_feed_place_every_pod_and_the_audit_passes(
         stats = replica.stats()
         assert stats["log_reads"] > 0  # feed messages applied
         assert stats["feed_entered"] >= stats["placed_pods"]
+        # the feed's own CPU, counted apart from the rest of the replica's (a replica
+        # given no work enters nothing)
+        assert 0 < stats["follow_cpu_s"] < 60
+        assert (stats["feed_enter_cpu_s"] > 0) == (stats["feed_entered"] > 0)
         # every bound pod of the whole fold, on its node, with its allocation
         assert bound(replica.state) == bound(whole)
         assert replica.state.position == whole.position

@@ -198,3 +198,31 @@ async def test_the_fetch_right_after_records_already_asks_for_the_busy_wait(
         at = events.index("records")
         assert events[at - 1] == 200  # the fetch that brought the record
         assert events[at + 1] == 40, events  # the next one: the busy wait at once
+
+
+async def test_a_consumer_given_its_wait_keeps_it_and_gets_a_record_before_it_ends(
+    kafka_bootstrap, topic_prefix
+):
+    # A replica's feed reader (wait_ms): one long fetch at a time whether records come
+    # or not, so a topic whose messages come far apart costs few empty fetches; the
+    # broker answers before the wait ends when a record comes (tansu: 0.6-0.8 s into
+    # a 2 s wait, a record sent 0.2 s in).
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix))
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer([bus.topics.pods], "g", exclusive=True, wait_ms=2000)
+    await consumer.start()
+    producer = bus.producer()
+    await producer.start()
+    try:
+        await _poll_empty(consumer, 0.3)
+        assert consumer.fetch_wait_ms == 2000
+        took = []
+        for _ in range(3):
+            await asyncio.sleep(0.2)  # into a fetch's wait
+            await producer.send_many(bus.topics.pods, [(None, b"v")])
+            took.append(await _poll_until(consumer, 1, 5))
+            assert consumer.fetch_wait_ms == 2000  # records came: the same wait
+        assert statistics.median(took) < 1.5, took
+    finally:
+        await producer.stop()
+        await consumer.stop()

@@ -599,6 +599,7 @@ async def test_log_follower_folds_the_bytes_and_decodes_only_what_after_fold_rea
     state = await follower.start()
     try:
         assert state.position == 2 and state.pod("t/a")["phase"] == "Pending"
+        assert follower.follow_cpu == 0  # the catch-up is not following
         await append_events(
             store,
             pod("b"),
@@ -615,6 +616,7 @@ async def test_log_follower_folds_the_bytes_and_decodes_only_what_after_fold_rea
         ]
         assert all(folded_to >= pos for pos, _, folded_to in seen)
         assert seen[0][1]["data"]["proposal"] == "p1"
+        assert 0 < follower.follow_cpu < 60  # the live fold's CPU, counted
     finally:
         await follower.stop()
 
