@@ -170,19 +170,23 @@ async def _up(url: str, records: list, **config) -> tuple[dict, Up]:
     return await runner.run(), runner
 
 
+async def _whole_fold_and_audit(url: str) -> tuple[ClusterState, dict[str, Any]]:
+    """The store's whole fold and its audit report, read after a run."""
+    es = open_store(url)
+    await es.connect()
+    try:
+        return await fold_log(es), await audit_store(es)
+    finally:
+        await es.close()
+
+
 async def test_replicas_following_the_feed_place_every_pod_and_the_audit_passes(
     tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'feed.sqlite'}"
     records = list(generated_records(12, 400, TopicNames(), seed=3))
     summary, runner = await _up(url, records, replicas=3, follow="feed")
-    es = open_store(url)
-    await es.connect()
-    try:
-        whole = await fold_log(es)
-        report = await audit_store(es)
-    finally:
-        await es.close()
+    whole, report = await _whole_fold_and_audit(url)
     assert report["ok"], report["violations"][:5]
     running = summary["replay"]["pods"]["Running"]
     assert running == summary["placed"] > 100
@@ -215,13 +219,7 @@ async def test_replicas_restarted_on_a_log_that_moved_catch_up_and_place_the_res
     more = [record_for_event(node(f"extra{i}", "16", pods="110"), topics, "t") for i in range(4)]
     more += [record_for_event(pod(f"late{i}", "250m"), topics, "t") for i in range(60)]
     summary, runner = await _up(url, more, replicas=2, follow="feed")
-    es = open_store(url)
-    await es.connect()
-    try:
-        whole = await fold_log(es)
-        report = await audit_store(es)
-    finally:
-        await es.close()
+    whole, report = await _whole_fold_and_audit(url)
     assert report["ok"], report["violations"][:5]
     assert summary["placed"] > 0
     assert placeable_pending(whole) == []  # (the first run's pending pods compete too)
