@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from esched.services.bus.signing import Keyring
 
 __all__ = [
+    "DEFAULT_FEED_RETENTION_MS",
     "DEFAULT_WORK_PARTITIONS",
     "Bus",
     "BusConsumer",
@@ -32,6 +33,11 @@ __all__ = [
 #: without a partition idles). 24 lets 1, 2, 3, 4, 6, 8, 12 or 24 replicas take equal
 #: shares; more partitions cost the broker and each fetch a little more.
 DEFAULT_WORK_PARTITIONS = 24
+#: How long the broker keeps the feed's messages (its topic's ``retention.ms``, set
+#: when :meth:`Bus.ensure_topics` creates it). A replica starts reading the feed near
+#: the position its fold reached and folds from the store whatever the feed no longer
+#: holds, so the feed need only cover a restart: an hour.
+DEFAULT_FEED_RETENTION_MS = 3_600_000
 
 
 class BusError(Exception):

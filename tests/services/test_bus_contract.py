@@ -482,3 +482,21 @@ def test_a_replica_joining_or_leaving_moves_only_its_share_of_the_default_work_p
         assert gained == len(before[f"r{leaving}"])
         sizes = [len(ps) for ps in owned.values()]
         assert max(sizes) - min(sizes) <= 1 and sum(sizes) == parts
+
+
+async def test_the_feed_topic_is_created_with_its_retention(kafka_bootstrap, topic_prefix):
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), feed_retention_ms=123_456)
+    await bus.ensure_topics(partitions=1)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    try:
+        described = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, bus.topics.feed)]
+        )
+    finally:
+        await admin.close()
+    entries = {e[0]: e[1] for r in described for e in r.resources[0][4]}
+    assert entries.get("retention.ms") == "123456"
