@@ -206,6 +206,16 @@ class BusConsumer(abc.ABC):
         without group rebalances."""
         return None
 
+    async def bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """``{(topic, partition): (first offset held, next offset to be written)}`` of
+        the partitions this consumer reads, for :meth:`seek` (empty: the bus cannot
+        say, and a reader reads from where it started)."""
+        return {}
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Read ``(topic, partition)`` from ``offset`` on (within :meth:`bounds`)."""
+        raise NotImplementedError
+
     def pause_fetching(self) -> None:  # noqa: B027 - optional: nothing to pause in memory
         """Stop asking the broker for records (no fetch requests) until
         :meth:`resume_fetching`: a consumer that knows no records are coming costs

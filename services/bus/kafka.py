@@ -675,6 +675,20 @@ class _KafkaConsumer(BusConsumer):
     def moving_share(self) -> frozenset[tuple[str, int]] | None:
         return self._moves.moving
 
+    async def bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
+        parts = list(self._consumer.assignment())
+        if not parts:
+            return {}
+        try:
+            first = await self._consumer.beginning_offsets(parts)
+            end = await self._consumer.end_offsets(parts)
+        except (KafkaError, OSError) as exc:
+            raise _bus_error(exc) from exc
+        return {(tp.topic, tp.partition): (first[tp], end[tp]) for tp in parts}
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._consumer.seek(TopicPartition(topic, partition), offset)
+
     def pause_fetching(self) -> None:
         # aiokafka's fetcher sends no fetch request for a paused partition; a
         # rebalance's new assignment starts unpaused (fetching: never silently deaf).

@@ -147,3 +147,9 @@ class _MemoryConsumer(BusConsumer):
 
     def assignment(self) -> frozenset[tuple[str, int]]:
         return frozenset((t, 0) for t in self._topics)
+
+    async def bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
+        return {(t, 0): (0, len(self._bus.log(t))) for t in self._topics}
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._next[topic] = offset

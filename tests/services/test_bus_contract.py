@@ -500,3 +500,22 @@ async def test_the_feed_topic_is_created_with_its_retention(kafka_bootstrap, top
         await admin.close()
     entries = {e[0]: e[1] for r in described for e in r.resources[0][4]}
     assert entries.get("retention.ms") == "123456"
+
+
+async def test_a_reader_sees_its_partitions_bounds_and_reads_from_where_it_seeks(bus):
+    await bus.ensure_topics(partitions=1)
+    producer = bus.producer()
+    await producer.start()
+    for k in range(5):
+        await producer.send(bus.topics.feed, b"v%d" % k)
+    await producer.stop()
+    consumer = bus.consumer([bus.topics.feed], "seeker", exclusive=True)
+    await consumer.start()
+    try:
+        assert await consumer.bounds() == {(bus.topics.feed, 0): (0, 5)}
+        consumer.seek(bus.topics.feed, 0, 3)
+        assert [m.value for m in await _drain(consumer, 2)] == [b"v3", b"v4"]
+        consumer.seek(bus.topics.feed, 0, 1)
+        assert [m.value for m in await consumer.poll(5000, 1)] == [b"v1"]
+    finally:
+        await consumer.stop()
