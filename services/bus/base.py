@@ -255,6 +255,7 @@ class Bus(abc.ABC):
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
         wait_ms: int | None = None,
+        idle_wait: tuple[int, float] | None = None,
     ) -> BusConsumer:
         """A new consumer of ``topics`` in consumer group ``group``.
 
@@ -276,6 +277,12 @@ class Bus(abc.ABC):
         ``wait_ms``: how long a fetch may wait at the broker for records, whether
         polls bring records or not (None: the bus's adaptive wait). For a topic whose
         messages come far apart (the feed): each empty fetch costs the reader CPU.
+        ``idle_wait`` (with ``wait_ms``): ``(ceiling_ms, after_s)``: once polls have
+        found nothing for ``after_s`` seconds, each further empty poll doubles the
+        wait up to ``ceiling_ms``; the first records bring back ``wait_ms``. An idle
+        reader then sends a fetch every ``ceiling_ms``; a broker that answers a
+        waiting fetch when records arrive (Kafka) delivers as soon, one that answers
+        on its own schedule (tansu) some way into the longer wait.
         """
 
     async def ensure_topics(self, partitions: int = 3) -> None:  # noqa: B027 - optional

@@ -313,6 +313,7 @@ class KafkaBus(Bus):
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
         wait_ms: int | None = None,
+        idle_wait: tuple[int, float] | None = None,
     ) -> BusConsumer:
         return _KafkaConsumer(
             self,
@@ -322,6 +323,7 @@ class KafkaBus(Bus):
             instance=instance,
             partitions=partitions,
             wait_ms=wait_ms,
+            idle_wait=idle_wait,
         )
 
     def topics_to_create(self, existing: Collection[str], partitions: int) -> list[NewTopic]:
@@ -521,6 +523,7 @@ class _KafkaConsumer(BusConsumer):
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
         wait_ms: int | None = None,
+        idle_wait: tuple[int, float] | None = None,
     ) -> None:
         #: Exclusive: assign every partition (or ``partitions``) by hand at start (no
         #: group membership).
@@ -555,6 +558,8 @@ class _KafkaConsumer(BusConsumer):
             )
             if wait_ms is None
             else FetchWait(wait_ms, wait_ms)
+            if idle_wait is None
+            else FetchWait(wait_ms, wait_ms, idle_wait[0], idle_wait[1])
         )
         self._started = False
         self._paused = False

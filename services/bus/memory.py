@@ -77,9 +77,10 @@ class MemoryBus(Bus):
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
         wait_ms: int | None = None,
+        idle_wait: tuple[int, float] | None = None,
     ) -> BusConsumer:
         # One partition per topic, no membership, no fetches: exclusive, instance,
-        # partitions and wait_ms change nothing here.
+        # partitions, wait_ms and idle_wait change nothing here.
         return _MemoryConsumer(self, tuple(topics), group)
 
 
