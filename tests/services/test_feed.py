@@ -368,3 +368,46 @@ async def test_a_follower_started_on_a_long_feed_reads_few_of_its_messages() -> 
             await reading
     assert follower.messages == 11
     assert follower.received + follower.probes < 40  # (not the 1,001 messages)
+
+
+async def test_an_idle_feed_reader_waits_on_the_broker_with_a_wait_that_grows() -> None:
+    """A replica's feed reader polls with a long timeout (a poll returns when a message
+    comes: no timer wakes an idle reader several times a second) and asks the bus for
+    a fetch wait that grows while the feed is silent."""
+    from esched.services.bus.memory import MemoryBus
+    from esched.services.replica import Replica
+
+    class Recording(MemoryBus):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked: list[dict[str, Any]] = []
+            self.polls: list[int] = []
+
+        def consumer(self, topics, group, **kwargs):  # type: ignore[no-untyped-def]
+            self.asked.append(kwargs)
+            inner = super().consumer(topics, group, **kwargs)
+            polls = self.polls
+
+            class Counting(type(inner)):  # type: ignore[misc]
+                async def poll(self, timeout_ms: int, max_records: int) -> list:
+                    polls.append(timeout_ms)
+                    return await super().poll(timeout_ms, max_records)
+
+            inner.__class__ = Counting
+            return inner
+
+    bus = Recording()
+    replica = Replica(None, bus, "r", config=ReplicaConfig(follow="feed"))  # type: ignore[arg-type]
+    follower = cast(FeedFollower, replica.follower)
+    follower.state = ClusterState()
+    reading = asyncio.create_task(follower.read_feed())
+    try:
+        await eventually(lambda: bus.polls, 5)
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+    ((asked,),) = [bus.asked]
+    wait, (ceiling, after) = asked["wait_ms"], asked["idle_wait"]
+    assert ceiling > wait and after > 0
+    assert min(bus.polls) >= 1000
