@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from esched.services.bus.base import (
+    DEFAULT_FEED_RETENTION_MS,
     DEFAULT_WORK_PARTITIONS,
     Bus,
     BusConsumer,
@@ -39,11 +40,12 @@ def open_bus(
     keyring: Keyring | None = None,
     work_partitions: int = DEFAULT_WORK_PARTITIONS,
     group: GroupOptions | None = None,
+    feed_retention_ms: int = DEFAULT_FEED_RETENTION_MS,
 ) -> Bus:
     """The Kafka bus when bootstrap servers are given (with its TLS / SASL
     ``security`` and consumer ``group`` timing), else the in-process bus; internal
     records signed with ``keyring``; the work topic created with ``work_partitions``
-    partitions."""
+    partitions, the feed topic with ``feed_retention_ms`` of retention."""
     topics = TopicNames(prefix)
     bus: Bus
     if kafka:
@@ -55,6 +57,7 @@ def open_bus(
             topics,
             security=security,
             work_partitions=work_partitions,
+            feed_retention_ms=feed_retention_ms,
             session_timeout_ms=group.session_timeout_ms,
             heartbeat_interval_ms=group.heartbeat_interval_ms,
             static_membership=group.static_membership,

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from esched.services.bus.signing import Keyring
 
 __all__ = [
+    "DEFAULT_FEED_RETENTION_MS",
     "DEFAULT_WORK_PARTITIONS",
     "Bus",
     "BusConsumer",
@@ -32,6 +33,11 @@ __all__ = [
 #: without a partition idles). 24 lets 1, 2, 3, 4, 6, 8, 12 or 24 replicas take equal
 #: shares; more partitions cost the broker and each fetch a little more.
 DEFAULT_WORK_PARTITIONS = 24
+#: How long the broker keeps the feed's messages (its topic's ``retention.ms``, set
+#: when :meth:`Bus.ensure_topics` creates it). A replica starts reading the feed near
+#: the position its fold reached and folds from the store whatever the feed no longer
+#: holds, so the feed need only cover a restart: an hour.
+DEFAULT_FEED_RETENTION_MS = 3_600_000
 
 
 class BusError(Exception):
@@ -200,6 +206,16 @@ class BusConsumer(abc.ABC):
         without group rebalances."""
         return None
 
+    async def bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """``{(topic, partition): (first offset held, next offset to be written)}`` of
+        the partitions this consumer reads, for :meth:`seek` (empty: the bus cannot
+        say, and a reader reads from where it started)."""
+        return {}
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Read ``(topic, partition)`` from ``offset`` on (within :meth:`bounds`)."""
+        raise NotImplementedError
+
     def pause_fetching(self) -> None:  # noqa: B027 - optional: nothing to pause in memory
         """Stop asking the broker for records (no fetch requests) until
         :meth:`resume_fetching`: a consumer that knows no records are coming costs
@@ -239,6 +255,7 @@ class Bus(abc.ABC):
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
         wait_ms: int | None = None,
+        idle_wait: tuple[int, float] | None = None,
     ) -> BusConsumer:
         """A new consumer of ``topics`` in consumer group ``group``.
 
@@ -260,6 +277,12 @@ class Bus(abc.ABC):
         ``wait_ms``: how long a fetch may wait at the broker for records, whether
         polls bring records or not (None: the bus's adaptive wait). For a topic whose
         messages come far apart (the feed): each empty fetch costs the reader CPU.
+        ``idle_wait`` (with ``wait_ms``): ``(ceiling_ms, after_s)``: once polls have
+        found nothing for ``after_s`` seconds, each further empty poll doubles the
+        wait up to ``ceiling_ms``; the first records bring back ``wait_ms``. An idle
+        reader then sends a fetch every ``ceiling_ms``; a broker that answers a
+        waiting fetch when records arrive (Kafka) delivers as soon, one that answers
+        on its own schedule (tansu) some way into the longer wait.
         """
 
     async def ensure_topics(self, partitions: int = 3) -> None:  # noqa: B027 - optional

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from aiokafka import (
     AIOKafkaConsumer,
@@ -28,6 +28,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from esched.services.bus._hash import partition
 from esched.services.bus.base import (
+    DEFAULT_FEED_RETENTION_MS,
     DEFAULT_WORK_PARTITIONS,
     Bus,
     BusConsumer,
@@ -223,6 +224,7 @@ class KafkaBus(Bus):
         fetch_wait_grow_after: float = 1.0,
         security: KafkaSecurity | None = None,
         work_partitions: int = DEFAULT_WORK_PARTITIONS,
+        feed_retention_ms: int = DEFAULT_FEED_RETENTION_MS,
     ):
         self.bootstrap = bootstrap
         #: TLS and SASL settings; their client arguments are built (and checked: a
@@ -292,6 +294,12 @@ class KafkaBus(Bus):
         if work_partitions < 1:
             raise ValueError("work_partitions must be >= 1")
         self.work_partitions = work_partitions
+        if feed_retention_ms < 1:
+            raise ValueError("feed_retention_ms must be >= 1")
+        #: The feed topic's ``retention.ms`` (and ``segment.ms``: a broker deletes
+        #: whole segments only, and the feed's few messages would otherwise stay in
+        #: one segment for the broker's default week) at its creation.
+        self.feed_retention_ms = feed_retention_ms
 
     def producer(self) -> BusProducer:
         return _KafkaProducer(self)
@@ -305,6 +313,7 @@ class KafkaBus(Bus):
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
         wait_ms: int | None = None,
+        idle_wait: tuple[int, float] | None = None,
     ) -> BusConsumer:
         return _KafkaConsumer(
             self,
@@ -314,7 +323,24 @@ class KafkaBus(Bus):
             instance=instance,
             partitions=partitions,
             wait_ms=wait_ms,
+            idle_wait=idle_wait,
         )
+
+    def topics_to_create(self, existing: Collection[str], partitions: int) -> list[NewTopic]:
+        """The creation requests :meth:`ensure_topics` sends for the topics not in
+        ``existing``: the work topic with :attr:`work_partitions` partitions, the feed
+        with one (it is in log order) and its retention, the others with
+        ``partitions``."""
+        t = self.topics
+        wanted = [*t.inputs, t.proposals, t.decisions, t.deadletter, t.work, t.feed]
+        counts = {t.work: self.work_partitions, t.feed: 1}
+        retention = str(self.feed_retention_ms)
+        configs = {t.feed: {"retention.ms": retention, "segment.ms": retention}}
+        return [
+            NewTopic(name, counts.get(name, partitions), 1, topic_configs=configs.get(name))
+            for name in wanted
+            if name not in existing
+        ]
 
     async def ensure_topics(self, partitions: int = 3) -> None:
         admin = AIOKafkaAdminClient(
@@ -323,21 +349,14 @@ class KafkaBus(Bus):
         try:
             await admin.start()
             existing = set(await admin.list_topics())
-            t = self.topics
-            wanted = [*t.inputs, t.proposals, t.decisions, t.deadletter, t.work, t.feed]
-            counts = {t.work: self.work_partitions, t.feed: 1}  # (the feed is in log order)
-            missing = [
-                NewTopic(name, counts.get(name, partitions), 1)
-                for name in wanted
-                if name not in existing
-            ]
+            missing = self.topics_to_create(existing, partitions)
             if missing:
                 try:
                     await admin.create_topics(missing)
                 except TopicAlreadyExistsError:
                     pass  # another process created them first
                 log.info("created topics %s", [m.name for m in missing])
-            if t.work in existing:
+            if self.topics.work in existing:
                 await self._check_work_partitions(admin)
         except KafkaError as exc:
             raise _bus_error(exc) from exc
@@ -504,6 +523,7 @@ class _KafkaConsumer(BusConsumer):
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
         wait_ms: int | None = None,
+        idle_wait: tuple[int, float] | None = None,
     ) -> None:
         #: Exclusive: assign every partition (or ``partitions``) by hand at start (no
         #: group membership).
@@ -538,6 +558,8 @@ class _KafkaConsumer(BusConsumer):
             )
             if wait_ms is None
             else FetchWait(wait_ms, wait_ms)
+            if idle_wait is None
+            else FetchWait(wait_ms, wait_ms, idle_wait[0], idle_wait[1])
         )
         self._started = False
         self._paused = False
@@ -657,6 +679,20 @@ class _KafkaConsumer(BusConsumer):
 
     def moving_share(self) -> frozenset[tuple[str, int]] | None:
         return self._moves.moving
+
+    async def bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
+        parts = list(self._consumer.assignment())
+        if not parts:
+            return {}
+        try:
+            first = await self._consumer.beginning_offsets(parts)
+            end = await self._consumer.end_offsets(parts)
+        except (KafkaError, OSError) as exc:
+            raise _bus_error(exc) from exc
+        return {(tp.topic, tp.partition): (first[tp], end[tp]) for tp in parts}
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._consumer.seek(TopicPartition(topic, partition), offset)
 
     def pause_fetching(self) -> None:
         # aiokafka's fetcher sends no fetch request for a paused partition; a

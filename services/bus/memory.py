@@ -77,9 +77,10 @@ class MemoryBus(Bus):
         instance: str | None = None,
         partitions: Sequence[tuple[str, int]] | None = None,
         wait_ms: int | None = None,
+        idle_wait: tuple[int, float] | None = None,
     ) -> BusConsumer:
         # One partition per topic, no membership, no fetches: exclusive, instance,
-        # partitions and wait_ms change nothing here.
+        # partitions, wait_ms and idle_wait change nothing here.
         return _MemoryConsumer(self, tuple(topics), group)
 
 
@@ -147,3 +148,9 @@ class _MemoryConsumer(BusConsumer):
 
     def assignment(self) -> frozenset[tuple[str, int]]:
         return frozenset((t, 0) for t in self._topics)
+
+    async def bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
+        return {(t, 0): (0, len(self._bus.log(t))) for t in self._topics}
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._next[topic] = offset

@@ -30,7 +30,7 @@ import click
 import orjson
 import yaml
 
-from esched.services.bus.base import DEFAULT_WORK_PARTITIONS
+from esched.services.bus.base import DEFAULT_FEED_RETENTION_MS, DEFAULT_WORK_PARTITIONS
 
 if TYPE_CHECKING:
     from esched.services.bus import Bus
@@ -73,6 +73,7 @@ SHARED_KEYS = (
     "kafka_oauth_token_file",
     "signing_keys_file",
     "work_partitions",
+    "feed_retention_ms",
     "queue_hierarchy",
 )
 #: Top-level keys whose values are data, not option names: kept as written.
@@ -380,6 +381,16 @@ _work_partitions_option = _bus_option(
     "work [env ESCHED_WORK_PARTITIONS]. An existing topic is not changed (a warning "
     "when it has fewer).",
 )
+_feed_retention_option = _bus_option(
+    "--feed-retention-ms",
+    envvar="ESCHED_FEED_RETENTION_MS",
+    type=click.IntRange(1),
+    default=DEFAULT_FEED_RETENTION_MS,
+    show_default=True,
+    help="retention.ms (and segment.ms) the feed topic is created with [env "
+    "ESCHED_FEED_RETENTION_MS]: a replica starts near its fold's position and folds "
+    "from the store what the feed no longer holds. An existing topic is not changed.",
+)
 _signing_option = _bus_option(
     "--signing-keys-file",
     envvar="ESCHED_SIGNING_KEYS_FILE",
@@ -392,8 +403,9 @@ _signing_option = _bus_option(
 
 
 def kafka_security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The Kafka TLS / SASL options and ``--work-partitions`` (read by :func:`command_bus`)."""
-    for option in reversed((*_security_options, _work_partitions_option)):
+    """The Kafka TLS / SASL options, ``--work-partitions`` and ``--feed-retention-ms``
+    (read by :func:`command_bus`)."""
+    for option in reversed((*_security_options, _work_partitions_option, _feed_retention_option)):
         fn = option(fn)
     return fn
 
@@ -479,6 +491,7 @@ def command_bus(
             security=security,
             keyring=keyring,
             work_partitions=int(opts.get("work_partitions") or DEFAULT_WORK_PARTITIONS),
+            feed_retention_ms=int(opts.get("feed_retention_ms") or DEFAULT_FEED_RETENTION_MS),
             group=group,
         )
     except KafkaSecurityError as exc:

@@ -18,7 +18,7 @@ from esched.core.schedule import SchedulingPass
 from esched.schemas.events import PLACEMENT_COMMITTED, PLACEMENT_REJECTED
 from esched.services.bus import Bus, BusConsumer, BusProducer
 from esched.services.replica.config import ReplicaConfig, ReplicaTotals, Submit
-from esched.services.replica.feed import FEED_WAIT_MS, FeedFollower
+from esched.services.replica.feed import FEED_IDLE_WAIT, FEED_WAIT_MS, FeedFollower
 from esched.services.replica.proposals import Proposed
 from esched.services.store._search import all_hold
 from esched.services.store.base import EventStore
@@ -165,6 +165,7 @@ class _ReplicaBase:
             f"{self.config.group}-feed-{self._pid_prefix}",
             exclusive=True,
             wait_ms=FEED_WAIT_MS,
+            idle_wait=FEED_IDLE_WAIT,
         )
 
     @property

@@ -482,3 +482,40 @@ def test_a_replica_joining_or_leaving_moves_only_its_share_of_the_default_work_p
         assert gained == len(before[f"r{leaving}"])
         sizes = [len(ps) for ps in owned.values()]
         assert max(sizes) - min(sizes) <= 1 and sum(sizes) == parts
+
+
+async def test_the_feed_topic_is_created_with_its_retention(kafka_bootstrap, topic_prefix):
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix), feed_retention_ms=123_456)
+    await bus.ensure_topics(partitions=1)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    try:
+        described = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, bus.topics.feed)]
+        )
+    finally:
+        await admin.close()
+    entries = {e[0]: e[1] for r in described for e in r.resources[0][4]}
+    assert entries.get("retention.ms") == "123456"
+
+
+async def test_a_reader_sees_its_partitions_bounds_and_reads_from_where_it_seeks(bus):
+    await bus.ensure_topics(partitions=1)
+    producer = bus.producer()
+    await producer.start()
+    for k in range(5):
+        await producer.send(bus.topics.feed, b"v%d" % k)
+    await producer.stop()
+    consumer = bus.consumer([bus.topics.feed], "seeker", exclusive=True)
+    await consumer.start()
+    try:
+        assert await consumer.bounds() == {(bus.topics.feed, 0): (0, 5)}
+        consumer.seek(bus.topics.feed, 0, 3)
+        assert [m.value for m in await _drain(consumer, 2)] == [b"v3", b"v4"]
+        consumer.seek(bus.topics.feed, 0, 1)
+        assert [m.value for m in await consumer.poll(5000, 1)] == [b"v1"]
+    finally:
+        await consumer.stop()

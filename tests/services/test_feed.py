@@ -6,6 +6,7 @@ replica's state holds the whole fold's bindings."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from datetime import UTC, datetime
 from pathlib import Path
@@ -340,3 +341,73 @@ async def test_a_work_item_older_than_its_pods_release_enters_nothing(tmp_path: 
         assert follower.state.pod("t/a")["phase"] == "Pending"
     finally:
         await es.close()
+
+
+async def test_a_follower_started_on_a_long_feed_reads_few_of_its_messages() -> None:
+    """A follower whose fold reached near the feed's end seeks back from the end to a
+    message that begins at its position, instead of reading the feed from its start."""
+    from esched.services.bus.memory import MemoryBus
+
+    bus = MemoryBus()
+    feed = bus.topics.feed
+    for k in range(1000):
+        bus.append(feed, None, encode_message(k, k + 1, 0, []))
+    follower = FeedFollower(
+        cast(Any, None), lambda: bus.consumer([feed], "restarted", exclusive=True)
+    )
+    follower.state = ClusterState()
+    follower.state.position = 990
+    reading = asyncio.create_task(follower.read_feed())
+    try:
+        await eventually(lambda: follower.position == 1000, 10)
+        bus.append(feed, None, encode_message(1000, 1001, 0, []))
+        await eventually(lambda: follower.position == 1001, 10)
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+    assert follower.messages == 11
+    assert follower.received + follower.probes < 40  # (not the 1,001 messages)
+
+
+async def test_an_idle_feed_reader_waits_on_the_broker_with_a_wait_that_grows() -> None:
+    """A replica's feed reader polls with a long timeout (a poll returns when a message
+    comes: no timer wakes an idle reader several times a second) and asks the bus for
+    a fetch wait that grows while the feed is silent."""
+    from esched.services.bus.memory import MemoryBus
+    from esched.services.replica import Replica
+
+    class Recording(MemoryBus):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked: list[dict[str, Any]] = []
+            self.polls: list[int] = []
+
+        def consumer(self, topics, group, **kwargs):  # type: ignore[no-untyped-def]
+            self.asked.append(kwargs)
+            inner = super().consumer(topics, group, **kwargs)
+            polls = self.polls
+
+            class Counting(type(inner)):  # type: ignore[misc]
+                async def poll(self, timeout_ms: int, max_records: int) -> list:
+                    polls.append(timeout_ms)
+                    return await super().poll(timeout_ms, max_records)
+
+            inner.__class__ = Counting
+            return inner
+
+    bus = Recording()
+    replica = Replica(None, bus, "r", config=ReplicaConfig(follow="feed"))  # type: ignore[arg-type]
+    follower = cast(FeedFollower, replica.follower)
+    follower.state = ClusterState()
+    reading = asyncio.create_task(follower.read_feed())
+    try:
+        await eventually(lambda: bus.polls, 5)
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+    ((asked,),) = [bus.asked]
+    wait, (ceiling, after) = asked["wait_ms"], asked["idle_wait"]
+    assert ceiling > wait and after > 0
+    assert min(bus.polls) >= 1000

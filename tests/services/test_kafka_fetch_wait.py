@@ -226,3 +226,29 @@ async def test_a_consumer_given_its_wait_keeps_it_and_gets_a_record_before_it_en
     finally:
         await producer.stop()
         await consumer.stop()
+
+
+async def test_a_consumer_given_its_wait_and_an_idle_wait_grows_it_while_idle_and_not_before(
+    kafka_bootstrap, topic_prefix
+):
+    # The feed's reader: its wait while messages come, a longer one (fewer fetches)
+    # once nothing has come for a while, its own wait again at the first record.
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix))
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer(
+        [bus.topics.pods], "g", exclusive=True, wait_ms=50, idle_wait=(400, 0.5)
+    )
+    await consumer.start()
+    producer = bus.producer()
+    await producer.start()
+    try:
+        await _poll_empty(consumer, 0.3)
+        assert consumer.fetch_wait_ms == 50  # not idle long enough yet
+        await _poll_empty(consumer, 1.0)
+        assert consumer.fetch_wait_ms == 400
+        await producer.send_many(bus.topics.pods, [(None, b"v")])
+        await _poll_until(consumer, 1, 5)
+        assert consumer.fetch_wait_ms == 50
+    finally:
+        await producer.stop()
+        await consumer.stop()
