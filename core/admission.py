@@ -116,9 +116,6 @@ OBSERVED = frozenset({QUEUE_UPSERTED, POD_SUBMITTED, PODGROUP_SUBMITTED, JOB_SUB
 #: queue has a capability, so nothing reads them): pruned at twice the size left
 #: by the last pruning, at least this, so the pruning is O(1) per job amortized.
 _PRUNE_MIN = 4096
-#: Distinct PodGroup ``minResources`` vectors :meth:`Admission.release` keeps (a
-#: cluster's Jobs repeat a few templates); past it, the memo starts afresh.
-_MIN_MEMO_LIMIT = 4096
 
 #: (cause, kind "pod"|"gang", key, log position)
 WorkItem = tuple[str, str, str, int]
@@ -243,9 +240,6 @@ class Admission:
         #: (its reused() ids: bands to resolve again)
         self._bands = np.zeros(0, dtype=np.int64)
         self._band_memo = ClassMemo()
-        #: a PodGroup's minResources (as items) -> its vector over :attr:`_min_names`
-        self._min_memo: dict[tuple[Any, ...], np.ndarray] = {}
-        self._min_names: list[str] = []
 
     # ------------------------------------------------------------------ quota accounting
 
@@ -504,7 +498,12 @@ class Admission:
         # per pod.
         asked_ids = sorted({i for _q, it, i in located if it[1] == "gang"})
         row = {g: r for r, g in enumerate(asked_ids)}
-        asked_rows: tuple[np.ndarray, ...] = ()  # nothing to read without gangs asked
+        # Per asked gang's row: its minimum, pending members, highest priority and band
+        # (as lists: a numpy scalar read per gang cost a one-pod Job more than its value).
+        gang_mins: list[np.ndarray] = []
+        gang_n: list[int] = []
+        gang_prio: list[int] = []
+        gang_band: list[int] = []
         if asked_ids:
             asked = np.array(asked_ids, dtype=np.int64)
             # Only the asked gangs' members: with one-pod Volcano Jobs every pending pod
@@ -518,13 +517,16 @@ class Admission:
                 # pending pod's cost a one-pod Job ~27,000 instructions per release.
                 of, members = pending_members(st, asked_ids)
             cids = st.pod_classes()[of]
-            asked_rows = gang_rows(
+            rows_req, rows_n, rows_prio, rows_band = gang_rows(
                 len(asked_ids),
                 np.searchsorted(asked, members),
                 class_req[cids],
                 st.pod_priorities()[of],
                 class_band[cids],
             )
+            gang_n, gang_prio, gang_band = rows_n.tolist(), rows_prio.tolist(), rows_band.tolist()
+            mins = self._gang_minima(st, asked_ids, rows_req, gang_n, res_names)
+            gang_mins = list(mins)
         # Queues with pending work: while two or more wait, each is held to its deserved
         # share (proportion's overused check; one queue alone takes what is free).
         waiting = np.zeros((nq, nr), dtype=np.int64)
@@ -592,6 +594,13 @@ class Admission:
             if several and self.queue_hierarchy == "annotations"
             else None
         )
+        # A gang whose minimum exceeds the cluster is held (ClusterCapacity): checked
+        # for every asked gang at once (one comparison per gang cost a one-pod Job ~2 µs).
+        over_rows: list[bool] = []
+        if asked_ids:
+            cluster_vec = np.array([cluster.get(n, 0) for n in res_names], dtype=np.int64)
+            over_rows = cast("list[bool]", (mins > cluster_vec).any(axis=1).tolist())
+        oversized: set[int] = set()  # the seq of each such gang's item
         # Per queue: its items, ordered by job priority (band, then priority; high
         # first), then (hdrf) the job's dominant share (low first), then arrival.
         per_queue: dict[int, list[tuple[int, int, float, int, WorkItem, np.ndarray]]] = {}
@@ -603,27 +612,17 @@ class Admission:
                 band = int(class_band[cid])
                 req = class_req[cid].astype(np.int64)
             else:
-                meta = st.gang_meta[i]
-                gang_req, gang_n, gang_prio, gang_band = asked_rows
                 r = row[i]
-                n = int(gang_n[r])
-                prio = int(gang_prio[r]) if n else 0
-                band = int(gang_band[r])
-                req = self._gang_minimum(st, i, meta, gang_req[r], n, res_names)
+                prio = gang_prio[r] if gang_n[r] else 0
+                band = gang_band[r]
+                req = gang_mins[r]
+                if over_rows[r]:
+                    oversized.add(seq)
                 if hdrf is not None:
                     drf = hdrf.job_share(specs[q].name, f"gang:{it[2]}")
             per_queue.setdefault(q, []).append((-band, -prio, drf, seq, it, req))
         for lst in per_queue.values():
             lst.sort(key=lambda t: (t[0], t[1], t[2], t[3]))
-        # A gang whose minimum exceeds the cluster is held (ClusterCapacity): checked
-        # for every gang at once (one comparison per gang cost a one-pod Job ~2 µs).
-        cluster_vec = np.array([cluster.get(n, 0) for n in res_names], dtype=np.int64)
-        gang_items = [t for lst in per_queue.values() for t in lst if t[4][1] == "gang"]
-        oversized: set[int] = set()
-        if gang_items:
-            mins = np.array([t[5] for t in gang_items])  # (np.stack: 3x the cost)
-            over = np.flatnonzero((mins > cluster_vec).any(axis=1))
-            oversized = {gang_items[k][3] for k in over.tolist()}
 
         def share_of(q: int, extra: np.ndarray) -> float:
             if not several:
@@ -765,47 +764,41 @@ class Admission:
             if not limits:
                 del caps[t]
 
-    def _gang_minimum(
-        self,
+    @staticmethod
+    def _gang_minima(
         st: ClusterState,
-        g: int,
-        meta: dict,
+        gangs: list[int],
         pending_req: np.ndarray,
-        n_pending: int,
+        n_pending: list[int],
         res_names: list[str],
     ) -> np.ndarray:
-        """A gang's minimum: its PodGroup's minResources, else the requests of the pending
-        members it still needs to reach minMember (pro rata of its pending members).
-        The vector returned may be shared: read it only."""
-        min_res = meta.get("minResources")
-        if min_res:
-            return self._min_resources_vector(min_res, res_names)
-        need = max(0, st.gang_min_of(g) - st.gang_count(g, PHASE_RUNNING))
-        if n_pending <= 0 or need == 0:
-            return np.zeros(len(res_names), dtype=np.int64)
-        need = min(need, n_pending)
-        return (pending_req * need + n_pending - 1) // n_pending
-
-    def _min_resources_vector(self, min_res: dict, res_names: list[str]) -> np.ndarray:
-        """``minResources`` over ``res_names``, memoized (one-pod Jobs' gangs repeat a
-        few shapes; building the vector per gang was a third of a gang's release)."""
-        if self._min_names != res_names:
-            self._min_memo.clear()
-            self._min_names = list(res_names)
-        key = tuple(min_res.items())
-        try:
-            got = self._min_memo.get(key)
-            hashable = True
-        except TypeError:  # an unhashable value: not memoized
-            got, hashable = None, False
-        if got is None:
-            got = np.array([int(min_res.get(n, 0)) for n in res_names], dtype=np.int64)
-            if hashable:
-                if len(self._min_memo) >= _MIN_MEMO_LIMIT:
-                    self._min_memo.clear()
-                got.flags.writeable = False
-                self._min_memo[key] = got
-        return got
+        """Each gang's minimum, row by row: its PodGroup's minResources, else the
+        requests of the pending members it still needs to reach minMember (pro rata of
+        its pending members, rounded up; none without pending members). One array for
+        all of them: a vector built per gang (or looked up by minResources, which
+        one-pod Jobs rarely repeat) was a third of a one-pod Job's release."""
+        meta = st.gang_meta
+        nr = len(res_names)
+        given_res: list[Any] = [meta[g].get("minResources") for g in gangs]
+        if all(given_res):  # (one-pod Jobs: every gang's PodGroup names its minimum)
+            flat = [int(m.get(n, 0)) for m in given_res for n in res_names]
+            return np.array(flat, dtype=np.int64).reshape(len(gangs), nr)
+        given: list[int] = []
+        given_rows: list[list[int]] = []
+        need = [0] * len(gangs)
+        for r, g in enumerate(gangs):
+            min_res = given_res[r]
+            if min_res:
+                given.append(r)
+                given_rows.append([int(min_res.get(n, 0)) for n in res_names])
+            elif n_pending[r] > 0:
+                short = st.gang_min_of(g) - st.gang_count(g, PHASE_RUNNING)
+                need[r] = min(max(0, short), n_pending[r])
+        n = np.maximum(np.array(n_pending, dtype=np.int64), 1)[:, None]
+        mins = (pending_req * np.array(need, dtype=np.int64)[:, None] + n - 1) // n
+        if given:
+            mins[given] = given_rows
+        return mins
 
     @staticmethod
     def _hold_reason(

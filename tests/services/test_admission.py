@@ -457,6 +457,33 @@ def test_gangs_of_one_min_resources_are_each_judged_against_the_cluster():
     assert [it[2] for it in f.admission.release(f.state, f.admission.reconsider())] == ["t/big"]
 
 
+def test_gangs_with_and_without_min_resources_released_together_keep_their_own_minimum():
+    # One release of three gangs: "given" names minResources (1 CPU, below its members'
+    # 2 x 4), "half" has none (minMember 1 of 2 pending 2-CPU pods: 2 CPUs), "whole"
+    # has none (minMember 2 of 3-CPU pods: 6 CPUs). Under a 5-CPU capability "given"
+    # and "half" go (3 CPUs held) and "whole" is held: each gang is judged by its own
+    # minimum, whichever way it is derived.
+    def group(name: str, min_member: int, **spec: object) -> dict:
+        meta = {"name": name, "namespace": NAMESPACE}
+        body = {"minMember": min_member, "queue": "q", **spec}
+        return ev(f"pg-{name}", ev_types.PODGROUP_SUBMITTED, {"metadata": meta, "spec": body})
+
+    f = Fold(Admission())
+    f(
+        node("n1", "16"),
+        queue("q", capability={"cpu": "5"}),
+        group("given", 2, minResources={"cpu": "1"}),
+        group("half", 1),
+        group("whole", 2),
+        *(qpod(f"given-{i}", "4", gang="given") for i in range(2)),
+        *(qpod(f"half-{i}", "2", gang="half") for i in range(2)),
+        *(qpod(f"whole-{i}", "3", gang="whole") for i in range(2)),
+    )
+    released = f.release("gang:t/given", "gang:t/half", "gang:t/whole")
+    assert released == ["t/given", "t/half"]
+    assert f.admission.held == {("gang", "t/whole"): "QueueCapability"}
+
+
 # ---------------------------------------------------------------------- order
 
 
