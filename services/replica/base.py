@@ -70,6 +70,8 @@ class _ReplicaBase:
         self.seed = seed
         self.config = config or ReplicaConfig()
         self.totals = ReplicaTotals()
+        #: process and thread CPU seconds when placing started (Replica.start_placing)
+        self._started_cpu: tuple[float, float] | None = None
         self._submit = submit
         self._consumer = consumer
         self._producer: BusProducer | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,6 +108,14 @@ class ReplicaConfig:
     quincy: QuincyConfig | None = None
 
 
+#: The parts of placing whose CPU :class:`ReplicaTotals` counts: a polled batch's work
+#: items checked and decoded (``work``), the placer's view renewed (``renew``), the
+#: scheduling pass (``plan``: the core's, with its result read), the claims recorded
+#: and the proposals' records made (``propose``), the decisions counted
+#: (``decided``) and the offsets and gauges after a batch (``commit``).
+CPU_PARTS = ("work", "renew", "plan", "propose", "decided", "commit")
+
+
 @dataclass(slots=True)
 class ReplicaTotals:
     """What a replica did so far."""
@@ -136,6 +145,17 @@ class ReplicaTotals:
     #: (the window a placement rate is measured over); 0.0 until then.
     first_proposal_at: float = 0.0
     last_decision_at: float = 0.0
+    #: Seconds of the work loop's thread CPU per part of placing (:data:`CPU_PARTS`),
+    #: each its synchronous code only (between two awaits): what the placing path
+    #: costs apart from following, fetching and sending.
+    cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CPU_PARTS, 0.0))
+
+    def add_cpu(self, part: str, began: float) -> float:
+        """Count the thread's CPU since ``began`` (a ``time.thread_time()``) to
+        ``part``; the time now, to begin the next part with."""
+        now = time.thread_time()
+        self.cpu[part] += now - began
+        return now
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -155,4 +175,5 @@ class ReplicaTotals:
             "reservations": self.reservations,
             "early_items": self.early_items,
             "conflict_reasons": dict(sorted(self.reasons.items())),
+            "cpu_s": {k: round(v, 6) for k, v in self.cpu.items()},
         }

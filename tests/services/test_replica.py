@@ -396,6 +396,28 @@ async def test_a_rejected_claim_of_an_earlier_batch_is_released_for_the_next_one
         await commit.stop()
 
 
+async def test_a_replica_counts_the_cpu_of_each_part_of_placing(store):
+    """A batch placed counts its thread's CPU to its parts (work items read, the pass,
+    the claims, the decisions counted), all within the CPU since placing started."""
+    from support.events import node, pod
+
+    await append_events(store, node("n1", cpu="4"), pod("a"))
+    replica, commit, _gate, _held, _sent, ns = await _embedded_replica(store)
+    try:
+        head = await store.head()
+        topic = replica.bus.topics.work
+        await asyncio.wait_for(replica.handle([_work(topic, 0, f"{ns}/a", head)]), 10)
+        stats = replica.stats()
+        parts = stats["cpu_s"]
+        assert stats["placed_pods"] == 1
+        assert all(parts[k] > 0 for k in ("work", "renew", "plan", "propose", "decided")), parts
+        counted = sum(parts.values()) + stats["follow_cpu_s"]
+        assert counted <= stats["loop_cpu_after_start_s"] <= stats["cpu_after_start_s"]
+    finally:
+        await replica.stop()
+        await commit.stop()
+
+
 async def test_a_pod_with_an_undecided_claim_is_not_proposed_again(store):
     """A redelivered work item of a pod whose proposal is still undecided is skipped
     (the batch that proposed it retries it if it is rejected): one proposal only."""
