@@ -111,9 +111,10 @@ class ReplicaConfig:
 #: The parts of placing whose CPU :class:`ReplicaTotals` counts: a polled batch's work
 #: items checked and decoded (``work``), the placer's view renewed (``renew``), the
 #: scheduling pass (``plan``: the core's, with its result read), the claims recorded
-#: and the proposals' records made (``propose``), the decisions counted
-#: (``decided``) and the offsets and gauges after a batch (``commit``).
-CPU_PARTS = ("work", "renew", "plan", "propose", "decided", "commit")
+#: (``claim``), the proposals' records made (``records``: not with an in-process
+#: ``submit``), the decisions counted (``decided``) and the offsets and gauges after
+#: a batch (``commit``).
+CPU_PARTS = ("work", "renew", "plan", "claim", "records", "decided", "commit")
 
 
 @dataclass(slots=True)

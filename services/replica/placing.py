@@ -264,7 +264,7 @@ class _Placing(_Reports):
         if planned is not None:
             planned.set()
         self.totals.proposals += len(pids)
-        self.totals.add_cpu("propose", began)
+        self.totals.add_cpu("claim", began)
         try:
             pending: Sequence[int] = range(len(pids))
             while True:
@@ -295,7 +295,7 @@ class _Placing(_Reports):
         assert self._producer is not None
         began = time.thread_time()
         records = self._records(proposed, which)
-        self.totals.add_cpu("propose", began)
+        self.totals.add_cpu("records", began)
         producer = self._producer
         await retry_transient(
             lambda: send_signed(producer, self.bus.keyring, self.bus.topics.proposals, records),

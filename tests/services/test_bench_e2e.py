@@ -161,8 +161,11 @@ def test_the_replica_cpu_breakdown_divides_each_part_by_placed_and_flow_pods() -
         },
         "replica-r2": {"placed_pods": 300, "cpu_after_start_s": None},
     }
-    out = replica_cpu_breakdown(stats)
+    # the throughput phase's CPU: 50 us a pod of the flow, of which 15 counted
+    out = replica_cpu_breakdown(stats, {"replica-r1": 50.0}, 400)
     assert list(out) == ["replica-r1"]  # r2 reported no CPU
+    assert out["replica-r1"]["per_flow_pod"]["window_rest"] == 35.0
+    del out["replica-r1"]["per_placed_pod"]["window_rest"]
     assert out["replica-r1"]["per_placed_pod"] == {
         "work": 10.0,
         "plan": 20.0,

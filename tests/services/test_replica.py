@@ -410,7 +410,7 @@ async def test_a_replica_counts_the_cpu_of_each_part_of_placing(store):
         stats = replica.stats()
         parts = stats["cpu_s"]
         assert stats["placed_pods"] == 1
-        assert all(parts[k] > 0 for k in ("work", "renew", "plan", "propose", "decided")), parts
+        assert all(parts[k] > 0 for k in ("work", "renew", "plan", "claim", "decided")), parts
         counted = sum(parts.values()) + stats["follow_cpu_s"]
         assert counted <= stats["loop_cpu_after_start_s"] <= stats["cpu_after_start_s"]
     finally:
