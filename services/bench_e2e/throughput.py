@@ -117,6 +117,7 @@ async def one_run(
                 f"{prefix}esched-replicas",
                 "--follow",
                 follow,
+                "--count-cpu",
                 *replica_args,
             )
             for k in range(1, replicas + 1)

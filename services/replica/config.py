@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +58,9 @@ class ReplicaConfig:
     #: event announces (a rejected pod re-sent after the dispatcher's delay, a parked
     #: one retried, work redelivered after a rebalance) waits at most this long.
     idle_poll: float = 1.0
+    #: Count the work loop's thread CPU per part of placing (ReplicaTotals.cpu, the
+    #: stats' ``cpu_s``): what ``bench e2e`` and ``bench scale`` report.
+    count_cpu: bool = False
     #: Attempts after the first for proposals the commit service rejected.
     max_retries: int = 3
     #: Their backoff (:class:`~esched.services.retry.Backoff`, the services' one policy):
@@ -150,11 +152,15 @@ class ReplicaTotals:
     #: each its synchronous code only (between two awaits): what the placing path
     #: costs apart from following, fetching and sending.
     cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CPU_PARTS, 0.0))
+    #: The clock :attr:`cpu` is counted by: ``time.thread_time`` with
+    #: :attr:`ReplicaConfig.count_cpu`, else one that always reads 0 (a thread CPU
+    #: clock read is a system call, 2-7 µs on a shared VM: ~15 a batch).
+    clock: Callable[[], float] = field(default=lambda: 0.0)
 
     def add_cpu(self, part: str, began: float) -> float:
-        """Count the thread's CPU since ``began`` (a ``time.thread_time()``) to
-        ``part``; the time now, to begin the next part with."""
-        now = time.thread_time()
+        """Count :attr:`clock` since ``began`` (one of its readings) to ``part``; its
+        reading now, to begin the next part with."""
+        now = self.clock()
         self.cpu[part] += now - began
         return now
 

@@ -52,7 +52,7 @@ class _Placing(_Reports):
         attempt = 0
         backoff = Backoff(self.config.retry_backoff, self.config.retry_backoff_max)
         while targets and not self._stopping.is_set():
-            began = time.thread_time()
+            began = self.totals.clock()
             self._resync()
             began = self.totals.add_cpu("renew", began)
             # Undecided claims of other batches this pass's view assumes.
@@ -130,7 +130,7 @@ class _Placing(_Reports):
     ) -> list[Target]:
         """Propose, wait for the decisions, count them; the targets of rejected ones."""
         decisions = await self._propose(proposed, planned)
-        began = time.thread_time()
+        began = self.totals.clock()
         retry: list[Target] = []
         committed = placed = 0
         for pid, pl in zip(proposed.pids, proposed.placements, strict=True):
@@ -255,7 +255,7 @@ class _Placing(_Reports):
         replica's fold (proposal id -> decision). ``planned`` is set once the claims
         are recorded (before the first await: the view and the claims never
         disagree)."""
-        began = time.thread_time()
+        began = self.totals.clock()
         if not self.totals.first_proposal_at:
             self.totals.first_proposal_at = time.perf_counter()
         pids = proposed.pids
@@ -293,7 +293,7 @@ class _Placing(_Reports):
             await self._submit([self._data(proposed, i) for i in which])
             return
         assert self._producer is not None
-        began = time.thread_time()
+        began = self.totals.clock()
         records = self._records(proposed, which)
         self.totals.add_cpu("records", began)
         producer = self._producer

@@ -197,7 +197,7 @@ class _WorkLoop(_Share):
         ``planned`` is set once the batch's first proposals are claimed (the next batch
         may be placed); ``prev`` is awaited before committing offsets (poll order).
         """
-        began = time.thread_time()
+        began = self.totals.clock()
         targets: dict[tuple[str, str], Target] = {}
         origin: dict[tuple[str, str], Message] = {}
         # Following the feed: the pods to enter from their submissions, with the
@@ -270,7 +270,7 @@ class _WorkLoop(_Share):
             )
         if planned is not None:
             planned.set()
-        began = time.thread_time()
+        began = self.totals.clock()
         consumer = self._consumer
         if commit and consumer is not None and consumer.moving_share() is not None:
             # The group is rebalancing: this share is revoked, so a commit fails, and
@@ -283,7 +283,7 @@ class _WorkLoop(_Share):
             # commit the earlier batch's items on the same partitions, still undecided.
             self.totals.add_cpu("commit", began)
             await asyncio.shield(prev)
-            began = time.thread_time()
+            began = self.totals.clock()
         offsets: dict[tuple[str, int], int] = {}
         for m in msgs:
             k = (m.topic, m.partition)
@@ -295,7 +295,7 @@ class _WorkLoop(_Share):
             except BusError as exc:
                 # Everything is durable; redelivered items are skipped (no longer pending).
                 log.warning("work offset commit failed (%s); items will be redelivered", exc)
-            began = time.thread_time()
+            began = self.totals.clock()
         metrics.REPLICA_PENDING.labels(self.id).set(self.pending_count())
         if self.placer is not None:
             metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(
