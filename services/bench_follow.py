@@ -600,6 +600,10 @@ def run_place_bench(
         "core_cpu_us_per_pod": round(core / pods * 1e6, 2),
         "replica_cpu_us_per_pod": round((total - deciding.seconds - core) / pods * 1e6, 2),
         "deciding_cpu_us_per_pod": round(deciding.seconds / pods * 1e6, 2),
+        # the replica's own counters of the parts of placing (its thread's CPU)
+        "parts_cpu_us_per_pod": {
+            k: round(v / pods * 1e6, 2) for k, v in replica.totals.cpu.items()
+        },
     }
 
 

@@ -117,6 +117,7 @@ async def one_run(
                 f"{prefix}esched-replicas",
                 "--follow",
                 follow,
+                "--count-cpu",
                 *replica_args,
             )
             for k in range(1, replicas + 1)
@@ -314,6 +315,9 @@ async def one_run(
                 "work_items",
                 "batches",
                 "follow_cpu_s",
+                "cpu_s",
+                "cpu_after_start_s",
+                "loop_cpu_after_start_s",
             )
         }
         # following the feed: pods entered from their submissions and the CPU of that
@@ -321,6 +325,52 @@ async def one_run(
         for k, v in summaries.items()
         if k.startswith("replica") and isinstance(v, dict)
     }
+    out["replica_cpu_us"] = replica_cpu_breakdown(
+        out["replica_stats"], out.get("cpu_us_per_pod") or {}, pods
+    )
+    return out
+
+
+def replica_cpu_breakdown(
+    stats: dict[str, dict[str, Any]],
+    window: dict[str, float] | None = None,
+    window_pods: int = 0,
+) -> dict[str, dict[str, Any]]:
+    """Where each replica's CPU went after it started placing (its ``replica_stats``),
+    in µs per pod it placed (``per_placed_pod``) and per pod of the whole flow (every
+    replica's placed pods, ``per_flow_pod``): the parts of placing (``cpu_s``), the
+    following (``follow``, and with the feed ``feed_enter``), the rest of its work
+    loop's thread (``loop_rest``: the bus client's fetches and sends, the event loop,
+    the store reads, and whatever it did while no work came) and its other threads
+    (``other_threads``); ``total`` is the process's.
+
+    ``window`` (the run's ``cpu_us_per_pod``: each process's CPU over the throughput
+    phase, per pod of its ``window_pods``) adds ``window_rest``: a replica's CPU in
+    that phase less its counted parts (which come almost all from that phase's pods:
+    the warm-up's are a few %), what the bus client, the event loop and the store
+    reads cost while placing."""
+    flow = sum(int(v.get("placed_pods") or 0) for v in stats.values())
+    out: dict[str, dict[str, Any]] = {}
+    for name, v in sorted(stats.items()):
+        total = v.get("cpu_after_start_s")
+        placed = int(v.get("placed_pods") or 0)
+        if total is None or not placed:
+            continue
+        parts: dict[str, float] = dict(v.get("cpu_s") or {})
+        parts["follow"] = float(v.get("follow_cpu_s") or 0.0)
+        if "feed_enter_cpu_s" in v:
+            parts["feed_enter"] = float(v["feed_enter_cpu_s"])
+        counted = sum(parts.values())
+        loop = float(v.get("loop_cpu_after_start_s") or 0.0)
+        parts["loop_rest"] = loop - counted
+        parts["other_threads"] = float(total) - loop
+        parts["total"] = float(total)
+        if window and name in window:
+            parts["window_rest"] = window[name] * window_pods / 1e6 - counted
+        out[name] = {
+            f"per_{what}_pod": {k: round(s * 1e6 / n, 2) for k, s in parts.items()}
+            for what, n in (("placed", placed), ("flow", flow))
+        }
     return out
 
 

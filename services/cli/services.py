@@ -379,6 +379,13 @@ follow_option = click.option(
 @queue_hierarchy_option
 @reserve_option
 @policy_option
+@click.option(
+    "--count-cpu",
+    is_flag=True,
+    help="Count this replica's CPU per part of placing (its summary's `cpu_s`, as "
+    "`esched bench e2e` and `bench scale` report it): a thread CPU clock read per "
+    "part of each batch.",
+)
 def replica(
     replica_id: str,
     kafka: str | None,
@@ -401,6 +408,7 @@ def replica(
     reserve_after: float,
     quincy: Any,
     quincy_fairness: str,
+    count_cpu: bool,
 ) -> None:
     """A replica scheduler: fold the log, place pending work, send proposals.
 
@@ -448,6 +456,7 @@ def replica(
                     queue_hierarchy=queue_hierarchy,
                     quincy=quincy,
                     follow=follow,
+                    count_cpu=count_cpu,
                 ),
             )
             await serve(r, r.run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -70,6 +71,10 @@ class _ReplicaBase:
         self.seed = seed
         self.config = config or ReplicaConfig()
         self.totals = ReplicaTotals()
+        if self.config.count_cpu:
+            self.totals.clock = time.thread_time
+        #: process and thread CPU seconds when placing started (Replica.start_placing)
+        self._started_cpu: tuple[float, float] | None = None
         self._submit = submit
         self._consumer = consumer
         self._producer: BusProducer | None = None

@@ -52,7 +52,9 @@ class _Placing(_Reports):
         attempt = 0
         backoff = Backoff(self.config.retry_backoff, self.config.retry_backoff_max)
         while targets and not self._stopping.is_set():
+            began = self.totals.clock()
             self._resync()
+            began = self.totals.add_cpu("renew", began)
             # Undecided claims of other batches this pass's view assumes.
             foreign = [(b, pid) for pid in self._inflight if (b := self._waiting.get(pid))]
             candidates: dict[str, tuple[Target, dict[str, int], str]] = {}
@@ -61,6 +63,7 @@ class _Placing(_Reports):
             t0 = time.perf_counter()
             proposed = self._plan(targets, candidates, blocked)
             t1 = time.perf_counter()
+            self.totals.add_cpu("plan", began)
             retry: list[Target] = []
             if proposed is not None:
                 retry = await self._decided(proposed, planned)
@@ -127,6 +130,7 @@ class _Placing(_Reports):
     ) -> list[Target]:
         """Propose, wait for the decisions, count them; the targets of rejected ones."""
         decisions = await self._propose(proposed, planned)
+        began = self.totals.clock()
         retry: list[Target] = []
         committed = placed = 0
         for pid, pl in zip(proposed.pids, proposed.placements, strict=True):
@@ -147,6 +151,7 @@ class _Placing(_Reports):
         self.totals.placed_pods += placed
         metrics.REPLICA_PROPOSALS.labels(self.id, "committed").inc(committed)
         metrics.REPLICA_PLACED_PODS.labels(self.id).inc(placed)
+        self.totals.add_cpu("decided", began)
         return retry
 
     def _requests_of(self, cid: int) -> dict[str, int]:
@@ -250,6 +255,7 @@ class _Placing(_Reports):
         replica's fold (proposal id -> decision). ``planned`` is set once the claims
         are recorded (before the first await: the view and the claims never
         disagree)."""
+        began = self.totals.clock()
         if not self.totals.first_proposal_at:
             self.totals.first_proposal_at = time.perf_counter()
         pids = proposed.pids
@@ -258,6 +264,7 @@ class _Placing(_Reports):
         if planned is not None:
             planned.set()
         self.totals.proposals += len(pids)
+        self.totals.add_cpu("claim", began)
         try:
             pending: Sequence[int] = range(len(pids))
             while True:
@@ -286,7 +293,9 @@ class _Placing(_Reports):
             await self._submit([self._data(proposed, i) for i in which])
             return
         assert self._producer is not None
+        began = self.totals.clock()
         records = self._records(proposed, which)
+        self.totals.add_cpu("records", began)
         producer = self._producer
         await retry_transient(
             lambda: send_signed(producer, self.bus.keyring, self.bus.topics.proposals, records),

@@ -131,6 +131,8 @@ class Replica(_WorkLoop):
             await retry_transient(
                 self._producer.start, what="producer start", service=SERVICE, peer="bus"
             )
+        # CPU from here on is the work's (stats: cpu_after_start_s).
+        self._started_cpu = (time.process_time(), time.thread_time())
 
     async def stop(self) -> None:
         """Leave the group (uncommitted work is redelivered), stop following; idempotent.
@@ -176,6 +178,13 @@ class Replica(_WorkLoop):
         out["log_reads"] = self.follower.reads
         out["log_rows"] = self.follower.rows_read
         out["follow_cpu_s"] = round(self.follower.follow_cpu, 6)
+        if self._started_cpu is not None:
+            # The process's CPU since placing started, and its work loop's thread's (of
+            # which cpu_s and follow_cpu_s are parts; the rest is the bus client's
+            # fetches and sends, the event loop and the store reads).
+            process, thread = self._started_cpu
+            out["cpu_after_start_s"] = round(time.process_time() - process, 6)
+            out["loop_cpu_after_start_s"] = round(time.thread_time() - thread, 6)
         if isinstance(self.follower, FeedFollower):
             # (log_reads and log_rows then count feed messages and their parts)
             out["feed_bridged"] = self.follower.bridged

@@ -197,6 +197,7 @@ class _WorkLoop(_Share):
         ``planned`` is set once the batch's first proposals are claimed (the next batch
         may be placed); ``prev`` is awaited before committing offsets (poll order).
         """
+        began = self.totals.clock()
         targets: dict[tuple[str, str], Target] = {}
         origin: dict[tuple[str, str], Message] = {}
         # Following the feed: the pods to enter from their submissions, with the
@@ -227,6 +228,7 @@ class _WorkLoop(_Share):
                     upto = position
         self.totals.work_items += len(msgs)
         self.totals.batches += 1
+        self.totals.add_cpu("work", began)
         if (
             targets
             and upto > self.follower.position
@@ -268,6 +270,7 @@ class _WorkLoop(_Share):
             )
         if planned is not None:
             planned.set()
+        began = self.totals.clock()
         consumer = self._consumer
         if commit and consumer is not None and consumer.moving_share() is not None:
             # The group is rebalancing: this share is revoked, so a commit fails, and
@@ -278,22 +281,27 @@ class _WorkLoop(_Share):
         if prev is not None and commit:
             # Offsets in poll order: committing this batch's offsets first would also
             # commit the earlier batch's items on the same partitions, still undecided.
+            self.totals.add_cpu("commit", began)
             await asyncio.shield(prev)
+            began = self.totals.clock()
         offsets: dict[tuple[str, int], int] = {}
         for m in msgs:
             k = (m.topic, m.partition)
             offsets[k] = max(offsets.get(k, 0), m.offset + 1)
         if consumer is not None and commit:
+            self.totals.add_cpu("commit", began)
             try:
                 await consumer.commit(offsets)
             except BusError as exc:
                 # Everything is durable; redelivered items are skipped (no longer pending).
                 log.warning("work offset commit failed (%s); items will be redelivered", exc)
+            began = self.totals.clock()
         metrics.REPLICA_PENDING.labels(self.id).set(self.pending_count())
         if self.placer is not None:
             metrics.REPLICA_CACHE_HIT_RATE.labels(self.id).set(
                 self.placer.stats()["cache_hit_rate"]
             )
+        self.totals.add_cpu("commit", began)
 
     async def _deadletter(self, dead: list[Dead]) -> None:
         """Refuse work items this replica cannot act on (their offsets are committed

@@ -46,6 +46,11 @@ def _check_two_replica_run(run: dict) -> None:
     assert lat["missing"] == 0 and 0 < lat["p50_ms"] <= lat["p99_ms"]
     assert "sent->stored" in lat["stages"]
     assert {"commit", "dispatch", "ingest", "replica-r1"} <= set(run["cpu_us_per_pod"])
+    # each replica's CPU by part of its work, per pod it placed
+    for name in ("replica-r1", "replica-r2"):
+        parts = run["replica_cpu_us"][name]["per_placed_pod"]
+        assert parts["plan"] > 0 and parts["work"] > 0 and parts["follow"] > 0, parts
+        assert parts["total"] >= parts["plan"] + parts["work"] + parts["follow"], parts
     # Idle, no service spins: each waits for work at a small fraction of a core (the
     # replicas pause their fetches, the others' fetch waits grow). (The broker is the
     # test's own here, not a process the benchmark started and measures.)
@@ -141,3 +146,33 @@ def test_job_payloads_are_the_jobs_alone_keyed_by_the_job():
     assert len(pods) == 25 and pods[:2] == ["tput/job-0-w-0", "tput/job-0-w-1"]
     assert [orjson.loads(v)["type"] for _k, v in records] == ["esched.job.submitted"] * 3
     assert [k for k, _v in records] == ["tput/job-0", "tput/job-10", "tput/job-20"]
+
+
+def test_the_replica_cpu_breakdown_divides_each_part_by_placed_and_flow_pods() -> None:
+    from esched.services.bench_e2e.throughput import replica_cpu_breakdown
+
+    stats = {
+        "replica-r1": {
+            "placed_pods": 100,
+            "cpu_s": {"work": 0.001, "plan": 0.002},
+            "follow_cpu_s": 0.003,
+            "cpu_after_start_s": 0.010,
+            "loop_cpu_after_start_s": 0.008,
+        },
+        "replica-r2": {"placed_pods": 300, "cpu_after_start_s": None},
+    }
+    # the throughput phase's CPU: 50 us a pod of the flow, of which 15 counted
+    out = replica_cpu_breakdown(stats, {"replica-r1": 50.0}, 400)
+    assert list(out) == ["replica-r1"]  # r2 reported no CPU
+    assert out["replica-r1"]["per_flow_pod"]["window_rest"] == 35.0
+    del out["replica-r1"]["per_placed_pod"]["window_rest"]
+    assert out["replica-r1"]["per_placed_pod"] == {
+        "work": 10.0,
+        "plan": 20.0,
+        "follow": 30.0,
+        "loop_rest": 20.0,
+        "other_threads": 20.0,
+        "total": 100.0,
+    }
+    # the flow: 400 pods placed by both
+    assert out["replica-r1"]["per_flow_pod"]["total"] == 25.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 import time
 from collections import Counter
 from typing import Any
@@ -391,6 +392,61 @@ async def test_a_rejected_claim_of_an_earlier_batch_is_released_for_the_next_one
         state = await fold_log(store)
         assert state.pod(f"{ns}/b")["node"] == "n1"
         assert (await audit_store(store))["ok"]
+    finally:
+        await replica.stop()
+        await commit.stop()
+
+
+async def test_a_replica_counts_the_cpu_of_each_part_of_placing(store):
+    """A batch placed counts its thread's CPU to its parts (work items read, the pass,
+    the claims, the decisions counted), all within the CPU since placing started."""
+    from support.events import node, pod
+
+    await append_events(store, node("n1", cpu="4"), pod("a"))
+    replica, commit, _gate, _held, _sent, ns = await _embedded_replica(store, count_cpu=True)
+    try:
+        head = await store.head()
+        topic = replica.bus.topics.work
+        await asyncio.wait_for(replica.handle([_work(topic, 0, f"{ns}/a", head)]), 10)
+        stats = replica.stats()
+        parts = stats["cpu_s"]
+        assert stats["placed_pods"] == 1
+        assert all(parts[k] > 0 for k in ("work", "renew", "plan", "claim", "decided")), parts
+        counted = sum(parts.values()) + stats["follow_cpu_s"]
+        assert counted <= stats["loop_cpu_after_start_s"] <= stats["cpu_after_start_s"]
+    finally:
+        await replica.stop()
+        await commit.stop()
+
+
+async def test_a_replica_reads_no_cpu_clock_per_part_unless_asked(store, monkeypatch):
+    """Without ``count_cpu`` placing a batch reads no thread CPU clock (a system call
+    per read) and its parts stay at zero."""
+    from support.events import node, pod
+
+    await append_events(store, node("n1", cpu="4"), pod("a"))
+    replica, commit, _gate, _held, _sent, ns = await _embedded_replica(store)
+    reads = 0
+    thread_time = time.thread_time
+
+    def counted() -> float:
+        nonlocal reads
+        # the placing path's reads (the follower counts its own folds apart)
+        caller = sys._getframe(1).f_code.co_filename
+        if "/replica/" in caller and not caller.endswith("feed.py"):
+            reads += 1
+        return thread_time()
+
+    try:
+        head = await store.head()
+        topic = replica.bus.topics.work
+        monkeypatch.setattr(time, "thread_time", counted)
+        await asyncio.wait_for(replica.handle([_work(topic, 0, f"{ns}/a", head)]), 10)
+        monkeypatch.undo()
+        stats = replica.stats()
+        assert stats["placed_pods"] == 1
+        assert set(stats["cpu_s"].values()) == {0.0}
+        assert reads == 0
     finally:
         await replica.stop()
         await commit.stop()
