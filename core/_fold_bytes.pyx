@@ -755,7 +755,7 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n, S
                 _JOB_POD_SPECS[raw] = found
         # (built before anything is set, as _fold._job_submitted: a Job its pods
         # cannot be built of changes nothing)
-        first = _first_pods(b, n, meta, <tuple>found) if pods else ()
+        first = _first_pods(b, n, meta, name, key, <tuple>found) if pods else ()
         if entry is None:
             if group is None:
                 job_name, job_ns = _name_and_namespace(b, n, meta)
@@ -776,28 +776,34 @@ cdef int _payload_job(ClusterState self, const unsigned char* b, Py_ssize_t n, S
     return 1
 
 
-cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, tuple found):
+cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, Span name, str key,
+                      tuple found):
     # The first pods of the Job of metadata ``meta`` as (key, metadata, the pod spec's
     # bytes), from what _JOB_POD_SPECS holds for its spec (``found``):
     # volcano_first_pods' pods (the one builder). For the common shape
     # (_job_spec_parts' pods part) their metadata is volcano_pod_metadata's (the
     # builder's for a template without metadata) and their spec the template's bytes
     # with what the Job adds, the Job not decoded; any other, the builder's pods of
-    # the Job's name, namespace and spec, which is all it reads of a Job.
-    job_name, job_ns = _name_and_namespace(b, n, meta)
-    namespace = job_ns or _ev.DEFAULT_NAMESPACE
+    # the Job's name, namespace and spec, which is all it reads of a Job. ``name``:
+    # the span of the metadata's name (a string, _payload_job checked), ``key`` the
+    # Job's key _pod_key made of it and the namespace: ``namespace/name``, the
+    # builder's gang key and the head of each pod's key (no second walk of the
+    # metadata, no key joined again).
     out = []
     queue = found[0]
     cdef tuple keys
     if queue is not None:
         # The queue and gang the pods' annotations name (the Job's queue, its key),
         # handed to the handler instead of the annotations it would read them from.
-        keys = (queue, f"{namespace}/{job_name}")
+        keys = (queue, key)
+        job_name = _ascii_string(b, name)
         for task_name, replicas, spec_bytes in <list>found[1]:
             for i in range(<Py_ssize_t>replicas):
-                out.append((f"{namespace}/{job_name}-{task_name}-{i}",
+                out.append((f"{key}-{task_name}-{i}",
                             {"labels": volcano_pod_labels(job_name, queue)}, spec_bytes, keys))
         return out
+    job_name, job_ns = _name_and_namespace(b, n, meta)
+    namespace = job_ns or _ev.DEFAULT_NAMESPACE
     job = {"metadata": {"name": job_name, "namespace": namespace}, "spec": found[1]}
     cdef dict task_specs = found[2]
     for task, _i, pod, _bare in volcano_first_pods(job):

@@ -418,3 +418,28 @@ def test_a_jobs_implied_pods_carry_the_builders_labels_queue_and_gang() -> None:
             seen += 1
     assert seen == 1 + 12 + 3 + 2 + 4
     assert state_of(st) == state_of(by_dict(rows))
+
+
+@pytest.mark.parametrize("namespace", ["", None, "ns"])
+def test_a_jobs_implied_pods_are_keyed_by_its_key_in_the_default_namespace_when_none(
+    namespace: str | None,
+) -> None:
+    """The bytes path keys a Job's first pods and their gang by the Job's own key
+    (``namespace/name``, the default namespace for an empty or null one), as the
+    builder names them: each pod at ``<ns>/<job>-<task>-<index>``, in the gang
+    ``<ns>/<job>``, labelled with the Job's name; the state the dict path's."""
+    job = _job(
+        {"name": "w", "replicas": 2, "template": {"spec": _spec("1")}},
+        {"name": "ps", "replicas": 1, "template": {"spec": _spec("2")}},
+    )
+    env = envelope(ev.JOB_SUBMITTED, job)
+    env["data"]["metadata"]["namespace"] = namespace  # (after defaulting: as written)
+    rows = [(1, orjson.dumps(envelope(EV.NODE_ADDED, node("n1")))), (2, _marked(env))]
+    st = by_bytes(rows)
+    ns = namespace or ev.DEFAULT_NAMESPACE
+    label_sets = st.interpod.held_label_sets()[0]
+    for pod in ("w-0", "w-1", "ps-0"):
+        p = st.pod_index[f"{ns}/j-{pod}"]
+        assert st.gang_keys[st.gang_of(p)] == f"{ns}/j"
+        assert label_sets[st.interpod.pod_lset_of(p)][1]["volcano.sh/job-name"] == "j"
+    assert state_of(st) == state_of(by_dict(rows))
