@@ -695,6 +695,58 @@ class _CountingConsumer(_WorkConsumer):
         return not self.paused
 
 
+class _TimedConsumer(_CountingConsumer):
+    """A counting consumer whose fetch requests wait 20 ms, recording each poll's
+    timeout and whether fetching was paused just before it."""
+
+    fetch_wait_ms = 20
+
+    def __init__(self, bus: MemoryBus) -> None:
+        super().__init__(bus)
+        self.timeouts: list[int] = []
+
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        self.timeouts.append(timeout_ms)
+        return await super().poll(timeout_ms, max_records)
+
+
+async def test_an_idle_replicas_check_for_work_is_one_fetch_and_an_event_polls_at_once(
+    pg_url,
+) -> None:
+    # Once idle, the check each idle_poll is a poll of one fetch request's wait and
+    # round trip (20 + 10 ms), not a whole poll (100 ms: five requests at a 20 ms
+    # wait); an event that may make work resumes a whole poll at once.
+    store = open_store(pg_url, poll_interval=60.0)
+    await store.connect()
+    await store.migrate()
+    bus = MemoryBus()
+    consumer = _TimedConsumer(bus)
+    await consumer.start()
+    replica = Replica(
+        store,
+        bus,
+        "r",
+        consumer=consumer,
+        config=ReplicaConfig(idle_after=0.05, idle_poll=0.05, poll_timeout_ms=100),
+    )
+    await append_events(store, node("n1", cpu="8"))
+    await replica.start()
+    task = asyncio.create_task(replica.run())
+    try:
+        await eventually(lambda: consumer.paused, within=10)
+        seen = len(consumer.timeouts)
+        await eventually(lambda: len(consumer.timeouts) >= seen + 3, within=10)
+        assert consumer.timeouts[seen : seen + 3] == [30, 30, 30]
+        checks = len(consumer.timeouts)
+        await append_events(store, pod("b"))
+        await eventually(lambda: 100 in consumer.timeouts[checks:], within=10)
+    finally:
+        await replica.stop()
+        await asyncio.wait_for(task, 10)
+        await consumer.stop()
+        await store.close()
+
+
 async def test_an_idle_replica_neither_polls_work_nor_reads_the_log(pg_url) -> None:
     # Counted, not timed: over a window with nothing appended, an idle replica sends
     # no fetch (its work consumer is paused) and reads nothing from the store (the
