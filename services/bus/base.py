@@ -229,6 +229,12 @@ class BusConsumer(abc.ABC):
         """False while paused by :meth:`pause_fetching`."""
         return True
 
+    @property
+    def fetch_wait_ms(self) -> int:
+        """The longest the next fetch request waits on the broker for records (0: a
+        poll sends no request, e.g. in memory): a poll of about this long sends one."""
+        return 0
+
 
 class Bus(abc.ABC):
     """Factory for producers and group consumers on one bus."""

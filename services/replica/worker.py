@@ -23,6 +23,10 @@ from esched.services.replica.share import _Share
 
 log = logging.getLogger(__name__)
 
+#: An idle check's poll waits this much (ms) beyond the consumer's fetch wait: the
+#: round trip of its one fetch request.
+IDLE_CHECK_SLACK_MS = 10
+
 
 class _WorkLoop(_Share):
     """Poll work and hand each batch to a task of its own."""
@@ -91,6 +95,7 @@ class _WorkLoop(_Share):
         or ``idle_poll`` s pass: an idle replica sends no fetch requests."""
         cfg = self.config
         may_come = self._work_may_come
+        timeout_ms: int | None = None  # a whole poll
         now = time.monotonic()
         if may_come.is_set():
             may_come.clear()
@@ -99,17 +104,28 @@ class _WorkLoop(_Share):
             consumer.pause_fetching()
             try:
                 await asyncio.wait_for(may_come.wait(), cfg.idle_poll)
+                woken = True
             except TimeoutError:
-                pass
+                woken = False
             finally:
                 consumer.resume_fetching()
             if self._stopping.is_set():
                 return []
             may_come.clear()
-        msgs = await self.poll_batch(consumer)
+            if not woken:
+                # The idle check: one fetch request's wait, not a whole poll's (at the
+                # 20 ms wait a 100 ms poll sent five): work found starts a batch as
+                # usual; none, and the next pass pauses again.
+                timeout_ms = self._check_ms(consumer)
+        msgs = await self.poll_batch(consumer, timeout_ms)
         if msgs:
             self._idle_since = time.monotonic()
         return msgs
+
+    def _check_ms(self, consumer: BusConsumer) -> int:
+        """An idle check's poll: long enough for one fetch request's answer (its wait
+        on the broker and the round trip), at most a whole poll."""
+        return min(self.config.poll_timeout_ms, consumer.fetch_wait_ms + IDLE_CHECK_SLACK_MS)
 
     def _batch_done(self, task: asyncio.Task, slots: asyncio.Semaphore) -> None:
         self._batches.discard(task)
@@ -119,9 +135,12 @@ class _WorkLoop(_Share):
             # end the service, as it did before batches ran in tasks.
             self._failed = task.exception()
 
-    async def poll_batch(self, consumer: BusConsumer) -> list[Message]:
+    async def poll_batch(
+        self, consumer: BusConsumer, timeout_ms: int | None = None
+    ) -> list[Message]:
         """One batch of work items from ``consumer``, as :meth:`run` polls them
-        (lingering briefly while more keeps arriving).
+        (lingering briefly while more keeps arriving); the first poll waits
+        ``timeout_ms`` (default ``poll_timeout_ms``).
 
         A broker blip is an empty poll (:func:`poll_or_pause`); one while lingering
         ends the batch with the items already polled (the consumer's position is past
@@ -129,7 +148,7 @@ class _WorkLoop(_Share):
         """
         msgs = await poll_or_pause(
             consumer,
-            self.config.poll_timeout_ms,
+            self.config.poll_timeout_ms if timeout_ms is None else timeout_ms,
             self.config.batch_size,
             service=SERVICE,
             pause=0.5,

@@ -346,6 +346,15 @@ class Waker(abc.ABC):
         waker with :attr:`reads_payloads` while :attr:`alive`."""
         raise NotImplementedError
 
+    def read_begins(self) -> None:  # noqa: B027 - optional: a waker that polls compares nothing
+        """A read of the log begins: what :meth:`may_have_grown` compares with."""
+
+    def may_have_grown(self) -> bool:
+        """After a wait of ``poll_interval`` without a wake-up: whether the log may have
+        grown, unsignalled, since the last read began (False: the subscription skips
+        that poll's read and waits again). By default always: every poll reads."""
+        return True
+
 
 class Subscription(AsyncIterator[list[StoredEvent]]):
     """Catch up from a position, then follow the log live.
@@ -410,6 +419,8 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
         self.reads = 0
         #: Rows those reads brought: with ``reads``, the rows a read gathers.
         self.rows = 0
+        #: Polls whose read the waker ruled out (:meth:`Waker.may_have_grown`).
+        self.polls_skipped = 0
 
     def __aiter__(self) -> Subscription:
         return self
@@ -454,6 +465,7 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
                         raise StopAsyncIteration
             self._wake.clear()
             began = time.monotonic()
+            self._waker.read_begins()
             self.reads += 1
             try:
                 if not self._payloads:
@@ -475,10 +487,19 @@ class Subscription(AsyncIterator[list[StoredEvent]]):
             if events:
                 self.position = events[-1][0]  # position: a row's and a pair's first field
                 return events
+            await self._wait_for_growth()
+
+    async def _wait_for_growth(self) -> None:
+        """Wait for a wake-up, or for a poll at which the waker cannot rule out that
+        the log grew unsignalled (a lost NOTIFY, another process's SQLite append)."""
+        while True:
             try:
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                return
             except TimeoutError:
-                pass
+                if self._closed or not self._waker.alive or self._waker.may_have_grown():
+                    return
+                self.polls_skipped += 1
 
 
 # --------------------------------------------------------------------------- the port

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -54,6 +55,11 @@ from .chain import (
 )
 
 __all__ = ["CHAIN_COPY", "PostgresEventStore"]
+
+#: With the LISTEN connection up, how often (s) a subscription reads the log without
+#: a notification (instead of every ``poll_interval``): only for a connection that
+#: died without asyncpg noticing (see :meth:`_ListenWaker.may_have_grown`).
+LISTEN_POLL_INTERVAL = 30.0
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -639,6 +645,17 @@ class _ListenWaker(Waker):
         self._url = url
         self._command_timeout = command_timeout
         self._conn: asyncpg.Connection | None = None
+        self._read_at = -math.inf  # monotonic time the last read began
+
+    def read_begins(self) -> None:
+        self._read_at = time.monotonic()
+
+    def may_have_grown(self) -> bool:
+        # Every append notifies in its own transaction, and a notification is lost
+        # only with its connection, which asyncpg reports (alive turns False: the
+        # subscription reads and reconnects). What is left is a connection dead
+        # without a word: read once every LISTEN_POLL_INTERVAL for it.
+        return time.monotonic() - self._read_at >= LISTEN_POLL_INTERVAL
 
     async def start(self, wake: asyncio.Event) -> None:
         try:

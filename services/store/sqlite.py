@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import sqlite3
 import threading
 import time
@@ -396,7 +397,7 @@ class SqliteEventStore(EventStore):
             raise StoreError("event store is closed" if self._closed else "store not connected")
         sub = Subscription(
             self,
-            _LocalWaker(self._wakeups),
+            _LocalWaker(self._wakeups, self.path),
             after,
             batch,
             poll_interval=self._poll_interval,
@@ -565,12 +566,47 @@ class _Wakeups:
             loop.call_soon_threadsafe(event.set)
 
 
-class _LocalWaker(Waker):
-    """Woken by this process's appends; other processes are covered by polling."""
+#: A file's modification time is the kernel's coarse clock (a few ms): a commit in
+#: the same tick as a read's stamp may leave it as it was, so a stamp taken less
+#: than this long (ns) after a file was written proves nothing.
+_MTIME_MARGIN_NS = 100_000_000
 
-    def __init__(self, wakeups: _Wakeups) -> None:
+_Stamp = tuple[tuple[tuple[int, int, int] | None, ...], int]
+
+
+class _LocalWaker(Waker):
+    """Woken by this process's appends; other processes' are found by polling, whose
+    read is skipped while the database file and its WAL are as they were when the
+    last read began (a commit writes the WAL: a stat of two files, no query)."""
+
+    def __init__(self, wakeups: _Wakeups, path: str) -> None:
         self._wakeups = wakeups
         self._entry: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self._files = (path, path + "-wal")
+        self._stamp: _Stamp | None = None
+
+    def _now(self) -> _Stamp:
+        found: list[tuple[int, int, int] | None] = []
+        for name in self._files:
+            try:
+                st = os.stat(name)
+            except OSError:
+                found.append(None)
+            else:
+                found.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(found), time.time_ns()
+
+    def read_begins(self) -> None:
+        self._stamp = self._now()
+
+    def may_have_grown(self) -> bool:
+        if self._stamp is None:
+            return True
+        files, at = self._stamp
+        if files[0] is None or self._now()[0] != files:
+            return True  # no file to watch (in memory), or written since
+        newest = max(f[2] for f in files if f is not None)
+        return at - newest < _MTIME_MARGIN_NS
 
     async def start(self, wake: asyncio.Event) -> None:
         self._entry = (asyncio.get_running_loop(), wake)

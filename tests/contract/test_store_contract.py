@@ -464,6 +464,33 @@ async def test_a_payload_subscription_gathers_the_appends_of_its_interval_into_o
         assert sub.rows == 6  # the rows of both reads: a read's size is rows / reads
 
 
+async def test_a_quiet_log_is_not_reread_at_each_poll_but_an_unsignalled_append_is_found(
+    store_url: str,
+) -> None:
+    # Counted, not timed: while nothing is appended, the polls every 50 ms read
+    # nothing (the LISTEN connection is up; the SQLite files are as they were);
+    # an append by another store (on SQLite: no in-process wake-up, as from
+    # another process) is still handed out.
+    reader, writer = open_store(store_url, poll_interval=0.05), open_store(store_url)
+    await reader.connect()
+    await reader.migrate()
+    await writer.connect()
+    try:
+        await writer.append([ev()])
+        async with reader.subscribe(0) as sub:
+            assert [e.position for e in await anext(sub)] == [1]
+            following = asyncio.create_task(anext(sub))
+            await eventually(lambda: sub.polls_skipped >= 1, within=10)
+            reads, skipped = sub.reads, sub.polls_skipped
+            await eventually(lambda: sub.polls_skipped >= skipped + 5, within=10)
+            assert sub.reads == reads
+            await writer.append([ev()])
+            assert [e.position for e in await asyncio.wait_for(following, 10)] == [2]
+    finally:
+        await writer.close()
+        await reader.close()
+
+
 def _payload(rows: list[StoredEvent]) -> bytes:
     return bytes(rows[0].payload)
 

@@ -9,11 +9,13 @@ is measured. Plus the pieces: reason codes, the shared in-process consumer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -695,29 +697,72 @@ class _CountingConsumer(_WorkConsumer):
         return not self.paused
 
 
+class _TimedConsumer(_CountingConsumer):
+    """A counting consumer whose fetch requests wait 20 ms, recording each poll's
+    timeout and whether fetching was paused just before it."""
+
+    fetch_wait_ms = 20
+
+    def __init__(self, bus: MemoryBus) -> None:
+        super().__init__(bus)
+        self.timeouts: list[int] = []
+
+    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        self.timeouts.append(timeout_ms)
+        return await super().poll(timeout_ms, max_records)
+
+
+@contextlib.asynccontextmanager
+async def _idle_replica(
+    pg_url: str, consumer_type: type[_CountingConsumer], config: ReplicaConfig
+) -> AsyncIterator[tuple[EventStore, _CountingConsumer, Replica]]:
+    """A replica running on a one-node log with ``consumer_type`` as its work
+    consumer (the store's safety-net poll set out of any test's window)."""
+    store = open_store(pg_url, poll_interval=60.0)
+    await store.connect()
+    await store.migrate()
+    bus = MemoryBus()
+    consumer = consumer_type(bus)
+    await consumer.start()
+    replica = Replica(store, bus, "r", consumer=consumer, config=config)
+    await append_events(store, node("n1", cpu="8"))
+    await replica.start()
+    task = asyncio.create_task(replica.run())
+    try:
+        yield store, consumer, replica
+    finally:
+        await replica.stop()
+        await asyncio.wait_for(task, 10)
+        await consumer.stop()
+        await store.close()
+
+
+async def test_an_idle_replicas_check_for_work_is_one_fetch_and_an_event_polls_at_once(
+    pg_url,
+) -> None:
+    # Once idle, the check each idle_poll is a poll of one fetch request's wait and
+    # round trip (20 + 10 ms), not a whole poll (100 ms: five requests at a 20 ms
+    # wait); an event that may make work resumes a whole poll at once.
+    config = ReplicaConfig(idle_after=0.05, idle_poll=0.05, poll_timeout_ms=100)
+    async with _idle_replica(pg_url, _TimedConsumer, config) as (store, consumer, _r):
+        assert isinstance(consumer, _TimedConsumer)
+        await eventually(lambda: consumer.paused, within=10)
+        seen = len(consumer.timeouts)
+        await eventually(lambda: len(consumer.timeouts) >= seen + 3, within=10)
+        assert consumer.timeouts[seen : seen + 3] == [30, 30, 30]
+        checks = len(consumer.timeouts)
+        await append_events(store, pod("b"))
+        await eventually(lambda: 100 in consumer.timeouts[checks:], within=10)
+
+
 async def test_an_idle_replica_neither_polls_work_nor_reads_the_log(pg_url) -> None:
     # Counted, not timed: over a window with nothing appended, an idle replica sends
     # no fetch (its work consumer is paused) and reads nothing from the store (the
     # LISTEN connection wakes it; the safety-net poll is set out of the window). Any
     # event that may make work (a pod submitted) resumes fetching; the committed
     # placements of other replicas do not.
-    store = open_store(pg_url, poll_interval=60.0)
-    await store.connect()
-    await store.migrate()
-    bus = MemoryBus()
-    consumer = _CountingConsumer(bus)
-    await consumer.start()
-    replica = Replica(
-        store,
-        bus,
-        "r",
-        consumer=consumer,
-        config=ReplicaConfig(idle_after=0.1, idle_poll=60.0, poll_timeout_ms=20),
-    )
-    await append_events(store, node("n1", cpu="8"))
-    await replica.start()
-    task = asyncio.create_task(replica.run())
-    try:
+    config = ReplicaConfig(idle_after=0.1, idle_poll=60.0, poll_timeout_ms=20)
+    async with _idle_replica(pg_url, _CountingConsumer, config) as (store, consumer, replica):
         await eventually(lambda: consumer.paused, within=10)
         polls, reads = consumer.polls, replica.follower.reads
         await asyncio.sleep(1.0)  # the window the idle cost is counted over
@@ -736,11 +781,6 @@ async def test_an_idle_replica_neither_polls_work_nor_reads_the_log(pg_url) -> N
         # A pod submitted may make work: fetching resumes at once.
         await append_events(store, pod("b"))
         await eventually(lambda: consumer.polls > polls, within=10)
-    finally:
-        await replica.stop()
-        await asyncio.wait_for(task, 10)
-        await consumer.stop()
-        await store.close()
 
 
 @pytest.mark.parametrize("count", [0, 1, 7, 8, 40])
