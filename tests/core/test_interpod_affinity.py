@@ -11,6 +11,7 @@ for it (the same one for incoming and existing pods, as in kube).
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
@@ -18,7 +19,9 @@ from hypothesis import strategies as hst
 from esched.core import ClusterState, Placer
 from esched.core.reasons import unschedulable_message
 from esched.core.schedule import PassConfig, SchedulingPass, Target
-from support.fold import EV, Log, node, pod
+from esched.schemas.volcano_jobs import default_job
+from support.events import NAMESPACE, one_pod_job
+from support.fold import EV, Log, commit, envelope, node, pod
 
 AFF = "node(s) didn't match pod affinity rules"
 ANTI = "node(s) didn't match pod anti-affinity rules"
@@ -463,42 +466,16 @@ def test_pods_without_labels_get_their_namespaces_label_set_whatever_came_before
 
 
 def _one_pod_job(log: Log, name: str, node_name: str) -> str:
-    """A one-pod Volcano Job ``ns/<name>`` folded as ingest stores it (its pod implied,
+    """A one-pod Volcano Job ``t/<name>`` folded as ingest stores it (its pod implied,
     labelled ``volcano.sh/job-name: <name>``), its pod committed to ``node_name``."""
-    import orjson
-
-    from esched.schemas.volcano_jobs import default_job
-    from support.fold import commit, envelope
-
-    job = default_job(
-        {
-            "apiVersion": "batch.volcano.sh/v1alpha1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": "ns"},
-            "spec": {
-                "tasks": [
-                    {
-                        "name": "w",
-                        "replicas": 1,
-                        "template": {
-                            "spec": {
-                                "containers": [
-                                    {"name": "c", "resources": {"requests": {"cpu": "1"}}}
-                                ]
-                            }
-                        },
-                    }
-                ]
-            },
-        }
-    )
+    job = default_job(one_pod_job(name))
     env = envelope(EV.JOB_SUBMITTED, job)
     log.position += 1
     assert log.state.apply_payloads([(log.position, EV.stored_form(env, orjson.dumps(env))[1])])
-    key = f"ns/{name}-w-0"
+    key = f"{NAMESPACE}/{name}-w-0"
     assert key in log.state.pending_pods()
     res = {"cpu": 1000, "memory": 0, "pods": 1}
-    log(EV.PLACEMENT_COMMITTED, commit((key, node_name, res), gang=f"ns/{name}"))
+    log(EV.PLACEMENT_COMMITTED, commit((key, node_name, res), gang=f"{NAMESPACE}/{name}"))
     assert key not in log.state.pending_pods()
     return key
 
@@ -511,7 +488,7 @@ def test_a_one_pod_jobs_pod_is_found_by_anti_affinity_on_its_job_name():
     _one_pod_job(log, "j1", "n0")
 
     def avoiding(job: str) -> dict:
-        anti = [term({"matchLabels": {"volcano.sh/job-name": job}}, HOST, namespaces=["ns"])]
+        anti = [term({"matchLabels": {"volcano.sh/job-name": job}}, HOST, namespaces=[NAMESPACE])]
         return lpod(f"q-{job}", {}, anti=anti)
 
     assert Placer(st).fits(avoiding("j1"), "n0") == [ANTI]
