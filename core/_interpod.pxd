@@ -18,7 +18,9 @@ cdef class InterPodIndex:
     cdef str bare_ns                     # the last namespace of an unlabeled, unowned pod
     cdef int bare_ns_lset                # ... and its label set (what lset_fast has for it)
     cdef list lset_match                 # id -> set of matcher ids it matches
-    cdef dict lset_by_label              # (label, value) -> {id of a label set with it: None}
+    cdef dict lset_by_label              # (label, value) -> {id of a label set with it: None},
+                                         # for the label keys in by_label_keys only
+    cdef set by_label_keys               # label keys some matcher's selector led with
     cdef public list lset_owned          # id -> its pods get default spread constraints
     cdef dict default_memo               # lset -> {profile defaults: (spread, soft)}
     cdef public dict key_index           # topology key -> id

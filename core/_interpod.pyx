@@ -241,16 +241,24 @@ cdef Py_ssize_t _new_lset(InterPodIndex self, str ns, dict lab, tuple items, tup
             grown[: i] = self.lset_refs_np[: i]
             self.lset_refs_np = grown
             self.lset_refs = grown
-    for kv in items:
-        got = self.lset_by_label.get(kv)
-        if got is None:
-            self.lset_by_label[kv] = {i: None}
-        else:
-            (<dict>got)[i] = None
+    if self.by_label_keys:
+        for kv in items:
+            if (<tuple>kv)[0] in self.by_label_keys:
+                _index_label(self, kv, i)
     if h == -1:
         h = PyObject_Hash(key)
     _PyDict_SetItem_KnownHash(self.lset_index, key, i, h)
     return i
+
+
+cdef inline int _index_label(InterPodIndex self, tuple kv, Py_ssize_t i) except -1:
+    # Label set i carries pair kv, of a key some matcher's selector leads with.
+    got = self.lset_by_label.get(kv)
+    if got is None:
+        self.lset_by_label[kv] = {i: None}
+    else:
+        (<dict>got)[i] = None
+    return 0
 
 
 cdef inline int _hold(InterPodIndex self, Py_ssize_t p, Py_ssize_t got) except -1:
@@ -331,6 +339,7 @@ cdef class InterPodIndex:
         self.bare_ns_lset = -1
         self.lset_match = []
         self.lset_by_label = {}
+        self.by_label_keys = set()
         self.lset_owned = []
         self.default_memo = {}
         self.key_index = {}
@@ -435,11 +444,13 @@ cdef class InterPodIndex:
             return 0
         key = <tuple>self.lset_keys[i]
         del self.lset_index[key]
-        for kv in <tuple>key[1]:
-            ids = <dict>self.lset_by_label[kv]
-            del ids[i]
-            if not ids:
-                del self.lset_by_label[kv]
+        if self.by_label_keys:
+            for kv in <tuple>key[1]:
+                if (<tuple>kv)[0] in self.by_label_keys:
+                    ids = <dict>self.lset_by_label[kv]
+                    del ids[i]
+                    if not ids:
+                        del self.lset_by_label[kv]
         fast = self.lset_fast_keys[i]
         if fast is not None:
             for f in <list>fast:
@@ -565,7 +576,7 @@ cdef class InterPodIndex:
         pod outside the state), ``label_set_ids`` (the table's length: the most label
         sets live at once), ``matchers`` and ``matcher_ids`` alike, ``arrays`` (counts,
         owners and scored arrays), ``label_pairs`` (distinct (label, value) pairs of the
-        label sets), ``memo`` (label sets with memoized terms)."""
+        label sets, of the keys a selector has led with), ``memo`` (label sets with memoized terms)."""
         return {
             "label_sets": len(self.lset_index),
             "label_set_ids": len(self.lsets),
@@ -757,11 +768,25 @@ cdef class InterPodIndex:
 
     cdef object _candidates(self, tuple parts):
         # The label sets a matcher may match: those carrying a part's first
-        # matchLabels pair (a selector needs all of them), else all ids.
+        # matchLabels pair (a selector needs all of them), else all ids. Label sets
+        # are indexed by the keys such a pair has named only (a Volcano Job's pods
+        # bring a new job-name each, which no selector may ever name): the first
+        # matcher to lead with a key indexes the label sets that carry it.
+        cdef Py_ssize_t i
         for pt in parts:
             sel = pt[1]
             if sel is not None and sel[0]:
-                return self.lset_by_label.get(sel[0][0], ())
+                kv = sel[0][0]
+                label = (<tuple>kv)[0]
+                if label not in self.by_label_keys:
+                    self.by_label_keys.add(label)
+                    for i, key in enumerate(self.lset_keys):
+                        if key is None:
+                            continue
+                        for pair in <tuple>(<tuple>key)[1]:
+                            if (<tuple>pair)[0] == label:
+                                _index_label(self, pair, i)
+                return self.lset_by_label.get(kv, ())
         return range(len(self.lsets))
 
     cpdef tuple terms(self, Py_ssize_t c, Py_ssize_t lset):

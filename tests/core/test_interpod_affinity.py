@@ -11,6 +11,7 @@ for it (the same one for incoming and existing pods, as in kube).
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
@@ -18,7 +19,9 @@ from hypothesis import strategies as hst
 from esched.core import ClusterState, Placer
 from esched.core.reasons import unschedulable_message
 from esched.core.schedule import PassConfig, SchedulingPass, Target
-from support.fold import EV, Log, node, pod
+from esched.schemas.volcano_jobs import default_job
+from support.events import NAMESPACE, one_pod_job
+from support.fold import EV, Log, commit, envelope, node, pod
 
 AFF = "node(s) didn't match pod affinity rules"
 ANTI = "node(s) didn't match pod anti-affinity rules"
@@ -460,3 +463,43 @@ def test_pods_without_labels_get_their_namespaces_label_set_whatever_came_before
         key = f"{ns}/{name}{i}"
         ip.set_pod(i, key, lab, owned)
         assert ip.pod_lset_of(i) == ip.lset(key.split("/", 1)[0], lab, owned)
+
+
+def _one_pod_job(log: Log, name: str, node_name: str) -> str:
+    """A one-pod Volcano Job ``t/<name>`` folded as ingest stores it (its pod implied,
+    labelled ``volcano.sh/job-name: <name>``), its pod committed to ``node_name``."""
+    job = default_job(one_pod_job(name))
+    env = envelope(EV.JOB_SUBMITTED, job)
+    log.position += 1
+    assert log.state.apply_payloads([(log.position, EV.stored_form(env, orjson.dumps(env))[1])])
+    key = f"{NAMESPACE}/{name}-w-0"
+    assert key in log.state.pending_pods()
+    res = {"cpu": 1000, "memory": 0, "pods": 1}
+    log(EV.PLACEMENT_COMMITTED, commit((key, node_name, res), gang=f"{NAMESPACE}/{name}"))
+    assert key not in log.state.pending_pods()
+    return key
+
+
+def test_a_one_pod_jobs_pod_is_found_by_anti_affinity_on_its_job_name():
+    # Each one-pod Job's pod brings a label set of its own (its job-name): a pod whose
+    # anti-affinity names that job finds it, whether the term came before the Job or
+    # after it (label sets are indexed by a label key once a selector leads with it).
+    st, log = _hosts(2)
+    _one_pod_job(log, "j1", "n0")
+
+    def avoiding(job: str) -> dict:
+        anti = [term({"matchLabels": {"volcano.sh/job-name": job}}, HOST, namespaces=[NAMESPACE])]
+        return lpod(f"q-{job}", {}, anti=anti)
+
+    assert Placer(st).fits(avoiding("j1"), "n0") == [ANTI]
+    assert Placer(st).fits(avoiding("j1"), "n1") == []
+    # A pending pod avoiding j2 before j2 exists: its term is resolved first.
+    log(EV.POD_SUBMITTED, avoiding("j2"))
+    assert Placer(st).fits(avoiding("j2"), "n1") == []
+    _one_pod_job(log, "j2", "n1")
+    assert Placer(st).fits(avoiding("j2"), "n1") == [ANTI]
+    assert Placer(st).fits(avoiding("j2"), "n0") == []
+    assert Placer(st).fits(avoiding("j1"), "n0") == [ANTI]
+    _one_pod_job(log, "j3", "n0")  # a Job after the key was indexed, its term after it
+    assert Placer(st).fits(avoiding("j3"), "n0") == [ANTI]
+    assert Placer(st).fits(avoiding("j4"), "n0") == Placer(st).fits(avoiding("j4"), "n1") == []
