@@ -1,7 +1,8 @@
 """How late a record reaches a reader that waits at the broker, and what the reader
-costs while idle, per fetch wait: ``python -m esched.services.bus.bench_wait
+costs while idle, per fetch wait: ``python -m esched.services.bench_wait
 [WAITS_MS [RECORDS [IDLE_S]]]`` (default ``200,1000,5000 25 15``), on a local tansu
-broker (:class:`~esched.services.devbroker.DevBroker`) or ``$ESCHED_KAFKA``.
+broker (:class:`~esched.services.devbroker.DevBroker`) or ``$ESCHED_KAFKA``; one JSON
+line per wait (``wait_ms``, ``idle_cpu_share``, ``delay_ms``: median, p90, max).
 
 For each wait, one reader of a feed topic of its own (``wait_ms``, as a replica's
 feed reader) and one producer in this process: the process's CPU share over
@@ -21,13 +22,16 @@ import random
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
+
+import orjson
 
 from esched.services.bus.base import TopicNames
 from esched.services.bus.kafka import KafkaBus
 
 
-async def measure(bootstrap: str, wait_ms: int, records: int, idle_s: float) -> str:
-    """One wait's line of figures (see the module)."""
+async def measure(bootstrap: str, wait_ms: int, records: int, idle_s: float) -> dict[str, Any]:
+    """One wait's figures (see the module)."""
     bus = KafkaBus(bootstrap, TopicNames(f"wait{wait_ms}-{os.getpid()}."))
     await bus.ensure_topics(1)
     consumer = bus.consumer([bus.topics.feed], "bench-wait", exclusive=True, wait_ms=wait_ms)
@@ -60,11 +64,16 @@ async def measure(bootstrap: str, wait_ms: int, records: int, idle_s: float) -> 
         await producer.stop()
         await consumer.stop()
     delays.sort()
-    return (
-        f"wait {wait_ms} ms: idle CPU {idle * 100:.2f}%; send to receipt ms median "
-        f"{delays[len(delays) // 2]:.1f} p90 {delays[int(0.9 * len(delays))]:.1f} "
-        f"max {delays[-1]:.1f} ({records} records)"
-    )
+    return {
+        "wait_ms": wait_ms,
+        "records": records,
+        "idle_cpu_share": round(idle, 5),
+        "delay_ms": {
+            "median": round(delays[len(delays) // 2], 1),
+            "p90": round(delays[int(0.9 * len(delays))], 1),
+            "max": round(delays[-1], 1),
+        },
+    }
 
 
 @contextlib.contextmanager
@@ -82,7 +91,8 @@ def _broker() -> Iterator[str]:
 async def _main(waits: list[int], records: int, idle_s: float) -> None:
     with _broker() as bootstrap:
         for wait in waits:
-            print(await measure(bootstrap, wait, records, idle_s), flush=True)
+            figures = await measure(bootstrap, wait, records, idle_s)
+            print(orjson.dumps(figures).decode(), flush=True)
 
 
 if __name__ == "__main__":
