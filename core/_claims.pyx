@@ -24,7 +24,7 @@ PriorityClasses, its own partitions' pods) must not fall between the first and
 the last event a record covers, or the record applies out of order (a pod bound to
 a node the state has since removed). The writer cuts records there.
 
-Layout (little endian): ``ECL3``, then six tables, each a u32 count of entries:
+Layout (little endian): ``ECL4``, then six tables, each a u32 count of entries:
 resource names, node names and queue names and gang keys (u16 length + UTF-8), class
 definitions (a 64-bit fingerprint of the definition, the fold's ``bytes_hash``
 (``core/_fold_bytes.pxd``), then u32
@@ -33,7 +33,8 @@ owned + u32 length + the labels as a JSON object, empty for none); then a u32 co
 of operations, each a u8 kind (1: bound, 0: released), a u16 partition
 (``NO_PARTITION``: none), the pod's key (u16 length + UTF-8), and for a bound pod:
 u32 node, class, label set, queue and gang (``NONE``: none) indexes into the
-tables, a u8 of flags (``NOT_PREEMPTABLE``), an i64 of GPU device bits and a u8
+tables, a u8 of flags (``NOT_PREEMPTABLE``), an i64 of GPU device bits, the i64 log
+position of the binding (the pod's start, ``ClusterState.pod_starts``) and a u8
 count of (u8 resource index, i64 units) pairs, the binding's allocation.
 """
 
@@ -63,7 +64,7 @@ from esched.core._types cimport PHASE_FREE, PHASE_RUNNING
 __all__ = ["MAGIC", "NONE", "NOT_PREEMPTABLE", "NO_PARTITION", "ClaimsError", "claims_record"]
 
 #: First bytes of a claims record; bump the digit when the layout changes.
-MAGIC = b"ECL3"
+MAGIC = b"ECL4"
 # (C values, read in the loop over a record's operations without a Python object)
 cdef uint32_t _NONE = 0xFFFFFFFF
 cdef int _NOT_PREEMPTABLE = 1
@@ -252,6 +253,7 @@ def claims_record(ClusterState state, partition_of=None) -> bytes:
             lset.to_bytes(4, "little"), queue.to_bytes(4, "little"),
             gang.to_bytes(4, "little"), flags.to_bytes(1, "little"),
             int(state.pod_dev[p]).to_bytes(8, "little", signed=True),
+            int(state.pod_start[p]).to_bytes(8, "little", signed=True),
             len(alloc).to_bytes(1, "little"),
             b"".join([i.to_bytes(1, "little") + u.to_bytes(8, "little", signed=True)
                       for i, u in alloc]),
@@ -664,7 +666,7 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits,
     cdef Py_ssize_t p, n, c, q, g, r, part, count = 0, nres
     cdef int kind, flags
     cdef bint skip
-    cdef int64_t dev
+    cdef int64_t dev, start
     cdef uint32_t ni, ci, li, qi, gi
     ops = _r_u32(&rd)
     for j in range(ops):
@@ -697,11 +699,12 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits,
         li = _r_u32(&rd)
         qi = _r_u32(&rd)
         gi = _r_u32(&rd)
-        _need(&rd, 10)
+        _need(&rd, 18)
         flags = rd.b[rd.i]
         memcpy(&dev, rd.b + rd.i + 1, 8)
-        nres = rd.b[rd.i + 9]
-        rd.i += 10
+        memcpy(&start, rd.b + rd.i + 9, 8)
+        nres = rd.b[rd.i + 17]
+        rd.i += 18
         _need(&rd, 9 * nres)
         if skip:
             rd.i += 9 * nres
@@ -765,6 +768,7 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits,
             memcpy(&self.pod_alloc[p, cols[v]], rd.b + rd.i + 1, 8)
             rd.i += 9
         _bind_allocated(self, p, n, True, dev)
+        self.pod_start[p] = start  # (the binding's position, not the record's)
         count += 1
     if rd.i != rd.n:
         raise ClaimsError("bytes after a claims record's operations")

@@ -9,19 +9,27 @@ below ``minMember`` is evicted whole (its other members are *collateral* victims
 Per candidate node (one where the pod passes every constraint except resources),
 as kube-scheduler's DefaultPreemption does: remove every candidate victim; if the
 pod still does not fit, the node cannot help. Otherwise *reprieve* victims one by
-one, highest band first, then highest priority, putting each back if the pod
-still fits without it; the ones left are the node's victims. So the lowest go
-first and no victim is evicted that the pod does not need gone.
+one, most important first (highest band, then highest priority, then, as kube's
+``MoreImportantPod``, the earliest started: ``ClusterState.pod_starts``, the log
+position of the pod's binding), putting each back if the pod still fits without
+it; the ones left are the node's victims. So the least important go first and no
+victim is evicted that the pod does not need gone.
 
-Among nodes, the plan minimises, lexicographically::
+Among nodes, the plan minimises, lexicographically (``COST_*``)::
 
     cost(node) = (highest band among its victims and collateral,
+                  highest priority among the direct victims,
+                  sum of the direct victims' priorities, each + 2^31,
                   number of victims + collateral gang members,
-                  sum of the direct victims' priorities,
+                  minus the earliest start among the direct victims of that priority,
                   node slot)
 
-i.e. disturb the lowest band possible, then as few pods as possible, then the
-least important ones; the node slot makes it deterministic.
+i.e. Borg's rule first (disturb the lowest band possible), then kube's
+``pickOneNodeForPreemption`` in its order (the lowest highest priority, the
+smallest sum, the fewest pods, the latest start among the highest-priority
+victims); the node slot, where kube takes the first node it lists, makes it
+deterministic. (kube's first criterion, the fewest PodDisruptionBudget
+violations, has no counterpart: esched has no disruption budgets.)
 
 The per-node work is :func:`_node_victims`, ``noexcept nogil`` over raw arrays (a
 CSR list of candidate victims per node, sorted highest-first); the numpy
@@ -65,21 +73,82 @@ __all__ = [
 cdef int _PRODUCTION = Band.PRODUCTION
 
 
+# The node cost's fields, compared in this order (lower is better), then the node
+# slot; COST_PRIORITY is reported, not compared (COST_ADJUSTED orders by it).
+cdef enum:
+    COST_BAND = 0        # highest band among victims and collateral (Borg: lowest first)
+    COST_TOP = 1         # highest priority among the direct victims
+    COST_ADJUSTED = 2    # sum of the direct victims' priorities, each + 2^31
+    COST_PODS = 3        # victims + collateral gang members
+    COST_START = 4       # minus the earliest start among the direct victims of COST_TOP
+    COST_PRIORITY = 5    # sum of the direct victims' priorities
+    COST_FIELDS = 6
+    COST_COMPARED = 5
+
+# kube's pickOneNodeForPreemption adds MaxInt32 + 1 to each victim's priority before
+# summing, so that a node with few pods of negative priority is not picked over one
+# with fewer pods of the same priority.
+cdef int64_t _PRIORITY_OFFSET = 2147483648
+
+
+cdef void _cost(Py_ssize_t lo, Py_ssize_t hi, const int32_t* vic, const uint8_t* chosen,
+                const uint8_t* pband, const int64_t* pprio, const int64_t* pstart,
+                const int32_t* pgang, const int64_t* grun, const int64_t* gmin,
+                const uint8_t* gband, int64_t* gscratch, int64_t* cost) noexcept nogil:
+    """The cost (``COST_*``) of evicting the chosen ``vic[lo:hi]``: Borg's band first,
+    then kube's DefaultPreemption order (pickOneNodeForPreemption), the gangs they
+    push below minMember evicted whole (their other running members counted)."""
+    cdef Py_ssize_t k, p, g
+    cdef int64_t count = 0, prio = 0, adjusted = 0, top = 0, start = 0, left
+    cdef int band = -1
+    for k in range(lo, hi):
+        if not chosen[k]:
+            continue
+        p = vic[k]
+        count += 1
+        prio += pprio[p]
+        adjusted += pprio[p] + _PRIORITY_OFFSET
+        if count == 1 or pprio[p] > top:
+            top = pprio[p]
+            start = pstart[p]
+        elif pprio[p] == top and pstart[p] < start:
+            start = pstart[p]
+        if pband[p] > band:
+            band = pband[p]
+        g = pgang[p]
+        if g >= 0:
+            gscratch[g] += 1
+    # Gangs pushed below minMember go whole: their other running members count too.
+    for k in range(lo, hi):
+        g = pgang[vic[k]]
+        if chosen[k] and g >= 0 and gscratch[g] > 0:
+            left = grun[g] - gscratch[g]
+            if left < gmin[g]:
+                count += left
+                if gband[g] > band:
+                    band = gband[g]
+            gscratch[g] = 0
+    cost[COST_BAND] = band
+    cost[COST_TOP] = top
+    cost[COST_ADJUSTED] = adjusted
+    cost[COST_PODS] = count
+    cost[COST_START] = -start  # the latest start is preferred
+    cost[COST_PRIORITY] = prio
+
+
 cdef bint _node_victims(Py_ssize_t n, Py_ssize_t R, const units_t* alloc, const units_t* used,
                         const units_t* req, const int64_t* off, const int32_t* vic,
                         const units_t* palloc, Py_ssize_t pstride, const uint8_t* pband,
-                        const int64_t* pprio, const int32_t* pgang, const int64_t* grun,
-                        const int64_t* gmin, const uint8_t* gband, int64_t* gscratch,
-                        units_t* free, uint8_t* chosen, int64_t* cost,
+                        const int64_t* pprio, const int64_t* pstart, const int32_t* pgang,
+                        const int64_t* grun, const int64_t* gmin, const uint8_t* gband,
+                        int64_t* gscratch, units_t* free, uint8_t* chosen, int64_t* cost,
                         const uint8_t* must) noexcept nogil:
     """Victims of node ``n`` (``chosen[k]`` = 1 for vic[k]) and their cost; False if
     evicting every candidate there still leaves no room for the pod. ``must[p]``: pod
     p holds a host port the pod needs, so it is never reprieved (kube's reprieve
     runs every filter, NodePorts included)."""
-    cdef Py_ssize_t r, k, p, g
+    cdef Py_ssize_t r, k, p
     cdef bint fits
-    cdef int64_t count = 0, prio = 0, left
-    cdef int band = -1
     for r in range(R):
         free[r] = alloc[n * R + r] - used[n * R + r]
     for k in range(off[n], off[n + 1]):
@@ -89,7 +158,7 @@ cdef bint _node_victims(Py_ssize_t n, Py_ssize_t R, const units_t* alloc, const 
     for r in range(R):
         if req[r] > 0 and free[r] < req[r]:
             return False
-    # Reprieve, highest first (vic is sorted that way within the node).
+    # Reprieve, most important first (vic is sorted that way within the node).
     for k in range(off[n], off[n + 1]):
         p = vic[k]
         fits = not must[p]
@@ -103,34 +172,16 @@ cdef bint _node_victims(Py_ssize_t n, Py_ssize_t R, const units_t* alloc, const 
             for r in range(R):
                 free[r] -= palloc[p * pstride + r]
             chosen[k] = 0
-            continue
-        chosen[k] = 1
-        count += 1
-        prio += pprio[p]
-        if pband[p] > band:
-            band = pband[p]
-        g = pgang[p]
-        if g >= 0:
-            gscratch[g] += 1
-    # Gangs pushed below minMember go whole: their other running members count too.
-    for k in range(off[n], off[n + 1]):
-        g = pgang[vic[k]]
-        if chosen[k] and g >= 0 and gscratch[g] > 0:
-            left = grun[g] - gscratch[g]
-            if left < gmin[g]:
-                count += left
-                if gband[g] > band:
-                    band = gband[g]
-            gscratch[g] = 0
-    cost[0] = band
-    cost[1] = count
-    cost[2] = prio
+        else:
+            chosen[k] = 1
+    _cost(off[n], off[n + 1], vic, chosen, pband, pprio, pstart, pgang, grun, gmin, gband,
+          gscratch, cost)
     return True
 
 
 cdef inline bint _better(const int64_t* a, const int64_t* b) noexcept nogil:
     cdef int i
-    for i in range(3):
+    for i in range(COST_COMPARED):
         if a[i] != b[i]:
             return a[i] < b[i]
     return False
@@ -139,24 +190,24 @@ cdef inline bint _better(const int64_t* a, const int64_t* b) noexcept nogil:
 cdef Py_ssize_t _scan(Py_ssize_t N, Py_ssize_t R, const units_t* alloc, const units_t* used,
                       const units_t* req, const uint8_t* ok, const int64_t* off,
                       const int32_t* vic, const units_t* palloc, Py_ssize_t pstride,
-                      const uint8_t* pband, const int64_t* pprio, const int32_t* pgang,
-                      const int64_t* grun, const int64_t* gmin, const uint8_t* gband,
-                      int64_t* gscratch, units_t* free, uint8_t* chosen,
-                      int64_t* best_cost, const uint8_t* must) noexcept nogil:
+                      const uint8_t* pband, const int64_t* pprio, const int64_t* pstart,
+                      const int32_t* pgang, const int64_t* grun, const int64_t* gmin,
+                      const uint8_t* gband, int64_t* gscratch, units_t* free,
+                      uint8_t* chosen, int64_t* best_cost, const uint8_t* must) noexcept nogil:
     """The cheapest node (or -1) over nodes with ``ok`` and at least one candidate."""
-    cdef Py_ssize_t n, best = -1
-    cdef int64_t cost[3]
+    cdef Py_ssize_t n, best = -1, i
+    cdef int64_t cost[COST_FIELDS]
     for n in range(N):
         if not ok[n] or off[n + 1] == off[n]:
             continue
         if not _node_victims(n, R, alloc, used, req, off, vic, palloc, pstride, pband, pprio,
-                             pgang, grun, gmin, gband, gscratch, free, chosen, cost, must):
+                             pstart, pgang, grun, gmin, gband, gscratch, free, chosen, cost,
+                             must):
             continue
         if best < 0 or _better(cost, best_cost):
             best = n
-            best_cost[0] = cost[0]
-            best_cost[1] = cost[1]
-            best_cost[2] = cost[2]
+            for i in range(COST_FIELDS):
+                best_cost[i] = cost[i]
     return best
 
 
@@ -172,17 +223,18 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
     :param evicted: ``bool[pod]`` pods already planned as victims (not candidates again).
     :param exclude_gang: the preemptor's own gang (its members are never victims).
     :param cache: a dict kept by the caller across calls: the running pods sorted
-        (node, band desc, priority desc) are reused while the state's position is
+        (node, band desc, priority desc, start) are reused while the state's position is
         the same, so a pass of many plans sorts once.
     :param must: ``bool[pod]`` pods holding a host port the pod needs (kube's
         NodePorts): their node is a candidate only if every one of them may be
         evicted, and they are victims there (never reprieved).
-    :returns: ``(node slot, victim pod slots, collateral pod slots, (band, count, prio))``.
+    :returns: ``(node slot, victim pod slots, collateral pod slots, cost)``, the cost a
+        tuple of the ``COST_*`` fields (its first ``COST_COMPARED`` compared).
     """
     cdef Py_ssize_t N = used.shape[0], R = used.shape[1], P = state.n_pods
     if N == 0 or P == 0:
         return None
-    (legal, order_all, pnode, pgang, pband, pprio, grun, gmin, gband, in_gang,
+    (legal, order_all, pnode, pgang, pband, pprio, pstart, grun, gmin, gband, in_gang,
      running) = _legal(state, N, cid, class_band, evicted, exclude_gang, cache)
     G = state.n_gangs
     must_p = np.zeros(P, dtype=np.uint8)
@@ -195,7 +247,7 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
         if held.size:
             ok = np.array(ok, dtype=np.uint8)
             ok[pnode[held]] = 0
-    # Already in (node, band desc, priority desc, slot) order: no sort per call.
+    # Already in (node, band desc, priority desc, start, slot) order: no sort per call.
     vic = np.ascontiguousarray(order_all[legal[order_all]], dtype=np.int32)
     if vic.size == 0:
         return None
@@ -211,7 +263,7 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
     gscratch = np.zeros(max(G, 1), dtype=np.int64)
     free = np.zeros(max(R, 1), dtype=np.int64)
     chosen = np.zeros(max(vic.shape[0], 1), dtype=np.uint8)
-    cost = np.zeros(3, dtype=np.int64)
+    cost = np.zeros(COST_FIELDS, dtype=np.int64)
 
     cdef const units_t[:, ::1] a_v = alloc_c
     cdef const units_t[:, ::1] u_v = used_c
@@ -222,6 +274,7 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
     cdef const units_t[:, ::1] pa_v = palloc
     cdef const uint8_t[::1] pb_v = pband
     cdef const int64_t[::1] pp_v = pprio
+    cdef const int64_t[::1] ps_v = pstart
     cdef const int32_t[::1] pg_v = pgang
     cdef const int64_t[::1] gr_v = grun if G else np.zeros(1, dtype=np.int64)
     cdef const int64_t[::1] gm_v = gmin if G else np.zeros(1, dtype=np.int64)
@@ -234,25 +287,27 @@ def select_victims(state, used, alloc, ok, Py_ssize_t cid, class_band, evicted,
     cdef Py_ssize_t best, pstride = palloc.shape[1]
     with nogil:
         best = _scan(N, R, &a_v[0, 0], &u_v[0, 0], &q_v[0], &ok_v[0], &off_v[0], &vic_v[0],
-                     &pa_v[0, 0], pstride, &pb_v[0], &pp_v[0], &pg_v[0], &gr_v[0], &gm_v[0],
-                     &gb_v[0], &gs_v[0], &f_v[0], &ch_v[0], &c_v[0], &m_v[0])
+                     &pa_v[0, 0], pstride, &pb_v[0], &pp_v[0], &ps_v[0], &pg_v[0], &gr_v[0],
+                     &gm_v[0], &gb_v[0], &gs_v[0], &f_v[0], &ch_v[0], &c_v[0], &m_v[0])
         if best >= 0:  # again on the winner, to leave its choice in ``chosen``
             _node_victims(best, R, &a_v[0, 0], &u_v[0, 0], &q_v[0], &off_v[0], &vic_v[0],
-                          &pa_v[0, 0], pstride, &pb_v[0], &pp_v[0], &pg_v[0], &gr_v[0],
-                          &gm_v[0], &gb_v[0], &gs_v[0], &f_v[0], &ch_v[0], &c_v[0], &m_v[0])
+                          &pa_v[0, 0], pstride, &pb_v[0], &pp_v[0], &ps_v[0], &pg_v[0],
+                          &gr_v[0], &gm_v[0], &gb_v[0], &gs_v[0], &f_v[0], &ch_v[0], &c_v[0],
+                          &m_v[0])
     if best < 0:
         return None
     lo, hi = int(off[best]), int(off[best + 1])
     victims = [int(vic[k]) for k in range(lo, hi) if chosen[k]]
-    return best, victims, _collateral(victims, pgang, grun, gmin, in_gang), (
-        int(cost[0]), int(cost[1]), int(cost[2]))
+    return best, victims, _collateral(victims, pgang, grun, gmin, in_gang), tuple(
+        [int(x) for x in cost])
 
 
 def _legal(state, Py_ssize_t N, Py_ssize_t cid, class_band, evicted, Py_ssize_t exclude_gang,
            dict cache):
     """The candidate victims of class ``cid`` (see :func:`select_victims`): ``(legal
-    bool[pod], running pods in (node, band desc, priority desc, slot) order, pod node,
-    gang, band, priority, per gang its running members, minMember and highest band,
+    bool[pod], running pods in (node, band desc, priority desc, start, slot) order
+    (kube's MoreImportantPod within a band: of equal priority, the earlier started is the
+    more important), pod node, gang, band, priority, start, per gang its running members, minMember and highest band,
     running gang members, running)``."""
     cdef Py_ssize_t P = state.n_pods
     my_band = int(class_band[cid])
@@ -264,13 +319,15 @@ def _legal(state, Py_ssize_t N, Py_ssize_t cid, class_band, evicted, Py_ssize_t 
     pband = np.zeros(P, dtype=np.uint8)
     pband[running] = class_band[pclass[running]]
     pprio = np.ascontiguousarray(state.pod_prio_np[:P], dtype=np.int64)
+    pstart = np.ascontiguousarray(state.pod_start_np[:P], dtype=np.int64)
     key = (state.position, P, N, id(class_band), class_band.shape[0])
     hit = cache.get("order") if cache is not None else None
     if hit is not None and hit[0] == key:
         order_all = hit[1]
     else:
         run = np.flatnonzero(running)
-        order_all = run[np.lexsort((run, -pprio[run], -pband[run].astype(np.int64), pnode[run]))]
+        order_all = run[np.lexsort((run, pstart[run], -pprio[run],
+                                    -pband[run].astype(np.int64), pnode[run]))]
         if cache is not None:
             cache["order"] = (key, order_all)
     if evicted is not None:
@@ -289,8 +346,8 @@ def _legal(state, Py_ssize_t N, Py_ssize_t cid, class_band, evicted, Py_ssize_t 
         if exclude_gang >= 0:
             bad[exclude_gang] = True
         legal &= ~((pgang >= 0) & bad[np.clip(pgang, 0, None)])
-    return (legal, order_all, pnode, pgang, pband, pprio, grun, gmin, gband, in_gang,
-            running)
+    return (legal, order_all, pnode, pgang, pband, pprio, pstart, grun, gmin, gband,
+            in_gang, running)
 
 
 def _collateral(list victims, pgang, grun, gmin, in_gang) -> list:
@@ -330,12 +387,12 @@ def interpod_victims(placer, state, pod, nodes, got, Py_ssize_t cid, class_band,
     cdef Py_ssize_t N = placer.used_array().shape[0]
     if N == 0 or state.n_pods == 0:
         return got
-    (legal, order_all, pnode, pgang, pband, pprio, grun, gmin, gband, in_gang,
+    (legal, order_all, pnode, pgang, pband, pprio, pstart, grun, gmin, gband, in_gang,
      _running) = _legal(state, N, cid, class_band, evicted, exclude_gang, cache)
     vic = order_all[legal[order_all]]
     best = None
     if got is not None:
-        best = (got[3], got[0], got)
+        best = (got[3][:COST_COMPARED], got[0], got)
     for n in nodes:
         cands = [int(p) for p in vic[pnode[vic] == n]]
         if not cands:
@@ -357,21 +414,34 @@ def interpod_victims(placer, state, pod, nodes, got, Py_ssize_t cid, class_band,
             placer.assume_evicted(p, -1)
         if not victims:
             continue
-        band = max(int(pband[p]) for p in victims)
-        count = len(victims)
-        taken = {}
-        for p in victims:
-            if pgang[p] >= 0:
-                taken[int(pgang[p])] = taken.get(int(pgang[p]), 0) + 1
-        for g, k in taken.items():
-            if grun[g] - k < gmin[g]:
-                count += int(grun[g] - k)
-                band = max(band, int(gband[g]))
-        cost = (band, count, int(sum(int(pprio[p]) for p in victims)))
-        if best is None or (cost, n) < best[:2]:
-            best = (cost, n, (n, victims, _collateral(victims, pgang, grun, gmin, in_gang),
-                              cost))
+        cost = _cost_of(victims, pband, pprio, pstart, pgang, grun, gmin, gband)
+        if best is None or (cost[:COST_COMPARED], n) < best[:2]:
+            best = (cost[:COST_COMPARED], n,
+                    (n, victims, _collateral(victims, pgang, grun, gmin, in_gang), cost))
     return None if best is None else best[2]
+
+
+cdef tuple _cost_of(list victims, pband, pprio, pstart, pgang, grun, gmin, gband):
+    # _cost of these victims (all chosen), for the paths that choose them in Python.
+    vic = np.asarray(victims, dtype=np.int32)
+    chosen = np.ones(vic.shape[0], dtype=np.uint8)
+    gscratch = np.zeros(max(grun.shape[0], 1), dtype=np.int64)
+    cost = np.zeros(COST_FIELDS, dtype=np.int64)
+    G = grun.shape[0]
+    cdef const int32_t[::1] vic_v = vic
+    cdef const uint8_t[::1] ch_v = chosen
+    cdef const uint8_t[::1] pb_v = pband
+    cdef const int64_t[::1] pp_v = pprio
+    cdef const int64_t[::1] ps_v = pstart
+    cdef const int32_t[::1] pg_v = pgang
+    cdef const int64_t[::1] gr_v = grun if G else np.zeros(1, dtype=np.int64)
+    cdef const int64_t[::1] gm_v = gmin if G else np.zeros(1, dtype=np.int64)
+    cdef const uint8_t[::1] gb_v = gband
+    cdef int64_t[::1] gs_v = gscratch
+    cdef int64_t[::1] c_v = cost
+    _cost(0, vic.shape[0], &vic_v[0], &ch_v[0], &pb_v[0], &pp_v[0], &ps_v[0], &pg_v[0],
+          &gr_v[0], &gm_v[0], &gb_v[0], &gs_v[0], &c_v[0])
+    return tuple([int(x) for x in cost])
 
 
 # ---------------------------------------------------------------------- over a Placer
@@ -405,8 +475,8 @@ def plan_preemption(Placer pl, pod, bands=None, bint assume=True) -> dict | None
     """Where ``pod`` fits in ``pl``'s view by evicting pods of lower bands, and whom
     (or None).
 
-    Victims are chosen by :func:`select_victims` (Borg's rules; lowest band
-    first, fewest victims; gangs pushed below minMember go whole). Returns
+    Victims are chosen by :func:`select_victims` (Borg's band first, then kube's
+    DefaultPreemption order; gangs pushed below minMember go whole). Returns
     ``{"node", "victims": [pod keys on that node], "collateral": [gang members
     elsewhere], "cost": {"band", "pods", "priority"}}``; None for a pod whose
     ``preemptionPolicy`` is ``Never``. With ``assume`` the
@@ -456,7 +526,7 @@ def plan_preemption(Placer pl, pod, bands=None, bint assume=True) -> dict | None
                                exclude, pl.preempt_cache)
     if got is None:
         return None
-    node, victims, collateral, (band, count, prio) = got
+    node, victims, collateral, cost = got
     if assume:
         if pl.evicted_np is None:
             pl.evicted_np = np.zeros(st.n_pods, dtype=bool)
@@ -469,7 +539,8 @@ def plan_preemption(Placer pl, pod, bands=None, bint assume=True) -> dict | None
     return {"node": st.node_names[node],
             "victims": [keys[p] for p in victims],
             "collateral": [keys[p] for p in collateral],
-            "cost": {"band": band, "pods": count, "priority": prio}}
+            "cost": {"band": cost[COST_BAND], "pods": cost[COST_PODS],
+                     "priority": cost[COST_PRIORITY]}}
 
 
 cdef object _port_holders(Placer pl, Py_ssize_t cid, list nodes, ok):

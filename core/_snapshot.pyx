@@ -52,6 +52,7 @@ def _arrays(ClusterState self) -> dict:
         "pod_prio": self.pod_prio_np[:p],
         "pod_alloc": self.pod_alloc_np[:p, :nr],
         "pod_dev": self.pod_dev_np[:p],
+        "pod_start": self.pod_start_np[:p],
         "pod_lset": self.interpod.pod_lset_np[:p],
         "class_req": self.class_req_np[:c, :nr],
         "class_nz": self.class_nz_np[:c],
@@ -196,6 +197,8 @@ def from_bytes(cls, data: bytes) -> ClusterState:
     s.pod_alloc_np = _grown(arrays["pod_alloc"], cap, nr)
     # Snapshots from before devices were folded have none recorded.
     s.pod_dev_np = _grown(arrays.get("pod_dev", np.zeros(s.n_pods, dtype=np.int64)), cap)
+    # Snapshots from before starts were kept: every bound pod equally old.
+    s.pod_start_np = _grown(arrays.get("pod_start", np.zeros(s.n_pods, dtype=np.int64)), cap)
     for i, v in enumerate(h["phase_counts"]):
         s.phase_counts[i] = v
 

@@ -101,7 +101,7 @@ cdef class ClusterState:
     cdef public list pod_keys            # slot -> "ns/name", None when free
     cdef list pod_free
     cdef public object pod_node_np, pod_class_np, pod_gang_np, pod_queue_np
-    cdef public object pod_phase_np, pod_prio_np, pod_alloc_np, pod_dev_np
+    cdef public object pod_phase_np, pod_prio_np, pod_alloc_np, pod_dev_np, pod_start_np
     cdef index_t[::1] pod_node           # [pod] bound node slot or -1
     cdef index_t[::1] pod_class          # [pod] equivalence class
     cdef index_t[::1] pod_gang           # [pod] gang or -1
@@ -110,6 +110,7 @@ cdef class ClusterState:
     cdef long long[::1] pod_prio         # [pod] priority
     cdef units_t[:, ::1] pod_alloc       # [pod, res] what its binding allocated (0 unbound)
     cdef long long[::1] pod_dev          # [pod] GPU devices its binding took: bit i = device i
+    cdef long long[::1] pod_start        # [pod] log position of its binding (0 unbound): its start
     cdef long long phase_counts[4]      # pods per phase (PHASE_PENDING..PHASE_FAILED)
 
     # --- equivalence classes: identical requests + constraints + priority ---

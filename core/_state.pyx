@@ -360,6 +360,7 @@ cdef class ClusterState:
         self.pod_prio_np = np.zeros(DEF_PODS, dtype=np.int64)
         self.pod_alloc_np = np.zeros((DEF_PODS, DEF_RES), dtype=np.int64)
         self.pod_dev_np = np.zeros(DEF_PODS, dtype=np.int64)
+        self.pod_start_np = np.zeros(DEF_PODS, dtype=np.int64)
         for i in range(4):
             self.phase_counts[i] = 0
 
@@ -448,6 +449,7 @@ cdef class ClusterState:
         self.pod_prio = self.pod_prio_np
         self.pod_alloc = self.pod_alloc_np
         self.pod_dev = self.pod_dev_np
+        self.pod_start = self.pod_start_np
         self.class_req = self.class_req_np
         self.class_nz = self.class_nz_np
         self.class_flags = self.class_flags_np
@@ -994,6 +996,9 @@ cdef class ClusterState:
         self.nz[n, 0] += self.class_nz[c, 0]
         self.nz[n, 1] += self.class_nz[c, 1]
         self.pod_node[p] = <index_t>n
+        # Its start, as kube's preemption orders victims by it: the binding's place
+        # in the log, the same in every state that folds it (a claims record carries it).
+        self.pod_start[p] = self._at
         self.version[n] += 1
         if self.class_flags[c] & CLASS_HOST_PORTS:
             self._ports_change(n, c, 1)
@@ -1016,6 +1021,7 @@ cdef class ClusterState:
             self.node_resv[n, r] -= self.pod_resv[p, r]
             self.pod_resv[p, r] = 0
         self.pod_dev[p] = 0
+        self.pod_start[p] = 0
         if self.interpod.active or self.class_flags[c] & CLASS_INTERPOD:
             self.interpod.move(p, n, c if self.class_flags[c] & CLASS_INTERPOD else -1, -1)
         self.nz[n, 0] -= self.class_nz[c, 0]
@@ -1104,6 +1110,7 @@ cdef class ClusterState:
                 self.pod_prio_np = _grown(self.pod_prio_np, cap)
                 self.pod_alloc_np = _grown(self.pod_alloc_np, cap, self.res_cap)
                 self.pod_dev_np = _grown(self.pod_dev_np, cap)
+                self.pod_start_np = _grown(self.pod_start_np, cap)
                 self.pod_resv_np = _grown(self.pod_resv_np, cap, self.res_cap)
                 rt = np.full((cap, 2), np.nan, dtype=np.float64)
                 rt[:p] = self.pod_rtime_np[:p]
@@ -1451,6 +1458,12 @@ cdef class ClusterState:
     def pod_priorities(self):
         """Priority per pod slot; read-only int64."""
         return _readonly(self.pod_prio_np[: self.n_pods])
+
+    def pod_starts(self):
+        """Per pod slot, the log position of the binding that started it (0: not
+        bound); read-only int64. Preemption orders victims of equal priority by it, as
+        kube does by ``status.startTime``."""
+        return _readonly(self.pod_start_np[: self.n_pods])
 
     def pod_allocations(self):
         """[pod slot, resource] what each binding allocated; read-only int64."""

@@ -297,9 +297,10 @@ PROBES = [
 
 def decisions(s: ClusterState, own_pending: list[str]) -> list:
     """Where a placer on ``s`` puts each of its own Pending pods and each probe, with
-    their scores. (Preemption is not compared here: among victims ranked equal, by
-    band and priority, core/_preempt.pyx chooses by pod slot, and slots are each
-    state's own; see test_preemption_of_claimed_pods_ranked_apart_is_the_whole_folds.)"""
+    their scores. (Preemption is not compared here: among victims bound by one event,
+    which share a start, core/_preempt.pyx chooses by pod slot, and slots are each
+    state's own; see test_preemption_of_claimed_pods_ranked_apart_is_the_whole_folds and
+    test_preemption_of_claimed_pods_of_equal_priority_takes_the_latest_started.)"""
     placer = Placer(s, seed=3)
     out: list = [placer.place(key, assume=False) for key in own_pending]
     for probe in PROBES:
@@ -431,6 +432,28 @@ def test_preemption_of_claimed_pods_ranked_apart_is_the_whole_folds():
         plan_b = Placer(b, seed=3).plan_preemption(probe, assume=False)
         assert plan_a is not None and plan_a["victims"]
         assert plan_b == plan_a
+
+
+def test_preemption_of_claimed_pods_of_equal_priority_takes_the_latest_started():
+    """Victims of one priority, submitted in one order and bound in the reverse: each
+    state numbers its pods' slots its own way (the claims' state in the order the
+    claims bring them), but a pod's start is its binding's position, which the claim
+    carries, so both evict the one bound last, as kube's DefaultPreemption would."""
+    events = [envelope(EV.NODE_ADDED, node("n0", cpu="4", memory="8Gi"))]
+    keys = [f"ns{1 + i % 2}/v{i}" for i in range(4)]
+    for key in keys:
+        ns, name = key.split("/")
+        events.append(envelope(EV.POD_SUBMITTED, pod(name, cpu="1", namespace=ns, priority=0)))
+    for key in reversed(keys):
+        binding = (key, "n0", {"cpu": 1000, "memory": 2**30, "pods": 1})
+        events.append(envelope(EV.PLACEMENT_COMMITTED, commit(binding)))
+    a, b, applied = fold_both(list(enumerate(events, 1)), 0)
+    assert applied == 4
+    probe = pod("hi", cpu="1", memory="1Gi", namespace="ns0", priority=1000)
+    plan_a = Placer(a, seed=3).plan_preemption(probe, assume=False)
+    plan_b = Placer(b, seed=3).plan_preemption(probe, assume=False)
+    assert plan_a is not None and plan_a["victims"] == [keys[0]]
+    assert plan_b == plan_a
 
 
 def _queue_event() -> dict:

@@ -8,8 +8,8 @@ first. The cases are from default_preemption_test.go (``TestDryRunPreemption``: 
 with anti-affinity is preempted", "preemption to resolve pod topology spread filter
 failure"), kube's high / mid / low priorities as esched's prod / batch / best-effort
 bands (a pod preempts only lower bands). kube returns every candidate node and then
-picks one; esched's plan is the cheapest candidate (fewest, least important victims,
-then node order).
+picks one (``pickOneNodeForPreemption``); esched's plan is the candidate it picks
+(tests/core/test_preempt_kube_order.py).
 """
 
 from __future__ import annotations
@@ -99,12 +99,13 @@ def _spread_cluster() -> ClusterState:
 
 def test_preemption_to_resolve_pod_topology_spread_filter_failure():
     """kube's candidates: node-a evicting pod-a2 (pod-a1, mid, reprieved) and node-b
-    evicting pod-b1; node-x's pods are not lower. Equal costs: the first node."""
+    evicting pod-b1; node-x's pods are not lower. Equal in everything else, the one
+    whose victim started later: pod-b1, bound after pod-a2."""
     placer = Placer(_spread_cluster())
     assert all(placer.fits("ns/p", n) != [] for n in ("node-a", "node-b", "node-x"))
     plan = placer.plan_preemption("ns/p", assume=False)
     assert plan is not None
-    assert plan["node"] == "node-a" and plan["victims"] == ["ns/pod-a2"]
+    assert plan["node"] == "node-b" and plan["victims"] == ["ns/pod-b1"]
     # the evictions tried on the way are taken back: the view is as it was
     assert all(placer.fits("ns/p", n) != [] for n in ("node-a", "node-b", "node-x"))
 
@@ -134,8 +135,8 @@ def test_the_pass_proposes_the_preemption_and_the_validator_accepts_it():
     st = _spread_cluster()
     sp = SchedulingPass(st, Placer(st, seed=1), PassConfig(preemption=True))
     out = sp.run([Target("pod", "ns/p")])
-    assert [b[1] for p in out.placements for b in p.bindings] == ["node-a"]
-    assert [v["pod"] for p in out.placements for v in p.victims] == ["ns/pod-a2"]
+    assert [b[1] for p in out.placements for b in p.bindings] == ["node-b"]
+    assert [v["pod"] for p in out.placements for v in p.victims] == ["ns/pod-b1"]
     v = Validator(st)
     v.begin()
     proposal = {
@@ -146,11 +147,11 @@ def test_the_pass_proposes_the_preemption_and_the_validator_accepts_it():
         "bindings": [
             {
                 "pod": "ns/p",
-                "node": "node-a",
+                "node": "node-b",
                 "resources": {"cpu": 100, "memory": 100 << 20, "pods": 1},
             }
         ],
-        "victims": [{"pod": "ns/pod-a2", "node": "node-a"}],
+        "victims": [{"pod": "ns/pod-b1", "node": "node-b"}],
     }
     assert v.check(proposal, record=False).ok
     # without the victim the binding breaks the spread rule
