@@ -146,12 +146,10 @@ class _WorkLoop(_Share):
         ends the batch with the items already polled (the consumer's position is past
         them: dropping them would lose them).
         """
-        msgs = await poll_or_pause(
+        msgs = await self._poll(
             consumer,
             self.config.poll_timeout_ms if timeout_ms is None else timeout_ms,
             self.config.batch_size,
-            service=SERVICE,
-            pause=0.5,
         )
         # Under load, linger briefly while work keeps arriving: one pass over a full
         # batch costs about as much round-trip overhead (proposal send, decision
@@ -161,16 +159,22 @@ class _WorkLoop(_Share):
             self.config.linger_min <= len(msgs) < self.config.batch_size
             and time.monotonic() < linger_until
         ):
-            more = await poll_or_pause(
-                consumer,
-                self.config.linger_poll_ms,
-                self.config.batch_size - len(msgs),
-                service=SERVICE,
-                pause=0.5,
+            more = await self._poll(
+                consumer, self.config.linger_poll_ms, self.config.batch_size - len(msgs)
             )
             if not more:
                 break
             msgs.extend(more)
+        return msgs
+
+    async def _poll(
+        self, consumer: BusConsumer, timeout_ms: int, max_records: int
+    ) -> list[Message]:
+        """One poll (:func:`poll_or_pause`), counted in the totals."""
+        msgs = await poll_or_pause(consumer, timeout_ms, max_records, service=SERVICE, pause=0.5)
+        self.totals.polls += 1
+        if not msgs:
+            self.totals.empty_polls += 1
         return msgs
 
     async def _batch(
@@ -309,6 +313,7 @@ class _WorkLoop(_Share):
             offsets[k] = max(offsets.get(k, 0), m.offset + 1)
         if consumer is not None and commit:
             self.totals.add_cpu("commit", began)
+            self.totals.commits += 1
             try:
                 await consumer.commit(offsets)
             except BusError as exc:

@@ -134,6 +134,12 @@ async def test_a_replica_lingers_for_more_work_only_when_a_backlog_arrives(store
     for i in range(3, 8):
         bus.append(bus.topics.work, *work_item("pod", f"t/p{i}", 1))
     assert len(await replica.poll_batch(consumer)) == 10 and consumer.polls == 1 + 5
+    # Every poll counted in the replica's stats, the empty ones apart.
+    assert (replica.stats()["polls"], replica.stats()["empty_polls"]) == (6, 0)
+    # (the consumer it wraps: nothing arrives after its polls)
+    assert len(await replica.poll_batch(consumer.inner)) == 1  # the one that arrived
+    assert await replica.poll_batch(consumer.inner, 0) == []
+    assert (replica.stats()["polls"], replica.stats()["empty_polls"]) == (8, 1)
     await consumer.stop()
 
 
@@ -259,6 +265,11 @@ async def test_two_replicas_share_work_on_postgres_and_kafka(
         # The counters a run's read and batch sizes come from (bench e2e reports them).
         assert all(0 < s["batches"] <= s["work_items"] for s in stats), stats
         assert all(0 < s["log_reads"] <= s["log_rows"] for s in stats), stats
+        # Its wake-ups: each batch is a poll that found work (and its lingering ones),
+        # committed once (none lost to a rebalance here); the loop thread blocked.
+        assert all(0 < s["batches"] <= s["polls"] - s["empty_polls"] for s in stats), stats
+        assert all(0 < s["commits"] <= s["batches"] for s in stats), stats
+        assert all(s["loop_wakeups_after_start"] > 0 for s in stats), stats
         placed = sum(s["placed_pods"] for s in stats)
         conflicts = sum(s["conflicts"] for s in stats)
         committed = sum(s["committed"] for s in stats)
