@@ -23,9 +23,11 @@ from esched.services.replica.share import _Share
 
 log = logging.getLogger(__name__)
 
-#: An idle check's poll waits this much (ms) beyond the consumer's fetch wait: the
-#: round trip of its one fetch request.
-IDLE_CHECK_SLACK_MS = 10
+#: An idle check's poll (ms): the round trip of one fetch request that finds records
+#: waiting (a broker answers it at once, tansu included). Shorter than the fetch's
+#: wait on the broker: the check pauses again before an empty answer comes back, and
+#: aiokafka sends the next fetch request as soon as one does.
+IDLE_CHECK_MS = 10
 
 
 class _WorkLoop(_Share):
@@ -113,19 +115,14 @@ class _WorkLoop(_Share):
                 return []
             may_come.clear()
             if not woken:
-                # The idle check: one fetch request's wait, not a whole poll's (at the
-                # 20 ms wait a 100 ms poll sent five): work found starts a batch as
-                # usual; none, and the next pass pauses again.
-                timeout_ms = self._check_ms(consumer)
+                # The idle check: one fetch request, not a whole poll's (at the 20 ms
+                # wait a 100 ms poll sent five): work found starts a batch as usual;
+                # none, and the next pass pauses again.
+                timeout_ms = min(cfg.poll_timeout_ms, IDLE_CHECK_MS)
         msgs = await self.poll_batch(consumer, timeout_ms)
         if msgs:
             self._idle_since = time.monotonic()
         return msgs
-
-    def _check_ms(self, consumer: BusConsumer) -> int:
-        """An idle check's poll: long enough for one fetch request's answer (its wait
-        on the broker and the round trip), at most a whole poll."""
-        return min(self.config.poll_timeout_ms, consumer.fetch_wait_ms + IDLE_CHECK_SLACK_MS)
 
     def _batch_done(self, task: asyncio.Task, slots: asyncio.Semaphore) -> None:
         self._batches.discard(task)

@@ -383,6 +383,39 @@ async def test_a_paused_consumers_fetcher_sleeps_until_resumed(
         await consumer.stop()
 
 
+async def test_records_waiting_are_fetched_at_once_whatever_the_fetch_wait(
+    kafka_bootstrap, topic_prefix
+):
+    # A replica's idle check polls for one fetch's round trip, not its wait: the broker
+    # answers a fetch that finds records at once (tansu included), so a check finds
+    # the work waiting for it long before a 2 s wait would have ended.
+    bus = KafkaBus(
+        kafka_bootstrap,
+        TopicNames(topic_prefix),
+        fetch_max_wait_ms=2000,
+        fetch_max_wait_busy_ms=2000,
+        fetch_max_wait_idle_ms=2000,
+    )
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer([bus.topics.pods], "g")
+    await consumer.start()
+    producer = bus.producer()
+    await producer.start()
+    try:
+        await eventually(lambda: bool(consumer.assignment()), within=20)
+        consumer.pause_fetching()
+        assert await consumer.poll(2500, 10) == []  # the fetch in flight answers
+        await producer.send(bus.topics.pods, b"v")
+        consumer.resume_fetching()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        assert [m.value for m in await consumer.poll(1500, 10)] == [b"v"]
+        assert loop.time() - began < 1.0
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
 @pytest.mark.scale
 async def test_a_member_leaving_the_group_moves_only_its_own_partitions(
     kafka_bootstrap, topic_prefix
