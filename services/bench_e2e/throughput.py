@@ -321,6 +321,7 @@ async def one_run(
                 "cpu_s",
                 "cpu_after_start_s",
                 "loop_cpu_after_start_s",
+                "after_start_s",
                 "loop_wakeups_after_start",
                 "loop_preempted_after_start",
             )

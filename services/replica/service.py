@@ -140,6 +140,7 @@ class Replica(_WorkLoop):
             )
         # CPU from here on is the work's (stats: cpu_after_start_s).
         self._started_cpu = (time.process_time(), time.thread_time())
+        self._started_at = time.monotonic()
         self._started_switches = _switches()
 
     async def stop(self) -> None:
@@ -193,6 +194,8 @@ class Replica(_WorkLoop):
             process, thread = self._started_cpu
             out["cpu_after_start_s"] = round(time.process_time() - process, 6)
             out["loop_cpu_after_start_s"] = round(time.thread_time() - thread, 6)
+            # (the wall time these and the counts are over: rates per second)
+            out["after_start_s"] = round(time.monotonic() - self._started_at, 3)
             # The work loop's thread's wake-ups: each time it blocked (its event loop
             # waiting for I/O or a timer) and was woken again (a voluntary context
             # switch); involuntary ones are preemptions (a CPU cap's throttling).
