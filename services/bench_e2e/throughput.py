@@ -314,10 +314,16 @@ async def one_run(
                 "log_rows",
                 "work_items",
                 "batches",
+                "polls",
+                "empty_polls",
+                "commits",
                 "follow_cpu_s",
                 "cpu_s",
                 "cpu_after_start_s",
                 "loop_cpu_after_start_s",
+                "after_start_s",
+                "loop_wakeups_after_start",
+                "loop_preempted_after_start",
             )
         }
         # following the feed: pods entered from their submissions and the CPU of that

@@ -54,6 +54,13 @@ BATCH_MIN_RECORDS = 32
 #: How much longer than its timeout a poll may take before it is given up as caught
 #: in a rebalance (seconds).
 POLL_SLACK = 0.25
+#: Longest aiokafka's background fetcher waits before looking at its partitions again
+#: when no fetch is in flight (its ``consumer_timeout_ms``, 200 by default). Every
+#: event it acts on wakes it sooner: a fetch answered, records taken, a partition
+#: resumed or sought, the assignment changed, metadata refreshed. The bound only
+#: matters while every partition is paused (an idle replica's work consumer), where
+#: the default woke the routine five times a second to find them still paused.
+FETCHER_TIMEOUT_MS = 5_000
 #: How long tansu (0.6) holds a static member's SyncGroup. Neither that hold nor the
 #: sync counts as contact with the member, and tansu checks every member's last
 #: contact before counting the heartbeat that follows: with a session not above the
@@ -540,6 +547,7 @@ class _KafkaConsumer(BusConsumer):
             heartbeat_interval_ms=bus.heartbeat_interval_ms,
             rebalance_timeout_ms=bus.rebalance_timeout_ms,
             fetch_max_wait_ms=bus.fetch_max_wait_ms,
+            consumer_timeout_ms=FETCHER_TIMEOUT_MS,
             group_instance_id=instance if bus.static_membership else None,
             partition_assignment_strategy=ASSIGNORS,
             **bus.client_kwargs,

@@ -75,6 +75,10 @@ class _ReplicaBase:
             self.totals.clock = time.thread_time
         #: process and thread CPU seconds when placing started (Replica.start_placing)
         self._started_cpu: tuple[float, float] | None = None
+        #: and the monotonic time then, and the work loop thread's (voluntary,
+        #: involuntary) context switches then
+        self._started_at = 0.0
+        self._started_switches = (0, 0)
         self._submit = submit
         self._consumer = consumer
         self._producer: BusProducer | None = None

@@ -126,6 +126,12 @@ class ReplicaTotals:
     work_items: int = 0
     #: Polled batches of work worked (``work_items / batches``: a batch's size).
     batches: int = 0
+    #: Polls of the work consumer (a batch's lingering polls included), those that
+    #: came back empty, and the offset commits sent: a replica's wake-ups for work
+    #: (with the follower's ``log_reads``), time-bound while polls come back empty.
+    polls: int = 0
+    empty_polls: int = 0
+    commits: int = 0
     skipped: int = 0
     proposals: int = 0
     committed: int = 0
@@ -168,6 +174,9 @@ class ReplicaTotals:
         return {
             "work_items": self.work_items,
             "batches": self.batches,
+            "polls": self.polls,
+            "empty_polls": self.empty_polls,
+            "commits": self.commits,
             "skipped": self.skipped,
             "proposals": self.proposals,
             "committed": self.committed,

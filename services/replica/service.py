@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import time
 from typing import Any
 
@@ -23,6 +24,12 @@ from esched.services.replica.share import partitions
 from esched.services.replica.worker import _WorkLoop
 
 log = logging.getLogger(__name__)
+
+
+def _switches() -> tuple[int, int]:
+    """The calling thread's voluntary and involuntary context switches so far."""
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return usage.ru_nvcsw, usage.ru_nivcsw
 
 
 class Replica(_WorkLoop):
@@ -133,6 +140,8 @@ class Replica(_WorkLoop):
             )
         # CPU from here on is the work's (stats: cpu_after_start_s).
         self._started_cpu = (time.process_time(), time.thread_time())
+        self._started_at = time.monotonic()
+        self._started_switches = _switches()
 
     async def stop(self) -> None:
         """Leave the group (uncommitted work is redelivered), stop following; idempotent.
@@ -185,6 +194,14 @@ class Replica(_WorkLoop):
             process, thread = self._started_cpu
             out["cpu_after_start_s"] = round(time.process_time() - process, 6)
             out["loop_cpu_after_start_s"] = round(time.thread_time() - thread, 6)
+            # (the wall time these and the counts are over: rates per second)
+            out["after_start_s"] = round(time.monotonic() - self._started_at, 3)
+            # The work loop's thread's wake-ups: each time it blocked (its event loop
+            # waiting for I/O or a timer) and was woken again (a voluntary context
+            # switch); involuntary ones are preemptions (a CPU cap's throttling).
+            voluntary, involuntary = _switches()
+            out["loop_wakeups_after_start"] = voluntary - self._started_switches[0]
+            out["loop_preempted_after_start"] = involuntary - self._started_switches[1]
         if isinstance(self.follower, FeedFollower):
             # (log_reads and log_rows then count feed messages and their parts)
             out["feed_bridged"] = self.follower.bridged

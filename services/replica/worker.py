@@ -23,9 +23,11 @@ from esched.services.replica.share import _Share
 
 log = logging.getLogger(__name__)
 
-#: An idle check's poll waits this much (ms) beyond the consumer's fetch wait: the
-#: round trip of its one fetch request.
-IDLE_CHECK_SLACK_MS = 10
+#: An idle check's poll (ms): the round trip of one fetch request that finds records
+#: waiting (a broker answers it at once, tansu included). Shorter than the fetch's
+#: wait on the broker: the check pauses again before an empty answer comes back, and
+#: aiokafka sends the next fetch request as soon as one does.
+IDLE_CHECK_MS = 10
 
 
 class _WorkLoop(_Share):
@@ -113,19 +115,14 @@ class _WorkLoop(_Share):
                 return []
             may_come.clear()
             if not woken:
-                # The idle check: one fetch request's wait, not a whole poll's (at the
-                # 20 ms wait a 100 ms poll sent five): work found starts a batch as
-                # usual; none, and the next pass pauses again.
-                timeout_ms = self._check_ms(consumer)
+                # The idle check: one fetch request, not a whole poll's (at the 20 ms
+                # wait a 100 ms poll sent five): work found starts a batch as usual;
+                # none, and the next pass pauses again.
+                timeout_ms = min(cfg.poll_timeout_ms, IDLE_CHECK_MS)
         msgs = await self.poll_batch(consumer, timeout_ms)
         if msgs:
             self._idle_since = time.monotonic()
         return msgs
-
-    def _check_ms(self, consumer: BusConsumer) -> int:
-        """An idle check's poll: long enough for one fetch request's answer (its wait
-        on the broker and the round trip), at most a whole poll."""
-        return min(self.config.poll_timeout_ms, consumer.fetch_wait_ms + IDLE_CHECK_SLACK_MS)
 
     def _batch_done(self, task: asyncio.Task, slots: asyncio.Semaphore) -> None:
         self._batches.discard(task)
@@ -146,12 +143,10 @@ class _WorkLoop(_Share):
         ends the batch with the items already polled (the consumer's position is past
         them: dropping them would lose them).
         """
-        msgs = await poll_or_pause(
+        msgs = await self._poll(
             consumer,
             self.config.poll_timeout_ms if timeout_ms is None else timeout_ms,
             self.config.batch_size,
-            service=SERVICE,
-            pause=0.5,
         )
         # Under load, linger briefly while work keeps arriving: one pass over a full
         # batch costs about as much round-trip overhead (proposal send, decision
@@ -161,16 +156,22 @@ class _WorkLoop(_Share):
             self.config.linger_min <= len(msgs) < self.config.batch_size
             and time.monotonic() < linger_until
         ):
-            more = await poll_or_pause(
-                consumer,
-                self.config.linger_poll_ms,
-                self.config.batch_size - len(msgs),
-                service=SERVICE,
-                pause=0.5,
+            more = await self._poll(
+                consumer, self.config.linger_poll_ms, self.config.batch_size - len(msgs)
             )
             if not more:
                 break
             msgs.extend(more)
+        return msgs
+
+    async def _poll(
+        self, consumer: BusConsumer, timeout_ms: int, max_records: int
+    ) -> list[Message]:
+        """One poll (:func:`poll_or_pause`), counted in the totals."""
+        msgs = await poll_or_pause(consumer, timeout_ms, max_records, service=SERVICE, pause=0.5)
+        self.totals.polls += 1
+        if not msgs:
+            self.totals.empty_polls += 1
         return msgs
 
     async def _batch(
@@ -309,6 +310,7 @@ class _WorkLoop(_Share):
             offsets[k] = max(offsets.get(k, 0), m.offset + 1)
         if consumer is not None and commit:
             self.totals.add_cpu("commit", began)
+            self.totals.commits += 1
             try:
                 await consumer.commit(offsets)
             except BusError as exc:

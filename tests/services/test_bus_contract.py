@@ -347,6 +347,75 @@ async def test_a_paused_consumer_fetches_nothing_until_resumed(kafka_bootstrap, 
         await consumer.stop()
 
 
+async def test_a_paused_consumers_fetcher_sleeps_until_resumed(
+    kafka_bootstrap, topic_prefix, monkeypatch
+):
+    # aiokafka's fetch routine, with no fetch in flight, looked at its partitions every
+    # consumer_timeout_ms (200 by default) to find them still paused: five wake-ups a
+    # second of an idle replica. Now resuming wakes it, and nothing else is needed.
+    looks = 0
+    look = Fetcher._get_actions_per_node
+
+    def counted(self, assignment):
+        nonlocal looks
+        looks += 1
+        return look(self, assignment)
+
+    monkeypatch.setattr(Fetcher, "_get_actions_per_node", counted)
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix))
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer([bus.topics.pods], "g")
+    await consumer.start()
+    producer = bus.producer()
+    await producer.start()
+    try:
+        await _drain(consumer, 0)
+        consumer.pause_fetching()
+        assert await consumer.poll(300, 10) == []  # the fetch in flight answers
+        before = looks
+        assert await consumer.poll(1000, 10) == []
+        assert looks - before <= 1
+        await producer.send(bus.topics.pods, b"v")
+        consumer.resume_fetching()
+        assert [m.value for m in await _drain(consumer, 1)] == [b"v"]
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+async def test_records_waiting_are_fetched_at_once_whatever_the_fetch_wait(
+    kafka_bootstrap, topic_prefix
+):
+    # A replica's idle check polls for one fetch's round trip, not its wait: the broker
+    # answers a fetch that finds records at once (tansu included), so a check finds
+    # the work waiting for it long before a 2 s wait would have ended.
+    bus = KafkaBus(
+        kafka_bootstrap,
+        TopicNames(topic_prefix),
+        fetch_max_wait_ms=2000,
+        fetch_max_wait_busy_ms=2000,
+        fetch_max_wait_idle_ms=2000,
+    )
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer([bus.topics.pods], "g")
+    await consumer.start()
+    producer = bus.producer()
+    await producer.start()
+    try:
+        await eventually(lambda: bool(consumer.assignment()), within=20)
+        consumer.pause_fetching()
+        assert await consumer.poll(2500, 10) == []  # the fetch in flight answers
+        await producer.send(bus.topics.pods, b"v")
+        consumer.resume_fetching()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        assert [m.value for m in await consumer.poll(1500, 10)] == [b"v"]
+        assert loop.time() - began < 1.0
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
 @pytest.mark.scale
 async def test_a_member_leaving_the_group_moves_only_its_own_partitions(
     kafka_bootstrap, topic_prefix
