@@ -421,13 +421,15 @@ def run_enter_bench(
     snapshot) and then ``pods`` pod submissions; a :class:`FeedFollower` whose state
     is the preload's fold at the log's head enters them with :meth:`FeedFollower.enter`
     (its store read of the pods' submissions included), ``batch`` work items a call
-    (fewer a call: more replicas), after one call outside the measure (the pod slots'
-    first growth). Under callgrind, ``--toggle-collect=starmap_next`` counts those
-    calls and ``--toggle-collect=pysqlite_connection_execute
+    (fewer a call: more replicas); ``first_call_ms``: the first call's part, in which
+    a state restored from a snapshot may grow its pod arrays. Under callgrind,
+    ``--toggle-collect=starmap_next`` counts those calls and
+    ``--toggle-collect=pysqlite_connection_execute
     --toggle-collect=pysqlite_cursor_fetchall`` the store's query and rows (on its
-    worker thread); ``--toggle-collect='__pyx_pw_*enter_payloads'`` (or
-    ``apply_payloads``) the core's fold of the same submissions entered (or folded
-    in log order into a copy of the state, ``batch`` a call, timed as ``fold``).
+    worker thread: less a run with ``pods`` 0, its setup's reads, that is the whole
+    path). ``enter_payloads_us_per_pod`` and ``apply_payloads_us_per_pod``: the
+    core's fold of the same submissions entered, and folded in log order, into
+    copies of the state, ``batch`` a call (their first call left out).
     ``db``: a directory to keep the store's file in (``enter-<nodes>-<submissions>.db``,
     written if absent, else reused: under callgrind, write it first without)."""
     import os
@@ -439,7 +441,7 @@ def run_enter_bench(
     from esched.services.store.snapshots import fold_log
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(db or tmp, f"enter-{nodes}-{pods + batch}.db")
+        path = os.path.join(db or tmp, f"enter-{nodes}-{pods}.db")
         url = f"sqlite:///{path}"
         loop = asyncio.new_event_loop()
         fresh = not os.path.exists(path)
@@ -464,8 +466,8 @@ def _enter_bench(
     new_event: Any,
 ) -> dict[str, Any]:
     """:func:`run_enter_bench` on a connected ``store`` (``fresh``: the preload alone)."""
-    submitted = pod_payloads(pods + batch, "bench", 0)
-    if fresh:
+    submitted = pod_payloads(pods, "bench", 0)
+    if fresh and submitted:
         loop.run_until_complete(
             store.append(
                 [
@@ -482,11 +484,16 @@ def _enter_bench(
     state.position = head  # (as the feed's claims records leave it)
     items = [(key, first + i) for i, (key, _p) in enumerate(submitted)]
     rows = [(first + i, payload) for i, (_k, payload) in enumerate(submitted)]
-    loop.run_until_complete(follower.enter(items[:batch]))  # (the slots' growth)
-    calls = [items[i : i + batch] for i in range(batch, len(items), batch)]
+    calls = [items[i : i + batch] for i in range(0, len(items), batch)]
+    first_call = 0.0
 
     async def enter_all(parts: list[list[tuple[str, int]]]) -> int:
-        return sum([await follower.enter(part) for part in parts])
+        nonlocal first_call
+        entered = 0
+        for part in parts:
+            entered += await follower.enter(part)
+            first_call = first_call or follower.enter_cpu
+        return entered
 
     def enter(parts: list[list[tuple[str, int]]]) -> int:
         return loop.run_until_complete(enter_all(parts))
@@ -505,6 +512,7 @@ def _enter_bench(
         "enter_us_per_pod": round(whole / max(entered, 1) * 1e6, 2),
         "enter_thread_us_per_pod": round(own / max(entered, 1) * 1e6, 2),
         "enter_counted_us_per_pod": round(follower.enter_cpu / max(entered, 1) * 1e6, 2),
+        "first_call_ms": round(first_call * 1e3, 2),
     }
     for kind in ("enter_payloads", "apply_payloads"):
         target = loop.run_until_complete(fold_log(store, upto=first - 1))
@@ -515,7 +523,8 @@ def _enter_bench(
         t0 = time.process_time()
         for i in range(batch, len(rows), batch):
             fold(rows[i : i + batch])
-        out[f"{kind}_us_per_pod"] = round((time.process_time() - t0) / max(pods, 1) * 1e6, 2)
+        folded = max(len(rows) - batch, 1)
+        out[f"{kind}_us_per_pod"] = round((time.process_time() - t0) / folded * 1e6, 2)
         out["anomalies"] = dict(target.anomalies)
     return out
 
