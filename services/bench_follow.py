@@ -413,6 +413,122 @@ def run_follow_bench(
     return out
 
 
+def run_enter_bench(
+    pods: int = 1000, batch: int = 10, nodes: int = 1000, db: str | None = None
+) -> dict[str, Any]:
+    """What a replica that follows the feed pays to enter its own pods, per pod: a
+    SQLite store holds ``bench e2e``'s preload (``nodes`` nodes, 70% full, its
+    snapshot) and then ``pods`` pod submissions; a :class:`FeedFollower` whose state
+    is the preload's fold at the log's head enters them with :meth:`FeedFollower.enter`
+    (its store read of the pods' submissions included), ``batch`` work items a call
+    (fewer a call: more replicas); ``first_call_ms``: the first call's part, in which
+    a state restored from a snapshot may grow its pod arrays. Under callgrind,
+    ``--toggle-collect=starmap_next`` counts those calls and
+    ``--toggle-collect=pysqlite_connection_execute
+    --toggle-collect=pysqlite_cursor_fetchall`` the store's query and rows (on its
+    worker thread: less a run with ``pods`` 0, its setup's reads, that is the whole
+    path). ``enter_payloads_us_per_pod`` and ``apply_payloads_us_per_pod``: the
+    core's fold of the same submissions entered, and folded in log order, into
+    copies of the state, ``batch`` a call (their first call left out).
+    ``db``: a directory to keep the store's file in (``enter-<nodes>-<submissions>.db``,
+    written if absent, else reused: under callgrind, write it first without)."""
+    import os
+    import tempfile
+
+    from esched.services.bench_e2e.preload import preload
+    from esched.services.store import open_store
+    from esched.services.store.base import NewEvent
+    from esched.services.store.snapshots import fold_log
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(db or tmp, f"enter-{nodes}-{pods}.db")
+        url = f"sqlite:///{path}"
+        loop = asyncio.new_event_loop()
+        fresh = not os.path.exists(path)
+        if fresh:
+            loop.run_until_complete(preload(url, nodes, 0.7))
+        store = open_store(url, synchronous="OFF")
+        loop.run_until_complete(store.connect())
+        try:
+            return _enter_bench(loop, store, pods, batch, fresh, fold_log, NewEvent)
+        finally:
+            loop.run_until_complete(store.close())
+            loop.close()
+
+
+def _enter_bench(
+    loop: asyncio.AbstractEventLoop,
+    store: Any,
+    pods: int,
+    batch: int,
+    fresh: bool,
+    fold_log: Any,
+    new_event: Any,
+) -> dict[str, Any]:
+    """:func:`run_enter_bench` on a connected ``store`` (``fresh``: the preload alone)."""
+    submitted = pod_payloads(pods, "bench", 0)
+    if fresh and submitted:
+        loop.run_until_complete(
+            store.append(
+                [
+                    new_event(f"{key}.s", POD_SUBMITTED, f"pod/{key}", payload)
+                    for key, payload in submitted
+                ]
+            )
+        )
+    head = loop.run_until_complete(store.head())
+    first = head - len(submitted) + 1
+    state = loop.run_until_complete(fold_log(store, upto=first - 1))
+    follower = FeedFollower(store, cast(Any, None))
+    follower.state = state
+    state.position = head  # (as the feed's claims records leave it)
+    items = [(key, first + i) for i, (key, _p) in enumerate(submitted)]
+    rows = [(first + i, payload) for i, (_k, payload) in enumerate(submitted)]
+    calls = [items[i : i + batch] for i in range(0, len(items), batch)]
+    first_call = 0.0
+
+    async def enter_all(parts: list[list[tuple[str, int]]]) -> int:
+        nonlocal first_call
+        entered = 0
+        for part in parts:
+            entered += await follower.enter(part)
+            first_call = first_call or follower.enter_cpu
+        return entered
+
+    def enter(parts: list[list[tuple[str, int]]]) -> int:
+        return loop.run_until_complete(enter_all(parts))
+
+    freeze_heap()
+    try:
+        t0, w0 = time.process_time(), time.thread_time()
+        entered = sum(itertools.starmap(enter, [(calls,)]))
+        whole, own = time.process_time() - t0, time.thread_time() - w0
+    finally:
+        thaw_heap()
+    out: dict[str, Any] = {
+        "pods_in_state": int(state.n_pods),
+        "batch": batch,
+        "entered": entered,
+        "enter_us_per_pod": round(whole / max(entered, 1) * 1e6, 2),
+        "enter_thread_us_per_pod": round(own / max(entered, 1) * 1e6, 2),
+        "enter_counted_us_per_pod": round(follower.enter_cpu / max(entered, 1) * 1e6, 2),
+        "first_call_ms": round(first_call * 1e3, 2),
+    }
+    for kind in ("enter_payloads", "apply_payloads"):
+        target = loop.run_until_complete(fold_log(store, upto=first - 1))
+        if kind == "enter_payloads":
+            target.position = head
+        fold = getattr(target, kind)
+        fold(rows[:batch])
+        t0 = time.process_time()
+        for i in range(batch, len(rows), batch):
+            fold(rows[i : i + batch])
+        folded = max(len(rows) - batch, 1)
+        out[f"{kind}_us_per_pod"] = round((time.process_time() - t0) / folded * 1e6, 2)
+        out["anomalies"] = dict(target.anomalies)
+    return out
+
+
 class _Core:
     """A scheduling pass or placer whose calls the place benchmark separates from the
     replica's own work: each named method is called through a ``functools.partial``,
@@ -681,6 +797,11 @@ if __name__ == "__main__":
     mode = sys.argv[3] if len(sys.argv) > 3 else None
     if mode in ("place", "place-jobs"):  # the second number: work items per batch
         print(orjson.dumps(run_place_bench(pods, replicas, jobs=mode == "place-jobs")).decode())
+        sys.exit(0)
+    if mode == "enter":  # the second number: work items per call
+        nodes = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
+        db = sys.argv[5] if len(sys.argv) > 5 else None
+        print(orjson.dumps(run_enter_bench(pods, replicas, nodes, db)).decode())
         sys.exit(0)
     if mode == "renew":  # the first number: claims; the second: pods a pass
         nodes = int(sys.argv[4]) if len(sys.argv) > 4 else 10_000

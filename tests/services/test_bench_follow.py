@@ -16,6 +16,7 @@ from esched.services.bench_follow import (
     fold_flow,
     follow_flow,
     idle_replica,
+    run_enter_bench,
     run_place_bench,
     run_renew_bench,
     shape_payloads,
@@ -146,3 +147,11 @@ def test_the_place_benchmark_places_one_pod_jobs_as_their_gangs() -> None:
     out = run_place_bench(pods=30, batch=20, jobs=True)
     assert out["placed"] == out["proposals"] == 30
     assert out["core_cpu_us_per_pod"] > 0
+
+
+def test_the_enter_benchmark_enters_every_pod_from_the_store(tmp_path) -> None:
+    out = run_enter_bench(pods=30, batch=4, nodes=20, db=str(tmp_path))
+    again = run_enter_bench(pods=30, batch=4, nodes=20, db=str(tmp_path))  # (store reused)
+    for run in (out, again):
+        assert run["entered"] == 30
+        assert run["anomalies"] == {}
