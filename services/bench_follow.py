@@ -76,7 +76,7 @@ from esched.schemas.events import (
     metadata_key,
     namespaced_key,
 )
-from esched.services.bench_e2e.preload import pod_payloads
+from esched.services.bench_e2e.preload import NODE_CORES, POD_CORES, pod_payloads
 from esched.services.bus import BusProducer, Message
 from esched.services.bus.base import Headers
 from esched.services.bus.memory import MemoryBus
@@ -170,7 +170,7 @@ def flow_log(
     has folded a Job of each flow pod's spec (namespace ``seen``, its pod Succeeded);
     ``shapes``: the pods of :func:`shape_payloads` instead of the benchmark's."""
     state = ClusterState()
-    preloaded = int(nodes * 30 * fill / 2.05)  # as bench_e2e.preload sizes it
+    preloaded = int(nodes * NODE_CORES * fill / POD_CORES)  # as bench_e2e.preload sizes it
     # The dict path: under callgrind only the flow's apply_payloads calls count.
     state.apply_many(enumerate(cluster_log(nodes, preloaded, seed=seed, finish_every=0), 1))
     if jobs and seen:

@@ -17,6 +17,25 @@ from esched.services.synth import cluster_log, pod_event
 #: Partitions of every topic: at least the largest replica count, so each replica
 #: owns work partitions.
 PARTITIONS = 8
+#: Cores of a synthetic node on average (:func:`~esched.services.synth.cluster_log`:
+#: 8, 16, 32 or 64) and of a synthetic pod's request (:func:`pod_payloads`: 0.1-4).
+NODE_CORES = 30
+POD_CORES = 2.05
+#: Pods per replica of each warm-up wave (published until every replica has placed).
+WARMUP_PODS_PER_REPLICA = 50
+
+
+def room_shortfall(nodes: int, fill: float, pods: int) -> str | None:
+    """Why ``pods`` synthetic pods would not fit a preloaded cluster of ``nodes``
+    filled to ``fill`` (their CPU requests on average beyond its free cores), or None."""
+    free = nodes * NODE_CORES * (1.0 - fill)
+    asked = pods * POD_CORES
+    if asked <= free:
+        return None
+    return (
+        f"{pods} pods ask ~{asked:,.0f} cores on average, more than the ~{free:,.0f} "
+        f"free on {nodes} nodes filled to {fill}: fewer --pods, more --nodes or less --fill"
+    )
 
 
 async def admin(server: str, sql: str) -> None:
@@ -31,8 +50,7 @@ async def admin(server: str, sql: str) -> None:
 async def preload(store_url: str, nodes: int, fill: float, seed: int = 0) -> dict[str, Any]:
     """Write ``nodes`` nodes and running pods up to ``fill`` of the CPU into an empty
     store, then a state snapshot. Returns what was written."""
-    mean_cores = 30  # synth nodes: 8, 16, 32, 64 cores; pods ask 2.05 cores on average
-    pods = int(nodes * mean_cores * fill / 2.05)
+    pods = int(nodes * NODE_CORES * fill / POD_CORES)
     store = open_store(store_url)
     await store.connect()
     try:

@@ -25,6 +25,7 @@ from esched.services.bench_e2e.cgroups import (
     find_cpu_controller,
     remove_controller_group,
 )
+from esched.services.bench_e2e.preload import WARMUP_PODS_PER_REPLICA, room_shortfall
 from esched.services.bench_e2e.throughput import bench_cluster, one_run
 from esched.services.procs import ServiceProcess
 
@@ -75,6 +76,13 @@ def plot_scaling(rates: dict[int, float], cpus: float, path: Path) -> Path | Non
     return path
 
 
+def runs_shortfall(nodes: int, fill: float, pods: int, counts: Iterable[int]) -> str | None:
+    """Why a run's pods (``pods`` and the first warm-up wave of the largest count) would
+    not fit the preloaded cluster, or None: each run starts from the same preload."""
+    most = max(counts, default=1)
+    return room_shortfall(nodes, fill, pods + WARMUP_PODS_PER_REPLICA * most)
+
+
 async def run_scale_bench(
     *,
     kafka: str | None,
@@ -91,9 +99,13 @@ async def run_scale_bench(
     """Run the benchmark (see the module docstring), the replicas following the log as
     ``follow`` says (:func:`~esched.services.bench_e2e.throughput.one_run`); raises
     :class:`~esched.services.bench_e2e.cgroups.CgroupError` before starting anything
-    when no cgroup CPU controller is writable."""
-    controller = find_cpu_controller()
+    when no cgroup CPU controller is writable, ValueError when the pods of a run (its
+    first warm-up wave included) would not fit the preloaded cluster."""
     counts = list(replicas)
+    short = runs_shortfall(nodes, fill, pods, counts)
+    if short is not None:
+        raise ValueError(short)
+    controller = find_cpu_controller()
     try:
         async with bench_cluster(kafka, pg_server, nodes, fill, logdir) as common:
             result = common.pop("result")

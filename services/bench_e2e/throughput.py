@@ -31,6 +31,7 @@ from esched.services.bench_e2e.observe import (
 )
 from esched.services.bench_e2e.preload import (
     PARTITIONS,
+    WARMUP_PODS_PER_REPLICA,
     admin,
     job_payloads,
     pod_payloads,
@@ -146,7 +147,7 @@ async def one_run(
         counter = itertools.count()
         wave = 0
         while True:
-            batch = pod_payloads(50 * replicas, f"w{next(counter)}", seed=wave)
+            batch = pod_payloads(WARMUP_PODS_PER_REPLICA * replicas, f"w{next(counter)}", seed=wave)
             wave += 1
             await send_pods(producer, bus.topics.pods, batch)
             missing = await decisions.wait_for((k for k, _ in batch), 60, alive)

@@ -268,7 +268,8 @@ def _counts(text: str, option: str) -> list[int]:
     type=click.IntRange(1),
     default=5000,
     show_default=True,
-    help="Pods of the throughput phase of each run.",
+    help="Pods of the throughput phase of each run; refused when a run's pods would not "
+    "fit the preloaded cluster (--nodes, --fill).",
 )
 @click.option(
     "--plot",
@@ -299,9 +300,12 @@ def bench_scale(
     otherwise. Without --kafka a local tansu broker is started for the run.
     """
     from esched.services.bench_e2e.cgroups import CgroupError
-    from esched.services.bench_e2e.scale import run_scale_bench
+    from esched.services.bench_e2e.scale import run_scale_bench, runs_shortfall
 
     counts = _counts(replicas, "--replicas")
+    short = runs_shortfall(nodes, fill, pods, counts)
+    if short is not None:
+        raise click.BadParameter(short, param_hint="--pods")
     try:
         result = run_async(
             lambda: run_scale_bench(

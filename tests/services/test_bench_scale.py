@@ -23,7 +23,7 @@ from esched.services.bench_e2e.cgroups import (
     find_cpu_controller,
     quota_us,
 )
-from esched.services.bench_e2e.scale import efficiencies, plot_scaling
+from esched.services.bench_e2e.scale import efficiencies, plot_scaling, runs_shortfall
 
 
 def test_a_cap_is_a_quota_of_the_default_period_and_never_under_the_kernels_minimum():
@@ -102,6 +102,25 @@ def test_the_plot_is_written_with_the_ideal_line(tmp_path):
     assert path is not None and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = plot_scaling({1: 100.0, 2: 190.0}, 0.02, tmp_path / "scale.svg")
     assert svg is not None and b"<svg" in svg.read_bytes()[:500]
+
+
+def test_runs_that_would_not_fit_the_preloaded_cluster_are_refused():
+    # 1,000 nodes of ~30 cores filled to 20%: ~24,000 cores free; pods ask ~2.05.
+    assert runs_shortfall(1000, 0.2, 5000, [1, 2, 3, 6]) is None
+    short = runs_shortfall(1000, 0.2, 30000, [6])
+    assert short is not None and "30300 pods" in short and "24,000" in short
+    # the warm-up wave of the largest count is counted too
+    assert runs_shortfall(10, 0.0, 90, [1]) is None
+    assert runs_shortfall(10, 0.0, 90, [2]) is not None
+
+
+def test_bench_scale_refuses_more_pods_than_the_cluster_has_room_for():
+    from click.testing import CliRunner
+
+    from esched.services.cli import cli
+
+    result = CliRunner().invoke(cli, ["bench", "scale", "--replicas", "6", "--pods", "30000"])
+    assert result.exit_code == 2 and "--pods" in result.output and "free on 1000" in result.output
 
 
 def test_bench_scale_refuses_bad_replica_counts():
