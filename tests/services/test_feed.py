@@ -241,7 +241,8 @@ async def test_a_follower_started_in_the_middle_of_a_run_catches_up(tmp_path: Pa
     the feed already holding messages it covers) skips or bridges what its start
     covers and ends with the whole fold's bindings at the head."""
     url = f"sqlite:///{tmp_path / 'feed3.sqlite'}"
-    records = list(generated_records(40, 1500, TopicNames(), seed=5))
+    # Enough pods that the run outlasts the late follower's start on a loaded machine.
+    records = list(generated_records(160, 6000, TopicNames(), seed=5))
     runner = Up(
         UpConfig(store=url, progress_every=0, exit_when_idle=True, replicas=2, follow="feed"),
         records,
