@@ -133,6 +133,14 @@ def to_bytes(ClusterState self) -> bytes:
     return b"".join([SNAPSHOT_MAGIC, len(head).to_bytes(8, "little"), head, *blobs])
 
 
+cdef inline Py_ssize_t _room(Py_ssize_t n, Py_ssize_t least) noexcept:
+    # A restored table's capacity: room for half as many rows again. Restored at its
+    # count exactly, the first row made after a load doubled every array of its table
+    # (tens of ms at 100,000 pods, paid by the first work a replica enters or folds; a
+    # new Job's gang or a new spec's class the same).
+    return max(least, n + n // 2)
+
+
 def from_bytes(cls, data: bytes) -> ClusterState:
     """Restore a state written by :meth:`to_bytes`."""
     if data[:8] != SNAPSHOT_MAGIC:
@@ -159,7 +167,7 @@ def from_bytes(cls, data: bytes) -> ClusterState:
         s._resource(name)
     nr = s.res_cap
     s.n_nodes = len(h["node_names"])
-    s.node_cap = max(DEF_NODES, s.n_nodes)
+    s.node_cap = _room(s.n_nodes, DEF_NODES)
     s.node_names = h["node_names"]
     s.node_index = {name: i for i, name in enumerate(s.node_names) if name is not None}
     s.node_free = h["node_free"]
@@ -182,10 +190,7 @@ def from_bytes(cls, data: bytes) -> ClusterState:
 
     keys = h["pod_keys"].split("\x00") if h["pod_keys"] or arrays["pod_node"].shape[0] else []
     s.n_pods = len(keys)
-    # Room for half as many pods again: restored at its count exactly, the first pod
-    # entered or bound after a load doubled every pod array (tens of ms at 100,000
-    # pods, paid by the first work a replica enters or folds).
-    s.pod_cap = cap = max(DEF_PODS, s.n_pods + s.n_pods // 2)
+    s.pod_cap = cap = _room(s.n_pods, DEF_PODS)
     s.pod_keys = [k or None for k in keys]
     s.pod_index = {k: i for i, k in enumerate(keys) if k}
     s.pod_free = h["pod_free"]
@@ -207,7 +212,7 @@ def from_bytes(cls, data: bytes) -> ClusterState:
 
     s.class_specs = h["class_specs"]
     s.n_classes = len(s.class_specs)
-    s.class_cap = max(DEF_SMALL, s.n_classes)
+    s.class_cap = _room(s.n_classes, DEF_SMALL)
     s.class_index = {
         # Snapshots before priorityClassName joined the key have 4 parts.
         (tuple(tuple(kv) for kv in k[0]), tuple(k[1]), k[2], k[3],
@@ -232,7 +237,7 @@ def from_bytes(cls, data: bytes) -> ClusterState:
     s.gang_keys = h["gang_keys"]
     s.gang_meta = h["gang_meta"]
     s.n_gangs = len(s.gang_keys)
-    s.gang_cap = max(DEF_SMALL, s.n_gangs)
+    s.gang_cap = _room(s.n_gangs, DEF_SMALL)
     s.gang_index = {k: i for i, k in enumerate(s.gang_keys)}
     s.gang_min_np = _grown(arrays["gang_min"], s.gang_cap)
     s.gang_counts_np = _grown(arrays["gang_counts"], s.gang_cap, 4)
@@ -242,7 +247,7 @@ def from_bytes(cls, data: bytes) -> ClusterState:
     s.priority_classes = h.get("priority_classes") or {}
     s.namespace_labels = h.get("namespace_labels") or {}
     s.n_queues = len(s.queue_names)
-    s.queue_cap = max(DEF_SMALL, s.n_queues)
+    s.queue_cap = _room(s.n_queues, DEF_SMALL)
     s.queue_index = {k: i for i, k in enumerate(s.queue_names)}
     s.queue_alloc_np = _grown(arrays["queue_alloc"], s.queue_cap, nr)
     s.queue_counts_np = _grown(arrays["queue_counts"], s.queue_cap, 4)

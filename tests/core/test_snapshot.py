@@ -167,6 +167,24 @@ def test_a_restored_state_takes_new_pods_without_growing_its_arrays():
     )
 
 
+def test_a_restored_state_takes_a_new_node_and_class_without_growing_their_tables():
+    # The same room as the pods' for every table a snapshot restores (here nodes and
+    # classes, past their default sizes).
+    s = _big_state(100, 3000)
+    r = ClusterState.from_bytes(s.to_bytes())
+    assert r.n_nodes == 100 and r.n_classes == 40
+    tables = (r.allocatable_np, r.label_bits_np, r.class_req_np, r.class_nz_np)
+    r.apply_many(
+        [
+            (s.position + 1, envelope(EV.NODE_ADDED, node("node-new"))),
+            (s.position + 2, envelope(EV.POD_SUBMITTED, pod("odd", cpu="4321m"))),
+        ]
+    )
+    assert r.n_nodes == 101 and r.n_classes == 41
+    now = (r.allocatable_np, r.label_bits_np, r.class_req_np, r.class_nz_np)
+    assert all(a is b for a, b in zip(tables, now, strict=True))
+
+
 def test_bad_magic_is_rejected():
     with pytest.raises(ValueError, match="bad magic"):
         ClusterState.from_bytes(b"NOTASNAP" + bytes(16))
