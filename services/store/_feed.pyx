@@ -59,16 +59,25 @@ cdef const unsigned char* _header(bytes raw) except NULL:
     return <const unsigned char*>PyBytes_AS_STRING(raw)
 
 
-def message_range(bytes raw not None) -> tuple:
-    """``(after, upto)`` of a feed message, read from its header alone (a follower
-    skips the messages its position covers without decoding them)."""
+cdef inline bytes _bytes(object raw):
+    # (a bus client may hand a record's value over as another buffer)
+    return <bytes>raw if type(raw) is bytes else bytes(raw)
+
+
+def message_range(raw) -> tuple:
+    """``(after, upto)`` of a feed message (bytes, or any buffer), read from its
+    header alone (a follower skips the messages its position covers without decoding
+    them)."""
+    raw = _bytes(raw)
     cdef const unsigned char* b = _header(raw)
     return _u64(b + 4), _u64(b + 12)
 
 
-def decode_message(bytes raw not None) -> tuple:
-    """``(after, upto, flags, parts)`` of a feed message, ``parts`` a list of
-    ``(kind, position, bytes)``; :class:`FeedError` if it is not one."""
+def decode_message(raw) -> tuple:
+    """``(after, upto, flags, parts)`` of a feed message (bytes, or any buffer),
+    ``parts`` a list of ``(kind, position, bytes)``; :class:`FeedError` if it is not
+    one."""
+    raw = _bytes(raw)
     cdef const unsigned char* b = _header(raw)
     cdef uint64_t after = _u64(b + 4), upto = _u64(b + 12)
     cdef int flags = b[20]

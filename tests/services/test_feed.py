@@ -167,6 +167,8 @@ def test_every_cut_or_bad_offset_of_a_message_is_refused() -> None:
     part = decisions_part([(7, b"p-1"), (8, b"p-22")])
     msg = encode_message(4, 9, MAY_MAKE_WORK, [(CLAIMS, 5, b"abc"), (COMMITS, 7, part)])
     assert decode_message(msg) == (4, 9, MAY_MAKE_WORK, [(CLAIMS, 5, b"abc"), (COMMITS, 7, part)])
+    # (a bus client's value in another buffer reads the same)
+    assert decode_message(bytearray(msg)) == decode_message(memoryview(msg)) == decode_message(msg)
     for cut in range(len(msg)):
         with pytest.raises(FeedError):
             decode_message(msg[:cut])
