@@ -490,8 +490,11 @@ cdef int _index_classes(ClusterState self) except -1:
     # definition read.
     made = self._classes_made
     cdef _ClassIndex index = _index_of(self)
+    cdef Py_ssize_t cap = 1024
     if made is None or index.n > 2 * len(self.class_index) + _INDEX_SLACK:
-        index.reset(1024)
+        while cap < 2 * (self.n_classes + 1):  # (room for them all: put rehashes none)
+            cap *= 2
+        index.reset(cap)
         made = range(self.n_classes)
     self._classes_made = []
     cdef Py_ssize_t i

@@ -12,8 +12,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
-
 from esched.core import PHASE_RUNNING
 from esched.schemas.events import (
     PLACEMENT_COMMITTED,
@@ -33,6 +31,7 @@ from esched.services.store.feed import (
     DECISIONS,
     MAY_MAKE_WORK,
     FeedError,
+    commits_mentioning,
     decisions_mentioning,
     decode_message,
     message_range,
@@ -228,8 +227,8 @@ class FeedFollower(LogFollower):
                 released.clear()
             elif kind == COMMITS:
                 commits += [
-                    (pos, {"type": PLACEMENT_COMMITTED, "data": {"proposal": _json_str(pid)}})
-                    for pos, pid in decisions_mentioning(data, mentions)
+                    (pos, {"type": PLACEMENT_COMMITTED, "data": {"proposal": pid}})
+                    for pos, pid in commits_mentioning(data, mentions)
                 ]
             elif kind == DECISIONS:
                 found += decisions_mentioning(data, mentions)
@@ -243,11 +242,15 @@ class FeedFollower(LogFollower):
         after_fold = self._after
         if after_fold is not None and (found or commits):
             loads = self._decoder
-            events = commits + [(pos, loads(payload)) for pos, payload in found]
+            decode = self._decode
+            if decode is not None and PLACEMENT_COMMITTED not in decode:
+                commits = []
+            events = commits
             if found:
-                events.sort(key=lambda pe: pe[0])
-            if self._decode is not None:
-                events = [(p, e) for p, e in events if e.get("type") in self._decode]
+                decoded = [(pos, loads(payload)) for pos, payload in found]
+                if decode is not None:
+                    decoded = [(p, e) for p, e in decoded if e.get("type") in decode]
+                events = sorted(commits + decoded, key=lambda pe: pe[0])
             if events:
                 after_fold(events)
         if flags & MAY_MAKE_WORK and self._on_work is not None:
@@ -321,8 +324,3 @@ class FeedFollower(LogFollower):
         self.entered += len(start)
         self.enter_cpu += time.thread_time() - began
         return len(start)
-
-
-def _json_str(raw: bytes) -> Any:
-    """A JSON string's text as a ``COMMITS`` part holds it (without its quotes)."""
-    return orjson.loads(b'"' + raw + b'"')

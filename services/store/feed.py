@@ -37,7 +37,6 @@ parts, each a u8 kind, a u64 position, a u32 length and the bytes.
 
 from __future__ import annotations
 
-import bisect
 import struct
 from collections.abc import Sequence
 
@@ -58,6 +57,18 @@ from esched.schemas.events import (
     POD_UNSCHEDULABLE,
     POD_UPDATED,
 )
+from esched.services.store._feed import (
+    CLAIMS,
+    COMMITS,
+    DECISIONS,
+    FOLD,
+    MAGIC,
+    FeedError,
+    commits_mentioning,
+    decisions_mentioning,
+    decode_message,
+    message_range,
+)
 from esched.services.store.base import StoredEvent
 
 __all__ = [
@@ -71,6 +82,7 @@ __all__ = [
     "FeedError",
     "FeedMessage",
     "FeedWriter",
+    "commits_mentioning",
     "decisions_mentioning",
     "decisions_part",
     "decode_message",
@@ -78,11 +90,6 @@ __all__ = [
     "message_range",
 ]
 
-MAGIC = b"EFD1"
-CLAIMS = 0
-FOLD = 1
-DECISIONS = 2
-COMMITS = 3
 #: Flag of a message: it covers an event that may make work (anything but a
 #: committed placement), so an idle replica polls its work at once.
 MAY_MAKE_WORK = 1
@@ -115,10 +122,6 @@ _PART = struct.Struct("<BQI")
 MAX_MESSAGE_BYTES = 512 * 1024
 
 
-class FeedError(ValueError):
-    """Bytes that are not a feed message."""
-
-
 #: (after, upto, flags, [(kind, position, bytes)])
 FeedMessage = tuple[int, int, int, list[tuple[int, int, bytes]]]
 
@@ -132,37 +135,6 @@ def encode_message(
         out.append(_PART.pack(kind, position, len(data)))
         out.append(data)
     return b"".join(out)
-
-
-def message_range(raw: bytes) -> tuple[int, int]:
-    """``(after, upto)`` of a feed message, read from its header alone (a follower
-    skips the messages its position covers without decoding them)."""
-    if len(raw) < _HEAD.size or raw[:4] != MAGIC:
-        raise FeedError("not a feed message")
-    _m, after, upto, _f, _n = _HEAD.unpack_from(raw)
-    return after, upto
-
-
-def decode_message(raw: bytes) -> FeedMessage:
-    """``(after, upto, flags, parts)`` of a feed message; :class:`FeedError` if it is
-    not one."""
-    if len(raw) < _HEAD.size or raw[:4] != MAGIC:
-        raise FeedError("not a feed message")
-    _m, after, upto, flags, n = _HEAD.unpack_from(raw)
-    i = _HEAD.size
-    parts: list[tuple[int, int, bytes]] = []
-    for _ in range(n):
-        if i + _PART.size > len(raw):
-            raise FeedError("truncated feed message")
-        kind, position, length = _PART.unpack_from(raw, i)
-        i += _PART.size
-        if i + length > len(raw) or kind not in (CLAIMS, FOLD, DECISIONS, COMMITS):
-            raise FeedError("truncated feed message")
-        parts.append((kind, position, raw[i : i + length]))
-        i += length
-    if i != len(raw) or upto < after:
-        raise FeedError("a malformed feed message")
-    return after, upto, flags, parts
 
 
 def decisions_part(decisions: Sequence[tuple[int, bytes]]) -> bytes:
@@ -180,33 +152,6 @@ def decisions_part(decisions: Sequence[tuple[int, bytes]]) -> bytes:
             *(payload for _pos, payload in decisions),
         ]
     )
-
-
-def decisions_mentioning(part: bytes, mentions: bytes | None) -> list[tuple[int, bytes]]:
-    """The ``(position, payload)`` of a ``DECISIONS`` part's decisions whose payload
-    holds ``mentions`` (None: all of them), found by searching the part's bytes: the
-    others cost no step of their own."""
-    if len(part) < 4:
-        raise FeedError("truncated decisions part")
-    n = int.from_bytes(part[:4], "little")
-    base = 4 + 12 * n
-    if base > len(part):
-        raise FeedError("truncated decisions part")
-    view = memoryview(part)
-    starts = view[4 : 4 + 4 * n].cast("I")
-    positions = view[4 + 4 * n : base].cast("Q")
-    size = len(part) - base
-    if mentions is None:
-        ends = [*starts[1:], size]
-        return [(positions[k], part[base + starts[k] : base + ends[k]]) for k in range(n)]
-    out: list[tuple[int, bytes]] = []
-    i = part.find(mentions, base)
-    while i >= 0:
-        k = bisect.bisect_right(starts, i - base) - 1
-        end = starts[k + 1] if k + 1 < n else size
-        out.append((positions[k], part[base + starts[k] : base + end]))
-        i = part.find(mentions, base + end)
-    return out
 
 
 class FeedWriter:

@@ -32,6 +32,7 @@ from esched.services.store.feed import (
     MAY_MAKE_WORK,
     FeedError,
     FeedWriter,
+    commits_mentioning,
     decisions_mentioning,
     decisions_part,
     decode_message,
@@ -141,6 +142,46 @@ def test_a_replica_finds_its_decisions_in_a_part_by_its_prefix() -> None:
     assert decisions_mentioning(decisions_part([]), b"a") == []
     with pytest.raises(FeedError):
         decisions_mentioning(part[:3], b"a")
+
+
+def test_a_mention_split_across_two_decisions_is_in_neither() -> None:
+    decisions = [(3, b'{"p":"xa'), (4, b'-1"}'), (5, b'{"p":"a-1"}')]
+    part = decisions_part(decisions)
+    assert decisions_mentioning(part, b"a-1") == [decisions[2]]
+    assert decisions_mentioning(decisions_part(decisions[:2]), b"a-1") == []
+
+
+def test_a_replica_reads_its_proposal_ids_off_a_commits_part_as_their_json_text() -> None:
+    pids = ["a-1", 'a-"q"', "a-\\x", "a-\u00e9t\u00e9", "b-1", "a-\u2603\n"]
+    part = decisions_part([(10 + i, orjson.dumps(pid)[1:-1]) for i, pid in enumerate(pids)])
+    assert commits_mentioning(part, None) == [(10 + i, pid) for i, pid in enumerate(pids)]
+    assert commits_mentioning(part, b"a-") == [
+        (10 + i, pid) for i, pid in enumerate(pids) if pid.startswith("a-")
+    ]
+    assert commits_mentioning(part, b"c-") == []
+    with pytest.raises(FeedError):
+        commits_mentioning(part[:5], None)
+
+
+def test_every_cut_or_bad_offset_of_a_message_is_refused() -> None:
+    part = decisions_part([(7, b"p-1"), (8, b"p-22")])
+    msg = encode_message(4, 9, MAY_MAKE_WORK, [(CLAIMS, 5, b"abc"), (COMMITS, 7, part)])
+    assert decode_message(msg) == (4, 9, MAY_MAKE_WORK, [(CLAIMS, 5, b"abc"), (COMMITS, 7, part)])
+    # (a bus client's value in another buffer reads the same)
+    assert decode_message(bytearray(msg)) == decode_message(memoryview(msg)) == decode_message(msg)
+    for cut in range(len(msg)):
+        with pytest.raises(FeedError):
+            decode_message(msg[:cut])
+    with pytest.raises(FeedError):
+        decode_message(encode_message(4, 9, 0, [(7, 5, b"abc")]))  # an unknown kind
+    with pytest.raises(FeedError):
+        decode_message(encode_message(9, 4, 0, []))  # ends before it begins
+    # offsets that go back, or beyond the part
+    bad = part[:4] + (3).to_bytes(4, "little") + (1).to_bytes(4, "little") + part[12:]
+    with pytest.raises(FeedError):
+        decisions_mentioning(bad, b"p-")
+    with pytest.raises(FeedError):
+        commits_mentioning(part[:8] + (99).to_bytes(4, "little") + part[12:], None)
 
 
 def test_a_writer_cuts_messages_at_its_size_between_records() -> None:
