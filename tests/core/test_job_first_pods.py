@@ -223,7 +223,7 @@ def test_a_marker_written_with_escapes_is_read_alike_on_both_paths() -> None:
         assert state_of(by_bytes(rows)) == state_of(by_dict(rows))
         assert bool(fold_jobs([orjson.loads(payload)]).jobs["ns/j"].pods) == implied
         parts = job_fold_parts(payload)
-        assert parts is None or parts[2][1] == implied, member
+        assert parts is None or parts[2][2] == implied, member
 
 
 def test_cut_and_mutated_marked_jobs_fold_as_decoded() -> None:
