@@ -545,7 +545,8 @@ class JobBook:
     ``esched.job.timer`` only moves the clock); :attr:`changed` collects the
     keys of jobs whose transitions to record, pods to withdraw or pods to submit may
     have changed since the caller last cleared it (a transition not implied, a kill,
-    a task released, a pod deleted, a Job submitted or updated); each job's
+    a task released, a pod deleted, a Job submitted whose first pods it does not
+    imply, a Job updated); each job's
     :attr:`JobState.history` holds its transitions.
     """
 
@@ -703,9 +704,13 @@ class JobBook:
         job = JobState(key, data, shape)
         self.jobs[key] = job
         self._transition(job, PENDING, "Submitted", "")
-        self.changed[key] = None
         if pods and key not in self._groups:
+            # Its first pods implied: nothing for the controller to submit (a task
+            # released later, a transition not implied mark the job then), so not
+            # handed to it (a flow of one-pod Jobs asks nothing of it).
             self._first_pods(job)
+        else:
+            self.changed[key] = None
 
     def _first_pods(self, job: JobState) -> None:
         """The pods the first submission of a Job ingest marked implies (attempt 0 of
