@@ -318,7 +318,8 @@ class TaskState:
     def __init__(self, index: int, shape: TaskShape) -> None:
         self.index = index
         self.name, self.replicas, self.min_available, policies, depends, any_ = shape
-        self.policies, self.by_code = _policies(policies)
+        # (_policies' answer for none, its call spared: most tasks have none)
+        self.policies, self.by_code = _policies(policies) if policies else _NO_POLICIES
         self.depends = depends
         self.depends_any = any_
         # Its pods may exist: from the start when it names no dependency (the one rule,
@@ -395,7 +396,7 @@ class JobState:
             if task.depends:
                 deps = True
         self.resize(min_available)
-        self.policies, self.by_code = _policies(policies)
+        self.policies, self.by_code = _policies(policies) if policies else _NO_POLICIES
         self.phase = PENDING
         self.ran = False  # Running at least once in this attempt
         self.retry = 0
@@ -628,7 +629,11 @@ class JobBook:
         self._last_time = time
         t = time if isinstance(time, float) else _time(time)
         if t is not None and t > self.clock:
-            self.advance(t)
+            timers = self._timers
+            if timers and timers[0][0] <= t:
+                self.advance(t)
+            else:
+                self.clock = t  # (advance's answer, its call spared: no timer due)
 
     def apply_bindings(self, bindings: Iterable[tuple[str, str | None]], time: Any) -> None:
         """Fold an ``esched.placement.committed`` as :meth:`apply` does, given the
@@ -870,11 +875,19 @@ class JobBook:
         self._sync(job)
 
     def _bound(self, pod: Any, node: Any = None) -> None:
-        got = self._pod(pod)
-        if got is None or got[1][R_STATUS] != P_PENDING:
+        got = self._recs.get(pod) if type(pod) is str else None
+        if got is None:
             return
-        job, rec = got
-        self._move(job, rec, P_RUNNING)
+        rec, job, task = got
+        if rec[R_STATUS] != P_PENDING:
+            return
+        # _move inlined (Pending to Running): every placement of a job's pod.
+        tn, jn = task.n, job.n
+        tn[P_PENDING] -= 1
+        jn[P_PENDING] -= 1
+        tn[P_RUNNING] += 1
+        jn[P_RUNNING] += 1
+        rec[R_STATUS] = P_RUNNING
         if isinstance(node, str):
             rec[R_NODE] = node
             nodes = self._node_pods.get(node)

@@ -278,12 +278,17 @@ class JobController:
     def follow(self, rows: list[StoredEvent]) -> bool:
         """Fold rows read past :attr:`position` (those at or before it are skipped);
         whether the fold now asks something of the controller."""
-        rows = [r for r in rows if r.position > self.position]
         if not rows:
             return False
+        if rows[0].position <= self.position:  # (rows come in log order)
+            rows = [r for r in rows if r.position > self.position]
+            if not rows:
+                return False
         self.position = fold_rows(self.book, rows, self._own)
-        for r in rows:
-            self._sent.discard(r.id)
+        sent = self._sent
+        if sent:  # (empty unless it appended: a flow of one-pod Jobs)
+            for r in rows:
+                sent.discard(r.id)
         return bool(self.book.changed)
 
     # ------------------------------------------------------------------ acting
