@@ -452,6 +452,12 @@ cdef bint _implies_pods(const unsigned char* b, Py_ssize_t n, Span d) noexcept:
     return found
 
 
+# The type names job_fold_parts answers with, bound once (not looked up in _ev each row).
+cdef str _JOB_FOLD_PLACEMENT = _ev.PLACEMENT_COMMITTED
+cdef str _JOB_FOLD_JOB = _ev.JOB_SUBMITTED
+cdef str _JOB_FOLD_POD = _ev.POD_SUBMITTED
+
+
 def job_fold_parts(object payload) -> object:
     """What the job fold (:class:`esched.core.jobs.JobBook`) reads of a stored
     envelope, off its bytes: ``(type, time, value)`` or None (decode it whole). The
@@ -511,7 +517,7 @@ def job_fold_parts(object payload) -> object:
                 out.append((_ascii_string(b, pod),
                             _ascii_string(b, node) if node.start >= 0 and b[node.start] == 0x22
                             else None))
-        return _ev.PLACEMENT_COMMITTED, _stamp(b, tm), out
+        return _JOB_FOLD_PLACEMENT, _stamp(b, tm), out
     if span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
         # The Job's key and shape (core/_job_row.pyx) off the bytes, its templates
         # not decoded; its metadata's name a string, its namespace a string, null or
@@ -530,10 +536,10 @@ def job_fold_parts(object payload) -> object:
         shape = job_spec_shape(b, n, spec)
         if shape is None:
             return None
-        return (_ev.JOB_SUBMITTED, _stamp(b, tm),
+        return (_JOB_FOLD_JOB, _stamp(b, tm),
                 (_pod_key(b, namespace, name), shape, _implies_pods(b, n, d)))
     if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)) and _B_JOB_NAME_KEY not in payload:
-        return _ev.POD_SUBMITTED, _stamp(b, tm), None
+        return _JOB_FOLD_POD, _stamp(b, tm), None
     return None
 
 

@@ -13,7 +13,7 @@ their own bytes, the value decoding the whole envelope puts there.
 import orjson
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from esched.core._envelope cimport Span, next_element, next_member, span_is
+from esched.core._envelope cimport Span, next_key, skip_accepted, skip_ws, span_is
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
@@ -72,19 +72,34 @@ cdef str _string(const unsigned char* b, Span s):
     return text
 
 
-cdef object _task_shape(const unsigned char* b, Py_ssize_t n, Span task):
-    # One task object as job_shape's _task_shape reads it, or None (declined).
+cdef Py_ssize_t _object_end(const unsigned char* b, Py_ssize_t n, Py_ssize_t start,
+                            Py_ssize_t i) noexcept:
+    # The index after an accepted object opening at b[start], given ``i``, the index
+    # its member walk (next_key) ended at: its "}", or its "{" when it has none.
+    if i == start:
+        i = skip_ws(b, start + 1, n)
+    return i + 1
+
+
+cdef Py_ssize_t _task_shape(const unsigned char* b, Py_ssize_t n, Py_ssize_t start,
+                            list out):
+    # The task object at b[start] as job_shape's _task_shape reads it, appended to
+    # ``out``; the index after it, or -1 (declined). One walk: its template skipped
+    # once, not again as an array element.
     cdef Span k, v, name, replicas, ma, policies
-    cdef Py_ssize_t i = task.start
+    cdef Py_ssize_t i = start, j
     cdef long long r = 0, m = 0
     cdef int got
     cdef bint ok = True
     name.start = replicas.start = ma.start = policies.start = -1
     name.end = replicas.end = ma.end = policies.end = -1
     while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
+        j = next_key(b, i, n, &k)
+        if j < 0:
             break
+        v.start = j
+        v.end = skip_accepted(b, j, n)
+        i = skip_ws(b, v.end, n)
         # (the last of each, as orjson keeps)
         if span_is(b, k, b"name", 4):
             name = v
@@ -96,64 +111,81 @@ cdef object _task_shape(const unsigned char* b, Py_ssize_t n, Span task):
             policies = v
         elif span_is(b, k, b"dependsOn", 9):
             if b[v.start] != 0x6e:  # (null: none)
-                return None
+                return -1
     if name.start < 0 or b[name.start] != 0x22:
-        return None
+        return -1
     got = _int(b, replicas, &r)
     if got == DECLINE:
-        return None
+        return -1
     got = _int(b, ma, &m)
     if got == DECLINE:
-        return None
+        return -1
     if got == NONE:
         m = r
     pol = _policies(b, policies, &ok)
     if not ok:
-        return None
-    return (_string(b, name), r, m, pol, (), False)
+        return -1
+    out.append((_string(b, name), r, m, pol, (), False))
+    return _object_end(b, n, start, i)
+
+
+cdef Py_ssize_t _tasks(const unsigned char* b, Py_ssize_t n, Py_ssize_t i, list out):
+    # The task objects of the accepted array at b[i] appended to ``out``; the index
+    # after the array, or -1 (declined: an element not an object, or a task declined).
+    while True:
+        i = skip_ws(b, i + 1, n)  # past "[" or ","
+        if b[i] == 0x5d:  # (an empty array)
+            return i + 1
+        if b[i] != 0x7b:
+            return -1
+        i = _task_shape(b, n, i, out)
+        if i < 0:
+            return -1
+        i = skip_ws(b, i, n)
+        if b[i] == 0x5d:
+            return i + 1
 
 
 cdef object job_spec_shape(const unsigned char* b, Py_ssize_t n, Span spec):
     """What :func:`esched.core.jobs.job_shape` gives of a Job whose ``spec`` object
     is at ``spec`` in the accepted envelope ``b``, or None: the dict path's to read."""
-    cdef Span k, v, e, tasks, ma, ms, retry, ttl, policies
-    cdef Py_ssize_t i = spec.start
+    cdef Span k, v, ma, ms, retry, ttl, policies
+    cdef Py_ssize_t i = spec.start, j
     cdef long long ma_v = 0, ms_v = 0, retry_v = 0, ttl_v = 0
     cdef int ma_got, ms_got, retry_got, ttl_got
     cdef bint ok = True
-    tasks.start = ma.start = ms.start = retry.start = ttl.start = policies.start = -1
-    tasks.end = ma.end = ms.end = retry.end = ttl.end = policies.end = -1
+    cdef list out = []
+    ma.start = ms.start = retry.start = ttl.start = policies.start = -1
+    ma.end = ms.end = retry.end = ttl.end = policies.end = -1
     while True:
-        i = next_member(b, i, n, &k, &v)
-        if i < 0:
+        j = next_key(b, i, n, &k)
+        if j < 0:
             break
+        v.start = j
         if span_is(b, k, b"tasks", 5):
-            tasks = v
-        elif span_is(b, k, b"minAvailable", 12):
-            ma = v
-        elif span_is(b, k, b"minSuccess", 10):
-            ms = v
-        elif span_is(b, k, b"maxRetry", 8):
-            retry = v
-        elif span_is(b, k, b"ttlSecondsAfterFinished", 23):
-            ttl = v
-        elif span_is(b, k, b"policies", 8):
-            policies = v
-    out = []
-    if tasks.start >= 0 and b[tasks.start] != 0x6e:  # (null: no tasks)
-        if b[tasks.start] != 0x5b:
-            return None
-        i = tasks.start
-        while True:
-            i = next_element(b, i, n, &e)
-            if i < 0:
-                break
-            if b[e.start] != 0x7b:
+            # Read as walked (the last ``tasks`` counts: each starts the list again).
+            out = []
+            if b[j] == 0x5b:
+                v.end = _tasks(b, n, j, out)
+                if v.end < 0:
+                    return None
+            elif b[j] == 0x6e:  # null: no tasks
+                v.end = j + 4
+            else:
                 return None
-            task = _task_shape(b, n, e)
-            if task is None:
-                return None
-            out.append(task)
+        else:
+            v.end = skip_accepted(b, j, n)
+            if span_is(b, k, b"minAvailable", 12):
+                ma = v
+            elif span_is(b, k, b"minSuccess", 10):
+                ms = v
+            elif span_is(b, k, b"maxRetry", 8):
+                retry = v
+            elif span_is(b, k, b"ttlSecondsAfterFinished", 23):
+                ttl = v
+            elif span_is(b, k, b"policies", 8):
+                policies = v
+        i = skip_ws(b, v.end, n)
     ma_got = _int(b, ma, &ma_v)
     ms_got = _int(b, ms, &ms_v)
     retry_got = _int(b, retry, &retry_v)

@@ -59,6 +59,11 @@ ACCEPTED: list[tuple[str, str]] = [
     ('{"tasks":[' + _TASK + "]}", '{"name":"j","namespace":""}'),
     (' { "tasks" : [ { "name" : "w" , "replicas" : 2 } ] , "maxRetry" : 4 } ', _META),
     ('{"ttlSecondsAfterFinished":123456789012345678,"tasks":[' + _TASK + "]}", _META),
+    # the tasks read as walked: the members after them, a later null list
+    ('{"tasks":[{"name":"a","replicas":2} , { "name" : "b" } ] ,"maxRetry":9}', _META),
+    ('{"tasks":[' + _TASK + '],"tasks":null,"maxRetry":2}', _META),
+    ('{"tasks":[{"name":"x"}],"tasks":[ ],"minSuccess":1}', _META),
+    ('{"tasks":[{"name":"a","template":{ },"policies":[ ]},{"name":"b","policies":[]}]}', _META),
 ]
 
 #: Those it leaves to the decoder (the whole row decoded, as before).
@@ -75,6 +80,8 @@ DECLINED: list[tuple[str, str]] = [
     ),
     ('{"tasks":[{"name":"w","replicas":1,"dependsOn":{}}]}', _META),
     ('{"tasks":[{"replicas":1}]}', _META),  # no name: the decoder's KeyError
+    ('{"tasks":[{ }]}', _META),
+    ('{"tasks":[' + _TASK + ',{"name":"b","replicas":1.5}],"maxRetry":1}', _META),
     ('{"tasks":[{"name":7,"replicas":1}]}', _META),
     ('{"tasks":{}}', _META),
     ('{"tasks":"x"}', _META),
