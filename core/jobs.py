@@ -768,6 +768,7 @@ class JobBook:
             return
         spec = data.get("spec") or {}
         for t, tspec in zip(job.tasks, spec.get("tasks") or (), strict=False):
+            # (a task's replicas and minAvailable as at submission: _task_shape)
             _name, t.replicas, t.min_available, *_ = _task_shape(tspec)
         job.resize(_min_available(spec.get("minAvailable")))
         # Pods of an index the task no longer has: withdrawn whatever their phase
