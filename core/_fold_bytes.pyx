@@ -36,6 +36,7 @@ from esched.core._envelope cimport (
     DATA_BINDINGS, DATA_METADATA, DATA_SPEC, N_DATA_MEMBERS, Span, after_quote, next_element,
     next_key, next_member, scan_envelope, skip_accepted, skip_value, skip_ws, span_is,
 )
+from esched.core._job_row cimport job_spec_shape
 from esched.core._quantity cimport esched_quantity_units
 from esched.core._fold cimport (
     _apply_any, _bind_allocated, _bind_resolved, _pod_finish, _pod_submit,
@@ -451,6 +452,12 @@ cdef bint _implies_pods(const unsigned char* b, Py_ssize_t n, Span d) noexcept:
     return found
 
 
+# The type names job_fold_parts answers with, bound once (not looked up in _ev each row).
+cdef str _JOB_FOLD_PLACEMENT = _ev.PLACEMENT_COMMITTED
+cdef str _JOB_FOLD_JOB = _ev.JOB_SUBMITTED
+cdef str _JOB_FOLD_POD = _ev.POD_SUBMITTED
+
+
 def job_fold_parts(object payload) -> object:
     """What the job fold (:class:`esched.core.jobs.JobBook`) reads of a stored
     envelope, off its bytes: ``(type, time, value)`` or None (decode it whole). The
@@ -459,11 +466,13 @@ def job_fold_parts(object payload) -> object:
     ``ev.timestamp`` text (the text itself otherwise); ``value`` is, for ``esched.placement.committed``, the
     ``(pod, node)`` of each binding whose ``pod`` is a string (``node`` None unless a
     string; None in place of the list if one binding is not an object); for
-    ``esched.job.submitted``, the decoded ``data`` and whether ingest marked the Job
-    as implying its first pods (:func:`esched.schemas.events.implies_pods`); for ``esched.pod.submitted``
+    ``esched.job.submitted``, the Job's key, its :func:`esched.core.jobs.job_shape`
+    read off the bytes (``core/_job_row.pyx``; None in place of the tuple where that
+    reader declines) and whether ingest marked the Job as implying its first pods
+    (:func:`esched.schemas.events.implies_pods`); for ``esched.pod.submitted``
     without ``"volcano.sh/job-name"`` in its bytes (no escapes: so no pod of a Job),
     None; any other type: None in place of the tuple."""
-    cdef Span t, d, tm, k, v, e, pod, node, res, dev
+    cdef Span t, d, tm, k, v, e, pod, node, res, dev, meta, spec, name, namespace
     cdef Span members[N_DATA_MEMBERS]
     cdef Py_ssize_t i
     if type(payload) is not bytes:
@@ -508,13 +517,29 @@ def job_fold_parts(object payload) -> object:
                 out.append((_ascii_string(b, pod),
                             _ascii_string(b, node) if node.start >= 0 and b[node.start] == 0x22
                             else None))
-        return _ev.PLACEMENT_COMMITTED, _stamp(b, tm), out
+        return _JOB_FOLD_PLACEMENT, _stamp(b, tm), out
     if span_is(b, t, _B_JOB_SUBMITTED, len(_B_JOB_SUBMITTED)):
-        return (_ev.JOB_SUBMITTED, _stamp(b, tm),
-                (_loads(PyBytes_FromStringAndSize(<const char*>b + d.start, d.end - d.start)),
-                 _implies_pods(b, n, d)))
+        # The Job's key and shape (core/_job_row.pyx) off the bytes, its templates
+        # not decoded; its metadata's name a string, its namespace a string, null or
+        # absent, as _payload_job reads them.
+        meta = members[DATA_METADATA]
+        spec = members[DATA_SPEC]
+        if meta.start < 0 or b[meta.start] != 0x7b or spec.start < 0 or b[spec.start] != 0x7b:
+            return None
+        _meta_members(b, n, meta, &name, &namespace)
+        if name.start < 0 or b[name.start] != 0x22:
+            return None
+        if namespace.start >= 0 and b[namespace.start] != 0x22:
+            if b[namespace.start] != 0x6e:  # null: the default namespace
+                return None
+            namespace.start = -1
+        shape = job_spec_shape(b, n, spec)
+        if shape is None:
+            return None
+        return (_JOB_FOLD_JOB, _stamp(b, tm),
+                (_pod_key(b, namespace, name), shape, _implies_pods(b, n, d)))
     if span_is(b, t, _B_POD_SUBMITTED, len(_B_POD_SUBMITTED)) and _B_JOB_NAME_KEY not in payload:
-        return _ev.POD_SUBMITTED, _stamp(b, tm), None
+        return _JOB_FOLD_POD, _stamp(b, tm), None
     return None
 
 

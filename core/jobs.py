@@ -42,6 +42,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+import orjson
+
 from esched.core.overload import log_seconds
 from esched.schemas import events as ev
 from esched.schemas.volcano_jobs import task_dependencies, validate_job_update
@@ -64,11 +66,14 @@ __all__ = [
     "R_TASK",
     "R_TIMER",
     "JobBook",
+    "JobShape",
     "JobState",
+    "TaskShape",
     "TaskState",
     "Transition",
     "fold_jobs",
     "job_key_of_pod",
+    "job_shape",
     "parse_duration",
 ]
 
@@ -208,6 +213,7 @@ class Transition(NamedTuple):
 
 
 _new_tuple = tuple.__new__
+_loads = orjson.loads
 
 # The tables of no policies (read only, shared): most tasks and many Jobs have none.
 _NO_POLICIES: tuple[dict[str, tuple[str, float | None]], dict[int, str]] = ({}, {})
@@ -235,6 +241,63 @@ def _policies(raw: Any) -> tuple[dict[str, tuple[str, float | None]], dict[int, 
     return by_event, by_code
 
 
+#: A task as :class:`TaskState` is built of it: name, replicas, minAvailable (the
+#: replicas when unset), its raw policy list, the tasks it depends on, whether one
+#: of them is enough.
+TaskShape = tuple[str, int, int, Any, tuple[str, ...], bool]
+#: A Job's spec as :class:`JobState` is built of it (:func:`job_shape`): its tasks,
+#: minAvailable (None: unset or 0, the tasks' sum), minSuccess, maxRetry (3 when
+#: unset or 0), ttlSecondsAfterFinished, its raw policy list.
+JobShape = tuple[tuple[TaskShape, ...], int | None, int | None, int, int | None, Any]
+
+
+def _task_shape(spec: Mapping[str, Any]) -> TaskShape:
+    replicas = int(spec.get("replicas") or 0)
+    ma = spec.get("minAvailable")
+    depends_on = spec.get("dependsOn")
+    if depends_on:
+        depends = task_dependencies(spec)
+        # dependsOn.iteration "any": one completed dependency is enough (Volcano's
+        # waitDependsOnTaskMeetCondition, with more than one name).
+        any_ = depends_on.get("iteration") == "any" and len(depends) > 1
+    else:
+        # (task_dependencies' answer, its call spared: most tasks, a Job each in a
+        # flow of one-pod Jobs, have no dependsOn)
+        depends, any_ = (), False
+    return (
+        spec["name"],
+        replicas,
+        replicas if ma is None else int(ma),
+        spec.get("policies"),
+        depends,
+        any_,
+    )
+
+
+def _min_available(ma: Any) -> int | None:
+    # A Job spec's minAvailable: unset or 0 means the sum of its tasks'.
+    return None if ma in (None, 0) else int(ma)
+
+
+def job_shape(job: Mapping[str, Any]) -> JobShape:
+    """What the job fold reads of a Job (its ``data``) to build its
+    :class:`JobState`: a pure function of the Job's ``spec``. The bytes reader
+    (``core/_job_row.pyx``, through :func:`esched.core._fold_bytes.job_fold_parts`)
+    gives the same of a stored Job's bytes, or declines to."""
+    spec = job.get("spec") or {}
+    tasks = tuple([_task_shape(t) for t in spec.get("tasks") or ()])
+    ms = spec.get("minSuccess")
+    ttl = spec.get("ttlSecondsAfterFinished")
+    return (
+        tasks,
+        _min_available(spec.get("minAvailable")),
+        None if ms is None else int(ms),
+        int(spec.get("maxRetry") or 3),
+        None if ttl is None else int(ttl),
+        spec.get("policies"),
+    )
+
+
 class TaskState:
     """One task of a job: its spec and its pods' counts in the current attempt."""
 
@@ -252,24 +315,13 @@ class TaskState:
         "replicas",
     )
 
-    def __init__(self, index: int, spec: Mapping[str, Any]) -> None:
+    def __init__(self, index: int, shape: TaskShape) -> None:
         self.index = index
-        self.name: str = spec["name"]
-        self.replicas: int = int(spec.get("replicas") or 0)
-        ma = spec.get("minAvailable")
-        self.min_available: int = self.replicas if ma is None else int(ma)
-        self.policies, self.by_code = _policies(spec.get("policies"))
-        depends_on = spec.get("dependsOn")
-        if depends_on:
-            self.depends = task_dependencies(spec)
-            # dependsOn.iteration "any": one completed dependency is enough (Volcano's
-            # waitDependsOnTaskMeetCondition, with more than one name).
-            self.depends_any = depends_on.get("iteration") == "any" and len(self.depends) > 1
-        else:
-            # (task_dependencies' answer, its call spared: most tasks, a Job each in a
-            # flow of one-pod Jobs, have no dependsOn)
-            self.depends = ()
-            self.depends_any = False
+        self.name, self.replicas, self.min_available, policies, depends, any_ = shape
+        # (_policies' answer for none, its call spared: most tasks have none)
+        self.policies, self.by_code = _policies(policies) if policies else _NO_POLICIES
+        self.depends = depends
+        self.depends_any = any_
         # Its pods may exist: from the start when it names no dependency (the one rule,
         # task_dependencies: the first pods a marked Job implies are those tasks').
         self.released = not self.depends
@@ -295,13 +347,13 @@ class JobState:
     """One Volcano Job in the fold: spec, phase, retry count, pods, pending work."""
 
     __slots__ = (
+        "_job",
         "blocked",
         "by_code",
         "deps",
         "expired",
         "finished_at",
         "history",
-        "job",
         "key",
         "killing",
         "max_retry",
@@ -325,27 +377,26 @@ class JobState:
         "version",
     )
 
-    def __init__(self, key: str, job: Mapping[str, Any]) -> None:
-        spec = job.get("spec") or {}
+    def __init__(self, key: str, job: Any, shape: JobShape | None = None) -> None:
+        """``job``: the Job (its ``data``), or the stored envelope's bytes, decoded only
+        when :attr:`job` is read (``shape`` then given: :func:`job_shape`'s of it)."""
+        if shape is None:
+            shape = job_shape(job)
+        task_shapes, min_available, self.min_success, self.max_retry, self.ttl, policies = shape
         self.key = key
-        self.job = job
+        self._job = job
         # One loop for the tasks, their index and whether any depends on another.
         self.tasks: list[TaskState] = []
         self.task_index: dict[str, TaskState] = {}
         deps = False
-        for i, spec_i in enumerate(spec.get("tasks") or ()):
-            task = TaskState(i, spec_i)
+        for i, task_shape in enumerate(task_shapes):
+            task = TaskState(i, task_shape)
             self.tasks.append(task)
             self.task_index[task.name] = task
             if task.depends:
                 deps = True
-        self.resize(spec)
-        ms = spec.get("minSuccess")
-        self.min_success: int | None = None if ms is None else int(ms)
-        self.max_retry = int(spec.get("maxRetry") or 3)
-        ttl = spec.get("ttlSecondsAfterFinished")
-        self.ttl: int | None = None if ttl is None else int(ttl)
-        self.policies, self.by_code = _policies(spec.get("policies"))
+        self.resize(min_available)
+        self.policies, self.by_code = _policies(policies) if policies else _NO_POLICIES
         self.phase = PENDING
         self.ran = False  # Running at least once in this attempt
         self.retry = 0
@@ -368,17 +419,29 @@ class JobState:
         self.updates = 0  # spec updates accepted (JobUpdated)
         self.update_refused: str | None = None  # the last refused update's reason
 
-    def resize(self, spec: Mapping[str, Any]) -> None:
-        """Set the replica totals and minAvailable from ``spec`` (the Job's, at
-        submission and on update; its tasks' replicas already set)."""
+    def resize(self, min_available: int | None) -> None:
+        """Set the replica totals and minAvailable (the spec's, None: unset or 0, the
+        tasks' sum), at submission and on update; its tasks' replicas already set."""
         total = mins = 0
         for t in self.tasks:
             total += t.replicas
             mins += t.min_available
         self.total = total
-        ma = spec.get("minAvailable")
-        self.min_available = mins if ma in (None, 0) else int(ma)
+        self.min_available = mins if min_available is None else min_available
         self.task_min_sum = mins
+
+    @property
+    def job(self) -> dict[str, Any]:
+        """The Job (the ``data`` of its ``esched.job.submitted``, the last accepted
+        update's); a Job folded off its stored bytes is decoded on the first read."""
+        job = self._job
+        if type(job) is bytes:
+            job = self._job = _loads(job)["data"]
+        return job
+
+    @job.setter
+    def job(self, value: dict[str, Any]) -> None:
+        self._job = value
 
     pending = property(lambda self: self.n[P_PENDING], doc="Pods pending.")
     running = property(lambda self: self.n[P_RUNNING], doc="Pods running.")
@@ -483,7 +546,8 @@ class JobBook:
     ``esched.job.timer`` only moves the clock); :attr:`changed` collects the
     keys of jobs whose transitions to record, pods to withdraw or pods to submit may
     have changed since the caller last cleared it (a transition not implied, a kill,
-    a task released, a pod deleted, a Job submitted or updated); each job's
+    a task released, a pod deleted, a Job submitted whose first pods it does not
+    imply, a Job updated); each job's
     :attr:`JobState.history` holds its transitions.
     """
 
@@ -549,7 +613,7 @@ class JobBook:
         elif etype == ev.POD_REJECTED:
             self._outcome({"pod": data.get("pod")}, P_FAILED)
         elif etype == ev.JOB_SUBMITTED:
-            self._job_submitted(data, pods)
+            self._job_submitted(ev.metadata_key(data.get("metadata")), data, None, pods)
         elif etype == ev.NODE_REMOVED:
             self._node_removed((data.get("metadata") or {}).get("name"))
         elif etype == ev.JOB_UPDATED:  # the controller's record of a transition
@@ -565,7 +629,11 @@ class JobBook:
         self._last_time = time
         t = time if isinstance(time, float) else _time(time)
         if t is not None and t > self.clock:
-            self.advance(t)
+            timers = self._timers
+            if timers and timers[0][0] <= t:
+                self.advance(t)
+            else:
+                self.clock = t  # (advance's answer, its call spared: no timer due)
 
     def apply_bindings(self, bindings: Iterable[tuple[str, str | None]], time: Any) -> None:
         """Fold an ``esched.placement.committed`` as :meth:`apply` does, given the
@@ -613,10 +681,23 @@ class JobBook:
         self._seq += 1
         heapq.heappush(self._timers, (at, self._seq, kind, key, pod, epoch))
 
-    def _job_submitted(self, data: dict[str, Any], pods: bool) -> None:
-        key = ev.metadata_key(data.get("metadata"))
+    def apply_job(
+        self, key: str, shape: JobShape, payload: bytes, time: Any, pods: bool = False
+    ) -> None:
+        """Fold an ``esched.job.submitted`` as :meth:`apply` does, given its stored
+        envelope's bytes and what :func:`esched.core._fold_bytes.job_fold_parts` reads
+        of them: the Job's key and :func:`job_shape`, and whether ingest marked it
+        (``pods``). The Job itself is decoded only when read (:attr:`JobState.job`)."""
+        if time is not None and time != self._last_time:
+            self._tick(time)
+        self._job_submitted(key, payload, shape, pods)
+
+    def _job_submitted(self, key: str, data: Any, shape: JobShape | None, pods: bool) -> None:
+        # ``data``: the Job, or its envelope's bytes with its shape (apply_job).
         old = self.jobs.get(key)
         if old is not None:
+            if type(data) is bytes:
+                data = _loads(data)["data"]
             # The Job applied again, as Volcano sees it: unchanged, nothing; changed,
             # an update (a finished job too: it runs nothing again, as in Volcano,
             # where running a Job again takes deleting it first).
@@ -625,12 +706,16 @@ class JobBook:
             else:
                 self._job_update(old, data)
             return
-        job = JobState(key, data)
+        job = JobState(key, data, shape)
         self.jobs[key] = job
         self._transition(job, PENDING, "Submitted", "")
-        self.changed[key] = None
         if pods and key not in self._groups:
+            # Its first pods implied: nothing for the controller to submit (a task
+            # released later, a transition not implied mark the job then), so not
+            # handed to it (a flow of one-pod Jobs asks nothing of it).
             self._first_pods(job)
+        else:
+            self.changed[key] = None
 
     def _first_pods(self, job: JobState) -> None:
         """The pods the first submission of a Job ingest marked implies (attempt 0 of
@@ -683,11 +768,9 @@ class JobBook:
             return
         spec = data.get("spec") or {}
         for t, tspec in zip(job.tasks, spec.get("tasks") or (), strict=False):
-            replicas = int(tspec.get("replicas") or 0)
-            t.replicas = replicas
-            ma = tspec.get("minAvailable")
-            t.min_available = replicas if ma is None else int(ma)
-        job.resize(spec)
+            # (a task's replicas and minAvailable as at submission: _task_shape)
+            _name, t.replicas, t.min_available, *_ = _task_shape(tspec)
+        job.resize(_min_available(spec.get("minAvailable")))
         # Pods of an index the task no longer has: withdrawn whatever their phase
         # (syncJob's "pods exceeding desired replicas").
         limits = {t.index: t.replicas for t in job.tasks}
@@ -793,11 +876,19 @@ class JobBook:
         self._sync(job)
 
     def _bound(self, pod: Any, node: Any = None) -> None:
-        got = self._pod(pod)
-        if got is None or got[1][R_STATUS] != P_PENDING:
+        got = self._recs.get(pod) if type(pod) is str else None
+        if got is None:
             return
-        job, rec = got
-        self._move(job, rec, P_RUNNING)
+        rec, job, task = got
+        if rec[R_STATUS] != P_PENDING:
+            return
+        # _move inlined (Pending to Running): every placement of a job's pod.
+        tn, jn = task.n, job.n
+        tn[P_PENDING] -= 1
+        jn[P_PENDING] -= 1
+        tn[P_RUNNING] += 1
+        jn[P_RUNNING] += 1
+        rec[R_STATUS] = P_RUNNING
         if isinstance(node, str):
             rec[R_NODE] = node
             nodes = self._node_pods.get(node)

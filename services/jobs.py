@@ -134,15 +134,17 @@ def fold_rows(
                 env = mine[1]  # (of FOLDED_TYPES: act keeps no other)
                 book.apply(env["type"], env["data"], env["time"], ev.implies_pods(env))
                 continue
-            # A placement's bindings, a Job's data, a plain pod's time alone: read off
-            # the bytes; anything else (or any doubt) decoded whole.
+            # A placement's bindings, a Job's key and shape (the Job decoded only if
+            # read), a plain pod's time alone: read off the bytes; anything else (or
+            # any doubt) decoded whole.
             parts = job_fold_parts(r.payload)
             if parts is None:
                 book.apply_event(loads(r.payload))
             elif parts[0] == placement:
                 book.apply_bindings(parts[2], parts[1])
             elif parts[0] == job:
-                book.apply(job, parts[2][0], parts[1], parts[2][1])  # (data, marked)
+                key, shape, marked = parts[2]
+                book.apply_job(key, shape, r.payload, parts[1], marked)
             else:
                 book.apply(parts[0], parts[2], parts[1])
     return last
@@ -276,12 +278,17 @@ class JobController:
     def follow(self, rows: list[StoredEvent]) -> bool:
         """Fold rows read past :attr:`position` (those at or before it are skipped);
         whether the fold now asks something of the controller."""
-        rows = [r for r in rows if r.position > self.position]
         if not rows:
             return False
+        if rows[0].position <= self.position:  # (rows come in log order)
+            rows = [r for r in rows if r.position > self.position]
+            if not rows:
+                return False
         self.position = fold_rows(self.book, rows, self._own)
-        for r in rows:
-            self._sent.discard(r.id)
+        sent = self._sent
+        if sent:  # (empty unless it appended: a flow of one-pod Jobs)
+            for r in rows:
+                sent.discard(r.id)
         return bool(self.book.changed)
 
     # ------------------------------------------------------------------ acting

@@ -223,7 +223,7 @@ def test_a_marker_written_with_escapes_is_read_alike_on_both_paths() -> None:
         assert state_of(by_bytes(rows)) == state_of(by_dict(rows))
         assert bool(fold_jobs([orjson.loads(payload)]).jobs["ns/j"].pods) == implied
         parts = job_fold_parts(payload)
-        assert parts is None or parts[2][1] == implied, member
+        assert parts is None or parts[2][2] == implied, member
 
 
 def test_cut_and_mutated_marked_jobs_fold_as_decoded() -> None:
@@ -289,6 +289,30 @@ def test_the_implied_pods_are_the_released_tasks_pods_in_every_fold(depends_on) 
     assert sorted(state.pods) == first
     assert all(state.pods[p][R_TASK] == state.task_index[p.split("-")[1]].index for p in first)
     assert book.missing(state) == []
+
+
+def test_a_job_whose_first_pods_are_implied_is_handed_to_the_controller_when_it_asks() -> None:
+    """A marked Job implies its first pods: the job fold hands it to the controller
+    (``JobBook.changed``) only once it asks something (here its second task's pod,
+    released when the first task completed); an unmarked Job at once (its pods to
+    submit)."""
+    task_b = {
+        "name": "b",
+        "replicas": 1,
+        "template": {"spec": _spec("1")},
+        "dependsOn": {"name": ["a"]},
+    }
+    job = _job({"name": "a", "replicas": 1, "template": {"spec": _spec("1")}}, task_b)
+    env = envelope(ev.JOB_SUBMITTED, job)
+    unmarked = fold_jobs([env])
+    assert list(unmarked.changed) == ["ns/j"] and unmarked.missing(unmarked.jobs["ns/j"])
+    marked = fold_jobs([orjson.loads(_marked(env))])
+    assert not marked.changed
+    marked.apply(ev.PLACEMENT_COMMITTED, {"bindings": [{"pod": "ns/j-a-0", "node": "n1"}]})
+    assert not marked.changed  # (its start is implied)
+    marked.apply(ev.POD_SUCCEEDED, {"pod": "ns/j-a-0"})
+    assert list(marked.changed) == ["ns/j"]
+    assert [(t.name, i) for t, i in marked.missing(marked.jobs["ns/j"])] == [("b", 0)]
 
 
 def _expanded(
