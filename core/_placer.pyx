@@ -629,6 +629,15 @@ cdef void _norm_raw(const PluginSpec* specs, ClassView* v, const int32_t* feas,
             v.raw_min[v.norm[j]] = 0
 
 
+cdef inline bint _profile_only(dict cons) except -1:
+    # Whether constraints set nothing but their schedulerName (the rest None or empty):
+    # nothing compile_class reads.
+    for k, v in cons.items():
+        if v and k != "schedulerName":
+            return False
+    return True
+
+
 @cython.final
 cdef class Placer:
     """Place pods on a :class:`ClusterState` with a profile, seed and optional cache.
@@ -1255,7 +1264,9 @@ cdef class Placer:
         stamp = intern_stamp(self.state)
         if comp is None or comp.stamp != stamp or (
                 comp.node_gen >= 0 and comp.node_gen != self.state.node_gen):
-            if self.state.class_specs[cid]["constraints"]:
+            cons = self.state.class_specs[cid]["constraints"]
+            if cons and not (self.cur_profile == 0 and _profile_only(cons)
+                             and self.state.class_ports[cid] is None):
                 # Classes with the same constraints (and so the same host ports) but
                 # other requests compile alike: one result per constraints key.
                 ck = self.state.interpod.cons_key(cid)
@@ -1267,7 +1278,11 @@ cdef class Placer:
             else:
                 # Classes without constraints compile alike (a random workload has
                 # thousands): one result per intern stamp, read-only in every view
-                # (all of the first profile: no schedulerName).
+                # (all of the first profile: no schedulerName). So do classes whose
+                # constraints name only a scheduler of the first profile (every pod of
+                # a Volcano Job names "volcano"; each one-pod Job's is a new class):
+                # compile_class reads no schedulerName, and their constraints key
+                # would cost a serialization per new class.
                 if self.unconstrained is None or self.unconstrained.stamp != stamp:
                     self.unconstrained = compile_class(self.state, cid, self.added)
                 comp = self.unconstrained
