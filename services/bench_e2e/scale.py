@@ -137,7 +137,11 @@ async def run_scale_bench(
                     "runs": [],
                 }
             )
-            for r in run_order(counts, repeat):
+            order = run_order(counts, repeat)
+            for i, r in enumerate(order):
+                # A run's database and topics are named by its id and count: a repeated
+                # count needs an id of its own (it would read the earlier run's decisions).
+                round_id = f"{common['run']}x{i // len(counts)}" if i >= len(counts) else None
                 caps: list[CpuCap] = []
                 throttled: dict[str, dict[str, float]] = {}
 
@@ -157,7 +161,7 @@ async def run_scale_bench(
 
                 try:
                     run = await one_run(
-                        **common,
+                        **{**common, "run": round_id or common["run"]},
                         replicas=r,
                         pods=pods,
                         rate=1.0,

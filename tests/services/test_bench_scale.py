@@ -201,6 +201,9 @@ def test_bench_scale_reports_throughput_and_efficiency_per_replica_count(
     # Two rounds, the second reversed: each count's rate is the median of its two.
     assert [run["replicas"] for run in data["runs"]] == [1, 2, 2, 1]
     assert all(len(s["runs_pods_per_s"]) == 2 for s in data["scaling"])
+    # Each run its own database and topics: a repeat that read the decisions of the run
+    # of its count before would end before it began.
+    assert all(run["elapsed_s"] > 0 and run["pods_per_s"] > 0 for run in data["runs"])
     for run in data["runs"]:
         assert run["missing"] == 0
         assert len(run["throttled"]) == run["replicas"]  # each replica in a group of its own
