@@ -8,14 +8,18 @@ PostgreSQL run uncapped. Per replica count, the run of ``bench e2e``
 preloaded template, fresh topics, warm-up, then ``pods`` pods at once) measures
 throughput by the store's clock (first pod recorded to last placement committed), and
 the efficiency ``rate(R) / (R x rate(1))``: 1.0 when each replica adds a whole
-replica's throughput. A plot of throughput against replicas beside the ideal line is
-written with matplotlib.
+replica's throughput. With ``repeat`` above 1 the counts are run that many rounds,
+every other round in reverse order (so a drift of the machine's load weighs on every
+count alike), and each count's rate is the median of its runs: on shared cores one
+run of a count can be half or twice another. A plot of throughput against replicas
+beside the ideal line is written with matplotlib.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,7 @@ from esched.services.bench_e2e.preload import WARMUP_PODS_PER_REPLICA, room_shor
 from esched.services.bench_e2e.throughput import bench_cluster, one_run
 from esched.services.procs import ServiceProcess
 
-__all__ = ["efficiencies", "plot_scaling", "run_scale_bench"]
+__all__ = ["efficiencies", "plot_scaling", "run_order", "run_scale_bench"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,16 @@ def plot_scaling(rates: dict[int, float], cpus: float, path: Path) -> Path | Non
     return path
 
 
+def run_order(counts: Iterable[int], repeat: int) -> list[int]:
+    """The replica counts in the order they are run: ``repeat`` rounds, every other one
+    reversed (1,2,3 twice: 1,2,3,3,2,1)."""
+    once = list(counts)
+    order: list[int] = []
+    for k in range(repeat):
+        order += once if k % 2 == 0 else once[::-1]
+    return order
+
+
 def runs_shortfall(nodes: int, fill: float, pods: int, counts: Iterable[int]) -> str | None:
     """Why a run's pods (``pods`` and the first warm-up wave of the largest count) would
     not fit the preloaded cluster, or None: each run starts from the same preload."""
@@ -95,13 +109,17 @@ async def run_scale_bench(
     logdir: str | None = None,
     plot: str | None = None,
     follow: str = "log",
+    repeat: int = 1,
 ) -> dict[str, Any]:
     """Run the benchmark (see the module docstring), the replicas following the log as
     ``follow`` says (:func:`~esched.services.bench_e2e.throughput.one_run`); raises
     :class:`~esched.services.bench_e2e.cgroups.CgroupError` before starting anything
     when no cgroup CPU controller is writable, ValueError when the pods of a run (its
-    first warm-up wave included) would not fit the preloaded cluster."""
-    counts = list(replicas)
+    first warm-up wave included) would not fit the preloaded cluster, or ``repeat`` is
+    below 1."""
+    if repeat < 1:
+        raise ValueError(f"repeat must be at least 1, got {repeat}")
+    counts = list(dict.fromkeys(replicas))
     short = runs_shortfall(nodes, fill, pods, counts)
     if short is not None:
         raise ValueError(short)
@@ -115,10 +133,15 @@ async def run_scale_bench(
                     "cgroup": controller.version,
                     "pods": pods,
                     "follow": follow,
+                    "repeat": repeat,
                     "runs": [],
                 }
             )
-            for r in counts:
+            order = run_order(counts, repeat)
+            for i, r in enumerate(order):
+                # A run's database and topics are named by its id and count: a repeated
+                # count needs an id of its own (it would read the earlier run's decisions).
+                round_id = f"{common['run']}x{i // len(counts)}" if i >= len(counts) else None
                 caps: list[CpuCap] = []
                 throttled: dict[str, dict[str, float]] = {}
 
@@ -138,7 +161,7 @@ async def run_scale_bench(
 
                 try:
                     run = await one_run(
-                        **common,
+                        **{**common, "run": round_id or common["run"]},
                         replicas=r,
                         pods=pods,
                         rate=1.0,
@@ -156,22 +179,39 @@ async def run_scale_bench(
                 result["runs"].append(run)
     finally:
         remove_controller_group(controller)
-    rates = {run["replicas"]: float(run.get("store_pods_per_s") or 0.0) for run in result["runs"]}
-    eff = efficiencies(rates)
-    result["scaling"] = [
-        {
-            "replicas": r,
-            "pods_per_s": rates[r],
-            "efficiency": eff[r],
-            "replica_cpu_us_per_pod": _replica_cpu(run),
-        }
-        for r, run in zip(counts, result["runs"], strict=True)
-    ]
+    result["scaling"] = scaling(counts, result["runs"])
+    rates = {row["replicas"]: row["pods_per_s"] for row in result["scaling"]}
     if plot:
         with contextlib.suppress(OSError):
             made = plot_scaling(rates, cpu_per_replica, Path(plot))
             result["plot"] = str(made) if made else None
     return result
+
+
+def scaling(counts: list[int], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per replica count: the median of its runs' rates (``pods_per_s``; each run's in
+    ``runs_pods_per_s``), the efficiency of the medians, and the median of the
+    replicas' summed CPU µs per pod of the flow."""
+    by_count: dict[int, list[dict[str, Any]]] = {r: [] for r in counts}
+    for run in runs:
+        by_count[run["replicas"]].append(run)
+    rates = {
+        r: statistics.median(float(run.get("store_pods_per_s") or 0.0) for run in done)
+        for r, done in by_count.items()
+        if done
+    }
+    eff = efficiencies(rates)
+    return [
+        {
+            "replicas": r,
+            "pods_per_s": round(rates[r], 1),
+            "efficiency": eff[r],
+            "replica_cpu_us_per_pod": statistics.median(_replica_cpu(run) for run in done),
+            "runs_pods_per_s": [float(run.get("store_pods_per_s") or 0.0) for run in done],
+        }
+        for r, done in by_count.items()
+        if done
+    ]
 
 
 def _replica_cpu(run: dict[str, Any]) -> float:

@@ -218,8 +218,11 @@ class BusConsumer(abc.ABC):
 
     def pause_fetching(self) -> None:  # noqa: B027 - optional: nothing to pause in memory
         """Stop asking the broker for records (no fetch requests) until
-        :meth:`resume_fetching`: a consumer that knows no records are coming costs
-        nothing while it waits. Polls meanwhile return what was fetched before."""
+        :meth:`resume_fetching`: a consumer that knows no records are coming, or that
+        will not poll for a while, costs nothing meanwhile. Records fetched but not
+        yet polled may be dropped (aiokafka drops a paused partition's) and are
+        fetched again after :meth:`resume_fetching`: the position does not move. So
+        pause after a poll that took all there was, and resume before polling."""
 
     def resume_fetching(self) -> None:  # noqa: B027 - optional
         """Fetch again after :meth:`pause_fetching`."""

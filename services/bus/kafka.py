@@ -280,7 +280,7 @@ class KafkaBus(Bus):
         #: larger fetches. tansu scans a partition's record batches on every fetch that
         #: returns data, so at 1,000 pods/s the 20 ms wait's extra fetches cost more
         #: broker CPU than they saved (end to end p99 101-115 ms at 40 against
-        #: 158-162 at 20, alternated, 2026-11-24); an idle consumer is unaffected.
+        #: 158-162 at 20, alternated); an idle consumer is unaffected.
         self.fetch_max_wait_busy_ms = fetch_max_wait_busy_ms
         #: The ceiling of the wait of a consumer whose polls have stayed empty for
         #: ``fetch_wait_grow_after`` seconds: from then on each empty poll doubles the

@@ -277,6 +277,14 @@ def _counts(text: str, option: str) -> list[int]:
     help="Write throughput against replicas, beside the ideal line, to this PNG or SVG "
     "file (matplotlib).",
 )
+@click.option(
+    "--repeat",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Rounds of runs (every other round in reverse order); each count's rate is the "
+    "median of its runs.",
+)
 @_logdir_option
 @_follow_option
 def bench_scale(
@@ -288,6 +296,7 @@ def bench_scale(
     cpu_per_replica: float,
     pods: int,
     plot: str | None,
+    repeat: int,
     logdir: str | None,
     follow: str,
 ) -> None:
@@ -319,6 +328,7 @@ def bench_scale(
                 logdir=logdir,
                 plot=plot,
                 follow=follow,
+                repeat=repeat,
             )
         )
     except CgroupError as exc:

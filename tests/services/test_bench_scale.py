@@ -23,7 +23,13 @@ from esched.services.bench_e2e.cgroups import (
     find_cpu_controller,
     quota_us,
 )
-from esched.services.bench_e2e.scale import efficiencies, plot_scaling, runs_shortfall
+from esched.services.bench_e2e.scale import (
+    efficiencies,
+    plot_scaling,
+    run_order,
+    runs_shortfall,
+    scaling,
+)
 
 
 def test_a_cap_is_a_quota_of_the_default_period_and_never_under_the_kernels_minimum():
@@ -96,6 +102,24 @@ def test_efficiency_is_the_rate_per_replica_against_one_replicas():
     assert efficiencies({2: 200.0, 4: 300.0}) == {2: 1.0, 4: 0.75}
 
 
+def test_repeated_rounds_alternate_their_order_so_drift_weighs_on_every_count():
+    assert run_order([1, 2, 3], 1) == [1, 2, 3]
+    assert run_order([1, 2, 3], 3) == [1, 2, 3, 3, 2, 1, 1, 2, 3]
+
+
+def test_a_counts_rate_is_the_median_of_its_runs_and_efficiency_uses_the_medians():
+    def run(r: int, rate: float, cpu: float) -> dict:
+        return {"replicas": r, "store_pods_per_s": rate, "cpu_us_per_pod": {"replica-r1": cpu}}
+
+    runs = [run(1, 600.0, 30.0), run(2, 500.0, 60.0), run(2, 1200.0, 20.0)]
+    runs += [run(1, 1000.0, 20.0), run(1, 700.0, 25.0), run(2, 1000.0, 22.0)]
+    rows = scaling([1, 2], runs)
+    assert [row["pods_per_s"] for row in rows] == [700.0, 1000.0]
+    assert [row["efficiency"] for row in rows] == [1.0, round(1000 / (2 * 700), 3)]
+    assert rows[1]["runs_pods_per_s"] == [500.0, 1200.0, 1000.0]
+    assert [row["replica_cpu_us_per_pod"] for row in rows] == [25.0, 22.0]
+
+
 def test_the_plot_is_written_with_the_ideal_line(tmp_path):
     pytest.importorskip("matplotlib")
     path = plot_scaling({1: 100.0, 2: 190.0, 3: 260.0}, 0.02, tmp_path / "scale.png")
@@ -159,6 +183,8 @@ def test_bench_scale_reports_throughput_and_efficiency_per_replica_count(
             "1,2",
             "--cpu-per-replica",
             "0.1",
+            "--repeat",
+            "2",
             "--plot",
             str(tmp_path / "scale.svg"),
             "--logdir",
@@ -172,6 +198,12 @@ def test_bench_scale_reports_throughput_and_efficiency_per_replica_count(
     assert [s["replicas"] for s in data["scaling"]] == [1, 2]
     assert all(s["pods_per_s"] > 0 for s in data["scaling"])
     assert data["scaling"][0]["efficiency"] == 1.0
+    # Two rounds, the second reversed: each count's rate is the median of its two.
+    assert [run["replicas"] for run in data["runs"]] == [1, 2, 2, 1]
+    assert all(len(s["runs_pods_per_s"]) == 2 for s in data["scaling"])
+    # Each run its own database and topics: a repeat that read the decisions of the run
+    # of its count before would end before it began.
+    assert all(run["elapsed_s"] > 0 and run["pods_per_s"] > 0 for run in data["runs"])
     for run in data["runs"]:
         assert run["missing"] == 0
         assert len(run["throttled"]) == run["replicas"]  # each replica in a group of its own
