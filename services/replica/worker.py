@@ -119,19 +119,9 @@ class _WorkLoop(_Share):
                 # wait a 100 ms poll sent five): work found starts a batch as usual;
                 # none, and the next pass pauses again.
                 timeout_ms = min(cfg.poll_timeout_ms, IDLE_CHECK_MS)
-        if not consumer.fetching:
-            consumer.resume_fetching()
         msgs = await self.poll_batch(consumer, timeout_ms)
         if msgs:
             self._idle_since = time.monotonic()
-            if len(msgs) < cfg.batch_size:
-                # The poll took all the consumer had, and the loop now places it:
-                # until its next poll, aiokafka's fetcher (which runs whenever nothing
-                # is buffered) would ask the broker for more once per fetch wait, for
-                # work the loop cannot take yet. A capped replica of six spent about a
-                # third of its CPU so. The next poll resumes and fetches afresh. (After
-                # an empty poll the loop polls again at once: nothing to pause for.)
-                consumer.pause_fetching()
         return msgs
 
     def _batch_done(self, task: asyncio.Task, slots: asyncio.Semaphore) -> None:

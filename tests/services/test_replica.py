@@ -804,51 +804,6 @@ async def test_an_idle_replica_neither_polls_work_nor_reads_the_log(pg_url) -> N
         await eventually(lambda: consumer.polls > polls, within=10)
 
 
-class _RecordingConsumer(_CountingConsumer):
-    """A counting consumer recording, in order, each poll (whether fetching was on as
-    it began, how many items it returned) and each pause and resume."""
-
-    def __init__(self, bus: MemoryBus) -> None:
-        super().__init__(bus)
-        self.events: list[tuple[str, ...]] = []
-
-    def pause_fetching(self) -> None:
-        self.events.append(("pause",))
-        super().pause_fetching()
-
-    def resume_fetching(self) -> None:
-        self.events.append(("resume",))
-        super().resume_fetching()
-
-    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
-        fetching = self.fetching
-        got = await super().poll(timeout_ms, max_records)
-        self.events.append(("poll", fetching, len(got)))
-        return got
-
-
-async def test_a_busy_replica_fetches_no_work_between_its_polls(pg_url) -> None:
-    # Once a poll has taken all the consumer had, fetching is paused until the next
-    # poll: in the background aiokafka's fetcher would otherwise ask the broker for
-    # more once per fetch wait while the replica places the batch and waits for its
-    # decisions (a capped replica of six spent about a third of its CPU so). Every
-    # poll fetches: it begins with fetching on. Not idle (idle_after is out of reach):
-    # the pause comes with the work, not after half a second without.
-    config = ReplicaConfig(idle_after=60.0, poll_timeout_ms=20)
-    async with _idle_replica(pg_url, _RecordingConsumer, config) as (store, consumer, replica):
-        assert isinstance(consumer, _RecordingConsumer)
-        await append_events(store, pod("b"))
-        consumer.bus.append(consumer.bus.topics.work, *work_item("pod", "t/b", 2))
-        await eventually(lambda: replica.totals.proposals >= 1, within=10)
-        await eventually(lambda: sum(e[0] == "poll" for e in consumer.events) >= 4, within=10)
-        events = list(consumer.events)
-        polls = [i for i, e in enumerate(events) if e[0] == "poll"]
-        assert all(events[i][1] for i in polls), events  # every poll fetches
-        took = next(i for i in polls if events[i][2] == 1)
-        after = events[took + 1 : next(i for i in polls if i > took)]
-        assert ("pause",) in after, events
-
-
 @pytest.mark.parametrize("count", [0, 1, 7, 8, 40])
 def test_the_batch_searches_find_what_a_search_per_payload_finds(count) -> None:
     # The follower's searches over a fetched batch (memmem per payload, in C): a
