@@ -110,8 +110,13 @@ FROZEN_GEN0 = 50_000
 _GEN0 = gc.get_threshold()[0]
 #: Objects frozen by the last full collection (:func:`_full_collection`); 0: not frozen.
 _frozen_base = 0
-#: Objects frozen by young collections since (about: the allocations that triggered
-#: them, less what they collected; counting the frozen list would walk the heap).
+#: An upper bound of the frozen heap's growth since: the last count of it, plus the
+#: survivors of the young collections after that count (the allocations that
+#: triggered them, less what they collected). Counting walks the frozen list, so it
+#: is only done when this bound says the heap may have doubled: the bound alone
+#: also counts what was frozen and then freed by reference counting (with one-pod
+#: Jobs, the commit service's first young collection froze 50,000 by the bound and
+#: grew the frozen heap by 22,000).
 _frozen_since = 0
 #: A full collection is due (scheduled on the running event loop, not yet run).
 _full_due = False
@@ -126,9 +131,11 @@ def freeze_heap() -> None:
     growing (the job controller's jobs) would otherwise have it rescanned by every
     middle-generation collection (at 100,000 one-pod Jobs, 0.8 s of the controller's
     3.4 s). A cycle frozen while alive and dropped later is freed by the full
-    collection run when the frozen heap has doubled since the last one (on the
-    running event loop, between two of its callbacks): such garbage stays below the
-    live heap, and each object is scanned about once more per doubling.
+    collection run when the frozen heap, counted, has doubled since the last one (on
+    the running event loop, between two of its callbacks): such garbage stays below
+    the heap the last full collection left, and each object is scanned about once
+    more per doubling. Frozen objects freed by reference counting (a batch in flight
+    at a young collection) do not count towards the doubling.
     :func:`thaw_heap` when the service stops following, so what it leaves behind is
     collected again."""
     _full_collection()
@@ -152,12 +159,15 @@ def thaw_heap() -> None:
 def _full_collection() -> None:
     """Collect the whole heap, frozen part included, and freeze what survives."""
     global _frozen_base, _frozen_since, _full_due
-    _full_due = False
+    # Not frozen while it runs, so its own collection's _refreeze does nothing: it
+    # would find the heap doubled against the old base and schedule another one.
+    _frozen_base = 0
     gc.unfreeze()
     gc.collect()
     gc.freeze()
     _frozen_base = gc.get_freeze_count()
     _frozen_since = 0
+    _full_due = False
 
 
 def _refreeze(phase: str, info: dict[str, int]) -> None:
@@ -170,6 +180,9 @@ def _refreeze(phase: str, info: dict[str, int]) -> None:
     gc.freeze()
     _frozen_since += gc.get_threshold()[0] - info["collected"]
     if _full_due or _frozen_since < _frozen_base:
+        return
+    _frozen_since = gc.get_freeze_count() - _frozen_base
+    if _frozen_since < _frozen_base:
         return
     try:
         loop = asyncio.get_running_loop()

@@ -8,7 +8,10 @@ import asyncio
 import gc
 import weakref
 
-from esched.services.store.snapshots import freeze_heap, thaw_heap
+import pytest
+
+from esched.services.store import snapshots
+from esched.services.store.snapshots import FROZEN_GEN0, freeze_heap, thaw_heap
 
 
 class _Node:
@@ -49,5 +52,60 @@ async def test_a_cycle_frozen_while_alive_is_collected_once_the_frozen_heap_doub
             await asyncio.sleep(0)
         assert gone() is None
         assert len(kept) >= base // 2  # not before it had grown by about the heap
+        # and by the young collection (and the loop iteration) after it had doubled
+        assert len(kept) <= base + FROZEN_GEN0 + 10_000
+    finally:
+        thaw_heap()
+
+
+def _count_full_collections(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the full collections the running loop makes (one entry each)."""
+    runs: list[int] = []
+    full = snapshots._full_collection
+
+    def counted() -> None:
+        runs.append(1)
+        full()
+
+    monkeypatch.setattr(snapshots, "_full_collection", counted)
+    return runs
+
+
+async def test_a_full_collection_does_not_schedule_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its own collection's callback saw the heap doubled against the old base: it
+    # must not leave a second full collection due.
+    freeze_heap()
+    runs = _count_full_collections(monkeypatch)
+    try:
+        kept: list[list[int]] = []
+        while not runs and len(kept) < 10 * gc.get_freeze_count() + 1_000_000:
+            kept.extend([] for _ in range(10_000))
+            await asyncio.sleep(0)
+        assert runs == [1]
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert runs == [1]
+    finally:
+        thaw_heap()
+
+
+async def test_frozen_objects_freed_by_reference_counting_do_not_count_towards_the_doubling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A batch in flight at each young collection is frozen, then freed: the frozen
+    # heap does not grow, so no full collection is due (each would rescan it all).
+    freeze_heap()
+    runs = _count_full_collections(monkeypatch)
+    try:
+        base = gc.get_freeze_count()
+        for _ in range(3 * base // FROZEN_GEN0 + 3):
+            in_flight: list[list[int]] = [[] for _ in range(10_000)]
+            gc.collect(0)  # frozen while alive, counted as a young collection's survivors
+            del in_flight
+            await asyncio.sleep(0)
+        assert gc.get_freeze_count() < base + 10_000
+        assert runs == []
     finally:
         thaw_heap()
