@@ -160,8 +160,13 @@ async def run_scale_bench(
                         cap.lift()
 
                 try:
+                    # (and its logs a folder of their own: the round's, after the first)
+                    apart = {
+                        "run": round_id,
+                        "logdir": common["logdir"] / f"round{i // len(counts) + 1}",
+                    }
                     run = await one_run(
-                        **{**common, "run": round_id or common["run"]},
+                        **{**common, **(apart if round_id else {})},
                         replicas=r,
                         pods=pods,
                         rate=1.0,
