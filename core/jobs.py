@@ -879,16 +879,10 @@ class JobBook:
         got = self._recs.get(pod) if type(pod) is str else None
         if got is None:
             return
-        rec, job, task = got
+        rec, job, _task = got
         if rec[R_STATUS] != P_PENDING:
             return
-        # _move inlined (Pending to Running): every placement of a job's pod.
-        tn, jn = task.n, job.n
-        tn[P_PENDING] -= 1
-        jn[P_PENDING] -= 1
-        tn[P_RUNNING] += 1
-        jn[P_RUNNING] += 1
-        rec[R_STATUS] = P_RUNNING
+        self._move(job, rec, P_RUNNING)
         if isinstance(node, str):
             rec[R_NODE] = node
             nodes = self._node_pods.get(node)
