@@ -629,11 +629,7 @@ class JobBook:
         self._last_time = time
         t = time if isinstance(time, float) else _time(time)
         if t is not None and t > self.clock:
-            timers = self._timers
-            if timers and timers[0][0] <= t:
-                self.advance(t)
-            else:
-                self.clock = t  # (advance's answer, its call spared: no timer due)
+            self.advance(t)
 
     def apply_bindings(self, bindings: Iterable[tuple[str, str | None]], time: Any) -> None:
         """Fold an ``esched.placement.committed`` as :meth:`apply` does, given the

@@ -139,9 +139,15 @@ async def run_scale_bench(
             )
             order = run_order(counts, repeat)
             for i, r in enumerate(order):
-                # A run's database and topics are named by its id and count: a repeated
-                # count needs an id of its own (it would read the earlier run's decisions).
-                round_id = f"{common['run']}x{i // len(counts)}" if i >= len(counts) else None
+                # A run's database, topics and log folder are named by its id and count:
+                # after the first round a run needs an id and folder of its own (it
+                # would read the earlier run's decisions, and overwrite its logs).
+                k = i // len(counts)
+                own = (
+                    {"run": f"{common['run']}x{k}", "logdir": common["logdir"] / f"round{k + 1}"}
+                    if k
+                    else {}
+                )
                 caps: list[CpuCap] = []
                 throttled: dict[str, dict[str, float]] = {}
 
@@ -160,13 +166,8 @@ async def run_scale_bench(
                         cap.lift()
 
                 try:
-                    # (and its logs a folder of their own: the round's, after the first)
-                    apart = {
-                        "run": round_id,
-                        "logdir": common["logdir"] / f"round{i // len(counts) + 1}",
-                    }
                     run = await one_run(
-                        **{**common, **(apart if round_id else {})},
+                        **{**common, **own},
                         replicas=r,
                         pods=pods,
                         rate=1.0,

@@ -11,7 +11,7 @@ import orjson
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport uint32_t, uint64_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp
 
 
 cdef extern from "string.h" nogil:
@@ -42,16 +42,15 @@ class FeedError(ValueError):
     """Bytes that are not a feed message."""
 
 
+# Little-endian, as the writer packs them (struct "<"), on any host: compilers make
+# one load of these shifts where the host is little-endian.
 cdef inline uint64_t _u64(const unsigned char* b) noexcept:
-    cdef uint64_t v
-    memcpy(&v, b, 8)
-    return v
+    return (<uint64_t>_u32(b)) | ((<uint64_t>_u32(b + 4)) << 32)
 
 
 cdef inline uint32_t _u32(const unsigned char* b) noexcept:
-    cdef uint32_t v
-    memcpy(&v, b, 4)
-    return v
+    return (<uint32_t>b[0]) | ((<uint32_t>b[1]) << 8) | ((<uint32_t>b[2]) << 16) \
+        | ((<uint32_t>b[3]) << 24)
 
 
 cdef const unsigned char* _header(bytes raw) except NULL:
