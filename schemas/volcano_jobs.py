@@ -88,6 +88,10 @@ _DNS1123_LABEL_MSG = (
     "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
     "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
+#: Task names found to be DNS-1123 labels (of at most 63 characters): the few names
+#: of a template's tasks recur in every Job made of it (a lookup, not a match).
+_TASK_LABELS: dict[str, None] = {}
+_TASK_LABELS_MAX = 4096
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 _QUALIFIED_NAME_MSG = (
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
@@ -361,7 +365,8 @@ def _is_dag(tasks: list[dict[str, Any]]) -> bool:
 
 
 def _name_problems(name: str, what: str) -> list[str]:
-    """validation.IsQualifiedName of a pod or job name (no prefix part)."""
+    """validation.IsQualifiedName of a pod or job name (no prefix part): empty exactly
+    when the name matches ``_QUALIFIED_NAME`` and has at most 63 characters."""
     if not _QUALIFIED_NAME.match(name):
         return [f"create {what} with name {name} validate failed [{_QUALIFIED_NAME_MSG}]"]
     if len(name) > _DNS1123_LABEL_MAX:
@@ -420,6 +425,10 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
     seen: set[str] = set()
     total = 0
     has_dependencies = False
+    # A qualified job name, then "-", a DNS-1123 label (a task name that passed), "-"
+    # and digits is a qualified name too: its pods' names then need only their length
+    # checked (the pattern is matched for any other).
+    name_qualified = _QUALIFIED_NAME.match(name) is not None
     for i, task in enumerate(tasks):
         # (the field's path, spec.tasks[i], is written only for a problem)
         if not isinstance(task, dict):
@@ -463,6 +472,7 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
                     )
                 )
         total += replicas
+        task_label = False
         if len(task_name) > _DNS1123_LABEL_MAX:
             problems.append(
                 JobProblem(
@@ -470,7 +480,11 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
                     f" [must be no more than {_DNS1123_LABEL_MAX} characters];",
                 )
             )
-        elif not _DNS1123_LABEL.match(task_name):
+        elif task_name in _TASK_LABELS or _DNS1123_LABEL.match(task_name):
+            task_label = True
+            if len(_TASK_LABELS) < _TASK_LABELS_MAX:
+                _TASK_LABELS[task_name] = None
+        else:
             problems.append(JobProblem(f"spec.tasks[{i}].name", f" [{_DNS1123_LABEL_MSG}];"))
         if task_name in seen:
             problems.append(
@@ -488,10 +502,13 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
                     )
                 )
         # jobhelpers.MakePodName: <job>-<task>-<index>, a pod name.
-        for text in _name_problems(f"{name}-{task_name}-{i}", "pod"):
-            problems.append(JobProblem(f"spec.tasks[{i}].name", text + ";"))
-    for text in _name_problems(name, "job"):
-        problems.append(JobProblem("metadata.name", text))
+        pod_name = f"{name}-{task_name}-{i}"
+        if not (name_qualified and task_label) or len(pod_name) > _DNS1123_LABEL_MAX:
+            for text in _name_problems(pod_name, "pod"):
+                problems.append(JobProblem(f"spec.tasks[{i}].name", text + ";"))
+    if not name_qualified or len(name) > _DNS1123_LABEL_MAX:
+        for text in _name_problems(name, "job"):
+            problems.append(JobProblem("metadata.name", text))
     if total < min_available:
         problems.append(
             JobProblem(
