@@ -480,7 +480,9 @@ def validate_job(job: Mapping[str, Any]) -> list[JobProblem]:
                     f" [must be no more than {_DNS1123_LABEL_MAX} characters];",
                 )
             )
-        elif task_name in _TASK_LABELS or _DNS1123_LABEL.match(task_name):
+        elif task_name in _TASK_LABELS:
+            task_label = True
+        elif _DNS1123_LABEL.match(task_name):
             task_label = True
             if len(_TASK_LABELS) < _TASK_LABELS_MAX:
                 _TASK_LABELS[task_name] = None
