@@ -346,10 +346,11 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
         # A gang's pods are in its PodGroup's queue (Volcano), when it names one.
         gi = self.gang_index.get(gkey)
         if gi is not None:
-            gmeta = self.gang_meta[<Py_ssize_t>gi]
-            if gmeta.get("queue_set"):
-                queue = gmeta["queue"]
-            if gmeta.get("priorityClassName"):
+            # (typed: its reads are dict lookups, not method calls; every gang's is a dict)
+            gmeta = <dict>self.gang_meta[<Py_ssize_t>gi]
+            if (<dict>gmeta).get("queue_set"):
+                queue = (<dict>gmeta)["queue"]
+            if (<dict>gmeta).get("priorityClassName"):
                 if plain is not None:
                     pod["spec"] = orjson.loads(<bytes>plain[3])
                     plain = None
