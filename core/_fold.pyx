@@ -346,10 +346,11 @@ cdef Py_ssize_t _pod_submit(ClusterState self, str key, dict pod, dict meta, dic
         # A gang's pods are in its PodGroup's queue (Volcano), when it names one.
         gi = self.gang_index.get(gkey)
         if gi is not None:
-            gmeta = self.gang_meta[<Py_ssize_t>gi]
-            if gmeta.get("queue_set"):
-                queue = gmeta["queue"]
-            if gmeta.get("priorityClassName"):
+            # (typed: its reads are dict lookups, not method calls; every gang's is a dict)
+            gmeta = <dict>self.gang_meta[<Py_ssize_t>gi]
+            if (<dict>gmeta).get("queue_set"):
+                queue = (<dict>gmeta)["queue"]
+            if (<dict>gmeta).get("priorityClassName"):
                 if plain is not None:
                     pod["spec"] = orjson.loads(<bytes>plain[3])
                     plain = None
@@ -624,9 +625,10 @@ cdef int _podgroup(ClusterState self, dict pg) except -1:
 
 cdef tuple podgroup_entry(ClusterState self, dict spec, dict min_resources=None):
     # What a PodGroup's spec sets on its gang, apart from the key: (queue, whether
-    # it was set, minMember, priorityClassName, minResources in units, minTaskMember).
-    # Read only by set_podgroup, which copies the dicts per gang, so the bytes path
-    # keeps one per Job spec (_payload_job) and a Job of a known spec parses nothing.
+    # it was set, minMember, priorityClassName, minResources in units, minTaskMember,
+    # the gang metadata of all of them or None). Read only by set_podgroup, so the
+    # bytes path keeps one per Job spec (_payload_job) and a Job of a known spec
+    # parses nothing and makes no dict.
     # ``min_resources``: spec.minResources in units where the caller has them.
     queue_set = bool(spec.get("queue"))
     queue = spec.get("queue") or _DEFAULT_QUEUE
@@ -638,36 +640,42 @@ cdef tuple podgroup_entry(ClusterState self, dict spec, dict min_resources=None)
     # PodGroup.
     min_member = spec.get("minMember")
     min_member = 1 if min_member is None else int(min_member)
-    return (queue, queue_set, min_member, spec.get("priorityClassName"), min_resources,
-            spec.get("minTaskMember") or {})
+    tasks = spec.get("minTaskMember") or {}
+    pcn = spec.get("priorityClassName")
+    # The gang metadata, made once per entry: every gang of this PodGroup spec holds
+    # the same dict (read only, as every reader of gang_meta takes it: a one-pod
+    # Job's gang makes no dict of its own). Its minTaskMember is a copy of the spec's
+    # (which the caller may keep); one that is not an object is left to set_podgroup,
+    # whose dict() refuses it after the gang's minimum is set, as before.
+    meta = (_podgroup_meta(queue, queue_set, pcn, min_resources, PyDict_Copy(tasks))
+            if type(tasks) is dict else None)
+    return (queue, queue_set, min_member, pcn, min_resources, tasks, meta)
 
 cdef int set_podgroup(ClusterState self, str key, tuple entry) except -1:
     # The gang ``key`` as the PodGroup of podgroup_entry ``entry`` declares it.
     queue = entry[0]
-    tasks = entry[5]
     self._queue(queue)
-    cdef dict meta = None
-    if type(tasks) is dict:
-        # Made first, a new gang is created with it (no placeholder made and dropped).
-        meta = _podgroup_meta(entry, PyDict_Copy(tasks))
+    cdef dict meta = <dict>entry[6]
+    # (a new gang is created with its metadata: no placeholder made and dropped)
     cdef Py_ssize_t g = self._gang(key, queue, meta)
     self.gang_min[g] = entry[2]
     if meta is None:
         # (after the gang and its minimum: a minTaskMember dict() refuses leaves them set)
-        meta = _podgroup_meta(entry, dict(tasks))
+        meta = _podgroup_meta(queue, entry[1], entry[3], entry[4], dict(entry[5]))
     self.gang_meta[g] = meta
     return 0
 
-cdef inline dict _podgroup_meta(tuple entry, dict tasks):
-    # set_podgroup's gang metadata of podgroup_entry ``entry``, ``tasks`` its own copy
-    # of minTaskMember (Volcano's per-task minimum, task name -> members, checked when
+cdef inline dict _podgroup_meta(object queue, object queue_set, object pcn,
+                                dict min_resources, dict tasks):
+    # A PodGroup's gang metadata (podgroup_entry's parts), ``tasks`` its
+    # minTaskMember (Volcano's per-task minimum, task name -> members, checked when
     # planning).
     # (sized for its six members: no resize on the sixth)
     cdef dict meta = _PyDict_NewPresized(6)
-    meta["queue"] = entry[0]
-    meta["queue_set"] = entry[1]
-    meta["priorityClassName"] = entry[3]
-    meta["minResources"] = PyDict_Copy(entry[4])  # each gang its own (entry may be shared)
+    meta["queue"] = queue
+    meta["queue_set"] = queue_set
+    meta["priorityClassName"] = pcn
+    meta["minResources"] = min_resources
     meta["podGroup"] = True
     meta["minTaskMember"] = tasks
     return meta

@@ -328,7 +328,7 @@ def _py_job_group_spec(ClusterState state, bytes payload) -> object:
 def _py_job_first_pods(ClusterState state, bytes payload) -> object:
     """Test hook: what the bytes path reads itself of the first pods of the
     ``esched.job.submitted`` envelope ``payload`` (:func:`_job_spec_parts`): (queue,
-    [(task name, replicas, the pods' spec bytes)]), or None where it leaves them to
+    ((task name, replicas, the pods' spec bytes), ...)), or None where it leaves them to
     ``volcano_first_pods``."""
     parts = _py_job_spec_parts(state, payload, False, True)
     return None if parts is None else parts[1]
@@ -822,7 +822,7 @@ cdef list _first_pods(const unsigned char* b, Py_ssize_t n, Span meta, Span name
         # handed to the handler instead of the annotations it would read them from.
         keys = (queue, key)
         job_name = _ascii_string(b, name)
-        for task_name, replicas, spec_bytes in <list>found[1]:
+        for task_name, replicas, spec_bytes in <tuple>found[1]:
             for i in range(<Py_ssize_t>replicas):
                 out.append((f"{key}-{task_name}-{i}",
                             {"labels": volcano_pod_labels(job_name, queue)}, spec_bytes, keys))
@@ -942,8 +942,8 @@ cdef tuple _job_spec_parts(ClusterState self, const unsigned char* b, Py_ssize_t
     # None where a sum is larger. ``expect_pods``: enter the spec of each such task's
     # pods in the spec memo (_expect_pod_spec).
     #
-    # The first pods' makings (``want_pods``): (queue, [(task name, replicas, the pod
-    # spec's bytes)]) for the tasks volcano_first_pods builds pods of (those released
+    # The first pods' makings (``want_pods``): (queue, ((task name, replicas, the pod
+    # spec's bytes), ...)) for the tasks volcano_first_pods builds pods of (those released
     # at submission; a task with a dependsOn is the builder's), for the common shape:
     # no priorityClassName; queue a string or absent; schedulerName a string or
     # absent; each task an object with a string name, replicas absent, null or a
@@ -1013,6 +1013,7 @@ cdef tuple _job_spec_parts(ClusterState self, const unsigned char* b, Py_ssize_t
         if name.start < 0 or b[name.start] != 0x22:
             return (None, None)
         task_name = None
+        plain = None  # (what _plain_requests read of this task's template spec, if it did)
         tmpl_ok = tmpl.start >= 0 and b[tmpl.start] == 0x7b
         scanned = False  # (the template's members: read once for both parts)
         # Replicas absent or null: none; else a plain integer.
@@ -1073,8 +1074,13 @@ cdef tuple _job_spec_parts(ClusterState self, const unsigned char* b, Py_ssize_t
             if sname.start < 0:
                 spec_bytes = PyBytes_FromStringAndSize(<const char*>b + tspec.start, tl)
             else:
-                _members_last(b, n, tspec.start, _SCHEDULER_KEY, _SCHEDULER_LENGTH, 1,
-                              own_sname)
+                if plain is not None:
+                    # (_plain_requests walked this spec's members: it has a
+                    # schedulerName exactly when that read one, a string)
+                    own_sname[0].start = -1 if (<tuple>plain)[2] is None else 0
+                else:
+                    _members_last(b, n, tspec.start, _SCHEDULER_KEY, _SCHEDULER_LENGTH, 1,
+                                  own_sname)
                 if own_sname[0].start >= 0:
                     pods = False  # its own schedulerName: the builder's
                     continue
@@ -1090,7 +1096,9 @@ cdef tuple _job_spec_parts(ClusterState self, const unsigned char* b, Py_ssize_t
                      replicas, spec_bytes))
     return (_group_spec(b, min_member, queue, pcn, task_minimum, total, units) if group
             else None,
-            (pod_queue, pod_tasks) if pods else None)
+            # (the tasks a tuple: the memo's entry then holds no list, and the cyclic
+            # GC stops tracking it, as it does its strings, integers and bytes)
+            (pod_queue, tuple(pod_tasks)) if pods else None)
 
 
 cdef dict _group_spec(const unsigned char* b, units_t min_member, Span queue, Span pcn,

@@ -17,6 +17,7 @@ cdef class InterPodIndex:
     cdef dict lset_fast                  # (namespace, label items as given) -> id
     cdef str bare_ns                     # the last namespace of an unlabeled, unowned pod
     cdef int bare_ns_lset                # ... and its label set (what lset_fast has for it)
+    cdef str last_ns                     # the last namespace of a labelled pod (its str reused)
     cdef list lset_match                 # id -> set of matcher ids it matches
     cdef dict lset_by_label              # (label, value) -> {id of a label set with it: None},
                                          # for the label keys in by_label_keys only

@@ -337,6 +337,7 @@ cdef class InterPodIndex:
         self.lset_fast = {}
         self.bare_ns = None
         self.bare_ns_lset = -1
+        self.last_ns = None
         self.lset_match = []
         self.lset_by_label = {}
         self.by_label_keys = set()
@@ -385,8 +386,16 @@ cdef class InterPodIndex:
             # The bulk of a log: pods without labels, one namespace after another's;
             # no namespace str sliced and hashed per pod.
             return _hold(self, p, self.bare_ns_lset)
-        cut = key.find("/")
-        ns = key[:cut] if cut >= 0 else key
+        if _in_namespace(key, self.last_ns):
+            # Labelled pods one namespace after another's (a Volcano Job's each bring
+            # labels): the namespace's str reused, not sliced and hashed per pod.
+            ns = self.last_ns
+            cut = PyUnicode_GET_LENGTH(ns)
+        else:
+            cut = key.find("/")
+            ns = key[:cut] if cut >= 0 else key
+            if cut >= 0:
+                self.last_ns = ns
         if not owned and type(labels) is dict and labels:
             items = _items(<dict>labels)
             if _canonical(items):

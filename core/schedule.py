@@ -98,10 +98,14 @@ def plan_one(placer: Placer, state: ClusterState, pod: str) -> list[str | None] 
     same decision through :meth:`Placer.place`, as the scheduling pass takes it. The
     plan's steps are ``place``'s (the pod's class and label set, one scan, the
     placement assumed, the placer's counters) with nothing to hide or take back, and
-    it leaves the same ``gang_failure`` report."""
-    got = placer.place(pod, True, None, None, None)
+    it leaves the same ``gang_failure`` report. As for a single pod, the placer is
+    given the class id unless inter-pod rules read the pod's labels
+    (:func:`placed_by_key`), which is then the same decision without the pod's label
+    set looked up."""
+    cid = state.pod_class_id(pod)
+    got = placer.place(pod if placed_by_key(state, cid) else cid, True, None, None, None)
     if got is None:
-        placer.gang_failure = gang_shortfall(placer, [state.pod_class_id(pod)], 0, 1, 1)
+        placer.gang_failure = gang_shortfall(placer, [cid], 0, 1, 1)
         return None
     placer.gang_failure = None
     return [got[0]]
@@ -915,6 +919,17 @@ def task_requirements(
     ``minTaskMember`` (with its running members), in task then member order; None when
     a task has fewer members submitted than it needs (Volcano's ``CheckTaskValid``:
     the job is not valid until it has)."""
+    if len(pending) == 1 and not running and len(min_task) == 1:
+        # A one-pod Job's gang (one task, its one member pending): what the loops below
+        # give for it, without their dicts.
+        for task, minimum in min_task.items():
+            short = int(minimum)
+            if short <= 0:
+                return []
+            got = _member_parts(_member_prefix(gang), pending[0])
+            if short > 1 or got is None or got[0] != task:
+                return None
+        return pending[:1]
     prefix = _member_prefix(gang)
     have: dict[str, int] = {}
     for pod in running:

@@ -316,7 +316,7 @@ def test_a_job_whose_first_pods_are_implied_is_handed_to_the_controller_when_it_
 
 
 def _expanded(
-    job: dict[str, Any], read: tuple[str, list[tuple[str, int, bytes]]]
+    job: dict[str, Any], read: tuple[str, tuple[tuple[str, int, bytes], ...]]
 ) -> list[tuple[str, dict[str, Any], bytes]]:
     """The pods the bytes path's reading ``read`` of ``job`` makes: (key, metadata,
     spec bytes), as the fold builds them (``_first_pods``)."""

@@ -145,6 +145,22 @@ def test_running_members_count_toward_their_task() -> None:
     assert task_requirements("ns/tf", pending, [], {"master": 1, "worker": 2}) is None
 
 
+def test_a_one_member_gangs_task_requirements_are_the_general_rules() -> None:
+    """A one-pod Job's gang (one task, one member pending, none running) takes
+    task_requirements' short path: its answer is the loops', which a running pod of
+    another job (counted for no task) makes it take, over members of the task, of
+    another task, of another job and misnamed, and minimums 0, 1 and 2."""
+    keys = ["ns/tf-w-0", "ns/tf-w-7", "ns/tf-m-0", "ns/other-w-0", "ns/tf-w", "ns/tf-w-x"]
+    for key in keys:
+        for minimum in (0, 1, 2):
+            for task in ("w", "m"):
+                short = task_requirements("ns/tf", [key], [], {task: minimum})
+                loops = task_requirements("ns/tf", [key], ["ns/else-w-0"], {task: minimum})
+                assert short == loops, (key, task, minimum)
+    assert task_requirements("ns/tf", ["ns/tf-w-0"], [], {"w": 1}) == ["ns/tf-w-0"]
+    assert task_requirements("ns/tf", ["ns/tf-m-0"], [], {"w": 1}) is None
+
+
 def test_podgroup_without_task_minimums_unchanged() -> None:
     st = ClusterState()
     log = Log(st)
