@@ -632,18 +632,29 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits,
     # tables are resolved against the state once per record, at their first use, into
     # C arrays: an operation then reads its node, class, queue, gang and resources'
     # slots without a Python object.
-    cdef _Reader rd
+    cdef _Reader rd, at_name
     rd.b = <const unsigned char*>PyBytes_AS_STRING(record)
     rd.n = PyBytes_GET_SIZE(record)
     rd.i = 4
-    if rd.n < 4 or record[:4] != MAGIC:
+    if rd.n < 4 or memcmp(rd.b, PyBytes_AS_STRING(<bytes>MAGIC), 4) != 0:
         raise ClaimsError("not a claims record")
     cdef const unsigned char[::1] own = own_bits
-    cdef list res_names = _r_texts(&rd)
     cdef uint32_t k, j, ops, v
     cdef Py_ssize_t length
+    # The resource names where they are, each read at its first use as the state's
+    # own str (_r_name): not decoded and hashed anew per record. (An operation's
+    # resource index is a u8: the entries beyond 256 cannot be named.)
+    cdef Py_ssize_t res_at[256]
     k = _r_u32(&rd)
-    cdef Py_ssize_t nn = k, nd, nq, ng, nr = len(res_names), nl
+    cdef Py_ssize_t nr = k
+    for j in range(k):
+        if j < 256:
+            res_at[j] = rd.i
+        length = _r_u16(&rd)
+        _need(&rd, length)
+        rd.i += length
+    k = _r_u32(&rd)
+    cdef Py_ssize_t nn = k, nd, nq, ng, nl
     cdef _Slots node_at = _Slots(nn, 0)
     for j in range(k):
         node_at.v[j] = rd.i
@@ -786,7 +797,9 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits,
             if v >= <uint32_t>nr:
                 raise ClaimsError("a resource index beyond its table")
             if cols[v] == UNRESOLVED:
-                cols[v] = self._resource(res_names[v])
+                at_name = rd
+                at_name.i = res_at[v]
+                cols[v] = self._resource(_r_name(self, &at_name))
             memcpy(&self.pod_alloc[p, cols[v]], rd.b + rd.i + 1, 8)
             rd.i += 9
         _bind_allocated(self, p, n, True, dev)
