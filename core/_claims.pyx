@@ -506,18 +506,21 @@ cdef int _index_classes(ClusterState self) except -1:
     # every live class of the state (its snapshot's, its own fold's). A class a record
     # names that the state already has is then found by its fingerprint, without its
     # definition read.
-    made = self._classes_made
+    cdef list made = self._classes_made
     cdef _ClassIndex index = _index_of(self)
-    cdef Py_ssize_t cap = 1024
-    if made is None or index.n > 2 * len(self.class_index) + _INDEX_SLACK:
+    cdef Py_ssize_t cap = 1024, i, j, n
+    cdef bint whole = made is None or index.n > 2 * len(self.class_index) + _INDEX_SLACK
+    if whole:
         while cap < 2 * (self.n_classes + 1):  # (room for them all: put rehashes none)
             cap *= 2
         index.reset(cap)
-        made = range(self.n_classes)
+        n = self.n_classes
+    else:
+        n = len(made)
     self._classes_made = []
-    cdef Py_ssize_t i
     cdef uint64_t fp
-    for i in made:
+    for j in range(n):  # (in C: every class of the state, the first time)
+        i = j if whole else <Py_ssize_t>made[j]
         key = self.class_keys[i]
         if key is None:
             continue
