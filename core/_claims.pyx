@@ -24,8 +24,10 @@ PriorityClasses, its own partitions' pods) must not fall between the first and
 the last event a record covers, or the record applies out of order (a pod bound to
 a node the state has since removed). The writer cuts records there.
 
-Layout (little endian): ``ECL4``, then six tables, each a u32 count of entries:
-resource names, node names and queue names and gang keys (u16 length + UTF-8), class
+Layout (little endian): ``ECL5``, then six tables, each a u32 count of entries:
+resource names, node names and queue names and gang keys (u16 length + UTF-8; a
+node's followed by its u32 slot in the writer's state, which a follower that folded
+the same node events has it at: checked by name, else the name is looked up), class
 definitions (a 64-bit fingerprint of the definition, the fold's ``bytes_hash``
 (``core/_fold_bytes.pxd``), then u32
 length + the class's key, ``_definition``), label sets (u8
@@ -48,6 +50,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
     bint PyUnicode_IS_ASCII(object o)
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
     bint PyUnicode_CheckExact(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
     str PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
@@ -64,7 +67,7 @@ from esched.core._types cimport PHASE_FREE, PHASE_RUNNING
 __all__ = ["MAGIC", "NONE", "NOT_PREEMPTABLE", "NO_PARTITION", "ClaimsError", "claims_record"]
 
 #: First bytes of a claims record; bump the digit when the layout changes.
-MAGIC = b"ECL4"
+MAGIC = b"ECL5"
 # (C values, read in the loop over a record's operations without a Python object)
 cdef uint32_t _NONE = 0xFFFFFFFF
 cdef int _NOT_PREEMPTABLE = 1
@@ -232,7 +235,7 @@ def claims_record(ClusterState state, partition_of=None) -> bytes:
         p = idx
         if state.pod_phase[p] != PHASE_RUNNING:
             continue
-        node = nodes.of(state.node_names[state.pod_node[p]])
+        node = nodes.of(int(state.pod_node[p]))  # (by slot: its name written below)
         cls = classes.of(_definition(state.class_keys[state.pod_class[p]]))
         lid = interpod.pod_lset_np[p] if p < interpod.pod_lset_np.shape[0] else -1
         if lid >= 0:
@@ -262,7 +265,10 @@ def claims_record(ClusterState state, partition_of=None) -> bytes:
     out = [MAGIC]
     for table in (res, nodes, queues, gangs):
         out.append(len(table.items).to_bytes(4, "little"))
-        out += [_text(s) for s in table.items]
+        if table is nodes:
+            out += [_text(state.node_names[n]) + n.to_bytes(4, "little") for n in nodes.items]
+        else:
+            out += [_text(s) for s in table.items]
     out.append(len(classes.items).to_bytes(4, "little"))
     for d in classes.items:
         fp = bytes_hash(<const unsigned char*>PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d))
@@ -350,9 +356,21 @@ cdef inline str _r_key(_Reader* rd):
 
 
 cdef Py_ssize_t _node_of(ClusterState self, _Reader* rd, Py_ssize_t at) except -2:
-    # The slot of the record's node name at offset ``at`` (u16 length + UTF-8), or -1.
+    # The slot of the record's node at offset ``at`` (u16 length + UTF-8 + the
+    # writer's u32 slot), or -1: the writer's slot when this state has the name there
+    # (the fold keeps a name at a slot exactly while node_index maps it there), which
+    # spares hashing the name (~190 instructions a pod), else found by name.
     cdef uint16_t k
+    cdef uint32_t hint
     memcpy(&k, rd.b + at, 2)
+    memcpy(&hint, rd.b + at + 2 + k, 4)
+    cdef list names = self.node_names
+    if hint < <uint32_t>len(names):
+        there = names[hint]
+        if (type(there) is str and PyUnicode_IS_COMPACT_ASCII(there)
+                and PyUnicode_GET_LENGTH(there) == k
+                and memcmp(PyUnicode_DATA(there), rd.b + at + 2, k) == 0):
+            return hint
     if _ascii(rd.b + at + 2, k):
         return node_slot(self, rd.b + at + 2, k)
     return self.node_index.get(PyUnicode_DecodeUTF8(<const char*>(rd.b + at + 2), k, NULL), -1)
@@ -488,18 +506,21 @@ cdef int _index_classes(ClusterState self) except -1:
     # every live class of the state (its snapshot's, its own fold's). A class a record
     # names that the state already has is then found by its fingerprint, without its
     # definition read.
-    made = self._classes_made
+    cdef list made = self._classes_made
     cdef _ClassIndex index = _index_of(self)
-    cdef Py_ssize_t cap = 1024
-    if made is None or index.n > 2 * len(self.class_index) + _INDEX_SLACK:
+    cdef Py_ssize_t cap = 1024, i, j, n
+    cdef bint whole = made is None or index.n > 2 * len(self.class_index) + _INDEX_SLACK
+    if whole:
         while cap < 2 * (self.n_classes + 1):  # (room for them all: put rehashes none)
             cap *= 2
         index.reset(cap)
-        made = range(self.n_classes)
+        n = self.n_classes
+    else:
+        n = len(made)
     self._classes_made = []
-    cdef Py_ssize_t i
     cdef uint64_t fp
-    for i in made:
+    for j in range(n):  # (in C: every class of the state, the first time)
+        i = j if whole else <Py_ssize_t>made[j]
         key = self.class_keys[i]
         if key is None:
             continue
@@ -614,24 +635,35 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits,
     # tables are resolved against the state once per record, at their first use, into
     # C arrays: an operation then reads its node, class, queue, gang and resources'
     # slots without a Python object.
-    cdef _Reader rd
+    cdef _Reader rd, at_name
     rd.b = <const unsigned char*>PyBytes_AS_STRING(record)
     rd.n = PyBytes_GET_SIZE(record)
     rd.i = 4
-    if rd.n < 4 or record[:4] != MAGIC:
+    if rd.n < 4 or memcmp(rd.b, PyBytes_AS_STRING(<bytes>MAGIC), 4) != 0:
         raise ClaimsError("not a claims record")
     cdef const unsigned char[::1] own = own_bits
-    cdef list res_names = _r_texts(&rd)
     cdef uint32_t k, j, ops, v
     cdef Py_ssize_t length
+    # The resource names where they are, each read at its first use as the state's
+    # own str (_r_name): not decoded and hashed anew per record. (An operation's
+    # resource index is a u8: the entries beyond 256 cannot be named.)
+    cdef Py_ssize_t res_at[256]
     k = _r_u32(&rd)
-    cdef Py_ssize_t nn = k, nd, nq, ng, nr = len(res_names), nl
+    cdef Py_ssize_t nr = k
+    for j in range(k):
+        if j < 256:
+            res_at[j] = rd.i
+        length = _r_u16(&rd)
+        _need(&rd, length)
+        rd.i += length
+    k = _r_u32(&rd)
+    cdef Py_ssize_t nn = k, nd, nq, ng, nl
     cdef _Slots node_at = _Slots(nn, 0)
     for j in range(k):
         node_at.v[j] = rd.i
         length = _r_u16(&rd)
-        _need(&rd, length)
-        rd.i += length
+        _need(&rd, length + 4)
+        rd.i += length + 4
     cdef list queue_names = _r_texts(&rd), gang_keys = _r_texts(&rd)
     nq = len(queue_names)
     ng = len(gang_keys)
@@ -697,12 +729,13 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits,
             continue
         if kind != CLAIM_BOUND:
             raise ClaimsError(f"operation kind {kind}")
-        ni = _r_u32(&rd)
-        ci = _r_u32(&rd)
-        li = _r_u32(&rd)
-        qi = _r_u32(&rd)
-        gi = _r_u32(&rd)
-        _need(&rd, 18)
+        _need(&rd, 38)  # (the fixed part at once: five u32 indexes, flags, dev, start, count)
+        memcpy(&ni, rd.b + rd.i, 4)
+        memcpy(&ci, rd.b + rd.i + 4, 4)
+        memcpy(&li, rd.b + rd.i + 8, 4)
+        memcpy(&qi, rd.b + rd.i + 12, 4)
+        memcpy(&gi, rd.b + rd.i + 16, 4)
+        rd.i += 20
         flags = rd.b[rd.i]
         memcpy(&dev, rd.b + rd.i + 1, 8)
         memcpy(&start, rd.b + rd.i + 9, 8)
@@ -767,7 +800,9 @@ cdef long long _apply_claims(ClusterState self, bytes record, object own_bits,
             if v >= <uint32_t>nr:
                 raise ClaimsError("a resource index beyond its table")
             if cols[v] == UNRESOLVED:
-                cols[v] = self._resource(res_names[v])
+                at_name = rd
+                at_name.i = res_at[v]
+                cols[v] = self._resource(_r_name(self, &at_name))
             memcpy(&self.pod_alloc[p, cols[v]], rd.b + rd.i + 1, 8)
             rd.i += 9
         _bind_allocated(self, p, n, True, dev)

@@ -377,6 +377,41 @@ def test_a_bound_pod_enters_with_its_labels_class_and_allocation():
     assert np.all(b.allocated_np == 0)
 
 
+def _bound_on_n2(a: ClusterState) -> bytes:
+    """The record of a pod bound to node n2 in ``a`` (its nodes already added)."""
+    a.claims_journal = []
+    a.apply(envelope(EV.POD_SUBMITTED, pod("w", cpu="250m", namespace="ns1")), 10)
+    a.apply(envelope(EV.PLACEMENT_COMMITTED, commit(("ns1/w", "n2", {"cpu": 250}))), 11)
+    return claims_record(a, partition_of)
+
+
+def test_a_record_names_each_node_with_its_slot_in_the_writers_state():
+    a = ClusterState()
+    for i, name in enumerate(["n0", "n1", "n2"]):
+        a.apply(envelope(EV.NODE_ADDED, node(name)), i + 1)
+    record = _bound_on_n2(a)
+    # magic, the resource table, then the node table: n2 and its slot, 2
+    at = 8
+    for _ in range(int.from_bytes(record[4:8], "little")):
+        at += 2 + int.from_bytes(record[at : at + 2], "little")
+    assert record[at : at + 4] == (1).to_bytes(4, "little")
+    assert record[at + 4 : at + 4 + 2 + 2 + 4] == b"\x02\x00n2" + (2).to_bytes(4, "little")
+
+
+def test_a_claim_of_a_node_at_another_slot_here_binds_it_by_name():
+    a = ClusterState()
+    b = ClusterState()
+    for i, name in enumerate(["n0", "n1", "n2"]):
+        a.apply(envelope(EV.NODE_ADDED, node(name)), i + 1)
+    for i, name in enumerate(["n2", "n1", "n0"]):  # (n0 at slot 2 here, n2 there in a)
+        b.apply(envelope(EV.NODE_ADDED, node(name)), i + 1)
+    record = _bound_on_n2(a)
+    assert b.apply_claims(record) == 1
+    assert b.pod("ns1/w")["node"] == "n2"
+    assert b.node("n2")["allocated"]["cpu"] == 250
+    assert b.node("n0")["allocated"]["cpu"] == 0
+
+
 def test_a_record_names_no_partition_without_partition_of():
     a = ClusterState()
     a.claims_journal = []
