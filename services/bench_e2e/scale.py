@@ -177,6 +177,7 @@ async def run_scale_bench(
                         confine=confine,
                         before_stop=uncap,
                         follow=follow,
+                        timeline=True,
                     )
                 finally:
                     for cap in caps:

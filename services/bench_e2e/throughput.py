@@ -38,6 +38,7 @@ from esched.services.bench_e2e.preload import (
     preload,
     send_pods,
 )
+from esched.services.bench_e2e.timeline import run_timeline
 from esched.services.bus import open_bus
 from esched.services.devbroker import DevBroker
 from esched.services.procs import ServiceProcess, await_until, service_env
@@ -63,6 +64,7 @@ async def one_run(
     replica_args: Sequence[str] = (),
     idle_seconds: float = 0.0,
     follow: str = "log",
+    timeline: bool = False,
 ) -> dict[str, Any]:
     """One run with ``replicas`` replica processes (following the log as ``follow``
     says: ``"feed"`` runs the dispatcher with ``--feed``); ``confine(process)`` is called on
@@ -73,7 +75,10 @@ async def one_run(
     every replica's command line (the broker's :attr:`DevBroker.REPLICA_ARGS`).
     ``idle_seconds`` > 0: after the other phases, the services are left with nothing to
     do for that long and ``idle`` reports each one's CPU share (cores) meanwhile: what
-    fetch and poll loops cost when there is nothing to read."""
+    fetch and poll loops cost when there is nothing to read. ``timeline``: the
+    throughput phase's ``commit_gaps`` (its longest stretch without a commit, and where
+    the pods decided after it waited), every pod's marks in ``timeline.json`` of the
+    run's log folder (:mod:`.timeline`)."""
     db = f"esched_bench_{run}_r{replicas}"
     await admin(server, f'CREATE DATABASE "{db}" TEMPLATE "{template_db}"')
     url = f"{server}/{db}"
@@ -206,6 +211,10 @@ async def one_run(
         rate_stored = store_pods_per_s(stored, decided)
         if rate_stored is not None:
             out["store_pods_per_s"] = rate_stored
+        if timeline:
+            out["commit_gaps"] = await run_timeline(
+                bus, f"bench-{run}-{replicas}-tl", stored, decided, runlog / "timeline.json"
+            )
         out["timeline_s"] = {
             name: {"half": round(float(np.percentile(v, 50)) - t0, 2), "all": round(max(v) - t0, 2)}
             for name, v in (

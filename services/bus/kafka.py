@@ -55,12 +55,17 @@ BATCH_MIN_RECORDS = 32
 #: in a rebalance (seconds).
 POLL_SLACK = 0.25
 #: Longest aiokafka's background fetcher waits before looking at its partitions again
-#: when no fetch is in flight (its ``consumer_timeout_ms``, 200 by default). Every
-#: event it acts on wakes it sooner: a fetch answered, records taken, a partition
-#: resumed or sought, the assignment changed, metadata refreshed. The bound only
-#: matters while every partition is paused (an idle replica's work consumer), where
-#: the default woke the routine five times a second to find them still paused.
-FETCHER_TIMEOUT_MS = 5_000
+#: when no fetch is in flight (its ``consumer_timeout_ms``; aiokafka's default). Events
+#: it acts on usually wake it sooner (a fetch answered, records taken, a partition
+#: resumed), but not always: at 5 s a commit service's fetcher slept 4.9 s with no
+#: fetch in flight and nothing buffered while 1,703 proposals waited on the broker
+#: (a stall of a whole ``bench scale`` run). The bound is how long a missed wake-up
+#: can hold a consumer that is fetching.
+FETCHER_TIMEOUT_MS = 200
+#: The same while every partition is paused (an idle replica's work consumer): the
+#: routine then only waits for a resume, which wakes it, and the default woke it five
+#: times a second to find every partition still paused.
+PAUSED_FETCHER_TIMEOUT_MS = 5_000
 #: How long tansu (0.6) holds a static member's SyncGroup. Neither that hold nor the
 #: sync counts as contact with the member, and tansu checks every member's last
 #: contact before counting the heartbeat that follows: with a session not above the
@@ -150,6 +155,12 @@ class FetchWait:
         ``grow_after`` (a replica's work consumer) never has a long fetch in flight."""
         self._empty_since = None
         self._write(self.idle_ms)
+
+    def routine_timeout(self, ms: int) -> None:
+        """Set how long the attached fetcher's routine waits when nothing wakes it
+        (its private ``_fetcher_timeout``, seconds; :data:`FETCHER_TIMEOUT_MS`)."""
+        if self._fetcher is not None and hasattr(self._fetcher, "_fetcher_timeout"):
+            self._fetcher._fetcher_timeout = ms / 1000
 
     def _write(self, ms: int, *, force: bool = False) -> None:
         if self._fetcher is not None and (force or ms != self._ms):
@@ -707,11 +718,13 @@ class _KafkaConsumer(BusConsumer):
         # rebalance's new assignment starts unpaused (fetching: never silently deaf).
         self._paused = True
         self._wait.restart()
+        self._wait.routine_timeout(PAUSED_FETCHER_TIMEOUT_MS)
         self._consumer.pause(*self._consumer.assignment())
 
     def resume_fetching(self) -> None:
         self._paused = False
         self._wait.restart()
+        self._wait.routine_timeout(FETCHER_TIMEOUT_MS)
         self._consumer.resume(*self._consumer.paused())
 
     @property

@@ -383,6 +383,44 @@ async def test_a_paused_consumers_fetcher_sleeps_until_resumed(
         await consumer.stop()
 
 
+async def test_a_fetching_consumer_finds_new_records_soon_after_a_missed_wake_up(
+    kafka_bootstrap, topic_prefix, monkeypatch
+):
+    # aiokafka's fetch routine waits, with records buffered and no fetch in flight, for
+    # a wake-up when they are taken; one missed left a commit service's fetcher asleep
+    # for its whole consumer_timeout_ms (5 s) with 1,703 proposals waiting. Taking the
+    # records here wakes nothing; the next records still come within the fetching
+    # consumer's bound (200 ms), not the paused one's.
+    def lossy(self, future):  # the wake-up on records taken is missed
+        if future is not None and future is not self._wait_consume_future:
+            if not future.done():
+                future.set_result(None)
+
+    monkeypatch.setattr(Fetcher, "_notify", lossy)
+    bus = KafkaBus(kafka_bootstrap, TopicNames(topic_prefix))
+    await bus.ensure_topics(partitions=1)
+    consumer = bus.consumer([bus.topics.pods], "g")
+    await consumer.start()
+    producer = bus.producer()
+    await producer.start()
+    try:
+        await _drain(consumer, 0)
+        await producer.send(bus.topics.pods, b"first")
+        fetcher = consumer._consumer._fetcher  # type: ignore[attr-defined]
+        await eventually(lambda: bool(fetcher._records), within=10)
+        # Buffered past the prefetch backoff (0.1 s): the routine now waits for the
+        # records to be taken, with no fetch in flight.
+        await asyncio.sleep(0.3)
+        assert [m.value for m in await consumer.poll(100, 10)] == [b"first"]
+        await producer.send(bus.topics.pods, b"second")
+        t0 = asyncio.get_running_loop().time()
+        assert [m.value for m in await _drain(consumer, 1)] == [b"second"]
+        assert asyncio.get_running_loop().time() - t0 < 2.0
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
 async def test_records_waiting_are_fetched_at_once_whatever_the_fetch_wait(
     kafka_bootstrap, topic_prefix
 ):
