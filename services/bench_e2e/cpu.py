@@ -60,55 +60,97 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def _postgres_pids() -> list[int]:
-    pids = []
+def postgres_processes() -> dict[int, str]:
+    """The PostgreSQL server's processes: pid -> process title (its ``cmdline``)."""
+    found: dict[int, str] = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             with contextlib.suppress(OSError):
                 if (d / "comm").read_text().strip() == "postgres":
-                    pids.append(int(d.name))
-    return pids
+                    found[int(d.name)] = (
+                        (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    )
+    return found
 
 
-def postgres_cpu_seconds() -> float:
-    """CPU seconds of the PostgreSQL server so far: every live server process, and the
-    postmaster's exited children (a backend whose connection closed takes its CPU
-    with it otherwise, and a difference of two sums could go negative). The exited
-    children come in clock ticks, so a backend's exit may lose up to one (10 ms)."""
-    pids = _postgres_pids()
-    live = set(pids)
+def backend_database(title: str) -> str | None:
+    """The database of a client backend from its process title (``postgres: CLUSTER:
+    USER DATABASE HOST(PORT) STATE``, or ``[local]`` for a socket); None for the
+    postmaster and the server's background processes (checkpointer, walwriter, ...)."""
+    words = title.rsplit(": ", 1)[-1].split()
+    if len(words) >= 3 and (words[2].endswith(")") or words[2] == "[local]"):
+        return words[1]
+    return None
+
+
+def postgres_cpu_seconds(database: str | None = None) -> float:
+    """CPU seconds of the PostgreSQL server so far.
+
+    Without ``database``: every live server process, and the postmaster's exited
+    children (a backend whose connection closed takes its CPU with it otherwise,
+    and a difference of two sums could go negative; they come in clock ticks, so a
+    backend's exit may lose up to one, 10 ms). With it: the sum of
+    :func:`postgres_cpu_split`."""
+    if database is not None:
+        return sum(postgres_cpu_split(database))
+    procs = postgres_processes()
     total = 0.0
-    for pid in pids:
+    for pid in procs:
         fields = _stat_fields(pid)
-        if fields is None:
-            continue
-        # The postmaster is the server process whose parent is not a server process.
-        total += cpu_seconds(pid, reaped=int(fields[1]) not in live)
+        if fields is not None:
+            # The postmaster is the server process whose parent is not a server process.
+            total += cpu_seconds(pid, reaped=int(fields[1]) not in procs)
     return total
 
 
-def cpu_snapshot(services: list[ServiceProcess], broker_pid: int | None) -> dict[str, float]:
-    """CPU seconds so far per service process, the broker and the PostgreSQL server
-    (:func:`postgres_cpu_seconds`; the server is shared: other clients' work is
-    included)."""
+def postgres_cpu_split(database: str) -> tuple[float, float]:
+    """CPU seconds so far of the backends connected to ``database`` and of the
+    server's own processes (the postmaster, the WAL writer, the checkpointer, ...):
+    a run's share of a server that other clients use too, no other database's
+    backends and no exited children (those of every database are one sum). A
+    backend of ``database`` that exits between two readings takes its CPU out of
+    the second, so the services' connections must outlive the measured window."""
+    backends = server = 0.0
+    for pid, title in postgres_processes().items():
+        owner = backend_database(title)
+        if owner is None:
+            server += cpu_seconds(pid)
+        elif owner == database:
+            backends += cpu_seconds(pid)
+    return backends, server
+
+
+def cpu_snapshot(
+    services: list[ServiceProcess], broker_pid: int | None, database: str | None = None
+) -> dict[str, float]:
+    """CPU seconds so far per service process, the broker and the PostgreSQL server:
+    with ``database``, its backends (``postgresql``) and the server's own processes
+    (``postgresql_server``: WAL writes, checkpoints) apart (:func:`postgres_cpu_split`);
+    without, the whole server under ``postgresql``, other clients' work included."""
     out = {s.name: cpu_seconds(s.proc.pid) for s in services}
     if broker_pid:
         out["broker"] = cpu_seconds(broker_pid)
-    out["postgresql"] = postgres_cpu_seconds()
+    if database is None:
+        out["postgresql"] = postgres_cpu_seconds()
+    else:
+        out["postgresql"], out["postgresql_server"] = postgres_cpu_split(database)
     out["bench"] = cpu_seconds(os.getpid())
     return out
 
 
 async def idle_cpu(
-    services: list[ServiceProcess], broker_pid: int | None, seconds: float
+    services: list[ServiceProcess],
+    broker_pid: int | None,
+    seconds: float,
+    database: str | None = None,
 ) -> dict[str, Any]:
     """Each process's CPU share (cores) over ``seconds`` in which the benchmark sends
     nothing (:func:`cpu_snapshot`'s processes): the cost of waiting for work."""
-    cpu0 = cpu_snapshot(services, broker_pid)
+    cpu0 = cpu_snapshot(services, broker_pid, database)
     t0 = time.perf_counter()
     # A measurement window, not a wait for an event: nothing is expected to happen.
     await asyncio.sleep(seconds)
-    cpu1 = cpu_snapshot(services, broker_pid)
+    cpu1 = cpu_snapshot(services, broker_pid, database)
     span = time.perf_counter() - t0
     return {
         "seconds": round(span, 2),

@@ -174,14 +174,14 @@ async def one_run(
         c0, r0 = decisions.mark()
         head = await head_position(url)
         decisions.reading.clear()
-        cpu0 = cpu_snapshot(services, broker_pid)
+        cpu0 = cpu_snapshot(services, broker_pid, db)
         t0 = time.time()
         for i in range(0, len(payloads), 2000):
             await send_pods(producer, bus.topics.pods, payloads[i : i + 2000])
         sent_s = time.time() - t0
         # A gang's pods are committed in one decision: count pods, not decisions.
         await wait_committed(url, head, pods if not job_size else -(-pods // job_size), 300, alive)
-        cpu1 = cpu_snapshot(services, broker_pid)
+        cpu1 = cpu_snapshot(services, broker_pid, db)
         decisions.reading.set()
         missing = await decisions.wait_for(keys, 60, alive)
         done = [decisions.committed[k] for k in keys if k in decisions.committed]
@@ -295,7 +295,7 @@ async def one_run(
                 ),
             }
         if idle_seconds > 0:
-            out["idle"] = await idle_cpu(services, broker_pid, idle_seconds)
+            out["idle"] = await idle_cpu(services, broker_pid, idle_seconds, db)
         out["commits_by_replica"] = dict(sorted(decisions.by_replica.items()))
         out["conflict_reasons"] = dict(sorted(decisions.reasons.items()))
     finally:

@@ -31,6 +31,15 @@ class ReplicaConfig:
     #: batch only once the previous one is decided.
     pipeline: int = 8
     poll_timeout_ms: int = 100
+    #: The work consumer's fetch wait at the broker (ms), whether or not its last poll
+    #: brought work. Under load a replica keeps polling while its batches wait for
+    #: their decisions, so its consumer has a fetch waiting at the broker all the time:
+    #: each costs the replica's bus client and the broker CPU whatever it brings, and
+    #: their number grows with the replicas, not the pods. On tansu a record reached
+    #: a waiting reader as soon at 40 ms as at 20 (5.4 / 5.7 ms median, 15.6 / 12.5
+    #: p90; `python -m esched.services.bench_wait 20,40,100`, 16.7 / 42.5 at 100) for
+    #: half the idle reader's CPU; Kafka answers a waiting fetch when records come.
+    work_fetch_wait_ms: int = 40
     #: Keep polling for up to this many seconds while more work arrives (batching), but
     #: only when the first poll brought at least ``linger_min`` items: a backlog, where
     #: fuller batches save round trips. A handful of items (light load) goes at once:

@@ -62,7 +62,10 @@ class Replica(_WorkLoop):
             # Static membership under the replica's name: a restarted replica takes its
             # old place (and partitions) at once instead of after its old session.
             self._consumer = self.bus.consumer(
-                [self.bus.topics.work], self.config.group, instance=f"{self.config.group}/{self.id}"
+                [self.bus.topics.work],
+                self.config.group,
+                instance=f"{self.config.group}/{self.id}",
+                wait_ms=self.config.work_fetch_wait_ms,
             )
             await self._start_provisional()
         joining = asyncio.ensure_future(

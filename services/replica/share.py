@@ -57,7 +57,11 @@ class _Share(_Placing):
         if not work:
             return False
         provisional = self.bus.consumer(
-            [self.bus.topics.work], self.config.group, exclusive=True, partitions=work
+            [self.bus.topics.work],
+            self.config.group,
+            exclusive=True,
+            partitions=work,
+            wait_ms=self.config.work_fetch_wait_ms,
         )
         try:
             await provisional.start()

@@ -16,7 +16,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import orjson
@@ -959,3 +959,51 @@ async def test_a_replica_keeps_placing_its_share_while_the_group_rebalances(stor
         await commit.stop()
     bound = await _bindings_per_pod(store)
     assert bound == {"t/a": 1, "t/b": 1}
+
+
+class _RecordingBus(MemoryBus):
+    """The in-process bus, recording the fetch wait each consumer is made with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: dict[str, list[int | None]] = {}
+
+    def consumer(
+        self,
+        topics: Sequence[str],
+        group: str,
+        *,
+        exclusive: bool = False,
+        instance: str | None = None,
+        partitions: Sequence[tuple[str, int]] | None = None,
+        wait_ms: int | None = None,
+        idle_wait: tuple[int, float] | None = None,
+    ) -> BusConsumer:
+        for topic in topics:
+            self.waits.setdefault(topic, []).append(wait_ms)
+        return super().consumer(
+            topics,
+            group,
+            exclusive=exclusive,
+            instance=instance,
+            partitions=partitions,
+            wait_ms=wait_ms,
+            idle_wait=idle_wait,
+        )
+
+
+async def test_a_replicas_work_consumer_fetches_with_the_work_fetch_wait(store) -> None:
+    """The work consumer waits ``work_fetch_wait_ms`` at the broker (40 ms), not the
+    bus's 20 ms idle wait: under load it has a fetch waiting all the time, and each
+    one costs the replica and the broker CPU whatever it brings."""
+    bus = _RecordingBus()
+    replica = Replica(store, bus, "r1", config=ReplicaConfig())
+    await replica.start()
+    try:
+        assert bus.waits[bus.topics.work] == [ReplicaConfig().work_fetch_wait_ms] == [40]
+        # Restarted, it reads its previous share by assignment with the same wait.
+        await replica._open_provisional([(bus.topics.work, 0)])
+        assert bus.waits[bus.topics.work][-1] == 40
+        await replica._stop_provisional()
+    finally:
+        await replica.stop()
