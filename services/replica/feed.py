@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from esched.core import PHASE_RUNNING
+from esched.core._claims import MAGIC as CLAIMS_MAGIC
 from esched.schemas.events import (
     PLACEMENT_COMMITTED,
     POD,
@@ -106,6 +107,8 @@ class FeedFollower(LogFollower):
         self.probes = 0
         self.parts = 0
         self.bridged = 0
+        #: Feed messages whose claims this version cannot read (bridged instead).
+        self.foreign = 0
         self.entered = 0
         #: Seconds of this thread's CPU in :meth:`enter` (its store read's wait left
         #: out); :attr:`follow_cpu` counts :meth:`apply`'s (the feed messages).
@@ -213,6 +216,19 @@ class FeedFollower(LogFollower):
         except FeedError as exc:
             log.warning("skipped a feed message: %s", exc)
             return None
+        foreign = [d[:4] for k, _p, d in parts if k == CLAIMS and not d.startswith(CLAIMS_MAGIC)]
+        if foreign:
+            # Claims of another layout: a dispatcher of another version (a rolling
+            # update). The store's events say the same, so they are folded instead.
+            self.foreign += 1
+            if self.foreign == 1:
+                log.warning(
+                    "feed claims %r, not %r (a dispatcher of another version): "
+                    "folding the store's events instead",
+                    foreign[0],
+                    CLAIMS_MAGIC,
+                )
+            return upto
         mentions = self._mentions
         found: list[tuple[int, bytes]] = []
         commits: list[tuple[int, dict[str, Any]]] = []

@@ -342,6 +342,34 @@ def test_a_follower_skips_what_it_covers_and_bridges_what_does_not_begin_at_it()
     assert sorted(follower.state.node_index) == ["n1", "n2"]
 
 
+def test_claims_of_another_layout_are_bridged_from_the_store_not_applied() -> None:
+    """A dispatcher of another version (a rolling update) writes claims this version
+    cannot read: the follower changes nothing and asks for the store's events up to
+    the message's end, as for a gap (it neither crashes on them nor skips them)."""
+    st = ClusterState()
+    writer = FeedWriter(st)
+    (first,) = writer.take()
+    writer.fold(_rows([node("n1", "4"), pod("a"), committed("p1", "a", "n1")]))
+    (ours,) = writer.take()
+    after, upto, flags, parts = decode_message(ours)
+    claims = [d for k, _p, d in parts if k == CLAIMS]
+    assert claims and all(d.startswith(b"ECL") for d in claims)
+    older = encode_message(
+        after,
+        upto,
+        flags,
+        [(k, pos, b"ECL0" + d[4:] if k == CLAIMS else d) for k, pos, d in parts],
+    )
+    follower = FeedFollower(cast(Any, None), lambda: cast(Any, None))
+    follower.state = ClusterState()
+    assert follower.apply(first) is None
+    at = follower.state.position
+    assert follower.apply(older) == upto
+    assert follower.state.position == at and follower.foreign == 1
+    assert bound(follower.state) == {}
+    assert follower.apply(ours) is None and bound(follower.state) == bound(st)
+
+
 async def test_a_work_item_older_than_its_pods_release_enters_nothing(tmp_path: Path) -> None:
     """A follower enters a work item's pod from its latest submission, unless a claims
     record released the pod after the item's position (a stale item: bound or
