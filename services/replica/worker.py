@@ -102,12 +102,7 @@ class _WorkLoop(_Share):
         if may_come.is_set():
             may_come.clear()
             self._idle_since = now
-        elif self._batches:
-            # Idle time counts from the last batch's end, not from the last poll that
-            # brought work: a CPU-capped replica's batches outlast idle_after, and it
-            # went idle at its first empty poll after them.
-            self._idle_since = now
-        elif now - self._idle_since >= cfg.idle_after and not await self._work_waits(consumer):
+        elif now - self._idle_since >= cfg.idle_after and not self._batches:
             consumer.pause_fetching()
             try:
                 await asyncio.wait_for(may_come.wait(), cfg.idle_poll)
@@ -128,18 +123,6 @@ class _WorkLoop(_Share):
         if msgs:
             self._idle_since = time.monotonic()
         return msgs
-
-    async def _work_waits(self, consumer: BusConsumer) -> bool:
-        """Whether the broker's last answers put work on this replica's partitions
-        beyond what it has read. Polls come back empty while a fetch is still on its way
-        (a CPU-capped replica's round trip outlasts a poll), and pausing then drops that
-        fetch's records: the work waited for idle checks that kept missing it (seconds)."""
-        try:
-            waiting = await consumer.lag()
-        except Exception as exc:  # (best effort: a partition moving away, a closing client)
-            log.debug("replica %s: work lag unknown (%s)", self.id, exc)
-            return False
-        return waiting > 0
 
     def _batch_done(self, task: asyncio.Task, slots: asyncio.Semaphore) -> None:
         self._batches.discard(task)

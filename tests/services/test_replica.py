@@ -804,45 +804,6 @@ async def test_an_idle_replica_neither_polls_work_nor_reads_the_log(pg_url) -> N
         await eventually(lambda: consumer.polls > polls, within=10)
 
 
-class _WorkOnItsWay(_CountingConsumer):
-    """Work waits on the broker (its lag counts it) but, while ``late``, polls do not
-    bring it: a CPU-capped replica's fetch still on its way when its poll times out
-    (a throttled process gets 2 ms of each 100)."""
-
-    def __init__(self, bus: MemoryBus) -> None:
-        super().__init__(bus)
-        self.late = False
-
-    async def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
-        if not self.late:
-            return await super().poll(timeout_ms, max_records)
-        self.polls += 1
-        await asyncio.sleep(timeout_ms / 1000)
-        return []
-
-
-async def test_a_replica_with_work_waiting_on_the_broker_keeps_polling_instead_of_going_idle(
-    pg_url,
-) -> None:
-    # Work on the replica's partitions (the broker's answers say so) whose fetch has not
-    # come back by the end of a poll is not idleness: pausing would drop that fetch, and
-    # the work waited for an idle check that found it (seconds at a CPU cap: a stall of
-    # every pod left on those partitions). Polls go on until it comes.
-    config = ReplicaConfig(idle_after=0.05, idle_poll=60.0, poll_timeout_ms=20)
-    async with _idle_replica(pg_url, _WorkOnItsWay, config) as (store, consumer, replica):
-        assert isinstance(consumer, _WorkOnItsWay)
-        await eventually(lambda: consumer.paused, within=10)
-        consumer.late = True
-        consumer.bus.append(consumer.bus.topics.work, *work_item("pod", "t/a", 2))
-        await append_events(store, pod("a"))  # may make work: fetching resumes
-        polls = consumer.polls
-        # 20 polls of 20 ms: eight times idle_after, with the work known to wait.
-        await eventually(lambda: consumer.polls >= polls + 20, within=10)
-        assert not consumer.paused
-        consumer.late = False
-        await eventually(lambda: replica.totals.work_items == 1, within=10)
-
-
 @pytest.mark.parametrize("count", [0, 1, 7, 8, 40])
 def test_the_batch_searches_find_what_a_search_per_payload_finds(count) -> None:
     # The follower's searches over a fetched batch (memmem per payload, in C): a
