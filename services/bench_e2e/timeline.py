@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from esched.services.bench_e2e.observe import proposal_pods, work_pods
 from esched.services.bus.base import Bus
 
 __all__ = [
@@ -84,13 +85,12 @@ def _record(marks: StageMarks, value: bytes, at: float, *, proposals: bool) -> N
     try:
         item = orjson.loads(value)
         if proposals:
-            data = item["data"]
-            for b in data["bindings"]:
-                marks.add(str(b["pod"]), at, str(data.get("replica")))
-        elif item.get("pod"):
-            marks.add(str(item["pod"]), at)
+            by = str(item["data"].get("replica"))
+            for pod in proposal_pods(item):
+                marks.add(str(pod), at, by)
         else:
-            for pod in item.get("pods") or ():
+            # (a gang's work item names its pods, which the latency marks leave out)
+            for pod in work_pods(item) or item.get("pods") or ():
                 marks.add(str(pod), at)
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         return
@@ -117,11 +117,15 @@ def commit_gaps(decided: Iterable[float], start: float) -> dict[str, Any]:
     times = list(decided)
     if not times:
         return {"longest_s": None, "at_s": None, "after_share": None}
-    longest, begin, after = longest_gap(times, start)
+    return _gap_summary(longest_gap(times, start), len(times), start)
+
+
+def _gap_summary(gap: tuple[float, float, int], decided: int, start: float) -> dict[str, Any]:
+    longest, begin, after = gap
     return {
         "longest_s": round(longest, 3),
         "at_s": round(begin - start, 3),
-        "after_share": round(after / len(times), 3),
+        "after_share": round(after / decided, 3),
     }
 
 
@@ -163,10 +167,11 @@ async def run_timeline(
     if not stored or not decided:
         return {"longest_s": None}
     start = min(stored.values())
-    gaps = commit_gaps(decided.values(), start)
+    gap = longest_gap(decided.values(), start)
+    gaps = _gap_summary(gap, len(decided), start)
     work, proposed = await read_stage_marks(bus, group, stored)
     marks = {"stored": stored, "work": work.first, "proposed": proposed.first, "decided": decided}
-    longest, begin, _after = longest_gap(decided.values(), start)
+    longest, begin, _after = gap
     if longest > 0:
         end = begin + longest
         late = [p for p, t in decided.items() if t >= end]

@@ -36,3 +36,18 @@ def test_stage_marks_keep_each_pods_first_record_and_count_the_others():
     marks.add("p", 1.0, "r1")
     marks.add("p", 3.0, "r3")
     assert (marks.first["p"], marks.by["p"], marks.count["p"]) == (1.0, "r1", 3)
+
+
+def test_marks_name_a_work_items_pods_a_gangs_included_and_a_proposals_replica() -> None:
+    # The latency marks' rules (observe.work_pods / proposal_pods), plus a gang's pods.
+    from esched.services.bench_e2e.timeline import _record
+
+    work, proposed = StageMarks(), StageMarks()
+    _record(work, b'{"pod": "t/a"}', 1.0, proposals=False)
+    _record(work, b'{"pods": ["t/b", "t/c"]}', 2.0, proposals=False)
+    _record(work, b"not json", 3.0, proposals=False)
+    _record(
+        proposed, b'{"data": {"replica": "r1", "bindings": [{"pod": "t/a"}]}}', 4.0, proposals=True
+    )
+    assert work.first == {"t/a": 1.0, "t/b": 2.0, "t/c": 2.0}
+    assert proposed.first == {"t/a": 4.0} and proposed.by == {"t/a": "r1"}
